@@ -1,0 +1,306 @@
+//! The reference domain of toolcall: a shop with orders and an idempotent
+//! refund backend, and the two tools a support agent gets over it.
+//!
+//! The backend is a fake, but it behaves like a payment gateway: a refund
+//! sent twice under one idempotency key is applied once, and it can be told
+//! to lose its next responses *after* committing, the failure that makes a
+//! naive agent refund twice.
+
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Mutex;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolcall::{Ctx, Rejection, ToolError, tool};
+
+/// A currency an order can be in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Currency {
+    /// Brazilian real.
+    BRL,
+    /// United States dollar.
+    USD,
+}
+
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Currency::BRL => "BRL",
+            Currency::USD => "USD",
+        })
+    }
+}
+
+/// Why a refund is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundReason {
+    /// The goods arrived damaged.
+    Damaged,
+    /// The goods never arrived.
+    NotDelivered,
+    /// The customer asked for it.
+    CustomerRequest,
+}
+
+/// One order in the shop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Order {
+    /// Its id, `ORD-` and four digits.
+    pub order_id: String,
+    /// Who bought it.
+    pub customer_id: String,
+    /// What was paid, in cents.
+    pub total_cents: i64,
+    /// In which currency.
+    pub currency: Currency,
+    /// How much was refunded so far, in cents.
+    pub refunded_cents: i64,
+}
+
+impl Order {
+    /// A new order with nothing refunded.
+    pub fn new(order_id: &str, customer_id: &str, total_cents: i64, currency: Currency) -> Self {
+        Order {
+            order_id: order_id.to_owned(),
+            customer_id: customer_id.to_owned(),
+            total_cents,
+            currency,
+            refunded_cents: 0,
+        }
+    }
+
+    /// What can still be refunded, in cents.
+    pub fn refundable_cents(&self) -> i64 {
+        self.total_cents - self.refunded_cents
+    }
+}
+
+/// Why the backend did not confirm a refund.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BackendError {
+    /// The refund may have been committed, but the answer was lost: safe to
+    /// send again under the same idempotency key.
+    Timeout,
+    /// No such order.
+    UnknownOrder,
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendError::Timeout => f.write_str("gateway timeout after commit"),
+            BackendError::UnknownOrder => f.write_str("no such order"),
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// The shop's orders and its refund backend.
+#[derive(Debug)]
+pub struct Shop {
+    state: Mutex<ShopState>,
+}
+
+#[derive(Debug, Default)]
+struct ShopState {
+    orders: BTreeMap<String, Order>,
+    applied_refunds: u64,
+    lose_next_responses: u32,
+    processed: HashMap<String, i64>,
+}
+
+impl Default for Shop {
+    fn default() -> Self {
+        Shop::new()
+    }
+}
+
+impl Shop {
+    /// The reference's shop: ORD-1001 (CUS-1, 12000 cents, BRL) and ORD-1002
+    /// (CUS-2, 4500 cents, USD).
+    pub fn new() -> Self {
+        Shop::with_orders([
+            Order::new("ORD-1001", "CUS-1", 12_000, Currency::BRL),
+            Order::new("ORD-1002", "CUS-2", 4_500, Currency::USD),
+        ])
+    }
+
+    /// A shop with these orders.
+    pub fn with_orders(orders: impl IntoIterator<Item = Order>) -> Self {
+        let orders = orders
+            .into_iter()
+            .map(|o| (o.order_id.clone(), o))
+            .collect();
+        Shop {
+            state: Mutex::new(ShopState {
+                orders,
+                ..ShopState::default()
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ShopState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A copy of the order.
+    pub fn order(&self, order_id: &str) -> Option<Order> {
+        self.state().orders.get(order_id).cloned()
+    }
+
+    /// How many refunds the backend really applied: the side effects.
+    pub fn applied_refunds(&self) -> u64 {
+        self.state().applied_refunds
+    }
+
+    /// Makes the backend commit its next `n` new refunds and then lose the
+    /// answer ("it went through, but the response never came").
+    pub fn lose_next_responses(&self, n: u32) {
+        self.state().lose_next_responses = n;
+    }
+
+    /// Refunds `amount_cents` on the order, once per idempotency key: a key
+    /// seen before gets the first answer again and changes nothing.
+    pub fn refund(
+        &self,
+        order_id: &str,
+        amount_cents: i64,
+        idempotency_key: &str,
+    ) -> Result<i64, BackendError> {
+        let mut state = self.state();
+        if let Some(&remaining) = state.processed.get(idempotency_key) {
+            return Ok(remaining);
+        }
+        let order = state
+            .orders
+            .get_mut(order_id)
+            .ok_or(BackendError::UnknownOrder)?;
+        order.refunded_cents += amount_cents;
+        let remaining = order.refundable_cents();
+        state.applied_refunds += 1;
+        state
+            .processed
+            .insert(idempotency_key.to_owned(), remaining);
+        if state.lose_next_responses > 0 {
+            state.lose_next_responses -= 1;
+            return Err(BackendError::Timeout);
+        }
+        Ok(remaining)
+    }
+}
+
+/// What `get_order` answers.
+#[derive(Debug, Serialize)]
+pub struct OrderView {
+    /// The order's id.
+    pub order_id: String,
+    /// What was paid, in cents.
+    pub total_cents: i64,
+    /// How much was refunded so far, in cents.
+    pub refunded_cents: i64,
+    /// The order's currency.
+    pub currency: Currency,
+}
+
+/// What `refund_order` answers.
+#[derive(Debug, Serialize)]
+pub struct Refund {
+    /// The order refunded.
+    pub order_id: String,
+    /// The amount of this refund, in cents.
+    pub refunded_cents: i64,
+    /// What can still be refunded, in cents.
+    pub remaining_refundable_cents: i64,
+}
+
+/// Read one order: total, amount already refunded and currency. No side effects.
+#[tool]
+pub fn get_order(
+    ctx: &Ctx<Shop>,
+    /// Order id, for example ORD-1001.
+    #[arg(pattern = r"^ORD-\d{4}$")]
+    order_id: String,
+) -> Result<OrderView, Rejection> {
+    let Some(order) = ctx.state.order(&order_id) else {
+        return Err(Rejection::new(
+            "ORDER_NOT_FOUND",
+            format!("Order {order_id} does not exist. Ask the user to confirm the id."),
+        ));
+    };
+    Ok(OrderView {
+        order_id: order.order_id,
+        total_cents: order.total_cents,
+        refunded_cents: order.refunded_cents,
+        currency: order.currency,
+    })
+}
+
+/// Refund part or all of an order. Call get_order first. Amount in cents, in the order currency.
+#[tool(side_effect, high_risk, check = check_refund)]
+pub async fn refund_order(
+    ctx: &Ctx<Shop>,
+    /// Order id, for example ORD-1001.
+    #[arg(pattern = r"^ORD-\d{4}$")]
+    order_id: String,
+    /// Refund amount in minor units (cents). 25.90 is 2590.
+    #[arg(min = 1, limit = "max_refund_cents")]
+    amount_cents: i64,
+    /// Must match the order currency.
+    currency: Currency,
+    reason: RefundReason,
+) -> Result<Refund, ToolError> {
+    let _ = (currency, reason);
+    match ctx
+        .state
+        .refund(&order_id, amount_cents, &ctx.idempotency_key)
+    {
+        Ok(remaining) => Ok(Refund {
+            order_id,
+            refunded_cents: amount_cents,
+            remaining_refundable_cents: remaining,
+        }),
+        Err(BackendError::Timeout) => Err(ToolError::transient(BackendError::Timeout)),
+        Err(BackendError::UnknownOrder) => Err(order_not_found(&order_id).into()),
+    }
+}
+
+/// The business rules of a refund, checked before anything happens.
+pub fn check_refund(args: &RefundOrderArgs, ctx: &Ctx<Shop>) -> Result<(), Rejection> {
+    let Some(order) = ctx.state.order(&args.order_id) else {
+        return Err(order_not_found(&args.order_id));
+    };
+    if args.currency != order.currency {
+        return Err(Rejection::new(
+            "CURRENCY_MISMATCH",
+            format!(
+                "Order {} is in {}, not {}. Use the order currency.",
+                order.order_id, order.currency, args.currency
+            ),
+        ));
+    }
+    let refundable = order.refundable_cents();
+    if args.amount_cents > refundable {
+        return Err(Rejection::new(
+            "AMOUNT_EXCEEDS_REFUNDABLE",
+            format!(
+                "Only {refundable} cents can still be refunded on {}.",
+                order.order_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn order_not_found(order_id: &str) -> Rejection {
+    Rejection::new(
+        "ORDER_NOT_FOUND",
+        format!("Order {order_id} does not exist. Call get_order with a valid id."),
+    )
+}

@@ -1,0 +1,261 @@
+//! `orders`: the reference's support-agent demo, and a replayer that runs a
+//! file of model calls through the pipeline, one conversation per run.
+
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use orders::{Shop, get_order, refund_order};
+use serde::Deserialize;
+use serde_json::Value;
+use toolcall::{Call, Code, Dispatcher, JsonLinesAudit, Policy, ToolResult, tools};
+
+/// Orders and refunds behind toolcall's deterministic tool pipeline.
+///
+/// With no subcommand, plays the reference's scripted conversation: a
+/// lookup, a refund sent as 25.90 instead of cents, the corrected refund
+/// (a person is asked to approve it), and the model's retry of it, which is
+/// replayed instead of refunding twice.
+#[derive(Parser)]
+#[command(version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// Approve confirmations without asking (with no terminal, they are declined).
+    #[arg(long)]
+    yes: bool,
+
+    /// Append an audit record per call to this file, as JSON lines.
+    #[arg(long, value_name = "FILE", global = true)]
+    audit: Option<PathBuf>,
+
+    #[command(flatten)]
+    settings: SettingsArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs calls from a file, one JSON object a line, as one conversation.
+    ///
+    /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...}, "confirmed": false}`.
+    /// Prints, a line per call, the text that would go back to the model.
+    Replay(ReplayArgs),
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// The calls; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE|-")]
+    input: Option<PathBuf>,
+}
+
+/// The pipeline's settings; the defaults are the reference's.
+#[derive(Args)]
+#[command(next_help_heading = "Pipeline")]
+struct SettingsArgs {
+    /// The conversation's id (it scopes the step budget and the idempotency keys).
+    #[arg(long, default_value = "demo", global = true)]
+    session_id: String,
+    /// Tool calls allowed in the conversation.
+    #[arg(long, default_value_t = 10, global = true)]
+    max_steps: u64,
+    /// Times one exact call may be made before LOOP_DETECTED.
+    #[arg(long, default_value_t = 3, global = true)]
+    max_duplicate_calls: u64,
+    /// Retries after a transient backend failure, under the same key.
+    #[arg(long, default_value_t = 2, global = true)]
+    max_retries: u32,
+    /// Wait before retry n: n times this many milliseconds.
+    #[arg(long, default_value_t = 200, global = true)]
+    retry_backoff_ms: u64,
+    /// The tools the caller may use, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "get_order,refund_order",
+        global = true
+    )]
+    allow: Vec<String>,
+    /// Refunds above this many cents need a human agent.
+    #[arg(long, default_value_t = 50_000, global = true)]
+    max_refund_cents: i64,
+    /// The backend commits its next N new refunds, then loses the answer.
+    #[arg(long, default_value_t = 0, value_name = "N", global = true)]
+    lose_next_response: u32,
+}
+
+/// One line of a replay file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayLine {
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default)]
+    confirmed: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("orders: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let session = cli.settings.session_id.as_str();
+    let outcome = dispatcher(&cli.settings, cli.audit.as_ref()).and_then(|d| match &cli.command {
+        None => {
+            runtime.block_on(demo(&d, session, cli.yes));
+            Ok(())
+        }
+        Some(Command::Replay(args)) => runtime.block_on(replay(&d, session, args.input.as_ref())),
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("orders: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatcher(
+    settings: &SettingsArgs,
+    audit: Option<&PathBuf>,
+) -> Result<Dispatcher<Shop>, String> {
+    let shop = Shop::new();
+    shop.lose_next_responses(settings.lose_next_response);
+    let registry = tools![get_order, refund_order].map_err(|e| e.to_string())?;
+    let policy = Policy::new()
+        .allow(
+            settings
+                .allow
+                .iter()
+                .map(|tool| tool.trim())
+                .filter(|tool| !tool.is_empty()),
+        )
+        .limit("max_refund_cents", settings.max_refund_cents);
+    let mut builder = Dispatcher::builder(registry, shop)
+        .policy(policy)
+        .max_steps(settings.max_steps)
+        .max_duplicate_calls(settings.max_duplicate_calls)
+        .max_retries(settings.max_retries)
+        .retry_backoff(Duration::from_millis(settings.retry_backoff_ms));
+    if let Some(path) = audit {
+        let sink = JsonLinesAudit::open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        builder = builder.audit(sink);
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+async fn demo(dispatcher: &Dispatcher<Shop>, session: &str, yes: bool) {
+    let scripted = [
+        ("get_order", r#"{"order_id": "ORD-1001"}"#),
+        (
+            "refund_order",
+            r#"{"order_id": "ORD-1001", "amount_cents": 25.90, "currency": "BRL", "reason": "damaged"}"#,
+        ),
+        (
+            "refund_order",
+            r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
+        ),
+        (
+            "refund_order",
+            r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
+        ),
+    ];
+    println!("The model proposes; the code decides. Four scripted tool calls follow.\n");
+    for (tool, arguments) in scripted {
+        println!("model calls {tool} {arguments}");
+        let call = Call::new(tool, arguments).session(session);
+        let result = dispatcher.execute(call).await;
+        println!("  -> {}", result.to_model_text());
+        if result.code == Code::ConfirmationRequired && approve(tool, &result, yes) {
+            let confirmed = dispatcher.execute(call.confirmed(true)).await;
+            println!("  -> {}", confirmed.to_model_text());
+        }
+        println!();
+    }
+    println!(
+        "The backend applied {} refund(s); ORD-1001 has {} cents left to refund.",
+        dispatcher.state().applied_refunds(),
+        dispatcher
+            .state()
+            .order("ORD-1001")
+            .map_or(0, |o| o.refundable_cents())
+    );
+}
+
+/// Asks the person at the terminal; without one, declines.
+fn approve(tool: &str, result: &ToolResult, yes: bool) -> bool {
+    let pending = result
+        .data
+        .get("pending")
+        .map(Value::to_string)
+        .unwrap_or_default();
+    if yes {
+        println!("  approved with --yes: {tool} {pending}");
+        return true;
+    }
+    let stdin = io::stdin();
+    if !stdin.is_terminal() {
+        println!(
+            "  no terminal to ask for approval of {tool} {pending}: declined (pass --yes to approve)"
+        );
+        return false;
+    }
+    print!("  approve {tool} {pending}? [y/N] ");
+    let _ = io::stdout().flush();
+    let mut answer = String::new();
+    if stdin.lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    answer.trim().eq_ignore_ascii_case("y")
+}
+
+async fn replay(
+    dispatcher: &Dispatcher<Shop>,
+    session: &str,
+    input: Option<&PathBuf>,
+) -> Result<(), String> {
+    let reader: Box<dyn BufRead> = match input {
+        None => Box::new(io::stdin().lock()),
+        Some(path) if path.as_os_str() == "-" => Box::new(io::stdin().lock()),
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            Box::new(io::BufReader::new(file))
+        }
+    };
+    let mut stdout = io::stdout().lock();
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read line {}: {e}", index + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let call: ReplayLine = serde_json::from_str(&line)
+            .map_err(|e| format!("line {}: not a replay call: {e}", index + 1))?;
+        let arguments = match &call.arguments {
+            Value::String(raw) => toolcall::Arguments::Raw(raw),
+            parsed => toolcall::Arguments::Parsed(parsed),
+        };
+        let result = dispatcher
+            .execute(
+                Call::new(&call.tool, arguments)
+                    .session(session)
+                    .confirmed(call.confirmed),
+            )
+            .await;
+        writeln!(stdout, "{}", result.to_model_text()).map_err(|e| format!("cannot write: {e}"))?;
+    }
+    stdout.flush().map_err(|e| format!("cannot write: {e}"))
+}

@@ -1,0 +1,1 @@
+//! Integration tests of toolcall live in `tests/*.rs` beside this file.

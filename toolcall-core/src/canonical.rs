@@ -1,0 +1,317 @@
+//! The canonical JSON form of validated arguments and the idempotency key derived from it.
+//!
+//! # The canonical form
+//!
+//! It is the JSON Canonicalization Scheme of RFC 8785, with one deliberate
+//! difference for integers:
+//!
+//! * no white space anywhere;
+//! * object members sorted by their names compared as UTF-16 code units;
+//! * strings written as UTF-8 with only `"`, `\` and the control characters
+//!   below U+0020 escaped: `\b`, `\t`, `\n`, `\f`, `\r` by name, every other one as
+//!   `\u00xx` with lower-case hex digits;
+//! * `null`, `true`, `false` as themselves;
+//! * a number that holds an integer in the signed or unsigned 64-bit range is
+//!   written in plain decimal, exactly (RFC 8785 would round integers above
+//!   2^53 through a double, which could make two different amounts collide);
+//! * every other number is a double, written as ECMAScript's
+//!   `Number.prototype.toString` writes it: the shortest digits that round-trip,
+//!   plain notation for exponents from -6 to 20, otherwise `d.ddde+X` / `d.ddde-X`,
+//!   and `-0` as `0`.
+//!
+//! The form is computed over the *validated* arguments, serialized by the
+//! argument struct, so spacing, member order and absent-versus-`null`
+//! optional fields in what the model sent do not change it.
+//!
+//! # The key
+//!
+//! The idempotency key is the lower-case hex SHA-256 digest of
+//!
+//! ```text
+//! "toolcall/idempotency/v1\n" || len(session) ":" session || len(tool) ":" tool || canonical
+//! ```
+//!
+//! where `len` is the byte length in decimal. The length prefixes keep
+//! `("a|b", "c")` and `("a", "b|c")` apart. The form and the digest input are
+//! part of the crate's stability promise: a key computed today matches one
+//! computed by any later version, in any process.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
+
+/// Writes `value` in the canonical form described in the [module docs](self).
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::with_capacity(64);
+    write_value(&mut out, value);
+    out
+}
+
+/// The idempotency key of a call: hex SHA-256 over the session, the tool and
+/// the canonical form of the validated arguments (see the [module docs](self)).
+pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
+    let canonical = canonical_json(arguments);
+    let mut hasher = Sha256::new();
+    hasher.update(KEY_DOMAIN.as_bytes());
+    for part in [session, tool] {
+        hasher.update(part.len().to_string().as_bytes());
+        hasher.update(b":");
+        hasher.update(part.as_bytes());
+    }
+    hasher.update(canonical.as_bytes());
+    let digest = hasher.finalize();
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => {
+            if let Some(n) = number.as_i64() {
+                let _ = write!(out, "{n}");
+            } else if let Some(n) = number.as_u64() {
+                let _ = write!(out, "{n}");
+            } else if let Some(f) = number.as_f64() {
+                write_double(out, f);
+            }
+        }
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+            sorted.sort_by(|a, b| utf16_cmp(a.0, b.0));
+            out.push('{');
+            for (i, (name, item)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, name);
+                out.push(':');
+                write_value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn utf16_cmp(a: &str, b: &str) -> Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.cmp(b)
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{08}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{0C}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// ECMAScript's `Number.prototype.toString` for a finite double.
+fn write_double(out: &mut String, f: f64) {
+    if f == 0.0 {
+        out.push('0');
+        return;
+    }
+    if f < 0.0 {
+        out.push('-');
+    }
+    // `{:e}` prints the shortest digits that round-trip, as `d.ddde[-]x`.
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let k = digits.len() as i32;
+    let n = exponent + 1;
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        let e = n - 1;
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let _ = write!(out, "e{}{}", if e >= 0 { '+' } else { '-' }, e.abs());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn double(f: f64) -> String {
+        let mut out = String::new();
+        write_double(&mut out, f);
+        out
+    }
+
+    #[test]
+    fn doubles_follow_ecmascript() {
+        // Vectors from RFC 8785 appendix B and ECMAScript's Number::toString.
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (-1.5, "-1.5"),
+            (4.50, "4.5"),
+            (2e-3, "0.002"),
+            (0.000001, "0.000001"),
+            (1e-7, "1e-7"),
+            (1e20, "100000000000000000000"),
+            (1e21, "1e+21"),
+            (1e23, "1e+23"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (333333333.3333333, "333333333.3333333"),
+            (9007199254740992.0, "9007199254740992"),
+            (295147905179352830000.0, "295147905179352830000"),
+            (5e-324, "5e-324"),
+            (-5e-324, "-5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (-1.7976931348623157e308, "-1.7976931348623157e+308"),
+            (25.9, "25.9"),
+            (2590.0, "2590"),
+            (1.2345e-10, "1.2345e-10"),
+        ];
+        for (f, want) in cases {
+            assert_eq!(double(*f), *want, "for {f:e}");
+        }
+    }
+
+    #[test]
+    fn objects_are_sorted_by_utf16_code_units() {
+        // RFC 8785 section 3.2.3: U+20AC sorts before U+1F600 in UTF-16, after it in UTF-8.
+        let value = json!({"\u{1F600}": 1, "\u{20AC}": 2, "b": 3, "a": 4, "\r": 5, "1": 6});
+        assert_eq!(
+            canonical_json(&value),
+            "{\"\\r\":5,\"1\":6,\"a\":4,\"b\":3,\"\u{20AC}\":2,\"\u{1F600}\":1}"
+        );
+    }
+
+    #[test]
+    fn strings_escape_only_what_they_must() {
+        let value = json!("a\"b\\c\u{08}\u{0C}\n\r\t\u{01}\u{1F}é€/\u{2028}");
+        assert_eq!(
+            canonical_json(&value),
+            "\"a\\\"b\\\\c\\b\\f\\n\\r\\t\\u0001\\u001fé€/\u{2028}\""
+        );
+    }
+
+    #[test]
+    fn integers_stay_exact_beyond_two_to_the_53() {
+        let value = json!([
+            9007199254740993u64,
+            -9223372036854775808i64,
+            18446744073709551615u64
+        ]);
+        assert_eq!(
+            canonical_json(&value),
+            "[9007199254740993,-9223372036854775808,18446744073709551615]"
+        );
+    }
+
+    #[test]
+    fn nested_values_have_no_white_space() {
+        let value = json!({"b": [1, {"y": null, "x": true}], "a": {"d": false, "c": "s"}});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":{"c":"s","d":false},"b":[1,{"x":true,"y":null}]}"#
+        );
+    }
+
+    /// Golden vectors, computed independently of this code (Python's hashlib
+    /// over the documented digest input). They are a stability promise: if
+    /// this test fails, keys computed by earlier versions no longer match.
+    #[test]
+    fn idempotency_key_golden_vectors() {
+        let refund = json!({"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"});
+        assert_eq!(
+            canonical_json(&refund),
+            r#"{"amount_cents":2590,"currency":"BRL","order_id":"ORD-1001","reason":"damaged"}"#
+        );
+        let cases = [
+            (
+                "demo",
+                "refund_order",
+                refund.clone(),
+                "c9c439027954f25d588c03d3e894fe34700f1bae43a7fb602ba2e2436b3cb0cd",
+            ),
+            (
+                "demo",
+                "get_order",
+                json!({"order_id": "ORD-1001"}),
+                "205a535d5b8714c45eeccb5ddf8d0b30196cc04f024c376b3ea245a03b80aa26",
+            ),
+            (
+                "",
+                "t",
+                json!({}),
+                "2e7c318925ee9e5be95ee1d4c6ae0ffa789eea7f4e6b8e582d6b69e17a2261a2",
+            ),
+        ];
+        for (session, tool, args, want) in cases {
+            assert_eq!(
+                idempotency_key(session, tool, &args),
+                want,
+                "{session} {tool} {args}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_separates_session_and_tool_unambiguously() {
+        let args = json!({});
+        assert_ne!(
+            idempotency_key("a|b", "c", &args),
+            idempotency_key("a", "b|c", &args)
+        );
+        assert_ne!(
+            idempotency_key("ab", "c", &args),
+            idempotency_key("a", "bc", &args)
+        );
+    }
+}

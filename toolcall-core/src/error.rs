@@ -1,0 +1,119 @@
+//! How checks and handlers say no.
+
+use std::borrow::Cow;
+use std::error::Error as StdError;
+use std::fmt;
+
+use crate::result::Code;
+
+type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// A business rule said no: a stable code and a message the model can act on.
+///
+/// Returned by a tool's check or its handler. It reaches the model as a result
+/// with `ok: false` and this code, and it is never retried.
+///
+/// ```
+/// use toolcall_core::Rejection;
+///
+/// let no = Rejection::new("ORDER_NOT_FOUND", "Order ORD-9999 does not exist. Ask the user to confirm the id.");
+/// assert_eq!(no.code(), "ORDER_NOT_FOUND");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    code: Code,
+    message: String,
+}
+
+impl Rejection {
+    /// A rejection with the application's own code (`SCREAMING_SNAKE_CASE` by
+    /// convention) and the message for the model.
+    pub fn new(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
+        Rejection {
+            code: Code::new(code),
+            message: message.into(),
+        }
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &Code {
+        &self.code
+    }
+
+    /// The message for the model.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub(crate) fn into_parts(self) -> (Code, String) {
+        (self.code, self.message)
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl StdError for Rejection {}
+
+/// Why a handler did not produce a result.
+///
+/// The dispatcher treats the three kinds differently: a [`Rejected`] call is
+/// answered with its own code and never retried; a [`Transient`] failure is
+/// retried, a bounded number of times and always under the same idempotency
+/// key, then answered `UPSTREAM_UNAVAILABLE`; an [`Internal`] failure is a bug,
+/// answered `INTERNAL_ERROR` and not retried.
+///
+/// [`Rejected`]: ToolError::Rejected
+/// [`Transient`]: ToolError::Transient
+/// [`Internal`]: ToolError::Internal
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// A business rule said no.
+    Rejected(Rejection),
+    /// The backend may not have answered (a timeout, a 503, a reset
+    /// connection): safe to try again under the same idempotency key.
+    Transient(BoxError),
+    /// Something failed that nobody planned for.
+    Internal(BoxError),
+}
+
+impl ToolError {
+    /// A failure that is safe to retry under the same idempotency key.
+    pub fn transient(error: impl Into<BoxError>) -> Self {
+        ToolError::Transient(error.into())
+    }
+
+    /// A failure that is a bug, not the model's fault and not worth a retry.
+    pub fn internal(error: impl Into<BoxError>) -> Self {
+        ToolError::Internal(error.into())
+    }
+}
+
+impl From<Rejection> for ToolError {
+    fn from(rejection: Rejection) -> Self {
+        ToolError::Rejected(rejection)
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Rejected(rejection) => write!(f, "rejected: {rejection}"),
+            ToolError::Transient(error) => write!(f, "transient failure: {error}"),
+            ToolError::Internal(error) => write!(f, "internal failure: {error}"),
+        }
+    }
+}
+
+impl StdError for ToolError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            ToolError::Rejected(rejection) => Some(rejection),
+            ToolError::Transient(error) | ToolError::Internal(error) => Some(&**error),
+        }
+    }
+}

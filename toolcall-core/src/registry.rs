@@ -1,0 +1,133 @@
+//! The set of tools a dispatcher can run.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde_json::{Value, json};
+
+use crate::policy::Policy;
+use crate::tool::ToolSpec;
+
+/// An entry `#[tool]` submits for [`Registry::collect`].
+#[doc(hidden)]
+pub struct ToolEntry(pub fn() -> &'static ToolSpec);
+
+inventory::collect!(ToolEntry);
+
+/// The tools a dispatcher knows, by name.
+///
+/// Build one by naming the tools with [`tools!`](crate::tools), or take every
+/// `#[tool]` linked into the program with [`Registry::collect`]. Either way,
+/// two tools with one name are an error, not a silent override.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    tools: Vec<&'static ToolSpec>,
+    by_name: HashMap<&'static str, usize>,
+}
+
+/// Why a registry could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two tools share a name.
+    DuplicateName {
+        /// The name both tools use.
+        name: &'static str,
+    },
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegistryError::DuplicateName { name } => write!(
+                f,
+                "two tools are named `{name}`; rename one with #[tool(name = \"...\")]"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
+impl Registry {
+    /// A registry of these tools, in this order.
+    pub fn from_specs(
+        specs: impl IntoIterator<Item = &'static ToolSpec>,
+    ) -> Result<Self, RegistryError> {
+        let mut registry = Registry::default();
+        for spec in specs {
+            registry.insert(spec)?;
+        }
+        Ok(registry)
+    }
+
+    /// Every `#[tool]` linked into this program, sorted by name.
+    pub fn collect() -> Result<Self, RegistryError> {
+        let mut specs: Vec<&'static ToolSpec> = inventory::iter::<ToolEntry>
+            .into_iter()
+            .map(|entry| (entry.0)())
+            .collect();
+        specs.sort_by_key(|spec| spec.name());
+        Registry::from_specs(specs)
+    }
+
+    fn insert(&mut self, spec: &'static ToolSpec) -> Result<(), RegistryError> {
+        if self.by_name.contains_key(spec.name()) {
+            return Err(RegistryError::DuplicateName { name: spec.name() });
+        }
+        self.by_name.insert(spec.name(), self.tools.len());
+        self.tools.push(spec);
+        Ok(())
+    }
+
+    /// The tool of this name.
+    pub fn get(&self, name: &str) -> Option<&'static ToolSpec> {
+        self.by_name.get(name).map(|&i| self.tools[i])
+    }
+
+    /// All tools, in registration order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'static ToolSpec> + '_ {
+        self.tools.iter().copied()
+    }
+
+    /// How many tools there are.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Provider-neutral tool definitions, `[{name, description, parameters}]`,
+    /// for the tools `policy` allows, in registration order. The parameters
+    /// are the JSON Schema the validator enforces.
+    pub fn definitions(&self, policy: &Policy) -> Vec<Value> {
+        self.iter()
+            .filter(|spec| policy.allows(spec.name()))
+            .map(|spec| {
+                json!({
+                    "name": spec.name(),
+                    "description": spec.description(),
+                    "parameters": spec.parameters_schema(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A [`Registry`] of the named `#[tool]` functions.
+///
+/// ```ignore
+/// let registry = toolcall::tools![get_order, refund_order]?;
+/// ```
+///
+/// Evaluates to `Result<Registry, RegistryError>`: two tools with one name
+/// are refused.
+#[macro_export]
+macro_rules! tools {
+    ($($tool:path),* $(,)?) => {
+        $crate::Registry::from_specs([$(<$tool as $crate::Tool>::spec()),*])
+    };
+}

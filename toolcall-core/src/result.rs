@@ -1,0 +1,192 @@
+//! The structured answer to every call, and its stable codes.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::ser::Serializer;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The stable outcome code of a call.
+///
+/// The pipeline's own codes are variants; a business check or a handler
+/// brings its own (`ORDER_NOT_FOUND`, `CURRENCY_MISMATCH`, ...) as [`Code::Custom`].
+/// A code serializes as its `SCREAMING_SNAKE_CASE` string and compares equal to it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Code {
+    /// The call ran and succeeded, or was replayed.
+    Ok,
+    /// The session used up its step budget.
+    StepLimit,
+    /// No tool has that name.
+    UnknownTool,
+    /// The tool exists but this caller may not use it.
+    ToolNotAllowed,
+    /// The arguments are not a JSON object.
+    InvalidJson,
+    /// The arguments do not fit the tool's schema.
+    InvalidArguments,
+    /// The same call was made more often than the session allows.
+    LoopDetected,
+    /// An argument is over a limit of the caller's policy.
+    PolicyLimit,
+    /// A high-risk tool waits for a person's approval.
+    ConfirmationRequired,
+    /// The backend failed transiently and the retries ran out.
+    UpstreamUnavailable,
+    /// The tool failed in a way nobody planned for (a bug, a panic).
+    InternalError,
+    /// A code of the application's own, from a check or a handler.
+    Custom(Cow<'static, str>),
+}
+
+impl Code {
+    /// Builds a code from its string, mapping the pipeline's own codes to their variants.
+    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
+        let code = code.into();
+        match &*code {
+            "OK" => Code::Ok,
+            "STEP_LIMIT" => Code::StepLimit,
+            "UNKNOWN_TOOL" => Code::UnknownTool,
+            "TOOL_NOT_ALLOWED" => Code::ToolNotAllowed,
+            "INVALID_JSON" => Code::InvalidJson,
+            "INVALID_ARGUMENTS" => Code::InvalidArguments,
+            "LOOP_DETECTED" => Code::LoopDetected,
+            "POLICY_LIMIT" => Code::PolicyLimit,
+            "CONFIRMATION_REQUIRED" => Code::ConfirmationRequired,
+            "UPSTREAM_UNAVAILABLE" => Code::UpstreamUnavailable,
+            "INTERNAL_ERROR" => Code::InternalError,
+            _ => Code::Custom(code),
+        }
+    }
+
+    /// The code as it appears in JSON.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Code::Ok => "OK",
+            Code::StepLimit => "STEP_LIMIT",
+            Code::UnknownTool => "UNKNOWN_TOOL",
+            Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
+            Code::InvalidJson => "INVALID_JSON",
+            Code::InvalidArguments => "INVALID_ARGUMENTS",
+            Code::LoopDetected => "LOOP_DETECTED",
+            Code::PolicyLimit => "POLICY_LIMIT",
+            Code::ConfirmationRequired => "CONFIRMATION_REQUIRED",
+            Code::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+            Code::InternalError => "INTERNAL_ERROR",
+            Code::Custom(code) => code,
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Code {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let code = String::deserialize(deserializer)?;
+        if code.is_empty() {
+            return Err(de::Error::custom("a code cannot be empty"));
+        }
+        Ok(Code::new(code))
+    }
+}
+
+/// What a call returns, whatever happened: the contract with the model.
+///
+/// `ok` and `code` are for code and dashboards, `message` is written for the
+/// model, `data` carries the tool's output (or the details of a rejection,
+/// such as `available` or `pending`). `replayed` says the stored result of an
+/// earlier identical side-effecting call was returned instead of running it again.
+///
+/// Serialized, it leaves out the fields that hold their default value, which
+/// is exactly the text [`ToolResult::to_model_text`] sends back to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolResult {
+    /// Whether the call succeeded.
+    pub ok: bool,
+    /// The tool the model asked for.
+    pub tool: String,
+    /// The stable outcome code.
+    #[serde(default = "ok_code", skip_serializing_if = "is_ok_code")]
+    pub code: Code,
+    /// What the model should know or do next.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The tool's output, or the details of a rejection.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub data: Map<String, Value>,
+    /// The stored result of an earlier identical call, not a new execution.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+fn ok_code() -> Code {
+    Code::Ok
+}
+
+fn is_ok_code(code: &Code) -> bool {
+    *code == Code::Ok
+}
+
+impl ToolResult {
+    /// A success carrying the tool's output.
+    pub fn success(tool: impl Into<String>, data: Map<String, Value>) -> Self {
+        ToolResult {
+            ok: true,
+            tool: tool.into(),
+            code: Code::Ok,
+            message: String::new(),
+            data,
+            replayed: false,
+        }
+    }
+
+    /// A rejection with its code and the message for the model.
+    pub fn failure(tool: impl Into<String>, code: Code, message: impl Into<String>) -> Self {
+        ToolResult {
+            ok: false,
+            tool: tool.into(),
+            code,
+            message: message.into(),
+            data: Map::new(),
+            replayed: false,
+        }
+    }
+
+    /// Adds one entry to `data`.
+    pub fn with_data(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.data.insert(key.into(), value.into());
+        self
+    }
+
+    /// The text that goes back to the model as the tool's result: this
+    /// result as compact JSON, default fields left out.
+    pub fn to_model_text(&self) -> String {
+        serde_json::to_string(self).expect("a ToolResult always serializes")
+    }
+}

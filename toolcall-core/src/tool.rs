@@ -1,0 +1,251 @@
+//! What a tool is to the runtime: its spec, its context, and the erased
+//! handles the dispatcher drives.
+
+use std::any::{Any, TypeId};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::args::{FieldErrors, FieldMeta, ToolArgs};
+use crate::error::ToolError;
+use crate::policy::Caller;
+
+/// A boxed, sendable future, as tool handlers return them.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a tool function receives as its optional first parameter, `&Ctx<S>`.
+///
+/// `S` is the application's state, handed to the [`Dispatcher`](crate::Dispatcher)
+/// when it is built. The idempotency key is the one to pass on to a backend
+/// that deduplicates (a payment gateway's `Idempotency-Key`): it stays the
+/// same across the dispatcher's retries and across identical calls.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Ctx<S: ?Sized> {
+    /// The application's state.
+    pub state: Arc<S>,
+    /// The call's idempotency key: hex SHA-256 of session, tool and the
+    /// canonical validated arguments.
+    pub idempotency_key: Arc<str>,
+    /// The conversation the call belongs to.
+    pub session: Arc<str>,
+    /// Who is calling, with their policy.
+    pub caller: Caller,
+}
+
+impl<S: ?Sized> Ctx<S> {
+    /// A context built by hand, for calling a tool function directly (in a unit test, say).
+    pub fn new(state: Arc<S>, idempotency_key: &str, session: &str, caller: Caller) -> Self {
+        Ctx {
+            state,
+            idempotency_key: idempotency_key.into(),
+            session: session.into(),
+            caller,
+        }
+    }
+}
+
+impl<S: Any + Send + Sync> Ctx<S> {
+    /// The typed view of the dispatcher's context. Fails only if the registry
+    /// was given to a dispatcher whose state is not `S`, which
+    /// [`Dispatcher`](crate::Dispatcher)'s builder already refuses.
+    #[doc(hidden)]
+    pub fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        let state = Arc::clone(&cx.state).downcast::<S>().map_err(|_| {
+            ToolError::internal(format!(
+                "this tool needs state of type `{}`, the dispatcher holds another",
+                std::any::type_name::<S>()
+            ))
+        })?;
+        Ok(Ctx {
+            state,
+            idempotency_key: Arc::clone(&cx.idempotency_key),
+            session: Arc::clone(&cx.session),
+            caller: cx.caller.clone(),
+        })
+    }
+}
+
+/// The untyped context the dispatcher hands to generated code.
+#[doc(hidden)]
+pub struct CallContext {
+    pub state: Arc<dyn Any + Send + Sync>,
+    pub idempotency_key: Arc<str>,
+    pub session: Arc<str>,
+    pub caller: Caller,
+}
+
+/// A tool: implemented by `#[tool]` on a hidden type named like the function.
+///
+/// You do not implement this trait; you name tools in [`tools!`](crate::tools)
+/// or collect them with [`Registry::collect`](crate::Registry::collect).
+pub trait Tool: 'static {
+    /// The argument struct, `<Name>Args`.
+    type Args: ToolArgs;
+
+    /// The tool's static description.
+    fn spec() -> &'static ToolSpec;
+
+    /// The business check, run before policy, confirmation and execution. It
+    /// must have no side effects.
+    fn check(args: &Self::Args, cx: &CallContext) -> Result<(), ToolError>;
+
+    /// Runs the tool.
+    fn call<'a>(args: Self::Args, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
+}
+
+/// The type of state a tool's context needs.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct StateType {
+    pub id: TypeId,
+    pub name: &'static str,
+}
+
+/// Everything the runtime knows about one tool. Built by `#[tool]` as a static.
+#[derive(Debug)]
+pub struct ToolSpec {
+    name: &'static str,
+    description: &'static str,
+    side_effect: bool,
+    high_risk: bool,
+    fields: &'static [FieldMeta],
+    state: Option<fn() -> StateType>,
+    schema: fn() -> Value,
+    validate: fn(&Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors>,
+}
+
+/// The parts of a [`ToolSpec`], as `#[tool]` writes them.
+#[doc(hidden)]
+pub struct SpecParts {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub side_effect: bool,
+    pub high_risk: bool,
+    pub state: Option<fn() -> StateType>,
+}
+
+impl ToolSpec {
+    #[doc(hidden)]
+    pub const fn __new<T: Tool>(parts: SpecParts, fields: &'static [FieldMeta]) -> Self {
+        ToolSpec {
+            name: parts.name,
+            description: parts.description,
+            side_effect: parts.side_effect,
+            high_risk: parts.high_risk,
+            fields,
+            state: parts.state,
+            schema: schema_of::<T>,
+            validate: validate::<T>,
+        }
+    }
+
+    /// The name the model calls the tool by.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// What the tool does, for the model: the function's doc comment.
+    pub fn description(&self) -> &'static str {
+        self.description
+    }
+
+    /// Whether the tool changes the world; its completed calls are then
+    /// replayed, never repeated.
+    pub fn side_effect(&self) -> bool {
+        self.side_effect
+    }
+
+    /// Whether a person must approve each call before it runs.
+    pub fn high_risk(&self) -> bool {
+        self.high_risk
+    }
+
+    /// The parameters, in declaration order.
+    pub fn fields(&self) -> &'static [FieldMeta] {
+        self.fields
+    }
+
+    /// The JSON Schema of the arguments: the same declaration the validator enforces.
+    pub fn parameters_schema(&self) -> Value {
+        (self.schema)()
+    }
+
+    pub(crate) fn state_type(&self) -> Option<StateType> {
+        self.state.map(|f| f())
+    }
+
+    pub(crate) fn validate(
+        &self,
+        object: &Map<String, Value>,
+    ) -> Result<Box<dyn Validated>, FieldErrors> {
+        (self.validate)(object)
+    }
+}
+
+/// Arguments that passed validation, ready for the later stages.
+pub(crate) trait Validated: Send {
+    /// The validated arguments as JSON: the input of the idempotency key, the
+    /// `pending` of a confirmation, the values the policy limits look at.
+    fn to_value(&self) -> Result<Value, serde_json::Error>;
+    fn check(&self, cx: &CallContext) -> Result<(), ToolError>;
+    fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
+}
+
+struct Typed<T: Tool>(T::Args);
+
+impl<T: Tool> Validated for Typed<T> {
+    fn to_value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::to_value(&self.0)
+    }
+
+    fn check(&self, cx: &CallContext) -> Result<(), ToolError> {
+        T::check(&self.0, cx)
+    }
+
+    fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>> {
+        T::call(self.0, cx)
+    }
+}
+
+fn validate<T: Tool>(object: &Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors> {
+    let mut errors = FieldErrors::default();
+    let args = T::Args::from_object(object, &mut errors);
+    errors.unknown_fields(object, T::Args::fields());
+    match args {
+        Some(args) if errors.is_empty() => Ok(Box::new(Typed::<T>(args))),
+        _ => Err(errors),
+    }
+}
+
+fn schema_of<T: Tool>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|settings| settings.inline_subschemas = true)
+        .into_generator();
+    let schema = generator.into_root_schema_for::<T::Args>();
+    crate::args::finish_schema(schema.to_value(), T::Args::fields())
+}
+
+/// Turns what a tool function returned into the dispatcher's terms.
+#[doc(hidden)]
+pub fn into_output<T, E>(returned: Result<T, E>) -> Result<Value, ToolError>
+where
+    T: serde::Serialize,
+    E: Into<ToolError>,
+{
+    let output = returned.map_err(Into::into)?;
+    match serde_json::to_value(output) {
+        Ok(Value::Object(map)) => Ok(Value::Object(map)),
+        Ok(Value::Null) => Ok(Value::Object(Map::new())),
+        Ok(other) => {
+            let mut map = Map::new();
+            map.insert("result".into(), other);
+            Ok(Value::Object(map))
+        }
+        Err(error) => Err(ToolError::internal(format!(
+            "the tool's output does not serialize: {error}"
+        ))),
+    }
+}

@@ -1,0 +1,178 @@
+//! Reads our own keys: `#[tool(...)]` on the function, `#[arg(...)]` on its
+//! parameters. Anything else is passed through untouched.
+
+use proc_macro2::{Span, TokenStream};
+use syn::meta::ParseNestedMeta;
+use syn::parse::Parser;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
+
+use crate::ctxt::Ctxt;
+use crate::msg;
+
+/// `#[tool(side_effect, high_risk, check = path, name = "...", crate = path)]`.
+#[derive(Default)]
+pub(crate) struct ToolAttr {
+    pub side_effect: Option<Span>,
+    pub high_risk: Option<Span>,
+    pub check: Option<Path>,
+    pub name: Option<LitStr>,
+    pub krate: Option<Path>,
+}
+
+impl ToolAttr {
+    pub(crate) fn parse(args: TokenStream, cx: &mut Ctxt) -> ToolAttr {
+        let mut attr = ToolAttr::default();
+        let parser = syn::meta::parser(|meta| {
+            let key = meta.path.clone();
+            let key_name = path_name(&key);
+            match key_name.as_str() {
+                "side_effect" => set(cx, &mut attr.side_effect, &key, key.span()),
+                "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
+                "check" => {
+                    let path: Path = meta.value()?.parse()?;
+                    set(cx, &mut attr.check, &key, path);
+                }
+                "name" => {
+                    let name: LitStr = meta.value()?.parse()?;
+                    set(cx, &mut attr.name, &key, name);
+                }
+                "crate" => {
+                    let path: Path = meta.value()?.parse()?;
+                    set(cx, &mut attr.krate, &key, path);
+                }
+                _ => {
+                    cx.error_spanned_by(&key, msg::unknown_key(&key_name, msg::TOOL_KEYS));
+                    skip_value(&meta)?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = parser.parse2(args) {
+            cx.push(error);
+        }
+        attr
+    }
+}
+
+/// A number written in `min = ...` / `max = ...`.
+#[derive(Clone)]
+pub(crate) enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+impl Number {
+    pub(crate) fn as_f64(&self) -> f64 {
+        match self {
+            Number::Int(n) => *n as f64,
+            Number::Float(f) => *f,
+        }
+    }
+
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Number::Int(n) => n.to_string(),
+            Number::Float(f) => f.to_string(),
+        }
+    }
+}
+
+/// `#[arg(pattern = "...", min = N, max = N, limit = "...")]`, merged over
+/// every `#[arg]` on one parameter.
+#[derive(Default)]
+pub(crate) struct ArgAttr {
+    pub pattern: Option<LitStr>,
+    pub min: Option<(Number, Span)>,
+    pub max: Option<(Number, Span)>,
+    pub limit: Option<LitStr>,
+}
+
+impl ArgAttr {
+    pub(crate) fn parse_into(&mut self, attr: &syn::Attribute, cx: &mut Ctxt) {
+        let result = attr.parse_nested_meta(|meta| {
+            let key = meta.path.clone();
+            let key_name = path_name(&key);
+            match key_name.as_str() {
+                "pattern" => {
+                    let pattern: LitStr = meta.value()?.parse()?;
+                    set(cx, &mut self.pattern, &key, pattern);
+                }
+                "min" | "max" => {
+                    let expr: Expr = meta.value()?.parse()?;
+                    match number(&expr) {
+                        Some(n) => {
+                            let slot = if key_name == "min" {
+                                &mut self.min
+                            } else {
+                                &mut self.max
+                            };
+                            set(cx, slot, &key, (n, expr.span()));
+                        }
+                        None => cx.error_spanned_by(&expr, msg::NUMBER_BOUND),
+                    }
+                }
+                "limit" => match meta.value()?.parse::<LitStr>() {
+                    Ok(name) if !name.value().is_empty() => set(cx, &mut self.limit, &key, name),
+                    Ok(name) => cx.error_spanned_by(name, msg::LIMIT_NAME),
+                    Err(error) => cx.push(syn::Error::new(error.span(), msg::LIMIT_NAME)),
+                },
+                _ => {
+                    cx.error_spanned_by(&key, msg::unknown_key(&key_name, msg::ARG_KEYS));
+                    skip_value(&meta)?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(error) = result {
+            cx.push(error);
+        }
+    }
+}
+
+fn set<T>(cx: &mut Ctxt, slot: &mut Option<T>, key: &Path, value: T) {
+    if slot.is_some() {
+        cx.error_spanned_by(key, msg::duplicate_key(&path_name(key)));
+    } else {
+        *slot = Some(value);
+    }
+}
+
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        let _: Expr = meta.value()?.parse()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.parse_nested_meta(|_| Ok(()))?;
+    }
+    Ok(())
+}
+
+fn path_name(path: &Path) -> String {
+    path.segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+fn number(expr: &Expr) -> Option<Number> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int.base10_parse().ok().map(Number::Int),
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(float),
+            ..
+        }) => float.base10_parse().ok().map(Number::Float),
+        Expr::Unary(ExprUnary {
+            op: UnOp::Neg(_),
+            expr,
+            ..
+        }) => match number(expr)? {
+            Number::Int(n) => n.checked_neg().map(Number::Int),
+            Number::Float(f) => Some(Number::Float(-f)),
+        },
+        Expr::Group(group) => number(&group.expr),
+        _ => None,
+    }
+}

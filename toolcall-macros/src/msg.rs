@@ -1,0 +1,54 @@
+//! Every message the macro can print, in one place: lowercase, no trailing
+//! period, the syntax quoted, the fix said.
+
+pub(crate) const TOOL_KEYS: &str =
+    "expected one of `side_effect`, `high_risk`, `check = path`, `name = \"...\"`, `crate = path`";
+pub(crate) const ARG_KEYS: &str =
+    "expected one of `pattern = \"...\"`, `min = N`, `max = N`, `limit = \"...\"`";
+pub(crate) const HIGH_RISK_WITHOUT_SIDE_EFFECT: &str = "`high_risk` requires `side_effect`: write #[tool(side_effect, high_risk)]; a tool that changes nothing needs no approval";
+pub(crate) const MISSING_DOC: &str = "a tool needs a doc comment: it is the description the model reads; add `/// What this tool does, and when to call it.` above the function";
+pub(crate) const RECEIVER: &str = "a tool cannot take `self`: write a free function and pass state through a first parameter `ctx: &Ctx<YourState>`";
+pub(crate) const GENERICS: &str =
+    "a tool cannot be generic: its arguments must have one JSON Schema; use concrete types";
+pub(crate) const IMPL_TRAIT: &str = "a tool parameter cannot be `impl Trait`: its argument needs one JSON Schema; use a concrete type";
+pub(crate) const PATTERN_PARAM: &str = "a tool parameter must be a plain name, it becomes the argument's field name; bind the whole value and destructure it in the body";
+pub(crate) const RETURN_TYPE: &str = "a tool must return `Result<T, E>` where `T: Serialize` and `E: Into<ToolError>` (for example `Result<Refund, Rejection>`)";
+pub(crate) const CTX_NOT_FIRST: &str = "only the first parameter may be the context `&Ctx<...>`; every other parameter is an argument the model sends, by value";
+pub(crate) const VARIADIC: &str = "a tool cannot be variadic";
+pub(crate) const CONST_UNSAFE: &str = "a tool cannot be `const`, `unsafe` or `extern`";
+
+pub(crate) fn unknown_key(key: &str, expected: &str) -> String {
+    format!("unknown key `{key}`: {expected}")
+}
+
+pub(crate) fn duplicate_key(key: &str) -> String {
+    format!("`{key}` is given twice: keep one")
+}
+
+pub(crate) fn reserved_param(name: &str) -> String {
+    format!(
+        "a parameter cannot be named `{name}`: it comes from the host, never from the model; \
+         read it from the context (`ctx: &Ctx<...>`) instead"
+    )
+}
+
+pub(crate) fn invalid_pattern(error: &dyn std::fmt::Display) -> String {
+    format!("invalid regular expression in `pattern`: {error}")
+}
+
+pub(crate) fn min_above_max(min: &str, max: &str) -> String {
+    format!(
+        "`min = {min}` is greater than `max = {max}`: no value could pass; swap them or fix one"
+    )
+}
+
+pub(crate) fn bad_tool_name(name: &str) -> String {
+    format!(
+        "tool name `{name}` is rejected by model providers: use 1 to 64 characters from \
+         `a-z`, `A-Z`, `0-9`, `_` and `-`; set it with #[tool(name = \"...\")]"
+    )
+}
+
+pub(crate) const NUMBER_BOUND: &str = "expected a number, for example `min = 1` or `max = 99.5`";
+pub(crate) const LIMIT_NAME: &str =
+    "expected the name of a policy limit, for example `limit = \"max_refund_cents\"`";
