@@ -43,8 +43,8 @@ sequences agree, 1 when any differs, 2 on a usage or setup error.
 #   * duplicate keys inside one JSON object (Rust: INVALID_JSON; Python keeps
 #     the last value);
 #   * lone UTF-16 surrogates in strings, such as "\ud800";
-#   * non-ASCII digits in order ids, such as "ORD-١٠٠١" (pydantic's \d is
-#     Unicode-aware, the Rust pattern is ASCII-only).
+#   * non-ASCII digits in order ids, such as Arabic-Indic or fullwidth digits
+#     (pydantic's \d is Unicode-aware, the Rust pattern is ASCII-only).
 # The replay line format is also kept to what `orders replay` documents: every
 # line has "tool" (a string), "arguments" (a string or an object) and
 # "confirmed" (a boolean). Flag values stay in ranges both sides accept
@@ -55,17 +55,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import random
 import shlex
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_REFERENCE = Path("/work/shared/seed/python")
-DEFAULT_ORDERS = REPO_ROOT / "target" / "release" / "orders"
+# shared/ sits beside the repository: /work/shared next to /work/main, and the same
+# layout in CI's clone.
+SIBLING_REFERENCE = REPO_ROOT.parent / "shared" / "seed" / "python"
+DEFAULT_REFERENCE = SIBLING_REFERENCE if SIBLING_REFERENCE.is_dir() else Path("/work/shared/seed/python")
+DEFAULT_ORDERS = Path(os.environ.get("CARGO_TARGET_DIR") or REPO_ROOT / "target").resolve() / "release" / "orders"
 
 
 # --------------------------------------------------------------------------- flags
@@ -84,7 +89,7 @@ class Flags:
     max_refund_cents: int | None = None
     lose_next_response: int | None = None
 
-    DEFAULTS = {
+    DEFAULTS: ClassVar[dict[str, Any]] = {
         "session_id": "demo",
         "max_steps": 10,
         "max_duplicate_calls": 3,
@@ -122,14 +127,11 @@ class Flags:
 # ------------------------------------------------------------------ JSON rendering
 
 
+@dataclass(frozen=True)
 class Raw:
     """A JSON token written verbatim, for spellings json.dumps never produces (-0, 1e3)."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return f"Raw({self.text!r})"
+    text: str
 
 
 SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
@@ -218,7 +220,9 @@ MALFORMED = [
     '{"a": tru}', "nul", "{", "}", "   ", "\n", "\ufeff{}", "// {}\n{}", "{/* */}",
 ]
 NON_OBJECT_ROOTS = ["[]", "1", '"x"', "null", "true", "false", "[{}]", '["order_id", "ORD-1001"]', "-0", "2.5", '""']
-UNKNOWN_TOOLS = ["delete_order", "", "GET_ORDER", "get_order ", " refund_order", "refund", "getOrder", "get-order", "caf\u00e9"]
+UNKNOWN_TOOLS = [
+    "delete_order", "", "GET_ORDER", "get_order ", " refund_order", "refund", "getOrder", "get-order", "caf\u00e9",
+]
 
 
 @dataclass
@@ -232,9 +236,8 @@ class Call:
 
 @dataclass
 class Sequence:
-    index: int
     flags: Flags
-    lines: list[str] = field(default_factory=list)
+    lines: list[str]  # replay input, one JSON call per line
 
 
 class Generator:
@@ -252,9 +255,9 @@ class Generator:
                 weights = [3 if c.tool == "refund_order" else 1 for c in recent]
                 call = self.repeat(self.rng.choices(recent, weights)[0])
             else:
-                call = self.call(flags)
+                call = self.call()
             calls.append(call)
-        return Sequence(index, flags, [self.line(c) for c in calls])
+        return Sequence(flags, [self.line(c) for c in calls])
 
     def flags(self) -> Flags:
         r = self.rng
@@ -277,7 +280,7 @@ class Generator:
             lose_next_response=lose,
         )
 
-    def call(self, flags: Flags) -> Call:
+    def call(self) -> Call:
         r = self.rng
         roll = r.random()
         if roll < 0.08:
@@ -326,8 +329,9 @@ class Generator:
                 del args[r.choice(list(args))]
             elif kind == "value":
                 name = r.choice(["order_id", "amount_cents", "currency", "reason"])
-                if name == "currency" and args.get("order_id") in ORDERS and r.random() < 0.5:
-                    args[name] = "USD" if ORDERS[args["order_id"]] == "BRL" else "BRL"
+                order_currency = ORDERS.get(args.get("order_id")) if isinstance(args.get("order_id"), str) else None
+                if name == "currency" and order_currency and r.random() < 0.5:
+                    args[name] = "USD" if order_currency == "BRL" else "BRL"
                 elif name == "order_id" or name in args:
                     pool = {"order_id": BAD_ORDER_IDS, "amount_cents": BAD_AMOUNTS,
                             "currency": BAD_CURRENCIES, "reason": BAD_REASONS}[name]
@@ -378,7 +382,8 @@ class Reference:
             self.dispatcher = importlib.import_module("dispatcher")
             self.domain = importlib.import_module("domain")
         except ImportError as exc:
-            raise SystemExit(f"error: cannot import the reference from {directory}: {exc} (is pydantic v2 installed?)")
+            message = f"error: cannot import the reference from {directory}: {exc} (is pydantic v2 installed?)"
+            raise SystemExit(message) from exc
         finally:
             sys.path.remove(str(directory))
 
@@ -412,6 +417,7 @@ def run_orders(binary: list[str], flags: Flags, lines: list[str], timeout: float
     try:
         proc = subprocess.run(
             command,
+            check=False,
             input="".join(line + "\n" for line in lines),
             capture_output=True,
             text=True,
@@ -452,7 +458,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
@@ -485,7 +491,7 @@ def check(seq: Sequence, name: str, reference: Reference, binary: list[str], arg
     if mismatch is None:
         return True
     index, reason = mismatch
-    print(f"FAIL {name}: call {index} of {len(seq.lines)}: {reason}")
+    print(f"FAIL {name}: line {index + 1} of {len(seq.lines)}: {reason}")
     print(f"  flags:     {shlex.join(seq.flags.cli())}")
     print(f"  input:     {seq.lines[index] if index < len(seq.lines) else '(end of input)'}")
     print(f"  reference: {expected[index] if index < len(expected) else '(none)'}")
@@ -508,7 +514,7 @@ def load_saved(path: Path) -> Sequence:
     lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     flags_file = path.with_suffix(".flags")
     flags = Flags.parse(shlex.split(flags_file.read_text(encoding="utf-8"))) if flags_file.exists() else Flags()
-    return Sequence(-1, flags, lines)
+    return Sequence(flags, lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -522,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE,
                         help=f"directory of the Python reference (default: {DEFAULT_REFERENCE})")
     parser.add_argument("--orders", default=str(DEFAULT_ORDERS),
-                        help="the orders binary, or a command line to run it (default: target/release/orders)")
+                        help="the orders binary, or a command line that runs it "
+                             "(default: target/release/orders, under $CARGO_TARGET_DIR when set)")
     parser.add_argument("--save-failures", type=Path, metavar="DIR",
                         help="write each failing sequence to DIR as NAME.jsonl, NAME.flags and NAME.expected")
     parser.add_argument("--rerun", type=Path, action="append", metavar="FILE",
@@ -533,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sequences must be >= 0 and --max-len >= 1")
 
     binary = shlex.split(args.orders)
-    if not binary or not Path(binary[0]).exists():
+    if not binary or not (Path(binary[0]).exists() or shutil.which(binary[0])):
         print(f"error: orders binary not found: {args.orders}\n"
               "build it with `cargo build -p orders --release` or pass --orders PATH", file=sys.stderr)
         return 2

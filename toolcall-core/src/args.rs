@@ -319,11 +319,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Adds the constraints of `fields` to the property schemas of `schema`,
-/// closes the object and drops the generator's noise (`$schema`, `title`).
+/// closes the object and drops what the generator adds for Rust readers
+/// (`$schema`, `title`, the struct's doc).
 pub(crate) fn finish_schema(mut schema: Value, fields: &[FieldMeta]) -> Value {
     if let Some(root) = schema.as_object_mut() {
         root.remove("$schema");
         root.remove("title");
+        // The struct's own doc is about Rust; the tool's description is the model's.
+        root.remove("description");
         root.insert("additionalProperties".into(), Value::Bool(false));
         if !root.contains_key("properties") {
             root.insert("properties".into(), Value::Object(Map::new()));

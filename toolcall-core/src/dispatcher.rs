@@ -277,12 +277,14 @@ impl<S> fmt::Debug for Dispatcher<S> {
 }
 
 impl<S: Any + Send + Sync> Dispatcher<S> {
-    /// Starts building a dispatcher for these tools over this state.
-    pub fn builder(registry: Registry, state: impl Into<Arc<S>>) -> DispatcherBuilder<S> {
+    /// Starts building a dispatcher for these tools over this state. Keep a
+    /// clone of the `Arc` to reach the state from elsewhere, or use
+    /// [`Dispatcher::state`].
+    pub fn builder(registry: Registry, state: Arc<S>) -> DispatcherBuilder<S> {
         let everything = Policy::new().allow(registry.iter().map(|spec| spec.name()));
         DispatcherBuilder {
             registry,
-            state: state.into(),
+            state,
             settings: Settings::default(),
             caller: Caller::new("default", everything),
             audit: Arc::new(MemoryAudit::new()),

@@ -33,7 +33,7 @@ pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registry::ToolEntry;
-    pub use crate::tool::{CallContext, SpecParts, StateType, into_output};
+    pub use crate::tool::{CallContext, SpecParts, StateType, ToolOutput, into_output};
 
     /// The state type a context parameter `&Ctx<S>` names.
     #[diagnostic::on_unimplemented(

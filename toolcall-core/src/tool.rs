@@ -228,24 +228,44 @@ fn schema_of<T: Tool>() -> Value {
     crate::args::finish_schema(schema.to_value(), T::Args::fields())
 }
 
-/// Turns what a tool function returned into the dispatcher's terms.
+/// What a tool function may return: `Result<T, E>` with `T: Serialize` (the
+/// data the model gets) and `E: Into<ToolError>` (a [`Rejection`](crate::Rejection)
+/// or a [`ToolError`]).
 #[doc(hidden)]
-pub fn into_output<T, E>(returned: Result<T, E>) -> Result<Value, ToolError>
+#[diagnostic::on_unimplemented(
+    message = "a tool must return `Result<T, E>` with `T: Serialize` and `E: Into<ToolError>`, not `{Self}`",
+    label = "return `Result<T, E>` here",
+    note = "for example `-> Result<Refund, Rejection>`: the `Ok` value is the data the model gets"
+)]
+pub trait ToolOutput {
+    /// The output as the dispatcher's data.
+    fn into_output(self) -> Result<Value, ToolError>;
+}
+
+impl<T, E> ToolOutput for Result<T, E>
 where
     T: serde::Serialize,
     E: Into<ToolError>,
 {
-    let output = returned.map_err(Into::into)?;
-    match serde_json::to_value(output) {
-        Ok(Value::Object(map)) => Ok(Value::Object(map)),
-        Ok(Value::Null) => Ok(Value::Object(Map::new())),
-        Ok(other) => {
-            let mut map = Map::new();
-            map.insert("result".into(), other);
-            Ok(Value::Object(map))
+    fn into_output(self) -> Result<Value, ToolError> {
+        let output = self.map_err(Into::into)?;
+        match serde_json::to_value(output) {
+            Ok(Value::Object(map)) => Ok(Value::Object(map)),
+            Ok(Value::Null) => Ok(Value::Object(Map::new())),
+            Ok(other) => {
+                let mut map = Map::new();
+                map.insert("result".into(), other);
+                Ok(Value::Object(map))
+            }
+            Err(error) => Err(ToolError::internal(format!(
+                "the tool's output does not serialize: {error}"
+            ))),
         }
-        Err(error) => Err(ToolError::internal(format!(
-            "the tool's output does not serialize: {error}"
-        ))),
     }
+}
+
+/// Turns what a tool function returned into the dispatcher's terms.
+#[doc(hidden)]
+pub fn into_output<R: ToolOutput>(returned: R) -> Result<Value, ToolError> {
+    returned.into_output()
 }

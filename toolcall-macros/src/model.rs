@@ -115,7 +115,11 @@ pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
                     ..
                 }) = &nv.value
                 {
-                    lines.extend(s.value().lines().map(|l| l.trim().to_owned()));
+                    let text = s.value();
+                    if text.trim().is_empty() {
+                        lines.push(String::new());
+                    }
+                    lines.extend(text.lines().map(|l| l.trim().to_owned()));
                 }
             }
         }

@@ -4,6 +4,7 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -143,7 +144,7 @@ fn dispatcher(
                 .filter(|tool| !tool.is_empty()),
         )
         .limit("max_refund_cents", settings.max_refund_cents);
-    let mut builder = Dispatcher::builder(registry, shop)
+    let mut builder = Dispatcher::builder(registry, Arc::new(shop))
         .policy(policy)
         .max_steps(settings.max_steps)
         .max_duplicate_calls(settings.max_duplicate_calls)

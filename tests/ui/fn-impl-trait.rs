@@ -1,0 +1,9 @@
+use toolcall::{tool, Rejection};
+
+/// Echoes a value.
+#[tool]
+fn echo(value: impl Into<String>) -> Result<String, Rejection> {
+    Ok(value.into())
+}
+
+fn main() {}

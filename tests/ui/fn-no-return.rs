@@ -1,0 +1,9 @@
+use toolcall::tool;
+
+/// Logs a line.
+#[tool(side_effect)]
+fn log_line(line: String) {
+    let _ = line;
+}
+
+fn main() {}

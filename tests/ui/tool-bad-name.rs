@@ -1,0 +1,9 @@
+use toolcall::{tool, Rejection};
+
+/// Reads a balance.
+#[tool(name = "read balance!")]
+fn read_balance(account: String) -> Result<String, Rejection> {
+    Ok(account)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use toolcall::{tool, Rejection};
+
+/// Reads a balance.
+#[tool(high_risk)]
+fn read_balance(account: String) -> Result<String, Rejection> {
+    Ok(account)
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use toolcall::{tool, Rejection};
+
+#[tool]
+fn get_weather(city: String) -> Result<String, Rejection> {
+    Ok(city)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use toolcall::{tool, Rejection};
+
+/// Cancels a booking.
+#[tool(side_efect)]
+fn cancel_booking(booking_id: String) -> Result<String, Rejection> {
+    Ok(booking_id)
+}
+
+fn main() {}
