@@ -1,4 +1,201 @@
-//! GUIDE_PLACEHOLDER
+//! Deterministic tool calling for LLM agents: **the model proposes, the code decides.**
+//!
+//! A model that calls tools produces plausible text, not trustworthy
+//! commands. It invents ids, sends `25.9` where the API wants `2590` cents,
+//! repeats a refund when a timeout makes it retry, and follows instructions
+//! hidden in the data it reads. toolcall puts every call it proposes through
+//! one deterministic pipeline, the way a web service treats a request from
+//! the public internet: parsed, validated, authorised, deduplicated,
+//! confirmed, executed, and answered with a structured result the model can
+//! act on.
+//!
+//! You write plain Rust functions. `#[tool]` generates the rest.
+//!
+//! # A first tool
+//!
+//! ```
+//! use std::sync::Arc;
+//! use toolcall::{tool, tools, Call, Code, Ctx, Dispatcher, Policy, Rejection};
+//!
+//! struct Bank {
+//!     balance_cents: i64,
+//! }
+//!
+//! /// Reads the account balance, in cents. No side effects.
+//! #[tool]
+//! fn balance(ctx: &Ctx<Bank>) -> Result<i64, Rejection> {
+//!     Ok(ctx.state.balance_cents)
+//! }
+//!
+//! /// Sends money to a saved payee. Amount in cents.
+//! #[tool(side_effect, high_risk, check = check_transfer)]
+//! async fn transfer(
+//!     ctx: &Ctx<Bank>,
+//!     /// Payee id, for example PAY-0042.
+//!     #[arg(pattern = r"^PAY-\d{4}$")]
+//!     payee: String,
+//!     /// Amount in minor units (cents). 25.90 is 2590.
+//!     #[arg(min = 1, limit = "max_transfer_cents")]
+//!     amount_cents: i64,
+//! ) -> Result<serde_json::Value, Rejection> {
+//!     // Pass ctx.idempotency_key to the payment API: it is the same on every
+//!     // retry of this exact call.
+//!     Ok(serde_json::json!({"payee": payee, "sent_cents": amount_cents}))
+//! }
+//!
+//! /// Business rules: typed, run before anything happens.
+//! fn check_transfer(args: &TransferArgs, ctx: &Ctx<Bank>) -> Result<(), Rejection> {
+//!     if args.amount_cents > ctx.state.balance_cents {
+//!         return Err(Rejection::new("INSUFFICIENT_FUNDS", "The balance is too low for this transfer."));
+//!     }
+//!     Ok(())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = Policy::new()
+//!     .allow(["balance", "transfer"])
+//!     .limit("max_transfer_cents", 100_000);
+//! let dispatcher = Dispatcher::builder(tools![balance, transfer]?, Arc::new(Bank { balance_cents: 50_000 }))
+//!     .policy(policy)
+//!     .build()?;
+//!
+//! // What the model sent, verbatim: a float where cents are expected.
+//! let raw = r#"{"payee": "PAY-0042", "amount_cents": 25.9}"#;
+//! let result = dispatcher.execute(Call::new("transfer", raw).session("chat-1")).await;
+//! assert_eq!(result.code, Code::InvalidArguments);
+//! assert!(result.message.contains("(Amount in minor units (cents). 25.90 is 2590.)"));
+//!
+//! // Corrected, it still needs a person's approval...
+//! let raw = r#"{"payee": "PAY-0042", "amount_cents": 2590}"#;
+//! let call = Call::new("transfer", raw).session("chat-1");
+//! assert_eq!(dispatcher.execute(call).await.code, Code::ConfirmationRequired);
+//!
+//! // ...which only the host can give. Sent again, it is replayed, not repeated.
+//! assert!(dispatcher.execute(call.confirmed(true)).await.ok);
+//! assert!(dispatcher.execute(call.confirmed(true)).await.replayed);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`ToolResult::to_model_text`] is the text you send back to the model as the
+//! tool's result; [`Registry::definitions`] gives the tool definitions to send
+//! with the conversation.
+//!
+//! # The pipeline
+//!
+//! [`Dispatcher::execute`] runs these stages in this order. The first that
+//! says no ends the call with its code; every call, whatever its outcome,
+//! leaves exactly one [`AuditRecord`].
+//!
+//! | # | stage | rejects with |
+//! |---|---|---|
+//! | 0 | step budget, per session ([`Settings::max_steps`]) | `STEP_LIMIT` |
+//! | 1 | tool lookup, then the caller's allowlist | `UNKNOWN_TOOL` (with `data.available`: the caller's allowed tools, sorted), `TOOL_NOT_ALLOWED` |
+//! | 2 | parse: a JSON object (`""` means `{}`), at most 64 KiB and 32 levels deep, no member twice | `INVALID_JSON` |
+//! | 3 | strict validation against the argument struct, every problem at once | `INVALID_ARGUMENTS` |
+//! | 4 | idempotency: a completed side-effecting call is replayed; a call made more than [`Settings::max_duplicate_calls`] times is refused | `replayed: true`, `LOOP_DETECTED` |
+//! | 5 | the tool's business check (`check = path`) | the check's own codes |
+//! | 6 | the caller's limits on arguments declared with `#[arg(limit = "...")]` | `POLICY_LIMIT` |
+//! | 7 | a person's approval, for `high_risk` tools ([`Call::confirmed`]) | `CONFIRMATION_REQUIRED` (with `data.pending`: the validated arguments) |
+//! | 8 | execution: a [`ToolError::Transient`] failure is retried up to [`Settings::max_retries`] times under the same idempotency key, waiting [`Settings::retry_backoff`] times the attempt; a panic is caught | `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
+//!
+//! The defaults are the reference implementation's: 10 steps, 3 duplicate
+//! calls, 2 retries, 200 ms backoff.
+//!
+//! Nothing the model sends can make `execute` panic or fail: malformed JSON,
+//! wrong types, unknown tools and fields, huge or deeply nested payloads all
+//! come back as a [`ToolResult`] with a code, and none of them reaches a handler.
+//!
+//! # `#[tool]`
+//!
+//! Put it on a free function, sync or `async`, with a doc comment (the
+//! tool's description for the model) that returns `Result<T, E>`, where `T`
+//! serializes to the data the model gets and `E` is a [`Rejection`] or a
+//! [`ToolError`].
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `#[tool]` | a read-only tool: identical calls run again, only the loop guard limits them |
+//! | `#[tool(side_effect)]` | the tool changes the world: a completed call is stored, and an identical call (same session, tool and validated arguments) gets the stored result with `replayed: true` instead of running again |
+//! | `#[tool(side_effect, high_risk)]` | a person must approve each call: without [`Call::confirmed`], the answer is `CONFIRMATION_REQUIRED` with the validated arguments in `data.pending` |
+//! | `check = path` | a function `fn(&<Name>Args, &Ctx<S>) -> Result<(), Rejection>` run before policy, confirmation and execution; it must have no side effects |
+//! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
+//! | `crate = path` | where the `toolcall` crate is, if you renamed or re-exported it |
+//!
+//! `high_risk` without `side_effect` is a compile error, as is an unknown or
+//! repeated key.
+//!
+//! ## Parameters
+//!
+//! Every parameter but the context is an argument the model sends, by value.
+//! Its doc comment is the field's description: it appears in the schema and
+//! is repeated in every error about the field, so a model that sent `25.9`
+//! reads that the unit is cents. A parameter of type `Option<T>` may be left
+//! out or sent as `null`; every other one is required.
+//!
+//! | attribute | applies to | JSON Schema | checked |
+//! |---|---|---|---|
+//! | `#[arg(pattern = "regex")]` | strings | `pattern` | the regex (Rust `regex` syntax, parsed at compile time) finds a match |
+//! | `#[arg(min = N)]` | numbers | `minimum` | value `>= N` |
+//! | `#[arg(max = N)]` | numbers | `maximum` | value `<= N` |
+//! | `#[arg(limit = "name")]` | numbers | (none) | value `<=` the caller's [`Policy`] limit `name`; a caller without that limit is refused (fails closed) |
+//!
+//! Types are strict: an integer is never taken from a float (`25.9`,
+//! `2590.0`), a string or a boolean, and a number out of the Rust type's
+//! range is an error naming the field. Enums come from plain Rust enums
+//! deriving `Serialize`, `Deserialize` and `JsonSchema`. Unknown fields are
+//! errors, with the closest real field suggested.
+//!
+//! Parameters named `confirmed`, `idempotency_key` or `session_id` are
+//! refused at compile time: those come from the host, never from the model.
+//!
+//! ## The context
+//!
+//! An optional first parameter `ctx: &Ctx<S>` hands the function the
+//! application's state `S` (given to the [`Dispatcher`]), the call's
+//! idempotency key, the session and the [`Caller`].
+//!
+//! ## What is generated
+//!
+//! Next to `fn refund_order`, which stays callable as written:
+//!
+//! * `RefundOrderArgs`, a struct with one field per parameter, with the
+//!   function's visibility. It derives `Serialize` and `JsonSchema`; the
+//!   validator builds it field by field.
+//! * A hidden type named `refund_order` implementing [`Tool`], whose
+//!   [`ToolSpec`] carries the name, description, flags, the JSON Schema, the
+//!   check and the handler.
+//! * A registry entry, so [`Registry::collect`] finds the tool without glue.
+//!
+//! Build a registry by naming tools, `tools![get_order, refund_order]?`, or
+//! take every tool of the program with [`Registry::collect`]. Two tools with
+//! one name are an error, and so is a tool whose context needs another state
+//! type than the dispatcher's ([`BuildError`]).
+//!
+//! # Idempotency
+//!
+//! The key is SHA-256 over the session, the tool and the canonical JSON of
+//! the *validated* arguments ([`canonical`]), so `{"amount_cents": 2590}`
+//! and `{ "amount_cents" : 2590 }` are one call. The form is RFC 8785 with
+//! integers kept exact, and it is stable across processes and versions.
+//! Hand [`Ctx::idempotency_key`] to any backend that deduplicates: retries
+//! after a lost response then cannot apply an effect twice.
+//!
+//! # Policy and confirmation
+//!
+//! A [`Caller`] is an id and a [`Policy`]: the tools it may call and the
+//! limits on declared arguments. The dispatcher has a default caller (by
+//! default allowed everything, with no limits set); pass another per call
+//! with [`Call::caller`]. Approval of a high-risk call comes from the host
+//! through [`Call::confirmed`], never from the model's arguments.
+//!
+//! # Results and audit
+//!
+//! A [`ToolResult`] is `{ok, tool, code, message, data, replayed}`. `code` is
+//! stable, for code and dashboards; `message` is written for the model.
+//! [`ToolResult::to_model_text`] leaves default fields out. Audit records go
+//! to an [`AuditSink`]: [`MemoryAudit`] (the default) or [`JsonLinesAudit`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
