@@ -421,8 +421,8 @@ async fn every_call_leaves_exactly_one_audit_record() {
     );
     let steps: Vec<u64> = records.iter().map(|r| r.step).collect();
     assert_eq!(steps, (1..=10).collect::<Vec<u64>>());
-    assert_eq!(records[6].replayed, true);
-    assert_eq!(records[5].confirmed, true);
+    assert!(records[6].replayed);
+    assert!(records[5].confirmed);
     assert_eq!(records[2].arguments, "{");
     assert_eq!(records[0].call_id.as_deref(), Some("call-1"));
     assert_eq!(records[0].session_id, "default");

@@ -201,13 +201,13 @@ impl FieldErrors {
     fn check(&mut self, meta: &FieldMeta, constraint: &Constraint, value: &Value) {
         match constraint {
             Constraint::Pattern(pattern) => {
-                if let Some(text) = value.as_str() {
-                    if !pattern.is_match(text) {
-                        self.push(
-                            meta,
-                            format_args!("{value} does not match the pattern {}", pattern.as_str()),
-                        );
-                    }
+                if let Some(text) = value.as_str()
+                    && !pattern.is_match(text)
+                {
+                    self.push(
+                        meta,
+                        format_args!("{value} does not match the pattern {}", pattern.as_str()),
+                    );
                 }
             }
             Constraint::Minimum(bound) => {

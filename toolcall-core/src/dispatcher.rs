@@ -1,7 +1,6 @@
 //! The pipeline every call goes through, stage by stage.
 
 use std::any::{Any, TypeId};
-use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -217,14 +216,14 @@ impl<S: Any + Send + Sync> DispatcherBuilder<S> {
     /// Checks that every tool's context fits the state, and builds.
     pub fn build(self) -> Result<Dispatcher<S>, BuildError> {
         for spec in self.registry.iter() {
-            if let Some(needed) = spec.state_type() {
-                if needed.id != TypeId::of::<S>() {
-                    return Err(BuildError::StateMismatch {
-                        tool: spec.name(),
-                        expected: needed.name,
-                        found: std::any::type_name::<S>(),
-                    });
-                }
+            if let Some(needed) = spec.state_type()
+                && needed.id != TypeId::of::<S>()
+            {
+                return Err(BuildError::StateMismatch {
+                    tool: spec.name(),
+                    expected: needed.name,
+                    found: std::any::type_name::<S>(),
+                });
             }
         }
         Ok(Dispatcher {
@@ -276,6 +275,9 @@ impl<S> fmt::Debug for Dispatcher<S> {
     }
 }
 
+// A stage that says no returns the finished result as its error: the
+// rejection *is* the answer, built once, moved out, never boxed per call.
+#[allow(clippy::result_large_err)]
 impl<S: Any + Send + Sync> Dispatcher<S> {
     /// Starts building a dispatcher for these tools over this state. Keep a
     /// clone of the `Arc` to reach the state from elsewhere, or use
@@ -514,7 +516,7 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
         &self,
         spec: &'static ToolSpec,
         validated: Box<dyn Validated>,
-        object: &Cow<'_, Map<String, Value>>,
+        object: &Map<String, Value>,
         cx: &CallContext,
     ) -> Result<Map<String, Value>, ToolResult> {
         let name = spec.name();

@@ -114,8 +114,10 @@ pub struct ToolSpec {
     fields: &'static [FieldMeta],
     state: Option<fn() -> StateType>,
     schema: fn() -> Value,
-    validate: fn(&Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors>,
+    validate: ValidateFn,
 }
+
+type ValidateFn = fn(&Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors>;
 
 /// The parts of a [`ToolSpec`], as `#[tool]` writes them.
 #[doc(hidden)]

@@ -108,20 +108,18 @@ impl Param {
 pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
     let mut lines = Vec::new();
     for attr in attrs {
-        if let Meta::NameValue(nv) = &attr.meta {
-            if nv.path.is_ident("doc") {
-                if let syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) = &nv.value
-                {
-                    let text = s.value();
-                    if text.trim().is_empty() {
-                        lines.push(String::new());
-                    }
-                    lines.extend(text.lines().map(|l| l.trim().to_owned()));
-                }
+        if let Meta::NameValue(nv) = &attr.meta
+            && nv.path.is_ident("doc")
+            && let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) = &nv.value
+        {
+            let text = s.value();
+            if text.trim().is_empty() {
+                lines.push(String::new());
             }
+            lines.extend(text.lines().map(|l| l.trim().to_owned()));
         }
     }
     let mut paragraphs: Vec<String> = Vec::new();

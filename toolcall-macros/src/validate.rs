@@ -50,10 +50,10 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
         cx.error_spanned_by(&sig.ident, msg::RETURN_TYPE);
     }
     for input in &sig.inputs {
-        if let FnArg::Typed(typed) = input {
-            if contains_impl_trait(&typed.ty) {
-                cx.error_spanned_by(&typed.ty, msg::IMPL_TRAIT);
-            }
+        if let FnArg::Typed(typed) = input
+            && contains_impl_trait(&typed.ty)
+        {
+            cx.error_spanned_by(&typed.ty, msg::IMPL_TRAIT);
         }
     }
     for param in &tool.params {
@@ -61,18 +61,18 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
         if RESERVED.contains(&name.as_str()) {
             cx.error_spanned_by(&param.ident, msg::reserved_param(&name));
         }
-        if let Some(pattern) = &param.arg.pattern {
-            if let Err(error) = regex::Regex::new(&pattern.value()) {
-                cx.error_spanned_by(pattern, msg::invalid_pattern(&error));
-            }
+        if let Some(pattern) = &param.arg.pattern
+            && let Err(error) = regex::Regex::new(&pattern.value())
+        {
+            cx.error_spanned_by(pattern, msg::invalid_pattern(&error));
         }
-        if let (Some((min, _)), Some((max, max_span))) = (&param.arg.min, &param.arg.max) {
-            if min.as_f64() > max.as_f64() {
-                cx.push(syn::Error::new(
-                    *max_span,
-                    msg::min_above_max(&min.text(), &max.text()),
-                ));
-            }
+        if let (Some((min, _)), Some((max, max_span))) = (&param.arg.min, &param.arg.max)
+            && min.as_f64() > max.as_f64()
+        {
+            cx.push(syn::Error::new(
+                *max_span,
+                msg::min_above_max(&min.text(), &max.text()),
+            ));
         }
     }
 }

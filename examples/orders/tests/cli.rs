@@ -14,7 +14,12 @@ fn orders(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the orders binary runs");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -23,7 +28,11 @@ fn replay(flags: &[&str], calls: &[Value]) -> Vec<Value> {
     let mut args = vec!["replay", "-", "--retry-backoff-ms", "0"];
     args.extend_from_slice(flags);
     let output = orders(&args, &input);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout)
         .unwrap()
         .lines()
@@ -43,7 +52,10 @@ fn outcomes(results: &[Value]) -> Vec<(bool, String, bool)> {
         .map(|r| {
             (
                 r["ok"].as_bool().unwrap(),
-                r.get("code").and_then(Value::as_str).unwrap_or("OK").to_owned(),
+                r.get("code")
+                    .and_then(Value::as_str)
+                    .unwrap_or("OK")
+                    .to_owned(),
                 r.get("replayed").and_then(Value::as_bool).unwrap_or(false),
             )
         })
@@ -79,11 +91,20 @@ fn replay_is_one_conversation_over_one_store() {
         (false, "INVALID_JSON", false),
         (false, "STEP_LIMIT", false),
     ];
-    let expected: Vec<(bool, String, bool)> = expected.iter().map(|(o, c, r)| (*o, c.to_string(), *r)).collect();
+    let expected: Vec<(bool, String, bool)> = expected
+        .iter()
+        .map(|(o, c, r)| (*o, c.to_string(), *r))
+        .collect();
     assert_eq!(outcomes(&results), expected);
-    assert_eq!(results[6]["data"]["refunded_cents"], 2590, "the refund was applied once");
+    assert_eq!(
+        results[6]["data"]["refunded_cents"], 2590,
+        "the refund was applied once"
+    );
     assert_eq!(results[4]["data"], results[3]["data"]);
-    assert_eq!(results[7]["data"]["available"], json!(["get_order", "refund_order"]));
+    assert_eq!(
+        results[7]["data"]["available"],
+        json!(["get_order", "refund_order"])
+    );
 }
 
 #[test]
@@ -93,14 +114,24 @@ fn replay_flags_change_the_pipeline() {
         json!({"tool": "get_order", "arguments": "{\"order_id\": \"ORD-1001\"}"}),
         refund(json!(100), true),
     ];
-    let results = replay(&["--allow", "refund_order", "--max-refund-cents", "1000"], &calls);
+    let results = replay(
+        &["--allow", "refund_order", "--max-refund-cents", "1000"],
+        &calls,
+    );
     let codes: Vec<String> = outcomes(&results).into_iter().map(|o| o.1).collect();
     assert_eq!(codes, ["POLICY_LIMIT", "TOOL_NOT_ALLOWED", "OK"]);
 
-    let lost = replay(&["--lose-next-response", "1", "--max-retries", "0"], &[refund(json!(2590), true), refund(json!(2590), true)]);
+    let lost = replay(
+        &["--lose-next-response", "1", "--max-retries", "0"],
+        &[refund(json!(2590), true), refund(json!(2590), true)],
+    );
     let codes: Vec<String> = outcomes(&lost).into_iter().map(|o| o.1).collect();
     assert_eq!(codes, ["UPSTREAM_UNAVAILABLE", "OK"]);
-    assert_eq!(lost[1]["data"]["remaining_refundable_cents"], 12_000 - 2590, "not refunded twice");
+    assert_eq!(
+        lost[1]["data"]["remaining_refundable_cents"],
+        12_000 - 2590,
+        "not refunded twice"
+    );
 }
 
 #[test]
@@ -123,5 +154,8 @@ fn the_demo_declines_without_a_terminal_and_refunds_once_with_yes() {
     let approved = orders(&["--yes"], "");
     let text = String::from_utf8_lossy(&approved.stdout);
     assert!(text.contains("\"replayed\":true"), "{text}");
-    assert!(text.contains("The backend applied 1 refund(s); ORD-1001 has 9410 cents left"), "{text}");
+    assert!(
+        text.contains("The backend applied 1 refund(s); ORD-1001 has 9410 cents left"),
+        "{text}"
+    );
 }
