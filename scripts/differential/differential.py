@@ -44,7 +44,8 @@ sequences agree, 1 when any differs, 2 on a usage or setup error.
 #     the last value);
 #   * lone UTF-16 surrogates in strings, such as "\ud800";
 #   * non-ASCII digits in order ids, such as Arabic-Indic or fullwidth digits
-#     (pydantic's \d is Unicode-aware, the Rust pattern is ASCII-only).
+#     (pydantic's \d takes any Unicode decimal digit; the port does not promise
+#     to match it digit for digit).
 # The replay line format is also kept to what `orders replay` documents: every
 # line has "tool" (a string), "arguments" (a string or an object) and
 # "confirmed" (a boolean). Flag values stay in ranges both sides accept

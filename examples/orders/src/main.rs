@@ -81,7 +81,7 @@ struct SettingsArgs {
     )]
     allow: Vec<String>,
     /// Refunds above this many cents need a human agent.
-    #[arg(long, default_value_t = 50_000, global = true)]
+    #[arg(long, default_value_t = 50_000, global = true, value_parser = clap::value_parser!(i64).range(0..))]
     max_refund_cents: i64,
     /// The backend commits its next N new refunds, then loses the answer.
     #[arg(long, default_value_t = 0, value_name = "N", global = true)]
