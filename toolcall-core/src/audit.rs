@@ -45,7 +45,7 @@ pub struct AuditRecord {
 /// that can fail reports the failure itself (see [`JsonLinesAudit`]).
 pub trait AuditSink: Send + Sync {
     /// Keeps one record.
-    fn record(&self, record: &AuditRecord);
+    fn record(&self, record: AuditRecord);
 }
 
 /// Keeps records in memory; clones share the same log.
@@ -77,8 +77,8 @@ impl MemoryAudit {
 }
 
 impl AuditSink for MemoryAudit {
-    fn record(&self, record: &AuditRecord) {
-        lock(&self.records).push(record.clone());
+    fn record(&self, record: AuditRecord) {
+        lock(&self.records).push(record);
     }
 }
 
@@ -99,8 +99,8 @@ impl JsonLinesAudit {
 }
 
 impl AuditSink for JsonLinesAudit {
-    fn record(&self, record: &AuditRecord) {
-        let mut line = match serde_json::to_vec(record) {
+    fn record(&self, record: AuditRecord) {
+        let mut line = match serde_json::to_vec(&record) {
             Ok(line) => line,
             Err(error) => {
                 tracing::error!(%error, "audit record does not serialize");

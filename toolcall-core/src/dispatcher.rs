@@ -341,8 +341,8 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             call_id: call.call_id.map(str::to_owned),
         };
-        self.audit.record(&record);
         tracing::debug!(parent: &span, code = %record.code, step, replayed = record.replayed, "tool call");
+        self.audit.record(record);
         result
     }
 

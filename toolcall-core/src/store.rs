@@ -34,10 +34,7 @@ impl Sessions {
     /// Counts one step and returns the session's count.
     pub(crate) fn next_step(&self, session: &str) -> u64 {
         let mut sessions = lock(&self.sessions);
-        let entry = match sessions.get_mut(session) {
-            Some(entry) => entry,
-            None => sessions.entry(session.to_owned()).or_default(),
-        };
+        let entry = session_mut(&mut sessions, session);
         entry.steps += 1;
         entry.steps
     }
@@ -46,8 +43,11 @@ impl Sessions {
     /// already completed.
     pub(crate) fn observe(&self, session: &str, key: &str, max_duplicate_calls: u64) -> Seen {
         let mut sessions = lock(&self.sessions);
-        let entry = sessions.entry(session.to_owned()).or_default();
-        let count = entry.seen.entry(key.to_owned()).or_insert(0);
+        let entry = session_mut(&mut sessions, session);
+        let count = match entry.seen.get_mut(key) {
+            Some(count) => count,
+            None => entry.seen.entry(key.to_owned()).or_insert(0),
+        };
         *count += 1;
         if *count > max_duplicate_calls {
             return Seen::Loop;
@@ -61,10 +61,18 @@ impl Sessions {
     /// Stores the result of a completed side-effecting call.
     pub(crate) fn complete(&self, session: &str, key: String, result: ToolResult) {
         let mut sessions = lock(&self.sessions);
-        sessions
-            .entry(session.to_owned())
-            .or_default()
+        session_mut(&mut sessions, session)
             .completed
             .insert(key, result);
     }
+}
+
+/// The session's entry, allocating its name only the first time it is seen.
+fn session_mut<'a>(sessions: &'a mut HashMap<String, Session>, session: &str) -> &'a mut Session {
+    if !sessions.contains_key(session) {
+        sessions.insert(session.to_owned(), Session::default());
+    }
+    sessions
+        .get_mut(session)
+        .expect("the session was inserted above")
 }
