@@ -169,9 +169,24 @@ async fn name_docs_optional_and_bounds() {
 
 #[test]
 fn collect_finds_every_tool_linked_into_the_program() {
-    let registry = Registry::collect().unwrap();
+    // This test binary also links `leaky`, whose schema is open on purpose:
+    // collect refuses the whole set, naming it.
+    assert!(matches!(
+        Registry::collect(),
+        Err(RegistryError::OpenSchema { tool: "leaky", .. })
+    ));
+    let registry = Registry::from_specs(
+        toolcall::Registry::collect_specs().filter(|spec| spec.name() != "leaky"),
+    )
+    .unwrap();
     let names: Vec<&str> = registry.iter().map(|s| s.name()).collect();
-    for name in ["dictionary-lookup", "get_order", "refund_order", "shout"] {
+    for name in [
+        "dictionary-lookup",
+        "get_order",
+        "refund_order",
+        "shout",
+        "place_order_v2",
+    ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
     let mut sorted = names.clone();
@@ -224,5 +239,247 @@ fn definitions_follow_the_allowlist() {
     assert_eq!(
         definitions[0]["parameters"]["required"],
         json!(["order_id"])
+    );
+}
+
+// ------------------------------------------------ the whole attribute surface
+
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Line {
+    sku: String,
+    quantity: u32,
+}
+
+/// Places an order.
+#[tool(side_effect, name = "place_order", version = 2)]
+fn place(
+    /// Customer email.
+    #[arg(format = "email", sensitive)]
+    email: String,
+    /// Delivery day.
+    #[arg(format = "date")]
+    deliver_on: String,
+    /// The lines.
+    #[arg(min_items = 1, max_items = 3)]
+    lines: Vec<Line>,
+    /// Discount in percent, strictly between 0 and 100.
+    #[arg(exclusive_min = 0, exclusive_max = 100)]
+    discount: Option<f64>,
+    /// The client's request id.
+    #[arg(format = "uuid", rename = "requestId")]
+    request_id: String,
+    /// A note for the courier.
+    #[arg(min_length = 2, max_length = 5)]
+    note: Option<String>,
+) -> Result<serde_json::Value, Rejection> {
+    let _ = (email, deliver_on, discount, request_id, note);
+    Ok(json!({"lines": lines.len()}))
+}
+
+fn place_args(overrides: serde_json::Value) -> String {
+    let mut args = json!({
+        "email": "ana@example.com",
+        "deliver_on": "2026-12-01",
+        "lines": [{"sku": "A-1", "quantity": 2}],
+        "requestId": "67e55044-10b1-426f-9247-bb680e5fe0c8",
+    });
+    for (key, value) in overrides.as_object().unwrap() {
+        args[key] = value.clone();
+    }
+    args.to_string()
+}
+
+async fn place_message(raw: &str) -> String {
+    let d = Dispatcher::builder(tools![place].unwrap(), Arc::new(()))
+        .build()
+        .unwrap();
+    let result = d.execute(Call::new("place_order_v2", raw)).await;
+    if result.ok {
+        "OK".to_owned()
+    } else {
+        result.message
+    }
+}
+
+#[tokio::test]
+async fn every_constraint_is_enforced_with_its_message() {
+    assert_eq!(place_message(&place_args(json!({}))).await, "OK");
+    let cases = [
+        (
+            json!({"email": "ana"}),
+            "email: \"ana\" is not a valid email (Customer email.)",
+        ),
+        (
+            json!({"deliver_on": "2026-02-30"}),
+            "deliver_on: \"2026-02-30\" is not a valid date (Delivery day.)",
+        ),
+        (
+            json!({"lines": []}),
+            "lines: 0 items, fewer than the minimum 1 (The lines.)",
+        ),
+        (
+            json!({"lines": [{"sku": "a", "quantity": 1}, {"sku": "b", "quantity": 1}, {"sku": "c", "quantity": 1}, {"sku": "d", "quantity": 1}]}),
+            "lines: 4 items, more than the maximum 3 (The lines.)",
+        ),
+        (
+            json!({"discount": 0}),
+            "discount: 0 must be greater than 0 (Discount in percent, strictly between 0 and 100.)",
+        ),
+        (
+            json!({"discount": 100.0}),
+            "discount: 100.0 must be less than 100 (Discount in percent, strictly between 0 and 100.)",
+        ),
+        (
+            json!({"requestId": "nope"}),
+            "requestId: \"nope\" is not a valid uuid (The client's request id.)",
+        ),
+        (
+            json!({"note": "x"}),
+            "note: 1 characters, fewer than the minimum 2 (A note for the courier.)",
+        ),
+        (
+            json!({"note": "ça va?"}),
+            "note: 6 characters, more than the maximum 5 (A note for the courier.)",
+        ),
+    ];
+    for (overrides, want) in cases {
+        assert_eq!(
+            place_message(&place_args(overrides.clone())).await,
+            want,
+            "{overrides}"
+        );
+    }
+    assert_eq!(
+        place_message(&place_args(json!({"discount": 99.5, "note": "été"}))).await,
+        "OK"
+    );
+}
+
+#[tokio::test]
+async fn nested_values_are_as_strict_as_the_top_level_and_errors_say_where() {
+    let quantity = place_message(&place_args(
+        json!({"lines": [{"sku": "A-1", "quantity": 2.5}]}),
+    ))
+    .await;
+    assert_eq!(
+        quantity,
+        "lines[0].quantity: invalid type: floating point `2.5`, expected a non-negative integer that fits in u32 (The lines.)"
+    );
+    let extra = place_message(&place_args(
+        json!({"lines": [{"sku": "A-1", "quantity": 2, "gift": true}]}),
+    ))
+    .await;
+    assert_eq!(
+        extra,
+        "lines[0].gift: unknown field `gift`, expected `sku` or `quantity` (The lines.)"
+    );
+}
+
+#[tokio::test]
+async fn rename_is_the_json_name_and_the_rust_name_is_unknown() {
+    let raw = place_args(json!({})).replace("requestId", "request_id");
+    let message = place_message(&raw).await;
+    assert!(message.contains("requestId: field required"), "{message}");
+    assert!(
+        message.contains("request_id: unknown field, did you mean `requestId`?"),
+        "{message}"
+    );
+    let schema = <place as Tool>::spec().parameters_schema();
+    assert!(schema["properties"].get("requestId").is_some());
+    assert!(schema["properties"].get("request_id").is_none());
+}
+
+#[tokio::test]
+async fn sensitive_values_stay_out_of_the_audit() {
+    let audit = toolcall::MemoryAudit::new();
+    let d = Dispatcher::builder(tools![place].unwrap(), Arc::new(()))
+        .audit(audit.clone())
+        .build()
+        .unwrap();
+    d.execute(Call::new("place_order_v2", place_args(json!({})).as_str()))
+        .await;
+    d.execute(Call::new(
+        "place_order_v2",
+        r#"{"email": "ana@example.com", "#,
+    ))
+    .await;
+    let parsed = json!({"email": "bia@example.com", "lines": 3});
+    d.execute(Call::new("place_order_v2", &parsed)).await;
+    let records = audit.records();
+    assert_eq!(records.len(), 3);
+    for record in &records {
+        assert!(
+            !record.arguments.contains("@example.com"),
+            "{}",
+            record.arguments
+        );
+    }
+    let first: serde_json::Value = serde_json::from_str(&records[0].arguments).unwrap();
+    assert_eq!(first["email"], "[redacted]");
+    assert_eq!(
+        first["deliver_on"], "2026-12-01",
+        "only the sensitive member is hidden"
+    );
+    assert_eq!(
+        records[1].arguments, "[redacted]",
+        "unparseable text is not kept at all"
+    );
+}
+
+#[test]
+fn the_schema_carries_every_constraint_keyword() {
+    let schema = <place as Tool>::spec().parameters_schema();
+    let p = &schema["properties"];
+    assert_eq!(p["email"]["format"], "email");
+    assert_eq!(p["deliver_on"]["format"], "date");
+    assert_eq!(
+        (
+            p["lines"]["minItems"].clone(),
+            p["lines"]["maxItems"].clone()
+        ),
+        (json!(1), json!(3))
+    );
+    assert_eq!(p["lines"]["items"]["additionalProperties"], false);
+    assert_eq!(p["discount"]["exclusiveMinimum"], 0);
+    assert_eq!(p["discount"]["exclusiveMaximum"], 100);
+    assert_eq!(
+        (
+            p["note"]["minLength"].clone(),
+            p["note"]["maxLength"].clone()
+        ),
+        (json!(2), json!(5))
+    );
+    assert_eq!(p["requestId"]["format"], "uuid");
+    assert_eq!(
+        schema["required"],
+        json!(["email", "deliver_on", "lines", "requestId"])
+    );
+}
+
+#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct OpenLine {
+    sku: String,
+}
+
+/// Takes a nested type that forgot `deny_unknown_fields`.
+#[tool]
+fn leaky(lines: Vec<OpenLine>) -> Result<usize, Rejection> {
+    Ok(lines.len())
+}
+
+#[test]
+fn an_open_nested_object_is_refused_when_the_registry_is_built() {
+    let error = tools![get_order, leaky].unwrap_err();
+    assert_eq!(
+        error,
+        RegistryError::OpenSchema {
+            tool: "leaky",
+            path: "/properties/lines/items".to_owned()
+        }
+    );
+    assert!(
+        error.to_string().contains("#[serde(deny_unknown_fields)]"),
+        "{error}"
     );
 }

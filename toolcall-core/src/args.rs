@@ -15,29 +15,114 @@ use serde_json::{Map, Number, Value};
 /// One parameter of a tool, as the validator and the schema see it.
 #[derive(Debug)]
 pub struct FieldMeta {
-    /// The name in JSON.
+    /// The name in JSON (the parameter's name, or its `rename`).
     pub name: &'static str,
     /// The doc comment of the parameter: the field's description in the
     /// schema, and the hint repeated in every error about this field.
     pub description: &'static str,
     /// Checks on the value beyond its type.
     pub constraints: &'static [Constraint],
+    /// Whether the value is kept out of audit records and logs.
+    pub sensitive: bool,
 }
 
 /// A check on an argument's value beyond its type, declared with `#[arg(...)]`.
+///
+/// Each one is both a JSON Schema keyword and a runtime check, defined side
+/// by side here, so what the model is told and what the code enforces come
+/// from one declaration. A constraint applies only to values of its JSON type
+/// (a length to strings, `minimum` to numbers), as in JSON Schema.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Constraint {
-    /// The string must match this regular expression (`#[arg(pattern = "...")]`).
+    /// `pattern`: the string must contain a match of this regular expression.
     Pattern(&'static Pattern),
-    /// The number must be at least this (`#[arg(min = ...)]`).
+    /// `minimum`: the number must be at least this.
     Minimum(Bound),
-    /// The number must be at most this (`#[arg(max = ...)]`).
+    /// `maximum`: the number must be at most this.
     Maximum(Bound),
+    /// `exclusiveMinimum`: the number must be greater than this.
+    ExclusiveMinimum(Bound),
+    /// `exclusiveMaximum`: the number must be less than this.
+    ExclusiveMaximum(Bound),
+    /// `minLength`: the string must have at least this many characters.
+    MinLength(usize),
+    /// `maxLength`: the string must have at most this many characters.
+    MaxLength(usize),
+    /// `minItems`: the list must have at least this many items.
+    MinItems(usize),
+    /// `maxItems`: the list must have at most this many items.
+    MaxItems(usize),
+    /// `format`: the string must be of this format.
+    Format(Format),
     /// The number may not exceed the caller's policy limit of this name
-    /// (`#[arg(limit = "...")]`). Checked at the policy stage, not here.
+    /// (`#[arg(limit = "...")]`). No schema keyword; checked at the policy
+    /// stage, against the caller's [`Policy`](crate::Policy).
     Limit(&'static str),
 }
+
+impl Constraint {
+    /// The JSON Schema keyword and value this constraint adds to the field's schema.
+    pub fn keyword(&self) -> Option<(&'static str, Value)> {
+        Some(match self {
+            Constraint::Pattern(p) => ("pattern", p.as_str().into()),
+            Constraint::Minimum(b) => ("minimum", b.to_json()),
+            Constraint::Maximum(b) => ("maximum", b.to_json()),
+            Constraint::ExclusiveMinimum(b) => ("exclusiveMinimum", b.to_json()),
+            Constraint::ExclusiveMaximum(b) => ("exclusiveMaximum", b.to_json()),
+            Constraint::MinLength(n) => ("minLength", (*n).into()),
+            Constraint::MaxLength(n) => ("maxLength", (*n).into()),
+            Constraint::MinItems(n) => ("minItems", (*n).into()),
+            Constraint::MaxItems(n) => ("maxItems", (*n).into()),
+            Constraint::Format(f) => ("format", f.as_str().into()),
+            Constraint::Limit(_) => return None,
+        })
+    }
+
+    /// What is wrong with `value`, if anything.
+    pub fn violation(&self, value: &Value) -> Option<String> {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        match self {
+            Constraint::Pattern(p) => {
+                let text = value.as_str()?;
+                (!p.is_match(text))
+                    .then(|| format!("{value} does not match the pattern {}", p.as_str()))
+            }
+            Constraint::Minimum(b) => {
+                (b.compare(value)? == Less).then(|| format!("{value} is less than the minimum {b}"))
+            }
+            Constraint::Maximum(b) => (b.compare(value)? == Greater)
+                .then(|| format!("{value} is greater than the maximum {b}")),
+            Constraint::ExclusiveMinimum(b) => matches!(b.compare(value)?, Less | Equal)
+                .then(|| format!("{value} must be greater than {b}")),
+            Constraint::ExclusiveMaximum(b) => matches!(b.compare(value)?, Greater | Equal)
+                .then(|| format!("{value} must be less than {b}")),
+            Constraint::MinLength(n) => {
+                let len = value.as_str()?.chars().count();
+                (len < *n).then(|| format!("{len} characters, fewer than the minimum {n}"))
+            }
+            Constraint::MaxLength(n) => {
+                let len = value.as_str()?.chars().count();
+                (len > *n).then(|| format!("{len} characters, more than the maximum {n}"))
+            }
+            Constraint::MinItems(n) => {
+                let len = value.as_array()?.len();
+                (len < *n).then(|| format!("{len} items, fewer than the minimum {n}"))
+            }
+            Constraint::MaxItems(n) => {
+                let len = value.as_array()?.len();
+                (len > *n).then(|| format!("{len} items, more than the maximum {n}"))
+            }
+            Constraint::Format(f) => {
+                let text = value.as_str()?;
+                (!f.accepts(text)).then(|| format!("{value} is not a valid {}", f.as_str()))
+            }
+            Constraint::Limit(_) => None,
+        }
+    }
+}
+
+pub use crate::format::Format;
 
 /// A numeric bound written in a `#[arg]` attribute.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -76,8 +161,10 @@ impl fmt::Display for Bound {
     }
 }
 
-/// A regular expression compiled on first use. The macro has already checked
-/// at compile time that it parses.
+/// A regular expression, with JSON Schema's (ECMA-262) meaning of the
+/// classes `\d`, `\w`, `\D` and `\W`: ASCII, so `\d` is `[0-9]` for the
+/// validator as for every JSON Schema validator and provider. Compiled on
+/// first use; the macro has already checked at compile time that it parses.
 #[derive(Debug)]
 pub struct Pattern {
     source: &'static str,
@@ -98,13 +185,39 @@ impl Pattern {
         self.source
     }
 
-    /// Whether `text` matches. A pattern that does not compile matches nothing.
+    /// Whether `text` contains a match. A pattern that does not compile matches nothing.
     pub fn is_match(&self, text: &str) -> bool {
         self.compiled
-            .get_or_init(|| Regex::new(self.source).ok())
+            .get_or_init(|| Regex::new(&ascii_classes(self.source)).ok())
             .as_ref()
             .is_some_and(|re| re.is_match(text))
     }
+}
+
+/// Rewrites `\d`, `\D`, `\w` and `\W` to their ASCII classes (Rust's are
+/// Unicode-aware, ECMA-262's are not). Nested classes are valid Rust regex
+/// syntax, so the rewrite also holds inside `[...]`.
+fn ascii_classes(source: &str) -> String {
+    let mut out = String::with_capacity(source.len() + 16);
+    let mut chars = source.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str("[0-9]"),
+            Some('D') => out.push_str("[^0-9]"),
+            Some('w') => out.push_str("[0-9A-Za-z_]"),
+            Some('W') => out.push_str("[^0-9A-Za-z_]"),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 /// The argument struct of a tool: built from a JSON object, strictly.
@@ -153,13 +266,14 @@ impl FieldErrors {
                 }
             };
         };
-        let typed = match T::deserialize(value) {
+        let typed = match serde_path_to_error::deserialize::<_, T>(value) {
             Ok(typed) => typed,
             Err(error) => {
-                self.push(
-                    meta,
-                    format_args!("{}", plain_type_error(&error.to_string())),
-                );
+                // Inside a nested value, say where: `items[0].sku: ...`.
+                let path = error.path().to_string();
+                let problem = plain_type_error(&error.into_inner().to_string());
+                let path = if path == "." { "" } else { path.as_str() };
+                self.push_at(meta, path, format_args!("{problem}"));
                 return None;
             }
         };
@@ -168,7 +282,9 @@ impl FieldErrors {
         }
         let before = self.problems.len();
         for constraint in meta.constraints {
-            self.check(meta, constraint, value);
+            if let Some(problem) = constraint.violation(value) {
+                self.push(meta, format_args!("{problem}"));
+            }
         }
         (self.problems.len() == before).then_some(typed)
     }
@@ -198,40 +314,17 @@ impl FieldErrors {
         }
     }
 
-    fn check(&mut self, meta: &FieldMeta, constraint: &Constraint, value: &Value) {
-        match constraint {
-            Constraint::Pattern(pattern) => {
-                if let Some(text) = value.as_str()
-                    && !pattern.is_match(text)
-                {
-                    self.push(
-                        meta,
-                        format_args!("{value} does not match the pattern {}", pattern.as_str()),
-                    );
-                }
-            }
-            Constraint::Minimum(bound) => {
-                if bound.compare(value) == Some(std::cmp::Ordering::Less) {
-                    self.push(
-                        meta,
-                        format_args!("{value} is less than the minimum {bound}"),
-                    );
-                }
-            }
-            Constraint::Maximum(bound) => {
-                if bound.compare(value) == Some(std::cmp::Ordering::Greater) {
-                    self.push(
-                        meta,
-                        format_args!("{value} is greater than the maximum {bound}"),
-                    );
-                }
-            }
-            Constraint::Limit(_) => {}
-        }
+    fn push(&mut self, meta: &FieldMeta, problem: fmt::Arguments<'_>) {
+        self.push_at(meta, "", problem);
     }
 
-    fn push(&mut self, meta: &FieldMeta, problem: fmt::Arguments<'_>) {
-        let mut line = format!("{}: {problem}", meta.name);
+    fn push_at(&mut self, meta: &FieldMeta, inner_path: &str, problem: fmt::Arguments<'_>) {
+        let separator = if inner_path.is_empty() || inner_path.starts_with('[') {
+            ""
+        } else {
+            "."
+        };
+        let mut line = format!("{}{separator}{inner_path}: {problem}", meta.name);
         if !meta.description.is_empty() {
             let _ = write!(line, " ({})", meta.description);
         }
@@ -340,17 +433,8 @@ pub(crate) fn finish_schema(mut schema: Value, fields: &[FieldMeta]) -> Value {
                     property.insert("description".into(), field.description.into());
                 }
                 for constraint in field.constraints {
-                    match constraint {
-                        Constraint::Pattern(p) => {
-                            property.insert("pattern".into(), p.as_str().into());
-                        }
-                        Constraint::Minimum(b) => {
-                            property.insert("minimum".into(), b.to_json());
-                        }
-                        Constraint::Maximum(b) => {
-                            property.insert("maximum".into(), b.to_json());
-                        }
-                        Constraint::Limit(_) => {}
+                    if let Some((keyword, value)) = constraint.keyword() {
+                        property.insert(keyword.into(), value);
                     }
                 }
             }
@@ -373,6 +457,39 @@ mod tests {
         assert_eq!(suggest("Reason"), Some("reason"));
         assert_eq!(suggest("force"), None);
         assert_eq!(suggest("x"), None);
+    }
+
+    #[test]
+    fn patterns_use_ascii_classes_like_json_schema() {
+        static ID: Pattern = Pattern::new(r"^ORD-\d{4}$");
+        assert!(ID.is_match("ORD-1001"));
+        assert!(
+            !ID.is_match("ORD-\u{0661}\u{0660}\u{0660}\u{0661}"),
+            "Arabic-Indic digits are not \\d"
+        );
+        assert!(!ID.is_match("ORD-1001\n"));
+        assert_eq!(
+            ascii_classes(r"[\w.]+\\d\D\W\s"),
+            r"[[0-9A-Za-z_].]+\\d[^0-9][^0-9A-Za-z_]\s"
+        );
+    }
+
+    #[test]
+    fn lengths_count_characters_not_bytes() {
+        assert_eq!(
+            Constraint::MaxLength(3).violation(&Value::from("été")),
+            None
+        );
+        assert!(
+            Constraint::MaxLength(2)
+                .violation(&Value::from("été"))
+                .is_some()
+        );
+        assert_eq!(
+            Constraint::MinLength(1).violation(&Value::from(5)),
+            None,
+            "only strings have a length"
+        );
     }
 
     #[test]

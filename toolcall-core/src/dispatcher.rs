@@ -333,7 +333,7 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
             caller: caller.id().to_owned(),
             step,
             tool: call.tool.to_owned(),
-            arguments: call.arguments.to_text(),
+            arguments: self.audited_arguments(&call),
             confirmed: call.confirmed,
             ok: result.ok,
             code: result.code.clone(),
@@ -344,6 +344,25 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
         tracing::debug!(parent: &span, code = %record.code, step, replayed = record.replayed, "tool call");
         self.audit.record(record);
         result
+    }
+
+    /// The arguments as the audit keeps them: verbatim, but for the values
+    /// of the tool's `sensitive` parameters.
+    fn audited_arguments(&self, call: &Call<'_>) -> String {
+        let sensitive: Vec<&str> = match self.registry.get(call.tool) {
+            Some(spec) => spec
+                .fields()
+                .iter()
+                .filter(|f| f.sensitive)
+                .map(|f| f.name)
+                .collect(),
+            None => Vec::new(),
+        };
+        if sensitive.is_empty() {
+            call.arguments.to_text()
+        } else {
+            call.arguments.to_redacted_text(&sensitive)
+        }
     }
 
     async fn run(&self, call: &Call<'_>, caller: &Caller) -> (u64, ToolResult) {

@@ -12,6 +12,8 @@ mod audit;
 pub mod canonical;
 mod dispatcher;
 mod error;
+mod format;
+mod kinds;
 mod parse;
 mod policy;
 mod registry;
@@ -19,7 +21,7 @@ mod result;
 mod store;
 mod tool;
 
-pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Pattern, ToolArgs};
+pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};
 pub use audit::{AuditRecord, AuditSink, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{BuildError, Call, Dispatcher, DispatcherBuilder, Settings};
 pub use error::{Rejection, ToolError};
@@ -32,6 +34,9 @@ pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
 /// What `#[tool]` expands to reaches the runtime through here. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::kinds::{
+        ListArg, NumberArg, StringArg, assert_list, assert_number, assert_string,
+    };
     pub use crate::registry::ToolEntry;
     pub use crate::tool::{CallContext, SpecParts, StateType, ToolOutput, into_output};
 

@@ -42,7 +42,31 @@ impl Arguments<'_> {
             Arguments::Parsed(value) => value.to_string(),
         }
     }
+
+    /// The arguments as text with the values of `sensitive` members replaced
+    /// by `"[redacted]"`. Text that is not a JSON object cannot be redacted
+    /// member by member, so none of it is kept.
+    pub(crate) fn to_redacted_text(self, sensitive: &[&str]) -> String {
+        let parsed = match self {
+            Arguments::Raw(raw) => serde_json::from_str::<Value>(raw).ok(),
+            Arguments::Parsed(value) => Some(value.clone()),
+        };
+        match parsed {
+            Some(Value::Object(mut map)) => {
+                for name in sensitive {
+                    if let Some(value) = map.get_mut(*name) {
+                        *value = Value::from(REDACTED);
+                    }
+                }
+                Value::Object(map).to_string()
+            }
+            _ => REDACTED.to_owned(),
+        }
+    }
 }
+
+/// What stands in the audit record for a sensitive value.
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Why the arguments are not a usable JSON object.
 #[derive(Debug)]

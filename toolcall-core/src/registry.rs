@@ -34,6 +34,15 @@ pub enum RegistryError {
         /// The name both tools use.
         name: &'static str,
     },
+    /// An object in a tool's schema would accept members it does not
+    /// declare: the model would be told less than the validator enforces,
+    /// or the validator would accept what the schema never mentioned.
+    OpenSchema {
+        /// The tool.
+        tool: &'static str,
+        /// Where in the parameters schema, as a JSON pointer.
+        path: String,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -42,6 +51,12 @@ impl fmt::Display for RegistryError {
             RegistryError::DuplicateName { name } => write!(
                 f,
                 "two tools are named `{name}`; rename one with #[tool(name = \"...\")]"
+            ),
+            RegistryError::OpenSchema { tool, path } => write!(
+                f,
+                "tool `{tool}`: the object at `{path}` of its parameters schema accepts unknown members; \
+                 add #[serde(deny_unknown_fields)] to that type, so the model and the validator agree that \
+                 unknown fields are errors"
             ),
         }
     }
@@ -63,17 +78,29 @@ impl Registry {
 
     /// Every `#[tool]` linked into this program, sorted by name.
     pub fn collect() -> Result<Self, RegistryError> {
+        Registry::from_specs(Registry::collect_specs())
+    }
+
+    /// The specs of every `#[tool]` linked into this program, sorted by
+    /// name: for building a registry of some of them.
+    pub fn collect_specs() -> impl Iterator<Item = &'static ToolSpec> {
         let mut specs: Vec<&'static ToolSpec> = inventory::iter::<ToolEntry>
             .into_iter()
             .map(|entry| (entry.0)())
             .collect();
         specs.sort_by_key(|spec| spec.name());
-        Registry::from_specs(specs)
+        specs.into_iter()
     }
 
     fn insert(&mut self, spec: &'static ToolSpec) -> Result<(), RegistryError> {
         if self.by_name.contains_key(spec.name()) {
             return Err(RegistryError::DuplicateName { name: spec.name() });
+        }
+        if let Some(path) = open_object(&spec.parameters_schema(), &mut String::new()) {
+            return Err(RegistryError::OpenSchema {
+                tool: spec.name(),
+                path,
+            });
         }
         self.by_name.insert(spec.name(), self.tools.len());
         self.tools.push(spec);
@@ -115,6 +142,74 @@ impl Registry {
             })
             .collect()
     }
+}
+
+/// The JSON pointer of the first object schema under `schema` that accepts
+/// undeclared members. An object is closed with `additionalProperties: false`;
+/// a map (`additionalProperties` a schema, no `properties`) declares every
+/// member it accepts and counts as closed.
+fn open_object(schema: &Value, path: &mut String) -> Option<String> {
+    let Value::Object(map) = schema else {
+        return None;
+    };
+    let is_object = match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
+        _ => map.contains_key("properties"),
+    };
+    if is_object {
+        let closed = match map.get("additionalProperties") {
+            Some(Value::Bool(false)) => true,
+            Some(Value::Object(_)) => !map.contains_key("properties"),
+            _ => false,
+        };
+        if !closed {
+            return Some(if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path.clone()
+            });
+        }
+    }
+    for (keyword, child) in map {
+        let nested: Vec<(String, &Value)> = match (keyword.as_str(), child) {
+            (
+                "properties" | "$defs" | "definitions" | "patternProperties",
+                Value::Object(members),
+            ) => members
+                .iter()
+                .map(|(name, s)| (format!("/{keyword}/{}", escape_pointer(name)), s))
+                .collect(),
+            (
+                "items" | "additionalProperties" | "not" | "contains" | "additionalItems",
+                Value::Object(_),
+            ) => {
+                vec![(format!("/{keyword}"), child)]
+            }
+            ("items" | "prefixItems" | "anyOf" | "oneOf" | "allOf", Value::Array(schemas)) => {
+                schemas
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (format!("/{keyword}/{i}"), s))
+                    .collect()
+            }
+            _ => continue,
+        };
+        for (suffix, child) in nested {
+            let len = path.len();
+            path.push_str(&suffix);
+            let found = open_object(child, path);
+            path.truncate(len);
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
+    None
+}
+
+fn escape_pointer(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }
 
 /// A [`Registry`] of the named `#[tool]` functions.

@@ -4,7 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
-use syn::spanned::Spanned;
+use syn::spanned::Spanned as _;
 use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 
 use crate::ctxt::Ctxt;
@@ -17,6 +17,7 @@ pub(crate) struct ToolAttr {
     pub high_risk: Option<Span>,
     pub check: Option<Path>,
     pub name: Option<LitStr>,
+    pub version: Option<syn::LitInt>,
     pub krate: Option<Path>,
 }
 
@@ -36,6 +37,10 @@ impl ToolAttr {
                 "name" => {
                     let name: LitStr = meta.value()?.parse()?;
                     set(cx, &mut attr.name, &key, name);
+                }
+                "version" => {
+                    let version: syn::LitInt = meta.value()?.parse()?;
+                    set(cx, &mut attr.version, &key, version);
                 }
                 "crate" => {
                     let path: Path = meta.value()?.parse()?;
@@ -78,14 +83,30 @@ impl Number {
     }
 }
 
-/// `#[arg(pattern = "...", min = N, max = N, limit = "...")]`, merged over
-/// every `#[arg]` on one parameter.
+/// `#[arg(...)]` on one parameter, merged over every `#[arg]` it has.
 #[derive(Default)]
 pub(crate) struct ArgAttr {
     pub pattern: Option<LitStr>,
-    pub min: Option<(Number, Span)>,
-    pub max: Option<(Number, Span)>,
+    pub min: Option<Keyed<Number>>,
+    pub max: Option<Keyed<Number>>,
+    pub exclusive_min: Option<Keyed<Number>>,
+    pub exclusive_max: Option<Keyed<Number>>,
+    pub min_length: Option<Keyed<u64>>,
+    pub max_length: Option<Keyed<u64>>,
+    pub min_items: Option<Keyed<u64>>,
+    pub max_items: Option<Keyed<u64>>,
+    pub format: Option<LitStr>,
+    pub rename: Option<LitStr>,
     pub limit: Option<LitStr>,
+    pub sensitive: Option<Span>,
+    pub allow_float: Option<Span>,
+}
+
+/// A value and the span of the key that set it.
+pub(crate) struct Keyed<T> {
+    pub value: T,
+    pub key: Span,
+    pub span: Span,
 }
 
 impl ArgAttr {
@@ -98,18 +119,56 @@ impl ArgAttr {
                     let pattern: LitStr = meta.value()?.parse()?;
                     set(cx, &mut self.pattern, &key, pattern);
                 }
-                "min" | "max" => {
+                "format" => {
+                    let format: LitStr = meta.value()?.parse()?;
+                    set(cx, &mut self.format, &key, format);
+                }
+                "rename" => {
+                    let rename: LitStr = meta.value()?.parse()?;
+                    set(cx, &mut self.rename, &key, rename);
+                }
+                "min" | "max" | "exclusive_min" | "exclusive_max" => {
                     let expr: Expr = meta.value()?.parse()?;
+                    let slot = match key_name.as_str() {
+                        "min" => &mut self.min,
+                        "max" => &mut self.max,
+                        "exclusive_min" => &mut self.exclusive_min,
+                        _ => &mut self.exclusive_max,
+                    };
                     match number(&expr) {
-                        Some(n) => {
-                            let slot = if key_name == "min" {
-                                &mut self.min
-                            } else {
-                                &mut self.max
-                            };
-                            set(cx, slot, &key, (n, expr.span()));
-                        }
+                        Some(value) => set(
+                            cx,
+                            slot,
+                            &key,
+                            Keyed {
+                                value,
+                                key: key.span(),
+                                span: expr.span(),
+                            },
+                        ),
                         None => cx.error_spanned_by(&expr, msg::NUMBER_BOUND),
+                    }
+                }
+                "min_length" | "max_length" | "min_items" | "max_items" => {
+                    let expr: Expr = meta.value()?.parse()?;
+                    let slot = match key_name.as_str() {
+                        "min_length" => &mut self.min_length,
+                        "max_length" => &mut self.max_length,
+                        "min_items" => &mut self.min_items,
+                        _ => &mut self.max_items,
+                    };
+                    match count(&expr) {
+                        Some(value) => set(
+                            cx,
+                            slot,
+                            &key,
+                            Keyed {
+                                value,
+                                key: key.span(),
+                                span: expr.span(),
+                            },
+                        ),
+                        None => cx.error_spanned_by(&expr, msg::count_expected(&key_name)),
                     }
                 }
                 "limit" => match meta.value()?.parse::<LitStr>() {
@@ -117,6 +176,8 @@ impl ArgAttr {
                     Ok(name) => cx.error_spanned_by(name, msg::LIMIT_NAME),
                     Err(error) => cx.push(syn::Error::new(error.span(), msg::LIMIT_NAME)),
                 },
+                "sensitive" => set(cx, &mut self.sensitive, &key, key.span()),
+                "allow_float" => set(cx, &mut self.allow_float, &key, key.span()),
                 _ => {
                     cx.error_spanned_by(&key, msg::unknown_key(&key_name, msg::ARG_KEYS));
                     skip_value(&meta)?;
@@ -173,6 +234,16 @@ fn number(expr: &Expr) -> Option<Number> {
             Number::Float(f) => Some(Number::Float(-f)),
         },
         Expr::Group(group) => number(&group.expr),
+        _ => None,
+    }
+}
+
+fn count(expr: &Expr) -> Option<u64> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int.base10_parse().ok(),
+        Expr::Group(group) => count(&group.expr),
         _ => None,
     }
 }

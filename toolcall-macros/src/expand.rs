@@ -7,7 +7,7 @@ use syn::{ItemFn, Path};
 
 use crate::attr::{Number, ToolAttr};
 use crate::ctxt::Ctxt;
-use crate::model::ToolFn;
+use crate::model::{Param, ToolFn};
 use crate::{fallback, validate};
 
 pub(crate) fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -57,41 +57,32 @@ fn expand(tool: &ToolFn) -> TokenStream {
             let text = &p.description;
             quote!(#[doc = #text])
         });
-        quote!(#doc #vis #ident: #ty)
+        let rename = p
+            .arg
+            .rename
+            .as_ref()
+            .map(|name| quote!(#[serde(rename = #name)]));
+        quote!(#doc #rename #vis #ident: #ty)
     });
 
     let mut statics = Vec::new();
-    let field_metas = tool.params.iter().enumerate().map(|(i, p)| {
-        let field_name = p.name();
+    let mut kind_asserts = Vec::new();
+    let mut field_metas = Vec::new();
+    for (i, p) in tool.params.iter().enumerate() {
+        let (constraints, asserts) = constraints(&private, p, i, &mut statics);
+        kind_asserts.extend(asserts);
+        let json_name = p.json_name();
         let field_description = &p.description;
-        let mut constraints = Vec::new();
-        if let Some(pattern) = &p.arg.pattern {
-            let pattern_static = format_ident!("__TOOLCALL_PATTERN_{}", i);
-            statics.push(quote! {
-                static #pattern_static: #private::Pattern = #private::Pattern::new(#pattern);
-            });
-            constraints.push(quote!(#private::Constraint::Pattern(&#pattern_static)));
-        }
-        if let Some((min, _)) = &p.arg.min {
-            let bound = bound_tokens(&private, min);
-            constraints.push(quote!(#private::Constraint::Minimum(#bound)));
-        }
-        if let Some((max, _)) = &p.arg.max {
-            let bound = bound_tokens(&private, max);
-            constraints.push(quote!(#private::Constraint::Maximum(#bound)));
-        }
-        if let Some(limit) = &p.arg.limit {
-            constraints.push(quote!(#private::Constraint::Limit(#limit)));
-        }
-        quote! {
+        let sensitive = p.arg.sensitive.is_some();
+        field_metas.push(quote! {
             #private::FieldMeta {
-                name: #field_name,
+                name: #json_name,
                 description: #field_description,
                 constraints: &[#(#constraints),*],
+                sensitive: #sensitive,
             }
-        }
-    });
-    let field_metas: Vec<TokenStream> = field_metas.collect();
+        });
+    }
     let field_count = tool.params.len();
 
     let reads = tool.params.iter().enumerate().map(|(i, p)| {
@@ -186,6 +177,11 @@ fn expand(tool: &ToolFn) -> TokenStream {
 
             static __TOOLCALL_FIELDS: [#private::FieldMeta; #field_count] = [#(#field_metas),*];
 
+            // Each constraint fits its parameter's type (`pattern` on a string, ...).
+            fn __toolcall_constraint_kinds() {
+                #(#kind_asserts)*
+            }
+
             #state_fn
 
             #[automatically_derived]
@@ -245,6 +241,74 @@ fn expand(tool: &ToolFn) -> TokenStream {
             }
         };
     }
+}
+
+/// The runtime constraints of one parameter, and the compile-time
+/// assertions that each fits the parameter's type.
+fn constraints(
+    private: &TokenStream,
+    p: &Param,
+    index: usize,
+    statics: &mut Vec<TokenStream>,
+) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let ty = &p.ty;
+    let arg = &p.arg;
+    let mut constraints = Vec::new();
+    let mut asserts = Vec::new();
+    let mut assert_kind = |span: Span, kind: &str| {
+        let check = format_ident!("assert_{}", kind, span = span);
+        asserts.push(quote_spanned!(span=> #private::#check::<#ty>();));
+    };
+    if let Some(pattern) = &arg.pattern {
+        let pattern_static = format_ident!("__TOOLCALL_PATTERN_{}", index);
+        statics.push(quote! {
+            static #pattern_static: #private::Pattern = #private::Pattern::new(#pattern);
+        });
+        constraints.push(quote!(#private::Constraint::Pattern(&#pattern_static)));
+        assert_kind(pattern.span(), "string");
+    }
+    let bounds = [
+        (&arg.min, quote!(Minimum)),
+        (&arg.max, quote!(Maximum)),
+        (&arg.exclusive_min, quote!(ExclusiveMinimum)),
+        (&arg.exclusive_max, quote!(ExclusiveMaximum)),
+    ];
+    for (bound, variant) in bounds {
+        if let Some(bound) = bound {
+            let value = bound_tokens(private, &bound.value);
+            constraints.push(quote!(#private::Constraint::#variant(#value)));
+            assert_kind(bound.key, "number");
+        }
+    }
+    let counts = [
+        (&arg.min_length, quote!(MinLength), "string"),
+        (&arg.max_length, quote!(MaxLength), "string"),
+        (&arg.min_items, quote!(MinItems), "list"),
+        (&arg.max_items, quote!(MaxItems), "list"),
+    ];
+    for (count, variant, kind) in counts {
+        if let Some(count) = count {
+            let value = count.value as usize;
+            constraints.push(quote!(#private::Constraint::#variant(#value)));
+            assert_kind(count.key, kind);
+        }
+    }
+    if let Some(format) = &arg.format {
+        let variant = match format.value().as_str() {
+            "email" => quote!(Email),
+            "uuid" => quote!(Uuid),
+            "date" => quote!(Date),
+            "date-time" => quote!(DateTime),
+            _ => quote!(Uri),
+        };
+        constraints.push(quote!(#private::Constraint::Format(#private::Format::#variant)));
+        assert_kind(format.span(), "string");
+    }
+    if let Some(limit) = &arg.limit {
+        constraints.push(quote!(#private::Constraint::Limit(#limit)));
+        assert_kind(limit.span(), "number");
+    }
+    (constraints, asserts)
 }
 
 fn bound_tokens(private: &TokenStream, number: &Number) -> TokenStream {

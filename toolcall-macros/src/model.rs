@@ -84,10 +84,16 @@ impl ToolFn {
         }
     }
 
+    /// The name the model sees: `name = "..."` or the function's, with
+    /// `_v<N>` after it when the tool has a `version`.
     pub(crate) fn tool_name(&self) -> String {
-        match &self.attr.name {
+        let base = match &self.attr.name {
             Some(name) => name.value(),
             None => self.ident.to_string().trim_start_matches("r#").to_owned(),
+        };
+        match &self.attr.version {
+            Some(version) => format!("{base}_v{}", version.base10_digits()),
+            None => base,
         }
     }
 
@@ -97,9 +103,17 @@ impl ToolFn {
 }
 
 impl Param {
-    /// The field's name in JSON.
+    /// The parameter's name in Rust.
     pub(crate) fn name(&self) -> String {
         self.ident.to_string().trim_start_matches("r#").to_owned()
+    }
+
+    /// The field's name in JSON: its `rename`, or its name.
+    pub(crate) fn json_name(&self) -> String {
+        match &self.arg.rename {
+            Some(rename) => rename.value(),
+            None => self.name(),
+        }
     }
 }
 

@@ -1,10 +1,8 @@
 //! Every message the macro can print, in one place: lowercase, no trailing
 //! period, the syntax quoted, the fix said.
 
-pub(crate) const TOOL_KEYS: &str =
-    "expected one of `side_effect`, `high_risk`, `check = path`, `name = \"...\"`, `crate = path`";
-pub(crate) const ARG_KEYS: &str =
-    "expected one of `pattern = \"...\"`, `min = N`, `max = N`, `limit = \"...\"`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `name = \"...\"`, `version = N`, `crate = path`";
+pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`";
 pub(crate) const HIGH_RISK_WITHOUT_SIDE_EFFECT: &str = "`high_risk` requires `side_effect`: write #[tool(side_effect, high_risk)]; a tool that changes nothing needs no approval";
 pub(crate) const MISSING_DOC: &str = "a tool needs a doc comment: it is the description the model reads; add `/// What this tool does, and when to call it.` above the function";
 pub(crate) const RECEIVER: &str = "a tool cannot take `self`: write a free function and pass state through a first parameter `ctx: &Ctx<YourState>`";
@@ -36,12 +34,6 @@ pub(crate) fn invalid_pattern(error: &dyn std::fmt::Display) -> String {
     format!("invalid regular expression in `pattern`: {error}")
 }
 
-pub(crate) fn min_above_max(min: &str, max: &str) -> String {
-    format!(
-        "`min = {min}` is greater than `max = {max}`: no value could pass; swap them or fix one"
-    )
-}
-
 pub(crate) fn bad_tool_name(name: &str) -> String {
     format!(
         "tool name `{name}` is rejected by model providers: use 1 to 64 characters from \
@@ -52,3 +44,35 @@ pub(crate) fn bad_tool_name(name: &str) -> String {
 pub(crate) const NUMBER_BOUND: &str = "expected a number, for example `min = 1` or `max = 99.5`";
 pub(crate) const LIMIT_NAME: &str =
     "expected the name of a policy limit, for example `limit = \"max_refund_cents\"`";
+
+pub(crate) fn count_expected(key: &str) -> String {
+    format!("expected a whole number, for example `{key} = 1`")
+}
+
+pub(crate) fn bounds_cross(low_key: &str, low: &str, high_key: &str, high: &str) -> String {
+    format!(
+        "`{low_key} = {low}` and `{high_key} = {high}` leave no value that passes; swap them or fix one"
+    )
+}
+
+pub(crate) fn unknown_format(name: &str) -> String {
+    format!(
+        "unknown format `{name}`: expected one of `email`, `uuid`, `date`, `date-time`, `uri` (formats with a real check)"
+    )
+}
+
+pub(crate) const EMPTY_RENAME: &str =
+    "`rename` needs a name: the field's name in JSON, for example `rename = \"orderId\"`";
+
+pub(crate) fn duplicate_field(name: &str) -> String {
+    format!("two parameters are named `{name}` in JSON: rename one with #[arg(rename = \"...\")]")
+}
+
+pub(crate) fn money_float(name: &str) -> String {
+    format!(
+        "`{name}` looks like money, and a float cannot hold 25.90 exactly: take integer minor units \
+         (for example `{name}_cents: i64`, where 25.90 is 2590), or write #[arg(allow_float)] if a float is really meant"
+    )
+}
+
+pub(crate) const BAD_VERSION: &str = "`version` is a whole number from 1, for example `version = 2`: the model sees the name `<name>_v2`";

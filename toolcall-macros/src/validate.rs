@@ -4,7 +4,7 @@
 use syn::{FnArg, GenericParam, Type};
 
 use crate::ctxt::Ctxt;
-use crate::model::ToolFn;
+use crate::model::{Param, ToolFn};
 use crate::msg;
 
 /// Parameter names the host owns.
@@ -56,22 +56,121 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             cx.error_spanned_by(&typed.ty, msg::IMPL_TRAIT);
         }
     }
+    if let Some(version) = &tool.attr.version
+        && !matches!(version.base10_parse::<u32>(), Ok(1..))
+    {
+        cx.error_spanned_by(version, msg::BAD_VERSION);
+    }
+    let mut json_names: Vec<String> = Vec::new();
     for param in &tool.params {
         let name = param.name();
         if RESERVED.contains(&name.as_str()) {
             cx.error_spanned_by(&param.ident, msg::reserved_param(&name));
         }
-        if let Some(pattern) = &param.arg.pattern
+        let arg = &param.arg;
+        if let Some(pattern) = &arg.pattern
             && let Err(error) = regex::Regex::new(&pattern.value())
         {
             cx.error_spanned_by(pattern, msg::invalid_pattern(&error));
         }
-        if let (Some((min, _)), Some((max, max_span))) = (&param.arg.min, &param.arg.max)
-            && min.as_f64() > max.as_f64()
+        if let Some(format) = &arg.format
+            && !FORMATS.contains(&format.value().as_str())
+        {
+            cx.error_spanned_by(format, msg::unknown_format(&format.value()));
+        }
+        if let Some(rename) = &arg.rename
+            && rename.value().is_empty()
+        {
+            cx.error_spanned_by(rename, msg::EMPTY_RENAME);
+        }
+        let json_name = param.json_name();
+        if json_names.contains(&json_name) {
+            cx.error_spanned_by(&param.ident, msg::duplicate_field(&json_name));
+        }
+        json_names.push(json_name);
+        check_bounds(param, cx);
+        if arg.allow_float.is_none() && says_money(&name) && is_spelled_float(&param.ty) {
+            cx.error_spanned_by(&param.ident, msg::money_float(&name));
+        }
+    }
+}
+
+/// The formats `Format::from_name` in the runtime knows.
+const FORMATS: [&str; 5] = ["email", "uuid", "date", "date-time", "uri"];
+
+/// Words that make a parameter name mean an amount of money.
+const MONEY_WORDS: [&str; 13] = [
+    "amount", "price", "cost", "total", "cents", "balance", "fee", "fees", "payment", "salary",
+    "tax", "refund", "subtotal",
+];
+
+fn says_money(name: &str) -> bool {
+    name.to_ascii_lowercase()
+        .split('_')
+        .any(|word| MONEY_WORDS.contains(&word))
+}
+
+/// A float written as such (`f32`, `f64`, `Option<f64>`). This lint reads the
+/// spelling on purpose: it is advice about a name and a type the reader sees.
+fn is_spelled_float(ty: &Type) -> bool {
+    let Type::Path(path) = ty else { return false };
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    if last.ident == "f32" || last.ident == "f64" {
+        return true;
+    }
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(args) if last.ident == "Option" => {
+            args.args.iter().any(|arg| match arg {
+                syn::GenericArgument::Type(inner) => is_spelled_float(inner),
+                _ => false,
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Bounds that leave no value passing: `min = 10, max = 5`, `exclusive_min = 1, max = 1`, ...
+fn check_bounds(param: &Param, cx: &mut Ctxt) {
+    let arg = &param.arg;
+    let lows = [
+        ("min", &arg.min, false),
+        ("exclusive_min", &arg.exclusive_min, true),
+    ];
+    let highs = [
+        ("max", &arg.max, false),
+        ("exclusive_max", &arg.exclusive_max, true),
+    ];
+    for (low_key, low, low_exclusive) in &lows {
+        for (high_key, high, high_exclusive) in &highs {
+            let (Some(low), Some(high)) = (low, high) else {
+                continue;
+            };
+            let (l, h) = (low.value.as_f64(), high.value.as_f64());
+            if l > h || (l == h && (*low_exclusive || *high_exclusive)) {
+                cx.push(syn::Error::new(
+                    high.span,
+                    msg::bounds_cross(low_key, &low.value.text(), high_key, &high.value.text()),
+                ));
+            }
+        }
+    }
+    for (low_key, low, high_key, high) in [
+        ("min_length", &arg.min_length, "max_length", &arg.max_length),
+        ("min_items", &arg.min_items, "max_items", &arg.max_items),
+    ] {
+        if let (Some(low), Some(high)) = (low, high)
+            && low.value > high.value
         {
             cx.push(syn::Error::new(
-                *max_span,
-                msg::min_above_max(&min.text(), &max.text()),
+                high.span,
+                msg::bounds_cross(
+                    low_key,
+                    &low.value.to_string(),
+                    high_key,
+                    &high.value.to_string(),
+                ),
             ));
         }
     }

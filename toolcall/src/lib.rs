@@ -214,7 +214,7 @@ pub mod __private {
     pub use serde_json;
     pub use toolcall_core::__private::*;
     pub use toolcall_core::{
-        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Pattern, Tool, ToolArgs,
+        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Format, Pattern, Tool, ToolArgs,
         ToolError, ToolSpec,
     };
 }
