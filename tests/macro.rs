@@ -81,13 +81,14 @@ fn the_schema_comes_from_the_same_declaration_as_the_validator() {
                 "order_id": {
                     "type": "string",
                     "description": "Order id, for example ORD-1001.",
-                    "pattern": "^ORD-\\d{4}$"
+                    "pattern": "^ORD-[0-9]{4}$"
                 },
                 "amount_cents": {
                     "type": "integer",
                     "format": "int64",
                     "description": "Refund amount in minor units (cents). 25.90 is 2590.",
-                    "minimum": 1
+                    "minimum": 1,
+                    "maximum": i64::MAX
                 },
                 "currency": {
                     "oneOf": [

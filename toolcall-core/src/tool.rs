@@ -175,6 +175,16 @@ impl ToolSpec {
         (self.schema)()
     }
 
+    /// Validates arguments exactly as the dispatcher's stage 3 does, without
+    /// running anything: `Ok` if the tool would accept them, otherwise every
+    /// problem, each as `field: problem (description)`.
+    pub fn validate_arguments(&self, arguments: &Value) -> Result<(), FieldErrors> {
+        match arguments {
+            Value::Object(object) => self.validate(object).map(drop),
+            _ => Err(FieldErrors::not_an_object()),
+        }
+    }
+
     pub(crate) fn state_type(&self) -> Option<StateType> {
         self.state.map(|f| f())
     }

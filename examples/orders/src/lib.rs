@@ -225,7 +225,7 @@ pub struct Refund {
 pub fn get_order(
     ctx: &Ctx<Shop>,
     /// Order id, for example ORD-1001.
-    #[arg(pattern = r"^ORD-\d{4}$")]
+    #[arg(pattern = "^ORD-[0-9]{4}$")]
     order_id: String,
 ) -> Result<OrderView, Rejection> {
     let Some(order) = ctx.state.order(&order_id) else {
@@ -247,7 +247,7 @@ pub fn get_order(
 pub async fn refund_order(
     ctx: &Ctx<Shop>,
     /// Order id, for example ORD-1001.
-    #[arg(pattern = r"^ORD-\d{4}$")]
+    #[arg(pattern = "^ORD-[0-9]{4}$")]
     order_id: String,
     /// Refund amount in minor units (cents). 25.90 is 2590.
     #[arg(min = 1, limit = "max_refund_cents")]
