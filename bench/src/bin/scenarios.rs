@@ -1,0 +1,99 @@
+//! Nanoseconds per call on the reference's four scenarios, printed as one
+//! JSON line in the shape `bench.py` prints,
+//! `{"get_order_ok": 1234, "refund_ok_confirmed": ..., ...}`, for each thing
+//! measured (`--what pipeline,floor` prints two lines, in that order).
+//!
+//! Each repetition runs every scenario once, `--calls` calls each (`bench.py`'s
+//! `N`: the environment variable `N`, else 20,000), through a fresh
+//! dispatcher, and measures each thing asked for in turn, so that they share
+//! the machine's noise; the value printed is the median over `--repeat`
+//! repetitions.
+
+use clap::{Parser, ValueEnum};
+use serde_json::{Map, Value};
+use toolcall_bench::{
+    Audit, REFERENCE_CALLS, Scenario, median, ns_per_call, time_floor, time_pipeline, verify,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum What {
+    /// The full pipeline, `Dispatcher::execute`.
+    Pipeline,
+    /// The floor: parse, build the argument struct, compute the key.
+    Floor,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Nanoseconds per call on bench.py's scenarios, as one JSON line")]
+struct Args {
+    /// What to measure, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "pipeline")]
+    what: Vec<What>,
+    /// Where the pipeline's audit records go: `memory` (the default sink, as
+    /// the reference keeps its log) or `noop`.
+    #[arg(long, default_value = "memory")]
+    audit: Audit,
+    /// Calls per scenario and repetition (default: $N, else 20000).
+    #[arg(long)]
+    calls: Option<usize>,
+    /// Only this scenario (by its key, e.g. `refund_replay`), for profiling.
+    #[arg(long)]
+    only: Option<String>,
+    /// Repetitions; the median is printed.
+    #[arg(long, default_value_t = 11)]
+    repeat: usize,
+}
+
+fn main() {
+    let args = Args::parse();
+    let calls = args.calls.unwrap_or_else(|| {
+        std::env::var("N")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(REFERENCE_CALLS)
+    });
+    let scenarios: Vec<Scenario> = Scenario::ALL
+        .into_iter()
+        .filter(|s| args.only.as_deref().is_none_or(|only| only == s.name()))
+        .collect();
+    if scenarios.is_empty() {
+        eprintln!("no scenario is named {:?}", args.only.unwrap_or_default());
+        std::process::exit(2);
+    }
+    for &scenario in &scenarios {
+        if let Err(problem) = verify(scenario) {
+            eprintln!("scenario does not answer as expected: {problem}");
+            std::process::exit(1);
+        }
+    }
+    let texts: Vec<Vec<String>> = scenarios.iter().map(|s| s.calls(0, calls)).collect();
+    let measure = |what: What, scenario: Scenario, texts: &[String]| match what {
+        What::Pipeline => time_pipeline(scenario, texts, args.audit),
+        What::Floor => time_floor(scenario, texts),
+    };
+    // One untimed round first: page in the code, grow the allocator's pools.
+    for (scenario, texts) in scenarios.iter().zip(&texts) {
+        for &what in &args.what {
+            measure(what, *scenario, texts);
+        }
+    }
+    // samples[what][scenario]: one value per repetition.
+    let mut samples = vec![vec![Vec::with_capacity(args.repeat); scenarios.len()]; args.what.len()];
+    for _ in 0..args.repeat.max(1) {
+        for (s, (scenario, texts)) in scenarios.iter().zip(&texts).enumerate() {
+            for (w, &what) in args.what.iter().enumerate() {
+                samples[w][s].push(ns_per_call(measure(what, *scenario, texts), calls));
+            }
+        }
+    }
+    for samples in &mut samples {
+        let mut out = Map::new();
+        for (scenario, samples) in scenarios.iter().zip(samples) {
+            out.insert(
+                scenario.name().into(),
+                Value::from(median(samples).round() as u64),
+            );
+        }
+        println!("{}", Value::Object(out));
+    }
+}
