@@ -10,6 +10,7 @@ use toolcall::{
     BuildError, Call, Caller, Ctx, Dispatcher, Policy, Registry, RegistryError, Rejection, Tool,
     ToolArgs, tool, tools,
 };
+use toolcall_tests::place;
 
 #[test]
 fn the_function_stays_callable_as_written() {
@@ -244,39 +245,6 @@ fn definitions_follow_the_allowlist() {
 }
 
 // ------------------------------------------------ the whole attribute surface
-
-#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Line {
-    sku: String,
-    quantity: u32,
-}
-
-/// Places an order.
-#[tool(side_effect, name = "place_order", version = 2)]
-fn place(
-    /// Customer email.
-    #[arg(format = "email", sensitive)]
-    email: String,
-    /// Delivery day.
-    #[arg(format = "date")]
-    deliver_on: String,
-    /// The lines.
-    #[arg(min_items = 1, max_items = 3)]
-    lines: Vec<Line>,
-    /// Discount in percent, strictly between 0 and 100.
-    #[arg(exclusive_min = 0, exclusive_max = 100)]
-    discount: Option<f64>,
-    /// The client's request id.
-    #[arg(format = "uuid", rename = "requestId")]
-    request_id: String,
-    /// A note for the courier.
-    #[arg(min_length = 2, max_length = 5)]
-    note: Option<String>,
-) -> Result<serde_json::Value, Rejection> {
-    let _ = (email, deliver_on, discount, request_id, note);
-    Ok(json!({"lines": lines.len()}))
-}
 
 fn place_args(overrides: serde_json::Value) -> String {
     let mut args = json!({
