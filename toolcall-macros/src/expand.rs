@@ -54,7 +54,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
         let ident = &p.ident;
         let ty = &p.ty;
         let doc = (!p.description.is_empty()).then(|| {
-            let text = &p.description;
+            let text = format!(" {}", p.description);
             quote!(#[doc = #text])
         });
         let rename = p
@@ -341,4 +341,69 @@ fn pascal_case(snake: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    /// The expansion, pretty-printed, as a reviewer reads it.
+    fn expand(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
+        let tokens = super::tool(args, item);
+        let file: syn::File = syn::parse2(tokens).expect("the expansion parses as items");
+        prettyplease::unparse(&file)
+    }
+
+    #[test]
+    fn a_read_only_tool_without_context() {
+        insta::assert_snapshot!(expand(
+            quote!(),
+            quote! {
+                /// Says hello.
+                pub fn hello(
+                    /// Who to greet.
+                    #[arg(min_length = 1)]
+                    name: String,
+                ) -> Result<String, Rejection> {
+                    Ok(format!("hello {name}"))
+                }
+            }
+        ));
+    }
+
+    #[test]
+    fn a_high_risk_async_tool_with_context_check_and_constraints() {
+        insta::assert_snapshot!(expand(
+            quote!(side_effect, high_risk, check = check_refund),
+            quote! {
+                /// Refund part or all of an order.
+                async fn refund_order(
+                    ctx: &Ctx<Shop>,
+                    /// Order id, for example ORD-1001.
+                    #[arg(pattern = "^ORD-[0-9]{4}$")]
+                    order_id: String,
+                    /// Refund amount in minor units (cents).
+                    #[arg(min = 1, limit = "max_refund_cents")]
+                    amount_cents: i64,
+                    /// Card holder's email.
+                    #[arg(format = "email", sensitive, rename = "email")]
+                    holder_email: Option<String>,
+                ) -> Result<Refund, ToolError> {
+                    todo()
+                }
+            }
+        ));
+    }
+
+    #[test]
+    fn a_misdeclared_tool_emits_the_function_and_every_error() {
+        insta::assert_snapshot!(expand(
+            quote!(high_risk, retries = 3),
+            quote! {
+                fn pay(session_id: String) -> Result<i64, Rejection> {
+                    Ok(1)
+                }
+            }
+        ));
+    }
 }
