@@ -48,7 +48,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
     let side_effect = tool.attr.side_effect.is_some();
     let high_risk = tool.attr.high_risk.is_some();
     let args_doc =
-        format!("The arguments of the [`{name}`](fn@{fn_ident}) tool, validated strictly.");
+        format!(" The arguments of the [`{name}`](fn@{fn_ident}) tool, validated strictly.");
 
     let field_defs = tool.params.iter().map(|p| {
         let ident = &p.ident;

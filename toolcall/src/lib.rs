@@ -117,14 +117,23 @@
 //! | key | meaning |
 //! |---|---|
 //! | `#[tool]` | a read-only tool: identical calls run again, only the loop guard limits them |
-//! | `#[tool(side_effect)]` | the tool changes the world: a completed call is stored, and an identical call (same session, tool and validated arguments) gets the stored result with `replayed: true` instead of running again |
-//! | `#[tool(side_effect, high_risk)]` | a person must approve each call: without [`Call::confirmed`], the answer is `CONFIRMATION_REQUIRED` with the validated arguments in `data.pending` |
+//! | `side_effect` | the tool changes the world: a completed call is stored, and an identical call (same session, tool and validated arguments) gets the stored result with `replayed: true` instead of running again |
+//! | `high_risk` | (with `side_effect`) a person must approve each call: without [`Call::confirmed`], the answer is `CONFIRMATION_REQUIRED` with the validated arguments in `data.pending` |
 //! | `check = path` | a function `fn(&<Name>Args, &Ctx<S>) -> Result<(), Rejection>` run before policy, confirmation and execution; it must have no side effects |
 //! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
+//! | `version = N` | publishes the tool as `<name>_vN`, so `refund_order_v2` can live beside `refund_order` while models and stored conversations move over |
 //! | `crate = path` | where the `toolcall` crate is, if you renamed or re-exported it |
 //!
-//! `high_risk` without `side_effect` is a compile error, as is an unknown or
-//! repeated key.
+//! ```
+//! # use toolcall::{tool, Rejection};
+//! /// Refund an order, amounts in cents. Replaces `refund_order`, which took a float.
+//! #[tool(side_effect, high_risk, name = "refund_order", version = 2)]
+//! fn refund_order_v2(order_id: String, amount_cents: i64) -> Result<i64, Rejection> {
+//!     Ok(amount_cents)
+//! }
+//! # use toolcall::Tool;
+//! assert_eq!(<refund_order_v2 as Tool>::spec().name(), "refund_order_v2");
+//! ```
 //!
 //! ## Parameters
 //!
@@ -134,21 +143,91 @@
 //! reads that the unit is cents. A parameter of type `Option<T>` may be left
 //! out or sent as `null`; every other one is required.
 //!
-//! | attribute | applies to | JSON Schema | checked |
-//! |---|---|---|---|
-//! | `#[arg(pattern = "regex")]` | strings | `pattern` | the regex (Rust `regex` syntax, parsed at compile time) finds a match |
-//! | `#[arg(min = N)]` | numbers | `minimum` | value `>= N` |
-//! | `#[arg(max = N)]` | numbers | `maximum` | value `<= N` |
-//! | `#[arg(limit = "name")]` | numbers | (none) | value `<=` the caller's [`Policy`] limit `name`; a caller without that limit is refused (fails closed) |
-//!
 //! Types are strict: an integer is never taken from a float (`25.9`,
 //! `2590.0`), a string or a boolean, and a number out of the Rust type's
-//! range is an error naming the field. Enums come from plain Rust enums
-//! deriving `Serialize`, `Deserialize` and `JsonSchema`. Unknown fields are
-//! errors, with the closest real field suggested.
+//! range is an error naming the field (the schema states each integer
+//! type's range). Enums come from plain Rust enums deriving `Serialize`,
+//! `Deserialize` and `JsonSchema`. Unknown fields are errors, with the
+//! closest real field suggested.
 //!
-//! Parameters named `confirmed`, `idempotency_key` or `session_id` are
-//! refused at compile time: those come from the host, never from the model.
+//! Each `#[arg(...)]` key is one declaration that feeds both the JSON Schema
+//! and the validator (they are defined side by side in [`Constraint`]), so
+//! the model is told exactly what the code enforces:
+//!
+//! | attribute | applies to | JSON Schema | the validator refuses |
+//! |---|---|---|---|
+//! | `pattern = "^ORD-[0-9]{4}$"` | strings | `pattern` | a string with no match (JSON Schema's dialect: `\d` and `\w` are ASCII) |
+//! | `min = 1` | numbers | `minimum` | a value below |
+//! | `max = 500` | numbers | `maximum` | a value above |
+//! | `exclusive_min = 0` | numbers | `exclusiveMinimum` | a value at or below |
+//! | `exclusive_max = 100` | numbers | `exclusiveMaximum` | a value at or above |
+//! | `min_length = 1` | strings | `minLength` | fewer characters (code points, not bytes) |
+//! | `max_length = 280` | strings | `maxLength` | more characters |
+//! | `min_items = 1` | lists | `minItems` | fewer items |
+//! | `max_items = 20` | lists | `maxItems` | more items |
+//! | `format = "email"` | strings | `format` | a string not of the format: `email`, `uuid`, `date`, `date-time`, `uri` (each has a real check, see [`Format`]) |
+//! | `rename = "orderId"` | any | the property's name | the Rust name, as an unknown field |
+//! | `limit = "max_refund_cents"` | numbers | (none) | at the policy stage, a value above the caller's [`Policy`] limit of that name; a caller without that limit is refused (fails closed) |
+//! | `sensitive` | any | (none) | nothing: the value is replaced by `"[redacted]"` in audit records (and arguments that do not parse are not kept at all) |
+//! | `allow_float` | floats | (none) | nothing: it silences the compile error for a float whose name says money |
+//!
+//! ```
+//! # use toolcall::{tool, Rejection};
+//! /// Books a table. Call list_restaurants first.
+//! #[tool(side_effect)]
+//! fn book_table(
+//!     /// The restaurant's id, for example RST-0042.
+//!     #[arg(pattern = "^RST-[0-9]{4}$", rename = "restaurantId")]
+//!     restaurant_id: String,
+//!     /// How many people, 1 to 12.
+//!     #[arg(min = 1, max = 12)]
+//!     guests: u8,
+//!     /// The day, as YYYY-MM-DD.
+//!     #[arg(format = "date")]
+//!     day: String,
+//!     /// Who to send the confirmation to.
+//!     #[arg(format = "email", sensitive)]
+//!     email: String,
+//!     /// Allergies or requests, if any.
+//!     #[arg(max_items = 5)]
+//!     notes: Option<Vec<String>>,
+//! ) -> Result<String, Rejection> {
+//!     Ok(format!("booked for {guests}"))
+//! }
+//! # use toolcall::Tool;
+//! let schema = <book_table as Tool>::spec().parameters_schema();
+//! assert_eq!(schema["properties"]["restaurantId"]["pattern"], "^RST-[0-9]{4}$");
+//! assert_eq!(schema["properties"]["guests"]["maximum"], 12);
+//! assert_eq!(schema["required"], serde_json::json!(["restaurantId", "guests", "day", "email"]));
+//! ```
+//!
+//! ## Nested types
+//!
+//! A parameter can be any type that derives `Serialize`, `Deserialize` and
+//! `JsonSchema`: lists of structs, enums with data, maps. A nested struct must
+//! be as strict as the top level: mark it `#[serde(deny_unknown_fields)]`.
+//! When a registry is built, every tool's schema is checked to be closed; an
+//! object anywhere in it that would accept unknown members is
+//! [`RegistryError::OpenSchema`], naming the tool and the path. Errors inside
+//! nested values say where: `lines[0].quantity: invalid type: ...`.
+//!
+//! ## Mistakes caught at compile time
+//!
+//! Each of these fails to compile with a message that says the fix, spanned
+//! on the offending token, all of a tool's errors in one compile (the
+//! function itself is still emitted, so the rest of the crate type-checks):
+//! a missing doc comment; an unknown or repeated key in `#[tool]` or
+//! `#[arg]`; `high_risk` without `side_effect`; a `pattern` that does not
+//! parse; bounds that leave no value (`min = 10, max = 5`); a constraint on a
+//! type it cannot apply to (`pattern` on an integer, `min_length` on a
+//! bool); a float whose name says money (`amount`, `price`, `cost`, `total`,
+//! `cents`, `balance`, `fee`, ...) without `allow_float`; a `self` receiver,
+//! generic or `impl Trait` parameters, destructuring patterns; a parameter
+//! named `confirmed`, `idempotency_key` or `session_id` (those come from the
+//! host, never from the model); a parameter type without `Serialize`,
+//! `Deserialize` or `JsonSchema`; a `check` whose signature does not fit; a
+//! return type that is not a `Result`; a name providers reject; two
+//! parameters with one JSON name.
 //!
 //! ## The context
 //!
@@ -162,10 +241,11 @@
 //!
 //! * `RefundOrderArgs`, a struct with one field per parameter, with the
 //!   function's visibility. It derives `Serialize` and `JsonSchema`; the
-//!   validator builds it field by field.
+//!   validator builds it field by field, collecting every problem.
 //! * A hidden type named `refund_order` implementing [`Tool`], whose
 //!   [`ToolSpec`] carries the name, description, flags, the JSON Schema, the
-//!   check and the handler.
+//!   check and the handler. [`ToolSpec::validate_arguments`] runs the
+//!   validator alone.
 //! * A registry entry, so [`Registry::collect`] finds the tool without glue.
 //!
 //! Build a registry by naming tools, `tools![get_order, refund_order]?`, or
