@@ -1,0 +1,387 @@
+//! Properties of the idempotency key and of side effects, over generated
+//! calls:
+//!
+//! * the key of a call does not change with the member order, white space
+//!   or string escapes of the raw JSON, and differs for different validated
+//!   arguments;
+//! * no call the pipeline refuses has a side effect (the fuzz harness's
+//!   checks, on generated conversations);
+//! * whatever the sequence of calls, a side effect completes at most once
+//!   per idempotency key;
+//! * the inputs kept from fuzzing (`fuzz/seeds`, `fuzz/regressions`) pass.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use orders::{Currency, RefundReason};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use toolcall::canonical::idempotency_key;
+use toolcall::{Call, Code, Ctx, Dispatcher, ToolError, ToolResult, tool, tools};
+
+#[path = "../fuzz/harness.rs"]
+mod harness;
+
+// ------------------------------------------------------- a recording tool
+
+/// A payment backend that does not deduplicate: it counts, per idempotency
+/// key, the payments it completed. It can be told to fail its next calls
+/// before doing anything (a transient error the dispatcher retries).
+#[derive(Debug, Default)]
+struct Ledger {
+    completed: Mutex<HashMap<String, u32>>,
+    keys: Mutex<Vec<String>>,
+    fail_next: AtomicU32,
+}
+
+impl Ledger {
+    fn completed(&self) -> HashMap<String, u32> {
+        self.completed.lock().unwrap().clone()
+    }
+
+    fn last_key(&self) -> Option<String> {
+        self.keys.lock().unwrap().last().cloned()
+    }
+}
+
+/// Pays a saved payee. Amount in cents.
+#[tool(side_effect)]
+fn pay(
+    ctx: &Ctx<Ledger>,
+    /// Payee id, for example P-07.
+    #[arg(pattern = r"^P-[0-9]{2}$")]
+    payee: String,
+    /// Amount in cents.
+    #[arg(min = 1)]
+    amount_cents: i64,
+    currency: Currency,
+    reason: RefundReason,
+) -> Result<Value, ToolError> {
+    let ledger = &ctx.state;
+    let key = ctx.idempotency_key.to_string();
+    ledger.keys.lock().unwrap().push(key.clone());
+    if ledger
+        .fail_next
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        return Err(ToolError::transient("the ledger is busy"));
+    }
+    *ledger.completed.lock().unwrap().entry(key).or_default() += 1;
+    Ok(json!({"payee": payee, "paid_cents": amount_cents, "currency": currency, "reason": reason}))
+}
+
+fn ledger_dispatcher(ledger: &Arc<Ledger>) -> Dispatcher<Ledger> {
+    Dispatcher::builder(tools![pay].unwrap(), Arc::clone(ledger))
+        .max_steps(1_000)
+        .retry_backoff(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+fn execute<S: Send + Sync + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    dispatcher: &Dispatcher<S>,
+    session: &str,
+    raw: &str,
+) -> ToolResult {
+    runtime.block_on(dispatcher.execute(Call::new("pay", raw).session(session)))
+}
+
+// ------------------------------------------------- generated arguments
+
+/// Valid arguments of `pay`, as the argument struct serializes them.
+fn payment() -> impl Strategy<Value = Value> {
+    (
+        "P-[0-9]{2}",
+        1i64..=i64::MAX,
+        prop_oneof![Just("BRL"), Just("USD")],
+        prop_oneof![
+            Just("damaged"),
+            Just("not_delivered"),
+            Just("customer_request")
+        ],
+    )
+        .prop_map(|(payee, amount, currency, reason)| {
+            json!({"payee": payee, "amount_cents": amount, "currency": currency, "reason": reason})
+        })
+}
+
+/// One way to write `value` as JSON text: members in the order given by
+/// `order`, white space from `spaces` between tokens, and some string
+/// characters written as `\uXXXX` escapes.
+fn render(value: &Value, order: &[usize], spaces: &[&str], escapes: &[bool]) -> String {
+    let object = value.as_object().expect("an object");
+    let members: Vec<(&String, &Value)> = object.iter().collect();
+    let mut space = spaces.iter().cycle();
+    let mut escape = escapes.iter().cycle();
+    let mut string = |text: &str| {
+        let mut out = String::from("\"");
+        for c in text.chars() {
+            if *escape.next().unwrap_or(&false) {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('"');
+        out
+    };
+    let mut out = String::new();
+    out.push_str(space.next().unwrap());
+    out.push('{');
+    for (n, &i) in order.iter().enumerate() {
+        let (name, item) = members[i % members.len()];
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(space.next().unwrap());
+        out.push_str(&string(name));
+        out.push_str(space.next().unwrap());
+        out.push(':');
+        out.push_str(space.next().unwrap());
+        match item {
+            Value::String(text) => out.push_str(&string(text)),
+            other => out.push_str(&other.to_string()),
+        }
+        out.push_str(space.next().unwrap());
+    }
+    out.push('}');
+    out.push_str(space.next().unwrap());
+    out
+}
+
+/// `value` written twice, each time with its own member order, white space
+/// and escapes.
+fn two_renderings() -> impl Strategy<Value = (Value, String, String)> {
+    let form = || {
+        (
+            Just((0..4).collect::<Vec<usize>>()).prop_shuffle(),
+            prop::collection::vec(
+                prop_oneof![Just(""), Just(" "), Just("\n"), Just("\t "), Just("\r\n")],
+                1..12,
+            ),
+            prop::collection::vec(prop::bool::weighted(0.2), 1..8),
+        )
+    };
+    (payment(), form(), form()).prop_map(|(value, (o1, s1, e1), (o2, s2, e2))| {
+        let first = render(&value, &o1, &s1, &e1);
+        let second = render(&value, &o2, &s2, &e2);
+        (value, first, second)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Member order, white space and escapes do not make two calls out of one.
+    #[test]
+    fn the_key_ignores_member_order_white_space_and_escapes(
+        (value, first, second) in two_renderings(),
+    ) {
+        let runtime = runtime();
+        let ledger = Arc::new(Ledger::default());
+        let dispatcher = ledger_dispatcher(&ledger);
+        let one = execute(&runtime, &dispatcher, "s", &first);
+        prop_assert!(one.ok, "{first} -> {one:?}");
+        let key = ledger.last_key().unwrap();
+        prop_assert_eq!(&key, &idempotency_key("s", "pay", &value), "the documented key");
+        let two = execute(&runtime, &dispatcher, "s", &second);
+        prop_assert!(two.ok && two.replayed, "{second} is the same call as {first}: {two:?}");
+        prop_assert_eq!(ledger.completed().len(), 1);
+    }
+
+    /// Different validated arguments, or another session, are another call.
+    #[test]
+    fn different_validated_arguments_give_different_keys(
+        a in payment(),
+        b in payment(),
+    ) {
+        prop_assume!(a != b);
+        let runtime = runtime();
+        let ledger = Arc::new(Ledger::default());
+        let dispatcher = ledger_dispatcher(&ledger);
+        let mut keys = Vec::new();
+        for (session, value) in [("s", &a), ("s", &b), ("t", &a)] {
+            let result = execute(&runtime, &dispatcher, session, &value.to_string());
+            prop_assert!(result.ok && !result.replayed, "{value} -> {result:?}");
+            keys.push(ledger.last_key().unwrap());
+        }
+        prop_assert!(keys[0] != keys[1] && keys[0] != keys[2] && keys[1] != keys[2], "{keys:?}");
+    }
+}
+
+// ------------------------------------------- at most one effect per key
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Pay arguments number `n` of a small pool, written in form `form`.
+    Pay {
+        session: bool,
+        n: usize,
+        form: usize,
+    },
+    /// Raw text that is anything but valid arguments.
+    Junk { session: bool, text: String },
+    /// Make the ledger fail its next calls before doing anything.
+    FailNext(u32),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (any::<bool>(), 0usize..6, 0usize..4).prop_map(|(session, n, form)| Step::Pay { session, n, form }),
+        2 => (any::<bool>(), prop_oneof![
+            Just(r#"{"payee": "P-01", "amount_cents": 25.9, "currency": "BRL", "reason": "damaged"}"#.to_owned()),
+            Just(r#"{"payee": "P-1", "amount_cents": 100, "currency": "BRL", "reason": "damaged"}"#.to_owned()),
+            Just(r#"{"payee": "P-01", "amount_cents": 0, "currency": "EUR", "reason": "damaged"}"#.to_owned()),
+            Just(r#"{"payee": "P-01", "payee": "P-02", "amount_cents": 1, "currency": "BRL", "reason": "damaged"}"#.to_owned()),
+            "\\PC{0,30}",
+        ]).prop_map(|(session, text)| Step::Junk { session, text }),
+        1 => (0u32..5).prop_map(Step::FailNext),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Repeats, rewritten repeats, junk, loops and transient failures in two
+    /// sessions: the ledger completes each idempotency key at most once, and
+    /// every successful answer stands for exactly one completion.
+    #[test]
+    fn at_most_one_side_effect_per_idempotency_key(
+        pool in prop::collection::vec(payment(), 6),
+        steps in prop::collection::vec(step(), 1..40),
+    ) {
+        let runtime = runtime();
+        let ledger = Arc::new(Ledger::default());
+        let dispatcher = ledger_dispatcher(&ledger);
+        let forms = [
+            (vec![0, 1, 2, 3], vec![""], vec![false]),
+            (vec![3, 2, 1, 0], vec![" ", "\n"], vec![false]),
+            (vec![1, 3, 0, 2], vec!["\t"], vec![true, false, false]),
+            (vec![2, 0, 3, 1], vec!["", "  "], vec![false, true]),
+        ];
+        for step in &steps {
+            let (session, raw, key) = match step {
+                Step::FailNext(n) => {
+                    ledger.fail_next.store(*n, Ordering::SeqCst);
+                    continue;
+                }
+                Step::Pay { session, n, form } => {
+                    let session = if *session { "b" } else { "a" };
+                    let (order, spaces, escapes) = &forms[*form];
+                    let raw = render(&pool[*n], order, spaces, escapes);
+                    (session, raw, Some(idempotency_key(session, "pay", &pool[*n])))
+                }
+                Step::Junk { session, text } => (if *session { "b" } else { "a" }, text.clone(), None),
+            };
+            let before = ledger.completed();
+            let result = execute(&runtime, &dispatcher, session, &raw);
+            let after = ledger.completed();
+            for (k, &count) in &after {
+                prop_assert!(count <= 1, "key {k} completed {count} times");
+            }
+            let new: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+            match (&key, result.ok && !result.replayed) {
+                (Some(key), true) => prop_assert_eq!(new, vec![key], "{:?}", result),
+                _ => prop_assert!(new.is_empty(), "{raw} -> {result:?} completed {new:?}"),
+            }
+            if result.ok {
+                let key = key.as_ref().expect("only valid arguments succeed");
+                prop_assert_eq!(after.get(key), Some(&1), "an ok answer without its effect");
+            }
+            if key.is_none() {
+                prop_assert!(matches!(result.code, Code::InvalidJson | Code::InvalidArguments), "{result:?}");
+            }
+        }
+    }
+}
+
+// ------------------------------------- the fuzz harness, on generated calls
+
+fn fuzz_call() -> impl Strategy<Value = harness::FuzzCall> {
+    let refund = (
+        prop_oneof![Just("ORD-1001"), Just("ORD-1002"), Just("ORD-9999"), Just("ORD-10")],
+        prop_oneof![Just(json!(100)), Just(json!(2590)), Just(json!(25.9)), Just(json!(5001)), Just(json!(0)), Just(json!("100"))],
+        prop_oneof![Just("BRL"), Just("USD"), Just("EUR")],
+        prop_oneof![Just("damaged"), Just("not_delivered"), Just("other")],
+        prop::option::weighted(0.1, Just(("force", json!(true)))),
+    )
+        .prop_map(|(order_id, amount, currency, reason, extra)| {
+            let mut args = json!({"order_id": order_id, "amount_cents": amount, "currency": currency, "reason": reason});
+            if let Some((name, value)) = extra {
+                args[name] = value;
+            }
+            args.to_string()
+        });
+    let arguments = prop_oneof![
+        6 => refund,
+        1 => prop_oneof![Just("ORD-1001"), Just("ORD-7")].prop_map(|id| json!({"order_id": id}).to_string()),
+        1 => "\\PC{0,24}",
+    ];
+    (
+        0usize..4,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop::sample::select(vec![0u32, 0, 0, 1, 3]),
+        arguments,
+    )
+        .prop_map(
+            |(tool, confirmed, session, parsed, lose, arguments)| harness::FuzzCall {
+                tool: ["get_order", "refund_order", "refund_order", "refund"][tool],
+                confirmed,
+                session: if session { "b" } else { "a" },
+                parsed,
+                lose,
+                arguments,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// No refused call has a side effect, one audit record per call, and
+    /// the rest of the fuzz harness's checks, on realistic conversations.
+    #[test]
+    fn no_rejected_call_has_a_side_effect(calls in prop::collection::vec(fuzz_call(), 1..harness::MAX_CALLS)) {
+        let input = harness::encode(&calls);
+        prop_assert_eq!(harness::decode(&input).len(), calls.len());
+        harness::run(&input, &runtime());
+    }
+}
+
+// ------------------------------------------------ inputs kept from fuzzing
+
+#[test]
+fn inputs_kept_from_fuzzing_pass_the_harness() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let runtime = runtime();
+    let mut replayed = 0;
+    for folder in ["seeds/dispatch", "regressions"] {
+        let Ok(entries) = std::fs::read_dir(fuzz.join(folder)) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_file() && path.file_name().is_some_and(|n| n != "README.md") {
+                let input = std::fs::read(&path).unwrap();
+                let outcome = std::panic::catch_unwind(|| harness::run(&input, &runtime));
+                assert!(outcome.is_ok(), "{} fails the harness", path.display());
+                replayed += 1;
+            }
+        }
+    }
+    assert!(replayed >= 6, "the seeds are missing: {replayed} inputs");
+}
