@@ -37,6 +37,9 @@ pub struct AuditRecord {
     /// The provider's id for this call, when the host passed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// Who approved or denied, for a host's decision on a pending approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
 }
 
 /// Where audit records go. Called once per call, after the result is known.

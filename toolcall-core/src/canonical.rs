@@ -63,9 +63,18 @@ pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
         hasher.update(part.as_bytes());
     }
     hasher.update(canonical.as_bytes());
-    let digest = hasher.finalize();
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
+    hex(&hasher.finalize())
+}
+
+/// Hex SHA-256 of the canonical form of `value`: what binds an approval to
+/// the exact arguments it was given for.
+pub fn digest(value: &Value) -> String {
+    hex(&Sha256::digest(canonical_json(value).as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         let _ = write!(hex, "{byte:02x}");
     }
     hex

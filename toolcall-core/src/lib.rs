@@ -18,17 +18,18 @@ mod parse;
 mod policy;
 mod registry;
 mod result;
-mod store;
+pub mod store;
 mod tool;
 
 pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};
 pub use audit::{AuditRecord, AuditSink, JsonLinesAudit, MemoryAudit};
-pub use dispatcher::{BuildError, Call, Dispatcher, DispatcherBuilder, Settings};
+pub use dispatcher::{BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;
 pub use policy::{Caller, Policy};
 pub use registry::{Registry, RegistryError};
 pub use result::{Code, ToolResult};
+pub use store::{MemoryStore, Store, StoreError};
 pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
 
 /// What `#[tool]` expands to reaches the runtime through here. Not a public API.

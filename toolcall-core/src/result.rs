@@ -34,6 +34,18 @@ pub enum Code {
     PolicyLimit,
     /// A high-risk tool waits for a person's approval.
     ConfirmationRequired,
+    /// A person declined the call.
+    ConfirmationDenied,
+    /// The approval ran out of time before it was used.
+    ConfirmationExpired,
+    /// The approval does not exist, was used, or was given for another call.
+    ConfirmationInvalid,
+    /// An identical side-effecting call is still running.
+    CallInProgress,
+    /// The tool did not answer in time; its outcome is unknown.
+    Timeout,
+    /// The pipeline's store failed; the outcome of a call in flight is unknown.
+    StoreUnavailable,
     /// The backend failed transiently and the retries ran out.
     UpstreamUnavailable,
     /// The tool failed in a way nobody planned for (a bug, a panic).
@@ -56,6 +68,12 @@ impl Code {
             "LOOP_DETECTED" => Code::LoopDetected,
             "POLICY_LIMIT" => Code::PolicyLimit,
             "CONFIRMATION_REQUIRED" => Code::ConfirmationRequired,
+            "CONFIRMATION_DENIED" => Code::ConfirmationDenied,
+            "CONFIRMATION_EXPIRED" => Code::ConfirmationExpired,
+            "CONFIRMATION_INVALID" => Code::ConfirmationInvalid,
+            "CALL_IN_PROGRESS" => Code::CallInProgress,
+            "TIMEOUT" => Code::Timeout,
+            "STORE_UNAVAILABLE" => Code::StoreUnavailable,
             "UPSTREAM_UNAVAILABLE" => Code::UpstreamUnavailable,
             "INTERNAL_ERROR" => Code::InternalError,
             _ => Code::Custom(code),
@@ -74,6 +92,12 @@ impl Code {
             Code::LoopDetected => "LOOP_DETECTED",
             Code::PolicyLimit => "POLICY_LIMIT",
             Code::ConfirmationRequired => "CONFIRMATION_REQUIRED",
+            Code::ConfirmationDenied => "CONFIRMATION_DENIED",
+            Code::ConfirmationExpired => "CONFIRMATION_EXPIRED",
+            Code::ConfirmationInvalid => "CONFIRMATION_INVALID",
+            Code::CallInProgress => "CALL_IN_PROGRESS",
+            Code::Timeout => "TIMEOUT",
+            Code::StoreUnavailable => "STORE_UNAVAILABLE",
             Code::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
             Code::InternalError => "INTERNAL_ERROR",
             Code::Custom(code) => code,
@@ -143,6 +167,10 @@ pub struct ToolResult {
     /// The stored result of an earlier identical call, not a new execution.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// With `CONFIRMATION_REQUIRED`: the id by which the host approves or
+    /// denies this exact call ([`Dispatcher::approve`](crate::Dispatcher::approve)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation_id: Option<String>,
 }
 
 fn ok_code() -> Code {
@@ -163,6 +191,7 @@ impl ToolResult {
             message: String::new(),
             data,
             replayed: false,
+            confirmation_id: None,
         }
     }
 
@@ -175,6 +204,7 @@ impl ToolResult {
             message: message.into(),
             data: Map::new(),
             replayed: false,
+            confirmation_id: None,
         }
     }
 

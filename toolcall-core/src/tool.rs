@@ -111,6 +111,7 @@ pub struct ToolSpec {
     description: &'static str,
     side_effect: bool,
     high_risk: bool,
+    timeout_ms: Option<u64>,
     fields: &'static [FieldMeta],
     state: Option<fn() -> StateType>,
     schema: fn() -> Value,
@@ -126,6 +127,7 @@ pub struct SpecParts {
     pub description: &'static str,
     pub side_effect: bool,
     pub high_risk: bool,
+    pub timeout_ms: Option<u64>,
     pub state: Option<fn() -> StateType>,
 }
 
@@ -137,6 +139,7 @@ impl ToolSpec {
             description: parts.description,
             side_effect: parts.side_effect,
             high_risk: parts.high_risk,
+            timeout_ms: parts.timeout_ms,
             fields,
             state: parts.state,
             schema: schema_of::<T>,
@@ -163,6 +166,11 @@ impl ToolSpec {
     /// Whether a person must approve each call before it runs.
     pub fn high_risk(&self) -> bool {
         self.high_risk
+    }
+
+    /// How long one attempt may run, if the tool sets it (`#[tool(timeout_ms = ...)]`).
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout_ms.map(std::time::Duration::from_millis)
     }
 
     /// The parameters, in declaration order.

@@ -18,6 +18,7 @@ pub(crate) struct ToolAttr {
     pub check: Option<Path>,
     pub name: Option<LitStr>,
     pub version: Option<syn::LitInt>,
+    pub timeout_ms: Option<syn::LitInt>,
     pub krate: Option<Path>,
 }
 
@@ -41,6 +42,10 @@ impl ToolAttr {
                 "version" => {
                     let version: syn::LitInt = meta.value()?.parse()?;
                     set(cx, &mut attr.version, &key, version);
+                }
+                "timeout_ms" => {
+                    let timeout: syn::LitInt = meta.value()?.parse()?;
+                    set(cx, &mut attr.timeout_ms, &key, timeout);
                 }
                 "crate" => {
                     let path: Path = meta.value()?.parse()?;

@@ -47,6 +47,13 @@ fn expand(tool: &ToolFn) -> TokenStream {
     let description = &tool.description;
     let side_effect = tool.attr.side_effect.is_some();
     let high_risk = tool.attr.high_risk.is_some();
+    let timeout_ms = match &tool.attr.timeout_ms {
+        Some(ms) => {
+            let ms: u64 = ms.base10_parse().unwrap_or(1);
+            quote!(::core::option::Option::Some(#ms))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let args_doc =
         format!(" The arguments of the [`{name}`](fn@{fn_ident}) tool, validated strictly.");
 
@@ -210,6 +217,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
                             description: #description,
                             side_effect: #side_effect,
                             high_risk: #high_risk,
+                            timeout_ms: #timeout_ms,
                             state: #state,
                         },
                         &__TOOLCALL_FIELDS,

@@ -1,7 +1,7 @@
 //! Every message the macro can print, in one place: lowercase, no trailing
 //! period, the syntax quoted, the fix said.
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `name = \"...\"`, `version = N`, `crate = path`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `crate = path`";
 pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`";
 pub(crate) const HIGH_RISK_WITHOUT_SIDE_EFFECT: &str = "`high_risk` requires `side_effect`: write #[tool(side_effect, high_risk)]; a tool that changes nothing needs no approval";
 pub(crate) const MISSING_DOC: &str = "a tool needs a doc comment: it is the description the model reads; add `/// What this tool does, and when to call it.` above the function";
@@ -76,3 +76,6 @@ pub(crate) fn money_float(name: &str) -> String {
 }
 
 pub(crate) const BAD_VERSION: &str = "`version` is a whole number from 1, for example `version = 2`: the model sees the name `<name>_v2`";
+
+pub(crate) const BAD_TIMEOUT: &str =
+    "`timeout_ms` is a whole number of milliseconds from 1, for example `timeout_ms = 5000`";

@@ -61,6 +61,11 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     {
         cx.error_spanned_by(version, msg::BAD_VERSION);
     }
+    if let Some(timeout) = &tool.attr.timeout_ms
+        && !matches!(timeout.base10_parse::<u64>(), Ok(1..))
+    {
+        cx.error_spanned_by(timeout, msg::BAD_TIMEOUT);
+    }
     let mut json_names: Vec<String> = Vec::new();
     for param in &tool.params {
         let name = param.name();

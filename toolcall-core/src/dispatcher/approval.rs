@@ -1,0 +1,209 @@
+//! The host's decisions on calls that wait for a person: approve (the call
+//! runs once, its checks re-run first) or deny (it never runs).
+
+use std::any::Any;
+use std::time::Instant;
+
+use serde_json::Value;
+use tracing::Instrument as _;
+
+use super::execute::store_unavailable;
+use super::pipeline::{Approval, Stage, expired, invalid_approval, resolve};
+use super::{Dispatcher, call_span};
+use crate::audit::AuditRecord;
+use crate::parse::Arguments;
+use crate::policy::Caller;
+use crate::result::{Code, ToolResult};
+use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
+
+/// A person's decision on a pending approval, by its confirmation id.
+///
+/// The decision is bound like the approval it answers: it names the session
+/// and the caller the call was made in, and an approval asked for another
+/// session or caller is [`CONFIRMATION_INVALID`](Code::ConfirmationInvalid),
+/// as is a made-up id or one already used.
+///
+/// ```
+/// use toolcall_core::Decision;
+///
+/// let decision = Decision::new("3f2a...", "conversation-42").by("ana@support");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Decision<'a> {
+    id: &'a str,
+    session: &'a str,
+    caller: Option<&'a Caller>,
+    tool: Option<&'a str>,
+    by: &'a str,
+    key_from_approval: bool,
+}
+
+impl<'a> Decision<'a> {
+    /// A decision on the approval `id`, asked in `session`.
+    pub fn new(id: &'a str, session: &'a str) -> Self {
+        Decision {
+            id,
+            session,
+            caller: None,
+            tool: None,
+            by: "",
+            key_from_approval: false,
+        }
+    }
+
+    /// The caller the call was made by (the dispatcher's default otherwise).
+    pub fn caller(mut self, caller: &'a Caller) -> Self {
+        self.caller = Some(caller);
+        self
+    }
+
+    /// The tool the host believes it approves; another tool's approval is invalid.
+    pub fn tool(mut self, tool: &'a str) -> Self {
+        self.tool = Some(tool);
+        self
+    }
+
+    /// Who decided, for the audit record.
+    pub fn by(mut self, person: &'a str) -> Self {
+        self.by = person;
+        self
+    }
+
+    /// Derive the idempotency key from this approval instead of the
+    /// arguments: for domains where two identical actions are legitimate
+    /// (two equal transfers, each approved), each approval runs once.
+    pub fn key_from_approval(mut self, yes: bool) -> Self {
+        self.key_from_approval = yes;
+        self
+    }
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// A person approved: the pending call runs, once. Its arguments are
+    /// validated again and its business check and the caller's policy re-run
+    /// against the current state first (much may change while a person
+    /// reads). The result is the answer to the model's call.
+    pub async fn approve(&self, decision: Decision<'_>) -> ToolResult {
+        let caller = decision.caller.unwrap_or(&self.caller);
+        self.decide(decision, caller, |pending| async move {
+            self.run_approved(&decision, caller, pending).await
+        })
+        .await
+    }
+
+    /// A person declined: the call never runs, and the model is told why, so
+    /// that it does not ask again blindly.
+    pub async fn deny(&self, decision: Decision<'_>, reason: &str) -> ToolResult {
+        let caller = decision.caller.unwrap_or(&self.caller);
+        self.decide(decision, caller, |pending| async move {
+            let reason = if reason.trim().is_empty() { "no reason given" } else { reason.trim() };
+            Err(ToolResult::failure(
+                &pending.tool,
+                Code::ConfirmationDenied,
+                format!(
+                    "A person declined {}: {reason}. Do not call it again for this request; tell the user.",
+                    pending.tool
+                ),
+            ))
+        })
+        .await
+    }
+
+    /// Takes the approval, runs `then` on it, and audits the decision.
+    async fn decide<'d, F, Fut>(
+        &'d self,
+        decision: Decision<'d>,
+        caller: &'d Caller,
+        then: F,
+    ) -> ToolResult
+    where
+        F: FnOnce(PendingApproval) -> Fut,
+        Fut: std::future::Future<Output = Stage<ToolResult>>,
+    {
+        let started = Instant::now();
+        let span = call_span(decision.tool.unwrap_or(""), None);
+        let binding = Binding {
+            session: decision.session,
+            caller: caller.id(),
+            tool: decision.tool,
+            digest: None,
+        };
+        let tool_hint = decision.tool.unwrap_or("");
+        let (pending, result) = async {
+            match self
+                .store
+                .take_approval(decision.id, &binding, now_ms())
+                .await
+            {
+                Err(error) => (None, store_unavailable(tool_hint, &error)),
+                Ok(TakeApproval::Taken(pending)) => {
+                    let result = match then(pending.clone()).await {
+                        Ok(result) | Err(result) => result,
+                    };
+                    (Some(pending), result)
+                }
+                Ok(TakeApproval::Expired) => (None, expired(tool_hint)),
+                Ok(_) => (None, invalid_approval(tool_hint)),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        let (tool, step, arguments) = match &pending {
+            Some(p) => (
+                p.tool.clone(),
+                p.step,
+                self.audited_arguments(&p.tool, Arguments::Parsed(&p.arguments)),
+            ),
+            None => (tool_hint.to_owned(), 0, String::new()),
+        };
+        self.audit(
+            AuditRecord {
+                session_id: decision.session.to_owned(),
+                caller: caller.id().to_owned(),
+                step,
+                tool,
+                arguments,
+                confirmed: pending.is_some() && result.code != Code::ConfirmationDenied,
+                ok: result.ok,
+                code: result.code.clone(),
+                replayed: result.replayed,
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                call_id: None,
+                approved_by: Some(decision.by.to_owned()),
+            },
+            &span,
+        );
+        result
+    }
+
+    async fn run_approved(
+        &self,
+        decision: &Decision<'_>,
+        caller: &Caller,
+        pending: PendingApproval,
+    ) -> Stage<ToolResult> {
+        let spec = resolve(&self.registry, &pending.tool, caller.policy())?;
+        let Value::Object(object) = &pending.arguments else {
+            return Err(invalid_approval(&pending.tool));
+        };
+        let key_from = decision.key_from_approval.then_some(decision.id);
+        let prepared = self.prepare(
+            spec,
+            object,
+            decision.session,
+            caller,
+            pending.step,
+            key_from,
+        )?;
+        let stored = self
+            .store
+            .completed(&prepared.key)
+            .await
+            .map_err(|error| store_unavailable(spec.name(), &error))?;
+        if let Some(mut stored) = stored {
+            stored.replayed = true;
+            return Ok(stored);
+        }
+        self.decide_and_run(prepared, Approval::Given).await
+    }
+}

@@ -1,0 +1,448 @@
+//! The dispatcher: its settings, the calls it takes, how it is built.
+//!
+//! The pipeline's stages are in `pipeline.rs`, execution (claims, retries,
+//! timeouts, panics) in `execute.rs`, and the host's decisions on pending
+//! approvals in `approval.rs`.
+
+// A stage that says no returns the finished `ToolResult` as its error: the
+// rejection is the answer, built once and moved out, never boxed per call.
+#![allow(clippy::result_large_err)]
+
+mod approval;
+mod execute;
+mod pipeline;
+
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument as _;
+
+use crate::audit::{AuditRecord, AuditSink, MemoryAudit};
+use crate::parse::Arguments;
+use crate::policy::{Caller, Policy};
+use crate::registry::Registry;
+use crate::result::ToolResult;
+use crate::store::{MemoryStore, Store};
+
+pub use approval::Decision;
+
+/// The knobs of the pipeline. The defaults of the first four are the
+/// reference implementation's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Tool calls a session may make, whatever their outcome (default 10).
+    pub max_steps: u64,
+    /// How many times one exact call (same session, tool and validated
+    /// arguments) may be made before `LOOP_DETECTED` (default 3).
+    pub max_duplicate_calls: u64,
+    /// Retries after a transient failure, under the same idempotency key (default 2).
+    pub max_retries: u32,
+    /// Wait before retry `n` (1-based): `n` times this (default 200 ms).
+    pub retry_backoff: Duration,
+    /// Largest raw arguments text accepted, in bytes (default 64 KiB).
+    pub max_argument_bytes: usize,
+    /// Deepest nesting of arrays and objects accepted in raw arguments (default 32).
+    pub max_depth: usize,
+    /// How long one attempt of a tool may run before `TIMEOUT`, unless the
+    /// tool sets its own with `#[tool(timeout_ms = ...)]` (default: no limit).
+    /// A timeout needs a tokio runtime with its timer enabled.
+    pub timeout: Option<Duration>,
+    /// How long an identical side-effecting call waits for one already in
+    /// flight before answering `CALL_IN_PROGRESS` (default 10 s).
+    pub claim_wait: Duration,
+    /// How long a person has to approve a high-risk call (default 15 min).
+    pub approval_ttl: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_steps: 10,
+            max_duplicate_calls: 3,
+            max_retries: 2,
+            retry_backoff: Duration::from_millis(200),
+            max_argument_bytes: 64 * 1024,
+            max_depth: 32,
+            timeout: None,
+            claim_wait: Duration::from_secs(10),
+            approval_ttl: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// ```
+/// use toolcall_core::Call;
+///
+/// let call = Call::new("refund_order", r#"{"order_id": "ORD-1001"}"#)
+///     .session("conversation-42")
+///     .confirmed(true)
+///     .call_id("call_abc123");
+/// assert_eq!(call.tool(), "refund_order");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    tool: &'a str,
+    arguments: Arguments<'a>,
+    session: &'a str,
+    caller: Option<&'a Caller>,
+    confirmed: bool,
+    approval: Option<&'a str>,
+    call_id: Option<&'a str>,
+}
+
+impl<'a> Call<'a> {
+    /// A call of `tool` with these arguments, in session `"default"`, by the
+    /// dispatcher's default caller, not confirmed.
+    pub fn new(tool: &'a str, arguments: impl Into<Arguments<'a>>) -> Self {
+        Call {
+            tool,
+            arguments: arguments.into(),
+            session: "default",
+            caller: None,
+            confirmed: false,
+            approval: None,
+            call_id: None,
+        }
+    }
+
+    /// The conversation this call belongs to: the scope of the step budget,
+    /// the loop guard and the idempotency key.
+    pub fn session(mut self, session: &'a str) -> Self {
+        self.session = session;
+        self
+    }
+
+    /// Who is calling, with their allowlist and limits; the dispatcher's
+    /// default caller otherwise.
+    pub fn caller(mut self, caller: &'a Caller) -> Self {
+        self.caller = Some(caller);
+        self
+    }
+
+    /// Whether a person approved this exact call. Only the host sets this,
+    /// never the model.
+    pub fn confirmed(mut self, confirmed: bool) -> Self {
+        self.confirmed = confirmed;
+        self
+    }
+
+    /// The confirmation id of an approval a person gave for exactly this
+    /// call (from a `CONFIRMATION_REQUIRED` result's `confirmation_id`). It
+    /// is used up; one asked for another session, caller, tool or other
+    /// arguments, or one already used or expired, executes nothing.
+    pub fn approval(mut self, confirmation_id: &'a str) -> Self {
+        self.approval = Some(confirmation_id);
+        self
+    }
+
+    /// The provider's id of the call, kept in the audit record.
+    pub fn call_id(mut self, call_id: &'a str) -> Self {
+        self.call_id = Some(call_id);
+        self
+    }
+
+    /// The tool asked for.
+    pub fn tool(&self) -> &'a str {
+        self.tool
+    }
+}
+
+/// Why a dispatcher could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A tool's context needs state of another type than the dispatcher's.
+    StateMismatch {
+        /// The tool.
+        tool: &'static str,
+        /// The state type its `&Ctx<...>` names.
+        expected: &'static str,
+        /// The dispatcher's state type.
+        found: &'static str,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::StateMismatch {
+                tool,
+                expected,
+                found,
+            } => write!(
+                f,
+                "tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Sets up a [`Dispatcher`].
+pub struct DispatcherBuilder<S, St = MemoryStore> {
+    registry: Registry,
+    state: Arc<S>,
+    settings: Settings,
+    caller: Caller,
+    audit: Arc<dyn AuditSink>,
+    store: St,
+}
+
+impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
+    /// Replaces all settings at once.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// See [`Settings::max_steps`].
+    pub fn max_steps(mut self, max_steps: u64) -> Self {
+        self.settings.max_steps = max_steps;
+        self
+    }
+
+    /// See [`Settings::max_duplicate_calls`].
+    pub fn max_duplicate_calls(mut self, max_duplicate_calls: u64) -> Self {
+        self.settings.max_duplicate_calls = max_duplicate_calls;
+        self
+    }
+
+    /// See [`Settings::max_retries`].
+    pub fn max_retries(mut self, max_retries: u32) -> Self {
+        self.settings.max_retries = max_retries;
+        self
+    }
+
+    /// See [`Settings::retry_backoff`].
+    pub fn retry_backoff(mut self, retry_backoff: Duration) -> Self {
+        self.settings.retry_backoff = retry_backoff;
+        self
+    }
+
+    /// See [`Settings::timeout`].
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.settings.timeout = timeout;
+        self
+    }
+
+    /// See [`Settings::claim_wait`].
+    pub fn claim_wait(mut self, claim_wait: Duration) -> Self {
+        self.settings.claim_wait = claim_wait;
+        self
+    }
+
+    /// See [`Settings::approval_ttl`].
+    pub fn approval_ttl(mut self, approval_ttl: Duration) -> Self {
+        self.settings.approval_ttl = approval_ttl;
+        self
+    }
+
+    /// The caller of calls that name none. Without this, the default caller
+    /// (`"default"`) may call every registered tool and has no limits set.
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// The default caller's policy, under the id `"default"`.
+    pub fn policy(self, policy: Policy) -> Self {
+        self.caller(Caller::new("default", policy))
+    }
+
+    /// Where audit records go (an in-memory log by default).
+    pub fn audit(mut self, sink: impl AuditSink + 'static) -> Self {
+        self.audit = Arc::new(sink);
+        self
+    }
+
+    /// Where the pipeline's memory lives (a [`MemoryStore`] by default). Pass
+    /// an `Arc` to share one store between dispatchers.
+    pub fn store<T: Store>(self, store: T) -> DispatcherBuilder<S, T> {
+        DispatcherBuilder {
+            registry: self.registry,
+            state: self.state,
+            settings: self.settings,
+            caller: self.caller,
+            audit: self.audit,
+            store,
+        }
+    }
+
+    /// Checks that every tool's context fits the state, and builds.
+    pub fn build(self) -> Result<Dispatcher<S, St>, BuildError> {
+        for spec in self.registry.iter() {
+            if let Some(needed) = spec.state_type()
+                && needed.id != TypeId::of::<S>()
+            {
+                return Err(BuildError::StateMismatch {
+                    tool: spec.name(),
+                    expected: needed.name,
+                    found: std::any::type_name::<S>(),
+                });
+            }
+        }
+        Ok(Dispatcher {
+            registry: self.registry,
+            erased_state: Arc::clone(&self.state) as Arc<dyn Any + Send + Sync>,
+            state: self.state,
+            settings: self.settings,
+            caller: self.caller,
+            audit: self.audit,
+            store: self.store,
+        })
+    }
+}
+
+/// Runs every call the model proposes through one deterministic pipeline.
+///
+/// | # | stage | rejects with |
+/// |---|---|---|
+/// | 0 | step budget, per session | `STEP_LIMIT` |
+/// | 1 | tool lookup, caller's allowlist | `UNKNOWN_TOOL` (`data.available`), `TOOL_NOT_ALLOWED` |
+/// | 2 | parse: an object, bounded, no duplicate members | `INVALID_JSON` |
+/// | 3 | strict validation, every problem at once | `INVALID_ARGUMENTS` |
+/// | 4 | idempotency: replay a completed side effect, guard loops | `replayed: true`, `LOOP_DETECTED` |
+/// | 5 | the tool's business check | the check's own codes |
+/// | 6 | the caller's limits on declared arguments | `POLICY_LIMIT` |
+/// | 7 | a person's approval for high-risk tools | `CONFIRMATION_REQUIRED` (`data.pending`, `confirmation_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
+/// | 8 | execution: one claim per key, bounded retries under that key, a timeout, panics caught | `CALL_IN_PROGRESS`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
+///
+/// Every call leaves exactly one [`AuditRecord`]. Nothing the model sends
+/// makes [`execute`](Dispatcher::execute) fail or panic: every outcome is a
+/// [`ToolResult`]. A store that fails answers `STORE_UNAVAILABLE`.
+///
+/// The dispatcher is `Send + Sync`: share it (in an `Arc`) between tasks and
+/// threads serving many conversations at once.
+pub struct Dispatcher<S, St = MemoryStore> {
+    registry: Registry,
+    state: Arc<S>,
+    erased_state: Arc<dyn Any + Send + Sync>,
+    settings: Settings,
+    caller: Caller,
+    audit: Arc<dyn AuditSink>,
+    store: St,
+}
+
+impl<S, St> fmt::Debug for Dispatcher<S, St> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("registry", &self.registry)
+            .field("settings", &self.settings)
+            .field("caller", &self.caller)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Any + Send + Sync> Dispatcher<S> {
+    /// Starts building a dispatcher for these tools over this state. Keep a
+    /// clone of the `Arc` to reach the state from elsewhere, or use
+    /// [`Dispatcher::state`].
+    pub fn builder(registry: Registry, state: Arc<S>) -> DispatcherBuilder<S> {
+        let everything = Policy::new().allow(registry.iter().map(|spec| spec.name()));
+        DispatcherBuilder {
+            registry,
+            state,
+            settings: Settings::default(),
+            caller: Caller::new("default", everything),
+            audit: Arc::new(MemoryAudit::new()),
+            store: MemoryStore::default(),
+        }
+    }
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// The application's state.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The caller of calls that name none.
+    pub fn default_caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The store.
+    pub fn store(&self) -> &St {
+        &self.store
+    }
+
+    /// Runs one call through the whole pipeline and audits it.
+    pub async fn execute(&self, call: Call<'_>) -> ToolResult {
+        let started = Instant::now();
+        let caller = call.caller.unwrap_or(&self.caller);
+        let span = call_span(call.tool, call.call_id);
+        let (step, result) = self.run(&call, caller).instrument(span.clone()).await;
+        let confirmed = call.confirmed
+            || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
+        self.audit(
+            AuditRecord {
+                session_id: call.session.to_owned(),
+                caller: caller.id().to_owned(),
+                step,
+                tool: call.tool.to_owned(),
+                arguments: self.audited_arguments(call.tool, call.arguments),
+                confirmed,
+                ok: result.ok,
+                code: result.code.clone(),
+                replayed: result.replayed,
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                call_id: call.call_id.map(str::to_owned),
+                approved_by: None,
+            },
+            &span,
+        );
+        result
+    }
+
+    fn audit(&self, record: AuditRecord, span: &tracing::Span) {
+        if !record.ok {
+            span.record("error.type", record.code.as_str());
+        }
+        tracing::debug!(parent: span, code = %record.code, step = record.step, replayed = record.replayed, "tool call");
+        self.audit.record(record);
+    }
+
+    /// The arguments as the audit keeps them: verbatim, but for the values
+    /// of the tool's `sensitive` parameters.
+    fn audited_arguments(&self, tool: &str, arguments: Arguments<'_>) -> String {
+        let sensitive: Vec<&str> = match self.registry.get(tool) {
+            Some(spec) => spec
+                .fields()
+                .iter()
+                .filter(|f| f.sensitive)
+                .map(|f| f.name)
+                .collect(),
+            None => Vec::new(),
+        };
+        if sensitive.is_empty() {
+            arguments.to_text()
+        } else {
+            arguments.to_redacted_text(&sensitive)
+        }
+    }
+}
+
+/// One span a call, with OpenTelemetry's GenAI attribute names.
+fn call_span(tool: &str, call_id: Option<&str>) -> tracing::Span {
+    tracing::info_span!(
+        "execute_tool",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        gen_ai.tool.call.id = call_id,
+        error.type = tracing::field::Empty,
+    )
+}

@@ -1,0 +1,355 @@
+//! Stages 0 to 7 of the pipeline, in order; stage 8 is in `execute.rs`.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::execute::{failure_of, internal_error, panic_text, store_unavailable};
+use super::{Call, Dispatcher};
+use crate::args::Constraint;
+use crate::canonical::{digest, idempotency_key};
+use crate::parse::parse_object;
+use crate::policy::{Caller, Policy};
+use crate::result::{Code, ToolResult};
+use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::tool::{CallContext, ToolSpec, Validated};
+
+/// A stage that says no returns the finished result as its error: the
+/// rejection *is* the answer.
+pub(super) type Stage<T> = Result<T, ToolResult>;
+
+/// How a high-risk call is approved, if it is.
+#[derive(Clone, Copy)]
+pub(super) enum Approval<'a> {
+    /// Not yet: ask for it.
+    None,
+    /// The host says a person approved (the reference's `confirmed` flag),
+    /// or the approval was already taken from the store.
+    Given,
+    /// A confirmation id that must match this exact call.
+    Id(&'a str),
+}
+
+/// A call that passed validation, with what the later stages need.
+pub(super) struct Prepared<'a> {
+    pub spec: &'static ToolSpec,
+    pub validated: Box<dyn Validated>,
+    pub object: &'a Map<String, Value>,
+    pub arguments: Value,
+    pub key: String,
+    pub session: &'a str,
+    pub caller: &'a Caller,
+    pub step: u64,
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    pub(super) async fn run(&self, call: &Call<'_>, caller: &Caller) -> (u64, ToolResult) {
+        let step = match self.store.next_step(call.session).await {
+            Ok(step) => step,
+            Err(error) => return (0, store_unavailable(call.tool, &error)),
+        };
+        let result = match self.pipeline(call, caller, step).await {
+            Ok(result) | Err(result) => result,
+        };
+        (step, result)
+    }
+
+    async fn pipeline(&self, call: &Call<'_>, caller: &Caller, step: u64) -> Stage<ToolResult> {
+        let name = call.tool;
+        let fail = |code: Code, message: String| ToolResult::failure(name, code, message);
+
+        // 0. Step budget.
+        if step > self.settings.max_steps {
+            return Err(fail(
+                Code::StepLimit,
+                "Tool call budget exhausted. Stop calling tools and answer the user.".into(),
+            ));
+        }
+
+        // 1. Lookup and allowlist.
+        let spec = resolve(&self.registry, name, caller.policy())?;
+
+        // 2. Parse.
+        let object = parse_object(
+            call.arguments,
+            self.settings.max_argument_bytes,
+            self.settings.max_depth,
+        )
+        .map_err(|error| fail(Code::InvalidJson, error.to_string()))?;
+
+        // 3. Strict validation.
+        let prepared = self.prepare(spec, &object, call.session, caller, step, None)?;
+
+        // 4. Idempotency: the key comes from the validated, canonical arguments.
+        let calls = self
+            .store
+            .count_call(&prepared.key)
+            .await
+            .map_err(|error| store_unavailable(name, &error))?;
+        if calls > self.settings.max_duplicate_calls {
+            return Err(fail(
+                Code::LoopDetected,
+                "This exact call was already made. Use the previous result.".into(),
+            ));
+        }
+        if prepared.spec.side_effect() {
+            let stored = self
+                .store
+                .completed(&prepared.key)
+                .await
+                .map_err(|e| store_unavailable(name, &e))?;
+            if let Some(mut stored) = stored {
+                stored.replayed = true;
+                return Ok(stored);
+            }
+        }
+
+        // 5 to 8.
+        let approval = match (call.confirmed, call.approval) {
+            (true, _) => Approval::Given,
+            (false, Some(id)) => Approval::Id(id),
+            (false, None) => Approval::None,
+        };
+        self.decide_and_run(prepared, approval).await
+    }
+
+    /// Stage 3, and the key: validated arguments, ready for the rest.
+    /// `key_from` replaces the arguments as the key's source (an approval's id).
+    pub(super) fn prepare<'a>(
+        &self,
+        spec: &'static ToolSpec,
+        object: &'a Map<String, Value>,
+        session: &'a str,
+        caller: &'a Caller,
+        step: u64,
+        key_from: Option<&str>,
+    ) -> Stage<Prepared<'a>> {
+        let name = spec.name();
+        let validated = spec.validate(object).map_err(|errors| {
+            ToolResult::failure(name, Code::InvalidArguments, errors.to_string())
+        })?;
+        let arguments = validated.to_value().map_err(|error| {
+            tracing::error!(tool = name, %error, "validated arguments do not serialize");
+            internal_error(name)
+        })?;
+        let key = match key_from {
+            Some(approval) => {
+                idempotency_key(session, name, &Value::from(format!("approval:{approval}")))
+            }
+            None => idempotency_key(session, name, &arguments),
+        };
+        Ok(Prepared {
+            spec,
+            validated,
+            object,
+            arguments,
+            key,
+            session,
+            caller,
+            step,
+        })
+    }
+
+    /// Stages 5 to 8: the business check, the policy, the approval, execution.
+    pub(super) async fn decide_and_run(
+        &self,
+        prepared: Prepared<'_>,
+        approval: Approval<'_>,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        let cx = CallContext {
+            state: Arc::clone(&self.erased_state),
+            idempotency_key: Arc::from(prepared.key.as_str()),
+            session: Arc::from(prepared.session),
+            caller: prepared.caller.clone(),
+        };
+
+        // 5. Business rules.
+        match catch_unwind(AssertUnwindSafe(|| prepared.validated.check(&cx))) {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(failure_of(name, error)),
+            Err(panic) => {
+                tracing::error!(
+                    tool = name,
+                    panic = panic_text(&panic),
+                    "the check panicked"
+                );
+                return Err(internal_error(name));
+            }
+        }
+
+        // 6. Policy limits declared on the arguments.
+        check_limits(prepared.spec, prepared.caller, &prepared.arguments)
+            .map_err(|message| ToolResult::failure(name, Code::PolicyLimit, message))?;
+
+        // 7. Confirmation, from the host only.
+        if prepared.spec.high_risk() {
+            let asking = Asking {
+                tool: name,
+                arguments: &prepared.arguments,
+                session: prepared.session,
+                caller: prepared.caller,
+                step: prepared.step,
+            };
+            self.confirm(asking, approval).await?;
+        }
+
+        // 8. Execution.
+        self.execute_once(prepared, &cx).await
+    }
+
+    /// Stage 7: a high-risk call runs only with a person's approval of this
+    /// exact call.
+    async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
+        let name = prepared.tool;
+        let store_error = |error| store_unavailable(name, &error);
+        let digest = digest(prepared.arguments);
+        match approval {
+            Approval::Given => Ok(()),
+            Approval::Id(id) => {
+                let binding = Binding {
+                    session: prepared.session,
+                    caller: prepared.caller.id(),
+                    tool: Some(name),
+                    digest: Some(&digest),
+                };
+                match self
+                    .store
+                    .take_approval(id, &binding, now_ms())
+                    .await
+                    .map_err(store_error)?
+                {
+                    TakeApproval::Taken(_) => Ok(()),
+                    TakeApproval::Expired => Err(expired(name)),
+                    _ => Err(invalid_approval(name)),
+                }
+            }
+            Approval::None => {
+                let created_ms = now_ms();
+                let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
+                let pending = PendingApproval {
+                    id: confirmation_id(),
+                    session: prepared.session.to_owned(),
+                    caller: prepared.caller.id().to_owned(),
+                    tool: name.to_owned(),
+                    digest,
+                    arguments: prepared.arguments.clone(),
+                    step: prepared.step,
+                    created_ms,
+                    expires_ms: created_ms.saturating_add(ttl),
+                };
+                self.store
+                    .put_approval(&pending)
+                    .await
+                    .map_err(store_error)?;
+                let mut asked = ToolResult::failure(
+                    name,
+                    Code::ConfirmationRequired,
+                    format!("{name} needs user approval before it runs."),
+                );
+                asked.data.insert("pending".into(), pending.arguments);
+                asked.confirmation_id = Some(pending.id);
+                Err(asked)
+            }
+        }
+    }
+}
+
+/// What stage 7 needs of a call (borrowing nothing that is not `Sync`, so
+/// the pipeline's future stays `Send`).
+struct Asking<'a> {
+    tool: &'static str,
+    arguments: &'a Value,
+    session: &'a str,
+    caller: &'a Caller,
+    step: u64,
+}
+
+/// Stage 1: the tool, if it exists and the caller may use it.
+pub(super) fn resolve(
+    registry: &crate::Registry,
+    name: &str,
+    policy: &Policy,
+) -> Stage<&'static ToolSpec> {
+    let Some(spec) = registry.get(name) else {
+        let available: Vec<Value> = policy.allowed().map(Value::from).collect();
+        return Err(ToolResult::failure(
+            name,
+            Code::UnknownTool,
+            format!("No tool named '{name}'."),
+        )
+        .with_data("available", available));
+    };
+    if !policy.allows(name) {
+        return Err(ToolResult::failure(
+            name,
+            Code::ToolNotAllowed,
+            format!("Tool '{name}' is not available in this context."),
+        ));
+    }
+    Ok(spec)
+}
+
+/// Stage 6: every argument declared with `#[arg(limit = "...")]` within the
+/// caller's limit of that name. A limit the policy does not set fails closed.
+fn check_limits(spec: &ToolSpec, caller: &Caller, arguments: &Value) -> Result<(), String> {
+    for field in spec.fields() {
+        for constraint in field.constraints {
+            let Constraint::Limit(limit_name) = constraint else {
+                continue;
+            };
+            let Some(value) = arguments.get(field.name).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            let Some(limit) = caller.policy().limit_of(limit_name) else {
+                return Err(format!(
+                    "{} is bounded by the limit `{limit_name}`, which is not set for this caller. \
+                     A human agent must handle it; tell the user it was escalated.",
+                    field.name
+                ));
+            };
+            let over = match value.as_i64() {
+                Some(n) => n > limit,
+                None => value.as_f64().is_none_or(|x| x > limit as f64),
+            };
+            if over {
+                return Err(format!(
+                    "{} {value} is above this caller's limit of {limit} ({limit_name}). \
+                     A human agent must handle it; tell the user it was escalated.",
+                    field.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.
+fn confirmation_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: fall back to a hash of time and address space
+        // layout, still unique, and still checked against its binding.
+        let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &bytes);
+        bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(super) fn expired(name: &str) -> ToolResult {
+    ToolResult::failure(
+        name,
+        Code::ConfirmationExpired,
+        "The approval for this call expired. Ask the user again if they still want it.",
+    )
+}
+
+pub(super) fn invalid_approval(name: &str) -> ToolResult {
+    ToolResult::failure(
+        name,
+        Code::ConfirmationInvalid,
+        "This approval does not exist, was already used, or was given for another call. Nothing was done.",
+    )
+}
