@@ -33,9 +33,9 @@ pub enum Claim {
     InFlight,
 }
 
-/// An approval a person has not given yet, bound to one exact call.
+/// An approval a person has not given yet, bound to one exact call. Stores
+/// keep it as it is and give it back whole.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct PendingApproval {
     /// The confirmation id handed to the host.
     pub id: String,
@@ -170,6 +170,61 @@ pub trait Store: Send + Sync + 'static {
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send;
+}
+
+/// A shared store: several dispatchers (or tests) over one set of records.
+impl<T: Store> Store for std::sync::Arc<T> {
+    fn next_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).next_step(session)
+    }
+
+    fn count_call(&self, key: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).count_call(key)
+    }
+
+    fn completed(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<ToolResult>, StoreError>> + Send {
+        (**self).completed(key)
+    }
+
+    fn claim(
+        &self,
+        key: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        (**self).claim(key, now_ms, lease_ms)
+    }
+
+    fn complete(
+        &self,
+        key: &str,
+        result: &ToolResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).complete(key, result)
+    }
+
+    fn release(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).release(key)
+    }
+
+    fn put_approval(
+        &self,
+        approval: &PendingApproval,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).put_approval(approval)
+    }
+
+    fn take_approval(
+        &self,
+        id: &str,
+        binding: &Binding<'_>,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
+        (**self).take_approval(id, binding, now_ms)
+    }
 }
 
 /// Milliseconds since the Unix epoch, now.
