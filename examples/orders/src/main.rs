@@ -11,7 +11,10 @@ use clap::{Args, Parser, Subcommand};
 use orders::{Shop, get_order, refund_order};
 use serde::Deserialize;
 use serde_json::Value;
-use toolcall::{Call, Code, Dispatcher, JsonLinesAudit, Policy, ToolResult, tools};
+use toolcall::{
+    Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Store, ToolResult, tools,
+};
+use toolcall_sqlite::SqliteStore;
 
 /// Orders and refunds behind toolcall's deterministic tool pipeline.
 ///
@@ -32,6 +35,17 @@ struct Cli {
     /// Append an audit record per call to this file, as JSON lines.
     #[arg(long, value_name = "FILE", global = true)]
     audit: Option<PathBuf>,
+
+    /// Where the pipeline remembers calls: `memory` (this run only) or
+    /// `sqlite:PATH` (a file that another run, or another process, shares:
+    /// what one did, the other replays). The shop itself starts fresh each run.
+    #[arg(
+        long,
+        value_name = "memory|sqlite:PATH",
+        default_value = "memory",
+        global = true
+    )]
+    store: String,
 
     #[command(flatten)]
     settings: SettingsArgs,
@@ -111,14 +125,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let session = cli.settings.session_id.as_str();
-    let outcome = dispatcher(&cli.settings, cli.audit.as_ref()).and_then(|d| match &cli.command {
-        None => {
-            runtime.block_on(demo(&d, session, cli.yes));
-            Ok(())
-        }
-        Some(Command::Replay(args)) => runtime.block_on(replay(&d, session, args.input.as_ref())),
-    });
+    let outcome = match cli.store.as_str() {
+        "memory" => run(&cli, &runtime, MemoryStore::default()),
+        spec => match spec.strip_prefix("sqlite:") {
+            Some(path) if !path.is_empty() => SqliteStore::open(path)
+                .map_err(|e| format!("cannot open the store {path}: {e}"))
+                .and_then(|store| run(&cli, &runtime, store)),
+            _ => Err(format!(
+                "unknown store `{spec}`: expected `memory` or `sqlite:PATH`"
+            )),
+        },
+    };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -128,10 +145,25 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatcher(
+fn run<St: Store>(cli: &Cli, runtime: &tokio::runtime::Runtime, store: St) -> Result<(), String> {
+    let session = cli.settings.session_id.as_str();
+    let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store)?;
+    match &cli.command {
+        None => {
+            runtime.block_on(demo(&dispatcher, session, cli.yes));
+            Ok(())
+        }
+        Some(Command::Replay(args)) => {
+            runtime.block_on(replay(&dispatcher, session, args.input.as_ref()))
+        }
+    }
+}
+
+fn dispatcher<St: Store>(
     settings: &SettingsArgs,
     audit: Option<&PathBuf>,
-) -> Result<Dispatcher<Shop>, String> {
+    store: St,
+) -> Result<Dispatcher<Shop, St>, String> {
     let shop = Shop::new();
     shop.lose_next_responses(settings.lose_next_response);
     let registry = tools![get_order, refund_order].map_err(|e| e.to_string())?;
@@ -145,6 +177,7 @@ fn dispatcher(
         )
         .limit("max_refund_cents", settings.max_refund_cents);
     let mut builder = Dispatcher::builder(registry, Arc::new(shop))
+        .store(store)
         .policy(policy)
         .max_steps(settings.max_steps)
         .max_duplicate_calls(settings.max_duplicate_calls)
@@ -158,7 +191,7 @@ fn dispatcher(
     builder.build().map_err(|e| e.to_string())
 }
 
-async fn demo(dispatcher: &Dispatcher<Shop>, session: &str, yes: bool) {
+async fn demo<St: Store>(dispatcher: &Dispatcher<Shop, St>, session: &str, yes: bool) {
     let scripted = [
         ("get_order", r#"{"order_id": "ORD-1001"}"#),
         (
@@ -223,8 +256,8 @@ fn approve(tool: &str, result: &ToolResult, yes: bool) -> bool {
     answer.trim().eq_ignore_ascii_case("y")
 }
 
-async fn replay(
-    dispatcher: &Dispatcher<Shop>,
+async fn replay<St: Store>(
+    dispatcher: &Dispatcher<Shop, St>,
     session: &str,
     input: Option<&PathBuf>,
 ) -> Result<(), String> {

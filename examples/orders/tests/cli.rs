@@ -159,3 +159,25 @@ fn the_demo_declines_without_a_terminal_and_refunds_once_with_yes() {
         "{text}"
     );
 }
+
+#[test]
+fn two_processes_on_one_sqlite_store_replay_instead_of_refunding_twice() {
+    let dir = std::env::temp_dir().join(format!("orders-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = format!("sqlite:{}", dir.join("store.db").display());
+    let calls = [refund(json!(2590), true)];
+    let first = replay(&["--store", &store], &calls);
+    let second = replay(&["--store", &store], &calls);
+    assert_eq!(outcomes(&first), [(true, "OK".to_owned(), false)]);
+    assert_eq!(
+        outcomes(&second),
+        [(true, "OK".to_owned(), true)],
+        "the second process replays"
+    );
+    assert_eq!(second[0]["data"], first[0]["data"]);
+    let bad = orders(&["replay", "-", "--store", "redis://x"], "");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected `memory` or `sqlite:PATH`"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
