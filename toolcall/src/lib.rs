@@ -97,8 +97,8 @@
 //! | 4 | idempotency: a completed side-effecting call is replayed; a call made more than [`Settings::max_duplicate_calls`] times is refused | `replayed: true`, `LOOP_DETECTED` |
 //! | 5 | the tool's business check (`check = path`) | the check's own codes |
 //! | 6 | the caller's limits on arguments declared with `#[arg(limit = "...")]` | `POLICY_LIMIT` |
-//! | 7 | a person's approval, for `high_risk` tools ([`Call::confirmed`]) | `CONFIRMATION_REQUIRED` (with `data.pending`: the validated arguments) |
-//! | 8 | execution: a [`ToolError::Transient`] failure is retried up to [`Settings::max_retries`] times under the same idempotency key, waiting [`Settings::retry_backoff`] times the attempt; a panic is caught | `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
+//! | 7 | a person's approval, for `high_risk` tools, from the host only | `CONFIRMATION_REQUIRED` (with `data.pending`, the validated arguments, and a `confirmation_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
+//! | 8 | execution: a side-effecting call under a claim on its key, so identical calls run once; a [`ToolError::Transient`] failure retried up to [`Settings::max_retries`] times under the same key, waiting [`Settings::retry_backoff`] times the attempt; a timeout per attempt; a panic caught | `CALL_IN_PROGRESS`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
 //!
 //! The defaults are the reference implementation's: 10 steps, 3 duplicate
 //! calls, 2 retries, 200 ms backoff.
@@ -267,8 +267,72 @@
 //! A [`Caller`] is an id and a [`Policy`]: the tools it may call and the
 //! limits on declared arguments. The dispatcher has a default caller (by
 //! default allowed everything, with no limits set); pass another per call
-//! with [`Call::caller`]. Approval of a high-risk call comes from the host
-//! through [`Call::confirmed`], never from the model's arguments.
+//! with [`Call::caller`].
+//!
+//! Approval of a high-risk call comes from the host, never from the model's
+//! arguments, and is owned by the server. `CONFIRMATION_REQUIRED` carries the
+//! validated arguments in `data.pending` and a `confirmation_id`; the
+//! pending approval is bound to the session, the caller, the tool and a
+//! digest of the exact arguments, is single use, and expires
+//! ([`Settings::approval_ttl`], 15 minutes by default). Then either:
+//!
+//! * [`Dispatcher::approve`] with a [`Decision`] (who approved): the stored
+//!   call runs once, after its arguments are validated again and its check
+//!   and the caller's policy re-run against the current state;
+//! * [`Dispatcher::deny`] with a reason: `CONFIRMATION_DENIED`, and the model
+//!   reads why, so it does not ask again blindly;
+//! * or the host re-sends the call with [`Call::approval`]; arguments that
+//!   differ from those approved are refused.
+//!
+//! A forged, reused, expired, or mismatched id executes nothing
+//! (`CONFIRMATION_INVALID`, `CONFIRMATION_EXPIRED`). Where two identical
+//! actions are legitimate, [`Decision::key_from_approval`] keys the call by
+//! its approval instead of its arguments. The reference's simple flag,
+//! [`Call::confirmed`], keeps working for hosts that ask in-line.
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use toolcall::{tool, tools, Call, Code, Decision, Dispatcher, Rejection};
+//! /// Deletes an account. Irreversible.
+//! #[tool(side_effect, high_risk)]
+//! fn delete_account(account: String) -> Result<String, Rejection> {
+//!     Ok(account)
+//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let dispatcher = Dispatcher::builder(tools![delete_account].unwrap(), Arc::new(())).build().unwrap();
+//! let asked = dispatcher.execute(Call::new("delete_account", r#"{"account": "ACC-9"}"#).session("chat-7")).await;
+//! assert_eq!(asked.code, Code::ConfirmationRequired);
+//! let id = asked.confirmation_id.unwrap();
+//! // ... a person reads `asked.data["pending"]` and clicks "approve" ...
+//! let done = dispatcher.approve(Decision::new(&id, "chat-7").by("ana@support")).await;
+//! assert!(done.ok);
+//! // The same id again executes nothing.
+//! assert_eq!(dispatcher.approve(Decision::new(&id, "chat-7")).await.code, Code::ConfirmationInvalid);
+//! # }
+//! ```
+//!
+//! # Exactly once, and where the pipeline remembers
+//!
+//! Everything the pipeline remembers (step counts, duplicate counts,
+//! idempotency records, pending approvals) goes through the [`Store`] trait:
+//!
+//! * [`MemoryStore`], the default: sharded, so concurrent conversations
+//!   rarely share a lock, and bounded by a retention window (24 hours) and a
+//!   capacity;
+//! * `SqliteStore` in the `toolcall-sqlite` crate: embedded and durable, so a
+//!   restarted process, or another process on the same file, replays what
+//!   was done instead of doing it again.
+//!
+//! A side-effecting call runs only under a claim on its idempotency key: two
+//! identical calls at the same moment execute once, and the second waits
+//! (at most [`Settings::claim_wait`]) for the first's result and returns it
+//! as a replay, or answers `CALL_IN_PROGRESS`. A call whose outcome is
+//! unknown (`TIMEOUT` from `#[tool(timeout_ms = ...)]` or
+//! [`Settings::timeout`], `UPSTREAM_UNAVAILABLE` after the retries) leaves no
+//! record, so the next identical call goes to the backend again under the
+//! same key, and a backend that deduplicates by key applies it once. A
+//! process that dies holding a claim loses it when its lease runs out.
 //!
 //! # Results and audit
 //!
@@ -281,6 +345,7 @@
 #![warn(missing_docs)]
 
 pub use toolcall_core::*;
+
 pub use toolcall_macros::tool;
 
 /// What `#[tool]` expands to reaches the runtime through here, so that a
