@@ -140,19 +140,7 @@ impl ArgAttr {
                         "exclusive_min" => &mut self.exclusive_min,
                         _ => &mut self.exclusive_max,
                     };
-                    match number(&expr) {
-                        Some(value) => set(
-                            cx,
-                            slot,
-                            &key,
-                            Keyed {
-                                value,
-                                key: key.span(),
-                                span: expr.span(),
-                            },
-                        ),
-                        None => cx.error_spanned_by(&expr, msg::NUMBER_BOUND),
-                    }
+                    set_keyed(cx, slot, &key, &expr, number(&expr), msg::NUMBER_BOUND);
                 }
                 "min_length" | "max_length" | "min_items" | "max_items" => {
                     let expr: Expr = meta.value()?.parse()?;
@@ -162,19 +150,14 @@ impl ArgAttr {
                         "min_items" => &mut self.min_items,
                         _ => &mut self.max_items,
                     };
-                    match count(&expr) {
-                        Some(value) => set(
-                            cx,
-                            slot,
-                            &key,
-                            Keyed {
-                                value,
-                                key: key.span(),
-                                span: expr.span(),
-                            },
-                        ),
-                        None => cx.error_spanned_by(&expr, msg::count_expected(&key_name)),
-                    }
+                    set_keyed(
+                        cx,
+                        slot,
+                        &key,
+                        &expr,
+                        count(&expr),
+                        msg::count_expected(&key_name),
+                    );
                 }
                 "limit" => match meta.value()?.parse::<LitStr>() {
                     Ok(name) if !name.value().is_empty() => set(cx, &mut self.limit, &key, name),
@@ -193,6 +176,30 @@ impl ArgAttr {
         if let Err(error) = result {
             cx.push(error);
         }
+    }
+}
+
+/// Sets a value read from `expr`, or reports `error` on it when it could not be read.
+fn set_keyed<T>(
+    cx: &mut Ctxt,
+    slot: &mut Option<Keyed<T>>,
+    key: &Path,
+    expr: &Expr,
+    value: Option<T>,
+    error: impl std::fmt::Display,
+) {
+    match value {
+        Some(value) => set(
+            cx,
+            slot,
+            key,
+            Keyed {
+                value,
+                key: key.span(),
+                span: expr.span(),
+            },
+        ),
+        None => cx.error_spanned_by(expr, error),
     }
 }
 
