@@ -7,7 +7,7 @@
 //! * no call the pipeline refuses has a side effect (the fuzz harness's
 //!   checks, on generated conversations);
 //! * whatever the sequence of calls, a side effect completes at most once
-//!   per idempotency key;
+//!   per idempotency key, and so do two identical calls in flight at once;
 //! * the inputs kept from fuzzing (`fuzz/seeds`, `fuzz/regressions`) pass.
 
 use std::collections::HashMap;
@@ -72,6 +72,21 @@ fn pay(
     }
     *ledger.completed.lock().unwrap().entry(key).or_default() += 1;
     Ok(json!({"payee": payee, "paid_cents": amount_cents, "currency": currency, "reason": reason}))
+}
+
+/// `pay`, but it waits for the runtime once before paying, as a real
+/// backend call would.
+#[tool(side_effect)]
+async fn pay_slowly(
+    ctx: &Ctx<Ledger>,
+    /// Payee id, for example P-07.
+    #[arg(pattern = r"^P-[0-9]{2}$")]
+    payee: String,
+) -> Result<Value, ToolError> {
+    tokio::task::yield_now().await;
+    let key = ctx.idempotency_key.to_string();
+    *ctx.state.completed.lock().unwrap().entry(key).or_default() += 1;
+    Ok(json!({"payee": payee}))
 }
 
 fn ledger_dispatcher(ledger: &Arc<Ledger>) -> Dispatcher<Ledger> {
@@ -305,6 +320,24 @@ proptest! {
             }
         }
     }
+}
+
+/// Two identical calls in flight at once (a model's parallel tool calls, or
+/// a host retrying before the first answer): one claims the key and runs,
+/// the other must not run the handler too.
+#[test]
+fn concurrent_identical_calls_complete_once() {
+    let runtime = runtime();
+    let ledger = Arc::new(Ledger::default());
+    let dispatcher = Dispatcher::builder(tools![pay_slowly].unwrap(), Arc::clone(&ledger))
+        .build()
+        .unwrap();
+    let call = Call::new("pay_slowly", r#"{"payee": "P-01"}"#);
+    let (one, two) = runtime
+        .block_on(async { tokio::join!(dispatcher.execute(call), dispatcher.execute(call)) });
+    assert!(one.ok || two.ok, "{one:?} {two:?}");
+    let completed = ledger.completed();
+    assert_eq!(completed.values().sum::<u32>(), 1, "{one:?} {two:?}");
 }
 
 // ------------------------------------- the fuzz harness, on generated calls

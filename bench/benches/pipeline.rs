@@ -11,11 +11,16 @@
 //! `block_on` of a current-thread runtime: the time is the pipeline's, not
 //! the runtime's entry and exit per call (see BENCHMARKS.md).
 
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use toolcall_bench::{Audit, Scenario, time_floor, time_pipeline};
+use orders::RefundOrderArgs;
+use serde_json::{Map, Value};
+use toolcall::canonical::{canonical_json, idempotency_key};
+use toolcall::{FieldErrors, ToolArgs};
+use toolcall_bench::{Audit, SESSION, Scenario, time_floor, time_pipeline};
 
 fn pipeline(c: &mut Criterion) {
     for (group, audit) in [
@@ -48,12 +53,60 @@ fn floor(c: &mut Criterion) {
     group.finish();
 }
 
+/// The floor of a valid refund, step by step, and the hex encoding of a
+/// digest done as `canonical::idempotency_key` does it (`write!` per byte)
+/// and with a table, to size that step.
+fn floor_parts(c: &mut Criterion) {
+    let raw = Scenario::RefundOkConfirmed.arguments(1234);
+    let object: Map<String, Value> = serde_json::from_str(&raw).unwrap();
+    let args = RefundOrderArgs::from_object(&object, &mut FieldErrors::default()).unwrap();
+    let value = serde_json::to_value(&args).unwrap();
+    let digest: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
+    let mut group = c.benchmark_group("floor_parts");
+    group.bench_function("parse", |b| {
+        b.iter(|| serde_json::from_str::<Map<String, Value>>(black_box(&raw)))
+    });
+    group.bench_function("from_object", |b| {
+        b.iter(|| RefundOrderArgs::from_object(black_box(&object), &mut FieldErrors::default()))
+    });
+    group.bench_function("to_value", |b| {
+        b.iter(|| serde_json::to_value(black_box(&args)))
+    });
+    group.bench_function("canonical_json", |b| {
+        b.iter(|| canonical_json(black_box(&value)))
+    });
+    group.bench_function("idempotency_key", |b| {
+        b.iter(|| idempotency_key(SESSION, "refund_order", black_box(&value)))
+    });
+    group.bench_function("hex_with_write", |b| {
+        b.iter(|| {
+            let mut hex = String::with_capacity(64);
+            for byte in black_box(&digest) {
+                let _ = write!(hex, "{byte:02x}");
+            }
+            hex
+        })
+    });
+    group.bench_function("hex_with_table", |b| {
+        b.iter(|| {
+            const DIGITS: &[u8; 16] = b"0123456789abcdef";
+            let mut hex = String::with_capacity(64);
+            for &byte in black_box(&digest) {
+                hex.push(DIGITS[usize::from(byte >> 4)] as char);
+                hex.push(DIGITS[usize::from(byte & 15)] as char);
+            }
+            hex
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(30)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = pipeline, floor
+    targets = pipeline, floor, floor_parts
 }
 criterion_main!(benches);

@@ -5,6 +5,14 @@
 //! on one thread, then `--calls` calls on each of two threads at once, each
 //! time through a fresh dispatcher, and prints per scenario the median
 //! calls per second of each and their ratio, as one JSON line.
+//!
+//! On a machine whose cores are busy with other work the ratio says little,
+//! so each worker also reads its scheduler statistics
+//! (`/proc/thread-self/schedstat`): the CPU time per call, and the shares of
+//! its wall time spent waiting for a core (the machine's load) and blocked
+//! (waiting on a lock). The same CPU time per call with one thread and with
+//! two, and no time blocked, mean the dispatcher itself does not serialize
+//! the threads.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -28,9 +36,27 @@ struct Args {
     audit: Audit,
 }
 
-/// Calls per second of `threads` threads, each sending `calls` calls of
-/// `scenario` in its own session, through one shared dispatcher.
-fn throughput(scenario: Scenario, threads: usize, calls: usize, audit: Audit) -> f64 {
+/// Nanoseconds this thread has run on a core, and waited for one.
+fn schedstat() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut fields = text.split_whitespace().map(|f| f.parse().unwrap_or(0));
+    (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+}
+
+/// One run of `threads` threads.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    calls_per_s: f64,
+    cpu_ns_per_call: f64,
+    /// Share of the workers' wall time spent waiting for a core.
+    waiting: f64,
+    /// Share of the workers' wall time neither running nor runnable: blocked.
+    blocked: f64,
+}
+
+/// `threads` threads, each sending `calls` calls of `scenario` in its own
+/// session, through one shared dispatcher.
+fn throughput(scenario: Scenario, threads: usize, calls: usize, audit: Audit) -> Run {
     let dispatcher = Arc::new(dispatcher(shop(), audit));
     let barrier = Arc::new(Barrier::new(threads + 1));
     let workers: Vec<_> = (0..threads)
@@ -43,6 +69,8 @@ fn throughput(scenario: Scenario, threads: usize, calls: usize, audit: Audit) ->
                 let session = format!("conversation-{t}");
                 let runtime = runtime();
                 barrier.wait();
+                let (ran, waited) = schedstat();
+                let started = Instant::now();
                 runtime.block_on(async {
                     for raw in &texts {
                         let call = toolcall::Call::new(scenario.tool(), raw.as_str())
@@ -51,21 +79,43 @@ fn throughput(scenario: Scenario, threads: usize, calls: usize, audit: Audit) ->
                         std::hint::black_box(dispatcher.execute(call).await);
                     }
                 });
-                Instant::now()
+                let wall = started.elapsed().as_nanos() as u64;
+                let (ran_after, waited_after) = schedstat();
+                (Instant::now(), wall, ran_after - ran, waited_after - waited)
             })
         })
         .collect();
     barrier.wait();
     let started = Instant::now();
-    let finished = workers
+    let results: Vec<_> = workers
         .into_iter()
         .map(|w| w.join().expect("a worker panicked"))
-        .max()
-        .unwrap_or(started);
+        .collect();
+    let finished = results.iter().map(|r| r.0).max().unwrap_or(started);
     let elapsed = finished
         .duration_since(started)
         .max(Duration::from_nanos(1));
-    (threads * calls) as f64 / elapsed.as_secs_f64()
+    let wall: u64 = results.iter().map(|r| r.1).sum::<u64>().max(1);
+    let ran: u64 = results.iter().map(|r| r.2).sum();
+    let waited: u64 = results.iter().map(|r| r.3).sum();
+    Run {
+        calls_per_s: (threads * calls) as f64 / elapsed.as_secs_f64(),
+        cpu_ns_per_call: ran as f64 / (threads * calls) as f64,
+        waiting: waited as f64 / wall as f64,
+        blocked: wall.saturating_sub(ran + waited) as f64 / wall as f64,
+    }
+}
+
+/// The median of each measure over the runs.
+fn medians(runs: &[Run]) -> Value {
+    let of = |f: fn(&Run) -> f64| median(&mut runs.iter().map(f).collect::<Vec<_>>());
+    let round = |x: f64, places: i32| (x * 10f64.powi(places)).round() / 10f64.powi(places);
+    json!({
+        "calls_per_s": round(of(|r| r.calls_per_s), 0),
+        "cpu_ns_per_call": round(of(|r| r.cpu_ns_per_call), 0),
+        "waiting_for_a_core": round(of(|r| r.waiting), 2),
+        "blocked": round(of(|r| r.blocked), 2),
+    })
 }
 
 fn main() {
@@ -78,13 +128,15 @@ fn main() {
             one.push(throughput(scenario, 1, args.calls, args.audit));
             two.push(throughput(scenario, 2, args.calls, args.audit));
         }
-        let (one, two) = (median(&mut one), median(&mut two));
+        let rate =
+            |runs: &[Run]| median(&mut runs.iter().map(|r| r.calls_per_s).collect::<Vec<_>>());
+        let scaling = rate(&two) / rate(&one);
         out.insert(
             scenario.name().into(),
             json!({
-                "calls_per_s_1_thread": one.round(),
-                "calls_per_s_2_threads": two.round(),
-                "scaling": (two / one * 100.0).round() / 100.0,
+                "1_thread": medians(&one),
+                "2_threads": medians(&two),
+                "scaling": (scaling * 100.0).round() / 100.0,
             }),
         );
     }

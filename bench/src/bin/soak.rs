@@ -1,5 +1,6 @@
 //! Memory soak: many calls over many sessions through one dispatcher (audit
-//! records dropped), printing the resident memory (`VmRSS`) as it goes, one
+//! records dropped, unless `--audit memory` keeps them in the default
+//! in-memory log), printing the resident memory (`VmRSS`) as it goes, one
 //! JSON line per report and a summary line at the end.
 //!
 //! Call `i` belongs to conversation `i / calls-per-session`. With
@@ -34,6 +35,9 @@ struct Args {
     /// Reports in total (one every calls / reports calls).
     #[arg(long, default_value_t = 20)]
     reports: u64,
+    /// `noop` (records dropped) or `memory` (the default in-memory log, which keeps every record).
+    #[arg(long, default_value = "noop")]
+    audit: Audit,
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -44,7 +48,7 @@ fn main() {
     let args = Args::parse();
     let per_session = args.calls_per_session.max(1);
     let every = (args.calls / args.reports.max(1)).max(1);
-    let dispatcher = dispatcher(shop(), Audit::Noop);
+    let dispatcher = dispatcher(shop(), args.audit);
     let runtime = runtime();
     let rss = || resident_bytes().unwrap_or(0);
     let start_rss = rss();
@@ -53,7 +57,7 @@ fn main() {
     let mut failures = 0u64;
     println!(
         "{}",
-        json!({"calls": 0, "rss_mib": mib(start_rss), "sessions": args.sessions, "calls_per_session": per_session})
+        json!({"calls": 0, "rss_mib": mib(start_rss), "sessions": args.sessions, "calls_per_session": per_session, "audit": format!("{:?}", args.audit)})
     );
     runtime.block_on(async {
         let mut session = String::new();
