@@ -14,6 +14,7 @@ use serde_json::Value;
 use toolcall::{
     Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Store, ToolResult, tools,
 };
+use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 
 /// Orders and refunds behind toolcall's deterministic tool pipeline.
@@ -116,7 +117,7 @@ struct ReplayLine {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
@@ -127,12 +128,16 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.store.as_str() {
         "memory" => run(&cli, &runtime, MemoryStore::default()),
+        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => runtime
+            .block_on(PostgresStore::connect(url))
+            .map_err(|e| format!("cannot open the store {url}: {e}"))
+            .and_then(|store| run(&cli, &runtime, store)),
         spec => match spec.strip_prefix("sqlite:") {
             Some(path) if !path.is_empty() => SqliteStore::open(path)
                 .map_err(|e| format!("cannot open the store {path}: {e}"))
                 .and_then(|store| run(&cli, &runtime, store)),
             _ => Err(format!(
-                "unknown store `{spec}`: expected `memory` or `sqlite:PATH`"
+                "unknown store `{spec}`: expected `memory`, `sqlite:PATH` or `postgres://...`"
             )),
         },
     };

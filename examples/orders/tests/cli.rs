@@ -178,6 +178,93 @@ fn two_processes_on_one_sqlite_store_replay_instead_of_refunding_twice() {
     assert_eq!(second[0]["data"], first[0]["data"]);
     let bad = orders(&["replay", "-", "--store", "redis://x"], "");
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected `memory` or `sqlite:PATH`"));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("expected `memory`, `sqlite:PATH` or `postgres://...`")
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two `orders replay` processes at the same moment on one Postgres: each
+/// call runs in exactly one of them; the other answers `replayed: true`.
+#[test]
+fn two_processes_on_one_postgres_run_each_call_once() {
+    let url = match std::env::var("TOOLCALL_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; two-process Postgres test NOT run"
+            );
+            return;
+        }
+    };
+    let session = format!(
+        "cli-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let calls: Vec<Value> = (1..=6)
+        .map(|cents| refund(json!(cents * 100), true))
+        .collect();
+    let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    let spawn = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
+            .args([
+                "replay",
+                "-",
+                "--retry-backoff-ms",
+                "0",
+                "--max-steps",
+                "100",
+                "--store",
+                &url,
+                "--session-id",
+                &session,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child
+    };
+    let (a, b) = (spawn(), spawn());
+    let parse = |output: Output| -> Vec<Value> {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (a, b) = (
+        parse(a.wait_with_output().unwrap()),
+        parse(b.wait_with_output().unwrap()),
+    );
+    assert_eq!((a.len(), b.len()), (6, 6));
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (x["ok"].as_bool(), y["ok"].as_bool()),
+            (Some(true), Some(true)),
+            "{x} {y}"
+        );
+        let replays = [x, y].iter().filter(|r| r["replayed"] == true).count();
+        assert_eq!(replays, 1, "exactly one of the two ran it: {x} {y}");
+        assert_eq!(x["data"], y["data"]);
+    }
 }

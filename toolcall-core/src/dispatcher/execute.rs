@@ -52,13 +52,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         match self.execute_with_retries(spec, validated, object, cx).await {
             Ok(data) => {
                 let result = ToolResult::success(name, data);
-                if let Err(error) = self.store.complete(&key, &result).await {
-                    // The effect happened; the model must hear so. An identical
-                    // call later runs again under the same key, which a
-                    // deduplicating backend answers without a second effect.
-                    tracing::error!(tool = name, %error, "the result of a completed call could not be stored");
+                match self.store.complete(&key, &result).await {
+                    Ok(()) => Ok(result),
+                    // The tool ran but nothing remembers it: an identical call
+                    // would run again (under the same key). Not a plain "ok".
+                    Err(error) => Err(store_unavailable(name, &error)),
                 }
-                Ok(result)
             }
             Err(failure) => {
                 // Not run, or outcome unknown: the next identical call may

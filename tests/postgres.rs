@@ -1,0 +1,295 @@
+//! The Postgres store, against a real server: the conformance suite every
+//! store passes, claims raced by many tasks, two dispatchers (two replicas)
+//! on one database, and a connection cut in the middle of a call.
+//!
+//! The server's URL comes from `TOOLCALL_POSTGRES_URL` (CI sets it); without
+//! it every test here says loudly that it was skipped. Each test works in a
+//! schema of its own and drops it.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use toolcall::store::{Claim, now_ms};
+use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, Store, ToolResult, tool, tools};
+use toolcall_postgres::PostgresStore;
+
+fn url() -> Option<String> {
+    match std::env::var("TOOLCALL_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            // Straight to stderr, past the test harness's capture: loud.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
+            );
+            None
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn schema(test: &str) -> String {
+    format!("toolcall_test_{test}_{}_{}", std::process::id(), now_ms())
+}
+
+#[test]
+fn postgres_store_conforms_across_two_connections() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("conformance");
+        let first = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let second = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        toolcall_tests::conformance(&first, &second).await;
+        drop(second);
+        first.drop_schema().await.unwrap();
+    });
+}
+
+#[test]
+fn claims_raced_by_many_tasks_have_one_winner() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("race");
+        let mut stores = Vec::new();
+        for _ in 0..6 {
+            stores.push(Arc::new(
+                PostgresStore::connect_in_schema(&url, &schema)
+                    .await
+                    .unwrap(),
+            ));
+        }
+        let now = now_ms();
+        let tasks: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                let store = Arc::clone(store);
+                tokio::spawn(async move { store.claim("race", now, 60_000).await.unwrap() })
+            })
+            .collect();
+        let mut winners = 0;
+        for task in tasks {
+            if task.await.unwrap() == Claim::Acquired {
+                winners += 1;
+            }
+        }
+        assert_eq!(winners, 1);
+        drop(stores.split_off(1));
+        Arc::into_inner(stores.pop().unwrap())
+            .unwrap()
+            .drop_schema()
+            .await
+            .unwrap();
+    });
+}
+
+/// A backend that counts executions, slowly, without deduplicating; it can
+/// cut the store's connection while it runs.
+#[derive(Default)]
+struct Bank {
+    runs: AtomicU32,
+    proxy: Option<Arc<Proxy>>,
+    cut_during_next_run: AtomicBool,
+}
+
+/// Sends money.
+#[tool(side_effect)]
+async fn send(ctx: &Ctx<Bank>, cents: i64) -> Result<Value, Rejection> {
+    let run = ctx.state.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    if ctx.state.cut_during_next_run.swap(false, Ordering::SeqCst)
+        && let Some(proxy) = &ctx.state.proxy
+    {
+        proxy.cut();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(json!({"cents": cents, "run": run}))
+}
+
+#[test]
+fn two_replicas_on_one_database_run_each_call_once() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("replicas");
+        let bank = Arc::new(Bank::default());
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            let store = PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap();
+            let d = Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
+                .store(store)
+                .max_steps(1000)
+                .max_duplicate_calls(1000)
+                .build()
+                .unwrap();
+            replicas.push(Arc::new(d));
+        }
+        let mut tasks = Vec::new();
+        for cents in 1..=5 {
+            for replica in &replicas {
+                let d = Arc::clone(replica);
+                tasks.push(tokio::spawn(async move {
+                    let args = format!(r#"{{"cents": {cents}}}"#);
+                    d.execute(Call::new("send", args.as_str()).session("s"))
+                        .await
+                }));
+            }
+        }
+        let mut results: Vec<ToolResult> = Vec::new();
+        for task in tasks {
+            results.push(task.await.unwrap());
+        }
+        assert_eq!(
+            bank.runs.load(Ordering::SeqCst),
+            5,
+            "five distinct calls, each run once: {results:?}"
+        );
+        assert!(results.iter().all(|r| r.ok), "{results:?}");
+        assert_eq!(
+            results.iter().filter(|r| r.replayed).count(),
+            5,
+            "the other replica replayed each"
+        );
+        drop(replicas);
+        PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap()
+            .drop_schema()
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("cut");
+        let proxy = Proxy::start(&url).await;
+        let bank = Arc::new(Bank {
+            proxy: Some(Arc::clone(&proxy)),
+            ..Bank::default()
+        });
+        let store = PostgresStore::connect_in_schema(&proxy.url(&url), &schema)
+            .await
+            .unwrap();
+        let d = Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
+            .store(store)
+            .build()
+            .unwrap();
+
+        assert!(d.execute(Call::new("send", r#"{"cents": 1}"#)).await.ok);
+        // The connection drops while the second call runs: its result cannot be
+        // recorded, so it is not reported as a plain success.
+        bank.cut_during_next_run.store(true, Ordering::SeqCst);
+        let cut = d.execute(Call::new("send", r#"{"cents": 2}"#)).await;
+        assert_eq!(cut.code, Code::StoreUnavailable, "{cut:?}");
+        assert!(!cut.ok);
+        assert_eq!(
+            bank.runs.load(Ordering::SeqCst),
+            2,
+            "it did run: its outcome is what is unknown"
+        );
+        // The server is back; the store connects again on the next call.
+        proxy.restore();
+        let next = d.execute(Call::new("send", r#"{"cents": 3}"#)).await;
+        assert!(next.ok, "{next:?}");
+        assert_eq!(bank.runs.load(Ordering::SeqCst), 3);
+        PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap()
+            .drop_schema()
+            .await
+            .unwrap();
+    });
+}
+
+/// A TCP proxy to the server that can drop every connection it carries.
+struct Proxy {
+    port: u16,
+    generation: AtomicU32,
+    down: AtomicBool,
+}
+
+impl Proxy {
+    async fn start(url: &str) -> Arc<Proxy> {
+        let target = server_address(url);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = Arc::new(Proxy {
+            port: listener.local_addr().unwrap().port(),
+            generation: AtomicU32::new(0),
+            down: AtomicBool::new(false),
+        });
+        let shared = Arc::clone(&proxy);
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if shared.down.load(Ordering::SeqCst) {
+                    continue; // refused: the socket is dropped at once
+                }
+                let target = target.clone();
+                let proxy = Arc::clone(&shared);
+                let born = proxy.generation.load(Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let Ok(mut server) = TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    let pump = tokio::io::copy_bidirectional(&mut client, &mut server);
+                    tokio::pin!(pump);
+                    loop {
+                        tokio::select! {
+                            _ = &mut pump => break,
+                            _ = tokio::time::sleep(Duration::from_millis(5)) => {
+                                if proxy.generation.load(Ordering::SeqCst) != born {
+                                    // Leaving drops both sockets: the connection is gone.
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        proxy
+    }
+
+    /// Drops every connection open now and refuses new ones until `restore`.
+    fn cut(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Lets connections through again.
+    fn restore(&self) {
+        self.down.store(false, Ordering::SeqCst);
+    }
+
+    fn url(&self, url: &str) -> String {
+        url.replacen(&server_address(url), &format!("127.0.0.1:{}", self.port), 1)
+    }
+}
+
+/// `host:port` of a `postgres://user@host:port/db` URL.
+fn server_address(url: &str) -> String {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let rest = rest.rsplit('@').next().unwrap_or(rest);
+    let host_port = rest.split('/').next().unwrap_or(rest);
+    if host_port.contains(':') {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:5432")
+    }
+}
