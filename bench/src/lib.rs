@@ -6,7 +6,9 @@
 //! same raised limits, the same argument texts (written the way Python's
 //! `json.dumps` writes them), one session, the calls built before the clock
 //! starts. The floor is what any strict implementation must do at least:
-//! parse the same text, build the generated argument struct from it and
+//! parse the same text (`serde_json::from_str`), build the generated
+//! argument struct from it (`ToolArgs::from_object` and
+//! `FieldErrors::unknown_fields`, which together are the validator) and
 //! compute the idempotency key over the validated arguments.
 
 #![forbid(unsafe_code)]
@@ -223,7 +225,8 @@ pub fn time_pipeline(scenario: Scenario, calls: &[String], audit: Audit) -> Dura
     })
 }
 
-/// The floor for one call: parse the text, build the argument struct, and
+/// The floor for one call: parse the text, build the argument struct (every
+/// problem reported, unknown fields included, as the validator does), and
 /// for valid arguments compute the idempotency key over them.
 pub fn floor(scenario: Scenario, raw: &str) -> Option<String> {
     match scenario {
@@ -236,7 +239,10 @@ fn floor_of<A: ToolArgs>(tool: &str, raw: &str) -> Option<String> {
     let object: Map<String, Value> = serde_json::from_str(raw).ok()?;
     let mut errors = FieldErrors::default();
     let args = A::from_object(&object, &mut errors);
-    black_box(&errors);
+    errors.unknown_fields(&object, A::fields());
+    if !black_box(&errors).is_empty() {
+        return None;
+    }
     let value = serde_json::to_value(args?).ok()?;
     Some(idempotency_key(SESSION, tool, &value))
 }
