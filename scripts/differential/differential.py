@@ -67,10 +67,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# shared/ sits beside the repository: /work/shared next to /work/main, and the same
-# layout in CI's clone.
-SIBLING_REFERENCE = REPO_ROOT.parent / "shared" / "seed" / "python"
-DEFAULT_REFERENCE = SIBLING_REFERENCE if SIBLING_REFERENCE.is_dir() else Path("/work/shared/seed/python")
+# The reference sits beside the repository, in shared/seed/python; --reference
+# or $TOOLCALL_REFERENCE points elsewhere.
+DEFAULT_REFERENCE = Path(os.environ.get("TOOLCALL_REFERENCE") or REPO_ROOT.parent / "shared" / "seed" / "python")
 DEFAULT_ORDERS = Path(os.environ.get("CARGO_TARGET_DIR") or REPO_ROOT / "target").resolve() / "release" / "orders"
 
 
