@@ -205,7 +205,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
         let name = prepared.tool;
         let store_error = |error| store_unavailable(name, &error);
-        let digest = digest(prepared.arguments);
+        // Only an approval by id, or a new one, needs the arguments' digest.
+        let digest = match approval {
+            Approval::Given => return Ok(()),
+            Approval::Id(_) | Approval::None => digest(prepared.arguments),
+        };
         match approval {
             Approval::Given => Ok(()),
             Approval::Id(id) => {
