@@ -227,8 +227,12 @@ pub trait ToolArgs: serde::Serialize + schemars::JsonSchema + Send + Sized + 'st
     /// One entry per field, in declaration order.
     fn fields() -> &'static [FieldMeta];
 
-    /// Builds the struct from `object`, reporting every problem into `errors`.
-    /// Returns `None` when any field is missing or invalid.
+    /// Builds the struct from `object`, reporting every problem with its
+    /// declared fields into `errors`. Returns `None` when any field is missing
+    /// or invalid. Members that are not fields are not its concern: the
+    /// validator reports them with [`FieldErrors::unknown_fields`], and
+    /// [`ToolSpec::validate_arguments`](crate::ToolSpec::validate_arguments)
+    /// does both.
     fn from_object(object: &Map<String, Value>, errors: &mut FieldErrors) -> Option<Self>;
 }
 
