@@ -2,11 +2,12 @@
 //! of calls, compared line by line with what the reference answers.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-fn orders(args: &[&str], stdin: &str) -> Output {
+/// Starts `orders` with `stdin` written to it.
+fn spawn_orders(args: &[&str], stdin: &str) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
         .args(args)
         .stdin(Stdio::piped())
@@ -20,14 +21,15 @@ fn orders(args: &[&str], stdin: &str) -> Output {
         .unwrap()
         .write_all(stdin.as_bytes())
         .unwrap();
-    child.wait_with_output().unwrap()
+    child
 }
 
-fn replay(flags: &[&str], calls: &[Value]) -> Vec<Value> {
-    let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
-    let mut args = vec!["replay", "-", "--retry-backoff-ms", "0"];
-    args.extend_from_slice(flags);
-    let output = orders(&args, &input);
+fn orders(args: &[&str], stdin: &str) -> Output {
+    spawn_orders(args, stdin).wait_with_output().unwrap()
+}
+
+/// The results a successful replay printed, one a line.
+fn results(output: Output) -> Vec<Value> {
     assert!(
         output.status.success(),
         "{}",
@@ -38,6 +40,13 @@ fn replay(flags: &[&str], calls: &[Value]) -> Vec<Value> {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
+}
+
+fn replay(flags: &[&str], calls: &[Value]) -> Vec<Value> {
+    let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    let mut args = vec!["replay", "-", "--retry-backoff-ms", "0"];
+    args.extend_from_slice(flags);
+    results(orders(&args, &input))
 }
 
 fn refund(amount: Value, confirmed: bool) -> Value {
@@ -212,49 +221,22 @@ fn two_processes_on_one_postgres_run_each_call_once() {
         .map(|cents| refund(json!(cents * 100), true))
         .collect();
     let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
-    let spawn = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
-            .args([
-                "replay",
-                "-",
-                "--retry-backoff-ms",
-                "0",
-                "--max-steps",
-                "100",
-                "--store",
-                &url,
-                "--session-id",
-                &session,
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child
-    };
-    let (a, b) = (spawn(), spawn());
-    let parse = |output: Output| -> Vec<Value> {
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
+    let args = [
+        "replay",
+        "-",
+        "--retry-backoff-ms",
+        "0",
+        "--max-steps",
+        "100",
+        "--store",
+        &url,
+        "--session-id",
+        &session,
+    ];
+    let (a, b) = (spawn_orders(&args, &input), spawn_orders(&args, &input));
     let (a, b) = (
-        parse(a.wait_with_output().unwrap()),
-        parse(b.wait_with_output().unwrap()),
+        results(a.wait_with_output().unwrap()),
+        results(b.wait_with_output().unwrap()),
     );
     assert_eq!((a.len(), b.len()), (6, 6));
     for (x, y) in a.iter().zip(&b) {
