@@ -1,5 +1,6 @@
-//! `orders`: the reference's support-agent demo, and a replayer that runs a
-//! file of model calls through the pipeline, one conversation per run.
+//! `orders`: the reference's support-agent demo, and the command line every
+//! toolcall application gets from its registry (definitions, replay, report,
+//! lock, check, mcp), over the example's tools.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -7,13 +8,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 use orders::{Shop, get_order, refund_order};
-use serde::Deserialize;
 use serde_json::Value;
 use toolcall::{
-    Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Store, ToolResult, tools,
+    Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, ToolResult, tools,
 };
+use toolcall_cli::Command;
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 
@@ -52,22 +53,6 @@ struct Cli {
     settings: SettingsArgs,
 }
 
-#[derive(Subcommand)]
-enum Command {
-    /// Runs calls from a file, one JSON object a line, as one conversation.
-    ///
-    /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...}, "confirmed": false}`.
-    /// Prints, a line per call, the text that would go back to the model.
-    Replay(ReplayArgs),
-}
-
-#[derive(Args)]
-struct ReplayArgs {
-    /// The calls; `-` or nothing reads standard input.
-    #[arg(value_name = "FILE|-")]
-    input: Option<PathBuf>,
-}
-
 /// The pipeline's settings; the defaults are the reference's.
 #[derive(Args)]
 #[command(next_help_heading = "Pipeline")]
@@ -103,76 +88,68 @@ struct SettingsArgs {
     lose_next_response: u32,
 }
 
-/// One line of a replay file.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplayLine {
-    tool: String,
-    #[serde(default)]
-    arguments: Value,
-    #[serde(default)]
-    confirmed: bool,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(command) = cli.command.as_ref().filter(|c| !c.runs_tools()) {
+        let outcome = registry().and_then(|registry| {
+            command
+                .run_static(&registry, &policy(&cli.settings))
+                .map_err(Failure::Cli)
+        });
+        return finish(outcome);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("orders: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
+            return finish(Err(Failure::Setup(format!(
+                "cannot start the runtime: {error}"
+            ))));
         }
     };
     let outcome = match cli.store.as_str() {
         "memory" => run(&cli, &runtime, MemoryStore::default()),
         url if url.starts_with("postgres://") || url.starts_with("postgresql://") => runtime
             .block_on(PostgresStore::connect(url))
-            .map_err(|e| format!("cannot open the store {url}: {e}"))
+            .map_err(|e| Failure::Setup(format!("cannot open the store {url}: {e}")))
             .and_then(|store| run(&cli, &runtime, store)),
         spec => match spec.strip_prefix("sqlite:") {
             Some(path) if !path.is_empty() => SqliteStore::open(path)
-                .map_err(|e| format!("cannot open the store {path}: {e}"))
+                .map_err(|e| Failure::Setup(format!("cannot open the store {path}: {e}")))
                 .and_then(|store| run(&cli, &runtime, store)),
-            _ => Err(format!(
+            _ => Err(Failure::Setup(format!(
                 "unknown store `{spec}`: expected `memory`, `sqlite:PATH` or `postgres://...`"
-            )),
+            ))),
         },
     };
+    finish(outcome)
+}
+
+/// Why a run failed: setting up (exit code 2), or a command's own error.
+enum Failure {
+    Setup(String),
+    Cli(toolcall_cli::Error),
+}
+
+fn finish(outcome: Result<(), Failure>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(Failure::Cli(error)) => toolcall_cli::exit("orders", Err(error)),
+        Err(Failure::Setup(message)) => {
             eprintln!("orders: {message}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run<St: Store>(cli: &Cli, runtime: &tokio::runtime::Runtime, store: St) -> Result<(), String> {
-    let session = cli.settings.session_id.as_str();
-    let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store)?;
-    match &cli.command {
-        None => {
-            runtime.block_on(demo(&dispatcher, session, cli.yes));
-            Ok(())
-        }
-        Some(Command::Replay(args)) => {
-            runtime.block_on(replay(&dispatcher, session, args.input.as_ref()))
-        }
-    }
+fn registry() -> Result<Registry, Failure> {
+    tools![get_order, refund_order].map_err(|e| Failure::Setup(e.to_string()))
 }
 
-fn dispatcher<St: Store>(
-    settings: &SettingsArgs,
-    audit: Option<&PathBuf>,
-    store: St,
-) -> Result<Dispatcher<Shop, St>, String> {
-    let shop = Shop::new();
-    shop.lose_next_responses(settings.lose_next_response);
-    let registry = tools![get_order, refund_order].map_err(|e| e.to_string())?;
-    let policy = Policy::new()
+fn policy(settings: &SettingsArgs) -> Policy {
+    Policy::new()
         .allow(
             settings
                 .allow
@@ -180,20 +157,47 @@ fn dispatcher<St: Store>(
                 .map(|tool| tool.trim())
                 .filter(|tool| !tool.is_empty()),
         )
-        .limit("max_refund_cents", settings.max_refund_cents);
-    let mut builder = Dispatcher::builder(registry, Arc::new(shop))
+        .limit("max_refund_cents", settings.max_refund_cents)
+}
+
+fn run<St: Store + 'static>(
+    cli: &Cli,
+    runtime: &tokio::runtime::Runtime,
+    store: St,
+) -> Result<(), Failure> {
+    let session = cli.settings.session_id.as_str();
+    let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store)?;
+    match &cli.command {
+        None => {
+            runtime.block_on(demo(&dispatcher, session, cli.yes));
+            Ok(())
+        }
+        Some(command) => runtime
+            .block_on(command.run(Arc::new(dispatcher), session))
+            .map_err(Failure::Cli),
+    }
+}
+
+fn dispatcher<St: Store>(
+    settings: &SettingsArgs,
+    audit: Option<&PathBuf>,
+    store: St,
+) -> Result<Dispatcher<Shop, St>, Failure> {
+    let shop = Shop::new();
+    shop.lose_next_responses(settings.lose_next_response);
+    let mut builder = Dispatcher::builder(registry()?, Arc::new(shop))
         .store(store)
-        .policy(policy)
+        .policy(policy(settings))
         .max_steps(settings.max_steps)
         .max_duplicate_calls(settings.max_duplicate_calls)
         .max_retries(settings.max_retries)
         .retry_backoff(Duration::from_millis(settings.retry_backoff_ms));
     if let Some(path) = audit {
         let sink = JsonLinesAudit::open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|e| Failure::Setup(format!("cannot open {}: {e}", path.display())))?;
         builder = builder.audit(sink);
     }
-    builder.build().map_err(|e| e.to_string())
+    builder.build().map_err(|e| Failure::Setup(e.to_string()))
 }
 
 async fn demo<St: Store>(dispatcher: &Dispatcher<Shop, St>, session: &str, yes: bool) {
@@ -259,42 +263,4 @@ fn approve(tool: &str, result: &ToolResult, yes: bool) -> bool {
         return false;
     }
     answer.trim().eq_ignore_ascii_case("y")
-}
-
-async fn replay<St: Store>(
-    dispatcher: &Dispatcher<Shop, St>,
-    session: &str,
-    input: Option<&PathBuf>,
-) -> Result<(), String> {
-    let reader: Box<dyn BufRead> = match input {
-        None => Box::new(io::stdin().lock()),
-        Some(path) if path.as_os_str() == "-" => Box::new(io::stdin().lock()),
-        Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            Box::new(io::BufReader::new(file))
-        }
-    };
-    let mut stdout = io::stdout().lock();
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("cannot read line {}: {e}", index + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let call: ReplayLine = serde_json::from_str(&line)
-            .map_err(|e| format!("line {}: not a replay call: {e}", index + 1))?;
-        let arguments = match &call.arguments {
-            Value::String(raw) => toolcall::Arguments::Raw(raw),
-            parsed => toolcall::Arguments::Parsed(parsed),
-        };
-        let result = dispatcher
-            .execute(
-                Call::new(&call.tool, arguments)
-                    .session(session)
-                    .confirmed(call.confirmed),
-            )
-            .await;
-        writeln!(stdout, "{}", result.to_model_text()).map_err(|e| format!("cannot write: {e}"))?;
-    }
-    stdout.flush().map_err(|e| format!("cannot write: {e}"))
 }

@@ -250,3 +250,260 @@ fn two_processes_on_one_postgres_run_each_call_once() {
         assert_eq!(x["data"], y["data"]);
     }
 }
+
+/// A scratch directory of this test process, emptied first.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("orders-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `orders definitions --format F` for every format is the committed golden
+/// file, byte for byte (`TOOLCALL_BLESS=1` rewrites them after a deliberate
+/// change); `-o` writes the same bytes, and `--allow` narrows the list.
+#[test]
+fn definitions_match_the_golden_files() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let bless = std::env::var_os("TOOLCALL_BLESS").is_some();
+    let dir = scratch("definitions");
+    for format in [
+        "neutral",
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "mcp",
+    ] {
+        let output = orders(&["definitions", "--format", format], "");
+        assert!(
+            output.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let path = golden.join(format!("definitions-{format}.json"));
+        if bless {
+            std::fs::write(&path, &output.stdout).unwrap();
+        }
+        let expected = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (TOOLCALL_BLESS=1 writes it)", path.display()));
+        assert_eq!(
+            String::from_utf8(output.stdout.clone()).unwrap(),
+            expected,
+            "{format} differs from {}",
+            path.display()
+        );
+
+        let file = dir.join(format!("{format}.json"));
+        let written = orders(
+            &[
+                "definitions",
+                "--format",
+                format,
+                "-o",
+                file.to_str().unwrap(),
+            ],
+            "",
+        );
+        assert!(written.status.success());
+        assert!(written.stdout.is_empty(), "-o writes nothing to stdout");
+        assert_eq!(std::fs::read(&file).unwrap(), output.stdout);
+    }
+
+    let only = orders(
+        &[
+            "definitions",
+            "--format",
+            "anthropic",
+            "--allow",
+            "get_order",
+        ],
+        "",
+    );
+    let tools: Value = serde_json::from_slice(&only.stdout).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_order"]);
+
+    let unknown = orders(&["definitions", "--format", "cohere"], "");
+    assert_eq!(unknown.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains("unknown format `cohere`") && stderr.contains("openai-responses"),
+        "{stderr}"
+    );
+}
+
+/// `lock` then `check` passes; a lock file that records another contract
+/// (an enum value the tool no longer accepts, an integer now a number) makes
+/// `check` exit 1 and name each change; a missing lock file is exit 2.
+#[test]
+fn check_fails_naming_an_incompatible_change() {
+    let dir = scratch("lock");
+    let lock = dir.join("tools.lock.json");
+    let lock_arg = lock.to_str().unwrap();
+    let written = orders(&["lock", "--file", lock_arg], "");
+    assert!(written.status.success());
+    let same = orders(&["check", "--file", lock_arg], "");
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+
+    // The lock as an older build would have written it: `EUR` was accepted
+    // and the amount was any number.
+    let mut locked: Value = serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
+    let refund = locked["tools"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|tool| tool["name"] == "refund_order")
+        .unwrap();
+    for field in refund["fields"].as_array_mut().unwrap() {
+        match field["name"].as_str().unwrap() {
+            "currency" => field["enum"].as_array_mut().unwrap().push(json!("EUR")),
+            "amount_cents" => field["type"] = json!("number"),
+            _ => {}
+        }
+    }
+    std::fs::write(&lock, serde_json::to_vec_pretty(&locked).unwrap()).unwrap();
+    let changed = orders(&["check", "--file", lock_arg], "");
+    assert_eq!(changed.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&changed.stdout);
+    let breaking: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("breaking:"))
+        .collect();
+    assert_eq!(breaking.len(), 2, "{stdout}");
+    assert!(
+        breaking
+            .iter()
+            .any(|l| l.contains("refund_order") && l.contains("currency") && l.contains("EUR")),
+        "{stdout}"
+    );
+    assert!(
+        breaking
+            .iter()
+            .any(|l| l.contains("refund_order") && l.contains("amount_cents")),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&changed.stderr);
+    assert!(stderr.contains("2 breaking change(s)"), "{stderr}");
+
+    let missing = orders(
+        &["check", "--file", dir.join("none.json").to_str().unwrap()],
+        "",
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("run `lock`"));
+}
+
+/// `report` on the audit log of a replay: the reference's production
+/// metrics (rejections by tool and by code, recovery after a rejection,
+/// replays, the loop guard, confirmation outcomes), as JSON and as a table.
+#[test]
+fn report_reads_the_audit_log_of_a_replay() {
+    let dir = scratch("report");
+    let audit = dir.join("audit.jsonl");
+    let audit_arg = audit.to_str().unwrap();
+    let mut calls = vec![json!({
+        "tool": "get_order",
+        "arguments": "{\"order_id\": \"ORD-1001\"}",
+        "call_id": "call_lookup"
+    })];
+    calls.push(refund(json!(25.9), false));
+    calls.push(refund(json!(2590), false));
+    calls.extend(std::iter::repeat_n(refund(json!(2590), true), 3));
+    calls.push(json!({"tool": "cancel_order", "arguments": "{}"}));
+    let answers = replay(&["--audit", audit_arg], &calls);
+    let codes: Vec<String> = outcomes(&answers).into_iter().map(|o| o.1).collect();
+    assert_eq!(
+        codes,
+        [
+            "OK",
+            "INVALID_ARGUMENTS",
+            "CONFIRMATION_REQUIRED",
+            "OK",
+            "OK",
+            "LOOP_DETECTED",
+            "UNKNOWN_TOOL"
+        ]
+    );
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        log.lines()
+            .next()
+            .unwrap()
+            .contains("\"call_id\":\"call_lookup\"")
+    );
+
+    let output = orders(&["report", audit_arg, "--json"], "");
+    assert!(output.status.success());
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let totals = &report["totals"];
+    assert_eq!(
+        (
+            &totals["calls"],
+            &totals["ok"],
+            &totals["awaiting_confirmation"],
+            &totals["rejected"]
+        ),
+        (&json!(7), &json!(3), &json!(1), &json!(3))
+    );
+    // The float amount was rejected and the model's next refund got through;
+    // the loop guard and the unknown tool were not followed by a success.
+    assert_eq!(totals["recovered"], 1);
+    assert_eq!(totals["replayed"], 1);
+    assert_eq!(totals["loop_detected"], 1);
+    let refund_stats = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool"] == "refund_order")
+        .unwrap();
+    assert_eq!(refund_stats["calls"], 5);
+    assert_eq!(refund_stats["rejection_rate"], 0.4);
+    let by_code: Vec<(&str, u64)> = report["rejections_by_code"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["code"].as_str().unwrap(), r["rejected"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        by_code,
+        [
+            ("INVALID_ARGUMENTS", 1),
+            ("LOOP_DETECTED", 1),
+            ("UNKNOWN_TOOL", 1)
+        ]
+    );
+    assert_eq!(report["confirmations"]["required"], 1);
+    assert_eq!(report["confirmations"]["approved"], 1);
+    assert_eq!(report["confirmations"]["denied"], 0);
+
+    let table = orders(&["report", audit_arg], "");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.starts_with("7 call(s) in 1 session(s): 3 ok, 1 awaiting confirmation, 3 rejected"),
+        "{text}"
+    );
+    assert!(
+        text.contains("confirmations: 1 required, 1 approved, 0 denied"),
+        "{text}"
+    );
+
+    let broken = dir.join("broken.jsonl");
+    std::fs::write(
+        &broken,
+        format!("{}\nnot json\n", log.lines().next().unwrap()),
+    )
+    .unwrap();
+    let bad = orders(&["report", broken.to_str().unwrap()], "");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("line 2"));
+}

@@ -1,0 +1,502 @@
+//! The command line an application gets from its toolcall registry.
+//!
+//! Six subcommands, in [`Command`]:
+//!
+//! | command | needs | does |
+//! |---|---|---|
+//! | `definitions --format F [-o FILE]` | the registry | prints the tool definitions in a provider's format ([`Format`]) |
+//! | `replay [FILE]` | a dispatcher | runs a file of model calls through the pipeline, one conversation |
+//! | `report AUDIT.jsonl [--json]` | nothing | metrics from an audit log ([`report`]) |
+//! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`]) |
+//! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
+//! | `mcp` | a dispatcher | serves the tools over MCP on standard input and output |
+//!
+//! An application with no command line of its own takes all of it from [`App`]:
+//!
+//! ```no_run
+//! use std::process::ExitCode;
+//! use std::sync::Arc;
+//!
+//! # struct Shop;
+//! # fn registry() -> toolcall_core::Registry { toolcall_core::Registry::default() }
+//! fn main() -> ExitCode {
+//!     // `toolcall::tools![get_order, refund_order]` in a real application.
+//!     let registry = registry();
+//!     toolcall_cli::App::new("shop", registry, Arc::new(Shop)).run()
+//! }
+//! ```
+//!
+//! An application that has its own [clap] parser puts [`Command`] among its
+//! subcommands, runs the registry-only ones with [`Command::run_static`] and
+//! the others with [`Command::run`] once it has built its dispatcher (the
+//! `orders` example does this). Exit codes: 0 on success, 1 when `check`
+//! finds a breaking change, 2 for every other error; errors go to standard
+//! error ([`exit`]).
+
+pub mod lock;
+pub mod report;
+
+use std::any::Any;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Deserialize;
+use serde_json::Value;
+use toolcall_core::{
+    Arguments, Call, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry, Store,
+};
+pub use toolcall_providers::Format;
+
+/// The subcommands every application gets from its registry.
+#[derive(Clone, Debug, Subcommand)]
+pub enum Command {
+    /// Prints the tool definitions in a provider's format (the value of its
+    /// `tools` field), for the tools the caller may use.
+    Definitions(DefinitionsArgs),
+    /// Runs calls from a file, one JSON object a line, as one conversation.
+    ///
+    /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
+    /// "confirmed": false, "call_id": "..."}`; only `tool` is required.
+    /// Prints, a line per call, the text that would go back to the model.
+    Replay(ReplayArgs),
+    /// Metrics from an audit log: rejections by tool and by code, recovery
+    /// after a rejection, replays, loop guards and confirmation outcomes.
+    Report(ReportArgs),
+    /// Writes the tools' contract (names, flags, fields and their types) to
+    /// a lock file, to commit beside the code.
+    Lock(LockArgs),
+    /// Compares the tools with the lock file; fails (exit code 1), naming
+    /// each change, when a tool changed incompatibly without a new version.
+    Check(LockArgs),
+    /// Serves the tools over the Model Context Protocol on standard input and
+    /// output; every call goes through the pipeline.
+    Mcp,
+}
+
+/// `definitions`' arguments.
+#[derive(Clone, Debug, Args)]
+pub struct DefinitionsArgs {
+    /// neutral, openai, openai-responses, anthropic, gemini or mcp.
+    #[arg(long, short, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+fn parse_format(name: &str) -> Result<Format, String> {
+    name.parse()
+        .map_err(|e: toolcall_providers::UnknownFormat| e.to_string())
+}
+
+/// `replay`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct ReplayArgs {
+    /// The calls; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<PathBuf>,
+}
+
+/// `report`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct ReportArgs {
+    /// The audit log, one JSON record a line; `-` reads standard input.
+    #[arg(value_name = "AUDIT.jsonl|-")]
+    pub audit_log: PathBuf,
+    /// Print the metrics as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `lock`'s and `check`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct LockArgs {
+    /// The lock file.
+    #[arg(long, value_name = "FILE", default_value = "tools.lock.json")]
+    pub file: PathBuf,
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file or stream could not be read or written.
+    Io {
+        /// What was being done, naming the file.
+        action: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The input is not what the command reads.
+    Input(String),
+    /// `check` found changes that break the locked contract.
+    Breaking {
+        /// How many.
+        count: usize,
+        /// The lock file.
+        file: PathBuf,
+    },
+    /// The command runs tools: call [`Command::run`] with a dispatcher.
+    NeedsDispatcher,
+    /// The MCP server stopped with an error.
+    Mcp(toolcall_mcp::Error),
+}
+
+impl Error {
+    fn io(action: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+        let action = action.into();
+        move |source| Error::Io { action, source }
+    }
+
+    /// The process's exit code for this error: 1 for a breaking contract
+    /// change, 2 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Breaking { .. } => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { action, source } => write!(f, "cannot {action}: {source}"),
+            Error::Input(message) => f.write_str(message),
+            Error::Breaking { count, file } => write!(
+                f,
+                "{count} breaking change(s) against {}: give the changed tool a new version \
+                 (#[tool(version = N)]), or run `lock` if the change is meant",
+                file.display()
+            ),
+            Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
+            Error::Mcp(error) => write!(f, "the MCP server stopped: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Mcp(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// The process's exit for a command's outcome: prints an error to standard
+/// error as `program: message` and maps it to its [exit code](Error::exit_code).
+pub fn exit(program: &str, outcome: Result<(), Error>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{program}: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command runs tools (`replay`, `mcp`) and so needs a
+    /// dispatcher; the others need at most the registry.
+    pub fn runs_tools(&self) -> bool {
+        matches!(self, Command::Replay(_) | Command::Mcp)
+    }
+
+    /// Runs a command that does not run tools, against the registry; the
+    /// tools `policy` allows are the ones `definitions` prints. A command
+    /// that runs tools is [`Error::NeedsDispatcher`].
+    pub fn run_static(&self, registry: &Registry, policy: &Policy) -> Result<(), Error> {
+        match self {
+            Command::Definitions(args) => definitions(registry, policy, args),
+            Command::Report(args) => report(args),
+            Command::Lock(args) => write_lock(registry, &args.file),
+            Command::Check(args) => check(registry, &args.file),
+            Command::Replay(_) | Command::Mcp => Err(Error::NeedsDispatcher),
+        }
+    }
+
+    /// Runs any command with the application's dispatcher; its registry and
+    /// its default caller's policy stand for [`run_static`](Self::run_static)'s.
+    /// `session` is the conversation `replay` and `mcp` run in.
+    pub async fn run<S, St>(
+        &self,
+        dispatcher: Arc<Dispatcher<S, St>>,
+        session: &str,
+    ) -> Result<(), Error>
+    where
+        S: Any + Send + Sync,
+        St: Store + 'static,
+    {
+        match self {
+            Command::Replay(args) => replay(&dispatcher, session, args.input.as_deref()).await,
+            Command::Mcp => {
+                let mut options = toolcall_mcp::Options::default();
+                options.session = session.to_owned();
+                toolcall_mcp::serve_stdio(dispatcher, options)
+                    .await
+                    .map_err(Error::Mcp)
+            }
+            other => other.run_static(dispatcher.registry(), dispatcher.default_caller().policy()),
+        }
+    }
+}
+
+/// Opens `path` for reading; `-` is standard input.
+fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead>, Error> {
+    match path {
+        None => Ok(Box::new(io::stdin().lock())),
+        Some(path) if path.as_os_str() == "-" => Ok(Box::new(io::stdin().lock())),
+        Some(path) => File::open(path)
+            .map(|file| Box::new(BufReader::new(file)) as Box<dyn BufRead>)
+            .map_err(Error::io(format!("open {}", path.display()))),
+    }
+}
+
+/// Writes `text` to `path`, or to standard output.
+fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
+    match path {
+        Some(path) => {
+            std::fs::write(path, text).map_err(Error::io(format!("write {}", path.display())))
+        }
+        None => {
+            let mut stdout = io::stdout().lock();
+            stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(Error::io("write to standard output"))
+        }
+    }
+}
+
+fn pretty(value: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+fn definitions(registry: &Registry, policy: &Policy, args: &DefinitionsArgs) -> Result<(), Error> {
+    let tools = toolcall_providers::definitions(registry, policy, args.format);
+    write_output(args.output.as_deref(), &pretty(&tools))
+}
+
+fn report(args: &ReportArgs) -> Result<(), Error> {
+    let input = open_input(Some(&args.audit_log))?;
+    let records = report::read_audit(input)
+        .map_err(|e| Error::Input(format!("{}: {e}", args.audit_log.display())))?;
+    let report = report::Report::from_records(&records);
+    let text = if args.json {
+        pretty(&report.to_json())
+    } else {
+        report.to_string()
+    };
+    write_output(None, &text)
+}
+
+fn write_lock(registry: &Registry, file: &Path) -> Result<(), Error> {
+    let lock = lock::Lockfile::from_registry(registry);
+    write_output(Some(file), &lock.to_json_pretty())?;
+    eprintln!(
+        "wrote the contract of {} tool(s) to {}",
+        registry.len(),
+        file.display()
+    );
+    Ok(())
+}
+
+fn check(registry: &Registry, file: &Path) -> Result<(), Error> {
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Io {
+        action: format!("read {} (run `lock` to write it)", file.display()),
+        source,
+    })?;
+    let locked = lock::Lockfile::parse(&text)
+        .map_err(|e| Error::Input(format!("{}: {e}", file.display())))?;
+    let current = lock::Lockfile::from_registry(registry);
+    let changes = lock::check(&locked, &current);
+    let mut stdout = io::stdout().lock();
+    let mut breaking = 0;
+    for change in &changes {
+        let kind = if change.is_breaking() {
+            breaking += 1;
+            "breaking"
+        } else {
+            "compatible"
+        };
+        writeln!(stdout, "{kind}: {change}").map_err(Error::io("write to standard output"))?;
+    }
+    if breaking > 0 {
+        return Err(Error::Breaking {
+            count: breaking,
+            file: file.to_owned(),
+        });
+    }
+    if changes.is_empty() {
+        writeln!(stdout, "the tools match {}", file.display())
+            .map_err(Error::io("write to standard output"))?;
+    }
+    Ok(())
+}
+
+/// One line of a replay file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayLine {
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default)]
+    confirmed: bool,
+    #[serde(default)]
+    call_id: Option<String>,
+}
+
+async fn replay<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    session: &str,
+    input: Option<&Path>,
+) -> Result<(), Error>
+where
+    S: Any + Send + Sync,
+    St: Store,
+{
+    let reader = open_input(input)?;
+    let mut stdout = BufWriter::new(io::stdout().lock());
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.map_err(Error::io(format!("read line {}", index + 1)))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let call: ReplayLine = serde_json::from_str(&line)
+            .map_err(|e| Error::Input(format!("line {}: not a replay call: {e}", index + 1)))?;
+        let arguments = match &call.arguments {
+            Value::String(raw) => Arguments::Raw(raw),
+            parsed => Arguments::Parsed(parsed),
+        };
+        let mut request = Call::new(&call.tool, arguments)
+            .session(session)
+            .confirmed(call.confirmed);
+        if let Some(id) = &call.call_id {
+            request = request.call_id(id);
+        }
+        let result = dispatcher.execute(request).await;
+        writeln!(stdout, "{}", result.to_model_text())
+            .and_then(|()| stdout.flush())
+            .map_err(Error::io("write to standard output"))?;
+    }
+    Ok(())
+}
+
+/// A whole command line for an application that has none of its own: the
+/// [`Command`]s, with a few flags that set up the dispatcher.
+///
+/// The dispatcher keeps its memory for one run ([`MemoryStore`](toolcall_core::MemoryStore));
+/// [`configure`](App::configure) changes its settings.
+pub struct App<S> {
+    name: &'static str,
+    registry: Registry,
+    state: Arc<S>,
+    configure: Option<Configure<S>>,
+}
+
+type Configure<S> = Box<dyn FnOnce(DispatcherBuilder<S>) -> DispatcherBuilder<S>>;
+
+#[derive(Parser)]
+#[command(version, propagate_version = true)]
+struct AppCli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// The flags [`App`] adds to every command.
+#[derive(Clone, Debug, Args)]
+struct CommonArgs {
+    /// The conversation's id (it scopes the step budget and the idempotency keys).
+    #[arg(long, default_value = "default", global = true)]
+    session_id: String,
+    /// The tools the caller may use, comma-separated (all of them by default).
+    #[arg(long, value_delimiter = ',', global = true)]
+    allow: Vec<String>,
+    /// Append an audit record per call to this file, as JSON lines.
+    #[arg(long, value_name = "FILE", global = true)]
+    audit: Option<PathBuf>,
+}
+
+impl<S: Any + Send + Sync> App<S> {
+    /// The command line named `name` (in `--help` and in error messages) for
+    /// these tools over this state.
+    pub fn new(name: &'static str, registry: Registry, state: Arc<S>) -> Self {
+        App {
+            name,
+            registry,
+            state,
+            configure: None,
+        }
+    }
+
+    /// Adjusts the dispatcher before it is built: its settings, its policy's
+    /// limits, its audit sink. `--allow` and `--audit` are applied first.
+    pub fn configure(
+        mut self,
+        configure: impl FnOnce(DispatcherBuilder<S>) -> DispatcherBuilder<S> + 'static,
+    ) -> Self {
+        self.configure = Some(Box::new(configure));
+        self
+    }
+
+    /// Parses the process's arguments and runs the command.
+    pub fn run(self) -> ExitCode {
+        let name = self.name;
+        self.run_from(std::env::args_os())
+            .unwrap_or_else(|error| exit(name, Err(error)))
+    }
+
+    /// Parses these arguments (the first is the program) and runs the
+    /// command. `--help`, `--version` and usage errors exit the process as
+    /// clap does.
+    pub fn run_from<I, T>(self, args: I) -> Result<ExitCode, Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::CommandFactory as _;
+        use clap::FromArgMatches as _;
+        let matches = AppCli::command().name(self.name).get_matches_from(args);
+        let cli = AppCli::from_arg_matches(&matches).map_err(|e| e.exit())?;
+        let policy = if cli.common.allow.is_empty() {
+            Policy::new().allow(self.registry.iter().map(|spec| spec.name()))
+        } else {
+            Policy::new().allow(cli.common.allow.iter().map(|t| t.trim()))
+        };
+        if !cli.command.runs_tools() {
+            cli.command.run_static(&self.registry, &policy)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut builder = Dispatcher::builder(self.registry, self.state).policy(policy);
+        if let Some(path) = &cli.common.audit {
+            let sink = JsonLinesAudit::open(path)
+                .map_err(Error::io(format!("open {}", path.display())))?;
+            builder = builder.audit(sink);
+        }
+        if let Some(configure) = self.configure {
+            builder = configure(builder);
+        }
+        let dispatcher = builder.build().map_err(|e| Error::Input(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(Error::io("start the async runtime"))?;
+        runtime.block_on(
+            cli.command
+                .run(Arc::new(dispatcher), &cli.common.session_id),
+        )?;
+        Ok(ExitCode::SUCCESS)
+    }
+}

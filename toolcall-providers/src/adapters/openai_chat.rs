@@ -1,0 +1,61 @@
+//! OpenAI Chat Completions: `tool_calls` in, `role: "tool"` messages out.
+
+use serde_json::{Value, json};
+
+use super::shape::{At, Ids};
+use super::{AdapterError, CallArguments, Outcome, Problem, Provider, ProviderCall};
+
+pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
+    let root = At::root(Provider::OpenAiChat, message);
+    root.object()?;
+    // A whole completion: the message is that of the first choice.
+    let message = match root.get("choices") {
+        Some(choices) => choices.first()?.member("message")?,
+        None => root,
+    };
+    message.object()?;
+    message.role_if_any("assistant", "`assistant`")?;
+    let Some(tool_calls) = message.get("tool_calls") else {
+        return Ok(Vec::new());
+    };
+    let mut ids = Ids::default();
+    let mut calls = Vec::new();
+    for entry in tool_calls.items()? {
+        entry.object()?;
+        if let Some(kind) = entry.get("type") {
+            let found = kind.string()?;
+            if found != "function" {
+                return Err(kind.error(Problem::Unsupported {
+                    found: found.to_owned(),
+                    expected: "`function` (the only kind of tool call this adapter answers)",
+                }));
+            }
+        }
+        let id_at = entry.member("id")?;
+        let id = id_at.word()?;
+        ids.check(&id_at, id)?;
+        let function = entry.member("function")?;
+        function.object()?;
+        let name = function.member("name")?.word()?;
+        let arguments = function.member("arguments")?.string()?;
+        calls.push(ProviderCall {
+            id: Some(id.to_owned()),
+            name: name.to_owned(),
+            arguments: CallArguments::Raw(arguments.to_owned()),
+        });
+    }
+    Ok(calls)
+}
+
+pub(super) fn reply(outcomes: &[Outcome]) -> Vec<Value> {
+    outcomes
+        .iter()
+        .map(|outcome| {
+            json!({
+                "role": "tool",
+                "tool_call_id": outcome.call.id().unwrap_or_default(),
+                "content": outcome.result.to_model_text(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,61 @@
+//! OpenAI Responses: `function_call` items in, `function_call_output` items out.
+
+use serde_json::{Value, json};
+
+use super::shape::{At, Ids, kind};
+use super::{AdapterError, CallArguments, Outcome, Problem, Provider, ProviderCall};
+
+pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
+    let root = At::root(Provider::OpenAiResponses, message);
+    let items = match message {
+        Value::Array(_) => root.items()?,
+        Value::Object(object) if object.contains_key("output") => root.member("output")?.items()?,
+        Value::Object(object) if object.contains_key("type") => vec![root],
+        // Neither a response nor an item: name what a response has.
+        Value::Object(_) => {
+            return Err(AdapterError::new(
+                Provider::OpenAiResponses,
+                "output",
+                Problem::Missing,
+            ));
+        }
+        _ => {
+            return Err(root.error(Problem::WrongType {
+                expected: "a response, an array of output items or one item",
+                found: kind(message),
+            }));
+        }
+    };
+    let mut ids = Ids::default();
+    let mut calls = Vec::new();
+    for item in items {
+        item.object()?;
+        if item.member("type")?.string()? != "function_call" {
+            continue;
+        }
+        let id_at = item.member("call_id")?;
+        let id = id_at.word()?;
+        ids.check(&id_at, id)?;
+        let name = item.member("name")?.word()?;
+        let arguments = item.member("arguments")?.string()?;
+        calls.push(ProviderCall {
+            id: Some(id.to_owned()),
+            name: name.to_owned(),
+            arguments: CallArguments::Raw(arguments.to_owned()),
+        });
+    }
+    Ok(calls)
+}
+
+pub(super) fn reply(outcomes: &[Outcome]) -> Vec<Value> {
+    outcomes
+        .iter()
+        .map(|outcome| {
+            json!({
+                "type": "function_call_output",
+                "call_id": outcome.call.id().unwrap_or_default(),
+                "output": outcome.result.to_model_text(),
+            })
+        })
+        .collect()
+}
