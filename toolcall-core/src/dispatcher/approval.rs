@@ -121,7 +121,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         Fut: std::future::Future<Output = Stage<ToolResult>>,
     {
         let started = Instant::now();
-        let span = call_span(decision.tool.unwrap_or(""), None);
+        let span = call_span(decision.tool, None);
         let binding = Binding {
             session: decision.session,
             caller: caller.id(),
@@ -137,6 +137,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             {
                 Err(error) => (None, store_unavailable(tool_hint, &error)),
                 Ok(TakeApproval::Taken(pending)) => {
+                    // The decision may not name the tool; the approval does.
+                    span.record("gen_ai.tool.name", pending.tool.as_str());
                     let result = match then(pending.clone()).await {
                         Ok(result) | Err(result) => result,
                     };

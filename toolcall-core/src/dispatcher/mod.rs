@@ -384,7 +384,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub async fn execute(&self, call: Call<'_>) -> ToolResult {
         let started = Instant::now();
         let caller = call.caller.unwrap_or(&self.caller);
-        let span = call_span(call.tool, call.call_id);
+        let span = call_span(Some(call.tool), call.call_id);
         let (step, result) = self.run(&call, caller).instrument(span.clone()).await;
         let confirmed = call.confirmed
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
@@ -436,8 +436,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 }
 
-/// One span a call, with OpenTelemetry's GenAI attribute names.
-fn call_span(tool: &str, call_id: Option<&str>) -> tracing::Span {
+/// One span a call, with OpenTelemetry's GenAI attribute names; `error.type`
+/// is recorded with the code when the call is not ok. A host's decision on a
+/// pending approval records the tool once the approval is found.
+fn call_span(tool: Option<&str>, call_id: Option<&str>) -> tracing::Span {
     tracing::info_span!(
         "execute_tool",
         gen_ai.operation.name = "execute_tool",
