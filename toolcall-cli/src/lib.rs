@@ -145,6 +145,9 @@ pub enum Error {
     NeedsDispatcher,
     /// The MCP server stopped with an error.
     Mcp(toolcall_mcp::Error),
+    /// The command line could not be parsed, or asked for `--help` or
+    /// `--version`: clap's own message, printed by [`exit`].
+    Usage(clap::Error),
 }
 
 impl Error {
@@ -158,6 +161,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Breaking { .. } => 1,
+            Error::Usage(error) => u8::try_from(error.exit_code()).unwrap_or(2),
             _ => 2,
         }
     }
@@ -176,6 +180,7 @@ impl fmt::Display for Error {
             ),
             Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
             Error::Mcp(error) => write!(f, "the MCP server stopped: {error}"),
+            Error::Usage(error) => write!(f, "{}", error.render()),
         }
     }
 }
@@ -192,9 +197,15 @@ impl std::error::Error for Error {
 
 /// The process's exit for a command's outcome: prints an error to standard
 /// error as `program: message` and maps it to its [exit code](Error::exit_code).
+/// A [usage](Error::Usage) message is printed as clap prints it (`--help` to
+/// standard output, with exit code 0).
 pub fn exit(program: &str, outcome: Result<(), Error>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Usage(error)) => {
+            let _ = error.print();
+            ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
+        }
         Err(error) => {
             eprintln!("{program}: {error}");
             ExitCode::from(error.exit_code())
@@ -399,6 +410,7 @@ where
 /// [`configure`](App::configure) changes its settings.
 pub struct App<S> {
     name: &'static str,
+    version: Option<&'static str>,
     registry: Registry,
     state: Arc<S>,
     configure: Option<Configure<S>>,
@@ -406,8 +418,8 @@ pub struct App<S> {
 
 type Configure<S> = Box<dyn FnOnce(DispatcherBuilder<S>) -> DispatcherBuilder<S>>;
 
+/// Tools behind toolcall's deterministic pipeline.
 #[derive(Parser)]
-#[command(version, propagate_version = true)]
 struct AppCli {
     #[command(subcommand)]
     command: Command,
@@ -435,10 +447,18 @@ impl<S: Any + Send + Sync> App<S> {
     pub fn new(name: &'static str, registry: Registry, state: Arc<S>) -> Self {
         App {
             name,
+            version: None,
             registry,
             state,
             configure: None,
         }
+    }
+
+    /// The version `--version` prints: the application's, usually
+    /// `env!("CARGO_PKG_VERSION")`. Without one there is no `--version`.
+    pub fn version(mut self, version: &'static str) -> Self {
+        self.version = Some(version);
+        self
     }
 
     /// Adjusts the dispatcher before it is built: its settings, its policy's
@@ -454,30 +474,34 @@ impl<S: Any + Send + Sync> App<S> {
     /// Parses the process's arguments and runs the command.
     pub fn run(self) -> ExitCode {
         let name = self.name;
-        self.run_from(std::env::args_os())
-            .unwrap_or_else(|error| exit(name, Err(error)))
+        exit(name, self.run_from(std::env::args_os()))
     }
 
     /// Parses these arguments (the first is the program) and runs the
-    /// command. `--help`, `--version` and usage errors exit the process as
-    /// clap does.
-    pub fn run_from<I, T>(self, args: I) -> Result<ExitCode, Error>
+    /// command. `--help`, `--version` and a malformed command line are
+    /// [`Error::Usage`], which [`exit`] prints as clap does.
+    pub fn run_from<I, T>(self, args: I) -> Result<(), Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
         use clap::CommandFactory as _;
         use clap::FromArgMatches as _;
-        let matches = AppCli::command().name(self.name).get_matches_from(args);
-        let cli = AppCli::from_arg_matches(&matches).map_err(|e| e.exit())?;
+        let mut command = AppCli::command().name(self.name);
+        if let Some(version) = self.version {
+            command = command.version(version).propagate_version(true);
+        }
+        let cli = command
+            .try_get_matches_from_mut(args)
+            .and_then(|matches| AppCli::from_arg_matches(&matches))
+            .map_err(|error| Error::Usage(error.format(&mut command)))?;
         let policy = if cli.common.allow.is_empty() {
             Policy::new().allow(self.registry.iter().map(|spec| spec.name()))
         } else {
             Policy::new().allow(cli.common.allow.iter().map(|t| t.trim()))
         };
         if !cli.command.runs_tools() {
-            cli.command.run_static(&self.registry, &policy)?;
-            return Ok(ExitCode::SUCCESS);
+            return cli.command.run_static(&self.registry, &policy);
         }
         let mut builder = Dispatcher::builder(self.registry, self.state).policy(policy);
         if let Some(path) = &cli.common.audit {
@@ -496,7 +520,6 @@ impl<S: Any + Send + Sync> App<S> {
         runtime.block_on(
             cli.command
                 .run(Arc::new(dispatcher), &cli.common.session_id),
-        )?;
-        Ok(ExitCode::SUCCESS)
+        )
     }
 }

@@ -340,6 +340,54 @@
 //! stable, for code and dashboards; `message` is written for the model.
 //! [`ToolResult::to_model_text`] leaves default fields out. Audit records go
 //! to an [`AuditSink`]: [`MemoryAudit`] (the default) or [`JsonLinesAudit`].
+//! Each call also opens one `execute_tool` [tracing](https://docs.rs/tracing) span with OpenTelemetry's
+//! GenAI attribute names: `gen_ai.operation.name`, `gen_ai.tool.name`,
+//! `gen_ai.tool.call.id`, and `error.type` set to the code of a call that is
+//! not ok.
+//!
+//! # Providers, the command line and MCP
+//!
+//! [`providers`] speaks each provider's language. [`providers::definitions`]
+//! is the value of the `tools` field of OpenAI's Chat Completions and
+//! Responses, Anthropic's Messages, Gemini and MCP, with the schema
+//! rewritten where a provider takes only a subset of JSON Schema (OpenAI's
+//! strict mode, Gemini's OpenAPI subset) without changing what the validator
+//! accepts. [`providers::Provider`] reads the tool calls out of a provider's
+//! assistant message, runs each through the dispatcher in order with its
+//! call id, and builds the provider's tool-result message:
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use serde_json::json;
+//! # use toolcall::{tool, tools, Dispatcher, Rejection, Policy};
+//! # use toolcall::providers::{Format, Provider, RunOptions};
+//! /// Current weather in a city.
+//! #[tool]
+//! fn weather(city: String) -> Result<String, Rejection> {
+//!     Ok(format!("sunny in {city}"))
+//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let registry = tools![weather].unwrap();
+//! let policy = Policy::new().allow(["weather"]);
+//! let tools = toolcall::providers::definitions(&registry, &policy, Format::Anthropic);
+//! assert_eq!(tools[0]["input_schema"]["required"], json!(["city"]));
+//!
+//! let dispatcher = Dispatcher::builder(registry, Arc::new(())).policy(policy).build().unwrap();
+//! let message = json!({"role": "assistant", "content": [
+//!     {"type": "tool_use", "id": "toolu_01", "name": "weather", "input": {"city": "Recife"}}
+//! ]});
+//! let turn = Provider::Anthropic.run(&dispatcher, &message, RunOptions::new().session("chat-7")).await.unwrap();
+//! let reply = &turn.messages()[0];
+//! assert_eq!(reply["content"][0]["tool_use_id"], "toolu_01");
+//! assert_eq!(reply["content"][0]["is_error"], false);
+//! # }
+//! ```
+//!
+//! The `toolcall-cli` crate gives an application a command line from its
+//! registry (`definitions`, `replay`, `report`, `lock`, `check`, `mcp`), and
+//! `toolcall-mcp` serves the tools over the Model Context Protocol on
+//! [rmcp](https://docs.rs/rmcp), every call through the pipeline.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -347,6 +395,10 @@
 pub use toolcall_core::*;
 
 pub use toolcall_macros::tool;
+
+/// Tool definitions and tool-call messages in each provider's format: the
+/// `toolcall-providers` crate.
+pub use toolcall_providers as providers;
 
 /// What `#[tool]` expands to reaches the runtime through here, so that a
 /// user's crate needs no direct dependency on serde, schemars or inventory.
