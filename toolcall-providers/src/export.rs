@@ -9,12 +9,15 @@
 //! | `openai` | `[{type: "function", function: {name, description, parameters, strict}}]` (Chat Completions) |
 //! | `openai-responses` | `[{type: "function", name, description, parameters, strict}]` (Responses) |
 //! | `anthropic` | `[{name, description, input_schema}]` (Messages) |
-//! | `gemini` | `[{functionDeclarations: [{name, description, parameters}, ...]}]` |
+//! | `gemini` | `[{functionDeclarations: [{name, description, parameters or parametersJsonSchema}, ...]}]` |
 //! | `mcp` | one [`mcp_tool`] per tool, as `tools/list` lists them |
 //!
-//! The neutral, Anthropic and MCP formats carry the parameters schema
-//! unchanged: Anthropic's `input_schema` and MCP's `inputSchema` take JSON
-//! Schema as it is, so the model reads exactly what the validator enforces.
+//! The neutral format carries the parameters schema unchanged: it is exactly
+//! what the validator enforces. Anthropic's `input_schema` and MCP's
+//! `inputSchema` take JSON Schema as it is, so they carry it with one
+//! change, the one every provider format makes (see [Numeric
+//! bounds](#numeric-bounds-every-provider-format)): a `minimum`, `maximum`,
+//! `exclusiveMinimum` or `exclusiveMaximum` beyond ±(2^53 − 1) is removed.
 //! OpenAI's strict mode and Gemini's `parameters` accept only a subset, so
 //! for them the schema is rewritten by [`openai_strict_schema`] and
 //! [`gemini_schema`]. The one rule of every rewrite: **it never makes a value
@@ -24,6 +27,24 @@
 //! (`Must have at most 200 characters.`), so the model is still told; the
 //! provider then accepts more than the validator does, and the validator
 //! answers the difference with `INVALID_ARGUMENTS`, naming the field.
+//!
+//! # Numeric bounds (every provider format)
+//!
+//! schemars writes each Rust integer type's full range into the schema:
+//! `i64` gets `minimum: -9223372036854775808` and `maximum:
+//! 9223372036854775807`, `u64` (and `u128`, as the validator reads it)
+//! `maximum: 18446744073709551615`. Providers refuse such numbers: OpenAI
+//! with "a numeric value in the function parameters is too large", Anthropic
+//! with "input_schema: int too big to convert" (MCP hosts hand `inputSchema`
+//! to such APIs). So every format but `neutral` passes the schema through
+//! [`json_safe_bounds`]: a bound whose magnitude exceeds
+//! [`MAX_SAFE_INTEGER`] (2^53 − 1 = 9007199254740991) is removed, never
+//! clamped (a tighter bound would refuse values the validator accepts).
+//! The natural range of a 64-bit type (`i64::MIN`, `i64::MAX`, `u64::MAX`)
+//! goes without a word, as its `format` (`int64`, `uint64`) says it where
+//! the format is kept; any other bound removed is a bound the tool declared,
+//! and is stated in the description (`Must be at most
+//! 10000000000000000000.`). The validator still enforces every bound.
 //!
 //! # Shared clean-up (OpenAI and Gemini)
 //!
@@ -54,6 +75,15 @@
 //!   `format`, `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`,
 //!   `multipleOf`, `minItems`, `maxItems`.
 //! * `const: v` becomes `enum: [v]`.
+//! * Nothing stands beside a `$ref` (OpenAI refuses "$ref cannot have
+//!   keywords {'description'}"). A reference with a description (a
+//!   documented field of a type in `$defs`, such as a recursive one) is
+//!   replaced by the definition inlined, with the field's description, as
+//!   OpenAI's own SDKs do; inside the definition it names, where inlining
+//!   would not end, the field's description is dropped and the definition
+//!   keeps its own. Annotations beside a `$ref` are dropped; a constraint
+//!   beside it has no strict form. References into `definitions` are
+//!   written into `$defs` (`definitions` is not a strict-mode keyword).
 //! * `format` is kept on strings when it is one of OpenAI's list
 //!   ([`OPENAI_STRING_FORMATS`]: `date-time`, `time`, `date`, `duration`,
 //!   `email`, `hostname`, `ipv4`, `ipv6`, `uuid`). Another string format
@@ -75,22 +105,38 @@
 //! limits ([`OPENAI_MAX_DEPTH`] levels of nested objects,
 //! [`OPENAI_MAX_PROPERTIES`] properties). For these [`openai_strict_schema`]
 //! returns [`NotStrict`], and [`definitions`] exports that one tool with
-//! `strict: false` and its schema unchanged (without strict mode OpenAI
-//! accepts JSON Schema as it is). Strict mode is a promise about what the
+//! `strict: false` and its schema as it is but for the numeric bounds
+//! every provider format removes (without strict mode OpenAI accepts JSON
+//! Schema as it is). Strict mode is a promise about what the
 //! model sends; it is only made when it can be kept.
 //!
-//! # Gemini ([`gemini_schema`])
+//! # Gemini ([`gemini_schema`], [`gemini_json_schema`])
 //!
 //! A function declaration can carry its parameters in `parameters` (a
 //! `Schema`, Google's select subset of the OpenAPI 3.0 schema object) or in
 //! `parametersJsonSchema` (JSON Schema, mutually exclusive with
-//! `parameters`). This module uses **`parameters`**: it is the field every
-//! Gemini endpoint (the Gemini API and Vertex AI, `v1` and `v1beta`) and
-//! every model accepts, and its `Schema` message documents each field it
-//! has, so the output can be checked to stay inside it, keyword by keyword,
-//! and whatever falls outside is said in a description instead of being
-//! silently ignored by the server. `parametersJsonSchema` is newer, and its
-//! documentation does not say which JSON Schema keywords the model honours.
+//! `parameters`). This module prefers **`parameters`**: it is the field
+//! every Gemini endpoint (the Gemini API and Vertex AI, `v1` and `v1beta`)
+//! and every model accepts, and its `Schema` message documents each field
+//! it has, so the output can be checked to stay inside it, keyword by
+//! keyword, and whatever falls outside is said in a description instead of
+//! being silently ignored by the server.
+//!
+//! Some schemas have no complete `Schema` form, and Gemini refuses the
+//! incomplete one: an `OBJECT` without properties (a map, an empty struct, a
+//! recursion cut: "properties: should be non-empty for OBJECT type"), an
+//! `ARRAY` without items (`Vec<serde_json::Value>`, a tuple: "items: missing
+//! field"), a schema without `type` (a `serde_json::Value`, a `true`
+//! schema: "schema didn't specify the schema type field"), an `anyOf`
+//! (Vertex AI wants it alone in its node, without the description and
+//! `nullable` the rewrite puts beside it). A tool whose [`gemini_schema`] has
+//! one of these ([`gemini_schema_is_complete`] is false) is declared with
+//! **`parametersJsonSchema`** instead, holding [`gemini_json_schema`]: the
+//! tool's JSON Schema as it is, `$defs` and `$ref` included, with the
+//! numeric bounds of every provider format removed and nothing beside a
+//! `$ref` but `description` and `default` (Gemini refuses "$ref ... set
+//! alongside unsupported fields"): annotations there are dropped,
+//! constraints moved into the description.
 //!
 //! The rewrite into `Schema`:
 //!
@@ -101,11 +147,12 @@
 //! * A string enum becomes `{type: STRING, format: "enum", enum: [...]}`
 //!   (`null` moves to `nullable`); an enum of other values is moved into the
 //!   description, since `Schema.enum` holds strings.
-//! * `format` is kept where Google documents it: `enum` and `date-time` on
-//!   strings, `int32` and `int64` on integers, `float` and `double` on
-//!   numbers. Other string formats (`email`, `uuid`, `date`, `uri`) are
-//!   moved into the description; other integer formats (`uint8`, ...) are
-//!   dropped, their ranges being in `minimum` and `maximum`.
+//! * `format` is kept only as `enum` and `date-time` on strings, the two the
+//!   Gemini Developer API takes ("must be either 'enum' or 'date-time',
+//!   otherwise requests will fail"). Other string formats (`email`, `uuid`,
+//!   `date`, `uri`) are moved into the description; numeric formats
+//!   (`int32`, `int64`, `double`, `uint8`, ...) are dropped, their ranges
+//!   being in `minimum` and `maximum`.
 //! * Kept: `description`, `title`, `nullable`, `enum`, `properties`,
 //!   `required`, `items`, `minItems`, `maxItems`, `minLength`, `maxLength`,
 //!   `pattern`, `minimum`, `maximum`, `minProperties`, `maxProperties`,
@@ -119,8 +166,11 @@
 //!   is closed (the validator still refuses unknown members, naming them).
 //!   A map's value schema (`additionalProperties: {...}`) is moved into the
 //!   description, as the JSON of its Gemini form.
-//! * `$ref` to `$defs` is inlined (`Schema` has no references); a recursive
-//!   reference is cut, the description naming the type it repeats.
+//! * `$ref` to `$defs` is inlined (`Schema` has no references), the field's
+//!   description replacing the type's; a recursive reference is cut, its
+//!   description (the field's, if it has one) followed by a note naming the
+//!   type it repeats. The cut is an `OBJECT` without properties, so a
+//!   recursive tool is declared with `parametersJsonSchema`.
 //! * A tool without arguments has no `parameters`: Gemini refuses an
 //!   `OBJECT` without properties there.
 
@@ -237,19 +287,21 @@ pub fn definitions(registry: &Registry, policy: &Policy, format: Format) -> Valu
 }
 
 /// The parameters and `strict` flag OpenAI gets for a tool: the strict form
-/// when there is one, otherwise the schema unchanged with `strict: false`.
+/// when there is one, otherwise the schema with `strict: false`, only its
+/// out-of-range bounds removed ([`json_safe_bounds`]).
 fn openai_parameters(spec: &ToolSpec) -> (Value, bool) {
     let schema = spec.parameters_schema();
     match openai_strict_schema(&schema) {
         Ok(strict) => (strict, true),
-        Err(_) => (schema, false),
+        Err(_) => (json_safe_bounds(&schema), false),
     }
 }
 
 /// One tool as OpenAI Chat Completions takes it: `{type: "function",
 /// function: {name, description, parameters, strict}}`, with `strict: true`
 /// and the schema of [`openai_strict_schema`] unless that schema has no
-/// strict form (then `strict: false` and the schema unchanged).
+/// strict form (then `strict: false` and the schema as it is, but for the
+/// bounds [`json_safe_bounds`] removes).
 pub fn openai_chat_tool(spec: &ToolSpec) -> Value {
     let (parameters, strict) = openai_parameters(spec);
     json!({
@@ -278,20 +330,25 @@ pub fn openai_responses_tool(spec: &ToolSpec) -> Value {
 }
 
 /// One tool as Anthropic's Messages API takes it: `{name, description,
-/// input_schema}`, the schema unchanged.
+/// input_schema}`, the schema as it is but for the bounds
+/// [`json_safe_bounds`] removes.
 pub fn anthropic_tool(spec: &ToolSpec) -> Value {
     json!({
         "name": spec.name(),
         "description": spec.description(),
-        "input_schema": spec.parameters_schema(),
+        "input_schema": json_safe_bounds(&spec.parameters_schema()),
     })
 }
 
 /// One Gemini `FunctionDeclaration`: `{name, description, parameters}`, the
 /// parameters rewritten by [`gemini_schema`], and left out for a tool
-/// without arguments.
+/// without arguments. When that rewrite is not a complete `Schema` (a node
+/// without `type`, an `anyOf`, an `OBJECT` without properties, an `ARRAY`
+/// without items), the declaration is `{name, description,
+/// parametersJsonSchema}` instead, with the schema of [`gemini_json_schema`].
 pub fn gemini_declaration(spec: &ToolSpec) -> Value {
-    let parameters = gemini_schema(&spec.parameters_schema());
+    let schema = spec.parameters_schema();
+    let parameters = gemini_schema(&schema);
     let mut declaration = Map::new();
     declaration.insert("name".into(), spec.name().into());
     declaration.insert("description".into(), spec.description().into());
@@ -299,19 +356,25 @@ pub fn gemini_declaration(spec: &ToolSpec) -> Value {
         .get("properties")
         .and_then(Value::as_object)
         .is_some_and(|properties| !properties.is_empty());
-    if has_properties {
+    if !has_properties {
+        // No arguments: Gemini refuses an `OBJECT` without properties.
+    } else if gemini_schema_is_complete(&parameters) {
         declaration.insert("parameters".into(), parameters);
+    } else {
+        declaration.insert("parametersJsonSchema".into(), gemini_json_schema(&schema));
     }
     Value::Object(declaration)
 }
 
 /// One tool as MCP's `tools/list` describes it: `{name, description,
-/// inputSchema, annotations}`, the annotations derived from the tool's flags.
+/// inputSchema, annotations}`, the schema as it is but for the bounds
+/// [`json_safe_bounds`] removes (MCP hosts hand `inputSchema` to their model's
+/// API), the annotations derived from the tool's flags.
 pub fn mcp_tool(spec: &ToolSpec) -> Value {
     json!({
         "name": spec.name(),
         "description": spec.description(),
-        "inputSchema": spec.parameters_schema(),
+        "inputSchema": json_safe_bounds(&spec.parameters_schema()),
         "annotations": {
             // A tool without side effects only reads.
             "readOnlyHint": !spec.side_effect(),
@@ -436,10 +499,17 @@ const APPLICATORS: [&str; 17] = [
 /// rejects except where a constraint moved into a description (see the
 /// [module documentation](self) for every rule), or why it cannot be.
 pub fn openai_strict_schema(schema: &Value) -> Result<Value, NotStrict> {
-    let schema = simplify(schema);
+    let mut schema = simplify_node(&json_safe_bounds(schema));
+    // The definitions as `simplify` leaves them, their value docs not yet
+    // rendered: a reference inlined with the field's description renders
+    // them after that description.
+    let defs = definitions_of(&schema);
+    render_value_docs(&mut schema);
     let mut strict = Strict {
         properties: 0,
         path: String::new(),
+        defs,
+        expanding: Vec::new(),
     };
     let out = strict.node(&schema, 0, true)?;
     if !is_type(&out, "object") || out.get("anyOf").is_some() {
@@ -451,6 +521,11 @@ pub fn openai_strict_schema(schema: &Value) -> Result<Value, NotStrict> {
 struct Strict {
     properties: usize,
     path: String,
+    /// The root's definitions, by the reference that names them
+    /// (`#/$defs/Name`, `#/definitions/Name`).
+    defs: Map<String, Value>,
+    /// The definitions being inlined, innermost last.
+    expanding: Vec<String>,
 }
 
 impl Strict {
@@ -486,14 +561,18 @@ impl Strict {
             Value::Bool(_) => return Err(self.fail("a boolean schema has no strict form")),
             _ => return Err(self.fail("not a schema")),
         };
+        if let Some(reference) = map.get("$ref") {
+            return self.reference(map, reference, depth, root);
+        }
         let mut out = Map::new();
         let mut notes = Vec::new();
+        let mut defs_out = Map::new();
         let object = is_type(schema, "object") || map.contains_key("properties");
         for (keyword, value) in map {
             let keyword = keyword.as_str();
             match keyword {
                 "type" | "enum" | "pattern" | "minimum" | "maximum" | "exclusiveMinimum"
-                | "exclusiveMaximum" | "multipleOf" | "minItems" | "maxItems" | "$ref" => {
+                | "exclusiveMaximum" | "multipleOf" | "minItems" | "maxItems" => {
                     out.insert(keyword.into(), value.clone());
                 }
                 "description" => {}
@@ -534,14 +613,19 @@ impl Strict {
                     let Value::Object(defs) = value else {
                         return Err(self.fail("$defs is not an object"));
                     };
-                    let mut converted = Map::new();
                     for (name, def) in defs {
-                        let def = self.at(&[keyword, name], |s| s.node(def, 0, false))?;
-                        converted.insert(name.clone(), def);
+                        let expanding = std::mem::replace(&mut self.expanding, vec![name.clone()]);
+                        let def = self.at(&[keyword, name], |s| s.node(def, 0, false));
+                        self.expanding = expanding;
+                        // `definitions` is not a strict-mode keyword: its
+                        // members join `$defs`, and references to them are
+                        // written `#/$defs/Name`.
+                        if defs_out.insert(name.clone(), def?).is_some() {
+                            return Err(self.at(&[keyword, name], |s| {
+                                s.fail("a name in both `$defs` and `definitions`")
+                            }));
+                        }
                     }
-                    // OpenAI reads `$defs`; a reference into `definitions`
-                    // would dangle after a rename, so the name stays.
-                    out.insert(keyword.into(), Value::Object(converted));
                 }
                 "properties" | "required" | "additionalProperties" => {}
                 _ if APPLICATORS.contains(&keyword) => {
@@ -552,6 +636,9 @@ impl Strict {
                 // Annotations and unknown keywords constrain nothing.
                 _ => {}
             }
+        }
+        if !defs_out.is_empty() {
+            out.insert("$defs".into(), Value::Object(defs_out));
         }
         if object {
             self.object(map, &mut out, depth + 1, root)?;
@@ -567,6 +654,50 @@ impl Strict {
             out.insert("description".into(), description.into());
         }
         Ok(Value::Object(out))
+    }
+
+    /// A `$ref`. Strict mode allows no keyword beside it, so a reference
+    /// with a description becomes the definition inlined, with that
+    /// description (as OpenAI's own SDKs do); inside the definition it
+    /// names, where inlining would not end, the description is dropped
+    /// (the definition keeps its own).
+    fn reference(
+        &mut self,
+        map: &Map<String, Value>,
+        reference: &Value,
+        depth: usize,
+        root: bool,
+    ) -> Result<Value, NotStrict> {
+        let Some(reference) = reference.as_str() else {
+            return Err(self.fail("$ref is not a string"));
+        };
+        let Some(def) = self.defs.get(reference).cloned() else {
+            return Err(self.at(&["$ref"], |s| {
+                s.fail(format!("`{reference}` names no definition of the root"))
+            }));
+        };
+        if let Some(keyword) = map.keys().find(|k| {
+            !matches!(k.as_str(), "$ref" | "description") && !ANNOTATIONS.contains(&k.as_str())
+        }) {
+            return Err(self.at(&[keyword], |s| {
+                s.fail(format!("`{keyword}` beside `$ref` has no strict form"))
+            }));
+        }
+        let name = def_name(reference).to_owned();
+        match map.get("description") {
+            Some(description) if !self.expanding.contains(&name) => {
+                let mut def = def;
+                if let Value::Object(def) = &mut def {
+                    def.insert("description".into(), description.clone());
+                }
+                render_value_docs(&mut def);
+                self.expanding.push(name);
+                let out = self.node(&def, depth, root);
+                self.expanding.pop();
+                out
+            }
+            _ => Ok(json!({ "$ref": format!("#/$defs/{name}") })),
+        }
     }
 
     fn object(
@@ -717,27 +848,21 @@ pub const GEMINI_SCHEMA_KEYWORDS: [&str; 22] = [
     "maximum",
 ];
 
-/// The `format`s Gemini documents, by `type`.
-pub const GEMINI_FORMATS: [(&str, &str); 6] = [
-    ("STRING", "enum"),
-    ("STRING", "date-time"),
-    ("INTEGER", "int32"),
-    ("INTEGER", "int64"),
-    ("NUMBER", "float"),
-    ("NUMBER", "double"),
-];
+/// The `format`s Gemini takes, by `type`: the Gemini Developer API refuses
+/// any other (Firebase AI Logic's `SchemaShared.format`: "must be either
+/// 'enum' or 'date-time', otherwise requests will fail").
+pub const GEMINI_FORMATS: [(&str, &str); 2] = [("STRING", "enum"), ("STRING", "date-time")];
+
+/// The Gemini `Type`s.
+const GEMINI_TYPES: [&str; 6] = ["STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"];
 
 /// `schema` as a Gemini `Schema` (the OpenAPI 3.0 subset of function
 /// declarations), each constraint outside that subset moved into a
 /// description. See the [module documentation](self) for every rule.
 pub fn gemini_schema(schema: &Value) -> Value {
-    let schema = simplify(schema);
-    let defs = schema
-        .get("$defs")
-        .or_else(|| schema.get("definitions"))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut schema = simplify_node(&json_safe_bounds(schema));
+    let defs = definitions_of(&schema);
+    render_value_docs(&mut schema);
     let mut gemini = Gemini {
         defs,
         expanding: Vec::new(),
@@ -745,7 +870,64 @@ pub fn gemini_schema(schema: &Value) -> Value {
     gemini.node(&schema)
 }
 
+/// Whether `schema` (a [`gemini_schema`]) is a `Schema` every Gemini endpoint
+/// takes as it is: every node has a `type` and no `anyOf` (Vertex AI wants
+/// `anyOf` alone in its node, without the description or `nullable` that
+/// carry what the rewrite says), every `OBJECT` has properties and every
+/// `ARRAY` has items.
+pub fn gemini_schema_is_complete(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else {
+        return false;
+    };
+    if map.contains_key("anyOf") {
+        return false;
+    }
+    match map.get("type").and_then(Value::as_str) {
+        Some("OBJECT") => map
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|properties| {
+                !properties.is_empty() && properties.values().all(gemini_schema_is_complete)
+            }),
+        Some("ARRAY") => map.get("items").is_some_and(gemini_schema_is_complete),
+        Some(ty) => GEMINI_TYPES.contains(&ty),
+        None => false,
+    }
+}
+
+/// `schema` as Gemini's `parametersJsonSchema` takes it: the JSON Schema as
+/// it is, but for the bounds [`json_safe_bounds`] removes and the keywords
+/// Gemini refuses beside a `$ref` (it allows only `description` and
+/// `default` there): annotations are dropped, constraints moved into the
+/// description.
+pub fn gemini_json_schema(schema: &Value) -> Value {
+    let mut schema = json_safe_bounds(schema);
+    for_each_schema(&mut schema, &mut |map| {
+        if !map.contains_key("$ref") {
+            return;
+        }
+        let beside: Vec<String> = map
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "$ref" | "description" | "default"))
+            .cloned()
+            .collect();
+        let mut notes = Vec::new();
+        for keyword in beside {
+            if let Some(value) = map.shift_remove(&keyword)
+                && !ANNOTATIONS.contains(&keyword.as_str())
+            {
+                notes.push(moved_sentence(&keyword, &value));
+            }
+        }
+        if let Some(description) = describe(map.get("description"), &notes) {
+            map.insert("description".into(), description.into());
+        }
+    });
+    schema
+}
+
 struct Gemini {
+    /// The root's definitions, by the reference that names them.
     defs: Map<String, Value>,
     expanding: Vec<String>,
 }
@@ -840,8 +1022,9 @@ impl Gemini {
                     } else if gemini_type.as_deref() == Some("STRING") {
                         notes.push(moved_sentence(keyword, value));
                     }
-                    // Another integer or number format names a Rust type,
-                    // whose range `minimum` and `maximum` state.
+                    // A number's format (`int64`, `double`, `uint8`, ...)
+                    // names a Rust type, whose range `minimum` and `maximum`
+                    // state; Gemini takes no numeric format.
                 }
                 "properties" => {
                     if let Value::Object(properties) = value {
@@ -916,47 +1099,163 @@ impl Gemini {
         Value::Object(out)
     }
 
-    /// A `$ref` into `$defs`, inlined; a recursive one cut short.
+    /// A `$ref` into `$defs`, inlined, the field's description replacing
+    /// the definition's; a recursive one cut short, the field's description
+    /// followed by the note that says what it repeats.
     fn reference(&mut self, map: &Map<String, Value>, reference: &str) -> Value {
-        let name = reference
-            .strip_prefix("#/$defs/")
-            .or_else(|| reference.strip_prefix("#/definitions/"))
-            .unwrap_or(reference)
-            .to_owned();
-        let mut out = match self.defs.get(&name).cloned() {
-            Some(_) if self.expanding.contains(&name) => json!({
-                "type": "OBJECT",
-                "description": format!("A {name}, the same shape as the enclosing {name} (recursive)."),
-            }),
-            Some(def) => {
+        let name = def_name(reference).to_owned();
+        let own = map.get("description");
+        match self.defs.get(reference).cloned() {
+            Some(_) if self.expanding.contains(&name) => {
+                let note = format!("A {name}, the same shape as the enclosing {name} (recursive).");
+                json!({"type": "OBJECT", "description": describe(own, &[note])})
+            }
+            Some(mut def) => {
+                if let (Some(description), Value::Object(def)) = (own, &mut def) {
+                    def.insert("description".into(), description.clone());
+                }
+                render_value_docs(&mut def);
                 self.expanding.push(name);
                 let out = self.node(&def);
                 self.expanding.pop();
                 out
             }
-            None => json!({"description": format!("Must match the schema at {reference}.")}),
-        };
-        if let (Some(description), Value::Object(out)) = (map.get("description"), &mut out) {
-            out.insert("description".into(), description.clone());
+            None => {
+                let note = format!("Must match the schema at {reference}.");
+                json!({"description": describe(own, &[note])})
+            }
         }
-        out
     }
 }
 
 // ------------------------------------------------------------------- shared
 
+/// The largest integer every provider takes in a schema, 2^53 − 1 (the
+/// largest a JSON number read as a double holds exactly).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// `schema` without the numeric bounds (`minimum`, `maximum`,
+/// `exclusiveMinimum`, `exclusiveMaximum`) whose magnitude exceeds
+/// [`MAX_SAFE_INTEGER`], which OpenAI ("a numeric value in the function
+/// parameters is too large") and Anthropic ("int too big to convert") refuse.
+///
+/// A bound is never clamped (a tighter bound would refuse values the
+/// validator accepts): it is removed. The natural range of a 64-bit integer
+/// (`i64::MIN`, `i64::MAX`, `u64::MAX`, which schemars writes for `i64`,
+/// `u64`, `isize`, ...) goes without a word; any other bound removed is
+/// stated in the description of its schema (`Must be at most
+/// 10000000000000000000.`). The validator still enforces every bound.
+pub fn json_safe_bounds(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    for_each_schema(&mut schema, &mut |map| {
+        let mut notes = Vec::new();
+        for keyword in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+            let Some(Value::Number(bound)) = map.get(keyword) else {
+                continue;
+            };
+            if !beyond_safe_integer(bound) {
+                continue;
+            }
+            let natural = is_64_bit_limit(bound);
+            if let Some(bound) = map.shift_remove(keyword)
+                && !natural
+            {
+                notes.push(moved_sentence(keyword, &bound));
+            }
+        }
+        if !notes.is_empty()
+            && let Some(description) = describe(map.get("description"), &notes)
+        {
+            map.insert("description".into(), description.into());
+        }
+    });
+    schema
+}
+
+/// Whether `n`'s magnitude exceeds [`MAX_SAFE_INTEGER`].
+fn beyond_safe_integer(n: &serde_json::Number) -> bool {
+    if let Some(n) = n.as_u64() {
+        n > MAX_SAFE_INTEGER
+    } else if let Some(n) = n.as_i64() {
+        n.unsigned_abs() > MAX_SAFE_INTEGER
+    } else {
+        n.as_f64()
+            .is_some_and(|n| n.abs() > MAX_SAFE_INTEGER as f64)
+    }
+}
+
+/// Whether `n` is an end of a 64-bit integer type's range.
+fn is_64_bit_limit(n: &serde_json::Number) -> bool {
+    matches!(n.as_i64(), Some(i64::MIN | i64::MAX)) || n.as_u64() == Some(u64::MAX)
+}
+
+/// Calls `f` on every schema object in `schema`: `schema` itself, then the
+/// subschemas of its applicators (never the values of `enum`, `const`,
+/// `default` or `examples`, which are data).
+fn for_each_schema(schema: &mut Value, f: &mut dyn FnMut(&mut Map<String, Value>)) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    f(map);
+    for (keyword, value) in map.iter_mut() {
+        match keyword.as_str() {
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Value::Object(members) = value {
+                    for member in members.values_mut() {
+                        for_each_schema(member, f);
+                    }
+                }
+            }
+            "anyOf" | "oneOf" | "allOf" | "prefixItems" | "items" if value.is_array() => {
+                for branch in value.as_array_mut().into_iter().flatten() {
+                    for_each_schema(branch, f);
+                }
+            }
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "contains"
+            | "propertyNames"
+            | "unevaluatedProperties"
+            | "unevaluatedItems"
+            | "additionalItems" => for_each_schema(value, f),
+            _ => {}
+        }
+    }
+}
+
+/// The root's definitions, keyed by the reference that names each
+/// (`#/$defs/Name`, `#/definitions/Name`).
+fn definitions_of(schema: &Value) -> Map<String, Value> {
+    let mut defs = Map::new();
+    for keyword in ["$defs", "definitions"] {
+        if let Some(Value::Object(members)) = schema.get(keyword) {
+            for (name, def) in members {
+                defs.insert(format!("#/{keyword}/{name}"), def.clone());
+            }
+        }
+    }
+    defs
+}
+
+/// The name a reference into `$defs` or `definitions` gives.
+fn def_name(reference: &str) -> &str {
+    reference
+        .strip_prefix("#/$defs/")
+        .or_else(|| reference.strip_prefix("#/definitions/"))
+        .unwrap_or(reference)
+}
+
 /// The private key that carries an enum's value docs until they are
 /// written into the description.
 const VALUE_DOCS: &str = "x-toolcall-value-docs";
 
-/// The clean-up every rewrite starts from: unit-variant enums as `enum`,
-/// `anyOf: [X, null]` as a nullable X.
-fn simplify(schema: &Value) -> Value {
-    let mut schema = simplify_node(schema);
-    render_value_docs(&mut schema);
-    schema
-}
-
+/// The clean-up every rewrite starts from: unit-variant enums as `enum`
+/// (their value docs kept aside for [`render_value_docs`]), `anyOf: [X,
+/// null]` as a nullable X.
 fn simplify_node(schema: &Value) -> Value {
     let Value::Object(map) = schema else {
         return schema.clone();

@@ -829,6 +829,15 @@ async fn malformed_messages_are_errors_that_name_the_place_and_run_nothing() {
         ),
         (
             Provider::OpenAiResponses,
+            json!({"output": [
+                {"type": "function_call", "call_id": "call_1", "name": "ping", "arguments": "{}"},
+                {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "sql", "input": "DROP"}
+            ]}),
+            "output[1].type",
+            "`output[1].type` is `custom_tool_call`; expected `function_call`",
+        ),
+        (
+            Provider::OpenAiResponses,
             json!("function_call"),
             "",
             "the message should be a response, an array of output items or one item, found a string",

@@ -148,6 +148,54 @@ pub fn set_labels(
     Ok(json!({ "count": labels.len() }))
 }
 
+/// A filter over orders: a status, or the negation of a filter.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Filter {
+    /// Orders the inner filter does not match.
+    Not {
+        /// The negated filter.
+        not: Box<Filter>,
+    },
+    /// Orders in one status.
+    Status {
+        /// The status, for example `paid`.
+        status: String,
+    },
+}
+
+/// Search orders. No side effects.
+#[tool]
+pub fn search_orders(
+    /// Which orders.
+    filter: Filter,
+    /// How many orders at most.
+    limit: u64,
+    /// Only orders with a greater id.
+    #[arg(min = 1, max = 10_000_000_000_000_000)]
+    after_id: i64,
+) -> Result<Value, Rejection> {
+    let _ = (filter, limit, after_id);
+    Ok(json!([]))
+}
+
+/// Options of a note; none yet.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoteOptions {}
+
+/// Attach free-form notes to the account.
+#[tool(side_effect)]
+pub fn annotate(
+    /// The notes, any JSON values.
+    notes: Vec<Value>,
+    /// How to attach them.
+    options: NoteOptions,
+) -> Result<Value, Rejection> {
+    let _ = options;
+    Ok(json!({ "count": notes.len() }))
+}
+
 /// Check that the service answers.
 #[tool]
 pub fn ping() -> Result<Value, Rejection> {
@@ -169,6 +217,8 @@ fn registry() -> Registry {
         refund_order,
         schedule_delivery,
         set_labels,
+        search_orders,
+        annotate,
         ping,
         close_account
     ]
@@ -183,14 +233,18 @@ fn policy() -> Policy {
         "refund_order",
         "schedule_delivery",
         "set_labels",
+        "search_orders",
+        "annotate",
     ])
 }
 
-const EXPORTED: [&str; 5] = [
+const EXPORTED: [&str; 7] = [
     "get_order",
     "refund_order",
     "schedule_delivery",
     "set_labels",
+    "search_orders",
+    "annotate",
     "ping",
 ];
 
@@ -312,6 +366,40 @@ const JSON_TYPES: [&str; 7] = [
     "string", "number", "integer", "boolean", "object", "array", "null",
 ];
 
+/// 2^53 − 1: OpenAI and Anthropic refuse a schema holding a greater number.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// Asserts that no number anywhere in `value` exceeds ±(2^53 − 1).
+fn check_safe_numbers(value: &Value, path: &str) {
+    match value {
+        Value::Number(n) => {
+            let big = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u > MAX_SAFE_INTEGER as u64,
+                (None, Some(i)) => i.unsigned_abs() > MAX_SAFE_INTEGER as u64,
+                _ => n.as_f64().unwrap().abs() > MAX_SAFE_INTEGER,
+            };
+            assert!(!big, "{path}: {n} is too large for a provider");
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_safe_numbers(item, &format!("{path}/{i}"));
+            }
+        }
+        Value::Object(members) => {
+            for (name, member) in members {
+                check_safe_numbers(member, &format!("{path}/{name}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `n` is an end of a 64-bit integer type's range, which the
+/// provider formats drop without a word.
+fn is_64_bit_limit(n: &Value) -> bool {
+    matches!(n.as_i64(), Some(i64::MIN | i64::MAX)) || n.as_u64() == Some(u64::MAX)
+}
+
 fn types_of(schema: &Value) -> Vec<&str> {
     match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -331,6 +419,16 @@ fn check_openai_strict(schema: &Value, path: &str) {
             "{path}: `{keyword}` is not a strict-mode keyword"
         );
     }
+    if map.contains_key("$ref") {
+        assert_eq!(
+            map.len(),
+            1,
+            "{path}: `$ref` cannot have keywords beside it"
+        );
+        let reference = map["$ref"].as_str().unwrap();
+        assert!(reference.starts_with("#/$defs/"), "{path}: {reference}");
+    }
+    check_safe_numbers(schema, path);
     assert!(
         ["type", "enum", "anyOf", "$ref"]
             .iter()
@@ -450,11 +548,16 @@ fn check_openai_tool(tool: &Value, nested: bool) {
             check_moved_constraints(&original, parameters, name);
         }
         Value::Bool(false) => {
-            assert_eq!(name, "set_labels", "only the map tool has no strict form");
-            assert_eq!(
-                parameters, &original,
-                "{name}: without strict, the schema as it is"
+            assert!(
+                ["set_labels", "annotate"].contains(&name),
+                "{name}: only the map and any-value tools have no strict form"
             );
+            assert_eq!(
+                parameters,
+                &export::json_safe_bounds(&original),
+                "{name}: without strict, the schema as it is but for the bounds"
+            );
+            check_safe_numbers(parameters, name);
         }
         ref other => panic!("{name}: strict is {other}"),
     }
@@ -521,6 +624,10 @@ fn check_moved_constraints(original: &Value, exported: &Value, path: &str) {
             continue;
         }
         if keyword == "format" && is_number {
+            continue;
+        }
+        if keyword.ends_with("imum") && is_64_bit_limit(value) {
+            // The natural range of a 64-bit integer, dropped without a word.
             continue;
         }
         let text = match value {
@@ -595,6 +702,78 @@ fn openai_states_what_strict_mode_cannot_express() {
             "enum": ["BRL", "USD", null],
             "description": "The currency to charge if the first one fails. BRL: Brazilian real. USD: United States dollar."
         })
+    );
+}
+
+#[test]
+fn openai_puts_nothing_beside_a_ref() {
+    let strict = export::openai_strict_schema(&spec("search_orders").parameters_schema()).unwrap();
+    // The documented field of the recursive type: the definition inlined
+    // with the field's description ...
+    let not = &strict["properties"]["filter"]["anyOf"][0]["properties"]["not"];
+    assert!(not.get("$ref").is_none());
+    assert_eq!(not["description"], "The negated filter.");
+    assert_eq!(not["anyOf"][1]["properties"]["status"]["type"], "string");
+    // ... and inside the definition, where inlining would not end, the
+    // reference alone.
+    assert_eq!(
+        not["anyOf"][0]["properties"]["not"],
+        json!({"$ref": "#/$defs/Filter"})
+    );
+    assert_eq!(
+        strict["$defs"]["Filter"]["anyOf"][0]["properties"]["not"],
+        json!({"$ref": "#/$defs/Filter"})
+    );
+    assert_eq!(
+        strict["$defs"]["Filter"]["description"],
+        "A filter over orders: a status, or the negation of a filter."
+    );
+    // The bounds, as everywhere.
+    assert!(strict["properties"]["limit"].get("maximum").is_none());
+    assert_eq!(
+        strict["properties"]["after_id"]["description"],
+        "Only orders with a greater id. Must be at most 10000000000000000."
+    );
+
+    // `definitions` is not a strict-mode keyword: its members join `$defs`.
+    let old_style = json!({
+        "type": "object",
+        "properties": {
+            "tag": {"$ref": "#/definitions/Tag", "description": "The tag."},
+            "tags": {"type": "array", "items": {"$ref": "#/definitions/Tag"}}
+        },
+        "required": ["tag", "tags"],
+        "additionalProperties": false,
+        "definitions": {"Tag": {"type": "string", "description": "A tag.", "title": "Tag"}}
+    });
+    let strict = export::openai_strict_schema(&old_style).unwrap();
+    check_openai_strict(&strict, "old_style");
+    assert!(strict.get("definitions").is_none());
+    assert_eq!(
+        strict["$defs"]["Tag"],
+        json!({"type": "string", "description": "A tag."})
+    );
+    assert_eq!(
+        strict["properties"]["tag"],
+        json!({"type": "string", "description": "The tag."})
+    );
+    assert_eq!(
+        strict["properties"]["tags"]["items"],
+        json!({"$ref": "#/$defs/Tag"})
+    );
+
+    // A constraint beside a `$ref`, or a reference to nothing: no strict form.
+    let mut constrained = old_style.clone();
+    constrained["properties"]["tag"]["minLength"] = json!(2);
+    assert_eq!(
+        export::openai_strict_schema(&constrained).unwrap_err().path,
+        "/properties/tag/minLength"
+    );
+    let mut dangling = old_style;
+    dangling["properties"]["tag"]["$ref"] = json!("#/definitions/Missing");
+    assert_eq!(
+        export::openai_strict_schema(&dangling).unwrap_err().path,
+        "/properties/tag/$ref"
     );
 }
 
@@ -751,6 +930,11 @@ fn cases() -> Vec<(&'static str, Value, Expect)> {
         "slots": 10
     });
     let line = delivery["lines"][0].clone();
+    let search = json!({
+        "filter": {"not": {"status": "cancelled"}},
+        "limit": 20,
+        "after_id": 1
+    });
     vec![
         ("get_order", order.clone(), Same),
         (
@@ -956,6 +1140,47 @@ fn cases() -> Vec<(&'static str, Value, Expect)> {
             Same,
         ),
         ("schedule_delivery", json!([]), Same),
+        ("search_orders", search.clone(), Same),
+        (
+            "search_orders",
+            with(
+                &search,
+                "/filter",
+                json!({"not": {"not": {"status": "paid"}}}),
+            ),
+            Same,
+        ),
+        (
+            "search_orders",
+            with(&search, "/filter", json!({"not": {"state": "paid"}})),
+            Same,
+        ),
+        (
+            "search_orders",
+            with(
+                &search,
+                "/filter",
+                json!({"status": "paid", "not": {"status": "new"}}),
+            ),
+            Same,
+        ),
+        (
+            "search_orders",
+            with(&search, "/limit", json!(u64::MAX)),
+            Same,
+        ),
+        ("search_orders", with(&search, "/limit", json!(-1)), Same),
+        (
+            "search_orders",
+            with(&search, "/after_id", json!(10_000_000_000_000_000_i64)),
+            Same,
+        ),
+        (
+            "search_orders",
+            with(&search, "/after_id", json!(10_000_000_000_000_001_i64)),
+            Relaxed("after_id", "maximum"),
+        ),
+        ("search_orders", with(&search, "/after_id", json!(0)), Same),
     ]
 }
 
@@ -1000,7 +1225,7 @@ fn strict_schema_original_schema_and_validator_agree() {
             }
         }
     }
-    assert_eq!(relaxed, 4, "every relaxed case ran");
+    assert_eq!(relaxed, 5, "every relaxed case ran");
 }
 
 /// Optional arguments a strict model sends as `null` are read as absent by
@@ -1124,26 +1349,42 @@ fn check_gemini_schema(schema: &Value, path: &str) {
             "{path}: `{keyword}` is not a field of Gemini's Schema"
         );
     }
+    // Vertex AI: "schema didn't specify the schema type field".
     let ty = map
         .get("type")
-        .map(|t| t.as_str().expect("one type, a string"));
-    if let Some(ty) = ty {
-        assert!(GEMINI_TYPES.contains(&ty), "{path}: type {ty}");
-    }
+        .unwrap_or_else(|| panic!("{path}: every schema has a type"))
+        .as_str()
+        .expect("one type, a string");
+    assert!(GEMINI_TYPES.contains(&ty), "{path}: type {ty}");
+    let ty = Some(ty);
+    // Vertex AI: "When using anyOf, it must be the only field set", and
+    // every schema has a type: no anyOf in a declaration.
+    assert!(!map.contains_key("anyOf"), "{path}: anyOf beside a type");
+    check_safe_numbers(schema, path);
     if let Some(nullable) = map.get("nullable") {
         assert!(nullable.is_boolean(), "{path}: nullable");
     }
+    // The Gemini Developer API: "must be either 'enum' or 'date-time',
+    // otherwise requests will fail".
     if let Some(format) = map.get("format") {
-        let allowed: &[&str] = match ty {
-            Some("STRING") => &["enum", "date-time"],
-            Some("INTEGER") => &["int32", "int64"],
-            Some("NUMBER") => &["float", "double"],
-            _ => &[],
-        };
+        assert_eq!(ty, Some("STRING"), "{path}: format {format} on {ty:?}");
         assert!(
-            allowed.contains(&format.as_str().unwrap()),
-            "{path}: format {format} on {ty:?}"
+            ["enum", "date-time"].contains(&format.as_str().unwrap()),
+            "{path}: format {format}"
         );
+    }
+    // "properties: should be non-empty for OBJECT type".
+    if ty == Some("OBJECT") {
+        assert!(
+            map.get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| !p.is_empty()),
+            "{path}: an OBJECT has properties"
+        );
+    }
+    // "items: missing field".
+    if ty == Some("ARRAY") {
+        assert!(map.contains_key("items"), "{path}: an ARRAY has items");
     }
     if let Some(values) = map.get("enum") {
         assert_eq!(ty, Some("STRING"), "{path}: enums are strings");
@@ -1200,11 +1441,13 @@ fn gemini_follows_its_schema_subset() {
     assert_eq!(tools.len(), 1, "one Tool holds every declaration");
     let keys: Vec<&String> = tools[0].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["functionDeclarations"]);
+    let mut as_json_schema = Vec::new();
     for declaration in tools[0]["functionDeclarations"].as_array().unwrap() {
         let name = declaration["name"].as_str().unwrap();
         for key in declaration.as_object().unwrap().keys() {
             assert!(
-                ["name", "description", "parameters"].contains(&key.as_str()),
+                ["name", "description", "parameters", "parametersJsonSchema"]
+                    .contains(&key.as_str()),
                 "{name}: {key}"
             );
         }
@@ -1212,9 +1455,27 @@ fn gemini_follows_its_schema_subset() {
         let original = spec(name).parameters_schema();
         if original["properties"].as_object().unwrap().is_empty() {
             assert!(
-                declaration.get("parameters").is_none(),
+                declaration.get("parameters").is_none()
+                    && declaration.get("parametersJsonSchema").is_none(),
                 "{name}: no empty OBJECT"
             );
+            continue;
+        }
+        if let Some(json_schema) = declaration.get("parametersJsonSchema") {
+            assert!(declaration.get("parameters").is_none(), "{name}: exclusive");
+            // Only when the `Schema` form would be refused ...
+            assert!(
+                !export::gemini_schema_is_complete(&export::gemini_schema(&original)),
+                "{name}: parametersJsonSchema although parameters would do"
+            );
+            // ... and then the JSON Schema, only what Gemini refuses removed.
+            assert_eq!(
+                json_schema,
+                &export::gemini_json_schema(&original),
+                "{name}"
+            );
+            check_gemini_json_schema(json_schema, name);
+            as_json_schema.push(name);
             continue;
         }
         let parameters = &declaration["parameters"];
@@ -1226,6 +1487,41 @@ fn gemini_follows_its_schema_subset() {
             "{name}: Gemini knows optional parameters"
         );
     }
+    // A map, a recursive type, and any-value items with an empty struct.
+    assert_eq!(as_json_schema, ["set_labels", "search_orders", "annotate"]);
+}
+
+/// Asserts what Gemini's `parametersJsonSchema` refuses is absent: numbers
+/// beyond ±(2^53 − 1), and keywords beside a `$ref` other than
+/// `description` and `default` ("$ref ... was set alongside unsupported
+/// fields").
+fn check_gemini_json_schema(schema: &Value, path: &str) {
+    check_safe_numbers(schema, path);
+    assert_eq!(schema["type"], "object", "{path}");
+    fn walk(value: &Value, path: &str) {
+        match value {
+            Value::Object(map) => {
+                if map.contains_key("$ref") {
+                    for key in map.keys() {
+                        assert!(
+                            ["$ref", "description", "default"].contains(&key.as_str()),
+                            "{path}: `{key}` beside `$ref`"
+                        );
+                    }
+                }
+                for (key, member) in map {
+                    walk(member, &format!("{path}/{key}"));
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{path}/{i}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(schema, path);
 }
 
 #[test]
@@ -1236,7 +1532,6 @@ fn gemini_states_what_its_subset_cannot_express() {
         properties["discount"],
         json!({
             "type": "NUMBER",
-            "format": "double",
             "nullable": true,
             "description": "Discount in percent, strictly between 0 and 100. Must be greater than 0. Must be less than 100."
         })
@@ -1264,7 +1559,10 @@ fn gemini_states_what_its_subset_cannot_express() {
         quantity.get("format").is_none(),
         "uint8 is not a Gemini format"
     );
-    assert_eq!(properties["slots"]["format"], "int32");
+    assert!(
+        properties["slots"].get("format").is_none(),
+        "nor int32: only enum and date-time are"
+    );
 
     let labels = export::gemini_schema(&spec("set_labels").parameters_schema());
     assert_eq!(
@@ -1272,12 +1570,92 @@ fn gemini_states_what_its_subset_cannot_express() {
         "Label name to weight. An object with any member names; every member's value is \
          {\"type\":\"INTEGER\",\"minimum\":0,\"maximum\":4294967295}."
     );
+    // A map is an OBJECT without properties: no complete `Schema`.
+    assert!(!export::gemini_schema_is_complete(&labels));
+
+    // A recursion cut keeps the field's description and says what it repeats.
+    let search = export::gemini_schema(&spec("search_orders").parameters_schema());
+    let not = &search["properties"]["filter"]["anyOf"][0]["properties"]["not"];
+    assert_eq!(not["description"], "The negated filter.");
+    assert_eq!(
+        not["anyOf"][0]["properties"]["not"],
+        json!({
+            "type": "OBJECT",
+            "description": "The negated filter. A Filter, the same shape as the enclosing Filter (recursive)."
+        })
+    );
+    assert!(!export::gemini_schema_is_complete(&search));
+    // The bounds: u64's natural maximum goes, the declared one is stated.
+    assert_eq!(
+        search["properties"]["limit"],
+        json!({"type": "INTEGER", "minimum": 0, "description": "How many orders at most."})
+    );
+    assert_eq!(
+        search["properties"]["after_id"],
+        json!({
+            "type": "INTEGER",
+            "minimum": 1,
+            "description": "Only orders with a greater id. Must be at most 10000000000000000."
+        })
+    );
+
+    // Any-value items and an empty struct.
+    let annotate = export::gemini_schema(&spec("annotate").parameters_schema());
+    assert!(annotate["properties"]["notes"].get("items").is_none());
+    assert!(
+        annotate["properties"]["options"]
+            .get("properties")
+            .is_none()
+    );
+    assert!(!export::gemini_schema_is_complete(&annotate));
+}
+
+#[test]
+fn gemini_json_schema_keeps_the_schema_but_what_gemini_refuses() {
+    let original = spec("search_orders").parameters_schema();
+    let json_schema = export::gemini_json_schema(&original);
+    // References stay, with their description.
+    assert_eq!(
+        json_schema["$defs"]["Filter"]["anyOf"][0]["properties"]["not"],
+        json!({"$ref": "#/$defs/Filter", "description": "The negated filter."})
+    );
+    assert_eq!(
+        json_schema["properties"]["filter"],
+        original["properties"]["filter"]
+    );
+    assert!(json_schema["properties"]["limit"].get("maximum").is_none());
+    assert_eq!(
+        json_schema["properties"]["after_id"]["description"],
+        "Only orders with a greater id. Must be at most 10000000000000000."
+    );
+    // Beside a `$ref`: annotations dropped, constraints said.
+    let beside = json!({
+        "type": "object",
+        "properties": {
+            "node": {
+                "$ref": "#/$defs/Node",
+                "description": "The node.",
+                "default": null,
+                "title": "Node",
+                "minProperties": 1
+            }
+        },
+        "$defs": {"Node": {"type": "object", "properties": {"id": {"type": "string"}}}}
+    });
+    assert_eq!(
+        export::gemini_json_schema(&beside)["properties"]["node"],
+        json!({
+            "$ref": "#/$defs/Node",
+            "description": "The node. Must have at least 1 member.",
+            "default": null
+        })
+    );
 }
 
 // ---------------------------------------------------- Anthropic, MCP, neutral
 
 #[test]
-fn anthropic_takes_the_schema_as_it_is() {
+fn anthropic_takes_the_schema_as_it_is_but_for_too_large_bounds() {
     let tools = export::definitions(&registry(), &policy(), Format::Anthropic);
     for tool in tools.as_array().unwrap() {
         let keys: BTreeSet<&str> = tool
@@ -1292,9 +1670,76 @@ fn anthropic_takes_the_schema_as_it_is() {
         );
         let spec = spec(tool["name"].as_str().unwrap());
         assert_eq!(tool["description"], spec.description());
-        assert_eq!(tool["input_schema"], spec.parameters_schema());
+        assert_eq!(
+            tool["input_schema"],
+            export::json_safe_bounds(&spec.parameters_schema())
+        );
         assert_eq!(tool["input_schema"]["type"], "object");
+        // "input_schema: int too big to convert".
+        check_safe_numbers(&tool["input_schema"], spec.name());
+        check_moved_constraints(
+            &spec.parameters_schema(),
+            &tool["input_schema"],
+            spec.name(),
+        );
     }
+}
+
+#[test]
+fn too_large_bounds_are_dropped_and_declared_ones_stated() {
+    let original = spec("search_orders").parameters_schema();
+    let safe = export::json_safe_bounds(&original);
+    // u64's natural maximum: nothing to say, its format says it.
+    assert_eq!(
+        safe["properties"]["limit"],
+        json!({"type": "integer", "format": "uint64", "minimum": 0, "description": "How many orders at most."})
+    );
+    // A declared bound beyond 2^53 - 1: removed (never clamped) and stated.
+    assert_eq!(
+        safe["properties"]["after_id"],
+        json!({
+            "type": "integer",
+            "format": "int64",
+            "description": "Only orders with a greater id. Must be at most 10000000000000000.",
+            "minimum": 1
+        })
+    );
+    // i64's natural maximum, beside a declared minimum.
+    let refund = export::json_safe_bounds(&spec("refund_order").parameters_schema());
+    let amount = &refund["properties"]["amount_cents"];
+    assert_eq!(amount["minimum"], 1);
+    assert!(amount.get("maximum").is_none());
+    assert_eq!(
+        amount["description"],
+        spec("refund_order").parameters_schema()["properties"]["amount_cents"]["description"]
+    );
+    // Every kind of bound, anywhere; data (enum, default) untouched; small
+    // bounds kept.
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "minimum": -9223372036854775808_i64, "maximum": 9223372036854775807_i64},
+            "b": {"type": "number", "exclusiveMinimum": -1e300, "exclusiveMaximum": 9007199254740992_u64},
+            "c": {"type": "array", "items": {"type": "integer", "maximum": 9007199254740991_u64}},
+            "d": {"enum": [18446744073709551615_u64], "default": 18446744073709551615_u64}
+        },
+        "$defs": {"D": {"anyOf": [{"type": "integer", "minimum": -9007199254740992_i64}]}}
+    });
+    let safe = export::json_safe_bounds(&schema);
+    assert_eq!(safe["properties"]["a"], json!({"type": "integer"}));
+    assert_eq!(
+        safe["properties"]["b"],
+        json!({
+            "type": "number",
+            "description": "Must be greater than -1e+300. Must be less than 9007199254740992."
+        })
+    );
+    assert_eq!(safe["properties"]["c"], schema["properties"]["c"]);
+    assert_eq!(safe["properties"]["d"], schema["properties"]["d"]);
+    assert_eq!(
+        safe["$defs"]["D"]["anyOf"][0],
+        json!({"type": "integer", "description": "Must be at least -9007199254740992."})
+    );
 }
 
 #[test]
@@ -1318,6 +1763,12 @@ fn mcp_annotations_follow_the_flags() {
             BTreeSet::from(["name", "description", "inputSchema", "annotations"])
         );
         assert_eq!(tool["inputSchema"]["type"], "object");
+        let spec = spec(tool["name"].as_str().unwrap());
+        assert_eq!(
+            tool["inputSchema"],
+            export::json_safe_bounds(&spec.parameters_schema())
+        );
+        check_safe_numbers(&tool["inputSchema"], spec.name());
     }
     let hints = |name: &str| {
         let a = &by_name[name]["annotations"];

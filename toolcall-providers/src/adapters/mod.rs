@@ -156,9 +156,11 @@ pub enum Provider {
     /// Reads the `output` of a response: the whole response object
     /// (`{"output": [...]}`), the array of items, or one item. Items of
     /// `type` `function_call`, `{"call_id", "name", "arguments"}`, are calls;
-    /// every other item (`reasoning`, `message`, built-in tools) is skipped,
-    /// including client-side kinds this adapter does not answer, such as
-    /// `custom_tool_call`. `arguments` is JSON text.
+    /// other items (`reasoning`, `message`, built-in tools) are skipped. A
+    /// `custom_tool_call` (a custom tool's call) is an error, as in Chat
+    /// Completions: the next request must answer it with a
+    /// `custom_tool_call_output`, which this adapter cannot write.
+    /// `arguments` is JSON text.
     ///
     /// Replies with one input item per call, in order:
     /// `{"type": "function_call_output", "call_id", "output": "<the result's JSON>"}`.

@@ -30,8 +30,20 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
     let mut calls = Vec::new();
     for item in items {
         item.object()?;
-        if item.member("type")?.string()? != "function_call" {
-            continue;
+        let kind_at = item.member("type")?;
+        match kind_at.string()? {
+            "function_call" => {}
+            // A call of a custom tool waits for a `custom_tool_call_output`
+            // this adapter cannot write: without it, the next request is
+            // refused, so say so now (as Chat Completions does).
+            "custom_tool_call" => {
+                return Err(kind_at.error(Problem::Unsupported {
+                    found: "custom_tool_call".to_owned(),
+                    expected: "`function_call` (the only kind of client-side tool call this adapter answers)",
+                }));
+            }
+            // Reasoning, messages, built-in tools.
+            _ => continue,
         }
         let id_at = item.member("call_id")?;
         let id = id_at.word()?;
