@@ -7,25 +7,66 @@
 //! * `tools/list` lists the tools the dispatcher's default caller may call,
 //!   with their strict input schemas and the annotations of
 //!   [`toolcall_providers::export::mcp_tool`] (`readOnlyHint`, `destructiveHint`, ...).
-//! * `tools/call` runs [`Dispatcher::execute`] in the session of
-//!   [`Options::session`]. Every outcome, a rejection included (an unknown
-//!   tool, `25.9` where an integer is due, a loop, a policy limit), is a tool
-//!   result, never a JSON-RPC error: `isError` is `true` when the call did not
-//!   succeed (SEP-1303), `structuredContent` holds the [`ToolResult`] as JSON,
-//!   and a text block holds [`ToolResult::to_model_text`], the same text a
-//!   model gets from any other host.
+//! * `tools/call` runs [`Dispatcher::execute`] in the connection's session
+//!   (below). The arguments go to the pipeline as JSON text, so its limits on
+//!   raw arguments ([`Settings::max_argument_bytes`], [`Settings::max_depth`])
+//!   apply: past them the answer is `INVALID_JSON`. Every outcome, a rejection
+//!   included (an unknown tool, `25.9` where an integer is due, a loop, a
+//!   policy limit), is a tool result, never a JSON-RPC error: `isError` is
+//!   `true` when the call did not succeed (SEP-1303), `structuredContent`
+//!   holds the [`ToolResult`] as JSON, and a text block holds
+//!   [`ToolResult::to_model_text`], the same text a model gets from any other host.
 //! * A high-risk tool answers `CONFIRMATION_REQUIRED`. If the client declared
-//!   the elicitation capability, the server asks the person through it, naming
-//!   the tool and the exact pending arguments, and answers the call with the
-//!   outcome of [`Dispatcher::approve`] or [`Dispatcher::deny`]. A client
-//!   without elicitation gets the `CONFIRMATION_REQUIRED` result as it is:
-//!   nothing runs.
+//!   the elicitation capability (form mode), the server asks the person
+//!   through it, naming the tool and the exact pending arguments, and answers
+//!   the call with the outcome of their answer: the call runs once on a yes,
+//!   and is denied otherwise. A client without elicitation gets the
+//!   `CONFIRMATION_REQUIRED` result as it is: nothing runs, and the approval
+//!   expires unused (its `confirmation_id` is no token a client can redeem:
+//!   only an answer to a question this server asked counts).
+//!
+//! # Asking the person
 //!
 //! Sessions opened with `initialize` (protocol 2025-11-25 and before) are
 //! asked with an `elicitation/create` request in the middle of the
-//! `tools/call`. Peers on protocol 2026-07-28 or later, which forbids requests
-//! from the server, get the same question as an `input_required` result
-//! (SEP-2322); their retry carries the answer.
+//! `tools/call`. The server waits at most [`Settings::approval_ttl`], the
+//! approval's lifetime: without an answer by then the call runs nothing and
+//! is answered `CONFIRMATION_EXPIRED` (the audit names `mcp-server`, not a
+//! person, as the decider). If the client
+//! cancels the `tools/call` (or goes away) meanwhile, the server withdraws
+//! the question and denies the call, so that a late answer runs nothing.
+//!
+//! Peers on protocol 2026-07-28 or later, which forbids requests from the
+//! server, get the same question as an `input_required` result (SEP-2322)
+//! whose `requestState` names the pending approval; their retry carries the
+//! answer. The server keeps, per connection, the questions it asked: a retry
+//! decides a pending call only if it answers a question this server asked
+//! this client, for the same tool and the same arguments (compared in their
+//! canonical JSON form), from a client that still declares form elicitation.
+//! A yes then runs the call through the whole pipeline with the approval,
+//! which is checked against the exact validated arguments and used up; a no
+//! denies it. Each question is answered once. Any other retry (an unknown or
+//! already answered id, other arguments, no elicitation capability, no
+//! answer) is a fresh call that touches no pending approval: a side effect
+//! that already ran is replayed (within the loop guard,
+//! [`Settings::max_duplicate_calls`]), one that did not is asked about again.
+//! A re-sent answer (its response lost) is such a retry: it gets the replay.
+//!
+//! # Sessions
+//!
+//! Each connection (each [`serve`], each [`McpServer`]) runs its calls in a
+//! session of its own, `<Options::session>/<random connection id>`
+//! ([`McpServer::session`]): the step budget ([`Settings::max_steps`]), the
+//! loop guard and the idempotency keys are per connection, so clients of a
+//! transport that serves many do not share them, and a long-lived client
+//! uses up only its own budget. The trade-offs: an identical call made again
+//! after a *reconnect* is a new call, not replayed by the pipeline, and its
+//! idempotency key ([`Ctx::idempotency_key`]) differs too, since the key
+//! covers the session (a high-risk call is at least asked about again; a tool
+//! whose effect must not repeat across connections needs its own check in the
+//! backend, such as the amount still refundable); and a client that stays
+//! connected for a long time needs a [`Settings::max_steps`] sized for its
+//! whole connection.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -48,19 +89,35 @@ pub use rmcp;
 use rmcp::ServiceExt as _;
 use rmcp::service::{QuitReason, RoleServer, ServerInitializeError};
 use rmcp::transport::IntoTransport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use toolcall_core::{Dispatcher, Store};
 
 pub use server::McpServer;
 
 #[cfg(doc)]
-use toolcall_core::ToolResult;
+use toolcall_core::{Ctx, Settings, ToolResult};
+
+/// The longest message [`serve_stdio`] reads: 1 MiB, far above the
+/// pipeline's default limit on arguments (64 KiB), so that a call with too
+/// large arguments is still answered (`INVALID_JSON`), while a client
+/// cannot make the server buffer more than this per message.
+pub const MAX_STDIO_LINE_BYTES: usize = 1024 * 1024;
 
 /// Options of the MCP server.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Options {
-    /// The conversation id the server's calls run in (it scopes the step
-    /// budget and the idempotency keys).
+    /// The prefix of the sessions the server's calls run in. Each connection
+    /// runs in its own session, `<session>/<random connection id>`, which
+    /// scopes the step budget, the loop guard and the idempotency keys.
+    ///
+    /// So two connections never share a budget or replay each other's
+    /// calls, and a call repeated after a reconnect is a new call (new
+    /// session, new idempotency key), not a replay: a tool whose side effect
+    /// must not repeat across connections needs its own check in the
+    /// backend. The step budget ([`Settings::max_steps`], 10 by default) is
+    /// per connection: give a long-lived client (a desktop assistant) a
+    /// larger one.
     pub session: String,
     /// The server's name in `initialize`.
     pub name: String,
@@ -69,7 +126,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// The default options with the calls in `session`.
+    /// The default options with the calls in sessions under `session`.
     pub fn new(session: impl Into<String>) -> Self {
         Options {
             session: session.into(),
@@ -91,7 +148,7 @@ impl Options {
 }
 
 impl Default for Options {
-    /// Session `"mcp"`, name `"toolcall"`, and this crate's version.
+    /// Sessions under `"mcp"`, name `"toolcall"`, and this crate's version.
     fn default() -> Self {
         Options {
             session: "mcp".to_owned(),
@@ -114,7 +171,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Serves the dispatcher's tools over `transport` until the client closes
-/// the connection.
+/// the connection, in a session of its own (see [`McpServer::session`]).
 ///
 /// `transport` is anything [`rmcp`] can serve on: a pair of an async reader
 /// and writer (such as the two halves of a [`tokio::io::duplex`], or
@@ -155,6 +212,11 @@ where
 /// client closes the connection (the usual way an MCP client runs a local
 /// server: as a child process).
 ///
+/// One message is one line of at most [`MAX_STDIO_LINE_BYTES`]; rmcp drops a
+/// longer line unread (logging it), and that request gets no answer.
+/// Arguments larger than [`Settings::max_argument_bytes`] (64 KiB by
+/// default) but within the line are answered with `INVALID_JSON`.
+///
 /// Standard output carries the protocol and nothing else: the server writes
 /// no logs there, and the program must not either. Its `tracing` events go to
 /// whatever subscriber the program installs, which must write to standard
@@ -167,5 +229,8 @@ where
     S: Any + Send + Sync,
     St: Store + 'static,
 {
-    serve(dispatcher, options, rmcp::transport::stdio()).await
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let transport =
+        AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(MAX_STDIO_LINE_BYTES);
+    serve(dispatcher, options, transport).await
 }

@@ -2,23 +2,33 @@
 //! of high-risk calls through elicitation.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InputRequest,
+    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, ServerRequest, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer, ServiceError};
+use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
 use rmcp::{ErrorData, ServerHandler};
-use serde_json::Value;
-use toolcall_core::{Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult};
+use serde_json::{Map, Value};
+use toolcall_core::canonical::{canonical_json, digest};
+use toolcall_core::{Arguments, Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult};
 
 use crate::Options;
 
-/// Who the audit records as the approver of a decision taken through MCP.
+/// Who the audit records as the approver of a decision a person took
+/// through MCP (an answer to an approval question).
 const APPROVER: &str = "mcp-elicitation";
+
+/// Who the audit records as the decider when no person answered: the server
+/// denied the call because the question timed out or the client cancelled it.
+const SERVER: &str = "mcp-server";
 
 /// The key of the approval question in an `input_required` result.
 const APPROVAL_INPUT: &str = "approval";
@@ -30,10 +40,24 @@ const APPROVAL_STATE: &str = "toolcall-approval:";
 /// The property of the approval form that says yes.
 const APPROVE_FIELD: &str = "approve";
 
-/// An MCP server over a [`Dispatcher`]: implements rmcp's
-/// [`ServerHandler`], so any rmcp transport can serve it.
+/// How many `input_required` approval questions one connection keeps open
+/// at most; past it, the oldest is forgotten (its approval then expires
+/// unused in the store).
+const MAX_OPEN_QUESTIONS: usize = 256;
+
+/// An MCP server over a [`Dispatcher`], for **one connection**: implements
+/// rmcp's [`ServerHandler`], so any rmcp transport can serve it.
 ///
-/// Cloning is cheap: the clones share the dispatcher.
+/// Each server has its own session, `<Options::session>/<random id>` (see
+/// [`McpServer::session`]): the step budget, the loop guard and the
+/// idempotency keys of its calls are its own. It also remembers the approval
+/// questions it asked its client as `input_required` results, so that only
+/// this client's answer to a question this server asked, for the exact call
+/// it was asked about, decides a pending approval.
+///
+/// Make one per connection; [`serve`](crate::serve) does. A transport that
+/// serves many clients takes a factory:
+/// `move || Ok(McpServer::new(Arc::clone(&dispatcher), options.clone()))`.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -42,6 +66,7 @@ const APPROVE_FIELD: &str = "approve";
 ///
 /// # async fn run(dispatcher: toolcall_core::Dispatcher<()>) -> Result<(), Box<dyn std::error::Error>> {
 /// let server = McpServer::new(Arc::new(dispatcher), Options::new("desk-42"));
+/// assert!(server.session().starts_with("desk-42/"));
 /// let (ours, theirs) = tokio::io::duplex(64 * 1024);
 /// # drop(theirs);
 /// let running = server.serve(ours).await?;
@@ -51,32 +76,43 @@ const APPROVE_FIELD: &str = "approve";
 /// ```
 pub struct McpServer<S, St = MemoryStore> {
     dispatcher: Arc<Dispatcher<S, St>>,
-    options: Arc<Options>,
+    options: Options,
+    /// `<options.session>/<connection id>`.
+    session: String,
+    /// The approval questions this server asked its client as
+    /// `input_required` results, by confirmation id.
+    asked: Mutex<HashMap<String, Asked>>,
 }
 
-impl<S, St> Clone for McpServer<S, St> {
-    fn clone(&self) -> Self {
-        McpServer {
-            dispatcher: Arc::clone(&self.dispatcher),
-            options: Arc::clone(&self.options),
-        }
-    }
+/// An approval question asked as `input_required`: the call it is about.
+#[derive(Debug)]
+struct Asked {
+    tool: String,
+    /// The canonical JSON of the arguments as the client sent them, and of
+    /// the validated arguments the person was shown; a retry must repeat one.
+    arguments: [String; 2],
+    asked_at: Instant,
 }
 
 impl<S, St> std::fmt::Debug for McpServer<S, St> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
             .field("options", &self.options)
+            .field("session", &self.session)
             .finish_non_exhaustive()
     }
 }
 
 impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
-    /// A server whose calls run through `dispatcher`, in the session of `options`.
+    /// A server for one connection, whose calls run through `dispatcher` in
+    /// a new session under [`Options::session`].
     pub fn new(dispatcher: Arc<Dispatcher<S, St>>, options: Options) -> Self {
+        let session = format!("{}/{}", options.session, connection_id());
         McpServer {
             dispatcher,
-            options: Arc::new(options),
+            options,
+            session,
+            asked: Mutex::default(),
         }
     }
 
@@ -88,6 +124,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// The options the server runs with.
     pub fn options(&self) -> &Options {
         &self.options
+    }
+
+    /// The session this connection's calls run in:
+    /// `<Options::session>/<random connection id>`.
+    pub fn session(&self) -> &str {
+        &self.session
     }
 
     /// The tools the default caller may call, as `tools/list` describes them.
@@ -110,11 +152,22 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let modern = context
             .protocol_version()
             .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
-        let session = self.options.session.as_str();
+        let elicits = context
+            .client_capabilities()
+            .as_ref()
+            .is_some_and(elicits_forms);
         let tool = request.name.as_ref();
+        let arguments = request.arguments.clone().unwrap_or_default();
+        // As text, so that the pipeline's limits on raw arguments (size,
+        // depth) apply to MCP calls too.
+        let raw = Value::Object(arguments.clone()).to_string();
+        let call_id = context.id.to_string();
 
-        // The retry of an approval question asked as `input_required`: the
-        // answer decides the pending call; the call is not made again.
+        // The retry that answers an approval question asked as
+        // `input_required`. It decides the pending call only if this server
+        // asked this client about it, for this tool and these arguments, and
+        // the client can still ask a person; anything else is a fresh call,
+        // which leaves every pending approval alone.
         if modern
             && let Some(id) = request
                 .request_state
@@ -126,28 +179,22 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 .as_ref()
                 .and_then(|responses| responses.get(APPROVAL_INPUT))
                 .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok());
-            let result = match answer {
-                Some(answer) => self.decide(id, tool, &answer).await,
-                None => {
-                    let decision = Decision::new(id, session).tool(tool).by(APPROVER);
-                    self.dispatcher
-                        .deny(
-                            decision,
-                            "the MCP client did not return the person's answer",
-                        )
-                        .await
+            match answer {
+                Some(answer) if elicits && self.take_question(id, tool, &arguments) => {
+                    return to_mcp(&self.answered(id, tool, &raw, &call_id, &answer).await).into();
                 }
-            };
-            return to_mcp(&result).into();
+                _ => tracing::debug!(
+                    tool,
+                    "not an answer to an approval question this server asked; a fresh call"
+                ),
+            }
         }
 
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let call_id = context.id.to_string();
         let result = self
             .dispatcher
             .execute(
-                Call::new(tool, &arguments)
-                    .session(session)
+                Call::new(tool, Arguments::Raw(&raw))
+                    .session(&self.session)
                     .call_id(&call_id),
             )
             .await;
@@ -159,11 +206,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         else {
             return to_mcp(&result).into();
         };
-        if !context
-            .client_capabilities()
-            .as_ref()
-            .is_some_and(elicits_forms)
-        {
+        if !elicits {
             tracing::debug!(tool, "the MCP client cannot ask a person; the call waits");
             return to_mcp(&result).into();
         }
@@ -176,6 +219,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
 
         if modern {
+            self.remember_question(id, tool, &arguments, &result);
             let mut requests = InputRequests::new();
             requests.insert(
                 APPROVAL_INPUT.to_owned(),
@@ -185,51 +229,190 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 .into();
         }
 
+        to_mcp(&self.ask(id, tool, question, &result, &context).await).into()
+    }
+
+    /// Asks the person with an `elicitation/create` request (sessions opened
+    /// with `initialize`), waiting at most the approval's lifetime, and
+    /// decides the pending call `id` as they answer.
+    async fn ask(
+        &self,
+        id: &str,
+        tool: &str,
+        question: ElicitRequestParams,
+        asked: &ToolResult,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolResult {
+        // The approval expires after `approval_ttl`: an answer after that
+        // could not run the call anyway.
         let ttl = self.dispatcher.settings().approval_ttl;
-        match context
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(question));
+        let sent = context
             .peer
-            .create_elicitation_with_timeout(question, Some(ttl))
-            .await
-        {
-            Ok(answer) => to_mcp(&self.decide(id, tool, &answer).await).into(),
-            Err(ServiceError::Timeout { .. }) => {
-                let decision = Decision::new(id, session).tool(tool).by(APPROVER);
-                let denied = self
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(ttl))
+            .await;
+        let handle = match sent {
+            Ok(handle) => handle,
+            Err(error) => {
+                // Nothing ran; the approval stays pending until it expires.
+                tracing::warn!(tool, %error, "asking the person through MCP failed");
+                return asked.clone();
+            }
+        };
+        let request_id = handle.id.clone();
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            () = context.ct.cancelled() => {
+                // The client withdrew the call (or went away): withdraw the
+                // question, and deny the call so that a late answer cannot
+                // run what nobody waits for any more.
+                let cancel = CancelledNotificationParam::new(
+                    Some(request_id),
+                    Some("the tool call was cancelled".to_owned()),
+                );
+                if let Err(error) = context.peer.notify_cancelled(cancel).await {
+                    tracing::debug!(tool, %error, "could not withdraw the approval question");
+                }
+                tracing::info!(tool, "the tool call was cancelled while a person was asked");
+                let decision = self.decision(id, tool, SERVER);
+                return self
                     .dispatcher
-                    .deny(decision, "nobody answered the approval request in time")
+                    .deny(decision, "the MCP client cancelled the call before a person answered")
                     .await;
-                to_mcp(&denied).into()
+            }
+        };
+        match answer {
+            Ok(ClientResult::ElicitResult(answer)) => {
+                let decision = self.decision(id, tool, APPROVER);
+                if said_yes(&answer) {
+                    tracing::info!(tool, "a person approved the call through MCP");
+                    self.dispatcher.approve(decision).await
+                } else {
+                    self.deny_answer(decision, tool, &answer).await
+                }
+            }
+            Err(ServiceError::Timeout { .. }) => {
+                let decision = self.decision(id, tool, SERVER);
+                self.dispatcher
+                    .deny(decision, "nobody answered the approval request in time")
+                    .await
+            }
+            Ok(other) => {
+                tracing::warn!(
+                    tool,
+                    ?other,
+                    "the MCP client answered the approval question with something else"
+                );
+                asked.clone()
             }
             Err(error) => {
                 // Nothing ran; the approval stays pending until it expires.
                 tracing::warn!(tool, %error, "asking the person through MCP failed");
-                to_mcp(&result).into()
+                asked.clone()
             }
         }
     }
 
-    /// Approves or denies the pending call `id` as the person answered.
-    async fn decide(&self, id: &str, tool: &str, answer: &ElicitResult) -> ToolResult {
-        let decision = Decision::new(id, &self.options.session)
-            .tool(tool)
-            .by(APPROVER);
-        let said_yes = answer
-            .content
-            .as_ref()
-            .and_then(|content| content.get(APPROVE_FIELD))
-            .and_then(Value::as_bool)
-            == Some(true);
+    /// The result of a retry that answers a question this server asked: on
+    /// yes, the call runs through the whole pipeline with the approval
+    /// (which checks that it was given for exactly these arguments, and uses
+    /// it up); otherwise it is denied.
+    async fn answered(
+        &self,
+        id: &str,
+        tool: &str,
+        raw: &str,
+        call_id: &str,
+        answer: &ElicitResult,
+    ) -> ToolResult {
+        if said_yes(answer) {
+            tracing::info!(tool, "a person approved the call through MCP");
+            return self
+                .dispatcher
+                .execute(
+                    Call::new(tool, Arguments::Raw(raw))
+                        .session(&self.session)
+                        .call_id(call_id)
+                        .approval(id),
+                )
+                .await;
+        }
+        self.deny_answer(self.decision(id, tool, APPROVER), tool, answer)
+            .await
+    }
+
+    /// Denies the pending call as the person's answer (not a yes) says.
+    async fn deny_answer(
+        &self,
+        decision: Decision<'_>,
+        tool: &str,
+        answer: &ElicitResult,
+    ) -> ToolResult {
         let reason = match answer.action {
-            ElicitationAction::Accept if said_yes => {
-                tracing::info!(tool, "a person approved the call through MCP");
-                return self.dispatcher.approve(decision).await;
-            }
             ElicitationAction::Decline => "the person declined it",
             ElicitationAction::Cancel => "the person dismissed the approval request",
             _ => "the person did not approve it",
         };
         tracing::info!(tool, reason, "the call was not approved");
         self.dispatcher.deny(decision, reason).await
+    }
+
+    /// A decision on the pending call `id` of this connection's session.
+    fn decision<'a>(&'a self, id: &'a str, tool: &'a str, by: &'a str) -> Decision<'a> {
+        Decision::new(id, &self.session).tool(tool).by(by)
+    }
+
+    /// Remembers that this connection's client was asked, as
+    /// `input_required`, to approve the call `id`.
+    fn remember_question(
+        &self,
+        id: &str,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        asked: &ToolResult,
+    ) {
+        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
+        let ttl = self.dispatcher.settings().approval_ttl;
+        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        // Forget the questions whose approvals have expired, then the oldest
+        // if too many are still open.
+        questions.retain(|_, question| question.asked_at.elapsed() < ttl);
+        while questions.len() >= MAX_OPEN_QUESTIONS {
+            let Some(oldest) = questions
+                .iter()
+                .min_by_key(|(_, question)| question.asked_at)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            questions.remove(&oldest);
+        }
+        questions.insert(
+            id.to_owned(),
+            Asked {
+                tool: tool.to_owned(),
+                arguments: [
+                    canonical_json(&Value::Object(arguments.clone())),
+                    canonical_json(&pending),
+                ],
+                asked_at: Instant::now(),
+            },
+        );
+    }
+
+    /// Whether `id` names a question this server asked its client about
+    /// `tool` with these `arguments`; if so it is forgotten (an answer is
+    /// used once).
+    fn take_question(&self, id: &str, tool: &str, arguments: &Map<String, Value>) -> bool {
+        let sent = canonical_json(&Value::Object(arguments.clone()));
+        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        let matches = questions
+            .get(id)
+            .is_some_and(|asked| asked.tool == tool && asked.arguments.contains(&sent));
+        if matches {
+            questions.remove(id);
+        }
+        matches
     }
 }
 
@@ -266,6 +449,35 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
     ) -> Result<CallToolResponse, ErrorData> {
         Ok(self.call(request, context).await)
     }
+}
+
+/// Whether the person accepted and said yes.
+fn said_yes(answer: &ElicitResult) -> bool {
+    answer.action == ElicitationAction::Accept
+        && answer
+            .content
+            .as_ref()
+            .and_then(|content| content.get(APPROVE_FIELD))
+            .and_then(Value::as_bool)
+            == Some(true)
+}
+
+/// 128 random bits, hex: names one connection's session.
+fn connection_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: a hash of the time, the process and a counter,
+        // still unique.
+        static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+        let seed = format!(
+            "{:?}/{}/{}",
+            std::time::SystemTime::now(),
+            std::process::id(),
+            CONNECTIONS.fetch_add(1, Ordering::Relaxed)
+        );
+        return digest(&Value::from(seed))[..32].to_owned();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether the client can show a person a form (an empty elicitation

@@ -3,16 +3,20 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, InitializeResult, ProtocolVersion,
-    ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InitializeResult,
+    InputResponses, ProtocolVersion, ServerCapabilities,
 };
 use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, serve_directly};
 use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
 use serde_json::{Map, Value, json};
-use toolcall::{Ctx, Dispatcher, Policy, Rejection, ToolError, tool, tools};
+use toolcall::{
+    Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, Rejection, ToolError, tool,
+    tools,
+};
 use toolcall_mcp::{McpServer, Options};
 
 // ------------------------------------------------------------------ tools
@@ -65,33 +69,59 @@ fn transfer(
     Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
 }
 
-fn dispatcher(bank: &Arc<Bank>) -> Arc<Dispatcher<Bank>> {
+/// How long a person has to approve, in these tests: short, so that a
+/// question nobody answers cannot hold a test for the default 15 minutes.
+const APPROVAL_TTL: Duration = Duration::from_secs(10);
+
+fn builder(bank: &Arc<Bank>) -> DispatcherBuilder<Bank> {
     let registry = tools![balance, transfer].unwrap();
-    Arc::new(
-        Dispatcher::builder(registry, Arc::clone(bank))
-            .build()
-            .unwrap(),
-    )
+    Dispatcher::builder(registry, Arc::clone(bank)).approval_ttl(APPROVAL_TTL)
+}
+
+fn dispatcher(bank: &Arc<Bank>) -> Arc<Dispatcher<Bank>> {
+    Arc::new(builder(bank).build().unwrap())
+}
+
+/// A dispatcher whose audit records the test reads.
+fn audited(bank: &Arc<Bank>) -> (Arc<Dispatcher<Bank>>, MemoryAudit) {
+    let audit = MemoryAudit::new();
+    let dispatcher = builder(bank).audit(audit.clone()).build().unwrap();
+    (Arc::new(dispatcher), audit)
 }
 
 // ------------------------------------------------------------------ client
 
-/// An MCP client whose person answers every approval question the same
-/// way, or a client that cannot ask anyone (`answer: None`).
+/// What the person behind a client does when asked.
+#[derive(Clone)]
+enum Behaviour {
+    /// Answers every approval question the same way.
+    Answer(ElicitResult),
+    /// The client fails to ask anyone.
+    Fail,
+    /// Nobody ever answers.
+    Hang,
+}
+
+/// An MCP client with a person behind it, or a client that cannot ask
+/// anyone (`behaviour: None`: it declares no elicitation). It records what
+/// it was asked; the tests check it (an assertion in the handler would only
+/// fail the client's task, and leave the server waiting).
 #[derive(Clone)]
 struct Person {
-    answer: Option<ElicitResult>,
-    declares_elicitation: bool,
-    asked: Arc<Mutex<Vec<String>>>,
+    behaviour: Option<Behaviour>,
+    asked: Arc<Mutex<Vec<(String, Value)>>>,
 }
 
 impl Person {
-    fn answering(answer: ElicitResult) -> Self {
+    fn with(behaviour: Option<Behaviour>) -> Self {
         Person {
-            answer: Some(answer),
-            declares_elicitation: true,
+            behaviour,
             asked: Arc::default(),
         }
+    }
+
+    fn answering(answer: ElicitResult) -> Self {
+        Person::with(Some(Behaviour::Answer(answer)))
     }
 
     fn approving() -> Self {
@@ -101,28 +131,38 @@ impl Person {
     }
 
     fn unreachable() -> Self {
-        Person {
-            answer: None,
-            declares_elicitation: false,
-            asked: Arc::default(),
-        }
+        Person::with(None)
     }
 
     /// A client that declares elicitation but fails to ask anyone.
     fn broken() -> Self {
-        Person {
-            answer: None,
-            declares_elicitation: true,
-            asked: Arc::default(),
-        }
+        Person::with(Some(Behaviour::Fail))
     }
 
+    /// A client that declares elicitation, behind which nobody answers.
+    fn absent() -> Self {
+        Person::with(Some(Behaviour::Hang))
+    }
+
+    /// The messages of the questions asked so far, each checked to be a
+    /// form with one required boolean `approve`.
     fn questions(&self) -> Vec<String> {
-        self.asked.lock().unwrap().clone()
+        let asked = self.asked.lock().unwrap().clone();
+        asked
+            .into_iter()
+            .map(|(message, schema)| {
+                assert_eq!(
+                    schema["properties"]["approve"]["type"], "boolean",
+                    "{schema}"
+                );
+                assert_eq!(schema["required"], json!(["approve"]), "{schema}");
+                message
+            })
+            .collect()
     }
 
     fn config(&self) -> ClientConfig {
-        let capabilities = if self.declares_elicitation {
+        let capabilities = if self.behaviour.is_some() {
             ClientCapabilities::builder().enable_elicitation().build()
         } else {
             ClientCapabilities::default()
@@ -147,15 +187,18 @@ impl ClientHandler for Person {
             ..
         } = request
         else {
+            self.asked
+                .lock()
+                .unwrap()
+                .push(("not a form".to_owned(), Value::Null));
             return Err(ErrorData::invalid_params("expected a form", None));
         };
-        let schema = serde_json::to_value(&requested_schema).unwrap();
-        assert_eq!(schema["properties"]["approve"]["type"], "boolean");
-        assert_eq!(schema["required"], json!(["approve"]));
-        self.asked.lock().unwrap().push(message);
-        match &self.answer {
-            Some(answer) => Ok(answer.clone()),
-            None => Err(ErrorData::invalid_request("nobody to ask", None)),
+        let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+        self.asked.lock().unwrap().push((message, schema));
+        match &self.behaviour {
+            Some(Behaviour::Answer(answer)) => Ok(answer.clone()),
+            Some(Behaviour::Hang) => std::future::pending().await,
+            Some(Behaviour::Fail) | None => Err(ErrorData::invalid_request("nobody to ask", None)),
         }
     }
 }
@@ -257,6 +300,8 @@ async fn lists_the_tools_with_schemas_and_annotations() {
     let read = &listed[0];
     assert_eq!(read["annotations"]["readOnlyHint"], true);
     assert_eq!(read["annotations"]["destructiveHint"], false);
+    assert_eq!(read["annotations"]["idempotentHint"], true);
+    assert_eq!(read["annotations"]["openWorldHint"], false);
 
     let write = &listed[1];
     assert_eq!(
@@ -479,6 +524,7 @@ async fn the_server_works_as_a_bare_handler_too() {
         Options::new("s").name("bank").version("9"),
     );
     assert_eq!(server.options().session, "s");
+    assert!(server.session().starts_with("s/"), "{}", server.session());
     let tools = server.tools().unwrap();
     assert_eq!(tools.len(), 2);
     let info = rmcp::ServerHandler::get_info(&server);
@@ -561,10 +607,14 @@ async fn on_2026_07_28_a_declined_approval_executes_nothing() {
         )
         .await
         .unwrap();
-    let rmcp::model::CallToolResponse::Complete(forged) = forged else {
-        panic!("expected a complete result");
+    // It is a fresh call: the person is asked again.
+    let CallToolResponse::InputRequired(asked) = forged else {
+        panic!("expected the question again, got {forged:?}");
     };
-    assert_eq!(code(&result_json(&forged)), "CONFIRMATION_INVALID");
+    assert_ne!(
+        asked.request_state.as_deref(),
+        Some("toolcall-approval:made-up")
+    );
     assert_eq!(bank.transfers(), 0);
 
     client.cancel().await.unwrap();
@@ -583,4 +633,439 @@ async fn on_2026_07_28_a_client_without_elicitation_gets_confirmation_required()
 
     client.cancel().await.unwrap();
     server.cancel().await.unwrap();
+}
+
+// ------------------------------------------- the answers a retry may carry
+
+/// The answer a client sends back on a retry.
+fn answer(approve: bool) -> InputResponses {
+    let mut responses = InputResponses::new();
+    let answer = if approve {
+        json!({"action": "accept", "content": {"approve": true}})
+    } else {
+        json!({"action": "decline"})
+    };
+    responses.insert("approval".to_owned(), answer);
+    responses
+}
+
+/// One `tools/call` round, without the client answering by itself: a retry
+/// when `state` is given, answered with `responses`.
+async fn call_once(
+    client: &Client,
+    tool: &'static str,
+    args: Value,
+    state: Option<&str>,
+    responses: Option<InputResponses>,
+) -> CallToolResponse {
+    let mut params = CallToolRequestParams::new(tool).with_arguments(arguments(args));
+    if let Some(state) = state {
+        params = params.with_request_state(state);
+    }
+    if let Some(responses) = responses {
+        params = params.with_input_responses(responses);
+    }
+    client
+        .call_tool_once(params)
+        .await
+        .expect("every outcome is a result, never a protocol error")
+}
+
+/// The `requestState` of an approval question.
+fn asked(response: CallToolResponse) -> String {
+    match response {
+        CallToolResponse::InputRequired(question) => question
+            .request_state
+            .expect("an approval question carries its state"),
+        other => panic!("expected an approval question, got {other:?}"),
+    }
+}
+
+/// The `ToolResult` JSON of a complete answer.
+fn complete(response: CallToolResponse) -> Value {
+    match response {
+        CallToolResponse::Complete(result) => result_json(&result),
+        other => panic!("expected a complete result, got {other:?}"),
+    }
+}
+
+fn other_args() -> Value {
+    json!({"to": "ACC-9", "amount_cents": 500_000})
+}
+
+/// Whether the audit claims a person decided through MCP.
+fn approved_by_a_person(audit: &MemoryAudit) -> bool {
+    audit
+        .records()
+        .iter()
+        .any(|record| record.approved_by.as_deref() == Some("mcp-elicitation"))
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_retry_with_other_arguments_runs_nothing_and_asks_again() {
+    let bank = Bank::new();
+    let person = Person::approving();
+    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+
+    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+
+    // The answer, sent back with other arguments: it approves nothing.
+    let again = call_once(
+        &client,
+        "transfer",
+        other_args(),
+        Some(&state),
+        Some(answer(true)),
+    )
+    .await;
+    let new_state = asked(again);
+    assert_ne!(new_state, state, "the other call is a question of its own");
+    assert_eq!(bank.transfers(), 0);
+
+    // The question asked is still open, for the call it was asked about.
+    let done = complete(
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            Some(&state),
+            Some(answer(true)),
+        )
+        .await,
+    );
+    assert_eq!(code(&done), "OK", "{done}");
+    assert_eq!(done["data"]["amount_cents"], 2590);
+    assert_eq!(bank.transfers(), 1);
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_confirmation_id_is_no_token_for_a_client_without_elicitation() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let person = Person::unreachable();
+    let (client, server) = connect_modern(dispatcher, &person).await;
+
+    let waiting = complete(call_once(&client, "transfer", refund_args(), None, None).await);
+    assert_eq!(code(&waiting), "CONFIRMATION_REQUIRED");
+    let id = waiting["confirmation_id"].as_str().unwrap().to_owned();
+
+    // The client forges the retry of a question it was never asked.
+    let forged = complete(
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            Some(&format!("toolcall-approval:{id}")),
+            Some(answer(true)),
+        )
+        .await,
+    );
+    assert_eq!(code(&forged), "CONFIRMATION_REQUIRED", "{forged}");
+    assert_eq!(bank.transfers(), 0);
+    assert!(person.questions().is_empty());
+    assert!(!approved_by_a_person(&audit), "{:?}", audit.records());
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_question_of_one_connection_is_not_answered_on_another() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let person = Person::approving();
+    let (asked_client, asked_server) = connect_modern(Arc::clone(&dispatcher), &person).await;
+    let (other_client, other_server) = connect_modern(dispatcher, &person).await;
+    assert_ne!(
+        asked_server.service().session(),
+        other_server.service().session()
+    );
+
+    let state = asked(call_once(&asked_client, "transfer", refund_args(), None, None).await);
+
+    // Another connection answers the first one's question: a fresh call of
+    // its own, asked about in its own session.
+    let elsewhere = call_once(
+        &other_client,
+        "transfer",
+        refund_args(),
+        Some(&state),
+        Some(answer(true)),
+    )
+    .await;
+    assert_ne!(asked(elsewhere), state);
+    assert_eq!(bank.transfers(), 0);
+    assert!(!approved_by_a_person(&audit));
+
+    // A no from elsewhere cancels nothing either.
+    let elsewhere = call_once(
+        &other_client,
+        "transfer",
+        refund_args(),
+        Some(&state),
+        Some(answer(false)),
+    )
+    .await;
+    asked(elsewhere);
+
+    let done = complete(
+        call_once(
+            &asked_client,
+            "transfer",
+            refund_args(),
+            Some(&state),
+            Some(answer(true)),
+        )
+        .await,
+    );
+    assert_eq!(code(&done), "OK", "{done}");
+    assert_eq!(bank.transfers(), 1);
+
+    for (client, server) in [(asked_client, asked_server), (other_client, other_server)] {
+        client.cancel().await.unwrap();
+        server.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_resent_approved_retry_is_replayed() {
+    let bank = Bank::new();
+    let person = Person::approving();
+    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+
+    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+    let retry = || {
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            Some(&state),
+            Some(answer(true)),
+        )
+    };
+    let done = complete(retry().await);
+    assert_eq!(code(&done), "OK", "{done}");
+    assert_eq!(done.get("replayed"), None);
+    assert_eq!(bank.transfers(), 1);
+
+    // The response was lost; the client sends the same retry again.
+    let again = complete(retry().await);
+    assert_eq!(code(&again), "OK", "{again}");
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["data"], done["data"]);
+    assert_eq!(bank.transfers(), 1);
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_retry_without_an_answer_cancels_nothing() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let person = Person::approving();
+    let (client, server) = connect_modern(dispatcher, &person).await;
+
+    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+
+    // A retry that carries no answer is asked again, and denies nothing.
+    let again = call_once(&client, "transfer", refund_args(), Some(&state), None).await;
+    asked(again);
+    let balance = complete(call_once(&client, "balance", json!({}), Some(&state), None).await);
+    assert_eq!(code(&balance), "OK");
+    assert!(
+        audit
+            .records()
+            .iter()
+            .all(|record| record.code != Code::ConfirmationDenied),
+        "{:?}",
+        audit.records()
+    );
+
+    let done = complete(
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            Some(&state),
+            Some(answer(true)),
+        )
+        .await,
+    );
+    assert_eq!(code(&done), "OK", "{done}");
+    assert_eq!(bank.transfers(), 1);
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_declined_retry_is_denied_once() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let person = Person::approving();
+    let (client, server) = connect_modern(dispatcher, &person).await;
+
+    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+    let denied = complete(
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            Some(&state),
+            Some(answer(false)),
+        )
+        .await,
+    );
+    assert_eq!(code(&denied), "CONFIRMATION_DENIED", "{denied}");
+    assert!(approved_by_a_person(&audit), "the person's no is audited");
+
+    // The question was answered: a yes sent for it afterwards is a fresh call.
+    let late = call_once(
+        &client,
+        "transfer",
+        refund_args(),
+        Some(&state),
+        Some(answer(true)),
+    )
+    .await;
+    assert_ne!(asked(late), state);
+    assert_eq!(bank.transfers(), 0);
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
+// ----------------------------------------------------- connections, limits
+
+#[tokio::test]
+async fn each_connection_has_its_own_session_and_step_budget() {
+    let bank = Bank::new();
+    let audit = MemoryAudit::new();
+    let dispatcher = Arc::new(
+        builder(&bank)
+            .max_steps(3)
+            .audit(audit.clone())
+            .build()
+            .unwrap(),
+    );
+
+    let one = McpServer::new(Arc::clone(&dispatcher), Options::new("mcp-test"));
+    let two = McpServer::new(Arc::clone(&dispatcher), Options::new("mcp-test"));
+    assert!(one.session().starts_with("mcp-test/"), "{}", one.session());
+    assert_ne!(one.session(), two.session());
+
+    let person = Person::unreachable();
+    let (first, first_server) = connect(Arc::clone(&dispatcher), &person).await;
+    let (second, second_server) = connect(dispatcher, &person).await;
+    for step in 1..=3 {
+        let read = result_json(&call(&first, "balance", json!({})).await);
+        assert_eq!(code(&read), "OK", "step {step}: {read}");
+    }
+    let over = result_json(&call(&first, "balance", json!({})).await);
+    assert_eq!(code(&over), "STEP_LIMIT", "{over}");
+
+    // The other connection's budget is untouched.
+    let read = result_json(&call(&second, "balance", json!({})).await);
+    assert_eq!(code(&read), "OK", "{read}");
+
+    let sessions: std::collections::BTreeSet<String> = audit
+        .records()
+        .into_iter()
+        .map(|record| record.session_id)
+        .collect();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    assert!(sessions.iter().all(|s| s.starts_with("mcp-test/")));
+
+    hang_up(first, first_server).await;
+    hang_up(second, second_server).await;
+}
+
+#[tokio::test]
+async fn arguments_past_the_raw_limits_are_invalid_json() {
+    let bank = Bank::new();
+    let person = Person::approving();
+    let (client, server) = connect(dispatcher(&bank), &person).await;
+
+    let large = json!({"to": "A".repeat(70 * 1024), "amount_cents": 2590});
+    let result = result_json(&call(&client, "transfer", large).await);
+    assert_eq!(code(&result), "INVALID_JSON", "{}", result["message"]);
+
+    let mut deep = json!([]);
+    for _ in 0..40 {
+        deep = json!([deep]);
+    }
+    let result = result_json(&call(&client, "balance", json!({"x": deep})).await);
+    assert_eq!(code(&result), "INVALID_JSON", "{}", result["message"]);
+
+    assert!(person.questions().is_empty());
+    assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn nobody_answering_in_time_runs_nothing() {
+    let bank = Bank::new();
+    let audit = MemoryAudit::new();
+    let dispatcher = Arc::new(
+        builder(&bank)
+            .approval_ttl(Duration::from_millis(300))
+            .audit(audit.clone())
+            .build()
+            .unwrap(),
+    );
+    let person = Person::absent();
+    let (client, server) = connect(dispatcher, &person).await;
+
+    let result = result_json(&call(&client, "transfer", refund_args()).await);
+    assert!(
+        ["CONFIRMATION_EXPIRED", "CONFIRMATION_DENIED"].contains(&code(&result)),
+        "{result}"
+    );
+    assert_eq!(person.questions().len(), 1);
+    assert_eq!(bank.transfers(), 0);
+    assert!(!approved_by_a_person(&audit), "{:?}", audit.records());
+    assert!(
+        audit
+            .records()
+            .iter()
+            .any(|record| record.approved_by.as_deref() == Some("mcp-server"))
+    );
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn cancelling_the_call_while_the_person_is_asked_denies_it() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let person = Person::absent();
+    let (client, server) = connect(dispatcher, &person).await;
+
+    // The client gives up waiting: dropping the request cancels it.
+    let params = CallToolRequestParams::new("transfer").with_arguments(arguments(refund_args()));
+    let waited = tokio::time::timeout(Duration::from_millis(500), client.call_tool_once(params));
+    assert!(waited.await.is_err(), "nobody answers, so the call waits");
+
+    let mut denied = None;
+    for _ in 0..100 {
+        denied = audit
+            .records()
+            .into_iter()
+            .find(|record| record.code == Code::ConfirmationDenied);
+        if denied.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let denied = denied.expect("the cancelled call is denied");
+    assert_eq!(denied.approved_by.as_deref(), Some("mcp-server"));
+    assert_eq!(person.questions().len(), 1);
+    assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
 }

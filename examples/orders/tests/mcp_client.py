@@ -13,8 +13,9 @@ shop:
   question then travels as an `input_required` result and the SDK retries.
 
 Each session checks that the tools are listed with their annotations, that
-`25.9` for an integer amount is a tool error naming the field, that a
-declined approval changes nothing, and that an accepted one refunds exactly
+`25.9` for an integer amount is a tool error naming the field, that
+arguments over 64 KiB are `INVALID_JSON`, that a declined approval changes
+nothing, and that an accepted one refunds exactly
 once (the identical retry is replayed, not refunded again).
 
 Prints one line per check and exits 0 when all passed, 1 at the first
@@ -135,6 +136,11 @@ async def play(label: str, session: Any, person: Person) -> None:
     check(code(wrong) == "INVALID_ARGUMENTS", f"{label}: ... with code INVALID_ARGUMENTS", wrong)
     check("amount_cents" in wrong.get("message", ""), f"{label}: ... naming amount_cents", wrong)
     check(not person.questions, f"{label}: nobody is asked about an invalid call", person.questions)
+
+    # Arguments past the pipeline's 64 KiB limit on raw arguments.
+    large = outcome(await session.call_tool("refund_order", {**refund_args(REFUND_CENTS), "reason": "x" * 70_000}))
+    check(code(large) == "INVALID_JSON", f"{label}: arguments over 64 KiB are INVALID_JSON", large.get("message"))
+    check(not person.questions, f"{label}: ... and nobody is asked", person.questions)
 
     # The person declines.
     person.approve = False
