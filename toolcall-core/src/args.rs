@@ -486,7 +486,10 @@ fn add_integer_ranges(schema: &mut Value) {
                     Some("int8") => Some((i8::MIN.into(), i8::MAX.into())),
                     Some("int16") => Some((i16::MIN.into(), i16::MAX.into())),
                     Some("int32") => Some((i32::MIN.into(), i32::MAX.into())),
-                    Some("int64" | "int" | "int128") => Some((i64::MIN.into(), i64::MAX.into())),
+                    Some("int64" | "int") => Some((i64::MIN.into(), i64::MAX.into())),
+                    // A JSON number here is at most a u64 (serde_json without
+                    // arbitrary precision), so that is what an i128 can receive.
+                    Some("int128") => Some((i64::MIN.into(), u64::MAX.into())),
                     Some("uint8") => Some((0.into(), u8::MAX.into())),
                     Some("uint16") => Some((0.into(), u16::MAX.into())),
                     Some("uint32") => Some((0.into(), u32::MAX.into())),

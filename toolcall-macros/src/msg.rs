@@ -37,7 +37,7 @@ pub(crate) fn invalid_pattern(error: &dyn std::fmt::Display) -> String {
 pub(crate) fn bad_tool_name(name: &str) -> String {
     format!(
         "tool name `{name}` is rejected by model providers: use 1 to 64 characters from \
-         `a-z`, `A-Z`, `0-9`, `_` and `-`; set it with #[tool(name = \"...\")]"
+         `a-z`, `A-Z`, `0-9`, `_` and `-`, the first a letter or `_`; set it with #[tool(name = \"...\")]"
     )
 }
 

@@ -19,7 +19,13 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
         ));
     }
     let name = tool.tool_name();
+    // What every provider accepts: OpenAI and Anthropic take
+    // `^[a-zA-Z0-9_-]{1,64}$`, Gemini also wants a letter or `_` first.
     let valid_name = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');

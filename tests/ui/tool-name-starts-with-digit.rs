@@ -1,0 +1,9 @@
+use toolcall::{tool, Rejection};
+
+/// Renders a model; Gemini refuses a function name that starts with a digit.
+#[tool(name = "3d_render")]
+fn render(scene: String) -> Result<String, Rejection> {
+    Ok(scene)
+}
+
+fn main() {}
