@@ -157,7 +157,8 @@ impl Error {
     }
 
     /// The process's exit code for this error: 1 for a breaking contract
-    /// change, 2 otherwise.
+    /// change, clap's code for [`Usage`](Error::Usage) (0 for `--help` and
+    /// `--version`, 2 for a malformed command line), 2 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Breaking { .. } => 1,
@@ -235,9 +236,13 @@ impl Command {
 
     /// Runs any command with the application's dispatcher; its registry and
     /// its default caller's policy stand for [`run_static`](Self::run_static)'s.
-    /// `session` is the conversation `replay` and `mcp` run in.
+    /// `program` is the application's name (the MCP server introduces itself
+    /// by it). `session` is the conversation `replay` runs in, and the prefix
+    /// of `mcp`'s sessions: each MCP connection runs in a session of its own,
+    /// `<session>/<connection id>` (see `toolcall_mcp::Options::session`).
     pub async fn run<S, St>(
         &self,
+        program: &str,
         dispatcher: Arc<Dispatcher<S, St>>,
         session: &str,
     ) -> Result<(), Error>
@@ -250,6 +255,7 @@ impl Command {
             Command::Mcp => {
                 let mut options = toolcall_mcp::Options::default();
                 options.session = session.to_owned();
+                options.name = program.to_owned();
                 toolcall_mcp::serve_stdio(dispatcher, options)
                     .await
                     .map_err(Error::Mcp)
@@ -257,6 +263,35 @@ impl Command {
             other => other.run_static(dispatcher.registry(), dispatcher.default_caller().policy()),
         }
     }
+}
+
+/// A policy that allows the named tools, refusing a name the registry does
+/// not have (a typo in `--allow` would otherwise deny every call, or print no
+/// definitions, without a word). Names are trimmed; empty ones are skipped.
+/// With no names at all, every tool is allowed.
+pub fn allowlist<T: AsRef<str>>(registry: &Registry, names: &[T]) -> Result<Policy, Error> {
+    let names: Vec<&str> = names
+        .iter()
+        .map(|name| name.as_ref().trim())
+        .filter(|name| !name.is_empty())
+        .collect();
+    if names.is_empty() {
+        return Ok(Policy::new().allow(registry.iter().map(|spec| spec.name())));
+    }
+    let unknown: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| registry.get(name).is_none())
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
+        return Err(Error::Input(format!(
+            "--allow names no tool `{}`; the tools are: {}",
+            unknown.join("`, `"),
+            known.join(", ")
+        )));
+    }
+    Ok(Policy::new().allow(names))
 }
 
 /// Opens `path` for reading; `-` is standard input.
@@ -273,8 +308,21 @@ fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead>, Error> {
 /// Writes `text` to `path`, or to standard output.
 fn write_output(path: Option<&Path>, text: &str) -> Result<(), Error> {
     match path {
+        // Written beside the target and renamed over it, so that a reader
+        // never sees half a file.
         Some(path) => {
-            std::fs::write(path, text).map_err(Error::io(format!("write {}", path.display())))
+            let mut partial = path.as_os_str().to_owned();
+            partial.push(".partial");
+            let partial = PathBuf::from(partial);
+            std::fs::write(&partial, text)
+                .and_then(|()| std::fs::rename(&partial, path))
+                .map_err(|source| {
+                    let _ = std::fs::remove_file(&partial);
+                    Error::Io {
+                        action: format!("write {}", path.display()),
+                        source,
+                    }
+                })
         }
         None => {
             let mut stdout = io::stdout().lock();
@@ -359,12 +407,17 @@ fn check(registry: &Registry, file: &Path) -> Result<(), Error> {
 #[serde(deny_unknown_fields)]
 struct ReplayLine {
     tool: String,
-    #[serde(default)]
+    #[serde(default = "no_arguments")]
     arguments: Value,
     #[serde(default)]
     confirmed: bool,
     #[serde(default)]
     call_id: Option<String>,
+}
+
+/// A replay line without `arguments` calls the tool with none.
+fn no_arguments() -> Value {
+    Value::Object(serde_json::Map::new())
 }
 
 async fn replay<S, St>(
@@ -377,14 +430,22 @@ where
     St: Store,
 {
     let reader = open_input(input)?;
+    let source = match input {
+        Some(path) if path.as_os_str() != "-" => path.display().to_string(),
+        _ => "standard input".to_owned(),
+    };
     let mut stdout = BufWriter::new(io::stdout().lock());
     for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(Error::io(format!("read line {}", index + 1)))?;
+        let line = line.map_err(Error::io(format!("read line {} of {source}", index + 1)))?;
         if line.trim().is_empty() {
             continue;
         }
-        let call: ReplayLine = serde_json::from_str(&line)
-            .map_err(|e| Error::Input(format!("line {}: not a replay call: {e}", index + 1)))?;
+        let call: ReplayLine = serde_json::from_str(&line).map_err(|e| {
+            Error::Input(format!(
+                "{source}: line {}: not a replay call: {e}",
+                index + 1
+            ))
+        })?;
         let arguments = match &call.arguments {
             Value::String(raw) => Arguments::Raw(raw),
             parsed => Arguments::Parsed(parsed),
@@ -487,7 +548,7 @@ impl<S: Any + Send + Sync> App<S> {
     {
         use clap::CommandFactory as _;
         use clap::FromArgMatches as _;
-        let mut command = AppCli::command().name(self.name);
+        let mut command = AppCli::command().name(self.name).bin_name(self.name);
         if let Some(version) = self.version {
             command = command.version(version).propagate_version(true);
         }
@@ -495,16 +556,10 @@ impl<S: Any + Send + Sync> App<S> {
             .try_get_matches_from_mut(args)
             .and_then(|matches| AppCli::from_arg_matches(&matches))
             .map_err(|error| Error::Usage(error.format(&mut command)))?;
-        let policy = if cli.common.allow.is_empty() {
-            Policy::new().allow(self.registry.iter().map(|spec| spec.name()))
-        } else {
-            Policy::new().allow(cli.common.allow.iter().map(|t| t.trim()))
-        };
-        if !cli.command.runs_tools() {
-            return cli.command.run_static(&self.registry, &policy);
-        }
+        let policy = allowlist(&self.registry, &cli.common.allow)?;
+        let runs_tools = cli.command.runs_tools();
         let mut builder = Dispatcher::builder(self.registry, self.state).policy(policy);
-        if let Some(path) = &cli.common.audit {
+        if let Some(path) = cli.common.audit.as_ref().filter(|_| runs_tools) {
             let sink = JsonLinesAudit::open(path)
                 .map_err(Error::io(format!("open {}", path.display())))?;
             builder = builder.audit(sink);
@@ -513,13 +568,19 @@ impl<S: Any + Send + Sync> App<S> {
             builder = configure(builder);
         }
         let dispatcher = builder.build().map_err(|e| Error::Input(e.to_string()))?;
+        if !runs_tools {
+            // The policy `configure` set, if any, is the one `definitions` follows.
+            return cli
+                .command
+                .run_static(dispatcher.registry(), dispatcher.default_caller().policy());
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(Error::io("start the async runtime"))?;
         runtime.block_on(
             cli.command
-                .run(Arc::new(dispatcher), &cli.common.session_id),
+                .run(self.name, Arc::new(dispatcher), &cli.common.session_id),
         )
     }
 }

@@ -96,7 +96,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
             json!({"tool": "transfer", "arguments": {"amount_cents": 500}, "call_id": "c1"}),
             json!({"tool": "transfer", "arguments": "{\"amount_cents\": 500}", "call_id": "c2"}),
             json!({"tool": "transfer", "arguments": {"amount_cents": 5.5}}),
-            json!({"tool": "balance", "arguments": {}}),
+            json!({"tool": "balance"}),
         ]
         .iter()
         .map(|c| format!("{c}\n"))
@@ -230,12 +230,25 @@ fn usage_errors_and_help_do_not_exit_the_process() {
         );
     }
     assert!(text.contains("Usage: bank"), "{text}");
+    // The usage line names the application, whatever argv[0] is.
+    let renamed = app(&bank)
+        .run_from(["/usr/local/bin/other", "--help"])
+        .unwrap_err();
+    assert!(renamed.to_string().contains("Usage: bank"), "{renamed}");
 
     let version = run(&bank, &["--version"]).unwrap_err();
     assert_eq!(
         (version.exit_code(), version.to_string()),
         (0, "bank 2.4.1\n".to_owned())
     );
+
+    let typo = run(
+        &bank,
+        &["definitions", "--format", "openai", "--allow", "transfr"],
+    )
+    .unwrap_err();
+    assert_eq!(typo.exit_code(), 2);
+    assert!(typo.to_string().contains("`transfr`"), "{typo}");
 
     let unknown = run(&bank, &["frobnicate"]).unwrap_err();
     assert_eq!(unknown.exit_code(), 2);

@@ -38,12 +38,13 @@ struct Cli {
     #[arg(long, value_name = "FILE", global = true)]
     audit: Option<PathBuf>,
 
-    /// Where the pipeline remembers calls: `memory` (this run only) or
+    /// Where the pipeline remembers calls: `memory` (this run only),
     /// `sqlite:PATH` (a file that another run, or another process, shares:
-    /// what one did, the other replays). The shop itself starts fresh each run.
+    /// what one did, the other replays) or a `postgres://` URL (a server that
+    /// replicas share). The shop itself starts fresh each run.
     #[arg(
         long,
-        value_name = "memory|sqlite:PATH",
+        value_name = "memory|sqlite:PATH|postgres://...",
         default_value = "memory",
         global = true
     )]
@@ -92,9 +93,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(command) = cli.command.as_ref().filter(|c| !c.runs_tools()) {
         let outcome = registry().and_then(|registry| {
-            command
-                .run_static(&registry, &policy(&cli.settings))
-                .map_err(Failure::Cli)
+            let policy = policy(&registry, &cli.settings)?;
+            command.run_static(&registry, &policy).map_err(Failure::Cli)
         });
         return finish(outcome);
     }
@@ -148,16 +148,12 @@ fn registry() -> Result<Registry, Failure> {
     tools![get_order, refund_order].map_err(|e| Failure::Setup(e.to_string()))
 }
 
-fn policy(settings: &SettingsArgs) -> Policy {
-    Policy::new()
-        .allow(
-            settings
-                .allow
-                .iter()
-                .map(|tool| tool.trim())
-                .filter(|tool| !tool.is_empty()),
-        )
-        .limit("max_refund_cents", settings.max_refund_cents)
+/// The caller's policy: the tools `--allow` names (each must exist), and the
+/// refund limit.
+fn policy(registry: &Registry, settings: &SettingsArgs) -> Result<Policy, Failure> {
+    toolcall_cli::allowlist(registry, &settings.allow)
+        .map(|policy| policy.limit("max_refund_cents", settings.max_refund_cents))
+        .map_err(Failure::Cli)
 }
 
 fn run<St: Store + 'static>(
@@ -173,7 +169,7 @@ fn run<St: Store + 'static>(
             Ok(())
         }
         Some(command) => runtime
-            .block_on(command.run(Arc::new(dispatcher), session))
+            .block_on(command.run("orders", Arc::new(dispatcher), session))
             .map_err(Failure::Cli),
     }
 }
@@ -185,9 +181,11 @@ fn dispatcher<St: Store>(
 ) -> Result<Dispatcher<Shop, St>, Failure> {
     let shop = Shop::new();
     shop.lose_next_responses(settings.lose_next_response);
-    let mut builder = Dispatcher::builder(registry()?, Arc::new(shop))
+    let registry = registry()?;
+    let policy = policy(&registry, settings)?;
+    let mut builder = Dispatcher::builder(registry, Arc::new(shop))
         .store(store)
-        .policy(policy(settings))
+        .policy(policy)
         .max_steps(settings.max_steps)
         .max_duplicate_calls(settings.max_duplicate_calls)
         .max_retries(settings.max_retries)

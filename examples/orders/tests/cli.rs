@@ -507,3 +507,42 @@ fn report_reads_the_audit_log_of_a_replay() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("line 2"));
 }
+
+/// The example's own contract is committed beside it and guarded: a change
+/// to `get_order` or `refund_order` that breaks it fails here until the tool
+/// gets a new version or the lock is rewritten on purpose (`orders lock
+/// --file examples/orders/tools.lock.json`).
+#[test]
+fn the_committed_lock_file_matches_the_tools() {
+    let lock = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools.lock.json");
+    let output = orders(&["check", "--file", lock.to_str().unwrap()], "");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("the tools match"), "{stdout}");
+}
+
+/// A name in `--allow` that is no tool is an error, not a caller who may do
+/// nothing; a replay line without `arguments` calls the tool with none.
+#[test]
+fn allow_names_real_tools_and_arguments_default_to_none() {
+    let typo = orders(
+        &["definitions", "--format", "openai", "--allow", "get_ordr"],
+        "",
+    );
+    assert_eq!(typo.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        stderr.contains("`get_ordr`") && stderr.contains("get_order, refund_order"),
+        "{stderr}"
+    );
+    assert!(typo.stdout.is_empty());
+
+    let answers = replay(&[], &[json!({"tool": "get_order"})]);
+    // The call reached validation: an object without the required order id.
+    assert_eq!(answers[0]["code"], "INVALID_ARGUMENTS", "{}", answers[0]);
+    assert!(answers[0]["message"].as_str().unwrap().contains("order_id"));
+}
