@@ -72,6 +72,9 @@ pub enum Command {
     Lock(LockArgs),
     /// Compares the tools with the lock file; fails (exit code 1), naming
     /// each change, when a tool changed incompatibly without a new version.
+    ///
+    /// Each change is printed as `breaking:`, `review:` (a description
+    /// changed: check that its meaning, a unit say, did not) or `compatible:`.
     Check(LockArgs),
     /// Serves the tools over the Model Context Protocol on standard input and
     /// output; every call goes through the pipeline.
@@ -381,13 +384,11 @@ fn check(registry: &Registry, file: &Path) -> Result<(), Error> {
     let mut stdout = io::stdout().lock();
     let mut breaking = 0;
     for change in &changes {
-        let kind = if change.is_breaking() {
+        if change.is_breaking() {
             breaking += 1;
-            "breaking"
-        } else {
-            "compatible"
-        };
-        writeln!(stdout, "{kind}: {change}").map_err(Error::io("write to standard output"))?;
+        }
+        writeln!(stdout, "{}: {change}", change.severity())
+            .map_err(Error::io("write to standard output"))?;
     }
     if breaking > 0 {
         return Err(Error::Breaking {

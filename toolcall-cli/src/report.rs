@@ -3,69 +3,111 @@
 //!
 //! The dispatcher writes one [`AuditRecord`] per call, whatever its outcome
 //! ([`JsonLinesAudit`](toolcall_core::JsonLinesAudit) writes them one JSON
-//! object a line). [`read_audit`] reads such a log and [`Report::from_records`]
+//! object a line), and one per decision a person makes on a pending
+//! approval. [`read_audit`] reads such a log and [`Report::from_records`]
 //! counts it. The report prints as aligned plain-text tables
 //! ([`Display`](fmt::Display)) or as JSON ([`Report::to_json`]).
 //!
-//! # Terms
+//! # Calls and decisions
 //!
-//! Every record falls in exactly one of three outcomes:
+//! A record is a **decision**, the host carrying out what a person decided
+//! on a pending approval, when either
+//!
+//! * it has `approved_by` ([`Dispatcher::approve`] and [`Dispatcher::deny`]
+//!   write it), or
+//! * it was sent `confirmed` and answers an earlier `CONFIRMATION_REQUIRED`
+//!   record not yet answered, of the same `session_id`, `tool` and
+//!   `arguments` (compared as canonical JSON, so spacing and member order do
+//!   not matter): the host sending the model's call again once a person
+//!   approved it.
+//!
+//! A decision answers the oldest unanswered `CONFIRMATION_REQUIRED` record
+//! with the same session, tool and arguments, if there is one (a decision
+//! with `approved_by` counts as a decision even without one: the log may
+//! start after the request). Every other record is a **call**: something
+//! the model asked for. Decisions are not calls: they appear in no
+//! per-tool count, rate or duration, only under `confirmations`.
+//!
+//! # Outcomes of a call
+//!
+//! Every call falls in exactly one of four outcomes:
 //!
 //! * **ok**: `ok` is `true` (this includes replays);
-//! * **awaiting confirmation**: `ok` is `false` and the code is
-//!   `CONFIRMATION_REQUIRED`. The call was valid and is waiting for a person;
-//!   it is neither a success nor a refusal;
-//! * **rejected**: every other record with `ok` `false`, whatever the stage
-//!   that refused it (validation, policy, a business check, a denied
-//!   approval, a timeout, ...).
+//! * **awaiting confirmation**: the code is `CONFIRMATION_REQUIRED`. The call
+//!   was valid and waits for a person; neither a success nor a refusal;
+//! * **refused by the host**: the host application or a person acting
+//!   through it refused the call, not because of anything the model sent:
+//!   `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`
+//!   (an approval id passed with the call that is stale or wrong) and
+//!   `STEP_LIMIT` (the session's step budget is spent);
+//! * **rejected**: every other call with `ok` `false`: what the model can
+//!   fix by calling differently (invalid arguments, a policy limit, a
+//!   business check, an unknown tool, the loop guard, ...). Failures of the
+//!   tool or the pipeline (`TIMEOUT`, `UPSTREAM_UNAVAILABLE`, ...) are
+//!   counted here too.
 //!
-//! A rejected record is **recovered** when the *next* record of the same
-//! session (`session_id`) for the same tool (`tool`), in log order, is ok or
-//! awaiting confirmation: the model's next attempt at that tool got through
-//! the pipeline. A rejection with no later record for that tool in its
-//! session is not recovered (the model gave up, or the log ends). Log order is
-//! the order the dispatcher finished the calls in, not the `step`, because a
-//! person's decision on a pending approval is recorded later under the step
-//! of the call it answers.
+//! A rejected call is **recovered** when the model's *next attempt* is ok
+//! or awaiting confirmation: the next call (decisions are skipped) of the
+//! same session (`session_id`) for the same tool (`tool`), in log order; for
+//! `UNKNOWN_TOOL` and `TOOL_NOT_ALLOWED`, whose fix is to call another
+//! tool, the next call of the session whatever its tool. A rejection with
+//! no next attempt is not recovered (the model gave up, or the log ends),
+//! nor is one whose next attempt was refused by the host. Log order is the
+//! order the dispatcher finished the records in, not the `step`, because a
+//! person's decision is recorded later under the step of the call it
+//! answers. The recovery rate tells whether the rejections' messages let
+//! the model correct itself; refusals by the host are kept out of it, and
+//! out of the rejection rate, and counted on their own.
 //!
 //! # Metrics
 //!
-//! For all records, per tool, per rejection code and per (tool, code) pair:
+//! For all calls, per tool, per rejection code and per (tool, code) pair:
 //!
 //! | metric | definition |
 //! |---|---|
-//! | `calls` | records |
-//! | `ok`, `awaiting_confirmation`, `rejected` | records with each outcome (they add up to `calls`) |
+//! | `calls` | calls (not decisions) |
+//! | `ok`, `awaiting_confirmation`, `rejected`, `refused_by_host` | calls with each outcome (they add up to `calls`) |
 //! | `rejection_rate` | `rejected / calls`; for a code, its rejections over *all* calls; for a (tool, code) pair, over that tool's calls |
-//! | `recovered` | rejected records that were recovered |
+//! | `recovered` | rejected calls that were recovered |
 //! | `recovery_rate` | `recovered / rejected`, absent (`null`, `-`) when nothing was rejected |
-//! | `replayed` | records with `replayed` `true`: a stored result returned instead of running the tool again |
-//! | `loop_detected` | records with the code `LOOP_DETECTED`: the loop guard stopped a repeated call |
-//! | `duration_ms.p50`, `duration_ms.p95` | nearest-rank percentiles of `duration_ms`: the value at rank ⌈p/100 · n⌉ of the n durations in ascending order; absent without records |
+//! | `replayed` | calls with `replayed` `true`: a stored result returned instead of running the tool again |
+//! | `loop_detected` | calls with the code `LOOP_DETECTED`: the loop guard stopped a repeated call |
+//! | `duration_ms.p50`, `duration_ms.p95` | nearest-rank percentiles of the calls' `duration_ms`: the value at rank ⌈p/100 · n⌉ of the n durations in ascending order; absent without calls |
+//!
+//! The rejection codes are those of rejected calls only.
 //!
 //! Over the whole log only:
 //!
 //! | metric | definition |
 //! |---|---|
-//! | `sessions` | distinct `session_id`s |
-//! | `confirmations.required` | records with `CONFIRMATION_REQUIRED` |
-//! | `confirmations.approved` | records that are ok, not replayed, and either carry `approved_by` (a person's decision through the host) or were sent `confirmed`. The record does not say whether the tool needed an approval, so a host that marks every call confirmed counts them all |
-//! | `confirmations.denied`, `.expired`, `.invalid` | records with `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
+//! | `sessions` | distinct `session_id`s, of calls and decisions |
+//! | `confirmations.required` | calls with `CONFIRMATION_REQUIRED` |
+//! | `confirmations.approved` | decisions by which a person let the call run: every decision but those with `CONFIRMATION_DENIED`, `_EXPIRED` or `_INVALID`, that is ok or was sent `confirmed` |
+//! | `confirmations.approved_then_failed` | of those, the ones that are not ok: the checks re-run on approval refused the call, or the tool failed |
+//! | `confirmations.denied`, `.expired`, `.invalid` | records, decisions or calls, with `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
+//! | `confirmations.failed` | decisions in none of the above: the approval could not be taken (the store failed) |
+//! | `confirmations.unanswered` | `CONFIRMATION_REQUIRED` calls that no decision answered (still pending, or abandoned) |
+//! | `confirmations.decisions` | decision records |
+//! | `confirmations.confirmed_unasked` | calls sent `confirmed` that answer no `CONFIRMATION_REQUIRED`: the host asked a person beforehand, or marks calls confirmed; they are not counted as approvals |
 //! | `confirmations.denial_rate` | `denied / (approved + denied)`, absent when both are zero: how often people refuse what the model proposes |
-//! | `step_limit.calls` | records with `STEP_LIMIT`: calls refused because the session used up its step budget |
-//! | `step_limit.sessions` | distinct sessions with at least one such record |
+//! | `step_limit.calls` | calls with `STEP_LIMIT`: refused because the session used up its step budget |
+//! | `step_limit.sessions` | distinct sessions with at least one such call |
 //!
 //! Rates are fractions from 0 to 1 in JSON and percentages in the table.
+//!
+//! [`Dispatcher::approve`]: toolcall_core::Dispatcher::approve
+//! [`Dispatcher::deny`]: toolcall_core::Dispatcher::deny
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::{self, Write as _};
 use std::io::{self, BufRead};
 
 use serde_json::{Value, json};
+use toolcall_core::canonical::canonical_json;
 use toolcall_core::{AuditRecord, Code};
 
 /// The version of the JSON layout of [`Report::to_json`].
-pub const FORMAT_VERSION: u64 = 1;
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Why an audit log could not be read. Lines are numbered from 1, counting
 /// blank ones.
@@ -141,28 +183,32 @@ pub fn read_audit(reader: impl BufRead) -> Result<Vec<AuditRecord>, ReadError> {
     Ok(records)
 }
 
-/// Counts for a set of records: all of them, or one tool's. See the
+/// Counts for a set of calls: all of them, or one tool's. See the
 /// [module docs](self) for the definitions.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Records.
+    /// Calls (decision records are not calls).
     pub calls: u64,
-    /// Records with `ok` true.
+    /// Calls with `ok` true.
     pub ok: u64,
-    /// Records with `CONFIRMATION_REQUIRED`.
+    /// Calls with `CONFIRMATION_REQUIRED`.
     pub awaiting_confirmation: u64,
-    /// Records neither ok nor awaiting confirmation.
+    /// Calls refused for something the model can fix: neither ok, awaiting
+    /// confirmation, nor refused by the host.
     pub rejected: u64,
-    /// Rejected records whose session's next call of the same tool got through.
+    /// Calls the host or a person refused: `CONFIRMATION_DENIED`,
+    /// `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`, `STEP_LIMIT`.
+    pub refused_by_host: u64,
+    /// Rejected calls whose next attempt (see the module docs) got through.
     pub recovered: u64,
-    /// Records with `replayed` true.
+    /// Calls with `replayed` true.
     pub replayed: u64,
-    /// Records with `LOOP_DETECTED`.
+    /// Calls with `LOOP_DETECTED`.
     pub loop_detected: u64,
-    /// Median `duration_ms` (nearest rank), if there are records.
+    /// Median `duration_ms` (nearest rank), if there are calls.
     pub p50_ms: Option<f64>,
-    /// 95th percentile of `duration_ms` (nearest rank), if there are records.
+    /// 95th percentile of `duration_ms` (nearest rank), if there are calls.
     pub p95_ms: Option<f64>,
 }
 
@@ -183,6 +229,7 @@ impl Stats {
             "ok": self.ok,
             "awaiting_confirmation": self.awaiting_confirmation,
             "rejected": self.rejected,
+            "refused_by_host": self.refused_by_host,
             "rejection_rate": self.rejection_rate(),
             "recovered": self.recovered,
             "recovery_rate": self.recovery_rate(),
@@ -211,7 +258,7 @@ pub struct Rejections {
     pub tool: Option<String>,
     /// The code.
     pub code: String,
-    /// Rejected records with this code.
+    /// Rejected calls with this code.
     pub rejected: u64,
     /// `rejected` over all calls (all tools) or over the tool's calls.
     pub rate: f64,
@@ -239,20 +286,35 @@ impl Rejections {
     }
 }
 
-/// What happened to calls that needed a person's approval.
+/// What happened to calls that needed a person's approval. See the
+/// [module docs](self) for how decisions are told from calls and paired
+/// with the calls they answer.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Confirmations {
-    /// Records with `CONFIRMATION_REQUIRED`.
+    /// Calls with `CONFIRMATION_REQUIRED`.
     pub required: u64,
-    /// Ok, not replayed records with `approved_by` set or `confirmed` true.
+    /// Decisions that let the call run (ok, or sent `confirmed`), whatever
+    /// came of it.
     pub approved: u64,
+    /// Approved decisions that are not ok: the re-run checks refused the
+    /// call, or the tool failed.
+    pub approved_then_failed: u64,
     /// Records with `CONFIRMATION_DENIED`.
     pub denied: u64,
     /// Records with `CONFIRMATION_EXPIRED`.
     pub expired: u64,
     /// Records with `CONFIRMATION_INVALID`.
     pub invalid: u64,
+    /// Decisions neither approved, denied, expired nor invalid (the
+    /// approval could not be taken).
+    pub failed: u64,
+    /// `CONFIRMATION_REQUIRED` calls that no decision answered.
+    pub unanswered: u64,
+    /// Decision records.
+    pub decisions: u64,
+    /// Calls sent `confirmed` that answer no `CONFIRMATION_REQUIRED`; not approvals.
+    pub confirmed_unasked: u64,
 }
 
 impl Confirmations {
@@ -266,7 +328,7 @@ impl Confirmations {
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Report {
-    /// Counts over every record.
+    /// Counts over every call.
     pub totals: Stats,
     /// Distinct sessions.
     pub sessions: u64,
@@ -278,31 +340,77 @@ pub struct Report {
     pub by_tool_and_code: Vec<Rejections>,
     /// Approval outcomes.
     pub confirmations: Confirmations,
-    /// Records refused with `STEP_LIMIT`.
+    /// Calls refused with `STEP_LIMIT`.
     pub step_limit_calls: u64,
-    /// Sessions with at least one `STEP_LIMIT` record.
+    /// Sessions with at least one `STEP_LIMIT` call.
     pub step_limit_sessions: u64,
 }
 
-/// The outcome class of one record.
+/// The outcome class of one call.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     Ok,
     Awaiting,
     Rejected,
+    RefusedByHost,
 }
 
 fn outcome(record: &AuditRecord) -> Outcome {
     if record.ok {
-        Outcome::Ok
-    } else if record.code == Code::ConfirmationRequired {
-        Outcome::Awaiting
-    } else {
-        Outcome::Rejected
+        return Outcome::Ok;
+    }
+    match record.code {
+        Code::ConfirmationRequired => Outcome::Awaiting,
+        Code::ConfirmationDenied
+        | Code::ConfirmationExpired
+        | Code::ConfirmationInvalid
+        | Code::StepLimit => Outcome::RefusedByHost,
+        _ => Outcome::Rejected,
     }
 }
 
-/// Counts and durations gathered for one group of records.
+/// Whether the model's fix for this rejection is to call another tool.
+fn wrong_tool(record: &AuditRecord) -> bool {
+    matches!(record.code, Code::UnknownTool | Code::ToolNotAllowed)
+}
+
+/// The arguments as compared when pairing a decision with the call it
+/// answers: canonical JSON when they parse, the text as it is otherwise.
+fn arguments_key(arguments: &str) -> String {
+    serde_json::from_str::<Value>(arguments)
+        .map_or_else(|_| arguments.to_owned(), |value| canonical_json(&value))
+}
+
+/// For each record, whether it is a decision (see the module docs), and the
+/// number of `CONFIRMATION_REQUIRED` calls answered by one.
+fn decisions(records: &[AuditRecord]) -> (Vec<bool>, u64) {
+    let mut pending: HashMap<(&str, &str, String), u64> = HashMap::new();
+    let mut answered = 0;
+    let decided = records
+        .iter()
+        .map(|record| {
+            let key = (
+                record.session_id.as_str(),
+                record.tool.as_str(),
+                arguments_key(&record.arguments),
+            );
+            let waiting = pending.get(&key).copied().unwrap_or(0);
+            let decision = record.approved_by.is_some() || (record.confirmed && waiting > 0);
+            if decision {
+                if waiting > 0 {
+                    pending.insert(key, waiting - 1);
+                    answered += 1;
+                }
+            } else if record.code == Code::ConfirmationRequired {
+                *pending.entry(key).or_default() += 1;
+            }
+            decision
+        })
+        .collect();
+    (decided, answered)
+}
+
+/// Counts and durations gathered for one group of calls.
 #[derive(Default)]
 struct Tally {
     stats: Stats,
@@ -316,6 +424,7 @@ impl Tally {
         match outcome(record) {
             Outcome::Ok => stats.ok += 1,
             Outcome::Awaiting => stats.awaiting_confirmation += 1,
+            Outcome::RefusedByHost => stats.refused_by_host += 1,
             Outcome::Rejected => {
                 stats.rejected += 1;
                 stats.recovered += u64::from(recovered);
@@ -351,7 +460,8 @@ fn ratio(part: u64, whole: u64) -> Option<f64> {
 impl Report {
     /// Counts `records`, taken in log order (oldest first).
     pub fn from_records(records: &[AuditRecord]) -> Report {
-        let recovered = recoveries(records);
+        let (decided, answered) = decisions(records);
+        let recovered = recoveries(records, &decided);
         let mut totals = Tally::default();
         let mut tools: BTreeMap<&str, Tally> = BTreeMap::new();
         let mut by_code: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -361,38 +471,56 @@ impl Report {
         let mut confirmations = Confirmations::default();
         let mut step_limit_calls = 0;
 
-        for (record, &recovered) in records.iter().zip(&recovered) {
+        for ((record, &recovered), &decision) in records.iter().zip(&recovered).zip(&decided) {
+            sessions.insert(record.session_id.as_str());
+            match &record.code {
+                Code::ConfirmationDenied => confirmations.denied += 1,
+                Code::ConfirmationExpired => confirmations.expired += 1,
+                Code::ConfirmationInvalid => confirmations.invalid += 1,
+                _ => {}
+            }
+            if decision {
+                confirmations.decisions += 1;
+                match &record.code {
+                    Code::ConfirmationDenied
+                    | Code::ConfirmationExpired
+                    | Code::ConfirmationInvalid => {}
+                    _ if record.ok => confirmations.approved += 1,
+                    _ if record.confirmed => {
+                        confirmations.approved += 1;
+                        confirmations.approved_then_failed += 1;
+                    }
+                    _ => confirmations.failed += 1,
+                }
+                continue;
+            }
+
             totals.add(record, recovered);
             tools
                 .entry(&record.tool)
                 .or_default()
                 .add(record, recovered);
-            sessions.insert(record.session_id.as_str());
-            if outcome(record) == Outcome::Rejected {
-                let code = record.code.as_str();
-                for counts in [
-                    by_code.entry(code).or_default(),
-                    by_tool_and_code.entry((&record.tool, code)).or_default(),
-                ] {
-                    counts.0 += 1;
-                    counts.1 += u64::from(recovered);
+            confirmations.confirmed_unasked += u64::from(record.confirmed);
+            match outcome(record) {
+                Outcome::Rejected => {
+                    let code = record.code.as_str();
+                    for counts in [
+                        by_code.entry(code).or_default(),
+                        by_tool_and_code.entry((&record.tool, code)).or_default(),
+                    ] {
+                        counts.0 += 1;
+                        counts.1 += u64::from(recovered);
+                    }
                 }
-            }
-            match &record.code {
-                Code::ConfirmationRequired => confirmations.required += 1,
-                Code::ConfirmationDenied => confirmations.denied += 1,
-                Code::ConfirmationExpired => confirmations.expired += 1,
-                Code::ConfirmationInvalid => confirmations.invalid += 1,
-                Code::StepLimit => {
+                Outcome::Awaiting => confirmations.required += 1,
+                Outcome::RefusedByHost if record.code == Code::StepLimit => {
                     step_limit_calls += 1;
                     step_limited.insert(record.session_id.as_str());
                 }
                 _ => {}
             }
-            if record.ok && !record.replayed && (record.approved_by.is_some() || record.confirmed) {
-                confirmations.approved += 1;
-            }
         }
+        confirmations.unanswered = confirmations.required.saturating_sub(answered);
 
         let totals = totals.finish();
         let tools: Vec<ToolStats> = tools
@@ -456,24 +584,30 @@ impl Report {
     ///
     /// ```text
     /// {
-    ///   "format_version": 1,
+    ///   "format_version": 2,
     ///   "sessions": <count>,
     ///   "totals": <stats>,
     ///   "tools": [{"tool": <name>, ...<stats>}],
     ///   "rejections_by_code": [<rejections>],
     ///   "rejections_by_tool_and_code": [{"tool": <name>, ...<rejections>}],
-    ///   "confirmations": {"required", "approved", "denied", "expired", "invalid", "denial_rate"},
+    ///   "confirmations": {"required", "approved", "approved_then_failed", "denied",
+    ///                     "expired", "invalid", "failed", "unanswered", "decisions",
+    ///                     "confirmed_unasked", "denial_rate"},
     ///   "step_limit": {"calls", "sessions"}
     /// }
-    /// <stats> = "calls", "ok", "awaiting_confirmation", "rejected", "rejection_rate",
-    ///           "recovered", "recovery_rate", "replayed", "loop_detected",
-    ///           "duration_ms": {"p50", "p95"}
+    /// <stats> = "calls", "ok", "awaiting_confirmation", "rejected", "refused_by_host",
+    ///           "rejection_rate", "recovered", "recovery_rate", "replayed",
+    ///           "loop_detected", "duration_ms": {"p50", "p95"}
     /// <rejections> = "code", "rejected", "rate", "recovered", "recovery_rate"
     /// ```
     ///
     /// Counts are integers, rates fractions from 0 to 1, and a rate or a
     /// duration without a denominator is `null`. The members are written in
     /// this order, and the lists in the order of the [`Report`] fields.
+    ///
+    /// Version 2 counts decisions apart from calls, adds `refused_by_host`
+    /// (no longer part of `rejected`) and the confirmation members after
+    /// `approved` but for `denial_rate`.
     pub fn to_json(&self) -> Value {
         let tools: Vec<Value> = self
             .tools
@@ -499,9 +633,14 @@ impl Report {
             "confirmations": {
                 "required": c.required,
                 "approved": c.approved,
+                "approved_then_failed": c.approved_then_failed,
                 "denied": c.denied,
                 "expired": c.expired,
                 "invalid": c.invalid,
+                "failed": c.failed,
+                "unanswered": c.unanswered,
+                "decisions": c.decisions,
+                "confirmed_unasked": c.confirmed_unasked,
                 "denial_rate": c.denial_rate(),
             },
             "step_limit": {
@@ -512,17 +651,31 @@ impl Report {
     }
 }
 
-/// For each record, whether it is a recovered rejection: walking the log
-/// backwards, the next record of each (session, tool) is always at hand.
-fn recoveries(records: &[AuditRecord]) -> Vec<bool> {
-    let mut next_got_through: HashMap<(&str, &str), bool> = HashMap::new();
+/// For each record, whether it is a recovered rejection. Walking the log
+/// backwards, the next call of each (session, tool) and of each session is
+/// always at hand; decisions are not the model's attempts and are skipped.
+fn recoveries(records: &[AuditRecord], decided: &[bool]) -> Vec<bool> {
+    let got_through =
+        |record: &AuditRecord| matches!(outcome(record), Outcome::Ok | Outcome::Awaiting);
+    let mut next_of_tool: HashMap<(&str, &str), bool> = HashMap::new();
+    let mut next_in_session: HashMap<&str, bool> = HashMap::new();
     let mut recovered = vec![false; records.len()];
     for (i, record) in records.iter().enumerate().rev() {
-        let key = (record.session_id.as_str(), record.tool.as_str());
-        if outcome(record) == Outcome::Rejected {
-            recovered[i] = next_got_through.get(&key).copied().unwrap_or(false);
+        if decided[i] {
+            continue;
         }
-        next_got_through.insert(key, outcome(record) != Outcome::Rejected);
+        let session = record.session_id.as_str();
+        let key = (session, record.tool.as_str());
+        if outcome(record) == Outcome::Rejected {
+            let next = if wrong_tool(record) {
+                next_in_session.get(session)
+            } else {
+                next_of_tool.get(&key)
+            };
+            recovered[i] = next.copied().unwrap_or(false);
+        }
+        next_of_tool.insert(key, got_through(record));
+        next_in_session.insert(session, got_through(record));
     }
     recovered
 }
@@ -583,6 +736,7 @@ fn stats_row(first: String, s: &Stats) -> Vec<String> {
         percent(s.rejection_rate()),
         s.recovered.to_string(),
         percent(s.recovery_rate()),
+        s.refused_by_host.to_string(),
         s.replayed.to_string(),
         s.loop_detected.to_string(),
         millis(s.p50_ms),
@@ -608,16 +762,25 @@ fn rejection_row(r: &Rejections) -> Vec<String> {
 impl fmt::Display for Report {
     /// Aligned plain-text tables: a summary line, the counts per tool (and
     /// for all tools), rejections by code and by tool and code, then the
-    /// confirmation outcomes and the step budget.
+    /// confirmation outcomes, the decisions and the step budget.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.totals;
         let mut out = String::new();
+        let c = &self.confirmations;
         let _ = writeln!(
             out,
-            "{} call(s) in {} session(s): {} ok, {} awaiting confirmation, {} rejected",
-            t.calls, self.sessions, t.ok, t.awaiting_confirmation, t.rejected
+            "{} call(s) in {} session(s): {} ok, {} awaiting confirmation, {} rejected, \
+             {} refused by the host",
+            t.calls, self.sessions, t.ok, t.awaiting_confirmation, t.rejected, t.refused_by_host
         );
-        if t.calls == 0 {
+        if c.decisions > 0 {
+            let _ = writeln!(
+                out,
+                "{} decision(s) on approvals, not counted as calls",
+                c.decisions
+            );
+        }
+        if t.calls == 0 && c.decisions == 0 {
             return f.write_str(&out);
         }
 
@@ -639,6 +802,7 @@ impl fmt::Display for Report {
                 "rejection",
                 "recovered",
                 "recovery",
+                "refused",
                 "replayed",
                 "loops",
                 "p50 ms",
@@ -674,7 +838,6 @@ impl fmt::Display for Report {
             );
         }
 
-        let c = &self.confirmations;
         out.push('\n');
         let _ = writeln!(
             out,
@@ -685,6 +848,12 @@ impl fmt::Display for Report {
             c.expired,
             c.invalid,
             percent(c.denial_rate())
+        );
+        let _ = writeln!(
+            out,
+            "  {} approved then failed, {} decision(s) not carried out, {} never answered, \
+             {} call(s) sent confirmed unasked",
+            c.approved_then_failed, c.failed, c.unanswered, c.confirmed_unasked
         );
         let _ = writeln!(
             out,

@@ -30,29 +30,36 @@ fn line(session: &str, tool: &str, code: &str, duration_ms: f64, extra: Value) -
     record.to_string()
 }
 
-/// Fifteen records in four sessions, in log order. The expected numbers:
+/// Twenty-one records in six sessions, in log order. Decisions (D) are not
+/// calls. The expected numbers:
 ///
-/// | # | session | tool | code | outcome | recovered? |
+/// | # | session | tool | code | class | recovered? |
 /// |---|---|---|---|---|---|
 /// | 1 | s1 | get_order | OK | ok | |
 /// | 2 | s1 | refund_order | INVALID_ARGUMENTS | rejected | yes: #4 awaits confirmation |
 /// | 3 | s2 | refund_order | CURRENCY_MISMATCH | rejected | no: #7 rejected |
 /// | 4 | s1 | refund_order | CONFIRMATION_REQUIRED | awaiting | |
-/// | 5 | s1 | refund_order | OK, approved_by ana | ok, approved | |
-/// | 6 | s1 | refund_order | OK, replayed, confirmed | ok, replayed (not an approval) | |
+/// | 5 | s1 | refund_order | OK, approved_by ana | D: approved, answers #4 | |
+/// | 6 | s1 | refund_order | OK, replayed, confirmed | ok, replayed, confirmed unasked | |
 /// | 7 | s2 | refund_order | INVALID_ARGUMENTS | rejected | no: #8 rejected |
-/// | 8 | s2 | refund_order | LOOP_DETECTED | rejected | no: #9 rejected |
-/// | 9 | s2 | refund_order | CONFIRMATION_DENIED, approved_by bob | rejected, denied | yes: #13 ok |
-/// | 10 | s3 | lookup | UNKNOWN_TOOL | rejected | no: nothing after |
-/// | 11 | s3 | get_order | STEP_LIMIT | rejected | no: #12 rejected |
-/// | 12 | s3 | get_order | STEP_LIMIT | rejected | no |
-/// | 13 | s2 | refund_order | OK, confirmed | ok, approved | |
-/// | 14 | s1 | refund_order | CONFIRMATION_EXPIRED | rejected | no |
-/// | 15 | s4 | refund_order | CONFIRMATION_INVALID | rejected | no |
+/// | 8 | s2 | refund_order | LOOP_DETECTED | rejected | yes: #9 is a decision, #13 ok |
+/// | 9 | s2 | refund_order | CONFIRMATION_DENIED, approved_by bob | D: denied | |
+/// | 10 | s3 | lookup | UNKNOWN_TOOL | rejected | yes: #11, another tool, ok |
+/// | 11 | s3 | get_order | OK | ok | |
+/// | 12 | s3 | get_order | STEP_LIMIT | refused by the host | |
+/// | 13 | s2 | refund_order | OK, confirmed | ok, confirmed unasked | |
+/// | 14 | s3 | get_order | STEP_LIMIT | refused by the host | |
+/// | 15 | s1 | refund_order | CONFIRMATION_EXPIRED | refused by the host | |
+/// | 16 | s4 | refund_order | CONFIRMATION_INVALID | refused by the host | |
+/// | 17 | s5 | refund_order `{"order_id": "ORD-1", "amount_cents": 10}` | CONFIRMATION_REQUIRED | awaiting | |
+/// | 18 | s5 | refund_order, same arguments compact and reordered | POLICY_LIMIT, approved_by ana, confirmed | D: approved then failed, answers #17 | |
+/// | 19 | s6 | refund_order `{"order_id": "ORD-2"}` | CONFIRMATION_REQUIRED | awaiting | |
+/// | 20 | s6 | refund_order, same arguments | OK, confirmed | D: approved (the host sent the call again), answers #19 | |
+/// | 21 | s6 | refund_order `{"order_id": "ORD-3"}` | CONFIRMATION_REQUIRED | awaiting, never answered | |
 ///
-/// Durations are 1 to 15 ms in that order.
+/// Durations are 1 to 21 ms in that order.
 fn hand_built_log() -> String {
-    let rows: [(&str, &str, &str, Value); 15] = [
+    let rows: [(&str, &str, &str, Value); 21] = [
         ("s1", "get_order", "OK", json!({})),
         ("s1", "refund_order", "INVALID_ARGUMENTS", json!({})),
         ("s2", "refund_order", "CURRENCY_MISMATCH", json!({})),
@@ -78,11 +85,43 @@ fn hand_built_log() -> String {
             json!({"approved_by": "bob"}),
         ),
         ("s3", "lookup", "UNKNOWN_TOOL", json!({})),
-        ("s3", "get_order", "STEP_LIMIT", json!({})),
+        ("s3", "get_order", "OK", json!({})),
         ("s3", "get_order", "STEP_LIMIT", json!({})),
         ("s2", "refund_order", "OK", json!({"confirmed": true})),
+        ("s3", "get_order", "STEP_LIMIT", json!({})),
         ("s1", "refund_order", "CONFIRMATION_EXPIRED", json!({})),
         ("s4", "refund_order", "CONFIRMATION_INVALID", json!({})),
+        (
+            "s5",
+            "refund_order",
+            "CONFIRMATION_REQUIRED",
+            json!({"arguments": r#"{"order_id": "ORD-1", "amount_cents": 10}"#}),
+        ),
+        (
+            "s5",
+            "refund_order",
+            "POLICY_LIMIT",
+            json!({"arguments": r#"{"amount_cents":10,"order_id":"ORD-1"}"#,
+                   "approved_by": "ana", "confirmed": true}),
+        ),
+        (
+            "s6",
+            "refund_order",
+            "CONFIRMATION_REQUIRED",
+            json!({"arguments": r#"{"order_id": "ORD-2"}"#}),
+        ),
+        (
+            "s6",
+            "refund_order",
+            "OK",
+            json!({"arguments": r#"{"order_id":"ORD-2"}"#, "confirmed": true}),
+        ),
+        (
+            "s6",
+            "refund_order",
+            "CONFIRMATION_REQUIRED",
+            json!({"arguments": r#"{"order_id": "ORD-3"}"#}),
+        ),
     ];
     let mut text = String::new();
     for (i, (session, tool, code, extra)) in rows.into_iter().enumerate() {
@@ -94,8 +133,12 @@ fn hand_built_log() -> String {
 
 fn hand_built_report() -> Report {
     let records = read_audit(Cursor::new(hand_built_log())).unwrap();
-    assert_eq!(records.len(), 15);
+    assert_eq!(records.len(), 21);
     Report::from_records(&records)
+}
+
+fn report_of(lines: &[String]) -> Report {
+    Report::from_records(&read_audit(Cursor::new(lines.join("\n"))).unwrap())
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -106,26 +149,41 @@ fn close(a: f64, b: f64) -> bool {
 fn totals_on_the_hand_built_log() {
     let report = hand_built_report();
     let t = &report.totals;
-    assert_eq!(report.sessions, 4);
+    assert_eq!(report.sessions, 6);
     assert_eq!(
-        (t.calls, t.ok, t.awaiting_confirmation, t.rejected),
-        (15, 4, 1, 10)
+        (
+            t.calls,
+            t.ok,
+            t.awaiting_confirmation,
+            t.rejected,
+            t.refused_by_host
+        ),
+        (17, 4, 4, 5, 4),
+        "21 records less 4 decisions"
     );
-    assert!(close(t.rejection_rate().unwrap(), 10.0 / 15.0));
-    assert_eq!(t.recovered, 2, "#2 and #9");
-    assert!(close(t.recovery_rate().unwrap(), 0.2));
+    assert!(close(t.rejection_rate().unwrap(), 5.0 / 17.0));
+    assert_eq!(t.recovered, 3, "#2, #8 and #10");
+    assert!(close(t.recovery_rate().unwrap(), 0.6));
     assert_eq!(t.replayed, 1);
     assert_eq!(t.loop_detected, 1);
-    // Nearest rank over 1..=15: rank ceil(7.5) = 8 and ceil(14.25) = 15.
-    assert_eq!((t.p50_ms, t.p95_ms), (Some(8.0), Some(15.0)));
+    // The calls' durations: 1-4, 6-8, 10-17, 19, 21 (17 of them): ranks
+    // ceil(8.5) = 9 and ceil(16.15) = 17.
+    assert_eq!((t.p50_ms, t.p95_ms), (Some(11.0), Some(21.0)));
 
     let c = &report.confirmations;
     assert_eq!(
-        (c.required, c.approved, c.denied, c.expired, c.invalid),
-        (1, 2, 1, 1, 1),
-        "approved: #5 (approved_by) and #13 (confirmed); #6 is a replay"
+        (c.required, c.approved, c.approved_then_failed, c.denied),
+        (4, 3, 1, 1),
+        "approved: #5, #18 (then refused on re-check) and #20 (sent again confirmed)"
     );
-    assert!(close(c.denial_rate().unwrap(), 1.0 / 3.0));
+    assert_eq!((c.expired, c.invalid, c.failed), (1, 1, 0));
+    assert_eq!(c.decisions, 4);
+    assert_eq!(c.unanswered, 1, "#21");
+    assert_eq!(
+        c.confirmed_unasked, 2,
+        "#6 and #13 are calls, not approvals"
+    );
+    assert!(close(c.denial_rate().unwrap(), 0.25));
     assert_eq!(
         (report.step_limit_calls, report.step_limit_sessions),
         (2, 1)
@@ -140,15 +198,16 @@ fn per_tool_counts_on_the_hand_built_log() {
 
     let get = &report.tools[0].stats;
     assert_eq!(
-        (get.calls, get.ok, get.rejected, get.recovered),
-        (3, 1, 2, 0)
+        (get.calls, get.ok, get.rejected, get.refused_by_host),
+        (4, 2, 0, 2)
     );
-    // Durations 1, 11, 12: ranks ceil(1.5) = 2 and ceil(2.85) = 3.
-    assert_eq!((get.p50_ms, get.p95_ms), (Some(11.0), Some(12.0)));
-    assert_eq!(get.recovery_rate(), Some(0.0));
+    // Durations 1, 11, 12, 14: ranks 2 and ceil(3.8) = 4.
+    assert_eq!((get.p50_ms, get.p95_ms), (Some(11.0), Some(14.0)));
+    assert_eq!(get.rejection_rate(), Some(0.0));
+    assert_eq!(get.recovery_rate(), None, "STEP_LIMIT is not a rejection");
 
     let lookup = &report.tools[1].stats;
-    assert_eq!((lookup.calls, lookup.rejected), (1, 1));
+    assert_eq!((lookup.calls, lookup.rejected, lookup.recovered), (1, 1, 1));
     assert_eq!(lookup.rejection_rate(), Some(1.0));
 
     let refund = &report.tools[2].stats;
@@ -158,15 +217,16 @@ fn per_tool_counts_on_the_hand_built_log() {
             refund.ok,
             refund.awaiting_confirmation,
             refund.rejected,
+            refund.refused_by_host,
             refund.recovered,
             refund.replayed,
             refund.loop_detected
         ),
-        (11, 3, 1, 7, 2, 1, 1)
+        (12, 2, 4, 4, 2, 2, 1, 1)
     );
-    // Durations 2..=9, 13, 14, 15: ranks 6 and 11.
-    assert_eq!((refund.p50_ms, refund.p95_ms), (Some(7.0), Some(15.0)));
-    assert!(close(refund.recovery_rate().unwrap(), 2.0 / 7.0));
+    // Durations 2-4, 6-8, 13, 15-17, 19, 21: ranks 6 and ceil(11.4) = 12.
+    assert_eq!((refund.p50_ms, refund.p95_ms), (Some(8.0), Some(21.0)));
+    assert!(close(refund.recovery_rate().unwrap(), 0.5));
 }
 
 #[test]
@@ -181,17 +241,14 @@ fn rejections_by_code_and_by_tool_and_code() {
         by_code,
         [
             ("INVALID_ARGUMENTS", 2, 1),
-            ("STEP_LIMIT", 2, 0),
-            ("CONFIRMATION_DENIED", 1, 1),
-            ("CONFIRMATION_EXPIRED", 1, 0),
-            ("CONFIRMATION_INVALID", 1, 0),
             ("CURRENCY_MISMATCH", 1, 0),
-            ("LOOP_DETECTED", 1, 0),
-            ("UNKNOWN_TOOL", 1, 0),
-        ]
+            ("LOOP_DETECTED", 1, 1),
+            ("UNKNOWN_TOOL", 1, 1),
+        ],
+        "refusals by the host (STEP_LIMIT, CONFIRMATION_*) are not rejections"
     );
     assert!(report.by_code.iter().all(|r| r.tool.is_none()));
-    assert!(close(report.by_code[0].rate, 2.0 / 15.0), "over all calls");
+    assert!(close(report.by_code[0].rate, 2.0 / 17.0), "over all calls");
     assert_eq!(report.by_code[0].recovery_rate(), Some(0.5));
 
     let pairs: Vec<(&str, &str, u64)> = report
@@ -202,21 +259,17 @@ fn rejections_by_code_and_by_tool_and_code() {
     assert_eq!(
         pairs,
         [
-            ("get_order", "STEP_LIMIT", 2),
             ("lookup", "UNKNOWN_TOOL", 1),
             ("refund_order", "INVALID_ARGUMENTS", 2),
-            ("refund_order", "CONFIRMATION_DENIED", 1),
-            ("refund_order", "CONFIRMATION_EXPIRED", 1),
-            ("refund_order", "CONFIRMATION_INVALID", 1),
             ("refund_order", "CURRENCY_MISMATCH", 1),
             ("refund_order", "LOOP_DETECTED", 1),
         ]
     );
     assert!(
-        close(report.by_tool_and_code[0].rate, 2.0 / 3.0),
+        close(report.by_tool_and_code[0].rate, 1.0),
         "over the tool's calls"
     );
-    assert!(close(report.by_tool_and_code[2].rate, 2.0 / 11.0));
+    assert!(close(report.by_tool_and_code[1].rate, 2.0 / 12.0));
 }
 
 #[test]
@@ -228,9 +281,8 @@ fn recovery_looks_at_the_next_call_of_the_same_tool_in_the_same_session_only() {
         line("a", "get_order", "OK", 1.0, json!({})),
         line("a", "refund_order", "POLICY_LIMIT", 1.0, json!({})),
         line("a", "refund_order", "OK", 1.0, json!({})),
-    ]
-    .join("\n");
-    let report = Report::from_records(&read_audit(Cursor::new(log)).unwrap());
+    ];
+    let report = report_of(&log);
     let refund = report
         .tools
         .iter()
@@ -250,6 +302,157 @@ fn recovery_looks_at_the_next_call_of_the_same_tool_in_the_same_session_only() {
 }
 
 #[test]
+fn a_persons_decision_is_not_the_models_next_attempt() {
+    let denied = json!({"approved_by": "bob"});
+    let approved = json!({"approved_by": "ana", "confirmed": true});
+    let log = [
+        // Rejected, a person denies an earlier call, then the model's next
+        // call gets through: recovered.
+        line("a", "refund_order", "INVALID_ARGUMENTS", 1.0, json!({})),
+        line("a", "refund_order", "CONFIRMATION_DENIED", 1.0, denied),
+        line("a", "refund_order", "OK", 1.0, json!({})),
+        // Rejected, then only a person's approval of an earlier call: the
+        // model did not try again.
+        line("b", "refund_order", "POLICY_LIMIT", 1.0, json!({})),
+        line("b", "refund_order", "OK", 1.0, approved),
+    ];
+    let report = report_of(&log);
+    let recovered: Vec<(&str, u64)> = report
+        .by_code
+        .iter()
+        .map(|r| (r.code.as_str(), r.recovered))
+        .collect();
+    assert_eq!(recovered, [("INVALID_ARGUMENTS", 1), ("POLICY_LIMIT", 0)]);
+    assert_eq!(report.totals.calls, 3, "the two decisions are not calls");
+    assert_eq!(report.confirmations.decisions, 2);
+}
+
+#[test]
+fn refusals_by_the_host_are_neither_rejections_nor_recoveries() {
+    let log = [
+        line("a", "refund_order", "CONFIRMATION_EXPIRED", 1.0, json!({})),
+        line("a", "refund_order", "OK", 1.0, json!({})),
+        line("a", "get_order", "INVALID_ARGUMENTS", 1.0, json!({})),
+        // The next attempt is refused by the host: not a recovery.
+        line("a", "get_order", "STEP_LIMIT", 1.0, json!({})),
+        line("b", "refund_order", "CONFIRMATION_INVALID", 1.0, json!({})),
+    ];
+    let report = report_of(&log);
+    let t = &report.totals;
+    assert_eq!(
+        (t.calls, t.ok, t.rejected, t.refused_by_host, t.recovered),
+        (5, 1, 1, 3, 0)
+    );
+    assert!(close(t.rejection_rate().unwrap(), 0.2));
+    assert_eq!(t.recovery_rate(), Some(0.0));
+    let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(codes, ["INVALID_ARGUMENTS"]);
+    let c = &report.confirmations;
+    assert_eq!((c.expired, c.invalid, c.decisions), (1, 1, 0));
+    assert_eq!(report.step_limit_calls, 1);
+}
+
+#[test]
+fn an_unknown_tool_is_recovered_by_the_next_call_of_any_tool() {
+    let log = [
+        line("a", "lookup_order", "UNKNOWN_TOOL", 1.0, json!({})),
+        line("a", "get_order", "OK", 1.0, json!({})),
+        line("a", "delete_order", "TOOL_NOT_ALLOWED", 1.0, json!({})),
+        line("a", "cancel_order", "INVALID_ARGUMENTS", 1.0, json!({})),
+        line("a", "cancel_order", "OK", 1.0, json!({})),
+    ];
+    let report = report_of(&log);
+    let recovered: Vec<(&str, u64)> = report
+        .by_code
+        .iter()
+        .map(|r| (r.code.as_str(), r.recovered))
+        .collect();
+    assert_eq!(
+        recovered,
+        [
+            ("INVALID_ARGUMENTS", 1),
+            ("TOOL_NOT_ALLOWED", 0),
+            ("UNKNOWN_TOOL", 1),
+        ],
+        "TOOL_NOT_ALLOWED was followed by another rejection"
+    );
+}
+
+#[test]
+fn decisions_are_paired_with_the_confirmation_they_answer() {
+    let asked = |args: &str| json!({"arguments": args});
+    let log = [
+        // One call approved through `approve`: one call, one approval.
+        line(
+            "a",
+            "refund_order",
+            "CONFIRMATION_REQUIRED",
+            1.0,
+            asked(r#"{"n": 1}"#),
+        ),
+        line(
+            "a",
+            "refund_order",
+            "OK",
+            1.0,
+            json!({"arguments": r#"{"n":1}"#, "approved_by": "ana", "confirmed": true}),
+        ),
+        // Approved, but the re-run check refuses it: still an approval.
+        line(
+            "a",
+            "refund_order",
+            "CONFIRMATION_REQUIRED",
+            1.0,
+            asked(r#"{"n": 2}"#),
+        ),
+        line(
+            "a",
+            "refund_order",
+            "POLICY_LIMIT",
+            1.0,
+            json!({"arguments": r#"{"n": 2}"#, "approved_by": "ana", "confirmed": true}),
+        ),
+        // A call the host marks confirmed without having been asked: no approval.
+        line(
+            "a",
+            "refund_order",
+            "OK",
+            1.0,
+            json!({"arguments": r#"{"n": 3}"#, "confirmed": true}),
+        ),
+        // Denied through `deny`.
+        line(
+            "a",
+            "refund_order",
+            "CONFIRMATION_REQUIRED",
+            1.0,
+            asked(r#"{"n": 4}"#),
+        ),
+        line(
+            "a",
+            "refund_order",
+            "CONFIRMATION_DENIED",
+            1.0,
+            json!({"arguments": r#"{"n": 4}"#, "approved_by": "bob"}),
+        ),
+    ];
+    let report = report_of(&log);
+    let t = &report.totals;
+    assert_eq!(
+        (t.calls, t.ok, t.awaiting_confirmation, t.rejected),
+        (4, 1, 3, 0),
+        "three asked calls and the unasked confirmed one; the re-check's refusal is the decision's"
+    );
+    let c = &report.confirmations;
+    assert_eq!(
+        (c.required, c.approved, c.approved_then_failed, c.denied),
+        (3, 2, 1, 1)
+    );
+    assert_eq!((c.decisions, c.unanswered, c.confirmed_unasked), (3, 0, 1));
+    assert!(close(c.denial_rate().unwrap(), 1.0 / 3.0));
+}
+
+#[test]
 fn the_table_is_aligned() {
     let text = hand_built_report().to_string();
     insta::assert_snapshot!("report_table", text);
@@ -265,8 +468,14 @@ fn the_table_is_aligned() {
         "{table:#?}"
     );
     assert!(table[4].starts_with("(all) "));
+    assert!(text.starts_with(
+        "17 call(s) in 6 session(s): 4 ok, 4 awaiting confirmation, 5 rejected, 4 refused by the host\n\
+         4 decision(s) on approvals, not counted as calls\n"
+    ));
     assert!(text.contains(
-        "confirmations: 1 required, 2 approved, 1 denied, 1 expired, 1 invalid (denial rate 33.3%)"
+        "confirmations: 4 required, 3 approved, 1 denied, 1 expired, 1 invalid (denial rate 25.0%)\n  \
+         1 approved then failed, 0 decision(s) not carried out, 1 never answered, \
+         2 call(s) sent confirmed unasked\n"
     ));
     assert!(text.contains("step budget: 2 call(s) refused with STEP_LIMIT, in 1 session(s)"));
     assert!(
@@ -297,25 +506,49 @@ fn the_json_has_the_documented_shape() {
             "step_limit"
         ]
     );
-    assert_eq!(json["format_version"], 1);
-    assert_eq!(json["totals"]["calls"], 15);
-    assert_eq!(json["totals"]["recovery_rate"], 0.2);
+    assert_eq!(json["format_version"], 2);
+    let stats: Vec<&str> = json["totals"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        stats,
+        [
+            "calls",
+            "ok",
+            "awaiting_confirmation",
+            "rejected",
+            "refused_by_host",
+            "rejection_rate",
+            "recovered",
+            "recovery_rate",
+            "replayed",
+            "loop_detected",
+            "duration_ms"
+        ]
+    );
+    assert_eq!(json["totals"]["calls"], 17);
+    assert_eq!(json["totals"]["refused_by_host"], 4);
+    assert_eq!(json["totals"]["recovery_rate"], 0.6);
     assert_eq!(
         json["totals"]["duration_ms"],
-        json!({"p50": 8.0, "p95": 15.0})
+        json!({"p50": 11.0, "p95": 21.0})
     );
     assert_eq!(json["tools"][2]["tool"], "refund_order");
-    assert_eq!(json["tools"][2]["awaiting_confirmation"], 1);
+    assert_eq!(json["tools"][2]["awaiting_confirmation"], 4);
     assert_eq!(
         json["rejections_by_code"][0],
-        json!({"code": "INVALID_ARGUMENTS", "rejected": 2, "rate": 2.0 / 15.0,
+        json!({"code": "INVALID_ARGUMENTS", "rejected": 2, "rate": 2.0 / 17.0,
                "recovered": 1, "recovery_rate": 0.5})
     );
-    assert_eq!(json["rejections_by_tool_and_code"][0]["tool"], "get_order");
+    assert_eq!(json["rejections_by_tool_and_code"][0]["tool"], "lookup");
     assert_eq!(
         json["confirmations"],
-        json!({"required": 1, "approved": 2, "denied": 1, "expired": 1, "invalid": 1,
-               "denial_rate": 1.0 / 3.0})
+        json!({"required": 4, "approved": 3, "approved_then_failed": 1, "denied": 1,
+               "expired": 1, "invalid": 1, "failed": 0, "unanswered": 1, "decisions": 4,
+               "confirmed_unasked": 2, "denial_rate": 0.25})
     );
     assert_eq!(json["step_limit"], json!({"calls": 2, "sessions": 1}));
     insta::assert_snapshot!("report_json", serde_json::to_string_pretty(&json).unwrap());
@@ -333,7 +566,7 @@ fn an_empty_log_has_no_rates() {
     assert_eq!(json["tools"], json!([]));
     assert_eq!(
         report.to_string(),
-        "0 call(s) in 0 session(s): 0 ok, 0 awaiting confirmation, 0 rejected\n"
+        "0 call(s) in 0 session(s): 0 ok, 0 awaiting confirmation, 0 rejected, 0 refused by the host\n"
     );
 }
 
@@ -461,8 +694,15 @@ async fn a_log_written_by_a_real_dispatcher() {
     assert_eq!(report.sessions, 2);
     let t = &report.totals;
     assert_eq!(
-        (t.calls, t.ok, t.awaiting_confirmation, t.rejected),
-        (12, 9, 1, 2)
+        (
+            t.calls,
+            t.ok,
+            t.awaiting_confirmation,
+            t.rejected,
+            t.refused_by_host
+        ),
+        (11, 8, 1, 1, 1),
+        "the approval is a decision, not a call; STEP_LIMIT is the host's refusal"
     );
     assert_eq!(t.recovered, 1, "the refund in cents came next");
     assert_eq!(t.replayed, 1);
@@ -470,9 +710,14 @@ async fn a_log_written_by_a_real_dispatcher() {
     let c = &report.confirmations;
     assert_eq!((c.required, c.approved, c.denied), (1, 1, 0));
     assert_eq!(
+        (c.decisions, c.unanswered),
+        (1, 0),
+        "the approval answers the call, its arguments compared as canonical JSON"
+    );
+    assert_eq!(
         (report.step_limit_calls, report.step_limit_sessions),
         (1, 1)
     );
     let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
-    assert_eq!(codes, ["INVALID_ARGUMENTS", "STEP_LIMIT"]);
+    assert_eq!(codes, ["INVALID_ARGUMENTS"]);
 }

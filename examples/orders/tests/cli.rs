@@ -453,8 +453,12 @@ fn report_reads_the_audit_log_of_a_replay() {
             &totals["awaiting_confirmation"],
             &totals["rejected"]
         ),
-        (&json!(7), &json!(3), &json!(1), &json!(3))
+        (&json!(6), &json!(2), &json!(1), &json!(3))
     );
+    // Seven records, six model calls: the first confirmed refund answers the
+    // pending approval, so it is the host's decision, counted under
+    // confirmations and not as a call.
+    assert_eq!(report["confirmations"]["decisions"], 1);
     // The float amount was rejected and the model's next refund got through;
     // the loop guard and the unknown tool were not followed by a success.
     assert_eq!(totals["recovered"], 1);
@@ -466,8 +470,8 @@ fn report_reads_the_audit_log_of_a_replay() {
         .iter()
         .find(|t| t["tool"] == "refund_order")
         .unwrap();
-    assert_eq!(refund_stats["calls"], 5);
-    assert_eq!(refund_stats["rejection_rate"], 0.4);
+    assert_eq!(refund_stats["calls"], 4);
+    assert_eq!(refund_stats["rejection_rate"], 0.5);
     let by_code: Vec<(&str, u64)> = report["rejections_by_code"]
         .as_array()
         .unwrap()
@@ -489,7 +493,7 @@ fn report_reads_the_audit_log_of_a_replay() {
     let table = orders(&["report", audit_arg], "");
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
-        text.starts_with("7 call(s) in 1 session(s): 3 ok, 1 awaiting confirmation, 3 rejected"),
+        text.starts_with("6 call(s) in 1 session(s): 2 ok, 1 awaiting confirmation, 3 rejected"),
         "{text}"
     );
     assert!(
