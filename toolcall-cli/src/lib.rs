@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `definitions --format F [-o FILE]` | the registry | prints the tool definitions in a provider's format ([`Format`]) |
 //! | `replay [FILE]` | a dispatcher | runs a file of model calls through the pipeline, one conversation |
-//! | `report AUDIT.jsonl [--json]` | nothing | metrics from an audit log ([`report`]) |
+//! | `report AUDIT.jsonl [--json] [--rejected-calls FILE]` | the registry | metrics from an audit log ([`report`]), the failing fields ([`rejected`]) |
 //! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`]) |
 //! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
 //! | `mcp` | a dispatcher | serves the tools over MCP on standard input and output |
@@ -34,6 +34,7 @@
 //! error ([`exit`]).
 
 pub mod lock;
+pub mod rejected;
 pub mod report;
 
 use std::any::Any;
@@ -64,8 +65,9 @@ pub enum Command {
     /// "confirmed": false, "call_id": "..."}`; only `tool` is required.
     /// Prints, a line per call, the text that would go back to the model.
     Replay(ReplayArgs),
-    /// Metrics from an audit log: rejections by tool and by code, recovery
-    /// after a rejection, replays, loop guards and confirmation outcomes.
+    /// Metrics from an audit log: rejections by tool, by code and by field,
+    /// recovery after a rejection, replays, loop guards and confirmation
+    /// outcomes.
     Report(ReportArgs),
     /// Writes the tools' contract (names, flags, fields and their types) to
     /// a lock file, to commit beside the code.
@@ -114,6 +116,11 @@ pub struct ReportArgs {
     /// Print the metrics as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the distinct rejected calls (INVALID_ARGUMENTS,
+    /// INVALID_JSON) to this file as `replay` lines: regression tests taken
+    /// from what models really sent.
+    #[arg(long, value_name = "FILE")]
+    pub rejected_calls: Option<PathBuf>,
 }
 
 /// `lock`'s and `check`'s arguments.
@@ -230,7 +237,7 @@ impl Command {
     pub fn run_static(&self, registry: &Registry, policy: &Policy) -> Result<(), Error> {
         match self {
             Command::Definitions(args) => definitions(registry, policy, args),
-            Command::Report(args) => report(args),
+            Command::Report(args) => report(registry, args),
             Command::Lock(args) => write_lock(registry, &args.file),
             Command::Check(args) => check(registry, &args.file),
             Command::Replay(_) | Command::Mcp => Err(Error::NeedsDispatcher),
@@ -348,16 +355,31 @@ fn definitions(registry: &Registry, policy: &Policy, args: &DefinitionsArgs) -> 
     write_output(args.output.as_deref(), &pretty(&tools))
 }
 
-fn report(args: &ReportArgs) -> Result<(), Error> {
+fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error> {
     let input = open_input(Some(&args.audit_log))?;
     let records = report::read_audit(input)
         .map_err(|e| Error::Input(format!("{}: {e}", args.audit_log.display())))?;
     let report = report::Report::from_records(&records);
+    let fields = rejected::by_field(&records, registry);
     let text = if args.json {
-        pretty(&report.to_json())
+        let mut json = report.to_json();
+        json["invalid_arguments_by_field"] = rejected::to_json(&fields);
+        pretty(&json)
     } else {
-        report.to_string()
+        let table = rejected::FieldTable(&fields).to_string();
+        if table.is_empty() {
+            report.to_string()
+        } else {
+            format!("{report}\n{table}")
+        }
     };
+    if let Some(path) = &args.rejected_calls {
+        let lines: String = rejected::regression_calls(&records)
+            .iter()
+            .map(|call| format!("{call}\n"))
+            .collect();
+        write_output(Some(path), &lines)?;
+    }
     write_output(None, &text)
 }
 

@@ -490,6 +490,43 @@ fn report_reads_the_audit_log_of_a_replay() {
     assert_eq!(report["confirmations"]["approved"], 1);
     assert_eq!(report["confirmations"]["denied"], 0);
 
+    // The float amount, found again by validating the logged arguments.
+    let fields: Vec<(&str, &str, u64)> = report["invalid_arguments_by_field"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap(),
+                r["field"].as_str().unwrap(),
+                r["rejected"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(fields, [("refund_order", "amount_cents", 1)]);
+
+    // The rejected payloads, written as replay lines, are rejected again.
+    let rejected = dir.join("rejected.jsonl");
+    let written = orders(
+        &[
+            "report",
+            audit_arg,
+            "--rejected-calls",
+            rejected.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(written.status.success());
+    let again = results(orders(&["replay", rejected.to_str().unwrap()], ""));
+    let codes: Vec<&str> = again.iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["INVALID_ARGUMENTS"]);
+    assert!(
+        again[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("amount_cents")
+    );
+
     let table = orders(&["report", audit_arg], "");
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
