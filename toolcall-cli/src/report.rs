@@ -30,7 +30,7 @@
 //!
 //! # Outcomes of a call
 //!
-//! Every call falls in exactly one of four outcomes:
+//! Every call falls in exactly one of five outcomes:
 //!
 //! * **ok**: `ok` is `true` (this includes replays);
 //! * **awaiting confirmation**: the code is `CONFIRMATION_REQUIRED`. The call
@@ -40,11 +40,13 @@
 //!   `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`
 //!   (an approval id passed with the call that is stale or wrong) and
 //!   `STEP_LIMIT` (the session's step budget is spent);
+//! * **failed**: the tool or the pipeline failed, whatever the model sent:
+//!   `TIMEOUT`, `UPSTREAM_UNAVAILABLE` (after the retries),
+//!   `STORE_UNAVAILABLE`, `INTERNAL_ERROR`, `CALL_IN_PROGRESS`. An
+//!   operations metric, not the model's;
 //! * **rejected**: every other call with `ok` `false`: what the model can
 //!   fix by calling differently (invalid arguments, a policy limit, a
-//!   business check, an unknown tool, the loop guard, ...). Failures of the
-//!   tool or the pipeline (`TIMEOUT`, `UPSTREAM_UNAVAILABLE`, ...) are
-//!   counted here too.
+//!   business check, an unknown tool, the loop guard, ...).
 //!
 //! A rejected call is **recovered** when the model's *next attempt* is ok
 //! or awaiting confirmation: the next call (decisions are skipped) of the
@@ -56,8 +58,8 @@
 //! order the dispatcher finished the records in, not the `step`, because a
 //! person's decision is recorded later under the step of the call it
 //! answers. The recovery rate tells whether the rejections' messages let
-//! the model correct itself; refusals by the host are kept out of it, and
-//! out of the rejection rate, and counted on their own.
+//! the model correct itself; refusals by the host and failures are kept out
+//! of it, and out of the rejection rate, and counted on their own.
 //!
 //! # Metrics
 //!
@@ -66,7 +68,7 @@
 //! | metric | definition |
 //! |---|---|
 //! | `calls` | calls (not decisions) |
-//! | `ok`, `awaiting_confirmation`, `rejected`, `refused_by_host` | calls with each outcome (they add up to `calls`) |
+//! | `ok`, `awaiting_confirmation`, `rejected`, `refused_by_host`, `failed` | calls with each outcome (they add up to `calls`) |
 //! | `rejection_rate` | `rejected / calls`; for a code, its rejections over *all* calls; for a (tool, code) pair, over that tool's calls |
 //! | `recovered` | rejected calls that were recovered |
 //! | `recovery_rate` | `recovered / rejected`, absent (`null`, `-`) when nothing was rejected |
@@ -195,11 +197,15 @@ pub struct Stats {
     /// Calls with `CONFIRMATION_REQUIRED`.
     pub awaiting_confirmation: u64,
     /// Calls refused for something the model can fix: neither ok, awaiting
-    /// confirmation, nor refused by the host.
+    /// confirmation, refused by the host nor failed.
     pub rejected: u64,
     /// Calls the host or a person refused: `CONFIRMATION_DENIED`,
     /// `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`, `STEP_LIMIT`.
     pub refused_by_host: u64,
+    /// Calls the tool or the pipeline failed: `TIMEOUT`,
+    /// `UPSTREAM_UNAVAILABLE`, `STORE_UNAVAILABLE`, `INTERNAL_ERROR`,
+    /// `CALL_IN_PROGRESS`.
+    pub failed: u64,
     /// Rejected calls whose next attempt (see the module docs) got through.
     pub recovered: u64,
     /// Calls with `replayed` true.
@@ -230,6 +236,7 @@ impl Stats {
             "awaiting_confirmation": self.awaiting_confirmation,
             "rejected": self.rejected,
             "refused_by_host": self.refused_by_host,
+            "failed": self.failed,
             "rejection_rate": self.rejection_rate(),
             "recovered": self.recovered,
             "recovery_rate": self.recovery_rate(),
@@ -353,6 +360,7 @@ enum Outcome {
     Awaiting,
     Rejected,
     RefusedByHost,
+    Failed,
 }
 
 fn outcome(record: &AuditRecord) -> Outcome {
@@ -365,6 +373,11 @@ fn outcome(record: &AuditRecord) -> Outcome {
         | Code::ConfirmationExpired
         | Code::ConfirmationInvalid
         | Code::StepLimit => Outcome::RefusedByHost,
+        Code::Timeout
+        | Code::UpstreamUnavailable
+        | Code::StoreUnavailable
+        | Code::InternalError
+        | Code::CallInProgress => Outcome::Failed,
         _ => Outcome::Rejected,
     }
 }
@@ -425,6 +438,7 @@ impl Tally {
             Outcome::Ok => stats.ok += 1,
             Outcome::Awaiting => stats.awaiting_confirmation += 1,
             Outcome::RefusedByHost => stats.refused_by_host += 1,
+            Outcome::Failed => stats.failed += 1,
             Outcome::Rejected => {
                 stats.rejected += 1;
                 stats.recovered += u64::from(recovered);
@@ -595,7 +609,7 @@ impl Report {
     ///                     "confirmed_unasked", "denial_rate"},
     ///   "step_limit": {"calls", "sessions"}
     /// }
-    /// <stats> = "calls", "ok", "awaiting_confirmation", "rejected", "refused_by_host",
+    /// <stats> = "calls", "ok", "awaiting_confirmation", "rejected", "refused_by_host", "failed",
     ///           "rejection_rate", "recovered", "recovery_rate", "replayed",
     ///           "loop_detected", "duration_ms": {"p50", "p95"}
     /// <rejections> = "code", "rejected", "rate", "recovered", "recovery_rate"
@@ -737,6 +751,7 @@ fn stats_row(first: String, s: &Stats) -> Vec<String> {
         s.recovered.to_string(),
         percent(s.recovery_rate()),
         s.refused_by_host.to_string(),
+        s.failed.to_string(),
         s.replayed.to_string(),
         s.loop_detected.to_string(),
         millis(s.p50_ms),
@@ -770,8 +785,14 @@ impl fmt::Display for Report {
         let _ = writeln!(
             out,
             "{} call(s) in {} session(s): {} ok, {} awaiting confirmation, {} rejected, \
-             {} refused by the host",
-            t.calls, self.sessions, t.ok, t.awaiting_confirmation, t.rejected, t.refused_by_host
+             {} refused by the host, {} failed",
+            t.calls,
+            self.sessions,
+            t.ok,
+            t.awaiting_confirmation,
+            t.rejected,
+            t.refused_by_host,
+            t.failed
         );
         if c.decisions > 0 {
             let _ = writeln!(
@@ -803,6 +824,7 @@ impl fmt::Display for Report {
                 "recovered",
                 "recovery",
                 "refused",
+                "failed",
                 "replayed",
                 "loops",
                 "p50 ms",

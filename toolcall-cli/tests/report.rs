@@ -469,7 +469,7 @@ fn the_table_is_aligned() {
     );
     assert!(table[4].starts_with("(all) "));
     assert!(text.starts_with(
-        "17 call(s) in 6 session(s): 4 ok, 4 awaiting confirmation, 5 rejected, 4 refused by the host\n\
+        "17 call(s) in 6 session(s): 4 ok, 4 awaiting confirmation, 5 rejected, 4 refused by the host, 0 failed\n\
          4 decision(s) on approvals, not counted as calls\n"
     ));
     assert!(text.contains(
@@ -521,6 +521,7 @@ fn the_json_has_the_documented_shape() {
             "awaiting_confirmation",
             "rejected",
             "refused_by_host",
+            "failed",
             "rejection_rate",
             "recovered",
             "recovery_rate",
@@ -566,7 +567,7 @@ fn an_empty_log_has_no_rates() {
     assert_eq!(json["tools"], json!([]));
     assert_eq!(
         report.to_string(),
-        "0 call(s) in 0 session(s): 0 ok, 0 awaiting confirmation, 0 rejected, 0 refused by the host\n"
+        "0 call(s) in 0 session(s): 0 ok, 0 awaiting confirmation, 0 rejected, 0 refused by the host, 0 failed\n"
     );
 }
 
@@ -720,4 +721,37 @@ async fn a_log_written_by_a_real_dispatcher() {
     );
     let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
     assert_eq!(codes, ["INVALID_ARGUMENTS"]);
+}
+
+#[test]
+fn failures_of_the_tool_or_the_pipeline_are_neither_rejections_nor_recoveries() {
+    let log = [
+        line("a", "refund_order", "UPSTREAM_UNAVAILABLE", 1.0, json!({})),
+        line("a", "refund_order", "TIMEOUT", 1.0, json!({})),
+        line("a", "refund_order", "INTERNAL_ERROR", 1.0, json!({})),
+        line("a", "refund_order", "INVALID_ARGUMENTS", 1.0, json!({})),
+        // The next attempt after the rejection fails: no recovery either.
+        line("a", "refund_order", "CALL_IN_PROGRESS", 1.0, json!({})),
+        line("a", "refund_order", "OK", 1.0, json!({})),
+    ];
+    let report = report_of(&log);
+    let t = &report.totals;
+    assert_eq!(
+        (t.calls, t.ok, t.rejected, t.failed, t.refused_by_host),
+        (6, 1, 1, 4, 0)
+    );
+    assert_eq!(t.recovered, 0);
+    let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        ["INVALID_ARGUMENTS"],
+        "failures are not rejection codes"
+    );
+    assert!(
+        report
+            .to_string()
+            .starts_with("6 call(s) in 1 session(s): 1 ok, 0 awaiting confirmation, 1 rejected, 0 refused by the host, 4 failed"),
+        "{report}"
+    );
+    assert_eq!(report.to_json()["totals"]["failed"], 4);
 }
