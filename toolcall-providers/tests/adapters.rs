@@ -838,6 +838,16 @@ async fn malformed_messages_are_errors_that_name_the_place_and_run_nothing() {
         ),
         (
             Provider::OpenAiResponses,
+            json!({"output": [
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {"type": "computer_call", "id": "cu_1", "call_id": "call_3",
+                 "action": {"type": "screenshot"}, "pending_safety_checks": [], "status": "completed"}
+            ]}),
+            "output[1].type",
+            "`output[1].type` is `computer_call`; expected `function_call`",
+        ),
+        (
+            Provider::OpenAiResponses,
             json!("function_call"),
             "",
             "the message should be a response, an array of output items or one item, found a string",

@@ -156,10 +156,12 @@ pub enum Provider {
     /// Reads the `output` of a response: the whole response object
     /// (`{"output": [...]}`), the array of items, or one item. Items of
     /// `type` `function_call`, `{"call_id", "name", "arguments"}`, are calls;
-    /// other items (`reasoning`, `message`, built-in tools) are skipped. A
-    /// `custom_tool_call` (a custom tool's call) is an error, as in Chat
-    /// Completions: the next request must answer it with a
-    /// `custom_tool_call_output`, which this adapter cannot write.
+    /// other items (`reasoning`, `message`, tools the server ran) are
+    /// skipped. A call the client must answer with an item this adapter
+    /// cannot write is an error, as in Chat Completions: `custom_tool_call`,
+    /// `computer_call`, `local_shell_call`, `shell_call`, `apply_patch_call`
+    /// and `mcp_approval_request` (without their answer, the next request is
+    /// refused).
     /// `arguments` is JSON text.
     ///
     /// Replies with one input item per call, in order:

@@ -33,16 +33,23 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
         let kind_at = item.member("type")?;
         match kind_at.string()? {
             "function_call" => {}
-            // A call of a custom tool waits for a `custom_tool_call_output`
-            // this adapter cannot write: without it, the next request is
+            // Calls the client must answer with an output item this adapter
+            // cannot write (`custom_tool_call_output`,
+            // `computer_call_output`, ...): without one, the next request is
             // refused, so say so now (as Chat Completions does).
-            "custom_tool_call" => {
+            kind @ ("custom_tool_call"
+            | "computer_call"
+            | "local_shell_call"
+            | "shell_call"
+            | "apply_patch_call"
+            | "mcp_approval_request") => {
                 return Err(kind_at.error(Problem::Unsupported {
-                    found: "custom_tool_call".to_owned(),
+                    found: kind.to_owned(),
                     expected: "`function_call` (the only kind of client-side tool call this adapter answers)",
                 }));
             }
-            // Reasoning, messages, built-in tools.
+            // Reasoning, messages, tools the server ran (web search, file
+            // search, code interpreter, remote MCP calls).
             _ => continue,
         }
         let id_at = item.member("call_id")?;
