@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::shape::{At, Ids};
-use super::{AdapterError, CallArguments, Outcome, Problem, Provider, ProviderCall};
+use super::{AdapterError, Outcome, Problem, Provider, ProviderCall};
 
 pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
     let root = At::root(Provider::OpenAiChat, message);
@@ -31,18 +31,7 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
                 }));
             }
         }
-        let id_at = entry.member("id")?;
-        let id = id_at.word()?;
-        ids.check(&id_at, id)?;
-        let function = entry.member("function")?;
-        function.object()?;
-        let name = function.member("name")?.word()?;
-        let arguments = function.member("arguments")?.string()?;
-        calls.push(ProviderCall {
-            id: Some(id.to_owned()),
-            name: name.to_owned(),
-            arguments: CallArguments::Raw(arguments.to_owned()),
-        });
+        calls.push(ids.raw_call(&entry.member("id")?, &entry.member("function")?)?);
     }
     Ok(calls)
 }

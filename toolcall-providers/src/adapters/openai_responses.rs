@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::shape::{At, Ids, kind};
-use super::{AdapterError, CallArguments, Outcome, Problem, Provider, ProviderCall};
+use super::{AdapterError, Outcome, Problem, Provider, ProviderCall};
 
 pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
     let root = At::root(Provider::OpenAiResponses, message);
@@ -52,16 +52,7 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
             // search, code interpreter, remote MCP calls).
             _ => continue,
         }
-        let id_at = item.member("call_id")?;
-        let id = id_at.word()?;
-        ids.check(&id_at, id)?;
-        let name = item.member("name")?.word()?;
-        let arguments = item.member("arguments")?.string()?;
-        calls.push(ProviderCall {
-            id: Some(id.to_owned()),
-            name: name.to_owned(),
-            arguments: CallArguments::Raw(arguments.to_owned()),
-        });
+        calls.push(ids.raw_call(&item.member("call_id")?, &item)?);
     }
     Ok(calls)
 }

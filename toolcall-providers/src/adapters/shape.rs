@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::{AdapterError, Problem, Provider};
+use super::{AdapterError, CallArguments, Problem, Provider, ProviderCall};
 
 /// A value inside a provider's message, and where it is.
 pub(super) struct At<'a> {
@@ -152,6 +152,25 @@ impl Ids {
         } else {
             Err(at.error(Problem::DuplicateId { id: id.to_owned() }))
         }
+    }
+
+    /// An OpenAI call: its id (unique in the message) at `id_at`, and a
+    /// `name` and `arguments` (JSON text) in `fields`.
+    pub(super) fn raw_call(
+        &mut self,
+        id_at: &At<'_>,
+        fields: &At<'_>,
+    ) -> Result<ProviderCall, AdapterError> {
+        let id = id_at.word()?;
+        self.check(id_at, id)?;
+        fields.object()?;
+        let name = fields.member("name")?.word()?;
+        let arguments = fields.member("arguments")?.string()?;
+        Ok(ProviderCall {
+            id: Some(id.to_owned()),
+            name: name.to_owned(),
+            arguments: CallArguments::Raw(arguments.to_owned()),
+        })
     }
 }
 
