@@ -14,7 +14,7 @@ use serde_json::Value;
 use toolcall::{
     Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, ToolResult, tools,
 };
-use toolcall_cli::Command;
+use toolcall_cli::{Command, Error};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
     if let Some(command) = cli.command.as_ref().filter(|c| !c.runs_tools()) {
         let outcome = registry().and_then(|registry| {
             let policy = policy(&registry, &cli.settings)?;
-            command.run_static(&registry, &policy).map_err(Failure::Cli)
+            command.run_static(&registry, &policy)
         });
         return finish(outcome);
     }
@@ -104,22 +104,20 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            return finish(Err(Failure::Setup(format!(
-                "cannot start the runtime: {error}"
-            ))));
+            return finish(Err(setup(format!("cannot start the runtime: {error}"))));
         }
     };
     let outcome = match cli.store.as_str() {
         "memory" => run(&cli, &runtime, MemoryStore::default()),
         url if url.starts_with("postgres://") || url.starts_with("postgresql://") => runtime
             .block_on(PostgresStore::connect(url))
-            .map_err(|e| Failure::Setup(format!("cannot open the store {url}: {e}")))
+            .map_err(|e| setup(format!("cannot open the store {url}: {e}")))
             .and_then(|store| run(&cli, &runtime, store)),
         spec => match spec.strip_prefix("sqlite:") {
             Some(path) if !path.is_empty() => SqliteStore::open(path)
-                .map_err(|e| Failure::Setup(format!("cannot open the store {path}: {e}")))
+                .map_err(|e| setup(format!("cannot open the store {path}: {e}")))
                 .and_then(|store| run(&cli, &runtime, store)),
-            _ => Err(Failure::Setup(format!(
+            _ => Err(setup(format!(
                 "unknown store `{spec}`: expected `memory`, `sqlite:PATH` or `postgres://...`"
             ))),
         },
@@ -127,40 +125,31 @@ fn main() -> ExitCode {
     finish(outcome)
 }
 
-/// Why a run failed: setting up (exit code 2), or a command's own error.
-enum Failure {
-    Setup(String),
-    Cli(toolcall_cli::Error),
+/// Setting up went wrong (exit code 2).
+fn setup(message: String) -> Error {
+    Error::Input(message)
 }
 
-fn finish(outcome: Result<(), Failure>) -> ExitCode {
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Cli(error)) => toolcall_cli::exit("orders", Err(error)),
-        Err(Failure::Setup(message)) => {
-            eprintln!("orders: {message}");
-            ExitCode::from(2)
-        }
-    }
+fn finish(outcome: Result<(), Error>) -> ExitCode {
+    toolcall_cli::exit("orders", outcome)
 }
 
-fn registry() -> Result<Registry, Failure> {
-    tools![get_order, refund_order].map_err(|e| Failure::Setup(e.to_string()))
+fn registry() -> Result<Registry, Error> {
+    tools![get_order, refund_order].map_err(|e| setup(e.to_string()))
 }
 
 /// The caller's policy: the tools `--allow` names (each must exist), and the
 /// refund limit.
-fn policy(registry: &Registry, settings: &SettingsArgs) -> Result<Policy, Failure> {
+fn policy(registry: &Registry, settings: &SettingsArgs) -> Result<Policy, Error> {
     toolcall_cli::allowlist(registry, &settings.allow)
         .map(|policy| policy.limit("max_refund_cents", settings.max_refund_cents))
-        .map_err(Failure::Cli)
 }
 
 fn run<St: Store + 'static>(
     cli: &Cli,
     runtime: &tokio::runtime::Runtime,
     store: St,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     let session = cli.settings.session_id.as_str();
     let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store)?;
     match &cli.command {
@@ -168,9 +157,7 @@ fn run<St: Store + 'static>(
             runtime.block_on(demo(&dispatcher, session, cli.yes));
             Ok(())
         }
-        Some(command) => runtime
-            .block_on(command.run("orders", Arc::new(dispatcher), session))
-            .map_err(Failure::Cli),
+        Some(command) => runtime.block_on(command.run("orders", Arc::new(dispatcher), session)),
     }
 }
 
@@ -178,7 +165,7 @@ fn dispatcher<St: Store>(
     settings: &SettingsArgs,
     audit: Option<&PathBuf>,
     store: St,
-) -> Result<Dispatcher<Shop, St>, Failure> {
+) -> Result<Dispatcher<Shop, St>, Error> {
     let shop = Shop::new();
     shop.lose_next_responses(settings.lose_next_response);
     let registry = registry()?;
@@ -192,10 +179,10 @@ fn dispatcher<St: Store>(
         .retry_backoff(Duration::from_millis(settings.retry_backoff_ms));
     if let Some(path) = audit {
         let sink = JsonLinesAudit::open(path)
-            .map_err(|e| Failure::Setup(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| setup(format!("cannot open {}: {e}", path.display())))?;
         builder = builder.audit(sink);
     }
-    builder.build().map_err(|e| Failure::Setup(e.to_string()))
+    builder.build().map_err(|e| setup(e.to_string()))
 }
 
 async fn demo<St: Store>(dispatcher: &Dispatcher<Shop, St>, session: &str, yes: bool) {
