@@ -3,7 +3,7 @@
 //! agreement), and the conformance suite every `Store` must pass.
 
 use serde_json::json;
-use toolcall::store::{Binding, Claim, PendingApproval, Store, TakeApproval, now_ms};
+use toolcall::store::{Binding, Claim, Outcome, PendingApproval, Store, TakeApproval, now_ms};
 use toolcall::{Rejection, ToolResult, tool};
 
 /// One line of an order.
@@ -101,17 +101,200 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Claim::Acquired,
         "released: free again"
     );
-    assert_eq!(store.completed("k1").await.unwrap(), None);
+    assert_eq!(
+        store.outcome("k1").await.unwrap(),
+        None,
+        "claimed: no outcome"
+    );
+    assert_eq!(
+        store.outcome("free").await.unwrap(),
+        None,
+        "free: no outcome"
+    );
 
     // A completed record is the answer from then on, and release keeps it.
     store.complete("k1", &result(7)).await.unwrap();
-    assert_eq!(other.completed("k1").await.unwrap(), Some(result(7)));
+    assert_eq!(
+        other.outcome("k1").await.unwrap(),
+        Some(Outcome::Completed(result(7)))
+    );
     assert_eq!(
         other.claim("k1", now + 10_000_000, 1_000).await.unwrap(),
         Claim::Completed(result(7))
     );
     other.release("k1").await.unwrap();
-    assert_eq!(store.completed("k1").await.unwrap(), Some(result(7)));
+    assert_eq!(
+        store.outcome("k1").await.unwrap(),
+        Some(Outcome::Completed(result(7)))
+    );
+    // Doubting a completed key changes nothing.
+    other.doubt("k1").await.unwrap();
+    assert_eq!(
+        store.outcome("k1").await.unwrap(),
+        Some(Outcome::Completed(result(7)))
+    );
+
+    // In doubt: durable, released by nothing, claimed like a free key, and
+    // completed by the call that ran it again.
+    assert_eq!(
+        store.claim("d1", now, 60_000).await.unwrap(),
+        Claim::Acquired
+    );
+    store.doubt("d1").await.unwrap();
+    assert_eq!(other.outcome("d1").await.unwrap(), Some(Outcome::InDoubt));
+    other.release("d1").await.unwrap();
+    assert_eq!(
+        store.outcome("d1").await.unwrap(),
+        Some(Outcome::InDoubt),
+        "release leaves an in-doubt key alone"
+    );
+    assert!(
+        !store.renew("d1", now, 1_000).await.unwrap(),
+        "in doubt is not in flight"
+    );
+    assert_eq!(
+        other.claim("d1", now, 60_000).await.unwrap(),
+        Claim::Acquired,
+        "in doubt: acquired at once, no lease to wait for"
+    );
+    assert_eq!(
+        store.claim("d1", now, 60_000).await.unwrap(),
+        Claim::InFlight,
+        "and held like any claim"
+    );
+    assert_eq!(store.outcome("d1").await.unwrap(), None, "claimed again");
+    other.complete("d1", &result(8)).await.unwrap();
+    assert_eq!(
+        store.outcome("d1").await.unwrap(),
+        Some(Outcome::Completed(result(8)))
+    );
+    // A key never claimed can be doubted too.
+    other.doubt("d2").await.unwrap();
+    assert_eq!(store.outcome("d2").await.unwrap(), Some(Outcome::InDoubt));
+
+    // Renewing extends a claim while it is in flight, and only then.
+    assert_eq!(
+        store.claim("r1", now, 1_000).await.unwrap(),
+        Claim::Acquired
+    );
+    assert!(store.renew("r1", now + 500, 1_000).await.unwrap());
+    assert_eq!(
+        other.claim("r1", now + 1_200, 1_000).await.unwrap(),
+        Claim::InFlight,
+        "renewed: not taken over after the first lease's end"
+    );
+    assert_eq!(
+        other.claim("r1", now + 1_500, 1_000).await.unwrap(),
+        Claim::Acquired,
+        "the renewed lease ran out"
+    );
+    other.complete("r1", &result(9)).await.unwrap();
+    assert!(
+        !store.renew("r1", now + 1_600, 1_000).await.unwrap(),
+        "completed"
+    );
+    assert_eq!(
+        store.claim("r2", now, 1_000).await.unwrap(),
+        Claim::Acquired
+    );
+    store.release("r2").await.unwrap();
+    assert!(!other.renew("r2", now, 1_000).await.unwrap(), "released");
+    assert!(!other.renew("never", now, 1_000).await.unwrap());
+
+    // Call counts can be taken back, never below zero.
+    assert_eq!(store.count_call("u1").await.unwrap(), 1);
+    assert_eq!(other.count_call("u1").await.unwrap(), 2);
+    other.uncount_call("u1").await.unwrap();
+    assert_eq!(store.count_call("u1").await.unwrap(), 2, "one taken back");
+    for _ in 0..3 {
+        store.uncount_call("u1").await.unwrap();
+    }
+    assert_eq!(other.count_call("u1").await.unwrap(), 1, "never below zero");
+    store.uncount_call("u2").await.unwrap();
+    assert_eq!(other.count_call("u2").await.unwrap(), 1, "never counted");
+
+    // Resource locks: one holder at a time, extended by its holder, taken
+    // over when the lease runs out, freed only by the holder that has it.
+    assert!(
+        store
+            .lock_resource("order-1", "h1", now, 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .lock_resource("order-1", "h2", now, 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        other
+            .lock_resource("order-2", "h2", now, 1_000)
+            .await
+            .unwrap(),
+        "another resource"
+    );
+    assert!(
+        other
+            .lock_resource("order-1", "h1", now + 500, 1_000)
+            .await
+            .unwrap(),
+        "the holder extends it"
+    );
+    assert!(
+        !store
+            .lock_resource("order-1", "h2", now + 1_200, 1_000)
+            .await
+            .unwrap(),
+        "extended: still held after the first lease's end"
+    );
+    assert!(
+        store
+            .lock_resource("order-1", "h2", now + 1_500, 1_000)
+            .await
+            .unwrap(),
+        "the lease ran out: taken over"
+    );
+    other.unlock_resource("order-1", "h1").await.unwrap();
+    assert!(
+        !other
+            .lock_resource("order-1", "h1", now + 1_600, 1_000)
+            .await
+            .unwrap(),
+        "a stale holder's unlock does nothing"
+    );
+    store.unlock_resource("order-1", "h2").await.unwrap();
+    assert!(
+        other
+            .lock_resource("order-1", "h1", now + 1_600, 1_000)
+            .await
+            .unwrap(),
+        "unlocked by its holder: free"
+    );
+    let long_resource = noise(9_000, 1);
+    assert!(
+        store
+            .lock_resource(&long_resource, "h1", now, 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .lock_resource(&long_resource, "h2", now, 1_000)
+            .await
+            .unwrap()
+    );
+
+    // A session id of any length is counted (it is the host's to choose;
+    // Postgres indexes at most about 2.7 KB per entry, after compression).
+    let long_session = noise(9_000, 2);
+    assert_eq!(store.next_step(&long_session).await.unwrap(), 1);
+    assert_eq!(other.next_step(&long_session).await.unwrap(), 2);
+    assert_eq!(
+        store.next_step(&long_session[..8_999]).await.unwrap(),
+        1,
+        "another session"
+    );
 
     // Approvals: bound, single use, expiring.
     store
@@ -172,6 +355,37 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         TakeApproval::Invalid,
         "gone once expired"
     );
+    // The session is kept as given, however long.
+    let long = PendingApproval {
+        session: long_session.clone(),
+        ..approval("p3", now + 60_000)
+    };
+    store.put_approval(&long).await.unwrap();
+    let bound_long = Binding {
+        session: &long_session,
+        ..BOUND
+    };
+    match other.take_approval("p3", &bound_long, now).await.unwrap() {
+        TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
+        other => panic!("expected the approval, got {other:?}"),
+    }
+}
+
+/// `len` characters that do not compress: a long id as a host may send it.
+fn noise(len: usize, seed: u64) -> String {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            // xorshift64
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(
+                b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                    [(state % 62) as usize],
+            )
+        })
+        .collect()
 }
 
 trait WithCreated {

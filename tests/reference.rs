@@ -263,3 +263,43 @@ async fn every_call_is_audited() {
     let codes: Vec<String> = audit.records().iter().map(|r| r.code.to_string()).collect();
     assert_eq!(codes, ["OK", "INVALID_ARGUMENTS"]);
 }
+
+// ------------------------------------------------- the deliberate departures
+//
+// Two behaviours differ from the reference on purpose (README, "The
+// reference"); these tests pin them, in the reference's own scenarios.
+
+/// The reference answers the model's retry of a refund whose response was
+/// lost with AMOUNT_EXCEEDS_REFUNDABLE, though the refund went through.
+#[tokio::test]
+async fn departure_a_lost_refund_is_in_doubt_and_the_retry_completes_it() {
+    let shop = Arc::new(Shop::new());
+    shop.lose_next_responses(1);
+    let d = builder(&shop).max_retries(0).build().unwrap();
+    let args = refund_args(json!({"amount_cents": 12_000}));
+    let lost = run(&d, "refund_order", &args, true).await;
+    assert_eq!(lost.code, "UPSTREAM_UNAVAILABLE");
+    assert_eq!(lost.data["in_doubt"], json!(true));
+    let retry = run(&d, "refund_order", &args, false).await;
+    assert!(retry.ok, "the reference says AMOUNT_EXCEEDS_REFUNDABLE: {retry:?}");
+    assert_eq!(retry.data["remaining_refundable_cents"], 0);
+    assert_eq!(shop.applied_refunds(), 1);
+}
+
+/// The reference counts each CONFIRMATION_REQUIRED as a duplicate, so the
+/// confirmed call after three asks is LOOP_DETECTED.
+#[tokio::test]
+async fn departure_confirmation_required_is_not_a_duplicate() {
+    let shop = Arc::new(Shop::new());
+    let d = builder(&shop).build().unwrap();
+    let args = refund_args(json!({}));
+    for _ in 0..3 {
+        assert_eq!(
+            run(&d, "refund_order", &args, false).await.code,
+            "CONFIRMATION_REQUIRED"
+        );
+    }
+    let confirmed = run(&d, "refund_order", &args, true).await;
+    assert!(confirmed.ok, "the reference says LOOP_DETECTED: {confirmed:?}");
+    assert_eq!(shop.applied_refunds(), 1);
+}

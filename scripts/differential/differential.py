@@ -46,6 +46,19 @@ sequences agree, 1 when any differs, 2 on a usage or setup error.
 #   * non-ASCII digits in order ids, such as Arabic-Indic or fullwidth digits
 #     (pydantic's \d takes any Unicode decimal digit; the port does not promise
 #     to match it digit for digit).
+#
+# Two behaviours differ from the reference on purpose, and the script compares
+# against the reference WITH them applied (`corrected_dispatcher` below), so
+# that any other difference still fails:
+#   * a side effect whose last attempt failed transiently is *in doubt*: its
+#     answer carries `data.in_doubt: true`, and the next identical call skips
+#     the business check, the policy and the confirmation (it already passed
+#     them) and runs again under the same key, which the backend deduplicates
+#     (the reference re-checks, and answers AMOUNT_EXCEEDS_REFUNDABLE for a
+#     refund that went through);
+#   * a call answered CONFIRMATION_REQUIRED is not counted by the loop guard
+#     (the reference counts it, so a person's yes after three asks was
+#     LOOP_DETECTED).
 # The replay line format is also kept to what `orders replay` documents: every
 # line has "tool" (a string), "arguments" (a string or an object) and
 # "confirmed" (a boolean). Flag values stay in ranges both sides accept
@@ -373,14 +386,105 @@ class Generator:
 # ------------------------------------------------------------------------- running
 
 
+def corrected_dispatcher(dispatcher_module: Any, domain_module: Any) -> type:
+    """The reference's Dispatcher with toolcall's two deliberate corrections.
+
+    Stages 0 to 8 are the reference's, in its order and with its messages;
+    the differences are marked CORRECTION.
+    """
+    import hashlib
+
+    tools = importlib.import_module("tools")
+    fail = dispatcher_module.fail
+    ToolResult = dispatcher_module.ToolResult
+    ValidationError = dispatcher_module.ValidationError
+    format_validation_error = dispatcher_module.format_validation_error
+    TransientError = domain_module.TransientError
+
+    class Corrected(dispatcher_module.Dispatcher):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.in_doubt: set[str] = set()
+
+        def _run(self, name: str, raw_arguments: Any, confirmed: bool) -> Any:
+            self.steps += 1
+            if self.steps > self.max_steps:
+                return fail(name, "STEP_LIMIT", "Tool call budget exhausted.")
+            spec = self.registry.get(name)
+            if spec is None:
+                return fail(name, "UNKNOWN_TOOL", "", available=sorted(self.policy.allowed_tools))
+            if name not in self.policy.allowed_tools:
+                return fail(name, "TOOL_NOT_ALLOWED", "")
+            if isinstance(raw_arguments, str):
+                try:
+                    payload = json.loads(raw_arguments or "{}")
+                except json.JSONDecodeError as exc:
+                    return fail(name, "INVALID_JSON", exc.msg)
+            else:
+                payload = raw_arguments
+            if not isinstance(payload, dict):
+                return fail(name, "INVALID_JSON", "")
+            try:
+                args = spec.args_model.model_validate(payload)
+            except ValidationError as exc:
+                return fail(name, "INVALID_ARGUMENTS", format_validation_error(exc, spec.args_model))
+            canonical = json.dumps(args.model_dump(mode="json"), sort_keys=True)
+            key = hashlib.sha256(f"{self.session_id}|{name}|{canonical}".encode()).hexdigest()
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if self.seen[key] > self.max_duplicate_calls:
+                return fail(name, "LOOP_DETECTED", "")
+            if key in self.completed:
+                return self.completed[key].model_copy(update={"replayed": True})
+            ctx = tools.ToolContext(store=self.store, idempotency_key=key)
+            # CORRECTION: an in-doubt call goes straight to execution.
+            if key not in self.in_doubt:
+                try:
+                    spec.check(args, ctx)
+                except tools.ToolRejected as exc:
+                    return fail(name, exc.code, exc.message)
+                amount = getattr(args, "amount_cents", 0)
+                if amount > self.policy.max_refund_cents:
+                    return fail(name, "POLICY_LIMIT", "")
+                if spec.high_risk and not confirmed:
+                    # CORRECTION: a question to a person is not a repetition.
+                    self.seen[key] -= 1
+                    return fail(name, "CONFIRMATION_REQUIRED", "", pending=args.model_dump(mode="json"))
+            for attempt in range(self.max_retries + 1):
+                try:
+                    data = spec.handler(args, ctx)
+                    break
+                except tools.ToolRejected as exc:
+                    self.in_doubt.discard(key)
+                    return fail(name, exc.code, exc.message)
+                except TransientError:
+                    if attempt == self.max_retries:
+                        # CORRECTION: the outcome is unknown, and said so.
+                        if spec.side_effect:
+                            self.in_doubt.add(key)
+                            return fail(name, "UPSTREAM_UNAVAILABLE", "", in_doubt=True)
+                        return fail(name, "UPSTREAM_UNAVAILABLE", "")
+                except Exception:
+                    self.in_doubt.discard(key)
+                    return fail(name, "INTERNAL_ERROR", "")
+            result = ToolResult(ok=True, tool=name, data=data)
+            if spec.side_effect:
+                self.completed[key] = result
+                self.in_doubt.discard(key)
+            return result
+
+    return Corrected
+
+
 class Reference:
-    """The Python reference dispatcher, imported from a directory."""
+    """The Python reference dispatcher, imported from a directory, with
+    toolcall's two deliberate corrections applied (`corrected_dispatcher`)."""
 
     def __init__(self, directory: Path) -> None:
         sys.path.insert(0, str(directory))
         try:
             self.dispatcher = importlib.import_module("dispatcher")
             self.domain = importlib.import_module("domain")
+            self.corrected = corrected_dispatcher(self.dispatcher, self.domain)
         except ImportError as exc:
             message = f"error: cannot import the reference from {directory}: {exc} (is pydantic v2 installed?)"
             raise SystemExit(message) from exc
@@ -394,7 +498,7 @@ class Reference:
             allowed_tools=flags.allowed_tools(),
             max_refund_cents=flags.value("max_refund_cents"),
         )
-        dispatcher = self.dispatcher.Dispatcher(
+        dispatcher = self.corrected(
             store,
             policy,
             session_id=flags.value("session_id"),

@@ -24,6 +24,10 @@ pub struct FieldMeta {
     pub constraints: &'static [Constraint],
     /// Whether the value is kept out of audit records and logs.
     pub sensitive: bool,
+    /// The kind of resource this parameter names (`#[arg(resource)]`):
+    /// side-effecting calls whose values of one kind are equal run their
+    /// check and handler one at a time, across every process sharing the store.
+    pub resource: Option<&'static str>,
 }
 
 /// A check on an argument's value beyond its type, declared with `#[arg(...)]`.
@@ -306,7 +310,8 @@ impl FieldErrors {
             if fields.iter().any(|f| f.name == name) {
                 continue;
             }
-            let mut problem = format!("{name}: unknown field");
+            let shown = crate::echo::cut(name, crate::echo::MAX_NAME_ECHO);
+            let mut problem = format!("{shown}: unknown field");
             match closest(name, fields.iter().map(|f| f.name)) {
                 Some(suggestion) => {
                     let _ = write!(problem, ", did you mean `{suggestion}`?");
@@ -334,6 +339,9 @@ impl FieldErrors {
         } else {
             "."
         };
+        let problem = problem.to_string();
+        let problem = crate::echo::cut(&problem, 2 * crate::echo::MAX_VALUE_ECHO);
+        let inner_path = crate::echo::cut(inner_path, crate::echo::MAX_NAME_ECHO);
         let mut line = format!("{}{separator}{inner_path}: {problem}", meta.name);
         if !meta.description.is_empty() {
             let _ = write!(line, " ({})", meta.description);
@@ -342,9 +350,27 @@ impl FieldErrors {
     }
 }
 
+/// The most problems one answer lists; the rest are counted.
+const MAX_PROBLEMS_SHOWN: usize = 20;
+
 impl fmt::Display for FieldErrors {
+    /// Every problem, `; `-separated; past the first 20, only their number
+    /// (a model that sent 5,000 unknown members gets a bounded answer).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.problems.join("; "))
+        for (i, problem) in self.problems.iter().take(MAX_PROBLEMS_SHOWN).enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            f.write_str(problem)?;
+        }
+        if self.problems.len() > MAX_PROBLEMS_SHOWN {
+            write!(
+                f,
+                "; and {} more problems",
+                self.problems.len() - MAX_PROBLEMS_SHOWN
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -40,6 +40,43 @@ pub struct AuditRecord {
     /// Who approved or denied, for a host's decision on a pending approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// Whether the call ended with an unknown outcome (`data.in_doubt`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_doubt: bool,
+    /// What the record does not keep whole: an over-long tool name, or
+    /// arguments over the size limit, are kept as a head and a tail (see
+    /// [`echo::cut`](crate::echo::cut)); this says the size and SHA-256 of
+    /// what was there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<Cut>,
+}
+
+/// One field of an [`AuditRecord`] kept cut, and what it held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Cut {
+    /// The record's field: `tool` or `arguments`.
+    pub field: String,
+    /// The size of the whole value, in bytes.
+    pub bytes: u64,
+    /// Hex SHA-256 of the whole value.
+    pub sha256: String,
+}
+
+impl Cut {
+    /// `value` of `field`, bounded to `max` bytes; what was cut goes to `cuts`.
+    pub(crate) fn keep(field: &str, value: String, max: usize, cuts: &mut Vec<Cut>) -> String {
+        if value.len() <= max {
+            return value;
+        }
+        use sha2::Digest as _;
+        cuts.push(Cut {
+            field: field.to_owned(),
+            bytes: value.len() as u64,
+            sha256: crate::canonical::hex(&sha2::Sha256::digest(value.as_bytes())),
+        });
+        crate::echo::cut(&value, max).into_owned()
+    }
 }
 
 /// Where audit records go. Called once per call, after the result is known.

@@ -72,7 +72,7 @@ pub fn digest(value: &Value) -> String {
     hex(&Sha256::digest(canonical_json(value).as_bytes()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(bytes.len() * 2);
     for byte in bytes {

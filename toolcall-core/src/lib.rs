@@ -11,22 +11,25 @@ mod args;
 mod audit;
 pub mod canonical;
 mod dispatcher;
+pub mod echo;
 mod error;
 mod format;
 mod kinds;
 mod parse;
 mod policy;
+mod redact;
 mod registry;
 mod result;
 pub mod store;
 mod tool;
 
 pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};
-pub use audit::{AuditRecord, AuditSink, JsonLinesAudit, MemoryAudit};
+pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;
 pub use policy::{Caller, Policy};
+pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
 pub use result::{Code, ToolResult};
 pub use store::{MemoryStore, Store, StoreError};
@@ -39,7 +42,9 @@ pub mod __private {
         ListArg, NumberArg, StringArg, assert_list, assert_number, assert_string,
     };
     pub use crate::registry::ToolEntry;
-    pub use crate::tool::{CallContext, SpecParts, StateType, ToolOutput, into_output};
+    pub use crate::tool::{
+        CallContext, ReconcileOutput, SpecParts, StateType, ToolOutput, into_output, reconciled,
+    };
 
     /// The state type a context parameter `&Ctx<S>` names.
     #[diagnostic::on_unimplemented(

@@ -43,35 +43,29 @@ impl Arguments<'_> {
         }
     }
 
-    /// The arguments as text with the values of `sensitive` members replaced
-    /// by `"[redacted]"`. Text that is not a JSON object cannot be redacted
-    /// member by member, so none of it is kept.
-    pub(crate) fn to_redacted_text(self, sensitive: &[&str]) -> String {
+    /// The arguments as the audit keeps them for `spec`: every sensitive
+    /// value replaced by `"[redacted]"`. Text that is not a JSON object
+    /// cannot be redacted value by value, so none of it is kept.
+    pub(crate) fn to_redacted_text(self, spec: &crate::ToolSpec) -> String {
         let parsed = match self {
             Arguments::Raw(raw) => serde_json::from_str::<Value>(raw).ok(),
             Arguments::Parsed(value) => Some(value.clone()),
         };
         match parsed {
-            Some(Value::Object(mut map)) => {
-                for name in sensitive {
-                    if let Some(value) = map.get_mut(*name) {
-                        *value = Value::from(REDACTED);
-                    }
-                }
-                Value::Object(map).to_string()
+            Some(mut object @ Value::Object(_)) => {
+                spec.redact_arguments(&mut object);
+                object.to_string()
             }
-            _ => REDACTED.to_owned(),
+            _ => crate::redact::REDACTED.to_owned(),
         }
     }
 }
-
-/// What stands in the audit record for a sensitive value.
-pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Why the arguments are not a usable JSON object.
 #[derive(Debug)]
 pub(crate) enum ParseError {
     TooLarge { size: usize, limit: usize },
+    TooDeep { limit: usize },
     Syntax(String),
     NotAnObject,
 }
@@ -83,6 +77,10 @@ impl fmt::Display for ParseError {
                 f,
                 "Arguments are {size} bytes, over the limit of {limit}. Send only the fields the tool takes."
             ),
+            ParseError::TooDeep { limit } => write!(
+                f,
+                "Arguments are nested more than {limit} levels deep. Send only the fields the tool takes."
+            ),
             ParseError::Syntax(error) => write!(f, "Arguments are not valid JSON: {error}."),
             ParseError::NotAnObject => f.write_str("Arguments must be a JSON object."),
         }
@@ -91,13 +89,30 @@ impl fmt::Display for ParseError {
 
 /// Parses the arguments into an object: at most `max_bytes` of text, at most
 /// `max_depth` levels of nesting, no member name twice in one object.
+///
+/// Arguments that arrive parsed are held to the same bounds: their compact
+/// JSON text at most `max_bytes`, their nesting at most `max_depth`. (Their
+/// duplicate members, if the text had any, were lost by whoever parsed it:
+/// a transport that can keep the raw text passes [`Arguments::Raw`].)
 pub(crate) fn parse_object<'a>(
     arguments: Arguments<'a>,
     max_bytes: usize,
     max_depth: usize,
 ) -> Result<Cow<'a, Map<String, Value>>, ParseError> {
     match arguments {
-        Arguments::Parsed(Value::Object(map)) => Ok(Cow::Borrowed(map)),
+        Arguments::Parsed(value @ Value::Object(map)) => {
+            if depth(value) > max_depth {
+                return Err(ParseError::TooDeep { limit: max_depth });
+            }
+            let size = compact_len(value, max_bytes);
+            if size > max_bytes {
+                return Err(ParseError::TooLarge {
+                    size,
+                    limit: max_bytes,
+                });
+            }
+            Ok(Cow::Borrowed(map))
+        }
         Arguments::Parsed(_) => Err(ParseError::NotAnObject),
         Arguments::Raw("") => Ok(Cow::Owned(Map::new())),
         Arguments::Raw(raw) => {
@@ -115,6 +130,48 @@ pub(crate) fn parse_object<'a>(
     }
 }
 
+/// How many arrays and objects are nested in `value`, itself included:
+/// the depth [`StrictValue`] bounds in text. Iterative, so that a value
+/// nested deeper than the stack cannot overflow it.
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(level);
+        stack.extend(children.map(|child| (child, level + 1)));
+    }
+    deepest
+}
+
+/// The length of `value`'s compact JSON text, counted without building it;
+/// counting stops a little past `limit`.
+fn compact_len(value: &Value, limit: usize) -> usize {
+    struct Count {
+        bytes: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bytes += buf.len();
+            if self.bytes > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count { bytes: 0, limit };
+    let _ = serde_json::to_writer(&mut count, value);
+    count.bytes
+}
+
 fn parse_strict(raw: &str, max_depth: usize) -> Result<Value, ParseError> {
     let mut deserializer = serde_json::Deserializer::from_str(raw);
     let value = StrictValue {
@@ -122,7 +179,10 @@ fn parse_strict(raw: &str, max_depth: usize) -> Result<Value, ParseError> {
     }
     .deserialize(&mut deserializer)
     .and_then(|value| deserializer.end().map(|()| value))
-    .map_err(|error| ParseError::Syntax(error.to_string()))?;
+    .map_err(|error| {
+        let error = error.to_string();
+        ParseError::Syntax(crate::echo::cut(&error, crate::echo::MAX_VALUE_ECHO).into_owned())
+    })?;
     Ok(value)
 }
 
@@ -273,6 +333,49 @@ mod tests {
         );
         let big = format!(r#"{{"a": "{}"}}"#, "x".repeat(2000));
         assert!(parse(&big).unwrap_err().contains("over the limit of 1024"));
+    }
+
+    #[test]
+    fn parsed_arguments_are_held_to_the_same_depth_and_size() {
+        let parsed = |value: Value| {
+            parse_object(Arguments::Parsed(&value), 1024, 4)
+                .map(Cow::into_owned)
+                .map_err(|e| e.to_string())
+        };
+        // The same bounds as the text forms above.
+        assert!(parsed(serde_json::json!({"a": [[[1]]]})).is_ok());
+        assert!(
+            parsed(serde_json::json!({"a": [[[[1]]]]}))
+                .unwrap_err()
+                .contains("nested more than 4 levels")
+        );
+        assert!(
+            parsed(serde_json::json!({"a": [[[[]]]]}))
+                .unwrap_err()
+                .contains("nested more than 4 levels"),
+            "an empty container counts, as in text"
+        );
+        assert!(parse(r#"{"a": [[[[]]]]}"#).is_err());
+        let big = serde_json::json!({"a": "x".repeat(2000)});
+        assert!(
+            parsed(big)
+                .unwrap_err()
+                .contains("over the limit of 1024")
+        );
+        let exact = serde_json::json!({"a": "x".repeat(1024 - 8)});
+        assert_eq!(exact.to_string().len(), 1024);
+        assert!(parsed(exact).is_ok());
+    }
+
+    #[test]
+    fn a_long_duplicate_member_name_is_not_echoed_whole() {
+        let name = "n".repeat(10_000);
+        let raw = format!(r#"{{"{name}": 1, "{name}": 2}}"#);
+        let error = parse_object(Arguments::Raw(&raw), 1 << 20, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("duplicate member"), "{error}");
+        assert!(error.len() < 400, "{} bytes", error.len());
     }
 
     #[test]

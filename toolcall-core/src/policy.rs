@@ -11,6 +11,16 @@ use std::sync::Arc;
 /// limit the caller's policy does not set is refused with `POLICY_LIMIT`:
 /// a missing limit fails closed.
 ///
+/// A policy is checked against the tools when the dispatcher is built
+/// ([`DispatcherBuilder::build`](crate::DispatcherBuilder::build) for the
+/// default caller and those given to
+/// [`callers`](crate::DispatcherBuilder::callers),
+/// [`Dispatcher::check_caller`](crate::Dispatcher::check_caller) for any
+/// other): a tool on the allowlist that no tool is named, or a limit no tool
+/// declares, is a [`BuildError`](crate::BuildError) naming the closest real
+/// name; an allowed tool whose declared limit the policy does not set is a
+/// [`BuildWarning`](crate::BuildWarning).
+///
 /// ```
 /// use toolcall_core::Policy;
 ///
@@ -61,6 +71,11 @@ impl Policy {
     /// The limit of this name, if the policy sets it.
     pub fn limit_of(&self, name: &str) -> Option<i64> {
         self.limits.get(name).copied()
+    }
+
+    /// Every limit the policy sets, by name, sorted.
+    pub fn limits(&self) -> impl ExactSizeIterator<Item = (&str, i64)> {
+        self.limits.iter().map(|(name, value)| (name.as_str(), *value))
     }
 }
 

@@ -42,6 +42,9 @@ pub enum Code {
     ConfirmationInvalid,
     /// An identical side-effecting call is still running.
     CallInProgress,
+    /// Another call on the same resource (`#[arg(resource)]`) held its lock
+    /// for longer than the dispatcher waits.
+    ResourceBusy,
     /// The tool did not answer in time; its outcome is unknown.
     Timeout,
     /// The pipeline's store failed; the outcome of a call in flight is unknown.
@@ -72,6 +75,7 @@ impl Code {
             "CONFIRMATION_EXPIRED" => Code::ConfirmationExpired,
             "CONFIRMATION_INVALID" => Code::ConfirmationInvalid,
             "CALL_IN_PROGRESS" => Code::CallInProgress,
+            "RESOURCE_BUSY" => Code::ResourceBusy,
             "TIMEOUT" => Code::Timeout,
             "STORE_UNAVAILABLE" => Code::StoreUnavailable,
             "UPSTREAM_UNAVAILABLE" => Code::UpstreamUnavailable,
@@ -96,6 +100,7 @@ impl Code {
             Code::ConfirmationExpired => "CONFIRMATION_EXPIRED",
             Code::ConfirmationInvalid => "CONFIRMATION_INVALID",
             Code::CallInProgress => "CALL_IN_PROGRESS",
+            Code::ResourceBusy => "RESOURCE_BUSY",
             Code::Timeout => "TIMEOUT",
             Code::StoreUnavailable => "STORE_UNAVAILABLE",
             Code::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
@@ -173,6 +178,13 @@ pub struct ToolResult {
     pub confirmation_id: Option<String>,
 }
 
+fn bounded_name(name: String) -> String {
+    match crate::echo::cut(&name, crate::echo::MAX_NAME_ECHO) {
+        Cow::Borrowed(_) => name,
+        Cow::Owned(cut) => cut,
+    }
+}
+
 fn ok_code() -> Code {
     Code::Ok
 }
@@ -186,7 +198,7 @@ impl ToolResult {
     pub fn success(tool: impl Into<String>, data: Map<String, Value>) -> Self {
         ToolResult {
             ok: true,
-            tool: tool.into(),
+            tool: bounded_name(tool.into()),
             code: Code::Ok,
             message: String::new(),
             data,
@@ -195,11 +207,13 @@ impl ToolResult {
         }
     }
 
-    /// A rejection with its code and the message for the model.
+    /// A rejection with its code and the message for the model. A tool
+    /// name longer than [`MAX_NAME_ECHO`](crate::echo::MAX_NAME_ECHO) bytes
+    /// (the model can ask for any name) is [cut](crate::echo::cut).
     pub fn failure(tool: impl Into<String>, code: Code, message: impl Into<String>) -> Self {
         ToolResult {
             ok: false,
-            tool: tool.into(),
+            tool: bounded_name(tool.into()),
             code,
             message: message.into(),
             data: Map::new(),

@@ -20,6 +20,22 @@ use serde_json::Value;
 use crate::audit::lock;
 use crate::result::ToolResult;
 
+/// What the store knows of a key's call beyond "nothing yet".
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // returned once per call, never stored
+#[non_exhaustive]
+pub enum Outcome {
+    /// The call completed: its stored result is the answer to every
+    /// identical call from then on.
+    Completed(ToolResult),
+    /// The call's last attempt failed in a way that leaves its effect
+    /// unknown (a lost response, a timeout): it may or may not have happened.
+    /// The next identical call runs it again under the same key (a backend
+    /// that deduplicates by key applies it once) or asks the tool's
+    /// `reconcile` function what happened.
+    InDoubt,
+}
+
 /// What a claim on an idempotency key found.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -123,27 +139,58 @@ impl std::error::Error for StoreError {
 /// method is one atomic step: two callers racing on one key see one winner.
 /// Times are wall-clock milliseconds since the Unix epoch, so that records
 /// mean the same to every process that shares a store.
+///
+/// # The states of a key
+///
+/// | state | how it gets there | what an identical call does |
+/// |---|---|---|
+/// | free | never claimed, [`release`](Store::release)d, or purged | runs the whole pipeline |
+/// | claimed | [`claim`](Store::claim), kept alive by [`renew`](Store::renew) | waits for it, then replays its result (or `CALL_IN_PROGRESS`) |
+/// | completed | [`complete`](Store::complete) | is answered with the stored result, `replayed: true` |
+/// | in doubt | [`doubt`](Store::doubt): the last attempt's outcome is unknown | runs again under the same key, skipping the check, the policy and the approval it already passed |
+///
+/// A claim whose lease ran out (its holder died) is free to claim again.
+///
+/// Resource locks ([`lock_resource`](Store::lock_resource)) are a separate
+/// namespace: they order calls on one resource (an order, an account)
+/// across every process that shares the store.
 pub trait Store: Send + Sync + 'static {
-    /// Counts one step of `session` and returns the new count.
+    /// Counts one step of `session` and returns the new count. A session id
+    /// can be long (the host chooses it): a store that indexes it should
+    /// index [`session_key`] of it instead.
     fn next_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Counts one more call with `key` and returns the new count.
     fn count_call(&self, key: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// The stored result of the completed call with `key`, if any.
-    fn completed(
-        &self,
-        key: &str,
-    ) -> impl Future<Output = Result<Option<ToolResult>, StoreError>> + Send;
+    /// Takes back one count of `key` (never below zero): the call was
+    /// answered `CONFIRMATION_REQUIRED`, which is a question to a person, not
+    /// a repetition by the model.
+    fn uncount_call(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// What is known of the call with `key`: completed (with its result), in
+    /// doubt, or nothing (`None`: free or claimed).
+    fn outcome(&self, key: &str)
+    -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send;
 
     /// Tries to take `key` for execution until `now_ms + lease_ms`. A key
-    /// that is free, of unknown outcome, or whose lease ran out is acquired.
+    /// that is free, in doubt, or whose lease ran out is acquired.
     fn claim(
         &self,
         key: &str,
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// Extends the claim on `key` to `now_ms + lease_ms`, while its call is
+    /// still running. `false` if the key is no longer claimed (it completed,
+    /// or was released).
+    fn renew(
+        &self,
+        key: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Stores the result of the call holding `key` and frees the claim.
     fn complete(
@@ -152,10 +199,14 @@ pub trait Store: Send + Sync + 'static {
         result: &ToolResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Frees the claim on `key` without a result: the call did not run, or
-    /// its outcome is unknown. The next identical call may claim it again,
-    /// and runs under the same key.
+    /// Frees the claim on `key` without a result: the call did not run. The
+    /// next identical call may claim it again. A completed or in-doubt key is
+    /// left as it is.
     fn release(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Frees the claim on `key` and remembers the call as in doubt: it ran,
+    /// and whether it took effect is unknown. Durable like a completion.
+    fn doubt(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Keeps an approval until it is taken or expires.
     fn put_approval(
@@ -170,6 +221,24 @@ pub trait Store: Send + Sync + 'static {
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send;
+
+    /// Takes (or, for the same `holder`, extends) the lock on `resource`
+    /// until `now_ms + lease_ms`. `false` while another holder's lease runs.
+    fn lock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Frees the lock on `resource` if `holder` still has it; a lock another
+    /// holder took since is left alone.
+    fn unlock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// A shared store: several dispatchers (or tests) over one set of records.
@@ -182,11 +251,15 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).count_call(key)
     }
 
-    fn completed(
+    fn uncount_call(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).uncount_call(key)
+    }
+
+    fn outcome(
         &self,
         key: &str,
-    ) -> impl Future<Output = Result<Option<ToolResult>, StoreError>> + Send {
-        (**self).completed(key)
+    ) -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send {
+        (**self).outcome(key)
     }
 
     fn claim(
@@ -196,6 +269,15 @@ impl<T: Store> Store for std::sync::Arc<T> {
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
         (**self).claim(key, now_ms, lease_ms)
+    }
+
+    fn renew(
+        &self,
+        key: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).renew(key, now_ms, lease_ms)
     }
 
     fn complete(
@@ -208,6 +290,10 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn release(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).release(key)
+    }
+
+    fn doubt(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).doubt(key)
     }
 
     fn put_approval(
@@ -225,6 +311,32 @@ impl<T: Store> Store for std::sync::Arc<T> {
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
         (**self).take_approval(id, binding, now_ms)
     }
+
+    fn lock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).lock_resource(resource, holder, now_ms, lease_ms)
+    }
+
+    fn unlock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).unlock_resource(resource, holder)
+    }
+}
+
+/// The fixed-length key a durable store indexes a session by: hex SHA-256 of
+/// the session id, so that a session id of any length fits an index (a
+/// Postgres B-tree entry holds at most about 2.7 KB).
+pub fn session_key(session: &str) -> String {
+    use sha2::Digest as _;
+    crate::canonical::hex(&sha2::Sha256::digest(session.as_bytes()))
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -260,7 +372,14 @@ struct Shard {
     calls: HashMap<String, Counted>,
     records: HashMap<String, Record>,
     approvals: HashMap<String, PendingApproval>,
+    locks: HashMap<String, Lock>,
     writes: u64,
+}
+
+#[derive(Debug)]
+struct Lock {
+    holder: String,
+    until_ms: u64,
 }
 
 #[derive(Debug)]
@@ -279,6 +398,7 @@ struct Record {
 enum RecordState {
     InFlight { until_ms: u64 },
     Completed(ToolResult),
+    InDoubt,
 }
 
 impl Default for MemoryStore {
@@ -309,7 +429,11 @@ impl MemoryStore {
             .iter()
             .map(|shard| {
                 let shard = lock(shard);
-                shard.steps.len() + shard.calls.len() + shard.records.len() + shard.approvals.len()
+                shard.steps.len()
+                    + shard.calls.len()
+                    + shard.records.len()
+                    + shard.approvals.len()
+                    + shard.locks.len()
             })
             .sum()
     }
@@ -336,6 +460,7 @@ impl MemoryStore {
         shard.calls.retain(|_, c| c.touched_ms >= cutoff);
         shard.records.retain(|_, r| r.touched_ms >= cutoff);
         shard.approvals.retain(|_, a| a.expires_ms >= now);
+        shard.locks.retain(|_, l| l.until_ms > now);
         let cap = self.capacity_per_shard;
         trim_oldest(&mut shard.steps, cap, |c| c.touched_ms);
         trim_oldest(&mut shard.calls, cap, |c| c.touched_ms);
@@ -393,14 +518,20 @@ impl Store for MemoryStore {
         Ok(count)
     }
 
-    async fn completed(&self, key: &str) -> Result<Option<ToolResult>, StoreError> {
+    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
+        let mut shard = self.shard(key);
+        if let Some(entry) = shard.calls.get_mut(key) {
+            entry.count = entry.count.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
         let shard = self.shard(key);
-        Ok(match shard.records.get(key) {
-            Some(Record {
-                state: RecordState::Completed(result),
-                ..
-            }) => Some(result.clone()),
-            _ => None,
+        Ok(match shard.records.get(key).map(|r| &r.state) {
+            Some(RecordState::Completed(result)) => Some(Outcome::Completed(result.clone())),
+            Some(RecordState::InDoubt) => Some(Outcome::InDoubt),
+            Some(RecordState::InFlight { .. }) | None => None,
         })
     }
 
@@ -449,6 +580,21 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        let mut shard = self.shard(key);
+        match shard.records.get_mut(key) {
+            Some(Record {
+                state: RecordState::InFlight { until_ms },
+                touched_ms,
+            }) => {
+                *until_ms = now_ms.saturating_add(lease_ms);
+                *touched_ms = now_ms;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn release(&self, key: &str) -> Result<(), StoreError> {
         let mut shard = self.shard(key);
         if let Some(Record {
@@ -457,6 +603,31 @@ impl Store for MemoryStore {
         }) = shard.records.get(key)
         {
             shard.records.remove(key);
+        }
+        Ok(())
+    }
+
+    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(key);
+        match shard.records.get_mut(key) {
+            Some(Record {
+                state: RecordState::Completed(_),
+                ..
+            }) => {}
+            Some(record) => {
+                record.state = RecordState::InDoubt;
+                record.touched_ms = now;
+            }
+            None => {
+                shard.records.insert(
+                    key.to_owned(),
+                    Record {
+                        state: RecordState::InDoubt,
+                        touched_ms: now,
+                    },
+                );
+            }
         }
         Ok(())
     }
@@ -494,6 +665,43 @@ impl Store for MemoryStore {
         } else {
             TakeApproval::Taken(approval)
         })
+    }
+
+    async fn lock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut shard = self.shard(resource);
+        let until_ms = now_ms.saturating_add(lease_ms);
+        match shard.locks.get_mut(resource) {
+            Some(lock) if lock.holder != holder && lock.until_ms > now_ms => return Ok(false),
+            Some(lock) => {
+                holder.clone_into(&mut lock.holder);
+                lock.until_ms = until_ms;
+            }
+            None => {
+                shard.locks.insert(
+                    resource.to_owned(),
+                    Lock {
+                        holder: holder.to_owned(),
+                        until_ms,
+                    },
+                );
+            }
+        }
+        self.maintain(&mut shard, now_ms);
+        Ok(true)
+    }
+
+    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+        let mut shard = self.shard(resource);
+        if shard.locks.get(resource).is_some_and(|l| l.holder == holder) {
+            shard.locks.remove(resource);
+        }
+        Ok(())
     }
 }
 

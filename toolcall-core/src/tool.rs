@@ -94,6 +94,15 @@ pub trait Tool: 'static {
 
     /// Runs the tool.
     fn call<'a>(args: Self::Args, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
+
+    /// Asks the backend what became of a call whose outcome is unknown, by
+    /// its idempotency key (`#[tool(reconcile = path)]`): `Some(output)` if
+    /// it took effect, `None` if it did not. Tools that declare no
+    /// `reconcile` answer `None` and are never asked.
+    fn reconcile(cx: &CallContext) -> BoxFuture<'_, Result<Option<Value>, ToolError>> {
+        let _ = cx;
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// The type of state a tool's context needs.
@@ -116,7 +125,11 @@ pub struct ToolSpec {
     state: Option<fn() -> StateType>,
     schema: fn() -> Value,
     validate: ValidateFn,
+    reconcile: Option<ReconcileFn>,
+    redaction: std::sync::OnceLock<crate::redact::Plan>,
 }
+
+type ReconcileFn = for<'a> fn(&'a CallContext) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
 
 type ValidateFn = fn(&Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors>;
 
@@ -129,6 +142,7 @@ pub struct SpecParts {
     pub high_risk: bool,
     pub timeout_ms: Option<u64>,
     pub state: Option<fn() -> StateType>,
+    pub reconcile: bool,
 }
 
 impl ToolSpec {
@@ -144,6 +158,12 @@ impl ToolSpec {
             state: parts.state,
             schema: schema_of::<T>,
             validate: validate::<T>,
+            reconcile: if parts.reconcile {
+                Some(T::reconcile)
+            } else {
+                None
+            },
+            redaction: std::sync::OnceLock::new(),
         }
     }
 
@@ -173,6 +193,20 @@ impl ToolSpec {
         self.timeout_ms.map(std::time::Duration::from_millis)
     }
 
+    /// Whether the tool declares `#[tool(reconcile = path)]`: a way to ask
+    /// its backend, by idempotency key, whether a call of unknown outcome
+    /// took effect.
+    pub fn reconciles(&self) -> bool {
+        self.reconcile.is_some()
+    }
+
+    pub(crate) fn reconcile<'a>(
+        &self,
+        cx: &'a CallContext,
+    ) -> Option<BoxFuture<'a, Result<Option<Value>, ToolError>>> {
+        self.reconcile.map(|reconcile| reconcile(cx))
+    }
+
     /// The parameters, in declaration order.
     pub fn fields(&self) -> &'static [FieldMeta] {
         self.fields
@@ -191,6 +225,24 @@ impl ToolSpec {
             Value::Object(object) => self.validate(object).map(drop),
             _ => Err(FieldErrors::not_an_object()),
         }
+    }
+
+    /// Replaces every sensitive value in `arguments` by `"[redacted]"`, as
+    /// audit records keep them: the whole value of a `#[arg(sensitive)]`
+    /// parameter, and any value, at any depth, whose schema says
+    /// `"writeOnly": true` (set on a nested type's field with
+    /// `#[schemars(extend("writeOnly" = true))]`).
+    pub fn redact_arguments(&self, arguments: &mut Value) {
+        self.redaction().redact(arguments);
+    }
+
+    /// Whether any of the tool's values is sensitive.
+    pub fn has_sensitive_values(&self) -> bool {
+        !self.redaction().is_empty()
+    }
+
+    pub(crate) fn redaction(&self) -> &crate::redact::Plan {
+        self.redaction.get_or_init(|| crate::redact::Plan::of(self))
     }
 
     pub(crate) fn state_type(&self) -> Option<StateType> {
@@ -282,6 +334,43 @@ where
             ))),
         }
     }
+}
+
+/// What a `reconcile` function may return: a future of
+/// `Result<Option<T>, E>`, with `T` the tool's output type.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a reconcile function must be `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>`, not one returning `{Self}`",
+    label = "this must be a future of `Result<Option<T>, E>`",
+    note = "`T` is the tool's output type; return `Ok(Some(output))` when the call took effect, `Ok(None)` when it did not"
+)]
+pub trait ReconcileOutput: Future<Output = Self::Returned> + Send {
+    /// What the future resolves to.
+    type Returned;
+    /// Turns the resolved value into the dispatcher's terms.
+    fn into_reconciled(returned: Self::Returned) -> Result<Option<Value>, ToolError>;
+}
+
+impl<F, T, E> ReconcileOutput for F
+where
+    F: Future<Output = Result<Option<T>, E>> + Send,
+    T: serde::Serialize,
+    E: Into<ToolError>,
+{
+    type Returned = Result<Option<T>, E>;
+
+    fn into_reconciled(returned: Self::Returned) -> Result<Option<Value>, ToolError> {
+        match returned.map_err(Into::into)? {
+            Some(output) => Ok::<T, ToolError>(output).into_output().map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Awaits a `reconcile` function's answer in the dispatcher's terms.
+#[doc(hidden)]
+pub async fn reconciled<F: ReconcileOutput>(future: F) -> Result<Option<Value>, ToolError> {
+    F::into_reconciled(future.await)
 }
 
 /// Turns what a tool function returned into the dispatcher's terms.

@@ -16,6 +16,7 @@ pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
     pub high_risk: Option<Span>,
     pub check: Option<Path>,
+    pub reconcile: Option<Path>,
     pub name: Option<LitStr>,
     pub version: Option<syn::LitInt>,
     pub timeout_ms: Option<syn::LitInt>,
@@ -34,6 +35,10 @@ impl ToolAttr {
                 "check" => {
                     let path: Path = meta.value()?.parse()?;
                     set(cx, &mut attr.check, &key, path);
+                }
+                "reconcile" => {
+                    let path: Path = meta.value()?.parse()?;
+                    set(cx, &mut attr.reconcile, &key, path);
                 }
                 "name" => {
                     let name: LitStr = meta.value()?.parse()?;
@@ -105,6 +110,8 @@ pub(crate) struct ArgAttr {
     pub limit: Option<LitStr>,
     pub sensitive: Option<Span>,
     pub allow_float: Option<Span>,
+    /// `resource` (the kind is the parameter's name) or `resource = "kind"`.
+    pub resource: Option<(Span, Option<LitStr>)>,
 }
 
 /// A value and the span of the key that set it.
@@ -165,6 +172,24 @@ impl ArgAttr {
                     Err(error) => cx.push(syn::Error::new(error.span(), msg::LIMIT_NAME)),
                 },
                 "sensitive" => set(cx, &mut self.sensitive, &key, key.span()),
+                "resource" => {
+                    let kind = if meta.input.peek(syn::Token![=]) {
+                        match meta.value()?.parse::<LitStr>() {
+                            Ok(kind) if !kind.value().trim().is_empty() => Some(kind),
+                            Ok(kind) => {
+                                cx.error_spanned_by(&kind, msg::RESOURCE_KIND);
+                                None
+                            }
+                            Err(error) => {
+                                cx.push(syn::Error::new(error.span(), msg::RESOURCE_KIND));
+                                None
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    set(cx, &mut self.resource, &key, (key.span(), kind));
+                }
                 "allow_float" => set(cx, &mut self.allow_float, &key, key.span()),
                 _ => {
                     cx.error_spanned_by(&key, msg::unknown_key(&key_name, msg::ARG_KEYS));

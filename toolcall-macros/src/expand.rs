@@ -81,12 +81,22 @@ fn expand(tool: &ToolFn) -> TokenStream {
         let json_name = p.json_name();
         let field_description = &p.description;
         let sensitive = p.arg.sensitive.is_some();
+        let resource = match &p.arg.resource {
+            Some((_, Some(kind))) => quote!(::core::option::Option::Some(#kind)),
+            Some((_, None)) => {
+                let kind = p.ident.to_string();
+                let kind = kind.trim_start_matches("r#");
+                quote!(::core::option::Option::Some(#kind))
+            }
+            None => quote!(::core::option::Option::None),
+        };
         field_metas.push(quote! {
             #private::FieldMeta {
                 name: #json_name,
                 description: #field_description,
                 constraints: &[#(#constraints),*],
                 sensitive: #sensitive,
+                resource: #resource,
             }
         });
     }
@@ -156,6 +166,22 @@ fn expand(tool: &ToolFn) -> TokenStream {
         },
     };
 
+    let reconciles = tool.attr.reconcile.is_some();
+    let reconcile_fn = tool.attr.reconcile.as_ref().map(|path| {
+        let span = path.span();
+        let call = quote_spanned!(span=> #path(&__toolcall_ctx, &__toolcall_cx.idempotency_key));
+        quote! {
+            fn reconcile(
+                __toolcall_cx: &#private::CallContext,
+            ) -> #private::BoxFuture<'_, ::core::result::Result<::core::option::Option<#private::serde_json::Value>, #private::ToolError>> {
+                ::std::boxed::Box::pin(async move {
+                    let __toolcall_ctx = #typed_ctx;
+                    #private::reconciled(#call).await
+                })
+            }
+        }
+    });
+
     let output_span = match &item.sig.output {
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => Span::call_site(),
@@ -219,6 +245,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
                             high_risk: #high_risk,
                             timeout_ms: #timeout_ms,
                             state: #state,
+                            reconcile: #reconciles,
                         },
                         &__TOOLCALL_FIELDS,
                     );
@@ -242,6 +269,8 @@ fn expand(tool: &ToolFn) -> TokenStream {
                         #call_user
                     })
                 }
+
+                #reconcile_fn
             }
 
             #private::inventory::submit! {

@@ -1,8 +1,11 @@
 //! Every message the macro can print, in one place: lowercase, no trailing
 //! period, the syntax quoted, the fix said.
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `crate = path`";
-pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `crate = path`";
+pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`, `resource`";
+pub(crate) const RESOURCE_KIND: &str = "`resource` takes an optional kind: `#[arg(resource)]` (the kind is the parameter's name) or `#[arg(resource = \"order\")]`, so that tools naming the same kind of resource wait for each other";
+pub(crate) const RECONCILE_WITHOUT_SIDE_EFFECT: &str = "`reconcile` requires `side_effect`: only a call that changes something can end with an unknown outcome; write #[tool(side_effect, reconcile = path)]";
+pub(crate) const RESOURCE_WITHOUT_SIDE_EFFECT: &str = "`resource` requires `#[tool(side_effect)]`: it makes calls that change one resource wait for each other; a tool that changes nothing needs no lock";
 pub(crate) const HIGH_RISK_WITHOUT_SIDE_EFFECT: &str = "`high_risk` requires `side_effect`: write #[tool(side_effect, high_risk)]; a tool that changes nothing needs no approval";
 pub(crate) const MISSING_DOC: &str = "a tool needs a doc comment: it is the description the model reads; add `/// What this tool does, and when to call it.` above the function";
 pub(crate) const RECEIVER: &str = "a tool cannot take `self`: write a free function and pass state through a first parameter `ctx: &Ctx<YourState>`";

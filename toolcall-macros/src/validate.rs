@@ -18,6 +18,16 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             msg::HIGH_RISK_WITHOUT_SIDE_EFFECT,
         ));
     }
+    if let (Some(reconcile), None) = (&tool.attr.reconcile, tool.attr.side_effect) {
+        cx.error_spanned_by(reconcile, msg::RECONCILE_WITHOUT_SIDE_EFFECT);
+    }
+    if tool.attr.side_effect.is_none() {
+        for param in &tool.params {
+            if let Some((span, _)) = &param.arg.resource {
+                cx.push(syn::Error::new(*span, msg::RESOURCE_WITHOUT_SIDE_EFFECT));
+            }
+        }
+    }
     let name = tool.tool_name();
     // What every provider accepts: OpenAI and Anthropic take
     // `^[a-zA-Z0-9_-]{1,64}$`, Gemini also wants a letter or `_` first.

@@ -5,10 +5,11 @@
 //! shared system of record.
 //!
 //! Every operation is one statement: a claim is an `INSERT ... ON CONFLICT
-//! DO UPDATE ... WHERE` that only one replica can win, and an approval is
-//! used up by a `DELETE ... RETURNING` that matches its binding. The tables
-//! are created when the store connects (under an advisory lock, so replicas
-//! starting together do not race), in the schema given, `public` by default.
+//! DO UPDATE ... WHERE` that only one replica can win, a resource lock the
+//! same with its holder, and an approval is used up by a `DELETE ...
+//! RETURNING` that matches its binding. The tables are created or upgraded
+//! when the store connects (under an advisory lock, so replicas starting
+//! together do not race), in the schema given, `public` by default.
 //!
 //! A connection that drops is opened again on the next call; the call that
 //! was in flight when it dropped answers `STORE_UNAVAILABLE`, never a wrong
@@ -21,21 +22,67 @@
 //! let store = PostgresStore::connect("postgres://postgres@127.0.0.1:5432/app").await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # What the schema holds
+//!
+//! | table | one row per | key |
+//! |---|---|---|
+//! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length: a B-tree entry holds at most about 2.7 KB) |
+//! | `toolcall_calls` | idempotency key: how often the call was made | the key |
+//! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
+//! | `toolcall_approvals` | pending approval, with the session as given (not indexed) | the confirmation id |
+//! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
+//! | `toolcall_schema_version` | the schema's version (one row) | |
+//!
+//! A key that is in doubt is claimed like a free one; a release leaves it
+//! (and a completed key) as it is.
+//!
+//! # Purging
+//!
+//! The store deletes what has expired by itself: every
+//! [`purge_every`](PostgresStore::purge_every) writes through a handle (1000
+//! by default), one statement deletes at most 10 000 rows of each kind among
+//!
+//! * steps, call counts and records untouched for the
+//!   [`retention`](PostgresStore::retention) window (24 hours by default),
+//!   except a claim whose lease is still running;
+//! * approvals past their expiry;
+//! * resource locks whose lease ran out.
+//!
+//! Each is a range scan on an index, and skips rows another transaction
+//! holds, so replicas purging at once neither wait nor deadlock.
+//! [`purge`](PostgresStore::purge) deletes all of it at once, for a timer or
+//! a maintenance job. A record dropped this way means an identical call
+//! after it runs again, under the same idempotency key.
+//!
+//! # Schema versions
+//!
+//! Connecting upgrades tables made by an older version, in the same
+//! transaction and under the same lock as creating them. The upgrade keeps
+//! the columns the previous version uses, so replicas still running it keep
+//! working during a rolling upgrade. A schema made by a newer version is
+//! refused.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    Binding, Claim, PendingApproval, Store, StoreError, TakeApproval, now_ms,
+    Binding, Claim, Outcome, PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
 };
 
-/// The migration: idempotent, run under an advisory lock at connect.
-const SCHEMA: &str = "
+/// The schema this version writes, kept in `toolcall_schema_version`.
+const SCHEMA_VERSION: i32 = 1;
+
+/// Version 0, the first release's tables. Created if missing, so that a new
+/// schema and one from that release take the same upgrades.
+const SCHEMA_V0: &str = "
 CREATE TABLE IF NOT EXISTS toolcall_steps (
     session    TEXT PRIMARY KEY,
     count      BIGINT NOT NULL,
@@ -67,6 +114,81 @@ CREATE TABLE IF NOT EXISTS toolcall_approvals (
 );
 ";
 
+/// Where the schema's version is kept (no row: version 0).
+const VERSION_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_schema_version (
+    version INTEGER NOT NULL
+);
+";
+
+/// Version 1, after the old check on `state` is dropped: the `in_doubt`
+/// state, steps keyed by [`session_key`] (a session keeps its count),
+/// resource locks, and the indexes the purge scans.
+const UPGRADE_V1: &str = "
+ALTER TABLE toolcall_records ADD CONSTRAINT toolcall_records_state_check
+    CHECK (state IN ('in_flight', 'completed', 'in_doubt'));
+UPDATE toolcall_steps SET session = encode(sha256(convert_to(session, 'UTF8')), 'hex');
+CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);
+CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
+CREATE TABLE IF NOT EXISTS toolcall_locks (
+    resource_key TEXT PRIMARY KEY,
+    resource     TEXT NOT NULL,
+    holder       TEXT NOT NULL,
+    until_ms     BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
+";
+
+/// One purge: every kind in one statement, at most `$3` rows of each (all
+/// for NULL), skipping rows another transaction holds. `$1` is the
+/// retention's cutoff, `$2` now. The conditions are repeated outside the
+/// subqueries so that a row changed meanwhile is checked again.
+const PURGE: &str = "
+WITH steps AS (
+    DELETE FROM toolcall_steps WHERE session IN (
+        SELECT session FROM toolcall_steps WHERE touched_ms < $1
+        LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND touched_ms < $1
+    RETURNING 1
+), calls AS (
+    DELETE FROM toolcall_calls WHERE key IN (
+        SELECT key FROM toolcall_calls WHERE touched_ms < $1
+        LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND touched_ms < $1
+    RETURNING 1
+), records AS (
+    DELETE FROM toolcall_records WHERE key IN (
+        SELECT key FROM toolcall_records
+        WHERE touched_ms < $1 AND (state <> 'in_flight' OR until_ms <= $2)
+        LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND touched_ms < $1 AND (state <> 'in_flight' OR until_ms <= $2)
+    RETURNING 1
+), approvals AS (
+    DELETE FROM toolcall_approvals WHERE id IN (
+        SELECT id FROM toolcall_approvals WHERE expires_ms <= $2
+        LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND expires_ms <= $2
+    RETURNING 1
+), locks AS (
+    DELETE FROM toolcall_locks WHERE resource_key IN (
+        SELECT resource_key FROM toolcall_locks WHERE until_ms <= $2
+        LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND until_ms <= $2
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM steps), (SELECT count(*) FROM calls),
+       (SELECT count(*) FROM records), (SELECT count(*) FROM approvals),
+       (SELECT count(*) FROM locks)
+";
+
+/// Writes through one handle between two automatic purges, by default.
+const PURGE_EVERY: u64 = 1000;
+
+/// Rows of each kind one automatic purge deletes at most, so that a write
+/// that triggers it stays short.
+const PURGE_BATCH: i64 = 10_000;
+
 /// Any 64-bit number, the same in every replica: the migration's lock.
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_6361_6c6c;
 
@@ -76,11 +198,37 @@ pub struct PostgresStore {
     url: String,
     schema: String,
     client: Mutex<Option<Arc<Client>>>,
+    retention_ms: u64,
+    purge_every: u64,
+    writes: AtomicU64,
+}
+
+/// What a purge deleted, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Step counts of sessions untouched for the retention window.
+    pub steps: usize,
+    /// Call counts untouched for the retention window.
+    pub calls: usize,
+    /// Idempotency records untouched for the retention window (never a
+    /// claim whose lease is running).
+    pub records: usize,
+    /// Approvals past their expiry.
+    pub approvals: usize,
+    /// Resource locks whose lease ran out.
+    pub locks: usize,
+}
+
+impl Purged {
+    /// Rows deleted, of every kind.
+    pub fn total(&self) -> usize {
+        self.steps + self.calls + self.records + self.approvals + self.locks
+    }
 }
 
 impl PostgresStore {
     /// Connects to `url` (for example `postgres://user@host:5432/db`) and
-    /// creates the tables in the `public` schema if they are missing.
+    /// creates or upgrades the tables in the `public` schema.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         PostgresStore::connect_in_schema(url, "public").await
     }
@@ -92,9 +240,64 @@ impl PostgresStore {
             url: url.to_owned(),
             schema: schema.to_owned(),
             client: Mutex::new(None),
+            retention_ms: 24 * 60 * 60 * 1000,
+            purge_every: PURGE_EVERY,
+            writes: AtomicU64::new(0),
         };
         store.client().await?;
         Ok(store)
+    }
+
+    /// Keeps steps, call counts and records for `retention` after their
+    /// last use (24 hours by default).
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Purges automatically after every `writes` writes through this handle
+    /// (1000 by default); 0 never does, leaving it to [`purge`](PostgresStore::purge).
+    pub fn purge_every(mut self, writes: u64) -> Self {
+        self.purge_every = writes;
+        self
+    }
+
+    /// Deletes, now and all at once, what is older than the retention window
+    /// (but never a claim whose lease is running), approvals past their
+    /// expiry and resource locks whose lease ran out. The store also does it
+    /// by itself, a batch at a time: see [`purge_every`](PostgresStore::purge_every).
+    pub async fn purge(&self) -> Result<Purged, StoreError> {
+        self.purge_at_most(None).await
+    }
+
+    /// Deletes at most `limit` rows of each kind (all of them for `None`),
+    /// in one statement.
+    async fn purge_at_most(&self, limit: Option<i64>) -> Result<Purged, StoreError> {
+        let now = now_ms();
+        let cutoff = to_sql(now.saturating_sub(self.retention_ms));
+        let client = self.client().await?;
+        let row = client
+            .query_one(PURGE, &[&cutoff, &to_sql(now), &limit])
+            .await
+            .map_err(StoreError::new)?;
+        let count = |i: usize| usize::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        Ok(Purged {
+            steps: count(0),
+            calls: count(1),
+            records: count(2),
+            approvals: count(3),
+            locks: count(4),
+        })
+    }
+
+    /// Counts one write; every `purge_every`-th purges a batch. A failed
+    /// purge is not the caller's failure (its write is done): the next turn
+    /// tries again.
+    async fn wrote(&self) {
+        let writes = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.purge_every > 0 && writes.is_multiple_of(self.purge_every) {
+            let _ = self.purge_at_most(Some(PURGE_BATCH)).await;
+        }
     }
 
     /// Drops the schema and everything in it. For tests that made their own.
@@ -115,26 +318,14 @@ impl PostgresStore {
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(client));
         }
-        let (client, connection) = tokio_postgres::connect(&self.url, NoTls)
+        let (mut client, connection) = tokio_postgres::connect(&self.url, NoTls)
             .await
             .map_err(StoreError::new)?;
         tokio::spawn(async move {
             // Ends when the connection drops; the next call opens another.
             let _ = connection.await;
         });
-        let schema = quote(&self.schema);
-        client
-            .batch_execute(&format!(
-                "BEGIN;
-                 SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
-                 CREATE SCHEMA IF NOT EXISTS {schema};
-                 SET search_path TO {schema};
-                 {SCHEMA}
-                 COMMIT;
-                 SET search_path TO {schema};"
-            ))
-            .await
-            .map_err(StoreError::new)?;
+        migrate(&mut client, &self.schema).await?;
         let client = Arc::new(client);
         *slot = Some(Arc::clone(&client));
         Ok(client)
@@ -146,8 +337,77 @@ impl PostgresStore {
             .query_one(sql, &[&id, &to_sql(now_ms())])
             .await
             .map_err(StoreError::new)?;
+        self.wrote().await;
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
+}
+
+/// Creates or upgrades the tables in `schema`, in one transaction under an
+/// advisory lock, and points the connection's search path at it.
+async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
+    let schema = quote(schema);
+    let tx = client.transaction().await.map_err(StoreError::new)?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
+         CREATE SCHEMA IF NOT EXISTS {schema};
+         SET LOCAL search_path TO {schema};
+         {SCHEMA_V0}
+         {VERSION_TABLE}"
+    ))
+    .await
+    .map_err(StoreError::new)?;
+    let found: i32 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM toolcall_schema_version",
+            &[],
+        )
+        .await
+        .map_err(StoreError::new)?
+        .get(0);
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::new(format!(
+            "the schema {schema} is version {found}, newer than this toolcall-postgres \
+             knows ({SCHEMA_VERSION}): connect with a newer version"
+        )));
+    }
+    if found < 1 {
+        // The first release's check on `state` has Postgres's default name,
+        // but whatever its name, every check on `state` goes.
+        let checks = tx
+            .query(
+                "SELECT conname::TEXT FROM pg_constraint
+                 WHERE conrelid = 'toolcall_records'::regclass AND contype = 'c'
+                   AND pg_get_constraintdef(oid) LIKE '%state%'",
+                &[],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        for check in checks {
+            let name: String = check.get(0);
+            tx.batch_execute(&format!(
+                "ALTER TABLE toolcall_records DROP CONSTRAINT {}",
+                quote(&name)
+            ))
+            .await
+            .map_err(StoreError::new)?;
+        }
+        tx.batch_execute(UPGRADE_V1)
+            .await
+            .map_err(StoreError::new)?;
+    }
+    if found < SCHEMA_VERSION {
+        tx.batch_execute(&format!(
+            "DELETE FROM toolcall_schema_version;
+             INSERT INTO toolcall_schema_version (version) VALUES ({SCHEMA_VERSION});"
+        ))
+        .await
+        .map_err(StoreError::new)?;
+    }
+    tx.commit().await.map_err(StoreError::new)?;
+    client
+        .batch_execute(&format!("SET search_path TO {schema}"))
+        .await
+        .map_err(StoreError::new)
 }
 
 fn quote(identifier: &str) -> String {
@@ -168,7 +428,7 @@ impl Store for PostgresStore {
             "INSERT INTO toolcall_steps (session, count, touched_ms) VALUES ($1, 1, $2)
              ON CONFLICT (session) DO UPDATE SET count = toolcall_steps.count + 1, touched_ms = EXCLUDED.touched_ms
              RETURNING count",
-            session,
+            &session_key(session),
         )
         .await
     }
@@ -183,18 +443,35 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn completed(&self, key: &str) -> Result<Option<ToolResult>, StoreError> {
+    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT result FROM toolcall_records WHERE key = $1 AND state = 'completed'",
+        client
+            .execute(
+                "UPDATE toolcall_calls SET count = GREATEST(count - 1, 0) WHERE key = $1",
                 &[&key],
             )
             .await
             .map_err(StoreError::new)?;
-        row.and_then(|row| row.get::<_, Option<String>>(0))
-            .map(|text| parse_result(&text))
-            .transpose()
+        Ok(())
+    }
+
+    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT state, result FROM toolcall_records
+                 WHERE key = $1 AND state IN ('completed', 'in_doubt')",
+                &[&key],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        match (row.get::<_, &str>(0), row.get::<_, Option<&str>>(1)) {
+            ("completed", Some(text)) => Ok(Some(Outcome::Completed(parse_result(text)?))),
+            _ => Ok(Some(Outcome::InDoubt)),
+        }
     }
 
     async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
@@ -206,13 +483,15 @@ impl Store for PostgresStore {
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES ($1, 'in_flight', $2, NULL, $3)
                  ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2, result = NULL, touched_ms = $3
-                 WHERE toolcall_records.state <> 'completed' AND toolcall_records.until_ms <= $3
+                 WHERE toolcall_records.state = 'in_doubt'
+                    OR (toolcall_records.state = 'in_flight' AND toolcall_records.until_ms <= $3)
                  RETURNING key",
                 &[&key, &until, &now],
             )
             .await
             .map_err(StoreError::new)?;
         if won.is_some() {
+            self.wrote().await;
             return Ok(Claim::Acquired);
         }
         let row = client
@@ -229,10 +508,27 @@ impl Store for PostgresStore {
                     None => Ok(Claim::InFlight),
                 }
             }
-            // Held by another replica, or released between the two statements:
-            // either way the caller asks again.
+            // Held by another replica, or released or doubted between the
+            // two statements: either way the caller asks again.
             _ => Ok(Claim::InFlight),
         }
+    }
+
+    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let renewed = client
+            .execute(
+                "UPDATE toolcall_records SET until_ms = $2, touched_ms = $3
+                 WHERE key = $1 AND state = 'in_flight'",
+                &[
+                    &key,
+                    &to_sql(now_ms.saturating_add(lease_ms)),
+                    &to_sql(now_ms),
+                ],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        Ok(renewed > 0)
     }
 
     async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
@@ -247,6 +543,7 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
+        self.wrote().await;
         Ok(())
     }
 
@@ -259,6 +556,22 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
+        Ok(())
+    }
+
+    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                 VALUES ($1, 'in_doubt', 0, NULL, $2)
+                 ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = $2
+                 WHERE toolcall_records.state <> 'completed'",
+                &[&key, &to_sql(now_ms())],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        self.wrote().await;
         Ok(())
     }
 
@@ -284,6 +597,7 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
+        self.wrote().await;
         Ok(())
     }
 
@@ -330,5 +644,50 @@ impl Store for PostgresStore {
         } else {
             TakeApproval::Taken(approval)
         })
+    }
+
+    async fn lock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        // One statement: taken if free, held by `holder`, or run out.
+        let locked = client
+            .query_opt(
+                "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
+                 VALUES ($1, $2, $3, $5)
+                 ON CONFLICT (resource_key) DO UPDATE SET holder = EXCLUDED.holder, until_ms = EXCLUDED.until_ms
+                 WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $4
+                 RETURNING 1",
+                &[
+                    &session_key(resource),
+                    &resource,
+                    &holder,
+                    &to_sql(now_ms),
+                    &to_sql(now_ms.saturating_add(lease_ms)),
+                ],
+            )
+            .await
+            .map_err(StoreError::new)?
+            .is_some();
+        if locked {
+            self.wrote().await;
+        }
+        Ok(locked)
+    }
+
+    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "DELETE FROM toolcall_locks WHERE resource_key = $1 AND holder = $2",
+                &[&session_key(resource), &holder],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        Ok(())
     }
 }

@@ -1,11 +1,12 @@
 //! A durable [`Store`] for [toolcall](https://docs.rs/toolcall) on embedded
 //! SQLite (bundled: nothing to install).
 //!
-//! Step counts, duplicate counts, idempotency records and pending approvals
-//! live in one database file, so a restarted process replays what it did
-//! before it stopped, and several processes on one machine share one truth.
-//! Every claim and every use of an approval is one `IMMEDIATE` transaction:
-//! two processes racing on one key see one winner.
+//! Step counts, duplicate counts, idempotency records, pending approvals and
+//! resource locks live in one database file, so a restarted process replays
+//! what it did before it stopped, and several processes on one machine share
+//! one truth. Every claim and every use of an approval is one `IMMEDIATE`
+//! transaction, and every resource lock one statement: two processes racing
+//! on one key see one winner.
 //!
 //! ```no_run
 //! # use std::sync::Arc;
@@ -20,21 +21,65 @@
 //!
 //! Calls run on the calling task: each is a few local SQLite statements,
 //! well under a millisecond on a local disk.
+//!
+//! # What the file holds
+//!
+//! | table | one row per | key |
+//! |---|---|---|
+//! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length, whatever the host chose) |
+//! | `toolcall_calls` | idempotency key: how often the call was made | the key |
+//! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
+//! | `toolcall_approvals` | pending approval, with the session as given | the confirmation id |
+//! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
+//!
+//! A key that is in doubt is claimed like a free one; a release leaves it
+//! (and a completed key) as it is.
+//!
+//! # Purging
+//!
+//! The store deletes what has expired by itself: every
+//! [`purge_every`](SqliteStore::purge_every) writes through a handle (1000 by
+//! default), one transaction deletes at most 10 000 rows of each kind among
+//!
+//! * steps, call counts and records untouched for the
+//!   [`retention`](SqliteStore::retention) window (24 hours by default),
+//!   except a claim whose lease is still running;
+//! * approvals past their expiry;
+//! * resource locks whose lease ran out.
+//!
+//! Each is a range scan on an index. [`purge`](SqliteStore::purge) deletes
+//! all of it at once, for a timer or a maintenance job. A record dropped this
+//! way means an identical call after it runs again, under the same
+//! idempotency key.
+//!
+//! # Schema versions
+//!
+//! The file's schema version is its `PRAGMA user_version`. Opening a file
+//! made by an older version upgrades it, in one `IMMEDIATE` transaction:
+//! processes that open the same file at once upgrade it once. The upgrade
+//! keeps the columns the previous version uses, so a process still running
+//! it keeps working on the file. A file made by a newer version is refused.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    Binding, Claim, PendingApproval, Store, StoreError, TakeApproval, now_ms,
+    Binding, Claim, Outcome, PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
 };
 
-const SCHEMA: &str = "
+/// The schema this version writes: the file's `PRAGMA user_version`.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Version 0, the first release's tables. Created if missing, so that a new
+/// file and a file from that release take the same upgrades.
+const SCHEMA_V0: &str = "
 CREATE TABLE IF NOT EXISTS toolcall_steps (
     session    TEXT PRIMARY KEY,
     count      INTEGER NOT NULL,
@@ -66,16 +111,92 @@ CREATE TABLE IF NOT EXISTS toolcall_approvals (
 CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
 ";
 
+/// Version 1: the `in_doubt` state (SQLite cannot change a CHECK constraint,
+/// so the records table is rebuilt), steps keyed by [`session_key`] (the
+/// table is rebuilt by [`rekey_steps`]), resource locks, and the indexes the
+/// purge scans.
+const UPGRADE_V1: &str = "
+CREATE TABLE toolcall_records_v1 (
+    key        TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed', 'in_doubt')),
+    until_ms   INTEGER NOT NULL,
+    result     TEXT,
+    touched_ms INTEGER NOT NULL
+);
+INSERT INTO toolcall_records_v1 (key, state, until_ms, result, touched_ms)
+    SELECT key, state, until_ms, result, touched_ms FROM toolcall_records;
+DROP TABLE toolcall_records;
+ALTER TABLE toolcall_records_v1 RENAME TO toolcall_records;
+CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
+CREATE TABLE toolcall_steps_v1 (
+    session    TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
+CREATE TABLE IF NOT EXISTS toolcall_locks (
+    resource_key TEXT PRIMARY KEY,
+    resource     TEXT NOT NULL,
+    holder       TEXT NOT NULL,
+    until_ms     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
+";
+
+/// How long a statement waits for another connection's lock once the store is open.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`SqliteStore::open`] keeps trying while other connections hold
+/// the file (switching it to WAL, creating or upgrading its tables).
+const OPEN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Writes through one handle between two automatic purges, by default.
+const PURGE_EVERY: u64 = 1000;
+
+/// Rows of each kind one automatic purge deletes at most, so that a write
+/// that triggers it stays short.
+const PURGE_BATCH: i64 = 10_000;
+
 /// The pipeline's memory in a SQLite database file.
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     retention_ms: u64,
+    purge_every: u64,
+    writes: AtomicU64,
+}
+
+/// What a purge deleted, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Step counts of sessions untouched for the retention window.
+    pub steps: usize,
+    /// Call counts untouched for the retention window.
+    pub calls: usize,
+    /// Idempotency records untouched for the retention window (never a
+    /// claim whose lease is running).
+    pub records: usize,
+    /// Approvals past their expiry.
+    pub approvals: usize,
+    /// Resource locks whose lease ran out.
+    pub locks: usize,
+}
+
+impl Purged {
+    /// Rows deleted, of every kind.
+    pub fn total(&self) -> usize {
+        self.steps + self.calls + self.records + self.approvals + self.locks
+    }
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, with write-ahead
-    /// logging, and creates the tables if they are missing.
+    /// logging, and creates or upgrades the tables.
+    ///
+    /// Processes opening one new file at the same moment are safe: while
+    /// another connection holds the file's lock, opening waits and tries
+    /// again, for at most 10 seconds in all.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         SqliteStore::with_connection(Connection::open(path).map_err(StoreError::new)?)
     }
@@ -85,51 +206,107 @@ impl SqliteStore {
         SqliteStore::with_connection(Connection::open_in_memory().map_err(StoreError::new)?)
     }
 
-    fn with_connection(conn: Connection) -> Result<Self, StoreError> {
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(StoreError::new)?;
+    fn with_connection(mut conn: Connection) -> Result<Self, StoreError> {
+        let deadline = Instant::now() + OPEN_DEADLINE;
         // WAL: readers do not block the writer; a committed transaction
-        // survives the process being killed.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(StoreError::new)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(StoreError::new)?;
-        conn.execute_batch(SCHEMA).map_err(StoreError::new)?;
+        // survives the process being killed. Switching a new file to WAL
+        // can fail at once with "database is locked" while another
+        // connection does the same, without waiting: hence the retries.
+        retry_busy(&mut conn, deadline, |conn| {
+            conn.pragma_update(None, "journal_mode", "WAL")
+        })?;
+        retry_busy(&mut conn, deadline, |conn| {
+            conn.pragma_update(None, "synchronous", "NORMAL")
+        })?;
+        let version = retry_busy(&mut conn, deadline, |conn| {
+            conn.pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))
+        })?;
+        // The fast path, for a file already up to date: no write lock taken.
+        let version = if version < SCHEMA_VERSION {
+            retry_busy(&mut conn, deadline, migrate)?
+        } else {
+            version
+        };
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::new(format!(
+                "the database's schema is version {version}, newer than this toolcall-sqlite \
+                 knows ({SCHEMA_VERSION}): open it with a newer version"
+            )));
+        }
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(StoreError::new)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             retention_ms: 24 * 60 * 60 * 1000,
+            purge_every: PURGE_EVERY,
+            writes: AtomicU64::new(0),
         })
     }
 
-    /// Keeps entries for `retention` after their last use (24 hours by default).
+    /// Keeps steps, call counts and records for `retention` after their
+    /// last use (24 hours by default).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
         self
     }
 
-    /// Deletes what is older than the retention window, and approvals past
-    /// their expiry. Run it now and then (a timer, a cron job); nothing is
-    /// deleted otherwise.
-    pub fn purge(&self) -> Result<usize, StoreError> {
+    /// Purges automatically after every `writes` writes through this handle
+    /// (1000 by default); 0 never does, leaving it to [`purge`](SqliteStore::purge).
+    pub fn purge_every(mut self, writes: u64) -> Self {
+        self.purge_every = writes;
+        self
+    }
+
+    /// Deletes, now and all at once, what is older than the retention window
+    /// (but never a claim whose lease is running), approvals past their
+    /// expiry and resource locks whose lease ran out. The store also does it
+    /// by itself, a batch at a time: see [`purge_every`](SqliteStore::purge_every).
+    pub fn purge(&self) -> Result<Purged, StoreError> {
+        self.purge_at_most(-1)
+    }
+
+    /// Deletes at most `limit` rows of each kind (all of them for -1), in one
+    /// transaction.
+    fn purge_at_most(&self, limit: i64) -> Result<Purged, StoreError> {
         let now = now_ms();
         let cutoff = to_sql(now.saturating_sub(self.retention_ms));
-        let conn = self.conn();
-        let mut deleted = 0;
-        for table in ["toolcall_steps", "toolcall_calls", "toolcall_records"] {
-            deleted += conn
-                .execute(
-                    &format!("DELETE FROM {table} WHERE touched_ms < ?1"),
-                    [cutoff],
-                )
-                .map_err(StoreError::new)?;
-        }
-        deleted += conn
-            .execute(
-                "DELETE FROM toolcall_approvals WHERE expires_ms <= ?1",
-                [to_sql(now)],
-            )
+        let now = to_sql(now);
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(StoreError::new)?;
-        Ok(deleted)
+        // ?1: the retention's cutoff, ?2: now, ?3: the limit.
+        let delete = |table: &str, condition: &str| {
+            tx.execute(
+                &format!(
+                    "DELETE FROM {table} WHERE rowid IN
+                     (SELECT rowid FROM {table} WHERE {condition} LIMIT ?3)"
+                ),
+                params![cutoff, now, limit],
+            )
+            .map_err(StoreError::new)
+        };
+        let purged = Purged {
+            steps: delete("toolcall_steps", "touched_ms < ?1")?,
+            calls: delete("toolcall_calls", "touched_ms < ?1")?,
+            records: delete(
+                "toolcall_records",
+                "touched_ms < ?1 AND (state <> 'in_flight' OR until_ms <= ?2)",
+            )?,
+            approvals: delete("toolcall_approvals", "expires_ms <= ?2")?,
+            locks: delete("toolcall_locks", "until_ms <= ?2")?,
+        };
+        tx.commit().map_err(StoreError::new)?;
+        Ok(purged)
+    }
+
+    /// Counts one write; every `purge_every`-th purges a batch. A failed
+    /// purge is not the caller's failure (its write is done): the next turn
+    /// tries again.
+    fn wrote(&self) {
+        let writes = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.purge_every > 0 && writes.is_multiple_of(self.purge_every) {
+            let _ = self.purge_at_most(PURGE_BATCH);
+        }
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -146,8 +323,90 @@ impl SqliteStore {
             .conn()
             .query_row(&sql, params![id, to_sql(now_ms())], |row| row.get(0))
             .map_err(StoreError::new)?;
+        self.wrote();
         Ok(u64::try_from(count).unwrap_or(0))
     }
+}
+
+/// Runs `step` until it does not fail with "database is busy/locked", with
+/// a growing pause in between, until `deadline`; each attempt waits for the
+/// lock at most until the deadline too.
+fn retry_busy<T>(
+    conn: &mut Connection,
+    deadline: Instant,
+    mut step: impl FnMut(&mut Connection) -> rusqlite::Result<T>,
+) -> Result<T, StoreError> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        conn.busy_timeout(left).map_err(StoreError::new)?;
+        match step(conn) {
+            Err(error) if is_busy(&error) && left > pause => {
+                std::thread::sleep(pause + jitter(pause));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            result => return result.map_err(StoreError::new),
+        }
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Up to `pause` more, so that connections that collided do not collide again.
+fn jitter(pause: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    pause.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`] in one `IMMEDIATE`
+/// transaction, and returns the version it found the file at (or made).
+fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found >= SCHEMA_VERSION {
+        // Another connection upgraded it while this one waited.
+        return Ok(found);
+    }
+    tx.execute_batch(SCHEMA_V0)?;
+    tx.execute_batch(UPGRADE_V1)?;
+    rekey_steps(&tx)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(SCHEMA_VERSION)
+}
+
+/// Version 1 keys steps by [`session_key`]: moves the counts of version 0
+/// (keyed by the session itself) into `toolcall_steps_v1` under their new
+/// key, and puts that table in place, so a session keeps its count.
+fn rekey_steps(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    {
+        let mut select = tx.prepare("SELECT session, count, touched_ms FROM toolcall_steps")?;
+        let mut insert = tx.prepare(
+            "INSERT INTO toolcall_steps_v1 (session, count, touched_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session) DO UPDATE SET count = max(count, excluded.count)",
+        )?;
+        let mut rows = select.query([])?;
+        while let Some(row) = rows.next()? {
+            let session: String = row.get(0)?;
+            insert.execute(params![
+                session_key(&session),
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?
+            ])?;
+        }
+    }
+    tx.execute_batch(
+        "DROP TABLE toolcall_steps;
+         ALTER TABLE toolcall_steps_v1 RENAME TO toolcall_steps;
+         CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);",
+    )
 }
 
 /// SQLite integers are signed; milliseconds since 1970 fit with room to spare.
@@ -161,59 +420,95 @@ fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
 
 impl Store for SqliteStore {
     async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
-        self.count("toolcall_steps", "session", session)
+        self.count("toolcall_steps", "session", &session_key(session))
     }
 
     async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
         self.count("toolcall_calls", "key", key)
     }
 
-    async fn completed(&self, key: &str) -> Result<Option<ToolResult>, StoreError> {
-        let text: Option<String> = self
+    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
+                [key],
+            )
+            .map_err(StoreError::new)?;
+        Ok(())
+    }
+
+    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
+        let row: Option<(String, Option<String>)> = self
             .conn()
             .query_row(
-                "SELECT result FROM toolcall_records WHERE key = ?1 AND state = 'completed'",
+                "SELECT state, result FROM toolcall_records
+                 WHERE key = ?1 AND state IN ('completed', 'in_doubt')",
                 [key],
-                |row| row.get(0),
+                |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()
             .map_err(StoreError::new)?;
-        text.map(|text| parse_result(&text)).transpose()
+        match row {
+            Some((state, Some(result))) if state == "completed" => {
+                Ok(Some(Outcome::Completed(parse_result(&result)?)))
+            }
+            Some(_) => Ok(Some(Outcome::InDoubt)),
+            None => Ok(None),
+        }
     }
 
     async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(StoreError::new)?;
-        let row: Option<(String, i64, Option<String>)> = tx
-            .query_row(
-                "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
-                [key],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(StoreError::new)?;
-        let claim = match row {
-            Some((state, _, Some(result))) if state == "completed" => {
-                Claim::Completed(parse_result(&result)?)
-            }
-            Some((state, until, _)) if state == "in_flight" && until > to_sql(now_ms) => {
-                Claim::InFlight
-            }
-            _ => {
-                tx.execute(
-                    "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                     VALUES (?1, 'in_flight', ?2, NULL, ?3)
-                     ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = ?2, result = NULL, touched_ms = ?3",
-                    params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
-                )
+        let claim = {
+            let mut conn = self.conn();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(StoreError::new)?;
-                Claim::Acquired
-            }
+            let row: Option<(String, i64, Option<String>)> = tx
+                .query_row(
+                    "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
+                    [key],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(StoreError::new)?;
+            let claim = match row {
+                Some((state, _, Some(result))) if state == "completed" => {
+                    Claim::Completed(parse_result(&result)?)
+                }
+                Some((state, until, _)) if state == "in_flight" && until > to_sql(now_ms) => {
+                    Claim::InFlight
+                }
+                // Free, in doubt, or held by a lease that ran out.
+                _ => {
+                    tx.execute(
+                        "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                         VALUES (?1, 'in_flight', ?2, NULL, ?3)
+                         ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = ?2, result = NULL, touched_ms = ?3",
+                        params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
+                    )
+                    .map_err(StoreError::new)?;
+                    Claim::Acquired
+                }
+            };
+            tx.commit().map_err(StoreError::new)?;
+            claim
         };
-        tx.commit().map_err(StoreError::new)?;
+        if claim == Claim::Acquired {
+            self.wrote();
+        }
         Ok(claim)
+    }
+
+    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        let renewed = self
+            .conn()
+            .execute(
+                "UPDATE toolcall_records SET until_ms = ?2, touched_ms = ?3
+                 WHERE key = ?1 AND state = 'in_flight'",
+                params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
+            )
+            .map_err(StoreError::new)?;
+        Ok(renewed > 0)
     }
 
     async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
@@ -226,6 +521,7 @@ impl Store for SqliteStore {
                 params![key, text, to_sql(now_ms())],
             )
             .map_err(StoreError::new)?;
+        self.wrote();
         Ok(())
     }
 
@@ -236,6 +532,20 @@ impl Store for SqliteStore {
                 [key],
             )
             .map_err(StoreError::new)?;
+        Ok(())
+    }
+
+    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                 VALUES (?1, 'in_doubt', 0, NULL, ?2)
+                 ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = ?2
+                 WHERE state <> 'completed'",
+                params![key, to_sql(now_ms())],
+            )
+            .map_err(StoreError::new)?;
+        self.wrote();
         Ok(())
     }
 
@@ -259,6 +569,7 @@ impl Store for SqliteStore {
                 ],
             )
             .map_err(StoreError::new)?;
+        self.wrote();
         Ok(())
     }
 
@@ -318,5 +629,49 @@ impl Store for SqliteStore {
         } else {
             TakeApproval::Taken(approval)
         })
+    }
+
+    async fn lock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        // One statement: taken if free, held by `holder`, or run out.
+        let locked = self
+            .conn()
+            .query_row(
+                "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
+                 VALUES (?1, ?2, ?3, ?5)
+                 ON CONFLICT (resource_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
+                 WHERE holder = excluded.holder OR until_ms <= ?4
+                 RETURNING 1",
+                params![
+                    session_key(resource),
+                    resource,
+                    holder,
+                    to_sql(now_ms),
+                    to_sql(now_ms.saturating_add(lease_ms))
+                ],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(StoreError::new)?
+            .is_some();
+        if locked {
+            self.wrote();
+        }
+        Ok(locked)
+    }
+
+    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
+                params![session_key(resource), holder],
+            )
+            .map_err(StoreError::new)?;
+        Ok(())
     }
 }

@@ -119,7 +119,9 @@
 //! | `#[tool]` | a read-only tool: identical calls run again, only the loop guard limits them |
 //! | `side_effect` | the tool changes the world: a completed call is stored, and an identical call (same session, tool and validated arguments) gets the stored result with `replayed: true` instead of running again |
 //! | `high_risk` | (with `side_effect`) a person must approve each call: without [`Call::confirmed`], the answer is `CONFIRMATION_REQUIRED` with the validated arguments in `data.pending` |
-//! | `check = path` | a function `fn(&<Name>Args, &Ctx<S>) -> Result<(), Rejection>` run before policy, confirmation and execution; it must have no side effects |
+//! | `check = path` | a function `fn(&<Name>Args, &Ctx<S>) -> Result<(), Rejection>` run before policy, confirmation and execution; it must have no side effects. It gives the model early, precise feedback; it does not protect the backend's invariants, which the backend owns (see `resource` below) |
+//! | `reconcile = path` | (with `side_effect`) `async fn(&Ctx<S>, key: &str) -> Result<Option<T>, E>`, with `T` the tool's output: asks the backend what became of the call with this idempotency key ("retrieve by idempotency key"). Called when the outcome of a call is unknown, and before running a call in doubt again: `Some(output)` means it took effect (that is the answer), `None` that it did not. Declare it for a backend that cannot deduplicate by key |
+//! | `timeout_ms = N` | one attempt may run this long before `TIMEOUT` (overrides [`Settings::timeout`]) |
 //! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
 //! | `version = N` | publishes the tool as `<name>_vN`, so `refund_order_v2` can live beside `refund_order` while models and stored conversations move over |
 //! | `crate = path` | where the `toolcall` crate is, if you renamed or re-exported it |
@@ -170,6 +172,7 @@
 //! | `limit = "max_refund_cents"` | numbers | (none) | at the policy stage, a value above the caller's [`Policy`] limit of that name; a caller without that limit is refused (fails closed) |
 //! | `sensitive` | any | (none) | nothing: the value is replaced by `"[redacted]"` in audit records (and arguments that do not parse are not kept at all) |
 //! | `allow_float` | floats | (none) | nothing: it silences the compile error for a float whose name says money |
+//! | `resource`, `resource = "order"` | any, on a `side_effect` tool | (none) | nothing: side-effecting calls whose values of this resource kind are equal (default kind: the parameter's name) run their check and their handler one at a time, in every process that shares the store, so two refunds that each fit what is left cannot both pass the check before either runs. A call that waits longer than [`Settings::claim_wait`] answers `RESOURCE_BUSY` and runs nothing |
 //!
 //! ```
 //! # use toolcall::{tool, Rejection};
@@ -290,6 +293,12 @@
 //! its approval instead of its arguments. The reference's simple flag,
 //! [`Call::confirmed`], keeps working for hosts that ask in-line.
 //!
+//! A call answered `CONFIRMATION_REQUIRED` is a question to a person, not
+//! the model repeating itself: it does not count towards
+//! [`Settings::max_duplicate_calls`], so the approved call that follows a
+//! model's asks is never `LOOP_DETECTED`. Repeats of a call that ran still
+//! count (replayed, then `LOOP_DETECTED`).
+//!
 //! ```
 //! # use std::sync::Arc;
 //! # use toolcall::{tool, tools, Call, Code, Decision, Dispatcher, Rejection};
@@ -327,12 +336,32 @@
 //! A side-effecting call runs only under a claim on its idempotency key: two
 //! identical calls at the same moment execute once, and the second waits
 //! (at most [`Settings::claim_wait`]) for the first's result and returns it
-//! as a replay, or answers `CALL_IN_PROGRESS`. A call whose outcome is
-//! unknown (`TIMEOUT` from `#[tool(timeout_ms = ...)]` or
-//! [`Settings::timeout`], `UPSTREAM_UNAVAILABLE` after the retries) leaves no
-//! record, so the next identical call goes to the backend again under the
-//! same key, and a backend that deduplicates by key applies it once. A
-//! process that dies holding a claim loses it when its lease runs out.
+//! as a replay, or answers `CALL_IN_PROGRESS`. A claim holds for
+//! [`Settings::claim_lease`] (30 s) and is renewed while the call runs, so a
+//! live call is never taken over however long it takes; a process that dies
+//! holding a claim loses it when the lease runs out.
+//!
+//! A key is in one of four states:
+//!
+//! | state | how it gets there | what an identical call does |
+//! |---|---|---|
+//! | free | never run, or the call was refused or did not run | the whole pipeline |
+//! | claimed | a call is running | waits for it, then gets its result as a replay |
+//! | completed | the call succeeded | gets the stored result, `replayed: true` |
+//! | in doubt | the last attempt failed transiently (`UPSTREAM_UNAVAILABLE`) or timed out (`TIMEOUT`): it may have taken effect | runs again under the same key, *skipping* the check, the policy and the approval it already passed |
+//!
+//! A call left in doubt answers with its code and `data.in_doubt: true`, and
+//! its message tells the model the truth: the outcome is unknown, and the
+//! same call, with the same arguments, will find out. The retry goes to the
+//! backend under the same key, so a backend that deduplicates by key (as
+//! payment gateways do) answers with the first outcome and applies nothing
+//! twice; the check is skipped because it would judge an effect that may
+//! already be there ("nothing left to refund"). A backend that cannot
+//! deduplicate declares `#[tool(reconcile = path)]`, and is asked before the
+//! call answers in doubt and again before it runs a second time.
+//!
+//! Calls on one resource (`#[arg(resource)]`) hold a lock in the store from
+//! their check to the end of their handler, renewed like a claim.
 //!
 //! # Results and audit
 //!
@@ -344,6 +373,14 @@
 //! GenAI attribute names: `gen_ai.operation.name`, `gen_ai.tool.name`,
 //! `gen_ai.tool.call.id`, and `error.type` set to the code of a call that is
 //! not ok.
+//!
+//! What comes back never grows with what the model sent: a tool name the
+//! model made up is cut to 128 bytes (head and tail, with a marker saying how
+//! much was left out: [`echo::cut`]), each problem of an `INVALID_ARGUMENTS`
+//! to 512 bytes, the list of problems to the first 20 (and how many more),
+//! a check's or handler's message to 2 KiB. An audit record keeps an
+//! over-long tool name and arguments over the size limit cut, and says
+//! their size and SHA-256 in [`AuditRecord::cut`].
 //!
 //! # Providers, the command line and MCP
 //!

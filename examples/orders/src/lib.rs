@@ -87,6 +87,13 @@ pub enum BackendError {
     Timeout,
     /// No such order.
     UnknownOrder,
+    /// The refund is more than what can still be refunded: refused, and
+    /// nothing changed. The backend owns this invariant; the tool's check
+    /// only gives the model early feedback.
+    ExceedsRefundable {
+        /// What could still be refunded, in cents.
+        refundable_cents: i64,
+    },
 }
 
 impl fmt::Display for BackendError {
@@ -94,6 +101,9 @@ impl fmt::Display for BackendError {
         match self {
             BackendError::Timeout => f.write_str("gateway timeout after commit"),
             BackendError::UnknownOrder => f.write_str("no such order"),
+            BackendError::ExceedsRefundable { refundable_cents } => {
+                write!(f, "only {refundable_cents} cents can still be refunded")
+            }
         }
     }
 }
@@ -167,7 +177,9 @@ impl Shop {
     }
 
     /// Refunds `amount_cents` on the order, once per idempotency key: a key
-    /// seen before gets the first answer again and changes nothing.
+    /// seen before gets the first answer again and changes nothing. A refund
+    /// beyond what is left to refund is refused, in the same step that would
+    /// apply it, whatever any check said before.
     pub fn refund(
         &self,
         order_id: &str,
@@ -182,6 +194,11 @@ impl Shop {
             .orders
             .get_mut(order_id)
             .ok_or(BackendError::UnknownOrder)?;
+        if amount_cents > order.refundable_cents() {
+            return Err(BackendError::ExceedsRefundable {
+                refundable_cents: order.refundable_cents(),
+            });
+        }
         order.refunded_cents += amount_cents;
         let remaining = order.refundable_cents();
         state.applied_refunds += 1;
@@ -242,12 +259,17 @@ pub fn get_order(
     })
 }
 
+// Refunds of one order run one at a time (`resource`), check and all, in
+// every process that shares the store: two refunds that each fit what is
+// left cannot both pass the check before either runs. The backend refuses
+// an over-refund on its own too: the check is the model's feedback, the
+// backend owns the invariant.
 /// Refund part or all of an order. Call get_order first. Amount in cents, in the order currency.
 #[tool(side_effect, high_risk, check = check_refund)]
 pub async fn refund_order(
     ctx: &Ctx<Shop>,
     /// Order id, for example ORD-1001.
-    #[arg(pattern = "^ORD-[0-9]{4}$")]
+    #[arg(pattern = "^ORD-[0-9]{4}$", resource = "order")]
     order_id: String,
     /// Refund amount in minor units (cents). 25.90 is 2590.
     #[arg(min = 1, limit = "max_refund_cents")]
@@ -268,6 +290,9 @@ pub async fn refund_order(
         }),
         Err(BackendError::Timeout) => Err(ToolError::transient(BackendError::Timeout)),
         Err(BackendError::UnknownOrder) => Err(order_not_found(&order_id).into()),
+        Err(BackendError::ExceedsRefundable { refundable_cents }) => {
+            Err(exceeds_refundable(&order_id, refundable_cents).into())
+        }
     }
 }
 
@@ -285,17 +310,20 @@ pub fn check_refund(args: &RefundOrderArgs, ctx: &Ctx<Shop>) -> Result<(), Rejec
             ),
         ));
     }
-    let refundable = order.refundable_cents();
-    if args.amount_cents > refundable {
-        return Err(Rejection::new(
-            "AMOUNT_EXCEEDS_REFUNDABLE",
-            format!(
-                "Only {refundable} cents can still be refunded on {}.",
-                order.order_id
-            ),
+    if args.amount_cents > order.refundable_cents() {
+        return Err(exceeds_refundable(
+            &order.order_id,
+            order.refundable_cents(),
         ));
     }
     Ok(())
+}
+
+fn exceeds_refundable(order_id: &str, refundable_cents: i64) -> Rejection {
+    Rejection::new(
+        "AMOUNT_EXCEEDS_REFUNDABLE",
+        format!("Only {refundable_cents} cents can still be refunded on {order_id}."),
+    )
 }
 
 fn order_not_found(order_id: &str) -> Rejection {

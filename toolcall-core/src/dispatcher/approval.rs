@@ -14,7 +14,7 @@ use crate::audit::AuditRecord;
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
-use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms};
 
 /// A person's decision on a pending approval, by its confirmation id.
 ///
@@ -172,6 +172,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 duration_ms: started.elapsed().as_secs_f64() * 1000.0,
                 call_id: None,
                 approved_by: Some(decision.by.to_owned()),
+                in_doubt: super::is_in_doubt(&result),
+                cut: Vec::new(),
             },
             &span,
         );
@@ -197,15 +199,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             pending.step,
             key_from,
         )?;
-        let stored = self
+        let outcome = self
             .store
-            .completed(&prepared.key)
+            .outcome(&prepared.key)
             .await
             .map_err(|error| store_unavailable(spec.name(), &error))?;
-        if let Some(mut stored) = stored {
-            stored.replayed = true;
-            return Ok(stored);
+        match outcome {
+            Some(Outcome::Completed(mut stored)) => {
+                stored.replayed = true;
+                Ok(stored)
+            }
+            Some(Outcome::InDoubt) => self.decide_and_run(prepared, Approval::InDoubt).await,
+            _ => self.decide_and_run(prepared, Approval::Given).await,
         }
-        self.decide_and_run(prepared, Approval::Given).await
     }
 }

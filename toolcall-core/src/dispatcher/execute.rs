@@ -1,11 +1,12 @@
 //! Stage 8: execution. One claim per idempotency key, so identical calls
 //! racing each other execute once; bounded retries under that key; a
-//! timeout per attempt; panics caught.
+//! timeout per attempt; panics caught; a call whose outcome is unknown kept
+//! *in doubt* until an identical call finds out.
 
 use std::any::Any;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -21,51 +22,154 @@ use crate::tool::{CallContext, ToolSpec, Validated};
 /// A claim outlives its holder's work by this much before another caller
 /// may take the key over (a holder that crashed never releases it).
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
-/// The lease of a tool without a timeout.
-const UNBOUNDED_LEASE: Duration = Duration::from_secs(5 * 60);
+
+/// The longest message of a check's or handler's rejection the model gets
+/// whole: 2 KiB.
+const MAX_MESSAGE: usize = 2048;
+
+/// Why execution gave no result.
+pub(super) enum Failure {
+    /// The tool did not run, or said no: nothing happened.
+    Known(ToolResult),
+    /// The last attempt failed transiently or timed out: the effect may or
+    /// may not have happened. The result is the answer if nobody finds out.
+    Unknown(ToolResult),
+}
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Runs the call; a side-effecting one only under a claim on its key.
+    /// `in_doubt`: the key's last run ended with an unknown outcome, and
+    /// this call runs it again (or asks the tool's `reconcile` first).
     pub(super) async fn execute_once(
         &self,
         prepared: Prepared<'_>,
         cx: &CallContext,
+        in_doubt: bool,
     ) -> Stage<ToolResult> {
         let Prepared {
             spec,
             validated,
             object,
             key,
+            arguments,
             ..
         } = prepared;
         let name = spec.name();
         if !spec.side_effect() {
-            let data = self
+            return match self
                 .execute_with_retries(spec, validated, object, cx)
-                .await?;
-            return Ok(ToolResult::success(name, data));
+                .await
+            {
+                Ok(data) => Ok(ToolResult::success(name, data)),
+                Err(Failure::Known(result) | Failure::Unknown(result)) => Err(result),
+            };
+        }
+        if in_doubt {
+            // Ask the backend first: it may know the call went through.
+            match self.reconcile(spec, cx).await {
+                Reconciled::Done(data) => return self.complete(spec, &key, &arguments, data).await,
+                Reconciled::NotDone | Reconciled::NotAsked => {}
+                Reconciled::Unknown => return Err(in_doubt_answer(upstream_unavailable(name))),
+            }
         }
         if let Some(mut stored) = self.claim(spec, &key).await? {
             stored.replayed = true;
             return Ok(stored);
         }
-        match self.execute_with_retries(spec, validated, object, cx).await {
-            Ok(data) => {
-                let result = ToolResult::success(name, data);
-                match self.store.complete(&key, &result).await {
-                    Ok(()) => Ok(result),
-                    // The tool ran but nothing remembers it: an identical call
-                    // would run again (under the same key). Not a plain "ok".
-                    Err(error) => Err(store_unavailable(name, &error)),
-                }
-            }
-            Err(failure) => {
-                // Not run, or outcome unknown: the next identical call may
-                // claim the key again, and runs under the same key.
+        let lease = self.lease(spec);
+        let running = self.execute_with_retries(spec, validated, object, cx);
+        let outcome = while_renewing(running, lease, |now, lease_ms| {
+            self.store.renew(&key, now, lease_ms)
+        })
+        .await;
+        match outcome {
+            Ok(data) => self.complete(spec, &key, &arguments, data).await,
+            Err(Failure::Known(failure)) => {
+                // Not run, or refused: the next identical call may run it.
                 if let Err(error) = self.store.release(&key).await {
                     tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
                 }
                 Err(failure)
+            }
+            Err(Failure::Unknown(failure)) => match self.reconcile(spec, cx).await {
+                Reconciled::Done(data) => self.complete(spec, &key, &arguments, data).await,
+                Reconciled::NotDone => {
+                    if let Err(error) = self.store.release(&key).await {
+                        tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
+                    }
+                    Err(failure)
+                }
+                Reconciled::NotAsked | Reconciled::Unknown => {
+                    if let Err(error) = self.store.doubt(&key).await {
+                        // The claim ends with its lease; the key is then
+                        // free and runs again under the same key.
+                        tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
+                    }
+                    Err(in_doubt_answer(failure))
+                }
+            },
+        }
+    }
+
+    /// Stores a side effect's result, then answers with it. The stored
+    /// copy (what replays answer) has the call's sensitive values scrubbed
+    /// from it, wherever the tool's output repeated them.
+    async fn complete(
+        &self,
+        spec: &ToolSpec,
+        key: &str,
+        arguments: &Value,
+        data: Map<String, Value>,
+    ) -> Stage<ToolResult> {
+        let name = spec.name();
+        let result = ToolResult::success(name, data);
+        let redaction = spec.redaction();
+        let stored = if redaction.is_empty() {
+            None
+        } else {
+            let secrets = redaction.secrets(arguments);
+            let mut copy = Value::Object(result.data.clone());
+            crate::redact::scrub(&mut copy, &secrets);
+            match copy {
+                Value::Object(data) => Some(ToolResult::success(name, data)),
+                _ => None,
+            }
+        };
+        match self.store.complete(key, stored.as_ref().unwrap_or(&result)).await {
+            Ok(()) => Ok(result),
+            // The tool ran but nothing remembers it: an identical call
+            // would run again (under the same key). Not a plain "ok".
+            Err(error) => Err(store_unavailable(name, &error)),
+        }
+    }
+
+    /// What the tool's `reconcile` says of the call with this key.
+    async fn reconcile(&self, spec: &'static ToolSpec, cx: &CallContext) -> Reconciled {
+        let name = spec.name();
+        let Some(asking) = spec.reconcile(cx) else {
+            return Reconciled::NotAsked;
+        };
+        let answer = match self.timeout_of(spec) {
+            Some(limit) => match tokio::time::timeout(limit, CatchUnwind(asking)).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    tracing::warn!(tool = name, ?limit, "reconcile timed out");
+                    return Reconciled::Unknown;
+                }
+            },
+            None => CatchUnwind(asking).await,
+        };
+        match answer {
+            Ok(Ok(Some(Value::Object(data)))) => Reconciled::Done(data),
+            Ok(Ok(Some(other))) => Reconciled::Done(wrap(other)),
+            Ok(Ok(None)) => Reconciled::NotDone,
+            Ok(Err(error)) => {
+                tracing::warn!(tool = name, %error, "reconcile failed; the call stays in doubt");
+                Reconciled::Unknown
+            }
+            Err(panic) => {
+                tracing::error!(tool = name, panic = panic_text(&panic), "reconcile panicked");
+                Reconciled::Unknown
             }
         }
     }
@@ -74,8 +178,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// `Some` is the stored result of a call completed meanwhile.
     async fn claim(&self, spec: &ToolSpec, key: &str) -> Stage<Option<ToolResult>> {
         let name = spec.name();
-        let lease = self.lease(spec);
-        let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+        let lease_ms = millis(self.lease(spec));
         let deadline = Instant::now() + self.settings.claim_wait;
         let mut pause = Duration::from_millis(2);
         loop {
@@ -101,28 +204,31 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
     }
 
-    /// How long a claim is held: every attempt at its timeout, the backoffs
-    /// between them, and a margin.
-    fn lease(&self, spec: &ToolSpec) -> Duration {
+    /// How long a claim holds without renewal: the claim lease, or less for
+    /// a tool whose every attempt is bounded (its timeouts, the backoffs
+    /// between them, and a margin). It is renewed while the call runs.
+    pub(super) fn lease(&self, spec: &ToolSpec) -> Duration {
+        let lease = self.settings.claim_lease.max(Duration::from_millis(3));
         let Some(timeout) = self.timeout_of(spec) else {
-            return UNBOUNDED_LEASE;
+            return lease;
         };
-        let attempts = self.settings.max_retries + 1;
+        let attempts = self.settings.max_retries.saturating_add(1);
         let backoffs = self.settings.retry_backoff * (attempts * (attempts - 1) / 2);
-        timeout * attempts + backoffs + LEASE_MARGIN
+        (timeout * attempts + backoffs + LEASE_MARGIN).min(lease)
     }
 
     fn timeout_of(&self, spec: &ToolSpec) -> Option<Duration> {
         spec.timeout().or(self.settings.timeout)
     }
 
+    /// Runs the handler, retrying transient failures under the same key.
     async fn execute_with_retries(
         &self,
         spec: &'static ToolSpec,
         validated: Box<dyn Validated>,
         object: &Map<String, Value>,
         cx: &CallContext,
-    ) -> Stage<Map<String, Value>> {
+    ) -> Result<Map<String, Value>, Failure> {
         let name = spec.name();
         let timeout = self.timeout_of(spec);
         let mut first = Some(validated);
@@ -131,7 +237,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // A retry needs fresh arguments: the handler consumed the last ones.
             let args = match first.take() {
                 Some(args) => args,
-                None => spec.validate(object).map_err(|_| internal_error(name))?,
+                None => spec
+                    .validate(object)
+                    .map_err(|_| Failure::Known(internal_error(name)))?,
             };
             let running = CatchUnwind(args.call(cx));
             let outcome = match timeout {
@@ -139,27 +247,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         tracing::warn!(tool = name, ?limit, "the tool timed out");
-                        return Err(ToolResult::failure(
+                        return Err(Failure::Unknown(ToolResult::failure(
                             name,
                             Code::Timeout,
                             "The tool did not answer in time; whether it took effect is unknown. \
                              Do not retry now; tell the user.",
-                        ));
+                        )));
                     }
                 },
                 None => running.await,
             };
             match outcome {
                 Ok(Ok(Value::Object(data))) => return Ok(data),
-                Ok(Ok(other)) => {
-                    let mut data = Map::new();
-                    data.insert("result".into(), other);
-                    return Ok(data);
-                }
+                Ok(Ok(other)) => return Ok(wrap(other)),
                 Ok(Err(ToolError::Transient(error))) => {
                     tracing::warn!(tool = name, attempt, %error, "transient failure");
                     if attempt >= self.settings.max_retries {
-                        return Err(upstream_unavailable(name));
+                        return Err(Failure::Unknown(upstream_unavailable(name)));
                     }
                     attempt += 1;
                     let wait = self.settings.retry_backoff * attempt;
@@ -167,14 +271,95 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         tokio::time::sleep(wait).await;
                     }
                 }
-                Ok(Err(error)) => return Err(failure_of(name, error)),
+                Ok(Err(error)) => return Err(Failure::Known(failure_of(name, error))),
                 Err(panic) => {
                     tracing::error!(tool = name, panic = panic_text(&panic), "the tool panicked");
-                    return Err(internal_error(name));
+                    return Err(Failure::Known(internal_error(name)));
                 }
             }
         }
     }
+}
+
+/// What a tool's `reconcile` found.
+enum Reconciled {
+    /// The call took effect; this is its output.
+    Done(Map<String, Value>),
+    /// The call did not take effect.
+    NotDone,
+    /// The tool declares no `reconcile`.
+    NotAsked,
+    /// It could not tell (it failed, timed out or panicked).
+    Unknown,
+}
+
+/// A non-object output, as the data of a result.
+fn wrap(value: Value) -> Map<String, Value> {
+    let mut data = Map::new();
+    data.insert("result".into(), value);
+    data
+}
+
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Runs `work`, calling `renew(now_ms, lease_ms)` every third of `lease`
+/// until it ends, so that what it holds in the store is not taken over
+/// while it is alive. A renewal that fails or finds nothing to renew stops
+/// the renewals (the lease then runs out as it would have without them).
+pub(super) async fn while_renewing<T, R>(
+    work: impl Future<Output = T>,
+    lease: Duration,
+    mut renew: impl FnMut(u64, u64) -> R,
+) -> T
+where
+    R: Future<Output = Result<bool, StoreError>>,
+{
+    let lease_ms = millis(lease);
+    let every = lease / 3;
+    let renewing = async {
+        loop {
+            tokio::time::sleep(every).await;
+            match renew(now_ms(), lease_ms).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "a lease could not be renewed");
+                    break;
+                }
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    let mut work = pin!(work);
+    let mut renewing = pin!(renewing);
+    poll_fn(|cx| {
+        if let Poll::Ready(output) = work.as_mut().poll(cx) {
+            return Poll::Ready(output);
+        }
+        let _ = renewing.as_mut().poll(cx);
+        Poll::Pending
+    })
+    .await
+}
+
+/// The answer to a call whose outcome is unknown: the code stays, `data`
+/// says `in_doubt`, and the message tells the model how to find out.
+fn in_doubt_answer(mut failure: ToolResult) -> ToolResult {
+    let name = failure.tool.clone();
+    failure.message = match failure.code {
+        Code::Timeout => format!(
+            "{name} did not answer in time; whether it took effect is unknown. Do not tell the user it failed. \
+             To find out, call {name} again with exactly the same arguments: it is not applied twice."
+        ),
+        _ => format!(
+            "The backend did not confirm whether {name} took effect; the outcome is unknown. Do not tell the user it failed. \
+             To find out, call {name} again with exactly the same arguments: it is not applied twice."
+        ),
+    };
+    failure.data.insert("in_doubt".into(), Value::Bool(true));
+    failure
 }
 
 /// The result of a check or handler that said no. A transient failure that
@@ -184,6 +369,11 @@ pub(super) fn failure_of(name: &str, error: ToolError) -> ToolResult {
     match error {
         ToolError::Rejected(rejection) => {
             let (code, message) = rejection.into_parts();
+            // A message may quote the model's input back; it stays bounded.
+            let message = match crate::echo::cut(&message, MAX_MESSAGE) {
+                std::borrow::Cow::Borrowed(_) => message,
+                std::borrow::Cow::Owned(cut) => cut,
+            };
             ToolResult::failure(name, code, message)
         }
         ToolError::Transient(error) => {

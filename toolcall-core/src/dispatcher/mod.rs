@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument as _;
 
-use crate::audit::{AuditRecord, AuditSink, MemoryAudit};
+use crate::audit::{AuditRecord, AuditSink, Cut, MemoryAudit};
+use crate::echo::MAX_NAME_ECHO;
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::registry::Registry;
@@ -55,6 +56,11 @@ pub struct Settings {
     pub claim_wait: Duration,
     /// How long a person has to approve a high-risk call (default 15 min).
     pub approval_ttl: Duration,
+    /// How long a claim on a key, or a lock on a resource, holds without
+    /// being renewed (default 30 s). While a call runs, the dispatcher renews
+    /// both every third of this, so a live call is never taken over however
+    /// long it runs; a process that dies frees them within this time.
+    pub claim_lease: Duration,
 }
 
 impl Default for Settings {
@@ -69,6 +75,7 @@ impl Default for Settings {
             timeout: None,
             claim_wait: Duration::from_secs(10),
             approval_ttl: Duration::from_secs(15 * 60),
+            claim_lease: Duration::from_secs(30),
         }
     }
 }
@@ -235,6 +242,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
         self
     }
 
+    /// See [`Settings::claim_lease`].
+    pub fn claim_lease(mut self, claim_lease: Duration) -> Self {
+        self.settings.claim_lease = claim_lease;
+        self
+    }
+
     /// See [`Settings::approval_ttl`].
     pub fn approval_ttl(mut self, approval_ttl: Duration) -> Self {
         self.settings.approval_ttl = approval_ttl;
@@ -388,13 +401,21 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let (step, result) = self.run(&call, caller).instrument(span.clone()).await;
         let confirmed = call.confirmed
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
+        let mut cut = Vec::new();
+        let tool = Cut::keep("tool", call.tool.to_owned(), MAX_NAME_ECHO, &mut cut);
+        let arguments = self.audited_arguments(call.tool, call.arguments);
+        let arguments = if arguments.len() > self.settings.max_argument_bytes {
+            Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
+        } else {
+            arguments
+        };
         self.audit(
             AuditRecord {
                 session_id: call.session.to_owned(),
                 caller: caller.id().to_owned(),
                 step,
-                tool: call.tool.to_owned(),
-                arguments: self.audited_arguments(call.tool, call.arguments),
+                tool,
+                arguments,
                 confirmed,
                 ok: result.ok,
                 code: result.code.clone(),
@@ -402,6 +423,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 duration_ms: started.elapsed().as_secs_f64() * 1000.0,
                 call_id: call.call_id.map(str::to_owned),
                 approved_by: None,
+                in_doubt: is_in_doubt(&result),
+                cut,
             },
             &span,
         );
@@ -416,24 +439,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         self.audit.record(record);
     }
 
-    /// The arguments as the audit keeps them: verbatim, but for the values
-    /// of the tool's `sensitive` parameters.
+    /// The arguments as the audit keeps them: verbatim, but for the
+    /// tool's sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
     fn audited_arguments(&self, tool: &str, arguments: Arguments<'_>) -> String {
-        let sensitive: Vec<&str> = match self.registry.get(tool) {
-            Some(spec) => spec
-                .fields()
-                .iter()
-                .filter(|f| f.sensitive)
-                .map(|f| f.name)
-                .collect(),
-            None => Vec::new(),
-        };
-        if sensitive.is_empty() {
-            arguments.to_text()
-        } else {
-            arguments.to_redacted_text(&sensitive)
+        match self.registry.get(tool) {
+            Some(spec) if spec.has_sensitive_values() => arguments.to_redacted_text(spec),
+            _ => arguments.to_text(),
         }
     }
+}
+
+/// How much of over-limit arguments an audit record keeps (head and tail).
+const AUDIT_CUT_ARGUMENTS: usize = 1024;
+
+/// Whether a result says its call's outcome is unknown.
+fn is_in_doubt(result: &ToolResult) -> bool {
+    result.data.get("in_doubt") == Some(&serde_json::Value::Bool(true)) && !result.ok
 }
 
 /// One span a call, with OpenTelemetry's GenAI attribute names; `error.type`

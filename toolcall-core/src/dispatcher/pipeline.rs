@@ -6,14 +6,18 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::execute::{failure_of, internal_error, panic_text, store_unavailable};
+use std::time::{Duration, Instant};
+
+use super::execute::{
+    failure_of, internal_error, millis, panic_text, store_unavailable, while_renewing,
+};
 use super::{Call, Dispatcher};
 use crate::args::Constraint;
 use crate::canonical::{digest, idempotency_key};
 use crate::parse::parse_object;
 use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
-use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A stage that says no returns the finished result as its error: the
@@ -30,6 +34,9 @@ pub(super) enum Approval<'a> {
     Given,
     /// A confirmation id that must match this exact call.
     Id(&'a str),
+    /// The same call ran before with an unknown outcome: it passed stages 5
+    /// to 7 then, and runs again under the same key without them.
+    InDoubt,
 }
 
 /// A call that passed validation, with what the later stages need.
@@ -94,15 +101,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 "This exact call was already made. Use the previous result.".into(),
             ));
         }
+        let mut in_doubt = false;
         if prepared.spec.side_effect() {
-            let stored = self
+            let outcome = self
                 .store
-                .completed(&prepared.key)
+                .outcome(&prepared.key)
                 .await
                 .map_err(|e| store_unavailable(name, &e))?;
-            if let Some(mut stored) = stored {
-                stored.replayed = true;
-                return Ok(stored);
+            match outcome {
+                Some(Outcome::Completed(mut stored)) => {
+                    stored.replayed = true;
+                    return Ok(stored);
+                }
+                // The same call ran before and its outcome is unknown: it
+                // already passed the check, the policy and the approval, so
+                // it goes straight to execution under the same key.
+                Some(Outcome::InDoubt) => in_doubt = true,
+                _ => {}
             }
         }
 
@@ -110,9 +125,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let approval = match (call.confirmed, call.approval) {
             (true, _) => Approval::Given,
             (false, Some(id)) => Approval::Id(id),
+            (false, None) if in_doubt => Approval::InDoubt,
             (false, None) => Approval::None,
         };
-        self.decide_and_run(prepared, approval).await
+        let key = prepared.key.clone();
+        let answer = self.decide_and_run(prepared, approval).await;
+        if let Err(asked) = &answer
+            && asked.code == Code::ConfirmationRequired
+        {
+            // A question to a person is not the model repeating itself: the
+            // approved call that follows the model's asks is not a loop.
+            self.store
+                .uncount_call(&key)
+                .await
+                .map_err(|error| store_unavailable(name, &error))?;
+        }
+        answer
     }
 
     /// Stage 3, and the key: validated arguments, ready for the rest.
@@ -152,8 +180,98 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         })
     }
 
-    /// Stages 5 to 8: the business check, the policy, the approval, execution.
+    /// Stages 5 to 8: the business check, the policy, the approval,
+    /// execution, under the locks of the call's resources.
     pub(super) async fn decide_and_run(
+        &self,
+        prepared: Prepared<'_>,
+        approval: Approval<'_>,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        let resources = resource_keys(prepared.spec, &prepared.arguments);
+        if resources.is_empty() {
+            return self.decide_and_run_locked(prepared, approval).await;
+        }
+        let holder = confirmation_id();
+        let lease = self.lease(prepared.spec);
+        self.lock_resources(name, &resources, &holder, lease).await?;
+        let answer = while_renewing(
+            self.decide_and_run_locked(prepared, approval),
+            lease,
+            |now, lease_ms| {
+                let (resources, holder) = (&resources, &holder);
+                async move {
+                    for resource in resources {
+                        if !self
+                            .store
+                            .lock_resource(resource, holder, now, lease_ms)
+                            .await?
+                        {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                }
+            },
+        )
+        .await;
+        for resource in &resources {
+            if let Err(error) = self.store.unlock_resource(resource, &holder).await {
+                tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
+            }
+        }
+        answer
+    }
+
+    /// Takes every lock, in order (so two calls never wait on each other),
+    /// waiting (bounded) for calls holding them.
+    async fn lock_resources(
+        &self,
+        name: &str,
+        resources: &[String],
+        holder: &str,
+        lease: Duration,
+    ) -> Stage<()> {
+        let lease_ms = millis(lease);
+        let deadline = Instant::now() + self.settings.claim_wait;
+        for (taken, resource) in resources.iter().enumerate() {
+            let mut pause = Duration::from_millis(2);
+            loop {
+                let locked = self
+                    .store
+                    .lock_resource(resource, holder, now_ms(), lease_ms)
+                    .await;
+                match locked {
+                    Ok(true) => break,
+                    Ok(false) if Instant::now() < deadline => {
+                        tokio::time::sleep(
+                            pause.min(deadline.saturating_duration_since(Instant::now())),
+                        )
+                        .await;
+                        pause = (pause * 2).min(Duration::from_millis(100));
+                    }
+                    outcome => {
+                        for held in &resources[..taken] {
+                            let _ = self.store.unlock_resource(held, holder).await;
+                        }
+                        return Err(match outcome {
+                            Err(error) => store_unavailable(name, &error),
+                            _ => ToolResult::failure(
+                                name,
+                                Code::ResourceBusy,
+                                "Another call on the same resource is still running. \
+                                 Wait for it, read the current state again, then decide.",
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stages 5 to 8, with the call's resources locked.
+    async fn decide_and_run_locked(
         &self,
         prepared: Prepared<'_>,
         approval: Approval<'_>,
@@ -165,6 +283,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             session: Arc::from(prepared.session),
             caller: prepared.caller.clone(),
         };
+        if let Approval::InDoubt = approval {
+            return self.execute_once(prepared, &cx, true).await;
+        }
 
         // 5. Business rules.
         match catch_unwind(AssertUnwindSafe(|| prepared.validated.check(&cx))) {
@@ -197,7 +318,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
 
         // 8. Execution.
-        self.execute_once(prepared, &cx).await
+        self.execute_once(prepared, &cx, false).await
     }
 
     /// Stage 7: a high-risk call runs only with a person's approval of this
@@ -207,11 +328,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let store_error = |error| store_unavailable(name, &error);
         // Only an approval by id, or a new one, needs the arguments' digest.
         let digest = match approval {
-            Approval::Given => return Ok(()),
+            Approval::Given | Approval::InDoubt => return Ok(()),
             Approval::Id(_) | Approval::None => digest(prepared.arguments),
         };
         match approval {
-            Approval::Given => Ok(()),
+            Approval::Given | Approval::InDoubt => Ok(()),
             Approval::Id(id) => {
                 let binding = Binding {
                     session: prepared.session,
@@ -282,7 +403,7 @@ pub(super) fn resolve(
         return Err(ToolResult::failure(
             name,
             Code::UnknownTool,
-            format!("No tool named '{name}'."),
+            format!("No tool named '{}'.", crate::echo::cut(name, crate::echo::MAX_NAME_ECHO)),
         )
         .with_data("available", available));
     };
@@ -328,6 +449,24 @@ fn check_limits(spec: &ToolSpec, caller: &Caller, arguments: &Value) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The lock keys of a call's resources (`#[arg(resource)]`), sorted: hex
+/// SHA-256 of the resource's kind and the canonical value, so that every
+/// tool naming the same kind of resource shares the lock.
+fn resource_keys(spec: &ToolSpec, arguments: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = spec
+        .fields()
+        .iter()
+        .filter_map(|field| {
+            let kind = field.resource?;
+            let value = arguments.get(field.name).filter(|v| !v.is_null())?;
+            Some(digest(&serde_json::json!(["resource", kind, value])))
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 /// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.

@@ -1,0 +1,422 @@
+//! The schema over its life, against a real server: tables made by the
+//! first release (upgraded, once, however many replicas connect at once),
+//! a schema from a newer version (refused), and the store's own purge.
+//!
+//! The server's URL comes from `TOOLCALL_POSTGRES_URL`; without it every
+//! test here says loudly that it was skipped. Each test works in a schema of
+//! its own and drops it.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_postgres::{Client, NoTls};
+use toolcall::store::{
+    Binding, Claim, Outcome, PendingApproval, TakeApproval, now_ms, session_key,
+};
+use toolcall::{Store, ToolResult};
+use toolcall_postgres::{PostgresStore, Purged};
+
+fn url() -> Option<String> {
+    match std::env::var("TOOLCALL_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            // Straight to stderr, past the test harness's capture: loud.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres schema was NOT tested"
+            );
+            None
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn schema(test: &str) -> String {
+    format!("toolcall_schema_{test}_{}_{}", std::process::id(), now_ms())
+}
+
+/// A plain connection, for what the store does not show.
+async fn raw(url: &str, schema: &str) -> Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\""
+        ))
+        .await
+        .unwrap();
+    client
+}
+
+async fn drop_schema(url: &str, schema: &str) {
+    raw(url, schema)
+        .await
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
+fn result(n: i64) -> ToolResult {
+    ToolResult::success("pay", json!({"n": n}).as_object().unwrap().clone())
+}
+
+// ------------------------------------------ a schema from the first release
+
+/// The tables exactly as the first release created them.
+const OLD_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_steps (
+    session    TEXT PRIMARY KEY,
+    count      BIGINT NOT NULL,
+    touched_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_calls (
+    key        TEXT PRIMARY KEY,
+    count      BIGINT NOT NULL,
+    touched_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_records (
+    key        TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    until_ms   BIGINT NOT NULL,
+    result     TEXT,
+    touched_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
+CREATE TABLE IF NOT EXISTS toolcall_approvals (
+    id         TEXT PRIMARY KEY,
+    session    TEXT NOT NULL,
+    caller     TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    arguments  TEXT NOT NULL,
+    step       BIGINT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    expires_ms BIGINT NOT NULL
+);
+";
+
+/// A schema as the first release left it: a session four steps in, a call
+/// counted twice, a completed record, a claim held, an approval pending.
+async fn old_schema(url: &str, schema: &str) {
+    let client = raw(url, schema).await;
+    client.batch_execute(OLD_SCHEMA).await.unwrap();
+    let now = i64::try_from(now_ms()).unwrap();
+    let done = serde_json::to_string(&result(7)).unwrap();
+    client
+        .execute(
+            "INSERT INTO toolcall_steps VALUES ('old-session', 4, $1)",
+            &[&now],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO toolcall_calls VALUES ('k-done', 2, $1)",
+            &[&now],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO toolcall_records VALUES ('k-done', 'completed', 0, $1, $2)",
+            &[&done, &now],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO toolcall_records VALUES ('k-held', 'in_flight', $1, NULL, $2)",
+            &[&(now + 600_000), &now],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, $1, $2)",
+            &[&now, &(now + 600_000)],
+        )
+        .await
+        .unwrap();
+}
+
+#[test]
+fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("upgrade");
+        old_schema(&url, &schema).await;
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.next_step("old-session").await.unwrap(),
+            5,
+            "the session keeps its count under its new key"
+        );
+        assert_eq!(store.count_call("k-done").await.unwrap(), 3);
+        assert_eq!(
+            store.outcome("k-done").await.unwrap(),
+            Some(Outcome::Completed(result(7)))
+        );
+        assert_eq!(
+            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            Claim::InFlight
+        );
+        let binding = Binding {
+            session: "s",
+            caller: "c",
+            tool: Some("pay"),
+            digest: Some("d1"),
+        };
+        assert!(matches!(
+            store.take_approval("p1", &binding, now_ms()).await.unwrap(),
+            TakeApproval::Taken(PendingApproval { step: 3, .. })
+        ));
+
+        // The new state and the new table work.
+        store.doubt("k-held").await.unwrap();
+        assert_eq!(
+            store.outcome("k-held").await.unwrap(),
+            Some(Outcome::InDoubt)
+        );
+        assert_eq!(
+            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            Claim::Acquired
+        );
+        assert!(
+            store
+                .lock_resource("order", "h1", now_ms(), 1_000)
+                .await
+                .unwrap()
+        );
+
+        let client = raw(&url, &schema).await;
+        client
+            .execute(
+                "INSERT INTO toolcall_records VALUES ('raw', 'in_doubt', 0, NULL, 0)",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert!(
+            client
+                .execute(
+                    "INSERT INTO toolcall_records VALUES ('bad', 'lost', 0, NULL, 0)",
+                    &[]
+                )
+                .await
+                .is_err(),
+            "the new check still refuses nonsense"
+        );
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 1);
+        let indexes: Vec<String> = client
+            .query(
+                "SELECT indexname::TEXT FROM pg_indexes
+                 WHERE schemaname = $1 AND indexname NOT LIKE '%pkey' ORDER BY 1",
+                &[&schema],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(
+            indexes,
+            [
+                "toolcall_approvals_expires",
+                "toolcall_calls_touched",
+                "toolcall_locks_until",
+                "toolcall_records_touched",
+                "toolcall_steps_touched"
+            ]
+        );
+
+        // Connected again: already current, nothing changes.
+        let again = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        assert_eq!(again.next_step("old-session").await.unwrap(), 6);
+        drop((store, again));
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn replicas_connecting_at_once_upgrade_an_old_schema_once() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("upgrade_race");
+        old_schema(&url, &schema).await;
+        let tasks: Vec<_> = (0..6)
+            .map(|_| {
+                let (url, schema) = (url.clone(), schema.clone());
+                tokio::spawn(async move { PostgresStore::connect_in_schema(&url, &schema).await })
+            })
+            .collect();
+        let mut stores = Vec::new();
+        for task in tasks {
+            stores.push(task.await.unwrap().unwrap());
+        }
+        assert_eq!(
+            stores[3].next_step("old-session").await.unwrap(),
+            5,
+            "rekeyed once, not twice"
+        );
+        drop(stores);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_from_a_newer_version_is_refused() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("newer");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        raw(&url, &schema)
+            .await
+            .batch_execute("UPDATE toolcall_schema_version SET version = 2")
+            .await
+            .unwrap();
+        let error = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("version 2, newer"), "{error}");
+        drop_schema(&url, &schema).await;
+    });
+}
+
+// ------------------------------------------------------------------ purging
+
+async fn rows(client: &Client, table: &str) -> Vec<String> {
+    let column = match table {
+        "toolcall_approvals" => "id",
+        "toolcall_locks" => "resource",
+        "toolcall_steps" => "session",
+        _ => "key",
+    };
+    client
+        .query(
+            &format!("SELECT {column} FROM {table} ORDER BY {column}"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+fn approval(id: &str, expires_ms: u64) -> PendingApproval {
+    PendingApproval {
+        id: id.to_owned(),
+        session: "s".into(),
+        caller: "c".into(),
+        tool: "pay".into(),
+        digest: "d1".into(),
+        arguments: json!({"cents": 1}),
+        step: 1,
+        created_ms: now_ms(),
+        expires_ms,
+    }
+}
+
+#[test]
+fn the_store_purges_what_expired_by_itself() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("purge");
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap()
+            .retention(Duration::from_millis(300))
+            .purge_every(5);
+        // Eleven writes, soon old.
+        store.next_step("s-old").await.unwrap();
+        store.count_call("c-old").await.unwrap();
+        store.claim("r-done", now_ms(), 1_000).await.unwrap();
+        store.complete("r-done", &result(1)).await.unwrap();
+        store.claim("r-doubt", now_ms(), 1_000).await.unwrap();
+        store.doubt("r-doubt").await.unwrap();
+        store.claim("r-held", now_ms(), 600_000).await.unwrap();
+        store
+            .put_approval(&approval("p-expired", now_ms() - 1))
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-valid", now_ms() + 600_000))
+            .await
+            .unwrap();
+        store
+            .lock_resource("lock-old", "h", now_ms(), 1)
+            .await
+            .unwrap();
+        store
+            .lock_resource("lock-held", "h", now_ms(), 600_000)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Four more: the fifteenth write purges.
+        store.next_step("s-new").await.unwrap();
+        store.count_call("c-new").await.unwrap();
+        store.claim("r-new", now_ms(), 1_000).await.unwrap();
+        store.complete("r-new", &result(2)).await.unwrap();
+
+        // Seen from another connection, without a purge by hand.
+        let client = raw(&url, &schema).await;
+        assert_eq!(
+            rows(&client, "toolcall_steps").await,
+            [session_key("s-new")]
+        );
+        assert_eq!(rows(&client, "toolcall_calls").await, ["c-new"]);
+        assert_eq!(
+            rows(&client, "toolcall_records").await,
+            ["r-held", "r-new"],
+            "a claim whose lease runs is kept, however old"
+        );
+        assert_eq!(rows(&client, "toolcall_approvals").await, ["p-valid"]);
+        assert_eq!(rows(&client, "toolcall_locks").await, ["lock-held"]);
+        assert_eq!(
+            store.claim("r-held", now_ms(), 1_000).await.unwrap(),
+            Claim::InFlight
+        );
+
+        // By hand: everything at once, counted.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            store.purge().await.unwrap(),
+            Purged {
+                steps: 1,
+                calls: 1,
+                records: 1,
+                approvals: 0,
+                locks: 0,
+            }
+        );
+        assert_eq!(rows(&client, "toolcall_records").await, ["r-held"]);
+        assert_eq!(store.purge().await.unwrap().total(), 0);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}

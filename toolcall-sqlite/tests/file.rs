@@ -1,0 +1,469 @@
+//! The database file over its life: opened by many threads and processes at
+//! once when it is new, made by the previous version (and upgraded),
+//! refused when made by a newer one, and kept small by the store's own
+//! purge.
+//!
+//! The processes are this same binary: `child_opens` is their program, run
+//! only when a parent test asks for it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use serde_json::json;
+use toolcall::store::{Binding, Claim, Outcome, PendingApproval, TakeApproval, now_ms};
+use toolcall::{Store, ToolResult};
+use toolcall_sqlite::{Purged, SqliteStore};
+
+const DB: &str = "TOOLCALL_OPEN_DB";
+const START_MS: &str = "TOOLCALL_OPEN_START_MS";
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "toolcall-sqlite-file-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn result(n: i64) -> ToolResult {
+    ToolResult::success("pay", json!({"n": n}).as_object().unwrap().clone())
+}
+
+// ------------------------------------------------------ opening a new file
+
+/// Eight threads, each with its own connection, open one new file at the
+/// same moment, over thirty new files. Before `open` retried, switching a
+/// new file to WAL failed with "database is locked" in most runs.
+#[test]
+fn many_threads_open_one_new_file_at_once() {
+    let dir = fresh_dir("threads");
+    let mut failures = Vec::new();
+    for round in 0..30 {
+        let path = dir.join(format!("store-{round}.db"));
+        let barrier = Arc::new(Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let store = SqliteStore::open(&path).map_err(|e| e.to_string())?;
+                    block_on(store.next_step("s")).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        let mut steps = Vec::new();
+        for thread in threads {
+            match thread.join().unwrap() {
+                Ok(step) => steps.push(step),
+                Err(error) => failures.push(format!("file {round}: {error}")),
+            }
+        }
+        steps.sort_unstable();
+        if failures.is_empty() {
+            assert_eq!(
+                steps,
+                (1..=8).collect::<Vec<_>>(),
+                "one schema, one counter"
+            );
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child program: opens the file at the agreed moment and counts a step.
+#[test]
+#[ignore = "run by `many_processes_open_one_new_file_at_once` as a separate process"]
+fn child_opens() {
+    let path = PathBuf::from(std::env::var(DB).expect("run by the parent test"));
+    let start: u64 = std::env::var(START_MS).unwrap().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(start.saturating_sub(now_ms())));
+    let store = SqliteStore::open(&path).unwrap();
+    block_on(store.next_step("s")).unwrap();
+}
+
+/// The same across processes: four at once on each of ten new files.
+#[test]
+fn many_processes_open_one_new_file_at_once() {
+    let dir = fresh_dir("processes");
+    for round in 0..10 {
+        let path = dir.join(format!("store-{round}.db"));
+        // Far enough ahead that every child is up and waiting.
+        let start = now_ms() + 300;
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", "child_opens", "--ignored", "--test-threads=1"])
+                    .env(DB, &path)
+                    .env(START_MS, start.to_string())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "file {round}: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let steps: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT count FROM toolcall_steps", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(steps, 4);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------- a file from the first release
+
+/// The tables exactly as the first release created them (schema version 0).
+const OLD_SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+CREATE TABLE IF NOT EXISTS toolcall_steps (
+    session    TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_calls (
+    key        TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_records (
+    key        TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    until_ms   INTEGER NOT NULL,
+    result     TEXT,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_approvals (
+    id         TEXT PRIMARY KEY,
+    session    TEXT NOT NULL,
+    caller     TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    arguments  TEXT NOT NULL,
+    step       INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
+";
+
+/// A file as the first release left it: a session four steps in, a call
+/// counted twice, a completed record, a claim held, an approval pending.
+fn old_file(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(OLD_SCHEMA).unwrap();
+    let now = i64::try_from(now_ms()).unwrap();
+    let done = serde_json::to_string(&result(7)).unwrap();
+    conn.execute(
+        "INSERT INTO toolcall_steps VALUES ('old-session', 4, ?1)",
+        [now],
+    )
+    .unwrap();
+    conn.execute("INSERT INTO toolcall_calls VALUES ('k-done', 2, ?1)", [now])
+        .unwrap();
+    conn.execute(
+        "INSERT INTO toolcall_records VALUES ('k-done', 'completed', 0, ?1, ?2)",
+        rusqlite::params![done, now],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO toolcall_records VALUES ('k-held', 'in_flight', ?1, NULL, ?2)",
+        rusqlite::params![now + 600_000, now],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, ?1, ?2)",
+        rusqlite::params![now, now + 600_000],
+    )
+    .unwrap();
+}
+
+fn user_version(path: &Path) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
+    let path = fresh_dir("upgrade").join("old.db");
+    old_file(&path);
+    assert_eq!(user_version(&path), 0);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 1);
+    block_on(async {
+        assert_eq!(
+            store.next_step("old-session").await.unwrap(),
+            5,
+            "the session keeps its count under its new key"
+        );
+        assert_eq!(store.count_call("k-done").await.unwrap(), 3);
+        assert_eq!(
+            store.outcome("k-done").await.unwrap(),
+            Some(Outcome::Completed(result(7)))
+        );
+        assert_eq!(
+            store.claim("k-done", now_ms(), 1_000).await.unwrap(),
+            Claim::Completed(result(7))
+        );
+        assert_eq!(
+            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            Claim::InFlight
+        );
+        let binding = Binding {
+            session: "s",
+            caller: "c",
+            tool: Some("pay"),
+            digest: Some("d1"),
+        };
+        assert!(matches!(
+            store.take_approval("p1", &binding, now_ms()).await.unwrap(),
+            TakeApproval::Taken(PendingApproval { step: 3, .. })
+        ));
+
+        // The new state and the new table work.
+        store.doubt("k-held").await.unwrap();
+        assert_eq!(
+            store.outcome("k-held").await.unwrap(),
+            Some(Outcome::InDoubt)
+        );
+        assert_eq!(
+            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            Claim::Acquired
+        );
+        store.complete("k-held", &result(8)).await.unwrap();
+        assert!(
+            store
+                .lock_resource("order", "h1", now_ms(), 1_000)
+                .await
+                .unwrap()
+        );
+    });
+
+    // The table itself accepts the new state, and still refuses nonsense.
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "INSERT INTO toolcall_records VALUES ('raw', 'in_doubt', 0, NULL, 0)",
+        [],
+    )
+    .unwrap();
+    assert!(
+        raw.execute(
+            "INSERT INTO toolcall_records VALUES ('bad', 'lost', 0, NULL, 0)",
+            []
+        )
+        .is_err()
+    );
+    let indexes: Vec<String> = raw
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'toolcall_%' ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        indexes,
+        [
+            "toolcall_approvals_expires",
+            "toolcall_calls_touched",
+            "toolcall_locks_until",
+            "toolcall_records_touched",
+            "toolcall_steps_touched"
+        ]
+    );
+
+    // Opened again: already current, nothing changes.
+    drop(store);
+    let again = SqliteStore::open(&path).unwrap();
+    assert_eq!(block_on(again.next_step("old-session")).unwrap(), 6);
+}
+
+#[test]
+fn an_old_file_opened_by_many_threads_at_once_is_upgraded_once() {
+    let path = fresh_dir("upgrade-race").join("old.db");
+    old_file(&path);
+    let barrier = Arc::new(Barrier::new(6));
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let path = path.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                SqliteStore::open(&path).unwrap()
+            })
+        })
+        .collect();
+    let stores: Vec<SqliteStore> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(
+        block_on(stores[3].next_step("old-session")).unwrap(),
+        5,
+        "rekeyed once, not twice"
+    );
+}
+
+#[test]
+fn a_file_from_a_newer_version_is_refused() {
+    let path = fresh_dir("newer").join("new.db");
+    drop(SqliteStore::open(&path).unwrap());
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 2")
+        .unwrap();
+    let error = SqliteStore::open(&path).unwrap_err().to_string();
+    assert!(error.contains("version 2, newer"), "{error}");
+}
+
+// ------------------------------------------------------------------ purging
+
+fn rows(path: &Path, table: &str) -> Vec<String> {
+    let conn = Connection::open(path).unwrap();
+    let column = match table {
+        "toolcall_approvals" => "id",
+        "toolcall_locks" => "resource",
+        "toolcall_steps" => "session",
+        _ => "key",
+    };
+    conn.prepare(&format!("SELECT {column} FROM {table} ORDER BY {column}"))
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn approval(id: &str, expires_ms: u64) -> PendingApproval {
+    PendingApproval {
+        id: id.to_owned(),
+        session: "s".into(),
+        caller: "c".into(),
+        tool: "pay".into(),
+        digest: "d1".into(),
+        arguments: json!({"cents": 1}),
+        step: 1,
+        created_ms: now_ms(),
+        expires_ms,
+    }
+}
+
+#[test]
+fn the_store_purges_what_expired_by_itself() {
+    let path = fresh_dir("purge").join("store.db");
+    let store = SqliteStore::open(&path)
+        .unwrap()
+        .retention(Duration::from_millis(300))
+        .purge_every(5);
+    block_on(async {
+        // Eleven writes, soon old.
+        store.next_step("s-old").await.unwrap();
+        store.count_call("c-old").await.unwrap();
+        store.claim("r-done", now_ms(), 1_000).await.unwrap();
+        store.complete("r-done", &result(1)).await.unwrap();
+        store.claim("r-doubt", now_ms(), 1_000).await.unwrap();
+        store.doubt("r-doubt").await.unwrap();
+        store.claim("r-held", now_ms(), 600_000).await.unwrap();
+        store
+            .put_approval(&approval("p-expired", now_ms() - 1))
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-valid", now_ms() + 600_000))
+            .await
+            .unwrap();
+        store
+            .lock_resource("lock-old", "h", now_ms(), 1)
+            .await
+            .unwrap();
+        store
+            .lock_resource("lock-held", "h", now_ms(), 600_000)
+            .await
+            .unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    block_on(async {
+        // Four more: the fifteenth write purges.
+        store.next_step("s-new").await.unwrap();
+        store.count_call("c-new").await.unwrap();
+        store.claim("r-new", now_ms(), 1_000).await.unwrap();
+        store.complete("r-new", &result(2)).await.unwrap();
+    });
+
+    // Seen from another connection, without a purge by hand.
+    assert_eq!(
+        rows(&path, "toolcall_steps"),
+        [toolcall::store::session_key("s-new")]
+    );
+    assert_eq!(rows(&path, "toolcall_calls"), ["c-new"]);
+    assert_eq!(
+        rows(&path, "toolcall_records"),
+        ["r-held", "r-new"],
+        "a claim whose lease runs is kept, however old"
+    );
+    assert_eq!(rows(&path, "toolcall_approvals"), ["p-valid"]);
+    assert_eq!(rows(&path, "toolcall_locks"), ["lock-held"]);
+    assert_eq!(
+        block_on(store.claim("r-held", now_ms(), 1_000)).unwrap(),
+        Claim::InFlight
+    );
+
+    // By hand: everything at once, counted.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        store.purge().unwrap(),
+        Purged {
+            steps: 1,
+            calls: 1,
+            records: 1,
+            approvals: 0,
+            locks: 0,
+        }
+    );
+    assert_eq!(rows(&path, "toolcall_records"), ["r-held"]);
+    assert_eq!(store.purge().unwrap().total(), 0);
+}
+
+#[test]
+fn without_automatic_purges_nothing_is_deleted_until_purge() {
+    let path = fresh_dir("no-purge").join("store.db");
+    let store = SqliteStore::open(&path)
+        .unwrap()
+        .retention(Duration::from_millis(1))
+        .purge_every(0);
+    block_on(async {
+        for i in 0..20 {
+            store.count_call(&format!("c{i}")).await.unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    assert_eq!(rows(&path, "toolcall_calls").len(), 20);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(store.purge().unwrap().calls, 20);
+}
