@@ -38,6 +38,7 @@ pub mod rejected;
 pub mod report;
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -48,6 +49,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use toolcall_core::{
     Arguments, Call, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry, Store,
 };
@@ -63,6 +65,10 @@ pub enum Command {
     ///
     /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
     /// "confirmed": false, "call_id": "..."}`; only `tool` is required.
+    /// Arguments written as an object are read as the text the line has,
+    /// like a model's: a member twice in them is INVALID_JSON, and the size
+    /// and depth limits measure that text. A member twice in the line
+    /// itself is an error naming the line.
     /// Prints, a line per call, the text that would go back to the model.
     Replay(ReplayArgs),
     /// Metrics from an audit log: rejections by tool, by code and by field,
@@ -118,7 +124,9 @@ pub struct ReportArgs {
     pub json: bool,
     /// Also write the distinct rejected calls (INVALID_ARGUMENTS,
     /// INVALID_JSON) to this file as `replay` lines: regression tests taken
-    /// from what models really sent.
+    /// from what models really sent. Only what the audit kept is written (a
+    /// sensitive value stays `[redacted]`); calls whose arguments the audit
+    /// did not keep whole are left out, and counted on standard error.
     #[arg(long, value_name = "FILE")]
     pub rejected_calls: Option<PathBuf>,
 }
@@ -275,18 +283,38 @@ impl Command {
     }
 }
 
-/// A policy that allows the named tools, refusing a name the registry does
-/// not have (a typo in `--allow` would otherwise deny every call, or print no
-/// definitions, without a word). Names are trimmed; empty ones are skipped.
-/// With no names at all, every tool is allowed.
+/// A policy that allows the named tools, and nothing else: what `--allow`
+/// gives.
+///
+/// Names are trimmed, and empty ones between commas are skipped
+/// (`"get_order, refund_order,"` names two tools). It is an error, never a
+/// silent default:
+///
+/// * to name a tool the registry does not have (a typo would otherwise deny
+///   every call, or print no definitions, without a word);
+/// * to name no tool at all (`""`, `","`, `" "`): an allowlist that was given
+///   but is empty fails closed. It never means "every tool"; an application
+///   whose default is every tool says so with [`every_tool`] when `--allow`
+///   is not given at all ([`App`] does).
 pub fn allowlist<T: AsRef<str>>(registry: &Registry, names: &[T]) -> Result<Policy, Error> {
     let names: Vec<&str> = names
         .iter()
         .map(|name| name.as_ref().trim())
         .filter(|name| !name.is_empty())
         .collect();
+    let known = || {
+        registry
+            .iter()
+            .map(|spec| spec.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     if names.is_empty() {
-        return Ok(Policy::new().allow(registry.iter().map(|spec| spec.name())));
+        return Err(Error::Input(format!(
+            "--allow names no tool: pass the tools the caller may use, comma-separated \
+             (for example `--allow {}`), or leave --allow out for the default",
+            known()
+        )));
     }
     let unknown: Vec<&str> = names
         .iter()
@@ -294,14 +322,19 @@ pub fn allowlist<T: AsRef<str>>(registry: &Registry, names: &[T]) -> Result<Poli
         .filter(|name| registry.get(name).is_none())
         .collect();
     if !unknown.is_empty() {
-        let known: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
         return Err(Error::Input(format!(
             "--allow names no tool `{}`; the tools are: {}",
             unknown.join("`, `"),
-            known.join(", ")
+            known().replace(',', ", ")
         )));
     }
     Ok(Policy::new().allow(names))
+}
+
+/// A policy that allows every tool of the registry: an application's
+/// explicit choice of default when no allowlist is given.
+pub fn every_tool(registry: &Registry) -> Policy {
+    Policy::new().allow(registry.iter().map(|spec| spec.name()))
 }
 
 /// Opens `path` for reading; `-` is standard input.
@@ -374,11 +407,16 @@ fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error> {
         }
     };
     if let Some(path) = &args.rejected_calls {
-        let lines: String = rejected::regression_calls(&records)
-            .iter()
-            .map(|call| format!("{call}\n"))
-            .collect();
-        write_output(Some(path), &lines)?;
+        let found = rejected::regression_calls(&records, registry);
+        write_output(Some(path), &found.to_jsonl())?;
+        eprintln!(
+            "wrote {} rejected call(s) to {}",
+            found.calls.len(),
+            path.display()
+        );
+        for (reason, count) in &found.left_out {
+            eprintln!("left out {count} rejected call(s): {reason}");
+        }
     }
     write_output(None, &text)
 }
@@ -425,22 +463,44 @@ fn check(registry: &Registry, file: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// One line of a replay file.
+/// One line of a replay file. Its members are read once each: a line with
+/// a member twice (`"tool"`, `"arguments"`, ...) is not a replay call.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReplayLine {
+struct ReplayLine<'a> {
     tool: String,
-    #[serde(default = "no_arguments")]
-    arguments: Value,
+    /// The arguments' own text, as the line has it: the pipeline parses it
+    /// (see [`replay_arguments`]).
+    #[serde(default, borrow, deserialize_with = "present")]
+    arguments: Option<&'a RawValue>,
     #[serde(default)]
     confirmed: bool,
     #[serde(default)]
     call_id: Option<String>,
 }
 
-/// A replay line without `arguments` calls the tool with none.
-fn no_arguments() -> Value {
-    Value::Object(serde_json::Map::new())
+/// A member that is there, even as `null` (which the pipeline refuses as
+/// arguments that are not an object): only a missing one is `None`.
+fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// The text the pipeline reads for a replay line's `arguments`, always as
+/// [`Arguments::Raw`] so that its limits hold whatever the line's form: a
+/// JSON string is the model's text (`"{\"amount_cents\": 100}"`, decoded);
+/// any other value (`{"amount_cents": 100}`) is taken as the very text the
+/// line has, never parsed and written again, so a member given twice at any
+/// depth is `INVALID_JSON` and the 64 KiB and depth limits measure what was
+/// written. No `arguments` at all calls the tool with none.
+fn replay_arguments(arguments: Option<&RawValue>) -> Result<Cow<'_, str>, serde_json::Error> {
+    match arguments {
+        None => Ok(Cow::Borrowed("{}")),
+        Some(raw) if raw.get().starts_with('"') => serde_json::from_str(raw.get()).map(Cow::Owned),
+        Some(raw) => Ok(Cow::Borrowed(raw.get())),
+    }
 }
 
 async fn replay<S, St>(
@@ -463,17 +523,15 @@ where
         if line.trim().is_empty() {
             continue;
         }
-        let call: ReplayLine = serde_json::from_str(&line).map_err(|e| {
+        let not_a_call = |e: serde_json::Error| {
             Error::Input(format!(
                 "{source}: line {}: not a replay call: {e}",
                 index + 1
             ))
-        })?;
-        let arguments = match &call.arguments {
-            Value::String(raw) => Arguments::Raw(raw),
-            parsed => Arguments::Parsed(parsed),
         };
-        let mut request = Call::new(&call.tool, arguments)
+        let call: ReplayLine<'_> = serde_json::from_str(&line).map_err(not_a_call)?;
+        let arguments = replay_arguments(call.arguments).map_err(not_a_call)?;
+        let mut request = Call::new(&call.tool, Arguments::Raw(&arguments))
             .session(session)
             .confirmed(call.confirmed);
         if let Some(id) = &call.call_id {
@@ -517,9 +575,10 @@ struct CommonArgs {
     /// The conversation's id (it scopes the step budget and the idempotency keys).
     #[arg(long, default_value = "default", global = true)]
     session_id: String,
-    /// The tools the caller may use, comma-separated (all of them by default).
-    #[arg(long, value_delimiter = ',', global = true)]
-    allow: Vec<String>,
+    /// The tools the caller may use, comma-separated (all of them when
+    /// `--allow` is not given; given, it must name at least one).
+    #[arg(long, value_name = "TOOL,...", value_delimiter = ',', global = true)]
+    allow: Option<Vec<String>>,
     /// Append an audit record per call to this file, as JSON lines.
     #[arg(long, value_name = "FILE", global = true)]
     audit: Option<PathBuf>,
@@ -579,7 +638,10 @@ impl<S: Any + Send + Sync> App<S> {
             .try_get_matches_from_mut(args)
             .and_then(|matches| AppCli::from_arg_matches(&matches))
             .map_err(|error| Error::Usage(error.format(&mut command)))?;
-        let policy = allowlist(&self.registry, &cli.common.allow)?;
+        let policy = match &cli.common.allow {
+            Some(names) => allowlist(&self.registry, names)?,
+            None => every_tool(&self.registry),
+        };
         let runs_tools = cli.command.runs_tools();
         let mut builder = Dispatcher::builder(self.registry, self.state).policy(policy);
         if let Some(path) = cli.common.audit.as_ref().filter(|_| runs_tools) {

@@ -11,13 +11,17 @@
 //!
 //! [`regression_calls`] turns the distinct rejected calls into `replay`
 //! lines: every real payload a model got wrong is a free test that the
-//! pipeline keeps refusing it, with the same message. Values of `sensitive`
-//! parameters were redacted in the audit (`"[redacted]"`), so those calls
-//! replay with that text instead.
+//! pipeline keeps refusing it, with the same message. It writes only what
+//! the audit kept: values of `sensitive` parameters were redacted in the
+//! audit (`"[redacted]"`), so those calls replay with that text instead, and
+//! a call the audit did not keep whole (redacted altogether, or cut because
+//! it was over-long) is left out and counted ([`LeftOut`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use toolcall_core::{AuditRecord, Code, Registry};
 
@@ -53,18 +57,23 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
             | (Some(_), Ok(Value::Number(_) | Value::String(_))) => {
                 fields.insert("(arguments)".to_owned(), "not a JSON object".to_owned());
             }
-            (Some(spec), Ok(arguments)) => match spec.validate_arguments(&arguments) {
-                Ok(()) => {
-                    fields.insert("(valid now)".to_owned(), String::new());
-                }
-                Err(errors) => {
-                    for problem in errors.problems() {
-                        fields
-                            .entry(field_of(problem))
-                            .or_insert_with(|| problem.clone());
+            (Some(spec), Ok(mut arguments)) => {
+                // As the audit does, whatever this log holds: a problem
+                // may quote the value, and the report prints the first one.
+                redact(&mut arguments, spec);
+                match spec.validate_arguments(&arguments) {
+                    Ok(()) => {
+                        fields.insert("(valid now)".to_owned(), String::new());
+                    }
+                    Err(errors) => {
+                        for problem in errors.problems() {
+                            fields
+                                .entry(field_of(problem))
+                                .or_insert_with(|| problem.clone());
+                        }
                     }
                 }
-            },
+            }
         }
         for (field, example) in fields {
             let entry = counts
@@ -84,6 +93,12 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
         .collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.rejected));
     rows
+}
+
+/// Replaces the tool's sensitive values, at any depth, by [`REDACTED`], as
+/// the audit records them.
+fn redact(arguments: &mut Value, spec: &toolcall_core::ToolSpec) {
+    spec.redact_arguments(arguments);
 }
 
 /// The field path of a problem `path: problem (description)`, with array
@@ -109,17 +124,164 @@ fn field_of(problem: &str) -> String {
     field
 }
 
+/// The text an audit record holds in place of a sensitive value, or of
+/// arguments that could not be redacted member by member (text that is not
+/// a JSON object).
+pub use toolcall_core::REDACTED;
+
+/// Why [`regression_calls`] left a rejected call out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum LeftOut {
+    /// The audit kept [`REDACTED`] in place of the whole arguments (text
+    /// that was not a JSON object, of a tool with `sensitive` parameters):
+    /// there is no payload to replay.
+    Redacted,
+    /// The audit kept only part of the arguments (their head and tail,
+    /// with the size and SHA-256 of the whole in the record's `cut`), as it
+    /// does for arguments over the size limit: replayed, that text would be
+    /// refused for its syntax, not for what the model sent.
+    Cut,
+    /// The arguments of a tool whose parameters are `sensitive` (in the
+    /// current registry) hold a value of such a parameter that is not
+    /// [`REDACTED`], or cannot be read to check: an audit written before
+    /// the parameter was marked, say. Written to a file, the value would
+    /// be kept there in plain text.
+    NotRedacted,
+}
+
+impl fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LeftOut::Redacted => "the audit redacted the whole arguments",
+            LeftOut::Cut => "the audit kept only part of over-long arguments",
+            LeftOut::NotRedacted => {
+                "sensitive values in the audit are not redacted; not copied to the file"
+            }
+        })
+    }
+}
+
+/// The replay lines [`regression_calls`] found, and what it left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct RegressionCalls {
+    /// The distinct rejected calls, in log order, as `replay` lines.
+    pub calls: Vec<Value>,
+    /// The rejected calls left out, by reason (distinct calls, as for
+    /// `calls`).
+    pub left_out: BTreeMap<LeftOut, u64>,
+}
+
+impl RegressionCalls {
+    /// The calls as the text of a replay file: one JSON object a line.
+    pub fn to_jsonl(&self) -> String {
+        self.calls.iter().map(|call| format!("{call}\n")).collect()
+    }
+}
+
 /// The distinct rejected calls (`INVALID_ARGUMENTS`, `INVALID_JSON`), in
 /// log order, as `replay` lines: `{"tool": ..., "arguments": "<the text the
 /// model sent>"}`.
-pub fn regression_calls(records: &[AuditRecord]) -> Vec<Value> {
+///
+/// Only what the audit kept is written, never more: a `sensitive`
+/// parameter's value replays as [`REDACTED`] (the call may then be refused
+/// for that text as well). A call whose arguments the audit did not keep
+/// whole ([`LeftOut::Redacted`], [`LeftOut::Cut`]) is left out, and so is
+/// one whose sensitive values (by `registry`'s tools) are not redacted
+/// ([`LeftOut::NotRedacted`]): the file never holds a sensitive value in
+/// plain text, whatever the log does.
+pub fn regression_calls(records: &[AuditRecord], registry: &Registry) -> RegressionCalls {
     let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
-    records
+    let mut found = RegressionCalls::default();
+    for record in records
         .iter()
         .filter(|r| matches!(r.code, Code::InvalidArguments | Code::InvalidJson))
         .filter(|r| seen.insert((r.tool.as_str(), r.arguments.as_str())))
-        .map(|r| json!({"tool": r.tool, "arguments": r.arguments}))
-        .collect()
+    {
+        match left_out(record, registry) {
+            Some(reason) => *found.left_out.entry(reason).or_default() += 1,
+            None => found
+                .calls
+                .push(json!({"tool": record.tool, "arguments": record.arguments})),
+        }
+    }
+    found
+}
+
+/// Why `record` cannot be written as a replay line, if it cannot.
+fn left_out(record: &AuditRecord, registry: &Registry) -> Option<LeftOut> {
+    if !record.cut.is_empty() {
+        return Some(LeftOut::Cut);
+    }
+    if record.arguments == REDACTED {
+        return Some(LeftOut::Redacted);
+    }
+    let sensitive: Vec<&str> = registry
+        .get(&record.tool)
+        .map(|spec| {
+            spec.fields()
+                .iter()
+                .filter(|field| field.sensitive)
+                .map(|field| field.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    if !sensitive.is_empty() && !redacted(&record.arguments, &sensitive) {
+        return Some(LeftOut::NotRedacted);
+    }
+    // Values sensitive at any depth (a nested `writeOnly` field): redacting
+    // again must change nothing.
+    if let Some(spec) = registry.get(&record.tool)
+        && spec.has_sensitive_values()
+    {
+        let Ok(arguments) = serde_json::from_str::<Value>(&record.arguments) else {
+            return Some(LeftOut::NotRedacted);
+        };
+        let mut again = arguments.clone();
+        spec.redact_arguments(&mut again);
+        if again != arguments {
+            return Some(LeftOut::NotRedacted);
+        }
+    }
+    None
+}
+
+/// Whether `arguments` are a JSON object in which every member named in
+/// `sensitive`, every time it occurs, is [`REDACTED`]. Members are read as
+/// written (a name given twice is checked twice), not through a map that
+/// keeps one of them.
+fn redacted(arguments: &str, sensitive: &[&str]) -> bool {
+    let Ok(members) = serde_json::from_str::<Members<'_>>(arguments) else {
+        return false;
+    };
+    members.0.iter().all(|(name, value)| {
+        !sensitive.contains(&name.as_str())
+            || serde_json::from_str::<String>(value.get()).is_ok_and(|text| text == REDACTED)
+    })
+}
+
+/// The members of a JSON object, in order, each value as its text.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
 }
 
 /// The by-field rows as JSON: `[{"tool", "field", "rejected", "example"}]`.

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use toolcall::{AuditRecord, Code, Rejection, tool, tools};
-use toolcall_cli::rejected::{FieldTable, by_field, regression_calls};
+use toolcall_cli::rejected::{FieldTable, LeftOut, by_field, regression_calls};
 
 /// One line of a shipment.
 #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -111,10 +111,121 @@ fn regression_calls_are_the_distinct_rejected_payloads_in_log_order() {
         ),
     ];
     assert_eq!(
-        regression_calls(&records),
+        regression_calls(&records, &tools![ship].unwrap()).calls,
         [
             json!({"tool": "ship", "arguments": bad}),
             json!({"tool": "ship", "arguments": "{not json"}),
         ]
+    );
+}
+
+/// Pays with a card.
+#[tool(side_effect)]
+fn pay(
+    /// The card number.
+    #[arg(sensitive, pattern = r"^\d{16}$")]
+    card: String,
+    /// Amount in cents.
+    #[arg(min = 1)]
+    amount_cents: i64,
+) -> Result<Value, Rejection> {
+    Ok(json!({"paid": amount_cents, "card": card.len()}))
+}
+
+fn cut_record(tool: &str, arguments: &str, code: Code) -> AuditRecord {
+    let mut record = serde_json::to_value(record(tool, arguments, code)).unwrap();
+    record["cut"] = json!([{"field": "arguments", "bytes": 204_800, "sha256": "ab".repeat(32)}]);
+    serde_json::from_value(record).unwrap()
+}
+
+/// `--rejected-calls` writes only what the audit kept: a redacted value as
+/// `[redacted]`; never a sensitive value in plain text (a log written before
+/// the parameter was marked, a member given twice); not the marker that
+/// stands for whole arguments, nor arguments the audit cut.
+#[test]
+fn regression_calls_never_write_a_sensitive_value_and_leave_out_what_was_not_kept() {
+    let registry = tools![ship, pay].unwrap();
+    // Not the card pattern: a problem message would quote it.
+    let secret = "4111-1111-1111-1111";
+    let records = [
+        // Redacted by the audit: written with the marker.
+        record(
+            "pay",
+            r#"{"card":"[redacted]","amount_cents":0}"#,
+            Code::InvalidArguments,
+        ),
+        // Not JSON, so the audit kept the marker alone: nothing to replay.
+        record("pay", "[redacted]", Code::InvalidJson),
+        // A log that kept the value: never copied.
+        record(
+            "pay",
+            &format!(r#"{{"card":"{secret}","amount_cents":-1}}"#),
+            Code::InvalidArguments,
+        ),
+        record(
+            "pay",
+            &format!(r#"{{"card":"{secret}","card":"[redacted]","amount_cents":1}}"#),
+            Code::InvalidJson,
+        ),
+        record("pay", &format!(r#"{{"card":"{secret}""#), Code::InvalidJson),
+        // Over-long arguments the audit cut (head…tail): not the payload.
+        cut_record(
+            "ship",
+            r#"{"city": "Recife", "lines": [{"sku"…[cut 204,000 of 204,800 bytes]…"x"}]}"#,
+            Code::InvalidJson,
+        ),
+        // Not JSON and no sensitive parameter: the model's broken text, kept.
+        record("ship", r#"{"city": "R""#, Code::InvalidJson),
+    ];
+    let found = regression_calls(&records, &registry);
+    assert_eq!(
+        found.calls,
+        [
+            json!({"tool": "pay", "arguments": r#"{"card":"[redacted]","amount_cents":0}"#}),
+            json!({"tool": "ship", "arguments": r#"{"city": "R""#}),
+        ]
+    );
+    assert_eq!(
+        found.left_out.clone().into_iter().collect::<Vec<_>>(),
+        [
+            (LeftOut::Redacted, 1),
+            (LeftOut::Cut, 1),
+            (LeftOut::NotRedacted, 3)
+        ]
+    );
+    assert!(!found.to_jsonl().contains(secret));
+
+    // The field report does not quote it either, even from such a log.
+    let fields = by_field(&records[2..], &registry);
+    let text = format!(
+        "{}{}",
+        FieldTable(&fields),
+        toolcall_cli::rejected::to_json(&fields)
+    );
+    assert!(!text.contains(secret), "{text}");
+    assert!(text.contains("amount_cents"), "{text}");
+}
+
+/// Records whose arguments are not JSON (a model's broken text, the
+/// redaction marker, a cut head and tail) are counted, never a crash.
+#[test]
+fn the_report_reads_records_whose_arguments_are_not_json() {
+    let registry = tools![ship, pay].unwrap();
+    let records = [
+        record("ship", "{not json", Code::InvalidArguments),
+        record("pay", "[redacted]", Code::InvalidArguments),
+        cut_record("ship", "{\"city\"…[cut 1 of 2 bytes]…}", Code::InvalidJson),
+        record("ship", "", Code::ConfirmationRequired),
+        record("ship", "\u{0}", Code::Ok),
+    ];
+    let report = toolcall_cli::report::Report::from_records(&records);
+    assert_eq!(report.to_json()["totals"]["calls"], 5);
+    let fields = by_field(&records, &registry);
+    assert_eq!(
+        fields
+            .iter()
+            .map(|row| (row.tool.as_str(), row.field.as_str(), row.rejected))
+            .collect::<Vec<_>>(),
+        [("pay", "(arguments)", 1), ("ship", "(arguments)", 1)]
     );
 }

@@ -77,6 +77,9 @@ fn replay_is_one_conversation_over_one_store() {
         json!({"tool": "get_order", "arguments": "{\"order_id\": \"ORD-1001\"}"}),
         refund(json!(25.9), true),
         refund(json!(2590), false),
+        // The approved call answers the question, which is not the model
+        // repeating itself: three identical calls follow, then the loop guard.
+        refund(json!(2590), true),
         refund(json!(2590), true),
         refund(json!(2590), true),
         refund(json!(2590), true),
@@ -86,12 +89,13 @@ fn replay_is_one_conversation_over_one_store() {
         json!({"tool": "get_order", "arguments": "{\"order_id\": \"ORD-1001\""}),
         json!({"tool": "get_order", "arguments": "{}"}),
     ];
-    let results = replay(&["--max-steps", "10"], &calls);
+    let results = replay(&["--max-steps", "11"], &calls);
     let expected = [
         (true, "OK", false),
         (false, "INVALID_ARGUMENTS", false),
         (false, "CONFIRMATION_REQUIRED", false),
         (true, "OK", false),
+        (true, "OK", true),
         (true, "OK", true),
         (false, "LOOP_DETECTED", false),
         (true, "OK", false),
@@ -106,12 +110,13 @@ fn replay_is_one_conversation_over_one_store() {
         .collect();
     assert_eq!(outcomes(&results), expected);
     assert_eq!(
-        results[6]["data"]["refunded_cents"], 2590,
+        results[7]["data"]["refunded_cents"], 2590,
         "the refund was applied once"
     );
     assert_eq!(results[4]["data"], results[3]["data"]);
+    assert_eq!(results[5]["data"], results[3]["data"]);
     assert_eq!(
-        results[7]["data"]["available"],
+        results[8]["data"]["available"],
         json!(["get_order", "refund_order"])
     );
 }
@@ -418,7 +423,9 @@ fn report_reads_the_audit_log_of_a_replay() {
     })];
     calls.push(refund(json!(25.9), false));
     calls.push(refund(json!(2590), false));
-    calls.extend(std::iter::repeat_n(refund(json!(2590), true), 3));
+    // The first confirmed refund answers the question; the model's three
+    // identical calls after it are two replays and the loop guard.
+    calls.extend(std::iter::repeat_n(refund(json!(2590), true), 4));
     calls.push(json!({"tool": "cancel_order", "arguments": "{}"}));
     let answers = replay(&["--audit", audit_arg], &calls);
     let codes: Vec<String> = outcomes(&answers).into_iter().map(|o| o.1).collect();
@@ -428,6 +435,7 @@ fn report_reads_the_audit_log_of_a_replay() {
             "OK",
             "INVALID_ARGUMENTS",
             "CONFIRMATION_REQUIRED",
+            "OK",
             "OK",
             "OK",
             "LOOP_DETECTED",
@@ -453,16 +461,16 @@ fn report_reads_the_audit_log_of_a_replay() {
             &totals["awaiting_confirmation"],
             &totals["rejected"]
         ),
-        (&json!(6), &json!(2), &json!(1), &json!(3))
+        (&json!(7), &json!(3), &json!(1), &json!(3))
     );
-    // Seven records, six model calls: the first confirmed refund answers the
+    // Eight records, seven model calls: the first confirmed refund answers the
     // pending approval, so it is the host's decision, counted under
     // confirmations and not as a call.
     assert_eq!(report["confirmations"]["decisions"], 1);
     // The float amount was rejected and the model's next refund got through;
     // the loop guard and the unknown tool were not followed by a success.
     assert_eq!(totals["recovered"], 1);
-    assert_eq!(totals["replayed"], 1);
+    assert_eq!(totals["replayed"], 2);
     assert_eq!(totals["loop_detected"], 1);
     let refund_stats = report["tools"]
         .as_array()
@@ -470,8 +478,8 @@ fn report_reads_the_audit_log_of_a_replay() {
         .iter()
         .find(|t| t["tool"] == "refund_order")
         .unwrap();
-    assert_eq!(refund_stats["calls"], 4);
-    assert_eq!(refund_stats["rejection_rate"], 0.5);
+    assert_eq!(refund_stats["calls"], 5);
+    assert_eq!(refund_stats["rejection_rate"], 0.4);
     let by_code: Vec<(&str, u64)> = report["rejections_by_code"]
         .as_array()
         .unwrap()
@@ -530,7 +538,7 @@ fn report_reads_the_audit_log_of_a_replay() {
     let table = orders(&["report", audit_arg], "");
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
-        text.starts_with("6 call(s) in 1 session(s): 2 ok, 1 awaiting confirmation, 3 rejected"),
+        text.starts_with("7 call(s) in 1 session(s): 3 ok, 1 awaiting confirmation, 3 rejected"),
         "{text}"
     );
     assert!(
@@ -586,4 +594,195 @@ fn allow_names_real_tools_and_arguments_default_to_none() {
     // The call reached validation: an object without the required order id.
     assert_eq!(answers[0]["code"], "INVALID_ARGUMENTS", "{}", answers[0]);
     assert!(answers[0]["message"].as_str().unwrap().contains("order_id"));
+}
+
+/// `--allow` given but naming no tool (`""`, `","`, `" "`, `" , "`) is
+/// refused, exit code 2, by every command and the demo, before anything
+/// runs: it used to allow every tool. Left out, it is the reference's
+/// default (`get_order,refund_order`).
+#[test]
+fn an_allowlist_that_names_no_tool_is_refused_not_everything() {
+    let dir = scratch("empty-allow");
+    let lock = dir.join("tools.lock.json");
+    let lock = lock.to_str().unwrap();
+    let audit = dir.join("audit.jsonl");
+    std::fs::write(&audit, "").unwrap();
+    let audit = audit.to_str().unwrap();
+    let refund = format!("{}\n", refund(json!(2590), true));
+    let commands: [(&[&str], &str); 8] = [
+        (&["replay", "-"], refund.as_str()),
+        (&["definitions", "--format", "openai"], ""),
+        (&["report", audit], ""),
+        (&["lock", "--file", lock], ""),
+        (&["check", "--file", lock], ""),
+        (&["mcp"], ""),
+        (&["--yes"], ""),
+        (&[], ""),
+    ];
+    for empty in ["", ",", " ", " , "] {
+        for (command, stdin) in commands {
+            let mut args = command.to_vec();
+            args.extend(["--allow", empty]);
+            let output = orders(&args, stdin);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains("--allow names no tool")
+                    && stderr.contains("`--allow get_order,refund_order`")
+                    && stderr.contains("leave --allow out"),
+                "{args:?}: {stderr}"
+            );
+            assert!(output.stdout.is_empty(), "{args:?}: nothing ran");
+        }
+    }
+    assert!(!std::path::Path::new(lock).exists());
+}
+
+/// A replay line's `arguments` written as an object are read as the text
+/// the line has, as the pipeline reads a model's text: a member twice, at
+/// any depth, is INVALID_JSON (it used to refund the last amount), and an
+/// object over 64 KiB is refused by its size.
+#[test]
+fn replay_object_arguments_hold_to_the_same_limits_as_text() {
+    let object = |extra: &str| {
+        format!(
+            r#"{{"tool": "refund_order", "confirmed": true, "arguments": {{"order_id": "ORD-1001", {extra} "currency": "BRL", "reason": "damaged"}}}}"#
+        )
+    };
+    let lines = [
+        object(r#""amount_cents": 100, "amount_cents": 200,"#),
+        object(r#""amount_cents": 100, "note": {"by": "a", "by": "b"},"#),
+        object(&format!(
+            r#""amount_cents": 100, "note": "{}","#,
+            "x".repeat(200_000)
+        )),
+        object(r#""amount_cents": 300,"#),
+        r#"{"tool": "get_order", "arguments": {"order_id": "ORD-1001"}}"#.to_owned(),
+    ];
+    let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    let answers = results(orders(&["replay", "-", "--retry-backoff-ms", "0"], &input));
+    let codes: Vec<String> = outcomes(&answers).into_iter().map(|o| o.1).collect();
+    assert_eq!(
+        codes,
+        ["INVALID_JSON", "INVALID_JSON", "INVALID_JSON", "OK", "OK"]
+    );
+    let message = |i: usize| answers[i]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message(0).contains("duplicate member `amount_cents`"),
+        "{}",
+        message(0)
+    );
+    assert!(
+        message(1).contains("duplicate member `by`"),
+        "{}",
+        message(1)
+    );
+    assert!(
+        message(2).contains("over the limit of 65536"),
+        "{}",
+        message(2)
+    );
+    assert_eq!(
+        answers[4]["data"]["refunded_cents"], 300,
+        "only the well-formed refund was applied"
+    );
+}
+
+/// Members given twice in a replay line itself, outside its arguments, are
+/// an error of the replay file naming the line, not the last one silently.
+#[test]
+fn a_replay_line_with_a_member_twice_is_refused_naming_the_line() {
+    for (line, member) in [
+        (
+            r#"{"tool": "get_order", "tool": "refund_order", "arguments": {"order_id": "ORD-1001"}}"#,
+            "tool",
+        ),
+        (
+            r#"{"tool": "get_order", "arguments": {"order_id": "ORD-1001"}, "arguments": "{}"}"#,
+            "arguments",
+        ),
+        (
+            r#"{"tool": "get_order", "confirmed": false, "confirmed": true}"#,
+            "confirmed",
+        ),
+    ] {
+        let output = orders(
+            &["replay", "-"],
+            &format!("{{\"tool\": \"get_order\"}}\n{line}\n"),
+        );
+        assert_eq!(output.status.code(), Some(2), "{line}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("standard input: line 2: not a replay call")
+                && stderr.contains(&format!("duplicate field `{member}`")),
+            "{stderr}"
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
+    }
+}
+
+// ------------------------------------------- promises under stress
+
+fn read_order() -> Value {
+    json!({"tool": "get_order", "arguments": "{\"order_id\": \"ORD-1001\"}"})
+}
+
+#[test]
+fn a_refund_whose_answer_was_lost_is_in_doubt_and_the_retry_completes_it() {
+    let results = replay(
+        &["--lose-next-response", "1", "--max-retries", "0"],
+        &[refund(json!(12_000), true), refund(json!(12_000), false), read_order()],
+    );
+    assert_eq!(results[0]["code"], "UPSTREAM_UNAVAILABLE");
+    assert_eq!(results[0]["data"]["in_doubt"], true);
+    assert!(
+        results[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("same arguments")
+    );
+    assert_eq!(results[1]["ok"], true, "{}", results[1]);
+    assert_eq!(results[1]["data"]["remaining_refundable_cents"], 0);
+    assert_eq!(
+        results[2]["data"]["refunded_cents"], 12_000,
+        "refunded once: {}",
+        results[2]
+    );
+}
+
+#[test]
+fn a_persons_yes_after_three_asks_is_not_a_loop() {
+    let results = replay(
+        &[],
+        &[
+            refund(json!(2590), false),
+            refund(json!(2590), false),
+            refund(json!(2590), false),
+            refund(json!(2590), true),
+            read_order(),
+        ],
+    );
+    let codes: Vec<&str> = results
+        .iter()
+        .map(|r| r["code"].as_str().unwrap_or("OK"))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "CONFIRMATION_REQUIRED",
+            "CONFIRMATION_REQUIRED",
+            "CONFIRMATION_REQUIRED",
+            "OK",
+            "OK"
+        ]
+    );
+    assert_eq!(results[4]["data"]["refunded_cents"], 2590);
+}
+
+#[test]
+fn an_enormous_tool_name_comes_back_bounded() {
+    let name = "x".repeat(200_000);
+    let results = replay(&[], &[json!({"tool": name, "arguments": "{}"})]);
+    assert_eq!(results[0]["code"], "UNKNOWN_TOOL");
+    assert!(results[0].to_string().len() < 1_000, "{}", results[0].to_string().len());
 }

@@ -4,10 +4,9 @@
 use serde_json::{Value, json};
 
 use super::shape::{At, Ids};
-use super::{AdapterError, CallArguments, Outcome, Provider, ProviderCall};
+use super::{AdapterError, Outcome, ProviderCall};
 
-pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
-    let root = At::root(Provider::Anthropic, message);
+pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
     root.object()?;
     root.role_if_any("assistant", "`assistant`")?;
     let content = root.member("content")?;
@@ -27,11 +26,11 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
         ids.check(&id_at, id)?;
         let name = block.member("name")?.word()?;
         // Any value: one that is not an object is the pipeline's INVALID_JSON.
-        let input = block.member("input")?.value();
+        let input = block.member("input")?;
         calls.push(ProviderCall {
             id: Some(id.to_owned()),
             name: name.to_owned(),
-            arguments: CallArguments::Parsed(input.clone()),
+            arguments: input.arguments(),
         });
     }
     Ok(calls)

@@ -4,15 +4,14 @@
 use serde_json::{Map, Value, json};
 
 use super::shape::{At, Ids};
-use super::{AdapterError, CallArguments, Outcome, Provider, ProviderCall};
+use super::{AdapterError, CallArguments, Outcome, ProviderCall};
 
-pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
-    let root = At::root(Provider::Gemini, message);
+pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
     root.object()?;
     // A whole response, a candidate, or a content.
-    let content = if let Some(candidates) = root.get("candidates") {
+    let content = if let Some(candidates) = root.get("candidates")? {
         candidates.first()?.member("content")?
-    } else if let Some(content) = root.get("content") {
+    } else if let Some(content) = root.get("content")? {
         content
     } else {
         root
@@ -23,12 +22,12 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
     let mut calls = Vec::new();
     for part in content.member("parts")?.items()? {
         part.object()?;
-        let Some(call) = part.get("functionCall") else {
+        let Some(call) = part.get("functionCall")? else {
             continue;
         };
         call.object()?;
         let name = call.member("name")?.word()?;
-        let id = match call.get("id") {
+        let id = match call.get("id")? {
             Some(id_at) => {
                 let id = id_at.word()?;
                 ids.check(&id_at, id)?;
@@ -38,14 +37,14 @@ pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> 
         };
         // No `args` means no arguments. Any other value goes to the
         // pipeline, which refuses one that is not an object as INVALID_JSON.
-        let args = match call.get("args") {
-            Some(args) => args.value().clone(),
-            None => Value::Object(Map::new()),
+        let arguments = match call.get("args")? {
+            Some(args) => args.arguments(),
+            None => CallArguments::Parsed(Value::Object(Map::new())),
         };
         calls.push(ProviderCall {
             id,
             name: name.to_owned(),
-            arguments: CallArguments::Parsed(args),
+            arguments,
         });
     }
     Ok(calls)

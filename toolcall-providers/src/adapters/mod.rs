@@ -32,10 +32,22 @@
 //!
 //! OpenAI sends arguments as JSON text, which goes to the pipeline verbatim
 //! ([`Arguments::Raw`]): malformed text is the pipeline's `INVALID_JSON`,
-//! with its message for the model, not an error of the adapter. Anthropic and
-//! Gemini send a parsed object, passed as [`Arguments::Parsed`]; a value that
-//! is not an object is `INVALID_JSON` too. Gemini leaves `args` out for a
-//! call without arguments, which is read as `{}`.
+//! with its message for the model, not an error of the adapter. Anthropic
+//! (`input`) and Gemini (`args`) send an object inside the message's JSON.
+//! Gemini leaves `args` out for a call without arguments, which is read as
+//! `{}`; a value that is not an object is `INVALID_JSON`.
+//!
+//! Each operation comes in two forms, and the form decides how fully the
+//! arguments are checked:
+//!
+//! | the host has | read with | the arguments reach the pipeline as |
+//! |---|---|---|
+//! | the message's text (the HTTP body) | [`Provider::calls_str`], [`Provider::run_str`] | the text the model wrote, for every provider: a member written twice at any depth is `INVALID_JSON`, the 64 KiB and depth limits measure that text |
+//! | a parsed [`Value`] | [`Provider::calls`], [`Provider::run`] | text for OpenAI; for Anthropic and Gemini a parsed value ([`Arguments::Parsed`]), held to the same size (its compact JSON) and depth limits, but a member written twice was already merged by the host's parser and cannot be seen |
+//!
+//! Prefer the text form when the host has the text: a model that writes
+//! `{"amount_cents": 100, "amount_cents": 20000}` is refused, instead of
+//! being read as whichever member the host's parser kept.
 //!
 //! # Malformed messages
 //!
@@ -43,7 +55,11 @@
 //! string where an array belongs) is an [`AdapterError`] that names the
 //! member and where it is, and nothing runs: the whole message is read
 //! before the first call is made. Two calls with the same id in one message
-//! are an error too, since their results could not be told apart.
+//! are an error too, since their results could not be told apart, and so is,
+//! in a message read from text, a member given twice in one of the
+//! message's own objects ([`Problem::DuplicateMember`]: which `name`, which
+//! `input`?). A member twice inside a call's arguments is not the message's
+//! problem but that call's `INVALID_JSON`.
 //!
 //! # Approvals
 //!
@@ -103,6 +119,7 @@ mod anthropic;
 mod gemini;
 mod openai_chat;
 mod openai_responses;
+mod raw;
 mod shape;
 
 use std::any::Any;
@@ -274,22 +291,82 @@ impl Provider {
     /// Reads every tool call out of a message, in order, without running
     /// anything.
     ///
+    /// The message is already parsed, so are the arguments of Anthropic and
+    /// Gemini calls ([`Arguments::Parsed`]): the pipeline holds them to its
+    /// size and depth limits, measured on their compact JSON, but cannot
+    /// see a member the model wrote twice, which the host's parser already
+    /// merged. Pass the message as the provider sent it to
+    /// [`calls_str`](Self::calls_str) for the full checks.
+    ///
     /// # Errors
     ///
     /// An [`AdapterError`] when the message does not have this provider's
     /// shape (see each variant for what is accepted).
     pub fn calls(self, message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
+        self.read(shape::At::root(self, message, None))
+    }
+
+    /// Reads every tool call out of a message given as the text the
+    /// provider sent (the body of the HTTP response, or its message), in
+    /// order, without running anything.
+    ///
+    /// This is the form that gives the pipeline's full checks: every call's
+    /// arguments go as the model's own text ([`Arguments::Raw`]), so a
+    /// member written twice at any depth is `INVALID_JSON` and the 64 KiB
+    /// and depth limits measure what was written, for every provider (the
+    /// OpenAI APIs send the arguments as text anyway). The message's own
+    /// members are read strictly as well: an object of the envelope (a
+    /// `tool_use` block, a `functionCall`) with a member twice is an error.
+    ///
+    /// ```
+    /// # use toolcall_providers::adapters::Provider;
+    /// let body = r#"{"role": "assistant", "content": [
+    ///     {"type": "tool_use", "id": "toolu_01", "name": "refund",
+    ///      "input": {"amount_cents": 100, "amount_cents": 20000}}
+    /// ]}"#;
+    /// let calls = Provider::Anthropic.calls_str(body)?;
+    /// // The pipeline reads this text and refuses it as INVALID_JSON.
+    /// assert!(matches!(
+    ///     calls[0].arguments(),
+    ///     toolcall_core::Arguments::Raw(r#"{"amount_cents": 100, "amount_cents": 20000}"#)
+    /// ));
+    /// # Ok::<(), toolcall_providers::adapters::AdapterError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// An [`AdapterError`] when the text is not JSON ([`Problem::NotJson`];
+    /// `serde_json` reads at most 128 levels of nesting), when a member of
+    /// the envelope is given twice ([`Problem::DuplicateMember`]), or when
+    /// the message does not have this provider's shape.
+    pub fn calls_str(self, message: &str) -> Result<Vec<ProviderCall>, AdapterError> {
+        let value: Value = serde_json::from_str(message).map_err(|error| {
+            AdapterError::new(
+                self,
+                "",
+                Problem::NotJson {
+                    error: error.to_string(),
+                },
+            )
+        })?;
+        self.read(shape::At::root(self, &value, Some(message)))
+    }
+
+    fn read(self, root: shape::At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
         match self {
-            Provider::OpenAiChat => openai_chat::calls(message),
-            Provider::OpenAiResponses => openai_responses::calls(message),
-            Provider::Anthropic => anthropic::calls(message),
-            Provider::Gemini => gemini::calls(message),
+            Provider::OpenAiChat => openai_chat::calls(root),
+            Provider::OpenAiResponses => openai_responses::calls(root),
+            Provider::Anthropic => anthropic::calls(root),
+            Provider::Gemini => gemini::calls(root),
         }
     }
 
     /// Reads every tool call out of `message` and runs each through the
     /// dispatcher, one after the other in the model's order, in the session
     /// and by the caller of `options`, each with the provider's call id.
+    ///
+    /// The arguments are checked as [`calls`](Self::calls) says; with the
+    /// message's text at hand, [`run_str`](Self::run_str) checks them fully.
     ///
     /// # Errors
     ///
@@ -308,6 +385,42 @@ impl Provider {
         St: Store,
     {
         let calls = self.calls(message)?;
+        Ok(self.execute(dispatcher, calls, options).await)
+    }
+
+    /// [`run`](Self::run) for a message given as the text the provider
+    /// sent: every call's arguments reach the pipeline as the model wrote
+    /// them (see [`calls_str`](Self::calls_str)), so a member given twice
+    /// is that call's `INVALID_JSON` and the other calls still run.
+    ///
+    /// # Errors
+    ///
+    /// An [`AdapterError`] as for [`calls_str`](Self::calls_str); then no
+    /// call runs.
+    pub async fn run_str<S, St>(
+        self,
+        dispatcher: &Dispatcher<S, St>,
+        message: &str,
+        options: RunOptions<'_>,
+    ) -> Result<Turn, AdapterError>
+    where
+        S: Any + Send + Sync,
+        St: Store,
+    {
+        let calls = self.calls_str(message)?;
+        Ok(self.execute(dispatcher, calls, options).await)
+    }
+
+    async fn execute<S, St>(
+        self,
+        dispatcher: &Dispatcher<S, St>,
+        calls: Vec<ProviderCall>,
+        options: RunOptions<'_>,
+    ) -> Turn
+    where
+        S: Any + Send + Sync,
+        St: Store,
+    {
         let mut outcomes = Vec::with_capacity(calls.len());
         for call in calls {
             let mut request = Call::new(&call.name, call.arguments()).session(options.session);
@@ -320,10 +433,10 @@ impl Provider {
             let result = dispatcher.execute(request).await;
             outcomes.push(Outcome { call, result });
         }
-        Ok(Turn {
+        Turn {
             provider: self,
             outcomes,
-        })
+        }
     }
 
     /// The message(s) that carry these outcomes back to the model, in this
@@ -421,8 +534,10 @@ impl ProviderCall {
         &self.name
     }
 
-    /// The arguments as the provider sent them: raw JSON text for OpenAI, a
-    /// parsed value for Anthropic and Gemini.
+    /// The arguments as the provider sent them: the model's JSON text for
+    /// OpenAI, and for every provider read with
+    /// [`Provider::calls_str`]; a parsed value for Anthropic and Gemini
+    /// read with [`Provider::calls`] (a Gemini call without `args` is `{}`).
     pub fn arguments(&self) -> Arguments<'_> {
         match &self.arguments {
             CallArguments::Raw(raw) => Arguments::Raw(raw),
@@ -530,6 +645,16 @@ pub enum Problem {
         /// The id.
         id: String,
     },
+    /// A member given twice in one object of the message (read from text
+    /// with [`Provider::calls_str`]); the path names the member. The
+    /// arguments of a call are not the message's: a member twice there is
+    /// that call's `INVALID_JSON`.
+    DuplicateMember,
+    /// The text given to [`Provider::calls_str`] is not JSON.
+    NotJson {
+        /// What `serde_json` found wrong, with the line and column.
+        error: String,
+    },
 }
 
 impl AdapterError {
@@ -577,6 +702,8 @@ impl fmt::Display for AdapterError {
             Problem::DuplicateId { id } => {
                 write!(f, "{place} is `{id}`, the id of an earlier call too")
             }
+            Problem::DuplicateMember => write!(f, "{place} is given twice in one object"),
+            Problem::NotJson { error } => write!(f, "{place} is not JSON: {error}"),
         }
     }
 }

@@ -3,26 +3,25 @@
 use serde_json::{Value, json};
 
 use super::shape::{At, Ids};
-use super::{AdapterError, Outcome, Problem, Provider, ProviderCall};
+use super::{AdapterError, Outcome, Problem, ProviderCall};
 
-pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
-    let root = At::root(Provider::OpenAiChat, message);
+pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
     root.object()?;
     // A whole completion: the message is that of the first choice.
-    let message = match root.get("choices") {
+    let message = match root.get("choices")? {
         Some(choices) => choices.first()?.member("message")?,
         None => root,
     };
     message.object()?;
     message.role_if_any("assistant", "`assistant`")?;
-    let Some(tool_calls) = message.get("tool_calls") else {
+    let Some(tool_calls) = message.get("tool_calls")? else {
         return Ok(Vec::new());
     };
     let mut ids = Ids::default();
     let mut calls = Vec::new();
     for entry in tool_calls.items()? {
         entry.object()?;
-        if let Some(kind) = entry.get("type") {
+        if let Some(kind) = entry.get("type")? {
             let found = kind.string()?;
             if found != "function" {
                 return Err(kind.error(Problem::Unsupported {

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use super::shape::{At, Ids, kind};
 use super::{AdapterError, Outcome, Problem, Provider, ProviderCall};
 
-pub(super) fn calls(message: &Value) -> Result<Vec<ProviderCall>, AdapterError> {
-    let root = At::root(Provider::OpenAiResponses, message);
+pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
+    let message = root.value();
     let items = match message {
         Value::Array(_) => root.items()?,
         Value::Object(object) if object.contains_key("output") => root.member("output")?.items()?,

@@ -5,21 +5,27 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::{AdapterError, CallArguments, Problem, Provider, ProviderCall};
+use super::{AdapterError, CallArguments, Problem, Provider, ProviderCall, raw};
 
-/// A value inside a provider's message, and where it is.
+/// A value inside a provider's message, and where it is; with its text as
+/// the provider wrote it, when the message was read from text.
 pub(super) struct At<'a> {
     provider: Provider,
     value: &'a Value,
+    /// The value's own text, the same value as `value`: what the arguments
+    /// of a call are passed as, so that the pipeline reads what the model
+    /// wrote (a member twice, the size of the text).
+    text: Option<&'a str>,
     path: String,
 }
 
 impl<'a> At<'a> {
-    /// The message itself.
-    pub(super) fn root(provider: Provider, value: &'a Value) -> Self {
+    /// The message itself: `value`, parsed from `text` if the host had it.
+    pub(super) fn root(provider: Provider, value: &'a Value, text: Option<&'a str>) -> Self {
         At {
             provider,
             value,
+            text: text.map(raw::trim),
             path: String::new(),
         }
     }
@@ -40,11 +46,21 @@ impl<'a> At<'a> {
         })
     }
 
-    fn child(&self, value: &'a Value, path: String) -> At<'a> {
+    fn child(&self, value: &'a Value, text: Option<&'a str>, path: String) -> At<'a> {
         At {
             provider: self.provider,
             value,
+            text,
             path,
+        }
+    }
+
+    /// The arguments of a call at this place: the text the provider wrote,
+    /// when there is one, or else the parsed value.
+    pub(super) fn arguments(&self) -> CallArguments {
+        match self.text {
+            Some(text) => CallArguments::Raw(text.to_owned()),
+            None => CallArguments::Parsed(self.value.clone()),
         }
     }
 
@@ -57,16 +73,39 @@ impl<'a> At<'a> {
     }
 
     /// The member `name`, if there and not `null`.
-    pub(super) fn get(&self, name: &str) -> Option<At<'a>> {
+    ///
+    /// Read from text, an object with a member name twice is an error
+    /// ([`Problem::DuplicateMember`]): which of the two the provider meant
+    /// cannot be told, and a parser that keeps the other one would read
+    /// another call than this adapter runs.
+    pub(super) fn get(&self, name: &str) -> Result<Option<At<'a>>, AdapterError> {
+        // Every member is looked at, whichever is asked for: a member twice
+        // is an error even when the one that was parsed is `null`.
+        let mut text = None;
+        if let Some(members) = self.text.and_then(raw::members) {
+            let mut seen = HashSet::new();
+            for (member, member_text) in members {
+                if !seen.insert(member.clone()) {
+                    return Err(AdapterError::new(
+                        self.provider,
+                        &self.member_path(&member),
+                        Problem::DuplicateMember,
+                    ));
+                }
+                if member == name {
+                    text = Some(member_text);
+                }
+            }
+        }
         match self.value.get(name) {
-            None | Some(Value::Null) => None,
-            Some(value) => Some(self.child(value, self.member_path(name))),
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => Ok(Some(self.child(value, text, self.member_path(name)))),
         }
     }
 
     /// The member `name`, which the provider always sends.
     pub(super) fn member(&self, name: &str) -> Result<At<'a>, AdapterError> {
-        self.get(name).ok_or_else(|| {
+        self.get(name)?.ok_or_else(|| {
             AdapterError::new(self.provider, &self.member_path(name), Problem::Missing)
         })
     }
@@ -84,10 +123,17 @@ impl<'a> At<'a> {
             .value
             .as_array()
             .ok_or_else(|| self.wrong_type("an array"))?;
+        let texts = self
+            .text
+            .and_then(raw::items)
+            .filter(|texts| texts.len() == items.len());
         Ok(items
             .iter()
             .enumerate()
-            .map(|(i, item)| self.child(item, format!("{}[{i}]", self.path)))
+            .map(|(i, item)| {
+                let text = texts.as_ref().map(|texts| texts[i]);
+                self.child(item, text, format!("{}[{i}]", self.path))
+            })
             .collect())
     }
 
@@ -128,7 +174,7 @@ impl<'a> At<'a> {
         role: &str,
         expected: &'static str,
     ) -> Result<(), AdapterError> {
-        if let Some(at) = self.get("role") {
+        if let Some(at) = self.get("role")? {
             let found = at.string()?;
             if found != role {
                 return Err(at.error(Problem::Unsupported {
@@ -169,6 +215,8 @@ impl Ids {
         Ok(ProviderCall {
             id: Some(id.to_owned()),
             name: name.to_owned(),
+            // The JSON string's content is the model's text, whatever the
+            // message was read from.
             arguments: CallArguments::Raw(arguments.to_owned()),
         })
     }
