@@ -8,9 +8,12 @@
 //!   with their strict input schemas and the annotations of
 //!   [`toolcall_providers::export::mcp_tool`] (`readOnlyHint`, `destructiveHint`, ...).
 //! * `tools/call` runs [`Dispatcher::execute`] in the connection's session
-//!   (below). The arguments go to the pipeline as JSON text, so its limits on
-//!   raw arguments ([`Settings::max_argument_bytes`], [`Settings::max_depth`])
-//!   apply: past them the answer is `INVALID_JSON`. Every outcome, a rejection
+//!   (below). The arguments go to the pipeline as the JSON text the client
+//!   sent ([`Arguments::Raw`], through the [`FrameGuard`] below), so its
+//!   rules on raw arguments apply to what was sent: past
+//!   [`Settings::max_argument_bytes`] or [`Settings::max_depth`], with a
+//!   member given twice or a number out of range, the answer is
+//!   `INVALID_JSON`, audited like any call. Every outcome, a rejection
 //!   included (an unknown tool, `25.9` where an integer is due, a loop, a
 //!   policy limit), is a tool result, never a JSON-RPC error: `isError` is
 //!   `true` when the call did not succeed (SEP-1303), `structuredContent`
@@ -52,6 +55,25 @@
 //! [`Settings::max_duplicate_calls`]), one that did not is asked about again.
 //! A re-sent answer (its response lost) is such a retry: it gets the replay.
 //!
+//! # Every request is answered
+//!
+//! [`serve_stdio`] reads its messages through a [`FrameGuard`], which
+//! answers with a JSON-RPC error every line that rmcp would drop
+//! unanswered and leave the client waiting on: `-32700` for text that is
+//! not JSON (invalid UTF-8, nesting beyond serde_json's 128 levels, a number
+//! such as `1e400`, outside a call's arguments), `-32600` for a message
+//! that is not a valid request, gives `id`, `method`, `params` or
+//! `params.arguments` twice, or is longer than [`MAX_STDIO_LINE_BYTES`]
+//! (skipped unread). The error names the request's `id`, found in the raw
+//! bytes even of a line too long to keep (`null` when there is none to
+//! read); an unreadable notification or response gets no answer, as in
+//! JSON-RPC. The connection keeps serving. No answer repeats more than a
+//! bounded excerpt of its request: the strings of every JSON-RPC error are
+//! cut (the guard's, and rmcp's, such as an unknown method or protocol
+//! version), and the pipeline cuts the tool names and values a result
+//! repeats. To serve another byte stream the
+//! same way, pass a [`FrameGuard`] to [`serve`].
+//!
 //! # Sessions
 //!
 //! Each connection (each [`serve`], each [`McpServer`]) runs its calls in a
@@ -80,6 +102,8 @@
 
 #![forbid(unsafe_code)]
 
+mod frame;
+mod guard;
 mod server;
 
 use std::any::Any;
@@ -89,18 +113,19 @@ pub use rmcp;
 use rmcp::ServiceExt as _;
 use rmcp::service::{QuitReason, RoleServer, ServerInitializeError};
 use rmcp::transport::IntoTransport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use toolcall_core::{Dispatcher, Store};
 
+pub use guard::FrameGuard;
 pub use server::McpServer;
 
 #[cfg(doc)]
-use toolcall_core::{Ctx, Settings, ToolResult};
+use toolcall_core::{Arguments, Ctx, Settings, ToolResult};
 
-/// The longest message [`serve_stdio`] reads: 1 MiB, far above the
-/// pipeline's default limit on arguments (64 KiB), so that a call with too
-/// large arguments is still answered (`INVALID_JSON`), while a client
-/// cannot make the server buffer more than this per message.
+/// The longest message [`serve_stdio`] (a [`FrameGuard`]) reads: 1 MiB, far
+/// above the pipeline's default limit on arguments (64 KiB), so that a call
+/// with too large arguments is still answered (`INVALID_JSON`), while a
+/// client cannot make the server buffer more than this per message. A
+/// longer line is skipped and answered with an error.
 pub const MAX_STDIO_LINE_BYTES: usize = 1024 * 1024;
 
 /// Options of the MCP server.
@@ -173,11 +198,17 @@ impl std::error::Error for Error {}
 /// Serves the dispatcher's tools over `transport` until the client closes
 /// the connection, in a session of its own (see [`McpServer::session`]).
 ///
-/// `transport` is anything [`rmcp`] can serve on: a pair of an async reader
-/// and writer (such as the two halves of a [`tokio::io::duplex`], or
-/// standard input and output), a sink and stream of messages, or one of
-/// rmcp's transports. A client that goes away before completing the
-/// handshake is a normal end, not an error.
+/// `transport` is anything [`rmcp`] can serve on. For a byte stream (a
+/// socket, a pipe, the two halves of a [`tokio::io::duplex`]) pass a
+/// [`FrameGuard`] over it, as [`serve_stdio`] does: every request is then
+/// answered, and a call's arguments reach the pipeline as sent. A bare
+/// reader and writer pair is served by rmcp's own reader, which drops the
+/// messages it cannot parse unanswered. A sink and stream of messages, or
+/// another rmcp transport (streamable HTTP), hands the server messages
+/// already parsed: a call's arguments then reach the pipeline as rmcp's map,
+/// written out again (a member given twice is merged, and the limits on raw
+/// arguments measure that text). A client that goes away before completing
+/// the handshake is a normal end, not an error.
 pub async fn serve<S, St, T, E, A>(
     dispatcher: Arc<Dispatcher<S, St>>,
     options: Options,
@@ -212,10 +243,12 @@ where
 /// client closes the connection (the usual way an MCP client runs a local
 /// server: as a child process).
 ///
-/// One message is one line of at most [`MAX_STDIO_LINE_BYTES`]; rmcp drops a
-/// longer line unread (logging it), and that request gets no answer.
-/// Arguments larger than [`Settings::max_argument_bytes`] (64 KiB by
-/// default) but within the line are answered with `INVALID_JSON`.
+/// It reads through a [`FrameGuard`]: one message is one line of at most
+/// [`MAX_STDIO_LINE_BYTES`], a longer line is skipped and answered with an
+/// error, and so is any line that cannot be read (see the
+/// [crate docs](crate#every-request-is-answered)). Arguments larger than
+/// [`Settings::max_argument_bytes`] (64 KiB by default) but within the line
+/// are answered with `INVALID_JSON`.
 ///
 /// Standard output carries the protocol and nothing else: the server writes
 /// no logs there, and the program must not either. Its `tracing` events go to
@@ -230,7 +263,5 @@ where
     St: Store + 'static,
 {
     let (stdin, stdout) = rmcp::transport::stdio();
-    let transport =
-        AsyncRwTransport::new_server(stdin, stdout).with_max_line_length(MAX_STDIO_LINE_BYTES);
-    serve(dispatcher, options, transport).await
+    serve(dispatcher, options, FrameGuard::new(stdin, stdout)).await
 }

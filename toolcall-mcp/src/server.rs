@@ -2,6 +2,7 @@
 //! of high-risk calls through elicitation.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,18 +10,20 @@ use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ClientCapabilities, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InputRequest,
-    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, ServerRequest, Tool,
+    ClientCapabilities, ClientResult, ContentBlock, CustomRequest, CustomResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, ErrorCode,
+    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerRequest, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
 use rmcp::{ErrorData, ServerHandler};
-use serde_json::{Map, Value};
-use toolcall_core::canonical::{canonical_json, digest};
+use serde_json::Value;
+use toolcall_core::canonical::digest;
+use toolcall_core::echo::{MAX_NAME_ECHO, cut};
 use toolcall_core::{Arguments, Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult};
 
 use crate::Options;
+use crate::frame::{RawArguments, no_duplicates};
 
 /// Who the audit records as the approver of a decision a person took
 /// through MCP (an answer to an approval question).
@@ -88,8 +91,9 @@ pub struct McpServer<S, St = MemoryStore> {
 #[derive(Debug)]
 struct Asked {
     tool: String,
-    /// The canonical JSON of the arguments as the client sent them, and of
-    /// the validated arguments the person was shown; a retry must repeat one.
+    /// The digests of the canonical JSON of the arguments as the client sent
+    /// them, and of the validated arguments the person was shown; a retry
+    /// must repeat one.
     arguments: [String; 2],
     asked_at: Instant,
 }
@@ -157,10 +161,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .as_ref()
             .is_some_and(elicits_forms);
         let tool = request.name.as_ref();
-        let arguments = request.arguments.clone().unwrap_or_default();
-        // As text, so that the pipeline's limits on raw arguments (size,
-        // depth) apply to MCP calls too.
-        let raw = Value::Object(arguments.clone()).to_string();
+        let raw = raw_arguments(&request, &context);
         let call_id = context.id.to_string();
 
         // The retry that answers an approval question asked as
@@ -180,7 +181,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 .and_then(|responses| responses.get(APPROVAL_INPUT))
                 .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok());
             match answer {
-                Some(answer) if elicits && self.take_question(id, tool, &arguments) => {
+                Some(answer) if elicits && self.take_question(id, tool, &raw) => {
                     return to_mcp(&self.answered(id, tool, &raw, &call_id, &answer).await).into();
                 }
                 _ => tracing::debug!(
@@ -219,7 +220,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
 
         if modern {
-            self.remember_question(id, tool, &arguments, &result);
+            self.remember_question(id, tool, &raw, &result);
             let mut requests = InputRequests::new();
             requests.insert(
                 APPROVAL_INPUT.to_owned(),
@@ -364,14 +365,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
 
     /// Remembers that this connection's client was asked, as
     /// `input_required`, to approve the call `id`.
-    fn remember_question(
-        &self,
-        id: &str,
-        tool: &str,
-        arguments: &Map<String, Value>,
-        asked: &ToolResult,
-    ) {
+    fn remember_question(&self, id: &str, tool: &str, raw: &str, asked: &ToolResult) {
         let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
+        // The pipeline read these arguments, so they are an object; should
+        // they not be, only the validated form can match.
+        let sent = sent_digest(raw).unwrap_or_default();
         let ttl = self.dispatcher.settings().approval_ttl;
         let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
         // Forget the questions whose approvals have expired, then the oldest
@@ -391,20 +389,20 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             id.to_owned(),
             Asked {
                 tool: tool.to_owned(),
-                arguments: [
-                    canonical_json(&Value::Object(arguments.clone())),
-                    canonical_json(&pending),
-                ],
+                arguments: [sent, digest(&pending)],
                 asked_at: Instant::now(),
             },
         );
     }
 
     /// Whether `id` names a question this server asked its client about
-    /// `tool` with these `arguments`; if so it is forgotten (an answer is
-    /// used once).
-    fn take_question(&self, id: &str, tool: &str, arguments: &Map<String, Value>) -> bool {
-        let sent = canonical_json(&Value::Object(arguments.clone()));
+    /// `tool` with these arguments (`raw`, as sent); if so it is forgotten
+    /// (an answer is used once). Arguments the pipeline would refuse as
+    /// `INVALID_JSON` (a member twice, not an object) answer nothing.
+    fn take_question(&self, id: &str, tool: &str, raw: &str) -> bool {
+        let Some(sent) = sent_digest(raw) else {
+            return false;
+        };
         let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
         let matches = questions
             .get(id)
@@ -448,6 +446,52 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         Ok(self.call(request, context).await)
+    }
+
+    /// An unknown method. rmcp's default answer repeats the whole method
+    /// name, which the client can make as long as a message; this one cuts
+    /// it as the pipeline cuts a tool name.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: {}",
+                cut(request.method.as_str(), MAX_NAME_ECHO)
+            ),
+            None,
+        ))
+    }
+}
+
+/// The arguments of a call as JSON text, for the pipeline to parse
+/// ([`Arguments::Raw`]): exactly what the client sent when the call came
+/// through a [`FrameGuard`](crate::FrameGuard), else (a transport that
+/// hands rmcp parsed messages) rmcp's map written out again. No arguments
+/// (or `null`) are `{}`.
+fn raw_arguments<'a>(
+    request: &'a CallToolRequestParams,
+    context: &'a RequestContext<RoleServer>,
+) -> Cow<'a, str> {
+    match context.extensions.get::<RawArguments>() {
+        Some(RawArguments(raw)) => Cow::Borrowed(raw.as_deref().unwrap_or("{}")),
+        None => match &request.arguments {
+            Some(arguments) => Cow::Owned(Value::Object(arguments.clone()).to_string()),
+            None => Cow::Borrowed("{}"),
+        },
+    }
+}
+
+/// The digest of the canonical form of arguments sent as `raw`, if they are
+/// an object with no member twice.
+fn sent_digest(raw: &str) -> Option<String> {
+    no_duplicates(raw).ok()?;
+    match serde_json::from_str::<Value>(raw).ok()? {
+        object @ Value::Object(_) => Some(digest(&object)),
+        _ => None,
     }
 }
 

@@ -17,7 +17,7 @@ use toolcall::{
     Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, Rejection, ToolError, tool,
     tools,
 };
-use toolcall_mcp::{McpServer, Options};
+use toolcall_mcp::{FrameGuard, McpServer, Options};
 
 // ------------------------------------------------------------------ tools
 
@@ -100,6 +100,9 @@ enum Behaviour {
     Fail,
     /// Nobody ever answers.
     Hang,
+    /// Answers the questions with these answers in turn, then the last one
+    /// for every further question.
+    InTurn(Arc<Mutex<Vec<ElicitResult>>>),
 }
 
 /// An MCP client with a person behind it, or a client that cannot ask
@@ -128,6 +131,12 @@ impl Person {
         Person::answering(
             ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})),
         )
+    }
+
+    /// A person who answers the questions in turn with `answers`.
+    fn in_turn(mut answers: Vec<ElicitResult>) -> Self {
+        answers.reverse();
+        Person::with(Some(Behaviour::InTurn(Arc::new(Mutex::new(answers)))))
     }
 
     fn unreachable() -> Self {
@@ -197,6 +206,15 @@ impl ClientHandler for Person {
         self.asked.lock().unwrap().push((message, schema));
         match &self.behaviour {
             Some(Behaviour::Answer(answer)) => Ok(answer.clone()),
+            Some(Behaviour::InTurn(answers)) => {
+                let mut answers = answers.lock().unwrap();
+                let answer = if answers.len() > 1 {
+                    answers.pop()
+                } else {
+                    answers.last().cloned()
+                };
+                answer.ok_or_else(|| ErrorData::invalid_request("no answer", None))
+            }
             Some(Behaviour::Hang) => std::future::pending().await,
             Some(Behaviour::Fail) | None => Err(ErrorData::invalid_request("nobody to ask", None)),
         }
@@ -204,6 +222,18 @@ impl ClientHandler for Person {
 }
 
 type Client = RunningService<RoleClient, Person>;
+
+/// The server's end of an in-process pipe, as `serve_stdio` reads standard
+/// input and output: through a [`FrameGuard`].
+fn guarded(
+    io: tokio::io::DuplexStream,
+) -> FrameGuard<
+    tokio::io::ReadHalf<tokio::io::DuplexStream>,
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+> {
+    let (read, write) = tokio::io::split(io);
+    FrameGuard::new(read, write)
+}
 
 /// Connects `person`'s client to a server over `dispatcher` through an
 /// in-process pipe, with the `initialize` handshake.
@@ -218,7 +248,7 @@ async fn connect(
     let server = tokio::spawn(toolcall_mcp::serve(
         dispatcher,
         Options::new("mcp-test"),
-        server_io,
+        guarded(server_io),
     ));
     let client = person.clone().serve(client_io).await.unwrap();
     (client, server)
@@ -550,7 +580,7 @@ async fn connect_modern(
     server_config.protocol_version = ProtocolVersion::V_2026_07_28;
     let server = serve_directly::<RoleServer, _, _, _, _>(
         McpServer::new(dispatcher, Options::new("mcp-test")),
-        server_io,
+        guarded(server_io),
         Some(client_config),
     );
     let client = serve_directly::<RoleClient, _, _, _, _>(
@@ -1066,6 +1096,97 @@ async fn cancelling_the_call_while_the_person_is_asked_denies_it() {
     assert_eq!(denied.approved_by.as_deref(), Some("mcp-server"));
     assert_eq!(person.questions().len(), 1);
     assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
+}
+
+// ------------------------------------------- asked again and again, then yes
+
+/// Whether any audit record says the call was a loop.
+fn loop_detected(audit: &MemoryAudit) -> bool {
+    audit
+        .records()
+        .iter()
+        .any(|record| record.code == Code::LoopDetected)
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_yes_after_four_questions_runs_the_call_once() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    assert_eq!(dispatcher.settings().max_duplicate_calls, 3);
+    let person = Person::approving();
+    let (client, server) = connect_modern(dispatcher, &person).await;
+
+    // The model makes the same high-risk call four times before anybody
+    // answers: each is a question to a person, not the model looping.
+    let mut states = Vec::new();
+    for _ in 0..4 {
+        states.push(asked(
+            call_once(&client, "transfer", refund_args(), None, None).await,
+        ));
+    }
+    assert_eq!(bank.transfers(), 0);
+
+    // The person says yes to the last question.
+    let done = complete(
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            states.last().map(String::as_str),
+            Some(answer(true)),
+        )
+        .await,
+    );
+    assert_eq!(code(&done), "OK", "{done}");
+    assert_eq!(done["data"]["amount_cents"], 2590);
+    assert_eq!(bank.transfers(), 1);
+    assert!(!loop_detected(&audit), "{:?}", audit.records());
+
+    // A yes to an earlier question of the same call runs nothing more.
+    let late = call_once(
+        &client,
+        "transfer",
+        refund_args(),
+        Some(&states[0]),
+        Some(answer(true)),
+    )
+    .await;
+    if let CallToolResponse::Complete(result) = late {
+        let late = result_json(&result);
+        assert_ne!(code(&late), "CONFIRMATION_REQUIRED", "{late}");
+    }
+    assert_eq!(bank.transfers(), 1);
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_yes_by_elicitation_after_three_dismissals_runs_the_call_once() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let dismiss = ElicitResult::new(ElicitationAction::Cancel);
+    let approve =
+        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}));
+    let person = Person::in_turn(vec![dismiss.clone(), dismiss.clone(), dismiss, approve]);
+    let (client, server) = connect(dispatcher, &person).await;
+
+    for attempt in 1..=3 {
+        let dismissed = result_json(&call(&client, "transfer", refund_args()).await);
+        assert_eq!(
+            code(&dismissed),
+            "CONFIRMATION_DENIED",
+            "attempt {attempt}: {dismissed}"
+        );
+    }
+    // The fourth time the person is asked, they say yes.
+    let done = result_json(&call(&client, "transfer", refund_args()).await);
+    assert_eq!(code(&done), "OK", "{done}");
+    assert_eq!(person.questions().len(), 4);
+    assert_eq!(bank.transfers(), 1);
+    assert!(!loop_detected(&audit), "{:?}", audit.records());
 
     hang_up(client, server).await;
 }

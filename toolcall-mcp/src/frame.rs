@@ -1,0 +1,904 @@
+//! One newline-delimited JSON-RPC frame, before rmcp sees it: a scan of its
+//! raw bytes that needs no recursion and keeps bounded state (so that it
+//! also reads a frame too large or too deep to parse), and what the guard
+//! does with the frame: hand it to rmcp, answer it itself, or drop it.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcRequest};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Value, json};
+use toolcall_core::echo::{MAX_VALUE_ECHO, cut};
+
+/// JSON-RPC's code for a message that is not JSON.
+pub(crate) const PARSE_ERROR: i32 = -32700;
+/// JSON-RPC's code for JSON that is not a valid request.
+pub(crate) const INVALID_REQUEST: i32 = -32600;
+
+/// The longest `id` the guard copies out of a frame it cannot read, to
+/// answer it. A longer one is answered with `id: null`.
+const MAX_ID_BYTES: usize = 4096;
+
+/// The longest `method` the scan keeps (it only needs to recognize
+/// `tools/call`).
+const MAX_METHOD_BYTES: usize = 256;
+
+/// The longest member name the scan keeps; the names it looks for are short.
+const MAX_KEY_BYTES: usize = 64;
+
+/// The raw text of a `tools/call`'s `arguments`, exactly as the client sent
+/// it, attached by the guard to the request's extensions (which no client
+/// can set). `None`: the call had no arguments (or `null`).
+#[derive(Clone, Debug)]
+pub(crate) struct RawArguments(pub(crate) Option<String>);
+
+/// What the guard does with one frame.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// A message for rmcp.
+    Message(Box<ClientJsonRpcMessage>),
+    /// A line to write back: the JSON-RPC error that answers the frame.
+    Answer(Vec<u8>),
+    /// Nothing to answer: blank, a notification or a response rmcp cannot
+    /// read (answering a response could start an error storm).
+    Drop(&'static str),
+}
+
+/// Reads one frame (a line without its `\n`).
+pub(crate) fn read(line: &[u8]) -> Outcome {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Outcome::Drop("a blank line");
+    }
+    let mut scanner = Scanner::default();
+    scanner.feed(line);
+    let scan = scanner.finish();
+
+    let Ok(text) = std::str::from_utf8(line) else {
+        return scan.answer(
+            PARSE_ERROR,
+            "Parse error: the message is not valid UTF-8".into(),
+        );
+    };
+    if let Some(member) = scan.duplicate {
+        return scan.answer(
+            INVALID_REQUEST,
+            format!("Invalid request: the member `{member}` appears twice").into(),
+        );
+    }
+
+    // A `tools/call`'s arguments go to the pipeline as the client wrote
+    // them: rmcp sees `{}` in their place, so that neither its parser nor
+    // its map decides what they say (duplicate members, numbers out of
+    // range, nesting) and the pipeline's limits measure what was sent.
+    // `Some(text)`: the arguments were replaced; `text` is `None` for `null`.
+    let mut raw_arguments: Option<Option<&str>> = None;
+    let mut replaced = String::new();
+    let is_call = scan.method.as_deref() == Some("tools/call");
+    let text = match scan.arguments.filter(|_| is_call) {
+        Some((start, end)) => match (text.get(..start), text.get(start..end), text.get(end..)) {
+            (Some(before), Some(arguments), Some(after)) => {
+                raw_arguments = Some(Some(arguments).filter(|raw| *raw != "null"));
+                replaced.reserve(before.len() + 2 + after.len());
+                replaced.push_str(before);
+                replaced.push_str("{}");
+                replaced.push_str(after);
+                replaced.as_str()
+            }
+            _ => text,
+        },
+        None => text,
+    };
+
+    if let Err(error) = no_duplicates(text) {
+        return match error.classify() {
+            serde_json::error::Category::Data => scan.answer(
+                INVALID_REQUEST,
+                "Invalid request: a member name appears twice in one object".into(),
+            ),
+            _ => scan.answer(
+                PARSE_ERROR,
+                format!("Parse error: {}", bounded(&error.to_string())).into(),
+            ),
+        };
+    }
+    match serde_json::from_str::<ClientJsonRpcMessage>(text) {
+        Ok(mut message) => {
+            if let JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(call),
+                ..
+            }) = &mut message
+            {
+                match raw_arguments {
+                    Some(raw) => {
+                        call.extensions.insert(RawArguments(raw.map(str::to_owned)));
+                    }
+                    // No arguments, as rmcp read it too.
+                    None if call.params.arguments.is_none() => {
+                        call.extensions.insert(RawArguments(None));
+                    }
+                    // The scan and rmcp disagree (it should not happen):
+                    // the server falls back to rmcp's map.
+                    None => tracing::warn!("could not find the raw arguments of a tools/call"),
+                }
+            }
+            Outcome::Message(Box::new(message))
+        }
+        Err(error) => scan.answer(
+            INVALID_REQUEST,
+            format!("Invalid request: {}", bounded(&error.to_string())).into(),
+        ),
+    }
+}
+
+/// The answer to a frame over the length limit, from the scan of its bytes.
+pub(crate) fn oversized(scan: &Scan, size: u64, limit: usize) -> Outcome {
+    scan.answer(
+        INVALID_REQUEST,
+        format!(
+            "Invalid request: the message is {size} bytes, over the limit of {limit}; \
+             it was not read"
+        )
+        .into(),
+    )
+}
+
+/// A parser's message, which may quote the input, cut to the pipeline's
+/// bound on what it repeats of an input.
+fn bounded(text: &str) -> Cow<'_, str> {
+    cut(text, MAX_VALUE_ECHO)
+}
+
+/// A JSON-RPC error line.
+fn error_line(id: Value, code: i32, message: &str) -> Vec<u8> {
+    let answer = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    serde_json::to_vec(&answer).expect("a JSON value always serializes")
+}
+
+// ------------------------------------------------------------ duplicates
+
+/// Whether `text` is one JSON value with no member name twice in one
+/// object. Errors of the `Data` category are duplicates; any other is the
+/// text's syntax (including serde_json's limits: nesting over 128, a number
+/// out of range).
+pub(crate) fn no_duplicates(text: &str) -> Result<(), serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    NoDuplicates.deserialize(&mut deserializer)?;
+    deserializer.end()
+}
+
+/// Walks a JSON value and refuses a member name given twice in one object.
+struct NoDuplicates;
+
+impl<'de> DeserializeSeed<'de> for NoDuplicates {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NoDuplicates {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(NoDuplicates)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if !seen.insert(name) {
+                return Err(de::Error::custom("a member name appears twice"));
+            }
+            map.next_value_seed(NoDuplicates)?;
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------ the scan
+
+/// The members of a frame the guard looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Member {
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    /// `params.arguments`.
+    Arguments,
+    Other,
+}
+
+impl fmt::Display for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Member::Id => "id",
+            Member::Method => "method",
+            Member::Params => "params",
+            Member::Result => "result",
+            Member::Error => "error",
+            Member::Arguments => "params.arguments",
+            Member::Other => "?",
+        })
+    }
+}
+
+/// Where the scan is in one object it follows (the frame itself, or its
+/// `params`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Expect {
+    /// A member name, or the end of the object.
+    #[default]
+    Key,
+    /// The `:` after a name.
+    Colon,
+    /// The start of a member's value.
+    Value,
+    /// Inside a number or a literal.
+    Scalar,
+    /// Inside a string value.
+    Text,
+    /// Inside an array or object value.
+    Nested,
+    /// A `,` or the end of the object.
+    Comma,
+}
+
+/// One object the scan follows: level 0 is the frame, level 1 its `params`.
+#[derive(Debug, Default)]
+struct Level {
+    expect: Expect,
+    /// The raw name of the current member (at most [`MAX_KEY_BYTES`]).
+    key: Vec<u8>,
+    key_too_long: bool,
+    member: Option<Member>,
+    /// Where the current member's value starts.
+    start: usize,
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// The top-level `id`, if given once and readable.
+    id: Option<Value>,
+    /// Whether the frame has a top-level `id` member at all.
+    has_id: bool,
+    /// The top-level `method`, if a readable string.
+    pub(crate) method: Option<String>,
+    has_method: bool,
+    /// Whether the frame has a top-level `result` or `error`.
+    is_response: bool,
+    /// The span of `params.arguments`'s value.
+    arguments: Option<(usize, usize)>,
+    /// A member the scan looks for, given twice.
+    duplicate: Option<Member>,
+    /// Whether the top-level object was closed.
+    complete: bool,
+}
+
+impl Scan {
+    /// The JSON-RPC error that answers this frame, or nothing if it is a
+    /// notification or a response (neither is answered).
+    pub(crate) fn answer(&self, code: i32, message: Cow<'_, str>) -> Outcome {
+        if self.complete && !self.has_id && self.has_method {
+            return Outcome::Drop("a notification that cannot be read");
+        }
+        if self.complete && !self.has_method && self.is_response {
+            return Outcome::Drop("a response that cannot be read");
+        }
+        let id = match self.duplicate {
+            Some(Member::Id) => Value::Null,
+            _ => self.id.clone().unwrap_or(Value::Null),
+        };
+        Outcome::Answer(error_line(id, code, &message))
+    }
+}
+
+/// A scan of a frame's raw bytes, fed in chunks: string and escape state
+/// and a nesting counter, no recursion, no copy of the frame. It follows
+/// the members of the top-level object and of its `params`, and keeps the
+/// `id` (up to [`MAX_ID_BYTES`]), the `method` and where `params.arguments`
+/// is. It reads anything: on malformed JSON it still reports what it found.
+#[derive(Debug, Default)]
+pub(crate) struct Scanner {
+    pos: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// The level whose member name the current string is.
+    key_of: Option<usize>,
+    levels: [Level; 2],
+    /// Whether the top-level value is an object (level 0 is followed).
+    object: bool,
+    /// Whether a top-level value was opened.
+    opened: bool,
+    /// Whether the top-level `params` is an open object (level 1 is followed).
+    params_open: bool,
+    /// How often each member was seen: id, method, params, arguments.
+    counts: [u8; 4],
+    id_text: Vec<u8>,
+    id_too_long: bool,
+    method_text: Vec<u8>,
+    method_too_long: bool,
+    scan: Scan,
+}
+
+impl Scanner {
+    /// Scans the next bytes of the frame.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.step(byte);
+            self.pos += 1;
+        }
+    }
+
+    /// What the scan found.
+    pub(crate) fn finish(mut self) -> Scan {
+        if self.counts[0] == 1 && !self.id_too_long {
+            self.scan.id = serde_json::from_slice::<Value>(&self.id_text)
+                .ok()
+                .filter(|id| id.is_string() || id.is_number());
+        }
+        if self.counts[1] == 1 && !self.method_too_long {
+            self.scan.method = serde_json::from_slice::<String>(&self.method_text).ok();
+        }
+        self.scan
+    }
+
+    /// The level that follows the tokens at nesting `depth`.
+    fn level_at(&self, depth: usize) -> Option<usize> {
+        match depth {
+            1 if self.object => Some(0),
+            2 if self.params_open => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The member of level 0 whose value is being read, if it is kept.
+    fn capturing(&self) -> Option<Member> {
+        let top = &self.levels[0];
+        let reading = matches!(top.expect, Expect::Scalar | Expect::Text | Expect::Nested);
+        match top.member {
+            Some(Member::Id) if reading && self.counts[0] == 1 => Some(Member::Id),
+            Some(Member::Method) if reading && self.counts[1] == 1 => Some(Member::Method),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, byte: u8) {
+        let before = self.capturing();
+        // Whether this byte ended a number or literal without being part of it.
+        let mut delimiter = false;
+        let here = self.level_at(self.depth);
+
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if byte == b'\\' {
+                self.escaped = true;
+            } else if byte == b'"' {
+                self.in_string = false;
+                if let Some(level) = self.key_of.take() {
+                    self.end_key(level);
+                } else if let Some(level) = here
+                    && self.levels[level].expect == Expect::Text
+                {
+                    self.end_value(level, self.pos + 1);
+                }
+                self.keep(before, None, byte);
+                return;
+            }
+            if let Some(level) = self.key_of {
+                let key = &mut self.levels[level];
+                if key.key.len() < MAX_KEY_BYTES {
+                    key.key.push(byte);
+                } else {
+                    key.key_too_long = true;
+                }
+            }
+            self.keep(before, self.capturing(), byte);
+            return;
+        }
+
+        match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                if let Some(level) = here
+                    && self.levels[level].expect == Expect::Scalar
+                {
+                    self.end_value(level, self.pos);
+                    delimiter = true;
+                }
+            }
+            b'"' => {
+                self.in_string = true;
+                if let Some(level) = here {
+                    let current = &mut self.levels[level];
+                    match current.expect {
+                        Expect::Key => {
+                            current.key.clear();
+                            current.key_too_long = false;
+                            self.key_of = Some(level);
+                        }
+                        Expect::Value => {
+                            current.expect = Expect::Text;
+                            current.start = self.pos;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            b'{' | b'[' => {
+                if self.depth == 0 && !self.opened {
+                    self.opened = true;
+                    self.object = byte == b'{';
+                } else if let Some(level) = here
+                    && self.levels[level].expect == Expect::Value
+                {
+                    let current = &mut self.levels[level];
+                    current.expect = Expect::Nested;
+                    current.start = self.pos;
+                    if level == 0 && current.member == Some(Member::Params) && byte == b'{' {
+                        self.params_open = true;
+                        self.levels[1] = Level::default();
+                    }
+                }
+                self.depth += 1;
+            }
+            b'}' | b']' => {
+                if let Some(level) = here
+                    && self.levels[level].expect == Expect::Scalar
+                {
+                    self.end_value(level, self.pos);
+                    delimiter = true;
+                }
+                if self.depth == 2 && self.params_open {
+                    self.params_open = false;
+                }
+                if self.depth == 1 && self.object {
+                    self.scan.complete = true;
+                }
+                self.depth = self.depth.saturating_sub(1);
+                if let Some(level) = self.level_at(self.depth)
+                    && self.levels[level].expect == Expect::Nested
+                {
+                    self.end_value(level, self.pos + 1);
+                }
+            }
+            b':' => {
+                if let Some(level) = here
+                    && self.levels[level].expect == Expect::Colon
+                {
+                    self.levels[level].expect = Expect::Value;
+                }
+            }
+            b',' => {
+                if let Some(level) = here {
+                    if self.levels[level].expect == Expect::Scalar {
+                        self.end_value(level, self.pos);
+                        delimiter = true;
+                    }
+                    if self.levels[level].expect == Expect::Comma {
+                        self.levels[level].expect = Expect::Key;
+                    }
+                }
+            }
+            _ => {
+                if let Some(level) = here
+                    && self.levels[level].expect == Expect::Value
+                {
+                    self.levels[level].expect = Expect::Scalar;
+                    self.levels[level].start = self.pos;
+                }
+            }
+        }
+        let after = if delimiter { None } else { self.capturing() };
+        self.keep(if delimiter { None } else { before }, after, byte);
+    }
+
+    /// Keeps `byte` if it belongs to the value of the `id` or `method`.
+    fn keep(&mut self, before: Option<Member>, after: Option<Member>, byte: u8) {
+        let (text, too_long, limit) = match before.or(after) {
+            Some(Member::Id) => (&mut self.id_text, &mut self.id_too_long, MAX_ID_BYTES),
+            Some(Member::Method) => (
+                &mut self.method_text,
+                &mut self.method_too_long,
+                MAX_METHOD_BYTES,
+            ),
+            _ => return,
+        };
+        if text.len() < limit {
+            text.push(byte);
+        } else {
+            *too_long = true;
+        }
+    }
+
+    /// A member name of `level` ended: which member is it?
+    fn end_key(&mut self, level: usize) {
+        let current = &mut self.levels[level];
+        current.expect = Expect::Colon;
+        let name: Option<Cow<'_, [u8]>> = if current.key_too_long {
+            None
+        } else if current.key.contains(&b'\\') {
+            let mut quoted = Vec::with_capacity(current.key.len() + 2);
+            quoted.push(b'"');
+            quoted.extend_from_slice(&current.key);
+            quoted.push(b'"');
+            serde_json::from_slice::<String>(&quoted)
+                .ok()
+                .map(|name| Cow::Owned(name.into_bytes()))
+        } else {
+            Some(Cow::Borrowed(&current.key[..]))
+        };
+        let member = match (level, name.as_deref()) {
+            (0, Some(b"id")) => Member::Id,
+            (0, Some(b"method")) => Member::Method,
+            (0, Some(b"params")) => Member::Params,
+            (0, Some(b"result")) => Member::Result,
+            (0, Some(b"error")) => Member::Error,
+            (1, Some(b"arguments")) => Member::Arguments,
+            _ => Member::Other,
+        };
+        current.member = Some(member);
+        let count = match member {
+            Member::Id => {
+                self.scan.has_id = true;
+                Some(0)
+            }
+            Member::Method => {
+                self.scan.has_method = true;
+                Some(1)
+            }
+            Member::Params => Some(2),
+            Member::Arguments => Some(3),
+            Member::Result | Member::Error => {
+                self.scan.is_response = true;
+                None
+            }
+            Member::Other => None,
+        };
+        if let Some(index) = count {
+            self.counts[index] = self.counts[index].saturating_add(1);
+            if self.counts[index] == 2 && self.scan.duplicate.is_none() {
+                self.scan.duplicate = Some(member);
+            }
+        }
+    }
+
+    /// The value of the current member of `level` ended at `end`.
+    fn end_value(&mut self, level: usize, end: usize) {
+        let current = &mut self.levels[level];
+        current.expect = Expect::Comma;
+        if current.member == Some(Member::Arguments) && self.counts[3] == 1 {
+            self.scan.arguments = Some((current.start, end));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(text: &[u8]) -> Scan {
+        let mut scanner = Scanner::default();
+        // Fed in small pieces, as a stream would.
+        for chunk in text.chunks(3) {
+            scanner.feed(chunk);
+        }
+        scanner.finish()
+    }
+
+    fn answer(line: &[u8]) -> Value {
+        match read(line) {
+            Outcome::Answer(answer) => serde_json::from_slice(&answer).unwrap(),
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn finds_the_id_wherever_it_is() {
+        for (text, id) in [
+            (&br#"{"jsonrpc":"2.0","id":7,"method":"x"}"#[..], json!(7)),
+            (
+                br#"{"method":"x","params":{"id":1,"a":[{"id":2}]},"id":"a\"b"}"#,
+                json!("a\"b"),
+            ),
+            (br#"{ "id" : -12 }"#, json!(-12)),
+            (br#"{"i\u0064":3}"#, json!(3)),
+            (br#"{"params":"{\"id\":9}","id":4}"#, json!(4)),
+        ] {
+            assert_eq!(scan(text).id, Some(id), "{}", String::from_utf8_lossy(text));
+        }
+    }
+
+    #[test]
+    fn an_id_that_is_no_id_is_none() {
+        for text in [
+            &br#"{"id":null}"#[..],
+            br#"{"id":{"a":1}}"#,
+            br#"{"id":1,"id":2}"#,
+            br#"[{"id":1}]"#,
+            br#"{"x":{"id":1}}"#,
+        ] {
+            assert_eq!(scan(text).id, None, "{}", String::from_utf8_lossy(text));
+        }
+        let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_ID_BYTES));
+        assert_eq!(scan(long.as_bytes()).id, None);
+    }
+
+    #[test]
+    fn finds_the_arguments_span() {
+        let text = br#"{"method":"tools/call","params":{"name":"a","arguments":{"x":[1,{"y":"}"}]},"_meta":{}},"id":1}"#;
+        let found = scan(text);
+        assert_eq!(found.method.as_deref(), Some("tools/call"));
+        let (start, end) = found.arguments.unwrap();
+        assert_eq!(&text[start..end], br#"{"x":[1,{"y":"}"}]}"#);
+
+        let text = br#"{"params":{"arguments":1e400 ,"name":"a"},"method":"tools/call","id":1}"#;
+        let (start, end) = scan(text).arguments.unwrap();
+        assert_eq!(&text[start..end], b"1e400");
+
+        let text = br#"{"params":{"arguments":"s"},"id":1}"#;
+        let (start, end) = scan(text).arguments.unwrap();
+        assert_eq!(&text[start..end], br#""s""#);
+
+        // Only the `arguments` of the top-level `params`.
+        let text = br#"{"x":{"params":{"arguments":{}}},"params":[{"arguments":1}],"id":1}"#;
+        assert_eq!(scan(text).arguments, None);
+    }
+
+    #[test]
+    fn reports_members_given_twice() {
+        assert_eq!(scan(br#"{"id":1,"id":2}"#).duplicate, Some(Member::Id));
+        assert_eq!(
+            scan(br#"{"params":{"arguments":{},"arguments":{}},"id":1}"#).duplicate,
+            Some(Member::Arguments)
+        );
+        assert_eq!(
+            scan(br#"{"a":1,"a":2,"params":{"b":1,"b":2}}"#).duplicate,
+            None
+        );
+    }
+
+    #[test]
+    fn a_deep_or_unreadable_frame_is_answered_with_its_id() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{{"_meta":{{"x":{}{}}}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let answered = answer(deep.as_bytes());
+        assert_eq!(answered["id"], 5);
+        assert_eq!(answered["error"]["code"], PARSE_ERROR);
+
+        let answered = answer(b"{\"id\":6,\"method\":\"x\xff\"}");
+        assert_eq!(answered["id"], 6);
+        assert_eq!(answered["error"]["code"], PARSE_ERROR);
+
+        let answered = answer(b"{\"id\":");
+        assert_eq!(answered["id"], Value::Null);
+        assert_eq!(answered["error"]["code"], PARSE_ERROR);
+    }
+
+    #[test]
+    fn notifications_and_responses_are_not_answered() {
+        for line in [
+            &b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":{\"a\":1e400}}"[..],
+            b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"a\":1e400}}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"x\"}}",
+            b"   ",
+            b"\r",
+        ] {
+            assert!(
+                !matches!(read(line), Outcome::Answer(_)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_hands_its_raw_arguments_over() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2,"n":1e400}}}"#;
+        let Outcome::Message(message) = read(line) else {
+            panic!("a call with bad arguments still reaches rmcp");
+        };
+        let JsonRpcMessage::Request(JsonRpcRequest {
+            request: ClientRequest::CallToolRequest(call),
+            ..
+        }) = *message
+        else {
+            panic!("a tools/call");
+        };
+        assert_eq!(call.params.arguments, Some(serde_json::Map::new()));
+        let raw = call.extensions.get::<RawArguments>().unwrap();
+        assert_eq!(raw.0.as_deref(), Some(r#"{"a":1,"a":2,"n":1e400}"#));
+    }
+
+    #[test]
+    fn duplicates_outside_the_arguments_are_invalid_requests() {
+        let answered = answer(
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
+        );
+        assert_eq!(answered["id"], 2);
+        assert_eq!(answered["error"]["code"], INVALID_REQUEST);
+        let answered = answer(br#"{"jsonrpc":"2.0","id":2,"id":3,"method":"tools/list"}"#);
+        assert_eq!(answered["id"], Value::Null);
+        assert_eq!(answered["error"]["code"], INVALID_REQUEST);
+    }
+
+    #[test]
+    fn answers_quote_no_more_than_a_bound_of_the_input() {
+        let method = "m".repeat(100_000);
+        let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":5}}"#);
+        let Outcome::Answer(answered) = read(line.as_bytes()) else {
+            panic!("an invalid request is answered");
+        };
+        assert!(answered.len() < 1024, "{}", answered.len());
+    }
+
+    /// A small deterministic generator of JSON texts, with the member names
+    /// the scan looks for at every depth and strings full of escapes.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % below
+        }
+
+        fn space(&mut self) -> &'static str {
+            ["", " ", "\n\t ", "\r\n"][self.next(4) as usize]
+        }
+
+        fn string(&mut self) -> String {
+            let pieces = [
+                "id",
+                "arguments",
+                "params",
+                "method",
+                "\\\"",
+                "\\\\",
+                "{",
+                "}",
+                "[",
+                "]",
+                ",",
+                ":",
+                "\\u0022",
+                "\\/",
+                "é",
+                "x",
+            ];
+            let mut text = String::from('"');
+            for _ in 0..self.next(5) {
+                text.push_str(pieces[self.next(pieces.len() as u64) as usize]);
+            }
+            text.push('"');
+            text
+        }
+
+        fn key(&mut self) -> String {
+            match self.next(5) {
+                0 => "\"id\"".to_owned(),
+                1 => "\"arguments\"".to_owned(),
+                2 => "\"argu\\u006dents\"".to_owned(),
+                _ => self.string(),
+            }
+        }
+
+        fn value(&mut self, depth: u32) -> String {
+            let choice = if depth > 4 {
+                self.next(4)
+            } else {
+                self.next(7)
+            };
+            match choice {
+                0 => self.string(),
+                1 => {
+                    ["0", "-12", "1.5e3", "true", "false", "null"][self.next(6) as usize].to_owned()
+                }
+                2 => self.next(1000).to_string(),
+                3 => "{}".to_owned(),
+                4 | 5 => {
+                    let mut members: Vec<String> = Vec::new();
+                    let mut keys = HashSet::new();
+                    for _ in 0..self.next(4) {
+                        let key = self.key();
+                        let name: String = serde_json::from_str(&key).unwrap();
+                        if keys.insert(name) {
+                            let (a, b) = (self.space(), self.space());
+                            members.push(format!("{key}{a}:{b}{}", self.value(depth + 1)));
+                        }
+                    }
+                    let comma = format!("{},{}", self.space(), self.space());
+                    format!("{{{}}}", members.join(&comma))
+                }
+                _ => {
+                    let items: Vec<String> =
+                        (0..self.next(4)).map(|_| self.value(depth + 1)).collect();
+                    format!("[{}]", items.join(","))
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_scan_agrees_with_serde_json_on_valid_frames() {
+        let mut generator = Gen(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..3000 {
+            let arguments = generator.value(1);
+            let params = format!(
+                r#"{{"name":"t",{}"arguments"{}:{}{}{},"_meta":{}}}"#,
+                generator.space(),
+                generator.space(),
+                generator.space(),
+                arguments,
+                generator.space(),
+                generator.value(2)
+            );
+            let id = if generator.next(2) == 0 {
+                generator.next(1000).to_string()
+            } else {
+                generator.string()
+            };
+            let frame = match generator.next(2) {
+                0 => format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#
+                ),
+                _ => format!(
+                    r#"{{"method":"tools/call","params":{params},"jsonrpc":"2.0","id":{id}}}"#
+                ),
+            };
+            let parsed = serde_json::from_str::<Value>(&frame).expect(&frame);
+            let found = scan(frame.as_bytes());
+            assert_eq!(found.id.as_ref(), Some(&parsed["id"]), "{frame}");
+            assert_eq!(found.method.as_deref(), Some("tools/call"), "{frame}");
+            let (start, end) = found.arguments.expect(&frame);
+            let span: Value = serde_json::from_str(&frame[start..end]).expect(&frame);
+            assert_eq!(span, parsed["params"]["arguments"], "{frame}");
+            assert_eq!(&frame[start..end], arguments, "{frame}");
+        }
+    }
+}
