@@ -70,6 +70,26 @@ async fn a_refund_that_went_through_is_in_doubt_and_the_models_retry_completes_i
 }
 
 #[tokio::test]
+async fn a_confirmed_retry_of_an_in_doubt_call_completes_it_too() {
+    // Almost all of the refund, so that the check, if it ran again, would
+    // refuse the retry: only 1 cent is left once the first went through.
+    let refund = REFUND_ALL.replace("12000", "11999");
+    let shop = Arc::new(Shop::new());
+    shop.lose_next_responses(1);
+    let d = shop_dispatcher(&shop).max_retries(0).build().unwrap();
+    let lost = d
+        .execute(Call::new("refund_order", refund.as_str()).confirmed(true))
+        .await;
+    assert_eq!(lost.data["in_doubt"], json!(true));
+    let retry = d
+        .execute(Call::new("refund_order", refund.as_str()).confirmed(true))
+        .await;
+    assert!(retry.ok, "{retry:?}");
+    assert_eq!(retry.data["remaining_refundable_cents"], 1);
+    assert_eq!(shop.applied_refunds(), 1);
+}
+
+#[tokio::test]
 async fn an_in_doubt_call_still_answers_to_the_allowlist_and_the_loop_guard() {
     let shop = Arc::new(Shop::new());
     shop.lose_next_responses(1);

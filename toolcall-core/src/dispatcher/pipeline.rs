@@ -122,10 +122,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
 
         // 5 to 8.
+        // An in-doubt call passed stages 5 to 7 when it first ran, whatever
+        // this retry carries (a confirmation, an approval id: left unused).
         let approval = match (call.confirmed, call.approval) {
+            _ if in_doubt => Approval::InDoubt,
             (true, _) => Approval::Given,
             (false, Some(id)) => Approval::Id(id),
-            (false, None) if in_doubt => Approval::InDoubt,
             (false, None) => Approval::None,
         };
         let key = prepared.key.clone();
