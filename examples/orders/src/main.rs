@@ -81,12 +81,20 @@ struct SettingsArgs {
         global = true
     )]
     allow: Vec<String>,
-    /// Refunds above this many cents need a human agent.
+    /// Refunds above this many cents are refused (POLICY_LIMIT).
     #[arg(long, default_value_t = 50_000, global = true, value_parser = clap::value_parser!(i64).range(0..))]
     max_refund_cents: i64,
     /// The backend commits its next N new refunds, then loses the answer.
     #[arg(long, default_value_t = 0, value_name = "N", global = true)]
     lose_next_response: u32,
+    /// How long a claim on a call, or a lock on an order, holds without
+    /// renewal (renewed while the call runs; a dead process's ends after it).
+    #[arg(long, default_value_t = 30_000, value_name = "MS", global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    claim_lease_ms: u64,
+    /// How long a call waits for an identical call, or another call on the
+    /// same order, before CALL_IN_PROGRESS or RESOURCE_BUSY.
+    #[arg(long, default_value_t = 10_000, value_name = "MS", global = true)]
+    claim_wait_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -176,7 +184,9 @@ fn dispatcher<St: Store>(
         .max_steps(settings.max_steps)
         .max_duplicate_calls(settings.max_duplicate_calls)
         .max_retries(settings.max_retries)
-        .retry_backoff(Duration::from_millis(settings.retry_backoff_ms));
+        .retry_backoff(Duration::from_millis(settings.retry_backoff_ms))
+        .claim_lease(Duration::from_millis(settings.claim_lease_ms))
+        .claim_wait(Duration::from_millis(settings.claim_wait_ms));
     if let Some(path) = audit {
         let sink = JsonLinesAudit::open(path)
             .map_err(|e| setup(format!("cannot open {}: {e}", path.display())))?;
