@@ -4,7 +4,7 @@
 //!
 //! | command | needs | does |
 //! |---|---|---|
-//! | `definitions --format F [-o FILE]` | the registry | prints the tool definitions in a provider's format ([`Format`]) |
+//! | `definitions --format F [-o FILE] [--check]` | the registry | prints the tool definitions in a provider's format ([`Format`]); `--check` compares them with FILE and fails (exit 1) naming each difference |
 //! | `replay [FILE]` | a dispatcher | runs a file of model calls through the pipeline, one conversation |
 //! | `report AUDIT.jsonl [--json] [--rejected-calls FILE]` | the registry | metrics from an audit log ([`report`]), the failing fields ([`rejected`]) |
 //! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`]) |
@@ -33,6 +33,7 @@
 //! finds a breaking change, 2 for every other error; errors go to standard
 //! error ([`exit`]).
 
+mod diff;
 pub mod lock;
 pub mod rejected;
 pub mod report;
@@ -98,6 +99,11 @@ pub struct DefinitionsArgs {
     /// Write to this file instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write nothing: compare the definitions with the file `--output`
+    /// names, and exit 1, naming each change, when it is out of date (for
+    /// CI: definitions committed beside the code stay in sync with it).
+    #[arg(long, requires = "output")]
+    pub check: bool,
 }
 
 fn parse_format(name: &str) -> Result<Format, String> {
@@ -159,6 +165,13 @@ pub enum Error {
         /// The lock file.
         file: PathBuf,
     },
+    /// `definitions --check` found the file out of date.
+    Stale {
+        /// How many places differ.
+        count: usize,
+        /// The definitions file.
+        file: PathBuf,
+    },
     /// The command runs tools: call [`Command::run`] with a dispatcher.
     NeedsDispatcher,
     /// The MCP server stopped with an error.
@@ -179,7 +192,7 @@ impl Error {
     /// `--version`, 2 for a malformed command line), 2 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Breaking { .. } => 1,
+            Error::Breaking { .. } | Error::Stale { .. } => 1,
             Error::Usage(error) => u8::try_from(error.exit_code()).unwrap_or(2),
             _ => 2,
         }
@@ -195,6 +208,12 @@ impl fmt::Display for Error {
                 f,
                 "{count} breaking change(s) against {}: give the changed tool a new version \
                  (#[tool(version = N)]), or run `lock` if the change is meant",
+                file.display()
+            ),
+            Error::Stale { count, file } => write!(
+                f,
+                "{} is out of date ({count} difference(s)): write it again with `definitions --format F -o {}` and commit it",
+                file.display(),
                 file.display()
             ),
             Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
@@ -385,7 +404,42 @@ fn pretty(value: &Value) -> String {
 
 fn definitions(registry: &Registry, policy: &Policy, args: &DefinitionsArgs) -> Result<(), Error> {
     let tools = toolcall_providers::definitions(registry, policy, args.format);
-    write_output(args.output.as_deref(), &pretty(&tools))
+    match (&args.output, args.check) {
+        (Some(file), true) => check_definitions(file, &tools),
+        _ => write_output(args.output.as_deref(), &pretty(&tools)),
+    }
+}
+
+/// `definitions --check`: the file holds exactly `current`, or each
+/// difference is printed and the answer is [`Error::Stale`].
+fn check_definitions(file: &Path, current: &Value) -> Result<(), Error> {
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Io {
+        action: format!(
+            "read {} (write it with `definitions --format F -o FILE`)",
+            file.display()
+        ),
+        source,
+    })?;
+    let committed: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Input(format!("{}: not JSON: {e}", file.display())))?;
+    let mut changes = Vec::new();
+    diff::values(&committed, current, &mut String::new(), &mut changes);
+    let mut stdout = io::stdout().lock();
+    if changes.is_empty() && text == pretty(current) {
+        writeln!(stdout, "{} is up to date", file.display())
+            .map_err(Error::io("write to standard output"))?;
+        return Ok(());
+    }
+    if changes.is_empty() {
+        changes.push("layout: same definitions, written differently".to_owned());
+    }
+    for change in &changes {
+        writeln!(stdout, "{change}").map_err(Error::io("write to standard output"))?;
+    }
+    Err(Error::Stale {
+        count: changes.len(),
+        file: file.to_owned(),
+    })
 }
 
 fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error> {

@@ -15,12 +15,11 @@ fn spawn_orders(args: &[&str], stdin: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the orders binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    // A run that refuses its arguments exits before reading: a closed pipe
+    // is its answer, not the test's failure.
+    if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+    }
     child
 }
 
@@ -264,12 +263,13 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// `orders definitions --format F` for every format is the committed golden
-/// file, byte for byte (`TOOLCALL_BLESS=1` rewrites them after a deliberate
-/// change); `-o` writes the same bytes, and `--allow` narrows the list.
+/// `orders definitions --format F` for every format is the committed file in
+/// `examples/orders/definitions/`, byte for byte (`TOOLCALL_BLESS=1`
+/// rewrites them after a deliberate change); `-o` writes the same bytes,
+/// and `--allow` narrows the list.
 #[test]
 fn definitions_match_the_golden_files() {
-    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("definitions");
     let bless = std::env::var_os("TOOLCALL_BLESS").is_some();
     let dir = scratch("definitions");
     for format in [
@@ -286,7 +286,7 @@ fn definitions_match_the_golden_files() {
             "{format}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-        let path = golden.join(format!("definitions-{format}.json"));
+        let path = golden.join(format!("{format}.json"));
         if bless {
             std::fs::write(&path, &output.stdout).unwrap();
         }
@@ -721,6 +721,95 @@ fn a_replay_line_with_a_member_twice_is_refused_naming_the_line() {
     }
 }
 
+/// `definitions --check` is the CI gate: the committed files pass, a stale
+/// one fails with exit 1 naming what changed, and nothing is written.
+#[test]
+fn a_stale_definitions_file_fails_the_check_naming_what_changed() {
+    let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("definitions");
+    for format in [
+        "neutral",
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "mcp",
+    ] {
+        let file = committed.join(format!("{format}.json"));
+        let output = orders(
+            &[
+                "definitions",
+                "--format",
+                format,
+                "-o",
+                file.to_str().unwrap(),
+                "--check",
+            ],
+            "",
+        );
+        assert!(
+            output.status.success(),
+            "{format}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    let dir = scratch("stale-definitions");
+    let stale = dir.join("openai.json");
+    let mut tools: Value =
+        serde_json::from_str(&std::fs::read_to_string(committed.join("openai.json")).unwrap())
+            .unwrap();
+    tools[1]["function"]["parameters"]["properties"]["amount_cents"]["minimum"] = json!(0);
+    tools[0]["function"]["description"] = json!("An older description.");
+    let text = serde_json::to_string_pretty(&tools).unwrap();
+    std::fs::write(&stale, &text).unwrap();
+    let output = orders(
+        &[
+            "definitions",
+            "--format",
+            "openai",
+            "-o",
+            stale.to_str().unwrap(),
+            "--check",
+        ],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains(
+            "changed: /refund_order/function/parameters/properties/amount_cents/minimum (0 -> 1)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("changed: /get_order/function/description"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("out of date"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&stale).unwrap(),
+        text,
+        "--check writes nothing"
+    );
+
+    let missing = dir.join("missing.json");
+    let output = orders(
+        &[
+            "definitions",
+            "--format",
+            "openai",
+            "-o",
+            missing.to_str().unwrap(),
+            "--check",
+        ],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!missing.exists());
+}
+
 // ------------------------------------------- promises under stress
 
 fn read_order() -> Value {
@@ -731,7 +820,11 @@ fn read_order() -> Value {
 fn a_refund_whose_answer_was_lost_is_in_doubt_and_the_retry_completes_it() {
     let results = replay(
         &["--lose-next-response", "1", "--max-retries", "0"],
-        &[refund(json!(12_000), true), refund(json!(12_000), false), read_order()],
+        &[
+            refund(json!(12_000), true),
+            refund(json!(12_000), false),
+            read_order(),
+        ],
     );
     assert_eq!(results[0]["code"], "UPSTREAM_UNAVAILABLE");
     assert_eq!(results[0]["data"]["in_doubt"], true);
@@ -784,5 +877,9 @@ fn an_enormous_tool_name_comes_back_bounded() {
     let name = "x".repeat(200_000);
     let results = replay(&[], &[json!({"tool": name, "arguments": "{}"})]);
     assert_eq!(results[0]["code"], "UNKNOWN_TOOL");
-    assert!(results[0].to_string().len() < 1_000, "{}", results[0].to_string().len());
+    assert!(
+        results[0].to_string().len() < 1_000,
+        "{}",
+        results[0].to_string().len()
+    );
 }

@@ -99,17 +99,22 @@ fn assert_rejected(run: &python::Run, expected: &str) {
     );
 }
 
-/// The golden Gemini definitions, parsed.
+/// Where the example commits its definitions, one file a format.
+fn definitions_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("definitions")
+}
+
+/// The committed Gemini definitions, parsed.
 fn golden_gemini() -> serde_json::Value {
-    let path = tests_dir().join("golden/definitions-gemini.json");
+    let path = definitions_dir().join("gemini.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
 #[test]
 fn the_golden_definitions_pass_the_provider_sdks() {
-    let golden = tests_dir().join("golden");
+    let golden = definitions_dir();
     for format in FORMATS {
-        let file = golden.join(format!("definitions-{format}.json"));
+        let file = golden.join(format!("{format}.json"));
         assert!(file.exists(), "{} is missing", file.display());
     }
     let Some(run) = sdk_check("the provider SDK check", &[golden.as_os_str()]) else {

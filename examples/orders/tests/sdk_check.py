@@ -4,8 +4,9 @@ SDK's type for a tool definition, as strictly as the SDK allows.
 
 Usage: python sdk_check.py (DIR | FORMAT=FILE)...
 
-A DIR contributes each `definitions-FORMAT.json` in it (the golden files'
-names); `FORMAT=FILE` checks one file as FORMAT. Formats: `openai`,
+A DIR contributes each `FORMAT.json` (or `definitions-FORMAT.json`) in it,
+as `examples/orders/definitions/` holds them; `FORMAT=FILE` checks one file
+as FORMAT. Formats: `openai`,
 `openai-responses`, `anthropic`, `gemini`, `mcp`; `neutral` has no provider
 and is listed as not checked.
 
@@ -311,7 +312,7 @@ def inputs(argv: list[str]) -> list[tuple[str, Path]]:
             format, _, file = arg.partition("=")
             found.append((format, Path(file)))
         elif path.is_dir():
-            for file in sorted(path.glob("definitions-*.json")):
+            for file in sorted(path.glob("*.json")):
                 found.append((file.stem.removeprefix("definitions-"), file))
         else:
             raise SystemExit(f"sdk_check.py: {arg}: not a directory nor FORMAT=FILE")
