@@ -1,5 +1,6 @@
 //! One record per call, whatever its outcome.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -88,37 +89,80 @@ pub trait AuditSink: Send + Sync {
     fn record(&self, record: AuditRecord);
 }
 
-/// Keeps records in memory; clones share the same log.
-#[derive(Clone, Debug, Default)]
+/// Keeps the latest records in memory; clones share the same log.
+///
+/// Bounded: it keeps the last [`MemoryAudit::DEFAULT_CAPACITY`] records (or
+/// the capacity given), dropping the oldest, and counts what it dropped, so
+/// that a long-lived process does not grow with its traffic. For a durable
+/// log, use [`JsonLinesAudit`] or the `tracing` events every call emits.
+#[derive(Clone, Debug)]
 pub struct MemoryAudit {
-    records: Arc<Mutex<Vec<AuditRecord>>>,
+    log: Arc<Mutex<Ring>>,
+}
+
+#[derive(Debug)]
+struct Ring {
+    records: VecDeque<AuditRecord>,
+    capacity: usize,
+    dropped: u64,
+}
+
+impl Default for MemoryAudit {
+    fn default() -> Self {
+        MemoryAudit::with_capacity(MemoryAudit::DEFAULT_CAPACITY)
+    }
 }
 
 impl MemoryAudit {
-    /// An empty log.
+    /// How many records [`MemoryAudit::new`] keeps: 10,000.
+    pub const DEFAULT_CAPACITY: usize = 10_000;
+
+    /// An empty log that keeps the last 10,000 records.
     pub fn new() -> Self {
         MemoryAudit::default()
     }
 
-    /// A copy of every record so far, oldest first.
+    /// An empty log that keeps the last `capacity` records (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        MemoryAudit {
+            log: Arc::new(Mutex::new(Ring {
+                records: VecDeque::with_capacity(capacity.min(1024)),
+                capacity,
+                dropped: 0,
+            })),
+        }
+    }
+
+    /// A copy of the records kept, oldest first.
     pub fn records(&self) -> Vec<AuditRecord> {
-        lock(&self.records).clone()
+        lock(&self.log).records.iter().cloned().collect()
     }
 
-    /// How many records there are.
+    /// How many records are kept.
     pub fn len(&self) -> usize {
-        lock(&self.records).len()
+        lock(&self.log).records.len()
     }
 
-    /// Whether there are none.
+    /// Whether none are kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many of the oldest records were dropped to stay within capacity.
+    pub fn dropped(&self) -> u64 {
+        lock(&self.log).dropped
     }
 }
 
 impl AuditSink for MemoryAudit {
     fn record(&self, record: AuditRecord) {
-        lock(&self.records).push(record);
+        let mut log = lock(&self.log);
+        if log.records.len() == log.capacity {
+            log.records.pop_front();
+            log.dropped += 1;
+        }
+        log.records.push_back(record);
     }
 }
 
@@ -159,4 +203,40 @@ impl AuditSink for JsonLinesAudit {
 /// data (a log, a counter map) is still whole.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod ring_tests {
+    use super::*;
+
+    fn record(step: u64) -> AuditRecord {
+        AuditRecord {
+            session_id: "s".into(),
+            caller: "c".into(),
+            step,
+            tool: "t".into(),
+            arguments: "{}".into(),
+            confirmed: false,
+            ok: true,
+            code: Code::Ok,
+            replayed: false,
+            duration_ms: 0.0,
+            call_id: None,
+            approved_by: None,
+            in_doubt: false,
+            cut: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_memory_log_keeps_the_latest_records_and_counts_the_rest() {
+        let audit = MemoryAudit::with_capacity(3);
+        for step in 1..=5 {
+            audit.record(record(step));
+        }
+        let steps: Vec<u64> = audit.records().iter().map(|r| r.step).collect();
+        assert_eq!(steps, [3, 4, 5]);
+        assert_eq!(audit.dropped(), 2);
+        assert_eq!(MemoryAudit::new().len(), 0);
+    }
 }
