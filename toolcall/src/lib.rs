@@ -11,6 +11,115 @@
 //!
 //! You write plain Rust functions. `#[tool]` generates the rest.
 //!
+//! # Getting started
+//!
+//! Add these lines to your `Cargo.toml`'s `[dependencies]` (the derives of
+//! your argument types need serde's `derive` and schemars 1.x; the examples
+//! run on tokio, whose timer the dispatcher uses for retries and timeouts):
+//!
+//! ```toml
+//! toolcall = "0.1"
+//! serde = { version = "1", features = ["derive"] }
+//! serde_json = "1"
+//! schemars = "1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "time"] }
+//! ```
+//!
+//! Then three steps: declare tools, build a dispatcher, and run each tool
+//! call the model makes through it. The host loop below is complete but for
+//! the request to the model, which your provider's client makes: it sends
+//! the tool definitions with the conversation, runs the calls of each
+//! assistant message through the pipeline, and sends the results back.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use toolcall::providers::{Format, Provider, RunOptions};
+//! use toolcall::{tool, tools, Ctx, Dispatcher, Policy, Rejection};
+//!
+//! /// The application's state, shared by every tool.
+//! struct Library {
+//!     books: Vec<&'static str>,
+//! }
+//!
+//! /// Finds books whose title contains the words. No side effects.
+//! #[tool]
+//! fn search_books(
+//!     ctx: &Ctx<Library>,
+//!     /// Words of the title, for example "rust".
+//!     #[arg(min_length = 2, max_length = 100)]
+//!     query: String,
+//! ) -> Result<Vec<&'static str>, Rejection> {
+//!     let query = query.to_lowercase();
+//!     Ok(ctx.state.books.iter().copied().filter(|b| b.to_lowercase().contains(&query)).collect())
+//! }
+//!
+//! /// Stands in for your provider's client: one request with the
+//! /// conversation and the tools, the assistant's message (as JSON text) back.
+//! fn ask_the_model(_messages: &[serde_json::Value], _tools: &serde_json::Value) -> String {
+//!     r#"{"role": "assistant", "content": null, "tool_calls": [
+//!         {"id": "call_1", "type": "function",
+//!          "function": {"name": "search_books", "arguments": "{\"query\": \"rust\"}"}}]}"#
+//!         .to_owned()
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let registry = tools![search_books]?;
+//!     let policy = Policy::new().allow(["search_books"]);
+//!     let definitions = toolcall::providers::definitions(&registry, &policy, Format::OpenAi);
+//!     let state = Arc::new(Library { books: vec!["The Rust Book", "Dune"] });
+//!     let dispatcher = Dispatcher::builder(registry, state).policy(policy).build()?;
+//!
+//!     let mut messages = vec![serde_json::json!({"role": "user", "content": "Any books on Rust?"})];
+//!     let assistant = ask_the_model(&messages, &definitions);
+//!     // The message as text: each call's arguments reach the pipeline as
+//!     // the model wrote them, so every check applies to exactly that.
+//!     let turn = Provider::OpenAiChat
+//!         .run_str(&dispatcher, &assistant, RunOptions::new().session("conversation-1"))
+//!         .await?;
+//!     messages.push(serde_json::from_str(&assistant)?);
+//!     messages.extend(turn.messages());
+//!     // The tool's answer, as the model reads it in the next request.
+//!     assert_eq!(messages[2]["content"], r#"{"ok":true,"tool":"search_books","data":{"result":["The Rust Book"]}}"#);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! What the model reads back is a [`ToolResult`]: `ok`, `code`, `message`
+//! and `data`, with default fields left out. `data` is always a JSON object,
+//! because every provider wants an object as a tool's result and because
+//! the model should find a result's fields in one place whatever the tool:
+//! a tool whose output serializes to an object gives that object; any other
+//! output (a list, a number, a string, as `search_books` above) is wrapped
+//! as `{"result": ...}`, and `()` or `None` give `{}`.
+//!
+//! A call that waits for a person (`CONFIRMATION_REQUIRED`) is in
+//! `turn.pending()`; when the person decides, [`Dispatcher::approve`] or
+//! [`Dispatcher::deny`] gives the result to put in its place
+//! (`turn.resolve(id, result)`) before the results go back to the model.
+//!
+//! ## Every default, and how to change it
+//!
+//! | what | default | change it with |
+//! |---|---|---|
+//! | tool calls per session | 10 (the reference's) | [`DispatcherBuilder::max_steps`] |
+//! | identical calls before `LOOP_DETECTED` | 3 | [`DispatcherBuilder::max_duplicate_calls`] |
+//! | retries of a transient failure, under the same key | 2 | [`DispatcherBuilder::max_retries`] |
+//! | wait before retry *n* | *n* × 200 ms | [`DispatcherBuilder::retry_backoff`] |
+//! | time one attempt may take | no limit | [`DispatcherBuilder::timeout`], or `#[tool(timeout_ms = N)]` per tool |
+//! | arguments' size and nesting | 64 KiB, 32 levels | [`Settings::max_argument_bytes`], [`Settings::max_depth`] (with [`DispatcherBuilder::settings`]) |
+//! | wait for an identical call in flight, or a resource's lock | 10 s | [`DispatcherBuilder::claim_wait`] |
+//! | a claim's or a lock's lease, renewed while the call runs | 30 s | [`DispatcherBuilder::claim_lease`] |
+//! | time a person has to approve | 15 min | [`DispatcherBuilder::approval_ttl`] |
+//! | who calls, when a call names no caller | `"default"`, allowed every tool, no limits | [`DispatcherBuilder::policy`], [`DispatcherBuilder::caller`] |
+//! | where the pipeline remembers | [`MemoryStore`]: this process, 24 h after last use | [`DispatcherBuilder::store`] (`toolcall-sqlite`, `toolcall-postgres`) |
+//! | where audit records go | [`MemoryAudit`]: the last 10,000 in memory | [`DispatcherBuilder::audit`] ([`JsonLinesAudit`]) |
+//!
+//! Ten steps is the reference implementation's budget, and a deliberate
+//! one: an agent that needs more calls for one user request is usually
+//! looping. A longer conversation wants a larger budget, or a session per
+//! user request.
+//!
 //! # A first tool
 //!
 //! ```
@@ -130,7 +239,12 @@
 //! # use toolcall::{tool, Rejection};
 //! /// Refund an order, amounts in cents. Replaces `refund_order`, which took a float.
 //! #[tool(side_effect, high_risk, name = "refund_order", version = 2)]
-//! fn refund_order_v2(order_id: String, amount_cents: i64) -> Result<i64, Rejection> {
+//! fn refund_order_v2(
+//!     /// Order id, for example ORD-1001.
+//!     order_id: String,
+//!     /// Amount in cents.
+//!     amount_cents: i64,
+//! ) -> Result<i64, Rejection> {
 //!     Ok(amount_cents)
 //! }
 //! # use toolcall::Tool;
@@ -304,7 +418,10 @@
 //! # use toolcall::{tool, tools, Call, Code, Decision, Dispatcher, Rejection};
 //! /// Deletes an account. Irreversible.
 //! #[tool(side_effect, high_risk)]
-//! fn delete_account(account: String) -> Result<String, Rejection> {
+//! fn delete_account(
+//!     /// The account id, for example ACC-9.
+//!     account: String,
+//! ) -> Result<String, Rejection> {
 //!     Ok(account)
 //! }
 //! # #[tokio::main(flavor = "current_thread")]
@@ -400,7 +517,10 @@
 //! # use toolcall::providers::{Format, Provider, RunOptions};
 //! /// Current weather in a city.
 //! #[tool]
-//! fn weather(city: String) -> Result<String, Rejection> {
+//! fn weather(
+//!     /// The city's name, as people write it.
+//!     city: String,
+//! ) -> Result<String, Rejection> {
 //!     Ok(format!("sunny in {city}"))
 //! }
 //! # #[tokio::main(flavor = "current_thread")]
