@@ -1,10 +1,19 @@
-//! Criterion benchmarks of the full pipeline and of the floor, on the
-//! reference's four scenarios.
+//! Criterion benchmarks of the full pipeline, of the typed floor and of
+//! toolcall's own validator ("ours"), on the reference's four scenarios,
+//! and of the floor and of ours step by step.
 //!
 //! ```sh
 //! cargo bench -p toolcall-bench                       # everything
 //! cargo bench -p toolcall-bench -- pipeline/refund    # a filter
+//! cargo bench -p toolcall-bench -- floor_parts        # the steps
 //! ```
+//!
+//! Groups: `pipeline` and `pipeline_noop_audit` (`Dispatcher::execute`),
+//! `floor` (the typed floor: serde straight into a strict struct, SHA-256
+//! over it serialized; see the crate's documentation), `ours` (toolcall's
+//! validator and hex key, the former floor: a breakdown, not a floor) and
+//! `floor_parts` (`typed_*` steps of the floor, `ours_*` steps of ours, and
+//! two ways to hex-encode a digest).
 //!
 //! Each sample builds a fresh shop and dispatcher and the argument texts
 //! before the clock starts, then sends the sample's calls inside one
@@ -18,9 +27,12 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use orders::RefundOrderArgs;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 use toolcall::canonical::{canonical_json, idempotency_key};
 use toolcall::{FieldErrors, ToolArgs};
-use toolcall_bench::{Audit, SESSION, Scenario, time_floor, time_pipeline};
+use toolcall_bench::{
+    Audit, SESSION, Scenario, TypedRefund, key_of, time_floor, time_ours, time_pipeline,
+};
 
 fn pipeline(c: &mut Criterion) {
     for (group, audit) in [
@@ -41,41 +53,74 @@ fn pipeline(c: &mut Criterion) {
 }
 
 fn floor(c: &mut Criterion) {
-    let mut group = c.benchmark_group("floor");
-    for scenario in Scenario::ALL {
-        group.bench_function(scenario.name(), |b| {
-            b.iter_custom(|iters| {
-                let calls = scenario.calls(0, iters as usize);
-                black_box(time_floor(scenario, &calls))
-            })
-        });
+    for (group, time) in [
+        ("floor", time_floor as fn(Scenario, &[String]) -> Duration),
+        ("ours", time_ours),
+    ] {
+        let mut group = c.benchmark_group(group);
+        for scenario in Scenario::ALL {
+            group.bench_function(scenario.name(), |b| {
+                b.iter_custom(|iters| {
+                    let calls = scenario.calls(0, iters as usize);
+                    black_box(time(scenario, &calls))
+                })
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
-/// The floor of a valid refund, step by step, and the hex encoding of a
-/// digest done as `canonical::idempotency_key` does it (`write!` per byte)
-/// and with a table, to size that step.
+/// One valid refund (and the invalid one), step by step: the typed floor's
+/// steps (`typed_*`), ours (`ours_*`: toolcall's validator and key, not a
+/// floor), and the hex encoding of a digest done as
+/// `canonical::idempotency_key` does it (`write!` per byte) and with a
+/// table, to size that step.
 fn floor_parts(c: &mut Criterion) {
     let raw = Scenario::RefundOkConfirmed.arguments(1234);
+    let invalid = Scenario::RefundInvalidArgs.arguments(0);
+    let typed: TypedRefund = serde_json::from_str(&raw).unwrap();
+    let mut prefixed = format!("{SESSION}|refund_order|").into_bytes();
+    serde_json::to_writer(&mut prefixed, &typed).unwrap();
     let object: Map<String, Value> = serde_json::from_str(&raw).unwrap();
     let args = RefundOrderArgs::from_object(&object, &mut FieldErrors::default()).unwrap();
     let value = serde_json::to_value(&args).unwrap();
     let digest: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
     let mut group = c.benchmark_group("floor_parts");
-    group.bench_function("parse", |b| {
+    group.bench_function("typed_parse", |b| {
+        b.iter(|| serde_json::from_str::<TypedRefund>(black_box(&raw)))
+    });
+    group.bench_function("typed_parse_invalid", |b| {
+        b.iter(|| serde_json::from_str::<TypedRefund>(black_box(&invalid)).is_err())
+    });
+    // The key's two halves, apart: the floor streams one into the other.
+    group.bench_function("typed_serialize", |b| {
+        b.iter(|| {
+            let mut bytes = Vec::with_capacity(128);
+            bytes.extend_from_slice(SESSION.as_bytes());
+            bytes.extend_from_slice(b"|refund_order|");
+            serde_json::to_writer(&mut bytes, black_box(&typed)).unwrap();
+            bytes
+        })
+    });
+    group.bench_function("typed_sha256", |b| {
+        b.iter(|| Sha256::digest(black_box(&prefixed)))
+    });
+    group.bench_function("typed_key", |b| {
+        b.iter(|| key_of("refund_order", black_box(&typed)))
+    });
+    group.bench_function("ours_parse_map", |b| {
         b.iter(|| serde_json::from_str::<Map<String, Value>>(black_box(&raw)))
     });
-    group.bench_function("from_object", |b| {
+    group.bench_function("ours_from_object", |b| {
         b.iter(|| RefundOrderArgs::from_object(black_box(&object), &mut FieldErrors::default()))
     });
-    group.bench_function("to_value", |b| {
+    group.bench_function("ours_to_value", |b| {
         b.iter(|| serde_json::to_value(black_box(&args)))
     });
-    group.bench_function("canonical_json", |b| {
+    group.bench_function("ours_canonical_json", |b| {
         b.iter(|| canonical_json(black_box(&value)))
     });
-    group.bench_function("idempotency_key", |b| {
+    group.bench_function("ours_idempotency_key", |b| {
         b.iter(|| idempotency_key(SESSION, "refund_order", black_box(&value)))
     });
     group.bench_function("hex_with_write", |b| {

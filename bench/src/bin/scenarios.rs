@@ -3,6 +3,11 @@
 //! `{"get_order_ok": 1234, "refund_ok_confirmed": ..., ...}`, for each thing
 //! measured (`--what pipeline,floor` prints two lines, in that order).
 //!
+//! `pipeline` is `Dispatcher::execute`; `floor` is the typed floor (serde
+//! straight into a strict struct, then SHA-256 over it serialized: see the
+//! crate's documentation); `ours` is toolcall's own validator and key on
+//! the same texts, a breakdown of the pipeline, not a floor.
+//!
 //! Each repetition runs every scenario once, `--calls` calls each (`bench.py`'s
 //! `N`: the environment variable `N`, else 20,000), through a fresh
 //! dispatcher, and measures each thing asked for in turn, so that they share
@@ -12,15 +17,19 @@
 use clap::{Parser, ValueEnum};
 use serde_json::{Map, Value};
 use toolcall_bench::{
-    Audit, REFERENCE_CALLS, Scenario, median, ns_per_call, time_floor, time_pipeline, verify,
+    Audit, REFERENCE_CALLS, Scenario, median, ns_per_call, time_floor, time_ours, time_pipeline,
+    verify,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum What {
     /// The full pipeline, `Dispatcher::execute`.
     Pipeline,
-    /// The floor: parse, build the argument struct, compute the key.
+    /// The typed floor: serde into a strict struct, then the key.
     Floor,
+    /// Ours, not a floor: toolcall's validator (map, generated struct,
+    /// unknown fields) and its hex key.
+    Ours,
 }
 
 #[derive(Debug, Parser)]
@@ -70,6 +79,7 @@ fn main() {
     let measure = |what: What, scenario: Scenario, texts: &[String]| match what {
         What::Pipeline => time_pipeline(scenario, texts, args.audit),
         What::Floor => time_floor(scenario, texts),
+        What::Ours => time_ours(scenario, texts),
     };
     // One untimed round first: page in the code, grow the allocator's pools.
     for (scenario, texts) in scenarios.iter().zip(&texts) {
