@@ -29,7 +29,13 @@ impl Counter {
 
 /// Sends money, slowly, with no deduplication of its own.
 #[tool(side_effect, high_risk)]
-async fn pay(ctx: &Ctx<Counter>, to: String, cents: i64) -> Result<Value, Rejection> {
+async fn pay(
+    ctx: &Ctx<Counter>,
+    /// Who to pay, a payee id.
+    to: String,
+    /// The amount, in cents.
+    cents: i64,
+) -> Result<Value, Rejection> {
     let run = ctx.state.runs.fetch_add(1, Ordering::SeqCst) + 1;
     let delay = ctx.state.delay_ms.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(u64::from(delay))).await;
@@ -38,7 +44,11 @@ async fn pay(ctx: &Ctx<Counter>, to: String, cents: i64) -> Result<Value, Reject
 
 /// Records a note, slowly; times out after 50 ms.
 #[tool(side_effect, timeout_ms = 50)]
-async fn note(ctx: &Ctx<Counter>, text: String) -> Result<Value, Rejection> {
+async fn note(
+    ctx: &Ctx<Counter>,
+    /// The note's text.
+    text: String,
+) -> Result<Value, Rejection> {
     ctx.state.runs.fetch_add(1, Ordering::SeqCst);
     let delay = ctx.state.delay_ms.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(u64::from(delay))).await;

@@ -198,7 +198,10 @@ fn collect_finds_every_tool_linked_into_the_program() {
 
 /// Says it louder.
 #[tool]
-fn shout(text: String) -> Result<String, Rejection> {
+fn shout(
+    /// What to shout.
+    text: String,
+) -> Result<String, Rejection> {
     Ok(text.to_uppercase())
 }
 
@@ -433,7 +436,10 @@ pub struct OpenLine {
 
 /// Takes a nested type that forgot `deny_unknown_fields`.
 #[tool]
-fn leaky(lines: Vec<OpenLine>) -> Result<usize, Rejection> {
+fn leaky(
+    /// The order lines.
+    lines: Vec<OpenLine>,
+) -> Result<usize, Rejection> {
     Ok(lines.len())
 }
 

@@ -34,13 +34,14 @@ async fn confirmed(d: &Dispatcher<Shop>, tool: &str, args: &str) -> ToolResult {
 #[tokio::test]
 async fn unknown_tool_lists_the_callers_allowed_tools_sorted() {
     let shop = Arc::new(Shop::new());
-    let policy = Policy::new().allow(["refund_order", "get_order", "archive_order"]);
+    let policy = Policy::new().allow(["refund_order", "get_order"]);
     let d = shop_dispatcher(&shop).policy(policy).build().unwrap();
     let result = d.execute(Call::new("delete_order", "{}")).await;
     assert_eq!(result.code, Code::UnknownTool);
     assert_eq!(
         result.data["available"],
-        json!(["archive_order", "get_order", "refund_order"])
+        json!(["get_order", "refund_order"]),
+        "sorted, whatever the allowlist's order"
     );
 }
 
@@ -136,7 +137,7 @@ async fn invalid_arguments_list_every_problem_at_once_with_the_hint() {
     );
     assert!(problems[1].ends_with("(Refund amount in minor units (cents). 25.90 is 2590.)"));
     assert!(problems[2].starts_with("currency: unknown variant `EUR`, expected `BRL` or `USD`"));
-    assert_eq!(problems[3], "reason: field required");
+    assert_eq!(problems[3], "reason: field required (Why a refund is made.)");
     assert!(problems[4].starts_with("force: unknown field"));
     assert_eq!(shop.applied_refunds(), 0);
 }
@@ -491,7 +492,11 @@ impl Probe {
 
 /// Sends a message through a backend that may time out.
 #[tool(side_effect)]
-async fn send(ctx: &Ctx<Probe>, text: String) -> Result<serde_json::Value, ToolError> {
+async fn send(
+    ctx: &Ctx<Probe>,
+    /// The message's text.
+    text: String,
+) -> Result<serde_json::Value, ToolError> {
     ctx.state.attempts.fetch_add(1, Ordering::SeqCst);
     ctx.state
         .keys
@@ -522,7 +527,11 @@ fn broken(ctx: &Ctx<Probe>) -> Result<(), ToolError> {
 
 /// Panics.
 #[tool(side_effect)]
-fn explode(ctx: &Ctx<Probe>, after: Option<u32>) -> Result<(), ToolError> {
+fn explode(
+    ctx: &Ctx<Probe>,
+    /// After how many steps it panics, if given.
+    after: Option<u32>,
+) -> Result<(), ToolError> {
     ctx.state.attempts.fetch_add(1, Ordering::SeqCst);
     panic!("boom after {after:?}");
 }

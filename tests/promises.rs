@@ -135,7 +135,11 @@ fn take(flag: &AtomicU32) -> bool {
 
 /// Charges a card. Amount in cents.
 #[tool(side_effect, reconcile = find_charge)]
-async fn charge(ctx: &Ctx<Gateway>, cents: i64) -> Result<Value, ToolError> {
+async fn charge(
+    ctx: &Ctx<Gateway>,
+    /// The amount, in cents.
+    cents: i64,
+) -> Result<Value, ToolError> {
     let gateway = &ctx.state;
     if take(&gateway.fail_before_commit) {
         return Err(ToolError::transient("connection refused"));
@@ -218,7 +222,11 @@ async fn a_failed_lookup_leaves_the_call_in_doubt_and_the_next_one_asks_again_be
 
 /// Writes a line, slowly; gives up after 50 ms.
 #[tool(side_effect, timeout_ms = 50)]
-async fn slow_write(ctx: &Ctx<AtomicU32>, line: String) -> Result<Value, Rejection> {
+async fn slow_write(
+    ctx: &Ctx<AtomicU32>,
+    /// The line to write.
+    line: String,
+) -> Result<Value, Rejection> {
     ctx.state.fetch_add(1, Ordering::SeqCst);
     if ctx.state.load(Ordering::SeqCst) == 1 {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -480,7 +488,11 @@ fn the_example_backend_refuses_a_refund_beyond_what_is_left() {
 
 /// Runs for a long time, counting its executions.
 #[tool(side_effect)]
-async fn long_job(ctx: &Ctx<AtomicU32>, name: String) -> Result<Value, Rejection> {
+async fn long_job(
+    ctx: &Ctx<AtomicU32>,
+    /// The job's name.
+    name: String,
+) -> Result<Value, Rejection> {
     ctx.state.fetch_add(1, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(600)).await;
     Ok(json!({"done": name}))

@@ -57,7 +57,9 @@ fn pay(
     /// Amount in cents.
     #[arg(min = 1)]
     amount_cents: i64,
+    /// The payment's currency.
     currency: Currency,
+    /// Why the payment is made.
     reason: RefundReason,
 ) -> Result<Value, ToolError> {
     let ledger = &ctx.state;

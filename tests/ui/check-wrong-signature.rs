@@ -4,7 +4,11 @@ struct Shop;
 
 /// Refunds an order.
 #[tool(side_effect, check = check_refund)]
-fn refund(ctx: &Ctx<Shop>, order_id: String) -> Result<String, Rejection> {
+fn refund(
+    ctx: &Ctx<Shop>,
+    /// The order id.
+    order_id: String,
+) -> Result<String, Rejection> {
     let _ = ctx;
     Ok(order_id)
 }

@@ -4,7 +4,11 @@ struct Shop;
 
 /// Reads an order.
 #[tool]
-fn read_order(shop: &Shop, order_id: String) -> Result<String, Rejection> {
+fn read_order(
+    shop: &Shop,
+    /// The order id.
+    order_id: String,
+) -> Result<String, Rejection> {
     let _ = shop;
     Ok(order_id)
 }

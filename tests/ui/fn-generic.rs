@@ -2,7 +2,10 @@ use toolcall::{tool, Rejection};
 
 /// Echoes a value.
 #[tool]
-fn echo<T: serde::Serialize>(value: T) -> Result<T, Rejection> {
+fn echo<T: serde::Serialize>(
+    /// The value.
+    value: T,
+) -> Result<T, Rejection> {
     Ok(value)
 }
 

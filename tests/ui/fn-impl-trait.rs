@@ -2,7 +2,10 @@ use toolcall::{tool, Rejection};
 
 /// Echoes a value.
 #[tool]
-fn echo(value: impl Into<String>) -> Result<String, Rejection> {
+fn echo(
+    /// The value.
+    value: impl Into<String>,
+) -> Result<String, Rejection> {
     Ok(value.into())
 }
 

@@ -2,7 +2,10 @@ use toolcall::tool;
 
 /// Logs a line.
 #[tool(side_effect)]
-fn log_line(line: String) {
+fn log_line(
+    /// The line.
+    line: String,
+) {
     let _ = line;
 }
 

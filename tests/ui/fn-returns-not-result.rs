@@ -2,7 +2,12 @@ use toolcall::tool;
 
 /// Adds two numbers.
 #[tool]
-fn add(a: i64, b: i64) -> i64 {
+fn add(
+    /// The first term.
+    a: i64,
+    /// The second term.
+    b: i64,
+) -> i64 {
     a + b
 }
 

@@ -7,7 +7,10 @@ pub struct Point {
 
 /// Moves the cursor.
 #[tool]
-fn move_to(target: Point) -> Result<i64, Rejection> {
+fn move_to(
+    /// Where to, in pixels from the top left corner.
+    target: Point,
+) -> Result<i64, Rejection> {
     Ok(target.x + target.y)
 }
 

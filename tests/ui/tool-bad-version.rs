@@ -2,7 +2,10 @@ use toolcall::{tool, Rejection};
 
 /// Reads an order.
 #[tool(version = 0)]
-fn read_order(order_id: String) -> Result<String, Rejection> {
+fn read_order(
+    /// The order id.
+    order_id: String,
+) -> Result<String, Rejection> {
     Ok(order_id)
 }
 

@@ -1,7 +1,13 @@
 use toolcall::{tool, Rejection};
 
 #[tool(high_risk, retries = 3)]
-fn pay(session_id: String, #[arg(min = 5, max = 1)] amount_cents: i64) -> Result<i64, Rejection> {
+fn pay(
+    /// The session.
+    session_id: String,
+    /// The amount, in cents.
+    #[arg(min = 5, max = 1)]
+    amount_cents: i64,
+) -> Result<i64, Rejection> {
     let _ = session_id;
     Ok(amount_cents)
 }

@@ -2,7 +2,10 @@ use toolcall::{tool, Rejection};
 
 /// Reads a balance.
 #[tool(high_risk)]
-fn read_balance(account: String) -> Result<String, Rejection> {
+fn read_balance(
+    /// The account id.
+    account: String,
+) -> Result<String, Rejection> {
     Ok(account)
 }
 

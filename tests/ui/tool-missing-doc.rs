@@ -1,7 +1,10 @@
 use toolcall::{tool, Rejection};
 
 #[tool]
-fn get_weather(city: String) -> Result<String, Rejection> {
+fn get_weather(
+    /// The city.
+    city: String,
+) -> Result<String, Rejection> {
     Ok(city)
 }
 

@@ -4,7 +4,11 @@ struct Bank;
 
 /// Moves money.
 #[tool(side_effect, reconcile = find)]
-fn transfer(ctx: &Ctx<Bank>, account: String) -> Result<String, Rejection> {
+fn transfer(
+    ctx: &Ctx<Bank>,
+    /// The account id.
+    account: String,
+) -> Result<String, Rejection> {
     let _ = ctx;
     Ok(account)
 }

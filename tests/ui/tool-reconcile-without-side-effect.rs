@@ -4,7 +4,11 @@ struct Bank;
 
 /// Reads a balance.
 #[tool(reconcile = find)]
-fn read_balance(ctx: &Ctx<Bank>, account: String) -> Result<String, Rejection> {
+fn read_balance(
+    ctx: &Ctx<Bank>,
+    /// The account id.
+    account: String,
+) -> Result<String, Rejection> {
     let _ = ctx;
     Ok(account)
 }

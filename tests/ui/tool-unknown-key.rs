@@ -2,7 +2,10 @@ use toolcall::{tool, Rejection};
 
 /// Cancels a booking.
 #[tool(side_efect)]
-fn cancel_booking(booking_id: String) -> Result<String, Rejection> {
+fn cancel_booking(
+    /// The booking id.
+    booking_id: String,
+) -> Result<String, Rejection> {
     Ok(booking_id)
 }
 

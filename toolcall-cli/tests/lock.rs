@@ -79,7 +79,10 @@ mod v1 {
 
     /// Cancels an order.
     #[tool(side_effect)]
-    pub fn cancel_order(order_id: String) -> Out {
+    pub fn cancel_order(
+        /// Order id.
+        order_id: String,
+    ) -> Out {
         let _ = order_id;
         done()
     }
@@ -87,6 +90,7 @@ mod v1 {
     /// Ships an order.
     #[tool(side_effect)]
     pub fn ship_order(
+        /// Order id.
         order_id: String,
         /// For the courier.
         #[arg(max_length = 10)]
@@ -98,7 +102,12 @@ mod v1 {
 
     /// Labels an order.
     #[tool(side_effect)]
-    pub fn tag_order(order_id: String, labels: Vec<Label>) -> Out {
+    pub fn tag_order(
+        /// Order id.
+        order_id: String,
+        /// The labels to set.
+        labels: Vec<Label>,
+    ) -> Out {
         let _ = (order_id, labels);
         done()
     }
@@ -139,9 +148,13 @@ mod breaking {
     /// note required.
     #[tool(side_effect)]
     pub fn refund_order(
+        /// The order's reference.
         order_ref: String,
+        /// The amount, as text.
         amount_cents: String,
+        /// The currency.
         currency: Currency,
+        /// The customer's id.
         customer_id: u64,
         /// A note.
         note: String,
@@ -152,7 +165,12 @@ mod breaking {
 
     /// Cancels an order, version 2 (the old name is gone).
     #[tool(side_effect, name = "cancel_order", version = 2)]
-    pub fn cancel_order(order_id: String, reason: String) -> Out {
+    pub fn cancel_order(
+        /// Order id.
+        order_id: String,
+        /// Why it is cancelled.
+        reason: String,
+    ) -> Out {
         let _ = (order_id, reason);
         done()
     }
@@ -160,6 +178,7 @@ mod breaking {
     /// Ships an order: now a read, and a shorter note.
     #[tool]
     pub fn ship_order(
+        /// Order id.
         order_id: String,
         /// For the courier.
         #[arg(max_length = 5)]
@@ -171,7 +190,12 @@ mod breaking {
 
     /// Labels an order.
     #[tool(side_effect)]
-    pub fn tag_order(order_id: String, labels: Vec<Label>) -> Out {
+    pub fn tag_order(
+        /// Order id.
+        order_id: String,
+        /// The labels to set.
+        labels: Vec<Label>,
+    ) -> Out {
         let _ = (order_id, labels);
         done()
     }
@@ -241,7 +265,10 @@ mod compatible {
 
     /// Cancels an order.
     #[tool(side_effect)]
-    pub fn cancel_order(order_id: String) -> Out {
+    pub fn cancel_order(
+        /// Order id.
+        order_id: String,
+    ) -> Out {
         let _ = order_id;
         done()
     }
@@ -249,6 +276,7 @@ mod compatible {
     /// Ships an order.
     #[tool(side_effect)]
     pub fn ship_order(
+        /// Order id.
         order_id: String,
         /// For the courier.
         #[arg(max_length = 20)]
@@ -260,14 +288,22 @@ mod compatible {
 
     /// Labels an order.
     #[tool(side_effect)]
-    pub fn tag_order(order_id: String, labels: Vec<Label>) -> Out {
+    pub fn tag_order(
+        /// Order id.
+        order_id: String,
+        /// The labels to set.
+        labels: Vec<Label>,
+    ) -> Out {
         let _ = (order_id, labels);
         done()
     }
 
     /// Lists a customer's orders.
     #[tool]
-    pub fn list_orders(customer_id: String) -> Out {
+    pub fn list_orders(
+        /// The customer's id.
+        customer_id: String,
+    ) -> Out {
         let _ = customer_id;
         done()
     }
@@ -644,7 +680,10 @@ mod recursive {
 
     /// Files a tree of categories.
     #[tool]
-    pub fn file_tree(root: Category) -> Out {
+    pub fn file_tree(
+        /// The root category.
+        root: Category,
+    ) -> Out {
         let _ = root;
         done()
     }
@@ -712,7 +751,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(p: Pay) -> Out {
+        pub fn t(
+            /// The payment.
+            p: Pay,
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -726,7 +768,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(p: Pay) -> Out {
+        pub fn t(
+            /// The payment.
+            p: Pay,
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -768,7 +813,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(p: Pay) -> Out {
+        pub fn t(
+            /// The payment.
+            p: Pay,
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -782,7 +830,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(p: Pay) -> Out {
+        pub fn t(
+            /// The payment.
+            p: Pay,
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -812,7 +863,10 @@ case!(
         }
         /// Why.
         #[tool]
-        pub fn t(r: Reason) -> Out {
+        pub fn t(
+            /// Why.
+            r: Reason,
+        ) -> Out {
             let _ = r;
             done()
         }
@@ -826,7 +880,10 @@ case!(
         }
         /// Why.
         #[tool]
-        pub fn t(r: Reason) -> Out {
+        pub fn t(
+            /// Why.
+            r: Reason,
+        ) -> Out {
             let _ = r;
             done()
         }
@@ -851,7 +908,10 @@ case!(
     {
         /// A pair.
         #[tool]
-        pub fn t(p: (i64, String)) -> Out {
+        pub fn t(
+            /// The pair.
+            p: (i64, String),
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -859,7 +919,10 @@ case!(
     {
         /// A pair.
         #[tool]
-        pub fn t(p: (String, i64)) -> Out {
+        pub fn t(
+            /// The pair.
+            p: (String, i64),
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -894,7 +957,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(p: Pay) -> Out {
+        pub fn t(
+            /// The payment.
+            p: Pay,
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -908,7 +974,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(p: Pay) -> Out {
+        pub fn t(
+            /// The payment.
+            p: Pay,
+        ) -> Out {
             let _ = p;
             done()
         }
@@ -926,7 +995,10 @@ case!(
         }
         /// Why.
         #[tool]
-        pub fn t(r: Reason) -> Out {
+        pub fn t(
+            /// Why.
+            r: Reason,
+        ) -> Out {
             let _ = r;
             done()
         }
@@ -941,7 +1013,10 @@ case!(
         }
         /// Why.
         #[tool]
-        pub fn t(r: Reason) -> Out {
+        pub fn t(
+            /// Why.
+            r: Reason,
+        ) -> Out {
             let _ = r;
             done()
         }
@@ -967,7 +1042,10 @@ case!(
     {
         /// A quantity.
         #[tool]
-        pub fn t(x: i64) -> Out {
+        pub fn t(
+            /// The quantity.
+            x: i64,
+        ) -> Out {
             let _ = x;
             done()
         }
@@ -975,7 +1053,10 @@ case!(
     {
         /// A quantity.
         #[tool]
-        pub fn t(x: f64) -> Out {
+        pub fn t(
+            /// The quantity.
+            x: f64,
+        ) -> Out {
             let _ = x;
             done()
         }
@@ -1013,7 +1094,10 @@ case!(
         }
         /// Tags.
         #[tool]
-        pub fn t(m: Tags) -> Out {
+        pub fn t(
+            /// The tags, by name.
+            m: Tags,
+        ) -> Out {
             let _ = m;
             done()
         }
@@ -1021,7 +1105,10 @@ case!(
     {
         /// Tags.
         #[tool]
-        pub fn t(m: std::collections::BTreeMap<String, String>) -> Out {
+        pub fn t(
+            /// The tags, by name.
+            m: std::collections::BTreeMap<String, String>,
+        ) -> Out {
             let _ = m;
             done()
         }
@@ -1039,7 +1126,10 @@ case!(
         }
         /// Tags.
         #[tool]
-        pub fn t(m: Tags) -> Out {
+        pub fn t(
+            /// The tags, by name.
+            m: Tags,
+        ) -> Out {
             let _ = m;
             done()
         }
@@ -1047,7 +1137,10 @@ case!(
     {
         /// Tags.
         #[tool]
-        pub fn t(m: std::collections::BTreeMap<String, String>) -> Out {
+        pub fn t(
+            /// The tags, by name.
+            m: std::collections::BTreeMap<String, String>,
+        ) -> Out {
             let _ = m;
             done()
         }
@@ -1133,7 +1226,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(m: Money) -> Out {
+        pub fn t(
+            /// The amount to pay.
+            m: Money,
+        ) -> Out {
             let _ = m;
             done()
         }
@@ -1147,7 +1243,10 @@ case!(
         }
         /// Pays.
         #[tool]
-        pub fn t(m: Money) -> Out {
+        pub fn t(
+            /// The amount to pay.
+            m: Money,
+        ) -> Out {
             let _ = m;
             done()
         }
@@ -1210,7 +1309,12 @@ mod opaque {
         use toolcall::tool;
         /// Looks a product up.
         #[tool]
-        pub fn t(sku: super::SkuA, note: Option<String>) -> Out {
+        pub fn t(
+            /// The product's SKU.
+            sku: super::SkuA,
+            /// A note, if any.
+            note: Option<String>,
+        ) -> Out {
             let _ = (sku, note);
             done()
         }
@@ -1221,6 +1325,7 @@ mod opaque {
         /// Looks a product up.
         #[tool]
         pub fn t(
+            /// The product's SKU.
             sku: super::SkuB,
             /// A note.
             note: Option<String>,

@@ -403,7 +403,10 @@ fn plain_type_error(message: &str) -> String {
 
 /// The candidate closest to `name`, if it is close enough to be a likely typo
 /// or a different spelling (`orderId` for `order_id`, `amount` for `amount_cents`).
-fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
     let wanted = normalize(name);
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {

@@ -64,7 +64,12 @@ impl StdError for Rejection {}
 /// answered with its own code and never retried; a [`Transient`] failure is
 /// retried, a bounded number of times and always under the same idempotency
 /// key, then answered `UPSTREAM_UNAVAILABLE`; an [`Internal`] failure is a bug,
-/// answered `INTERNAL_ERROR` and not retried.
+/// answered `INTERNAL_ERROR` and not retried. The same holds for a tool's
+/// business check (`#[tool(check = path)]`): a check has no side effects, so
+/// its transient failure is retried like the handler's, with the same
+/// [`max_retries`](crate::Settings::max_retries) and backoff, and when the
+/// retries run out the answer is `UPSTREAM_UNAVAILABLE`, not in doubt (the
+/// handler never ran).
 ///
 /// [`Rejected`]: ToolError::Rejected
 /// [`Transient`]: ToolError::Transient

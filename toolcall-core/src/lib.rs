@@ -9,6 +9,8 @@
 
 mod args;
 mod audit;
+#[allow(dead_code)] // wired into the pipeline by the output budget
+mod budget;
 pub mod canonical;
 mod dispatcher;
 pub mod echo;
@@ -20,12 +22,15 @@ mod policy;
 mod redact;
 mod registry;
 mod result;
+#[allow(dead_code)] // wired into the pipeline by taint tracking
+mod taint;
 pub mod store;
 mod tool;
 
 pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};
 pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings};
+pub use dispatcher::{BuildWarning, Failure, MessageContext, UNKNOWN_APPROVAL_TOOL};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;
 pub use policy::{Caller, Policy};
@@ -39,17 +44,28 @@ pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::kinds::{
-        ListArg, NumberArg, StringArg, assert_list, assert_number, assert_string,
+        ArgFallback, ArgProbe, ArgType, ListArg, NumberArg, Probe, StringArg, Unreachable,
+        assert_arg, assert_list, assert_number, assert_string, insert_property, object_schema,
     };
     pub use crate::registry::ToolEntry;
     pub use crate::tool::{
-        CallContext, ReconcileOutput, SpecParts, StateType, ToolOutput, into_output, reconciled,
+        CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, ReconcileFn,
+        ReconcileOutput, ReconcileParams, ReconcileSig, SpecParts, StateType, ToolOutput,
+        check_sig, into_output, reconcile_sig, reconciled,
     };
 
-    /// The state type a context parameter `&Ctx<S>` names.
+    use crate::error::ToolError;
+    use crate::tool::Ctx;
+
+    /// A context parameter, `&Ctx<S>`: the type the tool function's first
+    /// parameter names, when it is a reference. `#[tool]` asserts it once in
+    /// each function that uses the context ([`assert_context`]), and reaches
+    /// the context itself through [`Probe`] ([`CtxProbe`], [`CtxFallback`]),
+    /// so that a parameter that is not a context fails the build with this
+    /// one message.
     #[diagnostic::on_unimplemented(
-        message = "`{Self}` is not a tool context",
-        label = "a tool's first parameter, when it is a reference, must be `&Ctx<YourState>`",
+        message = "`{Self}` is not a tool context: write `ctx: &Ctx<YourState>`",
+        label = "a tool's first parameter, when it is a reference, is the context `&Ctx<YourState>`",
         note = "the model's arguments are owned values (`String`, `i64`, ...); only the context is borrowed"
     )]
     pub trait ContextParam {
@@ -57,15 +73,84 @@ pub mod __private {
         type State: std::any::Any + Send + Sync;
     }
 
-    impl<S: std::any::Any + Send + Sync> ContextParam for &crate::Ctx<S> {
+    #[diagnostic::do_not_recommend]
+    impl<S: std::any::Any + Send + Sync> ContextParam for &Ctx<S> {
         type State = S;
     }
 
-    /// The [`StateType`] of a context parameter type.
-    pub fn state_of<P: ContextParam>() -> StateType {
-        StateType {
-            id: std::any::TypeId::of::<P::State>(),
-            name: std::any::type_name::<P::State>(),
+    /// Compiles only for a context parameter.
+    pub const fn assert_context<P: ContextParam>() {}
+
+    /// The context, when the parameter is one: `&Ctx<S>`.
+    pub trait CtxProbe<'a, S> {
+        /// The state's [`ContextOf`].
+        fn context(&self) -> ContextOf<S>;
+        /// The parameter, from the call's context.
+        fn param(&self, ctx: &'a Ctx<S>) -> &'a Ctx<S>;
+    }
+
+    impl<'a, S: std::any::Any + Send + Sync> CtxProbe<'a, S> for Probe<&'a Ctx<S>> {
+        fn context(&self) -> ContextOf<S> {
+            ContextOf(std::marker::PhantomData)
+        }
+
+        fn param(&self, ctx: &'a Ctx<S>) -> &'a Ctx<S> {
+            ctx
+        }
+    }
+
+    /// Stand-ins when the parameter is not a context, in a build that
+    /// [`assert_context`] fails anyway.
+    pub trait CtxFallback<P> {
+        /// Never called.
+        fn context<S>(&self) -> ContextOf<S>;
+        /// Never called.
+        fn param<S>(&self, ctx: &Ctx<S>) -> P;
+    }
+
+    impl<P> CtxFallback<P> for &Probe<P> {
+        fn context<S>(&self) -> ContextOf<S> {
+            ContextOf(std::marker::PhantomData)
+        }
+
+        fn param<S>(&self, _: &Ctx<S>) -> P {
+            unreachable!("a tool whose context parameter is not `&Ctx<S>` does not compile")
+        }
+    }
+
+    /// The state of a tool's context: what the generated code does with it.
+    pub struct ContextOf<S>(std::marker::PhantomData<fn() -> S>);
+
+    impl<S: std::any::Any + Send + Sync> ContextOf<S> {
+        /// The [`StateType`] of the context.
+        pub fn state(&self) -> StateType {
+            StateType::of::<S>()
+        }
+
+        /// The typed context of a call.
+        pub fn from_call(&self, cx: &CallContext) -> Result<Ctx<S>, ToolError> {
+            Ctx::from_call(cx)
+        }
+
+        /// [`check_sig`], for a tool whose context is `&Ctx<S>`: the check
+        /// takes the same context.
+        pub fn check_sig<'a, A, F, P1, P2>(&self, f: &F) -> CheckSig<'a, F, A, S>
+        where
+            F: CheckFn<A, P1, P2>,
+            (P1, P2): CheckParams<'a, A, S>,
+            F::Output: CheckOutput,
+        {
+            check_sig::<A, S, F, P1, P2>(f)
+        }
+
+        /// [`reconcile_sig`], for a tool whose context is `&Ctx<S>`.
+        pub fn reconcile_sig<'a, F, P1, P2>(&self, f: &F) -> ReconcileSig<'a, F, S>
+        where
+            F: ReconcileFn<P1, P2>,
+            (P1, P2): ReconcileParams<'a, S>,
+            F::Output: ReconcileOutput + 'a,
+        {
+            reconcile_sig::<S, F, P1, P2>(f)
         }
     }
 }

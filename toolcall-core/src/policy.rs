@@ -75,7 +75,9 @@ impl Policy {
 
     /// Every limit the policy sets, by name, sorted.
     pub fn limits(&self) -> impl ExactSizeIterator<Item = (&str, i64)> {
-        self.limits.iter().map(|(name, value)| (name.as_str(), *value))
+        self.limits
+            .iter()
+            .map(|(name, value)| (name.as_str(), *value))
     }
 }
 

@@ -113,6 +113,16 @@ pub struct StateType {
     pub name: &'static str,
 }
 
+impl StateType {
+    /// The state type `S`.
+    pub fn of<S: Any>() -> Self {
+        StateType {
+            id: TypeId::of::<S>(),
+            name: std::any::type_name::<S>(),
+        }
+    }
+}
+
 /// Everything the runtime knows about one tool. Built by `#[tool]` as a static.
 #[derive(Debug)]
 pub struct ToolSpec {
@@ -123,13 +133,16 @@ pub struct ToolSpec {
     timeout_ms: Option<u64>,
     fields: &'static [FieldMeta],
     state: Option<fn() -> StateType>,
+    check_state: Option<fn() -> StateType>,
+    reconcile_state: Option<fn() -> StateType>,
     schema: fn() -> Value,
     validate: ValidateFn,
-    reconcile: Option<ReconcileFn>,
+    reconcile: Option<ReconcileHandle>,
     redaction: std::sync::OnceLock<crate::redact::Plan>,
 }
 
-type ReconcileFn = for<'a> fn(&'a CallContext) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
+type ReconcileHandle =
+    for<'a> fn(&'a CallContext) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
 
 type ValidateFn = fn(&Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors>;
 
@@ -143,6 +156,10 @@ pub struct SpecParts {
     pub timeout_ms: Option<u64>,
     pub state: Option<fn() -> StateType>,
     pub reconcile: bool,
+    /// The state the `check` function's `&Ctx<S>` needs, when the tool has one.
+    pub check_state: Option<fn() -> StateType>,
+    /// The state the `reconcile` function's `&Ctx<S>` needs, when the tool has one.
+    pub reconcile_state: Option<fn() -> StateType>,
 }
 
 impl ToolSpec {
@@ -156,6 +173,8 @@ impl ToolSpec {
             timeout_ms: parts.timeout_ms,
             fields,
             state: parts.state,
+            check_state: parts.check_state,
+            reconcile_state: parts.reconcile_state,
             schema: schema_of::<T>,
             validate: validate::<T>,
             reconcile: if parts.reconcile {
@@ -247,6 +266,28 @@ impl ToolSpec {
 
     pub(crate) fn state_type(&self) -> Option<StateType> {
         self.state.map(|f| f())
+    }
+
+    /// The state the tool's `check` function needs (the `S` of its
+    /// `&Ctx<S>`), if it has one. A tool without a context of its own can
+    /// still have a check that takes one: the dispatcher's state must then
+    /// be this type too, or every call would fail.
+    #[allow(
+        dead_code,
+        reason = "for the dispatcher's builder to refuse a mismatch"
+    )]
+    pub(crate) fn check_state_type(&self) -> Option<StateType> {
+        self.check_state.map(|f| f())
+    }
+
+    /// The state the tool's `reconcile` function needs, if it has one; see
+    /// [`ToolSpec::check_state_type`].
+    #[allow(
+        dead_code,
+        reason = "for the dispatcher's builder to refuse a mismatch"
+    )]
+    pub(crate) fn reconcile_state_type(&self) -> Option<StateType> {
+        self.reconcile_state.map(|f| f())
     }
 
     pub(crate) fn validate(
@@ -351,6 +392,7 @@ pub trait ReconcileOutput: Future<Output = Self::Returned> + Send {
     fn into_reconciled(returned: Self::Returned) -> Result<Option<Value>, ToolError>;
 }
 
+#[diagnostic::do_not_recommend]
 impl<F, T, E> ReconcileOutput for F
 where
     F: Future<Output = Result<Option<T>, E>> + Send,
@@ -377,4 +419,350 @@ pub async fn reconciled<F: ReconcileOutput>(future: F) -> Result<Option<Value>, 
 #[doc(hidden)]
 pub fn into_output<R: ToolOutput>(returned: R) -> Result<Value, ToolError> {
     returned.into_output()
+}
+
+/// Never constructed: a second impl of [`CheckParams`] and
+/// [`ReconcileParams`], so that the compiler reads a function's parameter
+/// types from the function, and reports a mismatch in our words.
+#[doc(hidden)]
+pub enum NotAParameter {}
+
+/// The parameter types of a `check = path` function:
+/// `(&Args, &Ctx<S>)`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`check` must be `fn(&{A}, &Ctx<{S}>) -> Result<(), E>`, and this one takes `{Self}`",
+    label = "expected `fn(&{A}, &Ctx<{S}>) -> Result<(), E>`",
+    note = "a check reads the validated arguments first, then the context: `fn check_x(args: &{A}, ctx: &Ctx<{S}>) -> Result<(), Rejection>`; `S` is the state of the tool's own context, when it has one"
+)]
+pub trait CheckParams<'a, A, S> {
+    /// The parameters, from the arguments and the context.
+    fn make(args: &'a A, ctx: &'a Ctx<S>) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a, A, S> CheckParams<'a, A, S> for (&'a A, &'a Ctx<S>) {
+    fn make(args: &'a A, ctx: &'a Ctx<S>) -> Self {
+        (args, ctx)
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a, A, S> CheckParams<'a, A, S> for (NotAParameter, NotAParameter) {
+    fn make(_: &'a A, _: &'a Ctx<S>) -> Self {
+        unreachable!("never constructed")
+    }
+}
+
+/// A `check = path` that is a function of two parameters.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`check` must name a function `fn(&{A}, &Ctx<S>) -> Result<(), E>`, not `{Self}`",
+    label = "expected the path of a function of two parameters",
+    note = "for example `#[tool(check = check_refund)]` with `fn check_refund(args: &{A}, ctx: &Ctx<S>) -> Result<(), Rejection>`"
+)]
+pub trait CheckFn<A, P1, P2> {
+    /// What the function returns.
+    type Output;
+    /// Calls the function.
+    fn call(&self, p1: P1, p2: P2) -> Self::Output;
+}
+
+#[diagnostic::do_not_recommend]
+impl<F, A, P1, P2, R> CheckFn<A, P1, P2> for F
+where
+    F: Fn(P1, P2) -> R,
+{
+    type Output = R;
+
+    fn call(&self, p1: P1, p2: P2) -> R {
+        self(p1, p2)
+    }
+}
+
+/// What a `check` function may return: `Result<(), E>`, at once.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a check must return `Result<(), E>` with `E: Into<ToolError>`, at once: not `{Self}`",
+    label = "a check is a plain synchronous `fn(&Args, &Ctx<S>) -> Result<(), E>`",
+    note = "a check runs before anything happens (before the policy, the confirmation and the handler) and must not wait: not an `async fn`; do slow lookups in the handler",
+    note = "`E` is a `Rejection` (a code and a message for the model) or a `ToolError`"
+)]
+pub trait CheckOutput {
+    /// The answer in the dispatcher's terms.
+    fn into_checked(self) -> Result<(), ToolError>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: Into<ToolError>> CheckOutput for Result<(), E> {
+    fn into_checked(self) -> Result<(), ToolError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// A `check` function whose shape was checked: how the generated code calls
+/// it. Built by [`check_sig`]; its methods have no bounds of their own, so
+/// a misdeclared check fails the build once, where it is named.
+#[doc(hidden)]
+pub struct CheckSig<'a, F, A, S> {
+    run: fn(&F, &'a A, &'a Ctx<S>) -> Result<(), ToolError>,
+}
+
+impl<'a, F, A, S> CheckSig<'a, F, A, S> {
+    /// Runs the check.
+    pub fn run(&self, f: &F, args: &'a A, ctx: &'a Ctx<S>) -> Result<(), ToolError> {
+        (self.run)(f, args, ctx)
+    }
+}
+
+impl<F, A, S: Any + Send + Sync> CheckSig<'_, F, A, S> {
+    /// The context the check takes.
+    pub fn context(&self, cx: &CallContext) -> Result<Ctx<S>, ToolError> {
+        Ctx::from_call(cx)
+    }
+
+    /// The state the check's context needs.
+    pub fn state(&self) -> StateType {
+        StateType::of::<S>()
+    }
+}
+
+fn run_check<'a, A, S, F, P1, P2>(f: &F, args: &'a A, ctx: &'a Ctx<S>) -> Result<(), ToolError>
+where
+    F: CheckFn<A, P1, P2>,
+    (P1, P2): CheckParams<'a, A, S>,
+    F::Output: CheckOutput,
+{
+    let (p1, p2) = <(P1, P2)>::make(args, ctx);
+    f.call(p1, p2).into_checked()
+}
+
+/// Checks the shape of a `check = path` function, `fn(&A, &Ctx<S>) ->
+/// Result<(), E>`, with one message for each way it can be wrong.
+#[doc(hidden)]
+pub fn check_sig<'a, A, S, F, P1, P2>(_: &F) -> CheckSig<'a, F, A, S>
+where
+    F: CheckFn<A, P1, P2>,
+    (P1, P2): CheckParams<'a, A, S>,
+    F::Output: CheckOutput,
+{
+    CheckSig {
+        run: run_check::<A, S, F, P1, P2>,
+    }
+}
+
+/// The parameter types of a `reconcile = path` function:
+/// `(&Ctx<S>, &str)`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`reconcile` must be `async fn(&Ctx<{S}>, &str) -> Result<Option<T>, E>`, and this one takes `{Self}`",
+    label = "expected `async fn(&Ctx<{S}>, &str) -> Result<Option<T>, E>`",
+    note = "the context first, then the call's idempotency key: `async fn find(ctx: &Ctx<{S}>, key: &str) -> Result<Option<Refund>, Rejection>`; `S` is the state of the tool's own context, when it has one"
+)]
+pub trait ReconcileParams<'a, S> {
+    /// The parameters, from the context and the key.
+    fn make(ctx: &'a Ctx<S>, key: &'a str) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a, S> ReconcileParams<'a, S> for (&'a Ctx<S>, &'a str) {
+    fn make(ctx: &'a Ctx<S>, key: &'a str) -> Self {
+        (ctx, key)
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<'a, S> ReconcileParams<'a, S> for (NotAParameter, NotAParameter) {
+    fn make(_: &'a Ctx<S>, _: &'a str) -> Self {
+        unreachable!("never constructed")
+    }
+}
+
+/// A `reconcile = path` that is a function of two parameters.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`reconcile` must name a function `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>`, not `{Self}`",
+    label = "expected the path of an async function of two parameters",
+    note = "for example `#[tool(side_effect, reconcile = find_refund)]` with `async fn find_refund(ctx: &Ctx<S>, key: &str) -> Result<Option<Refund>, Rejection>`"
+)]
+pub trait ReconcileFn<P1, P2> {
+    /// What the function returns.
+    type Output;
+    /// Calls the function.
+    fn call(&self, p1: P1, p2: P2) -> Self::Output;
+}
+
+#[diagnostic::do_not_recommend]
+impl<F, P1, P2, R> ReconcileFn<P1, P2> for F
+where
+    F: Fn(P1, P2) -> R,
+{
+    type Output = R;
+
+    fn call(&self, p1: P1, p2: P2) -> R {
+        self(p1, p2)
+    }
+}
+
+type ReconcileRun<'a, F, S> =
+    fn(&F, &'a Ctx<S>, &'a str) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
+
+/// A `reconcile` function whose shape was checked; see [`CheckSig`].
+#[doc(hidden)]
+pub struct ReconcileSig<'a, F, S> {
+    run: ReconcileRun<'a, F, S>,
+}
+
+impl<'a, F, S> ReconcileSig<'a, F, S> {
+    /// Asks the backend.
+    pub fn run(
+        &self,
+        f: &F,
+        ctx: &'a Ctx<S>,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
+        (self.run)(f, ctx, key)
+    }
+}
+
+impl<F, S: Any + Send + Sync> ReconcileSig<'_, F, S> {
+    /// The context the function takes.
+    pub fn context(&self, cx: &CallContext) -> Result<Ctx<S>, ToolError> {
+        Ctx::from_call(cx)
+    }
+
+    /// The state the function's context needs.
+    pub fn state(&self) -> StateType {
+        StateType::of::<S>()
+    }
+}
+
+fn run_reconcile<'a, S, F, P1, P2>(
+    f: &F,
+    ctx: &'a Ctx<S>,
+    key: &'a str,
+) -> BoxFuture<'a, Result<Option<Value>, ToolError>>
+where
+    F: ReconcileFn<P1, P2>,
+    (P1, P2): ReconcileParams<'a, S>,
+    F::Output: ReconcileOutput + 'a,
+{
+    let (p1, p2) = <(P1, P2)>::make(ctx, key);
+    Box::pin(reconciled(f.call(p1, p2)))
+}
+
+/// Checks the shape of a `reconcile = path` function, `async fn(&Ctx<S>,
+/// &str) -> Result<Option<T>, E>`, with one message for each way it can be
+/// wrong.
+#[doc(hidden)]
+pub fn reconcile_sig<'a, S, F, P1, P2>(_: &F) -> ReconcileSig<'a, F, S>
+where
+    F: ReconcileFn<P1, P2>,
+    (P1, P2): ReconcileParams<'a, S>,
+    F::Output: ReconcileOutput + 'a,
+{
+    ReconcileSig {
+        run: run_reconcile::<S, F, P1, P2>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Rejection;
+
+    struct Cal;
+
+    fn check_cancel(args: &NoArgs, ctx: &Ctx<Cal>) -> Result<(), Rejection> {
+        let _ = (args, ctx);
+        Ok(())
+    }
+
+    async fn find_cancel(ctx: &Ctx<Cal>, key: &str) -> Result<Option<u32>, Rejection> {
+        let _ = (ctx, key);
+        Ok(None)
+    }
+
+    #[derive(serde::Serialize, schemars::JsonSchema)]
+    struct NoArgs {}
+
+    impl ToolArgs for NoArgs {
+        fn fields() -> &'static [FieldMeta] {
+            &[]
+        }
+
+        fn from_object(_: &Map<String, Value>, _: &mut FieldErrors) -> Option<Self> {
+            Some(NoArgs {})
+        }
+    }
+
+    /// A tool without a context of its own whose check and reconcile take
+    /// one, as `#[tool]` writes it.
+    struct Cancel;
+
+    fn check_state() -> StateType {
+        check_sig::<NoArgs, _, _, _, _>(&check_cancel).state()
+    }
+
+    fn reconcile_state() -> StateType {
+        reconcile_sig::<_, _, _, _>(&find_cancel).state()
+    }
+
+    impl Tool for Cancel {
+        type Args = NoArgs;
+
+        fn spec() -> &'static ToolSpec {
+            static SPEC: ToolSpec = ToolSpec::__new::<Cancel>(
+                SpecParts {
+                    name: "cancel",
+                    description: "Cancels.",
+                    side_effect: true,
+                    high_risk: false,
+                    timeout_ms: None,
+                    state: None,
+                    reconcile: true,
+                    check_state: Some(check_state),
+                    reconcile_state: Some(reconcile_state),
+                },
+                &[],
+            );
+            &SPEC
+        }
+
+        fn check(args: &NoArgs, cx: &CallContext) -> Result<(), ToolError> {
+            let check = check_sig::<NoArgs, _, _, _, _>(&check_cancel);
+            let ctx = check.context(cx)?;
+            check.run(&check_cancel, args, &ctx)
+        }
+
+        fn call<'a>(_: NoArgs, _: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>> {
+            Box::pin(async { Ok(Value::Null) })
+        }
+    }
+
+    #[test]
+    fn the_spec_records_the_state_a_check_and_a_reconcile_function_need() {
+        let spec = Cancel::spec();
+        assert!(spec.state_type().is_none());
+        let check = spec.check_state_type().expect("the check takes a context");
+        assert_eq!(check.id, TypeId::of::<Cal>());
+        assert!(check.name.ends_with("Cal"));
+        let reconcile = spec
+            .reconcile_state_type()
+            .expect("reconcile takes a context");
+        assert_eq!(reconcile.id, TypeId::of::<Cal>());
+    }
+
+    #[test]
+    fn a_check_runs_against_the_state_its_signature_names() {
+        let cx = |state: Arc<dyn Any + Send + Sync>| CallContext {
+            state,
+            idempotency_key: "k".into(),
+            session: "s".into(),
+            caller: Caller::new("me", crate::Policy::new()),
+        };
+        assert!(Cancel::check(&NoArgs {}, &cx(Arc::new(Cal))).is_ok());
+        // Another state is what the dispatcher's builder refuses up front.
+        assert!(Cancel::check(&NoArgs {}, &cx(Arc::new(()))).is_err());
+    }
 }

@@ -2,6 +2,7 @@
 //! parameters. Anything else is passed through untouched.
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens as _;
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::spanned::Spanned as _;
@@ -10,7 +11,7 @@ use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 use crate::ctxt::Ctxt;
 use crate::msg;
 
-/// `#[tool(side_effect, high_risk, check = path, name = "...", crate = path)]`.
+/// `#[tool(side_effect, high_risk, check = path, name = "...", args = "...", crate = path)]`.
 #[derive(Default)]
 pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
@@ -20,6 +21,8 @@ pub(crate) struct ToolAttr {
     pub name: Option<LitStr>,
     pub version: Option<syn::LitInt>,
     pub timeout_ms: Option<syn::LitInt>,
+    /// The name of the generated argument struct, instead of `<Name>Args`.
+    pub args: Option<LitStr>,
     pub krate: Option<Path>,
 }
 
@@ -32,29 +35,61 @@ impl ToolAttr {
             match key_name.as_str() {
                 "side_effect" => set(cx, &mut attr.side_effect, &key, key.span()),
                 "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
-                "check" => {
-                    let path: Path = meta.value()?.parse()?;
-                    set(cx, &mut attr.check, &key, path);
+                "check" | "reconcile" | "crate" => {
+                    let expr: Expr = meta.value()?.parse()?;
+                    let slot = match key_name.as_str() {
+                        "check" => &mut attr.check,
+                        "reconcile" => &mut attr.reconcile,
+                        _ => &mut attr.krate,
+                    };
+                    match expr {
+                        Expr::Path(path) if path.qself.is_none() => set(cx, slot, &key, path.path),
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Str(text),
+                            ..
+                        }) => {
+                            cx.error_spanned_by(&text, msg::quoted_path(&key_name, &text.value()))
+                        }
+                        other => cx.error_spanned_by(other, msg::expected_path(&key_name)),
+                    }
                 }
-                "reconcile" => {
-                    let path: Path = meta.value()?.parse()?;
-                    set(cx, &mut attr.reconcile, &key, path);
+                "name" | "args" => {
+                    let expr: Expr = meta.value()?.parse()?;
+                    let slot = match key_name.as_str() {
+                        "name" => &mut attr.name,
+                        _ => &mut attr.args,
+                    };
+                    match expr {
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Str(text),
+                            ..
+                        }) => set(cx, slot, &key, text),
+                        other => {
+                            let written = other.to_token_stream().to_string().replace(' ', "");
+                            cx.error_spanned_by(other, msg::unquoted_name(&key_name, &written));
+                        }
+                    }
                 }
-                "name" => {
-                    let name: LitStr = meta.value()?.parse()?;
-                    set(cx, &mut attr.name, &key, name);
-                }
-                "version" => {
-                    let version: syn::LitInt = meta.value()?.parse()?;
-                    set(cx, &mut attr.version, &key, version);
-                }
-                "timeout_ms" => {
-                    let timeout: syn::LitInt = meta.value()?.parse()?;
-                    set(cx, &mut attr.timeout_ms, &key, timeout);
-                }
-                "crate" => {
-                    let path: Path = meta.value()?.parse()?;
-                    set(cx, &mut attr.krate, &key, path);
+                "version" | "timeout_ms" => {
+                    let expr: Expr = meta.value()?.parse()?;
+                    let slot = match key_name.as_str() {
+                        "version" => &mut attr.version,
+                        _ => &mut attr.timeout_ms,
+                    };
+                    match expr {
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Int(number),
+                            ..
+                        }) => set(cx, slot, &key, number),
+                        other => cx.error_spanned_by(
+                            other,
+                            if key_name == "version" {
+                                msg::BAD_VERSION
+                            } else {
+                                msg::BAD_TIMEOUT
+                            },
+                        ),
+                    }
                 }
                 _ => {
                     cx.error_spanned_by(&key, msg::unknown_key(&key_name, msg::TOOL_KEYS));
@@ -70,10 +105,11 @@ impl ToolAttr {
     }
 }
 
-/// A number written in `min = ...` / `max = ...`.
+/// A number written in `min = ...` / `max = ...`. Integers are read wider
+/// than a bound can be, so that one out of range is an error that says so.
 #[derive(Clone)]
 pub(crate) enum Number {
-    Int(i64),
+    Int(i128),
     Float(f64),
 }
 
@@ -119,6 +155,8 @@ pub(crate) struct Keyed<T> {
     pub value: T,
     pub key: Span,
     pub span: Span,
+    /// The value as written, for messages: `1e39`, `-5`.
+    pub text: String,
 }
 
 impl ArgAttr {
@@ -222,6 +260,7 @@ fn set_keyed<T>(
                 value,
                 key: key.span(),
                 span: expr.span(),
+                text: expr.to_token_stream().to_string().replace(' ', ""),
             },
         ),
         None => cx.error_spanned_by(expr, error),

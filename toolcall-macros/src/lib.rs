@@ -20,3 +20,11 @@ use proc_macro::TokenStream;
 pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::tool(args.into(), item.into()).into()
 }
+
+/// The second step of `#[tool]`: puts the items it generated in place of
+/// the placeholder it is written on. Not a public API.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn tool_items(items: TokenStream, _placeholder: TokenStream) -> TokenStream {
+    items
+}

@@ -1,10 +1,14 @@
 //! Checks that span several parts of a tool: flags that need each other,
 //! names, constraints that contradict.
 
+use proc_macro2::{Ident, TokenStream, TokenTree};
+use quote::ToTokens as _;
 use syn::{FnArg, GenericParam, Type};
 
+use crate::attr::{Keyed, Number};
 use crate::ctxt::Ctxt;
-use crate::model::{Param, ToolFn};
+use crate::expand::pascal_case;
+use crate::model::{Param, ToolFn, type_text};
 use crate::msg;
 
 /// Parameter names the host owns.
@@ -57,9 +61,53 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     if let Some(variadic) = sig.variadic.as_ref() {
         cx.error_spanned_by(variadic, msg::VARIADIC);
     }
+    let lifetimes: Vec<&GenericParam> = sig
+        .generics
+        .params
+        .iter()
+        .filter(|p| matches!(p, GenericParam::Lifetime(_)))
+        .collect();
+    if !lifetimes.is_empty() {
+        let ctx = tool.context.as_ref().map(|ty| {
+            let name = sig
+                .inputs
+                .first()
+                .and_then(|input| match input {
+                    FnArg::Typed(typed) => match &*typed.pat {
+                        syn::Pat::Ident(pat) => Some(pat.ident.to_string()),
+                        _ => None,
+                    },
+                    FnArg::Receiver(_) => None,
+                })
+                .unwrap_or_else(|| "ctx".to_owned());
+            format!("{name}: {}", type_text(&without_lifetime(ty)))
+        });
+        let mut generics = quote::quote!();
+        for lifetime in &lifetimes {
+            quote::ToTokens::to_tokens(lifetime, &mut generics);
+        }
+        cx.error_spanned_by(generics, msg::lifetime_param(ctx.as_deref()));
+    }
     for param in &sig.generics.params {
         if !matches!(param, GenericParam::Lifetime(_)) {
             cx.error_spanned_by(param, msg::GENERICS);
+        }
+    }
+    if sig.receiver().is_none()
+        && let Some(token) = find_self_type(&sig.to_token_stream())
+    {
+        cx.push(syn::Error::new(token.span(), msg::SELF_TYPE));
+    }
+    if let Some(args) = &tool.attr.args {
+        let name = args.value();
+        match syn::parse_str::<Ident>(&name) {
+            Ok(_) if name == tool.ident.to_string().trim_start_matches("r#") => cx
+                .error_spanned_by(
+                    args,
+                    msg::args_name_is_fn(&name, &format!("{}Input", pascal_case(&name))),
+                ),
+            Ok(_) => {}
+            Err(_) => cx.error_spanned_by(args, msg::bad_args_name(&name)),
         }
     }
     if !tool.returns_something() {
@@ -85,10 +133,14 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     let mut json_names: Vec<String> = Vec::new();
     for param in &tool.params {
         let name = param.name();
+        let arg = &param.arg;
         if RESERVED.contains(&name.as_str()) {
             cx.error_spanned_by(&param.ident, msg::reserved_param(&name));
+        } else if let Some(rename) = &arg.rename
+            && RESERVED.contains(&rename.value().as_str())
+        {
+            cx.error_spanned_by(rename, msg::reserved_json_name(&rename.value()));
         }
-        let arg = &param.arg;
         if let Some(pattern) = &arg.pattern
             && let Err(error) = regex::Regex::new(&pattern.value())
         {
@@ -110,8 +162,14 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
         }
         json_names.push(json_name);
         check_bounds(param, cx);
-        if arg.allow_float.is_none() && says_money(&name) && is_spelled_float(&param.ty) {
-            cx.error_spanned_by(&param.ident, msg::money_float(&name));
+        check_bound_types(param, cx);
+        let money_float = says_money(&name) && is_spelled_float(&param.ty);
+        match arg.allow_float {
+            None if money_float => cx.error_spanned_by(&param.ident, msg::money_float(&name)),
+            Some(span) if !money_float => {
+                cx.push(syn::Error::new(span, msg::allow_float_unneeded(&name)));
+            }
+            _ => {}
         }
     }
 }
@@ -218,5 +276,192 @@ fn contains_impl_trait(ty: &Type) -> bool {
                 _ => false,
             }),
         _ => false,
+    }
+}
+
+/// The first `Self` in the signature: a function written in an `impl`.
+fn find_self_type(tokens: &TokenStream) -> Option<Ident> {
+    for token in tokens.clone() {
+        match token {
+            TokenTree::Ident(ident) if ident == "Self" => return Some(ident),
+            TokenTree::Group(group) => {
+                if let Some(found) = find_self_type(&group.stream()) {
+                    return Some(found);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `ty` without the lifetime of its outer reference.
+fn without_lifetime(ty: &Type) -> Type {
+    let mut ty = ty.clone();
+    if let Type::Reference(reference) = &mut ty {
+        reference.lifetime = None;
+    }
+    ty
+}
+
+/// A numeric type named by its spelling, through `Option`.
+enum Numeric {
+    Int {
+        name: String,
+        min: i128,
+        max: i128,
+        range: String,
+    },
+    Float {
+        name: String,
+        max: f64,
+        range: String,
+    },
+}
+
+fn numeric_type(ty: &Type) -> Option<Numeric> {
+    let Type::Path(path) = ty else { return None };
+    if path.qself.is_some() {
+        return None;
+    }
+    let last = path.path.segments.last()?;
+    if last.ident == "Option" {
+        let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+            return None;
+        };
+        return match args.args.first()? {
+            syn::GenericArgument::Type(inner) if args.args.len() == 1 => numeric_type(inner),
+            _ => None,
+        };
+    }
+    // `u32`, or `std::primitive::u32`; a type of the user's named like a
+    // primitive in some module is not one.
+    let plain = path.path.segments.len() == 1
+        || (path.path.segments.len() == 3
+            && ["std", "core"]
+                .iter()
+                .any(|c| path.path.segments[0].ident == c)
+            && path.path.segments[1].ident == "primitive");
+    if !plain || !last.arguments.is_none() {
+        return None;
+    }
+    let name = last.ident.to_string();
+    let int = |min: i128, max: i128, range: String| {
+        Some(Numeric::Int {
+            name: name.clone(),
+            min,
+            max,
+            range,
+        })
+    };
+    macro_rules! int {
+        ($t:ty) => {
+            int(
+                <$t>::MIN as i128,
+                <$t>::MAX as i128,
+                format!("from {} to {}", <$t>::MIN, <$t>::MAX),
+            )
+        };
+    }
+    match name.as_str() {
+        "i8" => int!(i8),
+        "i16" => int!(i16),
+        "i32" => int!(i32),
+        "i64" => int!(i64),
+        "isize" => int!(i64),
+        "i128" => int!(i128),
+        "u8" => int!(u8),
+        "u16" => int!(u16),
+        "u32" => int!(u32),
+        "u64" => int!(u64),
+        "usize" => int!(u64),
+        "u128" => int(0, i128::MAX, format!("from 0 to {}", u128::MAX)),
+        "f32" => Some(Numeric::Float {
+            name,
+            max: f32::MAX as f64,
+            range: format!("from {:e} to {:e}", f32::MIN, f32::MAX),
+        }),
+        "f64" => Some(Numeric::Float {
+            name,
+            max: f64::MAX,
+            range: format!("from {:e} to {:e}", f64::MIN, f64::MAX),
+        }),
+        _ => None,
+    }
+}
+
+/// Each bound fits the parameter's type, and a bound's own range (`i64`).
+fn check_bound_types(param: &Param, cx: &mut Ctxt) {
+    let arg = &param.arg;
+    let numeric = numeric_type(&param.ty);
+    let bounds = [
+        ("min", &arg.min),
+        ("max", &arg.max),
+        ("exclusive_min", &arg.exclusive_min),
+        ("exclusive_max", &arg.exclusive_max),
+    ];
+    for (key, bound) in bounds {
+        let Some(bound) = bound else { continue };
+        if let Some(message) = bound_problem(key, bound, numeric.as_ref()) {
+            cx.push(syn::Error::new(bound.span, message));
+        }
+    }
+}
+
+fn bound_problem(key: &str, bound: &Keyed<Number>, numeric: Option<&Numeric>) -> Option<String> {
+    let text = &bound.text;
+    match (numeric, &bound.value) {
+        (Some(Numeric::Int { name, .. }), Number::Float(f)) => {
+            let whole = f.fract() == 0.0;
+            let fixed = match (whole, key) {
+                (true, _) => format!("{key} = {}", *f as i128),
+                (false, "min" | "exclusive_min") => format!("min = {}", f.ceil() as i128),
+                (false, _) => format!("max = {}", f.floor() as i128),
+            };
+            Some(msg::bound_not_whole(key, text, name, &fixed))
+        }
+        (
+            Some(Numeric::Int {
+                name,
+                min,
+                max,
+                range,
+            }),
+            Number::Int(n),
+        ) => {
+            if n < min || n > max {
+                Some(msg::bound_out_of_range(key, text, name, range))
+            } else if (key == "exclusive_min" && n == max) || (key == "exclusive_max" && n == min) {
+                Some(msg::bound_leaves_nothing(key, text, name, range))
+            } else if i64::try_from(*n).is_err() {
+                Some(msg::bound_too_wide(key, text))
+            } else {
+                None
+            }
+        }
+        (Some(Numeric::Float { name, max, range }), Number::Float(f)) => (!f.is_finite()
+            || f.abs() > *max)
+            .then(|| msg::bound_out_of_range(key, text, name, range)),
+        (Some(Numeric::Float { name, .. }), Number::Int(n)) => {
+            // A float holds every integer up to its mantissa exactly, and
+            // some beyond; the validator compares the bound as that float.
+            let exact = match name.as_str() {
+                "f32" => (*n as f32) as i128 == *n,
+                _ => (*n as f64) as i128 == *n,
+            };
+            if i64::try_from(*n).is_err() {
+                Some(msg::bound_too_wide(key, text))
+            } else if !exact {
+                Some(msg::bound_not_exact(key, text, name))
+            } else {
+                None
+            }
+        }
+        (None, Number::Int(n)) => i64::try_from(*n)
+            .is_err()
+            .then(|| msg::bound_too_wide(key, text)),
+        (None, Number::Float(f)) => {
+            (!f.is_finite()).then(|| msg::bound_out_of_range(key, text, "f64", "a finite number"))
+        }
     }
 }

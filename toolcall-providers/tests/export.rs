@@ -86,6 +86,7 @@ pub fn refund_order(
     amount_cents: i64,
     /// Must match the order currency.
     currency: Currency,
+    /// Why a refund is made.
     reason: RefundReason,
     /// A note for the customer.
     #[arg(min_length = 3, max_length = 200)]

@@ -233,6 +233,7 @@
 //! | `timeout_ms = N` | one attempt may run this long before `TIMEOUT` (overrides [`Settings::timeout`]) |
 //! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
 //! | `version = N` | publishes the tool as `<name>_vN`, so `refund_order_v2` can live beside `refund_order` while models and stored conversations move over |
+//! | `args = "Name"` | the name of the generated argument struct (default `<Name>Args`), when a type of yours already has that name |
 //! | `crate = path` | where the `toolcall` crate is, if you renamed or re-exported it |
 //!
 //! ```
@@ -330,21 +331,34 @@
 //!
 //! ## Mistakes caught at compile time
 //!
-//! Each of these fails to compile with a message that says the fix, spanned
-//! on the offending token, all of a tool's errors in one compile (the
-//! function itself is still emitted, so the rest of the crate type-checks):
-//! a missing doc comment; an unknown or repeated key in `#[tool]` or
-//! `#[arg]`; `high_risk` without `side_effect`; a `pattern` that does not
-//! parse; bounds that leave no value (`min = 10, max = 5`); a constraint on a
-//! type it cannot apply to (`pattern` on an integer, `min_length` on a
-//! bool); a float whose name says money (`amount`, `price`, `cost`, `total`,
-//! `cents`, `balance`, `fee`, ...) without `allow_float`; a `self` receiver,
-//! generic or `impl Trait` parameters, destructuring patterns; a parameter
-//! named `confirmed`, `idempotency_key` or `session_id` (those come from the
-//! host, never from the model); a parameter type without `Serialize`,
-//! `Deserialize` or `JsonSchema`; a `check` whose signature does not fit; a
-//! return type that is not a `Result`; a name providers reject; two
-//! parameters with one JSON name.
+//! Each of these fails to compile with one message that says the fix,
+//! spanned on the offending token, all of a tool's errors in one compile
+//! (the function itself is still emitted, so the rest of the crate
+//! type-checks). Each has its case in `tests/ui`.
+//!
+//! | misdeclaration | what the error says |
+//! |---|---|
+//! | no doc comment on the tool, or on a parameter | add `/// What this is, with its unit.`: it is the description the model reads, repeated in every error about the field |
+//! | an unknown or repeated key in `#[tool]` or `#[arg]`; `check = "name"` in quotes, `name = cancel` without | the keys it takes; the form the key takes |
+//! | `high_risk`, `reconcile` or `resource` without `side_effect` | write `#[tool(side_effect, ...)]` |
+//! | a bound outside the parameter's type (`min = -5` on a `u32`), not whole on an integer, not exactly a float, or leaving no value (`min = 10, max = 5`, `exclusive_max = 0` on a `u8`) | the type's range, and what to write |
+//! | a `pattern` that does not parse; a constraint on a type it cannot apply to (`pattern` on an integer, `min_length` on a bool) | the kind of value the key applies to |
+//! | a float whose name says money (`amount`, `price`, `cents`, `fee`, ...) without `allow_float`; `allow_float` where nothing needs it | use integer minor units; remove the key |
+//! | `ctx: Ctx<S>` by value, `&mut Ctx<S>`, `&Shop`, a lifetime (`<'a>`, `&'static Ctx<S>`), `#[arg]` on the context, the context not first | write `ctx: &Ctx<S>`, first |
+//! | `self`, `Self`, `#[tool]` inside an `impl` (rustc's one error there), on a trait declaration, or twice | put `#[tool]` once on a free function |
+//! | a generic, `impl Trait`, borrowed (`&str`) or destructured parameter; `const`, `unsafe`, `extern` | the owned, concrete form to write |
+//! | a parameter type without `Serialize`, `Deserialize` or `JsonSchema` (or with schemars 0.8's) | the three derives to add, schemars 1.x |
+//! | a parameter named (or renamed to) `confirmed`, `idempotency_key` or `session_id` | those come from the host, never from the model |
+//! | two parameters with one JSON name; an empty `rename` | the collision; a name |
+//! | a `check` that is `async`, takes its parameters swapped or another state, returns another error, or is not a function | `fn(&<Name>Args, &Ctx<S>) -> Result<(), E>`, synchronous: checks run before anything happens and must not wait |
+//! | a `reconcile` that is not `async`, or takes its parameters swapped | `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>` |
+//! | a return type that is not `Result<T, E>`; a tool name providers refuse; `version = 0`, `timeout_ms = 0` | the form to write |
+//! | a type of your own already named `<Name>Args` | rustc's "defined multiple times", on `#[tool]`: name the generated struct with `#[tool(args = "CreateEventInput")]` |
+//!
+//! What only the dispatcher can know is refused when it is built
+//! ([`BuildError`]): a tool's, a check's or a reconcile's context that names
+//! another state than the dispatcher's; an allowlist or a limit that names no
+//! real tool or declared limit (with the closest real name).
 //!
 //! ## The context
 //!
@@ -357,7 +371,7 @@
 //! Next to `fn refund_order`, which stays callable as written:
 //!
 //! * `RefundOrderArgs`, a struct with one field per parameter, with the
-//!   function's visibility. It derives `Serialize` and `JsonSchema`; the
+//!   function's visibility. It implements `Serialize` and `JsonSchema`; the
 //!   validator builds it field by field, collecting every problem.
 //! * A hidden type named `refund_order` implementing [`Tool`], whose
 //!   [`ToolSpec`] carries the name, description, flags, the JSON Schema, the
@@ -571,4 +585,5 @@ pub mod __private {
         Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Format, Pattern, Tool, ToolArgs,
         ToolError, ToolSpec,
     };
+    pub use toolcall_macros::tool_items;
 }

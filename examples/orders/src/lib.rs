@@ -276,7 +276,7 @@ pub async fn refund_order(
     amount_cents: i64,
     /// Must match the order currency.
     currency: Currency,
-    /// Why the refund is made.
+    /// Why a refund is made.
     reason: RefundReason,
 ) -> Result<Refund, ToolError> {
     let _ = (currency, reason);

@@ -29,7 +29,10 @@ fn check_reserve(args: &ReserveArgs, ctx: &Ctx<Shop>) -> Result<(), Rejection> {
 
 /// Says hello.
 #[tool(crate = ::toolcall)]
-pub fn hello(name: String) -> Result<String, Rejection> {
+pub fn hello(
+    /// Who to greet.
+    name: String,
+) -> Result<String, Rejection> {
     Ok(format!("hello {name}"))
 }
 

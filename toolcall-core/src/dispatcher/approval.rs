@@ -4,11 +4,11 @@
 use std::any::Any;
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
-use super::execute::store_unavailable;
-use super::pipeline::{Approval, Stage, expired, invalid_approval, resolve};
+use super::messages::{Details, Failure};
+use super::pipeline::{Approval, Stage};
 use super::{Dispatcher, call_span};
 use crate::audit::AuditRecord;
 use crate::parse::Arguments;
@@ -21,7 +21,10 @@ use crate::store::{Binding, Outcome, PendingApproval, Store, TakeApproval, now_m
 /// The decision is bound like the approval it answers: it names the session
 /// and the caller the call was made in, and an approval asked for another
 /// session or caller is [`CONFIRMATION_INVALID`](Code::ConfirmationInvalid),
-/// as is a made-up id or one already used.
+/// as is a made-up id or one already used. Such an answer (and
+/// `CONFIRMATION_EXPIRED`) names the id in its message, and the tool the
+/// decision names ([`Decision::tool`]), or [`UNKNOWN_APPROVAL_TOOL`] when it
+/// names none: the approval is gone, so nothing else knows the tool.
 ///
 /// ```
 /// use toolcall_core::Decision;
@@ -37,6 +40,12 @@ pub struct Decision<'a> {
     by: &'a str,
     key_from_approval: bool,
 }
+
+/// The `tool` of the answer to a decision on an approval that cannot be
+/// found (made up, used, expired or bound to another call) when the decision
+/// names no tool: `"(unknown approval)"`. Never a tool's name (a tool name
+/// has no parentheses or spaces in any provider), and never empty.
+pub const UNKNOWN_APPROVAL_TOOL: &str = "(unknown approval)";
 
 impl<'a> Decision<'a> {
     /// A decision on the approval `id`, asked in `session`.
@@ -96,14 +105,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub async fn deny(&self, decision: Decision<'_>, reason: &str) -> ToolResult {
         let caller = decision.caller.unwrap_or(&self.caller);
         self.decide(decision, caller, |pending| async move {
-            let reason = if reason.trim().is_empty() { "no reason given" } else { reason.trim() };
-            Err(ToolResult::failure(
+            let reason = if reason.trim().is_empty() {
+                "no reason given"
+            } else {
+                reason.trim()
+            };
+            Err(self.fail_with(
+                Failure::ConfirmationDenied,
                 &pending.tool,
-                Code::ConfirmationDenied,
-                format!(
-                    "A person declined {}: {reason}. Do not call it again for this request; tell the user.",
-                    pending.tool
-                ),
+                &Details::detail(reason),
+                Map::new(),
             ))
         })
         .await
@@ -128,14 +139,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             tool: decision.tool,
             digest: None,
         };
-        let tool_hint = decision.tool.unwrap_or("");
+        let tool_hint = decision.tool.unwrap_or(UNKNOWN_APPROVAL_TOOL);
+        let about_id = Details::approval(decision.id);
         let (pending, result) = async {
             match self
                 .store
                 .take_approval(decision.id, &binding, now_ms())
                 .await
             {
-                Err(error) => (None, store_unavailable(tool_hint, &error)),
+                Err(error) => (None, self.store_unavailable(tool_hint, &error)),
                 Ok(TakeApproval::Taken(pending)) => {
                     // The decision may not name the tool; the approval does.
                     span.record("gen_ai.tool.name", pending.tool.as_str());
@@ -144,8 +156,24 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     };
                     (Some(pending), result)
                 }
-                Ok(TakeApproval::Expired) => (None, expired(tool_hint)),
-                Ok(_) => (None, invalid_approval(tool_hint)),
+                Ok(TakeApproval::Expired) => (
+                    None,
+                    self.fail_with(
+                        Failure::ConfirmationExpired,
+                        tool_hint,
+                        &about_id,
+                        Map::new(),
+                    ),
+                ),
+                Ok(_) => (
+                    None,
+                    self.fail_with(
+                        Failure::ConfirmationInvalid,
+                        tool_hint,
+                        &about_id,
+                        Map::new(),
+                    ),
+                ),
             }
         }
         .instrument(span.clone())
@@ -156,7 +184,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 p.step,
                 self.audited_arguments(&p.tool, Arguments::Parsed(&p.arguments)),
             ),
-            None => (tool_hint.to_owned(), 0, String::new()),
+            None => (result.tool.clone(), 0, String::new()),
         };
         self.audit(
             AuditRecord {
@@ -186,9 +214,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         pending: PendingApproval,
     ) -> Stage<ToolResult> {
-        let spec = resolve(&self.registry, &pending.tool, caller.policy())?;
+        let spec = self.resolve(&pending.tool, caller.policy())?;
         let Value::Object(object) = &pending.arguments else {
-            return Err(invalid_approval(&pending.tool));
+            return Err(self.fail_with(
+                Failure::ConfirmationInvalid,
+                &pending.tool,
+                &Details::approval(decision.id),
+                Map::new(),
+            ));
         };
         let key_from = decision.key_from_approval.then_some(decision.id);
         let prepared = self.prepare(
@@ -203,7 +236,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .store
             .outcome(&prepared.key)
             .await
-            .map_err(|error| store_unavailable(spec.name(), &error))?;
+            .map_err(|error| self.store_unavailable(spec.name(), &error))?;
         match outcome {
             Some(Outcome::Completed(mut stored)) => {
                 stored.replayed = true;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::Dispatcher;
+use super::messages::{Details, Failure};
 use super::pipeline::{Prepared, Stage};
 use crate::error::ToolError;
 use crate::result::{Code, ToolResult};
@@ -28,7 +29,7 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 const MAX_MESSAGE: usize = 2048;
 
 /// Why execution gave no result.
-pub(super) enum Failure {
+pub(super) enum Unfinished {
     /// The tool did not run, or said no: nothing happened.
     Known(ToolResult),
     /// The last attempt failed transiently or timed out: the effect may or
@@ -56,12 +57,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } = prepared;
         let name = spec.name();
         if !spec.side_effect() {
-            return match self
-                .execute_with_retries(spec, validated, object, cx)
-                .await
-            {
+            return match self.execute_with_retries(spec, validated, object, cx).await {
                 Ok(data) => Ok(ToolResult::success(name, data)),
-                Err(Failure::Known(result) | Failure::Unknown(result)) => Err(result),
+                Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
             };
         }
         if in_doubt {
@@ -69,7 +67,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             match self.reconcile(spec, cx).await {
                 Reconciled::Done(data) => return self.complete(spec, &key, &arguments, data).await,
                 Reconciled::NotDone | Reconciled::NotAsked => {}
-                Reconciled::Unknown => return Err(in_doubt_answer(upstream_unavailable(name))),
+                Reconciled::Unknown => {
+                    return Err(self.fail_in_doubt(Code::UpstreamUnavailable, name));
+                }
             }
         }
         if let Some(mut stored) = self.claim(spec, &key).await? {
@@ -84,14 +84,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         .await;
         match outcome {
             Ok(data) => self.complete(spec, &key, &arguments, data).await,
-            Err(Failure::Known(failure)) => {
+            Err(Unfinished::Known(failure)) => {
                 // Not run, or refused: the next identical call may run it.
                 if let Err(error) = self.store.release(&key).await {
                     tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
                 }
                 Err(failure)
             }
-            Err(Failure::Unknown(failure)) => match self.reconcile(spec, cx).await {
+            Err(Unfinished::Unknown(failure)) => match self.reconcile(spec, cx).await {
                 Reconciled::Done(data) => self.complete(spec, &key, &arguments, data).await,
                 Reconciled::NotDone => {
                     if let Err(error) = self.store.release(&key).await {
@@ -105,7 +105,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         // free and runs again under the same key.
                         tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
                     }
-                    Err(in_doubt_answer(failure))
+                    Err(self.fail_in_doubt(failure.code, name))
                 }
             },
         }
@@ -135,11 +135,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 _ => None,
             }
         };
-        match self.store.complete(key, stored.as_ref().unwrap_or(&result)).await {
+        match self
+            .store
+            .complete(key, stored.as_ref().unwrap_or(&result))
+            .await
+        {
             Ok(()) => Ok(result),
             // The tool ran but nothing remembers it: an identical call
             // would run again (under the same key). Not a plain "ok".
-            Err(error) => Err(store_unavailable(name, &error)),
+            Err(error) => Err(self.store_unavailable(name, &error)),
         }
     }
 
@@ -168,7 +172,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Reconciled::Unknown
             }
             Err(panic) => {
-                tracing::error!(tool = name, panic = panic_text(&panic), "reconcile panicked");
+                tracing::error!(
+                    tool = name,
+                    panic = panic_text(&panic),
+                    "reconcile panicked"
+                );
                 Reconciled::Unknown
             }
         }
@@ -186,11 +194,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Ok(Claim::Acquired) => return Ok(None),
                 Ok(Claim::Completed(result)) => return Ok(Some(result)),
                 Ok(_) if Instant::now() >= deadline => {
-                    return Err(ToolResult::failure(
-                        name,
-                        Code::CallInProgress,
-                        "An identical call is still running. Do not call again; tell the user it is being processed.",
-                    ));
+                    return Err(self.fail(Failure::CallInProgress, name));
                 }
                 Ok(_) => {
                     tokio::time::sleep(
@@ -199,7 +203,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .await;
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }
-                Err(error) => return Err(store_unavailable(name, &error)),
+                Err(error) => return Err(self.store_unavailable(name, &error)),
             }
         }
     }
@@ -228,7 +232,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         validated: Box<dyn Validated>,
         object: &Map<String, Value>,
         cx: &CallContext,
-    ) -> Result<Map<String, Value>, Failure> {
+    ) -> Result<Map<String, Value>, Unfinished> {
         let name = spec.name();
         let timeout = self.timeout_of(spec);
         let mut first = Some(validated);
@@ -239,7 +243,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Some(args) => args,
                 None => spec
                     .validate(object)
-                    .map_err(|_| Failure::Known(internal_error(name)))?,
+                    .map_err(|_| Unfinished::Known(self.fail(Failure::InternalError, name)))?,
             };
             let running = CatchUnwind(args.call(cx));
             let outcome = match timeout {
@@ -247,12 +251,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         tracing::warn!(tool = name, ?limit, "the tool timed out");
-                        return Err(Failure::Unknown(ToolResult::failure(
-                            name,
-                            Code::Timeout,
-                            "The tool did not answer in time; whether it took effect is unknown. \
-                             Do not retry now; tell the user.",
-                        )));
+                        return Err(Unfinished::Unknown(self.fail(Failure::Timeout, name)));
                     }
                 },
                 None => running.await,
@@ -263,7 +262,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Ok(Err(ToolError::Transient(error))) => {
                     tracing::warn!(tool = name, attempt, %error, "transient failure");
                     if attempt >= self.settings.max_retries {
-                        return Err(Failure::Unknown(upstream_unavailable(name)));
+                        return Err(Unfinished::Unknown(
+                            self.fail(Failure::UpstreamUnavailable, name),
+                        ));
                     }
                     attempt += 1;
                     let wait = self.settings.retry_backoff * attempt;
@@ -271,10 +272,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         tokio::time::sleep(wait).await;
                     }
                 }
-                Ok(Err(error)) => return Err(Failure::Known(failure_of(name, error))),
+                Ok(Err(error)) => return Err(Unfinished::Known(self.failure_of(name, error))),
                 Err(panic) => {
                     tracing::error!(tool = name, panic = panic_text(&panic), "the tool panicked");
-                    return Err(Failure::Known(internal_error(name)));
+                    return Err(Unfinished::Known(self.fail(Failure::InternalError, name)));
                 }
             }
         }
@@ -344,73 +345,44 @@ where
     .await
 }
 
-/// The answer to a call whose outcome is unknown: the code stays, `data`
-/// says `in_doubt`, and the message tells the model how to find out.
-fn in_doubt_answer(mut failure: ToolResult) -> ToolResult {
-    let name = failure.tool.clone();
-    failure.message = match failure.code {
-        Code::Timeout => format!(
-            "{name} did not answer in time; whether it took effect is unknown. Do not tell the user it failed. \
-             To find out, call {name} again with exactly the same arguments: it is not applied twice."
-        ),
-        _ => format!(
-            "The backend did not confirm whether {name} took effect; the outcome is unknown. Do not tell the user it failed. \
-             To find out, call {name} again with exactly the same arguments: it is not applied twice."
-        ),
-    };
-    failure.data.insert("in_doubt".into(), Value::Bool(true));
-    failure
-}
+impl<S, St> Dispatcher<S, St> {
+    /// The answer to a call whose outcome is unknown: the code stays
+    /// (`TIMEOUT` or `UPSTREAM_UNAVAILABLE`), `data` says `in_doubt`, and the
+    /// message tells the model how to find out.
+    fn fail_in_doubt(&self, code: Code, name: &str) -> ToolResult {
+        let failure = match code {
+            Code::Timeout => Failure::TimeoutInDoubt,
+            _ => Failure::UpstreamInDoubt,
+        };
+        let mut data = Map::new();
+        data.insert("in_doubt".into(), Value::Bool(true));
+        self.fail_with(failure, name, &Details::default(), data)
+    }
 
-/// The result of a check or handler that said no. A transient failure that
-/// reaches here (from a check, which is not retried) means the backend is
-/// unavailable now.
-pub(super) fn failure_of(name: &str, error: ToolError) -> ToolResult {
-    match error {
-        ToolError::Rejected(rejection) => {
-            let (code, message) = rejection.into_parts();
-            // A message may quote the model's input back; it stays bounded.
-            let message = match crate::echo::cut(&message, MAX_MESSAGE) {
-                std::borrow::Cow::Borrowed(_) => message,
-                std::borrow::Cow::Owned(cut) => cut,
-            };
-            ToolResult::failure(name, code, message)
-        }
-        ToolError::Transient(error) => {
-            tracing::warn!(tool = name, %error, "transient failure");
-            upstream_unavailable(name)
-        }
-        ToolError::Internal(error) => {
-            tracing::error!(tool = name, %error, "the tool failed");
-            internal_error(name)
+    /// The result of a check or handler that said no. A transient failure
+    /// that reaches here (a check's, after its retries) means the backend
+    /// is unavailable now.
+    pub(super) fn failure_of(&self, name: &str, error: ToolError) -> ToolResult {
+        match error {
+            ToolError::Rejected(rejection) => {
+                let (code, message) = rejection.into_parts();
+                // A message may quote the model's input back; it stays bounded.
+                let message = match crate::echo::cut(&message, MAX_MESSAGE) {
+                    std::borrow::Cow::Borrowed(_) => message,
+                    std::borrow::Cow::Owned(cut) => cut,
+                };
+                ToolResult::failure(name, code, message)
+            }
+            ToolError::Transient(error) => {
+                tracing::warn!(tool = name, %error, "transient failure");
+                self.fail(Failure::UpstreamUnavailable, name)
+            }
+            ToolError::Internal(error) => {
+                tracing::error!(tool = name, %error, "the tool failed");
+                self.fail(Failure::InternalError, name)
+            }
         }
     }
-}
-
-fn upstream_unavailable(name: &str) -> ToolResult {
-    ToolResult::failure(
-        name,
-        Code::UpstreamUnavailable,
-        "The backend is unavailable. Do not retry now; tell the user.",
-    )
-}
-
-pub(super) fn internal_error(name: &str) -> ToolResult {
-    ToolResult::failure(
-        name,
-        Code::InternalError,
-        "The tool failed unexpectedly. Do not retry; tell the user.",
-    )
-}
-
-pub(super) fn store_unavailable(name: &str, error: &StoreError) -> ToolResult {
-    tracing::error!(tool = name, %error, "the store failed");
-    ToolResult::failure(
-        name,
-        Code::StoreUnavailable,
-        "The tool's state could not be read or written; whether a call in flight took effect is unknown. \
-         Do not retry now; tell the user.",
-    )
 }
 
 pub(super) fn panic_text(panic: &Box<dyn Any + Send>) -> &str {

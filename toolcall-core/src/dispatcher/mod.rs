@@ -1,18 +1,24 @@
 //! The dispatcher: its settings, the calls it takes, how it is built.
 //!
 //! The pipeline's stages are in `pipeline.rs`, execution (claims, retries,
-//! timeouts, panics) in `execute.rs`, and the host's decisions on pending
-//! approvals in `approval.rs`.
+//! timeouts, panics) in `execute.rs`, the host's decisions on pending
+//! approvals in `approval.rs`, what is checked at build in `checks.rs`, the
+//! standard failures and their messages in `messages.rs`, and the loop
+//! guard's view of identical calls in flight in `twins.rs`.
 
 // A stage that says no returns the finished `ToolResult` as its error: the
 // rejection is the answer, built once and moved out, never boxed per call.
 #![allow(clippy::result_large_err)]
 
 mod approval;
+mod checks;
 mod execute;
+mod messages;
 mod pipeline;
+mod twins;
 
 use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,10 +30,12 @@ use crate::echo::MAX_NAME_ECHO;
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::registry::Registry;
-use crate::result::ToolResult;
+use crate::result::{Code, ToolResult};
 use crate::store::{MemoryStore, Store};
 
-pub use approval::Decision;
+pub use approval::{Decision, UNKNOWN_APPROVAL_TOOL};
+pub use checks::{BuildError, BuildWarning};
+pub use messages::{Failure, MessageContext};
 
 /// The knobs of the pipeline. The defaults of the first four are the
 /// reference implementation's.
@@ -39,7 +47,9 @@ pub struct Settings {
     /// How many times one exact call (same session, tool and validated
     /// arguments) may be made before `LOOP_DETECTED` (default 3).
     pub max_duplicate_calls: u64,
-    /// Retries after a transient failure, under the same idempotency key (default 2).
+    /// Retries after a transient failure, under the same idempotency key
+    /// (default 2): of the handler, and of the business check (which has no
+    /// side effects), each with the same backoff.
     pub max_retries: u32,
     /// Wait before retry `n` (1-based): `n` times this (default 200 ms).
     pub retry_backoff: Duration,
@@ -52,7 +62,10 @@ pub struct Settings {
     /// A timeout needs a tokio runtime with its timer enabled.
     pub timeout: Option<Duration>,
     /// How long an identical side-effecting call waits for one already in
-    /// flight before answering `CALL_IN_PROGRESS` (default 10 s).
+    /// flight before answering `CALL_IN_PROGRESS` (default 10 s). A call
+    /// over [`max_duplicate_calls`](Settings::max_duplicate_calls) whose
+    /// identical calls are still running in this dispatcher waits as long
+    /// for their answer (see [`Dispatcher`]).
     pub claim_wait: Duration,
     /// How long a person has to approve a high-risk call (default 15 min).
     pub approval_ttl: Duration,
@@ -157,46 +170,16 @@ impl<'a> Call<'a> {
     }
 }
 
-/// Why a dispatcher could not be built.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// A tool's context needs state of another type than the dispatcher's.
-    StateMismatch {
-        /// The tool.
-        tool: &'static str,
-        /// The state type its `&Ctx<...>` names.
-        expected: &'static str,
-        /// The dispatcher's state type.
-        found: &'static str,
-    },
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::StateMismatch {
-                tool,
-                expected,
-                found,
-            } => write!(
-                f,
-                "tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {}
-
 /// Sets up a [`Dispatcher`].
 pub struct DispatcherBuilder<S, St = MemoryStore> {
     registry: Registry,
     state: Arc<S>,
     settings: Settings,
     caller: Caller,
+    callers: Vec<Caller>,
     audit: Arc<dyn AuditSink>,
     store: St,
+    messages: messages::Messages,
 }
 
 impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
@@ -255,7 +238,9 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     }
 
     /// The caller of calls that name none. Without this, the default caller
-    /// (`"default"`) may call every registered tool and has no limits set.
+    /// (`"default"`) may call every registered tool and has no limits set
+    /// (so every tool that declares a limit fails closed, `POLICY_LIMIT`,
+    /// and [`build`](Self::build) warns of each).
     pub fn caller(mut self, caller: Caller) -> Self {
         self.caller = caller;
         self
@@ -264,6 +249,41 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// The default caller's policy, under the id `"default"`.
     pub fn policy(self, policy: Policy) -> Self {
         self.caller(Caller::new("default", policy))
+    }
+
+    /// The other callers the host will name in calls ([`Call::caller`]),
+    /// besides those given before: [`build`](Self::build) checks each
+    /// against the tools like the default caller, and
+    /// [`Dispatcher::caller`] finds them by id. A caller built later (per
+    /// tenant, say) is checked with [`Dispatcher::check_caller`].
+    pub fn callers(mut self, callers: impl IntoIterator<Item = Caller>) -> Self {
+        self.callers.extend(callers);
+        self
+    }
+
+    /// Replaces the message of every failure of the pipeline's own `code`
+    /// with what `message` writes from the failure's [`MessageContext`]
+    /// (the tool, the result's `data`, the stage's details, and the default
+    /// message). The code and the `data` stay the pipeline's. The defaults
+    /// are in [`Failure`]'s table; a code no [`Failure`] has (a check's own,
+    /// such as `ORDER_NOT_FOUND`) is never looked up. A function that panics
+    /// is logged and the default message used.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use toolcall_core::{Code, Dispatcher, MessageContext, Registry};
+    /// let builder = Dispatcher::builder(Registry::default(), Arc::new(()))
+    ///     .message(Code::PolicyLimit, |m: &MessageContext| {
+    ///         format!("{} is over your plan's limit. Suggest an upgrade.", m.field().unwrap_or("That"))
+    ///     });
+    /// ```
+    pub fn message(
+        mut self,
+        code: Code,
+        message: impl Fn(&MessageContext<'_>) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.messages.set(code, Arc::new(message));
+        self
     }
 
     /// Where audit records go (an in-memory log by default).
@@ -280,13 +300,29 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
             state: self.state,
             settings: self.settings,
             caller: self.caller,
+            callers: self.callers,
             audit: self.audit,
             store,
+            messages: self.messages,
         }
     }
 
-    /// Checks that every tool's context fits the state, and builds.
+    /// Checks the setup, and builds.
+    ///
+    /// Refused ([`BuildError`]): a tool, or a tool's check or reconcile
+    /// function, whose `&Ctx<...>` names another state than the
+    /// dispatcher's; a caller (the default one
+    /// and those given to [`callers`](Self::callers)) whose allowlist names
+    /// a tool the registry does not have, or whose policy sets a limit no
+    /// tool declares, each naming the closest real name; two different
+    /// callers with one id.
+    ///
+    /// Warned of ([`BuildWarning`], logged with `tracing::warn!` and kept in
+    /// [`Dispatcher::warnings`]): a caller allowed a tool that declares a
+    /// limit the caller's policy does not set, so that every such call fails
+    /// closed with `POLICY_LIMIT`.
     pub fn build(self) -> Result<Dispatcher<S, St>, BuildError> {
+        let found = std::any::type_name::<S>();
         for spec in self.registry.iter() {
             if let Some(needed) = spec.state_type()
                 && needed.id != TypeId::of::<S>()
@@ -294,9 +330,47 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
                 return Err(BuildError::StateMismatch {
                     tool: spec.name(),
                     expected: needed.name,
-                    found: std::any::type_name::<S>(),
+                    found,
                 });
             }
+            if let Some(needed) = spec.check_state_type()
+                && needed.id != TypeId::of::<S>()
+            {
+                return Err(BuildError::CheckStateMismatch {
+                    tool: spec.name(),
+                    expected: needed.name,
+                    found,
+                });
+            }
+            if let Some(needed) = spec.reconcile_state_type()
+                && needed.id != TypeId::of::<S>()
+            {
+                return Err(BuildError::ReconcileStateMismatch {
+                    tool: spec.name(),
+                    expected: needed.name,
+                    found,
+                });
+            }
+        }
+        let mut warnings = checks::check_caller(&self.registry, &self.caller)?;
+        let mut callers: HashMap<String, Caller> = HashMap::new();
+        for caller in self.callers {
+            let taken = if caller.id() == self.caller.id() {
+                Some(&self.caller)
+            } else {
+                callers.get(caller.id())
+            };
+            match taken {
+                Some(same) if *same == caller => continue,
+                Some(_) => {
+                    return Err(BuildError::DuplicateCaller {
+                        caller: caller.id().to_owned(),
+                    });
+                }
+                None => {}
+            }
+            warnings.extend(checks::check_caller(&self.registry, &caller)?);
+            callers.insert(caller.id().to_owned(), caller);
         }
         Ok(Dispatcher {
             registry: self.registry,
@@ -304,8 +378,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
             state: self.state,
             settings: self.settings,
             caller: self.caller,
+            callers,
+            warnings,
             audit: self.audit,
             store: self.store,
+            messages: self.messages,
+            twins: twins::Twins::default(),
         })
     }
 }
@@ -326,7 +404,26 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
 ///
 /// Every call leaves exactly one [`AuditRecord`]. Nothing the model sends
 /// makes [`execute`](Dispatcher::execute) fail or panic: every outcome is a
-/// [`ToolResult`]. A store that fails answers `STORE_UNAVAILABLE`.
+/// [`ToolResult`]. A store that fails answers `STORE_UNAVAILABLE`. The
+/// message of every failure of the pipeline's own is the host's to replace
+/// ([`DispatcherBuilder::message`]; the defaults are [`Failure`]'s table).
+///
+/// The loop guard (stage 4) counts identical calls (same session, tool and
+/// validated arguments) as they arrive, and answers `LOOP_DETECTED` only
+/// when the identical calls before this one have been answered. A call over
+/// the limit while identical calls are still running in this dispatcher (a
+/// client that sent the same call sixteen times at once) waits for them, up
+/// to [`Settings::claim_wait`]: it is answered with the stored result of a
+/// side effect one of them completed (`replayed: true`), or, when none did,
+/// decided again as if it had come after them; still running by then, it is
+/// `CALL_IN_PROGRESS`. Calls one after the other are counted exactly as
+/// before. Identical calls running in another process that shares the store
+/// are not waited for.
+///
+/// A tool's check that fails transiently ([`ToolError::Transient`](crate::ToolError::Transient))
+/// is retried like the handler, up to [`Settings::max_retries`] times with
+/// the same backoff (a check has no side effects), then answered
+/// `UPSTREAM_UNAVAILABLE`, not in doubt: nothing ran.
 ///
 /// The dispatcher is `Send + Sync`: share it (in an `Arc`) between tasks and
 /// threads serving many conversations at once.
@@ -336,8 +433,12 @@ pub struct Dispatcher<S, St = MemoryStore> {
     erased_state: Arc<dyn Any + Send + Sync>,
     settings: Settings,
     caller: Caller,
+    callers: HashMap<String, Caller>,
+    warnings: Vec<BuildWarning>,
     audit: Arc<dyn AuditSink>,
     store: St,
+    messages: messages::Messages,
+    twins: twins::Twins,
 }
 
 impl<S, St> fmt::Debug for Dispatcher<S, St> {
@@ -346,6 +447,9 @@ impl<S, St> fmt::Debug for Dispatcher<S, St> {
             .field("registry", &self.registry)
             .field("settings", &self.settings)
             .field("caller", &self.caller)
+            .field("callers", &self.callers)
+            .field("warnings", &self.warnings)
+            .field("messages", &self.messages)
             .finish_non_exhaustive()
     }
 }
@@ -361,8 +465,10 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
             state,
             settings: Settings::default(),
             caller: Caller::new("default", everything),
+            callers: Vec::new(),
             audit: Arc::new(MemoryAudit::new()),
             store: MemoryStore::default(),
+            messages: messages::Messages::default(),
         }
     }
 }
@@ -386,6 +492,41 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The caller of calls that name none.
     pub fn default_caller(&self) -> &Caller {
         &self.caller
+    }
+
+    /// The caller of this id: the default caller, or one given to
+    /// [`DispatcherBuilder::callers`].
+    pub fn caller(&self, id: &str) -> Option<&Caller> {
+        if self.caller.id() == id {
+            return Some(&self.caller);
+        }
+        self.callers.get(id)
+    }
+
+    /// Checks a caller the dispatcher was not built with (one made per
+    /// tenant or per request) against the tools, as
+    /// [`build`](DispatcherBuilder::build) checks the callers it knows:
+    /// an allowlist naming a tool the registry does not have, or a limit no
+    /// tool declares, is an error naming the closest real name; the
+    /// warnings (each also logged with `tracing::warn!`) are returned. Check
+    /// a caller once, when it is made, not on every call.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use toolcall_core::{BuildError, Caller, Dispatcher, Policy, Registry};
+    /// let dispatcher = Dispatcher::builder(Registry::default(), Arc::new(())).build()?;
+    /// let typo = Caller::new("tenant-7", Policy::new().allow(["create_events"]));
+    /// assert!(matches!(dispatcher.check_caller(&typo), Err(BuildError::UnknownTool { .. })));
+    /// # Ok::<(), BuildError>(())
+    /// ```
+    pub fn check_caller(&self, caller: &Caller) -> Result<Vec<BuildWarning>, BuildError> {
+        checks::check_caller(&self.registry, caller)
+    }
+
+    /// What [`build`](DispatcherBuilder::build) warned of: the setup works,
+    /// but probably not as meant.
+    pub fn warnings(&self) -> &[BuildWarning] {
+        &self.warnings
     }
 
     /// The store.

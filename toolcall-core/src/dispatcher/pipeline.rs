@@ -8,12 +8,13 @@ use serde_json::{Map, Value};
 
 use std::time::{Duration, Instant};
 
-use super::execute::{
-    failure_of, internal_error, millis, panic_text, store_unavailable, while_renewing,
-};
+use super::execute::{millis, panic_text, while_renewing};
+use super::messages::{Details, Failure};
+use super::twins::Active;
 use super::{Call, Dispatcher};
 use crate::args::Constraint;
 use crate::canonical::{digest, idempotency_key};
+use crate::error::ToolError;
 use crate::parse::parse_object;
 use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
@@ -55,7 +56,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) async fn run(&self, call: &Call<'_>, caller: &Caller) -> (u64, ToolResult) {
         let step = match self.store.next_step(call.session).await {
             Ok(step) => step,
-            Err(error) => return (0, store_unavailable(call.tool, &error)),
+            Err(error) => return (0, self.store_unavailable(call.tool, &error)),
         };
         let result = match self.pipeline(call, caller, step).await {
             Ok(result) | Err(result) => result,
@@ -65,18 +66,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     async fn pipeline(&self, call: &Call<'_>, caller: &Caller, step: u64) -> Stage<ToolResult> {
         let name = call.tool;
-        let fail = |code: Code, message: String| ToolResult::failure(name, code, message);
 
         // 0. Step budget.
         if step > self.settings.max_steps {
-            return Err(fail(
-                Code::StepLimit,
-                "Tool call budget exhausted. Stop calling tools and answer the user.".into(),
-            ));
+            return Err(self.fail(Failure::StepLimit, name));
         }
 
         // 1. Lookup and allowlist.
-        let spec = resolve(&self.registry, name, caller.policy())?;
+        let spec = self.resolve(name, caller.policy())?;
 
         // 2. Parse.
         let object = parse_object(
@@ -84,22 +81,35 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             self.settings.max_argument_bytes,
             self.settings.max_depth,
         )
-        .map_err(|error| fail(Code::InvalidJson, error.to_string()))?;
+        .map_err(|error| {
+            let error = error.to_string();
+            self.fail_with(
+                Failure::InvalidJson,
+                name,
+                &Details::detail(&error),
+                Map::new(),
+            )
+        })?;
 
         // 3. Strict validation.
         let prepared = self.prepare(spec, &object, call.session, caller, step, None)?;
 
         // 4. Idempotency: the key comes from the validated, canonical arguments.
+        // This call is one of the key's calls in flight from before it is
+        // counted until it is answered (the guard drops with this frame).
+        let mut active = self.twins.enter(&prepared.key);
         let calls = self
             .store
             .count_call(&prepared.key)
             .await
-            .map_err(|error| store_unavailable(name, &error))?;
-        if calls > self.settings.max_duplicate_calls {
-            return Err(fail(
-                Code::LoopDetected,
-                "This exact call was already made. Use the previous result.".into(),
-            ));
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        if calls > self.settings.max_duplicate_calls
+            && let Some(mut stored) = self
+                .guard_loop(prepared.spec, &prepared.key, &mut active)
+                .await?
+        {
+            stored.replayed = true;
+            return Ok(stored);
         }
         let mut in_doubt = false;
         if prepared.spec.side_effect() {
@@ -107,7 +117,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .store
                 .outcome(&prepared.key)
                 .await
-                .map_err(|e| store_unavailable(name, &e))?;
+                .map_err(|e| self.store_unavailable(name, &e))?;
             match outcome {
                 Some(Outcome::Completed(mut stored)) => {
                     stored.replayed = true;
@@ -140,9 +150,71 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             self.store
                 .uncount_call(&key)
                 .await
-                .map_err(|error| store_unavailable(name, &error))?;
+                .map_err(|error| self.store_unavailable(name, &error))?;
         }
+        drop(active);
         answer
+    }
+
+    /// Stage 4, a call counted over the limit: `LOOP_DETECTED` if every
+    /// identical call before it has been answered. While some are still
+    /// running in this dispatcher, it waits for them (up to `claim_wait`,
+    /// then `CALL_IN_PROGRESS`); once they have answered, a side effect one
+    /// of them completed is its answer (`Some`, replayed), and otherwise it
+    /// is counted again, as if it had come after them: `None` when it is
+    /// within the limit then and goes on.
+    async fn guard_loop(
+        &self,
+        spec: &'static ToolSpec,
+        key: &str,
+        active: &mut Active<'_>,
+    ) -> Stage<Option<ToolResult>> {
+        let name = spec.name();
+        let deadline = Instant::now() + self.settings.claim_wait;
+        let mut pause = Duration::from_millis(2);
+        let mut waited = false;
+        loop {
+            // Waiting, this call is not one its twins wait for.
+            active.leave();
+            if !self.twins.any_active(key) {
+                if !waited {
+                    // One call after the other: the count decides, as ever.
+                    return Err(self.fail(Failure::LoopDetected, name));
+                }
+                if spec.side_effect()
+                    && let Some(Outcome::Completed(stored)) = self
+                        .store
+                        .outcome(key)
+                        .await
+                        .map_err(|error| self.store_unavailable(name, &error))?
+                {
+                    return Ok(Some(stored));
+                }
+                // The calls before it took their counts back (a question to
+                // a person) or were refused: count this one again.
+                active.rejoin();
+                self.store
+                    .uncount_call(key)
+                    .await
+                    .map_err(|error| self.store_unavailable(name, &error))?;
+                let calls = self
+                    .store
+                    .count_call(key)
+                    .await
+                    .map_err(|error| self.store_unavailable(name, &error))?;
+                if calls <= self.settings.max_duplicate_calls {
+                    return Ok(None);
+                }
+                waited = false;
+                continue;
+            }
+            if Instant::now() >= deadline {
+                return Err(self.fail(Failure::CallInProgress, name));
+            }
+            waited = true;
+            tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
     }
 
     /// Stage 3, and the key: validated arguments, ready for the rest.
@@ -158,11 +230,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<Prepared<'a>> {
         let name = spec.name();
         let validated = spec.validate(object).map_err(|errors| {
-            ToolResult::failure(name, Code::InvalidArguments, errors.to_string())
+            let errors = errors.to_string();
+            self.fail_with(
+                Failure::InvalidArguments,
+                name,
+                &Details::detail(&errors),
+                Map::new(),
+            )
         })?;
         let arguments = validated.to_value().map_err(|error| {
             tracing::error!(tool = name, %error, "validated arguments do not serialize");
-            internal_error(name)
+            self.fail(Failure::InternalError, name)
         })?;
         let key = match key_from {
             Some(approval) => {
@@ -196,7 +274,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         let holder = confirmation_id();
         let lease = self.lease(prepared.spec);
-        self.lock_resources(name, &resources, &holder, lease).await?;
+        self.lock_resources(name, &resources, &holder, lease)
+            .await?;
         let answer = while_renewing(
             self.decide_and_run_locked(prepared, approval),
             lease,
@@ -257,13 +336,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                             let _ = self.store.unlock_resource(held, holder).await;
                         }
                         return Err(match outcome {
-                            Err(error) => store_unavailable(name, &error),
-                            _ => ToolResult::failure(
-                                name,
-                                Code::ResourceBusy,
-                                "Another call on the same resource is still running. \
-                                 Wait for it, read the current state again, then decide.",
-                            ),
+                            Err(error) => self.store_unavailable(name, &error),
+                            _ => self.fail(Failure::ResourceBusy, name),
                         });
                     }
                 }
@@ -289,23 +363,35 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return self.execute_once(prepared, &cx, true).await;
         }
 
-        // 5. Business rules.
-        match catch_unwind(AssertUnwindSafe(|| prepared.validated.check(&cx))) {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => return Err(failure_of(name, error)),
-            Err(panic) => {
-                tracing::error!(
-                    tool = name,
-                    panic = panic_text(&panic),
-                    "the check panicked"
-                );
-                return Err(internal_error(name));
+        // 5. Business rules. A check has no side effects: one that fails
+        // transiently is retried like the handler.
+        let mut attempt: u32 = 0;
+        loop {
+            match catch_unwind(AssertUnwindSafe(|| prepared.validated.check(&cx))) {
+                Ok(Ok(())) => break,
+                Ok(Err(ToolError::Transient(error))) if attempt < self.settings.max_retries => {
+                    tracing::warn!(tool = name, attempt, %error, "the check failed transiently");
+                    attempt += 1;
+                    let wait = self.settings.retry_backoff * attempt;
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                Ok(Err(error)) => return Err(self.failure_of(name, error)),
+                Err(panic) => {
+                    tracing::error!(
+                        tool = name,
+                        panic = panic_text(&panic),
+                        "the check panicked"
+                    );
+                    return Err(self.fail(Failure::InternalError, name));
+                }
             }
         }
 
         // 6. Policy limits declared on the arguments.
         check_limits(prepared.spec, prepared.caller, &prepared.arguments)
-            .map_err(|message| ToolResult::failure(name, Code::PolicyLimit, message))?;
+            .map_err(|over| self.fail_with(over.failure, name, &over.details(), Map::new()))?;
 
         // 7. Confirmation, from the host only.
         if prepared.spec.high_risk() {
@@ -327,7 +413,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// exact call.
     async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
         let name = prepared.tool;
-        let store_error = |error| store_unavailable(name, &error);
+        let store_error = |error| self.store_unavailable(name, &error);
         // Only an approval by id, or a new one, needs the arguments' digest.
         let digest = match approval {
             Approval::Given | Approval::InDoubt => return Ok(()),
@@ -349,8 +435,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .map_err(store_error)?
                 {
                     TakeApproval::Taken(_) => Ok(()),
-                    TakeApproval::Expired => Err(expired(name)),
-                    _ => Err(invalid_approval(name)),
+                    TakeApproval::Expired => Err(self.fail_with(
+                        Failure::ConfirmationExpired,
+                        name,
+                        &Details::approval(id),
+                        Map::new(),
+                    )),
+                    _ => Err(self.fail_with(
+                        Failure::ConfirmationInvalid,
+                        name,
+                        &Details::approval(id),
+                        Map::new(),
+                    )),
                 }
             }
             Approval::None => {
@@ -371,12 +467,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .put_approval(&pending)
                     .await
                     .map_err(store_error)?;
-                let mut asked = ToolResult::failure(
+                let mut data = Map::new();
+                data.insert("pending".into(), pending.arguments);
+                let mut asked = self.fail_with(
+                    Failure::ConfirmationRequired,
                     name,
-                    Code::ConfirmationRequired,
-                    format!("{name} needs user approval before it runs."),
+                    &Details::default(),
+                    data,
                 );
-                asked.data.insert("pending".into(), pending.arguments);
                 asked.confirmation_id = Some(pending.id);
                 Err(asked)
             }
@@ -394,34 +492,50 @@ struct Asking<'a> {
     step: u64,
 }
 
-/// Stage 1: the tool, if it exists and the caller may use it.
-pub(super) fn resolve(
-    registry: &crate::Registry,
-    name: &str,
-    policy: &Policy,
-) -> Stage<&'static ToolSpec> {
-    let Some(spec) = registry.get(name) else {
-        let available: Vec<Value> = policy.allowed().map(Value::from).collect();
-        return Err(ToolResult::failure(
-            name,
-            Code::UnknownTool,
-            format!("No tool named '{}'.", crate::echo::cut(name, crate::echo::MAX_NAME_ECHO)),
-        )
-        .with_data("available", available));
-    };
-    if !policy.allows(name) {
-        return Err(ToolResult::failure(
-            name,
-            Code::ToolNotAllowed,
-            format!("Tool '{name}' is not available in this context."),
-        ));
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Stage 1: the tool, if it exists and the caller may use it.
+    pub(super) fn resolve(&self, name: &str, policy: &Policy) -> Stage<&'static ToolSpec> {
+        let Some(spec) = self.registry.get(name) else {
+            let available: Vec<Value> = policy.allowed().map(Value::from).collect();
+            let mut data = Map::new();
+            data.insert("available".into(), Value::from(available));
+            return Err(self.fail_with(Failure::UnknownTool, name, &Details::default(), data));
+        };
+        if !policy.allows(name) {
+            return Err(self.fail(Failure::ToolNotAllowed, name));
+        }
+        Ok(spec)
     }
-    Ok(spec)
+}
+
+/// Why stage 6 refused a call.
+struct OverLimit<'a> {
+    failure: Failure,
+    field: &'static str,
+    limit: &'static str,
+    limit_value: Option<i64>,
+    value: &'a Value,
+}
+
+impl OverLimit<'_> {
+    fn details(&self) -> Details<'_> {
+        Details {
+            field: Some(self.field),
+            limit: Some(self.limit),
+            limit_value: self.limit_value,
+            value: Some(self.value),
+            ..Details::default()
+        }
+    }
 }
 
 /// Stage 6: every argument declared with `#[arg(limit = "...")]` within the
 /// caller's limit of that name. A limit the policy does not set fails closed.
-fn check_limits(spec: &ToolSpec, caller: &Caller, arguments: &Value) -> Result<(), String> {
+fn check_limits<'a>(
+    spec: &ToolSpec,
+    caller: &Caller,
+    arguments: &'a Value,
+) -> Result<(), OverLimit<'a>> {
     for field in spec.fields() {
         for constraint in field.constraints {
             let Constraint::Limit(limit_name) = constraint else {
@@ -431,22 +545,26 @@ fn check_limits(spec: &ToolSpec, caller: &Caller, arguments: &Value) -> Result<(
                 continue;
             };
             let Some(limit) = caller.policy().limit_of(limit_name) else {
-                return Err(format!(
-                    "{} is bounded by the limit `{limit_name}`, which is not set for this caller. \
-                     A human agent must handle it; tell the user it was escalated.",
-                    field.name
-                ));
+                return Err(OverLimit {
+                    failure: Failure::LimitNotSet,
+                    field: field.name,
+                    limit: limit_name,
+                    limit_value: None,
+                    value,
+                });
             };
             let over = match value.as_i64() {
                 Some(n) => n > limit,
                 None => value.as_f64().is_none_or(|x| x > limit as f64),
             };
             if over {
-                return Err(format!(
-                    "{} {value} is above this caller's limit of {limit} ({limit_name}). \
-                     A human agent must handle it; tell the user it was escalated.",
-                    field.name
-                ));
+                return Err(OverLimit {
+                    failure: Failure::OverLimit,
+                    field: field.name,
+                    limit: limit_name,
+                    limit_value: Some(limit),
+                    value,
+                });
             }
         }
     }
@@ -481,20 +599,4 @@ fn confirmation_id() -> String {
         bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(super) fn expired(name: &str) -> ToolResult {
-    ToolResult::failure(
-        name,
-        Code::ConfirmationExpired,
-        "The approval for this call expired. Ask the user again if they still want it.",
-    )
-}
-
-pub(super) fn invalid_approval(name: &str) -> ToolResult {
-    ToolResult::failure(
-        name,
-        Code::ConfirmationInvalid,
-        "This approval does not exist, was already used, or was given for another call. Nothing was done.",
-    )
 }

@@ -1,0 +1,16 @@
+use toolcall::{tool, Rejection};
+
+struct Shop;
+
+impl Shop {
+    /// Reads an order.
+    #[tool]
+    fn read_order(
+        /// The order id.
+        order_id: String,
+    ) -> Result<String, Rejection> {
+        Ok(order_id)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use toolcall::tool;
+
+/// Reads an order.
+#[tool]
+struct ReadOrder {
+    order_id: String,
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use toolcall::{tool, Rejection};
+
+/// Reads an order.
+#[tool]
+#[tool]
+fn read_order(
+    /// The order id.
+    order_id: String,
+) -> Result<String, Rejection> {
+    Ok(order_id)
+}
+
+fn main() {}

@@ -1,0 +1,269 @@
+//! What is checked when a dispatcher is built: every tool's context (and
+//! its check's) against the state, and every known caller's policy against
+//! the tools, so that a typo is an error at startup, not a refusal on every
+//! call.
+
+use crate::args::closest;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::args::Constraint;
+use crate::policy::Caller;
+use crate::registry::Registry;
+
+/// Why a dispatcher could not be built, or a caller does not fit it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A tool's context needs state of another type than the dispatcher's.
+    StateMismatch {
+        /// The tool.
+        tool: &'static str,
+        /// The state type its `&Ctx<...>` names.
+        expected: &'static str,
+        /// The dispatcher's state type.
+        found: &'static str,
+    },
+    /// A tool's business check (`#[tool(check = path)]`) takes a context
+    /// whose state is of another type than the dispatcher's: every call
+    /// would end in `INTERNAL_ERROR`.
+    CheckStateMismatch {
+        /// The tool whose check it is.
+        tool: &'static str,
+        /// The state type the check's `&Ctx<...>` names.
+        expected: &'static str,
+        /// The dispatcher's state type.
+        found: &'static str,
+    },
+    /// A tool's `reconcile` function (`#[tool(reconcile = path)]`) takes a
+    /// context whose state is of another type than the dispatcher's: a call
+    /// of unknown outcome could never be looked up.
+    ReconcileStateMismatch {
+        /// The tool whose reconcile function it is.
+        tool: &'static str,
+        /// The state type the function's `&Ctx<...>` names.
+        expected: &'static str,
+        /// The dispatcher's state type.
+        found: &'static str,
+    },
+    /// A caller's allowlist names a tool the registry does not have: the
+    /// caller would get `UNKNOWN_TOOL` for it (or `TOOL_NOT_ALLOWED` for the
+    /// tool meant) on every call.
+    UnknownTool {
+        /// The caller's id.
+        caller: String,
+        /// The name on the allowlist.
+        tool: String,
+        /// The registered tool closest to it, if one is close enough to be
+        /// the one meant.
+        closest: Option<&'static str>,
+    },
+    /// A caller's policy sets a limit no tool declares (with
+    /// `#[arg(limit = "...")]`): it bounds nothing, and the limit meant is
+    /// not set, so every call bounded by it is `POLICY_LIMIT`.
+    UnknownLimit {
+        /// The caller's id.
+        caller: String,
+        /// The name the policy sets.
+        limit: String,
+        /// The declared limit closest to it, if one is close enough to be
+        /// the one meant.
+        closest: Option<&'static str>,
+    },
+    /// Two different callers given to the dispatcher share an id: audit
+    /// records, approvals and [`Dispatcher::caller`](super::Dispatcher::caller)
+    /// could not tell them apart.
+    DuplicateCaller {
+        /// The id.
+        caller: String,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let did_you_mean = |f: &mut fmt::Formatter<'_>, closest: &Option<&str>| match closest {
+            Some(name) => write!(f, "; did you mean `{name}`?"),
+            None => Ok(()),
+        };
+        match self {
+            BuildError::StateMismatch {
+                tool,
+                expected,
+                found,
+            } => write!(
+                f,
+                "tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+            ),
+            BuildError::CheckStateMismatch {
+                tool,
+                expected,
+                found,
+            } => write!(
+                f,
+                "the check of tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+            ),
+            BuildError::ReconcileStateMismatch {
+                tool,
+                expected,
+                found,
+            } => write!(
+                f,
+                "the reconcile function of tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+            ),
+            BuildError::UnknownTool {
+                caller,
+                tool,
+                closest,
+            } => {
+                write!(
+                    f,
+                    "caller `{caller}` is allowed `{tool}`, but no tool has that name"
+                )?;
+                did_you_mean(f, closest)
+            }
+            BuildError::UnknownLimit {
+                caller,
+                limit,
+                closest,
+            } => {
+                write!(
+                    f,
+                    "caller `{caller}` sets the limit `{limit}`, but no tool declares it \
+                     (with #[arg(limit = \"...\")])"
+                )?;
+                did_you_mean(f, closest)
+            }
+            BuildError::DuplicateCaller { caller } => write!(
+                f,
+                "two different callers have the id `{caller}`; give each its own id"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Something the dispatcher was built with that works, but probably not as
+/// meant. Each is logged with `tracing::warn!` when found, and kept:
+/// [`Dispatcher::warnings`](super::Dispatcher::warnings).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildWarning {
+    /// A caller may call a tool that declares a limit on an argument, and
+    /// its policy does not set that limit: every call of the tool with that
+    /// argument is refused with `POLICY_LIMIT` (a missing limit fails
+    /// closed). The dispatcher's default caller without a
+    /// [`policy`](super::DispatcherBuilder::policy) allows every tool and
+    /// sets no limit, so it warns for every limit; a host whose calls all
+    /// name their caller gives the default one `Policy::new()` (nothing
+    /// allowed, nothing to warn of).
+    LimitNotSet {
+        /// The caller's id.
+        caller: String,
+        /// The tool.
+        tool: &'static str,
+        /// The argument the limit bounds.
+        field: &'static str,
+        /// The limit's name.
+        limit: &'static str,
+    },
+}
+
+impl fmt::Display for BuildWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildWarning::LimitNotSet {
+                caller,
+                tool,
+                field,
+                limit,
+            } => write!(
+                f,
+                "caller `{caller}` may call `{tool}`, whose argument `{field}` is bounded by the \
+                 limit `{limit}`, but does not set it: every such call is POLICY_LIMIT \
+                 (set it with Policy::limit(\"{limit}\", ...))"
+            ),
+        }
+    }
+}
+
+/// Checks a caller's policy against the tools: the errors first (the first
+/// found), then every warning, logged.
+pub(super) fn check_caller(
+    registry: &Registry,
+    caller: &Caller,
+) -> Result<Vec<BuildWarning>, BuildError> {
+    let policy = caller.policy();
+    for tool in policy.allowed() {
+        if registry.get(tool).is_none() {
+            return Err(BuildError::UnknownTool {
+                caller: caller.id().to_owned(),
+                tool: tool.to_owned(),
+                closest: closest(tool, registry.iter().map(|spec| spec.name())),
+            });
+        }
+    }
+    let declared: BTreeSet<&'static str> = registry
+        .iter()
+        .flat_map(|spec| limits_of(spec).map(|(_, limit)| limit))
+        .collect();
+    for (limit, _) in policy.limits() {
+        if !declared.contains(limit) {
+            return Err(BuildError::UnknownLimit {
+                caller: caller.id().to_owned(),
+                limit: limit.to_owned(),
+                closest: closest(limit, declared.iter().copied()),
+            });
+        }
+    }
+    let mut warnings = Vec::new();
+    for spec in registry.iter().filter(|spec| policy.allows(spec.name())) {
+        for (field, limit) in limits_of(spec) {
+            if policy.limit_of(limit).is_none() {
+                let warning = BuildWarning::LimitNotSet {
+                    caller: caller.id().to_owned(),
+                    tool: spec.name(),
+                    field,
+                    limit,
+                };
+                tracing::warn!(caller = caller.id(), tool = spec.name(), limit, "{warning}");
+                warnings.push(warning);
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// The limits a tool declares, with the argument each bounds.
+fn limits_of(spec: &'static crate::ToolSpec) -> impl Iterator<Item = (&'static str, &'static str)> {
+    spec.fields().iter().flat_map(|field| {
+        field
+            .constraints
+            .iter()
+            .filter_map(move |constraint| match constraint {
+                Constraint::Limit(limit) => Some((field.name, *limit)),
+                _ => None,
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::args::closest;
+
+    #[test]
+    fn typos_find_the_real_name_and_strangers_find_none() {
+        let tools = ["get_order", "refund_order", "create_event"];
+        let suggest = |name: &str| closest(name, tools.iter().copied());
+        assert_eq!(suggest("create_events"), Some("create_event"));
+        assert_eq!(suggest("refund_orders"), Some("refund_order"));
+        assert_eq!(suggest("refundOrder"), Some("refund_order"));
+        assert_eq!(suggest("getorder"), Some("get_order"));
+        assert_eq!(suggest("delete_everything"), None);
+        let limits = ["max_duration_minutes", "max_refund_cents"];
+        let suggest = |name: &str| closest(name, limits.iter().copied());
+        assert_eq!(suggest("max_duration_minuts"), Some("max_duration_minutes"));
+        assert_eq!(suggest("max_refund_cent"), Some("max_refund_cents"));
+        assert_eq!(suggest("daily_cap"), None);
+    }
+}
