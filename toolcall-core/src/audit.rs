@@ -56,7 +56,8 @@ pub struct AuditRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Cut {
-    /// The record's field: `tool` or `arguments`.
+    /// The record's field (`tool`, `arguments`), or `result` for a result
+    /// cut to the output budget.
     pub field: String,
     /// The size of the whole value, in bytes.
     pub bytes: u64,
@@ -65,6 +66,16 @@ pub struct Cut {
 }
 
 impl Cut {
+    /// What `value`, the whole of `field`, was: its size and SHA-256.
+    pub(crate) fn of(field: &str, value: &str) -> Cut {
+        use sha2::Digest as _;
+        Cut {
+            field: field.to_owned(),
+            bytes: value.len() as u64,
+            sha256: crate::canonical::hex(&sha2::Sha256::digest(value.as_bytes())),
+        }
+    }
+
     /// `value` of `field`, bounded to `max` bytes; what was cut goes to `cuts`.
     pub(crate) fn keep(field: &str, value: String, max: usize, cuts: &mut Vec<Cut>) -> String {
         if value.len() <= max {

@@ -9,7 +9,6 @@
 
 mod args;
 mod audit;
-#[allow(dead_code)] // wired into the pipeline by the output budget
 mod budget;
 pub mod canonical;
 mod dispatcher;

@@ -131,6 +131,7 @@ pub struct ToolSpec {
     side_effect: bool,
     high_risk: bool,
     timeout_ms: Option<u64>,
+    max_output_bytes: Option<u64>,
     fields: &'static [FieldMeta],
     state: Option<fn() -> StateType>,
     check_state: Option<fn() -> StateType>,
@@ -154,6 +155,7 @@ pub struct SpecParts {
     pub side_effect: bool,
     pub high_risk: bool,
     pub timeout_ms: Option<u64>,
+    pub max_output_bytes: Option<u64>,
     pub state: Option<fn() -> StateType>,
     pub reconcile: bool,
     /// The state the `check` function's `&Ctx<S>` needs, when the tool has one.
@@ -171,6 +173,7 @@ impl ToolSpec {
             side_effect: parts.side_effect,
             high_risk: parts.high_risk,
             timeout_ms: parts.timeout_ms,
+            max_output_bytes: parts.max_output_bytes,
             fields,
             state: parts.state,
             check_state: parts.check_state,
@@ -205,6 +208,13 @@ impl ToolSpec {
     /// Whether a person must approve each call before it runs.
     pub fn high_risk(&self) -> bool {
         self.high_risk
+    }
+
+    /// The most of a result's model text the model gets, if the tool sets it
+    /// (`#[tool(max_output_bytes = ...)]`); see [`Settings::max_output_bytes`](crate::Settings::max_output_bytes).
+    pub fn max_output_bytes(&self) -> Option<usize> {
+        self.max_output_bytes
+            .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX))
     }
 
     /// How long one attempt may run, if the tool sets it (`#[tool(timeout_ms = ...)]`).
@@ -719,6 +729,7 @@ mod tests {
                     side_effect: true,
                     high_risk: false,
                     timeout_ms: None,
+                    max_output_bytes: None,
                     state: None,
                     reconcile: true,
                     check_state: Some(check_state),

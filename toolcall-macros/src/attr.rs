@@ -21,6 +21,7 @@ pub(crate) struct ToolAttr {
     pub name: Option<LitStr>,
     pub version: Option<syn::LitInt>,
     pub timeout_ms: Option<syn::LitInt>,
+    pub max_output_bytes: Option<syn::LitInt>,
     /// The name of the generated argument struct, instead of `<Name>Args`.
     pub args: Option<LitStr>,
     pub krate: Option<Path>,
@@ -70,10 +71,11 @@ impl ToolAttr {
                         }
                     }
                 }
-                "version" | "timeout_ms" => {
+                "version" | "timeout_ms" | "max_output_bytes" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
                         "version" => &mut attr.version,
+                        "max_output_bytes" => &mut attr.max_output_bytes,
                         _ => &mut attr.timeout_ms,
                     };
                     match expr {
@@ -83,10 +85,10 @@ impl ToolAttr {
                         }) => set(cx, slot, &key, number),
                         other => cx.error_spanned_by(
                             other,
-                            if key_name == "version" {
-                                msg::BAD_VERSION
-                            } else {
-                                msg::BAD_TIMEOUT
+                            match key_name.as_str() {
+                                "version" => msg::BAD_VERSION,
+                                "max_output_bytes" => msg::BAD_OUTPUT_BUDGET,
+                                _ => msg::BAD_TIMEOUT,
                             },
                         ),
                     }

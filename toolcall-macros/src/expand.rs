@@ -155,6 +155,13 @@ fn expand(tool: &ToolFn) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let max_output_bytes = match &tool.attr.max_output_bytes {
+        Some(bytes) => {
+            let bytes: u64 = bytes.base10_parse().unwrap_or(256);
+            quote!(::core::option::Option::Some(#bytes))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let args_doc =
         format!(" The arguments of the [`{name}`](fn@{fn_ident}) tool, validated strictly.");
     let probes = quote! {
@@ -501,6 +508,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
                         side_effect: #side_effect,
                         high_risk: #high_risk,
                         timeout_ms: #timeout_ms,
+                        max_output_bytes: #max_output_bytes,
                         state: #state,
                         reconcile: #reconciles,
                         check_state: #check_state,

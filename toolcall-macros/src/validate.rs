@@ -130,6 +130,11 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     {
         cx.error_spanned_by(timeout, msg::BAD_TIMEOUT);
     }
+    if let Some(budget) = &tool.attr.max_output_bytes
+        && !matches!(budget.base10_parse::<u64>(), Ok(256..))
+    {
+        cx.error_spanned_by(budget, msg::BAD_OUTPUT_BUDGET);
+    }
     let mut json_names: Vec<String> = Vec::new();
     for param in &tool.params {
         let name = param.name();

@@ -113,6 +113,7 @@
 //! | time a person has to approve | 15 min | [`DispatcherBuilder::approval_ttl`] |
 //! | who calls, when a call names no caller | `"default"`, allowed every tool, no limits | [`DispatcherBuilder::policy`], [`DispatcherBuilder::caller`] |
 //! | where the pipeline remembers | [`MemoryStore`]: this process, 24 h after last use | [`DispatcherBuilder::store`] (`toolcall-sqlite`, `toolcall-postgres`) |
+//! | the most of a result's text the model gets | no bound | [`DispatcherBuilder::max_output_bytes`], or `#[tool(max_output_bytes = N)]` per tool |
 //! | where audit records go | [`MemoryAudit`]: the last 10,000 in memory | [`DispatcherBuilder::audit`] ([`JsonLinesAudit`]) |
 //!
 //! Ten steps is the reference implementation's budget, and a deliberate
@@ -231,6 +232,7 @@
 //! | `check = path` | a function `fn(&<Name>Args, &Ctx<S>) -> Result<(), Rejection>` run before policy, confirmation and execution; it must have no side effects. It gives the model early, precise feedback; it does not protect the backend's invariants, which the backend owns (see `resource` below) |
 //! | `reconcile = path` | (with `side_effect`) `async fn(&Ctx<S>, key: &str) -> Result<Option<T>, E>`, with `T` the tool's output: asks the backend what became of the call with this idempotency key ("retrieve by idempotency key"). Called when the outcome of a call is unknown, and before running a call in doubt again: `Some(output)` means it took effect (that is the answer), `None` that it did not. Declare it for a backend that cannot deduplicate by key |
 //! | `timeout_ms = N` | one attempt may run this long before `TIMEOUT` (overrides [`Settings::timeout`]) |
+//! | `max_output_bytes = N` | the most of a result's text the model gets (overrides [`Settings::max_output_bytes`]); a larger result is cut to fit, still valid JSON, with `data.truncated: true` |
 //! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
 //! | `version = N` | publishes the tool as `<name>_vN`, so `refund_order_v2` can live beside `refund_order` while models and stored conversations move over |
 //! | `args = "Name"` | the name of the generated argument struct (default `<Name>Args`), when a type of yours already has that name |

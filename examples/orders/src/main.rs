@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser};
-use orders::{Shop, get_order, refund_order};
+use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
 use toolcall::{
     Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, ToolResult, tools,
@@ -95,6 +95,10 @@ struct SettingsArgs {
     /// same order, before CALL_IN_PROGRESS or RESOURCE_BUSY.
     #[arg(long, default_value_t = 10_000, value_name = "MS", global = true)]
     claim_wait_ms: u64,
+    /// The most of a result's text the model gets, in bytes: a larger
+    /// result is cut to fit, still valid JSON, with `data.truncated`.
+    #[arg(long, value_name = "N", global = true, value_parser = clap::value_parser!(u64).range(256..))]
+    max_output_bytes: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -143,7 +147,7 @@ fn finish(outcome: Result<(), Error>) -> ExitCode {
 }
 
 fn registry() -> Result<Registry, Error> {
-    tools![get_order, refund_order].map_err(|e| setup(e.to_string()))
+    tools![get_order, refund_order, read_messages, add_note].map_err(|e| setup(e.to_string()))
 }
 
 /// The caller's policy: the tools `--allow` names (each must exist), and the
@@ -186,7 +190,12 @@ fn dispatcher<St: Store>(
         .max_retries(settings.max_retries)
         .retry_backoff(Duration::from_millis(settings.retry_backoff_ms))
         .claim_lease(Duration::from_millis(settings.claim_lease_ms))
-        .claim_wait(Duration::from_millis(settings.claim_wait_ms));
+        .claim_wait(Duration::from_millis(settings.claim_wait_ms))
+        .max_output_bytes(
+            settings
+                .max_output_bytes
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        );
     if let Some(path) = audit {
         let sink = JsonLinesAudit::open(path)
             .map_err(|e| setup(format!("cannot open {}: {e}", path.display())))?;

@@ -74,6 +74,15 @@ pub struct Settings {
     /// both every third of this, so a live call is never taken over however
     /// long it runs; a process that dies frees them within this time.
     pub claim_lease: Duration,
+    /// The most of a result's model text the model gets, in bytes, unless
+    /// the tool sets its own with `#[tool(max_output_bytes = ...)]`
+    /// (default: no bound). A larger result is cut to fit and stays valid
+    /// JSON of the same shape: long strings keep their head, long arrays
+    /// their first items; `data.truncated` is `true` and the message tells
+    /// the model to narrow its request. An error's code and message are
+    /// never cut. The audit keeps the whole result's size and SHA-256
+    /// ([`AuditRecord::cut`], field `result`).
+    pub max_output_bytes: Option<usize>,
 }
 
 impl Default for Settings {
@@ -89,6 +98,7 @@ impl Default for Settings {
             claim_wait: Duration::from_secs(10),
             approval_ttl: Duration::from_secs(15 * 60),
             claim_lease: Duration::from_secs(30),
+            max_output_bytes: None,
         }
     }
 }
@@ -222,6 +232,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// See [`Settings::claim_wait`].
     pub fn claim_wait(mut self, claim_wait: Duration) -> Self {
         self.settings.claim_wait = claim_wait;
+        self
+    }
+
+    /// See [`Settings::max_output_bytes`].
+    pub fn max_output_bytes(mut self, max_output_bytes: Option<usize>) -> Self {
+        self.settings.max_output_bytes = max_output_bytes;
         self
     }
 
@@ -539,10 +555,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let started = Instant::now();
         let caller = call.caller.unwrap_or(&self.caller);
         let span = call_span(Some(call.tool), call.call_id);
-        let (step, result) = self.run(&call, caller).instrument(span.clone()).await;
+        let (step, mut result) = self.run(&call, caller).instrument(span.clone()).await;
+        let mut cut = Vec::new();
+        self.fit_output(call.tool, &mut result, &mut cut);
         let confirmed = call.confirmed
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
-        let mut cut = Vec::new();
         let tool = Cut::keep("tool", call.tool.to_owned(), MAX_NAME_ECHO, &mut cut);
         let arguments = self.audited_arguments(call.tool, call.arguments);
         let arguments = if arguments.len() > self.settings.max_argument_bytes {
@@ -570,6 +587,48 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             &span,
         );
         result
+    }
+
+    /// The output budget: a result whose model text is over the tool's (or
+    /// the dispatcher's) bound is cut to fit; what it was goes to `cut`.
+    fn fit_output(&self, tool: &str, result: &mut ToolResult, cut: &mut Vec<Cut>) {
+        let budget = self
+            .registry
+            .get(tool)
+            .and_then(|spec| spec.max_output_bytes())
+            .or(self.settings.max_output_bytes);
+        let Some(budget) = budget else {
+            return;
+        };
+        // Room for the note the cut result carries.
+        const NOTE: usize = 300;
+        let text = result.to_model_text();
+        if text.len() <= budget {
+            return;
+        }
+        let shell = ToolResult {
+            data: serde_json::Map::new(),
+            ..result.clone()
+        };
+        let fitted = crate::budget::fit(&mut result.data, budget.saturating_sub(NOTE), |data| {
+            let mut probe = shell.clone();
+            probe.data = data.clone();
+            probe.to_model_text().len()
+        });
+        if fitted.is_none() {
+            return;
+        }
+        cut.push(Cut::of("result", &text));
+        result
+            .data
+            .insert("truncated".into(), serde_json::Value::Bool(true));
+        if result.ok {
+            result.message = format!(
+                "The result was cut to fit {budget} bytes ({} in all). Narrow the request \
+                 (a filter, a page, fewer fields) to get the rest.",
+                text.len()
+            );
+        }
     }
 
     fn audit(&self, record: AuditRecord, span: &tracing::Span) {
