@@ -108,7 +108,11 @@ struct Bank {
 
 /// Sends money.
 #[tool(side_effect)]
-async fn send(ctx: &Ctx<Bank>, cents: i64) -> Result<Value, Rejection> {
+async fn send(
+    ctx: &Ctx<Bank>,
+    /// The amount, in cents.
+    cents: i64,
+) -> Result<Value, Rejection> {
     let run = ctx.state.runs.fetch_add(1, Ordering::SeqCst) + 1;
     if ctx.state.cut_during_next_run.swap(false, Ordering::SeqCst)
         && let Some(proxy) = &ctx.state.proxy

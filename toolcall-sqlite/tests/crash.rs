@@ -30,7 +30,9 @@ struct Ledger {
 #[tool(side_effect, timeout_ms = 300)]
 async fn refund(
     ctx: &Ctx<Ledger>,
+    /// The order's id.
     order_id: String,
+    /// The amount to refund, in cents.
     amount_cents: i64,
 ) -> Result<Value, ToolError> {
     {
