@@ -3,7 +3,10 @@
 //! agreement), and the conformance suite every `Store` must pass.
 
 use serde_json::json;
-use toolcall::store::{Binding, Claim, Outcome, PendingApproval, Store, TakeApproval, now_ms};
+use toolcall::store::{
+    ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, Outcome, PendingApproval,
+    Store, TakeApproval, now_ms,
+};
 use toolcall::{Rejection, ToolResult, tool};
 
 /// One line of an order.
@@ -59,6 +62,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         step: 3,
         created_ms: now_ms(),
         expires_ms,
+        decision: None,
     }
 }
 
@@ -369,6 +373,212 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
         other => panic!("expected the approval, got {other:?}"),
     }
+
+    decisions(store, other, now).await;
+}
+
+/// A decision by `by`, at `decided_ms`.
+pub fn decision(approved: bool, by: &str, decided_ms: u64) -> ApprovalDecision {
+    ApprovalDecision {
+        approved,
+        by: by.to_owned(),
+        note: format!("{by} says {approved}"),
+        edited_arguments: None,
+        decided_ms,
+    }
+}
+
+/// The inbox's part of the contract: which approvals are pending, one
+/// decision each, kept with the approval, used up once, and what came of it.
+async fn decisions(store: &impl Store, other: &impl Store, now: u64) {
+    let asked = |id: &str, created_ms: u64, expires_ms: u64| PendingApproval {
+        created_ms,
+        ..approval(id, expires_ms)
+    };
+    store
+        .put_approval(&asked("q2", now - 1_000, now + 60_000))
+        .await
+        .unwrap();
+    other
+        .put_approval(&asked("q1", now - 2_000, now + 60_000))
+        .await
+        .unwrap();
+    store
+        .put_approval(&asked("q0", now - 3_000, now + 5))
+        .await
+        .unwrap();
+    let ids = |pending: Vec<PendingApproval>| -> Vec<String> {
+        pending.into_iter().map(|p| p.id).collect()
+    };
+    assert_eq!(
+        ids(other.pending_approvals(now, 10).await.unwrap()),
+        ["q0", "q1", "q2"],
+        "oldest first"
+    );
+    assert_eq!(ids(store.pending_approvals(now, 1).await.unwrap()), ["q0"]);
+    assert_eq!(
+        ids(store.pending_approvals(now + 5, 10).await.unwrap()),
+        ["q1", "q2"],
+        "an expired approval is not pending"
+    );
+
+    // One decision wins; it is never changed.
+    let yes = decision(true, "ana", now);
+    assert_eq!(
+        store.decide_approval("q1", &yes, now).await.unwrap(),
+        DecideOutcome::Decided
+    );
+    assert_eq!(
+        other
+            .decide_approval("q1", &decision(false, "bo", now + 1), now + 1)
+            .await
+            .unwrap(),
+        DecideOutcome::AlreadyDecided,
+        "a second decision changes nothing"
+    );
+    assert_eq!(
+        store.decide_approval("q1", &yes, now).await.unwrap(),
+        DecideOutcome::AlreadyDecided,
+        "a double click is one decision"
+    );
+    assert_eq!(
+        other.decide_approval("q0", &yes, now + 5).await.unwrap(),
+        DecideOutcome::Expired
+    );
+    assert_eq!(
+        other.decide_approval("forged", &yes, now).await.unwrap(),
+        DecideOutcome::Invalid
+    );
+    assert_eq!(
+        ids(other.pending_approvals(now, 10).await.unwrap()),
+        ["q0", "q2"],
+        "decided: no longer pending"
+    );
+    let kept = other.approval("q1").await.unwrap().expect("kept");
+    assert_eq!(kept.approval.decision.as_ref(), Some(&yes));
+    assert_eq!(kept.approval.id, "q1");
+    assert_eq!(kept.approval.arguments, json!({"cents": 1}));
+    assert_eq!((kept.used_ms, &kept.result), (None, &None));
+    assert!(!kept.is_open(now));
+    assert!(store.approval("forged").await.unwrap().is_none());
+
+    // A denial with edited arguments keeps both, and the note.
+    let edited = ApprovalDecision {
+        edited_arguments: Some(json!({"cents": 0, "why": "<b>"})),
+        ..decision(false, "bo", now + 2)
+    };
+    assert_eq!(
+        other.decide_approval("q2", &edited, now + 2).await.unwrap(),
+        DecideOutcome::Decided
+    );
+    let history = store.decided_approvals(10).await.unwrap();
+    let order: Vec<&str> = history.iter().map(|e| e.approval.id.as_str()).collect();
+    assert_eq!(order, ["q2", "q1"], "most recently decided first");
+    assert_eq!(history[0].approval.decision.as_ref(), Some(&edited));
+    assert_eq!(store.decided_approvals(1).await.unwrap().len(), 1);
+
+    // Taking a decided approval uses it up once; the history keeps it.
+    assert!(
+        matches!(
+            other.take_approval("q1", &BOUND, now + 3).await.unwrap(),
+            TakeApproval::Taken(taken) if taken.id == "q1" && taken.decision.as_ref() == Some(&yes)
+        ),
+        "the decision travels with the approval it uses up"
+    );
+    assert_eq!(
+        store.take_approval("q1", &BOUND, now + 3).await.unwrap(),
+        TakeApproval::Invalid,
+        "single use"
+    );
+    let used = store.approval("q1").await.unwrap().expect("kept after use");
+    assert_eq!(used.used_ms, Some(now + 3));
+    assert_eq!(
+        other.decide_approval("q1", &yes, now + 4).await.unwrap(),
+        DecideOutcome::AlreadyDecided,
+        "used: cannot be decided again"
+    );
+    let came = ApprovalResult {
+        ok: true,
+        code: "OK".into(),
+        replayed: false,
+        at_ms: now + 4,
+    };
+    other.settle_approval("q1", &came).await.unwrap();
+    assert_eq!(
+        store.approval("q1").await.unwrap().unwrap().result,
+        Some(came.clone())
+    );
+    // A decided approval past its expiry is taken as expired, once.
+    store
+        .put_approval(&asked("q3", now, now + 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.decide_approval("q3", &yes, now).await.unwrap(),
+        DecideOutcome::Decided
+    );
+    assert_eq!(
+        other.take_approval("q3", &BOUND, now + 10).await.unwrap(),
+        TakeApproval::Expired
+    );
+    assert_eq!(
+        store.take_approval("q3", &BOUND, now + 10).await.unwrap(),
+        TakeApproval::Invalid
+    );
+
+    // An undecided approval the host takes (it asserts the approval) is
+    // gone, as before: no decision to keep, none to make.
+    store
+        .put_approval(&asked("q4", now, now + 60_000))
+        .await
+        .unwrap();
+    assert!(matches!(
+        other.take_approval("q4", &BOUND, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    assert!(store.approval("q4").await.unwrap().is_none());
+    assert_eq!(
+        store.decide_approval("q4", &yes, now).await.unwrap(),
+        DecideOutcome::Invalid
+    );
+    // Settling an undecided or unknown approval does nothing.
+    store.settle_approval("q4", &came).await.unwrap();
+    store.settle_approval("forged", &came).await.unwrap();
+
+    // An approval put with its decision keeps it, and is not pending.
+    let given = PendingApproval {
+        decision: Some(decision(true, "host", now)),
+        ..asked("q6", now, now + 60_000)
+    };
+    store.put_approval(&given).await.unwrap();
+    assert_eq!(other.approval("q6").await.unwrap().unwrap().approval, given);
+    assert!(!ids(other.pending_approvals(now, 10).await.unwrap()).contains(&"q6".to_owned()));
+
+    // Waiting: a decided, used or unknown approval answers at once, an
+    // undecided one at the deadline, as it is.
+    let start = std::time::Instant::now();
+    assert!(
+        other
+            .wait_approval("q2", now + 60_000)
+            .await
+            .unwrap()
+            .is_some(),
+        "decided"
+    );
+    assert!(
+        other
+            .wait_approval("forged", now + 60_000)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store
+        .put_approval(&asked("q5", now, now + 60_000))
+        .await
+        .unwrap();
+    let undecided = other.wait_approval("q5", now_ms() + 300).await.unwrap();
+    assert!(undecided.is_some_and(|e| e.approval.decision.is_none()));
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
 }
 
 /// `len` characters that do not compress: a long id as a host may send it.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use toolcall::store::{Claim, now_ms};
+use toolcall::store::{Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, Store, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -296,4 +296,111 @@ fn server_address(url: &str) -> String {
     } else {
         format!("{host_port}:5432")
     }
+}
+
+fn asked(id: &str) -> PendingApproval {
+    PendingApproval {
+        id: id.to_owned(),
+        session: "s".into(),
+        caller: "c".into(),
+        tool: "pay".into(),
+        digest: "d".into(),
+        arguments: json!({"cents": 1}),
+        step: 1,
+        created_ms: now_ms(),
+        expires_ms: now_ms() + 60_000,
+        decision: None,
+    }
+}
+
+#[test]
+fn decisions_raced_by_many_replicas_have_one_winner() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("decide_race");
+        let mut stores = Vec::new();
+        for _ in 0..4 {
+            stores.push(Arc::new(
+                PostgresStore::connect_in_schema(&url, &schema)
+                    .await
+                    .unwrap(),
+            ));
+        }
+        stores[0].put_approval(&asked("race")).await.unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let store = Arc::clone(&stores[i % stores.len()]);
+                tokio::spawn(async move {
+                    let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
+                    let outcome = store
+                        .decide_approval("race", &decision, now_ms())
+                        .await
+                        .unwrap();
+                    (outcome, decision.by)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            let (outcome, by) = task.await.unwrap();
+            match outcome {
+                DecideOutcome::Decided => winners.push(by),
+                DecideOutcome::AlreadyDecided => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "{winners:?}");
+        let kept = stores[0].approval("race").await.unwrap().unwrap();
+        assert_eq!(kept.approval.decision.unwrap().by, winners[0]);
+        drop(stores.split_off(1));
+        Arc::into_inner(stores.pop().unwrap())
+            .unwrap()
+            .drop_schema()
+            .await
+            .unwrap();
+    });
+}
+
+/// The agent waits on LISTEN: a decision made by another replica wakes it
+/// at once, well before it would look again by itself (every 2 s).
+#[test]
+fn a_waiting_agent_is_woken_by_the_decision() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("wake");
+        let agent = Arc::new(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let inbox = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        agent.put_approval(&asked("w1")).await.unwrap();
+        let waiting = {
+            let agent = Arc::clone(&agent);
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let entry = agent.wait_approval("w1", now_ms() + 20_000).await.unwrap();
+                (entry, started.elapsed())
+            })
+        };
+        // Long enough for the waiter to have looked once and gone to sleep.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let decided_at = std::time::Instant::now();
+        let yes = toolcall_tests::decision(true, "ana", now_ms());
+        assert_eq!(
+            inbox.decide_approval("w1", &yes, now_ms()).await.unwrap(),
+            DecideOutcome::Decided
+        );
+        let (entry, waited) = waiting.await.unwrap();
+        assert_eq!(entry.unwrap().approval.decision, Some(yes));
+        let after_decision = decided_at.elapsed();
+        assert!(
+            after_decision < Duration::from_millis(1_000),
+            "woken {after_decision:?} after the decision (waited {waited:?})"
+        );
+        drop(agent);
+        inbox.drop_schema().await.unwrap();
+    });
 }

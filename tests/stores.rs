@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall::store::{Claim, now_ms};
+use toolcall::store::{Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Call, Ctx, Dispatcher, MemoryStore, Rejection, Store, ToolResult, tool, tools};
 use toolcall_sqlite::SqliteStore;
 use toolcall_tests::conformance;
@@ -146,4 +146,87 @@ fn a_second_process_on_the_same_file_replays_instead_of_repeating() {
     assert!(second.ok && second.replayed, "{second:?}");
     assert_eq!(second.data, first.data);
     assert_eq!(bank.runs.load(Ordering::SeqCst), 1);
+}
+
+// ------------------------------------------------ decisions (the inbox)
+
+fn asked(id: &str) -> PendingApproval {
+    PendingApproval {
+        id: id.to_owned(),
+        session: "s".into(),
+        caller: "c".into(),
+        tool: "pay".into(),
+        digest: "d".into(),
+        arguments: json!({"cents": 1}),
+        step: 1,
+        created_ms: now_ms(),
+        expires_ms: now_ms() + 60_000,
+        decision: None,
+    }
+}
+
+/// Many threads decide one approval at once (a double click, two people):
+/// exactly one decision is kept, and it is the winner's.
+fn one_decision<St: Store>(stores: Vec<Arc<St>>) {
+    block_on(stores[0].put_approval(&asked("race"))).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let store = Arc::clone(&stores[i % stores.len()]);
+            std::thread::spawn(move || {
+                let decision = toolcall_tests::decision(i % 2 == 0, &format!("p{i}"), now_ms());
+                let outcome = block_on(store.decide_approval("race", &decision, now_ms())).unwrap();
+                (outcome, decision.by)
+            })
+        })
+        .collect();
+    let outcomes: Vec<(DecideOutcome, String)> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let winners: Vec<&String> = outcomes
+        .iter()
+        .filter(|(o, _)| *o == DecideOutcome::Decided)
+        .map(|(_, by)| by)
+        .collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|(o, _)| matches!(o, DecideOutcome::Decided | DecideOutcome::AlreadyDecided))
+    );
+    let kept = block_on(stores[0].approval("race")).unwrap().unwrap();
+    assert_eq!(&kept.approval.decision.unwrap().by, winners[0]);
+}
+
+#[test]
+fn decisions_have_one_winner_under_threads() {
+    one_decision(vec![Arc::new(MemoryStore::default())]);
+    let path = temp_db("decide-race");
+    one_decision(vec![
+        Arc::new(SqliteStore::open(&path).unwrap()),
+        Arc::new(SqliteStore::open(&path).unwrap()),
+    ]);
+}
+
+#[test]
+fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
+    let path = temp_db("wait");
+    let agent = Arc::new(SqliteStore::open(&path).unwrap());
+    let inbox = SqliteStore::open(&path).unwrap();
+    block_on(agent.put_approval(&asked("w1"))).unwrap();
+    let waiting = {
+        let agent = Arc::clone(&agent);
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let entry = block_on(agent.wait_approval("w1", now_ms() + 20_000)).unwrap();
+            (entry, started.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let yes = toolcall_tests::decision(true, "ana", now_ms());
+    assert_eq!(
+        block_on(inbox.decide_approval("w1", &yes, now_ms())).unwrap(),
+        DecideOutcome::Decided
+    );
+    let (entry, waited) = waiting.join().unwrap();
+    assert_eq!(entry.unwrap().approval.decision, Some(yes));
+    assert!(waited < Duration::from_secs(2), "{waited:?}");
 }

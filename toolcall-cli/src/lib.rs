@@ -1,6 +1,6 @@
 //! The command line an application gets from its toolcall registry.
 //!
-//! Six subcommands, in [`Command`]:
+//! Seven subcommands, in [`Command`]:
 //!
 //! | command | needs | does |
 //! |---|---|---|
@@ -10,6 +10,7 @@
 //! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`]) |
 //! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
 //! | `mcp` | a dispatcher | serves the tools over MCP on standard input and output |
+//! | `serve [--listen ADDR] [--token-file PATH]` | a dispatcher (its store) | the approval inbox ([`toolcall_inbox`]): a web page where a person decides the pending approvals of every process that shares the store |
 //!
 //! An application with no command line of its own takes all of it from [`App`]:
 //!
@@ -43,6 +44,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -65,7 +67,9 @@ pub enum Command {
     /// Runs calls from a file, one JSON object a line, as one conversation.
     ///
     /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
-    /// "confirmed": false, "call_id": "..."}`; only `tool` is required.
+    /// "confirmed": false, "call_id": "...", "approval": "<confirmation_id>"}`;
+    /// only `tool` is required. `approval` brings the id of an earlier
+    /// CONFIRMATION_REQUIRED answer, once a person decided it.
     /// Arguments written as an object are read as the text the line has,
     /// like a model's: a member twice in them is INVALID_JSON, and the size
     /// and depth limits measure that text. A member twice in the line
@@ -88,6 +92,28 @@ pub enum Command {
     /// Serves the tools over the Model Context Protocol on standard input and
     /// output; every call goes through the pipeline.
     Mcp,
+    /// Serves the approval inbox: a web page, over the store the agents
+    /// use (`--store`), where a person sees every pending high-risk call,
+    /// approves, denies or edits it, and sees what came of it.
+    ///
+    /// It listens on 127.0.0.1 unless told otherwise, and every request
+    /// needs a token: the address printed at start signs a browser in.
+    /// With `--audit FILE`, its metrics page charts that audit log.
+    Serve(ServeArgs),
+}
+
+/// `serve`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Keep it on loopback and put a TLS proxy in
+    /// front to reach it from elsewhere.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// A file of tokens, a line a person: `NAME TOKEN`, or only `TOKEN`
+    /// (named `operator`); each decision records the name. Without it, one
+    /// token is generated and its sign-in address printed.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `definitions`' arguments.
@@ -117,6 +143,12 @@ pub struct ReplayArgs {
     /// The calls; `-` or nothing reads standard input.
     #[arg(value_name = "FILE|-")]
     pub input: Option<PathBuf>,
+    /// When a call waits for a person (CONFIRMATION_REQUIRED), wait up to
+    /// this many seconds for the decision in the store (the inbox's), then
+    /// make the call again with its approval id and print that answer
+    /// instead. 0, the default, answers at once.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub wait_approval: u64,
 }
 
 /// `report`'s arguments.
@@ -176,6 +208,8 @@ pub enum Error {
     NeedsDispatcher,
     /// The MCP server stopped with an error.
     Mcp(toolcall_mcp::Error),
+    /// The inbox (`serve`) could not start, or stopped.
+    Serve(String),
     /// The command line could not be parsed, or asked for `--help` or
     /// `--version`: clap's own message, printed by [`exit`].
     Usage(clap::Error),
@@ -218,6 +252,7 @@ impl fmt::Display for Error {
             ),
             Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
             Error::Mcp(error) => write!(f, "the MCP server stopped: {error}"),
+            Error::Serve(error) => write!(f, "the inbox: {error}"),
             Error::Usage(error) => write!(f, "{}", error.render()),
         }
     }
@@ -255,7 +290,7 @@ impl Command {
     /// Whether the command runs tools (`replay`, `mcp`) and so needs a
     /// dispatcher; the others need at most the registry.
     pub fn runs_tools(&self) -> bool {
-        matches!(self, Command::Replay(_) | Command::Mcp)
+        matches!(self, Command::Replay(_) | Command::Mcp | Command::Serve(_))
     }
 
     /// Runs a command that does not run tools, against the registry; the
@@ -267,7 +302,7 @@ impl Command {
             Command::Report(args) => report(registry, args),
             Command::Lock(args) => write_lock(registry, &args.file),
             Command::Check(args) => check(registry, &args.file),
-            Command::Replay(_) | Command::Mcp => Err(Error::NeedsDispatcher),
+            Command::Replay(_) | Command::Mcp | Command::Serve(_) => Err(Error::NeedsDispatcher),
         }
     }
 
@@ -287,8 +322,34 @@ impl Command {
         S: Any + Send + Sync,
         St: Store + 'static,
     {
+        let context = Context {
+            program,
+            session,
+            audit: None,
+        };
+        self.run_in(&context, dispatcher).await
+    }
+
+    /// [`run`](Self::run), with everything a command may need besides the
+    /// dispatcher: `serve` reads the audit log's metrics from
+    /// [`Context::audit`].
+    pub async fn run_in<S, St>(
+        &self,
+        context: &Context<'_>,
+        dispatcher: Arc<Dispatcher<S, St>>,
+    ) -> Result<(), Error>
+    where
+        S: Any + Send + Sync,
+        St: Store + 'static,
+    {
+        let Context {
+            program,
+            session,
+            audit,
+        } = *context;
         match self {
-            Command::Replay(args) => replay(&dispatcher, session, args.input.as_deref()).await,
+            Command::Replay(args) => replay(&dispatcher, session, args).await,
+            Command::Serve(args) => serve(program, dispatcher, args, audit).await,
             Command::Mcp => {
                 let mut options = toolcall_mcp::Options::default();
                 options.session = session.to_owned();
@@ -300,6 +361,81 @@ impl Command {
             other => other.run_static(dispatcher.registry(), dispatcher.default_caller().policy()),
         }
     }
+}
+
+/// What a command may need besides the dispatcher ([`Command::run_in`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// The application's name (the MCP server and the inbox go by it).
+    pub program: &'a str,
+    /// The conversation `replay` runs in, and the prefix of `mcp`'s sessions.
+    pub session: &'a str,
+    /// The audit log the application writes (`--audit`): the inbox's
+    /// metrics page reads it.
+    pub audit: Option<&'a Path>,
+}
+
+/// `serve`: the approval inbox over the dispatcher's store, until the
+/// process ends.
+async fn serve<S, St>(
+    program: &str,
+    dispatcher: Arc<Dispatcher<S, St>>,
+    args: &ServeArgs,
+    audit: Option<&Path>,
+) -> Result<(), Error>
+where
+    S: Any + Send + Sync,
+    St: Store + 'static,
+{
+    let generated = args.token_file.is_none();
+    let access = match &args.token_file {
+        Some(path) => toolcall_inbox::Access::from_file(path, toolcall_inbox::DEFAULT_NAME),
+        None => toolcall_inbox::Access::generate(toolcall_inbox::DEFAULT_NAME),
+    }
+    .map_err(|e| Error::Input(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| Error::Serve(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Serve(e.to_string()))?
+        .to_string();
+    let mut options = toolcall_inbox::Options::new(access.clone())
+        .title(program)
+        .summarize(Arc::new(|records| {
+            report::Report::from_records(records).to_json()
+        }));
+    if let Some(path) = audit {
+        options = options.audit(path);
+    }
+    let mut stdout = io::stdout().lock();
+    let lines = if generated {
+        format!(
+            "{program} inbox: {}\n(open it once to sign in; the token was generated for this run)\n",
+            toolcall_inbox::sign_in_url(&addr, &access.users()[0])
+        )
+    } else {
+        format!(
+            "{program} inbox: http://{addr}/?token=TOKEN, with a token of {}\n",
+            args.token_file
+                .as_deref()
+                .unwrap_or(Path::new(""))
+                .display()
+        )
+    };
+    stdout
+        .write_all(lines.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(Error::io("write to standard output"))?;
+    drop(stdout);
+    if !args.listen.ip().is_loopback() {
+        eprintln!(
+            "{program}: the inbox listens on {addr}, beyond this machine: put a TLS proxy in front of it"
+        );
+    }
+    toolcall_inbox::serve(dispatcher, options, listener)
+        .await
+        .map_err(|e| Error::Serve(e.to_string()))
 }
 
 /// A policy that allows the named tools, and nothing else: what `--allow`
@@ -531,6 +667,10 @@ struct ReplayLine<'a> {
     confirmed: bool,
     #[serde(default)]
     call_id: Option<String>,
+    /// A confirmation id from an earlier `CONFIRMATION_REQUIRED` answer:
+    /// the call brings the approval a person gave (in the inbox).
+    #[serde(default)]
+    approval: Option<String>,
 }
 
 /// A member that is there, even as `null` (which the pipeline refuses as
@@ -560,12 +700,13 @@ fn replay_arguments(arguments: Option<&RawValue>) -> Result<Cow<'_, str>, serde_
 async fn replay<S, St>(
     dispatcher: &Dispatcher<S, St>,
     session: &str,
-    input: Option<&Path>,
+    args: &ReplayArgs,
 ) -> Result<(), Error>
 where
     S: Any + Send + Sync,
     St: Store,
 {
+    let input = args.input.as_deref();
     let reader = open_input(input)?;
     let source = match input {
         Some(path) if path.as_os_str() != "-" => path.display().to_string(),
@@ -591,7 +732,27 @@ where
         if let Some(id) = &call.call_id {
             request = request.call_id(id);
         }
-        let result = dispatcher.execute(request).await;
+        if let Some(id) = &call.approval {
+            request = request.approval(id);
+        }
+        let mut result = dispatcher.execute(request).await;
+        if args.wait_approval > 0
+            && result.code == toolcall_core::Code::ConfirmationRequired
+            && let Some(id) = result.confirmation_id.clone()
+        {
+            // Wait for the person's decision (woken by the store where it
+            // can), then bring it, as the model's next call would.
+            let until = toolcall_core::store::now_ms()
+                .saturating_add(args.wait_approval.saturating_mul(1000));
+            let decided = dispatcher
+                .store()
+                .wait_approval(&id, until)
+                .await
+                .map_err(|e| Error::Input(format!("waiting for approval {id}: {e}")))?;
+            if decided.is_some_and(|entry| entry.approval.decision.is_some()) {
+                result = dispatcher.execute(request.approval(&id)).await;
+            }
+        }
         writeln!(stdout, "{}", result.to_model_text())
             .and_then(|()| stdout.flush())
             .map_err(Error::io("write to standard output"))?;
@@ -717,9 +878,78 @@ impl<S: Any + Send + Sync> App<S> {
             .enable_all()
             .build()
             .map_err(Error::io("start the async runtime"))?;
-        runtime.block_on(
-            cli.command
-                .run(self.name, Arc::new(dispatcher), &cli.common.session_id),
-        )
+        let context = Context {
+            program: self.name,
+            session: &cli.common.session_id,
+            audit: cli.common.audit.as_deref(),
+        };
+        runtime.block_on(cli.command.run_in(&context, Arc::new(dispatcher)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[test]
+    fn serve_listens_on_loopback_unless_told_otherwise() {
+        let Command::Serve(args) = Cli::try_parse_from(["app", "serve"]).unwrap().command else {
+            panic!("not serve");
+        };
+        assert_eq!(args.listen, "127.0.0.1:8080".parse().unwrap());
+        assert!(args.token_file.is_none());
+        let Command::Serve(args) =
+            Cli::try_parse_from(["app", "serve", "--listen", "0.0.0.0:9000"])
+                .unwrap()
+                .command
+        else {
+            panic!("not serve");
+        };
+        assert!(!args.listen.ip().is_loopback());
+        assert!(Command::Serve(args).runs_tools(), "it needs the store");
+    }
+
+    #[test]
+    fn a_replay_line_brings_an_approval_id_and_replay_may_wait() {
+        let line: ReplayLine<'_> =
+            serde_json::from_str(r#"{"tool": "refund_order", "approval": "3f2a"}"#).unwrap();
+        assert_eq!(line.approval.as_deref(), Some("3f2a"));
+        let Command::Replay(args) = Cli::try_parse_from(["app", "replay", "--wait-approval", "30"])
+            .unwrap()
+            .command
+        else {
+            panic!("not replay");
+        };
+        assert_eq!(args.wait_approval, 30);
+    }
+
+    #[test]
+    fn serve_refuses_a_token_file_it_cannot_use() {
+        let dir = std::env::temp_dir().join(format!("toolcall-cli-serve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        std::fs::write(&file, "too-short\n").unwrap();
+        let app = App::new("shop", Registry::default(), Arc::new(()));
+        let error = app
+            .run_from([
+                "shop",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                file.to_str().unwrap(),
+            ])
+            .unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(
+            error.to_string().contains("at least 16 characters"),
+            "{error}"
+        );
     }
 }

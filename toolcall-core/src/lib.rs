@@ -28,7 +28,9 @@ mod tool;
 
 pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};
 pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
-pub use dispatcher::{BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings};
+pub use dispatcher::{
+    Approvals, BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings,
+};
 pub use dispatcher::{BuildWarning, Failure, MessageContext, UNKNOWN_APPROVAL_TOOL};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;

@@ -71,6 +71,10 @@ pub struct PendingApproval {
     pub created_ms: u64,
     /// When it stops being valid, in milliseconds since the Unix epoch.
     pub expires_ms: u64,
+    /// A person's decision, once one is recorded ([`Store::decide_approval`],
+    /// the inbox's): it travels with the approval until a call uses it up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<ApprovalDecision>,
 }
 
 /// What an approval must match to be used.
@@ -108,6 +112,80 @@ pub enum TakeApproval {
     /// No such approval, already used, or asked for another call. Nothing
     /// was changed.
     Invalid,
+}
+
+/// A person's decision on a pending approval, kept with it in the store
+/// until an agent's call uses it up ([`Store::take_approval`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalDecision {
+    /// Whether the call may run.
+    pub approved: bool,
+    /// Who decided (the inbox's signed-in person), for the audit.
+    pub by: String,
+    /// Why, as the person wrote it (shown to the model on a denial).
+    #[serde(default)]
+    pub note: String,
+    /// The arguments the person approved instead of the model's, when they
+    /// changed them: the call runs with these, validated, checked and
+    /// policed again as a new call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_arguments: Option<Value>,
+    /// When it was decided, in milliseconds since the Unix epoch.
+    pub decided_ms: u64,
+}
+
+/// What recording a decision found ([`Store::decide_approval`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecideOutcome {
+    /// This decision is the one: it is stored with the approval.
+    Decided,
+    /// Someone decided first (another click, another person), or an
+    /// agent's call already used it up: nothing was changed.
+    AlreadyDecided,
+    /// It ran out of time before anyone decided: nothing was changed.
+    Expired,
+    /// No such approval (made up, or purged).
+    Invalid,
+}
+
+/// What came of a decided approval once an agent's call used it up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalResult {
+    /// Whether the call's answer was ok.
+    pub ok: bool,
+    /// The answer's code (`OK`, `CONFIRMATION_DENIED`, `AMOUNT_EXCEEDS_REFUNDABLE`, ...).
+    pub code: String,
+    /// Whether the answer was a replay of a call that had already run.
+    #[serde(default)]
+    pub replayed: bool,
+    /// When the call was answered, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// An approval as the store keeps it, with its life after the question:
+/// the decision (in [`PendingApproval::decision`]), when an agent's call
+/// used it up, and what came of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalEntry {
+    /// The approval, with its decision if one was recorded.
+    pub approval: PendingApproval,
+    /// When an agent's call used it up ([`Store::take_approval`]).
+    #[serde(default)]
+    pub used_ms: Option<u64>,
+    /// What came of it ([`Store::settle_approval`]).
+    #[serde(default)]
+    pub result: Option<ApprovalResult>,
+}
+
+impl ApprovalEntry {
+    /// Whether a person may still decide it at `now_ms`: undecided, unused
+    /// and unexpired.
+    pub fn is_open(&self, now_ms: u64) -> bool {
+        self.approval.decision.is_none()
+            && self.used_ms.is_none()
+            && self.approval.expires_ms > now_ms
+    }
 }
 
 /// A store could not be reached or answered nonsense.
@@ -170,8 +248,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// What is known of the call with `key`: completed (with its result), in
     /// doubt, or nothing (`None`: free or claimed).
-    fn outcome(&self, key: &str)
-    -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send;
+    fn outcome(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send;
 
     /// Tries to take `key` for execution until `now_ms + lease_ms`. A key
     /// that is free, in doubt, or whose lease ran out is acquired.
@@ -214,13 +294,84 @@ pub trait Store: Send + Sync + 'static {
         approval: &PendingApproval,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Uses up the approval `id` if it matches `binding` and has not expired at `now_ms`.
+    /// Uses up the approval `id` if it matches `binding` and has not expired
+    /// at `now_ms`: the one place an approval, and the decision kept with
+    /// it, is used, once. An undecided approval is gone once taken; a
+    /// decided one stays in the history ([`decided_approvals`](Store::decided_approvals)),
+    /// marked used, and is never taken again.
     fn take_approval(
         &self,
         id: &str,
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send;
+
+    /// The approvals a person may decide at `now_ms`: undecided, unused and
+    /// unexpired, oldest first, at most `limit`.
+    fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send;
+
+    /// Records a person's decision on the approval `id`, atomically: of two
+    /// decisions at once (a double click, two people, two replicas) exactly
+    /// one is [`Decided`](DecideOutcome::Decided), and a decision is never
+    /// changed. An approval expired at `now_ms`, or already used, is not
+    /// decided.
+    fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send;
+
+    /// The approval `id` as the store keeps it, decided or not, used or not,
+    /// without using it up; `None` if there is none (or it was purged).
+    fn approval(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send;
+
+    /// The decided approvals, most recently decided first, at most `limit`:
+    /// who decided what, and what came of it.
+    fn decided_approvals(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send;
+
+    /// Records what came of a decided approval that a call used up. Nothing
+    /// happens for an approval that is not kept (undecided, or purged).
+    fn settle_approval(
+        &self,
+        id: &str,
+        result: &ApprovalResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Waits until the approval `id` is decided, used up or gone, or until
+    /// `until_ms`, and returns it as it is then (`None`: there is none). A
+    /// store that can be woken (Postgres: `LISTEN`) is; this default asks
+    /// every 200 ms.
+    fn wait_approval(
+        &self,
+        id: &str,
+        until_ms: u64,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        async move {
+            loop {
+                let entry = self.approval(id).await?;
+                let now = now_ms();
+                let settled = entry
+                    .as_ref()
+                    .is_none_or(|e| e.approval.decision.is_some() || e.used_ms.is_some());
+                if settled || now >= until_ms {
+                    return Ok(entry);
+                }
+                let pause = (until_ms - now).min(200);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+        }
+    }
 
     /// Takes (or, for the same `holder`, extends) the lock on `resource`
     /// until `now_ms + lease_ms`. `false` while another holder's lease runs.
@@ -312,6 +463,53 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).take_approval(id, binding, now_ms)
     }
 
+    fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send {
+        (**self).pending_approvals(now_ms, limit)
+    }
+
+    fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
+        (**self).decide_approval(id, decision, now_ms)
+    }
+
+    fn approval(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        (**self).approval(id)
+    }
+
+    fn decided_approvals(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send {
+        (**self).decided_approvals(limit)
+    }
+
+    fn settle_approval(
+        &self,
+        id: &str,
+        result: &ApprovalResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).settle_approval(id, result)
+    }
+
+    fn wait_approval(
+        &self,
+        id: &str,
+        until_ms: u64,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        (**self).wait_approval(id, until_ms)
+    }
+
     fn lock_resource(
         &self,
         resource: &str,
@@ -371,7 +569,7 @@ struct Shard {
     steps: HashMap<String, Counted>,
     calls: HashMap<String, Counted>,
     records: HashMap<String, Record>,
-    approvals: HashMap<String, PendingApproval>,
+    approvals: HashMap<String, ApprovalEntry>,
     locks: HashMap<String, Lock>,
     writes: u64,
 }
@@ -459,7 +657,12 @@ impl MemoryStore {
         shard.steps.retain(|_, c| c.touched_ms >= cutoff);
         shard.calls.retain(|_, c| c.touched_ms >= cutoff);
         shard.records.retain(|_, r| r.touched_ms >= cutoff);
-        shard.approvals.retain(|_, a| a.expires_ms >= now);
+        // Undecided approvals go at their expiry; decided ones stay in the
+        // history for the retention window after it.
+        shard.approvals.retain(|_, a| {
+            a.approval.expires_ms >= now
+                || (a.approval.decision.is_some() && a.approval.expires_ms >= cutoff)
+        });
         shard.locks.retain(|_, l| l.until_ms > now);
         let cap = self.capacity_per_shard;
         trim_oldest(&mut shard.steps, cap, |c| c.touched_ms);
@@ -635,9 +838,14 @@ impl Store for MemoryStore {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         let now = now_ms();
         let mut shard = self.shard(&approval.id);
-        shard
-            .approvals
-            .insert(approval.id.clone(), approval.clone());
+        shard.approvals.insert(
+            approval.id.clone(),
+            ApprovalEntry {
+                approval: approval.clone(),
+                used_ms: None,
+                result: None,
+            },
+        );
         self.maintain(&mut shard, now);
         Ok(())
     }
@@ -649,22 +857,108 @@ impl Store for MemoryStore {
         now_ms: u64,
     ) -> Result<TakeApproval, StoreError> {
         let mut shard = self.shard(id);
-        let Some(approval) = shard.approvals.get(id) else {
+        let Some(entry) = shard.approvals.get_mut(id) else {
             return Ok(TakeApproval::Invalid);
         };
-        if !binding.matches(approval) {
+        if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
             return Ok(TakeApproval::Invalid);
         }
-        let expired = approval.expires_ms <= now_ms;
-        let approval = shard
-            .approvals
-            .remove(id)
-            .expect("present: looked up above under the same lock");
+        let expired = entry.approval.expires_ms <= now_ms;
+        let taken = if entry.approval.decision.is_some() {
+            // Kept for the history, used up.
+            entry.used_ms = Some(now_ms);
+            entry.approval.clone()
+        } else {
+            shard
+                .approvals
+                .remove(id)
+                .expect("present: looked up above under the same lock")
+                .approval
+        };
         Ok(if expired {
             TakeApproval::Expired
         } else {
-            TakeApproval::Taken(approval)
+            TakeApproval::Taken(taken)
         })
+    }
+
+    async fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        let mut open: Vec<PendingApproval> = self
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .approvals
+                    .values()
+                    .filter(|entry| entry.is_open(now_ms))
+                    .map(|entry| entry.approval.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        open.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        open.truncate(limit);
+        Ok(open)
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<DecideOutcome, StoreError> {
+        let mut shard = self.shard(id);
+        let Some(entry) = shard.approvals.get_mut(id) else {
+            return Ok(DecideOutcome::Invalid);
+        };
+        Ok(
+            if entry.approval.decision.is_some() || entry.used_ms.is_some() {
+                DecideOutcome::AlreadyDecided
+            } else if entry.approval.expires_ms <= now_ms {
+                DecideOutcome::Expired
+            } else {
+                entry.approval.decision = Some(decision.clone());
+                DecideOutcome::Decided
+            },
+        )
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
+        Ok(self.shard(id).approvals.get(id).cloned())
+    }
+
+    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
+        let mut decided: Vec<ApprovalEntry> = self
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .approvals
+                    .values()
+                    .filter(|entry| entry.approval.decision.is_some())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        decided.sort_by_key(|entry| {
+            let decided_ms = entry.approval.decision.as_ref().map_or(0, |d| d.decided_ms);
+            (std::cmp::Reverse(decided_ms), entry.approval.id.clone())
+        });
+        decided.truncate(limit);
+        Ok(decided)
+    }
+
+    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
+        let mut shard = self.shard(id);
+        if let Some(entry) = shard.approvals.get_mut(id)
+            && entry.approval.decision.is_some()
+        {
+            entry.result = Some(result.clone());
+        }
+        Ok(())
     }
 
     async fn lock_resource(
@@ -698,7 +992,11 @@ impl Store for MemoryStore {
 
     async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
         let mut shard = self.shard(resource);
-        if shard.locks.get(resource).is_some_and(|l| l.holder == holder) {
+        if shard
+            .locks
+            .get(resource)
+            .is_some_and(|l| l.holder == holder)
+        {
             shard.locks.remove(resource);
         }
         Ok(())

@@ -11,6 +11,11 @@
 //! when the store connects (under an advisory lock, so replicas starting
 //! together do not race), in the schema given, `public` by default.
 //!
+//! A person's decision (the inbox) is one `UPDATE` that only an undecided,
+//! unused, unexpired approval matches, and it is announced with `NOTIFY` on
+//! [`DECISION_CHANNEL`]: an agent waiting for it
+//! ([`Store::wait_approval`]) `LISTEN`s and wakes at once.
+//!
 //! A connection that drops is opened again on the next call; the call that
 //! was in flight when it dropped answers `STORE_UNAVAILABLE`, never a wrong
 //! "ok".
@@ -30,7 +35,7 @@
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length: a B-tree entry holds at most about 2.7 KB) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
-//! | `toolcall_approvals` | pending approval, with the session as given (not indexed) | the confirmation id |
+//! | `toolcall_approvals` | approval: pending, then a person's decision (the inbox), when a call used it up and what came of it, with the session as given (not indexed) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_schema_version` | the schema's version (one row) | |
 //!
@@ -46,7 +51,8 @@
 //! * steps, call counts and records untouched for the
 //!   [`retention`](PostgresStore::retention) window (24 hours by default),
 //!   except a claim whose lease is still running;
-//! * approvals past their expiry;
+//! * undecided approvals past their expiry, and decided ones (the inbox's
+//!   history) once their expiry is older than the retention window;
 //! * resource locks whose lease ran out.
 //!
 //! Each is a range scan on an index, and skips rows another transaction
@@ -71,14 +77,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Row};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    Binding, Claim, Outcome, PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Outcome,
+    PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
 };
 
 /// The schema this version writes, kept in `toolcall_schema_version`.
-const SCHEMA_VERSION: i32 = 1;
+const SCHEMA_VERSION: i32 = 2;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// schema and one from that release take the same upgrades.
@@ -140,6 +147,31 @@ CREATE TABLE IF NOT EXISTS toolcall_locks (
 CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
 ";
 
+/// Version 2: a person's decision kept with its approval (the inbox), when
+/// a call used it up and what came of it, and the indexes the inbox reads.
+/// Columns are only added, so replicas still at version 1 keep working.
+const UPGRADE_V2: &str = "
+ALTER TABLE toolcall_approvals
+    ADD COLUMN IF NOT EXISTS decision TEXT,
+    ADD COLUMN IF NOT EXISTS decided_ms BIGINT,
+    ADD COLUMN IF NOT EXISTS used_ms BIGINT,
+    ADD COLUMN IF NOT EXISTS result TEXT;
+CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
+";
+
+/// The columns of an approval, in the order [`read_entry`] reads them.
+const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
+                                expires_ms, decision, used_ms, result";
+
+/// The channel a decision is announced on (`NOTIFY`, with the approval's
+/// id as the payload), so that an agent waiting for it wakes at once.
+pub const DECISION_CHANNEL: &str = "toolcall_approval_decided";
+
+/// How often a wait for a decision looks again without being woken (a
+/// notification lost with a dropped connection is not waited for longer).
+const WAIT_RECHECK: Duration = Duration::from_secs(2);
+
 /// One purge: every kind in one statement, at most `$3` rows of each (all
 /// for NULL), skipping rows another transaction holds. `$1` is the
 /// retention's cutoff, `$2` now. The conditions are repeated outside the
@@ -166,9 +198,10 @@ WITH steps AS (
     RETURNING 1
 ), approvals AS (
     DELETE FROM toolcall_approvals WHERE id IN (
-        SELECT id FROM toolcall_approvals WHERE expires_ms <= $2
+        SELECT id FROM toolcall_approvals
+        WHERE expires_ms <= $2 AND (decision IS NULL OR expires_ms < $1)
         LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND expires_ms <= $2
+    AND expires_ms <= $2 AND (decision IS NULL OR expires_ms < $1)
     RETURNING 1
 ), locks AS (
     DELETE FROM toolcall_locks WHERE resource_key IN (
@@ -395,6 +428,11 @@ async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
             .await
             .map_err(StoreError::new)?;
     }
+    if found < 2 {
+        tx.batch_execute(UPGRADE_V2)
+            .await
+            .map_err(StoreError::new)?;
+    }
     if found < SCHEMA_VERSION {
         tx.batch_execute(&format!(
             "DELETE FROM toolcall_schema_version;
@@ -420,6 +458,103 @@ fn to_sql(ms: u64) -> i64 {
 
 fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
     serde_json::from_str(text).map_err(StoreError::new)
+}
+
+fn from_sql(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// A JSON column, read back.
+fn json_column<T: serde::de::DeserializeOwned>(
+    text: Option<String>,
+) -> Result<Option<T>, StoreError> {
+    text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
+        .transpose()
+}
+
+/// A row of [`APPROVAL_COLUMNS`].
+fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
+    Ok(ApprovalEntry {
+        approval: PendingApproval {
+            id: row.get(0),
+            session: row.get(1),
+            caller: row.get(2),
+            tool: row.get(3),
+            digest: row.get(4),
+            arguments: serde_json::from_str(row.get::<_, &str>(5)).map_err(StoreError::new)?,
+            step: from_sql(row.get(6)),
+            created_ms: from_sql(row.get(7)),
+            expires_ms: from_sql(row.get(8)),
+            decision: json_column::<ApprovalDecision>(row.get(9))?,
+        },
+        used_ms: row.get::<_, Option<i64>>(10).map(from_sql),
+        result: json_column::<ApprovalResult>(row.get(11))?,
+    })
+}
+
+fn limit_sql(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+impl PostgresStore {
+    /// Uses up the approval `id` if it matches `binding` and is unused: a
+    /// decided one is marked used (the history keeps it), an undecided one
+    /// is deleted. `decided` says which statement to try.
+    async fn use_up(
+        &self,
+        id: &str,
+        binding: &Binding<'_>,
+        now_ms: u64,
+        decided: bool,
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        let client = self.client().await?;
+        let matches = "id = $1 AND session = $2 AND caller = $3
+             AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
+             AND used_ms IS NULL";
+        let sql = if decided {
+            format!(
+                "UPDATE toolcall_approvals SET used_ms = $6
+                 WHERE {matches} AND decision IS NOT NULL RETURNING {APPROVAL_COLUMNS}"
+            )
+        } else {
+            format!(
+                "DELETE FROM toolcall_approvals
+                 WHERE {matches} AND decision IS NULL AND $6::BIGINT IS NOT NULL
+                 RETURNING {APPROVAL_COLUMNS}"
+            )
+        };
+        let row = client
+            .query_opt(
+                &sql,
+                &[
+                    &id,
+                    &binding.session,
+                    &binding.caller,
+                    &binding.tool,
+                    &binding.digest,
+                    &to_sql(now_ms),
+                ],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        row.as_ref().map(read_entry).transpose()
+    }
+
+    async fn approvals_where(
+        &self,
+        condition: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<ApprovalEntry>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {condition}"),
+                params,
+            )
+            .await
+            .map_err(StoreError::new)?;
+        rows.iter().map(read_entry).collect()
+    }
 }
 
 impl Store for PostgresStore {
@@ -577,12 +712,20 @@ impl Store for PostgresStore {
 
     async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
         let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
+        let decision = a
+            .decision
+            .as_ref()
+            .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
+            .transpose()
+            .map_err(StoreError::new)?;
+        let (decision, decided_ms) = decision.unzip();
         let client = self.client().await?;
         client
             .execute(
                 "INSERT INTO toolcall_approvals
-                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
+                  decision, decided_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 &[
                     &a.id,
                     &a.session,
@@ -593,6 +736,8 @@ impl Store for PostgresStore {
                     &to_sql(a.step),
                     &to_sql(a.created_ms),
                     &to_sql(a.expires_ms),
+                    &decision,
+                    &decided_ms,
                 ],
             )
             .await
@@ -607,43 +752,161 @@ impl Store for PostgresStore {
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> Result<TakeApproval, StoreError> {
+        // A decision only ever goes from none to one: a decided approval is
+        // tried first, then an undecided one, then (decided in between) the
+        // first again. Used up only if it matches: a mismatched attempt
+        // changes nothing.
+        let mut taken = self.use_up(id, binding, now_ms, true).await?;
+        if taken.is_none() {
+            taken = self.use_up(id, binding, now_ms, false).await?;
+        }
+        if taken.is_none() {
+            taken = self.use_up(id, binding, now_ms, true).await?;
+        }
+        let Some(entry) = taken else {
+            return Ok(TakeApproval::Invalid);
+        };
+        Ok(if entry.approval.expires_ms <= now_ms {
+            TakeApproval::Expired
+        } else {
+            TakeApproval::Taken(entry.approval)
+        })
+    }
+
+    async fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        let entries = self
+            .approvals_where(
+                "decision IS NULL AND used_ms IS NULL AND expires_ms > $1
+                 ORDER BY created_ms, id LIMIT $2",
+                &[&to_sql(now_ms), &limit_sql(limit)],
+            )
+            .await?;
+        Ok(entries.into_iter().map(|entry| entry.approval).collect())
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<DecideOutcome, StoreError> {
+        let text = serde_json::to_string(decision).map_err(StoreError::new)?;
         let client = self.client().await?;
-        // Used up only if it matches: a mismatched attempt changes nothing.
-        let row = client
+        // One statement: of two decisions at once, one changes the row; the
+        // notification goes out when it commits.
+        let decided = client
             .query_opt(
-                "DELETE FROM toolcall_approvals
-                 WHERE id = $1 AND session = $2 AND caller = $3
-                   AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
-                 RETURNING session, caller, tool, digest, arguments, step, created_ms, expires_ms",
-                &[
-                    &id,
-                    &binding.session,
-                    &binding.caller,
-                    &binding.tool,
-                    &binding.digest,
-                ],
+                &format!(
+                    "WITH decided AS (
+                        UPDATE toolcall_approvals SET decision = $2, decided_ms = $3
+                        WHERE id = $1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > $4
+                        RETURNING id)
+                     SELECT pg_notify('{DECISION_CHANNEL}', id) FROM decided"
+                ),
+                &[&id, &text, &to_sql(decision.decided_ms), &to_sql(now_ms)],
             )
             .await
             .map_err(StoreError::new)?;
-        let Some(row) = row else {
-            return Ok(TakeApproval::Invalid);
-        };
-        let approval = PendingApproval {
-            id: id.to_owned(),
-            session: row.get(0),
-            caller: row.get(1),
-            tool: row.get(2),
-            digest: row.get(3),
-            arguments: serde_json::from_str(row.get::<_, &str>(4)).map_err(StoreError::new)?,
-            step: u64::try_from(row.get::<_, i64>(5)).unwrap_or(0),
-            created_ms: u64::try_from(row.get::<_, i64>(6)).unwrap_or(0),
-            expires_ms: u64::try_from(row.get::<_, i64>(7)).unwrap_or(0),
-        };
-        Ok(if approval.expires_ms <= now_ms {
-            TakeApproval::Expired
-        } else {
-            TakeApproval::Taken(approval)
+        if decided.is_some() {
+            self.wrote().await;
+            return Ok(DecideOutcome::Decided);
+        }
+        Ok(match self.approval(id).await? {
+            None => DecideOutcome::Invalid,
+            Some(entry) if entry.approval.decision.is_some() || entry.used_ms.is_some() => {
+                DecideOutcome::AlreadyDecided
+            }
+            Some(_) => DecideOutcome::Expired,
         })
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
+        Ok(self
+            .approvals_where("id = $1", &[&id])
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
+        self.approvals_where(
+            "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT $1",
+            &[&limit_sql(limit)],
+        )
+        .await
+    }
+
+    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
+        let text = serde_json::to_string(result).map_err(StoreError::new)?;
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE toolcall_approvals SET result = $2 WHERE id = $1 AND decision IS NOT NULL",
+                &[&id, &text],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        Ok(())
+    }
+
+    /// Waits on a connection of its own that `LISTEN`s on
+    /// [`DECISION_CHANNEL`]: a decision wakes it at once. It also looks
+    /// again every 2 seconds, whatever it heard.
+    async fn wait_approval(
+        &self,
+        id: &str,
+        until_ms: u64,
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        let (client, mut connection) = tokio_postgres::connect(&self.url, NoTls)
+            .await
+            .map_err(StoreError::new)?;
+        let (woken, mut wake) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let driver = tokio::spawn(async move {
+            while let Some(Ok(message)) =
+                std::future::poll_fn(|cx| connection.poll_message(cx)).await
+            {
+                if let AsyncMessage::Notification(notification) = message
+                    && woken.send(notification.payload().to_owned()).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let waited = async {
+            client
+                .batch_execute(&format!("LISTEN {DECISION_CHANNEL}"))
+                .await
+                .map_err(StoreError::new)?;
+            loop {
+                // Read after LISTEN: a decision made before it is seen here.
+                let entry = self.approval(id).await?;
+                let now = now_ms();
+                let settled = entry
+                    .as_ref()
+                    .is_none_or(|e| e.approval.decision.is_some() || e.used_ms.is_some());
+                if settled || now >= until_ms {
+                    return Ok(entry);
+                }
+                let pause = Duration::from_millis(until_ms - now).min(WAIT_RECHECK);
+                let _ = tokio::time::timeout(pause, async {
+                    while let Some(payload) = wake.recv().await {
+                        if payload == id {
+                            return;
+                        }
+                    }
+                    // The connection dropped: wait out the pause.
+                    std::future::pending::<()>().await;
+                })
+                .await;
+            }
+        }
+        .await;
+        driver.abort();
+        waited
     }
 
     async fn lock_resource(

@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::store::{
-    Binding, Claim, Outcome, PendingApproval, TakeApproval, now_ms, session_key,
+    ApprovalDecision, Binding, Claim, DecideOutcome, Outcome, PendingApproval, TakeApproval,
+    now_ms, session_key,
 };
 use toolcall::{Store, ToolResult};
 use toolcall_postgres::{PostgresStore, Purged};
@@ -224,7 +225,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 1);
+        assert_eq!(version, 2);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -239,6 +240,8 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         assert_eq!(
             indexes,
             [
+                "toolcall_approvals_created",
+                "toolcall_approvals_decided",
                 "toolcall_approvals_expires",
                 "toolcall_calls_touched",
                 "toolcall_locks_until",
@@ -295,14 +298,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 2")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 3")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 2, newer"), "{error}");
+        assert!(error.contains("version 3, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -339,6 +342,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         step: 1,
         created_ms: now_ms(),
         expires_ms,
+        decision: None,
     }
 }
 
@@ -416,6 +420,124 @@ fn the_store_purges_what_expired_by_itself() {
         );
         assert_eq!(rows(&client, "toolcall_records").await, ["r-held"]);
         assert_eq!(store.purge().await.unwrap().total(), 0);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+fn yes(decided_ms: u64) -> ApprovalDecision {
+    ApprovalDecision {
+        approved: true,
+        by: "ana".into(),
+        note: String::new(),
+        edited_arguments: None,
+        decided_ms,
+    }
+}
+
+#[test]
+fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v1");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        // Back to version 1 as it was, with an approval a version-1 replica asked.
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "ALTER TABLE toolcall_approvals DROP COLUMN decision, DROP COLUMN decided_ms,
+                     DROP COLUMN used_ms, DROP COLUMN result;
+                 DROP INDEX IF EXISTS toolcall_approvals_created, toolcall_approvals_decided;
+                 UPDATE toolcall_schema_version SET version = 1;",
+            )
+            .await
+            .unwrap();
+        let now = now_ms() as i64;
+        client
+            .execute(
+                "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, $1, $2)",
+                &[&now, &(now + 600_000)],
+            )
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].arguments, json!({"cents": 1}));
+        assert_eq!(
+            store.decide_approval("p1", &yes(now_ms()), now_ms()).await.unwrap(),
+            DecideOutcome::Decided
+        );
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 2);
+        // A replica still at version 1 inserts and takes as it did.
+        client
+            .execute(
+                "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+                 VALUES ('p2', 's', 'c', 'pay', 'd1', '{}', 1, $1, $2)",
+                &[&now, &(now + 600_000)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 1);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("history");
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap()
+            .retention(Duration::from_millis(1_500))
+            .purge_every(0);
+        let expires = now_ms() + 100;
+        store
+            .put_approval(&approval("p-undecided", expires))
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-decided", expires))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .decide_approval("p-decided", &yes(now_ms()), now_ms())
+                .await
+                .unwrap(),
+            DecideOutcome::Decided
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            store.purge().await.unwrap().approvals,
+            1,
+            "the undecided one, expired"
+        );
+        let client = raw(&url, &schema).await;
+        assert_eq!(rows(&client, "toolcall_approvals").await, ["p-decided"]);
+        assert_eq!(store.decided_approvals(10).await.unwrap().len(), 1);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(
+            store.purge().await.unwrap().approvals,
+            1,
+            "past the retention window"
+        );
+        assert!(rows(&client, "toolcall_approvals").await.is_empty());
         drop(store);
         drop_schema(&url, &schema).await;
     });

@@ -29,7 +29,7 @@
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length, whatever the host chose) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
-//! | `toolcall_approvals` | pending approval, with the session as given | the confirmation id |
+//! | `toolcall_approvals` | approval: pending, then a person's decision (the inbox), when a call used it up and what came of it, with the session as given | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
@@ -44,7 +44,8 @@
 //! * steps, call counts and records untouched for the
 //!   [`retention`](SqliteStore::retention) window (24 hours by default),
 //!   except a claim whose lease is still running;
-//! * approvals past their expiry;
+//! * undecided approvals past their expiry, and decided ones (the inbox's
+//!   history) once their expiry is older than the retention window;
 //! * resource locks whose lease ran out.
 //!
 //! Each is a range scan on an index. [`purge`](SqliteStore::purge) deletes
@@ -71,11 +72,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    Binding, Claim, Outcome, PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Outcome,
+    PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
 };
 
 /// The schema this version writes: the file's `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// file and a file from that release take the same upgrades.
@@ -143,6 +145,22 @@ CREATE TABLE IF NOT EXISTS toolcall_locks (
 );
 CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
 ";
+
+/// Version 2: a person's decision kept with its approval (the inbox), when
+/// a call used it up and what came of it, and the indexes the inbox reads.
+/// Columns are only added, so a process still at version 1 keeps working.
+const UPGRADE_V2: &str = "
+ALTER TABLE toolcall_approvals ADD COLUMN decision TEXT;
+ALTER TABLE toolcall_approvals ADD COLUMN decided_ms INTEGER;
+ALTER TABLE toolcall_approvals ADD COLUMN used_ms INTEGER;
+ALTER TABLE toolcall_approvals ADD COLUMN result TEXT;
+CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
+";
+
+/// The columns of an approval, in the order [`read_entry`] reads them.
+const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
+                                expires_ms, decision, used_ms, result";
 
 /// How long a statement waits for another connection's lock once the store is open.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -292,7 +310,12 @@ impl SqliteStore {
                 "toolcall_records",
                 "touched_ms < ?1 AND (state <> 'in_flight' OR until_ms <= ?2)",
             )?,
-            approvals: delete("toolcall_approvals", "expires_ms <= ?2")?,
+            // Undecided approvals go at their expiry; decided ones stay in
+            // the inbox's history for the retention window after it.
+            approvals: delete(
+                "toolcall_approvals",
+                "expires_ms <= ?2 AND (decision IS NULL OR expires_ms < ?1)",
+            )?,
             locks: delete("toolcall_locks", "until_ms <= ?2")?,
         };
         tx.commit().map_err(StoreError::new)?;
@@ -374,9 +397,14 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
         // Another connection upgraded it while this one waited.
         return Ok(found);
     }
-    tx.execute_batch(SCHEMA_V0)?;
-    tx.execute_batch(UPGRADE_V1)?;
-    rekey_steps(&tx)?;
+    if found < 1 {
+        tx.execute_batch(SCHEMA_V0)?;
+        tx.execute_batch(UPGRADE_V1)?;
+        rekey_steps(&tx)?;
+    }
+    if found < 2 {
+        tx.execute_batch(UPGRADE_V2)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(SCHEMA_VERSION)
@@ -416,6 +444,87 @@ fn to_sql(ms: u64) -> i64 {
 
 fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
     serde_json::from_str(text).map_err(StoreError::new)
+}
+
+fn from_sql(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// A JSON column, read back.
+fn json_column<T: serde::de::DeserializeOwned>(
+    text: Option<String>,
+) -> Result<Option<T>, StoreError> {
+    text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
+        .transpose()
+}
+
+/// One row of [`APPROVAL_COLUMNS`], as the columns hold it.
+type ApprovalRow = (
+    (String, String, String, String, String, String),
+    (i64, i64, i64),
+    (Option<String>, Option<i64>, Option<String>),
+);
+
+fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
+    Ok((
+        (
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+            row.get(5)?,
+        ),
+        (row.get(6)?, row.get(7)?, row.get(8)?),
+        (row.get(9)?, row.get(10)?, row.get(11)?),
+    ))
+}
+
+fn read_entry(row: ApprovalRow) -> Result<ApprovalEntry, StoreError> {
+    let ((id, session, caller, tool, digest, arguments), (step, created_ms, expires_ms), rest) =
+        row;
+    let (decision, used_ms, result) = rest;
+    Ok(ApprovalEntry {
+        approval: PendingApproval {
+            id,
+            session,
+            caller,
+            tool,
+            digest,
+            arguments: serde_json::from_str(&arguments).map_err(StoreError::new)?,
+            step: from_sql(step),
+            created_ms: from_sql(created_ms),
+            expires_ms: from_sql(expires_ms),
+            decision: json_column::<ApprovalDecision>(decision)?,
+        },
+        used_ms: used_ms.map(from_sql),
+        result: json_column::<ApprovalResult>(result)?,
+    })
+}
+
+fn limit_sql(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+impl SqliteStore {
+    fn approvals_where(
+        &self,
+        condition: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<ApprovalEntry>, StoreError> {
+        let conn = self.conn();
+        let mut statement = conn
+            .prepare(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {condition}"
+            ))
+            .map_err(StoreError::new)?;
+        let rows = statement
+            .query_map(params, approval_row)
+            .map_err(StoreError::new)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StoreError::new)?;
+        rows.into_iter().map(read_entry).collect()
+    }
 }
 
 impl Store for SqliteStore {
@@ -551,11 +660,19 @@ impl Store for SqliteStore {
 
     async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
         let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
+        let decision = a
+            .decision
+            .as_ref()
+            .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
+            .transpose()
+            .map_err(StoreError::new)?;
+        let (decision, decided_ms) = decision.unzip();
         self.conn()
             .execute(
                 "INSERT INTO toolcall_approvals
-                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
+                  decision, decided_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     a.id,
                     a.session,
@@ -565,7 +682,9 @@ impl Store for SqliteStore {
                     arguments,
                     to_sql(a.step),
                     to_sql(a.created_ms),
-                    to_sql(a.expires_ms)
+                    to_sql(a.expires_ms),
+                    decision,
+                    decided_ms
                 ],
             )
             .map_err(StoreError::new)?;
@@ -585,50 +704,108 @@ impl Store for SqliteStore {
             .map_err(StoreError::new)?;
         let row = tx
             .query_row(
-                "SELECT session, caller, tool, digest, arguments, step, created_ms, expires_ms
-                 FROM toolcall_approvals WHERE id = ?1",
+                &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE id = ?1"),
                 [id],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, String>(4)?,
-                        row.get::<_, i64>(5)?,
-                        row.get::<_, i64>(6)?,
-                        row.get::<_, i64>(7)?,
-                    ))
-                },
+                approval_row,
             )
             .optional()
             .map_err(StoreError::new)?;
-        let Some((session, caller, tool, digest, arguments, step, created_ms, expires_ms)) = row
-        else {
+        let Some(row) = row else {
             return Ok(TakeApproval::Invalid);
         };
-        let approval = PendingApproval {
-            id: id.to_owned(),
-            session,
-            caller,
-            tool,
-            digest,
-            arguments: serde_json::from_str(&arguments).map_err(StoreError::new)?,
-            step: u64::try_from(step).unwrap_or(0),
-            created_ms: u64::try_from(created_ms).unwrap_or(0),
-            expires_ms: u64::try_from(expires_ms).unwrap_or(0),
-        };
-        if !binding.matches(&approval) {
+        let entry = read_entry(row)?;
+        if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
             return Ok(TakeApproval::Invalid);
         }
-        tx.execute("DELETE FROM toolcall_approvals WHERE id = ?1", [id])
-            .map_err(StoreError::new)?;
+        if entry.approval.decision.is_some() {
+            // Kept for the inbox's history, used up.
+            tx.execute(
+                "UPDATE toolcall_approvals SET used_ms = ?2 WHERE id = ?1",
+                params![id, to_sql(now_ms)],
+            )
+        } else {
+            tx.execute("DELETE FROM toolcall_approvals WHERE id = ?1", [id])
+        }
+        .map_err(StoreError::new)?;
         tx.commit().map_err(StoreError::new)?;
-        Ok(if approval.expires_ms <= now_ms {
+        Ok(if entry.approval.expires_ms <= now_ms {
             TakeApproval::Expired
         } else {
-            TakeApproval::Taken(approval)
+            TakeApproval::Taken(entry.approval)
         })
+    }
+
+    async fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        let entries = self.approvals_where(
+            "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
+             ORDER BY created_ms, id LIMIT ?2",
+            params![to_sql(now_ms), limit_sql(limit)],
+        )?;
+        Ok(entries.into_iter().map(|entry| entry.approval).collect())
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<DecideOutcome, StoreError> {
+        let text = serde_json::to_string(decision).map_err(StoreError::new)?;
+        // One statement: of two decisions at once, one changes the row.
+        let decided = self
+            .conn()
+            .execute(
+                "UPDATE toolcall_approvals SET decision = ?2, decided_ms = ?3
+                 WHERE id = ?1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > ?4",
+                params![id, text, to_sql(decision.decided_ms), to_sql(now_ms)],
+            )
+            .map_err(StoreError::new)?;
+        if decided > 0 {
+            self.wrote();
+            return Ok(DecideOutcome::Decided);
+        }
+        Ok(match self.approval(id).await? {
+            None => DecideOutcome::Invalid,
+            Some(entry) if entry.approval.decision.is_some() || entry.used_ms.is_some() => {
+                DecideOutcome::AlreadyDecided
+            }
+            Some(_) => DecideOutcome::Expired,
+        })
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
+        let row = self
+            .conn()
+            .query_row(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE id = ?1"),
+                [id],
+                approval_row,
+            )
+            .optional()
+            .map_err(StoreError::new)?;
+        row.map(read_entry).transpose()
+    }
+
+    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
+        self.approvals_where(
+            "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
+            [limit_sql(limit)],
+        )
+    }
+
+    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
+        let text = serde_json::to_string(result).map_err(StoreError::new)?;
+        self.conn()
+            .execute(
+                "UPDATE toolcall_approvals SET result = ?2 WHERE id = ?1 AND decision IS NOT NULL",
+                params![id, text],
+            )
+            .map_err(StoreError::new)?;
+        Ok(())
     }
 
     async fn lock_resource(

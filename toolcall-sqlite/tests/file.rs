@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use serde_json::json;
-use toolcall::store::{Binding, Claim, Outcome, PendingApproval, TakeApproval, now_ms};
+use toolcall::store::{
+    ApprovalDecision, Binding, Claim, DecideOutcome, Outcome, PendingApproval, TakeApproval, now_ms,
+};
 use toolcall::{Store, ToolResult};
 use toolcall_sqlite::{Purged, SqliteStore};
 
@@ -219,7 +221,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), 2);
     block_on(async {
         assert_eq!(
             store.next_step("old-session").await.unwrap(),
@@ -293,6 +295,8 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(
         indexes,
         [
+            "toolcall_approvals_created",
+            "toolcall_approvals_decided",
             "toolcall_approvals_expires",
             "toolcall_calls_touched",
             "toolcall_locks_until",
@@ -336,10 +340,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 2")
+        .execute_batch("PRAGMA user_version = 3")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 2, newer"), "{error}");
+    assert!(error.contains("version 3, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -371,6 +375,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         step: 1,
         created_ms: now_ms(),
         expires_ms,
+        decision: None,
     }
 }
 
@@ -466,4 +471,108 @@ fn without_automatic_purges_nothing_is_deleted_until_purge() {
     assert_eq!(rows(&path, "toolcall_calls").len(), 20);
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(store.purge().unwrap().calls, 20);
+}
+
+fn yes(decided_ms: u64) -> ApprovalDecision {
+    ApprovalDecision {
+        approved: true,
+        by: "ana".into(),
+        note: String::new(),
+        edited_arguments: None,
+        decided_ms,
+    }
+}
+
+#[test]
+fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
+    let path = fresh_dir("v1").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Back to version 1 as it was, with an approval a version-1 process asked.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX toolcall_approvals_created;
+         DROP INDEX toolcall_approvals_decided;
+         ALTER TABLE toolcall_approvals DROP COLUMN decision;
+         ALTER TABLE toolcall_approvals DROP COLUMN decided_ms;
+         ALTER TABLE toolcall_approvals DROP COLUMN used_ms;
+         ALTER TABLE toolcall_approvals DROP COLUMN result;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    let now = now_ms() as i64;
+    conn.execute(
+        "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, ?1, ?2)",
+        rusqlite::params![now, now + 600_000],
+    )
+    .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 2);
+    block_on(async {
+        let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].arguments, json!({"cents": 1}));
+        assert_eq!(
+            store
+                .decide_approval("p1", &yes(now_ms()), now_ms())
+                .await
+                .unwrap(),
+            DecideOutcome::Decided
+        );
+    });
+    // A process still at version 1 inserts as it did.
+    conn.execute(
+        "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+         VALUES ('p2', 's', 'c', 'pay', 'd1', '{}', 1, ?1, ?2)",
+        rusqlite::params![now, now + 600_000],
+    )
+    .unwrap();
+    assert_eq!(
+        block_on(store.pending_approvals(now_ms(), 10))
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
+    let path = fresh_dir("history").join("store.db");
+    let store = SqliteStore::open(&path)
+        .unwrap()
+        .retention(Duration::from_millis(1_500))
+        .purge_every(0);
+    let expires = now_ms() + 100;
+    block_on(async {
+        store
+            .put_approval(&approval("p-undecided", expires))
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-decided", expires))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .decide_approval("p-decided", &yes(now_ms()), now_ms())
+                .await
+                .unwrap(),
+            DecideOutcome::Decided
+        );
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        store.purge().unwrap().approvals,
+        1,
+        "the undecided one, expired"
+    );
+    assert_eq!(rows(&path, "toolcall_approvals"), ["p-decided"]);
+    assert_eq!(block_on(store.decided_approvals(10)).unwrap().len(), 1);
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(
+        store.purge().unwrap().approvals,
+        1,
+        "past the retention window"
+    );
+    assert!(rows(&path, "toolcall_approvals").is_empty());
 }

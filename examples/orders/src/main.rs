@@ -1,6 +1,6 @@
 //! `orders`: the reference's support-agent demo, and the command line every
 //! toolcall application gets from its registry (definitions, replay, report,
-//! lock, check, mcp), over the example's tools.
+//! lock, check, mcp, serve), over the example's tools.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,9 +12,10 @@ use clap::{Args, Parser};
 use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
 use toolcall::{
-    Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, ToolResult, tools,
+    Approvals, Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store,
+    ToolResult, tools,
 };
-use toolcall_cli::{Command, Error};
+use toolcall_cli::{Command, Context, Error};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 
@@ -99,6 +100,21 @@ struct SettingsArgs {
     /// result is cut to fit, still valid JSON, with `data.truncated`.
     #[arg(long, value_name = "N", global = true, value_parser = clap::value_parser!(u64).range(256..))]
     max_output_bytes: Option<u64>,
+    /// Where a refund's approval comes from: `host` (`confirmed: true` in a
+    /// replay line, `--yes` in the demo) or `inbox` (only a decision in the
+    /// store, made in `orders serve`'s page, approves; a replay line brings
+    /// its `"approval": "<confirmation_id>"`).
+    #[arg(long, value_enum, default_value = "host", global = true)]
+    approvals: ApprovalsArg,
+}
+
+/// `--approvals`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ApprovalsArg {
+    /// The host says a person approved.
+    Host,
+    /// Only a decision recorded in the store approves.
+    Inbox,
 }
 
 fn main() -> ExitCode {
@@ -169,7 +185,14 @@ fn run<St: Store + 'static>(
             runtime.block_on(demo(&dispatcher, session, cli.yes));
             Ok(())
         }
-        Some(command) => runtime.block_on(command.run("orders", Arc::new(dispatcher), session)),
+        Some(command) => {
+            let context = Context {
+                program: "orders",
+                session,
+                audit: cli.audit.as_deref(),
+            };
+            runtime.block_on(command.run_in(&context, Arc::new(dispatcher)))
+        }
     }
 }
 
@@ -191,6 +214,10 @@ fn dispatcher<St: Store>(
         .retry_backoff(Duration::from_millis(settings.retry_backoff_ms))
         .claim_lease(Duration::from_millis(settings.claim_lease_ms))
         .claim_wait(Duration::from_millis(settings.claim_wait_ms))
+        .approvals(match settings.approvals {
+            ApprovalsArg::Host => Approvals::Host,
+            ApprovalsArg::Inbox => Approvals::Inbox,
+        })
         .max_output_bytes(
             settings
                 .max_output_bytes

@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
+use super::Approvals;
 use super::messages::{Details, Failure};
 use super::pipeline::{Approval, Stage};
 use super::{Dispatcher, call_span};
@@ -14,7 +15,9 @@ use crate::audit::AuditRecord;
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
-use crate::store::{Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{
+    ApprovalDecision, Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms,
+};
 
 /// A person's decision on a pending approval, by its confirmation id.
 ///
@@ -92,18 +95,66 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// validated again and its business check and the caller's policy re-run
     /// against the current state first (much may change while a person
     /// reads). The result is the answer to the model's call.
+    ///
+    /// A decision already recorded in the store (a person's, in the inbox)
+    /// is carried out as it is: a denial is `CONFIRMATION_DENIED`, edited
+    /// arguments run in place of the model's. In [`Approvals::Inbox`] mode
+    /// this decision is recorded in the store first.
     pub async fn approve(&self, decision: Decision<'_>) -> ToolResult {
         let caller = decision.caller.unwrap_or(&self.caller);
+        self.record(&decision, caller, true, "").await;
         self.decide(decision, caller, |pending| async move {
-            self.run_approved(&decision, caller, pending).await
+            match &pending.decision {
+                Some(recorded) if !recorded.approved => {
+                    Err(self.denied(&pending.tool, &recorded.note))
+                }
+                _ => self.run_approved(&decision, caller, pending).await,
+            }
         })
         .await
+    }
+
+    /// In inbox mode, the host's decision goes into the store first, like a
+    /// person's in the inbox (the first decision stays the one).
+    async fn record(&self, decision: &Decision<'_>, caller: &Caller, approved: bool, note: &str) {
+        if self.settings.approvals != Approvals::Inbox {
+            return;
+        }
+        let binding = Binding {
+            session: decision.session,
+            caller: caller.id(),
+            tool: decision.tool,
+            digest: None,
+        };
+        // Only an approval asked for this session and caller.
+        let Ok(Some(entry)) = self.store.approval(decision.id).await else {
+            return;
+        };
+        if !binding.matches(&entry.approval) {
+            return;
+        }
+        let now = now_ms();
+        let recorded = ApprovalDecision {
+            approved,
+            by: decision.by.to_owned(),
+            note: note.to_owned(),
+            edited_arguments: None,
+            decided_ms: now,
+        };
+        if let Err(error) = self
+            .store
+            .decide_approval(decision.id, &recorded, now)
+            .await
+        {
+            tracing::warn!(approval = decision.id, %error, "the host's decision could not be recorded");
+        }
     }
 
     /// A person declined: the call never runs, and the model is told why, so
     /// that it does not ask again blindly.
     pub async fn deny(&self, decision: Decision<'_>, reason: &str) -> ToolResult {
         let caller = decision.caller.unwrap_or(&self.caller);
+        self.record(&decision, caller, false, reason).await;
         self.decide(decision, caller, |pending| async move {
             let reason = if reason.trim().is_empty() {
                 "no reason given"
@@ -154,6 +205,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     let result = match then(pending.clone()).await {
                         Ok(result) | Err(result) => result,
                     };
+                    if pending.decision.is_some() {
+                        self.settle(decision.id, &result).await;
+                    }
                     (Some(pending), result)
                 }
                 Ok(TakeApproval::Expired) => (
@@ -215,6 +269,25 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         pending: PendingApproval,
     ) -> Stage<ToolResult> {
         let spec = self.resolve(&pending.tool, caller.policy())?;
+        // A person's edits (recorded in the store) run in place of the
+        // model's arguments, as a new call that says so.
+        let edited = pending
+            .decision
+            .as_ref()
+            .and_then(|recorded| recorded.edited_arguments.as_ref());
+        if let Some(edited) = edited {
+            let Value::Object(object) = &pending.arguments else {
+                return Err(self.fail_with(
+                    Failure::ConfirmationInvalid,
+                    &pending.tool,
+                    &Details::approval(decision.id),
+                    Map::new(),
+                ));
+            };
+            let original =
+                self.prepare(spec, object, decision.session, caller, pending.step, None)?;
+            return self.run_edited(original, edited).await;
+        }
         let Value::Object(object) = &pending.arguments else {
             return Err(self.fail_with(
                 Failure::ConfirmationInvalid,

@@ -13,6 +13,7 @@
 mod approval;
 mod checks;
 mod execute;
+mod inbox;
 mod messages;
 mod pipeline;
 mod twins;
@@ -36,6 +37,31 @@ use crate::store::{MemoryStore, Store};
 pub use approval::{Decision, UNKNOWN_APPROVAL_TOOL};
 pub use checks::{BuildError, BuildWarning};
 pub use messages::{Failure, MessageContext};
+
+/// Where a high-risk call's approval comes from ([`Settings::approvals`]).
+///
+/// Whatever the mode, a decision recorded in the store (a person's, in the
+/// approval inbox: `toolcall-inbox`) is carried out as it is when a call
+/// brings its approval id ([`Call::approval`]): a denial is
+/// `CONFIRMATION_DENIED` with the person's note, an approval runs the call
+/// once, an approval with edits runs the edited call, validated, checked
+/// and policed again as a new call, and says so (`data.edited_by_person`,
+/// `data.edited_arguments`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Approvals {
+    /// The host says a person approved: [`Call::confirmed`], a
+    /// [`Call::approval`] id nobody decided in the store, and
+    /// [`Dispatcher::approve`] each approve (the reference's behaviour).
+    #[default]
+    Host,
+    /// Only a decision recorded in the store approves: `Call::confirmed(true)`
+    /// asks like any call, and a `Call::approval(id)` nobody decided yet is
+    /// answered `CONFIRMATION_REQUIRED` again with the same id, which stays
+    /// unused. [`Dispatcher::approve`] and [`Dispatcher::deny`] record the
+    /// host's decision in the store first.
+    Inbox,
+}
 
 /// The knobs of the pipeline. The defaults of the first four are the
 /// reference implementation's.
@@ -83,6 +109,9 @@ pub struct Settings {
     /// never cut. The audit keeps the whole result's size and SHA-256
     /// ([`AuditRecord::cut`], field `result`).
     pub max_output_bytes: Option<usize>,
+    /// Where a high-risk call's approval comes from (default
+    /// [`Approvals::Host`], the reference's behaviour).
+    pub approvals: Approvals,
 }
 
 impl Default for Settings {
@@ -99,6 +128,7 @@ impl Default for Settings {
             approval_ttl: Duration::from_secs(15 * 60),
             claim_lease: Duration::from_secs(30),
             max_output_bytes: None,
+            approvals: Approvals::Host,
         }
     }
 }
@@ -244,6 +274,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// See [`Settings::claim_lease`].
     pub fn claim_lease(mut self, claim_lease: Duration) -> Self {
         self.settings.claim_lease = claim_lease;
+        self
+    }
+
+    /// See [`Settings::approvals`].
+    pub fn approvals(mut self, approvals: Approvals) -> Self {
+        self.settings.approvals = approvals;
         self
     }
 
@@ -555,10 +591,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let started = Instant::now();
         let caller = call.caller.unwrap_or(&self.caller);
         let span = call_span(Some(call.tool), call.call_id);
-        let (step, mut result) = self.run(&call, caller).instrument(span.clone()).await;
+        let (step, mut result, carried) = self.run(&call, caller).instrument(span.clone()).await;
         let mut cut = Vec::new();
         self.fit_output(call.tool, &mut result, &mut cut);
         let confirmed = call.confirmed
+            || carried.is_some()
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
         let tool = Cut::keep("tool", call.tool.to_owned(), MAX_NAME_ECHO, &mut cut);
         let arguments = self.audited_arguments(call.tool, call.arguments);
@@ -580,12 +617,37 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 replayed: result.replayed,
                 duration_ms: started.elapsed().as_secs_f64() * 1000.0,
                 call_id: call.call_id.map(str::to_owned),
-                approved_by: None,
+                // A person's decision the call carried out: it is theirs.
+                approved_by: carried.as_ref().map(|c| c.by.clone()),
                 in_doubt: is_in_doubt(&result),
                 cut,
             },
             &span,
         );
+        if let Some(edited) = carried.and_then(|c| c.edited) {
+            // The audit keeps both versions: the model's call above, and
+            // the call the person's edits made, as it ran.
+            let arguments = self.audited_arguments(call.tool, Arguments::Parsed(&edited));
+            self.audit(
+                AuditRecord {
+                    session_id: call.session.to_owned(),
+                    caller: caller.id().to_owned(),
+                    step,
+                    tool: call.tool.to_owned(),
+                    arguments,
+                    confirmed: true,
+                    ok: result.ok,
+                    code: result.code.clone(),
+                    replayed: result.replayed,
+                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    call_id: call.call_id.map(str::to_owned),
+                    approved_by: None,
+                    in_doubt: is_in_doubt(&result),
+                    cut: Vec::new(),
+                },
+                &span,
+            );
+        }
         result
     }
 

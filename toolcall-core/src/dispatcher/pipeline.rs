@@ -9,9 +9,10 @@ use serde_json::{Map, Value};
 use std::time::{Duration, Instant};
 
 use super::execute::{millis, panic_text, while_renewing};
+use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
 use super::twins::Active;
-use super::{Call, Dispatcher};
+use super::{Approvals, Call, Dispatcher};
 use crate::args::Constraint;
 use crate::canonical::{digest, idempotency_key};
 use crate::error::ToolError;
@@ -53,18 +54,31 @@ pub(super) struct Prepared<'a> {
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
-    pub(super) async fn run(&self, call: &Call<'_>, caller: &Caller) -> (u64, ToolResult) {
+    /// The call's step, its answer, and the person's decision it carried
+    /// out, if it brought one (for the audit).
+    pub(super) async fn run(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+    ) -> (u64, ToolResult, Option<Carried>) {
         let step = match self.store.next_step(call.session).await {
             Ok(step) => step,
-            Err(error) => return (0, self.store_unavailable(call.tool, &error)),
+            Err(error) => return (0, self.store_unavailable(call.tool, &error), None),
         };
-        let result = match self.pipeline(call, caller, step).await {
+        let mut carried = None;
+        let result = match self.pipeline(call, caller, step, &mut carried).await {
             Ok(result) | Err(result) => result,
         };
-        (step, result)
+        (step, result, carried)
     }
 
-    async fn pipeline(&self, call: &Call<'_>, caller: &Caller, step: u64) -> Stage<ToolResult> {
+    async fn pipeline(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+        step: u64,
+        carried: &mut Option<Carried>,
+    ) -> Stage<ToolResult> {
         let name = call.tool;
 
         // 0. Step budget.
@@ -134,14 +148,48 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // 5 to 8.
         // An in-doubt call passed stages 5 to 7 when it first ran, whatever
         // this retry carries (a confirmation, an approval id: left unused).
-        let approval = match (call.confirmed, call.approval) {
+        // In inbox mode the host's `confirmed` approves nothing: only a
+        // decision in the store does.
+        let inbox = self.settings.approvals == Approvals::Inbox;
+        let approval = match (call.confirmed && !inbox, call.approval) {
             _ if in_doubt => Approval::InDoubt,
             (true, _) => Approval::Given,
             (false, Some(id)) => Approval::Id(id),
             (false, None) => Approval::None,
         };
         let key = prepared.key.clone();
-        let answer = self.decide_and_run(prepared, approval).await;
+        let answer = match approval {
+            // An approval id: a person's decision in the store is carried
+            // out as it is, before the check, because their edits replace
+            // the call; nobody's yet, stage 7 takes it (Host) or asks again
+            // under the same id (Inbox).
+            Approval::Id(id) if prepared.spec.high_risk() => {
+                let found = self
+                    .find_decision(
+                        id,
+                        prepared.spec.name(),
+                        &prepared.arguments,
+                        prepared.session,
+                        prepared.caller,
+                    )
+                    .await;
+                match found {
+                    Err(answer) => Err(answer),
+                    Ok(Found::Decided(decision)) => {
+                        *carried = Some(Carried {
+                            by: decision.by.clone(),
+                            edited: decision
+                                .edited_arguments
+                                .clone()
+                                .filter(|_| decision.approved),
+                        });
+                        self.carry_out(id, prepared, &decision).await
+                    }
+                    Ok(Found::Undecided) => self.decide_and_run(prepared, approval).await,
+                }
+            }
+            _ => self.decide_and_run(prepared, approval).await,
+        };
         if let Err(asked) = &answer
             && asked.code == Code::ConfirmationRequired
         {
@@ -434,7 +482,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .await
                     .map_err(store_error)?
                 {
-                    TakeApproval::Taken(_) => Ok(()),
+                    // A decision recorded meanwhile is honoured: a denial
+                    // stops the call; edits are the person's call, not this
+                    // one, so this one does not run.
+                    TakeApproval::Taken(taken) => match taken.decision {
+                        Some(recorded) if !recorded.approved => {
+                            Err(self.denied(name, &recorded.note))
+                        }
+                        Some(recorded) if recorded.edited_arguments.is_some() => Err(self
+                            .fail_with(
+                                Failure::ConfirmationInvalid,
+                                name,
+                                &Details::approval(id),
+                                Map::new(),
+                            )),
+                        _ => Ok(()),
+                    },
                     TakeApproval::Expired => Err(self.fail_with(
                         Failure::ConfirmationExpired,
                         name,
@@ -462,6 +525,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     step: prepared.step,
                     created_ms,
                     expires_ms: created_ms.saturating_add(ttl),
+                    decision: None,
                 };
                 self.store
                     .put_approval(&pending)

@@ -1,0 +1,244 @@
+//! Decisions recorded in the store (a person's, in the inbox): a call that
+//! brings its approval id learns the decision, which is used once; in
+//! [`Approvals::Inbox`] mode nothing else approves.
+
+use std::any::Any;
+
+use serde_json::{Map, Value};
+
+use super::messages::{Details, Failure};
+use super::pipeline::{Approval, Prepared, Stage};
+use super::{Approvals, Dispatcher};
+use crate::canonical::digest;
+use crate::policy::Caller;
+use crate::result::ToolResult;
+use crate::store::{
+    ApprovalDecision, ApprovalResult, Binding, Outcome, Store, TakeApproval, now_ms,
+};
+
+/// A person's decision that a call carried out: who took it, and the
+/// arguments they put in place of the model's. The audit records both.
+pub(super) struct Carried {
+    pub by: String,
+    pub edited: Option<Value>,
+}
+
+/// What the store says of the approval a call brings.
+pub(super) enum Found {
+    /// Nobody decided it and the host asserts it ([`Approvals::Host`]), or
+    /// it expired: stage 7 takes it as it always has.
+    Undecided,
+    /// A person decided it; it is used up now.
+    Decided(ApprovalDecision),
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Looks up the approval `id` for this exact call. A decided one is
+    /// taken (once), in either mode. In inbox mode, an undecided one is
+    /// asked about again under the same id and left unused, and a used one,
+    /// or one asked for another call, is `CONFIRMATION_INVALID`; in Host
+    /// mode those go on to stage 7 as they always did.
+    /// (It borrows the call's parts, not the prepared call, which is not
+    /// `Sync`, so that the pipeline's future stays `Send`.)
+    pub(super) async fn find_decision(
+        &self,
+        id: &str,
+        name: &'static str,
+        arguments: &Value,
+        session: &str,
+        caller: &Caller,
+    ) -> Stage<Found> {
+        let digest = digest(arguments);
+        let binding = Binding {
+            session,
+            caller: caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+        };
+        let invalid = || {
+            self.fail_with(
+                Failure::ConfirmationInvalid,
+                name,
+                &Details::approval(id),
+                Map::new(),
+            )
+        };
+        let entry = self
+            .store
+            .approval(id)
+            .await
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        // In Host mode, whatever is not a recorded decision is left to stage
+        // 7, in its place after the check and the policy, as it always was.
+        let host = self.settings.approvals == Approvals::Host;
+        let Some(entry) = entry else {
+            return if host {
+                Ok(Found::Undecided)
+            } else {
+                Err(invalid())
+            };
+        };
+        if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
+            return if host {
+                Ok(Found::Undecided)
+            } else {
+                Err(invalid())
+            };
+        }
+        let now = now_ms();
+        if entry.approval.decision.is_none() {
+            if host || entry.approval.expires_ms <= now {
+                return Ok(Found::Undecided);
+            }
+            // Still undecided: the same question, under the same id.
+            let mut data = Map::new();
+            data.insert("pending".into(), entry.approval.arguments);
+            let mut asked = self.fail_with(
+                Failure::ConfirmationRequired,
+                name,
+                &Details::default(),
+                data,
+            );
+            asked.confirmation_id = Some(id.to_owned());
+            return Err(asked);
+        }
+        match self
+            .store
+            .take_approval(id, &binding, now)
+            .await
+            .map_err(|error| self.store_unavailable(name, &error))?
+        {
+            TakeApproval::Taken(taken) => match taken.decision {
+                Some(decision) => Ok(Found::Decided(decision)),
+                None => Err(invalid()),
+            },
+            TakeApproval::Expired => {
+                let expired = self.fail_with(
+                    Failure::ConfirmationExpired,
+                    name,
+                    &Details::approval(id),
+                    Map::new(),
+                );
+                self.settle(id, &expired).await;
+                Err(expired)
+            }
+            _ => Err(invalid()),
+        }
+    }
+
+    /// Carries out a person's decision on this call: a denial is
+    /// `CONFIRMATION_DENIED` with their note, an approval runs the call
+    /// (stage 7 passed), an approval with edits runs the edited call. What
+    /// came of it is recorded with the approval.
+    pub(super) async fn carry_out(
+        &self,
+        id: &str,
+        prepared: Prepared<'_>,
+        decision: &ApprovalDecision,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        let answer = if !decision.approved {
+            Err(self.denied(name, &decision.note))
+        } else if let Some(edited) = &decision.edited_arguments {
+            self.run_edited(prepared, edited).await
+        } else {
+            self.decide_and_run(prepared, Approval::Given).await
+        };
+        match &answer {
+            Ok(result) | Err(result) => self.settle(id, result).await,
+        }
+        answer
+    }
+
+    /// `CONFIRMATION_DENIED`, with the person's note as the reason.
+    pub(super) fn denied(&self, name: &str, note: &str) -> ToolResult {
+        let note = note.trim();
+        let details = if note.is_empty() {
+            Details::default()
+        } else {
+            Details::detail(note)
+        };
+        self.fail_with(Failure::ConfirmationDenied, name, &details, Map::new())
+    }
+
+    /// The call with the arguments a person put in place of the model's:
+    /// validated, checked and policed again as a new call (its own
+    /// idempotency key, bound to the new arguments: one that already ran is
+    /// replayed), past stage 7, which the person's approval is. The answer
+    /// says a person changed them (`data.edited_by_person`,
+    /// `data.edited_arguments`).
+    pub(super) async fn run_edited(
+        &self,
+        original: Prepared<'_>,
+        edited: &Value,
+    ) -> Stage<ToolResult> {
+        let spec = original.spec;
+        let name = spec.name();
+        let mark = |mut result: ToolResult, arguments: &Value| {
+            result
+                .data
+                .insert("edited_by_person".into(), Value::Bool(true));
+            result
+                .data
+                .insert("edited_arguments".into(), arguments.clone());
+            let note =
+                "A person changed the arguments before approving it (data.edited_arguments).";
+            result.message = if result.message.is_empty() {
+                note.to_owned()
+            } else {
+                format!("{} {note}", result.message)
+            };
+            result
+        };
+        let Value::Object(object) = edited else {
+            let refused = self.fail_with(
+                Failure::InvalidArguments,
+                name,
+                &Details::detail("the edited arguments are not an object"),
+                Map::new(),
+            );
+            return Err(mark(refused, edited));
+        };
+        let prepared = self
+            .prepare(
+                spec,
+                object,
+                original.session,
+                original.caller,
+                original.step,
+                None,
+            )
+            .map_err(|refused| mark(refused, edited))?;
+        let arguments = prepared.arguments.clone();
+        let outcome = self
+            .store
+            .outcome(&prepared.key)
+            .await
+            .map_err(|error| mark(self.store_unavailable(name, &error), &arguments))?;
+        let answer = match outcome {
+            Some(Outcome::Completed(mut stored)) => {
+                stored.replayed = true;
+                Ok(stored)
+            }
+            Some(Outcome::InDoubt) => self.decide_and_run(prepared, Approval::InDoubt).await,
+            _ => self.decide_and_run(prepared, Approval::Given).await,
+        };
+        answer
+            .map(|result| mark(result, &arguments))
+            .map_err(|result| mark(result, &arguments))
+    }
+
+    /// Records what came of a decided approval, for the inbox's history. A
+    /// store that fails here does not change the answer: the call is done.
+    pub(super) async fn settle(&self, id: &str, result: &ToolResult) {
+        let came = ApprovalResult {
+            ok: result.ok,
+            code: result.code.as_str().to_owned(),
+            replayed: result.replayed,
+            at_ms: now_ms(),
+        };
+        if let Err(error) = self.store.settle_approval(id, &came).await {
+            tracing::warn!(approval = id, %error, "what came of an approval could not be recorded");
+        }
+    }
+}

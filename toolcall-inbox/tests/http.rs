@@ -1,0 +1,702 @@
+//! The inbox's HTTP API end to end, over a real socket: signing in,
+//! deciding, double decisions, expiry, unknown ids, wrong tokens, CSRF, an
+//! edit that fails validation, and hostile text rendered as text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use toolcall::store::{ApprovalEntry, PendingApproval, now_ms};
+use toolcall::{Call, Code, Dispatcher, Rejection, Store, tool, tools};
+use toolcall_inbox::{Access, Options, Parts};
+use toolcall_sqlite::SqliteStore;
+
+/// Pays someone. Amount in cents.
+#[tool(side_effect, high_risk)]
+fn pay(
+    /// Who gets the money.
+    to: String,
+    /// The amount, in cents.
+    #[arg(min = 1, max = 100_000)]
+    amount_cents: i64,
+) -> Result<Value, Rejection> {
+    Ok(json!({"paid": amount_cents, "to": to}))
+}
+
+const ANA: &str = "ana-0123456789abcdef";
+const BO: &str = "bo-0123456789abcdef0";
+
+struct Inbox {
+    addr: String,
+    store: Arc<SqliteStore>,
+    dispatcher: Dispatcher<(), Arc<SqliteStore>>,
+}
+
+async fn inbox() -> Inbox {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+        .store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let access = Access::parse(&format!("ana {ANA}\nbo {BO}\n"), "x").unwrap();
+    let backend = Arc::new(Parts {
+        store: Arc::clone(&store),
+        registry: tools![pay].unwrap(),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(toolcall_inbox::serve(
+        backend,
+        Options::new(access).title("shop"),
+        listener,
+    ));
+    Inbox {
+        addr,
+        store,
+        dispatcher,
+    }
+}
+
+impl Inbox {
+    /// Asks for approval of a payment, as an agent does; its id.
+    async fn ask(&self, to: &str, amount_cents: i64, session: &str) -> String {
+        let arguments = json!({"to": to, "amount_cents": amount_cents}).to_string();
+        let asked = self
+            .dispatcher
+            .execute(Call::new("pay", arguments.as_str()).session(session))
+            .await;
+        assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+        asked.confirmation_id.unwrap()
+    }
+
+    async fn entry(&self, id: &str) -> ApprovalEntry {
+        self.store.approval(id).await.unwrap().unwrap()
+    }
+
+    async fn get(&self, path: &str, auth: Auth<'_>) -> Reply {
+        http(&self.addr, "GET", path, auth, &[], None).await
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        auth: Auth<'_>,
+        extra: &[(&str, &str)],
+        form: &[(&str, &str)],
+    ) -> Reply {
+        let body = encode(form);
+        http(
+            &self.addr,
+            "POST",
+            &format!("/approvals/{id}/decide"),
+            auth,
+            extra,
+            Some(&body),
+        )
+        .await
+    }
+
+    /// The CSRF token of the signed-in person, read from the inbox page.
+    async fn csrf(&self, cookie: &str) -> String {
+        let page = self.get("/", Auth::Cookie(cookie)).await;
+        let at = page.body.find("name=\"csrf\" value=\"").expect("a form") + 19;
+        page.body[at..at + 64].to_owned()
+    }
+
+    /// Signs in with `token` and returns the cookie.
+    async fn sign_in(&self, token: &str) -> String {
+        let reply = self.get(&format!("/?token={token}"), Auth::None).await;
+        assert_eq!(reply.status, 303);
+        let set = reply.header("set-cookie").expect("a cookie");
+        set.split(';').next().unwrap().to_owned()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    None,
+    Bearer(&'a str),
+    Cookie(&'a str),
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn encode(form: &[(&str, &str)]) -> String {
+    let byte = |b: u8| {
+        if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
+            char::from(b).to_string()
+        } else {
+            format!("%{b:02X}")
+        }
+    };
+    form.iter()
+        .map(|(k, v)| {
+            let k: String = k.bytes().map(byte).collect();
+            let v: String = v.bytes().map(byte).collect();
+            format!("{k}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// One HTTP/1.1 request on its own connection.
+async fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    auth: Auth<'_>,
+    extra: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    match auth {
+        Auth::None => {}
+        Auth::Bearer(token) => request.push_str(&format!("Authorization: Bearer {token}\r\n")),
+        Auth::Cookie(cookie) => request.push_str(&format!("Cookie: {cookie}\r\n")),
+    }
+    for (name, value) in extra {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        request.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ));
+    } else {
+        request.push_str("\r\n");
+    }
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|line| line.split_once(": "))
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn without_the_token_no_page_shows_any_data() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "secret-session").await;
+    for path in [
+        "/".to_owned(),
+        "/history".to_owned(),
+        "/metrics".to_owned(),
+        "/api/pending".to_owned(),
+        format!("/approvals/{id}/edit"),
+        "/assets/inbox.js".to_owned(),
+    ] {
+        for auth in [
+            Auth::None,
+            Auth::Bearer("wrong-token-0123456789"),
+            Auth::Cookie("toolcall_inbox=forged"),
+            // The token itself is not the cookie.
+            Auth::Cookie(&format!("toolcall_inbox={ANA}")),
+        ] {
+            let reply = inbox.get(&path, auth).await;
+            assert_eq!(reply.status, 401, "{path}");
+            for secret in [id.as_str(), "acme", "secret-session", "2590", "pay"] {
+                assert!(!reply.body.contains(secret), "{path} shows {secret}");
+            }
+        }
+    }
+    let reply = inbox
+        .decide(&id, Auth::None, &[], &[("action", "approve")])
+        .await;
+    assert_eq!(reply.status, 401);
+    assert!(
+        inbox.entry(&id).await.approval.decision.is_none(),
+        "nothing decided"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_token_signs_nobody_in() {
+    let inbox = inbox().await;
+    let reply = inbox.get("/?token=ana-0123456789abcdeX", Auth::None).await;
+    assert_eq!(reply.status, 401);
+    assert!(reply.header("set-cookie").is_none());
+}
+
+#[tokio::test]
+async fn the_sign_in_address_sets_a_strict_cookie_and_leaves_the_address_bar() {
+    let inbox = inbox().await;
+    let reply = inbox.get(&format!("/?token={ANA}"), Auth::None).await;
+    assert_eq!(reply.status, 303);
+    assert_eq!(
+        reply.header("location"),
+        Some("/"),
+        "the token leaves the address"
+    );
+    let cookie = reply.header("set-cookie").unwrap();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(!cookie.contains(ANA), "the cookie is not the token");
+    assert_eq!(reply.header("referrer-policy"), Some("same-origin"));
+    let cookie = cookie.split(';').next().unwrap();
+    let page = inbox.get("/", Auth::Cookie(cookie)).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("signed in as <b>ana</b>"));
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+}
+
+#[tokio::test]
+async fn a_decision_is_recorded_with_the_name_of_who_took_it() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let other = inbox.ask("acme", 1000, "s").await;
+    let cookie = inbox.sign_in(BO).await;
+    let csrf = inbox.csrf(&cookie).await;
+    let page = inbox.get("/", Auth::Cookie(&cookie)).await.body;
+    assert!(page.contains(&id) && page.contains("Who gets the money."));
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Cookie(&cookie),
+            &[("Origin", &format!("http://{}", inbox.addr))],
+            &[("csrf", &csrf), ("action", "approve"), ("note", "ok by me")],
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        reply.header("location"),
+        Some(format!("/?notice=approved&id={id}").as_str())
+    );
+    let decision = inbox.entry(&id).await.approval.decision.unwrap();
+    assert!(decision.approved);
+    assert_eq!(decision.by, "bo");
+    assert_eq!(decision.note, "ok by me");
+    assert_eq!(decision.edited_arguments, None);
+
+    // A program with the token decides without a form.
+    let reply = inbox
+        .decide(
+            &other,
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "deny"), ("note", "no")],
+        )
+        .await;
+    assert_eq!(reply.status, 303);
+    let decision = inbox.entry(&other).await.approval.decision.unwrap();
+    assert!(!decision.approved);
+    assert_eq!(decision.by, "ana");
+    let pending = inbox.get("/api/pending", Auth::Bearer(ANA)).await;
+    assert_eq!(pending.body, "[]", "both decided");
+    let history = inbox.get("/history", Auth::Bearer(ANA)).await.body;
+    assert!(history.contains("approved: waits for the agent"));
+    assert!(history.contains("denied: the model hears it"));
+}
+
+/// Extra headers, and the form.
+type Case<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)]);
+
+#[tokio::test]
+async fn a_form_without_the_csrf_token_or_from_another_origin_decides_nothing() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let cookie = inbox.sign_in(ANA).await;
+    let csrf = inbox.csrf(&cookie).await;
+    let cases: [Case<'_>; 5] = [
+        (&[], &[("action", "approve")]),
+        (&[], &[("action", "approve"), ("csrf", "0000")]),
+        (
+            &[("Origin", "http://evil.example")],
+            &[("action", "approve"), ("csrf", &csrf)],
+        ),
+        (
+            &[("Sec-Fetch-Site", "cross-site")],
+            &[("action", "approve"), ("csrf", &csrf)],
+        ),
+        // Another person's CSRF token is not this one's.
+        (
+            &[],
+            &[
+                ("action", "approve"),
+                ("csrf", &inbox.csrf(&inbox.sign_in(BO).await).await),
+            ],
+        ),
+    ];
+    for (headers, form) in cases {
+        let reply = inbox
+            .decide(&id, Auth::Cookie(&cookie), headers, form)
+            .await;
+        assert_eq!(reply.status, 403, "{headers:?} {form:?}");
+    }
+    assert!(
+        inbox.entry(&id).await.approval.decision.is_none(),
+        "nothing decided"
+    );
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Cookie(&cookie),
+            &[],
+            &[("action", "approve"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(reply.status, 303);
+    // Signing out needs the token too.
+    let reply = http(
+        &inbox.addr,
+        "POST",
+        "/sign-out",
+        Auth::Cookie(&cookie),
+        &[],
+        Some(""),
+    )
+    .await;
+    assert_eq!(reply.status, 403);
+}
+
+#[tokio::test]
+async fn a_double_click_is_one_decision_and_a_decided_one_cannot_be_decided_again() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let approve = [("action", "approve"), ("note", "")];
+    let (first, second) = tokio::join!(
+        inbox.decide(&id, Auth::Bearer(ANA), &[], &approve),
+        inbox.decide(&id, Auth::Bearer(ANA), &[], &approve),
+    );
+    assert_eq!(
+        (first.status, second.status),
+        (303, 303),
+        "the same answer twice"
+    );
+    let kept = inbox.entry(&id).await.approval.decision.unwrap();
+    assert!(kept.approved);
+    // Another decision, by anyone, changes nothing.
+    for (token, action) in [(ANA, "deny"), (BO, "approve"), (BO, "deny")] {
+        let reply = inbox
+            .decide(&id, Auth::Bearer(token), &[], &[("action", action)])
+            .await;
+        assert_eq!(reply.status, 409, "{token} {action}");
+        assert!(reply.body.contains("Already decided"));
+    }
+    assert_eq!(inbox.entry(&id).await.approval.decision.unwrap(), kept);
+    // Nor can it be edited.
+    let reply = inbox
+        .get(&format!("/approvals/{id}/edit"), Auth::Bearer(ANA))
+        .await;
+    assert_eq!(reply.status, 409);
+}
+
+#[tokio::test]
+async fn an_expired_or_unknown_approval_cannot_be_decided() {
+    let inbox = inbox().await;
+    let mut asked = PendingApproval {
+        id: "short-lived".into(),
+        session: "s".into(),
+        caller: "default".into(),
+        tool: "pay".into(),
+        digest: "d".into(),
+        arguments: json!({"to": "acme", "amount_cents": 5}),
+        step: 1,
+        created_ms: now_ms(),
+        expires_ms: now_ms() + 200,
+        decision: None,
+    };
+    inbox.store.put_approval(&asked).await.unwrap();
+    let listed = inbox.get("/api/pending", Auth::Bearer(ANA)).await.body;
+    assert!(listed.contains("short-lived"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let listed = inbox.get("/api/pending", Auth::Bearer(ANA)).await.body;
+    assert!(
+        !listed.contains("short-lived"),
+        "expired: no longer in the inbox"
+    );
+    let reply = inbox
+        .decide(
+            "short-lived",
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 410);
+    assert!(inbox.entry("short-lived").await.approval.decision.is_none());
+    let reply = inbox
+        .decide(
+            "never-asked",
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 404);
+    asked.id = "x".into();
+    let reply = inbox
+        .decide(
+            "..%2F..%2Fetc",
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 404);
+    // Neither approve nor deny: nothing.
+    let id = inbox.ask("acme", 7, "s").await;
+    let reply = inbox
+        .decide(&id, Auth::Bearer(ANA), &[], &[("action", "maybe")])
+        .await;
+    assert_eq!(reply.status, 400);
+    let long = "x".repeat(1001);
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "deny"), ("note", &long)],
+        )
+        .await;
+    assert_eq!(reply.status, 400);
+    assert!(inbox.entry(&id).await.approval.decision.is_none());
+}
+
+#[tokio::test]
+async fn an_edit_is_validated_before_it_is_recorded() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let form = inbox
+        .get(&format!("/approvals/{id}/edit"), Auth::Bearer(ANA))
+        .await;
+    assert_eq!(form.status, 200);
+    assert!(
+        form.body
+            .contains("name=\"arg:amount_cents\">2590</textarea>"),
+        "{}",
+        form.body
+    );
+    assert!(form.body.contains("name=\"arg:to\">acme</textarea>"));
+
+    for (amount, problem) in [
+        ("-5", "amount_cents"),
+        ("abc", "not JSON"),
+        ("1e3", "amount_cents"),
+        ("100001", "amount_cents"),
+    ] {
+        let reply = inbox
+            .decide(
+                &id,
+                Auth::Bearer(ANA),
+                &[],
+                &[
+                    ("action", "edit"),
+                    ("arg:to", "acme"),
+                    ("arg:amount_cents", amount),
+                ],
+            )
+            .await;
+        assert_eq!(reply.status, 422, "{amount}");
+        assert!(reply.body.contains(problem), "{amount}: {}", reply.body);
+        assert!(reply.body.contains("nothing was decided"));
+        assert!(
+            reply
+                .body
+                .contains(&format!(">{}</textarea>", toolcall_inbox::esc(amount))),
+            "what was typed stays in the form"
+        );
+    }
+    assert!(
+        inbox.entry(&id).await.approval.decision.is_none(),
+        "nothing decided"
+    );
+
+    // Unchanged arguments are a plain approval.
+    let same = inbox.ask("same", 5, "s").await;
+    let reply = inbox
+        .decide(
+            &same,
+            Auth::Bearer(ANA),
+            &[],
+            &[
+                ("action", "edit"),
+                ("arg:to", "same"),
+                ("arg:amount_cents", "5"),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 303);
+    assert_eq!(
+        inbox
+            .entry(&same)
+            .await
+            .approval
+            .decision
+            .unwrap()
+            .edited_arguments,
+        None
+    );
+
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            &[
+                ("action", "edit"),
+                ("arg:to", "acme"),
+                ("arg:amount_cents", "1000"),
+                ("note", "half now"),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        reply.header("location"),
+        Some(format!("/?notice=edited&id={id}").as_str())
+    );
+    let decision = inbox.entry(&id).await.approval.decision.unwrap();
+    assert!(decision.approved);
+    assert_eq!(
+        decision.edited_arguments,
+        Some(json!({"to": "acme", "amount_cents": 1000}))
+    );
+    let history = inbox.get("/history", Auth::Bearer(ANA)).await.body;
+    assert!(history.contains("approved with edits"));
+    assert!(history.contains("half now"));
+}
+
+#[tokio::test]
+async fn hostile_text_renders_as_text() {
+    let inbox = inbox().await;
+    let script = "<script>alert(1)</script>";
+    let id = inbox.ask(script, 5, "<img src=x onerror=alert(2)>").await;
+    // A tool and an id the registry never made, written to the shared store
+    // by someone else.
+    inbox
+        .store
+        .put_approval(&PendingApproval {
+            id: "\"><svg onload=alert(3)>".into(),
+            session: "s".into(),
+            caller: "<i>c</i>".into(),
+            tool: "<svg onload=alert(4)>".into(),
+            digest: "d".into(),
+            arguments: json!({"<b>k</b>": "</pre><script>alert(5)</script>"}),
+            step: 1,
+            created_ms: now_ms(),
+            expires_ms: now_ms() + 60_000,
+            decision: None,
+        })
+        .await
+        .unwrap();
+    let page = inbox.get("/", Auth::Bearer(ANA)).await;
+    assert_eq!(page.status, 200);
+    for hostile in [
+        "<script>alert",
+        "<img src=x",
+        "<svg onload",
+        "<i>c</i>",
+        "<b>k</b>",
+        "\"><svg",
+    ] {
+        assert!(!page.body.contains(hostile), "{hostile} in the page");
+    }
+    assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.body.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    assert!(
+        page.body
+            .contains("/approvals/%22%3E%3Csvg%20onload%3Dalert%283%29%3E/decide")
+    );
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "deny"), ("note", "<script>alert(6)</script>")],
+        )
+        .await;
+    assert_eq!(reply.status, 303);
+    let history = inbox.get("/history", Auth::Bearer(ANA)).await.body;
+    assert!(!history.contains("<script>alert"), "{history}");
+    assert!(history.contains("&lt;script&gt;alert(6)&lt;/script&gt;"));
+}
+
+#[tokio::test]
+async fn the_metrics_chart_the_audit_log_as_inline_svg() {
+    let dir = std::env::temp_dir().join(format!("toolcall-inbox-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let audit = dir.join("audit.jsonl");
+    let _ = std::fs::remove_file(&audit);
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+        .store(Arc::clone(&store))
+        .audit(toolcall::JsonLinesAudit::open(&audit).unwrap())
+        .max_steps(100)
+        .build()
+        .unwrap();
+    for arguments in [
+        r#"{"to": "a", "amount_cents": -1}"#,
+        r#"{"to": "a", "amount_cents": "ten"}"#,
+        r#"{"to": "a", "amount_cents": 10}"#,
+        r#"not json"#,
+    ] {
+        dispatcher.execute(Call::new("pay", arguments)).await;
+    }
+    dispatcher.execute(Call::new("<b>nope</b>", "{}")).await;
+    drop(dispatcher);
+    std::fs::write(
+        &audit,
+        std::fs::read_to_string(&audit).unwrap() + "this line is not a record\n",
+    )
+    .unwrap();
+    let access = Access::token("ana", ANA).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let backend = Arc::new(Parts {
+        store,
+        registry: tools![pay].unwrap(),
+    });
+    tokio::spawn(toolcall_inbox::serve(
+        backend,
+        Options::new(access).audit(&audit),
+        listener,
+    ));
+    let page = http(&addr, "GET", "/metrics", Auth::Bearer(ANA), &[], None).await;
+    assert_eq!(page.status, 200);
+    let body = page.body;
+    assert!(body.contains("5 record(s)"), "{body}");
+    assert!(body.contains("1 unreadable line(s) left out"));
+    assert!(body.contains("<svg") && body.contains("Rejections by code"));
+    assert!(body.contains("INVALID_ARGUMENTS: 2"), "{body}");
+    assert!(body.contains("INVALID_JSON: 1"));
+    assert!(
+        body.contains("&lt;b&gt;nope&lt;/b&gt;"),
+        "a tool name is text"
+    );
+    assert!(!body.contains("<b>nope</b>"));
+}
