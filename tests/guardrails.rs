@@ -12,7 +12,9 @@ fn list_reviews(
     product: String,
 ) -> Result<Value, Rejection> {
     let reviews: Vec<Value> = (0..500)
-        .map(|i| json!({"id": i, "stars": 5, "text": "Great product, would buy again. ".repeat(20)}))
+        .map(
+            |i| json!({"id": i, "stars": 5, "text": "Great product, would buy again. ".repeat(20)}),
+        )
         .collect();
     Ok(json!({"product": product, "reviews": reviews}))
 }
@@ -29,11 +31,14 @@ fn list_reviews_briefly(
 #[tokio::test]
 async fn an_oversized_result_is_cut_to_fit_and_stays_valid_json() {
     let audit = MemoryAudit::new();
-    let d = Dispatcher::builder(tools![list_reviews, list_reviews_briefly].unwrap(), Arc::new(()))
-        .max_output_bytes(Some(4096))
-        .audit(audit.clone())
-        .build()
-        .unwrap();
+    let d = Dispatcher::builder(
+        tools![list_reviews, list_reviews_briefly].unwrap(),
+        Arc::new(()),
+    )
+    .max_output_bytes(Some(4096))
+    .audit(audit.clone())
+    .build()
+    .unwrap();
     let whole = serde_json::to_string(&list_reviews("P-1".into()).unwrap()).unwrap();
     let result = d
         .execute(Call::new("list_reviews", r#"{"product": "P-1"}"#))
@@ -43,13 +48,23 @@ async fn an_oversized_result_is_cut_to_fit_and_stays_valid_json() {
     assert!(text.len() <= 4096, "{}", text.len());
     let parsed: Value = serde_json::from_str(&text).expect("still valid JSON");
     assert_eq!(parsed["data"]["truncated"], true);
-    assert_eq!(parsed["data"]["product"], "P-1", "what is small stays whole");
+    assert_eq!(
+        parsed["data"]["product"], "P-1",
+        "what is small stays whole"
+    );
     assert!(parsed["data"]["reviews"].as_array().unwrap().len() < 500);
-    assert!(result.message.contains("Narrow the request"), "{}", result.message);
+    assert!(
+        result.message.contains("Narrow the request"),
+        "{}",
+        result.message
+    );
 
     let record = audit.records().pop().unwrap();
     let cut = record.cut.iter().find(|c| c.field == "result").unwrap();
-    assert!(cut.bytes as usize > whole.len(), "the whole result's size is kept");
+    assert!(
+        cut.bytes as usize > whole.len(),
+        "the whole result's size is kept"
+    );
     assert_eq!(cut.sha256.len(), 64);
 
     // A tool's own budget comes first.
@@ -66,13 +81,18 @@ async fn an_error_keeps_its_code_and_message_whole() {
         .max_output_bytes(Some(256))
         .build()
         .unwrap();
-    let flood: serde_json::Map<String, Value> =
-        (0..15).map(|i| (format!("unknown_field_{i}"), json!(i))).collect();
+    let flood: serde_json::Map<String, Value> = (0..15)
+        .map(|i| (format!("unknown_field_{i}"), json!(i)))
+        .collect();
     let result = d
         .execute(Call::new("list_reviews", &Value::Object(flood)))
         .await;
     assert_eq!(result.code, Code::InvalidArguments);
-    assert!(result.message.len() > 256, "the message is not cut: {}", result.message.len());
+    assert!(
+        result.message.len() > 256,
+        "the message is not cut: {}",
+        result.message.len()
+    );
     assert!(result.message.contains("unknown_field_14"));
 }
 

@@ -137,7 +137,10 @@ async fn invalid_arguments_list_every_problem_at_once_with_the_hint() {
     );
     assert!(problems[1].ends_with("(Refund amount in minor units (cents). 25.90 is 2590.)"));
     assert!(problems[2].starts_with("currency: unknown variant `EUR`, expected `BRL` or `USD`"));
-    assert_eq!(problems[3], "reason: field required (Why a refund is made.)");
+    assert_eq!(
+        problems[3],
+        "reason: field required (Why a refund is made.)"
+    );
     assert!(problems[4].starts_with("force: unknown field"));
     assert_eq!(shop.applied_refunds(), 0);
 }

@@ -16,7 +16,8 @@ use toolcall::{
     ToolError, ToolResult, tool, tools,
 };
 
-const REFUND_ALL: &str = r#"{"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "damaged"}"#;
+const REFUND_ALL: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "damaged"}"#;
 
 fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
     Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
@@ -240,16 +241,16 @@ async fn a_timeout_is_in_doubt_too() {
     let d = Dispatcher::builder(tools![slow_write].unwrap(), Arc::clone(&runs))
         .build()
         .unwrap();
-    let timed_out = d
-        .execute(Call::new("slow_write", r#"{"line": "x"}"#))
-        .await;
+    let timed_out = d.execute(Call::new("slow_write", r#"{"line": "x"}"#)).await;
     assert_eq!(timed_out.code, Code::Timeout);
     assert_eq!(timed_out.data["in_doubt"], json!(true));
-    let again = d
-        .execute(Call::new("slow_write", r#"{"line": "x"}"#))
-        .await;
+    let again = d.execute(Call::new("slow_write", r#"{"line": "x"}"#)).await;
     assert!(again.ok, "{again:?}");
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "run again, under the same key");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "run again, under the same key"
+    );
 }
 
 // ------------------------------------------------ confirmation is not a loop
@@ -269,8 +270,16 @@ async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
     assert_eq!(shop.applied_refunds(), 1);
 
     // Repeats of the call that ran still count: replayed, then the guard.
-    assert!(d.execute(Call::new("refund_order", REFUND_ALL)).await.replayed);
-    assert!(d.execute(Call::new("refund_order", REFUND_ALL)).await.replayed);
+    assert!(
+        d.execute(Call::new("refund_order", REFUND_ALL))
+            .await
+            .replayed
+    );
+    assert!(
+        d.execute(Call::new("refund_order", REFUND_ALL))
+            .await
+            .replayed
+    );
     assert_eq!(
         d.execute(Call::new("refund_order", REFUND_ALL)).await.code,
         Code::LoopDetected
@@ -296,7 +305,10 @@ async fn an_approval_by_id_after_many_asks_runs_once() {
     let reused = d
         .execute(Call::new("refund_order", REFUND_ALL).approval(&id))
         .await;
-    assert!(reused.replayed || reused.code == Code::ConfirmationInvalid, "{reused:?}");
+    assert!(
+        reused.replayed || reused.code == Code::ConfirmationInvalid,
+        "{reused:?}"
+    );
     assert_eq!(shop.applied_refunds(), 1);
 }
 
@@ -437,7 +449,11 @@ async fn other_resources_do_not_wait() {
     }
     // Four accounts, 50 ms each, in parallel: well under the 200 ms they
     // would take one at a time.
-    assert!(started.elapsed() < Duration::from_millis(190), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(190),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,15 +528,17 @@ async fn a_handler_that_outlives_its_lease_keeps_its_claim() {
         )
     };
     let (a, b) = (replica(), replica());
-    let first = tokio::spawn(async move {
-        a.execute(Call::new("long_job", r#"{"name": "x"}"#)).await
-    });
+    let first =
+        tokio::spawn(async move { a.execute(Call::new("long_job", r#"{"name": "x"}"#)).await });
     // Long past the 150 ms lease: without renewals the key would be free.
     tokio::time::sleep(Duration::from_millis(350)).await;
     let second = b.execute(Call::new("long_job", r#"{"name": "x"}"#)).await;
     let first = first.await.unwrap();
     assert!(first.ok && !first.replayed, "{first:?}");
-    assert!(second.ok && second.replayed, "it waited and replayed: {second:?}");
+    assert!(
+        second.ok && second.replayed,
+        "it waited and replayed: {second:?}"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
@@ -591,14 +609,22 @@ async fn a_flood_of_unknown_or_long_members_gets_a_bounded_answer() {
         .execute(Call::new("get_order", &Value::Object(flood)))
         .await;
     assert_eq!(result.code, Code::InvalidArguments);
-    assert!(result.message.contains("more problems"), "{}", result.message);
+    assert!(
+        result.message.contains("more problems"),
+        "{}",
+        result.message
+    );
     assert!(result.message.len() < 4_000, "{}", result.message.len());
 
     let long_value = json!({"order_id": "ORD-".repeat(10_000)});
     let result = d.execute(Call::new("get_order", &long_value)).await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert!(result.message.len() < 1_000, "{}", result.message.len());
-    assert!(result.message.contains("Order id"), "the hint stays: {}", result.message);
+    assert!(
+        result.message.contains("Order id"),
+        "the hint stays: {}",
+        result.message
+    );
 }
 
 // ------------------------------------------------------ sensitive values
@@ -623,7 +649,9 @@ fn pay_card(
     #[arg(sensitive)]
     email: String,
 ) -> Result<Value, Rejection> {
-    Ok(json!({"receipt_to": email, "charged": cards.iter().map(|c| &c.number[c.number.len() - 4..]).collect::<Vec<_>>(), "echo": cards[0].number}))
+    Ok(
+        json!({"receipt_to": email, "charged": cards.iter().map(|c| &c.number[c.number.len() - 4..]).collect::<Vec<_>>(), "echo": cards[0].number}),
+    )
 }
 
 #[tokio::test]
@@ -638,12 +666,27 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
     let args = r#"{"cards": [{"number": "4111111111111111", "brand": "visa"}], "email": "ana@example.com"}"#;
     let first = d.execute(Call::new("pay_card", args)).await;
     assert!(first.ok, "{first:?}");
-    assert_eq!(first.data["receipt_to"], "ana@example.com", "the model gets its answer");
+    assert_eq!(
+        first.data["receipt_to"], "ana@example.com",
+        "the model gets its answer"
+    );
 
     for record in audit.records() {
-        assert!(!record.arguments.contains("4111111111111111"), "{}", record.arguments);
-        assert!(!record.arguments.contains("ana@example.com"), "{}", record.arguments);
-        assert!(record.arguments.contains("visa"), "the rest is kept: {}", record.arguments);
+        assert!(
+            !record.arguments.contains("4111111111111111"),
+            "{}",
+            record.arguments
+        );
+        assert!(
+            !record.arguments.contains("ana@example.com"),
+            "{}",
+            record.arguments
+        );
+        assert!(
+            record.arguments.contains("visa"),
+            "the rest is kept: {}",
+            record.arguments
+        );
     }
 
     // The stored copy, which replays answer from, holds neither.
@@ -652,13 +695,22 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
     let stored = serde_json::to_string(&replay).unwrap();
     assert!(!stored.contains("4111111111111111"), "{stored}");
     assert!(!stored.contains("ana@example.com"), "{stored}");
-    assert_eq!(replay.data["charged"], json!(["1111"]), "what is not secret stays");
+    assert_eq!(
+        replay.data["charged"],
+        json!(["1111"]),
+        "what is not secret stays"
+    );
 
     // A nested sensitive value in arguments that fail validation is
     // redacted too.
-    let bad = r#"{"cards": [{"number": "5500000000000004", "brand": 7}], "email": "ana@example.com"}"#;
+    let bad =
+        r#"{"cards": [{"number": "5500000000000004", "brand": 7}], "email": "ana@example.com"}"#;
     let rejected = d.execute(Call::new("pay_card", bad)).await;
     assert_eq!(rejected.code, Code::InvalidArguments);
     let last = audit.records().pop().unwrap();
-    assert!(!last.arguments.contains("5500000000000004"), "{}", last.arguments);
+    assert!(
+        !last.arguments.contains("5500000000000004"),
+        "{}",
+        last.arguments
+    );
 }

@@ -281,7 +281,10 @@ async fn departure_a_lost_refund_is_in_doubt_and_the_retry_completes_it() {
     assert_eq!(lost.code, "UPSTREAM_UNAVAILABLE");
     assert_eq!(lost.data["in_doubt"], json!(true));
     let retry = run(&d, "refund_order", &args, false).await;
-    assert!(retry.ok, "the reference says AMOUNT_EXCEEDS_REFUNDABLE: {retry:?}");
+    assert!(
+        retry.ok,
+        "the reference says AMOUNT_EXCEEDS_REFUNDABLE: {retry:?}"
+    );
     assert_eq!(retry.data["remaining_refundable_cents"], 0);
     assert_eq!(shop.applied_refunds(), 1);
 }
@@ -300,6 +303,9 @@ async fn departure_confirmation_required_is_not_a_duplicate() {
         );
     }
     let confirmed = run(&d, "refund_order", &args, true).await;
-    assert!(confirmed.ok, "the reference says LOOP_DETECTED: {confirmed:?}");
+    assert!(
+        confirmed.ok,
+        "the reference says LOOP_DETECTED: {confirmed:?}"
+    );
     assert_eq!(shop.applied_refunds(), 1);
 }

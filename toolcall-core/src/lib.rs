@@ -21,9 +21,9 @@ mod policy;
 mod redact;
 mod registry;
 mod result;
+pub mod store;
 #[allow(dead_code)] // wired into the pipeline by taint tracking
 mod taint;
-pub mod store;
 mod tool;
 
 pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};

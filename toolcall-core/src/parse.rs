@@ -357,11 +357,7 @@ mod tests {
         );
         assert!(parse(r#"{"a": [[[[]]]]}"#).is_err());
         let big = serde_json::json!({"a": "x".repeat(2000)});
-        assert!(
-            parsed(big)
-                .unwrap_err()
-                .contains("over the limit of 1024")
-        );
+        assert!(parsed(big).unwrap_err().contains("over the limit of 1024"));
         let exact = serde_json::json!({"a": "x".repeat(1024 - 8)});
         assert_eq!(exact.to_string().len(), 1024);
         assert!(parsed(exact).is_ok());

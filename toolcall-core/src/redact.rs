@@ -220,7 +220,10 @@ mod tests {
         assert_eq!(arguments["payer"]["card"]["brand"], "visa");
         assert_eq!(arguments["cards"][0]["number"], REDACTED);
         assert_eq!(arguments["payer"]["name"], "Ana");
-        assert_eq!(arguments["note"], "4111111111111111", "not sensitive by schema");
+        assert_eq!(
+            arguments["note"], "4111111111111111",
+            "not sensitive by schema"
+        );
     }
 
     #[test]
@@ -238,7 +241,8 @@ mod tests {
         let arguments = json!({"email": "ana@example.com", "n": 1});
         let secrets = plan.secrets(&arguments);
         assert_eq!(secrets, ["ana@example.com"]);
-        let mut output = json!({"sent_to": "ana@example.com", "receipt": {"to": ["ana@example.com"]}, "n": 1});
+        let mut output =
+            json!({"sent_to": "ana@example.com", "receipt": {"to": ["ana@example.com"]}, "n": 1});
         scrub(&mut output, &secrets);
         assert_eq!(output["sent_to"], REDACTED);
         assert_eq!(output["receipt"]["to"][0], REDACTED);

@@ -52,7 +52,9 @@ static WORD: LazyLock<Regex> =
 pub(crate) type Fingerprint = String;
 
 fn digest(token: &str) -> Fingerprint {
-    crate::canonical::hex(&Sha256::digest(format!("toolcall-taint\0{token}").as_bytes()))
+    crate::canonical::hex(&Sha256::digest(
+        format!("toolcall-taint\0{token}").as_bytes(),
+    ))
 }
 
 /// The fingerprints of one string.
@@ -159,11 +161,17 @@ mod tests {
     fn ids_amounts_urls_and_addresses_read_in_untrusted_text_are_tainted() {
         let untrusted = json!({"messages": [{"from": "customer", "text": INJECTION}]});
         assert_eq!(
-            tainted(untrusted.clone(), json!({"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL"})),
+            tainted(
+                untrusted.clone(),
+                json!({"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL"})
+            ),
             ["amount_cents", "order_id"]
         );
         assert_eq!(
-            tainted(untrusted.clone(), json!({"order_id": "ORD-1002", "text": "Customer asked to pay at https://evil.example/pay?x=1"})),
+            tainted(
+                untrusted.clone(),
+                json!({"order_id": "ORD-1002", "text": "Customer asked to pay at https://evil.example/pay?x=1"})
+            ),
             ["text"]
         );
         assert_eq!(
@@ -176,7 +184,13 @@ mod tests {
     #[test]
     fn values_from_elsewhere_stay_clean() {
         let untrusted = json!({"text": INJECTION});
-        assert!(tainted(untrusted, json!({"order_id": "ORD-1002", "amount_cents": 2590, "reason": "damaged"})).is_empty());
+        assert!(
+            tainted(
+                untrusted,
+                json!({"order_id": "ORD-1002", "amount_cents": 2590, "reason": "damaged"})
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -887,13 +887,27 @@ fn an_enormous_tool_name_comes_back_bounded() {
 #[test]
 fn an_oversized_result_is_cut_to_the_output_budget_and_stays_valid_json() {
     let read = json!({"tool": "read_messages", "arguments": "{\"order_id\": \"ORD-1002\"}"});
-    let flags = ["--allow", "get_order,read_messages", "--max-output-bytes", "400"];
+    let flags = [
+        "--allow",
+        "get_order,read_messages",
+        "--max-output-bytes",
+        "400",
+    ];
     let results = replay(&flags, &[read.clone(), read_order()]);
     assert_eq!(results[0]["ok"], true, "{}", results[0]);
     assert_eq!(results[0]["data"]["truncated"], true);
     assert!(results[0].to_string().len() <= 400, "{}", results[0]);
-    assert!(results[1].get("data").is_some_and(|d| d.get("truncated").is_none()), "a small result is whole");
+    assert!(
+        results[1]
+            .get("data")
+            .is_some_and(|d| d.get("truncated").is_none()),
+        "a small result is whole"
+    );
 
     let whole = replay(&["--allow", "read_messages"], &[read]);
-    assert_eq!(whole[0]["data"]["result"].as_array().unwrap().len(), 2, "no budget, no cut");
+    assert_eq!(
+        whole[0]["data"]["result"].as_array().unwrap().len(),
+        2,
+        "no budget, no cut"
+    );
 }
