@@ -60,7 +60,7 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
             (Some(spec), Ok(mut arguments)) => {
                 // As the audit does, whatever this log holds: a problem
                 // may quote the value, and the report prints the first one.
-                redact(&mut arguments, spec);
+                spec.redact_arguments(&mut arguments);
                 match spec.validate_arguments(&arguments) {
                     Ok(()) => {
                         fields.insert("(valid now)".to_owned(), String::new());
@@ -93,12 +93,6 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
         .collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.rejected));
     rows
-}
-
-/// Replaces the tool's sensitive values, at any depth, by [`REDACTED`], as
-/// the audit records them.
-fn redact(arguments: &mut Value, spec: &toolcall_core::ToolSpec) {
-    spec.redact_arguments(arguments);
 }
 
 /// The field path of a problem `path: problem (description)`, with array

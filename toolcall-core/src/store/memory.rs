@@ -1,0 +1,510 @@
+//! [`MemoryStore`]: the default store, in this process's memory.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use crate::audit::lock;
+use crate::result::ToolResult;
+
+const SHARDS: usize = 16;
+
+/// The default store: in this process's memory, sharded so that concurrent
+/// conversations rarely share a lock, and bounded: entries untouched for
+/// longer than the retention window are dropped, and each kind of entry is
+/// capped, the oldest dropped first.
+///
+/// Dropping a completed record means an identical call after that runs
+/// again, under the same idempotency key: a backend that deduplicates by key
+/// still applies it once.
+#[derive(Debug)]
+pub struct MemoryStore {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: std::collections::hash_map::RandomState,
+    retention_ms: u64,
+    capacity_per_shard: usize,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    steps: HashMap<String, Counted>,
+    calls: HashMap<String, Counted>,
+    records: HashMap<String, Record>,
+    approvals: HashMap<String, ApprovalEntry>,
+    locks: HashMap<String, Lock>,
+    writes: u64,
+}
+
+#[derive(Debug)]
+struct Lock {
+    holder: String,
+    until_ms: u64,
+}
+
+#[derive(Debug)]
+struct Counted {
+    count: u64,
+    touched_ms: u64,
+}
+
+#[derive(Debug)]
+struct Record {
+    state: RecordState,
+    touched_ms: u64,
+}
+
+#[derive(Debug)]
+enum RecordState {
+    InFlight { until_ms: u64 },
+    Completed(ToolResult),
+    InDoubt,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(Duration::from_secs(24 * 60 * 60), 1_000_000)
+    }
+}
+
+impl MemoryStore {
+    /// A store that keeps entries for `retention` after their last use, and
+    /// at most about `capacity` entries of each kind.
+    pub fn new(retention: Duration, capacity: usize) -> Self {
+        MemoryStore {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
+            retention_ms: u64::try_from(retention.as_millis()).unwrap_or(u64::MAX),
+            capacity_per_shard: capacity.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    fn shard(&self, key: &str) -> std::sync::MutexGuard<'_, Shard> {
+        lock(&self.shards[(self.hasher.hash_one(key) as usize) % SHARDS])
+    }
+
+    /// How many entries the store holds, of every kind: for tests and metrics.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let shard = lock(shard);
+                shard.steps.len()
+                    + shard.calls.len()
+                    + shard.records.len()
+                    + shard.approvals.len()
+                    + shard.locks.len()
+            })
+            .sum()
+    }
+
+    /// Whether the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// After a write, now and then, drop what is too old or too much.
+    fn maintain(&self, shard: &mut Shard, now: u64) {
+        shard.writes += 1;
+        let over = shard
+            .steps
+            .len()
+            .max(shard.calls.len())
+            .max(shard.records.len())
+            > self.capacity_per_shard;
+        if !over && !shard.writes.is_multiple_of(4096) {
+            return;
+        }
+        let cutoff = now.saturating_sub(self.retention_ms);
+        shard.steps.retain(|_, c| c.touched_ms >= cutoff);
+        shard.calls.retain(|_, c| c.touched_ms >= cutoff);
+        shard.records.retain(|_, r| r.touched_ms >= cutoff);
+        // Undecided approvals go at their expiry; decided ones stay in the
+        // history for the retention window after it.
+        shard.approvals.retain(|_, a| {
+            a.approval.expires_ms >= now
+                || (a.approval.decision.is_some() && a.approval.expires_ms >= cutoff)
+        });
+        shard.locks.retain(|_, l| l.until_ms > now);
+        let cap = self.capacity_per_shard;
+        trim_oldest(&mut shard.steps, cap, |c| c.touched_ms);
+        trim_oldest(&mut shard.calls, cap, |c| c.touched_ms);
+        trim_oldest(&mut shard.records, cap, |r| r.touched_ms);
+    }
+}
+
+/// Drops the oldest entries until a tenth under `cap`, so trimming is rare.
+fn trim_oldest<V>(map: &mut HashMap<String, V>, cap: usize, touched: impl Fn(&V) -> u64) {
+    if map.len() <= cap {
+        return;
+    }
+    let keep = cap - cap / 10;
+    let mut ages: Vec<u64> = map.values().map(&touched).collect();
+    let drop = map.len() - keep;
+    let (_, &mut threshold, _) = ages.select_nth_unstable(drop - 1);
+    let mut dropped = 0;
+    map.retain(|_, v| {
+        if dropped < drop && touched(v) <= threshold {
+            dropped += 1;
+            false
+        } else {
+            true
+        }
+    });
+}
+
+fn count_in(map: &mut HashMap<String, Counted>, key: &str, now: u64) -> u64 {
+    let entry = match map.get_mut(key) {
+        Some(entry) => entry,
+        None => map.entry(key.to_owned()).or_insert(Counted {
+            count: 0,
+            touched_ms: now,
+        }),
+    };
+    entry.count += 1;
+    entry.touched_ms = now;
+    entry.count
+}
+
+impl Store for MemoryStore {
+    async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(session);
+        let count = count_in(&mut shard.steps, session, now);
+        self.maintain(&mut shard, now);
+        Ok(count)
+    }
+
+    async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(key);
+        let count = count_in(&mut shard.calls, key, now);
+        self.maintain(&mut shard, now);
+        Ok(count)
+    }
+
+    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
+        let mut shard = self.shard(key);
+        if let Some(entry) = shard.calls.get_mut(key) {
+            entry.count = entry.count.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
+        let shard = self.shard(key);
+        Ok(match shard.records.get(key).map(|r| &r.state) {
+            Some(RecordState::Completed(result)) => Some(Outcome::Completed(result.clone())),
+            Some(RecordState::InDoubt) => Some(Outcome::InDoubt),
+            Some(RecordState::InFlight { .. }) | None => None,
+        })
+    }
+
+    async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+        let mut shard = self.shard(key);
+        let until_ms = now_ms.saturating_add(lease_ms);
+        match shard.records.get_mut(key) {
+            Some(Record {
+                state: RecordState::Completed(result),
+                ..
+            }) => return Ok(Claim::Completed(result.clone())),
+            Some(Record {
+                state: RecordState::InFlight { until_ms: held },
+                ..
+            }) if *held > now_ms => {
+                return Ok(Claim::InFlight);
+            }
+            Some(record) => {
+                record.state = RecordState::InFlight { until_ms };
+                record.touched_ms = now_ms;
+            }
+            None => {
+                shard.records.insert(
+                    key.to_owned(),
+                    Record {
+                        state: RecordState::InFlight { until_ms },
+                        touched_ms: now_ms,
+                    },
+                );
+            }
+        }
+        self.maintain(&mut shard, now_ms);
+        Ok(Claim::Acquired)
+    }
+
+    async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(key);
+        shard.records.insert(
+            key.to_owned(),
+            Record {
+                state: RecordState::Completed(result.clone()),
+                touched_ms: now,
+            },
+        );
+        Ok(())
+    }
+
+    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        let mut shard = self.shard(key);
+        match shard.records.get_mut(key) {
+            Some(Record {
+                state: RecordState::InFlight { until_ms },
+                touched_ms,
+            }) => {
+                *until_ms = now_ms.saturating_add(lease_ms);
+                *touched_ms = now_ms;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release(&self, key: &str) -> Result<(), StoreError> {
+        let mut shard = self.shard(key);
+        if let Some(Record {
+            state: RecordState::InFlight { .. },
+            ..
+        }) = shard.records.get(key)
+        {
+            shard.records.remove(key);
+        }
+        Ok(())
+    }
+
+    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(key);
+        match shard.records.get_mut(key) {
+            Some(Record {
+                state: RecordState::Completed(_),
+                ..
+            }) => {}
+            Some(record) => {
+                record.state = RecordState::InDoubt;
+                record.touched_ms = now;
+            }
+            None => {
+                shard.records.insert(
+                    key.to_owned(),
+                    Record {
+                        state: RecordState::InDoubt,
+                        touched_ms: now,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(&approval.id);
+        shard.approvals.insert(
+            approval.id.clone(),
+            ApprovalEntry {
+                approval: approval.clone(),
+                used_ms: None,
+                result: None,
+            },
+        );
+        self.maintain(&mut shard, now);
+        Ok(())
+    }
+
+    async fn take_approval(
+        &self,
+        id: &str,
+        binding: &Binding<'_>,
+        now_ms: u64,
+    ) -> Result<TakeApproval, StoreError> {
+        let mut shard = self.shard(id);
+        let Some(entry) = shard.approvals.get_mut(id) else {
+            return Ok(TakeApproval::Invalid);
+        };
+        if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
+            return Ok(TakeApproval::Invalid);
+        }
+        let expired = entry.approval.expires_ms <= now_ms;
+        let taken = if entry.approval.decision.is_some() {
+            // Kept for the history, used up.
+            entry.used_ms = Some(now_ms);
+            entry.approval.clone()
+        } else {
+            shard
+                .approvals
+                .remove(id)
+                .expect("present: looked up above under the same lock")
+                .approval
+        };
+        Ok(if expired {
+            TakeApproval::Expired
+        } else {
+            TakeApproval::Taken(taken)
+        })
+    }
+
+    async fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        let mut open: Vec<PendingApproval> = self
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .approvals
+                    .values()
+                    .filter(|entry| entry.is_open(now_ms))
+                    .map(|entry| entry.approval.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        open.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        open.truncate(limit);
+        Ok(open)
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<DecideOutcome, StoreError> {
+        let mut shard = self.shard(id);
+        let Some(entry) = shard.approvals.get_mut(id) else {
+            return Ok(DecideOutcome::Invalid);
+        };
+        Ok(
+            if entry.approval.decision.is_some() || entry.used_ms.is_some() {
+                DecideOutcome::AlreadyDecided
+            } else if entry.approval.expires_ms <= now_ms {
+                DecideOutcome::Expired
+            } else {
+                entry.approval.decision = Some(decision.clone());
+                DecideOutcome::Decided
+            },
+        )
+    }
+
+    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
+        Ok(self.shard(id).approvals.get(id).cloned())
+    }
+
+    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
+        let mut decided: Vec<ApprovalEntry> = self
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .approvals
+                    .values()
+                    .filter(|entry| entry.approval.decision.is_some())
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        decided.sort_by_key(|entry| {
+            let decided_ms = entry.approval.decision.as_ref().map_or(0, |d| d.decided_ms);
+            (std::cmp::Reverse(decided_ms), entry.approval.id.clone())
+        });
+        decided.truncate(limit);
+        Ok(decided)
+    }
+
+    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
+        let mut shard = self.shard(id);
+        if let Some(entry) = shard.approvals.get_mut(id)
+            && entry.approval.decision.is_some()
+        {
+            entry.result = Some(result.clone());
+        }
+        Ok(())
+    }
+
+    async fn lock_resource(
+        &self,
+        resource: &str,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut shard = self.shard(resource);
+        let until_ms = now_ms.saturating_add(lease_ms);
+        match shard.locks.get_mut(resource) {
+            Some(lock) if lock.holder != holder && lock.until_ms > now_ms => return Ok(false),
+            Some(lock) => {
+                holder.clone_into(&mut lock.holder);
+                lock.until_ms = until_ms;
+            }
+            None => {
+                shard.locks.insert(
+                    resource.to_owned(),
+                    Lock {
+                        holder: holder.to_owned(),
+                        until_ms,
+                    },
+                );
+            }
+        }
+        self.maintain(&mut shard, now_ms);
+        Ok(true)
+    }
+
+    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+        let mut shard = self.shard(resource);
+        if shard
+            .locks
+            .get(resource)
+            .is_some_and(|l| l.holder == holder)
+        {
+            shard.locks.remove(resource);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn old_and_excess_entries_are_dropped() {
+        let store = MemoryStore::new(Duration::from_secs(3600), 160);
+        block_on(async {
+            for i in 0..10_000 {
+                store.count_call(&format!("key-{i}")).await.unwrap();
+            }
+        });
+        // 16 shards of at most 10 calls each, trimmed to 9 when over.
+        assert!(store.len() <= 160, "{}", store.len());
+        assert!(store.len() >= 100, "{}", store.len());
+    }
+
+    #[test]
+    fn trimming_keeps_the_newest() {
+        let mut map: HashMap<String, Counted> = (0..100)
+            .map(|i| {
+                (
+                    format!("k{i}"),
+                    Counted {
+                        count: 1,
+                        touched_ms: i,
+                    },
+                )
+            })
+            .collect();
+        trim_oldest(&mut map, 50, |c| c.touched_ms);
+        assert_eq!(map.len(), 45);
+        assert!(map.contains_key("k99") && !map.contains_key("k0"));
+    }
+}
