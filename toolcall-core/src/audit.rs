@@ -35,6 +35,10 @@ pub struct AuditRecord {
     pub replayed: bool,
     /// Wall time spent in the dispatcher, in milliseconds.
     pub duration_ms: f64,
+    /// When the call reached the dispatcher, in milliseconds since the Unix
+    /// epoch (0 in records written before it was kept).
+    #[serde(default)]
+    pub at_ms: u64,
     /// The provider's id for this call, when the host passed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
@@ -232,6 +236,7 @@ mod ring_tests {
             code: Code::Ok,
             replayed: false,
             duration_ms: 0.0,
+            at_ms: 0,
             call_id: None,
             approved_by: None,
             in_doubt: false,

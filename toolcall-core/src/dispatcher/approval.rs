@@ -183,6 +183,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         Fut: std::future::Future<Output = Stage<ToolResult>>,
     {
         let started = Instant::now();
+        let at_ms = crate::store::now_ms();
         let span = call_span(decision.tool, None);
         let binding = Binding {
             session: decision.session,
@@ -252,6 +253,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 code: result.code.clone(),
                 replayed: result.replayed,
                 duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                at_ms,
                 call_id: None,
                 approved_by: Some(decision.by.to_owned()),
                 in_doubt: super::is_in_doubt(&result),

@@ -589,6 +589,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Runs one call through the whole pipeline and audits it.
     pub async fn execute(&self, call: Call<'_>) -> ToolResult {
         let started = Instant::now();
+        let at_ms = crate::store::now_ms();
         let caller = call.caller.unwrap_or(&self.caller);
         let span = call_span(Some(call.tool), call.call_id);
         let (step, mut result, carried) = self.run(&call, caller).instrument(span.clone()).await;
@@ -616,6 +617,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 code: result.code.clone(),
                 replayed: result.replayed,
                 duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                at_ms,
                 call_id: call.call_id.map(str::to_owned),
                 // A person's decision the call carried out: it is theirs.
                 approved_by: carried.as_ref().map(|c| c.by.clone()),
@@ -640,6 +642,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     code: result.code.clone(),
                     replayed: result.replayed,
                     duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    at_ms,
                     call_id: call.call_id.map(str::to_owned),
                     approved_by: None,
                     in_doubt: is_in_doubt(&result),
