@@ -58,7 +58,7 @@ pub enum Constraint {
     /// `maxItems`: the list must have at most this many items.
     MaxItems(usize),
     /// `format`: the string must be of this format.
-    Format(Format),
+    Format(StringFormat),
     /// The number may not exceed the caller's policy limit of this name
     /// (`#[arg(limit = "...")]`). No schema keyword; checked at the policy
     /// stage, against the caller's [`Policy`](crate::Policy).
@@ -126,7 +126,7 @@ impl Constraint {
     }
 }
 
-pub use crate::format::Format;
+pub use crate::format::StringFormat;
 
 /// A numeric bound written in a `#[arg]` attribute.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -15,13 +15,36 @@
 //!   written in plain decimal, exactly (RFC 8785 would round integers above
 //!   2^53 through a double, which could make two different amounts collide);
 //! * every other number is a double, written as ECMAScript's
-//!   `Number.prototype.toString` writes it: the shortest digits that round-trip,
-//!   plain notation for exponents from -6 to 20, otherwise `d.ddde+X` / `d.ddde-X`,
-//!   and `-0` as `0`.
+//!   `Number.prototype.toString` writes it (RFC 8785 section 3.2.2.3): the
+//!   shortest digits that read back as the same double, a tie between two
+//!   such candidates broken toward the even digit, plain notation for
+//!   exponents from -6 to 20, otherwise `d.ddde+X` / `d.ddde-X`, and `-0` as
+//!   `0`. The digits come from the `ryu-js` crate; the test suite checks them
+//!   against RFC 8785's test data and against doubles printed by
+//!   `JSON.stringify`.
 //!
 //! The form is computed over the *validated* arguments, serialized by the
 //! argument struct, so spacing, member order and absent-versus-`null`
 //! optional fields in what the model sent do not change it.
+//!
+//! # The form is of the double serde_json parsed
+//!
+//! This module writes a [`Value`]; it never reads JSON text. A number with a
+//! fraction or an exponent is whatever double serde_json made of the text.
+//! Without its `float_roundtrip` feature, serde_json's parser may land one
+//! unit in the last place away from the nearest double for some numbers with
+//! a long significand or a large exponent (`333333333.33333329` becomes
+//! `333333333.33333325`, not `333333333.3333333`), and features are chosen
+//! by the application: a library that turned `float_roundtrip` on would turn
+//! it on for every crate in the application, and make every float parse
+//! slower. So this crate leaves serde_json's features alone. Within one build
+//! the parse is deterministic, and integers, strings and short decimals do
+//! not depend on it; an application that wants keys of long-fraction
+//! doubles to match other RFC 8785 implementations (or to stay the same if a
+//! dependency turns the feature on later) enables `float_roundtrip` itself.
+//! The RFC 8785 conformance test reads its input with an exact parser of its
+//! own for this reason, so that it tests the writing, not serde_json's
+//! reading.
 //!
 //! # The key
 //!
@@ -39,7 +62,7 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
 const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
@@ -87,15 +110,7 @@ fn write_value(out: &mut String, value: &Value) {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => {
-            if let Some(n) = number.as_i64() {
-                let _ = write!(out, "{n}");
-            } else if let Some(n) = number.as_u64() {
-                let _ = write!(out, "{n}");
-            } else if let Some(f) = number.as_f64() {
-                write_double(out, f);
-            }
-        }
+        Value::Number(number) => write_number(out, number),
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
             out.push('[');
@@ -152,41 +167,36 @@ fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// ECMAScript's `Number.prototype.toString` for a finite double.
+/// Writes `number` in the canonical form: an integer in the signed or
+/// unsigned 64-bit range exactly, in plain decimal; any other number as the
+/// double it holds, in ECMAScript's `Number.prototype.toString` form.
+pub(crate) fn write_number(out: &mut String, number: &Number) {
+    if let Some(n) = number.as_i64() {
+        let _ = write!(out, "{n}");
+    } else if let Some(n) = number.as_u64() {
+        let _ = write!(out, "{n}");
+    } else if let Some(f) = number.as_f64() {
+        write_double(out, f);
+    } else {
+        // Only reachable with serde_json's `arbitrary_precision`, for a number
+        // no double holds: its text as parsed is the closest thing there is.
+        let _ = write!(out, "{number}");
+    }
+}
+
+/// ECMAScript's `Number.prototype.toString` for a double: the shortest
+/// digits that read back as the same double, a tie between two such
+/// candidates broken toward the even digit, and `-0` written as `0`.
 fn write_double(out: &mut String, f: f64) {
     if f == 0.0 {
+        // Both zeros; ECMAScript writes `-0` as `0`.
         out.push('0');
-        return;
-    }
-    if f < 0.0 {
-        out.push('-');
-    }
-    // `{:e}` prints the shortest digits that round-trip, as `d.ddde[-]x`.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let k = digits.len() as i32;
-    let n = exponent + 1;
-    if k <= n && n <= 21 {
-        out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', (n - k) as usize));
-    } else if 0 < n && n <= 21 {
-        out.push_str(&digits[..n as usize]);
-        out.push('.');
-        out.push_str(&digits[n as usize..]);
-    } else if -6 < n && n <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', (-n) as usize));
-        out.push_str(&digits);
+    } else if f.is_finite() {
+        out.push_str(ryu_js::Buffer::new().format_finite(f));
     } else {
-        let e = n - 1;
-        out.push_str(&digits[..1]);
-        if k > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        let _ = write!(out, "e{}{}", if e >= 0 { '+' } else { '-' }, e.abs());
+        // A serde_json `Number` never holds NaN or an infinity; JSON has no
+        // text for them, and `JSON.stringify` writes them as `null`.
+        out.push_str("null");
     }
 }
 
@@ -227,9 +237,39 @@ mod tests {
             (25.9, "25.9"),
             (2590.0, "2590"),
             (1.2345e-10, "1.2345e-10"),
+            // Exact quarters, each as near to two 17-digit forms: the tie goes
+            // to the even digit, as in ECMAScript (Rust's `{:e}` writes ...819.3).
+            (-1372088713925819.0 - 0.25, "-1372088713925819.2"),
+            (1125899906842624.0 + 0.75, "1125899906842624.8"),
+            (4503599627370495.5, "4503599627370495.5"),
         ];
         for (f, want) in cases {
             assert_eq!(double(*f), *want, "for {f:e}");
+        }
+    }
+
+    #[test]
+    fn write_number_keeps_integers_exact_and_writes_doubles_as_ecmascript() {
+        let cases: &[(Number, &str)] = &[
+            (Number::from(0u64), "0"),
+            (Number::from(-1i64), "-1"),
+            (Number::from(i64::MIN), "-9223372036854775808"),
+            (Number::from(u64::MAX), "18446744073709551615"),
+            (Number::from(9007199254740993u64), "9007199254740993"),
+            (Number::from_f64(56.0).unwrap(), "56"),
+            (Number::from_f64(-0.0).unwrap(), "0"),
+            (Number::from_f64(1e30).unwrap(), "1e+30"),
+            (Number::from_f64(0.002).unwrap(), "0.002"),
+            (
+                Number::from_f64(333333333.3333333).unwrap(),
+                "333333333.3333333",
+            ),
+        ];
+        for (number, want) in cases {
+            let mut out = String::from("[");
+            write_number(&mut out, number);
+            assert_eq!(out, format!("[{want}"), "for {number:?}");
+            assert_eq!(canonical_json(&Value::Number(number.clone())), *want);
         }
     }
 

@@ -26,7 +26,7 @@ pub mod store;
 mod taint;
 mod tool;
 
-pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Format, Pattern, ToolArgs};
+pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Pattern, StringFormat, ToolArgs};
 pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{
     Approvals, BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings,

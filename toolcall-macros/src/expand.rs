@@ -624,7 +624,7 @@ fn constraints(
             "date-time" => quote!(DateTime),
             _ => quote!(Uri),
         };
-        constraints.push(quote!(#private::Constraint::Format(#private::Format::#variant)));
+        constraints.push(quote!(#private::Constraint::Format(#private::StringFormat::#variant)));
         assert_kind(format.span(), "string");
     }
     if let Some(limit) = &arg.limit {

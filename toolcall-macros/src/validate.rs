@@ -179,7 +179,7 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     }
 }
 
-/// The formats `Format::from_name` in the runtime knows.
+/// The formats `StringFormat::from_name` in the runtime knows.
 const FORMATS: [&str; 5] = ["email", "uuid", "date", "date-time", "uri"];
 
 /// Words that make a parameter name mean an amount of money.

@@ -284,7 +284,7 @@
 //! | `max_length = 280` | strings | `maxLength` | more characters |
 //! | `min_items = 1` | lists | `minItems` | fewer items |
 //! | `max_items = 20` | lists | `maxItems` | more items |
-//! | `format = "email"` | strings | `format` | a string not of the format: `email`, `uuid`, `date`, `date-time`, `uri` (each has a real check, see [`Format`]) |
+//! | `format = "email"` | strings | `format` | a string not of the format: `email`, `uuid`, `date`, `date-time`, `uri` (each has a real check, see [`StringFormat`]) |
 //! | `rename = "orderId"` | any | the property's name | the Rust name, as an unknown field |
 //! | `limit = "max_refund_cents"` | numbers | (none) | at the policy stage, a value above the caller's [`Policy`] limit of that name; a caller without that limit is refused (fails closed) |
 //! | `sensitive` | any | (none) | nothing: the value is replaced by `"[redacted]"` in audit records (and arguments that do not parse are not kept at all) |
@@ -584,8 +584,8 @@ pub mod __private {
     pub use serde_json;
     pub use toolcall_core::__private::*;
     pub use toolcall_core::{
-        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Format, Pattern, Tool, ToolArgs,
-        ToolError, ToolSpec,
+        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Pattern, StringFormat, Tool,
+        ToolArgs, ToolError, ToolSpec,
     };
     pub use toolcall_macros::tool_items;
 }
