@@ -91,7 +91,7 @@ pub enum Command {
     Check(LockArgs),
     /// Serves the tools over the Model Context Protocol on standard input and
     /// output; every call goes through the pipeline.
-    Mcp,
+    Mcp(McpArgs),
     /// Serves the approval inbox: a web page, over the store the agents
     /// use (`--store`), where a person sees every pending high-risk call,
     /// approves, denies or edits it, and sees what came of it.
@@ -100,6 +100,18 @@ pub enum Command {
     /// needs a token: the address printed at start signs a browser in.
     /// With `--audit FILE`, its metrics page charts that audit log.
     Serve(ServeArgs),
+}
+
+/// `mcp`'s arguments.
+#[derive(Clone, Debug, Default, Args)]
+pub struct McpArgs {
+    /// When a call waits for a person (CONFIRMATION_REQUIRED) and the MCP
+    /// client cannot ask one itself (no elicitation), wait up to this many
+    /// seconds for the decision in the store (the inbox's, `serve`), then
+    /// answer the call with what came of it: run once, run edited, or
+    /// denied. 0, the default, answers CONFIRMATION_REQUIRED at once.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub wait_approval: u64,
 }
 
 /// `serve`'s arguments.
@@ -290,7 +302,10 @@ impl Command {
     /// Whether the command runs tools (`replay`, `mcp`) and so needs a
     /// dispatcher; the others need at most the registry.
     pub fn runs_tools(&self) -> bool {
-        matches!(self, Command::Replay(_) | Command::Mcp | Command::Serve(_))
+        matches!(
+            self,
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_)
+        )
     }
 
     /// Runs a command that does not run tools, against the registry; the
@@ -302,7 +317,7 @@ impl Command {
             Command::Report(args) => report(registry, args),
             Command::Lock(args) => write_lock(registry, &args.file),
             Command::Check(args) => check(registry, &args.file),
-            Command::Replay(_) | Command::Mcp | Command::Serve(_) => Err(Error::NeedsDispatcher),
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) => Err(Error::NeedsDispatcher),
         }
     }
 
@@ -350,10 +365,10 @@ impl Command {
         match self {
             Command::Replay(args) => replay(&dispatcher, session, args).await,
             Command::Serve(args) => serve(program, dispatcher, args, audit).await,
-            Command::Mcp => {
-                let mut options = toolcall_mcp::Options::default();
-                options.session = session.to_owned();
-                options.name = program.to_owned();
+            Command::Mcp(args) => {
+                let options = toolcall_mcp::Options::new(session)
+                    .name(program)
+                    .wait_approval(std::time::Duration::from_secs(args.wait_approval));
                 toolcall_mcp::serve_stdio(dispatcher, options)
                     .await
                     .map_err(Error::Mcp)
@@ -927,6 +942,23 @@ mod tests {
             panic!("not replay");
         };
         assert_eq!(args.wait_approval, 30);
+    }
+
+    #[test]
+    fn mcp_may_wait_for_an_approval() {
+        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp"]).unwrap().command else {
+            panic!("not mcp");
+        };
+        assert_eq!(args.wait_approval, 0, "it answers at once by default");
+        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp", "--wait-approval", "120"])
+            .unwrap()
+            .command
+        else {
+            panic!("not mcp");
+        };
+        assert_eq!(args.wait_approval, 120);
+        assert!(Command::Mcp(args).runs_tools());
+        assert!(Cli::try_parse_from(["app", "mcp", "--wait-approval", "soon"]).is_err());
     }
 
     #[test]

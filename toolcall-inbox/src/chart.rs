@@ -50,8 +50,9 @@ pub fn bars(title: &str, rows: &[(String, u64, &str)]) -> String {
     svg
 }
 
-/// Stacked columns: one column per bucket (labelled below), one colour per
-/// series, with a legend.
+/// Stacked columns: one column per bucket (labelled below, every so many
+/// buckets when the labels would not fit side by side; each column's
+/// tooltip names its bucket), one colour per series, with a legend.
 pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -> String {
     let totals: Vec<u64> = (0..buckets.len())
         .map(|b| {
@@ -73,6 +74,9 @@ pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -
     let max = totals.iter().copied().max().unwrap_or(1).max(1) as f64;
     let slot = (width - left - 10.0) / buckets.len() as f64;
     let column = (slot * 0.7).max(2.0);
+    // Room for the longest label (11 px text, about 6.5 px a character).
+    let longest = buckets.iter().map(|b| b.chars().count()).max().unwrap_or(0);
+    let every = ((longest as f64 * 6.5 + 8.0) / slot).ceil().max(1.0) as usize;
     let mut svg = open(title, width, height);
     let _ = write!(
         svg,
@@ -100,6 +104,9 @@ pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -
                 name = esc(name),
                 bucket = esc(bucket),
             );
+        }
+        if b % every != 0 {
+            continue;
         }
         let _ = write!(
             svg,
@@ -152,5 +159,17 @@ mod tests {
         let svg = stacked("t", &["a&b".into()], &[("<x>".into(), vec![2])]);
         assert!(svg.contains("a&amp;b") && svg.contains("&lt;x&gt;"));
         assert!(!svg.contains("<x>"));
+    }
+
+    #[test]
+    fn crowded_labels_are_thinned_but_every_column_keeps_its_name() {
+        let labels: Vec<String> = (0..24).map(|h| format!("{h:02}:00")).collect();
+        let svg = stacked("t", &labels, &[("pay".into(), vec![1; 24])]);
+        assert!(svg.contains(">00:00</text>") && svg.contains(">02:00</text>"));
+        assert!(!svg.contains(">01:00</text>"), "every other label: {svg}");
+        assert!(svg.contains("<title>pay, 01:00: 1</title>"));
+        let few: Vec<String> = labels[..4].to_vec();
+        let svg = stacked("t", &few, &[("pay".into(), vec![1; 4])]);
+        assert!(few.iter().all(|l| svg.contains(&format!(">{l}</text>"))));
     }
 }

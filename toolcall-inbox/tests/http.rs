@@ -695,6 +695,10 @@ async fn the_metrics_chart_the_audit_log_as_inline_svg() {
     assert!(body.contains("INVALID_ARGUMENTS: 2"), "{body}");
     assert!(body.contains("INVALID_JSON: 1"));
     assert!(
+        body.contains("Rejections by tool over time") && body.contains("in buckets of 1 s (UTC)"),
+        "the records carry their time: {body}"
+    );
+    assert!(
         body.contains("&lt;b&gt;nope&lt;/b&gt;"),
         "a tool name is text"
     );

@@ -25,8 +25,39 @@
 //!   the call with the outcome of their answer: the call runs once on a yes,
 //!   and is denied otherwise. A client without elicitation gets the
 //!   `CONFIRMATION_REQUIRED` result as it is: nothing runs, and the approval
-//!   expires unused (its `confirmation_id` is no token a client can redeem:
-//!   only an answer to a question this server asked counts).
+//!   expires unused unless a person decides it in the approval inbox while
+//!   the server waits ([`Options::wait_approval`], below). Its
+//!   `confirmation_id` is no token a client can redeem: only an answer to a
+//!   question this server asked, or a decision recorded in the store,
+//!   counts.
+//!
+//! # Waiting for the inbox
+//!
+//! With [`Options::wait_approval`] (the command line's
+//! `mcp --wait-approval SECS`), a `tools/call` from a client that cannot ask
+//! a person (it declares no form elicitation) and that answers
+//! `CONFIRMATION_REQUIRED` waits for a person's decision in the store: the
+//! approval inbox (`toolcall-inbox`, usually another process over the same
+//! store) lists the pending call and the person decides there. The wait is
+//! woken by the store where it can be (Postgres: `LISTEN`/`NOTIFY`) and
+//! asks it every 200 ms otherwise (SQLite, memory). Once a decision is
+//! recorded, the server makes the call again with its approval
+//! ([`Call::approval`]) and answers the `tools/call` with what came of it:
+//! the call ran once (with the person's edits, if any, validated, checked
+//! and policed again as a new call), or `CONFIRMATION_DENIED` with the
+//! person's note. Without a decision within the bound (and never longer
+//! than [`Settings::approval_ttl`]), the answer is the
+//! `CONFIRMATION_REQUIRED` result, as without the option: nothing ran, and
+//! the approval stays pending in the inbox under its `confirmation_id`. If
+//! the client cancels the call (or goes away) meanwhile, the server stops
+//! waiting and leaves the approval pending: nothing runs.
+//!
+//! It works in either approvals mode ([`Settings::approvals`]): a decision
+//! recorded in the store is carried out whatever the mode, and the server
+//! brings the approval id only once a decision is recorded, so waiting
+//! approves nothing by itself. It is meant for [`Approvals::Inbox`], where
+//! only such a decision approves. A client that can elicit is asked through
+//! elicitation instead, as above, and does not wait.
 //!
 //! # Asking the person
 //!
@@ -108,6 +139,7 @@ mod server;
 
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use rmcp;
 use rmcp::ServiceExt as _;
@@ -119,7 +151,7 @@ pub use guard::FrameGuard;
 pub use server::McpServer;
 
 #[cfg(doc)]
-use toolcall_core::{Arguments, Ctx, Settings, ToolResult};
+use toolcall_core::{Approvals, Arguments, Call, Ctx, Settings, ToolResult};
 
 /// The longest message [`serve_stdio`] (a [`FrameGuard`]) reads: 1 MiB, far
 /// above the pipeline's default limit on arguments (64 KiB), so that a call
@@ -148,6 +180,13 @@ pub struct Options {
     pub name: String,
     /// The server's version in `initialize`.
     pub version: String,
+    /// How long a `tools/call` from a client that cannot ask a person
+    /// (no form elicitation) waits for a decision in the store, such as a
+    /// person's in the approval inbox, before it answers
+    /// `CONFIRMATION_REQUIRED` (see the
+    /// [crate docs](crate#waiting-for-the-inbox)). Zero, the default,
+    /// answers at once.
+    pub wait_approval: Duration,
 }
 
 impl Options {
@@ -170,15 +209,26 @@ impl Options {
         self.version = version.into();
         self
     }
+
+    /// Sets how long a call that needs a person's approval waits for their
+    /// decision in the store when the client cannot ask them itself (see
+    /// the [crate docs](crate#waiting-for-the-inbox)); zero answers
+    /// `CONFIRMATION_REQUIRED` at once.
+    pub fn wait_approval(mut self, wait: Duration) -> Self {
+        self.wait_approval = wait;
+        self
+    }
 }
 
 impl Default for Options {
-    /// Sessions under `"mcp"`, name `"toolcall"`, and this crate's version.
+    /// Sessions under `"mcp"`, name `"toolcall"`, this crate's version, and
+    /// no wait for an approval.
     fn default() -> Self {
         Options {
             session: "mcp".to_owned(),
             name: "toolcall".to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            wait_approval: Duration::ZERO,
         }
     }
 }

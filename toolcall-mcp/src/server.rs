@@ -20,6 +20,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::echo::{MAX_NAME_ECHO, cut};
+use toolcall_core::store::now_ms;
 use toolcall_core::{Arguments, Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult};
 
 use crate::Options;
@@ -208,8 +209,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             return to_mcp(&result).into();
         };
         if !elicits {
-            tracing::debug!(tool, "the MCP client cannot ask a person; the call waits");
-            return to_mcp(&result).into();
+            return to_mcp(
+                &self
+                    .wait_for_decision(id, tool, &raw, &call_id, &result, &context)
+                    .await,
+            )
+            .into();
         }
         let question = match approval_question(&result) {
             Ok(question) => question,
@@ -231,6 +236,75 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
 
         to_mcp(&self.ask(id, tool, question, &result, &context).await).into()
+    }
+
+    /// For a client that cannot ask a person: waits up to
+    /// [`Options::wait_approval`] (never past the approval's lifetime) for a
+    /// decision on the pending call `id` recorded in the store (a person's,
+    /// in the approval inbox), woken by the store where it can be, then
+    /// makes the call again with the approval, which carries the decision
+    /// out: the call runs once, runs edited, or is denied. Without a
+    /// decision by then, or if the client cancels the call, the answer is
+    /// `asked` (`CONFIRMATION_REQUIRED`) and the approval stays pending.
+    async fn wait_for_decision(
+        &self,
+        id: &str,
+        tool: &str,
+        raw: &str,
+        call_id: &str,
+        asked: &ToolResult,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let wait = self
+            .options
+            .wait_approval
+            .min(self.dispatcher.settings().approval_ttl);
+        if wait.is_zero() {
+            tracing::debug!(tool, "the MCP client cannot ask a person; the call waits");
+            return asked.clone();
+        }
+        let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        tracing::info!(
+            tool,
+            approval = id,
+            "the MCP client cannot ask a person; waiting for a decision in the store"
+        );
+        let entry = tokio::select! {
+            entry = self.dispatcher.store().wait_approval(id, until) => entry,
+            () = context.ct.cancelled() => {
+                tracing::info!(
+                    tool,
+                    approval = id,
+                    "the tool call was cancelled while it waited for a decision; nothing ran"
+                );
+                return asked.clone();
+            }
+        };
+        match entry {
+            Ok(Some(entry)) if entry.approval.decision.is_some() && entry.used_ms.is_none() => {
+                tracing::info!(
+                    tool,
+                    approval = id,
+                    "a decision was recorded; carrying it out"
+                );
+                self.dispatcher
+                    .execute(
+                        Call::new(tool, Arguments::Raw(raw))
+                            .session(&self.session)
+                            .call_id(call_id)
+                            .approval(id),
+                    )
+                    .await
+            }
+            Ok(_) => {
+                tracing::debug!(tool, approval = id, "no decision in time; the call waits");
+                asked.clone()
+            }
+            Err(error) => {
+                tracing::warn!(tool, approval = id, %error, "waiting for a decision failed");
+                asked.clone()
+            }
+        }
     }
 
     /// Asks the person with an `elicitation/create` request (sessions opened

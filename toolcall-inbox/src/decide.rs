@@ -1,0 +1,305 @@
+//! Deciding: the edit form, and the `POST` that approves, denies or edits.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+use toolcall_core::store::{
+    ApprovalDecision, ApprovalEntry, DecideOutcome, PendingApproval, now_ms,
+};
+use toolcall_core::{Store as _, ToolSpec};
+
+use crate::access::User;
+use crate::html::{Html, segment};
+use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
+use crate::pending::arguments_table;
+use crate::security::{Via, field, forbidden, same_origin_form, signed_in, unauthorized};
+use crate::{App, Backend, MAX_NOTE};
+
+/// How a field is typed in the edit form: as plain text (a string in the
+/// schema) or as JSON.
+fn is_text_field(spec: &ToolSpec, name: &str) -> bool {
+    let schema = spec.parameters_schema();
+    let kind = &schema["properties"][name]["type"];
+    kind == "string"
+        || kind
+            .as_array()
+            .is_some_and(|kinds| kinds.iter().any(|k| k == "string"))
+}
+
+/// The form's text for a value: a string as it is, anything else as JSON.
+fn form_text(spec: &ToolSpec, name: &str, value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) if is_text_field(spec, name) => text.clone(),
+        Some(value) => serde_json::to_string(value).unwrap_or_default(),
+    }
+}
+
+/// The edited arguments from the form's `arg:NAME` fields: an empty field
+/// is left out, a text field is a string, any other is JSON.
+fn edited_arguments(spec: &ToolSpec, form: &[(String, String)]) -> Result<Value, Vec<String>> {
+    let mut object = Map::new();
+    let mut problems = Vec::new();
+    for field in spec.fields() {
+        let Some(text) = self::field(form, &format!("arg:{}", field.name)) else {
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        if is_text_field(spec, field.name) {
+            object.insert(field.name.to_owned(), Value::String(text.to_owned()));
+            continue;
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) => {
+                object.insert(field.name.to_owned(), value);
+            }
+            Err(error) => problems.push(format!("{}: not JSON ({error})", field.name)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(Value::Object(object))
+    } else {
+        Err(problems)
+    }
+}
+
+/// The edit form, with the values given (the stored ones, or what the
+/// person typed) and the problems found.
+fn edit_page<B>(
+    app: &App<B>,
+    user: &User,
+    approval: &PendingApproval,
+    spec: &ToolSpec,
+    values: &BTreeMap<String, String>,
+    note: &str,
+    problems: &[String],
+) -> Html {
+    let mut body = Html::default();
+    body.raw("<article class=\"approval\" data-id=\"")
+        .text(&approval.id)
+        .raw("\"><header>")
+        .el("<h2>Edit <code class=\"tool\">", &approval.tool, "</code></h2></header>")
+        .el("<p class=\"desc\">", spec.description(), "</p>")
+        .raw("<p class=\"lead\">The call runs with these arguments instead of the model's: they are validated now, and checked and policed again by the agent, as a new call. The model is told that a person changed them.</p>");
+    if !problems.is_empty() {
+        body.raw("<div class=\"notice bad problems\" role=\"alert\"><b>Not valid, nothing was decided:</b><ul>");
+        for problem in problems {
+            body.el("<li>", problem, "</li>");
+        }
+        body.raw("</ul></div>");
+    }
+    body.raw("<p>The model asked for:</p>");
+    arguments_table(&mut body, &approval.arguments, Some(spec));
+    body.raw("<form method=\"post\" class=\"edit\" action=\"")
+        .text(&format!("/approvals/{}/decide", segment(&approval.id)))
+        .raw("\"><input type=\"hidden\" name=\"csrf\" value=\"")
+        .text(user.csrf())
+        .raw("\"><input type=\"hidden\" name=\"action\" value=\"edit\"><table class=\"args\"><tbody>");
+    for field in spec.fields() {
+        let value = values.get(field.name).map_or("", String::as_str);
+        let kind = if is_text_field(spec, field.name) {
+            "text"
+        } else {
+            "JSON"
+        };
+        body.raw("<tr><th scope=\"row\"><label for=\"arg-")
+            .text(field.name)
+            .raw("\"><code>")
+            .text(field.name)
+            .raw("</code></label></th><td class=\"value\"><textarea rows=\"1\" id=\"arg-")
+            .text(field.name)
+            .raw("\" name=\"arg:")
+            .text(field.name)
+            .raw("\">")
+            .text(value)
+            .raw("</textarea></td>")
+            .el(
+                "<td class=\"about\">",
+                &format!("{} ({kind})", field.description),
+                "</td></tr>",
+            );
+    }
+    body.raw("</tbody></table><label>Note (optional)<input type=\"text\" name=\"note\" value=\"")
+        .text(note)
+        .raw(&format!("\" maxlength=\"{MAX_NOTE}\"></label>"))
+        .raw("<p><button type=\"submit\" class=\"approve\">Approve with these arguments</button> <a href=\"/\">Cancel</a></p></form></article>");
+    layout("Edit", &app.options.title, Some(user), "", &body.finish())
+}
+
+pub(crate) async fn edit<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some((user, _)) = signed_in(&app, &headers) else {
+        return unauthorized();
+    };
+    let entry = match app.backend.store().approval(&id).await {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return unknown(&app, user),
+        Err(error) => return store_down(&app, user, &error),
+    };
+    if let Some(closed) = closed(&app, user, &entry) {
+        return closed;
+    }
+    let Some(spec) = app.backend.registry().get(&entry.approval.tool) else {
+        return message(
+            &app,
+            user,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Cannot edit",
+            "This inbox does not know the tool, so it cannot validate edited arguments. Approve or deny it as it is.",
+        );
+    };
+    let values = spec
+        .fields()
+        .iter()
+        .map(|f| {
+            (
+                f.name.to_owned(),
+                form_text(spec, f.name, entry.approval.arguments.get(f.name)),
+            )
+        })
+        .collect();
+    html_response(
+        StatusCode::OK,
+        edit_page(&app, user, &entry.approval, spec, &values, "", &[]),
+    )
+}
+
+pub(crate) async fn decide<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
+    let Some((user, via)) = signed_in(&app, &headers) else {
+        return unauthorized();
+    };
+    if via == Via::Cookie && !same_origin_form(user, &headers, field(&form, "csrf")) {
+        return forbidden();
+    }
+    let note = field(&form, "note").unwrap_or("").trim().to_owned();
+    if note.chars().count() > MAX_NOTE {
+        return message(
+            &app,
+            user,
+            StatusCode::BAD_REQUEST,
+            "Note too long",
+            &format!("A note has at most {MAX_NOTE} characters. Nothing was decided."),
+        );
+    }
+    let action = field(&form, "action").unwrap_or("");
+    let store = app.backend.store();
+    let now = now_ms();
+    let mut edited = None;
+    match action {
+        "approve" | "deny" => {}
+        "edit" => {
+            let entry = match store.approval(&id).await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => return unknown(&app, user),
+                Err(error) => return store_down(&app, user, &error),
+            };
+            if let Some(closed) = closed(&app, user, &entry) {
+                return closed;
+            }
+            let Some(spec) = app.backend.registry().get(&entry.approval.tool) else {
+                return message(
+                    &app,
+                    user,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Cannot edit",
+                    "This inbox does not know the tool.",
+                );
+            };
+            let checked = edited_arguments(spec, &form).and_then(|arguments| {
+                spec.validate_arguments(&arguments)
+                    .map(|()| arguments)
+                    .map_err(|errors| errors.problems().to_vec())
+            });
+            match checked {
+                Ok(arguments) if arguments == entry.approval.arguments => {}
+                Ok(arguments) => edited = Some(arguments),
+                Err(problems) => {
+                    let values = spec
+                        .fields()
+                        .iter()
+                        .map(|f| {
+                            let typed = field(&form, &format!("arg:{}", f.name)).unwrap_or("");
+                            (f.name.to_owned(), typed.to_owned())
+                        })
+                        .collect();
+                    return html_response(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        edit_page(&app, user, &entry.approval, spec, &values, &note, &problems),
+                    );
+                }
+            }
+        }
+        _ => {
+            return message(
+                &app,
+                user,
+                StatusCode::BAD_REQUEST,
+                "No decision",
+                "Approve, deny or edit: nothing was decided.",
+            );
+        }
+    }
+    let decision = ApprovalDecision {
+        approved: action != "deny",
+        by: user.name().to_owned(),
+        note,
+        edited_arguments: edited,
+        decided_ms: now,
+    };
+    let notice = match (decision.approved, decision.edited_arguments.is_some()) {
+        (false, _) => "denied",
+        (true, true) => "edited",
+        (true, false) => "approved",
+    };
+    let done = || {
+        (
+            StatusCode::SEE_OTHER,
+            [(
+                header::LOCATION,
+                format!("/?notice={notice}&id={}", segment(&id)),
+            )],
+        )
+            .into_response()
+    };
+    match store.decide_approval(&id, &decision, now).await {
+        Ok(DecideOutcome::Decided) => done(),
+        Ok(DecideOutcome::AlreadyDecided) => match store.approval(&id).await {
+            // The same person's same decision again (a double click): one
+            // decision, and the same answer.
+            Ok(Some(ApprovalEntry {
+                approval:
+                    PendingApproval {
+                        decision: Some(kept),
+                        ..
+                    },
+                ..
+            })) if kept.approved == decision.approved
+                && kept.by == decision.by
+                && kept.note == decision.note
+                && kept.edited_arguments == decision.edited_arguments =>
+            {
+                done()
+            }
+            Ok(Some(entry)) => closed(&app, user, &entry).unwrap_or_else(|| unknown(&app, user)),
+            Ok(None) => unknown(&app, user),
+            Err(error) => store_down(&app, user, &error),
+        },
+        Ok(DecideOutcome::Expired) => expired(&app, user),
+        Ok(_) => unknown(&app, user),
+        Err(error) => store_down(&app, user, &error),
+    }
+}

@@ -1,0 +1,176 @@
+//! The page around every answer, the assets, and the answers that say why
+//! nothing was done.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
+
+use crate::access::User;
+use crate::html::{Html, utc};
+use crate::security::{signed_in, unauthorized};
+use crate::{App, Backend};
+
+/// The whole page around `body`. `title` and `app` are escaped here.
+pub(crate) fn layout(
+    title: &str,
+    app: &str,
+    user: Option<&User>,
+    current: &str,
+    body: &str,
+) -> Html {
+    let mut page = Html::default();
+    page.raw("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">")
+        .raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
+        .el("<title>", &format!("{title} · {app} approvals"), "</title>")
+        .raw("<link rel=\"stylesheet\" href=\"/assets/inbox.css\"></head><body>")
+        .raw("<header class=\"top\">")
+        .el("<h1>", &format!("{app} · approvals"), "</h1>");
+    if let Some(user) = user {
+        page.raw("<nav>");
+        for (path, name) in [
+            ("/", "Inbox"),
+            ("/history", "History"),
+            ("/metrics", "Metrics"),
+        ] {
+            let class = if name == current {
+                " class=\"current\""
+            } else {
+                ""
+            };
+            page.raw(&format!("<a href=\"{path}\"{class}>{name}</a>"));
+        }
+        page.raw("</nav><span class=\"who\">signed in as ")
+            .el("<b>", user.name(), "</b>")
+            .raw(" <form method=\"post\" action=\"/sign-out\">")
+            .raw("<input type=\"hidden\" name=\"csrf\" value=\"")
+            .text(user.csrf())
+            .raw("\"><button class=\"link\">sign out</button></form></span>");
+    }
+    page.raw("</header><main>")
+        .raw(body)
+        .raw("</main><script src=\"/assets/inbox.js\"></script></body></html>");
+    page
+}
+
+pub(crate) fn html_response(status: StatusCode, page: Html) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        page.finish(),
+    )
+        .into_response()
+}
+
+pub(crate) fn message<B>(
+    app: &App<B>,
+    user: &User,
+    status: StatusCode,
+    title: &str,
+    text: &str,
+) -> Response {
+    let mut body = Html::default();
+    body.el("<h2>", title, "</h2>")
+        .el("<p class=\"lead\">", text, "</p>")
+        .raw("<p><a href=\"/\">Back to the inbox</a></p>");
+    html_response(
+        status,
+        layout(title, &app.options.title, Some(user), "", &body.finish()),
+    )
+}
+
+pub(crate) fn store_down<B>(app: &App<B>, user: &User, error: &StoreError) -> Response {
+    message(
+        app,
+        user,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The store cannot be reached",
+        &format!("{error}. Nothing was decided; try again."),
+    )
+}
+
+pub(crate) async fn css<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    headers: HeaderMap,
+) -> Response {
+    if signed_in(&app, &headers).is_none() {
+        return unauthorized();
+    }
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("../assets/inbox.css"),
+    )
+        .into_response()
+}
+
+pub(crate) async fn js<B: Backend>(State(app): State<Arc<App<B>>>, headers: HeaderMap) -> Response {
+    if signed_in(&app, &headers).is_none() {
+        return unauthorized();
+    }
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../assets/inbox.js"),
+    )
+        .into_response()
+}
+
+pub(crate) async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "not found").into_response()
+}
+
+pub(crate) fn unknown<B>(app: &App<B>, user: &User) -> Response {
+    message(
+        app,
+        user,
+        StatusCode::NOT_FOUND,
+        "No such approval",
+        "Nothing waits under this id: it was never asked, or it is gone (used, or expired and purged).",
+    )
+}
+
+/// The answer for an approval that can no longer be decided, if it cannot.
+pub(crate) fn closed<B>(app: &App<B>, user: &User, entry: &ApprovalEntry) -> Option<Response> {
+    if let Some(decision) = &entry.approval.decision {
+        let verb = if decision.approved {
+            "approved"
+        } else {
+            "denied"
+        };
+        return Some(message(
+            app,
+            user,
+            StatusCode::CONFLICT,
+            "Already decided",
+            &format!(
+                "{} {verb} it at {}; a decision is final.",
+                decision.by,
+                utc(decision.decided_ms)
+            ),
+        ));
+    }
+    if entry.used_ms.is_some() {
+        return Some(message(
+            app,
+            user,
+            StatusCode::CONFLICT,
+            "Already used",
+            "The agent's host already decided and used this approval.",
+        ));
+    }
+    if entry.approval.expires_ms <= now_ms() {
+        return Some(expired(app, user));
+    }
+    None
+}
+
+pub(crate) fn expired<B>(app: &App<B>, user: &User) -> Response {
+    message(
+        app,
+        user,
+        StatusCode::GONE,
+        "Expired",
+        "This approval ran out of time before anyone decided: the call will not run. The model has to ask again.",
+    )
+}

@@ -1,0 +1,467 @@
+//! The MCP server waiting for a decision in the store (`Options::wait_approval`):
+//! a client that cannot ask a person gets, in the same `tools/call`, what
+//! came of a decision taken meanwhile in the approval inbox (here: recorded
+//! in the store from another task, or through another handle on the same
+//! SQLite file, as the inbox's process does), and the backend runs the call
+//! exactly as often as that decision says.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    InitializeResult, ProtocolVersion, ServerCapabilities,
+};
+use rmcp::service::{RoleClient, RoleServer, RunningService, serve_directly};
+use rmcp::{ClientHandler, ServiceExt as _};
+use serde_json::{Value, json};
+use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
+use toolcall::{
+    Approvals, Arguments, Call, Code, Ctx, Dispatcher, MemoryStore, Rejection, Store, ToolError,
+    tool, tools,
+};
+use toolcall_mcp::{FrameGuard, McpServer, Options};
+use toolcall_sqlite::SqliteStore;
+
+// ------------------------------------------------------------------ tools
+
+/// A bank account with a counter of the transfers really made.
+#[derive(Debug)]
+struct Bank {
+    balance_cents: AtomicI64,
+    transfers: AtomicU64,
+}
+
+impl Bank {
+    fn new() -> Arc<Bank> {
+        Arc::new(Bank {
+            balance_cents: AtomicI64::new(100_000),
+            transfers: AtomicU64::new(0),
+        })
+    }
+
+    fn transfers(&self) -> u64 {
+        self.transfers.load(Ordering::SeqCst)
+    }
+
+    fn balance(&self) -> i64 {
+        self.balance_cents.load(Ordering::SeqCst)
+    }
+}
+
+/// Read the balance. No side effects.
+#[tool]
+fn balance(ctx: &Ctx<Bank>) -> Result<Value, Rejection> {
+    Ok(json!({"balance_cents": ctx.state.balance()}))
+}
+
+/// Send money to another account. Amount in cents.
+#[tool(side_effect, high_risk)]
+fn transfer(
+    ctx: &Ctx<Bank>,
+    /// The receiving account, for example ACC-7.
+    to: String,
+    /// Amount in minor units (cents). 25.90 is 2590.
+    #[arg(min = 1)]
+    amount_cents: i64,
+) -> Result<Value, ToolError> {
+    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
+    let left = ctx
+        .state
+        .balance_cents
+        .fetch_sub(amount_cents, Ordering::SeqCst)
+        - amount_cents;
+    Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
+}
+
+/// An inbox-mode dispatcher over `store`: only a decision recorded in the
+/// store approves.
+fn inbox<St: Store + 'static>(bank: &Arc<Bank>, store: St) -> Arc<Dispatcher<Bank, St>> {
+    let registry = tools![balance, transfer].unwrap();
+    Arc::new(
+        Dispatcher::builder(registry, Arc::clone(bank))
+            .approvals(Approvals::Inbox)
+            .approval_ttl(Duration::from_secs(60))
+            .store(store)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn refund_args() -> Value {
+    json!({"to": "ACC-7", "amount_cents": 2590})
+}
+
+// ------------------------------------------------------------------ client
+
+/// A client that cannot ask anyone: it declares no elicitation.
+#[derive(Clone)]
+struct Agent;
+
+impl Agent {
+    fn config() -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("test-agent", "0.0.0"),
+        )
+    }
+}
+
+impl ClientHandler for Agent {
+    fn get_info(&self) -> ClientConfig {
+        Agent::config()
+    }
+}
+
+type Client = RunningService<RoleClient, Agent>;
+type Server = tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>;
+
+/// Connects a client to a server over `dispatcher` that waits up to `wait`
+/// for a decision, through an in-process pipe, with the handshake.
+async fn connect<St: Store + 'static>(
+    dispatcher: Arc<Dispatcher<Bank, St>>,
+    wait: Duration,
+) -> (Client, Server) {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (read, write) = tokio::io::split(server_io);
+    let server = tokio::spawn(toolcall_mcp::serve(
+        dispatcher,
+        Options::new("mcp-inbox").wait_approval(wait),
+        FrameGuard::new(read, write),
+    ));
+    let client = Agent.serve(client_io).await.unwrap();
+    (client, server)
+}
+
+async fn hang_up(client: Client, server: Server) {
+    client.cancel().await.unwrap();
+    server
+        .await
+        .unwrap()
+        .expect("the server stops without error when the client leaves");
+}
+
+fn params(args: Value) -> CallToolRequestParams {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    CallToolRequestParams::new("transfer").with_arguments(map)
+}
+
+/// The `ToolResult` JSON of an MCP result (its `structuredContent`).
+fn result_json(result: &CallToolResult) -> Value {
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("every result carries structuredContent");
+    assert_eq!(
+        result.is_error,
+        Some(structured["ok"] != json!(true)),
+        "isError is exactly `not ok`"
+    );
+    structured
+}
+
+fn code(result: &Value) -> &str {
+    result.get("code").and_then(Value::as_str).unwrap_or("OK")
+}
+
+/// Calls `transfer` in a task of its own, so that the test can decide
+/// while the call waits; the task answers the result and how long it took.
+fn spawn_call(client: &Client, args: Value) -> tokio::task::JoinHandle<(Value, Duration)> {
+    let peer = client.peer().clone();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let result = peer
+            .call_tool(params(args))
+            .await
+            .expect("every outcome is a tool result");
+        (result_json(&result), started.elapsed())
+    })
+}
+
+/// The one approval pending in `store`, once the call has asked for it.
+async fn pending<St: Store>(store: &St) -> PendingApproval {
+    for _ in 0..250 {
+        let mut pending = store.pending_approvals(now_ms(), 10).await.unwrap();
+        if !pending.is_empty() {
+            assert_eq!(pending.len(), 1, "{pending:?}");
+            return pending.remove(0);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no approval was asked");
+}
+
+/// A person's decision, as the inbox records it.
+fn decision(approved: bool, note: &str, edited: Option<Value>) -> ApprovalDecision {
+    ApprovalDecision {
+        approved,
+        by: "ana".to_owned(),
+        note: note.to_owned(),
+        edited_arguments: edited,
+        decided_ms: now_ms(),
+    }
+}
+
+async fn decide<St: Store>(store: &St, id: &str, decision: &ApprovalDecision) {
+    assert_eq!(
+        store.decide_approval(id, decision, now_ms()).await.unwrap(),
+        DecideOutcome::Decided
+    );
+}
+
+/// The bound the tests that decide give the server: long enough that an
+/// answer before it shows the decision woke the wait.
+const LONG_WAIT: Duration = Duration::from_secs(20);
+
+// ------------------------------------------------------------------ tests
+
+#[tokio::test]
+async fn an_approval_in_the_inbox_while_the_call_waits_runs_it_exactly_once() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+
+    let call = spawn_call(&client, refund_args());
+    let asked = pending(dispatcher.store()).await;
+    assert_eq!(asked.tool, "transfer");
+    assert_eq!(asked.arguments, refund_args());
+    // The call waits for the person: nothing ran, no answer yet.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!call.is_finished(), "the call waits for the decision");
+    assert_eq!(bank.transfers(), 0);
+
+    decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
+    let (result, took) = call.await.unwrap();
+    assert_eq!(code(&result), "OK", "{result}");
+    assert_eq!(result["data"]["amount_cents"], 2590);
+    assert!(took < LONG_WAIT / 2, "woken by the decision, not the bound");
+    assert_eq!(bank.transfers(), 1);
+    assert_eq!(bank.balance(), 100_000 - 2590);
+
+    // The approval is used up: the same call with the same id again is the
+    // stored answer, replayed, and the id on any other call is refused.
+    let again = dispatcher
+        .execute(
+            Call::new("transfer", Arguments::Parsed(&refund_args()))
+                .session(&asked.session)
+                .approval(&asked.id),
+        )
+        .await;
+    assert!(again.ok && again.replayed, "{again:?}");
+    let other = json!({"to": "ACC-7", "amount_cents": 2591});
+    let refused = dispatcher
+        .execute(
+            Call::new("transfer", Arguments::Parsed(&other))
+                .session(&asked.session)
+                .approval(&asked.id),
+        )
+        .await;
+    assert_eq!(refused.code, Code::ConfirmationInvalid, "{refused:?}");
+    assert_eq!(bank.transfers(), 1);
+    let entry = dispatcher.store().approval(&asked.id).await.unwrap();
+    assert!(entry.is_some_and(|entry| entry.used_ms.is_some()));
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn a_denial_in_the_inbox_answers_denied_with_the_note_and_runs_nothing() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+
+    let call = spawn_call(&client, refund_args());
+    let asked = pending(dispatcher.store()).await;
+    decide(
+        dispatcher.store(),
+        &asked.id,
+        &decision(false, "wrong account", None),
+    )
+    .await;
+    let (result, took) = call.await.unwrap();
+    assert_eq!(code(&result), "CONFIRMATION_DENIED", "{result}");
+    assert!(
+        result["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("wrong account")),
+        "{result}"
+    );
+    assert!(took < LONG_WAIT / 2);
+    assert_eq!(bank.transfers(), 0);
+    assert_eq!(bank.balance(), 100_000);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn an_edit_in_the_inbox_runs_the_edited_call_once() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+
+    let call = spawn_call(&client, refund_args());
+    let asked = pending(dispatcher.store()).await;
+    let edited = json!({"to": "ACC-7", "amount_cents": 1000});
+    decide(
+        dispatcher.store(),
+        &asked.id,
+        &decision(true, "only the shipping", Some(edited)),
+    )
+    .await;
+    let (result, _) = call.await.unwrap();
+    assert_eq!(code(&result), "OK", "{result}");
+    assert_eq!(result["data"]["amount_cents"], 1000, "{result}");
+    assert_eq!(bank.transfers(), 1);
+    assert_eq!(bank.balance(), 100_000 - 1000);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn without_a_decision_in_time_the_answer_is_confirmation_required_with_the_id() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let wait = Duration::from_millis(400);
+    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+
+    let started = Instant::now();
+    let result = result_json(&client.call_tool(params(refund_args())).await.unwrap());
+    assert!(started.elapsed() >= wait, "it waited the bound");
+    assert_eq!(code(&result), "CONFIRMATION_REQUIRED", "{result}");
+    let asked = pending(dispatcher.store()).await;
+    assert_eq!(result["confirmation_id"], asked.id.as_str());
+    assert_eq!(bank.transfers(), 0);
+
+    // A person decides later: the approval still waits for a call that
+    // brings its id, and runs once for it.
+    decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(bank.transfers(), 0, "nothing runs by itself");
+    let args = refund_args();
+    let late = dispatcher
+        .execute(
+            Call::new("transfer", Arguments::Parsed(&args))
+                .session(&asked.session)
+                .approval(&asked.id),
+        )
+        .await;
+    assert!(late.ok, "{late:?}");
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn without_the_option_the_answer_is_at_once() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let started = Instant::now();
+    let result = result_json(&client.call_tool(params(refund_args())).await.unwrap());
+    assert_eq!(code(&result), "CONFIRMATION_REQUIRED", "{result}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_waiting_and_a_later_decision_runs_nothing() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+
+    // The client gives up: dropping the request sends `notifications/cancelled`.
+    let waited = tokio::time::timeout(
+        Duration::from_millis(400),
+        client.call_tool_once(params(refund_args())),
+    );
+    assert!(waited.await.is_err(), "nobody decided, so the call waited");
+    let asked = pending(dispatcher.store()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Had the server kept waiting, this decision would run the transfer.
+    decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(bank.transfers(), 0);
+    let entry = dispatcher
+        .store()
+        .approval(&asked.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(entry.used_ms.is_none(), "nobody used the approval");
+
+    // The connection still serves.
+    let balance = client
+        .call_tool(CallToolRequestParams::new("balance"))
+        .await
+        .unwrap();
+    assert_eq!(result_json(&balance)["data"]["balance_cents"], 100_000);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn a_decision_through_another_handle_on_the_sqlite_file_ends_the_wait() {
+    let dir = std::env::temp_dir().join(format!(
+        "toolcall-mcp-inbox-{}-{}",
+        std::process::id(),
+        now_ms()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, SqliteStore::open(&path).unwrap());
+    // The inbox's own connection to the file, as another process has.
+    let inbox_store = SqliteStore::open(&path).unwrap();
+    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+
+    let call = spawn_call(&client, refund_args());
+    let asked = pending(&inbox_store).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!call.is_finished());
+    decide(&inbox_store, &asked.id, &decision(true, "", None)).await;
+    let (result, took) = call.await.unwrap();
+    assert_eq!(code(&result), "OK", "{result}");
+    assert!(took < LONG_WAIT / 2);
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(client, server).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn on_2026_07_28_the_call_waits_for_the_inbox_too() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (read, write) = tokio::io::split(server_io);
+    let mut server_config =
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
+    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
+    let server = serve_directly::<RoleServer, _, _, _, _>(
+        McpServer::new(
+            Arc::clone(&dispatcher),
+            Options::new("mcp-inbox").wait_approval(LONG_WAIT),
+        ),
+        FrameGuard::new(read, write),
+        Some(Agent::config().with_protocol_version(ProtocolVersion::V_2026_07_28)),
+    );
+    let client =
+        serve_directly::<RoleClient, _, _, _, _>(Agent, client_io, Some(server_config.into()));
+
+    let call = spawn_call(&client, refund_args());
+    let asked = pending(dispatcher.store()).await;
+    decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
+    let (result, _) = call.await.unwrap();
+    assert_eq!(code(&result), "OK", "{result}");
+    assert_eq!(bank.transfers(), 1);
+
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
