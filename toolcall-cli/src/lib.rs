@@ -6,8 +6,8 @@
 //! |---|---|---|
 //! | `definitions --format F [-o FILE] [--check]` | the registry | prints the tool definitions in a provider's format ([`Format`]); `--check` compares them with FILE and fails (exit 1) naming each difference |
 //! | `replay [FILE]` | a dispatcher | runs a file of model calls through the pipeline, one conversation |
-//! | `report AUDIT.jsonl [--json] [--rejected-calls FILE]` | the registry | metrics from an audit log ([`report`]), the failing fields ([`rejected`]) |
-//! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`]) |
+//! | `report AUDIT.jsonl [--json] [--rejected-calls FILE]` | the registry | metrics from an audit log ([`report`](toolcall_contract::report)), the failing fields ([`rejected`](toolcall_contract::rejected)) |
+//! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`](toolcall_contract::lock)) |
 //! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
 //! | `mcp` | a dispatcher | serves the tools over MCP on standard input and output |
 //! | `serve [--listen ADDR] [--token-file PATH]` | a dispatcher (its store) | the approval inbox ([`toolcall_inbox`]): a web page where a person decides the pending approvals of every process that shares the store |
@@ -34,10 +34,6 @@
 //! finds a breaking change, 2 for every other error; errors go to standard
 //! error ([`exit`]).
 
-mod diff;
-pub mod lock;
-pub mod rejected;
-pub mod report;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -57,6 +53,7 @@ use toolcall_core::{
     Arguments, Call, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry, Store,
 };
 pub use toolcall_providers::Format;
+use toolcall_contract::{diff, lock, rejected, report};
 
 /// The subcommands every application gets from its registry.
 #[derive(Clone, Debug, Subcommand)]
@@ -573,8 +570,7 @@ fn check_definitions(file: &Path, current: &Value) -> Result<(), Error> {
     })?;
     let committed: Value = serde_json::from_str(&text)
         .map_err(|e| Error::Input(format!("{}: not JSON: {e}", file.display())))?;
-    let mut changes = Vec::new();
-    diff::values(&committed, current, &mut String::new(), &mut changes);
+    let mut changes = diff::changes(&committed, current);
     let mut stdout = io::stdout().lock();
     if changes.is_empty() && text == pretty(current) {
         writeln!(stdout, "{} is up to date", file.display())

@@ -20,6 +20,7 @@ mod parse;
 mod policy;
 mod redact;
 mod registry;
+pub mod schema;
 mod result;
 pub mod store;
 #[allow(dead_code)] // wired into the pipeline by taint tracking

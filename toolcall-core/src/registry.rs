@@ -6,6 +6,7 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use crate::policy::Policy;
+use crate::schema;
 use crate::tool::ToolSpec;
 
 /// An entry `#[tool]` submits for [`Registry::collect`].
@@ -96,7 +97,7 @@ impl Registry {
         if self.by_name.contains_key(spec.name()) {
             return Err(RegistryError::DuplicateName { name: spec.name() });
         }
-        if let Some(path) = open_object(&spec.parameters_schema(), &mut String::new()) {
+        if let Some(path) = open_object(&spec.parameters_schema()) {
             return Err(RegistryError::OpenSchema {
                 tool: spec.name(),
                 path,
@@ -148,68 +149,19 @@ impl Registry {
 /// undeclared members. An object is closed with `additionalProperties: false`;
 /// a map (`additionalProperties` a schema, no `properties`) declares every
 /// member it accepts and counts as closed.
-fn open_object(schema: &Value, path: &mut String) -> Option<String> {
-    let Value::Object(map) = schema else {
-        return None;
-    };
-    let is_object = match map.get("type") {
-        Some(Value::String(t)) => t == "object",
-        Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
-        _ => map.contains_key("properties"),
-    };
-    if is_object {
+fn open_object(schema: &Value) -> Option<String> {
+    schema::find(schema, |map| {
+        let is_object = match map.get("type") {
+            Some(Value::String(_) | Value::Array(_)) => schema::has_type(map, "object"),
+            _ => map.contains_key("properties"),
+        };
         let closed = match map.get("additionalProperties") {
             Some(Value::Bool(false)) => true,
             Some(Value::Object(_)) => !map.contains_key("properties"),
             _ => false,
         };
-        if !closed {
-            return Some(if path.is_empty() {
-                "/".to_owned()
-            } else {
-                path.clone()
-            });
-        }
-    }
-    for (keyword, child) in map {
-        let nested: Vec<(String, &Value)> = match (keyword.as_str(), child) {
-            (
-                "properties" | "$defs" | "definitions" | "patternProperties",
-                Value::Object(members),
-            ) => members
-                .iter()
-                .map(|(name, s)| (format!("/{keyword}/{}", escape_pointer(name)), s))
-                .collect(),
-            (
-                "items" | "additionalProperties" | "not" | "contains" | "additionalItems",
-                Value::Object(_),
-            ) => {
-                vec![(format!("/{keyword}"), child)]
-            }
-            ("items" | "prefixItems" | "anyOf" | "oneOf" | "allOf", Value::Array(schemas)) => {
-                schemas
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| (format!("/{keyword}/{i}"), s))
-                    .collect()
-            }
-            _ => continue,
-        };
-        for (suffix, child) in nested {
-            let len = path.len();
-            path.push_str(&suffix);
-            let found = open_object(child, path);
-            path.truncate(len);
-            if found.is_some() {
-                return found;
-            }
-        }
-    }
-    None
-}
-
-fn escape_pointer(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
+        is_object && !closed
+    })
 }
 
 /// A [`Registry`] of the named `#[tool]` functions.

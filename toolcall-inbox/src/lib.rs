@@ -129,7 +129,7 @@ impl<St: Store> Backend for Parts<St> {
 }
 
 /// Computes the metrics of `report` over audit records, as its JSON
-/// (`toolcall_cli::report::Report::to_json`): the command line passes it in.
+/// (`toolcall_contract::report::Report::to_json`): the command line passes it in.
 pub type Summarize = Arc<dyn Fn(&[AuditRecord]) -> Value + Send + Sync>;
 
 /// How the inbox is set up.

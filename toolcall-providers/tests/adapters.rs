@@ -131,7 +131,7 @@ fn audited_call_ids(audit: &MemoryAudit) -> Vec<Option<String>> {
 /// sends (text, reasoning, usage) that the adapters must skip.
 fn message(provider: Provider, calls: &[(&str, &str, Value)]) -> Value {
     match provider {
-        Provider::OpenAiChat => json!({
+        Provider::OpenAi => json!({
             "id": "chatcmpl-B9x",
             "object": "chat.completion",
             "model": "gpt-4.1",
@@ -211,7 +211,7 @@ fn model_reads(provider: Provider, reply: &[Value], i: usize) -> (Value, String,
         serde_json::from_str(text.as_str().expect("results are sent as text")).unwrap()
     };
     match provider {
-        Provider::OpenAiChat => {
+        Provider::OpenAi => {
             let m = &reply[i];
             assert_eq!(m["role"], "tool");
             (parse(&m["content"]), str_of(&m["tool_call_id"]), None)
@@ -469,7 +469,7 @@ async fn openai_chat_replies_one_tool_message_per_call() {
             {"id": "call_Kx2", "type": "function", "function": {"name": "ping", "arguments": ""}}
         ]
     });
-    let turn = run(&f, Provider::OpenAiChat, &assistant).await;
+    let turn = run(&f, Provider::OpenAi, &assistant).await;
     assert!(turn.results().all(|r| r.ok), "{turn:?}");
     assert_eq!(
         turn.messages(),
@@ -558,7 +558,7 @@ async fn gemini_reply_keeps_ids_when_given_and_reads_missing_args_as_none() {
 
 #[tokio::test]
 async fn malformed_openai_arguments_are_the_pipelines_invalid_json() {
-    for provider in [Provider::OpenAiChat, Provider::OpenAiResponses] {
+    for provider in [Provider::OpenAi, Provider::OpenAiResponses] {
         let f = fixture();
         let broken = [
             r#"{"order_id": "ORD-1001", "amount_cents": 2590"#,
@@ -567,7 +567,7 @@ async fn malformed_openai_arguments_are_the_pipelines_invalid_json() {
             "[2590]",
         ];
         let msg = match provider {
-            Provider::OpenAiChat => json!({
+            Provider::OpenAi => json!({
                 "role": "assistant",
                 "tool_calls": broken.iter().enumerate().map(|(i, raw)| json!({
                     "id": format!("call_{i}"),
@@ -704,11 +704,11 @@ async fn a_message_without_tool_calls_runs_nothing_and_replies_nothing() {
     let f = fixture();
     let cases = [
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "content": "Your order shipped yesterday."}),
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "content": "Hi.", "tool_calls": null}),
         ),
         (
@@ -749,55 +749,55 @@ async fn malformed_messages_are_errors_that_name_the_place_and_run_nothing() {
     let cases: Vec<(Provider, Value, &str, &str)> = vec![
         // OpenAI Chat Completions
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "tool_calls": [good_call, {"type": "function", "function": {"name": "ping", "arguments": "{}"}}]}),
             "tool_calls[1].id",
             "OpenAI Chat Completions message: `tool_calls[1].id` is missing",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"arguments": "{}"}}]}),
             "tool_calls[0].function.name",
             "`tool_calls[0].function.name` is missing",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "ping", "arguments": {}}}]}),
             "tool_calls[0].function.arguments",
             "`tool_calls[0].function.arguments` should be a string, found an object",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "tool_calls": {"id": "call_1"}}),
             "tool_calls",
             "`tool_calls` should be an array, found an object",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "tool_calls": [{"id": "call_9", "type": "custom", "custom": {"name": "sql", "input": "DROP"}}]}),
             "tool_calls[0].type",
             "`tool_calls[0].type` is `custom`",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "user", "content": "refund it"}),
             "role",
             "`role` is `user`; expected `assistant`",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"object": "chat.completion", "choices": []}),
             "choices[0]",
             "`choices[0]` is missing",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!([good_call]),
             "",
             "the message should be an object, found an array",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             json!({"role": "assistant", "tool_calls": [{"id": "", "type": "function", "function": {"name": "ping", "arguments": ""}}]}),
             "tool_calls[0].id",
             "should be a non-empty string, found an empty string",
@@ -955,7 +955,7 @@ fn errors_expose_what_is_wrong() {
         .calls(&json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}, {"type": "tool_use", "id": "t", "name": "x", "input": {}}]}))
         .unwrap_err();
     assert_eq!(error.problem(), &Problem::DuplicateId { id: "t".into() });
-    let error = Provider::OpenAiChat
+    let error = Provider::OpenAi
         .calls(&json!({"tool_calls": "none"}))
         .unwrap_err();
     assert_eq!(
@@ -980,6 +980,15 @@ fn provider_names_match_the_export_formats() {
         ["openai", "openai-responses", "anthropic", "gemini"]
     );
     assert_eq!(Provider::OpenAiResponses.to_string(), "openai-responses");
+    // One dialect, one spelling: the variant of `Provider` and of `Format`
+    // agree, as do their names on the command line.
+    for provider in Provider::ALL {
+        let format: toolcall_providers::Format = provider.name().parse().unwrap();
+        assert_eq!(format!("{provider:?}"), format!("{format:?}"));
+    }
+    #[allow(deprecated)]
+    let old = Provider::OpenAiChat;
+    assert_eq!(old, Provider::OpenAi);
 }
 
 #[test]
@@ -1005,7 +1014,7 @@ fn a_turn_can_run_on_any_thread() {
 /// JSON string of an OpenAI call, in the object of an Anthropic or Gemini one.
 fn in_arguments(provider: Provider, text: &str, from: &str, to: &str) -> String {
     let (from, to) = match provider {
-        Provider::OpenAiChat | Provider::OpenAiResponses => {
+        Provider::OpenAi | Provider::OpenAiResponses => {
             let escape = |s: &str| {
                 let quoted = Value::from(s).to_string();
                 quoted[1..quoted.len() - 1].to_owned()
@@ -1144,7 +1153,7 @@ async fn oversized_arguments_are_refused_in_both_forms() {
 async fn a_member_twice_in_the_envelope_or_text_that_is_not_json_is_an_error() {
     let cases: [(Provider, &str, &str); 7] = [
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             r#"{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "refund_order", "arguments": "{\"order_id\": \"ORD-1001\", \"amount_cents\": 5}"}}], "tool_calls": null}"#,
             "tool_calls",
         ),
@@ -1164,7 +1173,7 @@ async fn a_member_twice_in_the_envelope_or_text_that_is_not_json_is_an_error() {
             "candidates[0].content.parts[0].functionCall.args",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             r#"{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "refund_order", "arguments": "{}", "arguments": "{\"order_id\": \"ORD-1001\", \"amount_cents\": 5}"}}]}"#,
             "tool_calls[0].function.arguments",
         ),
@@ -1174,7 +1183,7 @@ async fn a_member_twice_in_the_envelope_or_text_that_is_not_json_is_an_error() {
             "output[0].type",
         ),
         (
-            Provider::OpenAiChat,
+            Provider::OpenAi,
             r#"{"role": "assistant", "role": "user"}"#,
             "role",
         ),
@@ -1228,7 +1237,7 @@ async fn arguments_nested_200_deep_are_an_error_not_a_crash() {
             &deep,
         );
         match provider {
-            Provider::OpenAiChat | Provider::OpenAiResponses => {
+            Provider::OpenAi | Provider::OpenAiResponses => {
                 let calls = provider.calls_str(&text).unwrap();
                 assert!(
                     matches!(calls[0].arguments(), toolcall::Arguments::Raw(raw) if raw == deep),

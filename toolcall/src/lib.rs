@@ -74,7 +74,7 @@
 //!     let assistant = ask_the_model(&messages, &definitions);
 //!     // The message as text: each call's arguments reach the pipeline as
 //!     // the model wrote them, so every check applies to exactly that.
-//!     let turn = Provider::OpenAiChat
+//!     let turn = Provider::OpenAi
 //!         .run_str(&dispatcher, &assistant, RunOptions::new().session("conversation-1"))
 //!         .await?;
 //!     messages.push(serde_json::from_str(&assistant)?);

@@ -11,7 +11,7 @@
 //!
 //! | provider | tool calls read from | results written as |
 //! |---|---|---|
-//! | [`Provider::OpenAiChat`] | `tool_calls[]` of the assistant message | one `{"role": "tool", "tool_call_id", "content"}` message per call |
+//! | [`Provider::OpenAi`] | `tool_calls[]` of the assistant message | one `{"role": "tool", "tool_call_id", "content"}` message per call |
 //! | [`Provider::OpenAiResponses`] | `function_call` items of `output` | one `{"type": "function_call_output", "call_id", "output"}` item per call |
 //! | [`Provider::Anthropic`] | `tool_use` blocks of `content` | one `{"role": "user", "content": [tool_result, ...]}` message for the whole turn |
 //! | [`Provider::Gemini`] | `functionCall` parts of the content | one `{"role": "user", "parts": [{"functionResponse": ...}, ...]}` content for the whole turn |
@@ -162,12 +162,12 @@ pub enum Provider {
     ///         "function": {"name": "stock", "arguments": "{\"sku\": \"SKU-12\"}"}
     ///     }]
     /// });
-    /// let calls = Provider::OpenAiChat.calls(&message)?;
+    /// let calls = Provider::OpenAi.calls(&message)?;
     /// assert_eq!(calls[0].id(), Some("call_7Qd"));
     /// assert_eq!(calls[0].name(), "stock");
     /// # Ok::<(), toolcall_providers::adapters::AdapterError>(())
     /// ```
-    OpenAiChat,
+    OpenAi,
     /// OpenAI Responses.
     ///
     /// Reads the `output` of a response: the whole response object
@@ -258,9 +258,18 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// The former name of [`Provider::OpenAi`], which now has the spelling
+    /// of [`Format::OpenAi`](crate::export::Format::OpenAi).
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `Provider::OpenAi`, as `Format::OpenAi`"
+    )]
+    #[allow(non_upper_case_globals)]
+    pub const OpenAiChat: Provider = Provider::OpenAi;
+
     /// Every provider.
     pub const ALL: [Provider; 4] = [
-        Provider::OpenAiChat,
+        Provider::OpenAi,
         Provider::OpenAiResponses,
         Provider::Anthropic,
         Provider::Gemini,
@@ -271,7 +280,7 @@ impl Provider {
     /// `openai-responses`, `anthropic`, `gemini`.
     pub fn name(self) -> &'static str {
         match self {
-            Provider::OpenAiChat => "openai",
+            Provider::OpenAi => "openai",
             Provider::OpenAiResponses => "openai-responses",
             Provider::Anthropic => "anthropic",
             Provider::Gemini => "gemini",
@@ -281,7 +290,7 @@ impl Provider {
     /// The API's name, for error messages.
     fn title(self) -> &'static str {
         match self {
-            Provider::OpenAiChat => "OpenAI Chat Completions",
+            Provider::OpenAi => "OpenAI Chat Completions",
             Provider::OpenAiResponses => "OpenAI Responses",
             Provider::Anthropic => "Anthropic Messages",
             Provider::Gemini => "Gemini",
@@ -354,7 +363,7 @@ impl Provider {
 
     fn read(self, root: shape::At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
         match self {
-            Provider::OpenAiChat => openai_chat::calls(root),
+            Provider::OpenAi => openai_chat::calls(root),
             Provider::OpenAiResponses => openai_responses::calls(root),
             Provider::Anthropic => anthropic::calls(root),
             Provider::Gemini => gemini::calls(root),
@@ -446,7 +455,7 @@ impl Provider {
             return Vec::new();
         }
         match self {
-            Provider::OpenAiChat => openai_chat::reply(outcomes),
+            Provider::OpenAi => openai_chat::reply(outcomes),
             Provider::OpenAiResponses => openai_responses::reply(outcomes),
             Provider::Anthropic => anthropic::reply(outcomes),
             Provider::Gemini => gemini::reply(outcomes),

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use toolcall::{AuditRecord, Code, Rejection, tool, tools};
-use toolcall_cli::rejected::{FieldTable, LeftOut, by_field, regression_calls};
+use toolcall_contract::rejected::{FieldTable, LeftOut, by_field, regression_calls};
 
 /// One line of a shipment.
 #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -200,7 +200,7 @@ fn regression_calls_never_write_a_sensitive_value_and_leave_out_what_was_not_kep
     let text = format!(
         "{}{}",
         FieldTable(&fields),
-        toolcall_cli::rejected::to_json(&fields)
+        toolcall_contract::rejected::to_json(&fields)
     );
     assert!(!text.contains(secret), "{text}");
     assert!(text.contains("amount_cents"), "{text}");
@@ -218,7 +218,7 @@ fn the_report_reads_records_whose_arguments_are_not_json() {
         record("ship", "", Code::ConfirmationRequired),
         record("ship", "\u{0}", Code::Ok),
     ];
-    let report = toolcall_cli::report::Report::from_records(&records);
+    let report = toolcall_contract::report::Report::from_records(&records);
     assert_eq!(report.to_json()["totals"]["calls"], 5);
     let fields = by_field(&records, &registry);
     assert_eq!(

@@ -68,7 +68,7 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
                     Err(errors) => {
                         for problem in errors.problems() {
                             fields
-                                .entry(field_of(problem))
+                                .entry(field_path(problem))
                                 .or_insert_with(|| problem.clone());
                         }
                     }
@@ -97,7 +97,7 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
 
 /// The field path of a problem `path: problem (description)`, with array
 /// indices left out so that `lines[0].sku` and `lines[3].sku` count together.
-fn field_of(problem: &str) -> String {
+fn field_path(problem: &str) -> String {
     let path = problem.split_once(": ").map_or(problem, |(path, _)| path);
     let mut field = String::with_capacity(path.len());
     let mut in_index = false;

@@ -7,7 +7,7 @@
 
 use serde_json::json;
 use toolcall::{Registry, Rejection};
-use toolcall_cli::lock::{self, Change, ChangeKind, LockError, Lockfile, Severity};
+use toolcall_contract::lock::{self, Change, ChangeKind, LockError, Lockfile, Severity};
 
 type Out = Result<serde_json::Value, Rejection>;
 
@@ -1403,4 +1403,31 @@ fn unknown_members_in_the_lock_file_are_refused() {
         Lockfile::parse(&value.to_string()),
         Err(LockError::UnknownMember { at, member }) if at == "tools[0].fields[0].variants[0]" && member == "requried"
     ));
+}
+
+/// A misspelt member of the file or of a tool is refused by the layout
+/// itself, the message naming the member and the tool it is in.
+#[test]
+fn parse_names_an_unknown_member_of_a_tool_and_where_it_is() {
+    let mut value: serde_json::Value = serde_json::from_str(&locked().to_json_pretty()).unwrap();
+    value["tools"][1]["side_efect"] = json!(true);
+    let error = Lockfile::parse(&value.to_string()).unwrap_err();
+    assert!(matches!(error, LockError::Invalid(_)), "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(
+            "not a valid tools lock file: tools[1].side_efect: unknown field `side_efect`"
+        ),
+        "{text}"
+    );
+
+    let mut value: serde_json::Value = serde_json::from_str(&locked().to_json_pretty()).unwrap();
+    value["format_versoin"] = json!(2);
+    let text = Lockfile::parse(&value.to_string()).unwrap_err().to_string();
+    assert!(
+        text.starts_with(
+            "not a valid tools lock file: format_versoin: unknown field `format_versoin`"
+        ),
+        "{text}"
+    );
 }

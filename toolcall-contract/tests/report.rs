@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolcall::{AuditRecord, Call, Decision, Dispatcher, JsonLinesAudit, Rejection};
-use toolcall_cli::report::{ReadError, Report, read_audit};
+use toolcall_contract::report::{ReadError, Report, read_audit};
 
 /// One audit line. `extra` overrides or adds members (`replayed`,
 /// `confirmed`, `approved_by`).

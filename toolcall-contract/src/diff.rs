@@ -6,8 +6,18 @@
 
 use serde_json::Value;
 
+/// Every difference between `old` and `new`, a line each, in document
+/// order (`changed: /a/x (2 -> 3)`, `added: /c`, `removed: /d`); a tool in
+/// an array of named tools is named by its name in the pointer. Empty when
+/// they are equal.
+pub fn changes(old: &Value, new: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    values(old, new, &mut String::new(), &mut out);
+    out
+}
+
 /// Appends to `out` every difference between `old` and `new` below `path`.
-pub(crate) fn values(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>) {
+fn values(old: &Value, new: &Value, path: &mut String, out: &mut Vec<String>) {
     match (old, new) {
         (Value::Object(a), Value::Object(b)) => {
             for (key, x) in a {
@@ -116,9 +126,7 @@ mod tests {
     use serde_json::json;
 
     fn diff(old: Value, new: Value) -> Vec<String> {
-        let mut out = Vec::new();
-        values(&old, &new, &mut String::new(), &mut out);
-        out
+        changes(&old, &new)
     }
 
     #[test]
