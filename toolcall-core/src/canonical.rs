@@ -81,7 +81,8 @@ pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
     let mut hasher = Sha256::new();
     hasher.update(KEY_DOMAIN.as_bytes());
     for part in [session, tool] {
-        hasher.update(part.len().to_string().as_bytes());
+        let mut digits = [0u8; 20];
+        hasher.update(decimal(part.len(), &mut digits));
         hasher.update(b":");
         hasher.update(part.as_bytes());
     }
@@ -89,10 +90,35 @@ pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
     hex(&hasher.finalize())
 }
 
+/// `n` in decimal, written at the end of `buffer` (no allocation).
+fn decimal(mut n: usize, buffer: &mut [u8; 20]) -> &[u8] {
+    let mut start = buffer.len();
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buffer[start..];
+        }
+    }
+}
+
 /// Hex SHA-256 of the canonical form of `value`: what binds an approval to
 /// the exact arguments it was given for.
 pub fn digest(value: &Value) -> String {
     hex(&Sha256::digest(canonical_json(value).as_bytes()))
+}
+
+/// The lock key of a resource: [`digest`] of `["resource", kind, value]`,
+/// written without building that array.
+pub(crate) fn resource_digest(kind: &str, value: &Value) -> String {
+    let mut out = String::with_capacity(64);
+    out.push_str("[\"resource\",");
+    write_string(&mut out, kind);
+    out.push(',');
+    write_value(&mut out, value);
+    out.push(']');
+    hex(&Sha256::digest(out.as_bytes()))
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -317,6 +343,16 @@ mod tests {
     /// Golden vectors, computed independently of this code (Python's hashlib
     /// over the documented digest input). They are a stability promise: if
     /// this test fails, keys computed by earlier versions no longer match.
+    #[test]
+    fn a_resource_digest_is_the_digest_of_its_array() {
+        for value in [json!("ORD-1001"), json!(42), json!({"b": [1, "x"], "a": null})] {
+            assert_eq!(
+                resource_digest("order", &value),
+                digest(&json!(["resource", "order", value])),
+            );
+        }
+    }
+
     #[test]
     fn idempotency_key_golden_vectors() {
         let refund = json!({"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"});

@@ -320,7 +320,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if resources.is_empty() {
             return self.decide_and_run_locked(prepared, approval).await;
         }
-        let holder = confirmation_id();
+        let holder = holder_token();
         let lease = self.lease(prepared.spec);
         self.lock_resources(name, &resources, &holder, lease)
             .await?;
@@ -645,7 +645,7 @@ fn resource_keys(spec: &ToolSpec, arguments: &Value) -> Vec<String> {
         .filter_map(|field| {
             let kind = field.resource?;
             let value = arguments.get(field.name).filter(|v| !v.is_null())?;
-            Some(digest(&serde_json::json!(["resource", kind, value])))
+            Some(crate::canonical::resource_digest(kind, value))
         })
         .collect();
     keys.sort_unstable();
@@ -662,5 +662,23 @@ fn confirmation_id() -> String {
         let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &bytes);
         bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::canonical::hex(&bytes)
+}
+
+/// Who holds a call's resource locks: unique across the processes sharing a
+/// store (a random nonce drawn once per process) and across the calls of
+/// this one (a counter). Unlike a confirmation id it need not be secret, so
+/// it costs no system call per call.
+fn holder_token() -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NONCE: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nonce = NONCE.get_or_init(confirmation_id);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut token = String::with_capacity(nonce.len() + 17);
+    token.push_str(nonce);
+    token.push('-');
+    token.push_str(&crate::canonical::hex(&n.to_be_bytes()));
+    token
 }
