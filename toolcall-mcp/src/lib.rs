@@ -26,10 +26,11 @@
 //!   and is denied otherwise. A client without elicitation gets the
 //!   `CONFIRMATION_REQUIRED` result as it is: nothing runs, and the approval
 //!   expires unused unless a person decides it in the approval inbox while
-//!   the server waits ([`Options::wait_approval`], below). Its
-//!   `confirmation_id` is no token a client can redeem: only an answer to a
-//!   question this server asked, or a decision recorded in the store,
-//!   counts.
+//!   the server waits ([`Options::wait_approval`], below); an identical
+//!   retry on the same connection brings that approval back rather than
+//!   asking again. Its `confirmation_id` is no token a client can redeem:
+//!   only an answer to a question this server asked, or a decision recorded
+//!   in the store, counts.
 //!
 //! # Waiting for the inbox
 //!
@@ -58,6 +59,40 @@
 //! approves nothing by itself. It is meant for [`Approvals::Inbox`], where
 //! only such a decision approves. A client that can elicit is asked through
 //! elicitation instead, as above, and does not wait.
+//!
+//! ## Retries bring the pending approval back
+//!
+//! An MCP client has no way to send a `confirmation_id` back, so the
+//! server does it for the model. Each connection remembers the pending
+//! approvals it answered with (`CONFIRMATION_REQUIRED`, after the wait or
+//! with no wait at all), by tool and arguments (compared in their canonical
+//! JSON form, so member order and spacing do not matter). A retry of the
+//! same call on the same connection is made with that approval
+//! ([`Call::approval`]) instead of asking for a second one:
+//!
+//! * still undecided: `CONFIRMATION_REQUIRED` again, under the same
+//!   `confirmation_id` (the inbox keeps one pending approval), after
+//!   waiting again for up to [`Options::wait_approval`];
+//! * approved (after the wait ran out, say): the call runs, once, and the
+//!   approval is used up; an identical call after that is the stored
+//!   answer, replayed (within the loop guard,
+//!   [`Settings::max_duplicate_calls`]);
+//! * denied: `CONFIRMATION_DENIED` with the person's note; asking once more
+//!   after that is a new question.
+//!
+//! A call with other arguments, on another connection, or after the
+//! approval expired ([`Settings::approval_ttl`]) or was used up is a fresh
+//! call with a new approval. A connection remembers at most 256 pending
+//! approvals; past that the oldest is forgotten, and a retry of its call is
+//! a fresh call too.
+//!
+//! In [`Approvals::Host`] mode a call that brings an approval id approves
+//! it, so a retry is not allowed to bring an undecided one: there the retry
+//! brings back only an approval with a decision recorded in the store (a
+//! person's, in the inbox), which is carried out as above. While none is
+//! recorded, a retry is asked about again, as a fresh call, and the earlier
+//! approval is still remembered, so a decision on it is carried out by the
+//! next retry.
 //!
 //! # Asking the person
 //!

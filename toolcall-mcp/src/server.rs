@@ -3,7 +3,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -21,7 +21,9 @@ use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::echo::{MAX_NAME_ECHO, cut};
 use toolcall_core::store::now_ms;
-use toolcall_core::{Arguments, Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult};
+use toolcall_core::{
+    Approvals, Arguments, Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult,
+};
 
 use crate::Options;
 use crate::frame::{RawArguments, no_duplicates};
@@ -49,6 +51,11 @@ const APPROVE_FIELD: &str = "approve";
 /// unused in the store).
 const MAX_OPEN_QUESTIONS: usize = 256;
 
+/// How many pending approvals handed to a client that cannot ask a person
+/// one connection remembers at most; past it, the oldest is forgotten (a
+/// retry of its call is then a fresh call).
+const MAX_HANDED_APPROVALS: usize = 256;
+
 /// An MCP server over a [`Dispatcher`], for **one connection**: implements
 /// rmcp's [`ServerHandler`], so any rmcp transport can serve it.
 ///
@@ -57,7 +64,11 @@ const MAX_OPEN_QUESTIONS: usize = 256;
 /// idempotency keys of its calls are its own. It also remembers the approval
 /// questions it asked its client as `input_required` results, so that only
 /// this client's answer to a question this server asked, for the exact call
-/// it was asked about, decides a pending approval.
+/// it was asked about, decides a pending approval. For a client that cannot
+/// ask a person, it remembers the pending approvals it answered with
+/// (`CONFIRMATION_REQUIRED`), so that an identical retry brings the same
+/// approval back instead of asking again (see the
+/// [crate docs](crate#waiting-for-the-inbox)).
 ///
 /// Make one per connection; [`serve`](crate::serve) does. A transport that
 /// serves many clients takes a factory:
@@ -86,6 +97,9 @@ pub struct McpServer<S, St = MemoryStore> {
     /// The approval questions this server asked its client as
     /// `input_required` results, by confirmation id.
     asked: Mutex<HashMap<String, Asked>>,
+    /// The pending approvals this server answered a call with, to a client
+    /// that cannot ask a person, oldest first.
+    handed: Mutex<VecDeque<Handed>>,
 }
 
 /// An approval question asked as `input_required`: the call it is about.
@@ -97,6 +111,20 @@ struct Asked {
     /// must repeat one.
     arguments: [String; 2],
     asked_at: Instant,
+}
+
+/// A pending approval a call was answered with (`CONFIRMATION_REQUIRED`)
+/// by a server whose client cannot ask a person: an identical retry brings
+/// it back.
+#[derive(Debug)]
+struct Handed {
+    id: String,
+    tool: String,
+    /// As in [`Asked::arguments`]: the digests of the canonical JSON of the
+    /// arguments as sent, and as validated; a retry must repeat one.
+    arguments: [String; 2],
+    /// When the approval expires (at the latest), in ms since the epoch.
+    expires_ms: u64,
 }
 
 impl<S, St> std::fmt::Debug for McpServer<S, St> {
@@ -118,6 +146,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             options,
             session,
             asked: Mutex::default(),
+            handed: Mutex::default(),
         }
     }
 
@@ -192,14 +221,22 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             }
         }
 
-        let result = self
-            .dispatcher
-            .execute(
-                Call::new(tool, Arguments::Raw(&raw))
-                    .session(&self.session)
-                    .call_id(&call_id),
-            )
-            .await;
+        // A client that cannot ask a person has no way to bring an approval
+        // back: an identical retry of a call this server answered
+        // `CONFIRMATION_REQUIRED` brings the same approval, so that it is
+        // not asked about twice and a decision on it is carried out.
+        let recalled = if elicits {
+            None
+        } else {
+            self.recall(tool, &raw).await
+        };
+        let mut call = Call::new(tool, Arguments::Raw(&raw))
+            .session(&self.session)
+            .call_id(&call_id);
+        if let Some(handed) = &recalled {
+            call = call.approval(&handed.id);
+        }
+        let result = self.dispatcher.execute(call).await;
 
         let Some(id) = result
             .confirmation_id
@@ -209,12 +246,19 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             return to_mcp(&result).into();
         };
         if !elicits {
-            return to_mcp(
-                &self
-                    .wait_for_decision(id, tool, &raw, &call_id, &result, &context)
-                    .await,
-            )
-            .into();
+            let answer = self
+                .wait_for_decision(id, tool, &raw, &call_id, &result, &context)
+                .await;
+            // Still pending: remember it for a retry (nothing ran).
+            if answer.code == Code::ConfirmationRequired
+                && let Some(id) = answer.confirmation_id.as_deref()
+            {
+                let expires_ms = recalled
+                    .filter(|handed| handed.id == id)
+                    .map_or_else(|| self.expiry(), |handed| handed.expires_ms);
+                self.remember_handed(id, tool, &raw, &answer, expires_ms);
+            }
+            return to_mcp(&answer).into();
         }
         let question = match approval_question(&result) {
             Ok(question) => question,
@@ -467,6 +511,106 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 asked_at: Instant::now(),
             },
         );
+    }
+
+    /// When an approval asked now expires at the latest, in ms since the epoch.
+    fn expiry(&self) -> u64 {
+        let ttl = self.dispatcher.settings().approval_ttl;
+        now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Remembers that a call to `tool` with the arguments `raw` was answered
+    /// with the pending approval `id` (`asked`, `CONFIRMATION_REQUIRED`), for
+    /// an identical retry to bring back.
+    fn remember_handed(
+        &self,
+        id: &str,
+        tool: &str,
+        raw: &str,
+        asked: &ToolResult,
+        expires_ms: u64,
+    ) {
+        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
+        let sent = sent_digest(raw).unwrap_or_default();
+        let now = now_ms();
+        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        // Forget the expired approvals and this one's older entry, then the
+        // oldest if too many are remembered.
+        handed.retain(|entry| entry.expires_ms > now && entry.id != id);
+        while handed.len() >= MAX_HANDED_APPROVALS {
+            handed.pop_front();
+        }
+        handed.push_back(Handed {
+            id: id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: [sent, digest(&pending)],
+            expires_ms,
+        });
+    }
+
+    /// The pending approval an identical earlier call to `tool` (arguments
+    /// `raw`) was answered with, if a retry may bring it: one with a
+    /// decision recorded in the store, or (in [`Approvals::Inbox`] mode, where
+    /// bringing an id approves nothing by itself) one still undecided. It
+    /// is forgotten here; the call remembers it again if it is answered
+    /// `CONFIRMATION_REQUIRED` once more. An approval used up, expired or
+    /// gone is forgotten; in host mode an undecided one is left for a later
+    /// retry, since bringing its id would approve it.
+    async fn recall(&self, tool: &str, raw: &str) -> Option<Handed> {
+        let sent = sent_digest(raw)?;
+        let candidates: Vec<String> = {
+            let now = now_ms();
+            let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+            handed.retain(|entry| entry.expires_ms > now);
+            handed
+                .iter()
+                .rev()
+                .filter(|entry| entry.tool == tool && entry.arguments.contains(&sent))
+                .map(|entry| entry.id.clone())
+                .collect()
+        };
+        let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
+        for id in candidates {
+            let keep = match self.dispatcher.store().approval(&id).await {
+                Ok(Some(entry))
+                    if entry.used_ms.is_none()
+                        && entry.approval.session == self.session
+                        && entry.approval.expires_ms > now_ms() =>
+                {
+                    if entry.approval.decision.is_some() || inbox {
+                        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+                        // Another retry may have taken it meanwhile.
+                        let Some(mut found) = handed
+                            .iter()
+                            .position(|entry| entry.id == id)
+                            .and_then(|at| handed.remove(at))
+                        else {
+                            continue;
+                        };
+                        found.expires_ms = entry.approval.expires_ms;
+                        tracing::debug!(
+                            tool,
+                            approval = id,
+                            "an identical retry brings the pending approval back"
+                        );
+                        return Some(found);
+                    }
+                    true
+                }
+                Ok(_) => false,
+                Err(error) => {
+                    tracing::warn!(tool, approval = id, %error, "could not look the approval up");
+                    true
+                }
+            };
+            if !keep {
+                self.handed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|entry| entry.id != id);
+            }
+        }
+        None
     }
 
     /// Whether `id` names a question this server asked its client about

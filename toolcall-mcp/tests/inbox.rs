@@ -3,7 +3,9 @@
 //! came of a decision taken meanwhile in the approval inbox (here: recorded
 //! in the store from another task, or through another handle on the same
 //! SQLite file, as the inbox's process does), and the backend runs the call
-//! exactly as often as that decision says.
+//! exactly as often as that decision says. An identical retry of a call
+//! left pending brings the same approval back on the same connection, so
+//! that a decision taken after the wait ran out is carried out by it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -78,11 +80,24 @@ fn transfer(
 /// An inbox-mode dispatcher over `store`: only a decision recorded in the
 /// store approves.
 fn inbox<St: Store + 'static>(bank: &Arc<Bank>, store: St) -> Arc<Dispatcher<Bank, St>> {
+    dispatcher(bank, store, Approvals::Inbox, Duration::from_secs(60), 10)
+}
+
+/// A dispatcher over `store` with these approvals, approval lifetime and
+/// step budget.
+fn dispatcher<St: Store + 'static>(
+    bank: &Arc<Bank>,
+    store: St,
+    approvals: Approvals,
+    ttl: Duration,
+    max_steps: u64,
+) -> Arc<Dispatcher<Bank, St>> {
     let registry = tools![balance, transfer].unwrap();
     Arc::new(
         Dispatcher::builder(registry, Arc::clone(bank))
-            .approvals(Approvals::Inbox)
-            .approval_ttl(Duration::from_secs(60))
+            .approvals(approvals)
+            .approval_ttl(ttl)
+            .max_steps(max_steps)
             .store(store)
             .build()
             .unwrap(),
@@ -192,6 +207,35 @@ async fn pending<St: Store>(store: &St) -> PendingApproval {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("no approval was asked");
+}
+
+/// How many approvals are pending in `store`.
+async fn pending_count<St: Store>(store: &St) -> usize {
+    store.pending_approvals(now_ms(), 1000).await.unwrap().len()
+}
+
+/// Calls `transfer` and answers its result.
+async fn call(client: &Client, args: Value) -> Value {
+    result_json(
+        &client
+            .call_tool(params(args))
+            .await
+            .expect("every outcome is a tool result"),
+    )
+}
+
+/// Whether a result is a stored answer, replayed (not a run).
+fn replayed(result: &Value) -> bool {
+    result.get("replayed") == Some(&json!(true))
+}
+
+/// The `confirmation_id` of a `CONFIRMATION_REQUIRED` result.
+fn confirmation_id(result: &Value) -> String {
+    assert_eq!(code(result), "CONFIRMATION_REQUIRED", "{result}");
+    result["confirmation_id"]
+        .as_str()
+        .expect("a question names its approval")
+        .to_owned()
 }
 
 /// A person's decision, as the inbox records it.
@@ -464,4 +508,255 @@ async fn on_2026_07_28_the_call_waits_for_the_inbox_too() {
 
     client.cancel().await.unwrap();
     server.cancel().await.unwrap();
+}
+
+// --------------------------------------------- retries of a pending call
+
+#[tokio::test]
+async fn an_identical_retry_brings_the_same_approval_and_runs_once_it_is_approved() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    // The model tries again before anyone decided: the same question, not
+    // a second one in the inbox. Member order and spacing do not matter.
+    let reordered = json!({"amount_cents": 2590, "to": "ACC-7"});
+    for args in [refund_args(), reordered] {
+        let retry = call(&client, args).await;
+        assert_eq!(confirmation_id(&retry), first, "{retry}");
+        assert_eq!(pending_count(dispatcher.store()).await, 1);
+    }
+    assert_eq!(bank.transfers(), 0);
+
+    decide(dispatcher.store(), &first, &decision(true, "", None)).await;
+    let ran = call(&client, refund_args()).await;
+    assert_eq!(code(&ran), "OK", "{ran}");
+    assert!(!replayed(&ran), "{ran}");
+    assert_eq!(bank.transfers(), 1);
+    assert_eq!(bank.balance(), 100_000 - 2590);
+    let entry = dispatcher.store().approval(&first).await.unwrap().unwrap();
+    assert!(entry.used_ms.is_some(), "the retry used the approval");
+
+    // Once more: the stored answer, replayed; nothing runs again and
+    // nothing is asked again.
+    let again = call(&client, refund_args()).await;
+    assert_eq!(code(&again), "OK", "{again}");
+    assert!(replayed(&again), "{again}");
+    assert_eq!(bank.transfers(), 1);
+    assert_eq!(pending_count(dispatcher.store()).await, 0);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn an_approval_after_the_wait_ran_out_is_carried_out_by_the_retry() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let wait = Duration::from_millis(300);
+    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    decide(dispatcher.store(), &first, &decision(true, "", None)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(bank.transfers(), 0, "nothing runs by itself");
+
+    let started = Instant::now();
+    let ran = call(&client, refund_args()).await;
+    assert_eq!(code(&ran), "OK", "{ran}");
+    assert!(
+        started.elapsed() < wait,
+        "a recorded decision does not wait"
+    );
+    assert_eq!(bank.transfers(), 1);
+    assert_eq!(pending_count(dispatcher.store()).await, 0);
+
+    let again = call(&client, refund_args()).await;
+    assert!(replayed(&again), "{again}");
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn an_undecided_retry_waits_again_under_the_same_id() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let wait = Duration::from_secs(3);
+    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    let retry = spawn_call(&client, refund_args());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!retry.is_finished(), "the retry waits for the decision");
+    assert_eq!(pending_count(dispatcher.store()).await, 1);
+    assert_eq!(bank.transfers(), 0);
+
+    decide(dispatcher.store(), &first, &decision(true, "", None)).await;
+    let (ran, took) = retry.await.unwrap();
+    assert_eq!(code(&ran), "OK", "{ran}");
+    assert!(took < wait, "woken by the decision on the first approval");
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn a_denial_in_the_inbox_is_what_the_retry_gets() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    decide(
+        dispatcher.store(),
+        &first,
+        &decision(false, "wrong account", None),
+    )
+    .await;
+    let denied = call(&client, refund_args()).await;
+    assert_eq!(code(&denied), "CONFIRMATION_DENIED", "{denied}");
+    assert!(
+        denied["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("wrong account")),
+        "{denied}"
+    );
+    assert_eq!(bank.transfers(), 0);
+
+    // The denial is used up: asking once more is a new question.
+    let asked_again = confirmation_id(&call(&client, refund_args()).await);
+    assert_ne!(asked_again, first);
+    assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn a_retry_with_other_arguments_is_a_fresh_call() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let refund = confirmation_id(&call(&client, refund_args()).await);
+    let other_args = json!({"to": "ACC-7", "amount_cents": 2591});
+    let other = confirmation_id(&call(&client, other_args.clone()).await);
+    assert_ne!(other, refund, "other arguments are another question");
+    assert_eq!(pending_count(dispatcher.store()).await, 2);
+
+    // Approving the first approves nothing for the other arguments.
+    decide(dispatcher.store(), &refund, &decision(true, "", None)).await;
+    let still = call(&client, other_args).await;
+    assert_eq!(confirmation_id(&still), other, "{still}");
+    assert_eq!(bank.transfers(), 0);
+
+    let ran = call(&client, refund_args()).await;
+    assert_eq!(code(&ran), "OK", "{ran}");
+    assert_eq!(ran["data"]["amount_cents"], 2590, "{ran}");
+    assert_eq!(bank.transfers(), 1);
+    assert_eq!(pending_count(dispatcher.store()).await, 1);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn another_connection_does_not_bring_this_connections_approval() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let (other_client, other_server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    decide(dispatcher.store(), &first, &decision(true, "", None)).await;
+    let elsewhere = call(&other_client, refund_args()).await;
+    assert_ne!(confirmation_id(&elsewhere), first, "{elsewhere}");
+    assert_eq!(bank.transfers(), 0);
+
+    let ran = call(&client, refund_args()).await;
+    assert_eq!(code(&ran), "OK", "{ran}");
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(other_client, other_server).await;
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn an_expired_approval_is_not_brought_back() {
+    let bank = Bank::new();
+    let ttl = Duration::from_millis(300);
+    let dispatcher = dispatcher(&bank, MemoryStore::default(), Approvals::Inbox, ttl, 10);
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    // Not `CONFIRMATION_EXPIRED` for an approval the model never saw
+    // expire: a new question.
+    let retry = call(&client, refund_args()).await;
+    assert_ne!(confirmation_id(&retry), first, "{retry}");
+    assert_eq!(pending_count(dispatcher.store()).await, 1);
+    assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn a_connection_remembers_at_most_256_approvals_the_oldest_dropped() {
+    let bank = Bank::new();
+    let dispatcher = dispatcher(
+        &bank,
+        MemoryStore::default(),
+        Approvals::Inbox,
+        Duration::from_secs(60),
+        1000,
+    );
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let amount = |n: i64| json!({"to": "ACC-7", "amount_cents": n});
+
+    let mut ids = Vec::new();
+    for n in 1..=257 {
+        ids.push(confirmation_id(&call(&client, amount(n)).await));
+    }
+    // The newest is remembered; the oldest was dropped to keep 256.
+    assert_eq!(confirmation_id(&call(&client, amount(257)).await), ids[256]);
+    assert_eq!(confirmation_id(&call(&client, amount(2)).await), ids[1]);
+    assert_ne!(confirmation_id(&call(&client, amount(1)).await), ids[0]);
+    assert_eq!(bank.transfers(), 0);
+
+    hang_up(client, server).await;
+}
+
+#[tokio::test]
+async fn in_host_mode_a_retry_brings_only_a_decision_recorded_in_the_store() {
+    let bank = Bank::new();
+    let dispatcher = dispatcher(
+        &bank,
+        MemoryStore::default(),
+        Approvals::Host,
+        Duration::from_secs(60),
+        10,
+    );
+    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+
+    let first = confirmation_id(&call(&client, refund_args()).await);
+    // In host mode an approval id brought back approves the call: the
+    // retry must not bring an undecided one, so it is asked again.
+    let second = call(&client, refund_args()).await;
+    assert_ne!(confirmation_id(&second), first, "{second}");
+    assert_eq!(bank.transfers(), 0, "a retry approves nothing");
+    assert_eq!(pending_count(dispatcher.store()).await, 2);
+
+    // A person approves the first in the inbox: the next retry carries it out.
+    decide(dispatcher.store(), &first, &decision(true, "", None)).await;
+    let ran = call(&client, refund_args()).await;
+    assert_eq!(code(&ran), "OK", "{ran}");
+    assert!(!replayed(&ran), "{ran}");
+    assert_eq!(bank.transfers(), 1);
+    let entry = dispatcher.store().approval(&first).await.unwrap().unwrap();
+    assert!(entry.used_ms.is_some());
+
+    let again = call(&client, refund_args()).await;
+    assert!(replayed(&again), "{again}");
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(client, server).await;
 }
