@@ -5,7 +5,7 @@
 use serde_json::json;
 use toolcall::store::{
     ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, Outcome, PendingApproval,
-    Store, TakeApproval, now_ms,
+    Store, TaintHit, TakeApproval, now_ms,
 };
 use toolcall::{Rejection, ToolResult, tool};
 
@@ -83,6 +83,51 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     assert_eq!(store.count_call("k1").await.unwrap(), 1);
     assert_eq!(other.count_call("k1").await.unwrap(), 2);
     assert_eq!(store.count_call("k2").await.unwrap(), 1);
+
+    // A peek reads the step count without counting one.
+    assert_eq!(store.peek_step("a").await.unwrap(), 2);
+    assert_eq!(other.peek_step("a").await.unwrap(), 2);
+    assert_eq!(store.peek_step("never").await.unwrap(), 0);
+    assert_eq!(store.next_step("a").await.unwrap(), 3);
+
+    // Taint: per session, shared by handles; a mark without fingerprints
+    // says the session saw untrusted output, fingerprints say which values.
+    let (p1, p2, p3) = ("f1".repeat(32), "f2".repeat(32), "f3".repeat(32));
+    assert_eq!(
+        store.tainted("t", &[p1.clone()]).await.unwrap(),
+        TaintHit::default(),
+        "a session that saw nothing is clean"
+    );
+    store.add_taint("t", &[]).await.unwrap();
+    assert_eq!(
+        other.tainted("t", &[p1.clone()]).await.unwrap(),
+        TaintHit::new(true, vec![]),
+        "marked, no values"
+    );
+    store
+        .add_taint("t", &[p1.clone(), p2.clone()])
+        .await
+        .unwrap();
+    other.add_taint("t", &[p2.clone()]).await.unwrap();
+    assert_eq!(
+        other
+            .tainted("t", &[p3.clone(), p2.clone(), p1.clone()])
+            .await
+            .unwrap(),
+        TaintHit::new(true, vec![p2.clone(), p1.clone()]),
+        "the values seen, in the order asked"
+    );
+    assert_eq!(
+        store.tainted("u", &[p1.clone()]).await.unwrap(),
+        TaintHit::default(),
+        "another session's taint is not this one's"
+    );
+    let long_session = "s".repeat(9_000);
+    store.add_taint(&long_session, &[p3.clone()]).await.unwrap();
+    assert_eq!(
+        other.tainted(&long_session, &[p3.clone()]).await.unwrap(),
+        TaintHit::new(true, vec![p3.clone()])
+    );
 
     // One claim wins; the lease ends it; release frees it.
     let now = now_ms();

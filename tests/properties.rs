@@ -238,6 +238,124 @@ proptest! {
     }
 }
 
+// ------------------------------------ the fast path agrees with the full one
+
+/// One member's text: valid values and near misses of every kind the full
+/// parse and validation tell apart (types, bounds, patterns, nulls, nesting,
+/// braces in strings, escapes, numbers written as floats).
+fn member_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "P-[0-9]{2}".prop_map(|p| format!("\"{p}\"")),
+        Just(r#""P-\u0030\u0037""#.to_owned()),
+        Just(r#""P-7""#.to_owned()),
+        Just(r#""{P-07}""#.to_owned()),
+        (1i64..=i64::MAX).prop_map(|n| n.to_string()),
+        (i64::MIN..=0i64).prop_map(|n| n.to_string()),
+        Just("25.9".to_owned()),
+        Just("2590.0".to_owned()),
+        Just("1e3".to_owned()),
+        Just("18446744073709551616".to_owned()),
+        Just(r#""BRL""#.to_owned()),
+        Just(r#""usd""#.to_owned()),
+        Just(r#""damaged""#.to_owned()),
+        Just(r#""customer_request""#.to_owned()),
+        Just("null".to_owned()),
+        Just("true".to_owned()),
+        Just("[1, [2, [3]]]".to_owned()),
+        Just(r#"{"a": 1}"#.to_owned()),
+        Just(r#"{"a": 1, "a": 2}"#.to_owned()),
+    ]
+}
+
+/// Argument texts: the four fields (each sometimes left out) with any of
+/// those values, sometimes a member that is no field, in any order.
+fn argument_text() -> impl Strategy<Value = String> {
+    let names = ["payee", "amount_cents", "currency", "reason", "memo"];
+    let valid = |field: usize| -> BoxedStrategy<String> {
+        match field {
+            0 => "P-[0-9]{2}".prop_map(|p| format!("\"{p}\"")).boxed(),
+            1 => (1i64..=i64::MAX).prop_map(|n| n.to_string()).boxed(),
+            2 => prop_oneof![Just(r#""BRL""#.to_owned()), Just(r#""USD""#.to_owned())].boxed(),
+            _ => prop_oneof![
+                Just(r#""damaged""#.to_owned()),
+                Just(r#""not_delivered""#.to_owned())
+            ]
+            .boxed(),
+        }
+    };
+    // Each field mostly valid, so that whole calls often are.
+    let field = move |i: usize| prop_oneof![8 => valid(i), 2 => member_text()];
+    (
+        (
+            (any::<bool>(), field(0)),
+            (any::<bool>(), field(1)),
+            (any::<bool>(), field(2)),
+            (any::<bool>(), field(3)),
+            (prop::bool::weighted(0.15), member_text()),
+        )
+            .prop_map(|(a, b, c, d, e)| vec![a, b, c, d, e]),
+        Just((0..5).collect::<Vec<usize>>()).prop_shuffle(),
+    )
+        .prop_map(move |(members, order)| {
+            let parts: Vec<String> = order
+                .iter()
+                .filter(|&&i| {
+                    if i < 4 {
+                        members[i].0 || members[i].1.len() % 7 != 0
+                    } else {
+                        members[i].0
+                    }
+                })
+                .map(|&i| format!("\"{}\": {}", names[i], members[i].1))
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        })
+}
+
+/// How many generated calls were accepted: the property must see valid calls too.
+static ACCEPTED: AtomicU32 = AtomicU32::new(0);
+
+#[test]
+fn the_same_answer_property_sees_accepted_calls() {
+    raw_and_parsed_arguments_get_the_same_answer();
+    assert!(
+        ACCEPTED.load(Ordering::Relaxed) >= 50,
+        "{}",
+        ACCEPTED.load(Ordering::Relaxed)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The dispatcher reads raw arguments in one pass when it can, and a
+    /// parsed object always the full way: the same arguments, raw or
+    /// parsed, get the same answer, the same key and the same payments.
+    #[test]
+    fn raw_and_parsed_arguments_get_the_same_answer(text in argument_text()) {
+        let runtime = runtime();
+        if text.contains(r#""a": 1, "a": 2"#) {
+            // A parsed object cannot hold a duplicate member: raw, it is refused.
+            let ledger = Arc::new(Ledger::default());
+            let result = runtime.block_on(ledger_dispatcher(&ledger).execute(Call::new("pay", text.as_str())));
+            prop_assert_eq!(&result.code, &Code::InvalidJson, "{}", text);
+            return Ok(());
+        }
+        let parsed: Value = serde_json::from_str(&text).expect("the generator writes JSON");
+        let (raw_ledger, parsed_ledger) = (Arc::new(Ledger::default()), Arc::new(Ledger::default()));
+        let raw_dispatcher = ledger_dispatcher(&raw_ledger);
+        let parsed_dispatcher = ledger_dispatcher(&parsed_ledger);
+        let from_raw = runtime.block_on(raw_dispatcher.execute(Call::new("pay", text.as_str())));
+        let from_parsed = runtime.block_on(parsed_dispatcher.execute(Call::new("pay", &parsed)));
+        prop_assert_eq!(from_raw.ok, from_parsed.ok, "{} -> {:?} / {:?}", text, from_raw, from_parsed);
+        prop_assert_eq!(&from_raw.code, &from_parsed.code, "{}", text);
+        prop_assert_eq!(from_raw.to_model_text(), from_parsed.to_model_text(), "{}", text);
+        prop_assert_eq!(raw_ledger.last_key(), parsed_ledger.last_key(), "{}", text);
+        prop_assert_eq!(raw_ledger.completed().len(), parsed_ledger.completed().len());
+        ACCEPTED.fetch_add(u32::from(from_raw.ok), Ordering::Relaxed);
+    }
+}
+
 // ------------------------------------------- at most one effect per key
 
 #[derive(Debug, Clone)]

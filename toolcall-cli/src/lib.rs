@@ -34,7 +34,6 @@
 //! finds a breaking change, 2 for every other error; errors go to standard
 //! error ([`exit`]).
 
-
 use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
@@ -49,11 +48,11 @@ use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use toolcall_contract::{diff, lock, rejected, report};
 use toolcall_core::{
     Arguments, Call, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry, Store,
 };
 pub use toolcall_providers::Format;
-use toolcall_contract::{diff, lock, rejected, report};
 
 /// The subcommands every application gets from its registry.
 #[derive(Clone, Debug, Subcommand)]
@@ -64,9 +63,10 @@ pub enum Command {
     /// Runs calls from a file, one JSON object a line, as one conversation.
     ///
     /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
-    /// "confirmed": false, "call_id": "...", "approval": "<confirmation_id>"}`;
-    /// only `tool` is required. `approval` brings the id of an earlier
-    /// CONFIRMATION_REQUIRED answer, once a person decided it.
+    /// "confirmed": false, "call_id": "...", "approval": "<confirmation_id>",
+    /// "dry_run": false}`; only `tool` is required. `approval` brings the id
+    /// of an earlier CONFIRMATION_REQUIRED answer, once a person decided it;
+    /// `dry_run` goes through every stage up to execution and runs nothing.
     /// Arguments written as an object are read as the text the line has,
     /// like a model's: a member twice in them is INVALID_JSON, and the size
     /// and depth limits measure that text. A member twice in the line
@@ -682,6 +682,10 @@ struct ReplayLine<'a> {
     /// the call brings the approval a person gave (in the inbox).
     #[serde(default)]
     approval: Option<String>,
+    /// A dry run: every stage up to execution, nothing run, no step used
+    /// (`DRY_RUN` where the call would run).
+    #[serde(default)]
+    dry_run: bool,
 }
 
 /// A member that is there, even as `null` (which the pipeline refuses as
@@ -739,7 +743,8 @@ where
         let arguments = replay_arguments(call.arguments).map_err(not_a_call)?;
         let mut request = Call::new(&call.tool, Arguments::Raw(&arguments))
             .session(session)
-            .confirmed(call.confirmed);
+            .confirmed(call.confirmed)
+            .dry_run(call.dry_run);
         if let Some(id) = &call.call_id {
             request = request.call_id(id);
         }

@@ -231,13 +231,40 @@ pub trait ToolArgs: serde::Serialize + schemars::JsonSchema + Send + Sized + 'st
     /// One entry per field, in declaration order.
     fn fields() -> &'static [FieldMeta];
 
-    /// Builds the struct from `object`, reporting every problem with its
-    /// declared fields into `errors`. Returns `None` when any field is missing
-    /// or invalid. Members that are not fields are not its concern: the
-    /// validator reports them with [`FieldErrors::unknown_fields`], and
+    /// Builds the struct from the members of the arguments object,
+    /// reporting every problem with its declared fields into `errors`.
+    /// Returns `None` when any field is missing or invalid. Members that are
+    /// not fields are not its concern: the validator reports them with
+    /// [`FieldErrors::unknown_fields`], and
     /// [`ToolSpec::validate_arguments`](crate::ToolSpec::validate_arguments)
     /// does both.
-    fn from_object(object: &Map<String, Value>, errors: &mut FieldErrors) -> Option<Self>;
+    fn from_members(members: &Members<'_>, errors: &mut FieldErrors) -> Option<Self>;
+
+    /// [`from_members`](ToolArgs::from_members) of a parsed object.
+    fn from_object(object: &Map<String, Value>, errors: &mut FieldErrors) -> Option<Self> {
+        Self::from_members(&Members::Parsed(object), errors)
+    }
+}
+
+/// The members of an arguments object, however they arrived: parsed into a
+/// map, or (the dispatcher's fast path) as the raw text of each member,
+/// read straight into the field's type.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Members<'a> {
+    /// A parsed object.
+    Parsed(&'a Map<String, Value>),
+    /// Each member's name and raw JSON text, names unique.
+    Raw(&'a [(std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue)]),
+}
+
+impl Members<'_> {
+    fn names(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        match self {
+            Members::Parsed(object) => Box::new(object.keys().map(String::as_str)),
+            Members::Raw(members) => Box::new(members.iter().map(|(name, _)| name.as_ref())),
+        }
+    }
 }
 
 /// The problems found in one set of arguments, in the order found.
@@ -268,9 +295,13 @@ impl FieldErrors {
     /// anything else is reported as missing.
     pub fn field<T: DeserializeOwned>(
         &mut self,
-        object: &Map<String, Value>,
+        members: &Members<'_>,
         meta: &FieldMeta,
     ) -> Option<T> {
+        let object = match members {
+            Members::Parsed(object) => *object,
+            Members::Raw(members) => return self.raw_field(members, meta),
+        };
         let Some(value) = object.get(meta.name) else {
             return match T::deserialize(&Value::Null) {
                 Ok(absent) => Some(absent),
@@ -303,10 +334,61 @@ impl FieldErrors {
         (self.problems.len() == before).then_some(typed)
     }
 
+    /// The fast path's reading of one field from its raw text: the type
+    /// straight from the text, the constraints on a parsed copy only when
+    /// the field has any. A problem is recorded without the detail a
+    /// parsed object's reading gives: the dispatcher then reads the
+    /// arguments again that way, for the model's message.
+    fn raw_field<T: DeserializeOwned>(
+        &mut self,
+        members: &[(std::borrow::Cow<'_, str>, &serde_json::value::RawValue)],
+        meta: &FieldMeta,
+    ) -> Option<T> {
+        let found = members.iter().find(|(name, _)| name == meta.name);
+        let Some((_, raw)) = found else {
+            return match T::deserialize(&Value::Null) {
+                Ok(absent) => Some(absent),
+                Err(_) => {
+                    self.push(meta, format_args!("field required"));
+                    None
+                }
+            };
+        };
+        let typed = match serde_json::from_str::<T>(raw.get()) {
+            Ok(typed) => typed,
+            Err(error) => {
+                self.push(
+                    meta,
+                    format_args!("{}", plain_type_error(&error.to_string())),
+                );
+                return None;
+            }
+        };
+        if meta.constraints.is_empty() || raw.get() == "null" {
+            return Some(typed);
+        }
+        let Ok(value) = serde_json::from_str::<Value>(raw.get()) else {
+            self.push(meta, format_args!("not valid JSON"));
+            return None;
+        };
+        let before = self.problems.len();
+        for constraint in meta.constraints {
+            if let Some(problem) = constraint.violation(&value) {
+                self.push(meta, format_args!("{problem}"));
+            }
+        }
+        (self.problems.len() == before).then_some(typed)
+    }
+
     /// Reports every member of `object` that is not a field, with the
     /// closest field name as a suggestion when one is close enough.
     pub fn unknown_fields(&mut self, object: &Map<String, Value>, fields: &[FieldMeta]) {
-        for name in object.keys() {
+        self.unknown_members(&Members::Parsed(object), fields);
+    }
+
+    /// [`unknown_fields`](FieldErrors::unknown_fields) of any [`Members`].
+    pub fn unknown_members(&mut self, members: &Members<'_>, fields: &[FieldMeta]) {
+        for name in members.names() {
             if fields.iter().any(|f| f.name == name) {
                 continue;
             }

@@ -54,6 +54,18 @@ pub struct AuditRecord {
     /// what was there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cut: Vec<Cut>,
+    /// Whether the call was a side effect in a session that saw untrusted
+    /// output, as the caller's [`Taint`](crate::Taint) level judged it:
+    /// `Some` with the arguments that carried a value read in untrusted
+    /// output (`Values`), or an empty list (`Session`: any side effect
+    /// after untrusted output); such a call runs only with a person's
+    /// approval. `None`: not tainted, or not looked at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tainted: Option<Vec<String>>,
+    /// Whether the call was a dry run ([`Call::dry_run`](crate::Call::dry_run)):
+    /// nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// One field of an [`AuditRecord`] kept cut, and what it held.
@@ -241,6 +253,8 @@ mod ring_tests {
             approved_by: None,
             in_doubt: false,
             cut: Vec::new(),
+            tainted: None,
+            dry_run: false,
         }
     }
 

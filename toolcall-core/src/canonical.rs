@@ -345,7 +345,11 @@ mod tests {
     /// this test fails, keys computed by earlier versions no longer match.
     #[test]
     fn a_resource_digest_is_the_digest_of_its_array() {
-        for value in [json!("ORD-1001"), json!(42), json!({"b": [1, "x"], "a": null})] {
+        for value in [
+            json!("ORD-1001"),
+            json!(42),
+            json!({"b": [1, "x"], "a": null}),
+        ] {
             assert_eq!(
                 resource_digest("order", &value),
                 digest(&json!(["resource", "order", value])),

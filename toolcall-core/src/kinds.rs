@@ -14,7 +14,7 @@ use std::sync::Arc;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{Map, Value};
 
-use crate::args::{FieldErrors, FieldMeta};
+use crate::args::{FieldErrors, FieldMeta, Members};
 
 /// A type that arrives as a JSON string.
 #[diagnostic::on_unimplemented(
@@ -118,12 +118,7 @@ pub trait ArgProbe<T> {
     /// The value, to serialize.
     fn ser<'a>(&self, value: &'a T) -> &'a T;
     /// Reads and validates the field (see [`FieldErrors::field`]).
-    fn read(
-        &self,
-        errors: &mut FieldErrors,
-        object: &Map<String, Value>,
-        meta: &FieldMeta,
-    ) -> Option<T>;
+    fn read(&self, errors: &mut FieldErrors, members: &Members<'_>, meta: &FieldMeta) -> Option<T>;
     /// The field's schema, and whether the field may be left out.
     fn property(&self, generator: &mut SchemaGenerator) -> (Schema, bool);
 }
@@ -133,13 +128,8 @@ impl<T: ArgType> ArgProbe<T> for Probe<T> {
         value
     }
 
-    fn read(
-        &self,
-        errors: &mut FieldErrors,
-        object: &Map<String, Value>,
-        meta: &FieldMeta,
-    ) -> Option<T> {
-        errors.field::<T>(object, meta)
+    fn read(&self, errors: &mut FieldErrors, members: &Members<'_>, meta: &FieldMeta) -> Option<T> {
+        errors.field::<T>(members, meta)
     }
 
     fn property(&self, generator: &mut SchemaGenerator) -> (Schema, bool) {
@@ -156,12 +146,7 @@ pub trait ArgFallback<T> {
     /// Never called.
     fn ser(&self, value: &T) -> Unreachable;
     /// Never called.
-    fn read(
-        &self,
-        errors: &mut FieldErrors,
-        object: &Map<String, Value>,
-        meta: &FieldMeta,
-    ) -> Option<T>;
+    fn read(&self, errors: &mut FieldErrors, members: &Members<'_>, meta: &FieldMeta) -> Option<T>;
     /// Never called.
     fn property(&self, generator: &mut SchemaGenerator) -> (Schema, bool);
 }
@@ -171,7 +156,7 @@ impl<T> ArgFallback<T> for &Probe<T> {
         Unreachable(())
     }
 
-    fn read(&self, _: &mut FieldErrors, _: &Map<String, Value>, _: &FieldMeta) -> Option<T> {
+    fn read(&self, _: &mut FieldErrors, _: &Members<'_>, _: &FieldMeta) -> Option<T> {
         None
     }
 

@@ -20,14 +20,15 @@ mod parse;
 mod policy;
 mod redact;
 mod registry;
-pub mod schema;
 mod result;
+pub mod schema;
 pub mod store;
-#[allow(dead_code)] // wired into the pipeline by taint tracking
 mod taint;
 mod tool;
 
-pub use args::{Bound, Constraint, FieldErrors, FieldMeta, Pattern, StringFormat, ToolArgs};
+pub use args::{
+    Bound, Constraint, FieldErrors, FieldMeta, Members, Pattern, StringFormat, ToolArgs,
+};
 pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{
     Approvals, BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings,
@@ -35,11 +36,11 @@ pub use dispatcher::{
 pub use dispatcher::{BuildWarning, Failure, MessageContext, UNKNOWN_APPROVAL_TOOL};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;
-pub use policy::{Caller, Policy};
+pub use policy::{Caller, Policy, Taint};
 pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
 pub use result::{Code, ToolResult};
-pub use store::{MemoryStore, Store, StoreError};
+pub use store::{MemoryStore, Store, StoreError, TaintHit};
 pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
 
 /// What `#[tool]` expands to reaches the runtime through here. Not a public API.
@@ -51,9 +52,9 @@ pub mod __private {
     };
     pub use crate::registry::ToolEntry;
     pub use crate::tool::{
-        CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, ReconcileFn,
-        ReconcileOutput, ReconcileParams, ReconcileSig, SpecParts, StateType, ToolOutput,
-        check_sig, into_output, reconcile_sig, reconciled,
+        CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput,
+        ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, SpecParts, StateType,
+        ToolOutput, check_sig, into_output, preview_output, reconcile_sig, reconciled,
     };
 
     use crate::error::ToolError;

@@ -130,6 +130,78 @@ pub(crate) fn parse_object<'a>(
     }
 }
 
+/// The members of a raw arguments object, each as its raw text: the fast
+/// path's parse, taken only when the text is plainly within every bound
+/// the full parse enforces: an object with no object inside it (so no
+/// duplicate member can hide at depth; a `{` in a string counts too),
+/// arrays nested no deeper than the limit allows, member names unique.
+/// `None` means "take the full parse", which also says what is wrong.
+pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>> {
+    let bytes = raw.as_bytes();
+    let braces = bytes.iter().filter(|&&b| b == b'{').count();
+    let brackets = bytes.iter().filter(|&&b| b == b'[').count();
+    if braces != 1 || brackets >= max_depth {
+        return None;
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(raw);
+    let members = deserializer.deserialize_map(CollectMembers).ok()?;
+    deserializer.end().ok()?;
+    Some(members)
+}
+
+/// Member names and raw values, in the order given.
+pub(crate) type RawMembers<'a> = Vec<(Cow<'a, str>, &'a serde_json::value::RawValue)>;
+
+struct CollectMembers;
+
+impl<'de> Visitor<'de> for CollectMembers {
+    type Value = RawMembers<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<RawMembers<'de>, A::Error> {
+        let mut members: RawMembers<'de> = Vec::with_capacity(access.size_hint().unwrap_or(4));
+        while let Some(Name(name)) = access.next_key()? {
+            if members.iter().any(|(seen, _)| *seen == name) {
+                return Err(de::Error::custom("duplicate member"));
+            }
+            members.push((name, access.next_value()?));
+        }
+        Ok(members)
+    }
+}
+
+/// A member name, borrowed from the text unless it has escapes.
+struct Name<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Name<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v.to_owned())))
+            }
+
+            fn visit_string<E>(self, v: String) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Text)
+    }
+}
+
 /// How many arrays and objects are nested in `value`, itself included:
 /// the depth [`StrictValue`] bounds in text. Iterative, so that a value
 /// nested deeper than the stack cannot overflow it.
@@ -306,6 +378,31 @@ mod tests {
             parse_object(Arguments::Parsed(&array), 1024, 4),
             Err(ParseError::NotAnObject)
         ));
+    }
+
+    #[test]
+    fn the_fast_parse_takes_only_what_is_plainly_within_bounds() {
+        let members = raw_members(r#"{"a": "x{", "b": [1, [2]], "c\\u0041": null}"#, 8);
+        assert!(
+            members.is_none(),
+            "a brace in a string sends it to the full parse"
+        );
+        let members = raw_members(r#"{"a": "x", "b": [1, [2]], "c\u0041": null}"#, 8).unwrap();
+        let names: Vec<&str> = members.iter().map(|(n, _)| n.as_ref()).collect();
+        assert_eq!(names, ["a", "b", "cA"]);
+        assert_eq!(members[1].1.get(), "[1, [2]]");
+        for refused in [
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"a": {"b": 1}}"#,
+            r#"{"a": [[[1]]]}"#,
+            r#"[1]"#,
+            r#"{"a": 1} x"#,
+            r#"{"a": 1"#,
+            "",
+        ] {
+            assert!(raw_members(refused, 3).is_none(), "{refused}");
+        }
+        assert!(raw_members(r#"{"a": [[1]]}"#, 3).is_some());
     }
 
     #[test]

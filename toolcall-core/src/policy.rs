@@ -34,6 +34,68 @@ use std::sync::Arc;
 pub struct Policy {
     allowed: BTreeSet<String>,
     limits: BTreeMap<String, i64>,
+    taint: Taint,
+}
+
+/// How far output of tools marked `#[tool(untrusted_output)]` (messages,
+/// reviews, web pages: text strangers wrote) reaches a caller's side
+/// effects ([`Policy::taint`]).
+///
+/// A side-effecting call that the level finds tainted needs a person's
+/// approval, as a high-risk call does: it is answered
+/// `CONFIRMATION_REQUIRED` with a `confirmation_id` and
+/// `data.reason: "untrusted_context"` (and, at [`Values`](Taint::Values),
+/// `data.tainted`: the arguments that carry a value read in untrusted
+/// output), until the host confirms it or a person approves it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Taint {
+    /// Untrusted output changes nothing: side effects are asked for as
+    /// their tools say.
+    Off,
+    /// Once the session saw any untrusted output, every side effect in it
+    /// needs a person's approval. Catches what `Values` cannot (a value the
+    /// model rewrote), at the price of asking more often.
+    Session,
+    /// A side effect needs a person's approval when one of its arguments
+    /// carries a value seen in the session's untrusted output: an id, an
+    /// amount, a URL, an e-mail address, a whole text (what is matched, and
+    /// what is not, is in the crate's guide). The default: without
+    /// untrusted tools it never asks.
+    #[default]
+    Values,
+}
+
+impl Taint {
+    /// The level's name: `off`, `session`, `values`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Taint::Off => "off",
+            Taint::Session => "session",
+            Taint::Values => "values",
+        }
+    }
+}
+
+impl std::str::FromStr for Taint {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(Taint::Off),
+            "session" => Ok(Taint::Session),
+            "values" => Ok(Taint::Values),
+            other => Err(format!(
+                "unknown taint level `{other}`: one of off, session, values"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Policy {
@@ -56,6 +118,18 @@ impl Policy {
     pub fn limit(mut self, name: impl Into<String>, value: i64) -> Self {
         self.limits.insert(name.into(), value);
         self
+    }
+
+    /// How far untrusted output reaches this caller's side effects
+    /// ([`Taint::Values`] unless set).
+    pub fn taint(mut self, level: Taint) -> Self {
+        self.taint = level;
+        self
+    }
+
+    /// The caller's taint level.
+    pub fn taint_level(&self) -> Taint {
+        self.taint
     }
 
     /// Whether the tool is on the allowlist.

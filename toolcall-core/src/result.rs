@@ -18,6 +18,9 @@ use serde_json::{Map, Value};
 pub enum Code {
     /// The call ran and succeeded, or was replayed.
     Ok,
+    /// A dry run ([`Call::dry_run`](crate::Call::dry_run)) passed every stage
+    /// up to execution: the real call would run. Nothing ran.
+    DryRun,
     /// The session used up its step budget.
     StepLimit,
     /// No tool has that name.
@@ -63,6 +66,7 @@ impl Code {
         let code = code.into();
         match &*code {
             "OK" => Code::Ok,
+            "DRY_RUN" => Code::DryRun,
             "STEP_LIMIT" => Code::StepLimit,
             "UNKNOWN_TOOL" => Code::UnknownTool,
             "TOOL_NOT_ALLOWED" => Code::ToolNotAllowed,
@@ -88,6 +92,7 @@ impl Code {
     pub fn as_str(&self) -> &str {
         match self {
             Code::Ok => "OK",
+            Code::DryRun => "DRY_RUN",
             Code::StepLimit => "STEP_LIMIT",
             Code::UnknownTool => "UNKNOWN_TOOL",
             Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",

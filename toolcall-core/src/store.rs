@@ -1,6 +1,6 @@
 //! What the pipeline remembers between calls: step counts, duplicate counts,
-//! idempotency records (in flight, completed, or of unknown outcome) and
-//! pending approvals.
+//! idempotency records (in flight, completed, or of unknown outcome),
+//! pending approvals and the taint of untrusted output.
 //!
 //! [`Store`] is the contract; [`MemoryStore`] keeps it in this process,
 //! bounded in time and size. Durable stores implement the same trait with the
@@ -184,6 +184,25 @@ impl ApprovalEntry {
     }
 }
 
+/// What a session's taint says of one call ([`Store::tainted`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaintHit {
+    /// Whether the session saw any untrusted output at all.
+    pub any: bool,
+    /// Those of the fingerprints asked about that an untrusted output of the
+    /// session held, in the order asked.
+    pub seen: Vec<String>,
+}
+
+impl TaintHit {
+    /// A hit: whether the session saw untrusted output, and which of the
+    /// fingerprints asked about it held.
+    pub fn new(any: bool, seen: Vec<String>) -> Self {
+        TaintHit { any, seen }
+    }
+}
+
 /// A store could not be reached or answered nonsense.
 #[derive(Debug)]
 pub struct StoreError(Box<dyn std::error::Error + Send + Sync>);
@@ -233,6 +252,28 @@ pub trait Store: Send + Sync + 'static {
     /// can be long (the host chooses it): a store that indexes it should
     /// index [`session_key`] of it instead.
     fn next_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The step count of `session` as it is, without counting one (0 for a
+    /// session never seen): what a dry run reads.
+    fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Remembers that `session` saw untrusted output, and the fingerprints
+    /// of its values (hex digests, never the text; none at all marks the
+    /// session only). Kept, like the session's step count, for the
+    /// retention window after the last one.
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether `session` saw untrusted output, and which of `fingerprints`
+    /// one held.
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send;
 
     /// Counts one more call with `key` and returns the new count.
     fn count_call(&self, key: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
@@ -392,6 +433,26 @@ pub trait Store: Send + Sync + 'static {
 impl<T: Store> Store for std::sync::Arc<T> {
     fn next_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
         (**self).next_step(session)
+    }
+
+    fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).peek_step(session)
+    }
+
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).add_taint(session, fingerprints)
+    }
+
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
+        (**self).tainted(session, fingerprints)
     }
 
     fn count_call(&self, key: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {

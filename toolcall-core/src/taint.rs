@@ -15,6 +15,10 @@
 //!   least [`MIN_CHARS`] characters: ids such as `ORD-1001`, account and card
 //!   numbers, amounts such as `12000`.
 //!
+//! The untrusted tool's own arguments (the order whose messages were read)
+//! came from the caller: their fingerprints are not remembered, even where
+//! the output repeats them.
+//!
 //! A call's arguments give the same fingerprints from each string value, and
 //! each integer is the word of its digits. A call is tainted when any of its
 //! fingerprints was seen in an untrusted output of the session.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::args::{FieldErrors, FieldMeta, ToolArgs};
+use crate::args::{FieldErrors, FieldMeta, Members, ToolArgs};
 use crate::error::ToolError;
 use crate::policy::Caller;
 
@@ -103,6 +103,13 @@ pub trait Tool: 'static {
         let _ = cx;
         Box::pin(async { Ok(None) })
     }
+
+    /// What the call would do, for a dry run (`#[tool(preview = path)]`):
+    /// `None` for a tool that declares no preview.
+    fn preview(args: &Self::Args, cx: &CallContext) -> Option<Result<Value, ToolError>> {
+        let _ = (args, cx);
+        None
+    }
 }
 
 /// The type of state a tool's context needs.
@@ -130,6 +137,7 @@ pub struct ToolSpec {
     description: &'static str,
     side_effect: bool,
     high_risk: bool,
+    untrusted_output: bool,
     timeout_ms: Option<u64>,
     max_output_bytes: Option<u64>,
     fields: &'static [FieldMeta],
@@ -145,7 +153,7 @@ pub struct ToolSpec {
 type ReconcileHandle =
     for<'a> fn(&'a CallContext) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
 
-type ValidateFn = fn(&Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors>;
+type ValidateFn = fn(&Members<'_>) -> Result<Box<dyn Validated>, FieldErrors>;
 
 /// The parts of a [`ToolSpec`], as `#[tool]` writes them.
 #[doc(hidden)]
@@ -154,6 +162,9 @@ pub struct SpecParts {
     pub description: &'static str,
     pub side_effect: bool,
     pub high_risk: bool,
+    /// `#[tool(untrusted_output)]`: what the tool returns was written by
+    /// strangers, and taints the session.
+    pub untrusted_output: bool,
     pub timeout_ms: Option<u64>,
     pub max_output_bytes: Option<u64>,
     pub state: Option<fn() -> StateType>,
@@ -172,6 +183,7 @@ impl ToolSpec {
             description: parts.description,
             side_effect: parts.side_effect,
             high_risk: parts.high_risk,
+            untrusted_output: parts.untrusted_output,
             timeout_ms: parts.timeout_ms,
             max_output_bytes: parts.max_output_bytes,
             fields,
@@ -208,6 +220,14 @@ impl ToolSpec {
     /// Whether a person must approve each call before it runs.
     pub fn high_risk(&self) -> bool {
         self.high_risk
+    }
+
+    /// Whether what the tool returns was written by someone the host does
+    /// not trust (`#[tool(untrusted_output)]`: messages, reviews, web
+    /// pages): its values taint the session's later side effects, as the
+    /// caller's [`Taint`](crate::Taint) level says.
+    pub fn untrusted_output(&self) -> bool {
+        self.untrusted_output
     }
 
     /// The most of a result's model text the model gets, if the tool sets it
@@ -304,7 +324,16 @@ impl ToolSpec {
         &self,
         object: &Map<String, Value>,
     ) -> Result<Box<dyn Validated>, FieldErrors> {
-        (self.validate)(object)
+        (self.validate)(&Members::Parsed(object))
+    }
+
+    /// Stage 3 over any [`Members`]. Over raw members the errors say less:
+    /// the dispatcher reads a failed call again as a parsed object.
+    pub(crate) fn validate_members(
+        &self,
+        members: &Members<'_>,
+    ) -> Result<Box<dyn Validated>, FieldErrors> {
+        (self.validate)(members)
     }
 }
 
@@ -314,6 +343,7 @@ pub(crate) trait Validated: Send {
     /// `pending` of a confirmation, the values the policy limits look at.
     fn to_value(&self) -> Result<Value, serde_json::Error>;
     fn check(&self, cx: &CallContext) -> Result<(), ToolError>;
+    fn preview(&self, cx: &CallContext) -> Option<Result<Value, ToolError>>;
     fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
 }
 
@@ -328,15 +358,19 @@ impl<T: Tool> Validated for Typed<T> {
         T::check(&self.0, cx)
     }
 
+    fn preview(&self, cx: &CallContext) -> Option<Result<Value, ToolError>> {
+        T::preview(&self.0, cx)
+    }
+
     fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>> {
         T::call(self.0, cx)
     }
 }
 
-fn validate<T: Tool>(object: &Map<String, Value>) -> Result<Box<dyn Validated>, FieldErrors> {
+fn validate<T: Tool>(members: &Members<'_>) -> Result<Box<dyn Validated>, FieldErrors> {
     let mut errors = FieldErrors::default();
-    let args = T::Args::from_object(object, &mut errors);
-    errors.unknown_fields(object, T::Args::fields());
+    let args = T::Args::from_members(members, &mut errors);
+    errors.unknown_members(members, T::Args::fields());
     match args {
         Some(args) if errors.is_empty() => Ok(Box::new(Typed::<T>(args))),
         _ => Err(errors),
@@ -385,6 +419,50 @@ where
             ))),
         }
     }
+}
+
+/// What a `preview` function may return: a text (`String`, `&str`), a
+/// JSON [`Value`], or a `Result` of one with an error that is
+/// `Into<ToolError>`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a preview must return a text, a `serde_json::Value`, or a `Result` of one, not `{Self}`",
+    label = "return `String` (\"would refund 2590 of 12000 cents\") or a `Value` here",
+    note = "a preview is `fn(&Args, &Ctx<S>) -> String`: what the call would do, without doing it"
+)]
+pub trait PreviewOutput {
+    /// The preview as the dispatcher's data.
+    fn into_preview(self) -> Result<Value, ToolError>;
+}
+
+impl PreviewOutput for String {
+    fn into_preview(self) -> Result<Value, ToolError> {
+        Ok(Value::String(self))
+    }
+}
+
+impl PreviewOutput for &str {
+    fn into_preview(self) -> Result<Value, ToolError> {
+        Ok(Value::from(self))
+    }
+}
+
+impl PreviewOutput for Value {
+    fn into_preview(self) -> Result<Value, ToolError> {
+        Ok(self)
+    }
+}
+
+impl<T: PreviewOutput, E: Into<ToolError>> PreviewOutput for Result<T, E> {
+    fn into_preview(self) -> Result<Value, ToolError> {
+        self.map_err(Into::into)?.into_preview()
+    }
+}
+
+/// Turns what a preview function returned into the dispatcher's terms.
+#[doc(hidden)]
+pub fn preview_output<R: PreviewOutput>(returned: R) -> Result<Value, ToolError> {
+    returned.into_preview()
 }
 
 /// What a `reconcile` function may return: a future of
@@ -701,7 +779,7 @@ mod tests {
             &[]
         }
 
-        fn from_object(_: &Map<String, Value>, _: &mut FieldErrors) -> Option<Self> {
+        fn from_members(_: &Members<'_>, _: &mut FieldErrors) -> Option<Self> {
             Some(NoArgs {})
         }
     }
@@ -728,6 +806,7 @@ mod tests {
                     description: "Cancels.",
                     side_effect: true,
                     high_risk: false,
+                    untrusted_output: false,
                     timeout_ms: None,
                     max_output_bytes: None,
                     state: None,

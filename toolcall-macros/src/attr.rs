@@ -11,12 +11,16 @@ use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 use crate::ctxt::Ctxt;
 use crate::msg;
 
-/// `#[tool(side_effect, high_risk, check = path, name = "...", args = "...", crate = path)]`.
+/// `#[tool(side_effect, high_risk, untrusted_output, check = path, preview = path, name = "...", args = "...", crate = path)]`.
 #[derive(Default)]
 pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
     pub high_risk: Option<Span>,
+    /// What the tool returns was written by strangers: it taints the session.
+    pub untrusted_output: Option<Span>,
     pub check: Option<Path>,
+    /// What a dry run of the call says it would do.
+    pub preview: Option<Path>,
     pub reconcile: Option<Path>,
     pub name: Option<LitStr>,
     pub version: Option<syn::LitInt>,
@@ -36,11 +40,13 @@ impl ToolAttr {
             match key_name.as_str() {
                 "side_effect" => set(cx, &mut attr.side_effect, &key, key.span()),
                 "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
-                "check" | "reconcile" | "crate" => {
+                "untrusted_output" => set(cx, &mut attr.untrusted_output, &key, key.span()),
+                "check" | "reconcile" | "preview" | "crate" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
                         "check" => &mut attr.check,
                         "reconcile" => &mut attr.reconcile,
+                        "preview" => &mut attr.preview,
                         _ => &mut attr.krate,
                     };
                     match expr {
@@ -51,6 +57,7 @@ impl ToolAttr {
                         }) => {
                             cx.error_spanned_by(&text, msg::quoted_path(&key_name, &text.value()))
                         }
+                        other if key_name == "preview" => cx.error_spanned_by(other, PREVIEW_PATH),
                         other => cx.error_spanned_by(other, msg::expected_path(&key_name)),
                     }
                 }
@@ -106,6 +113,8 @@ impl ToolAttr {
         attr
     }
 }
+
+const PREVIEW_PATH: &str = "`preview` takes the path of a function, for example `preview = preview_refund`: `fn(&Args, &Ctx<S>) -> String`, what a dry run of the call says it would do";
 
 /// A number written in `min = ...` / `max = ...`. Integers are read wider
 /// than a bound can be, so that one out of range is an error that says so.

@@ -148,6 +148,28 @@ fn expand(tool: &ToolFn) -> TokenStream {
     let description = &tool.description;
     let side_effect = tool.attr.side_effect.is_some();
     let high_risk = tool.attr.high_risk.is_some();
+    let untrusted_output = tool.attr.untrusted_output.is_some();
+    // `preview = path`: `fn(&Args, &Ctx<S>) -> String` (or a `Value`), its
+    // context's state read from its signature.
+    let preview_fn = tool.attr.preview.as_ref().map(|path| {
+        let call = respan(
+            quote! {
+                let __toolcall_ctx = #private::Ctx::from_call(__toolcall_cx);
+                ::core::option::Option::Some(__toolcall_ctx.and_then(|__toolcall_ctx| {
+                    #private::preview_output(#path(__toolcall_args, &__toolcall_ctx))
+                }))
+            },
+            path.span(),
+        );
+        quote! {
+            fn preview(
+                __toolcall_args: &Self::Args,
+                __toolcall_cx: &#private::CallContext,
+            ) -> ::core::option::Option<::core::result::Result<#private::serde_json::Value, #private::ToolError>> {
+                #call
+            }
+        }
+    });
     let timeout_ms = match &tool.attr.timeout_ms {
         Some(ms) => {
             let ms: u64 = ms.base10_parse().unwrap_or(1);
@@ -486,8 +508,8 @@ fn expand(tool: &ToolFn) -> TokenStream {
                 &__TOOLCALL_FIELDS
             }
 
-            fn from_object(
-                __toolcall_object: &#private::serde_json::Map<::std::string::String, #private::serde_json::Value>,
+            fn from_members(
+                __toolcall_object: &#private::Members<'_>,
                 __toolcall_errors: &mut #private::FieldErrors,
             ) -> ::core::option::Option<Self> {
                 #probes
@@ -507,6 +529,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
                         description: #description,
                         side_effect: #side_effect,
                         high_risk: #high_risk,
+                        untrusted_output: #untrusted_output,
                         timeout_ms: #timeout_ms,
                         max_output_bytes: #max_output_bytes,
                         state: #state,
@@ -538,6 +561,8 @@ fn expand(tool: &ToolFn) -> TokenStream {
             }
 
             #reconcile_fn
+
+            #preview_fn
         }
 
         #private::inventory::submit! {

@@ -1,7 +1,7 @@
 //! Every message the macro can print, in one place: lowercase, no trailing
 //! period, the syntax quoted, the fix said.
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `args = \"...\"`, `crate = path`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `untrusted_output`, `preview = path`, `args = \"...\"`, `crate = path`";
 pub(crate) const BAD_OUTPUT_BUDGET: &str = "`max_output_bytes` is a whole number of bytes from 256, for example `max_output_bytes = 16384`: the most of a result's text the model gets";
 pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`, `resource`";
 pub(crate) const RESOURCE_KIND: &str = "`resource` takes an optional kind: `#[arg(resource)]` (the kind is the parameter's name) or `#[arg(resource = \"order\")]`, so that tools naming the same kind of resource wait for each other";

@@ -14,6 +14,8 @@ use crate::msg;
 /// Parameter names the host owns.
 const RESERVED: [&str; 3] = ["confirmed", "idempotency_key", "session_id"];
 
+const UNTRUSTED_HIGH_RISK: &str = "`untrusted_output` marks a tool that reads text strangers wrote (messages, reviews, web pages), not one that changes things: keep it on the reading tool; a `high_risk` tool is asked about anyway";
+
 pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     let sig = &tool.item.sig;
     if let (Some(high_risk), None) = (tool.attr.high_risk, tool.attr.side_effect) {
@@ -21,6 +23,11 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             high_risk,
             msg::HIGH_RISK_WITHOUT_SIDE_EFFECT,
         ));
+    }
+    if let (Some(untrusted), Some(_)) = (tool.attr.untrusted_output, tool.attr.high_risk) {
+        // A tool whose output strangers wrote is where the model reads
+        // them, not what they make it do: marking the sink is the mistake.
+        cx.push(syn::Error::new(untrusted, UNTRUSTED_HIGH_RISK));
     }
     if let (Some(reconcile), None) = (&tool.attr.reconcile, tool.attr.side_effect) {
         cx.error_spanned_by(reconcile, msg::RECONCILE_WITHOUT_SIDE_EFFECT);

@@ -37,6 +37,7 @@
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
 //! | `toolcall_approvals` | approval: pending, then a person's decision (the inbox), when a call used it up and what came of it, with the session as given (not indexed) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
+//! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //! | `toolcall_schema_version` | the schema's version (one row) | |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
@@ -53,7 +54,8 @@
 //!   except a claim whose lease is still running;
 //! * undecided approvals past their expiry, and decided ones (the inbox's
 //!   history) once their expiry is older than the retention window;
-//! * resource locks whose lease ran out.
+//! * resource locks whose lease ran out;
+//! * the taint of untrusted output, untouched for the retention window.
 //!
 //! Each is a range scan on an index, and skips rows another transaction
 //! holds, so replicas purging at once neither wait nor deadlock.
@@ -81,11 +83,11 @@ use tokio_postgres::{AsyncMessage, Client, NoTls, Row};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Outcome,
-    PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
+    PendingApproval, Store, StoreError, TaintHit, TakeApproval, now_ms, session_key,
 };
 
 /// The schema this version writes, kept in `toolcall_schema_version`.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// schema and one from that release take the same upgrades.
@@ -160,6 +162,19 @@ CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (cre
 CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
 ";
 
+/// Version 3: the taint of untrusted output, per session: one row marks
+/// the session (`print` empty), one more per fingerprint (hex digests of
+/// the values, never the text), purged with the session's other rows.
+const UPGRADE_V3: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_taint (
+    session    TEXT NOT NULL,
+    print      TEXT NOT NULL,
+    touched_ms BIGINT NOT NULL,
+    PRIMARY KEY (session, print)
+);
+CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
+";
+
 /// The columns of an approval, in the order [`read_entry`] reads them.
 const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
                                 expires_ms, decision, used_ms, result";
@@ -203,6 +218,12 @@ WITH steps AS (
         LIMIT $3 FOR UPDATE SKIP LOCKED)
     AND expires_ms <= $2 AND (decision IS NULL OR expires_ms < $1)
     RETURNING 1
+), taint AS (
+    DELETE FROM toolcall_taint WHERE (session, print) IN (
+        SELECT session, print FROM toolcall_taint WHERE touched_ms < $1
+        LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND touched_ms < $1
+    RETURNING 1
 ), locks AS (
     DELETE FROM toolcall_locks WHERE resource_key IN (
         SELECT resource_key FROM toolcall_locks WHERE until_ms <= $2
@@ -212,7 +233,7 @@ WITH steps AS (
 )
 SELECT (SELECT count(*) FROM steps), (SELECT count(*) FROM calls),
        (SELECT count(*) FROM records), (SELECT count(*) FROM approvals),
-       (SELECT count(*) FROM locks)
+       (SELECT count(*) FROM locks), (SELECT count(*) FROM taint)
 ";
 
 /// Writes through one handle between two automatic purges, by default.
@@ -250,12 +271,15 @@ pub struct Purged {
     pub approvals: usize,
     /// Resource locks whose lease ran out.
     pub locks: usize,
+    /// Rows of untrusted output's taint (a session's mark, a fingerprint)
+    /// untouched for the retention window.
+    pub taint: usize,
 }
 
 impl Purged {
     /// Rows deleted, of every kind.
     pub fn total(&self) -> usize {
-        self.steps + self.calls + self.records + self.approvals + self.locks
+        self.steps + self.calls + self.records + self.approvals + self.locks + self.taint
     }
 }
 
@@ -320,6 +344,7 @@ impl PostgresStore {
             records: count(2),
             approvals: count(3),
             locks: count(4),
+            taint: count(5),
         })
     }
 
@@ -430,6 +455,11 @@ async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
     }
     if found < 2 {
         tx.batch_execute(UPGRADE_V2)
+            .await
+            .map_err(StoreError::new)?;
+    }
+    if found < 3 {
+        tx.batch_execute(UPGRADE_V3)
             .await
             .map_err(StoreError::new)?;
     }
@@ -566,6 +596,68 @@ impl Store for PostgresStore {
             &session_key(session),
         )
         .await
+    }
+
+    async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT count FROM toolcall_steps WHERE session = $1",
+                &[&session_key(session)],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        Ok(row.map_or(0, |row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)))
+    }
+
+    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let mut prints: Vec<&str> = vec![""];
+        prints.extend(fingerprints.iter().map(String::as_str));
+        client
+            .execute(
+                "INSERT INTO toolcall_taint (session, print, touched_ms)
+                 SELECT $1, p, $3 FROM unnest($2::TEXT[]) AS p
+                 ON CONFLICT (session, print) DO UPDATE SET touched_ms = EXCLUDED.touched_ms",
+                &[&session_key(session), &prints, &to_sql(now_ms())],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        self.wrote().await;
+        Ok(())
+    }
+
+    async fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> Result<TaintHit, StoreError> {
+        let client = self.client().await?;
+        let mut prints: Vec<&str> = vec![""];
+        prints.extend(
+            fingerprints
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !p.is_empty()),
+        );
+        let rows = client
+            .query(
+                "SELECT print FROM toolcall_taint WHERE session = $1 AND print = ANY($2::TEXT[])",
+                &[&session_key(session), &prints],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        let found: std::collections::HashSet<String> =
+            rows.iter().map(|row| row.get::<_, String>(0)).collect();
+        if !found.contains("") {
+            return Ok(TaintHit::default());
+        }
+        let seen = fingerprints
+            .iter()
+            .filter(|p| !p.is_empty() && found.contains(*p))
+            .cloned()
+            .collect();
+        Ok(TaintHit::new(true, seen))
     }
 
     async fn count_call(&self, key: &str) -> Result<u64, StoreError> {

@@ -225,7 +225,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -246,7 +246,8 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
                 "toolcall_calls_touched",
                 "toolcall_locks_until",
                 "toolcall_records_touched",
-                "toolcall_steps_touched"
+                "toolcall_steps_touched",
+                "toolcall_taint_touched"
             ]
         );
 
@@ -298,14 +299,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 3")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 4")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 3, newer"), "{error}");
+        assert!(error.contains("version 4, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -416,6 +417,7 @@ fn the_store_purges_what_expired_by_itself() {
                 records: 1,
                 approvals: 0,
                 locks: 0,
+                taint: 0,
             }
         );
         assert_eq!(rows(&client, "toolcall_records").await, ["r-held"]);
@@ -480,7 +482,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(

@@ -31,6 +31,7 @@
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
 //! | `toolcall_approvals` | approval: pending, then a person's decision (the inbox), when a call used it up and what came of it, with the session as given | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
+//! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
 //! (and a completed key) as it is.
@@ -46,7 +47,8 @@
 //!   except a claim whose lease is still running;
 //! * undecided approvals past their expiry, and decided ones (the inbox's
 //!   history) once their expiry is older than the retention window;
-//! * resource locks whose lease ran out.
+//! * resource locks whose lease ran out;
+//! * the taint of untrusted output, untouched for the retention window.
 //!
 //! Each is a range scan on an index. [`purge`](SqliteStore::purge) deletes
 //! all of it at once, for a timer or a maintenance job. A record dropped this
@@ -73,11 +75,11 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Outcome,
-    PendingApproval, Store, StoreError, TakeApproval, now_ms, session_key,
+    PendingApproval, Store, StoreError, TaintHit, TakeApproval, now_ms, session_key,
 };
 
 /// The schema this version writes: the file's `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// file and a file from that release take the same upgrades.
@@ -158,6 +160,19 @@ CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (cre
 CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
 ";
 
+/// Version 3: the taint of untrusted output, per session: one row marks
+/// the session (`print` empty), one more per fingerprint (hex digests of
+/// the values, never the text), purged with the session's other rows.
+const UPGRADE_V3: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_taint (
+    session    TEXT NOT NULL,
+    print      TEXT NOT NULL,
+    touched_ms INTEGER NOT NULL,
+    PRIMARY KEY (session, print)
+);
+CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
+";
+
 /// The columns of an approval, in the order [`read_entry`] reads them.
 const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
                                 expires_ms, decision, used_ms, result";
@@ -199,12 +214,15 @@ pub struct Purged {
     pub approvals: usize,
     /// Resource locks whose lease ran out.
     pub locks: usize,
+    /// Rows of untrusted output's taint (a session's mark, a fingerprint)
+    /// untouched for the retention window.
+    pub taint: usize,
 }
 
 impl Purged {
     /// Rows deleted, of every kind.
     pub fn total(&self) -> usize {
-        self.steps + self.calls + self.records + self.approvals + self.locks
+        self.steps + self.calls + self.records + self.approvals + self.locks + self.taint
     }
 }
 
@@ -317,6 +335,7 @@ impl SqliteStore {
                 "expires_ms <= ?2 AND (decision IS NULL OR expires_ms < ?1)",
             )?,
             locks: delete("toolcall_locks", "until_ms <= ?2")?,
+            taint: delete("toolcall_taint", "touched_ms < ?1")?,
         };
         tx.commit().map_err(StoreError::new)?;
         Ok(purged)
@@ -404,6 +423,9 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     }
     if found < 2 {
         tx.execute_batch(UPGRADE_V2)?;
+    }
+    if found < 3 {
+        tx.execute_batch(UPGRADE_V3)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -530,6 +552,73 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
         self.count("toolcall_steps", "session", &session_key(session))
+    }
+
+    async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
+        let count: Option<i64> = self
+            .conn()
+            .query_row(
+                "SELECT count FROM toolcall_steps WHERE session = ?1",
+                [session_key(session)],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(StoreError::new)?;
+        Ok(count.map_or(0, from_sql))
+    }
+
+    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
+        let session = session_key(session);
+        let now = to_sql(now_ms());
+        {
+            let mut conn = self.conn();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::new)?;
+            {
+                let mut insert = tx
+                    .prepare(
+                        "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
+                    )
+                    .map_err(StoreError::new)?;
+                for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str)) {
+                    insert
+                        .execute(params![session, print, now])
+                        .map_err(StoreError::new)?;
+                }
+            }
+            tx.commit().map_err(StoreError::new)?;
+        }
+        self.wrote();
+        Ok(())
+    }
+
+    async fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> Result<TaintHit, StoreError> {
+        let session = session_key(session);
+        let conn = self.conn();
+        let mut select = conn
+            .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2")
+            .map_err(StoreError::new)?;
+        let mut has = |print: &str| {
+            select
+                .exists(params![session, print])
+                .map_err(StoreError::new)
+        };
+        if !has("")? {
+            return Ok(TaintHit::default());
+        }
+        let mut seen = Vec::new();
+        for print in fingerprints {
+            if !print.is_empty() && has(print)? {
+                seen.push(print.clone());
+            }
+        }
+        Ok(TaintHit::new(true, seen))
     }
 
     async fn count_call(&self, key: &str) -> Result<u64, StoreError> {

@@ -221,7 +221,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), 3);
     block_on(async {
         assert_eq!(
             store.next_step("old-session").await.unwrap(),
@@ -301,7 +301,8 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             "toolcall_calls_touched",
             "toolcall_locks_until",
             "toolcall_records_touched",
-            "toolcall_steps_touched"
+            "toolcall_steps_touched",
+            "toolcall_taint_touched"
         ]
     );
 
@@ -340,10 +341,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 3")
+        .execute_batch("PRAGMA user_version = 4")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 3, newer"), "{error}");
+    assert!(error.contains("version 4, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -353,6 +354,7 @@ fn rows(path: &Path, table: &str) -> Vec<String> {
     let column = match table {
         "toolcall_approvals" => "id",
         "toolcall_locks" => "resource",
+        "toolcall_taint" => "print",
         "toolcall_steps" => "session",
         _ => "key",
     };
@@ -449,6 +451,7 @@ fn the_store_purges_what_expired_by_itself() {
             records: 1,
             approvals: 0,
             locks: 0,
+            taint: 0,
         }
     );
     assert_eq!(rows(&path, "toolcall_records"), ["r-held"]);
@@ -507,7 +510,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), 3);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -575,4 +578,25 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
         "past the retention window"
     );
     assert!(rows(&path, "toolcall_approvals").is_empty());
+}
+
+#[test]
+fn taint_is_purged_with_the_session_after_the_retention_window() {
+    let path = fresh_dir("taint-purge").join("store.db");
+    let store = SqliteStore::open(&path)
+        .unwrap()
+        .retention(Duration::from_millis(1))
+        .purge_every(0);
+    let print = "ab".repeat(32);
+    block_on(async {
+        store.add_taint("s", &[print.clone()]).await.unwrap();
+        assert!(store.tainted("s", &[print.clone()]).await.unwrap().any);
+    });
+    // The mark and the fingerprint; never the text.
+    assert_eq!(rows(&path, "toolcall_taint").len(), 2);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(store.purge().unwrap().taint, 2);
+    block_on(async {
+        assert!(!store.tainted("s", &[print]).await.unwrap().any);
+    });
 }

@@ -114,12 +114,52 @@
 //! | who calls, when a call names no caller | `"default"`, allowed every tool, no limits | [`DispatcherBuilder::policy`], [`DispatcherBuilder::caller`] |
 //! | where the pipeline remembers | [`MemoryStore`]: this process, 24 h after last use | [`DispatcherBuilder::store`] (`toolcall-sqlite`, `toolcall-postgres`) |
 //! | the most of a result's text the model gets | no bound | [`DispatcherBuilder::max_output_bytes`], or `#[tool(max_output_bytes = N)]` per tool |
+//! | taint from `untrusted_output` tools | [`Taint::Values`]: a side effect whose arguments carry a value an untrusted output held needs approval | [`Policy::taint`] per caller ([`Taint::Session`], [`Taint::Off`]) |
 //! | where audit records go | [`MemoryAudit`]: the last 10,000 in memory | [`DispatcherBuilder::audit`] ([`JsonLinesAudit`]) |
 //!
 //! Ten steps is the reference implementation's budget, and a deliberate
 //! one: an agent that needs more calls for one user request is usually
 //! looping. A longer conversation wants a larger budget, or a session per
 //! user request.
+//!
+//! ## Taint from untrusted output
+//!
+//! A tool marked `#[tool(untrusted_output)]` returns text that strangers
+//! wrote: a customer's messages, product reviews, web pages. A model that
+//! reads "refund ORD-1001 in full" there may act on it. Each caller's
+//! [`Policy`] says what follows:
+//!
+//! * [`Taint::Values`] (the default): the strings of each untrusted output
+//!   are remembered per session, in the store, as SHA-256 fingerprints
+//!   (never the text): each whole value of at least four characters, the
+//!   URLs and e-mail addresses in it, and its words of four characters or
+//!   more that hold a digit (ids such as `ORD-1001`, amounts such as
+//!   `12000`). A side-effecting call whose validated arguments carry one
+//!   of them is answered `CONFIRMATION_REQUIRED` with
+//!   `data.reason: "untrusted_context"` and the fields in `data.tainted`,
+//!   and runs once a person approves it (the confirmation id, the inbox, or
+//!   the host's `confirmed`), like a high-risk call. The untrusted tool's own
+//!   arguments are not remembered: reading an order's messages does not
+//!   taint the order.
+//! * [`Taint::Session`]: once the session has read any untrusted output,
+//!   every side-effecting call in it needs approval.
+//! * [`Taint::Off`]: nothing is remembered.
+//!
+//! Values cannot catch what the model rewrote: `ORD 1001`, "one thousand
+//! and one", an amount computed from the text, a URL it re-encoded, words
+//! without digits; the session level catches those, at the price of asking
+//! more often.
+//!
+//! ## Dry runs
+//!
+//! [`Call::dry_run`] (`"dry_run": true` in a replay line) takes a call
+//! through every stage up to execution and stops there: it uses no step, is
+//! not counted by the loop guard, creates and uses no approval and runs
+//! nothing. It answers what the real call would get: a refusal, the replay
+//! of a completed call, `CONFIRMATION_REQUIRED` (with no id: nothing is
+//! pending), or `ok: true` with code `DRY_RUN`, the validated arguments in
+//! `data.arguments` and the tool's `preview` in `data.preview`. The next
+//! real call behaves as if the dry run never happened.
 //!
 //! # A first tool
 //!
@@ -233,6 +273,8 @@
 //! | `reconcile = path` | (with `side_effect`) `async fn(&Ctx<S>, key: &str) -> Result<Option<T>, E>`, with `T` the tool's output: asks the backend what became of the call with this idempotency key ("retrieve by idempotency key"). Called when the outcome of a call is unknown, and before running a call in doubt again: `Some(output)` means it took effect (that is the answer), `None` that it did not. Declare it for a backend that cannot deduplicate by key |
 //! | `timeout_ms = N` | one attempt may run this long before `TIMEOUT` (overrides [`Settings::timeout`]) |
 //! | `max_output_bytes = N` | the most of a result's text the model gets (overrides [`Settings::max_output_bytes`]); a larger result is cut to fit, still valid JSON, with `data.truncated: true` |
+//! | `untrusted_output` | the tool's output carries text written by strangers (messages, reviews, pages, e-mails): after it, a side-effecting call in the session needs a person's approval, as the caller's [`Policy::taint`] says (see [Taint](#taint-from-untrusted-output)); not with `high_risk` |
+//! | `preview = path` | a function taking the same parameters as the `check` and returning text or a `Value` (or a `Result` of one): what the call would do, answered to a dry run ([`Call::dry_run`]) as `data.preview`, for example "would refund 2590 of 12000 cents of ORD-1001" |
 //! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
 //! | `version = N` | publishes the tool as `<name>_vN`, so `refund_order_v2` can live beside `refund_order` while models and stored conversations move over |
 //! | `args = "Name"` | the name of the generated argument struct (default `<Name>Args`), when a type of yours already has that name |
@@ -584,8 +626,8 @@ pub mod __private {
     pub use serde_json;
     pub use toolcall_core::__private::*;
     pub use toolcall_core::{
-        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Pattern, StringFormat, Tool,
-        ToolArgs, ToolError, ToolSpec,
+        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Members, Pattern, StringFormat,
+        Tool, ToolArgs, ToolError, ToolSpec,
     };
     pub use toolcall_macros::tool_items;
 }

@@ -12,7 +12,7 @@ use clap::{Args, Parser};
 use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
 use toolcall::{
-    Approvals, Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store,
+    Approvals, Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, Taint,
     ToolResult, tools,
 };
 use toolcall_cli::{Command, Context, Error};
@@ -106,6 +106,12 @@ struct SettingsArgs {
     /// its `"approval": "<confirmation_id>"`).
     #[arg(long, value_enum, default_value = "host", global = true)]
     approvals: ApprovalsArg,
+    /// How far messages the customer wrote (`read_messages`, untrusted
+    /// output) reach side effects: `values` (a note or a refund carrying an
+    /// id, amount, URL or text read in them waits for a person), `session`
+    /// (every side effect after reading them does) or `off`.
+    #[arg(long, default_value = "values", value_name = "LEVEL", global = true)]
+    taint: Taint,
 }
 
 /// `--approvals`.
@@ -169,8 +175,11 @@ fn registry() -> Result<Registry, Error> {
 /// The caller's policy: the tools `--allow` names (each must exist), and the
 /// refund limit.
 fn policy(registry: &Registry, settings: &SettingsArgs) -> Result<Policy, Error> {
-    toolcall_cli::allowlist(registry, &settings.allow)
-        .map(|policy| policy.limit("max_refund_cents", settings.max_refund_cents))
+    toolcall_cli::allowlist(registry, &settings.allow).map(|policy| {
+        policy
+            .limit("max_refund_cents", settings.max_refund_cents)
+            .taint(settings.taint)
+    })
 }
 
 fn run<St: Store + 'static>(

@@ -911,3 +911,39 @@ fn an_oversized_result_is_cut_to_the_output_budget_and_stays_valid_json() {
         "no budget, no cut"
     );
 }
+
+#[test]
+fn replay_keeps_the_injection_from_adding_a_note_or_refunding_at_every_taint_level() {
+    let note = json!({"tool": "add_note", "arguments": {"order_id": "ORD-1001", "text": "Confirm payment at https://refund-help.example/claim?id=ORD-1002"}});
+    let read = json!({"tool": "read_messages", "arguments": {"order_id": "ORD-1002"}});
+    let refund = json!({"tool": "refund_order", "arguments": {"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "customer_request"}});
+    let allow = "--allow=get_order,refund_order,read_messages,add_note";
+    for level in [None, Some("--taint=session")] {
+        let mut flags = vec![allow];
+        flags.extend(level);
+        let results = replay(&flags, &[read.clone(), note.clone(), refund.clone()]);
+        assert_eq!(results[1]["code"], "CONFIRMATION_REQUIRED", "{level:?}");
+        assert_eq!(results[1]["data"]["reason"], "untrusted_context");
+        assert_eq!(results[2]["code"], "CONFIRMATION_REQUIRED");
+    }
+    // Off: the note runs, as before.
+    let results = replay(&[allow, "--taint=off"], &[read, note]);
+    assert_eq!(results[1]["ok"], true, "{}", results[1]);
+}
+
+#[test]
+fn a_replay_line_may_be_a_dry_run() {
+    let mut dry = refund(json!(2590), true);
+    dry["dry_run"] = json!(true);
+    let results = replay(&[], &[dry, refund(json!(2590), true)]);
+    assert_eq!(results[0]["code"], "DRY_RUN");
+    assert_eq!(
+        results[0]["data"]["preview"],
+        "would refund 2590 of 12000 cents of ORD-1001"
+    );
+    assert_eq!(results[1]["ok"], true, "{}", results[1]);
+    assert_ne!(
+        results[1]["replayed"], true,
+        "the dry run left nothing to replay"
+    );
+}

@@ -258,6 +258,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 approved_by: Some(decision.by.to_owned()),
                 in_doubt: super::is_in_doubt(&result),
                 cut: Vec::new(),
+                tainted: None,
+                dry_run: false,
             },
             &span,
         );

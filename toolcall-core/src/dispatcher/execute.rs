@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use super::Dispatcher;
 use super::messages::{Details, Failure};
 use super::pipeline::{Prepared, Stage};
+use crate::args::Members;
 use crate::error::ToolError;
 use crate::result::{Code, ToolResult};
 use crate::store::{Claim, Store, StoreError, now_ms};
@@ -50,14 +51,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let Prepared {
             spec,
             validated,
-            object,
+            members,
             key,
             arguments,
             ..
         } = prepared;
         let name = spec.name();
         if !spec.side_effect() {
-            return match self.execute_with_retries(spec, validated, object, cx).await {
+            return match self
+                .execute_with_retries(spec, validated, members, cx)
+                .await
+            {
                 Ok(data) => Ok(ToolResult::success(name, data)),
                 Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
             };
@@ -77,7 +81,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Ok(stored);
         }
         let lease = self.lease(spec);
-        let running = self.execute_with_retries(spec, validated, object, cx);
+        let running = self.execute_with_retries(spec, validated, members, cx);
         let outcome = while_renewing(running, lease, |now, lease_ms| {
             self.store.renew(&key, now, lease_ms)
         })
@@ -230,7 +234,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         spec: &'static ToolSpec,
         validated: Box<dyn Validated>,
-        object: &Map<String, Value>,
+        members: Members<'_>,
         cx: &CallContext,
     ) -> Result<Map<String, Value>, Unfinished> {
         let name = spec.name();
@@ -242,7 +246,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             let args = match first.take() {
                 Some(args) => args,
                 None => spec
-                    .validate(object)
+                    .validate_members(&members)
                     .map_err(|_| Unfinished::Known(self.fail(Failure::InternalError, name)))?,
             };
             let running = CatchUnwind(args.call(cx));

@@ -151,6 +151,7 @@ pub struct Call<'a> {
     confirmed: bool,
     approval: Option<&'a str>,
     call_id: Option<&'a str>,
+    dry_run: bool,
 }
 
 impl<'a> Call<'a> {
@@ -165,6 +166,7 @@ impl<'a> Call<'a> {
             confirmed: false,
             approval: None,
             call_id: None,
+            dry_run: false,
         }
     }
 
@@ -202,6 +204,26 @@ impl<'a> Call<'a> {
     pub fn call_id(mut self, call_id: &'a str) -> Self {
         self.call_id = Some(call_id);
         self
+    }
+
+    /// A dry run: the call goes through every stage up to execution
+    /// (lookup, validation, replay of a completed side effect, the check,
+    /// the policy, the approval) and stops there. It uses no step, is not
+    /// counted by the loop guard, creates no pending approval, takes no
+    /// approval up and runs nothing: it answers what the real call would
+    /// get, and where that call would run, `ok: true` with code `DRY_RUN`,
+    /// the validated arguments in `data.arguments` and, when the tool
+    /// declares `#[tool(preview = path)]`, what it would do in
+    /// `data.preview`. A high-risk (or tainted) call without approval is
+    /// answered `CONFIRMATION_REQUIRED` without a `confirmation_id`.
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Whether the call is a dry run ([`Call::dry_run`]).
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
     }
 
     /// The tool asked for.
@@ -592,7 +614,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let at_ms = crate::store::now_ms();
         let caller = call.caller.unwrap_or(&self.caller);
         let span = call_span(Some(call.tool), call.call_id);
-        let (step, mut result, carried) = self.run(&call, caller).instrument(span.clone()).await;
+        let (step, mut result, carried, tainted) =
+            self.run(&call, caller).instrument(span.clone()).await;
         let mut cut = Vec::new();
         self.fit_output(call.tool, &mut result, &mut cut);
         let confirmed = call.confirmed
@@ -623,6 +646,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 approved_by: carried.as_ref().map(|c| c.by.clone()),
                 in_doubt: is_in_doubt(&result),
                 cut,
+                tainted: tainted.clone(),
+                dry_run: call.dry_run,
             },
             &span,
         );
@@ -647,6 +672,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     approved_by: None,
                     in_doubt: is_in_doubt(&result),
                     cut: Vec::new(),
+                    tainted,
+                    dry_run: false,
                 },
                 &span,
             );

@@ -14,13 +14,16 @@ use super::messages::{Details, Failure};
 use super::twins::Active;
 use super::{Approvals, Call, Dispatcher};
 use crate::args::Constraint;
+use crate::args::Members;
 use crate::canonical::{digest, idempotency_key};
 use crate::error::ToolError;
-use crate::parse::parse_object;
-use crate::policy::{Caller, Policy};
+use crate::parse::{Arguments, parse_object, raw_members};
+use crate::policy::{Caller, Policy, Taint};
 use crate::result::{Code, ToolResult};
 use crate::store::{Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms};
+use crate::taint;
 use crate::tool::{CallContext, ToolSpec, Validated};
+use std::collections::BTreeSet;
 
 /// A stage that says no returns the finished result as its error: the
 /// rejection *is* the answer.
@@ -45,8 +48,13 @@ pub(super) enum Approval<'a> {
 pub(super) struct Prepared<'a> {
     pub spec: &'static ToolSpec,
     pub validated: Box<dyn Validated>,
-    pub object: &'a Map<String, Value>,
+    /// Where the arguments came from, for a retry's fresh copy.
+    pub members: Members<'a>,
     pub arguments: Value,
+    /// Whether untrusted output taints the call (see `taint_of`), as the
+    /// pipeline found before stage 5; `None` for a call a person's
+    /// decision carries out.
+    pub tainted: Option<Vec<String>>,
     pub key: String,
     pub session: &'a str,
     pub caller: &'a Caller,
@@ -54,22 +62,35 @@ pub(super) struct Prepared<'a> {
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
-    /// The call's step, its answer, and the person's decision it carried
-    /// out, if it brought one (for the audit).
+    /// The call's step, its answer, the person's decision it carried out,
+    /// if it brought one, and its taint, if it had one (for the audit).
     pub(super) async fn run(
         &self,
         call: &Call<'_>,
         caller: &Caller,
-    ) -> (u64, ToolResult, Option<Carried>) {
-        let step = match self.store.next_step(call.session).await {
+    ) -> (u64, ToolResult, Option<Carried>, Option<Vec<String>>) {
+        // A dry run uses no step: it reads the step the real call would be.
+        let step = if call.dry_run {
+            self.store
+                .peek_step(call.session)
+                .await
+                .map(|step| step.saturating_add(1))
+        } else {
+            self.store.next_step(call.session).await
+        };
+        let step = match step {
             Ok(step) => step,
-            Err(error) => return (0, self.store_unavailable(call.tool, &error), None),
+            Err(error) => return (0, self.store_unavailable(call.tool, &error), None, None),
         };
         let mut carried = None;
-        let result = match self.pipeline(call, caller, step, &mut carried).await {
+        let mut tainted = None;
+        let result = match self
+            .pipeline(call, caller, step, &mut carried, &mut tainted)
+            .await
+        {
             Ok(result) | Err(result) => result,
         };
-        (step, result, carried)
+        (step, result, carried, tainted)
     }
 
     async fn pipeline(
@@ -78,6 +99,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         step: u64,
         carried: &mut Option<Carried>,
+        tainted: &mut Option<Vec<String>>,
     ) -> Stage<ToolResult> {
         let name = call.tool;
 
@@ -89,34 +111,59 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // 1. Lookup and allowlist.
         let spec = self.resolve(name, caller.policy())?;
 
-        // 2. Parse.
-        let object = parse_object(
-            call.arguments,
-            self.settings.max_argument_bytes,
-            self.settings.max_depth,
-        )
-        .map_err(|error| {
-            let error = error.to_string();
-            self.fail_with(
-                Failure::InvalidJson,
-                name,
-                &Details::detail(&error),
-                Map::new(),
-            )
-        })?;
-
-        // 3. Strict validation.
-        let prepared = self.prepare(spec, &object, call.session, caller, step, None)?;
+        // 2 and 3. Parse and strict validation. The common case, a raw
+        // object plainly within the parse's bounds and valid, is read in one
+        // pass, each member's text straight into its field's type; anything
+        // else takes the full parse and validation, whose errors say all that
+        // is wrong.
+        let raw = match call.arguments {
+            Arguments::Raw(raw) if raw.len() <= self.settings.max_argument_bytes => {
+                raw_members(raw, self.settings.max_depth)
+            }
+            _ => None,
+        };
+        let fast = raw.as_deref().and_then(|members| {
+            let members = Members::Raw(members);
+            let validated = spec.validate_members(&members).ok()?;
+            Some((members, validated))
+        });
+        let object;
+        let mut prepared = match fast {
+            Some((members, validated)) => {
+                self.prepared(spec, members, validated, call.session, caller, step, None)?
+            }
+            None => {
+                object = parse_object(
+                    call.arguments,
+                    self.settings.max_argument_bytes,
+                    self.settings.max_depth,
+                )
+                .map_err(|error| {
+                    let error = error.to_string();
+                    self.fail_with(
+                        Failure::InvalidJson,
+                        name,
+                        &Details::detail(&error),
+                        Map::new(),
+                    )
+                })?;
+                self.prepare(spec, &object, call.session, caller, step, None)?
+            }
+        };
 
         // 4. Idempotency: the key comes from the validated, canonical arguments.
         // This call is one of the key's calls in flight from before it is
         // counted until it is answered (the guard drops with this frame).
+        // A dry run is not counted: it is not the model repeating itself.
         let mut active = self.twins.enter(&prepared.key);
-        let calls = self
-            .store
-            .count_call(&prepared.key)
-            .await
-            .map_err(|error| self.store_unavailable(name, &error))?;
+        let calls = if call.dry_run {
+            0
+        } else {
+            self.store
+                .count_call(&prepared.key)
+                .await
+                .map_err(|error| self.store_unavailable(name, &error))?
+        };
         if calls > self.settings.max_duplicate_calls
             && let Some(mut stored) = self
                 .guard_loop(prepared.spec, &prepared.key, &mut active)
@@ -145,6 +192,28 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         }
 
+        // Taint: a side effect in a session that saw untrusted output, as
+        // the caller's level judges it, needs a person's approval at stage 7.
+        *tainted = self
+            .taint_of(
+                prepared.spec,
+                &prepared.arguments,
+                prepared.session,
+                prepared.caller,
+            )
+            .await?;
+        prepared.tainted.clone_from(tainted);
+        if call.dry_run {
+            let approval = match (call.confirmed && !self.inbox(), call.approval) {
+                _ if in_doubt => Approval::InDoubt,
+                (true, _) => Approval::Given,
+                (false, Some(id)) => Approval::Id(id),
+                (false, None) => Approval::None,
+            };
+            drop(active);
+            return Box::pin(self.dry_run(prepared, approval, tainted.as_deref())).await;
+        }
+
         // 5 to 8.
         // An in-doubt call passed stages 5 to 7 when it first ran, whatever
         // this retry carries (a confirmation, an approval id: left unused).
@@ -158,21 +227,29 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             (false, None) => Approval::None,
         };
         let key = prepared.key.clone();
+        let prepared_spec = prepared.spec;
+        // An untrusted tool's own arguments came from the caller, not from
+        // the strangers who wrote its output.
+        let given = prepared
+            .spec
+            .untrusted_output()
+            .then(|| prepared.arguments.clone());
         let answer = match approval {
             // An approval id: a person's decision in the store is carried
             // out as it is, before the check, because their edits replace
             // the call; nobody's yet, stage 7 takes it (Host) or asks again
             // under the same id (Inbox).
-            Approval::Id(id) if prepared.spec.high_risk() => {
-                let found = self
-                    .find_decision(
-                        id,
-                        prepared.spec.name(),
-                        &prepared.arguments,
-                        prepared.session,
-                        prepared.caller,
-                    )
-                    .await;
+            Approval::Id(id) if prepared.spec.high_risk() || tainted.is_some() => {
+                // The inbox's paths are boxed: rare, and far larger than
+                // the common path's future, which would otherwise carry them.
+                let found = Box::pin(self.find_decision(
+                    id,
+                    prepared.spec.name(),
+                    &prepared.arguments,
+                    prepared.session,
+                    prepared.caller,
+                ))
+                .await;
                 match found {
                     Err(answer) => Err(answer),
                     Ok(Found::Decided(decision)) => {
@@ -183,7 +260,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                                 .clone()
                                 .filter(|_| decision.approved),
                         });
-                        self.carry_out(id, prepared, &decision).await
+                        Box::pin(self.carry_out(id, prepared, &decision)).await
                     }
                     Ok(Found::Undecided) => self.decide_and_run(prepared, approval).await,
                 }
@@ -201,6 +278,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .map_err(|error| self.store_unavailable(name, &error))?;
         }
         drop(active);
+        if let Ok(result) = &answer {
+            self.remember_untrusted(prepared_spec, call.session, caller, given.as_ref(), result)
+                .await?;
+        }
         answer
     }
 
@@ -286,6 +367,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Map::new(),
             )
         })?;
+        let members = Members::Parsed(object);
+        self.prepared(spec, members, validated, session, caller, step, key_from)
+    }
+
+    /// The key and the rest, for arguments that passed validation.
+    #[allow(clippy::too_many_arguments)]
+    fn prepared<'a>(
+        &self,
+        spec: &'static ToolSpec,
+        members: Members<'a>,
+        validated: Box<dyn Validated>,
+        session: &'a str,
+        caller: &'a Caller,
+        step: u64,
+        key_from: Option<&str>,
+    ) -> Stage<Prepared<'a>> {
+        let name = spec.name();
         let arguments = validated.to_value().map_err(|error| {
             tracing::error!(tool = name, %error, "validated arguments do not serialize");
             self.fail(Failure::InternalError, name)
@@ -299,8 +397,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         Ok(Prepared {
             spec,
             validated,
-            object,
+            members,
             arguments,
+            tainted: None,
             key,
             session,
             caller,
@@ -324,7 +423,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let lease = self.lease(prepared.spec);
         self.lock_resources(name, &resources, &holder, lease)
             .await?;
-        let answer = while_renewing(
+        // Boxed: the renewing future is the largest of the pipeline's, and
+        // only calls with resources need it; inline, every call's future
+        // would carry (and move) its size.
+        let answer = Box::pin(while_renewing(
             self.decide_and_run_locked(prepared, approval),
             lease,
             |now, lease_ms| {
@@ -342,7 +444,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     Ok(true)
                 }
             },
-        )
+        ))
         .await;
         for resource in &resources {
             if let Err(error) = self.store.unlock_resource(resource, &holder).await {
@@ -401,60 +503,93 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
-        let cx = CallContext {
-            state: Arc::clone(&self.erased_state),
-            idempotency_key: Arc::from(prepared.key.as_str()),
-            session: Arc::from(prepared.session),
-            caller: prepared.caller.clone(),
-        };
+        let cx = self.call_context(&prepared);
         if let Approval::InDoubt = approval {
             return self.execute_once(prepared, &cx, true).await;
         }
 
-        // 5. Business rules. A check has no side effects: one that fails
-        // transiently is retried like the handler.
-        let mut attempt: u32 = 0;
-        loop {
-            match catch_unwind(AssertUnwindSafe(|| prepared.validated.check(&cx))) {
-                Ok(Ok(())) => break,
-                Ok(Err(ToolError::Transient(error))) if attempt < self.settings.max_retries => {
-                    tracing::warn!(tool = name, attempt, %error, "the check failed transiently");
-                    attempt += 1;
-                    let wait = self.settings.retry_backoff * attempt;
-                    if !wait.is_zero() {
-                        tokio::time::sleep(wait).await;
-                    }
-                }
-                Ok(Err(error)) => return Err(self.failure_of(name, error)),
-                Err(panic) => {
-                    tracing::error!(
-                        tool = name,
-                        panic = panic_text(&panic),
-                        "the check panicked"
-                    );
-                    return Err(self.fail(Failure::InternalError, name));
-                }
-            }
-        }
+        let prepared = self.check_and_limits(prepared, &cx).await?;
 
-        // 6. Policy limits declared on the arguments.
-        check_limits(prepared.spec, prepared.caller, &prepared.arguments)
-            .map_err(|over| self.fail_with(over.failure, name, &over.details(), Map::new()))?;
-
-        // 7. Confirmation, from the host only.
-        if prepared.spec.high_risk() {
+        // 7. Confirmation, from the host only: of a high-risk call, and of
+        // a side effect tainted by untrusted output.
+        let tainted = prepared.tainted.clone();
+        if prepared.spec.high_risk() || tainted.is_some() {
             let asking = Asking {
                 tool: name,
                 arguments: &prepared.arguments,
                 session: prepared.session,
                 caller: prepared.caller,
                 step: prepared.step,
+                tainted: tainted.as_deref(),
+                dry_run: false,
             };
             self.confirm(asking, approval).await?;
         }
 
         // 8. Execution.
         self.execute_once(prepared, &cx, false).await
+    }
+
+    /// Stage 5, one attempt of the business check: `Some(wait)` to try
+    /// again after `wait` (a transient failure, within the retries). A
+    /// check has no side effects: one that fails transiently is retried
+    /// like the handler.
+    fn check_once(
+        &self,
+        name: &'static str,
+        validated: &dyn Validated,
+        cx: &CallContext,
+        attempt: &mut u32,
+    ) -> Stage<Option<Duration>> {
+        match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(ToolError::Transient(error))) if *attempt < self.settings.max_retries => {
+                tracing::warn!(tool = name, attempt = *attempt, %error, "the check failed transiently");
+                *attempt += 1;
+                Ok(Some(self.settings.retry_backoff * *attempt))
+            }
+            Ok(Err(error)) => Err(self.failure_of(name, error)),
+            Err(panic) => {
+                tracing::error!(
+                    tool = name,
+                    panic = panic_text(&panic),
+                    "the check panicked"
+                );
+                Err(self.fail(Failure::InternalError, name))
+            }
+        }
+    }
+
+    /// What the check, the preview and the handler see of the call.
+    fn call_context(&self, prepared: &Prepared<'_>) -> CallContext {
+        CallContext {
+            state: Arc::clone(&self.erased_state),
+            idempotency_key: Arc::from(prepared.key.as_str()),
+            session: Arc::from(prepared.session),
+            caller: prepared.caller.clone(),
+        }
+    }
+
+    /// Stage 5, the business check (a transient failure retried like the
+    /// handler), and stage 6, the policy limits declared on the arguments.
+    /// Takes the call and gives it back: what it holds (the validated
+    /// arguments) is `Send` but not `Sync`, so it is not borrowed across
+    /// the wait between attempts.
+    async fn check_and_limits<'a>(
+        &self,
+        prepared: Prepared<'a>,
+        cx: &CallContext,
+    ) -> Stage<Prepared<'a>> {
+        let name = prepared.spec.name();
+        let mut attempt: u32 = 0;
+        while let Some(wait) = self.check_once(name, &*prepared.validated, cx, &mut attempt)? {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        check_limits(prepared.spec, prepared.caller, &prepared.arguments)
+            .map_err(|over| self.fail_with(over.failure, name, &over.details(), Map::new()))?;
+        Ok(prepared)
     }
 
     /// Stage 7: a high-risk call runs only with a person's approval of this
@@ -469,6 +604,42 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         match approval {
             Approval::Given | Approval::InDoubt => Ok(()),
+            Approval::Id(id) if prepared.dry_run => {
+                // Looked at, not taken up: would the real call's approval be used?
+                let binding = Binding {
+                    session: prepared.session,
+                    caller: prepared.caller.id(),
+                    tool: Some(name),
+                    digest: Some(&digest),
+                };
+                let entry = self.store.approval(id).await.map_err(store_error)?;
+                let failure = match entry {
+                    Some(entry) if entry.used_ms.is_none() && binding.matches(&entry.approval) => {
+                        if entry.approval.expires_ms <= now_ms() {
+                            Some(Failure::ConfirmationExpired)
+                        } else {
+                            match entry.approval.decision {
+                                Some(recorded) if !recorded.approved => {
+                                    return Err(self.denied(name, &recorded.note));
+                                }
+                                Some(recorded) if recorded.edited_arguments.is_some() => {
+                                    Some(Failure::ConfirmationInvalid)
+                                }
+                                // Inbox: only a person's decision approves.
+                                None if self.inbox() => Some(Failure::ConfirmationRequired),
+                                _ => None,
+                            }
+                        }
+                    }
+                    _ => Some(Failure::ConfirmationInvalid),
+                };
+                match failure {
+                    None => Ok(()),
+                    Some(failure) => {
+                        Err(self.fail_with(failure, name, &Details::approval(id), Map::new()))
+                    }
+                }
+            }
             Approval::Id(id) => {
                 let binding = Binding {
                     session: prepared.session,
@@ -512,6 +683,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     )),
                 }
             }
+            Approval::None if prepared.dry_run => {
+                // What the real call would be answered, without the
+                // approval it would create: no id to use.
+                let mut data = Map::new();
+                data.insert("pending".into(), prepared.arguments.clone());
+                add_reason(&mut data, prepared.tainted);
+                Err(self.fail_with(
+                    Failure::ConfirmationRequired,
+                    name,
+                    &Details::default(),
+                    data,
+                ))
+            }
             Approval::None => {
                 let created_ms = now_ms();
                 let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
@@ -533,6 +717,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .map_err(store_error)?;
                 let mut data = Map::new();
                 data.insert("pending".into(), pending.arguments);
+                add_reason(&mut data, prepared.tainted);
                 let mut asked = self.fail_with(
                     Failure::ConfirmationRequired,
                     name,
@@ -554,7 +739,16 @@ struct Asking<'a> {
     session: &'a str,
     caller: &'a Caller,
     step: u64,
+    /// `Some` when untrusted output taints the call: the arguments that
+    /// carry a value read in it (none at the session level).
+    tainted: Option<&'a [String]>,
+    /// A dry run: nothing is created or taken up.
+    dry_run: bool,
 }
+
+/// Why a call waits for a person, as `data.reason` says it: a side effect
+/// in a session that read untrusted output.
+pub(super) const UNTRUSTED_CONTEXT: &str = "untrusted_context";
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stage 1: the tool, if it exists and the caller may use it.
@@ -681,4 +875,180 @@ fn holder_token() -> String {
     token.push('-');
     token.push_str(&crate::canonical::hex(&n.to_be_bytes()));
     token
+}
+
+/// `data.reason` and `data.tainted` of a question to a person about a
+/// tainted call.
+fn add_reason(data: &mut Map<String, Value>, tainted: Option<&[String]>) {
+    if let Some(fields) = tainted {
+        data.insert("reason".into(), Value::from(UNTRUSTED_CONTEXT));
+        if !fields.is_empty() {
+            data.insert(
+                "tainted".into(),
+                Value::Array(fields.iter().map(|f| Value::from(f.as_str())).collect()),
+            );
+        }
+    }
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    fn inbox(&self) -> bool {
+        self.settings.approvals == Approvals::Inbox
+    }
+
+    /// Whether untrusted output taints this call, as the caller's level
+    /// judges it: `Some` with the arguments that carry a value read in the
+    /// session's untrusted output (`Values`), or empty (`Session`: the
+    /// session read some). Only side effects are ever tainted.
+    pub(super) async fn taint_of(
+        &self,
+        spec: &'static ToolSpec,
+        arguments: &Value,
+        session: &str,
+        caller: &Caller,
+    ) -> Stage<Option<Vec<String>>> {
+        if !spec.side_effect() {
+            return Ok(None);
+        }
+        let store_error = |error| self.store_unavailable(spec.name(), &error);
+        match caller.policy().taint_level() {
+            Taint::Off => Ok(None),
+            Taint::Session => {
+                let hit = self
+                    .store
+                    .tainted(session, &[])
+                    .await
+                    .map_err(store_error)?;
+                Ok(hit.any.then(Vec::new))
+            }
+            _ => {
+                // Most sessions never read untrusted output: ask that first,
+                // and fingerprint the arguments (regexes and a digest per
+                // token) only in a session that did.
+                let hit = self
+                    .store
+                    .tainted(session, &[])
+                    .await
+                    .map_err(store_error)?;
+                if !hit.any {
+                    return Ok(None);
+                }
+                let found = taint::of_arguments(arguments);
+                if found.is_empty() {
+                    return Ok(None);
+                }
+                let prints: Vec<String> = found
+                    .iter()
+                    .flat_map(|(_, prints)| prints.iter().cloned())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                let hit = self
+                    .store
+                    .tainted(session, &prints)
+                    .await
+                    .map_err(store_error)?;
+                if hit.seen.is_empty() {
+                    return Ok(None);
+                }
+                let seen: BTreeSet<&String> = hit.seen.iter().collect();
+                let mut fields: Vec<String> = found
+                    .into_iter()
+                    .filter(|(_, prints)| prints.iter().any(|p| seen.contains(p)))
+                    .map(|(path, _)| path)
+                    .collect();
+                fields.dedup();
+                Ok(Some(fields))
+            }
+        }
+    }
+
+    /// After an untrusted tool ran: its output's values taint the session
+    /// (`Values`), or the session is marked (`Session`). A store that fails
+    /// here fails the call: an untrusted output the session does not
+    /// remember would let its values through.
+    async fn remember_untrusted(
+        &self,
+        spec: &'static ToolSpec,
+        session: &str,
+        caller: &Caller,
+        given: Option<&Value>,
+        result: &ToolResult,
+    ) -> Stage<()> {
+        if !spec.untrusted_output() || !result.ok || result.code != Code::Ok {
+            return Ok(());
+        }
+        let prints: Vec<String> = match caller.policy().taint_level() {
+            Taint::Off => return Ok(()),
+            Taint::Session => Vec::new(),
+            _ => {
+                let mut prints = BTreeSet::new();
+                taint::of_output(&Value::Object(result.data.clone()), &mut prints);
+                for (_, own) in given.map(taint::of_arguments).unwrap_or_default() {
+                    prints.retain(|print| !own.contains(print));
+                }
+                prints.into_iter().collect()
+            }
+        };
+        self.store
+            .add_taint(session, &prints)
+            .await
+            .map_err(|error| self.store_unavailable(spec.name(), &error))
+    }
+
+    /// A dry run from stage 5 on: the check, the policy and the approval
+    /// as the real call would meet them, and nothing else (no resource
+    /// lock: nothing changes). Where the real call would run: `DRY_RUN`.
+    async fn dry_run(
+        &self,
+        prepared: Prepared<'_>,
+        approval: Approval<'_>,
+        tainted: Option<&[String]>,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        let cx = self.call_context(&prepared);
+        let prepared = if matches!(approval, Approval::InDoubt) {
+            prepared
+        } else {
+            let prepared = self.check_and_limits(prepared, &cx).await?;
+            if prepared.spec.high_risk() || tainted.is_some() {
+                let asking = Asking {
+                    tool: name,
+                    arguments: &prepared.arguments,
+                    session: prepared.session,
+                    caller: prepared.caller,
+                    step: prepared.step,
+                    tainted,
+                    dry_run: true,
+                };
+                self.confirm(asking, approval).await?;
+            }
+            prepared
+        };
+        let preview = match catch_unwind(AssertUnwindSafe(|| prepared.validated.preview(&cx))) {
+            Ok(Some(Ok(preview))) => Some(preview),
+            Ok(None) => None,
+            Ok(Some(Err(error))) => return Err(self.failure_of(name, error)),
+            Err(panic) => {
+                tracing::error!(
+                    tool = name,
+                    panic = panic_text(&panic),
+                    "the preview panicked"
+                );
+                return Err(self.fail(Failure::InternalError, name));
+            }
+        };
+        let mut data = Map::new();
+        data.insert("arguments".into(), prepared.arguments.clone());
+        if let Some(preview) = preview {
+            data.insert("preview".into(), preview);
+        }
+        Ok(ToolResult {
+            ok: true,
+            code: Code::DryRun,
+            message: format!("Dry run: {name} would run with these arguments; nothing was done."),
+            data,
+            ..ToolResult::success(name, Map::new())
+        })
+    }
 }

@@ -34,7 +34,15 @@ struct Shard {
     records: HashMap<String, Record, KeyHasher>,
     approvals: HashMap<String, ApprovalEntry>,
     locks: HashMap<String, Lock, KeyHasher>,
+    taint: HashMap<String, Taint>,
     writes: u64,
+}
+
+/// What one session's untrusted output left: the fingerprints of its values.
+#[derive(Debug)]
+struct Taint {
+    prints: std::collections::HashSet<String>,
+    touched_ms: u64,
 }
 
 #[derive(Debug)]
@@ -152,6 +160,7 @@ impl MemoryStore {
                     + shard.records.len()
                     + shard.approvals.len()
                     + shard.locks.len()
+                    + shard.taint.len()
             })
             .sum()
     }
@@ -169,6 +178,7 @@ impl MemoryStore {
             .len()
             .max(shard.calls.len())
             .max(shard.records.len())
+            .max(shard.taint.len())
             > self.capacity_per_shard;
         if !over && !shard.writes.is_multiple_of(4096) {
             return;
@@ -177,6 +187,7 @@ impl MemoryStore {
         shard.steps.retain(|_, c| c.touched_ms >= cutoff);
         shard.calls.retain(|_, c| c.touched_ms >= cutoff);
         shard.records.retain(|_, r| r.touched_ms >= cutoff);
+        shard.taint.retain(|_, t| t.touched_ms >= cutoff);
         // Undecided approvals go at their expiry; decided ones stay in the
         // history for the retention window after it.
         shard.approvals.retain(|_, a| {
@@ -188,6 +199,7 @@ impl MemoryStore {
         trim_oldest(&mut shard.steps, cap, |c| c.touched_ms);
         trim_oldest(&mut shard.calls, cap, |c| c.touched_ms);
         trim_oldest(&mut shard.records, cap, |r| r.touched_ms);
+        trim_oldest(&mut shard.taint, cap, |t| t.touched_ms);
     }
 }
 
@@ -235,6 +247,43 @@ impl Store for MemoryStore {
         let count = count_in(&mut shard.steps, session, now);
         self.maintain(&mut shard, now);
         Ok(count)
+    }
+
+    async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
+        let shard = self.shard(session);
+        Ok(shard.steps.get(session).map_or(0, |c| c.count))
+    }
+
+    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(session);
+        let taint = shard.taint.entry(session.to_owned()).or_insert(Taint {
+            prints: Default::default(),
+            touched_ms: now,
+        });
+        taint.prints.extend(fingerprints.iter().cloned());
+        taint.touched_ms = now;
+        self.maintain(&mut shard, now);
+        Ok(())
+    }
+
+    async fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> Result<TaintHit, StoreError> {
+        let shard = self.shard(session);
+        Ok(match shard.taint.get(session) {
+            None => TaintHit::default(),
+            Some(taint) => TaintHit {
+                any: true,
+                seen: fingerprints
+                    .iter()
+                    .filter(|print| taint.prints.contains(*print))
+                    .cloned()
+                    .collect(),
+            },
+        })
     }
 
     async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
