@@ -279,6 +279,14 @@ impl FieldErrors {
         self.problems.is_empty()
     }
 
+    /// The fast path's "not this way": one problem with no message, for a
+    /// call the full reading then reports.
+    pub(crate) fn unread() -> Self {
+        FieldErrors {
+            problems: vec![String::new()],
+        }
+    }
+
     pub(crate) fn not_an_object() -> Self {
         FieldErrors {
             problems: vec!["arguments: must be a JSON object".to_owned()],
@@ -336,48 +344,31 @@ impl FieldErrors {
 
     /// The fast path's reading of one field from its raw text: the type
     /// straight from the text, the constraints on a parsed copy only when
-    /// the field has any. A problem is recorded without the detail a
-    /// parsed object's reading gives: the dispatcher then reads the
-    /// arguments again that way, for the model's message.
+    /// the field has any. A problem is recorded as an empty one, with no
+    /// message to format: the dispatcher then reads the arguments again as
+    /// a parsed object, whose reading says what is wrong.
     fn raw_field<T: DeserializeOwned>(
         &mut self,
         members: &[(std::borrow::Cow<'_, str>, &serde_json::value::RawValue)],
         meta: &FieldMeta,
     ) -> Option<T> {
         let found = members.iter().find(|(name, _)| name == meta.name);
-        let Some((_, raw)) = found else {
-            return match T::deserialize(&Value::Null) {
-                Ok(absent) => Some(absent),
-                Err(_) => {
-                    self.push(meta, format_args!("field required"));
-                    None
-                }
-            };
+        let read = match found {
+            None => T::deserialize(&Value::Null).ok(),
+            Some((_, raw)) => serde_json::from_str::<T>(raw.get()).ok().filter(|_| {
+                meta.constraints.is_empty()
+                    || raw.get() == "null"
+                    || serde_json::from_str::<Value>(raw.get()).is_ok_and(|value| {
+                        meta.constraints
+                            .iter()
+                            .all(|constraint| constraint.violation(&value).is_none())
+                    })
+            }),
         };
-        let typed = match serde_json::from_str::<T>(raw.get()) {
-            Ok(typed) => typed,
-            Err(error) => {
-                self.push(
-                    meta,
-                    format_args!("{}", plain_type_error(&error.to_string())),
-                );
-                return None;
-            }
-        };
-        if meta.constraints.is_empty() || raw.get() == "null" {
-            return Some(typed);
+        if read.is_none() {
+            self.problems.push(String::new());
         }
-        let Ok(value) = serde_json::from_str::<Value>(raw.get()) else {
-            self.push(meta, format_args!("not valid JSON"));
-            return None;
-        };
-        let before = self.problems.len();
-        for constraint in meta.constraints {
-            if let Some(problem) = constraint.violation(&value) {
-                self.push(meta, format_args!("{problem}"));
-            }
-        }
-        (self.problems.len() == before).then_some(typed)
+        read
     }
 
     /// Reports every member of `object` that is not a field, with the
@@ -458,27 +449,19 @@ impl fmt::Display for FieldErrors {
 
 /// serde names Rust types ("expected i64"); the model knows JSON types.
 fn plain_type_error(message: &str) -> String {
-    const INTEGERS: [&str; 12] = [
-        "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
-    ];
-    for ty in INTEGERS {
-        if let Some(head) = message.strip_suffix(&format!("expected {ty}")) {
-            let kind = if ty.starts_with('u') {
-                "a non-negative integer"
-            } else {
-                "an integer"
-            };
-            return format!("{head}expected {kind} that fits in {ty}");
-        }
-    }
-    for (ty, plain) in [
-        ("f32", "a number"),
-        ("f64", "a number"),
-        ("a boolean", "true or false"),
-    ] {
-        if let Some(head) = message.strip_suffix(&format!("expected {ty}")) {
-            return format!("{head}expected {plain}");
-        }
+    if let Some((head, ty)) = message.rsplit_once("expected ") {
+        let plain = match ty {
+            "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => {
+                return format!("{head}expected an integer that fits in {ty}");
+            }
+            "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => {
+                return format!("{head}expected a non-negative integer that fits in {ty}");
+            }
+            "f32" | "f64" => "a number",
+            "a boolean" => "true or false",
+            _ => return message.to_owned(),
+        };
+        return format!("{head}expected {plain}");
     }
     message.to_owned()
 }

@@ -369,8 +369,18 @@ impl<T: Tool> Validated for Typed<T> {
 
 fn validate<T: Tool>(members: &Members<'_>) -> Result<Box<dyn Validated>, FieldErrors> {
     let mut errors = FieldErrors::default();
+    if let Members::Raw(raw) = members {
+        // The fast path: a member that is no field sends the call to the
+        // full reading, whose errors name it and suggest the field meant.
+        let fields = T::Args::fields();
+        if raw.iter().any(|(name, _)| fields.iter().all(|f| f.name != name)) {
+            return Err(FieldErrors::unread());
+        }
+    }
     let args = T::Args::from_members(members, &mut errors);
-    errors.unknown_members(members, T::Args::fields());
+    if let Members::Parsed(_) = members {
+        errors.unknown_members(members, T::Args::fields());
+    }
     match args {
         Some(args) if errors.is_empty() => Ok(Box::new(Typed::<T>(args))),
         _ => Err(errors),
