@@ -615,7 +615,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let caller = call.caller.unwrap_or(&self.caller);
         let span = call_span(Some(call.tool), call.call_id);
         let (step, mut result, carried, tainted) =
-            self.run(&call, caller).instrument(span.clone()).await;
+            // Boxed: the pipeline's future is kilobytes, and an unboxed one
+            // would be copied whole at each await that moves it (here, and in
+            // every caller's future that holds this one).
+            Box::pin(self.run(&call, caller))
+                .instrument(span.clone())
+                .await;
         let mut cut = Vec::new();
         self.fit_output(call.tool, &mut result, &mut cut);
         let confirmed = call.confirmed
