@@ -63,6 +63,8 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         created_ms: now_ms(),
         expires_ms,
         decision: None,
+        reason: None,
+        tainted: Vec::new(),
     }
 }
 
@@ -419,6 +421,36 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         other => panic!("expected the approval, got {other:?}"),
     }
 
+    // Why it asks travels with it, as put: the reason and the tainted
+    // arguments (at the session level, a reason and no arguments).
+    let untrusted = PendingApproval {
+        reason: Some("untrusted_context".into()),
+        tainted: vec!["order_id".into(), "text".into()],
+        ..approval("p4", now + 60_000)
+    };
+    let whole_session = PendingApproval {
+        reason: Some("untrusted_context".into()),
+        ..approval("p5", now + 60_000)
+    };
+    for asked in [&untrusted, &whole_session] {
+        store.put_approval(asked).await.unwrap();
+        assert_eq!(
+            &other.approval(&asked.id).await.unwrap().unwrap().approval,
+            asked
+        );
+        assert!(
+            other
+                .pending_approvals(now, 100)
+                .await
+                .unwrap()
+                .contains(asked)
+        );
+        match other.take_approval(&asked.id, &BOUND, now).await.unwrap() {
+            TakeApproval::Taken(taken) => assert_eq!(&taken, asked),
+            other => panic!("expected the approval, got {other:?}"),
+        }
+    }
+
     decisions(store, other, now).await;
 }
 
@@ -593,6 +625,8 @@ async fn decisions(store: &impl Store, other: &impl Store, now: u64) {
     // An approval put with its decision keeps it, and is not pending.
     let given = PendingApproval {
         decision: Some(decision(true, "host", now)),
+        reason: Some("untrusted_context".into()),
+        tainted: vec!["cents".into()],
         ..asked("q6", now, now + 60_000)
     };
     store.put_approval(&given).await.unwrap();

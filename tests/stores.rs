@@ -162,6 +162,8 @@ fn asked(id: &str) -> PendingApproval {
         created_ms: now_ms(),
         expires_ms: now_ms() + 60_000,
         decision: None,
+        reason: None,
+        tainted: Vec::new(),
     }
 }
 

@@ -71,6 +71,17 @@ pub struct PendingApproval {
     /// the inbox's): it travels with the approval until a call uses it up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<ApprovalDecision>,
+    /// Why the call asks a person beyond its tool's risk, as the answer's
+    /// `data.reason` says it: `"untrusted_context"` when the session read
+    /// untrusted output ([`Policy::taint`](crate::Policy::taint)); `None`
+    /// for a high-risk call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The arguments that carry a value read in untrusted output, as the
+    /// answer's `data.tainted` names them (empty when the reason is not
+    /// taint, or when the whole session is tainted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tainted: Vec<String>,
 }
 
 /// What an approval must match to be used.

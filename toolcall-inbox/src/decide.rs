@@ -15,7 +15,7 @@ use toolcall_core::{Store as _, ToolSpec};
 use crate::access::User;
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
-use crate::pending::arguments_table;
+use crate::pending::{arguments_table, why};
 use crate::security::{Via, field, forbidden, same_origin_form, signed_in, unauthorized};
 use crate::{App, Backend, MAX_NOTE};
 
@@ -94,8 +94,14 @@ fn edit_page<B>(
         }
         body.raw("</ul></div>");
     }
+    why(&mut body, approval);
     body.raw("<p>The model asked for:</p>");
-    arguments_table(&mut body, &approval.arguments, Some(spec));
+    arguments_table(
+        &mut body,
+        &approval.arguments,
+        Some(spec),
+        &approval.tainted,
+    );
     body.raw("<form method=\"post\" class=\"edit\" action=\"")
         .text(&format!("/approvals/{}/decide", segment(&approval.id)))
         .raw("\"><input type=\"hidden\" name=\"csrf\" value=\"")

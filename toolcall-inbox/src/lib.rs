@@ -25,7 +25,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `GET /` | the inbox: every pending call, oldest first, with its tool, description, flags, validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit |
+//! | `GET /` | the inbox: every pending call, oldest first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit |
 //! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call |
 //! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields), `note`, `csrf` |
 //! | `GET /history` | each decision, who took it, and what came of it |

@@ -124,6 +124,7 @@ fn card(
     if let Some(spec) = spec {
         body.el("<p class=\"desc\">", spec.description(), "</p>");
     }
+    why(body, approval);
     body.raw("<dl class=\"meta\">")
         .el(
             "<dt>Session</dt><dd><code class=\"session\">",
@@ -151,7 +152,7 @@ fn card(
         .el("<dt>Id</dt><dd><code>", id, "</code></dd>")
         .el("<dt>Step</dt><dd>", &approval.step.to_string(), "</dd>")
         .raw("</dl>");
-    arguments_table(body, &approval.arguments, spec);
+    arguments_table(body, &approval.arguments, spec, &approval.tainted);
     let action = format!("/approvals/{}/decide", segment(id));
     body.raw("<form method=\"post\" class=\"decide\" action=\"")
         .text(&action)
@@ -171,8 +172,53 @@ fn card(
     body.raw("</form></article>");
 }
 
-/// The validated arguments, each beside its description.
-pub(crate) fn arguments_table(body: &mut Html, arguments: &Value, spec: Option<&ToolSpec>) {
+/// Why the call asks a person beyond its tool's risk, when the dispatcher
+/// said so: nothing for a plain high-risk call.
+pub(crate) fn why(body: &mut Html, approval: &PendingApproval) {
+    let Some(reason) = approval.reason.as_deref() else {
+        return;
+    };
+    body.raw("<p class=\"why\" role=\"note\" data-reason=\"")
+        .text(reason)
+        .raw("\"><b>Asked because</b> ");
+    if reason == UNTRUSTED_CONTEXT {
+        body.raw("this session read untrusted output (text written by others)");
+    } else {
+        body.text(reason);
+    }
+    if !approval.tainted.is_empty() {
+        body.raw("; these arguments carry values read there: ");
+        for (i, field) in approval.tainted.iter().enumerate() {
+            if i > 0 {
+                body.raw(", ");
+            }
+            body.el("<code>", field, "</code>");
+        }
+    }
+    body.raw(".</p>");
+}
+
+/// What `data.reason` says when untrusted output taints a call.
+const UNTRUSTED_CONTEXT: &str = "untrusted_context";
+
+/// The validated arguments, each beside its description; those `tainted`
+/// names (they carry a value read in untrusted output: the argument
+/// itself, or a path into it such as `lines[0].sku`) are flagged.
+pub(crate) fn arguments_table(
+    body: &mut Html,
+    arguments: &Value,
+    spec: Option<&ToolSpec>,
+    tainted: &[String],
+) {
+    let flag = |body: &mut Html, name: &str| {
+        let carries = |path: &String| {
+            path.strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        };
+        if tainted.iter().any(carries) {
+            body.raw(" <span class=\"flag tainted\">read in untrusted output</span>");
+        }
+    };
     body.raw("<table class=\"args\"><thead><tr><th>Argument</th><th>Value</th><th>What it is</th></tr></thead><tbody>");
     let object = arguments.as_object().cloned().unwrap_or_default();
     let mut shown: Vec<&str> = Vec::new();
@@ -186,6 +232,7 @@ pub(crate) fn arguments_table(body: &mut Html, arguments: &Value, spec: Option<&
             if field.sensitive {
                 body.raw(" <span class=\"flag sensitive\">sensitive</span>");
             }
+            flag(body, field.name);
             body.raw("</th><td class=\"value\">");
             match value {
                 Some(value) => {
@@ -202,7 +249,9 @@ pub(crate) fn arguments_table(body: &mut Html, arguments: &Value, spec: Option<&
         if shown.contains(&name.as_str()) {
             continue;
         }
-        body.el("<tr><th scope=\"row\"><code>", name, "</code></th>")
+        body.el("<tr><th scope=\"row\"><code>", name, "</code>");
+        flag(body, name);
+        body.raw("</th>")
             .el("<td class=\"value\"><pre>", &pretty(value), "</pre></td>")
             .raw("<td class=\"about\"></td></tr>");
     }

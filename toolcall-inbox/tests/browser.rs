@@ -498,6 +498,8 @@ async fn hostile(orders: &Orders, store: &impl toolcall::Store, client: &Client,
             created_ms: now_ms(),
             expires_ms: now_ms() + 600_000,
             decision: None,
+            reason: None,
+            tainted: Vec::new(),
         })
         .await
         .unwrap();

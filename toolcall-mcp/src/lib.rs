@@ -32,6 +32,30 @@
 //!   only an answer to a question this server asked, or a decision recorded
 //!   in the store, counts.
 //!
+//! When untrusted output is why the call waits for a person (the result's
+//! `data.reason` is `"untrusted_context"`, see [`Policy::taint`]), the
+//! question says so, and names the arguments that carry a value read there
+//! (`data.tainted`), so the person knows what to look at.
+//!
+//! # Dry runs
+//!
+//! A `tools/call` whose request `_meta` holds `"toolcall/dry_run": true`
+//! is a dry run ([`Call::dry_run`]): it goes through every stage up to
+//! execution and runs nothing. It answers `DRY_RUN` (not an error) with the
+//! validated arguments in `data.arguments` and, for a tool that declares
+//! `#[tool(preview = path)]`, what it would do in `data.preview`; a call
+//! that would need a person's approval answers `CONFIRMATION_REQUIRED`
+//! without a `confirmation_id`, and nobody is asked. A dry run never brings
+//! back a pending approval, nor answers an approval question. Any other
+//! value, or no such key, is a real call.
+//!
+//! ```json
+//! {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+//!   "name": "refund_order",
+//!   "arguments": {"order_id": "ORD-1001", "amount_cents": 1200},
+//!   "_meta": {"toolcall/dry_run": true}}}
+//! ```
+//!
 //! # Waiting for the inbox
 //!
 //! With [`Options::wait_approval`] (the command line's
@@ -186,7 +210,7 @@ pub use guard::FrameGuard;
 pub use server::McpServer;
 
 #[cfg(doc)]
-use toolcall_core::{Approvals, Arguments, Call, Ctx, Settings, ToolResult};
+use toolcall_core::{Approvals, Arguments, Call, Ctx, Policy, Settings, ToolResult};
 
 /// The longest message [`serve_stdio`] (a [`FrameGuard`]) reads: 1 MiB, far
 /// above the pipeline's default limit on arguments (64 KiB), so that a call

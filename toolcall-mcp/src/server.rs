@@ -46,6 +46,13 @@ const APPROVAL_STATE: &str = "toolcall-approval:";
 /// The property of the approval form that says yes.
 const APPROVE_FIELD: &str = "approve";
 
+/// The key in a `tools/call` request's `_meta` that asks for a dry run
+/// ([`Call::dry_run`]) when it is `true`.
+const DRY_RUN_META: &str = "toolcall/dry_run";
+
+/// What `data.reason` says when untrusted output taints a call.
+const UNTRUSTED_CONTEXT: &str = "untrusted_context";
+
 /// How many `input_required` approval questions one connection keeps open
 /// at most; past it, the oldest is forgotten (its approval then expires
 /// unused in the store).
@@ -193,6 +200,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let tool = request.name.as_ref();
         let raw = raw_arguments(&request, &context);
         let call_id = context.id.to_string();
+        let dry_run = asks_dry_run(&request, &context);
 
         // The retry that answers an approval question asked as
         // `input_required`. It decides the pending call only if this server
@@ -200,6 +208,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // the client can still ask a person; anything else is a fresh call,
         // which leaves every pending approval alone.
         if modern
+            && !dry_run
             && let Some(id) = request
                 .request_state
                 .as_deref()
@@ -225,14 +234,17 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // back: an identical retry of a call this server answered
         // `CONFIRMATION_REQUIRED` brings the same approval, so that it is
         // not asked about twice and a decision on it is carried out.
-        let recalled = if elicits {
+        // A dry run asks no one and brings no approval back: the
+        // dispatcher answers it without a `confirmation_id`.
+        let recalled = if elicits || dry_run {
             None
         } else {
             self.recall(tool, &raw).await
         };
         let mut call = Call::new(tool, Arguments::Raw(&raw))
             .session(&self.session)
-            .call_id(&call_id);
+            .call_id(&call_id)
+            .dry_run(dry_run);
         if let Some(handed) = &recalled {
             call = call.approval(&handed.id);
         }
@@ -751,16 +763,52 @@ fn elicits_forms(capabilities: &ClientCapabilities) -> bool {
         .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none())
 }
 
+/// Whether a `tools/call` asks for a dry run: `"toolcall/dry_run": true`
+/// in its `_meta` (which rmcp hands over in the request's context; the
+/// params' own field is read too, for a request built in process).
+fn asks_dry_run(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
+    let flag =
+        |meta: &serde_json::Map<String, Value>| meta.get(DRY_RUN_META) == Some(&Value::Bool(true));
+    flag(&context.meta) || request.meta.as_ref().is_some_and(|meta| flag(meta))
+}
+
+/// Why the call asks a person beyond its tool's risk, as the result's
+/// `data.reason` (and `data.tainted`) say it: a paragraph of the question,
+/// or nothing.
+fn why_asked(result: &ToolResult) -> String {
+    if result.data.get("reason").and_then(Value::as_str) != Some(UNTRUSTED_CONTEXT) {
+        return String::new();
+    }
+    let fields: Vec<&str> = result
+        .data
+        .get("tainted")
+        .and_then(Value::as_array)
+        .map(|fields| fields.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut why = String::from(
+        "Asked because this conversation read untrusted output (text written by others)",
+    );
+    if !fields.is_empty() {
+        why.push_str("; these arguments carry values read there: ");
+        why.push_str(&fields.join(", "));
+    }
+    why.push_str(
+        ". Make sure it is what you want, not what that text told the assistant to do.\n\n",
+    );
+    why
+}
+
 /// The form that asks a person to approve the pending call of a
-/// `CONFIRMATION_REQUIRED` result: its tool and exact arguments, and one
-/// yes-or-no field.
+/// `CONFIRMATION_REQUIRED` result: its tool and exact arguments, why it
+/// asks when untrusted output tainted it, and one yes-or-no field.
 fn approval_question(result: &ToolResult) -> Result<ElicitRequestParams, String> {
     let tool = &result.tool;
     let pending = result.data.get("pending").cloned().unwrap_or(Value::Null);
     let arguments = serde_json::to_string_pretty(&pending).map_err(|error| error.to_string())?;
+    let why = why_asked(result);
     let message = format!(
         "The assistant wants to call {tool} with exactly these arguments:\n\n{arguments}\n\n\
-         Approve this call? It runs once, as shown, only if you approve."
+         {why}Approve this call? It runs once, as shown, only if you approve."
     );
     let schema = ElicitationSchema::builder()
         .required_bool_property(APPROVE_FIELD, |field| {

@@ -35,7 +35,7 @@
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length: a B-tree entry holds at most about 2.7 KB) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
-//! | `toolcall_approvals` | approval: pending, then a person's decision (the inbox), when a call used it up and what came of it, with the session as given (not indexed) | the confirmation id |
+//! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given (not indexed) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //! | `toolcall_schema_version` | the schema's version (one row) | |
@@ -164,8 +164,14 @@ CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (dec
 
 /// Version 3: the taint of untrusted output, per session: one row marks
 /// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows.
+/// the values, never the text), purged with the session's other rows; and
+/// why an approval asks a person (`reason`, and the tainted arguments as a
+/// JSON array in `tainted`). Columns are only added, so replicas still at
+/// version 2 keep working.
 const UPGRADE_V3: &str = "
+ALTER TABLE toolcall_approvals
+    ADD COLUMN IF NOT EXISTS reason TEXT,
+    ADD COLUMN IF NOT EXISTS tainted TEXT;
 CREATE TABLE IF NOT EXISTS toolcall_taint (
     session    TEXT NOT NULL,
     print      TEXT NOT NULL,
@@ -177,7 +183,7 @@ CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms)
 
 /// The columns of an approval, in the order [`read_entry`] reads them.
 const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                                expires_ms, decision, used_ms, result";
+                                expires_ms, decision, used_ms, result, reason, tainted";
 
 /// The channel a decision is announced on (`NOTIFY`, with the approval's
 /// id as the payload), so that an agent waiting for it wakes at once.
@@ -502,6 +508,17 @@ fn json_column<T: serde::de::DeserializeOwned>(
         .transpose()
 }
 
+/// The tainted arguments of an approval as their column holds them: a JSON
+/// array, or NULL when there are none.
+fn tainted_column(tainted: &[String]) -> Result<Option<String>, StoreError> {
+    if tainted.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(tainted)
+        .map(Some)
+        .map_err(StoreError::new)
+}
+
 /// A row of [`APPROVAL_COLUMNS`].
 fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
     Ok(ApprovalEntry {
@@ -516,6 +533,8 @@ fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
             created_ms: from_sql(row.get(7)),
             expires_ms: from_sql(row.get(8)),
             decision: json_column::<ApprovalDecision>(row.get(9))?,
+            reason: row.get(12),
+            tainted: json_column::<Vec<String>>(row.get(13))?.unwrap_or_default(),
         },
         used_ms: row.get::<_, Option<i64>>(10).map(from_sql),
         result: json_column::<ApprovalResult>(row.get(11))?,
@@ -811,13 +830,14 @@ impl Store for PostgresStore {
             .transpose()
             .map_err(StoreError::new)?;
         let (decision, decided_ms) = decision.unzip();
+        let tainted = tainted_column(&a.tainted)?;
         let client = self.client().await?;
         client
             .execute(
                 "INSERT INTO toolcall_approvals
                  (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-                  decision, decided_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                  decision, decided_ms, reason, tainted)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 &[
                     &a.id,
                     &a.session,
@@ -830,6 +850,8 @@ impl Store for PostgresStore {
                     &to_sql(a.expires_ms),
                     &decision,
                     &decided_ms,
+                    &a.reason,
+                    &tainted,
                 ],
             )
             .await

@@ -344,6 +344,8 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         created_ms: now_ms(),
         expires_ms,
         decision: None,
+        reason: None,
+        tainted: Vec::new(),
     }
 }
 
@@ -452,7 +454,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
         client
             .batch_execute(
                 "ALTER TABLE toolcall_approvals DROP COLUMN decision, DROP COLUMN decided_ms,
-                     DROP COLUMN used_ms, DROP COLUMN result;
+                     DROP COLUMN used_ms, DROP COLUMN result, DROP COLUMN reason, DROP COLUMN tainted;
                  DROP INDEX IF EXISTS toolcall_approvals_created, toolcall_approvals_decided;
                  UPDATE toolcall_schema_version SET version = 1;",
             )
@@ -493,6 +495,64 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap();
         assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 1);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v2");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        // Back to version 2 as it was, with an approval a version-2 replica asked.
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "DROP TABLE toolcall_taint;
+                 ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
+                 UPDATE toolcall_schema_version SET version = 2;",
+            )
+            .await
+            .unwrap();
+        let now = now_ms() as i64;
+        let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+             VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3)";
+        client
+            .execute(insert, &[&"p1", &now, &(now + 600_000)])
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 3);
+        // Asked before there was a reason: none, and no tainted arguments.
+        let old = store.approval("p1").await.unwrap().unwrap().approval;
+        assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
+        let why = PendingApproval {
+            reason: Some("untrusted_context".into()),
+            tainted: vec!["cents".into()],
+            ..approval("p2", now_ms() + 600_000)
+        };
+        store.put_approval(&why).await.unwrap();
+        assert_eq!(store.approval("p2").await.unwrap().unwrap().approval, why);
+        // A replica still at version 2 inserts as it did.
+        client
+            .execute(insert, &[&"p3", &now, &(now + 600_000)])
+            .await
+            .unwrap();
+        assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 3);
         drop(store);
         drop_schema(&url, &schema).await;
     });

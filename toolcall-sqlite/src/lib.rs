@@ -29,7 +29,7 @@
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length, whatever the host chose) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
-//! | `toolcall_approvals` | approval: pending, then a person's decision (the inbox), when a call used it up and what came of it, with the session as given | the confirmation id |
+//! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //!
@@ -162,8 +162,13 @@ CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (dec
 
 /// Version 3: the taint of untrusted output, per session: one row marks
 /// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows.
+/// the values, never the text), purged with the session's other rows; and
+/// why an approval asks a person (`reason`, and the tainted arguments as a
+/// JSON array in `tainted`). Columns are only added, so a process still at
+/// version 2 keeps working.
 const UPGRADE_V3: &str = "
+ALTER TABLE toolcall_approvals ADD COLUMN reason TEXT;
+ALTER TABLE toolcall_approvals ADD COLUMN tainted TEXT;
 CREATE TABLE IF NOT EXISTS toolcall_taint (
     session    TEXT NOT NULL,
     print      TEXT NOT NULL,
@@ -175,7 +180,7 @@ CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms)
 
 /// The columns of an approval, in the order [`read_entry`] reads them.
 const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                                expires_ms, decision, used_ms, result";
+                                expires_ms, decision, used_ms, result, reason, tainted";
 
 /// How long a statement waits for another connection's lock once the store is open.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -480,11 +485,23 @@ fn json_column<T: serde::de::DeserializeOwned>(
         .transpose()
 }
 
+/// The tainted arguments of an approval as their column holds them: a JSON
+/// array, or NULL when there are none.
+fn tainted_column(tainted: &[String]) -> Result<Option<String>, StoreError> {
+    if tainted.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(tainted)
+        .map(Some)
+        .map_err(StoreError::new)
+}
+
 /// One row of [`APPROVAL_COLUMNS`], as the columns hold it.
 type ApprovalRow = (
     (String, String, String, String, String, String),
     (i64, i64, i64),
     (Option<String>, Option<i64>, Option<String>),
+    (Option<String>, Option<String>),
 );
 
 fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
@@ -499,13 +516,15 @@ fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
         ),
         (row.get(6)?, row.get(7)?, row.get(8)?),
         (row.get(9)?, row.get(10)?, row.get(11)?),
+        (row.get(12)?, row.get(13)?),
     ))
 }
 
 fn read_entry(row: ApprovalRow) -> Result<ApprovalEntry, StoreError> {
-    let ((id, session, caller, tool, digest, arguments), (step, created_ms, expires_ms), rest) =
+    let ((id, session, caller, tool, digest, arguments), (step, created_ms, expires_ms), rest, why) =
         row;
     let (decision, used_ms, result) = rest;
+    let (reason, tainted) = why;
     Ok(ApprovalEntry {
         approval: PendingApproval {
             id,
@@ -518,6 +537,8 @@ fn read_entry(row: ApprovalRow) -> Result<ApprovalEntry, StoreError> {
             created_ms: from_sql(created_ms),
             expires_ms: from_sql(expires_ms),
             decision: json_column::<ApprovalDecision>(decision)?,
+            reason,
+            tainted: json_column::<Vec<String>>(tainted)?.unwrap_or_default(),
         },
         used_ms: used_ms.map(from_sql),
         result: json_column::<ApprovalResult>(result)?,
@@ -756,12 +777,13 @@ impl Store for SqliteStore {
             .transpose()
             .map_err(StoreError::new)?;
         let (decision, decided_ms) = decision.unzip();
+        let tainted = tainted_column(&a.tainted)?;
         self.conn()
             .execute(
                 "INSERT INTO toolcall_approvals
                  (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-                  decision, decided_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                  decision, decided_ms, reason, tainted)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     a.id,
                     a.session,
@@ -773,7 +795,9 @@ impl Store for SqliteStore {
                     to_sql(a.created_ms),
                     to_sql(a.expires_ms),
                     decision,
-                    decided_ms
+                    decided_ms,
+                    a.reason,
+                    tainted
                 ],
             )
             .map_err(StoreError::new)?;

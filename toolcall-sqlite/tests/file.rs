@@ -378,6 +378,8 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         created_ms: now_ms(),
         expires_ms,
         decision: None,
+        reason: None,
+        tainted: Vec::new(),
     }
 }
 
@@ -499,6 +501,8 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
          ALTER TABLE toolcall_approvals DROP COLUMN decided_ms;
          ALTER TABLE toolcall_approvals DROP COLUMN used_ms;
          ALTER TABLE toolcall_approvals DROP COLUMN result;
+         ALTER TABLE toolcall_approvals DROP COLUMN reason;
+         ALTER TABLE toolcall_approvals DROP COLUMN tainted;
          PRAGMA user_version = 1;",
     )
     .unwrap();
@@ -535,6 +539,51 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .unwrap()
             .len(),
         1
+    );
+}
+
+#[test]
+fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
+    let path = fresh_dir("v2").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Back to version 2 as it was, with an approval a version-2 process asked.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX toolcall_taint_touched;
+         DROP TABLE toolcall_taint;
+         ALTER TABLE toolcall_approvals DROP COLUMN reason;
+         ALTER TABLE toolcall_approvals DROP COLUMN tainted;
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    let now = now_ms() as i64;
+    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+         VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
+    conn.execute(insert, rusqlite::params!["p1", now, now + 600_000])
+        .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 3);
+    block_on(async {
+        // Asked before there was a reason: none, and no tainted arguments.
+        let old = store.approval("p1").await.unwrap().unwrap().approval;
+        assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
+        let why = PendingApproval {
+            reason: Some("untrusted_context".into()),
+            tainted: vec!["cents".into()],
+            ..approval("p2", now_ms() + 600_000)
+        };
+        store.put_approval(&why).await.unwrap();
+        assert_eq!(store.approval("p2").await.unwrap().unwrap().approval, why);
+    });
+    // A process still at version 2 inserts as it did.
+    conn.execute(insert, rusqlite::params!["p3", now, now + 600_000])
+        .unwrap();
+    assert_eq!(
+        block_on(store.pending_approvals(now_ms(), 10))
+            .unwrap()
+            .len(),
+        3
     );
 }
 
@@ -587,16 +636,16 @@ fn taint_is_purged_with_the_session_after_the_retention_window() {
         .unwrap()
         .retention(Duration::from_millis(1))
         .purge_every(0);
-    let print = "ab".repeat(32);
+    let print = ["ab".repeat(32)];
     block_on(async {
-        store.add_taint("s", &[print.clone()]).await.unwrap();
-        assert!(store.tainted("s", &[print.clone()]).await.unwrap().any);
+        store.add_taint("s", &print).await.unwrap();
+        assert!(store.tainted("s", &print).await.unwrap().any);
     });
     // The mark and the fingerprint; never the text.
     assert_eq!(rows(&path, "toolcall_taint").len(), 2);
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(store.purge().unwrap().taint, 2);
     block_on(async {
-        assert!(!store.tainted("s", &[print]).await.unwrap().any);
+        assert!(!store.tainted("s", &print).await.unwrap().any);
     });
 }

@@ -710,6 +710,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     created_ms,
                     expires_ms: created_ms.saturating_add(ttl),
                     decision: None,
+                    reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
+                    tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
                 };
                 self.store
                     .put_approval(&pending)
