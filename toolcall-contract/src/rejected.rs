@@ -68,8 +68,8 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
                     Err(errors) => {
                         for problem in errors.problems() {
                             fields
-                                .entry(field_path(problem))
-                                .or_insert_with(|| problem.clone());
+                                .entry(field_path(problem.path()))
+                                .or_insert_with(|| problem.to_string());
                         }
                     }
                 }
@@ -95,10 +95,9 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
     rows
 }
 
-/// The field path of a problem `path: problem (description)`, with array
-/// indices left out so that `lines[0].sku` and `lines[3].sku` count together.
-fn field_path(problem: &str) -> String {
-    let path = problem.split_once(": ").map_or(problem, |(path, _)| path);
+/// A problem's field path with array indices left out, so that
+/// `lines[0].sku` and `lines[3].sku` count together.
+fn field_path(path: &str) -> String {
     let mut field = String::with_capacity(path.len());
     let mut in_index = false;
     for c in path.chars() {

@@ -97,6 +97,30 @@ fn each_failing_field_is_counted_once_per_call_with_indices_left_out() {
 }
 
 #[test]
+fn a_member_name_with_a_colon_is_counted_under_its_whole_name() {
+    // The field of a problem is read from its structure, not by splitting
+    // its text at the first ": " (which cut `note: x` to `note`).
+    let registry = tools![ship].unwrap();
+    let records = [
+        record(
+            "ship",
+            r#"{"city": "Recife", "lines": [], "note: x": 1}"#,
+            Code::InvalidArguments,
+        ),
+        record(
+            "ship",
+            r#"{"city": "Recife", "lines": [], "note: x": 2}"#,
+            Code::InvalidArguments,
+        ),
+    ];
+    let rows: Vec<(String, u64)> = by_field(&records, &registry)
+        .into_iter()
+        .map(|row| (row.field, row.rejected))
+        .collect();
+    assert_eq!(rows, [("note: x".to_owned(), 2)]);
+}
+
+#[test]
 fn regression_calls_are_the_distinct_rejected_payloads_in_log_order() {
     let bad = r#"{"city": "R", "lines": []}"#;
     let records = [

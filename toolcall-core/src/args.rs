@@ -270,7 +270,54 @@ impl Members<'_> {
 /// The problems found in one set of arguments, in the order found.
 #[derive(Debug, Default)]
 pub struct FieldErrors {
-    problems: Vec<String>,
+    problems: Vec<FieldProblem>,
+}
+
+/// One problem with one field: where, what, and the field's description,
+/// so that the model's message and the tools that count rejections read
+/// the same thing. Shown as `path: problem (description)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldProblem {
+    path: String,
+    problem: String,
+    description: &'static str,
+}
+
+impl FieldProblem {
+    /// The field, with the path inside it for a nested value
+    /// (`lines[0].sku`), or the member's name for an unknown one.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// What is wrong, for the model.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+
+    /// The field's description, as its schema gives it (empty for a member
+    /// that is no field).
+    pub fn description(&self) -> &'static str {
+        self.description
+    }
+
+    fn new(path: impl Into<String>, problem: impl Into<String>) -> Self {
+        FieldProblem {
+            path: path.into(),
+            problem: problem.into(),
+            description: "",
+        }
+    }
+}
+
+impl fmt::Display for FieldProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.problem)?;
+        if !self.description.is_empty() {
+            write!(f, " ({})", self.description)?;
+        }
+        Ok(())
+    }
 }
 
 impl FieldErrors {
@@ -283,18 +330,19 @@ impl FieldErrors {
     /// call the full reading then reports.
     pub(crate) fn unread() -> Self {
         FieldErrors {
-            problems: vec![String::new()],
+            problems: vec![FieldProblem::new("", "")],
         }
     }
 
     pub(crate) fn not_an_object() -> Self {
         FieldErrors {
-            problems: vec!["arguments: must be a JSON object".to_owned()],
+            problems: vec![FieldProblem::new("arguments", "must be a JSON object")],
         }
     }
 
-    /// The problems, each as `field: problem (description)`.
-    pub fn problems(&self) -> &[String] {
+    /// The problems, in the order found; each shows as
+    /// `field: problem (description)`.
+    pub fn problems(&self) -> &[FieldProblem] {
         &self.problems
     }
 
@@ -366,7 +414,7 @@ impl FieldErrors {
             }),
         };
         if read.is_none() {
-            self.problems.push(String::new());
+            self.problems.push(FieldProblem::new("", ""));
         }
         read
     }
@@ -384,7 +432,7 @@ impl FieldErrors {
                 continue;
             }
             let shown = crate::echo::cut(name, crate::echo::MAX_NAME_ECHO);
-            let mut problem = format!("{shown}: unknown field");
+            let mut problem = String::from("unknown field");
             match closest(name, fields.iter().map(|f| f.name)) {
                 Some(suggestion) => {
                     let _ = write!(problem, ", did you mean `{suggestion}`?");
@@ -398,7 +446,7 @@ impl FieldErrors {
                     }
                 }
             }
-            self.problems.push(problem);
+            self.problems.push(FieldProblem::new(shown, problem));
         }
     }
 
@@ -415,11 +463,11 @@ impl FieldErrors {
         let problem = problem.to_string();
         let problem = crate::echo::cut(&problem, 2 * crate::echo::MAX_VALUE_ECHO);
         let inner_path = crate::echo::cut(inner_path, crate::echo::MAX_NAME_ECHO);
-        let mut line = format!("{}{separator}{inner_path}: {problem}", meta.name);
-        if !meta.description.is_empty() {
-            let _ = write!(line, " ({})", meta.description);
-        }
-        self.problems.push(line);
+        self.problems.push(FieldProblem {
+            path: format!("{}{separator}{inner_path}", meta.name),
+            problem: problem.into_owned(),
+            description: meta.description,
+        });
     }
 }
 
@@ -434,7 +482,7 @@ impl fmt::Display for FieldErrors {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            f.write_str(problem)?;
+            write!(f, "{problem}")?;
         }
         if self.problems.len() > MAX_PROBLEMS_SHOWN {
             write!(
@@ -605,6 +653,48 @@ fn add_integer_ranges(schema: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static AMOUNT: FieldMeta = FieldMeta {
+        name: "amount_cents",
+        description: "Amount in cents.",
+        constraints: &[Constraint::Minimum(Bound::Int(1))],
+        sensitive: false,
+        resource: None,
+    };
+
+    #[test]
+    fn each_problem_keeps_its_path_problem_and_description() {
+        let mut object = Map::new();
+        object.insert("amount_cents".into(), Value::from(0));
+        object.insert("amount".into(), Value::from(5));
+        let mut errors = FieldErrors::default();
+        assert_eq!(
+            errors.field::<i64>(&Members::Parsed(&object), &AMOUNT),
+            None
+        );
+        errors.unknown_fields(&object, std::slice::from_ref(&AMOUNT));
+        let parts: Vec<(&str, &str, &str)> = errors
+            .problems()
+            .iter()
+            .map(|p| (p.path(), p.problem(), p.description()))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                (
+                    "amount_cents",
+                    "0 is less than the minimum 1",
+                    "Amount in cents."
+                ),
+                ("amount", "unknown field, did you mean `amount_cents`?", ""),
+            ]
+        );
+        assert_eq!(
+            errors.to_string(),
+            "amount_cents: 0 is less than the minimum 1 (Amount in cents.); \
+             amount: unknown field, did you mean `amount_cents`?"
+        );
+    }
 
     #[test]
     fn suggests_near_misses_only() {

@@ -27,7 +27,8 @@ mod taint;
 mod tool;
 
 pub use args::{
-    Bound, Constraint, FieldErrors, FieldMeta, Members, Pattern, StringFormat, ToolArgs,
+    Bound, Constraint, FieldErrors, FieldMeta, FieldProblem, Members, Pattern, StringFormat,
+    ToolArgs,
 };
 pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{

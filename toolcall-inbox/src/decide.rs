@@ -228,7 +228,7 @@ pub(crate) async fn decide<B: Backend>(
             let checked = edited_arguments(spec, &form).and_then(|arguments| {
                 spec.validate_arguments(&arguments)
                     .map(|()| arguments)
-                    .map_err(|errors| errors.problems().to_vec())
+                    .map_err(|errors| errors.problems().iter().map(ToString::to_string).collect())
             });
             match checked {
                 Ok(arguments) if arguments == entry.approval.arguments => {}
