@@ -17,7 +17,17 @@ const RESERVED: [&str; 3] = ["confirmed", "idempotency_key", "session_id"];
 const UNTRUSTED_HIGH_RISK: &str = "`untrusted_output` marks a tool that reads text strangers wrote (messages, reviews, web pages), not one that changes things: keep it on the reading tool; a `high_risk` tool is asked about anyway";
 
 pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
-    let sig = &tool.item.sig;
+    check_flags(tool, cx);
+    check_name(tool, cx);
+    check_signature(tool, cx);
+    check_args_name(tool, cx);
+    check_types(tool, cx);
+    check_limits(tool, cx);
+    check_params(tool, cx);
+}
+
+/// Flags that need each other, or exclude each other.
+fn check_flags(tool: &ToolFn, cx: &mut Ctxt) {
     if let (Some(high_risk), None) = (tool.attr.high_risk, tool.attr.side_effect) {
         cx.push(syn::Error::new(
             high_risk,
@@ -39,6 +49,11 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             }
         }
     }
+}
+
+/// The tool's name, as every provider accepts it.
+fn check_name(tool: &ToolFn, cx: &mut Ctxt) {
+    let sig = &tool.item.sig;
     let name = tool.tool_name();
     // What every provider accepts: OpenAI and Anthropic take
     // `^[a-zA-Z0-9_-]{1,64}$`, Gemini also wants a letter or `_` first.
@@ -56,6 +71,12 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             None => cx.error_spanned_by(&sig.ident, msg::bad_tool_name(&name)),
         }
     }
+}
+
+/// What the function's signature cannot have: `const`, `unsafe`, an ABI,
+/// variadics, generics, `Self`.
+fn check_signature(tool: &ToolFn, cx: &mut Ctxt) {
+    let sig = &tool.item.sig;
     if let Some(token) = sig.constness.as_ref() {
         cx.error_spanned_by(token, msg::CONST_UNSAFE);
     }
@@ -68,6 +89,22 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     if let Some(variadic) = sig.variadic.as_ref() {
         cx.error_spanned_by(variadic, msg::VARIADIC);
     }
+    check_lifetimes(tool, cx);
+    for param in &sig.generics.params {
+        if !matches!(param, GenericParam::Lifetime(_)) {
+            cx.error_spanned_by(param, msg::GENERICS);
+        }
+    }
+    if sig.receiver().is_none()
+        && let Some(token) = find_self_type(&sig.to_token_stream())
+    {
+        cx.push(syn::Error::new(token.span(), msg::SELF_TYPE));
+    }
+}
+
+/// Lifetime parameters: the error names the context's type without them.
+fn check_lifetimes(tool: &ToolFn, cx: &mut Ctxt) {
+    let sig = &tool.item.sig;
     let lifetimes: Vec<&GenericParam> = sig
         .generics
         .params
@@ -95,16 +132,10 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
         }
         cx.error_spanned_by(generics, msg::lifetime_param(ctx.as_deref()));
     }
-    for param in &sig.generics.params {
-        if !matches!(param, GenericParam::Lifetime(_)) {
-            cx.error_spanned_by(param, msg::GENERICS);
-        }
-    }
-    if sig.receiver().is_none()
-        && let Some(token) = find_self_type(&sig.to_token_stream())
-    {
-        cx.push(syn::Error::new(token.span(), msg::SELF_TYPE));
-    }
+}
+
+/// `args = "..."`: an identifier, other than the function's name.
+fn check_args_name(tool: &ToolFn, cx: &mut Ctxt) {
     if let Some(args) = &tool.attr.args {
         let name = args.value();
         match syn::parse_str::<Ident>(&name) {
@@ -117,6 +148,11 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             Err(_) => cx.error_spanned_by(args, msg::bad_args_name(&name)),
         }
     }
+}
+
+/// A return type, and no `impl Trait` among the parameters.
+fn check_types(tool: &ToolFn, cx: &mut Ctxt) {
+    let sig = &tool.item.sig;
     if !tool.returns_something() {
         cx.error_spanned_by(&sig.ident, msg::RETURN_TYPE);
     }
@@ -127,6 +163,10 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
             cx.error_spanned_by(&typed.ty, msg::IMPL_TRAIT);
         }
     }
+}
+
+/// `version`, `timeout_ms` and `max_output_bytes` in their ranges.
+fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
     if let Some(version) = &tool.attr.version
         && !matches!(version.base10_parse::<u32>(), Ok(1..))
     {
@@ -142,6 +182,10 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     {
         cx.error_spanned_by(budget, msg::BAD_OUTPUT_BUDGET);
     }
+}
+
+/// Each parameter: its name, its constraints, its JSON name unique.
+fn check_params(tool: &ToolFn, cx: &mut Ctxt) {
     let mut json_names: Vec<String> = Vec::new();
     for param in &tool.params {
         let name = param.name();

@@ -1,0 +1,140 @@
+//! The command line's clap definitions: the subcommands and their
+//! arguments.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use toolcall_providers::Format;
+
+/// The subcommands every application gets from its registry.
+#[derive(Clone, Debug, Subcommand)]
+pub enum Command {
+    /// Prints the tool definitions in a provider's format (the value of its
+    /// `tools` field), for the tools the caller may use.
+    Definitions(DefinitionsArgs),
+    /// Runs calls from a file, one JSON object a line, as one conversation.
+    ///
+    /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
+    /// "confirmed": false, "call_id": "...", "approval": "<confirmation_id>",
+    /// "dry_run": false}`; only `tool` is required. `approval` brings the id
+    /// of an earlier CONFIRMATION_REQUIRED answer, once a person decided it;
+    /// `dry_run` goes through every stage up to execution and runs nothing.
+    /// Arguments written as an object are read as the text the line has,
+    /// like a model's: a member twice in them is INVALID_JSON, and the size
+    /// and depth limits measure that text. A member twice in the line
+    /// itself is an error naming the line.
+    /// Prints, a line per call, the text that would go back to the model.
+    Replay(ReplayArgs),
+    /// Metrics from an audit log: rejections by tool, by code and by field,
+    /// recovery after a rejection, replays, loop guards and confirmation
+    /// outcomes.
+    Report(ReportArgs),
+    /// Writes the tools' contract (names, flags, fields and their types) to
+    /// a lock file, to commit beside the code.
+    Lock(LockArgs),
+    /// Compares the tools with the lock file; fails (exit code 1), naming
+    /// each change, when a tool changed incompatibly without a new version.
+    ///
+    /// Each change is printed as `breaking:`, `review:` (a description
+    /// changed: check that its meaning, a unit say, did not) or `compatible:`.
+    Check(LockArgs),
+    /// Serves the tools over the Model Context Protocol on standard input and
+    /// output; every call goes through the pipeline.
+    Mcp(McpArgs),
+    /// Serves the approval inbox: a web page, over the store the agents
+    /// use (`--store`), where a person sees every pending high-risk call,
+    /// approves, denies or edits it, and sees what came of it.
+    ///
+    /// It listens on 127.0.0.1 unless told otherwise, and every request
+    /// needs a token: the address printed at start signs a browser in.
+    /// With `--audit FILE`, its metrics page charts that audit log.
+    Serve(ServeArgs),
+}
+
+/// `mcp`'s arguments.
+#[derive(Clone, Debug, Default, Args)]
+pub struct McpArgs {
+    /// When a call waits for a person (CONFIRMATION_REQUIRED) and the MCP
+    /// client cannot ask one itself (no elicitation), wait up to this many
+    /// seconds for the decision in the store (the inbox's, `serve`), then
+    /// answer the call with what came of it: run once, run edited, or
+    /// denied. 0, the default, answers CONFIRMATION_REQUIRED at once.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub wait_approval: u64,
+}
+
+/// `serve`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Keep it on loopback and put a TLS proxy in
+    /// front to reach it from elsewhere.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// A file of tokens, a line a person: `NAME TOKEN`, or only `TOKEN`
+    /// (named `operator`); each decision records the name. Without it, one
+    /// token is generated and its sign-in address printed.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// `definitions`' arguments.
+#[derive(Clone, Debug, Args)]
+pub struct DefinitionsArgs {
+    /// neutral, openai, openai-responses, anthropic, gemini or mcp.
+    #[arg(long, short, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write nothing: compare the definitions with the file `--output`
+    /// names, and exit 1, naming each change, when it is out of date (for
+    /// CI: definitions committed beside the code stay in sync with it).
+    #[arg(long, requires = "output")]
+    pub check: bool,
+}
+
+fn parse_format(name: &str) -> Result<Format, String> {
+    name.parse()
+        .map_err(|e: toolcall_providers::UnknownFormat| e.to_string())
+}
+
+/// `replay`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct ReplayArgs {
+    /// The calls; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<PathBuf>,
+    /// When a call waits for a person (CONFIRMATION_REQUIRED), wait up to
+    /// this many seconds for the decision in the store (the inbox's), then
+    /// make the call again with its approval id and print that answer
+    /// instead. 0, the default, answers at once.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub wait_approval: u64,
+}
+
+/// `report`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct ReportArgs {
+    /// The audit log, one JSON record a line; `-` reads standard input.
+    #[arg(value_name = "AUDIT.jsonl|-")]
+    pub audit_log: PathBuf,
+    /// Print the metrics as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the distinct rejected calls (INVALID_ARGUMENTS,
+    /// INVALID_JSON) to this file as `replay` lines: regression tests taken
+    /// from what models really sent. Only what the audit kept is written (a
+    /// sensitive value stays `[redacted]`); calls whose arguments the audit
+    /// did not keep whole are left out, and counted on standard error.
+    #[arg(long, value_name = "FILE")]
+    pub rejected_calls: Option<PathBuf>,
+}
+
+/// `lock`'s and `check`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct LockArgs {
+    /// The lock file.
+    #[arg(long, value_name = "FILE", default_value = "tools.lock.json")]
+    pub file: PathBuf,
+}

@@ -1,0 +1,115 @@
+//! Why a command failed, and the process's exit code for it.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Why a command failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file or stream could not be read or written.
+    Io {
+        /// What was being done, naming the file.
+        action: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The input is not what the command reads.
+    Input(String),
+    /// `check` found changes that break the locked contract.
+    Breaking {
+        /// How many.
+        count: usize,
+        /// The lock file.
+        file: PathBuf,
+    },
+    /// `definitions --check` found the file out of date.
+    Stale {
+        /// How many places differ.
+        count: usize,
+        /// The definitions file.
+        file: PathBuf,
+    },
+    /// The command runs tools: call [`Command::run`](crate::Command::run) with a dispatcher.
+    NeedsDispatcher,
+    /// The MCP server stopped with an error.
+    Mcp(toolcall_mcp::Error),
+    /// The inbox (`serve`) could not start, or stopped.
+    Serve(String),
+    /// The command line could not be parsed, or asked for `--help` or
+    /// `--version`: clap's own message, printed by [`exit`].
+    Usage(clap::Error),
+}
+
+impl Error {
+    pub(crate) fn io(action: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+        let action = action.into();
+        move |source| Error::Io { action, source }
+    }
+
+    /// The process's exit code for this error: 1 for a breaking contract
+    /// change, clap's code for [`Usage`](Error::Usage) (0 for `--help` and
+    /// `--version`, 2 for a malformed command line), 2 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Breaking { .. } | Error::Stale { .. } => 1,
+            Error::Usage(error) => u8::try_from(error.exit_code()).unwrap_or(2),
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { action, source } => write!(f, "cannot {action}: {source}"),
+            Error::Input(message) => f.write_str(message),
+            Error::Breaking { count, file } => write!(
+                f,
+                "{count} breaking change(s) against {}: give the changed tool a new version \
+                 (#[tool(version = N)]), or run `lock` if the change is meant",
+                file.display()
+            ),
+            Error::Stale { count, file } => write!(
+                f,
+                "{} is out of date ({count} difference(s)): write it again with `definitions --format F -o {}` and commit it",
+                file.display(),
+                file.display()
+            ),
+            Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
+            Error::Mcp(error) => write!(f, "the MCP server stopped: {error}"),
+            Error::Serve(error) => write!(f, "the inbox: {error}"),
+            Error::Usage(error) => write!(f, "{}", error.render()),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Mcp(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// The process's exit for a command's outcome: prints an error to standard
+/// error as `program: message` and maps it to its [exit code](Error::exit_code).
+/// A [usage](Error::Usage) message is printed as clap prints it (`--help` to
+/// standard output, with exit code 0).
+pub fn exit(program: &str, outcome: Result<(), Error>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Usage(error)) => {
+            let _ = error.print();
+            ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
+        }
+        Err(error) => {
+            eprintln!("{program}: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Running a command: against the registry alone, or with the
+//! application's dispatcher.
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::Arc;
+
+use toolcall_core::{Dispatcher, Policy, Registry, Store};
+
+use crate::contract::{check, report, write_lock};
+use crate::definitions::definitions;
+use crate::replay::replay;
+use crate::serve::serve;
+use crate::{Command, Error};
+
+impl Command {
+    /// Whether the command runs tools (`replay`, `mcp`) and so needs a
+    /// dispatcher; the others need at most the registry.
+    pub fn runs_tools(&self) -> bool {
+        matches!(
+            self,
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_)
+        )
+    }
+
+    /// Runs a command that does not run tools, against the registry; the
+    /// tools `policy` allows are the ones `definitions` prints. A command
+    /// that runs tools is [`Error::NeedsDispatcher`].
+    pub fn run_static(&self, registry: &Registry, policy: &Policy) -> Result<(), Error> {
+        match self {
+            Command::Definitions(args) => definitions(registry, policy, args),
+            Command::Report(args) => report(registry, args),
+            Command::Lock(args) => write_lock(registry, &args.file),
+            Command::Check(args) => check(registry, &args.file),
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) => Err(Error::NeedsDispatcher),
+        }
+    }
+
+    /// Runs any command with the application's dispatcher; its registry and
+    /// its default caller's policy stand for [`run_static`](Self::run_static)'s.
+    /// `program` is the application's name (the MCP server introduces itself
+    /// by it). `session` is the conversation `replay` runs in, and the prefix
+    /// of `mcp`'s sessions: each MCP connection runs in a session of its own,
+    /// `<session>/<connection id>` (see `toolcall_mcp::Options::session`).
+    pub async fn run<S, St>(
+        &self,
+        program: &str,
+        dispatcher: Arc<Dispatcher<S, St>>,
+        session: &str,
+    ) -> Result<(), Error>
+    where
+        S: Any + Send + Sync,
+        St: Store + 'static,
+    {
+        let context = Context {
+            program,
+            session,
+            audit: None,
+        };
+        self.run_in(&context, dispatcher).await
+    }
+
+    /// [`run`](Self::run), with everything a command may need besides the
+    /// dispatcher: `serve` reads the audit log's metrics from
+    /// [`Context::audit`].
+    pub async fn run_in<S, St>(
+        &self,
+        context: &Context<'_>,
+        dispatcher: Arc<Dispatcher<S, St>>,
+    ) -> Result<(), Error>
+    where
+        S: Any + Send + Sync,
+        St: Store + 'static,
+    {
+        let Context {
+            program,
+            session,
+            audit,
+        } = *context;
+        match self {
+            Command::Replay(args) => replay(&dispatcher, session, args).await,
+            Command::Serve(args) => serve(program, dispatcher, args, audit).await,
+            Command::Mcp(args) => {
+                let options = toolcall_mcp::Options::new(session)
+                    .name(program)
+                    .wait_approval(std::time::Duration::from_secs(args.wait_approval));
+                toolcall_mcp::serve_stdio(dispatcher, options)
+                    .await
+                    .map_err(Error::Mcp)
+            }
+            other => other.run_static(dispatcher.registry(), dispatcher.default_caller().policy()),
+        }
+    }
+}
+
+/// What a command may need besides the dispatcher ([`Command::run_in`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// The application's name (the MCP server and the inbox go by it).
+    pub program: &'a str,
+    /// The conversation `replay` runs in, and the prefix of `mcp`'s sessions.
+    pub session: &'a str,
+    /// The audit log the application writes (`--audit`): the inbox's
+    /// metrics page reads it.
+    pub audit: Option<&'a Path>,
+}

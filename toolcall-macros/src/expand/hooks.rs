@@ -1,0 +1,163 @@
+//! The `check` and `reconcile` functions a tool names.
+//!
+//! Their shape is checked by one generic function each, spanned with
+//! everything around it on the path, so that a function of the wrong shape
+//! fails once, there. For a tool with a context, the function takes the
+//! same one; for a tool without, its state is read from its signature and
+//! recorded in the spec, for the dispatcher's builder to check.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::Ident;
+use syn::spanned::Spanned;
+
+use super::{Expander, respan};
+
+/// What a `check` or a `reconcile` function adds to the generated code.
+pub(super) struct Hook {
+    /// `Tool::check`'s body, or the whole of `Tool::reconcile`.
+    pub code: Option<TokenStream>,
+    /// The spec's `check_state` or `reconcile_state`: the function that
+    /// reads the state the hook's context has, if it has one.
+    pub state: TokenStream,
+    /// That function, for a tool without a context (with one, it is the
+    /// tool's own [`state_fn`](Expander::state_fn)).
+    pub state_fn: Option<TokenStream>,
+}
+
+impl Expander<'_> {
+    /// `Tool::check`'s body: the `check` function's call, or `Ok(())`.
+    pub(super) fn check_hook(&self) -> Hook {
+        let (private, args_ident) = (&self.private, &self.args_ident);
+        let Some(path) = &self.tool.attr.check else {
+            return Hook {
+                code: Some(quote! {
+                    let _ = (__toolcall_args, __toolcall_cx);
+                    ::core::result::Result::Ok(())
+                }),
+                state: quote!(::core::option::Option::None),
+                state_fn: None,
+            };
+        };
+        let span = path.span();
+        match self.context() {
+            Some(context) => {
+                let check = respan(
+                    quote! {
+                        #private::ContextOf::check_sig::<#args_ident, _, _, _>(&__toolcall_context, &#path)
+                            .run(&#path, __toolcall_args, __toolcall_ctx)
+                    },
+                    span,
+                );
+                Hook {
+                    code: Some(self.in_context(&context, check)),
+                    state: self.state(),
+                    state_fn: None,
+                }
+            }
+            None => {
+                let sig = quote!(#private::check_sig::<#args_ident, _, _, _, _>(&#path));
+                let body = respan(
+                    quote! {
+                        let __toolcall_check = #sig;
+                        let __toolcall_ctx = __toolcall_check.context(__toolcall_cx)?;
+                        __toolcall_check.run(&#path, __toolcall_args, &__toolcall_ctx)
+                    },
+                    span,
+                );
+                let (state, state_fn) =
+                    self.own_state(format_ident!("__toolcall_check_state"), &sig, span);
+                Hook {
+                    code: Some(body),
+                    state,
+                    state_fn: Some(state_fn),
+                }
+            }
+        }
+    }
+
+    /// `Tool::reconcile`, for a tool with a `reconcile` function.
+    pub(super) fn reconcile_hook(&self) -> Hook {
+        let private = &self.private;
+        let Some(path) = &self.tool.attr.reconcile else {
+            return Hook {
+                code: None,
+                state: quote!(::core::option::Option::None),
+                state_fn: None,
+            };
+        };
+        let span = path.span();
+        let (body, state, state_fn) = match self.context() {
+            Some(context) => {
+                let reconcile = respan(
+                    quote! {
+                        #private::ContextOf::reconcile_sig::<_, _, _>(&__toolcall_context, &#path)
+                            .run(&#path, __toolcall_ctx, &__toolcall_cx.idempotency_key)
+                            .await
+                    },
+                    span,
+                );
+                (self.in_context(&context, reconcile), self.state(), None)
+            }
+            None => {
+                let sig = quote!(#private::reconcile_sig::<_, _, _, _>(&#path));
+                let body = respan(
+                    quote! {
+                        let __toolcall_reconcile = #sig;
+                        let __toolcall_ctx = __toolcall_reconcile.context(__toolcall_cx)?;
+                        __toolcall_reconcile
+                            .run(&#path, &__toolcall_ctx, &__toolcall_cx.idempotency_key)
+                            .await
+                    },
+                    span,
+                );
+                let (state, state_fn) =
+                    self.own_state(format_ident!("__toolcall_reconcile_state"), &sig, span);
+                (body, state, Some(state_fn))
+            }
+        };
+        let code = quote! {
+            fn reconcile(
+                __toolcall_cx: &#private::CallContext,
+            ) -> #private::BoxFuture<'_, ::core::result::Result<::core::option::Option<#private::serde_json::Value>, #private::ToolError>> {
+                ::std::boxed::Box::pin(async move { #body })
+            }
+        };
+        Hook {
+            code: Some(code),
+            state,
+            state_fn,
+        }
+    }
+
+    /// `call`, a hook's call, after the tool's context is asserted and
+    /// built from the call's.
+    fn in_context(&self, context: &TokenStream, call: TokenStream) -> TokenStream {
+        let assert_context = self.assert_context();
+        let ctx_binding = self
+            .ctx_ref()
+            .map(|ctx_ref| quote!(let __toolcall_ctx = #ctx_ref;));
+        quote! {
+            #assert_context
+            let __toolcall_context = #context;
+            #ctx_binding
+            #call
+        }
+    }
+
+    /// For a hook of a tool without a context: the function `name` that
+    /// reads the state from the hook's signature `sig`, and the spec's
+    /// reference to it.
+    fn own_state(&self, name: Ident, sig: &TokenStream, span: Span) -> (TokenStream, TokenStream) {
+        let private = &self.private;
+        let state_fn = respan(
+            quote! {
+                fn #name() -> #private::StateType {
+                    #sig.state()
+                }
+            },
+            span,
+        );
+        (quote!(::core::option::Option::Some(#name)), state_fn)
+    }
+}
