@@ -373,7 +373,10 @@ fn validate<T: Tool>(members: &Members<'_>) -> Result<Box<dyn Validated>, FieldE
         // The fast path: a member that is no field sends the call to the
         // full reading, whose errors name it and suggest the field meant.
         let fields = T::Args::fields();
-        if raw.iter().any(|(name, _)| fields.iter().all(|f| f.name != name)) {
+        if raw
+            .iter()
+            .any(|(name, _)| fields.iter().all(|f| f.name != name))
+        {
             return Err(FieldErrors::unread());
         }
     }

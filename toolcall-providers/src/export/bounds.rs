@@ -45,7 +45,7 @@ impl Transform for SafeBounds {
                 continue;
             }
             let natural = is_64_bit_limit(bound);
-            if let Some(bound) = map.shift_remove(keyword)
+            if let Some(bound) = super::take(map, keyword)
                 && !natural
             {
                 notes.push(moved_sentence(keyword, &bound));

@@ -143,7 +143,7 @@ impl Transform for RefSiblings {
             .collect();
         let mut notes = Vec::new();
         for keyword in beside {
-            if let Some(value) = map.shift_remove(&keyword)
+            if let Some(value) = super::take(map, &keyword)
                 && !schema::is_annotation(&keyword)
             {
                 notes.push(moved_sentence(&keyword, &value));

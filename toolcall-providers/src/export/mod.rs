@@ -157,7 +157,9 @@
 //!   `required`, `items`, `minItems`, `maxItems`, `minLength`, `maxLength`,
 //!   `pattern`, `minimum`, `maximum`, `minProperties`, `maxProperties`,
 //!   `anyOf`, `default`. Each object gets `propertyOrdering`, its properties
-//!   in declaration order.
+//!   in the schema's order: declaration order when the application's
+//!   `serde_json` keeps insertion order (its `preserve_order` feature, which
+//!   this crate does not turn on for you), alphabetical otherwise.
 //! * `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `uniqueItems`,
 //!   `allOf`, `not`, and the rest of JSON Schema's assertions are moved into
 //!   the description; `oneOf` becomes `anyOf` and the description says that
@@ -185,7 +187,7 @@ mod words;
 use std::fmt;
 use std::str::FromStr;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use toolcall_core::schema;
 use toolcall_core::{Policy, Registry};
 
@@ -308,6 +310,15 @@ pub fn definitions(registry: &Registry, policy: &Policy, format: Format) -> Valu
 }
 
 /// Whether `schema`'s `type` is or includes `ty`.
+/// Removes `key` from `map`, keeping the order of the others whether or
+/// not the application's `serde_json` keeps insertion order (with
+/// `preserve_order`, `Map::remove` would move the last member into the gap).
+pub(super) fn take(map: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    let value = map.get(key).cloned()?;
+    map.retain(|name, _| name != key);
+    Some(value)
+}
+
 fn is_type(schema: &Value, ty: &str) -> bool {
     schema
         .as_object()
