@@ -4,8 +4,8 @@
 
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, Outcome, PendingApproval,
-    Store, TaintHit, TakeApproval, now_ms,
+    ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, PendingApproval,
+    RecordedOutcome, Store, TaintHit, TakeApproval, now_ms,
 };
 use toolcall::{Rejection, ToolResult, tool};
 
@@ -167,7 +167,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     store.complete("k1", &result(7)).await.unwrap();
     assert_eq!(
         other.outcome("k1").await.unwrap(),
-        Some(Outcome::Completed(result(7)))
+        Some(RecordedOutcome::Completed(result(7)))
     );
     assert_eq!(
         other.claim("k1", now + 10_000_000, 1_000).await.unwrap(),
@@ -176,13 +176,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     other.release("k1").await.unwrap();
     assert_eq!(
         store.outcome("k1").await.unwrap(),
-        Some(Outcome::Completed(result(7)))
+        Some(RecordedOutcome::Completed(result(7)))
     );
     // Doubting a completed key changes nothing.
     other.doubt("k1").await.unwrap();
     assert_eq!(
         store.outcome("k1").await.unwrap(),
-        Some(Outcome::Completed(result(7)))
+        Some(RecordedOutcome::Completed(result(7)))
     );
 
     // In doubt: durable, released by nothing, claimed like a free key, and
@@ -192,11 +192,14 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Claim::Acquired
     );
     store.doubt("d1").await.unwrap();
-    assert_eq!(other.outcome("d1").await.unwrap(), Some(Outcome::InDoubt));
+    assert_eq!(
+        other.outcome("d1").await.unwrap(),
+        Some(RecordedOutcome::InDoubt)
+    );
     other.release("d1").await.unwrap();
     assert_eq!(
         store.outcome("d1").await.unwrap(),
-        Some(Outcome::InDoubt),
+        Some(RecordedOutcome::InDoubt),
         "release leaves an in-doubt key alone"
     );
     assert!(
@@ -217,11 +220,14 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     other.complete("d1", &result(8)).await.unwrap();
     assert_eq!(
         store.outcome("d1").await.unwrap(),
-        Some(Outcome::Completed(result(8)))
+        Some(RecordedOutcome::Completed(result(8)))
     );
     // A key never claimed can be doubted too.
     other.doubt("d2").await.unwrap();
-    assert_eq!(store.outcome("d2").await.unwrap(), Some(Outcome::InDoubt));
+    assert_eq!(
+        store.outcome("d2").await.unwrap(),
+        Some(RecordedOutcome::InDoubt)
+    );
 
     // Renewing extends a claim while it is in flight, and only then.
     assert_eq!(

@@ -171,7 +171,7 @@ impl fmt::Display for Location<'_> {
 }
 
 /// `segment` escaped for a JSON Pointer (`~` as `~0`, `/` as `~1`).
-pub fn escape_pointer(segment: &str) -> String {
+pub(crate) fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
@@ -221,14 +221,8 @@ pub fn subschemas(schema: &Value) -> impl Iterator<Item = (Location<'_>, &Value)
         })
 }
 
-/// Calls `f` on each direct subschema of `schema`, mutably, in keyword order.
-pub fn for_each_subschema_mut(schema: &mut Value, f: &mut dyn FnMut(&mut Value)) {
-    if let Value::Object(map) = schema {
-        for_each_member_schema_mut(map, f);
-    }
-}
-
-/// [`for_each_subschema_mut`] over a schema object's members.
+/// Calls `f` on each direct subschema held by a schema object's members,
+/// mutably, in keyword order.
 fn for_each_member_schema_mut(map: &mut Map<String, Value>, f: &mut dyn FnMut(&mut Value)) {
     for (keyword, value) in map.iter_mut() {
         let children: Vec<&mut Value> = match (applicator(keyword), value) {

@@ -20,7 +20,7 @@ use crate::result::ToolResult;
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)] // returned once per call, never stored
 #[non_exhaustive]
-pub enum Outcome {
+pub enum RecordedOutcome {
     /// The call completed: its stored result is the answer to every
     /// identical call from then on.
     Completed(ToolResult),
@@ -299,7 +299,7 @@ pub trait Store: Send + Sync + 'static {
     fn outcome(
         &self,
         key: &str,
-    ) -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send;
 
     /// Tries to take `key` for execution until `now_ms + lease_ms`. A key
     /// that is free, in doubt, or whose lease ran out is acquired.
@@ -477,7 +477,7 @@ impl<T: Store> Store for std::sync::Arc<T> {
     fn outcome(
         &self,
         key: &str,
-    ) -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send {
         (**self).outcome(key)
     }
 

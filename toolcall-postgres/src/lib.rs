@@ -82,8 +82,9 @@ use tokio::sync::Mutex;
 use tokio_postgres::{AsyncMessage, Client, NoTls, Row};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Outcome,
-    PendingApproval, Store, StoreError, TaintHit, TakeApproval, now_ms, session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome,
+    PendingApproval, RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, now_ms,
+    session_key,
 };
 
 /// The schema this version writes, kept in `toolcall_schema_version`.
@@ -701,7 +702,7 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
+    async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -715,8 +716,8 @@ impl Store for PostgresStore {
             return Ok(None);
         };
         match (row.get::<_, &str>(0), row.get::<_, Option<&str>>(1)) {
-            ("completed", Some(text)) => Ok(Some(Outcome::Completed(parse_result(text)?))),
-            _ => Ok(Some(Outcome::InDoubt)),
+            ("completed", Some(text)) => Ok(Some(RecordedOutcome::Completed(parse_result(text)?))),
+            _ => Ok(Some(RecordedOutcome::InDoubt)),
         }
     }
 

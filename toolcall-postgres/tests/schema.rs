@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::store::{
-    ApprovalDecision, Binding, Claim, DecideOutcome, Outcome, PendingApproval, TakeApproval,
-    now_ms, session_key,
+    ApprovalDecision, Binding, Claim, DecideOutcome, PendingApproval, RecordedOutcome,
+    TakeApproval, now_ms, session_key,
 };
 use toolcall::{Store, ToolResult};
 use toolcall_postgres::{PostgresStore, Purged};
@@ -168,7 +168,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         assert_eq!(store.count_call("k-done").await.unwrap(), 3);
         assert_eq!(
             store.outcome("k-done").await.unwrap(),
-            Some(Outcome::Completed(result(7)))
+            Some(RecordedOutcome::Completed(result(7)))
         );
         assert_eq!(
             store.claim("k-held", now_ms(), 1_000).await.unwrap(),
@@ -189,7 +189,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         store.doubt("k-held").await.unwrap();
         assert_eq!(
             store.outcome("k-held").await.unwrap(),
-            Some(Outcome::InDoubt)
+            Some(RecordedOutcome::InDoubt)
         );
         assert_eq!(
             store.claim("k-held", now_ms(), 1_000).await.unwrap(),

@@ -74,8 +74,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Outcome,
-    PendingApproval, Store, StoreError, TaintHit, TakeApproval, now_ms, session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome,
+    PendingApproval, RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, now_ms,
+    session_key,
 };
 
 /// The schema this version writes: the file's `PRAGMA user_version`.
@@ -656,7 +657,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
+    async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
         let row: Option<(String, Option<String>)> = self
             .conn()
             .query_row(
@@ -669,9 +670,9 @@ impl Store for SqliteStore {
             .map_err(StoreError::new)?;
         match row {
             Some((state, Some(result))) if state == "completed" => {
-                Ok(Some(Outcome::Completed(parse_result(&result)?)))
+                Ok(Some(RecordedOutcome::Completed(parse_result(&result)?)))
             }
-            Some(_) => Ok(Some(Outcome::InDoubt)),
+            Some(_) => Ok(Some(RecordedOutcome::InDoubt)),
             None => Ok(None),
         }
     }

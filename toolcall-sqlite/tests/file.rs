@@ -14,7 +14,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, Binding, Claim, DecideOutcome, Outcome, PendingApproval, TakeApproval, now_ms,
+    ApprovalDecision, Binding, Claim, DecideOutcome, PendingApproval, RecordedOutcome,
+    TakeApproval, now_ms,
 };
 use toolcall::{Store, ToolResult};
 use toolcall_sqlite::{Purged, SqliteStore};
@@ -231,7 +232,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         assert_eq!(store.count_call("k-done").await.unwrap(), 3);
         assert_eq!(
             store.outcome("k-done").await.unwrap(),
-            Some(Outcome::Completed(result(7)))
+            Some(RecordedOutcome::Completed(result(7)))
         );
         assert_eq!(
             store.claim("k-done", now_ms(), 1_000).await.unwrap(),
@@ -256,7 +257,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         store.doubt("k-held").await.unwrap();
         assert_eq!(
             store.outcome("k-held").await.unwrap(),
-            Some(Outcome::InDoubt)
+            Some(RecordedOutcome::InDoubt)
         );
         assert_eq!(
             store.claim("k-held", now_ms(), 1_000).await.unwrap(),

@@ -16,7 +16,7 @@ use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
 use crate::store::{
-    ApprovalDecision, Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms,
+    ApprovalDecision, Binding, PendingApproval, RecordedOutcome, Store, TakeApproval, now_ms,
 };
 
 /// A person's decision on a pending approval, by its confirmation id.
@@ -315,11 +315,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .await
             .map_err(|error| self.store_unavailable(spec.name(), &error))?;
         match outcome {
-            Some(Outcome::Completed(mut stored)) => {
+            Some(RecordedOutcome::Completed(mut stored)) => {
                 stored.replayed = true;
                 Ok(stored)
             }
-            Some(Outcome::InDoubt) => self.decide_and_run(prepared, Approval::InDoubt).await,
+            Some(RecordedOutcome::InDoubt) => {
+                self.decide_and_run(prepared, Approval::InDoubt).await
+            }
             _ => self.decide_and_run(prepared, Approval::Given).await,
         }
     }

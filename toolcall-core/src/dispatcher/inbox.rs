@@ -13,7 +13,7 @@ use crate::canonical::digest;
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::store::{
-    ApprovalDecision, ApprovalResult, Binding, Outcome, Store, TakeApproval, now_ms,
+    ApprovalDecision, ApprovalResult, Binding, RecordedOutcome, Store, TakeApproval, now_ms,
 };
 
 /// A person's decision that a call carried out: who took it, and the
@@ -216,11 +216,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .await
             .map_err(|error| mark(self.store_unavailable(name, &error), &arguments))?;
         let answer = match outcome {
-            Some(Outcome::Completed(mut stored)) => {
+            Some(RecordedOutcome::Completed(mut stored)) => {
                 stored.replayed = true;
                 Ok(stored)
             }
-            Some(Outcome::InDoubt) => self.decide_and_run(prepared, Approval::InDoubt).await,
+            Some(RecordedOutcome::InDoubt) => {
+                self.decide_and_run(prepared, Approval::InDoubt).await
+            }
             _ => self.decide_and_run(prepared, Approval::Given).await,
         };
         answer

@@ -20,7 +20,7 @@ use crate::error::ToolError;
 use crate::parse::{Arguments, parse_object, raw_members};
 use crate::policy::{Caller, Policy, Taint};
 use crate::result::{Code, ToolResult};
-use crate::store::{Binding, Outcome, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{Binding, PendingApproval, RecordedOutcome, Store, TakeApproval, now_ms};
 use crate::taint;
 use crate::tool::{CallContext, ToolSpec, Validated};
 use std::collections::BTreeSet;
@@ -180,14 +180,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .await
                 .map_err(|e| self.store_unavailable(name, &e))?;
             match outcome {
-                Some(Outcome::Completed(mut stored)) => {
+                Some(RecordedOutcome::Completed(mut stored)) => {
                     stored.replayed = true;
                     return Ok(stored);
                 }
                 // The same call ran before and its outcome is unknown: it
                 // already passed the check, the policy and the approval, so
                 // it goes straight to execution under the same key.
-                Some(Outcome::InDoubt) => in_doubt = true,
+                Some(RecordedOutcome::InDoubt) => in_doubt = true,
                 _ => {}
             }
         }
@@ -311,7 +311,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     return Err(self.fail(Failure::LoopDetected, name));
                 }
                 if spec.side_effect()
-                    && let Some(Outcome::Completed(stored)) = self
+                    && let Some(RecordedOutcome::Completed(stored)) = self
                         .store
                         .outcome(key)
                         .await

@@ -302,11 +302,13 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn outcome(&self, key: &str) -> Result<Option<Outcome>, StoreError> {
+    async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
         let shard = self.shard(key);
         Ok(match shard.records.get(key).map(|r| &r.state) {
-            Some(RecordState::Completed(result)) => Some(Outcome::Completed(result.clone())),
-            Some(RecordState::InDoubt) => Some(Outcome::InDoubt),
+            Some(RecordState::Completed(result)) => {
+                Some(RecordedOutcome::Completed(result.clone()))
+            }
+            Some(RecordState::InDoubt) => Some(RecordedOutcome::InDoubt),
             Some(RecordState::InFlight { .. }) | None => None,
         })
     }
