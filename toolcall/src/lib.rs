@@ -538,6 +538,45 @@
 //! Calls on one resource (`#[arg(resource)]`) hold a lock in the store from
 //! their check to the end of their handler, renewed like a claim.
 //!
+//! # Building a dispatcher, and what else it takes
+//!
+//! [`Dispatcher::builder`] takes the registry and the state; its methods
+//! change the defaults above. Besides those:
+//!
+//! * [`DispatcherBuilder::approvals`] chooses who approves: [`Approvals::Host`]
+//!   (the default: [`Call::confirmed`], or an approval id) or
+//!   [`Approvals::Inbox`] (only a decision recorded in the store, by the
+//!   approval inbox or by [`Dispatcher::approve`]).
+//! * [`DispatcherBuilder::callers`] registers the callers calls may name; the
+//!   build checks every [`Policy`] against the registry and refuses one that
+//!   names an unknown tool or limit ([`BuildError`]). What works but is
+//!   probably not meant, such as a limit a caller's policy does not set
+//!   (every such call is refused), is a [`BuildWarning`], logged and kept in
+//!   [`Dispatcher::warnings`].
+//! * [`DispatcherBuilder::message`] rewrites the model's message of one
+//!   standard failure; the function gets a [`MessageContext`] (which
+//!   [`Failure`], the tool, the result's `data`, the default message). The
+//!   code and the `data` stay the pipeline's.
+//!
+//! A call's arguments are [`Arguments`]: the raw text the model wrote
+//! (`&str`, the common case, read in one pass when it is plainly a valid
+//! object) or a parsed `Value`; both are held to the same bounds, and an
+//! identical call gets the identical answer either way.
+//!
+//! To inspect a tool without running it, [`ToolSpec::fields`] lists its
+//! parameters as [`FieldMeta`] (name, description, [`Constraint`]s such as
+//! a [`Bound`], a [`Pattern`] or a [`StringFormat`]), and
+//! [`ToolSpec::validate_arguments`] runs stage 3 alone: its [`FieldErrors`]
+//! hold one [`FieldProblem`] per problem (path, problem, the field's
+//! description), each shown as the model reads it. The argument struct
+//! implements [`ToolArgs`]; the macro writes it.
+//!
+//! `serde_json`'s `preserve_order` is the application's choice: no toolcall
+//! crate turns it on. With it, schemas and tool definitions keep the order
+//! parameters are declared in (and Gemini's `propertyOrdering` says so);
+//! without it, members are in alphabetical order. The key, and what the
+//! validator accepts, are the same either way.
+//!
 //! # Results and audit
 //!
 //! A [`ToolResult`] is `{ok, tool, code, message, data, replayed}`. `code` is
