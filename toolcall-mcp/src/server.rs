@@ -1,67 +1,36 @@
 //! The MCP handler: `tools/list`, `tools/call`, and the person's approval
 //! of high-risk calls through elicitation.
 
+mod approvals;
+mod question;
+
 use std::any::Any;
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ClientCapabilities, ClientResult, ContentBlock, CustomRequest, CustomResult, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, ErrorCode,
-    Implementation, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerRequest, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
+    CustomRequest, CustomResult, ElicitRequest, ElicitResult, ErrorCode, Implementation,
+    InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::echo::{MAX_NAME_ECHO, cut};
-use toolcall_core::store::now_ms;
-use toolcall_core::{
-    Approvals, Arguments, Call, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult,
-};
+use toolcall_core::{Arguments, Call, Code, Dispatcher, MemoryStore, Store, ToolResult};
 
 use crate::Options;
-use crate::frame::{RawArguments, no_duplicates};
-
-/// Who the audit records as the approver of a decision a person took
-/// through MCP (an answer to an approval question).
-const APPROVER: &str = "mcp-elicitation";
-
-/// Who the audit records as the decider when no person answered: the server
-/// denied the call because the question timed out or the client cancelled it.
-const SERVER: &str = "mcp-server";
-
-/// The key of the approval question in an `input_required` result.
-const APPROVAL_INPUT: &str = "approval";
-
-/// How the `requestState` of an approval question starts; the confirmation
-/// id follows.
-const APPROVAL_STATE: &str = "toolcall-approval:";
-
-/// The property of the approval form that says yes.
-const APPROVE_FIELD: &str = "approve";
+use crate::frame::RawArguments;
+use approvals::{Asked, Handed};
+use question::{APPROVAL_INPUT, APPROVAL_STATE, approval_question};
 
 /// The key in a `tools/call` request's `_meta` that asks for a dry run
 /// ([`Call::dry_run`]) when it is `true`.
 const DRY_RUN_META: &str = "toolcall/dry_run";
-
-/// What `data.reason` says when untrusted output taints a call.
-const UNTRUSTED_CONTEXT: &str = "untrusted_context";
-
-/// How many `input_required` approval questions one connection keeps open
-/// at most; past it, the oldest is forgotten (its approval then expires
-/// unused in the store).
-const MAX_OPEN_QUESTIONS: usize = 256;
-
-/// How many pending approvals handed to a client that cannot ask a person
-/// one connection remembers at most; past it, the oldest is forgotten (a
-/// retry of its call is then a fresh call).
-const MAX_HANDED_APPROVALS: usize = 256;
 
 /// An MCP server over a [`Dispatcher`], for **one connection**: implements
 /// rmcp's [`ServerHandler`], so any rmcp transport can serve it.
@@ -107,31 +76,6 @@ pub struct McpServer<S, St = MemoryStore> {
     /// The pending approvals this server answered a call with, to a client
     /// that cannot ask a person, oldest first.
     handed: Mutex<VecDeque<Handed>>,
-}
-
-/// An approval question asked as `input_required`: the call it is about.
-#[derive(Debug)]
-struct Asked {
-    tool: String,
-    /// The digests of the canonical JSON of the arguments as the client sent
-    /// them, and of the validated arguments the person was shown; a retry
-    /// must repeat one.
-    arguments: [String; 2],
-    asked_at: Instant,
-}
-
-/// A pending approval a call was answered with (`CONFIRMATION_REQUIRED`)
-/// by a server whose client cannot ask a person: an identical retry brings
-/// it back.
-#[derive(Debug)]
-struct Handed {
-    id: String,
-    tool: String,
-    /// As in [`Asked::arguments`]: the digests of the canonical JSON of the
-    /// arguments as sent, and as validated; a retry must repeat one.
-    arguments: [String; 2],
-    /// When the approval expires (at the latest), in ms since the epoch.
-    expires_ms: u64,
 }
 
 impl<S, St> std::fmt::Debug for McpServer<S, St> {
@@ -293,355 +237,6 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
 
         to_mcp(&self.ask(id, tool, question, &result, &context).await).into()
     }
-
-    /// For a client that cannot ask a person: waits up to
-    /// [`Options::wait_approval`] (never past the approval's lifetime) for a
-    /// decision on the pending call `id` recorded in the store (a person's,
-    /// in the approval inbox), woken by the store where it can be, then
-    /// makes the call again with the approval, which carries the decision
-    /// out: the call runs once, runs edited, or is denied. Without a
-    /// decision by then, or if the client cancels the call, the answer is
-    /// `asked` (`CONFIRMATION_REQUIRED`) and the approval stays pending.
-    async fn wait_for_decision(
-        &self,
-        id: &str,
-        tool: &str,
-        raw: &str,
-        call_id: &str,
-        asked: &ToolResult,
-        context: &RequestContext<RoleServer>,
-    ) -> ToolResult {
-        let wait = self
-            .options
-            .wait_approval
-            .min(self.dispatcher.settings().approval_ttl);
-        if wait.is_zero() {
-            tracing::debug!(tool, "the MCP client cannot ask a person; the call waits");
-            return asked.clone();
-        }
-        let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
-        tracing::info!(
-            tool,
-            approval = id,
-            "the MCP client cannot ask a person; waiting for a decision in the store"
-        );
-        let entry = tokio::select! {
-            entry = self.dispatcher.store().wait_approval(id, until) => entry,
-            () = context.ct.cancelled() => {
-                tracing::info!(
-                    tool,
-                    approval = id,
-                    "the tool call was cancelled while it waited for a decision; nothing ran"
-                );
-                return asked.clone();
-            }
-        };
-        match entry {
-            Ok(Some(entry)) if entry.approval.decision.is_some() && entry.used_ms.is_none() => {
-                tracing::info!(
-                    tool,
-                    approval = id,
-                    "a decision was recorded; carrying it out"
-                );
-                self.dispatcher
-                    .execute(
-                        Call::new(tool, Arguments::Raw(raw))
-                            .session(&self.session)
-                            .call_id(call_id)
-                            .approval(id),
-                    )
-                    .await
-            }
-            Ok(_) => {
-                tracing::debug!(tool, approval = id, "no decision in time; the call waits");
-                asked.clone()
-            }
-            Err(error) => {
-                tracing::warn!(tool, approval = id, %error, "waiting for a decision failed");
-                asked.clone()
-            }
-        }
-    }
-
-    /// Asks the person with an `elicitation/create` request (sessions opened
-    /// with `initialize`), waiting at most the approval's lifetime, and
-    /// decides the pending call `id` as they answer.
-    async fn ask(
-        &self,
-        id: &str,
-        tool: &str,
-        question: ElicitRequestParams,
-        asked: &ToolResult,
-        context: &RequestContext<RoleServer>,
-    ) -> ToolResult {
-        // The approval expires after `approval_ttl`: an answer after that
-        // could not run the call anyway.
-        let ttl = self.dispatcher.settings().approval_ttl;
-        let request = ServerRequest::ElicitRequest(ElicitRequest::new(question));
-        let sent = context
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(ttl))
-            .await;
-        let handle = match sent {
-            Ok(handle) => handle,
-            Err(error) => {
-                // Nothing ran; the approval stays pending until it expires.
-                tracing::warn!(tool, %error, "asking the person through MCP failed");
-                return asked.clone();
-            }
-        };
-        let request_id = handle.id.clone();
-        let answer = tokio::select! {
-            answer = handle.await_response() => answer,
-            () = context.ct.cancelled() => {
-                // The client withdrew the call (or went away): withdraw the
-                // question, and deny the call so that a late answer cannot
-                // run what nobody waits for any more.
-                let cancel = CancelledNotificationParam::new(
-                    Some(request_id),
-                    Some("the tool call was cancelled".to_owned()),
-                );
-                if let Err(error) = context.peer.notify_cancelled(cancel).await {
-                    tracing::debug!(tool, %error, "could not withdraw the approval question");
-                }
-                tracing::info!(tool, "the tool call was cancelled while a person was asked");
-                let decision = self.decision(id, tool, SERVER);
-                return self
-                    .dispatcher
-                    .deny(decision, "the MCP client cancelled the call before a person answered")
-                    .await;
-            }
-        };
-        match answer {
-            Ok(ClientResult::ElicitResult(answer)) => {
-                let decision = self.decision(id, tool, APPROVER);
-                if said_yes(&answer) {
-                    tracing::info!(tool, "a person approved the call through MCP");
-                    self.dispatcher.approve(decision).await
-                } else {
-                    self.deny_answer(decision, tool, &answer).await
-                }
-            }
-            Err(ServiceError::Timeout { .. }) => {
-                let decision = self.decision(id, tool, SERVER);
-                self.dispatcher
-                    .deny(decision, "nobody answered the approval request in time")
-                    .await
-            }
-            Ok(other) => {
-                tracing::warn!(
-                    tool,
-                    ?other,
-                    "the MCP client answered the approval question with something else"
-                );
-                asked.clone()
-            }
-            Err(error) => {
-                // Nothing ran; the approval stays pending until it expires.
-                tracing::warn!(tool, %error, "asking the person through MCP failed");
-                asked.clone()
-            }
-        }
-    }
-
-    /// The result of a retry that answers a question this server asked: on
-    /// yes, the call runs through the whole pipeline with the approval
-    /// (which checks that it was given for exactly these arguments, and uses
-    /// it up); otherwise it is denied.
-    async fn answered(
-        &self,
-        id: &str,
-        tool: &str,
-        raw: &str,
-        call_id: &str,
-        answer: &ElicitResult,
-    ) -> ToolResult {
-        if said_yes(answer) {
-            tracing::info!(tool, "a person approved the call through MCP");
-            return self
-                .dispatcher
-                .execute(
-                    Call::new(tool, Arguments::Raw(raw))
-                        .session(&self.session)
-                        .call_id(call_id)
-                        .approval(id),
-                )
-                .await;
-        }
-        self.deny_answer(self.decision(id, tool, APPROVER), tool, answer)
-            .await
-    }
-
-    /// Denies the pending call as the person's answer (not a yes) says.
-    async fn deny_answer(
-        &self,
-        decision: Decision<'_>,
-        tool: &str,
-        answer: &ElicitResult,
-    ) -> ToolResult {
-        let reason = match answer.action {
-            ElicitationAction::Decline => "the person declined it",
-            ElicitationAction::Cancel => "the person dismissed the approval request",
-            _ => "the person did not approve it",
-        };
-        tracing::info!(tool, reason, "the call was not approved");
-        self.dispatcher.deny(decision, reason).await
-    }
-
-    /// A decision on the pending call `id` of this connection's session.
-    fn decision<'a>(&'a self, id: &'a str, tool: &'a str, by: &'a str) -> Decision<'a> {
-        Decision::new(id, &self.session).tool(tool).by(by)
-    }
-
-    /// Remembers that this connection's client was asked, as
-    /// `input_required`, to approve the call `id`.
-    fn remember_question(&self, id: &str, tool: &str, raw: &str, asked: &ToolResult) {
-        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
-        // The pipeline read these arguments, so they are an object; should
-        // they not be, only the validated form can match.
-        let sent = sent_digest(raw).unwrap_or_default();
-        let ttl = self.dispatcher.settings().approval_ttl;
-        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
-        // Forget the questions whose approvals have expired, then the oldest
-        // if too many are still open.
-        questions.retain(|_, question| question.asked_at.elapsed() < ttl);
-        while questions.len() >= MAX_OPEN_QUESTIONS {
-            let Some(oldest) = questions
-                .iter()
-                .min_by_key(|(_, question)| question.asked_at)
-                .map(|(id, _)| id.clone())
-            else {
-                break;
-            };
-            questions.remove(&oldest);
-        }
-        questions.insert(
-            id.to_owned(),
-            Asked {
-                tool: tool.to_owned(),
-                arguments: [sent, digest(&pending)],
-                asked_at: Instant::now(),
-            },
-        );
-    }
-
-    /// When an approval asked now expires at the latest, in ms since the epoch.
-    fn expiry(&self) -> u64 {
-        let ttl = self.dispatcher.settings().approval_ttl;
-        now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    /// Remembers that a call to `tool` with the arguments `raw` was answered
-    /// with the pending approval `id` (`asked`, `CONFIRMATION_REQUIRED`), for
-    /// an identical retry to bring back.
-    fn remember_handed(
-        &self,
-        id: &str,
-        tool: &str,
-        raw: &str,
-        asked: &ToolResult,
-        expires_ms: u64,
-    ) {
-        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
-        let sent = sent_digest(raw).unwrap_or_default();
-        let now = now_ms();
-        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
-        // Forget the expired approvals and this one's older entry, then the
-        // oldest if too many are remembered.
-        handed.retain(|entry| entry.expires_ms > now && entry.id != id);
-        while handed.len() >= MAX_HANDED_APPROVALS {
-            handed.pop_front();
-        }
-        handed.push_back(Handed {
-            id: id.to_owned(),
-            tool: tool.to_owned(),
-            arguments: [sent, digest(&pending)],
-            expires_ms,
-        });
-    }
-
-    /// The pending approval an identical earlier call to `tool` (arguments
-    /// `raw`) was answered with, if a retry may bring it: one with a
-    /// decision recorded in the store, or (in [`Approvals::Inbox`] mode, where
-    /// bringing an id approves nothing by itself) one still undecided. It
-    /// is forgotten here; the call remembers it again if it is answered
-    /// `CONFIRMATION_REQUIRED` once more. An approval used up, expired or
-    /// gone is forgotten; in host mode an undecided one is left for a later
-    /// retry, since bringing its id would approve it.
-    async fn recall(&self, tool: &str, raw: &str) -> Option<Handed> {
-        let sent = sent_digest(raw)?;
-        let candidates: Vec<String> = {
-            let now = now_ms();
-            let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
-            handed.retain(|entry| entry.expires_ms > now);
-            handed
-                .iter()
-                .rev()
-                .filter(|entry| entry.tool == tool && entry.arguments.contains(&sent))
-                .map(|entry| entry.id.clone())
-                .collect()
-        };
-        let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
-        for id in candidates {
-            let keep = match self.dispatcher.store().approval(&id).await {
-                Ok(Some(entry))
-                    if entry.used_ms.is_none()
-                        && entry.approval.session == self.session
-                        && entry.approval.expires_ms > now_ms() =>
-                {
-                    if entry.approval.decision.is_some() || inbox {
-                        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
-                        // Another retry may have taken it meanwhile.
-                        let Some(mut found) = handed
-                            .iter()
-                            .position(|entry| entry.id == id)
-                            .and_then(|at| handed.remove(at))
-                        else {
-                            continue;
-                        };
-                        found.expires_ms = entry.approval.expires_ms;
-                        tracing::debug!(
-                            tool,
-                            approval = id,
-                            "an identical retry brings the pending approval back"
-                        );
-                        return Some(found);
-                    }
-                    true
-                }
-                Ok(_) => false,
-                Err(error) => {
-                    tracing::warn!(tool, approval = id, %error, "could not look the approval up");
-                    true
-                }
-            };
-            if !keep {
-                self.handed
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .retain(|entry| entry.id != id);
-            }
-        }
-        None
-    }
-
-    /// Whether `id` names a question this server asked its client about
-    /// `tool` with these arguments (`raw`, as sent); if so it is forgotten
-    /// (an answer is used once). Arguments the pipeline would refuse as
-    /// `INVALID_JSON` (a member twice, not an object) answer nothing.
-    fn take_question(&self, id: &str, tool: &str, raw: &str) -> bool {
-        let Some(sent) = sent_digest(raw) else {
-            return false;
-        };
-        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
-        let matches = questions
-            .get(id)
-            .is_some_and(|asked| asked.tool == tool && asked.arguments.contains(&sent));
-        if matches {
-            questions.remove(id);
-        }
-        matches
-    }
 }
 
 impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
@@ -715,27 +310,6 @@ fn raw_arguments<'a>(
     }
 }
 
-/// The digest of the canonical form of arguments sent as `raw`, if they are
-/// an object with no member twice.
-fn sent_digest(raw: &str) -> Option<String> {
-    no_duplicates(raw).ok()?;
-    match serde_json::from_str::<Value>(raw).ok()? {
-        object @ Value::Object(_) => Some(digest(&object)),
-        _ => None,
-    }
-}
-
-/// Whether the person accepted and said yes.
-fn said_yes(answer: &ElicitResult) -> bool {
-    answer.action == ElicitationAction::Accept
-        && answer
-            .content
-            .as_ref()
-            .and_then(|content| content.get(APPROVE_FIELD))
-            .and_then(Value::as_bool)
-            == Some(true)
-}
-
 /// 128 random bits, hex: names one connection's session.
 fn connection_id() -> String {
     let mut bytes = [0u8; 16];
@@ -770,58 +344,6 @@ fn asks_dry_run(request: &CallToolRequestParams, context: &RequestContext<RoleSe
     let flag =
         |meta: &serde_json::Map<String, Value>| meta.get(DRY_RUN_META) == Some(&Value::Bool(true));
     flag(&context.meta) || request.meta.as_ref().is_some_and(|meta| flag(meta))
-}
-
-/// Why the call asks a person beyond its tool's risk, as the result's
-/// `data.reason` (and `data.tainted`) say it: a paragraph of the question,
-/// or nothing.
-fn why_asked(result: &ToolResult) -> String {
-    if result.data.get("reason").and_then(Value::as_str) != Some(UNTRUSTED_CONTEXT) {
-        return String::new();
-    }
-    let fields: Vec<&str> = result
-        .data
-        .get("tainted")
-        .and_then(Value::as_array)
-        .map(|fields| fields.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut why = String::from(
-        "Asked because this conversation read untrusted output (text written by others)",
-    );
-    if !fields.is_empty() {
-        why.push_str("; these arguments carry values read there: ");
-        why.push_str(&fields.join(", "));
-    }
-    why.push_str(
-        ". Make sure it is what you want, not what that text told the assistant to do.\n\n",
-    );
-    why
-}
-
-/// The form that asks a person to approve the pending call of a
-/// `CONFIRMATION_REQUIRED` result: its tool and exact arguments, why it
-/// asks when untrusted output tainted it, and one yes-or-no field.
-fn approval_question(result: &ToolResult) -> Result<ElicitRequestParams, String> {
-    let tool = &result.tool;
-    let pending = result.data.get("pending").cloned().unwrap_or(Value::Null);
-    let arguments = serde_json::to_string_pretty(&pending).map_err(|error| error.to_string())?;
-    let why = why_asked(result);
-    let message = format!(
-        "The assistant wants to call {tool} with exactly these arguments:\n\n{arguments}\n\n\
-         {why}Approve this call? It runs once, as shown, only if you approve."
-    );
-    let schema = ElicitationSchema::builder()
-        .required_bool_property(APPROVE_FIELD, |field| {
-            field
-                .title("Approve")
-                .description(format!("Run {tool} with the arguments shown"))
-        })
-        .build()?;
-    Ok(ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
-    })
 }
 
 /// The MCP form of a result: `isError` unless it succeeded, the result as

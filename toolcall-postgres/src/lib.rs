@@ -74,12 +74,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod approvals;
+mod purge;
+mod schema;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
 use tokio::sync::Mutex;
-use tokio_postgres::{AsyncMessage, Client, NoTls, Row};
+use tokio_postgres::{Client, NoTls};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome,
@@ -87,171 +90,12 @@ use toolcall_core::store::{
     session_key,
 };
 
-/// The schema this version writes, kept in `toolcall_schema_version`.
-const SCHEMA_VERSION: i32 = 3;
-
-/// Version 0, the first release's tables. Created if missing, so that a new
-/// schema and one from that release take the same upgrades.
-const SCHEMA_V0: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_steps (
-    session    TEXT PRIMARY KEY,
-    count      BIGINT NOT NULL,
-    touched_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_calls (
-    key        TEXT PRIMARY KEY,
-    count      BIGINT NOT NULL,
-    touched_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_records (
-    key        TEXT PRIMARY KEY,
-    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
-    until_ms   BIGINT NOT NULL,
-    result     TEXT,
-    touched_ms BIGINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
-CREATE TABLE IF NOT EXISTS toolcall_approvals (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    caller     TEXT NOT NULL,
-    tool       TEXT NOT NULL,
-    digest     TEXT NOT NULL,
-    arguments  TEXT NOT NULL,
-    step       BIGINT NOT NULL,
-    created_ms BIGINT NOT NULL,
-    expires_ms BIGINT NOT NULL
-);
-";
-
-/// Where the schema's version is kept (no row: version 0).
-const VERSION_TABLE: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_schema_version (
-    version INTEGER NOT NULL
-);
-";
-
-/// Version 1, after the old check on `state` is dropped: the `in_doubt`
-/// state, steps keyed by [`session_key`] (a session keeps its count),
-/// resource locks, and the indexes the purge scans.
-const UPGRADE_V1: &str = "
-ALTER TABLE toolcall_records ADD CONSTRAINT toolcall_records_state_check
-    CHECK (state IN ('in_flight', 'completed', 'in_doubt'));
-UPDATE toolcall_steps SET session = encode(sha256(convert_to(session, 'UTF8')), 'hex');
-CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);
-CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
-CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
-CREATE TABLE IF NOT EXISTS toolcall_locks (
-    resource_key TEXT PRIMARY KEY,
-    resource     TEXT NOT NULL,
-    holder       TEXT NOT NULL,
-    until_ms     BIGINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
-";
-
-/// Version 2: a person's decision kept with its approval (the inbox), when
-/// a call used it up and what came of it, and the indexes the inbox reads.
-/// Columns are only added, so replicas still at version 1 keep working.
-const UPGRADE_V2: &str = "
-ALTER TABLE toolcall_approvals
-    ADD COLUMN IF NOT EXISTS decision TEXT,
-    ADD COLUMN IF NOT EXISTS decided_ms BIGINT,
-    ADD COLUMN IF NOT EXISTS used_ms BIGINT,
-    ADD COLUMN IF NOT EXISTS result TEXT;
-CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
-CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
-";
-
-/// Version 3: the taint of untrusted output, per session: one row marks
-/// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows; and
-/// why an approval asks a person (`reason`, and the tainted arguments as a
-/// JSON array in `tainted`). Columns are only added, so replicas still at
-/// version 2 keep working.
-const UPGRADE_V3: &str = "
-ALTER TABLE toolcall_approvals
-    ADD COLUMN IF NOT EXISTS reason TEXT,
-    ADD COLUMN IF NOT EXISTS tainted TEXT;
-CREATE TABLE IF NOT EXISTS toolcall_taint (
-    session    TEXT NOT NULL,
-    print      TEXT NOT NULL,
-    touched_ms BIGINT NOT NULL,
-    PRIMARY KEY (session, print)
-);
-CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
-";
-
-/// The columns of an approval, in the order [`read_entry`] reads them.
-const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                                expires_ms, decision, used_ms, result, reason, tainted";
-
-/// The channel a decision is announced on (`NOTIFY`, with the approval's
-/// id as the payload), so that an agent waiting for it wakes at once.
-pub const DECISION_CHANNEL: &str = "toolcall_approval_decided";
-
-/// How often a wait for a decision looks again without being woken (a
-/// notification lost with a dropped connection is not waited for longer).
-const WAIT_RECHECK: Duration = Duration::from_secs(2);
-
-/// One purge: every kind in one statement, at most `$3` rows of each (all
-/// for NULL), skipping rows another transaction holds. `$1` is the
-/// retention's cutoff, `$2` now. The conditions are repeated outside the
-/// subqueries so that a row changed meanwhile is checked again.
-const PURGE: &str = "
-WITH steps AS (
-    DELETE FROM toolcall_steps WHERE session IN (
-        SELECT session FROM toolcall_steps WHERE touched_ms < $1
-        LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND touched_ms < $1
-    RETURNING 1
-), calls AS (
-    DELETE FROM toolcall_calls WHERE key IN (
-        SELECT key FROM toolcall_calls WHERE touched_ms < $1
-        LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND touched_ms < $1
-    RETURNING 1
-), records AS (
-    DELETE FROM toolcall_records WHERE key IN (
-        SELECT key FROM toolcall_records
-        WHERE touched_ms < $1 AND (state <> 'in_flight' OR until_ms <= $2)
-        LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND touched_ms < $1 AND (state <> 'in_flight' OR until_ms <= $2)
-    RETURNING 1
-), approvals AS (
-    DELETE FROM toolcall_approvals WHERE id IN (
-        SELECT id FROM toolcall_approvals
-        WHERE expires_ms <= $2 AND (decision IS NULL OR expires_ms < $1)
-        LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND expires_ms <= $2 AND (decision IS NULL OR expires_ms < $1)
-    RETURNING 1
-), taint AS (
-    DELETE FROM toolcall_taint WHERE (session, print) IN (
-        SELECT session, print FROM toolcall_taint WHERE touched_ms < $1
-        LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND touched_ms < $1
-    RETURNING 1
-), locks AS (
-    DELETE FROM toolcall_locks WHERE resource_key IN (
-        SELECT resource_key FROM toolcall_locks WHERE until_ms <= $2
-        LIMIT $3 FOR UPDATE SKIP LOCKED)
-    AND until_ms <= $2
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM steps), (SELECT count(*) FROM calls),
-       (SELECT count(*) FROM records), (SELECT count(*) FROM approvals),
-       (SELECT count(*) FROM locks), (SELECT count(*) FROM taint)
-";
+pub use approvals::DECISION_CHANNEL;
+pub use purge::Purged;
+use schema::{migrate, quote};
 
 /// Writes through one handle between two automatic purges, by default.
 const PURGE_EVERY: u64 = 1000;
-
-/// Rows of each kind one automatic purge deletes at most, so that a write
-/// that triggers it stays short.
-const PURGE_BATCH: i64 = 10_000;
-
-/// Any 64-bit number, the same in every replica: the migration's lock.
-const MIGRATION_LOCK: i64 = 0x746f_6f6c_6361_6c6c;
 
 /// The pipeline's memory in Postgres, shared by every replica.
 #[derive(Debug)]
@@ -262,32 +106,6 @@ pub struct PostgresStore {
     retention_ms: u64,
     purge_every: u64,
     writes: AtomicU64,
-}
-
-/// What a purge deleted, by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Purged {
-    /// Step counts of sessions untouched for the retention window.
-    pub steps: usize,
-    /// Call counts untouched for the retention window.
-    pub calls: usize,
-    /// Idempotency records untouched for the retention window (never a
-    /// claim whose lease is running).
-    pub records: usize,
-    /// Approvals past their expiry.
-    pub approvals: usize,
-    /// Resource locks whose lease ran out.
-    pub locks: usize,
-    /// Rows of untrusted output's taint (a session's mark, a fingerprint)
-    /// untouched for the retention window.
-    pub taint: usize,
-}
-
-impl Purged {
-    /// Rows deleted, of every kind.
-    pub fn total(&self) -> usize {
-        self.steps + self.calls + self.records + self.approvals + self.locks + self.taint
-    }
 }
 
 impl PostgresStore {
@@ -310,59 +128,6 @@ impl PostgresStore {
         };
         store.client().await?;
         Ok(store)
-    }
-
-    /// Keeps steps, call counts and records for `retention` after their
-    /// last use (24 hours by default).
-    pub fn retention(mut self, retention: Duration) -> Self {
-        self.retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
-        self
-    }
-
-    /// Purges automatically after every `writes` writes through this handle
-    /// (1000 by default); 0 never does, leaving it to [`purge`](PostgresStore::purge).
-    pub fn purge_every(mut self, writes: u64) -> Self {
-        self.purge_every = writes;
-        self
-    }
-
-    /// Deletes, now and all at once, what is older than the retention window
-    /// (but never a claim whose lease is running), approvals past their
-    /// expiry and resource locks whose lease ran out. The store also does it
-    /// by itself, a batch at a time: see [`purge_every`](PostgresStore::purge_every).
-    pub async fn purge(&self) -> Result<Purged, StoreError> {
-        self.purge_at_most(None).await
-    }
-
-    /// Deletes at most `limit` rows of each kind (all of them for `None`),
-    /// in one statement.
-    async fn purge_at_most(&self, limit: Option<i64>) -> Result<Purged, StoreError> {
-        let now = now_ms();
-        let cutoff = to_sql(now.saturating_sub(self.retention_ms));
-        let client = self.client().await?;
-        let row = client
-            .query_one(PURGE, &[&cutoff, &to_sql(now), &limit])
-            .await
-            .map_err(StoreError::new)?;
-        let count = |i: usize| usize::try_from(row.get::<_, i64>(i)).unwrap_or(0);
-        Ok(Purged {
-            steps: count(0),
-            calls: count(1),
-            records: count(2),
-            approvals: count(3),
-            locks: count(4),
-            taint: count(5),
-        })
-    }
-
-    /// Counts one write; every `purge_every`-th purges a batch. A failed
-    /// purge is not the caller's failure (its write is done): the next turn
-    /// tries again.
-    async fn wrote(&self) {
-        let writes = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.purge_every > 0 && writes.is_multiple_of(self.purge_every) {
-            let _ = self.purge_at_most(Some(PURGE_BATCH)).await;
-        }
     }
 
     /// Drops the schema and everything in it. For tests that made their own.
@@ -407,88 +172,6 @@ impl PostgresStore {
     }
 }
 
-/// Creates or upgrades the tables in `schema`, in one transaction under an
-/// advisory lock, and points the connection's search path at it.
-async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
-    let schema = quote(schema);
-    let tx = client.transaction().await.map_err(StoreError::new)?;
-    tx.batch_execute(&format!(
-        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
-         CREATE SCHEMA IF NOT EXISTS {schema};
-         SET LOCAL search_path TO {schema};
-         {SCHEMA_V0}
-         {VERSION_TABLE}"
-    ))
-    .await
-    .map_err(StoreError::new)?;
-    let found: i32 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0) FROM toolcall_schema_version",
-            &[],
-        )
-        .await
-        .map_err(StoreError::new)?
-        .get(0);
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::new(format!(
-            "the schema {schema} is version {found}, newer than this toolcall-postgres \
-             knows ({SCHEMA_VERSION}): connect with a newer version"
-        )));
-    }
-    if found < 1 {
-        // The first release's check on `state` has Postgres's default name,
-        // but whatever its name, every check on `state` goes.
-        let checks = tx
-            .query(
-                "SELECT conname::TEXT FROM pg_constraint
-                 WHERE conrelid = 'toolcall_records'::regclass AND contype = 'c'
-                   AND pg_get_constraintdef(oid) LIKE '%state%'",
-                &[],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        for check in checks {
-            let name: String = check.get(0);
-            tx.batch_execute(&format!(
-                "ALTER TABLE toolcall_records DROP CONSTRAINT {}",
-                quote(&name)
-            ))
-            .await
-            .map_err(StoreError::new)?;
-        }
-        tx.batch_execute(UPGRADE_V1)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < 2 {
-        tx.batch_execute(UPGRADE_V2)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < 3 {
-        tx.batch_execute(UPGRADE_V3)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < SCHEMA_VERSION {
-        tx.batch_execute(&format!(
-            "DELETE FROM toolcall_schema_version;
-             INSERT INTO toolcall_schema_version (version) VALUES ({SCHEMA_VERSION});"
-        ))
-        .await
-        .map_err(StoreError::new)?;
-    }
-    tx.commit().await.map_err(StoreError::new)?;
-    client
-        .batch_execute(&format!("SET search_path TO {schema}"))
-        .await
-        .map_err(StoreError::new)
-}
-
-fn quote(identifier: &str) -> String {
-    format!("\"{}\"", identifier.replace('"', "\"\""))
-}
-
 fn to_sql(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
@@ -499,112 +182,6 @@ fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
 
 fn from_sql(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
-}
-
-/// A JSON column, read back.
-fn json_column<T: serde::de::DeserializeOwned>(
-    text: Option<String>,
-) -> Result<Option<T>, StoreError> {
-    text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
-        .transpose()
-}
-
-/// The tainted arguments of an approval as their column holds them: a JSON
-/// array, or NULL when there are none.
-fn tainted_column(tainted: &[String]) -> Result<Option<String>, StoreError> {
-    if tainted.is_empty() {
-        return Ok(None);
-    }
-    serde_json::to_string(tainted)
-        .map(Some)
-        .map_err(StoreError::new)
-}
-
-/// A row of [`APPROVAL_COLUMNS`].
-fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
-    Ok(ApprovalEntry {
-        approval: PendingApproval {
-            id: row.get(0),
-            session: row.get(1),
-            caller: row.get(2),
-            tool: row.get(3),
-            digest: row.get(4),
-            arguments: serde_json::from_str(row.get::<_, &str>(5)).map_err(StoreError::new)?,
-            step: from_sql(row.get(6)),
-            created_ms: from_sql(row.get(7)),
-            expires_ms: from_sql(row.get(8)),
-            decision: json_column::<ApprovalDecision>(row.get(9))?,
-            reason: row.get(12),
-            tainted: json_column::<Vec<String>>(row.get(13))?.unwrap_or_default(),
-        },
-        used_ms: row.get::<_, Option<i64>>(10).map(from_sql),
-        result: json_column::<ApprovalResult>(row.get(11))?,
-    })
-}
-
-fn limit_sql(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
-impl PostgresStore {
-    /// Uses up the approval `id` if it matches `binding` and is unused: a
-    /// decided one is marked used (the history keeps it), an undecided one
-    /// is deleted. `decided` says which statement to try.
-    async fn use_up(
-        &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
-        decided: bool,
-    ) -> Result<Option<ApprovalEntry>, StoreError> {
-        let client = self.client().await?;
-        let matches = "id = $1 AND session = $2 AND caller = $3
-             AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
-             AND used_ms IS NULL";
-        let sql = if decided {
-            format!(
-                "UPDATE toolcall_approvals SET used_ms = $6
-                 WHERE {matches} AND decision IS NOT NULL RETURNING {APPROVAL_COLUMNS}"
-            )
-        } else {
-            format!(
-                "DELETE FROM toolcall_approvals
-                 WHERE {matches} AND decision IS NULL AND $6::BIGINT IS NOT NULL
-                 RETURNING {APPROVAL_COLUMNS}"
-            )
-        };
-        let row = client
-            .query_opt(
-                &sql,
-                &[
-                    &id,
-                    &binding.session,
-                    &binding.caller,
-                    &binding.tool,
-                    &binding.digest,
-                    &to_sql(now_ms),
-                ],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        row.as_ref().map(read_entry).transpose()
-    }
-
-    async fn approvals_where(
-        &self,
-        condition: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<ApprovalEntry>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {condition}"),
-                params,
-            )
-            .await
-            .map_err(StoreError::new)?;
-        rows.iter().map(read_entry).collect()
-    }
 }
 
 impl Store for PostgresStore {
@@ -823,42 +400,7 @@ impl Store for PostgresStore {
     }
 
     async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
-        let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
-        let decision = a
-            .decision
-            .as_ref()
-            .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
-            .transpose()
-            .map_err(StoreError::new)?;
-        let (decision, decided_ms) = decision.unzip();
-        let tainted = tainted_column(&a.tainted)?;
-        let client = self.client().await?;
-        client
-            .execute(
-                "INSERT INTO toolcall_approvals
-                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-                  decision, decided_ms, reason, tainted)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                &[
-                    &a.id,
-                    &a.session,
-                    &a.caller,
-                    &a.tool,
-                    &a.digest,
-                    &arguments,
-                    &to_sql(a.step),
-                    &to_sql(a.created_ms),
-                    &to_sql(a.expires_ms),
-                    &decision,
-                    &decided_ms,
-                    &a.reason,
-                    &tainted,
-                ],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        self.wrote().await;
-        Ok(())
+        approvals::put(self, a).await
     }
 
     async fn take_approval(
@@ -867,25 +409,7 @@ impl Store for PostgresStore {
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> Result<TakeApproval, StoreError> {
-        // A decision only ever goes from none to one: a decided approval is
-        // tried first, then an undecided one, then (decided in between) the
-        // first again. Used up only if it matches: a mismatched attempt
-        // changes nothing.
-        let mut taken = self.use_up(id, binding, now_ms, true).await?;
-        if taken.is_none() {
-            taken = self.use_up(id, binding, now_ms, false).await?;
-        }
-        if taken.is_none() {
-            taken = self.use_up(id, binding, now_ms, true).await?;
-        }
-        let Some(entry) = taken else {
-            return Ok(TakeApproval::Invalid);
-        };
-        Ok(if entry.approval.expires_ms <= now_ms {
-            TakeApproval::Expired
-        } else {
-            TakeApproval::Taken(entry.approval)
-        })
+        approvals::take(self, id, binding, now_ms).await
     }
 
     async fn pending_approvals(
@@ -893,14 +417,7 @@ impl Store for PostgresStore {
         now_ms: u64,
         limit: usize,
     ) -> Result<Vec<PendingApproval>, StoreError> {
-        let entries = self
-            .approvals_where(
-                "decision IS NULL AND used_ms IS NULL AND expires_ms > $1
-                 ORDER BY created_ms, id LIMIT $2",
-                &[&to_sql(now_ms), &limit_sql(limit)],
-            )
-            .await?;
-        Ok(entries.into_iter().map(|entry| entry.approval).collect())
+        approvals::pending(self, now_ms, limit).await
     }
 
     async fn decide_approval(
@@ -909,63 +426,19 @@ impl Store for PostgresStore {
         decision: &ApprovalDecision,
         now_ms: u64,
     ) -> Result<DecideOutcome, StoreError> {
-        let text = serde_json::to_string(decision).map_err(StoreError::new)?;
-        let client = self.client().await?;
-        // One statement: of two decisions at once, one changes the row; the
-        // notification goes out when it commits.
-        let decided = client
-            .query_opt(
-                &format!(
-                    "WITH decided AS (
-                        UPDATE toolcall_approvals SET decision = $2, decided_ms = $3
-                        WHERE id = $1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > $4
-                        RETURNING id)
-                     SELECT pg_notify('{DECISION_CHANNEL}', id) FROM decided"
-                ),
-                &[&id, &text, &to_sql(decision.decided_ms), &to_sql(now_ms)],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        if decided.is_some() {
-            self.wrote().await;
-            return Ok(DecideOutcome::Decided);
-        }
-        Ok(match self.approval(id).await? {
-            None => DecideOutcome::Invalid,
-            Some(entry) if entry.approval.decision.is_some() || entry.used_ms.is_some() => {
-                DecideOutcome::AlreadyDecided
-            }
-            Some(_) => DecideOutcome::Expired,
-        })
+        approvals::decide(self, id, decision, now_ms).await
     }
 
     async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
-        Ok(self
-            .approvals_where("id = $1", &[&id])
-            .await?
-            .into_iter()
-            .next())
+        approvals::get(self, id).await
     }
 
     async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
-        self.approvals_where(
-            "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT $1",
-            &[&limit_sql(limit)],
-        )
-        .await
+        approvals::decided(self, limit).await
     }
 
     async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
-        let text = serde_json::to_string(result).map_err(StoreError::new)?;
-        let client = self.client().await?;
-        client
-            .execute(
-                "UPDATE toolcall_approvals SET result = $2 WHERE id = $1 AND decision IS NOT NULL",
-                &[&id, &text],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        Ok(())
+        approvals::settle(self, id, result).await
     }
 
     /// Waits on a connection of its own that `LISTEN`s on
@@ -976,52 +449,7 @@ impl Store for PostgresStore {
         id: &str,
         until_ms: u64,
     ) -> Result<Option<ApprovalEntry>, StoreError> {
-        let (client, mut connection) = tokio_postgres::connect(&self.url, NoTls)
-            .await
-            .map_err(StoreError::new)?;
-        let (woken, mut wake) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let driver = tokio::spawn(async move {
-            while let Some(Ok(message)) =
-                std::future::poll_fn(|cx| connection.poll_message(cx)).await
-            {
-                if let AsyncMessage::Notification(notification) = message
-                    && woken.send(notification.payload().to_owned()).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let waited = async {
-            client
-                .batch_execute(&format!("LISTEN {DECISION_CHANNEL}"))
-                .await
-                .map_err(StoreError::new)?;
-            loop {
-                // Read after LISTEN: a decision made before it is seen here.
-                let entry = self.approval(id).await?;
-                let now = now_ms();
-                let settled = entry
-                    .as_ref()
-                    .is_none_or(|e| e.approval.decision.is_some() || e.used_ms.is_some());
-                if settled || now >= until_ms {
-                    return Ok(entry);
-                }
-                let pause = Duration::from_millis(until_ms - now).min(WAIT_RECHECK);
-                let _ = tokio::time::timeout(pause, async {
-                    while let Some(payload) = wake.recv().await {
-                        if payload == id {
-                            return;
-                        }
-                    }
-                    // The connection dropped: wait out the pause.
-                    std::future::pending::<()>().await;
-                })
-                .await;
-            }
-        }
-        .await;
-        driver.abort();
-        waited
+        approvals::wait(self, id, until_ms).await
     }
 
     async fn lock_resource(

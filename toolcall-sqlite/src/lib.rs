@@ -66,12 +66,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod approvals;
+mod purge;
+mod schema;
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome,
@@ -79,109 +83,8 @@ use toolcall_core::store::{
     session_key,
 };
 
-/// The schema this version writes: the file's `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 3;
-
-/// Version 0, the first release's tables. Created if missing, so that a new
-/// file and a file from that release take the same upgrades.
-const SCHEMA_V0: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_steps (
-    session    TEXT PRIMARY KEY,
-    count      INTEGER NOT NULL,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_calls (
-    key        TEXT PRIMARY KEY,
-    count      INTEGER NOT NULL,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_records (
-    key        TEXT PRIMARY KEY,
-    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
-    until_ms   INTEGER NOT NULL,
-    result     TEXT,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_approvals (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    caller     TEXT NOT NULL,
-    tool       TEXT NOT NULL,
-    digest     TEXT NOT NULL,
-    arguments  TEXT NOT NULL,
-    step       INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
-";
-
-/// Version 1: the `in_doubt` state (SQLite cannot change a CHECK constraint,
-/// so the records table is rebuilt), steps keyed by [`session_key`] (the
-/// table is rebuilt by [`rekey_steps`]), resource locks, and the indexes the
-/// purge scans.
-const UPGRADE_V1: &str = "
-CREATE TABLE toolcall_records_v1 (
-    key        TEXT PRIMARY KEY,
-    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed', 'in_doubt')),
-    until_ms   INTEGER NOT NULL,
-    result     TEXT,
-    touched_ms INTEGER NOT NULL
-);
-INSERT INTO toolcall_records_v1 (key, state, until_ms, result, touched_ms)
-    SELECT key, state, until_ms, result, touched_ms FROM toolcall_records;
-DROP TABLE toolcall_records;
-ALTER TABLE toolcall_records_v1 RENAME TO toolcall_records;
-CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
-CREATE TABLE toolcall_steps_v1 (
-    session    TEXT PRIMARY KEY,
-    count      INTEGER NOT NULL,
-    touched_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
-CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
-CREATE TABLE IF NOT EXISTS toolcall_locks (
-    resource_key TEXT PRIMARY KEY,
-    resource     TEXT NOT NULL,
-    holder       TEXT NOT NULL,
-    until_ms     INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
-";
-
-/// Version 2: a person's decision kept with its approval (the inbox), when
-/// a call used it up and what came of it, and the indexes the inbox reads.
-/// Columns are only added, so a process still at version 1 keeps working.
-const UPGRADE_V2: &str = "
-ALTER TABLE toolcall_approvals ADD COLUMN decision TEXT;
-ALTER TABLE toolcall_approvals ADD COLUMN decided_ms INTEGER;
-ALTER TABLE toolcall_approvals ADD COLUMN used_ms INTEGER;
-ALTER TABLE toolcall_approvals ADD COLUMN result TEXT;
-CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
-CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
-";
-
-/// Version 3: the taint of untrusted output, per session: one row marks
-/// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows; and
-/// why an approval asks a person (`reason`, and the tainted arguments as a
-/// JSON array in `tainted`). Columns are only added, so a process still at
-/// version 2 keeps working.
-const UPGRADE_V3: &str = "
-ALTER TABLE toolcall_approvals ADD COLUMN reason TEXT;
-ALTER TABLE toolcall_approvals ADD COLUMN tainted TEXT;
-CREATE TABLE IF NOT EXISTS toolcall_taint (
-    session    TEXT NOT NULL,
-    print      TEXT NOT NULL,
-    touched_ms INTEGER NOT NULL,
-    PRIMARY KEY (session, print)
-);
-CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
-";
-
-/// The columns of an approval, in the order [`read_entry`] reads them.
-const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                                expires_ms, decision, used_ms, result, reason, tainted";
+pub use purge::Purged;
+use schema::{SCHEMA_VERSION, migrate, retry_busy};
 
 /// How long a statement waits for another connection's lock once the store is open.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -193,10 +96,6 @@ const OPEN_DEADLINE: Duration = Duration::from_secs(10);
 /// Writes through one handle between two automatic purges, by default.
 const PURGE_EVERY: u64 = 1000;
 
-/// Rows of each kind one automatic purge deletes at most, so that a write
-/// that triggers it stays short.
-const PURGE_BATCH: i64 = 10_000;
-
 /// The pipeline's memory in a SQLite database file.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -204,32 +103,6 @@ pub struct SqliteStore {
     retention_ms: u64,
     purge_every: u64,
     writes: AtomicU64,
-}
-
-/// What a purge deleted, by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Purged {
-    /// Step counts of sessions untouched for the retention window.
-    pub steps: usize,
-    /// Call counts untouched for the retention window.
-    pub calls: usize,
-    /// Idempotency records untouched for the retention window (never a
-    /// claim whose lease is running).
-    pub records: usize,
-    /// Approvals past their expiry.
-    pub approvals: usize,
-    /// Resource locks whose lease ran out.
-    pub locks: usize,
-    /// Rows of untrusted output's taint (a session's mark, a fingerprint)
-    /// untouched for the retention window.
-    pub taint: usize,
-}
-
-impl Purged {
-    /// Rows deleted, of every kind.
-    pub fn total(&self) -> usize {
-        self.steps + self.calls + self.records + self.approvals + self.locks + self.taint
-    }
 }
 
 impl SqliteStore {
@@ -284,79 +157,6 @@ impl SqliteStore {
         })
     }
 
-    /// Keeps steps, call counts and records for `retention` after their
-    /// last use (24 hours by default).
-    pub fn retention(mut self, retention: Duration) -> Self {
-        self.retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
-        self
-    }
-
-    /// Purges automatically after every `writes` writes through this handle
-    /// (1000 by default); 0 never does, leaving it to [`purge`](SqliteStore::purge).
-    pub fn purge_every(mut self, writes: u64) -> Self {
-        self.purge_every = writes;
-        self
-    }
-
-    /// Deletes, now and all at once, what is older than the retention window
-    /// (but never a claim whose lease is running), approvals past their
-    /// expiry and resource locks whose lease ran out. The store also does it
-    /// by itself, a batch at a time: see [`purge_every`](SqliteStore::purge_every).
-    pub fn purge(&self) -> Result<Purged, StoreError> {
-        self.purge_at_most(-1)
-    }
-
-    /// Deletes at most `limit` rows of each kind (all of them for -1), in one
-    /// transaction.
-    fn purge_at_most(&self, limit: i64) -> Result<Purged, StoreError> {
-        let now = now_ms();
-        let cutoff = to_sql(now.saturating_sub(self.retention_ms));
-        let now = to_sql(now);
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(StoreError::new)?;
-        // ?1: the retention's cutoff, ?2: now, ?3: the limit.
-        let delete = |table: &str, condition: &str| {
-            tx.execute(
-                &format!(
-                    "DELETE FROM {table} WHERE rowid IN
-                     (SELECT rowid FROM {table} WHERE {condition} LIMIT ?3)"
-                ),
-                params![cutoff, now, limit],
-            )
-            .map_err(StoreError::new)
-        };
-        let purged = Purged {
-            steps: delete("toolcall_steps", "touched_ms < ?1")?,
-            calls: delete("toolcall_calls", "touched_ms < ?1")?,
-            records: delete(
-                "toolcall_records",
-                "touched_ms < ?1 AND (state <> 'in_flight' OR until_ms <= ?2)",
-            )?,
-            // Undecided approvals go at their expiry; decided ones stay in
-            // the inbox's history for the retention window after it.
-            approvals: delete(
-                "toolcall_approvals",
-                "expires_ms <= ?2 AND (decision IS NULL OR expires_ms < ?1)",
-            )?,
-            locks: delete("toolcall_locks", "until_ms <= ?2")?,
-            taint: delete("toolcall_taint", "touched_ms < ?1")?,
-        };
-        tx.commit().map_err(StoreError::new)?;
-        Ok(purged)
-    }
-
-    /// Counts one write; every `purge_every`-th purges a batch. A failed
-    /// purge is not the caller's failure (its write is done): the next turn
-    /// tries again.
-    fn wrote(&self) {
-        let writes = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.purge_every > 0 && writes.is_multiple_of(self.purge_every) {
-            let _ = self.purge_at_most(PURGE_BATCH);
-        }
-    }
-
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -376,95 +176,6 @@ impl SqliteStore {
     }
 }
 
-/// Runs `step` until it does not fail with "database is busy/locked", with
-/// a growing pause in between, until `deadline`; each attempt waits for the
-/// lock at most until the deadline too.
-fn retry_busy<T>(
-    conn: &mut Connection,
-    deadline: Instant,
-    mut step: impl FnMut(&mut Connection) -> rusqlite::Result<T>,
-) -> Result<T, StoreError> {
-    let mut pause = Duration::from_millis(1);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        conn.busy_timeout(left).map_err(StoreError::new)?;
-        match step(conn) {
-            Err(error) if is_busy(&error) && left > pause => {
-                std::thread::sleep(pause + jitter(pause));
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            result => return result.map_err(StoreError::new),
-        }
-    }
-}
-
-fn is_busy(error: &rusqlite::Error) -> bool {
-    matches!(
-        error.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
-}
-
-/// Up to `pause` more, so that connections that collided do not collide again.
-fn jitter(pause: Duration) -> Duration {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    pause.mul_f64(f64::from(nanos % 1000) / 1000.0)
-}
-
-/// Brings the schema up to [`SCHEMA_VERSION`] in one `IMMEDIATE`
-/// transaction, and returns the version it found the file at (or made).
-fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if found >= SCHEMA_VERSION {
-        // Another connection upgraded it while this one waited.
-        return Ok(found);
-    }
-    if found < 1 {
-        tx.execute_batch(SCHEMA_V0)?;
-        tx.execute_batch(UPGRADE_V1)?;
-        rekey_steps(&tx)?;
-    }
-    if found < 2 {
-        tx.execute_batch(UPGRADE_V2)?;
-    }
-    if found < 3 {
-        tx.execute_batch(UPGRADE_V3)?;
-    }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()?;
-    Ok(SCHEMA_VERSION)
-}
-
-/// Version 1 keys steps by [`session_key`]: moves the counts of version 0
-/// (keyed by the session itself) into `toolcall_steps_v1` under their new
-/// key, and puts that table in place, so a session keeps its count.
-fn rekey_steps(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
-    {
-        let mut select = tx.prepare("SELECT session, count, touched_ms FROM toolcall_steps")?;
-        let mut insert = tx.prepare(
-            "INSERT INTO toolcall_steps_v1 (session, count, touched_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT (session) DO UPDATE SET count = max(count, excluded.count)",
-        )?;
-        let mut rows = select.query([])?;
-        while let Some(row) = rows.next()? {
-            let session: String = row.get(0)?;
-            insert.execute(params![
-                session_key(&session),
-                row.get::<_, i64>(1)?,
-                row.get::<_, i64>(2)?
-            ])?;
-        }
-    }
-    tx.execute_batch(
-        "DROP TABLE toolcall_steps;
-         ALTER TABLE toolcall_steps_v1 RENAME TO toolcall_steps;
-         CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);",
-    )
-}
-
 /// SQLite integers are signed; milliseconds since 1970 fit with room to spare.
 fn to_sql(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
@@ -476,99 +187,6 @@ fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
 
 fn from_sql(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
-}
-
-/// A JSON column, read back.
-fn json_column<T: serde::de::DeserializeOwned>(
-    text: Option<String>,
-) -> Result<Option<T>, StoreError> {
-    text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
-        .transpose()
-}
-
-/// The tainted arguments of an approval as their column holds them: a JSON
-/// array, or NULL when there are none.
-fn tainted_column(tainted: &[String]) -> Result<Option<String>, StoreError> {
-    if tainted.is_empty() {
-        return Ok(None);
-    }
-    serde_json::to_string(tainted)
-        .map(Some)
-        .map_err(StoreError::new)
-}
-
-/// One row of [`APPROVAL_COLUMNS`], as the columns hold it.
-type ApprovalRow = (
-    (String, String, String, String, String, String),
-    (i64, i64, i64),
-    (Option<String>, Option<i64>, Option<String>),
-    (Option<String>, Option<String>),
-);
-
-fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
-    Ok((
-        (
-            row.get(0)?,
-            row.get(1)?,
-            row.get(2)?,
-            row.get(3)?,
-            row.get(4)?,
-            row.get(5)?,
-        ),
-        (row.get(6)?, row.get(7)?, row.get(8)?),
-        (row.get(9)?, row.get(10)?, row.get(11)?),
-        (row.get(12)?, row.get(13)?),
-    ))
-}
-
-fn read_entry(row: ApprovalRow) -> Result<ApprovalEntry, StoreError> {
-    let ((id, session, caller, tool, digest, arguments), (step, created_ms, expires_ms), rest, why) =
-        row;
-    let (decision, used_ms, result) = rest;
-    let (reason, tainted) = why;
-    Ok(ApprovalEntry {
-        approval: PendingApproval {
-            id,
-            session,
-            caller,
-            tool,
-            digest,
-            arguments: serde_json::from_str(&arguments).map_err(StoreError::new)?,
-            step: from_sql(step),
-            created_ms: from_sql(created_ms),
-            expires_ms: from_sql(expires_ms),
-            decision: json_column::<ApprovalDecision>(decision)?,
-            reason,
-            tainted: json_column::<Vec<String>>(tainted)?.unwrap_or_default(),
-        },
-        used_ms: used_ms.map(from_sql),
-        result: json_column::<ApprovalResult>(result)?,
-    })
-}
-
-fn limit_sql(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
-impl SqliteStore {
-    fn approvals_where(
-        &self,
-        condition: &str,
-        params: impl rusqlite::Params,
-    ) -> Result<Vec<ApprovalEntry>, StoreError> {
-        let conn = self.conn();
-        let mut statement = conn
-            .prepare(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {condition}"
-            ))
-            .map_err(StoreError::new)?;
-        let rows = statement
-            .query_map(params, approval_row)
-            .map_err(StoreError::new)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StoreError::new)?;
-        rows.into_iter().map(read_entry).collect()
-    }
 }
 
 impl Store for SqliteStore {
@@ -770,40 +388,7 @@ impl Store for SqliteStore {
     }
 
     async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
-        let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
-        let decision = a
-            .decision
-            .as_ref()
-            .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
-            .transpose()
-            .map_err(StoreError::new)?;
-        let (decision, decided_ms) = decision.unzip();
-        let tainted = tainted_column(&a.tainted)?;
-        self.conn()
-            .execute(
-                "INSERT INTO toolcall_approvals
-                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-                  decision, decided_ms, reason, tainted)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                params![
-                    a.id,
-                    a.session,
-                    a.caller,
-                    a.tool,
-                    a.digest,
-                    arguments,
-                    to_sql(a.step),
-                    to_sql(a.created_ms),
-                    to_sql(a.expires_ms),
-                    decision,
-                    decided_ms,
-                    a.reason,
-                    tainted
-                ],
-            )
-            .map_err(StoreError::new)?;
-        self.wrote();
-        Ok(())
+        approvals::put(self, a)
     }
 
     async fn take_approval(
@@ -812,41 +397,7 @@ impl Store for SqliteStore {
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> Result<TakeApproval, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(StoreError::new)?;
-        let row = tx
-            .query_row(
-                &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE id = ?1"),
-                [id],
-                approval_row,
-            )
-            .optional()
-            .map_err(StoreError::new)?;
-        let Some(row) = row else {
-            return Ok(TakeApproval::Invalid);
-        };
-        let entry = read_entry(row)?;
-        if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
-            return Ok(TakeApproval::Invalid);
-        }
-        if entry.approval.decision.is_some() {
-            // Kept for the inbox's history, used up.
-            tx.execute(
-                "UPDATE toolcall_approvals SET used_ms = ?2 WHERE id = ?1",
-                params![id, to_sql(now_ms)],
-            )
-        } else {
-            tx.execute("DELETE FROM toolcall_approvals WHERE id = ?1", [id])
-        }
-        .map_err(StoreError::new)?;
-        tx.commit().map_err(StoreError::new)?;
-        Ok(if entry.approval.expires_ms <= now_ms {
-            TakeApproval::Expired
-        } else {
-            TakeApproval::Taken(entry.approval)
-        })
+        approvals::take(self, id, binding, now_ms)
     }
 
     async fn pending_approvals(
@@ -854,12 +405,7 @@ impl Store for SqliteStore {
         now_ms: u64,
         limit: usize,
     ) -> Result<Vec<PendingApproval>, StoreError> {
-        let entries = self.approvals_where(
-            "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
-             ORDER BY created_ms, id LIMIT ?2",
-            params![to_sql(now_ms), limit_sql(limit)],
-        )?;
-        Ok(entries.into_iter().map(|entry| entry.approval).collect())
+        approvals::pending(self, now_ms, limit)
     }
 
     async fn decide_approval(
@@ -868,58 +414,19 @@ impl Store for SqliteStore {
         decision: &ApprovalDecision,
         now_ms: u64,
     ) -> Result<DecideOutcome, StoreError> {
-        let text = serde_json::to_string(decision).map_err(StoreError::new)?;
-        // One statement: of two decisions at once, one changes the row.
-        let decided = self
-            .conn()
-            .execute(
-                "UPDATE toolcall_approvals SET decision = ?2, decided_ms = ?3
-                 WHERE id = ?1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > ?4",
-                params![id, text, to_sql(decision.decided_ms), to_sql(now_ms)],
-            )
-            .map_err(StoreError::new)?;
-        if decided > 0 {
-            self.wrote();
-            return Ok(DecideOutcome::Decided);
-        }
-        Ok(match self.approval(id).await? {
-            None => DecideOutcome::Invalid,
-            Some(entry) if entry.approval.decision.is_some() || entry.used_ms.is_some() => {
-                DecideOutcome::AlreadyDecided
-            }
-            Some(_) => DecideOutcome::Expired,
-        })
+        approvals::decide(self, id, decision, now_ms)
     }
 
     async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
-        let row = self
-            .conn()
-            .query_row(
-                &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE id = ?1"),
-                [id],
-                approval_row,
-            )
-            .optional()
-            .map_err(StoreError::new)?;
-        row.map(read_entry).transpose()
+        approvals::get(self, id)
     }
 
     async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
-        self.approvals_where(
-            "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
-            [limit_sql(limit)],
-        )
+        approvals::decided(self, limit)
     }
 
     async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
-        let text = serde_json::to_string(result).map_err(StoreError::new)?;
-        self.conn()
-            .execute(
-                "UPDATE toolcall_approvals SET result = ?2 WHERE id = ?1 AND decision IS NOT NULL",
-                params![id, text],
-            )
-            .map_err(StoreError::new)?;
-        Ok(())
+        approvals::settle(self, id, result)
     }
 
     async fn lock_resource(

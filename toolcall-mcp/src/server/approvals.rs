@@ -1,0 +1,284 @@
+//! What one connection remembers of its approvals: the questions it asked
+//! its client as `input_required`, and the pending approvals it answered a
+//! client that cannot ask a person with; and, for such a client, the wait
+//! for a decision in the store (the inbox).
+
+use std::any::Any;
+use std::sync::PoisonError;
+use std::time::Instant;
+
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+use toolcall_core::canonical::digest;
+use toolcall_core::store::now_ms;
+use toolcall_core::{Approvals, Arguments, Call, Store, ToolResult};
+
+use super::McpServer;
+use crate::frame::no_duplicates;
+
+/// How many `input_required` approval questions one connection keeps open
+/// at most; past it, the oldest is forgotten (its approval then expires
+/// unused in the store).
+const MAX_OPEN_QUESTIONS: usize = 256;
+
+/// How many pending approvals handed to a client that cannot ask a person
+/// one connection remembers at most; past it, the oldest is forgotten (a
+/// retry of its call is then a fresh call).
+const MAX_HANDED_APPROVALS: usize = 256;
+
+/// An approval question asked as `input_required`: the call it is about.
+#[derive(Debug)]
+pub(super) struct Asked {
+    tool: String,
+    /// The digests of the canonical JSON of the arguments as the client sent
+    /// them, and of the validated arguments the person was shown; a retry
+    /// must repeat one.
+    arguments: [String; 2],
+    asked_at: Instant,
+}
+
+/// A pending approval a call was answered with (`CONFIRMATION_REQUIRED`)
+/// by a server whose client cannot ask a person: an identical retry brings
+/// it back.
+#[derive(Debug)]
+pub(super) struct Handed {
+    pub(super) id: String,
+    tool: String,
+    /// As in [`Asked::arguments`]: the digests of the canonical JSON of the
+    /// arguments as sent, and as validated; a retry must repeat one.
+    arguments: [String; 2],
+    /// When the approval expires (at the latest), in ms since the epoch.
+    pub(super) expires_ms: u64,
+}
+
+impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
+    /// For a client that cannot ask a person: waits up to
+    /// [`Options::wait_approval`](crate::Options::wait_approval) (never past
+    /// the approval's lifetime) for a decision on the pending call `id`
+    /// recorded in the store (a person's, in the approval inbox), woken by
+    /// the store where it can be, then makes the call again with the
+    /// approval, which carries the decision out: the call runs once, runs
+    /// edited, or is denied. Without a decision by then, or if the client
+    /// cancels the call, the answer is `asked` (`CONFIRMATION_REQUIRED`) and
+    /// the approval stays pending.
+    pub(super) async fn wait_for_decision(
+        &self,
+        id: &str,
+        tool: &str,
+        raw: &str,
+        call_id: &str,
+        asked: &ToolResult,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let wait = self
+            .options
+            .wait_approval
+            .min(self.dispatcher.settings().approval_ttl);
+        if wait.is_zero() {
+            tracing::debug!(tool, "the MCP client cannot ask a person; the call waits");
+            return asked.clone();
+        }
+        let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        tracing::info!(
+            tool,
+            approval = id,
+            "the MCP client cannot ask a person; waiting for a decision in the store"
+        );
+        let entry = tokio::select! {
+            entry = self.dispatcher.store().wait_approval(id, until) => entry,
+            () = context.ct.cancelled() => {
+                tracing::info!(
+                    tool,
+                    approval = id,
+                    "the tool call was cancelled while it waited for a decision; nothing ran"
+                );
+                return asked.clone();
+            }
+        };
+        match entry {
+            Ok(Some(entry)) if entry.approval.decision.is_some() && entry.used_ms.is_none() => {
+                tracing::info!(
+                    tool,
+                    approval = id,
+                    "a decision was recorded; carrying it out"
+                );
+                self.dispatcher
+                    .execute(
+                        Call::new(tool, Arguments::Raw(raw))
+                            .session(&self.session)
+                            .call_id(call_id)
+                            .approval(id),
+                    )
+                    .await
+            }
+            Ok(_) => {
+                tracing::debug!(tool, approval = id, "no decision in time; the call waits");
+                asked.clone()
+            }
+            Err(error) => {
+                tracing::warn!(tool, approval = id, %error, "waiting for a decision failed");
+                asked.clone()
+            }
+        }
+    }
+
+    /// Remembers that this connection's client was asked, as
+    /// `input_required`, to approve the call `id`.
+    pub(super) fn remember_question(&self, id: &str, tool: &str, raw: &str, asked: &ToolResult) {
+        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
+        // The pipeline read these arguments, so they are an object; should
+        // they not be, only the validated form can match.
+        let sent = sent_digest(raw).unwrap_or_default();
+        let ttl = self.dispatcher.settings().approval_ttl;
+        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        // Forget the questions whose approvals have expired, then the oldest
+        // if too many are still open.
+        questions.retain(|_, question| question.asked_at.elapsed() < ttl);
+        while questions.len() >= MAX_OPEN_QUESTIONS {
+            let Some(oldest) = questions
+                .iter()
+                .min_by_key(|(_, question)| question.asked_at)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            questions.remove(&oldest);
+        }
+        questions.insert(
+            id.to_owned(),
+            Asked {
+                tool: tool.to_owned(),
+                arguments: [sent, digest(&pending)],
+                asked_at: Instant::now(),
+            },
+        );
+    }
+
+    /// When an approval asked now expires at the latest, in ms since the epoch.
+    pub(super) fn expiry(&self) -> u64 {
+        let ttl = self.dispatcher.settings().approval_ttl;
+        now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Remembers that a call to `tool` with the arguments `raw` was answered
+    /// with the pending approval `id` (`asked`, `CONFIRMATION_REQUIRED`), for
+    /// an identical retry to bring back.
+    pub(super) fn remember_handed(
+        &self,
+        id: &str,
+        tool: &str,
+        raw: &str,
+        asked: &ToolResult,
+        expires_ms: u64,
+    ) {
+        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
+        let sent = sent_digest(raw).unwrap_or_default();
+        let now = now_ms();
+        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        // Forget the expired approvals and this one's older entry, then the
+        // oldest if too many are remembered.
+        handed.retain(|entry| entry.expires_ms > now && entry.id != id);
+        while handed.len() >= MAX_HANDED_APPROVALS {
+            handed.pop_front();
+        }
+        handed.push_back(Handed {
+            id: id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: [sent, digest(&pending)],
+            expires_ms,
+        });
+    }
+
+    /// The pending approval an identical earlier call to `tool` (arguments
+    /// `raw`) was answered with, if a retry may bring it: one with a
+    /// decision recorded in the store, or (in [`Approvals::Inbox`] mode, where
+    /// bringing an id approves nothing by itself) one still undecided. It
+    /// is forgotten here; the call remembers it again if it is answered
+    /// `CONFIRMATION_REQUIRED` once more. An approval used up, expired or
+    /// gone is forgotten; in host mode an undecided one is left for a later
+    /// retry, since bringing its id would approve it.
+    pub(super) async fn recall(&self, tool: &str, raw: &str) -> Option<Handed> {
+        let sent = sent_digest(raw)?;
+        let candidates: Vec<String> = {
+            let now = now_ms();
+            let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+            handed.retain(|entry| entry.expires_ms > now);
+            handed
+                .iter()
+                .rev()
+                .filter(|entry| entry.tool == tool && entry.arguments.contains(&sent))
+                .map(|entry| entry.id.clone())
+                .collect()
+        };
+        let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
+        for id in candidates {
+            let keep = match self.dispatcher.store().approval(&id).await {
+                Ok(Some(entry))
+                    if entry.used_ms.is_none()
+                        && entry.approval.session == self.session
+                        && entry.approval.expires_ms > now_ms() =>
+                {
+                    if entry.approval.decision.is_some() || inbox {
+                        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+                        // Another retry may have taken it meanwhile.
+                        let Some(mut found) = handed
+                            .iter()
+                            .position(|entry| entry.id == id)
+                            .and_then(|at| handed.remove(at))
+                        else {
+                            continue;
+                        };
+                        found.expires_ms = entry.approval.expires_ms;
+                        tracing::debug!(
+                            tool,
+                            approval = id,
+                            "an identical retry brings the pending approval back"
+                        );
+                        return Some(found);
+                    }
+                    true
+                }
+                Ok(_) => false,
+                Err(error) => {
+                    tracing::warn!(tool, approval = id, %error, "could not look the approval up");
+                    true
+                }
+            };
+            if !keep {
+                self.handed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|entry| entry.id != id);
+            }
+        }
+        None
+    }
+
+    /// Whether `id` names a question this server asked its client about
+    /// `tool` with these arguments (`raw`, as sent); if so it is forgotten
+    /// (an answer is used once). Arguments the pipeline would refuse as
+    /// `INVALID_JSON` (a member twice, not an object) answer nothing.
+    pub(super) fn take_question(&self, id: &str, tool: &str, raw: &str) -> bool {
+        let Some(sent) = sent_digest(raw) else {
+            return false;
+        };
+        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        let matches = questions
+            .get(id)
+            .is_some_and(|asked| asked.tool == tool && asked.arguments.contains(&sent));
+        if matches {
+            questions.remove(id);
+        }
+        matches
+    }
+}
+
+/// The digest of the canonical form of arguments sent as `raw`, if they are
+/// an object with no member twice.
+fn sent_digest(raw: &str) -> Option<String> {
+    no_duplicates(raw).ok()?;
+    match serde_json::from_str::<Value>(raw).ok()? {
+        object @ Value::Object(_) => Some(digest(&object)),
+        _ => None,
+    }
+}

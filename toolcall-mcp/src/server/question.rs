@@ -1,0 +1,231 @@
+//! The question that asks a person to approve a call (elicitation): its
+//! form, asking it with `elicitation/create`, and carrying out the answer,
+//! there or in the retry that brings it (`input_required`).
+
+use std::any::Any;
+
+use rmcp::model::{
+    CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, ServerRequest,
+};
+use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
+use serde_json::Value;
+use toolcall_core::{Arguments, Call, Decision, Store, ToolResult};
+
+use super::McpServer;
+
+/// Who the audit records as the approver of a decision a person took
+/// through MCP (an answer to an approval question).
+const APPROVER: &str = "mcp-elicitation";
+
+/// Who the audit records as the decider when no person answered: the server
+/// denied the call because the question timed out or the client cancelled it.
+const SERVER: &str = "mcp-server";
+
+/// The key of the approval question in an `input_required` result.
+pub(super) const APPROVAL_INPUT: &str = "approval";
+
+/// How the `requestState` of an approval question starts; the confirmation
+/// id follows.
+pub(super) const APPROVAL_STATE: &str = "toolcall-approval:";
+
+/// The property of the approval form that says yes.
+const APPROVE_FIELD: &str = "approve";
+
+/// What `data.reason` says when untrusted output taints a call.
+const UNTRUSTED_CONTEXT: &str = "untrusted_context";
+
+impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
+    /// Asks the person with an `elicitation/create` request (sessions opened
+    /// with `initialize`), waiting at most the approval's lifetime, and
+    /// decides the pending call `id` as they answer.
+    pub(super) async fn ask(
+        &self,
+        id: &str,
+        tool: &str,
+        question: ElicitRequestParams,
+        asked: &ToolResult,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolResult {
+        // The approval expires after `approval_ttl`: an answer after that
+        // could not run the call anyway.
+        let ttl = self.dispatcher.settings().approval_ttl;
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(question));
+        let sent = context
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(ttl))
+            .await;
+        let handle = match sent {
+            Ok(handle) => handle,
+            Err(error) => {
+                // Nothing ran; the approval stays pending until it expires.
+                tracing::warn!(tool, %error, "asking the person through MCP failed");
+                return asked.clone();
+            }
+        };
+        let request_id = handle.id.clone();
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            () = context.ct.cancelled() => {
+                // The client withdrew the call (or went away): withdraw the
+                // question, and deny the call so that a late answer cannot
+                // run what nobody waits for any more.
+                let cancel = CancelledNotificationParam::new(
+                    Some(request_id),
+                    Some("the tool call was cancelled".to_owned()),
+                );
+                if let Err(error) = context.peer.notify_cancelled(cancel).await {
+                    tracing::debug!(tool, %error, "could not withdraw the approval question");
+                }
+                tracing::info!(tool, "the tool call was cancelled while a person was asked");
+                let decision = self.decision(id, tool, SERVER);
+                return self
+                    .dispatcher
+                    .deny(decision, "the MCP client cancelled the call before a person answered")
+                    .await;
+            }
+        };
+        match answer {
+            Ok(ClientResult::ElicitResult(answer)) => {
+                let decision = self.decision(id, tool, APPROVER);
+                if said_yes(&answer) {
+                    tracing::info!(tool, "a person approved the call through MCP");
+                    self.dispatcher.approve(decision).await
+                } else {
+                    self.deny_answer(decision, tool, &answer).await
+                }
+            }
+            Err(ServiceError::Timeout { .. }) => {
+                let decision = self.decision(id, tool, SERVER);
+                self.dispatcher
+                    .deny(decision, "nobody answered the approval request in time")
+                    .await
+            }
+            Ok(other) => {
+                tracing::warn!(
+                    tool,
+                    ?other,
+                    "the MCP client answered the approval question with something else"
+                );
+                asked.clone()
+            }
+            Err(error) => {
+                // Nothing ran; the approval stays pending until it expires.
+                tracing::warn!(tool, %error, "asking the person through MCP failed");
+                asked.clone()
+            }
+        }
+    }
+
+    /// The result of a retry that answers a question this server asked: on
+    /// yes, the call runs through the whole pipeline with the approval
+    /// (which checks that it was given for exactly these arguments, and uses
+    /// it up); otherwise it is denied.
+    pub(super) async fn answered(
+        &self,
+        id: &str,
+        tool: &str,
+        raw: &str,
+        call_id: &str,
+        answer: &ElicitResult,
+    ) -> ToolResult {
+        if said_yes(answer) {
+            tracing::info!(tool, "a person approved the call through MCP");
+            return self
+                .dispatcher
+                .execute(
+                    Call::new(tool, Arguments::Raw(raw))
+                        .session(&self.session)
+                        .call_id(call_id)
+                        .approval(id),
+                )
+                .await;
+        }
+        self.deny_answer(self.decision(id, tool, APPROVER), tool, answer)
+            .await
+    }
+
+    /// Denies the pending call as the person's answer (not a yes) says.
+    async fn deny_answer(
+        &self,
+        decision: Decision<'_>,
+        tool: &str,
+        answer: &ElicitResult,
+    ) -> ToolResult {
+        let reason = match answer.action {
+            ElicitationAction::Decline => "the person declined it",
+            ElicitationAction::Cancel => "the person dismissed the approval request",
+            _ => "the person did not approve it",
+        };
+        tracing::info!(tool, reason, "the call was not approved");
+        self.dispatcher.deny(decision, reason).await
+    }
+
+    /// A decision on the pending call `id` of this connection's session.
+    fn decision<'a>(&'a self, id: &'a str, tool: &'a str, by: &'a str) -> Decision<'a> {
+        Decision::new(id, &self.session).tool(tool).by(by)
+    }
+}
+
+/// Whether the person accepted and said yes.
+fn said_yes(answer: &ElicitResult) -> bool {
+    answer.action == ElicitationAction::Accept
+        && answer
+            .content
+            .as_ref()
+            .and_then(|content| content.get(APPROVE_FIELD))
+            .and_then(Value::as_bool)
+            == Some(true)
+}
+
+/// Why the call asks a person beyond its tool's risk, as the result's
+/// `data.reason` (and `data.tainted`) say it: a paragraph of the question,
+/// or nothing.
+fn why_asked(result: &ToolResult) -> String {
+    if result.data.get("reason").and_then(Value::as_str) != Some(UNTRUSTED_CONTEXT) {
+        return String::new();
+    }
+    let fields: Vec<&str> = result
+        .data
+        .get("tainted")
+        .and_then(Value::as_array)
+        .map(|fields| fields.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut why = String::from(
+        "Asked because this conversation read untrusted output (text written by others)",
+    );
+    if !fields.is_empty() {
+        why.push_str("; these arguments carry values read there: ");
+        why.push_str(&fields.join(", "));
+    }
+    why.push_str(
+        ". Make sure it is what you want, not what that text told the assistant to do.\n\n",
+    );
+    why
+}
+
+/// The form that asks a person to approve the pending call of a
+/// `CONFIRMATION_REQUIRED` result: its tool and exact arguments, why it
+/// asks when untrusted output tainted it, and one yes-or-no field.
+pub(super) fn approval_question(result: &ToolResult) -> Result<ElicitRequestParams, String> {
+    let tool = &result.tool;
+    let pending = result.data.get("pending").cloned().unwrap_or(Value::Null);
+    let arguments = serde_json::to_string_pretty(&pending).map_err(|error| error.to_string())?;
+    let why = why_asked(result);
+    let message = format!(
+        "The assistant wants to call {tool} with exactly these arguments:\n\n{arguments}\n\n\
+         {why}Approve this call? It runs once, as shown, only if you approve."
+    );
+    let schema = ElicitationSchema::builder()
+        .required_bool_property(APPROVE_FIELD, |field| {
+            field
+                .title("Approve")
+                .description(format!("Run {tool} with the arguments shown"))
+        })
+        .build()?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    })
+}

@@ -1,0 +1,338 @@
+//! The approvals: pending ones, a person's decision on them (the inbox,
+//! announced on [`DECISION_CHANNEL`]), waiting for it, using one up, and
+//! what came of it.
+
+use std::time::Duration;
+
+use tokio_postgres::{AsyncMessage, NoTls, Row};
+use toolcall_core::store::{
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, DecideOutcome, PendingApproval,
+    StoreError, TakeApproval, now_ms,
+};
+
+use crate::{PostgresStore, from_sql, to_sql};
+
+/// The columns of an approval, in the order [`read_entry`] reads them.
+const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
+                                expires_ms, decision, used_ms, result, reason, tainted";
+
+/// The channel a decision is announced on (`NOTIFY`, with the approval's
+/// id as the payload), so that an agent waiting for it wakes at once.
+pub const DECISION_CHANNEL: &str = "toolcall_approval_decided";
+
+/// How often a wait for a decision looks again without being woken (a
+/// notification lost with a dropped connection is not waited for longer).
+const WAIT_RECHECK: Duration = Duration::from_secs(2);
+
+/// A JSON column, read back.
+fn json_column<T: serde::de::DeserializeOwned>(
+    text: Option<String>,
+) -> Result<Option<T>, StoreError> {
+    text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
+        .transpose()
+}
+
+/// The tainted arguments of an approval as their column holds them: a JSON
+/// array, or NULL when there are none.
+fn tainted_column(tainted: &[String]) -> Result<Option<String>, StoreError> {
+    if tainted.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(tainted)
+        .map(Some)
+        .map_err(StoreError::new)
+}
+
+/// A row of [`APPROVAL_COLUMNS`].
+fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
+    Ok(ApprovalEntry {
+        approval: PendingApproval {
+            id: row.get(0),
+            session: row.get(1),
+            caller: row.get(2),
+            tool: row.get(3),
+            digest: row.get(4),
+            arguments: serde_json::from_str(row.get::<_, &str>(5)).map_err(StoreError::new)?,
+            step: from_sql(row.get(6)),
+            created_ms: from_sql(row.get(7)),
+            expires_ms: from_sql(row.get(8)),
+            decision: json_column::<ApprovalDecision>(row.get(9))?,
+            reason: row.get(12),
+            tainted: json_column::<Vec<String>>(row.get(13))?.unwrap_or_default(),
+        },
+        used_ms: row.get::<_, Option<i64>>(10).map(from_sql),
+        result: json_column::<ApprovalResult>(row.get(11))?,
+    })
+}
+
+fn limit_sql(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// Uses up the approval `id` if it matches `binding` and is unused: a
+/// decided one is marked used (the history keeps it), an undecided one
+/// is deleted. `decided` says which statement to try.
+async fn use_up(
+    store: &PostgresStore,
+    id: &str,
+    binding: &Binding<'_>,
+    now_ms: u64,
+    decided: bool,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    let client = store.client().await?;
+    let matches = "id = $1 AND session = $2 AND caller = $3
+         AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
+         AND used_ms IS NULL";
+    let sql = if decided {
+        format!(
+            "UPDATE toolcall_approvals SET used_ms = $6
+             WHERE {matches} AND decision IS NOT NULL RETURNING {APPROVAL_COLUMNS}"
+        )
+    } else {
+        format!(
+            "DELETE FROM toolcall_approvals
+             WHERE {matches} AND decision IS NULL AND $6::BIGINT IS NOT NULL
+             RETURNING {APPROVAL_COLUMNS}"
+        )
+    };
+    let row = client
+        .query_opt(
+            &sql,
+            &[
+                &id,
+                &binding.session,
+                &binding.caller,
+                &binding.tool,
+                &binding.digest,
+                &to_sql(now_ms),
+            ],
+        )
+        .await
+        .map_err(StoreError::new)?;
+    row.as_ref().map(read_entry).transpose()
+}
+
+async fn approvals_where(
+    store: &PostgresStore,
+    condition: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<ApprovalEntry>, StoreError> {
+    let client = store.client().await?;
+    let rows = client
+        .query(
+            &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {condition}"),
+            params,
+        )
+        .await
+        .map_err(StoreError::new)?;
+    rows.iter().map(read_entry).collect()
+}
+
+pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<(), StoreError> {
+    let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
+    let decision = a
+        .decision
+        .as_ref()
+        .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
+        .transpose()
+        .map_err(StoreError::new)?;
+    let (decision, decided_ms) = decision.unzip();
+    let tainted = tainted_column(&a.tainted)?;
+    let client = store.client().await?;
+    client
+        .execute(
+            "INSERT INTO toolcall_approvals
+             (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
+              decision, decided_ms, reason, tainted)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            &[
+                &a.id,
+                &a.session,
+                &a.caller,
+                &a.tool,
+                &a.digest,
+                &arguments,
+                &to_sql(a.step),
+                &to_sql(a.created_ms),
+                &to_sql(a.expires_ms),
+                &decision,
+                &decided_ms,
+                &a.reason,
+                &tainted,
+            ],
+        )
+        .await
+        .map_err(StoreError::new)?;
+    store.wrote().await;
+    Ok(())
+}
+
+pub(crate) async fn take(
+    store: &PostgresStore,
+    id: &str,
+    binding: &Binding<'_>,
+    now_ms: u64,
+) -> Result<TakeApproval, StoreError> {
+    // A decision only ever goes from none to one: a decided approval is
+    // tried first, then an undecided one, then (decided in between) the
+    // first again. Used up only if it matches: a mismatched attempt
+    // changes nothing.
+    let mut taken = use_up(store, id, binding, now_ms, true).await?;
+    if taken.is_none() {
+        taken = use_up(store, id, binding, now_ms, false).await?;
+    }
+    if taken.is_none() {
+        taken = use_up(store, id, binding, now_ms, true).await?;
+    }
+    let Some(entry) = taken else {
+        return Ok(TakeApproval::Invalid);
+    };
+    Ok(if entry.approval.expires_ms <= now_ms {
+        TakeApproval::Expired
+    } else {
+        TakeApproval::Taken(entry.approval)
+    })
+}
+
+pub(crate) async fn pending(
+    store: &PostgresStore,
+    now_ms: u64,
+    limit: usize,
+) -> Result<Vec<PendingApproval>, StoreError> {
+    let entries = approvals_where(
+        store,
+        "decision IS NULL AND used_ms IS NULL AND expires_ms > $1
+             ORDER BY created_ms, id LIMIT $2",
+        &[&to_sql(now_ms), &limit_sql(limit)],
+    )
+    .await?;
+    Ok(entries.into_iter().map(|entry| entry.approval).collect())
+}
+
+pub(crate) async fn decide(
+    store: &PostgresStore,
+    id: &str,
+    decision: &ApprovalDecision,
+    now_ms: u64,
+) -> Result<DecideOutcome, StoreError> {
+    let text = serde_json::to_string(decision).map_err(StoreError::new)?;
+    let client = store.client().await?;
+    // One statement: of two decisions at once, one changes the row; the
+    // notification goes out when it commits.
+    let decided = client
+        .query_opt(
+            &format!(
+                "WITH decided AS (
+                    UPDATE toolcall_approvals SET decision = $2, decided_ms = $3
+                    WHERE id = $1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > $4
+                    RETURNING id)
+                 SELECT pg_notify('{DECISION_CHANNEL}', id) FROM decided"
+            ),
+            &[&id, &text, &to_sql(decision.decided_ms), &to_sql(now_ms)],
+        )
+        .await
+        .map_err(StoreError::new)?;
+    if decided.is_some() {
+        store.wrote().await;
+        return Ok(DecideOutcome::Decided);
+    }
+    Ok(match get(store, id).await? {
+        None => DecideOutcome::Invalid,
+        Some(entry) if entry.approval.decision.is_some() || entry.used_ms.is_some() => {
+            DecideOutcome::AlreadyDecided
+        }
+        Some(_) => DecideOutcome::Expired,
+    })
+}
+
+pub(crate) async fn get(
+    store: &PostgresStore,
+    id: &str,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    Ok(approvals_where(store, "id = $1", &[&id])
+        .await?
+        .into_iter()
+        .next())
+}
+
+pub(crate) async fn decided(
+    store: &PostgresStore,
+    limit: usize,
+) -> Result<Vec<ApprovalEntry>, StoreError> {
+    approvals_where(
+        store,
+        "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT $1",
+        &[&limit_sql(limit)],
+    )
+    .await
+}
+
+pub(crate) async fn settle(
+    store: &PostgresStore,
+    id: &str,
+    result: &ApprovalResult,
+) -> Result<(), StoreError> {
+    let text = serde_json::to_string(result).map_err(StoreError::new)?;
+    let client = store.client().await?;
+    client
+        .execute(
+            "UPDATE toolcall_approvals SET result = $2 WHERE id = $1 AND decision IS NOT NULL",
+            &[&id, &text],
+        )
+        .await
+        .map_err(StoreError::new)?;
+    Ok(())
+}
+
+/// Waits for a decision on `id` until `until_ms`: see [`PostgresStore`]'s
+/// [`Store::wait_approval`](toolcall_core::Store::wait_approval).
+pub(crate) async fn wait(
+    store: &PostgresStore,
+    id: &str,
+    until_ms: u64,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    let (client, mut connection) = tokio_postgres::connect(&store.url, NoTls)
+        .await
+        .map_err(StoreError::new)?;
+    let (woken, mut wake) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let driver = tokio::spawn(async move {
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let AsyncMessage::Notification(notification) = message
+                && woken.send(notification.payload().to_owned()).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let waited = async {
+        client
+            .batch_execute(&format!("LISTEN {DECISION_CHANNEL}"))
+            .await
+            .map_err(StoreError::new)?;
+        loop {
+            // Read after LISTEN: a decision made before it is seen here.
+            let entry = get(store, id).await?;
+            let now = now_ms();
+            let settled = entry
+                .as_ref()
+                .is_none_or(|e| e.approval.decision.is_some() || e.used_ms.is_some());
+            if settled || now >= until_ms {
+                return Ok(entry);
+            }
+            let pause = Duration::from_millis(until_ms - now).min(WAIT_RECHECK);
+            let _ = tokio::time::timeout(pause, async {
+                while let Some(payload) = wake.recv().await {
+                    if payload == id {
+                        return;
+                    }
+                }
+                // The connection dropped: wait out the pause.
+                std::future::pending::<()>().await;
+            })
+            .await;
+        }
+    }
+    .await;
+    driver.abort();
+    waited
+}

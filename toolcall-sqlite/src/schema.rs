@@ -1,0 +1,197 @@
+//! The file's schema: its versions, the upgrades between them, and opening
+//! a file that other connections may be creating or upgrading at the same
+//! moment.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
+use toolcall_core::store::{StoreError, session_key};
+
+/// The schema this version writes: the file's `PRAGMA user_version`.
+pub(crate) const SCHEMA_VERSION: i64 = 3;
+
+/// Version 0, the first release's tables. Created if missing, so that a new
+/// file and a file from that release take the same upgrades.
+const SCHEMA_V0: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_steps (
+    session    TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_calls (
+    key        TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_records (
+    key        TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    until_ms   INTEGER NOT NULL,
+    result     TEXT,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_approvals (
+    id         TEXT PRIMARY KEY,
+    session    TEXT NOT NULL,
+    caller     TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    arguments  TEXT NOT NULL,
+    step       INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
+";
+
+/// Version 1: the `in_doubt` state (SQLite cannot change a CHECK constraint,
+/// so the records table is rebuilt), steps keyed by [`session_key`] (the
+/// table is rebuilt by [`rekey_steps`]), resource locks, and the indexes the
+/// purge scans.
+const UPGRADE_V1: &str = "
+CREATE TABLE toolcall_records_v1 (
+    key        TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed', 'in_doubt')),
+    until_ms   INTEGER NOT NULL,
+    result     TEXT,
+    touched_ms INTEGER NOT NULL
+);
+INSERT INTO toolcall_records_v1 (key, state, until_ms, result, touched_ms)
+    SELECT key, state, until_ms, result, touched_ms FROM toolcall_records;
+DROP TABLE toolcall_records;
+ALTER TABLE toolcall_records_v1 RENAME TO toolcall_records;
+CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
+CREATE TABLE toolcall_steps_v1 (
+    session    TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
+CREATE TABLE IF NOT EXISTS toolcall_locks (
+    resource_key TEXT PRIMARY KEY,
+    resource     TEXT NOT NULL,
+    holder       TEXT NOT NULL,
+    until_ms     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
+";
+
+/// Version 2: a person's decision kept with its approval (the inbox), when
+/// a call used it up and what came of it, and the indexes the inbox reads.
+/// Columns are only added, so a process still at version 1 keeps working.
+const UPGRADE_V2: &str = "
+ALTER TABLE toolcall_approvals ADD COLUMN decision TEXT;
+ALTER TABLE toolcall_approvals ADD COLUMN decided_ms INTEGER;
+ALTER TABLE toolcall_approvals ADD COLUMN used_ms INTEGER;
+ALTER TABLE toolcall_approvals ADD COLUMN result TEXT;
+CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
+";
+
+/// Version 3: the taint of untrusted output, per session: one row marks
+/// the session (`print` empty), one more per fingerprint (hex digests of
+/// the values, never the text), purged with the session's other rows; and
+/// why an approval asks a person (`reason`, and the tainted arguments as a
+/// JSON array in `tainted`). Columns are only added, so a process still at
+/// version 2 keeps working.
+const UPGRADE_V3: &str = "
+ALTER TABLE toolcall_approvals ADD COLUMN reason TEXT;
+ALTER TABLE toolcall_approvals ADD COLUMN tainted TEXT;
+CREATE TABLE IF NOT EXISTS toolcall_taint (
+    session    TEXT NOT NULL,
+    print      TEXT NOT NULL,
+    touched_ms INTEGER NOT NULL,
+    PRIMARY KEY (session, print)
+);
+CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
+";
+
+/// Runs `step` until it does not fail with "database is busy/locked", with
+/// a growing pause in between, until `deadline`; each attempt waits for the
+/// lock at most until the deadline too.
+pub(crate) fn retry_busy<T>(
+    conn: &mut Connection,
+    deadline: Instant,
+    mut step: impl FnMut(&mut Connection) -> rusqlite::Result<T>,
+) -> Result<T, StoreError> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        conn.busy_timeout(left).map_err(StoreError::new)?;
+        match step(conn) {
+            Err(error) if is_busy(&error) && left > pause => {
+                std::thread::sleep(pause + jitter(pause));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            result => return result.map_err(StoreError::new),
+        }
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Up to `pause` more, so that connections that collided do not collide again.
+fn jitter(pause: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    pause.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`] in one `IMMEDIATE`
+/// transaction, and returns the version it found the file at (or made).
+pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found >= SCHEMA_VERSION {
+        // Another connection upgraded it while this one waited.
+        return Ok(found);
+    }
+    if found < 1 {
+        tx.execute_batch(SCHEMA_V0)?;
+        tx.execute_batch(UPGRADE_V1)?;
+        rekey_steps(&tx)?;
+    }
+    if found < 2 {
+        tx.execute_batch(UPGRADE_V2)?;
+    }
+    if found < 3 {
+        tx.execute_batch(UPGRADE_V3)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(SCHEMA_VERSION)
+}
+
+/// Version 1 keys steps by [`session_key`]: moves the counts of version 0
+/// (keyed by the session itself) into `toolcall_steps_v1` under their new
+/// key, and puts that table in place, so a session keeps its count.
+fn rekey_steps(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    {
+        let mut select = tx.prepare("SELECT session, count, touched_ms FROM toolcall_steps")?;
+        let mut insert = tx.prepare(
+            "INSERT INTO toolcall_steps_v1 (session, count, touched_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session) DO UPDATE SET count = max(count, excluded.count)",
+        )?;
+        let mut rows = select.query([])?;
+        while let Some(row) = rows.next()? {
+            let session: String = row.get(0)?;
+            insert.execute(params![
+                session_key(&session),
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?
+            ])?;
+        }
+    }
+    tx.execute_batch(
+        "DROP TABLE toolcall_steps;
+         ALTER TABLE toolcall_steps_v1 RENAME TO toolcall_steps;
+         CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);",
+    )
+}
