@@ -1,6 +1,8 @@
 //! The dispatcher: its settings, the calls it takes, how it is built.
 //!
-//! The pipeline's stages are in `pipeline.rs`, execution (claims, retries,
+//! The pipeline's stages are in `pipeline.rs`, the resource locks stages 5
+//! to 8 run under in `locks.rs`, the taint of untrusted output in
+//! `taint.rs`, a dry run in `dry_run.rs`, execution (claims, retries,
 //! timeouts, panics) in `execute.rs`, the host's decisions on pending
 //! approvals in `approval.rs`, what is checked at build in `checks.rs`, the
 //! standard failures and their messages in `messages.rs`, and the loop
@@ -12,10 +14,13 @@
 
 mod approval;
 mod checks;
+mod dry_run;
 mod execute;
 mod inbox;
+mod locks;
 mod messages;
 mod pipeline;
+mod taint;
 mod twins;
 
 use std::any::{Any, TypeId};

@@ -1,14 +1,16 @@
 //! Stages 0 to 7 of the pipeline, in order; stage 8 is in `execute.rs`.
+//! The locks stages 5 to 8 run under are in `locks.rs`, what untrusted
+//! output taints in `taint.rs`, and a dry run's stages 5 to 7 in
+//! `dry_run.rs`.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use std::time::{Duration, Instant};
-
-use super::execute::{millis, panic_text, while_renewing};
+use super::execute::panic_text;
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
 use super::twins::Active;
@@ -18,12 +20,10 @@ use crate::args::Members;
 use crate::canonical::{digest, idempotency_key};
 use crate::error::ToolError;
 use crate::parse::{Arguments, parse_object, raw_members};
-use crate::policy::{Caller, Policy, Taint};
+use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
 use crate::store::{Binding, PendingApproval, RecordedOutcome, Store, TakeApproval, now_ms};
-use crate::taint;
 use crate::tool::{CallContext, ToolSpec, Validated};
-use std::collections::BTreeSet;
 
 /// A stage that says no returns the finished result as its error: the
 /// rejection *is* the answer.
@@ -407,102 +407,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         })
     }
 
-    /// Stages 5 to 8: the business check, the policy, the approval,
-    /// execution, under the locks of the call's resources.
-    pub(super) async fn decide_and_run(
-        &self,
-        prepared: Prepared<'_>,
-        approval: Approval<'_>,
-    ) -> Stage<ToolResult> {
-        let name = prepared.spec.name();
-        let resources = resource_keys(prepared.spec, &prepared.arguments);
-        if resources.is_empty() {
-            return self.decide_and_run_locked(prepared, approval).await;
-        }
-        let holder = holder_token();
-        let lease = self.lease(prepared.spec);
-        self.lock_resources(name, &resources, &holder, lease)
-            .await?;
-        // Boxed: the renewing future is the largest of the pipeline's, and
-        // only calls with resources need it; inline, every call's future
-        // would carry (and move) its size.
-        let answer = Box::pin(while_renewing(
-            self.decide_and_run_locked(prepared, approval),
-            lease,
-            |now, lease_ms| {
-                let (resources, holder) = (&resources, &holder);
-                async move {
-                    for resource in resources {
-                        if !self
-                            .store
-                            .lock_resource(resource, holder, now, lease_ms)
-                            .await?
-                        {
-                            return Ok(false);
-                        }
-                    }
-                    Ok(true)
-                }
-            },
-        ))
-        .await;
-        for resource in &resources {
-            if let Err(error) = self.store.unlock_resource(resource, &holder).await {
-                tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
-            }
-        }
-        answer
-    }
-
-    /// Takes every lock, in order (so two calls never wait on each other),
-    /// waiting (bounded) for calls holding them.
-    async fn lock_resources(
-        &self,
-        name: &str,
-        resources: &[String],
-        holder: &str,
-        lease: Duration,
-    ) -> Stage<()> {
-        let lease_ms = millis(lease);
-        let deadline = Instant::now() + self.settings.claim_wait;
-        for (taken, resource) in resources.iter().enumerate() {
-            let mut pause = Duration::from_millis(2);
-            loop {
-                let locked = self
-                    .store
-                    .lock_resource(resource, holder, now_ms(), lease_ms)
-                    .await;
-                match locked {
-                    Ok(true) => break,
-                    Ok(false) if Instant::now() < deadline => {
-                        tokio::time::sleep(
-                            pause.min(deadline.saturating_duration_since(Instant::now())),
-                        )
-                        .await;
-                        pause = (pause * 2).min(Duration::from_millis(100));
-                    }
-                    outcome => {
-                        for held in &resources[..taken] {
-                            let _ = self.store.unlock_resource(held, holder).await;
-                        }
-                        return Err(match outcome {
-                            Err(error) => self.store_unavailable(name, &error),
-                            _ => self.fail(Failure::ResourceBusy, name),
-                        });
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Stages 5 to 8, with the call's resources locked.
-    async fn decide_and_run_locked(
+    pub(super) async fn decide_and_run_locked(
         &self,
         prepared: Prepared<'_>,
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
-        let name = prepared.spec.name();
         let cx = self.call_context(&prepared);
         if let Approval::InDoubt = approval {
             return self.execute_once(prepared, &cx, true).await;
@@ -514,15 +424,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // a side effect tainted by untrusted output.
         let tainted = prepared.tainted.clone();
         if prepared.spec.high_risk() || tainted.is_some() {
-            let asking = Asking {
-                tool: name,
-                arguments: &prepared.arguments,
-                session: prepared.session,
-                caller: prepared.caller,
-                step: prepared.step,
-                tainted: tainted.as_deref(),
-                dry_run: false,
-            };
+            let asking = Asking::of(&prepared, tainted.as_deref(), false);
             self.confirm(asking, approval).await?;
         }
 
@@ -561,7 +463,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// What the check, the preview and the handler see of the call.
-    fn call_context(&self, prepared: &Prepared<'_>) -> CallContext {
+    pub(super) fn call_context(&self, prepared: &Prepared<'_>) -> CallContext {
         CallContext {
             state: Arc::clone(&self.erased_state),
             idempotency_key: Arc::from(prepared.key.as_str()),
@@ -575,7 +477,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Takes the call and gives it back: what it holds (the validated
     /// arguments) is `Send` but not `Sync`, so it is not borrowed across
     /// the wait between attempts.
-    async fn check_and_limits<'a>(
+    pub(super) async fn check_and_limits<'a>(
         &self,
         prepared: Prepared<'a>,
         cx: &CallContext,
@@ -594,7 +496,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Stage 7: a high-risk call runs only with a person's approval of this
     /// exact call.
-    async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
+    pub(super) async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
         let name = prepared.tool;
         let store_error = |error| self.store_unavailable(name, &error);
         // Only an approval by id, or a new one, needs the arguments' digest.
@@ -735,7 +637,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
 /// What stage 7 needs of a call (borrowing nothing that is not `Sync`, so
 /// the pipeline's future stays `Send`).
-struct Asking<'a> {
+pub(super) struct Asking<'a> {
     tool: &'static str,
     arguments: &'a Value,
     session: &'a str,
@@ -746,6 +648,26 @@ struct Asking<'a> {
     tainted: Option<&'a [String]>,
     /// A dry run: nothing is created or taken up.
     dry_run: bool,
+}
+
+impl<'a> Asking<'a> {
+    /// What stage 7 needs of `prepared`, with its taint, for a real call
+    /// or a dry run.
+    pub(super) fn of(
+        prepared: &'a Prepared<'_>,
+        tainted: Option<&'a [String]>,
+        dry_run: bool,
+    ) -> Self {
+        Asking {
+            tool: prepared.spec.name(),
+            arguments: &prepared.arguments,
+            session: prepared.session,
+            caller: prepared.caller,
+            step: prepared.step,
+            tainted,
+            dry_run,
+        }
+    }
 }
 
 /// Why a call waits for a person, as `data.reason` says it: a side effect
@@ -831,26 +753,8 @@ fn check_limits<'a>(
     Ok(())
 }
 
-/// The lock keys of a call's resources (`#[arg(resource)]`), sorted: hex
-/// SHA-256 of the resource's kind and the canonical value, so that every
-/// tool naming the same kind of resource shares the lock.
-fn resource_keys(spec: &ToolSpec, arguments: &Value) -> Vec<String> {
-    let mut keys: Vec<String> = spec
-        .fields()
-        .iter()
-        .filter_map(|field| {
-            let kind = field.resource?;
-            let value = arguments.get(field.name).filter(|v| !v.is_null())?;
-            Some(crate::canonical::resource_digest(kind, value))
-        })
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys
-}
-
 /// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.
-fn confirmation_id() -> String {
+pub(super) fn confirmation_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // No OS randomness: fall back to a hash of time and address space
@@ -859,24 +763,6 @@ fn confirmation_id() -> String {
         bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
     }
     crate::canonical::hex(&bytes)
-}
-
-/// Who holds a call's resource locks: unique across the processes sharing a
-/// store (a random nonce drawn once per process) and across the calls of
-/// this one (a counter). Unlike a confirmation id it need not be secret, so
-/// it costs no system call per call.
-fn holder_token() -> String {
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NONCE: OnceLock<String> = OnceLock::new();
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nonce = NONCE.get_or_init(confirmation_id);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut token = String::with_capacity(nonce.len() + 17);
-    token.push_str(nonce);
-    token.push('-');
-    token.push_str(&crate::canonical::hex(&n.to_be_bytes()));
-    token
 }
 
 /// `data.reason` and `data.tainted` of a question to a person about a
@@ -896,161 +782,5 @@ fn add_reason(data: &mut Map<String, Value>, tainted: Option<&[String]>) {
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     fn inbox(&self) -> bool {
         self.settings.approvals == Approvals::Inbox
-    }
-
-    /// Whether untrusted output taints this call, as the caller's level
-    /// judges it: `Some` with the arguments that carry a value read in the
-    /// session's untrusted output (`Values`), or empty (`Session`: the
-    /// session read some). Only side effects are ever tainted.
-    pub(super) async fn taint_of(
-        &self,
-        spec: &'static ToolSpec,
-        arguments: &Value,
-        session: &str,
-        caller: &Caller,
-    ) -> Stage<Option<Vec<String>>> {
-        if !spec.side_effect() {
-            return Ok(None);
-        }
-        let store_error = |error| self.store_unavailable(spec.name(), &error);
-        match caller.policy().taint_level() {
-            Taint::Off => Ok(None),
-            Taint::Session => {
-                let hit = self
-                    .store
-                    .tainted(session, &[])
-                    .await
-                    .map_err(store_error)?;
-                Ok(hit.any.then(Vec::new))
-            }
-            _ => {
-                // Most sessions never read untrusted output: ask that first,
-                // and fingerprint the arguments (regexes and a digest per
-                // token) only in a session that did.
-                let hit = self
-                    .store
-                    .tainted(session, &[])
-                    .await
-                    .map_err(store_error)?;
-                if !hit.any {
-                    return Ok(None);
-                }
-                let found = taint::of_arguments(arguments);
-                if found.is_empty() {
-                    return Ok(None);
-                }
-                let prints: Vec<String> = found
-                    .iter()
-                    .flat_map(|(_, prints)| prints.iter().cloned())
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                let hit = self
-                    .store
-                    .tainted(session, &prints)
-                    .await
-                    .map_err(store_error)?;
-                if hit.seen.is_empty() {
-                    return Ok(None);
-                }
-                let seen: BTreeSet<&String> = hit.seen.iter().collect();
-                let mut fields: Vec<String> = found
-                    .into_iter()
-                    .filter(|(_, prints)| prints.iter().any(|p| seen.contains(p)))
-                    .map(|(path, _)| path)
-                    .collect();
-                fields.dedup();
-                Ok(Some(fields))
-            }
-        }
-    }
-
-    /// After an untrusted tool ran: its output's values taint the session
-    /// (`Values`), or the session is marked (`Session`). A store that fails
-    /// here fails the call: an untrusted output the session does not
-    /// remember would let its values through.
-    async fn remember_untrusted(
-        &self,
-        spec: &'static ToolSpec,
-        session: &str,
-        caller: &Caller,
-        given: Option<&Value>,
-        result: &ToolResult,
-    ) -> Stage<()> {
-        if !spec.untrusted_output() || !result.ok || result.code != Code::Ok {
-            return Ok(());
-        }
-        let prints: Vec<String> = match caller.policy().taint_level() {
-            Taint::Off => return Ok(()),
-            Taint::Session => Vec::new(),
-            _ => {
-                let mut prints = BTreeSet::new();
-                taint::of_output(&Value::Object(result.data.clone()), &mut prints);
-                for (_, own) in given.map(taint::of_arguments).unwrap_or_default() {
-                    prints.retain(|print| !own.contains(print));
-                }
-                prints.into_iter().collect()
-            }
-        };
-        self.store
-            .add_taint(session, &prints)
-            .await
-            .map_err(|error| self.store_unavailable(spec.name(), &error))
-    }
-
-    /// A dry run from stage 5 on: the check, the policy and the approval
-    /// as the real call would meet them, and nothing else (no resource
-    /// lock: nothing changes). Where the real call would run: `DRY_RUN`.
-    async fn dry_run(
-        &self,
-        prepared: Prepared<'_>,
-        approval: Approval<'_>,
-        tainted: Option<&[String]>,
-    ) -> Stage<ToolResult> {
-        let name = prepared.spec.name();
-        let cx = self.call_context(&prepared);
-        let prepared = if matches!(approval, Approval::InDoubt) {
-            prepared
-        } else {
-            let prepared = self.check_and_limits(prepared, &cx).await?;
-            if prepared.spec.high_risk() || tainted.is_some() {
-                let asking = Asking {
-                    tool: name,
-                    arguments: &prepared.arguments,
-                    session: prepared.session,
-                    caller: prepared.caller,
-                    step: prepared.step,
-                    tainted,
-                    dry_run: true,
-                };
-                self.confirm(asking, approval).await?;
-            }
-            prepared
-        };
-        let preview = match catch_unwind(AssertUnwindSafe(|| prepared.validated.preview(&cx))) {
-            Ok(Some(Ok(preview))) => Some(preview),
-            Ok(None) => None,
-            Ok(Some(Err(error))) => return Err(self.failure_of(name, error)),
-            Err(panic) => {
-                tracing::error!(
-                    tool = name,
-                    panic = panic_text(&panic),
-                    "the preview panicked"
-                );
-                return Err(self.fail(Failure::InternalError, name));
-            }
-        };
-        let mut data = Map::new();
-        data.insert("arguments".into(), prepared.arguments.clone());
-        if let Some(preview) = preview {
-            data.insert("preview".into(), preview);
-        }
-        Ok(ToolResult {
-            ok: true,
-            code: Code::DryRun,
-            message: format!("Dry run: {name} would run with these arguments; nothing was done."),
-            data,
-            ..ToolResult::success(name, Map::new())
-        })
     }
 }

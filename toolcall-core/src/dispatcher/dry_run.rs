@@ -1,0 +1,64 @@
+//! A dry run: the call as the real one would meet stages 5 to 7, and its
+//! preview, with nothing done.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::Map;
+
+use super::Dispatcher;
+use super::execute::panic_text;
+use super::messages::Failure;
+use super::pipeline::{Approval, Asking, Prepared, Stage};
+use crate::result::{Code, ToolResult};
+use crate::store::Store;
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// A dry run from stage 5 on: the check, the policy and the approval
+    /// as the real call would meet them, and nothing else (no resource
+    /// lock: nothing changes). Where the real call would run: `DRY_RUN`.
+    pub(super) async fn dry_run(
+        &self,
+        prepared: Prepared<'_>,
+        approval: Approval<'_>,
+        tainted: Option<&[String]>,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        let cx = self.call_context(&prepared);
+        let prepared = if matches!(approval, Approval::InDoubt) {
+            prepared
+        } else {
+            let prepared = self.check_and_limits(prepared, &cx).await?;
+            if prepared.spec.high_risk() || tainted.is_some() {
+                let asking = Asking::of(&prepared, tainted, true);
+                self.confirm(asking, approval).await?;
+            }
+            prepared
+        };
+        let preview = match catch_unwind(AssertUnwindSafe(|| prepared.validated.preview(&cx))) {
+            Ok(Some(Ok(preview))) => Some(preview),
+            Ok(None) => None,
+            Ok(Some(Err(error))) => return Err(self.failure_of(name, error)),
+            Err(panic) => {
+                tracing::error!(
+                    tool = name,
+                    panic = panic_text(&panic),
+                    "the preview panicked"
+                );
+                return Err(self.fail(Failure::InternalError, name));
+            }
+        };
+        let mut data = Map::new();
+        data.insert("arguments".into(), prepared.arguments.clone());
+        if let Some(preview) = preview {
+            data.insert("preview".into(), preview);
+        }
+        Ok(ToolResult {
+            ok: true,
+            code: Code::DryRun,
+            message: format!("Dry run: {name} would run with these arguments; nothing was done."),
+            data,
+            ..ToolResult::success(name, Map::new())
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! The locks of a call's resources (`#[arg(resource)]`), held from the
+//! business check to the end of execution, so that two calls naming the
+//! same resource never run stages 5 to 8 at once.
+
+use std::any::Any;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::Dispatcher;
+use super::execute::{millis, while_renewing};
+use super::messages::Failure;
+use super::pipeline::{Approval, Prepared, Stage, confirmation_id};
+use crate::result::ToolResult;
+use crate::store::{Store, now_ms};
+use crate::tool::ToolSpec;
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Stages 5 to 8: the business check, the policy, the approval,
+    /// execution, under the locks of the call's resources.
+    pub(super) async fn decide_and_run(
+        &self,
+        prepared: Prepared<'_>,
+        approval: Approval<'_>,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        let resources = resource_keys(prepared.spec, &prepared.arguments);
+        if resources.is_empty() {
+            return self.decide_and_run_locked(prepared, approval).await;
+        }
+        let holder = holder_token();
+        let lease = self.lease(prepared.spec);
+        self.lock_resources(name, &resources, &holder, lease)
+            .await?;
+        // Boxed: the renewing future is the largest of the pipeline's, and
+        // only calls with resources need it; inline, every call's future
+        // would carry (and move) its size.
+        let answer = Box::pin(while_renewing(
+            self.decide_and_run_locked(prepared, approval),
+            lease,
+            |now, lease_ms| {
+                let (resources, holder) = (&resources, &holder);
+                async move {
+                    for resource in resources {
+                        if !self
+                            .store
+                            .lock_resource(resource, holder, now, lease_ms)
+                            .await?
+                        {
+                            return Ok(false);
+                        }
+                    }
+                    Ok(true)
+                }
+            },
+        ))
+        .await;
+        for resource in &resources {
+            if let Err(error) = self.store.unlock_resource(resource, &holder).await {
+                tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
+            }
+        }
+        answer
+    }
+
+    /// Takes every lock, in order (so two calls never wait on each other),
+    /// waiting (bounded) for calls holding them.
+    async fn lock_resources(
+        &self,
+        name: &str,
+        resources: &[String],
+        holder: &str,
+        lease: Duration,
+    ) -> Stage<()> {
+        let lease_ms = millis(lease);
+        let deadline = Instant::now() + self.settings.claim_wait;
+        for (taken, resource) in resources.iter().enumerate() {
+            let mut pause = Duration::from_millis(2);
+            loop {
+                let locked = self
+                    .store
+                    .lock_resource(resource, holder, now_ms(), lease_ms)
+                    .await;
+                match locked {
+                    Ok(true) => break,
+                    Ok(false) if Instant::now() < deadline => {
+                        tokio::time::sleep(
+                            pause.min(deadline.saturating_duration_since(Instant::now())),
+                        )
+                        .await;
+                        pause = (pause * 2).min(Duration::from_millis(100));
+                    }
+                    outcome => {
+                        for held in &resources[..taken] {
+                            let _ = self.store.unlock_resource(held, holder).await;
+                        }
+                        return Err(match outcome {
+                            Err(error) => self.store_unavailable(name, &error),
+                            _ => self.fail(Failure::ResourceBusy, name),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lock keys of a call's resources (`#[arg(resource)]`), sorted: hex
+/// SHA-256 of the resource's kind and the canonical value, so that every
+/// tool naming the same kind of resource shares the lock.
+fn resource_keys(spec: &ToolSpec, arguments: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = spec
+        .fields()
+        .iter()
+        .filter_map(|field| {
+            let kind = field.resource?;
+            let value = arguments.get(field.name).filter(|v| !v.is_null())?;
+            Some(crate::canonical::resource_digest(kind, value))
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Who holds a call's resource locks: unique across the processes sharing a
+/// store (a random nonce drawn once per process) and across the calls of
+/// this one (a counter). Unlike a confirmation id it need not be secret, so
+/// it costs no system call per call.
+fn holder_token() -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NONCE: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nonce = NONCE.get_or_init(confirmation_id);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut token = String::with_capacity(nonce.len() + 17);
+    token.push_str(nonce);
+    token.push('-');
+    token.push_str(&crate::canonical::hex(&n.to_be_bytes()));
+    token
+}
