@@ -19,7 +19,7 @@ use crate::args::Constraint;
 use crate::args::Members;
 use crate::canonical::{digest, idempotency_key};
 use crate::error::ToolError;
-use crate::parse::{Arguments, parse_object, raw_members};
+use crate::parse::{Arguments, RawMembers, parse_object, raw_members};
 use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
 use crate::store::{Binding, PendingApproval, RecordedOutcome, Store, TakeApproval, now_ms};
@@ -116,16 +116,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // pass, each member's text straight into its field's type; anything
         // else takes the full parse and validation, whose errors say all that
         // is wrong.
-        let raw = match call.arguments {
-            Arguments::Raw(raw) if raw.len() <= self.settings.max_argument_bytes => {
-                raw_members(raw, self.settings.max_depth)
-            }
-            _ => None,
-        };
+        let raw = self.raw_members_of(call);
         let fast = raw.as_deref().and_then(|members| {
-            let members = Members::Raw(members);
-            let validated = spec.validate_members(&members).ok()?;
-            Some((members, validated))
+            let validated = spec.validate_members(&Members::Raw(members)).ok()?;
+            Some((Members::Raw(members), validated))
         });
         let object;
         let mut prepared = match fast {
@@ -133,20 +127,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 self.prepared(spec, members, validated, call.session, caller, step, None)?
             }
             None => {
-                object = parse_object(
-                    call.arguments,
-                    self.settings.max_argument_bytes,
-                    self.settings.max_depth,
-                )
-                .map_err(|error| {
-                    let error = error.to_string();
-                    self.fail_with(
-                        Failure::InvalidJson,
-                        name,
-                        &Details::detail(&error),
-                        Map::new(),
-                    )
-                })?;
+                object = self.parse(call)?;
                 self.prepare(spec, &object, call.session, caller, step, None)?
             }
         };
@@ -156,41 +137,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // counted until it is answered (the guard drops with this frame).
         // A dry run is not counted: it is not the model repeating itself.
         let mut active = self.twins.enter(&prepared.key);
-        let calls = if call.dry_run {
-            0
-        } else {
-            self.store
-                .count_call(&prepared.key)
-                .await
-                .map_err(|error| self.store_unavailable(name, &error))?
-        };
-        if calls > self.settings.max_duplicate_calls
-            && let Some(mut stored) = self
-                .guard_loop(prepared.spec, &prepared.key, &mut active)
-                .await?
-        {
-            stored.replayed = true;
-            return Ok(stored);
-        }
-        let mut in_doubt = false;
-        if prepared.spec.side_effect() {
-            let outcome = self
-                .store
-                .outcome(&prepared.key)
-                .await
-                .map_err(|e| self.store_unavailable(name, &e))?;
-            match outcome {
-                Some(RecordedOutcome::Completed(mut stored)) => {
-                    stored.replayed = true;
-                    return Ok(stored);
-                }
-                // The same call ran before and its outcome is unknown: it
-                // already passed the check, the policy and the approval, so
-                // it goes straight to execution under the same key.
-                Some(RecordedOutcome::InDoubt) => in_doubt = true,
-                _ => {}
-            }
-        }
+        // (Given the key, not the call: what the call holds is `Send` but not
+        // `Sync`, and is not borrowed across the stage's waits.)
+        let in_doubt = self
+            .idempotency(call, prepared.spec, &prepared.key, &mut active)
+            .await?;
 
         // Taint: a side effect in a session that saw untrusted output, as
         // the caller's level judges it, needs a person's approval at stage 7.
@@ -203,29 +154,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             )
             .await?;
         prepared.tainted.clone_from(tainted);
+        let approval = self.approval_of(call, in_doubt);
         if call.dry_run {
-            let approval = match (call.confirmed && !self.inbox(), call.approval) {
-                _ if in_doubt => Approval::InDoubt,
-                (true, _) => Approval::Given,
-                (false, Some(id)) => Approval::Id(id),
-                (false, None) => Approval::None,
-            };
             drop(active);
             return Box::pin(self.dry_run(prepared, approval, tainted.as_deref())).await;
         }
 
         // 5 to 8.
-        // An in-doubt call passed stages 5 to 7 when it first ran, whatever
-        // this retry carries (a confirmation, an approval id: left unused).
-        // In inbox mode the host's `confirmed` approves nothing: only a
-        // decision in the store does.
-        let inbox = self.settings.approvals == Approvals::Inbox;
-        let approval = match (call.confirmed && !inbox, call.approval) {
-            _ if in_doubt => Approval::InDoubt,
-            (true, _) => Approval::Given,
-            (false, Some(id)) => Approval::Id(id),
-            (false, None) => Approval::None,
-        };
         let key = prepared.key.clone();
         let prepared_spec = prepared.spec;
         // An untrusted tool's own arguments came from the caller, not from
@@ -283,6 +218,97 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .await?;
         }
         answer
+    }
+
+    /// The members of raw arguments, for the one-pass reading of stages 2
+    /// and 3, when the text is plainly within the parse's bounds.
+    fn raw_members_of<'a>(&self, call: &Call<'a>) -> Option<RawMembers<'a>> {
+        match call.arguments {
+            Arguments::Raw(raw) if raw.len() <= self.settings.max_argument_bytes => {
+                raw_members(raw, self.settings.max_depth)
+            }
+            _ => None,
+        }
+    }
+
+    /// Stage 2, the full parse: an object, bounded, no duplicate members.
+    fn parse<'a>(&self, call: &Call<'a>) -> Stage<std::borrow::Cow<'a, Map<String, Value>>> {
+        parse_object(
+            call.arguments,
+            self.settings.max_argument_bytes,
+            self.settings.max_depth,
+        )
+        .map_err(|error| {
+            let error = error.to_string();
+            self.fail_with(
+                Failure::InvalidJson,
+                call.tool,
+                &Details::detail(&error),
+                Map::new(),
+            )
+        })
+    }
+
+    /// Stage 4, idempotency: the call is counted (a dry run is not: it is
+    /// not the model repeating itself), the loop guard looks at the count,
+    /// and a side effect's record is looked up. The answer, when it is
+    /// already known (a loop, a replay), is the `Err`; otherwise whether the
+    /// call ran before with an unknown outcome.
+    async fn idempotency(
+        &self,
+        call: &Call<'_>,
+        spec: &'static ToolSpec,
+        key: &str,
+        active: &mut Active<'_>,
+    ) -> Stage<bool> {
+        let name = call.tool;
+        let calls = if call.dry_run {
+            0
+        } else {
+            self.store
+                .count_call(key)
+                .await
+                .map_err(|error| self.store_unavailable(name, &error))?
+        };
+        if calls > self.settings.max_duplicate_calls
+            && let Some(mut stored) = self.guard_loop(spec, key, active).await?
+        {
+            stored.replayed = true;
+            return Err(stored);
+        }
+        let mut in_doubt = false;
+        if spec.side_effect() {
+            let outcome = self
+                .store
+                .outcome(key)
+                .await
+                .map_err(|e| self.store_unavailable(name, &e))?;
+            match outcome {
+                Some(RecordedOutcome::Completed(mut stored)) => {
+                    stored.replayed = true;
+                    return Err(stored);
+                }
+                // The same call ran before and its outcome is unknown: it
+                // already passed the check, the policy and the approval, so
+                // it goes straight to execution under the same key.
+                Some(RecordedOutcome::InDoubt) => in_doubt = true,
+                _ => {}
+            }
+        }
+        Ok(in_doubt)
+    }
+
+    /// Who approves the call, if anyone yet. An in-doubt call passed stages
+    /// 5 to 7 when it first ran, whatever this retry carries (a
+    /// confirmation, an approval id: left unused). In inbox mode the host's
+    /// `confirmed` approves nothing: only a decision in the store does.
+    fn approval_of<'c>(&self, call: &Call<'c>, in_doubt: bool) -> Approval<'c> {
+        match (call.confirmed && !self.inbox(), call.approval) {
+            _ if in_doubt => Approval::InDoubt,
+            (true, _) => Approval::Given,
+            (false, Some(id)) => Approval::Id(id),
+            (false, None) => Approval::None,
+        }
     }
 
     /// Stage 4, a call counted over the limit: `LOOP_DETECTED` if every
