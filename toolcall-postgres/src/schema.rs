@@ -5,7 +5,7 @@ use tokio_postgres::Client;
 use toolcall_core::store::StoreError;
 
 /// The schema this version writes, kept in `toolcall_schema_version`.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// schema and one from that release take the same upgrades.
@@ -83,14 +83,8 @@ CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (dec
 
 /// Version 3: the taint of untrusted output, per session: one row marks
 /// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows; and
-/// why an approval asks a person (`reason`, and the tainted arguments as a
-/// JSON array in `tainted`). Columns are only added, so replicas still at
-/// version 2 keep working.
+/// the values, never the text), purged with the session's other rows.
 const UPGRADE_V3: &str = "
-ALTER TABLE toolcall_approvals
-    ADD COLUMN IF NOT EXISTS reason TEXT,
-    ADD COLUMN IF NOT EXISTS tainted TEXT;
 CREATE TABLE IF NOT EXISTS toolcall_taint (
     session    TEXT NOT NULL,
     print      TEXT NOT NULL,
@@ -98,6 +92,16 @@ CREATE TABLE IF NOT EXISTS toolcall_taint (
     PRIMARY KEY (session, print)
 );
 CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
+";
+
+/// Version 4: why an approval asks a person (`reason`, and the tainted
+/// arguments as a JSON array in `tainted`). Columns are only added, so
+/// replicas still at version 3 keep working; a schema that has them already
+/// keeps them.
+const UPGRADE_V4: &str = "
+ALTER TABLE toolcall_approvals
+    ADD COLUMN IF NOT EXISTS reason TEXT,
+    ADD COLUMN IF NOT EXISTS tainted TEXT;
 ";
 
 /// Any 64-bit number, the same in every replica: the migration's lock.
@@ -163,6 +167,11 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), Sto
     }
     if found < 3 {
         tx.batch_execute(UPGRADE_V3)
+            .await
+            .map_err(StoreError::new)?;
+    }
+    if found < 4 {
+        tx.batch_execute(UPGRADE_V4)
             .await
             .map_err(StoreError::new)?;
     }

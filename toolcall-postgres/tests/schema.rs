@@ -225,7 +225,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -299,14 +299,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 4")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 5")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 4, newer"), "{error}");
+        assert!(error.contains("version 5, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -484,7 +484,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -495,6 +495,47 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap();
         assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 1);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
+    // Version 3 once existed without the approval's `reason` and `tainted`:
+    // a schema made then is at version 3 and lacks them; version 4 adds them.
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v3");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
+                 UPDATE toolcall_schema_version SET version = 3;",
+            )
+            .await
+            .unwrap();
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 4);
+        let why = PendingApproval {
+            reason: Some("untrusted_context".into()),
+            tainted: vec!["cents".into()],
+            ..approval("p1", now_ms() + 600_000)
+        };
+        store.put_approval(&why).await.unwrap();
+        assert_eq!(store.approval("p1").await.unwrap().unwrap().approval, why);
         drop(store);
         drop_schema(&url, &schema).await;
     });
@@ -536,7 +577,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));

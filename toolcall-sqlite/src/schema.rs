@@ -8,7 +8,7 @@ use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
 use toolcall_core::store::{StoreError, session_key};
 
 /// The schema this version writes: the file's `PRAGMA user_version`.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// file and a file from that release take the same upgrades.
@@ -91,13 +91,8 @@ CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (dec
 
 /// Version 3: the taint of untrusted output, per session: one row marks
 /// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows; and
-/// why an approval asks a person (`reason`, and the tainted arguments as a
-/// JSON array in `tainted`). Columns are only added, so a process still at
-/// version 2 keeps working.
+/// the values, never the text), purged with the session's other rows.
 const UPGRADE_V3: &str = "
-ALTER TABLE toolcall_approvals ADD COLUMN reason TEXT;
-ALTER TABLE toolcall_approvals ADD COLUMN tainted TEXT;
 CREATE TABLE IF NOT EXISTS toolcall_taint (
     session    TEXT NOT NULL,
     print      TEXT NOT NULL,
@@ -163,6 +158,24 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     }
     if found < 3 {
         tx.execute_batch(UPGRADE_V3)?;
+    }
+    if found < 4 {
+        // Version 4: why an approval asks a person (`reason`, and the
+        // tainted arguments as a JSON array in `tainted`). Columns are only
+        // added, so a process still at version 3 keeps working; a file that
+        // has them already keeps them.
+        for column in ["reason", "tainted"] {
+            let present: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM pragma_table_info('toolcall_approvals') WHERE name = ?1)",
+                [column],
+                |row| row.get(0),
+            )?;
+            if !present {
+                tx.execute_batch(&format!(
+                    "ALTER TABLE toolcall_approvals ADD COLUMN {column} TEXT;"
+                ))?;
+            }
+        }
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;

@@ -222,7 +222,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     block_on(async {
         assert_eq!(
             store.next_step("old-session").await.unwrap(),
@@ -342,10 +342,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 4")
+        .execute_batch("PRAGMA user_version = 5")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 4, newer"), "{error}");
+    assert!(error.contains("version 5, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -515,7 +515,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -564,7 +564,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -585,6 +585,42 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .unwrap()
             .len(),
         3
+    );
+}
+
+#[test]
+fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
+    // Version 3 once existed without the approval's `reason` and `tainted`:
+    // a file made then is at version 3 and lacks them; version 4 adds them.
+    let path = fresh_dir("v3").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE toolcall_approvals DROP COLUMN reason;
+         ALTER TABLE toolcall_approvals DROP COLUMN tainted;
+         PRAGMA user_version = 3;",
+    )
+    .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 4);
+    block_on(async {
+        let why = PendingApproval {
+            reason: Some("untrusted_context".into()),
+            tainted: vec!["cents".into()],
+            ..approval("p1", now_ms() + 600_000)
+        };
+        store.put_approval(&why).await.unwrap();
+        assert_eq!(store.approval("p1").await.unwrap().unwrap().approval, why);
+    });
+    // Opening it again changes nothing.
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 4);
+    assert_eq!(
+        block_on(store.pending_approvals(now_ms(), 10))
+            .unwrap()
+            .len(),
+        1
     );
 }
 
