@@ -7,9 +7,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::Map;
 
 use super::Dispatcher;
+use super::confirm::Asking;
 use super::execute::panic_text;
 use super::messages::Failure;
-use super::pipeline::{Approval, Asking, Prepared, Stage};
+use super::pipeline::{Approval, Prepared, Stage};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
 

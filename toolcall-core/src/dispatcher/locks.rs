@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Dispatcher;
+use super::confirm::confirmation_id;
 use super::execute::{millis, while_renewing};
 use super::messages::Failure;
-use super::pipeline::{Approval, Prepared, Stage, confirmation_id};
+use super::pipeline::{Approval, Prepared, Stage};
 use crate::result::ToolResult;
 use crate::store::{Store, now_ms};
 use crate::tool::ToolSpec;

@@ -14,6 +14,7 @@
 
 mod approval;
 mod checks;
+mod confirm;
 mod dry_run;
 mod execute;
 mod inbox;
