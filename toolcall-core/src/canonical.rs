@@ -58,12 +58,23 @@
 //! `("a|b", "c")` and `("a", "b|c")` apart. The form and the digest input are
 //! part of the crate's stability promise: a key computed today matches one
 //! computed by any later version, in any process.
+//!
+//! The dispatcher computes the key of a call's typed arguments without the
+//! `Value`: their `Serialize` writes the canonical form straight into one
+//! reused buffer (members put in order as each object ends), which feeds the
+//! digest. It takes the shapes argument structs are made of and hands the
+//! rest (a map with keys that are not strings, a double that is not finite,
+//! a 128-bit integer, serde_json's raw values) to the `Value` path; the
+//! tests hold the two to the same bytes over arbitrary JSON values.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
+
+mod stream;
 
 const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
 
@@ -77,7 +88,45 @@ pub fn canonical_json(value: &Value) -> String {
 /// The idempotency key of a call: hex SHA-256 over the session, the tool and
 /// the canonical form of the validated arguments (see the [module docs](self)).
 pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
-    let canonical = canonical_json(arguments);
+    let mut hasher = key_hasher(session, tool);
+    hasher.update(canonical_json(arguments).as_bytes());
+    hex(&hasher.finalize())
+}
+
+/// [`idempotency_key`] of `serde_json::to_value(arguments)`, written
+/// straight from `arguments` when the streaming writer takes its shape
+/// (argument structs made of strings, numbers, enums, options, sequences
+/// and string-keyed maps), through the `Value` otherwise.
+pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
+    session: &str,
+    tool: &str,
+    arguments: &T,
+) -> Result<Arc<str>, serde_json::Error> {
+    let mut hasher = key_hasher(session, tool);
+    if stream::hash_canonical(arguments, &mut hasher).is_err() {
+        // The writer fed nothing to the hasher before it refused.
+        let value = serde_json::to_value(arguments)?;
+        hasher.update(canonical_json(&value).as_bytes());
+    }
+    Ok(shared_hex(&hasher.finalize().into()))
+}
+
+/// The lower-case hex of a digest, shared: the key is held by the
+/// pipeline, the loop guard's count of calls in flight and the tool's
+/// `CallContext`, and cloned for each of them.
+fn shared_hex(digest: &[u8; 32]) -> Arc<str> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0u8; 64];
+    for (pair, byte) in text.chunks_exact_mut(2).zip(digest) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
+    // Hex digits are ASCII: the text is always UTF-8.
+    Arc::from(std::str::from_utf8(&text).unwrap_or_default())
+}
+
+/// A hasher fed with the key's domain, session and tool.
+fn key_hasher(session: &str, tool: &str) -> Sha256 {
     let mut hasher = Sha256::new();
     hasher.update(KEY_DOMAIN.as_bytes());
     for part in [session, tool] {
@@ -86,8 +135,7 @@ pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
         hasher.update(b":");
         hasher.update(part.as_bytes());
     }
-    hasher.update(canonical.as_bytes());
-    hex(&hasher.finalize())
+    hasher
 }
 
 /// `n` in decimal, written at the end of `buffer` (no allocation).

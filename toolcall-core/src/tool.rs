@@ -351,6 +351,10 @@ pub(crate) trait Validated: Send {
     /// The validated arguments as JSON: the input of the idempotency key, the
     /// `pending` of a confirmation, the values the policy limits look at.
     fn to_value(&self) -> Result<Value, serde_json::Error>;
+    /// The idempotency key of these arguments in `session` for `tool`:
+    /// [`idempotency_key`](crate::canonical::idempotency_key) of
+    /// [`to_value`](Self::to_value), written without the `Value`.
+    fn key(&self, session: &str, tool: &str) -> Result<std::sync::Arc<str>, serde_json::Error>;
     fn check(&self, cx: &CallContext) -> Result<(), ToolError>;
     fn preview(&self, cx: &CallContext) -> Option<Result<Value, ToolError>>;
     fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
@@ -361,6 +365,10 @@ struct Typed<T: Tool>(T::Args);
 impl<T: Tool> Validated for Typed<T> {
     fn to_value(&self) -> Result<Value, serde_json::Error> {
         serde_json::to_value(&self.0)
+    }
+
+    fn key(&self, session: &str, tool: &str) -> Result<std::sync::Arc<str>, serde_json::Error> {
+        crate::canonical::idempotency_key_of(session, tool, &self.0)
     }
 
     fn check(&self, cx: &CallContext) -> Result<(), ToolError> {

@@ -179,7 +179,7 @@ impl<'a> Asking<'a> {
     ) -> Self {
         Asking {
             tool: prepared.spec.name(),
-            arguments: &prepared.arguments,
+            arguments: prepared.arguments(),
             session: prepared.session,
             caller: prepared.caller,
             step: prepared.step,

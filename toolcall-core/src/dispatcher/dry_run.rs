@@ -50,7 +50,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         let mut data = Map::new();
-        data.insert("arguments".into(), prepared.arguments.clone());
+        data.insert("arguments".into(), prepared.arguments().clone());
         if let Some(preview) = preview {
             data.insert("preview".into(), preview);
         }

@@ -66,6 +66,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
             };
         }
+        debug_assert!(arguments.is_some(), "a side effect's arguments are built");
+        let arguments = arguments.unwrap_or_default();
         if in_doubt {
             // Ask the backend first: it may know the call went through.
             match self.reconcile(spec, cx).await {

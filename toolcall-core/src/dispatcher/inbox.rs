@@ -209,7 +209,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 None,
             )
             .map_err(|refused| mark(refused, edited))?;
-        let arguments = prepared.arguments.clone();
+        let arguments = prepared.arguments().clone();
         let outcome = self
             .store
             .outcome(&prepared.key)

@@ -5,8 +5,6 @@
 use std::any::Any;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::Dispatcher;
 use super::confirm::confirmation_id;
 use super::execute::{millis, while_renewing};
@@ -14,7 +12,6 @@ use super::messages::Failure;
 use super::pipeline::{Approval, Prepared, Stage};
 use crate::result::ToolResult;
 use crate::store::{Store, now_ms};
-use crate::tool::ToolSpec;
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stages 5 to 8: the business check, the policy, the approval,
@@ -25,7 +22,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
-        let resources = resource_keys(prepared.spec, &prepared.arguments);
+        let resources = resource_keys(&prepared);
         if resources.is_empty() {
             return self.decide_and_run_locked(prepared, approval).await;
         }
@@ -110,13 +107,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 /// The lock keys of a call's resources (`#[arg(resource)]`), sorted: hex
 /// SHA-256 of the resource's kind and the canonical value, so that every
 /// tool naming the same kind of resource shares the lock.
-fn resource_keys(spec: &ToolSpec, arguments: &Value) -> Vec<String> {
-    let mut keys: Vec<String> = spec
+fn resource_keys(prepared: &Prepared<'_>) -> Vec<String> {
+    let mut keys: Vec<String> = prepared
+        .spec
         .fields()
         .iter()
         .filter_map(|field| {
             let kind = field.resource?;
-            let value = arguments.get(field.name).filter(|v| !v.is_null())?;
+            let value = prepared
+                .arguments()
+                .get(field.name)
+                .filter(|v| !v.is_null())?;
             Some(crate::canonical::resource_digest(kind, value))
         })
         .collect();

@@ -51,15 +51,50 @@ pub(super) struct Prepared<'a> {
     pub validated: Box<dyn Validated>,
     /// Where the arguments came from, for a retry's fresh copy.
     pub members: Members<'a>,
-    pub arguments: Value,
+    /// The validated arguments as JSON, for the stages that read them (see
+    /// [`needs_arguments`]); `None` for a call none of them reads.
+    pub arguments: Option<Value>,
     /// Whether untrusted output taints the call (see `taint_of`), as the
     /// pipeline found before stage 5; `None` for a call a person's
     /// decision carries out.
     pub tainted: Option<Vec<String>>,
-    pub key: String,
+    pub key: Arc<str>,
     pub session: &'a str,
     pub caller: &'a Caller,
     pub step: u64,
+}
+
+impl Prepared<'_> {
+    /// The validated arguments as JSON. Only the stages [`needs_arguments`]
+    /// names read them; a call of a tool none of them concerns has none.
+    pub fn arguments(&self) -> &Value {
+        debug_assert!(
+            self.arguments.is_some(),
+            "{} reads its arguments as JSON, but needs_arguments says it does not",
+            self.spec.name()
+        );
+        static NONE: Value = Value::Null;
+        self.arguments.as_ref().unwrap_or(&NONE)
+    }
+}
+
+/// Whether a call of `spec` has stages that read its validated arguments
+/// as JSON: the policy limits and resource locks of its fields, and every
+/// stage of side effects, high-risk and untrusted-output tools (taint,
+/// approval, redaction of the stored result). A dry run reads them too
+/// ([`Dispatcher::with_arguments`]). A plain read-only tool needs only its
+/// typed arguments and the key, which is written straight from them.
+pub(super) fn needs_arguments(spec: &ToolSpec) -> bool {
+    spec.side_effect()
+        || spec.high_risk()
+        || spec.untrusted_output()
+        || spec.fields().iter().any(|field| {
+            field.resource.is_some()
+                || field
+                    .constraints
+                    .iter()
+                    .any(|c| matches!(c, Constraint::Limit(_)))
+        })
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
@@ -146,18 +181,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
         // Taint: a side effect in a session that saw untrusted output, as
         // the caller's level judges it, needs a person's approval at stage 7.
-        *tainted = self
-            .taint_of(
-                prepared.spec,
-                &prepared.arguments,
-                prepared.session,
-                prepared.caller,
-            )
-            .await?;
+        // (Only side effects are: a read-only call has no JSON arguments.)
+        if prepared.spec.side_effect() {
+            *tainted = self
+                .taint_of(
+                    prepared.spec,
+                    prepared.arguments(),
+                    prepared.session,
+                    prepared.caller,
+                )
+                .await?;
+        }
         prepared.tainted.clone_from(tainted);
         let approval = self.approval_of(call, in_doubt);
         if call.dry_run {
             drop(active);
+            self.with_arguments(&mut prepared)?;
             return Box::pin(self.dry_run(prepared, approval, tainted.as_deref())).await;
         }
 
@@ -169,7 +208,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let given = prepared
             .spec
             .untrusted_output()
-            .then(|| prepared.arguments.clone());
+            .then(|| prepared.arguments().clone());
         let answer = match approval {
             // An approval id: a person's decision in the store is carried
             // out as it is, before the check, because their edits replace
@@ -181,7 +220,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 let found = Box::pin(self.find_decision(
                     id,
                     prepared.spec.name(),
-                    &prepared.arguments,
+                    prepared.arguments(),
                     prepared.session,
                     prepared.caller,
                 ))
@@ -411,15 +450,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         key_from: Option<&str>,
     ) -> Stage<Prepared<'a>> {
         let name = spec.name();
-        let arguments = validated.to_value().map_err(|error| {
+        let unserializable = |error: serde_json::Error| {
             tracing::error!(tool = name, %error, "validated arguments do not serialize");
             self.fail(Failure::InternalError, name)
-        })?;
+        };
+        let arguments = if needs_arguments(spec) {
+            Some(validated.to_value().map_err(unserializable)?)
+        } else {
+            None
+        };
         let key = match key_from {
             Some(approval) => {
-                idempotency_key(session, name, &Value::from(format!("approval:{approval}")))
+                let key =
+                    idempotency_key(session, name, &Value::from(format!("approval:{approval}")));
+                Arc::from(key)
             }
-            None => idempotency_key(session, name, &arguments),
+            None => validated.key(session, name).map_err(unserializable)?,
         };
         Ok(Prepared {
             spec,
@@ -432,6 +478,20 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             caller,
             step,
         })
+    }
+
+    /// Builds the JSON arguments of a call that had no stage needing them,
+    /// for a stage that does (a dry run answers with them).
+    pub(super) fn with_arguments(&self, prepared: &mut Prepared<'_>) -> Stage<()> {
+        if prepared.arguments.is_none() {
+            let name = prepared.spec.name();
+            let value = prepared.validated.to_value().map_err(|error| {
+                tracing::error!(tool = name, %error, "validated arguments do not serialize");
+                self.fail(Failure::InternalError, name)
+            })?;
+            prepared.arguments = Some(value);
+        }
+        Ok(())
     }
 
     /// Stages 5 to 8, with the call's resources locked.
@@ -493,7 +553,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) fn call_context(&self, prepared: &Prepared<'_>) -> CallContext {
         CallContext {
             state: Arc::clone(&self.erased_state),
-            idempotency_key: Arc::from(prepared.key.as_str()),
+            idempotency_key: Arc::clone(&prepared.key),
             session: Arc::from(prepared.session),
             caller: prepared.caller.clone(),
         }
@@ -516,7 +576,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 tokio::time::sleep(wait).await;
             }
         }
-        check_limits(prepared.spec, prepared.caller, &prepared.arguments)
+        check_limits(&prepared)
             .map_err(|over| self.fail_with(over.failure, name, &over.details(), Map::new()))?;
         Ok(prepared)
     }
@@ -561,17 +621,18 @@ impl OverLimit<'_> {
 
 /// Stage 6: every argument declared with `#[arg(limit = "...")]` within the
 /// caller's limit of that name. A limit the policy does not set fails closed.
-fn check_limits<'a>(
-    spec: &ToolSpec,
-    caller: &Caller,
-    arguments: &'a Value,
-) -> Result<(), OverLimit<'a>> {
+fn check_limits<'a>(prepared: &'a Prepared<'_>) -> Result<(), OverLimit<'a>> {
+    let (spec, caller) = (prepared.spec, prepared.caller);
     for field in spec.fields() {
         for constraint in field.constraints {
             let Constraint::Limit(limit_name) = constraint else {
                 continue;
             };
-            let Some(value) = arguments.get(field.name).filter(|v| !v.is_null()) else {
+            let Some(value) = prepared
+                .arguments()
+                .get(field.name)
+                .filter(|v| !v.is_null())
+            else {
                 continue;
             };
             let Some(limit) = caller.policy().limit_of(limit_name) else {

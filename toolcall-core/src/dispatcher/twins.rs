@@ -11,23 +11,23 @@
 //! together never wait for each other.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::audit::lock;
 
 /// How many calls of each key are deciding or running, in this dispatcher.
 #[derive(Debug, Default)]
 pub(super) struct Twins {
-    active: Mutex<HashMap<String, usize>>,
+    active: Mutex<HashMap<Arc<str>, usize>>,
 }
 
 impl Twins {
     /// Counts a call of `key` as active until the returned guard leaves or
     /// is dropped (the call answered, or was cancelled).
-    pub fn enter(&self, key: &str) -> Active<'_> {
+    pub fn enter(&self, key: &Arc<str>) -> Active<'_> {
         let mut active = Active {
             twins: self,
-            key: key.to_owned(),
+            key: Arc::clone(key),
             counted: false,
         };
         active.rejoin();
@@ -44,7 +44,7 @@ impl Twins {
 #[derive(Debug)]
 pub(super) struct Active<'a> {
     twins: &'a Twins,
-    key: String,
+    key: Arc<str>,
     counted: bool,
 }
 
@@ -84,13 +84,15 @@ impl Drop for Active<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::Twins;
 
     #[test]
     fn a_key_is_active_while_any_of_its_calls_is() {
         let twins = Twins::default();
-        let mut first = twins.enter("k");
-        let second = twins.enter("k");
+        let mut first = twins.enter(&Arc::from("k"));
+        let second = twins.enter(&Arc::from("k"));
         assert!(twins.any_active("k") && !twins.any_active("other"));
         first.leave();
         first.leave();
