@@ -420,57 +420,30 @@ impl<'w> ser::Serializer for &'w mut Writer {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
+/// The sequence-like compounds: each element after a comma.
+macro_rules! sequence {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = Unsupported;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
+            fn end(self) -> Result<(), Unsupported> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
+sequence!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -492,43 +465,44 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
+/// The struct-like compounds: each field a member.
+macro_rules! structure {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = Unsupported;
 
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        name: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.field(name, value)
-    }
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                name: &'static str,
+                value: &T,
+            ) -> Result<(), Unsupported> {
+                self.field(name, value)
+            }
 
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
+            fn end(self) -> Result<(), Unsupported> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        name: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.field(name, value)
-    }
-
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
+structure!(SerializeStruct, SerializeStructVariant);
 
 /// A map key: a string (or a unit variant, which serde_json writes as its
 /// name), nothing else.
 struct NameOnly;
+
+const NOT_A_STRING: &str = "a map key that is not a string";
+
+/// `NameOnly`'s refusals of one scalar argument each.
+macro_rules! refuse_keys {
+    ($($method:ident($ty:ty)),* $(,)?) => {$(
+        fn $method(self, _: $ty) -> Result<String, Unsupported> {
+            unsupported(NOT_A_STRING)
+        }
+    )*};
+}
 
 impl ser::Serializer for NameOnly {
     type Ok = String;
@@ -566,53 +540,21 @@ impl ser::Serializer for NameOnly {
         value.serialize(self)
     }
 
-    fn serialize_bool(self, _: bool) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
+    refuse_keys! {
+        serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32),
+        serialize_i64(i64), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+        serialize_u64(u64), serialize_f32(f32), serialize_f64(f64), serialize_bytes(&[u8]),
+        serialize_unit_struct(&'static str)
     }
-    fn serialize_i8(self, _: i8) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_i16(self, _: i16) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_i32(self, _: i32) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_i64(self, _: i64) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_u8(self, _: u8) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_u16(self, _: u16) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_u32(self, _: u32) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_u64(self, _: u64) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_f32(self, _: f32) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_f64(self, _: f64) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
+
     fn serialize_none(self) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_unit(self) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -621,20 +563,20 @@ impl ser::Serializer for NameOnly {
         _: &'static str,
         _: &T,
     ) -> Result<String, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_tuple_struct(
         self,
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleStruct, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_tuple_variant(
         self,
@@ -643,17 +585,17 @@ impl ser::Serializer for NameOnly {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleVariant, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_struct(
         self,
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStruct, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
     fn serialize_struct_variant(
         self,
@@ -662,7 +604,7 @@ impl ser::Serializer for NameOnly {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStructVariant, Unsupported> {
-        unsupported("a map key that is not a string")
+        unsupported(NOT_A_STRING)
     }
 }
 
