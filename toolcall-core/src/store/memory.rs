@@ -141,8 +141,11 @@ impl std::hash::Hasher for Folded {
         for (lane, chunk) in lanes.iter_mut().zip(rest.chunks(8)) {
             *lane = fold(*lane, word(chunk));
         }
+        // Lanes rotated apart, then one fold with the length: the lanes
+        // stay independent until here.
         let [a, b, c, d] = lanes;
-        self.0 = fold(fold(fold(fold(a, b), c), d), bytes.len() as u64);
+        let lanes = a ^ b.rotate_left(16) ^ c.rotate_left(32) ^ d.rotate_left(48);
+        self.0 = fold(lanes, bytes.len() as u64);
     }
 
     fn finish(&self) -> u64 {
@@ -171,7 +174,15 @@ impl MemoryStore {
     }
 
     fn shard(&self, key: &str) -> std::sync::MutexGuard<'_, Shard> {
-        lock(&self.shards[(self.hasher.hash_one(key) as usize) % SHARDS])
+        lock(&self.shards[self.shard_of(key)])
+    }
+
+    /// Bits 32 and up: the shard's own map places a key by the low bits
+    /// of the same hash and tags it with the top seven, so a shard taken
+    /// from either would leave its map one sixteenth of its places, or of
+    /// its tags.
+    fn shard_of(&self, key: &str) -> usize {
+        ((self.hasher.hash_one(key) >> 32) as usize) % SHARDS
     }
 
     /// How many entries the store holds, of every kind: for tests and metrics.
@@ -674,6 +685,35 @@ mod hasher_tests {
         let zeros = "\0".repeat(70);
         for len in 0..=zeros.len() {
             assert!(seen.insert(hasher.hash_one(&zeros[..len])), "{len} zeros");
+        }
+    }
+
+    #[test]
+    fn the_keys_of_one_shard_still_spread_over_its_maps_places_and_tags() {
+        // A shard's map places keys by the low bits of the same hash and
+        // tags them with the top seven: neither may be what picks the shard.
+        let store = super::MemoryStore::default();
+        let mut low = vec![HashSet::new(); super::SHARDS];
+        let mut top = vec![HashSet::new(); super::SHARDS];
+        for i in 0..4_000 {
+            let key = hex_key(i);
+            let hash = store.hasher.hash_one(&key);
+            let shard = store.shard_of(&key);
+            low[shard].insert(hash & 15);
+            top[shard].insert(hash >> 57);
+        }
+        for shard in 0..super::SHARDS {
+            assert_eq!(
+                low[shard].len(),
+                16,
+                "shard {shard}: low bits {:?}",
+                low[shard]
+            );
+            assert!(
+                top[shard].len() > 100,
+                "shard {shard}: {} tags",
+                top[shard].len()
+            );
         }
     }
 
