@@ -139,16 +139,8 @@ fn key_hasher(session: &str, tool: &str) -> Sha256 {
 }
 
 /// `n` in decimal, written at the end of `buffer` (no allocation).
-fn decimal(mut n: usize, buffer: &mut [u8; 20]) -> &[u8] {
-    let mut start = buffer.len();
-    loop {
-        start -= 1;
-        buffer[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buffer[start..];
-        }
-    }
+fn decimal(n: usize, buffer: &mut [u8; 20]) -> &[u8] {
+    decimal_u64(n as u64, buffer)
 }
 
 /// Hex SHA-256 of the canonical form of `value`: what binds an approval to
@@ -222,23 +214,58 @@ fn utf16_cmp(a: &str, b: &str) -> Ordering {
 }
 
 fn write_string(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // The text between escapes is copied as it is; every byte escaped is
+    // ASCII, so the cuts fall on character boundaries.
+    let mut plain = 0;
+    for (at, &byte) in s.as_bytes().iter().enumerate() {
+        let escaped = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0C => "\\f",
+            b'\r' => "\\r",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain..at]);
+        if escaped.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        } else {
+            out.push_str(escaped);
+        }
+        plain = at + 1;
+    }
+    out.push_str(&s[plain..]);
+    out.push('"');
+}
+
+/// Writes an integer in plain decimal, without the formatting machinery.
+pub(crate) fn write_integer(out: &mut String, negative: bool, magnitude: u64) {
+    let mut digits = [0u8; 20];
+    if negative {
+        out.push('-');
+    }
+    let text = decimal_u64(magnitude, &mut digits);
+    out.push_str(std::str::from_utf8(text).unwrap_or_default());
+}
+
+/// `n` in decimal, written at the end of `buffer`.
+fn decimal_u64(mut n: u64, buffer: &mut [u8; 20]) -> &[u8] {
+    let mut start = buffer.len();
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buffer[start..];
         }
     }
-    out.push('"');
 }
 
 /// Writes `number` in the canonical form: an integer in the signed or
@@ -246,9 +273,9 @@ fn write_string(out: &mut String, s: &str) {
 /// double it holds, in ECMAScript's `Number.prototype.toString` form.
 pub(crate) fn write_number(out: &mut String, number: &Number) {
     if let Some(n) = number.as_i64() {
-        let _ = write!(out, "{n}");
+        write_integer(out, n < 0, n.unsigned_abs());
     } else if let Some(n) = number.as_u64() {
-        let _ = write!(out, "{n}");
+        write_integer(out, false, n);
     } else if let Some(f) = number.as_f64() {
         write_double(out, f);
     } else {

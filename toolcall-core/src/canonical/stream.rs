@@ -26,7 +26,7 @@ use std::ops::Range;
 use serde::ser::{self, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{utf16_cmp, write_double, write_string};
+use super::{utf16_cmp, write_double, write_integer, write_string};
 
 /// The value has a shape the streaming writer does not take; the caller
 /// computes the canonical form through a `Value` instead.
@@ -253,8 +253,8 @@ fn open_variant(writer: &mut Writer, variant: &str) -> usize {
 macro_rules! integers {
     ($($method:ident: $ty:ty),*) => {$(
         fn $method(self, v: $ty) -> Result<(), Unsupported> {
-            use std::fmt::Write as _;
-            let _ = write!(self.out, "{v}");
+            let v = i128::from(v);
+            write_integer(&mut self.out, v < 0, v.unsigned_abs() as u64);
             Ok(())
         }
     )*};
