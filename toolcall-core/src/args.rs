@@ -564,6 +564,16 @@ impl Normalized {
 
     fn set(&mut self, name: &str) {
         self.chars.clear();
+        if name.is_ascii() {
+            // Field names almost always are: no Unicode tables needed.
+            self.chars.extend(
+                name.bytes()
+                    .filter(u8::is_ascii_alphanumeric)
+                    .map(|b| char::from(b.to_ascii_lowercase())),
+            );
+            self.bytes = self.chars.len();
+            return;
+        }
         self.chars.extend(
             name.chars()
                 .filter(|c| c.is_alphanumeric())
