@@ -178,7 +178,8 @@ impl Writer {
             self.out.truncate(body);
             self.out.push_str(&self.scratch);
         }
-        if let Some(start) = self.members.get(first).map(|m| m.name.start) {
+        // The object's names follow every enclosing object's: drop them.
+        if let Some(start) = self.members[first..].iter().map(|m| m.name.start).min() {
             self.names.truncate(start);
         }
         self.members.truncate(first);
@@ -791,6 +792,17 @@ mod tests {
                 &json!({"a": 0, "b": {"x": [1, {"p": 3, "q": 2}], "y": 1}})
             )
         );
+    }
+
+    #[test]
+    fn an_ended_object_leaves_nothing_behind_in_the_buffers() {
+        let mut writer = super::Writer::default();
+        json!({"b": {"z": 1, "y": {"q": [], "p": {}}}, "a": 0})
+            .serialize(&mut writer)
+            .expect("written");
+        assert!(writer.names.is_empty(), "names left: {:?}", writer.names);
+        assert!(writer.members.is_empty());
+        assert_eq!(writer.out, r#"{"a":0,"b":{"y":{"p":{},"q":[]},"z":1}}"#);
     }
 
     fn any_value() -> impl Strategy<Value = Value> {
