@@ -96,13 +96,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // says the session saw untrusted output, fingerprints say which values.
     let (p1, p2, p3) = ("f1".repeat(32), "f2".repeat(32), "f3".repeat(32));
     assert_eq!(
-        store.tainted("t", &[p1.clone()]).await.unwrap(),
+        store.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
         TaintHit::default(),
         "a session that saw nothing is clean"
     );
     store.add_taint("t", &[]).await.unwrap();
     assert_eq!(
-        other.tainted("t", &[p1.clone()]).await.unwrap(),
+        other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
         TaintHit::new(true, vec![]),
         "marked, no values"
     );
@@ -110,7 +110,10 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         .add_taint("t", &[p1.clone(), p2.clone()])
         .await
         .unwrap();
-    other.add_taint("t", &[p2.clone()]).await.unwrap();
+    other
+        .add_taint("t", std::slice::from_ref(&p2))
+        .await
+        .unwrap();
     assert_eq!(
         other
             .tainted("t", &[p3.clone(), p2.clone(), p1.clone()])
@@ -120,14 +123,20 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "the values seen, in the order asked"
     );
     assert_eq!(
-        store.tainted("u", &[p1.clone()]).await.unwrap(),
+        store.tainted("u", std::slice::from_ref(&p1)).await.unwrap(),
         TaintHit::default(),
         "another session's taint is not this one's"
     );
     let long_session = "s".repeat(9_000);
-    store.add_taint(&long_session, &[p3.clone()]).await.unwrap();
+    store
+        .add_taint(&long_session, std::slice::from_ref(&p3))
+        .await
+        .unwrap();
     assert_eq!(
-        other.tainted(&long_session, &[p3.clone()]).await.unwrap(),
+        other
+            .tainted(&long_session, std::slice::from_ref(&p3))
+            .await
+            .unwrap(),
         TaintHit::new(true, vec![p3.clone()])
     );
 
