@@ -702,15 +702,17 @@ mod hasher_tests {
             low[shard].insert(hash & 15);
             top[shard].insert(hash >> 57);
         }
+        // About 250 keys a shard: all 16 low values and about 110 of the 128
+        // tags turn up (the hash is seeded anew each run, so the bounds sit
+        // far below that); a shard picked by either would show 1, or 8.
         for shard in 0..super::SHARDS {
-            assert_eq!(
-                low[shard].len(),
-                16,
+            assert!(
+                low[shard].len() >= 12,
                 "shard {shard}: low bits {:?}",
                 low[shard]
             );
             assert!(
-                top[shard].len() > 100,
+                top[shard].len() > 64,
                 "shard {shard}: {} tags",
                 top[shard].len()
             );
