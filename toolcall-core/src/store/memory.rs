@@ -104,48 +104,24 @@ impl BuildHasher for KeyHasher {
     }
 }
 
-/// [`KeyHasher`]'s state: the bytes folded eight at a time, in four
-/// independent lanes (a key is 64 hex digits: two rounds of four
-/// multiplications that run side by side, not eight in a row).
+/// [`KeyHasher`]'s state: the bytes folded eight at a time.
 struct Folded(u64);
-
-const FOLD: u64 = 0x9e37_79b9_7f4a_7c15;
-
-fn fold(state: u64, word: u64) -> u64 {
-    (state ^ word).wrapping_mul(FOLD).rotate_left(29)
-}
-
-fn word(bytes: &[u8]) -> u64 {
-    let mut word = [0; 8];
-    word[..bytes.len()].copy_from_slice(bytes);
-    u64::from_le_bytes(word)
-}
 
 impl std::hash::Hasher for Folded {
     fn write(&mut self, bytes: &[u8]) {
-        let mut lanes = [
-            self.0,
-            self.0.rotate_left(16) ^ FOLD,
-            self.0.rotate_left(32) ^ FOLD.rotate_left(8),
-            self.0.rotate_left(48) ^ FOLD.rotate_left(16),
-        ];
-        let mut blocks = bytes.chunks_exact(32);
-        for block in &mut blocks {
-            for (lane, chunk) in lanes.iter_mut().zip(block.chunks_exact(8)) {
-                *lane = fold(*lane, word(chunk));
-            }
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            self.0 = (self.0 ^ word).wrapping_mul(K).rotate_left(29);
         }
-        // The rest, eight bytes (then fewer) at a time, with its length so
-        // that trailing zero bytes count.
-        let rest = blocks.remainder();
-        for (lane, chunk) in lanes.iter_mut().zip(rest.chunks(8)) {
-            *lane = fold(*lane, word(chunk));
+        for &byte in chunks.remainder() {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(K).rotate_left(29);
         }
-        // Lanes rotated apart, then one fold with the length: the lanes
-        // stay independent until here.
-        let [a, b, c, d] = lanes;
-        let lanes = a ^ b.rotate_left(16) ^ c.rotate_left(32) ^ d.rotate_left(48);
-        self.0 = fold(lanes, bytes.len() as u64);
+        // The length too: a word of zeros folds as one zero byte does.
+        self.0 = (self.0 ^ bytes.len() as u64)
+            .wrapping_mul(K)
+            .rotate_left(29);
     }
 
     fn finish(&self) -> u64 {
