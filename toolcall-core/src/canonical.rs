@@ -76,6 +76,9 @@ use sha2::{Digest, Sha256};
 
 mod stream;
 
+/// Lower-case hex digits, for keys, digests and `\u00xx` escapes.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
 
 /// Writes `value` in the canonical form described in the [module docs](self).
@@ -115,11 +118,10 @@ pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
 /// pipeline, the loop guard's count of calls in flight and the tool's
 /// `CallContext`, and cloned for each of them.
 fn shared_hex(digest: &[u8; 32]) -> Arc<str> {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut text = [0u8; 64];
     for (pair, byte) in text.chunks_exact_mut(2).zip(digest) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0xf)];
+        pair[0] = HEX_DIGITS[usize::from(byte >> 4)];
+        pair[1] = HEX_DIGITS[usize::from(byte & 0xf)];
     }
     // Hex digits are ASCII: the text is always UTF-8.
     Arc::from(std::str::from_utf8(&text).unwrap_or_default())
@@ -162,11 +164,10 @@ pub(crate) fn resource_digest(kind: &str, value: &Value) -> String {
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+        hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
     }
     hex
 }
@@ -214,7 +215,6 @@ fn utf16_cmp(a: &str, b: &str) -> Ordering {
 }
 
 fn write_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     // The text between escapes is copied as it is; every byte escaped is
     // ASCII, so the cuts fall on character boundaries.
@@ -234,8 +234,8 @@ fn write_string(out: &mut String, s: &str) {
         out.push_str(&s[plain..at]);
         if escaped.is_empty() {
             out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+            out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
         } else {
             out.push_str(escaped);
         }
