@@ -614,4 +614,5 @@ pub fn now_ms() -> u64 {
 
 mod memory;
 
+pub(crate) use memory::KeyHasher;
 pub use memory::MemoryStore;

@@ -14,11 +14,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::audit::lock;
+use crate::store::KeyHasher;
 
 /// How many calls of each key are deciding or running, in this dispatcher.
+/// Keys are hex digests: the store's seeded fold hashes them, not SipHash.
 #[derive(Debug, Default)]
 pub(super) struct Twins {
-    active: Mutex<HashMap<Arc<str>, usize>>,
+    active: Mutex<HashMap<Arc<str>, usize, KeyHasher>>,
 }
 
 impl Twins {

@@ -1,7 +1,7 @@
 //! [`MemoryStore`]: the default store, in this process's memory.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -30,10 +30,10 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Shard {
     steps: HashMap<String, Counted>,
-    calls: HashMap<String, Counted, KeyHasher>,
-    records: HashMap<String, Record, KeyHasher>,
+    calls: HashMap<Slot, Counted, KeyHasher>,
+    records: HashMap<Slot, Record, KeyHasher>,
     approvals: HashMap<String, ApprovalEntry>,
-    locks: HashMap<String, Lock, KeyHasher>,
+    locks: HashMap<Slot, Lock, KeyHasher>,
     taint: HashMap<String, Taint>,
     writes: u64,
 }
@@ -70,13 +70,73 @@ enum RecordState {
     InDoubt,
 }
 
-/// The hash of the maps keyed by idempotency and resource keys, and of the
-/// shard choice: hex SHA-256 digests the dispatcher computed, so a few
-/// multiplications by a key drawn per store spread them as well as SipHash
-/// does, at a fraction of its cost over 64 bytes. Whoever picks a call's
-/// arguments cannot aim at a bucket without the per-store seed.
+/// A key of the maps of calls, records and resource locks. The
+/// dispatcher's keys are hex SHA-256 digests: they are kept as their 32
+/// bytes, so that a new key allocates nothing and a lookup compares 32
+/// bytes, not 64. Any other text (a store used directly) is kept as it is.
+/// The two never meet: only lower-case hex of 64 digits is read as a digest,
+/// and the digest gives the same text back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Slot {
+    Digest([u8; 32]),
+    Text(Box<str>),
+}
+
+impl Slot {
+    fn of(key: &str) -> Slot {
+        match digest_of_hex(key) {
+            Some(digest) => Slot::Digest(digest),
+            None => Slot::Text(key.into()),
+        }
+    }
+}
+
+impl Hash for Slot {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Slot::Digest(digest) => state.write(digest),
+            Slot::Text(text) => {
+                state.write(text.as_bytes());
+                state.write_u8(0xff);
+            }
+        }
+    }
+}
+
+/// The 32 bytes of 64 lower-case hex digits, or `None` for any other text.
+fn digest_of_hex(text: &str) -> Option<[u8; 32]> {
+    /// Each byte's value as a lower-case hex digit; 16 and up for no digit.
+    static NIBBLE: [u8; 256] = {
+        let mut table = [0xff; 256];
+        let mut digit = 0;
+        while digit < 16 {
+            table[b"0123456789abcdef"[digit] as usize] = digit as u8;
+            digit += 1;
+        }
+        table
+    };
+    let text = text.as_bytes();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    let mut wrong = 0;
+    for (byte, pair) in digest.iter_mut().zip(text.chunks_exact(2)) {
+        let (high, low) = (NIBBLE[usize::from(pair[0])], NIBBLE[usize::from(pair[1])]);
+        wrong |= high | low;
+        *byte = (high << 4) | (low & 0xf);
+    }
+    (wrong < 16).then_some(digest)
+}
+
+/// The hash of the maps keyed by idempotency and resource keys, of the
+/// shard choice, and of the dispatcher's count of identical calls in
+/// flight: SHA-256 digests the dispatcher computed, so a few
+/// multiplications by a key drawn per map spread them as well as SipHash
+/// does, at a fraction of its cost. Whoever picks a call's arguments cannot
+/// aim at a bucket without the seed.
 #[derive(Clone, Debug)]
-struct KeyHasher {
+pub(crate) struct KeyHasher {
     seed: u64,
 }
 
@@ -105,7 +165,7 @@ impl BuildHasher for KeyHasher {
 }
 
 /// [`KeyHasher`]'s state: the bytes folded eight at a time.
-struct Folded(u64);
+pub(crate) struct Folded(u64);
 
 impl std::hash::Hasher for Folded {
     fn write(&mut self, bytes: &[u8]) {
@@ -151,6 +211,17 @@ impl MemoryStore {
 
     fn shard(&self, key: &str) -> std::sync::MutexGuard<'_, Shard> {
         lock(&self.shards[self.shard_of(key)])
+    }
+
+    /// The shard of a key of calls, records or locks, and its slot there.
+    fn slot(&self, key: &str) -> (std::sync::MutexGuard<'_, Shard>, Slot) {
+        let slot = Slot::of(key);
+        (lock(&self.shards[self.shard_of_slot(&slot)]), slot)
+    }
+
+    /// As [`shard_of`](Self::shard_of), for the maps keyed by [`Slot`].
+    fn shard_of_slot(&self, slot: &Slot) -> usize {
+        ((self.hasher.hash_one(slot) >> 32) as usize) % SHARDS
     }
 
     /// Bits 32 and up: the shard's own map places a key by the low bits
@@ -216,8 +287,8 @@ impl MemoryStore {
 }
 
 /// Drops the oldest entries until a tenth under `cap`, so trimming is rare.
-fn trim_oldest<V, H: BuildHasher>(
-    map: &mut HashMap<String, V, H>,
+fn trim_oldest<K, V, H: BuildHasher>(
+    map: &mut HashMap<K, V, H>,
     cap: usize,
     touched: impl Fn(&V) -> u64,
 ) {
@@ -239,14 +310,15 @@ fn trim_oldest<V, H: BuildHasher>(
     });
 }
 
-fn count_in<H: BuildHasher>(map: &mut HashMap<String, Counted, H>, key: &str, now: u64) -> u64 {
-    let entry = match map.get_mut(key) {
-        Some(entry) => entry,
-        None => map.entry(key.to_owned()).or_insert(Counted {
-            count: 0,
-            touched_ms: now,
-        }),
-    };
+fn count_in<K: Hash + Eq, H: BuildHasher>(
+    map: &mut HashMap<K, Counted, H>,
+    key: K,
+    now: u64,
+) -> u64 {
+    let entry = map.entry(key).or_insert(Counted {
+        count: 0,
+        touched_ms: now,
+    });
     entry.count += 1;
     entry.touched_ms = now;
     entry.count
@@ -256,7 +328,14 @@ impl Store for MemoryStore {
     async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
         let now = now_ms();
         let mut shard = self.shard(session);
-        let count = count_in(&mut shard.steps, session, now);
+        let count = match shard.steps.get_mut(session) {
+            Some(counted) => {
+                counted.count += 1;
+                counted.touched_ms = now;
+                counted.count
+            }
+            None => count_in(&mut shard.steps, session.to_owned(), now),
+        };
         self.maintain(&mut shard, now);
         Ok(count)
     }
@@ -300,23 +379,23 @@ impl Store for MemoryStore {
 
     async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
         let now = now_ms();
-        let mut shard = self.shard(key);
-        let count = count_in(&mut shard.calls, key, now);
+        let (mut shard, slot) = self.slot(key);
+        let count = count_in(&mut shard.calls, slot, now);
         self.maintain(&mut shard, now);
         Ok(count)
     }
 
     async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
-        let mut shard = self.shard(key);
-        if let Some(entry) = shard.calls.get_mut(key) {
+        let (mut shard, slot) = self.slot(key);
+        if let Some(entry) = shard.calls.get_mut(&slot) {
             entry.count = entry.count.saturating_sub(1);
         }
         Ok(())
     }
 
     async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
-        let shard = self.shard(key);
-        Ok(match shard.records.get(key).map(|r| &r.state) {
+        let (shard, slot) = self.slot(key);
+        Ok(match shard.records.get(&slot).map(|r| &r.state) {
             Some(RecordState::Completed(result)) => {
                 Some(RecordedOutcome::Completed(result.clone()))
             }
@@ -326,9 +405,9 @@ impl Store for MemoryStore {
     }
 
     async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        let mut shard = self.shard(key);
+        let (mut shard, slot) = self.slot(key);
         let until_ms = now_ms.saturating_add(lease_ms);
-        match shard.records.get_mut(key) {
+        match shard.records.get_mut(&slot) {
             Some(Record {
                 state: RecordState::Completed(result),
                 ..
@@ -345,7 +424,7 @@ impl Store for MemoryStore {
             }
             None => {
                 shard.records.insert(
-                    key.to_owned(),
+                    slot,
                     Record {
                         state: RecordState::InFlight { until_ms },
                         touched_ms: now_ms,
@@ -359,9 +438,9 @@ impl Store for MemoryStore {
 
     async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
         let now = now_ms();
-        let mut shard = self.shard(key);
+        let (mut shard, slot) = self.slot(key);
         shard.records.insert(
-            key.to_owned(),
+            slot,
             Record {
                 state: RecordState::Completed(result.clone()),
                 touched_ms: now,
@@ -371,8 +450,8 @@ impl Store for MemoryStore {
     }
 
     async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
-        let mut shard = self.shard(key);
-        match shard.records.get_mut(key) {
+        let (mut shard, slot) = self.slot(key);
+        match shard.records.get_mut(&slot) {
             Some(Record {
                 state: RecordState::InFlight { until_ms },
                 touched_ms,
@@ -386,21 +465,21 @@ impl Store for MemoryStore {
     }
 
     async fn release(&self, key: &str) -> Result<(), StoreError> {
-        let mut shard = self.shard(key);
+        let (mut shard, slot) = self.slot(key);
         if let Some(Record {
             state: RecordState::InFlight { .. },
             ..
-        }) = shard.records.get(key)
+        }) = shard.records.get(&slot)
         {
-            shard.records.remove(key);
+            shard.records.remove(&slot);
         }
         Ok(())
     }
 
     async fn doubt(&self, key: &str) -> Result<(), StoreError> {
         let now = now_ms();
-        let mut shard = self.shard(key);
-        match shard.records.get_mut(key) {
+        let (mut shard, slot) = self.slot(key);
+        match shard.records.get_mut(&slot) {
             Some(Record {
                 state: RecordState::Completed(_),
                 ..
@@ -411,7 +490,7 @@ impl Store for MemoryStore {
             }
             None => {
                 shard.records.insert(
-                    key.to_owned(),
+                    slot,
                     Record {
                         state: RecordState::InDoubt,
                         touched_ms: now,
@@ -555,9 +634,9 @@ impl Store for MemoryStore {
         now_ms: u64,
         lease_ms: u64,
     ) -> Result<bool, StoreError> {
-        let mut shard = self.shard(resource);
+        let (mut shard, slot) = self.slot(resource);
         let until_ms = now_ms.saturating_add(lease_ms);
-        match shard.locks.get_mut(resource) {
+        match shard.locks.get_mut(&slot) {
             Some(lock) if lock.holder != holder && lock.until_ms > now_ms => return Ok(false),
             Some(lock) => {
                 holder.clone_into(&mut lock.holder);
@@ -565,7 +644,7 @@ impl Store for MemoryStore {
             }
             None => {
                 shard.locks.insert(
-                    resource.to_owned(),
+                    slot,
                     Lock {
                         holder: holder.to_owned(),
                         until_ms,
@@ -578,13 +657,9 @@ impl Store for MemoryStore {
     }
 
     async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
-        let mut shard = self.shard(resource);
-        if shard
-            .locks
-            .get(resource)
-            .is_some_and(|l| l.holder == holder)
-        {
-            shard.locks.remove(resource);
+        let (mut shard, slot) = self.slot(resource);
+        if shard.locks.get(&slot).is_some_and(|l| l.holder == holder) {
+            shard.locks.remove(&slot);
         }
         Ok(())
     }
@@ -615,6 +690,51 @@ mod tests {
     }
 
     #[test]
+    fn digest_keys_are_kept_as_bytes_and_other_keys_as_text() {
+        let key = crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(1));
+        let Slot::Digest(digest) = Slot::of(&key) else {
+            panic!("{key} is a digest");
+        };
+        assert_eq!(crate::canonical::hex(&digest), key);
+        for i in 0..200 {
+            let other = crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(i));
+            assert!(
+                matches!(Slot::of(&other), Slot::Digest(d) if crate::canonical::hex(&d) == other)
+            );
+        }
+        let upper = key.to_uppercase();
+        let last = |c: char| format!("{}{c}", &key[..63]);
+        let first = |c: char| format!("{c}{}", &key[1..]);
+        for text in [
+            &upper,
+            &key[1..],
+            &format!("{key}0"),
+            &last('g'),
+            &last('A'),
+            &last('/'),
+            &first(':'),
+            &first('`'),
+            &format!("é{}", &key[2..]),
+            "k1",
+            "",
+            "0g",
+        ] {
+            assert_eq!(Slot::of(text), Slot::Text(text.into()), "{text:?}");
+        }
+        // Text that is no digest never shares a count with one.
+        let store = MemoryStore::default();
+        block_on(async {
+            assert_eq!(store.count_call(&key).await.unwrap(), 1);
+            assert_eq!(store.count_call(&upper).await.unwrap(), 1);
+            assert_eq!(store.count_call(&key).await.unwrap(), 2);
+            assert_eq!(store.count_call(&upper).await.unwrap(), 2);
+            store.uncount_call(&key).await.unwrap();
+            assert_eq!(store.count_call(&upper).await.unwrap(), 3);
+            assert_eq!(store.count_call(&key).await.unwrap(), 2);
+        });
+    }
+
+    #[test]
     fn trimming_keeps_the_newest() {
         let mut map: HashMap<String, Counted> = (0..100)
             .map(|i| {
@@ -638,7 +758,7 @@ mod hasher_tests {
     use std::collections::HashSet;
     use std::hash::BuildHasher;
 
-    use super::KeyHasher;
+    use super::{KeyHasher, Slot};
 
     fn hex_key(i: u64) -> String {
         crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(i))
@@ -673,10 +793,17 @@ mod hasher_tests {
         let mut top = vec![HashSet::new(); super::SHARDS];
         for i in 0..4_000 {
             let key = hex_key(i);
-            let hash = store.hasher.hash_one(&key);
-            let shard = store.shard_of(&key);
-            low[shard].insert(hash & 15);
-            top[shard].insert(hash >> 57);
+            // Sessions pick shards by their text, keys of calls by their slot.
+            for (hash, shard) in [
+                (store.hasher.hash_one(&key), store.shard_of(&key)),
+                (
+                    store.hasher.hash_one(Slot::of(&key)),
+                    store.shard_of_slot(&Slot::of(&key)),
+                ),
+            ] {
+                low[shard].insert(hash & 15);
+                top[shard].insert(hash >> 57);
+            }
         }
         // About 250 keys a shard: all 16 low values and about 110 of the 128
         // tags turn up (the hash is seeded anew each run, so the bounds sit
