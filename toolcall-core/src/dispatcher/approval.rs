@@ -301,7 +301,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             ));
         };
         let key_from = decision.key_from_approval.then_some(decision.id);
-        let prepared = self.prepare(
+        let mut prepared = self.prepare(
             spec,
             object,
             decision.session,
@@ -320,9 +320,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Ok(stored)
             }
             Some(RecordedOutcome::InDoubt) => {
-                self.decide_and_run(prepared, Approval::InDoubt).await
+                self.decide_and_run(&mut prepared, Approval::InDoubt).await
             }
-            _ => self.decide_and_run(prepared, Approval::Given).await,
+            _ => self.decide_and_run(&mut prepared, Approval::Given).await,
         }
     }
 }

@@ -20,23 +20,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// lock: nothing changes). Where the real call would run: `DRY_RUN`.
     pub(super) async fn dry_run(
         &self,
-        prepared: Prepared<'_>,
+        mut prepared: Prepared<'_>,
         approval: Approval<'_>,
         tainted: Option<&[String]>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
         let cx = self.call_context(&prepared);
-        let prepared = if matches!(approval, Approval::InDoubt) {
-            prepared
-        } else {
-            let prepared = self.check_and_limits(prepared, &cx).await?;
+        if !matches!(approval, Approval::InDoubt) {
+            self.check_and_limits(&mut prepared, &cx).await?;
             if prepared.spec.high_risk() || tainted.is_some() {
                 let asking = Asking::of(&prepared, tainted, true);
                 self.confirm(asking, approval).await?;
             }
-            prepared
+        }
+        let Some(typed) = prepared.typed() else {
+            return Err(self.fail(Failure::InternalError, name));
         };
-        let preview = match catch_unwind(AssertUnwindSafe(|| prepared.validated.preview(&cx))) {
+        let preview = match catch_unwind(AssertUnwindSafe(|| typed.preview(&cx))) {
             Ok(Some(Ok(preview))) => Some(preview),
             Ok(None) => None,
             Ok(Some(Err(error))) => return Err(self.failure_of(name, error)),

@@ -44,18 +44,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// this call runs it again (or asks the tool's `reconcile` first).
     pub(super) async fn execute_once(
         &self,
-        prepared: Prepared<'_>,
+        prepared: &mut Prepared<'_>,
         cx: &CallContext,
         in_doubt: bool,
     ) -> Stage<ToolResult> {
+        let validated = prepared.validated.take();
         let Prepared {
             spec,
-            validated,
             members,
             key,
             arguments,
             ..
         } = prepared;
+        let (spec, key, members) = (*spec, &**key, &*members);
         let name = spec.name();
         if !spec.side_effect() {
             return match self
@@ -67,46 +68,47 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             };
         }
         debug_assert!(arguments.is_some(), "a side effect's arguments are built");
-        let arguments = arguments.unwrap_or_default();
+        static NONE: Value = Value::Null;
+        let arguments = arguments.as_ref().unwrap_or(&NONE);
         if in_doubt {
             // Ask the backend first: it may know the call went through.
             match self.reconcile(spec, cx).await {
-                Reconciled::Done(data) => return self.complete(spec, &key, &arguments, data).await,
+                Reconciled::Done(data) => return self.complete(spec, key, arguments, data).await,
                 Reconciled::NotDone | Reconciled::NotAsked => {}
                 Reconciled::Unknown => {
                     return Err(self.fail_in_doubt(Code::UpstreamUnavailable, name));
                 }
             }
         }
-        if let Some(mut stored) = self.claim(spec, &key).await? {
+        if let Some(mut stored) = self.claim(spec, key).await? {
             stored.replayed = true;
             return Ok(stored);
         }
         let lease = self.lease(spec);
         let running = self.execute_with_retries(spec, validated, members, cx);
         let outcome = while_renewing(running, lease, |now, lease_ms| {
-            self.store.renew(&key, now, lease_ms)
+            self.store.renew(key, now, lease_ms)
         })
         .await;
         match outcome {
-            Ok(data) => self.complete(spec, &key, &arguments, data).await,
+            Ok(data) => self.complete(spec, key, arguments, data).await,
             Err(Unfinished::Known(failure)) => {
                 // Not run, or refused: the next identical call may run it.
-                if let Err(error) = self.store.release(&key).await {
+                if let Err(error) = self.store.release(key).await {
                     tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
                 }
                 Err(failure)
             }
             Err(Unfinished::Unknown(failure)) => match self.reconcile(spec, cx).await {
-                Reconciled::Done(data) => self.complete(spec, &key, &arguments, data).await,
+                Reconciled::Done(data) => self.complete(spec, key, arguments, data).await,
                 Reconciled::NotDone => {
-                    if let Err(error) = self.store.release(&key).await {
+                    if let Err(error) = self.store.release(key).await {
                         tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
                     }
                     Err(failure)
                 }
                 Reconciled::NotAsked | Reconciled::Unknown => {
-                    if let Err(error) = self.store.doubt(&key).await {
+                    if let Err(error) = self.store.doubt(key).await {
                         // The claim ends with its lease; the key is then
                         // free and runs again under the same key.
                         tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
@@ -232,23 +234,25 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// Runs the handler, retrying transient failures under the same key.
+    /// Each attempt consumes its arguments: the first gets `validated` (if
+    /// the call still has them), the others a fresh copy from `members`.
     async fn execute_with_retries(
         &self,
         spec: &'static ToolSpec,
-        validated: Box<dyn Validated>,
-        members: Members<'_>,
+        validated: Option<Box<dyn Validated>>,
+        members: &Members<'_>,
         cx: &CallContext,
     ) -> Result<Map<String, Value>, Unfinished> {
         let name = spec.name();
         let timeout = self.timeout_of(spec);
-        let mut first = Some(validated);
+        let mut first = validated;
         let mut attempt: u32 = 0;
         loop {
             // A retry needs fresh arguments: the handler consumed the last ones.
             let args = match first.take() {
                 Some(args) => args,
                 None => spec
-                    .validate_members(&members)
+                    .validate_members(members)
                     .map_err(|_| Unfinished::Known(self.fail(Failure::InternalError, name)))?,
             };
             let running = CatchUnwind(args.call(cx));

@@ -133,7 +133,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) async fn carry_out(
         &self,
         id: &str,
-        prepared: Prepared<'_>,
+        mut prepared: Prepared<'_>,
         decision: &ApprovalDecision,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
@@ -142,7 +142,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else if let Some(edited) = &decision.edited_arguments {
             self.run_edited(prepared, edited).await
         } else {
-            self.decide_and_run(prepared, Approval::Given).await
+            self.decide_and_run(&mut prepared, Approval::Given).await
         };
         match &answer {
             Ok(result) | Err(result) => self.settle(id, result).await,
@@ -199,7 +199,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             );
             return Err(mark(refused, edited));
         };
-        let prepared = self
+        let mut prepared = self
             .prepare(
                 spec,
                 object,
@@ -221,9 +221,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Ok(stored)
             }
             Some(RecordedOutcome::InDoubt) => {
-                self.decide_and_run(prepared, Approval::InDoubt).await
+                self.decide_and_run(&mut prepared, Approval::InDoubt).await
             }
-            _ => self.decide_and_run(prepared, Approval::Given).await,
+            _ => self.decide_and_run(&mut prepared, Approval::Given).await,
         };
         answer
             .map(|result| mark(result, &arguments))

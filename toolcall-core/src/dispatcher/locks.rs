@@ -18,11 +18,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// execution, under the locks of the call's resources.
     pub(super) async fn decide_and_run(
         &self,
-        prepared: Prepared<'_>,
+        prepared: &mut Prepared<'_>,
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
-        let resources = resource_keys(&prepared);
+        let resources = resource_keys(prepared);
         if resources.is_empty() {
             return self.decide_and_run_locked(prepared, approval).await;
         }

@@ -48,7 +48,9 @@ pub(super) enum Approval<'a> {
 /// A call that passed validation, with what the later stages need.
 pub(super) struct Prepared<'a> {
     pub spec: &'static ToolSpec,
-    pub validated: Box<dyn Validated>,
+    /// The typed arguments, until execution hands them to the handler
+    /// (see [`Prepared::typed`]).
+    pub validated: Option<Box<dyn Validated>>,
     /// Where the arguments came from, for a retry's fresh copy.
     pub members: Members<'a>,
     /// The validated arguments as JSON, for the stages that read them (see
@@ -75,6 +77,17 @@ impl Prepared<'_> {
         );
         static NONE: Value = Value::Null;
         self.arguments.as_ref().unwrap_or(&NONE)
+    }
+
+    /// The typed arguments. Execution takes them (the handler consumes
+    /// them); a stage after that reads them validated again from their
+    /// members. `None` only if that fails, which a call that passed
+    /// validation never does.
+    pub fn typed(&mut self) -> Option<&dyn Validated> {
+        if self.validated.is_none() {
+            self.validated = self.spec.validate_members(&self.members).ok();
+        }
+        self.validated.as_deref()
     }
 }
 
@@ -237,10 +250,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         });
                         Box::pin(self.carry_out(id, prepared, &decision)).await
                     }
-                    Ok(Found::Undecided) => self.decide_and_run(prepared, approval).await,
+                    Ok(Found::Undecided) => self.decide_and_run(&mut prepared, approval).await,
                 }
             }
-            _ => self.decide_and_run(prepared, approval).await,
+            _ => self.decide_and_run(&mut prepared, approval).await,
         };
         if let Err(asked) = &answer
             && asked.code == Code::ConfirmationRequired
@@ -469,7 +482,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         Ok(Prepared {
             spec,
-            validated,
+            validated: Some(validated),
             members,
             arguments,
             tainted: None,
@@ -485,7 +498,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) fn with_arguments(&self, prepared: &mut Prepared<'_>) -> Stage<()> {
         if prepared.arguments.is_none() {
             let name = prepared.spec.name();
-            let value = prepared.validated.to_value().map_err(|error| {
+            let Some(typed) = prepared.typed() else {
+                return Err(self.fail(Failure::InternalError, name));
+            };
+            let value = typed.to_value().map_err(|error| {
                 tracing::error!(tool = name, %error, "validated arguments do not serialize");
                 self.fail(Failure::InternalError, name)
             })?;
@@ -494,24 +510,25 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         Ok(())
     }
 
-    /// Stages 5 to 8, with the call's resources locked.
+    /// Stages 5 to 8, with the call's resources locked. The call is
+    /// borrowed, not moved, down the stages: each level's future would
+    /// otherwise hold its own copy of it.
     pub(super) async fn decide_and_run_locked(
         &self,
-        prepared: Prepared<'_>,
+        prepared: &mut Prepared<'_>,
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
-        let cx = self.call_context(&prepared);
+        let cx = self.call_context(prepared);
         if let Approval::InDoubt = approval {
             return self.execute_once(prepared, &cx, true).await;
         }
 
-        let prepared = self.check_and_limits(prepared, &cx).await?;
+        self.check_and_limits(prepared, &cx).await?;
 
         // 7. Confirmation, from the host only: of a high-risk call, and of
         // a side effect tainted by untrusted output.
-        let tainted = prepared.tainted.clone();
-        if prepared.spec.high_risk() || tainted.is_some() {
-            let asking = Asking::of(&prepared, tainted.as_deref(), false);
+        if prepared.spec.high_risk() || prepared.tainted.is_some() {
+            let asking = Asking::of(prepared, prepared.tainted.as_deref(), false);
             self.confirm(asking, approval).await?;
         }
 
@@ -561,24 +578,30 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Stage 5, the business check (a transient failure retried like the
     /// handler), and stage 6, the policy limits declared on the arguments.
-    /// Takes the call and gives it back: what it holds (the validated
-    /// arguments) is `Send` but not `Sync`, so it is not borrowed across
-    /// the wait between attempts.
-    pub(super) async fn check_and_limits<'a>(
+    /// The call is borrowed mutably: what it holds (the validated
+    /// arguments) is `Send` but not `Sync`, so a shared borrow could not be
+    /// held across the wait between attempts.
+    pub(super) async fn check_and_limits(
         &self,
-        prepared: Prepared<'a>,
+        prepared: &mut Prepared<'_>,
         cx: &CallContext,
-    ) -> Stage<Prepared<'a>> {
+    ) -> Stage<()> {
         let name = prepared.spec.name();
         let mut attempt: u32 = 0;
-        while let Some(wait) = self.check_once(name, &*prepared.validated, cx, &mut attempt)? {
+        loop {
+            let Some(typed) = prepared.typed() else {
+                return Err(self.fail(Failure::InternalError, name));
+            };
+            let Some(wait) = self.check_once(name, typed, cx, &mut attempt)? else {
+                break;
+            };
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
         }
-        check_limits(&prepared)
+        check_limits(prepared)
             .map_err(|over| self.fail_with(over.failure, name, &over.details(), Map::new()))?;
-        Ok(prepared)
+        Ok(())
     }
 }
 
