@@ -173,6 +173,35 @@ fn gateway_dispatcher(gateway: &Arc<Gateway>) -> Dispatcher<Gateway> {
         .unwrap()
 }
 
+/// Retry settings too large for the lease's arithmetic (it multiplied in
+/// 32 bits, and `Duration * u32` panics on overflow) used to panic at the
+/// first side effect with a timeout: they now give long bounds, and the
+/// call runs, once.
+#[tokio::test]
+async fn large_retry_settings_bound_the_lease_without_overflowing() {
+    let builders: [fn(DispatcherBuilder<Gateway>) -> DispatcherBuilder<Gateway>; 3] = [
+        |b| b.max_retries(100_000).retry_backoff(Duration::ZERO),
+        |b| b.max_retries(u32::MAX).retry_backoff(Duration::ZERO),
+        |b| b.max_retries(2).retry_backoff(Duration::MAX),
+    ];
+    for (i, settings) in builders.into_iter().enumerate() {
+        let gateway = Arc::new(Gateway::default());
+        if i < 2 {
+            // Two transient failures before it goes through: retried at once.
+            gateway.fail_before_commit.store(2, Ordering::SeqCst);
+        }
+        let builder = Dispatcher::builder(tools![charge].unwrap(), Arc::clone(&gateway))
+            .timeout(Some(Duration::from_secs(5)));
+        let d = settings(builder).build().unwrap();
+        let first = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+        assert!(first.ok && !first.replayed, "settings {i}: {first:?}");
+        let again = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+        assert!(again.ok && again.replayed, "settings {i}: {again:?}");
+        assert_eq!(gateway.runs.load(Ordering::SeqCst), 1, "settings {i}");
+        assert_eq!(gateway.charges.lock().unwrap().len(), 1, "settings {i}");
+    }
+}
+
 #[tokio::test]
 async fn reconcile_turns_a_lost_answer_into_the_answer() {
     let gateway = Arc::new(Gateway::default());

@@ -9,7 +9,7 @@ use tracing::Instrument as _;
 
 use super::Approvals;
 use super::messages::{Details, Failure};
-use super::pipeline::{Approval, Stage};
+use super::prepared::{Approval, Stage};
 use super::{Dispatcher, call_span};
 use crate::audit::AuditRecord;
 use crate::parse::Arguments;

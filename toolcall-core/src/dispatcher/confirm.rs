@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::Dispatcher;
 use super::messages::{Details, Failure};
-use super::pipeline::{Approval, Prepared, Stage};
+use super::prepared::{Approval, Prepared, Stage};
 use crate::canonical::digest;
 use crate::policy::Caller;
 use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};

@@ -7,10 +7,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::Map;
 
 use super::Dispatcher;
+use super::catch::panic_text;
 use super::confirm::Asking;
-use super::execute::panic_text;
 use super::messages::Failure;
-use super::pipeline::{Approval, Prepared, Stage};
+use super::prepared::{Approval, Prepared, Stage};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
 

@@ -5,16 +5,17 @@
 
 use std::any::Any;
 use std::future::{Future, poll_fn};
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::{Pin, pin};
-use std::task::{Context, Poll};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use super::Dispatcher;
+use super::catch::{CatchUnwind, panic_text};
 use super::messages::{Details, Failure};
-use super::pipeline::{Prepared, Stage};
+use super::prepared::{Prepared, Stage};
+use super::retry::Retry;
 use crate::args::Members;
 use crate::error::ToolError;
 use crate::result::{Code, ToolResult};
@@ -39,10 +40,12 @@ pub(super) enum Unfinished {
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
-    /// Runs the call; a side-effecting one only under a claim on its key.
-    /// `in_doubt`: the key's last run ended with an unknown outcome, and
-    /// this call runs it again (or asks the tool's `reconcile` first).
-    pub(super) async fn execute_once(
+    /// Stage 8: runs the handler, retrying transient failures as the
+    /// [`Retry`] policy says; a side effect only under a claim on its key,
+    /// so that identical calls run it once. `in_doubt`: the key's last run
+    /// ended with an unknown outcome, and this call runs it again (or asks
+    /// the tool's `reconcile` first).
+    pub(super) async fn run_retrying(
         &self,
         prepared: &mut Prepared<'_>,
         cx: &CallContext,
@@ -59,10 +62,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let (spec, key, members) = (*spec, &**key, &*members);
         let name = spec.name();
         if !spec.side_effect() {
-            return match self
-                .execute_with_retries(spec, validated, members, cx)
-                .await
-            {
+            return match self.run_attempts(spec, validated, members, cx).await {
                 Ok(data) => Ok(ToolResult::success(name, data)),
                 Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
             };
@@ -85,7 +85,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Ok(stored);
         }
         let lease = self.lease(spec);
-        let running = self.execute_with_retries(spec, validated, members, cx);
+        let running = self.run_attempts(spec, validated, members, cx);
         let outcome = while_renewing(running, lease, |now, lease_ms| {
             self.store.renew(key, now, lease_ms)
         })
@@ -217,26 +217,27 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// How long a claim holds without renewal: the claim lease, or less for
-    /// a tool whose every attempt is bounded (its timeouts, the backoffs
-    /// between them, and a margin). It is renewed while the call runs.
+    /// a tool whose every attempt is bounded (the retry policy's bound on
+    /// its timeouts and the waits between them, and a margin). It is
+    /// renewed while the call runs.
     pub(super) fn lease(&self, spec: &ToolSpec) -> Duration {
         let lease = self.settings.claim_lease.max(Duration::from_millis(3));
         let Some(timeout) = self.timeout_of(spec) else {
             return lease;
         };
-        let attempts = self.settings.max_retries.saturating_add(1);
-        let backoffs = self.settings.retry_backoff * (attempts * (attempts - 1) / 2);
-        (timeout * attempts + backoffs + LEASE_MARGIN).min(lease)
+        let bound = Retry::of(&self.settings).bound(timeout);
+        bound.saturating_add(LEASE_MARGIN).min(lease)
     }
 
     fn timeout_of(&self, spec: &ToolSpec) -> Option<Duration> {
         spec.timeout().or(self.settings.timeout)
     }
 
-    /// Runs the handler, retrying transient failures under the same key.
-    /// Each attempt consumes its arguments: the first gets `validated` (if
+    /// The handler's attempts: the first, then a retry after each
+    /// transient failure, while the [`Retry`] policy allows, each within
+    /// the tool's timeout. Each attempt consumes its arguments: the first gets `validated` (if
     /// the call still has them), the others a fresh copy from `members`.
-    async fn execute_with_retries(
+    async fn run_attempts(
         &self,
         spec: &'static ToolSpec,
         validated: Option<Box<dyn Validated>>,
@@ -245,8 +246,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Result<Map<String, Value>, Unfinished> {
         let name = spec.name();
         let timeout = self.timeout_of(spec);
+        let retry = Retry::of(&self.settings);
         let mut first = validated;
-        let mut attempt: u32 = 0;
+        let mut retries: u32 = 0;
         loop {
             // A retry needs fresh arguments: the handler consumed the last ones.
             let args = match first.take() {
@@ -270,14 +272,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Ok(Ok(Value::Object(data))) => return Ok(data),
                 Ok(Ok(other)) => return Ok(wrap(other)),
                 Ok(Err(ToolError::Transient(error))) => {
-                    tracing::warn!(tool = name, attempt, %error, "transient failure");
-                    if attempt >= self.settings.max_retries {
+                    tracing::warn!(tool = name, retries, %error, "transient failure");
+                    let Some(wait) = retry.next(retries) else {
                         return Err(Unfinished::Unknown(
                             self.fail(Failure::UpstreamUnavailable, name),
                         ));
-                    }
-                    attempt += 1;
-                    let wait = self.settings.retry_backoff * attempt;
+                    };
+                    retries += 1;
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
                     }
@@ -391,30 +392,6 @@ impl<S, St> Dispatcher<S, St> {
                 tracing::error!(tool = name, %error, "the tool failed");
                 self.fail(Failure::InternalError, name)
             }
-        }
-    }
-}
-
-pub(super) fn panic_text(panic: &Box<dyn Any + Send>) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message")
-}
-
-/// Polls a future, turning a panic inside it into an error.
-struct CatchUnwind<F>(F);
-
-impl<F: Future + Unpin> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Box<dyn Any + Send>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.get_mut().0;
-        match catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
-            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(panic) => Poll::Ready(Err(panic)),
         }
     }
 }

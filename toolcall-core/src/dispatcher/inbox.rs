@@ -7,7 +7,7 @@ use std::any::Any;
 use serde_json::{Map, Value};
 
 use super::messages::{Details, Failure};
-use super::pipeline::{Approval, Prepared, Stage};
+use super::prepared::{Approval, Prepared, Stage};
 use super::{Approvals, Dispatcher};
 use crate::canonical::digest;
 use crate::policy::Caller;

@@ -9,7 +9,7 @@ use super::Dispatcher;
 use super::confirm::confirmation_id;
 use super::execute::{millis, while_renewing};
 use super::messages::Failure;
-use super::pipeline::{Approval, Prepared, Stage};
+use super::prepared::{Approval, Prepared, Stage};
 use crate::result::ToolResult;
 use crate::store::{Store, now_ms};
 

@@ -13,6 +13,7 @@
 #![allow(clippy::result_large_err)]
 
 mod approval;
+mod catch;
 mod checks;
 mod confirm;
 mod dry_run;
@@ -21,6 +22,8 @@ mod inbox;
 mod locks;
 mod messages;
 mod pipeline;
+mod prepared;
+mod retry;
 mod taint;
 mod twins;
 

@@ -1,7 +1,9 @@
 //! Stages 0 to 7 of the pipeline, in order; stage 8 is in `execute.rs`.
-//! The locks stages 5 to 8 run under are in `locks.rs`, what untrusted
-//! output taints in `taint.rs`, and a dry run's stages 5 to 7 in
-//! `dry_run.rs`, and stage 7, the question to a person, in `confirm.rs`.
+//! The call they carry once it is valid is in `prepared.rs`, the locks
+//! stages 5 to 8 run under in `locks.rs`, what untrusted output taints in
+//! `taint.rs`, a dry run's stages 5 to 7 in `dry_run.rs`, stage 7, the
+//! question to a person, in `confirm.rs`, and how transient failures are
+//! retried in `retry.rs`.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,10 +12,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use super::catch::panic_text;
 use super::confirm::Asking;
-use super::execute::panic_text;
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
+use super::prepared::{Approval, Prepared, Stage, needs_arguments};
+use super::retry::Retry;
 use super::twins::Active;
 use super::{Approvals, Call, Dispatcher};
 use crate::args::Constraint;
@@ -25,90 +29,6 @@ use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
 use crate::store::{RecordedOutcome, Store};
 use crate::tool::{CallContext, ToolSpec, Validated};
-
-/// A stage that says no returns the finished result as its error: the
-/// rejection *is* the answer.
-pub(super) type Stage<T> = Result<T, ToolResult>;
-
-/// How a high-risk call is approved, if it is.
-#[derive(Clone, Copy)]
-pub(super) enum Approval<'a> {
-    /// Not yet: ask for it.
-    None,
-    /// The host says a person approved (the reference's `confirmed` flag),
-    /// or the approval was already taken from the store.
-    Given,
-    /// A confirmation id that must match this exact call.
-    Id(&'a str),
-    /// The same call ran before with an unknown outcome: it passed stages 5
-    /// to 7 then, and runs again under the same key without them.
-    InDoubt,
-}
-
-/// A call that passed validation, with what the later stages need.
-pub(super) struct Prepared<'a> {
-    pub spec: &'static ToolSpec,
-    /// The typed arguments, until execution hands them to the handler
-    /// (see [`Prepared::typed`]).
-    pub validated: Option<Box<dyn Validated>>,
-    /// Where the arguments came from, for a retry's fresh copy.
-    pub members: Members<'a>,
-    /// The validated arguments as JSON, for the stages that read them (see
-    /// [`needs_arguments`]); `None` for a call none of them reads.
-    pub arguments: Option<Value>,
-    /// Whether untrusted output taints the call (see `taint_of`), as the
-    /// pipeline found before stage 5; `None` for a call a person's
-    /// decision carries out.
-    pub tainted: Option<Vec<String>>,
-    pub key: Arc<str>,
-    pub session: &'a str,
-    pub caller: &'a Caller,
-    pub step: u64,
-}
-
-impl Prepared<'_> {
-    /// The validated arguments as JSON. Only the stages [`needs_arguments`]
-    /// names read them; a call of a tool none of them concerns has none.
-    pub fn arguments(&self) -> &Value {
-        debug_assert!(
-            self.arguments.is_some(),
-            "{} reads its arguments as JSON, but needs_arguments says it does not",
-            self.spec.name()
-        );
-        static NONE: Value = Value::Null;
-        self.arguments.as_ref().unwrap_or(&NONE)
-    }
-
-    /// The typed arguments. Execution takes them (the handler consumes
-    /// them); a stage after that reads them validated again from their
-    /// members. `None` only if that fails, which a call that passed
-    /// validation never does.
-    pub fn typed(&mut self) -> Option<&dyn Validated> {
-        if self.validated.is_none() {
-            self.validated = self.spec.validate_members(&self.members).ok();
-        }
-        self.validated.as_deref()
-    }
-}
-
-/// Whether a call of `spec` has stages that read its validated arguments
-/// as JSON: the policy limits and resource locks of its fields, and every
-/// stage of side effects, high-risk and untrusted-output tools (taint,
-/// approval, redaction of the stored result). A dry run reads them too
-/// ([`Dispatcher::with_arguments`]). A plain read-only tool needs only its
-/// typed arguments and the key, which is written straight from them.
-pub(super) fn needs_arguments(spec: &ToolSpec) -> bool {
-    spec.side_effect()
-        || spec.high_risk()
-        || spec.untrusted_output()
-        || spec.fields().iter().any(|field| {
-            field.resource.is_some()
-                || field
-                    .constraints
-                    .iter()
-                    .any(|c| matches!(c, Constraint::Limit(_)))
-        })
-}
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The call's step, its answer, the person's decision it carried out,
@@ -520,7 +440,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<ToolResult> {
         let cx = self.call_context(prepared);
         if let Approval::InDoubt = approval {
-            return self.execute_once(prepared, &cx, true).await;
+            return self.run_retrying(prepared, &cx, true).await;
         }
 
         self.check_and_limits(prepared, &cx).await?;
@@ -533,26 +453,29 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
 
         // 8. Execution.
-        self.execute_once(prepared, &cx, false).await
+        self.run_retrying(prepared, &cx, false).await
     }
 
     /// Stage 5, one attempt of the business check: `Some(wait)` to try
-    /// again after `wait` (a transient failure, within the retries). A
-    /// check has no side effects: one that fails transiently is retried
-    /// like the handler.
+    /// again after `wait` (a transient failure, within the retry policy's
+    /// bound; `retries` counts them). A check has no side effects: one that
+    /// fails transiently is retried like the handler.
     fn check_once(
         &self,
         name: &'static str,
         validated: &dyn Validated,
         cx: &CallContext,
-        attempt: &mut u32,
+        retries: &mut u32,
     ) -> Stage<Option<Duration>> {
         match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
             Ok(Ok(())) => Ok(None),
-            Ok(Err(ToolError::Transient(error))) if *attempt < self.settings.max_retries => {
-                tracing::warn!(tool = name, attempt = *attempt, %error, "the check failed transiently");
-                *attempt += 1;
-                Ok(Some(self.settings.retry_backoff * *attempt))
+            Ok(Err(ToolError::Transient(error))) => {
+                let Some(wait) = Retry::of(&self.settings).next(*retries) else {
+                    return Err(self.failure_of(name, ToolError::Transient(error)));
+                };
+                tracing::warn!(tool = name, retries = *retries, %error, "the check failed transiently");
+                *retries += 1;
+                Ok(Some(wait))
             }
             Ok(Err(error)) => Err(self.failure_of(name, error)),
             Err(panic) => {
@@ -587,12 +510,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         cx: &CallContext,
     ) -> Stage<()> {
         let name = prepared.spec.name();
-        let mut attempt: u32 = 0;
+        let mut retries: u32 = 0;
         loop {
             let Some(typed) = prepared.typed() else {
                 return Err(self.fail(Failure::InternalError, name));
             };
-            let Some(wait) = self.check_once(name, typed, cx, &mut attempt)? else {
+            let Some(wait) = self.check_once(name, typed, cx, &mut retries)? else {
                 break;
             };
             if !wait.is_zero() {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::Dispatcher;
-use super::pipeline::Stage;
+use super::prepared::Stage;
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;

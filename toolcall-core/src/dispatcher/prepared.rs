@@ -1,0 +1,95 @@
+//! A call that passed validation, as stages 4 to 8 carry it, and the
+//! types every stage shares: [`Stage`], [`Approval`].
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::args::{Constraint, Members};
+use crate::policy::Caller;
+use crate::result::ToolResult;
+use crate::tool::{ToolSpec, Validated};
+
+/// A stage that says no returns the finished result as its error: the
+/// rejection *is* the answer.
+pub(super) type Stage<T> = Result<T, ToolResult>;
+
+/// How a high-risk call is approved, if it is.
+#[derive(Clone, Copy)]
+pub(super) enum Approval<'a> {
+    /// Not yet: ask for it.
+    None,
+    /// The host says a person approved (the reference's `confirmed` flag),
+    /// or the approval was already taken from the store.
+    Given,
+    /// A confirmation id that must match this exact call.
+    Id(&'a str),
+    /// The same call ran before with an unknown outcome: it passed stages 5
+    /// to 7 then, and runs again under the same key without them.
+    InDoubt,
+}
+
+/// A call that passed validation, with what the later stages need.
+pub(super) struct Prepared<'a> {
+    pub spec: &'static ToolSpec,
+    /// The typed arguments, until execution hands them to the handler
+    /// (see [`Prepared::typed`]).
+    pub validated: Option<Box<dyn Validated>>,
+    /// Where the arguments came from, for a retry's fresh copy.
+    pub members: Members<'a>,
+    /// The validated arguments as JSON, for the stages that read them (see
+    /// [`needs_arguments`]); `None` for a call none of them reads.
+    pub arguments: Option<Value>,
+    /// Whether untrusted output taints the call (see `taint_of`), as the
+    /// pipeline found before stage 5; `None` for a call a person's
+    /// decision carries out.
+    pub tainted: Option<Vec<String>>,
+    pub key: Arc<str>,
+    pub session: &'a str,
+    pub caller: &'a Caller,
+    pub step: u64,
+}
+
+impl Prepared<'_> {
+    /// The validated arguments as JSON. Only the stages [`needs_arguments`]
+    /// names read them; a call of a tool none of them concerns has none.
+    pub fn arguments(&self) -> &Value {
+        debug_assert!(
+            self.arguments.is_some(),
+            "{} reads its arguments as JSON, but needs_arguments says it does not",
+            self.spec.name()
+        );
+        static NONE: Value = Value::Null;
+        self.arguments.as_ref().unwrap_or(&NONE)
+    }
+
+    /// The typed arguments. Execution takes them (the handler consumes
+    /// them); a stage after that reads them validated again from their
+    /// members. `None` only if that fails, which a call that passed
+    /// validation never does.
+    pub fn typed(&mut self) -> Option<&dyn Validated> {
+        if self.validated.is_none() {
+            self.validated = self.spec.validate_members(&self.members).ok();
+        }
+        self.validated.as_deref()
+    }
+}
+
+/// Whether a call of `spec` has stages that read its validated arguments
+/// as JSON: the policy limits and resource locks of its fields, and every
+/// stage of side effects, high-risk and untrusted-output tools (taint,
+/// approval, redaction of the stored result). A dry run reads them too
+/// ([`Dispatcher::with_arguments`]). A plain read-only tool needs only its
+/// typed arguments and the key, which is written straight from them.
+pub(super) fn needs_arguments(spec: &ToolSpec) -> bool {
+    spec.side_effect()
+        || spec.high_risk()
+        || spec.untrusted_output()
+        || spec.fields().iter().any(|field| {
+            field.resource.is_some()
+                || field
+                    .constraints
+                    .iter()
+                    .any(|c| matches!(c, Constraint::Limit(_)))
+        })
+}

@@ -1,0 +1,122 @@
+//! How transient failures are retried: one policy for the business check
+//! (which has no side effects) and the handler (under one idempotency key),
+//! apart from the loops that follow it, as tower's `retry::Policy` is apart
+//! from its service. Its bound also sizes a claim's lease.
+
+use std::time::Duration;
+
+use super::Settings;
+
+/// Retry `n` (1-based) of a transient failure waits `n` times the backoff;
+/// after [`max_retries`](Settings::max_retries) retries, the failure stands.
+/// Every sum and product saturates: a host's large settings give long
+/// waits, never an overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Retry {
+    max_retries: u32,
+    backoff: Duration,
+}
+
+impl Retry {
+    pub fn of(settings: &Settings) -> Retry {
+        Retry {
+            max_retries: settings.max_retries,
+            backoff: settings.retry_backoff,
+        }
+    }
+
+    /// After `retries` retries so far and one more transient failure: the
+    /// wait before the next attempt, or `None` when the retries are spent.
+    pub fn next(&self, retries: u32) -> Option<Duration> {
+        (retries < self.max_retries).then(|| mul(self.backoff, u64::from(retries) + 1))
+    }
+
+    /// How many attempts a call may make: the first and every retry.
+    pub fn attempts(&self) -> u64 {
+        u64::from(self.max_retries) + 1
+    }
+
+    /// The longest a call spends attempting: `attempts` times `each`, plus
+    /// every wait between them.
+    pub fn bound(&self, each: Duration) -> Duration {
+        let retries = u64::from(self.max_retries);
+        // Waits of 1, 2, ..., retries times the backoff.
+        let waits = mul(self.backoff, retries.saturating_mul(retries + 1) / 2);
+        mul(each, self.attempts()).saturating_add(waits)
+    }
+}
+
+/// `duration * n`, saturating at `Duration::MAX`.
+fn mul(duration: Duration, n: u64) -> Duration {
+    let nanos = duration.as_nanos().saturating_mul(u128::from(n));
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    if secs == u64::MAX {
+        return Duration::MAX;
+    }
+    // Below a second: always fits.
+    Duration::new(secs, (nanos % 1_000_000_000) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry(max_retries: u32, backoff_ms: u64) -> Retry {
+        Retry {
+            max_retries,
+            backoff: Duration::from_millis(backoff_ms),
+        }
+    }
+
+    #[test]
+    fn each_retry_waits_longer_until_they_are_spent() {
+        let policy = retry(2, 200);
+        assert_eq!(policy.next(0), Some(Duration::from_millis(200)));
+        assert_eq!(policy.next(1), Some(Duration::from_millis(400)));
+        assert_eq!(policy.next(2), None);
+        assert_eq!(retry(0, 200).next(0), None);
+        assert_eq!(policy.attempts(), 3);
+    }
+
+    #[test]
+    fn the_bound_is_every_attempt_and_every_wait() {
+        // 3 attempts of 1 s, waits of 200 and 400 ms.
+        assert_eq!(
+            retry(2, 200).bound(Duration::from_secs(1)),
+            Duration::from_millis(3_600)
+        );
+        assert_eq!(
+            retry(0, 200).bound(Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+        // Summed as the loop waits them, for any count.
+        for max_retries in 0..20 {
+            let policy = retry(max_retries, 7);
+            let waited: Duration = (0..max_retries).filter_map(|n| policy.next(n)).sum();
+            let each = Duration::from_millis(3);
+            assert_eq!(policy.bound(each), each * (max_retries + 1) + waited);
+        }
+    }
+
+    #[test]
+    fn large_settings_saturate_instead_of_overflowing() {
+        let huge = Retry {
+            max_retries: u32::MAX,
+            backoff: Duration::MAX,
+        };
+        assert_eq!(huge.next(u32::MAX - 1), Some(Duration::MAX));
+        assert_eq!(huge.bound(Duration::MAX), Duration::MAX);
+        assert_eq!(huge.attempts(), u64::from(u32::MAX) + 1);
+        // Beyond what 32 bits hold: 10^6 + 1 attempts of 30 s, and waits
+        // of 200 ms times 1 + 2 + ... + 10^6.
+        let many = retry(1_000_000, 200);
+        let attempts = Duration::from_secs(30 * 1_000_001);
+        let waits = Duration::from_millis(200 * (1_000_000 * 1_000_001 / 2));
+        assert_eq!(many.bound(Duration::from_secs(30)), attempts + waits);
+        assert_eq!(
+            mul(Duration::from_millis(1500), 3),
+            Duration::from_millis(4500)
+        );
+        assert_eq!(mul(Duration::from_nanos(1), 0), Duration::ZERO);
+    }
+}
