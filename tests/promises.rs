@@ -173,6 +173,38 @@ fn gateway_dispatcher(gateway: &Arc<Gateway>) -> Dispatcher<Gateway> {
         .unwrap()
 }
 
+/// A `claim_wait` beyond what an `Instant` holds (a host's "wait as long
+/// as it takes") used to panic wherever a call waits for another: the
+/// claim of a side effect, its resource locks, and the loop guard. It now
+/// means no deadline.
+#[tokio::test]
+async fn a_claim_wait_of_any_length_never_overflows() {
+    let shop = Arc::new(Shop::new());
+    let d = shop_dispatcher(&shop)
+        .claim_wait(Duration::MAX)
+        .build()
+        .unwrap();
+    let refund = d
+        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .await;
+    assert!(refund.ok && !refund.replayed, "{refund:?}");
+    let again = d
+        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .await;
+    assert!(again.ok && again.replayed, "{again:?}");
+    assert_eq!(shop.applied_refunds(), 1);
+    // The fourth identical lookup is a loop, answered at once.
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        let lookup = d
+            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#))
+            .await;
+        codes.push(lookup.code);
+    }
+    assert_eq!(codes[..3], [Code::Ok, Code::Ok, Code::Ok]);
+    assert_eq!(codes[3], Code::LoopDetected);
+}
+
 /// Retry settings too large for the lease's arithmetic (it multiplied in
 /// 32 bits, and `Duration * u32` panics on overflow) used to panic at the
 /// first side effect with a timeout: they now give long bounds, and the

@@ -7,7 +7,7 @@ use std::any::Any;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -15,7 +15,7 @@ use super::Dispatcher;
 use super::catch::{CatchUnwind, panic_text};
 use super::messages::{Details, Failure};
 use super::prepared::{Prepared, Stage};
-use super::retry::Retry;
+use super::retry::{Retry, Waiting};
 use crate::args::Members;
 use crate::error::ToolError;
 use crate::result::{Code, ToolResult};
@@ -195,22 +195,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn claim(&self, spec: &ToolSpec, key: &str) -> Stage<Option<ToolResult>> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
-        let deadline = Instant::now() + self.settings.claim_wait;
-        let mut pause = Duration::from_millis(2);
+        let mut waiting = Waiting::up_to(self.settings.claim_wait);
         loop {
             match self.store.claim(key, now_ms(), lease_ms).await {
                 Ok(Claim::Acquired) => return Ok(None),
                 Ok(Claim::Completed(result)) => return Ok(Some(result)),
-                Ok(_) if Instant::now() >= deadline => {
+                Ok(_) if waiting.over() => {
                     return Err(self.fail(Failure::CallInProgress, name));
                 }
-                Ok(_) => {
-                    tokio::time::sleep(
-                        pause.min(deadline.saturating_duration_since(Instant::now())),
-                    )
-                    .await;
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
+                Ok(_) => waiting.pause().await,
                 Err(error) => return Err(self.store_unavailable(name, &error)),
             }
         }

@@ -3,13 +3,14 @@
 //! same resource never run stages 5 to 8 at once.
 
 use std::any::Any;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Dispatcher;
 use super::confirm::confirmation_id;
 use super::execute::{millis, while_renewing};
 use super::messages::Failure;
 use super::prepared::{Approval, Prepared, Stage};
+use super::retry::Waiting;
 use crate::result::ToolResult;
 use crate::store::{Store, now_ms};
 
@@ -71,9 +72,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         lease: Duration,
     ) -> Stage<()> {
         let lease_ms = millis(lease);
-        let deadline = Instant::now() + self.settings.claim_wait;
+        let mut waiting = Waiting::up_to(self.settings.claim_wait);
         for (taken, resource) in resources.iter().enumerate() {
-            let mut pause = Duration::from_millis(2);
             loop {
                 let locked = self
                     .store
@@ -81,13 +81,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .await;
                 match locked {
                     Ok(true) => break,
-                    Ok(false) if Instant::now() < deadline => {
-                        tokio::time::sleep(
-                            pause.min(deadline.saturating_duration_since(Instant::now())),
-                        )
-                        .await;
-                        pause = (pause * 2).min(Duration::from_millis(100));
-                    }
+                    Ok(false) if !waiting.over() => waiting.pause().await,
                     outcome => {
                         for held in &resources[..taken] {
                             let _ = self.store.unlock_resource(held, holder).await;

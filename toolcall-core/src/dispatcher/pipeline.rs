@@ -8,7 +8,7 @@
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -17,7 +17,7 @@ use super::confirm::Asking;
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
 use super::prepared::{Approval, Prepared, Stage, needs_arguments};
-use super::retry::Retry;
+use super::retry::{Retry, Waiting};
 use super::twins::Active;
 use super::{Approvals, Call, Dispatcher};
 use crate::args::Constraint;
@@ -298,8 +298,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         active: &mut Active<'_>,
     ) -> Stage<Option<ToolResult>> {
         let name = spec.name();
-        let deadline = Instant::now() + self.settings.claim_wait;
-        let mut pause = Duration::from_millis(2);
+        let mut waiting = Waiting::up_to(self.settings.claim_wait);
         let mut waited = false;
         loop {
             // Waiting, this call is not one its twins wait for.
@@ -336,12 +335,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 waited = false;
                 continue;
             }
-            if Instant::now() >= deadline {
+            if waiting.over() {
                 return Err(self.fail(Failure::CallInProgress, name));
             }
             waited = true;
-            tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
-            pause = (pause * 2).min(Duration::from_millis(100));
+            waiting.pause().await;
         }
     }
 

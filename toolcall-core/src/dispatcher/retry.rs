@@ -1,9 +1,10 @@
 //! How transient failures are retried: one policy for the business check
 //! (which has no side effects) and the handler (under one idempotency key),
 //! apart from the loops that follow it, as tower's `retry::Policy` is apart
-//! from its service. Its bound also sizes a claim's lease.
+//! from its service. Its bound also sizes a claim's lease. And how a call
+//! waits for another that holds what it needs ([`Waiting`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Settings;
 
@@ -43,6 +44,51 @@ impl Retry {
         // Waits of 1, 2, ..., retries times the backoff.
         let waits = mul(self.backoff, retries.saturating_mul(retries + 1) / 2);
         mul(each, self.attempts()).saturating_add(waits)
+    }
+}
+
+/// A call waiting for another (the holder of its key's claim, of a
+/// resource, its identical twins in flight): pauses that double from 2 ms
+/// to 100 ms, until `claim_wait` has passed. A wait too long for an
+/// `Instant` to hold has no deadline; it never overflows.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    deadline: Option<Instant>,
+    pause: Duration,
+}
+
+impl Waiting {
+    const FIRST: Duration = Duration::from_millis(2);
+    const LONGEST: Duration = Duration::from_millis(100);
+
+    pub fn up_to(wait: Duration) -> Waiting {
+        Waiting {
+            deadline: Instant::now().checked_add(wait),
+            pause: Waiting::FIRST,
+        }
+    }
+
+    /// Whether the deadline has passed.
+    pub fn over(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+    }
+
+    /// The next pause: never past the deadline.
+    fn next_pause(&mut self) -> Duration {
+        let pause = match self.deadline {
+            Some(deadline) => self
+                .pause
+                .min(deadline.saturating_duration_since(Instant::now())),
+            None => self.pause,
+        };
+        self.pause = (self.pause * 2).min(Waiting::LONGEST);
+        pause
+    }
+
+    /// Sleeps the next pause.
+    pub async fn pause(&mut self) {
+        tokio::time::sleep(self.next_pause()).await;
     }
 }
 
@@ -96,6 +142,24 @@ mod tests {
             let each = Duration::from_millis(3);
             assert_eq!(policy.bound(each), each * (max_retries + 1) + waited);
         }
+    }
+
+    #[test]
+    fn waiting_pauses_double_up_to_a_tenth_of_a_second_and_never_pass_the_deadline() {
+        let mut waiting = Waiting::up_to(Duration::from_secs(3600));
+        let pauses: Vec<u64> = (0..8)
+            .map(|_| waiting.next_pause().as_millis() as u64)
+            .collect();
+        assert_eq!(pauses, [2, 4, 8, 16, 32, 64, 100, 100]);
+        assert!(!waiting.over());
+        let mut soon = Waiting::up_to(Duration::from_millis(1));
+        assert!(soon.next_pause() <= Duration::from_millis(1));
+        let done = Waiting::up_to(Duration::ZERO);
+        assert!(done.over());
+        // Beyond what an Instant holds: no deadline, and no overflow.
+        let mut forever = Waiting::up_to(Duration::MAX);
+        assert!(!forever.over());
+        assert_eq!(forever.next_pause(), Duration::from_millis(2));
     }
 
     #[test]
