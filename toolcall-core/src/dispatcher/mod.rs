@@ -87,6 +87,8 @@ pub struct Settings {
     /// side effects), each with the same backoff.
     pub max_retries: u32,
     /// Wait before retry `n` (1-based): `n` times this (default 200 ms).
+    /// Waits and the bound they put on a claim's lease saturate: large
+    /// values mean long waits, never an overflow.
     pub retry_backoff: Duration,
     /// Largest raw arguments text accepted, in bytes (default 64 KiB).
     pub max_argument_bytes: usize,
@@ -100,7 +102,8 @@ pub struct Settings {
     /// flight before answering `CALL_IN_PROGRESS` (default 10 s). A call
     /// over [`max_duplicate_calls`](Settings::max_duplicate_calls) whose
     /// identical calls are still running in this dispatcher waits as long
-    /// for their answer (see [`Dispatcher`]).
+    /// for their answer (see [`Dispatcher`]). A wait too long for the
+    /// clock to express (`Duration::MAX`) has no deadline.
     pub claim_wait: Duration,
     /// How long a person has to approve a high-risk call (default 15 min).
     pub approval_ttl: Duration,
