@@ -237,7 +237,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(p) => (
                 p.tool.clone(),
                 p.step,
-                self.audited_arguments(&p.tool, Arguments::Parsed(&p.arguments)),
+                super::audited_arguments(
+                    self.registry.get(&p.tool),
+                    Arguments::Parsed(&p.arguments),
+                ),
             ),
             None => (result.tool.clone(), 0, String::new()),
         };

@@ -42,6 +42,7 @@ use crate::policy::{Caller, Policy};
 use crate::registry::Registry;
 use crate::result::{Code, ToolResult};
 use crate::store::{MemoryStore, Store};
+use crate::tool::ToolSpec;
 
 pub use approval::{Decision, UNKNOWN_APPROVAL_TOOL};
 pub use checks::{BuildError, BuildWarning};
@@ -625,21 +626,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let started = Instant::now();
         let at_ms = crate::store::now_ms();
         let caller = call.caller.unwrap_or(&self.caller);
+        let spec = self.registry.get(call.tool);
         let span = call_span(Some(call.tool), call.call_id);
         let (step, mut result, carried, tainted) =
             // Boxed: the pipeline's future is kilobytes, and an unboxed one
             // would be copied whole at each await that moves it (here, and in
             // every caller's future that holds this one).
-            Box::pin(self.run(&call, caller))
+            Box::pin(self.run(&call, caller, spec))
                 .instrument(span.clone())
                 .await;
         let mut cut = Vec::new();
-        self.fit_output(call.tool, &mut result, &mut cut);
+        self.fit_output(spec, &mut result, &mut cut);
         let confirmed = call.confirmed
             || carried.is_some()
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
         let tool = Cut::keep("tool", call.tool.to_owned(), MAX_NAME_ECHO, &mut cut);
-        let arguments = self.audited_arguments(call.tool, call.arguments);
+        let arguments = audited_arguments(spec, call.arguments);
         let arguments = if arguments.len() > self.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
@@ -671,7 +673,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
-            let arguments = self.audited_arguments(call.tool, Arguments::Parsed(&edited));
+            let arguments = audited_arguments(spec, Arguments::Parsed(&edited));
             self.audit(
                 AuditRecord {
                     session_id: call.session.to_owned(),
@@ -700,10 +702,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// The output budget: a result whose model text is over the tool's (or
     /// the dispatcher's) bound is cut to fit; what it was goes to `cut`.
-    fn fit_output(&self, tool: &str, result: &mut ToolResult, cut: &mut Vec<Cut>) {
-        let budget = self
-            .registry
-            .get(tool)
+    fn fit_output(&self, spec: Option<&ToolSpec>, result: &mut ToolResult, cut: &mut Vec<Cut>) {
+        let budget = spec
             .and_then(|spec| spec.max_output_bytes())
             .or(self.settings.max_output_bytes);
         let Some(budget) = budget else {
@@ -747,14 +747,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         tracing::debug!(parent: span, code = %record.code, step = record.step, replayed = record.replayed, "tool call");
         self.audit.record(record);
     }
+}
 
-    /// The arguments as the audit keeps them: verbatim, but for the
-    /// tool's sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
-    fn audited_arguments(&self, tool: &str, arguments: Arguments<'_>) -> String {
-        match self.registry.get(tool) {
-            Some(spec) if spec.has_sensitive_values() => arguments.to_redacted_text(spec),
-            _ => arguments.to_text(),
-        }
+/// The arguments as the audit keeps them: verbatim, but for the tool's
+/// sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
+pub(super) fn audited_arguments(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> String {
+    match spec {
+        Some(spec) if spec.has_sensitive_values() => arguments.to_redacted_text(spec),
+        _ => arguments.to_text(),
     }
 }
 

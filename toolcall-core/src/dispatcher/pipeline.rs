@@ -33,10 +33,13 @@ use crate::tool::{CallContext, ToolSpec, Validated};
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The call's step, its answer, the person's decision it carried out,
     /// if it brought one, and its taint, if it had one (for the audit).
+    /// `spec` is the registry's tool of the call's name, looked up once for
+    /// the pipeline and the audit; stage 1 answers if there is none.
     pub(super) async fn run(
         &self,
         call: &Call<'_>,
         caller: &Caller,
+        spec: Option<&'static ToolSpec>,
     ) -> (u64, ToolResult, Option<Carried>, Option<Vec<String>>) {
         // A dry run uses no step: it reads the step the real call would be.
         let step = if call.dry_run {
@@ -54,7 +57,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let mut carried = None;
         let mut tainted = None;
         let result = match self
-            .pipeline(call, caller, step, &mut carried, &mut tainted)
+            .pipeline(call, caller, spec, step, &mut carried, &mut tainted)
             .await
         {
             Ok(result) | Err(result) => result,
@@ -66,6 +69,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         call: &Call<'_>,
         caller: &Caller,
+        spec: Option<&'static ToolSpec>,
         step: u64,
         carried: &mut Option<Carried>,
         tainted: &mut Option<Vec<String>>,
@@ -78,7 +82,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
 
         // 1. Lookup and allowlist.
-        let spec = self.resolve(name, caller.policy())?;
+        let spec = self.allowed(name, spec, caller.policy())?;
 
         // 2 and 3. Parse and strict validation. The common case, a raw
         // object plainly within the parse's bounds and valid, is read in one
@@ -529,7 +533,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stage 1: the tool, if it exists and the caller may use it.
     pub(super) fn resolve(&self, name: &str, policy: &Policy) -> Stage<&'static ToolSpec> {
-        let Some(spec) = self.registry.get(name) else {
+        self.allowed(name, self.registry.get(name), policy)
+    }
+
+    /// Stage 1, given what the registry holds under `name`.
+    fn allowed(
+        &self,
+        name: &str,
+        found: Option<&'static ToolSpec>,
+        policy: &Policy,
+    ) -> Stage<&'static ToolSpec> {
+        let Some(spec) = found else {
             let available: Vec<Value> = policy.allowed().map(Value::from).collect();
             let mut data = Map::new();
             data.insert("available".into(), Value::from(available));
