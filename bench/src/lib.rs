@@ -119,9 +119,13 @@ pub fn dispatcher(shop: Arc<Shop>, audit: Audit) -> Dispatcher<Shop> {
     builder.build().expect("the orders tools take a Shop")
 }
 
-/// A single-threaded runtime, the kind a benchmark drives the pipeline with.
+/// A single-threaded runtime, the kind a benchmark drives the pipeline
+/// with. Its timer is on: a call that waits for another (two threads
+/// refunding the same order wait for its resource lock) sleeps between
+/// looks, and tokio's sleep needs the timer.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .expect("a current-thread runtime")
 }

@@ -15,7 +15,9 @@
 //!
 //! Add these lines to your `Cargo.toml`'s `[dependencies]` (the derives of
 //! your argument types need serde's `derive` and schemars 1.x; the examples
-//! run on tokio, whose timer the dispatcher uses for retries and timeouts):
+//! run on tokio, whose timer the dispatcher uses for retries, timeouts and
+//! waits for a call holding what another needs; build your runtime with
+//! the timer on, `enable_time()` or `enable_all()`):
 //!
 //! ```toml
 //! toolcall = "0.1"

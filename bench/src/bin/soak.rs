@@ -7,8 +7,10 @@
 //! `--sessions S` (default 10,000) conversation `c` is session `c % S`: a
 //! fixed set of sessions, each repeating the same calls, so the store must
 //! stop growing once every session has been seen. With `--sessions 0`
-//! every conversation is a new session, forever: the store keeps each one,
-//! so memory grows with the calls (bounded retention is not implemented).
+//! every conversation is a new session, forever: the store keeps each one
+//! until its retention window (24 h) or its capacity per kind of entry
+//! (1,000,000 by default, the oldest dropped first) ends it, so memory
+//! grows with the calls until every kind is at its capacity.
 //!
 //! Within a conversation, even calls are `get_order` on the session's order
 //! and odd calls are confirmed refunds of 1, 2, 3, ... cents on it.

@@ -97,7 +97,9 @@ pub struct Settings {
     pub max_depth: usize,
     /// How long one attempt of a tool may run before `TIMEOUT`, unless the
     /// tool sets its own with `#[tool(timeout_ms = ...)]` (default: no limit).
-    /// A timeout needs a tokio runtime with its timer enabled.
+    /// A timeout needs a tokio runtime with its timer enabled, as do the
+    /// waits between retries and for a call holding a claim or a resource
+    /// another call needs.
     pub timeout: Option<Duration>,
     /// How long an identical side-effecting call waits for one already in
     /// flight before answering `CALL_IN_PROGRESS` (default 10 s). A call
