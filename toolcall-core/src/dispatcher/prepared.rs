@@ -79,7 +79,7 @@ impl Prepared<'_> {
 /// as JSON: the policy limits and resource locks of its fields, and every
 /// stage of side effects, high-risk and untrusted-output tools (taint,
 /// approval, redaction of the stored result). A dry run reads them too
-/// ([`Dispatcher::with_arguments`]). A plain read-only tool needs only its
+/// (`Dispatcher::with_arguments`). A plain read-only tool needs only its
 /// typed arguments and the key, which is written straight from them.
 pub(super) fn needs_arguments(spec: &ToolSpec) -> bool {
     spec.side_effect()
