@@ -11,19 +11,37 @@
 //! together never wait for each other.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::audit::lock;
 use crate::store::KeyHasher;
+
+/// Locks of the count, so that threads running different calls rarely
+/// share one (every call takes its key's lock twice).
+const SHARDS: usize = 16;
 
 /// How many calls of each key are deciding or running, in this dispatcher.
 /// Keys are hex digests: the store's seeded fold hashes them, not SipHash.
 #[derive(Debug, Default)]
 pub(super) struct Twins {
-    active: Mutex<HashMap<Arc<str>, usize, KeyHasher>>,
+    shards: [Shard; SHARDS],
+    hasher: KeyHasher,
 }
 
+/// One lock's keys, on a cache line of its own, so that two threads
+/// taking two locks do not contend for one line.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Shard(Mutex<HashMap<Arc<str>, usize, KeyHasher>>);
+
 impl Twins {
+    /// The counts of `key`'s shard, locked. (Bits 32 and up pick the
+    /// shard: the shard's map places keys by the low bits of its own hash.)
+    fn counts(&self, key: &str) -> MutexGuard<'_, HashMap<Arc<str>, usize, KeyHasher>> {
+        lock(&self.shards[((self.hasher.hash_one(key) >> 32) as usize) % SHARDS].0)
+    }
+
     /// Counts a call of `key` as active until the returned guard leaves or
     /// is dropped (the call answered, or was cancelled).
     pub fn enter(&self, key: &Arc<str>) -> Active<'_> {
@@ -38,7 +56,7 @@ impl Twins {
 
     /// Whether any call of `key` is active.
     pub fn any_active(&self, key: &str) -> bool {
-        lock(&self.active).get(key).is_some_and(|n| *n > 0)
+        self.counts(key).get(key).is_some_and(|n| *n > 0)
     }
 }
 
@@ -57,7 +75,7 @@ impl Active<'_> {
             return;
         }
         self.counted = false;
-        let mut active = lock(&self.twins.active);
+        let mut active = self.twins.counts(&self.key);
         if let Some(n) = active.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
@@ -72,7 +90,9 @@ impl Active<'_> {
             return;
         }
         self.counted = true;
-        *lock(&self.twins.active)
+        *self
+            .twins
+            .counts(&self.key)
             .entry(self.key.clone())
             .or_insert(0) += 1;
     }
@@ -105,6 +125,28 @@ mod tests {
         assert!(twins.any_active("k"));
         drop(first);
         assert!(!twins.any_active("k"));
-        assert!(super::lock(&twins.active).is_empty(), "nothing is kept");
+        assert!(
+            twins.shards.iter().all(|s| super::lock(&s.0).is_empty()),
+            "nothing is kept"
+        );
+    }
+
+    #[test]
+    fn keys_spread_over_the_locks_and_each_is_counted_apart() {
+        let twins = Twins::default();
+        let keys: Vec<Arc<str>> = (0..256)
+            .map(|i| Arc::from(format!("{i:064x}").as_str()))
+            .collect();
+        let guards: Vec<_> = keys.iter().map(|k| twins.enter(k)).collect();
+        let used = twins
+            .shards
+            .iter()
+            .filter(|s| !super::lock(&s.0).is_empty())
+            .count();
+        // 256 keys over 16 locks: all are used but for a poor spread.
+        assert!(used >= 12, "{used} of 16 locks used");
+        assert!(keys.iter().all(|k| twins.any_active(k)));
+        drop(guards);
+        assert!(keys.iter().all(|k| !twins.any_active(k)));
     }
 }
