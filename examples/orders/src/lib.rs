@@ -10,7 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -111,19 +112,24 @@ impl fmt::Display for BackendError {
 impl std::error::Error for BackendError {}
 
 /// The shop's orders and its refund backend.
+///
+/// Each order has a lock of its own, so that calls on different orders
+/// (from many sessions and threads) do not wait for each other; the set of
+/// orders is fixed when the shop is made.
 #[derive(Debug)]
 pub struct Shop {
-    state: Mutex<ShopState>,
+    orders: BTreeMap<String, Mutex<Booked>>,
+    applied_refunds: AtomicU64,
+    lose_next_responses: AtomicU32,
+    messages: BTreeMap<String, Vec<Message>>,
+    notes: Mutex<Vec<(String, String)>>,
 }
 
-#[derive(Debug, Default)]
-struct ShopState {
-    orders: BTreeMap<String, Order>,
-    applied_refunds: u64,
-    lose_next_responses: u32,
+/// An order and the refunds applied to it, by idempotency key.
+#[derive(Debug)]
+struct Booked {
+    order: Order,
     processed: HashMap<String, i64>,
-    messages: BTreeMap<String, Vec<Message>>,
-    notes: Vec<(String, String)>,
 }
 
 /// A message a customer wrote about an order: third-party text.
@@ -190,51 +196,51 @@ impl Shop {
     pub fn with_orders(orders: impl IntoIterator<Item = Order>) -> Self {
         let orders = orders
             .into_iter()
-            .map(|o| (o.order_id.clone(), o))
+            .map(|order| {
+                let booked = Booked {
+                    order,
+                    processed: HashMap::new(),
+                };
+                (booked.order.order_id.clone(), Mutex::new(booked))
+            })
             .collect();
         Shop {
-            state: Mutex::new(ShopState {
-                orders,
-                messages: reference_messages(),
-                ..ShopState::default()
-            }),
+            orders,
+            applied_refunds: AtomicU64::new(0),
+            lose_next_responses: AtomicU32::new(0),
+            messages: reference_messages(),
+            notes: Mutex::new(Vec::new()),
         }
     }
 
     /// The messages customers wrote about the order.
     pub fn messages(&self, order_id: &str) -> Vec<Message> {
-        self.state()
-            .messages
-            .get(order_id)
-            .cloned()
-            .unwrap_or_default()
+        self.messages.get(order_id).cloned().unwrap_or_default()
     }
 
     /// The notes added to orders, `(order_id, text)`, oldest first: side effects.
     pub fn notes(&self) -> Vec<(String, String)> {
-        self.state().notes.clone()
+        lock(&self.notes).clone()
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, ShopState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn booked(&self, order_id: &str) -> Option<MutexGuard<'_, Booked>> {
+        self.orders.get(order_id).map(lock)
     }
 
     /// A copy of the order.
     pub fn order(&self, order_id: &str) -> Option<Order> {
-        self.state().orders.get(order_id).cloned()
+        self.booked(order_id).map(|booked| booked.order.clone())
     }
 
     /// How many refunds the backend really applied: the side effects.
     pub fn applied_refunds(&self) -> u64 {
-        self.state().applied_refunds
+        self.applied_refunds.load(Ordering::SeqCst)
     }
 
     /// Makes the backend commit its next `n` new refunds and then lose the
     /// answer ("it went through, but the response never came").
     pub fn lose_next_responses(&self, n: u32) {
-        self.state().lose_next_responses = n;
+        self.lose_next_responses.store(n, Ordering::SeqCst);
     }
 
     /// Refunds `amount_cents` on the order, once per idempotency key: a key
@@ -247,14 +253,11 @@ impl Shop {
         amount_cents: i64,
         idempotency_key: &str,
     ) -> Result<i64, BackendError> {
-        let mut state = self.state();
-        if let Some(&remaining) = state.processed.get(idempotency_key) {
+        let mut booked = self.booked(order_id).ok_or(BackendError::UnknownOrder)?;
+        if let Some(&remaining) = booked.processed.get(idempotency_key) {
             return Ok(remaining);
         }
-        let order = state
-            .orders
-            .get_mut(order_id)
-            .ok_or(BackendError::UnknownOrder)?;
+        let order = &mut booked.order;
         if amount_cents > order.refundable_cents() {
             return Err(BackendError::ExceedsRefundable {
                 refundable_cents: order.refundable_cents(),
@@ -262,16 +265,23 @@ impl Shop {
         }
         order.refunded_cents += amount_cents;
         let remaining = order.refundable_cents();
-        state.applied_refunds += 1;
-        state
+        booked
             .processed
             .insert(idempotency_key.to_owned(), remaining);
-        if state.lose_next_responses > 0 {
-            state.lose_next_responses -= 1;
+        self.applied_refunds.fetch_add(1, Ordering::SeqCst);
+        let lost = self
+            .lose_next_responses
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if lost.is_ok() {
             return Err(BackendError::Timeout);
         }
         Ok(remaining)
     }
+}
+
+/// The lock's guard, whether or not a thread panicked while holding it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What `get_order` answers.
@@ -386,11 +396,11 @@ pub fn add_note(
     if ctx.state.order(&order_id).is_none() {
         return Err(order_not_found(&order_id));
     }
-    let mut state = ctx.state.state();
-    state.notes.push((order_id.clone(), text));
+    let mut notes = lock(&ctx.state.notes);
+    notes.push((order_id.clone(), text));
     Ok(NoteAdded {
         order_id,
-        notes: state.notes.len(),
+        notes: notes.len(),
     })
 }
 
@@ -454,4 +464,61 @@ fn order_not_found(order_id: &str) -> Rejection {
         "ORDER_NOT_FOUND",
         format!("Order {order_id} does not exist. Call get_order with a valid id."),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads refunding two orders at once, each order under its own lock:
+    /// no order is refunded beyond its total, every applied refund is
+    /// counted once, a key seen before changes nothing, and exactly the
+    /// asked number of answers is lost.
+    #[test]
+    fn refunds_from_many_threads_apply_once_each_and_never_over_refund() {
+        let shop = Shop::new();
+        shop.lose_next_responses(3);
+        let outcomes: Vec<Vec<Result<i64, BackendError>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|t| {
+                    let shop = &shop;
+                    scope.spawn(move || {
+                        let mut outcomes = Vec::new();
+                        for k in 0..30 {
+                            for order in ["ORD-1001", "ORD-1002"] {
+                                // Every key is sent twice.
+                                let key = format!("{order}/key-{t}-{k}");
+                                for _ in 0..2 {
+                                    outcomes.push(shop.refund(order, 100, &key));
+                                }
+                            }
+                        }
+                        outcomes
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let all: Vec<_> = outcomes.into_iter().flatten().collect();
+        let lost = all
+            .iter()
+            .filter(|o| **o == Err(BackendError::Timeout))
+            .count();
+        assert_eq!(lost, 3);
+        let first = shop.order("ORD-1001").unwrap();
+        let second = shop.order("ORD-1002").unwrap();
+        assert!(first.refunded_cents <= first.total_cents);
+        assert!(second.refunded_cents <= second.total_cents);
+        // 4 threads x 30 distinct keys x 2 orders, 100 cents each: ORD-1001
+        // (12000) takes all of its 120; ORD-1002 (4500) only 45.
+        assert_eq!(first.refunded_cents, 12_000);
+        assert_eq!(second.refunded_cents, 4_500);
+        assert_eq!(shop.applied_refunds(), 120 + 45);
+        let refused = all
+            .iter()
+            .filter(|o| matches!(o, Err(BackendError::ExceedsRefundable { .. })))
+            .count();
+        // Each of ORD-1002's 75 refused keys is refused on both sends.
+        assert_eq!(refused, 2 * (120 - 45));
+    }
 }
