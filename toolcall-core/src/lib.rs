@@ -132,7 +132,7 @@ pub mod __private {
         }
 
         /// The typed context of a call.
-        pub fn from_call(&self, cx: &CallContext) -> Result<Ctx<S>, ToolError> {
+        pub fn from_call(&self, cx: &CallContext<'_>) -> Result<Ctx<S>, ToolError> {
             Ctx::from_call(cx)
         }
 

@@ -61,8 +61,8 @@ impl<S: Any + Send + Sync> Ctx<S> {
     /// was given to a dispatcher whose state is not `S`, which
     /// [`Dispatcher`](crate::Dispatcher)'s builder already refuses.
     #[doc(hidden)]
-    pub fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
-        let state = Arc::clone(&cx.state).downcast::<S>().map_err(|_| {
+    pub fn from_call(cx: &CallContext<'_>) -> Result<Self, ToolError> {
+        let state = Arc::clone(cx.state).downcast::<S>().map_err(|_| {
             ToolError::internal(format!(
                 "this tool needs state of type `{}`, the dispatcher holds another",
                 std::any::type_name::<S>()
@@ -72,18 +72,23 @@ impl<S: Any + Send + Sync> Ctx<S> {
             state,
             idempotency_key: Arc::clone(&cx.idempotency_key),
             session: Arc::clone(&cx.session),
-            caller: cx.caller.clone(),
+            caller: Caller::clone(cx.caller),
         })
     }
 }
 
 /// The untyped context the dispatcher hands to generated code.
+///
+/// The state and the caller are borrowed from the dispatcher: every call
+/// shares them, and a clone of each here would make all threads write the
+/// same two reference counts on every call. Only a [`Ctx`] the tool's code
+/// takes clones them.
 #[doc(hidden)]
-pub struct CallContext {
-    pub state: Arc<dyn Any + Send + Sync>,
+pub struct CallContext<'a> {
+    pub state: &'a Arc<dyn Any + Send + Sync>,
     pub idempotency_key: Arc<str>,
     pub session: Arc<str>,
-    pub caller: Caller,
+    pub caller: &'a Caller,
 }
 
 /// A tool: implemented by `#[tool]` on a hidden type named like the function.
@@ -99,23 +104,24 @@ pub trait Tool: 'static {
 
     /// The business check, run before policy, confirmation and execution. It
     /// must have no side effects.
-    fn check(args: &Self::Args, cx: &CallContext) -> Result<(), ToolError>;
+    fn check(args: &Self::Args, cx: &CallContext<'_>) -> Result<(), ToolError>;
 
     /// Runs the tool.
-    fn call<'a>(args: Self::Args, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
+    fn call<'a>(args: Self::Args, cx: &'a CallContext<'_>)
+    -> BoxFuture<'a, Result<Value, ToolError>>;
 
     /// Asks the backend what became of a call whose outcome is unknown, by
     /// its idempotency key (`#[tool(reconcile = path)]`): `Some(output)` if
     /// it took effect, `None` if it did not. Tools that declare no
     /// `reconcile` answer `None` and are never asked.
-    fn reconcile(cx: &CallContext) -> BoxFuture<'_, Result<Option<Value>, ToolError>> {
+    fn reconcile<'a>(cx: &'a CallContext<'_>) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
         let _ = cx;
         Box::pin(async { Ok(None) })
     }
 
     /// What the call would do, for a dry run (`#[tool(preview = path)]`):
     /// `None` for a tool that declares no preview.
-    fn preview(args: &Self::Args, cx: &CallContext) -> Option<Result<Value, ToolError>> {
+    fn preview(args: &Self::Args, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>> {
         let _ = (args, cx);
         None
     }
@@ -160,7 +166,7 @@ pub struct ToolSpec {
 }
 
 type ReconcileHandle =
-    for<'a> fn(&'a CallContext) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
+    for<'a, 'c> fn(&'a CallContext<'c>) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
 
 type ValidateFn = fn(&Members<'_>) -> Result<Box<dyn Validated>, FieldErrors>;
 
@@ -260,7 +266,7 @@ impl ToolSpec {
 
     pub(crate) fn reconcile<'a>(
         &self,
-        cx: &'a CallContext,
+        cx: &'a CallContext<'_>,
     ) -> Option<BoxFuture<'a, Result<Option<Value>, ToolError>>> {
         self.reconcile.map(|reconcile| reconcile(cx))
     }
@@ -355,9 +361,12 @@ pub(crate) trait Validated: Send {
     /// [`idempotency_key`](crate::canonical::idempotency_key) of
     /// [`to_value`](Self::to_value), written without the `Value`.
     fn key(&self, session: &str, tool: &str) -> Result<std::sync::Arc<str>, serde_json::Error>;
-    fn check(&self, cx: &CallContext) -> Result<(), ToolError>;
-    fn preview(&self, cx: &CallContext) -> Option<Result<Value, ToolError>>;
-    fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>>;
+    fn check(&self, cx: &CallContext<'_>) -> Result<(), ToolError>;
+    fn preview(&self, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>>;
+    fn call<'a>(
+        self: Box<Self>,
+        cx: &'a CallContext<'_>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>>;
 }
 
 struct Typed<T: Tool>(T::Args);
@@ -371,15 +380,18 @@ impl<T: Tool> Validated for Typed<T> {
         crate::canonical::idempotency_key_of(session, tool, &self.0)
     }
 
-    fn check(&self, cx: &CallContext) -> Result<(), ToolError> {
+    fn check(&self, cx: &CallContext<'_>) -> Result<(), ToolError> {
         T::check(&self.0, cx)
     }
 
-    fn preview(&self, cx: &CallContext) -> Option<Result<Value, ToolError>> {
+    fn preview(&self, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>> {
         T::preview(&self.0, cx)
     }
 
-    fn call<'a>(self: Box<Self>, cx: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>> {
+    fn call<'a>(
+        self: Box<Self>,
+        cx: &'a CallContext<'_>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
         T::call(self.0, cx)
     }
 }

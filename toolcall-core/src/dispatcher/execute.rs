@@ -48,7 +48,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) async fn run_retrying(
         &self,
         prepared: &mut Prepared<'_>,
-        cx: &CallContext,
+        cx: &CallContext<'_>,
         in_doubt: bool,
     ) -> Stage<ToolResult> {
         let validated = prepared.validated.take();
@@ -156,7 +156,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// What the tool's `reconcile` says of the call with this key.
-    async fn reconcile(&self, spec: &'static ToolSpec, cx: &CallContext) -> Reconciled {
+    async fn reconcile(&self, spec: &'static ToolSpec, cx: &CallContext<'_>) -> Reconciled {
         let name = spec.name();
         let Some(asking) = spec.reconcile(cx) else {
             return Reconciled::NotAsked;
@@ -235,7 +235,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         spec: &'static ToolSpec,
         validated: Option<Box<dyn Validated>>,
         members: &Members<'_>,
-        cx: &CallContext,
+        cx: &CallContext<'_>,
     ) -> Result<Map<String, Value>, Unfinished> {
         let name = spec.name();
         let timeout = self.timeout_of(spec);

@@ -466,7 +466,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         name: &'static str,
         validated: &dyn Validated,
-        cx: &CallContext,
+        cx: &CallContext<'_>,
         retries: &mut u32,
     ) -> Stage<Option<Duration>> {
         match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
@@ -492,12 +492,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// What the check, the preview and the handler see of the call.
-    pub(super) fn call_context(&self, prepared: &Prepared<'_>) -> CallContext {
+    pub(super) fn call_context<'a>(&'a self, prepared: &Prepared<'a>) -> CallContext<'a> {
         CallContext {
-            state: Arc::clone(&self.erased_state),
+            state: &self.erased_state,
             idempotency_key: Arc::clone(&prepared.key),
             session: Arc::from(prepared.session),
-            caller: prepared.caller.clone(),
+            caller: prepared.caller,
         }
     }
 
@@ -509,7 +509,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) async fn check_and_limits(
         &self,
         prepared: &mut Prepared<'_>,
-        cx: &CallContext,
+        cx: &CallContext<'_>,
     ) -> Stage<()> {
         let name = prepared.spec.name();
         let mut retries: u32 = 0;

@@ -189,7 +189,7 @@ impl<'a, F, A, S> CheckSig<'a, F, A, S> {
 
 impl<F, A, S: Any + Send + Sync> CheckSig<'_, F, A, S> {
     /// The context the check takes.
-    pub fn context(&self, cx: &CallContext) -> Result<Ctx<S>, ToolError> {
+    pub fn context(&self, cx: &CallContext<'_>) -> Result<Ctx<S>, ToolError> {
         Ctx::from_call(cx)
     }
 
@@ -299,7 +299,7 @@ impl<'a, F, S> ReconcileSig<'a, F, S> {
 
 impl<F, S: Any + Send + Sync> ReconcileSig<'_, F, S> {
     /// The context the function takes.
-    pub fn context(&self, cx: &CallContext) -> Result<Ctx<S>, ToolError> {
+    pub fn context(&self, cx: &CallContext<'_>) -> Result<Ctx<S>, ToolError> {
         Ctx::from_call(cx)
     }
 

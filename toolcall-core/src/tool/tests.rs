@@ -61,13 +61,13 @@ impl Tool for Cancel {
         &SPEC
     }
 
-    fn check(args: &NoArgs, cx: &CallContext) -> Result<(), ToolError> {
+    fn check(args: &NoArgs, cx: &CallContext<'_>) -> Result<(), ToolError> {
         let check = check_sig::<NoArgs, _, _, _, _>(&check_cancel);
         let ctx = check.context(cx)?;
         check.run(&check_cancel, args, &ctx)
     }
 
-    fn call<'a>(_: NoArgs, _: &'a CallContext) -> BoxFuture<'a, Result<Value, ToolError>> {
+    fn call<'a>(_: NoArgs, _: &'a CallContext<'_>) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async { Ok(Value::Null) })
     }
 }
@@ -87,13 +87,16 @@ fn the_spec_records_the_state_a_check_and_a_reconcile_function_need() {
 
 #[test]
 fn a_check_runs_against_the_state_its_signature_names() {
-    let cx = |state: Arc<dyn Any + Send + Sync>| CallContext {
+    let caller = Caller::new("me", crate::Policy::new());
+    let cx = |state| CallContext {
         state,
         idempotency_key: "k".into(),
         session: "s".into(),
-        caller: Caller::new("me", crate::Policy::new()),
+        caller: &caller,
     };
-    assert!(Cancel::check(&NoArgs {}, &cx(Arc::new(Cal))).is_ok());
+    let (cal, unit): (Arc<dyn Any + Send + Sync>, Arc<dyn Any + Send + Sync>) =
+        (Arc::new(Cal), Arc::new(()));
+    assert!(Cancel::check(&NoArgs {}, &cx(&cal)).is_ok());
     // Another state is what the dispatcher's builder refuses up front.
-    assert!(Cancel::check(&NoArgs {}, &cx(Arc::new(()))).is_err());
+    assert!(Cancel::check(&NoArgs {}, &cx(&unit)).is_err());
 }

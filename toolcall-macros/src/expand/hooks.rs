@@ -117,9 +117,9 @@ impl Expander<'_> {
             }
         };
         let code = quote! {
-            fn reconcile(
-                __toolcall_cx: &#private::CallContext,
-            ) -> #private::BoxFuture<'_, ::core::result::Result<::core::option::Option<#private::serde_json::Value>, #private::ToolError>> {
+            fn reconcile<'a>(
+                __toolcall_cx: &'a #private::CallContext<'_>,
+            ) -> #private::BoxFuture<'a, ::core::result::Result<::core::option::Option<#private::serde_json::Value>, #private::ToolError>> {
                 ::std::boxed::Box::pin(async move { #body })
             }
         };

@@ -37,7 +37,7 @@ impl Expander<'_> {
 
                 fn check(
                     __toolcall_args: &Self::Args,
-                    __toolcall_cx: &#private::CallContext,
+                    __toolcall_cx: &#private::CallContext<'_>,
                 ) -> ::core::result::Result<(), #private::ToolError> {
                     #check_body
                 }
@@ -109,7 +109,7 @@ impl Expander<'_> {
         quote! {
             fn call<'a>(
                 __toolcall_args: Self::Args,
-                __toolcall_cx: &'a #private::CallContext,
+                __toolcall_cx: &'a #private::CallContext<'_>,
             ) -> #private::BoxFuture<'a, ::core::result::Result<#private::serde_json::Value, #private::ToolError>> {
                 #assert_context
                 ::std::boxed::Box::pin(async move {
@@ -137,7 +137,7 @@ impl Expander<'_> {
             quote! {
                 fn preview(
                     __toolcall_args: &Self::Args,
-                    __toolcall_cx: &#private::CallContext,
+                    __toolcall_cx: &#private::CallContext<'_>,
                 ) -> ::core::option::Option<::core::result::Result<#private::serde_json::Value, #private::ToolError>> {
                     #call
                 }
