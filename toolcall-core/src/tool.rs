@@ -107,8 +107,10 @@ pub trait Tool: 'static {
     fn check(args: &Self::Args, cx: &CallContext<'_>) -> Result<(), ToolError>;
 
     /// Runs the tool.
-    fn call<'a>(args: Self::Args, cx: &'a CallContext<'_>)
-    -> BoxFuture<'a, Result<Value, ToolError>>;
+    fn call<'a>(
+        args: Self::Args,
+        cx: &'a CallContext<'_>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>>;
 
     /// Asks the backend what became of a call whose outcome is unknown, by
     /// its idempotency key (`#[tool(reconcile = path)]`): `Some(output)` if
