@@ -237,6 +237,17 @@ impl Shop {
         self.applied_refunds.load(Ordering::SeqCst)
     }
 
+    /// Forgets the idempotency keys of the refunds applied so far, as a
+    /// payment gateway does once its retention window is over: a refund sent
+    /// again under a forgotten key is applied again. Returns how many keys
+    /// it held.
+    pub fn forget_applied_keys(&self) -> usize {
+        self.orders
+            .values()
+            .map(|booked| std::mem::take(&mut lock(booked).processed).len())
+            .sum()
+    }
+
     /// Makes the backend commit its next `n` new refunds and then lose the
     /// answer ("it went through, but the response never came").
     pub fn lose_next_responses(&self, n: u32) {
@@ -520,5 +531,19 @@ mod tests {
             .count();
         // Each of ORD-1002's 75 refused keys is refused on both sends.
         assert_eq!(refused, 2 * (120 - 45));
+    }
+
+    /// A key the backend forgot applies again; one it holds does not.
+    #[test]
+    fn a_forgotten_key_applies_again() {
+        let shop = Shop::new();
+        assert_eq!(shop.refund("ORD-1001", 100, "k1"), Ok(11_900));
+        assert_eq!(shop.refund("ORD-1002", 100, "k2"), Ok(4_400));
+        assert_eq!(shop.refund("ORD-1001", 100, "k1"), Ok(11_900));
+        assert_eq!(shop.applied_refunds(), 2);
+        assert_eq!(shop.forget_applied_keys(), 2);
+        assert_eq!(shop.refund("ORD-1001", 100, "k1"), Ok(11_800));
+        assert_eq!(shop.applied_refunds(), 3);
+        assert_eq!(shop.forget_applied_keys(), 1);
     }
 }
