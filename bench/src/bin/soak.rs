@@ -42,7 +42,7 @@ struct Args {
     /// Reports in total (one every calls / reports calls).
     #[arg(long, default_value_t = 20)]
     reports: u64,
-    /// `noop` (records dropped) or `memory` (the default in-memory log, which keeps every record).
+    /// `noop` (records dropped) or `memory` (the default in-memory log, which keeps the last 10,000).
     #[arg(long, default_value = "noop")]
     audit: Audit,
     /// Keep every idempotency key the example's backend has seen. By
