@@ -255,9 +255,11 @@ impl Shop {
     }
 
     /// Refunds `amount_cents` on the order, once per idempotency key: a key
-    /// seen before gets the first answer again and changes nothing. A refund
-    /// beyond what is left to refund is refused, in the same step that would
-    /// apply it, whatever any check said before.
+    /// seen before on this order gets the first answer again and changes
+    /// nothing (the dispatcher's keys name the order, so a key is never
+    /// sent for two). A refund beyond what is left to refund is refused, in
+    /// the same step that would apply it, under the order's lock, whatever
+    /// any check said before.
     pub fn refund(
         &self,
         order_id: &str,
