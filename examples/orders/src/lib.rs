@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use schemars::JsonSchema;
@@ -119,16 +119,18 @@ impl std::error::Error for BackendError {}
 #[derive(Debug)]
 pub struct Shop {
     orders: BTreeMap<String, Mutex<Booked>>,
-    applied_refunds: AtomicU64,
     lose_next_responses: AtomicU32,
     messages: BTreeMap<String, Vec<Message>>,
     notes: Mutex<Vec<(String, String)>>,
 }
 
-/// An order and the refunds applied to it, by idempotency key.
+/// An order and the refunds applied to it: how many, and what each key got.
+/// The count is kept per order, not in one counter for the shop, so that
+/// refunds of different orders write nothing they share.
 #[derive(Debug)]
 struct Booked {
     order: Order,
+    applied: u64,
     processed: HashMap<String, i64>,
 }
 
@@ -199,6 +201,7 @@ impl Shop {
             .map(|order| {
                 let booked = Booked {
                     order,
+                    applied: 0,
                     processed: HashMap::new(),
                 };
                 (booked.order.order_id.clone(), Mutex::new(booked))
@@ -206,7 +209,6 @@ impl Shop {
             .collect();
         Shop {
             orders,
-            applied_refunds: AtomicU64::new(0),
             lose_next_responses: AtomicU32::new(0),
             messages: reference_messages(),
             notes: Mutex::new(Vec::new()),
@@ -234,7 +236,10 @@ impl Shop {
 
     /// How many refunds the backend really applied: the side effects.
     pub fn applied_refunds(&self) -> u64 {
-        self.applied_refunds.load(Ordering::SeqCst)
+        self.orders
+            .values()
+            .map(|booked| lock(booked).applied)
+            .sum()
     }
 
     /// Forgets the idempotency keys of the refunds applied so far, as a
@@ -281,7 +286,7 @@ impl Shop {
         booked
             .processed
             .insert(idempotency_key.to_owned(), remaining);
-        self.applied_refunds.fetch_add(1, Ordering::SeqCst);
+        booked.applied += 1;
         let lost = self
             .lose_next_responses
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
