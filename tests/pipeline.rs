@@ -146,6 +146,63 @@ async fn invalid_arguments_list_every_problem_at_once_with_the_hint() {
 }
 
 #[tokio::test]
+async fn the_audit_keeps_the_problems_the_model_was_told_and_only_those() {
+    let shop = Arc::new(Shop::new());
+    let audit = MemoryAudit::new();
+    let d = shop_dispatcher(&shop).audit(audit.clone()).build().unwrap();
+    let raw = r#"{"order_id": "1001", "amount_cents": 25.9, "currency": "EUR", "force": true}"#;
+    let result = confirmed(&d, "refund_order", raw).await;
+    assert_eq!(result.code, Code::InvalidArguments);
+    let record = audit.records().pop().unwrap();
+    let told: Vec<String> = record.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(told.len(), 5, "{told:?}");
+    assert!(
+        result.message.starts_with(&told.join("; ")),
+        "the record shows what the model read:\n{}\n{}",
+        told.join("; "),
+        result.message
+    );
+    let paths: Vec<&str> = record.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["order_id", "amount_cents", "currency", "reason", "force"]
+    );
+
+    // A JSON line keeps them.
+    let line = serde_json::to_string(&record).unwrap();
+    let read: toolcall::AuditRecord = serde_json::from_str(&line).unwrap();
+    assert_eq!(read.problems, record.problems);
+
+    // As many as the model was shown: the first 20.
+    let many: String = (0..30).map(|i| format!(r#", "extra{i}": 1"#)).collect();
+    let raw = format!(r#"{{"order_id": "ORD-1001"{many}}}"#);
+    let result = d.execute(Call::new("get_order", raw.as_str())).await;
+    assert!(
+        result.message.contains("and 10 more problems"),
+        "{}",
+        result.message
+    );
+    let record = audit.records().pop().unwrap();
+    assert_eq!(record.problems.len(), 20);
+    assert_eq!(record.problems[19].path, "extra19");
+
+    // Any other answer keeps none: valid, not JSON, replayed, refused later.
+    for (tool, args) in [
+        ("get_order", r#"{"order_id": "ORD-1001"}"#),
+        ("get_order", "{"),
+        ("refund_order", REFUND),
+        ("refund_order", REFUND),
+        ("refund_order", &REFUND.replace("BRL", "USD")),
+    ] {
+        let result = confirmed(&d, tool, args).await;
+        let record = audit.records().pop().unwrap();
+        assert_eq!(record.code, result.code);
+        assert!(record.problems.is_empty(), "{record:?}");
+    }
+    assert_eq!(shop.applied_refunds(), 1);
+}
+
+#[tokio::test]
 async fn an_unknown_field_names_the_closest_real_one() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();

@@ -12,8 +12,8 @@ use std::time::Duration;
 use orders::{Shop, get_order, refund_order};
 use serde_json::{Value, json};
 use toolcall::{
-    Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, MemoryStore, Policy, Rejection,
-    ToolError, ToolResult, tool, tools,
+    Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, MemoryStore, Policy, REDACTED,
+    Rejection, ToolError, ToolResult, tool, tools,
 };
 
 const REFUND_ALL: &str =
@@ -773,4 +773,39 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
         "{}",
         last.arguments
     );
+}
+
+#[tokio::test]
+async fn the_audit_keeps_a_rejected_calls_problems_but_no_sensitive_value_they_quote() {
+    let audit = MemoryAudit::new();
+    let d = Dispatcher::builder(tools![pay_card].unwrap(), Arc::new(()))
+        .audit(audit.clone())
+        .build()
+        .unwrap();
+    let bad = r#"{"cards": [{"number": 5500000000000004, "brand": "visa"}], "email": 912345678, "tip": 1}"#;
+    let rejected = d.execute(Call::new("pay_card", bad)).await;
+    assert_eq!(rejected.code, Code::InvalidArguments);
+    assert!(
+        rejected.message.contains("5500000000000004") && rejected.message.contains("912345678"),
+        "the model is told what it sent: {}",
+        rejected.message
+    );
+
+    let record = audit.records().pop().unwrap();
+    let paths: Vec<&str> = record.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["cards[0].number", "email", "tip"], "{record:?}");
+    assert_eq!(record.problems[0].problem, REDACTED, "a writeOnly value");
+    assert_eq!(
+        record.problems[1].problem, REDACTED,
+        "a sensitive parameter"
+    );
+    assert!(
+        record.problems[2].problem.contains("unknown field"),
+        "a member that is no field names no value: {:?}",
+        record.problems[2]
+    );
+    assert_eq!(record.problems[1].description, "Where the receipt goes.");
+    let line = serde_json::to_string(&record).unwrap();
+    assert!(!line.contains("5500000000000004"), "{line}");
+    assert!(!line.contains("912345678"), "{line}");
 }

@@ -1,13 +1,15 @@
 //! The rejected calls of an audit log, read again: which fields the model
 //! gets wrong, and the calls themselves, to replay as regression tests.
 //!
-//! An audit record keeps a call's arguments as the model sent them, not the
-//! problems found in them. [`by_field`] validates the arguments of every
-//! `INVALID_ARGUMENTS` record again with the tool's validator, so a spike in
-//! one field (often a vague description, or a schema the backend moved away
-//! from) shows by name. It reads the log with today's tools: a call the
-//! current validator accepts is counted under the field `(valid now)`, one
-//! of a tool no longer registered under `(unknown tool)`.
+//! [`by_field`] counts the `INVALID_ARGUMENTS` records by the fields the
+//! model got wrong, so that a spike in one field (often a vague
+//! description, or a schema the backend moved away from) shows by name. An
+//! audit record keeps the problems the model was told
+//! ([`AuditRecord::problems`]); those are what it counts, whatever the tools
+//! are today. A record written before records kept them is read again with
+//! today's tools: its arguments are validated anew, a call the current
+//! validator accepts is counted under the field `(valid now)`, and one of a
+//! tool no longer registered under `(unknown tool)`.
 //!
 //! [`regression_calls`] turns the distinct rejected calls into `replay`
 //! lines: every real payload a model got wrong is a free test that the
@@ -45,36 +47,7 @@ pub struct FieldRejections {
 pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldRejections> {
     let mut counts: BTreeMap<(String, String), (u64, String)> = BTreeMap::new();
     for record in records.iter().filter(|r| r.code == Code::InvalidArguments) {
-        let mut fields: BTreeMap<String, String> = BTreeMap::new();
-        match (
-            registry.get(&record.tool),
-            serde_json::from_str::<Value>(&record.arguments),
-        ) {
-            (None, _) => {
-                fields.insert("(unknown tool)".to_owned(), String::new());
-            }
-            (Some(_), Err(_) | Ok(Value::Array(_) | Value::Null | Value::Bool(_)))
-            | (Some(_), Ok(Value::Number(_) | Value::String(_))) => {
-                fields.insert("(arguments)".to_owned(), "not a JSON object".to_owned());
-            }
-            (Some(spec), Ok(mut arguments)) => {
-                // As the audit does, whatever this log holds: a problem
-                // may quote the value, and the report prints the first one.
-                spec.redact_arguments(&mut arguments);
-                match spec.validate_arguments(&arguments) {
-                    Ok(()) => {
-                        fields.insert("(valid now)".to_owned(), String::new());
-                    }
-                    Err(errors) => {
-                        for problem in errors.problems() {
-                            fields
-                                .entry(field_path(problem.path()))
-                                .or_insert_with(|| problem.to_string());
-                        }
-                    }
-                }
-            }
-        }
+        let fields = failing_fields(record, registry);
         for (field, example) in fields {
             let entry = counts
                 .entry((record.tool.clone(), field))
@@ -93,6 +66,51 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
         .collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.rejected));
     rows
+}
+
+/// The fields a rejected call got wrong, each with its first problem as the
+/// model read it: the problems its record kept, or, in a record written
+/// before records kept them, what today's tools find in its arguments.
+fn failing_fields(record: &AuditRecord, registry: &Registry) -> BTreeMap<String, String> {
+    let mut fields: BTreeMap<String, String> = BTreeMap::new();
+    if !record.problems.is_empty() {
+        for problem in &record.problems {
+            fields
+                .entry(field_path(&problem.path))
+                .or_insert_with(|| problem.to_string());
+        }
+        return fields;
+    }
+    match (
+        registry.get(&record.tool),
+        serde_json::from_str::<Value>(&record.arguments),
+    ) {
+        (None, _) => {
+            fields.insert("(unknown tool)".to_owned(), String::new());
+        }
+        (Some(_), Err(_) | Ok(Value::Array(_) | Value::Null | Value::Bool(_)))
+        | (Some(_), Ok(Value::Number(_) | Value::String(_))) => {
+            fields.insert("(arguments)".to_owned(), "not a JSON object".to_owned());
+        }
+        (Some(spec), Ok(mut arguments)) => {
+            // As the audit does, whatever this log holds: a problem
+            // may quote the value, and the report prints the first one.
+            spec.redact_arguments(&mut arguments);
+            match spec.validate_arguments(&arguments) {
+                Ok(()) => {
+                    fields.insert("(valid now)".to_owned(), String::new());
+                }
+                Err(errors) => {
+                    for problem in errors.problems() {
+                        fields
+                            .entry(field_path(problem.path()))
+                            .or_insert_with(|| problem.to_string());
+                    }
+                }
+            }
+        }
+    }
+    fields
 }
 
 /// A problem's field path with array indices left out, so that

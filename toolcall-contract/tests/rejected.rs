@@ -120,6 +120,53 @@ fn a_member_name_with_a_colon_is_counted_under_its_whole_name() {
     assert_eq!(rows, [("note: x".to_owned(), 2)]);
 }
 
+/// Ships goods, as the tool reads today: a city of one letter is fine now.
+#[tool(side_effect, name = "ship")]
+fn ship_today(
+    /// Where to.
+    city: String,
+    /// What.
+    lines: Vec<Line>,
+) -> Result<Value, Rejection> {
+    Ok(json!({"city": city, "lines": lines.len()}))
+}
+
+#[tokio::test]
+async fn records_are_counted_by_the_problems_they_kept_whatever_the_tools_are_today() {
+    let audit = toolcall::MemoryAudit::new();
+    let d = toolcall::Dispatcher::builder(tools![ship].unwrap(), std::sync::Arc::new(()))
+        .audit(audit.clone())
+        .build()
+        .unwrap();
+    let bad = r#"{"city": "R", "lines": [{"sku": "A", "quantity": -1}]}"#;
+    let told = d.execute(toolcall::Call::new("ship", bad)).await;
+    assert_eq!(told.code, Code::InvalidArguments);
+    let records = audit.records();
+    assert_eq!(records[0].problems.len(), 2, "{:?}", records[0]);
+
+    let counted = |registry: &toolcall::Registry| -> Vec<(String, String)> {
+        by_field(&records, registry)
+            .into_iter()
+            .map(|row| (row.field, row.example))
+            .collect()
+    };
+    let then = counted(&tools![ship].unwrap());
+    assert_eq!(
+        then.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+        ["city", "lines[].quantity"]
+    );
+    assert!(
+        told.message.starts_with(&then[0].1),
+        "the example is what the model read: {} / {}",
+        then[0].1,
+        told.message
+    );
+    // The city's bound is gone today, and then the tool itself: the log
+    // still says what the model was told.
+    assert_eq!(counted(&tools![ship_today].unwrap()), then);
+    assert_eq!(counted(&tools![pay].unwrap()), then);
+}
+
 #[test]
 fn regression_calls_are_the_distinct_rejected_payloads_in_log_order() {
     let bad = r#"{"city": "R", "lines": []}"#;

@@ -301,6 +301,10 @@ impl FieldProblem {
         self.description
     }
 
+    pub(crate) fn into_parts(self) -> (String, String, &'static str) {
+        (self.path, self.problem, self.description)
+    }
+
     fn new(path: impl Into<String>, problem: impl Into<String>) -> Self {
         FieldProblem {
             path: path.into(),
@@ -312,12 +316,23 @@ impl FieldProblem {
 
 impl fmt::Display for FieldProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.problem)?;
-        if !self.description.is_empty() {
-            write!(f, " ({})", self.description)?;
-        }
-        Ok(())
+        show_problem(f, &self.path, &self.problem, self.description)
     }
+}
+
+/// `path: problem (description)`, the description left out when empty: a
+/// problem as the model reads it, and as the audit shows it again.
+pub(crate) fn show_problem(
+    f: &mut fmt::Formatter<'_>,
+    path: &str,
+    problem: &str,
+    description: &str,
+) -> fmt::Result {
+    write!(f, "{path}: {problem}")?;
+    if !description.is_empty() {
+        write!(f, " ({description})")?;
+    }
+    Ok(())
 }
 
 impl FieldErrors {
@@ -338,6 +353,10 @@ impl FieldErrors {
         FieldErrors {
             problems: vec![FieldProblem::new("arguments", "must be a JSON object")],
         }
+    }
+
+    pub(crate) fn into_problems(self) -> Vec<FieldProblem> {
+        self.problems
     }
 
     /// The problems, in the order found; each shows as
@@ -472,7 +491,7 @@ impl FieldErrors {
 }
 
 /// The most problems one answer lists; the rest are counted.
-const MAX_PROBLEMS_SHOWN: usize = 20;
+pub(crate) const MAX_PROBLEMS_SHOWN: usize = 20;
 
 impl fmt::Display for FieldErrors {
     /// Every problem, `; `-separated; past the first 20, only their number

@@ -1,6 +1,7 @@
 //! One record per call, whatever its outcome.
 
-use std::collections::VecDeque;
+use std::borrow::Cow;
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -8,7 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use crate::args::{FieldErrors, MAX_PROBLEMS_SHOWN, show_problem};
 use crate::result::Code;
+use crate::tool::ToolSpec;
 
 /// What happened in one call: who asked for what, and how it ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,6 +69,78 @@ pub struct AuditRecord {
     /// nothing ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// With `INVALID_ARGUMENTS` from stage 3: the problems found in the
+    /// arguments, in the order the model was told them, and at most the 20
+    /// it was shown. A problem in a sensitive value keeps its path, and its
+    /// text reads [`REDACTED`](crate::REDACTED): it may quote the value.
+    /// Empty for any other answer, and in records written before it was
+    /// kept; tools that count rejections by field read these instead of
+    /// validating the arguments again with today's tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<ArgumentProblem>,
+}
+
+/// One problem found in a call's arguments, as the audit keeps it (see
+/// [`AuditRecord::problems`]): a [`FieldProblem`](crate::FieldProblem)
+/// that outlives the tool's definition. Shown as the model read it,
+/// `path: problem (description)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ArgumentProblem {
+    /// The field, with the path inside it for a nested value
+    /// (`lines[0].sku`), or the member's name for an unknown one.
+    pub path: String,
+    /// What is wrong, as the model was told it, or
+    /// [`REDACTED`](crate::REDACTED).
+    pub problem: String,
+    /// The field's description when the call was made (empty for a member
+    /// that is no field).
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub description: Cow<'static, str>,
+}
+
+impl ArgumentProblem {
+    /// The problems `errors` showed the model, for the audit record of a
+    /// call of `spec`: the first 20, each problem in a parameter that may
+    /// hold a sensitive value redacted.
+    pub(crate) fn all_of(spec: &ToolSpec, errors: FieldErrors) -> Vec<ArgumentProblem> {
+        let redaction = spec.redaction();
+        let sensitive = |path: &str| {
+            !redaction.is_empty()
+                && spec
+                    .fields()
+                    .iter()
+                    .find(|field| {
+                        path.strip_prefix(field.name)
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+                    })
+                    .is_some_and(|field| redaction.covers(field.name))
+        };
+        errors
+            .into_problems()
+            .into_iter()
+            .take(MAX_PROBLEMS_SHOWN)
+            .map(|found| {
+                let (path, problem, description) = found.into_parts();
+                let problem = if sensitive(&path) {
+                    crate::REDACTED.to_owned()
+                } else {
+                    problem
+                };
+                ArgumentProblem {
+                    path,
+                    problem,
+                    description: Cow::Borrowed(description),
+                }
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for ArgumentProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        show_problem(f, &self.path, &self.problem, &self.description)
+    }
 }
 
 /// One field of an [`AuditRecord`] kept cut, and what it held.
@@ -127,11 +202,33 @@ pub struct MemoryAudit {
     log: Arc<Mutex<Ring>>,
 }
 
+/// The latest records: `records` grows to `capacity`, then each new record
+/// takes the place of the oldest, at `next`, dropped where it lies (a
+/// record is a few hundred bytes, not moved out first to be dropped).
 #[derive(Debug)]
 struct Ring {
-    records: VecDeque<AuditRecord>,
+    records: Vec<AuditRecord>,
+    next: usize,
     capacity: usize,
     dropped: u64,
+}
+
+impl Ring {
+    fn push(&mut self, record: AuditRecord) {
+        if self.records.len() < self.capacity {
+            self.records.push(record);
+            return;
+        }
+        self.records[self.next] = record;
+        self.next = (self.next + 1) % self.capacity;
+        self.dropped += 1;
+    }
+
+    /// Oldest first.
+    fn iter(&self) -> impl Iterator<Item = &AuditRecord> {
+        let (newer, older) = self.records.split_at(self.next);
+        older.iter().chain(newer)
+    }
 }
 
 impl Default for MemoryAudit {
@@ -154,7 +251,8 @@ impl MemoryAudit {
         let capacity = capacity.max(1);
         MemoryAudit {
             log: Arc::new(Mutex::new(Ring {
-                records: VecDeque::with_capacity(capacity.min(1024)),
+                records: Vec::with_capacity(capacity.min(1024)),
+                next: 0,
                 capacity,
                 dropped: 0,
             })),
@@ -163,7 +261,7 @@ impl MemoryAudit {
 
     /// A copy of the records kept, oldest first.
     pub fn records(&self) -> Vec<AuditRecord> {
-        lock(&self.log).records.iter().cloned().collect()
+        lock(&self.log).iter().cloned().collect()
     }
 
     /// How many records are kept.
@@ -184,12 +282,7 @@ impl MemoryAudit {
 
 impl AuditSink for MemoryAudit {
     fn record(&self, record: AuditRecord) {
-        let mut log = lock(&self.log);
-        if log.records.len() == log.capacity {
-            log.records.pop_front();
-            log.dropped += 1;
-        }
-        log.records.push_back(record);
+        lock(&self.log).push(record);
     }
 }
 
@@ -255,18 +348,25 @@ mod ring_tests {
             cut: Vec::new(),
             tainted: None,
             dry_run: false,
+            problems: Vec::new(),
         }
     }
 
     #[test]
     fn the_memory_log_keeps_the_latest_records_and_counts_the_rest() {
         let audit = MemoryAudit::with_capacity(3);
-        for step in 1..=5 {
+        for step in 1..=10u64 {
             audit.record(record(step));
+            let kept: Vec<u64> = audit.records().iter().map(|r| r.step).collect();
+            let latest: Vec<u64> = (step.saturating_sub(2).max(1)..=step).collect();
+            assert_eq!(kept, latest, "oldest first, after {step} records");
+            assert_eq!(audit.len(), latest.len());
+            assert_eq!(audit.dropped(), step - latest.len() as u64);
         }
-        let steps: Vec<u64> = audit.records().iter().map(|r| r.step).collect();
-        assert_eq!(steps, [3, 4, 5]);
-        assert_eq!(audit.dropped(), 2);
         assert_eq!(MemoryAudit::new().len(), 0);
+        let one = MemoryAudit::with_capacity(0);
+        one.record(record(1));
+        one.record(record(2));
+        assert_eq!(one.records()[0].step, 2, "a capacity of 0 keeps one");
     }
 }

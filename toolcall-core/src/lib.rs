@@ -30,7 +30,7 @@ pub use args::{
     Bound, Constraint, FieldErrors, FieldMeta, FieldProblem, Members, Pattern, StringFormat,
     ToolArgs,
 };
-pub use audit::{AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
+pub use audit::{ArgumentProblem, AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{
     Approvals, BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings,
 };

@@ -44,6 +44,24 @@ impl Plan {
         self.top.is_empty() && self.schema.is_none()
     }
 
+    /// Whether a problem found in the parameter `field` may quote a
+    /// sensitive value: the parameter is `sensitive`, or its schema marks a
+    /// value `writeOnly` or refers elsewhere (a `$ref` is not followed here:
+    /// it is taken to hold one). Only with the tool's sensitive values in
+    /// view: a tool without any answers `false` at once.
+    pub(crate) fn covers(&self, field: &str) -> bool {
+        if self.top.contains(&field) {
+            return true;
+        }
+        let Some(schema) = &self.schema else {
+            return false;
+        };
+        schema
+            .get("properties")
+            .and_then(|properties| properties.get(field))
+            .is_some_and(|property| mentions_write_only(property) || mentions_ref(property))
+    }
+
     /// Replaces every sensitive value in `arguments` by [`REDACTED`].
     pub(crate) fn redact(&self, arguments: &mut Value) {
         if let Value::Object(members) = arguments {
@@ -121,6 +139,16 @@ fn mentions_write_only(schema: &Value) -> bool {
                 || members.values().any(mentions_write_only)
         }
         Value::Array(items) => items.iter().any(mentions_write_only),
+        _ => false,
+    }
+}
+
+fn mentions_ref(schema: &Value) -> bool {
+    match schema {
+        Value::Object(members) => {
+            members.contains_key("$ref") || members.values().any(mentions_ref)
+        }
+        Value::Array(items) => items.iter().any(mentions_ref),
         _ => false,
     }
 }

@@ -11,7 +11,6 @@ use super::Approvals;
 use super::messages::{Details, Failure};
 use super::prepared::{Approval, Stage};
 use super::{Dispatcher, call_span};
-use crate::audit::AuditRecord;
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
@@ -244,28 +243,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             ),
             None => (result.tool.clone(), 0, String::new()),
         };
-        self.audit(
-            AuditRecord {
-                session_id: decision.session.to_owned(),
-                caller: caller.id().to_owned(),
-                step,
-                tool,
-                arguments,
-                confirmed: pending.is_some() && result.code != Code::ConfirmationDenied,
-                ok: result.ok,
-                code: result.code.clone(),
-                replayed: result.replayed,
-                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-                at_ms,
-                call_id: None,
-                approved_by: Some(decision.by.to_owned()),
-                in_doubt: super::is_in_doubt(&result),
-                cut: Vec::new(),
-                tainted: None,
-                dry_run: false,
-            },
-            &span,
-        );
+        let session = decision.session;
+        let called = super::Called {
+            session,
+            caller,
+            step,
+            started,
+            at_ms,
+        };
+        let mut record = called.ended(tool, arguments, &result);
+        record.confirmed = pending.is_some() && result.code != Code::ConfirmationDenied;
+        record.approved_by = Some(decision.by.to_owned());
+        self.audit(record, &span);
         result
     }
 
@@ -313,15 +302,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             key_from,
         )?;
         let outcome = self
-            .store
-            .outcome(&prepared.key)
+            .recorded(&prepared.key)
             .await
             .map_err(|error| self.store_unavailable(spec.name(), &error))?;
         match outcome {
-            Some(RecordedOutcome::Completed(mut stored)) => {
-                stored.replayed = true;
-                Ok(stored)
-            }
+            Some(RecordedOutcome::Completed(stored)) => Ok(stored),
             Some(RecordedOutcome::InDoubt) => {
                 self.decide_and_run(&mut prepared, Approval::InDoubt).await
             }

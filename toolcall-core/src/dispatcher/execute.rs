@@ -19,7 +19,7 @@ use super::retry::{Retry, Waiting};
 use crate::args::Members;
 use crate::error::ToolError;
 use crate::result::{Code, ToolResult};
-use crate::store::{Claim, Store, StoreError, now_ms};
+use crate::store::{Claim, RecordedOutcome, Store, StoreError, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A claim outlives its holder's work by this much before another caller
@@ -80,8 +80,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 }
             }
         }
-        if let Some(mut stored) = self.claim(spec, key).await? {
-            stored.replayed = true;
+        if let Some(stored) = self.claim(spec, key).await? {
             return Ok(stored);
         }
         let lease = self.lease(spec);
@@ -192,6 +191,20 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Takes the key, or waits (bounded) for the identical call holding it.
     /// `Some` is the stored result of a call completed meanwhile.
+    /// What the store recorded of `key`. Stored results leave the store
+    /// here and by [`claim`](Self::claim) only, and both mark them
+    /// `replayed`: an answer read back is never a new execution.
+    pub(super) async fn recorded(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
+        Ok(match self.store.outcome(key).await? {
+            Some(RecordedOutcome::Completed(stored)) => {
+                Some(RecordedOutcome::Completed(replay(stored)))
+            }
+            other => other,
+        })
+    }
+
+    /// Takes `key` for execution, waiting (bounded) while another call holds
+    /// it: `Some` with its stored result, replayed, if it completed.
     async fn claim(&self, spec: &ToolSpec, key: &str) -> Stage<Option<ToolResult>> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
@@ -199,7 +212,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         loop {
             match self.store.claim(key, now_ms(), lease_ms).await {
                 Ok(Claim::Acquired) => return Ok(None),
-                Ok(Claim::Completed(result)) => return Ok(Some(result)),
+                Ok(Claim::Completed(result)) => return Ok(Some(replay(result))),
                 Ok(_) if waiting.over() => {
                     return Err(self.fail(Failure::CallInProgress, name));
                 }
@@ -387,4 +400,10 @@ impl<S, St> Dispatcher<S, St> {
             }
         }
     }
+}
+
+/// A stored result, answered again.
+fn replay(mut stored: ToolResult) -> ToolResult {
+    stored.replayed = true;
+    stored
 }

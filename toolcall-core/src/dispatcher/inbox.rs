@@ -211,15 +211,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .map_err(|refused| mark(refused, edited))?;
         let arguments = prepared.arguments().clone();
         let outcome = self
-            .store
-            .outcome(&prepared.key)
+            .recorded(&prepared.key)
             .await
             .map_err(|error| mark(self.store_unavailable(name, &error), &arguments))?;
         let answer = match outcome {
-            Some(RecordedOutcome::Completed(mut stored)) => {
-                stored.replayed = true;
-                Ok(stored)
-            }
+            Some(RecordedOutcome::Completed(stored)) => Ok(stored),
             Some(RecordedOutcome::InDoubt) => {
                 self.decide_and_run(&mut prepared, Approval::InDoubt).await
             }

@@ -630,13 +630,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let caller = call.caller.unwrap_or(&self.caller);
         let spec = self.registry.get(call.tool);
         let span = call_span(Some(call.tool), call.call_id);
-        let (step, mut result, carried, tainted) =
+        let (step, mut result, noted) =
             // Boxed: the pipeline's future is kilobytes, and an unboxed one
             // would be copied whole at each await that moves it (here, and in
             // every caller's future that holds this one).
             Box::pin(self.run(&call, caller, spec))
                 .instrument(span.clone())
                 .await;
+        let prepared::Noted {
+            carried,
+            tainted,
+            problems,
+        } = noted;
         let mut cut = Vec::new();
         self.fit_output(spec, &mut result, &mut cut);
         let confirmed = call.confirmed
@@ -649,55 +654,32 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else {
             arguments
         };
-        self.audit(
-            AuditRecord {
-                session_id: call.session.to_owned(),
-                caller: caller.id().to_owned(),
-                step,
-                tool,
-                arguments,
-                confirmed,
-                ok: result.ok,
-                code: result.code.clone(),
-                replayed: result.replayed,
-                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-                at_ms,
-                call_id: call.call_id.map(str::to_owned),
-                // A person's decision the call carried out: it is theirs.
-                approved_by: carried.as_ref().map(|c| c.by.clone()),
-                in_doubt: is_in_doubt(&result),
-                cut,
-                tainted: tainted.clone(),
-                dry_run: call.dry_run,
-            },
-            &span,
-        );
+        let called = Called {
+            session: call.session,
+            caller,
+            step,
+            started,
+            at_ms,
+        };
+        let mut record = called.ended(tool, arguments, &result);
+        record.confirmed = confirmed;
+        record.call_id = call.call_id.map(str::to_owned);
+        // A person's decision the call carried out: it is theirs.
+        record.approved_by = carried.as_ref().map(|c| c.by.clone());
+        record.cut = cut;
+        record.tainted = tainted.clone();
+        record.dry_run = call.dry_run;
+        record.problems = problems;
+        self.audit(record, &span);
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
             let arguments = audited_arguments(spec, Arguments::Parsed(&edited));
-            self.audit(
-                AuditRecord {
-                    session_id: call.session.to_owned(),
-                    caller: caller.id().to_owned(),
-                    step,
-                    tool: call.tool.to_owned(),
-                    arguments,
-                    confirmed: true,
-                    ok: result.ok,
-                    code: result.code.clone(),
-                    replayed: result.replayed,
-                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-                    at_ms,
-                    call_id: call.call_id.map(str::to_owned),
-                    approved_by: None,
-                    in_doubt: is_in_doubt(&result),
-                    cut: Vec::new(),
-                    tainted,
-                    dry_run: false,
-                },
-                &span,
-            );
+            let mut record = called.ended(call.tool.to_owned(), arguments, &result);
+            record.confirmed = true;
+            record.call_id = call.call_id.map(str::to_owned);
+            record.tainted = tainted;
+            self.audit(record, &span);
         }
         result
     }
@@ -762,6 +744,51 @@ pub(super) fn audited_arguments(spec: Option<&ToolSpec>, arguments: Arguments<'_
 
 /// How much of over-limit arguments an audit record keeps (head and tail).
 const AUDIT_CUT_ARGUMENTS: usize = 1024;
+
+/// Who made a call and when: what its audit records say besides which call
+/// it was and how it ended.
+pub(super) struct Called<'a> {
+    pub session: &'a str,
+    pub caller: &'a Caller,
+    pub step: u64,
+    pub started: Instant,
+    pub at_ms: u64,
+}
+
+impl Called<'_> {
+    /// The audit record of a call of `tool` with `arguments` (as the audit
+    /// keeps them), made in this one place: how it ended (ok, code,
+    /// replayed, in doubt, how long it took) is read from `result`; what
+    /// else the record says (confirmed, by whom, cut, taint, problems)
+    /// starts empty, for the caller to set.
+    pub(super) fn ended(
+        &self,
+        tool: String,
+        arguments: String,
+        result: &ToolResult,
+    ) -> AuditRecord {
+        AuditRecord {
+            session_id: self.session.to_owned(),
+            caller: self.caller.id().to_owned(),
+            step: self.step,
+            tool,
+            arguments,
+            confirmed: false,
+            ok: result.ok,
+            code: result.code.clone(),
+            replayed: result.replayed,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            at_ms: self.at_ms,
+            call_id: None,
+            approved_by: None,
+            in_doubt: is_in_doubt(result),
+            cut: Vec::new(),
+            tainted: None,
+            dry_run: false,
+            problems: Vec::new(),
+        }
+    }
+}
 
 /// Whether a result says its call's outcome is unknown.
 fn is_in_doubt(result: &ToolResult) -> bool {

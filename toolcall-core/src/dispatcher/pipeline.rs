@@ -16,12 +16,12 @@ use super::catch::panic_text;
 use super::confirm::Asking;
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
-use super::prepared::{Approval, Prepared, Stage, needs_arguments};
+use super::prepared::{Approval, Noted, Prepared, Stage, needs_arguments};
 use super::retry::{Retry, Waiting};
 use super::twins::Active;
 use super::{Approvals, Call, Dispatcher};
-use crate::args::Constraint;
-use crate::args::Members;
+use crate::args::{Constraint, FieldErrors, Members};
+use crate::audit::ArgumentProblem;
 use crate::canonical::idempotency_key;
 use crate::error::ToolError;
 use crate::parse::{Arguments, RawMembers, parse_object, raw_members};
@@ -31,16 +31,16 @@ use crate::store::{RecordedOutcome, Store};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
-    /// The call's step, its answer, the person's decision it carried out,
-    /// if it brought one, and its taint, if it had one (for the audit).
-    /// `spec` is the registry's tool of the call's name, looked up once for
-    /// the pipeline and the audit; stage 1 answers if there is none.
+    /// The call's step, its answer, and what the pipeline noted of it for
+    /// the audit. `spec` is the registry's tool of the call's name, looked
+    /// up once for the pipeline and the audit; stage 1 answers if there is
+    /// none.
     pub(super) async fn run(
         &self,
         call: &Call<'_>,
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
-    ) -> (u64, ToolResult, Option<Carried>, Option<Vec<String>>) {
+    ) -> (u64, ToolResult, Noted) {
         // A dry run uses no step: it reads the step the real call would be.
         let step = if call.dry_run {
             self.store
@@ -52,17 +52,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         let step = match step {
             Ok(step) => step,
-            Err(error) => return (0, self.store_unavailable(call.tool, &error), None, None),
+            Err(error) => {
+                let failed = self.store_unavailable(call.tool, &error);
+                return (0, failed, Noted::default());
+            }
         };
-        let mut carried = None;
-        let mut tainted = None;
-        let result = match self
-            .pipeline(call, caller, spec, step, &mut carried, &mut tainted)
-            .await
-        {
+        let mut noted = Noted::default();
+        let result = match self.pipeline(call, caller, spec, step, &mut noted).await {
             Ok(result) | Err(result) => result,
         };
-        (step, result, carried, tainted)
+        (step, result, noted)
     }
 
     async fn pipeline(
@@ -71,9 +70,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
         step: u64,
-        carried: &mut Option<Carried>,
-        tainted: &mut Option<Vec<String>>,
+        noted: &mut Noted,
     ) -> Stage<ToolResult> {
+        let Noted {
+            carried, tainted, ..
+        } = noted;
         let name = call.tool;
 
         // 0. Step budget.
@@ -101,7 +102,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
             None => {
                 object = self.parse(call)?;
-                self.prepare(spec, &object, call.session, caller, step, None)?
+                let validated = self.validate(spec, &object).map_err(|(refused, errors)| {
+                    noted.problems = ArgumentProblem::all_of(spec, errors);
+                    refused
+                })?;
+                let members = Members::Parsed(&object);
+                self.prepared(spec, members, validated, call.session, caller, step, None)?
             }
         };
 
@@ -248,23 +254,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .map_err(|error| self.store_unavailable(name, &error))?
         };
         if calls > self.settings.max_duplicate_calls
-            && let Some(mut stored) = self.guard_loop(spec, key, active).await?
+            && let Some(stored) = self.guard_loop(spec, key, active).await?
         {
-            stored.replayed = true;
             return Err(stored);
         }
         let mut in_doubt = false;
         if spec.side_effect() {
             let outcome = self
-                .store
-                .outcome(key)
+                .recorded(key)
                 .await
                 .map_err(|e| self.store_unavailable(name, &e))?;
             match outcome {
-                Some(RecordedOutcome::Completed(mut stored)) => {
-                    stored.replayed = true;
-                    return Err(stored);
-                }
+                Some(RecordedOutcome::Completed(stored)) => return Err(stored),
                 // The same call ran before and its outcome is unknown: it
                 // already passed the check, the policy and the approval, so
                 // it goes straight to execution under the same key.
@@ -314,8 +315,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 }
                 if spec.side_effect()
                     && let Some(RecordedOutcome::Completed(stored)) = self
-                        .store
-                        .outcome(key)
+                        .recorded(key)
                         .await
                         .map_err(|error| self.store_unavailable(name, &error))?
                 {
@@ -358,18 +358,29 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         step: u64,
         key_from: Option<&str>,
     ) -> Stage<Prepared<'a>> {
-        let name = spec.name();
-        let validated = spec.validate(object).map_err(|errors| {
-            let errors = errors.to_string();
-            self.fail_with(
-                Failure::InvalidArguments,
-                name,
-                &Details::detail(&errors),
-                Map::new(),
-            )
-        })?;
+        let validated = self
+            .validate(spec, object)
+            .map_err(|(refused, _)| refused)?;
         let members = Members::Parsed(object);
         self.prepared(spec, members, validated, session, caller, step, key_from)
+    }
+
+    /// Stage 3 over a parsed object: the validated arguments, or the answer
+    /// that names every problem, with the problems themselves.
+    fn validate(
+        &self,
+        spec: &'static ToolSpec,
+        object: &Map<String, Value>,
+    ) -> Result<Box<dyn Validated>, (ToolResult, FieldErrors)> {
+        spec.validate(object).map_err(|errors| {
+            let refused = self.fail_with(
+                Failure::InvalidArguments,
+                spec.name(),
+                &Details::detail(&errors.to_string()),
+                Map::new(),
+            );
+            (refused, errors)
+        })
     }
 
     /// The key and the rest, for arguments that passed validation.

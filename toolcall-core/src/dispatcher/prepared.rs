@@ -1,11 +1,13 @@
 //! A call that passed validation, as stages 4 to 8 carry it, and the
-//! types every stage shares: [`Stage`], [`Approval`].
+//! types every stage shares: [`Stage`], [`Approval`], [`Noted`].
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::inbox::Carried;
 use crate::args::{Constraint, Members};
+use crate::audit::ArgumentProblem;
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::tool::{ToolSpec, Validated};
@@ -27,6 +29,18 @@ pub(super) enum Approval<'a> {
     /// The same call ran before with an unknown outcome: it passed stages 5
     /// to 7 then, and runs again under the same key without them.
     InDoubt,
+}
+
+/// What the pipeline notes of a call for its audit record, besides the
+/// answer.
+#[derive(Default)]
+pub(super) struct Noted {
+    /// The person's decision the call carried out, if it brought one.
+    pub carried: Option<Carried>,
+    /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
+    pub tainted: Option<Vec<String>>,
+    /// The problems stage 3 found in its arguments.
+    pub problems: Vec<ArgumentProblem>,
 }
 
 /// A call that passed validation, with what the later stages need.
