@@ -5,7 +5,7 @@
 //! description and its constraints. The same table feeds the JSON Schema the
 //! model sees and the validator that runs, so the two cannot drift apart.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -328,9 +328,13 @@ pub(crate) fn show_problem(
     problem: &str,
     description: &str,
 ) -> fmt::Result {
-    write!(f, "{path}: {problem}")?;
+    f.write_str(path)?;
+    f.write_str(": ")?;
+    f.write_str(problem)?;
     if !description.is_empty() {
-        write!(f, " ({description})")?;
+        f.write_str(" (")?;
+        f.write_str(description)?;
+        f.write_str(")")?;
     }
     Ok(())
 }
@@ -353,6 +357,17 @@ impl FieldErrors {
         FieldErrors {
             problems: vec![FieldProblem::new("arguments", "must be a JSON object")],
         }
+    }
+
+    /// The text the model reads, as `Display` shows it, written into room
+    /// made for it at once.
+    pub(crate) fn text(&self) -> String {
+        let size: usize = (self.problems.iter().take(MAX_PROBLEMS_SHOWN))
+            .map(|p| p.path.len() + p.problem.len() + p.description.len() + 8)
+            .sum();
+        let mut text = String::with_capacity(size + 32);
+        let _ = fmt::Write::write_fmt(&mut text, format_args!("{self}"));
+        text
     }
 
     pub(crate) fn into_problems(self) -> Vec<FieldProblem> {
@@ -381,7 +396,7 @@ impl FieldErrors {
             return match T::deserialize(&Value::Null) {
                 Ok(absent) => Some(absent),
                 Err(_) => {
-                    self.push(meta, format_args!("field required"));
+                    self.push(meta, "field required".to_owned());
                     None
                 }
             };
@@ -390,10 +405,16 @@ impl FieldErrors {
             Ok(typed) => typed,
             Err(error) => {
                 // Inside a nested value, say where: `items[0].sku: ...`.
-                let path = error.path().to_string();
-                let problem = plain_type_error(&error.into_inner().to_string());
-                let path = if path == "." { "" } else { path.as_str() };
-                self.push_at(meta, path, format_args!("{problem}"));
+                let path = match error.path().iter().next() {
+                    None => String::new(),
+                    Some(_) => error.path().to_string(),
+                };
+                // Written once into room for a usual message (serde's
+                // `to_string` grows its text from nothing, four times over).
+                let mut problem = String::with_capacity(96);
+                let _ = fmt::Write::write_fmt(&mut problem, format_args!("{}", error.into_inner()));
+                let problem = plain_type_error(problem);
+                self.push_at(meta, &path, problem);
                 return None;
             }
         };
@@ -403,7 +424,7 @@ impl FieldErrors {
         let before = self.problems.len();
         for constraint in meta.constraints {
             if let Some(problem) = constraint.violation(value) {
-                self.push(meta, format_args!("{problem}"));
+                self.push(meta, problem);
             }
         }
         (self.problems.len() == before).then_some(typed)
@@ -451,17 +472,27 @@ impl FieldErrors {
                 continue;
             }
             let shown = crate::echo::cut(name, crate::echo::MAX_NAME_ECHO);
-            let mut problem = String::from("unknown field");
+            // Sized for the longest answer: every field named, four bytes
+            // of quotes and comma each.
+            let names: usize = fields.iter().map(|f| f.name.len() + 4).sum();
+            let mut problem = String::with_capacity(48 + names);
+            problem.push_str("unknown field");
             match closest(name, fields.iter().map(|f| f.name)) {
                 Some(suggestion) => {
-                    let _ = write!(problem, ", did you mean `{suggestion}`?");
+                    problem.push_str(", did you mean `");
+                    problem.push_str(suggestion);
+                    problem.push_str("`?");
                 }
                 None if fields.is_empty() => problem.push_str(", this tool takes no arguments"),
                 None => {
                     problem.push_str(", expected one of ");
                     for (i, field) in fields.iter().enumerate() {
-                        let sep = if i == 0 { "" } else { ", " };
-                        let _ = write!(problem, "{sep}`{}`", field.name);
+                        if i > 0 {
+                            problem.push_str(", ");
+                        }
+                        problem.push('`');
+                        problem.push_str(field.name);
+                        problem.push('`');
                     }
                 }
             }
@@ -469,22 +500,27 @@ impl FieldErrors {
         }
     }
 
-    fn push(&mut self, meta: &FieldMeta, problem: fmt::Arguments<'_>) {
+    fn push(&mut self, meta: &FieldMeta, problem: String) {
         self.push_at(meta, "", problem);
     }
 
-    fn push_at(&mut self, meta: &FieldMeta, inner_path: &str, problem: fmt::Arguments<'_>) {
-        let separator = if inner_path.is_empty() || inner_path.starts_with('[') {
-            ""
-        } else {
-            "."
+    /// A problem at `inner_path` inside the field (`""` for the field
+    /// itself), the text kept as it is unless it is over-long.
+    fn push_at(&mut self, meta: &FieldMeta, inner_path: &str, problem: String) {
+        let problem = match crate::echo::cut(&problem, 2 * crate::echo::MAX_VALUE_ECHO) {
+            std::borrow::Cow::Borrowed(_) => problem,
+            std::borrow::Cow::Owned(cut) => cut,
         };
-        let problem = problem.to_string();
-        let problem = crate::echo::cut(&problem, 2 * crate::echo::MAX_VALUE_ECHO);
-        let inner_path = crate::echo::cut(inner_path, crate::echo::MAX_NAME_ECHO);
+        let path = if inner_path.is_empty() {
+            meta.name.to_owned()
+        } else {
+            let separator = if inner_path.starts_with('[') { "" } else { "." };
+            let inner_path = crate::echo::cut(inner_path, crate::echo::MAX_NAME_ECHO);
+            format!("{}{separator}{inner_path}", meta.name)
+        };
         self.problems.push(FieldProblem {
-            path: format!("{}{separator}{inner_path}", meta.name),
-            problem: problem.into_owned(),
+            path,
+            problem,
             description: meta.description,
         });
     }
@@ -501,7 +537,7 @@ impl fmt::Display for FieldErrors {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{problem}")?;
+            fmt::Display::fmt(problem, f)?;
         }
         if self.problems.len() > MAX_PROBLEMS_SHOWN {
             write!(
@@ -515,8 +551,8 @@ impl fmt::Display for FieldErrors {
 }
 
 /// serde names Rust types ("expected i64"); the model knows JSON types.
-fn plain_type_error(message: &str) -> String {
-    if let Some((head, ty)) = message.rsplit_once("expected ") {
+fn plain_type_error(message: String) -> String {
+    if let Some((head, ty)) = rsplit_expected(&message) {
         let plain = match ty {
             "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => {
                 return format!("{head}expected an integer that fits in {ty}");
@@ -526,11 +562,21 @@ fn plain_type_error(message: &str) -> String {
             }
             "f32" | "f64" => "a number",
             "a boolean" => "true or false",
-            _ => return message.to_owned(),
+            _ => return message,
         };
         return format!("{head}expected {plain}");
     }
-    message.to_owned()
+    message
+}
+
+/// `message` around its last `expected `, as `str::rsplit_once` would
+/// split it, without building a substring searcher for every message.
+fn rsplit_expected(message: &str) -> Option<(&str, &str)> {
+    const NEEDLE: &[u8] = b"expected ";
+    let bytes = message.as_bytes();
+    let last = bytes.len().checked_sub(NEEDLE.len())?;
+    let at = (0..=last).rev().find(|&i| bytes[i..].starts_with(NEEDLE))?;
+    Some((&message[..at], &message[at + NEEDLE.len()..]))
 }
 
 /// The candidate closest to `name`, if it is close enough to be a likely typo
@@ -863,13 +909,33 @@ mod tests {
     }
 
     #[test]
+    fn the_last_expected_splits_as_rsplit_once_does() {
+        for message in [
+            "",
+            "expected ",
+            "expected i64",
+            "invalid type: string \"expected \", expected u32",
+            "unknown variant `é`, expected `BRL` or `USD`",
+            "no such word",
+            "expecte",
+            "çexpected ü",
+        ] {
+            assert_eq!(
+                rsplit_expected(message),
+                message.rsplit_once("expected "),
+                "{message:?}"
+            );
+        }
+    }
+
+    #[test]
     fn integer_type_errors_speak_json() {
         assert_eq!(
-            plain_type_error("invalid type: floating point `25.9`, expected i64"),
+            plain_type_error("invalid type: floating point `25.9`, expected i64".to_owned()),
             "invalid type: floating point `25.9`, expected an integer that fits in i64"
         );
         assert_eq!(
-            plain_type_error("invalid type: string \"x\", expected u32"),
+            plain_type_error("invalid type: string \"x\", expected u32".to_owned()),
             "invalid type: string \"x\", expected a non-negative integer that fits in u32"
         );
     }

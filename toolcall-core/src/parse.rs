@@ -137,14 +137,23 @@ pub(crate) fn parse_object<'a>(
 /// arrays nested no deeper than the limit allows, member names unique.
 /// `None` means "take the full parse", which also says what is wrong.
 pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>> {
-    let bytes = raw.as_bytes();
-    let braces = bytes.iter().filter(|&&b| b == b'{').count();
-    let brackets = bytes.iter().filter(|&&b| b == b'[').count();
+    let (mut braces, mut brackets, mut colons) = (0usize, 0usize, 0usize);
+    for &byte in raw.as_bytes() {
+        match byte {
+            b'{' => braces += 1,
+            b'[' => brackets += 1,
+            b':' => colons += 1,
+            _ => {}
+        }
+    }
     if braces != 1 || brackets >= max_depth {
         return None;
     }
     let mut deserializer = serde_json::Deserializer::from_str(raw);
-    let members = deserializer.deserialize_map(CollectMembers).ok()?;
+    // One `:` a member, and some in strings: room for every member at once.
+    let members = deserializer
+        .deserialize_map(CollectMembers(colons.min(64)))
+        .ok()?;
     deserializer.end().ok()?;
     Some(members)
 }
@@ -152,7 +161,8 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
 /// Member names and raw values, in the order given.
 pub(crate) type RawMembers<'a> = Vec<(Cow<'a, str>, &'a serde_json::value::RawValue)>;
 
-struct CollectMembers;
+/// Collects the members, with room for this many.
+struct CollectMembers(usize);
 
 impl<'de> Visitor<'de> for CollectMembers {
     type Value = RawMembers<'de>;
@@ -162,7 +172,7 @@ impl<'de> Visitor<'de> for CollectMembers {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<RawMembers<'de>, A::Error> {
-        let mut members: RawMembers<'de> = Vec::with_capacity(access.size_hint().unwrap_or(4));
+        let mut members: RawMembers<'de> = Vec::with_capacity(self.0);
         while let Some(Name(name)) = access.next_key()? {
             if members.iter().any(|(seen, _)| *seen == name) {
                 return Err(de::Error::custom("duplicate member"));

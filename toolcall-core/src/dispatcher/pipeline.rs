@@ -376,7 +376,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             let refused = self.fail_with(
                 Failure::InvalidArguments,
                 spec.name(),
-                &Details::detail(&errors.to_string()),
+                &Details::detail(&errors.text()),
                 Map::new(),
             );
             (refused, errors)
