@@ -121,6 +121,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let in_doubt = self
             .idempotency(call, prepared.spec, &prepared.key, &mut active)
             .await?;
+        // Built only now: a replay or a loop answers without them.
+        if needs_arguments(prepared.spec) {
+            self.with_arguments(&mut prepared)?;
+        }
 
         // Taint: a side effect in a session that saw untrusted output, as
         // the caller's level judges it, needs a person's approval at stage 7.
@@ -362,7 +366,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .validate(spec, object)
             .map_err(|(refused, _)| refused)?;
         let members = Members::Parsed(object);
-        self.prepared(spec, members, validated, session, caller, step, key_from)
+        let mut prepared =
+            self.prepared(spec, members, validated, session, caller, step, key_from)?;
+        if needs_arguments(spec) {
+            self.with_arguments(&mut prepared)?;
+        }
+        Ok(prepared)
     }
 
     /// Stage 3 over a parsed object: the validated arguments, or the answer
@@ -383,7 +392,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         })
     }
 
-    /// The key and the rest, for arguments that passed validation.
+    /// The key and the rest, for arguments that passed validation; their
+    /// JSON is left to [`with_arguments`](Self::with_arguments).
     #[allow(clippy::too_many_arguments)]
     fn prepared<'a>(
         &self,
@@ -400,11 +410,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             tracing::error!(tool = name, %error, "validated arguments do not serialize");
             self.fail(Failure::InternalError, name)
         };
-        let arguments = if needs_arguments(spec) {
-            Some(validated.to_value().map_err(unserializable)?)
-        } else {
-            None
-        };
         let key = match key_from {
             Some(approval) => {
                 let key =
@@ -417,7 +422,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             spec,
             validated: Some(validated),
             members,
-            arguments,
+            arguments: None,
             tainted: None,
             key,
             session,
@@ -426,8 +431,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         })
     }
 
-    /// Builds the JSON arguments of a call that had no stage needing them,
-    /// for a stage that does (a dry run answers with them).
+    /// Builds the JSON arguments of a call, for the stages that read them
+    /// (see [`needs_arguments`]; a dry run answers with them), once.
     pub(super) fn with_arguments(&self, prepared: &mut Prepared<'_>) -> Stage<()> {
         if prepared.arguments.is_none() {
             let name = prepared.spec.name();

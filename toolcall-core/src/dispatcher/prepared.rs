@@ -93,8 +93,10 @@ impl Prepared<'_> {
 /// as JSON: the policy limits and resource locks of its fields, and every
 /// stage of side effects, high-risk and untrusted-output tools (taint,
 /// approval, redaction of the stored result). A dry run reads them too
-/// (`Dispatcher::with_arguments`). A plain read-only tool needs only its
-/// typed arguments and the key, which is written straight from them.
+/// (`Dispatcher::with_arguments`). They are built after stage 4, so that
+/// a replay or a loop, answered there, never builds them. A plain read-only
+/// tool needs only its typed arguments and the key, which is written
+/// straight from them.
 pub(super) fn needs_arguments(spec: &ToolSpec) -> bool {
     spec.side_effect()
         || spec.high_risk()
