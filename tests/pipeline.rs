@@ -146,6 +146,50 @@ async fn invalid_arguments_list_every_problem_at_once_with_the_hint() {
 }
 
 #[tokio::test]
+async fn invalid_arguments_read_whole_as_the_model_gets_them() {
+    // The whole text, not its beginning: how each problem is written (a
+    // suggestion, the list of fields, serde's words made plain) is what
+    // the model reads, and stays the same however it is produced.
+    let shop = Arc::new(Shop::new());
+    let d = shop_dispatcher(&shop).build().unwrap();
+    let cases = [
+        (
+            "refund_order",
+            r#"{"orderId": "ORD-1001", "amount_cents": "2590", "currency": "usd", "reason": "damaged"}"#,
+            "order_id: field required (Order id, for example ORD-1001.); \
+             amount_cents: invalid type: string \"2590\", expected an integer that fits in i64 \
+             (Refund amount in minor units (cents). 25.90 is 2590.); \
+             currency: unknown variant `usd`, expected `BRL` or `USD` (Must match the order currency.); \
+             orderId: unknown field, did you mean `order_id`?",
+        ),
+        (
+            "refund_order",
+            r#"{"order_id": "ORD-1001", "amount_cents": 1e300, "currency": "BRL", "reason": "damaged", "zzz": 1}"#,
+            "amount_cents: invalid type: floating point `1e+300`, expected an integer that fits in i64 \
+             (Refund amount in minor units (cents). 25.90 is 2590.); \
+             zzz: unknown field, expected one of `order_id`, `amount_cents`, `currency`, `reason`",
+        ),
+        (
+            "get_order",
+            r#"{"order_id": -1}"#,
+            "order_id: invalid type: integer `-1`, expected a string (Order id, for example ORD-1001.)",
+        ),
+    ];
+    for (tool, raw, problems) in cases {
+        let result = confirmed(&d, tool, raw).await;
+        assert_eq!(result.code, Code::InvalidArguments);
+        assert!(
+            result.message.starts_with(problems),
+            "expected the problems\n{problems}\nin\n{}",
+            result.message
+        );
+        let rest = &result.message[problems.len()..];
+        assert!(!rest.contains("; "), "no other problem follows: {rest:?}");
+    }
+    assert_eq!(shop.applied_refunds(), 0);
+}
+
+#[tokio::test]
 async fn the_audit_keeps_the_problems_the_model_was_told_and_only_those() {
     let shop = Arc::new(Shop::new());
     let audit = MemoryAudit::new();
