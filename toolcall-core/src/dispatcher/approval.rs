@@ -236,16 +236,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(p) => (
                 p.tool.clone(),
                 p.step,
-                super::audited_arguments(
+                super::audited::audited_arguments(
                     self.registry.get(&p.tool),
                     Arguments::Parsed(&p.arguments),
                 ),
             ),
             None => (result.tool.clone(), 0, String::new()),
         };
-        let session = decision.session;
-        let called = super::Called {
-            session,
+        let called = super::audited::Called {
+            session: decision.session,
             caller,
             step,
             started,

@@ -1,0 +1,87 @@
+//! What a call leaves in the audit: the record, made in one place from
+//! how the call ended, the arguments as the audit keeps them, and the
+//! record handed to the sink and to tracing.
+
+use std::any::Any;
+use std::time::Instant;
+
+use super::Dispatcher;
+use crate::audit::AuditRecord;
+use crate::parse::Arguments;
+use crate::policy::Caller;
+use crate::result::ToolResult;
+use crate::store::Store;
+use crate::tool::ToolSpec;
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Hands `record` to the sink, and its code to the call's span.
+    pub(super) fn audit(&self, record: AuditRecord, span: &tracing::Span) {
+        if !record.ok {
+            span.record("error.type", record.code.as_str());
+        }
+        tracing::debug!(parent: span, code = %record.code, step = record.step, replayed = record.replayed, "tool call");
+        self.audit.record(record);
+    }
+}
+
+/// The arguments as the audit keeps them: verbatim, but for the tool's
+/// sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
+pub(super) fn audited_arguments(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> String {
+    match spec {
+        Some(spec) if spec.has_sensitive_values() => arguments.to_redacted_text(spec),
+        _ => arguments.to_text(),
+    }
+}
+
+/// How much of over-limit arguments an audit record keeps (head and tail).
+pub(super) const AUDIT_CUT_ARGUMENTS: usize = 1024;
+
+/// Who made a call and when: what its audit records say besides which call
+/// it was and how it ended.
+pub(super) struct Called<'a> {
+    pub session: &'a str,
+    pub caller: &'a Caller,
+    pub step: u64,
+    pub started: Instant,
+    pub at_ms: u64,
+}
+
+impl Called<'_> {
+    /// The audit record of a call of `tool` with `arguments` (as the audit
+    /// keeps them), made in this one place: how it ended (ok, code,
+    /// replayed, in doubt, how long it took) is read from `result`; what
+    /// else the record says (confirmed, by whom, cut, taint, problems)
+    /// starts empty, for the caller to set.
+    pub(super) fn ended(
+        &self,
+        tool: String,
+        arguments: String,
+        result: &ToolResult,
+    ) -> AuditRecord {
+        AuditRecord {
+            session_id: self.session.to_owned(),
+            caller: self.caller.id().to_owned(),
+            step: self.step,
+            tool,
+            arguments,
+            confirmed: false,
+            ok: result.ok,
+            code: result.code.clone(),
+            replayed: result.replayed,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            at_ms: self.at_ms,
+            call_id: None,
+            approved_by: None,
+            in_doubt: is_in_doubt(result),
+            cut: Vec::new(),
+            tainted: None,
+            dry_run: false,
+            problems: Vec::new(),
+        }
+    }
+}
+
+/// Whether a result says its call's outcome is unknown.
+fn is_in_doubt(result: &ToolResult) -> bool {
+    result.data.get("in_doubt") == Some(&serde_json::Value::Bool(true)) && !result.ok
+}
