@@ -256,15 +256,50 @@ pub enum Members<'a> {
     Parsed(&'a Map<String, Value>),
     /// Each member's name and raw JSON text, names unique.
     Raw(&'a [(std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue)]),
+    /// Each member's name and parsed value, names unique, in the text's
+    /// order: read as a parsed object is, every problem reported, without
+    /// the map. (The dispatcher's reading of arguments the fast path refused.)
+    Values(&'a [(std::borrow::Cow<'a, str>, Value)]),
 }
 
 impl Members<'_> {
+    /// The members' names, in the order a parsed object lists them: the
+    /// text's with `serde_json`'s `preserve_order`, sorted without it. (The
+    /// problems of unknown members come in this order, however the
+    /// arguments were read.)
     fn names(&self) -> Box<dyn Iterator<Item = &str> + '_> {
         match self {
             Members::Parsed(object) => Box::new(object.keys().map(String::as_str)),
             Members::Raw(members) => Box::new(members.iter().map(|(name, _)| name.as_ref())),
+            Members::Values(members) => {
+                let names = members.iter().map(|(name, _)| name.as_ref());
+                Box::new(in_map_order(names, map_keeps_order()).into_iter())
+            }
         }
     }
+}
+
+/// `names` in the order a `serde_json::Map` holding them lists them: as
+/// given where the map keeps the order of insertion, sorted where it is a
+/// `BTreeMap`.
+fn in_map_order<'a>(names: impl Iterator<Item = &'a str>, keeps_order: bool) -> Vec<&'a str> {
+    let mut names: Vec<&str> = names.collect();
+    if !keeps_order {
+        names.sort_unstable();
+    }
+    names
+}
+
+/// Whether `serde_json::Map` keeps the order of insertion: whether some
+/// crate of the application turned on `serde_json`'s `preserve_order`.
+fn map_keeps_order() -> bool {
+    static KEEPS: OnceLock<bool> = OnceLock::new();
+    *KEEPS.get_or_init(|| {
+        let mut map = Map::new();
+        map.insert("b".to_owned(), Value::Null);
+        map.insert("a".to_owned(), Value::Null);
+        map.keys().next().is_some_and(|first| first == "b")
+    })
 }
 
 /// The problems found in one set of arguments, in the order found.
@@ -388,11 +423,15 @@ impl FieldErrors {
         members: &Members<'_>,
         meta: &FieldMeta,
     ) -> Option<T> {
-        let object = match members {
-            Members::Parsed(object) => *object,
+        let value = match members {
+            Members::Parsed(object) => object.get(meta.name),
             Members::Raw(members) => return self.raw_field(members, meta),
+            Members::Values(members) => members
+                .iter()
+                .find(|(name, _)| name == meta.name)
+                .map(|(_, value)| value),
         };
-        let Some(value) = object.get(meta.name) else {
+        let Some(value) = value else {
             return match T::deserialize(&Value::Null) {
                 Ok(absent) => Some(absent),
                 Err(_) => {
@@ -401,18 +440,13 @@ impl FieldErrors {
                 }
             };
         };
-        let typed = match serde_path_to_error::deserialize::<_, T>(value) {
+        let typed = match read_value::<T>(value) {
             Ok(typed) => typed,
-            Err(error) => {
-                // Inside a nested value, say where: `items[0].sku: ...`.
-                let path = match error.path().iter().next() {
-                    None => String::new(),
-                    Some(_) => error.path().to_string(),
-                };
+            Err((path, error)) => {
                 // Written once into room for a usual message (serde's
                 // `to_string` grows its text from nothing, four times over).
                 let mut problem = String::with_capacity(96);
-                let _ = fmt::Write::write_fmt(&mut problem, format_args!("{}", error.into_inner()));
+                let _ = fmt::Write::write_fmt(&mut problem, format_args!("{error}"));
                 let problem = plain_type_error(problem);
                 self.push_at(meta, &path, problem);
                 return None;
@@ -524,6 +558,24 @@ impl FieldErrors {
             description: meta.description,
         });
     }
+}
+
+/// `value` read as a `T`, or where inside it the reading failed (`""` for
+/// the value itself, `items[0].sku` inside a nested one) and serde's error.
+/// Only an array or an object has an inside: a scalar is read straight,
+/// without the path-tracking deserializer, which costs more than the
+/// reading itself and would find an empty path.
+fn read_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, serde_json::Error)> {
+    if !(value.is_array() || value.is_object()) {
+        return T::deserialize(value).map_err(|error| (String::new(), error));
+    }
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|error| {
+        let path = match error.path().iter().next() {
+            None => String::new(),
+            Some(_) => error.path().to_string(),
+        };
+        (path, error.into_inner())
+    })
 }
 
 /// The most problems one answer lists; the rest are counted.
@@ -764,6 +816,110 @@ mod tests {
         sensitive: false,
         resource: None,
     };
+
+    /// The reading of a scalar without the path-tracking deserializer
+    /// must fail, and say so, exactly as with it: the model's text and the
+    /// audit's problems come from it.
+    fn same_reading_as_with_paths<T>(value: &Value) -> Result<(), String>
+    where
+        T: DeserializeOwned + PartialEq + fmt::Debug,
+    {
+        let tracked = serde_path_to_error::deserialize::<_, T>(value)
+            .map_err(|error| (error.path().to_string(), error.into_inner().to_string()));
+        let tracked =
+            tracked.map_err(|(path, text)| (if path == "." { String::new() } else { path }, text));
+        let read = read_value::<T>(value).map_err(|(path, error)| (path, error.to_string()));
+        if tracked == read {
+            Ok(())
+        } else {
+            Err(format!("{value}: {tracked:?} and {read:?}"))
+        }
+    }
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Currency {
+        Brl,
+        Usd,
+    }
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Line {
+        sku: String,
+        quantity: u32,
+    }
+
+    fn scalar() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-300i32..300).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("JSON has no NaN or infinity", |f| f.is_finite())
+                .prop_map(Value::from),
+            "(brl|usd|BRL|eur|x|ORD-[0-9]{4}|[a-z ]{0,6}|.{0,3})".prop_map(Value::from),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_scalar_is_read_as_the_path_tracking_reader_reads_it(value in scalar()) {
+            for outcome in [
+                same_reading_as_with_paths::<i64>(&value),
+                same_reading_as_with_paths::<u8>(&value),
+                same_reading_as_with_paths::<u32>(&value),
+                same_reading_as_with_paths::<f64>(&value),
+                same_reading_as_with_paths::<bool>(&value),
+                same_reading_as_with_paths::<String>(&value),
+                same_reading_as_with_paths::<char>(&value),
+                same_reading_as_with_paths::<Option<i64>>(&value),
+                same_reading_as_with_paths::<Option<String>>(&value),
+                same_reading_as_with_paths::<Currency>(&value),
+                same_reading_as_with_paths::<Vec<u32>>(&value),
+                same_reading_as_with_paths::<Line>(&value),
+            ] {
+                proptest::prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+            }
+        }
+    }
+
+    #[test]
+    fn inside_a_nested_value_the_problem_says_where() {
+        let lines = serde_json::json!([{"sku": "A", "quantity": 1}, {"sku": "B", "quantity": -2}]);
+        let (path, error) = read_value::<Vec<Line>>(&lines).unwrap_err();
+        assert_eq!(path, "[1].quantity");
+        assert!(
+            error.to_string().starts_with("invalid value: integer `-2`"),
+            "{error}"
+        );
+        let (path, _) = read_value::<Vec<Line>>(&Value::from(3)).unwrap_err();
+        assert_eq!(path, "");
+    }
+
+    #[test]
+    fn members_read_without_a_map_are_named_in_the_maps_order() {
+        let names = ["zeta", "Amount", "amount", "", "émile", "b"];
+        let kept = in_map_order(names.iter().copied(), true);
+        assert_eq!(kept, names);
+        let sorted: std::collections::BTreeMap<String, ()> =
+            names.iter().map(|n| (n.to_string(), ())).collect();
+        let sorted: Vec<&str> = sorted.keys().map(String::as_str).collect();
+        assert_eq!(in_map_order(names.iter().copied(), false), sorted);
+        // This build's map, whichever it is, agrees with the check.
+        let mut object = Map::new();
+        for name in names {
+            object.insert(name.to_owned(), Value::Null);
+        }
+        let listed: Vec<&str> = object.keys().map(String::as_str).collect();
+        assert_eq!(
+            in_map_order(names.iter().copied(), map_keeps_order()),
+            listed
+        );
+    }
 
     #[test]
     fn each_problem_keeps_its_path_problem_and_description() {

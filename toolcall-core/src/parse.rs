@@ -158,6 +158,31 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
     Some(members)
 }
 
+/// The members the fast path read, each value parsed as the full parse
+/// parses a member of the object (the same checks, the same depth): the
+/// object without the map, for reading arguments the fast path refused.
+/// `None` if a value would fail the full parse (a number out of range, a
+/// lone surrogate, which a raw value lets through): that parse then says
+/// what is wrong.
+pub(crate) fn member_values<'a>(
+    members: &[(Cow<'a, str>, &'a serde_json::value::RawValue)],
+    max_depth: usize,
+) -> Option<Vec<(Cow<'a, str>, Value)>> {
+    // The object is one level: its members are read one level down.
+    let depth_left = max_depth.checked_sub(1)?;
+    members
+        .iter()
+        .map(|(name, raw)| {
+            let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+            let value = StrictValue { depth_left }
+                .deserialize(&mut deserializer)
+                .ok()?;
+            deserializer.end().ok()?;
+            Some((name.clone(), value))
+        })
+        .collect()
+}
+
 /// Member names and raw values, in the order given.
 pub(crate) type RawMembers<'a> = Vec<(Cow<'a, str>, &'a serde_json::value::RawValue)>;
 

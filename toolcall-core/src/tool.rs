@@ -412,7 +412,7 @@ fn validate<T: Tool>(members: &Members<'_>) -> Result<Box<dyn Validated>, FieldE
         }
     }
     let args = T::Args::from_members(members, &mut errors);
-    if let Members::Parsed(_) = members {
+    if let Members::Parsed(_) | Members::Values(_) = members {
         errors.unknown_members(members, T::Args::fields());
     }
     match args {

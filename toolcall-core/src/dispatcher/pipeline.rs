@@ -24,7 +24,7 @@ use crate::args::{Constraint, FieldErrors, Members};
 use crate::audit::ArgumentProblem;
 use crate::canonical::idempotency_key;
 use crate::error::ToolError;
-use crate::parse::{Arguments, RawMembers, parse_object, raw_members};
+use crate::parse::{Arguments, RawMembers, member_values, parse_object, raw_members};
 use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
 use crate::store::{RecordedOutcome, Store};
@@ -101,6 +101,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 self.prepared(spec, members, validated, call.session, caller, step, None)?
             }
             None => {
+                // Refused by the fast path, but read by it: its members,
+                // parsed, say every problem without a second parse. (Read as
+                // valid that way, the call takes the full parse as before.)
+                let values = raw
+                    .as_deref()
+                    .and_then(|raw| member_values(raw, self.settings.max_depth));
+                if let Some(values) = values
+                    && let Err(errors) = spec.validate_members(&Members::Values(&values))
+                {
+                    let refused = self.refused(spec, &errors);
+                    noted.problems = ArgumentProblem::all_of(spec, errors);
+                    return Err(refused);
+                }
                 object = self.parse(call)?;
                 let validated = self.validate(spec, &object).map_err(|(refused, errors)| {
                     noted.problems = ArgumentProblem::all_of(spec, errors);
@@ -381,15 +394,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         spec: &'static ToolSpec,
         object: &Map<String, Value>,
     ) -> Result<Box<dyn Validated>, (ToolResult, FieldErrors)> {
-        spec.validate(object).map_err(|errors| {
-            let refused = self.fail_with(
-                Failure::InvalidArguments,
-                spec.name(),
-                &Details::detail(&errors.text()),
-                Map::new(),
-            );
-            (refused, errors)
-        })
+        spec.validate(object)
+            .map_err(|errors| (self.refused(spec, &errors), errors))
+    }
+
+    /// The answer to arguments with `errors`: every problem, as the model
+    /// reads them.
+    fn refused(&self, spec: &'static ToolSpec, errors: &FieldErrors) -> ToolResult {
+        self.fail_with(
+            Failure::InvalidArguments,
+            spec.name(),
+            &Details::detail(&errors.text()),
+            Map::new(),
+        )
     }
 
     /// The key and the rest, for arguments that passed validation; their
