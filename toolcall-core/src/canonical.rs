@@ -160,16 +160,25 @@ pub(crate) fn resource_digest(kind: &str, value: &Value) -> String {
     out.push(',');
     write_value(&mut out, value);
     out.push(']');
-    hex(&Sha256::digest(out.as_bytes()))
+    let digest = Sha256::digest(out.as_bytes());
+    // The text is hashed: its buffer, large enough, takes the hex.
+    out.clear();
+    push_hex(&mut out, &digest);
+    out
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut hex = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
-    }
+    push_hex(&mut hex, bytes);
     hex
+}
+
+/// Appends the lower-case hex of `bytes` to `out`.
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
+    for byte in bytes {
+        out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+    }
 }
 
 fn write_value(out: &mut String, value: &Value) {

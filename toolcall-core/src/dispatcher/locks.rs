@@ -134,6 +134,6 @@ fn holder_token() -> String {
     let mut token = String::with_capacity(nonce.len() + 17);
     token.push_str(nonce);
     token.push('-');
-    token.push_str(&crate::canonical::hex(&n.to_be_bytes()));
+    crate::canonical::push_hex(&mut token, &n.to_be_bytes());
     token
 }
