@@ -205,6 +205,47 @@ fn shout(
     Ok(text.to_uppercase())
 }
 
+macro_rules! echo_tools {
+    ($($name:ident),*) => {$(
+        /// Gives its text back.
+        #[tool]
+        fn $name(
+            /// The text.
+            text: String,
+        ) -> Result<String, Rejection> {
+            Ok(text)
+        }
+    )*};
+}
+
+echo_tools!(
+    echo_a, echo_b, echo_c, echo_d, echo_e, echo_f, echo_g, echo_h, echo_i, echo_j
+);
+
+#[test]
+fn a_registry_finds_each_tool_by_its_exact_name_and_no_other() {
+    // A few tools are looked up one after the other, many through a map:
+    // both ways find the same tools and refuse the same names.
+    let small = tools![echo_a, echo_b, shout].unwrap();
+    let large = tools![
+        echo_a, echo_b, echo_c, echo_d, echo_e, echo_f, echo_g, echo_h, echo_i, echo_j, shout
+    ]
+    .unwrap();
+    for registry in [&small, &large] {
+        let names: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
+        for name in &names {
+            assert_eq!(registry.get(name).map(|spec| spec.name()), Some(*name));
+        }
+        for unknown in [
+            "", "echo", "echo_", "echo_a ", " echo_a", "ECHO_A", "echo_aa", "echo_k", "shou",
+            "shout\0",
+        ] {
+            assert!(registry.get(unknown).is_none(), "{unknown:?} in {names:?}");
+        }
+    }
+    assert!(small.get("echo_c").is_none() && large.get("echo_c").is_some());
+}
+
 #[test]
 fn two_tools_with_one_name_are_refused() {
     let error = tools![shout, get_order, get_order].unwrap_err();

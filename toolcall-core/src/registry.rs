@@ -15,6 +15,10 @@ pub struct ToolEntry(pub fn() -> &'static ToolSpec);
 
 inventory::collect!(ToolEntry);
 
+/// Registries of at most this many tools are searched by name, one after
+/// the other; larger ones through their map.
+const SCANNED: usize = 8;
+
 /// The tools a dispatcher knows, by name.
 ///
 /// Build one by naming the tools with [`tools!`](crate::tools), or take every
@@ -110,6 +114,11 @@ impl Registry {
 
     /// The tool of this name.
     pub fn get(&self, name: &str) -> Option<&'static ToolSpec> {
+        // Among a few tools, comparing the names (their lengths first)
+        // costs less than hashing the one asked for.
+        if self.tools.len() <= SCANNED {
+            return self.tools.iter().copied().find(|spec| spec.name() == name);
+        }
         self.by_name.get(name).map(|&i| self.tools[i])
     }
 
