@@ -121,19 +121,52 @@ fn resource_keys(prepared: &Prepared<'_>) -> Vec<String> {
 }
 
 /// Who holds a call's resource locks: unique across the processes sharing a
-/// store (a random nonce drawn once per process) and across the calls of
-/// this one (a counter). Unlike a confirmation id it need not be secret, so
-/// it costs no system call per call.
+/// store and the threads of this one (a random nonce drawn once per thread)
+/// and across the calls of a thread (a counter). Unlike a confirmation id it
+/// need not be secret, so it costs no system call per call; and as nothing
+/// in it is shared between threads, two threads taking locks write no
+/// common memory.
 fn holder_token() -> String {
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NONCE: OnceLock<String> = OnceLock::new();
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nonce = NONCE.get_or_init(confirmation_id);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut token = String::with_capacity(nonce.len() + 17);
-    token.push_str(nonce);
-    token.push('-');
-    crate::canonical::push_hex(&mut token, &n.to_be_bytes());
-    token
+    use std::cell::{Cell, OnceCell};
+    thread_local! {
+        static NONCE: OnceCell<String> = const { OnceCell::new() };
+        static NEXT: Cell<u64> = const { Cell::new(0) };
+    }
+    let n = NEXT.with(|next| next.replace(next.get().wrapping_add(1)));
+    NONCE.with(|nonce| {
+        let nonce = nonce.get_or_init(confirmation_id);
+        let mut token = String::with_capacity(nonce.len() + 17);
+        token.push_str(nonce);
+        token.push('-');
+        crate::canonical::push_hex(&mut token, &n.to_be_bytes());
+        token
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::holder_token;
+
+    #[test]
+    fn holder_tokens_differ_across_calls_and_threads() {
+        let tokens: Vec<String> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| (0..500).map(|_| holder_token()).collect::<Vec<_>>()))
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|thread| thread.join().unwrap())
+                .collect()
+        });
+        let distinct: HashSet<&String> = tokens.iter().collect();
+        assert_eq!(distinct.len(), 2_000);
+        // Each thread's tokens share its nonce and count up after it.
+        let nonces: HashSet<&str> = tokens
+            .iter()
+            .map(|token| token.rsplit_once('-').unwrap().0)
+            .collect();
+        assert_eq!(nonces.len(), 4);
+    }
 }
