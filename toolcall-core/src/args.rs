@@ -12,6 +12,8 @@ use regex::Regex;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
 
+use crate::suggest::closest;
+
 /// One parameter of a tool, as the validator and the schema see it.
 #[derive(Debug)]
 pub struct FieldMeta {
@@ -629,93 +631,6 @@ fn rsplit_expected(message: &str) -> Option<(&str, &str)> {
     let last = bytes.len().checked_sub(NEEDLE.len())?;
     let at = (0..=last).rev().find(|&i| bytes[i..].starts_with(NEEDLE))?;
     Some((&message[..at], &message[at + NEEDLE.len()..]))
-}
-
-/// The candidate closest to `name`, if it is close enough to be a likely typo
-/// or a different spelling (`orderId` for `order_id`, `amount` for `amount_cents`).
-pub(crate) fn closest<'a>(
-    name: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
-    // One buffer for the name, one for each candidate in turn, one row of
-    // the distance table: an unknown member costs no allocation per field.
-    let wanted = Normalized::of(name);
-    let mut have = Normalized::default();
-    let mut row = Vec::new();
-    let mut best: Option<(usize, &str)> = None;
-    for candidate in candidates {
-        have.set(candidate);
-        let allowed = (wanted.bytes.max(have.bytes) / 3).max(1);
-        let distance = if have.chars == wanted.chars {
-            0
-        } else if wanted.bytes >= 3
-            && (have.chars.starts_with(&wanted.chars) || wanted.chars.starts_with(&have.chars))
-        {
-            1
-        } else if wanted.chars.len().abs_diff(have.chars.len()) > allowed {
-            // The distance is at least the difference in length.
-            continue;
-        } else {
-            edit_distance(&wanted.chars, &have.chars, &mut row)
-        };
-        if distance <= allowed && best.is_none_or(|(d, _)| distance < d) {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, candidate)| candidate)
-}
-
-/// A name's letters and digits in lower case, and their length in UTF-8.
-#[derive(Default)]
-struct Normalized {
-    chars: Vec<char>,
-    bytes: usize,
-}
-
-impl Normalized {
-    fn of(name: &str) -> Self {
-        let mut normalized = Normalized::default();
-        normalized.set(name);
-        normalized
-    }
-
-    fn set(&mut self, name: &str) {
-        self.chars.clear();
-        if name.is_ascii() {
-            // Field names almost always are: no Unicode tables needed.
-            self.chars.extend(
-                name.bytes()
-                    .filter(u8::is_ascii_alphanumeric)
-                    .map(|b| char::from(b.to_ascii_lowercase())),
-            );
-            self.bytes = self.chars.len();
-            return;
-        }
-        self.chars.extend(
-            name.chars()
-                .filter(|c| c.is_alphanumeric())
-                .flat_map(char::to_lowercase),
-        );
-        self.bytes = self.chars.iter().map(|c| c.len_utf8()).sum();
-    }
-}
-
-/// Levenshtein distance between `a` and `b`, in `row`'s memory.
-fn edit_distance(a: &[char], b: &[char], row: &mut Vec<usize>) -> usize {
-    row.clear();
-    row.extend(0..=b.len());
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != cb))
-                .min(row[j] + 1)
-                .min(above + 1);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// Adds the constraints of `fields` to the property schemas of `schema`,

@@ -23,6 +23,7 @@ mod registry;
 mod result;
 pub mod schema;
 pub mod store;
+mod suggest;
 mod taint;
 mod tool;
 

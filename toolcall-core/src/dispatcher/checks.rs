@@ -3,7 +3,7 @@
 //! the tools, so that a typo is an error at startup, not a refusal on every
 //! call.
 
-use crate::args::closest;
+use crate::suggest::closest;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -249,7 +249,7 @@ fn limits_of(spec: &'static crate::ToolSpec) -> impl Iterator<Item = (&'static s
 
 #[cfg(test)]
 mod tests {
-    use crate::args::closest;
+    use crate::suggest::closest;
 
     #[test]
     fn typos_find_the_real_name_and_strangers_find_none() {

@@ -1,0 +1,173 @@
+//! The closest name to one that is not known: the "did you mean" of an
+//! unknown member, tool or policy limit. Names are compared by their letters
+//! and digits in lower case (`orderId` is `order_id`), by prefix (`amount`
+//! for `amount_cents`), then by edit distance, and a name is suggested only
+//! when it is close enough to be a likely typo.
+
+/// The candidate closest to `name`, if it is close enough to be a likely typo
+/// or a different spelling (`orderId` for `order_id`, `amount` for `amount_cents`).
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    // One buffer for the name, one for each candidate in turn, one row of
+    // the distance table: an unknown member costs no allocation per field.
+    let wanted = Normalized::of(name);
+    let mut have = Normalized::default();
+    let mut row = Vec::new();
+    let mut best: Option<(usize, &str)> = None;
+    for candidate in candidates {
+        have.set(candidate);
+        let allowed = (wanted.bytes.max(have.bytes) / 3).max(1);
+        let distance = if have.chars == wanted.chars {
+            0
+        } else if wanted.bytes >= 3
+            && (have.chars.starts_with(&wanted.chars) || wanted.chars.starts_with(&have.chars))
+        {
+            1
+        } else if wanted.chars.len().abs_diff(have.chars.len()) > allowed {
+            // The distance is at least the difference in length.
+            continue;
+        } else {
+            edit_distance(&wanted.chars, &have.chars, &mut row)
+        };
+        if distance <= allowed && best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, candidate));
+        }
+    }
+    best.map(|(_, candidate)| candidate)
+}
+
+/// A name's letters and digits in lower case, and their length in UTF-8.
+#[derive(Default)]
+struct Normalized {
+    chars: Vec<char>,
+    bytes: usize,
+}
+
+impl Normalized {
+    fn of(name: &str) -> Self {
+        let mut normalized = Normalized::default();
+        normalized.set(name);
+        normalized
+    }
+
+    fn set(&mut self, name: &str) {
+        self.chars.clear();
+        if name.is_ascii() {
+            // Field names almost always are: no Unicode tables needed.
+            self.chars.extend(
+                name.bytes()
+                    .filter(u8::is_ascii_alphanumeric)
+                    .map(|b| char::from(b.to_ascii_lowercase())),
+            );
+            self.bytes = self.chars.len();
+            return;
+        }
+        self.chars.extend(
+            name.chars()
+                .filter(|c| c.is_alphanumeric())
+                .flat_map(char::to_lowercase),
+        );
+        self.bytes = self.chars.iter().map(|c| c.len_utf8()).sum();
+    }
+}
+
+/// Levenshtein distance between `a` and `b`, in `row`'s memory.
+fn edit_distance(a: &[char], b: &[char], row: &mut Vec<usize>) -> usize {
+    row.clear();
+    row.extend(0..=b.len());
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_near_misses_only() {
+        let fields = ["order_id", "amount_cents", "currency", "reason"];
+        let suggest = |name: &str| closest(name, fields.iter().copied());
+        assert_eq!(suggest("orderId"), Some("order_id"));
+        assert_eq!(suggest("amount"), Some("amount_cents"));
+        assert_eq!(suggest("currncy"), Some("currency"));
+        assert_eq!(suggest("Reason"), Some("reason"));
+        assert_eq!(suggest("force"), None);
+        assert_eq!(suggest("x"), None);
+    }
+
+    /// The suggestion as it was first written (a `String` per name and two
+    /// vectors per comparison): what the allocation-free one must agree with.
+    fn closest_as_written<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+        fn normalize(name: &str) -> String {
+            name.chars()
+                .filter(|c| c.is_alphanumeric())
+                .flat_map(char::to_lowercase)
+                .collect()
+        }
+        fn distance(a: &str, b: &str) -> usize {
+            let b: Vec<char> = b.chars().collect();
+            let mut row: Vec<usize> = (0..=b.len()).collect();
+            for (i, ca) in a.chars().enumerate() {
+                let mut diagonal = row[0];
+                row[0] = i + 1;
+                for (j, cb) in b.iter().enumerate() {
+                    let above = row[j + 1];
+                    row[j + 1] = (diagonal + usize::from(ca != *cb))
+                        .min(row[j] + 1)
+                        .min(above + 1);
+                    diagonal = above;
+                }
+            }
+            row[b.len()]
+        }
+        let wanted = normalize(name);
+        let mut best: Option<(usize, &str)> = None;
+        for &candidate in candidates {
+            let have = normalize(candidate);
+            let d = if have == wanted {
+                0
+            } else if wanted.len() >= 3 && (have.starts_with(&wanted) || wanted.starts_with(&have))
+            {
+                1
+            } else {
+                distance(&wanted, &have)
+            };
+            let allowed = (wanted.len().max(have.len()) / 3).max(1);
+            if d <= allowed && best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, candidate));
+            }
+        }
+        best.map(|(_, candidate)| candidate)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn suggestions_agree_with_the_first_version(
+            name in proptest::prop_oneof![
+                "[a-zA-Z_ÉéßİΣς0-9-]{0,14}",
+                // Near misses of the fields: cut, doubled, misspelt, recased.
+                "(ord|orde|orderid|order_i|oder_id|ORDER_ID|amount|amnt_cents|amountcent|cents|curr|curency|currencyy|Currency|reasn|reason_|rason|REASON)[a-z_]{0,2}",
+            ],
+            mut candidates in proptest::collection::vec("[a-zA-Z_ÉéßİΣς0-9]{0,14}", 0..6),
+        ) {
+            candidates.extend(["order_id", "amount_cents", "currency", "reason"].map(String::from));
+            let candidates: Vec<&str> = candidates.iter().map(String::as_str).collect();
+            proptest::prop_assert_eq!(
+                closest(&name, candidates.iter().copied()),
+                closest_as_written(&name, &candidates)
+            );
+        }
+    }
+}
