@@ -469,8 +469,9 @@ impl FieldErrors {
     /// The fast path's reading of one field from its raw text: the type
     /// straight from the text, the constraints on a parsed copy only when
     /// the field has any. A problem is recorded as an empty one, with no
-    /// message to format: the dispatcher then reads the arguments again as
-    /// a parsed object, whose reading says what is wrong.
+    /// message to format: the dispatcher then reads the arguments again,
+    /// their values parsed ([`Members::Values`]) or the whole object, and
+    /// that reading says what is wrong.
     fn raw_field<T: DeserializeOwned>(
         &mut self,
         members: &[(std::borrow::Cow<'_, str>, &serde_json::value::RawValue)],

@@ -345,7 +345,8 @@ impl ToolSpec {
     }
 
     /// Stage 3 over any [`Members`]. Over raw members the errors say less:
-    /// the dispatcher reads a failed call again as a parsed object.
+    /// the dispatcher reads a failed call again from its members' parsed
+    /// values, or as a parsed object, whose errors say all.
     pub(crate) fn validate_members(
         &self,
         members: &Members<'_>,
