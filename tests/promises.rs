@@ -602,6 +602,63 @@ async fn a_handler_that_outlives_its_lease_keeps_its_claim() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
+/// Withdraws slowly: far longer than the lease of its account's lock.
+#[tool(side_effect)]
+async fn slow_withdraw(
+    ctx: &Ctx<Bank>,
+    /// The account.
+    #[arg(resource)]
+    account: String,
+    /// Cents.
+    cents: i64,
+) -> Result<Value, Rejection> {
+    let _ = account;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    ctx.state.withdrawals.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({"withdrew": cents}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_outlives_its_lease_keeps_its_resource_locked() {
+    // The renewals start only once the handler did not finish at its first
+    // poll: they must still start, and keep the lock past its lease.
+    let bank = Arc::new(Bank::default());
+    let store = Arc::new(MemoryStore::default());
+    let replica = |wait| {
+        Arc::new(
+            Dispatcher::builder(tools![slow_withdraw].unwrap(), Arc::clone(&bank))
+                .store(Arc::clone(&store))
+                .claim_lease(Duration::from_millis(150))
+                .claim_wait(wait)
+                .build()
+                .unwrap(),
+        )
+    };
+    let (a, b) = (
+        replica(Duration::from_secs(5)),
+        replica(Duration::from_millis(50)),
+    );
+    let first = tokio::spawn(async move {
+        a.execute(Call::new(
+            "slow_withdraw",
+            r#"{"account": "a", "cents": 1}"#,
+        ))
+        .await
+    });
+    // Long past the 150 ms lease: without renewals the lock would be free.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let other = b
+        .execute(Call::new(
+            "slow_withdraw",
+            r#"{"account": "a", "cents": 2}"#,
+        ))
+        .await;
+    assert_eq!(other.code, Code::ResourceBusy, "{other:?}");
+    let first = first.await.unwrap();
+    assert!(first.ok, "{first:?}");
+    assert_eq!(bank.withdrawals.load(Ordering::SeqCst), 1);
+}
+
 // ------------------------------------------- one set of limits, bounded echo
 
 #[tokio::test]

@@ -246,6 +246,17 @@ pub trait ToolArgs: serde::Serialize + schemars::JsonSchema + Send + Sized + 'st
     fn from_object(object: &Map<String, Value>, errors: &mut FieldErrors) -> Option<Self> {
         Self::from_members(&Members::Parsed(object), errors)
     }
+
+    /// The field at `index` of [`fields`](ToolArgs::fields) as JSON, as it
+    /// serializes in the whole struct: what the policy limits and resource
+    /// locks read, without the struct's whole `Value`. `None` where the
+    /// type does not say (the dispatcher then reads the whole `Value`);
+    /// `#[tool]` says for every field.
+    #[doc(hidden)]
+    fn member(&self, index: usize) -> Option<Result<Value, serde_json::Error>> {
+        let _ = index;
+        None
+    }
 }
 
 /// The members of an arguments object, however they arrived: parsed into a

@@ -41,7 +41,7 @@ pub use parse::Arguments;
 pub use policy::{Caller, Policy, Taint};
 pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
-pub use result::{Code, ToolResult};
+pub use result::{Code, Data, ToolResult};
 pub use store::{MemoryStore, Store, StoreError, TaintHit};
 pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
 
@@ -53,6 +53,7 @@ pub mod __private {
         assert_arg, assert_list, assert_number, assert_string, insert_property, object_schema,
     };
     pub use crate::registry::ToolEntry;
+    pub use crate::result::Data;
     pub use crate::tool::{
         CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput,
         ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, SpecParts, StateType,

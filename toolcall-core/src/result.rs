@@ -6,7 +6,11 @@ use std::fmt;
 use serde::de::{self, Deserializer};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+mod data;
+
+pub use data::Data;
 
 /// The stable outcome code of a call.
 ///
@@ -171,9 +175,11 @@ pub struct ToolResult {
     /// What the model should know or do next.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
-    /// The tool's output, or the details of a rejection.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub data: Map<String, Value>,
+    /// The tool's output, or the details of a rejection: a JSON object, kept
+    /// as the text the tool's output was serialized to until it is read as a
+    /// map (see [`Data`]).
+    #[serde(default, skip_serializing_if = "Data::is_empty")]
+    pub data: Data,
     /// The stored result of an earlier identical call, not a new execution.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
@@ -199,14 +205,14 @@ fn is_ok_code(code: &Code) -> bool {
 }
 
 impl ToolResult {
-    /// A success carrying the tool's output.
-    pub fn success(tool: impl Into<String>, data: Map<String, Value>) -> Self {
+    /// A success carrying the tool's output (a [`Data`], or a map).
+    pub fn success(tool: impl Into<String>, data: impl Into<Data>) -> Self {
         ToolResult {
             ok: true,
             tool: bounded_name(tool.into()),
             code: Code::Ok,
             message: String::new(),
-            data,
+            data: data.into(),
             replayed: false,
             confirmation_id: None,
         }
@@ -221,7 +227,7 @@ impl ToolResult {
             tool: bounded_name(tool.into()),
             code,
             message: message.into(),
-            data: Map::new(),
+            data: Data::new(),
             replayed: false,
             confirmation_id: None,
         }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::args::{FieldErrors, FieldMeta, Members, ToolArgs};
 use crate::error::ToolError;
 use crate::policy::Caller;
+use crate::result::Data;
 
 mod hooks;
 
@@ -106,17 +107,17 @@ pub trait Tool: 'static {
     /// must have no side effects.
     fn check(args: &Self::Args, cx: &CallContext<'_>) -> Result<(), ToolError>;
 
-    /// Runs the tool.
+    /// Runs the tool: its output, serialized once.
     fn call<'a>(
         args: Self::Args,
         cx: &'a CallContext<'_>,
-    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+    ) -> BoxFuture<'a, Result<Data, ToolError>>;
 
     /// Asks the backend what became of a call whose outcome is unknown, by
     /// its idempotency key (`#[tool(reconcile = path)]`): `Some(output)` if
     /// it took effect, `None` if it did not. Tools that declare no
     /// `reconcile` answer `None` and are never asked.
-    fn reconcile<'a>(cx: &'a CallContext<'_>) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
+    fn reconcile<'a>(cx: &'a CallContext<'_>) -> BoxFuture<'a, Result<Option<Data>, ToolError>> {
         let _ = cx;
         Box::pin(async { Ok(None) })
     }
@@ -168,7 +169,7 @@ pub struct ToolSpec {
 }
 
 type ReconcileHandle =
-    for<'a, 'c> fn(&'a CallContext<'c>) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
+    for<'a, 'c> fn(&'a CallContext<'c>) -> BoxFuture<'a, Result<Option<Data>, ToolError>>;
 
 type ValidateFn = fn(&Members<'_>) -> Result<Box<dyn Validated>, FieldErrors>;
 
@@ -269,7 +270,7 @@ impl ToolSpec {
     pub(crate) fn reconcile<'a>(
         &self,
         cx: &'a CallContext<'_>,
-    ) -> Option<BoxFuture<'a, Result<Option<Value>, ToolError>>> {
+    ) -> Option<BoxFuture<'a, Result<Option<Data>, ToolError>>> {
         self.reconcile.map(|reconcile| reconcile(cx))
     }
 
@@ -364,12 +365,13 @@ pub(crate) trait Validated: Send {
     /// [`idempotency_key`](crate::canonical::idempotency_key) of
     /// [`to_value`](Self::to_value), written without the `Value`.
     fn key(&self, session: &str, tool: &str) -> Result<std::sync::Arc<str>, serde_json::Error>;
+    /// The field at `index` of the tool's fields (named `name`) as JSON,
+    /// as it is in [`to_value`](Self::to_value).
+    fn member(&self, index: usize, name: &str) -> Result<Value, serde_json::Error>;
     fn check(&self, cx: &CallContext<'_>) -> Result<(), ToolError>;
     fn preview(&self, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>>;
-    fn call<'a>(
-        self: Box<Self>,
-        cx: &'a CallContext<'_>,
-    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+    fn call<'a>(self: Box<Self>, cx: &'a CallContext<'_>)
+    -> BoxFuture<'a, Result<Data, ToolError>>;
 }
 
 struct Typed<T: Tool>(T::Args);
@@ -383,6 +385,13 @@ impl<T: Tool> Validated for Typed<T> {
         crate::canonical::idempotency_key_of(session, tool, &self.0)
     }
 
+    fn member(&self, index: usize, name: &str) -> Result<Value, serde_json::Error> {
+        match self.0.member(index) {
+            Some(value) => value,
+            None => Ok(self.to_value()?.get(name).cloned().unwrap_or(Value::Null)),
+        }
+    }
+
     fn check(&self, cx: &CallContext<'_>) -> Result<(), ToolError> {
         T::check(&self.0, cx)
     }
@@ -394,7 +403,7 @@ impl<T: Tool> Validated for Typed<T> {
     fn call<'a>(
         self: Box<Self>,
         cx: &'a CallContext<'_>,
-    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+    ) -> BoxFuture<'a, Result<Data, ToolError>> {
         T::call(self.0, cx)
     }
 }
@@ -440,8 +449,8 @@ fn schema_of<T: Tool>() -> Value {
     note = "for example `-> Result<Refund, Rejection>`: the `Ok` value is the data the model gets"
 )]
 pub trait ToolOutput {
-    /// The output as the dispatcher's data.
-    fn into_output(self) -> Result<Value, ToolError>;
+    /// The output as the dispatcher's data, serialized once.
+    fn into_output(self) -> Result<Data, ToolError>;
 }
 
 impl<T, E> ToolOutput for Result<T, E>
@@ -449,26 +458,17 @@ where
     T: serde::Serialize,
     E: Into<ToolError>,
 {
-    fn into_output(self) -> Result<Value, ToolError> {
+    fn into_output(self) -> Result<Data, ToolError> {
         let output = self.map_err(Into::into)?;
-        match serde_json::to_value(output) {
-            Ok(Value::Object(map)) => Ok(Value::Object(map)),
-            Ok(Value::Null) => Ok(Value::Object(Map::new())),
-            Ok(other) => {
-                let mut map = Map::new();
-                map.insert("result".into(), other);
-                Ok(Value::Object(map))
-            }
-            Err(error) => Err(ToolError::internal(format!(
-                "the tool's output does not serialize: {error}"
-            ))),
-        }
+        Data::from_serialize(&output).map_err(|error| {
+            ToolError::internal(format!("the tool's output does not serialize: {error}"))
+        })
     }
 }
 
 /// Turns what a tool function returned into the dispatcher's terms.
 #[doc(hidden)]
-pub fn into_output<R: ToolOutput>(returned: R) -> Result<Value, ToolError> {
+pub fn into_output<R: ToolOutput>(returned: R) -> Result<Data, ToolError> {
     returned.into_output()
 }
 

@@ -83,5 +83,6 @@ impl Called<'_> {
 
 /// Whether a result says its call's outcome is unknown.
 fn is_in_doubt(result: &ToolResult) -> bool {
-    result.data.get("in_doubt") == Some(&serde_json::Value::Bool(true)) && !result.ok
+    // A success's data is the tool's output, kept as text: not read.
+    !result.ok && result.data.get("in_doubt") == Some(&serde_json::Value::Bool(true))
 }

@@ -58,7 +58,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             ok: true,
             code: Code::DryRun,
             message: format!("Dry run: {name} would run with these arguments; nothing was done."),
-            data,
+            data: data.into(),
             ..ToolResult::success(name, Map::new())
         })
     }

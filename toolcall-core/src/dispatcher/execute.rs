@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use super::prepared::{Prepared, Stage};
 use super::retry::{Retry, Waiting};
 use crate::args::Members;
 use crate::error::ToolError;
-use crate::result::{Code, ToolResult};
+use crate::result::{Code, Data, ToolResult};
 use crate::store::{Claim, RecordedOutcome, Store, StoreError, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
@@ -51,6 +51,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         cx: &CallContext<'_>,
         in_doubt: bool,
     ) -> Stage<ToolResult> {
+        if spec_redacts(prepared.spec) {
+            // What the stored result must not repeat: read from the arguments.
+            self.with_arguments(prepared)?;
+        }
         let validated = prepared.validated.take();
         let Prepared {
             spec,
@@ -67,7 +71,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
             };
         }
-        debug_assert!(arguments.is_some(), "a side effect's arguments are built");
         static NONE: Value = Value::Null;
         let arguments = arguments.as_ref().unwrap_or(&NONE);
         if in_doubt {
@@ -84,7 +87,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Ok(stored);
         }
         let lease = self.lease(spec);
-        let running = self.run_attempts(spec, validated, members, cx);
+        let running = pin!(self.run_attempts(spec, validated, members, cx));
         let outcome = while_renewing(running, lease, |now, lease_ms| {
             self.store.renew(key, now, lease_ms)
         })
@@ -126,7 +129,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         spec: &ToolSpec,
         key: &str,
         arguments: &Value,
-        data: Map<String, Value>,
+        data: Data,
     ) -> Stage<ToolResult> {
         let name = spec.name();
         let result = ToolResult::success(name, data);
@@ -135,7 +138,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             None
         } else {
             let secrets = redaction.secrets(arguments);
-            let mut copy = Value::Object(result.data.clone());
+            let mut copy = Value::Object(Map::clone(&result.data));
             crate::redact::scrub(&mut copy, &secrets);
             match copy {
                 Value::Object(data) => Some(ToolResult::success(name, data)),
@@ -171,8 +174,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             None => CatchUnwind(asking).await,
         };
         match answer {
-            Ok(Ok(Some(Value::Object(data)))) => Reconciled::Done(data),
-            Ok(Ok(Some(other))) => Reconciled::Done(wrap(other)),
+            Ok(Ok(Some(data))) => Reconciled::Done(data),
             Ok(Ok(None)) => Reconciled::NotDone,
             Ok(Err(error)) => {
                 tracing::warn!(tool = name, %error, "reconcile failed; the call stays in doubt");
@@ -249,7 +251,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         validated: Option<Box<dyn Validated>>,
         members: &Members<'_>,
         cx: &CallContext<'_>,
-    ) -> Result<Map<String, Value>, Unfinished> {
+    ) -> Result<Data, Unfinished> {
         let name = spec.name();
         let timeout = self.timeout_of(spec);
         let retry = Retry::of(&self.settings);
@@ -275,8 +277,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 None => running.await,
             };
             match outcome {
-                Ok(Ok(Value::Object(data))) => return Ok(data),
-                Ok(Ok(other)) => return Ok(wrap(other)),
+                Ok(Ok(data)) => return Ok(data),
                 Ok(Err(ToolError::Transient(error))) => {
                     tracing::warn!(tool = name, retries, %error, "transient failure");
                     let Some(wait) = retry.next(retries) else {
@@ -302,20 +303,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 /// What a tool's `reconcile` found.
 enum Reconciled {
     /// The call took effect; this is its output.
-    Done(Map<String, Value>),
+    Done(Data),
     /// The call did not take effect.
     NotDone,
     /// The tool declares no `reconcile`.
     NotAsked,
     /// It could not tell (it failed, timed out or panicked).
     Unknown,
-}
-
-/// A non-object output, as the data of a result.
-fn wrap(value: Value) -> Map<String, Value> {
-    let mut data = Map::new();
-    data.insert("result".into(), value);
-    data
 }
 
 pub(super) fn millis(duration: Duration) -> u64 {
@@ -326,40 +320,57 @@ pub(super) fn millis(duration: Duration) -> u64 {
 /// until it ends, so that what it holds in the store is not taken over
 /// while it is alive. A renewal that fails or finds nothing to renew stops
 /// the renewals (the lease then runs out as it would have without them).
+///
+/// Most work ends at its first poll: the renewals (a timer, the store's
+/// future) are made, boxed, only when it does not, so that the common
+/// call's future carries nothing for them and no timer is set.
+///
+/// `work` comes pinned where it lives: moved into this future, it would take
+/// its room twice (the argument, then the pinned copy).
 pub(super) async fn while_renewing<T, R>(
-    work: impl Future<Output = T>,
+    mut work: Pin<&mut impl Future<Output = T>>,
     lease: Duration,
-    mut renew: impl FnMut(u64, u64) -> R,
+    renew: impl FnMut(u64, u64) -> R,
 ) -> T
 where
     R: Future<Output = Result<bool, StoreError>>,
 {
     let lease_ms = millis(lease);
-    let every = lease / 3;
-    let renewing = async {
-        loop {
-            tokio::time::sleep(every).await;
-            match renew(now_ms(), lease_ms).await {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(error) => {
-                    tracing::warn!(%error, "a lease could not be renewed");
-                    break;
-                }
-            }
-        }
-        std::future::pending::<()>().await;
-    };
-    let mut work = pin!(work);
-    let mut renewing = pin!(renewing);
+    let mut renew = Some(renew);
+    let mut renewing = None;
     poll_fn(|cx| {
         if let Poll::Ready(output) = work.as_mut().poll(cx) {
             return Poll::Ready(output);
         }
-        let _ = renewing.as_mut().poll(cx);
+        if let Some(renew) = renew.take() {
+            renewing = Some(Box::pin(renewals(renew, lease / 3, lease_ms)));
+        }
+        if let Some(renewing) = renewing.as_mut() {
+            let _ = renewing.as_mut().poll(cx);
+        }
         Poll::Pending
     })
     .await
+}
+
+/// [`while_renewing`]'s renewals, every `every`, until one fails or finds
+/// nothing to renew; then it waits for ever (the work ends it).
+async fn renewals<R>(mut renew: impl FnMut(u64, u64) -> R, every: Duration, lease_ms: u64)
+where
+    R: Future<Output = Result<bool, StoreError>>,
+{
+    loop {
+        tokio::time::sleep(every).await;
+        match renew(now_ms(), lease_ms).await {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(error) => {
+                tracing::warn!(%error, "a lease could not be renewed");
+                break;
+            }
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 impl<S, St> Dispatcher<S, St> {
@@ -400,6 +411,12 @@ impl<S, St> Dispatcher<S, St> {
             }
         }
     }
+}
+
+/// Whether a side effect's stored result has values of its arguments
+/// scrubbed from it (see [`Dispatcher::complete`]).
+fn spec_redacts(spec: &ToolSpec) -> bool {
+    spec.side_effect() && !spec.redaction().is_empty()
 }
 
 /// A stored result, answered again.

@@ -3,6 +3,7 @@
 //! same resource never run stages 5 to 8 at once.
 
 use std::any::Any;
+use std::pin::pin;
 use std::time::Duration;
 
 use super::Dispatcher;
@@ -23,7 +24,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
-        let resources = resource_keys(prepared);
+        let Some(resources) = resource_keys(prepared) else {
+            return Err(self.fail(Failure::InternalError, name));
+        };
         if resources.is_empty() {
             return self.decide_and_run_locked(prepared, approval).await;
         }
@@ -31,11 +34,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let lease = self.lease(prepared.spec);
         self.lock_resources(name, &resources, &holder, lease)
             .await?;
-        // Boxed: the renewing future is the largest of the pipeline's, and
-        // only calls with resources need it; inline, every call's future
-        // would carry (and move) its size.
-        let answer = Box::pin(while_renewing(
-            self.decide_and_run_locked(prepared, approval),
+        let answer = while_renewing(
+            pin!(self.decide_and_run_locked(prepared, approval)),
             lease,
             |now, lease_ms| {
                 let (resources, holder) = (&resources, &holder);
@@ -52,7 +52,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     Ok(true)
                 }
             },
-        ))
+        )
         .await;
         for resource in &resources {
             if let Err(error) = self.store.unlock_resource(resource, &holder).await {
@@ -100,24 +100,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
 /// The lock keys of a call's resources (`#[arg(resource)]`), sorted: hex
 /// SHA-256 of the resource's kind and the canonical value, so that every
-/// tool naming the same kind of resource shares the lock.
-fn resource_keys(prepared: &Prepared<'_>) -> Vec<String> {
-    let mut keys: Vec<String> = prepared
-        .spec
-        .fields()
-        .iter()
-        .filter_map(|field| {
-            let kind = field.resource?;
-            let value = prepared
-                .arguments()
-                .get(field.name)
-                .filter(|v| !v.is_null())?;
-            Some(crate::canonical::resource_digest(kind, value))
-        })
-        .collect();
+/// tool naming the same kind of resource shares the lock. `None` for
+/// arguments that cannot be read, which the call fails closed.
+fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Vec<String>> {
+    let mut keys = Vec::new();
+    for (index, field) in prepared.spec.fields().iter().enumerate() {
+        let Some(kind) = field.resource else {
+            continue;
+        };
+        let value = prepared.member(index).ok()?;
+        if !value.is_null() {
+            keys.push(crate::canonical::resource_digest(kind, &value));
+        }
+    }
     keys.sort_unstable();
     keys.dedup();
-    keys
+    Some(keys)
 }
 
 /// Who holds a call's resource locks: unique across the processes sharing a

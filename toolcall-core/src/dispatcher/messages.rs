@@ -320,7 +320,7 @@ impl Messages {
         data: Map<String, Value>,
     ) -> ToolResult {
         let mut result = ToolResult::failure(tool, failure.code(), String::new());
-        result.data = data;
+        result.data = data.into();
         let cx = MessageContext {
             failure,
             tool: &result.tool,

@@ -704,12 +704,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return;
         }
         let shell = ToolResult {
-            data: serde_json::Map::new(),
+            data: crate::Data::new(),
             ..result.clone()
         };
         let fitted = crate::budget::fit(&mut result.data, budget.saturating_sub(NOTE), |data| {
             let mut probe = shell.clone();
-            probe.data = data.clone();
+            probe.data = data.clone().into();
             probe.to_model_text().len()
         });
         if fitted.is_none() {

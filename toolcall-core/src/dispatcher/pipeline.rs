@@ -16,7 +16,7 @@ use super::catch::panic_text;
 use super::confirm::Asking;
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
-use super::prepared::{Approval, Noted, Prepared, Stage, needs_arguments};
+use super::prepared::{Approval, Noted, Prepared, Stage};
 use super::retry::{Retry, Waiting};
 use super::twins::Active;
 use super::{Approvals, Call, Dispatcher};
@@ -134,23 +134,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let in_doubt = self
             .idempotency(call, prepared.spec, &prepared.key, &mut active)
             .await?;
-        // Built only now: a replay or a loop answers without them.
-        if needs_arguments(prepared.spec) {
-            self.with_arguments(&mut prepared)?;
-        }
+        // The arguments' JSON is built from here on only by the stages that
+        // read it whole (`with_arguments`): a replay or a loop, answered
+        // above, never builds it, nor does a confirmed call in a session
+        // that read no untrusted output.
 
         // Taint: a side effect in a session that saw untrusted output, as
         // the caller's level judges it, needs a person's approval at stage 7.
-        // (Only side effects are: a read-only call has no JSON arguments.)
         if prepared.spec.side_effect() {
-            *tainted = self
-                .taint_of(
-                    prepared.spec,
-                    prepared.arguments(),
-                    prepared.session,
-                    prepared.caller,
-                )
-                .await?;
+            *tainted = self.taint_of(&mut prepared).await?;
         }
         prepared.tainted.clone_from(tainted);
         let approval = self.approval_of(call, in_doubt);
@@ -165,16 +157,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let prepared_spec = prepared.spec;
         // An untrusted tool's own arguments came from the caller, not from
         // the strangers who wrote its output.
-        let given = prepared
-            .spec
-            .untrusted_output()
-            .then(|| prepared.arguments().clone());
+        let given = if prepared.spec.untrusted_output() {
+            self.with_arguments(&mut prepared)?;
+            Some(prepared.arguments().clone())
+        } else {
+            None
+        };
         let answer = match approval {
             // An approval id: a person's decision in the store is carried
             // out as it is, before the check, because their edits replace
             // the call; nobody's yet, stage 7 takes it (Host) or asks again
             // under the same id (Inbox).
             Approval::Id(id) if prepared.spec.high_risk() || tainted.is_some() => {
+                self.with_arguments(&mut prepared)?;
                 // The inbox's paths are boxed: rare, and far larger than
                 // the common path's future, which would otherwise carry them.
                 let found = Box::pin(self.find_decision(
@@ -381,9 +376,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let members = Members::Parsed(object);
         let mut prepared =
             self.prepared(spec, members, validated, session, caller, step, key_from)?;
-        if needs_arguments(spec) {
-            self.with_arguments(&mut prepared)?;
-        }
+        // The approvals' paths, which read them whole.
+        self.with_arguments(&mut prepared)?;
         Ok(prepared)
     }
 
@@ -448,8 +442,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         })
     }
 
-    /// Builds the JSON arguments of a call, for the stages that read them
-    /// (see [`needs_arguments`]; a dry run answers with them), once.
+    /// Builds the JSON arguments of a call, once, for the stages that read
+    /// them whole: the taint of a session that read untrusted output, a
+    /// question to a person, an approval's binding, an untrusted tool's own
+    /// arguments, the redaction of a stored result, a dry run's answer. (The
+    /// limits and the resource locks read single fields: [`Prepared::member`].)
     pub(super) fn with_arguments(&self, prepared: &mut Prepared<'_>) -> Stage<()> {
         if prepared.arguments.is_none() {
             let name = prepared.spec.name();
@@ -481,8 +478,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         self.check_and_limits(prepared, &cx).await?;
 
         // 7. Confirmation, from the host only: of a high-risk call, and of
-        // a side effect tainted by untrusted output.
-        if prepared.spec.high_risk() || prepared.tainted.is_some() {
+        // a side effect tainted by untrusted output. One the host confirmed
+        // needs nothing more.
+        if (prepared.spec.high_risk() || prepared.tainted.is_some())
+            && !matches!(approval, Approval::Given)
+        {
+            self.with_arguments(prepared)?;
             let asking = Asking::of(prepared, prepared.tainted.as_deref(), false);
             self.confirm(asking, approval).await?;
         }
@@ -557,8 +558,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 tokio::time::sleep(wait).await;
             }
         }
-        check_limits(prepared)
-            .map_err(|over| self.fail_with(over.failure, name, &over.details(), Map::new()))?;
+        check_limits(prepared).map_err(|over| match over {
+            Some(over) => self.fail_with(over.failure, name, &over.details(), Map::new()),
+            None => self.fail(Failure::InternalError, name),
+        })?;
         Ok(())
     }
 }
@@ -590,63 +593,61 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 }
 
 /// Why stage 6 refused a call.
-struct OverLimit<'a> {
+struct OverLimit {
     failure: Failure,
     field: &'static str,
     limit: &'static str,
     limit_value: Option<i64>,
-    value: &'a Value,
+    value: Value,
 }
 
-impl OverLimit<'_> {
+impl OverLimit {
     fn details(&self) -> Details<'_> {
         Details {
             field: Some(self.field),
             limit: Some(self.limit),
             limit_value: self.limit_value,
-            value: Some(self.value),
+            value: Some(&self.value),
             ..Details::default()
         }
     }
 }
 
 /// Stage 6: every argument declared with `#[arg(limit = "...")]` within the
-/// caller's limit of that name. A limit the policy does not set fails closed.
-fn check_limits<'a>(prepared: &'a Prepared<'_>) -> Result<(), OverLimit<'a>> {
+/// caller's limit of that name. A limit the policy does not set fails
+/// closed, and so do arguments that cannot be read (`Err(None)`).
+fn check_limits(prepared: &mut Prepared<'_>) -> Result<(), Option<OverLimit>> {
     let (spec, caller) = (prepared.spec, prepared.caller);
-    for field in spec.fields() {
+    for (index, field) in spec.fields().iter().enumerate() {
         for constraint in field.constraints {
             let Constraint::Limit(limit_name) = constraint else {
                 continue;
             };
-            let Some(value) = prepared
-                .arguments()
-                .get(field.name)
-                .filter(|v| !v.is_null())
-            else {
+            let value = prepared.member(index).map_err(|()| None)?;
+            if value.is_null() {
                 continue;
-            };
+            }
             let Some(limit) = caller.policy().limit_of(limit_name) else {
-                return Err(OverLimit {
+                return Err(Some(OverLimit {
                     failure: Failure::LimitNotSet,
                     field: field.name,
                     limit: limit_name,
                     limit_value: None,
                     value,
-                });
+                }));
             };
             let over = match value.as_i64() {
                 Some(n) => n > limit,
                 None => value.as_f64().is_none_or(|x| x > limit as f64),
             };
             if over {
-                return Err(OverLimit {
+                return Err(Some(OverLimit {
                     failure: Failure::OverLimit,
                     field: field.name,
                     limit: limit_name,
                     limit_value: Some(limit),
                     value,
-                });
+                }));
             }
         }
     }

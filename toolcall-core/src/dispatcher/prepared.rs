@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::inbox::Carried;
-use crate::args::{Constraint, Members};
+use crate::args::Members;
 use crate::audit::ArgumentProblem;
 use crate::policy::Caller;
 use crate::result::ToolResult;
@@ -51,8 +51,8 @@ pub(super) struct Prepared<'a> {
     pub validated: Option<Box<dyn Validated>>,
     /// Where the arguments came from, for a retry's fresh copy.
     pub members: Members<'a>,
-    /// The validated arguments as JSON, for the stages that read them (see
-    /// [`needs_arguments`]); `None` for a call none of them reads.
+    /// The validated arguments as JSON, for the stages that read them whole
+    /// (see `Dispatcher::with_arguments`); `None` until one of them does.
     pub arguments: Option<Value>,
     /// Whether untrusted output taints the call (see `taint_of`), as the
     /// pipeline found before stage 5; `None` for a call a person's
@@ -65,16 +65,31 @@ pub(super) struct Prepared<'a> {
 }
 
 impl Prepared<'_> {
-    /// The validated arguments as JSON. Only the stages [`needs_arguments`]
-    /// names read them; a call of a tool none of them concerns has none.
+    /// The validated arguments as JSON, once `Dispatcher::with_arguments`
+    /// built them.
     pub fn arguments(&self) -> &Value {
         debug_assert!(
             self.arguments.is_some(),
-            "{} reads its arguments as JSON, but needs_arguments says it does not",
+            "{} reads its arguments as JSON before they were built",
             self.spec.name()
         );
         static NONE: Value = Value::Null;
         self.arguments.as_ref().unwrap_or(&NONE)
+    }
+
+    /// The field at `index` of the tool's fields as JSON: read from the
+    /// arguments' JSON if it was built, else from the typed arguments
+    /// alone (the limits and the resource locks need no more). `Err` only
+    /// for arguments that do not serialize, which the caller fails closed.
+    pub fn member(&mut self, index: usize) -> Result<Value, ()> {
+        let name = self.spec.fields().get(index).map_or("", |field| field.name);
+        if let Some(arguments) = &self.arguments {
+            return Ok(arguments.get(name).cloned().unwrap_or(Value::Null));
+        }
+        let typed = self.typed().ok_or(())?;
+        typed.member(index, name).map_err(|error| {
+            tracing::error!(tool = self.spec.name(), %error, "validated arguments do not serialize");
+        })
     }
 
     /// The typed arguments. Execution takes them (the handler consumes
@@ -87,25 +102,4 @@ impl Prepared<'_> {
         }
         self.validated.as_deref()
     }
-}
-
-/// Whether a call of `spec` has stages that read its validated arguments
-/// as JSON: the policy limits and resource locks of its fields, and every
-/// stage of side effects, high-risk and untrusted-output tools (taint,
-/// approval, redaction of the stored result). A dry run reads them too
-/// (`Dispatcher::with_arguments`). They are built after stage 4, so that
-/// a replay or a loop, answered there, never builds them. A plain read-only
-/// tool needs only its typed arguments and the key, which is written
-/// straight from them.
-pub(super) fn needs_arguments(spec: &ToolSpec) -> bool {
-    spec.side_effect()
-        || spec.high_risk()
-        || spec.untrusted_output()
-        || spec.fields().iter().any(|field| {
-            field.resource.is_some()
-                || field
-                    .constraints
-                    .iter()
-                    .any(|c| matches!(c, Constraint::Limit(_)))
-        })
 }

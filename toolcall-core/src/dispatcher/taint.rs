@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::Dispatcher;
-use super::prepared::Stage;
+use super::prepared::{Prepared, Stage};
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
@@ -19,13 +19,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// judges it: `Some` with the arguments that carry a value read in the
     /// session's untrusted output (`Values`), or empty (`Session`: the
     /// session read some). Only side effects are ever tainted.
-    pub(super) async fn taint_of(
-        &self,
-        spec: &'static ToolSpec,
-        arguments: &Value,
-        session: &str,
-        caller: &Caller,
-    ) -> Stage<Option<Vec<String>>> {
+    ///
+    /// The call's arguments are built as JSON only in a session that read
+    /// untrusted output.
+    pub(super) async fn taint_of(&self, prepared: &mut Prepared<'_>) -> Stage<Option<Vec<String>>> {
+        let (spec, session, caller) = (prepared.spec, prepared.session, prepared.caller);
         if !spec.side_effect() {
             return Ok(None);
         }
@@ -52,7 +50,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 if !hit.any {
                     return Ok(None);
                 }
-                let found = taint::of_arguments(arguments);
+                self.with_arguments(prepared)?;
+                let found = taint::of_arguments(prepared.arguments());
                 if found.is_empty() {
                     return Ok(None);
                 }
@@ -102,7 +101,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Taint::Session => Vec::new(),
             _ => {
                 let mut prints = BTreeSet::new();
-                taint::of_output(&Value::Object(result.data.clone()), &mut prints);
+                taint::of_output(
+                    &Value::Object(serde_json::Map::clone(&result.data)),
+                    &mut prints,
+                );
                 for (_, own) in given.map(taint::of_arguments).unwrap_or_default() {
                     prints.retain(|print| !own.contains(print));
                 }

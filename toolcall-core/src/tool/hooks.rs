@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{BoxFuture, CallContext, Ctx, StateType, ToolOutput};
 use crate::error::ToolError;
+use crate::result::Data;
 
 /// What a `preview` function may return: a text (`String`, `&str`), a
 /// JSON [`Value`], or a `Result` of one with an error that is
@@ -67,7 +68,7 @@ pub trait ReconcileOutput: Future<Output = Self::Returned> + Send {
     /// What the future resolves to.
     type Returned;
     /// Turns the resolved value into the dispatcher's terms.
-    fn into_reconciled(returned: Self::Returned) -> Result<Option<Value>, ToolError>;
+    fn into_reconciled(returned: Self::Returned) -> Result<Option<Data>, ToolError>;
 }
 
 #[diagnostic::do_not_recommend]
@@ -79,7 +80,7 @@ where
 {
     type Returned = Result<Option<T>, E>;
 
-    fn into_reconciled(returned: Self::Returned) -> Result<Option<Value>, ToolError> {
+    fn into_reconciled(returned: Self::Returned) -> Result<Option<Data>, ToolError> {
         match returned.map_err(Into::into)? {
             Some(output) => Ok::<T, ToolError>(output).into_output().map(Some),
             None => Ok(None),
@@ -89,7 +90,7 @@ where
 
 /// Awaits a `reconcile` function's answer in the dispatcher's terms.
 #[doc(hidden)]
-pub async fn reconciled<F: ReconcileOutput>(future: F) -> Result<Option<Value>, ToolError> {
+pub async fn reconciled<F: ReconcileOutput>(future: F) -> Result<Option<Data>, ToolError> {
     F::into_reconciled(future.await)
 }
 
@@ -277,7 +278,7 @@ where
 }
 
 type ReconcileRun<'a, F, S> =
-    fn(&F, &'a Ctx<S>, &'a str) -> BoxFuture<'a, Result<Option<Value>, ToolError>>;
+    fn(&F, &'a Ctx<S>, &'a str) -> BoxFuture<'a, Result<Option<Data>, ToolError>>;
 
 /// A `reconcile` function whose shape was checked; see [`CheckSig`].
 #[doc(hidden)]
@@ -292,7 +293,7 @@ impl<'a, F, S> ReconcileSig<'a, F, S> {
         f: &F,
         ctx: &'a Ctx<S>,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
+    ) -> BoxFuture<'a, Result<Option<Data>, ToolError>> {
         (self.run)(f, ctx, key)
     }
 }
@@ -313,7 +314,7 @@ fn run_reconcile<'a, S, F, P1, P2>(
     f: &F,
     ctx: &'a Ctx<S>,
     key: &'a str,
-) -> BoxFuture<'a, Result<Option<Value>, ToolError>>
+) -> BoxFuture<'a, Result<Option<Data>, ToolError>>
 where
     F: ReconcileFn<P1, P2>,
     (P1, P2): ReconcileParams<'a, S>,

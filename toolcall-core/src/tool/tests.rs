@@ -67,8 +67,11 @@ impl Tool for Cancel {
         check.run(&check_cancel, args, &ctx)
     }
 
-    fn call<'a>(_: NoArgs, _: &'a CallContext<'_>) -> BoxFuture<'a, Result<Value, ToolError>> {
-        Box::pin(async { Ok(Value::Null) })
+    fn call<'a>(
+        _: NoArgs,
+        _: &'a CallContext<'_>,
+    ) -> BoxFuture<'a, Result<crate::Data, ToolError>> {
+        Box::pin(async { Ok(crate::Data::new()) })
     }
 }
 

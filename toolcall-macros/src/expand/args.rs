@@ -127,6 +127,14 @@ impl Expander<'_> {
                 }
             });
         let idents = self.param_idents();
+        let members = self.tool.params.iter().enumerate().map(|(i, p)| {
+            let (ident, ty) = (&p.ident, &p.ty);
+            quote! {
+                #i => ::core::option::Option::Some(#private::serde_json::to_value(
+                    (&#private::Probe::<#ty>::new()).ser(&self.#ident),
+                )),
+            }
+        });
         quote! {
             #[automatically_derived]
             impl #private::ToolArgs for #args_ident {
@@ -141,6 +149,17 @@ impl Expander<'_> {
                     #probes
                     #(#reads)*
                     ::core::option::Option::Some(#args_ident { #(#idents: #locals?),* })
+                }
+
+                fn member(
+                    &self,
+                    __toolcall_index: usize,
+                ) -> ::core::option::Option<::core::result::Result<#private::serde_json::Value, #private::serde_json::Error>> {
+                    #probes
+                    match __toolcall_index {
+                        #(#members)*
+                        _ => ::core::option::Option::None,
+                    }
                 }
             }
         }

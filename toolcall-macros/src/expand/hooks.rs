@@ -119,7 +119,7 @@ impl Expander<'_> {
         let code = quote! {
             fn reconcile<'a>(
                 __toolcall_cx: &'a #private::CallContext<'_>,
-            ) -> #private::BoxFuture<'a, ::core::result::Result<::core::option::Option<#private::serde_json::Value>, #private::ToolError>> {
+            ) -> #private::BoxFuture<'a, ::core::result::Result<::core::option::Option<#private::Data>, #private::ToolError>> {
                 ::std::boxed::Box::pin(async move { #body })
             }
         };

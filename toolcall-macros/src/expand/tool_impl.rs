@@ -110,7 +110,7 @@ impl Expander<'_> {
             fn call<'a>(
                 __toolcall_args: Self::Args,
                 __toolcall_cx: &'a #private::CallContext<'_>,
-            ) -> #private::BoxFuture<'a, ::core::result::Result<#private::serde_json::Value, #private::ToolError>> {
+            ) -> #private::BoxFuture<'a, ::core::result::Result<#private::Data, #private::ToolError>> {
                 #assert_context
                 ::std::boxed::Box::pin(async move {
                     let #args_ident { #(#idents: #locals),* } = __toolcall_args;
