@@ -75,7 +75,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let arguments = arguments.as_ref().unwrap_or(&NONE);
         if in_doubt {
             // Ask the backend first: it may know the call went through.
-            match self.reconcile(spec, cx).await {
+            // Boxed here and below: a call in doubt is rare.
+            match Box::pin(self.reconcile(spec, cx)).await {
                 Reconciled::Done(data) => return self.complete(spec, key, arguments, data).await,
                 Reconciled::NotDone | Reconciled::NotAsked => {}
                 Reconciled::Unknown => {
@@ -87,11 +88,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Ok(stored);
         }
         let lease = self.lease(spec);
-        let running = pin!(self.run_attempts(spec, validated, members, cx));
-        let outcome = while_renewing(running, lease, |now, lease_ms| {
-            self.store.renew(key, now, lease_ms)
-        })
-        .await;
+        // In a block: the attempts' future is dead once they ended, and
+        // takes no room beside the stages after them.
+        let outcome = {
+            let running = pin!(self.run_attempts(spec, validated, members, cx));
+            while_renewing(running, lease, |now, lease_ms| {
+                self.store.renew(key, now, lease_ms)
+            })
+            .await
+        };
         match outcome {
             Ok(data) => self.complete(spec, key, arguments, data).await,
             Err(Unfinished::Known(failure)) => {
@@ -101,7 +106,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 }
                 Err(failure)
             }
-            Err(Unfinished::Unknown(failure)) => match self.reconcile(spec, cx).await {
+            Err(Unfinished::Unknown(failure)) => match Box::pin(self.reconcile(spec, cx)).await {
                 Reconciled::Done(data) => self.complete(spec, key, arguments, data).await,
                 Reconciled::NotDone => {
                     if let Err(error) = self.store.release(key).await {
@@ -141,13 +146,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             let mut copy = Value::Object(Map::clone(&result.data));
             crate::redact::scrub(&mut copy, &secrets);
             match copy {
-                Value::Object(data) => Some(ToolResult::success(name, data)),
+                // Boxed: only tools with sensitive values have it.
+                Value::Object(data) => Some(Box::new(ToolResult::success(name, data))),
                 _ => None,
             }
         };
         match self
             .store
-            .complete(key, stored.as_ref().unwrap_or(&result))
+            .complete(key, stored.as_deref().unwrap_or(&result))
             .await
         {
             Ok(()) => Ok(result),

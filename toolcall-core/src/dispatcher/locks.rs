@@ -34,10 +34,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let lease = self.lease(prepared.spec);
         self.lock_resources(name, &resources, &holder, lease)
             .await?;
-        let answer = while_renewing(
-            pin!(self.decide_and_run_locked(prepared, approval)),
-            lease,
-            |now, lease_ms| {
+        let answer = {
+            // In a block: the locked stages' future is dead once they ended.
+            let locked = pin!(self.decide_and_run_locked(prepared, approval));
+            while_renewing(locked, lease, |now, lease_ms| {
                 let (resources, holder) = (&resources, &holder);
                 async move {
                     for resource in resources {
@@ -51,9 +51,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     }
                     Ok(true)
                 }
-            },
-        )
-        .await;
+            })
+            .await
+        };
         for resource in &resources {
             if let Err(error) = self.store.unlock_resource(resource, &holder).await {
                 tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");

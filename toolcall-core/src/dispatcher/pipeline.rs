@@ -485,7 +485,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         {
             self.with_arguments(prepared)?;
             let asking = Asking::of(prepared, prepared.tainted.as_deref(), false);
-            self.confirm(asking, approval).await?;
+            // Boxed: a question to a person (or an approval by id) is the
+            // rarer path, and its future would widen every call's.
+            Box::pin(self.confirm(asking, approval)).await?;
         }
 
         // 8. Execution.

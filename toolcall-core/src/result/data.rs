@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
 
 use serde::de::Deserializer;
 use serde::ser::Serializer;
@@ -41,23 +41,29 @@ pub struct Data {
     repr: Repr,
 }
 
+/// Boxed, so that a `Data` (and every [`ToolResult`](crate::ToolResult),
+/// moved from stage to stage) stays a few words.
 enum Repr {
     /// A map: the details of a rejection, data read back from a durable
-    /// store, or data somebody changed.
-    Map(Map<String, Value>),
+    /// store, or data somebody changed. `None` is the empty object, which
+    /// most rejections carry: no allocation.
+    Map(Option<Box<Map<String, Value>>>),
     /// The text of a JSON object, written by `serde_json` (compact, valid),
     /// and its map once somebody asked for it.
     Text {
         text: Box<RawValue>,
-        parsed: OnceLock<Map<String, Value>>,
+        parsed: OnceLock<Box<Map<String, Value>>>,
     },
 }
 
 impl Default for Repr {
     fn default() -> Self {
-        Repr::Map(Map::new())
+        Repr::Map(None)
     }
 }
+
+/// What an empty `Data` reads as.
+static EMPTY: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
 
 /// The member a value that is not an object is wrapped in.
 const WRAPPED: &str = "result";
@@ -104,15 +110,18 @@ impl Data {
     /// The data as a map (parsed now if it was text).
     pub fn into_map(self) -> Map<String, Value> {
         match self.repr {
-            Repr::Map(map) => map,
-            Repr::Text { text, mut parsed } => parsed.take().unwrap_or_else(|| parse(&text)),
+            Repr::Map(map) => map.map(|map| *map).unwrap_or_default(),
+            Repr::Text { text, mut parsed } => {
+                parsed.take().map_or_else(|| parse(&text), |map| *map)
+            }
         }
     }
 
     /// The data as JSON text, written now if it is a map.
     pub fn to_json(&self) -> String {
         match &self.repr {
-            Repr::Map(map) => serde_json::to_string(map).unwrap_or_else(|_| "{}".to_owned()),
+            // A map of strings to values always serializes.
+            Repr::Map(_) => serde_json::to_string(&**self).unwrap_or_else(|_| "{}".to_owned()),
             Repr::Text { text, .. } => text.get().to_owned(),
         }
     }
@@ -120,7 +129,7 @@ impl Data {
     /// Whether the object has no member. Text is not parsed to tell.
     pub fn is_empty(&self) -> bool {
         match &self.repr {
-            Repr::Map(map) => map.is_empty(),
+            Repr::Map(map) => map.as_ref().is_none_or(|map| map.is_empty()),
             Repr::Text { text, .. } => text.get() == "{}",
         }
     }
@@ -128,20 +137,21 @@ impl Data {
     /// The map, for reading.
     fn map(&self) -> &Map<String, Value> {
         match &self.repr {
-            Repr::Map(map) => map,
-            Repr::Text { text, parsed } => parsed.get_or_init(|| parse(text)),
+            Repr::Map(Some(map)) => map,
+            Repr::Map(None) => &EMPTY,
+            Repr::Text { text, parsed } => parsed.get_or_init(|| Box::new(parse(text))),
         }
     }
 
     /// The map, for changing: text becomes a map for good.
     fn map_mut(&mut self) -> &mut Map<String, Value> {
-        if let Repr::Text { .. } = self.repr {
+        if !matches!(self.repr, Repr::Map(Some(_))) {
             let map = std::mem::take(self).into_map();
-            self.repr = Repr::Map(map);
+            self.repr = Repr::Map(Some(Box::new(map)));
         }
         match &mut self.repr {
-            Repr::Map(map) => map,
-            Repr::Text { .. } => unreachable!("made a map just above"),
+            Repr::Map(Some(map)) => map,
+            _ => unreachable!("made a map just above"),
         }
     }
 }
@@ -170,7 +180,9 @@ impl Clone for Data {
     /// Text is cloned as text (one allocation), however it was read.
     fn clone(&self) -> Self {
         match &self.repr {
-            Repr::Map(map) => Data::from(map.clone()),
+            Repr::Map(map) => Data {
+                repr: Repr::Map(map.clone()),
+            },
             Repr::Text { text, .. } => Data {
                 repr: Repr::Text {
                     text: text.clone(),
@@ -184,7 +196,7 @@ impl Clone for Data {
 impl From<Map<String, Value>> for Data {
     fn from(map: Map<String, Value>) -> Self {
         Data {
-            repr: Repr::Map(map),
+            repr: Repr::Map((!map.is_empty()).then(|| Box::new(map))),
         }
     }
 }
@@ -219,7 +231,7 @@ impl PartialEq<Map<String, Value>> for Data {
 impl fmt::Debug for Data {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
-            Repr::Map(map) => fmt::Debug::fmt(map, f),
+            Repr::Map(_) => fmt::Debug::fmt(&**self, f),
             Repr::Text { text, .. } => f.write_str(text.get()),
         }
     }
@@ -228,7 +240,7 @@ impl fmt::Debug for Data {
 impl Serialize for Data {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match &self.repr {
-            Repr::Map(map) => map.serialize(serializer),
+            Repr::Map(_) => (**self).serialize(serializer),
             Repr::Text { text, .. } => text.serialize(serializer),
         }
     }
@@ -332,6 +344,14 @@ mod tests {
         assert_ne!(data, before);
         data.remove("extra");
         assert_eq!(data, before);
+    }
+
+    #[test]
+    fn data_and_results_stay_a_few_words() {
+        // Results move from stage to stage: what they carry inline is copied.
+        assert!(std::mem::size_of::<Data>() <= 32);
+        let empty = Data::from(serde_json::Map::new());
+        assert!(empty.is_empty() && empty == Data::new() && empty.to_json() == "{}");
     }
 
     #[test]

@@ -104,29 +104,50 @@ impl Hash for Slot {
 }
 
 /// The 32 bytes of 64 lower-case hex digits, or `None` for any other text.
+///
+/// Every call of the store parses its key: eight digits at a time, in one
+/// `u64` (checked and turned into nibbles with a few masks), not a table
+/// look-up per digit.
 fn digest_of_hex(text: &str) -> Option<[u8; 32]> {
-    /// Each byte's value as a lower-case hex digit; 16 and up for no digit.
-    static NIBBLE: [u8; 256] = {
-        let mut table = [0xff; 256];
-        let mut digit = 0;
-        while digit < 16 {
-            table[b"0123456789abcdef"[digit] as usize] = digit as u8;
-            digit += 1;
-        }
-        table
-    };
     let text = text.as_bytes();
     if text.len() != 64 {
         return None;
     }
     let mut digest = [0u8; 32];
-    let mut wrong = 0;
-    for (byte, pair) in digest.iter_mut().zip(text.chunks_exact(2)) {
-        let (high, low) = (NIBBLE[usize::from(pair[0])], NIBBLE[usize::from(pair[1])]);
-        wrong |= high | low;
-        *byte = (high << 4) | (low & 0xf);
+    for (out, digits) in digest.chunks_exact_mut(4).zip(text.chunks_exact(8)) {
+        let word = u64::from_le_bytes(digits.try_into().ok()?);
+        let nibbles = nibbles_of(word)?;
+        for (k, byte) in out.iter_mut().enumerate() {
+            let high = (nibbles >> (16 * k)) as u8;
+            let low = (nibbles >> (16 * k + 8)) as u8;
+            *byte = (high << 4) | low;
+        }
     }
-    (wrong < 16).then_some(digest)
+    Some(digest)
+}
+
+/// Each of eight ASCII bytes (the first in the low byte) as its hex
+/// digit's value, a byte each, if all are `0`-`9` or `a`-`f`.
+fn nibbles_of(word: u64) -> Option<u64> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    if word & HIGH != 0 {
+        return None;
+    }
+    // For bytes under 0x80, `b + (0x80 - lo)` has its high bit set when
+    // b >= lo, and `b + (0x7f - hi)` when b > hi; neither carries into the
+    // next byte.
+    let within = |lo: u64, hi: u64| {
+        word.wrapping_add((0x80 - lo) * ONES) & !word.wrapping_add((0x7f - hi) * ONES) & HIGH
+    };
+    let digit = within(0x30, 0x39);
+    let letter = within(0x61, 0x66);
+    if digit | letter != HIGH {
+        return None;
+    }
+    // '0'..'9' are 0x30..0x39, 'a'..'f' 0x61..0x66: the low four bits, plus
+    // nine for a letter.
+    Some((word & (0x0f * ONES)) + (letter >> 7) * 9)
 }
 
 /// The hash of the maps keyed by idempotency and resource keys, of the
@@ -687,6 +708,69 @@ mod tests {
         // 16 shards of at most 10 calls each, trimmed to 9 when over.
         assert!(store.len() <= 160, "{}", store.len());
         assert!(store.len() >= 100, "{}", store.len());
+    }
+
+    /// The reading of hex digits one at a time, from their values.
+    fn digest_digit_by_digit(text: &str) -> Option<[u8; 32]> {
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let text = text.as_bytes();
+        if text.len() != 64 {
+            return None;
+        }
+        let mut digest = [0u8; 32];
+        for (byte, pair) in digest.iter_mut().zip(text.chunks_exact(2)) {
+            *byte = (digit(pair[0])? << 4) | digit(pair[1])?;
+        }
+        Some(digest)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn eight_digits_at_a_time_read_as_one_at_a_time(
+            digest in proptest::array::uniform32(0u8..),
+            at in 0usize..64,
+            byte in 0u8..,
+        ) {
+            let hex = crate::canonical::hex(&digest);
+            proptest::prop_assert_eq!(digest_of_hex(&hex), Some(digest));
+            // Any byte in any place: a digit, an upper-case one, a
+            // neighbour of a range's end, or a byte of a longer character.
+            let mut bytes = hex.into_bytes();
+            bytes[at] = byte;
+            if let Ok(text) = String::from_utf8(bytes.clone()) {
+                proptest::prop_assert_eq!(digest_of_hex(&text), digest_digit_by_digit(&text), "{}", text);
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            proptest::prop_assert_eq!(digest_of_hex(&text), digest_digit_by_digit(&text), "{}", text);
+        }
+    }
+
+    #[test]
+    fn the_ends_of_the_digit_ranges_are_read_exactly() {
+        let zeros = "0".repeat(64);
+        for (c, expected) in [
+            ('0', Some(0)),
+            ('9', Some(9)),
+            ('a', Some(10)),
+            ('f', Some(15)),
+            ('/', None),
+            (':', None),
+            ('`', None),
+            ('g', None),
+            ('A', None),
+            ('F', None),
+        ] {
+            let mut text = zeros.clone();
+            text.replace_range(63..64, &c.to_string());
+            assert_eq!(digest_of_hex(&text).map(|d| d[31]), expected, "{c}");
+            assert_eq!(digest_of_hex(&text), digest_digit_by_digit(&text), "{c}");
+        }
+        assert_eq!(digest_of_hex(&"0".repeat(63)), None);
+        assert_eq!(digest_of_hex(&"é".repeat(32)), None);
     }
 
     #[test]
