@@ -12,24 +12,29 @@ pub(crate) fn closest<'a>(
 ) -> Option<&'a str> {
     // One buffer for the name, one for each candidate in turn, one row of
     // the distance table: an unknown member costs no allocation per field.
-    let wanted = Normalized::of(name);
+    let mut wanted = Normalized::of(name);
     let mut have = Normalized::default();
     let mut row = Vec::new();
     let mut best: Option<(usize, &str)> = None;
     for candidate in candidates {
         have.set(candidate);
         let allowed = (wanted.bytes.max(have.bytes) / 3).max(1);
-        let distance = if have.chars == wanted.chars {
-            0
-        } else if wanted.bytes >= 3
-            && (have.chars.starts_with(&wanted.chars) || wanted.chars.starts_with(&have.chars))
-        {
-            1
-        } else if wanted.chars.len().abs_diff(have.chars.len()) > allowed {
-            // The distance is at least the difference in length.
-            continue;
+        let distance = if have.ascii && wanted.ascii {
+            // Field names almost always are ASCII: compared as bytes.
+            distance_of(
+                &wanted.letters,
+                &have.letters,
+                wanted.bytes,
+                allowed,
+                &mut row,
+            )
         } else {
-            edit_distance(&wanted.chars, &have.chars, &mut row)
+            wanted.widen();
+            have.widen();
+            distance_of(&wanted.chars, &have.chars, wanted.bytes, allowed, &mut row)
+        };
+        let Some(distance) = distance else {
+            continue;
         };
         if distance <= allowed && best.is_none_or(|(d, _)| distance < d) {
             best = Some((distance, candidate));
@@ -38,10 +43,36 @@ pub(crate) fn closest<'a>(
     best.map(|(_, candidate)| candidate)
 }
 
-/// A name's letters and digits in lower case, and their length in UTF-8.
+/// How far `have` is from `wanted` (`wanted_bytes` long in UTF-8): 0 for
+/// the same, 1 for a prefix either way (of a name of 3 bytes or more), else
+/// the edit distance; `None` when the lengths alone put it over `allowed`.
+fn distance_of<T: PartialEq>(
+    wanted: &[T],
+    have: &[T],
+    wanted_bytes: usize,
+    allowed: usize,
+    row: &mut Vec<usize>,
+) -> Option<usize> {
+    Some(if have == wanted {
+        0
+    } else if wanted_bytes >= 3 && (have.starts_with(wanted) || wanted.starts_with(have)) {
+        1
+    } else if wanted.len().abs_diff(have.len()) > allowed {
+        // The distance is at least the difference in length.
+        return None;
+    } else {
+        edit_distance(wanted, have, row)
+    })
+}
+
+/// A name's letters and digits in lower case (as bytes while the name is
+/// ASCII, as characters once it is not, or once it is compared with a name
+/// that is not), and their length in UTF-8.
 #[derive(Default)]
 struct Normalized {
+    letters: Vec<u8>,
     chars: Vec<char>,
+    ascii: bool,
     bytes: usize,
 }
 
@@ -53,15 +84,17 @@ impl Normalized {
     }
 
     fn set(&mut self, name: &str) {
+        self.letters.clear();
         self.chars.clear();
-        if name.is_ascii() {
-            // Field names almost always are: no Unicode tables needed.
-            self.chars.extend(
+        self.ascii = name.is_ascii();
+        if self.ascii {
+            // No Unicode tables needed.
+            self.letters.extend(
                 name.bytes()
                     .filter(u8::is_ascii_alphanumeric)
-                    .map(|b| char::from(b.to_ascii_lowercase())),
+                    .map(|b| b.to_ascii_lowercase()),
             );
-            self.bytes = self.chars.len();
+            self.bytes = self.letters.len();
             return;
         }
         self.chars.extend(
@@ -71,10 +104,19 @@ impl Normalized {
         );
         self.bytes = self.chars.iter().map(|c| c.len_utf8()).sum();
     }
+
+    /// Its letters as characters too, to be compared with a name that is not ASCII.
+    fn widen(&mut self) {
+        if self.ascii && self.chars.len() != self.letters.len() {
+            self.chars.clear();
+            self.chars
+                .extend(self.letters.iter().map(|&b| char::from(b)));
+        }
+    }
 }
 
 /// Levenshtein distance between `a` and `b`, in `row`'s memory.
-fn edit_distance(a: &[char], b: &[char], row: &mut Vec<usize>) -> usize {
+fn edit_distance<T: PartialEq>(a: &[T], b: &[T], row: &mut Vec<usize>) -> usize {
     row.clear();
     row.extend(0..=b.len());
     for (i, ca) in a.iter().enumerate() {
