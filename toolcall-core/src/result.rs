@@ -167,8 +167,9 @@ impl<'de> Deserialize<'de> for Code {
 pub struct ToolResult {
     /// Whether the call succeeded.
     pub ok: bool,
-    /// The tool the model asked for.
-    pub tool: String,
+    /// The tool the model asked for: borrowed for the registry's tools
+    /// (no allocation per call), owned for a name the model made up.
+    pub tool: Cow<'static, str>,
     /// The stable outcome code.
     #[serde(default = "ok_code", skip_serializing_if = "is_ok_code")]
     pub code: Code,
@@ -189,10 +190,10 @@ pub struct ToolResult {
     pub confirmation_id: Option<String>,
 }
 
-fn bounded_name(name: String) -> String {
+fn bounded_name(name: Cow<'static, str>) -> Cow<'static, str> {
     match crate::echo::cut(&name, crate::echo::MAX_NAME_ECHO) {
         Cow::Borrowed(_) => name,
-        Cow::Owned(cut) => cut,
+        Cow::Owned(cut) => Cow::Owned(cut),
     }
 }
 
@@ -206,7 +207,7 @@ fn is_ok_code(code: &Code) -> bool {
 
 impl ToolResult {
     /// A success carrying the tool's output (a [`Data`], or a map).
-    pub fn success(tool: impl Into<String>, data: impl Into<Data>) -> Self {
+    pub fn success(tool: impl Into<Cow<'static, str>>, data: impl Into<Data>) -> Self {
         ToolResult {
             ok: true,
             tool: bounded_name(tool.into()),
@@ -221,7 +222,11 @@ impl ToolResult {
     /// A rejection with its code and the message for the model. A tool
     /// name longer than [`MAX_NAME_ECHO`](crate::echo::MAX_NAME_ECHO) bytes
     /// (the model can ask for any name) is [cut](crate::echo::cut).
-    pub fn failure(tool: impl Into<String>, code: Code, message: impl Into<String>) -> Self {
+    pub fn failure(
+        tool: impl Into<Cow<'static, str>>,
+        code: Code,
+        message: impl Into<String>,
+    ) -> Self {
         ToolResult {
             ok: false,
             tool: bounded_name(tool.into()),

@@ -241,7 +241,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     Arguments::Parsed(&p.arguments),
                 ),
             ),
-            None => (result.tool.clone(), 0, String::new()),
+            None => (result.tool.to_string(), 0, String::new()),
         };
         let called = super::audited::Called {
             session: decision.session,

@@ -405,7 +405,7 @@ impl<S, St> Dispatcher<S, St> {
                     std::borrow::Cow::Borrowed(_) => message,
                     std::borrow::Cow::Owned(cut) => cut,
                 };
-                ToolResult::failure(name, code, message)
+                ToolResult::failure(name.to_owned(), code, message)
             }
             ToolError::Transient(error) => {
                 tracing::warn!(tool = name, %error, "transient failure");

@@ -319,7 +319,7 @@ impl Messages {
         details: &Details<'_>,
         data: Map<String, Value>,
     ) -> ToolResult {
-        let mut result = ToolResult::failure(tool, failure.code(), String::new());
+        let mut result = ToolResult::failure(tool.to_owned(), failure.code(), String::new());
         result.data = data.into();
         let cx = MessageContext {
             failure,
