@@ -93,7 +93,11 @@
 //! the model should find a result's fields in one place whatever the tool:
 //! a tool whose output serializes to an object gives that object; any other
 //! output (a list, a number, a string, as `search_books` above) is wrapped
-//! as `{"result": ...}`, and `()` or `None` give `{}`.
+//! as `{"result": ...}`, and `()` or `None` give `{}`. The output is
+//! serialized once, to text, and kept as that text (a [`Data`]): stored,
+//! replayed and written into the model's answer as it is, its members in
+//! the order the output wrote them. `data["field"]` and the rest of
+//! `serde_json::Map`'s reading methods work on it, parsing it on first use.
 //!
 //! A call that waits for a person (`CONFIRMATION_REQUIRED`) is in
 //! `turn.pending()`; when the person decides, [`Dispatcher::approve`] or

@@ -126,7 +126,7 @@ pub struct Settings {
     /// their first items; `data.truncated` is `true` and the message tells
     /// the model to narrow its request. An error's code and message are
     /// never cut. The audit keeps the whole result's size and SHA-256
-    /// ([`AuditRecord::cut`], field `result`).
+    /// ([`AuditRecord::cut`](crate::AuditRecord::cut), field `result`).
     pub max_output_bytes: Option<usize>,
     /// Where a high-risk call's approval comes from (default
     /// [`Approvals::Host`], the reference's behaviour).
@@ -495,7 +495,7 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
 /// | 7 | a person's approval for high-risk tools | `CONFIRMATION_REQUIRED` (`data.pending`, `confirmation_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
 /// | 8 | execution: one claim per key, bounded retries under that key, a timeout, panics caught | `CALL_IN_PROGRESS`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
 ///
-/// Every call leaves exactly one [`AuditRecord`]. Nothing the model sends
+/// Every call leaves exactly one [`AuditRecord`](crate::AuditRecord). Nothing the model sends
 /// makes [`execute`](Dispatcher::execute) fail or panic: every outcome is a
 /// [`ToolResult`]. A store that fails answers `STORE_UNAVAILABLE`. The
 /// message of every failure of the pipeline's own is the host's to replace
