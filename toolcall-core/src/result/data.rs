@@ -130,7 +130,12 @@ impl Data {
     pub fn is_empty(&self) -> bool {
         match &self.repr {
             Repr::Map(map) => map.as_ref().is_none_or(|map| map.is_empty()),
-            Repr::Text { text, .. } => text.get() == "{}",
+            // Compact when serde_json wrote it; read back, as it was stored.
+            Repr::Text { text, .. } => text
+                .get()
+                .trim()
+                .strip_prefix('{')
+                .is_some_and(|rest| rest.trim_start() == "}"),
         }
     }
 
@@ -246,9 +251,21 @@ impl Serialize for Data {
     }
 }
 
+/// Read back (a durable store's result, say) as the text it was written
+/// as: a replay from any store answers the same text as the call did. With
+/// `serde_json` only, like [`RawValue`]; anything but an object is refused.
 impl<'de> Deserialize<'de> for Data {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Map::deserialize(deserializer).map(Data::from)
+        let text = Box::<RawValue>::deserialize(deserializer)?;
+        if !text.get().trim_start().starts_with('{') {
+            return Err(serde::de::Error::custom("a result's data is a JSON object"));
+        }
+        Ok(Data {
+            repr: Repr::Text {
+                text,
+                parsed: OnceLock::new(),
+            },
+        })
     }
 }
 
@@ -307,6 +324,32 @@ mod tests {
         );
         let back: Data = serde_json::from_str(&serde_json::to_string(&text).unwrap()).unwrap();
         assert_eq!(back, text);
+    }
+
+    #[test]
+    fn read_back_it_keeps_its_text_and_refuses_what_is_no_object() {
+        let text = r#"{"b":1,"a":[true,null]}"#;
+        let data: Data = serde_json::from_str(text).unwrap();
+        assert_eq!(data.to_json(), text, "the text as it was, in its order");
+        assert_eq!(data["a"], json!([true, null]));
+        let value: Data = serde_json::from_value(json!({"x": "y"})).unwrap();
+        assert_eq!(value["x"], "y");
+        let spaced: Data = serde_json::from_str(" { \n } ").unwrap();
+        assert!(spaced.is_empty());
+        assert_eq!(spaced, Data::new());
+        for bad in ["[1]", "1", "\"x\"", "null", "{"] {
+            assert!(serde_json::from_str::<Data>(bad).is_err(), "{bad}");
+        }
+        let result: crate::ToolResult = serde_json::from_str(
+            r#"{"ok":true,"tool":"get_order","data":{"total_cents":2590,"order_id":"ORD-1"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            result.to_model_text(),
+            r#"{"ok":true,"tool":"get_order","data":{"total_cents":2590,"order_id":"ORD-1"}}"#
+        );
+        let empty: crate::ToolResult = serde_json::from_str(r#"{"ok":true,"tool":"t"}"#).unwrap();
+        assert!(empty.data.is_empty());
     }
 
     #[test]
