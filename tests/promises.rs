@@ -13,7 +13,7 @@ use orders::{Shop, get_order, refund_order};
 use serde_json::{Value, json};
 use toolcall::{
     Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, MemoryStore, Policy, REDACTED,
-    Rejection, ToolError, ToolResult, tool, tools,
+    Registry, Rejection, ToolError, ToolResult, tool, tools,
 };
 
 const REFUND_ALL: &str =
@@ -437,6 +437,22 @@ async fn withdraw_unlocked(
     Ok(debit(ctx, cents).await)
 }
 
+/// One replica of the bank: `registry` over `bank`, configured by
+/// `configure`, on the store every replica shares.
+fn bank_replica(
+    registry: Registry,
+    bank: &Arc<Bank>,
+    store: &Arc<MemoryStore>,
+    configure: impl FnOnce(DispatcherBuilder<Bank>) -> DispatcherBuilder<Bank>,
+) -> Arc<Dispatcher<Bank, Arc<MemoryStore>>> {
+    Arc::new(
+        configure(Dispatcher::builder(registry, Arc::clone(bank)))
+            .store(Arc::clone(store))
+            .build()
+            .unwrap(),
+    )
+}
+
 /// Two withdrawals of 7000 and 6000 from a balance of 12000, from two
 /// dispatchers (two replicas) over one store, at the same moment.
 async fn race(tool: &'static str) -> (Arc<Bank>, Vec<ToolResult>) {
@@ -444,14 +460,11 @@ async fn race(tool: &'static str) -> (Arc<Bank>, Vec<ToolResult>) {
     *bank.balance.lock().unwrap() = 12_000;
     let store = Arc::new(MemoryStore::default());
     let replica = || {
-        Arc::new(
-            Dispatcher::builder(
-                tools![withdraw, withdraw_unlocked].unwrap(),
-                Arc::clone(&bank),
-            )
-            .store(Arc::clone(&store))
-            .build()
-            .unwrap(),
+        bank_replica(
+            tools![withdraw, withdraw_unlocked].unwrap(),
+            &bank,
+            &store,
+            |b| b,
         )
     };
     let (a, b) = (replica(), replica());
@@ -522,13 +535,9 @@ async fn a_resource_held_too_long_is_busy_and_nothing_runs() {
     *bank.balance.lock().unwrap() = 100_000;
     let store = Arc::new(MemoryStore::default());
     let dispatcher = |wait| {
-        Arc::new(
-            Dispatcher::builder(tools![withdraw].unwrap(), Arc::clone(&bank))
-                .store(Arc::clone(&store))
-                .claim_wait(wait)
-                .build()
-                .unwrap(),
-        )
+        bank_replica(tools![withdraw].unwrap(), &bank, &store, |b| {
+            b.claim_wait(wait)
+        })
     };
     let patient = dispatcher(Duration::from_secs(10));
     let hasty = dispatcher(Duration::from_millis(5));
@@ -625,14 +634,9 @@ async fn a_handler_that_outlives_its_lease_keeps_its_resource_locked() {
     let bank = Arc::new(Bank::default());
     let store = Arc::new(MemoryStore::default());
     let replica = |wait| {
-        Arc::new(
-            Dispatcher::builder(tools![slow_withdraw].unwrap(), Arc::clone(&bank))
-                .store(Arc::clone(&store))
-                .claim_lease(Duration::from_millis(150))
-                .claim_wait(wait)
-                .build()
-                .unwrap(),
-        )
+        bank_replica(tools![slow_withdraw].unwrap(), &bank, &store, |b| {
+            b.claim_lease(Duration::from_millis(150)).claim_wait(wait)
+        })
     };
     let (a, b) = (
         replica(Duration::from_secs(5)),
