@@ -126,6 +126,32 @@ impl Constraint {
             Constraint::Limit(_) => None,
         }
     }
+
+    /// Whether a string value of `text` satisfies this constraint: what
+    /// [`violation`](Self::violation) says of a JSON string, without one.
+    /// The constraints of numbers and lists say nothing of a string.
+    fn accepts_str(&self, text: &str) -> bool {
+        match self {
+            Constraint::Pattern(p) => p.is_match(text),
+            Constraint::MinLength(n) => text.chars().count() >= *n,
+            Constraint::MaxLength(n) => text.chars().count() <= *n,
+            Constraint::Format(f) => f.accepts(text),
+            Constraint::Minimum(_)
+            | Constraint::Maximum(_)
+            | Constraint::ExclusiveMinimum(_)
+            | Constraint::ExclusiveMaximum(_)
+            | Constraint::MinItems(_)
+            | Constraint::MaxItems(_)
+            | Constraint::Limit(_) => true,
+        }
+    }
+}
+
+/// The text of a raw JSON string that has no escapes: what lies between
+/// its quotes. `None` for any other raw value.
+fn plain_string(raw: &str) -> Option<&str> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
 }
 
 pub use crate::format::StringFormat;
@@ -478,27 +504,40 @@ impl FieldErrors {
     }
 
     /// The fast path's reading of one field from its raw text: the type
-    /// straight from the text, the constraints on a parsed copy only when
-    /// the field has any. A problem is recorded as an empty one, with no
-    /// message to format: the dispatcher then reads the arguments again,
-    /// their values parsed ([`Members::Values`]) or the whole object, and
-    /// that reading says what is wrong.
+    /// straight from the text, the constraints on the text of a plain
+    /// string or on a parsed copy of anything else, only when the field has
+    /// any. A problem is recorded as an empty one, with no message to
+    /// format, and the fields after it are not read: the dispatcher then
+    /// reads the arguments again, their values parsed ([`Members::Values`])
+    /// or the whole object, and that reading says what is wrong.
     fn raw_field<T: DeserializeOwned>(
         &mut self,
         members: &[(std::borrow::Cow<'_, str>, &serde_json::value::RawValue)],
         meta: &FieldMeta,
     ) -> Option<T> {
+        if !self.problems.is_empty() {
+            // Refused already: the reading that says why comes next, so the
+            // fields after the first problem are not read this way.
+            return None;
+        }
         let found = members.iter().find(|(name, _)| name == meta.name);
         let read = match found {
             None => T::deserialize(&Value::Null).ok(),
             Some((_, raw)) => serde_json::from_str::<T>(raw.get()).ok().filter(|_| {
-                meta.constraints.is_empty()
-                    || raw.get() == "null"
-                    || serde_json::from_str::<Value>(raw.get()).is_ok_and(|value| {
-                        meta.constraints
-                            .iter()
-                            .all(|constraint| constraint.violation(&value).is_none())
-                    })
+                let raw = raw.get();
+                if meta.constraints.is_empty() || raw == "null" {
+                    return true;
+                }
+                // A string with no escapes is its text between the quotes:
+                // checked there, with no copy of it made.
+                if let Some(text) = plain_string(raw) {
+                    return meta.constraints.iter().all(|c| c.accepts_str(text));
+                }
+                serde_json::from_str::<Value>(raw).is_ok_and(|value| {
+                    meta.constraints
+                        .iter()
+                        .all(|constraint| constraint.violation(&value).is_none())
+                })
             }),
         };
         if read.is_none() {
@@ -617,21 +656,28 @@ impl fmt::Display for FieldErrors {
 }
 
 /// serde names Rust types ("expected i64"); the model knows JSON types.
-fn plain_type_error(message: String) -> String {
-    if let Some((head, ty)) = rsplit_expected(&message) {
-        let plain = match ty {
-            "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => {
-                return format!("{head}expected an integer that fits in {ty}");
-            }
-            "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => {
-                return format!("{head}expected a non-negative integer that fits in {ty}");
-            }
-            "f32" | "f64" => "a number",
-            "a boolean" => "true or false",
+/// The message is rewritten in its own buffer.
+fn plain_type_error(mut message: String) -> String {
+    const SIGNED: [&str; 6] = ["i8", "i16", "i32", "i64", "i128", "isize"];
+    const UNSIGNED: [&str; 6] = ["u8", "u16", "u32", "u64", "u128", "usize"];
+    let Some((head, ty)) = rsplit_expected(&message) else {
+        return message;
+    };
+    let plain: [&'static str; 2] = if let Some(ty) = SIGNED.iter().find(|t| **t == ty) {
+        ["an integer that fits in ", ty]
+    } else if let Some(ty) = UNSIGNED.iter().find(|t| **t == ty) {
+        ["a non-negative integer that fits in ", ty]
+    } else {
+        match ty {
+            "f32" | "f64" => ["a number", ""],
+            "a boolean" => ["true or false", ""],
             _ => return message,
-        };
-        return format!("{head}expected {plain}");
-    }
+        }
+    };
+    // `expected ` stays; what follows it is replaced.
+    message.truncate(head.len() + "expected ".len());
+    message.push_str(plain[0]);
+    message.push_str(plain[1]);
     message
 }
 

@@ -201,12 +201,105 @@ fn the_last_expected_splits_as_rsplit_once_does() {
 
 #[test]
 fn integer_type_errors_speak_json() {
-    assert_eq!(
-        plain_type_error("invalid type: floating point `25.9`, expected i64".to_owned()),
-        "invalid type: floating point `25.9`, expected an integer that fits in i64"
-    );
-    assert_eq!(
-        plain_type_error("invalid type: string \"x\", expected u32".to_owned()),
-        "invalid type: string \"x\", expected a non-negative integer that fits in u32"
-    );
+    for (serde, plain) in [
+        (
+            "invalid type: floating point `25.9`, expected i64",
+            "invalid type: floating point `25.9`, expected an integer that fits in i64",
+        ),
+        (
+            "invalid type: string \"x\", expected u32",
+            "invalid type: string \"x\", expected a non-negative integer that fits in u32",
+        ),
+        (
+            "invalid type: string \"x\", expected f64",
+            "invalid type: string \"x\", expected a number",
+        ),
+        (
+            "invalid type: integer `1`, expected a boolean",
+            "invalid type: integer `1`, expected true or false",
+        ),
+        // Only the last `expected` is read.
+        (
+            "expected i8 here, expected isize",
+            "expected i8 here, expected an integer that fits in isize",
+        ),
+        // Types serde names in words stay as they are.
+        (
+            "invalid type: integer `1`, expected a string",
+            "invalid type: integer `1`, expected a string",
+        ),
+        (
+            "unknown variant `EUR`, expected `BRL` or `USD`",
+            "unknown variant `EUR`, expected `BRL` or `USD`",
+        ),
+        ("expected i64x", "expected i64x"),
+        ("no such word", "no such word"),
+    ] {
+        assert_eq!(plain_type_error(serde.to_owned()), plain, "{serde}");
+    }
+}
+
+static ORDER_ID: Pattern = Pattern::new(r"^ORD-\d{4}$");
+static ANY_A: Pattern = Pattern::new("a");
+
+/// Every kind of constraint, as a field may declare it.
+fn each_constraint() -> Vec<Constraint> {
+    vec![
+        Constraint::Pattern(&ORDER_ID),
+        Constraint::Pattern(&ANY_A),
+        Constraint::Minimum(Bound::Int(1)),
+        Constraint::Maximum(Bound::Float(2.5)),
+        Constraint::ExclusiveMinimum(Bound::Int(0)),
+        Constraint::ExclusiveMaximum(Bound::Int(9)),
+        Constraint::MinLength(3),
+        Constraint::MaxLength(8),
+        Constraint::MinItems(1),
+        Constraint::MaxItems(2),
+        Constraint::Format(StringFormat::Email),
+        Constraint::Format(StringFormat::Date),
+        Constraint::Limit("refund"),
+    ]
+}
+
+proptest::proptest! {
+    /// A raw string with no escapes is checked on its text between the
+    /// quotes (no JSON string made): every constraint says of it what it
+    /// says of the parsed string.
+    #[test]
+    fn a_plain_string_is_judged_as_its_parsed_value(
+        text in proptest::prop_oneof![
+            "ORD-[0-9]{3,5}",
+            "[a-zA-Zé0-9@.\\-]{0,12}",
+            "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+        ]
+    ) {
+        let raw = serde_json::to_string(&text).unwrap();
+        let plain = plain_string(&raw);
+        proptest::prop_assert_eq!(plain, Some(text.as_str()));
+        let value = Value::String(text.clone());
+        for constraint in each_constraint() {
+            proptest::prop_assert_eq!(
+                constraint.accepts_str(&text),
+                constraint.violation(&value).is_none(),
+                "{:?} on {:?}", constraint, text
+            );
+        }
+    }
+}
+
+#[test]
+fn only_a_string_without_escapes_is_read_between_its_quotes() {
+    assert_eq!(plain_string(r#""ORD-0001""#), Some("ORD-0001"));
+    assert_eq!(plain_string(r#""""#), Some(""));
+    for raw in [
+        r#""a\"b""#,
+        r#""\u0041""#,
+        "12",
+        "null",
+        r#"["a"]"#,
+        "\"",
+        "true",
+    ] {
+        assert_eq!(plain_string(raw), None, "{raw}");
+    }
 }
