@@ -123,7 +123,7 @@ impl Registry {
     }
 
     /// All tools, in registration order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'static ToolSpec> + '_ {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'static ToolSpec> + Clone + '_ {
         self.tools.iter().copied()
     }
 

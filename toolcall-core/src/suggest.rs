@@ -8,8 +8,61 @@
 /// or a different spelling (`orderId` for `order_id`, `amount` for `amount_cents`).
 pub(crate) fn closest<'a>(
     name: &str,
-    candidates: impl Iterator<Item = &'a str>,
+    candidates: impl Iterator<Item = &'a str> + Clone,
 ) -> Option<&'a str> {
+    // Field, tool and limit names are almost always short and ASCII:
+    // compared in buffers on the stack. Any other name takes the general way.
+    closest_short(name, candidates.clone()).unwrap_or_else(|| closest_any(name, candidates))
+}
+
+/// The longest name, in letters and digits, [`closest_short`] compares.
+const SHORT: usize = 48;
+
+/// [`closest`] when `name` and every candidate are ASCII with at most
+/// [`SHORT`] letters and digits: no allocation. `None` when one is not.
+fn closest_short<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<Option<&'a str>> {
+    let mut wanted = [0u8; SHORT];
+    let len = short_letters(name, &mut wanted)?;
+    let wanted = &wanted[..len];
+    let mut have = [0u8; SHORT];
+    let mut row = [0usize; SHORT + 1];
+    let mut best: Option<(usize, &str)> = None;
+    for candidate in candidates {
+        let len = short_letters(candidate, &mut have)?;
+        let have = &have[..len];
+        let allowed = (wanted.len().max(have.len()) / 3).max(1);
+        let distance = distance_of(wanted, have, wanted.len(), allowed, |a, b| {
+            edit_distance(a, b, &mut row)
+        });
+        if let Some(distance) = distance
+            && distance <= allowed
+            && best.is_none_or(|(d, _)| distance < d)
+        {
+            best = Some((distance, candidate));
+        }
+    }
+    Some(best.map(|(_, candidate)| candidate))
+}
+
+/// The letters and digits of an ASCII `name` in lower case, written to
+/// `out`: how many. `None` for a name that is not ASCII or has more.
+fn short_letters(name: &str, out: &mut [u8; SHORT]) -> Option<usize> {
+    if !name.is_ascii() {
+        return None;
+    }
+    let mut len = 0;
+    for byte in name.bytes().filter(u8::is_ascii_alphanumeric) {
+        *out.get_mut(len)? = byte.to_ascii_lowercase();
+        len += 1;
+    }
+    Some(len)
+}
+
+/// [`closest`] of any names: Unicode letters, any length.
+fn closest_any<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     // One buffer for the name, one for each candidate in turn, one row of
     // the distance table: an unknown member costs no allocation per field.
     let mut wanted = Normalized::of(name);
@@ -19,6 +72,11 @@ pub(crate) fn closest<'a>(
     for candidate in candidates {
         have.set(candidate);
         let allowed = (wanted.bytes.max(have.bytes) / 3).max(1);
+        let mut edit = |a: &[_], b: &[_]| {
+            row.clear();
+            row.resize(b.len() + 1, 0);
+            edit_distance(a, b, &mut row)
+        };
         let distance = if have.ascii && wanted.ascii {
             // Field names almost always are ASCII: compared as bytes.
             distance_of(
@@ -26,12 +84,17 @@ pub(crate) fn closest<'a>(
                 &have.letters,
                 wanted.bytes,
                 allowed,
-                &mut row,
+                &mut edit,
             )
         } else {
             wanted.widen();
             have.widen();
-            distance_of(&wanted.chars, &have.chars, wanted.bytes, allowed, &mut row)
+            let mut edit = |a: &[char], b: &[char]| {
+                row.clear();
+                row.resize(b.len() + 1, 0);
+                edit_distance(a, b, &mut row)
+            };
+            distance_of(&wanted.chars, &have.chars, wanted.bytes, allowed, &mut edit)
         };
         let Some(distance) = distance else {
             continue;
@@ -51,7 +114,7 @@ fn distance_of<T: PartialEq>(
     have: &[T],
     wanted_bytes: usize,
     allowed: usize,
-    row: &mut Vec<usize>,
+    edit: impl FnOnce(&[T], &[T]) -> usize,
 ) -> Option<usize> {
     Some(if have == wanted {
         0
@@ -61,7 +124,7 @@ fn distance_of<T: PartialEq>(
         // The distance is at least the difference in length.
         return None;
     } else {
-        edit_distance(wanted, have, row)
+        edit(wanted, have)
     })
 }
 
@@ -115,10 +178,12 @@ impl Normalized {
     }
 }
 
-/// Levenshtein distance between `a` and `b`, in `row`'s memory.
-fn edit_distance<T: PartialEq>(a: &[T], b: &[T], row: &mut Vec<usize>) -> usize {
-    row.clear();
-    row.extend(0..=b.len());
+/// Levenshtein distance between `a` and `b`, in `row`'s memory (at least
+/// one more than `b` is long).
+fn edit_distance<T: PartialEq>(a: &[T], b: &[T], row: &mut [usize]) -> usize {
+    for (j, cell) in row.iter_mut().enumerate().take(b.len() + 1) {
+        *cell = j;
+    }
     for (i, ca) in a.iter().enumerate() {
         let mut diagonal = row[0];
         row[0] = i + 1;
@@ -201,8 +266,13 @@ mod tests {
                 "[a-zA-Z_ÉéßİΣς0-9-]{0,14}",
                 // Near misses of the fields: cut, doubled, misspelt, recased.
                 "(ord|orde|orderid|order_i|oder_id|ORDER_ID|amount|amnt_cents|amountcent|cents|curr|curency|currencyy|Currency|reasn|reason_|rason|REASON)[a-z_]{0,2}",
+                // Longer than the names compared on the stack.
+                "[a-z_]{44,60}",
             ],
-            mut candidates in proptest::collection::vec("[a-zA-Z_ÉéßİΣς0-9]{0,14}", 0..6),
+            mut candidates in proptest::collection::vec(
+                proptest::prop_oneof!["[a-zA-Z_ÉéßİΣς0-9]{0,14}", "[a-z]{40,60}"],
+                0..6,
+            ),
         ) {
             candidates.extend(["order_id", "amount_cents", "currency", "reason"].map(String::from));
             let candidates: Vec<&str> = candidates.iter().map(String::as_str).collect();
