@@ -273,7 +273,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             };
             let running = CatchUnwind(args.call(cx));
             let outcome = match timeout {
-                Some(limit) => match tokio::time::timeout(limit, running).await {
+                // Boxed with its timer: only tools with a timeout have it,
+                // and inline it would widen every call's future.
+                Some(limit) => match Box::pin(tokio::time::timeout(limit, running)).await {
                     Ok(outcome) => outcome,
                     Err(_) => {
                         tracing::warn!(tool = name, ?limit, "the tool timed out");
@@ -293,7 +295,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     };
                     retries += 1;
                     if !wait.is_zero() {
-                        tokio::time::sleep(wait).await;
+                        super::retry::sleep(wait).await;
                     }
                 }
                 Ok(Err(error)) => return Err(Unfinished::Known(self.failure_of(name, error))),

@@ -557,7 +557,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 break;
             };
             if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
+                super::retry::sleep(wait).await;
             }
         }
         check_limits(prepared).map_err(|over| match over {

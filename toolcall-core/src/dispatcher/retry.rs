@@ -88,8 +88,15 @@ impl Waiting {
 
     /// Sleeps the next pause.
     pub async fn pause(&mut self) {
-        tokio::time::sleep(self.next_pause()).await;
+        sleep(self.next_pause()).await;
     }
+}
+
+/// Sleeps `wait`, on a timer of its own allocation: a wait (between
+/// retries, for another call) is the rare path, and a timer kept inline
+/// would widen the future of every call through every stage above it.
+pub(super) async fn sleep(wait: Duration) {
+    Box::pin(tokio::time::sleep(wait)).await;
 }
 
 /// `duration * n`, saturating at `Duration::MAX`.
