@@ -1,6 +1,7 @@
 //! One `execute_tool` span a call, with OpenTelemetry's GenAI attribute
 //! names, as a subscriber sees it: the tool, the provider's call id, and
-//! `error.type` set to the code exactly when the call was not ok.
+//! `error.type` set to the code exactly when the call was not ok; and what
+//! the pipeline logs while it runs a call, inside that call's span.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,10 +19,39 @@ struct Seen {
     fields: BTreeMap<String, String>,
 }
 
-/// A subscriber that keeps every span's fields.
+/// A subscriber that keeps every span's fields, and every event's message
+/// with the span it was logged in.
 #[derive(Clone, Default)]
 struct Capture {
     spans: Arc<Mutex<Vec<Seen>>>,
+    entered: Arc<Mutex<Vec<u64>>>,
+    events: Events,
+}
+
+/// Each event's message, and the span it was logged in (by id).
+type Events = Arc<Mutex<Vec<(String, Option<u64>)>>>;
+
+/// The orders example's dispatcher over `shop`, both tools allowed.
+fn dispatcher(shop: Arc<Shop>) -> Dispatcher<Shop> {
+    Dispatcher::builder(tools![get_order, refund_order].unwrap(), shop)
+        .policy(
+            Policy::new()
+                .allow(["get_order", "refund_order"])
+                .limit("max_refund_cents", 50_000),
+        )
+        .build()
+        .unwrap()
+}
+
+/// Runs `calls` to the end on a runtime of its own, `capture` seeing all.
+fn captured<F: std::future::Future<Output = ()>>(capture: Capture, calls: impl FnOnce() -> F) {
+    tracing::subscriber::with_default(capture, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(calls())
+    });
 }
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
@@ -60,11 +90,24 @@ impl Subscriber for Capture {
 
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
-    fn event(&self, _: &Event<'_>) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        let message = fields.remove("message").unwrap_or_default();
+        let within = self.entered.lock().unwrap().last().copied();
+        self.events.lock().unwrap().push((message, within));
+    }
 
-    fn enter(&self, _: &Id) {}
+    fn enter(&self, span: &Id) {
+        self.entered.lock().unwrap().push(span.into_u64());
+    }
 
-    fn exit(&self, _: &Id) {}
+    fn exit(&self, span: &Id) {
+        let mut entered = self.entered.lock().unwrap();
+        if let Some(at) = entered.iter().rposition(|id| *id == span.into_u64()) {
+            entered.remove(at);
+        }
+    }
 }
 
 fn field<'a>(span: &'a Seen, name: &str) -> Option<&'a str> {
@@ -75,28 +118,13 @@ fn field<'a>(span: &'a Seen, name: &str) -> Option<&'a str> {
 fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
     let capture = Capture::default();
     let spans = Arc::clone(&capture.spans);
-    tracing::subscriber::with_default(capture, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let dispatcher = Dispatcher::builder(
-                tools![get_order, refund_order].unwrap(),
-                Arc::new(Shop::new()),
-            )
-            .policy(
-                Policy::new()
-                    .allow(["get_order", "refund_order"])
-                    .limit("max_refund_cents", 50_000),
-            )
-            .build()
-            .unwrap();
-            let ok = dispatcher
-                .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).call_id("call_a"))
-                .await;
-            assert!(ok.ok);
-            let float = dispatcher
+    captured(capture, || async {
+        let dispatcher = dispatcher(Arc::new(Shop::new()));
+        let ok = dispatcher
+            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).call_id("call_a"))
+            .await;
+        assert!(ok.ok);
+        let float = dispatcher
                 .execute(
                     Call::new(
                         "refund_order",
@@ -105,19 +133,18 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
                     .call_id("toolu_b"),
                 )
                 .await;
-            assert_eq!(float.code.as_str(), "INVALID_ARGUMENTS");
-            let pending = dispatcher
+        assert_eq!(float.code.as_str(), "INVALID_ARGUMENTS");
+        let pending = dispatcher
                 .execute(Call::new(
                     "refund_order",
                     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
                 ))
                 .await;
-            let id = pending.confirmation_id.clone().unwrap();
-            let approved = dispatcher
-                .approve(Decision::new(&id, "default").by("ana"))
-                .await;
-            assert!(approved.ok, "{approved:?}");
-        });
+        let id = pending.confirmation_id.clone().unwrap();
+        let approved = dispatcher
+            .approve(Decision::new(&id, "default").by("ana"))
+            .await;
+        assert!(approved.ok, "{approved:?}");
     });
 
     let spans = spans.lock().unwrap();
@@ -153,4 +180,53 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
             (Some("refund_order"), None, None),
         ]
     );
+}
+
+#[test]
+fn what_the_pipeline_logs_is_inside_the_calls_span() {
+    let capture = Capture::default();
+    let (spans, events) = (Arc::clone(&capture.spans), Arc::clone(&capture.events));
+    let shop = Arc::new(Shop::new());
+    captured(capture, || async {
+        let dispatcher = dispatcher(Arc::clone(&shop));
+        let read = dispatcher
+            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#))
+            .await;
+        assert!(read.ok);
+        // The gateway loses its first answer: the pipeline logs the
+        // transient failure and retries under the same key.
+        shop.lose_next_responses(1);
+        let refund = dispatcher
+                .execute(
+                    Call::new(
+                        "refund_order",
+                        r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
+                    )
+                    .confirmed(true)
+                    .call_id("call_r"),
+                )
+                .await;
+        assert!(refund.ok, "{refund:?}");
+    });
+    assert_eq!(shop.applied_refunds(), 1, "one refund, retried once");
+
+    let spans = spans.lock().unwrap();
+    let refund_span = spans
+        .iter()
+        .position(|s| s.name == "execute_tool" && field(s, "gen_ai.tool.call.id") == Some("call_r"))
+        .map(|at| at as u64 + 1)
+        .expect("the refund's span");
+    let events = events.lock().unwrap();
+    let transient: Vec<&(String, Option<u64>)> = events
+        .iter()
+        .filter(|(message, _)| message.contains("transient failure"))
+        .collect();
+    assert!(!transient.is_empty(), "the retry is logged: {events:#?}");
+    for (message, within) in transient {
+        assert_eq!(
+            *within,
+            Some(refund_span),
+            "{message:?} is logged in the refund's span"
+        );
+    }
 }
