@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, PendingApproval,
+    ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, Key, PendingApproval,
     RecordedOutcome, Store, TaintHit, TakeApproval, now_ms,
 };
 use toolcall::{Rejection, ToolResult, tool};
@@ -47,6 +47,11 @@ pub fn place(
 
 // ------------------------------------------------ the Store conformance suite
 
+/// The store's key for a test's `name` (of a call or a resource).
+pub fn key(name: &str) -> Key {
+    Key::sha256(name)
+}
+
 fn result(n: i64) -> ToolResult {
     ToolResult::success("pay", json!({"n": n}).as_object().unwrap().clone())
 }
@@ -82,9 +87,9 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     assert_eq!(store.next_step("a").await.unwrap(), 1);
     assert_eq!(other.next_step("a").await.unwrap(), 2);
     assert_eq!(store.next_step("b").await.unwrap(), 1);
-    assert_eq!(store.count_call("k1").await.unwrap(), 1);
-    assert_eq!(other.count_call("k1").await.unwrap(), 2);
-    assert_eq!(store.count_call("k2").await.unwrap(), 1);
+    assert_eq!(store.count_call(&key("k1")).await.unwrap(), 1);
+    assert_eq!(other.count_call(&key("k1")).await.unwrap(), 2);
+    assert_eq!(store.count_call(&key("k2")).await.unwrap(), 1);
 
     // A peek reads the step count without counting one.
     assert_eq!(store.peek_step("a").await.unwrap(), 2);
@@ -143,196 +148,218 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // One claim wins; the lease ends it; release frees it.
     let now = now_ms();
     assert_eq!(
-        store.claim("k1", now, 1_000).await.unwrap(),
+        store.claim(&key("k1"), now, 1_000).await.unwrap(),
         Claim::Acquired
     );
     assert_eq!(
-        other.claim("k1", now, 1_000).await.unwrap(),
+        other.claim(&key("k1"), now, 1_000).await.unwrap(),
         Claim::InFlight
     );
     assert_eq!(
-        other.claim("k1", now + 1_001, 1_000).await.unwrap(),
+        other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
         Claim::Acquired,
         "lease ran out"
     );
-    other.release("k1").await.unwrap();
+    other.release(&key("k1")).await.unwrap();
     assert_eq!(
-        store.claim("k1", now, 1_000).await.unwrap(),
+        store.claim(&key("k1"), now, 1_000).await.unwrap(),
         Claim::Acquired,
         "released: free again"
     );
     assert_eq!(
-        store.outcome("k1").await.unwrap(),
+        store.outcome(&key("k1")).await.unwrap(),
         None,
         "claimed: no outcome"
     );
     assert_eq!(
-        store.outcome("free").await.unwrap(),
+        store.outcome(&key("free")).await.unwrap(),
         None,
         "free: no outcome"
     );
 
     // A completed record is the answer from then on, and release keeps it.
-    store.complete("k1", &result(7)).await.unwrap();
+    store.complete(&key("k1"), &result(7)).await.unwrap();
     assert_eq!(
-        other.outcome("k1").await.unwrap(),
+        other.outcome(&key("k1")).await.unwrap(),
         Some(RecordedOutcome::Completed(result(7)))
     );
     assert_eq!(
-        other.claim("k1", now + 10_000_000, 1_000).await.unwrap(),
+        other
+            .claim(&key("k1"), now + 10_000_000, 1_000)
+            .await
+            .unwrap(),
         Claim::Completed(result(7))
     );
-    other.release("k1").await.unwrap();
+    other.release(&key("k1")).await.unwrap();
     assert_eq!(
-        store.outcome("k1").await.unwrap(),
+        store.outcome(&key("k1")).await.unwrap(),
         Some(RecordedOutcome::Completed(result(7)))
     );
     // Doubting a completed key changes nothing.
-    other.doubt("k1").await.unwrap();
+    other.doubt(&key("k1")).await.unwrap();
     assert_eq!(
-        store.outcome("k1").await.unwrap(),
+        store.outcome(&key("k1")).await.unwrap(),
         Some(RecordedOutcome::Completed(result(7)))
     );
 
     // In doubt: durable, released by nothing, claimed like a free key, and
     // completed by the call that ran it again.
     assert_eq!(
-        store.claim("d1", now, 60_000).await.unwrap(),
+        store.claim(&key("d1"), now, 60_000).await.unwrap(),
         Claim::Acquired
     );
-    store.doubt("d1").await.unwrap();
+    store.doubt(&key("d1")).await.unwrap();
     assert_eq!(
-        other.outcome("d1").await.unwrap(),
+        other.outcome(&key("d1")).await.unwrap(),
         Some(RecordedOutcome::InDoubt)
     );
-    other.release("d1").await.unwrap();
+    other.release(&key("d1")).await.unwrap();
     assert_eq!(
-        store.outcome("d1").await.unwrap(),
+        store.outcome(&key("d1")).await.unwrap(),
         Some(RecordedOutcome::InDoubt),
         "release leaves an in-doubt key alone"
     );
     assert!(
-        !store.renew("d1", now, 1_000).await.unwrap(),
+        !store.renew(&key("d1"), now, 1_000).await.unwrap(),
         "in doubt is not in flight"
     );
     assert_eq!(
-        other.claim("d1", now, 60_000).await.unwrap(),
+        other.claim(&key("d1"), now, 60_000).await.unwrap(),
         Claim::Acquired,
         "in doubt: acquired at once, no lease to wait for"
     );
     assert_eq!(
-        store.claim("d1", now, 60_000).await.unwrap(),
+        store.claim(&key("d1"), now, 60_000).await.unwrap(),
         Claim::InFlight,
         "and held like any claim"
     );
-    assert_eq!(store.outcome("d1").await.unwrap(), None, "claimed again");
-    other.complete("d1", &result(8)).await.unwrap();
     assert_eq!(
-        store.outcome("d1").await.unwrap(),
+        store.outcome(&key("d1")).await.unwrap(),
+        None,
+        "claimed again"
+    );
+    other.complete(&key("d1"), &result(8)).await.unwrap();
+    assert_eq!(
+        store.outcome(&key("d1")).await.unwrap(),
         Some(RecordedOutcome::Completed(result(8)))
     );
     // A key never claimed can be doubted too.
-    other.doubt("d2").await.unwrap();
+    other.doubt(&key("d2")).await.unwrap();
     assert_eq!(
-        store.outcome("d2").await.unwrap(),
+        store.outcome(&key("d2")).await.unwrap(),
         Some(RecordedOutcome::InDoubt)
     );
 
     // Renewing extends a claim while it is in flight, and only then.
     assert_eq!(
-        store.claim("r1", now, 1_000).await.unwrap(),
+        store.claim(&key("r1"), now, 1_000).await.unwrap(),
         Claim::Acquired
     );
-    assert!(store.renew("r1", now + 500, 1_000).await.unwrap());
+    assert!(store.renew(&key("r1"), now + 500, 1_000).await.unwrap());
     assert_eq!(
-        other.claim("r1", now + 1_200, 1_000).await.unwrap(),
+        other.claim(&key("r1"), now + 1_200, 1_000).await.unwrap(),
         Claim::InFlight,
         "renewed: not taken over after the first lease's end"
     );
     assert_eq!(
-        other.claim("r1", now + 1_500, 1_000).await.unwrap(),
+        other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
         Claim::Acquired,
         "the renewed lease ran out"
     );
-    other.complete("r1", &result(9)).await.unwrap();
+    other.complete(&key("r1"), &result(9)).await.unwrap();
     assert!(
-        !store.renew("r1", now + 1_600, 1_000).await.unwrap(),
+        !store.renew(&key("r1"), now + 1_600, 1_000).await.unwrap(),
         "completed"
     );
     assert_eq!(
-        store.claim("r2", now, 1_000).await.unwrap(),
+        store.claim(&key("r2"), now, 1_000).await.unwrap(),
         Claim::Acquired
     );
-    store.release("r2").await.unwrap();
-    assert!(!other.renew("r2", now, 1_000).await.unwrap(), "released");
-    assert!(!other.renew("never", now, 1_000).await.unwrap());
+    store.release(&key("r2")).await.unwrap();
+    assert!(
+        !other.renew(&key("r2"), now, 1_000).await.unwrap(),
+        "released"
+    );
+    assert!(!other.renew(&key("never"), now, 1_000).await.unwrap());
 
     // Call counts can be taken back, never below zero.
-    assert_eq!(store.count_call("u1").await.unwrap(), 1);
-    assert_eq!(other.count_call("u1").await.unwrap(), 2);
-    other.uncount_call("u1").await.unwrap();
-    assert_eq!(store.count_call("u1").await.unwrap(), 2, "one taken back");
+    assert_eq!(store.count_call(&key("u1")).await.unwrap(), 1);
+    assert_eq!(other.count_call(&key("u1")).await.unwrap(), 2);
+    other.uncount_call(&key("u1")).await.unwrap();
+    assert_eq!(
+        store.count_call(&key("u1")).await.unwrap(),
+        2,
+        "one taken back"
+    );
     for _ in 0..3 {
-        store.uncount_call("u1").await.unwrap();
+        store.uncount_call(&key("u1")).await.unwrap();
     }
-    assert_eq!(other.count_call("u1").await.unwrap(), 1, "never below zero");
-    store.uncount_call("u2").await.unwrap();
-    assert_eq!(other.count_call("u2").await.unwrap(), 1, "never counted");
+    assert_eq!(
+        other.count_call(&key("u1")).await.unwrap(),
+        1,
+        "never below zero"
+    );
+    store.uncount_call(&key("u2")).await.unwrap();
+    assert_eq!(
+        other.count_call(&key("u2")).await.unwrap(),
+        1,
+        "never counted"
+    );
 
     // Resource locks: one holder at a time, extended by its holder, taken
     // over when the lease runs out, freed only by the holder that has it.
     assert!(
         store
-            .lock_resource("order-1", "h1", now, 1_000)
+            .lock_resource(&key("order-1"), "h1", now, 1_000)
             .await
             .unwrap()
     );
     assert!(
         !other
-            .lock_resource("order-1", "h2", now, 1_000)
+            .lock_resource(&key("order-1"), "h2", now, 1_000)
             .await
             .unwrap()
     );
     assert!(
         other
-            .lock_resource("order-2", "h2", now, 1_000)
+            .lock_resource(&key("order-2"), "h2", now, 1_000)
             .await
             .unwrap(),
         "another resource"
     );
     assert!(
         other
-            .lock_resource("order-1", "h1", now + 500, 1_000)
+            .lock_resource(&key("order-1"), "h1", now + 500, 1_000)
             .await
             .unwrap(),
         "the holder extends it"
     );
     assert!(
         !store
-            .lock_resource("order-1", "h2", now + 1_200, 1_000)
+            .lock_resource(&key("order-1"), "h2", now + 1_200, 1_000)
             .await
             .unwrap(),
         "extended: still held after the first lease's end"
     );
     assert!(
         store
-            .lock_resource("order-1", "h2", now + 1_500, 1_000)
+            .lock_resource(&key("order-1"), "h2", now + 1_500, 1_000)
             .await
             .unwrap(),
         "the lease ran out: taken over"
     );
-    other.unlock_resource("order-1", "h1").await.unwrap();
+    other.unlock_resource(&key("order-1"), "h1").await.unwrap();
     assert!(
         !other
-            .lock_resource("order-1", "h1", now + 1_600, 1_000)
+            .lock_resource(&key("order-1"), "h1", now + 1_600, 1_000)
             .await
             .unwrap(),
         "a stale holder's unlock does nothing"
     );
-    store.unlock_resource("order-1", "h2").await.unwrap();
+    store.unlock_resource(&key("order-1"), "h2").await.unwrap();
     assert!(
         other
-            .lock_resource("order-1", "h1", now + 1_600, 1_000)
+            .lock_resource(&key("order-1"), "h1", now + 1_600, 1_000)
             .await
             .unwrap(),
         "unlocked by its holder: free"
@@ -340,13 +367,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     let long_resource = noise(9_000, 1);
     assert!(
         store
-            .lock_resource(&long_resource, "h1", now, 1_000)
+            .lock_resource(&key(&long_resource), "h1", now, 1_000)
             .await
             .unwrap()
     );
     assert!(
         !other
-            .lock_resource(&long_resource, "h2", now, 1_000)
+            .lock_resource(&key(&long_resource), "h2", now, 1_000)
             .await
             .unwrap()
     );

@@ -10,6 +10,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
+use toolcall_tests::key;
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
@@ -78,7 +79,7 @@ fn claims_raced_by_many_tasks_have_one_winner() {
             .iter()
             .map(|store| {
                 let store = Arc::clone(store);
-                tokio::spawn(async move { store.claim("race", now, 60_000).await.unwrap() })
+                tokio::spawn(async move { store.claim(&key("race"), now, 60_000).await.unwrap() })
             })
             .collect();
         let mut winners = 0;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use toolcall_tests::key;
 
 use serde_json::{Value, json};
 use toolcall::store::{Claim, DecideOutcome, PendingApproval, now_ms};
@@ -57,7 +58,7 @@ fn one_winner(store: Arc<impl Store>) {
             let store = Arc::clone(&store);
             let winners = Arc::clone(&winners);
             std::thread::spawn(move || {
-                if block_on(store.claim("race", now, 60_000)).unwrap() == Claim::Acquired {
+                if block_on(store.claim(&key("race"), now, 60_000)).unwrap() == Claim::Acquired {
                     winners.fetch_add(1, Ordering::SeqCst);
                 }
             })

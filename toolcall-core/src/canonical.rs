@@ -67,9 +67,9 @@
 //! a 128-bit integer, serde_json's raw values) to the `Value` path; the
 //! tests hold the two to the same bytes over arbitrary JSON values.
 
+use crate::store::Key;
 use std::cmp::Ordering;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
@@ -91,40 +91,35 @@ pub fn canonical_json(value: &Value) -> String {
 /// The idempotency key of a call: hex SHA-256 over the session, the tool and
 /// the canonical form of the validated arguments (see the [module docs](self)).
 pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
-    let mut hasher = key_hasher(session, tool);
-    hasher.update(canonical_json(arguments).as_bytes());
-    hex(&hasher.finalize())
+    idempotency_key_value(session, tool, arguments)
+        .as_str()
+        .to_owned()
 }
 
-/// [`idempotency_key`] of `serde_json::to_value(arguments)`, written
-/// straight from `arguments` when the streaming writer takes its shape
-/// (argument structs made of strings, numbers, enums, options, sequences
-/// and string-keyed maps), through the `Value` otherwise.
+/// [`idempotency_key`] of `serde_json::to_value(arguments)`, as the
+/// store's [`Key`], written straight from `arguments` when the streaming
+/// writer takes its shape (argument structs made of strings, numbers,
+/// enums, options, sequences and string-keyed maps), through the `Value`
+/// otherwise.
 pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
     session: &str,
     tool: &str,
     arguments: &T,
-) -> Result<Arc<str>, serde_json::Error> {
+) -> Result<Key, serde_json::Error> {
     let mut hasher = key_hasher(session, tool);
     if stream::hash_canonical(arguments, &mut hasher).is_err() {
         // The writer fed nothing to the hasher before it refused.
         let value = serde_json::to_value(arguments)?;
         hasher.update(canonical_json(&value).as_bytes());
     }
-    Ok(shared_hex(&hasher.finalize().into()))
+    Ok(Key::from_digest(hasher.finalize().into()))
 }
 
-/// The lower-case hex of a digest, shared: the key is held by the
-/// pipeline, the loop guard's count of calls in flight and the tool's
-/// `CallContext`, and cloned for each of them.
-fn shared_hex(digest: &[u8; 32]) -> Arc<str> {
-    let mut text = [0u8; 64];
-    for (pair, byte) in text.chunks_exact_mut(2).zip(digest) {
-        pair[0] = HEX_DIGITS[usize::from(byte >> 4)];
-        pair[1] = HEX_DIGITS[usize::from(byte & 0xf)];
-    }
-    // Hex digits are ASCII: the text is always UTF-8.
-    Arc::from(std::str::from_utf8(&text).unwrap_or_default())
+/// [`idempotency_key`] as the store's [`Key`].
+pub(crate) fn idempotency_key_value(session: &str, tool: &str, arguments: &Value) -> Key {
+    let mut hasher = key_hasher(session, tool);
+    hasher.update(canonical_json(arguments).as_bytes());
+    Key::from_digest(hasher.finalize().into())
 }
 
 /// A hasher fed with the key's domain, session and tool.
@@ -153,18 +148,14 @@ pub fn digest(value: &Value) -> String {
 
 /// The lock key of a resource: [`digest`] of `["resource", kind, value]`,
 /// written without building that array.
-pub(crate) fn resource_digest(kind: &str, value: &Value) -> String {
+pub(crate) fn resource_digest(kind: &str, value: &Value) -> Key {
     let mut out = String::with_capacity(64);
     out.push_str("[\"resource\",");
     write_string(&mut out, kind);
     out.push(',');
     write_value(&mut out, value);
     out.push(']');
-    let digest = Sha256::digest(out.as_bytes());
-    // The text is hashed: its buffer, large enough, takes the hex.
-    out.clear();
-    push_hex(&mut out, &digest);
-    out
+    Key::from_digest(Sha256::digest(out.as_bytes()).into())
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -435,7 +426,7 @@ mod tests {
             json!({"b": [1, "x"], "a": null}),
         ] {
             assert_eq!(
-                resource_digest("order", &value),
+                resource_digest("order", &value).as_str(),
                 digest(&json!(["resource", "order", value])),
             );
         }

@@ -5,7 +5,10 @@
 //! [`Store`] is the contract; [`MemoryStore`] keeps it in this process,
 //! bounded in time and size. Durable stores implement the same trait with the
 //! same semantics, so that a restarted process, or another replica, replays
-//! what was done before instead of doing it again.
+//! what was done before instead of doing it again. A call's count and record,
+//! and a resource's lock, are kept under a [`Key`]: a SHA-256 digest the
+//! dispatcher made, as its bytes, with its hex text for a store that keeps
+//! text.
 
 use std::fmt;
 use std::future::Future;
@@ -239,8 +242,9 @@ impl std::error::Error for StoreError {
 
 /// Everything the pipeline remembers, behind one contract.
 ///
-/// Keys are idempotency keys (they already contain the session). Every
-/// method is one atomic step: two callers racing on one key see one winner.
+/// Keys are idempotency keys (they already contain the session), each a
+/// [`Key`]: a digest, which a store in memory keeps as its 32 bytes and a
+/// store of text as [`Key::as_str`]. Every method is one atomic step: two callers racing on one key see one winner.
 /// Times are wall-clock milliseconds since the Unix epoch, so that records
 /// mean the same to every process that shares a store.
 ///
@@ -287,25 +291,25 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send;
 
     /// Counts one more call with `key` and returns the new count.
-    fn count_call(&self, key: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    fn count_call(&self, key: &Key) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Takes back one count of `key` (never below zero): the call was
     /// answered `CONFIRMATION_REQUIRED`, which is a question to a person, not
     /// a repetition by the model.
-    fn uncount_call(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// What is known of the call with `key`: completed (with its result), in
     /// doubt, or nothing (`None`: free or claimed).
     fn outcome(
         &self,
-        key: &str,
+        key: &Key,
     ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send;
 
     /// Tries to take `key` for execution until `now_ms + lease_ms`. A key
     /// that is free, in doubt, or whose lease ran out is acquired.
     fn claim(
         &self,
-        key: &str,
+        key: &Key,
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
@@ -315,7 +319,7 @@ pub trait Store: Send + Sync + 'static {
     /// or was released).
     fn renew(
         &self,
-        key: &str,
+        key: &Key,
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
@@ -323,18 +327,18 @@ pub trait Store: Send + Sync + 'static {
     /// Stores the result of the call holding `key` and frees the claim.
     fn complete(
         &self,
-        key: &str,
+        key: &Key,
         result: &ToolResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Frees the claim on `key` without a result: the call did not run. The
     /// next identical call may claim it again. A completed or in-doubt key is
     /// left as it is.
-    fn release(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Frees the claim on `key` and remembers the call as in doubt: it ran,
     /// and whether it took effect is unknown. Durable like a completion.
-    fn doubt(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Keeps an approval until it is taken or expires.
     fn put_approval(
@@ -425,7 +429,7 @@ pub trait Store: Send + Sync + 'static {
     /// until `now_ms + lease_ms`. `false` while another holder's lease runs.
     fn lock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
@@ -435,7 +439,7 @@ pub trait Store: Send + Sync + 'static {
     /// holder took since is left alone.
     fn unlock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
@@ -466,24 +470,24 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).tainted(session, fingerprints)
     }
 
-    fn count_call(&self, key: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
+    fn count_call(&self, key: &Key) -> impl Future<Output = Result<u64, StoreError>> + Send {
         (**self).count_call(key)
     }
 
-    fn uncount_call(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+    fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).uncount_call(key)
     }
 
     fn outcome(
         &self,
-        key: &str,
+        key: &Key,
     ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send {
         (**self).outcome(key)
     }
 
     fn claim(
         &self,
-        key: &str,
+        key: &Key,
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
@@ -492,7 +496,7 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn renew(
         &self,
-        key: &str,
+        key: &Key,
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
@@ -501,17 +505,17 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn complete(
         &self,
-        key: &str,
+        key: &Key,
         result: &ToolResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).complete(key, result)
     }
 
-    fn release(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+    fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).release(key)
     }
 
-    fn doubt(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+    fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).doubt(key)
     }
 
@@ -580,7 +584,7 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn lock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
@@ -590,7 +594,7 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
     fn unlock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).unlock_resource(resource, holder)
@@ -612,7 +616,9 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+mod key;
 mod memory;
 
+pub use key::{Key, KeyError};
 pub(crate) use memory::KeyHasher;
 pub use memory::MemoryStore;

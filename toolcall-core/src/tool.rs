@@ -364,7 +364,7 @@ pub(crate) trait Validated: Send {
     /// The idempotency key of these arguments in `session` for `tool`:
     /// [`idempotency_key`](crate::canonical::idempotency_key) of
     /// [`to_value`](Self::to_value), written without the `Value`.
-    fn key(&self, session: &str, tool: &str) -> Result<std::sync::Arc<str>, serde_json::Error>;
+    fn key(&self, session: &str, tool: &str) -> Result<crate::store::Key, serde_json::Error>;
     /// The field at `index` of the tool's fields (named `name`) as JSON,
     /// as it is in [`to_value`](Self::to_value).
     fn member(&self, index: usize, name: &str) -> Result<Value, serde_json::Error>;
@@ -381,7 +381,7 @@ impl<T: Tool> Validated for Typed<T> {
         serde_json::to_value(&self.0)
     }
 
-    fn key(&self, session: &str, tool: &str) -> Result<std::sync::Arc<str>, serde_json::Error> {
+    fn key(&self, session: &str, tool: &str) -> Result<crate::store::Key, serde_json::Error> {
         crate::canonical::idempotency_key_of(session, tool, &self.0)
     }
 

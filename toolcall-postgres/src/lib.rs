@@ -85,7 +85,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Key,
     PendingApproval, RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, now_ms,
     session_key,
 };
@@ -257,7 +257,8 @@ impl Store for PostgresStore {
         Ok(TaintHit::new(true, seen))
     }
 
-    async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
+    async fn count_call(&self, key: &Key) -> Result<u64, StoreError> {
+        let key = key.as_str();
         self.count(
             "INSERT INTO toolcall_calls (key, count, touched_ms) VALUES ($1, 1, $2)
              ON CONFLICT (key) DO UPDATE SET count = toolcall_calls.count + 1, touched_ms = EXCLUDED.touched_ms
@@ -267,7 +268,8 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
+    async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         let client = self.client().await?;
         client
             .execute(
@@ -279,7 +281,8 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
+    async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
+        let key = key.as_str();
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -298,7 +301,8 @@ impl Store for PostgresStore {
         }
     }
 
-    async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+        let key = key.as_str();
         let client = self.client().await?;
         let until = to_sql(now_ms.saturating_add(lease_ms));
         let now = to_sql(now_ms);
@@ -338,7 +342,8 @@ impl Store for PostgresStore {
         }
     }
 
-    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        let key = key.as_str();
         let client = self.client().await?;
         let renewed = client
             .execute(
@@ -355,7 +360,8 @@ impl Store for PostgresStore {
         Ok(renewed > 0)
     }
 
-    async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
+    async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
+        let key = key.as_str();
         let text = serde_json::to_string(result).map_err(StoreError::new)?;
         let client = self.client().await?;
         client
@@ -371,7 +377,8 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn release(&self, key: &str) -> Result<(), StoreError> {
+    async fn release(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         let client = self.client().await?;
         client
             .execute(
@@ -383,7 +390,8 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+    async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         let client = self.client().await?;
         client
             .execute(
@@ -454,11 +462,12 @@ impl Store for PostgresStore {
 
     async fn lock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
     ) -> Result<bool, StoreError> {
+        let resource = resource.as_str();
         let client = self.client().await?;
         // One statement: taken if free, held by `holder`, or run out.
         let locked = client
@@ -485,7 +494,8 @@ impl Store for PostgresStore {
         Ok(locked)
     }
 
-    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        let resource = resource.as_str();
         let client = self.client().await?;
         client
             .execute(

@@ -12,11 +12,22 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::store::{
-    ApprovalDecision, Binding, Claim, DecideOutcome, PendingApproval, RecordedOutcome,
+    ApprovalDecision, Binding, Claim, DecideOutcome, Key, PendingApproval, RecordedOutcome,
     TakeApproval, now_ms, session_key,
 };
 use toolcall::{Store, ToolResult};
 use toolcall_postgres::{PostgresStore, Purged};
+
+/// The store's key for a test's `name`.
+fn key(name: &str) -> Key {
+    Key::sha256(name)
+}
+
+/// `texts` in the order a table sorts them.
+fn sorted<const N: usize>(mut texts: [String; N]) -> [String; N] {
+    texts.sort();
+    texts
+}
 
 fn url() -> Option<String> {
     match std::env::var("TOOLCALL_POSTGRES_URL") {
@@ -122,22 +133,22 @@ async fn old_schema(url: &str, schema: &str) {
         .unwrap();
     client
         .execute(
-            "INSERT INTO toolcall_calls VALUES ('k-done', 2, $1)",
-            &[&now],
+            "INSERT INTO toolcall_calls VALUES ($2, 2, $1)",
+            &[&now, &key("k-done").as_str()],
         )
         .await
         .unwrap();
     client
         .execute(
-            "INSERT INTO toolcall_records VALUES ('k-done', 'completed', 0, $1, $2)",
-            &[&done, &now],
+            "INSERT INTO toolcall_records VALUES ($3, 'completed', 0, $1, $2)",
+            &[&done, &now, &key("k-done").as_str()],
         )
         .await
         .unwrap();
     client
         .execute(
-            "INSERT INTO toolcall_records VALUES ('k-held', 'in_flight', $1, NULL, $2)",
-            &[&(now + 600_000), &now],
+            "INSERT INTO toolcall_records VALUES ($3, 'in_flight', $1, NULL, $2)",
+            &[&(now + 600_000), &now, &key("k-held").as_str()],
         )
         .await
         .unwrap();
@@ -165,13 +176,13 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             5,
             "the session keeps its count under its new key"
         );
-        assert_eq!(store.count_call("k-done").await.unwrap(), 3);
+        assert_eq!(store.count_call(&key("k-done")).await.unwrap(), 3);
         assert_eq!(
-            store.outcome("k-done").await.unwrap(),
+            store.outcome(&key("k-done")).await.unwrap(),
             Some(RecordedOutcome::Completed(result(7)))
         );
         assert_eq!(
-            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
             Claim::InFlight
         );
         let binding = Binding {
@@ -186,18 +197,18 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         ));
 
         // The new state and the new table work.
-        store.doubt("k-held").await.unwrap();
+        store.doubt(&key("k-held")).await.unwrap();
         assert_eq!(
-            store.outcome("k-held").await.unwrap(),
+            store.outcome(&key("k-held")).await.unwrap(),
             Some(RecordedOutcome::InDoubt)
         );
         assert_eq!(
-            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
             Claim::Acquired
         );
         assert!(
             store
-                .lock_resource("order", "h1", now_ms(), 1_000)
+                .lock_resource(&key("order"), "h1", now_ms(), 1_000)
                 .await
                 .unwrap()
         );
@@ -361,12 +372,15 @@ fn the_store_purges_what_expired_by_itself() {
             .purge_every(5);
         // Eleven writes, soon old.
         store.next_step("s-old").await.unwrap();
-        store.count_call("c-old").await.unwrap();
-        store.claim("r-done", now_ms(), 1_000).await.unwrap();
-        store.complete("r-done", &result(1)).await.unwrap();
-        store.claim("r-doubt", now_ms(), 1_000).await.unwrap();
-        store.doubt("r-doubt").await.unwrap();
-        store.claim("r-held", now_ms(), 600_000).await.unwrap();
+        store.count_call(&key("c-old")).await.unwrap();
+        store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
+        store.complete(&key("r-done"), &result(1)).await.unwrap();
+        store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
+        store.doubt(&key("r-doubt")).await.unwrap();
+        store
+            .claim(&key("r-held"), now_ms(), 600_000)
+            .await
+            .unwrap();
         store
             .put_approval(&approval("p-expired", now_ms() - 1))
             .await
@@ -376,19 +390,19 @@ fn the_store_purges_what_expired_by_itself() {
             .await
             .unwrap();
         store
-            .lock_resource("lock-old", "h", now_ms(), 1)
+            .lock_resource(&key("lock-old"), "h", now_ms(), 1)
             .await
             .unwrap();
         store
-            .lock_resource("lock-held", "h", now_ms(), 600_000)
+            .lock_resource(&key("lock-held"), "h", now_ms(), 600_000)
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(700)).await;
         // Four more: the fifteenth write purges.
         store.next_step("s-new").await.unwrap();
-        store.count_call("c-new").await.unwrap();
-        store.claim("r-new", now_ms(), 1_000).await.unwrap();
-        store.complete("r-new", &result(2)).await.unwrap();
+        store.count_call(&key("c-new")).await.unwrap();
+        store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
+        store.complete(&key("r-new"), &result(2)).await.unwrap();
 
         // Seen from another connection, without a purge by hand.
         let client = raw(&url, &schema).await;
@@ -396,16 +410,22 @@ fn the_store_purges_what_expired_by_itself() {
             rows(&client, "toolcall_steps").await,
             [session_key("s-new")]
         );
-        assert_eq!(rows(&client, "toolcall_calls").await, ["c-new"]);
+        assert_eq!(
+            rows(&client, "toolcall_calls").await,
+            [key("c-new").to_string()]
+        );
         assert_eq!(
             rows(&client, "toolcall_records").await,
-            ["r-held", "r-new"],
+            sorted([key("r-held").to_string(), key("r-new").to_string()]),
             "a claim whose lease runs is kept, however old"
         );
         assert_eq!(rows(&client, "toolcall_approvals").await, ["p-valid"]);
-        assert_eq!(rows(&client, "toolcall_locks").await, ["lock-held"]);
         assert_eq!(
-            store.claim("r-held", now_ms(), 1_000).await.unwrap(),
+            rows(&client, "toolcall_locks").await,
+            [key("lock-held").to_string()]
+        );
+        assert_eq!(
+            store.claim(&key("r-held"), now_ms(), 1_000).await.unwrap(),
             Claim::InFlight
         );
 
@@ -422,7 +442,10 @@ fn the_store_purges_what_expired_by_itself() {
                 taint: 0,
             }
         );
-        assert_eq!(rows(&client, "toolcall_records").await, ["r-held"]);
+        assert_eq!(
+            rows(&client, "toolcall_records").await,
+            [key("r-held").to_string()]
+        );
         assert_eq!(store.purge().await.unwrap().total(), 0);
         drop(store);
         drop_schema(&url, &schema).await;

@@ -78,7 +78,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Key,
     PendingApproval, RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, now_ms,
     session_key,
 };
@@ -261,11 +261,13 @@ impl Store for SqliteStore {
         Ok(TaintHit::new(true, seen))
     }
 
-    async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
+    async fn count_call(&self, key: &Key) -> Result<u64, StoreError> {
+        let key = key.as_str();
         self.count("toolcall_calls", "key", key)
     }
 
-    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
+    async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         self.conn()
             .execute(
                 "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
@@ -275,7 +277,8 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
+    async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
+        let key = key.as_str();
         let row: Option<(String, Option<String>)> = self
             .conn()
             .query_row(
@@ -295,7 +298,8 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+        let key = key.as_str();
         let claim = {
             let mut conn = self.conn();
             let tx = conn
@@ -337,7 +341,8 @@ impl Store for SqliteStore {
         Ok(claim)
     }
 
-    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        let key = key.as_str();
         let renewed = self
             .conn()
             .execute(
@@ -349,7 +354,8 @@ impl Store for SqliteStore {
         Ok(renewed > 0)
     }
 
-    async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
+    async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
+        let key = key.as_str();
         let text = serde_json::to_string(result).map_err(StoreError::new)?;
         self.conn()
             .execute(
@@ -363,7 +369,8 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn release(&self, key: &str) -> Result<(), StoreError> {
+    async fn release(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         self.conn()
             .execute(
                 "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
@@ -373,7 +380,8 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+    async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         self.conn()
             .execute(
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
@@ -431,11 +439,12 @@ impl Store for SqliteStore {
 
     async fn lock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
     ) -> Result<bool, StoreError> {
+        let resource = resource.as_str();
         // One statement: taken if free, held by `holder`, or run out.
         let locked = self
             .conn()
@@ -463,7 +472,8 @@ impl Store for SqliteStore {
         Ok(locked)
     }
 
-    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        let resource = resource.as_str();
         self.conn()
             .execute(
                 "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",

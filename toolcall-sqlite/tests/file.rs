@@ -14,7 +14,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, Binding, Claim, DecideOutcome, PendingApproval, RecordedOutcome,
+    ApprovalDecision, Binding, Claim, DecideOutcome, Key, PendingApproval, RecordedOutcome,
     TakeApproval, now_ms,
 };
 use toolcall::{Store, ToolResult};
@@ -22,6 +22,17 @@ use toolcall_sqlite::{Purged, SqliteStore};
 
 const DB: &str = "TOOLCALL_OPEN_DB";
 const START_MS: &str = "TOOLCALL_OPEN_START_MS";
+
+/// The store's key for a test's `name`.
+fn key(name: &str) -> Key {
+    Key::sha256(name)
+}
+
+/// `texts` in the order a table sorts them.
+fn sorted<const N: usize>(mut texts: [String; N]) -> [String; N] {
+    texts.sort();
+    texts
+}
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -189,16 +200,19 @@ fn old_file(path: &Path) {
         [now],
     )
     .unwrap();
-    conn.execute("INSERT INTO toolcall_calls VALUES ('k-done', 2, ?1)", [now])
-        .unwrap();
     conn.execute(
-        "INSERT INTO toolcall_records VALUES ('k-done', 'completed', 0, ?1, ?2)",
-        rusqlite::params![done, now],
+        "INSERT INTO toolcall_calls VALUES (?2, 2, ?1)",
+        rusqlite::params![now, key("k-done").as_str()],
     )
     .unwrap();
     conn.execute(
-        "INSERT INTO toolcall_records VALUES ('k-held', 'in_flight', ?1, NULL, ?2)",
-        rusqlite::params![now + 600_000, now],
+        "INSERT INTO toolcall_records VALUES (?3, 'completed', 0, ?1, ?2)",
+        rusqlite::params![done, now, key("k-done").as_str()],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO toolcall_records VALUES (?3, 'in_flight', ?1, NULL, ?2)",
+        rusqlite::params![now + 600_000, now, key("k-held").as_str()],
     )
     .unwrap();
     conn.execute(
@@ -229,17 +243,17 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             5,
             "the session keeps its count under its new key"
         );
-        assert_eq!(store.count_call("k-done").await.unwrap(), 3);
+        assert_eq!(store.count_call(&key("k-done")).await.unwrap(), 3);
         assert_eq!(
-            store.outcome("k-done").await.unwrap(),
+            store.outcome(&key("k-done")).await.unwrap(),
             Some(RecordedOutcome::Completed(result(7)))
         );
         assert_eq!(
-            store.claim("k-done", now_ms(), 1_000).await.unwrap(),
+            store.claim(&key("k-done"), now_ms(), 1_000).await.unwrap(),
             Claim::Completed(result(7))
         );
         assert_eq!(
-            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
             Claim::InFlight
         );
         let binding = Binding {
@@ -254,19 +268,19 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         ));
 
         // The new state and the new table work.
-        store.doubt("k-held").await.unwrap();
+        store.doubt(&key("k-held")).await.unwrap();
         assert_eq!(
-            store.outcome("k-held").await.unwrap(),
+            store.outcome(&key("k-held")).await.unwrap(),
             Some(RecordedOutcome::InDoubt)
         );
         assert_eq!(
-            store.claim("k-held", now_ms(), 1_000).await.unwrap(),
+            store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
             Claim::Acquired
         );
-        store.complete("k-held", &result(8)).await.unwrap();
+        store.complete(&key("k-held"), &result(8)).await.unwrap();
         assert!(
             store
-                .lock_resource("order", "h1", now_ms(), 1_000)
+                .lock_resource(&key("order"), "h1", now_ms(), 1_000)
                 .await
                 .unwrap()
         );
@@ -394,12 +408,15 @@ fn the_store_purges_what_expired_by_itself() {
     block_on(async {
         // Eleven writes, soon old.
         store.next_step("s-old").await.unwrap();
-        store.count_call("c-old").await.unwrap();
-        store.claim("r-done", now_ms(), 1_000).await.unwrap();
-        store.complete("r-done", &result(1)).await.unwrap();
-        store.claim("r-doubt", now_ms(), 1_000).await.unwrap();
-        store.doubt("r-doubt").await.unwrap();
-        store.claim("r-held", now_ms(), 600_000).await.unwrap();
+        store.count_call(&key("c-old")).await.unwrap();
+        store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
+        store.complete(&key("r-done"), &result(1)).await.unwrap();
+        store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
+        store.doubt(&key("r-doubt")).await.unwrap();
+        store
+            .claim(&key("r-held"), now_ms(), 600_000)
+            .await
+            .unwrap();
         store
             .put_approval(&approval("p-expired", now_ms() - 1))
             .await
@@ -409,11 +426,11 @@ fn the_store_purges_what_expired_by_itself() {
             .await
             .unwrap();
         store
-            .lock_resource("lock-old", "h", now_ms(), 1)
+            .lock_resource(&key("lock-old"), "h", now_ms(), 1)
             .await
             .unwrap();
         store
-            .lock_resource("lock-held", "h", now_ms(), 600_000)
+            .lock_resource(&key("lock-held"), "h", now_ms(), 600_000)
             .await
             .unwrap();
     });
@@ -421,9 +438,9 @@ fn the_store_purges_what_expired_by_itself() {
     block_on(async {
         // Four more: the fifteenth write purges.
         store.next_step("s-new").await.unwrap();
-        store.count_call("c-new").await.unwrap();
-        store.claim("r-new", now_ms(), 1_000).await.unwrap();
-        store.complete("r-new", &result(2)).await.unwrap();
+        store.count_call(&key("c-new")).await.unwrap();
+        store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
+        store.complete(&key("r-new"), &result(2)).await.unwrap();
     });
 
     // Seen from another connection, without a purge by hand.
@@ -431,16 +448,19 @@ fn the_store_purges_what_expired_by_itself() {
         rows(&path, "toolcall_steps"),
         [toolcall::store::session_key("s-new")]
     );
-    assert_eq!(rows(&path, "toolcall_calls"), ["c-new"]);
+    assert_eq!(rows(&path, "toolcall_calls"), [key("c-new").to_string()]);
     assert_eq!(
         rows(&path, "toolcall_records"),
-        ["r-held", "r-new"],
+        sorted([key("r-held").to_string(), key("r-new").to_string()]),
         "a claim whose lease runs is kept, however old"
     );
     assert_eq!(rows(&path, "toolcall_approvals"), ["p-valid"]);
-    assert_eq!(rows(&path, "toolcall_locks"), ["lock-held"]);
     assert_eq!(
-        block_on(store.claim("r-held", now_ms(), 1_000)).unwrap(),
+        rows(&path, "toolcall_locks"),
+        [key("lock-held").to_string()]
+    );
+    assert_eq!(
+        block_on(store.claim(&key("r-held"), now_ms(), 1_000)).unwrap(),
         Claim::InFlight
     );
 
@@ -457,7 +477,7 @@ fn the_store_purges_what_expired_by_itself() {
             taint: 0,
         }
     );
-    assert_eq!(rows(&path, "toolcall_records"), ["r-held"]);
+    assert_eq!(rows(&path, "toolcall_records"), [key("r-held").to_string()]);
     assert_eq!(store.purge().unwrap().total(), 0);
 }
 
@@ -470,7 +490,7 @@ fn without_automatic_purges_nothing_is_deleted_until_purge() {
         .purge_every(0);
     block_on(async {
         for i in 0..20 {
-            store.count_call(&format!("c{i}")).await.unwrap();
+            store.count_call(&key(&format!("c{i}"))).await.unwrap();
             std::thread::sleep(Duration::from_millis(2));
         }
     });

@@ -19,7 +19,7 @@ use super::retry::{Retry, Waiting};
 use crate::args::Members;
 use crate::error::ToolError;
 use crate::result::{Code, Data, ToolResult};
-use crate::store::{Claim, RecordedOutcome, Store, StoreError, now_ms};
+use crate::store::{Claim, Key, RecordedOutcome, Store, StoreError, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A claim outlives its holder's work by this much before another caller
@@ -63,7 +63,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             arguments,
             ..
         } = prepared;
-        let (spec, key, members) = (*spec, &**key, &*members);
+        let (spec, key, members) = (*spec, &*key, &*members);
         let name = spec.name();
         if !spec.side_effect() {
             return match self.run_attempts(spec, validated, members, cx).await {
@@ -132,7 +132,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn complete(
         &self,
         spec: &ToolSpec,
-        key: &str,
+        key: &Key,
         arguments: &Value,
         data: Data,
     ) -> Stage<ToolResult> {
@@ -202,7 +202,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// What the store recorded of `key`. Stored results leave the store
     /// here and by [`claim`](Self::claim) only, and both mark them
     /// `replayed`: an answer read back is never a new execution.
-    pub(super) async fn recorded(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
+    pub(super) async fn recorded(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         Ok(match self.store.outcome(key).await? {
             Some(RecordedOutcome::Completed(stored)) => {
                 Some(RecordedOutcome::Completed(replay(stored)))
@@ -213,7 +213,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Takes `key` for execution, waiting (bounded) while another call holds
     /// it: `Some` with its stored result, replayed, if it completed.
-    async fn claim(&self, spec: &ToolSpec, key: &str) -> Stage<Option<ToolResult>> {
+    async fn claim(&self, spec: &ToolSpec, key: &Key) -> Stage<Option<ToolResult>> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
         let mut waiting = Waiting::up_to(self.settings.claim_wait);

@@ -13,7 +13,7 @@ use super::messages::Failure;
 use super::prepared::{Approval, Prepared, Stage};
 use super::retry::Waiting;
 use crate::result::ToolResult;
-use crate::store::{Store, now_ms};
+use crate::store::{Key, Store, now_ms};
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stages 5 to 8: the business check, the policy, the approval,
@@ -67,7 +67,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn lock_resources(
         &self,
         name: &str,
-        resources: &[String],
+        resources: &[Key],
         holder: &str,
         lease: Duration,
     ) -> Stage<()> {
@@ -98,11 +98,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 }
 
-/// The lock keys of a call's resources (`#[arg(resource)]`), sorted: hex
+/// The lock keys of a call's resources (`#[arg(resource)]`), sorted:
 /// SHA-256 of the resource's kind and the canonical value, so that every
 /// tool naming the same kind of resource shares the lock. `None` for
 /// arguments that cannot be read, which the call fails closed.
-fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Vec<String>> {
+fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Vec<Key>> {
     let mut keys = Vec::new();
     for (index, field) in prepared.spec.fields().iter().enumerate() {
         let Some(kind) = field.resource else {

@@ -22,12 +22,12 @@ use super::twins::Active;
 use super::{Approvals, Call, Dispatcher};
 use crate::args::{Constraint, FieldErrors, Members};
 use crate::audit::ArgumentProblem;
-use crate::canonical::idempotency_key;
+use crate::canonical::idempotency_key_value;
 use crate::error::ToolError;
 use crate::parse::{Arguments, RawMembers, member_values, parse_object, raw_members};
 use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
-use crate::store::{RecordedOutcome, Store};
+use crate::store::{Key, RecordedOutcome, Store};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
@@ -153,7 +153,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
 
         // 5 to 8.
-        let key = prepared.key.clone();
+        let key = prepared.key;
         let prepared_spec = prepared.spec;
         // An untrusted tool's own arguments came from the caller, not from
         // the strangers who wrote its output.
@@ -253,7 +253,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         call: &Call<'_>,
         spec: &'static ToolSpec,
-        key: &str,
+        key: &Key,
         active: &mut Active<'_>,
     ) -> Stage<bool> {
         let name = call.tool;
@@ -311,7 +311,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn guard_loop(
         &self,
         spec: &'static ToolSpec,
-        key: &str,
+        key: &Key,
         active: &mut Active<'_>,
     ) -> Stage<Option<ToolResult>> {
         let name = spec.name();
@@ -423,9 +423,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         let key = match key_from {
             Some(approval) => {
-                let key =
-                    idempotency_key(session, name, &Value::from(format!("approval:{approval}")));
-                Arc::from(key)
+                idempotency_key_value(session, name, &Value::from(format!("approval:{approval}")))
             }
             None => validated.key(session, name).map_err(unserializable)?,
         };
@@ -531,7 +529,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) fn call_context<'a>(&'a self, prepared: &Prepared<'a>) -> CallContext<'a> {
         CallContext {
             state: &self.erased_state,
-            idempotency_key: Arc::clone(&prepared.key),
+            idempotency_key: Arc::from(prepared.key.as_str()),
             session: Arc::from(prepared.session),
             caller: prepared.caller,
         }

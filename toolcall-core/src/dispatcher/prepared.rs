@@ -1,8 +1,6 @@
 //! A call that passed validation, as stages 4 to 8 carry it, and the
 //! types every stage shares: [`Stage`], [`Approval`], [`Noted`].
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
 use super::inbox::Carried;
@@ -10,6 +8,7 @@ use crate::args::Members;
 use crate::audit::ArgumentProblem;
 use crate::policy::Caller;
 use crate::result::ToolResult;
+use crate::store::Key;
 use crate::tool::{ToolSpec, Validated};
 
 /// A stage that says no returns the finished result as its error: the
@@ -58,7 +57,7 @@ pub(super) struct Prepared<'a> {
     /// pipeline found before stage 5; `None` for a call a person's
     /// decision carries out.
     pub tainted: Option<Vec<String>>,
-    pub key: Arc<str>,
+    pub key: Key,
     pub session: &'a str,
     pub caller: &'a Caller,
     pub step: u64,

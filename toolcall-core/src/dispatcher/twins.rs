@@ -12,17 +12,17 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::audit::lock;
-use crate::store::KeyHasher;
+use crate::store::{Key, KeyHasher};
 
 /// Locks of the count, so that threads running different calls rarely
 /// share one (every call takes its key's lock twice).
 const SHARDS: usize = 16;
 
 /// How many calls of each key are deciding or running, in this dispatcher.
-/// Keys are hex digests: the store's seeded fold hashes them, not SipHash.
+/// Keys are digests: the store's seeded fold hashes them, not SipHash.
 #[derive(Debug, Default)]
 pub(super) struct Twins {
     shards: [Shard; SHARDS],
@@ -33,21 +33,21 @@ pub(super) struct Twins {
 /// taking two locks do not contend for one line.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Shard(Mutex<HashMap<Arc<str>, usize, KeyHasher>>);
+struct Shard(Mutex<HashMap<Key, usize, KeyHasher>>);
 
 impl Twins {
     /// The counts of `key`'s shard, locked. (Bits 32 and up pick the
     /// shard: the shard's map places keys by the low bits of its own hash.)
-    fn counts(&self, key: &str) -> MutexGuard<'_, HashMap<Arc<str>, usize, KeyHasher>> {
+    fn counts(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, usize, KeyHasher>> {
         lock(&self.shards[((self.hasher.hash_one(key) >> 32) as usize) % SHARDS].0)
     }
 
     /// Counts a call of `key` as active until the returned guard leaves or
     /// is dropped (the call answered, or was cancelled).
-    pub fn enter(&self, key: &Arc<str>) -> Active<'_> {
+    pub fn enter(&self, key: &Key) -> Active<'_> {
         let mut active = Active {
             twins: self,
-            key: Arc::clone(key),
+            key: *key,
             counted: false,
         };
         active.rejoin();
@@ -55,7 +55,7 @@ impl Twins {
     }
 
     /// Whether any call of `key` is active.
-    pub fn any_active(&self, key: &str) -> bool {
+    pub fn any_active(&self, key: &Key) -> bool {
         self.counts(key).get(key).is_some_and(|n| *n > 0)
     }
 }
@@ -64,7 +64,7 @@ impl Twins {
 #[derive(Debug)]
 pub(super) struct Active<'a> {
     twins: &'a Twins,
-    key: Arc<str>,
+    key: Key,
     counted: bool,
 }
 
@@ -90,11 +90,7 @@ impl Active<'_> {
             return;
         }
         self.counted = true;
-        *self
-            .twins
-            .counts(&self.key)
-            .entry(self.key.clone())
-            .or_insert(0) += 1;
+        *self.twins.counts(&self.key).entry(self.key).or_insert(0) += 1;
     }
 }
 
@@ -106,25 +102,29 @@ impl Drop for Active<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::Twins;
+    use crate::store::Key;
+
+    fn key(text: &str) -> Key {
+        Key::sha256(text)
+    }
 
     #[test]
     fn a_key_is_active_while_any_of_its_calls_is() {
         let twins = Twins::default();
-        let mut first = twins.enter(&Arc::from("k"));
-        let second = twins.enter(&Arc::from("k"));
-        assert!(twins.any_active("k") && !twins.any_active("other"));
+        let k = key("k");
+        let mut first = twins.enter(&k);
+        let second = twins.enter(&k);
+        assert!(twins.any_active(&k) && !twins.any_active(&key("other")));
         first.leave();
         first.leave();
-        assert!(twins.any_active("k"), "the second is still active");
+        assert!(twins.any_active(&k), "the second is still active");
         drop(second);
-        assert!(!twins.any_active("k"));
+        assert!(!twins.any_active(&k));
         first.rejoin();
-        assert!(twins.any_active("k"));
+        assert!(twins.any_active(&k));
         drop(first);
-        assert!(!twins.any_active("k"));
+        assert!(!twins.any_active(&k));
         assert!(
             twins.shards.iter().all(|s| super::lock(&s.0).is_empty()),
             "nothing is kept"
@@ -134,8 +134,9 @@ mod tests {
     #[test]
     fn keys_spread_over_the_locks_and_each_is_counted_apart() {
         let twins = Twins::default();
-        let keys: Vec<Arc<str>> = (0..256)
-            .map(|i| Arc::from(format!("{i:064x}").as_str()))
+        // Digests that differ in their last bytes only.
+        let keys: Vec<Key> = (0..256)
+            .map(|i| format!("{i:064x}").parse().expect("a key"))
             .collect();
         let guards: Vec<_> = keys.iter().map(|k| twins.enter(k)).collect();
         let used = twins

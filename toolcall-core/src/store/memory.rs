@@ -70,84 +70,21 @@ enum RecordState {
     InDoubt,
 }
 
-/// A key of the maps of calls, records and resource locks. The
-/// dispatcher's keys are hex SHA-256 digests: they are kept as their 32
-/// bytes, so that a new key allocates nothing and a lookup compares 32
-/// bytes, not 64. Any other text (a store used directly) is kept as it is.
-/// The two never meet: only lower-case hex of 64 digits is read as a digest,
-/// and the digest gives the same text back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Slot {
-    Digest([u8; 32]),
-    Text(Box<str>),
-}
+/// A key of the maps of calls, records and resource locks: the [`Key`]'s
+/// 32 bytes, hashed as one write (the digest is already uniform).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot([u8; 32]);
 
 impl Slot {
-    fn of(key: &str) -> Slot {
-        match digest_of_hex(key) {
-            Some(digest) => Slot::Digest(digest),
-            None => Slot::Text(key.into()),
-        }
+    fn of(key: &Key) -> Slot {
+        Slot(*key.digest())
     }
 }
 
 impl Hash for Slot {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        match self {
-            Slot::Digest(digest) => state.write(digest),
-            Slot::Text(text) => {
-                state.write(text.as_bytes());
-                state.write_u8(0xff);
-            }
-        }
+        state.write(&self.0);
     }
-}
-
-/// The 32 bytes of 64 lower-case hex digits, or `None` for any other text.
-///
-/// Every call of the store parses its key: eight digits at a time, in one
-/// `u64` (checked and turned into nibbles with a few masks), not a table
-/// look-up per digit.
-fn digest_of_hex(text: &str) -> Option<[u8; 32]> {
-    let text = text.as_bytes();
-    if text.len() != 64 {
-        return None;
-    }
-    let mut digest = [0u8; 32];
-    for (out, digits) in digest.chunks_exact_mut(4).zip(text.chunks_exact(8)) {
-        let word = u64::from_le_bytes(digits.try_into().ok()?);
-        let nibbles = nibbles_of(word)?;
-        for (k, byte) in out.iter_mut().enumerate() {
-            let high = (nibbles >> (16 * k)) as u8;
-            let low = (nibbles >> (16 * k + 8)) as u8;
-            *byte = (high << 4) | low;
-        }
-    }
-    Some(digest)
-}
-
-/// Each of eight ASCII bytes (the first in the low byte) as its hex
-/// digit's value, a byte each, if all are `0`-`9` or `a`-`f`.
-fn nibbles_of(word: u64) -> Option<u64> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    if word & HIGH != 0 {
-        return None;
-    }
-    // For bytes under 0x80, `b + (0x80 - lo)` has its high bit set when
-    // b >= lo, and `b + (0x7f - hi)` when b > hi; neither carries into the
-    // next byte.
-    let within = |lo: u64, hi: u64| {
-        word.wrapping_add((0x80 - lo) * ONES) & !word.wrapping_add((0x7f - hi) * ONES) & HIGH
-    };
-    let digit = within(0x30, 0x39);
-    let letter = within(0x61, 0x66);
-    if digit | letter != HIGH {
-        return None;
-    }
-    // '0'..'9' are 0x30..0x39, 'a'..'f' 0x61..0x66: the low four bits, plus
-    // nine for a letter.
-    Some((word & (0x0f * ONES)) + (letter >> 7) * 9)
 }
 
 /// The hash of the maps keyed by idempotency and resource keys, of the
@@ -235,7 +172,7 @@ impl MemoryStore {
     }
 
     /// The shard of a key of calls, records or locks, and its slot there.
-    fn slot(&self, key: &str) -> (std::sync::MutexGuard<'_, Shard>, Slot) {
+    fn slot(&self, key: &Key) -> (std::sync::MutexGuard<'_, Shard>, Slot) {
         let slot = Slot::of(key);
         (lock(&self.shards[self.shard_of_slot(&slot)]), slot)
     }
@@ -398,7 +335,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn count_call(&self, key: &str) -> Result<u64, StoreError> {
+    async fn count_call(&self, key: &Key) -> Result<u64, StoreError> {
         let now = now_ms();
         let (mut shard, slot) = self.slot(key);
         let count = count_in(&mut shard.calls, slot, now);
@@ -406,7 +343,7 @@ impl Store for MemoryStore {
         Ok(count)
     }
 
-    async fn uncount_call(&self, key: &str) -> Result<(), StoreError> {
+    async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
         let (mut shard, slot) = self.slot(key);
         if let Some(entry) = shard.calls.get_mut(&slot) {
             entry.count = entry.count.saturating_sub(1);
@@ -414,7 +351,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn outcome(&self, key: &str) -> Result<Option<RecordedOutcome>, StoreError> {
+    async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         let (shard, slot) = self.slot(key);
         Ok(match shard.records.get(&slot).map(|r| &r.state) {
             Some(RecordState::Completed(result)) => {
@@ -425,7 +362,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn claim(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
         let (mut shard, slot) = self.slot(key);
         let until_ms = now_ms.saturating_add(lease_ms);
         match shard.records.get_mut(&slot) {
@@ -457,7 +394,7 @@ impl Store for MemoryStore {
         Ok(Claim::Acquired)
     }
 
-    async fn complete(&self, key: &str, result: &ToolResult) -> Result<(), StoreError> {
+    async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
         let now = now_ms();
         let (mut shard, slot) = self.slot(key);
         shard.records.insert(
@@ -470,7 +407,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn renew(&self, key: &str, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
         let (mut shard, slot) = self.slot(key);
         match shard.records.get_mut(&slot) {
             Some(Record {
@@ -485,7 +422,7 @@ impl Store for MemoryStore {
         }
     }
 
-    async fn release(&self, key: &str) -> Result<(), StoreError> {
+    async fn release(&self, key: &Key) -> Result<(), StoreError> {
         let (mut shard, slot) = self.slot(key);
         if let Some(Record {
             state: RecordState::InFlight { .. },
@@ -497,7 +434,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn doubt(&self, key: &str) -> Result<(), StoreError> {
+    async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
         let now = now_ms();
         let (mut shard, slot) = self.slot(key);
         match shard.records.get_mut(&slot) {
@@ -650,7 +587,7 @@ impl Store for MemoryStore {
 
     async fn lock_resource(
         &self,
-        resource: &str,
+        resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
@@ -677,7 +614,7 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    async fn unlock_resource(&self, resource: &str, holder: &str) -> Result<(), StoreError> {
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
         let (mut shard, slot) = self.slot(resource);
         if shard.locks.get(&slot).is_some_and(|l| l.holder == holder) {
             shard.locks.remove(&slot);
@@ -701,121 +638,15 @@ mod tests {
     fn old_and_excess_entries_are_dropped() {
         let store = MemoryStore::new(Duration::from_secs(3600), 160);
         block_on(async {
-            for i in 0..10_000 {
-                store.count_call(&format!("key-{i}")).await.unwrap();
+            for i in 0..10_000u32 {
+                let mut digest = [0u8; 32];
+                digest[..4].copy_from_slice(&i.to_be_bytes());
+                store.count_call(&Key::from_digest(digest)).await.unwrap();
             }
         });
         // 16 shards of at most 10 calls each, trimmed to 9 when over.
         assert!(store.len() <= 160, "{}", store.len());
         assert!(store.len() >= 100, "{}", store.len());
-    }
-
-    /// The reading of hex digits one at a time, from their values.
-    fn digest_digit_by_digit(text: &str) -> Option<[u8; 32]> {
-        let digit = |c: u8| match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            _ => None,
-        };
-        let text = text.as_bytes();
-        if text.len() != 64 {
-            return None;
-        }
-        let mut digest = [0u8; 32];
-        for (byte, pair) in digest.iter_mut().zip(text.chunks_exact(2)) {
-            *byte = (digit(pair[0])? << 4) | digit(pair[1])?;
-        }
-        Some(digest)
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn eight_digits_at_a_time_read_as_one_at_a_time(
-            digest in proptest::array::uniform32(0u8..),
-            at in 0usize..64,
-            byte in 0u8..,
-        ) {
-            let hex = crate::canonical::hex(&digest);
-            proptest::prop_assert_eq!(digest_of_hex(&hex), Some(digest));
-            // Any byte in any place: a digit, an upper-case one, a
-            // neighbour of a range's end, or a byte of a longer character.
-            let mut bytes = hex.into_bytes();
-            bytes[at] = byte;
-            if let Ok(text) = String::from_utf8(bytes.clone()) {
-                proptest::prop_assert_eq!(digest_of_hex(&text), digest_digit_by_digit(&text), "{}", text);
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            proptest::prop_assert_eq!(digest_of_hex(&text), digest_digit_by_digit(&text), "{}", text);
-        }
-    }
-
-    #[test]
-    fn the_ends_of_the_digit_ranges_are_read_exactly() {
-        let zeros = "0".repeat(64);
-        for (c, expected) in [
-            ('0', Some(0)),
-            ('9', Some(9)),
-            ('a', Some(10)),
-            ('f', Some(15)),
-            ('/', None),
-            (':', None),
-            ('`', None),
-            ('g', None),
-            ('A', None),
-            ('F', None),
-        ] {
-            let mut text = zeros.clone();
-            text.replace_range(63..64, &c.to_string());
-            assert_eq!(digest_of_hex(&text).map(|d| d[31]), expected, "{c}");
-            assert_eq!(digest_of_hex(&text), digest_digit_by_digit(&text), "{c}");
-        }
-        assert_eq!(digest_of_hex(&"0".repeat(63)), None);
-        assert_eq!(digest_of_hex(&"é".repeat(32)), None);
-    }
-
-    #[test]
-    fn digest_keys_are_kept_as_bytes_and_other_keys_as_text() {
-        let key = crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(1));
-        let Slot::Digest(digest) = Slot::of(&key) else {
-            panic!("{key} is a digest");
-        };
-        assert_eq!(crate::canonical::hex(&digest), key);
-        for i in 0..200 {
-            let other = crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(i));
-            assert!(
-                matches!(Slot::of(&other), Slot::Digest(d) if crate::canonical::hex(&d) == other)
-            );
-        }
-        let upper = key.to_uppercase();
-        let last = |c: char| format!("{}{c}", &key[..63]);
-        let first = |c: char| format!("{c}{}", &key[1..]);
-        for text in [
-            &upper,
-            &key[1..],
-            &format!("{key}0"),
-            &last('g'),
-            &last('A'),
-            &last('/'),
-            &first(':'),
-            &first('`'),
-            &format!("é{}", &key[2..]),
-            "k1",
-            "",
-            "0g",
-        ] {
-            assert_eq!(Slot::of(text), Slot::Text(text.into()), "{text:?}");
-        }
-        // Text that is no digest never shares a count with one.
-        let store = MemoryStore::default();
-        block_on(async {
-            assert_eq!(store.count_call(&key).await.unwrap(), 1);
-            assert_eq!(store.count_call(&upper).await.unwrap(), 1);
-            assert_eq!(store.count_call(&key).await.unwrap(), 2);
-            assert_eq!(store.count_call(&upper).await.unwrap(), 2);
-            store.uncount_call(&key).await.unwrap();
-            assert_eq!(store.count_call(&upper).await.unwrap(), 3);
-            assert_eq!(store.count_call(&key).await.unwrap(), 2);
-        });
     }
 
     #[test]
@@ -842,10 +673,14 @@ mod hasher_tests {
     use std::collections::HashSet;
     use std::hash::BuildHasher;
 
-    use super::{KeyHasher, Slot};
+    use super::{Key, KeyHasher, Slot};
 
     fn hex_key(i: u64) -> String {
         crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(i))
+    }
+
+    fn key(hex: &str) -> Key {
+        hex.parse().expect("a key's text")
     }
 
     #[test]
@@ -881,8 +716,8 @@ mod hasher_tests {
             for (hash, shard) in [
                 (store.hasher.hash_one(&key), store.shard_of(&key)),
                 (
-                    store.hasher.hash_one(Slot::of(&key)),
-                    store.shard_of_slot(&Slot::of(&key)),
+                    store.hasher.hash_one(Slot::of(&self::key(&key))),
+                    store.shard_of_slot(&Slot::of(&self::key(&key))),
                 ),
             ] {
                 low[shard].insert(hash & 15);
