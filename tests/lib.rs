@@ -84,18 +84,18 @@ const BOUND: Binding<'static> = Binding {
 /// data (the same store, or another connection to the same file).
 pub async fn conformance(store: &impl Store, other: &impl Store) {
     // Counters are per session and per key, and shared by handles.
-    assert_eq!(store.next_step("a").await.unwrap(), 1);
-    assert_eq!(other.next_step("a").await.unwrap(), 2);
-    assert_eq!(store.next_step("b").await.unwrap(), 1);
-    assert_eq!(store.count_call(&key("k1")).await.unwrap(), 1);
-    assert_eq!(other.count_call(&key("k1")).await.unwrap(), 2);
-    assert_eq!(store.count_call(&key("k2")).await.unwrap(), 1);
+    assert_eq!(store.next_step("a", now_ms()).await.unwrap(), 1);
+    assert_eq!(other.next_step("a", now_ms()).await.unwrap(), 2);
+    assert_eq!(store.next_step("b", now_ms()).await.unwrap(), 1);
+    assert_eq!(store.count_call(&key("k1"), now_ms()).await.unwrap(), 1);
+    assert_eq!(other.count_call(&key("k1"), now_ms()).await.unwrap(), 2);
+    assert_eq!(store.count_call(&key("k2"), now_ms()).await.unwrap(), 1);
 
     // A peek reads the step count without counting one.
     assert_eq!(store.peek_step("a").await.unwrap(), 2);
     assert_eq!(other.peek_step("a").await.unwrap(), 2);
     assert_eq!(store.peek_step("never").await.unwrap(), 0);
-    assert_eq!(store.next_step("a").await.unwrap(), 3);
+    assert_eq!(store.next_step("a", now_ms()).await.unwrap(), 3);
 
     // Taint: per session, shared by handles; a mark without fingerprints
     // says the session saw untrusted output, fingerprints say which values.
@@ -283,11 +283,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     assert!(!other.renew(&key("never"), now, 1_000).await.unwrap());
 
     // Call counts can be taken back, never below zero.
-    assert_eq!(store.count_call(&key("u1")).await.unwrap(), 1);
-    assert_eq!(other.count_call(&key("u1")).await.unwrap(), 2);
+    assert_eq!(store.count_call(&key("u1"), now_ms()).await.unwrap(), 1);
+    assert_eq!(other.count_call(&key("u1"), now_ms()).await.unwrap(), 2);
     other.uncount_call(&key("u1")).await.unwrap();
     assert_eq!(
-        store.count_call(&key("u1")).await.unwrap(),
+        store.count_call(&key("u1"), now_ms()).await.unwrap(),
         2,
         "one taken back"
     );
@@ -295,13 +295,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         store.uncount_call(&key("u1")).await.unwrap();
     }
     assert_eq!(
-        other.count_call(&key("u1")).await.unwrap(),
+        other.count_call(&key("u1"), now_ms()).await.unwrap(),
         1,
         "never below zero"
     );
     store.uncount_call(&key("u2")).await.unwrap();
     assert_eq!(
-        other.count_call(&key("u2")).await.unwrap(),
+        other.count_call(&key("u2"), now_ms()).await.unwrap(),
         1,
         "never counted"
     );
@@ -381,10 +381,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // A session id of any length is counted (it is the host's to choose;
     // Postgres indexes at most about 2.7 KB per entry, after compression).
     let long_session = noise(9_000, 2);
-    assert_eq!(store.next_step(&long_session).await.unwrap(), 1);
-    assert_eq!(other.next_step(&long_session).await.unwrap(), 2);
+    assert_eq!(store.next_step(&long_session, now_ms()).await.unwrap(), 1);
+    assert_eq!(other.next_step(&long_session, now_ms()).await.unwrap(), 2);
     assert_eq!(
-        store.next_step(&long_session[..8_999]).await.unwrap(),
+        store
+            .next_step(&long_session[..8_999], now_ms())
+            .await
+            .unwrap(),
         1,
         "another session"
     );

@@ -50,7 +50,7 @@ pub fn by_field(records: &[AuditRecord], registry: &Registry) -> Vec<FieldReject
         let fields = failing_fields(record, registry);
         for (field, example) in fields {
             let entry = counts
-                .entry((record.tool.clone(), field))
+                .entry((record.tool.to_string(), field))
                 .or_insert((0, example));
             entry.0 += 1;
         }
@@ -208,7 +208,7 @@ pub fn regression_calls(records: &[AuditRecord], registry: &Registry) -> Regress
     for record in records
         .iter()
         .filter(|r| matches!(r.code, Code::InvalidArguments | Code::InvalidJson))
-        .filter(|r| seen.insert((r.tool.as_str(), r.arguments.as_str())))
+        .filter(|r| seen.insert((&*r.tool, r.arguments.as_str())))
     {
         match left_out(record, registry) {
             Some(reason) => *found.left_out.entry(reason).or_default() += 1,

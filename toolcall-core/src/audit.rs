@@ -23,8 +23,9 @@ pub struct AuditRecord {
     pub caller: String,
     /// The session's step count after this call.
     pub step: u64,
-    /// The tool the model asked for.
-    pub tool: String,
+    /// The tool the model asked for (borrowed from the registry when it has
+    /// a tool of that name).
+    pub tool: Cow<'static, str>,
     /// The arguments exactly as the model sent them (a parsed object is
     /// written back as compact JSON).
     pub arguments: String,

@@ -263,10 +263,15 @@ impl std::error::Error for StoreError {
 /// namespace: they order calls on one resource (an order, an account)
 /// across every process that shares the store.
 pub trait Store: Send + Sync + 'static {
-    /// Counts one step of `session` and returns the new count. A session id
-    /// can be long (the host chooses it): a store that indexes it should
-    /// index [`session_key`] of it instead.
-    fn next_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    /// Counts one step of `session`, at `now_ms` (the call's time), and
+    /// returns the new count. A session id can be long (the host chooses
+    /// it): a store that indexes it should index [`session_key`] of it
+    /// instead.
+    fn next_step(
+        &self,
+        session: &str,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// The step count of `session` as it is, without counting one (0 for a
     /// session never seen): what a dry run reads.
@@ -290,8 +295,13 @@ pub trait Store: Send + Sync + 'static {
         fingerprints: &[String],
     ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send;
 
-    /// Counts one more call with `key` and returns the new count.
-    fn count_call(&self, key: &Key) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    /// Counts one more call with `key`, at `now_ms`, and returns the new
+    /// count.
+    fn count_call(
+        &self,
+        key: &Key,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Takes back one count of `key` (never below zero): the call was
     /// answered `CONFIRMATION_REQUIRED`, which is a question to a person, not
@@ -446,8 +456,12 @@ pub trait Store: Send + Sync + 'static {
 
 /// A shared store: several dispatchers (or tests) over one set of records.
 impl<T: Store> Store for std::sync::Arc<T> {
-    fn next_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        (**self).next_step(session)
+    fn next_step(
+        &self,
+        session: &str,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).next_step(session, now_ms)
     }
 
     fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
@@ -470,8 +484,12 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).tainted(session, fingerprints)
     }
 
-    fn count_call(&self, key: &Key) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        (**self).count_call(key)
+    fn count_call(
+        &self,
+        key: &Key,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).count_call(key, now_ms)
     }
 
     fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {

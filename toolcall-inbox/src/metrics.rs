@@ -38,7 +38,7 @@ fn plain_summary(records: &[AuditRecord]) -> Value {
     let mut by_tool: BTreeMap<String, u64> = BTreeMap::new();
     for record in records.iter().filter(|r| !r.ok) {
         *by_code.entry(record.code.as_str().to_owned()).or_default() += 1;
-        *by_tool.entry(record.tool.clone()).or_default() += 1;
+        *by_tool.entry(record.tool.to_string()).or_default() += 1;
     }
     json!({
         "totals": {"calls": records.len(), "ok": records.iter().filter(|r| r.ok).count()},

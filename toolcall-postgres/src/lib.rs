@@ -161,10 +161,10 @@ impl PostgresStore {
         Ok(client)
     }
 
-    async fn count(&self, sql: &str, id: &str) -> Result<u64, StoreError> {
+    async fn count(&self, sql: &str, id: &str, now_ms: u64) -> Result<u64, StoreError> {
         let client = self.client().await?;
         let row = client
-            .query_one(sql, &[&id, &to_sql(now_ms())])
+            .query_one(sql, &[&id, &to_sql(now_ms)])
             .await
             .map_err(StoreError::new)?;
         self.wrote().await;
@@ -185,12 +185,13 @@ fn from_sql(value: i64) -> u64 {
 }
 
 impl Store for PostgresStore {
-    async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
+    async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
         self.count(
             "INSERT INTO toolcall_steps (session, count, touched_ms) VALUES ($1, 1, $2)
              ON CONFLICT (session) DO UPDATE SET count = toolcall_steps.count + 1, touched_ms = EXCLUDED.touched_ms
              RETURNING count",
             &session_key(session),
+            now_ms,
         )
         .await
     }
@@ -257,13 +258,14 @@ impl Store for PostgresStore {
         Ok(TaintHit::new(true, seen))
     }
 
-    async fn count_call(&self, key: &Key) -> Result<u64, StoreError> {
+    async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
         let key = key.as_str();
         self.count(
             "INSERT INTO toolcall_calls (key, count, touched_ms) VALUES ($1, 1, $2)
              ON CONFLICT (key) DO UPDATE SET count = toolcall_calls.count + 1, touched_ms = EXCLUDED.touched_ms
              RETURNING count",
             key,
+            now_ms,
         )
         .await
     }

@@ -172,11 +172,11 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap();
         assert_eq!(
-            store.next_step("old-session").await.unwrap(),
+            store.next_step("old-session", now_ms()).await.unwrap(),
             5,
             "the session keeps its count under its new key"
         );
-        assert_eq!(store.count_call(&key("k-done")).await.unwrap(), 3);
+        assert_eq!(store.count_call(&key("k-done"), now_ms()).await.unwrap(), 3);
         assert_eq!(
             store.outcome(&key("k-done")).await.unwrap(),
             Some(RecordedOutcome::Completed(result(7)))
@@ -266,7 +266,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         let again = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        assert_eq!(again.next_step("old-session").await.unwrap(), 6);
+        assert_eq!(again.next_step("old-session", now_ms()).await.unwrap(), 6);
         drop((store, again));
         drop_schema(&url, &schema).await;
     });
@@ -289,7 +289,7 @@ fn replicas_connecting_at_once_upgrade_an_old_schema_once() {
             stores.push(task.await.unwrap().unwrap());
         }
         assert_eq!(
-            stores[3].next_step("old-session").await.unwrap(),
+            stores[3].next_step("old-session", now_ms()).await.unwrap(),
             5,
             "rekeyed once, not twice"
         );
@@ -371,8 +371,8 @@ fn the_store_purges_what_expired_by_itself() {
             .retention(Duration::from_millis(300))
             .purge_every(5);
         // Eleven writes, soon old.
-        store.next_step("s-old").await.unwrap();
-        store.count_call(&key("c-old")).await.unwrap();
+        store.next_step("s-old", now_ms()).await.unwrap();
+        store.count_call(&key("c-old"), now_ms()).await.unwrap();
         store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
         store.complete(&key("r-done"), &result(1)).await.unwrap();
         store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
@@ -399,8 +399,8 @@ fn the_store_purges_what_expired_by_itself() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(700)).await;
         // Four more: the fifteenth write purges.
-        store.next_step("s-new").await.unwrap();
-        store.count_call(&key("c-new")).await.unwrap();
+        store.next_step("s-new", now_ms()).await.unwrap();
+        store.count_call(&key("c-new"), now_ms()).await.unwrap();
         store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
         store.complete(&key("r-new"), &result(2)).await.unwrap();
 

@@ -285,7 +285,7 @@ async fn two_calls_run_in_order_and_each_id_reaches_the_audit() {
         );
         let records = f.audit.records();
         assert_eq!(
-            records.iter().map(|r| r.tool.as_str()).collect::<Vec<_>>(),
+            records.iter().map(|r| r.tool.as_ref()).collect::<Vec<_>>(),
             ["get_order", "refund_order"],
             "{provider}"
         );

@@ -161,7 +161,7 @@ impl SqliteStore {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn count(&self, table: &str, column: &str, id: &str) -> Result<u64, StoreError> {
+    fn count(&self, table: &str, column: &str, id: &str, now_ms: u64) -> Result<u64, StoreError> {
         let sql = format!(
             "INSERT INTO {table} ({column}, count, touched_ms) VALUES (?1, 1, ?2)
              ON CONFLICT ({column}) DO UPDATE SET count = count + 1, touched_ms = excluded.touched_ms
@@ -169,7 +169,7 @@ impl SqliteStore {
         );
         let count: i64 = self
             .conn()
-            .query_row(&sql, params![id, to_sql(now_ms())], |row| row.get(0))
+            .query_row(&sql, params![id, to_sql(now_ms)], |row| row.get(0))
             .map_err(StoreError::new)?;
         self.wrote();
         Ok(u64::try_from(count).unwrap_or(0))
@@ -190,8 +190,8 @@ fn from_sql(value: i64) -> u64 {
 }
 
 impl Store for SqliteStore {
-    async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
-        self.count("toolcall_steps", "session", &session_key(session))
+    async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
+        self.count("toolcall_steps", "session", &session_key(session), now_ms)
     }
 
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
@@ -261,9 +261,9 @@ impl Store for SqliteStore {
         Ok(TaintHit::new(true, seen))
     }
 
-    async fn count_call(&self, key: &Key) -> Result<u64, StoreError> {
+    async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
         let key = key.as_str();
-        self.count("toolcall_calls", "key", key)
+        self.count("toolcall_calls", "key", key, now_ms)
     }
 
     async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {

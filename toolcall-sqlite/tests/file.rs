@@ -75,7 +75,7 @@ fn many_threads_open_one_new_file_at_once() {
                 std::thread::spawn(move || {
                     barrier.wait();
                     let store = SqliteStore::open(&path).map_err(|e| e.to_string())?;
-                    block_on(store.next_step("s")).map_err(|e| e.to_string())
+                    block_on(store.next_step("s", now_ms())).map_err(|e| e.to_string())
                 })
             })
             .collect();
@@ -111,7 +111,7 @@ fn child_opens() {
     let start: u64 = std::env::var(START_MS).unwrap().parse().unwrap();
     std::thread::sleep(Duration::from_millis(start.saturating_sub(now_ms())));
     let store = SqliteStore::open(&path).unwrap();
-    block_on(store.next_step("s")).unwrap();
+    block_on(store.next_step("s", now_ms())).unwrap();
 }
 
 /// The same across processes: four at once on each of ten new files.
@@ -239,11 +239,11 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 4);
     block_on(async {
         assert_eq!(
-            store.next_step("old-session").await.unwrap(),
+            store.next_step("old-session", now_ms()).await.unwrap(),
             5,
             "the session keeps its count under its new key"
         );
-        assert_eq!(store.count_call(&key("k-done")).await.unwrap(), 3);
+        assert_eq!(store.count_call(&key("k-done"), now_ms()).await.unwrap(), 3);
         assert_eq!(
             store.outcome(&key("k-done")).await.unwrap(),
             Some(RecordedOutcome::Completed(result(7)))
@@ -324,7 +324,10 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     // Opened again: already current, nothing changes.
     drop(store);
     let again = SqliteStore::open(&path).unwrap();
-    assert_eq!(block_on(again.next_step("old-session")).unwrap(), 6);
+    assert_eq!(
+        block_on(again.next_step("old-session", now_ms())).unwrap(),
+        6
+    );
 }
 
 #[test]
@@ -344,7 +347,7 @@ fn an_old_file_opened_by_many_threads_at_once_is_upgraded_once() {
         .collect();
     let stores: Vec<SqliteStore> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     assert_eq!(
-        block_on(stores[3].next_step("old-session")).unwrap(),
+        block_on(stores[3].next_step("old-session", now_ms())).unwrap(),
         5,
         "rekeyed once, not twice"
     );
@@ -407,8 +410,8 @@ fn the_store_purges_what_expired_by_itself() {
         .purge_every(5);
     block_on(async {
         // Eleven writes, soon old.
-        store.next_step("s-old").await.unwrap();
-        store.count_call(&key("c-old")).await.unwrap();
+        store.next_step("s-old", now_ms()).await.unwrap();
+        store.count_call(&key("c-old"), now_ms()).await.unwrap();
         store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
         store.complete(&key("r-done"), &result(1)).await.unwrap();
         store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
@@ -437,8 +440,8 @@ fn the_store_purges_what_expired_by_itself() {
     std::thread::sleep(Duration::from_millis(700));
     block_on(async {
         // Four more: the fifteenth write purges.
-        store.next_step("s-new").await.unwrap();
-        store.count_call(&key("c-new")).await.unwrap();
+        store.next_step("s-new", now_ms()).await.unwrap();
+        store.count_call(&key("c-new"), now_ms()).await.unwrap();
         store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
         store.complete(&key("r-new"), &result(2)).await.unwrap();
     });
@@ -490,7 +493,10 @@ fn without_automatic_purges_nothing_is_deleted_until_purge() {
         .purge_every(0);
     block_on(async {
         for i in 0..20 {
-            store.count_call(&key(&format!("c{i}"))).await.unwrap();
+            store
+                .count_call(&key(&format!("c{i}")), now_ms())
+                .await
+                .unwrap();
             std::thread::sleep(Duration::from_millis(2));
         }
     });

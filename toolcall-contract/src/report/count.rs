@@ -60,7 +60,7 @@ fn decisions(records: &[AuditRecord]) -> (Vec<bool>, u64) {
         .map(|record| {
             let key = (
                 record.session_id.as_str(),
-                record.tool.as_str(),
+                &*record.tool,
                 arguments_key(&record.arguments),
             );
             let waiting = pending.get(&key).copied().unwrap_or(0);
@@ -291,7 +291,7 @@ fn recoveries(records: &[AuditRecord], decided: &[bool]) -> Vec<bool> {
             continue;
         }
         let session = record.session_id.as_str();
-        let key = (session, record.tool.as_str());
+        let key = (session, &*record.tool);
         if outcome(record) == Outcome::Rejected {
             let next = if wrong_tool(record) {
                 next_in_session.get(session)

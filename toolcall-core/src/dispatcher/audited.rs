@@ -54,7 +54,7 @@ impl Called<'_> {
     /// starts empty, for the caller to set.
     pub(super) fn ended(
         &self,
-        tool: String,
+        tool: impl Into<std::borrow::Cow<'static, str>>,
         arguments: String,
         result: &ToolResult,
     ) -> AuditRecord {
@@ -62,7 +62,7 @@ impl Called<'_> {
             session_id: self.session.to_owned(),
             caller: self.caller.id().to_owned(),
             step: self.step,
-            tool,
+            tool: tool.into(),
             arguments,
             confirmed: false,
             ok: result.ok,

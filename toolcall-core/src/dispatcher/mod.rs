@@ -30,6 +30,7 @@ mod taint;
 mod twins;
 
 use std::any::{Any, TypeId};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -640,7 +641,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // allocator on every call, costlier than the copy it would spare.
         // Pinned where it is made and polled in the span, rather than moved
         // into an `Instrumented`: the future is not copied again.
-        let running = pin!(self.run(&call, caller, spec));
+        let running = pin!(self.run(&call, caller, spec, at_ms));
         let (step, mut result, noted) = in_span(&span, running).await;
         let prepared::Noted {
             carried,
@@ -652,7 +653,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let confirmed = call.confirmed
             || carried.is_some()
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
-        let tool = Cut::keep("tool", call.tool.to_owned(), MAX_NAME_ECHO, &mut cut);
+        let tool = match spec {
+            // The registry's own name: nothing to copy, nor to cut.
+            Some(spec) if spec.name().len() <= MAX_NAME_ECHO => Cow::Borrowed(spec.name()),
+            _ => Cow::Owned(Cut::keep(
+                "tool",
+                call.tool.to_owned(),
+                MAX_NAME_ECHO,
+                &mut cut,
+            )),
+        };
         let arguments = audited_arguments(spec, call.arguments);
         let arguments = if arguments.len() > self.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)

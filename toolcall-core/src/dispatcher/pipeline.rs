@@ -27,19 +27,21 @@ use crate::error::ToolError;
 use crate::parse::{Arguments, RawMembers, member_values, parse_object, raw_members};
 use crate::policy::{Caller, Policy};
 use crate::result::{Code, ToolResult};
-use crate::store::{Key, RecordedOutcome, Store};
+use crate::store::{Key, RecordedOutcome, Store, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The call's step, its answer, and what the pipeline noted of it for
     /// the audit. `spec` is the registry's tool of the call's name, looked
     /// up once for the pipeline and the audit; stage 1 answers if there is
-    /// none.
+    /// none. `at_ms` is when the call came: the time its step and its count
+    /// are taken at.
     pub(super) async fn run(
         &self,
         call: &Call<'_>,
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
+        at_ms: u64,
     ) -> (u64, ToolResult, Noted) {
         // A dry run uses no step: it reads the step the real call would be.
         let step = if call.dry_run {
@@ -48,7 +50,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .await
                 .map(|step| step.saturating_add(1))
         } else {
-            self.store.next_step(call.session).await
+            self.store.next_step(call.session, at_ms).await
         };
         let step = match step {
             Ok(step) => step,
@@ -58,7 +60,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         let mut noted = Noted::default();
-        let result = match self.pipeline(call, caller, spec, step, &mut noted).await {
+        let result = match self
+            .pipeline(call, caller, spec, step, at_ms, &mut noted)
+            .await
+        {
             Ok(result) | Err(result) => result,
         };
         (step, result, noted)
@@ -70,6 +75,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
         step: u64,
+        at_ms: u64,
         noted: &mut Noted,
     ) -> Stage<ToolResult> {
         let Noted {
@@ -132,7 +138,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // (Given the key, not the call: what the call holds is `Send` but not
         // `Sync`, and is not borrowed across the stage's waits.)
         let in_doubt = self
-            .idempotency(call, prepared.spec, &prepared.key, &mut active)
+            .idempotency(call, prepared.spec, &prepared.key, at_ms, &mut active)
             .await?;
         // The arguments' JSON is built from here on only by the stages that
         // read it whole (`with_arguments`): a replay or a loop, answered
@@ -254,6 +260,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         call: &Call<'_>,
         spec: &'static ToolSpec,
         key: &Key,
+        at_ms: u64,
         active: &mut Active<'_>,
     ) -> Stage<bool> {
         let name = call.tool;
@@ -261,7 +268,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             0
         } else {
             self.store
-                .count_call(key)
+                .count_call(key, at_ms)
                 .await
                 .map_err(|error| self.store_unavailable(name, &error))?
         };
@@ -342,7 +349,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .map_err(|error| self.store_unavailable(name, &error))?;
                 let calls = self
                     .store
-                    .count_call(key)
+                    .count_call(key, now_ms())
                     .await
                     .map_err(|error| self.store_unavailable(name, &error))?;
                 if calls <= self.settings.max_duplicate_calls {

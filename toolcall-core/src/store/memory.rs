@@ -283,8 +283,7 @@ fn count_in<K: Hash + Eq, H: BuildHasher>(
 }
 
 impl Store for MemoryStore {
-    async fn next_step(&self, session: &str) -> Result<u64, StoreError> {
-        let now = now_ms();
+    async fn next_step(&self, session: &str, now: u64) -> Result<u64, StoreError> {
         let mut shard = self.shard(session);
         let count = match shard.steps.get_mut(session) {
             Some(counted) => {
@@ -335,8 +334,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn count_call(&self, key: &Key) -> Result<u64, StoreError> {
-        let now = now_ms();
+    async fn count_call(&self, key: &Key, now: u64) -> Result<u64, StoreError> {
         let (mut shard, slot) = self.slot(key);
         let count = count_in(&mut shard.calls, slot, now);
         self.maintain(&mut shard, now);
@@ -641,7 +639,10 @@ mod tests {
             for i in 0..10_000u32 {
                 let mut digest = [0u8; 32];
                 digest[..4].copy_from_slice(&i.to_be_bytes());
-                store.count_call(&Key::from_digest(digest)).await.unwrap();
+                store
+                    .count_call(&Key::from_digest(digest), now_ms())
+                    .await
+                    .unwrap();
             }
         });
         // 16 shards of at most 10 calls each, trimmed to 9 when over.
