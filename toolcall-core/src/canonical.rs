@@ -166,10 +166,17 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// Appends the lower-case hex of `bytes` to `out`.
 pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
-    for byte in bytes {
-        out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+    for &byte in bytes {
+        out.extend(hex_pair(byte).map(char::from));
     }
+}
+
+/// The two lower-case hex digits of `byte`.
+pub(crate) fn hex_pair(byte: u8) -> [u8; 2] {
+    [
+        HEX_DIGITS[usize::from(byte >> 4)],
+        HEX_DIGITS[usize::from(byte & 0xf)],
+    ]
 }
 
 fn write_value(out: &mut String, value: &Value) {
@@ -234,8 +241,7 @@ fn write_string(out: &mut String, s: &str) {
         out.push_str(&s[plain..at]);
         if escaped.is_empty() {
             out.push_str("\\u00");
-            out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-            out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+            push_hex(out, &[byte]);
         } else {
             out.push_str(escaped);
         }

@@ -72,11 +72,6 @@ fn closest_any<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
     for candidate in candidates {
         have.set(candidate);
         let allowed = (wanted.bytes.max(have.bytes) / 3).max(1);
-        let mut edit = |a: &[_], b: &[_]| {
-            row.clear();
-            row.resize(b.len() + 1, 0);
-            edit_distance(a, b, &mut row)
-        };
         let distance = if have.ascii && wanted.ascii {
             // Field names almost always are ASCII: compared as bytes.
             distance_of(
@@ -84,17 +79,14 @@ fn closest_any<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
                 &have.letters,
                 wanted.bytes,
                 allowed,
-                &mut edit,
+                |a, b| edit_distance_in(a, b, &mut row),
             )
         } else {
             wanted.widen();
             have.widen();
-            let mut edit = |a: &[char], b: &[char]| {
-                row.clear();
-                row.resize(b.len() + 1, 0);
-                edit_distance(a, b, &mut row)
-            };
-            distance_of(&wanted.chars, &have.chars, wanted.bytes, allowed, &mut edit)
+            distance_of(&wanted.chars, &have.chars, wanted.bytes, allowed, |a, b| {
+                edit_distance_in(a, b, &mut row)
+            })
         };
         let Some(distance) = distance else {
             continue;
@@ -176,6 +168,12 @@ impl Normalized {
                 .extend(self.letters.iter().map(|&b| char::from(b)));
         }
     }
+}
+
+/// [`edit_distance`] in a row grown to fit `b`.
+fn edit_distance_in<T: PartialEq>(a: &[T], b: &[T], row: &mut Vec<usize>) -> usize {
+    row.resize(row.len().max(b.len() + 1), 0);
+    edit_distance(a, b, row)
 }
 
 /// Levenshtein distance between `a` and `b`, in `row`'s memory (at least

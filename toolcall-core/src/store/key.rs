@@ -33,11 +33,9 @@ pub struct Key {
 impl Key {
     /// The key of a digest.
     pub fn from_digest(digest: [u8; 32]) -> Key {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut hex = [0u8; 64];
-        for (pair, byte) in hex.chunks_exact_mut(2).zip(&digest) {
-            pair[0] = DIGITS[usize::from(byte >> 4)];
-            pair[1] = DIGITS[usize::from(byte & 0xf)];
+        for (pair, &byte) in hex.chunks_exact_mut(2).zip(&digest) {
+            pair.copy_from_slice(&crate::canonical::hex_pair(byte));
         }
         Key { digest, hex }
     }
