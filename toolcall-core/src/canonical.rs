@@ -147,15 +147,20 @@ pub fn digest(value: &Value) -> String {
 }
 
 /// The lock key of a resource: [`digest`] of `["resource", kind, value]`,
-/// written without building that array.
+/// written without building that array, in the thread's canonical buffers.
 pub(crate) fn resource_digest(kind: &str, value: &Value) -> Key {
-    let mut out = String::with_capacity(64);
-    out.push_str("[\"resource\",");
-    write_string(&mut out, kind);
-    out.push(',');
-    write_value(&mut out, value);
-    out.push(']');
-    Key::from_digest(Sha256::digest(out.as_bytes()).into())
+    let mut hasher = Sha256::new();
+    if stream::hash_canonical(&("resource", kind, value), &mut hasher).is_err() {
+        // The writer fed nothing to the hasher before it refused.
+        let mut out = String::with_capacity(64);
+        out.push_str("[\"resource\",");
+        write_string(&mut out, kind);
+        out.push(',');
+        write_value(&mut out, value);
+        out.push(']');
+        hasher.update(out.as_bytes());
+    }
+    Key::from_digest(hasher.finalize().into())
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -430,12 +435,23 @@ mod tests {
             json!("ORD-1001"),
             json!(42),
             json!({"b": [1, "x"], "a": null}),
+            json!(-0.5),
+            json!(1e21),
+            json!("quote \" and \u{1} and \u{e9} and \u{1f600}"),
+            json!([{"z": 1, "y": {"b": 2, "a": [3]}}]),
         ] {
-            assert_eq!(
-                resource_digest("order", &value).as_str(),
-                digest(&json!(["resource", "order", value])),
-            );
+            for kind in ["order", "odd \"kind\""] {
+                assert_eq!(
+                    resource_digest(kind, &value).as_str(),
+                    digest(&json!(["resource", kind, value])),
+                    "{kind} {value}"
+                );
+            }
         }
+        assert_eq!(
+            resource_digest("order", &json!("ORD-1001")).as_str(),
+            "19db83eb0d8d1966f6a97eb26a88ed9cbc6e7b4b76ea6ebd809c6a2ab4ff8e47"
+        );
     }
 
     #[test]

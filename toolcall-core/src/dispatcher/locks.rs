@@ -40,7 +40,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             while_renewing(locked, lease, |now, lease_ms| {
                 let (resources, holder) = (&resources, &holder);
                 async move {
-                    for resource in resources {
+                    for resource in resources.iter() {
                         if !self
                             .store
                             .lock_resource(resource, holder, now, lease_ms)
@@ -54,7 +54,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             })
             .await
         };
-        for resource in &resources {
+        for resource in resources.iter() {
             if let Err(error) = self.store.unlock_resource(resource, &holder).await {
                 tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
             }
@@ -102,8 +102,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 /// SHA-256 of the resource's kind and the canonical value, so that every
 /// tool naming the same kind of resource shares the lock. `None` for
 /// arguments that cannot be read, which the call fails closed.
-fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Vec<Key>> {
-    let mut keys = Vec::new();
+fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Resources> {
+    let mut keys = Resources::None;
     for (index, field) in prepared.spec.fields().iter().enumerate() {
         let Some(kind) = field.resource else {
             continue;
@@ -113,9 +113,44 @@ fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Vec<Key>> {
             keys.push(crate::canonical::resource_digest(kind, &value));
         }
     }
-    keys.sort_unstable();
-    keys.dedup();
+    if let Resources::Many(keys) = &mut keys {
+        keys.sort_unstable();
+        keys.dedup();
+    }
     Some(keys)
+}
+
+/// A call's resource lock keys, sorted and distinct: most tools name one
+/// resource or none, which takes no allocation.
+enum Resources {
+    None,
+    One(Key),
+    Many(Vec<Key>),
+}
+
+impl Resources {
+    fn push(&mut self, key: Key) {
+        *self = match std::mem::replace(self, Resources::None) {
+            Resources::None => Resources::One(key),
+            Resources::One(first) => Resources::Many(vec![first, key]),
+            Resources::Many(mut keys) => {
+                keys.push(key);
+                Resources::Many(keys)
+            }
+        };
+    }
+}
+
+impl std::ops::Deref for Resources {
+    type Target = [Key];
+
+    fn deref(&self) -> &[Key] {
+        match self {
+            Resources::None => &[],
+            Resources::One(key) => std::slice::from_ref(key),
+            Resources::Many(keys) => keys,
+        }
+    }
 }
 
 /// Who holds a call's resource locks: unique across the processes sharing a
@@ -123,22 +158,54 @@ fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Vec<Key>> {
 /// and across the calls of a thread (a counter). Unlike a confirmation id it
 /// need not be secret, so it costs no system call per call; and as nothing
 /// in it is shared between threads, two threads taking locks write no
-/// common memory.
-fn holder_token() -> String {
-    use std::cell::{Cell, OnceCell};
+/// common memory. Written on the stack: `nonce-counter`, 49 bytes of hex.
+fn holder_token() -> Holder {
+    use std::cell::Cell;
     thread_local! {
-        static NONCE: OnceCell<String> = const { OnceCell::new() };
+        static NONCE: Cell<Option<[u8; NONCE_LEN]>> = const { Cell::new(None) };
         static NEXT: Cell<u64> = const { Cell::new(0) };
     }
     let n = NEXT.with(|next| next.replace(next.get().wrapping_add(1)));
-    NONCE.with(|nonce| {
-        let nonce = nonce.get_or_init(confirmation_id);
-        let mut token = String::with_capacity(nonce.len() + 17);
-        token.push_str(nonce);
-        token.push('-');
-        crate::canonical::push_hex(&mut token, &n.to_be_bytes());
-        token
-    })
+    let nonce = NONCE.with(|nonce| match nonce.get() {
+        Some(drawn) => drawn,
+        None => {
+            let drawn = nonce_of(&confirmation_id());
+            nonce.set(Some(drawn));
+            drawn
+        }
+    });
+    let mut text = [0u8; HOLDER_LEN];
+    text[..NONCE_LEN].copy_from_slice(&nonce);
+    text[NONCE_LEN] = b'-';
+    for (i, byte) in n.to_be_bytes().into_iter().enumerate() {
+        let at = NONCE_LEN + 1 + 2 * i;
+        text[at..at + 2].copy_from_slice(&crate::canonical::hex_pair(byte));
+    }
+    Holder(text)
+}
+
+/// A confirmation id's 32 hex digits, as the nonce of a thread's holders.
+fn nonce_of(id: &str) -> [u8; NONCE_LEN] {
+    let mut nonce = [b'0'; NONCE_LEN];
+    for (to, from) in nonce.iter_mut().zip(id.bytes()) {
+        *to = from;
+    }
+    nonce
+}
+
+const NONCE_LEN: usize = 32;
+const HOLDER_LEN: usize = NONCE_LEN + 1 + 16;
+
+/// A holder token's text: ASCII hex and a dash.
+struct Holder([u8; HOLDER_LEN]);
+
+impl std::ops::Deref for Holder {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        // Hex digits and a dash, written above: always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
@@ -151,7 +218,13 @@ mod tests {
     fn holder_tokens_differ_across_calls_and_threads() {
         let tokens: Vec<String> = std::thread::scope(|scope| {
             let threads: Vec<_> = (0..4)
-                .map(|_| scope.spawn(|| (0..500).map(|_| holder_token()).collect::<Vec<_>>()))
+                .map(|_| {
+                    scope.spawn(|| {
+                        (0..500)
+                            .map(|_| holder_token().to_owned())
+                            .collect::<Vec<_>>()
+                    })
+                })
                 .collect();
             threads
                 .into_iter()

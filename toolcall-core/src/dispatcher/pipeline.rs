@@ -537,7 +537,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         CallContext {
             state: &self.erased_state,
             idempotency_key: Arc::from(prepared.key.as_str()),
-            session: Arc::from(prepared.session),
+            session: shared_session(prepared.session),
             caller: prepared.caller,
         }
     }
@@ -664,5 +664,55 @@ fn check_limits(prepared: &mut Prepared<'_>) -> Result<(), Option<OverLimit>> {
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) fn inbox(&self) -> bool {
         self.settings.approvals == Approvals::Inbox
+    }
+}
+
+/// `session` as the context's `Arc<str>`: the thread's last one again when
+/// it is the same (the calls of a conversation come one after another), so
+/// that a session's text is copied once, not once per call. The Arc is
+/// only ever read; a thread keeps its last session's text alive.
+fn shared_session(session: &str) -> Arc<str> {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
+    }
+    let fresh = || Arc::<str>::from(session);
+    LAST.try_with(|last| {
+        let Ok(mut last) = last.try_borrow_mut() else {
+            return fresh();
+        };
+        match &*last {
+            Some(text) if **text == *session => Arc::clone(text),
+            _ => Arc::clone(last.insert(fresh())),
+        }
+    })
+    .unwrap_or_else(|_| fresh())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::shared_session;
+
+    #[test]
+    fn a_session_is_shared_while_it_repeats_and_never_mistaken_for_another() {
+        let first = shared_session("conversation-1");
+        let again = shared_session("conversation-1");
+        assert!(Arc::ptr_eq(&first, &again), "the same text, copied once");
+        for (session, expected) in [
+            ("conversation-2", "conversation-2"),
+            ("conversation-1", "conversation-1"),
+            ("conversation-10", "conversation-10"),
+            ("", ""),
+            ("conversation-1", "conversation-1"),
+        ] {
+            assert_eq!(&*shared_session(session), expected);
+        }
+        let other_thread = std::thread::spawn(|| shared_session("conversation-3"))
+            .join()
+            .unwrap();
+        assert_eq!(&*other_thread, "conversation-3");
+        assert_eq!(&*shared_session("conversation-1"), "conversation-1");
     }
 }

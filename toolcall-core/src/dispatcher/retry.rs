@@ -49,11 +49,16 @@ impl Retry {
 
 /// A call waiting for another (the holder of its key's claim, of a
 /// resource, its identical twins in flight): pauses that double from 2 ms
-/// to 100 ms, until `claim_wait` has passed. A wait too long for an
-/// `Instant` to hold has no deadline; it never overflows.
+/// to 100 ms, until `claim_wait` has passed since the call was first told
+/// to wait. The clock is read only then: a call that never waits (nearly
+/// every call) never reads it. A wait too long for an `Instant` to hold has
+/// no deadline; it never overflows.
 #[derive(Debug)]
 pub(super) struct Waiting {
-    deadline: Option<Instant>,
+    wait: Duration,
+    /// `None` until the first question (`over`, a pause); then the
+    /// deadline, `None` inside when there is none.
+    deadline: Option<Option<Instant>>,
     pause: Duration,
 }
 
@@ -63,20 +68,29 @@ impl Waiting {
 
     pub fn up_to(wait: Duration) -> Waiting {
         Waiting {
-            deadline: Instant::now().checked_add(wait),
+            wait,
+            deadline: None,
             pause: Waiting::FIRST,
         }
     }
 
-    /// Whether the deadline has passed.
-    pub fn over(&self) -> bool {
-        self.deadline
+    /// The deadline, set the first time it is asked for.
+    fn deadline(&mut self) -> Option<Instant> {
+        let wait = self.wait;
+        *self
+            .deadline
+            .get_or_insert_with(|| Instant::now().checked_add(wait))
+    }
+
+    /// Whether the deadline has passed (the first question starts the wait).
+    pub fn over(&mut self) -> bool {
+        self.deadline()
             .is_some_and(|deadline| Instant::now() >= deadline)
     }
 
     /// The next pause: never past the deadline.
     fn next_pause(&mut self) -> Duration {
-        let pause = match self.deadline {
+        let pause = match self.deadline() {
             Some(deadline) => self
                 .pause
                 .min(deadline.saturating_duration_since(Instant::now())),
@@ -161,12 +175,21 @@ mod tests {
         assert!(!waiting.over());
         let mut soon = Waiting::up_to(Duration::from_millis(1));
         assert!(soon.next_pause() <= Duration::from_millis(1));
-        let done = Waiting::up_to(Duration::ZERO);
+        let mut done = Waiting::up_to(Duration::ZERO);
         assert!(done.over());
         // Beyond what an Instant holds: no deadline, and no overflow.
         let mut forever = Waiting::up_to(Duration::MAX);
         assert!(!forever.over());
         assert_eq!(forever.next_pause(), Duration::from_millis(2));
+    }
+
+    #[test]
+    fn the_wait_starts_when_the_call_is_first_told_to_wait() {
+        let mut waiting = Waiting::up_to(Duration::from_millis(20));
+        // Made long before anything refused the call: its time is not spent.
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!waiting.over());
+        assert!(waiting.next_pause() <= Duration::from_millis(20));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! together never wait for each other.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::audit::lock;
@@ -33,12 +33,23 @@ pub(super) struct Twins {
 /// taking two locks do not contend for one line.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Shard(Mutex<HashMap<Key, usize, KeyHasher>>);
+struct Shard(Mutex<HashMap<Digest, usize, KeyHasher>>);
+
+/// A key as the count holds it: its digest's 32 bytes, hashed as one write
+/// (a [`Key`] also carries its 64 hex digits, which the count never reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Digest([u8; 32]);
+
+impl Hash for Digest {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write(&self.0);
+    }
+}
 
 impl Twins {
     /// The counts of `key`'s shard, locked. (Bits 32 and up pick the
     /// shard: the shard's map places keys by the low bits of its own hash.)
-    fn counts(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, usize, KeyHasher>> {
+    fn counts(&self, key: &Digest) -> MutexGuard<'_, HashMap<Digest, usize, KeyHasher>> {
         lock(&self.shards[((self.hasher.hash_one(key) >> 32) as usize) % SHARDS].0)
     }
 
@@ -47,7 +58,7 @@ impl Twins {
     pub fn enter(&self, key: &Key) -> Active<'_> {
         let mut active = Active {
             twins: self,
-            key: *key,
+            key: Digest(*key.digest()),
             counted: false,
         };
         active.rejoin();
@@ -56,7 +67,8 @@ impl Twins {
 
     /// Whether any call of `key` is active.
     pub fn any_active(&self, key: &Key) -> bool {
-        self.counts(key).get(key).is_some_and(|n| *n > 0)
+        let key = Digest(*key.digest());
+        self.counts(&key).get(&key).is_some_and(|n| *n > 0)
     }
 }
 
@@ -64,7 +76,7 @@ impl Twins {
 #[derive(Debug)]
 pub(super) struct Active<'a> {
     twins: &'a Twins,
-    key: Key,
+    key: Digest,
     counted: bool,
 }
 

@@ -47,8 +47,44 @@ struct Taint {
 
 #[derive(Debug)]
 struct Lock {
-    holder: String,
+    holder: Holder,
     until_ms: u64,
+}
+
+/// Who holds a lock, as the text it was given: inline when short (the
+/// dispatcher's tokens are 49 bytes), so that taking a lock allocates
+/// nothing; on the heap otherwise.
+#[derive(Debug)]
+enum Holder {
+    Inline {
+        len: u8,
+        bytes: [u8; Holder::INLINE],
+    },
+    Heap(Box<str>),
+}
+
+impl Holder {
+    const INLINE: usize = 56;
+
+    fn of(text: &str) -> Holder {
+        if text.len() <= Holder::INLINE {
+            let mut bytes = [0u8; Holder::INLINE];
+            bytes[..text.len()].copy_from_slice(text.as_bytes());
+            Holder::Inline {
+                len: text.len() as u8,
+                bytes,
+            }
+        } else {
+            Holder::Heap(text.into())
+        }
+    }
+
+    fn is(&self, text: &str) -> bool {
+        match self {
+            Holder::Inline { len, bytes } => &bytes[..usize::from(*len)] == text.as_bytes(),
+            Holder::Heap(held) => **held == *text,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -593,16 +629,18 @@ impl Store for MemoryStore {
         let (mut shard, slot) = self.slot(resource);
         let until_ms = now_ms.saturating_add(lease_ms);
         match shard.locks.get_mut(&slot) {
-            Some(lock) if lock.holder != holder && lock.until_ms > now_ms => return Ok(false),
+            Some(lock) if !lock.holder.is(holder) && lock.until_ms > now_ms => return Ok(false),
             Some(lock) => {
-                holder.clone_into(&mut lock.holder);
+                if !lock.holder.is(holder) {
+                    lock.holder = Holder::of(holder);
+                }
                 lock.until_ms = until_ms;
             }
             None => {
                 shard.locks.insert(
                     slot,
                     Lock {
-                        holder: holder.to_owned(),
+                        holder: Holder::of(holder),
                         until_ms,
                     },
                 );
@@ -614,7 +652,7 @@ impl Store for MemoryStore {
 
     async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
         let (mut shard, slot) = self.slot(resource);
-        if shard.locks.get(&slot).is_some_and(|l| l.holder == holder) {
+        if shard.locks.get(&slot).is_some_and(|l| l.holder.is(holder)) {
             shard.locks.remove(&slot);
         }
         Ok(())
@@ -630,6 +668,54 @@ mod tests {
             .build()
             .unwrap()
             .block_on(future)
+    }
+
+    #[test]
+    fn a_lock_is_its_holders_whatever_the_length_of_the_holders_text() {
+        let store = MemoryStore::default();
+        let resource = Key::sha256(b"order ORD-1001");
+        let at = now_ms();
+        let inline = "x".repeat(Holder::INLINE);
+        let longer = format!("{inline}y");
+        let prefix = "x".repeat(Holder::INLINE - 1);
+        let empty = "";
+        block_on(async {
+            let lock = async |holder: &str| {
+                store
+                    .lock_resource(&resource, holder, at, 60_000)
+                    .await
+                    .unwrap()
+            };
+            assert!(lock(&inline).await);
+            assert!(lock(&inline).await, "its holder takes it again");
+            for other in [longer.as_str(), prefix.as_str(), empty] {
+                assert!(!lock(other).await, "{other:?} took {inline:?}'s lock");
+                store.unlock_resource(&resource, other).await.unwrap();
+                assert!(!lock(other).await, "{other:?} freed {inline:?}'s lock");
+            }
+            store.unlock_resource(&resource, &inline).await.unwrap();
+            assert!(lock(&longer).await);
+            for other in [inline.as_str(), prefix.as_str(), empty] {
+                assert!(!lock(other).await, "{other:?} took {longer:?}'s lock");
+            }
+            store.unlock_resource(&resource, &longer).await.unwrap();
+            assert!(lock(empty).await);
+            assert!(!lock(&inline).await);
+            // Once its lease is over, anyone takes it, and holds it.
+            let later = at + 60_001;
+            assert!(
+                store
+                    .lock_resource(&resource, &longer, later, 1_000)
+                    .await
+                    .unwrap()
+            );
+            assert!(
+                !store
+                    .lock_resource(&resource, empty, later, 1_000)
+                    .await
+                    .unwrap()
+            );
+        });
     }
 
     #[test]
