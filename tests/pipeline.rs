@@ -206,7 +206,7 @@ async fn the_audit_keeps_the_problems_the_model_was_told_and_only_those() {
         told.join("; "),
         result.message
     );
-    let paths: Vec<&str> = record.problems.iter().map(|p| p.path.as_str()).collect();
+    let paths: Vec<&str> = record.problems.iter().map(|p| p.path.as_ref()).collect();
     assert_eq!(
         paths,
         ["order_id", "amount_cents", "currency", "reason", "force"]

@@ -853,7 +853,7 @@ async fn the_audit_keeps_a_rejected_calls_problems_but_no_sensitive_value_they_q
     );
 
     let record = audit.records().pop().unwrap();
-    let paths: Vec<&str> = record.problems.iter().map(|p| p.path.as_str()).collect();
+    let paths: Vec<&str> = record.problems.iter().map(|p| p.path.as_ref()).collect();
     assert_eq!(paths, ["cards[0].number", "email", "tip"], "{record:?}");
     assert_eq!(record.problems[0].problem, REDACTED, "a writeOnly value");
     assert_eq!(

@@ -5,6 +5,7 @@
 //! description and its constraints. The same table feeds the JSON Schema the
 //! model sees and the validator that runs, so the two cannot drift apart.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -301,23 +302,6 @@ pub enum Members<'a> {
     Values(&'a [(std::borrow::Cow<'a, str>, Value)]),
 }
 
-impl Members<'_> {
-    /// The members' names, in the order a parsed object lists them: the
-    /// text's with `serde_json`'s `preserve_order`, sorted without it. (The
-    /// problems of unknown members come in this order, however the
-    /// arguments were read.)
-    fn names(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        match self {
-            Members::Parsed(object) => Box::new(object.keys().map(String::as_str)),
-            Members::Raw(members) => Box::new(members.iter().map(|(name, _)| name.as_ref())),
-            Members::Values(members) => {
-                let names = members.iter().map(|(name, _)| name.as_ref());
-                Box::new(in_map_order(names, map_keeps_order()).into_iter())
-            }
-        }
-    }
-}
-
 /// `names` in the order a `serde_json::Map` holding them lists them: as
 /// given where the map keeps the order of insertion, sorted where it is a
 /// `BTreeMap`.
@@ -345,6 +329,9 @@ fn map_keeps_order() -> bool {
 #[derive(Debug, Default)]
 pub struct FieldErrors {
     problems: Vec<FieldProblem>,
+    /// The fast path's "not this way", with no problem to say (see
+    /// [`unread`](FieldErrors::unread)).
+    unread: bool,
 }
 
 /// One problem with one field: where, what, and the field's description,
@@ -352,7 +339,7 @@ pub struct FieldErrors {
 /// the same thing. Shown as `path: problem (description)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldProblem {
-    path: String,
+    path: Cow<'static, str>,
     problem: String,
     description: &'static str,
 }
@@ -375,11 +362,11 @@ impl FieldProblem {
         self.description
     }
 
-    pub(crate) fn into_parts(self) -> (String, String, &'static str) {
+    pub(crate) fn into_parts(self) -> (Cow<'static, str>, String, &'static str) {
         (self.path, self.problem, self.description)
     }
 
-    fn new(path: impl Into<String>, problem: impl Into<String>) -> Self {
+    fn new(path: impl Into<Cow<'static, str>>, problem: impl Into<String>) -> Self {
         FieldProblem {
             path: path.into(),
             problem: problem.into(),
@@ -416,20 +403,22 @@ pub(crate) fn show_problem(
 impl FieldErrors {
     /// Whether nothing was reported.
     pub fn is_empty(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && !self.unread
     }
 
-    /// The fast path's "not this way": one problem with no message, for a
+    /// The fast path's "not this way": no message (none is made), for a
     /// call the full reading then reports.
     pub(crate) fn unread() -> Self {
         FieldErrors {
-            problems: vec![FieldProblem::new("", "")],
+            problems: Vec::new(),
+            unread: true,
         }
     }
 
     pub(crate) fn not_an_object() -> Self {
         FieldErrors {
             problems: vec![FieldProblem::new("arguments", "must be a JSON object")],
+            unread: false,
         }
     }
 
@@ -515,7 +504,7 @@ impl FieldErrors {
         members: &[(std::borrow::Cow<'_, str>, &serde_json::value::RawValue)],
         meta: &FieldMeta,
     ) -> Option<T> {
-        if !self.problems.is_empty() {
+        if self.unread {
             // Refused already: the reading that says why comes next, so the
             // fields after the first problem are not read this way.
             return None;
@@ -541,7 +530,7 @@ impl FieldErrors {
             }),
         };
         if read.is_none() {
-            self.problems.push(FieldProblem::new("", ""));
+            self.unread = true;
         }
         read
     }
@@ -552,39 +541,66 @@ impl FieldErrors {
         self.unknown_members(&Members::Parsed(object), fields);
     }
 
-    /// [`unknown_fields`](FieldErrors::unknown_fields) of any [`Members`].
+    /// [`unknown_fields`](FieldErrors::unknown_fields) of any [`Members`],
+    /// in the order a parsed object lists its members: the text's with
+    /// `serde_json`'s `preserve_order`, sorted without it (raw members, read
+    /// only when every member is a field, in the text's).
     pub fn unknown_members(&mut self, members: &Members<'_>, fields: &[FieldMeta]) {
-        for name in members.names() {
-            if fields.iter().any(|f| f.name == name) {
-                continue;
-            }
-            let shown = crate::echo::cut(name, crate::echo::MAX_NAME_ECHO);
-            // Sized for the longest answer: every field named, four bytes
-            // of quotes and comma each.
-            let names: usize = fields.iter().map(|f| f.name.len() + 4).sum();
-            let mut problem = String::with_capacity(48 + names);
-            problem.push_str("unknown field");
-            match closest(name, fields.iter().map(|f| f.name)) {
-                Some(suggestion) => {
-                    problem.push_str(", did you mean `");
-                    problem.push_str(suggestion);
-                    problem.push_str("`?");
-                }
-                None if fields.is_empty() => problem.push_str(", this tool takes no arguments"),
-                None => {
-                    problem.push_str(", expected one of ");
-                    for (i, field) in fields.iter().enumerate() {
-                        if i > 0 {
-                            problem.push_str(", ");
-                        }
-                        problem.push('`');
-                        problem.push_str(field.name);
-                        problem.push('`');
-                    }
+        let known = |name: &str| fields.iter().any(|f| f.name == name);
+        match members {
+            Members::Parsed(object) => {
+                for name in object.keys().filter(|name| !known(name)) {
+                    self.unknown_member(name, fields);
                 }
             }
-            self.problems.push(FieldProblem::new(shown, problem));
+            Members::Raw(members) => {
+                for (name, _) in members.iter().filter(|(name, _)| !known(name)) {
+                    self.unknown_member(name, fields);
+                }
+            }
+            Members::Values(members) => {
+                // Usually none, or one: a list only when there are some.
+                let unknown = members
+                    .iter()
+                    .map(|(name, _)| name.as_ref())
+                    .filter(|name| !known(name));
+                for name in in_map_order(unknown, map_keeps_order()) {
+                    self.unknown_member(name, fields);
+                }
+            }
         }
+    }
+
+    /// Reports `name`, a member that is no field, with the closest field
+    /// name as a suggestion when one is close enough.
+    fn unknown_member(&mut self, name: &str, fields: &[FieldMeta]) {
+        let shown = crate::echo::cut(name, crate::echo::MAX_NAME_ECHO);
+        // Sized for the longest answer: every field named, four bytes
+        // of quotes and comma each.
+        let names: usize = fields.iter().map(|f| f.name.len() + 4).sum();
+        let mut problem = String::with_capacity(48 + names);
+        problem.push_str("unknown field");
+        match closest(name, fields.iter().map(|f| f.name)) {
+            Some(suggestion) => {
+                problem.push_str(", did you mean `");
+                problem.push_str(suggestion);
+                problem.push_str("`?");
+            }
+            None if fields.is_empty() => problem.push_str(", this tool takes no arguments"),
+            None => {
+                problem.push_str(", expected one of ");
+                for (i, field) in fields.iter().enumerate() {
+                    if i > 0 {
+                        problem.push_str(", ");
+                    }
+                    problem.push('`');
+                    problem.push_str(field.name);
+                    problem.push('`');
+                }
+            }
+        }
+        self.problems
+            .push(FieldProblem::new(shown.into_owned(), problem));
     }
 
     fn push(&mut self, meta: &FieldMeta, problem: String) {
@@ -599,11 +615,11 @@ impl FieldErrors {
             std::borrow::Cow::Owned(cut) => cut,
         };
         let path = if inner_path.is_empty() {
-            meta.name.to_owned()
+            Cow::Borrowed(meta.name)
         } else {
             let separator = if inner_path.starts_with('[') { "" } else { "." };
             let inner_path = crate::echo::cut(inner_path, crate::echo::MAX_NAME_ECHO);
-            format!("{}{separator}{inner_path}", meta.name)
+            Cow::Owned(format!("{}{separator}{inner_path}", meta.name))
         };
         self.problems.push(FieldProblem {
             path,

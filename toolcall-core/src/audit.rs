@@ -90,7 +90,7 @@ pub struct AuditRecord {
 pub struct ArgumentProblem {
     /// The field, with the path inside it for a nested value
     /// (`lines[0].sku`), or the member's name for an unknown one.
-    pub path: String,
+    pub path: Cow<'static, str>,
     /// What is wrong, as the model was told it, or
     /// [`REDACTED`](crate::REDACTED).
     pub problem: String,

@@ -303,3 +303,55 @@ fn only_a_string_without_escapes_is_read_between_its_quotes() {
         assert_eq!(plain_string(raw), None, "{raw}");
     }
 }
+
+#[test]
+fn a_refused_raw_reading_is_never_empty_and_says_nothing() {
+    assert!(!FieldErrors::unread().is_empty());
+    assert!(FieldErrors::unread().problems().is_empty());
+    let text = r#"{"amount_cents": 0}"#;
+    let raw = crate::parse::raw_members(text, 32).expect("members");
+    let mut errors = FieldErrors::default();
+    assert_eq!(errors.field::<i64>(&Members::Raw(&raw), &AMOUNT), None);
+    assert!(!errors.is_empty(), "refused: not to be taken as valid");
+    assert!(
+        errors.problems().is_empty(),
+        "no message is made on this path"
+    );
+    // The fields after the first problem are not read this way.
+    let fine = crate::parse::raw_members(r#"{"amount_cents": 5}"#, 32).expect("members");
+    assert_eq!(errors.field::<i64>(&Members::Raw(&fine), &AMOUNT), None);
+}
+
+#[test]
+fn unknown_members_are_reported_alike_however_the_members_were_read() {
+    let text = r#"{"zeta": 1, "amount_cents": 3, "amount": 2, "b": null, "émile": [1]}"#;
+    let object: Map<String, Value> = serde_json::from_str(text).unwrap();
+    let raw = crate::parse::raw_members(text, 32).expect("members");
+    let values = crate::parse::member_values(&raw, 32).expect("values");
+    let report = |members: &Members<'_>| {
+        let mut errors = FieldErrors::default();
+        errors.unknown_members(members, std::slice::from_ref(&AMOUNT));
+        errors
+            .problems()
+            .iter()
+            .map(|p| format!("{p}"))
+            .collect::<Vec<_>>()
+    };
+    let parsed = report(&Members::Parsed(&object));
+    assert_eq!(parsed.len(), 4, "{parsed:?}");
+    assert_eq!(report(&Members::Values(&values)), parsed);
+    assert!(
+        parsed[0..]
+            .iter()
+            .any(|p| p == "amount: unknown field, did you mean `amount_cents`?")
+    );
+    // With every member a field, nothing is reported, whatever the reading.
+    let known = crate::parse::raw_members(r#"{"amount_cents": 3}"#, 32).expect("members");
+    assert!(report(&Members::Raw(&known)).is_empty());
+    assert!(
+        report(&Members::Values(
+            &crate::parse::member_values(&known, 32).unwrap()
+        ))
+        .is_empty()
+    );
+}

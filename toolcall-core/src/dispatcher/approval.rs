@@ -105,7 +105,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         self.decide(decision, caller, |pending| async move {
             match &pending.decision {
                 Some(recorded) if !recorded.approved => {
-                    Err(self.denied(&pending.tool, &recorded.note))
+                    Err(self.denied(pending.tool.clone(), &recorded.note))
                 }
                 _ => self.run_approved(&decision, caller, pending).await,
             }
@@ -162,7 +162,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             };
             Err(self.fail_with(
                 Failure::ConfirmationDenied,
-                &pending.tool,
+                pending.tool.clone(),
                 &Details::detail(reason),
                 Map::new(),
             ))
@@ -214,7 +214,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     None,
                     self.fail_with(
                         Failure::ConfirmationExpired,
-                        tool_hint,
+                        tool_hint.to_owned(),
                         &about_id,
                         Map::new(),
                     ),
@@ -223,7 +223,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     None,
                     self.fail_with(
                         Failure::ConfirmationInvalid,
-                        tool_hint,
+                        tool_hint.to_owned(),
                         &about_id,
                         Map::new(),
                     ),
@@ -274,7 +274,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             let Value::Object(object) = &pending.arguments else {
                 return Err(self.fail_with(
                     Failure::ConfirmationInvalid,
-                    &pending.tool,
+                    pending.tool.clone(),
                     &Details::approval(decision.id),
                     Map::new(),
                 ));
@@ -286,7 +286,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let Value::Object(object) = &pending.arguments else {
             return Err(self.fail_with(
                 Failure::ConfirmationInvalid,
-                &pending.tool,
+                pending.tool.clone(),
                 &Details::approval(decision.id),
                 Map::new(),
             ));

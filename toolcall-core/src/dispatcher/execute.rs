@@ -385,7 +385,7 @@ impl<S, St> Dispatcher<S, St> {
     /// The answer to a call whose outcome is unknown: the code stays
     /// (`TIMEOUT` or `UPSTREAM_UNAVAILABLE`), `data` says `in_doubt`, and the
     /// message tells the model how to find out.
-    fn fail_in_doubt(&self, code: Code, name: &str) -> ToolResult {
+    fn fail_in_doubt(&self, code: Code, name: &'static str) -> ToolResult {
         let failure = match code {
             Code::Timeout => Failure::TimeoutInDoubt,
             _ => Failure::UpstreamInDoubt,
@@ -398,7 +398,7 @@ impl<S, St> Dispatcher<S, St> {
     /// The result of a check or handler that said no. A transient failure
     /// that reaches here (a check's, after its retries) means the backend
     /// is unavailable now.
-    pub(super) fn failure_of(&self, name: &str, error: ToolError) -> ToolResult {
+    pub(super) fn failure_of(&self, name: &'static str, error: ToolError) -> ToolResult {
         match error {
             ToolError::Rejected(rejection) => {
                 let (code, message) = rejection.into_parts();

@@ -151,7 +151,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// `CONFIRMATION_DENIED`, with the person's note as the reason.
-    pub(super) fn denied(&self, name: &str, note: &str) -> ToolResult {
+    pub(super) fn denied(
+        &self,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        note: &str,
+    ) -> ToolResult {
         let note = note.trim();
         let details = if note.is_empty() {
             Details::default()

@@ -66,7 +66,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// waiting (bounded) for calls holding them.
     async fn lock_resources(
         &self,
-        name: &str,
+        name: &'static str,
         resources: &[Key],
         holder: &str,
         lease: Duration,

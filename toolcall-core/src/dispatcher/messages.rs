@@ -315,11 +315,11 @@ impl Messages {
     pub fn answer(
         &self,
         failure: Failure,
-        tool: &str,
+        tool: impl Into<Cow<'static, str>>,
         details: &Details<'_>,
         data: Map<String, Value>,
     ) -> ToolResult {
-        let mut result = ToolResult::failure(tool.to_owned(), failure.code(), String::new());
+        let mut result = ToolResult::failure(tool, failure.code(), String::new());
         result.data = data.into();
         let cx = MessageContext {
             failure,
@@ -349,7 +349,7 @@ impl Messages {
 
 impl<S, St> super::Dispatcher<S, St> {
     /// The answer of a standard failure of `tool`, no details, no data.
-    pub(super) fn fail(&self, failure: Failure, tool: &str) -> ToolResult {
+    pub(super) fn fail(&self, failure: Failure, tool: impl Into<Cow<'static, str>>) -> ToolResult {
         self.messages
             .answer(failure, tool, &Details::default(), Map::new())
     }
@@ -358,7 +358,7 @@ impl<S, St> super::Dispatcher<S, St> {
     pub(super) fn fail_with(
         &self,
         failure: Failure,
-        tool: &str,
+        tool: impl Into<Cow<'static, str>>,
         details: &Details<'_>,
         data: Map<String, Value>,
     ) -> ToolResult {
@@ -372,7 +372,7 @@ impl<S, St> super::Dispatcher<S, St> {
         error: &crate::store::StoreError,
     ) -> ToolResult {
         tracing::error!(tool, %error, "the store failed");
-        self.fail(Failure::StoreUnavailable, tool)
+        self.fail(Failure::StoreUnavailable, tool.to_owned())
     }
 }
 

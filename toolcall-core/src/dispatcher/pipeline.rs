@@ -85,7 +85,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
         // 0. Step budget.
         if step > self.settings.max_steps {
-            return Err(self.fail(Failure::StepLimit, name));
+            return Err(self.fail(Failure::StepLimit, name.to_owned()));
         }
 
         // 1. Lookup and allowlist.
@@ -243,7 +243,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             let error = error.to_string();
             self.fail_with(
                 Failure::InvalidJson,
-                call.tool,
+                call.tool.to_owned(),
                 &Details::detail(&error),
                 Map::new(),
             )
@@ -590,10 +590,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             let available: Vec<Value> = policy.allowed().map(Value::from).collect();
             let mut data = Map::new();
             data.insert("available".into(), Value::from(available));
-            return Err(self.fail_with(Failure::UnknownTool, name, &Details::default(), data));
+            return Err(self.fail_with(
+                Failure::UnknownTool,
+                name.to_owned(),
+                &Details::default(),
+                data,
+            ));
         };
         if !policy.allows(name) {
-            return Err(self.fail(Failure::ToolNotAllowed, name));
+            // The registry's name, which is the call's.
+            return Err(self.fail(Failure::ToolNotAllowed, spec.name()));
         }
         Ok(spec)
     }
