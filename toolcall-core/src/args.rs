@@ -296,10 +296,44 @@ pub enum Members<'a> {
     Parsed(&'a Map<String, Value>),
     /// Each member's name and raw JSON text, names unique.
     Raw(&'a [(std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue)]),
-    /// Each member's name and parsed value, names unique, in the text's
-    /// order: read as a parsed object is, every problem reported, without
-    /// the map. (The dispatcher's reading of arguments the fast path refused.)
-    Values(&'a [(std::borrow::Cow<'a, str>, Value)]),
+    /// Each member's name and value, names unique, in the text's order:
+    /// read as a parsed object is, every problem reported, without the
+    /// map. (The dispatcher's reading of arguments the fast path refused.)
+    Values(&'a [(std::borrow::Cow<'a, str>, MemberValue<'a>)]),
+}
+
+/// A member's value in [`Members::Values`]: parsed, or a string with no
+/// escapes kept as its raw text, which reads as the parsed string would
+/// (the same value, the same problems) with nothing parsed or copied first.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum MemberValue<'a> {
+    /// The value, parsed.
+    Parsed(Value),
+    /// A JSON string with no escapes, quotes and all.
+    Plain(&'a str),
+}
+
+impl<'a> MemberValue<'a> {
+    /// `raw`, a member's JSON text, kept as text when it is a plain string,
+    /// else parsed by `parse` (`None` when that fails).
+    pub(crate) fn of(raw: &'a str, parse: impl FnOnce(&'a str) -> Option<Value>) -> Option<Self> {
+        match plain_string(raw) {
+            Some(_) => Some(MemberValue::Plain(raw)),
+            None => parse(raw).map(MemberValue::Parsed),
+        }
+    }
+
+    /// The value, parsed now if it is text.
+    #[cfg(test)]
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            MemberValue::Parsed(value) => value.clone(),
+            MemberValue::Plain(raw) => {
+                Value::String(plain_string(raw).unwrap_or_default().to_owned())
+            }
+        }
+    }
 }
 
 /// `names` in the order a `serde_json::Map` holding them lists them: as
@@ -454,10 +488,11 @@ impl FieldErrors {
         let value = match members {
             Members::Parsed(object) => object.get(meta.name),
             Members::Raw(members) => return self.raw_field(members, meta),
-            Members::Values(members) => members
-                .iter()
-                .find(|(name, _)| name == meta.name)
-                .map(|(_, value)| value),
+            Members::Values(members) => match members.iter().find(|(name, _)| name == meta.name) {
+                Some((_, MemberValue::Parsed(value))) => Some(value),
+                Some((_, MemberValue::Plain(raw))) => return self.plain_field(raw, meta),
+                None => None,
+            },
         };
         let Some(value) = value else {
             return match T::deserialize(&Value::Null) {
@@ -471,12 +506,7 @@ impl FieldErrors {
         let typed = match read_value::<T>(value) {
             Ok(typed) => typed,
             Err((path, error)) => {
-                // Written once into room for a usual message (serde's
-                // `to_string` grows its text from nothing, four times over).
-                let mut problem = String::with_capacity(96);
-                let _ = fmt::Write::write_fmt(&mut problem, format_args!("{error}"));
-                let problem = plain_type_error(problem);
-                self.push_at(meta, &path, problem);
+                self.push_at(meta, &path, type_problem(&error));
                 return None;
             }
         };
@@ -490,6 +520,31 @@ impl FieldErrors {
             }
         }
         (self.problems.len() == before).then_some(typed)
+    }
+
+    /// [`field`](FieldErrors::field) of a plain string, from its raw text:
+    /// the type read from the text between its quotes as from the parsed
+    /// string, the constraints checked there; a parsed copy is made only to
+    /// word a constraint's problem.
+    fn plain_field<T: DeserializeOwned>(&mut self, raw: &str, meta: &FieldMeta) -> Option<T> {
+        let text = plain_string(raw).unwrap_or_default();
+        let typed = match T::deserialize(PlainStr(text)) {
+            Ok(typed) => typed,
+            Err(error) => {
+                self.push(meta, type_problem(&error));
+                return None;
+            }
+        };
+        if meta.constraints.iter().all(|c| c.accepts_str(text)) {
+            return Some(typed);
+        }
+        let value = Value::String(text.to_owned());
+        for constraint in meta.constraints {
+            if let Some(problem) = constraint.violation(&value) {
+                self.push(meta, problem);
+            }
+        }
+        None
     }
 
     /// The fast path's reading of one field from its raw text: the type
@@ -645,6 +700,71 @@ fn read_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, serde_js
         };
         (path, error.into_inner())
     })
+}
+
+/// A plain string's text as a deserializer that reads as a parsed
+/// `Value::String` of it does (`&Value`'s deserializer): a string to
+/// whatever asks for any value, a string, an identifier or bytes; `Some` of
+/// it for an option; itself inside a newtype; a unit variant's name for an
+/// enum. Anything else is told it got a string, in the same words.
+struct PlainStr<'a>(&'a str);
+
+impl<'de> serde::Deserializer<'de> for PlainStr<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, serde_json::Error> {
+        visitor.visit_borrowed_str(self.0)
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, serde_json::Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, serde_json::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, serde_json::Error> {
+        // A unit variant: any data a variant wants is reported missing.
+        visitor.visit_enum(serde::de::value::BorrowedStrDeserializer::new(self.0))
+    }
+
+    fn deserialize_ignored_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, serde_json::Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
+        identifier
+    }
+}
+
+/// serde's problem with a value, in JSON's terms, written once into room
+/// for a usual message (serde's `to_string` grows its text from nothing,
+/// four times over).
+fn type_problem(error: &serde_json::Error) -> String {
+    let mut problem = String::with_capacity(96);
+    let _ = fmt::Write::write_fmt(&mut problem, format_args!("{error}"));
+    plain_type_error(problem)
 }
 
 /// The most problems one answer lists; the rest are counted.

@@ -28,8 +28,8 @@ mod taint;
 mod tool;
 
 pub use args::{
-    Bound, Constraint, FieldErrors, FieldMeta, FieldProblem, Members, Pattern, StringFormat,
-    ToolArgs,
+    Bound, Constraint, FieldErrors, FieldMeta, FieldProblem, MemberValue, Members, Pattern,
+    StringFormat, ToolArgs,
 };
 pub use audit::{ArgumentProblem, AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::args::MemberValue;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
@@ -167,19 +168,20 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
 pub(crate) fn member_values<'a>(
     members: &[(Cow<'a, str>, &'a serde_json::value::RawValue)],
     max_depth: usize,
-) -> Option<Vec<(Cow<'a, str>, Value)>> {
+) -> Option<Vec<(Cow<'a, str>, MemberValue<'a>)>> {
     // The object is one level: its members are read one level down.
     let depth_left = max_depth.checked_sub(1)?;
+    let parse = |raw: &str| {
+        let mut deserializer = serde_json::Deserializer::from_str(raw);
+        let value = StrictValue { depth_left }
+            .deserialize(&mut deserializer)
+            .ok()?;
+        deserializer.end().ok()?;
+        Some(value)
+    };
     members
         .iter()
-        .map(|(name, raw)| {
-            let mut deserializer = serde_json::Deserializer::from_str(raw.get());
-            let value = StrictValue { depth_left }
-                .deserialize(&mut deserializer)
-                .ok()?;
-            deserializer.end().ok()?;
-            Some((name.clone(), value))
-        })
+        .map(|(name, raw)| Some((name.clone(), MemberValue::of(raw.get(), &parse)?)))
         .collect()
 }
 

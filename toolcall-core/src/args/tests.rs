@@ -355,3 +355,136 @@ fn unknown_members_are_reported_alike_however_the_members_were_read() {
         .is_empty()
     );
 }
+
+/// A test enum as a tool would declare one: unit variants, renamed, and a
+/// variant with data.
+#[derive(Debug, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reason {
+    Damaged,
+    NotDelivered,
+    #[allow(dead_code)]
+    Other(String),
+}
+
+/// A newtype, a struct and an untagged enum, as tools declare them.
+#[derive(Debug, PartialEq, serde::Deserialize)]
+struct Id(String);
+
+#[derive(Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sku {
+    sku: String,
+}
+
+#[derive(Debug, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+enum Either {
+    Number(i64),
+    Text(Id),
+}
+
+/// Every problem `T` and `constraints` find in `text` read as a plain
+/// string member, then as its parsed value: `(plain, parsed)`.
+fn both_readings<T: DeserializeOwned + PartialEq + std::fmt::Debug>(
+    text: &str,
+    constraints: &'static [Constraint],
+) -> ((Option<T>, String), (Option<T>, String)) {
+    let meta = FieldMeta {
+        name: "field",
+        description: "A field.",
+        constraints,
+        sensitive: false,
+        resource: None,
+    };
+    let raw = serde_json::to_string(text).unwrap();
+    let plain = MemberValue::of(&raw, |_| None).expect("a plain string");
+    assert!(matches!(plain, MemberValue::Plain(_)), "{raw}");
+    let parsed = MemberValue::Parsed(plain.to_value());
+    let read = |value: MemberValue<'_>| {
+        let members = [(std::borrow::Cow::Borrowed("field"), value)];
+        let mut errors = FieldErrors::default();
+        let typed = errors.field::<T>(&Members::Values(&members), &meta);
+        (typed, errors.to_string())
+    };
+    (read(plain), read(parsed))
+}
+
+static SHAPED: [Constraint; 3] = [
+    Constraint::Pattern(&ORDER_ID),
+    Constraint::MinLength(3),
+    Constraint::MaxLength(8),
+];
+
+proptest::proptest! {
+    /// A string member kept as its text reads exactly as the parsed string
+    /// would: the same value, the same problems in the same words, for
+    /// every type a field may have and with its constraints.
+    #[test]
+    fn a_plain_string_member_reads_as_its_parsed_value(
+        text in proptest::prop_oneof![
+            "ORD-[0-9]{3,5}",
+            "[a-zA-Zé0-9@. \\-]{0,12}",
+            "-?[0-9]{1,25}",
+            "(true|false|null|damaged|not_delivered|other|Damaged|x)",
+            "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+        ]
+    ) {
+        let (plain, parsed) = both_readings::<String>(&text, &SHAPED);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<String>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Option<String>>(&text, &SHAPED);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<i64>(&text, &[]);
+        proptest::prop_assert_eq!(&plain, &parsed);
+        proptest::prop_assert!(plain.0.is_none() && plain.1.starts_with("field: invalid type: string"), "{:?}", plain);
+        let (plain, parsed) = both_readings::<u8>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<bool>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<char>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Reason>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Option<Reason>>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Vec<String>>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<std::collections::BTreeMap<String, i64>>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<f64>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Id>(&text, &SHAPED);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Sku>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<Either>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<()>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<serde_json::Value>(&text, &[]);
+        proptest::prop_assert_eq!(plain, parsed);
+        let (plain, parsed) = both_readings::<serde::de::IgnoredAny>(&text, &[]);
+        proptest::prop_assert_eq!(plain.1, parsed.1);
+    }
+}
+
+#[test]
+fn a_plain_string_member_names_its_problems_as_the_parsed_string_does() {
+    let ((typed, plain), (_, parsed)) = both_readings::<Reason>("EUR", &[]);
+    assert_eq!(typed, None);
+    assert_eq!(plain, parsed);
+    assert_eq!(
+        plain,
+        "field: unknown variant `EUR`, expected one of `damaged`, `not_delivered`, `other` (A field.)"
+    );
+    let ((typed, plain), _) = both_readings::<Reason>("other", &[]);
+    assert_eq!(typed, None);
+    assert!(!plain.contains(" at line "), "{plain}");
+    let ((typed, plain), _) = both_readings::<String>("ORD-12", &SHAPED);
+    assert_eq!(typed, None);
+    assert!(plain.starts_with("field: "), "{plain}");
+    let ((typed, plain), _) = both_readings::<String>("ORD-1234", &SHAPED);
+    assert_eq!((typed.as_deref(), plain.as_str()), (Some("ORD-1234"), ""));
+}
