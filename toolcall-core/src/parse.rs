@@ -181,7 +181,7 @@ pub(crate) fn member_values<'a>(
     };
     members
         .iter()
-        .map(|(name, raw)| Some((name.clone(), MemberValue::of(raw.get(), &parse)?)))
+        .map(|(name, raw)| Some((name.clone(), MemberValue::of(raw.get(), parse)?)))
         .collect()
 }
 
