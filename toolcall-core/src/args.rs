@@ -530,8 +530,8 @@ impl FieldErrors {
         let text = plain_string(raw).unwrap_or_default();
         let typed = match T::deserialize(PlainStr(text)) {
             Ok(typed) => typed,
-            Err(error) => {
-                self.push(meta, type_problem(&error));
+            Err(Problem(problem)) => {
+                self.push(meta, plain_type_error(problem));
                 return None;
             }
         };
@@ -710,19 +710,16 @@ fn read_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, serde_js
 struct PlainStr<'a>(&'a str);
 
 impl<'de> serde::Deserializer<'de> for PlainStr<'de> {
-    type Error = serde_json::Error;
+    type Error = Problem;
 
-    fn deserialize_any<V: serde::de::Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> Result<V::Value, serde_json::Error> {
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Problem> {
         visitor.visit_borrowed_str(self.0)
     }
 
     fn deserialize_option<V: serde::de::Visitor<'de>>(
         self,
         visitor: V,
-    ) -> Result<V::Value, serde_json::Error> {
+    ) -> Result<V::Value, Problem> {
         visitor.visit_some(self)
     }
 
@@ -730,7 +727,7 @@ impl<'de> serde::Deserializer<'de> for PlainStr<'de> {
         self,
         _name: &'static str,
         visitor: V,
-    ) -> Result<V::Value, serde_json::Error> {
+    ) -> Result<V::Value, Problem> {
         visitor.visit_newtype_struct(self)
     }
 
@@ -739,15 +736,17 @@ impl<'de> serde::Deserializer<'de> for PlainStr<'de> {
         _name: &'static str,
         _variants: &'static [&'static str],
         visitor: V,
-    ) -> Result<V::Value, serde_json::Error> {
+    ) -> Result<V::Value, Problem> {
         // A unit variant: any data a variant wants is reported missing.
-        visitor.visit_enum(serde::de::value::BorrowedStrDeserializer::new(self.0))
+        visitor.visit_enum(serde::de::value::BorrowedStrDeserializer::<Problem>::new(
+            self.0,
+        ))
     }
 
     fn deserialize_ignored_any<V: serde::de::Visitor<'de>>(
         self,
         visitor: V,
-    ) -> Result<V::Value, serde_json::Error> {
+    ) -> Result<V::Value, Problem> {
         visitor.visit_unit()
     }
 
@@ -755,6 +754,27 @@ impl<'de> serde::Deserializer<'de> for PlainStr<'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
         identifier
+    }
+}
+
+/// What [`PlainStr`] says is wrong: serde's words, as `serde_json` would
+/// write them, in one buffer (no error boxed, no text grown from nothing).
+#[derive(Debug)]
+struct Problem(String);
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Problem {}
+
+impl serde::de::Error for Problem {
+    fn custom<T: fmt::Display>(message: T) -> Self {
+        let mut text = String::with_capacity(96);
+        let _ = fmt::Write::write_fmt(&mut text, format_args!("{message}"));
+        Problem(text)
     }
 }
 

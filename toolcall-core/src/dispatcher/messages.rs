@@ -347,6 +347,34 @@ impl Messages {
     }
 }
 
+impl Messages {
+    /// [`answer`](Messages::answer) with `detail` as its details: when the
+    /// message is the detail as it is (`INVALID_ARGUMENTS` and
+    /// `INVALID_JSON` with no message of the host's), the text is moved
+    /// into the answer rather than copied.
+    pub fn answer_with_detail(
+        &self,
+        failure: Failure,
+        tool: impl Into<Cow<'static, str>>,
+        detail: String,
+        data: Map<String, Value>,
+    ) -> ToolResult {
+        if failure.echoes_detail() && !self.by_code.contains_key(&failure.code()) {
+            let mut result = ToolResult::failure(tool, failure.code(), detail);
+            result.data = data.into();
+            return result;
+        }
+        self.answer(failure, tool, &Details::detail(&detail), data)
+    }
+}
+
+impl Failure {
+    /// Whether the default message is the detail itself, when there is one.
+    fn echoes_detail(self) -> bool {
+        matches!(self, Failure::InvalidArguments | Failure::InvalidJson)
+    }
+}
+
 impl<S, St> super::Dispatcher<S, St> {
     /// The answer of a standard failure of `tool`, no details, no data.
     pub(super) fn fail(&self, failure: Failure, tool: impl Into<Cow<'static, str>>) -> ToolResult {
@@ -382,6 +410,33 @@ mod tests {
 
     use super::{Details, Failure, Messages};
     use crate::result::Code;
+
+    #[test]
+    fn a_detail_moved_into_the_answer_reads_as_the_default_message_would() {
+        let messages = Messages::default();
+        for &failure in Failure::ALL {
+            let detail = "amount_cents: invalid type: floating point `25.9`";
+            let details = Details::detail(detail);
+            let copied = messages.answer(failure, "refund_order", &details, Map::new());
+            let moved =
+                messages.answer_with_detail(failure, "refund_order", detail.to_owned(), Map::new());
+            assert_eq!(moved, copied, "{failure}");
+            if failure.echoes_detail() {
+                assert_eq!(moved.message, detail, "{failure}");
+            }
+        }
+        // A host's message still replaces it.
+        let mut replaced = Messages::default();
+        replaced.set(
+            Code::InvalidArguments,
+            std::sync::Arc::new(|m: &super::MessageContext<'_>| {
+                format!("fix: {}", m.detail().unwrap_or(""))
+            }),
+        );
+        let answer =
+            replaced.answer_with_detail(Failure::InvalidArguments, "t", "x".to_owned(), Map::new());
+        assert_eq!(answer.message, "fix: x");
+    }
 
     #[test]
     fn every_failure_has_a_default_that_sends_nobody_to_a_human_agent() {

@@ -402,10 +402,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The answer to arguments with `errors`: every problem, as the model
     /// reads them.
     fn refused(&self, spec: &'static ToolSpec, errors: &FieldErrors) -> ToolResult {
-        self.fail_with(
+        self.messages.answer_with_detail(
             Failure::InvalidArguments,
             spec.name(),
-            &Details::detail(&errors.text()),
+            errors.text(),
             Map::new(),
         )
     }
