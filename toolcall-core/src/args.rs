@@ -15,6 +15,14 @@ use serde_json::{Map, Number, Value};
 
 use crate::suggest::closest;
 
+mod read;
+mod schema;
+
+#[cfg(test)]
+use read::rsplit_expected;
+use read::{PlainStr, Problem, plain_string, plain_type_error, read_value, type_problem};
+pub(crate) use schema::finish_schema;
+
 /// One parameter of a tool, as the validator and the schema see it.
 #[derive(Debug)]
 pub struct FieldMeta {
@@ -146,13 +154,6 @@ impl Constraint {
             | Constraint::Limit(_) => true,
         }
     }
-}
-
-/// The text of a raw JSON string that has no escapes: what lies between
-/// its quotes. `None` for any other raw value.
-fn plain_string(raw: &str) -> Option<&str> {
-    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    (!inner.contains('\\')).then_some(inner)
 }
 
 pub use crate::format::StringFormat;
@@ -684,109 +685,6 @@ impl FieldErrors {
     }
 }
 
-/// `value` read as a `T`, or where inside it the reading failed (`""` for
-/// the value itself, `items[0].sku` inside a nested one) and serde's error.
-/// Only an array or an object has an inside: a scalar is read straight,
-/// without the path-tracking deserializer, which costs more than the
-/// reading itself and would find an empty path.
-fn read_value<T: DeserializeOwned>(value: &Value) -> Result<T, (String, serde_json::Error)> {
-    if !(value.is_array() || value.is_object()) {
-        return T::deserialize(value).map_err(|error| (String::new(), error));
-    }
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|error| {
-        let path = match error.path().iter().next() {
-            None => String::new(),
-            Some(_) => error.path().to_string(),
-        };
-        (path, error.into_inner())
-    })
-}
-
-/// A plain string's text as a deserializer that reads as a parsed
-/// `Value::String` of it does (`&Value`'s deserializer): a string to
-/// whatever asks for any value, a string, an identifier or bytes; `Some` of
-/// it for an option; itself inside a newtype; a unit variant's name for an
-/// enum. Anything else is told it got a string, in the same words.
-struct PlainStr<'a>(&'a str);
-
-impl<'de> serde::Deserializer<'de> for PlainStr<'de> {
-    type Error = Problem;
-
-    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Problem> {
-        visitor.visit_borrowed_str(self.0)
-    }
-
-    fn deserialize_option<V: serde::de::Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> Result<V::Value, Problem> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
-        self,
-        _name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, Problem> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_enum<V: serde::de::Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, Problem> {
-        // A unit variant: any data a variant wants is reported missing.
-        visitor.visit_enum(serde::de::value::BorrowedStrDeserializer::<Problem>::new(
-            self.0,
-        ))
-    }
-
-    fn deserialize_ignored_any<V: serde::de::Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> Result<V::Value, Problem> {
-        visitor.visit_unit()
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
-        identifier
-    }
-}
-
-/// What [`PlainStr`] says is wrong: serde's words, as `serde_json` would
-/// write them, in one buffer (no error boxed, no text grown from nothing).
-#[derive(Debug)]
-struct Problem(String);
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Problem {}
-
-impl serde::de::Error for Problem {
-    fn custom<T: fmt::Display>(message: T) -> Self {
-        let mut text = String::with_capacity(96);
-        let _ = fmt::Write::write_fmt(&mut text, format_args!("{message}"));
-        Problem(text)
-    }
-}
-
-/// serde's problem with a value, in JSON's terms, written once into room
-/// for a usual message (serde's `to_string` grows its text from nothing,
-/// four times over).
-fn type_problem(error: &serde_json::Error) -> String {
-    let mut problem = String::with_capacity(96);
-    let _ = fmt::Write::write_fmt(&mut problem, format_args!("{error}"));
-    plain_type_error(problem)
-}
-
 /// The most problems one answer lists; the rest are counted.
 pub(crate) const MAX_PROBLEMS_SHOWN: usize = 20;
 
@@ -808,129 +706,6 @@ impl fmt::Display for FieldErrors {
             )?;
         }
         Ok(())
-    }
-}
-
-/// serde names Rust types ("expected i64"); the model knows JSON types.
-/// The message is rewritten in its own buffer.
-fn plain_type_error(mut message: String) -> String {
-    const SIGNED: [&str; 6] = ["i8", "i16", "i32", "i64", "i128", "isize"];
-    const UNSIGNED: [&str; 6] = ["u8", "u16", "u32", "u64", "u128", "usize"];
-    let Some((head, ty)) = rsplit_expected(&message) else {
-        return message;
-    };
-    let plain: [&'static str; 2] = if let Some(ty) = SIGNED.iter().find(|t| **t == ty) {
-        ["an integer that fits in ", ty]
-    } else if let Some(ty) = UNSIGNED.iter().find(|t| **t == ty) {
-        ["a non-negative integer that fits in ", ty]
-    } else {
-        match ty {
-            "f32" | "f64" => ["a number", ""],
-            "a boolean" => ["true or false", ""],
-            _ => return message,
-        }
-    };
-    // `expected ` stays; what follows it is replaced.
-    message.truncate(head.len() + "expected ".len());
-    message.push_str(plain[0]);
-    message.push_str(plain[1]);
-    message
-}
-
-/// `message` around its last `expected `, as `str::rsplit_once` would
-/// split it, without building a substring searcher for every message.
-fn rsplit_expected(message: &str) -> Option<(&str, &str)> {
-    const NEEDLE: &[u8] = b"expected ";
-    let bytes = message.as_bytes();
-    let last = bytes.len().checked_sub(NEEDLE.len())?;
-    let at = (0..=last).rev().find(|&i| bytes[i..].starts_with(NEEDLE))?;
-    Some((&message[..at], &message[at + NEEDLE.len()..]))
-}
-
-/// Adds the constraints of `fields` to the property schemas of `schema`,
-/// states the range of every Rust integer type, closes the object, and drops
-/// what the generator adds for Rust readers (`$schema`, `title`, the
-/// struct's doc).
-pub(crate) fn finish_schema(mut schema: Value, fields: &[FieldMeta]) -> Value {
-    add_integer_ranges(&mut schema);
-    if let Some(root) = schema.as_object_mut() {
-        root.remove("$schema");
-        root.remove("title");
-        // The struct's own doc is about Rust; the tool's description is the model's.
-        root.remove("description");
-        root.insert("additionalProperties".into(), Value::Bool(false));
-        if !root.contains_key("properties") {
-            root.insert("properties".into(), Value::Object(Map::new()));
-        }
-        if let Some(Value::Object(properties)) = root.get_mut("properties") {
-            for field in fields {
-                let Some(Value::Object(property)) = properties.get_mut(field.name) else {
-                    continue;
-                };
-                if !field.description.is_empty() {
-                    property.insert("description".into(), field.description.into());
-                }
-                for constraint in field.constraints {
-                    if let Some((keyword, value)) = constraint.keyword() {
-                        insert_tighter(property, keyword, value);
-                    }
-                }
-            }
-        }
-    }
-    schema
-}
-
-/// Sets `keyword`, keeping an existing `minimum` or `maximum` that is
-/// already tighter (the Rust type's own range, say).
-fn insert_tighter(schema: &mut Map<String, Value>, keyword: &str, value: Value) {
-    let keep_existing = match (keyword, schema.get(keyword), value.as_f64()) {
-        ("minimum", Some(old), Some(new)) => old.as_f64().is_some_and(|old| old > new),
-        ("maximum", Some(old), Some(new)) => old.as_f64().is_some_and(|old| old < new),
-        _ => false,
-    };
-    if !keep_existing {
-        schema.insert(keyword.into(), value);
-    }
-}
-
-/// Every integer schema states its Rust type's range (schemars names the
-/// type in `format` but bounds only the unsigned ones below), so that a
-/// JSON Schema validator refuses what the Rust type cannot hold, as the
-/// validator here does.
-fn add_integer_ranges(schema: &mut Value) {
-    match schema {
-        Value::Object(map) => {
-            let is_integer = match map.get("type") {
-                Some(Value::String(t)) => t == "integer",
-                Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
-                _ => false,
-            };
-            if is_integer {
-                let range: Option<(Value, Value)> = match map.get("format").and_then(Value::as_str)
-                {
-                    Some("int8") => Some((i8::MIN.into(), i8::MAX.into())),
-                    Some("int16") => Some((i16::MIN.into(), i16::MAX.into())),
-                    Some("int32") => Some((i32::MIN.into(), i32::MAX.into())),
-                    Some("int64" | "int") => Some((i64::MIN.into(), i64::MAX.into())),
-                    // A JSON number here is at most a u64 (serde_json without
-                    // arbitrary precision), so that is what an i128 can receive.
-                    Some("int128") => Some((i64::MIN.into(), u64::MAX.into())),
-                    Some("uint8") => Some((0.into(), u8::MAX.into())),
-                    Some("uint16") => Some((0.into(), u16::MAX.into())),
-                    Some("uint32") => Some((0.into(), u32::MAX.into())),
-                    Some("uint64" | "uint" | "uint128") => Some((0.into(), u64::MAX.into())),
-                    _ => None,
-                };
-                if let Some((min, max)) = range {
-                    insert_tighter(map, "minimum", min);
-                    insert_tighter(map, "maximum", max);
-                }
-            }
-            map.values_mut().for_each(add_integer_ranges);
-        }
-        Value::Array(items) => items.iter_mut().for_each(add_integer_ranges),
-        _ => {}
     }
 }
 

@@ -151,14 +151,10 @@ pub fn digest(value: &Value) -> String {
 pub(crate) fn resource_digest(kind: &str, value: &Value) -> Key {
     let mut hasher = Sha256::new();
     if stream::hash_canonical(&("resource", kind, value), &mut hasher).is_err() {
-        // The writer fed nothing to the hasher before it refused.
-        let mut out = String::with_capacity(64);
-        out.push_str("[\"resource\",");
-        write_string(&mut out, kind);
-        out.push(',');
-        write_value(&mut out, value);
-        out.push(']');
-        hasher.update(out.as_bytes());
+        // Never for a `Value` (the writer refuses only shapes a `Value`
+        // cannot take), and it fed nothing to the hasher before refusing.
+        let array = Value::Array(vec!["resource".into(), kind.into(), value.clone()]);
+        hasher.update(canonical_json(&array).as_bytes());
     }
     Key::from_digest(hasher.finalize().into())
 }
