@@ -39,8 +39,8 @@ struct AppCli {
 #[derive(Clone, Debug, Args)]
 struct CommonArgs {
     /// The conversation's id (it scopes the step budget and the idempotency keys).
-    #[arg(long, default_value = "default", global = true)]
-    session_id: String,
+    #[arg(long, global = true)]
+    session_id: Option<String>,
     /// The tools the caller may use, comma-separated (all of them when
     /// `--allow` is not given; given, it must name at least one).
     #[arg(long, value_name = "TOOL,...", value_delimiter = ',', global = true)]
@@ -131,7 +131,7 @@ impl<S: Any + Send + Sync> App<S> {
             .map_err(Error::io("start the async runtime"))?;
         let context = Context {
             program: self.name,
-            session: &cli.common.session_id,
+            session: cli.common.session_id.as_deref(),
             audit: cli.common.audit.as_deref(),
         };
         runtime.block_on(cli.command.run_in(&context, Arc::new(dispatcher)))

@@ -49,7 +49,7 @@ pub use app::App;
 pub use args::{Command, DefinitionsArgs, LockArgs, McpArgs, ReplayArgs, ReportArgs, ServeArgs};
 pub use error::{Error, exit};
 pub use policy::{allowlist, every_tool};
-pub use run::Context;
+pub use run::{Context, DEFAULT_CONVERSATION};
 pub use toolcall_providers::Format;
 
 #[cfg(test)]

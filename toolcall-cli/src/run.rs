@@ -54,7 +54,7 @@ impl Command {
     {
         let context = Context {
             program,
-            session,
+            session: Some(session),
             audit: None,
         };
         self.run_in(&context, dispatcher).await
@@ -78,10 +78,13 @@ impl Command {
             audit,
         } = *context;
         match self {
-            Command::Replay(args) => replay(&dispatcher, session, args).await,
+            Command::Replay(args) => {
+                let session = session.unwrap_or(DEFAULT_CONVERSATION);
+                replay(&dispatcher, session, args).await
+            }
             Command::Serve(args) => serve(program, dispatcher, args, audit).await,
             Command::Mcp(args) => {
-                let options = toolcall_mcp::Options::new(session)
+                let options = toolcall_mcp::Options::new(session.unwrap_or(DEFAULT_CONVERSATION))
                     .name(program)
                     .wait_approval(std::time::Duration::from_secs(args.wait_approval));
                 toolcall_mcp::serve_stdio(dispatcher, options)
@@ -93,13 +96,18 @@ impl Command {
     }
 }
 
+/// The conversation `replay` runs in when the command line names none.
+pub const DEFAULT_CONVERSATION: &str = "default";
+
 /// What a command may need besides the dispatcher ([`Command::run_in`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Context<'a> {
     /// The application's name (the MCP server and the inbox go by it).
     pub program: &'a str,
-    /// The conversation `replay` runs in, and the prefix of `mcp`'s sessions.
-    pub session: &'a str,
+    /// The conversation `replay` runs in, and the prefix of `mcp`'s sessions,
+    /// when the command line names one (`--session-id`); `None` when it
+    /// does not, and each command says what it uses instead.
+    pub session: Option<&'a str>,
     /// The audit log the application writes (`--audit`): the inbox's
     /// metrics page reads it.
     pub audit: Option<&'a Path>,

@@ -11,6 +11,8 @@ mod args;
 mod audit;
 mod budget;
 pub mod canonical;
+#[doc(hidden)]
+pub mod crash;
 mod dispatcher;
 pub mod echo;
 mod error;

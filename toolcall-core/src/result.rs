@@ -60,6 +60,17 @@ pub enum Code {
     UpstreamUnavailable,
     /// The tool failed in a way nobody planned for (a bug, a panic).
     InternalError,
+    /// The call names no conversation, and the dispatcher has no default
+    /// one: nothing ran.
+    ConversationRequired,
+    /// The conversation already has as many calls waiting for a person as
+    /// it may ([`Settings::max_pending_approvals`](crate::Settings::max_pending_approvals)).
+    PendingLimit,
+    /// An earlier attempt of this exact side effect may have taken effect,
+    /// and its backend can neither be asked nor trusted with the same key
+    /// twice: a person settles it (it happened, or it did not) before the
+    /// call is answered or run again.
+    InDoubt,
     /// A code of the application's own, from a check or a handler.
     Custom(Cow<'static, str>),
 }
@@ -88,6 +99,9 @@ impl Code {
             "STORE_UNAVAILABLE" => Code::StoreUnavailable,
             "UPSTREAM_UNAVAILABLE" => Code::UpstreamUnavailable,
             "INTERNAL_ERROR" => Code::InternalError,
+            "CONVERSATION_REQUIRED" => Code::ConversationRequired,
+            "PENDING_LIMIT" => Code::PendingLimit,
+            "IN_DOUBT" => Code::InDoubt,
             _ => Code::Custom(code),
         }
     }
@@ -114,6 +128,9 @@ impl Code {
             Code::StoreUnavailable => "STORE_UNAVAILABLE",
             Code::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
             Code::InternalError => "INTERNAL_ERROR",
+            Code::ConversationRequired => "CONVERSATION_REQUIRED",
+            Code::PendingLimit => "PENDING_LIMIT",
+            Code::InDoubt => "IN_DOUBT",
             Code::Custom(code) => code,
         }
     }

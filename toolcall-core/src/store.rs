@@ -27,11 +27,13 @@ pub enum RecordedOutcome {
     /// The call completed: its stored result is the answer to every
     /// identical call from then on.
     Completed(ToolResult),
-    /// The call's last attempt failed in a way that leaves its effect
-    /// unknown (a lost response, a timeout): it may or may not have happened.
-    /// The next identical call runs it again under the same key (a backend
-    /// that deduplicates by key applies it once) or asks the tool's
-    /// `reconcile` function what happened.
+    /// The call's effect is unknown: its last attempt failed in a way that
+    /// leaves it open (a lost response, a timeout), or its claim's lease ran
+    /// out with no outcome (the process died after the claim). It may or may
+    /// not have happened. The next identical call asks the tool's
+    /// `reconcile` function, runs it again under the same key when the
+    /// tool's backend honours the key (`#[tool(idempotent_backend)]`), and
+    /// otherwise never runs it blindly: a person settles it.
     InDoubt,
 }
 
@@ -46,6 +48,12 @@ pub enum Claim {
     Completed(ToolResult),
     /// Another caller holds the key and its lease has not run out.
     InFlight,
+    /// A caller held the key and its lease ran out with no outcome recorded
+    /// (its process died, or its call was dropped, after the claim): the
+    /// effect may have happened. The key is now *in doubt* and held by
+    /// nobody; the caller settles it as the tool's backend allows (see
+    /// [`RecordedOutcome::InDoubt`]).
+    Abandoned,
 }
 
 /// An approval a person has not given yet, bound to one exact call. Stores
@@ -255,9 +263,12 @@ impl std::error::Error for StoreError {
 /// | free | never claimed, [`release`](Store::release)d, or purged | runs the whole pipeline |
 /// | claimed | [`claim`](Store::claim), kept alive by [`renew`](Store::renew) | waits for it, then replays its result (or `CALL_IN_PROGRESS`) |
 /// | completed | [`complete`](Store::complete) | is answered with the stored result, `replayed: true` |
-/// | in doubt | [`doubt`](Store::doubt): the last attempt's outcome is unknown | runs again under the same key, skipping the check, the policy and the approval it already passed |
+/// | in doubt | [`doubt`](Store::doubt): the last attempt's outcome is unknown; or a claim whose lease ran out with no outcome | is settled without the check, the policy and the approval it already passed: `reconcile`, a run under the same key for a backend that honours it, or a person |
 ///
-/// A claim whose lease ran out (its holder died) is free to claim again.
+/// A claim whose lease ran out (its holder died) is in doubt: [`outcome`](Store::outcome)
+/// says [`InDoubt`](RecordedOutcome::InDoubt), and [`claim`](Store::claim)
+/// turns it in doubt and answers [`Claim::Abandoned`]. Every store says so
+/// to every process that shares it.
 ///
 /// Resource locks ([`lock_resource`](Store::lock_resource)) are a separate
 /// namespace: they order calls on one resource (an order, an account)
@@ -309,14 +320,17 @@ pub trait Store: Send + Sync + 'static {
     fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// What is known of the call with `key`: completed (with its result), in
-    /// doubt, or nothing (`None`: free or claimed).
+    /// doubt (recorded so, or claimed by a lease that ran out), or nothing
+    /// (`None`: free, or claimed by a lease that still runs).
     fn outcome(
         &self,
         key: &Key,
     ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send;
 
     /// Tries to take `key` for execution until `now_ms + lease_ms`. A key
-    /// that is free, in doubt, or whose lease ran out is acquired.
+    /// that is free or in doubt is acquired; one claimed by a lease that ran
+    /// out at `now_ms` is turned in doubt, not acquired
+    /// ([`Claim::Abandoned`]).
     fn claim(
         &self,
         key: &Key,

@@ -156,6 +156,7 @@ pub struct ToolSpec {
     side_effect: bool,
     high_risk: bool,
     untrusted_output: bool,
+    idempotent_backend: bool,
     timeout_ms: Option<u64>,
     max_output_bytes: Option<u64>,
     fields: &'static [FieldMeta],
@@ -183,6 +184,9 @@ pub struct SpecParts {
     /// `#[tool(untrusted_output)]`: what the tool returns was written by
     /// strangers, and taints the session.
     pub untrusted_output: bool,
+    /// `#[tool(idempotent_backend)]`: the backend applies one idempotency
+    /// key at most once.
+    pub idempotent_backend: bool,
     pub timeout_ms: Option<u64>,
     pub max_output_bytes: Option<u64>,
     pub state: Option<fn() -> StateType>,
@@ -202,6 +206,7 @@ impl ToolSpec {
             side_effect: parts.side_effect,
             high_risk: parts.high_risk,
             untrusted_output: parts.untrusted_output,
+            idempotent_backend: parts.idempotent_backend,
             timeout_ms: parts.timeout_ms,
             max_output_bytes: parts.max_output_bytes,
             fields,
@@ -246,6 +251,16 @@ impl ToolSpec {
     /// caller's [`Taint`](crate::Taint) level says.
     pub fn untrusted_output(&self) -> bool {
         self.untrusted_output
+    }
+
+    /// Whether the tool's backend applies one idempotency key at most once
+    /// (`#[tool(idempotent_backend)]`: a payment API's `Idempotency-Key`, a
+    /// unique key on the table it writes), so that a call whose outcome is
+    /// unknown may run again under its key ([`Ctx::idempotency_key`](crate::Ctx)). A
+    /// side effect that declares neither this nor `reconcile` is never run
+    /// again blindly: a person settles its unknown outcome.
+    pub fn idempotent_backend(&self) -> bool {
+        self.idempotent_backend
     }
 
     /// The most of a result's model text the model gets, if the tool sets it

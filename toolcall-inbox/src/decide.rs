@@ -281,7 +281,10 @@ pub(crate) async fn decide<B: Backend>(
         )
             .into_response()
     };
-    match store.decide_approval(&id, &decision, now).await {
+    toolcall_core::crash::point(toolcall_core::crash::BEFORE_DECISION);
+    let outcome = store.decide_approval(&id, &decision, now).await;
+    toolcall_core::crash::point(toolcall_core::crash::AFTER_DECISION);
+    match outcome {
         Ok(DecideOutcome::Decided) => done(),
         Ok(DecideOutcome::AlreadyDecided) => match store.approval(&id).await {
             // The same person's same decision again (a double click): one

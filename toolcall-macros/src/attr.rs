@@ -11,13 +11,16 @@ use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 use crate::ctxt::Ctxt;
 use crate::msg;
 
-/// `#[tool(side_effect, high_risk, untrusted_output, check = path, preview = path, name = "...", args = "...", crate = path)]`.
+/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, preview = path, name = "...", args = "...", crate = path)]`.
 #[derive(Default)]
 pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
     pub high_risk: Option<Span>,
     /// What the tool returns was written by strangers: it taints the session.
     pub untrusted_output: Option<Span>,
+    /// The backend applies one idempotency key at most once: a call whose
+    /// outcome is unknown may run again under its key.
+    pub idempotent_backend: Option<Span>,
     pub check: Option<Path>,
     /// What a dry run of the call says it would do.
     pub preview: Option<Path>,
@@ -41,6 +44,9 @@ impl ToolAttr {
                 "side_effect" => set(cx, &mut attr.side_effect, &key, key.span()),
                 "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
                 "untrusted_output" => set(cx, &mut attr.untrusted_output, &key, key.span()),
+                "idempotent_backend" => {
+                    set(cx, &mut attr.idempotent_backend, &key, key.span())
+                }
                 "check" | "reconcile" | "preview" | "crate" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {

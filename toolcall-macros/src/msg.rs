@@ -1,7 +1,7 @@
 //! Every message the macro can print, in one place: lowercase, no trailing
 //! period, the syntax quoted, the fix said.
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `untrusted_output`, `preview = path`, `args = \"...\"`, `crate = path`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `untrusted_output`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
 pub(crate) const BAD_OUTPUT_BUDGET: &str = "`max_output_bytes` is a whole number of bytes from 256, for example `max_output_bytes = 16384`: the most of a result's text the model gets";
 pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`, `resource`";
 pub(crate) const RESOURCE_KIND: &str = "`resource` takes an optional kind: `#[arg(resource)]` (the kind is the parameter's name) or `#[arg(resource = \"order\")]`, so that tools naming the same kind of resource wait for each other";
@@ -203,3 +203,5 @@ pub(crate) fn args_name_is_fn(name: &str, suggestion: &str) -> String {
 
 pub(crate) const BAD_TIMEOUT: &str =
     "`timeout_ms` is a whole number of milliseconds from 1, for example `timeout_ms = 5000`";
+
+pub(crate) const IDEMPOTENT_BACKEND_WITHOUT_SIDE_EFFECT: &str = "`idempotent_backend` requires `side_effect`: write #[tool(side_effect, idempotent_backend)]; a tool that changes nothing is never in doubt";

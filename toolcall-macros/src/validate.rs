@@ -39,6 +39,12 @@ fn check_flags(tool: &ToolFn, cx: &mut Ctxt) {
         // them, not what they make it do: marking the sink is the mistake.
         cx.push(syn::Error::new(untrusted, UNTRUSTED_HIGH_RISK));
     }
+    if let (Some(keyed), None) = (tool.attr.idempotent_backend, tool.attr.side_effect) {
+        cx.push(syn::Error::new(
+            keyed,
+            msg::IDEMPOTENT_BACKEND_WITHOUT_SIDE_EFFECT,
+        ));
+    }
     if let (Some(reconcile), None) = (&tool.attr.reconcile, tool.attr.side_effect) {
         cx.error_spanned_by(reconcile, msg::RECONCILE_WITHOUT_SIDE_EFFECT);
     }

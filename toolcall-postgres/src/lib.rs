@@ -289,8 +289,9 @@ impl Store for PostgresStore {
         let row = client
             .query_opt(
                 "SELECT state, result FROM toolcall_records
-                 WHERE key = $1 AND state IN ('completed', 'in_doubt')",
-                &[&key],
+                 WHERE key = $1
+                   AND (state IN ('completed', 'in_doubt') OR (state = 'in_flight' AND until_ms <= $2))",
+                &[&key, &to_sql(now_ms())],
             )
             .await
             .map_err(StoreError::new)?;
@@ -314,7 +315,6 @@ impl Store for PostgresStore {
                  VALUES ($1, 'in_flight', $2, NULL, $3)
                  ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2, result = NULL, touched_ms = $3
                  WHERE toolcall_records.state = 'in_doubt'
-                    OR (toolcall_records.state = 'in_flight' AND toolcall_records.until_ms <= $3)
                  RETURNING key",
                 &[&key, &until, &now],
             )
@@ -323,6 +323,19 @@ impl Store for PostgresStore {
         if won.is_some() {
             self.wrote().await;
             return Ok(Claim::Acquired);
+        }
+        // Held by a lease that ran out with no outcome: in doubt, not taken.
+        let abandoned = client
+            .query_opt(
+                "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = $2
+                 WHERE key = $1 AND state = 'in_flight' AND until_ms <= $2
+                 RETURNING key",
+                &[&key, &now],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        if abandoned.is_some() {
+            return Ok(Claim::Abandoned);
         }
         let row = client
             .query_opt(

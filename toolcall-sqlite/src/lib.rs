@@ -34,7 +34,8 @@
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
-//! (and a completed key) as it is.
+//! (and a completed key) as it is. A claim whose lease ran out with no
+//! outcome is in doubt: `outcome` says so, and `claim` turns it in doubt.
 //!
 //! # Purging
 //!
@@ -279,12 +280,14 @@ impl Store for SqliteStore {
 
     async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         let key = key.as_str();
+        // A claim whose lease ran out with no outcome is in doubt too.
         let row: Option<(String, Option<String>)> = self
             .conn()
             .query_row(
                 "SELECT state, result FROM toolcall_records
-                 WHERE key = ?1 AND state IN ('completed', 'in_doubt')",
-                [key],
+                 WHERE key = ?1
+                   AND (state IN ('completed', 'in_doubt') OR (state = 'in_flight' AND until_ms <= ?2))",
+                params![key, to_sql(now_ms())],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
             .optional()
@@ -320,7 +323,16 @@ impl Store for SqliteStore {
                 Some((state, until, _)) if state == "in_flight" && until > to_sql(now_ms) => {
                     Claim::InFlight
                 }
-                // Free, in doubt, or held by a lease that ran out.
+                // Held by a lease that ran out with no outcome: in doubt.
+                Some((state, _, _)) if state == "in_flight" => {
+                    tx.execute(
+                        "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = ?2 WHERE key = ?1",
+                        params![key, to_sql(now_ms)],
+                    )
+                    .map_err(StoreError::new)?;
+                    Claim::Abandoned
+                }
+                // Free, or in doubt.
                 _ => {
                     tx.execute(
                         "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)

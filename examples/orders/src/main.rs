@@ -59,9 +59,10 @@ struct Cli {
 #[derive(Args)]
 #[command(next_help_heading = "Pipeline")]
 struct SettingsArgs {
-    /// The conversation's id (it scopes the step budget and the idempotency keys).
-    #[arg(long, default_value = "demo", global = true)]
-    session_id: String,
+    /// The conversation's id (it scopes the step budget and the idempotency
+    /// keys); `demo` when not given.
+    #[arg(long, global = true)]
+    session_id: Option<String>,
     /// Tool calls allowed in the conversation.
     #[arg(long, default_value_t = 10, global = true)]
     max_steps: u64,
@@ -159,6 +160,9 @@ fn main() -> ExitCode {
     finish(outcome)
 }
 
+/// The conversation the demo and `replay` run in when `--session-id` names none.
+const DEMO: &str = "demo";
+
 /// Setting up went wrong (exit code 2).
 fn setup(message: String) -> Error {
     Error::Input(message)
@@ -187,17 +191,22 @@ fn run<St: Store + 'static>(
     runtime: &tokio::runtime::Runtime,
     store: St,
 ) -> Result<(), Error> {
-    let session = cli.settings.session_id.as_str();
+    let session = cli.settings.session_id.as_deref();
     let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store)?;
     match &cli.command {
         None => {
-            runtime.block_on(demo(&dispatcher, session, cli.yes));
+            runtime.block_on(demo(&dispatcher, session.unwrap_or(DEMO), cli.yes));
             Ok(())
         }
         Some(command) => {
             let context = Context {
                 program: "orders",
-                session,
+                // An MCP server without `--session-id` gives each connection
+                // a conversation of its own; the rest run in `demo`.
+                session: match command {
+                    Command::Mcp(_) => session,
+                    _ => Some(session.unwrap_or(DEMO)),
+                },
                 audit: cli.audit.as_deref(),
             };
             runtime.block_on(command.run_in(&context, Arc::new(dispatcher)))

@@ -138,6 +138,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .put_approval(&pending)
                     .await
                     .map_err(store_error)?;
+                crate::crash::point(crate::crash::AWAITING_APPROVAL);
                 let mut data = Map::new();
                 data.insert("pending".into(), pending.arguments);
                 add_reason(&mut data, prepared.tainted);

@@ -87,6 +87,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if let Some(stored) = self.claim(spec, key).await? {
             return Ok(stored);
         }
+        crate::crash::point(crate::crash::AFTER_CLAIM);
         let lease = self.lease(spec);
         // In a block: the attempts' future is dead once they ended, and
         // takes no room beside the stages after them.
@@ -151,6 +152,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 _ => None,
             }
         };
+        crate::crash::point(crate::crash::BEFORE_COMPLETE);
         match self
             .store
             .complete(key, stored.as_deref().unwrap_or(&result))
@@ -294,6 +296,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         ));
                     };
                     retries += 1;
+                    crate::crash::point(crate::crash::RETRY_BACKOFF);
                     if !wait.is_zero() {
                         super::retry::sleep(wait).await;
                     }

@@ -172,6 +172,31 @@ failures! {
     /// `INTERNAL_ERROR`: a bug or a panic in the tool, its check or the pipeline.
     InternalError => InternalError, |_m|
         "The tool failed unexpectedly. Do not retry; tell the user.".into();
+    /// `CONVERSATION_REQUIRED`: the call names no conversation
+    /// ([`Call::session`](crate::Call::session)) and the dispatcher has no
+    /// default one.
+    ConversationRequired => ConversationRequired, |_m|
+        "This call names no conversation, so it cannot be told apart from another user's. \
+         Nothing was done; the application must name the conversation."
+            .into();
+    /// `PENDING_LIMIT`: the conversation already has as many calls waiting
+    /// for a person as it may.
+    PendingLimit => PendingLimit, |m| format!(
+        "This conversation already has {} call(s) waiting for a person. {} was not asked; \
+         wait for their decisions before asking for more.",
+        m.limit_value().map_or_else(|| "too many".to_owned(), |n| n.to_string()),
+        m.tool(),
+    );
+    /// `IN_DOUBT`: an earlier attempt of this exact side effect may have
+    /// taken effect and only a person can settle it (the result's
+    /// `confirmation_id`, `data.in_doubt`).
+    AwaitingSettlement => InDoubt, |m| format!(
+        "An earlier attempt of {name} with these exact arguments may have taken effect; \
+         whether it did is unknown, and it is not run again blindly. A person must settle it \
+         first. Do not tell the user it failed or that it succeeded; tell them it is being \
+         checked.",
+        name = m.tool(),
+    );
 }
 
 impl fmt::Display for Failure {

@@ -115,6 +115,10 @@ pub struct Settings {
     pub claim_wait: Duration,
     /// How long a person has to approve a high-risk call (default 15 min).
     pub approval_ttl: Duration,
+    /// How many questions to a person one conversation may have open at
+    /// once (default 20): a looping agent cannot bury the others' in the
+    /// inbox. One more is refused with its own code, and nothing runs.
+    pub max_pending_approvals: usize,
     /// How long a claim on a key, or a lock on a resource, holds without
     /// being renewed (default 30 s). While a call runs, the dispatcher renews
     /// both every third of this, so a live call is never taken over however
@@ -146,6 +150,7 @@ impl Default for Settings {
             timeout: None,
             claim_wait: Duration::from_secs(10),
             approval_ttl: Duration::from_secs(15 * 60),
+            max_pending_approvals: 20,
             claim_lease: Duration::from_secs(30),
             max_output_bytes: None,
             approvals: Approvals::Host,
@@ -322,6 +327,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// See [`Settings::approvals`].
     pub fn approvals(mut self, approvals: Approvals) -> Self {
         self.settings.approvals = approvals;
+        self
+    }
+
+    /// See [`Settings::max_pending_approvals`].
+    pub fn max_pending_approvals(mut self, max: usize) -> Self {
+        self.settings.max_pending_approvals = max;
         self
     }
 

@@ -392,6 +392,12 @@ impl Store for MemoryStore {
                 Some(RecordedOutcome::Completed(result.clone()))
             }
             Some(RecordState::InDoubt) => Some(RecordedOutcome::InDoubt),
+            // A claim whose holder let its lease run out (it died, or its
+            // future was dropped) left no outcome: the effect may have
+            // happened.
+            Some(RecordState::InFlight { until_ms }) if *until_ms <= now_ms() => {
+                Some(RecordedOutcome::InDoubt)
+            }
             Some(RecordState::InFlight { .. }) | None => None,
         })
     }
@@ -409,6 +415,15 @@ impl Store for MemoryStore {
                 ..
             }) if *held > now_ms => {
                 return Ok(Claim::InFlight);
+            }
+            Some(Record {
+                state: state @ RecordState::InFlight { .. },
+                touched_ms,
+            }) => {
+                // Its holder's lease ran out with no outcome: in doubt.
+                *state = RecordState::InDoubt;
+                *touched_ms = now_ms;
+                return Ok(Claim::Abandoned);
             }
             Some(record) => {
                 record.state = RecordState::InFlight { until_ms };

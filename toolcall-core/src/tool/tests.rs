@@ -49,6 +49,7 @@ impl Tool for Cancel {
                 side_effect: true,
                 high_risk: false,
                 untrusted_output: false,
+                idempotent_backend: false,
                 timeout_ms: None,
                 max_output_bytes: None,
                 state: None,

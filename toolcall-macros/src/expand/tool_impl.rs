@@ -60,6 +60,7 @@ impl Expander<'_> {
         let side_effect = attr.side_effect.is_some();
         let high_risk = attr.high_risk.is_some();
         let untrusted_output = attr.untrusted_output.is_some();
+        let idempotent_backend = attr.idempotent_backend.is_some();
         let timeout_ms = optional_u64(attr.timeout_ms.as_ref(), 1);
         let max_output_bytes = optional_u64(attr.max_output_bytes.as_ref(), 256);
         let state = self.state();
@@ -73,6 +74,7 @@ impl Expander<'_> {
                         side_effect: #side_effect,
                         high_risk: #high_risk,
                         untrusted_output: #untrusted_output,
+                        idempotent_backend: #idempotent_backend,
                         timeout_ms: #timeout_ms,
                         max_output_bytes: #max_output_bytes,
                         state: #state,
