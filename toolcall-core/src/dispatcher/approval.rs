@@ -9,6 +9,7 @@ use tracing::Instrument as _;
 
 use super::Approvals;
 use super::messages::{Details, Failure};
+use super::execute::{Asked, IN_DOUBT};
 use super::prepared::{Approval, Stage};
 use super::{Dispatcher, call_span};
 use crate::parse::Arguments;
@@ -155,6 +156,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let caller = decision.caller.unwrap_or(&self.caller);
         self.record(&decision, caller, false, reason).await;
         self.decide(decision, caller, |pending| async move {
+            if pending.reason.as_deref() == Some(IN_DOUBT) {
+                // Of a question about an unknown outcome, a "no" says the
+                // earlier attempt took effect.
+                return self.run_happened(&decision, caller, &pending).await;
+            }
             let reason = if reason.trim().is_empty() {
                 "no reason given"
             } else {
@@ -307,9 +313,42 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         match outcome {
             Some(RecordedOutcome::Completed(stored)) => Ok(stored),
             Some(RecordedOutcome::InDoubt) => {
+                // A question about an unknown outcome, approved: the person
+                // says the earlier attempt did not take effect.
+                prepared.settled = pending.reason.as_deref() == Some(IN_DOUBT);
                 self.decide_and_run(&mut prepared, Approval::InDoubt).await
             }
             _ => self.decide_and_run(&mut prepared, Approval::Given).await,
         }
+    }
+
+    /// A person said the earlier attempt of an in-doubt call took effect
+    /// (a denial of its question): the call is answered, and replayed from
+    /// then on, as done; nothing runs.
+    async fn run_happened(
+        &self,
+        decision: &Decision<'_>,
+        caller: &Caller,
+        pending: &PendingApproval,
+    ) -> Stage<ToolResult> {
+        let spec = self.resolve(&pending.tool, caller.policy())?;
+        let Value::Object(object) = &pending.arguments else {
+            return Err(self.fail_with(
+                Failure::ConfirmationInvalid,
+                pending.tool.clone(),
+                &Details::approval(decision.id),
+                Map::new(),
+            ));
+        };
+        let prepared = self.prepare(spec, object, decision.session, caller, pending.step, None)?;
+        let asked = Asked {
+            spec,
+            key: &prepared.key,
+            arguments: prepared.arguments(),
+            session: prepared.session,
+            caller,
+            step: prepared.step,
+        };
+        self.happened(&asked, decision.by).await
     }
 }

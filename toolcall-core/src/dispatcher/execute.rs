@@ -19,7 +19,12 @@ use super::retry::{Retry, Waiting};
 use crate::args::Members;
 use crate::error::ToolError;
 use crate::result::{Code, Data, ToolResult};
-use crate::store::{Claim, Key, RecordedOutcome, Store, StoreError, now_ms};
+use crate::canonical::digest;
+use crate::policy::Caller;
+use crate::store::{
+    AskApproval, Binding, Claim, Key, PendingApproval, RecordedOutcome, Store, StoreError,
+    TakeApproval, now_ms,
+};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A claim outlives its holder's work by this much before another caller
@@ -42,17 +47,18 @@ pub(super) enum Unfinished {
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stage 8: runs the handler, retrying transient failures as the
     /// [`Retry`] policy says; a side effect only under a claim on its key,
-    /// so that identical calls run it once. `in_doubt`: the key's last run
-    /// ended with an unknown outcome, and this call runs it again (or asks
-    /// the tool's `reconcile` first).
+    /// so that identical calls run it once. `doubt`: whether the key's last
+    /// run ended with an unknown outcome, and how this call settles it (see
+    /// [`Doubt`]).
     pub(super) async fn run_retrying(
         &self,
         prepared: &mut Prepared<'_>,
         cx: &CallContext<'_>,
-        in_doubt: bool,
+        doubt: Doubt,
     ) -> Stage<ToolResult> {
-        if spec_redacts(prepared.spec) {
-            // What the stored result must not repeat: read from the arguments.
+        if spec_redacts(prepared.spec) || unprotected(prepared.spec) {
+            // What the stored result must not repeat, and what a person
+            // settling an unknown outcome reads: from the arguments.
             self.with_arguments(prepared)?;
         }
         let validated = prepared.validated.take();
@@ -61,6 +67,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             members,
             key,
             arguments,
+            session,
+            caller,
+            step,
             ..
         } = prepared;
         let (spec, key, members) = (*spec, &*key, &*members);
@@ -73,19 +82,31 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         static NONE: Value = Value::Null;
         let arguments = arguments.as_ref().unwrap_or(&NONE);
-        if in_doubt {
-            // Ask the backend first: it may know the call went through.
-            // Boxed here and below: a call in doubt is rare.
-            match Box::pin(self.reconcile(spec, cx)).await {
-                Reconciled::Done(data) => return self.complete(spec, key, arguments, data).await,
-                Reconciled::NotDone | Reconciled::NotAsked => {}
-                Reconciled::Unknown => {
-                    return Err(self.fail_in_doubt(Code::UpstreamUnavailable, name));
+        let call = Asked {
+            spec,
+            key,
+            arguments,
+            session,
+            caller,
+            step: *step,
+        };
+        let mut doubt = doubt;
+        // The person's settlement this run carries out, to record what came of it.
+        let mut settling = None;
+        loop {
+            if let Doubt::Unknown = doubt {
+                // Boxed: a call in doubt is rare.
+                match Box::pin(self.settle_doubt(&call, cx)).await {
+                    Settled::Run(id) => settling = id,
+                    Settled::Answer(answer) => return answer,
                 }
             }
-        }
-        if let Some(stored) = self.claim(spec, key).await? {
-            return Ok(stored);
+            match self.claim(spec, key).await? {
+                Claimed::Acquired => break,
+                Claimed::Replayed(stored) => return Ok(stored),
+                // Its holder died with the outcome unknown: settle it first.
+                Claimed::Abandoned => doubt = Doubt::Unknown,
+            }
         }
         crate::crash::point(crate::crash::AFTER_CLAIM);
         let lease = self.lease(spec);
@@ -98,7 +119,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             })
             .await
         };
-        match outcome {
+        let answer = match outcome {
             Ok(data) => self.complete(spec, key, arguments, data).await,
             Err(Unfinished::Known(failure)) => {
                 // Not run, or refused: the next identical call may run it.
@@ -118,13 +139,155 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Reconciled::NotAsked | Reconciled::Unknown => {
                     if let Err(error) = self.store.doubt(key).await {
                         // The claim ends with its lease; the key is then
-                        // free and runs again under the same key.
+                        // in doubt all the same.
                         tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
                     }
-                    Err(self.fail_in_doubt(failure.code, name))
+                    if unprotected(spec) {
+                        // Never run again blindly: a person settles it.
+                        Err(Box::pin(self.ask_settlement(&call)).await)
+                    } else {
+                        Err(self.fail_in_doubt(failure.code, name))
+                    }
                 }
             },
+        };
+        if let Some(id) = settling {
+            match &answer {
+                Ok(result) | Err(result) => self.settle(&id, result).await,
+            }
         }
+        answer
+    }
+
+    /// A side effect whose last outcome is unknown, before it may run
+    /// again: its `reconcile` is asked; a backend that honours the key runs
+    /// it again under that key; otherwise a person settles it, in the
+    /// inbox (or [`Dispatcher::approve`]/[`deny`](Dispatcher::deny) on its
+    /// question): "it did not happen" runs it once, "it happened" answers
+    /// (and replays from then on) that it took effect.
+    async fn settle_doubt(&self, call: &Asked<'_>, cx: &CallContext<'_>) -> Settled {
+        let (spec, name) = (call.spec, call.spec.name());
+        if spec.reconciles() {
+            return match self.reconcile(spec, cx).await {
+                Reconciled::Done(data) => Settled::Answer(
+                    self.complete(spec, call.key, call.arguments, data).await,
+                ),
+                Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),
+                Reconciled::Unknown => {
+                    Settled::Answer(Err(self.fail_in_doubt(Code::UpstreamUnavailable, name)))
+                }
+            };
+        }
+        if spec.idempotent_backend() {
+            return Settled::Run(None);
+        }
+        let digest = digest(call.arguments);
+        let binding = Binding {
+            session: call.session,
+            caller: call.caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+        };
+        let now = now_ms();
+        let found = match self
+            .store
+            .find_approval(&binding, Some(IN_DOUBT), now)
+            .await
+        {
+            Ok(found) => found,
+            Err(error) => return Settled::Answer(Err(self.store_unavailable(name, &error))),
+        };
+        match found {
+            Some(entry) if entry.approval.decision.is_some() => {
+                let id = entry.approval.id;
+                match self.store.take_approval(&id, &binding, now).await {
+                    Err(error) => Settled::Answer(Err(self.store_unavailable(name, &error))),
+                    Ok(TakeApproval::Taken(taken)) => match taken.decision {
+                        Some(decision) if decision.approved => Settled::Run(Some(id)),
+                        Some(decision) => {
+                            let answer = self.happened(call, &decision.by).await;
+                            let (Ok(result) | Err(result)) = &answer;
+                            self.settle(&id, result).await;
+                            Settled::Answer(answer)
+                        }
+                        None => Settled::Answer(Err(self.ask_settlement(call).await)),
+                    },
+                    // Taken by an identical call meanwhile, or expired: ask.
+                    Ok(_) => Settled::Answer(Err(self.ask_settlement(call).await)),
+                }
+            }
+            Some(entry) => Settled::Answer(Err(self.awaiting_settlement(call, &entry.approval.id))),
+            None => Settled::Answer(Err(self.ask_settlement(call).await)),
+        }
+    }
+
+    /// A person said an earlier attempt of the call took effect: the key
+    /// is completed with that, and every identical call replays it.
+    pub(super) async fn happened(&self, call: &Asked<'_>, by: &str) -> Stage<ToolResult> {
+        let name = call.spec.name();
+        let mut data = Map::new();
+        data.insert("settled_by_person".into(), Value::Bool(true));
+        data.insert("happened".into(), Value::Bool(true));
+        if !by.is_empty() {
+            data.insert("settled_by".into(), Value::from(by));
+        }
+        let mut result = ToolResult::success(name, data);
+        result.message = format!(
+            "A person checked that an earlier attempt of {name} with these exact arguments took \
+             effect. It was not run again."
+        );
+        match self.store.complete(call.key, &result).await {
+            Ok(()) => Ok(result),
+            Err(error) => Err(self.store_unavailable(name, &error)),
+        }
+    }
+
+    /// Stores (once per call) the question that asks a person whether an
+    /// earlier attempt took effect, and answers `IN_DOUBT` with its id.
+    async fn ask_settlement(&self, call: &Asked<'_>) -> ToolResult {
+        let name = call.spec.name();
+        let created_ms = now_ms();
+        let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
+        let question = PendingApproval {
+            id: super::confirm::confirmation_id(),
+            session: call.session.to_owned(),
+            caller: call.caller.id().to_owned(),
+            tool: name.to_owned(),
+            digest: digest(call.arguments),
+            arguments: call.arguments.clone(),
+            step: call.step,
+            created_ms,
+            expires_ms: created_ms.saturating_add(ttl),
+            decision: None,
+            reason: Some(IN_DOUBT.to_owned()),
+            tainted: Vec::new(),
+        };
+        // Never refused for the conversation's bound: an unknown outcome
+        // must reach a person.
+        match self.store.ask_approval(&question, usize::MAX).await {
+            Ok(AskApproval::Existing(entry)) => self.awaiting_settlement(call, &entry.approval.id),
+            Ok(_) => {
+                crate::crash::point(crate::crash::AWAITING_APPROVAL);
+                self.awaiting_settlement(call, &question.id)
+            }
+            Err(error) => self.store_unavailable(name, &error),
+        }
+    }
+
+    /// `IN_DOUBT`: the call waits for a person to settle its unknown outcome.
+    fn awaiting_settlement(&self, call: &Asked<'_>, id: &str) -> ToolResult {
+        let mut data = Map::new();
+        data.insert("in_doubt".into(), Value::Bool(true));
+        data.insert("reason".into(), Value::from(IN_DOUBT));
+        data.insert("pending".into(), call.arguments.clone());
+        let mut asked = self.fail_with(
+            Failure::AwaitingSettlement,
+            call.spec.name(),
+            &Details::default(),
+            data,
+        );
+        asked.confirmation_id = Some(id.to_owned());
+        asked
     }
 
     /// Stores a side effect's result, then answers with it. The stored
@@ -214,15 +377,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// Takes `key` for execution, waiting (bounded) while another call holds
-    /// it: `Some` with its stored result, replayed, if it completed.
-    async fn claim(&self, spec: &ToolSpec, key: &Key) -> Stage<Option<ToolResult>> {
+    /// it: [`Claimed::Replayed`] with its stored result if it completed,
+    /// [`Claimed::Abandoned`] if its holder's lease ran out with no outcome.
+    async fn claim(&self, spec: &ToolSpec, key: &Key) -> Stage<Claimed> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
         let mut waiting = Waiting::up_to(self.settings.claim_wait);
         loop {
             match self.store.claim(key, now_ms(), lease_ms).await {
-                Ok(Claim::Acquired) => return Ok(None),
-                Ok(Claim::Completed(result)) => return Ok(Some(replay(result))),
+                Ok(Claim::Acquired) => return Ok(Claimed::Acquired),
+                Ok(Claim::Completed(result)) => return Ok(Claimed::Replayed(replay(result))),
+                Ok(Claim::Abandoned) => return Ok(Claimed::Abandoned),
                 Ok(_) if waiting.over() => {
                     return Err(self.fail(Failure::CallInProgress, name));
                 }
@@ -309,6 +474,56 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         }
     }
+}
+
+/// Whether a side effect's key is in doubt when stage 8 runs it, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Doubt {
+    /// Not that anyone knows: claim it and run.
+    No,
+    /// Its last run ended with an unknown outcome: settle it first
+    /// (`reconcile`, a backend that honours the key, or a person).
+    Unknown,
+    /// A person settled it: the earlier attempt did not take effect, so it
+    /// runs once under the same key.
+    Rerun,
+}
+
+/// What a claim on a call's key found.
+enum Claimed {
+    Acquired,
+    Replayed(ToolResult),
+    Abandoned,
+}
+
+/// What settling an unknown outcome found ([`Dispatcher::settle_doubt`]).
+enum Settled {
+    /// The call may run; under a person's settlement with this id, if any.
+    Run(Option<String>),
+    /// The answer: the outcome is known now, or a person must settle it.
+    Answer(Stage<ToolResult>),
+}
+
+/// What settling an unknown outcome needs of a call (borrowing nothing that
+/// is not `Sync`).
+pub(super) struct Asked<'a> {
+    pub spec: &'static ToolSpec,
+    pub key: &'a Key,
+    pub arguments: &'a Value,
+    pub session: &'a str,
+    pub caller: &'a Caller,
+    pub step: u64,
+}
+
+/// The reason of a question about an unknown outcome (`data.reason`,
+/// [`PendingApproval::reason`]): `"in_doubt"`.
+pub(crate) const IN_DOUBT: &str = "in_doubt";
+
+/// A side effect whose backend can neither be asked (`reconcile`) nor
+/// trusted with one key twice (`idempotent_backend`): a person settles
+/// its unknown outcomes.
+fn unprotected(spec: &ToolSpec) -> bool {
+    spec.side_effect() && !spec.reconciles() && !spec.idempotent_backend()
 }
 
 /// What a tool's `reconcile` found.

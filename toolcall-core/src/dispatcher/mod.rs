@@ -115,6 +115,11 @@ pub struct Settings {
     pub claim_wait: Duration,
     /// How long a person has to approve a high-risk call (default 15 min).
     pub approval_ttl: Duration,
+    /// The conversation of calls that name none ([`Call::session`]);
+    /// `None`, the default, refuses them with `CONVERSATION_REQUIRED`. An
+    /// application with one conversation (a command line, a test) names it
+    /// here, on purpose.
+    pub default_session: Option<String>,
     /// How many questions to a person one conversation may have open at
     /// once (default 20): a looping agent cannot bury the others' in the
     /// inbox. One more is refused with its own code, and nothing runs.
@@ -151,6 +156,7 @@ impl Default for Settings {
             claim_wait: Duration::from_secs(10),
             approval_ttl: Duration::from_secs(15 * 60),
             max_pending_approvals: 20,
+            default_session: None,
             claim_lease: Duration::from_secs(30),
             max_output_bytes: None,
             approvals: Approvals::Host,
@@ -171,7 +177,10 @@ impl Default for Settings {
 pub struct Call<'a> {
     tool: &'a str,
     arguments: Arguments<'a>,
+    /// The conversation, once named: by [`Call::session`], or by the
+    /// dispatcher's default ([`Settings::default_session`]); empty until then.
     session: &'a str,
+    named: bool,
     caller: Option<&'a Caller>,
     confirmed: bool,
     approval: Option<&'a str>,
@@ -180,13 +189,19 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// A call of `tool` with these arguments, in session `"default"`, by the
-    /// dispatcher's default caller, not confirmed.
+    /// A call of `tool` with these arguments, by the dispatcher's default
+    /// caller, not confirmed. It names no conversation yet: name one with
+    /// [`session`](Call::session). A call that names none runs in the
+    /// dispatcher's [`default_session`](DispatcherBuilder::default_session)
+    /// when it has one, and is refused (`CONVERSATION_REQUIRED`, nothing
+    /// run, no step taken) when it has none: two users' calls never share a
+    /// conversation, its step budget or its replays, by accident.
     pub fn new(tool: &'a str, arguments: impl Into<Arguments<'a>>) -> Self {
         Call {
             tool,
             arguments: arguments.into(),
-            session: "default",
+            session: "",
+            named: false,
             caller: None,
             confirmed: false,
             approval: None,
@@ -196,10 +211,17 @@ impl<'a> Call<'a> {
     }
 
     /// The conversation this call belongs to: the scope of the step budget,
-    /// the loop guard and the idempotency key.
+    /// the loop guard, the idempotency key, the taint of untrusted output
+    /// and the approvals a person gives. Two users, two conversations.
     pub fn session(mut self, session: &'a str) -> Self {
         self.session = session;
+        self.named = true;
         self
+    }
+
+    /// The conversation the call names, if it names one.
+    pub fn session_id(&self) -> Option<&'a str> {
+        self.named.then_some(self.session)
     }
 
     /// Who is calling, with their allowlist and limits; the dispatcher's
@@ -327,6 +349,13 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// See [`Settings::approvals`].
     pub fn approvals(mut self, approvals: Approvals) -> Self {
         self.settings.approvals = approvals;
+        self
+    }
+
+    /// See [`Settings::default_session`]: the conversation of calls that
+    /// name none. Without it, such calls are refused.
+    pub fn default_session(mut self, session: impl Into<String>) -> Self {
+        self.settings.default_session = Some(session.into());
         self
     }
 
@@ -646,6 +675,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let caller = call.caller.unwrap_or(&self.caller);
         let spec = self.registry.get(call.tool);
         let span = call_span(Some(call.tool), call.call_id);
+        let call = match (call.named, self.settings.default_session.as_deref()) {
+            (true, _) => call,
+            (false, Some(session)) => call.session(session),
+            (false, None) => {
+                return self.unnamed(&call, caller, spec, started, at_ms, &span);
+            }
+        };
         // Not boxed: the pipeline's future (some 2.7 KB) is laid out in
         // this one, which the caller places (on its stack, in its task). A
         // box of that size is a large-bin allocation for the system
@@ -707,6 +743,50 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             record.tainted = tainted;
             self.audit(record, &span);
         }
+        result
+    }
+
+    /// The answer to a call that names no conversation, on a dispatcher
+    /// with no default one: refused before anything runs or is counted,
+    /// and audited.
+    fn unnamed(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+        spec: Option<&'static ToolSpec>,
+        started: Instant,
+        at_ms: u64,
+        span: &tracing::Span,
+    ) -> ToolResult {
+        let mut cut = Vec::new();
+        let tool: Cow<'static, str> = match spec {
+            Some(spec) => Cow::Borrowed(spec.name()),
+            None => Cow::Owned(Cut::keep(
+                "tool",
+                call.tool.to_owned(),
+                MAX_NAME_ECHO,
+                &mut cut,
+            )),
+        };
+        let result = self.fail(Failure::ConversationRequired, tool.clone());
+        let called = Called {
+            session: "",
+            caller,
+            step: 0,
+            started,
+            at_ms,
+        };
+        let arguments = audited_arguments(spec, call.arguments);
+        let arguments = if arguments.len() > self.settings.max_argument_bytes {
+            Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
+        } else {
+            arguments
+        };
+        let mut record = called.ended(tool, arguments, &result);
+        record.call_id = call.call_id.map(str::to_owned);
+        record.cut = cut;
+        record.dry_run = call.dry_run;
+        self.audit(record, span);
         result
     }
 

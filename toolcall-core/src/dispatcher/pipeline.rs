@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::catch::panic_text;
 use super::confirm::Asking;
+use super::execute::Doubt;
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
 use super::prepared::{Approval, Noted, Prepared, Stage};
@@ -152,6 +153,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         prepared.tainted.clone_from(tainted);
         let approval = self.approval_of(call, in_doubt);
+        // A call that needs a person and brings no id (an MCP client cannot
+        // bring one back) learns a decision a person already recorded on
+        // this exact call, as if it had brought its id.
+        let decided = match approval {
+            Approval::None if !call.dry_run && (prepared.spec.high_risk() || tainted.is_some()) => {
+                Box::pin(self.decided_for(&mut prepared)).await?
+            }
+            _ => None,
+        };
+        let approval = match decided.as_deref() {
+            Some(id) => Approval::Id(id),
+            None => approval,
+        };
         if call.dry_run {
             drop(active);
             self.with_arguments(&mut prepared)?;
@@ -232,6 +246,33 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
     }
 
+    /// The id of an approval a person already decided for exactly this
+    /// call (its session, caller, tool, arguments and reason), unused and
+    /// unexpired: what the call carries out in place of a new question.
+    async fn decided_for(&self, prepared: &mut Prepared<'_>) -> Stage<Option<String>> {
+        self.with_arguments(prepared)?;
+        let name = prepared.spec.name();
+        let digest = crate::canonical::digest(prepared.arguments());
+        let binding = crate::store::Binding {
+            session: prepared.session,
+            caller: prepared.caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+        };
+        let reason = prepared
+            .tainted
+            .as_ref()
+            .map(|_| super::confirm::UNTRUSTED_CONTEXT);
+        let found = self
+            .store
+            .find_approval(&binding, reason, now_ms())
+            .await
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        Ok(found
+            .filter(|entry| entry.approval.decision.is_some())
+            .map(|entry| entry.approval.id))
+    }
+
     /// Stage 2, the full parse: an object, bounded, no duplicate members.
     fn parse<'a>(&self, call: &Call<'a>) -> Stage<std::borrow::Cow<'a, Map<String, Value>>> {
         parse_object(
@@ -297,14 +338,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Who approves the call, if anyone yet. An in-doubt call passed stages
     /// 5 to 7 when it first ran, whatever this retry carries (a
-    /// confirmation, an approval id: left unused). In inbox mode the host's
-    /// `confirmed` approves nothing: only a decision in the store does.
+    /// confirmation, an approval id: left unused). An approval id is
+    /// resolved before anything the host says: a person's denial, edits or
+    /// an expiry recorded under it stand whatever `confirmed` says, so the
+    /// host's `confirmed` approves only a call that brings no id. In inbox
+    /// mode it approves nothing: only a decision in the store does.
     fn approval_of<'c>(&self, call: &Call<'c>, in_doubt: bool) -> Approval<'c> {
-        match (call.confirmed && !self.inbox(), call.approval) {
+        match (call.approval, call.confirmed && !self.inbox()) {
             _ if in_doubt => Approval::InDoubt,
-            (true, _) => Approval::Given,
-            (false, Some(id)) => Approval::Id(id),
-            (false, None) => Approval::None,
+            (Some(id), _) => Approval::Id(id),
+            (None, true) => Approval::Given,
+            (None, false) => Approval::None,
         }
     }
 
@@ -441,6 +485,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             arguments: None,
             tainted: None,
             key,
+            settled: false,
             session,
             caller,
             step,
@@ -477,7 +522,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<ToolResult> {
         let cx = self.call_context(prepared);
         if let Approval::InDoubt = approval {
-            return self.run_retrying(prepared, &cx, true).await;
+            let doubt = if prepared.settled {
+                Doubt::Rerun
+            } else {
+                Doubt::Unknown
+            };
+            return self.run_retrying(prepared, &cx, doubt).await;
         }
 
         self.check_and_limits(prepared, &cx).await?;
@@ -496,7 +546,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
 
         // 8. Execution.
-        self.run_retrying(prepared, &cx, false).await
+        self.run_retrying(prepared, &cx, Doubt::No).await
     }
 
     /// Stage 5, one attempt of the business check: `Some(wait)` to try

@@ -58,6 +58,9 @@ pub(super) struct Prepared<'a> {
     /// decision carries out.
     pub tainted: Option<Vec<String>>,
     pub key: Key,
+    /// A person settled the call's unknown outcome: the earlier attempt did
+    /// not take effect, so an in-doubt call runs once (see `Doubt::Rerun`).
+    pub settled: bool,
     pub session: &'a str,
     pub caller: &'a Caller,
     pub step: u64,

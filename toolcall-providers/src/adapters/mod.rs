@@ -432,7 +432,10 @@ impl Provider {
     {
         let mut outcomes = Vec::with_capacity(calls.len());
         for call in calls {
-            let mut request = Call::new(&call.name, call.arguments()).session(options.session);
+            let mut request = Call::new(&call.name, call.arguments());
+            if let Some(session) = options.session {
+                request = request.session(session);
+            }
             if let Some(caller) = options.caller {
                 request = request.caller(caller);
             }
@@ -480,16 +483,18 @@ impl fmt::Display for Provider {
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct RunOptions<'a> {
-    session: &'a str,
+    session: Option<&'a str>,
     caller: Option<&'a Caller>,
 }
 
 impl<'a> RunOptions<'a> {
-    /// Session `"default"`, the dispatcher's default caller: the same
-    /// defaults as [`Call::new`].
+    /// No conversation named, the dispatcher's default caller: the same
+    /// defaults as [`Call::new`] (a dispatcher without a
+    /// [`default_session`](toolcall_core::DispatcherBuilder::default_session)
+    /// refuses calls that name no conversation).
     pub fn new() -> Self {
         RunOptions {
-            session: "default",
+            session: None,
             caller: None,
         }
     }
@@ -498,7 +503,7 @@ impl<'a> RunOptions<'a> {
     /// the idempotency key. Use the same one for every turn of a conversation.
     #[must_use]
     pub fn session(mut self, session: &'a str) -> Self {
-        self.session = session;
+        self.session = Some(session);
         self
     }
 
