@@ -4,8 +4,8 @@
 
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, ApprovalResult, Binding, Claim, DecideOutcome, Key, PendingApproval,
-    RecordedOutcome, Store, TaintHit, TakeApproval, now_ms,
+    ApprovalDecision, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome, Key,
+    PendingApproval, RecordedOutcome, Store, TaintHit, TakeApproval, now_ms,
 };
 use toolcall::{Rejection, ToolResult, tool};
 
@@ -157,8 +157,18 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
+        Claim::Abandoned,
+        "the lease ran out with no outcome: in doubt, not taken"
+    );
+    assert_eq!(
+        store.outcome(&key("k1")).await.unwrap(),
+        Some(RecordedOutcome::InDoubt),
+        "every handle says so"
+    );
+    assert_eq!(
+        other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
         Claim::Acquired,
-        "lease ran out"
+        "in doubt: claimed like a free key"
     );
     other.release(&key("k1")).await.unwrap();
     assert_eq!(
@@ -168,8 +178,8 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         store.outcome(&key("k1")).await.unwrap(),
-        None,
-        "claimed: no outcome"
+        Some(RecordedOutcome::InFlight),
+        "claimed: in flight"
     );
     assert_eq!(
         store.outcome(&key("free")).await.unwrap(),
@@ -235,7 +245,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         store.outcome(&key("d1")).await.unwrap(),
-        None,
+        Some(RecordedOutcome::InFlight),
         "claimed again"
     );
     other.complete(&key("d1"), &result(8)).await.unwrap();
@@ -263,8 +273,12 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
-        Claim::Acquired,
-        "the renewed lease ran out"
+        Claim::Abandoned,
+        "the renewed lease ran out: in doubt"
+    );
+    assert_eq!(
+        other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
+        Claim::Acquired
     );
     other.complete(&key("r1"), &result(9)).await.unwrap();
     assert!(
@@ -703,6 +717,230 @@ async fn decisions(store: &impl Store, other: &impl Store, now: u64) {
     let undecided = other.wait_approval("q5", now_ms() + 300).await.unwrap();
     assert!(undecided.is_some_and(|e| e.approval.decision.is_none()));
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// An approval asked for the call `pay {"cents": 1}` by caller `c` in
+/// `session`, open for a minute from `now`: what the racing tests ask.
+pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {
+    PendingApproval {
+        session: session.to_owned(),
+        created_ms: now,
+        ..approval(id, now + 60_000)
+    }
+}
+
+/// The approvals' part of the contract that keeps the inbox readable:
+/// one question per call, and the inbox a page at a time. `store` and
+/// `other` are two handles on the same data.
+pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
+    asking(store, other).await;
+}
+
+/// One question per call ([`Store::ask_approval`]) and finding it again
+/// ([`Store::find_approval`]).
+async fn asking(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    let ask = |id: &str| asked_call(id, "asking", now);
+    let created = |answer: AskApproval| assert_eq!(answer, AskApproval::Created);
+    let existing = |answer: AskApproval, id: &str| match answer {
+        AskApproval::Existing(entry) => {
+            assert_eq!(entry.approval.id, id);
+            entry
+        }
+        other => panic!("expected {id} again, got {other:?}"),
+    };
+
+    // The same call asked twice: one approval, the first one, whole.
+    created(store.ask_approval(&ask("a1"), 5).await.unwrap());
+    let first = existing(other.ask_approval(&ask("a2"), 5).await.unwrap(), "a1");
+    assert_eq!(first.approval, ask("a1"));
+    assert_eq!((first.used_ms, &first.result), (None, &None));
+    assert!(other.approval("a2").await.unwrap().is_none(), "not stored");
+
+    // Another caller, tool, digest or reason is another call.
+    let variants = [
+        PendingApproval {
+            caller: "c2".into(),
+            ..ask("a3")
+        },
+        PendingApproval {
+            tool: "refund".into(),
+            ..ask("a4")
+        },
+        PendingApproval {
+            digest: "d2".into(),
+            ..ask("a5")
+        },
+        PendingApproval {
+            reason: Some("untrusted_context".into()),
+            tainted: vec!["cents".into()],
+            ..ask("a6")
+        },
+    ];
+    for variant in &variants {
+        created(other.ask_approval(variant, 5).await.unwrap());
+    }
+    // Five open in the session: a sixth call is refused, and not stored;
+    // a call already asked is still answered with its approval; another
+    // conversation is still asked.
+    let sixth = PendingApproval {
+        digest: "d3".into(),
+        ..ask("a7")
+    };
+    assert_eq!(
+        store.ask_approval(&sixth, 5).await.unwrap(),
+        AskApproval::Full { open: 5 }
+    );
+    assert!(store.approval("a7").await.unwrap().is_none());
+    existing(store.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
+    existing(store.ask_approval(&variants[3], 5).await.unwrap(), "a6");
+    created(
+        store
+            .ask_approval(&asked_call("b1", "asking-other", now), 5)
+            .await
+            .unwrap(),
+    );
+
+    // Decided but unused: still the call's approval, no longer open.
+    let yes = decision(true, "ana", now);
+    assert_eq!(
+        store.decide_approval("a1", &yes, now).await.unwrap(),
+        DecideOutcome::Decided
+    );
+    let decided = existing(other.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
+    assert_eq!(decided.approval.decision, Some(yes.clone()));
+    created(store.ask_approval(&sixth, 5).await.unwrap());
+
+    // Used: the call asks anew.
+    let bound = Binding {
+        session: "asking",
+        ..BOUND
+    };
+    assert!(matches!(
+        other.take_approval("a1", &bound, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    created(store.ask_approval(&ask("a9"), 6).await.unwrap());
+    existing(other.ask_approval(&ask("a10"), 6).await.unwrap(), "a9");
+
+    // Found again: the newest unused, unexpired approval of exactly this
+    // call, decided or not.
+    let found = |entry: Option<toolcall::store::ApprovalEntry>| entry.map(|e| e.approval.id);
+    assert_eq!(
+        found(other.find_approval(&bound, None, now).await.unwrap()),
+        Some("a9".into())
+    );
+    assert_eq!(
+        found(
+            store
+                .find_approval(&bound, Some("untrusted_context"), now)
+                .await
+                .unwrap()
+        ),
+        Some("a6".into()),
+        "by its reason"
+    );
+    for miss in [
+        Binding {
+            caller: "c3",
+            ..bound
+        },
+        Binding {
+            digest: Some("d9"),
+            ..bound
+        },
+        Binding {
+            session: "asking-none",
+            ..bound
+        },
+    ] {
+        assert_eq!(
+            found(store.find_approval(&miss, None, now).await.unwrap()),
+            None
+        );
+    }
+    assert_eq!(
+        found(
+            store
+                .find_approval(&bound, Some("in_doubt"), now)
+                .await
+                .unwrap()
+        ),
+        None
+    );
+    assert_eq!(
+        found(
+            store
+                .find_approval(&bound, None, now + 60_000)
+                .await
+                .unwrap()
+        ),
+        None,
+        "expired"
+    );
+
+    // Expired: the call asks anew (a person can no longer decide the old one).
+    let later = now + 60_000;
+    created(
+        other
+            .ask_approval(&asked_call("a11", "asking", later), 1)
+            .await
+            .unwrap(),
+    );
+    existing(
+        store
+            .ask_approval(&asked_call("a12", "asking", later), 1)
+            .await
+            .unwrap(),
+        "a11",
+    );
+    assert_eq!(
+        found(store.find_approval(&bound, None, later).await.unwrap()),
+        Some("a11".into())
+    );
+    // A decided approval past its expiry does not stand in the way either.
+    let decided_expired = PendingApproval {
+        digest: "d-exp".into(),
+        ..asked_call("a13", "asking-exp", now)
+    };
+    created(store.ask_approval(&decided_expired, 1).await.unwrap());
+    assert_eq!(
+        store.decide_approval("a13", &yes, now).await.unwrap(),
+        DecideOutcome::Decided
+    );
+    let again = PendingApproval {
+        id: "a14".into(),
+        created_ms: later,
+        expires_ms: later + 60_000,
+        ..decided_expired.clone()
+    };
+    created(other.ask_approval(&again, 1).await.unwrap());
+    assert!(
+        store.approval("a13").await.unwrap().is_some(),
+        "the history keeps it"
+    );
+
+    // A long session is one conversation, however long.
+    let long_session = noise(9_000, 3);
+    created(
+        store
+            .ask_approval(&asked_call("l1", &long_session, now), 2)
+            .await
+            .unwrap(),
+    );
+    existing(
+        other
+            .ask_approval(&asked_call("l2", &long_session, now), 2)
+            .await
+            .unwrap(),
+        "l1",
+    );
+    created(
+        other
+            .ask_approval(&asked_call("l3", &long_session[..8_999], now), 2)
+            .await
+            .unwrap(),
+    );
 }
 
 /// `len` characters that do not compress: a long id as a host may send it.

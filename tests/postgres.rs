@@ -14,7 +14,7 @@ use toolcall_tests::key;
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use toolcall::store::{Claim, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, Store, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -355,6 +355,72 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
         assert_eq!(winners.len(), 1, "{winners:?}");
         let kept = stores[0].approval("race").await.unwrap().unwrap();
         assert_eq!(kept.approval.decision.unwrap().by, winners[0]);
+        drop(stores.split_off(1));
+        Arc::into_inner(stores.pop().unwrap())
+            .unwrap()
+            .drop_schema()
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
+fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("approvals");
+        let first = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let second = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        toolcall_tests::approvals_conformance(&first, &second).await;
+        drop(second);
+        first.drop_schema().await.unwrap();
+    });
+}
+
+/// Eight tasks on four replicas ask for the same call at once: one
+/// approval is created, and every other asker is answered with it.
+#[test]
+fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("ask_race");
+        let mut stores = Vec::new();
+        for _ in 0..4 {
+            stores.push(Arc::new(
+                PostgresStore::connect_in_schema(&url, &schema)
+                    .await
+                    .unwrap(),
+            ));
+        }
+        let now = now_ms();
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let store = Arc::clone(&stores[i % stores.len()]);
+                tokio::spawn(async move {
+                    let asked = toolcall_tests::asked_call(&format!("race-{i}"), "race", now);
+                    store.ask_approval(&asked, 20).await.unwrap()
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(task.await.unwrap());
+        }
+        let pending = stores[0].pending_approvals(now, 100).await.unwrap();
+        assert_eq!(pending.len(), 1, "{pending:?}");
+        let mut created = 0;
+        for answer in &answers {
+            match answer {
+                AskApproval::Created => created += 1,
+                AskApproval::Existing(entry) => assert_eq!(entry.approval.id, pending[0].id),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(created, 1, "{answers:?}");
         drop(stores.split_off(1));
         Arc::into_inner(stores.pop().unwrap())
             .unwrap()

@@ -9,10 +9,10 @@ use std::time::Duration;
 use toolcall_tests::key;
 
 use serde_json::{Value, json};
-use toolcall::store::{Claim, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Call, Ctx, Dispatcher, MemoryStore, Rejection, Store, ToolResult, tool, tools};
 use toolcall_sqlite::SqliteStore;
-use toolcall_tests::conformance;
+use toolcall_tests::{approvals_conformance, asked_call, conformance};
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -47,6 +47,58 @@ fn sqlite_store_on_a_file_conforms_across_two_connections() {
     let first = SqliteStore::open(&path).unwrap();
     let second = SqliteStore::open(&path).unwrap();
     block_on(conformance(&first, &second));
+}
+
+#[test]
+fn every_store_asks_once_per_call_and_pages_its_inbox() {
+    let memory = Arc::new(MemoryStore::default());
+    block_on(approvals_conformance(&memory, &memory));
+    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
+    block_on(approvals_conformance(&sqlite, &sqlite));
+    let path = temp_db("approvals");
+    let first = SqliteStore::open(&path).unwrap();
+    let second = SqliteStore::open(&path).unwrap();
+    block_on(approvals_conformance(&first, &second));
+}
+
+/// Eight threads ask for the same call at once (on `stores`, in turn):
+/// one approval is created, and every other asker is answered with it.
+fn one_question(stores: Vec<Arc<impl Store>>) {
+    let now = now_ms();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let store = Arc::clone(&stores[i % stores.len()]);
+            std::thread::spawn(move || {
+                let asked = asked_call(&format!("race-{i}"), "race", now);
+                block_on(store.ask_approval(&asked, 20)).unwrap()
+            })
+        })
+        .collect();
+    let answers: Vec<AskApproval> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let created = answers
+        .iter()
+        .filter(|a| **a == AskApproval::Created)
+        .count();
+    assert_eq!(created, 1, "{answers:?}");
+    let pending = block_on(stores[0].pending_approvals(now, 100)).unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    for answer in &answers {
+        if let AskApproval::Existing(entry) = answer {
+            assert_eq!(entry.approval.id, pending[0].id);
+        } else {
+            assert_eq!(*answer, AskApproval::Created);
+        }
+    }
+}
+
+#[test]
+fn askers_racing_with_one_call_create_one_approval() {
+    one_question(vec![Arc::new(MemoryStore::default())]);
+    let path = temp_db("ask-race");
+    one_question(vec![
+        Arc::new(SqliteStore::open(&path).unwrap()),
+        Arc::new(SqliteStore::open(&path).unwrap()),
+    ]);
 }
 
 /// Many threads race to claim one key: exactly one wins.

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, NoTls, Row};
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, DecideOutcome, PendingApproval,
-    StoreError, TakeApproval, now_ms,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
+    PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery, StoreError,
+    TakeApproval, now_ms, session_key,
 };
 
 use crate::{PostgresStore, from_sql, to_sql};
@@ -143,8 +145,8 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
         .execute(
             "INSERT INTO toolcall_approvals
              (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-              decision, decided_ms, reason, tainted)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+              decision, decided_ms, reason, tainted, session_key)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             &[
                 &a.id,
                 &a.session,
@@ -159,12 +161,231 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
                 &decided_ms,
                 &a.reason,
                 &tainted,
+                &session_key(&a.session),
             ],
         )
         .await
         .map_err(StoreError::new)?;
     store.wrote().await;
     Ok(())
+}
+
+/// The digest of the call an approval is asked for: its session, caller,
+/// tool, digest and reason. Unique among the unused approvals asked with
+/// [`ask`], so that of two replicas asking at once, one stores it.
+fn ask_key(a: &PendingApproval) -> Result<String, StoreError> {
+    let call = (&a.session, &a.caller, &a.tool, &a.digest, &a.reason);
+    Ok(session_key(
+        &serde_json::to_string(&call).map_err(StoreError::new)?,
+    ))
+}
+
+/// How often [`ask`] tries again after its insert met an approval of the
+/// same call that its look did not see (asked meanwhile, or expired).
+const ASK_ROUNDS: usize = 4;
+
+pub(crate) async fn ask(
+    store: &PostgresStore,
+    a: &PendingApproval,
+    max_open: usize,
+) -> Result<AskApproval, StoreError> {
+    let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
+    let decision = a
+        .decision
+        .as_ref()
+        .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
+        .transpose()
+        .map_err(StoreError::new)?;
+    let (decision, decided_ms) = decision.unzip();
+    let tainted = tainted_column(&a.tainted)?;
+    let key = session_key(&a.session);
+    let ask_key = ask_key(a)?;
+    let at = to_sql(a.created_ms);
+    let max_open = limit_sql(max_open);
+    // One statement: the look for the same call, the count of the
+    // session's open approvals, and the insert if neither stops it. The
+    // unique index on `ask_key` stops a second insert of the same call
+    // that the look could not see yet (another replica's, committed since
+    // this statement's snapshot): then the call's approval is looked up
+    // again, or, if the one in the way has expired, it is set aside.
+    let sql = "WITH found AS (
+            SELECT id FROM toolcall_approvals
+            WHERE session_key = $1 AND session = $2 AND caller = $3 AND tool = $4
+              AND digest = $5 AND reason IS NOT DISTINCT FROM $6::TEXT
+              AND used_ms IS NULL AND expires_ms > $7
+            ORDER BY created_ms DESC, id DESC LIMIT 1),
+        open AS (
+            SELECT count(*) AS n FROM toolcall_approvals
+            WHERE session_key = $1 AND session = $2
+              AND decision IS NULL AND used_ms IS NULL AND expires_ms > $7),
+        inserted AS (
+            INSERT INTO toolcall_approvals
+                (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
+                 decision, decided_ms, reason, tainted, session_key, ask_key)
+            SELECT $10::TEXT, $2, $3, $4, $5, $11::TEXT, $12::BIGINT, $7, $13::BIGINT,
+                   $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT
+            WHERE NOT EXISTS (SELECT 1 FROM found) AND (SELECT n FROM open) < $8
+            ON CONFLICT (ask_key) WHERE used_ms IS NULL DO NOTHING
+            RETURNING id)
+        SELECT (SELECT count(*) FROM inserted), (SELECT n FROM open), (SELECT id FROM found)";
+    for _ in 0..ASK_ROUNDS {
+        let client = store.client().await?;
+        let row = client
+            .query_one(
+                sql,
+                &[
+                    &key,
+                    &a.session,
+                    &a.caller,
+                    &a.tool,
+                    &a.digest,
+                    &a.reason,
+                    &at,
+                    &max_open,
+                    &ask_key,
+                    &a.id,
+                    &arguments,
+                    &to_sql(a.step),
+                    &to_sql(a.expires_ms),
+                    &decision,
+                    &decided_ms,
+                    &tainted,
+                ],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        let (created, open, found): (i64, i64, Option<String>) =
+            (row.get(0), row.get(1), row.get(2));
+        if created > 0 {
+            store.wrote().await;
+            return Ok(AskApproval::Created);
+        }
+        if let Some(id) = found {
+            match get(store, &id).await? {
+                Some(entry) if entry.used_ms.is_none() => {
+                    return Ok(AskApproval::Existing(entry));
+                }
+                // Used up or purged since: look again.
+                _ => continue,
+            }
+        }
+        if open >= max_open {
+            return Ok(AskApproval::Full {
+                open: usize::try_from(open).unwrap_or(usize::MAX),
+            });
+        }
+        // The insert met an unused approval of the same call: one asked
+        // meanwhile (the next look sees it), or one that has expired, set
+        // aside here (it stays in the history, no longer in the way).
+        client
+            .execute(
+                "UPDATE toolcall_approvals SET ask_key = NULL
+                 WHERE ask_key = $1 AND used_ms IS NULL AND expires_ms <= $2",
+                &[&ask_key, &at],
+            )
+            .await
+            .map_err(StoreError::new)?;
+    }
+    Err(StoreError::new(
+        "the approval of this call changed under every attempt to ask for it; try again",
+    ))
+}
+
+pub(crate) async fn find(
+    store: &PostgresStore,
+    binding: &Binding<'_>,
+    reason: Option<&str>,
+    now_ms: u64,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    Ok(approvals_where(
+        store,
+        "session_key = $1 AND session = $2 AND caller = $3
+           AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
+           AND reason IS NOT DISTINCT FROM $6::TEXT AND used_ms IS NULL AND expires_ms > $7
+         ORDER BY created_ms DESC, id DESC LIMIT 1",
+        &[
+            &session_key(binding.session),
+            &binding.session,
+            &binding.caller,
+            &binding.tool,
+            &binding.digest,
+            &reason,
+            &to_sql(now_ms),
+        ],
+    )
+    .await?
+    .into_iter()
+    .next())
+}
+
+pub(crate) async fn page(
+    store: &PostgresStore,
+    query: &PendingQuery<'_>,
+) -> Result<PendingPage, StoreError> {
+    type Param = Box<dyn ToSql + Sync + Send>;
+    let mut filter = String::from("decision IS NULL AND used_ms IS NULL AND expires_ms > $1");
+    let mut values: Vec<Param> = vec![Box::new(to_sql(query.now_ms))];
+    if let Some(session) = query.session {
+        values.push(Box::new(session_key(session)));
+        values.push(Box::new(session.to_owned()));
+        filter.push_str(&format!(
+            " AND session_key = ${} AND session = ${}",
+            values.len() - 1,
+            values.len()
+        ));
+    }
+    if let Some(tool) = query.tool {
+        values.push(Box::new(tool.to_owned()));
+        filter.push_str(&format!(" AND tool = ${}", values.len()));
+    }
+    let client = store.client().await?;
+    let total: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM toolcall_approvals WHERE {filter}"),
+            &borrowed(&values),
+        )
+        .await
+        .map_err(StoreError::new)?
+        .get(0);
+    let (compare, order) = match query.order {
+        PendingOrder::OldestFirst => (">", "ASC"),
+        PendingOrder::NewestFirst => ("<", "DESC"),
+    };
+    if let Some(cursor) = &query.cursor {
+        values.push(Box::new(to_sql(cursor.created_ms)));
+        values.push(Box::new(cursor.id.clone()));
+        filter.push_str(&format!(
+            " AND (created_ms, id) {compare} (${}, ${})",
+            values.len() - 1,
+            values.len()
+        ));
+    }
+    // One more than the page: whether there is a next one.
+    values.push(Box::new(limit_sql(query.limit).saturating_add(1)));
+    let sql = format!(
+        "SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {filter}
+         ORDER BY created_ms {order}, id {order} LIMIT ${}",
+        values.len()
+    );
+    let rows = client
+        .query(&sql, &borrowed(&values))
+        .await
+        .map_err(StoreError::new)?;
+    let mut items = rows
+        .iter()
+        .map(|row| read_entry(row).map(|entry| entry.approval))
+        .collect::<Result<Vec<_>, _>>()?;
+    let more = items.len() > query.limit;
+    items.truncate(query.limit);
+    let next = match items.last() {
+        Some(last) if more => Some(PendingCursor::after(last).to_string()),
+        _ => None,
+    };
+    Ok(PendingPage {
+        items,
+        total: u64::try_from(total).unwrap_or(0),
+        next,
+    })
 }
 
 pub(crate) async fn take(
@@ -335,4 +556,12 @@ pub(crate) async fn wait(
     .await;
     driver.abort();
     waited
+}
+
+/// The parameters of a statement, borrowed as `tokio_postgres` takes them.
+fn borrowed(values: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    values
+        .iter()
+        .map(|value| &**value as &(dyn ToSql + Sync))
+        .collect()
 }

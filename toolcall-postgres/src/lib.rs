@@ -85,9 +85,9 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Key,
-    PendingApproval, RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, now_ms,
-    session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome,
+    Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store, StoreError, TaintHit,
+    TakeApproval, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -441,6 +441,27 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> Result<Vec<PendingApproval>, StoreError> {
         approvals::pending(self, now_ms, limit).await
+    }
+
+    async fn ask_approval(
+        &self,
+        approval: &PendingApproval,
+        max_open: usize,
+    ) -> Result<AskApproval, StoreError> {
+        approvals::ask(self, approval, max_open).await
+    }
+
+    async fn find_approval(
+        &self,
+        binding: &Binding<'_>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        approvals::find(self, binding, reason, now_ms).await
+    }
+
+    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
+        approvals::page(self, query).await
     }
 
     async fn decide_approval(

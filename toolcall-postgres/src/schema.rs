@@ -5,7 +5,7 @@ use tokio_postgres::Client;
 use toolcall_core::store::StoreError;
 
 /// The schema this version writes, kept in `toolcall_schema_version`.
-const SCHEMA_VERSION: i32 = 4;
+const SCHEMA_VERSION: i32 = 5;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// schema and one from that release take the same upgrades.
@@ -104,6 +104,33 @@ ALTER TABLE toolcall_approvals
     ADD COLUMN IF NOT EXISTS tainted TEXT;
 ";
 
+/// Version 5: approvals findable by their session and their call (one
+/// question per call, a session's open ones counted, the inbox filtered by
+/// session or tool). `session_key` holds the
+/// [`session_key`](toolcall_core::store::session_key) of the session (filled
+/// in for the rows already there); `ask_key` a digest of the call
+/// (session, caller, tool, digest and reason) on an approval asked for with
+/// `ask_approval`, unique among the unused ones, so that two replicas
+/// asking for the same call at once store one. Columns and indexes are only
+/// added, so replicas still at version 4 keep working (the approvals they
+/// ask for have neither: they are listed in the inbox, but not by a filter
+/// on their session, and not found again by an identical call).
+const UPGRADE_V5: &str = "
+ALTER TABLE toolcall_approvals
+    ADD COLUMN IF NOT EXISTS session_key TEXT,
+    ADD COLUMN IF NOT EXISTS ask_key TEXT;
+UPDATE toolcall_approvals SET session_key = encode(sha256(convert_to(session, 'UTF8')), 'hex')
+    WHERE session_key IS NULL;
+CREATE INDEX IF NOT EXISTS toolcall_approvals_session_digest
+    ON toolcall_approvals (session_key, digest);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_session_created
+    ON toolcall_approvals (session_key, created_ms, id);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_tool_created
+    ON toolcall_approvals (tool, created_ms, id);
+CREATE UNIQUE INDEX IF NOT EXISTS toolcall_approvals_ask
+    ON toolcall_approvals (ask_key) WHERE used_ms IS NULL;
+";
+
 /// Any 64-bit number, the same in every replica: the migration's lock.
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_6361_6c6c;
 
@@ -172,6 +199,11 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), Sto
     }
     if found < 4 {
         tx.batch_execute(UPGRADE_V4)
+            .await
+            .map_err(StoreError::new)?;
+    }
+    if found < 5 {
+        tx.batch_execute(UPGRADE_V5)
             .await
             .map_err(StoreError::new)?;
     }

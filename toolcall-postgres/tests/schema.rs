@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::store::{
-    ApprovalDecision, Binding, Claim, DecideOutcome, Key, PendingApproval, RecordedOutcome,
-    TakeApproval, now_ms, session_key,
+    ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
+    PendingQuery, RecordedOutcome, TakeApproval, now_ms, session_key,
 };
 use toolcall::{Store, ToolResult};
 use toolcall_postgres::{PostgresStore, Purged};
@@ -236,7 +236,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -251,9 +251,13 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
         assert_eq!(
             indexes,
             [
+                "toolcall_approvals_ask",
                 "toolcall_approvals_created",
                 "toolcall_approvals_decided",
                 "toolcall_approvals_expires",
+                "toolcall_approvals_session_created",
+                "toolcall_approvals_session_digest",
+                "toolcall_approvals_tool_created",
                 "toolcall_calls_touched",
                 "toolcall_locks_until",
                 "toolcall_records_touched",
@@ -310,14 +314,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 5")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 6")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 5, newer"), "{error}");
+        assert!(error.contains("version 6, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -507,7 +511,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -551,7 +555,7 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
             tainted: vec!["cents".into()],
@@ -600,7 +604,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
@@ -664,6 +668,86 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
             "past the retention window"
         );
         assert!(rows(&client, "toolcall_approvals").await.is_empty());
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v4");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        // Back to version 4 as it was, with an approval a version-4 replica asked.
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "DROP INDEX toolcall_approvals_tool_created;
+                 ALTER TABLE toolcall_approvals DROP COLUMN session_key, DROP COLUMN ask_key;
+                 UPDATE toolcall_schema_version SET version = 4;",
+            )
+            .await
+            .unwrap();
+        let now = now_ms() as i64;
+        let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+             VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3)";
+        client
+            .execute(insert, &[&"p1", &now, &(now + 600_000)])
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 5);
+        // Asked before the upgrade: found by its call and its session.
+        let binding = Binding {
+            session: "s",
+            caller: "c",
+            tool: Some("pay"),
+            digest: Some("d1"),
+        };
+        let found = store
+            .find_approval(&binding, None, now_ms())
+            .await
+            .unwrap()
+            .map(|e| e.approval.id);
+        assert_eq!(found.as_deref(), Some("p1"));
+        let same = PendingApproval {
+            created_ms: now_ms(),
+            ..approval("p2", now_ms() + 600_000)
+        };
+        match store.ask_approval(&same, 20).await.unwrap() {
+            AskApproval::Existing(entry) => assert_eq!(entry.approval.id, "p1"),
+            other => panic!("expected p1, got {other:?}"),
+        }
+        let query = PendingQuery {
+            session: Some("s"),
+            ..PendingQuery::new(now_ms(), 10)
+        };
+        let page = store.pending_page(&query).await.unwrap();
+        assert_eq!((page.total, page.items.len()), (1, 1));
+        // A replica still at version 4 inserts as it did; its approval is
+        // listed (not by a filter on its session).
+        client
+            .execute(insert, &[&"p3", &now, &(now + 600_000)])
+            .await
+            .unwrap();
+        let all = store
+            .pending_page(&PendingQuery::new(now_ms(), 10))
+            .await
+            .unwrap();
+        assert_eq!(all.total, 2);
         drop(store);
         drop_schema(&url, &schema).await;
     });

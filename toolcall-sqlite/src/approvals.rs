@@ -3,8 +3,9 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, DecideOutcome, PendingApproval,
-    StoreError, TakeApproval,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
+    PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery, StoreError,
+    TakeApproval, session_key,
 };
 
 use crate::{SqliteStore, from_sql, to_sql};
@@ -105,6 +106,13 @@ fn approvals_where(
 }
 
 pub(crate) fn put(store: &SqliteStore, a: &PendingApproval) -> Result<(), StoreError> {
+    insert(&store.conn(), a)?;
+    store.wrote();
+    Ok(())
+}
+
+/// Inserts `a` through `conn` (the store's connection, or a transaction on it).
+fn insert(conn: &rusqlite::Connection, a: &PendingApproval) -> Result<(), StoreError> {
     let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
     let decision = a
         .decision
@@ -114,32 +122,186 @@ pub(crate) fn put(store: &SqliteStore, a: &PendingApproval) -> Result<(), StoreE
         .map_err(StoreError::new)?;
     let (decision, decided_ms) = decision.unzip();
     let tainted = tainted_column(&a.tainted)?;
-    store
-        .conn()
-        .execute(
-            "INSERT INTO toolcall_approvals
-             (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-              decision, decided_ms, reason, tainted)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    conn.execute(
+        "INSERT INTO toolcall_approvals
+         (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
+          decision, decided_ms, reason, tainted, session_key)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            a.id,
+            a.session,
+            a.caller,
+            a.tool,
+            a.digest,
+            arguments,
+            to_sql(a.step),
+            to_sql(a.created_ms),
+            to_sql(a.expires_ms),
+            decision,
+            decided_ms,
+            a.reason,
+            tainted,
+            session_key(&a.session)
+        ],
+    )
+    .map_err(StoreError::new)?;
+    Ok(())
+}
+
+/// The newest approval of exactly this call, unused and unexpired at `at`,
+/// through `conn`: `?1` the session's key, `?2` the session, `?3` the
+/// caller, `?4` the tool (NULL: any), `?5` the digest (NULL: any), `?6` the
+/// reason, `?7` the time.
+const SAME_CALL: &str = "session_key = ?1 AND session = ?2 AND caller = ?3
+     AND (?4 IS NULL OR tool = ?4) AND (?5 IS NULL OR digest = ?5) AND reason IS ?6
+     AND used_ms IS NULL AND expires_ms > ?7
+     ORDER BY created_ms DESC, id DESC LIMIT 1";
+
+fn same_call(
+    conn: &rusqlite::Connection,
+    binding: &Binding<'_>,
+    reason: Option<&str>,
+    at: u64,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    let row = conn
+        .query_row(
+            &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {SAME_CALL}"),
             params![
-                a.id,
-                a.session,
-                a.caller,
-                a.tool,
-                a.digest,
-                arguments,
-                to_sql(a.step),
-                to_sql(a.created_ms),
-                to_sql(a.expires_ms),
-                decision,
-                decided_ms,
-                a.reason,
-                tainted
+                session_key(binding.session),
+                binding.session,
+                binding.caller,
+                binding.tool,
+                binding.digest,
+                reason,
+                to_sql(at)
             ],
+            approval_row,
+        )
+        .optional()
+        .map_err(StoreError::new)?;
+    row.map(read_entry).transpose()
+}
+
+pub(crate) fn ask(
+    store: &SqliteStore,
+    a: &PendingApproval,
+    max_open: usize,
+) -> Result<AskApproval, StoreError> {
+    let mut conn = store.conn();
+    // IMMEDIATE: the file's write lock from the first read, so that the
+    // look, the count and the insert are one step for every connection.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::new)?;
+    let binding = Binding {
+        session: &a.session,
+        caller: &a.caller,
+        tool: Some(&a.tool),
+        digest: Some(&a.digest),
+    };
+    if let Some(entry) = same_call(&tx, &binding, a.reason.as_deref(), a.created_ms)? {
+        return Ok(AskApproval::Existing(entry));
+    }
+    let open: i64 = tx
+        .query_row(
+            "SELECT count(*) FROM toolcall_approvals
+             WHERE session_key = ?1 AND session = ?2
+               AND decision IS NULL AND used_ms IS NULL AND expires_ms > ?3",
+            params![session_key(&a.session), a.session, to_sql(a.created_ms)],
+            |row| row.get(0),
         )
         .map_err(StoreError::new)?;
+    let open = usize::try_from(open).unwrap_or(0);
+    if open >= max_open {
+        return Ok(AskApproval::Full { open });
+    }
+    insert(&tx, a)?;
+    tx.commit().map_err(StoreError::new)?;
+    drop(conn);
     store.wrote();
-    Ok(())
+    Ok(AskApproval::Created)
+}
+
+pub(crate) fn find(
+    store: &SqliteStore,
+    binding: &Binding<'_>,
+    reason: Option<&str>,
+    now_ms: u64,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    same_call(&store.conn(), binding, reason, now_ms)
+}
+
+pub(crate) fn page(
+    store: &SqliteStore,
+    query: &PendingQuery<'_>,
+) -> Result<PendingPage, StoreError> {
+    let mut filter = String::from("decision IS NULL AND used_ms IS NULL AND expires_ms > ?1");
+    let mut values: Vec<Box<dyn rusqlite::ToSql>> = vec![Box::new(to_sql(query.now_ms))];
+    if let Some(session) = query.session {
+        values.push(Box::new(session_key(session)));
+        values.push(Box::new(session.to_owned()));
+        filter.push_str(&format!(
+            " AND session_key = ?{} AND session = ?{}",
+            values.len() - 1,
+            values.len()
+        ));
+    }
+    if let Some(tool) = query.tool {
+        values.push(Box::new(tool.to_owned()));
+        filter.push_str(&format!(" AND tool = ?{}", values.len()));
+    }
+    let conn = store.conn();
+    let total: i64 = conn
+        .query_row(
+            &format!("SELECT count(*) FROM toolcall_approvals WHERE {filter}"),
+            rusqlite::params_from_iter(values.iter()),
+            |row| row.get(0),
+        )
+        .map_err(StoreError::new)?;
+    let (compare, order) = match query.order {
+        PendingOrder::OldestFirst => (">", "ASC"),
+        PendingOrder::NewestFirst => ("<", "DESC"),
+    };
+    if let Some(cursor) = &query.cursor {
+        values.push(Box::new(to_sql(cursor.created_ms)));
+        values.push(Box::new(cursor.id.clone()));
+        filter.push_str(&format!(
+            " AND (created_ms, id) {compare} (?{}, ?{})",
+            values.len() - 1,
+            values.len()
+        ));
+    }
+    // One more than the page: whether there is a next one.
+    values.push(Box::new(limit_sql(query.limit).saturating_add(1)));
+    let sql = format!(
+        "SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {filter}
+         ORDER BY created_ms {order}, id {order} LIMIT ?{}",
+        values.len()
+    );
+    let rows = conn
+        .prepare(&sql)
+        .and_then(|mut statement| {
+            statement
+                .query_map(rusqlite::params_from_iter(values.iter()), approval_row)?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(StoreError::new)?;
+    drop(conn);
+    let mut items = rows
+        .into_iter()
+        .map(|row| read_entry(row).map(|entry| entry.approval))
+        .collect::<Result<Vec<_>, _>>()?;
+    let more = items.len() > query.limit;
+    items.truncate(query.limit);
+    let next = match items.last() {
+        Some(last) if more => Some(PendingCursor::after(last).to_string()),
+        _ => None,
+    };
+    Ok(PendingPage {
+        items,
+        total: u64::try_from(total).unwrap_or(0),
+        next,
+    })
 }
 
 pub(crate) fn take(

@@ -79,9 +79,9 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Claim, DecideOutcome, Key,
-    PendingApproval, RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, now_ms,
-    session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome,
+    Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store, StoreError, TaintHit,
+    TakeApproval, now_ms, session_key,
 };
 
 pub use purge::Purged;
@@ -426,6 +426,27 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Vec<PendingApproval>, StoreError> {
         approvals::pending(self, now_ms, limit)
+    }
+
+    async fn ask_approval(
+        &self,
+        approval: &PendingApproval,
+        max_open: usize,
+    ) -> Result<AskApproval, StoreError> {
+        approvals::ask(self, approval, max_open)
+    }
+
+    async fn find_approval(
+        &self,
+        binding: &Binding<'_>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        approvals::find(self, binding, reason, now_ms)
+    }
+
+    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
+        approvals::page(self, query)
     }
 
     async fn decide_approval(

@@ -8,7 +8,7 @@ use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
 use toolcall_core::store::{StoreError, session_key};
 
 /// The schema this version writes: the file's `PRAGMA user_version`.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 /// Version 0, the first release's tables. Created if missing, so that a new
 /// file and a file from that release take the same upgrades.
@@ -177,6 +177,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
             }
         }
     }
+    if found < 5 {
+        upgrade_v5(&tx)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(SCHEMA_VERSION)
@@ -206,5 +209,45 @@ fn rekey_steps(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
         "DROP TABLE toolcall_steps;
          ALTER TABLE toolcall_steps_v1 RENAME TO toolcall_steps;
          CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);",
+    )
+}
+
+/// Version 5: approvals findable by their session and their call (one
+/// question per call, a session's open ones counted, the inbox filtered by
+/// session or tool): the [`session_key`] of the session in a new column
+/// `session_key`, filled in for the rows already there, and indexes on
+/// it. Columns and indexes are only added, so a process still at version 4
+/// keeps working (the approvals it asks for have no `session_key`: they are
+/// listed in the inbox, but not by a filter on their session, and not found
+/// again by an identical call).
+fn upgrade_v5(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let present: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('toolcall_approvals') \
+         WHERE name = 'session_key')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        tx.execute_batch("ALTER TABLE toolcall_approvals ADD COLUMN session_key TEXT;")?;
+    }
+    {
+        let mut select =
+            tx.prepare("SELECT id, session FROM toolcall_approvals WHERE session_key IS NULL")?;
+        let mut update =
+            tx.prepare("UPDATE toolcall_approvals SET session_key = ?2 WHERE id = ?1")?;
+        let mut rows = select.query([])?;
+        while let Some(row) = rows.next()? {
+            let id: String = row.get(0)?;
+            let session: String = row.get(1)?;
+            update.execute(params![id, session_key(&session)])?;
+        }
+    }
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS toolcall_approvals_session_digest
+             ON toolcall_approvals (session_key, digest);
+         CREATE INDEX IF NOT EXISTS toolcall_approvals_session_created
+             ON toolcall_approvals (session_key, created_ms, id);
+         CREATE INDEX IF NOT EXISTS toolcall_approvals_tool_created
+             ON toolcall_approvals (tool, created_ms, id);",
     )
 }

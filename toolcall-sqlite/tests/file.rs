@@ -14,8 +14,8 @@ use std::time::Duration;
 use rusqlite::Connection;
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, Binding, Claim, DecideOutcome, Key, PendingApproval, RecordedOutcome,
-    TakeApproval, now_ms,
+    ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
+    PendingQuery, RecordedOutcome, TakeApproval, now_ms,
 };
 use toolcall::{Store, ToolResult};
 use toolcall_sqlite::{Purged, SqliteStore};
@@ -236,7 +236,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     block_on(async {
         assert_eq!(
             store.next_step("old-session", now_ms()).await.unwrap(),
@@ -313,6 +313,9 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             "toolcall_approvals_created",
             "toolcall_approvals_decided",
             "toolcall_approvals_expires",
+            "toolcall_approvals_session_created",
+            "toolcall_approvals_session_digest",
+            "toolcall_approvals_tool_created",
             "toolcall_calls_touched",
             "toolcall_locks_until",
             "toolcall_records_touched",
@@ -359,10 +362,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 5")
+        .execute_batch("PRAGMA user_version = 6")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 5, newer"), "{error}");
+    assert!(error.contains("version 6, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -524,6 +527,10 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_created;
          DROP INDEX toolcall_approvals_decided;
+         DROP INDEX toolcall_approvals_session_digest;
+         DROP INDEX toolcall_approvals_session_created;
+         DROP INDEX toolcall_approvals_tool_created;
+         ALTER TABLE toolcall_approvals DROP COLUMN session_key;
          ALTER TABLE toolcall_approvals DROP COLUMN decision;
          ALTER TABLE toolcall_approvals DROP COLUMN decided_ms;
          ALTER TABLE toolcall_approvals DROP COLUMN used_ms;
@@ -541,7 +548,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -590,7 +597,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -628,7 +635,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     )
     .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     block_on(async {
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
@@ -641,7 +648,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // Opening it again changes nothing.
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     assert_eq!(
         block_on(store.pending_approvals(now_ms(), 10))
             .unwrap()
@@ -711,4 +718,63 @@ fn taint_is_purged_with_the_session_after_the_retention_window() {
     block_on(async {
         assert!(!store.tainted("s", &print).await.unwrap().any);
     });
+}
+
+#[test]
+fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
+    let path = fresh_dir("v4").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Back to version 4 as it was, with an approval a version-4 process asked.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX toolcall_approvals_session_digest;
+         DROP INDEX toolcall_approvals_session_created;
+         DROP INDEX toolcall_approvals_tool_created;
+         ALTER TABLE toolcall_approvals DROP COLUMN session_key;
+         PRAGMA user_version = 4;",
+    )
+    .unwrap();
+    let now = now_ms() as i64;
+    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+         VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
+    conn.execute(insert, rusqlite::params!["p1", now, now + 600_000])
+        .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 5);
+    block_on(async {
+        // Asked before the upgrade: found by its call and its session.
+        let binding = Binding {
+            session: "s",
+            caller: "c",
+            tool: Some("pay"),
+            digest: Some("d1"),
+        };
+        let found = store
+            .find_approval(&binding, None, now_ms())
+            .await
+            .unwrap()
+            .map(|e| e.approval.id);
+        assert_eq!(found.as_deref(), Some("p1"));
+        let same = PendingApproval {
+            created_ms: now_ms(),
+            ..approval("p2", now_ms() + 600_000)
+        };
+        match store.ask_approval(&same, 20).await.unwrap() {
+            AskApproval::Existing(entry) => assert_eq!(entry.approval.id, "p1"),
+            other => panic!("expected p1, got {other:?}"),
+        }
+        let query = PendingQuery {
+            session: Some("s"),
+            ..PendingQuery::new(now_ms(), 10)
+        };
+        let page = store.pending_page(&query).await.unwrap();
+        assert_eq!((page.total, page.items.len()), (1, 1));
+    });
+    // A process still at version 4 inserts as it did; its approval is
+    // listed (not by a filter on its session).
+    conn.execute(insert, rusqlite::params!["p3", now, now + 600_000])
+        .unwrap();
+    let all = block_on(store.pending_page(&PendingQuery::new(now_ms(), 10))).unwrap();
+    assert_eq!(all.total, 2);
 }

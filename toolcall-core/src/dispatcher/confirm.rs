@@ -10,7 +10,7 @@ use super::messages::{Details, Failure};
 use super::prepared::{Approval, Prepared, Stage};
 use crate::canonical::digest;
 use crate::policy::Caller;
-use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{AskApproval, Binding, PendingApproval, Store, TakeApproval, now_ms};
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stage 7: a high-risk call runs only with a person's approval of this
@@ -134,14 +134,37 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
                     tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
                 };
-                self.store
-                    .put_approval(&pending)
+                // One question per call: an identical call asked again
+                // (a client that cannot bring the id back retries) is
+                // answered with the question already asked.
+                let asked = self
+                    .store
+                    .ask_approval(&pending, self.settings.max_pending_approvals)
                     .await
                     .map_err(store_error)?;
-                crate::crash::point(crate::crash::AWAITING_APPROVAL);
+                let pending = match asked {
+                    AskApproval::Existing(entry) => entry.approval,
+                    AskApproval::Full { .. } => {
+                        let limit =
+                            i64::try_from(self.settings.max_pending_approvals).unwrap_or(i64::MAX);
+                        return Err(self.fail_with(
+                            Failure::PendingLimit,
+                            name,
+                            &Details {
+                                limit_value: Some(limit),
+                                ..Details::default()
+                            },
+                            Map::new(),
+                        ));
+                    }
+                    _ => {
+                        crate::crash::point(crate::crash::AWAITING_APPROVAL);
+                        pending
+                    }
+                };
                 let mut data = Map::new();
                 data.insert("pending".into(), pending.arguments);
-                add_reason(&mut data, prepared.tainted);
+                add_stored_reason(&mut data, pending.reason, pending.tainted);
                 let mut asked = self.fail_with(
                     Failure::ConfirmationRequired,
                     name,
@@ -215,6 +238,20 @@ fn add_reason(data: &mut Map<String, Value>, tainted: Option<&[String]>) {
             data.insert(
                 "tainted".into(),
                 Value::Array(fields.iter().map(|f| Value::from(f.as_str())).collect()),
+            );
+        }
+    }
+}
+
+/// `data.reason` and `data.tainted` of the question as the store keeps it:
+/// the same answer to an identical call asked again.
+fn add_stored_reason(data: &mut Map<String, Value>, reason: Option<String>, tainted: Vec<String>) {
+    if let Some(reason) = reason {
+        data.insert("reason".into(), Value::from(reason));
+        if !tainted.is_empty() {
+            data.insert(
+                "tainted".into(),
+                Value::Array(tainted.into_iter().map(Value::from).collect()),
             );
         }
     }

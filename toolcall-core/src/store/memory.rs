@@ -25,6 +25,10 @@ pub struct MemoryStore {
     hasher: KeyHasher,
     retention_ms: u64,
     capacity_per_shard: usize,
+    /// Held while an approval is asked for ([`Store::ask_approval`]): the
+    /// look for the same call, the count of the session's open ones and
+    /// the write are one step for every asker.
+    asks: Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -200,6 +204,7 @@ impl MemoryStore {
             hasher: KeyHasher::new(),
             retention_ms: u64::try_from(retention.as_millis()).unwrap_or(u64::MAX),
             capacity_per_shard: capacity.div_ceil(SHARDS).max(1),
+            asks: Mutex::new(()),
         }
     }
 
@@ -245,6 +250,37 @@ impl MemoryStore {
     /// Whether the store holds nothing.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The approvals `keep` admits, of every shard, cloned (one shard
+    /// locked at a time).
+    fn approvals_where(&self, keep: impl Fn(&ApprovalEntry) -> bool) -> Vec<ApprovalEntry> {
+        self.shards
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .approvals
+                    .values()
+                    .filter(|entry| keep(entry))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Keeps `approval` as given, unused.
+    fn insert_approval(&self, approval: &PendingApproval) {
+        let now = now_ms();
+        let mut shard = self.shard(&approval.id);
+        shard.approvals.insert(
+            approval.id.clone(),
+            ApprovalEntry {
+                approval: approval.clone(),
+                used_ms: None,
+                result: None,
+            },
+        );
+        self.maintain(&mut shard, now);
     }
 
     /// After a write, now and then, drop what is too old or too much.
@@ -302,6 +338,16 @@ fn trim_oldest<K, V, H: BuildHasher>(
             true
         }
     });
+}
+
+/// Whether two approvals were asked for the same call: the same session,
+/// caller, tool, digest and reason.
+fn same_call(a: &PendingApproval, b: &PendingApproval) -> bool {
+    a.session == b.session
+        && a.caller == b.caller
+        && a.tool == b.tool
+        && a.digest == b.digest
+        && a.reason == b.reason
 }
 
 fn count_in<K: Hash + Eq, H: BuildHasher>(
@@ -509,17 +555,7 @@ impl Store for MemoryStore {
     }
 
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
-        let now = now_ms();
-        let mut shard = self.shard(&approval.id);
-        shard.approvals.insert(
-            approval.id.clone(),
-            ApprovalEntry {
-                approval: approval.clone(),
-                used_ms: None,
-                result: None,
-            },
-        );
-        self.maintain(&mut shard, now);
+        self.insert_approval(approval);
         Ok(())
     }
 
@@ -575,6 +611,90 @@ impl Store for MemoryStore {
         open.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
         open.truncate(limit);
         Ok(open)
+    }
+
+    async fn ask_approval(
+        &self,
+        approval: &PendingApproval,
+        max_open: usize,
+    ) -> Result<AskApproval, StoreError> {
+        let _asking = lock(&self.asks);
+        let at = approval.created_ms;
+        let mut existing: Option<ApprovalEntry> = None;
+        let mut open = 0usize;
+        for shard in self.shards.iter() {
+            for entry in lock(shard).approvals.values() {
+                let a = &entry.approval;
+                if a.session != approval.session {
+                    continue;
+                }
+                if entry.is_open(at) {
+                    open += 1;
+                }
+                if same_call(a, approval)
+                    && entry.used_ms.is_none()
+                    && a.expires_ms > at
+                    && existing.as_ref().is_none_or(|e| {
+                        (a.created_ms, &a.id) > (e.approval.created_ms, &e.approval.id)
+                    })
+                {
+                    existing = Some(entry.clone());
+                }
+            }
+        }
+        if let Some(entry) = existing {
+            return Ok(AskApproval::Existing(entry));
+        }
+        if open >= max_open {
+            return Ok(AskApproval::Full { open });
+        }
+        self.insert_approval(approval);
+        Ok(AskApproval::Created)
+    }
+
+    async fn find_approval(
+        &self,
+        binding: &Binding<'_>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        Ok(self
+            .approvals_where(|entry| {
+                binding.matches(&entry.approval)
+                    && entry.approval.reason.as_deref() == reason
+                    && entry.used_ms.is_none()
+                    && entry.approval.expires_ms > now_ms
+            })
+            .into_iter()
+            .max_by(|a, b| {
+                (a.approval.created_ms, &a.approval.id)
+                    .cmp(&(b.approval.created_ms, &b.approval.id))
+            }))
+    }
+
+    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
+        let mut open: Vec<PendingApproval> = self
+            .approvals_where(|entry| query.admits(entry))
+            .into_iter()
+            .map(|entry| entry.approval)
+            .collect();
+        let total = open.len() as u64;
+        open.retain(|a| query.after_cursor(a));
+        open.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        if query.order == PendingOrder::NewestFirst {
+            open.reverse();
+        }
+        let more = open.len() > query.limit;
+        open.truncate(query.limit);
+        let next = match open.last() {
+            Some(last) if more => Some(PendingCursor::after(last).to_string()),
+            _ => None,
+        };
+        Ok(PendingPage {
+            items: open,
+            total,
+            next,
+        })
     }
 
     async fn decide_approval(
