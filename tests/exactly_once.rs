@@ -42,8 +42,9 @@ async fn pay(
     Ok(json!({"to": to, "cents": cents, "run": run}))
 }
 
-/// Records a note, slowly; times out after 50 ms.
-#[tool(side_effect, timeout_ms = 50)]
+/// Records a note, slowly; times out after 50 ms. Its backend keeps one
+/// note per idempotency key, so a note in doubt may be sent again.
+#[tool(side_effect, idempotent_backend, timeout_ms = 50)]
 async fn note(
     ctx: &Ctx<Counter>,
     /// The note's text.
@@ -146,14 +147,21 @@ async fn a_call_waits_only_so_long_for_its_twin() {
     );
     let first = tokio::spawn({
         let d = Arc::clone(&d);
-        async move { d.execute(Call::new("pay", PAY).confirmed(true)).await }
+        async move {
+            d.execute(Call::new("pay", PAY).session("default").confirmed(true))
+                .await
+        }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let second = d.execute(Call::new("pay", PAY).confirmed(true)).await;
+    let second = d
+        .execute(Call::new("pay", PAY).session("default").confirmed(true))
+        .await;
     assert_eq!(second.code, Code::CallInProgress);
     assert!(first.await.unwrap().ok);
     assert_eq!(backend.runs(), 1);
-    let third = d.execute(Call::new("pay", PAY).confirmed(true)).await;
+    let third = d
+        .execute(Call::new("pay", PAY).session("default").confirmed(true))
+        .await;
     assert!(third.replayed, "once it completed, the twin is a replay");
 }
 
@@ -163,14 +171,20 @@ async fn a_timeout_leaves_the_outcome_unknown_and_the_next_call_reuses_the_key()
     let d = Dispatcher::builder(tools![note].unwrap(), Arc::clone(&backend))
         .build()
         .unwrap();
-    let timed_out = d.execute(Call::new("note", r#"{"text": "hi"}"#)).await;
+    let timed_out = d
+        .execute(Call::new("note", r#"{"text": "hi"}"#).session("default"))
+        .await;
     assert_eq!(timed_out.code, Code::Timeout);
     assert_eq!(backend.runs(), 1);
     backend.delay_ms.store(0, Ordering::SeqCst);
-    let again = d.execute(Call::new("note", r#"{"text": "hi"}"#)).await;
+    let again = d
+        .execute(Call::new("note", r#"{"text": "hi"}"#).session("default"))
+        .await;
     assert!(again.ok && !again.replayed, "{again:?}");
     assert_eq!(backend.runs(), 2, "sent to the backend again...");
-    let third = d.execute(Call::new("note", r#"{"text": "hi"}"#)).await;
+    let third = d
+        .execute(Call::new("note", r#"{"text": "hi"}"#).session("default"))
+        .await;
     assert!(third.replayed, "...and, once it completed, replayed");
     assert_eq!(backend.runs(), 2);
 }

@@ -41,7 +41,7 @@ async fn an_oversized_result_is_cut_to_fit_and_stays_valid_json() {
     .unwrap();
     let whole = serde_json::to_string(&list_reviews("P-1".into()).unwrap()).unwrap();
     let result = d
-        .execute(Call::new("list_reviews", r#"{"product": "P-1"}"#))
+        .execute(Call::new("list_reviews", r#"{"product": "P-1"}"#).session("default"))
         .await;
     let text = result.to_model_text();
     assert!(result.ok);
@@ -69,7 +69,7 @@ async fn an_oversized_result_is_cut_to_fit_and_stays_valid_json() {
 
     // A tool's own budget comes first.
     let brief = d
-        .execute(Call::new("list_reviews_briefly", r#"{"product": "P-1"}"#))
+        .execute(Call::new("list_reviews_briefly", r#"{"product": "P-1"}"#).session("default"))
         .await;
     assert!(brief.to_model_text().len() <= 1024);
     assert_eq!(brief.data["truncated"], true);
@@ -85,7 +85,7 @@ async fn an_error_keeps_its_code_and_message_whole() {
         .map(|i| (format!("unknown_field_{i}"), json!(i)))
         .collect();
     let result = d
-        .execute(Call::new("list_reviews", &Value::Object(flood)))
+        .execute(Call::new("list_reviews", &Value::Object(flood)).session("default"))
         .await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert!(
@@ -102,7 +102,7 @@ async fn without_a_budget_nothing_is_cut() {
         .build()
         .unwrap();
     let result = d
-        .execute(Call::new("list_reviews", r#"{"product": "P-1"}"#))
+        .execute(Call::new("list_reviews", r#"{"product": "P-1"}"#).session("default"))
         .await;
     assert_eq!(result.data["reviews"].as_array().unwrap().len(), 500);
     assert!(!result.data.contains_key("truncated"));

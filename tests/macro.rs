@@ -21,7 +21,7 @@ fn the_function_stays_callable_as_written() {
         "s",
         Caller::new("me", Policy::new()),
     );
-    let order = get_order(&ctx, "ORD-1002".to_owned()).unwrap();
+    let order = futures_lite_block_on(get_order(&ctx, "ORD-1002".to_owned())).unwrap();
     assert_eq!((order.total_cents, order.currency), (4500, Currency::USD));
     let refund = futures_lite_block_on(refund_order(
         &ctx,
@@ -144,24 +144,22 @@ async fn name_docs_optional_and_bounds() {
         .build()
         .unwrap();
     let ok = d
-        .execute(Call::new("dictionary-lookup", r#"{"word": "tool"}"#))
+        .execute(Call::new("dictionary-lookup", r#"{"word": "tool"}"#).session("default"))
         .await;
     assert_eq!(ok.data["senses"], 1, "{ok:?}");
     let bad = d
-        .execute(Call::new(
-            "dictionary-lookup",
-            r#"{"word": "tool", "senses": 6}"#,
-        ))
+        .execute(
+            Call::new("dictionary-lookup", r#"{"word": "tool", "senses": 6}"#).session("default"),
+        )
         .await;
     assert_eq!(
         bad.message,
         "senses: 6 is greater than the maximum 5 (How many senses, at most.)"
     );
     let bad = d
-        .execute(Call::new(
-            "dictionary-lookup",
-            r#"{"word": "tool", "senses": 0}"#,
-        ))
+        .execute(
+            Call::new("dictionary-lookup", r#"{"word": "tool", "senses": 0}"#).session("default"),
+        )
         .await;
     assert_eq!(
         bad.message,
@@ -307,7 +305,9 @@ async fn place_message(raw: &str) -> String {
     let d = Dispatcher::builder(tools![place].unwrap(), Arc::new(()))
         .build()
         .unwrap();
-    let result = d.execute(Call::new("place_order_v2", raw)).await;
+    let result = d
+        .execute(Call::new("place_order_v2", raw).session("default"))
+        .await;
     if result.ok {
         "OK".to_owned()
     } else {
@@ -410,15 +410,13 @@ async fn sensitive_values_stay_out_of_the_audit() {
         .audit(audit.clone())
         .build()
         .unwrap();
-    d.execute(Call::new("place_order_v2", place_args(json!({})).as_str()))
+    d.execute(Call::new("place_order_v2", place_args(json!({})).as_str()).session("default"))
         .await;
-    d.execute(Call::new(
-        "place_order_v2",
-        r#"{"email": "ana@example.com", "#,
-    ))
-    .await;
+    d.execute(Call::new("place_order_v2", r#"{"email": "ana@example.com", "#).session("default"))
+        .await;
     let parsed = json!({"email": "bia@example.com", "lines": 3});
-    d.execute(Call::new("place_order_v2", &parsed)).await;
+    d.execute(Call::new("place_order_v2", &parsed).session("default"))
+        .await;
     let records = audit.records();
     assert_eq!(records.len(), 3);
     for record in &records {

@@ -324,7 +324,9 @@ async fn a_declared_limit_no_caller_sets_is_a_warning_and_still_fails_closed() {
         "{}",
         d.warnings()[0]
     );
-    let refused = d.execute(Call::new("pay_out", r#"{"cents": 1}"#)).await;
+    let refused = d
+        .execute(Call::new("pay_out", r#"{"cents": 1}"#).session("default"))
+        .await;
     assert_eq!(refused.code, Code::PolicyLimit);
     assert_eq!(backend.runs(), 0);
 
@@ -408,7 +410,11 @@ async fn no_default_message_sends_the_user_to_a_human_agent() {
         .build()
         .unwrap();
     let over = d
-        .execute(Call::new("refund_order", REFUND).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(over.code, Code::PolicyLimit);
     assert!(
@@ -457,7 +463,11 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
         .unwrap();
 
     let over = d
-        .execute(Call::new("refund_order", REFUND).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(over.code, Code::PolicyLimit);
     assert_eq!(
@@ -467,7 +477,9 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
     );
     assert!(over.data.is_empty());
 
-    let unknown = d.execute(Call::new("cancel_order", "{}")).await;
+    let unknown = d
+        .execute(Call::new("cancel_order", "{}").session("default"))
+        .await;
     assert_eq!(unknown.code, Code::UnknownTool);
     assert_eq!(
         unknown.data["available"],
@@ -479,7 +491,9 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
     );
 
     let small = REFUND.replace("2590", "500");
-    let asked = d.execute(Call::new("refund_order", &small)).await;
+    let asked = d
+        .execute(Call::new("refund_order", &small).session("default"))
+        .await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
     assert_eq!(asked.data["pending"]["amount_cents"], 500);
     assert!(asked.confirmation_id.is_some());
@@ -490,7 +504,9 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
     );
 
     // Codes the host did not replace keep their defaults.
-    let malformed = d.execute(Call::new("get_order", "{")).await;
+    let malformed = d
+        .execute(Call::new("get_order", "{").session("default"))
+        .await;
     assert_eq!(malformed.code, Code::InvalidJson);
     assert!(
         malformed.message.starts_with("Arguments"),
@@ -508,8 +524,14 @@ async fn a_message_function_that_panics_leaves_the_default() {
         .message(Code::LoopDetected, |_: &MessageContext| panic!("host bug"))
         .build()
         .unwrap();
-    assert!(d.execute(Call::new("transfer", TRANSFER)).await.ok);
-    let looped = d.execute(Call::new("transfer", TRANSFER)).await;
+    assert!(
+        d.execute(Call::new("transfer", TRANSFER).session("default"))
+            .await
+            .ok
+    );
+    let looped = d
+        .execute(Call::new("transfer", TRANSFER).session("default"))
+        .await;
     assert_eq!(looped.code, Code::LoopDetected);
     assert_eq!(
         looped.message,
@@ -602,10 +624,15 @@ async fn a_twin_still_running_past_the_wait_is_call_in_progress_not_a_loop() {
     );
     let first = tokio::spawn({
         let d = Arc::clone(&d);
-        async move { d.execute(Call::new("transfer", TRANSFER)).await }
+        async move {
+            d.execute(Call::new("transfer", TRANSFER).session("default"))
+                .await
+        }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let second = d.execute(Call::new("transfer", TRANSFER)).await;
+    let second = d
+        .execute(Call::new("transfer", TRANSFER).session("default"))
+        .await;
     assert_eq!(second.code, Code::CallInProgress, "{second:?}");
     let first = first.await.unwrap();
     assert!(first.ok && !first.replayed, "{first:?}");
@@ -618,7 +645,9 @@ async fn sequential_repeats_still_count_call_by_call() {
     let d = backend_dispatcher(&backend).build().unwrap();
     let mut codes = Vec::new();
     for _ in 0..5 {
-        let result = d.execute(Call::new("transfer", TRANSFER)).await;
+        let result = d
+            .execute(Call::new("transfer", TRANSFER).session("default"))
+            .await;
         codes.push((result.code.to_string(), result.replayed));
     }
     assert_eq!(
@@ -665,7 +694,9 @@ async fn a_checks_transient_failure_is_retried_like_the_handler() {
     let backend = Backend::slow(0);
     backend.check_failures.store(2, Ordering::SeqCst);
     let d = backend_dispatcher(&backend).build().unwrap();
-    let booked = d.execute(Call::new("book", r#"{"room": "R-12"}"#)).await;
+    let booked = d
+        .execute(Call::new("book", r#"{"room": "R-12"}"#).session("default"))
+        .await;
     assert!(booked.ok, "{booked:?}");
     assert_eq!(backend.checks(), 3, "two failures, then the check passed");
     assert_eq!(backend.runs(), 1);
@@ -676,7 +707,9 @@ async fn a_check_that_stays_unreachable_is_upstream_unavailable_after_the_retrie
     let backend = Backend::slow(0);
     backend.check_failures.store(100, Ordering::SeqCst);
     let d = backend_dispatcher(&backend).max_retries(3).build().unwrap();
-    let refused = d.execute(Call::new("book", r#"{"room": "R-12"}"#)).await;
+    let refused = d
+        .execute(Call::new("book", r#"{"room": "R-12"}"#).session("default"))
+        .await;
     assert_eq!(refused.code, Code::UpstreamUnavailable);
     assert!(
         !refused.data.contains_key("in_doubt"),
@@ -738,7 +771,10 @@ async fn twins_that_were_refused_make_the_late_ones_loops_only_once_refused() {
     let tasks: Vec<_> = (0..5)
         .map(|_| {
             let d = Arc::clone(&d);
-            tokio::spawn(async move { d.execute(Call::new("reserve", r#"{"people": 4}"#)).await })
+            tokio::spawn(async move {
+                d.execute(Call::new("reserve", r#"{"people": 4}"#).session("default"))
+                    .await
+            })
         })
         .collect();
     let mut codes = Vec::new();

@@ -28,7 +28,8 @@ const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
 
 async fn confirmed(d: &Dispatcher<Shop>, tool: &str, args: &str) -> ToolResult {
-    d.execute(Call::new(tool, args).confirmed(true)).await
+    d.execute(Call::new(tool, args).session("default").confirmed(true))
+        .await
 }
 
 #[tokio::test]
@@ -36,7 +37,9 @@ async fn unknown_tool_lists_the_callers_allowed_tools_sorted() {
     let shop = Arc::new(Shop::new());
     let policy = Policy::new().allow(["refund_order", "get_order"]);
     let d = shop_dispatcher(&shop).policy(policy).build().unwrap();
-    let result = d.execute(Call::new("delete_order", "{}")).await;
+    let result = d
+        .execute(Call::new("delete_order", "{}").session("default"))
+        .await;
     assert_eq!(result.code, Code::UnknownTool);
     assert_eq!(
         result.data["available"],
@@ -53,13 +56,18 @@ async fn allowlists_are_per_caller() {
     let refused = d
         .execute(
             Call::new("refund_order", REFUND)
+                .session("default")
                 .caller(&reader)
                 .confirmed(true),
         )
         .await;
     assert_eq!(refused.code, Code::ToolNotAllowed);
     let read = d
-        .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).caller(&reader))
+        .execute(
+            Call::new("get_order", r#"{"order_id": "ORD-1001"}"#)
+                .session("default")
+                .caller(&reader),
+        )
         .await;
     assert!(read.ok);
     assert_eq!(shop.applied_refunds(), 0);
@@ -101,7 +109,9 @@ async fn malformed_arguments_are_invalid_json_and_do_nothing() {
     }
     let array = json!([1, 2]);
     assert_eq!(
-        d.execute(Call::new("get_order", &array)).await.code,
+        d.execute(Call::new("get_order", &array).session("default"))
+            .await
+            .code,
         Code::InvalidJson
     );
     assert_eq!(shop.applied_refunds(), 0);
@@ -111,7 +121,9 @@ async fn malformed_arguments_are_invalid_json_and_do_nothing() {
 async fn empty_text_means_no_arguments() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
-    let result = d.execute(Call::new("get_order", "")).await;
+    let result = d
+        .execute(Call::new("get_order", "").session("default"))
+        .await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert_eq!(
         result.message,
@@ -220,7 +232,9 @@ async fn the_audit_keeps_the_problems_the_model_was_told_and_only_those() {
     // As many as the model was shown: the first 20.
     let many: String = (0..30).map(|i| format!(r#", "extra{i}": 1"#)).collect();
     let raw = format!(r#"{{"order_id": "ORD-1001"{many}}}"#);
-    let result = d.execute(Call::new("get_order", raw.as_str())).await;
+    let result = d
+        .execute(Call::new("get_order", raw.as_str()).session("default"))
+        .await;
     assert!(
         result.message.contains("and 10 more problems"),
         "{}",
@@ -251,7 +265,7 @@ async fn an_unknown_field_names_the_closest_real_one() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     let result = d
-        .execute(Call::new("get_order", r#"{"orderId": "ORD-1001"}"#))
+        .execute(Call::new("get_order", r#"{"orderId": "ORD-1001"}"#).session("default"))
         .await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert!(
@@ -262,10 +276,10 @@ async fn an_unknown_field_names_the_closest_real_one() {
         result.message
     );
     let result = d
-        .execute(Call::new(
-            "get_order",
-            r#"{"order_id": "ORD-1001", "verbose": true}"#,
-        ))
+        .execute(
+            Call::new("get_order", r#"{"order_id": "ORD-1001", "verbose": true}"#)
+                .session("default"),
+        )
         .await;
     assert!(
         result
@@ -306,9 +320,13 @@ async fn the_model_cannot_confirm_its_own_call() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     let raw = r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged", "confirmed": true}"#;
-    let result = d.execute(Call::new("refund_order", raw)).await;
+    let result = d
+        .execute(Call::new("refund_order", raw).session("default"))
+        .await;
     assert_eq!(result.code, Code::InvalidArguments);
-    let result = d.execute(Call::new("refund_order", REFUND)).await;
+    let result = d
+        .execute(Call::new("refund_order", REFUND).session("default"))
+        .await;
     assert_eq!(result.code, Code::ConfirmationRequired);
     assert_eq!(shop.applied_refunds(), 0);
 }
@@ -319,7 +337,9 @@ async fn confirmation_carries_the_validated_arguments() {
     let d = shop_dispatcher(&shop).build().unwrap();
     let raw =
         r#"{ "reason":"damaged","currency" : "BRL", "amount_cents":2590,"order_id":"ORD-1001" }"#;
-    let result = d.execute(Call::new("refund_order", raw)).await;
+    let result = d
+        .execute(Call::new("refund_order", raw).session("default"))
+        .await;
     assert_eq!(result.code, Code::ConfirmationRequired);
     assert_eq!(
         result.message,
@@ -347,7 +367,11 @@ async fn spacing_member_order_and_parsed_objects_are_one_call() {
     assert!(confirmed(&d, "refund_order", respaced).await.replayed);
     let parsed: Value = serde_json::from_str(REFUND).unwrap();
     let replay = d
-        .execute(Call::new("refund_order", &parsed).confirmed(true))
+        .execute(
+            Call::new("refund_order", &parsed)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert!(replay.replayed);
     assert_eq!(replay.data, first.data);
@@ -505,8 +529,13 @@ async fn every_call_leaves_exactly_one_audit_record() {
     ];
     for d in [&memory, &file] {
         for (tool, args, confirmed) in calls {
-            d.execute(Call::new(tool, args).confirmed(confirmed).call_id("call-1"))
-                .await;
+            d.execute(
+                Call::new(tool, args)
+                    .session("default")
+                    .confirmed(confirmed)
+                    .call_id("call-1"),
+            )
+            .await;
         }
     }
     let records = audit.records();
@@ -557,13 +586,13 @@ async fn model_text_leaves_default_fields_out() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     let read = d
-        .execute(Call::new("get_order", r#"{"order_id": "ORD-1002"}"#))
+        .execute(Call::new("get_order", r#"{"order_id": "ORD-1002"}"#).session("default"))
         .await;
     assert_eq!(
         read.to_model_text(),
         r#"{"ok":true,"tool":"get_order","data":{"order_id":"ORD-1002","total_cents":4500,"refunded_cents":0,"currency":"USD"}}"#
     );
-    let unknown = d.execute(Call::new("x", "")).await;
+    let unknown = d.execute(Call::new("x", "").session("default")).await;
     assert_eq!(
         unknown.to_model_text(),
         r#"{"ok":false,"tool":"x","code":"UNKNOWN_TOOL","message":"No tool named 'x'.","data":{"available":["get_order","refund_order"]}}"#
@@ -594,8 +623,9 @@ impl Probe {
     }
 }
 
-/// Sends a message through a backend that may time out.
-#[tool(side_effect)]
+/// Sends a message through a backend that may time out, and keeps one
+/// message per idempotency key.
+#[tool(side_effect, idempotent_backend)]
 async fn send(
     ctx: &Ctx<Probe>,
     /// The message's text.
@@ -668,7 +698,9 @@ fn probe_dispatcher(probe: &Arc<Probe>) -> Dispatcher<Probe> {
 async fn transient_failures_are_retried_under_the_same_key() {
     let probe = Probe::failing(2);
     let d = probe_dispatcher(&probe);
-    let result = d.execute(Call::new("send", r#"{"text": "hi"}"#)).await;
+    let result = d
+        .execute(Call::new("send", r#"{"text": "hi"}"#).session("default"))
+        .await;
     assert!(result.ok, "{result:?}");
     assert_eq!(result.data["sent"], "hi");
     assert_eq!(probe.attempts(), 3);
@@ -681,7 +713,9 @@ async fn transient_failures_are_retried_under_the_same_key() {
 async fn retries_are_bounded_then_upstream_unavailable() {
     let probe = Probe::failing(10);
     let d = probe_dispatcher(&probe);
-    let result = d.execute(Call::new("send", r#"{"text": "hi"}"#)).await;
+    let result = d
+        .execute(Call::new("send", r#"{"text": "hi"}"#).session("default"))
+        .await;
     assert_eq!(result.code, Code::UpstreamUnavailable);
     assert_eq!(
         probe.attempts(),
@@ -698,7 +732,11 @@ async fn retry_backoff_grows_with_the_attempt() {
         .build()
         .unwrap();
     let started = tokio::time::Instant::now();
-    assert!(d.execute(Call::new("send", r#"{"text": "hi"}"#)).await.ok);
+    assert!(
+        d.execute(Call::new("send", r#"{"text": "hi"}"#).session("default"))
+            .await
+            .ok
+    );
     // 200 ms before the first retry, 400 ms before the second (paused clock).
     assert_eq!(started.elapsed(), Duration::from_millis(600));
 }
@@ -707,13 +745,15 @@ async fn retry_backoff_grows_with_the_attempt() {
 async fn business_rejections_and_bugs_are_never_retried() {
     let probe = Arc::new(Probe::default());
     let d = probe_dispatcher(&probe);
-    let refused = d.execute(Call::new("refuse", "")).await;
+    let refused = d.execute(Call::new("refuse", "").session("default")).await;
     assert_eq!(
         (refused.code.as_str(), refused.message.as_str()),
         ("NOT_TODAY", "Not today.")
     );
     assert_eq!(probe.attempts(), 1);
-    let broken = d.execute(Call::new("broken", "{}")).await;
+    let broken = d
+        .execute(Call::new("broken", "{}").session("default"))
+        .await;
     assert_eq!(broken.code, Code::InternalError);
     assert_eq!(probe.attempts(), 2);
 }
@@ -722,7 +762,9 @@ async fn business_rejections_and_bugs_are_never_retried() {
 async fn a_panic_is_an_internal_error_and_the_dispatcher_goes_on() {
     let probe = Arc::new(Probe::default());
     let d = probe_dispatcher(&probe);
-    let exploded = d.execute(Call::new("explode", r#"{"after": 3}"#)).await;
+    let exploded = d
+        .execute(Call::new("explode", r#"{"after": 3}"#).session("default"))
+        .await;
     assert_eq!(exploded.code, Code::InternalError);
     assert_eq!(
         exploded.message,
@@ -730,10 +772,12 @@ async fn a_panic_is_an_internal_error_and_the_dispatcher_goes_on() {
     );
     assert_eq!(probe.attempts(), 1, "a panic is not retried");
     assert_eq!(
-        d.execute(Call::new("guarded", "")).await.code,
+        d.execute(Call::new("guarded", "").session("default"))
+            .await
+            .code,
         Code::InternalError
     );
-    let pong = d.execute(Call::new("ping", "")).await;
+    let pong = d.execute(Call::new("ping", "").session("default")).await;
     assert_eq!(pong.data["result"], "pong", "{pong:?}");
 }
 
@@ -745,21 +789,27 @@ async fn an_optional_argument_may_be_absent_or_null_and_is_one_call() {
         .build()
         .unwrap();
     assert_eq!(
-        d.execute(Call::new("explode", "")).await.code,
-        Code::InternalError
-    );
-    assert_eq!(
-        d.execute(Call::new("explode", r#"{"after": null}"#))
+        d.execute(Call::new("explode", "").session("default"))
             .await
             .code,
         Code::InternalError
     );
     assert_eq!(
-        d.execute(Call::new("explode", "{}")).await.code,
+        d.execute(Call::new("explode", r#"{"after": null}"#).session("default"))
+            .await
+            .code,
+        Code::InternalError
+    );
+    assert_eq!(
+        d.execute(Call::new("explode", "{}").session("default"))
+            .await
+            .code,
         Code::LoopDetected
     );
     assert_eq!(probe.attempts(), 2);
-    let wrong = d.execute(Call::new("explode", r#"{"after": -1}"#)).await;
+    let wrong = d
+        .execute(Call::new("explode", r#"{"after": -1}"#).session("default"))
+        .await;
     assert_eq!(wrong.code, Code::InvalidArguments);
     assert!(
         wrong.message.starts_with(

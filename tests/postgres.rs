@@ -197,11 +197,17 @@ fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
             .build()
             .unwrap();
 
-        assert!(d.execute(Call::new("send", r#"{"cents": 1}"#)).await.ok);
+        assert!(
+            d.execute(Call::new("send", r#"{"cents": 1}"#).session("default"))
+                .await
+                .ok
+        );
         // The connection drops while the second call runs: its result cannot be
         // recorded, so it is not reported as a plain success.
         bank.cut_during_next_run.store(true, Ordering::SeqCst);
-        let cut = d.execute(Call::new("send", r#"{"cents": 2}"#)).await;
+        let cut = d
+            .execute(Call::new("send", r#"{"cents": 2}"#).session("default"))
+            .await;
         assert_eq!(cut.code, Code::StoreUnavailable, "{cut:?}");
         assert!(!cut.ok);
         assert_eq!(
@@ -211,7 +217,9 @@ fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
         );
         // The server is back; the store connects again on the next call.
         proxy.restore();
-        let next = d.execute(Call::new("send", r#"{"cents": 3}"#)).await;
+        let next = d
+            .execute(Call::new("send", r#"{"cents": 3}"#).session("default"))
+            .await;
         assert!(next.ok, "{next:?}");
         assert_eq!(bank.runs.load(Ordering::SeqCst), 3);
         PostgresStore::connect_in_schema(&url, &schema)

@@ -43,7 +43,11 @@ async fn a_refund_that_went_through_is_in_doubt_and_the_models_retry_completes_i
         .unwrap();
 
     let lost = d
-        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(lost.code, Code::UpstreamUnavailable);
     assert_eq!(lost.data["in_doubt"], json!(true), "{lost:?}");
@@ -59,13 +63,17 @@ async fn a_refund_that_went_through_is_in_doubt_and_the_models_retry_completes_i
     // it is the same, already-approved operation, so it is not asked again,
     // and the check (which would now say "nothing left to refund") is not
     // what answers: the backend, under the same key, does.
-    let retry = d.execute(Call::new("refund_order", REFUND_ALL)).await;
+    let retry = d
+        .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+        .await;
     assert!(retry.ok && !retry.replayed, "{retry:?}");
     assert_eq!(retry.data["remaining_refundable_cents"], 0);
     assert_eq!(shop.applied_refunds(), 1, "one refund in all");
     assert_eq!(shop.order("ORD-1001").unwrap().refunded_cents, 12_000);
 
-    let again = d.execute(Call::new("refund_order", REFUND_ALL)).await;
+    let again = d
+        .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+        .await;
     assert!(again.ok && again.replayed, "completed now: {again:?}");
     assert_eq!(shop.applied_refunds(), 1);
 }
@@ -79,11 +87,19 @@ async fn a_confirmed_retry_of_an_in_doubt_call_completes_it_too() {
     shop.lose_next_responses(1);
     let d = shop_dispatcher(&shop).max_retries(0).build().unwrap();
     let lost = d
-        .execute(Call::new("refund_order", refund.as_str()).confirmed(true))
+        .execute(
+            Call::new("refund_order", refund.as_str())
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(lost.data["in_doubt"], json!(true));
     let retry = d
-        .execute(Call::new("refund_order", refund.as_str()).confirmed(true))
+        .execute(
+            Call::new("refund_order", refund.as_str())
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert!(retry.ok, "{retry:?}");
     assert_eq!(retry.data["remaining_refundable_cents"], 1);
@@ -100,15 +116,25 @@ async fn an_in_doubt_call_still_answers_to_the_allowlist_and_the_loop_guard() {
         .build()
         .unwrap();
     let lost = d
-        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(lost.data["in_doubt"], json!(true));
-    let looped = d.execute(Call::new("refund_order", REFUND_ALL)).await;
+    let looped = d
+        .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+        .await;
     assert_eq!(looped.code, Code::LoopDetected);
 
     let reader = toolcall::Caller::new("reader", Policy::new().allow(["get_order"]));
     let refused = d
-        .execute(Call::new("refund_order", REFUND_ALL).caller(&reader))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .caller(&reader),
+        )
         .await;
     assert_eq!(refused.code, Code::ToolNotAllowed);
     assert_eq!(shop.applied_refunds(), 1);
@@ -185,11 +211,19 @@ async fn a_claim_wait_of_any_length_never_overflows() {
         .build()
         .unwrap();
     let refund = d
-        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert!(refund.ok && !refund.replayed, "{refund:?}");
     let again = d
-        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert!(again.ok && again.replayed, "{again:?}");
     assert_eq!(shop.applied_refunds(), 1);
@@ -197,7 +231,7 @@ async fn a_claim_wait_of_any_length_never_overflows() {
     let mut codes = Vec::new();
     for _ in 0..4 {
         let lookup = d
-            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#))
+            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).session("default"))
             .await;
         codes.push(lookup.code);
     }
@@ -225,9 +259,13 @@ async fn large_retry_settings_bound_the_lease_without_overflowing() {
         let builder = Dispatcher::builder(tools![charge].unwrap(), Arc::clone(&gateway))
             .timeout(Some(Duration::from_secs(5)));
         let d = settings(builder).build().unwrap();
-        let first = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+        let first = d
+            .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+            .await;
         assert!(first.ok && !first.replayed, "settings {i}: {first:?}");
-        let again = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+        let again = d
+            .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+            .await;
         assert!(again.ok && again.replayed, "settings {i}: {again:?}");
         assert_eq!(gateway.runs.load(Ordering::SeqCst), 1, "settings {i}");
         assert_eq!(gateway.charges.lock().unwrap().len(), 1, "settings {i}");
@@ -239,11 +277,15 @@ async fn reconcile_turns_a_lost_answer_into_the_answer() {
     let gateway = Arc::new(Gateway::default());
     gateway.lose_after_commit.store(1, Ordering::SeqCst);
     let d = gateway_dispatcher(&gateway);
-    let first = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+    let first = d
+        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await;
     assert!(first.ok, "the lookup found the charge: {first:?}");
     assert_eq!(first.data["charged"], 500);
     assert_eq!(gateway.lookups.load(Ordering::SeqCst), 1);
-    let again = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+    let again = d
+        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await;
     assert!(again.replayed);
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 1);
 }
@@ -253,14 +295,18 @@ async fn reconcile_that_finds_nothing_means_not_done_and_the_call_is_free_again(
     let gateway = Arc::new(Gateway::default());
     gateway.fail_before_commit.store(1, Ordering::SeqCst);
     let d = gateway_dispatcher(&gateway);
-    let first = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+    let first = d
+        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert!(
         !first.data.contains_key("in_doubt"),
         "the gateway says it did nothing: not in doubt: {first:?}"
     );
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 0);
-    let second = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+    let second = d
+        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await;
     assert!(second.ok && !second.replayed, "{second:?}");
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 1);
 }
@@ -271,19 +317,24 @@ async fn a_failed_lookup_leaves_the_call_in_doubt_and_the_next_one_asks_again_be
     gateway.lose_after_commit.store(1, Ordering::SeqCst);
     gateway.lookup_down.store(1, Ordering::SeqCst);
     let d = gateway_dispatcher(&gateway);
-    let first = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+    let first = d
+        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert_eq!(first.data["in_doubt"], json!(true));
     // The gateway cannot deduplicate: running the charge again would charge
     // twice. The retry asks first, finds it, and answers with it.
-    let second = d.execute(Call::new("charge", r#"{"cents": 500}"#)).await;
+    let second = d
+        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await;
     assert!(second.ok, "{second:?}");
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 1, "charged once");
     assert_eq!(gateway.lookups.load(Ordering::SeqCst), 2);
 }
 
-/// Writes a line, slowly; gives up after 50 ms.
-#[tool(side_effect, timeout_ms = 50)]
+/// Writes a line, slowly; gives up after 50 ms. The log keeps one line per
+/// idempotency key.
+#[tool(side_effect, idempotent_backend, timeout_ms = 50)]
 async fn slow_write(
     ctx: &Ctx<AtomicU32>,
     /// The line to write.
@@ -302,10 +353,14 @@ async fn a_timeout_is_in_doubt_too() {
     let d = Dispatcher::builder(tools![slow_write].unwrap(), Arc::clone(&runs))
         .build()
         .unwrap();
-    let timed_out = d.execute(Call::new("slow_write", r#"{"line": "x"}"#)).await;
+    let timed_out = d
+        .execute(Call::new("slow_write", r#"{"line": "x"}"#).session("default"))
+        .await;
     assert_eq!(timed_out.code, Code::Timeout);
     assert_eq!(timed_out.data["in_doubt"], json!(true));
-    let again = d.execute(Call::new("slow_write", r#"{"line": "x"}"#)).await;
+    let again = d
+        .execute(Call::new("slow_write", r#"{"line": "x"}"#).session("default"))
+        .await;
     assert!(again.ok, "{again:?}");
     assert_eq!(
         runs.load(Ordering::SeqCst),
@@ -321,28 +376,36 @@ async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     for _ in 0..3 {
-        let asked = d.execute(Call::new("refund_order", REFUND_ALL)).await;
+        let asked = d
+            .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
     }
     let approved = d
-        .execute(Call::new("refund_order", REFUND_ALL).confirmed(true))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .confirmed(true),
+        )
         .await;
     assert!(approved.ok, "{approved:?}");
     assert_eq!(shop.applied_refunds(), 1);
 
     // Repeats of the call that ran still count: replayed, then the guard.
     assert!(
-        d.execute(Call::new("refund_order", REFUND_ALL))
+        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
             .await
             .replayed
     );
     assert!(
-        d.execute(Call::new("refund_order", REFUND_ALL))
+        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
             .await
             .replayed
     );
     assert_eq!(
-        d.execute(Call::new("refund_order", REFUND_ALL)).await.code,
+        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await
+            .code,
         Code::LoopDetected
     );
     assert_eq!(shop.applied_refunds(), 1);
@@ -354,17 +417,27 @@ async fn an_approval_by_id_after_many_asks_runs_once() {
     let d = shop_dispatcher(&shop).max_steps(100).build().unwrap();
     let mut last = None;
     for _ in 0..5 {
-        let asked = d.execute(Call::new("refund_order", REFUND_ALL)).await;
+        let asked = d
+            .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
         last = asked.confirmation_id;
     }
     let id = last.unwrap();
     let ran = d
-        .execute(Call::new("refund_order", REFUND_ALL).approval(&id))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .approval(&id),
+        )
         .await;
     assert!(ran.ok, "{ran:?}");
     let reused = d
-        .execute(Call::new("refund_order", REFUND_ALL).approval(&id))
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .approval(&id),
+        )
         .await;
     // The call completed: its twin is answered from the store before the
     // approval is looked at, and nothing runs again.
@@ -469,11 +542,11 @@ async fn race(tool: &'static str) -> (Arc<Bank>, Vec<ToolResult>) {
     };
     let (a, b) = (replica(), replica());
     let first = tokio::spawn(async move {
-        a.execute(Call::new(tool, r#"{"account": "acc-1", "cents": 7000}"#))
+        a.execute(Call::new(tool, r#"{"account": "acc-1", "cents": 7000}"#).session("default"))
             .await
     });
     let second = tokio::spawn(async move {
-        b.execute(Call::new(tool, r#"{"account": "acc-1", "cents": 6000}"#))
+        b.execute(Call::new(tool, r#"{"account": "acc-1", "cents": 6000}"#).session("default"))
             .await
     });
     let results = vec![first.await.unwrap(), second.await.unwrap()];
@@ -513,7 +586,8 @@ async fn other_resources_do_not_wait() {
             let d = Arc::clone(&d);
             tokio::spawn(async move {
                 let args = format!(r#"{{"account": "acc-{i}", "cents": 10}}"#);
-                d.execute(Call::new("withdraw", args.as_str())).await
+                d.execute(Call::new("withdraw", args.as_str()).session("default"))
+                    .await
             })
         })
         .collect();
@@ -543,12 +617,12 @@ async fn a_resource_held_too_long_is_busy_and_nothing_runs() {
     let hasty = dispatcher(Duration::from_millis(5));
     let first = tokio::spawn(async move {
         patient
-            .execute(Call::new("withdraw", r#"{"account": "a", "cents": 1}"#))
+            .execute(Call::new("withdraw", r#"{"account": "a", "cents": 1}"#).session("default"))
             .await
     });
     tokio::time::sleep(Duration::from_millis(15)).await;
     let busy = hasty
-        .execute(Call::new("withdraw", r#"{"account": "a", "cents": 2}"#))
+        .execute(Call::new("withdraw", r#"{"account": "a", "cents": 2}"#).session("default"))
         .await;
     assert_eq!(busy.code, Code::ResourceBusy, "{busy:?}");
     assert!(first.await.unwrap().ok);
@@ -597,11 +671,15 @@ async fn a_handler_that_outlives_its_lease_keeps_its_claim() {
         )
     };
     let (a, b) = (replica(), replica());
-    let first =
-        tokio::spawn(async move { a.execute(Call::new("long_job", r#"{"name": "x"}"#)).await });
+    let first = tokio::spawn(async move {
+        a.execute(Call::new("long_job", r#"{"name": "x"}"#).session("default"))
+            .await
+    });
     // Long past the 150 ms lease: without renewals the key would be free.
     tokio::time::sleep(Duration::from_millis(350)).await;
-    let second = b.execute(Call::new("long_job", r#"{"name": "x"}"#)).await;
+    let second = b
+        .execute(Call::new("long_job", r#"{"name": "x"}"#).session("default"))
+        .await;
     let first = first.await.unwrap();
     assert!(first.ok && !first.replayed, "{first:?}");
     assert!(
@@ -643,19 +721,13 @@ async fn a_handler_that_outlives_its_lease_keeps_its_resource_locked() {
         replica(Duration::from_millis(50)),
     );
     let first = tokio::spawn(async move {
-        a.execute(Call::new(
-            "slow_withdraw",
-            r#"{"account": "a", "cents": 1}"#,
-        ))
-        .await
+        a.execute(Call::new("slow_withdraw", r#"{"account": "a", "cents": 1}"#).session("default"))
+            .await
     });
     // Long past the 150 ms lease: without renewals the lock would be free.
     tokio::time::sleep(Duration::from_millis(350)).await;
     let other = b
-        .execute(Call::new(
-            "slow_withdraw",
-            r#"{"account": "a", "cents": 2}"#,
-        ))
+        .execute(Call::new("slow_withdraw", r#"{"account": "a", "cents": 2}"#).session("default"))
         .await;
     assert_eq!(other.code, Code::ResourceBusy, "{other:?}");
     let first = first.await.unwrap();
@@ -670,7 +742,9 @@ async fn parsed_arguments_meet_the_same_limits_as_text() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     let huge = json!({"order_id": "O".repeat(200_000)});
-    let result = d.execute(Call::new("get_order", &huge)).await;
+    let result = d
+        .execute(Call::new("get_order", &huge).session("default"))
+        .await;
     assert_eq!(result.code, Code::InvalidJson);
     assert!(result.to_model_text().len() < 1_000);
 
@@ -680,7 +754,9 @@ async fn parsed_arguments_meet_the_same_limits_as_text() {
     }
     let deep = json!({"order_id": deep});
     assert_eq!(
-        d.execute(Call::new("get_order", &deep)).await.code,
+        d.execute(Call::new("get_order", &deep).session("default"))
+            .await
+            .code,
         Code::InvalidJson
     );
 }
@@ -691,7 +767,7 @@ async fn an_enormous_tool_name_is_not_echoed_whole() {
     let audit = MemoryAudit::new();
     let d = shop_dispatcher(&shop).audit(audit.clone()).build().unwrap();
     let name = "x".repeat(200_000);
-    let result = d.execute(Call::new(&name, "{}")).await;
+    let result = d.execute(Call::new(&name, "{}").session("default")).await;
     assert_eq!(result.code, Code::UnknownTool);
     let text = result.to_model_text();
     assert!(text.len() < 1_000, "{} bytes", text.len());
@@ -709,7 +785,9 @@ async fn over_limit_arguments_are_cut_in_the_audit_with_their_size_and_digest() 
     let audit = MemoryAudit::new();
     let d = shop_dispatcher(&shop).audit(audit.clone()).build().unwrap();
     let raw = format!(r#"{{"order_id": "{}"}}"#, "O".repeat(100_000));
-    let result = d.execute(Call::new("get_order", raw.as_str())).await;
+    let result = d
+        .execute(Call::new("get_order", raw.as_str()).session("default"))
+        .await;
     assert_eq!(result.code, Code::InvalidJson);
     let record = &audit.records()[0];
     assert!(record.arguments.len() < 1_200, "{}", record.arguments.len());
@@ -727,7 +805,7 @@ async fn a_flood_of_unknown_or_long_members_gets_a_bounded_answer() {
     }
     flood.insert("order_id".into(), json!("ORD-1001"));
     let result = d
-        .execute(Call::new("get_order", &Value::Object(flood)))
+        .execute(Call::new("get_order", &Value::Object(flood)).session("default"))
         .await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert!(
@@ -738,7 +816,9 @@ async fn a_flood_of_unknown_or_long_members_gets_a_bounded_answer() {
     assert!(result.message.len() < 4_000, "{}", result.message.len());
 
     let long_value = json!({"order_id": "ORD-".repeat(10_000)});
-    let result = d.execute(Call::new("get_order", &long_value)).await;
+    let result = d
+        .execute(Call::new("get_order", &long_value).session("default"))
+        .await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert!(result.message.len() < 1_000, "{}", result.message.len());
     assert!(
@@ -785,7 +865,9 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
         .build()
         .unwrap();
     let args = r#"{"cards": [{"number": "4111111111111111", "brand": "visa"}], "email": "ana@example.com"}"#;
-    let first = d.execute(Call::new("pay_card", args)).await;
+    let first = d
+        .execute(Call::new("pay_card", args).session("default"))
+        .await;
     assert!(first.ok, "{first:?}");
     assert_eq!(
         first.data["receipt_to"], "ana@example.com",
@@ -811,7 +893,9 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
     }
 
     // The stored copy, which replays answer from, holds neither.
-    let replay = d.execute(Call::new("pay_card", args)).await;
+    let replay = d
+        .execute(Call::new("pay_card", args).session("default"))
+        .await;
     assert!(replay.replayed);
     let stored = serde_json::to_string(&replay).unwrap();
     assert!(!stored.contains("4111111111111111"), "{stored}");
@@ -826,7 +910,9 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
     // redacted too.
     let bad =
         r#"{"cards": [{"number": "5500000000000004", "brand": 7}], "email": "ana@example.com"}"#;
-    let rejected = d.execute(Call::new("pay_card", bad)).await;
+    let rejected = d
+        .execute(Call::new("pay_card", bad).session("default"))
+        .await;
     assert_eq!(rejected.code, Code::InvalidArguments);
     let last = audit.records().pop().unwrap();
     assert!(
@@ -844,7 +930,9 @@ async fn the_audit_keeps_a_rejected_calls_problems_but_no_sensitive_value_they_q
         .build()
         .unwrap();
     let bad = r#"{"cards": [{"number": 5500000000000004, "brand": "visa"}], "email": 912345678, "tip": 1}"#;
-    let rejected = d.execute(Call::new("pay_card", bad)).await;
+    let rejected = d
+        .execute(Call::new("pay_card", bad).session("default"))
+        .await;
     assert_eq!(rejected.code, Code::InvalidArguments);
     assert!(
         rejected.message.contains("5500000000000004") && rejected.message.contains("912345678"),

@@ -349,7 +349,7 @@ proptest! {
         if text.contains(r#""a": 1, "a": 2"#) {
             // A parsed object cannot hold a duplicate member: raw, it is refused.
             let ledger = Arc::new(Ledger::default());
-            let result = runtime.block_on(ledger_dispatcher(&ledger).execute(Call::new("pay", text.as_str())));
+            let result = runtime.block_on(ledger_dispatcher(&ledger).execute(Call::new("pay", text.as_str()).session("default")));
             prop_assert_eq!(&result.code, &Code::InvalidJson, "{}", text);
             return Ok(());
         }
@@ -357,7 +357,7 @@ proptest! {
             // A number out of range, a lone surrogate: not JSON a parser
             // keeps, whichever way the dispatcher reads the rest.
             let ledger = Arc::new(Ledger::default());
-            let result = runtime.block_on(ledger_dispatcher(&ledger).execute(Call::new("pay", text.as_str())));
+            let result = runtime.block_on(ledger_dispatcher(&ledger).execute(Call::new("pay", text.as_str()).session("default")));
             prop_assert_eq!(&result.code, &Code::InvalidJson, "{}", text);
             prop_assert!(ledger.completed().is_empty());
             return Ok(());
@@ -365,8 +365,8 @@ proptest! {
         let (raw_ledger, parsed_ledger) = (Arc::new(Ledger::default()), Arc::new(Ledger::default()));
         let raw_dispatcher = ledger_dispatcher(&raw_ledger);
         let parsed_dispatcher = ledger_dispatcher(&parsed_ledger);
-        let from_raw = runtime.block_on(raw_dispatcher.execute(Call::new("pay", text.as_str())));
-        let from_parsed = runtime.block_on(parsed_dispatcher.execute(Call::new("pay", &parsed)));
+        let from_raw = runtime.block_on(raw_dispatcher.execute(Call::new("pay", text.as_str()).session("default")));
+        let from_parsed = runtime.block_on(parsed_dispatcher.execute(Call::new("pay", &parsed).session("default")));
         prop_assert_eq!(from_raw.ok, from_parsed.ok, "{} -> {:?} / {:?}", text, from_raw, from_parsed);
         prop_assert_eq!(&from_raw.code, &from_parsed.code, "{}", text);
         prop_assert_eq!(from_raw.to_model_text(), from_parsed.to_model_text(), "{}", text);
@@ -472,7 +472,7 @@ fn concurrent_identical_calls_complete_once() {
     let dispatcher = Dispatcher::builder(tools![pay_slowly].unwrap(), Arc::clone(&ledger))
         .build()
         .unwrap();
-    let call = Call::new("pay_slowly", r#"{"payee": "P-01"}"#);
+    let call = Call::new("pay_slowly", r#"{"payee": "P-01"}"#).session("default");
     let (one, two) = runtime
         .block_on(async { tokio::join!(dispatcher.execute(call), dispatcher.execute(call)) });
     assert!(one.ok || two.ok, "{one:?} {two:?}");

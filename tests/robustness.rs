@@ -127,7 +127,7 @@ proptest! {
                 Args::Text(text) => toolcall::Arguments::Raw(text),
                 Args::Parsed(value) => toolcall::Arguments::Parsed(value),
             };
-            let result = runtime.block_on(dispatcher.execute(Call::new(tool, arguments).confirmed(*confirmed)));
+            let result = runtime.block_on(dispatcher.execute(Call::new(tool, arguments).session("default").confirmed(*confirmed)));
             let applied = shop.applied_refunds() - before;
             prop_assert_eq!(result.ok, result.code == Code::Ok, "{:?}", result);
             prop_assert!(!result.code.as_str().is_empty());

@@ -121,7 +121,11 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
     captured(capture, || async {
         let dispatcher = dispatcher(Arc::new(Shop::new()));
         let ok = dispatcher
-            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).call_id("call_a"))
+            .execute(
+                Call::new("get_order", r#"{"order_id": "ORD-1001"}"#)
+                    .session("default")
+                    .call_id("call_a"),
+            )
             .await;
         assert!(ok.ok);
         let float = dispatcher
@@ -129,7 +133,7 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
                     Call::new(
                         "refund_order",
                         r#"{"order_id": "ORD-1001", "amount_cents": 25.9, "currency": "BRL", "reason": "damaged"}"#,
-                    )
+                    ).session("default")
                     .call_id("toolu_b"),
                 )
                 .await;
@@ -138,7 +142,7 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
                 .execute(Call::new(
                     "refund_order",
                     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
-                ))
+                ).session("default"))
                 .await;
         let id = pending.confirmation_id.clone().unwrap();
         let approved = dispatcher
@@ -190,7 +194,7 @@ fn what_the_pipeline_logs_is_inside_the_calls_span() {
     captured(capture, || async {
         let dispatcher = dispatcher(Arc::clone(&shop));
         let read = dispatcher
-            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#))
+            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).session("default"))
             .await;
         assert!(read.ok);
         // The gateway loses its first answer: the pipeline logs the
@@ -201,7 +205,7 @@ fn what_the_pipeline_logs_is_inside_the_calls_span() {
                     Call::new(
                         "refund_order",
                         r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
-                    )
+                    ).session("default")
                     .confirmed(true)
                     .call_id("call_r"),
                 )

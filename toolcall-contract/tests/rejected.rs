@@ -139,7 +139,9 @@ async fn records_are_counted_by_the_problems_they_kept_whatever_the_tools_are_to
         .build()
         .unwrap();
     let bad = r#"{"city": "R", "lines": [{"sku": "A", "quantity": -1}]}"#;
-    let told = d.execute(toolcall::Call::new("ship", bad)).await;
+    let told = d
+        .execute(toolcall::Call::new("ship", bad).session("default"))
+        .await;
     assert_eq!(told.code, Code::InvalidArguments);
     let records = audit.records();
     assert_eq!(records[0].problems.len(), 2, "{:?}", records[0]);

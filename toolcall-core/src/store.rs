@@ -35,6 +35,10 @@ pub enum RecordedOutcome {
     /// tool's backend honours the key (`#[tool(idempotent_backend)]`), and
     /// otherwise never runs it blindly: a person settles it.
     InDoubt,
+    /// An identical call holds the key and its lease still runs: it is
+    /// executing now (in this process or another), or died so recently that
+    /// its lease has not run out yet. An identical call waits for it.
+    InFlight,
 }
 
 /// What a claim on an idempotency key found.
@@ -518,8 +522,8 @@ pub trait Store: Send + Sync + 'static {
     fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// What is known of the call with `key`: completed (with its result), in
-    /// doubt (recorded so, or claimed by a lease that ran out), or nothing
-    /// (`None`: free, or claimed by a lease that still runs).
+    /// doubt (recorded so, or claimed by a lease that ran out), claimed by
+    /// a lease that still runs, or nothing (`None`: free).
     fn outcome(
         &self,
         key: &Key,

@@ -773,9 +773,13 @@ async fn the_metrics_chart_the_audit_log_as_inline_svg() {
         r#"{"to": "a", "amount_cents": 10}"#,
         r#"not json"#,
     ] {
-        dispatcher.execute(Call::new("pay", arguments)).await;
+        dispatcher
+            .execute(Call::new("pay", arguments).session("default"))
+            .await;
     }
-    dispatcher.execute(Call::new("<b>nope</b>", "{}")).await;
+    dispatcher
+        .execute(Call::new("<b>nope</b>", "{}").session("default"))
+        .await;
     drop(dispatcher);
     std::fs::write(
         &audit,

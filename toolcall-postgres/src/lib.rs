@@ -288,9 +288,9 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT state, result FROM toolcall_records
-                 WHERE key = $1
-                   AND (state IN ('completed', 'in_doubt') OR (state = 'in_flight' AND until_ms <= $2))",
+                "SELECT CASE WHEN state = 'in_flight' AND until_ms <= $2 THEN 'in_doubt' ELSE state END,
+                        result
+                 FROM toolcall_records WHERE key = $1",
                 &[&key, &to_sql(now_ms())],
             )
             .await
@@ -300,6 +300,7 @@ impl Store for PostgresStore {
         };
         match (row.get::<_, &str>(0), row.get::<_, Option<&str>>(1)) {
             ("completed", Some(text)) => Ok(Some(RecordedOutcome::Completed(parse_result(text)?))),
+            ("in_flight", _) => Ok(Some(RecordedOutcome::InFlight)),
             _ => Ok(Some(RecordedOutcome::InDoubt)),
         }
     }

@@ -923,7 +923,10 @@ async fn malformed_messages_are_errors_that_name_the_place_and_run_nothing() {
     ];
     let f = fixture();
     for (provider, msg, path, display) in cases {
-        let error: AdapterError = match provider.run(&f.dispatcher, &msg, RunOptions::new()).await {
+        let error: AdapterError = match provider
+            .run(&f.dispatcher, &msg, RunOptions::new().session("default"))
+            .await
+        {
             Ok(turn) => panic!("{provider}: {msg} was read as {turn:?}"),
             Err(error) => error,
         };
@@ -939,7 +942,11 @@ async fn malformed_messages_are_errors_that_name_the_place_and_run_nothing() {
         assert_eq!(provider.calls(&msg).unwrap_err(), error);
         assert_eq!(provider.calls_str(&msg.to_string()).unwrap_err(), error);
         let from_text = provider
-            .run_str(&f.dispatcher, &msg.to_string(), RunOptions::new())
+            .run_str(
+                &f.dispatcher,
+                &msg.to_string(),
+                RunOptions::new().session("default"),
+            )
             .await;
         assert_eq!(from_text.unwrap_err(), error);
     }
@@ -999,7 +1006,8 @@ fn a_turn_can_run_on_any_thread() {
     let f = fixture();
     let msg = message(Provider::Anthropic, &[]);
     // Compiles only if the future is `Send`, so hosts can spawn it.
-    let future = send(Provider::Anthropic.run(&f.dispatcher, &msg, RunOptions::new()));
+    let future =
+        send(Provider::Anthropic.run(&f.dispatcher, &msg, RunOptions::new().session("default")));
     let turn = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
@@ -1191,7 +1199,7 @@ async fn a_member_twice_in_the_envelope_or_text_that_is_not_json_is_an_error() {
     let f = fixture();
     for (provider, text, path) in cases {
         let error = provider
-            .run_str(&f.dispatcher, text, RunOptions::new())
+            .run_str(&f.dispatcher, text, RunOptions::new().session("default"))
             .await
             .unwrap_err();
         assert_eq!(
@@ -1254,7 +1262,7 @@ async fn arguments_nested_200_deep_are_an_error_not_a_crash() {
             }
             _ => {
                 let error = provider
-                    .run_str(&f.dispatcher, &text, RunOptions::new())
+                    .run_str(&f.dispatcher, &text, RunOptions::new().session("default"))
                     .await
                     .unwrap_err();
                 let Problem::NotJson { error: why } = error.problem() else {

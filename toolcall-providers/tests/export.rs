@@ -1809,7 +1809,11 @@ async fn a_strict_call_passes_the_dispatcher() {
     assert!(validator(&strict).is_valid(&arguments));
     let text = arguments.to_string();
     let result = dispatcher
-        .execute(toolcall::Call::new("schedule_delivery", text.as_str()).caller(&caller))
+        .execute(
+            toolcall::Call::new("schedule_delivery", text.as_str())
+                .session("default")
+                .caller(&caller),
+        )
         .await;
     assert!(result.ok, "{result:?}");
 }

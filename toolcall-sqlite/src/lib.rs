@@ -284,9 +284,9 @@ impl Store for SqliteStore {
         let row: Option<(String, Option<String>)> = self
             .conn()
             .query_row(
-                "SELECT state, result FROM toolcall_records
-                 WHERE key = ?1
-                   AND (state IN ('completed', 'in_doubt') OR (state = 'in_flight' AND until_ms <= ?2))",
+                "SELECT CASE WHEN state = 'in_flight' AND until_ms <= ?2 THEN 'in_doubt' ELSE state END,
+                        result
+                 FROM toolcall_records WHERE key = ?1",
                 params![key, to_sql(now_ms())],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )
@@ -296,6 +296,7 @@ impl Store for SqliteStore {
             Some((state, Some(result))) if state == "completed" => {
                 Ok(Some(RecordedOutcome::Completed(parse_result(&result)?)))
             }
+            Some((state, _)) if state == "in_flight" => Ok(Some(RecordedOutcome::InFlight)),
             Some(_) => Ok(Some(RecordedOutcome::InDoubt)),
             None => Ok(None),
         }

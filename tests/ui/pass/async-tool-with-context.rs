@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use toolcall::{tool, tools, Call, Ctx, Dispatcher, Rejection, ToolError};
+use toolcall::{Call, Ctx, Dispatcher, Rejection, ToolError, tool, tools};
 
 struct Shop {
     stock: u32,
@@ -38,8 +38,10 @@ pub fn hello(
 
 fn main() {
     let registry = tools![reserve, hello].unwrap();
-    let dispatcher = Dispatcher::builder(registry, Arc::new(Shop { stock: 3 })).build().unwrap();
-    let future = dispatcher.execute(Call::new("hello", r#"{"name": "x"}"#));
+    let dispatcher = Dispatcher::builder(registry, Arc::new(Shop { stock: 3 }))
+        .build()
+        .unwrap();
+    let future = dispatcher.execute(Call::new("hello", r#"{"name": "x"}"#).session("default"));
     fn is_send<T: Send>(_: &T) {}
     is_send(&future);
     drop(future);

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use toolcall::{tool, tools, Call, Dispatcher, Rejection};
+use toolcall::{Call, Dispatcher, Rejection, tool, tools};
 
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -43,5 +43,5 @@ fn main() {
     let registry = tools![place].unwrap();
     assert_eq!(registry.iter().next().unwrap().name(), "place_order_v2");
     let dispatcher = Dispatcher::builder(registry, Arc::new(())).build().unwrap();
-    let _ = dispatcher.execute(Call::new("place_order_v2", "{}"));
+    let _ = dispatcher.execute(Call::new("place_order_v2", "{}").session("default"));
 }

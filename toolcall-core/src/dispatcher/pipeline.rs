@@ -218,7 +218,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             _ => self.decide_and_run(&mut prepared, approval).await,
         };
         if let Err(asked) = &answer
-            && asked.code == Code::ConfirmationRequired
+            && matches!(asked.code, Code::ConfirmationRequired | Code::InDoubt)
         {
             // A question to a person is not the model repeating itself: the
             // approved call that follows the model's asks is not a loop.
@@ -320,17 +320,37 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         let mut in_doubt = false;
         if spec.side_effect() {
-            let outcome = self
-                .recorded(key)
-                .await
-                .map_err(|e| self.store_unavailable(name, &e))?;
-            match outcome {
-                Some(RecordedOutcome::Completed(stored)) => return Err(stored),
-                // The same call ran before and its outcome is unknown: it
-                // already passed the check, the policy and the approval, so
-                // it goes straight to execution under the same key.
-                Some(RecordedOutcome::InDoubt) => in_doubt = true,
-                _ => {}
+            let mut waiting = None;
+            loop {
+                let outcome = self
+                    .recorded(key)
+                    .await
+                    .map_err(|e| self.store_unavailable(name, &e))?;
+                match outcome {
+                    Some(RecordedOutcome::Completed(stored)) => return Err(stored),
+                    // The same call ran before and its outcome is unknown:
+                    // it already passed the check, the policy and the
+                    // approval, so it goes straight to execution, where
+                    // the outcome is settled first.
+                    Some(RecordedOutcome::InDoubt) => in_doubt = true,
+                    // An identical call holds the key, here or in another
+                    // process: wait for what comes of it (its result, its
+                    // release, or its lease running out: in doubt) before
+                    // asking anything of anyone, so that a person is never
+                    // asked afresh about a call that may have run. A dry
+                    // run does not wait.
+                    Some(RecordedOutcome::InFlight) if !call.dry_run => {
+                        let waiting =
+                            waiting.get_or_insert_with(|| Waiting::up_to(self.settings.claim_wait));
+                        if waiting.over() {
+                            return Err(self.fail(Failure::CallInProgress, spec.name()));
+                        }
+                        waiting.pause().await;
+                        continue;
+                    }
+                    _ => {}
+                }
+                break;
             }
         }
         Ok(in_doubt)

@@ -444,7 +444,8 @@ impl Store for MemoryStore {
             Some(RecordState::InFlight { until_ms }) if *until_ms <= now_ms() => {
                 Some(RecordedOutcome::InDoubt)
             }
-            Some(RecordState::InFlight { .. }) | None => None,
+            Some(RecordState::InFlight { .. }) => Some(RecordedOutcome::InFlight),
+            None => None,
         })
     }
 
