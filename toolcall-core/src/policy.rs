@@ -22,13 +22,15 @@ use std::sync::Arc;
 /// [`BuildWarning`](crate::BuildWarning).
 ///
 /// ```
-/// use toolcall_core::Policy;
+/// use toolcall_core::{Policy, Taint};
 ///
 /// let support = Policy::new()
 ///     .allow(["get_order", "refund_order"])
 ///     .limit("max_refund_cents", 50_000);
 /// assert!(support.allows("refund_order"));
 /// assert_eq!(support.limit_of("max_refund_cents"), Some(50_000));
+/// // After untrusted output, every side effect waits for a person.
+/// assert_eq!(support.taint_level(), Taint::Session);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
@@ -54,15 +56,19 @@ pub enum Taint {
     /// their tools say.
     Off,
     /// Once the session saw any untrusted output, every side effect in it
-    /// needs a person's approval. Catches what `Values` cannot (a value the
-    /// model rewrote), at the price of asking more often.
-    Session,
-    /// A side effect needs a person's approval when one of its arguments
-    /// carries a value seen in the session's untrusted output: an id, an
-    /// amount, a URL, an e-mail address, a whole text (what is matched, and
-    /// what is not, is in the crate's guide). The default: without
+    /// needs a person's approval. The default: it catches what `Values`
+    /// cannot (a value the model rewrote, spelled out or computed, words
+    /// without digits), at the price of asking more often. Without
     /// untrusted tools it never asks.
     #[default]
+    Session,
+    /// Opt-in: a side effect needs a person's approval when one of its
+    /// arguments carries a value seen in the session's untrusted output: an
+    /// id, an amount, a URL or its host, an e-mail address, a whole text,
+    /// each compared after normalizing both sides (Unicode NFKC, case,
+    /// white space, percent-escapes, digit-group and id separators). What
+    /// is matched, and what is not, is in the crate's guide: a value the
+    /// model rewrote in other words gets through, which `Session` catches.
     Values,
 }
 
@@ -121,7 +127,7 @@ impl Policy {
     }
 
     /// How far untrusted output reaches this caller's side effects
-    /// ([`Taint::Values`] unless set).
+    /// ([`Taint::Session`] unless set).
     pub fn taint(mut self, level: Taint) -> Self {
         self.taint = level;
         self

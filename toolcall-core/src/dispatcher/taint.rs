@@ -105,7 +105,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     &Value::Object(serde_json::Map::clone(&result.data)),
                     &mut prints,
                 );
-                for (_, own) in given.map(taint::of_arguments).unwrap_or_default() {
+                if let Some(own) = given.map(taint::of_given) {
                     prints.retain(|print| !own.contains(print));
                 }
                 prints.into_iter().collect()
