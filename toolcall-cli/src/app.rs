@@ -38,7 +38,11 @@ struct AppCli {
 /// The flags [`App`] adds to every command.
 #[derive(Clone, Debug, Args)]
 struct CommonArgs {
-    /// The conversation's id (it scopes the step budget and the idempotency keys).
+    /// The conversation's id: it scopes the step budget, the idempotency
+    /// keys (replays), the loop guard, the taint of untrusted output and the
+    /// pending approvals. `replay` runs in `default` without it. `mcp` runs
+    /// every connection in it; without it, each connection is a
+    /// conversation of its own, and a reconnect forgets all of that.
     #[arg(long, global = true)]
     session_id: Option<String>,
     /// The tools the caller may use, comma-separated (all of them when

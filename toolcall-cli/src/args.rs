@@ -13,7 +13,9 @@ pub enum Command {
     /// Prints the tool definitions in a provider's format (the value of its
     /// `tools` field), for the tools the caller may use.
     Definitions(DefinitionsArgs),
-    /// Runs calls from a file, one JSON object a line, as one conversation.
+    /// Runs calls from a file, one JSON object a line, as one conversation:
+    /// `--session-id`'s, or the application's default (printed on standard
+    /// error at start).
     ///
     /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
     /// "confirmed": false, "call_id": "...", "approval": "<confirmation_id>",
@@ -41,6 +43,15 @@ pub enum Command {
     Check(LockArgs),
     /// Serves the tools over the Model Context Protocol on standard input and
     /// output; every call goes through the pipeline.
+    ///
+    /// With `--session-id X`, every connection runs in conversation X, and
+    /// so does every other process over the same `--store`: a reconnect
+    /// keeps the conversation's taint (untrusted output read), its replays,
+    /// loop guard, step budget and pending approvals. Without it, each
+    /// connection is a conversation of its own, and a reconnect forgets all
+    /// of that. A client may also name its conversation in a call's `_meta`
+    /// (`"toolcall/conversation": "NAME"`, scoped to the server's caller).
+    /// The conversation used is printed on standard error at start.
     Mcp(McpArgs),
     /// Serves the approval inbox: a web page, over the store the agents
     /// use (`--store`), where a person sees every pending high-risk call,
@@ -62,6 +73,14 @@ pub struct McpArgs {
     /// denied. 0, the default, answers CONFIRMATION_REQUIRED at once.
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub wait_approval: u64,
+    /// With `--approvals inbox`, let a person's yes through the MCP client's
+    /// elicitation approve a call (recorded in the store as their decision).
+    /// Without it, in inbox mode only a decision taken in the inbox
+    /// approves: the client is not asked, and the call answers
+    /// CONFIRMATION_REQUIRED with the id the inbox lists (or waits,
+    /// `--wait-approval`). It changes nothing in host mode.
+    #[arg(long)]
+    pub elicitation_approves: bool,
 }
 
 /// `serve`'s arguments.

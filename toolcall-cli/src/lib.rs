@@ -9,7 +9,7 @@
 //! | `report AUDIT.jsonl [--json] [--rejected-calls FILE]` | the registry | metrics from an audit log ([`report`](toolcall_contract::report)), the failing fields ([`rejected`](toolcall_contract::rejected)) |
 //! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`](toolcall_contract::lock)) |
 //! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
-//! | `mcp` | a dispatcher | serves the tools over MCP on standard input and output |
+//! | `mcp [--wait-approval SECS] [--elicitation-approves]` | a dispatcher | serves the tools over MCP on standard input and output: every connection in `--session-id`'s conversation, or each in its own without it |
 //! | `serve [--listen ADDR] [--token-file PATH]` | a dispatcher (its store) | the approval inbox ([`toolcall_inbox`]): a web page where a person decides the pending approvals of every process that shares the store |
 //!
 //! An application with no command line of its own takes all of it from [`App`]:
@@ -115,6 +115,52 @@ mod tests {
         assert_eq!(args.wait_approval, 120);
         assert!(Command::Mcp(args).runs_tools());
         assert!(Cli::try_parse_from(["app", "mcp", "--wait-approval", "soon"]).is_err());
+    }
+
+    #[test]
+    fn in_inbox_mode_elicitation_approves_only_when_asked() {
+        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp"]).unwrap().command else {
+            panic!("not mcp");
+        };
+        assert!(!args.elicitation_approves);
+        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp", "--elicitation-approves"])
+            .unwrap()
+            .command
+        else {
+            panic!("not mcp");
+        };
+        assert!(args.elicitation_approves);
+    }
+
+    #[test]
+    fn replay_and_mcp_say_which_conversation_they_run_in() {
+        let command = |args: &[&str]| Cli::try_parse_from(args).unwrap().command;
+        let mcp = command(&["app", "mcp"]);
+        let per_connection = mcp.conversation_line(None).unwrap();
+        assert!(
+            per_connection
+                .starts_with("conversation: per connection (no --session-id: a reconnect forgets"),
+            "{per_connection}"
+        );
+        assert_eq!(
+            mcp.conversation_line(Some("desk-42")).unwrap(),
+            "conversation: desk-42 (--session-id: every connection, and every process over the \
+             same store)"
+        );
+        let replay = command(&["app", "replay"]);
+        assert_eq!(
+            replay.conversation_line(None).unwrap(),
+            "conversation: default (default; --session-id names another)"
+        );
+        assert_eq!(
+            replay.conversation_line(Some("s1")).unwrap(),
+            "conversation: s1 (--session-id, or the application's default without it)"
+        );
+        for line in [per_connection, replay.conversation_line(None).unwrap()] {
+            assert!(!line.contains('\n'), "one line: {line}");
+        }
+        let lock = command(&["app", "lock"]);
+        assert_eq!(lock.conversation_line(Some("s1")), None);
     }
 
     #[test]

@@ -39,9 +39,8 @@ impl Command {
     /// Runs any command with the application's dispatcher; its registry and
     /// its default caller's policy stand for [`run_static`](Self::run_static)'s.
     /// `program` is the application's name (the MCP server introduces itself
-    /// by it). `session` is the conversation `replay` runs in, and the prefix
-    /// of `mcp`'s sessions: each MCP connection runs in a session of its own,
-    /// `<session>/<connection id>` (see `toolcall_mcp::Options::session`).
+    /// by it). `session` is the conversation `replay` runs in, and the one
+    /// every `mcp` connection runs in (`toolcall_mcp::Options::conversation`).
     pub async fn run<S, St>(
         &self,
         program: &str,
@@ -77,6 +76,9 @@ impl Command {
             session,
             audit,
         } = *context;
+        if let Some(line) = self.conversation_line(session) {
+            eprintln!("{line}");
+        }
         match self {
             Command::Replay(args) => {
                 let session = session.unwrap_or(DEFAULT_CONVERSATION);
@@ -84,9 +86,14 @@ impl Command {
             }
             Command::Serve(args) => serve(program, dispatcher, args, audit).await,
             Command::Mcp(args) => {
-                let options = toolcall_mcp::Options::new(session.unwrap_or(DEFAULT_CONVERSATION))
+                let options = match session {
+                    Some(conversation) => toolcall_mcp::Options::conversation(conversation),
+                    None => toolcall_mcp::Options::new(MCP_PREFIX),
+                };
+                let options = options
                     .name(program)
-                    .wait_approval(std::time::Duration::from_secs(args.wait_approval));
+                    .wait_approval(std::time::Duration::from_secs(args.wait_approval))
+                    .elicitation_approves(args.elicitation_approves);
                 toolcall_mcp::serve_stdio(dispatcher, options)
                     .await
                     .map_err(Error::Mcp)
@@ -94,19 +101,53 @@ impl Command {
             other => other.run_static(dispatcher.registry(), dispatcher.default_caller().policy()),
         }
     }
+
+    /// The line `replay` and `mcp` print on standard error at start: the
+    /// conversation they run in, given `session` (the command line's
+    /// `--session-id`, or the application's default for it), and where it
+    /// came from. `None` for the other commands.
+    pub fn conversation_line(&self, session: Option<&str>) -> Option<String> {
+        let line = match (self, session) {
+            (Command::Replay(_), Some(session)) => format!(
+                "conversation: {session} (--session-id, or the application's default without it)"
+            ),
+            (Command::Replay(_), None) => {
+                format!(
+                    "conversation: {DEFAULT_CONVERSATION} (default; --session-id names another)"
+                )
+            }
+            (Command::Mcp(_), Some(session)) => format!(
+                "conversation: {session} (--session-id: every connection, and every process \
+                 over the same store)"
+            ),
+            (Command::Mcp(_), None) => "conversation: per connection (no --session-id: a \
+                 reconnect forgets the taint, replays and pending approvals; a client may name \
+                 one in _meta \"toolcall/conversation\")"
+                .to_owned(),
+            _ => return None,
+        };
+        Some(line)
+    }
 }
 
 /// The conversation `replay` runs in when the command line names none.
 pub const DEFAULT_CONVERSATION: &str = "default";
+
+/// The prefix of the conversations of `mcp`'s connections when the command
+/// line names none: each connection's is `mcp/<random connection id>`.
+const MCP_PREFIX: &str = "mcp";
 
 /// What a command may need besides the dispatcher ([`Command::run_in`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Context<'a> {
     /// The application's name (the MCP server and the inbox go by it).
     pub program: &'a str,
-    /// The conversation `replay` runs in, and the prefix of `mcp`'s sessions,
-    /// when the command line names one (`--session-id`); `None` when it
-    /// does not, and each command says what it uses instead.
+    /// The conversation `replay` runs in, and the one every `mcp`
+    /// connection runs in, when the command line names one (`--session-id`);
+    /// `None` when it does not: `replay` then runs in
+    /// [`DEFAULT_CONVERSATION`], and `mcp` gives each connection a
+    /// conversation of its own (a reconnect forgets its taint, replays and
+    /// pending approvals).
     pub session: Option<&'a str>,
     /// The audit log the application writes (`--audit`): the inbox's
     /// metrics page reads it.

@@ -7,8 +7,8 @@
 //! * `tools/list` lists the tools the dispatcher's default caller may call,
 //!   with their strict input schemas and the annotations of
 //!   [`toolcall_providers::export::mcp_tool`] (`readOnlyHint`, `destructiveHint`, ...).
-//! * `tools/call` runs [`Dispatcher::execute`] in the connection's session
-//!   (below). The arguments go to the pipeline as the JSON text the client
+//! * `tools/call` runs [`Dispatcher::execute`] in the call's conversation
+//!   ([below](#conversations)). The arguments go to the pipeline as the JSON text the client
 //!   sent ([`Arguments::Raw`], through the [`FrameGuard`] below), so its
 //!   rules on raw arguments apply to what was sent: past
 //!   [`Settings::max_argument_bytes`] or [`Settings::max_depth`], with a
@@ -27,10 +27,20 @@
 //!   `CONFIRMATION_REQUIRED` result as it is: nothing runs, and the approval
 //!   expires unused unless a person decides it in the approval inbox while
 //!   the server waits ([`Options::wait_approval`], below); an identical
-//!   retry on the same connection brings that approval back rather than
+//!   retry in the same conversation brings that approval back rather than
 //!   asking again. Its `confirmation_id` is no token a client can redeem:
 //!   only an answer to a question this server asked, or a decision recorded
 //!   in the store, counts.
+//! * With a dispatcher in [`Approvals::Inbox`] mode, only a decision
+//!   recorded in the store approves, so an elicitation answer is not one:
+//!   the server asks no one through elicitation and serves every client as
+//!   one that cannot ask a person (`CONFIRMATION_REQUIRED` with the
+//!   `confirmation_id` the inbox lists, or a wait for the inbox's decision
+//!   with [`Options::wait_approval`]), on every protocol version. An operator
+//!   who wants a yes through elicitation to approve in inbox mode says so
+//!   with [`Options::elicitation_approves`] (the command line's
+//!   `mcp --elicitation-approves`): the yes is then recorded in the store as
+//!   the decision of `mcp-elicitation`, and carried out.
 //!
 //! When untrusted output is why the call waits for a person (the result's
 //! `data.reason` is `"untrusted_context"`, see [`Policy::taint`]), the
@@ -60,7 +70,8 @@
 //!
 //! With [`Options::wait_approval`] (the command line's
 //! `mcp --wait-approval SECS`), a `tools/call` from a client that cannot ask
-//! a person (it declares no form elicitation) and that answers
+//! a person (it declares no form elicitation, or the dispatcher is in
+//! [`Approvals::Inbox`] mode, above) and that answers
 //! `CONFIRMATION_REQUIRED` waits for a person's decision in the store: the
 //! approval inbox (`toolcall-inbox`, usually another process over the same
 //! store) lists the pending call and the person decides there. The wait is
@@ -81,18 +92,25 @@
 //! recorded in the store is carried out whatever the mode, and the server
 //! brings the approval id only once a decision is recorded, so waiting
 //! approves nothing by itself. It is meant for [`Approvals::Inbox`], where
-//! only such a decision approves. A client that can elicit is asked through
-//! elicitation instead, as above, and does not wait.
+//! only such a decision approves; there every client waits, one that can
+//! elicit included, unless [`Options::elicitation_approves`] is set. In
+//! host mode (or with that option) a client that can elicit is asked
+//! through elicitation instead, as above, and does not wait.
 //!
 //! ## Retries bring the pending approval back
 //!
 //! An MCP client has no way to send a `confirmation_id` back, so the
 //! server does it for the model. Each connection remembers the pending
 //! approvals it answered with (`CONFIRMATION_REQUIRED`, after the wait or
-//! with no wait at all), by tool and arguments (compared in their canonical
-//! JSON form, so member order and spacing do not matter). A retry of the
-//! same call on the same connection is made with that approval
-//! ([`Call::approval`]) instead of asking for a second one:
+//! with no wait at all), by conversation, tool and arguments (compared in
+//! their canonical JSON form, so member order and spacing do not matter). A
+//! retry of the same call in the same conversation is made with that
+//! approval ([`Call::approval`]) instead of asking for a second one. In a
+//! conversation that connections share ([`Options::conversation`], or one
+//! named in `_meta`), a retry on another connection, or in another process
+//! over the same store, finds the approval in the store (among its 256
+//! newest decided and 256 oldest pending approvals) when the arguments as
+//! sent are, in canonical form, the validated ones it was asked for:
 //!
 //! * still undecided: `CONFIRMATION_REQUIRED` again, under the same
 //!   `confirmation_id` (the inbox keeps one pending approval), after
@@ -104,11 +122,12 @@
 //! * denied: `CONFIRMATION_DENIED` with the person's note; asking once more
 //!   after that is a new question.
 //!
-//! A call with other arguments, on another connection, or after the
-//! approval expired ([`Settings::approval_ttl`]) or was used up is a fresh
-//! call with a new approval. A connection remembers at most 256 pending
-//! approvals; past that the oldest is forgotten, and a retry of its call is
-//! a fresh call too.
+//! A call with other arguments, in another conversation (on another
+//! connection, when each has its own), or after the approval expired
+//! ([`Settings::approval_ttl`]) or was used up is a fresh call with a new
+//! approval. A connection remembers at most 256 pending approvals; past
+//! that the oldest is forgotten, and a retry of its call is a fresh call
+//! too (in a shared conversation, unless the store still has it).
 //!
 //! In [`Approvals::Host`] mode a call that brings an approval id approves
 //! it, so a retry is not allowed to bring an undecided one: there the retry
@@ -135,7 +154,8 @@
 //! answer. The server keeps, per connection, the questions it asked: a retry
 //! decides a pending call only if it answers a question this server asked
 //! this client, for the same tool and the same arguments (compared in their
-//! canonical JSON form), from a client that still declares form elicitation.
+//! canonical JSON form) and the same conversation, from a client that still
+//! declares form elicitation.
 //! A yes then runs the call through the whole pipeline with the approval,
 //! which is checked against the exact validated arguments and used up; a no
 //! denies it. Each question is answered once. Any other retry (an unknown or
@@ -164,26 +184,57 @@
 //! repeats. To serve another byte stream the
 //! same way, pass a [`FrameGuard`] to [`serve`].
 //!
-//! # Sessions
+//! # Conversations
 //!
-//! Each connection (each [`serve`], each [`McpServer`]) runs its calls in a
-//! session of its own, `<Options::session>/<random connection id>`
-//! ([`McpServer::session`]): the step budget ([`Settings::max_steps`]), the
-//! loop guard and the idempotency keys are per connection, so clients of a
-//! transport that serves many do not share them, and a long-lived client
-//! uses up only its own budget. The trade-offs: an identical call made again
-//! after a *reconnect* is a new call, not replayed by the pipeline, and its
-//! idempotency key ([`Ctx::idempotency_key`]) differs too, since the key
-//! covers the session (a high-risk call is at least asked about again; a tool
-//! whose effect must not repeat across connections needs its own check in the
-//! backend, such as the amount still refundable); and a client that stays
-//! connected for a long time needs a [`Settings::max_steps`] sized for its
-//! whole connection.
+//! A call runs in a conversation (the pipeline's session): it scopes the
+//! step budget ([`Settings::max_steps`]), the loop guard, the idempotency
+//! keys ([`Ctx::idempotency_key`], so what is replayed), the taint of
+//! untrusted output ([`Policy::taint`]) and the pending approvals, all kept
+//! in the dispatcher's store. Which one:
+//!
+//! * [`Options::conversation`] (the command line's `mcp --session-id X`):
+//!   every connection runs in conversation `X`, exactly. A reconnect, a
+//!   second client, or another process over the same store (SQLite,
+//!   Postgres) carries on where the last one was: after untrusted output
+//!   was read on one connection, a side effect carrying what it said waits
+//!   for a person on the next; a refund made on one is replayed on the
+//!   next, not made again; the step budget is the conversation's.
+//! * A call may name its conversation in its request's `_meta`:
+//!   `"toolcall/conversation": "ticket-7"` ([`CONVERSATION_META`]). It runs
+//!   in [`Options::named_session`]`(caller, name)`,
+//!   `<base>/named:<caller id length>:<caller id>/<name>`, where `<base>` is
+//!   the prefix or the shared conversation and the caller is the
+//!   dispatcher's default caller: a client that names the same conversation
+//!   again after a reconnect continues it, while a server with another
+//!   caller (another tenant over the same store) naming the same name, or a
+//!   name that is some `--session-id`, lands elsewhere. The name must be a
+//!   non-empty string of at most [`MAX_CONVERSATION_NAME_BYTES`] bytes with
+//!   no control characters; anything else (a number, `""`, a longer string)
+//!   is answered `INVALID_ARGUMENTS` as a tool result (`isError: true`, the
+//!   problem in `data.problem`) and runs nothing (no step used, no audit
+//!   record: the pipeline never sees the call).
+//! * Otherwise, [`Options::new`] (the command line's `mcp` without
+//!   `--session-id`): each connection (each [`serve`], each [`McpServer`])
+//!   runs in a conversation of its own, `<prefix>/<random connection id>`
+//!   ([`McpServer::session`]), so clients of a transport that serves many
+//!   do not share a budget, and a long-lived client uses up only its own.
+//!   The cost: a *reconnect* forgets it all. Untrusted output read before
+//!   it no longer taints what follows; an identical call made again is a
+//!   new call, not replayed (its idempotency key differs too, since the key
+//!   covers the session: a high-risk call is at least asked about again, and
+//!   a tool whose effect must not repeat across connections needs its own
+//!   check in the backend, such as the amount still refundable); the loop
+//!   guard and the step budget start over, and an approval pending from
+//!   before is not brought back by a retry. A client that stays connected
+//!   for a long time needs a [`Settings::max_steps`] sized for its whole
+//!   connection.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! # async fn run(dispatcher: toolcall_core::Dispatcher<()>) -> Result<(), toolcall_mcp::Error> {
-//! toolcall_mcp::serve_stdio(Arc::new(dispatcher), toolcall_mcp::Options::new("desk-42")).await
+//! // Every connection, and every process over the same store, is "desk-42".
+//! let options = toolcall_mcp::Options::conversation("desk-42");
+//! toolcall_mcp::serve_stdio(Arc::new(dispatcher), options).await
 //! # }
 //! ```
 //!
@@ -219,22 +270,60 @@ use toolcall_core::{Approvals, Arguments, Call, Ctx, Policy, Settings, ToolResul
 /// longer line is skipped and answered with an error.
 pub const MAX_STDIO_LINE_BYTES: usize = 1024 * 1024;
 
+/// The key in a `tools/call` request's `_meta` that names the conversation
+/// the call runs in (see the [crate docs](crate#conversations)).
+pub const CONVERSATION_META: &str = "toolcall/conversation";
+
+/// The longest conversation name a client may give in
+/// [`CONVERSATION_META`], in bytes.
+pub const MAX_CONVERSATION_NAME_BYTES: usize = 256;
+
+/// Which conversation (session) a connection's calls run in when the call
+/// names none in its `_meta` (see the [crate docs](crate#conversations)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Conversations {
+    /// Each connection in a conversation of its own,
+    /// `<prefix>/<random connection id>`: nothing is shared between
+    /// connections, and a reconnect starts afresh (its taint, replays, loop
+    /// guard, step budget and pending approvals are forgotten).
+    PerConnection(String),
+    /// Every connection, of this process and of every other one over the
+    /// same store, in this conversation, exactly: a reconnect, or a second
+    /// client, carries on where the last one was.
+    Shared(String),
+}
+
+impl Conversations {
+    /// The prefix ([`PerConnection`](Conversations::PerConnection)) or the
+    /// conversation ([`Shared`](Conversations::Shared)): what the sessions a
+    /// client names in `_meta` are under.
+    pub fn base(&self) -> &str {
+        match self {
+            Conversations::PerConnection(prefix) => prefix,
+            Conversations::Shared(conversation) => conversation,
+        }
+    }
+}
+
 /// Options of the MCP server.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Options {
-    /// The prefix of the sessions the server's calls run in. Each connection
-    /// runs in its own session, `<session>/<random connection id>`, which
-    /// scopes the step budget, the loop guard and the idempotency keys.
+    /// The conversation the calls run in when a call names none in its
+    /// `_meta`: one per connection under a prefix ([`Options::new`]), or one
+    /// for every connection ([`Options::conversation`]). The conversation
+    /// scopes the step budget ([`Settings::max_steps`]), the loop guard, the
+    /// idempotency keys (so replays), the taint of untrusted output and the
+    /// pending approvals.
     ///
-    /// So two connections never share a budget or replay each other's
-    /// calls, and a call repeated after a reconnect is a new call (new
-    /// session, new idempotency key), not a replay: a tool whose side effect
-    /// must not repeat across connections needs its own check in the
-    /// backend. The step budget ([`Settings::max_steps`], 10 by default) is
-    /// per connection: give a long-lived client (a desktop assistant) a
-    /// larger one.
-    pub session: String,
+    /// Per connection, two connections never share a budget or replay each
+    /// other's calls, and a call repeated after a reconnect is a new call
+    /// (new session, new idempotency key), not a replay: a tool whose side
+    /// effect must not repeat across connections needs its own check in the
+    /// backend; and the step budget (10 by default) is the connection's:
+    /// give a long-lived client (a desktop assistant) a larger one.
+    pub conversations: Conversations,
     /// The server's name in `initialize`.
     pub name: String,
     /// The server's version in `initialize`.
@@ -246,13 +335,35 @@ pub struct Options {
     /// [crate docs](crate#waiting-for-the-inbox)). Zero, the default,
     /// answers at once.
     pub wait_approval: Duration,
+    /// Whether, with a dispatcher in [`Approvals::Inbox`] mode, a person's
+    /// yes through the client's elicitation approves the call (recorded in
+    /// the store as their decision, by `mcp-elicitation`). `false`, the
+    /// default: in inbox mode only a decision taken in the inbox approves,
+    /// so the server asks no one through elicitation and answers
+    /// `CONFIRMATION_REQUIRED` (or waits, [`Options::wait_approval`]), as for
+    /// a client that cannot ask a person. In [`Approvals::Host`] mode it
+    /// changes nothing: an elicitation answer decides there.
+    pub elicitation_approves: bool,
 }
 
 impl Options {
-    /// The default options with the calls in sessions under `session`.
-    pub fn new(session: impl Into<String>) -> Self {
+    /// The default options with each connection's calls in a conversation
+    /// of its own, `<prefix>/<random connection id>`
+    /// ([`Conversations::PerConnection`]).
+    pub fn new(prefix: impl Into<String>) -> Self {
         Options {
-            session: session.into(),
+            conversations: Conversations::PerConnection(prefix.into()),
+            ..Options::default()
+        }
+    }
+
+    /// The default options with every connection's calls in the
+    /// conversation `name`, exactly ([`Conversations::Shared`]): connections
+    /// to this server, reconnects, and other processes over the same store
+    /// with the same name all continue one conversation.
+    pub fn conversation(name: impl Into<String>) -> Self {
+        Options {
+            conversations: Conversations::Shared(name.into()),
             ..Options::default()
         }
     }
@@ -277,17 +388,47 @@ impl Options {
         self.wait_approval = wait;
         self
     }
+
+    /// Sets whether, in [`Approvals::Inbox`] mode, a yes through the
+    /// client's elicitation approves ([`Options::elicitation_approves`]).
+    pub fn elicitation_approves(mut self, yes: bool) -> Self {
+        self.elicitation_approves = yes;
+        self
+    }
+
+    /// The session of the calls of `caller` (the dispatcher's default
+    /// caller's id) that name the conversation `name` in their `_meta`
+    /// ([`CONVERSATION_META`]):
+    /// `<base>/named:<caller id length in bytes>:<caller id>/<name>`, where
+    /// `<base>` is [`Conversations::base`]. Its parts are read back
+    /// unambiguously, so two callers, or two names, never share one; it is
+    /// never a per-connection session (those end in a hex id with no `:`),
+    /// nor the shared conversation itself.
+    ///
+    /// ```
+    /// let options = toolcall_mcp::Options::conversation("desk-42");
+    /// assert_eq!(options.named_session("agent", "ticket-7"), "desk-42/named:5:agent/ticket-7");
+    /// ```
+    pub fn named_session(&self, caller: &str, name: &str) -> String {
+        format!(
+            "{}/named:{}:{caller}/{name}",
+            self.conversations.base(),
+            caller.len()
+        )
+    }
 }
 
 impl Default for Options {
-    /// Sessions under `"mcp"`, name `"toolcall"`, this crate's version, and
-    /// no wait for an approval.
+    /// A conversation per connection under `"mcp"`, name `"toolcall"`, this
+    /// crate's version, no wait for an approval, and no approval by
+    /// elicitation in inbox mode.
     fn default() -> Self {
         Options {
-            session: "mcp".to_owned(),
+            conversations: Conversations::PerConnection("mcp".to_owned()),
             name: "toolcall".to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             wait_approval: Duration::ZERO,
+            elicitation_approves: false,
         }
     }
 }
@@ -305,7 +446,8 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Serves the dispatcher's tools over `transport` until the client closes
-/// the connection, in a session of its own (see [`McpServer::session`]).
+/// the connection, in the conversation `options` give it (see
+/// [`McpServer::session`] and the [crate docs](crate#conversations)).
 ///
 /// `transport` is anything [`rmcp`] can serve on. For a byte stream (a
 /// socket, a pipe, the two halves of a [`tokio::io::duplex`]) pass a

@@ -21,10 +21,10 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::echo::{MAX_NAME_ECHO, cut};
-use toolcall_core::{Arguments, Call, Code, Dispatcher, MemoryStore, Store, ToolResult};
+use toolcall_core::{Approvals, Arguments, Call, Code, Dispatcher, MemoryStore, Store, ToolResult};
 
-use crate::Options;
 use crate::frame::RawArguments;
+use crate::{CONVERSATION_META, Conversations, MAX_CONVERSATION_NAME_BYTES, Options};
 use approvals::{Asked, Handed};
 use question::{APPROVAL_INPUT, APPROVAL_STATE, approval_question};
 
@@ -35,15 +35,18 @@ const DRY_RUN_META: &str = "toolcall/dry_run";
 /// An MCP server over a [`Dispatcher`], for **one connection**: implements
 /// rmcp's [`ServerHandler`], so any rmcp transport can serve it.
 ///
-/// Each server has its own session, `<Options::session>/<random id>` (see
-/// [`McpServer::session`]): the step budget, the loop guard and the
-/// idempotency keys of its calls are its own. It also remembers the approval
-/// questions it asked its client as `input_required` results, so that only
-/// this client's answer to a question this server asked, for the exact call
-/// it was asked about, decides a pending approval. For a client that cannot
-/// ask a person, it remembers the pending approvals it answered with
-/// (`CONFIRMATION_REQUIRED`), so that an identical retry brings the same
-/// approval back instead of asking again (see the
+/// Its calls run in the conversation [`Options::conversations`] gives it
+/// ([`McpServer::session`]): one of its own, `<prefix>/<random id>`, or the
+/// one every connection shares; a call may name another in its `_meta`
+/// (see the [crate docs](crate#conversations)). The conversation scopes
+/// the step budget, the loop guard, the idempotency keys, the taint of
+/// untrusted output and the pending approvals. The server also remembers
+/// the approval questions it asked its client as `input_required` results,
+/// so that only this client's answer to a question this server asked, for
+/// the exact call it was asked about, decides a pending approval. For a
+/// client that cannot ask a person, it remembers the pending approvals it
+/// answered with (`CONFIRMATION_REQUIRED`), so that an identical retry
+/// brings the same approval back instead of asking again (see the
 /// [crate docs](crate#waiting-for-the-inbox)).
 ///
 /// Make one per connection; [`serve`](crate::serve) does. A transport that
@@ -68,7 +71,8 @@ const DRY_RUN_META: &str = "toolcall/dry_run";
 pub struct McpServer<S, St = MemoryStore> {
     dispatcher: Arc<Dispatcher<S, St>>,
     options: Options,
-    /// `<options.session>/<connection id>`.
+    /// The session of the calls that name no conversation:
+    /// `<prefix>/<connection id>`, or the shared conversation.
     session: String,
     /// The approval questions this server asked its client as
     /// `input_required` results, by confirmation id.
@@ -89,9 +93,13 @@ impl<S, St> std::fmt::Debug for McpServer<S, St> {
 
 impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// A server for one connection, whose calls run through `dispatcher` in
-    /// a new session under [`Options::session`].
+    /// the conversation [`Options::conversations`] says: a new one under its
+    /// prefix, or the shared one.
     pub fn new(dispatcher: Arc<Dispatcher<S, St>>, options: Options) -> Self {
-        let session = format!("{}/{}", options.session, connection_id());
+        let session = match &options.conversations {
+            Conversations::PerConnection(prefix) => format!("{prefix}/{}", connection_id()),
+            Conversations::Shared(conversation) => conversation.clone(),
+        };
         McpServer {
             dispatcher,
             options,
@@ -111,10 +119,19 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         &self.options
     }
 
-    /// The session this connection's calls run in:
-    /// `<Options::session>/<random connection id>`.
+    /// The session this connection's calls run in when they name no
+    /// conversation in their `_meta`: `<prefix>/<random connection id>`
+    /// ([`Conversations::PerConnection`]), or the shared conversation
+    /// ([`Conversations::Shared`]).
     pub fn session(&self) -> &str {
         &self.session
+    }
+
+    /// Whether this connection's default session may be used by others
+    /// too (a shared conversation), so that a pending approval of its calls
+    /// may have been handed to another connection.
+    fn shared(&self, session: &str) -> bool {
+        session != self.session || matches!(self.options.conversations, Conversations::Shared(_))
     }
 
     /// The tools the default caller may call, as `tools/list` describes them.
@@ -137,11 +154,29 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let modern = context
             .protocol_version()
             .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        // Whether a person's answer through the client's elicitation
+        // approves: never in inbox mode unless the operator said so, where
+        // only a decision in the store does; the client is then served as
+        // one that cannot ask a person.
         let elicits = context
             .client_capabilities()
             .as_ref()
-            .is_some_and(elicits_forms);
+            .is_some_and(elicits_forms)
+            && (self.dispatcher.settings().approvals != Approvals::Inbox
+                || self.options.elicitation_approves);
         let tool = request.name.as_ref();
+        let session = match named_conversation(&request, &context) {
+            Ok(None) => Cow::Borrowed(self.session.as_str()),
+            Ok(Some(name)) => Cow::Owned(
+                self.options
+                    .named_session(self.dispatcher.default_caller().id(), name),
+            ),
+            Err(problem) => {
+                tracing::debug!(tool, problem, "a call names a conversation it may not");
+                return to_mcp(&bad_conversation(tool, &problem)).into();
+            }
+        };
+        let session = session.as_ref();
         let raw = raw_arguments(&request, &context);
         let call_id = context.id.to_string();
         let dry_run = asks_dry_run(&request, &context);
@@ -164,8 +199,13 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 .and_then(|responses| responses.get(APPROVAL_INPUT))
                 .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok());
             match answer {
-                Some(answer) if elicits && self.take_question(id, tool, &raw) => {
-                    return to_mcp(&self.answered(id, tool, &raw, &call_id, &answer).await).into();
+                Some(answer) if elicits && self.take_question(id, session, tool, &raw) => {
+                    return to_mcp(
+                        &self
+                            .answered(id, session, tool, &raw, &call_id, &answer)
+                            .await,
+                    )
+                    .into();
                 }
                 _ => tracing::debug!(
                     tool,
@@ -183,10 +223,10 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let recalled = if elicits || dry_run {
             None
         } else {
-            self.recall(tool, &raw).await
+            self.recall(session, tool, &raw).await
         };
         let mut call = Call::new(tool, Arguments::Raw(&raw))
-            .session(&self.session)
+            .session(session)
             .call_id(&call_id)
             .dry_run(dry_run);
         if let Some(handed) = &recalled {
@@ -203,7 +243,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
         if !elicits {
             let answer = self
-                .wait_for_decision(id, tool, &raw, &call_id, &result, &context)
+                .wait_for_decision(id, session, tool, &raw, &call_id, &result, &context)
                 .await;
             // Still pending: remember it for a retry (nothing ran).
             if answer.code == Code::ConfirmationRequired
@@ -212,7 +252,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 let expires_ms = recalled
                     .filter(|handed| handed.id == id)
                     .map_or_else(|| self.expiry(), |handed| handed.expires_ms);
-                self.remember_handed(id, tool, &raw, &answer, expires_ms);
+                self.remember_handed(id, session, tool, &raw, &answer, expires_ms);
             }
             return to_mcp(&answer).into();
         }
@@ -225,7 +265,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
 
         if modern {
-            self.remember_question(id, tool, &raw, &result);
+            self.remember_question(id, session, tool, &raw, &result);
             let mut requests = InputRequests::new();
             requests.insert(
                 APPROVAL_INPUT.to_owned(),
@@ -235,7 +275,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 .into();
         }
 
-        to_mcp(&self.ask(id, tool, question, &result, &context).await).into()
+        to_mcp(
+            &self
+                .ask(id, session, tool, question, &result, &context)
+                .await,
+        )
+        .into()
     }
 }
 
@@ -344,6 +389,67 @@ fn asks_dry_run(request: &CallToolRequestParams, context: &RequestContext<RoleSe
     let flag =
         |meta: &serde_json::Map<String, Value>| meta.get(DRY_RUN_META) == Some(&Value::Bool(true));
     flag(&context.meta) || request.meta.as_ref().is_some_and(|meta| flag(meta))
+}
+
+/// The conversation a `tools/call` names in its `_meta`
+/// ([`CONVERSATION_META`], in the request's context as rmcp hands it over,
+/// or the params' own field for a request built in process), if any; a
+/// value that is not a usable name is the problem, in words.
+fn named_conversation<'a>(
+    request: &'a CallToolRequestParams,
+    context: &'a RequestContext<RoleServer>,
+) -> Result<Option<&'a str>, String> {
+    let value = context.meta.get(CONVERSATION_META).or_else(|| {
+        request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(CONVERSATION_META))
+    });
+    let name = match value {
+        None => return Ok(None),
+        Some(Value::String(name)) => name.as_str(),
+        Some(other) => {
+            let kind = match other {
+                Value::Null => "null",
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "an array",
+                Value::Object(_) => "an object",
+                Value::String(_) => "a string",
+            };
+            return Err(format!("is {kind}, not a string"));
+        }
+    };
+    if name.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    if name.len() > MAX_CONVERSATION_NAME_BYTES {
+        return Err(format!(
+            "is {} bytes long, over the {MAX_CONVERSATION_NAME_BYTES} allowed",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err("contains a control character".to_owned());
+    }
+    Ok(Some(name))
+}
+
+/// The answer to a call whose `_meta` names a conversation badly: nothing
+/// ran (the pipeline never saw the call, so no audit record and no step).
+fn bad_conversation(tool: &str, problem: &str) -> ToolResult {
+    ToolResult::failure(
+        tool.to_owned(),
+        Code::InvalidArguments,
+        format!(
+            "Invalid request metadata: `_meta.\"{CONVERSATION_META}\"` {problem}. It names the \
+             conversation the call runs in: a non-empty string of at most \
+             {MAX_CONVERSATION_NAME_BYTES} bytes with no control characters. Nothing ran; send \
+             the call again with a valid name, or without it."
+        ),
+    )
+    .with_data("meta", CONVERSATION_META)
+    .with_data("problem", problem)
 }
 
 /// The MCP form of a result: `isError` unless it succeeded, the result as

@@ -17,7 +17,7 @@ use toolcall::{
     Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, Rejection, Taint, ToolError,
     tool, tools,
 };
-use toolcall_mcp::{FrameGuard, McpServer, Options};
+use toolcall_mcp::{Conversations, FrameGuard, McpServer, Options};
 
 // ------------------------------------------------------------------ tools
 
@@ -584,7 +584,10 @@ async fn the_server_works_as_a_bare_handler_too() {
         dispatcher(&bank),
         Options::new("s").name("bank").version("9"),
     );
-    assert_eq!(server.options().session, "s");
+    assert_eq!(
+        server.options().conversations,
+        Conversations::PerConnection("s".to_owned())
+    );
     assert!(server.session().starts_with("s/"), "{}", server.session());
     let tools = server.tools().unwrap();
     assert_eq!(tools.len(), 2);

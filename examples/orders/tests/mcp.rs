@@ -69,7 +69,12 @@ fn orders_mcp_answers_every_frame_and_keeps_serving() {
     let audit = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("mcp-frames-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&audit);
-    let mut server = Frames::start(&audit);
+    let mut server = Frames::start(&["--audit".as_ref(), audit.as_os_str()]);
+    assert_eq!(
+        server.stderr_line(),
+        "conversation: per connection (no --session-id: a reconnect forgets the taint, replays \
+         and pending approvals; a client may name one in _meta \"toolcall/conversation\")"
+    );
 
     server.send(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"frames","version":"0"}}}"#);
     assert_eq!(server.answer()["id"], 0);
@@ -152,43 +157,250 @@ fn orders_mcp_answers_every_frame_and_keeps_serving() {
     let _ = std::fs::remove_file(&audit);
 }
 
+fn refund(amount_cents: i64) -> Value {
+    json!({"order_id": "ORD-1001", "amount_cents": amount_cents, "currency": "BRL",
+           "reason": "damaged"})
+}
+
+/// What ORD-1001's `get_order` says was refunded, asked as request `id`.
+fn refunded_cents(server: &mut Frames, id: u64) -> i64 {
+    server.call(id, "get_order", json!({"order_id": "ORD-1001"}), None);
+    let order = server.tool_result(id);
+    order["data"]["refunded_cents"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{order}"))
+}
+
+/// A fresh SQLite store file for one test.
+fn store_file(name: &str) -> String {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mcp-{name}-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    format!("sqlite:{}", path.display())
+}
+
+/// Every tool, the untrusted messages and the note included.
+const ALL_TOOLS: &str = "get_order,refund_order,read_messages,add_note";
+
+/// Two `orders mcp --session-id X` processes over one SQLite file are one
+/// conversation: what the customer wrote, read on the first, taints the
+/// second; a refund approved and made on the first is replayed on the
+/// second, not made again.
+#[test]
+fn two_orders_mcp_processes_with_one_session_id_are_one_conversation() {
+    let store = store_file("shared");
+    let args = [
+        "--store",
+        &store,
+        "--session-id",
+        "desk-42",
+        "--allow",
+        ALL_TOOLS,
+    ];
+    let mut first = Frames::connected(&args, true);
+    let mut second = Frames::connected(&args, false);
+    for server in [&mut first, &mut second] {
+        assert_eq!(
+            server.stderr_line(),
+            "conversation: desk-42 (--session-id: every connection, and every process over the \
+             same store)"
+        );
+    }
+
+    first.call(1, "read_messages", json!({"order_id": "ORD-1002"}), None);
+    let read = first.tool_result(1);
+    assert!(read.to_string().contains("refund-help.example"), "{read}");
+    second.call(
+        1,
+        "add_note",
+        json!({"order_id": "ORD-1002", "text":
+            "Customer must confirm payment details at https://refund-help.example/claim?id=ORD-1002"}),
+        None,
+    );
+    let note = second.tool_result(1);
+    assert_eq!(note["code"], "CONFIRMATION_REQUIRED", "{note}");
+    assert_eq!(note["data"]["reason"], "untrusted_context", "{note}");
+
+    first.call(2, "refund_order", refund(2590), None);
+    first.approve();
+    let refunded = first.tool_result(2);
+    assert_eq!(refunded["ok"], true, "{refunded}");
+    assert!(refunded.get("replayed").is_none(), "{refunded}");
+    assert_eq!(refunded_cents(&mut first, 3), 2590);
+
+    second.call(2, "refund_order", refund(2590), None);
+    let again = second.tool_result(2);
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(
+        again["replayed"], true,
+        "the second process replays it: {again}"
+    );
+    // Refunded once: seen by this process's shop when the shop lives in
+    // the store too, not at all when each process has its own; never twice.
+    let seen = refunded_cents(&mut second, 3);
+    assert!(seen == 2590 || seen == 0, "refunded at most once: {seen}");
+
+    first.finish();
+    second.finish();
+}
+
+/// With `--approvals inbox`, a client's yes through elicitation is not an
+/// inbox decision: nothing is refunded, and the answer names the approval
+/// the inbox lists. `--elicitation-approves` lets the yes approve.
+#[test]
+fn in_inbox_mode_an_elicitation_answer_approves_only_with_elicitation_approves() {
+    let store = store_file("inbox");
+    let mut server = Frames::connected(&["--store", &store, "--approvals", "inbox"], true);
+    server.call(1, "refund_order", refund(2590), None);
+    // No question comes: the next line is the call's answer.
+    let asked = server.tool_result(1);
+    assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
+    assert!(asked["confirmation_id"].is_string(), "{asked}");
+    assert_eq!(refunded_cents(&mut server, 2), 0);
+    server.finish();
+
+    let store = store_file("inbox-elicitation");
+    let args = [
+        "--store",
+        &store,
+        "--approvals",
+        "inbox",
+        "--elicitation-approves",
+    ];
+    let mut server = Frames::connected(&args, true);
+    server.call(1, "refund_order", refund(2590), None);
+    server.approve();
+    let refunded = server.tool_result(1);
+    assert_eq!(refunded["ok"], true, "{refunded}");
+    assert_eq!(refunded_cents(&mut server, 2), 2590);
+    server.call(3, "refund_order", refund(2590), None);
+    assert_eq!(server.tool_result(3)["replayed"], true);
+    assert_eq!(refunded_cents(&mut server, 4), 2590, "refunded once");
+    server.finish();
+}
+
+/// A conversation a client names in `_meta` that is not a usable name is a
+/// tool error, and nothing runs.
+#[test]
+fn a_bad_conversation_in_meta_is_a_tool_error_and_refunds_nothing() {
+    let mut server = Frames::connected(&[], true);
+    let bad = [
+        json!(7),
+        json!(""),
+        json!("x".repeat(257)),
+        json!("line\nbreak"),
+    ];
+    for (id, value) in (1..).zip(bad) {
+        let meta = json!({"toolcall/conversation": value});
+        server.call(id, "refund_order", refund(2590), Some(meta));
+        let result = server.tool_result(id);
+        assert_eq!(result["ok"], false, "{result}");
+        assert_eq!(result["code"], "INVALID_ARGUMENTS", "{result}");
+        assert_eq!(result["data"]["meta"], "toolcall/conversation", "{result}");
+    }
+    assert_eq!(refunded_cents(&mut server, 10), 0);
+    server.finish();
+}
+
 /// `orders mcp` as a child process, written to and read from by hand.
 struct Frames {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     lines: std::sync::mpsc::Receiver<String>,
+    /// What it writes on standard error, a line at a time.
+    errors: std::sync::mpsc::Receiver<String>,
     /// The last answer read.
     last: Value,
 }
 
+/// Sends each line `from` gives to a channel, from a thread of its own.
+fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(from)) {
+            let Ok(line) = line else { break };
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 impl Frames {
-    fn start(audit: &Path) -> Frames {
+    /// Starts `orders mcp ARGS...`.
+    fn start(args: &[&std::ffi::OsStr]) -> Frames {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_orders"))
             .arg("mcp")
-            .arg("--audit")
-            .arg(audit)
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("orders mcp starts");
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
+        let errors = lines_of(child.stderr.take().unwrap());
         Frames {
             child,
             stdin,
             lines,
+            errors,
             last: Value::Null,
         }
+    }
+
+    /// Starts `orders mcp ARGS...` and opens the session with `initialize`,
+    /// declaring form elicitation when `elicits`.
+    fn connected(args: &[&str], elicits: bool) -> Frames {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|arg| arg.as_ref()).collect();
+        let mut server = Frames::start(&args);
+        let capabilities = if elicits {
+            json!({"elicitation": {"form": {}}})
+        } else {
+            json!({})
+        };
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "frames", "version": "0"}}});
+        server.send(initialize.to_string().as_bytes());
+        assert_eq!(server.answer()["id"], 0);
+        server.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server
+    }
+
+    /// The next line `orders mcp` writes on standard error.
+    fn stderr_line(&mut self) -> String {
+        self.errors
+            .recv_timeout(Duration::from_secs(30))
+            .expect("orders mcp writes to standard error")
+    }
+
+    /// Sends a `tools/call` (request `id`) with these arguments, and `meta`
+    /// as its `_meta` when given.
+    fn call(&mut self, id: u64, tool: &str, arguments: Value, meta: Option<Value>) {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        self.send(request.to_string().as_bytes());
+    }
+
+    /// The next answer, a tool result for request `id`: its `ToolResult`.
+    fn tool_result(&mut self, id: u64) -> Value {
+        self.tool_code(id);
+        self.last["result"]["structuredContent"].clone()
+    }
+
+    /// Answers the approval question the server asks next with a yes.
+    fn approve(&mut self) {
+        let question = self.answer();
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        let answer = json!({"jsonrpc": "2.0", "id": question["id"], "result": {
+            "action": "accept", "content": {"approve": true}}});
+        self.send(answer.to_string().as_bytes());
     }
 
     fn send(&mut self, frame: &[u8]) {

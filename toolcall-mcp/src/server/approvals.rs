@@ -11,6 +11,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::store::now_ms;
+use toolcall_core::store::{Binding, PendingApproval};
 use toolcall_core::{Approvals, Arguments, Call, Store, ToolResult};
 
 use super::McpServer;
@@ -26,9 +27,16 @@ const MAX_OPEN_QUESTIONS: usize = 256;
 /// retry of its call is then a fresh call).
 const MAX_HANDED_APPROVALS: usize = 256;
 
+/// How many of the store's newest decided, and of its oldest pending,
+/// approvals a retry in a shared conversation looks through for the one an
+/// earlier connection was handed.
+const STORE_SCAN: usize = 256;
+
 /// An approval question asked as `input_required`: the call it is about.
 #[derive(Debug)]
 pub(super) struct Asked {
+    /// The session the call was asked in; the answer must come from it.
+    session: String,
     tool: String,
     /// The digests of the canonical JSON of the arguments as the client sent
     /// them, and of the validated arguments the person was shown; a retry
@@ -43,6 +51,8 @@ pub(super) struct Asked {
 #[derive(Debug)]
 pub(super) struct Handed {
     pub(super) id: String,
+    /// The session of the call.
+    session: String,
     tool: String,
     /// As in [`Asked::arguments`]: the digests of the canonical JSON of the
     /// arguments as sent, and as validated; a retry must repeat one.
@@ -61,9 +71,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// edited, or is denied. Without a decision by then, or if the client
     /// cancels the call, the answer is `asked` (`CONFIRMATION_REQUIRED`) and
     /// the approval stays pending.
+    #[allow(clippy::too_many_arguments)] // one call's parts, each needed
     pub(super) async fn wait_for_decision(
         &self,
         id: &str,
+        session: &str,
         tool: &str,
         raw: &str,
         call_id: &str,
@@ -105,7 +117,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 self.dispatcher
                     .execute(
                         Call::new(tool, Arguments::Raw(raw))
-                            .session(&self.session)
+                            .session(session)
                             .call_id(call_id)
                             .approval(id),
                     )
@@ -123,8 +135,15 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     }
 
     /// Remembers that this connection's client was asked, as
-    /// `input_required`, to approve the call `id`.
-    pub(super) fn remember_question(&self, id: &str, tool: &str, raw: &str, asked: &ToolResult) {
+    /// `input_required`, to approve the call `id` made in `session`.
+    pub(super) fn remember_question(
+        &self,
+        id: &str,
+        session: &str,
+        tool: &str,
+        raw: &str,
+        asked: &ToolResult,
+    ) {
         let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
         // The pipeline read these arguments, so they are an object; should
         // they not be, only the validated form can match.
@@ -147,6 +166,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         questions.insert(
             id.to_owned(),
             Asked {
+                session: session.to_owned(),
                 tool: tool.to_owned(),
                 arguments: [sent, digest(&pending)],
                 asked_at: Instant::now(),
@@ -166,6 +186,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     pub(super) fn remember_handed(
         &self,
         id: &str,
+        session: &str,
         tool: &str,
         raw: &str,
         asked: &ToolResult,
@@ -183,6 +204,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
         handed.push_back(Handed {
             id: id.to_owned(),
+            session: session.to_owned(),
             tool: tool.to_owned(),
             arguments: [sent, digest(&pending)],
             expires_ms,
@@ -190,14 +212,18 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     }
 
     /// The pending approval an identical earlier call to `tool` (arguments
-    /// `raw`) was answered with, if a retry may bring it: one with a
-    /// decision recorded in the store, or (in [`Approvals::Inbox`] mode, where
-    /// bringing an id approves nothing by itself) one still undecided. It
-    /// is forgotten here; the call remembers it again if it is answered
-    /// `CONFIRMATION_REQUIRED` once more. An approval used up, expired or
-    /// gone is forgotten; in host mode an undecided one is left for a later
-    /// retry, since bringing its id would approve it.
-    pub(super) async fn recall(&self, tool: &str, raw: &str) -> Option<Handed> {
+    /// `raw`) in `session` was answered with, if a retry may bring it: one
+    /// with a decision recorded in the store, or (in [`Approvals::Inbox`]
+    /// mode, where bringing an id approves nothing by itself) one still
+    /// undecided. It is forgotten here; the call remembers it again if it is
+    /// answered `CONFIRMATION_REQUIRED` once more. An approval used up,
+    /// expired or gone is forgotten; in host mode an undecided one is left
+    /// for a later retry, since bringing its id would approve it.
+    ///
+    /// In a conversation other connections share, an approval another
+    /// connection (or process) was handed is looked for in the store when
+    /// this connection remembers none ([`McpServer::recall_from_store`]).
+    pub(super) async fn recall(&self, session: &str, tool: &str, raw: &str) -> Option<Handed> {
         let sent = sent_digest(raw)?;
         let candidates: Vec<String> = {
             let now = now_ms();
@@ -206,7 +232,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             handed
                 .iter()
                 .rev()
-                .filter(|entry| entry.tool == tool && entry.arguments.contains(&sent))
+                .filter(|entry| {
+                    entry.session == session
+                        && entry.tool == tool
+                        && entry.arguments.contains(&sent)
+                })
                 .map(|entry| entry.id.clone())
                 .collect()
         };
@@ -215,7 +245,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             let keep = match self.dispatcher.store().approval(&id).await {
                 Ok(Some(entry))
                     if entry.used_ms.is_none()
-                        && entry.approval.session == self.session
+                        && entry.approval.session == session
                         && entry.approval.expires_ms > now_ms() =>
                 {
                     if entry.approval.decision.is_some() || inbox {
@@ -251,21 +281,86 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                     .retain(|entry| entry.id != id);
             }
         }
+        if self.shared(session) {
+            return self.recall_from_store(session, tool, &sent).await;
+        }
         None
     }
 
+    /// In a shared conversation: the approval of an identical call to
+    /// `tool` in `session`, by this server's caller, that a retry may bring
+    /// (as [`recall`](McpServer::recall) says), looked for in the store
+    /// among the newest [`STORE_SCAN`] decided approvals and (inbox mode) the
+    /// oldest [`STORE_SCAN`] pending ones. Identical means the arguments as
+    /// sent are, in canonical form, the validated ones the approval was
+    /// asked for. Only for a tool with side effects (only those wait for a
+    /// person), so that other calls cost the store nothing more.
+    async fn recall_from_store(&self, session: &str, tool: &str, sent: &str) -> Option<Handed> {
+        if !self
+            .dispatcher
+            .registry()
+            .get(tool)
+            .is_some_and(|spec| spec.side_effect())
+        {
+            return None;
+        }
+        let binding = Binding {
+            session,
+            caller: self.dispatcher.default_caller().id(),
+            tool: Some(tool),
+            digest: Some(sent),
+        };
+        let store = self.dispatcher.store();
+        let now = now_ms();
+        let usable =
+            |approval: &PendingApproval| binding.matches(approval) && approval.expires_ms > now;
+        let mut found: Option<PendingApproval> = match store.decided_approvals(STORE_SCAN).await {
+            Ok(decided) => decided
+                .into_iter()
+                .filter(|entry| entry.used_ms.is_none())
+                .map(|entry| entry.approval)
+                .find(|approval| usable(approval)),
+            Err(error) => {
+                tracing::warn!(tool, %error, "could not look the decided approvals up");
+                None
+            }
+        };
+        if found.is_none() && self.dispatcher.settings().approvals == Approvals::Inbox {
+            found = match store.pending_approvals(now, STORE_SCAN).await {
+                Ok(pending) => pending.into_iter().rev().find(|approval| usable(approval)),
+                Err(error) => {
+                    tracing::warn!(tool, %error, "could not look the pending approvals up");
+                    None
+                }
+            };
+        }
+        let approval = found?;
+        tracing::debug!(
+            tool,
+            approval = approval.id,
+            "an identical retry in a shared conversation brings its pending approval back"
+        );
+        Some(Handed {
+            id: approval.id,
+            session: session.to_owned(),
+            tool: tool.to_owned(),
+            arguments: [sent.to_owned(), approval.digest],
+            expires_ms: approval.expires_ms,
+        })
+    }
+
     /// Whether `id` names a question this server asked its client about
-    /// `tool` with these arguments (`raw`, as sent); if so it is forgotten
+    /// `tool` with these arguments (`raw`, as sent) in `session`; if so it is forgotten
     /// (an answer is used once). Arguments the pipeline would refuse as
     /// `INVALID_JSON` (a member twice, not an object) answer nothing.
-    pub(super) fn take_question(&self, id: &str, tool: &str, raw: &str) -> bool {
+    pub(super) fn take_question(&self, id: &str, session: &str, tool: &str, raw: &str) -> bool {
         let Some(sent) = sent_digest(raw) else {
             return false;
         };
         let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
-        let matches = questions
-            .get(id)
-            .is_some_and(|asked| asked.tool == tool && asked.arguments.contains(&sent));
+        let matches = questions.get(id).is_some_and(|asked| {
+            asked.session == session && asked.tool == tool && asked.arguments.contains(&sent)
+        });
         if matches {
             questions.remove(id);
         }

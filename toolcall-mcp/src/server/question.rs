@@ -10,7 +10,8 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
 use serde_json::Value;
-use toolcall_core::{Arguments, Call, Decision, Store, ToolResult};
+use toolcall_core::store::{ApprovalDecision, now_ms};
+use toolcall_core::{Approvals, Arguments, Call, Decision, Store, ToolResult};
 
 use super::McpServer;
 
@@ -42,6 +43,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     pub(super) async fn ask(
         &self,
         id: &str,
+        session: &str,
         tool: &str,
         question: ElicitRequestParams,
         asked: &ToolResult,
@@ -78,7 +80,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                     tracing::debug!(tool, %error, "could not withdraw the approval question");
                 }
                 tracing::info!(tool, "the tool call was cancelled while a person was asked");
-                let decision = self.decision(id, tool, SERVER);
+                let decision = self.decision(id, session, tool, SERVER);
                 return self
                     .dispatcher
                     .deny(decision, "the MCP client cancelled the call before a person answered")
@@ -87,7 +89,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
         match answer {
             Ok(ClientResult::ElicitResult(answer)) => {
-                let decision = self.decision(id, tool, APPROVER);
+                let decision = self.decision(id, session, tool, APPROVER);
                 if said_yes(&answer) {
                     tracing::info!(tool, "a person approved the call through MCP");
                     self.dispatcher.approve(decision).await
@@ -96,7 +98,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 }
             }
             Err(ServiceError::Timeout { .. }) => {
-                let decision = self.decision(id, tool, SERVER);
+                let decision = self.decision(id, session, tool, SERVER);
                 self.dispatcher
                     .deny(decision, "nobody answered the approval request in time")
                     .await
@@ -120,10 +122,13 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// The result of a retry that answers a question this server asked: on
     /// yes, the call runs through the whole pipeline with the approval
     /// (which checks that it was given for exactly these arguments, and uses
-    /// it up); otherwise it is denied.
+    /// it up); otherwise it is denied. In inbox mode (asked only with
+    /// [`Options::elicitation_approves`](crate::Options::elicitation_approves))
+    /// the yes is recorded in the store first, as the person's decision.
     pub(super) async fn answered(
         &self,
         id: &str,
+        session: &str,
         tool: &str,
         raw: &str,
         call_id: &str,
@@ -131,17 +136,37 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     ) -> ToolResult {
         if said_yes(answer) {
             tracing::info!(tool, "a person approved the call through MCP");
+            if self.dispatcher.settings().approvals == Approvals::Inbox {
+                let now = now_ms();
+                let decision = ApprovalDecision {
+                    approved: true,
+                    by: APPROVER.to_owned(),
+                    note: String::new(),
+                    edited_arguments: None,
+                    decided_ms: now,
+                };
+                // Whatever the store says (decided first by someone else,
+                // say), the call below carries out what it holds.
+                if let Err(error) = self
+                    .dispatcher
+                    .store()
+                    .decide_approval(id, &decision, now)
+                    .await
+                {
+                    tracing::warn!(tool, approval = id, %error, "the answer could not be recorded");
+                }
+            }
             return self
                 .dispatcher
                 .execute(
                     Call::new(tool, Arguments::Raw(raw))
-                        .session(&self.session)
+                        .session(session)
                         .call_id(call_id)
                         .approval(id),
                 )
                 .await;
         }
-        self.deny_answer(self.decision(id, tool, APPROVER), tool, answer)
+        self.deny_answer(self.decision(id, session, tool, APPROVER), tool, answer)
             .await
     }
 
@@ -161,9 +186,15 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         self.dispatcher.deny(decision, reason).await
     }
 
-    /// A decision on the pending call `id` of this connection's session.
-    fn decision<'a>(&'a self, id: &'a str, tool: &'a str, by: &'a str) -> Decision<'a> {
-        Decision::new(id, &self.session).tool(tool).by(by)
+    /// A decision on the pending call `id` asked in `session`.
+    fn decision<'a>(
+        &'a self,
+        id: &'a str,
+        session: &'a str,
+        tool: &'a str,
+        by: &'a str,
+    ) -> Decision<'a> {
+        Decision::new(id, session).tool(tool).by(by)
     }
 }
 
