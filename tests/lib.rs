@@ -5,7 +5,8 @@
 use serde_json::json;
 use toolcall::store::{
     ApprovalDecision, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome, Key,
-    PendingApproval, RecordedOutcome, Store, TaintHit, TakeApproval, now_ms,
+    PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, Store, TaintHit,
+    TakeApproval, now_ms,
 };
 use toolcall::{Rejection, ToolResult, tool};
 
@@ -734,6 +735,178 @@ pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {
 /// `other` are two handles on the same data.
 pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
     asking(store, other).await;
+    paging(store, other).await;
+}
+
+/// The inbox a page at a time ([`Store::pending_page`]): one conversation
+/// that asked 3000 times does not hide another's one question.
+async fn paging(store: &impl Store, other: &impl Store) {
+    // Later than everything `asking` left open: only these are open then.
+    let at = now_ms() + 10 * 60_000;
+    let flood = |i: u64| PendingApproval {
+        id: format!("f{i:04}"),
+        session: "flood".into(),
+        digest: format!("flood-{i}"),
+        // Three share each millisecond: the id orders them.
+        created_ms: at - 10_000 + i / 3,
+        expires_ms: at + 3_600_000,
+        ..approval("", 0)
+    };
+    for i in 0..3000 {
+        store.put_approval(&flood(i)).await.unwrap();
+    }
+    let lone = PendingApproval {
+        id: "lone".into(),
+        session: "calm".into(),
+        tool: "refund".into(),
+        created_ms: at - 10_000 + 500,
+        expires_ms: at + 3_600_000,
+        ..approval("", 0)
+    };
+    other.put_approval(&lone).await.unwrap();
+    // Not open: decided, or expired at `at`.
+    let decided = PendingApproval {
+        id: "decided".into(),
+        session: "calm".into(),
+        expires_ms: at + 3_600_000,
+        ..approval("", 0)
+    };
+    store.put_approval(&decided).await.unwrap();
+    let yes = decision(true, "ana", now_ms());
+    assert_eq!(
+        store
+            .decide_approval("decided", &yes, now_ms())
+            .await
+            .unwrap(),
+        DecideOutcome::Decided
+    );
+    store
+        .put_approval(&PendingApproval {
+            session: "calm".into(),
+            ..approval("gone", at)
+        })
+        .await
+        .unwrap();
+
+    let mut expected: Vec<(u64, String)> = (0..3000)
+        .map(|i| (flood(i).created_ms, flood(i).id))
+        .chain([(lone.created_ms, lone.id.clone())])
+        .collect();
+    expected.sort();
+    let expected: Vec<String> = expected.into_iter().map(|(_, id)| id).collect();
+
+    // Every item exactly once, in order, both ways, with the true count on
+    // every page.
+    for order in [PendingOrder::OldestFirst, PendingOrder::NewestFirst] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<PendingCursor> = None;
+        let mut pages = 0;
+        let mut lone_on = None;
+        loop {
+            let query = PendingQuery {
+                order,
+                cursor: cursor.clone(),
+                ..PendingQuery::new(at, 100)
+            };
+            // Pages alternate between the two handles.
+            let page = if pages % 2 == 0 {
+                store.pending_page(&query).await.unwrap()
+            } else {
+                other.pending_page(&query).await.unwrap()
+            };
+            pages += 1;
+            assert_eq!(page.total, 3001, "{order:?}, page {pages}");
+            assert!(page.items.len() <= 100);
+            if page.items.iter().any(|a| a.id == "lone") {
+                lone_on = Some(pages);
+            }
+            seen.extend(page.items.into_iter().map(|a| a.id));
+            match page.next {
+                Some(next) => cursor = Some(next.parse().expect("a cursor the store made")),
+                None => break,
+            }
+        }
+        let mut want = expected.clone();
+        if order == PendingOrder::NewestFirst {
+            want.reverse();
+        }
+        assert_eq!(seen.len(), 3001, "{order:?}");
+        assert_eq!(seen, want, "{order:?}");
+        assert_eq!(pages, 31, "{order:?}");
+        assert!(
+            lone_on.is_some_and(|page| page > 1),
+            "{order:?}: the other conversation's call is on a later page: {lone_on:?}"
+        );
+    }
+
+    // Filtered: the other conversation's call, by its conversation or its tool.
+    for query in [
+        PendingQuery {
+            session: Some("calm"),
+            ..PendingQuery::new(at, 100)
+        },
+        PendingQuery {
+            tool: Some("refund"),
+            ..PendingQuery::new(at, 100)
+        },
+        PendingQuery {
+            session: Some("calm"),
+            tool: Some("refund"),
+            order: PendingOrder::NewestFirst,
+            ..PendingQuery::new(at, 100)
+        },
+    ] {
+        let page = other.pending_page(&query).await.unwrap();
+        assert_eq!(page.total, 1, "{query:?}");
+        assert_eq!(page.items, [lone.clone()], "{query:?}");
+        assert_eq!(page.next, None);
+    }
+    let flooded = store
+        .pending_page(&PendingQuery {
+            session: Some("flood"),
+            order: PendingOrder::NewestFirst,
+            ..PendingQuery::new(at, 2)
+        })
+        .await
+        .unwrap();
+    assert_eq!(flooded.total, 3000);
+    let ids: Vec<&str> = flooded.items.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids, ["f2999", "f2998"]);
+    let none = store
+        .pending_page(&PendingQuery {
+            session: Some("flood"),
+            tool: Some("refund"),
+            ..PendingQuery::new(at, 100)
+        })
+        .await
+        .unwrap();
+    assert_eq!((none.total, none.items.len(), none.next), (0, 0, None));
+
+    // An item decided between two pages leaves the count; the walk goes on.
+    let first = store
+        .pending_page(&PendingQuery {
+            session: Some("flood"),
+            ..PendingQuery::new(at, 10)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        other
+            .decide_approval("f0010", &yes, now_ms())
+            .await
+            .unwrap(),
+        DecideOutcome::Decided
+    );
+    let second = store
+        .pending_page(&PendingQuery {
+            session: Some("flood"),
+            cursor: Some(first.next.unwrap().parse().unwrap()),
+            ..PendingQuery::new(at, 10)
+        })
+        .await
+        .unwrap();
+    assert_eq!(second.total, 2999);
+    assert_eq!(second.items[0].id, "f0011");
 }
 
 /// One question per call ([`Store::ask_approval`]) and finding it again

@@ -353,6 +353,97 @@ async fn confirmation_carries_the_validated_arguments() {
     assert_eq!(shop.applied_refunds(), 0);
 }
 
+fn refund_of(cents: i64) -> String {
+    format!(
+        r#"{{"order_id": "ORD-1001", "amount_cents": {cents}, "currency": "BRL", "reason": "damaged"}}"#
+    )
+}
+
+#[tokio::test]
+async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
+    use toolcall::Store as _;
+    let shop = Arc::new(Shop::new());
+    let d = shop_dispatcher(&shop).build().unwrap();
+    let first = d
+        .execute(Call::new("refund_order", REFUND).session("default"))
+        .await;
+    assert_eq!(first.code, Code::ConfirmationRequired);
+    let id = first.confirmation_id.clone().expect("an id to approve");
+    // A client that cannot bring the id back asks again, and again; the
+    // spacing and the order of the members make no other call.
+    let respaced =
+        r#"{ "reason":"damaged","currency" : "BRL", "amount_cents":2590,"order_id":"ORD-1001" }"#;
+    for args in [REFUND, REFUND, respaced, REFUND, REFUND, respaced] {
+        let again = d
+            .execute(Call::new("refund_order", args).session("default"))
+            .await;
+        assert_eq!(again.code, Code::ConfirmationRequired);
+        assert_eq!(again.confirmation_id.as_deref(), Some(id.as_str()));
+        assert_eq!(again.data, first.data, "the same answer as the first time");
+        assert_eq!(again.message, first.message);
+    }
+    let pending = d
+        .store()
+        .pending_approvals(toolcall::store::now_ms(), 100)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = pending.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, [id.as_str()], "one question in the store");
+    assert_eq!(shop.applied_refunds(), 0);
+}
+
+#[tokio::test]
+async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_still_asked() {
+    use toolcall::Store as _;
+    let shop = Arc::new(Shop::new());
+    let d = shop_dispatcher(&shop)
+        .max_pending_approvals(3)
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for cents in 1..=3 {
+        let asked = d
+            .execute(Call::new("refund_order", refund_of(cents).as_str()).session("looping"))
+            .await;
+        assert_eq!(asked.code, Code::ConfirmationRequired);
+        ids.push(asked.confirmation_id.expect("an id"));
+    }
+    let refused = d
+        .execute(Call::new("refund_order", refund_of(4).as_str()).session("looping"))
+        .await;
+    assert_eq!(refused.code, Code::PendingLimit, "{refused:?}");
+    assert!(!refused.ok);
+    assert_eq!(refused.confirmation_id, None);
+    assert!(refused.message.contains("3 call(s)"), "{}", refused.message);
+    // A call already asked is still the same question.
+    let again = d
+        .execute(Call::new("refund_order", refund_of(2).as_str()).session("looping"))
+        .await;
+    assert_eq!(again.code, Code::ConfirmationRequired);
+    assert_eq!(again.confirmation_id.as_ref(), Some(&ids[1]));
+    // Another conversation is still asked.
+    let other = d
+        .execute(Call::new("refund_order", refund_of(4).as_str()).session("calm"))
+        .await;
+    assert_eq!(other.code, Code::ConfirmationRequired);
+    let other_id = other.confirmation_id.expect("an id");
+    let now = toolcall::store::now_ms();
+    let mut stored: Vec<String> = d
+        .store()
+        .pending_approvals(now, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    stored.sort();
+    let mut want = ids.clone();
+    want.push(other_id);
+    want.sort();
+    assert_eq!(stored, want, "nothing stored for the refused call");
+    assert_eq!(shop.applied_refunds(), 0);
+}
+
 #[tokio::test]
 async fn spacing_member_order_and_parsed_objects_are_one_call() {
     let shop = Arc::new(Shop::new());
