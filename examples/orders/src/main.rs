@@ -5,7 +5,7 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::{Args, Parser};
@@ -13,7 +13,7 @@ use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
 use toolcall::{
     Approvals, Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, Taint,
-    ToolResult, tools,
+    ToolResult, crash, tools,
 };
 use toolcall_cli::{Command, Context, Error};
 use toolcall_postgres::PostgresStore;
@@ -39,10 +39,12 @@ struct Cli {
     #[arg(long, value_name = "FILE", global = true)]
     audit: Option<PathBuf>,
 
-    /// Where the pipeline remembers calls: `memory` (this run only),
+    /// Where the pipeline remembers calls and the shop keeps its orders,
+    /// refunds and notes: `memory` (this run only: the shop starts fresh),
     /// `sqlite:PATH` (a file that another run, or another process, shares:
-    /// what one did, the other replays) or a `postgres://` URL (a server that
-    /// replicas share). The shop itself starts fresh each run.
+    /// what one did, the other replays; the shop's tables `orders_*` are in
+    /// it too) or a `postgres://` URL (a database that replicas share, the
+    /// shop's tables in it too).
     #[arg(
         long,
         value_name = "memory|sqlite:PATH|postgres://...",
@@ -142,22 +144,93 @@ fn main() -> ExitCode {
             return finish(Err(setup(format!("cannot start the runtime: {error}"))));
         }
     };
+    if let Err(error) = crash_points() {
+        return finish(Err(error));
+    }
     let outcome = match cli.store.as_str() {
-        "memory" => run(&cli, &runtime, MemoryStore::default()),
+        "memory" => run(&cli, &runtime, MemoryStore::default(), Shop::new()),
         url if url.starts_with("postgres://") || url.starts_with("postgresql://") => runtime
-            .block_on(PostgresStore::connect(url))
-            .map_err(|e| setup(format!("cannot open the store {url}: {e}")))
-            .and_then(|store| run(&cli, &runtime, store)),
+            .block_on(async {
+                let store = PostgresStore::connect(url)
+                    .await
+                    .map_err(|e| setup(format!("cannot open the store {url}: {e}")))?;
+                let shop = Shop::connect_postgres(url)
+                    .await
+                    .map_err(|e| setup(format!("cannot open the shop in {url}: {e}")))?;
+                Ok((store, shop))
+            })
+            .and_then(|(store, shop)| run(&cli, &runtime, store, shop)),
         spec => match spec.strip_prefix("sqlite:") {
             Some(path) if !path.is_empty() => SqliteStore::open(path)
                 .map_err(|e| setup(format!("cannot open the store {path}: {e}")))
-                .and_then(|store| run(&cli, &runtime, store)),
+                .and_then(|store| {
+                    let shop = Shop::open_sqlite(path)
+                        .map_err(|e| setup(format!("cannot open the shop in {path}: {e}")))?;
+                    run(&cli, &runtime, store, shop)
+                }),
             _ => Err(setup(format!(
                 "unknown store `{spec}`: expected `memory`, `sqlite:PATH` or `postgres://...`"
             ))),
         },
     };
     finish(outcome)
+}
+
+/// The crash points `ORDERS_CRASH_AT` names (comma-separated): the
+/// pipeline's (`toolcall::crash`) and the shop's (`orders::CRASH_POINTS`).
+static CRASH_AT: OnceLock<Vec<&'static str>> = OnceLock::new();
+
+/// Every crash point `ORDERS_CRASH_AT` may name.
+const KNOWN_CRASH_POINTS: [&str; 10] = [
+    crash::AFTER_CLAIM,
+    crash::RETRY_BACKOFF,
+    crash::BEFORE_COMPLETE,
+    crash::AWAITING_APPROVAL,
+    crash::BEFORE_DECISION,
+    crash::AFTER_DECISION,
+    orders::CRASH_POINTS[0],
+    orders::CRASH_POINTS[1],
+    orders::CRASH_POINTS[2],
+    orders::CRASH_POINTS[3],
+];
+
+/// With `ORDERS_CRASH_AT` set, installs the hook that stops the process at
+/// the points it names: for tests that kill it there, as a crash would.
+/// A name that is no crash point is a usage error.
+fn crash_points() -> Result<(), Error> {
+    let Some(names) = std::env::var_os("ORDERS_CRASH_AT") else {
+        return Ok(());
+    };
+    let names = names.to_string_lossy();
+    let mut points = Vec::new();
+    for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(point) = KNOWN_CRASH_POINTS.iter().find(|p| **p == name) else {
+            return Err(setup(format!(
+                "ORDERS_CRASH_AT: `{name}` is not a crash point; expected some of {}",
+                KNOWN_CRASH_POINTS.join(", ")
+            )));
+        };
+        points.push(*point);
+    }
+    let _ = CRASH_AT.set(points);
+    crash::set_hook(stop_at);
+    Ok(())
+}
+
+/// At a point `ORDERS_CRASH_AT` names: says so on standard error, then
+/// blocks for ever, until the process is killed.
+fn stop_at(point: &'static str) {
+    if !CRASH_AT.get().is_some_and(|points| points.contains(&point)) {
+        return;
+    }
+    {
+        let mut stderr = io::stderr().lock();
+        let _ = writeln!(stderr, "crash point: {point}");
+        let _ = stderr.flush();
+    }
+    loop {
+        std::thread::park();
+    }
 }
 
 /// The conversation the demo and `replay` run in when `--session-id` names none.
@@ -190,9 +263,10 @@ fn run<St: Store + 'static>(
     cli: &Cli,
     runtime: &tokio::runtime::Runtime,
     store: St,
+    shop: Shop,
 ) -> Result<(), Error> {
     let session = cli.settings.session_id.as_deref();
-    let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store)?;
+    let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store, shop)?;
     match &cli.command {
         None => {
             runtime.block_on(demo(&dispatcher, session.unwrap_or(DEMO), cli.yes));
@@ -218,8 +292,8 @@ fn dispatcher<St: Store>(
     settings: &SettingsArgs,
     audit: Option<&PathBuf>,
     store: St,
+    shop: Shop,
 ) -> Result<Dispatcher<Shop, St>, Error> {
-    let shop = Shop::new();
     shop.lose_next_responses(settings.lose_next_response);
     let registry = registry()?;
     let policy = policy(&registry, settings)?;
@@ -277,14 +351,17 @@ async fn demo<St: Store>(dispatcher: &Dispatcher<Shop, St>, session: &str, yes: 
         }
         println!();
     }
-    println!(
-        "The backend applied {} refund(s); ORD-1001 has {} cents left to refund.",
-        dispatcher.state().applied_refunds(),
-        dispatcher
-            .state()
-            .order("ORD-1001")
-            .map_or(0, |o| o.refundable_cents())
-    );
+    // Read from the backend: over a shared database, what every process did.
+    let shop = dispatcher.state();
+    match (shop.refund_count().await, shop.load_order("ORD-1001").await) {
+        (Ok(applied), Ok(order)) => println!(
+            "The backend applied {applied} refund(s); ORD-1001 has {} cents left to refund.",
+            order.map_or(0, |o| o.refundable_cents())
+        ),
+        (Err(error), _) | (_, Err(error)) => {
+            println!("The backend could not be read: {error}.");
+        }
+    }
 }
 
 /// Asks the person at the terminal; without one, declines.

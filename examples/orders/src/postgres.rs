@@ -1,0 +1,376 @@
+//! The shop in a Postgres database, beside the pipeline's tables, on a
+//! connection of its own: every process that connects shares its orders,
+//! refunds and notes. A refund is one transaction that locks the order's
+//! row (`SELECT ... FOR UPDATE`), reads what is left to refund, and inserts
+//! the refund or refuses it.
+
+use std::collections::BTreeMap;
+
+use tokio::sync::{Mutex, MutexGuard};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+use crate::catalog::{Catalog, currency, now_ms, unavailable};
+use crate::{
+    Applied, AppliedRefund, BackendError, Message, NOTE_BEFORE_COMMIT, Order, REFUND_BEFORE_COMMIT,
+    reference_messages, reference_orders,
+};
+
+/// The advisory lock that makes creating the tables one process at a time.
+const SCHEMA_LOCK: i64 = 0x6f72_6465_7273; // "orders"
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS orders_orders (
+    order_id    TEXT PRIMARY KEY,
+    customer_id TEXT NOT NULL,
+    total_cents BIGINT NOT NULL CHECK (total_cents >= 0),
+    currency    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS orders_refunds (
+    id              BIGSERIAL PRIMARY KEY,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    order_id        TEXT NOT NULL REFERENCES orders_orders (order_id),
+    amount_cents    BIGINT NOT NULL CHECK (amount_cents > 0),
+    remaining_cents BIGINT NOT NULL CHECK (remaining_cents >= 0),
+    created_ms      BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS orders_refunds_order ON orders_refunds (order_id);
+CREATE TABLE IF NOT EXISTS orders_notes (
+    id         BIGSERIAL PRIMARY KEY,
+    order_id   TEXT NOT NULL REFERENCES orders_orders (order_id),
+    text       TEXT NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS orders_messages (
+    order_id TEXT NOT NULL REFERENCES orders_orders (order_id),
+    position INTEGER NOT NULL,
+    sender   TEXT NOT NULL,
+    text     TEXT NOT NULL,
+    PRIMARY KEY (order_id, position)
+);
+";
+
+#[derive(Debug)]
+pub(crate) struct PostgresShop {
+    url: String,
+    client: Mutex<Client>,
+    catalog: Catalog,
+}
+
+impl PostgresShop {
+    /// Connects, and creates and seeds the tables that are missing under an
+    /// advisory lock: processes connecting to a new database at once are safe.
+    pub(crate) async fn connect(url: &str) -> Result<Self, BackendError> {
+        let mut client = open(url).await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+            .await
+            .map_err(unavailable)?;
+        tx.batch_execute(SCHEMA).await.map_err(unavailable)?;
+        for order in reference_orders() {
+            tx.execute(
+                "INSERT INTO orders_orders (order_id, customer_id, total_cents, currency)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (order_id) DO NOTHING",
+                &[
+                    &order.order_id,
+                    &order.customer_id,
+                    &order.total_cents,
+                    &order.currency.to_string(),
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        }
+        for (order_id, messages) in reference_messages() {
+            for (position, message) in messages.iter().enumerate() {
+                let position = i32::try_from(position).unwrap_or(i32::MAX);
+                tx.execute(
+                    "INSERT INTO orders_messages (order_id, position, sender, text)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (order_id, position) DO NOTHING",
+                    &[&order_id, &position, &message.from, &message.text],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+        }
+        tx.commit().await.map_err(unavailable)?;
+        let catalog = read_catalog(&client).await?;
+        Ok(PostgresShop {
+            url: url.to_owned(),
+            client: Mutex::new(client),
+            catalog,
+        })
+    }
+
+    pub(crate) fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The connection, opened again if it dropped.
+    async fn client(&self) -> Result<MutexGuard<'_, Client>, BackendError> {
+        let mut client = self.client.lock().await;
+        if client.is_closed() {
+            *client = open(&self.url).await?;
+        }
+        Ok(client)
+    }
+
+    pub(crate) async fn order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT o.customer_id, o.total_cents, o.currency,
+                        (SELECT COALESCE(SUM(r.amount_cents), 0)::BIGINT FROM orders_refunds r
+                          WHERE r.order_id = o.order_id)
+                   FROM orders_orders o WHERE o.order_id = $1",
+                &[&order_id],
+            )
+            .await
+            .map_err(unavailable)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let refunded_cents: i64 = row.get(3);
+        self.catalog.saw_refunded(order_id, refunded_cents);
+        Ok(Some(Order {
+            order_id: order_id.to_owned(),
+            customer_id: row.get(0),
+            total_cents: row.get(1),
+            currency: currency(row.get(2))?,
+            refunded_cents,
+        }))
+    }
+
+    pub(crate) async fn messages(
+        &self,
+        order_id: &str,
+    ) -> Result<Option<Vec<Message>>, BackendError> {
+        let client = self.client().await?;
+        let exists: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+                &[&order_id],
+            )
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        if !exists {
+            return Ok(None);
+        }
+        let rows = client
+            .query(
+                "SELECT sender, text FROM orders_messages WHERE order_id = $1 ORDER BY position",
+                &[&order_id],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(Some(
+            rows.iter()
+                .map(|row| Message {
+                    from: row.get(0),
+                    text: row.get(1),
+                })
+                .collect(),
+        ))
+    }
+
+    pub(crate) async fn notes(&self) -> Result<Vec<(String, String)>, BackendError> {
+        let client = self.client().await?;
+        let rows = client
+            .query("SELECT order_id, text FROM orders_notes ORDER BY id", &[])
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    pub(crate) async fn refunds(&self) -> Result<Vec<AppliedRefund>, BackendError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT order_id, amount_cents, idempotency_key, remaining_cents
+                   FROM orders_refunds ORDER BY id",
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|row| AppliedRefund {
+                order_id: row.get(0),
+                amount_cents: row.get(1),
+                idempotency_key: row.get(2),
+                remaining_cents: row.get(3),
+            })
+            .collect())
+    }
+
+    pub(crate) async fn refund_count(&self) -> Result<u64, BackendError> {
+        let client = self.client().await?;
+        let count: i64 = client
+            .query_one("SELECT COUNT(*) FROM orders_refunds", &[])
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// One transaction, the order's row locked: the key's first refund if
+    /// it has one; otherwise what is left to refund, and the refund
+    /// inserted or refused.
+    pub(crate) async fn refund(
+        &self,
+        order_id: &str,
+        amount_cents: i64,
+        idempotency_key: &str,
+    ) -> Result<Applied, BackendError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        let row = tx
+            .query_opt(
+                "SELECT total_cents FROM orders_orders WHERE order_id = $1 FOR UPDATE",
+                &[&order_id],
+            )
+            .await
+            .map_err(unavailable)?;
+        let Some(row) = row else {
+            return Err(BackendError::UnknownOrder);
+        };
+        let total_cents: i64 = row.get(0);
+        let first = tx
+            .query_opt(
+                "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
+                  WHERE idempotency_key = $1",
+                &[&idempotency_key],
+            )
+            .await
+            .map_err(unavailable)?;
+        if let Some(first) = first {
+            let (first_order, first_amount): (String, i64) = (first.get(0), first.get(1));
+            return if first_order == order_id && first_amount == amount_cents {
+                Ok(Applied::Again(first.get(2)))
+            } else {
+                Err(BackendError::KeyReused)
+            };
+        }
+        let refunded_cents: i64 = tx
+            .query_one(
+                "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
+                  WHERE order_id = $1",
+                &[&order_id],
+            )
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        self.catalog.saw_refunded(order_id, refunded_cents);
+        let refundable_cents = total_cents - refunded_cents;
+        if amount_cents > refundable_cents {
+            return Err(BackendError::ExceedsRefundable { refundable_cents });
+        }
+        let remaining_cents = refundable_cents - amount_cents;
+        let inserted = tx
+            .execute(
+                "INSERT INTO orders_refunds
+                     (idempotency_key, order_id, amount_cents, remaining_cents, created_ms)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &idempotency_key,
+                    &order_id,
+                    &amount_cents,
+                    &remaining_cents,
+                    &now_ms(),
+                ],
+            )
+            .await;
+        match inserted {
+            // The key was taken meanwhile, for a refund of another order.
+            Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                return Err(BackendError::KeyReused);
+            }
+            Err(error) => return Err(unavailable(error)),
+            Ok(_) => {}
+        }
+        toolcall::crash::point(REFUND_BEFORE_COMMIT);
+        tx.commit().await.map_err(unavailable)?;
+        self.catalog
+            .applied(order_id, total_cents - remaining_cents);
+        Ok(Applied::New(remaining_cents))
+    }
+
+    /// A plain insert: nothing makes a note happen once.
+    pub(crate) async fn add_note(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        let exists: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+                &[&order_id],
+            )
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        if !exists {
+            return Err(BackendError::UnknownOrder);
+        }
+        tx.execute(
+            "INSERT INTO orders_notes (order_id, text, created_ms) VALUES ($1, $2, $3)",
+            &[&order_id, &text, &now_ms()],
+        )
+        .await
+        .map_err(unavailable)?;
+        let notes: i64 = tx
+            .query_one("SELECT COUNT(*) FROM orders_notes", &[])
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        toolcall::crash::point(NOTE_BEFORE_COMMIT);
+        tx.commit().await.map_err(unavailable)?;
+        self.catalog.noted(order_id, text);
+        Ok(usize::try_from(notes).unwrap_or(usize::MAX))
+    }
+}
+
+/// A new connection, its driver on a task of its own.
+async fn open(url: &str) -> Result<Client, BackendError> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(unavailable)?;
+    tokio::spawn(async move {
+        // Ends when the connection drops; the next call opens another.
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// The orders' fixed fields and the messages, as they are now.
+async fn read_catalog(client: &Client) -> Result<Catalog, BackendError> {
+    let rows = client
+        .query(
+            "SELECT order_id, customer_id, total_cents, currency FROM orders_orders
+              ORDER BY order_id",
+            &[],
+        )
+        .await
+        .map_err(unavailable)?;
+    // An order in a currency this build does not know is left out of the
+    // catalog: the check finds no such order.
+    let orders = rows.iter().filter_map(|row| {
+        let currency = currency(row.get(3)).ok()?;
+        Some(Order::new(row.get(0), row.get(1), row.get(2), currency))
+    });
+    let orders: Vec<Order> = orders.collect();
+    let rows = client
+        .query(
+            "SELECT order_id, sender, text FROM orders_messages ORDER BY order_id, position",
+            &[],
+        )
+        .await
+        .map_err(unavailable)?;
+    let mut messages: BTreeMap<String, Vec<Message>> = BTreeMap::new();
+    for row in &rows {
+        messages.entry(row.get(0)).or_default().push(Message {
+            from: row.get(1),
+            text: row.get(2),
+        });
+    }
+    Ok(Catalog::new(orders, messages))
+}
