@@ -97,13 +97,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             if let Doubt::Unknown = doubt {
                 // Boxed: a call in doubt is rare.
                 match Box::pin(self.settle_doubt(&call, cx)).await {
-                    Settled::Run(id) => settling = id,
+                    Settled::Run(id) => {
+                        settling = id;
+                        doubt = Doubt::Rerun;
+                    }
                     Settled::Answer(answer) => return answer,
                 }
             }
             match self.claim(spec, key).await? {
                 Claimed::Acquired => break,
                 Claimed::Replayed(stored) => return Ok(stored),
+                // The dead holder's claim is the doubt just settled: now
+                // recorded in doubt, the key is claimed at once.
+                Claimed::Abandoned if doubt == Doubt::Rerun => {}
                 // Its holder died with the outcome unknown: settle it first.
                 Claimed::Abandoned => doubt = Doubt::Unknown,
             }

@@ -1,0 +1,345 @@
+//! The crash matrix: a real process (`crashy`, bin/crashy.rs) is killed
+//! with SIGKILL at each point of a side-effecting call, on SQLite and on
+//! Postgres, and another process then makes the same call. For each kind
+//! of backend (one that honours the idempotency key, one that can be asked,
+//! one that can do neither) the invariants hold:
+//!
+//! * the backend applied the call at most once, and exactly once unless a
+//!   person has to decide (and then exactly once after they did);
+//! * no answer after an applied call says refused, asks for the approval
+//!   afresh, or says ok without the outcome being known;
+//! * every unknown outcome the backend cannot settle is an `IN_DOUBT`
+//!   answer in the audit log and one question in the inbox;
+//! * a call killed while it waits for a person is asked about once.
+//!
+//! Crash points are named (the pipeline's `toolcall::crash` points and the
+//! ledger's own); the killing is real, the waiting bounded, and nothing
+//! sleeps: the next process waits for the dead one's claim through the
+//! store, as any replica would.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const CRASHY: &str = env!("CARGO_BIN_EXE_crashy");
+
+/// A store shared by the processes of one test.
+struct Shared {
+    store: String,
+    schema: Option<String>,
+    dir: PathBuf,
+}
+
+impl Shared {
+    fn sqlite(name: &str) -> Shared {
+        let dir = std::env::temp_dir().join(format!(
+            "toolcall-crash-{name}-{}-{}",
+            std::process::id(),
+            toolcall::store::now_ms()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Shared {
+            store: format!("sqlite:{}", dir.join("shared.db").display()),
+            schema: None,
+            dir,
+        }
+    }
+
+    fn postgres(name: &str) -> Option<Shared> {
+        let url = match std::env::var("TOOLCALL_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ => {
+                eprintln!(
+                    "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the crash matrix did NOT run on Postgres"
+                );
+                return None;
+            }
+        };
+        let mut shared = Shared::sqlite(name);
+        shared.store = url;
+        shared.schema = Some(format!(
+            "toolcall_crash_{name}_{}_{}",
+            std::process::id(),
+            toolcall::store::now_ms()
+        ));
+        Some(shared)
+    }
+
+    fn command(&self, subcommand: &str) -> Command {
+        let mut command = Command::new(CRASHY);
+        command.arg(subcommand).arg("--store").arg(&self.store);
+        if let Some(schema) = &self.schema {
+            command.arg("--schema").arg(schema);
+        }
+        command.env_remove("CRASHY_CRASH_AT");
+        command
+    }
+
+    /// Runs `crashy` to the end; its one line of output.
+    fn run(&self, subcommand: &str, args: &[&str]) -> String {
+        let output = self.command(subcommand).args(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "crashy {subcommand} {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+
+    /// A call, to the end: its answer.
+    fn call(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.run("call", args)).unwrap()
+    }
+
+    /// A call killed (SIGKILL) once it reached `point`.
+    fn call_killed_at(&self, point: &str, args: &[&str]) {
+        let mut child = self
+            .command("call")
+            .args(args)
+            .env("CRASHY_CRASH_AT", point)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (lines, reached) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let wanted = format!("crash point: {point}");
+        let mut seen = Vec::new();
+        loop {
+            match reached.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line == wanted => break,
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("crashy never reached {point}: {seen:?}");
+                }
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "killed, not finished: {status:?}");
+    }
+
+    fn applied(&self, tool: &str, text: &str) -> i64 {
+        self.run("applied", &["--tool", tool, "--text", text])
+            .parse()
+            .unwrap()
+    }
+
+    fn pending(&self, session: &str) -> Value {
+        serde_json::from_str(&self.run("pending", &["--session", session])).unwrap()
+    }
+
+    fn decide(&self, id: &str, approved: bool) {
+        let outcome = self.run(
+            "decide",
+            &[
+                "--id",
+                id,
+                "--approved",
+                if approved { "true" } else { "false" },
+            ],
+        );
+        assert_eq!(outcome, "Decided");
+    }
+
+    fn audit(&self, file: &Path) -> Vec<Value> {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where a call is killed, and whether the backend had applied it then.
+const POINTS: [(&str, bool); 5] = [
+    ("after_claim", false),
+    ("before_commit", false),
+    ("after_commit", true),
+    ("retry_backoff", true),
+    ("before_complete", true),
+];
+
+fn code(answer: &Value) -> &str {
+    answer["code"].as_str().unwrap_or("OK")
+}
+
+/// One cell of the matrix: `tool` killed at `point`, then called again.
+fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
+    let session = format!("{tool}-{point}");
+    let text = format!("{tool} at {point}");
+    let audit = shared.dir.join(format!("{session}.jsonl"));
+    let audit = audit.to_str().unwrap();
+    let base: Vec<&str> = vec![
+        "--session",
+        &session,
+        "--tool",
+        tool,
+        "--text",
+        &text,
+        "--lease-ms",
+        "300",
+        "--audit",
+        audit,
+    ];
+    let call = |extra: &[&'static str]| {
+        let mut args = base.clone();
+        args.extend_from_slice(extra);
+        args
+    };
+    let mut first = call(&["--confirmed"]);
+    if point == "retry_backoff" {
+        first.extend_from_slice(&["--lose", "--max-retries", "1"]);
+    }
+    shared.call_killed_at(point, &first);
+    let context = format!("{tool} killed at {point} ({})", shared.store);
+    assert_eq!(
+        shared.applied(tool, &text),
+        i64::from(applied_at_kill),
+        "{context}: the ledger at the kill"
+    );
+
+    // The model's retry, in another process, unconfirmed: the call it
+    // makes is the same one.
+    let retry = shared.call(&call(&[]));
+    assert_ne!(
+        code(&retry),
+        "CONFIRMATION_REQUIRED",
+        "{context}: asked afresh: {retry}"
+    );
+    match tool {
+        "keyed" | "asked" => {
+            assert_eq!(retry["ok"], true, "{context}: {retry}");
+            assert_eq!(shared.applied(tool, &text), 1, "{context}: exactly once");
+            if tool == "asked" && applied_at_kill {
+                assert_eq!(retry["data"]["reconciled"], true, "{context}: {retry}");
+            }
+        }
+        _ => {
+            // Neither: never run again blindly; a person settles it.
+            assert_eq!(code(&retry), "IN_DOUBT", "{context}: {retry}");
+            assert_eq!(retry["data"]["in_doubt"], true);
+            let id = retry["confirmation_id"].as_str().unwrap().to_owned();
+            assert_eq!(
+                shared.applied(tool, &text),
+                i64::from(applied_at_kill),
+                "{context}: not run again"
+            );
+            let again = shared.call(&call(&[]));
+            assert_eq!(
+                again["confirmation_id"],
+                id.as_str(),
+                "{context}: one question"
+            );
+            let pending = shared.pending(&session);
+            assert_eq!(pending["total"], 1, "{context}: {pending}");
+            assert_eq!(pending["items"][0]["reason"], "in_doubt");
+            let records = shared.audit(Path::new(audit));
+            assert!(
+                records.iter().filter(|r| r["code"] == "IN_DOUBT").count() >= 2
+                    && records
+                        .iter()
+                        .filter(|r| r["code"] == "IN_DOUBT")
+                        .all(|r| r["in_doubt"] == true),
+                "{context}: every unknown outcome in the audit: {records:?}"
+            );
+            // The person checks the ledger: it happened, or it did not.
+            shared.decide(&id, !applied_at_kill);
+            let settled = shared.call(&call(&[]));
+            assert_eq!(settled["ok"], true, "{context}: {settled}");
+            assert_eq!(
+                settled["data"]["happened"] == true,
+                applied_at_kill,
+                "{context}: {settled}"
+            );
+            assert_eq!(
+                shared.applied(tool, &text),
+                1,
+                "{context}: exactly once, after the person"
+            );
+        }
+    }
+    let last = shared.call(&call(&[]));
+    assert!(
+        last["ok"] == true && last["replayed"] == true,
+        "{context}: {last}"
+    );
+    assert_eq!(shared.applied(tool, &text), 1, "{context}");
+}
+
+/// A call killed while it waits for a person: the next process's call is
+/// the same question, and the person's answer runs it once.
+fn killed_while_waiting_for_a_person(shared: &Shared) {
+    let (session, text) = ("waiting", "asked for once");
+    let call = |extra: &[&'static str]| {
+        let mut args = vec![
+            "--session",
+            session,
+            "--tool",
+            "plain",
+            "--text",
+            text,
+            "--inbox",
+            "--lease-ms",
+            "300",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    shared.call_killed_at("awaiting_approval", &call(&[]));
+    let pending = shared.pending(session);
+    assert_eq!(pending["total"], 1, "{pending}");
+    let id = pending["items"][0]["id"].as_str().unwrap().to_owned();
+    let asked = shared.call(&call(&[]));
+    assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
+    assert_eq!(asked["confirmation_id"], id.as_str(), "the same question");
+    assert_eq!(shared.pending(session)["total"], 1, "no person asked twice");
+    assert_eq!(shared.applied("plain", text), 0);
+    shared.decide(&id, true);
+    let ran = shared.call(&call(&[]));
+    assert_eq!(ran["ok"], true, "{ran}");
+    let again = shared.call(&call(&[]));
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(shared.applied("plain", text), 1);
+}
+
+fn matrix(shared: &Shared) {
+    for tool in ["keyed", "asked", "plain"] {
+        for (point, applied) in POINTS {
+            cell(shared, tool, point, applied);
+        }
+    }
+    killed_while_waiting_for_a_person(shared);
+}
+
+#[test]
+fn the_crash_matrix_holds_on_sqlite() {
+    matrix(&Shared::sqlite("sqlite"));
+}
+
+#[test]
+fn the_crash_matrix_holds_on_postgres() {
+    let Some(shared) = Shared::postgres("postgres") else {
+        return;
+    };
+    matrix(&shared);
+}
