@@ -797,6 +797,18 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any text, however odd, is read without a panic, and reading its
+        /// normal form again finds the same fingerprints: the untrusted
+        /// side and the call's meet whichever of the two wrote it.
+        #[test]
+        fn any_text_reads_and_its_normal_form_reads_the_same(text in "\\PC{0,40}|[ -~%\u{200B}\u{FF10}-\u{FF5A}]{0,40}") {
+            let normal = normalize(&text);
+            proptest::prop_assert_eq!(normalize(&normal), normal.clone());
+            proptest::prop_assert_eq!(prints(&normal, Side::Call), prints(&text, Side::Call));
+        }
+    }
+
     #[test]
     fn the_untrusted_tools_own_arguments_cover_what_its_output_repeats() {
         let mut seen = BTreeSet::new();
