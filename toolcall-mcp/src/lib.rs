@@ -127,15 +127,17 @@
 //! ([`Settings::approval_ttl`]) or was used up is a fresh call with a new
 //! approval. A connection remembers at most 256 pending approvals; past
 //! that the oldest is forgotten, and a retry of its call is a fresh call
-//! too (in a shared conversation, unless the store still has it).
+//! too (in a shared conversation, unless the store still has it), which the
+//! pipeline answers with the question already asked while it is open (one
+//! question per call, see [`Settings::max_pending_approvals`]).
 //!
 //! In [`Approvals::Host`] mode a call that brings an approval id approves
 //! it, so a retry is not allowed to bring an undecided one: there the retry
 //! brings back only an approval with a decision recorded in the store (a
 //! person's, in the inbox), which is carried out as above. While none is
-//! recorded, a retry is asked about again, as a fresh call, and the earlier
-//! approval is still remembered, so a decision on it is carried out by the
-//! next retry.
+//! recorded, a retry is a fresh call (the pipeline answers it with the same
+//! pending question), and the approval is still remembered, so a decision
+//! on it is carried out by the next retry.
 //!
 //! # Asking the person
 //!
