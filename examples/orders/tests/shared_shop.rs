@@ -532,6 +532,43 @@ fn three_processes_on_one_postgres_database_refund_ord_1001_once() {
     runtime.block_on(database.drop_database());
 }
 
+/// Killed (SIGKILL) at the shop's crash points on Postgres: the refund
+/// committed before the kill is in the table; one whose transaction was
+/// open is not (the server rolls it back with the dropped connection).
+#[test]
+fn a_process_killed_at_a_refund_crash_point_on_postgres_leaves_what_it_committed() {
+    let Some(url) = postgres_url() else { return };
+    let runtime = runtime();
+    let database = runtime.block_on(FreshDatabase::create(&url, "crash"));
+    for (point, amount) in [
+        ("refund_after_commit", 7000),
+        ("refund_before_commit", 1000),
+    ] {
+        let mut child = spawn_replay_env(
+            &database.url,
+            &unique(point),
+            // The killed process's lock on the order ends soon after it.
+            &["--claim-lease-ms", "1000"],
+            &[refund(amount)],
+            &[("ORDERS_CRASH_AT", point)],
+        );
+        let reached = wait_for_crash_point(&mut child, point);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            reached,
+            Ok(()),
+            "{point}: the process never said it stopped"
+        );
+        assert_eq!(
+            runtime.block_on(postgres_refunds(&database.url)),
+            (1, 7000),
+            "{point}: only the committed refund"
+        );
+    }
+    runtime.block_on(database.drop_database());
+}
+
 /// Handles connected at once (each creating the tables if missing) race
 /// refunds straight at the backend: the order's row lock alone keeps the
 /// refunded sum within the total, and a key applies once.
