@@ -67,7 +67,8 @@ pub enum Command {
 #[derive(Clone, Debug, Default, Args)]
 pub struct McpArgs {
     /// When a call waits for a person (CONFIRMATION_REQUIRED) and the MCP
-    /// client cannot ask one itself (no elicitation), wait up to this many
+    /// client cannot ask one itself (no elicitation, or `--approvals inbox`
+    /// without `--elicitation-approves`), wait up to this many
     /// seconds for the decision in the store (the inbox's, `serve`), then
     /// answer the call with what came of it: run once, run edited, or
     /// denied. 0, the default, answers CONFIRMATION_REQUIRED at once.
