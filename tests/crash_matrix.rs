@@ -17,9 +17,10 @@
 //! sleeps: the next process waits for the dead one's claim through the
 //! store, as any replica would.
 
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -322,6 +323,157 @@ fn killed_while_waiting_for_a_person(shared: &Shared) {
     assert_eq!(shared.applied("plain", text), 1);
 }
 
+/// The token the on-call person signs in to the inbox with.
+const TOKEN: &str = "on-call-0123456789abcdef";
+
+/// An inbox process over the shared store.
+struct Served {
+    child: Child,
+    addr: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Served {
+    fn start(shared: &Shared, crash_at: Option<&str>) -> Served {
+        let mut command = shared.command("serve");
+        command
+            .args(["--token", TOKEN])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(point) = crash_at {
+            command.env("CRASHY_CRASH_AT", point);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("not an address: {line:?}"))
+            .to_owned();
+        let stderr = child.stderr.take().unwrap();
+        let (lines, received) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Served {
+            child,
+            addr,
+            stderr: received,
+        }
+    }
+
+    /// The person's decision, posted as the inbox's form is; the answer's
+    /// status, or `None` when the inbox never answered.
+    fn decide(&self, id: &str, action: &str) -> Option<u16> {
+        post_decision(&self.addr, id, action)
+    }
+
+    fn wait_for(&self, point: &str) {
+        let wanted = format!("crash point: {point}");
+        loop {
+            match self.stderr.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line == wanted => return,
+                Ok(_) => {}
+                Err(_) => panic!("the inbox never reached {point}"),
+            }
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn post_decision(addr: &str, id: &str, action: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .ok()?;
+    let body = format!("action={action}");
+    let request = format!(
+        "POST /approvals/{id}/decide HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Authorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    reply.split(' ').nth(1)?.parse().ok()
+}
+
+/// The inbox process is killed while it records a person's decision: before
+/// the store has it, the question is still open and asked once; after, the
+/// decision stands and the call runs once.
+fn killed_while_the_inbox_decides(shared: &Shared, point: &str) {
+    let session = format!("inbox-{point}");
+    let text = format!("decided at {point}");
+    let args = [
+        "--session",
+        &session,
+        "--tool",
+        "plain",
+        "--text",
+        &text,
+        "--inbox",
+        "--lease-ms",
+        "300",
+    ];
+    let asked = shared.call(&args);
+    assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
+    let id = asked["confirmation_id"].as_str().unwrap().to_owned();
+
+    let dying = Served::start(shared, Some(point));
+    let posting = {
+        let (addr, id) = (dying.addr.clone(), id.clone());
+        std::thread::spawn(move || post_decision(&addr, &id, "approve"))
+    };
+    dying.wait_for(point);
+    drop(dying); // SIGKILL
+    assert_eq!(
+        posting.join().unwrap(),
+        None,
+        "the inbox died before answering"
+    );
+
+    let context = format!("the inbox killed at {point} ({})", shared.store);
+    let recorded = point == "after_decision";
+    let pending = shared.pending(&session);
+    assert_eq!(
+        pending["total"],
+        u64::from(!recorded),
+        "{context}: {pending}"
+    );
+    if !recorded {
+        // Nothing was decided: the same question, asked once.
+        let again = shared.call(&args);
+        assert_eq!(again["code"], "CONFIRMATION_REQUIRED", "{context}: {again}");
+        assert_eq!(again["confirmation_id"], id.as_str(), "{context}");
+        assert_eq!(shared.pending(&session)["total"], 1, "{context}");
+        let inbox = Served::start(shared, None);
+        assert_eq!(inbox.decide(&id, "approve"), Some(303), "{context}");
+    }
+    let ran = shared.call(&args);
+    assert_eq!(ran["ok"], true, "{context}: {ran}");
+    assert_eq!(ran["replayed"], Value::Null, "{context}: ran now: {ran}");
+    // A second click is the same decision (answered alike), and runs nothing.
+    let inbox = Served::start(shared, None);
+    let _ = inbox.decide(&id, "approve");
+    assert_eq!(shared.pending(&session)["total"], 0, "{context}");
+    let again = shared.call(&args);
+    assert_eq!(again["replayed"], true, "{context}: {again}");
+    assert_eq!(shared.applied("plain", &text), 1, "{context}: exactly once");
+}
+
 fn matrix(shared: &Shared) {
     for tool in ["keyed", "asked", "plain"] {
         for (point, applied) in POINTS {
@@ -329,6 +481,8 @@ fn matrix(shared: &Shared) {
         }
     }
     killed_while_waiting_for_a_person(shared);
+    killed_while_the_inbox_decides(shared, "before_decision");
+    killed_while_the_inbox_decides(shared, "after_decision");
 }
 
 #[test]

@@ -18,7 +18,12 @@
 //! crashy applied --store S [--schema X] --tool T --text X
 //! crashy pending --store S [--schema X] --session ID
 //! crashy decide  --store S [--schema X] --id ID --approved true|false
+//! crashy serve   --store S [--schema X] --token TOKEN
 //! ```
+//!
+//! `serve` is the approval inbox over the store (`toolcall_inbox`), on a
+//! loopback port it prints as `listening ADDR`, for the person `on-call`
+//! who signs in with TOKEN.
 //!
 //! With `CRASHY_CRASH_AT=point[,point]` in the environment, a call that
 //! reaches a named point (the pipeline's, `toolcall::crash`, or the
@@ -448,8 +453,27 @@ async fn run<St: Store>(
                 .map_err(|e| e.to_string())?;
             Ok(format!("{outcome:?}"))
         }
+        "serve" => {
+            let token = args.need("token");
+            let access = toolcall_inbox::Access::parse(&format!("on-call {token}\n"), "on-call")
+                .map_err(|e| e.to_string())?;
+            let backend = Arc::new(toolcall_inbox::Parts {
+                store,
+                registry: tools![keyed, asked, plain].map_err(|e| e.to_string())?,
+            });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| e.to_string())?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            println!("listening {addr}");
+            std::io::stdout().flush().map_err(|e| e.to_string())?;
+            toolcall_inbox::serve(backend, toolcall_inbox::Options::new(access), listener)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(String::new())
+        }
         other => Err(format!(
-            "unknown command `{other}`: call, applied, pending, decide"
+            "unknown command `{other}`: call, applied, pending, decide, serve"
         )),
     }
 }
