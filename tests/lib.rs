@@ -858,7 +858,7 @@ async fn paging(store: &impl Store, other: &impl Store) {
     ] {
         let page = other.pending_page(&query).await.unwrap();
         assert_eq!(page.total, 1, "{query:?}");
-        assert_eq!(page.items, [lone.clone()], "{query:?}");
+        assert_eq!(page.items, std::slice::from_ref(&lone), "{query:?}");
         assert_eq!(page.next, None);
     }
     let flooded = store

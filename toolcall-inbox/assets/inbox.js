@@ -31,17 +31,23 @@
     });
   });
 
+  // The page's own listing (its filters, order and page), asked again: a
+  // note when its calls or their count changed.
   var inbox = document.querySelector("[data-pending-ids]");
   if (inbox) {
     var shown = inbox.getAttribute("data-pending-ids");
+    var total = inbox.getAttribute("data-total");
+    var api = inbox.getAttribute("data-api") || "/api/pending";
     setInterval(function () {
-      fetch("/api/pending", { credentials: "same-origin" })
+      fetch(api, { credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.json() : null; })
-        .then(function (list) {
-          if (!list) return;
-          var ids = list.map(function (a) { return a.id; }).join(" ");
+        .then(function (page) {
+          if (!page || !page.items) return;
+          var ids = page.items.map(function (a) { return a.id; }).join(" ");
           var note = document.getElementById("changed");
-          if (ids !== shown && note) note.classList.remove("hidden");
+          if ((ids !== shown || String(page.total) !== total) && note) {
+            note.classList.remove("hidden");
+          }
         })
         .catch(function () {});
     }, 5000);

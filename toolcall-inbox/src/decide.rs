@@ -15,7 +15,7 @@ use toolcall_core::{Store as _, ToolSpec};
 use crate::access::User;
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
-use crate::pending::{arguments_table, why};
+use crate::pending::{arguments_table, is_in_doubt, why};
 use crate::security::{Via, field, forbidden, same_origin_form, signed_in, unauthorized};
 use crate::{App, Backend, MAX_NOTE};
 
@@ -154,6 +154,9 @@ pub(crate) async fn edit<B: Backend>(
     if let Some(closed) = closed(&app, user, &entry) {
         return closed;
     }
+    if is_in_doubt(&entry.approval) {
+        return not_editable(&app, user);
+    }
     let Some(spec) = app.backend.registry().get(&entry.approval.tool) else {
         return message(
             &app,
@@ -216,6 +219,9 @@ pub(crate) async fn decide<B: Backend>(
             if let Some(closed) = closed(&app, user, &entry) {
                 return closed;
             }
+            if is_in_doubt(&entry.approval) {
+                return not_editable(&app, user);
+            }
             let Some(spec) = app.backend.registry().get(&entry.approval.tool) else {
                 return message(
                     &app,
@@ -266,7 +272,18 @@ pub(crate) async fn decide<B: Backend>(
         edited_arguments: edited,
         decided_ms: now,
     };
+    // A question about an unknown outcome is answered in its own words.
+    let settles = if action == "edit" {
+        false
+    } else {
+        match store.approval(&id).await {
+            Ok(entry) => entry.is_some_and(|entry| is_in_doubt(&entry.approval)),
+            Err(error) => return store_down(&app, user, &error),
+        }
+    };
     let notice = match (decision.approved, decision.edited_arguments.is_some()) {
+        (true, _) if settles => "not-happened",
+        (false, _) if settles => "happened",
         (false, _) => "denied",
         (true, true) => "edited",
         (true, false) => "approved",
@@ -311,4 +328,17 @@ pub(crate) async fn decide<B: Backend>(
         Ok(_) => unknown(&app, user),
         Err(error) => store_down(&app, user, &error),
     }
+}
+
+/// The answer to an edit of a question about an unknown outcome: it asks
+/// what happened, and has nothing to edit.
+fn not_editable<B>(app: &App<B>, user: &User) -> Response {
+    message(
+        app,
+        user,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Cannot edit",
+        "This asks whether an earlier attempt of the call took effect: say whether it happened. \
+         Nothing was decided.",
+    )
 }

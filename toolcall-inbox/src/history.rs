@@ -10,13 +10,17 @@ use toolcall_core::store::{ApprovalEntry, now_ms};
 
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout, store_down};
-use crate::pending::{pretty, redacted};
+use crate::pending::{is_in_doubt, pretty, redacted};
 use crate::security::{signed_in, unauthorized};
 use crate::{App, Backend};
 
 /// What came of a decided approval: a class for the page and the words.
 pub(crate) fn came_of(entry: &ApprovalEntry, now: u64) -> (&'static str, String) {
     let approved = entry.approval.decision.as_ref().is_some_and(|d| d.approved);
+    if !approved && is_in_doubt(&entry.approval) {
+        // It happened: nothing runs again, whatever the agent's next call.
+        return ("settled", "not run again: it had taken effect".into());
+    }
     match (&entry.result, entry.used_ms) {
         (Some(result), _) if result.code == "CONFIRMATION_EXPIRED" => (
             "expired",
@@ -95,6 +99,13 @@ pub(crate) async fn history<B: Backend>(
                 "</code></small></td><td>",
             );
         match (&decision.edited_arguments, decision.approved) {
+            (_, approved) if is_in_doubt(&entry.approval) => {
+                if approved {
+                    body.raw("<b class=\"outcome settled\">settled: it did not happen</b>");
+                } else {
+                    body.raw("<b class=\"outcome settled\">settled: it happened</b>");
+                }
+            }
             (_, false) => {
                 body.raw("<b class=\"outcome denied\">denied</b>");
             }

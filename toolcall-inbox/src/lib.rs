@@ -25,12 +25,27 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `GET /` | the inbox: every pending call, oldest first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit |
+//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit |
 //! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call |
 //! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields), `note`, `csrf` |
 //! | `GET /history` | each decision, who took it, and what came of it |
 //! | `GET /metrics` | the audit log's metrics (`report`'s), as inline SVG charts: rejections by code, and by tool and by code over time (in buckets of wall time, UTC; in slices of the log's order for a log whose records carry no time) |
-//! | `GET /api/pending` | the pending approvals as JSON |
+//! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page) |
+//!
+//! `/` and `/api/pending` take the same query: `session` (only this
+//! conversation's calls), `tool` (only this tool's), `order` (`oldest`, the
+//! default, or `newest`), `limit` (the page size, 1 to [`MAX_PAGE`]) and
+//! `cursor` (where the next page starts, as a `next` link gives it). An
+//! unknown order, a malformed cursor or a page size out of bounds is a 400
+//! that says which. The page has a form for the filters, a link that flips
+//! the order, and a "Next page" link.
+//!
+//! A call whose earlier attempt may have taken effect (its outcome is
+//! unknown, and its backend cannot be asked) waits here too, with the
+//! reason `in_doubt`: its card asks what happened, with two answers,
+//! "It did not happen: run it once" (an approval) and "It happened: do not
+//! run it again" (a denial), and no edit; the history says "settled: it did
+//! not happen" or "settled: it happened".
 //!
 //! # Security
 //!
@@ -81,6 +96,7 @@ use toolcall_core::{AuditRecord, Dispatcher, Registry, Store};
 
 pub use access::{Access, AccessError, DEFAULT_NAME, MIN_TOKEN_LEN, User};
 pub use html::esc;
+pub use pending::MAX_PAGE;
 
 use html::segment;
 
@@ -143,7 +159,8 @@ pub struct Options {
     pub audit: Option<PathBuf>,
     /// The metrics of an audit log; without it, `/metrics` counts codes itself.
     pub summarize: Option<Summarize>,
-    /// The most approvals a page lists (100 by default).
+    /// How many approvals a page lists when its query does not say (100
+    /// by default, at most [`MAX_PAGE`]); the decisions the history shows.
     pub limit: usize,
 }
 

@@ -7,15 +7,132 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
-use toolcall_core::store::{PendingApproval, now_ms};
+use serde_json::{Value, json};
+use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
 use toolcall_core::{Store as _, ToolSpec};
 
 use crate::access::User;
 use crate::html::{Html, duration, rfc3339, segment, utc};
-use crate::page::{html_response, layout, store_down};
+use crate::page::{html_response, layout, message, store_down};
 use crate::security::{sign_in, signed_in, unauthorized};
 use crate::{App, Backend, MAX_NOTE};
+
+/// The largest page the inbox lists (`limit`): a bigger one is refused.
+pub const MAX_PAGE: usize = 500;
+
+/// Which pending calls a page lists, as its query string says: filters by
+/// conversation and tool, the order, the page size and where the page
+/// starts. Read from the query, checked, and written back into links.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    session: Option<String>,
+    tool: Option<String>,
+    order: PendingOrder,
+    limit: usize,
+    default_limit: usize,
+    cursor: Option<PendingCursor>,
+    /// The cursor as the query gave it, for the links back to this page.
+    cursor_text: Option<String>,
+}
+
+impl Listing {
+    /// The listing `query` asks for; a value that makes no sense is a
+    /// message for a 400.
+    pub(crate) fn parse(
+        query: &HashMap<String, String>,
+        default_limit: usize,
+    ) -> Result<Listing, String> {
+        let given = |name: &str| {
+            query
+                .get(name)
+                .map(String::as_str)
+                .filter(|v| !v.is_empty())
+        };
+        let order = match given("order") {
+            None => PendingOrder::OldestFirst,
+            Some(order) => order.parse::<PendingOrder>().map_err(|e| e.to_string())?,
+        };
+        let default_limit = default_limit.clamp(1, MAX_PAGE);
+        let limit = match given("limit") {
+            None => default_limit,
+            Some(text) => match text.parse::<usize>() {
+                Ok(limit) if (1..=MAX_PAGE).contains(&limit) => limit,
+                _ => {
+                    return Err(format!(
+                        "the page size (limit) is a whole number from 1 to {MAX_PAGE}, not {:?}",
+                        cut(text)
+                    ));
+                }
+            },
+        };
+        let cursor_text = given("cursor").map(str::to_owned);
+        let cursor = match &cursor_text {
+            None => None,
+            Some(text) => Some(text.parse::<PendingCursor>().map_err(|e| e.to_string())?),
+        };
+        Ok(Listing {
+            session: given("session").map(str::to_owned),
+            tool: given("tool").map(str::to_owned),
+            order,
+            limit,
+            default_limit,
+            cursor,
+            cursor_text,
+        })
+    }
+
+    /// The store's query for this listing at `now`.
+    pub(crate) fn query(&self, now: u64) -> PendingQuery<'_> {
+        PendingQuery {
+            now_ms: now,
+            session: self.session.as_deref(),
+            tool: self.tool.as_deref(),
+            order: self.order,
+            limit: self.limit,
+            cursor: self.cursor.clone(),
+        }
+    }
+
+    fn filtered(&self) -> bool {
+        self.session.is_some() || self.tool.is_some()
+    }
+
+    /// `path` with this listing's filters, page size and `order`, starting
+    /// at `cursor` (the first page without one). Every value is
+    /// percent-encoded.
+    pub(crate) fn href(&self, path: &str, order: PendingOrder, cursor: Option<&str>) -> String {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        if let Some(session) = &self.session {
+            pairs.push(("session", session));
+        }
+        if let Some(tool) = &self.tool {
+            pairs.push(("tool", tool));
+        }
+        if order != PendingOrder::OldestFirst {
+            pairs.push(("order", order.as_str()));
+        }
+        let limit = self.limit.to_string();
+        if self.limit != self.default_limit {
+            pairs.push(("limit", &limit));
+        }
+        if let Some(cursor) = cursor {
+            pairs.push(("cursor", cursor));
+        }
+        let mut href = path.to_owned();
+        for (i, (name, value)) in pairs.iter().enumerate() {
+            href.push(if i == 0 { '?' } else { '&' });
+            href.push_str(name);
+            href.push('=');
+            href.push_str(&segment(value));
+        }
+        href
+    }
+}
+
+/// A value from the query, cut to be quoted in a message.
+fn cut(text: &str) -> String {
+    text.chars().take(64).collect()
+}
 
 pub(crate) async fn index<B: Backend>(
     State(app): State<Arc<App<B>>>,
@@ -31,16 +148,24 @@ pub(crate) async fn index<B: Backend>(
     let Some((user, _)) = signed_in(&app, &headers) else {
         return unauthorized();
     };
+    let listing = match Listing::parse(&query, app.options.limit) {
+        Ok(listing) => listing,
+        Err(problem) => {
+            return message(
+                &app,
+                user,
+                StatusCode::BAD_REQUEST,
+                "Not a listing",
+                &format!("{problem}."),
+            );
+        }
+    };
     let now = now_ms();
-    let pending = match app
-        .backend
-        .store()
-        .pending_approvals(now, app.options.limit)
-        .await
-    {
-        Ok(pending) => pending,
+    let page = match app.backend.store().pending_page(&listing.query(now)).await {
+        Ok(page) => page,
         Err(error) => return store_down(&app, user, &error),
     };
+    let pending = &page.items;
     let mut body = Html::default();
     if let Some(notice) = query.get("notice") {
         let id = query.get("id").map_or("", String::as_str);
@@ -50,6 +175,8 @@ pub(crate) async fn index<B: Backend>(
                 "Approved with your edits: the agent's next call runs the edited call, checked again"
             }
             "denied" => "Denied: the agent's next call with the id is told so, with your note",
+            "not-happened" => "Settled, it did not happen: the agent's next call runs it once",
+            "happened" => "Settled, it happened: it is not run again, and the agent is told so",
             _ => "",
         };
         if !text.is_empty() {
@@ -61,37 +188,142 @@ pub(crate) async fn index<B: Backend>(
         }
     }
     body.raw("<p id=\"changed\" class=\"notice hidden\">The inbox changed: <a href=\"/\">reload</a>.</p>");
+    filters(&mut body, &listing);
     let ids: Vec<&str> = pending.iter().map(|p| p.id.as_str()).collect();
+    let api = listing.href(
+        "/api/pending",
+        listing.order,
+        listing.cursor_text.as_deref(),
+    );
     body.raw("<div data-pending-ids=\"")
         .text(&ids.join(" "))
+        .raw("\" data-total=\"")
+        .text(&page.total.to_string())
+        .raw("\" data-api=\"")
+        .text(&api)
         .raw("\">");
-    if pending.is_empty() {
-        body.raw("<p class=\"empty\">Nothing waits for a decision.</p>");
-    } else {
+    let order = match listing.order {
+        PendingOrder::OldestFirst => "oldest first",
+        PendingOrder::NewestFirst => "newest first",
+    };
+    if page.total == 0 {
         body.el(
-            "<p class=\"lead\">",
-            &format!(
-                "{} call(s) wait for a person, oldest first. Each runs only once an agent calls again with its id, after your approval.",
-                pending.len()
-            ),
+            "<p class=\"empty\">",
+            if listing.filtered() {
+                "Nothing that matches these filters waits for a decision."
+            } else {
+                "Nothing waits for a decision."
+            },
             "</p>",
         );
+    } else {
+        let matching = if listing.filtered() {
+            " (that match these filters)"
+        } else {
+            ""
+        };
+        body.raw("<p class=\"lead\"><b class=\"total\">")
+            .text(&page.total.to_string())
+            .raw("</b> ")
+            .text(&format!(
+                "call(s) wait for a person{matching}, {order}; this page shows {}. \
+                 Each runs only once an agent calls again with its id, after your approval.",
+                pending.len()
+            ))
+            .raw("</p>");
     }
-    for approval in &pending {
+    for approval in pending {
         let spec = app.backend.registry().get(&approval.tool);
         card(&mut body, approval, spec, user, now);
     }
     body.raw("</div>");
+    pager(
+        &mut body,
+        &listing,
+        page.next.as_deref(),
+        page.total,
+        pending.is_empty(),
+    );
     html_response(
         StatusCode::OK,
         layout(
-            &format!("Inbox ({})", pending.len()),
+            &format!("Inbox ({})", page.total),
             &app.options.title,
             Some(user),
             "Inbox",
             &body.finish(),
         ),
     )
+}
+
+/// The filter form (conversation, tool, order) and the order toggle.
+fn filters(body: &mut Html, listing: &Listing) {
+    body.raw("<form method=\"get\" action=\"/\" class=\"filters\"><label>Conversation<input type=\"text\" name=\"session\" value=\"")
+        .text(listing.session.as_deref().unwrap_or(""))
+        .raw("\"></label><label>Tool<input type=\"text\" name=\"tool\" value=\"")
+        .text(listing.tool.as_deref().unwrap_or(""))
+        .raw("\"></label><label>Order<select name=\"order\">");
+    for order in [PendingOrder::OldestFirst, PendingOrder::NewestFirst] {
+        let selected = if order == listing.order {
+            " selected"
+        } else {
+            ""
+        };
+        let name = match order {
+            PendingOrder::OldestFirst => "oldest first",
+            PendingOrder::NewestFirst => "newest first",
+        };
+        body.raw(&format!(
+            "<option value=\"{}\"{selected}>{name}</option>",
+            order.as_str()
+        ));
+    }
+    body.raw("</select></label>");
+    if listing.limit != listing.default_limit {
+        body.raw("<input type=\"hidden\" name=\"limit\" value=\"")
+            .text(&listing.limit.to_string())
+            .raw("\">");
+    }
+    body.raw("<button type=\"submit\">Show</button>");
+    let flipped = match listing.order {
+        PendingOrder::OldestFirst => PendingOrder::NewestFirst,
+        PendingOrder::NewestFirst => PendingOrder::OldestFirst,
+    };
+    let toggle = match flipped {
+        PendingOrder::OldestFirst => "Oldest first",
+        PendingOrder::NewestFirst => "Newest first",
+    };
+    body.raw("<a class=\"order\" href=\"")
+        .text(&listing.href("/", flipped, None))
+        .raw("\">")
+        .text(toggle)
+        .raw("</a>");
+    if listing.filtered() {
+        body.raw("<a class=\"clear\" href=\"/\">All conversations and tools</a>");
+    }
+    body.raw("</form>");
+}
+
+/// The links to the first page (when this is not it) and the next one.
+fn pager(body: &mut Html, listing: &Listing, next: Option<&str>, total: u64, empty: bool) {
+    if listing.cursor.is_none() && next.is_none() {
+        return;
+    }
+    body.raw("<nav class=\"pager\">");
+    if listing.cursor.is_some() {
+        if empty && total > 0 {
+            body.raw("<span class=\"empty\">No more calls after the previous page.</span> ");
+        }
+        body.raw("<a class=\"first\" href=\"")
+            .text(&listing.href("/", listing.order, None))
+            .raw("\">First page</a>");
+    }
+    if let Some(next) = next {
+        body.raw(" <a class=\"next\" rel=\"next\" href=\"")
+            .text(&listing.href("/", listing.order, Some(next)))
+            .raw("\">Next page</a>");
+    }
+    body.raw("</nav>");
 }
 
 /// One pending call, with its decision form.
@@ -158,12 +390,23 @@ fn card(
         .text(&action)
         .raw("\"><input type=\"hidden\" name=\"csrf\" value=\"")
         .text(user.csrf())
-        .raw("\"><label>Note (optional, shown to the model on a denial)")
-        .raw(&format!(
-            "<input type=\"text\" name=\"note\" maxlength=\"{MAX_NOTE}\"></label>"
+        .raw("\">");
+    if is_in_doubt(approval) {
+        // A question about what happened, not a permission: two answers,
+        // and nothing to edit.
+        body.raw(&format!(
+            "<label>Note (optional: what you checked)<input type=\"text\" name=\"note\" maxlength=\"{MAX_NOTE}\"></label>"
         ))
-        .raw("<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">Approve</button>")
-        .raw("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">Deny</button>");
+        .raw("<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">It did not happen: run it once</button>")
+        .raw("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">It happened: do not run it again</button>")
+        .raw("</form></article>");
+        return;
+    }
+    body.raw(&format!(
+        "<label>Note (optional, shown to the model on a denial)<input type=\"text\" name=\"note\" maxlength=\"{MAX_NOTE}\"></label>"
+    ))
+    .raw("<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">Approve</button>")
+    .raw("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">Deny</button>");
     if spec.is_some() {
         body.raw("<a class=\"edit\" href=\"")
             .text(&format!("/approvals/{}/edit", segment(id)))
@@ -183,6 +426,8 @@ pub(crate) fn why(body: &mut Html, approval: &PendingApproval) {
         .raw("\"><b>Asked because</b> ");
     if reason == UNTRUSTED_CONTEXT {
         body.raw("this session read untrusted output (text written by others)");
+    } else if reason == IN_DOUBT {
+        body.raw("an earlier attempt of this exact call may have taken effect, and whether it did is unknown: it is not run again blindly. Check the system it acts on, then say what happened");
     } else {
         body.text(reason);
     }
@@ -200,6 +445,17 @@ pub(crate) fn why(body: &mut Html, approval: &PendingApproval) {
 
 /// What `data.reason` says when untrusted output taints a call.
 const UNTRUSTED_CONTEXT: &str = "untrusted_context";
+
+/// The reason of a question about an unknown outcome: an earlier attempt
+/// of the call may have taken effect. Approving it means "it did not
+/// happen: run it once"; denying it, "it happened: do not run it again".
+pub(crate) const IN_DOUBT: &str = "in_doubt";
+
+/// Whether `approval` asks what happened to an earlier attempt, rather
+/// than for permission.
+pub(crate) fn is_in_doubt(approval: &PendingApproval) -> bool {
+    approval.reason.as_deref() == Some(IN_DOUBT)
+}
 
 /// The validated arguments, each beside its description; those `tainted`
 /// names (they carry a value read in untrusted output: the argument
@@ -280,22 +536,43 @@ pub(crate) fn redacted(spec: Option<&ToolSpec>, arguments: &Value) -> Value {
 
 pub(crate) async fn api_pending<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let Some(_) = signed_in(&app, &headers) else {
         return unauthorized();
     };
+    let json = |status: StatusCode, value: Value| {
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            value.to_string(),
+        )
+            .into_response()
+    };
+    let listing = match Listing::parse(&query, app.options.limit) {
+        Ok(listing) => listing,
+        Err(problem) => return json(StatusCode::BAD_REQUEST, json!({ "error": problem })),
+    };
     match app
         .backend
         .store()
-        .pending_approvals(now_ms(), app.options.limit)
+        .pending_page(&listing.query(now_ms()))
         .await
     {
-        Ok(pending) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()),
-        )
-            .into_response(),
-        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
+        Ok(page) => {
+            let next = page
+                .next
+                .as_deref()
+                .map(|next| listing.href("/api/pending", listing.order, Some(next)));
+            json(
+                StatusCode::OK,
+                json!({ "items": page.items, "total": page.total, "next": next }),
+            )
+        }
+        Err(error) => json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "error": error.to_string() }),
+        ),
     }
 }

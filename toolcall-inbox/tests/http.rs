@@ -322,7 +322,11 @@ async fn a_decision_is_recorded_with_the_name_of_who_took_it() {
     assert!(!decision.approved);
     assert_eq!(decision.by, "ana");
     let pending = inbox.get("/api/pending", Auth::Bearer(ANA)).await;
-    assert_eq!(pending.body, "[]", "both decided");
+    assert_eq!(
+        serde_json::from_str::<Value>(&pending.body).unwrap(),
+        json!({"items": [], "total": 0, "next": null}),
+        "both decided"
+    );
     let history = inbox.get("/history", Auth::Bearer(ANA)).await.body;
     assert!(history.contains("approved: waits for the agent"));
     assert!(history.contains("denied: the model hears it"));
@@ -676,7 +680,7 @@ async fn an_approval_asked_because_of_untrusted_output_says_why() {
     let listed: Value =
         serde_json::from_str(&inbox.get("/api/pending", Auth::Bearer(ANA)).await.body).unwrap();
     let listed = |id: &str| {
-        listed
+        listed["items"]
             .as_array()
             .unwrap()
             .iter()
@@ -815,4 +819,353 @@ async fn the_metrics_chart_the_audit_log_as_inline_svg() {
         "a tool name is text"
     );
     assert!(!body.contains("<b>nope</b>"));
+}
+
+/// A call `session` asked at `created_ms`, as an agent's dispatcher stores it.
+fn asked_at(id: &str, session: &str, created_ms: u64) -> PendingApproval {
+    PendingApproval {
+        id: id.into(),
+        session: session.into(),
+        caller: "default".into(),
+        tool: "pay".into(),
+        digest: format!("digest-{id}"),
+        arguments: json!({"to": "acme", "amount_cents": 5}),
+        step: 1,
+        created_ms,
+        expires_ms: now_ms() + 3_600_000,
+        decision: None,
+        reason: None,
+        tainted: Vec::new(),
+    }
+}
+
+/// The ids of the cards of an inbox page, in order.
+fn card_ids(page: &str) -> Vec<String> {
+    page.split("<article class=\"approval\" data-id=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect()
+}
+
+/// The target of the page's "Next page" link, unescaped.
+fn next_link(page: &str) -> Option<String> {
+    let open = "<a class=\"next\" rel=\"next\" href=\"";
+    let at = page.find(open)? + open.len();
+    Some(page[at..at + page[at..].find('"')?].replace("&amp;", "&"))
+}
+
+/// 3000 calls of one looping conversation, asked a minute ago, a
+/// millisecond apart, and then one of another conversation.
+async fn flooded() -> (Inbox, String) {
+    let inbox = inbox().await;
+    let start = now_ms() - 60_000;
+    for i in 0..3000u64 {
+        inbox
+            .store
+            .put_approval(&asked_at(&format!("loop-{i:04}"), "looping", start + i))
+            .await
+            .unwrap();
+    }
+    let calm = inbox.ask("bo", 77, "calm").await;
+    (inbox, calm)
+}
+
+#[tokio::test]
+async fn the_inbox_states_the_true_count_and_pages_through_every_call() {
+    let (inbox, calm) = flooded().await;
+    let first = inbox.get("/", Auth::Bearer(ANA)).await;
+    assert_eq!(first.status, 200);
+    assert!(
+        first
+            .body
+            .contains("<b class=\"total\">3001</b> call(s) wait for a person, oldest first; this page shows 100."),
+        "{}",
+        &first.body[..2000.min(first.body.len())]
+    );
+    assert!(first.body.contains("<title>Inbox (3001)"));
+    // Every call, once, a page at a time, by the "Next page" links; the
+    // other conversation's call is on the last page.
+    let mut seen = card_ids(&first.body);
+    assert_eq!(seen.len(), 100);
+    let mut next = next_link(&first.body);
+    let mut pages = 1;
+    let mut calm_on = None;
+    while let Some(link) = next {
+        assert!(link.starts_with("/?cursor="), "{link}");
+        let page = inbox.get(&link, Auth::Bearer(ANA)).await;
+        assert_eq!(page.status, 200, "{link}");
+        assert!(page.body.contains("<b class=\"total\">3001</b>"));
+        pages += 1;
+        let ids = card_ids(&page.body);
+        if ids.contains(&calm) {
+            calm_on = Some(pages);
+        }
+        seen.extend(ids);
+        next = next_link(&page.body);
+    }
+    assert_eq!(pages, 31);
+    assert_eq!(calm_on, Some(31));
+    let mut want: Vec<String> = (0..3000).map(|i| format!("loop-{i:04}")).collect();
+    want.push(calm.clone());
+    assert_eq!(seen, want, "every call exactly once, oldest first");
+
+    // The JSON: a page, the true count, and the link to the next page.
+    let api = |path: String| {
+        let inbox = &inbox;
+        async move {
+            let reply = inbox.get(&path, Auth::Bearer(ANA)).await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+            serde_json::from_str::<Value>(&reply.body).unwrap()
+        }
+    };
+    let mut page = api("/api/pending".into()).await;
+    assert_eq!(page["total"], 3001);
+    assert_eq!(page["items"].as_array().unwrap().len(), 100);
+    assert_eq!(page["items"][0]["id"], "loop-0000");
+    let mut listed = 0;
+    let mut found_calm = false;
+    loop {
+        listed += page["items"].as_array().unwrap().len();
+        found_calm |= page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == calm.as_str());
+        match page["next"].as_str() {
+            Some(next) => {
+                assert!(next.starts_with("/api/pending?cursor="), "{next}");
+                page = api(next.to_owned()).await;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(listed, 3001);
+    assert!(found_calm);
+    // Newest first, a page of one: the other conversation's call.
+    let newest = api("/api/pending?order=newest&limit=1".into()).await;
+    assert_eq!(newest["total"], 3001);
+    assert_eq!(newest["items"][0]["id"], calm.as_str());
+    assert_eq!(newest["items"][0]["session"], "calm");
+    let next = newest["next"].as_str().unwrap();
+    assert!(
+        next.starts_with("/api/pending?order=newest&limit=1&cursor="),
+        "{next}"
+    );
+    let after = api(next.to_owned()).await;
+    assert_eq!(after["items"][0]["id"], "loop-2999");
+}
+
+#[tokio::test]
+async fn filters_find_one_conversations_call_among_thousands() {
+    let (inbox, calm) = flooded().await;
+    let page = inbox.get("/?session=calm", Auth::Bearer(ANA)).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(card_ids(&page.body), std::slice::from_ref(&calm));
+    assert!(page.body.contains(
+        "<b class=\"total\">1</b> call(s) wait for a person (that match these filters), oldest first"
+    ));
+    assert!(next_link(&page.body).is_none());
+    // The form keeps the filter; the toggle flips the order and keeps it.
+    assert!(page.body.contains("name=\"session\" value=\"calm\""));
+    assert!(
+        page.body.contains(
+            "<a class=\"order\" href=\"/?session=calm&amp;order=newest\">Newest first</a>"
+        ),
+        "{}",
+        page.body
+    );
+    let looping: Value = serde_json::from_str(
+        &inbox
+            .get(
+                "/api/pending?session=looping&tool=pay&limit=10",
+                Auth::Bearer(ANA),
+            )
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(looping["total"], 3000);
+    assert_eq!(looping["items"].as_array().unwrap().len(), 10);
+    assert!(
+        looping["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("/api/pending?session=looping&tool=pay&limit=10&cursor=")
+    );
+    let none: Value = serde_json::from_str(
+        &inbox
+            .get("/api/pending?tool=refund", Auth::Bearer(ANA))
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(none, json!({"items": [], "total": 0, "next": null}));
+    let empty = inbox.get("/?tool=refund", Auth::Bearer(ANA)).await;
+    assert!(
+        empty
+            .body
+            .contains("Nothing that matches these filters waits for a decision.")
+    );
+}
+
+#[tokio::test]
+async fn a_listing_that_makes_no_sense_is_a_400_that_says_why() {
+    let inbox = inbox().await;
+    inbox.ask("acme", 5, "s").await;
+    for (query, says) in [
+        ("order=sideways", "unknown order"),
+        ("cursor=nonsense", "malformed cursor"),
+        ("cursor=12.zz", "malformed cursor"),
+        ("cursor=99999999999999999999999.6869", "malformed cursor"),
+        ("limit=0", "page size"),
+        ("limit=501", "page size"),
+        ("limit=-3", "page size"),
+        ("limit=many", "page size"),
+    ] {
+        let api = inbox
+            .get(&format!("/api/pending?{query}"), Auth::Bearer(ANA))
+            .await;
+        assert_eq!(api.status, 400, "{query}");
+        let error: Value = serde_json::from_str(&api.body).unwrap();
+        assert!(
+            error["error"].as_str().unwrap().contains(says),
+            "{query}: {error}"
+        );
+        let page = inbox.get(&format!("/?{query}"), Auth::Bearer(ANA)).await;
+        assert_eq!(page.status, 400, "{query}");
+        assert!(page.body.contains(says), "{query}: {}", page.body);
+        // Without a token, nothing but the 401.
+        let anonymous = inbox
+            .get(&format!("/api/pending?{query}"), Auth::None)
+            .await;
+        assert_eq!(anonymous.status, 401);
+    }
+    // The bound itself is a page size.
+    let most = inbox.get("/api/pending?limit=500", Auth::Bearer(ANA)).await;
+    assert_eq!(most.status, 200);
+}
+
+#[tokio::test]
+async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
+    let inbox = inbox().await;
+    let in_doubt = |id: &str| PendingApproval {
+        reason: Some("in_doubt".into()),
+        ..asked_at(id, "s-doubt", now_ms())
+    };
+    inbox
+        .store
+        .put_approval(&in_doubt("doubt-1"))
+        .await
+        .unwrap();
+    inbox
+        .store
+        .put_approval(&in_doubt("doubt-2"))
+        .await
+        .unwrap();
+    let plain = inbox.ask("acme", 5, "s-plain").await;
+    let page = inbox.get("/", Auth::Bearer(ANA)).await.body;
+    let doubt = card(&page, "doubt-1");
+    assert!(
+        doubt.contains("an earlier attempt of this exact call may have taken effect"),
+        "{doubt}"
+    );
+    assert!(doubt.contains(
+        "<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">It did not happen: run it once</button>"
+    ));
+    assert!(doubt.contains(
+        "<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">It happened: do not run it again</button>"
+    ));
+    assert_eq!(doubt.matches("<button").count(), 2, "{doubt}");
+    assert!(!doubt.contains("/edit"), "no edits: {doubt}");
+    let plain_card = card(&page, &plain);
+    assert!(plain_card.contains(">Approve</button>"));
+    assert!(plain_card.contains("Approve with edits"));
+    assert!(!plain_card.contains("It did not happen"));
+
+    // Nothing to edit.
+    let edit = inbox
+        .get("/approvals/doubt-1/edit", Auth::Bearer(ANA))
+        .await;
+    assert_eq!(edit.status, 422);
+    let reply = inbox
+        .decide(
+            "doubt-1",
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "edit"), ("arg:amount_cents", "1")],
+        )
+        .await;
+    assert_eq!(reply.status, 422);
+    assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
+
+    // The sign-in and CSRF checks of every decision.
+    let cookie = inbox.sign_in(ANA).await;
+    let csrf = inbox.csrf(&cookie).await;
+    let reply = inbox
+        .decide("doubt-1", Auth::Cookie(&cookie), &[], &[("action", "deny")])
+        .await;
+    assert_eq!(reply.status, 403);
+    let reply = inbox
+        .decide("doubt-1", Auth::None, &[], &[("action", "deny")])
+        .await;
+    assert_eq!(reply.status, 401);
+    assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
+
+    // "It happened" is a denial; "it did not happen" an approval.
+    let reply = inbox
+        .decide(
+            "doubt-1",
+            Auth::Cookie(&cookie),
+            &[],
+            &[("action", "deny"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(reply.status, 303);
+    assert_eq!(
+        reply.header("location"),
+        Some("/?notice=happened&id=doubt-1")
+    );
+    let settled = inbox.entry("doubt-1").await.approval.decision.unwrap();
+    assert!(!settled.approved);
+    assert_eq!(settled.by, "ana");
+    let reply = inbox
+        .decide("doubt-2", Auth::Bearer(BO), &[], &[("action", "approve")])
+        .await;
+    assert_eq!(
+        reply.header("location"),
+        Some("/?notice=not-happened&id=doubt-2")
+    );
+    assert!(
+        inbox
+            .entry("doubt-2")
+            .await
+            .approval
+            .decision
+            .unwrap()
+            .approved
+    );
+    let notice = inbox
+        .get("/?notice=happened&id=doubt-1", Auth::Bearer(ANA))
+        .await
+        .body;
+    assert!(notice.contains("Settled, it happened"));
+
+    let history = inbox.get("/history", Auth::Bearer(ANA)).await.body;
+    let row = |id: &str| {
+        let start = history
+            .find(&format!("<tr data-id=\"{id}\">"))
+            .unwrap_or_else(|| panic!("no row for {id}"));
+        history[start..start + history[start..].find("</tr>").unwrap()].to_owned()
+    };
+    assert!(
+        row("doubt-1").contains("settled: it happened"),
+        "{}",
+        row("doubt-1")
+    );
+    assert!(!row("doubt-1").contains("denied"), "{}", row("doubt-1"));
+    assert!(
+        row("doubt-2").contains("settled: it did not happen"),
+        "{}",
+        row("doubt-2")
+    );
 }
