@@ -136,6 +136,7 @@ impl<S: Any + Send + Sync> App<S> {
         let context = Context {
             program: self.name,
             session: cli.common.session_id.as_deref(),
+            default_session: crate::DEFAULT_CONVERSATION,
             audit: cli.common.audit.as_deref(),
         };
         runtime.block_on(cli.command.run_in(&context, Arc::new(dispatcher)))

@@ -136,31 +136,31 @@ mod tests {
     fn replay_and_mcp_say_which_conversation_they_run_in() {
         let command = |args: &[&str]| Cli::try_parse_from(args).unwrap().command;
         let mcp = command(&["app", "mcp"]);
-        let per_connection = mcp.conversation_line(None).unwrap();
+        let per_connection = mcp.conversation_line(None, "default").unwrap();
         assert!(
             per_connection
                 .starts_with("conversation: per connection (no --session-id: a reconnect forgets"),
             "{per_connection}"
         );
         assert_eq!(
-            mcp.conversation_line(Some("desk-42")).unwrap(),
+            mcp.conversation_line(Some("desk-42"), "default").unwrap(),
             "conversation: desk-42 (--session-id: every connection, and every process over the \
              same store)"
         );
         let replay = command(&["app", "replay"]);
         assert_eq!(
-            replay.conversation_line(None).unwrap(),
+            replay.conversation_line(None, "default").unwrap(),
             "conversation: default (default; --session-id names another)"
         );
         assert_eq!(
-            replay.conversation_line(Some("s1")).unwrap(),
-            "conversation: s1 (--session-id, or the application's default without it)"
+            replay.conversation_line(Some("s1"), "default").unwrap(),
+            "conversation: s1 (--session-id)"
         );
-        for line in [per_connection, replay.conversation_line(None).unwrap()] {
+        for line in [per_connection, replay.conversation_line(None, "default").unwrap()] {
             assert!(!line.contains('\n'), "one line: {line}");
         }
         let lock = command(&["app", "lock"]);
-        assert_eq!(lock.conversation_line(Some("s1")), None);
+        assert_eq!(lock.conversation_line(Some("s1"), "default"), None);
     }
 
     #[test]

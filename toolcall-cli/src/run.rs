@@ -54,6 +54,7 @@ impl Command {
         let context = Context {
             program,
             session: Some(session),
+            default_session: session,
             audit: None,
         };
         self.run_in(&context, dispatcher).await
@@ -74,14 +75,15 @@ impl Command {
         let Context {
             program,
             session,
+            default_session,
             audit,
         } = *context;
-        if let Some(line) = self.conversation_line(session) {
+        if let Some(line) = self.conversation_line(session, default_session) {
             eprintln!("{line}");
         }
         match self {
             Command::Replay(args) => {
-                let session = session.unwrap_or(DEFAULT_CONVERSATION);
+                let session = session.unwrap_or(default_session);
                 replay(&dispatcher, session, args).await
             }
             Command::Serve(args) => serve(program, dispatcher, args, audit).await,
@@ -104,17 +106,15 @@ impl Command {
 
     /// The line `replay` and `mcp` print on standard error at start: the
     /// conversation they run in, given `session` (the command line's
-    /// `--session-id`, or the application's default for it), and where it
-    /// came from. `None` for the other commands.
-    pub fn conversation_line(&self, session: Option<&str>) -> Option<String> {
+    /// `--session-id`) and the application's `default` for `replay`, and
+    /// where it came from. `None` for the other commands.
+    pub fn conversation_line(&self, session: Option<&str>, default: &str) -> Option<String> {
         let line = match (self, session) {
-            (Command::Replay(_), Some(session)) => format!(
-                "conversation: {session} (--session-id, or the application's default without it)"
-            ),
+            (Command::Replay(_), Some(session)) => {
+                format!("conversation: {session} (--session-id)")
+            }
             (Command::Replay(_), None) => {
-                format!(
-                    "conversation: {DEFAULT_CONVERSATION} (default; --session-id names another)"
-                )
+                format!("conversation: {default} (default; --session-id names another)")
             }
             (Command::Mcp(_), Some(session)) => format!(
                 "conversation: {session} (--session-id: every connection, and every process \
@@ -149,6 +149,10 @@ pub struct Context<'a> {
     /// conversation of its own (a reconnect forgets its taint, replays and
     /// pending approvals).
     pub session: Option<&'a str>,
+    /// The conversation `replay` runs in when the command line names none:
+    /// the application's explicit default ([`DEFAULT_CONVERSATION`] for
+    /// [`App`](crate::App)), printed at start.
+    pub default_session: &'a str,
     /// The audit log the application writes (`--audit`): the inbox's
     /// metrics page reads it.
     pub audit: Option<&'a Path>,

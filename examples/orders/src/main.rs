@@ -61,8 +61,11 @@ struct Cli {
 #[derive(Args)]
 #[command(next_help_heading = "Pipeline")]
 struct SettingsArgs {
-    /// The conversation's id (it scopes the step budget and the idempotency
-    /// keys); `demo` when not given.
+    /// The conversation's id: it scopes the step budget, the idempotency
+    /// keys (replays), the loop guard, the taint of untrusted output and the
+    /// pending approvals. The demo and `replay` run in `demo` without it;
+    /// `mcp` runs every connection (and every process over the same
+    /// `--store`) in it, and without it gives each connection its own.
     #[arg(long, global = true)]
     session_id: Option<String>,
     /// Tool calls allowed in the conversation.
@@ -110,10 +113,11 @@ struct SettingsArgs {
     #[arg(long, value_enum, default_value = "host", global = true)]
     approvals: ApprovalsArg,
     /// How far messages the customer wrote (`read_messages`, untrusted
-    /// output) reach side effects: `values` (a note or a refund carrying an
-    /// id, amount, URL or text read in them waits for a person), `session`
-    /// (every side effect after reading them does) or `off`.
-    #[arg(long, default_value = "values", value_name = "LEVEL", global = true)]
+    /// output) reach side effects: `session`, the default (every side effect
+    /// after reading them waits for a person), `values` (only a note or a
+    /// refund carrying an id, amount, URL or text read in them, however
+    /// rewritten in case, spacing, separators or encoding, waits) or `off`.
+    #[arg(long, default_value = "session", value_name = "LEVEL", global = true)]
     taint: Taint,
 }
 
@@ -276,11 +280,9 @@ fn run<St: Store + 'static>(
             let context = Context {
                 program: "orders",
                 // An MCP server without `--session-id` gives each connection
-                // a conversation of its own; the rest run in `demo`.
-                session: match command {
-                    Command::Mcp(_) => session,
-                    _ => Some(session.unwrap_or(DEMO)),
-                },
+                // a conversation of its own; `replay` runs in `demo`.
+                session,
+                default_session: DEMO,
                 audit: cli.audit.as_deref(),
             };
             runtime.block_on(command.run_in(&context, Arc::new(dispatcher)))

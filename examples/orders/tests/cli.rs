@@ -918,7 +918,7 @@ fn replay_keeps_the_injection_from_adding_a_note_or_refunding_at_every_taint_lev
     let read = json!({"tool": "read_messages", "arguments": {"order_id": "ORD-1002"}});
     let refund = json!({"tool": "refund_order", "arguments": {"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "customer_request"}});
     let allow = "--allow=get_order,refund_order,read_messages,add_note";
-    for level in [None, Some("--taint=session")] {
+    for level in [None, Some("--taint=values")] {
         let mut flags = vec![allow];
         flags.extend(level);
         let results = replay(&flags, &[read.clone(), note.clone(), refund.clone()]);
@@ -926,6 +926,12 @@ fn replay_keeps_the_injection_from_adding_a_note_or_refunding_at_every_taint_lev
         assert_eq!(results[1]["data"]["reason"], "untrusted_context");
         assert_eq!(results[2]["code"], "CONFIRMATION_REQUIRED");
     }
+    // By default, even a note that carries nothing read there waits.
+    let clean = json!({"tool": "add_note", "arguments": {"order_id": "ORD-1002", "text": "called back"}});
+    let results = replay(&[allow], &[read.clone(), clean.clone()]);
+    assert_eq!(results[1]["code"], "CONFIRMATION_REQUIRED", "{}", results[1]);
+    let results = replay(&[allow, "--taint=values"], &[read.clone(), clean]);
+    assert_eq!(results[1]["ok"], true, "values lets it through: {}", results[1]);
     // Off: the note runs, as before.
     let results = replay(&[allow, "--taint=off"], &[read, note]);
     assert_eq!(results[1]["ok"], true, "{}", results[1]);
