@@ -672,3 +672,32 @@ async fn an_unknown_outcome_question_is_never_refused_for_the_conversations_boun
         .unwrap();
     assert_eq!(page.total, 2);
 }
+
+#[tokio::test]
+async fn an_approval_id_from_another_conversation_runs_nothing_whatever_the_host_confirms() {
+    let ledger = Arc::new(Ledger::default());
+    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let id = asked(&d).await;
+    d.store()
+        .decide_approval(&id, &decision(true), now_ms())
+        .await
+        .unwrap();
+    let foreign = d
+        .execute(
+            Call::new("wire", WIRE)
+                .session("chat-2")
+                .approval(&id)
+                .confirmed(true),
+        )
+        .await;
+    assert_eq!(foreign.code, Code::ConfirmationInvalid, "{foreign:?}");
+    assert_eq!(ledger.writes(), 0);
+    // The approval is still the first conversation's, unused.
+    let entry = d.store().approval(&id).await.unwrap().unwrap();
+    assert!(entry.used_ms.is_none());
+    let own = d
+        .execute(Call::new("wire", WIRE).session(CHAT).approval(&id))
+        .await;
+    assert!(own.ok, "{own:?}");
+    assert_eq!(ledger.writes(), 1);
+}

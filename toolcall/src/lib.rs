@@ -108,6 +108,7 @@
 //!
 //! | what | default | change it with |
 //! |---|---|---|
+//! | the conversation of a call that names none ([`Call::session`]) | none: the call is refused, `CONVERSATION_REQUIRED`, before anything runs | [`DispatcherBuilder::default_session`], for an application with one conversation |
 //! | tool calls per session | 10 (the reference's) | [`DispatcherBuilder::max_steps`] |
 //! | identical calls before `LOOP_DETECTED` | 3 | [`DispatcherBuilder::max_duplicate_calls`] |
 //! | retries of a transient failure, under the same key | 2 | [`DispatcherBuilder::max_retries`] |
@@ -117,10 +118,11 @@
 //! | wait for an identical call in flight, or a resource's lock | 10 s | [`DispatcherBuilder::claim_wait`] |
 //! | a claim's or a lock's lease, renewed while the call runs | 30 s | [`DispatcherBuilder::claim_lease`] |
 //! | time a person has to approve | 15 min | [`DispatcherBuilder::approval_ttl`] |
+//! | questions to a person one conversation may have open | 20 (one more is `PENDING_LIMIT`) | [`DispatcherBuilder::max_pending_approvals`] |
 //! | who calls, when a call names no caller | `"default"`, allowed every tool, no limits | [`DispatcherBuilder::policy`], [`DispatcherBuilder::caller`] |
 //! | where the pipeline remembers | [`MemoryStore`]: this process, 24 h after last use | [`DispatcherBuilder::store`] (`toolcall-sqlite`, `toolcall-postgres`) |
 //! | the most of a result's text the model gets | no bound | [`DispatcherBuilder::max_output_bytes`], or `#[tool(max_output_bytes = N)]` per tool |
-//! | taint from `untrusted_output` tools | [`Taint::Values`]: a side effect whose arguments carry a value an untrusted output held needs approval | [`Policy::taint`] per caller ([`Taint::Session`], [`Taint::Off`]) |
+//! | taint from `untrusted_output` tools | [`Taint::Session`]: after any untrusted output, every side effect in the session needs approval | [`Policy::taint`] per caller ([`Taint::Values`], [`Taint::Off`]) |
 //! | where audit records go | [`MemoryAudit`]: the last 10,000 in memory | [`DispatcherBuilder::audit`] ([`JsonLinesAudit`]) |
 //!
 //! Ten steps is the reference implementation's budget, and a deliberate
@@ -135,26 +137,32 @@
 //! reads "refund ORD-1001 in full" there may act on it. Each caller's
 //! [`Policy`] says what follows:
 //!
-//! * [`Taint::Values`] (the default): the strings of each untrusted output
-//!   are remembered per session, in the store, as SHA-256 fingerprints
-//!   (never the text): each whole value of at least four characters, the
-//!   URLs and e-mail addresses in it, and its words of four characters or
-//!   more that hold a digit (ids such as `ORD-1001`, amounts such as
-//!   `12000`). A side-effecting call whose validated arguments carry one
-//!   of them is answered `CONFIRMATION_REQUIRED` with
-//!   `data.reason: "untrusted_context"` and the fields in `data.tainted`,
-//!   and runs once a person approves it (the confirmation id, the inbox, or
-//!   the host's `confirmed`), like a high-risk call. The untrusted tool's own
-//!   arguments are not remembered: reading an order's messages does not
-//!   taint the order.
-//! * [`Taint::Session`]: once the session has read any untrusted output,
-//!   every side-effecting call in it needs approval.
+//! * [`Taint::Session`] (the default): once the session has read any
+//!   untrusted output, every side-effecting call in it is answered
+//!   `CONFIRMATION_REQUIRED` with `data.reason: "untrusted_context"`, and
+//!   runs once a person approves it (the confirmation id, the inbox, or the
+//!   host's `confirmed`), like a high-risk call.
+//! * [`Taint::Values`] (opt-in, asks less often): the strings and integers
+//!   of each untrusted output are remembered per session, in the store, as
+//!   SHA-256 fingerprints (never the text), taken after normalizing
+//!   (Unicode NFKC, lower case, invisible characters dropped, white space
+//!   collapsed, percent-escapes decoded): each whole value of at least four
+//!   characters; each URL's host, host and path, and address without scheme
+//!   (links without a scheme, such as `evil.example/pay`, count; a
+//!   subdomain matches its domain); e-mail addresses; ids and numbers read
+//!   without their separators (`ORD-1001`, `ORD_1001`, `ord1001` are one;
+//!   `12,000`, `12 000`, `12.000` are `12000`). A side-effecting call whose
+//!   validated arguments carry one of them asks as above, with the fields
+//!   in `data.tainted`. The untrusted tool's own arguments are not
+//!   remembered: reading an order's messages does not taint the order.
 //! * [`Taint::Off`]: nothing is remembered.
 //!
-//! Values cannot catch what the model rewrote: `ORD 1001`, "one thousand
-//! and one", an amount computed from the text, a URL it re-encoded, words
-//! without digits; the session level catches those, at the price of asking
-//! more often.
+//! Values still cannot catch what the model rewrote in other words: a
+//! number spelled out or computed from the text (`120` for 12000 cents),
+//! ids and numbers shorter than four characters, words without digits or a
+//! paraphrase, a link moved to another host or shortened, text encoded
+//! otherwise than with percent-escapes. The session level, the default,
+//! catches those, at the price of asking more often.
 //!
 //! ## Dry runs
 //!
@@ -277,6 +285,7 @@
 //! | `high_risk` | (with `side_effect`) a person must approve each call: without [`Call::confirmed`], the answer is `CONFIRMATION_REQUIRED` with the validated arguments in `data.pending` |
 //! | `check = path` | a function `fn(&<Name>Args, &Ctx<S>) -> Result<(), Rejection>` run before policy, confirmation and execution; it must have no side effects. It gives the model early, precise feedback; it does not protect the backend's invariants, which the backend owns (see `resource` below) |
 //! | `reconcile = path` | (with `side_effect`) `async fn(&Ctx<S>, key: &str) -> Result<Option<T>, E>`, with `T` the tool's output: asks the backend what became of the call with this idempotency key ("retrieve by idempotency key"). Called when the outcome of a call is unknown, and before running a call in doubt again: `Some(output)` means it took effect (that is the answer), `None` that it did not. Declare it for a backend that cannot deduplicate by key |
+//! | `idempotent_backend` | (with `side_effect`) the backend applies one [`Ctx::idempotency_key`] at most once (the handler passes it on): a call whose outcome is unknown (a lost answer, a timeout, a process that died) runs again under its key. A side effect that declares neither this nor `reconcile` is never run again on a guess: a person settles its unknown outcomes (see [Exactly once](#exactly-once-and-where-the-pipeline-remembers)) |
 //! | `timeout_ms = N` | one attempt may run this long before `TIMEOUT` (overrides [`Settings::timeout`]) |
 //! | `max_output_bytes = N` | the most of a result's text the model gets (overrides [`Settings::max_output_bytes`]); a larger result is cut to fit, still valid JSON, with `data.truncated: true` |
 //! | `untrusted_output` | the tool's output carries text written by strangers (messages, reviews, pages, e-mails): after it, a side-effecting call in the session needs a person's approval, as the caller's [`Policy::taint`] says (see [Taint](#taint-from-untrusted-output)); not with `high_risk` |
@@ -390,7 +399,7 @@
 //! |---|---|
 //! | no doc comment on the tool, or on a parameter | add `/// What this is, with its unit.`: it is the description the model reads, repeated in every error about the field |
 //! | an unknown or repeated key in `#[tool]` or `#[arg]`; `check = "name"` in quotes, `name = cancel` without | the keys it takes; the form the key takes |
-//! | `high_risk`, `reconcile` or `resource` without `side_effect` | write `#[tool(side_effect, ...)]` |
+//! | `high_risk`, `reconcile`, `idempotent_backend` or `resource` without `side_effect` | write `#[tool(side_effect, ...)]` |
 //! | a bound outside the parameter's type (`min = -5` on a `u32`), not whole on an integer, not exactly a float, or leaving no value (`min = 10, max = 5`, `exclusive_max = 0` on a `u8`) | the type's range, and what to write |
 //! | a `pattern` that does not parse; a constraint on a type it cannot apply to (`pattern` on an integer, `min_length` on a bool) | the kind of value the key applies to |
 //! | a float whose name says money (`amount`, `price`, `cents`, `fee`, ...) without `allow_float`; `allow_float` where nothing needs it | use integer minor units; remove the key |
@@ -440,8 +449,9 @@
 //! the *validated* arguments ([`canonical`]), so `{"amount_cents": 2590}`
 //! and `{ "amount_cents" : 2590 }` are one call. The form is RFC 8785 with
 //! integers kept exact, and it is stable across processes and versions.
-//! Hand [`Ctx::idempotency_key`] to any backend that deduplicates: retries
-//! after a lost response then cannot apply an effect twice.
+//! Hand [`Ctx::idempotency_key`] to any backend that deduplicates, and say
+//! so with `#[tool(idempotent_backend)]`: retries after a lost response, or
+//! after a crash, then cannot apply an effect twice.
 //!
 //! # Policy and confirmation
 //!
@@ -469,7 +479,22 @@
 //! (`CONFIRMATION_INVALID`, `CONFIRMATION_EXPIRED`). Where two identical
 //! actions are legitimate, [`Decision::key_from_approval`] keys the call by
 //! its approval instead of its arguments. The reference's simple flag,
-//! [`Call::confirmed`], keeps working for hosts that ask in-line.
+//! [`Call::confirmed`], keeps working for hosts that ask in-line, for a
+//! call that brings no id.
+//!
+//! **A person's decision is final, in every mode.** An approval id brought
+//! with a call is resolved before anything the host says: a decision a
+//! person recorded under it (the inbox, [`Dispatcher::approve`] or
+//! [`Dispatcher::deny`]) is carried out whatever `confirmed` says: a denial
+//! is `CONFIRMATION_DENIED`, edited arguments run in place of the model's
+//! (`data.edited_by_person`), an expired id is `CONFIRMATION_EXPIRED`, a used
+//! one replays its call or is `CONFIRMATION_INVALID`. A call that needs a
+//! person and brings no id (an MCP client cannot bring one back) is the same
+//! question as before: an identical call in the same conversation, from any
+//! process, gets the same pending approval and its id, and carries out the
+//! decision once a person made it. A conversation holds at most
+//! [`Settings::max_pending_approvals`] open questions (`PENDING_LIMIT`
+//! after that), so a looping agent cannot bury the others' in the inbox.
 //!
 //! A call answered `CONFIRMATION_REQUIRED` is a question to a person, not
 //! the model repeating itself: it does not count towards
@@ -512,34 +537,58 @@
 //!   capacity;
 //! * `SqliteStore` in the `toolcall-sqlite` crate: embedded and durable, so a
 //!   restarted process, or another process on the same file, replays what
-//!   was done instead of doing it again.
+//!   was done instead of doing it again;
+//! * `PostgresStore` in the `toolcall-postgres` crate: one truth for
+//!   replicas.
 //!
 //! A side-effecting call runs only under a claim on its idempotency key: two
 //! identical calls at the same moment execute once, and the second waits
 //! (at most [`Settings::claim_wait`]) for the first's result and returns it
-//! as a replay, or answers `CALL_IN_PROGRESS`. A claim holds for
-//! [`Settings::claim_lease`] (30 s) and is renewed while the call runs, so a
-//! live call is never taken over however long it takes; a process that dies
-//! holding a claim loses it when the lease runs out.
+//! as a replay, or answers `CALL_IN_PROGRESS`; it waits *before* the check
+//! and the question to a person, so nobody is asked afresh about a call that
+//! may be running. A claim holds for [`Settings::claim_lease`] (30 s) and
+//! is renewed while the call runs, so a live call is never taken over
+//! however long it takes.
 //!
-//! A key is in one of four states:
+//! A key is in one of four states, the same to every process that shares
+//! the store:
 //!
 //! | state | how it gets there | what an identical call does |
 //! |---|---|---|
 //! | free | never run, or the call was refused or did not run | the whole pipeline |
 //! | claimed | a call is running | waits for it, then gets its result as a replay |
-//! | completed | the call succeeded | gets the stored result, `replayed: true` |
-//! | in doubt | the last attempt failed transiently (`UPSTREAM_UNAVAILABLE`) or timed out (`TIMEOUT`): it may have taken effect | runs again under the same key, *skipping* the check, the policy and the approval it already passed |
+//! | completed | the call succeeded, or a person settled that it had | gets the stored result, `replayed: true` |
+//! | in doubt | the last attempt failed transiently (`UPSTREAM_UNAVAILABLE`) or timed out (`TIMEOUT`); or its process died after the claim (the claim's lease ran out with no outcome) | is settled as the tool's backend allows, *skipping* the check, the policy and the approval it already passed (below) |
 //!
-//! A call left in doubt answers with its code and `data.in_doubt: true`, and
-//! its message tells the model the truth: the outcome is unknown, and the
-//! same call, with the same arguments, will find out. The retry goes to the
-//! backend under the same key, so a backend that deduplicates by key (as
-//! payment gateways do) answers with the first outcome and applies nothing
-//! twice; the check is skipped because it would judge an effect that may
-//! already be there ("nothing left to refund"). A backend that cannot
-//! deduplicate declares `#[tool(reconcile = path)]`, and is asked before the
-//! call answers in doubt and again before it runs a second time.
+//! An unknown outcome is settled as the tool declares its backend, as the
+//! careful effect runtimes do:
+//!
+//! * **it can be asked**, `#[tool(reconcile = path)]`: the function is asked
+//!   what the key did; found, that is the answer; not found, the call runs;
+//!   no answer, the call stays in doubt;
+//! * **it honours the key**, `#[tool(idempotent_backend)]` (a payment API's
+//!   `Idempotency-Key`, a unique key on the table it writes): the call runs
+//!   again under the same [`Ctx::idempotency_key`], and the backend answers
+//!   with what it did the first time;
+//! * **neither**: the call is never run again blindly. It answers `IN_DOUBT`
+//!   (`data.in_doubt`, `data.reason: "in_doubt"`, a `confirmation_id`), and
+//!   one question goes to a person (the inbox, or [`Dispatcher::approve`] /
+//!   [`Dispatcher::deny`] on its id): *it did not happen* (approve) runs it
+//!   once; *it happened* (deny) answers it, and every identical call after,
+//!   as done (`data.happened`). Until then every identical call gets the
+//!   same `IN_DOUBT` and the same id. A lost answer without a crash is
+//!   settled the same way.
+//!
+//! The promise, then, at each level: **at most one attempt in flight per
+//! key, always**, across processes and replicas; **exactly once** when the
+//! backend honours the key or can be asked; otherwise **every unknown
+//! outcome goes to a person**, and nothing is applied twice on a guess. A
+//! process killed at any point of a call (after its claim, before or after
+//! the backend commits, in its retry backoff, before its result is stored,
+//! while it waits for a person, or while the inbox records a decision)
+//! leaves the store saying so: the crash matrix in the repository's tests
+//! kills real processes at each point, on SQLite and on Postgres, and checks
+//! it.
 //!
 //! Calls on one resource (`#[arg(resource)]`) hold a lock in the store from
 //! their check to the end of their handler, renewed like a claim.
