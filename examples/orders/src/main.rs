@@ -25,6 +25,18 @@ use toolcall_sqlite::SqliteStore;
 /// lookup, a refund sent as 25.90 instead of cents, the corrected refund
 /// (a person is asked to approve it), and the model's retry of it, which is
 /// replayed instead of refunding twice.
+///
+/// What holds across processes, crashes and reconnects, over one `--store`
+/// (SQLite or Postgres): at most one attempt of a call is in flight at a
+/// time; a refund is applied exactly once (its backend honours the
+/// idempotency key: an unknown outcome, even a process killed after the
+/// shop committed, is run again under the key and answered the first
+/// refund); a note whose outcome is unknown is never written again on a
+/// guess, but waits for a person in `orders serve` (it happened, or it did
+/// not); a person's decision in the inbox is final (`confirmed: true` does
+/// not override a denial or an edit); and one `--session-id` is one
+/// conversation in every process and MCP connection (taint, replays,
+/// pending approvals).
 #[derive(Parser)]
 #[command(version, propagate_version = true)]
 struct Cli {
