@@ -20,14 +20,16 @@ const DB: &str = "TOOLCALL_CRASH_DB";
 const HANG: &str = "TOOLCALL_CRASH_HANG";
 const CALL: &str = r#"{"order_id": "ORD-1001", "amount_cents": 2590}"#;
 
-/// A payment backend that deduplicates by idempotency key, in the same file.
+/// A payment backend that deduplicates by idempotency key, in the same file:
+/// the tool says so (`idempotent_backend`), so a call whose outcome is
+/// unknown runs again under its key instead of waiting for a person.
 struct Ledger {
     conn: Mutex<Connection>,
     hang_after_commit: bool,
 }
 
 /// Refunds an order, in cents.
-#[tool(side_effect, timeout_ms = 300)]
+#[tool(side_effect, idempotent_backend, timeout_ms = 300)]
 async fn refund(
     ctx: &Ctx<Ledger>,
     /// The order's id.
