@@ -208,6 +208,10 @@ pub(crate) async fn ask(
     // that the look could not see yet (another replica's, committed since
     // this statement's snapshot): then the call's approval is looked up
     // again, or, if the one in the way has expired, it is set aside.
+    // The bound on a session's open approvals counts what this statement's
+    // snapshot sees: two different calls of one session asked at the same
+    // instant on two replicas may both pass it (one over the bound); the
+    // same call never makes two.
     let sql = "WITH found AS (
             SELECT id FROM toolcall_approvals
             WHERE session_key = $1 AND session = $2 AND caller = $3 AND tool = $4
