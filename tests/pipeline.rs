@@ -646,7 +646,7 @@ async fn every_call_leaves_exactly_one_audit_record() {
             "STEP_LIMIT"
         ]
     );
-    let steps: Vec<u64> = records.iter().map(|r| r.step).collect();
+    let steps: Vec<u64> = records.iter().map(|r| r.step.unwrap()).collect();
     assert_eq!(steps, (1..=10).collect::<Vec<u64>>());
     assert!(records[6].replayed);
     assert!(records[5].confirmed);

@@ -21,8 +21,11 @@ pub struct AuditRecord {
     pub session_id: String,
     /// The caller's id.
     pub caller: String,
-    /// The session's step count after this call.
-    pub step: u64,
+    /// The session's step count after this call; `None` for a call that
+    /// took no step: a dry run, or one refused before its step was counted
+    /// (no conversation named, the store unreachable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
     /// The tool the model asked for (borrowed from the registry when it has
     /// a tool of that name).
     pub tool: Cow<'static, str>,
@@ -334,7 +337,7 @@ mod ring_tests {
         AuditRecord {
             session_id: "s".into(),
             caller: "c".into(),
-            step,
+            step: Some(step),
             tool: "t".into(),
             arguments: "{}".into(),
             confirmed: false,
@@ -358,7 +361,7 @@ mod ring_tests {
         let audit = MemoryAudit::with_capacity(3);
         for step in 1..=10u64 {
             audit.record(record(step));
-            let kept: Vec<u64> = audit.records().iter().map(|r| r.step).collect();
+            let kept: Vec<u64> = audit.records().iter().filter_map(|r| r.step).collect();
             let latest: Vec<u64> = (step.saturating_sub(2).max(1)..=step).collect();
             assert_eq!(kept, latest, "oldest first, after {step} records");
             assert_eq!(audit.len(), latest.len());
@@ -368,6 +371,6 @@ mod ring_tests {
         let one = MemoryAudit::with_capacity(0);
         one.record(record(1));
         one.record(record(2));
-        assert_eq!(one.records()[0].step, 2, "a capacity of 0 keeps one");
+        assert_eq!(one.records()[0].step, Some(2), "a capacity of 0 keeps one");
     }
 }

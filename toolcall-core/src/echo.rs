@@ -12,6 +12,46 @@ pub const MAX_NAME_ECHO: usize = 128;
 /// The most of one problem or value that is repeated: 256 bytes.
 pub const MAX_VALUE_ECHO: usize = 256;
 
+/// The most of a conversation id or a caller id that is kept: 1 KiB (a
+/// longer one is [`bound`]).
+pub const MAX_ID_BYTES: usize = 1024;
+/// The most of a provider's call id that is kept: 256 bytes.
+pub const MAX_CALL_ID_BYTES: usize = 256;
+/// The most of a person's note (a decision's reason) that is kept: 2 KiB.
+pub const MAX_NOTE_BYTES: usize = 2048;
+
+/// A text the host supplied (a conversation id, a caller id, a call id, a
+/// person's note), bounded where it is stored and logged: itself when it
+/// has at most `max` bytes, otherwise its head and the SHA-256 of the
+/// whole, `"<head>…[sha256:<64 hex digits> of <n> bytes]"`, at most `max`
+/// bytes in all (`max` is raised to 128 if lower).
+///
+/// The bounded form is computed once, where the text enters, and is the
+/// text from then on (the audit, the store, the inbox and the report all
+/// see it): two texts that differ anywhere bound to different forms, and
+/// one text always to the same.
+///
+/// ```
+/// use toolcall_core::echo::bound;
+///
+/// assert_eq!(bound("chat-1", 1024), "chat-1");
+/// let long = "x".repeat(1_000_000);
+/// let bounded = bound(&long, 1024);
+/// assert!(bounded.len() <= 1024 && bounded.starts_with("xxxx"));
+/// assert!(bounded.ends_with("of 1000000 bytes]"));
+/// assert_ne!(bound(&format!("{long}y"), 1024), bounded);
+/// ```
+pub fn bound(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    use sha2::Digest as _;
+    let digest = crate::canonical::hex(&sha2::Sha256::digest(text.as_bytes()));
+    let tail = format!("…[sha256:{digest} of {} bytes]", text.len());
+    let head_end = floor_char_boundary(text, max.max(128).saturating_sub(tail.len()));
+    Cow::Owned(format!("{}{tail}", &text[..head_end]))
+}
+
 /// `text`, or its head and tail with a marker when it is longer than `max` bytes.
 pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
@@ -55,6 +95,31 @@ fn thousands(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::bound;
+
+    #[test]
+    fn a_bounded_text_is_short_distinct_and_stable() {
+        for max in [0, 64, 128, 300, 1024] {
+            let limit = max.max(128);
+            for len in [0, 1, 127, 128, 129, 1023, 1024, 1025, 100_000] {
+                let text: String = "é".repeat(len / 2) + &"a".repeat(len % 2);
+                let bounded = bound(&text, max);
+                if text.len() <= max {
+                    assert_eq!(bounded, text);
+                } else {
+                    assert!(bounded.len() <= limit, "{len} {max}: {}", bounded.len());
+                    assert!(bounded.contains("sha256:"));
+                    assert_eq!(bound(&text, max), bounded, "stable");
+                    let other = format!("{text}b");
+                    assert_ne!(bound(&other, max), bounded, "distinct");
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -176,13 +176,17 @@ struct CallerInner {
 }
 
 impl Caller {
-    /// A caller with this id and policy.
+    /// A caller with this id and policy. An id over
+    /// [`MAX_ID_BYTES`](crate::echo::MAX_ID_BYTES) is kept
+    /// [bounded](crate::echo::bound): its head and its SHA-256.
     pub fn new(id: impl Into<String>, policy: Policy) -> Self {
+        let id = id.into();
+        let id = match crate::echo::bound(&id, crate::echo::MAX_ID_BYTES) {
+            std::borrow::Cow::Borrowed(_) => id,
+            std::borrow::Cow::Owned(bounded) => bounded,
+        };
         Caller {
-            inner: Arc::new(CallerInner {
-                id: id.into(),
-                policy,
-            }),
+            inner: Arc::new(CallerInner { id, policy }),
         }
     }
 

@@ -101,6 +101,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// arguments run in place of the model's. In [`Approvals::Inbox`] mode
     /// this decision is recorded in the store first.
     pub async fn approve(&self, decision: Decision<'_>) -> ToolResult {
+        let session = crate::echo::bound(decision.session, crate::echo::MAX_ID_BYTES);
+        let decision = Decision {
+            session: &session,
+            ..decision
+        };
         let caller = decision.caller.unwrap_or(&self.caller);
         self.record(&decision, caller, true, "").await;
         self.decide(decision, caller, |pending| async move {
@@ -153,6 +158,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// A person declined: the call never runs, and the model is told why, so
     /// that it does not ask again blindly.
     pub async fn deny(&self, decision: Decision<'_>, reason: &str) -> ToolResult {
+        let session = crate::echo::bound(decision.session, crate::echo::MAX_ID_BYTES);
+        let decision = Decision {
+            session: &session,
+            ..decision
+        };
+        let reason = crate::echo::bound(reason, crate::echo::MAX_NOTE_BYTES);
+        let reason = reason.as_ref();
         let caller = decision.caller.unwrap_or(&self.caller);
         self.record(&decision, caller, false, reason).await;
         self.decide(decision, caller, |pending| async move {

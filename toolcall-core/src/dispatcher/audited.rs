@@ -19,7 +19,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if !record.ok {
             span.record("error.type", record.code.as_str());
         }
-        tracing::debug!(parent: span, code = %record.code, step = record.step, replayed = record.replayed, "tool call");
+        tracing::debug!(parent: span, code = %record.code, step = record.step.unwrap_or(0), replayed = record.replayed, "tool call");
         self.audit.record(record);
     }
 }
@@ -61,7 +61,8 @@ impl Called<'_> {
         AuditRecord {
             session_id: self.session.to_owned(),
             caller: self.caller.id().to_owned(),
-            step: self.step,
+            // Steps count from 1: 0 is a call that took none.
+            step: (self.step > 0).then_some(self.step),
             tool: tool.into(),
             arguments,
             confirmed: false,

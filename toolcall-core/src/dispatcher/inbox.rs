@@ -156,7 +156,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         name: impl Into<std::borrow::Cow<'static, str>>,
         note: &str,
     ) -> ToolResult {
-        let note = note.trim();
+        let note = crate::echo::bound(note.trim(), crate::echo::MAX_NOTE_BYTES);
+        let note = note.as_ref();
         let details = if note.is_empty() {
             Details::default()
         } else {

@@ -674,13 +674,24 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let at_ms = crate::store::now_ms();
         let caller = call.caller.unwrap_or(&self.caller);
         let spec = self.registry.get(call.tool);
-        let span = call_span(Some(call.tool), call.call_id);
+        // What the host supplies is bounded once, here, and is that text
+        // everywhere after (the key, the store, the audit, the inbox).
+        let call_id = call
+            .call_id
+            .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES));
+        let span = call_span(Some(call.tool), call_id.as_deref());
         let call = match (call.named, self.settings.default_session.as_deref()) {
             (true, _) => call,
             (false, Some(session)) => call.session(session),
             (false, None) => {
                 return self.unnamed(&call, caller, spec, started, at_ms, &span);
             }
+        };
+        let session = crate::echo::bound(call.session, crate::echo::MAX_ID_BYTES);
+        let call = Call {
+            session: &session,
+            call_id: call_id.as_deref(),
+            ..call
         };
         // Not boxed: the pipeline's future (some 2.7 KB) is laid out in
         // this one, which the caller places (on its stack, in its task). A
@@ -731,6 +742,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         record.cut = cut;
         record.tainted = tainted.clone();
         record.dry_run = call.dry_run;
+        if call.dry_run {
+            // A dry run reads the step the real call would take; it takes none.
+            record.step = None;
+        }
         record.problems = problems;
         self.audit(record, &span);
         if let Some(edited) = carried.and_then(|c| c.edited) {
@@ -783,7 +798,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             arguments
         };
         let mut record = called.ended(tool, arguments, &result);
-        record.call_id = call.call_id.map(str::to_owned);
+        record.call_id = call
+            .call_id
+            .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());
         record.cut = cut;
         record.dry_run = call.dry_run;
         self.audit(record, span);
