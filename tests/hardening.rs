@@ -158,3 +158,66 @@ async fn a_dry_runs_record_carries_no_step() {
     .unwrap();
     assert_eq!(old.step, Some(4));
 }
+
+/// Reads a customer's messages: text others wrote, and long.
+#[tool(untrusted_output)]
+fn inbox_messages(
+    /// The order.
+    order_id: String,
+) -> Result<Value, Rejection> {
+    let text = "Hello, my parcel arrived damaged, please help me with a refund soon. ";
+    Ok(json!({
+        "order_id": order_id,
+        "messages": [
+            {"from": "customer", "text": text.repeat(3)},
+            {"from": "customer", "text": text.repeat(2)},
+        ],
+    }))
+}
+
+#[tokio::test]
+async fn a_cut_answer_keeps_what_the_model_must_act_on_at_any_budget() {
+    let paid = Arc::new(AtomicU32::new(0));
+    for budget in [64, 128, 256, 300, 400] {
+        let d = Dispatcher::builder(tools![pay, inbox_messages].unwrap(), Arc::clone(&paid))
+            .max_output_bytes(Some(budget))
+            .build()
+            .unwrap();
+        let read = d
+            .execute(Call::new("inbox_messages", r#"{"order_id": "ORD-1002"}"#).session("s"))
+            .await;
+        assert!(read.ok, "{budget}: {read:?}");
+        assert_eq!(read.data["truncated"], true, "{budget}");
+        assert_eq!(read.data["order_id"], "ORD-1002", "{budget}: {read:?}");
+        let messages = read.data["messages"].as_array().unwrap();
+        assert!(!messages.is_empty(), "{budget}: the first message stays");
+        assert!(
+            messages[0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Hello, m"),
+            "{budget}: its head stays: {read:?}"
+        );
+
+        // After untrusted output, the payment waits for a person: the
+        // question keeps its pending call, why, and its id, whole.
+        let asked = d
+            .execute(Call::new("pay", r#"{"to": "acct-7", "cents": 500}"#).session("s"))
+            .await;
+        assert_eq!(asked.code, Code::ConfirmationRequired, "{budget}");
+        assert_eq!(
+            asked.data["pending"],
+            json!({"to": "acct-7", "cents": 500}),
+            "{budget}: {asked:?}"
+        );
+        assert_eq!(asked.data["reason"], "untrusted_context", "{budget}");
+        assert!(asked.confirmation_id.is_some(), "{budget}");
+        assert_eq!(asked.message, "pay needs user approval before it runs.");
+        let text = asked.to_model_text();
+        assert!(
+            text.contains("\"pending\"") && text.contains("confirmation_id"),
+            "{text}"
+        );
+    }
+    assert_eq!(paid.load(Ordering::SeqCst), 0);
+}

@@ -134,8 +134,13 @@ pub struct Settings {
     /// (default: no bound). A larger result is cut to fit and stays valid
     /// JSON of the same shape: long strings keep their head, long arrays
     /// their first items; `data.truncated` is `true` and the message tells
-    /// the model to narrow its request. An error's code and message are
-    /// never cut. The audit keeps the whole result's size and SHA-256
+    /// the model to narrow its request. The budget cuts data, never
+    /// control: the code, the message, the confirmation id and `replayed`,
+    /// and a failure's `data.pending`, `reason`, `tainted`, `in_doubt`,
+    /// `happened`, `edited_by_person`, `edited_arguments` and `available`
+    /// are kept whole at any budget, and the data keeps at least the head
+    /// of its strings and the first item of its arrays, even over a very
+    /// small budget. The audit keeps the whole result's size and SHA-256
     /// ([`AuditRecord::cut`](crate::AuditRecord::cut), field `result`).
     pub max_output_bytes: Option<usize>,
     /// Where a high-risk call's approval comes from (default
@@ -816,35 +821,40 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let Some(budget) = budget else {
             return;
         };
-        // Room for the note the cut result carries.
-        const NOTE: usize = 300;
         let text = result.to_model_text();
         if text.len() <= budget {
             return;
         }
-        let shell = ToolResult {
+        // An ok result's message becomes the note that it was cut; a
+        // failure keeps its code, message and the data the model must act
+        // on (`budget::CONTROL`) whole.
+        let mut probe = ToolResult {
             data: crate::Data::new(),
             ..result.clone()
         };
-        let fitted = crate::budget::fit(&mut result.data, budget.saturating_sub(NOTE), |data| {
-            let mut probe = shell.clone();
-            probe.data = data.clone().into();
+        if result.ok {
+            probe.message = format!(
+                "The result was cut to fit {budget} bytes ({} in all). Narrow the request \
+                 (a filter, a page, fewer fields) to get the rest.",
+                text.len()
+            );
+        }
+        let protected: &[&str] = if result.ok { &[] } else { &crate::budget::CONTROL };
+        let mut data = serde_json::Map::clone(&result.data);
+        let fitted = crate::budget::fit(&mut data, budget, protected, |data| {
+            let mut probe = probe.clone();
+            let mut data = data.clone();
+            data.insert("truncated".into(), serde_json::Value::Bool(true));
+            probe.data = data.into();
             probe.to_model_text().len()
         });
         if fitted.is_none() {
             return;
         }
         cut.push(Cut::of("result", &text));
-        result
-            .data
-            .insert("truncated".into(), serde_json::Value::Bool(true));
-        if result.ok {
-            result.message = format!(
-                "The result was cut to fit {budget} bytes ({} in all). Narrow the request \
-                 (a filter, a page, fewer fields) to get the rest.",
-                text.len()
-            );
-        }
+        data.insert("truncated".into(), serde_json::Value::Bool(true));
+        result.data = data.into();
+        result.message = probe.message;
     }
 }
 
