@@ -7,19 +7,21 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcRequest};
+use rmcp::model::{
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcRequest,
+};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 use toolcall_core::echo::{MAX_VALUE_ECHO, cut};
+
+use crate::MAX_REQUEST_ID_BYTES;
 
 /// JSON-RPC's code for a message that is not JSON.
 pub(crate) const PARSE_ERROR: i32 = -32700;
 /// JSON-RPC's code for JSON that is not a valid request.
 pub(crate) const INVALID_REQUEST: i32 = -32600;
-
-/// The longest `id` the guard copies out of a frame it cannot read, to
-/// answer it. A longer one is answered with `id: null`.
-const MAX_ID_BYTES: usize = 4096;
+/// JSON-RPC's code for a known method whose `params` do not fit it.
+pub(crate) const INVALID_PARAMS: i32 = -32602;
 
 /// The longest `method` the scan keeps (it only needs to recognize
 /// `tools/call`).
@@ -105,6 +107,14 @@ pub(crate) fn read(line: &[u8]) -> Outcome {
             ),
         };
     }
+    // A request whose id no answer could repeat as sent: refused before
+    // rmcp reads it (it would answer under a copy of any length, or under
+    // another number), with `id: null`. A response is rmcp's to match.
+    if scan.has_method
+        && let Some(problem) = scan.id_problem
+    {
+        return scan.answer(INVALID_REQUEST, problem.message().into());
+    }
     match serde_json::from_str::<ClientJsonRpcMessage>(text) {
         Ok(mut message) => {
             if let JsonRpcMessage::Request(JsonRpcRequest {
@@ -125,12 +135,44 @@ pub(crate) fn read(line: &[u8]) -> Outcome {
                     None => tracing::warn!("could not find the raw arguments of a tools/call"),
                 }
             }
+            // rmcp reads a known method whose params do not fit it as a
+            // custom request, which the server would answer "method not
+            // found": a `tools/call` is answered with what is wrong instead.
+            if let JsonRpcMessage::Request(JsonRpcRequest {
+                id,
+                request: ClientRequest::CustomRequest(custom),
+                ..
+            }) = &message
+                && custom.method == "tools/call"
+            {
+                let problem = call_params_problem(custom.params.as_ref()).unwrap_or_else(|| {
+                    "Invalid params: the `params` of tools/call could not be read".to_owned()
+                });
+                return Outcome::Answer(error_line(
+                    id.clone().into_json_value(),
+                    INVALID_PARAMS,
+                    &problem,
+                ));
+            }
             Outcome::Message(Box::new(message))
         }
-        Err(error) => scan.answer(
-            INVALID_REQUEST,
-            format!("Invalid request: {}", bounded(&error.to_string())).into(),
-        ),
+        Err(error) => {
+            // rmcp reads no request at all from a `tools/call` whose
+            // params are neither an object nor null, or hold a `_meta` that
+            // is not an object: if the params are what is wrong, say so.
+            if is_call
+                && let Ok(Value::Object(frame)) = serde_json::from_str::<Value>(text)
+                && frame.get("jsonrpc") == Some(&json!("2.0"))
+                && let Some(params) = frame.get("params").filter(|params| !params.is_null())
+                && let Some(problem) = call_params_problem(Some(params))
+            {
+                return scan.answer(INVALID_PARAMS, problem.into());
+            }
+            scan.answer(
+                INVALID_REQUEST,
+                format!("Invalid request: {}", bounded(&error.to_string())).into(),
+            )
+        }
     }
 }
 
@@ -144,6 +186,134 @@ pub(crate) fn oversized(scan: &Scan, size: u64, limit: usize) -> Outcome {
         )
         .into(),
     )
+}
+
+/// What is wrong with the `params` of a `tools/call`, if anything: the
+/// message of a `-32602` answer. It names the member, and quotes nothing the
+/// client sent beyond a cut excerpt of serde's message.
+fn call_params_problem(params: Option<&Value>) -> Option<String> {
+    match params {
+        None => Some(NO_PARAMS.to_owned()),
+        Some(params) => call_params_problem_text(params).err(),
+    }
+}
+
+/// The problem of a `tools/call` without `params`.
+const NO_PARAMS: &str = "Invalid params: tools/call needs `params`, an object with the `name` \
+                         of the tool to call (and its `arguments`)";
+
+fn call_params_problem_text(params: &Value) -> Result<(), String> {
+    let params = match params {
+        Value::Null => return Err(NO_PARAMS.to_owned()),
+        Value::Object(params) => params,
+        other => {
+            return Err(format!(
+                "Invalid params: the `params` of tools/call must be an object, not {}",
+                kind(other)
+            ));
+        }
+    };
+    match params.get("name") {
+        None | Some(Value::Null) => {
+            return Err(
+                "Invalid params: tools/call needs `params.name`, the name of the tool to call"
+                    .to_owned(),
+            );
+        }
+        Some(Value::String(_)) => {}
+        Some(other) => {
+            return Err(format!(
+                "Invalid params: `params.name` (the name of the tool to call) must be a \
+                 string, not {}",
+                kind(other)
+            ));
+        }
+    }
+    if let Some(meta) = params.get("_meta").filter(|meta| !meta.is_object()) {
+        return Err(format!(
+            "Invalid params: `params._meta` must be an object, not {}",
+            kind(meta)
+        ));
+    }
+    serde_json::from_value::<CallToolRequestParams>(Value::Object(params.clone()))
+        .map(drop)
+        .map_err(|error| {
+            format!(
+                "Invalid params: the `params` of tools/call do not fit it: {}",
+                bounded(&error.to_string())
+            )
+        })
+}
+
+/// What kind of JSON value `value` is, with its article.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What makes a request's `id` one the server does not answer under (see
+/// [`MAX_REQUEST_ID_BYTES`] and the crate docs on request ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IdProblem {
+    /// Longer than [`MAX_REQUEST_ID_BYTES`] as written.
+    TooLong,
+    /// A number that is not an integer within 64 bits written as digits
+    /// (`1.5`, `1.0`, `1e2`, `-0`, `2^63`): it cannot come back as written.
+    NotAnInteger,
+    /// `null`, a boolean, an array or an object.
+    NotAnId,
+}
+
+impl IdProblem {
+    fn message(self) -> String {
+        match self {
+            IdProblem::TooLong => format!(
+                "Invalid request: the id is longer than {MAX_REQUEST_ID_BYTES} bytes; an id \
+                 must be a string or an integer of at most {MAX_REQUEST_ID_BYTES} bytes as \
+                 written (it is not repeated here)"
+            ),
+            IdProblem::NotAnInteger => "Invalid request: a numeric id must be an integer that \
+                 fits a 64-bit signed integer (-9223372036854775808 to 9223372036854775807), \
+                 written as plain digits (no fraction, exponent or -0), so that the answer \
+                 carries it exactly as sent; other ids must be strings"
+                .to_owned(),
+            IdProblem::NotAnId => {
+                "Invalid request: the id must be a string or an integer".to_owned()
+            }
+        }
+    }
+}
+
+/// Reads the raw text of an `id` (at most [`MAX_REQUEST_ID_BYTES`] of it;
+/// `too_long` if there was more): the id to answer under, or what is wrong
+/// with it. `Ok(None)`: the text is no JSON value (the frame is unreadable
+/// anyway).
+fn read_id(text: &[u8], too_long: bool) -> Result<Option<Value>, IdProblem> {
+    if too_long {
+        return Err(IdProblem::TooLong);
+    }
+    let Ok(id) = serde_json::from_slice::<Value>(text) else {
+        return Ok(None);
+    };
+    match id {
+        Value::String(_) => Ok(Some(id)),
+        Value::Number(_) => std::str::from_utf8(text)
+            .ok()
+            .and_then(|text| {
+                text.parse::<i64>()
+                    .ok()
+                    .filter(|number| number.to_string() == text)
+            })
+            .map(|number| Some(Value::from(number)))
+            .ok_or(IdProblem::NotAnInteger),
+        _ => Err(IdProblem::NotAnId),
+    }
 }
 
 /// A parser's message, which may quote the input, cut to the pipeline's
@@ -298,8 +468,11 @@ struct Level {
 /// What a scan found.
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
-    /// The top-level `id`, if given once and readable.
+    /// The top-level `id`, if given once, readable, and one the server
+    /// answers under (no [`IdProblem`]).
     id: Option<Value>,
+    /// What is wrong with the top-level `id`, given once.
+    id_problem: Option<IdProblem>,
     /// Whether the frame has a top-level `id` member at all.
     has_id: bool,
     /// The top-level `method`, if a readable string.
@@ -336,7 +509,7 @@ impl Scan {
 /// A scan of a frame's raw bytes, fed in chunks: string and escape state
 /// and a nesting counter, no recursion, no copy of the frame. It follows
 /// the members of the top-level object and of its `params`, and keeps the
-/// `id` (up to [`MAX_ID_BYTES`]), the `method` and where `params.arguments`
+/// `id` (up to [`MAX_REQUEST_ID_BYTES`]), the `method` and where `params.arguments`
 /// is. It reads anything: on malformed JSON it still reports what it found.
 #[derive(Debug, Default)]
 pub(crate) struct Scanner {
@@ -373,10 +546,11 @@ impl Scanner {
 
     /// What the scan found.
     pub(crate) fn finish(mut self) -> Scan {
-        if self.counts[0] == 1 && !self.id_too_long {
-            self.scan.id = serde_json::from_slice::<Value>(&self.id_text)
-                .ok()
-                .filter(|id| id.is_string() || id.is_number());
+        if self.counts[0] == 1 {
+            match read_id(&self.id_text, self.id_too_long) {
+                Ok(id) => self.scan.id = id,
+                Err(problem) => self.scan.id_problem = Some(problem),
+            }
         }
         if self.counts[1] == 1 && !self.method_too_long {
             self.scan.method = serde_json::from_slice::<String>(&self.method_text).ok();
@@ -537,7 +711,11 @@ impl Scanner {
     /// Keeps `byte` if it belongs to the value of the `id` or `method`.
     fn keep(&mut self, before: Option<Member>, after: Option<Member>, byte: u8) {
         let (text, too_long, limit) = match before.or(after) {
-            Some(Member::Id) => (&mut self.id_text, &mut self.id_too_long, MAX_ID_BYTES),
+            Some(Member::Id) => (
+                &mut self.id_text,
+                &mut self.id_too_long,
+                MAX_REQUEST_ID_BYTES,
+            ),
             Some(Member::Method) => (
                 &mut self.method_text,
                 &mut self.method_too_long,

@@ -39,6 +39,13 @@ use crate::frame::{self, Outcome, Scanner};
 ///   JSON-RPC error the server sends through the guard, rmcp's included, has
 ///   its strings [cut](toolcall_core::echo::cut) and its `data` left out
 ///   past 4 KiB, so that no error grows with the request it answers.
+/// * refuses (`-32600`, `id: null`, saying why) a request whose `id` no
+///   answer could carry exactly as sent: longer than
+///   [`MAX_REQUEST_ID_BYTES`](crate::MAX_REQUEST_ID_BYTES) as written, or a
+///   number that is not an integer within 64 bits written as plain digits
+///   (see the [crate docs](crate#request-ids)); and answers `-32602`
+///   (invalid params), naming what is wrong, a `tools/call` without an
+///   object `params` holding a string `name`.
 /// * hands the `arguments` of a `tools/call` to [`McpServer`](crate::McpServer)
 ///   as the exact text the client sent, so that the pipeline parses them
 ///   itself (`toolcall_core::Arguments::Raw`): a member given twice, a

@@ -186,6 +186,41 @@
 //! repeats. To serve another byte stream the
 //! same way, pass a [`FrameGuard`] to [`serve`].
 //!
+//! A `tools/call` whose `params` are missing or not an object, or whose
+//! `params.name` is missing or not a string (or whose `params` otherwise
+//! do not fit a `tools/call`), is answered `-32602` (invalid params) under
+//! its `id`, naming what is wrong (`tools/call needs params.name`,
+//! `params.name ... must be a string, not a number`), not `-32601` (method
+//! not found); nothing runs. `arguments` that are not an object (`[1]`,
+//! `"x"`) are the pipeline's to refuse: a tool result `INVALID_JSON`,
+//! audited, as above; `null` or no `arguments` at all is `{}`.
+//!
+//! ## Request ids
+//!
+//! An answer carries its request's `id` exactly as sent, or `null`: never
+//! a copy of any length, never another number. The server (through a
+//! [`FrameGuard`]) answers under an `id` that is
+//!
+//! * a string of at most [`MAX_REQUEST_ID_BYTES`] (256) bytes as written in
+//!   the frame, its quotes and escapes included (it comes back as the same
+//!   JSON string, its escapes possibly written another way); or
+//! * an integer from -2^63 to 2^63-1 written as plain digits (above 2^53
+//!   included: `9007199254740993` comes back as `9007199254740993`), which
+//!   is what MCP allows ("a string or integer").
+//!
+//! A request with any other `id` is refused, `-32600` with `id: null` and
+//! a message saying why, and nothing runs: a longer one (not repeated: the
+//! answer stays small), an integer beyond 64 bits
+//! (`123456789012345678901234567890`, `9223372036854775808`), and any
+//! number with a fraction, an exponent or a minus zero (`1.5`, and also
+//! `1.0`, `1e2`, `-0`, which rmcp would answer as `1`, `100`, `0`: another
+//! id to a client that compares what it sent), since rmcp holds a numeric id
+//! in an `i64`; `null`, a boolean, an array or an object. The same bound
+//! holds in the errors the guard writes itself (`-32700`, an oversized
+//! line): an `id` it would not answer under is `null` there too. A
+//! response from the client (to the server's own question) is matched by
+//! rmcp and never answered.
+//!
 //! # Conversations
 //!
 //! A call runs in a conversation (the pipeline's session): it scopes the
@@ -271,6 +306,13 @@ use toolcall_core::{Approvals, Arguments, Call, Ctx, Policy, Settings, ToolResul
 /// client cannot make the server buffer more than this per message. A
 /// longer line is skipped and answered with an error.
 pub const MAX_STDIO_LINE_BYTES: usize = 1024 * 1024;
+
+/// The longest request `id` the server answers under, in bytes of its JSON
+/// text as the frame writes it (a string's quotes and escapes included).
+/// A request whose `id` is longer is refused as an invalid request
+/// (`-32600`) answered with `id: null`, so that no answer repeats a client's
+/// id at any length (see the [crate docs](crate#request-ids)).
+pub const MAX_REQUEST_ID_BYTES: usize = 256;
 
 /// The key in a `tools/call` request's `_meta` that names the conversation
 /// the call runs in (see the [crate docs](crate#conversations)).

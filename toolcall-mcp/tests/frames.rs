@@ -569,3 +569,205 @@ async fn a_transport_without_a_guard_still_serves_calls() {
 
     raw.hang_up().await;
 }
+
+// ------------------------------------------------------------------ ids
+
+/// A `tools/call` of `deposit` whose `id` is `id`, written verbatim.
+fn deposit_with_id(id: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"deposit","arguments":{{"amount_cents":5}}}}}}"#
+    )
+    .into_bytes()
+}
+
+/// The next answer, an invalid request with `id: null` whose message
+/// contains `says`: its line, checked to be small.
+async fn refused_with_null_id(raw: &mut Raw, says: &str) -> Value {
+    let line = raw.line().await;
+    assert!(line.len() < 1024, "{} bytes", line.len());
+    let answer: Value = serde_json::from_slice(&line).unwrap();
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], INVALID_REQUEST, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains(says), "{answer}");
+    answer
+}
+
+#[tokio::test]
+async fn an_id_over_the_bound_is_refused_with_a_null_id_and_a_small_answer() {
+    let (account, dispatcher, audit) = setup();
+    let mut raw = Raw::connect(dispatcher).await;
+
+    // 500 KB of id, on a call and on a list: refused, not echoed.
+    let huge = format!(r#""{}""#, "i".repeat(500 * 1000));
+    raw.send(&deposit_with_id(&huge)).await;
+    refused_with_null_id(&mut raw, "longer than 256 bytes").await;
+    raw.send(format!(r#"{{"jsonrpc":"2.0","id":{huge},"method":"tools/list"}}"#).as_bytes())
+        .await;
+    refused_with_null_id(&mut raw, "longer than 256 bytes").await;
+    // Just over the bound (257 bytes with its quotes).
+    let over = format!(
+        r#""{}""#,
+        "i".repeat(toolcall_mcp::MAX_REQUEST_ID_BYTES - 1)
+    );
+    raw.send(&deposit_with_id(&over)).await;
+    refused_with_null_id(&mut raw, "longer than 256 bytes").await;
+    // A frame the guard answers itself (too deep) does not echo it either.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":{huge},"method":"tools/list","params":{{"_":{}}}}}"#,
+        nested(200)
+    );
+    raw.send(deep.as_bytes()).await;
+    let line = raw.line().await;
+    assert!(line.len() < 1024, "{} bytes", line.len());
+    let answer: Value = serde_json::from_slice(&line).unwrap();
+    assert_eq!(
+        (answer["id"].clone(), answer["error"]["code"].clone()),
+        (Value::Null, json!(PARSE_ERROR))
+    );
+    assert_eq!(account.deposits(), 0);
+    assert!(audit.records().is_empty(), "{:?}", audit.records());
+
+    // At the bound (256 bytes with its quotes): served, the id echoed.
+    let at = "i".repeat(toolcall_mcp::MAX_REQUEST_ID_BYTES - 2);
+    raw.send(&deposit_with_id(&format!(r#""{at}""#))).await;
+    let answer = raw.answer().await;
+    assert_eq!(answer["id"], json!(at), "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["ok"], true,
+        "{answer}"
+    );
+    assert_eq!(account.deposits(), 1);
+    raw.still_serves(1).await;
+
+    raw.hang_up().await;
+}
+
+#[tokio::test]
+async fn an_integer_id_is_echoed_exactly_or_refused() {
+    let (account, dispatcher, _audit) = setup();
+    let mut raw = Raw::connect(dispatcher).await;
+
+    // Ids that do not fit a 64-bit integer, or are not written as one:
+    // refused with `id: null`, never answered under another number.
+    for id in [
+        "123456789012345678901234567890",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "1.5",
+        "1.0",
+        "1e2",
+        "-0",
+    ] {
+        raw.send(&deposit_with_id(id)).await;
+        let answer = refused_with_null_id(&mut raw, "64-bit").await;
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("strings"),
+            "{id}: {answer}"
+        );
+        // Nor in an answer the guard writes itself.
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{"_":{}}}}}"#,
+            nested(200)
+        );
+        raw.send(deep.as_bytes()).await;
+        assert_eq!(raw.error().await, (Value::Null, PARSE_ERROR), "{id}");
+        raw.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","x":"#).as_bytes())
+            .await;
+        assert_eq!(raw.error().await, (Value::Null, PARSE_ERROR), "{id}");
+    }
+    assert_eq!(account.deposits(), 0);
+
+    // Integers within 64 bits come back as written, above 2^53 included.
+    for id in [
+        "9007199254740993",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "0",
+        "-1",
+    ] {
+        raw.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#).as_bytes())
+            .await;
+        let line = String::from_utf8(raw.line().await).unwrap();
+        assert!(line.contains(&format!(r#""id":{id},"#)), "{id}: {line}");
+        assert!(line.contains(r#""result":"#), "{id}: {line}");
+        // And in an answer the guard writes itself.
+        raw.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","x":"#).as_bytes())
+            .await;
+        let line = String::from_utf8(raw.line().await).unwrap();
+        assert!(
+            line.contains(&format!(r#""id":{id}}}"#)) || line.contains(&format!(r#""id":{id},"#)),
+            "{id}: {line}"
+        );
+        assert!(line.contains(&PARSE_ERROR.to_string()), "{id}: {line}");
+    }
+    raw.send(&deposit_with_id("9007199254740993")).await;
+    let line = String::from_utf8(raw.line().await).unwrap();
+    assert!(line.contains(r#""id":9007199254740993,"#), "{line}");
+    assert_eq!(account.deposits(), 1);
+    raw.still_serves(2).await;
+
+    raw.hang_up().await;
+}
+
+#[tokio::test]
+async fn a_call_without_a_usable_name_is_invalid_params() {
+    let (account, dispatcher, audit) = setup();
+    let mut raw = Raw::connect(dispatcher).await;
+
+    let arguments = r#""arguments":{"amount_cents":5}"#;
+    let cases = [
+        (r#""#.to_owned(), "needs `params`"),
+        (r#","params":null"#.to_owned(), "needs `params`"),
+        (
+            r#","params":"deposit""#.to_owned(),
+            "must be an object, not a string",
+        ),
+        (
+            r#","params":["deposit"]"#.to_owned(),
+            "must be an object, not an array",
+        ),
+        (
+            format!(r#","params":{{{arguments}}}"#),
+            "needs `params.name`",
+        ),
+        (
+            format!(r#","params":{{"name":null,{arguments}}}"#),
+            "needs `params.name`",
+        ),
+        (
+            format!(r#","params":{{"name":5,{arguments}}}"#),
+            "must be a string, not a number",
+        ),
+        (
+            format!(r#","params":{{"name":{{"deposit":1}},{arguments}}}"#),
+            "must be a string, not an object",
+        ),
+        (
+            format!(r#","params":{{"name":"deposit",{arguments},"_meta":5}}"#),
+            "`params._meta` must be an object, not a number",
+        ),
+    ];
+    for (id, (params, says)) in (1..).zip(cases) {
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"{params}}}"#);
+        raw.send(frame.as_bytes()).await;
+        let answer = raw.answer().await;
+        assert_eq!(answer["id"], id, "{frame}: {answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{frame}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("Invalid params"), "{frame}: {answer}");
+        assert!(message.contains(says), "{frame}: {answer}");
+    }
+    // A string id is kept too.
+    raw.send(br#"{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":7}}"#)
+        .await;
+    assert_eq!(raw.error().await, (json!("s-1"), -32602));
+    assert_eq!(account.deposits(), 0);
+    assert!(audit.records().is_empty(), "{:?}", audit.records());
+    raw.still_serves(50).await;
+
+    raw.hang_up().await;
+}

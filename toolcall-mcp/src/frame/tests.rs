@@ -45,8 +45,71 @@ fn an_id_that_is_no_id_is_none() {
     ] {
         assert_eq!(scan(text).id, None, "{}", String::from_utf8_lossy(text));
     }
-    let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_ID_BYTES));
+    let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_REQUEST_ID_BYTES));
     assert_eq!(scan(long.as_bytes()).id, None);
+    assert_eq!(scan(long.as_bytes()).id_problem, Some(IdProblem::TooLong));
+}
+
+#[test]
+fn an_id_is_kept_only_if_it_comes_back_as_sent() {
+    for (text, id) in [
+        ("9007199254740993", json!(9007199254740993_u64)),
+        ("9223372036854775807", json!(i64::MAX)),
+        ("-9223372036854775808", json!(i64::MIN)),
+        ("0", json!(0)),
+        (r#""a\u0062""#, json!("ab")),
+    ] {
+        let frame = format!(r#"{{"id":{text},"method":"x"}}"#);
+        let found = scan(frame.as_bytes());
+        assert_eq!((found.id, found.id_problem), (Some(id), None), "{text}");
+    }
+    for (text, problem) in [
+        ("123456789012345678901234567890", IdProblem::NotAnInteger),
+        ("9223372036854775808", IdProblem::NotAnInteger),
+        ("-9223372036854775809", IdProblem::NotAnInteger),
+        ("1.5", IdProblem::NotAnInteger),
+        ("1.0", IdProblem::NotAnInteger),
+        ("1e2", IdProblem::NotAnInteger),
+        ("-0", IdProblem::NotAnInteger),
+        ("null", IdProblem::NotAnId),
+        ("true", IdProblem::NotAnId),
+        ("[1]", IdProblem::NotAnId),
+        (r#"{"a":1}"#, IdProblem::NotAnId),
+    ] {
+        let frame = format!(r#"{{"id":{text},"method":"x"}}"#);
+        let found = scan(frame.as_bytes());
+        assert_eq!(
+            (found.id, found.id_problem),
+            (None, Some(problem)),
+            "{text}"
+        );
+    }
+    // The bound is on the text as written: quotes and escapes count.
+    let at = format!(r#""{}""#, "x".repeat(MAX_REQUEST_ID_BYTES - 2));
+    let over = format!(r#""{}\u0078""#, "x".repeat(MAX_REQUEST_ID_BYTES - 7));
+    assert!(scan(format!(r#"{{"id":{at}}}"#).as_bytes()).id.is_some());
+    assert_eq!(
+        scan(format!(r#"{{"id":{over}}}"#).as_bytes()).id_problem,
+        Some(IdProblem::TooLong)
+    );
+}
+
+#[test]
+fn a_request_with_an_id_it_cannot_echo_is_refused_with_a_null_id() {
+    let huge = format!(r#""{}""#, "i".repeat(100_000));
+    for text in [huge.as_str(), "12345678901234567890123", "1.5", "null"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"tools/list"}}"#);
+        let Outcome::Answer(bytes) = read(line.as_bytes()) else {
+            panic!("{text}: not answered");
+        };
+        assert!(bytes.len() < 1024, "{} bytes", bytes.len());
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(answer["id"], Value::Null, "{answer}");
+        assert_eq!(answer["error"]["code"], INVALID_REQUEST, "{answer}");
+    }
+    // A response is not answered, whatever its id.
+    let response = r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#;
+    assert!(!matches!(read(response.as_bytes()), Outcome::Answer(_)));
 }
 
 #[test]
