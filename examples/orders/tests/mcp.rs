@@ -302,6 +302,58 @@ fn a_bad_conversation_in_meta_is_a_tool_error_and_refunds_nothing() {
     server.finish();
 }
 
+/// A refund whose request id no answer could carry as sent (too long, or a
+/// number that is not a 64-bit integer), or whose `params` hold no usable
+/// tool name, is refused without asking anyone or refunding anything; the
+/// connection keeps serving, and an integer id above 2^53 comes back exactly.
+#[test]
+fn orders_mcp_refuses_ids_it_cannot_echo_and_calls_without_a_name() {
+    let mut server = Frames::connected(&[], true);
+    let arguments = refund(2590).to_string();
+    let huge = format!(r#""{}""#, "i".repeat(500 * 1000));
+    for id in [
+        huge.as_str(),
+        "123456789012345678901234567890",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "1.5",
+    ] {
+        server.send(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"refund_order","arguments":{arguments}}}}}"#
+            )
+            .as_bytes(),
+        );
+        // No question is asked: the next line is the refusal, and it is small.
+        let line = server.line();
+        assert!(line.len() < 1024, "{} bytes", line.len());
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], Value::Null, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
+
+    let cases = [
+        String::new(),
+        r#","params":"refund_order""#.to_owned(),
+        format!(r#","params":{{"arguments":{arguments}}}"#),
+        format!(r#","params":{{"name":5,"arguments":{arguments}}}"#),
+    ];
+    for (id, params) in (1..).zip(cases) {
+        server.send(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"{params}}}"#).as_bytes(),
+        );
+        assert_eq!(server.error(), (json!(id), -32602), "{params}");
+        let message = server.last["error"]["message"].as_str().unwrap();
+        assert!(message.contains("params"), "{message}");
+    }
+
+    server.send(br#"{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"get_order","arguments":{"order_id":"ORD-1001"}}}"#);
+    let line = server.line();
+    assert!(line.contains(r#""id":9007199254740993,"#), "{line}");
+    assert_eq!(refunded_cents(&mut server, 10), 0);
+    server.finish();
+}
+
 /// `orders mcp` as a child process, written to and read from by hand.
 struct Frames {
     child: std::process::Child,
