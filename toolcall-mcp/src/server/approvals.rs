@@ -15,6 +15,7 @@ use toolcall_core::store::{Binding, PendingApproval};
 use toolcall_core::{Approvals, Arguments, Call, Store, ToolResult};
 
 use super::McpServer;
+use super::question::UNTRUSTED_CONTEXT;
 use crate::frame::no_duplicates;
 
 /// How many `input_required` approval questions one connection keeps open
@@ -27,10 +28,6 @@ const MAX_OPEN_QUESTIONS: usize = 256;
 /// retry of its call is then a fresh call).
 const MAX_HANDED_APPROVALS: usize = 256;
 
-/// How many of the store's newest decided, and of its oldest pending,
-/// approvals a retry in a shared conversation looks through for the one an
-/// earlier connection was handed.
-const STORE_SCAN: usize = 256;
 
 /// An approval question asked as `input_required`: the call it is about.
 #[derive(Debug)]
@@ -289,9 +286,9 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
 
     /// In a shared conversation: the approval of an identical call to
     /// `tool` in `session`, by this server's caller, that a retry may bring
-    /// (as [`recall`](McpServer::recall) says), looked for in the store
-    /// among the newest [`STORE_SCAN`] decided approvals and (inbox mode) the
-    /// oldest [`STORE_SCAN`] pending ones. Identical means the arguments as
+    /// (as [`recall`](McpServer::recall) says), found in the store by the
+    /// call's binding however many other approvals wait: a decided one, or
+    /// (inbox mode) a pending one. Identical means the arguments as
     /// sent are, in canonical form, the validated ones the approval was
     /// asked for. Only for a tool with side effects (only those wait for a
     /// person), so that other calls cost the store nothing more.
@@ -312,27 +309,24 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
         let store = self.dispatcher.store();
         let now = now_ms();
-        let usable =
-            |approval: &PendingApproval| binding.matches(approval) && approval.expires_ms > now;
-        let mut found: Option<PendingApproval> = match store.decided_approvals(STORE_SCAN).await {
-            Ok(decided) => decided
-                .into_iter()
-                .filter(|entry| entry.used_ms.is_none())
-                .map(|entry| entry.approval)
-                .find(|approval| usable(approval)),
-            Err(error) => {
-                tracing::warn!(tool, %error, "could not look the decided approvals up");
-                None
-            }
-        };
-        if found.is_none() && self.dispatcher.settings().approvals == Approvals::Inbox {
-            found = match store.pending_approvals(now, STORE_SCAN).await {
-                Ok(pending) => pending.into_iter().rev().find(|approval| usable(approval)),
-                Err(error) => {
-                    tracing::warn!(tool, %error, "could not look the pending approvals up");
-                    None
+        let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
+        // The store finds the call's approval by its binding, however many
+        // others wait: a high-risk call's (no reason) or a tainted one's.
+        let mut found: Option<PendingApproval> = None;
+        for reason in [None, Some(UNTRUSTED_CONTEXT)] {
+            match store.find_approval(&binding, reason, now).await {
+                Ok(Some(entry))
+                    if entry.used_ms.is_none() && (entry.approval.decision.is_some() || inbox) =>
+                {
+                    found = Some(entry.approval);
+                    break;
                 }
-            };
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(tool, %error, "could not look the call's approval up");
+                    return None;
+                }
+            }
         }
         let approval = found?;
         tracing::debug!(

@@ -34,7 +34,7 @@ pub(super) const APPROVAL_STATE: &str = "toolcall-approval:";
 const APPROVE_FIELD: &str = "approve";
 
 /// What `data.reason` says when untrusted output taints a call.
-const UNTRUSTED_CONTEXT: &str = "untrusted_context";
+pub(super) const UNTRUSTED_CONTEXT: &str = "untrusted_context";
 
 impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// Asks the person with an `elicitation/create` request (sessions opened
