@@ -31,7 +31,11 @@ pub struct Registry {
 }
 
 /// Why a registry could not be built.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Debug` form is its `Display` sentence (what is wrong and the fix),
+/// so that `?` in a `main` returning `Result<(), Box<dyn Error>>` prints
+/// the sentence; `{:#?}` shows the fields.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RegistryError {
     /// Two tools share a name.
@@ -63,6 +67,25 @@ impl fmt::Display for RegistryError {
                  add #[serde(deny_unknown_fields)] to that type, so the model and the validator agree that \
                  unknown fields are errors"
             ),
+        }
+    }
+}
+
+impl fmt::Debug for RegistryError {
+    /// The `Display` sentence; with `{:#?}`, the variant and its fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            return fmt::Display::fmt(self, f);
+        }
+        match self {
+            RegistryError::DuplicateName { name } => {
+                f.debug_struct("DuplicateName").field("name", name).finish()
+            }
+            RegistryError::OpenSchema { tool, path } => f
+                .debug_struct("OpenSchema")
+                .field("tool", tool)
+                .field("path", path)
+                .finish(),
         }
     }
 }

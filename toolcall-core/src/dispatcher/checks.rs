@@ -12,7 +12,12 @@ use crate::policy::Caller;
 use crate::registry::Registry;
 
 /// Why a dispatcher could not be built, or a caller does not fit it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Debug` form is its `Display` sentence (what is wrong, the closest
+/// real name, the fix), so that `?` in a `main` returning
+/// `Result<(), Box<dyn Error>>` prints the sentence; `{:#?}` shows the
+/// fields, for a `match` to be written against.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
     /// A tool's context needs state of another type than the dispatcher's.
@@ -141,12 +146,80 @@ impl fmt::Display for BuildError {
     }
 }
 
+impl fmt::Debug for BuildError {
+    /// The `Display` sentence; with `{:#?}`, the variant and its fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            return fmt::Display::fmt(self, f);
+        }
+        match self {
+            BuildError::StateMismatch {
+                tool,
+                expected,
+                found,
+            } => f
+                .debug_struct("StateMismatch")
+                .field("tool", tool)
+                .field("expected", expected)
+                .field("found", found)
+                .finish(),
+            BuildError::CheckStateMismatch {
+                tool,
+                expected,
+                found,
+            } => f
+                .debug_struct("CheckStateMismatch")
+                .field("tool", tool)
+                .field("expected", expected)
+                .field("found", found)
+                .finish(),
+            BuildError::ReconcileStateMismatch {
+                tool,
+                expected,
+                found,
+            } => f
+                .debug_struct("ReconcileStateMismatch")
+                .field("tool", tool)
+                .field("expected", expected)
+                .field("found", found)
+                .finish(),
+            BuildError::UnknownTool {
+                caller,
+                tool,
+                closest,
+            } => f
+                .debug_struct("UnknownTool")
+                .field("caller", caller)
+                .field("tool", tool)
+                .field("closest", closest)
+                .finish(),
+            BuildError::UnknownLimit {
+                caller,
+                limit,
+                closest,
+            } => f
+                .debug_struct("UnknownLimit")
+                .field("caller", caller)
+                .field("limit", limit)
+                .field("closest", closest)
+                .finish(),
+            BuildError::DuplicateCaller { caller } => f
+                .debug_struct("DuplicateCaller")
+                .field("caller", caller)
+                .finish(),
+        }
+    }
+}
+
 impl std::error::Error for BuildError {}
 
 /// Something the dispatcher was built with that works, but probably not as
 /// meant. Each is logged with `tracing::warn!` when found, and kept:
 /// [`Dispatcher::warnings`](super::Dispatcher::warnings).
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Debug` form is its `Display` sentence, as [`BuildError`]'s is;
+/// `{:#?}` shows the fields.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildWarning {
     /// A caller may call a tool that declares a limit on an argument, and
@@ -183,6 +256,29 @@ impl fmt::Display for BuildWarning {
                  limit `{limit}`, but does not set it: every such call is POLICY_LIMIT \
                  (set it with Policy::limit(\"{limit}\", ...))"
             ),
+        }
+    }
+}
+
+impl fmt::Debug for BuildWarning {
+    /// The `Display` sentence; with `{:#?}`, the variant and its fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            return fmt::Display::fmt(self, f);
+        }
+        match self {
+            BuildWarning::LimitNotSet {
+                caller,
+                tool,
+                field,
+                limit,
+            } => f
+                .debug_struct("LimitNotSet")
+                .field("caller", caller)
+                .field("tool", tool)
+                .field("field", field)
+                .field("limit", limit)
+                .finish(),
         }
     }
 }
