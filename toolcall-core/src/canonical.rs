@@ -27,24 +27,39 @@
 //! argument struct, so spacing, member order and absent-versus-`null`
 //! optional fields in what the model sent do not change it.
 //!
-//! # The form is of the double serde_json parsed
+//! # Every number is read as the double nearest to its text
 //!
-//! This module writes a [`Value`]; it never reads JSON text. A number with a
-//! fraction or an exponent is whatever double serde_json made of the text.
-//! Without its `float_roundtrip` feature, serde_json's parser may land one
-//! unit in the last place away from the nearest double for some numbers with
-//! a long significand or a large exponent (`333333333.33333329` becomes
-//! `333333333.33333325`, not `333333333.3333333`), and features are chosen
-//! by the application: a library that turned `float_roundtrip` on would turn
-//! it on for every crate in the application, and make every float parse
-//! slower. So this crate leaves serde_json's features alone. Within one build
-//! the parse is deterministic, and integers, strings and short decimals do
-//! not depend on it; an application that wants keys of long-fraction
-//! doubles to match other RFC 8785 implementations (or to stay the same if a
-//! dependency turns the feature on later) enables `float_roundtrip` itself.
-//! The RFC 8785 conformance test reads its input with an exact parser of its
-//! own for this reason, so that it tests the writing, not serde_json's
-//! reading.
+//! RFC 8785 reads a number with a fraction or an exponent as the double
+//! nearest to its text, and so does this crate, whatever features the
+//! application turns on in serde_json. serde_json without its
+//! `float_roundtrip` feature computes some doubles one unit in the last
+//! place off (`333333333.33333329` as `333333333.33333325`, not
+//! `333333333.3333333`), and a library must not turn features on for its
+//! users, so the crate does not rely on serde_json's doubles where it reads
+//! text:
+//!
+//! * the full parse of a call's raw arguments (and [`canonical_json_from_text`])
+//!   reads every such number again from its own text, with Rust's
+//!   `f64::from_str`, which rounds correctly (integers serde_json holds
+//!   exactly, and are kept as they are);
+//! * the one-pass reading of raw arguments, which hands each member's text
+//!   to serde_json, is taken only when serde_json reads every number of the
+//!   text as `f64::from_str` does (checked for numbers with a fraction, an
+//!   exponent or 20 digits, not for the usual integers); otherwise the call
+//!   takes the full parse.
+//!
+//! So `1e2`, `100`, `100.0` and `10000e-2` in a field of type `f64` are one
+//! key, the key of the double 100, and `333333333.33333329` has the key any
+//! RFC 8785 implementation computes.
+//!
+//! Two sources are taken as they are. A [`Value`] handed to this module
+//! ([`canonical_json`], [`idempotency_key`]), or arguments the host hands the
+//! dispatcher already parsed (`Arguments::Parsed`), hold the doubles of
+//! whoever parsed them: a host that wants keys of long-fraction doubles to
+//! match other implementations passes the raw text (`Arguments::Raw`), or
+//! parses with a correctly rounding parser (serde_json with
+//! `float_roundtrip` or `arbitrary_precision`). And an `f32` field holds
+//! the double read, rounded to `f32`.
 //!
 //! # The key
 //!
@@ -88,8 +103,32 @@ pub fn canonical_json(value: &Value) -> String {
     out
 }
 
+/// Reads JSON `text` as the dispatcher reads a call's raw arguments and
+/// writes it in the canonical form described in the [module docs](self):
+/// every number with a fraction or an exponent is the double nearest to its
+/// text (RFC 8785 section 3.2.2.3), whatever serde_json's features, and an
+/// object that names a member twice is refused (RFC 8785 takes I-JSON, which
+/// has no duplicate names). Any JSON value, nested up to serde_json's limit
+/// of 128 levels.
+///
+/// ```
+/// use toolcall_core::canonical::canonical_json_from_text;
+///
+/// let text = r#"{"b": [333333333.33333329, 1E30, 4.50, 2e-3], "a": "\u20ac"}"#;
+/// assert_eq!(
+///     canonical_json_from_text(text).unwrap(),
+///     r#"{"a":"€","b":[333333333.3333333,1e+30,4.5,0.002]}"#
+/// );
+/// assert!(canonical_json_from_text(r#"{"a": 1, "a": 2}"#).is_err());
+/// ```
+pub fn canonical_json_from_text(text: &str) -> Result<String, serde_json::Error> {
+    crate::parse::parse_value(text).map(|value| canonical_json(&value))
+}
+
 /// The idempotency key of a call: hex SHA-256 over the session, the tool and
 /// the canonical form of the validated arguments (see the [module docs](self)).
+/// The numbers of `arguments` are the doubles it holds: a `Value` parsed
+/// without a correctly rounding parser may hold one a unit off the text's.
 pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
     idempotency_key_value(session, tool, arguments)
         .as_str()

@@ -1,7 +1,9 @@
 //! Stage 2: from the model's text to a JSON object, strictly and within bounds.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::args::MemberValue;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -135,17 +137,49 @@ pub(crate) fn parse_object<'a>(
 /// path's parse, taken only when the text is plainly within every bound
 /// the full parse enforces: an object with no object inside it (so no
 /// duplicate member can hide at depth; a `{` in a string counts too),
-/// arrays nested no deeper than the limit allows, member names unique.
-/// `None` means "take the full parse", which also says what is wrong.
+/// arrays nested no deeper than the limit allows, member names unique,
+/// and every number one that serde_json reads as the double nearest to its
+/// text (see [`reads_exactly`]). `None` means "take the full parse", which
+/// also says what is wrong.
 pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>> {
     let (mut braces, mut brackets, mut colons) = (0usize, 0usize, 0usize);
-    for &byte in raw.as_bytes() {
+    // One pass: the counts above anywhere, strings skipped for the numbers.
+    let (mut in_string, mut escaped) = (false, false);
+    let mut number: Option<usize> = None;
+    for (at, &byte) in raw.as_bytes().iter().enumerate() {
         match byte {
             b'{' => braces += 1,
             b'[' => brackets += 1,
             b':' => colons += 1,
             _ => {}
         }
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        if let Some(start) = number {
+            if is_number_byte(byte) {
+                continue;
+            }
+            number = None;
+            if !reads_exactly(&raw[start..at]) {
+                return None;
+            }
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'-' | b'0'..=b'9' => number = Some(at),
+            _ => {}
+        }
+    }
+    if number.is_some_and(|start| !reads_exactly(&raw[start..])) {
+        return None;
     }
     if braces != 1 || brackets >= max_depth {
         return None;
@@ -157,6 +191,32 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
         .ok()?;
     deserializer.end().ok()?;
     Some(members)
+}
+
+/// A byte of a JSON number's text, once it has begun.
+fn is_number_byte(byte: u8) -> bool {
+    matches!(byte, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+}
+
+/// Whether serde_json reads the number `literal` as the double nearest to
+/// its text, which is what the canonical form writes (RFC 8785 section
+/// 3.2.2.3): always for an integer of up to 19 digits (it is held exactly,
+/// and a double made of it is rounded correctly); for any other number,
+/// when serde_json's double is `f64::from_str`'s. Without its
+/// `float_roundtrip` feature serde_json may land one unit in the last place
+/// off (`333333333.33333329` read as `333333333.33333325`): the fast path,
+/// which reads each member's text with serde_json, then gives the call to
+/// the full parse, whose numbers are read from their text ([`Literals`]).
+/// Only a number with a fraction, an exponent or 20 digits is parsed here.
+fn reads_exactly(literal: &str) -> bool {
+    let digits = literal.strip_prefix('-').unwrap_or(literal);
+    if digits.len() <= 19 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    match (serde_json::from_str::<f64>(literal), literal.parse::<f64>()) {
+        (Ok(theirs), Ok(nearest)) => theirs.to_bits() == nearest.to_bits(),
+        _ => false,
+    }
 }
 
 /// The members the fast path read, each value parsed as the full parse
@@ -173,7 +233,8 @@ pub(crate) fn member_values<'a>(
     let depth_left = max_depth.checked_sub(1)?;
     let parse = |raw: &str| {
         let mut deserializer = serde_json::Deserializer::from_str(raw);
-        let value = StrictValue { depth_left }
+        let literals = Literals::new(raw);
+        let value = StrictValue::new(depth_left, &literals)
             .deserialize(&mut deserializer)
             .ok()?;
         deserializer.end().ok()?;
@@ -281,37 +342,175 @@ fn compact_len(value: &Value, limit: usize) -> usize {
     count.bytes
 }
 
-fn parse_strict(raw: &str, max_depth: usize) -> Result<Value, ParseError> {
-    let mut deserializer = serde_json::Deserializer::from_str(raw);
-    let value = StrictValue {
-        depth_left: max_depth,
-    }
-    .deserialize(&mut deserializer)
-    .and_then(|value| deserializer.end().map(|()| value))
-    .map_err(|error| {
-        let error = error.to_string();
-        ParseError::Syntax(crate::echo::cut(&error, crate::echo::MAX_VALUE_ECHO).into_owned())
-    })?;
+/// `text` read as [`parse_object`] reads arguments (no member named twice
+/// in one object, every number exact: see [`StrictValue`]), whatever JSON
+/// value it is, nested as deep as serde_json allows (128 levels).
+pub(crate) fn parse_value(text: &str) -> Result<Value, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let literals = Literals::new(text);
+    let value = StrictValue::new(usize::MAX, &literals).deserialize(&mut deserializer)?;
+    deserializer.end()?;
     Ok(value)
 }
 
-/// A `serde_json::Value` that refuses duplicate member names (a classic
-/// parser-differential attack: two parsers that keep different duplicates
-/// disagree on what was approved) and nesting deeper than a bound.
-struct StrictValue {
-    depth_left: usize,
+fn parse_strict(raw: &str, max_depth: usize) -> Result<Value, ParseError> {
+    let mut deserializer = serde_json::Deserializer::from_str(raw);
+    let literals = Literals::new(raw);
+    let value = StrictValue::new(max_depth, &literals)
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value))
+        .map_err(|error| {
+            let error = error.to_string();
+            ParseError::Syntax(crate::echo::cut(&error, crate::echo::MAX_VALUE_ECHO).into_owned())
+        })?;
+    Ok(value)
 }
 
-impl StrictValue {
-    fn nested<E: de::Error>(&self) -> Result<StrictValue, E> {
+/// The number literals of a JSON text, in the order a parse reads them:
+/// where [`StrictValue`] reads each double from. serde_json hands the
+/// visitor a double it computed itself, which, without its `float_roundtrip`
+/// feature, may be one unit in the last place off the nearest double to the
+/// text; RFC 8785 (and so the canonical form and the idempotency key) reads
+/// a number as the nearest double, and Rust's `f64::from_str` rounds
+/// correctly. Integers are counted, not scanned; the text is scanned (once,
+/// from where the last scan stopped) only for a number that is a double.
+struct Literals<'t> {
+    text: &'t str,
+    /// The number tokens the parse has read.
+    read: Cell<usize>,
+    /// Where the scan stopped, and how many literals lie before that.
+    at: Cell<usize>,
+    passed: Cell<usize>,
+}
+
+impl<'t> Literals<'t> {
+    fn new(text: &'t str) -> Self {
+        Literals {
+            text,
+            read: Cell::new(0),
+            at: Cell::new(0),
+            passed: Cell::new(0),
+        }
+    }
+
+    /// The parse read a number token as an integer (exactly) or, with
+    /// serde_json's `arbitrary_precision`, as its text.
+    fn exact(&self) {
+        self.read.set(self.read.get() + 1);
+    }
+
+    /// The parse read a number token as `theirs`: the double nearest to the
+    /// token's text. (`theirs` if the text were not found, or were another
+    /// number than the one serde_json read: never, but a slip in the count
+    /// must not make one number into another.)
+    fn double(&self, theirs: f64) -> f64 {
+        let index = self.read.get();
+        self.read.set(index + 1);
+        match self.literal(index).map(str::parse::<f64>) {
+            Some(Ok(nearest)) if same_number(nearest, theirs) => nearest,
+            _ => theirs,
+        }
+    }
+
+    /// The text of number literal `index` (from 0), scanning forward.
+    fn literal(&self, index: usize) -> Option<&'t str> {
+        let bytes = self.text.as_bytes();
+        let (mut at, mut passed) = (self.at.get(), self.passed.get());
+        let mut found = None;
+        while at < bytes.len() && found.is_none() {
+            match bytes[at] {
+                b'"' => at = string_end(bytes, at),
+                b'-' | b'0'..=b'9' => {
+                    let start = at;
+                    while at < bytes.len() && is_number_byte(bytes[at]) {
+                        at += 1;
+                    }
+                    if passed == index {
+                        // Number bytes are ASCII: the cuts are on boundaries.
+                        found = self.text.get(start..at);
+                    }
+                    passed += 1;
+                }
+                _ => at += 1,
+            }
+        }
+        self.at.set(at);
+        self.passed.set(passed);
+        found
+    }
+}
+
+/// Where the string opening at `at` ends (past its closing quote).
+fn string_end(bytes: &[u8], at: usize) -> usize {
+    let mut at = at + 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'"' => return at + 1,
+            _ => at += 1,
+        }
+    }
+    at
+}
+
+/// Whether `nearest`, a literal's correctly rounded double, is the number
+/// serde_json read as `theirs`: equal, or a few units in the last place
+/// apart (serde_json's error), never further.
+fn same_number(nearest: f64, theirs: f64) -> bool {
+    /// The doubles in order as integers: neighbours differ by one.
+    fn ordered(f: f64) -> i64 {
+        let bits = f.to_bits() as i64;
+        if bits < 0 { i64::MIN - bits } else { bits }
+    }
+    ordered(nearest).abs_diff(ordered(theirs)) <= 16
+}
+
+/// Whether serde_json was built with `arbitrary_precision` (some crate of
+/// the application may turn it on): then a number reaches a visitor as a
+/// map of one private member, its text.
+fn numbers_are_text() -> bool {
+    static TEXT: OnceLock<bool> = OnceLock::new();
+    *TEXT.get_or_init(|| {
+        "1e2"
+            .parse::<Number>()
+            .is_ok_and(|n| n.to_string() == "1e2")
+    })
+}
+
+/// The member name serde_json's `arbitrary_precision` gives a number.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// A `serde_json::Value` that refuses duplicate member names (a classic
+/// parser-differential attack: two parsers that keep different duplicates
+/// disagree on what was approved) and nesting deeper than a bound, and
+/// whose numbers are exact: an integer as serde_json holds it, any other
+/// number as the double nearest to its text ([`Literals`]).
+#[derive(Clone, Copy)]
+struct StrictValue<'l, 't> {
+    depth_left: usize,
+    literals: &'l Literals<'t>,
+}
+
+impl<'l, 't> StrictValue<'l, 't> {
+    fn new(depth_left: usize, literals: &'l Literals<'t>) -> Self {
+        StrictValue {
+            depth_left,
+            literals,
+        }
+    }
+
+    fn nested<E: de::Error>(&self) -> Result<Self, E> {
         match self.depth_left.checked_sub(1) {
-            Some(depth_left) => Ok(StrictValue { depth_left }),
+            Some(depth_left) => Ok(StrictValue {
+                depth_left,
+                ..*self
+            }),
             None => Err(E::custom("arguments are nested too deeply")),
         }
     }
 }
 
-impl<'de> DeserializeSeed<'de> for StrictValue {
+impl<'de> DeserializeSeed<'de> for StrictValue<'_, '_> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -319,7 +518,7 @@ impl<'de> DeserializeSeed<'de> for StrictValue {
     }
 }
 
-impl<'de> Visitor<'de> for StrictValue {
+impl<'de> Visitor<'de> for StrictValue<'_, '_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -331,15 +530,17 @@ impl<'de> Visitor<'de> for StrictValue {
     }
 
     fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        self.literals.exact();
         Ok(Value::Number(v.into()))
     }
 
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        self.literals.exact();
         Ok(Value::Number(v.into()))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        Number::from_f64(v)
+        Number::from_f64(self.literals.double(v))
             .map(Value::Number)
             .ok_or_else(|| E::custom("number out of range"))
     }
@@ -367,6 +568,16 @@ impl<'de> Visitor<'de> for StrictValue {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         while let Some(name) = access.next_key::<String>()? {
+            if map.is_empty() && name == NUMBER_TOKEN && numbers_are_text() {
+                // A number, as `arbitrary_precision` passes it: its text,
+                // which the `Number` keeps (and reads exactly).
+                let text: String = access.next_value()?;
+                self.literals.exact();
+                return text
+                    .parse::<Number>()
+                    .map(Value::Number)
+                    .map_err(de::Error::custom);
+            }
             if map.contains_key(&name) {
                 return Err(de::Error::custom(format_args!("duplicate member `{name}`")));
             }
@@ -506,6 +717,101 @@ mod tests {
             .to_string();
         assert!(error.contains("duplicate member"), "{error}");
         assert!(error.len() < 400, "{} bytes", error.len());
+    }
+
+    /// serde_json's own double for `text` (one unit off without its
+    /// `float_roundtrip` feature) and the nearest one.
+    fn doubles(text: &str) -> (f64, f64) {
+        (
+            serde_json::from_str(text).unwrap(),
+            text.parse::<f64>().unwrap(),
+        )
+    }
+
+    const THIRD: &str = "333333333.33333329";
+
+    #[test]
+    fn the_full_parse_reads_every_double_from_its_text() {
+        let text = format!(
+            r#"{{"s": "1.5 \" {THIRD}", "a": [1, {THIRD}, {{"b": -0.0, "c": 2e-3}}], "d": {THIRD}, "n": 18446744073709551616, "t": true}}"#
+        );
+        let object = parse(&text).unwrap();
+        let third = 333_333_333.333_333_3_f64;
+        assert_eq!(object["a"][1].as_f64(), Some(third));
+        assert_eq!(object["a"][2]["c"].as_f64(), Some(0.002));
+        assert_eq!(object["d"].as_f64(), Some(third));
+        assert_eq!(object["n"].as_f64(), Some(18446744073709551616.0));
+        assert_eq!(object["a"][0].as_u64(), Some(1), "integers stay integers");
+        assert_eq!(object["s"], "1.5 \" 333333333.33333329");
+        // Read one member at a time, as the fast path's refusals are.
+        let flat = format!(r#"{{"a": [1, {THIRD}], "d": {THIRD}, "s": "x"}}"#);
+        let raw: RawMembers<'_> = {
+            let mut deserializer = serde_json::Deserializer::from_str(&flat);
+            deserializer.deserialize_map(CollectMembers(4)).unwrap()
+        };
+        let values = member_values(&raw, 8).unwrap();
+        let value = |i: usize| match &values[i].1 {
+            MemberValue::Parsed(value) => value.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(value(0)[1].as_f64(), Some(third));
+        assert_eq!(value(1).as_f64(), Some(third));
+    }
+
+    #[test]
+    fn the_fast_parse_takes_a_number_only_if_serde_json_reads_it_exactly() {
+        let (theirs, nearest) = doubles(THIRD);
+        assert_eq!(nearest, 333_333_333.333_333_3);
+        let misread = theirs != nearest;
+        for text in [
+            format!(r#"{{"a": {THIRD}}}"#),
+            format!(r#"{{"a": [0.5, {THIRD}]}}"#),
+            format!(r#"{{"s": "x\"", "a":{THIRD}}}"#),
+            format!(r#"{{"a":{THIRD}}}"#)
+                .trim_end_matches('}')
+                .to_owned()
+                + " }",
+        ] {
+            assert_eq!(raw_members(&text, 8).is_none(), misread, "{text}");
+        }
+        // Usual numbers, and numbers inside strings, keep the fast path.
+        for text in [
+            r#"{"a": 2590, "b": -1, "c": 25.9, "d": 1e3, "e": [0.5, 2.5e-3], "f": 18446744073709551615}"#,
+            r#"{"s": "333333333.33333329", "t": "1e400 \" 333333333.33333329", "u": true}"#,
+        ] {
+            assert!(raw_members(text, 8).is_some(), "{text}");
+        }
+        // A number serde_json refuses, and a 20-digit one past u64.
+        assert!(raw_members(r#"{"a": 1e400}"#, 8).is_none());
+        let (theirs, nearest) = doubles("18446744073709551616123");
+        assert_eq!(
+            raw_members(r#"{"a": 18446744073709551616123}"#, 8).is_none(),
+            theirs != nearest
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the fast path takes, serde_json reads as the nearest
+        /// double; whatever the full parse reads is the nearest double.
+        #[test]
+        fn every_path_reads_the_nearest_double(
+            texts in proptest::collection::vec("-?(0|[1-9][0-9]{0,20})(\\.[0-9]{1,20})?([eE][-+]?[0-9]{1,2})?", 1..5),
+        ) {
+            let list = texts.join(", ");
+            let text = format!(r#"{{"s": "{list}", "a": [{list}], "b": {}}}"#, texts[0]);
+            let nearest: Vec<f64> = texts.iter().map(|t| t.parse().unwrap()).collect();
+            let object = parse(&text).unwrap();
+            for (i, want) in nearest.iter().enumerate() {
+                proptest::prop_assert_eq!(object["a"][i].as_f64(), Some(*want), "{}", texts[i]);
+            }
+            proptest::prop_assert_eq!(object["b"].as_f64(), Some(nearest[0]));
+            if let Some(members) = raw_members(&text, 8) {
+                for (i, want) in nearest.iter().enumerate() {
+                    let read: Vec<f64> = serde_json::from_str(members[1].1.get()).unwrap();
+                    proptest::prop_assert_eq!(read[i].to_bits(), want.to_bits(), "{}", texts[i]);
+                }
+            }
+        }
     }
 
     #[test]

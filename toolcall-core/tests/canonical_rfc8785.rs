@@ -16,16 +16,25 @@
 //!   writes those lines with our canonical form and compares the hash, so one
 //!   wrong digit in a million numbers fails it.
 //!
-//! The input files are read with the exact parser below, not serde_json:
-//! what is under test is the writing of a `Value`, and serde_json's float
-//! parsing depends on its features (see the canonical module's docs).
+//! The input files are read as the dispatcher reads a call's raw arguments
+//! (`canonical_json_from_text`): the test covers the reading of numbers
+//! (each the double nearest to its text, whatever serde_json's features) as
+//! well as the writing.
+//!
+//! The tests of this crate always build serde_json with `preserve_order`
+//! (a dev-dependency turns it on, and cargo cannot turn a feature off for
+//! one test). Neither the reading nor the writing depends on it (members
+//! are sorted, numbers read from their text); the same tests pass with the
+//! dev-dependency's feature removed, and with `--features
+//! serde_json/arbitrary_precision` or `serde_json/float_roundtrip`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Number, Value};
+use proptest::prelude::*;
+use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
-use toolcall_core::canonical::canonical_json;
+use toolcall_core::canonical::{canonical_json, canonical_json_from_text};
 
 fn data(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -372,254 +381,500 @@ fn rfc8785_test_data_is_canonicalized_byte_for_byte() {
     for name in &names {
         let input = fs::read_to_string(root.join("input").join(name)).expect("readable input");
         let want = fs::read_to_string(root.join("output").join(name)).expect("an output file");
-        let value = parse_exact(&input).unwrap_or_else(|e| panic!("{name:?}: {e}"));
-        assert_eq!(canonical_json(&value), want, "{name:?}");
+        let got = canonical_json_from_text(&input).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        assert_eq!(got, want, "{name:?}");
     }
 }
 
 #[test]
-fn the_exact_parser_reads_what_serde_json_reads_and_rounds_correctly() {
-    let text = r#"{"a": [1, -2, 18446744073709551615, -9223372036854775808, 2.5e-3, -0, 56.0],
-        "b": "\u20ac\ud83d\ude02\n\"\\\/", "c": {"": [true, false, null]}}"#;
-    let ours = parse_exact(text).expect("valid JSON");
-    let theirs: Value = serde_json::from_str(text).expect("valid JSON");
-    assert_eq!(ours, theirs);
-    // The case serde_json without `float_roundtrip` reads one unit off.
-    let third = parse_exact("333333333.33333329").expect("a number");
-    assert_eq!(third.as_f64(), Some(333333333.3333333));
-    assert!(parse_exact("[1,]").is_err());
-    assert!(parse_exact("\"\\ud83d\"").is_err());
-    assert!(parse_exact("01").is_err());
+fn rfc8785_test_data_includes_values_json_and_its_long_fraction() {
+    // The whole directory is checked above; this says values.json is in it.
+    let input = fs::read_to_string(data("rfc8785/input/values.json")).expect("values.json");
+    assert!(input.contains("333333333.33333329"));
+    let got = canonical_json_from_text(&input).expect("valid JSON");
+    assert!(
+        got.contains("[333333333.3333333,1e+30,4.5,0.002,1e-27]"),
+        "{got}"
+    );
 }
 
-/// A JSON parser whose numbers are exact: an integer in the 64-bit range as
-/// serde_json keeps it, any other number as the nearest double (Rust's
-/// `f64::from_str` rounds correctly).
-fn parse_exact(text: &str) -> Result<Value, String> {
-    let mut parser = Parser {
-        bytes: text.as_bytes(),
-        at: 0,
+#[test]
+fn numbers_are_read_as_the_double_nearest_to_their_text() {
+    let cases = [
+        ("333333333.33333329", "333333333.3333333"),
+        ("333333333.33333333", "333333333.3333333"),
+        (
+            "[1e2, 100, 100.0, 1.00e+2, 10000e-2, 0.1E3]",
+            "[100,100,100,100,100,100]",
+        ),
+        ("[-0, -0.0, 0e5]", "[0,0,0]"),
+        ("18446744073709551615", "18446744073709551615"),
+        ("-9223372036854775808", "-9223372036854775808"),
+        ("18446744073709551616", "18446744073709552000"),
+        ("9007199254740993", "9007199254740993"),
+        ("9007199254740993.0", "9007199254740992"),
+        ("2.2250738585072011e-308", "2.225073858507201e-308"),
+        ("4.9e-324", "5e-324"),
+        ("1.7976931348623157e308", "1.7976931348623157e+308"),
+        (
+            r#"{"s": "1.5 \" 2e3", "n": [0.1, {"x": 333333333.33333329}]}"#,
+            r#"{"n":[0.1,{"x":333333333.3333333}],"s":"1.5 \" 2e3"}"#,
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(canonical_json_from_text(text).expect(text), want, "{text}");
+    }
+    // Numbers serde_json without `float_roundtrip` reads one unit off.
+    for text in [
+        "0.90073403272434e188",
+        "4.5818920535891263e85",
+        "0.080100230201321225",
+        "-333333333.33333329e-300",
+    ] {
+        let nearest = Value::from(text.parse::<f64>().expect("a number"));
+        assert_eq!(
+            canonical_json_from_text(text).expect(text),
+            canonical_json(&nearest),
+            "{text}"
+        );
+    }
+    for refused in ["1e400", "[1,]", "\"\\ud83d\"", "01", r#"{"a": 1, "a": 2}"#] {
+        assert!(canonical_json_from_text(refused).is_err(), "{refused}");
+    }
+}
+
+/// A JSON number's text: a sign, up to 25 integer digits, up to 25
+/// fraction digits and an exponent, kept inside the double range.
+fn number_text() -> impl Strategy<Value = String> {
+    (
+        any::<bool>(),
+        "(0|[1-9][0-9]{0,24})",
+        prop::option::of("[0-9]{1,25}"),
+        prop::option::of((
+            prop_oneof![Just("e"), Just("E")],
+            prop_oneof![Just(""), Just("+"), Just("-")],
+            0u32..330,
+        )),
+    )
+        .prop_map(|(negative, int, fraction, exponent)| {
+            let mut text = String::from(if negative { "-" } else { "" });
+            text.push_str(&int);
+            if let Some(fraction) = fraction {
+                text.push('.');
+                text.push_str(&fraction);
+            }
+            if let Some((e, sign, magnitude)) = exponent {
+                text.push_str(&format!("{e}{sign}{magnitude}"));
+            }
+            text
+        })
+}
+
+/// What RFC 8785 writes for a number's text: an integer in the 64-bit
+/// range exactly (this crate's one difference), anything else as the
+/// nearest double.
+fn expected(text: &str) -> Option<String> {
+    let plain = !text.contains(['.', 'e', 'E']) && text != "-0";
+    if plain {
+        if let Ok(n) = text.parse::<i64>() {
+            return Some(canonical_json(&Value::from(n)));
+        }
+        if let Ok(n) = text.parse::<u64>() {
+            return Some(canonical_json(&Value::from(n)));
+        }
+    }
+    let double = text.parse::<f64>().ok()?;
+    Number::from_f64(double).map(|n| canonical_json(&Value::Number(n)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    /// Any number's text, alone or among others in an array and an object.
+    #[test]
+    fn any_number_text_is_read_as_its_nearest_double(
+        texts in prop::collection::vec(number_text(), 1..6),
+    ) {
+        let wants: Option<Vec<String>> = texts.iter().map(|t| expected(t)).collect();
+        match wants {
+            Some(wants) => {
+                prop_assert_eq!(canonical_json_from_text(&texts[0]).unwrap(), wants[0].clone(), "{}", texts[0]);
+                let array = format!("[{}]", texts.join(" , "));
+                prop_assert_eq!(canonical_json_from_text(&array).unwrap(), format!("[{}]", wants.join(",")));
+                let object = format!(r#"{{"s": "{}", "v": {array}, "t": true}}"#, texts.join(" "));
+                prop_assert_eq!(
+                    canonical_json_from_text(&object).unwrap(),
+                    format!(r#"{{"s":"{}","t":true,"v":[{}]}}"#, texts.join(" "), wants.join(","))
+                );
+            }
+            // Out of the double range: refused, as serde_json refuses it.
+            None => {
+                let array = format!("[{}]", texts.join(","));
+                prop_assert!(canonical_json_from_text(&array).is_err(), "{}", array);
+            }
+        }
+    }
+
+    /// A double written as Rust writes it (`{:e}`, `{:?}`, 17 digits) is
+    /// read back as itself, and written as ECMAScript writes it.
+    #[test]
+    fn any_double_printed_by_rust_reads_back_as_itself(bits in any::<u64>()) {
+        let double = f64::from_bits(bits);
+        prop_assume!(double.is_finite());
+        let want = canonical_json(&Value::from(double));
+        for text in [format!("{double:e}"), format!("{double:?}"), format!("{double:.16e}"), format!("{double:E}")] {
+            prop_assert_eq!(canonical_json_from_text(&text).unwrap(), want.clone(), "{}", text);
+        }
+    }
+}
+
+// ------------------------------------- the key of a call, through the dispatcher
+//
+// The tools below are written out as `#[tool]` would write them (this crate's
+// tests cannot use the attribute). Each answers with the idempotency key it
+// ran under; the tests compare it with SHA-256 over the documented digest
+// input, computed here from the expected canonical text.
+
+mod tools {
+    use serde_json::{Value, json};
+    use toolcall_core::__private::{CallContext, Data, SpecParts};
+    use toolcall_core::{
+        BoxFuture, FieldErrors, FieldMeta, Members, Tool, ToolArgs, ToolError, ToolSpec,
     };
-    let value = parser.value()?;
-    parser.white();
-    if parser.at != parser.bytes.len() {
-        return Err(format!("trailing text at byte {}", parser.at));
-    }
-    Ok(value)
-}
 
-struct Parser<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
+    /// A tool of one field of type `T`, named `name` in JSON.
+    macro_rules! one_field_tool {
+        ($tool:ident, $args:ident, $name:literal, $field:ident: $ty:ty) => {
+            #[derive(serde::Serialize, schemars::JsonSchema)]
+            #[serde(deny_unknown_fields)]
+            pub struct $args {
+                $field: $ty,
+            }
 
-impl Parser<'_> {
-    fn white(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.at += 1;
-        }
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
-    }
-
-    fn expect(&mut self, byte: u8) -> Result<(), String> {
-        self.white();
-        if self.peek() == Some(byte) {
-            self.at += 1;
-            Ok(())
-        } else {
-            Err(format!("expected {:?} at byte {}", byte as char, self.at))
-        }
-    }
-
-    fn value(&mut self) -> Result<Value, String> {
-        self.white();
-        match self.peek() {
-            Some(b'{') => self.object(),
-            Some(b'[') => self.array(),
-            Some(b'"') => self.string().map(Value::String),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => {
-                for (word, value) in [
-                    ("null", Value::Null),
-                    ("true", Value::Bool(true)),
-                    ("false", Value::Bool(false)),
-                ] {
-                    if self.bytes[self.at..].starts_with(word.as_bytes()) {
-                        self.at += word.len();
-                        return Ok(value);
-                    }
+            impl ToolArgs for $args {
+                fn fields() -> &'static [FieldMeta] {
+                    static FIELDS: [FieldMeta; 1] = [FieldMeta {
+                        name: stringify!($field),
+                        description: "The value.",
+                        constraints: &[],
+                        sensitive: false,
+                        resource: None,
+                    }];
+                    &FIELDS
                 }
-                Err(format!("no value at byte {}", self.at))
-            }
-        }
-    }
 
-    fn object(&mut self) -> Result<Value, String> {
-        self.expect(b'{')?;
-        let mut members = Map::new();
-        self.white();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Ok(Value::Object(members));
-        }
-        loop {
-            self.white();
-            let name = self.string()?;
-            self.expect(b':')?;
-            let value = self.value()?;
-            members.insert(name, value);
-            self.white();
-            match self.peek() {
-                Some(b',') => self.at += 1,
-                Some(b'}') => {
-                    self.at += 1;
-                    return Ok(Value::Object(members));
+                fn from_members(members: &Members<'_>, errors: &mut FieldErrors) -> Option<Self> {
+                    let $field = errors.field::<$ty>(members, &Self::fields()[0]);
+                    Some($args { $field: $field? })
                 }
-                _ => return Err(format!("expected ',' or '}}' at byte {}", self.at)),
             }
-        }
-    }
 
-    fn array(&mut self) -> Result<Value, String> {
-        self.expect(b'[')?;
-        let mut items = Vec::new();
-        self.white();
-        if self.peek() == Some(b']') {
-            self.at += 1;
-            return Ok(Value::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.white();
-            match self.peek() {
-                Some(b',') => self.at += 1,
-                Some(b']') => {
-                    self.at += 1;
-                    return Ok(Value::Array(items));
+            pub struct $tool;
+
+            impl Tool for $tool {
+                type Args = $args;
+
+                fn spec() -> &'static ToolSpec {
+                    static SPEC: ToolSpec = ToolSpec::__new::<$tool>(
+                        SpecParts {
+                            name: $name,
+                            description: "Answers with its idempotency key.",
+                            side_effect: false,
+                            high_risk: false,
+                            untrusted_output: false,
+                            idempotent_backend: false,
+                            timeout_ms: None,
+                            max_output_bytes: None,
+                            state: None,
+                            reconcile: false,
+                            check_state: None,
+                            reconcile_state: None,
+                        },
+                        &[],
+                    );
+                    &SPEC
                 }
-                _ => return Err(format!("expected ',' or ']' at byte {}", self.at)),
-            }
-        }
-    }
 
-    fn hex4(&mut self) -> Result<u32, String> {
-        let digits = self
-            .bytes
-            .get(self.at..self.at + 4)
-            .and_then(|d| std::str::from_utf8(d).ok())
-            .ok_or_else(|| format!("short \\u escape at byte {}", self.at))?;
-        let code = u32::from_str_radix(digits, 16)
-            .map_err(|_| format!("bad \\u escape at byte {}", self.at))?;
-        self.at += 4;
-        Ok(code)
-    }
-
-    fn string(&mut self) -> Result<String, String> {
-        self.expect(b'"')?;
-        let mut out = String::new();
-        loop {
-            let start = self.at;
-            while !matches!(self.peek(), None | Some(b'"' | b'\\' | 0..=0x1f)) {
-                self.at += 1;
-            }
-            out.push_str(
-                std::str::from_utf8(&self.bytes[start..self.at]).map_err(|e| e.to_string())?,
-            );
-            match self.peek() {
-                Some(b'"') => {
-                    self.at += 1;
-                    return Ok(out);
+                fn check(_: &$args, _: &CallContext<'_>) -> Result<(), ToolError> {
+                    Ok(())
                 }
-                Some(b'\\') => {
-                    self.at += 1;
-                    let escape = self.peek().ok_or("unterminated escape")?;
-                    self.at += 1;
-                    out.push(match escape {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{08}',
-                        b'f' => '\u{0C}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => {
-                            let mut code = self.hex4()?;
-                            if (0xD800..0xDC00).contains(&code) {
-                                if !self.bytes[self.at..].starts_with(b"\\u") {
-                                    return Err(format!("lone surrogate before byte {}", self.at));
-                                }
-                                self.at += 2;
-                                let low = self.hex4()?;
-                                if !(0xDC00..0xE000).contains(&low) {
-                                    return Err(format!("lone surrogate before byte {}", self.at));
-                                }
-                                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-                            }
-                            char::from_u32(code)
-                                .ok_or_else(|| format!("lone surrogate before byte {}", self.at))?
-                        }
-                        other => return Err(format!("bad escape \\{}", other as char)),
-                    });
-                }
-                _ => return Err(format!("unterminated string at byte {}", self.at)),
-            }
-        }
-    }
 
-    fn number(&mut self) -> Result<Value, String> {
-        let start = self.at;
-        let digits = |p: &mut Self| {
-            let from = p.at;
-            while matches!(p.peek(), Some(b'0'..=b'9')) {
-                p.at += 1;
+                fn call<'a>(_: $args, cx: &'a CallContext<'_>) -> BoxFuture<'a, Result<Data, ToolError>> {
+                    let key = cx.idempotency_key.to_string();
+                    Box::pin(async move { Ok(Data::from_value(json!({ "key": key }))) })
+                }
             }
-            p.at - from
         };
-        if self.peek() == Some(b'-') {
-            self.at += 1;
+    }
+
+    one_field_tool!(Reading, ReadingArgs, "reading", value: f64);
+    one_field_tool!(Series, SeriesArgs, "series", values: Vec<f64>);
+    one_field_tool!(Tally, TallyArgs, "tally", count: i64);
+    one_field_tool!(Document, DocumentArgs, "document", body: Value);
+}
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use toolcall_core::{Call, Code, Dispatcher, Registry, Tool, ToolResult};
+
+struct Keys {
+    runtime: tokio::runtime::Runtime,
+    dispatcher: Dispatcher<()>,
+    calls: AtomicUsize,
+}
+
+impl Keys {
+    fn new() -> Self {
+        let registry = Registry::from_specs([
+            tools::Reading::spec(),
+            tools::Series::spec(),
+            tools::Tally::spec(),
+            tools::Document::spec(),
+        ])
+        .expect("a registry");
+        let dispatcher = Dispatcher::builder(registry, Arc::new(()))
+            .max_steps(1_000_000)
+            .build()
+            .expect("a dispatcher");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        Keys {
+            runtime,
+            dispatcher,
+            calls: AtomicUsize::new(0),
         }
-        let int_start = self.at;
-        let int_digits = digits(self);
-        if int_digits == 0 || (int_digits > 1 && self.bytes[int_start] == b'0') {
-            return Err(format!("bad number at byte {start}"));
+    }
+
+    /// Calls `tool` with the raw `arguments`, in a session of its own (no
+    /// loop guard between calls): the key it ran under, and the key of the
+    /// canonical text `canonical` in that session; or the refusal.
+    fn call(
+        &self,
+        tool: &str,
+        arguments: &str,
+        canonical: &str,
+    ) -> Result<(String, String), Box<ToolResult>> {
+        let session = format!("s{}", self.calls.fetch_add(1, Ordering::Relaxed));
+        let result = self.runtime.block_on(
+            self.dispatcher
+                .execute(Call::new(tool, arguments).session(&session)),
+        );
+        if !result.ok {
+            return Err(Box::new(result));
         }
-        let mut integer = true;
-        if self.peek() == Some(b'.') {
-            self.at += 1;
-            integer = false;
-            if digits(self) == 0 {
-                return Err(format!("bad fraction at byte {start}"));
+        let got = result.data["key"].as_str().expect("the key").to_owned();
+        Ok((got, documented_key(&session, tool, canonical)))
+    }
+
+    fn assert_key(&self, tool: &str, arguments: &str, canonical: &str) {
+        match self.call(tool, arguments, canonical) {
+            Ok((got, want)) => {
+                assert_eq!(got, want, "{tool} {arguments}: not the key of {canonical}")
             }
+            Err(refused) => panic!("{tool} {arguments}: {refused:?}"),
         }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.at += 1;
-            integer = false;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.at += 1;
-            }
-            if digits(self) == 0 {
-                return Err(format!("bad exponent at byte {start}"));
-            }
+    }
+}
+
+/// The idempotency key as the canonical module documents it, computed here.
+fn documented_key(session: &str, tool: &str, canonical: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(b"toolcall/idempotency/v1\n");
+    for part in [session, tool] {
+        hasher.update(format!("{}:{part}", part.len()));
+    }
+    hasher.update(canonical);
+    hex(&hasher.finalize())
+}
+
+/// ECMAScript's text of a double (`JSON.stringify`): ryu-js's, `-0` as `0`.
+fn es(double: f64) -> String {
+    if double == 0.0 {
+        "0".to_owned()
+    } else {
+        ryu_js::Buffer::new().format_finite(double).to_owned()
+    }
+}
+
+#[test]
+fn every_rfc8785_input_as_a_call_is_keyed_by_the_rfc_output() {
+    let keys = Keys::new();
+    let root = data("rfc8785");
+    let mut names: Vec<_> = fs::read_dir(root.join("input"))
+        .expect("an input directory")
+        .map(|entry| entry.expect("a directory entry").file_name())
+        .collect();
+    names.sort();
+    assert!(names.iter().any(|n| n == "values.json"));
+    for name in &names {
+        let input = fs::read_to_string(root.join("input").join(name)).expect("readable input");
+        let want = fs::read_to_string(root.join("output").join(name)).expect("an output file");
+        keys.assert_key(
+            "document",
+            &format!(r#"{{"body": {input}}}"#),
+            &format!(r#"{{"body":{want}}}"#),
+        );
+    }
+}
+
+#[test]
+fn a_long_fraction_is_keyed_as_its_nearest_double_on_every_path() {
+    let keys = Keys::new();
+    for text in [
+        "333333333.33333329",
+        "333333333.33333333",
+        "333333333.3333333",
+    ] {
+        // The one-pass reading of a member, a list, and the full parse.
+        keys.assert_key(
+            "reading",
+            &format!(r#"{{"value": {text}}}"#),
+            r#"{"value":333333333.3333333}"#,
+        );
+        keys.assert_key(
+            "series",
+            &format!(r#"{{"values": [4.50, {text}, 2e-3, 1E30]}}"#),
+            r#"{"values":[4.5,333333333.3333333,0.002,1e+30]}"#,
+        );
+        keys.assert_key(
+            "document",
+            &format!(r#"{{"body": {{"n": [{text}], "s": "{text}"}}}}"#),
+            &format!(r#"{{"body":{{"n":[333333333.3333333],"s":"{text}"}}}}"#),
+        );
+        // Refused by the one-pass reading for another reason (a member that
+        // is no field): the call is refused, whatever its numbers.
+        let refused = keys
+            .call(
+                "reading",
+                &format!(r#"{{"value": {text}, "other": 1}}"#),
+                "",
+            )
+            .expect_err("an unknown member");
+        assert_eq!(refused.code, Code::InvalidArguments);
+    }
+}
+
+#[test]
+fn one_hundred_written_any_way_is_one_key() {
+    let keys = Keys::new();
+    let forms = [
+        "100",
+        "100.0",
+        "1e2",
+        "1E2",
+        "1e+2",
+        "1.00e+2",
+        "10000e-2",
+        "0.1e3",
+        "100.000000000000000000000",
+        "1000000000000000000000e-19",
+        "0.0000000000000000000001e24",
+    ];
+    for form in forms {
+        keys.assert_key(
+            "reading",
+            &format!(r#"{{"value": {form}}}"#),
+            r#"{"value":100}"#,
+        );
+        keys.assert_key(
+            "series",
+            &format!(r#"{{"values": [{form}, -{form}]}}"#),
+            r#"{"values":[100,-100]}"#,
+        );
+    }
+    // An integer field takes the integer, and refuses a fraction or an exponent.
+    keys.assert_key("tally", r#"{"count": 100}"#, r#"{"count":100}"#);
+    for form in &forms[1..] {
+        let refused = keys
+            .call("tally", &format!(r#"{{"count": {form}}}"#), "")
+            .expect_err("not an integer");
+        assert_eq!(refused.code, Code::InvalidArguments, "{form}");
+    }
+    // In a `Value`, an integer stays an integer; a double is written as one.
+    keys.assert_key(
+        "document",
+        r#"{"body": [100, 100.0, 1e2, 9007199254740993]}"#,
+        r#"{"body":[100,100,100,9007199254740993]}"#,
+    );
+}
+
+/// Ways to write a double `f` as a JSON number: Rust's `{:e}`, `{:E}`,
+/// `{:?}` and `{}`, 17 and 25 significant digits, the digits of `{:e}`
+/// with trailing zeros, as an integer mantissa, and after a leading `0.`.
+fn forms_of(f: f64) -> Vec<String> {
+    let exponential = format!("{f:e}");
+    let (mantissa, exponent) = exponential.split_once('e').expect("an exponent");
+    let exponent: i32 = exponent.parse().expect("an exponent");
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let fraction = digits.len() as i32 - 1;
+    let with_point = if mantissa.contains('.') {
+        format!("{mantissa}000")
+    } else {
+        format!("{mantissa}.000")
+    };
+    let mut forms = vec![
+        exponential.clone(),
+        format!("{f:E}"),
+        format!("{f:?}"),
+        format!("{f}"),
+        format!("{f:.16e}"),
+        format!("{f:.24e}"),
+        format!("{sign}{with_point}e{exponent}"),
+        format!("{sign}{with_point}E+{exponent}").replace("E+-", "E-"),
+        format!("{sign}{digits}e{}", exponent - fraction),
+        format!("{sign}0.{digits}e{}", exponent + 1),
+    ];
+    if f != 0.0 {
+        // No leading zero in JSON: `000e-2` is not a number.
+        forms.push(format!("{sign}{digits}00e{}", exponent - fraction - 2));
+    }
+    forms
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A double written any of many ways is keyed as the double itself
+    /// (its shortest ECMAScript form), alone, in a list and in a document.
+    #[test]
+    fn a_double_written_any_way_is_keyed_as_its_double(bits in any::<u64>()) {
+        let f = f64::from_bits(bits);
+        prop_assume!(f.is_finite());
+        let keys = Keys::new();
+        let shortest = es(f);
+        for form in forms_of(f) {
+            prop_assert_eq!(form.parse::<f64>().unwrap().to_bits(), f.to_bits(), "{}", form);
+            let (got, want) = keys.call("reading", &format!(r#"{{"value": {form}}}"#), &format!(r#"{{"value":{shortest}}}"#)).unwrap();
+            prop_assert_eq!(got, want, "reading {}", form);
+            let (got, want) = keys.call("series", &format!(r#"{{"values": [{form}, 0.5]}}"#), &format!(r#"{{"values":[{shortest},0.5]}}"#)).unwrap();
+            prop_assert_eq!(got, want, "series {}", form);
+            let (got, want) = keys.call("document", &format!(r#"{{"body": {{"x": {form}}}}}"#), &format!(r#"{{"body":{{"x":{}}}}}"#, expected(&form).unwrap())).unwrap();
+            prop_assert_eq!(got, want, "document {}", form);
         }
-        let text = std::str::from_utf8(&self.bytes[start..self.at]).expect("ASCII");
-        if integer {
-            // As serde_json: `-0` is the double -0, other integers exact when they fit.
-            if text != "-0" {
-                if let Ok(n) = text.parse::<u64>() {
-                    return Ok(Value::from(n));
-                }
-                if let Ok(n) = text.parse::<i64>() {
-                    return Ok(Value::from(n));
-                }
-            }
-        }
-        let double: f64 = text.parse().map_err(|e| format!("{text}: {e}"))?;
-        Number::from_f64(double)
-            .map(Value::Number)
-            .ok_or_else(|| format!("{text} is out of the double range"))
+    }
+
+    /// Any number's text in an `f64` field is keyed as the double nearest
+    /// to it (Rust's `f64::from_str` rounds correctly).
+    #[test]
+    fn any_number_text_is_keyed_as_its_nearest_double(texts in prop::collection::vec(number_text(), 1..4)) {
+        let doubles: Vec<f64> = texts.iter().map(|t| t.parse().unwrap()).collect();
+        prop_assume!(doubles.iter().all(|f| f.is_finite()));
+        let keys = Keys::new();
+        let (got, want) = keys.call("reading", &format!(r#"{{"value": {}}}"#, texts[0]), &format!(r#"{{"value":{}}}"#, es(doubles[0]))).unwrap();
+        prop_assert_eq!(got, want, "reading {}", texts[0]);
+        let shortest: Vec<String> = doubles.iter().map(|f| es(*f)).collect();
+        let list = texts.join(", ");
+        let (got, want) = keys.call("series", &format!(r#"{{"values": [{list}]}}"#), &format!(r#"{{"values":[{}]}}"#, shortest.join(","))).unwrap();
+        prop_assert_eq!(got, want, "series {}", list);
+        let exact: Vec<String> = texts.iter().map(|t| expected(t).unwrap()).collect();
+        let (got, want) = keys.call("document", &format!(r#"{{"body": [{list}]}}"#), &format!(r#"{{"body":[{}]}}"#, exact.join(","))).unwrap();
+        prop_assert_eq!(got, want, "document {}", list);
     }
 }
