@@ -96,6 +96,12 @@ pub struct ServeArgs {
     /// token is generated and its sign-in address printed.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Mark the sign-in cookie `Secure`, so a browser sends it only over
+    /// TLS: set it when the inbox is reached through a TLS proxy. (A
+    /// sign-in whose request says it came over TLS, by an `https` Origin or
+    /// `X-Forwarded-Proto: https`, gets `Secure` without it.)
+    #[arg(long)]
+    pub cookie_secure: bool,
 }
 
 /// `definitions`' arguments.

@@ -10,6 +10,25 @@ use toolcall_core::{Dispatcher, Store};
 
 use crate::{Error, ServeArgs};
 
+/// The inbox's options for `serve`'s arguments.
+fn options(
+    program: &str,
+    access: toolcall_inbox::Access,
+    args: &ServeArgs,
+    audit: Option<&Path>,
+) -> toolcall_inbox::Options {
+    let mut options = toolcall_inbox::Options::new(access)
+        .title(program)
+        .cookie_secure(args.cookie_secure)
+        .summarize(Arc::new(|records| {
+            report::Report::from_records(records).to_json()
+        }));
+    if let Some(path) = audit {
+        options = options.audit(path);
+    }
+    options
+}
+
 /// `serve`: the approval inbox over the dispatcher's store, until the
 /// process ends.
 pub(crate) async fn serve<S, St>(
@@ -35,14 +54,7 @@ where
         .local_addr()
         .map_err(|e| Error::Serve(e.to_string()))?
         .to_string();
-    let mut options = toolcall_inbox::Options::new(access.clone())
-        .title(program)
-        .summarize(Arc::new(|records| {
-            report::Report::from_records(records).to_json()
-        }));
-    if let Some(path) = audit {
-        options = options.audit(path);
-    }
+    let options = options(program, access.clone(), args, audit);
     let mut stdout = io::stdout().lock();
     let lines = if generated {
         format!(
@@ -65,10 +77,48 @@ where
     drop(stdout);
     if !args.listen.ip().is_loopback() {
         eprintln!(
-            "{program}: the inbox listens on {addr}, beyond this machine: put a TLS proxy in front of it"
+            "{program}: the inbox listens on {addr}, beyond this machine: put a TLS proxy in front of it{}",
+            if args.cookie_secure {
+                ""
+            } else {
+                " (and pass --cookie-secure)"
+            }
         );
     }
     toolcall_inbox::serve(dispatcher, options, listener)
         .await
         .map_err(|e| Error::Serve(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::Command;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    fn options_of(argv: &[&str]) -> toolcall_inbox::Options {
+        let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not serve");
+        };
+        let access = toolcall_inbox::Access::token("ana", "0123456789abcdef0123").unwrap();
+        options("shop", access, &args, None)
+    }
+
+    #[test]
+    fn cookie_secure_marks_the_sign_in_cookie_secure() {
+        assert!(
+            !options_of(&["app", "serve"]).cookie_secure,
+            "off by default"
+        );
+        let options = options_of(&["app", "serve", "--cookie-secure"]);
+        assert!(options.cookie_secure);
+        assert_eq!(options.title, "shop");
+    }
 }

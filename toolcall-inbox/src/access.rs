@@ -1,5 +1,5 @@
-//! Who may use the inbox: one secret token per person, a cookie derived
-//! from it once signed in, and a CSRF token derived from it for every form.
+//! Who may use the inbox: one secret token per person, compared in
+//! constant time.
 
 use std::fmt;
 use std::path::Path;
@@ -22,8 +22,6 @@ pub(crate) const COOKIE: &str = "toolcall_inbox";
 pub struct User {
     name: String,
     token: String,
-    cookie: String,
-    csrf: String,
 }
 
 impl fmt::Debug for User {
@@ -40,8 +38,6 @@ impl User {
         User {
             name: name.to_owned(),
             token: token.to_owned(),
-            cookie: derive("cookie", token),
-            csrf: derive("csrf", token),
         }
     }
 
@@ -53,17 +49,6 @@ impl User {
     /// The token that signs this person in.
     pub fn token(&self) -> &str {
         &self.token
-    }
-
-    /// The value of the sign-in cookie (derived from the token, so the
-    /// cookie never carries the token itself).
-    pub(crate) fn cookie(&self) -> &str {
-        &self.cookie
-    }
-
-    /// The CSRF token every form of this person carries.
-    pub(crate) fn csrf(&self) -> &str {
-        &self.csrf
     }
 }
 
@@ -154,18 +139,17 @@ impl Access {
         &self.users
     }
 
-    /// The person whose token this is.
+    /// The person whose token this is. Every person's token is compared,
+    /// each in constant time ([`same`]), so the time taken says nothing
+    /// about the token sent, nor about which person it matched.
     pub(crate) fn by_token(&self, token: &str) -> Option<&User> {
-        self.users
-            .iter()
-            .find(|user| same(user.token.as_bytes(), token.as_bytes()))
-    }
-
-    /// The person whose sign-in cookie this is.
-    pub(crate) fn by_cookie(&self, cookie: &str) -> Option<&User> {
-        self.users
-            .iter()
-            .find(|user| same(user.cookie.as_bytes(), cookie.as_bytes()))
+        let mut found = None;
+        for user in &self.users {
+            if same(user.token.as_bytes(), token.as_bytes()) && found.is_none() {
+                found = Some(user);
+            }
+        }
+        found
     }
 }
 
@@ -183,28 +167,21 @@ fn check_token(token: &str) -> Result<(), AccessError> {
     Ok(())
 }
 
-/// Hex SHA-256 of a purpose and the token: a value that proves the token
-/// without being it.
-fn derive(purpose: &str, token: &str) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(b"toolcall-inbox\0");
-    hasher.update(purpose.as_bytes());
-    hasher.update(b"\0");
-    hasher.update(token.as_bytes());
-    hex(&hasher.finalize())
-}
-
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Compares in time independent of where the inputs differ (their
-/// lengths are not secret: every token-derived value has a fixed length).
+/// Whether `a` and `b` are equal, in time that depends on neither their
+/// contents nor their lengths: both are hashed (SHA-256, whose time
+/// depends only on the length of each input, and a token's length is no
+/// secret the comparison could leak beyond what hashing it shows), then
+/// the two digests are compared by folding every byte's difference, with
+/// no early exit.
 pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    let a: [u8; 32] = Sha256::digest(a).into();
+    let b: [u8; 32] = Sha256::digest(b).into();
+    let diff = a.iter().zip(&b).fold(0u8, |diff, (x, y)| diff | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 #[cfg(test)]
@@ -246,15 +223,33 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_and_the_csrf_token_are_not_the_token() {
+    fn a_generated_token_is_long_and_random() {
         let access = Access::generate("ana").unwrap();
         let user = &access.users()[0];
         assert_eq!(user.token().len(), 64);
-        assert_ne!(user.cookie(), user.token());
-        assert_ne!(user.csrf(), user.cookie());
-        assert_eq!(access.by_cookie(user.cookie()).unwrap().name(), "ana");
-        assert!(access.by_cookie(user.token()).is_none());
+        assert_eq!(access.by_token(user.token()).unwrap().name(), "ana");
         let other = Access::generate("ana").unwrap();
         assert_ne!(other.users()[0].token(), user.token(), "random");
+    }
+
+    #[test]
+    fn tokens_compare_equal_only_when_equal_whatever_their_lengths() {
+        let token = b"0123456789abcdef0123";
+        assert!(same(token, token));
+        assert!(same(b"", b""));
+        assert!(!same(token, b"0123456789abcdef0124"), "the last byte");
+        assert!(!same(token, b"1123456789abcdef0123"), "the first byte");
+        assert!(!same(token, b"0123456789abcdef012"), "a prefix");
+        assert!(!same(token, b"0123456789abcdef01234"), "longer");
+        assert!(!same(token, b""));
+        assert!(!same(b"", token));
+        let access =
+            Access::parse("ana 0123456789abcdef0123\nbo fedcba9876543210fedc", "x").unwrap();
+        assert!(access.by_token("0123456789abcdef012").is_none());
+        assert!(access.by_token("0123456789abcdef01234").is_none());
+        assert_eq!(
+            access.by_token("fedcba9876543210fedc").unwrap().name(),
+            "bo"
+        );
     }
 }

@@ -7,16 +7,16 @@ use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
+use toolcall_core::echo::{MAX_NOTE_BYTES, bound};
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, DecideOutcome, PendingApproval, now_ms,
 };
 use toolcall_core::{Store as _, ToolSpec};
 
-use crate::access::User;
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
 use crate::pending::{arguments_table, is_in_doubt, why};
-use crate::security::{Via, field, forbidden, same_origin_form, signed_in, unauthorized};
+use crate::security::{Peer, Via, Who, field, forbidden, same_origin_form, signed_in};
 use crate::{App, Backend, MAX_NOTE};
 
 /// How a field is typed in the edit form: as plain text (a string in the
@@ -73,7 +73,7 @@ fn edited_arguments(spec: &ToolSpec, form: &[(String, String)]) -> Result<Value,
 /// person typed) and the problems found.
 fn edit_page<B>(
     app: &App<B>,
-    user: &User,
+    user: &Who,
     approval: &PendingApproval,
     spec: &ToolSpec,
     values: &BTreeMap<String, String>,
@@ -140,11 +140,13 @@ fn edit_page<B>(
 
 pub(crate) async fn edit<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some((user, _)) = signed_in(&app, &headers) else {
-        return unauthorized();
+    let user = &match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
     };
     let entry = match app.backend.store().approval(&id).await {
         Ok(Some(entry)) => entry,
@@ -184,14 +186,16 @@ pub(crate) async fn edit<B: Backend>(
 
 pub(crate) async fn decide<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     Path(id): Path<String>,
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let Some((user, via)) = signed_in(&app, &headers) else {
-        return unauthorized();
+    let user = &match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
     };
-    if via == Via::Cookie && !same_origin_form(user, &headers, field(&form, "csrf")) {
+    if user.via == Via::Cookie && !same_origin_form(user.csrf(), &headers, field(&form, "csrf")) {
         return forbidden();
     }
     let note = field(&form, "note").unwrap_or("").trim().to_owned();
@@ -268,7 +272,10 @@ pub(crate) async fn decide<B: Backend>(
     let decision = ApprovalDecision {
         approved: action != "deny",
         by: user.name().to_owned(),
-        note,
+        // Kept bounded, as the dispatcher keeps a host's note: at most
+        // MAX_NOTE_BYTES, a longer one as its head and its SHA-256 (a
+        // note of MAX_NOTE characters can be four times as many bytes).
+        note: bound(&note, MAX_NOTE_BYTES).into_owned(),
         edited_arguments: edited,
         decided_ms: now,
     };
@@ -332,7 +339,7 @@ pub(crate) async fn decide<B: Backend>(
 
 /// The answer to an edit of a question about an unknown outcome: it asks
 /// what happened, and has nothing to edit.
-fn not_editable<B>(app: &App<B>, user: &User) -> Response {
+fn not_editable<B>(app: &App<B>, user: &Who) -> Response {
     message(
         app,
         user,

@@ -11,7 +11,7 @@ use toolcall_core::store::{ApprovalEntry, now_ms};
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout, store_down};
 use crate::pending::{is_in_doubt, pretty, redacted};
-use crate::security::{signed_in, unauthorized};
+use crate::security::{Peer, signed_in};
 use crate::{App, Backend};
 
 /// What came of a decided approval: a class for the page and the words.
@@ -54,10 +54,12 @@ pub(crate) fn came_of(entry: &ApprovalEntry, now: u64) -> (&'static str, String)
 
 pub(crate) async fn history<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let Some((user, _)) = signed_in(&app, &headers) else {
-        return unauthorized();
+    let user = &match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
     };
     let decided = match app
         .backend

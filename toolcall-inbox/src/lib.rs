@@ -30,6 +30,10 @@
 //! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields), `note`, `csrf` |
 //! | `GET /history` | each decision, who took it, and what came of it |
 //! | `GET /metrics` | the audit log's metrics (`report`'s), as inline SVG charts: rejections by code, and by tool and by code over time (in buckets of wall time, UTC; in slices of the log's order for a log whose records carry no time) |
+//! | `GET /sessions` | the signed-in person's sign-ins (when and from where each began, when it ends, which is this browser), and a button that signs them all out |
+//! | `POST /sessions/revoke` | deletes every sign-in of the person (`csrf` from a browser); a program (bearer token) is answered `{"revoked": N}` |
+//! | `GET /api/sessions` | the same list as JSON: `{"name": ..., "sign_ins": [{"id", "from", "created_ms", "expires_ms", "current"}]}` (`id` is a label, not the cookie) |
+//! | `POST /sign-out` | deletes this browser's sign-in and clears its cookie (`csrf`) |
 //! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page) |
 //!
 //! `/` and `/api/pending` take the same query: `session` (only this
@@ -49,26 +53,80 @@
 //!
 //! # Security
 //!
-//! The page can move money, so:
+//! The page can move money. What it defends against, and how:
 //!
-//! * every request needs a token ([`Access`]): `Authorization: Bearer
-//!   TOKEN`, or the cookie a browser gets by opening `/?token=TOKEN` once
-//!   (`HttpOnly`, `SameSite=Strict`, and a redirect takes the token out of
-//!   the address bar); without one, no page shows any data (401);
-//! * a decision is a `POST` that carries the person's CSRF token, and whose
-//!   `Origin` (when the browser sends one) is the inbox itself (403
-//!   otherwise);
-//! * every piece of text from a model, a person or the store is escaped by
-//!   one function ([`esc`]), in elements and attributes alike; the content
-//!   security policy allows no inline script or style, only this server's
-//!   own files;
-//! * a decision is atomic in the store ([`Store::decide_approval`]): a
-//!   double click is one decision, and a decided, expired or unknown
-//!   approval cannot be decided (409, 410, 404);
-//! * each decision records the name of the person whose token made it.
+//! * **No token, no data.** Every request needs a token ([`Access`]):
+//!   `Authorization: Bearer TOKEN`, or the cookie a browser gets by opening
+//!   `/?token=TOKEN` once (a redirect then takes the token out of the
+//!   address bar and the history); without one, no page shows any data
+//!   (401).
+//! * **Guessing tokens.** A client address (an IPv4 address, or an IPv6
+//!   address's /64) that sends [`MAX_FAILURES`] wrong tokens, or unknown
+//!   sign-in cookies, within [`FAILURE_WINDOW`] (10 a minute, counted from
+//!   its first failure; [`Options::sign_in_limit`]) gets `429 Too Many
+//!   Requests` with `Retry-After` (seconds) for every sign-in, by address,
+//!   bearer token or cookie, until its window passes: **a right token from
+//!   that address is refused too** while it is limited. Another address's
+//!   count is its own, and a success lifts no count. The limiter remembers
+//!   at most [`MAX_TRACKED_ADDRESSES`] addresses (when full, the one whose
+//!   window began first is forgotten). The address is the connection's
+//!   peer ([`serve`] records it; a [`router`] served without
+//!   `ConnectInfo` counts every client as one); `X-Forwarded-For` is not
+//!   read, so behind a proxy every client shares the proxy's count (a
+//!   flood of wrong tokens through it delays everyone's sign-in by up to a
+//!   window).
+//! * **Timing.** A token is compared in constant time whatever its length:
+//!   the SHA-256 digests of both are compared with no early exit, and every
+//!   person's token is compared on each attempt.
+//! * **Stolen or copied cookies.** The cookie holds no token and nothing
+//!   derived from one: it is the random id (128 bits) of a sign-in record
+//!   kept by the server, with its person, its client address, when it
+//!   began and when it ends ([`DEFAULT_SIGN_IN_TTL`], 12 hours;
+//!   [`Options::sign_in_ttl`]; the cookie's `Max-Age` says the same).
+//!   Signing out deletes the record, so a copy of the cookie stops working
+//!   at once; `GET /sessions` lists the person's sign-ins and signs them
+//!   all out (`POST /sessions/revoke`); an expired record is refused and
+//!   deleted. A person has at most [`MAX_SIGN_INS_PER_PERSON`] sign-ins (a
+//!   new one deletes their oldest). The records live in the inbox
+//!   process's memory: **a restart signs everyone out, and each replica of
+//!   the inbox keeps its own** (a browser signs in to each; behind a load
+//!   balancer, pin a person to one replica).
+//! * **Cookie attributes.** `HttpOnly` (no script reads it), `SameSite=Strict`
+//!   (no other site's page sends it), and `Secure` (only sent over TLS) when
+//!   the operator says so ([`Options::cookie_secure`], the command line's
+//!   `--cookie-secure`) or the sign-in request shows it came over TLS: an
+//!   `Origin` of `https://…`, `X-Forwarded-Proto: https` or `Forwarded:
+//!   proto=https`. Those headers are trusted only to add `Secure`: a
+//!   client that claims TLS falsely gets a cookie its browser will not send
+//!   back over plain HTTP.
+//! * **Forged forms (CSRF).** A decision, a sign-out and a revocation are
+//!   `POST`s that carry the CSRF token of the sign-in record (random, 256
+//!   bits: another sign-in's token, even the same person's, is refused),
+//!   and whose `Origin` and `Sec-Fetch-Site` (when the browser sends them)
+//!   are the inbox itself; 403 otherwise. A bearer token's requests are a
+//!   program's, and carry none.
+//! * **Injected markup.** Every piece of text from a model, a person or the
+//!   store is escaped by one function ([`esc`]), in elements and
+//!   attributes alike; the content security policy allows no inline script
+//!   or style, only this server's own files; no framing, no caching.
+//! * **Double decisions.** A decision is atomic in the store
+//!   ([`Store::decide_approval`]): a double click is one decision, and a
+//!   decided, expired or unknown approval cannot be decided (409, 410,
+//!   404). Each decision records the name of the person whose token made
+//!   it.
+//! * **Bounds.** A request body is at most 256 KiB (413); a note at most
+//!   [`MAX_NOTE`] characters (400), and what is stored of it at most
+//!   [`MAX_NOTE_BYTES`](toolcall_core::echo::MAX_NOTE_BYTES) bytes (a
+//!   longer one is kept as its head and its SHA-256,
+//!   [`bound`](toolcall_core::echo::bound)); a page lists at most
+//!   [`MAX_PAGE`] approvals.
 //!
-//! Bind it to a loopback address (the command line's default is
-//! `127.0.0.1:8080`); put it behind a TLS proxy to reach it from elsewhere.
+//! What the operator must add: bind the inbox to a loopback address (the
+//! command line's default is `127.0.0.1:8080`) and put a TLS proxy in front
+//! of it to reach it from elsewhere, with `--cookie-secure`
+//! ([`Options::cookie_secure`]) so the cookie never travels in the clear;
+//! keep the token file readable only by the inbox; hand each person their
+//! own token (decisions record the name).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -82,11 +140,15 @@ mod metrics;
 mod page;
 mod pending;
 mod security;
+mod sessions;
+mod signin;
 mod timeline;
 
 use std::any::Any;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -97,6 +159,10 @@ use toolcall_core::{AuditRecord, Dispatcher, Registry, Store};
 pub use access::{Access, AccessError, DEFAULT_NAME, MIN_TOKEN_LEN, User};
 pub use html::esc;
 pub use pending::MAX_PAGE;
+pub use signin::{
+    DEFAULT_SIGN_IN_TTL, FAILURE_WINDOW, MAX_FAILURES, MAX_SIGN_INS_PER_PERSON,
+    MAX_TRACKED_ADDRESSES,
+};
 
 use html::segment;
 
@@ -162,6 +228,19 @@ pub struct Options {
     /// How many approvals a page lists when its query does not say (100
     /// by default, at most [`MAX_PAGE`]); the decisions the history shows.
     pub limit: usize,
+    /// Whether the sign-in cookie always carries `Secure` (the browser then
+    /// sends it only over TLS): for an inbox behind a TLS proxy. Off by
+    /// default; a sign-in whose request shows it came over TLS gets
+    /// `Secure` anyway (see [`Options::cookie_secure`]).
+    pub cookie_secure: bool,
+    /// How long a sign-in lasts ([`DEFAULT_SIGN_IN_TTL`], 12 hours): then
+    /// its record is deleted and the person signs in again.
+    pub sign_in_ttl: Duration,
+    /// How many wrong tokens one client address may send in
+    /// [`failure_window`](Self::failure_window) ([`MAX_FAILURES`]).
+    pub max_failures: u32,
+    /// The window wrong tokens are counted in ([`FAILURE_WINDOW`]).
+    pub failure_window: Duration,
 }
 
 impl Options {
@@ -173,6 +252,10 @@ impl Options {
             audit: None,
             summarize: None,
             limit: 100,
+            cookie_secure: false,
+            sign_in_ttl: DEFAULT_SIGN_IN_TTL,
+            max_failures: MAX_FAILURES,
+            failure_window: FAILURE_WINDOW,
         }
     }
 
@@ -193,19 +276,66 @@ impl Options {
         self.summarize = Some(summarize);
         self
     }
+
+    /// Whether the sign-in cookie always carries `Secure`: set it when the
+    /// inbox is reached through a TLS proxy (the command line's
+    /// `--cookie-secure`). Without it, the cookie still gets `Secure` when
+    /// the sign-in request says it came over TLS: an `Origin` starting with
+    /// `https://`, `X-Forwarded-Proto: https`, or `Forwarded: proto=https`.
+    /// Those headers are trusted only to add `Secure` (a client can make
+    /// only its own cookie stricter by them), never to remove it.
+    pub fn cookie_secure(mut self, secure: bool) -> Self {
+        self.cookie_secure = secure;
+        self
+    }
+
+    /// How long a sign-in lasts (at least a millisecond).
+    pub fn sign_in_ttl(mut self, ttl: Duration) -> Self {
+        self.sign_in_ttl = ttl.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How many wrong tokens (at least 1) one client address may send in
+    /// `window` before every sign-in from it is refused until the window
+    /// passes.
+    pub fn sign_in_limit(mut self, max_failures: u32, window: Duration) -> Self {
+        self.max_failures = max_failures.max(1);
+        self.failure_window = window;
+        self
+    }
 }
 
-/// The longest note a person may write, in characters.
+/// The longest note a person may write, in characters: a longer one is
+/// refused (400). What is stored of a note is bounded in bytes too
+/// ([`MAX_NOTE_BYTES`](toolcall_core::echo::MAX_NOTE_BYTES)).
 pub const MAX_NOTE: usize = 1000;
 
 struct App<B> {
     backend: Arc<B>,
     options: Options,
+    limiter: signin::Limiter,
+    sign_ins: signin::SignIns,
 }
 
 /// The inbox's routes over `backend`.
+///
+/// The limit on wrong tokens counts per client address, which the router
+/// reads from axum's [`ConnectInfo`](axum::extract::ConnectInfo): serve it
+/// with `into_make_service_with_connect_info::<SocketAddr>()`, as
+/// [`serve`] does. Without that, every client shares one count.
 pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
-    let app = Arc::new(App { backend, options });
+    let limiter = signin::Limiter::new(
+        options.max_failures,
+        options.failure_window,
+        MAX_TRACKED_ADDRESSES,
+    );
+    let sign_ins = signin::SignIns::new(options.sign_in_ttl, MAX_SIGN_INS_PER_PERSON);
+    let app = Arc::new(App {
+        backend,
+        options,
+        limiter,
+        sign_ins,
+    });
     Router::new()
         .route("/", get(pending::index::<B>))
         .route("/history", get(history::history::<B>))
@@ -214,6 +344,9 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .route("/approvals/{id}/decide", post(decide::decide::<B>))
         .route("/api/pending", get(pending::api_pending::<B>))
         .route("/sign-out", post(security::sign_out::<B>))
+        .route("/sessions", get(sessions::page::<B>))
+        .route("/sessions/revoke", post(sessions::revoke::<B>))
+        .route("/api/sessions", get(sessions::api::<B>))
         .route("/assets/inbox.css", get(page::css::<B>))
         .route("/assets/inbox.js", get(page::js::<B>))
         .fallback(page::not_found)
@@ -228,7 +361,11 @@ pub async fn serve<B: Backend>(
     options: Options,
     listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(backend, options)).await
+    axum::serve(
+        listener,
+        router(backend, options).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
 }
 
 /// The address that signs `user` in, for an inbox listening on `addr`

@@ -14,7 +14,7 @@ use crate::chart;
 use crate::history::came_of;
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
-use crate::security::{signed_in, unauthorized};
+use crate::security::{Peer, signed_in};
 use crate::timeline::Timeline;
 use crate::{App, Backend};
 
@@ -49,10 +49,12 @@ fn plain_summary(records: &[AuditRecord]) -> Value {
 
 pub(crate) async fn metrics<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let Some((user, _)) = signed_in(&app, &headers) else {
-        return unauthorized();
+    let user = &match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
     };
     let mut body = Html::default();
     let summarize = |records: &[AuditRecord]| match &app.options.summarize {

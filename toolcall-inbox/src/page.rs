@@ -8,16 +8,15 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
 
-use crate::access::User;
 use crate::html::{Html, utc};
-use crate::security::{signed_in, unauthorized};
+use crate::security::{Peer, Who, signed_in};
 use crate::{App, Backend};
 
 /// The whole page around `body`. `title` and `app` are escaped here.
 pub(crate) fn layout(
     title: &str,
     app: &str,
-    user: Option<&User>,
+    user: Option<&Who>,
     current: &str,
     body: &str,
 ) -> Html {
@@ -34,6 +33,7 @@ pub(crate) fn layout(
             ("/", "Inbox"),
             ("/history", "History"),
             ("/metrics", "Metrics"),
+            ("/sessions", "Sign-ins"),
         ] {
             let class = if name == current {
                 " class=\"current\""
@@ -66,7 +66,7 @@ pub(crate) fn html_response(status: StatusCode, page: Html) -> Response {
 
 pub(crate) fn message<B>(
     app: &App<B>,
-    user: &User,
+    user: &Who,
     status: StatusCode,
     title: &str,
     text: &str,
@@ -81,7 +81,7 @@ pub(crate) fn message<B>(
     )
 }
 
-pub(crate) fn store_down<B>(app: &App<B>, user: &User, error: &StoreError) -> Response {
+pub(crate) fn store_down<B>(app: &App<B>, user: &Who, error: &StoreError) -> Response {
     message(
         app,
         user,
@@ -93,10 +93,11 @@ pub(crate) fn store_down<B>(app: &App<B>, user: &User, error: &StoreError) -> Re
 
 pub(crate) async fn css<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     headers: HeaderMap,
 ) -> Response {
-    if signed_in(&app, &headers).is_none() {
-        return unauthorized();
+    if let Err(response) = signed_in(&app, &headers, peer) {
+        return response;
     }
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
@@ -105,9 +106,13 @@ pub(crate) async fn css<B: Backend>(
         .into_response()
 }
 
-pub(crate) async fn js<B: Backend>(State(app): State<Arc<App<B>>>, headers: HeaderMap) -> Response {
-    if signed_in(&app, &headers).is_none() {
-        return unauthorized();
+pub(crate) async fn js<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    peer: Peer,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(response) = signed_in(&app, &headers, peer) {
+        return response;
     }
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
@@ -120,7 +125,7 @@ pub(crate) async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found").into_response()
 }
 
-pub(crate) fn unknown<B>(app: &App<B>, user: &User) -> Response {
+pub(crate) fn unknown<B>(app: &App<B>, user: &Who) -> Response {
     message(
         app,
         user,
@@ -131,7 +136,7 @@ pub(crate) fn unknown<B>(app: &App<B>, user: &User) -> Response {
 }
 
 /// The answer for an approval that can no longer be decided, if it cannot.
-pub(crate) fn closed<B>(app: &App<B>, user: &User, entry: &ApprovalEntry) -> Option<Response> {
+pub(crate) fn closed<B>(app: &App<B>, user: &Who, entry: &ApprovalEntry) -> Option<Response> {
     if let Some(decision) = &entry.approval.decision {
         let verb = if decision.approved {
             "approved"
@@ -165,7 +170,7 @@ pub(crate) fn closed<B>(app: &App<B>, user: &User, entry: &ApprovalEntry) -> Opt
     None
 }
 
-pub(crate) fn expired<B>(app: &App<B>, user: &User) -> Response {
+pub(crate) fn expired<B>(app: &App<B>, user: &Who) -> Response {
     message(
         app,
         user,

@@ -11,10 +11,9 @@ use serde_json::{Value, json};
 use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
 use toolcall_core::{Store as _, ToolSpec};
 
-use crate::access::User;
 use crate::html::{Html, duration, rfc3339, segment, utc};
 use crate::page::{html_response, layout, message, store_down};
-use crate::security::{sign_in, signed_in, unauthorized};
+use crate::security::{Peer, Who, sign_in, signed_in};
 use crate::{App, Backend, MAX_NOTE};
 
 /// The largest page the inbox lists (`limit`): a bigger one is refused.
@@ -136,17 +135,16 @@ fn cut(text: &str) -> String {
 
 pub(crate) async fn index<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     if let Some(token) = query.get("token") {
-        return match app.options.access.by_token(token) {
-            Some(user) => sign_in(user),
-            None => unauthorized(),
-        };
+        return sign_in(&app, token, &headers, peer);
     }
-    let Some((user, _)) = signed_in(&app, &headers) else {
-        return unauthorized();
+    let user = &match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
     };
     let listing = match Listing::parse(&query, app.options.limit) {
         Ok(listing) => listing,
@@ -331,7 +329,7 @@ fn card(
     body: &mut Html,
     approval: &PendingApproval,
     spec: Option<&ToolSpec>,
-    user: &User,
+    user: &Who,
     now: u64,
 ) {
     let id = &approval.id;
@@ -536,12 +534,13 @@ pub(crate) fn redacted(spec: Option<&ToolSpec>, arguments: &Value) -> Value {
 
 pub(crate) async fn api_pending<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(_) = signed_in(&app, &headers) else {
-        return unauthorized();
-    };
+    if let Err(response) = signed_in(&app, &headers, peer) {
+        return response;
+    }
     let json = |status: StatusCode, value: Value| {
         (
             status,

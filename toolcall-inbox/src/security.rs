@@ -1,15 +1,22 @@
-//! Who may use the inbox, per request: the token or the sign-in cookie,
-//! the CSRF check of a form, the headers on every answer, signing in and out.
+//! Who may use the inbox, per request: the token or the sign-in cookie
+//! (its record), the limit on wrong ones per client address, the CSRF
+//! check of a form, the headers on every answer, signing in and out.
 
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Instant;
 
-use axum::extract::{Form, State};
+use axum::extract::{ConnectInfo, Form, FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use toolcall_core::store::now_ms;
 
 use crate::access::{self, User};
 use crate::html::Html;
 use crate::page::{html_response, layout};
+use crate::signin::{ClientKey, RecordKey};
 use crate::{App, Backend};
 
 /// Headers on every answer: nothing but this server's own files runs or
@@ -36,8 +43,27 @@ pub(crate) async fn secure(mut response: Response) -> Response {
     response
 }
 
+/// The address of the client that sent a request, as the connection
+/// says (axum's [`ConnectInfo`]); `None` when the server was started
+/// without it, and then every client shares one count of wrong tokens.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peer(pub(crate) Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| addr.ip()),
+        ))
+    }
+}
+
 /// How a request proved who sent it.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Via {
     /// `Authorization: Bearer`: a program, not a browser; no CSRF possible.
     Bearer,
@@ -45,32 +71,101 @@ pub(crate) enum Via {
     Cookie,
 }
 
-pub(crate) fn signed_in<'a, B>(app: &'a App<B>, headers: &HeaderMap) -> Option<(&'a User, Via)> {
-    let access = &app.options.access;
-    if let Some(token) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    {
-        return access
-            .by_token(token.trim())
-            .map(|user| (user, Via::Bearer));
+/// The person a request comes from, and how it proved it.
+#[derive(Debug)]
+pub(crate) struct Who {
+    name: String,
+    pub(crate) via: Via,
+    /// The CSRF token of the sign-in (empty for a bearer token: its
+    /// requests are not a browser's, and are not checked for one).
+    csrf: String,
+    /// The sign-in record the cookie names.
+    pub(crate) record: Option<RecordKey>,
+}
+
+impl Who {
+    /// The person's name, as decisions record it.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
+
+    /// The CSRF token the forms of this sign-in carry.
+    pub(crate) fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+/// The values of the sign-in cookie a request carries.
+fn cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().strip_prefix(access::COOKIE)?.strip_prefix('='))
-        .find_map(|value| access.by_cookie(value))
-        .map(|user| (user, Via::Cookie))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// Who sent the request: a bearer token, or the sign-in record the cookie
+/// names. A request without either is a 401; one from an address that
+/// sent too many wrong ones lately is a 429, whatever it carries; a wrong
+/// token or an unknown (revoked, expired) cookie counts against the
+/// address, and is a 401 (that also clears the cookie).
+#[allow(
+    clippy::result_large_err,
+    reason = "the refusal is the handler's answer, returned once"
+)]
+pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Result<Who, Response> {
+    let token = bearer(headers);
+    if token.is_none() && cookies(headers).next().is_none() {
+        return Err(unauthorized());
+    }
+    let client = ClientKey::of(peer.0);
+    let now = Instant::now();
+    app.limiter.check(client, now).map_err(too_many_attempts)?;
+    if let Some(token) = token {
+        return match app.options.access.by_token(token) {
+            Some(user) => Ok(Who {
+                name: user.name().to_owned(),
+                via: Via::Bearer,
+                csrf: String::new(),
+                record: None,
+            }),
+            None => {
+                app.limiter.fail(client, now);
+                Err(unauthorized())
+            }
+        };
+    }
+    if let Some((key, record)) = cookies(headers).find_map(|id| app.sign_ins.find(id, now)) {
+        return Ok(Who {
+            name: record.name,
+            via: Via::Cookie,
+            csrf: record.csrf,
+            record: Some(key),
+        });
+    }
+    app.limiter.fail(client, now);
+    let mut response = unauthorized();
+    if let Ok(value) = HeaderValue::from_str(&clear_cookie(app, headers)) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    Err(response)
 }
 
 /// Whether a browser's form submission comes from the inbox's own page:
-/// its CSRF token, and its `Origin` and `Sec-Fetch-Site` when sent.
-pub(crate) fn same_origin_form(user: &User, headers: &HeaderMap, csrf: Option<&str>) -> bool {
+/// the CSRF token of its sign-in, and its `Origin` and `Sec-Fetch-Site`
+/// when sent.
+pub(crate) fn same_origin_form(expected: &str, headers: &HeaderMap, csrf: Option<&str>) -> bool {
     let Some(csrf) = csrf else { return false };
-    if !access::same(csrf.as_bytes(), user.csrf().as_bytes()) {
+    if expected.is_empty() || !access::same(csrf.as_bytes(), expected.as_bytes()) {
         return false;
     }
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -87,6 +182,57 @@ pub(crate) fn same_origin_form(user: &User, headers: &HeaderMap, csrf: Option<&s
         return origin == format!("http://{host}") || origin == format!("https://{host}");
     }
     true
+}
+
+/// Whether the browser reached the inbox over TLS, so the cookie gets
+/// `Secure`: the operator said so (`cookie_secure`), or the request says
+/// so, by an `https` `Origin`, `X-Forwarded-Proto: https` or `Forwarded:
+/// proto=https` (what a TLS proxy in front adds). A client can only make
+/// its own cookie stricter this way: a `Secure` cookie is not sent over
+/// plain HTTP, so claiming TLS without it signs the claimant out.
+pub(crate) fn is_secure<B>(app: &App<B>, headers: &HeaderMap) -> bool {
+    if app.options.cookie_secure {
+        return true;
+    }
+    let values = |name: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+    };
+    values("origin")
+        .iter()
+        .any(|origin| origin.to_ascii_lowercase().starts_with("https://"))
+        || values("x-forwarded-proto")
+            .iter()
+            .flat_map(|v| v.split(','))
+            .any(|proto| proto.trim().eq_ignore_ascii_case("https"))
+        || values("forwarded")
+            .iter()
+            .flat_map(|v| v.split([',', ';']))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("proto")
+                    && value.trim().trim_matches('"').eq_ignore_ascii_case("https")
+            })
+}
+
+fn cookie_attributes<B>(app: &App<B>, headers: &HeaderMap) -> &'static str {
+    if is_secure(app, headers) {
+        "; Path=/; HttpOnly; SameSite=Strict; Secure"
+    } else {
+        "; Path=/; HttpOnly; SameSite=Strict"
+    }
+}
+
+/// The `Set-Cookie` that takes the sign-in cookie off the browser.
+pub(crate) fn clear_cookie<B>(app: &App<B>, headers: &HeaderMap) -> String {
+    format!(
+        "{}={}; Max-Age=0",
+        access::COOKIE,
+        cookie_attributes(app, headers)
+    )
 }
 
 pub(crate) fn unauthorized() -> Response {
@@ -114,13 +260,69 @@ pub(crate) fn forbidden() -> Response {
     )
 }
 
-/// `/?token=...` signs in: a cookie, and a redirect that takes the token
-/// out of the address bar and the history.
-pub(crate) fn sign_in(user: &User) -> Response {
+/// The answer to a sign-in from an address that sent too many wrong
+/// tokens lately: 429, and when to try again.
+pub(crate) fn too_many_attempts(retry_after: u64) -> Response {
+    let mut body = Html::default();
+    body.raw("<p class=\"lead\">")
+        .text(&format!(
+            "Too many wrong tokens from this address: no sign-in from it is accepted, \
+             not even a right one, for {retry_after} s."
+        ))
+        .raw("</p>");
+    let page = layout("Too many attempts", "toolcall", None, "", &body.finish());
+    let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, page);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    response
+}
+
+/// `/?token=...` signs in: the token is checked (under the limit of wrong
+/// ones), a sign-in record is made, its id goes in a cookie, and a redirect
+/// takes the token out of the address bar and the history. A sign-in the
+/// browser already had is deleted: its cookie is replaced.
+pub(crate) fn sign_in<B>(app: &App<B>, token: &str, headers: &HeaderMap, peer: Peer) -> Response {
+    let client = ClientKey::of(peer.0);
+    let now = Instant::now();
+    if let Err(retry_after) = app.limiter.check(client, now) {
+        return too_many_attempts(retry_after);
+    }
+    let Some(user) = app.options.access.by_token(token) else {
+        app.limiter.fail(client, now);
+        return unauthorized();
+    };
+    start(app, user, headers, peer, now)
+}
+
+fn start<B>(app: &App<B>, user: &User, headers: &HeaderMap, peer: Peer, now: Instant) -> Response {
+    for id in cookies(headers) {
+        if let Some((old, _)) = app.sign_ins.find(id, now) {
+            app.sign_ins.revoke(&old);
+        }
+    }
+    let id = match app.sign_ins.create(user.name(), peer.0, now_ms(), now) {
+        Ok(id) => id,
+        Err(error) => {
+            let body = format!(
+                "<p class=\"lead\">{}</p>",
+                crate::esc(&format!(
+                    "No randomness for a sign-in ({error}): try again."
+                ))
+            );
+            return html_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                layout("Not signed in", "toolcall", None, "", &body),
+            );
+        }
+    };
+    let ttl = app.sign_ins.ttl();
+    let max_age = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
     let cookie = format!(
-        "{}={}; Path=/; HttpOnly; SameSite=Strict",
+        "{}={}; Max-Age={max_age}{}",
         access::COOKIE,
-        user.cookie()
+        id,
+        cookie_attributes(app, headers)
     );
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -129,26 +331,29 @@ pub(crate) fn sign_in(user: &User) -> Response {
     response
 }
 
+/// `POST /sign-out`: the sign-in record is deleted (its cookie, wherever
+/// it was copied, stops working at once) and the browser's cookie cleared.
 pub(crate) async fn sign_out<B: Backend>(
     State(app): State<Arc<App<B>>>,
+    peer: Peer,
     headers: HeaderMap,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Response {
-    let Some((user, via)) = signed_in(&app, &headers) else {
-        return unauthorized();
+    let who = match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
     };
-    if via == Via::Cookie && !same_origin_form(user, &headers, field(&form, "csrf")) {
+    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
         return forbidden();
     }
-    let cookie = format!(
-        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-        access::COOKIE
-    );
+    if let Some(record) = &who.record {
+        app.sign_ins.revoke(record);
+    }
     (
         StatusCode::SEE_OTHER,
         [
             (header::LOCATION, "/".to_owned()),
-            (header::SET_COOKIE, cookie),
+            (header::SET_COOKIE, clear_cookie(&app, &headers)),
         ],
     )
         .into_response()
@@ -163,23 +368,26 @@ pub(crate) fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Access;
 
     #[test]
     fn a_form_from_another_origin_or_without_the_token_is_refused() {
-        let access = Access::token("ana", "0123456789abcdef0123").unwrap();
-        let user = &access.users()[0];
+        let csrf = "a".repeat(64);
+        let csrf = csrf.as_str();
         let mut headers = HeaderMap::new();
         headers.insert("host", HeaderValue::from_static("127.0.0.1:8080"));
-        assert!(same_origin_form(user, &headers, Some(user.csrf())));
-        assert!(!same_origin_form(user, &headers, None));
-        assert!(!same_origin_form(user, &headers, Some("nope")));
+        assert!(same_origin_form(csrf, &headers, Some(csrf)));
+        assert!(!same_origin_form(csrf, &headers, None));
+        assert!(!same_origin_form(csrf, &headers, Some("nope")));
+        assert!(
+            !same_origin_form("", &headers, Some("")),
+            "no sign-in, no token"
+        );
         headers.insert("origin", HeaderValue::from_static("http://127.0.0.1:8080"));
-        assert!(same_origin_form(user, &headers, Some(user.csrf())));
+        assert!(same_origin_form(csrf, &headers, Some(csrf)));
         headers.insert("origin", HeaderValue::from_static("http://evil.example"));
-        assert!(!same_origin_form(user, &headers, Some(user.csrf())));
+        assert!(!same_origin_form(csrf, &headers, Some(csrf)));
         headers.remove("origin");
         headers.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(!same_origin_form(user, &headers, Some(user.csrf())));
+        assert!(!same_origin_form(csrf, &headers, Some(csrf)));
     }
 }

@@ -1,0 +1,153 @@
+//! A person's sign-ins: `/sessions` lists them, `/sessions/revoke` signs
+//! every one of them out.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::html::{Html, utc};
+use crate::page::{html_response, layout};
+use crate::security::{
+    Peer, Via, Who, clear_cookie, field, forbidden, same_origin_form, signed_in,
+};
+use crate::signin::SignIn;
+use crate::{App, Backend};
+
+fn listed<B>(app: &App<B>, who: &Who) -> Vec<(bool, SignIn)> {
+    app.sign_ins
+        .of(who.name(), Instant::now())
+        .into_iter()
+        .map(|(key, record)| (who.record == Some(key), record))
+        .collect()
+}
+
+/// `GET /sessions`: the signed-in person's sign-ins, when and where from
+/// each began and when it ends, and a button that signs them all out.
+pub(crate) async fn page<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    peer: Peer,
+    headers: HeaderMap,
+) -> Response {
+    let who = match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let sign_ins = listed(&app, &who);
+    let mut body = Html::default();
+    body.raw("<h2>Sign-ins</h2><p class=\"lead\">")
+        .text(&format!(
+            "Where {} is signed in: each browser that opened the sign-in address, \
+             until it signs out or its sign-in ends. Signing out deletes a sign-in: \
+             its cookie, wherever it was copied, stops working at once.",
+            who.name()
+        ))
+        .raw("</p>");
+    if sign_ins.is_empty() {
+        body.raw("<p class=\"empty\">No browser is signed in.</p>");
+    } else {
+        body.raw(
+            "<table class=\"sign-ins\"><thead><tr><th scope=\"col\">Sign-in</th>\
+             <th scope=\"col\">From</th><th scope=\"col\">Began</th>\
+             <th scope=\"col\">Ends</th><th scope=\"col\"></th></tr></thead><tbody>",
+        );
+        for (current, record) in &sign_ins {
+            let from = record
+                .from
+                .map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+            body.raw("<tr data-sign-in=\"")
+                .text(&record.label)
+                .raw("\">")
+                .el("<td><code>", &record.label, "</code></td>")
+                .el("<td>", &from, "</td>")
+                .el("<td>", &utc(record.created_ms), "</td>")
+                .el("<td>", &utc(record.expires_ms), "</td>")
+                .raw(if *current {
+                    "<td class=\"current\">this browser</td></tr>"
+                } else {
+                    "<td></td></tr>"
+                });
+        }
+        body.raw("</tbody></table>");
+    }
+    body.raw("<form method=\"post\" action=\"/sessions/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"")
+        .text(who.csrf())
+        .raw("\"><button type=\"submit\" class=\"deny\">Sign out everywhere</button></form>");
+    html_response(
+        StatusCode::OK,
+        layout(
+            "Sign-ins",
+            &app.options.title,
+            Some(&who),
+            "Sign-ins",
+            &body.finish(),
+        ),
+    )
+}
+
+/// `GET /api/sessions`: the same, as JSON.
+pub(crate) async fn api<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    peer: Peer,
+    headers: HeaderMap,
+) -> Response {
+    let who = match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let items: Vec<Value> = listed(&app, &who)
+        .into_iter()
+        .map(|(current, record)| {
+            json!({
+                "id": record.label,
+                "from": record.from.map(|ip| ip.to_string()),
+                "created_ms": record.created_ms,
+                "expires_ms": record.expires_ms,
+                "current": current,
+            })
+        })
+        .collect();
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({"name": who.name(), "sign_ins": items}).to_string(),
+    )
+        .into_response()
+}
+
+/// `POST /sessions/revoke`: deletes every sign-in of the person (this
+/// browser's too), so every copy of their cookies stops working.
+pub(crate) async fn revoke<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    peer: Peer,
+    headers: HeaderMap,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
+    let who = match signed_in(&app, &headers, peer) {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
+        return forbidden();
+    }
+    let revoked = app.sign_ins.revoke_all(who.name());
+    if who.via == Via::Bearer {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            json!({"revoked": revoked}).to_string(),
+        )
+            .into_response();
+    }
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/".to_owned()),
+            (header::SET_COOKIE, clear_cookie(&app, &headers)),
+        ],
+    )
+        .into_response()
+}
