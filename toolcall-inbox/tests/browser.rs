@@ -15,6 +15,9 @@
 //! With `TOOLCALL_UPDATE_SCREENSHOT=1` it writes the README's screenshot,
 //! `docs/inbox.png`; otherwise the screenshot goes to the target directory.
 
+#[path = "../../examples/orders/tests/support/fresh_database.rs"]
+mod support;
+
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -560,8 +563,10 @@ async fn stories(client: Client, binary: PathBuf) {
     match std::env::var("TOOLCALL_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => {
             let dir = fresh_dir("postgres");
-            // The public schema, as `orders --store postgres://` uses it:
-            // a conversation of its own keeps this run apart.
+            // A database of the run's own: `orders --store postgres://`
+            // keeps its shop's refunds there too.
+            let database = support::FreshDatabase::create(&url, "browser");
+            let url = database.url.clone();
             let orders = Orders {
                 binary,
                 store: url.clone(),

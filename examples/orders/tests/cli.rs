@@ -1,6 +1,9 @@
 //! The `orders` binary as a user runs it: the demo, and `replay` over a file
 //! of calls, compared line by line with what the reference answers.
 
+#[path = "support/fresh_database.rs"]
+mod support;
+
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 
@@ -213,6 +216,9 @@ fn two_processes_on_one_postgres_run_each_call_once() {
             return;
         }
     };
+    // A database of the test's own: the shop's refunds live there too.
+    let database = support::FreshDatabase::create(&url, "cli_two_processes");
+    let url = database.url.clone();
     let session = format!(
         "cli-{}-{}",
         std::process::id(),
@@ -927,11 +933,20 @@ fn replay_keeps_the_injection_from_adding_a_note_or_refunding_at_every_taint_lev
         assert_eq!(results[2]["code"], "CONFIRMATION_REQUIRED");
     }
     // By default, even a note that carries nothing read there waits.
-    let clean = json!({"tool": "add_note", "arguments": {"order_id": "ORD-1002", "text": "called back"}});
+    let clean =
+        json!({"tool": "add_note", "arguments": {"order_id": "ORD-1002", "text": "called back"}});
     let results = replay(&[allow], &[read.clone(), clean.clone()]);
-    assert_eq!(results[1]["code"], "CONFIRMATION_REQUIRED", "{}", results[1]);
+    assert_eq!(
+        results[1]["code"], "CONFIRMATION_REQUIRED",
+        "{}",
+        results[1]
+    );
     let results = replay(&[allow, "--taint=values"], &[read.clone(), clean]);
-    assert_eq!(results[1]["ok"], true, "values lets it through: {}", results[1]);
+    assert_eq!(
+        results[1]["ok"], true,
+        "values lets it through: {}",
+        results[1]
+    );
     // Off: the note runs, as before.
     let results = replay(&[allow, "--taint=off"], &[read, note]);
     assert_eq!(results[1]["ok"], true, "{}", results[1]);
