@@ -46,7 +46,10 @@
 //!   to serde_json, is taken only when serde_json reads every number of the
 //!   text as `f64::from_str` does (checked for numbers with a fraction, an
 //!   exponent or 20 digits, not for the usual integers); otherwise the call
-//!   takes the full parse.
+//!   takes the full parse;
+//! * JSON text inside the arguments (a field of serde_json's `RawValue`, a
+//!   number with serde_json's `arbitrary_precision`) is read by the key's
+//!   writer the same way, not by serde_json.
 //!
 //! So `1e2`, `100`, `100.0` and `10000e-2` in a field of type `f64` are one
 //! key, the key of the double 100, and `333333333.33333329` has the key any

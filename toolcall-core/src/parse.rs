@@ -469,11 +469,28 @@ fn same_number(nearest: f64, theirs: f64) -> bool {
 /// the application may turn it on): then a number reaches a visitor as a
 /// map of one private member, its text.
 fn numbers_are_text() -> bool {
+    /// Whether a number comes as a map.
+    struct Probe;
+    impl<'de> Visitor<'de> for Probe {
+        type Value = bool;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a number")
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<bool, A::Error> {
+            Ok(true)
+        }
+    }
     static TEXT: OnceLock<bool> = OnceLock::new();
     *TEXT.get_or_init(|| {
-        "1e2"
-            .parse::<Number>()
-            .is_ok_and(|n| n.to_string() == "1e2")
+        serde_json::Deserializer::from_str("0.5")
+            .deserialize_any(Probe)
+            .unwrap_or(false)
     })
 }
 
@@ -573,10 +590,12 @@ impl<'de> Visitor<'de> for StrictValue<'_, '_> {
                 // which the `Number` keeps (and reads exactly).
                 let text: String = access.next_value()?;
                 self.literals.exact();
-                return text
-                    .parse::<Number>()
-                    .map(Value::Number)
-                    .map_err(de::Error::custom);
+                let number = text.parse::<Number>().map_err(de::Error::custom)?;
+                // As without the feature: a number no double holds is refused.
+                return match (number.as_i64(), number.as_u64(), number.as_f64()) {
+                    (None, None, None) => Err(de::Error::custom("number out of range")),
+                    _ => Ok(Value::Number(number)),
+                };
             }
             if map.contains_key(&name) {
                 return Err(de::Error::custom(format_args!("duplicate member `{name}`")));
@@ -811,6 +830,17 @@ mod tests {
                     proptest::prop_assert_eq!(read[i].to_bits(), want.to_bits(), "{}", texts[i]);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_member_named_as_serde_jsons_private_number_token_is_a_member() {
+        let object = parse(r#"{"a": {"$serde_json::private::Number": "1.5"}}"#).unwrap();
+        if numbers_are_text() {
+            // With `arbitrary_precision`, serde_json itself reads it as 1.5.
+            assert_eq!(object["a"].as_f64(), Some(1.5));
+        } else {
+            assert_eq!(object["a"]["$serde_json::private::Number"], "1.5");
         }
     }
 

@@ -6,11 +6,18 @@
 //! writes for `serde_json::to_value(value)`, or refuses: it takes the shapes
 //! argument structs are made of (structs, enums, options, sequences, maps
 //! with string keys, strings, booleans, integers in the 64-bit range and
-//! finite doubles) and answers [`Unsupported`] for the rest (a map key that
-//! is not a string, a non-finite double, a 128-bit integer, serde_json's
-//! private raw-value and number structs, a map that names a member twice),
-//! where the caller falls back to the `Value` path. The tests compare both
-//! paths over arbitrary JSON values and over the example's argument types.
+//! finite doubles, and the JSON text of serde_json's `RawValue` and, with
+//! `arbitrary_precision`, `Number`) and answers [`Unsupported`] for the
+//! rest (a map key that is not a string, a non-finite double, a 128-bit
+//! integer, a map that names a member twice), where the caller falls back
+//! to the `Value` path. The tests compare both paths over arbitrary JSON
+//! values and over the example's argument types.
+//!
+//! A double is written as it is given: the argument struct holds the double
+//! the crate read from the call's text, nearest to it (see the parent
+//! module). JSON text (a `RawValue`, an `arbitrary_precision` number) is
+//! read here the same way, each number the double nearest to its text,
+//! not through `to_value`, which would take serde_json's reading.
 //!
 //! Members are written in the order serde gives them, each recorded with
 //! its name; when an object ends, its members are put in canonical order in
@@ -189,12 +196,58 @@ impl Writer {
 }
 
 /// A compound value being written: a sequence (`object` is `None`) or an
-/// object, and whether it is wrapped in `{"variant":...}`.
+/// object, and whether it is wrapped in `{"variant":...}`; or one of
+/// serde_json's private structs that pass JSON text (`text`).
 pub(crate) struct Compound<'w> {
     writer: &'w mut Writer,
     first: bool,
     object: Option<usize>,
     variant: Option<usize>,
+    text: Option<Text>,
+}
+
+/// The JSON text serde_json passes through a private struct of one field.
+#[derive(Clone, Copy)]
+enum Text {
+    /// A `RawValue`: any JSON text, as the value's source wrote it.
+    Raw,
+    /// A `Number` with `arbitrary_precision`: a number's text.
+    Number,
+}
+
+/// serde_json's private struct of a `RawValue`.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+/// serde_json's private struct of a `Number` (with `arbitrary_precision`).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Writes JSON `text` passed by serde_json's private structs in the
+/// canonical form, every number the double nearest to its text (RFC 8785),
+/// not serde_json's reading of it (which `to_value` would take).
+fn write_text(out: &mut String, kind: Text, text: &str) -> Result<(), Unsupported> {
+    match kind {
+        Text::Raw => match crate::parse::parse_value(text) {
+            Ok(value) => {
+                super::write_value(out, &value);
+                Ok(())
+            }
+            Err(_) => unsupported("a raw value that is not JSON this crate reads"),
+        },
+        Text::Number => {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            let integer = digits.bytes().all(|b| b.is_ascii_digit());
+            match (
+                text.parse::<i64>(),
+                text.parse::<u64>(),
+                text.parse::<f64>(),
+            ) {
+                (Ok(n), _, _) if integer => write_integer(out, n < 0, n.unsigned_abs()),
+                (_, Ok(n), _) if integer => write_integer(out, false, n),
+                (_, _, Ok(f)) if f.is_finite() => write_double(out, f),
+                _ => return unsupported("a number no double holds"),
+            }
+            Ok(())
+        }
+    }
 }
 
 impl<'w> Compound<'w> {
@@ -205,6 +258,17 @@ impl<'w> Compound<'w> {
             first: true,
             object: None,
             variant,
+            text: None,
+        }
+    }
+
+    fn text(writer: &'w mut Writer, text: Text) -> Self {
+        Compound {
+            writer,
+            first: true,
+            object: None,
+            variant: None,
+            text: Some(text),
         }
     }
 
@@ -215,6 +279,7 @@ impl<'w> Compound<'w> {
             first: true,
             object: Some(first),
             variant,
+            text: None,
         }
     }
 
@@ -227,12 +292,20 @@ impl<'w> Compound<'w> {
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Result<(), Unsupported> {
+        if let Some(kind) = self.text {
+            // The private struct's one field: the text.
+            let text = value.serialize(NameOnly)?;
+            return write_text(&mut self.writer.out, kind, &text);
+        }
         let first = self.object.expect("an object");
         self.writer.member(first, name);
         value.serialize(&mut *self.writer)
     }
 
     fn end(self) -> Result<(), Unsupported> {
+        if self.text.is_some() {
+            return Ok(());
+        }
         match self.object {
             Some(first) => self.writer.close_object(first)?,
             None => self.writer.out.push(']'),
@@ -402,9 +475,14 @@ impl<'w> ser::Serializer for &'w mut Writer {
 
     fn serialize_struct(self, name: &'static str, _: usize) -> Result<Compound<'w>, Unsupported> {
         // serde_json's `RawValue` and (with `arbitrary_precision`) `Number`
-        // pass their text through a private struct; `to_value` parses it.
-        if name.starts_with("$serde_json::private::") {
-            return unsupported(name);
+        // pass their text through a private struct: read here, each number
+        // the double nearest to its text (`to_value` would take serde_json's
+        // reading of it, which may be one unit off).
+        match name {
+            RAW_VALUE_TOKEN => return Ok(Compound::text(self, Text::Raw)),
+            NUMBER_TOKEN => return Ok(Compound::text(self, Text::Number)),
+            _ if name.starts_with("$serde_json::private::") => return unsupported(name),
+            _ => {}
         }
         Ok(Compound::object(self, None))
     }
@@ -743,12 +821,50 @@ mod tests {
         assert!(canonical_text(&7i128).is_err());
         let (streamed, via_value) = both_keys(&7u128);
         assert_eq!(streamed, via_value);
-        // serde_json's raw value, which `to_value` parses.
+    }
+
+    #[test]
+    fn a_raw_value_is_written_with_each_number_nearest_to_its_text() {
         let raw =
-            serde_json::value::RawValue::from_string(r#"{"b": 1, "a": 2}"#.into()).expect("raw");
-        assert!(canonical_text(&raw).is_err());
-        let (streamed, via_value) = both_keys(&raw);
+            |text: &str| serde_json::value::RawValue::from_string(text.to_owned()).expect("raw");
+        let plain = raw(r#"{"b": [1, 2.50], "a": "\u00e9"}"#);
+        assert_eq!(
+            canonical_text(&plain).expect("written"),
+            r#"{"a":"é","b":[1,2.5]}"#
+        );
+        let (streamed, via_value) = both_keys(&plain);
         assert_eq!(streamed, via_value);
+        // `to_value` takes serde_json's double, one unit off without
+        // `float_roundtrip`; the writer reads the text.
+        let third = raw(r#"{"x": 333333333.33333329}"#);
+        assert_eq!(
+            canonical_text(&third).expect("written"),
+            r#"{"x":333333333.3333333}"#
+        );
+        assert_eq!(
+            idempotency_key_of("s", "t", &third)
+                .expect("a key")
+                .as_str(),
+            idempotency_key("s", "t", &json!({"x": 333_333_333.333_333_3_f64}))
+        );
+        // Inside a struct, as an argument field.
+        #[derive(Serialize)]
+        struct WithRaw {
+            z: Box<serde_json::value::RawValue>,
+            a: u8,
+        }
+        let args = WithRaw {
+            z: raw("[1e2, 0.1]"),
+            a: 1,
+        };
+        assert_eq!(
+            canonical_text(&args).expect("written"),
+            r#"{"a":1,"z":[100,0.1]}"#
+        );
+        // Text that is no JSON the crate reads falls back to `to_value`.
+        let twice = raw(r#"{"a": 1, "a": 2}"#);
+        assert!(canonical_text(&twice).is_err());
+        assert!(idempotency_key_of("s", "t", &twice).is_ok());
     }
 
     /// A map that names a member twice: `to_value` keeps one of them.
