@@ -30,7 +30,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Metrics from an audit log: rejections by tool, by code and by field,
     /// recovery after a rejection, replays, loop guards and confirmation
-    /// outcomes.
+    /// outcomes. It reads the audit file only: `--store` changes nothing.
     Report(ReportArgs),
     /// Writes the tools' contract (names, flags, fields and their types) to
     /// a lock file, to commit beside the code.
@@ -52,6 +52,7 @@ pub enum Command {
     /// of that. A client may also name its conversation in a call's `_meta`
     /// (`"toolcall/conversation": "NAME"`, scoped to the server's caller).
     /// The conversation used is printed on standard error at start.
+    #[cfg_attr(not(feature = "mcp"), command(hide = true))]
     Mcp(McpArgs),
     /// Serves the approval inbox: a web page, over the store the agents
     /// use (`--store`), where a person sees every pending high-risk call,
@@ -60,6 +61,7 @@ pub enum Command {
     /// It listens on 127.0.0.1 unless told otherwise, and every request
     /// needs a token: the address printed at start signs a browser in.
     /// With `--audit FILE`, its metrics page charts that audit log.
+    #[cfg_attr(not(feature = "inbox"), command(hide = true))]
     Serve(ServeArgs),
 }
 

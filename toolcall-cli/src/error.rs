@@ -35,7 +35,16 @@ pub enum Error {
     /// The command runs tools: call [`Command::run`](crate::Command::run) with a dispatcher.
     NeedsDispatcher,
     /// The MCP server stopped with an error.
+    #[cfg(feature = "mcp")]
     Mcp(toolcall_mcp::Error),
+    /// The command needs a cargo feature of this crate that this build
+    /// leaves out.
+    MissingFeature {
+        /// The command (`mcp`, `serve`).
+        command: &'static str,
+        /// The feature (`mcp`, `inbox`).
+        feature: &'static str,
+    },
     /// The inbox (`serve`) could not start, or stopped.
     Serve(String),
     /// The command line could not be parsed, or asked for `--help` or
@@ -79,7 +88,12 @@ impl fmt::Display for Error {
                 file.display()
             ),
             Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
+            #[cfg(feature = "mcp")]
             Error::Mcp(error) => write!(f, "the MCP server stopped: {error}"),
+            Error::MissingFeature { command, feature } => write!(
+                f,
+                "`{command}` is not in this build: it needs toolcall-cli's `{feature}` feature"
+            ),
             Error::Serve(error) => write!(f, "the inbox: {error}"),
             Error::Usage(error) => write!(f, "{}", error.render()),
         }
@@ -90,6 +104,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            #[cfg(feature = "mcp")]
             Error::Mcp(error) => Some(error),
             _ => None,
         }

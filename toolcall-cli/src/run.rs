@@ -10,17 +10,41 @@ use toolcall_core::{Dispatcher, Policy, Registry, Store};
 use crate::contract::{check, report, write_lock};
 use crate::definitions::definitions;
 use crate::replay::replay;
-use crate::serve::serve;
 use crate::{Command, Error};
 
 impl Command {
-    /// Whether the command runs tools (`replay`, `mcp`) and so needs a
-    /// dispatcher; the others need at most the registry.
+    /// Whether the command runs tools (`replay`, `mcp`, `serve`) and so
+    /// needs a dispatcher and its store; the others need at most the
+    /// registry.
     pub fn runs_tools(&self) -> bool {
         matches!(
             self,
             Command::Replay(_) | Command::Mcp(_) | Command::Serve(_)
         )
+    }
+
+    /// The command's name on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Definitions(_) => "definitions",
+            Command::Replay(_) => "replay",
+            Command::Report(_) => "report",
+            Command::Lock(_) => "lock",
+            Command::Check(_) => "check",
+            Command::Mcp(_) => "mcp",
+            Command::Serve(_) => "serve",
+        }
+    }
+
+    /// The cargo feature of this crate the command needs, when this build
+    /// leaves it out: `mcp` for `mcp`, `inbox` for `serve`. Such a command
+    /// answers [`Error::MissingFeature`].
+    pub fn missing_feature(&self) -> Option<&'static str> {
+        match self {
+            Command::Mcp(_) if !cfg!(feature = "mcp") => Some("mcp"),
+            Command::Serve(_) if !cfg!(feature = "inbox") => Some("inbox"),
+            _ => None,
+        }
     }
 
     /// Runs a command that does not run tools, against the registry; the
@@ -78,6 +102,14 @@ impl Command {
             default_session,
             audit,
         } = *context;
+        // Without the `mcp` and `inbox` features, no command reads these.
+        let _ = (program, audit);
+        if let Some(feature) = self.missing_feature() {
+            return Err(Error::MissingFeature {
+                command: self.name(),
+                feature,
+            });
+        }
         if let Some(line) = self.conversation_line(session, default_session) {
             eprintln!("{line}");
         }
@@ -86,7 +118,9 @@ impl Command {
                 let session = session.unwrap_or(default_session);
                 replay(&dispatcher, session, args).await
             }
-            Command::Serve(args) => serve(program, dispatcher, args, audit).await,
+            #[cfg(feature = "inbox")]
+            Command::Serve(args) => crate::serve::serve(program, dispatcher, args, audit).await,
+            #[cfg(feature = "mcp")]
             Command::Mcp(args) => {
                 let options = match session {
                     Some(conversation) => toolcall_mcp::Options::conversation(conversation),
@@ -135,6 +169,7 @@ pub const DEFAULT_CONVERSATION: &str = "default";
 
 /// The prefix of the conversations of `mcp`'s connections when the command
 /// line names none: each connection's is `mcp/<random connection id>`.
+#[cfg(feature = "mcp")]
 const MCP_PREFIX: &str = "mcp";
 
 /// What a command may need besides the dispatcher ([`Command::run_in`]).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::{AuditRecord, Ctx, Rejection, tool, tools};
+use toolcall::{AuditRecord, Caller, Ctx, Policy, Rejection, tool, tools};
 use toolcall_cli::{App, Error};
 
 /// The backend: counts the transfers it applied.
@@ -487,4 +487,164 @@ fn a_replay_line_with_a_member_twice_is_an_input_error_naming_the_line() {
         );
     }
     assert_eq!(bank.transfers.load(Ordering::SeqCst), 0);
+}
+
+/// The codes of the audit records in this file.
+fn audited_codes(audit: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(audit)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<AuditRecord>(line)
+                .unwrap()
+                .code
+                .as_str()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The policy the code sets, in `configure` as with `App::policy`, is the
+/// ceiling: `--allow` narrows it (a transfer is TOOL_NOT_ALLOWED, nothing
+/// moves), and naming a tool it does not allow is an error naming what it
+/// allows, for every command.
+#[test]
+fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
+    let bank = Arc::new(Bank::default());
+    let dir = scratch("ceiling");
+    let calls = dir.join("calls.jsonl");
+    let audit = dir.join("audit.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
+    )
+    .unwrap();
+    let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
+    let both = || Policy::new().allow(["transfer", "balance"]);
+    app(&bank)
+        .configure(move |builder| builder.policy(both()))
+        .run_from([
+            "bank", "--allow", "balance", "replay", calls, "--audit", audit,
+        ])
+        .unwrap();
+    assert_eq!(audited_codes(audit.as_ref()), ["TOOL_NOT_ALLOWED"]);
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 0, "nothing moved");
+
+    let balance_only = || Policy::new().allow(["balance"]);
+    for command in [&["replay", calls][..], &["definitions", "--format", "mcp"]] {
+        for app in [
+            app(&bank).policy(balance_only()),
+            app(&bank).configure(move |builder| builder.policy(balance_only())),
+        ] {
+            let mut args = vec!["bank", "--allow", "transfer"];
+            args.extend(command);
+            let error = app.run_from(args).unwrap_err();
+            assert_eq!(error.exit_code(), 2);
+            assert_eq!(
+                error.to_string(),
+                "--allow names `transfer`, which the code does not allow caller `default`: \
+                 --allow can only narrow the code's policy, which allows balance"
+            );
+        }
+    }
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 0, "nothing moved");
+}
+
+/// `--caller` runs as one of the code's callers, under its policy; a
+/// caller the code does not name is an error listing those it does, and a
+/// `--limit` that is not NAME=VALUE a usage error.
+#[test]
+fn caller_picks_one_of_the_code_s_callers() {
+    let bank = Arc::new(Bank::default());
+    let dir = scratch("caller");
+    let calls = dir.join("calls.jsonl");
+    let audit = dir.join("audit.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
+    )
+    .unwrap();
+    let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
+    let with_reader =
+        || app(&bank).callers([Caller::new("reader", Policy::new().allow(["balance"]))]);
+    with_reader()
+        .run_from([
+            "bank", "--caller", "reader", "replay", calls, "--audit", audit,
+        ])
+        .unwrap();
+    let record: AuditRecord = serde_json::from_str(
+        std::fs::read_to_string(audit)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (record.caller.as_str(), record.code.as_str()),
+        ("reader", "TOOL_NOT_ALLOWED")
+    );
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 0);
+
+    let error = with_reader()
+        .run_from(["bank", "--caller", "nobody", "replay", calls])
+        .unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    assert_eq!(
+        error.to_string(),
+        "--caller `nobody` is no caller of bank: the callers are default, reader"
+    );
+    let error = with_reader()
+        .run_from(["bank", "--limit", "much", "replay", calls])
+        .unwrap_err();
+    assert!(matches!(error, Error::Usage(_)), "{error}");
+    assert_eq!(error.exit_code(), 2);
+    assert!(error.to_string().contains("NAME=VALUE"), "{error}");
+}
+
+/// `--store sqlite:PATH`: a second run over the same file replays the
+/// first's transfer instead of moving the money again. A store the command
+/// line cannot name is a usage error.
+#[test]
+fn store_sqlite_keeps_what_was_done_across_runs() {
+    let bank = Arc::new(Bank::default());
+    let dir = scratch("store");
+    let calls = dir.join("calls.jsonl");
+    let audit = dir.join("audit.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 7}}\n",
+    )
+    .unwrap();
+    let store = format!("sqlite:{}", dir.join("store.db").display());
+    for _ in 0..2 {
+        run(
+            &bank,
+            &[
+                "replay",
+                calls.to_str().unwrap(),
+                "--store",
+                &store,
+                "--audit",
+                audit.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    }
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "moved once");
+    let replayed: Vec<bool> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<AuditRecord>(line).unwrap().replayed)
+        .collect();
+    assert_eq!(replayed, [false, true]);
+
+    let error = run(&bank, &["replay", "--store", "redis://x"]).unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    assert!(
+        error.to_string().contains(
+            "unknown store `redis://x`: expected `memory`, `sqlite:PATH` or `postgres://...`"
+        ),
+        "{error}"
+    );
 }

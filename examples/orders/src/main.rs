@@ -12,12 +12,10 @@ use clap::{Args, Parser};
 use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
 use toolcall::{
-    Approvals, Call, Code, Dispatcher, JsonLinesAudit, MemoryStore, Policy, Registry, Store, Taint,
-    ToolResult, crash, tools,
+    Approvals, Call, Code, Dispatcher, JsonLinesAudit, Policy, Registry, Store, Taint, ToolResult,
+    crash, tools,
 };
-use toolcall_cli::{Command, Context, Error};
-use toolcall_postgres::PostgresStore;
-use toolcall_sqlite::SqliteStore;
+use toolcall_cli::{Command, Context, Error, StoreSpec, WithStore};
 
 /// Orders and refunds behind toolcall's deterministic tool pipeline.
 ///
@@ -56,7 +54,9 @@ struct Cli {
     /// `sqlite:PATH` (a file that another run, or another process, shares:
     /// what one did, the other replays; the shop's tables `orders_*` are in
     /// it too) or a `postgres://` URL (a database that replicas share, the
-    /// shop's tables in it too).
+    /// shop's tables in it too). For the demo, `replay`, `mcp` and `serve`;
+    /// `definitions`, `lock`, `check` and `report` (which reads its audit
+    /// file only) open none.
     #[arg(
         long,
         value_name = "memory|sqlite:PATH|postgres://...",
@@ -163,33 +163,50 @@ fn main() -> ExitCode {
     if let Err(error) = crash_points() {
         return finish(Err(error));
     }
-    let outcome = match cli.store.as_str() {
-        "memory" => run(&cli, &runtime, MemoryStore::default(), Shop::new()),
-        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => runtime
-            .block_on(async {
-                let store = PostgresStore::connect(url)
-                    .await
-                    .map_err(|e| setup(format!("cannot open the store {url}: {e}")))?;
-                let shop = Shop::connect_postgres(url)
-                    .await
-                    .map_err(|e| setup(format!("cannot open the shop in {url}: {e}")))?;
-                Ok((store, shop))
-            })
-            .and_then(|(store, shop)| run(&cli, &runtime, store, shop)),
-        spec => match spec.strip_prefix("sqlite:") {
-            Some(path) if !path.is_empty() => SqliteStore::open(path)
-                .map_err(|e| setup(format!("cannot open the store {path}: {e}")))
-                .and_then(|store| {
-                    let shop = Shop::open_sqlite(path)
-                        .map_err(|e| setup(format!("cannot open the shop in {path}: {e}")))?;
-                    run(&cli, &runtime, store, shop)
-                }),
-            _ => Err(setup(format!(
-                "unknown store `{spec}`: expected `memory`, `sqlite:PATH` or `postgres://...`"
-            ))),
-        },
+    // Parsed here, not by clap, so that a command that opens no store
+    // (`definitions`, `lock`, ...) does not read it.
+    let outcome = match cli.store.parse::<StoreSpec>() {
+        Ok(spec) => runtime
+            .block_on(spec.open(Orders { cli: &cli }))
+            .and_then(|outcome| outcome),
+        Err(error) => Err(error.into()),
     };
     finish(outcome)
+}
+
+/// The demo or a command, over the store `--store` opened, with the shop
+/// in the same place.
+struct Orders<'a> {
+    cli: &'a Cli,
+}
+
+impl WithStore for Orders<'_> {
+    type Output = Result<(), Error>;
+
+    async fn with_store<St: Store + 'static>(
+        self,
+        store: St,
+        spec: &StoreSpec,
+    ) -> Result<(), Error> {
+        let shop = open_shop(spec).await?;
+        run(self.cli, store, shop).await
+    }
+}
+
+/// The shop, in the same place as the pipeline's store: in this process,
+/// or in the tables `orders_*` of the same SQLite file or Postgres database.
+async fn open_shop(spec: &StoreSpec) -> Result<Shop, Error> {
+    match spec {
+        StoreSpec::Memory => Ok(Shop::new()),
+        StoreSpec::Sqlite(path) => Shop::open_sqlite(path)
+            .map_err(|e| setup(format!("cannot open the shop in {}: {e}", path.display()))),
+        StoreSpec::Postgres(url) => Shop::connect_postgres(url)
+            .await
+            .map_err(|e| setup(format!("cannot open the shop in {url}: {e}"))),
+        other => Err(setup(format!(
+            "the shop cannot live in the store `{other}`"
+        ))),
+    }
 }
 
 /// The crash points `ORDERS_CRASH_AT` names (comma-separated): the
@@ -275,17 +292,12 @@ fn policy(registry: &Registry, settings: &SettingsArgs) -> Result<Policy, Error>
     })
 }
 
-fn run<St: Store + 'static>(
-    cli: &Cli,
-    runtime: &tokio::runtime::Runtime,
-    store: St,
-    shop: Shop,
-) -> Result<(), Error> {
+async fn run<St: Store + 'static>(cli: &Cli, store: St, shop: Shop) -> Result<(), Error> {
     let session = cli.settings.session_id.as_deref();
     let dispatcher = dispatcher(&cli.settings, cli.audit.as_ref(), store, shop)?;
     match &cli.command {
         None => {
-            runtime.block_on(demo(&dispatcher, session.unwrap_or(DEMO), cli.yes));
+            demo(&dispatcher, session.unwrap_or(DEMO), cli.yes).await;
             Ok(())
         }
         Some(command) => {
@@ -297,7 +309,7 @@ fn run<St: Store + 'static>(
                 default_session: DEMO,
                 audit: cli.audit.as_deref(),
             };
-            runtime.block_on(command.run_in(&context, Arc::new(dispatcher)))
+            command.run_in(&context, Arc::new(dispatcher)).await
         }
     }
 }
