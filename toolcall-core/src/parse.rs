@@ -143,43 +143,13 @@ pub(crate) fn parse_object<'a>(
 /// also says what is wrong.
 pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>> {
     let (mut braces, mut brackets, mut colons) = (0usize, 0usize, 0usize);
-    // One pass: the counts above anywhere, strings skipped for the numbers.
-    let (mut in_string, mut escaped) = (false, false);
-    let mut number: Option<usize> = None;
-    for (at, &byte) in raw.as_bytes().iter().enumerate() {
+    for &byte in raw.as_bytes() {
         match byte {
             b'{' => braces += 1,
             b'[' => brackets += 1,
             b':' => colons += 1,
             _ => {}
         }
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        if let Some(start) = number {
-            if is_number_byte(byte) {
-                continue;
-            }
-            number = None;
-            if !reads_exactly(&raw[start..at]) {
-                return None;
-            }
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'-' | b'0'..=b'9' => number = Some(at),
-            _ => {}
-        }
-    }
-    if number.is_some_and(|start| !reads_exactly(&raw[start..])) {
-        return None;
     }
     if braces != 1 || brackets >= max_depth {
         return None;
@@ -190,7 +160,13 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
         .deserialize_map(CollectMembers(colons.min(64)))
         .ok()?;
     deserializer.end().ok()?;
-    Some(members)
+    // Each member's text as serde_json found it: a string is passed over at
+    // its first byte; a number or a list is scanned for its numbers.
+    let exact = members.iter().all(|(_, value)| {
+        let text = value.get();
+        text.starts_with('"') || LiteralScan::new(text).all(reads_exactly)
+    });
+    exact.then_some(members)
 }
 
 /// A byte of a JSON number's text, once it has begun.
@@ -414,29 +390,52 @@ impl<'t> Literals<'t> {
 
     /// The text of number literal `index` (from 0), scanning forward.
     fn literal(&self, index: usize) -> Option<&'t str> {
+        let skip = index.checked_sub(self.passed.get())?;
+        let mut scan = LiteralScan {
+            text: self.text,
+            at: self.at.get(),
+        };
+        let found = scan.nth(skip);
+        self.at.set(scan.at);
+        self.passed.set(index + 1);
+        found
+    }
+}
+
+/// The number literals of a JSON text, in order, each as its text: what
+/// lies outside strings from a `-` or a digit to the end of the number's
+/// bytes. (Over JSON serde_json has read, these are its number tokens.)
+struct LiteralScan<'t> {
+    text: &'t str,
+    at: usize,
+}
+
+impl<'t> LiteralScan<'t> {
+    fn new(text: &'t str) -> Self {
+        LiteralScan { text, at: 0 }
+    }
+}
+
+impl<'t> Iterator for LiteralScan<'t> {
+    type Item = &'t str;
+
+    fn next(&mut self) -> Option<&'t str> {
         let bytes = self.text.as_bytes();
-        let (mut at, mut passed) = (self.at.get(), self.passed.get());
-        let mut found = None;
-        while at < bytes.len() && found.is_none() {
-            match bytes[at] {
-                b'"' => at = string_end(bytes, at),
+        while self.at < bytes.len() {
+            match bytes[self.at] {
+                b'"' => self.at = string_end(bytes, self.at),
                 b'-' | b'0'..=b'9' => {
-                    let start = at;
-                    while at < bytes.len() && is_number_byte(bytes[at]) {
-                        at += 1;
+                    let start = self.at;
+                    while self.at < bytes.len() && is_number_byte(bytes[self.at]) {
+                        self.at += 1;
                     }
-                    if passed == index {
-                        // Number bytes are ASCII: the cuts are on boundaries.
-                        found = self.text.get(start..at);
-                    }
-                    passed += 1;
+                    // Number bytes are ASCII: the cuts are on boundaries.
+                    return self.text.get(start..self.at);
                 }
-                _ => at += 1,
+                _ => self.at += 1,
             }
         }
-        self.at.set(at);
-        self.passed.set(passed);
-        found
+        None
     }
 }
 
