@@ -15,7 +15,13 @@ pub enum Arguments<'a> {
     /// The raw JSON text the model produced. An empty string means `{}`:
     /// providers send it for tools without parameters.
     Raw(&'a str),
-    /// Arguments the host (or a provider SDK) already parsed.
+    /// Arguments the host (or a provider SDK) already parsed. Their numbers
+    /// are the doubles the host's parser made: serde_json without its
+    /// `float_roundtrip` feature makes some of them one unit in the last
+    /// place off the text's (`333333333.33333329` as `333333333.33333325`),
+    /// and the idempotency key is then that double's. The raw text
+    /// ([`Arguments::Raw`]) is read as RFC 8785 reads it, every number the
+    /// double nearest to its text.
     Parsed(&'a Value),
 }
 
