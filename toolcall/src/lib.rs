@@ -449,6 +449,12 @@
 //! the *validated* arguments ([`canonical`]), so `{"amount_cents": 2590}`
 //! and `{ "amount_cents" : 2590 }` are one call. The form is RFC 8785 with
 //! integers kept exact, and it is stable across processes and versions.
+//! Numbers are read from the model's text as RFC 8785 reads them (each the
+//! nearest double, whatever serde_json's features), so `100`, `100.0` and
+//! `1e2` in an `f64` parameter are one call; arguments handed over already
+//! parsed keep the doubles of whoever parsed them.
+//! [`canonical::canonical_json_from_text`] gives the canonical form of any
+//! JSON text.
 //! Hand [`Ctx::idempotency_key`] to any backend that deduplicates, and say
 //! so with `#[tool(idempotent_backend)]`: retries after a lost response, or
 //! after a crash, then cannot apply an effect twice.
@@ -637,7 +643,45 @@
 //! A [`ToolResult`] is `{ok, tool, code, message, data, replayed}`. `code` is
 //! stable, for code and dashboards; `message` is written for the model.
 //! [`ToolResult::to_model_text`] leaves default fields out. Audit records go
-//! to an [`AuditSink`]: [`MemoryAudit`] (the default) or [`JsonLinesAudit`].
+//! to an [`AuditSink`]: [`MemoryAudit`] (the default) or [`JsonLinesAudit`],
+//! one record a call, dry runs and refusals included. The default log is the
+//! dispatcher's own; to read one, keep a clone of a [`MemoryAudit`] (clones
+//! share its records) and give the dispatcher the other:
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use toolcall::{tool, tools, Call, Code, Dispatcher, MemoryAudit, Policy, Rejection};
+//! /// An account's balance, in cents.
+//! #[tool]
+//! fn get_balance(
+//!     /// The account, for example ACC-1.
+//!     account: String,
+//! ) -> Result<i64, Rejection> {
+//!     Ok(120_000)
+//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let audit = MemoryAudit::new();
+//! let dispatcher = Dispatcher::builder(tools![get_balance].unwrap(), Arc::new(()))
+//!     .policy(Policy::new().allow(["get_balance"]))
+//!     .audit(audit.clone())
+//!     .build()
+//!     .unwrap();
+//! dispatcher
+//!     .execute(Call::new("get_balance", r#"{"account": "ACC-1"}"#).session("chat-7"))
+//!     .await;
+//! dispatcher
+//!     .execute(Call::new("get_balanse", "{}").session("chat-7"))
+//!     .await;
+//!
+//! let records = audit.records(); // oldest first
+//! assert_eq!(records.len(), 2);
+//! assert_eq!((records[0].tool.as_ref(), records[0].code.clone()), ("get_balance", Code::Ok));
+//! assert_eq!(records[0].arguments, r#"{"account": "ACC-1"}"#); // as the model sent them
+//! assert_eq!((records[1].session_id.as_str(), records[1].code.clone()), ("chat-7", Code::UnknownTool));
+//! # }
+//! ```
+//!
 //! Each call also opens one `execute_tool` [tracing](https://docs.rs/tracing) span with OpenTelemetry's
 //! GenAI attribute names: `gen_ai.operation.name`, `gen_ai.tool.name`,
 //! `gen_ai.tool.call.id`, and `error.type` set to the code of a call that is
