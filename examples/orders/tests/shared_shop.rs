@@ -7,6 +7,9 @@
 //! they say loudly that they were skipped. Each works in a database of its
 //! own and drops it.
 
+#[path = "support/fresh_database.rs"]
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -451,53 +454,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let authority = base.find("://").map_or(0, |i| i + 3);
-    let path = base[authority..]
-        .find('/')
-        .map_or(base.len(), |i| authority + i);
-    format!("{}/{database}{query}", &base[..path])
-}
-
-/// A database of its own on the server at `url`, dropped when it goes.
-struct FreshDatabase {
-    admin: tokio_postgres::Client,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    async fn create(url: &str, test: &str) -> FreshDatabase {
-        let (admin, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let name = unique(&format!("orders_{test}")).replace('-', "_");
-        admin
-            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-            .await
-            .unwrap();
-        let url = with_database(url, &name);
-        FreshDatabase { admin, name, url }
-    }
-
-    async fn drop_database(self) {
-        self.admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                self.name
-            ))
-            .await
-            .unwrap();
-    }
-}
+use support::FreshDatabase;
 
 /// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
 async fn postgres_refunds(url: &str) -> (i64, i64) {
@@ -522,14 +479,14 @@ async fn postgres_refunds(url: &str) -> (i64, i64) {
 fn three_processes_on_one_postgres_database_refund_ord_1001_once() {
     let Some(url) = postgres_url() else { return };
     let runtime = runtime();
-    let database = runtime.block_on(FreshDatabase::create(&url, "race"));
+    let database = FreshDatabase::create(&url, "race");
     three_processes_race(&database.url);
     assert_eq!(
         runtime.block_on(postgres_refunds(&database.url)),
         (1, 7000),
         "one refund row, 7000 refunded"
     );
-    runtime.block_on(database.drop_database());
+    drop(database);
 }
 
 /// Killed (SIGKILL) at the shop's crash points on Postgres: the refund
@@ -539,7 +496,7 @@ fn three_processes_on_one_postgres_database_refund_ord_1001_once() {
 fn a_process_killed_at_a_refund_crash_point_on_postgres_leaves_what_it_committed() {
     let Some(url) = postgres_url() else { return };
     let runtime = runtime();
-    let database = runtime.block_on(FreshDatabase::create(&url, "crash"));
+    let database = FreshDatabase::create(&url, "crash");
     for (point, amount) in [
         ("refund_after_commit", 7000),
         ("refund_before_commit", 1000),
@@ -566,7 +523,7 @@ fn a_process_killed_at_a_refund_crash_point_on_postgres_leaves_what_it_committed
             "{point}: only the committed refund"
         );
     }
-    runtime.block_on(database.drop_database());
+    drop(database);
 }
 
 /// Handles connected at once (each creating the tables if missing) race
@@ -577,7 +534,7 @@ fn racing_handles_never_refund_a_postgres_order_beyond_its_total() {
     let Some(url) = postgres_url() else { return };
     let runtime = runtime();
     runtime.block_on(async {
-        let database = FreshDatabase::create(&url, "handles").await;
+        let database = FreshDatabase::create(&url, "handles");
         let shops = futures_join_all((0..4).map(|_| Shop::connect_postgres(&database.url))).await;
         let shops: Vec<Shop> = shops.into_iter().map(Result::unwrap).collect();
         let outcomes = futures_join_all(shops.iter().enumerate().flat_map(|(t, shop)| {
@@ -613,7 +570,7 @@ fn racing_handles_never_refund_a_postgres_order_beyond_its_total() {
         let order = shops[0].load_order("ORD-1001").await.unwrap().unwrap();
         assert_eq!(order.refunded_cents, 12_000);
         drop(shops);
-        database.drop_database().await;
+        drop(database);
     });
 }
 
