@@ -411,6 +411,7 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
         assert!(dry.ok, "{dry:?}");
         assert_eq!(dry.code, Code::DryRun);
         assert_eq!(dry.code, "DRY_RUN");
+        assert_eq!(dry.data["would"], "run", "confirmed: it would run");
         assert_eq!(
             dry.data["preview"],
             "would refund 2590 of 12000 cents of ORD-1001"
@@ -452,7 +453,7 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
 }
 
 #[tokio::test]
-async fn a_dry_run_without_approval_asks_without_creating_an_approval() {
+async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approval() {
     let (d, _) = dispatcher(Taint::Values, Approvals::Host);
     let dry = d
         .execute(
@@ -461,7 +462,15 @@ async fn a_dry_run_without_approval_asks_without_creating_an_approval() {
                 .dry_run(true),
         )
         .await;
-    assert_eq!(dry.code, Code::ConfirmationRequired, "{dry:?}");
+    assert_eq!(dry.code, Code::DryRun, "{dry:?}");
+    assert!(dry.ok);
+    assert_eq!(dry.data["would"], "ask_a_person");
+    assert_eq!(dry.data["reason"], "high_risk");
+    assert_eq!(dry.data["arguments"]["amount_cents"], 2590);
+    assert_eq!(
+        dry.data["preview"],
+        "would refund 2590 of 12000 cents of ORD-1001"
+    );
     assert_eq!(dry.confirmation_id, None);
     assert!(
         d.store()
@@ -490,7 +499,7 @@ async fn a_dry_run_without_approval_asks_without_creating_an_approval() {
 }
 
 #[tokio::test]
-async fn a_dry_run_of_a_tainted_note_asks_and_adds_nothing() {
+async fn a_dry_run_of_a_tainted_note_says_it_would_ask_and_adds_nothing() {
     let (d, _) = dispatcher(Taint::Values, Approvals::Host);
     read_the_injection(&d).await;
     let dry = d
@@ -500,8 +509,10 @@ async fn a_dry_run_of_a_tainted_note_asks_and_adds_nothing() {
                 .dry_run(true),
         )
         .await;
-    assert_eq!(dry.code, Code::ConfirmationRequired);
+    assert_eq!(dry.code, Code::DryRun, "{dry:?}");
+    assert_eq!(dry.data["would"], "ask_a_person");
     assert_eq!(dry.data["reason"], "untrusted_context");
+    assert_eq!(dry.confirmation_id, None);
     assert!(
         d.store()
             .pending_approvals(now_ms(), 10)

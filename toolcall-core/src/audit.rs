@@ -197,6 +197,26 @@ pub trait AuditSink: Send + Sync {
 
 /// Keeps the latest records in memory; clones share the same log.
 ///
+/// To read what a dispatcher did, keep one clone and give it the other
+/// ([`DispatcherBuilder::audit`](crate::DispatcherBuilder::audit)); then
+/// [`records`](MemoryAudit::records) returns them, oldest first:
+///
+/// ```
+/// use toolcall_core::{AuditSink, Code, MemoryAudit};
+///
+/// let audit = MemoryAudit::new();
+/// let given = audit.clone(); // what `.audit(...)` would take
+/// # let record: toolcall_core::AuditRecord = serde_json::from_value(serde_json::json!({
+/// #     "session_id": "chat-7", "caller": "default", "tool": "get_balance",
+/// #     "arguments": "{}", "confirmed": false, "ok": true, "code": "OK",
+/// #     "replayed": false, "duration_ms": 0.1
+/// # })).unwrap();
+/// given.record(record); // as the dispatcher does after each call
+/// let records = audit.records();
+/// assert_eq!(records.len(), 1);
+/// assert_eq!((records[0].tool.as_ref(), &records[0].code), ("get_balance", &Code::Ok));
+/// ```
+///
 /// Bounded: it keeps the last [`MemoryAudit::DEFAULT_CAPACITY`] records (or
 /// the capacity given), dropping the oldest, and counts what it dropped, so
 /// that a long-lived process does not grow with its traffic. For a durable
@@ -263,7 +283,8 @@ impl MemoryAudit {
         }
     }
 
-    /// A copy of the records kept, oldest first.
+    /// A copy of the records kept, oldest first: one per call the
+    /// dispatcher given this log (or a clone of it) answered.
     pub fn records(&self) -> Vec<AuditRecord> {
         lock(&self.log).iter().cloned().collect()
     }

@@ -36,6 +36,7 @@ use std::sync::Arc;
 pub struct Policy {
     allowed: BTreeSet<String>,
     limits: BTreeMap<String, i64>,
+    repeats: BTreeMap<String, u64>,
     taint: Taint,
 }
 
@@ -124,6 +125,48 @@ impl Policy {
     pub fn limit(mut self, name: impl Into<String>, value: i64) -> Self {
         self.limits.insert(name.into(), value);
         self
+    }
+
+    /// How many identical calls (same session, tool and validated
+    /// arguments) of this read-only tool the caller may make before
+    /// `LOOP_DETECTED`: for a status the model polls until it changes.
+    /// It replaces the tool's own `#[tool(max_repeats = N)]` and
+    /// [`Settings::max_duplicate_calls`](crate::Settings::max_duplicate_calls)
+    /// for this caller, higher or lower. Checked when the dispatcher is
+    /// built: a tool no tool is named is a
+    /// [`BuildError::UnknownRepeatedTool`](crate::BuildError::UnknownRepeatedTool)
+    /// naming the closest real name, and a side effect (whose identical
+    /// call is replayed, never run again) a
+    /// [`BuildError::RepeatsOfSideEffect`](crate::BuildError::RepeatsOfSideEffect).
+    /// `0` answers every call of the tool `LOOP_DETECTED`; to forbid a
+    /// tool, leave it off the allowlist instead.
+    ///
+    /// ```
+    /// use toolcall_core::Policy;
+    ///
+    /// let poller = Policy::new()
+    ///     .allow(["transfer_status"])
+    ///     .max_repeats("transfer_status", 30);
+    /// assert_eq!(poller.max_repeats_of("transfer_status"), Some(30));
+    /// assert_eq!(poller.max_repeats_of("get_balance"), None);
+    /// ```
+    pub fn max_repeats(mut self, tool: impl Into<String>, calls: u64) -> Self {
+        self.repeats.insert(tool.into(), calls);
+        self
+    }
+
+    /// How many identical calls of this tool the policy lets the caller
+    /// make ([`Policy::max_repeats`]), if it says.
+    pub fn max_repeats_of(&self, tool: &str) -> Option<u64> {
+        self.repeats.get(tool).copied()
+    }
+
+    /// Every tool whose identical calls the policy bounds
+    /// ([`Policy::max_repeats`]), with its bound, sorted by name.
+    pub fn repeats(&self) -> impl ExactSizeIterator<Item = (&str, u64)> {
+        self.repeats
+            .iter()
+            .map(|(tool, calls)| (tool.as_str(), *calls))
     }
 
     /// How far untrusted output reaches this caller's side effects

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::policy::Policy;
 use crate::schema;
-use crate::tool::ToolSpec;
+use crate::tool::{Tool, ToolSpec};
 
 /// An entry `#[tool]` submits for [`Registry::collect`].
 #[doc(hidden)]
@@ -104,6 +104,14 @@ impl Registry {
         Ok(registry)
     }
 
+    /// The spec of the tool `tools![...]` names: `T` is the type `#[tool]`
+    /// names like the function, `F` the function itself, so that a function
+    /// without `#[tool]` fails the build with a message that names it.
+    #[doc(hidden)]
+    pub fn __spec_of<T, F: NamesATool<T>>(_function: F) -> &'static ToolSpec {
+        F::spec()
+    }
+
     /// Every `#[tool]` linked into this program, sorted by name.
     pub fn collect() -> Result<Self, RegistryError> {
         Registry::from_specs(Registry::collect_specs())
@@ -196,6 +204,27 @@ fn open_object(schema: &Value) -> Option<String> {
     })
 }
 
+/// A function `tools![...]` names, with `T` the type named like it: the
+/// type `#[tool]` writes, or, for a function without `#[tool]`, the
+/// stand-in `tools![...]` declares, which is no [`Tool`].
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`tools![...]` names a function without `#[tool]`: `{Self}`",
+    label = "this function has no `#[tool]`",
+    note = "add `#[tool]` above the function (with a doc comment on it and on each parameter): `tools![...]` lists the functions `#[tool]` made tools"
+)]
+pub trait NamesATool<T> {
+    /// The tool's spec.
+    fn spec() -> &'static ToolSpec;
+}
+
+#[diagnostic::do_not_recommend]
+impl<F, T: Tool> NamesATool<T> for F {
+    fn spec() -> &'static ToolSpec {
+        T::spec()
+    }
+}
+
 /// A [`Registry`] of the named `#[tool]` functions.
 ///
 /// ```ignore
@@ -204,9 +233,24 @@ fn open_object(schema: &Value) -> Option<String> {
 ///
 /// Evaluates to `Result<Registry, RegistryError>`: two tools with one name
 /// are refused.
+///
+/// A function without `#[tool]` fails the build with a message that names
+/// it and says to add `#[tool]`.
 #[macro_export]
 macro_rules! tools {
     ($($tool:path),* $(,)?) => {
-        $crate::Registry::from_specs([$(<$tool as $crate::Tool>::spec()),*])
+        $crate::Registry::from_specs([$({
+            // The type named like the function is the one `#[tool]` wrote,
+            // imported below; for a function without `#[tool]`, which has
+            // none, it is this stand-in, which is no tool: the build fails
+            // on `__spec_of`, whose message names the function.
+            #[allow(non_camel_case_types, dead_code)]
+            struct __toolcall_tool {}
+            {
+                #[allow(unused_imports)]
+                use $tool as __toolcall_tool;
+                $crate::Registry::__spec_of::<__toolcall_tool, _>($tool)
+            }
+        }),*])
     };
 }

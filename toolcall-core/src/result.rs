@@ -23,7 +23,9 @@ pub enum Code {
     /// The call ran and succeeded, or was replayed.
     Ok,
     /// A dry run ([`Call::dry_run`](crate::Call::dry_run)) passed every stage
-    /// up to execution: the real call would run. Nothing ran.
+    /// up to execution: the real call would run (`data.would: "run"`), or
+    /// would wait for a person's approval (`data.would: "ask_a_person"`,
+    /// with `data.reason`). Nothing ran, and no one was asked.
     DryRun,
     /// The session used up its step budget.
     StepLimit,

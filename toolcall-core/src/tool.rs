@@ -159,6 +159,7 @@ pub struct ToolSpec {
     idempotent_backend: bool,
     timeout_ms: Option<u64>,
     max_output_bytes: Option<u64>,
+    max_repeats: Option<u64>,
     fields: &'static [FieldMeta],
     state: Option<fn() -> StateType>,
     check_state: Option<fn() -> StateType>,
@@ -209,6 +210,7 @@ impl ToolSpec {
             idempotent_backend: parts.idempotent_backend,
             timeout_ms: parts.timeout_ms,
             max_output_bytes: parts.max_output_bytes,
+            max_repeats: None,
             fields,
             state: parts.state,
             check_state: parts.check_state,
@@ -222,6 +224,16 @@ impl ToolSpec {
             },
             redaction: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The spec with `#[tool(max_repeats = N)]`: identical calls of a
+    /// read-only tool a session may make before `LOOP_DETECTED`. (Not a
+    /// field of [`SpecParts`], so that specs written by hand need not name
+    /// it.)
+    #[doc(hidden)]
+    pub const fn __max_repeats(mut self, max_repeats: Option<u64>) -> Self {
+        self.max_repeats = max_repeats;
+        self
     }
 
     /// The name the model calls the tool by.
@@ -268,6 +280,18 @@ impl ToolSpec {
     pub fn max_output_bytes(&self) -> Option<usize> {
         self.max_output_bytes
             .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX))
+    }
+
+    /// How many identical calls (same session, tool and validated
+    /// arguments) of this read-only tool a session may make before
+    /// `LOOP_DETECTED`, if the tool sets it (`#[tool(max_repeats = N)]`, for
+    /// a status polled until it changes); otherwise
+    /// [`Settings::max_duplicate_calls`](crate::Settings::max_duplicate_calls)
+    /// bounds it. A caller's
+    /// [`Policy::max_repeats`](crate::Policy::max_repeats) replaces it.
+    /// `None` for a side effect, whose identical call is replayed.
+    pub fn max_repeats(&self) -> Option<u64> {
+        self.max_repeats.filter(|_| !self.side_effect)
     }
 
     /// How long one attempt may run, if the tool sets it (`#[tool(timeout_ms = ...)]`).
@@ -456,34 +480,57 @@ fn schema_of<T: Tool>() -> Value {
 
 /// What a tool function may return: `Result<T, E>` with `T: Serialize` (the
 /// data the model gets) and `E: Into<ToolError>` (a [`Rejection`](crate::Rejection)
-/// or a [`ToolError`]).
+/// or a [`ToolError`]). `Of` is the tool (the type `#[tool]` names like the
+/// function), for the messages to name it.
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "a tool must return `Result<T, E>` with `T: Serialize` and `E: Into<ToolError>`, not `{Self}`",
+    message = "tool `{Of}` must return `Result<T, E>` with `T: Serialize` and `E: Into<ToolError>`, not `{Self}`",
     label = "return `Result<T, E>` here",
     note = "for example `-> Result<Refund, Rejection>`: the `Ok` value is the data the model gets"
 )]
-pub trait ToolOutput {
+pub trait ToolOutput<Of = ()> {
     /// The output as the dispatcher's data, serialized once.
     fn into_output(self) -> Result<Data, ToolError>;
 }
 
-impl<T, E> ToolOutput for Result<T, E>
+impl<Of, T, E> ToolOutput<Of> for Result<T, E>
 where
     T: serde::Serialize,
-    E: Into<ToolError>,
+    E: ToolErrorOf<Of>,
 {
     fn into_output(self) -> Result<Data, ToolError> {
-        let output = self.map_err(Into::into)?;
+        let output = self.map_err(ToolErrorOf::into_tool_error)?;
         Data::from_serialize(&output).map_err(|error| {
             ToolError::internal(format!("the tool's output does not serialize: {error}"))
         })
     }
 }
 
-/// Turns what a tool function returned into the dispatcher's terms.
+/// The error type of the tool `Of`: one that converts into a
+/// [`ToolError`]. A separate trait, so that a tool returning
+/// `Result<T, String>` is told its two ways out, naming the tool.
 #[doc(hidden)]
-pub fn into_output<R: ToolOutput>(returned: R) -> Result<Data, ToolError> {
+#[diagnostic::on_unimplemented(
+    message = "tool `{Of}` returns `Err({Self})`, and `{Self}` does not convert into `ToolError`",
+    label = "the error type here must be `Rejection`, `ToolError`, or convert into `ToolError`",
+    note = "either return `Result<T, Rejection>` and refuse with `Err(Rejection::new(\"CODE\", \"what the model should know\"))` (or a `ToolError`, e.g. `ToolError::transient(...)` for a failure worth retrying)",
+    note = "or, for your own error type, implement `From<YourError> for ToolError` once, and every tool returning `Result<T, YourError>` compiles"
+)]
+pub trait ToolErrorOf<Of> {
+    /// The error in the dispatcher's terms.
+    fn into_tool_error(self) -> ToolError;
+}
+
+#[diagnostic::do_not_recommend]
+impl<Of, E: Into<ToolError>> ToolErrorOf<Of> for E {
+    fn into_tool_error(self) -> ToolError {
+        self.into()
+    }
+}
+
+/// Turns what the tool `Of`'s function returned into the dispatcher's terms.
+#[doc(hidden)]
+pub fn into_output<Of, R: ToolOutput<Of>>(returned: R) -> Result<Data, ToolError> {
     returned.into_output()
 }
 

@@ -11,7 +11,7 @@ use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 use crate::ctxt::Ctxt;
 use crate::msg;
 
-/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, preview = path, name = "...", args = "...", crate = path)]`.
+/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, preview = path, name = "...", args = "...", max_repeats = N, crate = path)]`.
 #[derive(Default)]
 pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
@@ -29,6 +29,9 @@ pub(crate) struct ToolAttr {
     pub version: Option<syn::LitInt>,
     pub timeout_ms: Option<syn::LitInt>,
     pub max_output_bytes: Option<syn::LitInt>,
+    /// How many identical calls of a read-only tool a session may make
+    /// before `LOOP_DETECTED`, instead of the dispatcher's setting.
+    pub max_repeats: Option<syn::LitInt>,
     /// The name of the generated argument struct, instead of `<Name>Args`.
     pub args: Option<LitStr>,
     pub krate: Option<Path>,
@@ -44,9 +47,7 @@ impl ToolAttr {
                 "side_effect" => set(cx, &mut attr.side_effect, &key, key.span()),
                 "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
                 "untrusted_output" => set(cx, &mut attr.untrusted_output, &key, key.span()),
-                "idempotent_backend" => {
-                    set(cx, &mut attr.idempotent_backend, &key, key.span())
-                }
+                "idempotent_backend" => set(cx, &mut attr.idempotent_backend, &key, key.span()),
                 "check" | "reconcile" | "preview" | "crate" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
@@ -84,11 +85,12 @@ impl ToolAttr {
                         }
                     }
                 }
-                "version" | "timeout_ms" | "max_output_bytes" => {
+                "version" | "timeout_ms" | "max_output_bytes" | "max_repeats" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
                         "version" => &mut attr.version,
                         "max_output_bytes" => &mut attr.max_output_bytes,
+                        "max_repeats" => &mut attr.max_repeats,
                         _ => &mut attr.timeout_ms,
                     };
                     match expr {
@@ -101,6 +103,7 @@ impl ToolAttr {
                             match key_name.as_str() {
                                 "version" => msg::BAD_VERSION,
                                 "max_output_bytes" => msg::BAD_OUTPUT_BUDGET,
+                                "max_repeats" => msg::BAD_MAX_REPEATS,
                                 _ => msg::BAD_TIMEOUT,
                             },
                         ),

@@ -45,6 +45,9 @@ fn check_flags(tool: &ToolFn, cx: &mut Ctxt) {
             msg::IDEMPOTENT_BACKEND_WITHOUT_SIDE_EFFECT,
         ));
     }
+    if let (Some(repeats), Some(_)) = (&tool.attr.max_repeats, tool.attr.side_effect) {
+        cx.error_spanned_by(repeats, msg::MAX_REPEATS_ON_SIDE_EFFECT);
+    }
     if let (Some(reconcile), None) = (&tool.attr.reconcile, tool.attr.side_effect) {
         cx.error_spanned_by(reconcile, msg::RECONCILE_WITHOUT_SIDE_EFFECT);
     }
@@ -171,7 +174,8 @@ fn check_types(tool: &ToolFn, cx: &mut Ctxt) {
     }
 }
 
-/// `version`, `timeout_ms` and `max_output_bytes` in their ranges.
+/// `version`, `timeout_ms`, `max_output_bytes` and `max_repeats` in their
+/// ranges.
 fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
     if let Some(version) = &tool.attr.version
         && !matches!(version.base10_parse::<u32>(), Ok(1..))
@@ -187,6 +191,11 @@ fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
         && !matches!(budget.base10_parse::<u64>(), Ok(256..))
     {
         cx.error_spanned_by(budget, msg::BAD_OUTPUT_BUDGET);
+    }
+    if let Some(repeats) = &tool.attr.max_repeats
+        && !matches!(repeats.base10_parse::<u64>(), Ok(1..))
+    {
+        cx.error_spanned_by(repeats, msg::BAD_MAX_REPEATS);
     }
 }
 

@@ -75,6 +75,28 @@ pub enum BuildError {
         /// the one meant.
         closest: Option<&'static str>,
     },
+    /// A caller's policy bounds the repeats
+    /// ([`Policy::max_repeats`](crate::Policy::max_repeats)) of a tool the
+    /// registry does not have: the tool meant keeps the default bound.
+    UnknownRepeatedTool {
+        /// The caller's id.
+        caller: String,
+        /// The name the policy gives.
+        tool: String,
+        /// The registered tool closest to it, if one is close enough to be
+        /// the one meant.
+        closest: Option<&'static str>,
+    },
+    /// A caller's policy bounds the repeats
+    /// ([`Policy::max_repeats`](crate::Policy::max_repeats)) of a side
+    /// effect: its identical call is answered with its first result, never
+    /// run again, so the bound would change nothing.
+    RepeatsOfSideEffect {
+        /// The caller's id.
+        caller: String,
+        /// The side-effecting tool.
+        tool: &'static str,
+    },
     /// Two different callers given to the dispatcher share an id: audit
     /// records, approvals and [`Dispatcher::caller`](super::Dispatcher::caller)
     /// could not tell them apart.
@@ -138,6 +160,23 @@ impl fmt::Display for BuildError {
                 )?;
                 did_you_mean(f, closest)
             }
+            BuildError::UnknownRepeatedTool {
+                caller,
+                tool,
+                closest,
+            } => {
+                write!(
+                    f,
+                    "caller `{caller}` sets max_repeats of `{tool}`, but no tool has that name"
+                )?;
+                did_you_mean(f, closest)
+            }
+            BuildError::RepeatsOfSideEffect { caller, tool } => write!(
+                f,
+                "caller `{caller}` sets max_repeats of `{tool}`, a side effect: its identical call \
+                 is answered with its first result, never run again; remove \
+                 Policy::max_repeats(\"{tool}\", ...), or bound a read-only tool"
+            ),
             BuildError::DuplicateCaller { caller } => write!(
                 f,
                 "two different callers have the id `{caller}`; give each its own id"
@@ -202,6 +241,21 @@ impl fmt::Debug for BuildError {
                 .field("caller", caller)
                 .field("limit", limit)
                 .field("closest", closest)
+                .finish(),
+            BuildError::UnknownRepeatedTool {
+                caller,
+                tool,
+                closest,
+            } => f
+                .debug_struct("UnknownRepeatedTool")
+                .field("caller", caller)
+                .field("tool", tool)
+                .field("closest", closest)
+                .finish(),
+            BuildError::RepeatsOfSideEffect { caller, tool } => f
+                .debug_struct("RepeatsOfSideEffect")
+                .field("caller", caller)
+                .field("tool", tool)
                 .finish(),
             BuildError::DuplicateCaller { caller } => f
                 .debug_struct("DuplicateCaller")
@@ -297,6 +351,24 @@ pub(super) fn check_caller(
                 tool: tool.to_owned(),
                 closest: closest(tool, registry.iter().map(|spec| spec.name())),
             });
+        }
+    }
+    for (tool, _) in policy.repeats() {
+        match registry.get(tool) {
+            None => {
+                return Err(BuildError::UnknownRepeatedTool {
+                    caller: caller.id().to_owned(),
+                    tool: tool.to_owned(),
+                    closest: closest(tool, registry.iter().map(|spec| spec.name())),
+                });
+            }
+            Some(spec) if spec.side_effect() => {
+                return Err(BuildError::RepeatsOfSideEffect {
+                    caller: caller.id().to_owned(),
+                    tool: spec.name(),
+                });
+            }
+            Some(_) => {}
         }
     }
     let declared: BTreeSet<&'static str> = registry

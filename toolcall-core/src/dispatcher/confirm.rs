@@ -25,42 +25,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         match approval {
             Approval::Given | Approval::InDoubt => Ok(()),
-            Approval::Id(id) if prepared.dry_run => {
-                // Looked at, not taken up: would the real call's approval be used?
-                let binding = Binding {
-                    session: prepared.session,
-                    caller: prepared.caller.id(),
-                    tool: Some(name),
-                    digest: Some(&digest),
-                };
-                let entry = self.store.approval(id).await.map_err(store_error)?;
-                let failure = match entry {
-                    Some(entry) if entry.used_ms.is_none() && binding.matches(&entry.approval) => {
-                        if entry.approval.expires_ms <= now_ms() {
-                            Some(Failure::ConfirmationExpired)
-                        } else {
-                            match entry.approval.decision {
-                                Some(recorded) if !recorded.approved => {
-                                    return Err(self.denied(name, &recorded.note));
-                                }
-                                Some(recorded) if recorded.edited_arguments.is_some() => {
-                                    Some(Failure::ConfirmationInvalid)
-                                }
-                                // Inbox: only a person's decision approves.
-                                None if self.inbox() => Some(Failure::ConfirmationRequired),
-                                _ => None,
-                            }
-                        }
-                    }
-                    _ => Some(Failure::ConfirmationInvalid),
-                };
-                match failure {
-                    None => Ok(()),
-                    Some(failure) => {
-                        Err(self.fail_with(failure, name, &Details::approval(id), Map::new()))
-                    }
-                }
-            }
             Approval::Id(id) => {
                 let binding = Binding {
                     session: prepared.session,
@@ -103,19 +67,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         Map::new(),
                     )),
                 }
-            }
-            Approval::None if prepared.dry_run => {
-                // What the real call would be answered, without the
-                // approval it would create: no id to use.
-                let mut data = Map::new();
-                data.insert("pending".into(), prepared.arguments.clone());
-                add_reason(&mut data, prepared.tainted);
-                Err(self.fail_with(
-                    Failure::ConfirmationRequired,
-                    name,
-                    &Details::default(),
-                    data,
-                ))
             }
             Approval::None => {
                 let created_ms = now_ms();
@@ -178,6 +129,60 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 }
 
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Stage 7 of a dry run: whether the real call would wait for a person
+    /// (`Ok(true)`), would go on (`Ok(false)`), or would be refused (the
+    /// refusal, as the real call would get it). Nothing is created, and an
+    /// approval id is looked at, not taken up.
+    pub(super) async fn would_ask(
+        &self,
+        prepared: Asking<'_>,
+        approval: Approval<'_>,
+    ) -> Stage<bool> {
+        let name = prepared.tool;
+        let id = match approval {
+            Approval::Given | Approval::InDoubt => return Ok(false),
+            // The real call would ask a person, and wait.
+            Approval::None => return Ok(true),
+            Approval::Id(id) => id,
+        };
+        let digest = digest(prepared.arguments);
+        let binding = Binding {
+            session: prepared.session,
+            caller: prepared.caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+        };
+        let entry = self
+            .store
+            .approval(id)
+            .await
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        let failure = match entry {
+            Some(entry) if entry.used_ms.is_none() && binding.matches(&entry.approval) => {
+                if entry.approval.expires_ms <= now_ms() {
+                    Failure::ConfirmationExpired
+                } else {
+                    match entry.approval.decision {
+                        Some(recorded) if !recorded.approved => {
+                            return Err(self.denied(name, &recorded.note));
+                        }
+                        Some(recorded) if recorded.edited_arguments.is_some() => {
+                            Failure::ConfirmationInvalid
+                        }
+                        // Inbox: only a person's decision approves; the
+                        // real call would be asked about again, and wait.
+                        None if self.inbox() => return Ok(true),
+                        _ => return Ok(false),
+                    }
+                }
+            }
+            _ => Failure::ConfirmationInvalid,
+        };
+        Err(self.fail_with(failure, name, &Details::approval(id), Map::new()))
+    }
+}
+
 /// What stage 7 needs of a call (borrowing nothing that is not `Sync`, so
 /// the pipeline's future stays `Send`).
 pub(super) struct Asking<'a> {
@@ -189,18 +194,11 @@ pub(super) struct Asking<'a> {
     /// `Some` when untrusted output taints the call: the arguments that
     /// carry a value read in it (none at the session level).
     tainted: Option<&'a [String]>,
-    /// A dry run: nothing is created or taken up.
-    dry_run: bool,
 }
 
 impl<'a> Asking<'a> {
-    /// What stage 7 needs of `prepared`, with its taint, for a real call
-    /// or a dry run.
-    pub(super) fn of(
-        prepared: &'a Prepared<'_>,
-        tainted: Option<&'a [String]>,
-        dry_run: bool,
-    ) -> Self {
+    /// What stage 7 needs of `prepared`, with its taint.
+    pub(super) fn of(prepared: &'a Prepared<'_>, tainted: Option<&'a [String]>) -> Self {
         Asking {
             tool: prepared.spec.name(),
             arguments: prepared.arguments(),
@@ -208,7 +206,6 @@ impl<'a> Asking<'a> {
             caller: prepared.caller,
             step: prepared.step,
             tainted,
-            dry_run,
         }
     }
 }
@@ -229,16 +226,26 @@ pub(super) fn confirmation_id() -> String {
     crate::canonical::hex(&bytes)
 }
 
-/// `data.reason` and `data.tainted` of a question to a person about a
-/// tainted call.
-fn add_reason(data: &mut Map<String, Value>, tainted: Option<&[String]>) {
-    if let Some(fields) = tainted {
-        data.insert("reason".into(), Value::from(UNTRUSTED_CONTEXT));
-        if !fields.is_empty() {
-            data.insert(
-                "tainted".into(),
-                Value::Array(fields.iter().map(|f| Value::from(f.as_str())).collect()),
-            );
+/// Why a call without taint waits for a person, as a dry run's
+/// `data.reason` says it: the tool is `high_risk`.
+pub(super) const HIGH_RISK: &str = "high_risk";
+
+/// `data.reason` and `data.tainted` of a dry run of a call that would wait
+/// for a person: `untrusted_context` (with the tainted arguments, if the
+/// level names them) or `high_risk`.
+pub(super) fn add_reason(data: &mut Map<String, Value>, tainted: Option<&[String]>) {
+    match tainted {
+        Some(fields) => {
+            data.insert("reason".into(), Value::from(UNTRUSTED_CONTEXT));
+            if !fields.is_empty() {
+                data.insert(
+                    "tainted".into(),
+                    Value::Array(fields.iter().map(|f| Value::from(f.as_str())).collect()),
+                );
+            }
+        }
+        None => {
+            data.insert("reason".into(), Value::from(HIGH_RISK));
         }
     }
 }

@@ -4,20 +4,27 @@
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use serde_json::Map;
+use serde_json::{Map, Value};
 
 use super::Dispatcher;
 use super::catch::panic_text;
-use super::confirm::Asking;
+use super::confirm::{Asking, HIGH_RISK, UNTRUSTED_CONTEXT, add_reason};
 use super::messages::Failure;
 use super::prepared::{Approval, Prepared, Stage};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
 
+/// What a dry run's `data.would` says the real call would meet.
+pub(super) const WOULD_RUN: &str = "run";
+/// ... or that it would wait for a person's approval.
+pub(super) const WOULD_ASK: &str = "ask_a_person";
+
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// A dry run from stage 5 on: the check, the policy and the approval
     /// as the real call would meet them, and nothing else (no resource
-    /// lock: nothing changes). Where the real call would run: `DRY_RUN`.
+    /// lock, no approval created or taken up: nothing changes). Where the
+    /// real call would run, or would wait for a person: `DRY_RUN`, with
+    /// `data.would` saying which. Where it would be refused: that refusal.
     pub(super) async fn dry_run(
         &self,
         mut prepared: Prepared<'_>,
@@ -26,11 +33,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
         let cx = self.call_context(&prepared);
+        let mut asks = false;
         if !matches!(approval, Approval::InDoubt) {
             self.check_and_limits(&mut prepared, &cx).await?;
             if prepared.spec.high_risk() || tainted.is_some() {
-                let asking = Asking::of(&prepared, tainted, true);
-                self.confirm(asking, approval).await?;
+                let asking = Asking::of(&prepared, tainted);
+                asks = self.would_ask(asking, approval).await?;
             }
         }
         let Some(typed) = prepared.typed() else {
@@ -50,6 +58,21 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         let mut data = Map::new();
+        let message = if asks {
+            data.insert("would".into(), Value::from(WOULD_ASK));
+            add_reason(&mut data, tainted);
+            let why = match tainted {
+                Some(_) => UNTRUSTED_CONTEXT,
+                None => HIGH_RISK,
+            };
+            format!(
+                "Dry run: {name} would wait for a person's approval ({why}) before it runs; \
+                 nothing was done and no one was asked."
+            )
+        } else {
+            data.insert("would".into(), Value::from(WOULD_RUN));
+            format!("Dry run: {name} would run with these arguments; nothing was done.")
+        };
         data.insert("arguments".into(), prepared.arguments().clone());
         if let Some(preview) = preview {
             data.insert("preview".into(), preview);
@@ -57,7 +80,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         Ok(ToolResult {
             ok: true,
             code: Code::DryRun,
-            message: format!("Dry run: {name} would run with these arguments; nothing was done."),
+            message,
             data: data.into(),
             ..ToolResult::success(name, Map::new())
         })

@@ -139,7 +139,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // (Given the key, not the call: what the call holds is `Send` but not
         // `Sync`, and is not borrowed across the stage's waits.)
         let in_doubt = self
-            .idempotency(call, prepared.spec, &prepared.key, at_ms, &mut active)
+            .idempotency(
+                call,
+                caller,
+                prepared.spec,
+                &prepared.key,
+                at_ms,
+                &mut active,
+            )
             .await?;
         // The arguments' JSON is built from here on only by the stages that
         // read it whole (`with_arguments`): a replay or a loop, answered
@@ -296,9 +303,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// and a side effect's record is looked up. The answer, when it is
     /// already known (a loop, a replay), is the `Err`; otherwise whether the
     /// call ran before with an unknown outcome.
+    #[allow(clippy::too_many_arguments)]
     async fn idempotency(
         &self,
         call: &Call<'_>,
+        caller: &Caller,
         spec: &'static ToolSpec,
         key: &Key,
         at_ms: u64,
@@ -313,8 +322,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .await
                 .map_err(|error| self.store_unavailable(name, &error))?
         };
-        if calls > self.settings.max_duplicate_calls
-            && let Some(stored) = self.guard_loop(spec, key, active).await?
+        let bound = self.max_repeats(caller, spec);
+        if calls > bound
+            && let Some(stored) = self.guard_loop(spec, key, bound, active).await?
         {
             return Err(stored);
         }
@@ -372,7 +382,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
     }
 
-    /// Stage 4, a call counted over the limit: `LOOP_DETECTED` if every
+    /// How many identical calls of `spec` the caller may make before
+    /// `LOOP_DETECTED`: for a read-only tool, the caller's
+    /// `Policy::max_repeats`, else the tool's `#[tool(max_repeats = N)]`;
+    /// otherwise, and for every side effect, the dispatcher's setting.
+    fn max_repeats(&self, caller: &Caller, spec: &'static ToolSpec) -> u64 {
+        if spec.side_effect() {
+            return self.settings.max_duplicate_calls;
+        }
+        caller
+            .policy()
+            .max_repeats_of(spec.name())
+            .or(spec.max_repeats())
+            .unwrap_or(self.settings.max_duplicate_calls)
+    }
+
+    /// Stage 4, a call counted over the limit (`bound`): `LOOP_DETECTED` if every
     /// identical call before it has been answered. While some are still
     /// running in this dispatcher, it waits for them (up to `claim_wait`,
     /// then `CALL_IN_PROGRESS`); once they have answered, a side effect one
@@ -383,6 +408,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         spec: &'static ToolSpec,
         key: &Key,
+        bound: u64,
         active: &mut Active<'_>,
     ) -> Stage<Option<ToolResult>> {
         let name = spec.name();
@@ -416,7 +442,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .count_call(key, now_ms())
                     .await
                     .map_err(|error| self.store_unavailable(name, &error))?;
-                if calls <= self.settings.max_duplicate_calls {
+                if calls <= bound {
                     return Ok(None);
                 }
                 waited = false;
@@ -559,7 +585,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             && !matches!(approval, Approval::Given)
         {
             self.with_arguments(prepared)?;
-            let asking = Asking::of(prepared, prepared.tainted.as_deref(), false);
+            let asking = Asking::of(prepared, prepared.tainted.as_deref());
             // Boxed: a question to a person (or an approval by id) is the
             // rarer path, and its future would widen every call's.
             Box::pin(self.confirm(asking, approval)).await?;

@@ -82,7 +82,7 @@ where
 
     fn into_reconciled(returned: Self::Returned) -> Result<Option<Data>, ToolError> {
         match returned.map_err(Into::into)? {
-            Some(output) => Ok::<T, ToolError>(output).into_output().map(Some),
+            Some(output) => ToolOutput::<()>::into_output(Ok::<T, ToolError>(output)).map(Some),
             None => Ok(None),
         }
     }

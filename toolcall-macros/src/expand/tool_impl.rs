@@ -63,6 +63,7 @@ impl Expander<'_> {
         let idempotent_backend = attr.idempotent_backend.is_some();
         let timeout_ms = optional_u64(attr.timeout_ms.as_ref(), 1);
         let max_output_bytes = optional_u64(attr.max_output_bytes.as_ref(), 256);
+        let max_repeats = optional_u64(attr.max_repeats.as_ref(), 1);
         let state = self.state();
         let reconciles = attr.reconcile.is_some();
         quote! {
@@ -83,7 +84,8 @@ impl Expander<'_> {
                         reconcile_state: #reconcile_state,
                     },
                     &__TOOLCALL_FIELDS,
-                );
+                )
+                .__max_repeats(#max_repeats);
                 &SPEC
             }
         }
@@ -106,7 +108,7 @@ impl Expander<'_> {
             syn::ReturnType::Default => Span::call_site(),
         };
         let call_user = quote_spanned! {output_span=>
-            #private::into_output(#fn_ident(#ctx_arg #(#locals),*) #await_call)
+            #private::into_output::<Self, _>(#fn_ident(#ctx_arg #(#locals),*) #await_call)
         };
         quote! {
             fn call<'a>(
