@@ -303,7 +303,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// and a side effect's record is looked up. The answer, when it is
     /// already known (a loop, a replay), is the `Err`; otherwise whether the
     /// call ran before with an unknown outcome.
-    #[allow(clippy::too_many_arguments)]
     async fn idempotency(
         &self,
         call: &Call<'_>,
