@@ -738,9 +738,15 @@
 //! ```
 //!
 //! The `toolcall-cli` crate gives an application a command line from its
-//! registry (`definitions`, `replay`, `report`, `lock`, `check`, `mcp`), and
-//! `toolcall-mcp` serves the tools over the Model Context Protocol on
-//! [rmcp](https://docs.rs/rmcp), every call through the pipeline.
+//! registry (`definitions`, `replay`, `report`, `lock`, `check`, `mcp`,
+//! `serve`): `toolcall_cli::App::new("shop", registry, state).policy(policy).run()`.
+//! The policy in the code is the ceiling: `--allow` and `--limit` only narrow
+//! it, and `--store` names the store shared with other processes. Its
+//! features (`mcp`, `inbox`, `sqlite`, `postgres`, all default) let an
+//! application that wants `replay` and `definitions` only leave out rmcp,
+//! axum and the database drivers. `toolcall-mcp` serves the tools over the
+//! Model Context Protocol on [rmcp](https://docs.rs/rmcp), every call through
+//! the pipeline.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
