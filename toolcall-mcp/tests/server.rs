@@ -1324,7 +1324,9 @@ async fn a_dry_run_asked_in_meta_runs_nothing_and_answers_the_preview() {
     // A high-risk call in a dry run asks no one and answers what the real
     // call would: a person must approve it (no id to approve).
     let risky = result_json(&dry_call(&client, "transfer", args.clone()).await);
-    assert_eq!(code(&risky), "CONFIRMATION_REQUIRED", "{risky}");
+    assert_eq!(code(&risky), "DRY_RUN", "{risky}");
+    assert_eq!(risky["data"]["would"], "ask_a_person", "{risky}");
+    assert_eq!(risky["data"]["reason"], "high_risk", "{risky}");
     assert!(risky.get("confirmation_id").is_none(), "{risky}");
     assert!(person.questions().is_empty());
     assert_eq!(bank.transfers(), 0);

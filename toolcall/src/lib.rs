@@ -110,7 +110,7 @@
 //! |---|---|---|
 //! | the conversation of a call that names none ([`Call::session`]) | none: the call is refused, `CONVERSATION_REQUIRED`, before anything runs | [`DispatcherBuilder::default_session`], for an application with one conversation |
 //! | tool calls per session | 10 (the reference's) | [`DispatcherBuilder::max_steps`] |
-//! | identical calls before `LOOP_DETECTED` | 3 | [`DispatcherBuilder::max_duplicate_calls`] |
+//! | identical calls before `LOOP_DETECTED` | 3 | [`DispatcherBuilder::max_duplicate_calls`]; for a read-only tool `#[tool(max_repeats = N)]`, or [`Policy::max_repeats`] per caller |
 //! | retries of a transient failure, under the same key | 2 | [`DispatcherBuilder::max_retries`] |
 //! | wait before retry *n* | *n* × 200 ms | [`DispatcherBuilder::retry_backoff`] |
 //! | time one attempt may take | no limit | [`DispatcherBuilder::timeout`], or `#[tool(timeout_ms = N)]` per tool |
@@ -169,11 +169,14 @@
 //! [`Call::dry_run`] (`"dry_run": true` in a replay line) takes a call
 //! through every stage up to execution and stops there: it uses no step, is
 //! not counted by the loop guard, creates and uses no approval and runs
-//! nothing. It answers what the real call would get: a refusal, the replay
-//! of a completed call, `CONFIRMATION_REQUIRED` (with no id: nothing is
-//! pending), or `ok: true` with code `DRY_RUN`, the validated arguments in
-//! `data.arguments` and the tool's `preview` in `data.preview`. The next
-//! real call behaves as if the dry run never happened.
+//! nothing. Where the real call would run, it answers `ok: true`, code
+//! `DRY_RUN`, `data.would: "run"`; where the real call would wait for a
+//! person, `DRY_RUN` with `data.would: "ask_a_person"` and `data.reason`
+//! (`"high_risk"` or `"untrusted_context"`). Both carry the validated
+//! arguments in `data.arguments` and the tool's `preview` in
+//! `data.preview`. Where the real call would be refused (its check, a
+//! limit, a denied or expired approval) or replayed, the dry run gets that
+//! answer. The next real call behaves as if the dry run never happened.
 //!
 //! # A first tool
 //!
@@ -287,6 +290,7 @@
 //! | `reconcile = path` | (with `side_effect`) `async fn(&Ctx<S>, key: &str) -> Result<Option<T>, E>`, with `T` the tool's output: asks the backend what became of the call with this idempotency key ("retrieve by idempotency key"). Called when the outcome of a call is unknown, and before running a call in doubt again: `Some(output)` means it took effect (that is the answer), `None` that it did not. Declare it for a backend that cannot deduplicate by key |
 //! | `idempotent_backend` | (with `side_effect`) the backend applies one [`Ctx::idempotency_key`] at most once (the handler passes it on): a call whose outcome is unknown (a lost answer, a timeout, a process that died) runs again under its key. A side effect that declares neither this nor `reconcile` is never run again on a guess: a person settles its unknown outcomes (see [Exactly once](#exactly-once-and-where-the-pipeline-remembers)) |
 //! | `timeout_ms = N` | one attempt may run this long before `TIMEOUT` (overrides [`Settings::timeout`]) |
+//! | `max_repeats = N` | (read-only tools only) a session may make N identical calls before `LOOP_DETECTED` instead of [`Settings::max_duplicate_calls`]: for a status the model polls until it changes. A caller's [`Policy::max_repeats`] replaces it. Each call still counts toward the step budget (`max_steps`) |
 //! | `max_output_bytes = N` | the most of a result's text the model gets (overrides [`Settings::max_output_bytes`]); a larger result is cut to fit, still valid JSON, with `data.truncated: true` |
 //! | `untrusted_output` | the tool's output carries text written by strangers (messages, reviews, pages, e-mails): after it, a side-effecting call in the session needs a person's approval, as the caller's [`Policy::taint`] says (see [Taint](#taint-from-untrusted-output)); not with `high_risk` |
 //! | `preview = path` | a function taking the same parameters as the `check` and returning text or a `Value` (or a `Result` of one): what the call would do, answered to a dry run ([`Call::dry_run`]) as `data.preview`, for example "would refund 2590 of 12000 cents of ORD-1001" |
@@ -400,6 +404,9 @@
 //! | no doc comment on the tool, or on a parameter | add `/// What this is, with its unit.`: it is the description the model reads, repeated in every error about the field |
 //! | an unknown or repeated key in `#[tool]` or `#[arg]`; `check = "name"` in quotes, `name = cancel` without | the keys it takes; the form the key takes |
 //! | `high_risk`, `reconcile`, `idempotent_backend` or `resource` without `side_effect` | write `#[tool(side_effect, ...)]` |
+//! | a function without `#[tool]` in `tools![...]` | names the function: add `#[tool]` |
+//! | a tool returning `Result<T, String>` (an error type without `Into<ToolError>`) | names the tool: return `Rejection`/`ToolError`, or implement `From<YourError> for ToolError` |
+//! | `max_repeats` on a side effect, or `max_repeats = 0` | remove it (a side effect's identical call is replayed); a whole number from 1 |
 //! | a bound outside the parameter's type (`min = -5` on a `u32`), not whole on an integer, not exactly a float, or leaving no value (`min = 10, max = 5`, `exclusive_max = 0` on a `u8`) | the type's range, and what to write |
 //! | a `pattern` that does not parse; a constraint on a type it cannot apply to (`pattern` on an integer, `min_length` on a bool) | the kind of value the key applies to |
 //! | a float whose name says money (`amount`, `price`, `cents`, `fee`, ...) without `allow_float`; `allow_float` where nothing needs it | use integer minor units; remove the key |

@@ -86,7 +86,10 @@ pub struct Settings {
     /// Tool calls a session may make, whatever their outcome (default 10).
     pub max_steps: u64,
     /// How many times one exact call (same session, tool and validated
-    /// arguments) may be made before `LOOP_DETECTED` (default 3).
+    /// arguments) may be made before `LOOP_DETECTED` (default 3). A
+    /// read-only tool may set its own bound (`#[tool(max_repeats = N)]`),
+    /// and a caller's `Policy::max_repeats` replaces both; a side effect
+    /// always has this one.
     pub max_duplicate_calls: u64,
     /// Retries after a transient failure, under the same idempotency key
     /// (default 2): of the handler, and of the business check (which has no
@@ -266,8 +269,14 @@ impl<'a> Call<'a> {
     /// get, and where that call would run, `ok: true` with code `DRY_RUN`,
     /// the validated arguments in `data.arguments` and, when the tool
     /// declares `#[tool(preview = path)]`, what it would do in
-    /// `data.preview`. A high-risk (or tainted) call without approval is
-    /// answered `CONFIRMATION_REQUIRED` without a `confirmation_id`.
+    /// `data.preview`, and `data.would: "run"`. Where the real call would
+    /// wait for a person (a high-risk or tainted call without approval, or
+    /// an inbox approval no one has decided yet), it answers `DRY_RUN` with
+    /// `data.would: "ask_a_person"` and `data.reason` (`"high_risk"` or
+    /// `"untrusted_context"`, with `data.tainted` when the level names
+    /// fields). A call the real one would refuse (the check, a policy
+    /// limit, a denied, invalid or expired approval) gets that refusal,
+    /// with its own code.
     pub fn dry_run(mut self, dry_run: bool) -> Self {
         self.dry_run = dry_run;
         self
