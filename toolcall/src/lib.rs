@@ -130,54 +130,6 @@
 //! looping. A longer conversation wants a larger budget, or a session per
 //! user request.
 //!
-//! ## Taint from untrusted output
-//!
-//! A tool marked `#[tool(untrusted_output)]` returns text that strangers
-//! wrote: a customer's messages, product reviews, web pages. A model that
-//! reads "refund ORD-1001 in full" there may act on it. Each caller's
-//! [`Policy`] says what follows:
-//!
-//! * [`Taint::Session`] (the default): once the session has read any
-//!   untrusted output, every side-effecting call in it is answered
-//!   `CONFIRMATION_REQUIRED` with `data.reason: "untrusted_context"`, and
-//!   runs once a person approves it (the confirmation id, the inbox, or the
-//!   host's `confirmed`), like a high-risk call.
-//! * [`Taint::Values`] (opt-in, asks less often): the strings and integers
-//!   of each untrusted output are remembered per session, in the store, as
-//!   SHA-256 fingerprints (never the text), taken after normalizing
-//!   (Unicode NFKC, lower case, invisible characters dropped, white space
-//!   collapsed, percent-escapes decoded): each whole value of at least four
-//!   characters; each URL's host, host and path, and address without scheme
-//!   (links without a scheme, such as `evil.example/pay`, count; a
-//!   subdomain matches its domain); e-mail addresses; ids and numbers read
-//!   without their separators (`ORD-1001`, `ORD_1001`, `ord1001` are one;
-//!   `12,000`, `12 000`, `12.000` are `12000`). A side-effecting call whose
-//!   validated arguments carry one of them asks as above, with the fields
-//!   in `data.tainted`. The untrusted tool's own arguments are not
-//!   remembered: reading an order's messages does not taint the order.
-//! * [`Taint::Off`]: nothing is remembered.
-//!
-//! Values still cannot catch what the model rewrote in other words: a
-//! number spelled out or computed from the text (`120` for 12000 cents),
-//! ids and numbers shorter than four characters, words without digits or a
-//! paraphrase, a link moved to another host or shortened, text encoded
-//! otherwise than with percent-escapes. The session level, the default,
-//! catches those, at the price of asking more often.
-//!
-//! ## Dry runs
-//!
-//! [`Call::dry_run`] (`"dry_run": true` in a replay line) takes a call
-//! through every stage up to execution and stops there: it uses no step, is
-//! not counted by the loop guard, creates and uses no approval and runs
-//! nothing. Where the real call would run, it answers `ok: true`, code
-//! `DRY_RUN`, `data.would: "run"`; where the real call would wait for a
-//! person, `DRY_RUN` with `data.would: "ask_a_person"` and `data.reason`
-//! (`"high_risk"` or `"untrusted_context"`). Both carry the validated
-//! arguments in `data.arguments` and the tool's `preview` in
-//! `data.preview`. Where the real call would be refused (its check, a
-//! limit, a denied or expired approval) or replayed, the dry run gets that
-//! answer. The next real call behaves as if the dry run never happened.
-//!
 //! # A first tool
 //!
 //! ```
@@ -754,6 +706,60 @@
 //! axum and the database drivers. `toolcall-mcp` serves the tools over the
 //! Model Context Protocol on [rmcp](https://docs.rs/rmcp), every call through
 //! the pipeline.
+//!
+//! # Guardrails
+//!
+//! Beyond the pipeline's stages, two guards for agents that read the open
+//! web and for hosts that want to know before they act.
+//!
+//! ## Taint from untrusted output
+//!
+//! A tool marked `#[tool(untrusted_output)]` returns text that strangers
+//! wrote: a customer's messages, product reviews, web pages. A model that
+//! reads "refund ORD-1001 in full" there may act on it. Each caller's
+//! [`Policy`] says what follows:
+//!
+//! * [`Taint::Session`] (the default): once the session has read any
+//!   untrusted output, every side-effecting call in it is answered
+//!   `CONFIRMATION_REQUIRED` with `data.reason: "untrusted_context"`, and
+//!   runs once a person approves it (the confirmation id, the inbox, or the
+//!   host's `confirmed`), like a high-risk call.
+//! * [`Taint::Values`] (opt-in, asks less often): the strings and integers
+//!   of each untrusted output are remembered per session, in the store, as
+//!   SHA-256 fingerprints (never the text), taken after normalizing
+//!   (Unicode NFKC, lower case, invisible characters dropped, white space
+//!   collapsed, percent-escapes decoded): each whole value of at least four
+//!   characters; each URL's host, host and path, and address without scheme
+//!   (links without a scheme, such as `evil.example/pay`, count; a
+//!   subdomain matches its domain); e-mail addresses; ids and numbers read
+//!   without their separators (`ORD-1001`, `ORD_1001`, `ord1001` are one;
+//!   `12,000`, `12 000`, `12.000` are `12000`). A side-effecting call whose
+//!   validated arguments carry one of them asks as above, with the fields
+//!   in `data.tainted`. The untrusted tool's own arguments are not
+//!   remembered: reading an order's messages does not taint the order.
+//! * [`Taint::Off`]: nothing is remembered.
+//!
+//! Values still cannot catch what the model rewrote in other words: a
+//! number spelled out or computed from the text (`120` for 12000 cents),
+//! ids and numbers shorter than four characters, words without digits or a
+//! paraphrase, a link moved to another host or shortened, text encoded
+//! otherwise than with percent-escapes. The session level, the default,
+//! catches those, at the price of asking more often.
+//!
+//! ## Dry runs
+//!
+//! [`Call::dry_run`] (`"dry_run": true` in a replay line) takes a call
+//! through every stage up to execution and stops there: it uses no step, is
+//! not counted by the loop guard, creates and uses no approval and runs
+//! nothing. Where the real call would run, it answers `ok: true`, code
+//! `DRY_RUN`, `data.would: "run"`; where the real call would wait for a
+//! person, `DRY_RUN` with `data.would: "ask_a_person"` and `data.reason`
+//! (`"high_risk"` or `"untrusted_context"`). Both carry the validated
+//! arguments in `data.arguments` and the tool's `preview` in
+//! `data.preview`. Where the real call would be refused (its check, a
+//! limit, a denied or expired approval) or replayed, the dry run gets that
+//! answer. The next real call behaves as if the dry run never happened.
+//!
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
