@@ -323,7 +323,7 @@ fn bounded(text: &str) -> Cow<'_, str> {
 }
 
 /// A JSON-RPC error line.
-fn error_line(id: Value, code: i32, message: &str) -> Vec<u8> {
+pub(crate) fn error_line(id: Value, code: i32, message: &str) -> Vec<u8> {
     let answer = json!({
         "jsonrpc": "2.0",
         "id": id,

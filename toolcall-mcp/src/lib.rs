@@ -282,6 +282,8 @@
 
 mod frame;
 mod guard;
+#[cfg(feature = "http")]
+pub mod http;
 mod server;
 
 use std::any::Any;

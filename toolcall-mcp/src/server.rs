@@ -21,7 +21,9 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::echo::{MAX_NAME_ECHO, cut};
-use toolcall_core::{Approvals, Arguments, Call, Code, Dispatcher, MemoryStore, Store, ToolResult};
+use toolcall_core::{
+    Approvals, Arguments, Call, Caller, Code, Dispatcher, MemoryStore, Store, ToolResult,
+};
 
 use crate::frame::RawArguments;
 use crate::{CONVERSATION_META, Conversations, MAX_CONVERSATION_NAME_BYTES, Options};
@@ -71,9 +73,21 @@ const DRY_RUN_META: &str = "toolcall/dry_run";
 pub struct McpServer<S, St = MemoryStore> {
     dispatcher: Arc<Dispatcher<S, St>>,
     options: Options,
+    /// Who calls: the dispatcher's default caller unless
+    /// [`McpServer::caller`] names another.
+    caller: Caller,
     /// The session of the calls that name no conversation:
     /// `<prefix>/<connection id>`, or the shared conversation.
     session: String,
+    /// What the server remembers of the approvals of its client.
+    memory: Arc<Memory>,
+}
+
+/// What a server remembers of its client's approvals; the servers of one
+/// HTTP caller share one, since each of its stateless requests is served by
+/// a server of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
     /// The approval questions this server asked its client as
     /// `input_required` results, by confirmation id.
     asked: Mutex<HashMap<String, Asked>>,
@@ -87,6 +101,7 @@ impl<S, St> std::fmt::Debug for McpServer<S, St> {
         f.debug_struct("McpServer")
             .field("options", &self.options)
             .field("session", &self.session)
+            .field("caller", &self.caller.id())
             .finish_non_exhaustive()
     }
 }
@@ -101,12 +116,35 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             Conversations::Shared(conversation) => conversation.clone(),
         };
         McpServer {
+            caller: dispatcher.default_caller().clone(),
             dispatcher,
             options,
             session,
-            asked: Mutex::default(),
-            handed: Mutex::default(),
+            memory: Arc::default(),
         }
+    }
+
+    /// The same server with `caller` as the caller of every call it makes
+    /// (its allowlist, its limits, and the audit's `caller`), in place of
+    /// the dispatcher's default caller: `tools/list` lists what `caller` may
+    /// call, and a conversation named in `_meta` is `caller`'s
+    /// ([`Options::named_session`]). Check a caller the dispatcher was not
+    /// built with once, with [`Dispatcher::check_caller`].
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// Shares `memory` with the other servers of one client.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn memory(mut self, memory: Arc<Memory>) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The caller of this server's calls.
+    pub fn caller_id(&self) -> &str {
+        self.caller.id()
     }
 
     /// The dispatcher the calls run through.
@@ -134,9 +172,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         session != self.session || matches!(self.options.conversations, Conversations::Shared(_))
     }
 
-    /// The tools the default caller may call, as `tools/list` describes them.
+    /// The tools this server's caller may call (the dispatcher's default
+    /// caller unless [`McpServer::caller`] names another), as `tools/list`
+    /// describes them.
     pub fn tools(&self) -> Result<Vec<Tool>, serde_json::Error> {
-        let policy = self.dispatcher.default_caller().policy();
+        let policy = self.caller.policy();
         self.dispatcher
             .registry()
             .iter()
@@ -167,10 +207,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let tool = request.name.as_ref();
         let session = match named_conversation(&request, &context) {
             Ok(None) => Cow::Borrowed(self.session.as_str()),
-            Ok(Some(name)) => Cow::Owned(
-                self.options
-                    .named_session(self.dispatcher.default_caller().id(), name),
-            ),
+            Ok(Some(name)) => Cow::Owned(self.options.named_session(self.caller.id(), name)),
             Err(problem) => {
                 tracing::debug!(tool, problem, "a call names a conversation it may not");
                 return to_mcp(&bad_conversation(tool, &problem)).into();
@@ -226,6 +263,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             self.recall(session, tool, &raw).await
         };
         let mut call = Call::new(tool, Arguments::Raw(&raw))
+            .caller(&self.caller)
             .session(session)
             .call_id(&call_id)
             .dry_run(dry_run);
@@ -346,7 +384,16 @@ fn raw_arguments<'a>(
     request: &'a CallToolRequestParams,
     context: &'a RequestContext<RoleServer>,
 ) -> Cow<'a, str> {
-    match context.extensions.get::<RawArguments>() {
+    let sent = context.extensions.get::<RawArguments>();
+    // Over HTTP, the router keeps them in the request's parts.
+    #[cfg(feature = "http")]
+    let sent = sent.or_else(|| {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<RawArguments>())
+    });
+    match sent {
         Some(RawArguments(raw)) => Cow::Borrowed(raw.as_deref().unwrap_or("{}")),
         None => match &request.arguments {
             Some(arguments) => Cow::Owned(Value::Object(arguments.clone()).to_string()),

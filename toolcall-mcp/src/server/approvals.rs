@@ -28,7 +28,6 @@ const MAX_OPEN_QUESTIONS: usize = 256;
 /// retry of its call is then a fresh call).
 const MAX_HANDED_APPROVALS: usize = 256;
 
-
 /// An approval question asked as `input_required`: the call it is about.
 #[derive(Debug)]
 pub(super) struct Asked {
@@ -114,6 +113,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 self.dispatcher
                     .execute(
                         Call::new(tool, Arguments::Raw(raw))
+                            .caller(&self.caller)
                             .session(session)
                             .call_id(call_id)
                             .approval(id),
@@ -146,7 +146,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // they not be, only the validated form can match.
         let sent = sent_digest(raw).unwrap_or_default();
         let ttl = self.dispatcher.settings().approval_ttl;
-        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut questions = self
+            .memory
+            .asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // Forget the questions whose approvals have expired, then the oldest
         // if too many are still open.
         questions.retain(|_, question| question.asked_at.elapsed() < ttl);
@@ -192,7 +196,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
         let sent = sent_digest(raw).unwrap_or_default();
         let now = now_ms();
-        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut handed = self
+            .memory
+            .handed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // Forget the expired approvals and this one's older entry, then the
         // oldest if too many are remembered.
         handed.retain(|entry| entry.expires_ms > now && entry.id != id);
@@ -224,7 +232,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let sent = sent_digest(raw)?;
         let candidates: Vec<String> = {
             let now = now_ms();
-            let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut handed = self
+                .memory
+                .handed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             handed.retain(|entry| entry.expires_ms > now);
             handed
                 .iter()
@@ -246,7 +258,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                         && entry.approval.expires_ms > now_ms() =>
                 {
                     if entry.approval.decision.is_some() || inbox {
-                        let mut handed = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+                        let mut handed = self
+                            .memory
+                            .handed
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
                         // Another retry may have taken it meanwhile.
                         let Some(mut found) = handed
                             .iter()
@@ -272,7 +288,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 }
             };
             if !keep {
-                self.handed
+                self.memory
+                    .handed
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .retain(|entry| entry.id != id);
@@ -303,7 +320,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
         let binding = Binding {
             session,
-            caller: self.dispatcher.default_caller().id(),
+            caller: self.caller.id(),
             tool: Some(tool),
             digest: Some(sent),
         };
@@ -351,7 +368,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let Some(sent) = sent_digest(raw) else {
             return false;
         };
-        let mut questions = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut questions = self
+            .memory
+            .asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let matches = questions.get(id).is_some_and(|asked| {
             asked.session == session && asked.tool == tool && asked.arguments.contains(&sent)
         });

@@ -160,6 +160,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 .dispatcher
                 .execute(
                     Call::new(tool, Arguments::Raw(raw))
+                        .caller(&self.caller)
                         .session(session)
                         .call_id(call_id)
                         .approval(id),
@@ -194,7 +195,10 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         tool: &'a str,
         by: &'a str,
     ) -> Decision<'a> {
-        Decision::new(id, session).tool(tool).by(by)
+        Decision::new(id, session)
+            .caller(&self.caller)
+            .tool(tool)
+            .by(by)
     }
 }
 

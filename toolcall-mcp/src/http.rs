@@ -1,0 +1,724 @@
+//! MCP over streamable HTTP: an axum [`Router`] that serves a dispatcher's
+//! tools at `/mcp`, each caller authenticated by a bearer token (see the
+//! [crate docs](crate#streamable-http)).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, ORIGIN, WWW_AUTHENTICATE,
+};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse as _, Response};
+use rmcp::model::{ClientRequest, JsonRpcMessage, JsonRpcRequest};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use toolcall_core::{Caller, Dispatcher, Store};
+
+use crate::frame::{self, INVALID_PARAMS, INVALID_REQUEST, Outcome, RawArguments};
+use crate::server::Memory;
+use crate::{Error, McpServer, Options};
+
+/// The path the router serves MCP at.
+pub const MCP_PATH: &str = "/mcp";
+
+/// The largest request body [`router`] reads by default: 1 MiB
+/// ([`HttpOptions::max_body_bytes`]). A larger one is answered
+/// `413 Payload Too Large`, unread.
+pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
+
+/// The shortest bearer token accepted: 16 characters.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// The longest protocol version a request may name (in `initialize`'s
+/// `params.protocolVersion`, its `_meta`, or the `MCP-Protocol-Version`
+/// header), in bytes; real ones are 10. A longer one is refused unrepeated.
+const MAX_PROTOCOL_VERSION_BYTES: usize = 64;
+
+/// The longest value of an `Mcp-*` header (the session id, the protocol
+/// version, the method and name headers), in bytes; a longer one is refused
+/// with `400`, unrepeated.
+const MAX_MCP_HEADER_BYTES: usize = 1024;
+
+/// The hosts a request may name in its `Host` header by default: the
+/// loopback names, at any port.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// Options of the streamable HTTP server, besides the MCP server's own
+/// ([`Options`]).
+///
+/// By default: bodies up to [`MAX_HTTP_BODY_BYTES`], requests naming a
+/// loopback host (`localhost`, `127.0.0.1`, `[::1]`) in `Host`, browsers
+/// only from the server's own loopback origin, and no tokens, so only
+/// clients on the same machine (a loopback peer address) are served, as the
+/// dispatcher's default caller.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// The largest request body read, in bytes; a larger one is answered
+    /// `413`, unread.
+    pub max_body_bytes: usize,
+    /// The hosts a request may name in its `Host` header, besides the
+    /// loopback names: `name` (any port) or `name:port`. A request naming
+    /// another is refused (`403`), against DNS rebinding.
+    pub allowed_hosts: Vec<String>,
+    /// The browser origins (`scheme://host[:port]`) allowed in an `Origin`
+    /// header, besides the server's own loopback origin. A request with any
+    /// other `Origin` is refused (`403`); one without is allowed (a client
+    /// that is not a browser sends none).
+    pub allowed_origins: Vec<String>,
+    tokens: Vec<Token>,
+}
+
+/// One bearer token: its caller and the SHA-256 of the token.
+#[derive(Clone)]
+struct Token {
+    caller: String,
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never a token, nor its digest.
+        f.debug_struct("HttpOptions")
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
+            .field(
+                "token_callers",
+                &self.tokens.iter().map(|t| &t.caller).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            max_body_bytes: MAX_HTTP_BODY_BYTES,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            tokens: Vec::new(),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// The default options (see [`HttpOptions`]).
+    pub fn new() -> Self {
+        HttpOptions::default()
+    }
+
+    /// Sets the largest request body read ([`HttpOptions::max_body_bytes`]).
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.max_body_bytes = max.max(1);
+        self
+    }
+
+    /// Allows requests naming `host` (`name` or `name:port`) in their
+    /// `Host` header, such as the name a proxy in front is reached by.
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into());
+        self
+    }
+
+    /// Allows browser requests from `origin` (`scheme://host[:port]`, such
+    /// as `https://console.example.com`).
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Adds a bearer token for `caller` (one of the dispatcher's callers,
+    /// checked by [`router`]). A token has at least [`MIN_TOKEN_LEN`]
+    /// characters and no whitespace or control characters, and is given
+    /// once; a caller may have several (to rotate them). Once any token is
+    /// given, every request needs one.
+    pub fn token(mut self, caller: &str, token: &str) -> Result<Self, Error> {
+        check_token(token)?;
+        if caller.is_empty() || caller.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(Error(
+                "a caller is a non-empty name with no spaces or control characters".to_owned(),
+            ));
+        }
+        let digest = sha256(token.as_bytes());
+        if self.tokens.iter().any(|t| same(&t.digest, &digest)) {
+            return Err(Error("a token given twice".to_owned()));
+        }
+        self.tokens.push(Token {
+            caller: caller.to_owned(),
+            digest,
+        });
+        Ok(self)
+    }
+
+    /// Adds the tokens of a token file's text: a line a token,
+    /// `CALLER TOKEN`; blank lines and lines starting with `#` are skipped.
+    /// A line of another shape, a short token, a token given twice, or a
+    /// text with no token is an error naming the line (never the token).
+    pub fn tokens(mut self, text: &str) -> Result<Self, Error> {
+        let before = self.tokens.len();
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let [caller, token] = words.as_slice() else {
+                return Err(Error(format!(
+                    "line {}: expected `CALLER TOKEN`",
+                    number + 1
+                )));
+            };
+            self = self
+                .token(caller, token)
+                .map_err(|Error(e)| Error(format!("line {}: {e}", number + 1)))?;
+        }
+        if self.tokens.len() == before {
+            return Err(Error("no token in the token file".to_owned()));
+        }
+        Ok(self)
+    }
+
+    /// Adds the tokens of the token file at `path` ([`HttpOptions::tokens`]).
+    pub fn token_file(self, path: &Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error(format!("cannot read {}: {e}", path.display())))?;
+        self.tokens(&text)
+            .map_err(|Error(e)| Error(format!("{}: {e}", path.display())))
+    }
+
+    /// The callers that have a token, in the order given, each once.
+    pub fn token_callers(&self) -> Vec<&str> {
+        let mut callers: Vec<&str> = Vec::new();
+        for token in &self.tokens {
+            if !callers.contains(&token.caller.as_str()) {
+                callers.push(&token.caller);
+            }
+        }
+        callers
+    }
+}
+
+fn check_token(token: &str) -> Result<(), Error> {
+    if token.chars().count() < MIN_TOKEN_LEN {
+        return Err(Error(format!(
+            "a token needs at least {MIN_TOKEN_LEN} characters"
+        )));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error(
+            "a token has no spaces or control characters".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Whether two digests are equal, folding every byte's difference with no
+/// early exit.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// An origin or host as compared: lowercase scheme and host (no brackets),
+/// and the port (the scheme's default when none is written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Origin {
+    scheme: String,
+    host: String,
+    port: u16,
+}
+
+fn parse_origin(text: &str) -> Option<Origin> {
+    let (scheme, rest) = text.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let authority = Authority::try_from(rest).ok()?;
+    if authority.as_str().contains('@') {
+        return None;
+    }
+    Some(Origin {
+        scheme,
+        host: bare_host(authority.host()),
+        port: authority.port_u16().unwrap_or(default_port),
+    })
+}
+
+fn bare_host(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
+}
+
+/// An allowed `Host`: a name, at any port or at one.
+#[derive(Clone, Debug)]
+struct AllowedHost {
+    host: String,
+    port: Option<u16>,
+}
+
+fn parse_allowed_host(text: &str) -> Option<AllowedHost> {
+    let authority = Authority::try_from(text).ok()?;
+    if authority.as_str().contains('@') {
+        return None;
+    }
+    Some(AllowedHost {
+        host: bare_host(authority.host()),
+        port: authority.port_u16(),
+    })
+}
+
+/// One caller's MCP service: its sessions are its own.
+type Service<S, St> = StreamableHttpService<McpServer<S, St>, LocalSessionManager>;
+
+struct HttpState<S, St> {
+    /// The services, one per caller.
+    services: Vec<Service<S, St>>,
+    /// The tokens, each with the index of its caller's service.
+    tokens: Vec<([u8; 32], usize)>,
+    max_body_bytes: usize,
+    hosts: Vec<AllowedHost>,
+    origins: Vec<Origin>,
+}
+
+/// An axum router serving the dispatcher's tools over MCP's streamable HTTP
+/// transport at [`MCP_PATH`] (`/mcp`): `POST` for requests, `GET` for the
+/// server's stream of a session, `DELETE` to end a session. Each session
+/// (each request, for a client that uses none) is served by an
+/// [`McpServer`], as a connection on standard input and output is: the same
+/// pipeline and the same conversations (see the
+/// [crate docs](crate#streamable-http)).
+///
+/// Errors: an allowed host or origin that cannot be read, and a token for a
+/// caller the dispatcher does not know ([`Dispatcher::caller`]: its default
+/// caller or one given to its builder's `callers`).
+///
+/// Serve it with [`serve`], which gives the router the peer's address
+/// (without tokens, only a loopback peer is served), or with
+/// `axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())`.
+pub fn router<S, St>(
+    dispatcher: Arc<Dispatcher<S, St>>,
+    options: Options,
+    http: HttpOptions,
+) -> Result<Router, Error>
+where
+    S: Any + Send + Sync,
+    St: Store + 'static,
+{
+    let hosts = LOOPBACK_HOSTS
+        .iter()
+        .map(|host| AllowedHost {
+            host: (*host).to_owned(),
+            port: None,
+        })
+        .chain(
+            http.allowed_hosts
+                .iter()
+                .map(|text| {
+                    parse_allowed_host(text).ok_or_else(|| {
+                        Error(format!(
+                            "the allowed host {text:?} is not a host or host:port"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+        .collect();
+    let origins = http
+        .allowed_origins
+        .iter()
+        .map(|text| {
+            parse_origin(text).ok_or_else(|| {
+                Error(format!(
+                    "the allowed origin {text:?} is not scheme://host[:port] (http or https)"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let names = http.token_callers();
+    let callers: Vec<Caller> = if http.tokens.is_empty() {
+        vec![dispatcher.default_caller().clone()]
+    } else {
+        names
+            .iter()
+            .map(|&id| {
+                dispatcher.caller(id).cloned().ok_or_else(|| {
+                    Error(format!(
+                        "a token names the caller {id:?}, which the dispatcher does not know \
+                         (give it to the dispatcher's builder with `callers`)"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let index: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(at, name)| (*name, at))
+        .collect();
+    let tokens = http
+        .tokens
+        .iter()
+        .map(|token| (token.digest, index[token.caller.as_str()]))
+        .collect();
+
+    // The checks of Host and Origin, and the body's bound, are this
+    // router's, before rmcp reads anything; rmcp's bound stays as a second
+    // one, above ours (the message it reads is written again, as long as
+    // what was sent or a little longer).
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(http.max_body_bytes.saturating_mul(2).saturating_add(4096));
+    let services = callers
+        .into_iter()
+        .map(|caller| {
+            let dispatcher = Arc::clone(&dispatcher);
+            let options = options.clone();
+            let memory = Arc::new(Memory::default());
+            StreamableHttpService::new(
+                move || {
+                    Ok(McpServer::new(Arc::clone(&dispatcher), options.clone())
+                        .caller(caller.clone())
+                        .memory(Arc::clone(&memory)))
+                },
+                Arc::new(LocalSessionManager::default()),
+                config.clone(),
+            )
+        })
+        .collect();
+    let state = Arc::new(HttpState {
+        services,
+        tokens,
+        max_body_bytes: http.max_body_bytes,
+        hosts,
+        origins,
+    });
+    Ok(Router::new().route(
+        MCP_PATH,
+        axum::routing::any(move |request: Request| handle(Arc::clone(&state), request)),
+    ))
+}
+
+/// Serves `router` on `listener` until the listener fails, handing each
+/// request its peer's address (which, without tokens, must be loopback).
+pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}
+
+async fn handle<S, St>(state: Arc<HttpState<S, St>>, request: Request) -> Response
+where
+    S: Any + Send + Sync,
+    St: Store + 'static,
+{
+    let headers = request.headers();
+    // Against DNS rebinding: the host the request names, and the browser
+    // origin it comes from, before anything else.
+    let Some(host) = request_host(&request) else {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden: the Host header is not allowed",
+        );
+    };
+    if !state.hosts.iter().any(|allowed| {
+        allowed.host == host.host && allowed.port.is_none_or(|port| Some(port) == host.port)
+    }) {
+        tracing::warn!("refused a request naming a host that is not allowed");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden: the Host header is not allowed",
+        );
+    }
+    if let Some(origin) = headers.get(ORIGIN)
+        && !origin_allowed(&state.origins, &host, origin)
+    {
+        tracing::warn!("refused a request from a browser origin that is not allowed");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden: the Origin is not allowed",
+        );
+    }
+
+    // Who calls: a bearer token's caller, or (with no tokens) the default
+    // caller, from this machine only.
+    let service = if state.tokens.is_empty() {
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| *peer);
+        match peer {
+            Some(peer) if peer.ip().is_loopback() => &state.services[0],
+            Some(_) => {
+                tracing::warn!("refused a request from another machine: no tokens are set");
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: without tokens, only clients on this machine are served",
+                );
+            }
+            None => {
+                tracing::error!(
+                    "no peer address: serve the router with connect info \
+                     (toolcall_mcp::http::serve), or set tokens"
+                );
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: without tokens, only clients on this machine are served",
+                );
+            }
+        }
+    } else {
+        match bearer(headers).and_then(|token| caller_of(&state.tokens, token)) {
+            Some(at) => &state.services[at],
+            None => {
+                tracing::info!("refused a request without a valid bearer token");
+                let mut response = refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "Unauthorized: a valid `Authorization: Bearer` token is required",
+                );
+                response
+                    .headers_mut()
+                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return response;
+            }
+        }
+    };
+
+    // rmcp repeats some headers in its errors: bound them.
+    for (name, value) in headers {
+        if name.as_str().starts_with("mcp-") && value.len() > MAX_MCP_HEADER_BYTES {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: an Mcp-* header is too long",
+            );
+        }
+        if name.as_str() == "mcp-protocol-version" && value.len() > MAX_PROTOCOL_VERSION_BYTES {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the MCP-Protocol-Version header is too long",
+            );
+        }
+    }
+
+    if request.method() != Method::POST {
+        return service.handle(request).await.map(Body::new);
+    }
+
+    let (mut parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > state.max_body_bytes as u64) {
+        return too_large(state.max_body_bytes);
+    }
+    let bytes: Bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            // The bound, found by a body without a `Content-Length` (chunked).
+            let over = std::iter::successors(
+                Some(&error as &(dyn std::error::Error + 'static)),
+                |error| error.source(),
+            )
+            .any(|error| error.to_string().contains("length limit exceeded"));
+            if over {
+                return too_large(state.max_body_bytes);
+            }
+            tracing::debug!(%error, "could not read a request body");
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the body could not be read",
+            );
+        }
+    };
+
+    let mut message = match frame::read(&bytes) {
+        Outcome::Message(message) => message,
+        Outcome::Answer(answer) => return jsonrpc_error_response(answer),
+        Outcome::Drop(what) => {
+            tracing::debug!(what, "an unreadable body");
+            return jsonrpc_error_response(frame::error_line(
+                Value::Null,
+                INVALID_REQUEST,
+                &format!("Invalid request: {what}"),
+            ));
+        }
+    };
+    // The call's arguments as sent travel beside the request, where no
+    // client can put anything; rmcp reads `{}` in their place.
+    if let JsonRpcMessage::Request(JsonRpcRequest {
+        request: ClientRequest::CallToolRequest(call),
+        ..
+    }) = message.as_mut()
+        && let Some(raw) = call.extensions.remove::<RawArguments>()
+    {
+        parts.extensions.insert(raw);
+    }
+    let mut value = match serde_json::to_value(message.as_ref()) {
+        Ok(value) => value,
+        Err(error) => {
+            tracing::warn!(%error, "could not write a request out again");
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: the request could not be handled",
+            );
+        }
+    };
+    if let Some(problem) = long_protocol_version(&value) {
+        let id = value.get_mut("id").map_or(Value::Null, Value::take);
+        return jsonrpc_error_response(frame::error_line(id, INVALID_PARAMS, problem));
+    }
+    let body = match serde_json::to_vec(&value) {
+        Ok(body) => body,
+        Err(_) => {
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: the request could not be handled",
+            );
+        }
+    };
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let request = Request::from_parts(parts, Body::from(body));
+    service.handle(request).await.map(Body::new)
+}
+
+/// The request's host, from `Host` (or the URI's authority, in HTTP/2).
+fn request_host(request: &Request) -> Option<AllowedHost> {
+    match request.headers().get(HOST) {
+        Some(host) => parse_allowed_host(host.to_str().ok()?),
+        None => {
+            let authority = request.uri().authority()?;
+            Some(AllowedHost {
+                host: bare_host(authority.host()),
+                port: authority.port_u16(),
+            })
+        }
+    }
+}
+
+/// Whether a request naming `host` may come from the browser origin
+/// `origin`: one allowed, or the server's own on a loopback host (any
+/// loopback name, the port of `host`).
+fn origin_allowed(allowed: &[Origin], host: &AllowedHost, origin: &HeaderValue) -> bool {
+    let Some(origin) = origin.to_str().ok().and_then(parse_origin) else {
+        return false;
+    };
+    if allowed.contains(&origin) {
+        return true;
+    }
+    let loopback = |name: &str| LOOPBACK_HOSTS.contains(&name);
+    origin.scheme == "http"
+        && loopback(&origin.host)
+        && loopback(&host.host)
+        && Some(origin.port) == Some(host.port.unwrap_or(80))
+}
+
+/// The token of an `Authorization: Bearer` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+/// The caller (its service's index) whose token `token` is. Every token is
+/// compared, each in constant time, so the time taken says nothing about
+/// the token sent nor which caller it matched.
+fn caller_of(tokens: &[([u8; 32], usize)], token: &str) -> Option<usize> {
+    let sent = sha256(token.as_bytes());
+    let mut found = None;
+    for (digest, at) in tokens {
+        if same(digest, &sent) && found.is_none() {
+            found = Some(*at);
+        }
+    }
+    found
+}
+
+/// What is wrong with a protocol version the request names, if it is too
+/// long to be one (rmcp's errors would repeat it).
+fn long_protocol_version(value: &Value) -> Option<&'static str> {
+    let params = value.get("params")?;
+    let long = |value: Option<&Value>| {
+        value
+            .and_then(Value::as_str)
+            .is_some_and(|text| text.len() > MAX_PROTOCOL_VERSION_BYTES)
+    };
+    if long(params.get("protocolVersion")) {
+        return Some("Invalid params: params.protocolVersion is too long to be a protocol version");
+    }
+    if long(
+        params
+            .get("_meta")
+            .and_then(|meta| meta.get("io.modelcontextprotocol/protocolVersion")),
+    ) {
+        return Some(
+            "Invalid params: the _meta protocolVersion is too long to be a protocol version",
+        );
+    }
+    None
+}
+
+fn refuse(status: StatusCode, message: &'static str) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+fn too_large(max: usize) -> Response {
+    tracing::warn!(limit = max, "refused a request body over the limit");
+    let answer = frame::error_line(
+        Value::Null,
+        INVALID_REQUEST,
+        &format!("Invalid request: the body is over the {max} bytes allowed"),
+    );
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        [(CONTENT_TYPE, "application/json")],
+        answer,
+    )
+        .into_response()
+}
+
+/// A JSON-RPC error the router writes itself: `400` for a body that is
+/// not JSON or not a request, `200` for a request whose params are wrong
+/// (as rmcp answers those).
+fn jsonrpc_error_response(answer: Vec<u8>) -> Response {
+    let code = serde_json::from_slice::<Value>(&answer)
+        .ok()
+        .and_then(|value| value.pointer("/error/code").and_then(Value::as_i64));
+    let status = match code {
+        Some(code) if code == i64::from(INVALID_PARAMS) => StatusCode::OK,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    (status, [(CONTENT_TYPE, "application/json")], answer).into_response()
+}

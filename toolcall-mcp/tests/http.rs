@@ -1,0 +1,820 @@
+//! The MCP server over streamable HTTP (`toolcall_mcp::http`), on a real
+//! socket: rmcp's own streamable HTTP client, and hand-written requests for
+//! what a client library would never send (no token, a huge body, a hostile
+//! origin, malformed JSON). Each test checks what the client got and what
+//! the backend and the audit saw.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use toolcall::{Caller, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, ToolError, tool, tools};
+use toolcall_mcp::Options;
+use toolcall_mcp::http::{HttpOptions, router, serve};
+
+// ------------------------------------------------------------------ bank
+
+/// A bank account with a counter of the transfers really made.
+#[derive(Debug)]
+struct Bank {
+    balance_cents: AtomicI64,
+    transfers: AtomicU64,
+}
+
+impl Bank {
+    fn new() -> Arc<Bank> {
+        Arc::new(Bank {
+            balance_cents: AtomicI64::new(100_000),
+            transfers: AtomicU64::new(0),
+        })
+    }
+
+    fn transfers(&self) -> u64 {
+        self.transfers.load(Ordering::SeqCst)
+    }
+}
+
+/// Read the balance and the number of transfers made. No side effects.
+#[tool]
+fn balance(ctx: &Ctx<Bank>) -> Result<Value, Rejection> {
+    Ok(json!({
+        "balance_cents": ctx.state.balance_cents.load(Ordering::SeqCst),
+        "transfers": ctx.state.transfers(),
+    }))
+}
+
+/// Send money to another account. Amount in cents.
+#[tool(side_effect, high_risk)]
+fn transfer(
+    ctx: &Ctx<Bank>,
+    /// The receiving account, for example ACC-7.
+    to: String,
+    /// Amount in minor units (cents). 25.90 is 2590.
+    #[arg(min = 1)]
+    amount_cents: i64,
+) -> Result<Value, ToolError> {
+    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
+    let left = ctx
+        .state
+        .balance_cents
+        .fetch_sub(amount_cents, Ordering::SeqCst)
+        - amount_cents;
+    Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
+}
+
+const TOKEN_A: &str = "token-of-agent-a-0123456789";
+const TOKEN_B: &str = "token-of-agent-b-9876543210";
+
+/// A dispatcher over a fresh bank with the callers `agent-a` and `agent-b`
+/// (both may call everything), and the audit the tests read.
+fn bank_dispatcher() -> (Arc<Bank>, Arc<Dispatcher<Bank>>, MemoryAudit) {
+    let bank = Bank::new();
+    let audit = MemoryAudit::new();
+    let everything = || Policy::new().allow(["balance", "transfer"]);
+    let dispatcher = Dispatcher::builder(tools![balance, transfer].unwrap(), Arc::clone(&bank))
+        .callers([
+            Caller::new("agent-a", everything()),
+            Caller::new("agent-b", everything()),
+        ])
+        .audit(audit.clone())
+        .build()
+        .unwrap();
+    (bank, Arc::new(dispatcher), audit)
+}
+
+fn with_tokens() -> HttpOptions {
+    HttpOptions::new()
+        .tokens(&format!(
+            "# the fleet\nagent-a {TOKEN_A}\n\nagent-b {TOKEN_B}\n"
+        ))
+        .unwrap()
+}
+
+/// Serves `dispatcher` on 127.0.0.1, a free port; the server stops with the
+/// test's runtime.
+async fn start(
+    dispatcher: Arc<Dispatcher<Bank>>,
+    options: Options,
+    http: HttpOptions,
+) -> SocketAddr {
+    let app = router(dispatcher, options, http).expect("the router builds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, app));
+    addr
+}
+
+// ------------------------------------------------------------------ rmcp client
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// rmcp's streamable HTTP client, with `token` as its bearer token.
+async fn connect(addr: SocketAddr, token: Option<&str>) -> Client {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("http-test-client", "0.0.0"),
+    )
+    .serve(transport)
+    .await
+    .expect("the client connects")
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .expect("every outcome is a tool result, never a protocol error")
+}
+
+/// The `ToolResult` JSON of a result, checked against its `isError`.
+fn result_json(result: &CallToolResult) -> Value {
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("every result carries structuredContent");
+    assert_eq!(result.is_error, Some(structured["ok"] != json!(true)));
+    structured
+}
+
+// ------------------------------------------------------------------ raw HTTP
+
+/// An HTTP answer: status, headers (lowercase names), body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC message of the body: the body itself, or the last
+    /// `data:` line of an event stream that holds one.
+    fn message(&self) -> Value {
+        if let Ok(value) = serde_json::from_str(&self.body) {
+            return value;
+        }
+        self.body
+            .lines()
+            .rev()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|value| value.get("jsonrpc").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC message in {:?}", self.body))
+    }
+}
+
+/// Sends one HTTP/1.1 request (`Connection: close`) and reads the whole
+/// answer. `headers` are added to `Host`, `Accept` and `Content-Type`.
+async fn send(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} /mcp HTTP/1.1\r\nConnection: close\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+    );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+    {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // The server may answer before reading the body (and close): a failed
+    // write is no failure of the test, the answer is.
+    let _ = stream.write_all(body).await;
+    read_answer(stream).await
+}
+
+async fn read_answer(mut stream: impl tokio::io::AsyncRead + Unpin) -> Answer {
+    let mut raw = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut raw)).await;
+    assert!(read.is_ok(), "the server answers within 20 s");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The body of a chunked answer.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// A `tools/call` that stands alone (protocol 2026-07-28: no session, the
+/// client's details in `_meta`), with its arguments as written.
+fn stateless_call(id: u64, tool: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"raw","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    )
+}
+
+const MODERN: (&str, &str) = ("MCP-Protocol-Version", "2026-07-28");
+
+/// The headers of a stateless `tools/call` of `tool`, with `auth`.
+fn modern_call<'a>(tool: &'a str, auth: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        MODERN,
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+        ("Authorization", auth),
+    ]
+}
+
+// ------------------------------------------------------------------ tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+    let client = connect(addr, Some(TOKEN_A)).await;
+
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["balance", "transfer"]);
+
+    let read = result_json(&call(&client, "balance", json!({})).await);
+    assert_eq!(read["ok"], true, "{read}");
+    assert_eq!(
+        read["data"],
+        json!({"balance_cents": 100_000, "transfers": 0})
+    );
+
+    // A float where cents are due: a tool error naming the field.
+    let float = result_json(
+        &call(
+            &client,
+            "transfer",
+            json!({"to": "ACC-7", "amount_cents": 25.9}),
+        )
+        .await,
+    );
+    assert_eq!(float["code"], "INVALID_ARGUMENTS", "{float}");
+    assert!(
+        float["message"].as_str().unwrap().contains("amount_cents"),
+        "{float}"
+    );
+
+    // High risk, and this client cannot ask a person: nothing runs.
+    let transfer = result_json(
+        &call(
+            &client,
+            "transfer",
+            json!({"to": "ACC-7", "amount_cents": 2590}),
+        )
+        .await,
+    );
+    assert_eq!(transfer["code"], "CONFIRMATION_REQUIRED", "{transfer}");
+    assert!(transfer["confirmation_id"].is_string(), "{transfer}");
+    assert_eq!(bank.transfers(), 0);
+
+    let records = audit.records();
+    let seen: Vec<(&str, &str, String)> = records
+        .iter()
+        .map(|r| (r.caller.as_str(), r.tool.as_ref(), r.code.to_string()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("agent-a", "balance", "OK".to_owned()),
+            ("agent-a", "transfer", "INVALID_ARGUMENTS".to_owned()),
+            ("agent-a", "transfer", "CONFIRMATION_REQUIRED".to_owned()),
+        ]
+    );
+    // One session per MCP session, under the prefix.
+    let session = &records[0].session_id;
+    assert!(session.starts_with("http-test/"), "{session}");
+    assert!(records.iter().all(|r| &r.session_id == session));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_token_is_its_callers_and_the_audit_names_it() {
+    let (_bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::conversation("desk-7"), with_tokens()).await;
+
+    let a = connect(addr, Some(TOKEN_A)).await;
+    let b = connect(addr, Some(TOKEN_B)).await;
+    assert_eq!(
+        result_json(&call(&a, "balance", json!({})).await)["ok"],
+        true
+    );
+    assert_eq!(
+        result_json(&call(&b, "balance", json!({})).await)["ok"],
+        true
+    );
+    assert_eq!(
+        result_json(&call(&a, "balance", json!({})).await)["ok"],
+        true
+    );
+
+    // A conversation named in `_meta` is the caller's own.
+    let mut named = CallToolRequestParams::new("balance").with_arguments(Map::new());
+    named.meta =
+        Some(serde_json::from_value(json!({"toolcall/conversation": "ticket-9"})).unwrap());
+    let answer = b.call_tool(named).await.unwrap();
+    assert_eq!(result_json(&answer)["ok"], true);
+
+    let seen: Vec<(String, String)> = audit
+        .records()
+        .into_iter()
+        .map(|r| (r.caller, r.session_id))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("agent-a".to_owned(), "desk-7".to_owned()),
+            ("agent-b".to_owned(), "desk-7".to_owned()),
+            ("agent-a".to_owned(), "desk-7".to_owned()),
+            (
+                "agent-b".to_owned(),
+                "desk-7/named:7:agent-b/ticket-9".to_owned()
+            ),
+        ],
+        "with Options::conversation every call is that conversation, by its token's caller"
+    );
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_belongs_to_its_tokens_caller() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let auth_a = bearer(TOKEN_A);
+    let opened = send(addr, "POST", &[("Authorization", &auth_a)], init.as_bytes()).await;
+    assert_eq!(opened.status, 200, "{opened:?}");
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+
+    // Agent b, with a's session id: no such session for b.
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"transfer","arguments":{"to":"ACC-7","amount_cents":1}}}"#;
+    let auth_b = bearer(TOKEN_B);
+    let stolen = send(
+        addr,
+        "POST",
+        &[
+            ("Authorization", &auth_b),
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        call.as_bytes(),
+    )
+    .await;
+    assert_eq!(stolen.status, 404, "{stolen:?}");
+    assert!(audit.records().is_empty());
+    assert_eq!(bank.transfers(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_or_a_wrong_one_is_401_and_nothing_runs() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+    let body = stateless_call(1, "balance", "{}");
+    let wrong = bearer("token-of-nobody-000000000000");
+    let a_with_typo = bearer(&format!("{TOKEN_A}x"));
+    for headers in [
+        vec![MODERN],
+        vec![MODERN, ("Authorization", wrong.as_str())],
+        vec![MODERN, ("Authorization", a_with_typo.as_str())],
+        vec![MODERN, ("Authorization", TOKEN_A)],
+        vec![MODERN, ("Authorization", "Basic YWdlbnQtYTp4")],
+    ] {
+        let answer = send(addr, "POST", &headers, body.as_bytes()).await;
+        assert_eq!(answer.status, 401, "{headers:?}: {answer:?}");
+        assert_eq!(answer.header("www-authenticate"), Some("Bearer"));
+        assert!(!answer.body.contains(TOKEN_A));
+    }
+    // Refused before the body is read: even one too large to read.
+    let answer = send(addr, "POST", &[("Content-Length", "1073741824")], b"{").await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+
+    assert!(audit.records().is_empty(), "the pipeline saw no call");
+    assert_eq!(bank.transfers(), 0);
+
+    // The right token, the same request: served.
+    let auth = bearer(TOKEN_A);
+    let answer = send(
+        addr,
+        "POST",
+        &modern_call("balance", &auth),
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let message = answer.message();
+    assert_eq!(message["id"], 1);
+    assert_eq!(
+        message["result"]["structuredContent"]["ok"], true,
+        "{message}"
+    );
+    assert_eq!(audit.records().len(), 1);
+    assert_eq!(audit.records()[0].caller, "agent-a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_bound_is_413_unread() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+    let auth = bearer(TOKEN_A);
+    let two_mib = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"transfer","arguments":{{"to":"{}","amount_cents":1}}}}}}"#,
+        "A".repeat(2 * 1024 * 1024)
+    );
+
+    // Declared: refused before a byte of it is read.
+    let answer = send(
+        addr,
+        "POST",
+        &[MODERN, ("Authorization", &auth)],
+        two_mib.as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.status, 413, "{answer:?}");
+    let message = answer.message();
+    assert_eq!(message["error"]["code"], -32600, "{message}");
+    assert_eq!(message["id"], Value::Null);
+    assert!(answer.body.len() < 512, "nothing of the body is repeated");
+
+    // Chunked, with no length said: read up to the bound, then refused.
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: {auth}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    let body = two_mib.clone();
+    let writer = tokio::spawn(async move {
+        for chunk in body.as_bytes().chunks(64 * 1024) {
+            let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
+            if write.write_all(&framed).await.is_err() {
+                return;
+            }
+        }
+        let _ = write.write_all(b"0\r\n\r\n").await;
+    });
+    let answer = read_answer(read).await;
+    writer.await.unwrap();
+    assert_eq!(answer.status, 413, "{answer:?}");
+
+    assert!(audit.records().is_empty(), "the pipeline saw no call");
+    assert_eq!(bank.transfers(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_origin_or_host_is_403_and_nothing_runs() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let http = with_tokens().allow_origin("https://console.example.com");
+    let addr = start(dispatcher, Options::new("http-test"), http).await;
+    let auth = bearer(TOKEN_A);
+    let body = stateless_call(1, "transfer", r#"{"to":"ACC-7","amount_cents":1}"#);
+    let evil_host = format!("evil.example:{}", addr.port());
+    let refused: [&[(&str, &str)]; 5] = [
+        &[("Origin", "http://evil.example")],
+        // Same port, another host: not this server's origin.
+        &[("Origin", &format!("http://evil.example:{}", addr.port()))],
+        &[("Origin", "null")],
+        // DNS rebinding: the browser names the attacker's host.
+        &[
+            ("Host", &evil_host),
+            ("Origin", &format!("http://{evil_host}")),
+        ],
+        &[("Host", &evil_host)],
+    ];
+    for extra in refused {
+        let mut headers = modern_call("transfer", &auth);
+        headers.extend_from_slice(extra);
+        let answer = send(addr, "POST", &headers, body.as_bytes()).await;
+        assert_eq!(answer.status, 403, "{extra:?}: {answer:?}");
+        assert!(
+            !answer.body.contains("evil"),
+            "nothing of the request is repeated"
+        );
+    }
+    // Refused before the token is looked at, and before the body is read.
+    let answer = send(addr, "POST", &[("Origin", "http://evil.example")], b"{").await;
+    assert_eq!(answer.status, 403);
+    assert!(audit.records().is_empty(), "the pipeline saw no call");
+    assert_eq!(bank.transfers(), 0);
+
+    // The server's own loopback origin (any loopback name, its port), and
+    // the configured ones, are allowed; so is no Origin at all.
+    let allowed = [
+        format!("http://127.0.0.1:{}", addr.port()),
+        format!("http://localhost:{}", addr.port()),
+        "https://console.example.com".to_owned(),
+        "HTTPS://Console.Example.com:443".to_owned(),
+    ];
+    let body = stateless_call(2, "balance", "{}");
+    for origin in &allowed {
+        let mut headers = modern_call("balance", &auth);
+        headers.push(("Origin", origin));
+        let answer = send(addr, "POST", &headers, body.as_bytes()).await;
+        assert_eq!(answer.status, 200, "{origin}: {answer:?}");
+        assert_eq!(answer.message()["result"]["structuredContent"]["ok"], true);
+    }
+    let answer = send(
+        addr,
+        "POST",
+        &modern_call("balance", &auth),
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(audit.records().len(), allowed.len() + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_bodies_get_jsonrpc_errors_and_the_server_keeps_serving() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+    let auth = bearer(TOKEN_A);
+    let long_version = "9".repeat(100_000);
+    let cases: Vec<(String, u16, i64, Value)> = vec![
+        ("{".to_owned(), 400, -32700, Value::Null),
+        ("not json at all".to_owned(), 400, -32700, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"#.to_owned(),
+            400,
+            -32700,
+            json!(7),
+        ),
+        ("[1, 2]".to_owned(), 400, -32600, Value::Null),
+        ("".to_owned(), 400, -32600, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":8}"#.to_owned(),
+            400,
+            -32600,
+            json!(8),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"id":10,"method":"tools/list"}"#.to_owned(),
+            400,
+            -32600,
+            Value::Null,
+        ),
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"{}","method":"tools/list"}}"#,
+                "i".repeat(300)
+            ),
+            400,
+            -32600,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"arguments":{}}}"#
+                .to_owned(),
+            200,
+            -32602,
+            json!(11),
+        ),
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":12,"method":"initialize","params":{{"protocolVersion":"{long_version}","capabilities":{{}},"clientInfo":{{"name":"x","version":"1"}}}}}}"#
+            ),
+            200,
+            -32602,
+            json!(12),
+        ),
+    ];
+    for (body, status, code, id) in cases {
+        let answer = send(addr, "POST", &[("Authorization", &auth)], body.as_bytes()).await;
+        let shown = &body[..body.len().min(80)];
+        assert_eq!(answer.status, status, "{shown}: {answer:?}");
+        let message = answer.message();
+        assert_eq!(message["jsonrpc"], "2.0", "{shown}: {message}");
+        assert_eq!(message["error"]["code"], code, "{shown}: {message}");
+        assert_eq!(message["id"], id, "{shown}: {message}");
+        assert!(
+            answer.body.len() < 4096,
+            "{shown}: nothing the client sent is repeated at length ({} bytes)",
+            answer.body.len()
+        );
+    }
+    // A header rmcp would repeat, too long to be one: refused, unrepeated.
+    let answer = send(
+        addr,
+        "POST",
+        &[
+            ("Authorization", &auth),
+            ("MCP-Protocol-Version", &long_version),
+        ],
+        stateless_call(1, "balance", "{}").as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    assert!(answer.body.len() < 512, "{answer:?}");
+
+    assert!(audit.records().is_empty(), "the pipeline saw no call");
+    assert_eq!(bank.transfers(), 0);
+    // Still serving.
+    let answer = send(
+        addr,
+        "POST",
+        &modern_call("balance", &auth),
+        stateless_call(14, "balance", "{}").as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.message()["result"]["structuredContent"]["ok"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipeline_reads_the_arguments_as_sent() {
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+    let auth = bearer(TOKEN_A);
+    for (id, arguments) in [
+        (
+            1,
+            r#"{"to":"ACC-7","amount_cents":1,"amount_cents":100000}"#,
+        ),
+        (2, r#"{"to":"ACC-7","amount_cents":1e400}"#),
+    ] {
+        let answer = send(
+            addr,
+            "POST",
+            &modern_call("transfer", &auth),
+            stateless_call(id, "transfer", arguments).as_bytes(),
+        )
+        .await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let message = answer.message();
+        assert_eq!(message["id"], id);
+        let result = &message["result"]["structuredContent"];
+        assert_eq!(result["code"], "INVALID_JSON", "{arguments}: {message}");
+        assert_eq!(message["result"]["isError"], true);
+    }
+    let codes: Vec<String> = audit.records().iter().map(|r| r.code.to_string()).collect();
+    assert_eq!(
+        codes,
+        ["INVALID_JSON", "INVALID_JSON"],
+        "audited like any call"
+    );
+    assert_eq!(bank.transfers(), 0);
+
+    // Each stateless request stands alone: a conversation of its own.
+    let records = audit.records();
+    assert!(records[0].session_id.starts_with("http-test/"));
+    assert_ne!(records[0].session_id, records[1].session_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_loopback_clients_are_the_default_caller() {
+    let (_bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), HttpOptions::new()).await;
+    let client = connect(addr, None).await;
+    assert_eq!(
+        result_json(&call(&client, "balance", json!({})).await)["ok"],
+        true
+    );
+    assert_eq!(audit.records()[0].caller, "default");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_a_router_served_without_peer_addresses_refuses() {
+    let (_bank, dispatcher, audit) = bank_dispatcher();
+    let app = router(dispatcher, Options::new("http-test"), HttpOptions::new()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Served without connect info: the peer cannot be told to be local.
+    tokio::spawn(async move { axum_serve(listener, app).await });
+    let answer = send(
+        addr,
+        "POST",
+        &[
+            MODERN,
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "balance"),
+        ],
+        stateless_call(1, "balance", "{}").as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert!(audit.records().is_empty());
+}
+
+async fn axum_serve(listener: tokio::net::TcpListener, app: axum::Router) {
+    axum::serve(listener, app).await.unwrap();
+}
+
+#[test]
+fn a_token_for_an_unknown_caller_or_a_bad_token_file_is_an_error_at_start() {
+    let (_bank, dispatcher, _audit) = bank_dispatcher();
+    let http = HttpOptions::new()
+        .tokens("agent-z 0123456789abcdef0123")
+        .unwrap();
+    let error = router(dispatcher, Options::default(), http).unwrap_err();
+    assert!(error.to_string().contains("\"agent-z\""), "{error}");
+
+    for (text, problem) in [
+        ("", "no token"),
+        ("# only a comment\n", "no token"),
+        ("agent-a short", "line 1: a token needs at least 16"),
+        ("0123456789abcdef0123", "line 1: expected `CALLER TOKEN`"),
+        ("a b c", "line 1: expected `CALLER TOKEN`"),
+        (
+            "agent-a 0123456789abcdef0123\nagent-b 0123456789abcdef0123",
+            "line 2: a token given twice",
+        ),
+    ] {
+        let error = HttpOptions::new().tokens(text).unwrap_err().to_string();
+        assert!(error.contains(problem), "{text:?}: {error}");
+        assert!(
+            !error.contains("0123456789abcdef"),
+            "never the token: {error}"
+        );
+    }
+    // A caller may hold several tokens (to rotate them).
+    let two = HttpOptions::new()
+        .tokens("agent-a 0123456789abcdef0123\nagent-a fedcba9876543210fedc")
+        .unwrap();
+    assert_eq!(two.token_callers(), ["agent-a"]);
+    assert!(
+        !format!("{two:?}").contains("0123456789abcdef"),
+        "Debug hides tokens"
+    );
+
+    let (_bank, dispatcher, _audit) = bank_dispatcher();
+    let bad_origin = HttpOptions::new().allow_origin("console.example.com");
+    assert!(router(dispatcher, Options::default(), bad_origin).is_err());
+}
