@@ -275,6 +275,102 @@
 //! # }
 //! ```
 //!
+//! # Streamable HTTP
+//!
+//! With the cargo feature `http` (off by default: a server on standard
+//! input and output pulls in no HTTP server), `http::router` returns an
+//! axum `Router` that serves MCP's streamable HTTP transport at `/mcp`
+//! (`POST` for messages, `GET` for a session's stream, `DELETE` to end a
+//! session), through rmcp's `StreamableHttpService`; `http::serve` runs it
+//! on a TCP listener. Every request goes through the same server as a
+//! connection on standard input and output, [`McpServer`], so the same
+//! pipeline, answers and conversations apply:
+//!
+//! * A client that opens a session with `initialize` (protocol 2025-11-25
+//!   and before) gets an `Mcp-Session-Id`; the session is served by one
+//!   [`McpServer`], as one connection: with [`Options::new`], one
+//!   conversation per session. A session idle for 5 minutes is closed.
+//! * A client on protocol 2026-07-28 sends requests that each stand alone:
+//!   each is served by a server of its own, so with [`Options::new`] each is
+//!   a conversation of its own (its step budget, replays, taint and pending
+//!   approvals do not carry over to the next request). Such clients need
+//!   [`Options::conversation`], or a conversation named in `_meta`
+//!   ([`CONVERSATION_META`]), for a conversation to span requests; the
+//!   approval questions asked of one caller are remembered across its
+//!   requests, so that its answer in such a conversation decides.
+//! * The body is read as [`FrameGuard`] reads a line: a call's arguments go
+//!   to the pipeline as the text sent (a member given twice, `1e400`:
+//!   `INVALID_JSON`, audited), and a body that is not a readable request is
+//!   answered with a JSON-RPC error, `400` with `-32700` (not JSON) or
+//!   `-32600` (not a request, a member given twice, an `id` the server
+//!   would not answer under, an empty body), or `-32602` (a `tools/call`
+//!   without a name), under the request's `id` as in
+//!   [Request ids](#request-ids). Nothing panics on any body.
+//!
+//! What a request must pass before anything is read, in this order:
+//!
+//! 1. **Host** (against DNS rebinding): the `Host` header must name a
+//!    loopback host (`localhost`, `127.0.0.1`, `[::1]`, any port) or one
+//!    allowed with `HttpOptions::allow_host` (the name a proxy in front is
+//!    reached by); otherwise `403`.
+//! 2. **Origin**, as the MCP specification asks: a request without
+//!    `Origin` (a client that is not a browser) passes; one with an
+//!    `Origin` passes only if it is the server's own loopback origin
+//!    (`http://127.0.0.1:PORT`, `http://localhost:PORT`, `http://[::1]:PORT`,
+//!    the port the request was sent to) or one allowed with
+//!    `HttpOptions::allow_origin`; any other (`http://evil.example`,
+//!    `null`) gets `403`.
+//! 3. **Caller**. With tokens (`HttpOptions::tokens`, the text of a token
+//!    file: a line `CALLER TOKEN`, `#` comments; a token has at least 16
+//!    characters, is given once, and a caller may have several, to rotate
+//!    them), every request needs `Authorization: Bearer TOKEN`; without a
+//!    valid one it gets `401` with `WWW-Authenticate: Bearer`, and nothing
+//!    is read or run. The token's caller is the pipeline's caller for every
+//!    call of the request ([`McpServer::caller`]): its allowlist and limits,
+//!    what `tools/list` lists, its conversations named in `_meta`, and the
+//!    audit record's `caller`. Each caller must be one the dispatcher knows
+//!    (its default caller, or one given to its builder's `callers`): a token
+//!    for another is an error when the router is built. A session belongs
+//!    to the caller that opened it: another caller's token with its
+//!    `Mcp-Session-Id` gets `404`. Tokens are compared in constant time
+//!    (the SHA-256 of each, every byte folded, every token compared).
+//!    Without tokens, every request is the dispatcher's default caller,
+//!    and only clients on the same machine are served: the connection's
+//!    peer address must be loopback (`http::serve` hands the router the
+//!    peer's address; a router served without it refuses every request,
+//!    `403`). A proxy on the same machine makes every client loopback: set
+//!    tokens behind one.
+//! 4. **Size**: a body over `HttpOptions::max_body_bytes` (1 MiB by default)
+//!    gets `413` with a JSON-RPC error (`-32600`, `id: null`); a declared
+//!    `Content-Length` over it is refused unread, a chunked body is read up
+//!    to the bound.
+//!
+//! No answer repeats what the client sent at length: errors quote no body,
+//! header or token; a protocol version longer than 64 bytes (in the
+//! `MCP-Protocol-Version` header, `initialize`'s params or `_meta`), or an
+//! `Mcp-*` header over 1 KiB, which rmcp's errors would repeat, is refused
+//! unrepeated.
+//!
+//! The server speaks plain HTTP: TLS goes in front (a reverse proxy that
+//! terminates it), since a bearer token must never cross a network in the
+//! clear. Bind to loopback (`127.0.0.1:PORT`) unless the clients are on
+//! other machines, and then set tokens and put TLS in front.
+//!
+//! ```no_run
+//! # #[cfg(feature = "http")]
+//! # async fn run(dispatcher: toolcall_core::Dispatcher<()>) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use toolcall_mcp::http::{HttpOptions, router, serve};
+//!
+//! // Lines `CALLER TOKEN`; each caller is one of the dispatcher's.
+//! let http = HttpOptions::new().tokens(&std::fs::read_to_string("fleet.tokens")?)?;
+//! let app = router(Arc::new(dispatcher), toolcall_mcp::Options::conversation("fleet"), http)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8808").await?;
+//! serve(listener, app).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The crate depends on [`rmcp`], the official Rust SDK, and re-exports it so
 //! that a program using [`serve`] with its own transport names the same version.
 
@@ -501,8 +597,8 @@ impl std::error::Error for Error {}
 /// answered, and a call's arguments reach the pipeline as sent. A bare
 /// reader and writer pair is served by rmcp's own reader, which drops the
 /// messages it cannot parse unanswered. A sink and stream of messages, or
-/// another rmcp transport (streamable HTTP), hands the server messages
-/// already parsed: a call's arguments then reach the pipeline as rmcp's map,
+/// another rmcp transport (rmcp's streamable HTTP service used directly,
+/// rather than through `http::router`), hands the server messages already parsed: a call's arguments then reach the pipeline as rmcp's map,
 /// written out again (a member given twice is merged, and the limits on raw
 /// arguments measure that text). A client that goes away before completing
 /// the handshake is a normal end, not an error.

@@ -818,3 +818,78 @@ fn a_token_for_an_unknown_caller_or_a_bad_token_file_is_an_error_at_start() {
     let bad_origin = HttpOptions::new().allow_origin("console.example.com");
     assert!(router(dispatcher, Options::default(), bad_origin).is_err());
 }
+
+// ------------------------------------------------------------------ Python SDK
+
+/// The Python to run the official MCP SDK with: `TOOLCALL_PYTHON` (then a
+/// failure to run it fails the test), else the workspace's
+/// `target/sdk-venv` when it has `mcp` 2.3.0 (the SDK tests of the workspace
+/// make it); `None`, and the test is skipped, otherwise.
+fn python() -> Option<std::path::PathBuf> {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if let Some(named) = std::env::var_os("TOOLCALL_PYTHON") {
+        let named = std::path::PathBuf::from(named);
+        return Some(
+            if named.is_relative() && !named.exists() && named.components().count() > 1 {
+                workspace.join(named)
+            } else {
+                named
+            },
+        );
+    }
+    let venv = workspace.join("target/sdk-venv/bin/python");
+    let probe = std::process::Command::new(&venv)
+        .args([
+            "-c",
+            "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '2.3.0')",
+        ])
+        .output();
+    match probe {
+        Ok(output) if output.status.success() => Some(venv),
+        _ => {
+            eprintln!(
+                "SKIPPED: no Python with mcp==2.3.0 (set TOOLCALL_PYTHON, or make target/sdk-venv)"
+            );
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdk_lists_and_reads_over_http() {
+    let Some(python) = python() else {
+        return;
+    };
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let addr = start(dispatcher, Options::new("http-test"), with_tokens()).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_http_client.py");
+    let url = format!("http://{addr}/mcp");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(url)
+            .arg(TOKEN_A)
+            .stdin(std::process::Stdio::null())
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("the Python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the SDK's checks pass:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("checks passed"), "{stdout}");
+
+    // Both sessions read, as agent-a; the client without a token ran nothing.
+    let seen: Vec<(String, String)> = audit
+        .records()
+        .into_iter()
+        .map(|r| (r.caller, r.tool.into_owned()))
+        .collect();
+    let read = ("agent-a".to_owned(), "balance".to_owned());
+    assert_eq!(seen, [read.clone(), read], "{stdout}");
+    assert_eq!(bank.transfers(), 0);
+}
