@@ -86,6 +86,7 @@ fn bank_dispatcher() -> (Arc<Bank>, Arc<Dispatcher<Bank>>, MemoryAudit) {
         .callers([
             Caller::new("agent-a", everything()),
             Caller::new("agent-b", everything()),
+            Caller::new("reader", Policy::new().allow(["balance"])),
         ])
         .audit(audit.clone())
         .build()
@@ -407,6 +408,37 @@ async fn each_token_is_its_callers_and_the_audit_names_it() {
     );
     a.cancel().await.unwrap();
     b.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokens_caller_brings_its_own_policy() {
+    const READER: &str = "token-of-the-reader-55555555";
+    let (bank, dispatcher, audit) = bank_dispatcher();
+    let http = with_tokens().tokens(&format!("reader {READER}")).unwrap();
+    let addr = start(dispatcher, Options::new("http-test"), http).await;
+    let reader = connect(addr, Some(READER)).await;
+
+    let tools = reader.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        ["balance"],
+        "tools/list lists what this caller may call"
+    );
+    let refused = result_json(
+        &call(
+            &reader,
+            "transfer",
+            json!({"to": "ACC-7", "amount_cents": 1}),
+        )
+        .await,
+    );
+    assert_eq!(refused["code"], "TOOL_NOT_ALLOWED", "{refused}");
+    assert_eq!(bank.transfers(), 0);
+    let records = audit.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].caller, "reader");
+    reader.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
