@@ -54,8 +54,8 @@
 //! execution and runs nothing. It answers `DRY_RUN` (not an error) with the
 //! validated arguments in `data.arguments` and, for a tool that declares
 //! `#[tool(preview = path)]`, what it would do in `data.preview`; a call
-//! that would need a person's approval answers `CONFIRMATION_REQUIRED`
-//! without a `confirmation_id`, and nobody is asked. A dry run never brings
+//! that would need a person's approval answers `DRY_RUN` with
+//! `data.would: "ask_a_person"` and `data.reason`, and nobody is asked. A dry run never brings
 //! back a pending approval, nor answers an approval question. Any other
 //! value, or no such key, is a real call.
 //!
