@@ -463,14 +463,20 @@ async fn a_confirmed_dry_run_says_it_would_run_and_runs_nothing() {
 }
 
 #[tokio::test]
-async fn a_dry_run_over_a_limit_is_refused_as_the_real_call_would_be() {
+async fn a_dry_run_over_a_limit_says_it_would_be_refused_and_why() {
     let (bank, d, _) = wiring(Approvals::Host);
     let over = r#"{"iban": "DE89370400440532013000", "cents": 150000}"#;
     let dry = d
         .execute(Call::new("wire_abroad", over).session("s").dry_run(true))
         .await;
-    assert_eq!(dry.code, Code::PolicyLimit, "{dry:?}");
-    assert!(!dry.ok);
+    assert_eq!(dry.code, Code::DryRun, "{dry:?}");
+    assert_eq!(dry.data["would"], "be_refused");
+    assert_eq!(dry.data["refusal"]["code"], "POLICY_LIMIT");
+    assert!(dry.message.contains("would be refused"), "{}", dry.message);
+    let real = d
+        .execute(Call::new("wire_abroad", over).session("s"))
+        .await;
+    assert_eq!(real.code, Code::PolicyLimit, "the real call meets what the dry run said");
     assert_eq!(pending(&d).await, 0);
     assert_eq!(bank.wires.load(Ordering::SeqCst), 0);
 }

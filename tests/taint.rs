@@ -494,7 +494,9 @@ async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approv
             .dry_run(true),
         )
         .await;
-    assert_eq!(over.code, "AMOUNT_EXCEEDS_REFUNDABLE");
+    assert_eq!(over.code, Code::DryRun, "{over:?}");
+    assert_eq!(over.data["would"], "be_refused");
+    assert_eq!(over.data["refusal"]["code"], "AMOUNT_EXCEEDS_REFUNDABLE");
     assert_eq!(d.state().applied_refunds(), 0);
 }
 

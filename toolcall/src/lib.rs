@@ -756,9 +756,11 @@
 //! person, `DRY_RUN` with `data.would: "ask_a_person"` and `data.reason`
 //! (`"high_risk"` or `"untrusted_context"`). Both carry the validated
 //! arguments in `data.arguments` and the tool's `preview` in
-//! `data.preview`. Where the real call would be refused (its check, a
-//! limit, a denied or expired approval) or replayed, the dry run gets that
-//! answer. The next real call behaves as if the dry run never happened.
+//! `data.preview`. Where the real call would be refused by its check, a
+//! limit or the approval it brings, `DRY_RUN` with `data.would:
+//! "be_refused"` and that refusal in `data.refusal`; a call refused before
+//! (an unknown tool, invalid arguments) or replayed gets that answer. The
+//! next real call behaves as if the dry run never happened.
 //!
 
 #![forbid(unsafe_code)]

@@ -18,13 +18,18 @@ use crate::store::Store;
 pub(super) const WOULD_RUN: &str = "run";
 /// ... or that it would wait for a person's approval.
 pub(super) const WOULD_ASK: &str = "ask_a_person";
+/// ... or that it would be refused (by its check, a policy limit, or the
+/// approval it brings), as `data.refusal` says.
+pub(super) const WOULD_REFUSE: &str = "be_refused";
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// A dry run from stage 5 on: the check, the policy and the approval
     /// as the real call would meet them, and nothing else (no resource
     /// lock, no approval created or taken up: nothing changes). Where the
-    /// real call would run, or would wait for a person: `DRY_RUN`, with
-    /// `data.would` saying which. Where it would be refused: that refusal.
+    /// real call would run, would wait for a person, or would be refused by
+    /// its check, a policy limit or the approval it brings: `DRY_RUN`, with
+    /// `data.would` saying which (and `data.refusal`, the answer the real
+    /// call would get, when it would be refused).
     pub(super) async fn dry_run(
         &self,
         mut prepared: Prepared<'_>,
@@ -35,10 +40,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let cx = self.call_context(&prepared);
         let mut asks = false;
         if !matches!(approval, Approval::InDoubt) {
-            self.check_and_limits(&mut prepared, &cx).await?;
-            if prepared.spec.high_risk() || tainted.is_some() {
-                let asking = Asking::of(&prepared, tainted);
-                asks = self.would_ask(asking, approval).await?;
+            let met = match self.check_and_limits(&mut prepared, &cx).await {
+                Ok(()) if prepared.spec.high_risk() || tainted.is_some() => {
+                    let asking = Asking::of(&prepared, tainted);
+                    self.would_ask(asking, approval).await
+                }
+                Ok(()) => Ok(false),
+                Err(refused) => Err(refused),
+            };
+            match met {
+                Ok(would_ask) => asks = would_ask,
+                Err(refused) => return Ok(would_be_refused(name, &prepared, refused)),
             }
         }
         let Some(typed) = prepared.typed() else {
@@ -84,5 +96,33 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             data: data.into(),
             ..ToolResult::success(name, Map::new())
         })
+    }
+}
+
+/// A dry run's answer where the real call would be refused: `DRY_RUN`,
+/// `data.would: "be_refused"`, and the refusal the real call would get
+/// (its code, message and data) in `data.refusal`.
+fn would_be_refused(name: &'static str, prepared: &Prepared<'_>, refused: ToolResult) -> ToolResult {
+    let mut refusal = Map::new();
+    refusal.insert("code".into(), Value::from(refused.code.as_str()));
+    refusal.insert("message".into(), Value::from(refused.message.as_str()));
+    if !refused.data.is_empty() {
+        refusal.insert("data".into(), Value::Object(Map::clone(&refused.data)));
+    }
+    let mut data = Map::new();
+    data.insert("would".into(), Value::from(WOULD_REFUSE));
+    data.insert("refusal".into(), Value::Object(refusal));
+    if prepared.arguments.is_some() {
+        data.insert("arguments".into(), prepared.arguments().clone());
+    }
+    ToolResult {
+        ok: true,
+        code: Code::DryRun,
+        message: format!(
+            "Dry run: {name} would be refused ({}): {} Nothing was done.",
+            refused.code, refused.message
+        ),
+        data: data.into(),
+        ..ToolResult::success(name, Map::new())
     }
 }

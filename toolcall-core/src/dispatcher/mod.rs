@@ -274,9 +274,12 @@ impl<'a> Call<'a> {
     /// an inbox approval no one has decided yet), it answers `DRY_RUN` with
     /// `data.would: "ask_a_person"` and `data.reason` (`"high_risk"` or
     /// `"untrusted_context"`, with `data.tainted` when the level names
-    /// fields). A call the real one would refuse (the check, a policy
-    /// limit, a denied, invalid or expired approval) gets that refusal,
-    /// with its own code.
+    /// fields). Where the real call would be refused at those stages (the
+    /// check, a policy limit, a denied, invalid or expired approval), it
+    /// answers `DRY_RUN` with `data.would: "be_refused"` and the refusal the
+    /// real call would get in `data.refusal` (`code`, `message`, `data`).
+    /// A call refused before (unknown tool, invalid arguments) or replayed
+    /// gets that answer, as the real call would.
     pub fn dry_run(mut self, dry_run: bool) -> Self {
         self.dry_run = dry_run;
         self
