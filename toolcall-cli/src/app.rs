@@ -243,11 +243,8 @@ impl<S: Any + Send + Sync> App<S> {
         if !cli.command.runs_tools() {
             return cli.command.run_static(&self.registry, runs_as.policy());
         }
-        if let Some(feature) = cli.command.missing_feature() {
-            return Err(Error::MissingFeature {
-                command: cli.command.name(),
-                feature,
-            });
+        if let Some(error) = cli.command.missing_feature_error() {
+            return Err(error);
         }
         // Its default caller aside, a caller the code gave in `configure`
         // cannot be replaced by its narrowed self.

@@ -42,7 +42,8 @@ pub enum Command {
     /// changed: check that its meaning, a unit say, did not) or `compatible:`.
     Check(LockArgs),
     /// Serves the tools over the Model Context Protocol on standard input and
-    /// output; every call goes through the pipeline.
+    /// output, or over streamable HTTP at `http://ADDR/mcp` with `--http
+    /// ADDR`; every call goes through the pipeline.
     ///
     /// With `--session-id X`, every connection runs in conversation X, and
     /// so does every other process over the same `--store`: a reconnect
@@ -84,6 +85,41 @@ pub struct McpArgs {
     /// `--wait-approval`). It changes nothing in host mode.
     #[arg(long)]
     pub elicitation_approves: bool,
+    /// Serve MCP over streamable HTTP at `http://ADDR/mcp` instead of
+    /// standard input and output (`127.0.0.1:8808`; port 0 picks a free
+    /// one): the address served is printed on standard error at start.
+    /// Every session (or, on protocol 2026-07-28, every request) is served
+    /// as a stdio connection is, in the same conversations. An address
+    /// other than loopback needs `--token-file`; keep it on loopback and
+    /// put a TLS proxy in front to reach it from elsewhere.
+    #[arg(long, value_name = "ADDR")]
+    #[cfg_attr(not(feature = "http"), arg(hide = true))]
+    pub http: Option<SocketAddr>,
+    /// With `--http`: a file of bearer tokens, a line a token, `CALLER
+    /// TOKEN` (at least 16 characters; `#` starts a comment line). Each
+    /// request then needs `Authorization: Bearer TOKEN`, or gets 401, and
+    /// runs as the token's caller: one the application knows (the caller
+    /// the command runs as, `default` unless told otherwise, or another its
+    /// code names), with that caller's policy (`--allow` narrows only the
+    /// caller the command runs as). Without it, only clients on this
+    /// machine are served, as the caller the command runs as.
+    #[arg(long, value_name = "PATH", requires = "http")]
+    #[cfg_attr(not(feature = "http"), arg(hide = true))]
+    pub token_file: Option<PathBuf>,
+    /// With `--http`: a browser origin allowed to call
+    /// (`https://console.example.com`), besides the server's own loopback
+    /// one; a request from any other `Origin` gets 403. Repeatable.
+    #[arg(long, value_name = "URL", requires = "http")]
+    #[cfg_attr(not(feature = "http"), arg(hide = true))]
+    pub allow_origin: Vec<String>,
+    /// With `--http`: a host a request may name in its `Host` header
+    /// (`mcp.example.com`, or with a port), besides the loopback names and
+    /// the address bound; a request naming another gets 403 (against DNS
+    /// rebinding). Give the name a proxy in front, or clients of a
+    /// `0.0.0.0` bind, reach the server by. Repeatable.
+    #[arg(long, value_name = "HOST[:PORT]", requires = "http")]
+    #[cfg_attr(not(feature = "http"), arg(hide = true))]
+    pub allow_host: Vec<String>,
 }
 
 /// `serve`'s arguments.

@@ -40,9 +40,9 @@ pub enum Error {
     /// The command needs a cargo feature of this crate that this build
     /// leaves out.
     MissingFeature {
-        /// The command (`mcp`, `serve`).
+        /// The command (`mcp`, `mcp --http`, `serve`).
         command: &'static str,
-        /// The feature (`mcp`, `inbox`).
+        /// The feature (`mcp`, `http`, `inbox`).
         feature: &'static str,
     },
     /// The inbox (`serve`) could not start, or stopped.

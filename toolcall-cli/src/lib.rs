@@ -10,6 +10,7 @@
 //! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`](toolcall_contract::lock)) |
 //! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
 //! | `mcp [--wait-approval SECS] [--elicitation-approves]` | a dispatcher (feature `mcp`) | serves the tools over MCP on standard input and output: every connection in `--session-id`'s conversation, or each in its own without it |
+//! | `mcp --http ADDR [--token-file PATH] [--allow-host HOST] [--allow-origin URL]` | a dispatcher (feature `http`) | the same server over MCP's streamable HTTP at `http://ADDR/mcp` (`toolcall_mcp::http`): each token's caller is the pipeline's caller; without tokens, loopback clients only; a non-loopback `ADDR` needs `--token-file` |
 //! | `serve [--listen ADDR] [--token-file PATH]` | a dispatcher, its store shared (feature `inbox`) | the approval inbox (`toolcall-inbox`): a web page where a person decides the pending approvals of every process that shares the store |
 //!
 //! An application with no command line of its own takes all of it from
@@ -56,6 +57,7 @@
 //! | feature | brings | without it |
 //! |---|---|---|
 //! | `mcp` | `mcp` (rmcp, through `toolcall-mcp`) | `mcp` answers [`Error::MissingFeature`] |
+//! | `http` (implies `mcp`) | `mcp --http` (axum, through `toolcall-mcp`'s `http`) | `mcp --http` answers [`Error::MissingFeature`] |
 //! | `inbox` | `serve` (axum, through `toolcall-inbox`) | `serve` answers [`Error::MissingFeature`] |
 //! | `sqlite` | `--store sqlite:PATH` (`toolcall-sqlite`, SQLite bundled) | the value is refused, naming the feature |
 //! | `postgres` | `--store postgres://...` (`toolcall-postgres`) | the value is refused, naming the feature |
@@ -69,6 +71,8 @@ mod args;
 mod contract;
 mod definitions;
 mod error;
+#[cfg(feature = "http")]
+mod http;
 mod output;
 mod policy;
 mod replay;
@@ -215,6 +219,15 @@ mod tests {
             (!cfg!(feature = "inbox")).then_some("inbox")
         );
         assert_eq!(command(&["app", "replay"]).missing_feature(), None);
+        let http = command(&["app", "mcp", "--http", "127.0.0.1:0"]);
+        assert_eq!(
+            http.missing_feature(),
+            if !cfg!(feature = "mcp") {
+                Some("mcp")
+            } else {
+                (!cfg!(feature = "http")).then_some("http")
+            }
+        );
         let sqlite = "sqlite:bank.db".parse::<StoreSpec>();
         if cfg!(feature = "sqlite") {
             assert_eq!(sqlite.unwrap(), StoreSpec::Sqlite("bank.db".into()));
@@ -236,6 +249,171 @@ mod tests {
                 )
             );
         }
+    }
+
+    /// Without the `http` feature (and with `mcp`), `mcp --http` is an
+    /// error naming the feature, exit 2.
+    #[cfg(all(feature = "mcp", not(feature = "http")))]
+    #[test]
+    fn mcp_http_without_its_feature_names_the_feature() {
+        let app = App::new("shop", Registry::default(), Arc::new(()));
+        let error = app
+            .run_from(["shop", "mcp", "--http", "127.0.0.1:0"])
+            .unwrap_err();
+        assert_eq!(
+            (error.exit_code(), error.to_string()),
+            (
+                2,
+                "`mcp --http` is not in this build: it needs toolcall-cli's `http` feature"
+                    .to_owned()
+            )
+        );
+    }
+
+    /// `--token-file`, `--allow-host` and `--allow-origin` mean something
+    /// only with `--http`: without it, a usage error.
+    #[cfg(feature = "mcp")]
+    #[test]
+    fn the_http_flags_need_http() {
+        for flag in [
+            ["--token-file", "tokens"],
+            ["--allow-host", "mcp.example.com"],
+            ["--allow-origin", "https://console.example.com"],
+        ] {
+            let parsed = Cli::try_parse_from(["app", "mcp", flag[0], flag[1]]);
+            let error = parsed.err().expect("refused without --http");
+            assert_eq!(error.exit_code(), 2);
+            assert!(error.to_string().contains("--http"), "{error}");
+        }
+        let Command::Mcp(args) = Cli::try_parse_from([
+            "app",
+            "mcp",
+            "--http",
+            "127.0.0.1:8808",
+            "--allow-host",
+            "a.example",
+            "--allow-host",
+            "b.example:443",
+            "--allow-origin",
+            "https://console.example.com",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not mcp");
+        };
+        assert_eq!(args.http, Some("127.0.0.1:8808".parse().unwrap()));
+        assert_eq!(args.allow_host, ["a.example", "b.example:443"]);
+        assert_eq!(args.allow_origin, ["https://console.example.com"]);
+    }
+
+    /// A non-loopback `--http` without tokens, a token file that cannot be
+    /// used, and a token for a caller the application does not know are
+    /// refused before anything listens (exit 2).
+    #[cfg(feature = "http")]
+    #[test]
+    fn mcp_http_refuses_what_it_cannot_serve_safely() {
+        use toolcall_core::{Caller, Policy};
+
+        let run = |args: &[&str]| {
+            let app = App::new("shop", Registry::default(), Arc::new(()))
+                .callers([Caller::new("auditor", Policy::new())]);
+            let error = app.run_from(args.iter().copied()).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{error}");
+            error.to_string()
+        };
+        let open = run(&["shop", "mcp", "--http", "0.0.0.0:8808"]);
+        assert!(
+            open.starts_with("--http 0.0.0.0:8808 is not a loopback address")
+                && open.contains("--token-file"),
+            "{open}"
+        );
+        let v6 = run(&["shop", "mcp", "--http", "[2001:db8::1]:8808"]);
+        assert!(v6.contains("is not a loopback address"), "{v6}");
+
+        let dir = std::env::temp_dir().join(format!("toolcall-cli-mcp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let unknown = dir.join("unknown");
+        std::fs::write(&unknown, "agent-7 token-of-agent-7-0123456789\n").unwrap();
+        let error = run(&[
+            "shop",
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            unknown.to_str().unwrap(),
+        ]);
+        assert!(
+            error.contains("the caller `agent-7` is not one this application knows")
+                && !error.contains("token-of-agent-7"),
+            "{error}"
+        );
+        let short = dir.join("short");
+        std::fs::write(&short, "auditor too-short\n").unwrap();
+        let error = run(&[
+            "shop",
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            short.to_str().unwrap(),
+        ]);
+        assert!(
+            error.contains("line 1: a token needs at least 16 characters")
+                && !error.contains("too-short"),
+            "{error}"
+        );
+        let error = run(&[
+            "shop",
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--allow-origin",
+            "console.example.com",
+        ]);
+        assert!(error.contains("console.example.com"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The bound address's own host is allowed for a real non-loopback
+    /// bind, not for loopback (already allowed) nor for 0.0.0.0 (no
+    /// client names it).
+    #[cfg(feature = "http")]
+    #[test]
+    fn a_non_loopback_bind_allows_its_own_host() {
+        let args = McpArgs {
+            token_file: None,
+            ..McpArgs::default()
+        };
+        let hosts = |addr: &str, args: &McpArgs| {
+            http::http_options(args, addr.parse().unwrap()).map(|options| options.allowed_hosts)
+        };
+        assert_eq!(
+            hosts("127.0.0.1:8808", &args).unwrap(),
+            Vec::<String>::new()
+        );
+        let dir = std::env::temp_dir().join(format!("toolcall-cli-hosts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        std::fs::write(&file, "default token-of-the-desk-0123456789\n").unwrap();
+        let with_tokens = McpArgs {
+            token_file: Some(file),
+            allow_host: vec!["mcp.example.com".to_owned()],
+            ..McpArgs::default()
+        };
+        assert_eq!(
+            hosts("10.0.0.7:8808", &with_tokens).unwrap(),
+            ["mcp.example.com", "10.0.0.7"]
+        );
+        assert_eq!(
+            hosts("[2001:db8::1]:8808", &with_tokens).unwrap(),
+            ["mcp.example.com", "[2001:db8::1]"]
+        );
+        assert_eq!(
+            hosts("0.0.0.0:8808", &with_tokens).unwrap(),
+            ["mcp.example.com"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[cfg(feature = "inbox")]

@@ -37,14 +37,27 @@ impl Command {
     }
 
     /// The cargo feature of this crate the command needs, when this build
-    /// leaves it out: `mcp` for `mcp`, `inbox` for `serve`. Such a command
-    /// answers [`Error::MissingFeature`].
+    /// leaves it out: `mcp` for `mcp`, `http` for `mcp --http`, `inbox` for
+    /// `serve`. Such a command answers [`Error::MissingFeature`].
     pub fn missing_feature(&self) -> Option<&'static str> {
         match self {
             Command::Mcp(_) if !cfg!(feature = "mcp") => Some("mcp"),
+            Command::Mcp(args) if args.http.is_some() && !cfg!(feature = "http") => Some("http"),
             Command::Serve(_) if !cfg!(feature = "inbox") => Some("inbox"),
             _ => None,
         }
+    }
+
+    /// [`Error::MissingFeature`] for a command whose feature this build
+    /// leaves out ([`missing_feature`](Self::missing_feature)), naming the
+    /// command as it was given (`mcp --http` for `http`).
+    pub(crate) fn missing_feature_error(&self) -> Option<Error> {
+        let feature = self.missing_feature()?;
+        let command = match feature {
+            "http" => "mcp --http",
+            _ => self.name(),
+        };
+        Some(Error::MissingFeature { command, feature })
     }
 
     /// Runs a command that does not run tools, against the registry; the
@@ -104,11 +117,8 @@ impl Command {
         } = *context;
         // Without the `mcp` and `inbox` features, no command reads these.
         let _ = (program, audit);
-        if let Some(feature) = self.missing_feature() {
-            return Err(Error::MissingFeature {
-                command: self.name(),
-                feature,
-            });
+        if let Some(error) = self.missing_feature_error() {
+            return Err(error);
         }
         if let Some(line) = self.conversation_line(session, default_session) {
             eprintln!("{line}");
@@ -130,9 +140,19 @@ impl Command {
                     .name(program)
                     .wait_approval(std::time::Duration::from_secs(args.wait_approval))
                     .elicitation_approves(args.elicitation_approves);
-                toolcall_mcp::serve_stdio(dispatcher, options)
-                    .await
-                    .map_err(Error::Mcp)
+                match args.http {
+                    None => toolcall_mcp::serve_stdio(dispatcher, options)
+                        .await
+                        .map_err(Error::Mcp),
+                    #[cfg(feature = "http")]
+                    Some(addr) => crate::http::serve(dispatcher, options, args, addr).await,
+                    // Answered above: `missing_feature` names `http`.
+                    #[cfg(not(feature = "http"))]
+                    Some(_) => Err(Error::MissingFeature {
+                        command: "mcp --http",
+                        feature: "http",
+                    }),
+                }
             }
             other => other.run_static(dispatcher.registry(), dispatcher.default_caller().policy()),
         }

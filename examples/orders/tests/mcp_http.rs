@@ -1,0 +1,641 @@
+//! `orders mcp --http`: the MCP server over streamable HTTP, driven with
+//! raw HTTP requests as a client would send them (initialize, the session
+//! id rmcp gives, then `tools/list` and `tools/call`, answers framed as
+//! server-sent events). What is counted is read from the shop's own tables
+//! (`orders_refunds`), never from the answers alone.
+//!
+//! The Postgres test needs `TOOLCALL_POSTGRES_URL` (CI sets it); without
+//! it, it says loudly that it was skipped. It works in a database of its
+//! own and drops it.
+
+#[path = "support/fresh_database.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolcall::Store;
+use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+
+const TOKEN: &str = "token-of-the-support-desk-0123456789";
+
+/// A scratch directory of this test process, emptied first.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mcp-http-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A token file in `dir` giving [`TOKEN`] to the default caller.
+fn token_file(dir: &Path) -> PathBuf {
+    let path = dir.join("tokens");
+    std::fs::write(&path, format!("# the support desk\ndefault {TOKEN}\n")).unwrap();
+    path
+}
+
+// ------------------------------------------------------------------ server
+
+/// An `orders mcp --http 127.0.0.1:0` process, killed when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    /// What it printed on standard error before serving.
+    start: Vec<String>,
+}
+
+impl Server {
+    /// Starts `orders mcp --http 127.0.0.1:0` with `args`, and waits (at
+    /// most 60 s) for the line naming the address it serves.
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
+            .args(["mcp", "--http", "127.0.0.1:0", "--retry-backoff-ms", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the orders binary runs");
+        let stderr = child.stderr.take().unwrap();
+        let (lines, received) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut start = Vec::new();
+        loop {
+            match received.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    let served = line
+                        .split_once("http://")
+                        .map(|(_, rest)| rest.split(['/', ' ']).next().unwrap_or_default());
+                    start.push(line.clone());
+                    if let Some(addr) = served {
+                        let addr = addr.parse().unwrap_or_else(|_| panic!("{line}"));
+                        return Server { child, addr, start };
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("the server never said where it serves: {start:?}");
+                }
+            }
+        }
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ------------------------------------------------------------------ raw HTTP
+
+/// An HTTP answer: status, headers (lowercase names), body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC message of the body: the body itself, or the last
+    /// `data:` line of an event stream that holds one.
+    fn message(&self) -> Value {
+        if let Ok(value) = serde_json::from_str(&self.body) {
+            return value;
+        }
+        self.body
+            .lines()
+            .rev()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|value| value.get("jsonrpc").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC message in {self:?}"))
+    }
+}
+
+/// Sends one `POST /mcp` (HTTP/1.1, `Connection: close`) with `headers`
+/// besides `Host`, `Accept`, `Content-Type` and `Content-Length`, and reads
+/// the whole answer (at most 30 s).
+fn post(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // The server may answer before reading the body (and close).
+    let _ = stream.write_all(body.as_bytes());
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .expect("the server answers within 30 s");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The body of a chunked answer.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+const PROTOCOL: &str = "2025-11-25";
+
+/// An MCP client session on one server, over raw HTTP.
+struct Client {
+    addr: SocketAddr,
+    auth: String,
+    session: String,
+    next_id: u64,
+}
+
+impl Client {
+    /// `initialize` with [`TOKEN`], then `notifications/initialized`.
+    fn open(addr: SocketAddr) -> Client {
+        let auth = format!("Bearer {TOKEN}");
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "raw-http", "version": "1"}}});
+        let opened = post(addr, &[("Authorization", &auth)], &init.to_string());
+        assert_eq!(opened.status, 200, "{opened:?}");
+        assert_eq!(
+            opened.message()["result"]["serverInfo"]["name"],
+            "orders",
+            "{opened:?}"
+        );
+        let session = opened
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_owned();
+        let client = Client {
+            addr,
+            auth,
+            session,
+            next_id: 2,
+        };
+        let initialized = client.send(&json!({"jsonrpc": "2.0",
+            "method": "notifications/initialized"}));
+        assert_eq!(initialized.status, 202, "{initialized:?}");
+        client
+    }
+
+    fn send(&self, message: &Value) -> Answer {
+        post(
+            self.addr,
+            &[
+                ("Authorization", &self.auth),
+                ("Mcp-Session-Id", &self.session),
+                ("MCP-Protocol-Version", PROTOCOL),
+            ],
+            &message.to_string(),
+        )
+    }
+
+    /// A request's `result`.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let answer = self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method,
+            "params": params}));
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let message = answer.message();
+        assert_eq!(message["id"], id, "{message}");
+        message
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("no result: {message}"))
+    }
+
+    /// A tool call's result as the pipeline gave it (`structuredContent`),
+    /// checked against `isError`.
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let result = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        let structured = result["structuredContent"].clone();
+        assert_eq!(
+            result["isError"],
+            json!(structured["ok"] != json!(true)),
+            "{result}"
+        );
+        structured
+    }
+}
+
+fn refund(amount_cents: i64) -> Value {
+    json!({"order_id": "ORD-1001", "amount_cents": amount_cents, "currency": "BRL",
+           "reason": "damaged"})
+}
+
+/// `(rows, refunded cents)` of ORD-1001 in a SQLite file's refunds table.
+fn sqlite_refunds(path: &Path) -> (i64, i64) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM orders_refunds
+          WHERE order_id = 'ORD-1001'",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
+    .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A person's yes, as the inbox (`orders serve`) records it.
+fn yes() -> ApprovalDecision {
+    ApprovalDecision {
+        approved: true,
+        by: "ana".to_owned(),
+        note: "checked the photos".to_owned(),
+        edited_arguments: None,
+        decided_ms: now_ms(),
+    }
+}
+
+async fn decide<St: Store>(store: &St, id: &str) {
+    assert_eq!(
+        store.decide_approval(id, &yes(), now_ms()).await.unwrap(),
+        DecideOutcome::Decided
+    );
+}
+
+// ------------------------------------------------------------------ tests
+
+/// No token, or a wrong one: 401 before anything is read, and the shop
+/// refunded nothing.
+#[test]
+fn without_its_token_a_request_is_401_and_refunds_nothing() {
+    let dir = scratch("no-token");
+    let tokens = token_file(&dir);
+    let db = dir.join("shop.db");
+    let store = format!("sqlite:{}", db.display());
+    let server = Server::start(&[
+        "--store",
+        &store,
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--max-refund-cents",
+        "500000",
+    ]);
+    assert!(
+        server.start.last().unwrap().contains("tokens for: default"),
+        "{:?}",
+        server.start
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "refund_order", "arguments": refund(2590),
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let wrong = "Bearer token-of-nobody-0000000000000";
+    for headers in [vec![], vec![("Authorization", wrong)]] {
+        let answer = post(server.addr, &headers, &call.to_string());
+        assert_eq!(answer.status, 401, "{headers:?}: {answer:?}");
+        assert_eq!(answer.header("www-authenticate"), Some("Bearer"));
+    }
+    assert_eq!(sqlite_refunds(&db), (0, 0), "the shop refunded nothing");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tools/list` lists the tools `--allow` lets the caller use; a refund
+/// with a float amount is a tool error naming the field, and nothing is
+/// refunded.
+#[test]
+fn tools_list_lists_the_examples_tools_and_a_float_amount_is_a_tool_error() {
+    let dir = scratch("list");
+    let tokens = token_file(&dir);
+    let db = dir.join("shop.db");
+    let store = format!("sqlite:{}", db.display());
+    let server = Server::start(&[
+        "--store",
+        &store,
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--allow",
+        "get_order,refund_order,read_messages",
+    ]);
+    let mut client = Client::open(server.addr);
+    let listed = client.request("tools/list", json!({}));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_order", "refund_order", "read_messages"]);
+
+    let float = client.call(
+        "refund_order",
+        json!({"order_id": "ORD-1001", "amount_cents": 25.90, "currency": "BRL",
+               "reason": "damaged"}),
+    );
+    assert_eq!(float["ok"], false, "{float}");
+    assert_eq!(float["code"], "INVALID_ARGUMENTS", "{float}");
+    assert!(
+        float["message"].as_str().unwrap().contains("amount_cents"),
+        "{float}"
+    );
+    assert_eq!(sqlite_refunds(&db), (0, 0));
+
+    let order = client.call("get_order", json!({"order_id": "ORD-1001"}));
+    assert_eq!(order["ok"], true, "{order}");
+    assert_eq!(order["data"]["refunded_cents"], 0, "{order}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two `orders mcp --http` replicas with one `--session-id` over one store:
+/// a high-risk refund asked on A waits for a person; once the decision is
+/// in the store, the same call on B runs once, and on A is replayed; the
+/// shop holds one refund. Then A is killed (SIGKILL) and B serves on: a
+/// client of A that reconnects to B gets the refund replayed, not made
+/// again.
+fn two_replicas(
+    store: &str,
+    tokens: &Path,
+    decide_in_store: impl Fn(&str),
+    refunds: impl Fn() -> (i64, i64),
+) {
+    let args = [
+        "--store",
+        store,
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--session-id",
+        "desk-1",
+        "--approvals",
+        "inbox",
+    ];
+    let a = Server::start(&args);
+    let b = Server::start(&args);
+    assert!(
+        a.start
+            .iter()
+            .any(|line| line.contains("conversation: desk-1")),
+        "{:?}",
+        a.start
+    );
+    let mut on_a = Client::open(a.addr);
+    let mut on_b = Client::open(b.addr);
+
+    let asked = on_a.call("refund_order", refund(2590));
+    assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
+    let id = asked["confirmation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{asked}"))
+        .to_owned();
+    assert_eq!(
+        refunds(),
+        (0, 0),
+        "nothing refunded before a person says yes"
+    );
+
+    decide_in_store(&id);
+
+    let made = on_b.call("refund_order", refund(2590));
+    assert_eq!(made["ok"], true, "{made}");
+    assert!(made.get("replayed").is_none(), "{made}");
+    assert_eq!(refunds(), (1, 2590));
+
+    let again = on_a.call("refund_order", refund(2590));
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(
+        refunds(),
+        (1, 2590),
+        "one refund, whichever replica is asked"
+    );
+
+    // A dies; B serves on, and a client that was on A reconnects to B.
+    a.kill();
+    let order = on_b.call("get_order", json!({"order_id": "ORD-1001"}));
+    assert_eq!(order["ok"], true, "{order}");
+    assert_eq!(order["data"]["refunded_cents"], 2590, "{order}");
+    let mut moved = Client::open(b.addr);
+    let replayed = moved.call("refund_order", refund(2590));
+    assert_eq!(replayed["ok"], true, "{replayed}");
+    assert_eq!(replayed["replayed"], true, "{replayed}");
+    assert_eq!(refunds(), (1, 2590));
+    drop(b);
+}
+
+#[test]
+fn two_replicas_on_one_sqlite_file_refund_once_and_one_survives_the_others_kill() {
+    let dir = scratch("replicas");
+    let tokens = token_file(&dir);
+    let db = dir.join("shared.db");
+    let store = format!("sqlite:{}", db.display());
+    let runtime = runtime();
+    two_replicas(
+        &store,
+        &tokens,
+        |id| {
+            let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
+            runtime.block_on(decide(&store, id));
+        },
+        || sqlite_refunds(&db),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------------------------- Postgres
+
+fn postgres_url() -> Option<String> {
+    match std::env::var("TOOLCALL_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            // Straight to stderr, past the test harness's capture: loud.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; MCP over HTTP was NOT tested on \
+                 Postgres"
+            );
+            None
+        }
+    }
+}
+
+/// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
+async fn postgres_refunds(url: &str) -> (i64, i64) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connected = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let row = client
+        .query_one(
+            "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
+              WHERE order_id = 'ORD-1001'",
+            &[],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let _ = connected.await;
+    (row.get(0), row.get(1))
+}
+
+#[test]
+fn two_replicas_on_one_postgres_database_refund_once_and_one_survives_the_others_kill() {
+    let Some(url) = postgres_url() else { return };
+    let database = support::FreshDatabase::create(&url, "mcp_http");
+    let dir = scratch("replicas-postgres");
+    let tokens = token_file(&dir);
+    let runtime = runtime();
+    two_replicas(
+        &database.url,
+        &tokens,
+        |id| {
+            runtime.block_on(async {
+                let store = toolcall_postgres::PostgresStore::connect(&database.url)
+                    .await
+                    .unwrap();
+                decide(&store, id).await;
+            });
+        },
+        || runtime.block_on(postgres_refunds(&database.url)),
+    );
+    drop(database);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------------------------- refusals
+
+/// `orders` with `args`: it must fail with exit code 2; its standard error.
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    stderr
+}
+
+/// A bind other than loopback without tokens, a token for a caller
+/// `orders` does not have, and a short token are refused at start (exit
+/// 2), naming what is wrong and never the token.
+#[test]
+fn what_cannot_be_served_safely_is_refused_at_start() {
+    let stderr = refused(&["mcp", "--http", "0.0.0.0:0"]);
+    assert!(
+        stderr.contains("--http 0.0.0.0:0 is not a loopback address")
+            && stderr.contains("--token-file"),
+        "{stderr}"
+    );
+
+    let dir = scratch("refusals");
+    let unknown = dir.join("unknown");
+    std::fs::write(&unknown, format!("agent-7 {TOKEN}\n")).unwrap();
+    let stderr = refused(&[
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        "--token-file",
+        unknown.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr.contains("the caller `agent-7` is not one this application knows")
+            && stderr.contains("`default`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+
+    let short = dir.join("short");
+    std::fs::write(&short, "default short-token\n").unwrap();
+    let stderr = refused(&[
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        "--token-file",
+        short.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr.contains("line 1") && stderr.contains("at least 16 characters"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("short-token"), "{stderr}");
+
+    let stderr = refused(&["mcp", "--token-file", short.to_str().unwrap()]);
+    assert!(stderr.contains("--http"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
