@@ -705,7 +705,11 @@
 //! application that wants `replay` and `definitions` only leave out rmcp,
 //! axum and the database drivers. `toolcall-mcp` serves the tools over the
 //! Model Context Protocol on [rmcp](https://docs.rs/rmcp), every call through
-//! the pipeline.
+//! the pipeline: on standard input and output, or (`mcp --http
+//! 127.0.0.1:8808`, the `http` feature) over streamable HTTP at `/mcp`,
+//! where `--token-file` lines `CALLER TOKEN` make each token's caller the
+//! pipeline's caller, a non-loopback address needs tokens, and `Host` and
+//! `Origin` are checked against DNS rebinding.
 //!
 //! # Guardrails
 //!
