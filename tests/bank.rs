@@ -473,10 +473,12 @@ async fn a_dry_run_over_a_limit_says_it_would_be_refused_and_why() {
     assert_eq!(dry.data["would"], "be_refused");
     assert_eq!(dry.data["refusal"]["code"], "POLICY_LIMIT");
     assert!(dry.message.contains("would be refused"), "{}", dry.message);
-    let real = d
-        .execute(Call::new("wire_abroad", over).session("s"))
-        .await;
-    assert_eq!(real.code, Code::PolicyLimit, "the real call meets what the dry run said");
+    let real = d.execute(Call::new("wire_abroad", over).session("s")).await;
+    assert_eq!(
+        real.code,
+        Code::PolicyLimit,
+        "the real call meets what the dry run said"
+    );
     assert_eq!(pending(&d).await, 0);
     assert_eq!(bank.wires.load(Ordering::SeqCst), 0);
 }

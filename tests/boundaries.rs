@@ -36,7 +36,6 @@ impl Ledger {
         self.writes.lock().unwrap().len()
     }
 
-
     fn keys(&self) -> HashMap<String, usize> {
         let mut keys = HashMap::new();
         for (key, _) in self.writes.lock().unwrap().iter() {

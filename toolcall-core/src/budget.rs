@@ -71,7 +71,15 @@ pub(crate) fn fit(
         .chain(MEMBER_CAPS.into_iter().map(|members| (8, 1, members)));
     let mut smallest = Map::new();
     for (strings, arrays, members) in caps {
-        let candidate = shrunk(&original, protected, Caps { strings, arrays, members });
+        let candidate = shrunk(
+            &original,
+            protected,
+            Caps {
+                strings,
+                arrays,
+                members,
+            },
+        );
         if size(&candidate) <= max_bytes {
             *data = candidate;
             return Some(Fitted { before, fits: true });
@@ -79,7 +87,10 @@ pub(crate) fn fit(
         smallest = candidate;
     }
     *data = smallest;
-    Some(Fitted { before, fits: false })
+    Some(Fitted {
+        before,
+        fits: false,
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -119,7 +130,10 @@ fn shrink(value: &mut Value, caps: Caps) {
             let chars = text.chars().count();
             if chars > caps.strings {
                 let head: String = text.chars().take(caps.strings).collect();
-                *text = format!("{head}…[cut {} of {chars} characters]", chars - caps.strings);
+                *text = format!(
+                    "{head}…[cut {} of {chars} characters]",
+                    chars - caps.strings
+                );
             }
         }
         Value::Array(items) => {
@@ -198,7 +212,10 @@ mod tests {
             let messages = data["messages"].as_array().unwrap();
             assert!(!messages.is_empty(), "{budget}: the first item stays");
             let head = messages[0]["text"].as_str().unwrap();
-            assert!(head.starts_with("a custo"), "{budget}: the head stays: {head}");
+            assert!(
+                head.starts_with("a custo"),
+                "{budget}: the head stays: {head}"
+            );
         }
     }
 

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
 use super::Approvals;
-use super::messages::{Details, Failure};
 use super::execute::{Asked, IN_DOUBT};
+use super::messages::{Details, Failure};
 use super::prepared::{Approval, Stage};
 use super::{Dispatcher, call_span};
 use crate::parse::Arguments;

@@ -102,7 +102,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 /// A dry run's answer where the real call would be refused: `DRY_RUN`,
 /// `data.would: "be_refused"`, and the refusal the real call would get
 /// (its code, message and data) in `data.refusal`.
-fn would_be_refused(name: &'static str, prepared: &Prepared<'_>, refused: ToolResult) -> ToolResult {
+fn would_be_refused(
+    name: &'static str,
+    prepared: &Prepared<'_>,
+    refused: ToolResult,
+) -> ToolResult {
     let mut refusal = Map::new();
     refusal.insert("code".into(), Value::from(refused.code.as_str()));
     refusal.insert("message".into(), Value::from(refused.message.as_str()));

@@ -17,10 +17,10 @@ use super::messages::{Details, Failure};
 use super::prepared::{Prepared, Stage};
 use super::retry::{Retry, Waiting};
 use crate::args::Members;
-use crate::error::ToolError;
-use crate::result::{Code, Data, ToolResult};
 use crate::canonical::digest;
+use crate::error::ToolError;
 use crate::policy::Caller;
+use crate::result::{Code, Data, ToolResult};
 use crate::store::{
     AskApproval, Binding, Claim, Key, PendingApproval, RecordedOutcome, Store, StoreError,
     TakeApproval, now_ms,
@@ -175,9 +175,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let (spec, name) = (call.spec, call.spec.name());
         if spec.reconciles() {
             return match self.reconcile(spec, cx).await {
-                Reconciled::Done(data) => Settled::Answer(
-                    self.complete(spec, call.key, call.arguments, data).await,
-                ),
+                Reconciled::Done(data) => {
+                    Settled::Answer(self.complete(spec, call.key, call.arguments, data).await)
+                }
                 Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),
                 Reconciled::Unknown => {
                     Settled::Answer(Err(self.fail_in_doubt(Code::UpstreamUnavailable, name)))

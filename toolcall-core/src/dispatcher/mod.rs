@@ -851,7 +851,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 text.len()
             );
         }
-        let protected: &[&str] = if result.ok { &[] } else { &crate::budget::CONTROL };
+        let protected: &[&str] = if result.ok {
+            &[]
+        } else {
+            &crate::budget::CONTROL
+        };
         let mut data = serde_json::Map::clone(&result.data);
         let fitted = crate::budget::fit(&mut data, budget, protected, |data| {
             let mut probe = probe.clone();
