@@ -160,7 +160,20 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
     );
     for span in &calls {
         assert_eq!(field(span, "gen_ai.operation.name"), Some("execute_tool"));
+        assert_eq!(field(span, "otel.kind"), Some("internal"));
+        assert_eq!(field(span, "gen_ai.tool.type"), Some("function"));
+        let tool = field(span, "gen_ai.tool.name").unwrap();
+        assert_eq!(
+            field(span, "otel.name").map(str::to_owned),
+            Some(format!("execute_tool {tool}")),
+            "the span's name, as OpenTelemetry's GenAI conventions write it"
+        );
     }
+    assert!(
+        field(calls[0], "gen_ai.tool.description").is_some_and(|d| d.contains("order")),
+        "{:?}",
+        calls[0]
+    );
     let summary: Vec<(Option<&str>, Option<&str>, Option<&str>)> = calls
         .iter()
         .map(|s| {
@@ -233,4 +246,24 @@ fn what_the_pipeline_logs_is_inside_the_calls_span() {
             "{message:?} is logged in the refund's span"
         );
     }
+}
+
+#[test]
+fn a_made_up_tool_name_is_cut_in_the_span_too() {
+    let capture = Capture::default();
+    let spans = Arc::clone(&capture.spans);
+    let name = "t".repeat(1 << 20);
+    captured(capture, || async {
+        let dispatcher = dispatcher(Arc::new(Shop::new()));
+        let unknown = dispatcher
+            .execute(Call::new(&name, "{}").session("default"))
+            .await;
+        assert_eq!(unknown.code.as_str(), "UNKNOWN_TOOL");
+    });
+    let spans = spans.lock().unwrap();
+    let span = spans.iter().find(|s| s.name == "execute_tool").unwrap();
+    let recorded = field(span, "gen_ai.tool.name").unwrap();
+    assert!(recorded.len() <= 256, "{} bytes", recorded.len());
+    assert!(field(span, "otel.name").unwrap().len() <= 256 + 13);
+    assert_eq!(field(span, "gen_ai.tool.description"), None);
 }

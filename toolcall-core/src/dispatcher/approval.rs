@@ -201,7 +201,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     {
         let started = Instant::now();
         let at_ms = crate::store::now_ms();
-        let span = call_span(decision.tool, None);
+        let span = call_span(
+            decision.tool,
+            decision.tool.and_then(|tool| self.registry.get(tool)),
+            None,
+        );
         let binding = Binding {
             session: decision.session,
             caller: caller.id(),
@@ -220,6 +224,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Ok(TakeApproval::Taken(pending)) => {
                     // The decision may not name the tool; the approval does.
                     span.record("gen_ai.tool.name", pending.tool.as_str());
+                    if span.has_field("otel.name") {
+                        span.record("otel.name", format!("execute_tool {}", pending.tool));
+                    }
+                    if let Some(spec) = self.registry.get(&pending.tool) {
+                        span.record("gen_ai.tool.description", spec.description());
+                    }
                     let result = match then(pending.clone()).await {
                         Ok(result) | Err(result) => result,
                     };

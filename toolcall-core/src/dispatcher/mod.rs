@@ -696,7 +696,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let call_id = call
             .call_id
             .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES));
-        let span = call_span(Some(call.tool), call_id.as_deref());
+        let span = call_span(Some(call.tool), spec, call_id.as_deref());
         let call = match (call.named, self.settings.default_session.as_deref()) {
             (true, _) => call,
             (false, Some(session)) => call.session(session),
@@ -887,11 +887,26 @@ async fn in_span<T>(span: &tracing::Span, mut work: Pin<&mut impl Future<Output 
 /// One span a call, with OpenTelemetry's GenAI attribute names; `error.type`
 /// is recorded with the code when the call is not ok. A host's decision on a
 /// pending approval records the tool once the approval is found.
-fn call_span(tool: Option<&str>, call_id: Option<&str>) -> tracing::Span {
+fn call_span(
+    tool: Option<&str>,
+    spec: Option<&ToolSpec>,
+    call_id: Option<&str>,
+) -> tracing::Span {
+    // The name the model sent may be anything: cut, like every echo of it.
+    let tool = tool.map(|name| crate::echo::cut(name, MAX_NAME_ECHO));
+    let tool = tool.as_deref();
+    // The fields are evaluated only when a subscriber wants the span.
     tracing::info_span!(
         "execute_tool",
+        otel.name = tool.map_or_else(
+            || "execute_tool".to_owned(),
+            |name| format!("execute_tool {name}")
+        ),
+        otel.kind = "internal",
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = tool,
+        gen_ai.tool.type = "function",
+        gen_ai.tool.description = spec.map(ToolSpec::description),
         gen_ai.tool.call.id = call_id,
         error.type = tracing::field::Empty,
     )
