@@ -353,7 +353,9 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.call(request, context).await)
+        use tracing::Instrument as _;
+        let span = call_span(&request, &context);
+        Ok(self.call(request, context).instrument(span).await)
     }
 
     /// An unknown method. rmcp's default answer repeats the whole method
@@ -373,6 +375,39 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
             None,
         ))
     }
+}
+
+/// The server's span of one `tools/call`, as OpenTelemetry's MCP
+/// conventions name it: `tools/call {tool}`, kind server, with the method,
+/// the JSON-RPC request id, the protocol version the client speaks and the
+/// W3C trace context the client sent in `_meta` (`traceparent`, bounded),
+/// which an OpenTelemetry layer continues. The pipeline's `execute_tool`
+/// span is its child. Its fields are evaluated only when a subscriber wants
+/// it.
+fn call_span(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> tracing::Span {
+    let tool = cut(request.name.as_ref(), MAX_NAME_ECHO);
+    let meta_text = |key: &str| {
+        context
+            .meta
+            .get(key)
+            .or_else(|| request.meta.as_ref().and_then(|meta| meta.get(key)))
+            .and_then(Value::as_str)
+            .map(|text| cut(text, 256).into_owned())
+    };
+    tracing::info_span!(
+        "tools/call",
+        otel.name = format!("tools/call {tool}"),
+        otel.kind = "server",
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = %tool,
+        jsonrpc.request.id = %context.id,
+        mcp.protocol.version = context
+            .peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string()),
+        traceparent = meta_text("traceparent"),
+        tracestate = meta_text("tracestate"),
+    )
 }
 
 /// The arguments of a call as JSON text, for the pipeline to parse
