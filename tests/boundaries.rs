@@ -700,3 +700,45 @@ async fn an_approval_id_from_another_conversation_runs_nothing_whatever_the_host
     assert!(own.ok, "{own:?}");
     assert_eq!(ledger.writes(), 1);
 }
+
+#[tokio::test]
+async fn a_persons_recorded_denial_stands_over_the_hosts_confirmed_without_an_id() {
+    let ledger = Arc::new(Ledger::default());
+    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let id = asked(&d).await;
+    d.store()
+        .decide_approval(&id, &decision(false), now_ms())
+        .await
+        .unwrap();
+    // The host brings no id, only its say-so: the person said no.
+    let overridden = d
+        .execute(Call::new("wire", WIRE).session(CHAT).confirmed(true))
+        .await;
+    assert_eq!(overridden.code, Code::ConfirmationDenied, "{overridden:?}");
+    assert_eq!(ledger.writes(), 0);
+    // An edit, likewise, runs in place of the call the host confirmed.
+    let other = r#"{"cents": 800}"#;
+    let asked = d.execute(Call::new("wire", other).session(CHAT)).await;
+    let id = asked.confirmation_id.unwrap();
+    let mut edited = decision(true);
+    edited.edited_arguments = Some(json!({"cents": 80}));
+    d.store()
+        .decide_approval(&id, &edited, now_ms())
+        .await
+        .unwrap();
+    let ran = d
+        .execute(Call::new("wire", other).session(CHAT).confirmed(true))
+        .await;
+    assert!(ran.ok && ran.data["edited_by_person"] == true, "{ran:?}");
+    assert_eq!(ledger.writes.lock().unwrap()[0].1, "80");
+    // With no decision recorded, the host's confirmation runs the call.
+    let plain = d
+        .execute(
+            Call::new("wire", r#"{"cents": 5}"#)
+                .session(CHAT)
+                .confirmed(true),
+        )
+        .await;
+    assert!(plain.ok, "{plain:?}");
+    assert_eq!(ledger.writes(), 2);
+}

@@ -162,9 +162,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let approval = self.approval_of(call, in_doubt);
         // A call that needs a person and brings no id (an MCP client cannot
         // bring one back) learns a decision a person already recorded on
-        // this exact call, as if it had brought its id.
+        // this exact call, as if it had brought its id; and a person's
+        // decision on it stands over the host's `confirmed` too.
         let decided = match approval {
-            Approval::None if !call.dry_run && (prepared.spec.high_risk() || tainted.is_some()) => {
+            Approval::None | Approval::Given
+                if !call.dry_run && (prepared.spec.high_risk() || tainted.is_some()) =>
+            {
                 Box::pin(self.decided_for(&mut prepared)).await?
             }
             _ => None,
