@@ -457,7 +457,7 @@
 //! person and brings no id (an MCP client cannot bring one back) is the same
 //! question as before: an identical call in the same conversation, from any
 //! process, gets the same pending approval and its id, and carries out the
-//! decision once a person made it. A conversation holds at most
+//! decision once a person made it, whatever the host's `confirmed` says. A conversation holds at most
 //! [`Settings::max_pending_approvals`] open questions (`PENDING_LIMIT`
 //! after that), so a looping agent cannot bury the others' in the inbox.
 //!
