@@ -384,7 +384,10 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
 /// which an OpenTelemetry layer continues. The pipeline's `execute_tool`
 /// span is its child. Its fields are evaluated only when a subscriber wants
 /// it.
-fn call_span(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> tracing::Span {
+fn call_span(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> tracing::Span {
     let tool = cut(request.name.as_ref(), MAX_NAME_ECHO);
     let meta_text = |key: &str| {
         context

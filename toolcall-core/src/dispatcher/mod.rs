@@ -887,11 +887,7 @@ async fn in_span<T>(span: &tracing::Span, mut work: Pin<&mut impl Future<Output 
 /// One span a call, with OpenTelemetry's GenAI attribute names; `error.type`
 /// is recorded with the code when the call is not ok. A host's decision on a
 /// pending approval records the tool once the approval is found.
-fn call_span(
-    tool: Option<&str>,
-    spec: Option<&ToolSpec>,
-    call_id: Option<&str>,
-) -> tracing::Span {
+fn call_span(tool: Option<&str>, spec: Option<&ToolSpec>, call_id: Option<&str>) -> tracing::Span {
     // The name the model sent may be anything: cut, like every echo of it.
     let tool = tool.map(|name| crate::echo::cut(name, MAX_NAME_ECHO));
     let tool = tool.as_deref();
