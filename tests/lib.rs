@@ -639,6 +639,7 @@ async fn decisions(store: &impl Store, other: &impl Store, now: u64) {
         code: "OK".into(),
         replayed: false,
         at_ms: now + 4,
+        answer: Some(result(7)),
     };
     other.settle_approval("q1", &came).await.unwrap();
     assert_eq!(

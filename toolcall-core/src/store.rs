@@ -183,6 +183,12 @@ pub struct ApprovalResult {
     pub replayed: bool,
     /// When the call was answered, in milliseconds since the Unix epoch.
     pub at_ms: u64,
+    /// The whole answer, as the model was given it (within the output
+    /// budget): what a durable task that waited for this approval completes
+    /// with, on any replica and after a restart. `None` in records written
+    /// before the answer was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<ToolResult>,
 }
 
 /// An approval as the store keeps it, with its life after the question:

@@ -239,6 +239,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             code: result.code.as_str().to_owned(),
             replayed: result.replayed,
             at_ms: now_ms(),
+            answer: Some(result.clone()),
         };
         if let Err(error) = self.store.settle_approval(id, &came).await {
             tracing::warn!(approval = id, %error, "what came of an approval could not be recorded");
