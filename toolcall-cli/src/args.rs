@@ -64,6 +64,102 @@ pub enum Command {
     /// With `--audit FILE`, its metrics page charts that audit log.
     #[cfg_attr(not(feature = "inbox"), command(hide = true))]
     Serve(ServeArgs),
+    /// Runs an agent loop against a model server: sends the prompt and the
+    /// tools the caller may use, runs every tool call the model makes
+    /// through the pipeline (parallel calls in the model's order), answers
+    /// each call id with the pipeline's text, asks for approvals, and stops
+    /// at the model's text answer or after `--max-turns` requests. Prints
+    /// the transcript.
+    ///
+    /// `--provider openai` (the default) talks to any OpenAI-compatible
+    /// Chat Completions server (`--base-url http://127.0.0.1:8080/v1` for a
+    /// local llama.cpp, Ollama or vLLM server; the key from
+    /// OPENAI_API_KEY when set), with the tools as strict function
+    /// definitions; `--provider anthropic` to an Anthropic-compatible
+    /// Messages one (`--base-url https://api.anthropic.com`; the key from
+    /// ANTHROPIC_API_KEY). The model is `--model`'s, or LLM_MODEL's.
+    /// The conversation is `--session-id`'s, or the application's default.
+    ///
+    /// `agent --serve-script FILE` serves a scripted model instead (a JSON
+    /// file of the model's turns; see toolcall-cli's `agent::script`), for
+    /// trying the loop without a key.
+    ///
+    /// Exit codes: 0 with the model's answer, 3 when the model server
+    /// cannot be used (down, an HTTP error, an answer that is not a
+    /// completion), 4 when the model made no answer within `--max-turns`,
+    /// 2 for the other errors.
+    #[cfg_attr(not(feature = "agent"), command(hide = true))]
+    Agent(AgentArgs),
+}
+
+/// `agent`'s arguments.
+#[derive(Clone, Debug, Args)]
+pub struct AgentArgs {
+    /// What the person asks.
+    #[arg(value_name = "PROMPT", required_unless_present = "serve_script")]
+    pub prompt: Option<String>,
+    /// The API's base URL: for `openai`, the one `/chat/completions` is
+    /// added to (`http://127.0.0.1:8080/v1`); for `anthropic`, the one
+    /// `/v1/messages` is added to (`https://api.anthropic.com`).
+    #[arg(long, value_name = "URL", required_unless_present = "serve_script")]
+    pub base_url: Option<String>,
+    /// The model; LLM_MODEL when not given.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The API the server speaks.
+    #[arg(long, value_enum, default_value = "openai")]
+    pub provider: AgentProvider,
+    /// A system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Requests to the model at most; without a text answer by then, the
+    /// loop stops with exit code 4.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: u32,
+    /// The most tokens the model may write in one answer.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_tokens: u32,
+    /// Seconds one request to the model may take.
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+    /// Approve the calls that wait for a person without asking (in host
+    /// mode; with no terminal and without it, the model reads that the call
+    /// waits for a person).
+    #[arg(long)]
+    pub yes: bool,
+    /// With `--approvals inbox`: wait up to this many seconds for a
+    /// person's decision in the inbox (`serve`, over the same `--store`),
+    /// then make the call again with its approval. 0, the default, answers
+    /// the model at once that the call waits for a person.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub wait_approval: u64,
+    /// Print one JSON object at the end instead of the transcript:
+    /// `{"answer", "error", "messages"}`, the messages as last sent.
+    #[arg(long)]
+    pub json: bool,
+    /// Serve a scripted model from this JSON file instead of running the
+    /// loop: an OpenAI- and Anthropic-compatible server that plays the
+    /// file's turns and records the requests it got (`GET /requests`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "base_url"])]
+    pub serve_script: Option<PathBuf>,
+    /// With `--serve-script`: the address to listen on (port 0 picks a
+    /// free one; the address is printed at start).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8090",
+        requires = "serve_script"
+    )]
+    pub listen: SocketAddr,
+}
+
+/// `agent --provider`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentProvider {
+    /// OpenAI Chat Completions, or a server compatible with it.
+    Openai,
+    /// Anthropic Messages, or a server compatible with it.
+    Anthropic,
 }
 
 /// `mcp`'s arguments.

@@ -47,6 +47,15 @@ pub enum Error {
     },
     /// The inbox (`serve`) could not start, or stopped.
     Serve(String),
+    /// `agent`: the model server could not be used (down, an HTTP error,
+    /// an answer that is not a completion).
+    Model(String),
+    /// `agent`: the model made no text answer within `--max-turns`
+    /// requests.
+    NoAnswer {
+        /// The requests made.
+        turns: u32,
+    },
     /// The command line could not be parsed, or asked for `--help` or
     /// `--version`: clap's own message, printed by [`exit`].
     Usage(clap::Error),
@@ -60,10 +69,14 @@ impl Error {
 
     /// The process's exit code for this error: 1 for a breaking contract
     /// change, clap's code for [`Usage`](Error::Usage) (0 for `--help` and
-    /// `--version`, 2 for a malformed command line), 2 otherwise.
+    /// `--version`, 2 for a malformed command line), 3 when the model
+    /// server cannot be used ([`Model`](Error::Model)), 4 when the model
+    /// made no answer in time ([`NoAnswer`](Error::NoAnswer)), 2 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Breaking { .. } | Error::Stale { .. } => 1,
+            Error::Model(_) => 3,
+            Error::NoAnswer { .. } => 4,
             Error::Usage(error) => u8::try_from(error.exit_code()).unwrap_or(2),
             _ => 2,
         }
@@ -95,6 +108,12 @@ impl fmt::Display for Error {
                 "`{command}` is not in this build: it needs toolcall-cli's `{feature}` feature"
             ),
             Error::Serve(error) => write!(f, "the inbox: {error}"),
+            Error::Model(error) => f.write_str(error),
+            Error::NoAnswer { turns } => write!(
+                f,
+                "the model made no answer in {turns} request(s): it kept calling tools; \
+                 raise --max-turns, or look at the transcript"
+            ),
             Error::Usage(error) => write!(f, "{}", error.render()),
         }
     }

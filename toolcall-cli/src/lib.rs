@@ -1,6 +1,6 @@
 //! The command line an application gets from its toolcall registry.
 //!
-//! Seven subcommands, in [`Command`]:
+//! Eight subcommands, in [`Command`]:
 //!
 //! | command | needs | does |
 //! |---|---|---|
@@ -12,6 +12,7 @@
 //! | `mcp [--wait-approval SECS] [--elicitation-approves]` | a dispatcher (feature `mcp`) | serves the tools over MCP on standard input and output: every connection in `--session-id`'s conversation, or each in its own without it |
 //! | `mcp --http ADDR [--token-file PATH] [--allow-host HOST] [--allow-origin URL]` | a dispatcher (feature `http`) | the same server over MCP's streamable HTTP at `http://ADDR/mcp` (`toolcall_mcp::http`): each token's caller is the pipeline's caller; without tokens, loopback clients only; a non-loopback `ADDR` needs `--token-file` |
 //! | `serve [--listen ADDR] [--token-file PATH]` | a dispatcher, its store shared (feature `inbox`) | the approval inbox (`toolcall-inbox`): a web page where a person decides the pending approvals of every process that shares the store |
+//! | `agent --base-url URL [--model NAME] [--provider openai\|anthropic] [--yes] "PROMPT"` | a dispatcher (feature `agent`) | the whole agent loop against an OpenAI-compatible (or Anthropic-compatible) server, every tool call through the pipeline (the module `agent`, with the feature); `agent --serve-script FILE` serves a scripted model for it |
 //!
 //! An application with no command line of its own takes all of it from
 //! [`App`]. Its code's policy is the ceiling: `--allow TOOL,...` and
@@ -51,7 +52,7 @@
 //!
 //! # Features
 //!
-//! All on by default. Without them (`default-features = false`) the crate
+//! All on by default but `agent`. Without them (`default-features = false`) the crate
 //! pulls neither rmcp, nor axum, nor a database driver.
 //!
 //! | feature | brings | without it |
@@ -61,11 +62,14 @@
 //! | `inbox` | `serve` (axum, through `toolcall-inbox`) | `serve` answers [`Error::MissingFeature`] |
 //! | `sqlite` | `--store sqlite:PATH` (`toolcall-sqlite`, SQLite bundled) | the value is refused, naming the feature |
 //! | `postgres` | `--store postgres://...` (`toolcall-postgres`) | the value is refused, naming the feature |
+//! | `agent` (off by default) | `agent` (async-openai, reqwest with rustls over ring, and axum for `--serve-script`) | `agent` answers [`Error::MissingFeature`] |
 //!
 //! The commands stay in [`Command`] whatever the features (an application's
 //! `match` on it compiles under any of them); one whose feature is left out
 //! is hidden from `--help` and answers an error naming the feature.
 
+#[cfg(feature = "agent")]
+pub mod agent;
 mod app;
 mod args;
 mod contract;
@@ -82,7 +86,10 @@ mod serve;
 mod store;
 
 pub use app::App;
-pub use args::{Command, DefinitionsArgs, LockArgs, McpArgs, ReplayArgs, ReportArgs, ServeArgs};
+pub use args::{
+    AgentArgs, AgentProvider, Command, DefinitionsArgs, LockArgs, McpArgs, ReplayArgs, ReportArgs,
+    ServeArgs,
+};
 pub use error::{Error, exit};
 pub use policy::{allowlist, every_tool, narrow};
 pub use run::{Context, DEFAULT_CONVERSATION};

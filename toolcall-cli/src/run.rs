@@ -19,7 +19,7 @@ impl Command {
     pub fn runs_tools(&self) -> bool {
         matches!(
             self,
-            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_)
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) | Command::Agent(_)
         )
     }
 
@@ -33,6 +33,7 @@ impl Command {
             Command::Check(_) => "check",
             Command::Mcp(_) => "mcp",
             Command::Serve(_) => "serve",
+            Command::Agent(_) => "agent",
         }
     }
 
@@ -44,6 +45,7 @@ impl Command {
             Command::Mcp(_) if !cfg!(feature = "mcp") => Some("mcp"),
             Command::Mcp(args) if args.http.is_some() && !cfg!(feature = "http") => Some("http"),
             Command::Serve(_) if !cfg!(feature = "inbox") => Some("inbox"),
+            Command::Agent(_) if !cfg!(feature = "agent") => Some("agent"),
             _ => None,
         }
     }
@@ -69,7 +71,9 @@ impl Command {
             Command::Report(args) => report(registry, args),
             Command::Lock(args) => write_lock(registry, &args.file),
             Command::Check(args) => check(registry, &args.file),
-            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) => Err(Error::NeedsDispatcher),
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) | Command::Agent(_) => {
+                Err(Error::NeedsDispatcher)
+            }
         }
     }
 
@@ -128,6 +132,11 @@ impl Command {
                 let session = session.unwrap_or(default_session);
                 replay(&dispatcher, session, args).await
             }
+            #[cfg(feature = "agent")]
+            Command::Agent(args) => {
+                let session = session.unwrap_or(default_session);
+                crate::agent::agent(&dispatcher, session, args).await
+            }
             #[cfg(feature = "inbox")]
             Command::Serve(args) => crate::serve::serve(program, dispatcher, args, audit).await,
             #[cfg(feature = "mcp")]
@@ -164,10 +173,11 @@ impl Command {
     /// where it came from. `None` for the other commands.
     pub fn conversation_line(&self, session: Option<&str>, default: &str) -> Option<String> {
         let line = match (self, session) {
-            (Command::Replay(_), Some(session)) => {
+            (Command::Agent(args), _) if args.serve_script.is_some() => return None,
+            (Command::Replay(_) | Command::Agent(_), Some(session)) => {
                 format!("conversation: {session} (--session-id)")
             }
-            (Command::Replay(_), None) => {
+            (Command::Replay(_) | Command::Agent(_), None) => {
                 format!("conversation: {default} (default; --session-id names another)")
             }
             (Command::Mcp(_), Some(session)) => format!(

@@ -1,0 +1,465 @@
+//! `orders agent`: the whole loop against a scripted OpenAI-compatible (and
+//! Anthropic-compatible) model on the loopback, and what the project sent
+//! back to it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use toolcall_cli::agent::script::{Script, ScriptServer};
+
+/// A script served on its own thread (a runtime of its own), for the
+/// length of the test.
+fn serve(script: Value) -> ScriptServer {
+    let script = Script::from_json(&script.to_string()).expect("a script");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let server = script.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            sender.send(server).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    receiver.recv().unwrap()
+}
+
+fn orders(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orders"));
+    command
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("LLM_MODEL")
+        .stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("the orders binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A fresh SQLite file for the store and the shop.
+fn fresh_store(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("orders-agent-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("shop.db")
+}
+
+/// The refunds the shop in `path` applied.
+fn refunds_applied(path: &PathBuf) -> u64 {
+    let shop = orders::Shop::open_sqlite(path).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(shop.refund_count())
+        .unwrap()
+}
+
+const REFUND_IN_REAIS: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 25.90, "currency": "BRL", "reason": "damaged"}"#;
+const REFUND_IN_CENTS: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
+
+/// The conversation: a lookup and a refund in reais in one message, the
+/// corrected refund (a person approves it), its retry, the answer.
+fn conversation() -> Value {
+    json!({
+        "model": "scripted-model",
+        "turns": [
+            {"content": "Let me look the order up and refund it.",
+             "tool_calls": [
+                {"id": "call_lookup", "name": "get_order", "arguments": {"order_id": "ORD-1001"}},
+                {"id": "call_refund_1", "name": "refund_order", "arguments": REFUND_IN_REAIS}
+             ]},
+            {"tool_calls": [{"id": "call_refund_2", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
+            {"tool_calls": [{"id": "call_refund_3", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
+            {"content": "I refunded R$ 25.90 on ORD-1001."}
+        ]
+    })
+}
+
+/// The tool messages at the end of a request, after its last assistant
+/// message: `(tool_call_id, the result)`.
+fn tool_answers(request: &Value) -> Vec<(String, Value)> {
+    let messages = request["body"]["messages"].as_array().unwrap();
+    let last_assistant = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .unwrap();
+    messages[last_assistant + 1..]
+        .iter()
+        .map(|m| {
+            assert_eq!(m["role"], "tool", "{m}");
+            let result: Value = serde_json::from_str(m["content"].as_str().unwrap()).unwrap();
+            (m["tool_call_id"].as_str().unwrap().to_owned(), result)
+        })
+        .collect()
+}
+
+#[test]
+fn the_loop_answers_every_call_in_order_and_refunds_once() {
+    let server = serve(conversation());
+    let store = fresh_store("openai");
+    let store_arg = format!("sqlite:{}", store.display());
+    let output = orders(
+        &[
+            "agent",
+            "--base-url",
+            &server.openai_base_url(),
+            "--yes",
+            "--store",
+            &store_arg,
+            "--retry-backoff-ms",
+            "0",
+            "Refund the damaged item of ORD-1001.",
+        ],
+        &[
+            ("LLM_MODEL", "model-from-env"),
+            ("OPENAI_API_KEY", "sk-test-key"),
+        ],
+    );
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout.contains("I refunded R$ 25.90 on ORD-1001."),
+        "{stdout}"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "one request per turn: {requests:#?}");
+    for request in &requests {
+        assert_eq!(request["path"], "/v1/chat/completions");
+        assert_eq!(request["body"]["model"], "model-from-env");
+        assert_eq!(request["headers"]["authorization"], "Bearer sk-test-key");
+    }
+
+    // Strict function definitions, for the tools the caller may use.
+    let tools = requests[0]["body"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_order", "refund_order"]);
+    for tool in tools {
+        assert_eq!(tool["type"], "function");
+        assert_eq!(tool["function"]["strict"], true, "{tool}");
+        let parameters = &tool["function"]["parameters"];
+        assert_eq!(parameters["additionalProperties"], false, "{tool}");
+        let properties: Vec<&String> = parameters["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        let required: Vec<&str> = parameters["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            properties.len(),
+            required.len(),
+            "every property required: {tool}"
+        );
+    }
+    assert_eq!(requests[0]["body"]["messages"][0]["role"], "user");
+
+    // Two calls in one message: one tool message per call id, in the
+    // model's order, right after the assistant message that made them.
+    let first = tool_answers(&requests[1]);
+    let ids: Vec<&str> = first.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["call_lookup", "call_refund_1"]);
+    let assistant = &requests[1]["body"]["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        assistant["tool_calls"][1]["function"]["arguments"], REFUND_IN_REAIS,
+        "the model's text is sent back as it wrote it"
+    );
+    assert_eq!(first[0].1["ok"], true);
+    assert_eq!(first[0].1["data"]["order_id"], "ORD-1001");
+    // The refusal names the field and the unit.
+    let refusal = &first[1].1;
+    assert_eq!(refusal["ok"], false);
+    assert_eq!(refusal["code"], "INVALID_ARGUMENTS");
+    let message = refusal["message"].as_str().unwrap();
+    assert!(message.starts_with("amount_cents:"), "{refusal}");
+    assert!(message.contains("minor units (cents)"), "{refusal}");
+    assert!(
+        refusal.to_string().contains("2590"),
+        "the fix is suggested: {refusal}"
+    );
+
+    // The corrected refund, approved with --yes, ran.
+    let second = tool_answers(&requests[2]);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].0, "call_refund_2");
+    assert_eq!(second[0].1["ok"], true, "{:?}", second[0].1);
+    assert_ne!(second[0].1["replayed"], true);
+
+    // Its retry is the same refund, replayed.
+    let third = tool_answers(&requests[3]);
+    assert_eq!(third[0].0, "call_refund_3");
+    assert_eq!(third[0].1["ok"], true);
+    assert_eq!(third[0].1["replayed"], true, "{:?}", third[0].1);
+    assert_eq!(third[0].1["data"], second[0].1["data"]);
+
+    // The backend applied the refund exactly once.
+    assert_eq!(refunds_applied(&store), 1);
+}
+
+#[test]
+fn the_anthropic_loop_answers_every_call_in_one_user_message() {
+    let server = serve(conversation());
+    let store = fresh_store("anthropic");
+    let store_arg = format!("sqlite:{}", store.display());
+    let output = orders(
+        &[
+            "agent",
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &server.anthropic_base_url(),
+            "--model",
+            "claude-scripted",
+            "--yes",
+            "--store",
+            &store_arg,
+            "Refund the damaged item of ORD-1001.",
+        ],
+        &[("ANTHROPIC_API_KEY", "sk-ant-test")],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(requests[0]["path"], "/v1/messages");
+    assert_eq!(requests[0]["headers"]["x-api-key"], "sk-ant-test");
+    assert_eq!(requests[0]["headers"]["anthropic-version"], "2023-06-01");
+    let tools = requests[0]["body"]["tools"].as_array().unwrap();
+    assert_eq!(tools[1]["name"], "refund_order");
+    assert!(tools[1]["input_schema"]["properties"]["amount_cents"].is_object());
+
+    let messages = requests[1]["body"]["messages"].as_array().unwrap();
+    let results = messages.last().unwrap();
+    assert_eq!(results["role"], "user");
+    let blocks = results["content"].as_array().unwrap();
+    let ids: Vec<&str> = blocks
+        .iter()
+        .map(|b| b["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_lookup", "call_refund_1"]);
+    assert_eq!(blocks[0]["is_error"], false);
+    assert_eq!(blocks[1]["is_error"], true);
+    assert!(
+        blocks[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("INVALID_ARGUMENTS")
+    );
+    let retry = requests[3]["body"]["messages"].as_array().unwrap();
+    let retried: Value = serde_json::from_str(
+        retry.last().unwrap()["content"][0]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(retried["replayed"], true);
+    assert_eq!(refunds_applied(&store), 1);
+}
+
+#[test]
+fn without_a_person_the_model_reads_that_the_refund_waits() {
+    let server = serve(json!([
+        {"tool_calls": [{"id": "call_refund", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
+        {"content": "A person has to approve the refund."}
+    ]));
+    let store = fresh_store("no-person");
+    let store_arg = format!("sqlite:{}", store.display());
+    let output = orders(
+        &[
+            "agent",
+            "--base-url",
+            &server.openai_base_url(),
+            "--model",
+            "m",
+            "--store",
+            &store_arg,
+            "Refund ORD-1001.",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let answers = tool_answers(&server.requests()[1]);
+    assert_eq!(answers[0].1["code"], "CONFIRMATION_REQUIRED");
+    assert_eq!(refunds_applied(&store), 0);
+}
+
+/// The exit code and standard error of `orders agent` against `base_url`.
+fn failing(base_url: &str, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["agent", "--base-url", base_url, "--model", "m"];
+    args.extend_from_slice(extra);
+    args.push("Hello");
+    let output = orders(&args, &[]);
+    (output.status.code().unwrap(), text(&output.stderr))
+}
+
+#[test]
+fn a_server_that_is_down_is_exit_code_3() {
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let (code, stderr) = failing(&url, &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains(&url), "{stderr}");
+    assert!(stderr.contains("cannot connect"), "{stderr}");
+    let (code, stderr) = failing(
+        &format!("http://127.0.0.1:{port}"),
+        &["--provider", "anthropic"],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("cannot connect"), "{stderr}");
+}
+
+#[test]
+fn an_answer_that_is_not_json_is_exit_code_3() {
+    let server = serve(json!([{"raw": "{\"choices\": [oops"}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("not JSON"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let server = serve(json!([{"raw": "{\"content\": [oops"}]));
+    let (code, stderr) = failing(&server.anthropic_base_url(), &["--provider", "anthropic"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("not JSON"), "{stderr}");
+
+    let server = serve(json!([{"raw": "{\"id\": \"x\", \"choices\": []}"}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("choices[0].message"), "{stderr}");
+}
+
+#[test]
+fn an_http_error_is_exit_code_3_with_the_servers_words() {
+    // async-openai retries a 5xx a few times (with backoff) before it fails.
+    let server = serve(json!({
+        "turns": [{"status": 503, "body": "the model is loading"}],
+        "after": "repeat"
+    }));
+    let (code, stderr) = failing(&server.openai_base_url(), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("503"), "{stderr}");
+    assert!(stderr.contains("the model is loading"), "{stderr}");
+
+    let server = serve(json!([{"status": 401, "body": "invalid x-api-key"}]));
+    let (code, stderr) = failing(&server.anthropic_base_url(), &["--provider", "anthropic"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("401") && stderr.contains("invalid x-api-key"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_model_that_never_stops_is_exit_code_4_after_the_budget() {
+    let server = serve(json!({
+        "turns": [{"tool_calls": [{"name": "get_order", "arguments": {"order_id": "ORD-1001"}}]}],
+        "after": "repeat"
+    }));
+    let (code, stderr) = failing(&server.openai_base_url(), &["--max-turns", "3"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("no answer in 3 request(s)"), "{stderr}");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn a_model_is_needed() {
+    let output = orders(&["agent", "--base-url", "http://127.0.0.1:9/v1", "Hi"], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("LLM_MODEL"));
+}
+
+/// `GET /requests` of the server at `addr`, as JSON.
+fn recorded(addr: SocketAddr) -> Value {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /requests HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let body = response.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap()
+}
+
+/// A user tries the loop without a key: `orders agent --serve-script FILE`
+/// in one process, `orders agent --base-url` in another.
+#[test]
+fn the_scripted_model_runs_as_a_command() {
+    let dir = fresh_store("serve-script").parent().unwrap().to_path_buf();
+    let file = dir.join("script.json");
+    std::fs::write(&file, conversation().to_string()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .args([
+            "agent",
+            "--serve-script",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr: SocketAddr = first.rsplit(" at ").next().unwrap().parse().unwrap();
+    let output = orders(
+        &[
+            "agent",
+            "--base-url",
+            &format!("http://{addr}/v1"),
+            "--model",
+            "m",
+            "--yes",
+            "--json",
+            "Refund the damaged item of ORD-1001.",
+        ],
+        &[],
+    );
+    let requests = recorded(addr);
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let record: Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    assert_eq!(record["answer"], "I refunded R$ 25.90 on ORD-1001.");
+    assert_eq!(requests.as_array().unwrap().len(), 4);
+    assert_eq!(tool_answers(&requests[3])[0].1["replayed"], true);
+
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"turns": [{"contnet": "hi"}]}"#).unwrap();
+    let output = orders(&["agent", "--serve-script", bad.to_str().unwrap()], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("contnet"),
+        "{}",
+        text(&output.stderr)
+    );
+}

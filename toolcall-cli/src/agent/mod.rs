@@ -1,0 +1,369 @@
+//! `agent`: the whole agent loop against a model server, every tool call
+//! through the pipeline.
+//!
+//! Each turn sends the conversation and the tools the caller may use
+//! (OpenAI: strict function definitions, `Format::OpenAi`; Anthropic:
+//! `Format::Anthropic`), reads the assistant message with the project's
+//! adapter for that API ([`Provider::OpenAi`], [`Provider::Anthropic`]),
+//! runs every call of it through the dispatcher in the model's order, asks
+//! for the approvals the calls wait for, and sends back the pipeline's
+//! answer to every call id ([`Turn::messages`]). It stops at the first
+//! assistant message without a tool call (the answer), or after
+//! `--max-turns` requests (an error: the model never answered).
+
+mod anthropic;
+mod openai;
+pub mod script;
+
+use std::any::Any;
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolcall_core::{Approvals, Call, Code, Decision, Dispatcher, Store};
+use toolcall_providers::{Outcome, RunOptions, Turn};
+
+use crate::{AgentArgs, AgentProvider, Error};
+
+/// Who decides an approval at the terminal, for the audit record.
+const PERSON: &str = "terminal";
+
+/// `agent`: serves a script (`--serve-script`), or runs the loop.
+pub(crate) async fn agent<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    session: &str,
+    args: &AgentArgs,
+) -> Result<(), Error>
+where
+    S: Any + Send + Sync,
+    St: Store,
+{
+    if let Some(path) = &args.serve_script {
+        return serve_script(path, args).await;
+    }
+    let settings = Settings::from_args(args)?;
+    let mut transcript = Transcript::new(args.json);
+    transcript.line(format!("user: {}", settings.prompt));
+    let outcome = match args.provider {
+        AgentProvider::Openai => openai::run(dispatcher, session, &settings, &mut transcript).await,
+        AgentProvider::Anthropic => {
+            anthropic::run(dispatcher, session, &settings, &mut transcript).await
+        }
+    };
+    transcript.finish(&outcome);
+    outcome.map(|_| ())
+}
+
+/// `agent --serve-script FILE`: the scripted model, until the process ends.
+async fn serve_script(path: &std::path::Path, args: &AgentArgs) -> Result<(), Error> {
+    let script = script::Script::from_file(path)?;
+    let turns = script.turns.len();
+    let server = script.serve(args.listen).await?;
+    let mut stdout = io::stdout().lock();
+    writeln!(
+        stdout,
+        "scripted model ({turns} turn(s) from {}) at {}\n  \
+         OpenAI-compatible: --base-url {}\n  \
+         Anthropic-compatible: --provider anthropic --base-url {}\n  \
+         the requests it got: GET http://{}/requests",
+        path.display(),
+        server.addr(),
+        server.openai_base_url(),
+        server.anthropic_base_url(),
+        server.addr(),
+    )
+    .and_then(|()| stdout.flush())
+    .map_err(Error::io("write to standard output"))?;
+    drop(stdout);
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// What every loop needs from the command line.
+pub(crate) struct Settings {
+    pub(crate) prompt: String,
+    pub(crate) base_url: String,
+    pub(crate) model: String,
+    pub(crate) system: Option<String>,
+    pub(crate) max_turns: u32,
+    pub(crate) max_tokens: u32,
+    pub(crate) timeout: Duration,
+    pub(crate) yes: bool,
+    pub(crate) wait_approval: u64,
+}
+
+impl Settings {
+    fn from_args(args: &AgentArgs) -> Result<Settings, Error> {
+        let prompt = args
+            .prompt
+            .clone()
+            .ok_or_else(|| Error::Input("agent: give the prompt".to_owned()))?;
+        let base_url = args
+            .base_url
+            .clone()
+            .ok_or_else(|| Error::Input("agent: give --base-url".to_owned()))?;
+        let model = match &args.model {
+            Some(model) => model.clone(),
+            None => std::env::var("LLM_MODEL")
+                .ok()
+                .filter(|m| !m.trim().is_empty())
+                .ok_or_else(|| {
+                    Error::Input(
+                        "agent: give the model with --model NAME, or in LLM_MODEL".to_owned(),
+                    )
+                })?,
+        };
+        Ok(Settings {
+            prompt,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model,
+            system: args.system.clone(),
+            max_turns: args.max_turns,
+            max_tokens: args.max_tokens,
+            timeout: Duration::from_secs(args.timeout),
+            yes: args.yes,
+            wait_approval: args.wait_approval,
+        })
+    }
+}
+
+/// The HTTP client both loops use: rustls over ring, a timeout per request.
+pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, Error> {
+    // Another part of the process may have installed a provider already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| Error::Model(format!("cannot set up the HTTP client: {e}")))
+}
+
+/// The reason a request to the model failed, for a person: what was asked
+/// of which server, and why.
+pub(crate) fn unreachable(url: &str, error: &reqwest::Error) -> Error {
+    let why = if error.is_connect() {
+        "cannot connect (is the server running?)".to_owned()
+    } else if error.is_timeout() {
+        "no answer in time (--timeout)".to_owned()
+    } else {
+        let mut why = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            why.push_str(": ");
+            why.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        why
+    };
+    Error::Model(format!("the model server at {url}: {why}"))
+}
+
+/// At most `max` characters of a server's body, for an error message.
+pub(crate) fn excerpt(body: &str) -> String {
+    const MAX: usize = 300;
+    let body = body.trim();
+    match body.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}...", &body[..at]),
+        None => body.to_owned(),
+    }
+}
+
+/// What the loop prints: the transcript as it goes (standard output), or,
+/// with `--json`, one JSON object at the end.
+pub(crate) struct Transcript {
+    json: bool,
+    messages: Vec<Value>,
+}
+
+impl Transcript {
+    fn new(json: bool) -> Self {
+        Transcript {
+            json,
+            messages: Vec::new(),
+        }
+    }
+
+    pub(crate) fn line(&mut self, line: String) {
+        if !self.json {
+            let mut stdout = io::stdout().lock();
+            let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+        }
+    }
+
+    /// The calls of a turn and what the model reads back.
+    pub(crate) fn turn(&mut self, turn: &Turn) {
+        for outcome in &turn.outcomes {
+            let arguments = match outcome.call.arguments() {
+                toolcall_core::Arguments::Raw(text) => text.to_owned(),
+                toolcall_core::Arguments::Parsed(value) => value.to_string(),
+            };
+            self.line(format!(
+                "model calls {} {arguments} ({})",
+                outcome.call.name(),
+                outcome.call.id().unwrap_or("no id")
+            ));
+            self.line(format!("  -> {}", outcome.result.to_model_text()));
+        }
+    }
+
+    /// The conversation as sent, for `--json`.
+    pub(crate) fn messages(&mut self, messages: &[Value]) {
+        self.messages = messages.to_vec();
+    }
+
+    fn finish(&mut self, outcome: &Result<String, Error>) {
+        if !self.json {
+            return;
+        }
+        let record = json!({
+            "answer": outcome.as_ref().ok(),
+            "error": outcome.as_ref().err().map(ToString::to_string),
+            "messages": self.messages,
+        });
+        let mut stdout = io::stdout().lock();
+        let _ = writeln!(stdout, "{record}").and_then(|()| stdout.flush());
+    }
+}
+
+/// Asks for the approvals the calls of `turn` wait for, and puts what came
+/// of each in place ([`Turn::resolve`]), as the rest of the command line
+/// does: in host mode, `--yes` approves, a person at a terminal is asked (a
+/// no denies the call), and without a terminal the model reads that the
+/// call waits for a person. In inbox mode only a decision in the store
+/// approves: with `--wait-approval SECS` the loop waits for it (a person
+/// decides in `serve`), then makes the call again with its approval.
+pub(crate) async fn settle<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    session: &str,
+    settings: &Settings,
+    turn: &mut Turn,
+    transcript: &mut Transcript,
+) -> Result<(), Error>
+where
+    S: Any + Send + Sync,
+    St: Store,
+{
+    let pending: Vec<Outcome> = turn.pending().cloned().collect();
+    for outcome in pending {
+        let Some(id) = outcome.result.confirmation_id.clone() else {
+            continue;
+        };
+        let tool = outcome.call.name();
+        let asked = outcome
+            .result
+            .data
+            .get("pending")
+            .map(Value::to_string)
+            .unwrap_or_default();
+        let decided = if dispatcher.settings().approvals == Approvals::Inbox {
+            wait_for_inbox(dispatcher, session, settings, &outcome, &id, transcript).await?
+        } else {
+            let decision = Decision::new(&id, session).tool(tool).by(PERSON);
+            match ask(tool, &asked, settings.yes, transcript) {
+                Some(true) => Some(dispatcher.approve(decision).await),
+                Some(false) => Some(
+                    dispatcher
+                        .deny(decision, "the person at the terminal declined")
+                        .await,
+                ),
+                None => None,
+            }
+        };
+        if let Some(result) = decided {
+            transcript.line(format!("  -> {}", result.to_model_text()));
+            turn.resolve(&id, result);
+        }
+    }
+    Ok(())
+}
+
+/// In inbox mode: waits up to `--wait-approval` for a decision in the
+/// store, then makes the call again with its approval.
+async fn wait_for_inbox<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    session: &str,
+    settings: &Settings,
+    outcome: &Outcome,
+    id: &str,
+    transcript: &mut Transcript,
+) -> Result<Option<toolcall_core::ToolResult>, Error>
+where
+    S: Any + Send + Sync,
+    St: Store,
+{
+    if settings.wait_approval == 0 {
+        transcript.line(format!(
+            "  {} waits for a person in the inbox (`serve`): approval {id}",
+            outcome.call.name()
+        ));
+        return Ok(None);
+    }
+    transcript.line(format!(
+        "  waiting up to {}s for a decision on approval {id} in the inbox",
+        settings.wait_approval
+    ));
+    let until =
+        toolcall_core::store::now_ms().saturating_add(settings.wait_approval.saturating_mul(1000));
+    let decided = dispatcher
+        .store()
+        .wait_approval(id, until)
+        .await
+        .map_err(|e| Error::Input(format!("waiting for approval {id}: {e}")))?;
+    if !decided.is_some_and(|entry| entry.approval.decision.is_some()) {
+        transcript.line(format!("  no decision on approval {id} in time"));
+        return Ok(None);
+    }
+    let mut call = Call::new(outcome.call.name(), outcome.call.arguments())
+        .session(session)
+        .approval(id);
+    if let Some(call_id) = outcome.call.id() {
+        call = call.call_id(call_id);
+    }
+    Ok(Some(dispatcher.execute(call).await))
+}
+
+/// Asks the person: `Some(true)` approved (or `--yes`), `Some(false)`
+/// declined, `None` when there is no terminal to ask.
+fn ask(tool: &str, pending: &str, yes: bool, transcript: &mut Transcript) -> Option<bool> {
+    if yes {
+        transcript.line(format!("  approved with --yes: {tool} {pending}"));
+        return Some(true);
+    }
+    let stdin = io::stdin();
+    if !stdin.is_terminal() {
+        transcript.line(format!(
+            "  no terminal to ask for approval of {tool} {pending}: the model reads that it \
+             waits for a person (pass --yes to approve)"
+        ));
+        return None;
+    }
+    eprint!("approve {tool} {pending}? [y/N] ");
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    if stdin.lock().read_line(&mut answer).is_err() {
+        return None;
+    }
+    let approved = answer.trim().eq_ignore_ascii_case("y");
+    transcript.line(format!(
+        "  {} at the terminal: {tool} {pending}",
+        if approved { "approved" } else { "declined" }
+    ));
+    Some(approved)
+}
+
+/// A tool result the loop stopped short of sending: no turn is left.
+pub(crate) fn no_answer(max_turns: u32) -> Error {
+    Error::NoAnswer { turns: max_turns }
+}
+
+/// The calls of `turn` that still wait for a person.
+#[allow(dead_code)]
+pub(crate) fn still_pending(turn: &Turn) -> usize {
+    turn.results()
+        .filter(|r| r.code == Code::ConfirmationRequired)
+        .count()
+}
+
+/// The options every turn's calls run with.
+pub(crate) fn run_options(session: &str) -> RunOptions<'_> {
+    RunOptions::new().session(session)
+}
