@@ -167,6 +167,47 @@
 //! [`Settings::max_duplicate_calls`]), one that did not is asked about again.
 //! A re-sent answer (its response lost) is such a retry: it gets the replay.
 //!
+//! # Durable tasks
+//!
+//! A client that declares the tasks extension (`io.modelcontextprotocol/tasks`,
+//! SEP-2663) gets a **task** for a call that waits for a person, in place
+//! of the question or `CONFIRMATION_REQUIRED` above ([`Options::tasks`],
+//! on by default). The task is the call's pending approval in the store:
+//! its id is the approval's `confirmation_id`, and everything `tasks/get`
+//! answers is read from the store, so any replica over the same store
+//! answers it, and a restart forgets nothing.
+//!
+//! | the approval | `tasks/get` answers |
+//! |---|---|
+//! | undecided, and this client may decide it (it declares form elicitation; in inbox mode only with [`Options::elicitation_approves`]) | `input_required`, the approval question under `inputRequests.approval` |
+//! | undecided, decided in the inbox only | `working` |
+//! | decided, not carried out yet | carried out first, through the pipeline, then read again |
+//! | taken by a call that runs now | `working` |
+//! | done | `completed`, the call's whole answer as `result` (a `CallToolResult`: ok, refused, denied or edited as the pipeline said) |
+//! | expired before a decision was carried out | `completed` with `CONFIRMATION_EXPIRED`: nothing ran |
+//! | denied by `tasks/cancel` | `cancelled`: nothing ran |
+//!
+//! `tasks/update` answers the question (`inputResponses.approval`, the
+//! elicitation result): the answer is recorded as the person's decision
+//! (`mcp-elicitation`) and carried out at once. A person's decision in the
+//! inbox is carried out by the next `tasks/get` on any replica, so a task
+//! made by a replica that is gone completes on another. Carrying out a
+//! decision is making the call again with its approval
+//! ([`Call::approval`]): the store hands an approval to one call only, so
+//! replicas that race run the tool once, and the answer is kept with the
+//! approval ([`ApprovalResult::answer`](toolcall_core::store::ApprovalResult::answer))
+//! for every later `tasks/get`. `tasks/cancel` denies a task still waiting
+//! for a person (nothing ran, nothing will; a person's yes after it finds
+//! the approval decided); a task already decided, running or done is left
+//! alone: a person's decision stands, and a call that runs is never cut
+//! halfway. A task id that is unknown, purged or another caller's is the
+//! same `-32602` error: an id tells nothing to anyone else.
+//!
+//! Known limit: a process that dies after taking a decided approval and
+//! before recording its answer leaves the task `working`; the call itself
+//! is then in doubt in the store, and an identical call settles it as
+//! [`RecordedOutcome::InDoubt`](toolcall_core::store::RecordedOutcome::InDoubt) says.
+//!
 //! # Every request is answered
 //!
 //! [`serve_stdio`] reads its messages through a [`FrameGuard`], which
@@ -486,6 +527,13 @@ pub struct Options {
     /// a client that cannot ask a person. In [`Approvals::Host`] mode it
     /// changes nothing: an elicitation answer decides there.
     pub elicitation_approves: bool,
+    /// Whether the server offers durable tasks (the
+    /// `io.modelcontextprotocol/tasks` extension) to the clients that
+    /// declare it: a call that waits for a person is answered with a task
+    /// kept in the store (see the [crate docs](crate#durable-tasks)).
+    /// `true`, the default; clients that do not declare the extension are
+    /// served as before either way.
+    pub tasks: bool,
 }
 
 impl Options {
@@ -538,6 +586,12 @@ impl Options {
         self
     }
 
+    /// Sets whether the server offers durable tasks ([`Options::tasks`]).
+    pub fn tasks(mut self, yes: bool) -> Self {
+        self.tasks = yes;
+        self
+    }
+
     /// The session of the calls of `caller` (the dispatcher's default
     /// caller's id) that name the conversation `name` in their `_meta`
     /// ([`CONVERSATION_META`]):
@@ -571,6 +625,7 @@ impl Default for Options {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             wait_approval: Duration::ZERO,
             elicitation_approves: false,
+            tasks: true,
         }
     }
 }

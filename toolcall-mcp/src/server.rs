@@ -3,6 +3,7 @@
 
 mod approvals;
 mod question;
+mod tasks;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -11,10 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
-    CustomRequest, CustomResult, ElicitRequest, ElicitResult, ErrorCode, Implementation,
-    InputRequest, InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ContentBlock, CustomRequest, CustomResult, ElicitRequest, ElicitResult, ErrorCode,
+    GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -185,6 +187,19 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .collect()
     }
 
+    /// Whether a person's answer through this request's client (its
+    /// elicitation) approves: never in inbox mode unless the operator said
+    /// so, where only a decision in the store does; the client is then
+    /// served as one that cannot ask a person.
+    fn elicits(&self, context: &RequestContext<RoleServer>) -> bool {
+        context
+            .client_capabilities()
+            .as_ref()
+            .is_some_and(elicits_forms)
+            && (self.dispatcher.settings().approvals != Approvals::Inbox
+                || self.options.elicitation_approves)
+    }
+
     /// Answers one `tools/call`.
     async fn call(
         &self,
@@ -194,16 +209,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let modern = context
             .protocol_version()
             .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
-        // Whether a person's answer through the client's elicitation
-        // approves: never in inbox mode unless the operator said so, where
-        // only a decision in the store does; the client is then served as
-        // one that cannot ask a person.
-        let elicits = context
-            .client_capabilities()
-            .as_ref()
-            .is_some_and(elicits_forms)
-            && (self.dispatcher.settings().approvals != Approvals::Inbox
-                || self.options.elicitation_approves);
+        let elicits = self.elicits(&context);
         let tool = request.name.as_ref();
         let session = match named_conversation(&request, &context) {
             Ok(None) => Cow::Borrowed(self.session.as_str()),
@@ -279,6 +285,17 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         else {
             return to_mcp(&result).into();
         };
+        // A client that declared the tasks extension gets a task kept in
+        // the store: it polls `tasks/get` on any replica, answers the
+        // question with `tasks/update`, or waits for the inbox.
+        if self.tasks_for(&context) && !dry_run {
+            match self.created_task(id, &context).await {
+                Ok(task) => return task.into(),
+                Err(error) => {
+                    tracing::warn!(tool, approval = id, %error, "could not make the call a task");
+                }
+            }
+        }
         if !elicits {
             let answer = self
                 .wait_for_decision(id, session, tool, &raw, &call_id, &result, &context)
@@ -324,7 +341,13 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
 
 impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder().enable_tools();
+        let capabilities = if self.options.tasks {
+            capabilities.enable_tasks()
+        } else {
+            capabilities
+        };
+        ServerConfig::new(capabilities.build())
             .with_server_info(Implementation::new(
                 self.options.name.clone(),
                 self.options.version.clone(),
@@ -356,6 +379,33 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
         use tracing::Instrument as _;
         let span = call_span(&request, &context);
         Ok(self.call(request, context).instrument(span).await)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(
+            self.task(&request.task_id, &context).await?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task(&request.task_id, &request.input_responses, &context)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task(&request.task_id).await
     }
 
     /// An unknown method. rmcp's default answer repeats the whole method

@@ -17,7 +17,7 @@ use super::McpServer;
 
 /// Who the audit records as the approver of a decision a person took
 /// through MCP (an answer to an approval question).
-const APPROVER: &str = "mcp-elicitation";
+pub(super) const APPROVER: &str = "mcp-elicitation";
 
 /// Who the audit records as the decider when no person answered: the server
 /// denied the call because the question timed out or the client cancelled it.
@@ -203,7 +203,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
 }
 
 /// Whether the person accepted and said yes.
-fn said_yes(answer: &ElicitResult) -> bool {
+pub(super) fn said_yes(answer: &ElicitResult) -> bool {
     answer.action == ElicitationAction::Accept
         && answer
             .content

@@ -1,0 +1,398 @@
+//! Durable tasks (the `io.modelcontextprotocol/tasks` extension): a call
+//! that waits for a person is answered with a task whose whole state lives
+//! in the store, in the call's approval. `tasks/get` reads it there, on
+//! any replica and after any restart; a decision (the client's answer in
+//! `tasks/update`, or a person's in the inbox) is carried out through the
+//! pipeline by whichever replica sees it first, exactly once, and what came
+//! of it is kept with the approval as the task's result.
+
+use std::any::Any;
+
+use rmcp::model::{
+    CreateTaskResult, DetailedTask, ElicitRequest, ElicitResult, ErrorCode, InputRequest,
+    InputRequests, InputResponses, JsonObject, Task, TaskPayload,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, model::TaskStatus};
+use serde_json::{Map, Value};
+use toolcall_core::echo::cut;
+use toolcall_core::store::{
+    ApprovalDecision, ApprovalEntry, ApprovalResult, DecideOutcome, now_ms,
+};
+use toolcall_core::{Arguments, Call, Code, Store, ToolResult};
+
+use super::question::{APPROVAL_INPUT, APPROVER, approval_question, said_yes};
+use super::{McpServer, to_mcp};
+
+/// Who the store records as the decider of a task its client cancelled
+/// before a person decided: the call is denied, and the task reads
+/// `cancelled`.
+pub(super) const CANCELLED_BY: &str = "mcp-task-cancelled";
+
+/// How often a client should poll a task, in milliseconds.
+const POLL_INTERVAL_MS: u64 = 1_000;
+
+/// The longest task id echoed in an error.
+const MAX_TASK_ID_ECHO: usize = 128;
+
+/// Where a task stands, read from its approval.
+#[derive(Debug)]
+enum Stage {
+    /// No decision yet, and time left to take one.
+    Open,
+    /// A decision is recorded and no call has carried it out yet.
+    Decided,
+    /// A call took the approval and has not recorded what came of it: it
+    /// runs now (here or on another replica).
+    Running,
+    /// What came of it.
+    Done(ApprovalResult),
+    /// It ran out of time before a call carried a decision out.
+    Expired,
+}
+
+fn stage(entry: &ApprovalEntry, now: u64) -> Stage {
+    if let Some(result) = &entry.result {
+        return Stage::Done(result.clone());
+    }
+    if entry.used_ms.is_some() {
+        return Stage::Running;
+    }
+    if entry.approval.expires_ms <= now {
+        return Stage::Expired;
+    }
+    if entry.approval.decision.is_some() {
+        Stage::Decided
+    } else {
+        Stage::Open
+    }
+}
+
+impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
+    /// Whether this request may be answered with a task: the server offers
+    /// tasks ([`Options::tasks`](crate::Options::tasks)) and the client
+    /// declared the extension.
+    pub(super) fn tasks_for(&self, context: &RequestContext<RoleServer>) -> bool {
+        self.options.tasks
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks())
+    }
+
+    /// The task a call that waits for the person's decision on the pending
+    /// approval `id` is answered with: its id is the approval's.
+    pub(super) async fn created_task(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CreateTaskResult, ErrorData> {
+        let detailed = self.task(id, context).await?;
+        tracing::info!(task = id, status = ?detailed.status(), "the call waits for a person as a task");
+        Ok(CreateTaskResult::new(detailed.task))
+    }
+
+    /// `tasks/get`: the task's state as the store holds it. A decision not
+    /// carried out yet is carried out first, so that the task completes on
+    /// whichever replica the client asks, even if the one that made it is
+    /// gone.
+    pub(super) async fn task(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<DetailedTask, ErrorData> {
+        let mut entry = self.task_entry(id).await?;
+        if matches!(stage(&entry, now_ms()), Stage::Decided) {
+            self.carry_out_task(&entry).await;
+            entry = self.task_entry(id).await?;
+        }
+        Ok(self.detailed(&entry, context))
+    }
+
+    /// `tasks/update`: the client's answer to the approval question of an
+    /// open task, recorded as the person's decision and carried out.
+    pub(super) async fn update_task(
+        &self,
+        id: &str,
+        responses: &InputResponses,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let entry = self.task_entry(id).await?;
+        if !matches!(stage(&entry, now_ms()), Stage::Open) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "task {} asks for no input: it was decided, ran or expired; read it with \
+                     tasks/get",
+                    cut(id, MAX_TASK_ID_ECHO)
+                ),
+                None,
+            ));
+        }
+        if !self.elicits(context) {
+            return Err(ErrorData::invalid_params(
+                "this server takes decisions on this call in its approval inbox only, not \
+                 from the client; wait for the task with tasks/get",
+                None,
+            ));
+        }
+        let answer = responses
+            .get(APPROVAL_INPUT)
+            .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok())
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!(
+                        "inputResponses must answer `{APPROVAL_INPUT}` with an elicitation \
+                         result"
+                    ),
+                    None,
+                )
+            })?;
+        let yes = said_yes(&answer);
+        let note = if yes {
+            String::new()
+        } else {
+            "the person did not approve it".to_owned()
+        };
+        self.decide_task(&entry, yes, APPROVER, note).await;
+        Ok(())
+    }
+
+    /// `tasks/cancel`: a task still waiting for a person is denied (nothing
+    /// ran, nothing will), and reads `cancelled` from then on. A task
+    /// already decided, running or done is left as it is: what a person
+    /// decided stands, and a call that runs is never cut halfway.
+    pub(super) async fn cancel_task(&self, id: &str) -> Result<(), ErrorData> {
+        let entry = self.task_entry(id).await?;
+        if matches!(stage(&entry, now_ms()), Stage::Open) {
+            self.decide_task(
+                &entry,
+                false,
+                CANCELLED_BY,
+                "the MCP client cancelled the task before a person decided".to_owned(),
+            )
+            .await;
+        } else {
+            tracing::debug!(
+                task = id,
+                "a cancel for a task past its question changes nothing"
+            );
+        }
+        Ok(())
+    }
+
+    /// The approval behind the task `id`, if it is this server's caller's;
+    /// any other (unknown, purged, another caller's) is the same error, so
+    /// that a task id tells nothing to anyone else.
+    async fn task_entry(&self, id: &str) -> Result<ApprovalEntry, ErrorData> {
+        let unknown = || {
+            ErrorData::invalid_params(
+                format!("no task {} for this caller", cut(id, MAX_TASK_ID_ECHO)),
+                None,
+            )
+        };
+        match self.dispatcher.store().approval(id).await {
+            Ok(Some(entry)) if entry.approval.caller == self.caller.id() => Ok(entry),
+            Ok(_) => Err(unknown()),
+            Err(error) => Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("the store is unavailable ({error}); ask for the task again"),
+                None,
+            )),
+        }
+    }
+
+    /// Records a decision on an open task, then carries it out. Someone
+    /// else may have decided first (the inbox, another replica): the call
+    /// then carries out theirs.
+    async fn decide_task(&self, entry: &ApprovalEntry, approved: bool, by: &str, note: String) {
+        let id = entry.approval.id.as_str();
+        let now = now_ms();
+        let decision = ApprovalDecision {
+            approved,
+            by: by.to_owned(),
+            note,
+            edited_arguments: None,
+            decided_ms: now,
+        };
+        match self
+            .dispatcher
+            .store()
+            .decide_approval(id, &decision, now)
+            .await
+        {
+            Ok(DecideOutcome::Decided | DecideOutcome::AlreadyDecided) => {
+                if let Ok(entry) = self.task_entry(id).await
+                    && matches!(stage(&entry, now_ms()), Stage::Decided)
+                {
+                    self.carry_out_task(&entry).await;
+                }
+            }
+            Ok(outcome) => tracing::debug!(task = id, ?outcome, "the decision was not recorded"),
+            Err(error) => {
+                tracing::warn!(task = id, %error, "the decision could not be recorded");
+            }
+        }
+    }
+
+    /// Carries out the decision recorded on a task's approval: the call is
+    /// made again with the approval, through the whole pipeline, which uses
+    /// the approval up at most once (so two replicas never both run it) and
+    /// keeps what came of it with the approval.
+    async fn carry_out_task(&self, entry: &ApprovalEntry) {
+        let approval = &entry.approval;
+        let call_id = format!("task:{}", approval.id);
+        let answer = self
+            .dispatcher
+            .execute(
+                Call::new(&approval.tool, Arguments::Parsed(&approval.arguments))
+                    .caller(&self.caller)
+                    .session(&approval.session)
+                    .call_id(&call_id)
+                    .approval(&approval.id),
+            )
+            .await;
+        tracing::info!(task = approval.id, code = %answer.code, "a task's decision was carried out");
+    }
+
+    /// The task as the client reads it, from its approval.
+    fn detailed(
+        &self,
+        entry: &ApprovalEntry,
+        context: &RequestContext<RoleServer>,
+    ) -> DetailedTask {
+        let approval = &entry.approval;
+        let mut updated = approval
+            .decision
+            .as_ref()
+            .map_or(approval.created_ms, |decision| decision.decided_ms);
+        let payload = match stage(entry, now_ms()) {
+            Stage::Open if self.elicits(context) => match approval_question(&asked(entry)) {
+                Ok(question) => {
+                    let mut requests = InputRequests::new();
+                    requests.insert(
+                        APPROVAL_INPUT.to_owned(),
+                        InputRequest::Elicitation(ElicitRequest::new(question)),
+                    );
+                    TaskPayload::InputRequired {
+                        input_requests: requests,
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(task = approval.id, %error, "could not build the approval question");
+                    TaskPayload::Working
+                }
+            },
+            Stage::Open | Stage::Decided | Stage::Running => TaskPayload::Working,
+            Stage::Done(result) => {
+                updated = updated.max(result.at_ms);
+                let cancelled = approval
+                    .decision
+                    .as_ref()
+                    .is_some_and(|decision| decision.by == CANCELLED_BY);
+                if cancelled {
+                    TaskPayload::Cancelled
+                } else {
+                    TaskPayload::Completed {
+                        result: mcp_object(&answer_of(entry, &result)),
+                    }
+                }
+            }
+            Stage::Expired => {
+                updated = updated.max(approval.expires_ms);
+                TaskPayload::Completed {
+                    result: mcp_object(&expired(entry)),
+                }
+            }
+        };
+        let message = match payload.status() {
+            TaskStatus::InputRequired => "waiting for a person to approve the call",
+            TaskStatus::Working if entry.used_ms.is_some() => "the approved call is running",
+            TaskStatus::Working if approval.decision.is_some() => {
+                "a decision was taken; the call is being carried out"
+            }
+            TaskStatus::Working => "waiting for a person's decision in the approval inbox",
+            TaskStatus::Cancelled => "cancelled before a person decided; nothing ran",
+            _ => "done",
+        };
+        let ttl = approval.expires_ms.saturating_sub(approval.created_ms);
+        let task = Task::new(
+            approval.id.clone(),
+            payload.status(),
+            rfc3339(approval.created_ms),
+            rfc3339(updated),
+        )
+        .with_status_message(message)
+        .with_ttl_ms(ttl)
+        .with_poll_interval_ms(POLL_INTERVAL_MS);
+        DetailedTask::new(task, payload)
+    }
+}
+
+/// The `CONFIRMATION_REQUIRED` answer the task's call got, as the approval
+/// question is built from it.
+fn asked(entry: &ApprovalEntry) -> ToolResult {
+    let approval = &entry.approval;
+    let mut asked = ToolResult::failure(
+        approval.tool.clone(),
+        Code::ConfirmationRequired,
+        String::new(),
+    )
+    .with_data("pending", approval.arguments.clone());
+    if let Some(reason) = &approval.reason {
+        asked = asked.with_data("reason", reason.clone());
+        if !approval.tainted.is_empty() {
+            asked = asked.with_data("tainted", approval.tainted.clone());
+        }
+    }
+    asked
+}
+
+/// What came of the task's call: the answer kept with the approval, or,
+/// for a record written before answers were kept, one made of its code.
+fn answer_of(entry: &ApprovalEntry, result: &ApprovalResult) -> ToolResult {
+    if let Some(answer) = &result.answer {
+        return answer.clone();
+    }
+    let tool = entry.approval.tool.clone();
+    match serde_json::from_value::<Code>(Value::String(result.code.clone())) {
+        _ if result.ok => ToolResult::success(tool, Map::new()),
+        Ok(code) => ToolResult::failure(tool, code, String::new()),
+        Err(_) => ToolResult::failure(
+            tool,
+            Code::InternalError,
+            format!("The call ended with {}.", cut(&result.code, 64)),
+        ),
+    }
+}
+
+/// The answer of a task whose approval expired before a decision was
+/// carried out: nothing ran.
+fn expired(entry: &ApprovalEntry) -> ToolResult {
+    ToolResult::failure(
+        entry.approval.tool.clone(),
+        Code::ConfirmationExpired,
+        "The approval for this call expired before a decision was carried out; nothing ran. \
+         Call the tool again to ask a person anew."
+            .to_owned(),
+    )
+    .with_data("confirmation_id", entry.approval.id.clone())
+}
+
+/// The MCP `CallToolResult` of `result`, as a JSON object.
+fn mcp_object(result: &ToolResult) -> JsonObject {
+    match serde_json::to_value(to_mcp(result)) {
+        Ok(Value::Object(object)) => object,
+        _ => JsonObject::new(),
+    }
+}
+
+/// `ms` (since the Unix epoch) as an RFC 3339 UTC timestamp.
+fn rfc3339(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|at| {
+            at.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+}
