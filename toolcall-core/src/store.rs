@@ -433,6 +433,90 @@ impl TaintHit {
     }
 }
 
+/// What a call asks of the store as it begins ([`Store::begin_call`]): the
+/// reads and writes the pipeline makes before stage 5, which a store that
+/// talks to a server can make in one round trip.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct CallStart<'a> {
+    /// The call's conversation: its step is counted.
+    pub session: &'a str,
+    /// The call's idempotency key: it is counted, when the step is within
+    /// `max_steps`.
+    pub key: &'a Key,
+    /// When the call came: the time its step and its count are taken at.
+    pub now_ms: u64,
+    /// The session's step budget: a step over it counts nothing else.
+    pub max_steps: u64,
+    /// How many identical calls may be made: what is recorded of the key
+    /// is read, and the resource locked, only for a count within it.
+    pub max_calls: u64,
+    /// Whether to read what is recorded of the key (a side effect's).
+    pub outcome: bool,
+    /// Whether to say if the session saw untrusted output.
+    pub taint: bool,
+    /// Whether to say if the session has an approval a person decided,
+    /// unused and unexpired at `now_ms`.
+    pub decided: bool,
+    /// A resource to lock, when the call will go on to stages 5 to 8: its
+    /// count within `max_calls`, and its key neither completed nor held by
+    /// a running claim.
+    pub lock: Option<LockAsk<'a>>,
+}
+
+impl<'a> CallStart<'a> {
+    /// A call's start that counts its step and (within `max_steps`) its
+    /// key, and asks nothing else.
+    pub fn new(session: &'a str, key: &'a Key, now_ms: u64, max_steps: u64) -> Self {
+        CallStart {
+            session,
+            key,
+            now_ms,
+            max_steps,
+            max_calls: u64::MAX,
+            outcome: false,
+            taint: false,
+            decided: false,
+            lock: None,
+        }
+    }
+}
+
+/// A resource lock asked for with a call's start ([`CallStart::lock`]),
+/// as [`Store::lock_resource`] takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct LockAsk<'a> {
+    /// The resource's key.
+    pub resource: &'a Key,
+    /// Who holds it.
+    pub holder: &'a str,
+    /// For how long, from the call's time.
+    pub lease_ms: u64,
+}
+
+/// What the store found as a call began ([`Store::begin_call`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallBegun {
+    /// The session's new step count.
+    pub step: u64,
+    /// The key's new count; `None` when the step was over the budget and
+    /// the call was not counted.
+    pub calls: Option<u64>,
+    /// What is recorded of the key, as [`Store::outcome`] says it: read
+    /// only when asked and the count is within `max_calls` (`None`
+    /// otherwise, and for a free key).
+    pub outcome: Option<RecordedOutcome>,
+    /// Whether the session saw untrusted output, when asked; `None` when
+    /// the store did not look (the caller asks [`Store::tainted`]).
+    pub tainted: Option<bool>,
+    /// Whether the session has an approval a person decided, unused and
+    /// unexpired, when asked; `None` when the store did not look (the
+    /// caller asks [`Store::find_approval`]).
+    pub decided: Option<bool>,
+    /// Whether the resource asked for is now locked by its holder.
+    pub locked: bool,
+}
+
 /// A store could not be reached or answered nonsense.
 #[derive(Debug)]
 pub struct StoreError(Box<dyn std::error::Error + Send + Sync>);
@@ -491,6 +575,43 @@ pub trait Store: Send + Sync + 'static {
         session: &str,
         now_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Begins a call: counts its step ([`next_step`](Store::next_step));
+    /// then, if the step is within `start.max_steps`, its key
+    /// ([`count_call`](Store::count_call)); then, if the count is within
+    /// `start.max_calls`, reads what is recorded of the key when asked
+    /// ([`outcome`](Store::outcome)) and takes the resource lock asked for
+    /// ([`lock_resource`](Store::lock_resource)) when the key is neither
+    /// completed nor held by a running claim; and says whether the session
+    /// saw untrusted output, and whether it has a decided approval, when
+    /// asked. Each part means what its own
+    /// method means; a store may make them in one round trip.
+    ///
+    /// This default makes the step, the count and the read one after the
+    /// other, and neither locks nor looks at the taint or the approvals
+    /// (`locked: false`, `tainted: None`, `decided: None`): the caller then
+    /// does those its own way.
+    fn begin_call(
+        &self,
+        start: &CallStart<'_>,
+    ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
+        async move {
+            let step = self.next_step(start.session, start.now_ms).await?;
+            let mut begun = CallBegun {
+                step,
+                ..CallBegun::default()
+            };
+            if step > start.max_steps {
+                return Ok(begun);
+            }
+            let calls = self.count_call(start.key, start.now_ms).await?;
+            begun.calls = Some(calls);
+            if start.outcome && calls <= start.max_calls {
+                begun.outcome = self.outcome(start.key).await?;
+            }
+            Ok(begun)
+        }
+    }
 
     /// The step count of `session` as it is, without counting one (0 for a
     /// session never seen): what a dry run reads.
@@ -562,6 +683,27 @@ pub trait Store: Send + Sync + 'static {
         key: &Key,
         result: &ToolResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores the result of the call holding `key` and frees the claim, as
+    /// [`complete`](Store::complete) does; and, when the store can do both
+    /// at once, frees the lock on `resource` if `holder` still has it, as
+    /// [`unlock_resource`](Store::unlock_resource) does: `true` then. With
+    /// `false` the lock is left as it was, for the caller to free.
+    ///
+    /// This default completes, and leaves the lock.
+    fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (resource, holder);
+        async move {
+            self.complete(key, result).await?;
+            Ok(false)
+        }
+    }
 
     /// Frees the claim on `key` without a result: the call did not run. The
     /// next identical call may claim it again. A completed or in-doubt key is
@@ -730,6 +872,24 @@ impl<T: Store> Store for std::sync::Arc<T> {
     fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
         (**self).peek_step(session)
     }
+
+    fn begin_call(
+        &self,
+        start: &CallStart<'_>,
+    ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
+        (**self).begin_call(start)
+    }
+
+    fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).complete_unlocking(key, result, resource, holder)
+    }
+
 
     fn add_taint(
         &self,

@@ -75,17 +75,21 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod begin;
+mod conn;
 mod purge;
 mod schema;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use conn::Conn;
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::NoTls;
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
+    Claim, DecideOutcome,
     Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store, StoreError, TaintHit,
     TakeApproval, now_ms, session_key,
 };
@@ -102,10 +106,11 @@ const PURGE_EVERY: u64 = 1000;
 pub struct PostgresStore {
     url: String,
     schema: String,
-    client: Mutex<Option<Arc<Client>>>,
+    client: Mutex<Option<Arc<Conn>>>,
     retention_ms: u64,
     purge_every: u64,
     writes: AtomicU64,
+    sent: Arc<AtomicU64>,
 }
 
 impl PostgresStore {
@@ -125,9 +130,20 @@ impl PostgresStore {
             retention_ms: 24 * 60 * 60 * 1000,
             purge_every: PURGE_EVERY,
             writes: AtomicU64::new(0),
+            sent: Arc::new(AtomicU64::new(0)),
         };
         store.client().await?;
         Ok(store)
+    }
+
+    /// How many requests the store has sent to the server on its own
+    /// connection since it connected (setting up a connection aside): each
+    /// one round trip, and one transaction. A statement is prepared once per
+    /// connection, which is one request more the first time it is sent.
+    /// (Waiting for a decision, [`Store::wait_approval`], listens on a
+    /// connection of its own, not counted.)
+    pub fn round_trips(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Drops the schema and everything in it. For tests that made their own.
@@ -143,7 +159,8 @@ impl PostgresStore {
     }
 
     /// The live connection, opened (again) if there is none or it dropped.
-    async fn client(&self) -> Result<Arc<Client>, StoreError> {
+    /// Its statements are prepared on it once, the first time each is sent.
+    async fn client(&self) -> Result<Arc<Conn>, StoreError> {
         let mut slot = self.client.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(client));
@@ -156,7 +173,7 @@ impl PostgresStore {
             let _ = connection.await;
         });
         migrate(&mut client, &self.schema).await?;
-        let client = Arc::new(client);
+        let client = Arc::new(Conn::new(client, Arc::clone(&self.sent)));
         *slot = Some(Arc::clone(&client));
         Ok(client)
     }
@@ -194,6 +211,25 @@ impl Store for PostgresStore {
             now_ms,
         )
         .await
+    }
+
+    /// One statement: the step, the call's count, what is recorded of its
+    /// key, its resource's lock and whether its session read untrusted
+    /// output, as asked.
+    async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
+        self.begin(start).await
+    }
+
+    /// One statement: the result stored, the claim and the lock freed.
+    async fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.complete_and_unlock(key, result, resource, holder)
+            .await
     }
 
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {

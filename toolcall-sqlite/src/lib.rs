@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 mod approvals;
+mod begin;
 mod purge;
 mod schema;
 
@@ -79,7 +80,8 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
+    Claim, DecideOutcome,
     Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store, StoreError, TaintHit,
     TakeApproval, now_ms, session_key,
 };
@@ -193,6 +195,24 @@ fn from_sql(value: i64) -> u64 {
 impl Store for SqliteStore {
     async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
         self.count("toolcall_steps", "session", &session_key(session), now_ms)
+    }
+
+    /// One transaction: the step, the call's count, what is recorded of
+    /// its key, its resource's lock and whether its session read untrusted
+    /// output, as asked.
+    async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
+        self.begin(start)
+    }
+
+    /// One transaction: the result stored, the claim and the lock freed.
+    async fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.complete_and_unlock(key, result, resource, holder)
     }
 
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {

@@ -6,6 +6,7 @@
 use std::any::Any;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::Dispatcher;
 use super::catch::{CatchUnwind, panic_text};
+use super::locks::HeldLock;
 use super::messages::{Details, Failure};
 use super::prepared::{Prepared, Stage};
 use super::retry::{Retry, Waiting};
@@ -70,6 +72,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             session,
             caller,
             step,
+            lock,
             ..
         } = prepared;
         let (spec, key, members) = (*spec, &*key, &*members);
@@ -125,8 +128,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             })
             .await
         };
+        // The result's record frees the call's resource lock too, unless
+        // a person's settlement is still to be recorded under it.
+        let holding = lock.as_ref().filter(|_| settling.is_none());
         let answer = match outcome {
-            Ok(data) => self.complete(spec, key, arguments, data).await,
+            Ok(data) => self.complete(spec, key, arguments, data, holding).await,
             Err(Unfinished::Known(failure)) => {
                 // Not run, or refused: the next identical call may run it.
                 if let Err(error) = self.store.release(key).await {
@@ -135,7 +141,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Err(failure)
             }
             Err(Unfinished::Unknown(failure)) => match Box::pin(self.reconcile(spec, cx)).await {
-                Reconciled::Done(data) => self.complete(spec, key, arguments, data).await,
+                Reconciled::Done(data) => self.complete(spec, key, arguments, data, None).await,
                 Reconciled::NotDone => {
                     if let Err(error) = self.store.release(key).await {
                         tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
@@ -176,7 +182,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if spec.reconciles() {
             return match self.reconcile(spec, cx).await {
                 Reconciled::Done(data) => {
-                    Settled::Answer(self.complete(spec, call.key, call.arguments, data).await)
+                    Settled::Answer(self.complete(spec, call.key, call.arguments, data, None).await)
                 }
                 Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),
                 Reconciled::Unknown => {
@@ -298,13 +304,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Stores a side effect's result, then answers with it. The stored
     /// copy (what replays answer) has the call's sensitive values scrubbed
-    /// from it, wherever the tool's output repeated them.
+    /// from it, wherever the tool's output repeated them. With `lock`, the
+    /// call's resource lock is freed with it when the store can
+    /// ([`Store::complete_unlocking`]).
     async fn complete(
         &self,
         spec: &ToolSpec,
         key: &Key,
         arguments: &Value,
         data: Data,
+        lock: Option<&HeldLock>,
     ) -> Stage<ToolResult> {
         let name = spec.name();
         let result = ToolResult::success(name, data);
@@ -322,11 +331,25 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         crate::crash::point(crate::crash::BEFORE_COMPLETE);
-        match self
-            .store
-            .complete(key, stored.as_deref().unwrap_or(&result))
-            .await
-        {
+        let stored = stored.as_deref().unwrap_or(&result);
+        let recorded = match lock {
+            Some(HeldLock {
+                resource,
+                holder,
+                freed: Some(freed),
+            }) => {
+                // No renewal may take the lock again once it is freed.
+                freed.store(true, Ordering::Release);
+                let recorded = self
+                    .store
+                    .complete_unlocking(key, stored, resource, holder)
+                    .await;
+                freed.store(matches!(recorded, Ok(true)), Ordering::Release);
+                recorded.map(|_| ())
+            }
+            _ => self.store.complete(key, stored).await,
+        };
+        match recorded {
             Ok(()) => Ok(result),
             // The tool ran but nothing remembers it: an identical call
             // would run again (under the same key). Not a plain "ok".
@@ -655,4 +678,13 @@ fn spec_redacts(spec: &ToolSpec) -> bool {
 fn replay(mut stored: ToolResult) -> ToolResult {
     stored.replayed = true;
     stored
+}
+
+/// What the store recorded of a key, as [`Dispatcher::recorded`] gives it:
+/// a stored result is marked `replayed`.
+pub(super) fn replayed(outcome: RecordedOutcome) -> RecordedOutcome {
+    match outcome {
+        RecordedOutcome::Completed(stored) => RecordedOutcome::Completed(replay(stored)),
+        other => other,
+    }
 }

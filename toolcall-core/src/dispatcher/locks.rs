@@ -4,6 +4,8 @@
 
 use std::any::Any;
 use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::Dispatcher;
@@ -24,22 +26,50 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
+        // The lock the call's start took, if it did.
+        let early = prepared.lock.take();
         let Some(resources) = resource_keys(prepared) else {
+            self.free(name, early).await;
             return Err(self.fail(Failure::InternalError, name));
         };
         if resources.is_empty() {
+            self.free(name, early).await;
             return self.decide_and_run_locked(prepared, approval).await;
         }
-        let holder = holder_token();
         let lease = self.lease(prepared.spec);
-        self.lock_resources(name, &resources, &holder, lease)
-            .await?;
+        let holder = match early {
+            Some(lock) if *resources == [lock.resource] => lock.holder,
+            stray => {
+                self.free(name, stray).await;
+                let holder = holder_token();
+                self.lock_resources(name, &resources, &holder, lease)
+                    .await?;
+                holder
+            }
+        };
+        // One resource: its lock may be freed with the result's record
+        // (`Store::complete_unlocking`); from then on it is not renewed.
+        let freed = match &*resources {
+            [resource] => {
+                let freed = Arc::new(AtomicBool::new(false));
+                prepared.lock = Some(HeldLock {
+                    resource: *resource,
+                    holder,
+                    freed: Some(Arc::clone(&freed)),
+                });
+                Some(freed)
+            }
+            _ => None,
+        };
         let answer = {
             // In a block: the locked stages' future is dead once they ended.
             let locked = pin!(self.decide_and_run_locked(prepared, approval));
             while_renewing(locked, lease, |now, lease_ms| {
-                let (resources, holder) = (&resources, &holder);
+                let (resources, holder, freed) = (&resources, &holder, &freed);
                 async move {
+                    if freed.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+                        return Ok(false);
+                    }
                     for resource in resources.iter() {
                         if !self
                             .store
@@ -54,12 +84,42 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             })
             .await
         };
+        prepared.lock = None;
+        if freed.is_some_and(|f| f.load(Ordering::Acquire)) {
+            return answer;
+        }
         for resource in resources.iter() {
             if let Err(error) = self.store.unlock_resource(resource, &holder).await {
                 tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
             }
         }
         answer
+    }
+
+    /// Frees a lock the call's start took that the stages after it do not
+    /// use (the call ended before them, or names other resources now).
+    pub(super) async fn free(&self, name: &str, lock: Option<HeldLock>) {
+        let Some(lock) = lock else { return };
+        if let Err(error) = self.store.unlock_resource(&lock.resource, &lock.holder).await {
+            tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
+        }
+    }
+
+    /// The lock to ask for with the call's start: of its one resource, for
+    /// a side effect (a call naming none, or several, takes its locks at
+    /// stage 5).
+    pub(super) fn early_lock(&self, prepared: &mut Prepared<'_>) -> Option<HeldLock> {
+        if !prepared.spec.side_effect() {
+            return None;
+        }
+        match resource_keys(prepared)? {
+            Resources::One(resource) => Some(HeldLock {
+                resource,
+                holder: holder_token(),
+                freed: None,
+            }),
+            _ => None,
+        }
     }
 
     /// Takes every lock, in order (so two calls never wait on each other),
@@ -197,7 +257,17 @@ const NONCE_LEN: usize = 32;
 const HOLDER_LEN: usize = NONCE_LEN + 1 + 16;
 
 /// A holder token's text: ASCII hex and a dash.
-struct Holder([u8; HOLDER_LEN]);
+#[derive(Clone, Copy)]
+pub(super) struct Holder([u8; HOLDER_LEN]);
+
+/// A resource lock a call holds (or asks for with its start).
+pub(super) struct HeldLock {
+    pub resource: Key,
+    pub holder: Holder,
+    /// Set once the lock was freed with the result's record (and from the
+    /// moment that record is sent: the renewals stop).
+    pub freed: Option<Arc<AtomicBool>>,
+}
 
 impl std::ops::Deref for Holder {
     type Target = str;

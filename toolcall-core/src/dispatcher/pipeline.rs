@@ -6,17 +6,20 @@
 //! retried in `retry.rs`.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::catch::panic_text;
 use super::confirm::Asking;
-use super::execute::Doubt;
+use super::execute::{Doubt, millis, replayed};
 use super::inbox::{Carried, Found};
 use super::messages::{Details, Failure};
+use super::locks::HeldLock;
 use super::prepared::{Approval, Noted, Prepared, Stage};
 use super::retry::{Retry, Waiting};
 use super::twins::Active;
@@ -26,10 +29,18 @@ use crate::audit::ArgumentProblem;
 use crate::canonical::idempotency_key_value;
 use crate::error::ToolError;
 use crate::parse::{Arguments, RawMembers, member_values, parse_object, raw_members};
-use crate::policy::{Caller, Policy};
+use crate::policy::{Caller, Policy, Taint};
 use crate::result::{Code, ToolResult};
-use crate::store::{Key, RecordedOutcome, Store, now_ms};
+use crate::store::{CallBegun, CallStart, Key, LockAsk, RecordedOutcome, Store, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
+
+/// What the start of a call left for its end: its step, and the lock it
+/// took that no stage took over yet (freed once the call is answered).
+#[derive(Default)]
+struct Begun {
+    step: u64,
+    lock: Option<HeldLock>,
+}
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The call's step, its answer, and what the pipeline noted of it for
@@ -44,30 +55,71 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         spec: Option<&'static ToolSpec>,
         at_ms: u64,
     ) -> (u64, ToolResult, Noted) {
-        // A dry run uses no step: it reads the step the real call would be.
-        let step = if call.dry_run {
-            self.store
-                .peek_step(call.session)
-                .await
-                .map(|step| step.saturating_add(1))
-        } else {
-            self.store.next_step(call.session, at_ms).await
-        };
-        let step = match step {
-            Ok(step) => step,
-            Err(error) => {
-                let failed = self.store_unavailable(call.tool, &error);
-                return (0, failed, Noted::default());
-            }
-        };
         let mut noted = Noted::default();
+        let mut begun = Begun::default();
         let result = match self
-            .pipeline(call, caller, spec, step, at_ms, &mut noted)
+            .pipeline(call, caller, spec, at_ms, &mut noted, &mut begun)
             .await
         {
             Ok(result) | Err(result) => result,
         };
-        (step, result, noted)
+        // A lock the call's start took that no stage took over.
+        self.free(call.tool, begun.lock.take()).await;
+        (begun.step, result, noted)
+    }
+
+    /// Stages 1 to 3, which ask nothing of the store: the call, valid and
+    /// ready for the rest, or the answer that refuses it (with the
+    /// problems stage 3 found in its arguments). Their answer waits for
+    /// stage 0's, which needs the step: the step and the call's count are
+    /// then taken at once.
+    fn checked<'a>(
+        &self,
+        call: &Call<'a>,
+        caller: &'a Caller,
+        spec: Option<&'static ToolSpec>,
+        raw: Option<&'a [(Cow<'a, str>, &'a RawValue)]>,
+        object: &'a mut Option<Cow<'a, Map<String, Value>>>,
+        problems: &mut Vec<ArgumentProblem>,
+    ) -> Stage<Prepared<'a>> {
+        // 1. Lookup and allowlist.
+        let spec = self.allowed(call.tool, spec, caller.policy())?;
+
+        // 2 and 3. Parse and strict validation. The common case, a raw
+        // object plainly within the parse's bounds and valid, is read in one
+        // pass, each member's text straight into its field's type; anything
+        // else takes the full parse and validation, whose errors say all that
+        // is wrong. (`raw`: the members of raw arguments, when the text is
+        // plainly within the parse's bounds.)
+        let fast = raw.and_then(|members| {
+            let validated = spec.validate_members(&Members::Raw(members)).ok()?;
+            Some((Members::Raw(members), validated))
+        });
+        match fast {
+            Some((members, validated)) => {
+                self.prepared(spec, members, validated, call.session, caller, 0, None)
+            }
+            None => {
+                // Refused by the fast path, but read by it: its members,
+                // parsed, say every problem without a second parse. (Read as
+                // valid that way, the call takes the full parse as before.)
+                let values = raw.and_then(|raw| member_values(raw, self.settings.max_depth));
+                if let Some(values) = values
+                    && let Err(errors) = spec.validate_members(&Members::Values(&values))
+                {
+                    let refused = self.refused(spec, &errors);
+                    *problems = ArgumentProblem::all_of(spec, errors);
+                    return Err(refused);
+                }
+                let object = &*object.insert(self.parse(call)?);
+                let validated = self.validate(spec, object).map_err(|(refused, errors)| {
+                    *problems = ArgumentProblem::all_of(spec, errors);
+                    refused
+                })?;
+                let members = Members::Parsed(object);
+                self.prepared(spec, members, validated, call.session, caller, 0, None)
+            }
+        }
     }
 
     async fn pipeline(
@@ -75,76 +127,108 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         call: &Call<'_>,
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
-        step: u64,
         at_ms: u64,
         noted: &mut Noted,
+        begun: &mut Begun,
     ) -> Stage<ToolResult> {
-        let Noted {
-            carried, tainted, ..
-        } = noted;
         let name = call.tool;
+        let raw = self.raw_members_of(call);
+        let mut object = None;
+        let mut problems = Vec::new();
+        let mut checked = self.checked(
+            call,
+            caller,
+            spec,
+            raw.as_deref(),
+            &mut object,
+            &mut problems,
+        );
+
+        // The step. A dry run uses none: it reads the step the real call
+        // would be. A valid call's step comes with its count (stage 4),
+        // what is recorded of its key, whether its session read untrusted
+        // output and its resource's lock: one request to the store.
+        // This call is one of its key's calls in flight from before it is
+        // counted until it is answered (the guard drops with this frame).
+        let mut active = None;
+        let mut started = None;
+        let step = if call.dry_run {
+            self.store
+                .peek_step(call.session)
+                .await
+                .map(|step| step.saturating_add(1))
+        } else if let Ok(prepared) = &mut checked {
+            begun.lock = self.early_lock(prepared);
+            active = Some(self.twins.enter(&prepared.key));
+            let spec = prepared.spec;
+            let mut start = CallStart::new(
+                call.session,
+                &prepared.key,
+                at_ms,
+                self.settings.max_steps,
+            );
+            start.max_calls = self.max_repeats(caller, spec);
+            start.outcome = spec.side_effect();
+            start.taint = spec.side_effect() && caller.policy().taint_level() != Taint::Off;
+            // A decision a person recorded on the call (see below): asked
+            // of any call that may need a person.
+            start.decided = spec.high_risk() || start.taint;
+            start.lock = begun.lock.as_ref().map(|lock| LockAsk {
+                resource: &lock.resource,
+                holder: &lock.holder,
+                lease_ms: millis(self.lease(spec)),
+            });
+            match self.store.begin_call(&start).await {
+                Ok(found) => {
+                    let step = found.step;
+                    if !found.locked {
+                        begun.lock = None;
+                    }
+                    started = Some(found);
+                    Ok(step)
+                }
+                Err(error) => {
+                    begun.lock = None;
+                    Err(error)
+                }
+            }
+        } else {
+            self.store.next_step(call.session, at_ms).await
+        };
+        let step = match step {
+            Ok(step) => step,
+            Err(error) => return Err(self.store_unavailable(name, &error)),
+        };
+        begun.step = step;
 
         // 0. Step budget.
         if step > self.settings.max_steps {
             return Err(self.fail(Failure::StepLimit, name.to_owned()));
         }
 
-        // 1. Lookup and allowlist.
-        let spec = self.allowed(name, spec, caller.policy())?;
-
-        // 2 and 3. Parse and strict validation. The common case, a raw
-        // object plainly within the parse's bounds and valid, is read in one
-        // pass, each member's text straight into its field's type; anything
-        // else takes the full parse and validation, whose errors say all that
-        // is wrong.
-        let raw = self.raw_members_of(call);
-        let fast = raw.as_deref().and_then(|members| {
-            let validated = spec.validate_members(&Members::Raw(members)).ok()?;
-            Some((Members::Raw(members), validated))
-        });
-        let object;
-        let mut prepared = match fast {
-            Some((members, validated)) => {
-                self.prepared(spec, members, validated, call.session, caller, step, None)?
-            }
-            None => {
-                // Refused by the fast path, but read by it: its members,
-                // parsed, say every problem without a second parse. (Read as
-                // valid that way, the call takes the full parse as before.)
-                let values = raw
-                    .as_deref()
-                    .and_then(|raw| member_values(raw, self.settings.max_depth));
-                if let Some(values) = values
-                    && let Err(errors) = spec.validate_members(&Members::Values(&values))
-                {
-                    let refused = self.refused(spec, &errors);
-                    noted.problems = ArgumentProblem::all_of(spec, errors);
-                    return Err(refused);
-                }
-                object = self.parse(call)?;
-                let validated = self.validate(spec, &object).map_err(|(refused, errors)| {
-                    noted.problems = ArgumentProblem::all_of(spec, errors);
-                    refused
-                })?;
-                let members = Members::Parsed(&object);
-                self.prepared(spec, members, validated, call.session, caller, step, None)?
-            }
-        };
+        // 1 to 3, answered now.
+        noted.problems = problems;
+        let mut prepared = checked?;
+        prepared.step = step;
+        let Noted {
+            carried, tainted, ..
+        } = noted;
 
         // 4. Idempotency: the key comes from the validated, canonical arguments.
-        // This call is one of the key's calls in flight from before it is
-        // counted until it is answered (the guard drops with this frame).
         // A dry run is not counted: it is not the model repeating itself.
-        let mut active = self.twins.enter(&prepared.key);
+        let mut active = match active {
+            Some(active) => active,
+            None => self.twins.enter(&prepared.key),
+        };
         // (Given the key, not the call: what the call holds is `Send` but not
         // `Sync`, and is not borrowed across the stage's waits.)
-        let in_doubt = self
+        let (in_doubt, waited) = self
             .idempotency(
                 call,
                 caller,
                 prepared.spec,
                 &prepared.key,
-                at_ms,
+                started.as_ref(),
                 &mut active,
             )
             .await?;
@@ -155,8 +239,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
         // Taint: a side effect in a session that saw untrusted output, as
         // the caller's level judges it, needs a person's approval at stage 7.
+        // What the call's start found of the session stands unless stage 4
+        // waited meanwhile.
         if prepared.spec.side_effect() {
-            *tainted = self.taint_of(&mut prepared).await?;
+            let known = started
+                .as_ref()
+                .and_then(|found| found.tainted)
+                .filter(|_| !waited);
+            *tainted = self.taint_of(&mut prepared, known).await?;
         }
         prepared.tainted.clone_from(tainted);
         let approval = self.approval_of(call, in_doubt);
@@ -164,9 +254,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // bring one back) learns a decision a person already recorded on
         // this exact call, as if it had brought its id; and a person's
         // decision on it stands over the host's `confirmed` too.
+        // Not looked for when the call's start found the session has no
+        // decided approval at all (and stage 4 did not wait since).
+        let none_decided = started
+            .as_ref()
+            .and_then(|found| found.decided)
+            .is_some_and(|decided| !decided && !waited);
         let decided = match approval {
             Approval::None | Approval::Given
-                if !call.dry_run && (prepared.spec.high_risk() || tainted.is_some()) =>
+                if !call.dry_run
+                    && !none_decided
+                    && (prepared.spec.high_risk() || tainted.is_some()) =>
             {
                 Box::pin(self.decided_for(&mut prepared)).await?
             }
@@ -213,6 +311,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 match found {
                     Err(answer) => Err(answer),
                     Ok(Found::Decided(decision)) => {
+                        // The decision runs as a call of its own, which
+                        // takes its own locks.
+                        self.free(name, begun.lock.take()).await;
                         *carried = Some(Carried {
                             by: decision.by.clone(),
                             edited: decision
@@ -222,10 +323,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         });
                         Box::pin(self.carry_out(id, prepared, &decision)).await
                     }
-                    Ok(Found::Undecided) => self.decide_and_run(&mut prepared, approval).await,
+                    Ok(Found::Undecided) => {
+                        prepared.lock = begun.lock.take();
+                        self.decide_and_run(&mut prepared, approval).await
+                    }
                 }
             }
-            _ => self.decide_and_run(&mut prepared, approval).await,
+            _ => {
+                // The lock the call's start took goes with the call.
+                prepared.lock = begun.lock.take();
+                self.decide_and_run(&mut prepared, approval).await
+            }
         };
         if let Err(asked) = &answer
             && matches!(asked.code, Code::ConfirmationRequired | Code::InDoubt)
@@ -312,32 +420,36 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: &'static ToolSpec,
         key: &Key,
-        at_ms: u64,
+        started: Option<&CallBegun>,
         active: &mut Active<'_>,
-    ) -> Stage<bool> {
+    ) -> Stage<(bool, bool)> {
         let name = call.tool;
-        let calls = if call.dry_run {
-            0
-        } else {
-            self.store
-                .count_call(key, at_ms)
-                .await
-                .map_err(|error| self.store_unavailable(name, &error))?
-        };
+        // Counted with the step, when the call began (a dry run is not).
+        let calls = started.and_then(|found| found.calls).unwrap_or(0);
         let bound = self.max_repeats(caller, spec);
-        if calls > bound
-            && let Some(stored) = self.guard_loop(spec, key, bound, active).await?
-        {
-            return Err(stored);
+        // What the start read of the key, if it stands: read within the
+        // bound, and nothing waited since.
+        let mut read = started
+            .filter(|_| calls <= bound)
+            .map(|found| found.outcome.clone().map(replayed));
+        let mut waited = false;
+        if calls > bound {
+            waited = true;
+            if let Some(stored) = self.guard_loop(spec, key, bound, active).await? {
+                return Err(stored);
+            }
         }
         let mut in_doubt = false;
         if spec.side_effect() {
             let mut waiting = None;
             loop {
-                let outcome = self
-                    .recorded(key)
-                    .await
-                    .map_err(|e| self.store_unavailable(name, &e))?;
+                let outcome = match read.take() {
+                    Some(outcome) => outcome,
+                    None => self
+                        .recorded(key)
+                        .await
+                        .map_err(|e| self.store_unavailable(name, &e))?,
+                };
                 match outcome {
                     Some(RecordedOutcome::Completed(stored)) => return Err(stored),
                     // The same call ran before and its outcome is unknown:
@@ -357,6 +469,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         if waiting.over() {
                             return Err(self.fail(Failure::CallInProgress, spec.name()));
                         }
+                        waited = true;
                         waiting.pause().await;
                         continue;
                     }
@@ -365,7 +478,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 break;
             }
         }
-        Ok(in_doubt)
+        Ok((in_doubt, waited))
     }
 
     /// Who approves the call, if anyone yet. An in-doubt call passed stages
@@ -537,6 +650,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             session,
             caller,
             step,
+            lock: None,
         })
     }
 

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::inbox::Carried;
+use super::locks::HeldLock;
 use crate::args::Members;
 use crate::audit::ArgumentProblem;
 use crate::policy::Caller;
@@ -64,6 +65,10 @@ pub(super) struct Prepared<'a> {
     pub session: &'a str,
     pub caller: &'a Caller,
     pub step: u64,
+    /// The lock of the call's one resource: taken with the call's start
+    /// and handed to stages 5 to 8, which take it over; then, while they
+    /// run, the lock they hold, which the result's record frees too.
+    pub lock: Option<HeldLock>,
 }
 
 impl Prepared<'_> {

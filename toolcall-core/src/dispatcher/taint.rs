@@ -22,7 +22,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ///
     /// The call's arguments are built as JSON only in a session that read
     /// untrusted output.
-    pub(super) async fn taint_of(&self, prepared: &mut Prepared<'_>) -> Stage<Option<Vec<String>>> {
+    ///
+    /// `known`: whether the session read untrusted output, when the call's
+    /// start found out already; the store is asked only when it did not.
+    pub(super) async fn taint_of(
+        &self,
+        prepared: &mut Prepared<'_>,
+        known: Option<bool>,
+    ) -> Stage<Option<Vec<String>>> {
         let (spec, session, caller) = (prepared.spec, prepared.session, prepared.caller);
         if !spec.side_effect() {
             return Ok(None);
@@ -31,23 +38,33 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         match caller.policy().taint_level() {
             Taint::Off => Ok(None),
             Taint::Session => {
-                let hit = self
-                    .store
-                    .tainted(session, &[])
-                    .await
-                    .map_err(store_error)?;
-                Ok(hit.any.then(Vec::new))
+                let any = match known {
+                    Some(any) => any,
+                    None => {
+                        self.store
+                            .tainted(session, &[])
+                            .await
+                            .map_err(store_error)?
+                            .any
+                    }
+                };
+                Ok(any.then(Vec::new))
             }
             _ => {
                 // Most sessions never read untrusted output: ask that first,
                 // and fingerprint the arguments (regexes and a digest per
                 // token) only in a session that did.
-                let hit = self
-                    .store
-                    .tainted(session, &[])
-                    .await
-                    .map_err(store_error)?;
-                if !hit.any {
+                let any = match known {
+                    Some(any) => any,
+                    None => {
+                        self.store
+                            .tainted(session, &[])
+                            .await
+                            .map_err(store_error)?
+                            .any
+                    }
+                };
+                if !any {
                     return Ok(None);
                 }
                 self.with_arguments(prepared)?;

@@ -1,0 +1,356 @@
+//! How often the pipeline asks its store per call, on the orders example:
+//! a read-only call asks once (its step and its count together), a
+//! confirmed refund three times (the call's start, which takes the order's
+//! lock; the claim; the result, which frees the lock), and a session that
+//! never read untrusted output is never asked about its taint. On SQLite
+//! each ask is one transaction; on Postgres one statement, prepared once
+//! per connection (its round trips counted by the store).
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::{Arc, Mutex};
+
+use orders::{Shop, get_order, read_messages, refund_order};
+use serde_json::{Value, json};
+use toolcall::store::{
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
+    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome,
+    StoreError, TaintHit, TakeApproval, now_ms,
+};
+use toolcall::{Call, Code, Dispatcher, Policy, Store, ToolResult, tools};
+use toolcall_postgres::PostgresStore;
+use toolcall_sqlite::SqliteStore;
+
+/// A store that counts the methods the pipeline calls, by name.
+struct Counting<S> {
+    inner: S,
+    calls: Mutex<BTreeMap<&'static str, u32>>,
+}
+
+impl<S> Counting<S> {
+    fn new(inner: S) -> Self {
+        Counting {
+            inner,
+            calls: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn count(&self, name: &'static str) {
+        *self.calls.lock().unwrap().entry(name).or_default() += 1;
+    }
+
+    /// The calls counted since the last take, by name.
+    fn take(&self) -> BTreeMap<&'static str, u32> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+impl<S: Store> Store for Counting<S> {
+    async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
+        self.count("begin_call");
+        self.inner.begin_call(start).await
+    }
+    async fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.count("complete_unlocking");
+        self.inner
+            .complete_unlocking(key, result, resource, holder)
+            .await
+    }
+    async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
+        self.count("next_step");
+        self.inner.next_step(session, now_ms).await
+    }
+    async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
+        self.count("peek_step");
+        self.inner.peek_step(session).await
+    }
+    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
+        self.count("add_taint");
+        self.inner.add_taint(session, prints).await
+    }
+    async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
+        self.count("tainted");
+        self.inner.tainted(session, prints).await
+    }
+    async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
+        self.count("count_call");
+        self.inner.count_call(key, now_ms).await
+    }
+    async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
+        self.count("uncount_call");
+        self.inner.uncount_call(key).await
+    }
+    async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
+        self.count("outcome");
+        self.inner.outcome(key).await
+    }
+    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
+        self.count("claim");
+        self.inner.claim(key, now_ms, lease_ms).await
+    }
+    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+        self.count("renew");
+        self.inner.renew(key, now_ms, lease_ms).await
+    }
+    async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
+        self.count("complete");
+        self.inner.complete(key, result).await
+    }
+    async fn release(&self, key: &Key) -> Result<(), StoreError> {
+        self.count("release");
+        self.inner.release(key).await
+    }
+    async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
+        self.count("doubt");
+        self.inner.doubt(key).await
+    }
+    async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
+        self.count("put_approval");
+        self.inner.put_approval(approval).await
+    }
+    async fn take_approval(
+        &self,
+        id: &str,
+        binding: &Binding<'_>,
+        now_ms: u64,
+    ) -> Result<TakeApproval, StoreError> {
+        self.count("take_approval");
+        self.inner.take_approval(id, binding, now_ms).await
+    }
+    async fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        self.count("pending_approvals");
+        self.inner.pending_approvals(now_ms, limit).await
+    }
+    async fn ask_approval(
+        &self,
+        approval: &PendingApproval,
+        max_open: usize,
+    ) -> Result<AskApproval, StoreError> {
+        self.count("ask_approval");
+        self.inner.ask_approval(approval, max_open).await
+    }
+    async fn find_approval(
+        &self,
+        binding: &Binding<'_>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        self.count("find_approval");
+        self.inner.find_approval(binding, reason, now_ms).await
+    }
+    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
+        self.count("pending_page");
+        self.inner.pending_page(query).await
+    }
+    async fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<DecideOutcome, StoreError> {
+        self.count("decide_approval");
+        self.inner.decide_approval(id, decision, now_ms).await
+    }
+    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
+        self.count("approval");
+        self.inner.approval(id).await
+    }
+    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
+        self.count("decided_approvals");
+        self.inner.decided_approvals(limit).await
+    }
+    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
+        self.count("settle_approval");
+        self.inner.settle_approval(id, result).await
+    }
+    async fn lock_resource(
+        &self,
+        resource: &Key,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.count("lock_resource");
+        self.inner
+            .lock_resource(resource, holder, now_ms, lease_ms)
+            .await
+    }
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        self.count("unlock_resource");
+        self.inner.unlock_resource(resource, holder).await
+    }
+}
+
+fn dispatcher<S: Store>(store: S) -> Dispatcher<Shop, S> {
+    Dispatcher::builder(
+        tools![get_order, refund_order, read_messages].unwrap(),
+        Arc::new(Shop::new()),
+    )
+    .policy(
+        Policy::new()
+            .allow(["get_order", "refund_order", "read_messages"])
+            .limit("max_refund_cents", 50_000),
+    )
+    .store(store)
+    .max_steps(1_000)
+    .build()
+    .unwrap()
+}
+
+fn get_order_call(session: &str) -> Call<'_> {
+    Call::new("get_order", r#"{"order_id":"ORD-1001"}"#).session(session)
+}
+
+fn refund(cents: i64) -> Value {
+    json!({"order_id": "ORD-1001", "amount_cents": cents, "currency": "BRL", "reason": "customer_request"})
+}
+
+fn asked(list: &[(&'static str, u32)]) -> BTreeMap<&'static str, u32> {
+    list.iter().copied().collect()
+}
+
+/// What the pipeline asks of `store` for a read-only call, a confirmed
+/// refund, its replay, and a refund in a session that read untrusted output.
+async fn asks_per_call<S: Store>(store: Counting<S>) {
+    let d = dispatcher(store);
+    let store = d.store();
+
+    // A session that read untrusted output: its taint is looked up.
+    let read = d
+        .execute(Call::new("read_messages", r#"{"order_id":"ORD-1002"}"#).session("s2"))
+        .await;
+    assert!(read.ok, "{read:?}");
+    store.take();
+    // What the injection in those messages asks for.
+    let args = json!({"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "customer_request"})
+        .to_string();
+    let tainted = d
+        .execute(Call::new("refund_order", &args).session("s2"))
+        .await;
+    assert_eq!(tainted.code, Code::ConfirmationRequired, "{tainted:?}");
+    let asks = store.take();
+    // The session's mark came with the start: at most its values are asked.
+    assert!(asks.get("tainted").is_none_or(|n| *n <= 1), "{asks:?}");
+    assert_eq!(asks.get("begin_call"), Some(&1), "{asks:?}");
+    assert_eq!(asks.get("lock_resource"), None, "{asks:?}");
+    assert_eq!(asks.get("unlock_resource"), Some(&1), "{asks:?}");
+
+    let read = d.execute(get_order_call("s1")).await;
+    assert!(read.ok, "{read:?}");
+    assert_eq!(store.take(), asked(&[("begin_call", 1)]), "a read-only call");
+
+    let args = refund(500).to_string();
+    let refunded = d
+        .execute(Call::new("refund_order", &args).session("s1").confirmed(true))
+        .await;
+    assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
+    assert_eq!(
+        store.take(),
+        asked(&[("begin_call", 1), ("claim", 1), ("complete_unlocking", 1)]),
+        "a confirmed refund: its start (with the order's lock), its claim, its result (with the unlock)"
+    );
+
+    let replayed = d
+        .execute(Call::new("refund_order", &args).session("s1").confirmed(true))
+        .await;
+    assert!(replayed.replayed, "{replayed:?}");
+    assert_eq!(
+        store.take(),
+        asked(&[("begin_call", 1)]),
+        "a replay is answered from the call's start"
+    );
+    assert_eq!(d.state().applied_refunds(), 1);
+
+    assert_eq!(d.state().applied_refunds(), 1);
+}
+
+#[tokio::test]
+async fn sqlite_is_asked_once_per_read_and_three_times_per_refund() {
+    asks_per_call(Counting::new(SqliteStore::open_in_memory().unwrap())).await;
+}
+
+#[tokio::test]
+async fn postgres_is_asked_once_per_read_and_three_times_per_refund() {
+    let Some(url) = url() else { return };
+    let schema = schema("asks");
+    let store = PostgresStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    asks_per_call(Counting::new(store)).await;
+    let store = PostgresStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    store.drop_schema().await.unwrap();
+}
+
+/// On Postgres, what those asks cost in round trips (each one transaction):
+/// after the first calls prepared their statements, a read-only call is
+/// one, a confirmed refund three; no statement is prepared again.
+#[tokio::test]
+async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
+    let Some(url) = url() else { return };
+    let schema = schema("round_trips");
+    let store = Arc::new(
+        PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
+    let d = dispatcher(Arc::clone(&store));
+    // The first of each prepares its statements.
+    assert!(d.execute(get_order_call("warm")).await.ok);
+    let args = refund(100).to_string();
+    let warm = d
+        .execute(Call::new("refund_order", &args).session("warm").confirmed(true))
+        .await;
+    assert_eq!(warm.code, Code::Ok, "{warm:?}");
+
+    let before = store.round_trips();
+    for n in 0..10 {
+        let session = format!("read-{n}");
+        assert!(d.execute(get_order_call(&session)).await.ok);
+    }
+    assert_eq!(store.round_trips() - before, 10, "one per read-only call");
+
+    let before = store.round_trips();
+    for n in 0..10 {
+        let args = refund(200 + n).to_string();
+        let refunded = d
+            .execute(Call::new("refund_order", &args).session("refunds").confirmed(true))
+            .await;
+        assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
+    }
+    assert_eq!(store.round_trips() - before, 30, "three per confirmed refund");
+    drop(d);
+    Arc::into_inner(store)
+        .unwrap()
+        .drop_schema()
+        .await
+        .unwrap();
+}
+
+fn url() -> Option<String> {
+    match std::env::var("TOOLCALL_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
+            );
+            None
+        }
+    }
+}
+
+fn schema(test: &str) -> String {
+    format!("toolcall_test_{test}_{}_{}", std::process::id(), now_ms())
+}
