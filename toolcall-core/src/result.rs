@@ -12,130 +12,103 @@ mod data;
 
 pub use data::Data;
 
-/// The stable outcome code of a call.
-///
-/// The pipeline's own codes are variants; a business check or a handler
-/// brings its own (`ORDER_NOT_FOUND`, `CURRENCY_MISMATCH`, ...) as [`Code::Custom`].
-/// A code serializes as its `SCREAMING_SNAKE_CASE` string and compares equal to it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Code {
+/// Declares [`Code`] from one table: each of the pipeline's own codes
+/// once, with its documentation and its text on the wire; the enum, the
+/// text of each variant ([`Code::as_str`]), the variant of each text
+/// ([`Code::new`]) and the list ([`Code::BUILT_IN`]) all come from it.
+macro_rules! codes {
+    ($($(#[doc = $doc:literal])* $variant:ident = $text:literal,)*) => {
+        /// The stable outcome code of a call.
+        ///
+        /// The pipeline's own codes are variants; a business check or a handler
+        /// brings its own (`ORDER_NOT_FOUND`, `CURRENCY_MISMATCH`, ...) as [`Code::Custom`].
+        /// A code serializes as its `SCREAMING_SNAKE_CASE` string and compares equal to it.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Code {
+            $($(#[doc = $doc])* $variant,)*
+            /// A code of the application's own, from a check or a handler.
+            Custom(Cow<'static, str>),
+        }
+
+        impl Code {
+            /// The pipeline's own codes, in the order they are declared.
+            pub const BUILT_IN: &'static [Code] = &[$(Code::$variant),*];
+
+            /// Builds a code from its string, mapping the pipeline's own codes to their variants.
+            pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
+                let code = code.into();
+                match &*code {
+                    $($text => Code::$variant,)*
+                    _ => Code::Custom(code),
+                }
+            }
+
+            /// The code as it appears in JSON.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Code::$variant => $text,)*
+                    Code::Custom(code) => code,
+                }
+            }
+        }
+    };
+}
+
+codes! {
     /// The call ran and succeeded, or was replayed.
-    Ok,
+    Ok = "OK",
     /// A dry run ([`Call::dry_run`](crate::Call::dry_run)) passed every stage
     /// up to execution: the real call would run (`data.would: "run"`), or
     /// would wait for a person's approval (`data.would: "ask_a_person"`,
     /// with `data.reason`). Nothing ran, and no one was asked.
-    DryRun,
+    DryRun = "DRY_RUN",
     /// The session used up its step budget.
-    StepLimit,
+    StepLimit = "STEP_LIMIT",
     /// No tool has that name.
-    UnknownTool,
+    UnknownTool = "UNKNOWN_TOOL",
     /// The tool exists but this caller may not use it.
-    ToolNotAllowed,
+    ToolNotAllowed = "TOOL_NOT_ALLOWED",
     /// The arguments are not a JSON object.
-    InvalidJson,
+    InvalidJson = "INVALID_JSON",
     /// The arguments do not fit the tool's schema.
-    InvalidArguments,
+    InvalidArguments = "INVALID_ARGUMENTS",
     /// The same call was made more often than the session allows.
-    LoopDetected,
+    LoopDetected = "LOOP_DETECTED",
     /// An argument is over a limit of the caller's policy.
-    PolicyLimit,
+    PolicyLimit = "POLICY_LIMIT",
     /// A high-risk tool waits for a person's approval.
-    ConfirmationRequired,
+    ConfirmationRequired = "CONFIRMATION_REQUIRED",
     /// A person declined the call.
-    ConfirmationDenied,
+    ConfirmationDenied = "CONFIRMATION_DENIED",
     /// The approval ran out of time before it was used.
-    ConfirmationExpired,
+    ConfirmationExpired = "CONFIRMATION_EXPIRED",
     /// The approval does not exist, was used, or was given for another call.
-    ConfirmationInvalid,
+    ConfirmationInvalid = "CONFIRMATION_INVALID",
     /// An identical side-effecting call is still running.
-    CallInProgress,
+    CallInProgress = "CALL_IN_PROGRESS",
     /// Another call on the same resource (`#[arg(resource)]`) held its lock
     /// for longer than the dispatcher waits.
-    ResourceBusy,
+    ResourceBusy = "RESOURCE_BUSY",
     /// The tool did not answer in time; its outcome is unknown.
-    Timeout,
+    Timeout = "TIMEOUT",
     /// The pipeline's store failed; the outcome of a call in flight is unknown.
-    StoreUnavailable,
+    StoreUnavailable = "STORE_UNAVAILABLE",
     /// The backend failed transiently and the retries ran out.
-    UpstreamUnavailable,
+    UpstreamUnavailable = "UPSTREAM_UNAVAILABLE",
     /// The tool failed in a way nobody planned for (a bug, a panic).
-    InternalError,
+    InternalError = "INTERNAL_ERROR",
     /// The call names no conversation, and the dispatcher has no default
     /// one: nothing ran.
-    ConversationRequired,
+    ConversationRequired = "CONVERSATION_REQUIRED",
     /// The conversation already has as many calls waiting for a person as
     /// it may ([`Settings::max_pending_approvals`](crate::Settings::max_pending_approvals)).
-    PendingLimit,
+    PendingLimit = "PENDING_LIMIT",
     /// An earlier attempt of this exact side effect may have taken effect,
     /// and its backend can neither be asked nor trusted with the same key
     /// twice: a person settles it (it happened, or it did not) before the
     /// call is answered or run again.
-    InDoubt,
-    /// A code of the application's own, from a check or a handler.
-    Custom(Cow<'static, str>),
-}
-
-impl Code {
-    /// Builds a code from its string, mapping the pipeline's own codes to their variants.
-    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        let code = code.into();
-        match &*code {
-            "OK" => Code::Ok,
-            "DRY_RUN" => Code::DryRun,
-            "STEP_LIMIT" => Code::StepLimit,
-            "UNKNOWN_TOOL" => Code::UnknownTool,
-            "TOOL_NOT_ALLOWED" => Code::ToolNotAllowed,
-            "INVALID_JSON" => Code::InvalidJson,
-            "INVALID_ARGUMENTS" => Code::InvalidArguments,
-            "LOOP_DETECTED" => Code::LoopDetected,
-            "POLICY_LIMIT" => Code::PolicyLimit,
-            "CONFIRMATION_REQUIRED" => Code::ConfirmationRequired,
-            "CONFIRMATION_DENIED" => Code::ConfirmationDenied,
-            "CONFIRMATION_EXPIRED" => Code::ConfirmationExpired,
-            "CONFIRMATION_INVALID" => Code::ConfirmationInvalid,
-            "CALL_IN_PROGRESS" => Code::CallInProgress,
-            "RESOURCE_BUSY" => Code::ResourceBusy,
-            "TIMEOUT" => Code::Timeout,
-            "STORE_UNAVAILABLE" => Code::StoreUnavailable,
-            "UPSTREAM_UNAVAILABLE" => Code::UpstreamUnavailable,
-            "INTERNAL_ERROR" => Code::InternalError,
-            "CONVERSATION_REQUIRED" => Code::ConversationRequired,
-            "PENDING_LIMIT" => Code::PendingLimit,
-            "IN_DOUBT" => Code::InDoubt,
-            _ => Code::Custom(code),
-        }
-    }
-
-    /// The code as it appears in JSON.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Code::Ok => "OK",
-            Code::DryRun => "DRY_RUN",
-            Code::StepLimit => "STEP_LIMIT",
-            Code::UnknownTool => "UNKNOWN_TOOL",
-            Code::ToolNotAllowed => "TOOL_NOT_ALLOWED",
-            Code::InvalidJson => "INVALID_JSON",
-            Code::InvalidArguments => "INVALID_ARGUMENTS",
-            Code::LoopDetected => "LOOP_DETECTED",
-            Code::PolicyLimit => "POLICY_LIMIT",
-            Code::ConfirmationRequired => "CONFIRMATION_REQUIRED",
-            Code::ConfirmationDenied => "CONFIRMATION_DENIED",
-            Code::ConfirmationExpired => "CONFIRMATION_EXPIRED",
-            Code::ConfirmationInvalid => "CONFIRMATION_INVALID",
-            Code::CallInProgress => "CALL_IN_PROGRESS",
-            Code::ResourceBusy => "RESOURCE_BUSY",
-            Code::Timeout => "TIMEOUT",
-            Code::StoreUnavailable => "STORE_UNAVAILABLE",
-            Code::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
-            Code::InternalError => "INTERNAL_ERROR",
-            Code::ConversationRequired => "CONVERSATION_REQUIRED",
-            Code::PendingLimit => "PENDING_LIMIT",
-            Code::InDoubt => "IN_DOUBT",
-            Code::Custom(code) => code,
-        }
-    }
+    InDoubt = "IN_DOUBT",
 }
 
 impl fmt::Display for Code {
@@ -267,5 +240,30 @@ impl ToolResult {
     /// result as compact JSON, default fields left out.
     pub fn to_model_text(&self) -> String {
         serde_json::to_string(self).expect("a ToolResult always serializes")
+    }
+}
+
+#[cfg(test)]
+mod code_tests {
+    use super::Code;
+
+    #[test]
+    fn every_built_in_code_reads_back_as_itself_and_no_two_share_a_text() {
+        let mut texts = std::collections::BTreeSet::new();
+        for code in Code::BUILT_IN {
+            let text = code.as_str();
+            assert!(texts.insert(text), "{text} is declared twice");
+            assert!(
+                text.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'),
+                "{text} is not SCREAMING_SNAKE_CASE"
+            );
+            assert_eq!(&Code::new(text.to_owned()), code);
+            assert!(!matches!(code, Code::Custom(_)));
+        }
+        assert_eq!(texts.len(), 22);
+        assert_eq!(
+            Code::new("ORDER_NOT_FOUND"),
+            Code::Custom("ORDER_NOT_FOUND".into())
+        );
     }
 }

@@ -228,21 +228,6 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
-pub(crate) fn pascal_case(snake: &str) -> String {
-    snake
-        .trim_start_matches("r#")
-        .split('_')
-        .filter(|part| !part.is_empty())
-        .map(|part| {
-            let mut chars = part.chars();
-            match chars.next() {
-                Some(first) => first.to_uppercase().chain(chars).collect(),
-                None => String::new(),
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use quote::quote;

@@ -9,6 +9,7 @@ mod attr;
 mod ctxt;
 mod expand;
 mod fallback;
+mod internals;
 mod model;
 mod msg;
 mod validate;

@@ -140,7 +140,7 @@ impl ToolFn {
             // where `args = "..."` renames it.
             None => format_ident!(
                 "{}Args",
-                crate::expand::pascal_case(&self.ident.to_string()),
+                crate::internals::pascal_case(&self.ident.to_string()),
                 span = proc_macro2::Span::call_site()
             ),
         }

@@ -7,7 +7,7 @@ use syn::{FnArg, GenericParam, Type};
 
 use crate::attr::{Keyed, Number};
 use crate::ctxt::Ctxt;
-use crate::expand::pascal_case;
+use crate::internals::pascal_case;
 use crate::model::{Param, ToolFn, type_text};
 use crate::msg;
 
