@@ -28,10 +28,17 @@
 //!   the Anthropic format carries it (JSON Schema, the bounds no provider
 //!   takes removed: [`toolcall_providers::export`]), which every rig provider
 //!   translates.
-//! * **Approvals**: a high-risk call answers `CONFIRMATION_REQUIRED`; the
-//!   model reads it, and the application decides it with
-//!   [`Dispatcher::approve`] or [`Dispatcher::deny`] (or a person in the
-//!   approval inbox), in the same conversation.
+//! * **The conversation** is [`RigTools::new`]'s, or, for one run, the
+//!   [`Conversation`] the application puts in the run's `ToolContext`
+//!   (`agent.prompt(..).tool_context(context)`): one toolset can serve
+//!   every conversation of an agent.
+//! * **Approvals**: a high-risk call answers `CONFIRMATION_REQUIRED`. With
+//!   an approver ([`RigTools::approver`]: a person asked, in host mode),
+//!   its yes runs the call once ([`Dispatcher::approve`]) and its no denies
+//!   it ([`Dispatcher::deny`]), and the model reads what came of it in the
+//!   answer to its call. Without one (or in inbox mode, where only a
+//!   decision in the store approves), the model reads that the call waits
+//!   for a person, who decides in the approval inbox.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -56,9 +63,36 @@ use rig_agent::tool::{RegisteredTool, ToolSet};
 use rig_core::effect::{EffectKind, FamilyDescriptor, HandlerDescriptor, Outcome, family};
 use rig_core::error::{ErrorKind, ErrorReport};
 use rig_core::serve::{Dispatch, Reply, Serve};
+use rig_core::tool::{ContextValue, ToolContext};
 use rig_core::tool::{ToolErrorKind, ToolExecutionError, ToolOutput};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolcall_core::{Arguments, Call, Caller, Code, Dispatcher, MemoryStore, Store, ToolResult};
+use toolcall_core::{
+    Approvals, Arguments, Call, Caller, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult,
+};
+
+/// The conversation one rig run's tool calls belong to, in the run's
+/// `ToolContext` (key `toolcall.conversation`): it stands for the session
+/// [`RigTools::new`] names, for that run.
+///
+/// ```
+/// use rig_core::tool::ToolContext;
+/// use toolcall_rig::Conversation;
+///
+/// let mut context = ToolContext::new();
+/// context.insert(Conversation("chat-42".to_owned())).unwrap();
+/// // agent.prompt("...").tool_context(context)
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation(pub String);
+
+impl ContextValue for Conversation {
+    const KEY: &'static str = "toolcall.conversation";
+}
+
+/// Decides a call that waits for a person: the pipeline's
+/// `CONFIRMATION_REQUIRED` answer in, yes or no out.
+pub type Approver = dyn Fn(&ToolResult) -> bool + Send + Sync;
 use toolcall_providers::Format;
 
 /// A dispatcher's tools for rig, in one conversation, as one caller.
@@ -78,6 +112,7 @@ struct Shared<S, St> {
     dispatcher: Arc<Dispatcher<S, St>>,
     session: String,
     caller: Option<Caller>,
+    approver: Option<Arc<Approver>>,
 }
 
 impl<S, St> RigTools<S, St>
@@ -93,6 +128,7 @@ where
                 dispatcher,
                 session: session.into(),
                 caller: None,
+                approver: None,
             }),
         }
     }
@@ -108,6 +144,24 @@ where
                 dispatcher: Arc::clone(&self.shared.dispatcher),
                 session: self.shared.session.clone(),
                 caller: Some(caller),
+                approver: self.shared.approver.clone(),
+            }),
+        }
+    }
+
+    /// Asks `approver` about each call that waits for a person (host mode):
+    /// yes runs it once, no denies it, and the model reads what came of it.
+    /// It gets the `CONFIRMATION_REQUIRED` result (the tool, and the
+    /// arguments to approve in `data.pending`). In inbox mode it is not
+    /// asked: only a decision in the store approves there.
+    #[must_use]
+    pub fn approver(self, approver: impl Fn(&ToolResult) -> bool + Send + Sync + 'static) -> Self {
+        RigTools {
+            shared: Arc::new(Shared {
+                dispatcher: Arc::clone(&self.shared.dispatcher),
+                session: self.shared.session.clone(),
+                caller: self.shared.caller.clone(),
+                approver: Some(Arc::new(approver)),
             }),
         }
     }
@@ -191,15 +245,39 @@ where
         &self.name
     }
 
-    /// Runs one call with the arguments' text as the model wrote it; the
-    /// pipeline's result.
-    pub async fn call(&self, arguments: &str) -> ToolResult {
+    /// Runs one call with the arguments' text as the model wrote it, in
+    /// `conversation` (the [`RigTools`]' session when `None`); the
+    /// pipeline's result, after the approver (if any) decided a call that
+    /// waits for a person.
+    pub async fn call(&self, arguments: &str, conversation: Option<&str>) -> ToolResult {
         let shared = &self.shared;
-        let mut call = Call::new(&self.name, Arguments::Raw(arguments)).session(&shared.session);
+        let session = conversation.unwrap_or(&shared.session);
+        let mut call = Call::new(&self.name, Arguments::Raw(arguments)).session(session);
         if let Some(caller) = &shared.caller {
             call = call.caller(caller);
         }
-        shared.dispatcher.execute(call).await
+        let result = shared.dispatcher.execute(call).await;
+        let (Some(approver), Some(id)) = (&shared.approver, result.confirmation_id.as_deref())
+        else {
+            return result;
+        };
+        if result.code != Code::ConfirmationRequired
+            || shared.dispatcher.settings().approvals == Approvals::Inbox
+        {
+            return result;
+        }
+        let mut decision = Decision::new(id, session).tool(&self.name).by("approver");
+        if let Some(caller) = &shared.caller {
+            decision = decision.caller(caller);
+        }
+        if approver(&result) {
+            shared.dispatcher.approve(decision).await
+        } else {
+            shared
+                .dispatcher
+                .deny(decision, "the person asked declined")
+                .await
+        }
     }
 }
 
@@ -223,10 +301,15 @@ where
         }
     }
 
-    async fn serve(&self, kind: EffectKind, _dispatch: Dispatch) -> Reply {
+    async fn serve(&self, kind: EffectKind, dispatch: Dispatch) -> Reply {
         match kind {
             EffectKind::ToolCall { name, args } if name == self.name => {
-                let result = self.call(&args).await;
+                let conversation = dispatch
+                    .scope::<ToolContext>()
+                    .and_then(|context| context.get::<Conversation>().ok().flatten());
+                let result = self
+                    .call(&args, conversation.as_ref().map(|c| c.0.as_str()))
+                    .await;
                 Reply::Outcome(Ok(Outcome::ToolResult {
                     result: rig_result(&result),
                 }))
