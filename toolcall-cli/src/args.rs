@@ -142,15 +142,11 @@ pub struct AgentArgs {
     /// file's turns and records the requests it got (`GET /requests`).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "base_url"])]
     pub serve_script: Option<PathBuf>,
-    /// With `--serve-script`: the address to listen on (port 0 picks a
-    /// free one; the address is printed at start).
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = "127.0.0.1:8090",
-        requires = "serve_script"
-    )]
-    pub listen: SocketAddr,
+    /// With `--serve-script`: the address to listen on, 127.0.0.1:8090
+    /// unless told otherwise (port 0 picks a free one; the address is
+    /// printed at start).
+    #[arg(long, value_name = "ADDR", requires = "serve_script")]
+    pub listen: Option<SocketAddr>,
 }
 
 /// `agent --provider`.

@@ -145,6 +145,54 @@ mod tests {
     }
 
     #[test]
+    fn agent_takes_a_prompt_and_a_server_or_serves_a_script() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.command);
+        let Command::Agent(args) = parse(&[
+            "app",
+            "agent",
+            "--base-url",
+            "http://127.0.0.1:8080/v1",
+            "--provider",
+            "anthropic",
+            "--yes",
+            "Refund ORD-1001",
+        ])
+        .unwrap() else {
+            panic!("not agent");
+        };
+        assert_eq!(args.provider, AgentProvider::Anthropic);
+        assert_eq!(args.prompt.as_deref(), Some("Refund ORD-1001"));
+        assert_eq!((args.max_turns, args.yes, args.model), (10, true, None));
+        let Command::Agent(args) = parse(&["app", "agent", "--serve-script", "s.json"]).unwrap()
+        else {
+            panic!("not agent");
+        };
+        assert_eq!(args.listen, None, "127.0.0.1:8090");
+        let command = Command::Agent(args);
+        assert!(command.runs_tools());
+        assert_eq!(command.conversation_line(None, "default"), None);
+        for refused in [
+            &["app", "agent", "Hi"][..],
+            &["app", "agent", "--base-url", "http://x/v1"],
+            &[
+                "app",
+                "agent",
+                "--base-url",
+                "http://x/v1",
+                "--max-turns",
+                "0",
+                "Hi",
+            ],
+            &["app", "agent", "--serve-script", "s.json", "Hi"],
+        ] {
+            let Err(error) = parse(refused) else {
+                panic!("accepted: {refused:?}");
+            };
+            assert_eq!(error.exit_code(), 2, "{refused:?}");
+        }
+    }
+
+    #[test]
     fn mcp_may_wait_for_an_approval() {
         let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp"]).unwrap().command else {
             panic!("not mcp");
@@ -226,6 +274,25 @@ mod tests {
             (!cfg!(feature = "inbox")).then_some("inbox")
         );
         assert_eq!(command(&["app", "replay"]).missing_feature(), None);
+        let agent = command(&["app", "agent", "--base-url", "http://127.0.0.1:1/v1", "Hi"]);
+        assert_eq!(
+            agent.missing_feature(),
+            (!cfg!(feature = "agent")).then_some("agent")
+        );
+        if !cfg!(feature = "agent") {
+            let app = App::new("shop", Registry::default(), Arc::new(()));
+            let error = app
+                .run_from(["shop", "agent", "--base-url", "http://127.0.0.1:1/v1", "Hi"])
+                .unwrap_err();
+            assert_eq!(
+                (error.exit_code(), error.to_string()),
+                (
+                    2,
+                    "`agent` is not in this build: it needs toolcall-cli's `agent` feature"
+                        .to_owned()
+                )
+            );
+        }
         let http = command(&["app", "mcp", "--http", "127.0.0.1:0"]);
         assert_eq!(
             http.missing_feature(),

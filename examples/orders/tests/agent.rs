@@ -393,6 +393,21 @@ fn a_model_is_needed() {
     let output = orders(&["agent", "--base-url", "http://127.0.0.1:9/v1", "Hi"], &[]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("LLM_MODEL"));
+    let output = orders(
+        &[
+            "agent",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--listen",
+            "127.0.0.1:0",
+            "Hi",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("--listen goes with --serve-script"));
 }
 
 /// `GET /requests` of the server at `addr`, as JSON.

@@ -17,6 +17,7 @@ pub mod script;
 
 use std::any::Any;
 use std::io::{self, BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -58,7 +59,10 @@ where
 async fn serve_script(path: &std::path::Path, args: &AgentArgs) -> Result<(), Error> {
     let script = script::Script::from_file(path)?;
     let turns = script.turns.len();
-    let server = script.serve(args.listen).await?;
+    let listen = args
+        .listen
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8090)));
+    let server = script.serve(listen).await?;
     let mut stdout = io::stdout().lock();
     writeln!(
         stdout,
@@ -94,6 +98,11 @@ pub(crate) struct Settings {
 
 impl Settings {
     fn from_args(args: &AgentArgs) -> Result<Settings, Error> {
+        if args.listen.is_some() {
+            return Err(Error::Input(
+                "agent: --listen goes with --serve-script".to_owned(),
+            ));
+        }
         let prompt = args
             .prompt
             .clone()

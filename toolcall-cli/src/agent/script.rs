@@ -32,7 +32,11 @@
 //!   `name`, and `arguments`: a JSON string is the very text the model
 //!   writes (so `25.90` stays `25.90`), any other value is written as its
 //!   JSON (default `{}`). A turn without `tool_calls` is the model's final
-//!   answer. Over Chat Completions the calls are `tool_calls` of
+//!   answer. The assistant message may also be written as either API
+//!   writes it: `"role": "assistant"`, calls as `{"id", "type":
+//!   "function", "function": {"name", "arguments"}}`, or `content` as
+//!   Messages API blocks (`text`, and `tool_use` with `id`, `name` and
+//!   `input`). Over Chat Completions the calls are `tool_calls` of
 //!   `choices[0].message` (`finish_reason` `tool_calls`, else `stop`); over
 //!   the Messages API they are `tool_use` blocks after a `text` block
 //!   (`stop_reason` `tool_use`, else `end_turn`), their `input` the
@@ -105,38 +109,159 @@ pub enum After {
 
 /// One answer of a script.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawTurn")]
 pub struct ScriptTurn {
     /// The assistant's text.
-    #[serde(default)]
     pub content: Option<String>,
     /// The tool calls, in the model's order.
-    #[serde(default)]
     pub tool_calls: Vec<ScriptCall>,
     /// An HTTP status other than 200: the answer is `body`.
-    #[serde(default)]
     pub status: Option<u16>,
     /// The body of an error answer.
-    #[serde(default)]
     pub body: Option<Value>,
     /// A body sent as it is.
-    #[serde(default)]
     pub raw: Option<String>,
 }
 
 /// One tool call of a scripted turn.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawCall")]
 pub struct ScriptCall {
     /// The call's id; `call_<turn>_<index>` when absent.
-    #[serde(default)]
     pub id: Option<String>,
     /// The tool.
     pub name: String,
     /// A JSON string is the arguments' text as the model writes it; any
     /// other value is written as JSON.
-    #[serde(default)]
     pub arguments: Option<Value>,
+}
+
+/// A turn as a script writes it: the short form, or an assistant message
+/// as Chat Completions (`tool_calls` of `{"type": "function", "function":
+/// {...}}`) or the Messages API (`content` blocks) writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTurn {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ScriptCall>>,
+    #[serde(default)]
+    status: Option<u16>,
+    #[serde(default)]
+    body: Option<Value>,
+    #[serde(default)]
+    raw: Option<String>,
+}
+
+impl TryFrom<RawTurn> for ScriptTurn {
+    type Error = String;
+
+    fn try_from(raw: RawTurn) -> Result<Self, String> {
+        if let Some(role) = raw.role.as_deref().filter(|r| *r != "assistant") {
+            return Err(format!("a turn is the assistant's, not `{role}`'s"));
+        }
+        let mut tool_calls = raw.tool_calls.unwrap_or_default();
+        let content = match raw.content {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(text),
+            Some(Value::Array(blocks)) => {
+                // Messages API blocks: text, and tool_use calls.
+                let mut texts = Vec::new();
+                for block in blocks {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("text") => texts.push(
+                            block
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                        ),
+                        Some("tool_use") => tool_calls.push(ScriptCall {
+                            id: block.get("id").and_then(Value::as_str).map(str::to_owned),
+                            name: block
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .ok_or("a tool_use block has no `name`")?
+                                .to_owned(),
+                            arguments: block.get("input").cloned(),
+                        }),
+                        _ => {
+                            return Err(format!(
+                                "a content block that is no text nor tool_use: {block}"
+                            ));
+                        }
+                    }
+                }
+                (!texts.is_empty()).then(|| texts.join("\n"))
+            }
+            Some(other) => return Err(format!("`content` is text or blocks, not {other}")),
+        };
+        Ok(ScriptTurn {
+            content,
+            tool_calls,
+            status: raw.status,
+            body: raw.body,
+            raw: raw.raw,
+        })
+    }
+}
+
+/// A call as a script writes it: `{"id", "name", "arguments"}`, or as
+/// Chat Completions does, `{"id", "type": "function", "function": {"name",
+/// "arguments"}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+    #[serde(default)]
+    function: Option<RawFunction>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+impl TryFrom<RawCall> for ScriptCall {
+    type Error = String;
+
+    fn try_from(raw: RawCall) -> Result<Self, String> {
+        if let Some(kind) = raw.kind.as_deref().filter(|k| *k != "function") {
+            return Err(format!(
+                "a tool call of type `{kind}`; only `function` is played"
+            ));
+        }
+        let (name, arguments) = match (raw.name, raw.function) {
+            (Some(name), None) => (name, raw.arguments),
+            (None, Some(function)) if raw.arguments.is_none() => {
+                (function.name, function.arguments)
+            }
+            (None, None) => return Err("a tool call has no `name`".to_owned()),
+            _ => {
+                return Err(
+                    "a tool call gives `name` and `arguments`, or `function`, not both".to_owned(),
+                );
+            }
+        };
+        Ok(ScriptCall {
+            id: raw.id,
+            name,
+            arguments,
+        })
+    }
 }
 
 impl ScriptCall {
@@ -401,6 +526,32 @@ mod tests {
         assert_eq!(script.after, After::Repeat);
         let error = Script::from_json(r#"{"turns": [{"contnet": "hi"}]}"#).unwrap_err();
         assert!(error.to_string().contains("contnet"), "{error}");
+        let error = Script::from_json(r#"[{"tool_calls": [{"arguments": {}}]}]"#).unwrap_err();
+        assert!(error.to_string().contains("no `name`"), "{error}");
+    }
+
+    #[test]
+    fn a_turn_may_be_written_as_either_api_writes_it() {
+        let script = Script::from_json(
+            r#"[
+              {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}]},
+              {"role": "assistant", "content": [
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "b", "name": "get_order", "input": {"order_id": "ORD-1001"}}]}
+            ]"#,
+        )
+        .unwrap();
+        assert_eq!(script.turns[0].tool_calls[0].name, "get_order");
+        assert_eq!(script.turns[0].tool_calls[0].text(), "{}");
+        assert_eq!(script.turns[1].content.as_deref(), Some("Looking."));
+        assert_eq!(script.turns[1].tool_calls[0].id.as_deref(), Some("b"));
+        assert_eq!(
+            script.turns[1].tool_calls[0].text(),
+            r#"{"order_id":"ORD-1001"}"#
+        );
+        let error = Script::from_json(r#"[{"role": "user", "content": "hi"}]"#).unwrap_err();
+        assert!(error.to_string().contains("assistant"), "{error}");
     }
 
     #[test]
