@@ -354,3 +354,105 @@ fn url() -> Option<String> {
 fn schema(test: &str) -> String {
     format!("toolcall_test_{test}_{}_{}", std::process::id(), now_ms())
 }
+
+/// `begin_call` and `complete_unlocking` mean, on every store, what the
+/// methods they stand for mean one after the other. `combined`: whether the
+/// store makes them its own way (locking and looking at the taint and the
+/// approvals) rather than by the trait's defaults.
+async fn begin_conformance(store: &impl Store, other: &impl Store, combined: bool) {
+    let now = now_ms();
+    let (session, k, resource) = (
+        format!("begin-{now}"),
+        toolcall_tests::key(&format!("begin-{now}")),
+        toolcall_tests::key(&format!("order-{now}")),
+    );
+    let mut start = CallStart::new(&session, &k, now, 2);
+    start.max_calls = 2;
+    start.outcome = true;
+    start.taint = true;
+    start.decided = true;
+    start.lock = Some(toolcall::store::LockAsk {
+        resource: &resource,
+        holder: "h1",
+        lease_ms: 60_000,
+    });
+
+    // A free key: counted, nothing recorded, locked (by a store that locks).
+    let begun = store.begin_call(&start).await.unwrap();
+    assert_eq!((begun.step, begun.calls, begun.outcome.clone()), (1, Some(1), None));
+    assert_eq!(begun.locked, combined);
+    if combined {
+        assert_eq!(begun.tainted, Some(false));
+        assert_eq!(begun.decided, Some(false));
+        assert!(
+            !other.lock_resource(&resource, "h2", now, 60_000).await.unwrap(),
+            "held by the call"
+        );
+    }
+
+    // Claimed: in flight, and no lock is taken for it.
+    assert_eq!(store.claim(&k, now, 60_000).await.unwrap(), Claim::Acquired);
+    store.unlock_resource(&resource, "h1").await.unwrap();
+    let begun = other.begin_call(&start).await.unwrap();
+    assert_eq!((begun.step, begun.calls), (2, Some(2)));
+    assert_eq!(begun.outcome, Some(RecordedOutcome::InFlight));
+    assert!(!begun.locked, "an identical call is running");
+
+    // Completed, and the lock freed with it when the store can.
+    store.lock_resource(&resource, "h1", now, 60_000).await.unwrap();
+    let result = ToolResult::success("pay", serde_json::Map::new());
+    let freed = store
+        .complete_unlocking(&k, &result, &resource, "h1")
+        .await
+        .unwrap();
+    assert_eq!(freed, combined);
+    assert_eq!(
+        other.lock_resource(&resource, "h2", now, 60_000).await.unwrap(),
+        freed,
+        "free once freed, else still held"
+    );
+    other.unlock_resource(&resource, "h2").await.unwrap();
+    store.unlock_resource(&resource, "h1").await.unwrap();
+    assert_eq!(
+        other.outcome(&k).await.unwrap(),
+        Some(RecordedOutcome::Completed(result))
+    );
+
+    // Over the bound of identical calls: counted, nothing read, no lock.
+    let begun = store.begin_call(&start).await.unwrap();
+    assert_eq!((begun.step, begun.calls, begun.outcome), (3, None, None), "over the steps");
+    let mut wide = start;
+    wide.max_steps = 100;
+    let begun = store.begin_call(&wide).await.unwrap();
+    assert_eq!((begun.step, begun.calls), (4, Some(3)), "the step over the budget counted no call");
+    assert_eq!(begun.outcome, None, "over the bound: not read");
+    assert!(!begun.locked);
+
+    // Taint: what `tainted` says of the session.
+    store.add_taint(&session, &[]).await.unwrap();
+    let begun = other.begin_call(&wide).await.unwrap();
+    if combined {
+        assert_eq!(begun.tainted, Some(true));
+    } else {
+        assert_eq!(begun.tainted, None);
+    }
+}
+
+#[tokio::test]
+async fn every_store_begins_and_completes_a_call_as_its_parts_do() {
+    let memory = toolcall::MemoryStore::default();
+    begin_conformance(&memory, &memory, false).await;
+    let sqlite = SqliteStore::open_in_memory().unwrap();
+    begin_conformance(&sqlite, &sqlite, true).await;
+    let Some(url) = url() else { return };
+    let schema = schema("begin");
+    let first = PostgresStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    let second = PostgresStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    begin_conformance(&first, &second, true).await;
+    drop(second);
+    first.drop_schema().await.unwrap();
+}

@@ -11,6 +11,15 @@
 //! when the store connects (under an advisory lock, so replicas starting
 //! together do not race), in the schema given, `public` by default.
 //!
+//! A call costs few round trips: its start (its step, its count, what is
+//! recorded of its key, its resource's lock, and whether its conversation
+//! read untrusted output or has a decided approval) is one statement
+//! ([`Store::begin_call`]), a side effect's claim another, and its result,
+//! with the lock freed, a third ([`Store::complete_unlocking`]): a read-only
+//! call is one transaction, a confirmed side effect three. Each statement is
+//! prepared once per connection and then only bound and executed;
+//! [`round_trips`](PostgresStore::round_trips) counts what was sent.
+//!
 //! A person's decision (the inbox) is one `UPDATE` that only an undecided,
 //! unused, unexpired approval matches, and it is announced with `NOTIFY` on
 //! [`DECISION_CHANNEL`]: an agent waiting for it
