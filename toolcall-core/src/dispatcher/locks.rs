@@ -291,7 +291,7 @@ mod tests {
                 .map(|_| {
                     scope.spawn(|| {
                         (0..500)
-                            .map(|_| holder_token().to_owned())
+                            .map(|_| String::from(&*holder_token()))
                             .collect::<Vec<_>>()
                     })
                 })
