@@ -478,3 +478,75 @@ fn the_scripted_model_runs_as_a_command() {
         text(&output.stderr)
     );
 }
+
+/// In inbox mode only a person's decision in the store approves: the first
+/// run leaves the refund pending (the model reads that it waits); once the
+/// decision is recorded, the model's retry in the same conversation, with
+/// `--wait-approval`, runs it once.
+#[test]
+fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
+    use toolcall::Store;
+    use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+
+    let store = fresh_store("inbox");
+    let store_arg = format!("sqlite:{}", store.display());
+    let run = |server: &ScriptServer, extra: &[&str]| {
+        let mut args = vec![
+            "agent",
+            "--approvals",
+            "inbox",
+            "--session-id",
+            "desk-7",
+            "--store",
+            &store_arg,
+            "--model",
+            "m",
+        ];
+        let base_url = server.openai_base_url();
+        args.extend_from_slice(&["--base-url", &base_url]);
+        args.extend_from_slice(extra);
+        args.push("Refund ORD-1001.");
+        orders(&args, &[])
+    };
+    let asks = json!([
+        {"tool_calls": [{"id": "call_refund", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
+        {"content": "A person has to approve the refund."}
+    ]);
+
+    // `--yes` approves nothing in inbox mode.
+    let first = serve(asks.clone());
+    let output = run(&first, &["--yes"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("waits for a person in the inbox"));
+    let pending = &tool_answers(&first.requests()[1])[0].1;
+    assert_eq!(pending["code"], "CONFIRMATION_REQUIRED");
+    let id = pending["confirmation_id"].as_str().unwrap().to_owned();
+    assert_eq!(refunds_applied(&store), 0);
+
+    // A person approves it in the inbox (recorded in the store).
+    let decision = ApprovalDecision {
+        approved: true,
+        by: "ana".to_owned(),
+        note: "checked the photos".to_owned(),
+        edited_arguments: None,
+        decided_ms: now_ms(),
+    };
+    let decided = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let store = toolcall_sqlite::SqliteStore::open(&store).unwrap();
+            store.decide_approval(&id, &decision, now_ms()).await
+        })
+        .unwrap();
+    assert_eq!(decided, DecideOutcome::Decided);
+
+    // The model asks again: the decision is there, the refund runs once.
+    let second = serve(asks);
+    let output = run(&second, &["--wait-approval", "30"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let answer = &tool_answers(&second.requests()[1])[0].1;
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(refunds_applied(&store), 1);
+}

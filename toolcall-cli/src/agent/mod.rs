@@ -4,7 +4,7 @@
 //! Each turn sends the conversation and the tools the caller may use
 //! (OpenAI: strict function definitions, `Format::OpenAi`; Anthropic:
 //! `Format::Anthropic`), reads the assistant message with the project's
-//! adapter for that API ([`Provider::OpenAi`], [`Provider::Anthropic`]),
+//! adapter for that API ([`Provider::OpenAi`](toolcall_providers::Provider::OpenAi), [`Provider::Anthropic`](toolcall_providers::Provider::Anthropic)),
 //! runs every call of it through the dispatcher in the model's order, asks
 //! for the approvals the calls wait for, and sends back the pipeline's
 //! answer to every call id ([`Turn::messages`]). It stops at the first
@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall_core::{Approvals, Call, Code, Decision, Dispatcher, Store};
+use toolcall_core::{Approvals, Call, Decision, Dispatcher, Store};
 use toolcall_providers::{Outcome, RunOptions, Turn};
 
 use crate::{AgentArgs, AgentProvider, Error};
@@ -317,7 +317,7 @@ where
         .wait_approval(id, until)
         .await
         .map_err(|e| Error::Input(format!("waiting for approval {id}: {e}")))?;
-    if !decided.is_some_and(|entry| entry.approval.decision.is_some()) {
+    if decided.is_none_or(|entry| entry.approval.decision.is_none()) {
         transcript.line(format!("  no decision on approval {id} in time"));
         return Ok(None);
     }
@@ -359,17 +359,9 @@ fn ask(tool: &str, pending: &str, yes: bool, transcript: &mut Transcript) -> Opt
     Some(approved)
 }
 
-/// A tool result the loop stopped short of sending: no turn is left.
+/// The loop's error when the model made no answer within the budget.
 pub(crate) fn no_answer(max_turns: u32) -> Error {
     Error::NoAnswer { turns: max_turns }
-}
-
-/// The calls of `turn` that still wait for a person.
-#[allow(dead_code)]
-pub(crate) fn still_pending(turn: &Turn) -> usize {
-    turn.results()
-        .filter(|r| r.code == Code::ConfirmationRequired)
-        .count()
 }
 
 /// The options every turn's calls run with.
