@@ -353,6 +353,14 @@ fn an_answer_that_is_not_json_is_exit_code_3() {
     let (code, stderr) = failing(&server.openai_base_url(), &[]);
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("choices[0].message"), "{stderr}");
+
+    // A call without an id cannot be answered: nothing runs.
+    let completion = json!({"choices": [{"message": {"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": "get_order", "arguments": "{}"}}]}}]});
+    let server = serve(json!([{"raw": completion.to_string()}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("id` is missing"), "{stderr}");
 }
 
 #[test]

@@ -1,63 +1,80 @@
-//! The loop over an Anthropic-compatible Messages server, with reqwest.
-
-use std::any::Any;
+//! Anthropic-compatible Messages, with reqwest.
 
 use serde_json::{Value, json};
-use toolcall_core::{Dispatcher, Store};
-use toolcall_providers::{Format, Provider};
 
-use super::{Settings, Transcript, excerpt, http_client, run_options, settle};
+use super::{Reply, Settings, excerpt, http_client};
 use crate::Error;
 
 /// The Messages API version the requests name.
 const VERSION: &str = "2023-06-01";
 
-/// Runs the loop; the model's answer.
-pub(crate) async fn run<S, St>(
-    dispatcher: &Dispatcher<S, St>,
-    session: &str,
-    settings: &Settings,
-    transcript: &mut Transcript,
-) -> Result<String, Error>
-where
-    S: Any + Send + Sync,
-    St: Store,
-{
-    let policy = dispatcher.default_caller().policy();
-    let tools = toolcall_providers::definitions(dispatcher.registry(), policy, Format::Anthropic);
-    let client = http_client(settings.timeout)?;
-    let url = format!("{}/v1/messages", settings.base_url);
-    let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
+/// A Messages server, and the tools every request sends.
+pub(crate) struct Anthropic {
+    client: reqwest::Client,
+    url: String,
+    key: String,
+    model: String,
+    max_tokens: u32,
+    system: Option<String>,
+    tools: Value,
+}
 
-    let mut messages = vec![json!({"role": "user", "content": settings.prompt})];
-    for _ in 0..settings.max_turns {
+impl Anthropic {
+    /// The client for `settings`; `definitions` are the tools in the
+    /// `anthropic` format. The key is ANTHROPIC_API_KEY's, when set.
+    pub(crate) fn new(settings: &Settings, definitions: Value) -> Result<Anthropic, Error> {
+        Ok(Anthropic {
+            client: http_client(settings.timeout)?,
+            url: format!("{}/v1/messages", settings.base_url),
+            key: std::env::var("ANTHROPIC_API_KEY").unwrap_or_default(),
+            model: settings.model.clone(),
+            max_tokens: settings.max_tokens,
+            system: settings.system.clone(),
+            tools: definitions,
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The conversation's first messages (the system prompt is a field of
+    /// each request).
+    pub(crate) fn start(settings: &Settings) -> Vec<Value> {
+        vec![json!({"role": "user", "content": settings.prompt})]
+    }
+
+    /// One request: the model's next assistant message.
+    pub(crate) async fn complete(&self, messages: &[Value]) -> Result<Reply, Error> {
+        let url = &self.url;
         let mut body = json!({
-            "model": settings.model,
-            "max_tokens": settings.max_tokens,
+            "model": self.model,
+            "max_tokens": self.max_tokens,
             "messages": messages,
         });
-        if tools.as_array().is_some_and(|t| !t.is_empty()) {
-            body["tools"] = tools.clone();
+        if self.tools.as_array().is_some_and(|t| !t.is_empty()) {
+            body["tools"] = self.tools.clone();
         }
-        if let Some(system) = &settings.system {
+        if let Some(system) = &self.system {
             body["system"] = json!(system);
         }
-        let mut request = client
-            .post(&url)
+        let mut request = self
+            .client
+            .post(url)
             .header("anthropic-version", VERSION)
             .json(&body);
-        if !key.is_empty() {
-            request = request.header("x-api-key", &key);
+        if !self.key.is_empty() {
+            request = request.header("x-api-key", &self.key);
         }
         let response = request
             .send()
             .await
-            .map_err(|e| super::unreachable(&url, &e))?;
+            .map_err(|e| super::unreachable(url, &e))?;
         let status = response.status();
         let text = response
             .text()
             .await
-            .map_err(|e| super::unreachable(&url, &e))?;
+            .map_err(|e| super::unreachable(url, &e))?;
         if !status.is_success() {
             return Err(Error::Model(format!(
                 "the model server at {url} answered HTTP {status}: {}",
@@ -70,11 +87,6 @@ where
                 excerpt(&text)
             ))
         })?;
-        // The text form: each `input` reaches the pipeline as the model wrote it.
-        let mut turn = Provider::Anthropic
-            .run_str(dispatcher, &text, run_options(session))
-            .await
-            .map_err(|e| Error::Model(format!("the model server at {url}: {e}")))?;
         let content = message.get("content").cloned().unwrap_or(Value::Null);
         let said: Vec<&str> = content
             .as_array()
@@ -84,18 +96,10 @@ where
             .filter_map(|block| block["text"].as_str())
             .collect();
         let said = said.join("\n");
-        if !said.is_empty() {
-            transcript.line(format!("assistant: {said}"));
-        }
-        messages.push(json!({"role": "assistant", "content": content}));
-        if turn.outcomes.is_empty() {
-            transcript.messages(&messages);
-            return Ok(said);
-        }
-        transcript.turn(&turn);
-        settle(dispatcher, session, settings, &mut turn, transcript).await?;
-        messages.extend(turn.messages());
-        transcript.messages(&messages);
+        Ok(Reply {
+            text,
+            said,
+            assistant: json!({"role": "assistant", "content": content}),
+        })
     }
-    Err(super::no_answer(settings.max_turns))
 }

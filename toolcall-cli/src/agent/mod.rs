@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall_core::{Approvals, Call, Decision, Dispatcher, Store};
-use toolcall_providers::{Outcome, RunOptions, Turn};
+use toolcall_providers::{Format, Outcome, Provider, RunOptions, Turn};
 
 use crate::{AgentArgs, AgentProvider, Error};
 
@@ -45,14 +45,110 @@ where
     let settings = Settings::from_args(args)?;
     let mut transcript = Transcript::new(args.json);
     transcript.line(format!("user: {}", settings.prompt));
-    let outcome = match args.provider {
-        AgentProvider::Openai => openai::run(dispatcher, session, &settings, &mut transcript).await,
-        AgentProvider::Anthropic => {
-            anthropic::run(dispatcher, session, &settings, &mut transcript).await
-        }
-    };
+    let outcome = run(
+        dispatcher,
+        session,
+        &settings,
+        args.provider,
+        &mut transcript,
+    )
+    .await;
     transcript.finish(&outcome);
     outcome.map(|_| ())
+}
+
+/// The model server, in the API it speaks.
+enum Api {
+    OpenAi(openai::OpenAi),
+    Anthropic(anthropic::Anthropic),
+}
+
+/// One answer of the model server.
+pub(crate) struct Reply {
+    /// The body as it came: the adapter reads the calls from this text.
+    pub(crate) text: String,
+    /// The assistant's words.
+    pub(crate) said: String,
+    /// The assistant message as the next request sends it back.
+    pub(crate) assistant: Value,
+}
+
+impl Api {
+    fn url(&self) -> &str {
+        match self {
+            Api::OpenAi(api) => api.url(),
+            Api::Anthropic(api) => api.url(),
+        }
+    }
+
+    fn provider(&self) -> Provider {
+        match self {
+            Api::OpenAi(_) => Provider::OpenAi,
+            Api::Anthropic(_) => Provider::Anthropic,
+        }
+    }
+
+    async fn complete(&self, messages: &[Value]) -> Result<Reply, Error> {
+        match self {
+            Api::OpenAi(api) => api.complete(messages).await,
+            Api::Anthropic(api) => api.complete(messages).await,
+        }
+    }
+}
+
+/// The loop; the model's answer.
+async fn run<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    session: &str,
+    settings: &Settings,
+    provider: AgentProvider,
+    transcript: &mut Transcript,
+) -> Result<String, Error>
+where
+    S: Any + Send + Sync,
+    St: Store,
+{
+    let policy = dispatcher.default_caller().policy();
+    let definitions =
+        |format| toolcall_providers::definitions(dispatcher.registry(), policy, format);
+    let (api, mut messages) = match provider {
+        AgentProvider::Openai => (
+            Api::OpenAi(openai::OpenAi::new(settings, definitions(Format::OpenAi))?),
+            openai::OpenAi::start(settings),
+        ),
+        AgentProvider::Anthropic => (
+            Api::Anthropic(anthropic::Anthropic::new(
+                settings,
+                definitions(Format::Anthropic),
+            )?),
+            anthropic::Anthropic::start(settings),
+        ),
+    };
+    for _ in 0..settings.max_turns {
+        let reply = api.complete(&messages).await?;
+        // The text form: a member written twice in the message is an
+        // error, and each call's arguments reach the pipeline as written.
+        let mut turn = api
+            .provider()
+            .run_str(dispatcher, &reply.text, RunOptions::new().session(session))
+            .await
+            .map_err(|e| Error::Model(format!("the model server at {}: {e}", api.url())))?;
+        if !reply.said.is_empty() {
+            transcript.line(format!("assistant: {}", reply.said));
+        }
+        messages.push(reply.assistant);
+        if turn.outcomes.is_empty() {
+            transcript.messages(&messages);
+            return Ok(reply.said);
+        }
+        transcript.turn(&turn);
+        settle(dispatcher, session, settings, &mut turn, transcript).await?;
+        messages.extend(turn.messages());
+        transcript.messages(&messages);
+    }
+    Err(Error::NoAnswer {
+        turns: settings.max_turns,
+    })
 }
 
 /// `agent --serve-script FILE`: the scripted model, until the process ends.
@@ -240,7 +336,7 @@ impl Transcript {
 /// call waits for a person. In inbox mode only a decision in the store
 /// approves: with `--wait-approval SECS` the loop waits for it (a person
 /// decides in `serve`), then makes the call again with its approval.
-pub(crate) async fn settle<S, St>(
+async fn settle<S, St>(
     dispatcher: &Dispatcher<S, St>,
     session: &str,
     settings: &Settings,
@@ -357,14 +453,4 @@ fn ask(tool: &str, pending: &str, yes: bool, transcript: &mut Transcript) -> Opt
         if approved { "approved" } else { "declined" }
     ));
     Some(approved)
-}
-
-/// The loop's error when the model made no answer within the budget.
-pub(crate) fn no_answer(max_turns: u32) -> Error {
-    Error::NoAnswer { turns: max_turns }
-}
-
-/// The options every turn's calls run with.
-pub(crate) fn run_options(session: &str) -> RunOptions<'_> {
-    RunOptions::new().session(session)
 }

@@ -1,7 +1,4 @@
-//! The loop over an OpenAI-compatible Chat Completions server, with
-//! async-openai.
-
-use std::any::Any;
+//! OpenAI-compatible Chat Completions, with async-openai.
 
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
@@ -11,96 +8,94 @@ use async_openai::types::chat::{
 };
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use toolcall_core::{Dispatcher, Store};
-use toolcall_providers::{Format, Provider};
 
-use super::{Settings, Transcript, excerpt, http_client, run_options, settle};
+use super::{Reply, Settings, excerpt, http_client};
 use crate::Error;
 
-/// Runs the loop; the model's answer.
-pub(crate) async fn run<S, St>(
-    dispatcher: &Dispatcher<S, St>,
-    session: &str,
-    settings: &Settings,
-    transcript: &mut Transcript,
-) -> Result<String, Error>
-where
-    S: Any + Send + Sync,
-    St: Store,
-{
-    let policy = dispatcher.default_caller().policy();
-    let definitions =
-        toolcall_providers::definitions(dispatcher.registry(), policy, Format::OpenAi);
-    let tools: Vec<ChatCompletionTools> = serde_json::from_value(definitions)
-        .map_err(|e| Error::Input(format!("the tools' OpenAI definitions: {e}")))?;
-    // async-openai reads OPENAI_API_KEY itself (empty when it is not set).
-    let config = OpenAIConfig::new().with_api_base(&settings.base_url);
-    let client = Client::build(http_client(settings.timeout)?, config);
-    let url = format!("{}/chat/completions", settings.base_url);
+/// A Chat Completions server, and the tools every request sends.
+pub(crate) struct OpenAi {
+    client: Client<OpenAIConfig>,
+    url: String,
+    model: String,
+    max_tokens: u32,
+    tools: Vec<ChatCompletionTools>,
+}
 
-    let mut messages: Vec<Value> = Vec::new();
-    if let Some(system) = &settings.system {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    messages.push(json!({"role": "user", "content": settings.prompt}));
-    for _ in 0..settings.max_turns {
-        let request = CreateChatCompletionRequest {
+impl OpenAi {
+    /// The client for `settings`; `definitions` are the tools in the
+    /// `openai` format (strict function definitions).
+    pub(crate) fn new(settings: &Settings, definitions: Value) -> Result<OpenAi, Error> {
+        let tools = serde_json::from_value(definitions)
+            .map_err(|e| Error::Input(format!("the tools' OpenAI definitions: {e}")))?;
+        // async-openai reads OPENAI_API_KEY itself (empty when it is not set).
+        let config = OpenAIConfig::new().with_api_base(&settings.base_url);
+        Ok(OpenAi {
+            client: Client::build(http_client(settings.timeout)?, config),
+            url: format!("{}/chat/completions", settings.base_url),
             model: settings.model.clone(),
-            messages: typed(&messages)?,
-            tools: (!tools.is_empty()).then(|| tools.clone()),
-            max_completion_tokens: Some(settings.max_tokens),
+            max_tokens: settings.max_tokens,
+            tools,
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The conversation's first messages.
+    pub(crate) fn start(settings: &Settings) -> Vec<Value> {
+        let mut messages = Vec::new();
+        if let Some(system) = &settings.system {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.push(json!({"role": "user", "content": settings.prompt}));
+        messages
+    }
+
+    /// One request: the model's next assistant message.
+    pub(crate) async fn complete(&self, messages: &[Value]) -> Result<Reply, Error> {
+        let url = &self.url;
+        let request = CreateChatCompletionRequest {
+            model: self.model.clone(),
+            messages: typed(messages)?,
+            tools: (!self.tools.is_empty()).then(|| self.tools.clone()),
+            max_completion_tokens: Some(self.max_tokens),
             ..CreateChatCompletionRequest::default()
         };
-        let raw: Box<RawValue> = client
+        let raw: Box<RawValue> = self
+            .client
             .chat()
             .create_byot(request)
             .await
-            .map_err(|e| failed(&url, e))?;
+            .map_err(|e| failed(url, e))?;
         let completion: Value = serde_json::from_str(raw.get())
             .map_err(|e| Error::Model(format!("the model server at {url}: not JSON: {e}")))?;
-        let message = completion
-            .pointer("/choices/0/message")
-            .cloned()
-            .ok_or_else(|| {
-                Error::Model(format!(
-                    "the model server at {url} answered no choices[0].message: {}",
-                    excerpt(raw.get())
-                ))
-            })?;
-        // The text form: a member written twice in the message is an error.
-        let mut turn = Provider::OpenAi
-            .run_str(dispatcher, raw.get(), run_options(session))
-            .await
-            .map_err(|e| Error::Model(format!("the model server at {url}: {e}")))?;
-        let text = message
+        let message = completion.pointer("/choices/0/message").ok_or_else(|| {
+            Error::Model(format!(
+                "the model server at {url} answered no choices[0].message: {}",
+                excerpt(raw.get())
+            ))
+        })?;
+        let said = message
             .get("content")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        if !text.is_empty() {
-            transcript.line(format!("assistant: {text}"));
+        // Sent back as it came: its role, content and tool calls, nothing
+        // the server added.
+        let mut assistant = json!({
+            "role": "assistant",
+            "content": message.get("content").cloned().unwrap_or(Value::Null),
+        });
+        if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
+            assistant["tool_calls"] = calls.clone();
         }
-        messages.push(assistant(&message));
-        if turn.outcomes.is_empty() {
-            transcript.messages(&messages);
-            return Ok(text);
-        }
-        transcript.turn(&turn);
-        settle(dispatcher, session, settings, &mut turn, transcript).await?;
-        messages.extend(turn.messages());
-        transcript.messages(&messages);
+        Ok(Reply {
+            text: raw.get().to_owned(),
+            said,
+            assistant,
+        })
     }
-    Err(super::no_answer(settings.max_turns))
-}
-
-/// The assistant message as the next request sends it back: its role,
-/// content and tool calls, nothing the server added.
-fn assistant(message: &Value) -> Value {
-    let mut sent = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null)});
-    if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
-        sent["tool_calls"] = calls.clone();
-    }
-    sent
 }
 
 /// The conversation in async-openai's types.
