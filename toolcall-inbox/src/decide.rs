@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Form, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use toolcall_core::echo::{MAX_NOTE_BYTES, bound};
@@ -16,7 +16,7 @@ use toolcall_core::{Store as _, ToolSpec};
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
 use crate::pending::{arguments_table, is_in_doubt, why};
-use crate::security::{Peer, Via, Who, field, forbidden, same_origin_form, signed_in};
+use crate::security::{Posted, Who, field};
 use crate::{App, Backend, MAX_NOTE};
 
 /// How a field is typed in the edit form: as plain text (a string in the
@@ -140,14 +140,10 @@ fn edit_page<B>(
 
 pub(crate) async fn edit<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    peer: Peer,
+    who: Who,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Response {
-    let user = &match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+    let user = &who;
     let entry = match app.backend.store().approval(&id).await {
         Ok(Some(entry)) => entry,
         Ok(None) => return unknown(&app, user),
@@ -186,18 +182,10 @@ pub(crate) async fn edit<B: Backend>(
 
 pub(crate) async fn decide<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    peer: Peer,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    Form(form): Form<Vec<(String, String)>>,
+    Posted { who, form }: Posted,
 ) -> Response {
-    let user = &match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    if user.via == Via::Cookie && !same_origin_form(user.csrf(), &headers, field(&form, "csrf")) {
-        return forbidden();
-    }
+    let user = &who;
     let note = field(&form, "note").unwrap_or("").trim().to_owned();
     if note.chars().count() > MAX_NOTE {
         return message(

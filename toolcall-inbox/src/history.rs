@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use toolcall_core::Store as _;
 use toolcall_core::store::{ApprovalEntry, now_ms};
@@ -11,7 +11,7 @@ use toolcall_core::store::{ApprovalEntry, now_ms};
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout, store_down};
 use crate::pending::{is_in_doubt, pretty, redacted};
-use crate::security::{Peer, signed_in};
+use crate::security::Who;
 use crate::{App, Backend};
 
 /// What came of a decided approval: a class for the page and the words.
@@ -52,15 +52,8 @@ pub(crate) fn came_of(entry: &ApprovalEntry, now: u64) -> (&'static str, String)
     }
 }
 
-pub(crate) async fn history<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    peer: Peer,
-    headers: HeaderMap,
-) -> Response {
-    let user = &match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub(crate) async fn history<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -> Response {
+    let user = &who;
     let decided = match app
         .backend
         .store()

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 use toolcall_core::store::now_ms;
@@ -14,7 +14,7 @@ use crate::chart;
 use crate::history::came_of;
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
-use crate::security::{Peer, signed_in};
+use crate::security::Who;
 use crate::timeline::Timeline;
 use crate::{App, Backend};
 
@@ -47,15 +47,8 @@ fn plain_summary(records: &[AuditRecord]) -> Value {
     })
 }
 
-pub(crate) async fn metrics<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    peer: Peer,
-    headers: HeaderMap,
-) -> Response {
-    let user = &match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub(crate) async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -> Response {
+    let user = &who;
     let mut body = Html::default();
     let summarize = |records: &[AuditRecord]| match &app.options.summarize {
         Some(summarize) => summarize(records),

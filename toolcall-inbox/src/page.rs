@@ -1,16 +1,13 @@
 //! The page around every answer, the assets, and the answers that say why
 //! nothing was done.
 
-use std::sync::Arc;
-
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
 
 use crate::html::{Html, utc};
-use crate::security::{Peer, Who, signed_in};
-use crate::{App, Backend};
+use crate::security::{Refusal, Who};
+use crate::App;
 
 /// The whole page around `body`. `title` and `app` are escaped here.
 pub(crate) fn layout(
@@ -64,6 +61,75 @@ pub(crate) fn html_response(status: StatusCode, page: Html) -> Response {
         .into_response()
 }
 
+/// The page of each refusal: what happened, and what to do.
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let lead = |text: &str| {
+            let mut body = Html::default();
+            body.raw("<p class=\"lead\">").text(text).raw("</p>");
+            body.finish()
+        };
+        match self {
+            Refusal::Unauthorized { clear } => {
+                let body = "<p class=\"lead\">Sign in with the address the inbox printed when it \
+                            started (<code>http://…/?token=…</code>), or send \
+                            <code>Authorization: Bearer TOKEN</code>.</p>";
+                let mut response = html_response(
+                    StatusCode::UNAUTHORIZED,
+                    layout("Sign in", "toolcall", None, "", body),
+                );
+                let headers = response.headers_mut();
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"toolcall inbox\""),
+                );
+                if let Some(value) = clear.and_then(|clear| HeaderValue::from_str(&clear).ok()) {
+                    headers.insert(header::SET_COOKIE, value);
+                }
+                response
+            }
+            Refusal::Forbidden => html_response(
+                StatusCode::FORBIDDEN,
+                layout(
+                    "Refused",
+                    "toolcall",
+                    None,
+                    "",
+                    "<p class=\"lead\">This form did not come from the inbox's own page \
+                     (no valid CSRF token, or another origin): nothing was decided. \
+                     Reload the inbox and decide there.</p>",
+                ),
+            ),
+            Refusal::TooManyAttempts { retry_after } => {
+                let body = lead(&format!(
+                    "Too many wrong tokens from this address: no sign-in from it is accepted, \
+                     not even a right one, for {retry_after} s."
+                ));
+                let mut response = html_response(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    layout("Too many attempts", "toolcall", None, "", &body),
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+                response
+            }
+            Refusal::NoRandomness(error) => html_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                layout(
+                    "Not signed in",
+                    "toolcall",
+                    None,
+                    "",
+                    &lead(&format!(
+                        "No randomness for a sign-in ({error}): try again."
+                    )),
+                ),
+            ),
+        }
+    }
+}
+
 pub(crate) fn message<B>(
     app: &App<B>,
     user: &Who,
@@ -91,14 +157,7 @@ pub(crate) fn store_down<B>(app: &App<B>, user: &Who, error: &StoreError) -> Res
     )
 }
 
-pub(crate) async fn css<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    peer: Peer,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(response) = signed_in(&app, &headers, peer) {
-        return response;
-    }
+pub(crate) async fn css(_signed_in: Who) -> Response {
     (
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
         include_str!("../assets/inbox.css"),
@@ -106,14 +165,7 @@ pub(crate) async fn css<B: Backend>(
         .into_response()
 }
 
-pub(crate) async fn js<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    peer: Peer,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(response) = signed_in(&app, &headers, peer) {
-        return response;
-    }
+pub(crate) async fn js(_signed_in: Who) -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         include_str!("../assets/inbox.js"),

@@ -144,7 +144,7 @@ pub(crate) async fn index<B: Backend>(
     }
     let user = &match signed_in(&app, &headers, peer) {
         Ok(who) => who,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     let listing = match Listing::parse(&query, app.options.limit) {
         Ok(listing) => listing,
@@ -534,13 +534,9 @@ pub(crate) fn redacted(spec: Option<&ToolSpec>, arguments: &Value) -> Value {
 
 pub(crate) async fn api_pending<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    peer: Peer,
+    _signed_in: Who,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
 ) -> Response {
-    if let Err(response) = signed_in(&app, &headers, peer) {
-        return response;
-    }
     let json = |status: StatusCode, value: Value| {
         (
             status,

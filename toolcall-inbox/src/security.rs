@@ -7,15 +7,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{ConnectInfo, Form, FromRequestParts, State};
+use axum::extract::{ConnectInfo, Form, FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolcall_core::store::now_ms;
 
 use crate::access::{self, User};
-use crate::html::Html;
-use crate::page::{html_response, layout};
 use crate::signin::{ClientKey, RecordKey};
 use crate::{App, Backend};
 
@@ -118,18 +116,16 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// sent too many wrong ones lately is a 429, whatever it carries; a wrong
 /// token or an unknown (revoked, expired) cookie counts against the
 /// address, and is a 401 (that also clears the cookie).
-#[allow(
-    clippy::result_large_err,
-    reason = "the refusal is the handler's answer, returned once"
-)]
-pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Result<Who, Response> {
+pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Result<Who, Refusal> {
     let token = bearer(headers);
     if token.is_none() && cookies(headers).next().is_none() {
-        return Err(unauthorized());
+        return Err(Refusal::Unauthorized { clear: None });
     }
     let client = ClientKey::of(peer.0);
     let now = Instant::now();
-    app.limiter.check(client, now).map_err(too_many_attempts)?;
+    app.limiter
+        .check(client, now)
+        .map_err(|retry_after| Refusal::TooManyAttempts { retry_after })?;
     if let Some(token) = token {
         return match app.options.access.by_token(token) {
             Some(user) => Ok(Who {
@@ -140,7 +136,7 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
             }),
             None => {
                 app.limiter.fail(client, now);
-                Err(unauthorized())
+                Err(Refusal::Unauthorized { clear: None })
             }
         };
     }
@@ -153,11 +149,53 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
         });
     }
     app.limiter.fail(client, now);
-    let mut response = unauthorized();
-    if let Ok(value) = HeaderValue::from_str(&clear_cookie(app, headers)) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
+    Err(Refusal::Unauthorized {
+        clear: Some(clear_cookie(app, headers)),
+    })
+}
+
+/// The person a request comes from: handlers that need one take it as an
+/// argument, and a request without one is refused before they run.
+impl<B: Send + Sync + 'static> FromRequestParts<Arc<App<B>>> for Who {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<B>>,
+    ) -> Result<Self, Self::Rejection> {
+        let Ok(peer) = Peer::from_request_parts(parts, app).await;
+        signed_in(app, &parts.headers, peer)
     }
-    Err(response)
+}
+
+/// A form a signed-in person posted from the inbox's own page: for a
+/// browser (the sign-in cookie), the CSRF token of its sign-in and a
+/// same-origin `Origin` and `Sec-Fetch-Site` ([`same_origin_form`]); a
+/// bearer token's requests are a program's, not a browser's. Anything else
+/// is refused before the handler runs: nothing is decided.
+pub(crate) struct Posted {
+    pub(crate) who: Who,
+    pub(crate) form: Vec<(String, String)>,
+}
+
+impl<B: Send + Sync + 'static> FromRequest<Arc<App<B>>> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, app: &Arc<App<B>>) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let who = Who::from_request_parts(&mut parts, app)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let headers = parts.headers.clone();
+        let Form(form) =
+            Form::<Vec<(String, String)>>::from_request(Request::from_parts(parts, body), app)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
+            return Err(Refusal::Forbidden.into_response());
+        }
+        Ok(Posted { who, form })
+    }
 }
 
 /// Whether a browser's form submission comes from the inbox's own page:
@@ -235,47 +273,21 @@ pub(crate) fn clear_cookie<B>(app: &App<B>, headers: &HeaderMap) -> String {
     )
 }
 
-pub(crate) fn unauthorized() -> Response {
-    let mut body = Html::default();
-    body.raw(
-        "<p class=\"lead\">Sign in with the address the inbox printed when it started \
-         (<code>http://…/?token=…</code>), or send <code>Authorization: Bearer TOKEN</code>.</p>",
-    );
-    let page = layout("Sign in", "toolcall", None, "", &body.finish());
-    let mut response = html_response(StatusCode::UNAUTHORIZED, page);
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"toolcall inbox\""),
-    );
-    response
-}
-
-pub(crate) fn forbidden() -> Response {
-    let body = "<p class=\"lead\">This form did not come from the inbox's own page \
-                (no valid CSRF token, or another origin): nothing was decided. \
-                Reload the inbox and decide there.</p>";
-    html_response(
-        StatusCode::FORBIDDEN,
-        layout("Refused", "toolcall", None, "", body),
-    )
-}
-
-/// The answer to a sign-in from an address that sent too many wrong
-/// tokens lately: 429, and when to try again.
-pub(crate) fn too_many_attempts(retry_after: u64) -> Response {
-    let mut body = Html::default();
-    body.raw("<p class=\"lead\">")
-        .text(&format!(
-            "Too many wrong tokens from this address: no sign-in from it is accepted, \
-             not even a right one, for {retry_after} s."
-        ))
-        .raw("</p>");
-    let page = layout("Too many attempts", "toolcall", None, "", &body.finish());
-    let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, page);
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
-    response
+/// Why a request is refused before it is served. The page that says so
+/// is [`page`](crate::page)'s to draw (its `IntoResponse`): this module
+/// decides, and draws nothing.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// No token or sign-in, or a wrong or unknown one: 401. `clear` is
+    /// the `Set-Cookie` that takes a dead sign-in cookie off the browser.
+    Unauthorized { clear: Option<String> },
+    /// A form that did not come from the inbox's own page: 403.
+    Forbidden,
+    /// Too many wrong tokens from this address lately: 429, and when to
+    /// try again, in seconds.
+    TooManyAttempts { retry_after: u64 },
+    /// No randomness for a sign-in record: 503.
+    NoRandomness(String),
 }
 
 /// `/?token=...` signs in: the token is checked (under the limit of wrong
@@ -286,11 +298,11 @@ pub(crate) fn sign_in<B>(app: &App<B>, token: &str, headers: &HeaderMap, peer: P
     let client = ClientKey::of(peer.0);
     let now = Instant::now();
     if let Err(retry_after) = app.limiter.check(client, now) {
-        return too_many_attempts(retry_after);
+        return Refusal::TooManyAttempts { retry_after }.into_response();
     }
     let Some(user) = app.options.access.by_token(token) else {
         app.limiter.fail(client, now);
-        return unauthorized();
+        return Refusal::Unauthorized { clear: None }.into_response();
     };
     start(app, user, headers, peer, now)
 }
@@ -304,16 +316,7 @@ fn start<B>(app: &App<B>, user: &User, headers: &HeaderMap, peer: Peer, now: Ins
     let id = match app.sign_ins.create(user.name(), peer.0, now_ms(), now) {
         Ok(id) => id,
         Err(error) => {
-            let body = format!(
-                "<p class=\"lead\">{}</p>",
-                crate::esc(&format!(
-                    "No randomness for a sign-in ({error}): try again."
-                ))
-            );
-            return html_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                layout("Not signed in", "toolcall", None, "", &body),
-            );
+            return Refusal::NoRandomness(error.to_string()).into_response();
         }
     };
     let ttl = app.sign_ins.ttl();
@@ -335,17 +338,9 @@ fn start<B>(app: &App<B>, user: &User, headers: &HeaderMap, peer: Peer, now: Ins
 /// it was copied, stops working at once) and the browser's cookie cleared.
 pub(crate) async fn sign_out<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    peer: Peer,
     headers: HeaderMap,
-    Form(form): Form<Vec<(String, String)>>,
+    Posted { who, .. }: Posted,
 ) -> Response {
-    let who = match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
-        return forbidden();
-    }
     if let Some(record) = &who.record {
         app.sign_ins.revoke(record);
     }

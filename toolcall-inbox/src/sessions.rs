@@ -4,16 +4,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Form, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
-use crate::security::{
-    Peer, Via, Who, clear_cookie, field, forbidden, same_origin_form, signed_in,
-};
+use crate::security::{Posted, Via, Who, clear_cookie};
 use crate::signin::SignIn;
 use crate::{App, Backend};
 
@@ -27,15 +25,7 @@ fn listed<B>(app: &App<B>, who: &Who) -> Vec<(bool, SignIn)> {
 
 /// `GET /sessions`: the signed-in person's sign-ins, when and where from
 /// each began and when it ends, and a button that signs them all out.
-pub(crate) async fn page<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    peer: Peer,
-    headers: HeaderMap,
-) -> Response {
-    let who = match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub(crate) async fn page<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -> Response {
     let sign_ins = listed(&app, &who);
     let mut body = Html::default();
     body.raw("<h2>Sign-ins</h2><p class=\"lead\">")
@@ -89,15 +79,7 @@ pub(crate) async fn page<B: Backend>(
 }
 
 /// `GET /api/sessions`: the same, as JSON.
-pub(crate) async fn api<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    peer: Peer,
-    headers: HeaderMap,
-) -> Response {
-    let who = match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub(crate) async fn api<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -> Response {
     let items: Vec<Value> = listed(&app, &who)
         .into_iter()
         .map(|(current, record)| {
@@ -122,17 +104,9 @@ pub(crate) async fn api<B: Backend>(
 /// browser's too), so every copy of their cookies stops working.
 pub(crate) async fn revoke<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    peer: Peer,
     headers: HeaderMap,
-    Form(form): Form<Vec<(String, String)>>,
+    Posted { who, .. }: Posted,
 ) -> Response {
-    let who = match signed_in(&app, &headers, peer) {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
-        return forbidden();
-    }
     let revoked = app.sign_ins.revoke_all(who.name());
     if who.via == Via::Bearer {
         return (
