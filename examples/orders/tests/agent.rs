@@ -71,22 +71,11 @@ const REFUND_IN_REAIS: &str =
 const REFUND_IN_CENTS: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
 
-/// The conversation: a lookup and a refund in reais in one message, the
+/// The conversation (the script a user plays with `orders agent
+/// --serve-script`): a lookup and a refund in reais in one message, the
 /// corrected refund (a person approves it), its retry, the answer.
 fn conversation() -> Value {
-    json!({
-        "model": "scripted-model",
-        "turns": [
-            {"content": "Let me look the order up and refund it.",
-             "tool_calls": [
-                {"id": "call_lookup", "name": "get_order", "arguments": {"order_id": "ORD-1001"}},
-                {"id": "call_refund_1", "name": "refund_order", "arguments": REFUND_IN_REAIS}
-             ]},
-            {"tool_calls": [{"id": "call_refund_2", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
-            {"tool_calls": [{"id": "call_refund_3", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
-            {"content": "I refunded R$ 25.90 on ORD-1001."}
-        ]
-    })
+    serde_json::from_str(include_str!("support/refund_agent_script.json")).unwrap()
 }
 
 /// The tool messages at the end of a request, after its last assistant
@@ -437,8 +426,11 @@ fn recorded(addr: SocketAddr) -> Value {
 #[test]
 fn the_scripted_model_runs_as_a_command() {
     let dir = fresh_store("serve-script").parent().unwrap().to_path_buf();
-    let file = dir.join("script.json");
-    std::fs::write(&file, conversation().to_string()).unwrap();
+    // The script users play.
+    let file = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/support/refund_agent_script.json"
+    ));
     let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
         .args([
             "agent",
