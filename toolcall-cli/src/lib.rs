@@ -47,8 +47,10 @@
 //! subcommands, runs the registry-only ones with [`Command::run_static`] and
 //! the others with [`Command::run`] once it has built its dispatcher, over
 //! the store a [`StoreSpec`] opened (the `orders` example does this). Exit
-//! codes: 0 on success, 1 when `check` finds a breaking change, 2 for every
-//! other error; errors go to standard error ([`exit`]).
+//! codes: 0 on success, 1 when `check` finds a breaking change, 3 when
+//! `agent`'s model server cannot be used, 4 when its model made no answer
+//! within `--max-turns`, 2 for every other error; errors go to standard
+//! error ([`exit`]).
 //!
 //! # Features
 //!
