@@ -1,0 +1,365 @@
+//! What a call costs on the Postgres store: transactions per call, read
+//! from the server's own statistics, and the latency of calls from 1, 8 and
+//! 32 concurrent conversations across two processes, beside a floor.
+//!
+//! ```text
+//! cargo run --release -p toolcall-bench --bin postgres -- \
+//!     --url postgres://postgres@127.0.0.1:5432/postgres
+//! ```
+//!
+//! It makes a database of its own on the server (dropped at the end) and:
+//!
+//! * **Transactions per call.** `xact_commit` of `pg_stat_database` for
+//!   that database, over `--xact-calls` calls and over twice as many, each
+//!   run on a connection of its own (its statistics are flushed when it
+//!   closes): the difference, divided by the number of calls, is what one
+//!   call costs, setting up a connection and preparing statements aside.
+//!   Read-only: `get_order`, each call in a conversation of its own.
+//!   Confirmed refund: `refund_order` with `confirmed`, one cent at a time.
+//! * **Latency.** For 1, 8 and 32 conversations (halves in each of two
+//!   processes, each process one store, one connection), each conversation
+//!   making `--calls` calls one after another: p50 and p99 of a
+//!   `get_order`, of a confirmed refund (each conversation refunds an order
+//!   of its own, so that the resource locks do not serialize them), and of
+//!   the floor: the bare statements a refund's claim and its record need
+//!   (an `INSERT ... ON CONFLICT` claim, then the result's `UPSERT`),
+//!   prepared once, sent by the same driver on one connection per process.
+//!
+//! Each line printed is one JSON object.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+// The examples' own: a database of the benchmark's own, dropped at the end.
+#[path = "../../../examples/orders/tests/support/fresh_database.rs"]
+mod fresh_database;
+use fresh_database::FreshDatabase;
+use orders::{Currency, Order, Shop, get_order, refund_order};
+use serde_json::json;
+use tokio_postgres::NoTls;
+use toolcall::{Call, Code, Dispatcher, Policy, tools};
+use toolcall_postgres::PostgresStore;
+
+#[derive(Debug, Parser)]
+#[command(about = "Transactions per call and latency on the Postgres store")]
+struct Args {
+    /// A database on the server, to make one of the benchmark's own from.
+    #[arg(long)]
+    url: String,
+    /// Calls per conversation, for the latency.
+    #[arg(long, default_value_t = 200)]
+    calls: usize,
+    /// Calls of the shorter run, for the transactions per call.
+    #[arg(long, default_value_t = 200)]
+    xact_calls: usize,
+    /// Internal: run as one of the two processes.
+    #[arg(long, hide = true)]
+    child: Option<String>,
+    #[arg(long, hide = true, default_value_t = 0)]
+    process: usize,
+    #[arg(long, hide = true, default_value_t = 1)]
+    conversations: usize,
+}
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match &args.child {
+        Some(kind) => runtime.block_on(child(&args, kind)),
+        None => runtime.block_on(parent(&args)),
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .expect("the server");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Orders of their own for the conversations of process `process`.
+fn shop(process: usize, conversations: usize) -> Shop {
+    Shop::with_orders((0..conversations.max(1)).map(|c| {
+        Order::new(
+            &order_of(process, c),
+            "CUS-1",
+            1_000_000_000,
+            Currency::BRL,
+        )
+    }))
+}
+
+fn order_of(process: usize, conversation: usize) -> String {
+    format!("ORD-{}{conversation:03}", process + 2)
+}
+
+fn dispatcher(store: PostgresStore, shop: Shop) -> Dispatcher<Shop, PostgresStore> {
+    Dispatcher::builder(tools![get_order, refund_order].expect("the tools"), Arc::new(shop))
+        .policy(
+            Policy::new()
+                .allow(["get_order", "refund_order"])
+                .limit("max_refund_cents", 1_000_000_000),
+        )
+        .store(store)
+        .max_steps(u64::MAX / 2)
+        .build()
+        .expect("a dispatcher")
+}
+
+async fn read_call(d: &Dispatcher<Shop, PostgresStore>, session: &str, order: &str) {
+    let args = json!({ "order_id": order }).to_string();
+    let answer = d.execute(Call::new("get_order", &args).session(session)).await;
+    assert!(answer.ok, "{answer:?}");
+}
+
+async fn refund_call(d: &Dispatcher<Shop, PostgresStore>, session: &str, order: &str, n: usize) {
+    // A new amount each time: a new call, never a replay.
+    let args = json!({
+        "order_id": order, "amount_cents": 1 + n, "currency": "BRL", "reason": "customer_request"
+    })
+    .to_string();
+    let answer = d
+        .execute(Call::new("refund_order", &args).session(session).confirmed(true))
+        .await;
+    assert_eq!(answer.code, Code::Ok, "{answer:?}");
+}
+
+async fn xact_commit(admin: &tokio_postgres::Client, database: &str) -> i64 {
+    admin
+        .batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await
+        .expect("a snapshot cleared");
+    admin
+        .query_one(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = $1",
+            &[&database],
+        )
+        .await
+        .expect("the database's statistics")
+        .get(0)
+}
+
+/// Transactions of `calls` calls of `kind` on a store of its own, setup
+/// included (read once the connection closed and its statistics are in).
+async fn xacts_of(
+    admin: &tokio_postgres::Client,
+    url: &str,
+    database: &str,
+    kind: &str,
+    calls: usize,
+) -> (i64, u64) {
+    let before = xact_commit(admin, database).await;
+    let store = Arc::new(PostgresStore::connect(url).await.expect("the store"));
+    let d = Dispatcher::builder(
+        tools![get_order, refund_order].expect("the tools"),
+        Arc::new(shop(0, 1)),
+    )
+    .policy(
+        Policy::new()
+            .allow(["get_order", "refund_order"])
+            .limit("max_refund_cents", 1_000_000_000),
+    )
+    .store(Arc::clone(&store))
+    .max_steps(u64::MAX / 2)
+    .build()
+    .expect("a dispatcher");
+    let order = order_of(0, 0);
+    let stamp = toolcall::store::now_ms();
+    for n in 0..calls {
+        let session = format!("{kind}-{stamp}-{calls}-{n}");
+        let args = match kind {
+            "read" => json!({ "order_id": order }),
+            _ => json!({
+                "order_id": order, "amount_cents": 1, "currency": "BRL", "reason": "customer_request"
+            }),
+        }
+        .to_string();
+        let tool = if kind == "read" { "get_order" } else { "refund_order" };
+        let answer = d
+            .execute(Call::new(tool, &args).session(&session).confirmed(true))
+            .await;
+        assert_eq!(answer.code, Code::Ok, "{answer:?}");
+    }
+    let sent = store.round_trips();
+    drop(d);
+    drop(store);
+    // The closed connection's backend reports its statistics as it exits.
+    let mut after = xact_commit(admin, database).await;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = xact_commit(admin, database).await;
+        if now == after {
+            break;
+        }
+        after = now;
+    }
+    (after - before, sent)
+}
+
+async fn parent(args: &Args) {
+    let fresh = FreshDatabase::create(&args.url, "bench_postgres");
+    let url = fresh.url.clone();
+    let database = url
+        .rsplit('/')
+        .next()
+        .and_then(|tail| tail.split('?').next())
+        .expect("a database name")
+        .to_owned();
+    let admin = connect(&args.url).await;
+    // The tables, made once.
+    drop(PostgresStore::connect(&url).await.expect("the store"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let server: String = admin
+        .query_one("SHOW server_version", &[])
+        .await
+        .expect("the server's version")
+        .get(0);
+    println!("{}", json!({ "postgres": server }));
+    for kind in ["read", "refund"] {
+        let short = args.xact_calls;
+        let (few, few_sent) = xacts_of(&admin, &url, &database, kind, short).await;
+        let (many, many_sent) = xacts_of(&admin, &url, &database, kind, 2 * short).await;
+        println!(
+            "{}",
+            json!({
+                "transactions_per_call": kind,
+                "calls": [short, 2 * short],
+                "xact_commit": [few, many],
+                "per_call": (many - few) as f64 / short as f64,
+                "round_trips_per_call": (many_sent - few_sent) as f64 / short as f64,
+            })
+        );
+    }
+
+    for kind in ["read", "refund", "floor"] {
+        for conversations in [1usize, 8, 32] {
+            let processes = if conversations == 1 { 1 } else { 2 };
+            let children: Vec<_> = (0..processes)
+                .map(|process| {
+                    Command::new(std::env::current_exe().expect("this program"))
+                        .args([
+                            "--url",
+                            &url,
+                            "--child",
+                            kind,
+                            "--process",
+                            &process.to_string(),
+                            "--conversations",
+                            &(conversations / processes).to_string(),
+                            "--calls",
+                            &args.calls.to_string(),
+                        ])
+                        .stdout(Stdio::piped())
+                        .spawn()
+                        .expect("a process")
+                })
+                .collect();
+            let mut micros: Vec<u64> = Vec::new();
+            for child in children {
+                let out = child.wait_with_output().expect("its output");
+                assert!(out.status.success(), "a process failed");
+                let line: Vec<u64> = serde_json::from_slice(&out.stdout).expect("its latencies");
+                micros.extend(line);
+            }
+            micros.sort_unstable();
+            let at = |q: f64| micros[((micros.len() as f64 * q) as usize).min(micros.len() - 1)];
+            println!(
+                "{}",
+                json!({
+                    "latency": kind,
+                    "conversations": conversations,
+                    "processes": processes,
+                    "calls": micros.len(),
+                    "p50_us": at(0.50),
+                    "p99_us": at(0.99),
+                })
+            );
+        }
+    }
+    drop(admin);
+    drop(fresh);
+}
+
+/// One process: its conversations at once, each `calls` calls in a row;
+/// prints every call's latency, in microseconds.
+async fn child(args: &Args, kind: &str) {
+    let conversations = args.conversations;
+    let process = args.process;
+    let store = PostgresStore::connect(&args.url).await.expect("the store");
+    let d = Arc::new(dispatcher(store, shop(process, conversations)));
+    let floor = Arc::new(connect(&args.url).await);
+    let claim = floor
+        .prepare(
+            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+             VALUES ($1, 'in_flight', $2, NULL, $3)
+             ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2, result = NULL, touched_ms = $3
+             WHERE toolcall_records.state = 'in_doubt'
+             RETURNING key",
+        )
+        .await
+        .expect("the claim");
+    let record = floor
+        .prepare(
+            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+             VALUES ($1, 'completed', 0, $2, $3)
+             ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2, touched_ms = $3",
+        )
+        .await
+        .expect("the record");
+    let stamp = toolcall::store::now_ms();
+    let tasks: Vec<_> = (0..conversations)
+        .map(|c| {
+            let (d, floor, claim, record) = (
+                Arc::clone(&d),
+                Arc::clone(&floor),
+                claim.clone(),
+                record.clone(),
+            );
+            let kind = kind.to_owned();
+            let calls = args.calls;
+            tokio::spawn(async move {
+                let order = order_of(process, c);
+                let session = format!("{kind}-{stamp}-{process}-{c}");
+                let mut micros = Vec::with_capacity(calls);
+                for n in 0..calls {
+                    let started = Instant::now();
+                    match kind.as_str() {
+                        // A conversation of its own per read: the loop guard
+                        // stops a conversation that asks the same thing again.
+                        "read" => read_call(&d, &format!("{session}-{n}"), &order).await,
+                        "refund" => refund_call(&d, &session, &order, n).await,
+                        _ => {
+                            let key = format!("{session}-{n}");
+                            let now = toolcall::store::now_ms() as i64;
+                            floor
+                                .query_opt(&claim, &[&key, &(now + 60_000), &now])
+                                .await
+                                .expect("a claim");
+                            floor
+                                .execute(&record, &[&key, &"{}", &now])
+                                .await
+                                .expect("a record");
+                        }
+                    }
+                    micros.push(started.elapsed().as_micros() as u64);
+                }
+                micros
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("a conversation"));
+    }
+    println!("{}", serde_json::to_string(&all).expect("JSON"));
+}
