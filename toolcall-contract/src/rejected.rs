@@ -22,8 +22,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use toolcall_core::{AuditRecord, Code, Registry};
 
@@ -263,36 +261,13 @@ fn left_out(record: &AuditRecord, registry: &Registry) -> Option<LeftOut> {
 /// written (a name given twice is checked twice), not through a map that
 /// keeps one of them.
 fn redacted(arguments: &str, sensitive: &[&str]) -> bool {
-    let Ok(members) = serde_json::from_str::<Members<'_>>(arguments) else {
+    let Ok(members) = toolcall_core::__private::members_of(arguments) else {
         return false;
     };
-    members.0.iter().all(|(name, value)| {
-        !sensitive.contains(&name.as_str())
+    members.iter().all(|(name, value)| {
+        !sensitive.contains(&name.as_ref())
             || serde_json::from_str::<String>(value.get()).is_ok_and(|text| text == REDACTED)
     })
-}
-
-/// The members of a JSON object, in order, each value as its text.
-struct Members<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
 }
 
 /// The by-field rows as JSON: `[{"tool", "field", "rejected", "example"}]`.

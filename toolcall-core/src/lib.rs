@@ -54,6 +54,7 @@ pub mod __private {
         ArgFallback, ArgProbe, ArgType, ListArg, NumberArg, Probe, StringArg, Unreachable,
         assert_arg, assert_list, assert_number, assert_string, insert_property, object_schema,
     };
+    pub use crate::parse::{RawMembers, members_of};
     pub use crate::registry::ToolEntry;
     pub use crate::result::Data;
     pub use crate::tool::{

@@ -163,7 +163,10 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
     let mut deserializer = serde_json::Deserializer::from_str(raw);
     // One `:` a member, and some in strings: room for every member at once.
     let members = deserializer
-        .deserialize_map(CollectMembers(colons.min(64)))
+        .deserialize_map(CollectMembers {
+            capacity: colons.min(64),
+            duplicates: false,
+        })
         .ok()?;
     deserializer.end().ok()?;
     // Each member's text as serde_json found it: a string is passed over at
@@ -229,10 +232,29 @@ pub(crate) fn member_values<'a>(
 }
 
 /// Member names and raw values, in the order given.
-pub(crate) type RawMembers<'a> = Vec<(Cow<'a, str>, &'a serde_json::value::RawValue)>;
+pub type RawMembers<'a> = Vec<(Cow<'a, str>, &'a serde_json::value::RawValue)>;
 
-/// Collects the members, with room for this many.
-struct CollectMembers(usize);
+/// Collects the members, with room for `capacity`; a name twice is an
+/// error unless `duplicates` keeps every member.
+struct CollectMembers {
+    capacity: usize,
+    duplicates: bool,
+}
+
+/// The members of the JSON object `text`, in order, each name decoded and
+/// each value as its text, every one of them even when a name comes twice
+/// (a map would keep one). An error when `text` is not one JSON object.
+/// What the readers of arguments as written (the providers' adapters, the
+/// contract's report) share with the pipeline's parser.
+pub fn members_of(text: &str) -> Result<RawMembers<'_>, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let members = deserializer.deserialize_map(CollectMembers {
+        capacity: 8,
+        duplicates: true,
+    })?;
+    deserializer.end()?;
+    Ok(members)
+}
 
 impl<'de> Visitor<'de> for CollectMembers {
     type Value = RawMembers<'de>;
@@ -242,9 +264,9 @@ impl<'de> Visitor<'de> for CollectMembers {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<RawMembers<'de>, A::Error> {
-        let mut members: RawMembers<'de> = Vec::with_capacity(self.0);
+        let mut members: RawMembers<'de> = Vec::with_capacity(self.capacity);
         while let Some(Name(name)) = access.next_key()? {
-            if members.iter().any(|(seen, _)| *seen == name) {
+            if !self.duplicates && members.iter().any(|(seen, _)| *seen == name) {
                 return Err(de::Error::custom("duplicate member"));
             }
             members.push((name, access.next_value()?));
@@ -771,7 +793,12 @@ mod tests {
         let flat = format!(r#"{{"a": [1, {THIRD}], "d": {THIRD}, "s": "x"}}"#);
         let raw: RawMembers<'_> = {
             let mut deserializer = serde_json::Deserializer::from_str(&flat);
-            deserializer.deserialize_map(CollectMembers(4)).unwrap()
+            deserializer
+                .deserialize_map(CollectMembers {
+                    capacity: 4,
+                    duplicates: false,
+                })
+                .unwrap()
         };
         let values = member_values(&raw, 8).unwrap();
         let value = |i: usize| match &values[i].1 {

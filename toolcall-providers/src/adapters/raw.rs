@@ -13,20 +13,17 @@
 //!
 //! The text must be one JSON value; anything else is `None`, never a panic.
 
-use std::fmt;
-
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// The members of the object `text`, in order, every one of them even when
 /// a name comes twice: each name (decoded) and the text of its value.
 /// `None` when `text` is not an object.
 pub(super) fn members(text: &str) -> Option<Vec<(String, &str)>> {
-    let Members(members) = serde_json::from_str(text).ok()?;
+    let members = toolcall_core::__private::members_of(text).ok()?;
     Some(
         members
             .into_iter()
-            .map(|(name, value)| (name, value.get()))
+            .map(|(name, value)| (name.into_owned(), value.get()))
             .collect(),
     )
 }
@@ -41,30 +38,6 @@ pub(super) fn items(text: &str) -> Option<Vec<&str>> {
 /// `text` without the JSON white space around it.
 pub(super) fn trim(text: &str) -> &str {
     text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'))
-}
-
-/// The members of a JSON object, in order, each value as its text: a map
-/// would keep one of two members with the same name.
-struct Members<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
 }
 
 #[cfg(test)]
