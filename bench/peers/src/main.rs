@@ -70,6 +70,11 @@ struct Args {
     /// Only this scenario (by its key, e.g. `refund_replay`), for profiling.
     #[arg(long)]
     only: Option<String>,
+    /// Serve rmcp's shop server over standard input and output instead of
+    /// measuring: the peer of `orders mcp` for `toolcall-mcp`'s `mcp_load`
+    /// example (calls per second over a transport).
+    #[arg(long)]
+    serve_stdio: bool,
     /// Repetitions; the median is printed.
     #[arg(long, default_value_t = 11)]
     repeat: usize,
@@ -202,6 +207,13 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn main() {
     let args = Args::parse();
+    if args.serve_stdio {
+        if let Err(error) = rmcp_peer::serve_stdio() {
+            eprintln!("serving over standard input and output failed: {error}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let calls = args.calls.unwrap_or_else(|| {
         std::env::var("N")
             .ok()

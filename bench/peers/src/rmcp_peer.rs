@@ -22,9 +22,12 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject, NumberOrString};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, JsonObject, NumberOrString, ServerCapabilities,
+    ServerConfig,
+};
 use rmcp::service::{Peer, RequestContext, RoleServer, RunningService, serve_directly};
-use rmcp::{Json, ServerHandler, tool, tool_router};
+use rmcp::{Json, ServerHandler, ServiceExt as _, tool, tool_handler, tool_router};
 
 use crate::domain::{self, GetOrderArgs, OrderView, Refund, RefundOrderArgs, Shop};
 
@@ -66,6 +69,30 @@ impl ShopServer {
             .map(Json)
             .map_err(|rejection| rejection.to_string())
     }
+}
+
+/// The same server as an MCP server of its own, for a transport to serve.
+#[tool_handler]
+impl ServerHandler for ShopServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+}
+
+/// Serves the shop's server over standard input and output until the
+/// client goes, on a current-thread runtime as `orders mcp` does: what
+/// `toolcall-mcp`'s `mcp_load` measures beside `orders mcp`.
+pub fn serve_stdio() -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let server = ShopServer::new(Arc::new(Shop::bench()))
+            .serve((tokio::io::stdin(), tokio::io::stdout()))
+            .await?;
+        server.waiting().await?;
+        Ok(())
+    })
 }
 
 /// A handler with nothing in it: only there to obtain a `Peer<RoleServer>`.
