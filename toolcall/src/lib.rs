@@ -207,17 +207,20 @@
 //! says no ends the call with its code; every call, whatever its outcome,
 //! leaves exactly one [`AuditRecord`].
 //!
+//! This table is the one description of the stages; README and the other
+//! crates' docs link here.
+//!
 //! | # | stage | rejects with |
 //! |---|---|---|
-//! | 0 | step budget, per session ([`Settings::max_steps`]) | `STEP_LIMIT` |
+//! | 0 | a named conversation ([`Call::session`], or the dispatcher's explicit [`Settings::default_session`]), then its step budget ([`Settings::max_steps`]) | `CONVERSATION_REQUIRED`, `STEP_LIMIT` |
 //! | 1 | tool lookup, then the caller's allowlist | `UNKNOWN_TOOL` (with `data.available`: the caller's allowed tools, sorted), `TOOL_NOT_ALLOWED` |
 //! | 2 | parse: a JSON object (`""` means `{}`), at most 64 KiB and 32 levels deep, no member twice | `INVALID_JSON` |
-//! | 3 | strict validation against the argument struct, every problem at once | `INVALID_ARGUMENTS` |
-//! | 4 | idempotency: a completed side-effecting call is replayed; a call made more than [`Settings::max_duplicate_calls`] times is refused | `replayed: true`, `LOOP_DETECTED` |
-//! | 5 | the tool's business check (`check = path`) | the check's own codes |
+//! | 3 | strict validation against the argument struct, every problem at once, each with the field's description | `INVALID_ARGUMENTS` |
+//! | 4 | idempotency: a completed side-effecting call is replayed; a call made more than [`Settings::max_duplicate_calls`] times is refused (a read-only tool the model polls may allow more: `#[tool(max_repeats = N)]`, or [`Policy::max_repeats`] per caller); an identical call still running, in any process, is waited for before anything is asked, then replayed, or `CALL_IN_PROGRESS`; a call answered `CONFIRMATION_REQUIRED` or `IN_DOUBT` is not counted | `replayed: true`, `LOOP_DETECTED` |
+//! | 5 | the tool's business check (`check = path`), under the lock of the call's resources (`#[arg(resource)]`) | the check's own codes (`ORDER_NOT_FOUND`, ...); a transient failure is retried like the handler's, then `UPSTREAM_UNAVAILABLE` |
 //! | 6 | the caller's limits on arguments declared with `#[arg(limit = "...")]` | `POLICY_LIMIT` |
-//! | 7 | a person's approval, for `high_risk` tools, from the host only | `CONFIRMATION_REQUIRED` (with `data.pending`, the validated arguments, and a `confirmation_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
-//! | 8 | execution: a side-effecting call under a claim on its key, so identical calls run once; a [`ToolError::Transient`] failure retried up to [`Settings::max_retries`] times under the same key, waiting [`Settings::retry_backoff`] times the attempt; a timeout per attempt; a panic caught | `CALL_IN_PROGRESS`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
+//! | 7 | a person's approval for `high_risk` tools (and side effects tainted by untrusted output), server-owned and bound to the exact call: one question per conversation and call, a decision final in every mode | `CONFIRMATION_REQUIRED` (with `data.pending`, the validated arguments, and a `confirmation_id`), `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`, `PENDING_LIMIT` |
+//! | 8 | execution: a side-effecting call under a claim on its key, so identical calls run once, in every process that shares the store; a [`ToolError::Transient`] failure retried up to [`Settings::max_retries`] times under the same key, waiting [`Settings::retry_backoff`] times the attempt; a timeout per attempt; a panic caught; an unknown outcome kept *in doubt* and settled as the backend allows ([below](#exactly-once-and-where-the-pipeline-remembers)) | `CALL_IN_PROGRESS`, `RESOURCE_BUSY`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE` (with `data.in_doubt`), `IN_DOUBT`, `INTERNAL_ERROR` |
 //!
 //! The defaults are the reference implementation's: 10 steps, 3 duplicate
 //! calls, 2 retries, 200 ms backoff.
