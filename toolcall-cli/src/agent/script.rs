@@ -8,6 +8,7 @@
 //!
 //! ```json
 //! {
+//!   "description": "a lookup, then a refund sent in reais",
 //!   "model": "scripted",
 //!   "turns": [
 //!     {"content": "Let me look.",
@@ -46,9 +47,11 @@
 //! * `raw`: a body sent as it is, with status 200 and the JSON content
 //!   type, as a server that answers what is not a completion.
 //!
-//! `after` says what a request past the last turn gets: `error` (the
-//! default: HTTP 500 with a JSON error naming the request's number) or
-//! `repeat` (the last turn again, as a model that never stops).
+//! `description` is for people, `model` the model name the answers carry
+//! (`scripted` unless given). `after` says what a request past the last
+//! turn gets: `error` (the default: HTTP 500 with a JSON error naming the
+//! request's number) or `repeat` (the last turn again, as a model that
+//! never stops). A member the format does not know is an error naming it.
 //!
 //! # The server
 //!
@@ -82,6 +85,9 @@ use crate::Error;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
+    /// What the script plays, for people; the server does not read it.
+    #[serde(default)]
+    pub description: Option<String>,
     /// The model name the answers carry.
     #[serde(default = "default_model")]
     pub model: String,
@@ -282,6 +288,7 @@ impl Script {
         let value: Value = serde_json::from_str(text)?;
         if value.is_array() {
             Ok(Script {
+                description: None,
                 model: default_model(),
                 turns: serde_json::from_value(value)?,
                 after: After::Error,
