@@ -247,11 +247,19 @@ async fn asks_per_call<S: Store>(store: Counting<S>) {
 
     let read = d.execute(get_order_call("s1")).await;
     assert!(read.ok, "{read:?}");
-    assert_eq!(store.take(), asked(&[("begin_call", 1)]), "a read-only call");
+    assert_eq!(
+        store.take(),
+        asked(&[("begin_call", 1)]),
+        "a read-only call"
+    );
 
     let args = refund(500).to_string();
     let refunded = d
-        .execute(Call::new("refund_order", &args).session("s1").confirmed(true))
+        .execute(
+            Call::new("refund_order", &args)
+                .session("s1")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
     assert_eq!(
@@ -261,7 +269,11 @@ async fn asks_per_call<S: Store>(store: Counting<S>) {
     );
 
     let replayed = d
-        .execute(Call::new("refund_order", &args).session("s1").confirmed(true))
+        .execute(
+            Call::new("refund_order", &args)
+                .session("s1")
+                .confirmed(true),
+        )
         .await;
     assert!(replayed.replayed, "{replayed:?}");
     assert_eq!(
@@ -310,7 +322,11 @@ async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
     assert!(d.execute(get_order_call("warm")).await.ok);
     let args = refund(100).to_string();
     let warm = d
-        .execute(Call::new("refund_order", &args).session("warm").confirmed(true))
+        .execute(
+            Call::new("refund_order", &args)
+                .session("warm")
+                .confirmed(true),
+        )
         .await;
     assert_eq!(warm.code, Code::Ok, "{warm:?}");
 
@@ -325,17 +341,21 @@ async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
     for n in 0..10 {
         let args = refund(200 + n).to_string();
         let refunded = d
-            .execute(Call::new("refund_order", &args).session("refunds").confirmed(true))
+            .execute(
+                Call::new("refund_order", &args)
+                    .session("refunds")
+                    .confirmed(true),
+            )
             .await;
         assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
     }
-    assert_eq!(store.round_trips() - before, 30, "three per confirmed refund");
+    assert_eq!(
+        store.round_trips() - before,
+        30,
+        "three per confirmed refund"
+    );
     drop(d);
-    Arc::into_inner(store)
-        .unwrap()
-        .drop_schema()
-        .await
-        .unwrap();
+    Arc::into_inner(store).unwrap().drop_schema().await.unwrap();
 }
 
 fn url() -> Option<String> {
@@ -379,13 +399,19 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
 
     // A free key: counted, nothing recorded, locked (by a store that locks).
     let begun = store.begin_call(&start).await.unwrap();
-    assert_eq!((begun.step, begun.calls, begun.outcome.clone()), (1, Some(1), None));
+    assert_eq!(
+        (begun.step, begun.calls, begun.outcome.clone()),
+        (1, Some(1), None)
+    );
     assert_eq!(begun.locked, combined);
     if combined {
         assert_eq!(begun.tainted, Some(false));
         assert_eq!(begun.decided, Some(false));
         assert!(
-            !other.lock_resource(&resource, "h2", now, 60_000).await.unwrap(),
+            !other
+                .lock_resource(&resource, "h2", now, 60_000)
+                .await
+                .unwrap(),
             "held by the call"
         );
     }
@@ -399,7 +425,10 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     assert!(!begun.locked, "an identical call is running");
 
     // Completed, and the lock freed with it when the store can.
-    store.lock_resource(&resource, "h1", now, 60_000).await.unwrap();
+    store
+        .lock_resource(&resource, "h1", now, 60_000)
+        .await
+        .unwrap();
     let result = ToolResult::success("pay", serde_json::Map::new());
     let freed = store
         .complete_unlocking(&k, &result, &resource, "h1")
@@ -407,7 +436,10 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
         .unwrap();
     assert_eq!(freed, combined);
     assert_eq!(
-        other.lock_resource(&resource, "h2", now, 60_000).await.unwrap(),
+        other
+            .lock_resource(&resource, "h2", now, 60_000)
+            .await
+            .unwrap(),
         freed,
         "free once freed, else still held"
     );
@@ -420,11 +452,19 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
 
     // Over the bound of identical calls: counted, nothing read, no lock.
     let begun = store.begin_call(&start).await.unwrap();
-    assert_eq!((begun.step, begun.calls, begun.outcome), (3, None, None), "over the steps");
+    assert_eq!(
+        (begun.step, begun.calls, begun.outcome),
+        (3, None, None),
+        "over the steps"
+    );
     let mut wide = start;
     wide.max_steps = 100;
     let begun = store.begin_call(&wide).await.unwrap();
-    assert_eq!((begun.step, begun.calls), (4, Some(3)), "the step over the budget counted no call");
+    assert_eq!(
+        (begun.step, begun.calls),
+        (4, Some(3)),
+        "the step over the budget counted no call"
+    );
     assert_eq!(begun.outcome, None, "over the bound: not read");
     assert!(!begun.locked);
 

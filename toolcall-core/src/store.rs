@@ -890,7 +890,6 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).complete_unlocking(key, result, resource, holder)
     }
 
-
     fn add_taint(
         &self,
         session: &str,

@@ -74,7 +74,7 @@ impl PostgresStore {
         let lock = start.lock.map(|lock| {
             let resource = lock.resource.as_str();
             (
-                session_key(&resource),
+                session_key(resource),
                 resource,
                 lock.holder,
                 to_sql(start.now_ms.saturating_add(lock.lease_ms)),
@@ -116,7 +116,9 @@ impl PostgresStore {
             .map(|count| u64::try_from(count).unwrap_or(0));
         let outcome = match (row.get::<_, Option<&str>>(2), row.get::<_, Option<&str>>(3)) {
             (None, _) => None,
-            (Some("completed"), Some(text)) => Some(RecordedOutcome::Completed(parse_result(text)?)),
+            (Some("completed"), Some(text)) => {
+                Some(RecordedOutcome::Completed(parse_result(text)?))
+            }
             (Some("in_flight"), _) => Some(RecordedOutcome::InFlight),
             (Some(_), _) => Some(RecordedOutcome::InDoubt),
         };

@@ -98,9 +98,8 @@ use tokio_postgres::NoTls;
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome,
-    Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store, StoreError, TaintHit,
-    TakeApproval, now_ms, session_key,
+    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store,
+    StoreError, TaintHit, TakeApproval, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;

@@ -63,7 +63,8 @@ impl SqliteStore {
                         None => None,
                     };
                     if start.outcome {
-                        begun.outcome = match (recorded, row.as_ref().and_then(|r| r.2.as_deref())) {
+                        begun.outcome = match (recorded, row.as_ref().and_then(|r| r.2.as_deref()))
+                        {
                             (None, _) => None,
                             (Some("completed"), Some(text)) => {
                                 Some(RecordedOutcome::Completed(parse_result(text)?))

@@ -81,9 +81,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome,
-    Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store, StoreError, TaintHit,
-    TakeApproval, now_ms, session_key,
+    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store,
+    StoreError, TaintHit, TakeApproval, now_ms, session_key,
 };
 
 pub use purge::Purged;

@@ -88,14 +88,10 @@ async fn connect(url: &str) -> tokio_postgres::Client {
 
 /// Orders of their own for the conversations of process `process`.
 fn shop(process: usize, conversations: usize) -> Shop {
-    Shop::with_orders((0..conversations.max(1)).map(|c| {
-        Order::new(
-            &order_of(process, c),
-            "CUS-1",
-            1_000_000_000,
-            Currency::BRL,
-        )
-    }))
+    Shop::with_orders(
+        (0..conversations.max(1))
+            .map(|c| Order::new(&order_of(process, c), "CUS-1", 1_000_000_000, Currency::BRL)),
+    )
 }
 
 fn order_of(process: usize, conversation: usize) -> String {
@@ -103,21 +99,26 @@ fn order_of(process: usize, conversation: usize) -> String {
 }
 
 fn dispatcher(store: PostgresStore, shop: Shop) -> Dispatcher<Shop, PostgresStore> {
-    Dispatcher::builder(tools![get_order, refund_order].expect("the tools"), Arc::new(shop))
-        .policy(
-            Policy::new()
-                .allow(["get_order", "refund_order"])
-                .limit("max_refund_cents", 1_000_000_000),
-        )
-        .store(store)
-        .max_steps(u64::MAX / 2)
-        .build()
-        .expect("a dispatcher")
+    Dispatcher::builder(
+        tools![get_order, refund_order].expect("the tools"),
+        Arc::new(shop),
+    )
+    .policy(
+        Policy::new()
+            .allow(["get_order", "refund_order"])
+            .limit("max_refund_cents", 1_000_000_000),
+    )
+    .store(store)
+    .max_steps(u64::MAX / 2)
+    .build()
+    .expect("a dispatcher")
 }
 
 async fn read_call(d: &Dispatcher<Shop, PostgresStore>, session: &str, order: &str) {
     let args = json!({ "order_id": order }).to_string();
-    let answer = d.execute(Call::new("get_order", &args).session(session)).await;
+    let answer = d
+        .execute(Call::new("get_order", &args).session(session))
+        .await;
     assert!(answer.ok, "{answer:?}");
 }
 
@@ -128,7 +129,11 @@ async fn refund_call(d: &Dispatcher<Shop, PostgresStore>, session: &str, order: 
     })
     .to_string();
     let answer = d
-        .execute(Call::new("refund_order", &args).session(session).confirmed(true))
+        .execute(
+            Call::new("refund_order", &args)
+                .session(session)
+                .confirmed(true),
+        )
         .await;
     assert_eq!(answer.code, Code::Ok, "{answer:?}");
 }
@@ -183,7 +188,11 @@ async fn xacts_of(
             }),
         }
         .to_string();
-        let tool = if kind == "read" { "get_order" } else { "refund_order" };
+        let tool = if kind == "read" {
+            "get_order"
+        } else {
+            "refund_order"
+        };
         let answer = d
             .execute(Call::new(tool, &args).session(&session).confirmed(true))
             .await;

@@ -181,9 +181,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let (spec, name) = (call.spec, call.spec.name());
         if spec.reconciles() {
             return match self.reconcile(spec, cx).await {
-                Reconciled::Done(data) => {
-                    Settled::Answer(self.complete(spec, call.key, call.arguments, data, None).await)
-                }
+                Reconciled::Done(data) => Settled::Answer(
+                    self.complete(spec, call.key, call.arguments, data, None)
+                        .await,
+                ),
                 Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),
                 Reconciled::Unknown => {
                     Settled::Answer(Err(self.fail_in_doubt(Code::UpstreamUnavailable, name)))

@@ -100,7 +100,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// use (the call ended before them, or names other resources now).
     pub(super) async fn free(&self, name: &str, lock: Option<HeldLock>) {
         let Some(lock) = lock else { return };
-        if let Err(error) = self.store.unlock_resource(&lock.resource, &lock.holder).await {
+        if let Err(error) = self
+            .store
+            .unlock_resource(&lock.resource, &lock.holder)
+            .await
+        {
             tracing::error!(tool = name, %error, "a resource lock could not be freed; it ends with its lease");
         }
     }

@@ -18,8 +18,8 @@ use super::catch::panic_text;
 use super::confirm::Asking;
 use super::execute::{Doubt, millis, replayed};
 use super::inbox::{Carried, Found};
-use super::messages::{Details, Failure};
 use super::locks::HeldLock;
+use super::messages::{Details, Failure};
 use super::prepared::{Approval, Noted, Prepared, Stage};
 use super::retry::{Retry, Waiting};
 use super::twins::Active;
@@ -161,12 +161,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             begun.lock = self.early_lock(prepared);
             active = Some(self.twins.enter(&prepared.key));
             let spec = prepared.spec;
-            let mut start = CallStart::new(
-                call.session,
-                &prepared.key,
-                at_ms,
-                self.settings.max_steps,
-            );
+            let mut start =
+                CallStart::new(call.session, &prepared.key, at_ms, self.settings.max_steps);
             start.max_calls = self.max_repeats(caller, spec);
             start.outcome = spec.side_effect();
             start.taint = spec.side_effect() && caller.policy().taint_level() != Taint::Off;
