@@ -4,8 +4,8 @@
 //! Each turn sends the conversation and the tools the caller may use
 //! (OpenAI: strict function definitions, `Format::OpenAi`; Anthropic:
 //! `Format::Anthropic`), reads the assistant message with the project's
-//! adapter for that API ([`Provider::OpenAi`](toolcall_providers::Provider::OpenAi), [`Provider::Anthropic`](toolcall_providers::Provider::Anthropic)),
-//! runs every call of it through the dispatcher in the model's order, asks
+//! adapter for that API ([`Provider`]: `OpenAi`, `Anthropic`), runs every
+//! call of it through the dispatcher in the model's order, asks
 //! for the approvals the calls wait for, and sends back the pipeline's
 //! answer to every call id ([`Turn::messages`]). It stops at the first
 //! assistant message without a tool call (the answer), or after
