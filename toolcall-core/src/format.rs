@@ -39,16 +39,21 @@ pub enum StringFormat {
 }
 
 impl StringFormat {
+    /// Every format with a check here, in the order JSON Schema's
+    /// draft 2020-12 lists them.
+    pub const ALL: [StringFormat; 5] = [
+        StringFormat::DateTime,
+        StringFormat::Date,
+        StringFormat::Email,
+        StringFormat::Uri,
+        StringFormat::Uuid,
+    ];
+
     /// The format's name in JSON Schema, or `None` for a name with no check here.
     pub fn from_name(name: &str) -> Option<StringFormat> {
-        Some(match name {
-            "email" => StringFormat::Email,
-            "uuid" => StringFormat::Uuid,
-            "date" => StringFormat::Date,
-            "date-time" => StringFormat::DateTime,
-            "uri" => StringFormat::Uri,
-            _ => return None,
-        })
+        StringFormat::ALL
+            .into_iter()
+            .find(|format| format.as_str() == name)
     }
 
     /// The format's name in JSON Schema.
@@ -59,6 +64,18 @@ impl StringFormat {
             StringFormat::Date => "date",
             StringFormat::DateTime => "date-time",
             StringFormat::Uri => "uri",
+        }
+    }
+
+    /// What a value of the format is, in words, as the definitions sent to
+    /// a model say it: "an email address".
+    pub fn describe(self) -> &'static str {
+        match self {
+            StringFormat::Email => "an email address",
+            StringFormat::Uuid => "a UUID (8-4-4-4-12 hexadecimal digits)",
+            StringFormat::Date => "a date, YYYY-MM-DD",
+            StringFormat::DateTime => "an RFC 3339 date-time with an offset",
+            StringFormat::Uri => "an absolute URI (RFC 3986)",
         }
     }
 
@@ -180,6 +197,22 @@ mod tests {
         ];
         for (format, text, valid) in cases {
             assert_eq!(format.accepts(text), valid, "{} {text:?}", format.as_str());
+        }
+    }
+}
+
+#[cfg(test)]
+mod names {
+    use super::StringFormat;
+
+    #[test]
+    fn every_format_is_found_by_its_name_and_described() {
+        for format in StringFormat::ALL {
+            assert_eq!(StringFormat::from_name(format.as_str()), Some(format));
+            assert!(format.describe().starts_with("a"), "{format:?}");
+        }
+        for unknown in ["time", "hostname", "Email", ""] {
+            assert_eq!(StringFormat::from_name(unknown), None, "{unknown}");
         }
     }
 }

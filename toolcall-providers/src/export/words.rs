@@ -53,14 +53,10 @@ pub(crate) fn moved_sentence(keyword: &str, value: &Value) -> String {
         ),
         "format" => {
             let name = value.as_str().unwrap_or_default();
-            let what = match name {
-                "email" => "an email address".to_owned(),
-                "uuid" => "a UUID (8-4-4-4-12 hexadecimal digits)".to_owned(),
-                "date" => "a date, YYYY-MM-DD".to_owned(),
-                "date-time" => "an RFC 3339 date-time with an offset".to_owned(),
-                "time" => "an RFC 3339 time".to_owned(),
-                "uri" => "an absolute URI (RFC 3986)".to_owned(),
-                other => format!("in the `{other}` format"),
+            let what = match toolcall_core::StringFormat::from_name(name) {
+                Some(format) => format.describe().to_owned(),
+                None if name == "time" => "an RFC 3339 time".to_owned(),
+                None => format!("in the `{name}` format"),
             };
             format!("Must be {what}.")
         }
