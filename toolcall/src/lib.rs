@@ -714,6 +714,108 @@
 //! pipeline's caller, a non-loopback address needs tokens, and `Host` and
 //! `Origin` are checked against DNS rebinding.
 //!
+//! # In your agent loop
+//!
+//! toolcall fits the loop you already run: send its definitions, hand each
+//! assistant message to its adapter ([`providers::Provider::run`] or
+//! `run_str`, which keeps each call's arguments as the model wrote them), and
+//! send back `turn.messages()`, one tool message per call id in the model's
+//! order. `orders agent` (the command line's `agent`, feature `agent` of
+//! `toolcall-cli`) is this loop, ready-made, and `agent --serve-script FILE`
+//! serves a scripted model to try it without one.
+//!
+//! **An OpenAI-compatible server** (llama.cpp, Ollama, vLLM, OpenAI), with
+//! async-openai:
+//!
+//! ```rust,ignore
+//! use async_openai::{Client, config::OpenAIConfig};
+//! use serde_json::{Value, json};
+//! use toolcall::Dispatcher;
+//! use toolcall::providers::{Format, Provider, RunOptions, definitions};
+//!
+//! pub async fn answer<S: Send + Sync + 'static>(
+//!     dispatcher: &Dispatcher<S>,
+//!     conversation: &str,
+//!     prompt: &str,
+//! ) -> Result<String, Box<dyn std::error::Error>> {
+//!     let client = Client::with_config(OpenAIConfig::new().with_api_base("http://127.0.0.1:8080/v1"));
+//!     let model = std::env::var("LLM_MODEL")?;
+//!     let policy = dispatcher.default_caller().policy();
+//!     let tools = definitions(dispatcher.registry(), policy, Format::OpenAi); // strict
+//!     let mut messages = vec![json!({"role": "user", "content": prompt})];
+//!     for _ in 0..10 {
+//!         let request = json!({"model": model, "messages": messages, "tools": tools});
+//!         let completion: Value = client.chat().create_byot(request).await?;
+//!         let message = completion["choices"][0]["message"].clone();
+//!         // Every call through the pipeline, in the model's order.
+//!         let options = RunOptions::new().session(conversation);
+//!         let turn = Provider::OpenAi.run(dispatcher, &completion, options).await?;
+//!         messages.push(message.clone());
+//!         if turn.outcomes.is_empty() {
+//!             return Ok(message["content"].as_str().unwrap_or_default().to_owned());
+//!         }
+//!         messages.extend(turn.messages()); // one `tool` message per tool_call_id
+//!     }
+//!     Err("no answer in 10 turns".into())
+//! }
+//! ```
+//!
+//! **An Anthropic-compatible Messages endpoint**, with reqwest: the same loop,
+//! with the response's text handed over as it came, so that each `input`
+//! reaches the pipeline as the model wrote it:
+//!
+//! ```rust,ignore
+//! let text = http
+//!     .post("https://api.anthropic.com/v1/messages")
+//!     .header("x-api-key", std::env::var("ANTHROPIC_API_KEY")?)
+//!     .header("anthropic-version", "2023-06-01")
+//!     .json(&json!({"model": model, "max_tokens": 1024, "messages": messages,
+//!                   "tools": definitions(dispatcher.registry(), policy, Format::Anthropic)}))
+//!     .send().await?.error_for_status()?.text().await?;
+//! let turn = Provider::Anthropic
+//!     .run_str(dispatcher, &text, RunOptions::new().session(conversation))
+//!     .await?;
+//! let message: Value = serde_json::from_str(&text)?;
+//! messages.push(json!({"role": "assistant", "content": message["content"]}));
+//! if turn.outcomes.is_empty() {
+//!     return Ok(message["content"][0]["text"].as_str().unwrap_or_default().to_owned());
+//! }
+//! messages.extend(turn.messages()); // tool_result blocks, `is_error` where `ok` is false
+//! ```
+//!
+//! **rig**, with the `toolcall-rig` crate: a dispatcher's tools as rig tools,
+//! every call of a rig agent through the pipeline:
+//!
+//! ```rust,ignore
+//! use rig_agent::AgentBuilder;
+//! use rig_core::tool::ToolContext;
+//! use toolcall_rig::{Conversation, RigTools};
+//!
+//! let tools = RigTools::new(Arc::clone(&dispatcher), "default-conversation")
+//!     .approver(|pending| ask_a_person(&pending.data["pending"]));
+//! let agent = AgentBuilder::new(model) // any rig completion model
+//!     .preamble("You are the shop's support agent.")
+//!     .tool_server_handle(tools.tool_server().run())
+//!     .build();
+//! // One run, one conversation: its step budget, replays, taint and approvals.
+//! let mut context = ToolContext::new();
+//! context.insert(Conversation("chat-42".to_owned()))?;
+//! let answer = agent
+//!     .prompt("Refund the damaged item of ORD-1001.")
+//!     .tool_context(context)
+//!     .max_turns(8)
+//!     .await?;
+//! ```
+//!
+//! **MCP** (any MCP host: a desktop assistant, an IDE, an agent SDK): serve
+//! the dispatcher, every connection in one conversation over a store other
+//! processes share (`orders mcp --session-id desk-42 --store sqlite:shop.db`
+//! from the command line):
+//!
+//! ```rust,ignore
+//! toolcall_mcp::serve_stdio(Arc::new(dispatcher), toolcall_mcp::Options::conversation("desk-42")).await?;
+//! ```
+//!
 //! # Guardrails
 //!
 //! Beyond the pipeline's stages, two guards for agents that read the open
