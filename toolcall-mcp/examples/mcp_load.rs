@@ -41,6 +41,9 @@ struct Load {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // reqwest may be built with `rustls-no-provider` (another crate of the
+    // workspace asks for it): a client then needs a provider installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut args = std::env::args().skip(1).collect::<Vec<_>>();
     let mut load = Load {
         calls: 10_000,

@@ -122,6 +122,9 @@ type Client = RunningService<RoleClient, ClientConfig>;
 
 /// rmcp's streamable HTTP client, with `token` as its bearer token.
 async fn connect(addr: SocketAddr, token: Option<&str>) -> Client {
+    // reqwest may be built with `rustls-no-provider` (another crate of the
+    // workspace asks for it): a client then needs a provider installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
     if let Some(token) = token {
         config = config.auth_header(token);
