@@ -1144,3 +1144,30 @@ impl WithCreated for PendingApproval {
         self
     }
 }
+
+/// The Postgres server the store tests run against, from
+/// `TOOLCALL_POSTGRES_URL` (CI sets it); without it, `None`, and a loud
+/// line on stderr (past the test harness's capture) that Postgres was not
+/// tested.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("TOOLCALL_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
+            );
+            None
+        }
+    }
+}
+
+/// A schema name of `test`'s own, in this process, now.
+pub fn postgres_schema(test: &str) -> String {
+    format!(
+        "toolcall_test_{test}_{}_{}",
+        std::process::id(),
+        toolcall::store::now_ms()
+    )
+}

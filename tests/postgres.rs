@@ -6,31 +6,16 @@
 //! it every test here says loudly that it was skipped. Each test works in a
 //! schema of its own and drops it.
 
-use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
-use toolcall_tests::key;
+use toolcall_tests::{key, postgres_schema, postgres_url};
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, Store, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
-
-fn url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            // Straight to stderr, past the test harness's capture: loud.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
-            );
-            None
-        }
-    }
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -40,15 +25,11 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn schema(test: &str) -> String {
-    format!("toolcall_test_{test}_{}_{}", std::process::id(), now_ms())
-}
-
 #[test]
 fn postgres_store_conforms_across_two_connections() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("conformance");
+        let schema = postgres_schema("conformance");
         let first = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
@@ -63,9 +44,9 @@ fn postgres_store_conforms_across_two_connections() {
 
 #[test]
 fn claims_raced_by_many_tasks_have_one_winner() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("race");
+        let schema = postgres_schema("race");
         let mut stores = Vec::new();
         for _ in 0..6 {
             stores.push(Arc::new(
@@ -126,9 +107,9 @@ async fn send(
 
 #[test]
 fn two_replicas_on_one_database_run_each_call_once() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("replicas");
+        let schema = postgres_schema("replicas");
         let bank = Arc::new(Bank::default());
         let mut replicas = Vec::new();
         for _ in 0..2 {
@@ -181,9 +162,9 @@ fn two_replicas_on_one_database_run_each_call_once() {
 
 #[test]
 fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("cut");
+        let schema = postgres_schema("cut");
         let proxy = Proxy::start(&url).await;
         let bank = Arc::new(Bank {
             proxy: Some(Arc::clone(&proxy)),
@@ -326,9 +307,9 @@ fn asked(id: &str) -> PendingApproval {
 
 #[test]
 fn decisions_raced_by_many_replicas_have_one_winner() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("decide_race");
+        let schema = postgres_schema("decide_race");
         let mut stores = Vec::new();
         for _ in 0..4 {
             stores.push(Arc::new(
@@ -374,9 +355,9 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
 
 #[test]
 fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("approvals");
+        let schema = postgres_schema("approvals");
         let first = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
@@ -393,9 +374,9 @@ fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
 /// approval is created, and every other asker is answered with it.
 #[test]
 fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("ask_race");
+        let schema = postgres_schema("ask_race");
         let mut stores = Vec::new();
         for _ in 0..4 {
             stores.push(Arc::new(
@@ -442,9 +423,9 @@ fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
 /// at once, well before it would look again by itself (every 2 s).
 #[test]
 fn a_waiting_agent_is_woken_by_the_decision() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = schema("wake");
+        let schema = postgres_schema("wake");
         let agent = Arc::new(
             PostgresStore::connect_in_schema(&url, &schema)
                 .await

@@ -7,7 +7,6 @@
 //! per connection (its round trips counted by the store).
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use orders::{Shop, get_order, read_messages, refund_order};
@@ -20,6 +19,7 @@ use toolcall::store::{
 use toolcall::{Call, Code, Dispatcher, Policy, Store, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
+use toolcall_tests::{postgres_schema, postgres_url};
 
 /// A store that counts the methods the pipeline calls, by name.
 struct Counting<S> {
@@ -293,8 +293,8 @@ async fn sqlite_is_asked_once_per_read_and_three_times_per_refund() {
 
 #[tokio::test]
 async fn postgres_is_asked_once_per_read_and_three_times_per_refund() {
-    let Some(url) = url() else { return };
-    let schema = schema("asks");
+    let Some(url) = postgres_url() else { return };
+    let schema = postgres_schema("asks");
     let store = PostgresStore::connect_in_schema(&url, &schema)
         .await
         .unwrap();
@@ -310,8 +310,8 @@ async fn postgres_is_asked_once_per_read_and_three_times_per_refund() {
 /// one, a confirmed refund three; no statement is prepared again.
 #[tokio::test]
 async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
-    let Some(url) = url() else { return };
-    let schema = schema("round_trips");
+    let Some(url) = postgres_url() else { return };
+    let schema = postgres_schema("round_trips");
     let store = Arc::new(
         PostgresStore::connect_in_schema(&url, &schema)
             .await
@@ -356,23 +356,6 @@ async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
     );
     drop(d);
     Arc::into_inner(store).unwrap().drop_schema().await.unwrap();
-}
-
-fn url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
-            );
-            None
-        }
-    }
-}
-
-fn schema(test: &str) -> String {
-    format!("toolcall_test_{test}_{}_{}", std::process::id(), now_ms())
 }
 
 /// `begin_call` and `complete_unlocking` mean, on every store, what the
@@ -484,8 +467,8 @@ async fn every_store_begins_and_completes_a_call_as_its_parts_do() {
     begin_conformance(&memory, &memory, false).await;
     let sqlite = SqliteStore::open_in_memory().unwrap();
     begin_conformance(&sqlite, &sqlite, true).await;
-    let Some(url) = url() else { return };
-    let schema = schema("begin");
+    let Some(url) = postgres_url() else { return };
+    let schema = postgres_schema("begin");
     let first = PostgresStore::connect_in_schema(&url, &schema)
         .await
         .unwrap();

@@ -9,7 +9,7 @@ use toolcall_core::store::{
     CallBegun, CallStart, Key, RecordedOutcome, StoreError, now_ms, session_key,
 };
 
-use crate::{SqliteStore, from_sql, parse_result, to_sql};
+use crate::{LOCK, SqliteStore, from_sql, parse_result, to_sql};
 
 impl SqliteStore {
     pub(crate) fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
@@ -78,13 +78,7 @@ impl SqliteStore {
                     {
                         let resource = lock.resource.as_str();
                         begun.locked = tx
-                            .prepare_cached(
-                                "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
-                                 VALUES (?1, ?2, ?3, ?5)
-                                 ON CONFLICT (resource_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
-                                 WHERE holder = excluded.holder OR until_ms <= ?4
-                                 RETURNING 1",
-                            )
+                            .prepare_cached(LOCK)
                             .and_then(|mut s| {
                                 s.query_row(
                                     params![

@@ -95,6 +95,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// the file (switching it to WAL, creating or upgrading its tables).
 const OPEN_DEADLINE: Duration = Duration::from_secs(10);
 
+/// A resource's lock taken (?1 its key, ?2 the resource, ?3 the holder,
+/// ?5 the lease's end) if it is free, held by the same holder, or its lease
+/// ran out at ?4: one statement.
+const LOCK: &str = "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
+     VALUES (?1, ?2, ?3, ?5)
+     ON CONFLICT (resource_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
+     WHERE holder = excluded.holder OR until_ms <= ?4
+     RETURNING 1";
+
 /// Writes through one handle between two automatic purges, by default.
 const PURGE_EVERY: u64 = 1000;
 
@@ -502,11 +511,7 @@ impl Store for SqliteStore {
         let locked = self
             .conn()
             .query_row(
-                "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
-                 VALUES (?1, ?2, ?3, ?5)
-                 ON CONFLICT (resource_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
-                 WHERE holder = excluded.holder OR until_ms <= ?4
-                 RETURNING 1",
+                LOCK,
                 params![
                     session_key(resource),
                     resource,

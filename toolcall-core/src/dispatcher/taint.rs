@@ -35,35 +35,26 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Ok(None);
         }
         let store_error = |error| self.store_unavailable(spec.name(), &error);
-        match caller.policy().taint_level() {
-            Taint::Off => Ok(None),
-            Taint::Session => {
-                let any = match known {
-                    Some(any) => any,
-                    None => {
-                        self.store
-                            .tainted(session, &[])
-                            .await
-                            .map_err(store_error)?
-                            .any
-                    }
-                };
-                Ok(any.then(Vec::new))
+        let level = caller.policy().taint_level();
+        if level == Taint::Off {
+            return Ok(None);
+        }
+        // Most sessions never read untrusted output: that first (unless the
+        // call's start found out), and the arguments fingerprinted (regexes
+        // and a digest per token) only in a session that did.
+        let any = match known {
+            Some(any) => any,
+            None => {
+                self.store
+                    .tainted(session, &[])
+                    .await
+                    .map_err(store_error)?
+                    .any
             }
+        };
+        match level {
+            Taint::Session => Ok(any.then(Vec::new)),
             _ => {
-                // Most sessions never read untrusted output: ask that first,
-                // and fingerprint the arguments (regexes and a digest per
-                // token) only in a session that did.
-                let any = match known {
-                    Some(any) => any,
-                    None => {
-                        self.store
-                            .tainted(session, &[])
-                            .await
-                            .map_err(store_error)?
-                            .any
-                    }
-                };
                 if !any {
                     return Ok(None);
                 }
