@@ -5,9 +5,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
 
+use crate::App;
 use crate::html::{Html, utc};
 use crate::security::{Refusal, Who};
-use crate::App;
 
 /// The whole page around `body`. `title` and `app` are escaped here.
 pub(crate) fn layout(
