@@ -2,7 +2,8 @@
 //! raw HTTP requests as a client would send them (initialize, the session
 //! id rmcp gives, then `tools/list` and `tools/call`, answers framed as
 //! server-sent events). What is counted is read from the shop's own tables
-//! (`orders_refunds`), never from the answers alone.
+//! (`orders_refunds`), never from the answers alone. A refund asked as a
+//! durable task survives the kill of the process that asked it.
 //!
 //! The Postgres test needs `TOOLCALL_POSTGRES_URL` (CI sets it); without
 //! it, it says loudly that it was skipped. It works in a database of its
@@ -225,9 +226,14 @@ struct Client {
 impl Client {
     /// `initialize` with [`TOKEN`], then `notifications/initialized`.
     fn open(addr: SocketAddr) -> Client {
+        Client::open_with(addr, json!({}))
+    }
+
+    /// [`Client::open`], declaring `capabilities`.
+    fn open_with(addr: SocketAddr, capabilities: Value) -> Client {
         let auth = format!("Bearer {TOKEN}");
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL, "capabilities": {},
+            "protocolVersion": PROTOCOL, "capabilities": capabilities,
             "clientInfo": {"name": "raw-http", "version": "1"}}});
         let opened = post(addr, &[("Authorization", &auth)], &init.to_string());
         assert_eq!(opened.status, 200, "{opened:?}");
@@ -515,6 +521,86 @@ fn two_replicas_on_one_sqlite_file_refund_once_and_one_survives_the_others_kill(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A client that declares MCP's tasks extension.
+fn tasks_client(addr: SocketAddr) -> Client {
+    Client::open_with(
+        addr,
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    )
+}
+
+/// A refund asked on one process as a durable task, that process killed
+/// (SIGKILL) before anyone decides, a person's yes recorded in the store,
+/// and a process started afterwards over the same store: its `tasks/get`
+/// carries the decision out, once, and answers the refund.
+fn a_task_outlives_its_process(
+    store: &str,
+    tokens: &Path,
+    decide_in_store: impl Fn(&str),
+    refunds: impl Fn() -> (i64, i64),
+) {
+    let args = [
+        "--store",
+        store,
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--session-id",
+        "desk-1",
+        "--approvals",
+        "inbox",
+    ];
+    let a = Server::start(&args);
+    let mut on_a = tasks_client(a.addr);
+    let task = on_a.request(
+        "tools/call",
+        json!({"name": "refund_order", "arguments": refund(2590)}),
+    );
+    assert_eq!(task["resultType"], "task", "{task}");
+    assert_eq!(task["status"], "working", "waiting for the inbox: {task}");
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{task}"))
+        .to_owned();
+    assert_eq!(refunds(), (0, 0));
+    a.kill();
+
+    decide_in_store(&id);
+    let b = Server::start(&args);
+    let mut on_b = tasks_client(b.addr);
+    let done = on_b.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(result["ok"], true, "{done}");
+    assert_eq!(result["data"]["refunded_cents"], 2590, "{done}");
+    assert_eq!(refunds(), (1, 2590));
+
+    // Asked again, or the call made again: the same refund, never a second.
+    let again = on_b.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(again["result"], done["result"], "{again}");
+    let retried = Client::open(b.addr).call("refund_order", refund(2590));
+    assert_eq!(retried["replayed"], true, "{retried}");
+    assert_eq!(refunds(), (1, 2590));
+}
+
+#[test]
+fn a_task_outlives_its_killed_process_on_sqlite() {
+    let dir = scratch("task");
+    let tokens = token_file(&dir);
+    let db = dir.join("shared.db");
+    let store = format!("sqlite:{}", db.display());
+    let runtime = runtime();
+    a_task_outlives_its_process(
+        &store,
+        &tokens,
+        |id| {
+            let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
+            runtime.block_on(decide(&store, id));
+        },
+        || sqlite_refunds(&db),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ------------------------------------------------------------- Postgres
 
 fn postgres_url() -> Option<String> {
@@ -561,6 +647,30 @@ fn two_replicas_on_one_postgres_database_refund_once_and_one_survives_the_others
     let tokens = token_file(&dir);
     let runtime = runtime();
     two_replicas(
+        &database.url,
+        &tokens,
+        |id| {
+            runtime.block_on(async {
+                let store = toolcall_postgres::PostgresStore::connect(&database.url)
+                    .await
+                    .unwrap();
+                decide(&store, id).await;
+            });
+        },
+        || runtime.block_on(postgres_refunds(&database.url)),
+    );
+    drop(database);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_task_outlives_its_killed_process_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    let database = support::FreshDatabase::create(&url, "mcp_task");
+    let dir = scratch("task-postgres");
+    let tokens = token_file(&dir);
+    let runtime = runtime();
+    a_task_outlives_its_process(
         &database.url,
         &tokens,
         |id| {
