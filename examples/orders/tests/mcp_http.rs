@@ -436,8 +436,8 @@ fn tools_list_lists_the_examples_tools_and_a_float_amount_is_a_tool_error() {
 fn two_replicas(
     store: &str,
     tokens: &Path,
-    decide_in_store: impl Fn(&str),
-    refunds: impl Fn() -> (i64, i64),
+    decide_in_store: &dyn Fn(&str),
+    refunds: &dyn Fn() -> (i64, i64),
 ) {
     let args = [
         "--store",
@@ -504,21 +504,7 @@ fn two_replicas(
 
 #[test]
 fn two_replicas_on_one_sqlite_file_refund_once_and_one_survives_the_others_kill() {
-    let dir = scratch("replicas");
-    let tokens = token_file(&dir);
-    let db = dir.join("shared.db");
-    let store = format!("sqlite:{}", db.display());
-    let runtime = runtime();
-    two_replicas(
-        &store,
-        &tokens,
-        |id| {
-            let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
-            runtime.block_on(decide(&store, id));
-        },
-        || sqlite_refunds(&db),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    on_sqlite("replicas", two_replicas);
 }
 
 /// A client that declares MCP's tasks extension.
@@ -536,8 +522,8 @@ fn tasks_client(addr: SocketAddr) -> Client {
 fn a_task_outlives_its_process(
     store: &str,
     tokens: &Path,
-    decide_in_store: impl Fn(&str),
-    refunds: impl Fn() -> (i64, i64),
+    decide_in_store: &dyn Fn(&str),
+    refunds: &dyn Fn() -> (i64, i64),
 ) {
     let args = [
         "--store",
@@ -582,23 +568,33 @@ fn a_task_outlives_its_process(
     assert_eq!(refunds(), (1, 2590));
 }
 
-#[test]
-fn a_task_outlives_its_killed_process_on_sqlite() {
-    let dir = scratch("task");
+/// A scenario of replicas over one store: its URL or `sqlite:PATH`, the
+/// token file, how a person's yes is recorded in the store, and how many
+/// refunds (and cents) the shop's table holds.
+type Scenario = fn(&str, &Path, &dyn Fn(&str), &dyn Fn() -> (i64, i64));
+
+/// Plays `scenario` on a SQLite file of its own.
+fn on_sqlite(name: &str, scenario: Scenario) {
+    let dir = scratch(name);
     let tokens = token_file(&dir);
     let db = dir.join("shared.db");
     let store = format!("sqlite:{}", db.display());
     let runtime = runtime();
-    a_task_outlives_its_process(
+    scenario(
         &store,
         &tokens,
-        |id| {
+        &|id| {
             let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
             runtime.block_on(decide(&store, id));
         },
-        || sqlite_refunds(&db),
+        &|| sqlite_refunds(&db),
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_task_outlives_its_killed_process_on_sqlite() {
+    on_sqlite("task", a_task_outlives_its_process);
 }
 
 // ------------------------------------------------------------- Postgres
@@ -639,17 +635,18 @@ async fn postgres_refunds(url: &str) -> (i64, i64) {
     (row.get(0), row.get(1))
 }
 
-#[test]
-fn two_replicas_on_one_postgres_database_refund_once_and_one_survives_the_others_kill() {
+/// Plays `scenario` in a Postgres database of its own (skipped, loudly,
+/// without `TOOLCALL_POSTGRES_URL`).
+fn on_postgres(name: &str, scenario: Scenario) {
     let Some(url) = postgres_url() else { return };
-    let database = support::FreshDatabase::create(&url, "mcp_http");
-    let dir = scratch("replicas-postgres");
+    let database = support::FreshDatabase::create(&url, name);
+    let dir = scratch(name);
     let tokens = token_file(&dir);
     let runtime = runtime();
-    two_replicas(
+    scenario(
         &database.url,
         &tokens,
-        |id| {
+        &|id| {
             runtime.block_on(async {
                 let store = toolcall_postgres::PostgresStore::connect(&database.url)
                     .await
@@ -657,34 +654,20 @@ fn two_replicas_on_one_postgres_database_refund_once_and_one_survives_the_others
                 decide(&store, id).await;
             });
         },
-        || runtime.block_on(postgres_refunds(&database.url)),
+        &|| runtime.block_on(postgres_refunds(&database.url)),
     );
     drop(database);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
+fn two_replicas_on_one_postgres_database_refund_once_and_one_survives_the_others_kill() {
+    on_postgres("mcp_http", two_replicas);
+}
+
+#[test]
 fn a_task_outlives_its_killed_process_on_postgres() {
-    let Some(url) = postgres_url() else { return };
-    let database = support::FreshDatabase::create(&url, "mcp_task");
-    let dir = scratch("task-postgres");
-    let tokens = token_file(&dir);
-    let runtime = runtime();
-    a_task_outlives_its_process(
-        &database.url,
-        &tokens,
-        |id| {
-            runtime.block_on(async {
-                let store = toolcall_postgres::PostgresStore::connect(&database.url)
-                    .await
-                    .unwrap();
-                decide(&store, id).await;
-            });
-        },
-        || runtime.block_on(postgres_refunds(&database.url)),
-    );
-    drop(database);
-    let _ = std::fs::remove_dir_all(&dir);
+    on_postgres("mcp_task", a_task_outlives_its_process);
 }
 
 // ------------------------------------------------------------- refusals
