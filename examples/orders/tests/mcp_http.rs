@@ -427,6 +427,21 @@ fn tools_list_lists_the_examples_tools_and_a_float_amount_is_a_tool_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The arguments of a replica: `store`, the fleet's tokens, the shared
+/// conversation `desk-1`, approvals in the inbox.
+fn replica_args<'a>(store: &'a str, tokens: &'a Path) -> [&'a str; 8] {
+    [
+        "--store",
+        store,
+        "--token-file",
+        tokens.to_str().unwrap(),
+        "--session-id",
+        "desk-1",
+        "--approvals",
+        "inbox",
+    ]
+}
+
 /// Two `orders mcp --http` replicas with one `--session-id` over one store:
 /// a high-risk refund asked on A waits for a person; once the decision is
 /// in the store, the same call on B runs once, and on A is replayed; the
@@ -439,16 +454,7 @@ fn two_replicas(
     decide_in_store: &dyn Fn(&str),
     refunds: &dyn Fn() -> (i64, i64),
 ) {
-    let args = [
-        "--store",
-        store,
-        "--token-file",
-        tokens.to_str().unwrap(),
-        "--session-id",
-        "desk-1",
-        "--approvals",
-        "inbox",
-    ];
+    let args = replica_args(store, tokens);
     let a = Server::start(&args);
     let b = Server::start(&args);
     assert!(
@@ -525,16 +531,7 @@ fn a_task_outlives_its_process(
     decide_in_store: &dyn Fn(&str),
     refunds: &dyn Fn() -> (i64, i64),
 ) {
-    let args = [
-        "--store",
-        store,
-        "--token-file",
-        tokens.to_str().unwrap(),
-        "--session-id",
-        "desk-1",
-        "--approvals",
-        "inbox",
-    ];
+    let args = replica_args(store, tokens);
     let a = Server::start(&args);
     let mut on_a = tasks_client(a.addr);
     let task = on_a.request(
