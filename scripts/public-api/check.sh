@@ -28,7 +28,7 @@ diffs="$(mktemp -d)"
 trap 'rm -rf "$diffs"' EXIT
 
 status=0
-for crate in toolcall toolcall-core toolcall-macros toolcall-sqlite toolcall-postgres \
+for crate in toolcall toolcall-core toolcall-macros toolcall-sql toolcall-sqlite toolcall-postgres \
     toolcall-providers toolcall-mcp toolcall-contract toolcall-inbox toolcall-cli toolcall-rig; do
     listing="public-api/$crate.txt"
     current="$(cargo public-api --simplified --all-features -p "$crate" 2>/dev/null)" || {

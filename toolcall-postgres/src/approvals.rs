@@ -4,19 +4,16 @@
 
 use std::time::Duration;
 
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, NoTls, Row};
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery, StoreError,
-    TakeApproval, now_ms, session_key,
+    PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, now_ms, session_key,
 };
+use toolcall_sql::approval::{self, NewApproval};
+use toolcall_sql::{Value, limit_sql, to_sql};
 
-use crate::{PostgresStore, from_sql, to_sql};
-
-/// The columns of an approval, in the order [`read_entry`] reads them.
-const APPROVAL_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                                expires_ms, decision, used_ms, result, reason, tainted";
+use crate::PostgresStore;
 
 /// The channel a decision is announced on (`NOTIFY`, with the approval's
 /// id as the payload), so that an agent waiting for it wakes at once.
@@ -26,49 +23,34 @@ pub const DECISION_CHANNEL: &str = "toolcall_approval_decided";
 /// notification lost with a dropped connection is not waited for longer).
 const WAIT_RECHECK: Duration = Duration::from_secs(2);
 
-/// A JSON column, read back.
-fn json_column<T: serde::de::DeserializeOwned>(
-    text: Option<String>,
-) -> Result<Option<T>, StoreError> {
-    text.map(|text| serde_json::from_str(&text).map_err(StoreError::new))
-        .transpose()
+/// A row of [`approval::COLUMNS`], read back.
+fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
+    approval::read_entry(values(row)?)
 }
 
-/// The tainted arguments of an approval as their column holds them: a JSON
-/// array, or NULL when there are none.
-fn tainted_column(tainted: &[String]) -> Result<Option<String>, StoreError> {
-    if tainted.is_empty() {
-        return Ok(None);
-    }
-    serde_json::to_string(tainted)
-        .map(Some)
+/// A row's columns as [`Value`]s (`BIGINT` ones as integers, the others
+/// as text).
+fn values(row: &Row) -> Result<Vec<Value>, StoreError> {
+    row.columns()
+        .iter()
+        .enumerate()
+        .map(|(i, column)| {
+            if *column.type_() == Type::INT8 {
+                row.try_get(i).map(Value::Int)
+            } else {
+                row.try_get(i).map(Value::Text)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()
         .map_err(StoreError::new)
 }
 
-/// A row of [`APPROVAL_COLUMNS`].
-fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
-    Ok(ApprovalEntry {
-        approval: PendingApproval {
-            id: row.get(0),
-            session: row.get(1),
-            caller: row.get(2),
-            tool: row.get(3),
-            digest: row.get(4),
-            arguments: serde_json::from_str(row.get::<_, &str>(5)).map_err(StoreError::new)?,
-            step: from_sql(row.get(6)),
-            created_ms: from_sql(row.get(7)),
-            expires_ms: from_sql(row.get(8)),
-            decision: json_column::<ApprovalDecision>(row.get(9))?,
-            reason: row.get(12),
-            tainted: json_column::<Vec<String>>(row.get(13))?.unwrap_or_default(),
-        },
-        used_ms: row.get::<_, Option<i64>>(10).map(from_sql),
-        result: json_column::<ApprovalResult>(row.get(11))?,
-    })
-}
-
-fn limit_sql(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
+/// A [`Value`] as `tokio_postgres` binds it.
+fn param(value: &Value) -> &(dyn ToSql + Sync) {
+    match value {
+        Value::Int(int) => int,
+        Value::Text(text) => text,
+    }
 }
 
 /// Uses up the approval `id` if it matches `binding` and is unused: a
@@ -88,13 +70,15 @@ async fn use_up(
     let sql = if decided {
         format!(
             "UPDATE toolcall_approvals SET used_ms = $6
-             WHERE {matches} AND decision IS NOT NULL RETURNING {APPROVAL_COLUMNS}"
+             WHERE {matches} AND decision IS NOT NULL RETURNING {}",
+            approval::COLUMNS
         )
     } else {
         format!(
             "DELETE FROM toolcall_approvals
              WHERE {matches} AND decision IS NULL AND $6::BIGINT IS NOT NULL
-             RETURNING {APPROVAL_COLUMNS}"
+             RETURNING {}",
+            approval::COLUMNS
         )
     };
     let row = client
@@ -122,7 +106,10 @@ async fn approvals_where(
     let client = store.client().await?;
     let rows = client
         .query(
-            &format!("SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {condition}"),
+            &format!(
+                "SELECT {} FROM toolcall_approvals WHERE {condition}",
+                approval::COLUMNS
+            ),
             params,
         )
         .await
@@ -131,38 +118,16 @@ async fn approvals_where(
 }
 
 pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<(), StoreError> {
-    let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
-    let decision = a
-        .decision
-        .as_ref()
-        .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
-        .transpose()
-        .map_err(StoreError::new)?;
-    let (decision, decided_ms) = decision.unzip();
-    let tainted = tainted_column(&a.tainted)?;
+    let values = NewApproval::new(a)?.values(a);
     let client = store.client().await?;
     client
         .execute(
-            "INSERT INTO toolcall_approvals
-             (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-              decision, decided_ms, reason, tainted, session_key)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-            &[
-                &a.id,
-                &a.session,
-                &a.caller,
-                &a.tool,
-                &a.digest,
-                &arguments,
-                &to_sql(a.step),
-                &to_sql(a.created_ms),
-                &to_sql(a.expires_ms),
-                &decision,
-                &decided_ms,
-                &a.reason,
-                &tainted,
-                &session_key(&a.session),
-            ],
+            &format!(
+                "INSERT INTO toolcall_approvals ({})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                approval::INSERT_COLUMNS
+            ),
+            &values.iter().map(param).collect::<Vec<_>>(),
         )
         .await
         .map_err(StoreError::new)?;
@@ -189,16 +154,7 @@ pub(crate) async fn ask(
     a: &PendingApproval,
     max_open: usize,
 ) -> Result<AskApproval, StoreError> {
-    let arguments = serde_json::to_string(&a.arguments).map_err(StoreError::new)?;
-    let decision = a
-        .decision
-        .as_ref()
-        .map(|d| serde_json::to_string(d).map(|text| (text, to_sql(d.decided_ms))))
-        .transpose()
-        .map_err(StoreError::new)?;
-    let (decision, decided_ms) = decision.unzip();
-    let tainted = tainted_column(&a.tainted)?;
-    let key = session_key(&a.session);
+    let new = NewApproval::new(a)?;
     let ask_key = ask_key(a)?;
     let at = to_sql(a.created_ms);
     let max_open = limit_sql(max_open);
@@ -238,7 +194,7 @@ pub(crate) async fn ask(
             .query_one(
                 sql,
                 &[
-                    &key,
+                    &new.session_key,
                     &a.session,
                     &a.caller,
                     &a.tool,
@@ -248,12 +204,12 @@ pub(crate) async fn ask(
                     &max_open,
                     &ask_key,
                     &a.id,
-                    &arguments,
+                    &new.arguments,
                     &to_sql(a.step),
                     &to_sql(a.expires_ms),
-                    &decision,
-                    &decided_ms,
-                    &tainted,
+                    &new.decision,
+                    &new.decided_ms,
+                    &new.tainted,
                 ],
             )
             .await
@@ -326,70 +282,29 @@ pub(crate) async fn page(
     store: &PostgresStore,
     query: &PendingQuery<'_>,
 ) -> Result<PendingPage, StoreError> {
-    type Param = Box<dyn ToSql + Sync + Send>;
-    let mut filter = String::from("decision IS NULL AND used_ms IS NULL AND expires_ms > $1");
-    let mut values: Vec<Param> = vec![Box::new(to_sql(query.now_ms))];
-    if let Some(session) = query.session {
-        values.push(Box::new(session_key(session)));
-        values.push(Box::new(session.to_owned()));
-        filter.push_str(&format!(
-            " AND session_key = ${} AND session = ${}",
-            values.len() - 1,
-            values.len()
-        ));
-    }
-    if let Some(tool) = query.tool {
-        values.push(Box::new(tool.to_owned()));
-        filter.push_str(&format!(" AND tool = ${}", values.len()));
-    }
+    let statements = approval::page_statements(query, |n| format!("${n}"));
     let client = store.client().await?;
     let total: i64 = client
         .query_one(
-            &format!("SELECT count(*) FROM toolcall_approvals WHERE {filter}"),
-            &borrowed(&values),
+            &statements.count,
+            &statements
+                .count_values
+                .iter()
+                .map(param)
+                .collect::<Vec<_>>(),
         )
         .await
         .map_err(StoreError::new)?
         .get(0);
-    let (compare, order) = match query.order {
-        PendingOrder::OldestFirst => (">", "ASC"),
-        PendingOrder::NewestFirst => ("<", "DESC"),
-    };
-    if let Some(cursor) = &query.cursor {
-        values.push(Box::new(to_sql(cursor.created_ms)));
-        values.push(Box::new(cursor.id.clone()));
-        filter.push_str(&format!(
-            " AND (created_ms, id) {compare} (${}, ${})",
-            values.len() - 1,
-            values.len()
-        ));
-    }
-    // One more than the page: whether there is a next one.
-    values.push(Box::new(limit_sql(query.limit).saturating_add(1)));
-    let sql = format!(
-        "SELECT {APPROVAL_COLUMNS} FROM toolcall_approvals WHERE {filter}
-         ORDER BY created_ms {order}, id {order} LIMIT ${}",
-        values.len()
-    );
     let rows = client
-        .query(&sql, &borrowed(&values))
+        .query(
+            &statements.page,
+            &statements.page_values.iter().map(param).collect::<Vec<_>>(),
+        )
         .await
         .map_err(StoreError::new)?;
-    let mut items = rows
-        .iter()
-        .map(|row| read_entry(row).map(|entry| entry.approval))
-        .collect::<Result<Vec<_>, _>>()?;
-    let more = items.len() > query.limit;
-    items.truncate(query.limit);
-    let next = match items.last() {
-        Some(last) if more => Some(PendingCursor::after(last).to_string()),
-        _ => None,
-    };
-    Ok(PendingPage {
-        items,
-        total: u64::try_from(total).unwrap_or(0),
-        next,
-    })
+    let rows = rows.iter().map(values).collect::<Result<Vec<_>, _>>()?;
+    approval::page(query, total, rows)
 }
 
 pub(crate) async fn take(
@@ -409,14 +324,7 @@ pub(crate) async fn take(
     if taken.is_none() {
         taken = use_up(store, id, binding, now_ms, true).await?;
     }
-    let Some(entry) = taken else {
-        return Ok(TakeApproval::Invalid);
-    };
-    Ok(if entry.approval.expires_ms <= now_ms {
-        TakeApproval::Expired
-    } else {
-        TakeApproval::Taken(entry.approval)
-    })
+    Ok(approval::taken(taken, now_ms))
 }
 
 pub(crate) async fn pending(
@@ -440,7 +348,7 @@ pub(crate) async fn decide(
     decision: &ApprovalDecision,
     now_ms: u64,
 ) -> Result<DecideOutcome, StoreError> {
-    let text = serde_json::to_string(decision).map_err(StoreError::new)?;
+    let text = approval::json(decision)?;
     let client = store.client().await?;
     // One statement: of two decisions at once, one changes the row; the
     // notification goes out when it commits.
@@ -461,13 +369,7 @@ pub(crate) async fn decide(
         store.wrote().await;
         return Ok(DecideOutcome::Decided);
     }
-    Ok(match get(store, id).await? {
-        None => DecideOutcome::Invalid,
-        Some(entry) if entry.approval.decision.is_some() || entry.used_ms.is_some() => {
-            DecideOutcome::AlreadyDecided
-        }
-        Some(_) => DecideOutcome::Expired,
-    })
+    Ok(approval::not_decided(get(store, id).await?))
 }
 
 pub(crate) async fn get(
@@ -497,7 +399,7 @@ pub(crate) async fn settle(
     id: &str,
     result: &ApprovalResult,
 ) -> Result<(), StoreError> {
-    let text = serde_json::to_string(result).map_err(StoreError::new)?;
+    let text = approval::json(result)?;
     let client = store.client().await?;
     client
         .execute(
@@ -560,12 +462,4 @@ pub(crate) async fn wait(
     .await;
     driver.abort();
     waited
-}
-
-/// The parameters of a statement, borrowed as `tokio_postgres` takes them.
-fn borrowed(values: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
-    values
-        .iter()
-        .map(|value| &**value as &(dyn ToSql + Sync))
-        .collect()
 }

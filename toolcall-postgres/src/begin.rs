@@ -1,12 +1,11 @@
-//! A call's start and its result's record, each one statement: what the
-//! pipeline asks of the store before stage 5 (the step, the call's count,
-//! what is recorded of its key, whether its session read untrusted output,
-//! its resource's lock), and after stage 8 (the result, and the lock freed).
+//! A call's start, one statement: what the pipeline asks of the store before
+//! stage 5 (the step, the call's count, what is recorded of its key,
+//! whether its session read untrusted output, its resource's lock).
 
-use toolcall_core::ToolResult;
-use toolcall_core::store::{CallBegun, CallStart, Key, RecordedOutcome, StoreError, session_key};
+use toolcall_core::store::{CallBegun, CallStart, StoreError, session_key};
+use toolcall_sql::{from_sql, record, to_sql};
 
-use crate::{PostgresStore, parse_result, to_sql};
+use crate::PostgresStore;
 
 /// The step counted; the call counted when the step is within the budget
 /// ($4); then, for a count within the bound ($5), the key's record read
@@ -57,7 +56,7 @@ FROM s";
 
 /// The result stored and the claim freed, as `complete` does; the lock
 /// freed if its holder still has it, as `unlock_resource` does.
-const COMPLETE_UNLOCKING: &str = "WITH done AS (
+pub(crate) const COMPLETE_UNLOCKING: &str = "WITH done AS (
     INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
     VALUES ($1, 'completed', 0, $2, $3)
     ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2, touched_ms = $3
@@ -110,60 +109,17 @@ impl PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
-        let step = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
-        let calls = row
-            .get::<_, Option<i64>>(1)
-            .map(|count| u64::try_from(count).unwrap_or(0));
-        let outcome = match (row.get::<_, Option<&str>>(2), row.get::<_, Option<&str>>(3)) {
-            (None, _) => None,
-            (Some("completed"), Some(text)) => {
-                Some(RecordedOutcome::Completed(parse_result(text)?))
-            }
-            (Some("in_flight"), _) => Some(RecordedOutcome::InFlight),
-            (Some(_), _) => Some(RecordedOutcome::InDoubt),
-        };
         let begun = CallBegun {
-            step,
-            calls,
-            outcome,
+            step: from_sql(row.get(0)),
+            calls: row.get::<_, Option<i64>>(1).map(from_sql),
+            outcome: record::outcome(row.get(2), row.get(3))?,
             tainted: row.get::<_, Option<bool>>(4),
             locked: row.get::<_, bool>(5),
             decided: row.get::<_, Option<bool>>(6),
         };
-        // One write each, as their own statements count them.
-        self.wrote().await;
-        if begun.calls.is_some() {
-            self.wrote().await;
-        }
-        if begun.locked {
+        for _ in 0..record::begun_writes(&begun) {
             self.wrote().await;
         }
         Ok(begun)
-    }
-
-    pub(crate) async fn complete_and_unlock(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> Result<bool, StoreError> {
-        let text = serde_json::to_string(result).map_err(StoreError::new)?;
-        let client = self.client().await?;
-        client
-            .execute(
-                COMPLETE_UNLOCKING,
-                &[
-                    &key.as_str(),
-                    &text,
-                    &to_sql(toolcall_core::store::now_ms()),
-                    &session_key(resource.as_str()),
-                    &holder,
-                ],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        self.wrote().await;
-        Ok(true)
     }
 }

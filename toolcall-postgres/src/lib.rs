@@ -103,11 +103,11 @@ use toolcall_core::store::{
 };
 
 pub use approvals::DECISION_CHANNEL;
-pub use purge::Purged;
 use schema::{migrate, quote};
-
-/// Writes through one handle between two automatic purges, by default.
-const PURGE_EVERY: u64 = 1000;
+pub use toolcall_sql::Purged;
+use toolcall_sql::purge::Retention;
+use toolcall_sql::record::{self, parse_result, result_text};
+use toolcall_sql::{from_sql, to_sql};
 
 /// The pipeline's memory in Postgres, shared by every replica.
 #[derive(Debug)]
@@ -115,9 +115,7 @@ pub struct PostgresStore {
     url: String,
     schema: String,
     client: Mutex<Option<Arc<Conn>>>,
-    retention_ms: u64,
-    purge_every: u64,
-    writes: AtomicU64,
+    retention: Retention,
     sent: Arc<AtomicU64>,
 }
 
@@ -135,9 +133,7 @@ impl PostgresStore {
             url: url.to_owned(),
             schema: schema.to_owned(),
             client: Mutex::new(None),
-            retention_ms: 24 * 60 * 60 * 1000,
-            purge_every: PURGE_EVERY,
-            writes: AtomicU64::new(0),
+            retention: Retention::default(),
             sent: Arc::new(AtomicU64::new(0)),
         };
         store.client().await?;
@@ -193,20 +189,8 @@ impl PostgresStore {
             .await
             .map_err(StoreError::new)?;
         self.wrote().await;
-        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+        Ok(from_sql(row.get(0)))
     }
-}
-
-fn to_sql(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
-
-fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
-    serde_json::from_str(text).map_err(StoreError::new)
-}
-
-fn from_sql(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
 }
 
 impl Store for PostgresStore {
@@ -236,8 +220,23 @@ impl Store for PostgresStore {
         resource: &Key,
         holder: &str,
     ) -> Result<bool, StoreError> {
-        self.complete_and_unlock(key, result, resource, holder)
+        let text = result_text(result)?;
+        let client = self.client().await?;
+        client
+            .execute(
+                begin::COMPLETE_UNLOCKING,
+                &[
+                    &key.as_str(),
+                    &text,
+                    &to_sql(now_ms()),
+                    &session_key(resource.as_str()),
+                    &holder,
+                ],
+            )
             .await
+            .map_err(StoreError::new)?;
+        self.wrote().await;
+        Ok(true)
     }
 
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
@@ -249,7 +248,7 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
-        Ok(row.map_or(0, |row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)))
+        Ok(row.map_or(0, |row| from_sql(row.get(0))))
     }
 
     async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
@@ -339,14 +338,10 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        match (row.get::<_, &str>(0), row.get::<_, Option<&str>>(1)) {
-            ("completed", Some(text)) => Ok(Some(RecordedOutcome::Completed(parse_result(text)?))),
-            ("in_flight", _) => Ok(Some(RecordedOutcome::InFlight)),
-            _ => Ok(Some(RecordedOutcome::InDoubt)),
-        }
+        record::outcome(
+            row.as_ref().map(|row| row.get(0)),
+            row.as_ref().and_then(|row| row.get(1)),
+        )
     }
 
     async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
@@ -422,7 +417,7 @@ impl Store for PostgresStore {
 
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
         let key = key.as_str();
-        let text = serde_json::to_string(result).map_err(StoreError::new)?;
+        let text = result_text(result)?;
         let client = self.client().await?;
         client
             .execute(

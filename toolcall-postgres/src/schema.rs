@@ -3,43 +3,7 @@
 
 use tokio_postgres::Client;
 use toolcall_core::store::StoreError;
-
-/// The schema this version writes, kept in `toolcall_schema_version`.
-const SCHEMA_VERSION: i32 = 5;
-
-/// Version 0, the first release's tables. Created if missing, so that a new
-/// schema and one from that release take the same upgrades.
-const SCHEMA_V0: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_steps (
-    session    TEXT PRIMARY KEY,
-    count      BIGINT NOT NULL,
-    touched_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_calls (
-    key        TEXT PRIMARY KEY,
-    count      BIGINT NOT NULL,
-    touched_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_records (
-    key        TEXT PRIMARY KEY,
-    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
-    until_ms   BIGINT NOT NULL,
-    result     TEXT,
-    touched_ms BIGINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
-CREATE TABLE IF NOT EXISTS toolcall_approvals (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    caller     TEXT NOT NULL,
-    tool       TEXT NOT NULL,
-    digest     TEXT NOT NULL,
-    arguments  TEXT NOT NULL,
-    step       BIGINT NOT NULL,
-    created_ms BIGINT NOT NULL,
-    expires_ms BIGINT NOT NULL
-);
-";
+use toolcall_sql::schema;
 
 /// Where the schema's version is kept (no row: version 0).
 const VERSION_TABLE: &str = "
@@ -50,22 +14,13 @@ CREATE TABLE IF NOT EXISTS toolcall_schema_version (
 
 /// Version 1, after the old check on `state` is dropped: the `in_doubt`
 /// state, steps keyed by [`session_key`](toolcall_core::store::session_key)
-/// (a session keeps its count), resource locks, and the indexes the purge
-/// scans.
+/// (a session keeps its count), and the index the purge scans for steps;
+/// then [`schema::LOCKS_V1`].
 const UPGRADE_V1: &str = "
 ALTER TABLE toolcall_records ADD CONSTRAINT toolcall_records_state_check
     CHECK (state IN ('in_flight', 'completed', 'in_doubt'));
 UPDATE toolcall_steps SET session = encode(sha256(convert_to(session, 'UTF8')), 'hex');
 CREATE INDEX IF NOT EXISTS toolcall_steps_touched ON toolcall_steps (touched_ms);
-CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
-CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
-CREATE TABLE IF NOT EXISTS toolcall_locks (
-    resource_key TEXT PRIMARY KEY,
-    resource     TEXT NOT NULL,
-    holder       TEXT NOT NULL,
-    until_ms     BIGINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
 ";
 
 /// Version 2: a person's decision kept with its approval (the inbox), when
@@ -79,19 +34,6 @@ ALTER TABLE toolcall_approvals
     ADD COLUMN IF NOT EXISTS result TEXT;
 CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
 CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
-";
-
-/// Version 3: the taint of untrusted output, per session: one row marks
-/// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows.
-const UPGRADE_V3: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_taint (
-    session    TEXT NOT NULL,
-    print      TEXT NOT NULL,
-    touched_ms BIGINT NOT NULL,
-    PRIMARY KEY (session, print)
-);
-CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
 ";
 
 /// Version 4: why an approval asks a person (`reason`, and the tainted
@@ -136,15 +78,16 @@ const MIGRATION_LOCK: i64 = 0x746f_6f6c_6361_6c6c;
 
 /// Creates or upgrades the tables in `schema`, in one transaction under an
 /// advisory lock, and points the connection's search path at it.
-pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
-    let schema = quote(schema);
+pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<(), StoreError> {
+    let schema_name = quote(schema_name);
     let tx = client.transaction().await.map_err(StoreError::new)?;
     tx.batch_execute(&format!(
         "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
-         CREATE SCHEMA IF NOT EXISTS {schema};
-         SET LOCAL search_path TO {schema};
-         {SCHEMA_V0}
-         {VERSION_TABLE}"
+         CREATE SCHEMA IF NOT EXISTS {schema_name};
+         SET LOCAL search_path TO {schema_name};
+         {}
+         {VERSION_TABLE}",
+        schema::bigint(schema::TABLES_V0)
     ))
     .await
     .map_err(StoreError::new)?;
@@ -156,68 +99,61 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), Sto
         .await
         .map_err(StoreError::new)?
         .get(0);
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::new(format!(
-            "the schema {schema} is version {found}, newer than this toolcall-postgres \
-             knows ({SCHEMA_VERSION}): connect with a newer version"
-        )));
+    let found = i64::from(found);
+    if found > schema::VERSION {
+        return Err(schema::too_new(
+            &format!("the schema {schema_name}"),
+            found,
+            "toolcall-postgres",
+            "connect",
+        ));
     }
-    if found < 1 {
-        // The first release's check on `state` has Postgres's default name,
-        // but whatever its name, every check on `state` goes.
-        let checks = tx
-            .query(
-                "SELECT conname::TEXT FROM pg_constraint
-                 WHERE conrelid = 'toolcall_records'::regclass AND contype = 'c'
-                   AND pg_get_constraintdef(oid) LIKE '%state%'",
-                &[],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        for check in checks {
-            let name: String = check.get(0);
-            tx.batch_execute(&format!(
-                "ALTER TABLE toolcall_records DROP CONSTRAINT {}",
-                quote(&name)
-            ))
-            .await
-            .map_err(StoreError::new)?;
-        }
-        tx.batch_execute(UPGRADE_V1)
-            .await
-            .map_err(StoreError::new)?;
+    for version in schema::upgrades(found) {
+        let upgrade = match version {
+            1 => {
+                // The first release's check on `state` has Postgres's
+                // default name, but whatever its name, every check on
+                // `state` goes.
+                let checks = tx
+                    .query(
+                        "SELECT conname::TEXT FROM pg_constraint
+                         WHERE conrelid = 'toolcall_records'::regclass AND contype = 'c'
+                           AND pg_get_constraintdef(oid) LIKE '%state%'",
+                        &[],
+                    )
+                    .await
+                    .map_err(StoreError::new)?;
+                for check in checks {
+                    let name: String = check.get(0);
+                    tx.batch_execute(&format!(
+                        "ALTER TABLE toolcall_records DROP CONSTRAINT {}",
+                        quote(&name)
+                    ))
+                    .await
+                    .map_err(StoreError::new)?;
+                }
+                format!("{UPGRADE_V1}{}", schema::bigint(schema::LOCKS_V1))
+            }
+            2 => UPGRADE_V2.to_owned(),
+            3 => schema::bigint(schema::TAINT_V3),
+            4 => UPGRADE_V4.to_owned(),
+            5 => UPGRADE_V5.to_owned(),
+            _ => unreachable!("no upgrade past schema::VERSION"),
+        };
+        tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;
     }
-    if found < 2 {
-        tx.batch_execute(UPGRADE_V2)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < 3 {
-        tx.batch_execute(UPGRADE_V3)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < 4 {
-        tx.batch_execute(UPGRADE_V4)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < 5 {
-        tx.batch_execute(UPGRADE_V5)
-            .await
-            .map_err(StoreError::new)?;
-    }
-    if found < SCHEMA_VERSION {
+    if found < schema::VERSION {
         tx.batch_execute(&format!(
             "DELETE FROM toolcall_schema_version;
-             INSERT INTO toolcall_schema_version (version) VALUES ({SCHEMA_VERSION});"
+             INSERT INTO toolcall_schema_version (version) VALUES ({});",
+            schema::VERSION
         ))
         .await
         .map_err(StoreError::new)?;
     }
     tx.commit().await.map_err(StoreError::new)?;
     client
-        .batch_execute(&format!("SET search_path TO {schema}"))
+        .batch_execute(&format!("SET search_path TO {schema_name}"))
         .await
         .map_err(StoreError::new)
 }

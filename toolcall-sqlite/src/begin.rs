@@ -1,15 +1,12 @@
-//! A call's start and its result's record, each one transaction: what the
-//! pipeline asks of the store before stage 5 (the step, the call's count,
-//! what is recorded of its key, whether its session read untrusted output,
-//! its resource's lock), and after stage 8 (the result, and the lock freed).
+//! A call's start, one transaction: what the pipeline asks of the store before
+//! stage 5 (the step, the call's count, what is recorded of its key,
+//! whether its session read untrusted output, its resource's lock).
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
-use toolcall_core::ToolResult;
-use toolcall_core::store::{
-    CallBegun, CallStart, Key, RecordedOutcome, StoreError, now_ms, session_key,
-};
+use rusqlite::{OptionalExtension, params};
+use toolcall_core::store::{CallBegun, CallStart, StoreError, session_key};
+use toolcall_sql::{from_sql, record, to_sql};
 
-use crate::{LOCK, SqliteStore, from_sql, parse_result, to_sql};
+use crate::{LOCK, SqliteStore, immediate};
 
 impl SqliteStore {
     pub(crate) fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
@@ -18,9 +15,7 @@ impl SqliteStore {
         let now = to_sql(start.now_ms);
         let begun = {
             let mut conn = self.conn();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::new)?;
+            let tx = immediate(&mut conn)?;
             let step: i64 = tx
                 .prepare_cached(
                     "INSERT INTO toolcall_steps (session, count, touched_ms) VALUES (?1, 1, ?2)
@@ -55,26 +50,15 @@ impl SqliteStore {
                         })
                         .map_err(StoreError::new)?;
                     // A claim whose lease ran out with no outcome is in doubt.
-                    let recorded = match &row {
-                        Some((state, until, _)) if state == "in_flight" && *until <= now => {
-                            Some("in_doubt")
-                        }
-                        Some((state, _, _)) => Some(state.as_str()),
-                        None => None,
-                    };
+                    let recorded = row
+                        .as_ref()
+                        .map(|(state, until, _)| record::state_at(state, *until, now));
                     if start.outcome {
-                        begun.outcome = match (recorded, row.as_ref().and_then(|r| r.2.as_deref()))
-                        {
-                            (None, _) => None,
-                            (Some("completed"), Some(text)) => {
-                                Some(RecordedOutcome::Completed(parse_result(text)?))
-                            }
-                            (Some("in_flight"), _) => Some(RecordedOutcome::InFlight),
-                            (Some(_), _) => Some(RecordedOutcome::InDoubt),
-                        };
+                        let result = row.as_ref().and_then(|r| r.2.as_deref());
+                        begun.outcome = record::outcome(recorded, result)?;
                     }
                     if let Some(lock) = start.lock
-                        && !matches!(recorded, Some("completed" | "in_flight"))
+                        && !matches!(recorded, Some(record::COMPLETED | record::IN_FLIGHT))
                     {
                         let resource = lock.resource.as_str();
                         begun.locked = tx
@@ -120,43 +104,9 @@ impl SqliteStore {
             tx.commit().map_err(StoreError::new)?;
             begun
         };
-        // One write each, as their own statements count them.
-        self.wrote();
-        if begun.calls.is_some() {
-            self.wrote();
-        }
-        if begun.locked {
+        for _ in 0..record::begun_writes(&begun) {
             self.wrote();
         }
         Ok(begun)
-    }
-
-    pub(crate) fn complete_and_unlock(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> Result<bool, StoreError> {
-        let text = serde_json::to_string(result).map_err(StoreError::new)?;
-        {
-            let mut conn = self.conn();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::new)?;
-            tx.prepare_cached(
-                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                 VALUES (?1, 'completed', 0, ?2, ?3)
-                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
-            )
-            .and_then(|mut s| s.execute(params![key.as_str(), text, to_sql(now_ms())]))
-            .map_err(StoreError::new)?;
-            tx.prepare_cached("DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2")
-                .and_then(|mut s| s.execute(params![session_key(resource.as_str()), holder]))
-                .map_err(StoreError::new)?;
-            tx.commit().map_err(StoreError::new)?;
-        }
-        self.wrote();
-        Ok(true)
     }
 }

@@ -73,11 +73,10 @@ mod purge;
 mod schema;
 
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
@@ -85,8 +84,11 @@ use toolcall_core::store::{
     StoreError, TaintHit, TakeApproval, now_ms, session_key,
 };
 
-pub use purge::Purged;
-use schema::{SCHEMA_VERSION, migrate, retry_busy};
+use schema::{migrate, retry_busy};
+pub use toolcall_sql::Purged;
+use toolcall_sql::purge::Retention;
+use toolcall_sql::record::{self, ClaimStep, result_text};
+use toolcall_sql::{from_sql, limit_sql, schema::VERSION, to_sql};
 
 /// How long a statement waits for another connection's lock once the store is open.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,16 +106,11 @@ const LOCK: &str = "INSERT INTO toolcall_locks (resource_key, resource, holder, 
      WHERE holder = excluded.holder OR until_ms <= ?4
      RETURNING 1";
 
-/// Writes through one handle between two automatic purges, by default.
-const PURGE_EVERY: u64 = 1000;
-
 /// The pipeline's memory in a SQLite database file.
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
-    retention_ms: u64,
-    purge_every: u64,
-    writes: AtomicU64,
+    retention: Retention,
 }
 
 impl SqliteStore {
@@ -148,28 +145,33 @@ impl SqliteStore {
             conn.pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))
         })?;
         // The fast path, for a file already up to date: no write lock taken.
-        let version = if version < SCHEMA_VERSION {
+        let version = if version < VERSION {
             retry_busy(&mut conn, deadline, migrate)?
         } else {
             version
         };
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::new(format!(
-                "the database's schema is version {version}, newer than this toolcall-sqlite \
-                 knows ({SCHEMA_VERSION}): open it with a newer version"
-            )));
+        if version > VERSION {
+            return Err(toolcall_sql::schema::too_new(
+                "the database's schema",
+                version,
+                "toolcall-sqlite",
+                "open it",
+            ));
         }
         conn.busy_timeout(BUSY_TIMEOUT).map_err(StoreError::new)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
-            retention_ms: 24 * 60 * 60 * 1000,
-            purge_every: PURGE_EVERY,
-            writes: AtomicU64::new(0),
+            retention: Retention::default(),
         })
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one statement on the store's connection: the rows it changed.
+    fn execute(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
+        self.conn().execute(sql, params).map_err(StoreError::new)
     }
 
     fn count(&self, table: &str, column: &str, id: &str, now_ms: u64) -> Result<u64, StoreError> {
@@ -183,361 +185,445 @@ impl SqliteStore {
             .query_row(&sql, params![id, to_sql(now_ms)], |row| row.get(0))
             .map_err(StoreError::new)?;
         self.wrote();
-        Ok(u64::try_from(count).unwrap_or(0))
+        Ok(from_sql(count))
     }
 }
 
-/// SQLite integers are signed; milliseconds since 1970 fit with room to spare.
-fn to_sql(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
+/// A transaction on `conn` that takes the file's write lock from its first
+/// statement (`IMMEDIATE`): its reads and writes are one step for every
+/// connection.
+fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::new)
 }
 
-fn parse_result(text: &str) -> Result<ToolResult, StoreError> {
-    serde_json::from_str(text).map_err(StoreError::new)
-}
-
-fn from_sql(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
+/// Each method returns what the trait declares, a `Send` future, whose
+/// `async` block runs the store's synchronous statements on the calling
+/// task when it is first polled: SQLite answers from the local file.
+#[allow(clippy::manual_async_fn)] // the futures are spelled as the trait declares them
 impl Store for SqliteStore {
-    async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
-        self.count("toolcall_steps", "session", &session_key(session), now_ms)
+    fn next_step(
+        &self,
+        session: &str,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        async move { self.count("toolcall_steps", "session", &session_key(session), now_ms) }
     }
 
     /// One transaction: the step, the call's count, what is recorded of
     /// its key, its resource's lock and whether its session read untrusted
     /// output, as asked.
-    async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
-        self.begin(start)
+    fn begin_call(
+        &self,
+        start: &CallStart<'_>,
+    ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
+        async move { self.begin(start) }
     }
 
     /// One transaction: the result stored, the claim and the lock freed.
-    async fn complete_unlocking(
+    fn complete_unlocking(
         &self,
         key: &Key,
         result: &ToolResult,
         resource: &Key,
         holder: &str,
-    ) -> Result<bool, StoreError> {
-        self.complete_and_unlock(key, result, resource, holder)
-    }
-
-    async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
-        let count: Option<i64> = self
-            .conn()
-            .query_row(
-                "SELECT count FROM toolcall_steps WHERE session = ?1",
-                [session_key(session)],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(StoreError::new)?;
-        Ok(count.map_or(0, from_sql))
-    }
-
-    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
-        let session = session_key(session);
-        let now = to_sql(now_ms());
-        {
-            let mut conn = self.conn();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::new)?;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async move {
+            let text = result_text(result)?;
             {
-                let mut insert = tx
-                    .prepare(
-                        "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
-                    )
-                    .map_err(StoreError::new)?;
-                for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str)) {
-                    insert
-                        .execute(params![session, print, now])
-                        .map_err(StoreError::new)?;
-                }
-            }
-            tx.commit().map_err(StoreError::new)?;
-        }
-        self.wrote();
-        Ok(())
-    }
-
-    async fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> Result<TaintHit, StoreError> {
-        let session = session_key(session);
-        let conn = self.conn();
-        let mut select = conn
-            .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2")
-            .map_err(StoreError::new)?;
-        let mut has = |print: &str| {
-            select
-                .exists(params![session, print])
-                .map_err(StoreError::new)
-        };
-        if !has("")? {
-            return Ok(TaintHit::default());
-        }
-        let mut seen = Vec::new();
-        for print in fingerprints {
-            if !print.is_empty() && has(print)? {
-                seen.push(print.clone());
-            }
-        }
-        Ok(TaintHit::new(true, seen))
-    }
-
-    async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
-        let key = key.as_str();
-        self.count("toolcall_calls", "key", key, now_ms)
-    }
-
-    async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
-        let key = key.as_str();
-        self.conn()
-            .execute(
-                "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
-                [key],
-            )
-            .map_err(StoreError::new)?;
-        Ok(())
-    }
-
-    async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
-        let key = key.as_str();
-        // A claim whose lease ran out with no outcome is in doubt too.
-        let row: Option<(String, Option<String>)> = self
-            .conn()
-            .query_row(
-                "SELECT CASE WHEN state = 'in_flight' AND until_ms <= ?2 THEN 'in_doubt' ELSE state END,
-                        result
-                 FROM toolcall_records WHERE key = ?1",
-                params![key, to_sql(now_ms())],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()
-            .map_err(StoreError::new)?;
-        match row {
-            Some((state, Some(result))) if state == "completed" => {
-                Ok(Some(RecordedOutcome::Completed(parse_result(&result)?)))
-            }
-            Some((state, _)) if state == "in_flight" => Ok(Some(RecordedOutcome::InFlight)),
-            Some(_) => Ok(Some(RecordedOutcome::InDoubt)),
-            None => Ok(None),
-        }
-    }
-
-    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        let key = key.as_str();
-        let claim = {
-            let mut conn = self.conn();
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+                let mut conn = self.conn();
+                let tx = immediate(&mut conn)?;
+                tx.prepare_cached(
+                    "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                     VALUES (?1, 'completed', 0, ?2, ?3)
+                     ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
+                )
+                .and_then(|mut s| s.execute(params![key.as_str(), text, to_sql(now_ms())]))
                 .map_err(StoreError::new)?;
-            let row: Option<(String, i64, Option<String>)> = tx
+                tx.prepare_cached(
+                    "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
+                )
+                .and_then(|mut s| s.execute(params![session_key(resource.as_str()), holder]))
+                .map_err(StoreError::new)?;
+                tx.commit().map_err(StoreError::new)?;
+            }
+            self.wrote();
+            Ok(true)
+        }
+    }
+
+    fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        async move {
+            let count: Option<i64> = self
+                .conn()
                 .query_row(
-                    "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
-                    [key],
-                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                    "SELECT count FROM toolcall_steps WHERE session = ?1",
+                    [session_key(session)],
+                    |row| row.get(0),
                 )
                 .optional()
                 .map_err(StoreError::new)?;
-            let claim = match row {
-                Some((state, _, Some(result))) if state == "completed" => {
-                    Claim::Completed(parse_result(&result)?)
-                }
-                Some((state, until, _)) if state == "in_flight" && until > to_sql(now_ms) => {
-                    Claim::InFlight
-                }
-                // Held by a lease that ran out with no outcome: in doubt.
-                Some((state, _, _)) if state == "in_flight" => {
-                    tx.execute(
-                        "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = ?2 WHERE key = ?1",
-                        params![key, to_sql(now_ms)],
-                    )
-                    .map_err(StoreError::new)?;
-                    Claim::Abandoned
-                }
-                // Free, or in doubt.
-                _ => {
-                    tx.execute(
-                        "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                         VALUES (?1, 'in_flight', ?2, NULL, ?3)
-                         ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = ?2, result = NULL, touched_ms = ?3",
-                        params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
-                    )
-                    .map_err(StoreError::new)?;
-                    Claim::Acquired
-                }
-            };
-            tx.commit().map_err(StoreError::new)?;
-            claim
-        };
-        if claim == Claim::Acquired {
-            self.wrote();
+            Ok(count.map_or(0, from_sql))
         }
-        Ok(claim)
     }
 
-    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
-        let key = key.as_str();
-        let renewed = self
-            .conn()
-            .execute(
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            let session = session_key(session);
+            let now = to_sql(now_ms());
+            {
+                let mut conn = self.conn();
+                let tx = immediate(&mut conn)?;
+                {
+                    let mut insert = tx
+                        .prepare(
+                            "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
+                             ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
+                        )
+                        .map_err(StoreError::new)?;
+                    for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str))
+                    {
+                        insert
+                            .execute(params![session, print, now])
+                            .map_err(StoreError::new)?;
+                    }
+                }
+                tx.commit().map_err(StoreError::new)?;
+            }
+            self.wrote();
+            Ok(())
+        }
+    }
+
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
+        async move {
+            let session = session_key(session);
+            let conn = self.conn();
+            let mut select = conn
+                .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2")
+                .map_err(StoreError::new)?;
+            let mut has = |print: &str| {
+                select
+                    .exists(params![session, print])
+                    .map_err(StoreError::new)
+            };
+            if !has("")? {
+                return Ok(TaintHit::default());
+            }
+            let mut seen = Vec::new();
+            for print in fingerprints {
+                if !print.is_empty() && has(print)? {
+                    seen.push(print.clone());
+                }
+            }
+            Ok(TaintHit::new(true, seen))
+        }
+    }
+
+    fn count_call(
+        &self,
+        key: &Key,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        async move {
+            let key = key.as_str();
+            self.count("toolcall_calls", "key", key, now_ms)
+        }
+    }
+
+    fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            self.execute(
+                "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
+                [key.as_str()],
+            )?;
+            Ok(())
+        }
+    }
+
+    fn outcome(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send {
+        async move {
+            let key = key.as_str();
+            // A claim whose lease ran out with no outcome is in doubt too.
+            let row: Option<(String, Option<String>)> = self
+                .conn()
+                .query_row(
+                    "SELECT CASE WHEN state = 'in_flight' AND until_ms <= ?2 THEN 'in_doubt' ELSE state END,
+                            result
+                     FROM toolcall_records WHERE key = ?1",
+                    params![key, to_sql(now_ms())],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(StoreError::new)?;
+            let (state, result) = row.unzip();
+            record::outcome(state.as_deref(), result.flatten().as_deref())
+        }
+    }
+
+    fn claim(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        async move {
+            let key = key.as_str();
+            let claim = {
+                let mut conn = self.conn();
+                let tx = immediate(&mut conn)?;
+                let row: Option<(String, i64, Option<String>)> = tx
+                    .query_row(
+                        "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
+                        [key],
+                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                    )
+                    .optional()
+                    .map_err(StoreError::new)?;
+                let record = row
+                    .as_ref()
+                    .map(|(state, until, result)| (state.as_str(), *until, result.as_deref()));
+                let claim = match record::claim_step(record, to_sql(now_ms))? {
+                    ClaimStep::Answer(claim) => claim,
+                    ClaimStep::Abandon => {
+                        tx.execute(
+                            "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = ?2 WHERE key = ?1",
+                            params![key, to_sql(now_ms)],
+                        )
+                        .map_err(StoreError::new)?;
+                        Claim::Abandoned
+                    }
+                    ClaimStep::Acquire => {
+                        tx.execute(
+                            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                             VALUES (?1, 'in_flight', ?2, NULL, ?3)
+                             ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = ?2, result = NULL, touched_ms = ?3",
+                            params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
+                        )
+                        .map_err(StoreError::new)?;
+                        Claim::Acquired
+                    }
+                };
+                tx.commit().map_err(StoreError::new)?;
+                claim
+            };
+            if claim == Claim::Acquired {
+                self.wrote();
+            }
+            Ok(claim)
+        }
+    }
+
+    fn renew(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async move {
+            let key = key.as_str();
+            let renewed = self.execute(
                 "UPDATE toolcall_records SET until_ms = ?2, touched_ms = ?3
                  WHERE key = ?1 AND state = 'in_flight'",
                 params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
-            )
-            .map_err(StoreError::new)?;
-        Ok(renewed > 0)
+            )?;
+            Ok(renewed > 0)
+        }
     }
 
-    async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
-        let key = key.as_str();
-        let text = serde_json::to_string(result).map_err(StoreError::new)?;
-        self.conn()
-            .execute(
+    fn complete(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            let key = key.as_str();
+            let text = result_text(result)?;
+            self.execute(
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES (?1, 'completed', 0, ?2, ?3)
                  ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
                 params![key, text, to_sql(now_ms())],
-            )
-            .map_err(StoreError::new)?;
-        self.wrote();
-        Ok(())
+            )?;
+            self.wrote();
+            Ok(())
+        }
     }
 
-    async fn release(&self, key: &Key) -> Result<(), StoreError> {
-        let key = key.as_str();
-        self.conn()
-            .execute(
+    fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            self.execute(
                 "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
-                [key],
-            )
-            .map_err(StoreError::new)?;
-        Ok(())
+                [key.as_str()],
+            )?;
+            Ok(())
+        }
     }
 
-    async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
-        let key = key.as_str();
-        self.conn()
-            .execute(
+    fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            let key = key.as_str();
+            self.execute(
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES (?1, 'in_doubt', 0, NULL, ?2)
                  ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = ?2
                  WHERE state <> 'completed'",
                 params![key, to_sql(now_ms())],
-            )
-            .map_err(StoreError::new)?;
-        self.wrote();
-        Ok(())
+            )?;
+            self.wrote();
+            Ok(())
+        }
     }
 
-    async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
-        approvals::put(self, a)
+    fn put_approval(
+        &self,
+        a: &PendingApproval,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { approvals::put(self, a) }
     }
 
-    async fn take_approval(
+    fn take_approval(
         &self,
         id: &str,
         binding: &Binding<'_>,
         now_ms: u64,
-    ) -> Result<TakeApproval, StoreError> {
-        approvals::take(self, id, binding, now_ms)
+    ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
+        async move { approvals::take(self, id, binding, now_ms) }
     }
 
-    async fn pending_approvals(
+    fn pending_approvals(
         &self,
         now_ms: u64,
         limit: usize,
-    ) -> Result<Vec<PendingApproval>, StoreError> {
-        approvals::pending(self, now_ms, limit)
+    ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send {
+        async move {
+            let entries = approvals::approvals_where(
+                self,
+                "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
+                 ORDER BY created_ms, id LIMIT ?2",
+                params![to_sql(now_ms), limit_sql(limit)],
+            )?;
+            Ok(entries.into_iter().map(|entry| entry.approval).collect())
+        }
     }
 
-    async fn ask_approval(
+    fn ask_approval(
         &self,
         approval: &PendingApproval,
         max_open: usize,
-    ) -> Result<AskApproval, StoreError> {
-        approvals::ask(self, approval, max_open)
+    ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send {
+        async move { approvals::ask(self, approval, max_open) }
     }
 
-    async fn find_approval(
+    fn find_approval(
         &self,
         binding: &Binding<'_>,
         reason: Option<&str>,
         now_ms: u64,
-    ) -> Result<Option<ApprovalEntry>, StoreError> {
-        approvals::find(self, binding, reason, now_ms)
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        async move { approvals::find(self, binding, reason, now_ms) }
     }
 
-    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
-        approvals::page(self, query)
+    fn pending_page(
+        &self,
+        query: &PendingQuery<'_>,
+    ) -> impl Future<Output = Result<PendingPage, StoreError>> + Send {
+        async move { approvals::page(self, query) }
     }
 
-    async fn decide_approval(
+    fn decide_approval(
         &self,
         id: &str,
         decision: &ApprovalDecision,
         now_ms: u64,
-    ) -> Result<DecideOutcome, StoreError> {
-        approvals::decide(self, id, decision, now_ms)
+    ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
+        async move { approvals::decide(self, id, decision, now_ms) }
     }
 
-    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
-        approvals::get(self, id)
+    fn approval(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        async move { approvals::get(self, id) }
     }
 
-    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
-        approvals::decided(self, limit)
+    fn decided_approvals(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send {
+        async move {
+            approvals::approvals_where(
+                self,
+                "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
+                [limit_sql(limit)],
+            )
+        }
     }
 
-    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
-        approvals::settle(self, id, result)
+    fn settle_approval(
+        &self,
+        id: &str,
+        result: &ApprovalResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { approvals::settle(self, id, result) }
     }
 
-    async fn lock_resource(
+    fn lock_resource(
         &self,
         resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let resource = resource.as_str();
-        // One statement: taken if free, held by `holder`, or run out.
-        let locked = self
-            .conn()
-            .query_row(
-                LOCK,
-                params![
-                    session_key(resource),
-                    resource,
-                    holder,
-                    to_sql(now_ms),
-                    to_sql(now_ms.saturating_add(lease_ms))
-                ],
-                |_| Ok(()),
-            )
-            .optional()
-            .map_err(StoreError::new)?
-            .is_some();
-        if locked {
-            self.wrote();
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async move {
+            let resource = resource.as_str();
+            // One statement: taken if free, held by `holder`, or run out.
+            let locked = self
+                .conn()
+                .query_row(
+                    LOCK,
+                    params![
+                        session_key(resource),
+                        resource,
+                        holder,
+                        to_sql(now_ms),
+                        to_sql(now_ms.saturating_add(lease_ms))
+                    ],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(StoreError::new)?
+                .is_some();
+            if locked {
+                self.wrote();
+            }
+            Ok(locked)
         }
-        Ok(locked)
     }
 
-    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
-        let resource = resource.as_str();
-        self.conn()
-            .execute(
+    fn unlock_resource(
+        &self,
+        resource: &Key,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            let resource = resource.as_str();
+            self.execute(
                 "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
                 params![session_key(resource), holder],
-            )
-            .map_err(StoreError::new)?;
-        Ok(())
+            )?;
+            Ok(())
+        }
     }
 }

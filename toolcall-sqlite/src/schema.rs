@@ -6,48 +6,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
 use toolcall_core::store::{StoreError, session_key};
-
-/// The schema this version writes: the file's `PRAGMA user_version`.
-pub(crate) const SCHEMA_VERSION: i64 = 5;
-
-/// Version 0, the first release's tables. Created if missing, so that a new
-/// file and a file from that release take the same upgrades.
-const SCHEMA_V0: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_steps (
-    session    TEXT PRIMARY KEY,
-    count      INTEGER NOT NULL,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_calls (
-    key        TEXT PRIMARY KEY,
-    count      INTEGER NOT NULL,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_records (
-    key        TEXT PRIMARY KEY,
-    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
-    until_ms   INTEGER NOT NULL,
-    result     TEXT,
-    touched_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_approvals (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    caller     TEXT NOT NULL,
-    tool       TEXT NOT NULL,
-    digest     TEXT NOT NULL,
-    arguments  TEXT NOT NULL,
-    step       INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
-";
+use toolcall_sql::schema;
 
 /// Version 1: the `in_doubt` state (SQLite cannot change a CHECK constraint,
-/// so the records table is rebuilt), steps keyed by [`session_key`] (the
-/// table is rebuilt by [`rekey_steps`]), resource locks, and the indexes the
-/// purge scans.
+/// so the records table is rebuilt), and steps keyed by [`session_key`] (the
+/// table is rebuilt by [`rekey_steps`]); then [`schema::LOCKS_V1`].
 const UPGRADE_V1: &str = "
 CREATE TABLE toolcall_records_v1 (
     key        TEXT PRIMARY KEY,
@@ -66,15 +29,6 @@ CREATE TABLE toolcall_steps_v1 (
     count      INTEGER NOT NULL,
     touched_ms INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
-CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
-CREATE TABLE IF NOT EXISTS toolcall_locks (
-    resource_key TEXT PRIMARY KEY,
-    resource     TEXT NOT NULL,
-    holder       TEXT NOT NULL,
-    until_ms     INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
 ";
 
 /// Version 2: a person's decision kept with its approval (the inbox), when
@@ -87,19 +41,6 @@ ALTER TABLE toolcall_approvals ADD COLUMN used_ms INTEGER;
 ALTER TABLE toolcall_approvals ADD COLUMN result TEXT;
 CREATE INDEX IF NOT EXISTS toolcall_approvals_created ON toolcall_approvals (created_ms);
 CREATE INDEX IF NOT EXISTS toolcall_approvals_decided ON toolcall_approvals (decided_ms);
-";
-
-/// Version 3: the taint of untrusted output, per session: one row marks
-/// the session (`print` empty), one more per fingerprint (hex digests of
-/// the values, never the text), purged with the session's other rows.
-const UPGRADE_V3: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_taint (
-    session    TEXT NOT NULL,
-    print      TEXT NOT NULL,
-    touched_ms INTEGER NOT NULL,
-    PRIMARY KEY (session, print)
-);
-CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
 ";
 
 /// Runs `step` until it does not fail with "database is busy/locked", with
@@ -139,50 +80,50 @@ fn jitter(pause: Duration) -> Duration {
     pause.mul_f64(f64::from(nanos % 1000) / 1000.0)
 }
 
-/// Brings the schema up to [`SCHEMA_VERSION`] in one `IMMEDIATE`
+/// Brings the schema up to [`schema::VERSION`] in one `IMMEDIATE`
 /// transaction, and returns the version it found the file at (or made).
 pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if found >= SCHEMA_VERSION {
+    if found >= schema::VERSION {
         // Another connection upgraded it while this one waited.
         return Ok(found);
     }
-    if found < 1 {
-        tx.execute_batch(SCHEMA_V0)?;
-        tx.execute_batch(UPGRADE_V1)?;
-        rekey_steps(&tx)?;
-    }
-    if found < 2 {
-        tx.execute_batch(UPGRADE_V2)?;
-    }
-    if found < 3 {
-        tx.execute_batch(UPGRADE_V3)?;
-    }
-    if found < 4 {
-        // Version 4: why an approval asks a person (`reason`, and the
-        // tainted arguments as a JSON array in `tainted`). Columns are only
-        // added, so a process still at version 3 keeps working; a file that
-        // has them already keeps them.
-        for column in ["reason", "tainted"] {
-            let present: bool = tx.query_row(
-                "SELECT EXISTS (SELECT 1 FROM pragma_table_info('toolcall_approvals') WHERE name = ?1)",
-                [column],
-                |row| row.get(0),
-            )?;
-            if !present {
-                tx.execute_batch(&format!(
-                    "ALTER TABLE toolcall_approvals ADD COLUMN {column} TEXT;"
-                ))?;
+    for version in schema::upgrades(found) {
+        match version {
+            1 => {
+                tx.execute_batch(schema::TABLES_V0)?;
+                tx.execute_batch(UPGRADE_V1)?;
+                tx.execute_batch(schema::LOCKS_V1)?;
+                rekey_steps(&tx)?;
             }
+            2 => tx.execute_batch(UPGRADE_V2)?,
+            3 => tx.execute_batch(schema::TAINT_V3)?,
+            // Version 4: why an approval asks a person (`reason`, and the
+            // tainted arguments as a JSON array in `tainted`). Columns are
+            // only added, so a process still at version 3 keeps working; a
+            // file that has them already keeps them.
+            4 => {
+                for column in ["reason", "tainted"] {
+                    let present: bool = tx.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('toolcall_approvals') WHERE name = ?1)",
+                        [column],
+                        |row| row.get(0),
+                    )?;
+                    if !present {
+                        tx.execute_batch(&format!(
+                            "ALTER TABLE toolcall_approvals ADD COLUMN {column} TEXT;"
+                        ))?;
+                    }
+                }
+            }
+            5 => upgrade_v5(&tx)?,
+            _ => unreachable!("no upgrade past schema::VERSION"),
         }
     }
-    if found < 5 {
-        upgrade_v5(&tx)?;
-    }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.pragma_update(None, "user_version", schema::VERSION)?;
     tx.commit()?;
-    Ok(SCHEMA_VERSION)
+    Ok(schema::VERSION)
 }
 
 /// Version 1 keys steps by [`session_key`]: moves the counts of version 0

@@ -1,0 +1,109 @@
+//! The schema's versions, and the tables every dialect creates alike.
+//!
+//! A store keeps the version its tables are at (SQLite: the file's
+//! `PRAGMA user_version`; Postgres: the table `toolcall_schema_version`),
+//! upgrades older ones to [`VERSION`] in one transaction that no other
+//! connection runs at the same time, and refuses newer ones
+//! ([`too_new`]). Every upgrade only adds what the version before it
+//! lacks, so a process still running that version keeps working.
+//!
+//! | version | what it adds |
+//! |---|---|
+//! | 0 | steps, call counts, records and approvals ([`TABLES_V0`]) |
+//! | 1 | the `in_doubt` state, steps keyed by [`session_key`](toolcall_core::store::session_key), resource locks and the indexes the purge scans ([`LOCKS_V1`]) |
+//! | 2 | a person's decision kept with its approval, when a call used it up and what came of it |
+//! | 3 | the taint of untrusted output ([`TAINT_V3`]) |
+//! | 4 | why an approval asks a person: `reason`, `tainted` |
+//! | 5 | approvals findable by their session and their call: `session_key` and its indexes |
+//!
+//! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
+//! them with Postgres's `BIGINT`.
+
+use toolcall_core::store::StoreError;
+
+/// The schema this version writes.
+pub const VERSION: i64 = 5;
+
+/// Version 0, the first release's tables. Created if missing, so that new
+/// tables and tables from that release take the same upgrades.
+pub const TABLES_V0: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_steps (
+    session    TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_calls (
+    key        TEXT PRIMARY KEY,
+    count      INTEGER NOT NULL,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_records (
+    key        TEXT PRIMARY KEY,
+    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    until_ms   INTEGER NOT NULL,
+    result     TEXT,
+    touched_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_approvals (
+    id         TEXT PRIMARY KEY,
+    session    TEXT NOT NULL,
+    caller     TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    arguments  TEXT NOT NULL,
+    step       INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
+";
+
+/// The part of version 1 every dialect writes alike, after its own: the
+/// indexes the purge scans for call counts and approvals, and the resource
+/// locks.
+pub const LOCKS_V1: &str = "
+CREATE INDEX IF NOT EXISTS toolcall_calls_touched ON toolcall_calls (touched_ms);
+CREATE INDEX IF NOT EXISTS toolcall_approvals_expires ON toolcall_approvals (expires_ms);
+CREATE TABLE IF NOT EXISTS toolcall_locks (
+    resource_key TEXT PRIMARY KEY,
+    resource     TEXT NOT NULL,
+    holder       TEXT NOT NULL,
+    until_ms     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolcall_locks_until ON toolcall_locks (until_ms);
+";
+
+/// Version 3: the taint of untrusted output, per session: one row marks
+/// the session (`print` empty), one more per fingerprint (hex digests of
+/// the values, never the text), purged with the session's other rows.
+pub const TAINT_V3: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_taint (
+    session    TEXT NOT NULL,
+    print      TEXT NOT NULL,
+    touched_ms INTEGER NOT NULL,
+    PRIMARY KEY (session, print)
+);
+CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
+";
+
+/// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
+/// SQLite's `INTEGER`.
+pub fn bigint(ddl: &str) -> String {
+    ddl.replace("INTEGER", "BIGINT")
+}
+
+/// The versions that tables found at version `found` are upgraded
+/// through, oldest first: none for tables at [`VERSION`] or newer.
+pub fn upgrades(found: i64) -> impl Iterator<Item = i64> {
+    (found.max(0) + 1)..=VERSION
+}
+
+/// The error for tables at version `found`, newer than [`VERSION`]:
+/// `tables` names them ("the database's schema"), `store` is the store's
+/// crate, and `how` what to do with a newer one ("open it").
+pub fn too_new(tables: &str, found: i64, store: &str, how: &str) -> StoreError {
+    StoreError::new(format!(
+        "{tables} is version {found}, newer than this {store} knows ({VERSION}): \
+         {how} with a newer version"
+    ))
+}
