@@ -104,7 +104,7 @@ use toolcall_core::store::{
 
 pub use approvals::DECISION_CHANNEL;
 use schema::{migrate, quote};
-pub use toolcall_sql::Purged;
+pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
 use toolcall_sql::{from_sql, to_sql};

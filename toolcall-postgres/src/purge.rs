@@ -5,7 +5,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use toolcall_core::store::{StoreError, now_ms};
-use toolcall_sql::{Purged, count_sql, purge, to_sql};
+use toolcall_sql::purge::{self, Purged};
+use toolcall_sql::{count_sql, to_sql};
 
 use crate::PostgresStore;
 

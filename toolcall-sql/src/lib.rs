@@ -7,8 +7,8 @@
 //! * the values as the columns hold them ([`Value`], [`to_sql`],
 //!   [`from_sql`]): milliseconds and counts as signed 64-bit integers,
 //!   results, decisions and arguments as JSON text;
-//! * an idempotency record's states and what a call reads of them
-//!   ([`record`]);
+//! * an idempotency record's states, what a call reads of them and what a
+//!   claim does with them ([`record`]);
 //! * an approval's row, read back and written ([`approval`]), and what
 //!   taking and deciding one answers;
 //! * what a purge deletes and when ([`purge`]);
@@ -33,8 +33,6 @@ pub mod schema;
 
 use toolcall_core::store::StoreError;
 
-pub use purge::Purged;
-
 /// One value bound to a statement or read from a row, typed as the
 /// columns are: an integer (`INTEGER`, `BIGINT`) or text, either one
 /// possibly `NULL`.
@@ -51,7 +49,7 @@ pub enum Value {
 
 impl Value {
     /// The integer this holds; `None` for `NULL`, an error for text.
-    pub fn int(self) -> Result<Option<i64>, StoreError> {
+    pub(crate) fn int(self) -> Result<Option<i64>, StoreError> {
         match self {
             Value::Int(value) => Ok(value),
             Value::Text(None) => Ok(None),
@@ -60,7 +58,7 @@ impl Value {
     }
 
     /// The text this holds; `None` for `NULL`, an error for an integer.
-    pub fn text(self) -> Result<Option<String>, StoreError> {
+    pub(crate) fn text(self) -> Result<Option<String>, StoreError> {
         match self {
             Value::Text(value) => Ok(value),
             Value::Int(None) => Ok(None),

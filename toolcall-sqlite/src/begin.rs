@@ -4,9 +4,9 @@
 
 use rusqlite::{OptionalExtension, params};
 use toolcall_core::store::{CallBegun, CallStart, StoreError, session_key};
-use toolcall_sql::{from_sql, record, to_sql};
+use toolcall_sql::{record, to_sql};
 
-use crate::{LOCK, SqliteStore, immediate};
+use crate::{LOCK, SqliteStore, count_in, immediate};
 
 impl SqliteStore {
     pub(crate) fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
@@ -16,28 +16,12 @@ impl SqliteStore {
         let begun = {
             let mut conn = self.conn();
             let tx = immediate(&mut conn)?;
-            let step: i64 = tx
-                .prepare_cached(
-                    "INSERT INTO toolcall_steps (session, count, touched_ms) VALUES (?1, 1, ?2)
-                     ON CONFLICT (session) DO UPDATE SET count = count + 1, touched_ms = excluded.touched_ms
-                     RETURNING count",
-                )
-                .and_then(|mut s| s.query_row(params![session, now], |row| row.get(0)))
-                .map_err(StoreError::new)?;
             let mut begun = CallBegun {
-                step: from_sql(step),
+                step: count_in(&tx, "toolcall_steps", "session", &session, now)?,
                 ..CallBegun::default()
             };
             if begun.step <= start.max_steps {
-                let calls: i64 = tx
-                    .prepare_cached(
-                        "INSERT INTO toolcall_calls (key, count, touched_ms) VALUES (?1, 1, ?2)
-                         ON CONFLICT (key) DO UPDATE SET count = count + 1, touched_ms = excluded.touched_ms
-                         RETURNING count",
-                    )
-                    .and_then(|mut s| s.query_row(params![key, now], |row| row.get(0)))
-                    .map_err(StoreError::new)?;
-                let calls = from_sql(calls);
+                let calls = count_in(&tx, "toolcall_calls", "key", key, now)?;
                 begun.calls = Some(calls);
                 if calls <= start.max_calls {
                     let row: Option<(String, i64, Option<String>)> = tx

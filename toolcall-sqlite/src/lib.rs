@@ -85,7 +85,7 @@ use toolcall_core::store::{
 };
 
 use schema::{migrate, retry_busy};
-pub use toolcall_sql::Purged;
+pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, ClaimStep, result_text};
 use toolcall_sql::{from_sql, limit_sql, schema::VERSION, to_sql};
@@ -175,18 +175,31 @@ impl SqliteStore {
     }
 
     fn count(&self, table: &str, column: &str, id: &str, now_ms: u64) -> Result<u64, StoreError> {
-        let sql = format!(
-            "INSERT INTO {table} ({column}, count, touched_ms) VALUES (?1, 1, ?2)
-             ON CONFLICT ({column}) DO UPDATE SET count = count + 1, touched_ms = excluded.touched_ms
-             RETURNING count"
-        );
-        let count: i64 = self
-            .conn()
-            .query_row(&sql, params![id, to_sql(now_ms)], |row| row.get(0))
-            .map_err(StoreError::new)?;
+        let count = count_in(&self.conn(), table, column, id, to_sql(now_ms))?;
         self.wrote();
-        Ok(from_sql(count))
+        Ok(count)
     }
+}
+
+/// Counts one more of `id` in `table` (keyed by `column`), at `now`,
+/// through `conn` (the store's connection, or a transaction on it): the
+/// new count.
+fn count_in(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    id: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let sql = format!(
+        "INSERT INTO {table} ({column}, count, touched_ms) VALUES (?1, 1, ?2)
+         ON CONFLICT ({column}) DO UPDATE SET count = count + 1, touched_ms = excluded.touched_ms
+         RETURNING count"
+    );
+    conn.prepare_cached(&sql)
+        .and_then(|mut s| s.query_row(params![id, now], |row| row.get(0)))
+        .map(from_sql)
+        .map_err(StoreError::new)
 }
 
 /// A transaction on `conn` that takes the file's write lock from its first

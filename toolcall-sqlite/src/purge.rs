@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use rusqlite::params;
 use toolcall_core::store::{StoreError, now_ms};
-use toolcall_sql::{Purged, purge, to_sql};
+use toolcall_sql::purge::{self, Purged};
+use toolcall_sql::to_sql;
 
 use crate::{SqliteStore, immediate};
 
