@@ -464,7 +464,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
 #[tokio::test]
 async fn every_store_begins_and_completes_a_call_as_its_parts_do() {
     let memory = toolcall::MemoryStore::default();
-    begin_conformance(&memory, &memory, false).await;
+    begin_conformance(&memory, &memory, true).await;
     let sqlite = SqliteStore::open_in_memory().unwrap();
     begin_conformance(&sqlite, &sqlite, true).await;
     let Some(url) = postgres_url() else { return };

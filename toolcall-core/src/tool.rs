@@ -71,7 +71,7 @@ impl<S: Any + Send + Sync> Ctx<S> {
         })?;
         Ok(Ctx {
             state,
-            idempotency_key: Arc::clone(&cx.idempotency_key),
+            idempotency_key: Arc::from(cx.idempotency_key),
             session: Arc::clone(&cx.session),
             caller: Caller::clone(cx.caller),
         })
@@ -87,7 +87,8 @@ impl<S: Any + Send + Sync> Ctx<S> {
 #[doc(hidden)]
 pub struct CallContext<'a> {
     pub state: &'a Arc<dyn Any + Send + Sync>,
-    pub idempotency_key: Arc<str>,
+    /// Borrowed: only a tool that takes a [`Ctx`] copies it.
+    pub idempotency_key: &'a str,
     pub session: Arc<str>,
     pub caller: &'a Caller,
 }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
 use super::Approvals;
-use super::execute::{Asked, IN_DOUBT};
+use super::execute::{Asked, IN_DOUBT, JsonArguments};
 use super::messages::{Details, Failure};
 use super::prepared::{Approval, Stage};
 use super::{Dispatcher, call_span};
@@ -307,9 +307,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     Map::new(),
                 ));
             };
-            let original =
+            let mut original =
                 self.prepare(spec, object, decision.session, caller, pending.step, None)?;
-            return self.run_edited(original, edited).await;
+            return self.run_edited(&mut original, edited).await;
         }
         let Value::Object(object) = &pending.arguments else {
             return Err(self.fail_with(
@@ -366,7 +366,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let asked = Asked {
             spec,
             key: &prepared.key,
-            arguments: prepared.arguments(),
+            arguments: JsonArguments::of(Some(prepared.arguments()), &prepared.members),
             session: prepared.session,
             caller,
             step: prepared.step,

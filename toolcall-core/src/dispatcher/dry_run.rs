@@ -32,17 +32,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// call would get, when it would be refused).
     pub(super) async fn dry_run(
         &self,
-        mut prepared: Prepared<'_>,
+        prepared: &mut Prepared<'_>,
         approval: Approval<'_>,
         tainted: Option<&[String]>,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
-        let cx = self.call_context(&prepared);
+        let key = prepared.key;
+        let cx = self.call_context(prepared, &key);
         let mut asks = false;
         if !matches!(approval, Approval::InDoubt) {
-            let met = match self.check_and_limits(&mut prepared, &cx).await {
-                Ok(()) if prepared.spec.high_risk() || tainted.is_some() => {
-                    let asking = Asking::of(&prepared, tainted);
+            let met = match self.check_and_limits(prepared, &cx).await {
+                Ok(()) if prepared.needs_person() => {
+                    let asking = Asking::of(prepared, tainted);
                     self.would_ask(asking, approval).await
                 }
                 Ok(()) => Ok(false),
@@ -50,7 +51,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             };
             match met {
                 Ok(would_ask) => asks = would_ask,
-                Err(refused) => return Ok(would_be_refused(name, &prepared, refused)),
+                Err(refused) => return Ok(would_be_refused(name, prepared, refused)),
             }
         }
         let Some(typed) = prepared.typed() else {

@@ -58,9 +58,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         cx: &CallContext<'_>,
         doubt: Doubt,
     ) -> Stage<ToolResult> {
-        if spec_redacts(prepared.spec) || unprotected(prepared.spec) {
-            // What the stored result must not repeat, and what a person
-            // settling an unknown outcome reads: from the arguments.
+        if spec_redacts(prepared.spec) {
+            // What the stored result must not repeat: from the arguments.
+            // (What a person settling an unknown outcome reads is made
+            // only if the outcome is unknown: see `Asked::arguments`.)
             self.with_arguments(prepared)?;
         }
         let validated = prepared.validated.take();
@@ -83,12 +84,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
             };
         }
-        static NONE: Value = Value::Null;
-        let arguments = arguments.as_ref().unwrap_or(&NONE);
         let call = Asked {
             spec,
             key,
-            arguments,
+            arguments: JsonArguments::of(arguments.as_ref(), members),
             session,
             caller,
             step: *step,
@@ -132,7 +131,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // a person's settlement is still to be recorded under it.
         let holding = lock.as_ref().filter(|_| settling.is_none());
         let answer = match outcome {
-            Ok(data) => self.complete(spec, key, arguments, data, holding).await,
+            Ok(data) => {
+                self.complete(spec, key, &call.arguments, data, holding)
+                    .await
+            }
             Err(Unfinished::Known(failure)) => {
                 // Not run, or refused: the next identical call may run it.
                 if let Err(error) = self.store.release(key).await {
@@ -141,7 +143,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 Err(failure)
             }
             Err(Unfinished::Unknown(failure)) => match Box::pin(self.reconcile(spec, cx)).await {
-                Reconciled::Done(data) => self.complete(spec, key, arguments, data, None).await,
+                Reconciled::Done(data) => {
+                    self.complete(spec, key, &call.arguments, data, None).await
+                }
                 Reconciled::NotDone => {
                     if let Err(error) = self.store.release(key).await {
                         tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
@@ -182,7 +186,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if spec.reconciles() {
             return match self.reconcile(spec, cx).await {
                 Reconciled::Done(data) => Settled::Answer(
-                    self.complete(spec, call.key, call.arguments, data, None)
+                    self.complete(spec, call.key, &call.arguments, data, None)
                         .await,
                 ),
                 Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),
@@ -194,7 +198,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if spec.idempotent_backend() {
             return Settled::Run(None);
         }
-        let digest = digest(call.arguments);
+        let arguments = match self.arguments_of(call) {
+            Ok(arguments) => arguments,
+            Err(answer) => return Settled::Answer(Err(answer)),
+        };
+        let digest = digest(arguments);
         let binding = Binding {
             session: call.session,
             caller: call.caller.id(),
@@ -259,6 +267,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// earlier attempt took effect, and answers `IN_DOUBT` with its id.
     async fn ask_settlement(&self, call: &Asked<'_>) -> ToolResult {
         let name = call.spec.name();
+        let arguments = match self.arguments_of(call) {
+            Ok(arguments) => arguments,
+            Err(answer) => return answer,
+        };
         let created_ms = now_ms();
         let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         let question = PendingApproval {
@@ -266,8 +278,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             session: call.session.to_owned(),
             caller: call.caller.id().to_owned(),
             tool: name.to_owned(),
-            digest: digest(call.arguments),
-            arguments: call.arguments.clone(),
+            digest: digest(arguments),
+            arguments: arguments.clone(),
             step: call.step,
             created_ms,
             expires_ms: created_ms.saturating_add(ttl),
@@ -289,10 +301,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// `IN_DOUBT`: the call waits for a person to settle its unknown outcome.
     fn awaiting_settlement(&self, call: &Asked<'_>, id: &str) -> ToolResult {
+        let pending = match self.arguments_of(call) {
+            Ok(arguments) => arguments.clone(),
+            Err(answer) => return answer,
+        };
         let mut data = Map::new();
         data.insert("in_doubt".into(), Value::Bool(true));
         data.insert("reason".into(), Value::from(IN_DOUBT));
-        data.insert("pending".into(), call.arguments.clone());
+        data.insert("pending".into(), pending);
         let mut asked = self.fail_with(
             Failure::AwaitingSettlement,
             call.spec.name(),
@@ -312,7 +328,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         spec: &ToolSpec,
         key: &Key,
-        arguments: &Value,
+        arguments: &JsonArguments<'_>,
         data: Data,
         lock: Option<&HeldLock>,
     ) -> Stage<ToolResult> {
@@ -322,7 +338,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let stored = if redaction.is_empty() {
             None
         } else {
-            let secrets = redaction.secrets(arguments);
+            let secrets = redaction.secrets(self.arguments_in(spec, arguments)?);
             let mut copy = Value::Object(Map::clone(&result.data));
             crate::redact::scrub(&mut copy, &secrets);
             match copy {
@@ -539,10 +555,45 @@ enum Settled {
 pub(super) struct Asked<'a> {
     pub spec: &'static ToolSpec,
     pub key: &'a Key,
-    pub arguments: &'a Value,
+    pub arguments: JsonArguments<'a>,
     pub session: &'a str,
     pub caller: &'a Caller,
     pub step: u64,
+}
+
+/// A call's arguments as JSON for what stage 8 rarely needs them for (a
+/// question about an unknown outcome, a stored result's redaction): the
+/// JSON the stages before built, or made from the call's members when first
+/// read. Most calls end without reading it, and make nothing.
+pub(super) struct JsonArguments<'a> {
+    built: Option<&'a Value>,
+    members: Members<'a>,
+    made: std::sync::OnceLock<Option<Value>>,
+}
+
+impl<'a> JsonArguments<'a> {
+    pub(super) fn of(built: Option<&'a Value>, members: &Members<'a>) -> Self {
+        JsonArguments {
+            built,
+            members: *members,
+            made: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The JSON, made now if it was not built; `None` only for arguments
+    /// that no longer validate or serialize, which a call that passed
+    /// validation never has.
+    fn get(&self, spec: &ToolSpec) -> Option<&Value> {
+        if let Some(built) = self.built {
+            return Some(built);
+        }
+        self.made
+            .get_or_init(|| {
+                let typed = spec.validate_members(&self.members).ok()?;
+                typed.to_value().ok()
+            })
+            .as_ref()
+    }
 }
 
 /// The reason of a question about an unknown outcome (`data.reason`,
@@ -630,6 +681,23 @@ where
 }
 
 impl<S, St> Dispatcher<S, St> {
+    /// The arguments of `call` as JSON, or the answer for arguments that
+    /// cannot be read back (an internal error: they passed validation).
+    fn arguments_of<'c>(&self, call: &'c Asked<'_>) -> Stage<&'c Value> {
+        self.arguments_in(call.spec, &call.arguments)
+    }
+
+    fn arguments_in<'c>(
+        &self,
+        spec: &ToolSpec,
+        arguments: &'c JsonArguments<'_>,
+    ) -> Stage<&'c Value> {
+        arguments.get(spec).ok_or_else(|| {
+            tracing::error!(tool = spec.name(), "validated arguments do not serialize");
+            self.fail(Failure::InternalError, spec.name())
+        })
+    }
+
     /// The answer to a call whose outcome is unknown: the code stays
     /// (`TIMEOUT` or `UPSTREAM_UNAVAILABLE`), `data` says `in_doubt`, and the
     /// message tells the model how to find out.

@@ -133,7 +133,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     pub(super) async fn carry_out(
         &self,
         id: &str,
-        mut prepared: Prepared<'_>,
+        prepared: &mut Prepared<'_>,
         decision: &ApprovalDecision,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
@@ -142,7 +142,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else if let Some(edited) = &decision.edited_arguments {
             self.run_edited(prepared, edited).await
         } else {
-            self.decide_and_run(&mut prepared, Approval::Given).await
+            self.decide_and_run(prepared, Approval::Given).await
         };
         match &answer {
             Ok(result) | Err(result) => self.settle(id, result).await,
@@ -174,7 +174,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// `data.edited_arguments`).
     pub(super) async fn run_edited(
         &self,
-        original: Prepared<'_>,
+        original: &mut Prepared<'_>,
         edited: &Value,
     ) -> Stage<ToolResult> {
         let spec = original.spec;

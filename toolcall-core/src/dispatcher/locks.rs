@@ -116,14 +116,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if !prepared.spec.side_effect() {
             return None;
         }
-        match resource_keys(prepared)? {
+        let resources = resource_keys(prepared)?;
+        let early = match &resources {
             Resources::One(resource) => Some(HeldLock {
-                resource,
+                resource: *resource,
                 holder: holder_token(),
                 freed: None,
             }),
             _ => None,
-        }
+        };
+        prepared.resources = Some(resources);
+        early
     }
 
     /// Takes every lock, in order (so two calls never wait on each other),
@@ -167,6 +170,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 /// tool naming the same kind of resource shares the lock. `None` for
 /// arguments that cannot be read, which the call fails closed.
 fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Resources> {
+    // Read once per call: the call's start asked for the lock of its one
+    // resource, and stages 5 to 8 take the same ones.
+    if let Some(known) = prepared.resources.take() {
+        return Some(known);
+    }
     let mut keys = Resources::None;
     for (index, field) in prepared.spec.fields().iter().enumerate() {
         let Some(kind) = field.resource else {
@@ -186,7 +194,7 @@ fn resource_keys(prepared: &mut Prepared<'_>) -> Option<Resources> {
 
 /// A call's resource lock keys, sorted and distinct: most tools name one
 /// resource or none, which takes no allocation.
-enum Resources {
+pub(super) enum Resources {
     None,
     One(Key),
     Many(Vec<Key>),

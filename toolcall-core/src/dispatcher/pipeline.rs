@@ -31,6 +31,7 @@ use crate::error::ToolError;
 use crate::parse::{Arguments, RawMembers, member_values, parse_object, raw_members};
 use crate::policy::{Caller, Policy, Taint};
 use crate::result::{Code, ToolResult};
+use crate::store::StoreError;
 use crate::store::{CallBegun, CallStart, Key, LockAsk, RecordedOutcome, Store, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
@@ -151,50 +152,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // This call is one of its key's calls in flight from before it is
         // counted until it is answered (the guard drops with this frame).
         let mut active = None;
-        let mut started = None;
-        let step = if call.dry_run {
-            self.store
-                .peek_step(call.session)
-                .await
-                .map(|step| step.saturating_add(1))
-        } else if let Ok(prepared) = &mut checked {
-            begun.lock = self.early_lock(prepared);
-            active = Some(self.twins.enter(&prepared.key));
-            let spec = prepared.spec;
-            let mut start =
-                CallStart::new(call.session, &prepared.key, at_ms, self.settings.max_steps);
-            start.max_calls = self.max_repeats(caller, spec);
-            start.outcome = spec.side_effect();
-            start.taint = spec.side_effect() && caller.policy().taint_level() != Taint::Off;
-            // A decision a person recorded on the call (see below): asked
-            // of any call that may need a person.
-            start.decided = spec.high_risk() || start.taint;
-            start.lock = begun.lock.as_ref().map(|lock| LockAsk {
-                resource: &lock.resource,
-                holder: &lock.holder,
-                lease_ms: millis(self.lease(spec)),
-            });
-            match self.store.begin_call(&start).await {
-                Ok(found) => {
-                    let step = found.step;
-                    if !found.locked {
-                        begun.lock = None;
-                    }
-                    started = Some(found);
-                    Ok(step)
-                }
-                Err(error) => {
-                    begun.lock = None;
-                    Err(error)
-                }
-            }
-        } else {
-            self.store.next_step(call.session, at_ms).await
-        };
-        let step = match step {
-            Ok(step) => step,
-            Err(error) => return Err(self.store_unavailable(name, &error)),
-        };
+        let (step, started) = self
+            .start(call, caller, at_ms, &mut checked, &mut active, begun)
+            .await;
+        let step = step.map_err(|error| self.store_unavailable(name, &error))?;
         begun.step = step;
 
         // 0. Step budget.
@@ -202,9 +163,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Err(self.fail(Failure::StepLimit, name.to_owned()));
         }
 
-        // 1 to 3, answered now.
+        // 1 to 3, answered now. (The call is borrowed where stage 3 left
+        // it, never moved: a second copy would widen this future.)
         noted.problems = problems;
-        let mut prepared = checked?;
+        let prepared = match checked {
+            Ok(ref mut prepared) => prepared,
+            Err(refused) => return Err(refused),
+        };
         prepared.step = step;
         let Noted {
             carried, tainted, ..
@@ -216,73 +181,26 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(active) => active,
             None => self.twins.enter(&prepared.key),
         };
-        // (Given the key, not the call: what the call holds is `Send` but not
-        // `Sync`, and is not borrowed across the stage's waits.)
-        let (in_doubt, waited) = self
-            .idempotency(
-                call,
-                caller,
-                prepared.spec,
-                &prepared.key,
-                started.as_ref(),
-                &mut active,
-            )
+        // What the call's start found is read up to here: it is not kept
+        // beside the stages after it.
+        let (approval, decided) = self
+            .judged(call, caller, prepared, started, &mut active, tainted)
             .await?;
-        // The arguments' JSON is built from here on only by the stages that
-        // read it whole (`with_arguments`): a replay or a loop, answered
-        // above, never builds it, nor does a confirmed call in a session
-        // that read no untrusted output.
-
-        // Taint: a side effect in a session that saw untrusted output, as
-        // the caller's level judges it, needs a person's approval at stage 7.
-        // What the call's start found of the session stands unless stage 4
-        // waited meanwhile.
-        if prepared.spec.side_effect() {
-            let known = started
-                .as_ref()
-                .and_then(|found| found.tainted)
-                .filter(|_| !waited);
-            *tainted = self.taint_of(&mut prepared, known).await?;
-        }
-        prepared.tainted.clone_from(tainted);
-        let approval = self.approval_of(call, in_doubt);
-        // A call that needs a person and brings no id (an MCP client cannot
-        // bring one back) learns a decision a person already recorded on
-        // this exact call, as if it had brought its id; and a person's
-        // decision on it stands over the host's `confirmed` too.
-        // Not looked for when the call's start found the session has no
-        // decided approval at all (and stage 4 did not wait since).
-        let none_decided = started
-            .as_ref()
-            .and_then(|found| found.decided)
-            .is_some_and(|decided| !decided && !waited);
-        let decided = match approval {
-            Approval::None | Approval::Given
-                if !call.dry_run
-                    && !none_decided
-                    && (prepared.spec.high_risk() || tainted.is_some()) =>
-            {
-                Box::pin(self.decided_for(&mut prepared)).await?
-            }
-            _ => None,
-        };
         let approval = match decided.as_deref() {
             Some(id) => Approval::Id(id),
             None => approval,
         };
         if call.dry_run {
             drop(active);
-            self.with_arguments(&mut prepared)?;
+            self.with_arguments(prepared)?;
             return Box::pin(self.dry_run(prepared, approval, tainted.as_deref())).await;
         }
 
         // 5 to 8.
-        let key = prepared.key;
-        let prepared_spec = prepared.spec;
         // An untrusted tool's own arguments came from the caller, not from
         // the strangers who wrote its output.
         let given = if prepared.spec.untrusted_output() {
-            self.with_arguments(&mut prepared)?;
+            self.with_arguments(prepared)?;
             Some(prepared.arguments().clone())
         } else {
             None
@@ -292,43 +210,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // out as it is, before the check, because their edits replace
             // the call; nobody's yet, stage 7 takes it (Host) or asks again
             // under the same id (Inbox).
-            Approval::Id(id) if prepared.spec.high_risk() || tainted.is_some() => {
-                self.with_arguments(&mut prepared)?;
-                // The inbox's paths are boxed: rare, and far larger than
-                // the common path's future, which would otherwise carry them.
-                let found = Box::pin(self.find_decision(
-                    id,
-                    prepared.spec.name(),
-                    prepared.arguments(),
-                    prepared.session,
-                    prepared.caller,
-                ))
-                .await;
-                match found {
-                    Err(answer) => Err(answer),
-                    Ok(Found::Decided(decision)) => {
-                        // The decision runs as a call of its own, which
-                        // takes its own locks.
-                        self.free(name, begun.lock.take()).await;
-                        *carried = Some(Carried {
-                            by: decision.by.clone(),
-                            edited: decision
-                                .edited_arguments
-                                .clone()
-                                .filter(|_| decision.approved),
-                        });
-                        Box::pin(self.carry_out(id, prepared, &decision)).await
-                    }
-                    Ok(Found::Undecided) => {
-                        prepared.lock = begun.lock.take();
-                        self.decide_and_run(&mut prepared, approval).await
-                    }
-                }
+            Approval::Id(id) if prepared.needs_person() => {
+                Box::pin(self.run_by_id(prepared, id, approval, carried, begun)).await
             }
             _ => {
                 // The lock the call's start took goes with the call.
                 prepared.lock = begun.lock.take();
-                self.decide_and_run(&mut prepared, approval).await
+                self.decide_and_run(prepared, approval).await
             }
         };
         if let Err(asked) = &answer
@@ -337,16 +225,177 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // A question to a person is not the model repeating itself: the
             // approved call that follows the model's asks is not a loop.
             self.store
-                .uncount_call(&key)
+                .uncount_call(&prepared.key)
                 .await
                 .map_err(|error| self.store_unavailable(name, &error))?;
         }
         drop(active);
         if let Ok(result) = &answer {
-            self.remember_untrusted(prepared_spec, call.session, caller, given.as_ref(), result)
+            self.remember_untrusted(prepared.spec, call.session, caller, given.as_ref(), result)
                 .await?;
         }
         answer
+    }
+
+    /// Stage 4 and the taint: how the call is approved, if it is (a replay
+    /// or a loop is answered here), and the id of a decision a person
+    /// already recorded on this exact call. `tainted` is set to the call's
+    /// taint.
+    async fn judged<'c>(
+        &self,
+        call: &Call<'c>,
+        caller: &Caller,
+        prepared: &mut Prepared<'_>,
+        started: Option<CallBegun>,
+        active: &mut Active<'_>,
+        tainted: &mut Option<Vec<String>>,
+    ) -> Stage<(Approval<'c>, Option<String>)> {
+        // (Given the key, not the call: what the call holds is `Send` but
+        // not `Sync`, and is not borrowed across the stage's waits.)
+        let (in_doubt, waited) = self
+            .idempotency(
+                call,
+                caller,
+                prepared.spec,
+                &prepared.key,
+                started.as_ref(),
+                active,
+            )
+            .await?;
+        // The arguments' JSON is built from here on only by the stages that
+        // read it whole (`with_arguments`): a replay or a loop, answered
+        // above, never builds it, nor does a confirmed call in a session
+        // that read no untrusted output.
+
+        // Taint: a side effect in a session that saw untrusted output, as
+        // the caller's level judges it, needs a person's approval at stage
+        // 7. What the call's start found of the session stands unless stage
+        // 4 waited meanwhile.
+        if prepared.spec.side_effect() {
+            let known = started
+                .as_ref()
+                .and_then(|found| found.tainted)
+                .filter(|_| !waited);
+            *tainted = self.taint_of(prepared, known).await?;
+        }
+        prepared.tainted.clone_from(tainted);
+        let approval = self.approval_of(call, in_doubt);
+        // A call that needs a person and brings no id (an MCP client cannot
+        // bring one back) learns a decision a person already recorded on
+        // this exact call, as if it had brought its id; and a person's
+        // decision on it stands over the host's `confirmed` too. Not looked
+        // for when the call's start found the session has no decided
+        // approval at all (and stage 4 did not wait since).
+        let none_decided = started
+            .as_ref()
+            .and_then(|found| found.decided)
+            .is_some_and(|decided| !decided && !waited);
+        let decided = match approval {
+            Approval::None | Approval::Given
+                if !call.dry_run && !none_decided && prepared.needs_person() =>
+            {
+                Box::pin(self.decided_for(prepared)).await?
+            }
+            _ => None,
+        };
+        Ok((approval, decided))
+    }
+
+    /// The call's start: its step (the step a dry run would take), and for
+    /// a valid call, its count and what else [`Store::begin_call`] found,
+    /// the lock of its one resource, and its place among its key's calls
+    /// in flight (`active`).
+    async fn start<'d>(
+        &'d self,
+        call: &Call<'_>,
+        caller: &Caller,
+        at_ms: u64,
+        checked: &mut Stage<Prepared<'_>>,
+        active: &mut Option<Active<'d>>,
+        begun: &mut Begun,
+    ) -> (Result<u64, StoreError>, Option<CallBegun>) {
+        if call.dry_run {
+            let step = self
+                .store
+                .peek_step(call.session)
+                .await
+                .map(|step| step.saturating_add(1));
+            return (step, None);
+        }
+        let Ok(prepared) = checked else {
+            return (self.store.next_step(call.session, at_ms).await, None);
+        };
+        begun.lock = self.early_lock(prepared);
+        *active = Some(self.twins.enter(&prepared.key));
+        let spec = prepared.spec;
+        let mut start = CallStart::new(call.session, &prepared.key, at_ms, self.settings.max_steps);
+        start.max_calls = self.max_repeats(caller, spec);
+        start.outcome = spec.side_effect();
+        start.taint = spec.side_effect() && caller.policy().taint_level() != Taint::Off;
+        // A decision a person recorded on the call (see `pipeline`): asked
+        // of any call that may need a person.
+        start.decided = spec.high_risk() || start.taint;
+        start.lock = begun.lock.as_ref().map(|lock| LockAsk {
+            resource: &lock.resource,
+            holder: &lock.holder,
+            lease_ms: millis(self.lease(spec)),
+        });
+        match self.store.begin_call(&start).await {
+            Ok(found) => {
+                if !found.locked {
+                    begun.lock = None;
+                }
+                (Ok(found.step), Some(found))
+            }
+            Err(error) => {
+                begun.lock = None;
+                (Err(error), None)
+            }
+        }
+    }
+
+    /// Stages 5 to 8 of a call that brings an approval id (or learned one):
+    /// a person's decision in the store is carried out as it is (a call of
+    /// its own, with its own locks); with none yet, the call goes on to
+    /// stage 7 under that id. Boxed by the caller: rare, and far larger
+    /// than the common path's future, which would otherwise carry it.
+    async fn run_by_id(
+        &self,
+        prepared: &mut Prepared<'_>,
+        id: &str,
+        approval: Approval<'_>,
+        carried: &mut Option<Carried>,
+        begun: &mut Begun,
+    ) -> Stage<ToolResult> {
+        self.with_arguments(prepared)?;
+        let found = self
+            .find_decision(
+                id,
+                prepared.spec.name(),
+                prepared.arguments(),
+                prepared.session,
+                prepared.caller,
+            )
+            .await?;
+        match found {
+            Found::Decided(decision) => {
+                // The decision runs as a call of its own, which takes its
+                // own locks.
+                self.free(prepared.spec.name(), begun.lock.take()).await;
+                *carried = Some(Carried {
+                    by: decision.by.clone(),
+                    edited: decision
+                        .edited_arguments
+                        .clone()
+                        .filter(|_| decision.approved),
+                });
+                self.carry_out(id, prepared, &decision).await
+            }
+            Found::Undecided => {
+                prepared.lock = begun.lock.take();
+                self.decide_and_run(prepared, approval).await
+            }
+        }
     }
 
     /// The members of raw arguments, for the one-pass reading of stages 2
@@ -647,6 +696,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             caller,
             step,
             lock: None,
+            resources: None,
         })
     }
 
@@ -678,7 +728,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         prepared: &mut Prepared<'_>,
         approval: Approval<'_>,
     ) -> Stage<ToolResult> {
-        let cx = self.call_context(prepared);
+        let key = prepared.key;
+        let cx = self.call_context(prepared, &key);
         if let Approval::InDoubt = approval {
             let doubt = if prepared.settled {
                 Doubt::Rerun
@@ -693,9 +744,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // 7. Confirmation, from the host only: of a high-risk call, and of
         // a side effect tainted by untrusted output. One the host confirmed
         // needs nothing more.
-        if (prepared.spec.high_risk() || prepared.tainted.is_some())
-            && !matches!(approval, Approval::Given)
-        {
+        if prepared.needs_person() && !matches!(approval, Approval::Given) {
             self.with_arguments(prepared)?;
             let asking = Asking::of(prepared, prepared.tainted.as_deref());
             // Boxed: a question to a person (or an approval by id) is the
@@ -741,10 +790,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// What the check, the preview and the handler see of the call.
-    pub(super) fn call_context<'a>(&'a self, prepared: &Prepared<'a>) -> CallContext<'a> {
+    /// `key` is the call's key, copied out of it: the context borrows its
+    /// text (a tool that takes a `Ctx` copies it, no other does) while the
+    /// stages borrow the call mutably.
+    pub(super) fn call_context<'a>(
+        &'a self,
+        prepared: &Prepared<'a>,
+        key: &'a Key,
+    ) -> CallContext<'a> {
         CallContext {
             state: &self.erased_state,
-            idempotency_key: Arc::from(prepared.key.as_str()),
+            idempotency_key: key.as_str(),
             session: shared_session(prepared.session),
             caller: prepared.caller,
         }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::inbox::Carried;
-use super::locks::HeldLock;
+use super::locks::{HeldLock, Resources};
 use crate::args::Members;
 use crate::audit::ArgumentProblem;
 use crate::policy::Caller;
@@ -69,9 +69,18 @@ pub(super) struct Prepared<'a> {
     /// and handed to stages 5 to 8, which take it over; then, while they
     /// run, the lock they hold, which the result's record frees too.
     pub lock: Option<HeldLock>,
+    /// The lock keys of the call's resources, once read (see
+    /// `resource_keys`): the call's start reads them, stages 5 to 8 take them.
+    pub resources: Option<Resources>,
 }
 
 impl Prepared<'_> {
+    /// Whether the call runs only with a person's approval (stage 7): a
+    /// high-risk tool, or a side effect untrusted output tainted.
+    pub fn needs_person(&self) -> bool {
+        self.spec.high_risk() || self.tainted.is_some()
+    }
+
     /// The validated arguments as JSON, once `Dispatcher::with_arguments`
     /// built them.
     pub fn arguments(&self) -> &Value {

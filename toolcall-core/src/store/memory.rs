@@ -29,6 +29,10 @@ pub struct MemoryStore {
     /// look for the same call, the count of the session's open ones and
     /// the write are one step for every asker.
     asks: Mutex<()>,
+    /// Whether any approval held a person's decision: until one does, a
+    /// call's start knows no session has a decided approval without
+    /// looking through every shard's approvals.
+    any_decided: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -205,6 +209,7 @@ impl MemoryStore {
             retention_ms: u64::try_from(retention.as_millis()).unwrap_or(u64::MAX),
             capacity_per_shard: capacity.div_ceil(SHARDS).max(1),
             asks: Mutex::new(()),
+            any_decided: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -270,6 +275,9 @@ impl MemoryStore {
 
     /// Keeps `approval` as given, unused.
     fn insert_approval(&self, approval: &PendingApproval) {
+        if approval.decision.is_some() {
+            self.note_decided();
+        }
         let now = now_ms();
         let mut shard = self.shard(&approval.id);
         shard.approvals.insert(
@@ -281,6 +289,36 @@ impl MemoryStore {
             },
         );
         self.maintain(&mut shard, now);
+    }
+
+    /// Notes that an approval holds a person's decision (before the
+    /// decision is written, so that no call's start misses it).
+    fn note_decided(&self) {
+        self.any_decided
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// What [`Store::begin_call`] asks of a key within the budgets, under
+    /// its shard's lock: its count, what is recorded of it, and whether the
+    /// resource's lock may be taken (the key neither completed nor held by
+    /// a running claim).
+    fn begin_key(&self, start: &CallStart<'_>, begun: &mut CallBegun) -> bool {
+        let (mut shard, slot) = self.slot(start.key);
+        let calls = count_in(&mut shard.calls, slot, start.now_ms);
+        begun.calls = Some(calls);
+        let mut may_lock = false;
+        if calls <= start.max_calls {
+            let recorded = recorded_in(&shard, &slot, now_ms());
+            may_lock = !matches!(
+                recorded,
+                Some(RecordedOutcome::Completed(_) | RecordedOutcome::InFlight)
+            );
+            if start.outcome {
+                begun.outcome = recorded;
+            }
+        }
+        self.maintain(&mut shard, start.now_ms);
+        may_lock
     }
 
     /// After a write, now and then, drop what is too old or too much.
@@ -348,6 +386,22 @@ fn same_call(a: &PendingApproval, b: &PendingApproval) -> bool {
         && a.tool == b.tool
         && a.digest == b.digest
         && a.reason == b.reason
+}
+
+/// What `shard` recorded of the key in `slot`, as [`Store::outcome`] says it.
+fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<RecordedOutcome> {
+    match shard.records.get(slot).map(|r| &r.state) {
+        Some(RecordState::Completed(result)) => Some(RecordedOutcome::Completed(result.clone())),
+        Some(RecordState::InDoubt) => Some(RecordedOutcome::InDoubt),
+        // A claim whose holder let its lease run out (it died, or its
+        // future was dropped) left no outcome: the effect may have
+        // happened.
+        Some(RecordState::InFlight { until_ms }) if *until_ms <= now_ms => {
+            Some(RecordedOutcome::InDoubt)
+        }
+        Some(RecordState::InFlight { .. }) => Some(RecordedOutcome::InFlight),
+        None => None,
+    }
 }
 
 fn count_in<K: Hash + Eq, H: BuildHasher>(
@@ -433,20 +487,52 @@ impl Store for MemoryStore {
 
     async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         let (shard, slot) = self.slot(key);
-        Ok(match shard.records.get(&slot).map(|r| &r.state) {
-            Some(RecordState::Completed(result)) => {
-                Some(RecordedOutcome::Completed(result.clone()))
+        Ok(recorded_in(&shard, &slot, now_ms()))
+    }
+
+    async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
+        let mut begun = CallBegun::default();
+        {
+            let mut shard = self.shard(start.session);
+            begun.step = match shard.steps.get_mut(start.session) {
+                Some(counted) => {
+                    counted.count += 1;
+                    counted.touched_ms = start.now_ms;
+                    counted.count
+                }
+                None => count_in(&mut shard.steps, start.session.to_owned(), start.now_ms),
+            };
+            if start.taint {
+                begun.tainted = Some(shard.taint.contains_key(start.session));
             }
-            Some(RecordState::InDoubt) => Some(RecordedOutcome::InDoubt),
-            // A claim whose holder let its lease run out (it died, or its
-            // future was dropped) left no outcome: the effect may have
-            // happened.
-            Some(RecordState::InFlight { until_ms }) if *until_ms <= now_ms() => {
-                Some(RecordedOutcome::InDoubt)
-            }
-            Some(RecordState::InFlight { .. }) => Some(RecordedOutcome::InFlight),
-            None => None,
-        })
+            self.maintain(&mut shard, start.now_ms);
+        }
+        if start.decided && !self.any_decided.load(std::sync::atomic::Ordering::SeqCst) {
+            begun.decided = Some(false);
+        }
+        if begun.step > start.max_steps {
+            return Ok(begun);
+        }
+        if self.begin_key(start, &mut begun)
+            && let Some(lock) = start.lock
+        {
+            begun.locked = self
+                .lock_resource(lock.resource, lock.holder, start.now_ms, lock.lease_ms)
+                .await?;
+        }
+        Ok(begun)
+    }
+
+    async fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.complete(key, result).await?;
+        self.unlock_resource(resource, holder).await?;
+        Ok(true)
     }
 
     async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
@@ -714,6 +800,7 @@ impl Store for MemoryStore {
             } else if entry.approval.expires_ms <= now_ms {
                 DecideOutcome::Expired
             } else {
+                self.note_decided();
                 entry.approval.decision = Some(decision.clone());
                 DecideOutcome::Decided
             },
@@ -804,6 +891,54 @@ mod tests {
             .build()
             .unwrap()
             .block_on(future)
+    }
+
+    #[test]
+    fn a_call_start_says_no_approval_is_decided_only_until_a_person_decides_one() {
+        block_on(async {
+            let store = MemoryStore::default();
+            let key = Key::sha256("call");
+            let mut start = CallStart::new("s", &key, 1, 100);
+            start.decided = true;
+            let begun = store.begin_call(&start).await.unwrap();
+            assert_eq!(begun.decided, Some(false), "nothing decided yet");
+            let question = |id: &str, decision| PendingApproval {
+                id: id.into(),
+                session: "s".into(),
+                caller: "c".into(),
+                tool: "pay".into(),
+                digest: "d".into(),
+                arguments: Value::Null,
+                step: 1,
+                created_ms: 1,
+                expires_ms: u64::MAX,
+                decision,
+                reason: None,
+                tainted: Vec::new(),
+            };
+            store.put_approval(&question("a", None)).await.unwrap();
+            let begun = store.begin_call(&start).await.unwrap();
+            assert_eq!(begun.decided, Some(false), "asked, not decided");
+            let yes = ApprovalDecision {
+                approved: true,
+                by: "p".into(),
+                note: String::new(),
+                edited_arguments: None,
+                decided_ms: 2,
+            };
+            assert_eq!(
+                store.decide_approval("a", &yes, 2).await.unwrap(),
+                DecideOutcome::Decided
+            );
+            let begun = store.begin_call(&start).await.unwrap();
+            assert_eq!(begun.decided, None, "a decision exists: the caller looks");
+
+            // An approval stored with its decision counts too.
+            let other = MemoryStore::default();
+            other.put_approval(&question("b", Some(yes))).await.unwrap();
+            let begun = other.begin_call(&start).await.unwrap();
+            assert_eq!(begun.decided, None);
+        });
     }
 
     #[test]
