@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::echo::{MAX_CALL_ID_BYTES, MAX_ID_BYTES, MAX_NOTE_BYTES};
+use toolcall::__private::echo::{MAX_CALL_ID_BYTES, MAX_ID_BYTES, MAX_NOTE_BYTES};
 use toolcall::store::Store;
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, tool,
@@ -113,7 +113,7 @@ async fn host_texts_are_bounded_where_they_are_kept_and_the_same_everywhere() {
             )
             .await;
         assert!(looked.ok, "{looked:?}");
-        let bounded = toolcall::echo::bound(conversation, MAX_ID_BYTES);
+        let bounded = toolcall::__private::echo::bound(conversation, MAX_ID_BYTES);
         assert_eq!(d.store().peek_step(&bounded).await.unwrap(), steps);
     }
     assert!(

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use orders::{Currency, RefundOrderArgs, RefundReason, Shop, get_order, refund_order};
 use serde_json::json;
+use toolcall::__private::ToolArgs;
 use toolcall::{
     BuildError, Call, Caller, Ctx, Dispatcher, Policy, Registry, RegistryError, Rejection, Tool,
-    ToolArgs, tool, tools,
+    tool, tools,
 };
 use toolcall_tests::place;
 

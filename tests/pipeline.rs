@@ -361,7 +361,7 @@ fn refund_of(cents: i64) -> String {
 
 #[tokio::test]
 async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
-    use toolcall::Store as _;
+    use toolcall::store::Store as _;
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     let first = d
@@ -394,7 +394,7 @@ async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
 
 #[tokio::test]
 async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_still_asked() {
-    use toolcall::Store as _;
+    use toolcall::store::Store as _;
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop)
         .max_pending_approvals(3)

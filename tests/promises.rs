@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use orders::{Shop, get_order, refund_order};
 use serde_json::{Value, json};
+use toolcall::store::MemoryStore;
 use toolcall::{
-    Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, MemoryStore, Policy, REDACTED,
-    Registry, Rejection, ToolError, ToolResult, tool, tools,
+    Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, REDACTED, Registry,
+    Rejection, ToolError, ToolResult, tool, tools,
 };
 
 const REFUND_ALL: &str =

@@ -11,12 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use orders::{Shop, get_order, read_messages, refund_order};
 use serde_json::{Value, json};
+use toolcall::store::Store;
 use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome,
     StoreError, TaintHit, TakeApproval, now_ms,
 };
-use toolcall::{Call, Code, Dispatcher, Policy, Store, ToolResult, tools};
+use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 use toolcall_tests::{postgres_schema, postgres_url};
@@ -463,7 +464,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
 
 #[tokio::test]
 async fn every_store_begins_and_completes_a_call_as_its_parts_do() {
-    let memory = toolcall::MemoryStore::default();
+    let memory = toolcall::store::MemoryStore::default();
     begin_conformance(&memory, &memory, true).await;
     let sqlite = SqliteStore::open_in_memory().unwrap();
     begin_conformance(&sqlite, &sqlite, true).await;

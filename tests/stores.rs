@@ -10,7 +10,8 @@ use toolcall_tests::key;
 
 use serde_json::{Value, json};
 use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
-use toolcall::{Call, Ctx, Dispatcher, MemoryStore, Rejection, Store, ToolResult, tool, tools};
+use toolcall::store::{MemoryStore, Store};
+use toolcall::{Call, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_sqlite::SqliteStore;
 use toolcall_tests::{approvals_conformance, asked_call, conformance};
 

@@ -7,10 +7,8 @@ use std::sync::Arc;
 use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::{Value, json};
 use toolcall::store::now_ms;
-use toolcall::{
-    Approvals, Call, Code, Dispatcher, MemoryAudit, MemoryStore, Policy, Store, Taint, ToolResult,
-    tools,
-};
+use toolcall::store::{MemoryStore, Store};
+use toolcall::{Approvals, Call, Code, Dispatcher, MemoryAudit, Policy, Taint, ToolResult, tools};
 
 type Orders = Dispatcher<Shop, MemoryStore>;
 

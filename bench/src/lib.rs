@@ -39,9 +39,10 @@ use orders::{
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use toolcall::__private::ToolArgs;
 use toolcall::{
-    AuditRecord, AuditSink, Call, Code, Dispatcher, FieldErrors, MemoryAudit, Policy, ToolArgs,
-    ToolResult, canonical::idempotency_key, tools,
+    AuditRecord, AuditSink, Call, Code, Dispatcher, FieldErrors, MemoryAudit, Policy, ToolResult,
+    canonical::idempotency_key, tools,
 };
 
 /// The session every scenario runs in, as in `bench.py`.

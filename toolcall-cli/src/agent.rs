@@ -21,7 +21,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall_core::{Approvals, Call, Decision, Dispatcher, Store};
+use toolcall_core::store::Store;
+use toolcall_core::{Approvals, Call, Decision, Dispatcher};
 use toolcall_providers::{Format, Outcome, Provider, RunOptions, Turn};
 
 use crate::{AgentArgs, AgentProvider, Error};

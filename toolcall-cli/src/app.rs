@@ -8,9 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser};
-use toolcall_core::{
-    Caller, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry, Store,
-};
+use toolcall_core::store::Store;
+use toolcall_core::{Caller, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry};
 
 use crate::policy::parse_limit;
 use crate::{Command, Context, Error, StoreSpec, WithStore, exit, narrow};

@@ -6,7 +6,8 @@ use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use toolcall_core::{Dispatcher, Store};
+use toolcall_core::Dispatcher;
+use toolcall_core::store::Store;
 use toolcall_mcp::Options;
 use toolcall_mcp::http::{HttpOptions, MCP_PATH, router};
 

@@ -7,7 +7,8 @@ use std::io::{self, BufRead, BufWriter, Write};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use toolcall_core::{Arguments, Call, Dispatcher, Store};
+use toolcall_core::store::Store;
+use toolcall_core::{Arguments, Call, Dispatcher};
 
 use crate::output::open_input;
 use crate::{Error, ReplayArgs};

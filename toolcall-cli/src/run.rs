@@ -5,7 +5,8 @@ use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
 
-use toolcall_core::{Dispatcher, Policy, Registry, Store};
+use toolcall_core::store::Store;
+use toolcall_core::{Dispatcher, Policy, Registry};
 
 use crate::contract::{check, report, write_lock};
 use crate::definitions::definitions;

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolcall_contract::report;
-use toolcall_core::{Dispatcher, Store};
+use toolcall_core::Dispatcher;
+use toolcall_core::store::Store;
 
 use crate::{Error, ServeArgs};
 

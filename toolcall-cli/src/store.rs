@@ -6,7 +6,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use toolcall_core::{MemoryStore, Store};
+use toolcall_core::store::{MemoryStore, Store};
 
 use crate::Error;
 
@@ -119,7 +119,8 @@ impl fmt::Display for StoreSpec {
 /// ```
 /// use std::sync::Arc;
 /// use toolcall_cli::{StoreSpec, WithStore};
-/// use toolcall_core::{Dispatcher, Registry, Store};
+/// use toolcall_core::store::Store;
+/// use toolcall_core::{Dispatcher, Registry};
 ///
 /// struct Build;
 ///

@@ -32,7 +32,7 @@ pub const MAX_NOTE_BYTES: usize = 2048;
 /// one text always to the same.
 ///
 /// ```
-/// use toolcall_core::echo::bound;
+/// use toolcall_core::__private::echo::bound;
 ///
 /// assert_eq!(bound("chat-1", 1024), "chat-1");
 /// let long = "x".repeat(1_000_000);

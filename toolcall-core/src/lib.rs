@@ -14,7 +14,7 @@ pub mod canonical;
 #[doc(hidden)]
 pub mod crash;
 mod dispatcher;
-pub mod echo;
+mod echo;
 mod error;
 mod format;
 mod kinds;
@@ -29,10 +29,7 @@ mod suggest;
 mod taint;
 mod tool;
 
-pub use args::{
-    Bound, Constraint, FieldErrors, FieldMeta, FieldProblem, MemberValue, Members, Pattern,
-    StringFormat, ToolArgs,
-};
+pub use args::{FieldErrors, FieldProblem};
 pub use audit::{ArgumentProblem, AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
 pub use dispatcher::{
     Approvals, BuildError, Call, Decision, Dispatcher, DispatcherBuilder, Settings,
@@ -44,12 +41,47 @@ pub use policy::{Caller, Policy, Taint};
 pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
 pub use result::{Code, Data, ToolResult};
-pub use store::{MemoryStore, Store, StoreError, TaintHit};
-pub use tool::{BoxFuture, Ctx, Tool, ToolSpec};
+pub use tool::{Ctx, Tool, ToolSpec};
+
+/// A tool's parameters as the runtime knows them ([`ToolSpec::fields`]):
+/// each one's name, description and `#[arg(...)]` constraints, in
+/// declaration order. What an application reads to show a tool's
+/// arguments, or to check a value before a call (an approval inbox's edit
+/// form, a contract's lock file, a provider's schema export): each
+/// constraint is both a JSON Schema keyword ([`Constraint::keyword`]) and
+/// a check ([`Constraint::violation`]).
+///
+/// `#[tool]` writes these; they are not built by hand.
+///
+/// ```
+/// use toolcall_core::fields::{Constraint, FieldMeta};
+///
+/// fn min_length(field: &FieldMeta) -> Option<usize> {
+///     field.constraints.iter().find_map(|c| match c {
+///         Constraint::MinLength(n) => Some(*n),
+///         _ => None,
+///     })
+/// }
+/// # let _ = min_length;
+/// ```
+pub mod fields {
+    pub use crate::args::{Bound, Constraint, FieldMeta, Pattern};
+    pub use crate::format::StringFormat;
+}
 
 /// What `#[tool]` expands to reaches the runtime through here. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::args::{
+        Bound, Constraint, FieldErrors, FieldMeta, MemberValue, Members, Pattern, StringFormat,
+        ToolArgs,
+    };
+    pub use crate::tool::BoxFuture;
+
+    /// Bounded echo of the model's and the host's text.
+    pub mod echo {
+        pub use crate::echo::*;
+    }
     pub use crate::kinds::{
         ArgFallback, ArgProbe, ArgType, ListArg, NumberArg, Probe, StringArg, Unreachable,
         assert_arg, assert_list, assert_number, assert_string, insert_property, object_schema,

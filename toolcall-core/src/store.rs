@@ -9,6 +9,20 @@
 //! and a resource's lock, are kept under a [`Key`]: a SHA-256 digest the
 //! dispatcher made, as its bytes, with its hex text for a store that keeps
 //! text.
+//!
+//! # Approvals
+//!
+//! A host deciding for a person needs three of the approval types here: a
+//! [`PendingApproval`] (the question, bound to one exact call), an
+//! [`ApprovalDecision`] (the person's answer, kept with it until a call uses
+//! it up) and what came of it, an [`ApprovalResult`] (read back in an
+//! [`ApprovalEntry`]). The dispatcher's own way to decide is
+//! [`Decision`](crate::Decision), with [`Dispatcher::approve`](crate::Dispatcher::approve)
+//! and [`Dispatcher::deny`](crate::Dispatcher::deny); an inbox records a
+//! person's with [`Store::decide_approval`], which says whether it was the
+//! one ([`DecideOutcome`]). The rest ([`Binding`], [`TakeApproval`],
+//! [`AskApproval`], the `Pending*` query types) is the contract a [`Store`]
+//! implements.
 
 use std::fmt;
 use std::future::Future;
@@ -568,8 +582,8 @@ impl std::error::Error for StoreError {
 pub trait Store: Send + Sync + 'static {
     /// Counts one step of `session`, at `now_ms` (the call's time), and
     /// returns the new count. A session id can be long (the host chooses
-    /// it): a store that indexes it should index [`session_key`] of it
-    /// instead.
+    /// it): a store that indexes it should index a fixed-length digest of
+    /// it instead (hex SHA-256, as the SQLite and Postgres stores do).
     fn next_step(
         &self,
         session: &str,
@@ -752,8 +766,8 @@ pub trait Store: Send + Sync + 'static {
     ///   [`Full`](AskApproval::Full);
     /// * else `approval` is stored: [`Created`](AskApproval::Created).
     ///
-    /// A session id can be long: a store that indexes it should index
-    /// [`session_key`] of it.
+    /// A session id can be long: a store that indexes it should index a
+    /// fixed-length digest of it (see [`next_step`](Store::next_step)).
     fn ask_approval(
         &self,
         approval: &PendingApproval,
@@ -1067,13 +1081,17 @@ impl<T: Store> Store for std::sync::Arc<T> {
 
 /// The fixed-length key a durable store indexes a session by: hex SHA-256 of
 /// the session id, so that a session id of any length fits an index (a
-/// Postgres B-tree entry holds at most about 2.7 KB).
+/// Postgres B-tree entry holds at most about 2.7 KB). Shared by the stores of
+/// this workspace; not a public API.
+#[doc(hidden)]
 pub fn session_key(session: &str) -> String {
     use sha2::Digest as _;
     crate::canonical::hex(&sha2::Sha256::digest(session.as_bytes()))
 }
 
-/// Milliseconds since the Unix epoch, now.
+/// Milliseconds since the Unix epoch, now. Shared by the pipeline and the
+/// stores of this workspace; not a public API.
+#[doc(hidden)]
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

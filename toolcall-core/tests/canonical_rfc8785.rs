@@ -537,10 +537,10 @@ proptest! {
 
 mod tools {
     use serde_json::{Value, json};
+    use toolcall_core::__private::{BoxFuture, Members, ToolArgs};
     use toolcall_core::__private::{CallContext, Data, SpecParts};
-    use toolcall_core::{
-        BoxFuture, FieldErrors, FieldMeta, Members, Tool, ToolArgs, ToolError, ToolSpec,
-    };
+    use toolcall_core::fields::FieldMeta;
+    use toolcall_core::{FieldErrors, Tool, ToolError, ToolSpec};
 
     /// A tool of one field of type `T`, named `name` in JSON.
     macro_rules! one_field_tool {

@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use toolcall_core::{Constraint, StringFormat};
+use toolcall_core::fields::{Constraint, StringFormat};
 
 /// Cases where this crate decides otherwise than the suite, on purpose, by
 /// format and description, with the reason.

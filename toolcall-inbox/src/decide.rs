@@ -7,11 +7,12 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use toolcall_core::echo::{MAX_NOTE_BYTES, bound};
+use toolcall_core::__private::echo::{MAX_NOTE_BYTES, bound};
+use toolcall_core::ToolSpec;
+use toolcall_core::store::Store as _;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, DecideOutcome, PendingApproval, now_ms,
 };
-use toolcall_core::{Store as _, ToolSpec};
 
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};

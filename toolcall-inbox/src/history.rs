@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use toolcall_core::Store as _;
+use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalEntry, now_ms};
 
 use crate::html::{Html, utc};

@@ -5,7 +5,7 @@
 //! in one process is decided here and runs in another.
 //!
 //! ```no_run
-//! # async fn demo(store: toolcall_core::MemoryStore, registry: toolcall_core::Registry)
+//! # async fn demo(store: toolcall_core::store::MemoryStore, registry: toolcall_core::Registry)
 //! # -> std::io::Result<()> {
 //! use std::sync::Arc;
 //! use toolcall_inbox::{Access, Options, Parts};
@@ -116,10 +116,9 @@
 //!   it.
 //! * **Bounds.** A request body is at most 256 KiB (413); a note at most
 //!   [`MAX_NOTE`] characters (400), and what is stored of it at most
-//!   [`MAX_NOTE_BYTES`](toolcall_core::echo::MAX_NOTE_BYTES) bytes (a
-//!   longer one is kept as its head and its SHA-256,
-//!   [`bound`](toolcall_core::echo::bound)); a page lists at most
-//!   [`MAX_PAGE`] approvals.
+//!   2 KiB (a longer one is kept as its head and its SHA-256, as everywhere
+//!   the pipeline keeps a host's text); a page lists at most [`MAX_PAGE`]
+//!   approvals.
 //!
 //! What the operator must add: bind the inbox to a loopback address (the
 //! command line's default is `127.0.0.1:8080`) and put a TLS proxy in front
@@ -154,7 +153,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use serde_json::Value;
-use toolcall_core::{AuditRecord, Dispatcher, Registry, Store};
+use toolcall_core::store::Store;
+use toolcall_core::{AuditRecord, Dispatcher, Registry};
 
 pub use access::{Access, AccessError, DEFAULT_NAME, MIN_TOKEN_LEN, User};
 pub use html::esc;
@@ -307,7 +307,7 @@ impl Options {
 
 /// The longest note a person may write, in characters: a longer one is
 /// refused (400). What is stored of a note is bounded in bytes too
-/// ([`MAX_NOTE_BYTES`](toolcall_core::echo::MAX_NOTE_BYTES)).
+/// (2 KiB, kept as its head and its SHA-256 beyond).
 pub const MAX_NOTE: usize = 1000;
 
 struct App<B> {

@@ -7,8 +7,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
+use toolcall_core::AuditRecord;
+use toolcall_core::store::Store as _;
 use toolcall_core::store::now_ms;
-use toolcall_core::{AuditRecord, Store as _};
 
 use crate::chart;
 use crate::history::came_of;

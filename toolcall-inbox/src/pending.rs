@@ -8,8 +8,9 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use toolcall_core::ToolSpec;
+use toolcall_core::store::Store as _;
 use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
-use toolcall_core::{Store as _, ToolSpec};
 
 use crate::html::{Html, duration, rfc3339, segment, utc};
 use crate::page::{html_response, layout, message, store_down};

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use toolcall::store::{ApprovalDecision, ApprovalEntry, DecideOutcome, now_ms};
+use toolcall::store::{MemoryStore, Store};
 use toolcall::{
-    Approvals, Call, Code, Ctx, Decision, Dispatcher, MemoryAudit, MemoryStore, Policy, Rejection,
-    Store, ToolResult, tool, tools,
+    Approvals, Call, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
+    tool, tools,
 };
 use toolcall_sqlite::SqliteStore;
 

@@ -483,7 +483,12 @@ async fn story(orders: &Orders, client: &Client, dir: &Path, screenshot: Option<
 }
 
 /// A hostile argument, session and note render as text: no script runs.
-async fn hostile(orders: &Orders, store: &impl toolcall::Store, client: &Client, dir: &Path) {
+async fn hostile(
+    orders: &Orders,
+    store: &impl toolcall::store::Store,
+    client: &Client,
+    dir: &Path,
+) {
     let token_file = dir.join("tokens");
     let (addr, _serve) = orders.serve(&token_file);
     let root = format!("http://{addr}/");

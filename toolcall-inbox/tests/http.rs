@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
+use toolcall::store::Store;
 use toolcall::store::{ApprovalEntry, PendingApproval, now_ms};
-use toolcall::{Call, Code, Dispatcher, Policy, Rejection, Store, Taint, tool, tools};
+use toolcall::{Call, Code, Dispatcher, Policy, Rejection, Taint, tool, tools};
 use toolcall_inbox::{Access, Options, Parts};
 use toolcall_sqlite::SqliteStore;
 

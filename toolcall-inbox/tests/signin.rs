@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpSocket};
-use toolcall::echo::{MAX_NOTE_BYTES, bound};
+use toolcall::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall::store::ApprovalEntry;
-use toolcall::{Call, Code, Dispatcher, Rejection, Store, tool, tools};
+use toolcall::store::Store;
+use toolcall::{Call, Code, Dispatcher, Rejection, tool, tools};
 use toolcall_inbox::{Access, MAX_FAILURES, Options, Parts};
 use toolcall_sqlite::SqliteStore;
 

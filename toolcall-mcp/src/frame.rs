@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
-use toolcall_core::echo::{MAX_VALUE_ECHO, cut};
+use toolcall_core::__private::echo::{MAX_VALUE_ECHO, cut};
 
 use crate::MAX_REQUEST_ID_BYTES;
 

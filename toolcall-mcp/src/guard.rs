@@ -10,7 +10,7 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::Mutex;
-use toolcall_core::echo::{MAX_VALUE_ECHO, cut};
+use toolcall_core::__private::echo::{MAX_VALUE_ECHO, cut};
 
 use crate::MAX_STDIO_LINE_BYTES;
 use crate::frame::{self, Outcome, Scanner};
@@ -37,7 +37,7 @@ use crate::frame::{self, Outcome, Scanner};
 ///   answered (JSON-RPC answers neither). The error quotes none of the
 ///   input beyond a short excerpt of the parser's message; and every
 ///   JSON-RPC error the server sends through the guard, rmcp's included, has
-///   its strings [cut](toolcall_core::echo::cut) and its `data` left out
+///   its strings cut (head and tail) and its `data` left out
 ///   past 4 KiB, so that no error grows with the request it answers.
 /// * refuses (`-32600`, `id: null`, saying why) a request whose `id` no
 ///   answer could carry exactly as sent: longer than
@@ -297,7 +297,7 @@ const MAX_ERROR_DATA: usize = 4096;
 /// Bounds what a JSON-RPC error repeats of its request: rmcp's errors may
 /// quote the client (an unsupported protocol version comes back in
 /// `data.requested`, whatever its length). Every string of the message and
-/// data is [cut](toolcall_core::echo::cut), and data still larger than
+/// data is cut (head and tail), and data still larger than
 /// [`MAX_ERROR_DATA`] is left out. Results are the pipeline's, which bounds
 /// its own echo.
 fn bound_error(item: &mut TxJsonRpcMessage<RoleServer>) {

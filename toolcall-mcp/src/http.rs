@@ -22,7 +22,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
-use toolcall_core::{Caller, Dispatcher, Store};
+use toolcall_core::store::Store;
+use toolcall_core::{Caller, Dispatcher};
 
 use crate::frame::{self, INVALID_PARAMS, INVALID_REQUEST, Outcome, RawArguments};
 use crate::server::Memory;

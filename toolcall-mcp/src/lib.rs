@@ -431,7 +431,8 @@ pub use rmcp;
 use rmcp::ServiceExt as _;
 use rmcp::service::{QuitReason, RoleServer, ServerInitializeError};
 use rmcp::transport::IntoTransport;
-use toolcall_core::{Dispatcher, Store};
+use toolcall_core::Dispatcher;
+use toolcall_core::store::Store;
 
 pub use guard::FrameGuard;
 pub use server::McpServer;

@@ -21,11 +21,10 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
+use toolcall_core::__private::echo::{MAX_NAME_ECHO, cut};
 use toolcall_core::canonical::digest;
-use toolcall_core::echo::{MAX_NAME_ECHO, cut};
-use toolcall_core::{
-    Approvals, Arguments, Call, Caller, Code, Dispatcher, MemoryStore, Store, ToolResult,
-};
+use toolcall_core::store::{MemoryStore, Store};
+use toolcall_core::{Approvals, Arguments, Call, Caller, Code, Dispatcher, ToolResult};
 
 use crate::frame::RawArguments;
 use crate::{CONVERSATION_META, Conversations, MAX_CONVERSATION_NAME_BYTES, Options};

@@ -19,9 +19,10 @@ use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, serv
 use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
 use serde_json::{Map, Value, json};
 use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+use toolcall::store::{MemoryStore, Store};
 use toolcall::{
-    Approvals, Caller, Ctx, Dispatcher, MemoryAudit, MemoryStore, Policy, Rejection, Store, Taint,
-    ToolError, tool, tools,
+    Approvals, Caller, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, Taint, ToolError, tool,
+    tools,
 };
 use toolcall_mcp::{FrameGuard, MAX_CONVERSATION_NAME_BYTES, McpServer, Options};
 use toolcall_sqlite::SqliteStore;

@@ -19,9 +19,9 @@ use rmcp::service::{RoleClient, RoleServer, RunningService, serve_directly};
 use rmcp::{ClientHandler, ServiceExt as _};
 use serde_json::{Value, json};
 use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{MemoryStore, Store};
 use toolcall::{
-    Approvals, Arguments, Call, Code, Ctx, Dispatcher, MemoryStore, Rejection, Store, ToolError,
-    tool, tools,
+    Approvals, Arguments, Call, Code, Ctx, Dispatcher, Rejection, ToolError, tool, tools,
 };
 use toolcall_mcp::{FrameGuard, McpServer, Options};
 use toolcall_sqlite::SqliteStore;

@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
+use toolcall::ToolResult;
+use toolcall::store::Store;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
     PendingQuery, RecordedOutcome, TakeApproval, now_ms, session_key,
 };
-use toolcall::{Store, ToolResult};
 use toolcall_postgres::{PostgresStore, Purged};
 
 /// The store's key for a test's `name`.

@@ -126,7 +126,8 @@ use std::any::Any;
 use std::fmt;
 
 use serde_json::Value;
-use toolcall_core::{Arguments, Call, Caller, Code, Dispatcher, Store, ToolResult};
+use toolcall_core::store::Store;
+use toolcall_core::{Arguments, Call, Caller, Code, Dispatcher, ToolResult};
 
 /// A model API whose tool-call messages the adapters read and answer.
 ///

@@ -67,9 +67,8 @@ use rig_core::tool::{ContextValue, ToolContext};
 use rig_core::tool::{ToolErrorKind, ToolExecutionError, ToolOutput};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolcall_core::{
-    Approvals, Arguments, Call, Caller, Code, Decision, Dispatcher, MemoryStore, Store, ToolResult,
-};
+use toolcall_core::store::{MemoryStore, Store};
+use toolcall_core::{Approvals, Arguments, Call, Caller, Code, Decision, Dispatcher, ToolResult};
 
 /// The conversation one rig run's tool calls belong to, in the run's
 /// `ToolContext` (key `toolcall.conversation`): it stands for the session

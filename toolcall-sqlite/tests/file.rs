@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use serde_json::json;
+use toolcall::ToolResult;
+use toolcall::store::Store;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
     PendingQuery, RecordedOutcome, TakeApproval, now_ms,
 };
-use toolcall::{Store, ToolResult};
 use toolcall_sqlite::{Purged, SqliteStore};
 
 const DB: &str = "TOOLCALL_OPEN_DB";

@@ -120,7 +120,7 @@
 //! | time a person has to approve | 15 min | [`DispatcherBuilder::approval_ttl`] |
 //! | questions to a person one conversation may have open | 20 (one more is `PENDING_LIMIT`) | [`DispatcherBuilder::max_pending_approvals`] |
 //! | who calls, when a call names no caller | `"default"`, allowed every tool, no limits | [`DispatcherBuilder::policy`], [`DispatcherBuilder::caller`] |
-//! | where the pipeline remembers | [`MemoryStore`]: this process, 24 h after last use | [`DispatcherBuilder::store`] (`toolcall-sqlite`, `toolcall-postgres`) |
+//! | where the pipeline remembers | [`MemoryStore`](store::MemoryStore): this process, 24 h after last use | [`DispatcherBuilder::store`] (`toolcall-sqlite`, `toolcall-postgres`) |
 //! | the most of a result's text the model gets | no bound | [`DispatcherBuilder::max_output_bytes`], or `#[tool(max_output_bytes = N)]` per tool |
 //! | taint from `untrusted_output` tools | [`Taint::Session`]: after any untrusted output, every side effect in the session needs approval | [`Policy::taint`] per caller ([`Taint::Values`], [`Taint::Off`]) |
 //! | where audit records go | [`MemoryAudit`]: the last 10,000 in memory | [`DispatcherBuilder::audit`] ([`JsonLinesAudit`]) |
@@ -286,7 +286,7 @@
 //! closest real field suggested.
 //!
 //! Each `#[arg(...)]` key is one declaration that feeds both the JSON Schema
-//! and the validator (they are defined side by side in [`Constraint`]), so
+//! and the validator (they are defined side by side in [`Constraint`](fields::Constraint)), so
 //! the model is told exactly what the code enforces:
 //!
 //! | attribute | applies to | JSON Schema | the validator refuses |
@@ -300,7 +300,7 @@
 //! | `max_length = 280` | strings | `maxLength` | more characters |
 //! | `min_items = 1` | lists | `minItems` | fewer items |
 //! | `max_items = 20` | lists | `maxItems` | more items |
-//! | `format = "email"` | strings | `format` | a string not of the format: `email`, `uuid`, `date`, `date-time`, `uri` (each has a real check, see [`StringFormat`]) |
+//! | `format = "email"` | strings | `format` | a string not of the format: `email`, `uuid`, `date`, `date-time`, `uri` (each has a real check, see [`StringFormat`](fields::StringFormat)) |
 //! | `rename = "orderId"` | any | the property's name | the Rust name, as an unknown field |
 //! | `limit = "max_refund_cents"` | numbers | (none) | at the policy stage, a value above the caller's [`Policy`] limit of that name; a caller without that limit is refused (fails closed) |
 //! | `sensitive` | any | (none) | nothing: the value is replaced by `"[redacted]"` in audit records (and arguments that do not parse are not kept at all) |
@@ -498,9 +498,9 @@
 //! # Exactly once, and where the pipeline remembers
 //!
 //! Everything the pipeline remembers (step counts, duplicate counts,
-//! idempotency records, pending approvals) goes through the [`Store`] trait:
+//! idempotency records, pending approvals) goes through the [`Store`](store::Store) trait:
 //!
-//! * [`MemoryStore`], the default: sharded, so concurrent conversations
+//! * [`MemoryStore`](store::MemoryStore), the default: sharded, so concurrent conversations
 //!   rarely share a lock, and bounded by a retention window (24 hours) and a
 //!   capacity;
 //! * `SqliteStore` in the `toolcall-sqlite` crate: embedded and durable, so a
@@ -587,12 +587,14 @@
 //! identical call gets the identical answer either way.
 //!
 //! To inspect a tool without running it, [`ToolSpec::fields`] lists its
-//! parameters as [`FieldMeta`] (name, description, [`Constraint`]s such as
-//! a [`Bound`], a [`Pattern`] or a [`StringFormat`]), and
+//! parameters as [`FieldMeta`](fields::FieldMeta) (name, description,
+//! [`Constraint`](fields::Constraint)s such as a [`Bound`](fields::Bound), a
+//! [`Pattern`](fields::Pattern) or a [`StringFormat`](fields::StringFormat)),
+//! all in [`fields`], and
 //! [`ToolSpec::validate_arguments`] runs stage 3 alone: its [`FieldErrors`]
 //! hold one [`FieldProblem`] per problem (path, problem, the field's
-//! description), each shown as the model reads it. The argument struct
-//! implements [`ToolArgs`]; the macro writes it.
+//! description), each shown as the model reads it. The argument struct is
+//! the macro's own: it is not written by hand.
 //!
 //! `serde_json`'s `preserve_order` is the application's choice: no toolcall
 //! crate turns it on. With it, schemas and tool definitions keep the order
@@ -651,7 +653,7 @@
 //!
 //! What comes back never grows with what the model sent: a tool name the
 //! model made up is cut to 128 bytes (head and tail, with a marker saying how
-//! much was left out: [`echo::cut`]), each problem of an `INVALID_ARGUMENTS`
+//! much was left out), each problem of an `INVALID_ARGUMENTS`
 //! to 512 bytes, the list of problems to the first 20 (and how many more),
 //! a check's or handler's message to 2 KiB. An audit record keeps an
 //! over-long tool name and arguments over the size limit cut, and says
@@ -792,9 +794,6 @@ pub mod __private {
     pub use serde;
     pub use serde_json;
     pub use toolcall_core::__private::*;
-    pub use toolcall_core::{
-        Bound, BoxFuture, Constraint, Ctx, FieldErrors, FieldMeta, Members, Pattern, StringFormat,
-        Tool, ToolArgs, ToolError, ToolSpec,
-    };
+    pub use toolcall_core::{Ctx, Tool, ToolError, ToolSpec};
     pub use toolcall_macros::tool_items;
 }

@@ -11,9 +11,10 @@ use std::time::Duration;
 use clap::{Args, Parser};
 use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
+use toolcall::store::Store;
 use toolcall::{
-    Approvals, Call, Code, Dispatcher, JsonLinesAudit, Policy, Registry, Store, Taint, ToolResult,
-    crash, tools,
+    Approvals, Call, Code, Dispatcher, JsonLinesAudit, Policy, Registry, Taint, ToolResult, crash,
+    tools,
 };
 use toolcall_cli::{Command, Context, Error, StoreSpec, WithStore};
 

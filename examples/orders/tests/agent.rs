@@ -485,7 +485,7 @@ fn the_scripted_model_runs_as_a_command() {
 /// `--wait-approval`, runs it once.
 #[test]
 fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
-    use toolcall::Store;
+    use toolcall::store::Store;
     use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 
     let store = fresh_store("inbox");

@@ -20,7 +20,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall::Store;
+use toolcall::store::Store;
 use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 
 const TOKEN: &str = "token-of-the-support-desk-0123456789";

@@ -10,9 +10,10 @@ use std::time::Instant;
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
+use toolcall_core::store::Store;
 use toolcall_core::store::now_ms;
 use toolcall_core::store::{Binding, PendingApproval};
-use toolcall_core::{Approvals, Arguments, Call, Store, ToolResult};
+use toolcall_core::{Approvals, Arguments, Call, ToolResult};
 
 use super::McpServer;
 use super::question::UNTRUSTED_CONTEXT;

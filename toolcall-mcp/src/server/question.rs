@@ -10,8 +10,9 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
 use serde_json::Value;
+use toolcall_core::store::Store;
 use toolcall_core::store::{ApprovalDecision, now_ms};
-use toolcall_core::{Approvals, Arguments, Call, Decision, Store, ToolResult};
+use toolcall_core::{Approvals, Arguments, Call, Decision, ToolResult};
 
 use super::McpServer;
 

@@ -15,11 +15,12 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, model::TaskStatus};
 use serde_json::{Map, Value};
-use toolcall_core::echo::cut;
+use toolcall_core::__private::echo::cut;
+use toolcall_core::store::Store;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, DecideOutcome, now_ms,
 };
-use toolcall_core::{Arguments, Call, Code, Store, ToolResult};
+use toolcall_core::{Arguments, Call, Code, ToolResult};
 
 use super::question::{APPROVAL_INPUT, APPROVER, approval_question, said_yes};
 use super::{McpServer, to_mcp};

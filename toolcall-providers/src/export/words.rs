@@ -53,7 +53,7 @@ pub(crate) fn moved_sentence(keyword: &str, value: &Value) -> String {
         ),
         "format" => {
             let name = value.as_str().unwrap_or_default();
-            let what = match toolcall_core::StringFormat::from_name(name) {
+            let what = match toolcall_core::fields::StringFormat::from_name(name) {
                 Some(format) => format.describe().to_owned(),
                 None if name == "time" => "an RFC 3339 time".to_owned(),
                 None => format!("in the `{name}` format"),
