@@ -481,6 +481,7 @@ impl FieldErrors {
     /// Reads one field: its type by serde, then its constraints. A field that
     /// is absent is read as `null`, so an `Option` may be left out and
     /// anything else is reported as missing.
+    #[doc(hidden)]
     pub fn field<T: DeserializeOwned>(
         &mut self,
         members: &Members<'_>,
@@ -593,6 +594,7 @@ impl FieldErrors {
 
     /// Reports every member of `object` that is not a field, with the
     /// closest field name as a suggestion when one is close enough.
+    #[doc(hidden)]
     pub fn unknown_fields(&mut self, object: &Map<String, Value>, fields: &[FieldMeta]) {
         self.unknown_members(&Members::Parsed(object), fields);
     }
@@ -601,6 +603,7 @@ impl FieldErrors {
     /// in the order a parsed object lists its members: the text's with
     /// `serde_json`'s `preserve_order`, sorted without it (raw members, read
     /// only when every member is a field, in the text's).
+    #[doc(hidden)]
     pub fn unknown_members(&mut self, members: &Members<'_>, fields: &[FieldMeta]) {
         let known = |name: &str| fields.iter().any(|f| f.name == name);
         match members {

@@ -106,9 +106,11 @@ pub trait Tool: 'static {
 
     /// The business check, run before policy, confirmation and execution. It
     /// must have no side effects.
+    #[doc(hidden)]
     fn check(args: &Self::Args, cx: &CallContext<'_>) -> Result<(), ToolError>;
 
     /// Runs the tool: its output, serialized once.
+    #[doc(hidden)]
     fn call<'a>(
         args: Self::Args,
         cx: &'a CallContext<'_>,
@@ -118,6 +120,7 @@ pub trait Tool: 'static {
     /// its idempotency key (`#[tool(reconcile = path)]`): `Some(output)` if
     /// it took effect, `None` if it did not. Tools that declare no
     /// `reconcile` answer `None` and are never asked.
+    #[doc(hidden)]
     fn reconcile<'a>(cx: &'a CallContext<'_>) -> BoxFuture<'a, Result<Option<Data>, ToolError>> {
         let _ = cx;
         Box::pin(async { Ok(None) })
@@ -125,6 +128,7 @@ pub trait Tool: 'static {
 
     /// What the call would do, for a dry run (`#[tool(preview = path)]`):
     /// `None` for a tool that declares no preview.
+    #[doc(hidden)]
     fn preview(args: &Self::Args, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>> {
         let _ = (args, cx);
         None
