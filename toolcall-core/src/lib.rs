@@ -48,8 +48,9 @@ pub use tool::{Ctx, Tool, ToolSpec};
 /// declaration order. What an application reads to show a tool's
 /// arguments, or to check a value before a call (an approval inbox's edit
 /// form, a contract's lock file, a provider's schema export): each
-/// constraint is both a JSON Schema keyword ([`Constraint::keyword`]) and
-/// a check ([`Constraint::violation`]).
+/// constraint is both a JSON Schema keyword
+/// ([`Constraint::keyword`](fields::Constraint::keyword)) and a check
+/// ([`Constraint::violation`](fields::Constraint::violation)).
 ///
 /// `#[tool]` writes these; they are not built by hand.
 ///
