@@ -412,7 +412,7 @@ pub(crate) async fn settle(
 }
 
 /// Waits for a decision on `id` until `until_ms`: see [`PostgresStore`]'s
-/// [`Store::wait_approval`](toolcall_core::Store::wait_approval).
+/// [`Store::wait_approval`](toolcall_core::store::Store::wait_approval).
 pub(crate) async fn wait(
     store: &PostgresStore,
     id: &str,

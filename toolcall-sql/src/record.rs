@@ -36,7 +36,7 @@ pub fn state_at(state: &str, until_ms: i64, now: i64) -> &str {
     }
 }
 
-/// What [`Store::outcome`](toolcall_core::Store::outcome) answers for a
+/// What [`Store::outcome`](toolcall_core::store::Store::outcome) answers for a
 /// record in `state` (as [`state_at`] says it; `None`: no record) with
 /// `result`: completed with its result, claimed, or in doubt.
 pub fn outcome(
@@ -52,7 +52,7 @@ pub fn outcome(
 }
 
 /// What claiming a key does with its record (see
-/// [`Store::claim`](toolcall_core::Store::claim)), as [`claim_step`] says
+/// [`Store::claim`](toolcall_core::store::Store::claim)), as [`claim_step`] says
 /// it.
 #[derive(Debug)]
 pub enum ClaimStep {
