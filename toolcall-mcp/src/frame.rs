@@ -76,27 +76,57 @@ pub(crate) fn read(line: &[u8]) -> Outcome {
     // them: rmcp sees `{}` in their place, so that neither its parser nor
     // its map decides what they say (duplicate members, numbers out of
     // range, nesting) and the pipeline's limits measure what was sent.
-    // `Some(text)`: the arguments were replaced; `text` is `None` for `null`.
-    let mut raw_arguments: Option<Option<&str>> = None;
-    let mut replaced = String::new();
     let is_call = scan.method.as_deref() == Some("tools/call");
-    let text = match scan.arguments.filter(|_| is_call) {
-        Some((start, end)) => match (text.get(..start), text.get(start..end), text.get(end..)) {
-            (Some(before), Some(arguments), Some(after)) => {
-                raw_arguments = Some(Some(arguments).filter(|raw| *raw != "null"));
-                replaced.reserve(before.len() + 2 + after.len());
-                replaced.push_str(before);
-                replaced.push_str("{}");
-                replaced.push_str(after);
-                replaced.as_str()
-            }
-            _ => text,
-        },
-        None => text,
-    };
+    let replaced = scan
+        .arguments
+        .filter(|_| is_call)
+        .and_then(|span| Replaced::new(text, span));
+    let text = replaced.as_ref().map_or(text, |replaced| &replaced.text);
 
+    if let Some(refusal) = refusal(text, &scan) {
+        return refusal;
+    }
+    match serde_json::from_str::<ClientJsonRpcMessage>(text) {
+        Ok(mut message) => {
+            attach_arguments(&mut message, replaced.map(|replaced| replaced.arguments));
+            misread_call(&message).unwrap_or_else(|| Outcome::Message(Box::new(message)))
+        }
+        Err(error) => unread(&scan, text, is_call, &error),
+    }
+}
+
+/// A `tools/call`'s frame with `{}` in place of its arguments, and the
+/// arguments as sent.
+struct Replaced<'a> {
+    /// The frame, `{}` in place of the arguments.
+    text: String,
+    /// The arguments' text; `None` for `null`.
+    arguments: Option<&'a str>,
+}
+
+impl<'a> Replaced<'a> {
+    /// `text` with `{}` in place of its bytes `start..end`, if they are on
+    /// character boundaries.
+    fn new(text: &'a str, (start, end): (usize, usize)) -> Option<Self> {
+        let (before, arguments, after) =
+            (text.get(..start)?, text.get(start..end)?, text.get(end..)?);
+        let mut replaced = String::with_capacity(before.len() + 2 + after.len());
+        replaced.push_str(before);
+        replaced.push_str("{}");
+        replaced.push_str(after);
+        Some(Replaced {
+            text: replaced,
+            arguments: Some(arguments).filter(|raw| *raw != "null"),
+        })
+    }
+}
+
+/// The answer to a frame refused before rmcp reads it, if it is: a member
+/// name twice in one object, text that is not JSON, or a request whose id
+/// no answer could repeat as sent.
+fn refusal(text: &str, scan: &Scan) -> Option<Outcome> {
     if let Err(error) = no_duplicates(text) {
-        return match error.classify() {
+        return Some(match error.classify() {
             serde_json::error::Category::Data => scan.answer(
                 INVALID_REQUEST,
                 "Invalid request: a member name appears twice in one object".into(),
@@ -105,7 +135,7 @@ pub(crate) fn read(line: &[u8]) -> Outcome {
                 PARSE_ERROR,
                 format!("Parse error: {}", bounded(&error.to_string())).into(),
             ),
-        };
+        });
     }
     // A request whose id no answer could repeat as sent: refused before
     // rmcp reads it (it would answer under a copy of any length, or under
@@ -113,67 +143,78 @@ pub(crate) fn read(line: &[u8]) -> Outcome {
     if scan.has_method
         && let Some(problem) = scan.id_problem
     {
-        return scan.answer(INVALID_REQUEST, problem.message().into());
+        return Some(scan.answer(INVALID_REQUEST, problem.message().into()));
     }
-    match serde_json::from_str::<ClientJsonRpcMessage>(text) {
-        Ok(mut message) => {
-            if let JsonRpcMessage::Request(JsonRpcRequest {
-                request: ClientRequest::CallToolRequest(call),
-                ..
-            }) = &mut message
-            {
-                match raw_arguments {
-                    Some(raw) => {
-                        call.extensions.insert(RawArguments(raw.map(str::to_owned)));
-                    }
-                    // No arguments, as rmcp read it too.
-                    None if call.params.arguments.is_none() => {
-                        call.extensions.insert(RawArguments(None));
-                    }
-                    // The scan and rmcp disagree (it should not happen):
-                    // the server falls back to rmcp's map.
-                    None => tracing::warn!("could not find the raw arguments of a tools/call"),
-                }
-            }
-            // rmcp reads a known method whose params do not fit it as a
-            // custom request, which the server would answer "method not
-            // found": a `tools/call` is answered with what is wrong instead.
-            if let JsonRpcMessage::Request(JsonRpcRequest {
-                id,
-                request: ClientRequest::CustomRequest(custom),
-                ..
-            }) = &message
-                && custom.method == "tools/call"
-            {
-                let problem = call_params_problem(custom.params.as_ref()).unwrap_or_else(|| {
-                    "Invalid params: the `params` of tools/call could not be read".to_owned()
-                });
-                return Outcome::Answer(error_line(
-                    id.clone().into_json_value(),
-                    INVALID_PARAMS,
-                    &problem,
-                ));
-            }
-            Outcome::Message(Box::new(message))
+    None
+}
+
+/// Attaches to a `tools/call` the arguments it was sent with
+/// ([`RawArguments`]): `replaced` is `Some` when the frame's arguments were
+/// replaced by `{}` (`Some(None)` for `null`).
+fn attach_arguments(message: &mut ClientJsonRpcMessage, replaced: Option<Option<&str>>) {
+    let JsonRpcMessage::Request(JsonRpcRequest {
+        request: ClientRequest::CallToolRequest(call),
+        ..
+    }) = message
+    else {
+        return;
+    };
+    match replaced {
+        Some(raw) => {
+            call.extensions.insert(RawArguments(raw.map(str::to_owned)));
         }
-        Err(error) => {
-            // rmcp reads no request at all from a `tools/call` whose
-            // params are neither an object nor null, or hold a `_meta` that
-            // is not an object: if the params are what is wrong, say so.
-            if is_call
-                && let Ok(Value::Object(frame)) = serde_json::from_str::<Value>(text)
-                && frame.get("jsonrpc") == Some(&json!("2.0"))
-                && let Some(params) = frame.get("params").filter(|params| !params.is_null())
-                && let Some(problem) = call_params_problem(Some(params))
-            {
-                return scan.answer(INVALID_PARAMS, problem.into());
-            }
-            scan.answer(
-                INVALID_REQUEST,
-                format!("Invalid request: {}", bounded(&error.to_string())).into(),
-            )
+        // No arguments, as rmcp read it too.
+        None if call.params.arguments.is_none() => {
+            call.extensions.insert(RawArguments(None));
         }
+        // The scan and rmcp disagree (it should not happen): the server
+        // falls back to rmcp's map.
+        None => tracing::warn!("could not find the raw arguments of a tools/call"),
     }
+}
+
+/// rmcp reads a known method whose params do not fit it as a custom
+/// request, which the server would answer "method not found": a
+/// `tools/call` is answered with what is wrong instead.
+fn misread_call(message: &ClientJsonRpcMessage) -> Option<Outcome> {
+    let JsonRpcMessage::Request(JsonRpcRequest {
+        id,
+        request: ClientRequest::CustomRequest(custom),
+        ..
+    }) = message
+    else {
+        return None;
+    };
+    if custom.method != "tools/call" {
+        return None;
+    }
+    let problem = call_params_problem(custom.params.as_ref()).unwrap_or_else(|| {
+        "Invalid params: the `params` of tools/call could not be read".to_owned()
+    });
+    Some(Outcome::Answer(error_line(
+        id.clone().into_json_value(),
+        INVALID_PARAMS,
+        &problem,
+    )))
+}
+
+/// The answer to a frame rmcp could not read as a message (`error`).
+fn unread(scan: &Scan, text: &str, is_call: bool, error: &serde_json::Error) -> Outcome {
+    // rmcp reads no request at all from a `tools/call` whose params are
+    // neither an object nor null, or hold a `_meta` that is not an object:
+    // if the params are what is wrong, say so.
+    if is_call
+        && let Ok(Value::Object(frame)) = serde_json::from_str::<Value>(text)
+        && frame.get("jsonrpc") == Some(&json!("2.0"))
+        && let Some(params) = frame.get("params").filter(|params| !params.is_null())
+        && let Some(problem) = call_params_problem(Some(params))
+    {
+        return scan.answer(INVALID_PARAMS, problem.into());
+    }
+    scan.answer(
+        INVALID_REQUEST,
+        format!("Invalid request: {}", bounded(&error.to_string())).into(),
+    )
 }
 
 /// The answer to a frame over the length limit, from the scan of its bytes.
@@ -578,123 +619,35 @@ impl Scanner {
         }
     }
 
+    /// Scans one byte of the frame.
     fn step(&mut self, byte: u8) {
         let before = self.capturing();
-        // Whether this byte ended a number or literal without being part of it.
-        let mut delimiter = false;
         let here = self.level_at(self.depth);
-
         if self.in_string {
-            if self.escaped {
-                self.escaped = false;
-            } else if byte == b'\\' {
-                self.escaped = true;
-            } else if byte == b'"' {
-                self.in_string = false;
-                if let Some(level) = self.key_of.take() {
-                    self.end_key(level);
-                } else if let Some(level) = here
-                    && self.levels[level].expect == Expect::Text
-                {
-                    self.end_value(level, self.pos + 1);
-                }
-                self.keep(before, None, byte);
-                return;
-            }
-            if let Some(level) = self.key_of {
-                let key = &mut self.levels[level];
-                if key.key.len() < MAX_KEY_BYTES {
-                    key.key.push(byte);
-                } else {
-                    key.key_too_long = true;
-                }
-            }
-            self.keep(before, self.capturing(), byte);
+            self.string_byte(byte, before, here);
             return;
         }
-
-        match byte {
-            b' ' | b'\t' | b'\n' | b'\r' => {
-                if let Some(level) = here
-                    && self.levels[level].expect == Expect::Scalar
-                {
-                    self.end_value(level, self.pos);
-                    delimiter = true;
-                }
-            }
+        // Whether this byte ended a number or literal without being part of it.
+        let delimiter = match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => self.end_scalar(here),
             b'"' => {
-                self.in_string = true;
-                if let Some(level) = here {
-                    let current = &mut self.levels[level];
-                    match current.expect {
-                        Expect::Key => {
-                            current.key.clear();
-                            current.key_too_long = false;
-                            self.key_of = Some(level);
-                        }
-                        Expect::Value => {
-                            current.expect = Expect::Text;
-                            current.start = self.pos;
-                        }
-                        _ => {}
-                    }
-                }
+                self.open_string(here);
+                false
             }
             b'{' | b'[' => {
-                if self.depth == 0 && !self.opened {
-                    self.opened = true;
-                    self.object = byte == b'{';
-                } else if let Some(level) = here
-                    && self.levels[level].expect == Expect::Value
-                {
-                    let current = &mut self.levels[level];
-                    current.expect = Expect::Nested;
-                    current.start = self.pos;
-                    if level == 0 && current.member == Some(Member::Params) && byte == b'{' {
-                        self.params_open = true;
-                        self.levels[1] = Level::default();
-                    }
-                }
-                self.depth += 1;
+                self.open(byte, here);
+                false
             }
-            b'}' | b']' => {
-                if let Some(level) = here
-                    && self.levels[level].expect == Expect::Scalar
-                {
-                    self.end_value(level, self.pos);
-                    delimiter = true;
-                }
-                if self.depth == 2 && self.params_open {
-                    self.params_open = false;
-                }
-                if self.depth == 1 && self.object {
-                    self.scan.complete = true;
-                }
-                self.depth = self.depth.saturating_sub(1);
-                if let Some(level) = self.level_at(self.depth)
-                    && self.levels[level].expect == Expect::Nested
-                {
-                    self.end_value(level, self.pos + 1);
-                }
-            }
+            b'}' | b']' => self.close(here),
             b':' => {
                 if let Some(level) = here
                     && self.levels[level].expect == Expect::Colon
                 {
                     self.levels[level].expect = Expect::Value;
                 }
+                false
             }
-            b',' => {
-                if let Some(level) = here {
-                    if self.levels[level].expect == Expect::Scalar {
-                        self.end_value(level, self.pos);
-                        delimiter = true;
-                    }
-                    if self.levels[level].expect == Expect::Comma {
-                        self.levels[level].expect = Expect::Key;
-                    }
-                }
-            }
+            b',' => self.comma(here),
             _ => {
                 if let Some(level) = here
                     && self.levels[level].expect == Expect::Value
@@ -702,10 +655,124 @@ impl Scanner {
                     self.levels[level].expect = Expect::Scalar;
                     self.levels[level].start = self.pos;
                 }
+                false
             }
-        }
+        };
         let after = if delimiter { None } else { self.capturing() };
         self.keep(if delimiter { None } else { before }, after, byte);
+    }
+
+    /// A byte inside a string; `before`: the member whose value was being
+    /// kept before it, `here`: the level followed at this depth.
+    fn string_byte(&mut self, byte: u8, before: Option<Member>, here: Option<usize>) {
+        if self.escaped {
+            self.escaped = false;
+        } else if byte == b'\\' {
+            self.escaped = true;
+        } else if byte == b'"' {
+            self.in_string = false;
+            if let Some(level) = self.key_of.take() {
+                self.end_key(level);
+            } else if let Some(level) = here
+                && self.levels[level].expect == Expect::Text
+            {
+                self.end_value(level, self.pos + 1);
+            }
+            self.keep(before, None, byte);
+            return;
+        }
+        if let Some(level) = self.key_of {
+            let key = &mut self.levels[level];
+            if key.key.len() < MAX_KEY_BYTES {
+                key.key.push(byte);
+            } else {
+                key.key_too_long = true;
+            }
+        }
+        self.keep(before, self.capturing(), byte);
+    }
+
+    /// A `"` outside a string: a member name or a string value starts.
+    fn open_string(&mut self, here: Option<usize>) {
+        self.in_string = true;
+        let Some(level) = here else {
+            return;
+        };
+        let current = &mut self.levels[level];
+        match current.expect {
+            Expect::Key => {
+                current.key.clear();
+                current.key_too_long = false;
+                self.key_of = Some(level);
+            }
+            Expect::Value => {
+                current.expect = Expect::Text;
+                current.start = self.pos;
+            }
+            _ => {}
+        }
+    }
+
+    /// A `{` or `[`: the top-level value, or a nested one, opens.
+    fn open(&mut self, byte: u8, here: Option<usize>) {
+        if self.depth == 0 && !self.opened {
+            self.opened = true;
+            self.object = byte == b'{';
+        } else if let Some(level) = here
+            && self.levels[level].expect == Expect::Value
+        {
+            let current = &mut self.levels[level];
+            current.expect = Expect::Nested;
+            current.start = self.pos;
+            if level == 0 && current.member == Some(Member::Params) && byte == b'{' {
+                self.params_open = true;
+                self.levels[1] = Level::default();
+            }
+        }
+        self.depth += 1;
+    }
+
+    /// A `}` or `]`: the value open at this depth closes. Whether it ended
+    /// a number or literal.
+    fn close(&mut self, here: Option<usize>) -> bool {
+        let delimiter = self.end_scalar(here);
+        if self.depth == 2 && self.params_open {
+            self.params_open = false;
+        }
+        if self.depth == 1 && self.object {
+            self.scan.complete = true;
+        }
+        self.depth = self.depth.saturating_sub(1);
+        if let Some(level) = self.level_at(self.depth)
+            && self.levels[level].expect == Expect::Nested
+        {
+            self.end_value(level, self.pos + 1);
+        }
+        delimiter
+    }
+
+    /// A `,`: the next member of the level followed here. Whether it ended
+    /// a number or literal.
+    fn comma(&mut self, here: Option<usize>) -> bool {
+        let delimiter = self.end_scalar(here);
+        if let Some(level) = here
+            && self.levels[level].expect == Expect::Comma
+        {
+            self.levels[level].expect = Expect::Key;
+        }
+        delimiter
+    }
+
+    /// Ends the number or literal being read at `here`, if one is: whether
+    /// one was.
+    fn end_scalar(&mut self, here: Option<usize>) -> bool {
+        match here {
+            Some(level) if self.levels[level].expect == Expect::Scalar => {
+                self.end_value(level, self.pos);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Keeps `byte` if it belongs to the value of the `id` or `method`.

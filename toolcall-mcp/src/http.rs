@@ -14,6 +14,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{
     AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, ORIGIN, WWW_AUTHENTICATE,
 };
+use axum::http::request::Parts;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse as _, Response};
@@ -434,137 +435,166 @@ where
     S: Any + Send + Sync,
     St: Store + 'static,
 {
-    let headers = request.headers();
-    // Against DNS rebinding: the host the request names, and the browser
-    // origin it comes from, before anything else.
-    let Some(host) = request_host(&request) else {
-        return refuse(
+    if let Err(refusal) = check_host(&state, &request) {
+        return *refusal;
+    }
+    let service = match service_of(&state, &request) {
+        Ok(service) => service,
+        Err(refusal) => return *refusal,
+    };
+    if let Err(refusal) = check_mcp_headers(request.headers()) {
+        return *refusal;
+    }
+    if request.method() != Method::POST {
+        return service.handle(request).await.map(Body::new);
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match read_body(&parts.headers, body, state.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(refusal) => return refusal,
+    };
+    match guarded(parts, &bytes) {
+        Ok(request) => service.handle(request).await.map(Body::new),
+        Err(answer) => *answer,
+    }
+}
+
+/// Against DNS rebinding: the host the request names, and the browser
+/// origin it comes from, checked before anything else.
+fn check_host<S, St>(state: &HttpState<S, St>, request: &Request) -> Result<(), Box<Response>> {
+    let Some(host) = request_host(request) else {
+        return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             "Forbidden: the Host header is not allowed",
-        );
+        )));
     };
     if !state.hosts.iter().any(|allowed| {
         allowed.host == host.host && allowed.port.is_none_or(|port| Some(port) == host.port)
     }) {
         tracing::warn!("refused a request naming a host that is not allowed");
-        return refuse(
+        return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             "Forbidden: the Host header is not allowed",
-        );
+        )));
     }
-    if let Some(origin) = headers.get(ORIGIN)
+    if let Some(origin) = request.headers().get(ORIGIN)
         && !origin_allowed(&state.origins, &host, origin)
     {
         tracing::warn!("refused a request from a browser origin that is not allowed");
-        return refuse(
+        return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             "Forbidden: the Origin is not allowed",
-        );
+        )));
     }
+    Ok(())
+}
 
-    // Who calls: a bearer token's caller, or (with no tokens) the default
-    // caller, from this machine only.
-    let service = if state.tokens.is_empty() {
-        let peer = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| *peer);
-        match peer {
-            Some(peer) if peer.ip().is_loopback() => &state.services[0],
-            Some(_) => {
-                tracing::warn!("refused a request from another machine: no tokens are set");
-                return refuse(
-                    StatusCode::FORBIDDEN,
-                    "Forbidden: without tokens, only clients on this machine are served",
-                );
-            }
-            None => {
-                tracing::error!(
-                    "no peer address: serve the router with connect info \
-                     (toolcall_mcp::http::serve), or set tokens"
-                );
-                return refuse(
-                    StatusCode::FORBIDDEN,
-                    "Forbidden: without tokens, only clients on this machine are served",
-                );
-            }
+/// Who calls: the service of a bearer token's caller, or (with no tokens)
+/// the default caller's, from this machine only.
+fn service_of<'a, S, St>(
+    state: &'a HttpState<S, St>,
+    request: &Request,
+) -> Result<&'a Service<S, St>, Box<Response>> {
+    if !state.tokens.is_empty() {
+        let Some(at) = bearer(request.headers()).and_then(|token| caller_of(&state.tokens, token))
+        else {
+            tracing::info!("refused a request without a valid bearer token");
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: a valid `Authorization: Bearer` token is required",
+            );
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return Err(Box::new(response));
+        };
+        return Ok(&state.services[at]);
+    }
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| *peer);
+    match peer {
+        Some(peer) if peer.ip().is_loopback() => return Ok(&state.services[0]),
+        Some(_) => {
+            tracing::warn!("refused a request from another machine: no tokens are set");
         }
-    } else {
-        match bearer(headers).and_then(|token| caller_of(&state.tokens, token)) {
-            Some(at) => &state.services[at],
-            None => {
-                tracing::info!("refused a request without a valid bearer token");
-                let mut response = refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "Unauthorized: a valid `Authorization: Bearer` token is required",
-                );
-                response
-                    .headers_mut()
-                    .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return response;
-            }
+        None => {
+            tracing::error!(
+                "no peer address: serve the router with connect info \
+                 (toolcall_mcp::http::serve), or set tokens"
+            );
         }
-    };
+    }
+    Err(Box::new(refuse(
+        StatusCode::FORBIDDEN,
+        "Forbidden: without tokens, only clients on this machine are served",
+    )))
+}
 
-    // rmcp repeats some headers in its errors: bound them.
+/// rmcp repeats some headers in its errors: an `Mcp-*` header, or the
+/// protocol version, too long is refused.
+fn check_mcp_headers(headers: &HeaderMap) -> Result<(), Box<Response>> {
     for (name, value) in headers {
         if name.as_str().starts_with("mcp-") && value.len() > MAX_MCP_HEADER_BYTES {
-            return refuse(
+            return Err(Box::new(refuse(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: an Mcp-* header is too long",
-            );
+            )));
         }
         if name.as_str() == "mcp-protocol-version" && value.len() > MAX_PROTOCOL_VERSION_BYTES {
-            return refuse(
+            return Err(Box::new(refuse(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: the MCP-Protocol-Version header is too long",
-            );
+            )));
         }
     }
+    Ok(())
+}
 
-    if request.method() != Method::POST {
-        return service.handle(request).await.map(Body::new);
-    }
-
-    let (mut parts, body) = request.into_parts();
-    let declared = parts
-        .headers
+/// The body of a `POST`, at most `max` bytes: a declared `Content-Length`
+/// over it is refused unread, a chunked body is read up to it.
+async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, Response> {
+    let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > state.max_body_bytes as u64) {
-        return too_large(state.max_body_bytes);
+    if declared.is_some_and(|length| length > max as u64) {
+        return Err(too_large(max));
     }
-    let bytes: Bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            // The bound, found by a body without a `Content-Length` (chunked).
-            let over = std::iter::successors(
-                Some(&error as &(dyn std::error::Error + 'static)),
-                |error| error.source(),
-            )
-            .any(|error| error.to_string().contains("length limit exceeded"));
-            if over {
-                return too_large(state.max_body_bytes);
-            }
-            tracing::debug!(%error, "could not read a request body");
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "Bad Request: the body could not be read",
-            );
+    axum::body::to_bytes(body, max).await.map_err(|error| {
+        // The bound, found by a body without a `Content-Length` (chunked).
+        let over = std::iter::successors(
+            Some(&error as &(dyn std::error::Error + 'static)),
+            |error| error.source(),
+        )
+        .any(|error| error.to_string().contains("length limit exceeded"));
+        if over {
+            return too_large(max);
         }
-    };
+        tracing::debug!(%error, "could not read a request body");
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the body could not be read",
+        )
+    })
+}
 
-    let mut message = match frame::read(&bytes) {
+/// The request for rmcp, from a `POST`'s head and body, read through the
+/// frame's guard: the body written again as rmcp reads it, the call's
+/// arguments as sent beside it; or the answer to a body the guard (or the
+/// bound on protocol versions) refuses.
+fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<Request, Box<Response>> {
+    let mut message = match frame::read(bytes) {
         Outcome::Message(message) => message,
-        Outcome::Answer(answer) => return jsonrpc_error_response(answer),
+        Outcome::Answer(answer) => return Err(Box::new(jsonrpc_error_response(answer))),
         Outcome::Drop(what) => {
             tracing::debug!(what, "an unreadable body");
-            return jsonrpc_error_response(frame::error_line(
+            return Err(Box::new(jsonrpc_error_response(frame::error_line(
                 Value::Null,
                 INVALID_REQUEST,
                 &format!("Invalid request: {what}"),
-            ));
+            ))));
         }
     };
     // The call's arguments as sent travel beside the request, where no
@@ -577,34 +607,29 @@ where
     {
         parts.extensions.insert(raw);
     }
-    let mut value = match serde_json::to_value(message.as_ref()) {
-        Ok(value) => value,
-        Err(error) => {
-            tracing::warn!(%error, "could not write a request out again");
-            return refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Internal Server Error: the request could not be handled",
-            );
-        }
+    let cannot = || {
+        refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error: the request could not be handled",
+        )
     };
+    let mut value = serde_json::to_value(message.as_ref()).map_err(|error| {
+        tracing::warn!(%error, "could not write a request out again");
+        cannot()
+    })?;
     if let Some(problem) = long_protocol_version(&value) {
         let id = value.get_mut("id").map_or(Value::Null, Value::take);
-        return jsonrpc_error_response(frame::error_line(id, INVALID_PARAMS, problem));
+        return Err(Box::new(jsonrpc_error_response(frame::error_line(
+            id,
+            INVALID_PARAMS,
+            problem,
+        ))));
     }
-    let body = match serde_json::to_vec(&value) {
-        Ok(body) => body,
-        Err(_) => {
-            return refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Internal Server Error: the request could not be handled",
-            );
-        }
-    };
+    let body = serde_json::to_vec(&value).map_err(|_| cannot())?;
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let request = Request::from_parts(parts, Body::from(body));
-    service.handle(request).await.map(Body::new)
+    Ok(Request::from_parts(parts, Body::from(body)))
 }
 
 /// The request's host, from `Host` (or the URI's authority, in HTTP/2).

@@ -210,116 +210,174 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
         let elicits = self.elicits(&context);
         let tool = request.name.as_ref();
-        let session = match named_conversation(&request, &context) {
-            Ok(None) => Cow::Borrowed(self.session.as_str()),
-            Ok(Some(name)) => Cow::Owned(self.options.named_session(self.caller.id(), name)),
-            Err(problem) => {
-                tracing::debug!(tool, problem, "a call names a conversation it may not");
-                return to_mcp(&bad_conversation(tool, &problem)).into();
-            }
+        let session = match self.session_of(&request, &context) {
+            Ok(session) => session,
+            Err(answer) => return (*answer).into(),
         };
-        let session = session.as_ref();
         let raw = raw_arguments(&request, &context);
         let call_id = context.id.to_string();
-        let dry_run = asks_dry_run(&request, &context);
+        let call = Incoming {
+            tool,
+            session: session.as_ref(),
+            raw: raw.as_ref(),
+            call_id: &call_id,
+            dry_run: asks_dry_run(&request, &context),
+            elicits,
+            modern,
+        };
 
-        // The retry that answers an approval question asked as
-        // `input_required`. It decides the pending call only if this server
-        // asked this client about it, for this tool and these arguments, and
-        // the client can still ask a person; anything else is a fresh call,
-        // which leaves every pending approval alone.
-        if modern
-            && !dry_run
-            && let Some(id) = request
-                .request_state
-                .as_deref()
-                .and_then(|state| state.strip_prefix(APPROVAL_STATE))
+        if let Some(answer) = self.answer_to_question(&request, &call).await {
+            return answer;
+        }
+        let (result, recalled) = self.execute(&call).await;
+        match result
+            .confirmation_id
+            .as_deref()
+            .filter(|_| result.code == Code::ConfirmationRequired)
         {
-            let answer = request
-                .input_responses
-                .as_ref()
-                .and_then(|responses| responses.get(APPROVAL_INPUT))
-                .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok());
-            match answer {
-                Some(answer) if elicits && self.take_question(id, session, tool, &raw) => {
-                    return to_mcp(
-                        &self
-                            .answered(id, session, tool, &raw, &call_id, &answer)
-                            .await,
-                    )
-                    .into();
-                }
-                _ => tracing::debug!(
-                    tool,
-                    "not an answer to an approval question this server asked; a fresh call"
-                ),
+            Some(id) => self.pending(id, &call, &result, recalled, &context).await,
+            None => to_mcp(&result).into(),
+        }
+    }
+
+    /// The session a call runs in: this connection's, or the conversation
+    /// its `_meta` names; a name it may not use is the call's answer.
+    fn session_of<'a>(
+        &'a self,
+        request: &'a CallToolRequestParams,
+        context: &'a RequestContext<RoleServer>,
+    ) -> Result<Cow<'a, str>, Box<CallToolResult>> {
+        match named_conversation(request, context) {
+            Ok(None) => Ok(Cow::Borrowed(self.session.as_str())),
+            Ok(Some(name)) => Ok(Cow::Owned(
+                self.options.named_session(self.caller.id(), name),
+            )),
+            Err(problem) => {
+                let tool = request.name.as_ref();
+                tracing::debug!(tool, problem, "a call names a conversation it may not");
+                Err(Box::new(to_mcp(&bad_conversation(tool, &problem))))
             }
         }
+    }
 
+    /// The answer to the retry that answers an approval question asked as
+    /// `input_required`, if this call is one. It decides the pending call
+    /// only if this server asked this client about it, for this tool and
+    /// these arguments, and the client can still ask a person; anything
+    /// else (`None`) is a fresh call, which leaves every pending approval
+    /// alone.
+    async fn answer_to_question(
+        &self,
+        request: &CallToolRequestParams,
+        call: &Incoming<'_>,
+    ) -> Option<CallToolResponse> {
+        if !call.modern || call.dry_run {
+            return None;
+        }
+        let id = request
+            .request_state
+            .as_deref()
+            .and_then(|state| state.strip_prefix(APPROVAL_STATE))?;
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|responses| responses.get(APPROVAL_INPUT))
+            .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok());
+        let Incoming {
+            tool,
+            session,
+            raw,
+            call_id,
+            ..
+        } = *call;
+        match answer {
+            Some(answer) if call.elicits && self.take_question(id, session, tool, raw) => Some(
+                to_mcp(
+                    &self
+                        .answered(id, session, tool, raw, call_id, &answer)
+                        .await,
+                )
+                .into(),
+            ),
+            _ => {
+                tracing::debug!(
+                    tool,
+                    "not an answer to an approval question this server asked; a fresh call"
+                );
+                None
+            }
+        }
+    }
+
+    /// Runs the call through the pipeline: with the pending approval an
+    /// identical call was answered with, if a retry brings it back (which it
+    /// returns beside the result).
+    async fn execute(&self, call: &Incoming<'_>) -> (ToolResult, Option<Handed>) {
         // A client that cannot ask a person has no way to bring an approval
         // back: an identical retry of a call this server answered
         // `CONFIRMATION_REQUIRED` brings the same approval, so that it is
         // not asked about twice and a decision on it is carried out.
         // A dry run asks no one and brings no approval back: the
         // dispatcher answers it without a `confirmation_id`.
-        let recalled = if elicits || dry_run {
+        let recalled = if call.elicits || call.dry_run {
             None
         } else {
-            self.recall(session, tool, &raw).await
+            self.recall(call.session, call.tool, call.raw).await
         };
-        let mut call = Call::new(tool, Arguments::Raw(&raw))
+        let mut pipeline_call = Call::new(call.tool, Arguments::Raw(call.raw))
             .caller(&self.caller)
-            .session(session)
-            .call_id(&call_id)
-            .dry_run(dry_run);
+            .session(call.session)
+            .call_id(call.call_id)
+            .dry_run(call.dry_run);
         if let Some(handed) = &recalled {
-            call = call.approval(&handed.id);
+            pipeline_call = pipeline_call.approval(&handed.id);
         }
-        let result = self.dispatcher.execute(call).await;
+        (self.dispatcher.execute(pipeline_call).await, recalled)
+    }
 
-        let Some(id) = result
-            .confirmation_id
-            .as_deref()
-            .filter(|_| result.code == Code::ConfirmationRequired)
-        else {
-            return to_mcp(&result).into();
-        };
+    /// The answer to a call that waits for a person's approval (`result`,
+    /// `CONFIRMATION_REQUIRED`, pending as `id`): a task, for a client that
+    /// declared the tasks extension; the wait for a decision in the store,
+    /// for a client that cannot ask a person; else the approval question.
+    async fn pending(
+        &self,
+        id: &str,
+        call: &Incoming<'_>,
+        result: &ToolResult,
+        recalled: Option<Handed>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let Incoming {
+            tool, session, raw, ..
+        } = *call;
         // A client that declared the tasks extension gets a task kept in
         // the store: it polls `tasks/get` on any replica, answers the
         // question with `tasks/update`, or waits for the inbox.
-        if self.tasks_for(&context) && !dry_run {
-            match self.created_task(id, &context).await {
+        if self.tasks_for(context) && !call.dry_run {
+            match self.created_task(id, context).await {
                 Ok(task) => return task.into(),
                 Err(error) => {
                     tracing::warn!(tool, approval = id, %error, "could not make the call a task");
                 }
             }
         }
-        if !elicits {
-            let answer = self
-                .wait_for_decision(id, session, tool, &raw, &call_id, &result, &context)
-                .await;
-            // Still pending: remember it for a retry (nothing ran).
-            if answer.code == Code::ConfirmationRequired
-                && let Some(id) = answer.confirmation_id.as_deref()
-            {
-                let expires_ms = recalled
-                    .filter(|handed| handed.id == id)
-                    .map_or_else(|| self.expiry(), |handed| handed.expires_ms);
-                self.remember_handed(id, session, tool, &raw, &answer, expires_ms);
-            }
-            return to_mcp(&answer).into();
+        if !call.elicits {
+            return to_mcp(
+                &self
+                    .wait_and_remember(id, call, result, recalled, context)
+                    .await,
+            )
+            .into();
         }
-        let question = match approval_question(&result) {
+        let question = match approval_question(result) {
             Ok(question) => question,
             Err(error) => {
                 tracing::warn!(tool, %error, "could not build the approval question");
-                return to_mcp(&result).into();
+                return to_mcp(result).into();
             }
         };
-
-        if modern {
-            self.remember_question(id, session, tool, &raw, &result);
+        if call.modern {
+            self.remember_question(id, session, tool, raw, result);
             let mut requests = InputRequests::new();
             requests.insert(
                 APPROVAL_INPUT.to_owned(),
@@ -328,14 +386,60 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             return InputRequiredResult::new(Some(requests), Some(format!("{APPROVAL_STATE}{id}")))
                 .into();
         }
-
-        to_mcp(
-            &self
-                .ask(id, session, tool, question, &result, &context)
-                .await,
-        )
-        .into()
+        to_mcp(&self.ask(id, session, tool, question, result, context).await).into()
     }
+
+    /// For a client that cannot ask a person: the call's answer after the
+    /// wait for a decision in the store; still pending, it is remembered
+    /// for a retry to bring back (nothing ran).
+    async fn wait_and_remember(
+        &self,
+        id: &str,
+        call: &Incoming<'_>,
+        asked: &ToolResult,
+        recalled: Option<Handed>,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let Incoming {
+            tool,
+            session,
+            raw,
+            call_id,
+            ..
+        } = *call;
+        let answer = self
+            .wait_for_decision(id, session, tool, raw, call_id, asked, context)
+            .await;
+        if answer.code == Code::ConfirmationRequired
+            && let Some(id) = answer.confirmation_id.as_deref()
+        {
+            let expires_ms = recalled
+                .filter(|handed| handed.id == id)
+                .map_or_else(|| self.expiry(), |handed| handed.expires_ms);
+            self.remember_handed(id, session, tool, raw, &answer, expires_ms);
+        }
+        answer
+    }
+}
+
+/// One `tools/call` as the server reads it.
+#[derive(Clone, Copy)]
+struct Incoming<'a> {
+    tool: &'a str,
+    /// The session it runs in.
+    session: &'a str,
+    /// Its arguments as JSON text ([`raw_arguments`]).
+    raw: &'a str,
+    /// Its JSON-RPC request id, as text.
+    call_id: &'a str,
+    /// Whether it asks for a dry run.
+    dry_run: bool,
+    /// Whether a person's answer through the client approves
+    /// ([`McpServer::elicits`]).
+    elicits: bool,
+    /// Whether the client speaks protocol 2026-07-28 or later (no requests
+    /// from the server: a question is an `input_required` result).
+    modern: bool,
 }
 
 impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
