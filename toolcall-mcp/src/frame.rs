@@ -10,6 +10,7 @@ use std::fmt;
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcRequest,
 };
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 use toolcall_core::__private::echo::{MAX_VALUE_ECHO, cut};
@@ -433,14 +434,80 @@ impl<'de> Visitor<'de> for NoDuplicates {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(name) = map.next_key::<String>()? {
+        let mut seen = Names::default();
+        while let Some(Name(name)) = map.next_key()? {
             if !seen.insert(name) {
                 return Err(de::Error::custom("a member name appears twice"));
             }
             map.next_value_seed(NoDuplicates)?;
         }
         Ok(())
+    }
+}
+
+/// A member name: borrowed from the text, unless it holds an escape.
+struct Name<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+struct NameVisitor;
+
+impl<'de> Visitor<'de> for NameVisitor {
+    type Value = Name<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Name<'de>, E> {
+        Ok(Name(Cow::Borrowed(name)))
+    }
+
+    fn visit_str<E>(self, name: &str) -> Result<Name<'de>, E> {
+        Ok(Name(Cow::Owned(name.to_owned())))
+    }
+}
+
+/// How many member names of one object [`Names`] keeps in a list, compared
+/// one by one, before it hashes them.
+const FEW_NAMES: usize = 8;
+
+/// The member names of one object seen so far: the first few in a list
+/// (an object of a frame has a few members, and comparing them costs less
+/// than hashing them), the rest in a set, so that an object of many members
+/// costs no more than a set.
+struct Names<'de> {
+    few: [Cow<'de, str>; FEW_NAMES],
+    len: usize,
+    many: HashSet<Cow<'de, str>>,
+}
+
+impl Default for Names<'_> {
+    fn default() -> Self {
+        Names {
+            few: std::array::from_fn(|_| Cow::Borrowed("")),
+            len: 0,
+            many: HashSet::new(),
+        }
+    }
+}
+
+impl<'de> Names<'de> {
+    /// Adds `name`: `false` if it was seen already.
+    fn insert(&mut self, name: Cow<'de, str>) -> bool {
+        if self.few[..self.len].contains(&name) {
+            return false;
+        }
+        if self.len < FEW_NAMES {
+            self.few[self.len] = name;
+            self.len += 1;
+            return true;
+        }
+        self.many.insert(name)
     }
 }
 
@@ -579,9 +646,30 @@ pub(crate) struct Scanner {
 impl Scanner {
     /// Scans the next bytes of the frame.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
+        let mut at = 0;
+        while let Some(&byte) = bytes.get(at) {
+            // Inside a string that is neither a member name nor a kept
+            // value, only its end or an escape changes anything: the bytes
+            // up to the next `"` or `\` are passed over at once.
+            if self.in_string
+                && !self.escaped
+                && self.key_of.is_none()
+                && self.capturing().is_none()
+            {
+                let rest = &bytes[at..];
+                let plain = rest
+                    .iter()
+                    .position(|&byte| byte == b'"' || byte == b'\\')
+                    .unwrap_or(rest.len());
+                if plain > 0 {
+                    at += plain;
+                    self.pos += plain;
+                    continue;
+                }
+            }
             self.step(byte);
             self.pos += 1;
+            at += 1;
         }
     }
 

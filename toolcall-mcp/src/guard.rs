@@ -228,8 +228,12 @@ where
         let writer = Arc::clone(&self.writer);
         let mut item = item;
         bound_error(&mut item);
+        // Written out here, so that the future (which rmcp spawns, and the
+        // runtime moves) carries the line rather than the message.
+        let line = serde_json::to_vec(&item).map_err(std::io::Error::other);
+        drop(item);
         async move {
-            let line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            let line = line?;
             let mut writer = writer.lock().await;
             let Some(writer) = writer.as_mut() else {
                 return Err(std::io::Error::new(

@@ -235,7 +235,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .as_deref()
             .filter(|_| result.code == Code::ConfirmationRequired)
         {
-            Some(id) => self.pending(id, &call, &result, recalled, &context).await,
+            // Boxed: the future of every call is as large as its largest
+            // path, and this one (a task, a wait, a question) is rare.
+            Some(id) => {
+                let pending = Box::pin(self.pending(id, &call, &result, recalled, &context));
+                pending.await
+            }
             None => to_mcp(&result).into(),
         }
     }
@@ -291,14 +296,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             ..
         } = *call;
         match answer {
-            Some(answer) if call.elicits && self.take_question(id, session, tool, raw) => Some(
-                to_mcp(
-                    &self
-                        .answered(id, session, tool, raw, call_id, &answer)
-                        .await,
-                )
-                .into(),
-            ),
+            Some(answer) if call.elicits && self.take_question(id, session, tool, raw) => {
+                // Boxed, as every path that is not the plain call: the
+                // future of every call is as large as its largest path.
+                let answered = Box::pin(self.answered(id, session, tool, raw, call_id, &answer));
+                Some(to_mcp(&answered.await).into())
+            }
             _ => {
                 tracing::debug!(
                     tool,
@@ -319,10 +322,15 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // not asked about twice and a decision on it is carried out.
         // A dry run asks no one and brings no approval back: the
         // dispatcher answers it without a `confirmation_id`.
-        let recalled = if call.elicits || call.dry_run {
+        // Most calls have nothing to bring back: the approvals are looked
+        // for (boxed, as every path that is not the plain call) only when
+        // one may be found.
+        let recalled = if call.elicits || call.dry_run || !self.may_recall(call.session, call.tool)
+        {
             None
         } else {
-            self.recall(call.session, call.tool, call.raw).await
+            let recall = Box::pin(self.recall(call.session, call.tool, call.raw));
+            recall.await
         };
         let mut pipeline_call = Call::new(call.tool, Arguments::Raw(call.raw))
             .caller(&self.caller)
@@ -481,7 +489,15 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
     ) -> Result<CallToolResponse, ErrorData> {
         use tracing::Instrument as _;
         let span = call_span(&request, &context);
-        Ok(self.call(request, context).instrument(span).await)
+        // Boxed: rmcp runs each request in a task of its own, and the
+        // runtime moves the task's future several times (spawning it,
+        // starting it, storing its output): a call's future, the pipeline's
+        // included, is kilobytes, a box is a pointer.
+        // Boxed in a statement of its own: the temporaries of a statement
+        // live until its end, and would be kept in this future past the
+        // `.await`.
+        let call = Box::pin(self.call(request, context).instrument(span));
+        Ok(call.await)
     }
 
     async fn get_task(
@@ -489,9 +505,11 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(
-            self.task(&request.task_id, &context).await?,
-        ))
+        // Boxed, as every method but `tools/call`: the future of every
+        // request is as large as the largest method's.
+        let task = Box::pin(self.task(&request.task_id, &context));
+        let task = task.await?;
+        Ok(GetTaskResult::new(task))
     }
 
     async fn update_task(
@@ -499,8 +517,9 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.update_task(&request.task_id, &request.input_responses, &context)
-            .await
+        let update =
+            Box::pin(self.update_task(&request.task_id, &request.input_responses, &context));
+        update.await
     }
 
     async fn cancel_task(
@@ -508,7 +527,8 @@ impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.cancel_task(&request.task_id).await
+        let cancel = Box::pin(self.cancel_task(&request.task_id));
+        cancel.await
     }
 
     /// An unknown method. rmcp's default answer repeats the whole method

@@ -4,6 +4,7 @@
 //! for a decision in the store (the inbox).
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::sync::PoisonError;
 use std::time::Instant;
 
@@ -217,6 +218,41 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         });
     }
 
+    /// Whether [`recall`](McpServer::recall) may find an approval for a
+    /// call to `tool` in `session`: this connection remembers one for that
+    /// tool and session, or the conversation is shared and the tool has side
+    /// effects (only those wait for a person), so that the store may hold
+    /// one. It reads nothing of the arguments (a parse, a canonical form and
+    /// a hash), which most calls do not need.
+    pub(super) fn may_recall(&self, session: &str, tool: &str) -> bool {
+        let remembered = self
+            .handed_unexpired()
+            .iter()
+            .any(|entry| entry.session == session && entry.tool == tool);
+        remembered || (self.shared(session) && self.side_effect(tool))
+    }
+
+    /// The pending approvals this connection remembers handing out, the
+    /// expired ones forgotten.
+    fn handed_unexpired(&self) -> std::sync::MutexGuard<'_, VecDeque<Handed>> {
+        let now = now_ms();
+        let mut handed = self
+            .memory
+            .handed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        handed.retain(|entry| entry.expires_ms > now);
+        handed
+    }
+
+    /// Whether `tool` is one of the registry's with side effects.
+    fn side_effect(&self, tool: &str) -> bool {
+        self.dispatcher
+            .registry()
+            .get(tool)
+            .is_some_and(|spec| spec.side_effect())
+    }
+
     /// The pending approval an identical earlier call to `tool` (arguments
     /// `raw`) in `session` was answered with, if a retry may bring it: one
     /// with a decision recorded in the store, or (in [`Approvals::Inbox`]
@@ -231,25 +267,15 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// this connection remembers none ([`McpServer::recall_from_store`]).
     pub(super) async fn recall(&self, session: &str, tool: &str, raw: &str) -> Option<Handed> {
         let sent = sent_digest(raw)?;
-        let candidates: Vec<String> = {
-            let now = now_ms();
-            let mut handed = self
-                .memory
-                .handed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            handed.retain(|entry| entry.expires_ms > now);
-            handed
-                .iter()
-                .rev()
-                .filter(|entry| {
-                    entry.session == session
-                        && entry.tool == tool
-                        && entry.arguments.contains(&sent)
-                })
-                .map(|entry| entry.id.clone())
-                .collect()
-        };
+        let candidates: Vec<String> = self
+            .handed_unexpired()
+            .iter()
+            .rev()
+            .filter(|entry| {
+                entry.session == session && entry.tool == tool && entry.arguments.contains(&sent)
+            })
+            .map(|entry| entry.id.clone())
+            .collect();
         let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
         for id in candidates {
             let keep = match self.dispatcher.store().approval(&id).await {
@@ -311,12 +337,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// asked for. Only for a tool with side effects (only those wait for a
     /// person), so that other calls cost the store nothing more.
     async fn recall_from_store(&self, session: &str, tool: &str, sent: &str) -> Option<Handed> {
-        if !self
-            .dispatcher
-            .registry()
-            .get(tool)
-            .is_some_and(|spec| spec.side_effect())
-        {
+        if !self.side_effect(tool) {
             return None;
         }
         let binding = Binding {
