@@ -307,8 +307,10 @@ impl MemoryStore {
         let calls = count_in(&mut shard.calls, slot, start.now_ms);
         begun.calls = Some(calls);
         let mut may_lock = false;
-        if calls <= start.max_calls {
-            let recorded = recorded_in(&shard, &slot, now_ms());
+        // What is recorded of the key is read only for a side effect's
+        // start (a read-only call asks for neither).
+        if calls <= start.max_calls && (start.outcome || start.lock.is_some()) {
+            let recorded = recorded_in(&shard, &slot, start.now_ms);
             may_lock = !matches!(
                 recorded,
                 Some(RecordedOutcome::Completed(_) | RecordedOutcome::InFlight)
