@@ -197,15 +197,10 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     ) {
         let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
         let sent = sent_digest(raw).unwrap_or_default();
-        let now = now_ms();
-        let mut handed = self
-            .memory
-            .handed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
         // Forget the expired approvals and this one's older entry, then the
         // oldest if too many are remembered.
-        handed.retain(|entry| entry.expires_ms > now && entry.id != id);
+        let mut handed = self.handed_unexpired();
+        handed.retain(|entry| entry.id != id);
         while handed.len() >= MAX_HANDED_APPROVALS {
             handed.pop_front();
         }
