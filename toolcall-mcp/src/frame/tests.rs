@@ -1,5 +1,8 @@
 //! The unit tests of the frame scanner and of the answers to unreadable frames.
 
+use std::collections::HashSet;
+
+use super::scan::Member;
 use super::*;
 
 fn scan(text: &[u8]) -> Scan {
