@@ -181,73 +181,26 @@ pub(crate) async fn edit<B: Backend>(
     )
 }
 
+/// The `POST` that approves, denies or edits: checks the posted form,
+/// records the decision and answers with the inbox and a notice.
 pub(crate) async fn decide<B: Backend>(
     State(app): State<Arc<App<B>>>,
     Path(id): Path<String>,
     Posted { who, form }: Posted,
 ) -> Response {
     let user = &who;
-    let note = field(&form, "note").unwrap_or("").trim().to_owned();
-    if note.chars().count() > MAX_NOTE {
-        return message(
-            &app,
-            user,
-            StatusCode::BAD_REQUEST,
-            "Note too long",
-            &format!("A note has at most {MAX_NOTE} characters. Nothing was decided."),
-        );
-    }
+    let note = match posted_note(&app, user, &form) {
+        Ok(note) => note,
+        Err(answer) => return *answer,
+    };
     let action = field(&form, "action").unwrap_or("");
-    let store = app.backend.store();
     let now = now_ms();
-    let mut edited = None;
-    match action {
-        "approve" | "deny" => {}
-        "edit" => {
-            let entry = match store.approval(&id).await {
-                Ok(Some(entry)) => entry,
-                Ok(None) => return unknown(&app, user),
-                Err(error) => return store_down(&app, user, &error),
-            };
-            if let Some(closed) = closed(&app, user, &entry) {
-                return closed;
-            }
-            if is_in_doubt(&entry.approval) {
-                return not_editable(&app, user);
-            }
-            let Some(spec) = app.backend.registry().get(&entry.approval.tool) else {
-                return message(
-                    &app,
-                    user,
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Cannot edit",
-                    "This inbox does not know the tool.",
-                );
-            };
-            let checked = edited_arguments(spec, &form).and_then(|arguments| {
-                spec.validate_arguments(&arguments)
-                    .map(|()| arguments)
-                    .map_err(|errors| errors.problems().iter().map(ToString::to_string).collect())
-            });
-            match checked {
-                Ok(arguments) if arguments == entry.approval.arguments => {}
-                Ok(arguments) => edited = Some(arguments),
-                Err(problems) => {
-                    let values = spec
-                        .fields()
-                        .iter()
-                        .map(|f| {
-                            let typed = field(&form, &format!("arg:{}", f.name)).unwrap_or("");
-                            (f.name.to_owned(), typed.to_owned())
-                        })
-                        .collect();
-                    return html_response(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        edit_page(&app, user, &entry.approval, spec, &values, &note, &problems),
-                    );
-                }
-            }
-        }
+    let edited = match action {
+        "approve" | "deny" => None,
+        "edit" => match edited_decision(&app, user, &id, &form, &note).await {
+            Ok(edited) => edited,
+            Err(answer) => return *answer,
+        },
         _ => {
             return message(
                 &app,
@@ -257,7 +210,7 @@ pub(crate) async fn decide<B: Backend>(
                 "Approve, deny or edit: nothing was decided.",
             );
         }
-    }
+    };
     let decision = ApprovalDecision {
         approved: action != "deny",
         by: user.name().to_owned(),
@@ -268,38 +221,152 @@ pub(crate) async fn decide<B: Backend>(
         edited_arguments: edited,
         decided_ms: now,
     };
-    // A question about an unknown outcome is answered in its own words.
-    let settles = if action == "edit" {
-        false
-    } else {
-        match store.approval(&id).await {
-            Ok(entry) => entry.is_some_and(|entry| is_in_doubt(&entry.approval)),
-            Err(error) => return store_down(&app, user, &error),
-        }
+    let settles = match settles_doubt(&app, user, &id, action).await {
+        Ok(settles) => settles,
+        Err(answer) => return *answer,
     };
-    let notice = match (decision.approved, decision.edited_arguments.is_some()) {
+    let notice = notice(&decision, settles);
+    record(&app, user, &id, &decision, now, notice).await
+}
+
+/// The posted note, trimmed; or, when it is longer than [`MAX_NOTE`]
+/// characters, the answer that nothing was decided.
+fn posted_note<B>(
+    app: &App<B>,
+    user: &Who,
+    form: &[(String, String)],
+) -> Result<String, Box<Response>> {
+    let note = field(form, "note").unwrap_or("").trim().to_owned();
+    if note.chars().count() > MAX_NOTE {
+        return Err(Box::new(message(
+            app,
+            user,
+            StatusCode::BAD_REQUEST,
+            "Note too long",
+            &format!("A note has at most {MAX_NOTE} characters. Nothing was decided."),
+        )));
+    }
+    Ok(note)
+}
+
+/// The arguments an `edit` decides the call with: `None` when they are the
+/// model's own, else the edited ones. The error is the answer when the
+/// question is unknown, closed or about an unknown outcome, the tool is
+/// unknown, or the edited arguments are not valid (the edit form again,
+/// with what was typed and the problems).
+async fn edited_decision<B: Backend>(
+    app: &App<B>,
+    user: &Who,
+    id: &str,
+    form: &[(String, String)],
+    note: &str,
+) -> Result<Option<Value>, Box<Response>> {
+    let entry = match app.backend.store().approval(id).await {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Err(Box::new(unknown(app, user))),
+        Err(error) => return Err(Box::new(store_down(app, user, &error))),
+    };
+    if let Some(closed) = closed(app, user, &entry) {
+        return Err(Box::new(closed));
+    }
+    if is_in_doubt(&entry.approval) {
+        return Err(Box::new(not_editable(app, user)));
+    }
+    let Some(spec) = app.backend.registry().get(&entry.approval.tool) else {
+        return Err(Box::new(message(
+            app,
+            user,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Cannot edit",
+            "This inbox does not know the tool.",
+        )));
+    };
+    let checked = edited_arguments(spec, form).and_then(|arguments| {
+        spec.validate_arguments(&arguments)
+            .map(|()| arguments)
+            .map_err(|errors| errors.problems().iter().map(ToString::to_string).collect())
+    });
+    match checked {
+        Ok(arguments) if arguments == entry.approval.arguments => Ok(None),
+        Ok(arguments) => Ok(Some(arguments)),
+        Err(problems) => {
+            let values = spec
+                .fields()
+                .iter()
+                .map(|f| {
+                    let typed = field(form, &format!("arg:{}", f.name)).unwrap_or("");
+                    (f.name.to_owned(), typed.to_owned())
+                })
+                .collect();
+            Err(Box::new(html_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                edit_page(app, user, &entry.approval, spec, &values, note, &problems),
+            )))
+        }
+    }
+}
+
+/// Whether an approve or deny answers a question about an unknown outcome
+/// (whether an earlier attempt took effect) rather than asking to run the
+/// call; an edit never does. The error is the answer when the store is down.
+async fn settles_doubt<B: Backend>(
+    app: &App<B>,
+    user: &Who,
+    id: &str,
+    action: &str,
+) -> Result<bool, Box<Response>> {
+    if action == "edit" {
+        return Ok(false);
+    }
+    match app.backend.store().approval(id).await {
+        Ok(entry) => Ok(entry.is_some_and(|entry| is_in_doubt(&entry.approval))),
+        Err(error) => Err(Box::new(store_down(app, user, &error))),
+    }
+}
+
+/// The notice the inbox shows after a decision: a question about an
+/// unknown outcome is answered in its own words.
+fn notice(decision: &ApprovalDecision, settles: bool) -> &'static str {
+    match (decision.approved, decision.edited_arguments.is_some()) {
         (true, _) if settles => "not-happened",
         (false, _) if settles => "happened",
         (false, _) => "denied",
         (true, true) => "edited",
         (true, false) => "approved",
-    };
-    let done = || {
-        (
-            StatusCode::SEE_OTHER,
-            [(
-                header::LOCATION,
-                format!("/?notice={notice}&id={}", segment(&id)),
-            )],
-        )
-            .into_response()
-    };
+    }
+}
+
+/// The answer to a decision that was recorded: back to the inbox, with the
+/// notice and the question's id.
+fn decided(id: &str, notice: &str) -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [(
+            header::LOCATION,
+            format!("/?notice={notice}&id={}", segment(id)),
+        )],
+    )
+        .into_response()
+}
+
+/// Records the decision and answers: the inbox with the notice when it was
+/// recorded, or when the same person's same decision already was (a double
+/// click); otherwise why it was not (closed, expired, unknown, store down).
+async fn record<B: Backend>(
+    app: &App<B>,
+    user: &Who,
+    id: &str,
+    decision: &ApprovalDecision,
+    now: u64,
+    notice: &str,
+) -> Response {
+    let store = app.backend.store();
     toolcall_core::crash::point(toolcall_core::crash::BEFORE_DECISION);
-    let outcome = store.decide_approval(&id, &decision, now).await;
+    let outcome = store.decide_approval(id, decision, now).await;
     toolcall_core::crash::point(toolcall_core::crash::AFTER_DECISION);
     match outcome {
-        Ok(DecideOutcome::Decided) => done(),
-        Ok(DecideOutcome::AlreadyDecided) => match store.approval(&id).await {
+        Ok(DecideOutcome::Decided) => decided(id, notice),
+        Ok(DecideOutcome::AlreadyDecided) => match store.approval(id).await {
             // The same person's same decision again (a double click): one
             // decision, and the same answer.
             Ok(Some(ApprovalEntry {
@@ -314,15 +381,15 @@ pub(crate) async fn decide<B: Backend>(
                 && kept.note == decision.note
                 && kept.edited_arguments == decision.edited_arguments =>
             {
-                done()
+                decided(id, notice)
             }
-            Ok(Some(entry)) => closed(&app, user, &entry).unwrap_or_else(|| unknown(&app, user)),
-            Ok(None) => unknown(&app, user),
-            Err(error) => store_down(&app, user, &error),
+            Ok(Some(entry)) => closed(app, user, &entry).unwrap_or_else(|| unknown(app, user)),
+            Ok(None) => unknown(app, user),
+            Err(error) => store_down(app, user, &error),
         },
-        Ok(DecideOutcome::Expired) => expired(&app, user),
-        Ok(_) => unknown(&app, user),
-        Err(error) => store_down(&app, user, &error),
+        Ok(DecideOutcome::Expired) => expired(app, user),
+        Ok(_) => unknown(app, user),
+        Err(error) => store_down(app, user, &error),
     }
 }
 
