@@ -265,7 +265,7 @@ fn a_tool_whose_context_needs_other_state_is_refused_at_build() {
         error,
         BuildError::StateMismatch {
             tool: "get_order",
-            expected: "orders::Shop",
+            expected: "orders::shop::Shop",
             found: "u32"
         }
     );

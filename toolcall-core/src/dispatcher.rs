@@ -1,42 +1,51 @@
-//! The dispatcher: its settings, the calls it takes, how it is built.
+//! The dispatcher: the type that holds the configuration, and the entry
+//! of a call ([`Dispatcher::execute`]), which audits it.
 //!
-//! The pipeline's stages are in `pipeline.rs`, the resource locks stages 5
-//! to 8 run under in `locks.rs`, the taint of untrusted output in
-//! `taint.rs`, a dry run in `dry_run.rs`, execution (claims, retries,
-//! timeouts, panics) in `execute.rs`, the host's decisions on pending
-//! approvals in `approval.rs`, what is checked at build in `checks.rs`, the
-//! standard failures and their messages in `messages.rs`, the loop
-//! guard's view of identical calls in flight in `twins.rs`, and the audit
-//! record a call leaves in `audited.rs`.
+//! Its behaviour lives in three files: this one, `pipeline.rs` (the driver,
+//! which sequences the stages for every entry) and `approval.rs` (the
+//! host's decisions on pending approvals, the other entry). The stages are
+//! leaves on [`Stages`](stages::Stages) (see `pipeline.rs` for which file
+//! holds which); how it is set up is in `builder.rs`, `settings.rs` and
+//! `call.rs`; what is checked at build in `checks.rs`; the standard
+//! failures and their messages in `messages.rs`; the audit record a call
+//! leaves in `audited.rs`.
 
 // A stage that says no returns the finished `ToolResult` as its error: the
 // rejection is the answer, built once and moved out, never boxed per call.
 #![allow(clippy::result_large_err)]
 
 mod approval;
+mod arguments;
 mod audited;
+mod builder;
+mod call;
 mod catch;
 mod checks;
 mod confirm;
 mod dry_run;
 mod execute;
+mod idempotency;
+mod ids;
 mod inbox;
 mod locks;
 mod messages;
 mod pipeline;
 mod prepared;
 mod retry;
+mod rules;
+mod settings;
+mod stages;
 mod taint;
 mod twins;
 
-use std::any::{Any, TypeId};
+use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use self::audited::{AUDIT_CUT_ARGUMENTS, Called, audited_arguments};
 
@@ -45,499 +54,18 @@ use crate::echo::MAX_NAME_ECHO;
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::registry::Registry;
-use crate::result::{Code, ToolResult};
+use crate::result::ToolResult;
 use crate::store::{MemoryStore, Store};
 use crate::tool::ToolSpec;
 
 pub use approval::{Decision, UNKNOWN_APPROVAL_TOOL};
+pub use builder::DispatcherBuilder;
+pub use call::Call;
 pub use checks::{BuildError, BuildWarning};
 pub use messages::{Failure, MessageContext};
+pub use settings::{Approvals, Settings};
 
-/// Where a high-risk call's approval comes from ([`Settings::approvals`]).
-///
-/// Whatever the mode, a decision recorded in the store (a person's, in the
-/// approval inbox: `toolcall-inbox`) is carried out as it is when a call
-/// brings its approval id ([`Call::approval`]): a denial is
-/// `CONFIRMATION_DENIED` with the person's note, an approval runs the call
-/// once, an approval with edits runs the edited call, validated, checked
-/// and policed again as a new call, and says so (`data.edited_by_person`,
-/// `data.edited_arguments`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Approvals {
-    /// The host says a person approved: [`Call::confirmed`], a
-    /// [`Call::approval`] id nobody decided in the store, and
-    /// [`Dispatcher::approve`] each approve (the reference's behaviour).
-    #[default]
-    Host,
-    /// Only a decision recorded in the store approves: `Call::confirmed(true)`
-    /// asks like any call, and a `Call::approval(id)` nobody decided yet is
-    /// answered `CONFIRMATION_REQUIRED` again with the same id, which stays
-    /// unused. [`Dispatcher::approve`] and [`Dispatcher::deny`] record the
-    /// host's decision in the store first.
-    Inbox,
-}
-
-/// The knobs of the pipeline. The defaults of the first four are the
-/// reference implementation's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Settings {
-    /// Tool calls a session may make, whatever their outcome (default 10).
-    pub max_steps: u64,
-    /// How many times one exact call (same session, tool and validated
-    /// arguments) may be made before `LOOP_DETECTED` (default 3). A
-    /// read-only tool may set its own bound (`#[tool(max_repeats = N)]`),
-    /// and a caller's `Policy::max_repeats` replaces both; a side effect
-    /// always has this one.
-    pub max_duplicate_calls: u64,
-    /// Retries after a transient failure, under the same idempotency key
-    /// (default 2): of the handler, and of the business check (which has no
-    /// side effects), each with the same backoff.
-    pub max_retries: u32,
-    /// Wait before retry `n` (1-based): `n` times this (default 200 ms).
-    /// Waits and the bound they put on a claim's lease saturate: large
-    /// values mean long waits, never an overflow.
-    pub retry_backoff: Duration,
-    /// Largest raw arguments text accepted, in bytes (default 64 KiB).
-    pub max_argument_bytes: usize,
-    /// Deepest nesting of arrays and objects accepted in raw arguments (default 32).
-    pub max_depth: usize,
-    /// How long one attempt of a tool may run before `TIMEOUT`, unless the
-    /// tool sets its own with `#[tool(timeout_ms = ...)]` (default: no limit).
-    /// A timeout needs a tokio runtime with its timer enabled, as do the
-    /// waits between retries and for a call holding a claim or a resource
-    /// another call needs.
-    pub timeout: Option<Duration>,
-    /// How long an identical side-effecting call waits for one already in
-    /// flight before answering `CALL_IN_PROGRESS` (default 10 s). A call
-    /// over [`max_duplicate_calls`](Settings::max_duplicate_calls) whose
-    /// identical calls are still running in this dispatcher waits as long
-    /// for their answer (see [`Dispatcher`]). A wait too long for the
-    /// clock to express (`Duration::MAX`) has no deadline.
-    pub claim_wait: Duration,
-    /// How long a person has to approve a high-risk call (default 15 min).
-    pub approval_ttl: Duration,
-    /// The conversation of calls that name none ([`Call::session`]);
-    /// `None`, the default, refuses them with `CONVERSATION_REQUIRED`. An
-    /// application with one conversation (a command line, a test) names it
-    /// here, on purpose.
-    pub default_session: Option<String>,
-    /// How many questions to a person one conversation may have open at
-    /// once (default 20): a looping agent cannot bury the others' in the
-    /// inbox. One more is refused with its own code, and nothing runs.
-    pub max_pending_approvals: usize,
-    /// How long a claim on a key, or a lock on a resource, holds without
-    /// being renewed (default 30 s). While a call runs, the dispatcher renews
-    /// both every third of this, so a live call is never taken over however
-    /// long it runs; a process that dies frees them within this time.
-    pub claim_lease: Duration,
-    /// The most of a result's model text the model gets, in bytes, unless
-    /// the tool sets its own with `#[tool(max_output_bytes = ...)]`
-    /// (default: no bound). A larger result is cut to fit and stays valid
-    /// JSON of the same shape: long strings keep their head, long arrays
-    /// their first items; `data.truncated` is `true` and the message tells
-    /// the model to narrow its request. The budget cuts data, never
-    /// control: the code, the message, the confirmation id and `replayed`,
-    /// and a failure's `data.pending`, `reason`, `tainted`, `in_doubt`,
-    /// `happened`, `edited_by_person`, `edited_arguments` and `available`
-    /// are kept whole at any budget, and the data keeps at least the head
-    /// of its strings and the first item of its arrays, even over a very
-    /// small budget. The audit keeps the whole result's size and SHA-256
-    /// ([`AuditRecord::cut`](crate::AuditRecord::cut), field `result`).
-    pub max_output_bytes: Option<usize>,
-    /// Where a high-risk call's approval comes from (default
-    /// [`Approvals::Host`], the reference's behaviour).
-    pub approvals: Approvals,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            max_steps: 10,
-            max_duplicate_calls: 3,
-            max_retries: 2,
-            retry_backoff: Duration::from_millis(200),
-            max_argument_bytes: 64 * 1024,
-            max_depth: 32,
-            timeout: None,
-            claim_wait: Duration::from_secs(10),
-            approval_ttl: Duration::from_secs(15 * 60),
-            max_pending_approvals: 20,
-            default_session: None,
-            claim_lease: Duration::from_secs(30),
-            max_output_bytes: None,
-            approvals: Approvals::Host,
-        }
-    }
-}
-
-/// ```
-/// use toolcall_core::Call;
-///
-/// let call = Call::new("refund_order", r#"{"order_id": "ORD-1001"}"#)
-///     .session("conversation-42")
-///     .confirmed(true)
-///     .call_id("call_abc123");
-/// assert_eq!(call.tool(), "refund_order");
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct Call<'a> {
-    tool: &'a str,
-    arguments: Arguments<'a>,
-    /// The conversation, once named: by [`Call::session`], or by the
-    /// dispatcher's default ([`Settings::default_session`]); empty until then.
-    session: &'a str,
-    named: bool,
-    caller: Option<&'a Caller>,
-    confirmed: bool,
-    approval: Option<&'a str>,
-    call_id: Option<&'a str>,
-    dry_run: bool,
-}
-
-impl<'a> Call<'a> {
-    /// A call of `tool` with these arguments, by the dispatcher's default
-    /// caller, not confirmed. It names no conversation yet: name one with
-    /// [`session`](Call::session). A call that names none runs in the
-    /// dispatcher's [`default_session`](DispatcherBuilder::default_session)
-    /// when it has one, and is refused (`CONVERSATION_REQUIRED`, nothing
-    /// run, no step taken) when it has none: two users' calls never share a
-    /// conversation, its step budget or its replays, by accident.
-    pub fn new(tool: &'a str, arguments: impl Into<Arguments<'a>>) -> Self {
-        Call {
-            tool,
-            arguments: arguments.into(),
-            session: "",
-            named: false,
-            caller: None,
-            confirmed: false,
-            approval: None,
-            call_id: None,
-            dry_run: false,
-        }
-    }
-
-    /// The conversation this call belongs to: the scope of the step budget,
-    /// the loop guard, the idempotency key, the taint of untrusted output
-    /// and the approvals a person gives. Two users, two conversations.
-    pub fn session(mut self, session: &'a str) -> Self {
-        self.session = session;
-        self.named = true;
-        self
-    }
-
-    /// The conversation the call names, if it names one.
-    pub fn session_id(&self) -> Option<&'a str> {
-        self.named.then_some(self.session)
-    }
-
-    /// Who is calling, with their allowlist and limits; the dispatcher's
-    /// default caller otherwise.
-    pub fn caller(mut self, caller: &'a Caller) -> Self {
-        self.caller = Some(caller);
-        self
-    }
-
-    /// Whether a person approved this exact call. Only the host sets this,
-    /// never the model.
-    pub fn confirmed(mut self, confirmed: bool) -> Self {
-        self.confirmed = confirmed;
-        self
-    }
-
-    /// The confirmation id of an approval a person gave for exactly this
-    /// call (from a `CONFIRMATION_REQUIRED` result's `confirmation_id`). It
-    /// is used up; one asked for another session, caller, tool or other
-    /// arguments, or one already used or expired, executes nothing.
-    pub fn approval(mut self, confirmation_id: &'a str) -> Self {
-        self.approval = Some(confirmation_id);
-        self
-    }
-
-    /// The provider's id of the call, kept in the audit record.
-    pub fn call_id(mut self, call_id: &'a str) -> Self {
-        self.call_id = Some(call_id);
-        self
-    }
-
-    /// A dry run: the call goes through every stage up to execution
-    /// (lookup, validation, replay of a completed side effect, the check,
-    /// the policy, the approval) and stops there. It uses no step, is not
-    /// counted by the loop guard, creates no pending approval, takes no
-    /// approval up and runs nothing: it answers what the real call would
-    /// get, and where that call would run, `ok: true` with code `DRY_RUN`,
-    /// the validated arguments in `data.arguments` and, when the tool
-    /// declares `#[tool(preview = path)]`, what it would do in
-    /// `data.preview`, and `data.would: "run"`. Where the real call would
-    /// wait for a person (a high-risk or tainted call without approval, or
-    /// an inbox approval no one has decided yet), it answers `DRY_RUN` with
-    /// `data.would: "ask_a_person"` and `data.reason` (`"high_risk"` or
-    /// `"untrusted_context"`, with `data.tainted` when the level names
-    /// fields). Where the real call would be refused at those stages (the
-    /// check, a policy limit, a denied, invalid or expired approval), it
-    /// answers `DRY_RUN` with `data.would: "be_refused"` and the refusal the
-    /// real call would get in `data.refusal` (`code`, `message`, `data`).
-    /// A call refused before (unknown tool, invalid arguments) or replayed
-    /// gets that answer, as the real call would.
-    pub fn dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
-    /// Whether the call is a dry run ([`Call::dry_run`]).
-    pub fn is_dry_run(&self) -> bool {
-        self.dry_run
-    }
-
-    /// The tool asked for.
-    pub fn tool(&self) -> &'a str {
-        self.tool
-    }
-}
-
-/// Sets up a [`Dispatcher`].
-pub struct DispatcherBuilder<S, St = MemoryStore> {
-    registry: Registry,
-    state: Arc<S>,
-    settings: Settings,
-    caller: Caller,
-    callers: Vec<Caller>,
-    audit: Arc<dyn AuditSink>,
-    store: St,
-    messages: messages::Messages,
-}
-
-impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
-    /// Replaces all settings at once.
-    pub fn settings(mut self, settings: Settings) -> Self {
-        self.settings = settings;
-        self
-    }
-
-    /// See [`Settings::max_steps`].
-    pub fn max_steps(mut self, max_steps: u64) -> Self {
-        self.settings.max_steps = max_steps;
-        self
-    }
-
-    /// See [`Settings::max_duplicate_calls`].
-    pub fn max_duplicate_calls(mut self, max_duplicate_calls: u64) -> Self {
-        self.settings.max_duplicate_calls = max_duplicate_calls;
-        self
-    }
-
-    /// See [`Settings::max_retries`].
-    pub fn max_retries(mut self, max_retries: u32) -> Self {
-        self.settings.max_retries = max_retries;
-        self
-    }
-
-    /// See [`Settings::retry_backoff`].
-    pub fn retry_backoff(mut self, retry_backoff: Duration) -> Self {
-        self.settings.retry_backoff = retry_backoff;
-        self
-    }
-
-    /// See [`Settings::timeout`].
-    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.settings.timeout = timeout;
-        self
-    }
-
-    /// See [`Settings::claim_wait`].
-    pub fn claim_wait(mut self, claim_wait: Duration) -> Self {
-        self.settings.claim_wait = claim_wait;
-        self
-    }
-
-    /// See [`Settings::max_output_bytes`].
-    pub fn max_output_bytes(mut self, max_output_bytes: Option<usize>) -> Self {
-        self.settings.max_output_bytes = max_output_bytes;
-        self
-    }
-
-    /// See [`Settings::claim_lease`].
-    pub fn claim_lease(mut self, claim_lease: Duration) -> Self {
-        self.settings.claim_lease = claim_lease;
-        self
-    }
-
-    /// See [`Settings::approvals`].
-    pub fn approvals(mut self, approvals: Approvals) -> Self {
-        self.settings.approvals = approvals;
-        self
-    }
-
-    /// See [`Settings::default_session`]: the conversation of calls that
-    /// name none. Without it, such calls are refused.
-    pub fn default_session(mut self, session: impl Into<String>) -> Self {
-        self.settings.default_session = Some(session.into());
-        self
-    }
-
-    /// See [`Settings::max_pending_approvals`].
-    pub fn max_pending_approvals(mut self, max: usize) -> Self {
-        self.settings.max_pending_approvals = max;
-        self
-    }
-
-    /// See [`Settings::approval_ttl`].
-    pub fn approval_ttl(mut self, approval_ttl: Duration) -> Self {
-        self.settings.approval_ttl = approval_ttl;
-        self
-    }
-
-    /// The caller of calls that name none. Without this, the default caller
-    /// (`"default"`) may call every registered tool and has no limits set
-    /// (so every tool that declares a limit fails closed, `POLICY_LIMIT`,
-    /// and [`build`](Self::build) warns of each).
-    pub fn caller(mut self, caller: Caller) -> Self {
-        self.caller = caller;
-        self
-    }
-
-    /// The default caller's policy, under the id `"default"`.
-    pub fn policy(self, policy: Policy) -> Self {
-        self.caller(Caller::new("default", policy))
-    }
-
-    /// The other callers the host will name in calls ([`Call::caller`]),
-    /// besides those given before: [`build`](Self::build) checks each
-    /// against the tools like the default caller, and
-    /// [`Dispatcher::caller`] finds them by id. A caller built later (per
-    /// tenant, say) is checked with [`Dispatcher::check_caller`].
-    pub fn callers(mut self, callers: impl IntoIterator<Item = Caller>) -> Self {
-        self.callers.extend(callers);
-        self
-    }
-
-    /// Replaces the message of every failure of the pipeline's own `code`
-    /// with what `message` writes from the failure's [`MessageContext`]
-    /// (the tool, the result's `data`, the stage's details, and the default
-    /// message). The code and the `data` stay the pipeline's. The defaults
-    /// are in [`Failure`]'s table; a code no [`Failure`] has (a check's own,
-    /// such as `ORDER_NOT_FOUND`) is never looked up. A function that panics
-    /// is logged and the default message used.
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use toolcall_core::{Code, Dispatcher, MessageContext, Registry};
-    /// let builder = Dispatcher::builder(Registry::default(), Arc::new(()))
-    ///     .message(Code::PolicyLimit, |m: &MessageContext| {
-    ///         format!("{} is over your plan's limit. Suggest an upgrade.", m.field().unwrap_or("That"))
-    ///     });
-    /// ```
-    pub fn message(
-        mut self,
-        code: Code,
-        message: impl Fn(&MessageContext<'_>) -> String + Send + Sync + 'static,
-    ) -> Self {
-        self.messages.set(code, Arc::new(message));
-        self
-    }
-
-    /// Where audit records go (an in-memory log by default).
-    pub fn audit(mut self, sink: impl AuditSink + 'static) -> Self {
-        self.audit = Arc::new(sink);
-        self
-    }
-
-    /// Where the pipeline's memory lives (a [`MemoryStore`] by default). Pass
-    /// an `Arc` to share one store between dispatchers.
-    pub fn store<T: Store>(self, store: T) -> DispatcherBuilder<S, T> {
-        DispatcherBuilder {
-            registry: self.registry,
-            state: self.state,
-            settings: self.settings,
-            caller: self.caller,
-            callers: self.callers,
-            audit: self.audit,
-            store,
-            messages: self.messages,
-        }
-    }
-
-    /// Checks the setup, and builds.
-    ///
-    /// Refused ([`BuildError`]): a tool, or a tool's check or reconcile
-    /// function, whose `&Ctx<...>` names another state than the
-    /// dispatcher's; a caller (the default one
-    /// and those given to [`callers`](Self::callers)) whose allowlist names
-    /// a tool the registry does not have, or whose policy sets a limit no
-    /// tool declares, each naming the closest real name; two different
-    /// callers with one id.
-    ///
-    /// Warned of ([`BuildWarning`], logged with `tracing::warn!` and kept in
-    /// [`Dispatcher::warnings`]): a caller allowed a tool that declares a
-    /// limit the caller's policy does not set, so that every such call fails
-    /// closed with `POLICY_LIMIT`.
-    pub fn build(self) -> Result<Dispatcher<S, St>, BuildError> {
-        let found = std::any::type_name::<S>();
-        for spec in self.registry.iter() {
-            if let Some(needed) = spec.state_type()
-                && needed.id != TypeId::of::<S>()
-            {
-                return Err(BuildError::StateMismatch {
-                    tool: spec.name(),
-                    expected: needed.name,
-                    found,
-                });
-            }
-            if let Some(needed) = spec.check_state_type()
-                && needed.id != TypeId::of::<S>()
-            {
-                return Err(BuildError::CheckStateMismatch {
-                    tool: spec.name(),
-                    expected: needed.name,
-                    found,
-                });
-            }
-            if let Some(needed) = spec.reconcile_state_type()
-                && needed.id != TypeId::of::<S>()
-            {
-                return Err(BuildError::ReconcileStateMismatch {
-                    tool: spec.name(),
-                    expected: needed.name,
-                    found,
-                });
-            }
-        }
-        let mut warnings = checks::check_caller(&self.registry, &self.caller)?;
-        let mut callers: HashMap<String, Caller> = HashMap::new();
-        for caller in self.callers {
-            let taken = if caller.id() == self.caller.id() {
-                Some(&self.caller)
-            } else {
-                callers.get(caller.id())
-            };
-            match taken {
-                Some(same) if *same == caller => continue,
-                Some(_) => {
-                    return Err(BuildError::DuplicateCaller {
-                        caller: caller.id().to_owned(),
-                    });
-                }
-                None => {}
-            }
-            warnings.extend(checks::check_caller(&self.registry, &caller)?);
-            callers.insert(caller.id().to_owned(), caller);
-        }
-        Ok(Dispatcher {
-            registry: self.registry,
-            erased_state: Arc::clone(&self.state) as Arc<dyn Any + Send + Sync>,
-            state: self.state,
-            settings: self.settings,
-            caller: self.caller,
-            callers,
-            warnings,
-            audit: self.audit,
-            store: self.store,
-            messages: self.messages,
-            twins: twins::Twins::default(),
-        })
-    }
-}
+use self::stages::Stages;
 
 /// Runs every call the model proposes through one deterministic pipeline.
 ///
@@ -582,25 +110,23 @@ pub struct Dispatcher<S, St = MemoryStore> {
     registry: Registry,
     state: Arc<S>,
     erased_state: Arc<dyn Any + Send + Sync>,
-    settings: Settings,
     caller: Caller,
     callers: HashMap<String, Caller>,
     warnings: Vec<BuildWarning>,
     audit: Arc<dyn AuditSink>,
-    store: St,
-    messages: messages::Messages,
-    twins: twins::Twins,
+    /// What the stages read: the settings, the store, the answers' wording.
+    stages: Stages<St>,
 }
 
 impl<S, St> fmt::Debug for Dispatcher<S, St> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Dispatcher")
             .field("registry", &self.registry)
-            .field("settings", &self.settings)
+            .field("settings", &self.stages.settings)
             .field("caller", &self.caller)
             .field("callers", &self.callers)
             .field("warnings", &self.warnings)
-            .field("messages", &self.messages)
+            .field("messages", &self.stages.messages)
             .finish_non_exhaustive()
     }
 }
@@ -637,7 +163,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
-        &self.settings
+        &self.stages.settings
     }
 
     /// The caller of calls that name none.
@@ -682,7 +208,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// The store.
     pub fn store(&self) -> &St {
-        &self.store
+        &self.stages.store
     }
 
     /// Runs one call through the whole pipeline and audits it.
@@ -697,7 +223,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .call_id
             .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES));
         let span = call_span(Some(call.tool), spec, call_id.as_deref());
-        let call = match (call.named, self.settings.default_session.as_deref()) {
+        let call = match (call.named, self.stages.settings.default_session.as_deref()) {
             (true, _) => call,
             (false, Some(session)) => call.session(session),
             (false, None) => {
@@ -739,7 +265,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             )),
         };
         let arguments = audited_arguments(spec, call.arguments);
-        let arguments = if arguments.len() > self.settings.max_argument_bytes {
+        let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
             arguments
@@ -764,7 +290,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             record.step = None;
         }
         record.problems = problems;
-        self.audit(record, &span);
+        audited::hand(&*self.audit, record, &span);
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
@@ -773,7 +299,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             record.confirmed = true;
             record.call_id = call.call_id.map(str::to_owned);
             record.tainted = tainted;
-            self.audit(record, &span);
+            audited::hand(&*self.audit, record, &span);
         }
         result
     }
@@ -800,7 +326,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 &mut cut,
             )),
         };
-        let result = self.fail(Failure::ConversationRequired, tool.clone());
+        let result = self
+            .stages
+            .fail(Failure::ConversationRequired, tool.clone());
         let called = Called {
             session: "",
             caller,
@@ -809,7 +337,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             at_ms,
         };
         let arguments = audited_arguments(spec, call.arguments);
-        let arguments = if arguments.len() > self.settings.max_argument_bytes {
+        let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
             arguments
@@ -820,7 +348,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());
         record.cut = cut;
         record.dry_run = call.dry_run;
-        self.audit(record, span);
+        audited::hand(&*self.audit, record, span);
         result
     }
 
@@ -829,7 +357,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     fn fit_output(&self, spec: Option<&ToolSpec>, result: &mut ToolResult, cut: &mut Vec<Cut>) {
         let budget = spec
             .and_then(|spec| spec.max_output_bytes())
-            .or(self.settings.max_output_bytes);
+            .or(self.stages.settings.max_output_bytes);
         let Some(budget) = budget else {
             return;
         };

@@ -8,16 +8,15 @@ use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
 use super::Approvals;
-use super::execute::{Asked, IN_DOUBT, JsonArguments};
+use super::execute::IN_DOUBT;
 use super::messages::{Details, Failure};
-use super::prepared::{Approval, Stage};
+use super::prepared::Stage;
+use super::stages::Stages;
 use super::{Dispatcher, call_span};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
-use crate::store::{
-    ApprovalDecision, Binding, PendingApproval, RecordedOutcome, Store, TakeApproval, now_ms,
-};
+use crate::store::{ApprovalDecision, Binding, PendingApproval, Store, TakeApproval, now_ms};
 
 /// A person's decision on a pending approval, by its confirmation id.
 ///
@@ -36,12 +35,12 @@ use crate::store::{
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Decision<'a> {
-    id: &'a str,
-    session: &'a str,
+    pub(super) id: &'a str,
+    pub(super) session: &'a str,
     caller: Option<&'a Caller>,
     tool: Option<&'a str>,
-    by: &'a str,
-    key_from_approval: bool,
+    pub(super) by: &'a str,
+    pub(super) key_from_approval: bool,
 }
 
 /// The `tool` of the answer to a decision on an approval that cannot be
@@ -107,52 +106,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             ..decision
         };
         let caller = decision.caller.unwrap_or(&self.caller);
-        self.record(&decision, caller, true, "").await;
+        self.stages.record(&decision, caller, true, "").await;
         self.decide(decision, caller, |pending| async move {
             match &pending.decision {
                 Some(recorded) if !recorded.approved => {
-                    Err(self.denied(pending.tool.clone(), &recorded.note))
+                    Err(self.stages.denied(pending.tool.clone(), &recorded.note))
                 }
-                _ => self.run_approved(&decision, caller, pending).await,
+                _ => self.approved(&decision, caller, pending).await,
             }
         })
         .await
-    }
-
-    /// In inbox mode, the host's decision goes into the store first, like a
-    /// person's in the inbox (the first decision stays the one).
-    async fn record(&self, decision: &Decision<'_>, caller: &Caller, approved: bool, note: &str) {
-        if self.settings.approvals != Approvals::Inbox {
-            return;
-        }
-        let binding = Binding {
-            session: decision.session,
-            caller: caller.id(),
-            tool: decision.tool,
-            digest: None,
-        };
-        // Only an approval asked for this session and caller.
-        let Ok(Some(entry)) = self.store.approval(decision.id).await else {
-            return;
-        };
-        if !binding.matches(&entry.approval) {
-            return;
-        }
-        let now = now_ms();
-        let recorded = ApprovalDecision {
-            approved,
-            by: decision.by.to_owned(),
-            note: note.to_owned(),
-            edited_arguments: None,
-            decided_ms: now,
-        };
-        if let Err(error) = self
-            .store
-            .decide_approval(decision.id, &recorded, now)
-            .await
-        {
-            tracing::warn!(approval = decision.id, %error, "the host's decision could not be recorded");
-        }
     }
 
     /// A person declined: the call never runs, and the model is told why, so
@@ -166,19 +129,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let reason = crate::echo::bound(reason, crate::echo::MAX_NOTE_BYTES);
         let reason = reason.as_ref();
         let caller = decision.caller.unwrap_or(&self.caller);
-        self.record(&decision, caller, false, reason).await;
+        self.stages.record(&decision, caller, false, reason).await;
         self.decide(decision, caller, |pending| async move {
             if pending.reason.as_deref() == Some(IN_DOUBT) {
                 // Of a question about an unknown outcome, a "no" says the
                 // earlier attempt took effect.
-                return self.run_happened(&decision, caller, &pending).await;
+                return self.happened_by_person(&decision, caller, &pending).await;
             }
             let reason = if reason.trim().is_empty() {
                 "no reason given"
             } else {
                 reason.trim()
             };
-            Err(self.fail_with(
+            Err(self.stages.fail_with(
                 Failure::ConfirmationDenied,
                 pending.tool.clone(),
                 &Details::detail(reason),
@@ -216,11 +179,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let about_id = Details::approval(decision.id);
         let (pending, result) = async {
             match self
+                .stages
                 .store
                 .take_approval(decision.id, &binding, now_ms())
                 .await
             {
-                Err(error) => (None, self.store_unavailable(tool_hint, &error)),
+                Err(error) => (None, self.stages.store_unavailable(tool_hint, &error)),
                 Ok(TakeApproval::Taken(pending)) => {
                     // The decision may not name the tool; the approval does.
                     span.record("gen_ai.tool.name", pending.tool.as_str());
@@ -234,13 +198,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         Ok(result) | Err(result) => result,
                     };
                     if pending.decision.is_some() {
-                        self.settle(decision.id, &result).await;
+                        self.stages.settle(decision.id, &result).await;
                     }
                     (Some(pending), result)
                 }
                 Ok(TakeApproval::Expired) => (
                     None,
-                    self.fail_with(
+                    self.stages.fail_with(
                         Failure::ConfirmationExpired,
                         tool_hint.to_owned(),
                         &about_id,
@@ -249,7 +213,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 ),
                 Ok(_) => (
                     None,
-                    self.fail_with(
+                    self.stages.fail_with(
                         Failure::ConfirmationInvalid,
                         tool_hint.to_owned(),
                         &about_id,
@@ -281,96 +245,63 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let mut record = called.ended(tool, arguments, &result);
         record.confirmed = pending.is_some() && result.code != Code::ConfirmationDenied;
         record.approved_by = Some(decision.by.to_owned());
-        self.audit(record, &span);
+        super::audited::hand(&*self.audit, record, &span);
         result
     }
+}
 
-    async fn run_approved(
-        &self,
-        decision: &Decision<'_>,
-        caller: &Caller,
-        pending: PendingApproval,
-    ) -> Stage<ToolResult> {
-        let spec = self.resolve(&pending.tool, caller.policy())?;
-        // A person's edits (recorded in the store) run in place of the
-        // model's arguments, as a new call that says so.
-        let edited = pending
-            .decision
-            .as_ref()
-            .and_then(|recorded| recorded.edited_arguments.as_ref());
-        if let Some(edited) = edited {
-            let Value::Object(object) = &pending.arguments else {
-                return Err(self.fail_with(
-                    Failure::ConfirmationInvalid,
-                    pending.tool.clone(),
-                    &Details::approval(decision.id),
-                    Map::new(),
-                ));
-            };
-            let mut original =
-                self.prepare(spec, object, decision.session, caller, pending.step, None)?;
-            return self.run_edited(&mut original, edited).await;
+impl<St: Store> Stages<St> {
+    /// In inbox mode, the host's decision goes into the store first, like a
+    /// person's in the inbox (the first decision stays the one).
+    async fn record(&self, decision: &Decision<'_>, caller: &Caller, approved: bool, note: &str) {
+        if self.settings.approvals != Approvals::Inbox {
+            return;
         }
-        let Value::Object(object) = &pending.arguments else {
-            return Err(self.fail_with(
-                Failure::ConfirmationInvalid,
-                pending.tool.clone(),
-                &Details::approval(decision.id),
-                Map::new(),
-            ));
+        let binding = Binding {
+            session: decision.session,
+            caller: caller.id(),
+            tool: decision.tool,
+            digest: None,
         };
-        let key_from = decision.key_from_approval.then_some(decision.id);
-        let mut prepared = self.prepare(
-            spec,
-            object,
-            decision.session,
-            caller,
-            pending.step,
-            key_from,
-        )?;
-        let outcome = self
-            .recorded(&prepared.key)
+        // Only an approval asked for this session and caller.
+        let Ok(Some(entry)) = self.store.approval(decision.id).await else {
+            return;
+        };
+        if !binding.matches(&entry.approval) {
+            return;
+        }
+        let now = now_ms();
+        let recorded = ApprovalDecision {
+            approved,
+            by: decision.by.to_owned(),
+            note: note.to_owned(),
+            edited_arguments: None,
+            decided_ms: now,
+        };
+        if let Err(error) = self
+            .store
+            .decide_approval(decision.id, &recorded, now)
             .await
-            .map_err(|error| self.store_unavailable(spec.name(), &error))?;
-        match outcome {
-            Some(RecordedOutcome::Completed(stored)) => Ok(stored),
-            Some(RecordedOutcome::InDoubt) => {
-                // A question about an unknown outcome, approved: the person
-                // says the earlier attempt did not take effect.
-                prepared.settled = pending.reason.as_deref() == Some(IN_DOUBT);
-                self.decide_and_run(&mut prepared, Approval::InDoubt).await
-            }
-            _ => self.decide_and_run(&mut prepared, Approval::Given).await,
+        {
+            tracing::warn!(approval = decision.id, %error, "the host's decision could not be recorded");
         }
     }
 
-    /// A person said the earlier attempt of an in-doubt call took effect
-    /// (a denial of its question): the call is answered, and replayed from
-    /// then on, as done; nothing runs.
-    async fn run_happened(
+    /// The model's arguments a pending approval keeps, as an object, or
+    /// `CONFIRMATION_INVALID` (naming the approval) for anything else.
+    pub(super) fn pending_arguments<'p>(
         &self,
-        decision: &Decision<'_>,
-        caller: &Caller,
-        pending: &PendingApproval,
-    ) -> Stage<ToolResult> {
-        let spec = self.resolve(&pending.tool, caller.policy())?;
-        let Value::Object(object) = &pending.arguments else {
-            return Err(self.fail_with(
+        id: &str,
+        pending: &'p PendingApproval,
+    ) -> Stage<&'p Map<String, Value>> {
+        match &pending.arguments {
+            Value::Object(object) => Ok(object),
+            _ => Err(self.fail_with(
                 Failure::ConfirmationInvalid,
                 pending.tool.clone(),
-                &Details::approval(decision.id),
+                &Details::approval(id),
                 Map::new(),
-            ));
-        };
-        let prepared = self.prepare(spec, object, decision.session, caller, pending.step, None)?;
-        let asked = Asked {
-            spec,
-            key: &prepared.key,
-            arguments: JsonArguments::of(Some(prepared.arguments()), &prepared.members),
-            session: prepared.session,
-            caller,
-            step: prepared.step,
-        };
-        self.happened(&asked, decision.by).await
+            )),
+        }
     }
 }

@@ -2,26 +2,21 @@
 //! how the call ended, the arguments as the audit keeps them, and the
 //! record handed to the sink and to tracing.
 
-use std::any::Any;
 use std::time::Instant;
 
-use super::Dispatcher;
-use crate::audit::AuditRecord;
+use crate::audit::{AuditRecord, AuditSink};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::ToolResult;
-use crate::store::Store;
 use crate::tool::ToolSpec;
 
-impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
-    /// Hands `record` to the sink, and its code to the call's span.
-    pub(super) fn audit(&self, record: AuditRecord, span: &tracing::Span) {
-        if !record.ok {
-            span.record("error.type", record.code.as_str());
-        }
-        tracing::debug!(parent: span, code = %record.code, step = record.step.unwrap_or(0), replayed = record.replayed, "tool call");
-        self.audit.record(record);
+/// Hands `record` to the sink, and its code to the call's span.
+pub(super) fn hand(sink: &dyn AuditSink, record: AuditRecord, span: &tracing::Span) {
+    if !record.ok {
+        span.record("error.type", record.code.as_str());
     }
+    tracing::debug!(parent: span, code = %record.code, step = record.step.unwrap_or(0), replayed = record.replayed, "tool call");
+    sink.record(record);
 }
 
 /// The arguments as the audit keeps them: verbatim, but for the tool's

@@ -1,18 +1,17 @@
 //! Stage 7: a high-risk call, or a side effect tainted by untrusted output,
 //! runs only with a person's approval of this exact call.
 
-use std::any::Any;
-
 use serde_json::{Map, Value};
 
-use super::Dispatcher;
+use super::Approvals;
 use super::messages::{Details, Failure};
 use super::prepared::{Approval, Prepared, Stage};
+use super::stages::Stages;
 use crate::canonical::digest;
 use crate::policy::Caller;
 use crate::store::{AskApproval, Binding, PendingApproval, Store, TakeApproval, now_ms};
 
-impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+impl<St: Store> Stages<St> {
     /// Stage 7: a high-risk call runs only with a person's approval of this
     /// exact call.
     pub(super) async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
@@ -72,7 +71,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 let created_ms = now_ms();
                 let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
                 let pending = PendingApproval {
-                    id: confirmation_id(),
+                    id: super::ids::confirmation_id(),
                     session: prepared.session.to_owned(),
                     caller: prepared.caller.id().to_owned(),
                     tool: name.to_owned(),
@@ -129,7 +128,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 }
 
-impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+impl<St: Store> Stages<St> {
     /// Stage 7 of a dry run: whether the real call would wait for a person
     /// (`Ok(true)`), would go on (`Ok(false)`), or would be refused (the
     /// refusal, as the real call would get it). Nothing is created, and an
@@ -172,7 +171,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         }
                         // Inbox: only a person's decision approves; the
                         // real call would be asked about again, and wait.
-                        None if self.inbox() => return Ok(true),
+                        None if self.settings.approvals == Approvals::Inbox => return Ok(true),
                         _ => return Ok(false),
                     }
                 }
@@ -197,11 +196,16 @@ pub(super) struct Asking<'a> {
 }
 
 impl<'a> Asking<'a> {
-    /// What stage 7 needs of `prepared`, with its taint.
-    pub(super) fn of(prepared: &'a Prepared<'_>, tainted: Option<&'a [String]>) -> Self {
+    /// What stage 7 needs of `prepared`, its `arguments` as JSON
+    /// ([`Prepared::json`]), with its taint.
+    pub(super) fn of(
+        prepared: &'a Prepared<'_>,
+        arguments: &'a Value,
+        tainted: Option<&'a [String]>,
+    ) -> Self {
         Asking {
             tool: prepared.spec.name(),
-            arguments: prepared.arguments(),
+            arguments,
             session: prepared.session,
             caller: prepared.caller,
             step: prepared.step,
@@ -213,18 +217,6 @@ impl<'a> Asking<'a> {
 /// Why a call waits for a person, as `data.reason` says it: a side effect
 /// in a session that read untrusted output.
 pub(super) const UNTRUSTED_CONTEXT: &str = "untrusted_context";
-
-/// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.
-pub(super) fn confirmation_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No OS randomness: fall back to a hash of time and address space
-        // layout, still unique, and still checked against its binding.
-        let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &bytes);
-        bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
-    }
-    crate::canonical::hex(&bytes)
-}
 
 /// Why a call without taint waits for a person, as a dry run's
 /// `data.reason` says it: the tool is `high_risk`.

@@ -3,21 +3,20 @@
 //! timeout per attempt; panics caught; a call whose outcome is unknown kept
 //! *in doubt* until an identical call finds out.
 
-use std::any::Any;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::Dispatcher;
 use super::catch::{CatchUnwind, panic_text};
-use super::locks::HeldLock;
 use super::messages::{Details, Failure};
-use super::prepared::{Prepared, Stage};
-use super::retry::{Retry, Waiting};
+use super::prepared::{HeldLock, Prepared, Stage};
+use super::retry::{Attempt, Retry, Waiting, millis};
+use super::stages::Stages;
 use crate::args::Members;
 use crate::canonical::digest;
 use crate::error::ToolError;
@@ -46,7 +45,7 @@ pub(super) enum Unfinished {
     Unknown(ToolResult),
 }
 
-impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+impl<St: Store> Stages<St> {
     /// Stage 8: runs the handler, retrying transient failures as the
     /// [`Retry`] policy says; a side effect only under a claim on its key,
     /// so that identical calls run it once. `doubt`: whether the key's last
@@ -62,14 +61,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // What the stored result must not repeat: from the arguments.
             // (What a person settling an unknown outcome reads is made
             // only if the outcome is unknown: see `Asked::arguments`.)
-            self.with_arguments(prepared)?;
+            self.json(prepared)?;
         }
         let validated = prepared.validated.take();
         let Prepared {
             spec,
             members,
             key,
-            arguments,
+            json,
             session,
             caller,
             step,
@@ -87,7 +86,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let call = Asked {
             spec,
             key,
-            arguments: JsonArguments::of(arguments.as_ref(), members),
+            arguments: JsonArguments::of(json, members),
             session,
             caller,
             step: *step,
@@ -137,9 +136,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
             Err(Unfinished::Known(failure)) => {
                 // Not run, or refused: the next identical call may run it.
-                if let Err(error) = self.store.release(key).await {
-                    tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
-                }
+                self.release(name, key).await;
                 Err(failure)
             }
             Err(Unfinished::Unknown(failure)) => match Box::pin(self.reconcile(spec, cx)).await {
@@ -147,9 +144,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     self.complete(spec, key, &call.arguments, data, None).await
                 }
                 Reconciled::NotDone => {
-                    if let Err(error) = self.store.release(key).await {
-                        tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
-                    }
+                    self.release(name, key).await;
                     Err(failure)
                 }
                 Reconciled::NotAsked | Reconciled::Unknown => {
@@ -173,6 +168,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         }
         answer
+    }
+
+    /// Releases the claim on `key` of a call that did not run (or that its
+    /// `reconcile` says did not take effect): the next identical call may
+    /// run it. A store that fails here leaves the claim to its lease.
+    async fn release(&self, name: &str, key: &Key) {
+        if let Err(error) = self.store.release(key).await {
+            tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
+        }
     }
 
     /// A side effect whose last outcome is unknown, before it may run
@@ -274,7 +278,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let created_ms = now_ms();
         let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         let question = PendingApproval {
-            id: super::confirm::confirmation_id(),
+            id: super::ids::confirmation_id(),
             session: call.session.to_owned(),
             caller: call.caller.id().to_owned(),
             tool: name.to_owned(),
@@ -428,19 +432,20 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn claim(&self, spec: &ToolSpec, key: &Key) -> Stage<Claimed> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
-        let mut waiting = Waiting::up_to(self.settings.claim_wait);
-        loop {
-            match self.store.claim(key, now_ms(), lease_ms).await {
-                Ok(Claim::Acquired) => return Ok(Claimed::Acquired),
-                Ok(Claim::Completed(result)) => return Ok(Claimed::Replayed(replay(result))),
-                Ok(Claim::Abandoned) => return Ok(Claimed::Abandoned),
-                Ok(_) if waiting.over() => {
-                    return Err(self.fail(Failure::CallInProgress, name));
-                }
-                Ok(_) => waiting.pause().await,
-                Err(error) => return Err(self.store_unavailable(name, &error)),
-            }
-        }
+        let claimed = Waiting::up_to(self.settings.claim_wait)
+            .until(|| async {
+                Ok(Poll::Ready(
+                    match self.store.claim(key, now_ms(), lease_ms).await {
+                        Ok(Claim::Acquired) => Claimed::Acquired,
+                        Ok(Claim::Completed(result)) => Claimed::Replayed(replay(result)),
+                        Ok(Claim::Abandoned) => Claimed::Abandoned,
+                        Ok(_) => return Ok(Poll::Pending),
+                        Err(error) => return Err(self.store_unavailable(name, &error)),
+                    },
+                ))
+            })
+            .await?;
+        claimed.ok_or_else(|| self.fail(Failure::CallInProgress, name))
     }
 
     /// How long a claim holds without renewal: the claim lease, or less for
@@ -471,52 +476,60 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         members: &Members<'_>,
         cx: &CallContext<'_>,
     ) -> Result<Data, Unfinished> {
-        let name = spec.name();
-        let timeout = self.timeout_of(spec);
-        let retry = Retry::of(&self.settings);
         let mut first = validated;
-        let mut retries: u32 = 0;
-        loop {
-            // A retry needs fresh arguments: the handler consumed the last ones.
-            let args = match first.take() {
-                Some(args) => args,
-                None => spec
-                    .validate_members(members)
-                    .map_err(|_| Unfinished::Known(self.fail(Failure::InternalError, name)))?,
-            };
-            let running = CatchUnwind(args.call(cx));
-            let outcome = match timeout {
-                // Boxed with its timer: only tools with a timeout have it,
-                // and inline it would widen every call's future.
-                Some(limit) => match Box::pin(tokio::time::timeout(limit, running)).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => {
-                        tracing::warn!(tool = name, ?limit, "the tool timed out");
-                        return Err(Unfinished::Unknown(self.fail(Failure::Timeout, name)));
-                    }
-                },
-                None => running.await,
-            };
-            match outcome {
-                Ok(Ok(data)) => return Ok(data),
-                Ok(Err(ToolError::Transient(error))) => {
-                    tracing::warn!(tool = name, retries, %error, "transient failure");
-                    let Some(wait) = retry.next(retries) else {
-                        return Err(Unfinished::Unknown(
-                            self.fail(Failure::UpstreamUnavailable, name),
-                        ));
-                    };
-                    retries += 1;
-                    crate::crash::point(crate::crash::RETRY_BACKOFF);
-                    if !wait.is_zero() {
-                        super::retry::sleep(wait).await;
+        Retry::of(&self.settings)
+            .run(|retries| {
+                // A retry needs fresh arguments: the handler consumed the last ones.
+                let args = first
+                    .take()
+                    .ok_or(())
+                    .or_else(|()| spec.validate_members(members).map_err(drop));
+                async move {
+                    match args {
+                        Ok(args) => self.attempt(spec, args, cx, retries).await,
+                        Err(()) => Attempt::Failed(Unfinished::Known(
+                            self.fail(Failure::InternalError, spec.name()),
+                        )),
                     }
                 }
-                Ok(Err(error)) => return Err(Unfinished::Known(self.failure_of(name, error))),
-                Err(panic) => {
-                    tracing::error!(tool = name, panic = panic_text(&panic), "the tool panicked");
-                    return Err(Unfinished::Known(self.fail(Failure::InternalError, name)));
+            })
+            .await
+    }
+
+    /// One attempt of the handler, within the tool's timeout.
+    async fn attempt(
+        &self,
+        spec: &'static ToolSpec,
+        args: Box<dyn Validated>,
+        cx: &CallContext<'_>,
+        retries: u32,
+    ) -> Attempt<Data, Unfinished> {
+        let name = spec.name();
+        let running = CatchUnwind(args.call(cx));
+        let outcome = match self.timeout_of(spec) {
+            // Boxed with its timer: only tools with a timeout have it, and
+            // inline it would widen every call's future.
+            Some(limit) => match Box::pin(tokio::time::timeout(limit, running)).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    tracing::warn!(tool = name, ?limit, "the tool timed out");
+                    return Attempt::Failed(Unfinished::Unknown(self.fail(Failure::Timeout, name)));
                 }
+            },
+            None => running.await,
+        };
+        match outcome {
+            Ok(Ok(data)) => Attempt::Done(data),
+            Ok(Err(ToolError::Transient(error))) => {
+                tracing::warn!(tool = name, retries, %error, "transient failure");
+                Attempt::Transient(Unfinished::Unknown(
+                    self.fail(Failure::UpstreamUnavailable, name),
+                ))
+            }
+            Ok(Err(error)) => Attempt::Failed(Unfinished::Known(self.failure_of(name, error))),
+            Err(panic) => {
+                tracing::error!(tool = name, panic = panic_text(&panic), "the tool panicked");
+                Attempt::Failed(Unfinished::Known(self.fail(Failure::InternalError, name)))
             }
         }
     }
@@ -562,31 +575,28 @@ pub(super) struct Asked<'a> {
 }
 
 /// A call's arguments as JSON for what stage 8 rarely needs them for (a
-/// question about an unknown outcome, a stored result's redaction): the
-/// JSON the stages before built, or made from the call's members when first
-/// read. Most calls end without reading it, and make nothing.
+/// question about an unknown outcome, a stored result's redaction): what
+/// the stages before made ([`Prepared::json`]), or made from the call's
+/// members when first read. Most calls end without reading it, and make
+/// nothing. (It borrows nothing that is not `Sync`: the typed arguments are
+/// the handler's by then.)
 pub(super) struct JsonArguments<'a> {
-    built: Option<&'a Value>,
+    made: &'a OnceLock<Option<Value>>,
     members: Members<'a>,
-    made: std::sync::OnceLock<Option<Value>>,
 }
 
 impl<'a> JsonArguments<'a> {
-    pub(super) fn of(built: Option<&'a Value>, members: &Members<'a>) -> Self {
+    pub(super) fn of(made: &'a OnceLock<Option<Value>>, members: &Members<'a>) -> Self {
         JsonArguments {
-            built,
+            made,
             members: *members,
-            made: std::sync::OnceLock::new(),
         }
     }
 
-    /// The JSON, made now if it was not built; `None` only for arguments
-    /// that no longer validate or serialize, which a call that passed
-    /// validation never has.
+    /// The JSON, made now if it was not; `None` only for arguments that no
+    /// longer validate or serialize, which a call that passed validation
+    /// never has.
     fn get(&self, spec: &ToolSpec) -> Option<&Value> {
-        if let Some(built) = self.built {
-            return Some(built);
-        }
         self.made
             .get_or_init(|| {
                 let typed = spec.validate_members(&self.members).ok()?;
@@ -617,10 +627,6 @@ enum Reconciled {
     NotAsked,
     /// It could not tell (it failed, timed out or panicked).
     Unknown,
-}
-
-pub(super) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Runs `work`, calling `renew(now_ms, lease_ms)` every third of `lease`
@@ -680,7 +686,7 @@ where
     std::future::pending::<()>().await;
 }
 
-impl<S, St> Dispatcher<S, St> {
+impl<St> Stages<St> {
     /// The arguments of `call` as JSON, or the answer for arguments that
     /// cannot be read back (an internal error: they passed validation).
     fn arguments_of<'c>(&self, call: &'c Asked<'_>) -> Stage<&'c Value> {

@@ -2,26 +2,16 @@
 //! brings its approval id learns the decision, which is used once; in
 //! [`Approvals::Inbox`] mode nothing else approves.
 
-use std::any::Any;
-
 use serde_json::{Map, Value};
 
+use super::Approvals;
 use super::messages::{Details, Failure};
-use super::prepared::{Approval, Prepared, Stage};
-use super::{Approvals, Dispatcher};
+use super::prepared::{Prepared, Stage};
+use super::stages::Stages;
 use crate::canonical::digest;
 use crate::policy::Caller;
 use crate::result::ToolResult;
-use crate::store::{
-    ApprovalDecision, ApprovalResult, Binding, RecordedOutcome, Store, TakeApproval, now_ms,
-};
-
-/// A person's decision that a call carried out: who took it, and the
-/// arguments they put in place of the model's. The audit records both.
-pub(super) struct Carried {
-    pub by: String,
-    pub edited: Option<Value>,
-}
+use crate::store::{ApprovalDecision, ApprovalResult, Binding, Store, TakeApproval, now_ms};
 
 /// What the store says of the approval a call brings.
 pub(super) enum Found {
@@ -32,7 +22,7 @@ pub(super) enum Found {
     Decided(ApprovalDecision),
 }
 
-impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+impl<St: Store> Stages<St> {
     /// Looks up the approval `id` for this exact call. A decided one is
     /// taken (once), in either mode. In inbox mode, an undecided one is
     /// asked about again under the same id and left unused, and a used one,
@@ -126,30 +116,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
     }
 
-    /// Carries out a person's decision on this call: a denial is
-    /// `CONFIRMATION_DENIED` with their note, an approval runs the call
-    /// (stage 7 passed), an approval with edits runs the edited call. What
-    /// came of it is recorded with the approval.
-    pub(super) async fn carry_out(
-        &self,
-        id: &str,
-        prepared: &mut Prepared<'_>,
-        decision: &ApprovalDecision,
-    ) -> Stage<ToolResult> {
-        let name = prepared.spec.name();
-        let answer = if !decision.approved {
-            Err(self.denied(name, &decision.note))
-        } else if let Some(edited) = &decision.edited_arguments {
-            self.run_edited(prepared, edited).await
-        } else {
-            self.decide_and_run(prepared, Approval::Given).await
-        };
-        match &answer {
-            Ok(result) | Err(result) => self.settle(id, result).await,
-        }
-        answer
-    }
-
     /// `CONFIRMATION_DENIED`, with the person's note as the reason.
     pub(super) fn denied(
         &self,
@@ -166,69 +132,30 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         self.fail_with(Failure::ConfirmationDenied, name, &details, Map::new())
     }
 
-    /// The call with the arguments a person put in place of the model's:
-    /// validated, checked and policed again as a new call (its own
-    /// idempotency key, bound to the new arguments: one that already ran is
-    /// replayed), past stage 7, which the person's approval is. The answer
-    /// says a person changed them (`data.edited_by_person`,
-    /// `data.edited_arguments`).
-    pub(super) async fn run_edited(
-        &self,
-        original: &mut Prepared<'_>,
-        edited: &Value,
-    ) -> Stage<ToolResult> {
-        let spec = original.spec;
-        let name = spec.name();
-        let mark = |mut result: ToolResult, arguments: &Value| {
-            result
-                .data
-                .insert("edited_by_person".into(), Value::Bool(true));
-            result
-                .data
-                .insert("edited_arguments".into(), arguments.clone());
-            let note =
-                "A person changed the arguments before approving it (data.edited_arguments).";
-            result.message = if result.message.is_empty() {
-                note.to_owned()
-            } else {
-                format!("{} {note}", result.message)
-            };
-            result
+    /// The id of an approval a person already decided for exactly this
+    /// call (its session, caller, tool, arguments and reason), unused and
+    /// unexpired: what the call carries out in place of a new question.
+    pub(super) async fn decided_for(&self, prepared: &mut Prepared<'_>) -> Stage<Option<String>> {
+        let name = prepared.spec.name();
+        let digest = digest(self.json(prepared)?);
+        let binding = crate::store::Binding {
+            session: prepared.session,
+            caller: prepared.caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
         };
-        let Value::Object(object) = edited else {
-            let refused = self.fail_with(
-                Failure::InvalidArguments,
-                name,
-                &Details::detail("the edited arguments are not an object"),
-                Map::new(),
-            );
-            return Err(mark(refused, edited));
-        };
-        let mut prepared = self
-            .prepare(
-                spec,
-                object,
-                original.session,
-                original.caller,
-                original.step,
-                None,
-            )
-            .map_err(|refused| mark(refused, edited))?;
-        let arguments = prepared.arguments().clone();
-        let outcome = self
-            .recorded(&prepared.key)
+        let reason = prepared
+            .tainted
+            .as_ref()
+            .map(|_| super::confirm::UNTRUSTED_CONTEXT);
+        let found = self
+            .store
+            .find_approval(&binding, reason, now_ms())
             .await
-            .map_err(|error| mark(self.store_unavailable(name, &error), &arguments))?;
-        let answer = match outcome {
-            Some(RecordedOutcome::Completed(stored)) => Ok(stored),
-            Some(RecordedOutcome::InDoubt) => {
-                self.decide_and_run(&mut prepared, Approval::InDoubt).await
-            }
-            _ => self.decide_and_run(&mut prepared, Approval::Given).await,
-        };
-        answer
-            .map(|result| mark(result, &arguments))
-            .map_err(|result| mark(result, &arguments))
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        Ok(found
+            .filter(|entry| entry.approval.decision.is_some())
+            .map(|entry| entry.approval.id))
     }
 
     /// Records what came of a decided approval, for the inbox's history. A
@@ -245,4 +172,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             tracing::warn!(approval = id, %error, "what came of an approval could not be recorded");
         }
     }
+}
+
+/// The answer to a call a person edited, saying so: `data.edited_by_person`,
+/// `data.edited_arguments` (what ran), and a note after the message.
+pub(super) fn mark_edited(mut result: ToolResult, arguments: &Value) -> ToolResult {
+    result
+        .data
+        .insert("edited_by_person".into(), Value::Bool(true));
+    result
+        .data
+        .insert("edited_arguments".into(), arguments.clone());
+    let note = "A person changed the arguments before approving it (data.edited_arguments).";
+    result.message = if result.message.is_empty() {
+        note.to_owned()
+    } else {
+        format!("{} {note}", result.message)
+    };
+    result
 }

@@ -400,35 +400,6 @@ impl Failure {
     }
 }
 
-impl<S, St> super::Dispatcher<S, St> {
-    /// The answer of a standard failure of `tool`, no details, no data.
-    pub(super) fn fail(&self, failure: Failure, tool: impl Into<Cow<'static, str>>) -> ToolResult {
-        self.messages
-            .answer(failure, tool, &Details::default(), Map::new())
-    }
-
-    /// The answer of a standard failure with what the stage knows of it.
-    pub(super) fn fail_with(
-        &self,
-        failure: Failure,
-        tool: impl Into<Cow<'static, str>>,
-        details: &Details<'_>,
-        data: Map<String, Value>,
-    ) -> ToolResult {
-        self.messages.answer(failure, tool, details, data)
-    }
-
-    /// `STORE_UNAVAILABLE`, logged.
-    pub(super) fn store_unavailable(
-        &self,
-        tool: &str,
-        error: &crate::store::StoreError,
-    ) -> ToolResult {
-        tracing::error!(tool, %error, "the store failed");
-        self.fail(Failure::StoreUnavailable, tool.to_owned())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::{Map, Value, json};

@@ -4,9 +4,22 @@
 //! from its service. Its bound also sizes a claim's lease. And how a call
 //! waits for another that holds what it needs ([`Waiting`]).
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::Settings;
+
+/// What one attempt came to, for [`Retry::run`].
+pub(super) enum Attempt<T, E> {
+    /// It succeeded.
+    Done(T),
+    /// It failed for good: no retry.
+    Failed(E),
+    /// It failed transiently: retried while the policy allows, else this
+    /// is the answer.
+    Transient(E),
+}
 
 /// Retry `n` (1-based) of a transient failure waits `n` times the backoff;
 /// after [`max_retries`](Settings::max_retries) retries, the failure stands.
@@ -30,6 +43,33 @@ impl Retry {
     /// wait before the next attempt, or `None` when the retries are spent.
     pub fn next(&self, retries: u32) -> Option<Duration> {
         (retries < self.max_retries).then(|| mul(self.backoff, u64::from(retries) + 1))
+    }
+
+    /// The one retry loop, for the business check and the handler alike:
+    /// runs `attempt` (given the retries so far) until it is done or fails
+    /// for good; a transient failure is tried again after the policy's wait
+    /// while retries are left, and is the answer once they are spent.
+    pub async fn run<T, E, F>(&self, mut attempt: impl FnMut(u32) -> F) -> Result<T, E>
+    where
+        F: Future<Output = Attempt<T, E>>,
+    {
+        let mut retries: u32 = 0;
+        loop {
+            match attempt(retries).await {
+                Attempt::Done(done) => return Ok(done),
+                Attempt::Failed(failed) => return Err(failed),
+                Attempt::Transient(failed) => {
+                    let Some(wait) = self.next(retries) else {
+                        return Err(failed);
+                    };
+                    retries += 1;
+                    crate::crash::point(crate::crash::RETRY_BACKOFF);
+                    if !wait.is_zero() {
+                        sleep(wait).await;
+                    }
+                }
+            }
+        }
     }
 
     /// How many attempts a call may make: the first and every retry.
@@ -60,6 +100,8 @@ pub(super) struct Waiting {
     /// deadline, `None` inside when there is none.
     deadline: Option<Option<Instant>>,
     pause: Duration,
+    /// The pauses taken so far.
+    pauses: u32,
 }
 
 impl Waiting {
@@ -71,6 +113,7 @@ impl Waiting {
             wait,
             deadline: None,
             pause: Waiting::FIRST,
+            pauses: 0,
         }
     }
 
@@ -101,8 +144,33 @@ impl Waiting {
     }
 
     /// Sleeps the next pause.
-    pub async fn pause(&mut self) {
+    async fn pause(&mut self) {
+        self.pauses = self.pauses.saturating_add(1);
         sleep(self.next_pause()).await;
+    }
+
+    /// The pauses taken so far: whether a call waited, and since when.
+    pub fn pauses(&self) -> u32 {
+        self.pauses
+    }
+
+    /// The one wait loop (for a key's claim, a resource's lock, what is
+    /// recorded of a key, a call's identical twins in flight): asks `ready`
+    /// until it is ready, pausing between questions, until the deadline.
+    /// `Ok(None)` once the wait is over; an error of `ready` ends it.
+    pub async fn until<T, E, F>(&mut self, mut ready: impl FnMut() -> F) -> Result<Option<T>, E>
+    where
+        F: Future<Output = Result<Poll<T>, E>>,
+    {
+        loop {
+            if let Poll::Ready(value) = ready().await? {
+                return Ok(Some(value));
+            }
+            if self.over() {
+                return Ok(None);
+            }
+            self.pause().await;
+        }
     }
 }
 
@@ -111,6 +179,11 @@ impl Waiting {
 /// would widen the future of every call through every stage above it.
 pub(super) async fn sleep(wait: Duration) {
     Box::pin(tokio::time::sleep(wait)).await;
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `duration * n`, saturating at `Duration::MAX`.

@@ -1,20 +1,19 @@
 //! Untrusted output: whether it taints a call, and what a session remembers
 //! of it once an untrusted tool has answered.
 
-use std::any::Any;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::Dispatcher;
 use super::prepared::{Prepared, Stage};
+use super::stages::Stages;
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
 use crate::taint;
 use crate::tool::ToolSpec;
 
-impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+impl<St: Store> Stages<St> {
     /// Whether untrusted output taints this call, as the caller's level
     /// judges it: `Some` with the arguments that carry a value read in the
     /// session's untrusted output (`Values`), or empty (`Session`: the
@@ -58,8 +57,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 if !any {
                     return Ok(None);
                 }
-                self.with_arguments(prepared)?;
-                let found = taint::of_arguments(prepared.arguments());
+                let found = taint::of_arguments(self.json(prepared)?);
                 if found.is_empty() {
                     return Ok(None);
                 }

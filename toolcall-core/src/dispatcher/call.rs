@@ -1,0 +1,128 @@
+//! A call the model proposes, as the host hands it to the dispatcher.
+
+use crate::parse::Arguments;
+use crate::policy::Caller;
+
+/// ```
+/// use toolcall_core::Call;
+///
+/// let call = Call::new("refund_order", r#"{"order_id": "ORD-1001"}"#)
+///     .session("conversation-42")
+///     .confirmed(true)
+///     .call_id("call_abc123");
+/// assert_eq!(call.tool(), "refund_order");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    pub(super) tool: &'a str,
+    pub(super) arguments: Arguments<'a>,
+    /// The conversation, once named: by [`Call::session`], or by the
+    /// dispatcher's default ([`Settings::default_session`]); empty until then.
+    pub(super) session: &'a str,
+    pub(super) named: bool,
+    pub(super) caller: Option<&'a Caller>,
+    pub(super) confirmed: bool,
+    pub(super) approval: Option<&'a str>,
+    pub(super) call_id: Option<&'a str>,
+    pub(super) dry_run: bool,
+}
+
+impl<'a> Call<'a> {
+    /// A call of `tool` with these arguments, by the dispatcher's default
+    /// caller, not confirmed. It names no conversation yet: name one with
+    /// [`session`](Call::session). A call that names none runs in the
+    /// dispatcher's [`default_session`](DispatcherBuilder::default_session)
+    /// when it has one, and is refused (`CONVERSATION_REQUIRED`, nothing
+    /// run, no step taken) when it has none: two users' calls never share a
+    /// conversation, its step budget or its replays, by accident.
+    pub fn new(tool: &'a str, arguments: impl Into<Arguments<'a>>) -> Self {
+        Call {
+            tool,
+            arguments: arguments.into(),
+            session: "",
+            named: false,
+            caller: None,
+            confirmed: false,
+            approval: None,
+            call_id: None,
+            dry_run: false,
+        }
+    }
+
+    /// The conversation this call belongs to: the scope of the step budget,
+    /// the loop guard, the idempotency key, the taint of untrusted output
+    /// and the approvals a person gives. Two users, two conversations.
+    pub fn session(mut self, session: &'a str) -> Self {
+        self.session = session;
+        self.named = true;
+        self
+    }
+
+    /// The conversation the call names, if it names one.
+    pub fn session_id(&self) -> Option<&'a str> {
+        self.named.then_some(self.session)
+    }
+
+    /// Who is calling, with their allowlist and limits; the dispatcher's
+    /// default caller otherwise.
+    pub fn caller(mut self, caller: &'a Caller) -> Self {
+        self.caller = Some(caller);
+        self
+    }
+
+    /// Whether a person approved this exact call. Only the host sets this,
+    /// never the model.
+    pub fn confirmed(mut self, confirmed: bool) -> Self {
+        self.confirmed = confirmed;
+        self
+    }
+
+    /// The confirmation id of an approval a person gave for exactly this
+    /// call (from a `CONFIRMATION_REQUIRED` result's `confirmation_id`). It
+    /// is used up; one asked for another session, caller, tool or other
+    /// arguments, or one already used or expired, executes nothing.
+    pub fn approval(mut self, confirmation_id: &'a str) -> Self {
+        self.approval = Some(confirmation_id);
+        self
+    }
+
+    /// The provider's id of the call, kept in the audit record.
+    pub fn call_id(mut self, call_id: &'a str) -> Self {
+        self.call_id = Some(call_id);
+        self
+    }
+
+    /// A dry run: the call goes through every stage up to execution
+    /// (lookup, validation, replay of a completed side effect, the check,
+    /// the policy, the approval) and stops there. It uses no step, is not
+    /// counted by the loop guard, creates no pending approval, takes no
+    /// approval up and runs nothing: it answers what the real call would
+    /// get, and where that call would run, `ok: true` with code `DRY_RUN`,
+    /// the validated arguments in `data.arguments` and, when the tool
+    /// declares `#[tool(preview = path)]`, what it would do in
+    /// `data.preview`, and `data.would: "run"`. Where the real call would
+    /// wait for a person (a high-risk or tainted call without approval, or
+    /// an inbox approval no one has decided yet), it answers `DRY_RUN` with
+    /// `data.would: "ask_a_person"` and `data.reason` (`"high_risk"` or
+    /// `"untrusted_context"`, with `data.tainted` when the level names
+    /// fields). Where the real call would be refused at those stages (the
+    /// check, a policy limit, a denied, invalid or expired approval), it
+    /// answers `DRY_RUN` with `data.would: "be_refused"` and the refusal the
+    /// real call would get in `data.refusal` (`code`, `message`, `data`).
+    /// A call refused before (unknown tool, invalid arguments) or replayed
+    /// gets that answer, as the real call would.
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Whether the call is a dry run ([`Call::dry_run`]).
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The tool asked for.
+    pub fn tool(&self) -> &'a str {
+        self.tool
+    }
+}

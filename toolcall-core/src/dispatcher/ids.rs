@@ -1,0 +1,108 @@
+//! The ids a call is given: an approval's (unguessable) and the token of
+//! the holder of its resource locks (unique).
+
+use serde_json::Value;
+
+use crate::canonical::digest;
+
+/// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.
+pub(super) fn confirmation_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: fall back to a hash of time and address space
+        // layout, still unique, and still checked against its binding.
+        let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &bytes);
+        bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
+    }
+    crate::canonical::hex(&bytes)
+}
+
+/// Who holds a call's resource locks: unique across the processes sharing a
+/// store and the threads of this one (a random nonce drawn once per thread)
+/// and across the calls of a thread (a counter). Unlike a confirmation id it
+/// need not be secret, so it costs no system call per call; and as nothing
+/// in it is shared between threads, two threads taking locks write no
+/// common memory. Written on the stack: `nonce-counter`, 49 bytes of hex.
+pub(super) fn holder_token() -> Holder {
+    use std::cell::Cell;
+    thread_local! {
+        static NONCE: Cell<Option<[u8; NONCE_LEN]>> = const { Cell::new(None) };
+        static NEXT: Cell<u64> = const { Cell::new(0) };
+    }
+    let n = NEXT.with(|next| next.replace(next.get().wrapping_add(1)));
+    let nonce = NONCE.with(|nonce| match nonce.get() {
+        Some(drawn) => drawn,
+        None => {
+            let drawn = nonce_of(&confirmation_id());
+            nonce.set(Some(drawn));
+            drawn
+        }
+    });
+    let mut text = [0u8; HOLDER_LEN];
+    text[..NONCE_LEN].copy_from_slice(&nonce);
+    text[NONCE_LEN] = b'-';
+    for (i, byte) in n.to_be_bytes().into_iter().enumerate() {
+        let at = NONCE_LEN + 1 + 2 * i;
+        text[at..at + 2].copy_from_slice(&crate::canonical::hex_pair(byte));
+    }
+    Holder(text)
+}
+
+/// A confirmation id's 32 hex digits, as the nonce of a thread's holders.
+fn nonce_of(id: &str) -> [u8; NONCE_LEN] {
+    let mut nonce = [b'0'; NONCE_LEN];
+    for (to, from) in nonce.iter_mut().zip(id.bytes()) {
+        *to = from;
+    }
+    nonce
+}
+
+const NONCE_LEN: usize = 32;
+const HOLDER_LEN: usize = NONCE_LEN + 1 + 16;
+
+/// A holder token's text: ASCII hex and a dash.
+#[derive(Clone, Copy)]
+pub(super) struct Holder([u8; HOLDER_LEN]);
+
+impl std::ops::Deref for Holder {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        // Hex digits and a dash, written above: always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::holder_token;
+
+    #[test]
+    fn holder_tokens_differ_across_calls_and_threads() {
+        let tokens: Vec<String> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        (0..500)
+                            .map(|_| String::from(&*holder_token()))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|thread| thread.join().unwrap())
+                .collect()
+        });
+        let distinct: HashSet<&String> = tokens.iter().collect();
+        assert_eq!(distinct.len(), 2_000);
+        // Each thread's tokens share its nonce and count up after it.
+        let nonces: HashSet<&str> = tokens
+            .iter()
+            .map(|token| token.rsplit_once('-').unwrap().0)
+            .collect();
+        assert_eq!(nonces.len(), 4);
+    }
+}

@@ -1,0 +1,130 @@
+//! Stages 5 and 6: the tool's business check (a transient failure retried
+//! like the handler) and the caller's limits on declared arguments.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::{Map, Value};
+
+use super::catch::panic_text;
+use super::messages::{Details, Failure};
+use super::prepared::{Prepared, Stage};
+use super::retry::{Attempt, Retry};
+use super::stages::Stages;
+use crate::args::Constraint;
+use crate::error::ToolError;
+use crate::result::ToolResult;
+use crate::store::Store;
+use crate::tool::{CallContext, Validated};
+
+impl<St: Store> Stages<St> {
+    /// Stage 5, one attempt of the business check. A check has no side
+    /// effects: one that fails transiently is retried like the handler.
+    fn check_once(
+        &self,
+        name: &'static str,
+        validated: Option<&dyn Validated>,
+        cx: &CallContext<'_>,
+        retries: u32,
+    ) -> Attempt<(), ToolResult> {
+        let Some(validated) = validated else {
+            return Attempt::Failed(self.fail(Failure::InternalError, name));
+        };
+        match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
+            Ok(Ok(())) => Attempt::Done(()),
+            Ok(Err(ToolError::Transient(error))) => {
+                tracing::warn!(tool = name, retries, %error, "the check failed transiently");
+                Attempt::Transient(self.failure_of(name, ToolError::Transient(error)))
+            }
+            Ok(Err(error)) => Attempt::Failed(self.failure_of(name, error)),
+            Err(panic) => {
+                tracing::error!(
+                    tool = name,
+                    panic = panic_text(&panic),
+                    "the check panicked"
+                );
+                Attempt::Failed(self.fail(Failure::InternalError, name))
+            }
+        }
+    }
+
+    /// Stage 5, the business check (a transient failure retried like the
+    /// handler, by the same policy), and stage 6, the policy limits
+    /// declared on the arguments.
+    pub(super) async fn check_and_limits(
+        &self,
+        prepared: &mut Prepared<'_>,
+        cx: &CallContext<'_>,
+    ) -> Stage<()> {
+        let name = prepared.spec.name();
+        Retry::of(&self.settings)
+            .run(|retries| std::future::ready(self.check_once(name, prepared.typed(), cx, retries)))
+            .await?;
+        check_limits(prepared).map_err(|over| match over {
+            Some(over) => self.fail_with(over.failure, name, &over.details(), Map::new()),
+            None => self.fail(Failure::InternalError, name),
+        })?;
+        Ok(())
+    }
+}
+
+/// Why stage 6 refused a call.
+struct OverLimit {
+    failure: Failure,
+    field: &'static str,
+    limit: &'static str,
+    limit_value: Option<i64>,
+    value: Value,
+}
+
+impl OverLimit {
+    fn details(&self) -> Details<'_> {
+        Details {
+            field: Some(self.field),
+            limit: Some(self.limit),
+            limit_value: self.limit_value,
+            value: Some(&self.value),
+            ..Details::default()
+        }
+    }
+}
+
+/// Stage 6: every argument declared with `#[arg(limit = "...")]` within the
+/// caller's limit of that name. A limit the policy does not set fails
+/// closed, and so do arguments that cannot be read (`Err(None)`).
+fn check_limits(prepared: &mut Prepared<'_>) -> Result<(), Option<OverLimit>> {
+    let (spec, caller) = (prepared.spec, prepared.caller);
+    for (index, field) in spec.fields().iter().enumerate() {
+        for constraint in field.constraints {
+            let Constraint::Limit(limit_name) = constraint else {
+                continue;
+            };
+            let value = prepared.member(index).map_err(|()| None)?;
+            if value.is_null() {
+                continue;
+            }
+            let Some(limit) = caller.policy().limit_of(limit_name) else {
+                return Err(Some(OverLimit {
+                    failure: Failure::LimitNotSet,
+                    field: field.name,
+                    limit: limit_name,
+                    limit_value: None,
+                    value,
+                }));
+            };
+            let over = match value.as_i64() {
+                Some(n) => n > limit,
+                None => value.as_f64().is_none_or(|x| x > limit as f64),
+            };
+            if over {
+                return Err(Some(OverLimit {
+                    failure: Failure::OverLimit,
+                    field: field.name,
+                    limit: limit_name,
+                    limit_value: Some(limit),
+                    value,
+                }));
+            }
+        }
+    }
+    Ok(())
+}
