@@ -1,0 +1,119 @@
+//! The order and the cursor an inbox pages through open approvals by
+//! ([`PendingQuery`](super::PendingQuery)), and their text forms.
+
+use std::fmt;
+
+use super::PendingApproval;
+
+#[cfg(doc)]
+use super::Store;
+
+/// In which order [`Store::pending_page`] lists approvals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PendingOrder {
+    /// The longest waiting first (by when asked, then by id).
+    #[default]
+    OldestFirst,
+    /// The most recently asked first.
+    NewestFirst,
+}
+
+impl PendingOrder {
+    /// Its name in a query string: `oldest` or `newest`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingOrder::OldestFirst => "oldest",
+            PendingOrder::NewestFirst => "newest",
+        }
+    }
+}
+
+impl std::str::FromStr for PendingOrder {
+    type Err = PendingQueryError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "oldest" => Ok(PendingOrder::OldestFirst),
+            "newest" => Ok(PendingOrder::NewestFirst),
+            _ => Err(PendingQueryError(format!(
+                "unknown order {:?}: `oldest` or `newest`",
+                crate::echo::cut(text, crate::echo::MAX_NAME_ECHO)
+            ))),
+        }
+    }
+}
+
+/// Where a page of pending approvals ends, and the next one starts: the
+/// last item's `(created_ms, id)`. Its text form ([`Display`](fmt::Display),
+/// [`FromStr`](std::str::FromStr)) is opaque and safe in a URL.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PendingCursor {
+    /// When the last approval of the page was asked for.
+    pub created_ms: u64,
+    /// Its id.
+    pub id: String,
+}
+
+impl PendingCursor {
+    /// The longest id a cursor carries (ids are the dispatcher's 32 hex
+    /// digits; a host's own ids may be longer, but not without bound).
+    pub const MAX_ID: usize = 256;
+
+    /// The cursor that follows `approval` in a listing.
+    pub fn after(approval: &PendingApproval) -> Self {
+        PendingCursor {
+            created_ms: approval.created_ms,
+            id: approval.id.clone(),
+        }
+    }
+}
+
+impl fmt::Display for PendingCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}.{}",
+            self.created_ms,
+            crate::canonical::hex(self.id.as_bytes())
+        )
+    }
+}
+
+impl std::str::FromStr for PendingCursor {
+    type Err = PendingQueryError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let malformed =
+            || PendingQueryError("malformed cursor: pass back a `next` as given".into());
+        let (created, id) = text.split_once('.').ok_or_else(malformed)?;
+        if created.is_empty()
+            || !created.bytes().all(|b| b.is_ascii_digit())
+            || id.is_empty()
+            || id.len() % 2 != 0
+            || id.len() > 2 * PendingCursor::MAX_ID
+        {
+            return Err(malformed());
+        }
+        let created_ms = created.parse::<u64>().map_err(|_| malformed())?;
+        let bytes = (0..id.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(id.get(at..at + 2).unwrap_or("--"), 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|_| malformed())?;
+        let id = String::from_utf8(bytes).map_err(|_| malformed())?;
+        Ok(PendingCursor { created_ms, id })
+    }
+}
+
+/// A query value that does not make sense (an unknown order, a malformed
+/// cursor): its message says which and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingQueryError(String);
+
+impl fmt::Display for PendingQueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PendingQueryError {}

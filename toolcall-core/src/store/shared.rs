@@ -1,0 +1,217 @@
+//! A shared store: the [`Store`] contract over an [`Arc`](std::sync::Arc) of one.
+
+use std::future::Future;
+
+use crate::result::ToolResult;
+
+use super::{
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
+    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store,
+    StoreError, TaintHit, TakeApproval,
+};
+
+/// A shared store: several dispatchers (or tests) over one set of records.
+impl<T: Store> Store for std::sync::Arc<T> {
+    fn next_step(
+        &self,
+        session: &str,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).next_step(session, now_ms)
+    }
+
+    fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).peek_step(session)
+    }
+
+    fn begin_call(
+        &self,
+        start: &CallStart<'_>,
+    ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
+        (**self).begin_call(start)
+    }
+
+    fn complete_unlocking(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+        resource: &Key,
+        holder: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).complete_unlocking(key, result, resource, holder)
+    }
+
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).add_taint(session, fingerprints)
+    }
+
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
+        (**self).tainted(session, fingerprints)
+    }
+
+    fn count_call(
+        &self,
+        key: &Key,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).count_call(key, now_ms)
+    }
+
+    fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).uncount_call(key)
+    }
+
+    fn outcome(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send {
+        (**self).outcome(key)
+    }
+
+    fn claim(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        (**self).claim(key, now_ms, lease_ms)
+    }
+
+    fn renew(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).renew(key, now_ms, lease_ms)
+    }
+
+    fn complete(
+        &self,
+        key: &Key,
+        result: &ToolResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).complete(key, result)
+    }
+
+    fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).release(key)
+    }
+
+    fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).doubt(key)
+    }
+
+    fn put_approval(
+        &self,
+        approval: &PendingApproval,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).put_approval(approval)
+    }
+
+    fn take_approval(
+        &self,
+        id: &str,
+        binding: &Binding<'_>,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
+        (**self).take_approval(id, binding, now_ms)
+    }
+
+    fn pending_approvals(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send {
+        (**self).pending_approvals(now_ms, limit)
+    }
+
+    fn ask_approval(
+        &self,
+        approval: &PendingApproval,
+        max_open: usize,
+    ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send {
+        (**self).ask_approval(approval, max_open)
+    }
+
+    fn find_approval(
+        &self,
+        binding: &Binding<'_>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        (**self).find_approval(binding, reason, now_ms)
+    }
+
+    fn pending_page(
+        &self,
+        query: &PendingQuery<'_>,
+    ) -> impl Future<Output = Result<PendingPage, StoreError>> + Send {
+        (**self).pending_page(query)
+    }
+
+    fn decide_approval(
+        &self,
+        id: &str,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
+        (**self).decide_approval(id, decision, now_ms)
+    }
+
+    fn approval(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        (**self).approval(id)
+    }
+
+    fn decided_approvals(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send {
+        (**self).decided_approvals(limit)
+    }
+
+    fn settle_approval(
+        &self,
+        id: &str,
+        result: &ApprovalResult,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).settle_approval(id, result)
+    }
+
+    fn wait_approval(
+        &self,
+        id: &str,
+        until_ms: u64,
+    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
+        (**self).wait_approval(id, until_ms)
+    }
+
+    fn lock_resource(
+        &self,
+        resource: &Key,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).lock_resource(resource, holder, now_ms, lease_ms)
+    }
+
+    fn unlock_resource(
+        &self,
+        resource: &Key,
+        holder: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).unlock_resource(resource, holder)
+    }
+}
