@@ -1,0 +1,62 @@
+//! The approval helpers of [`MemoryStore`]: listing, keeping and
+//! matching the approvals of every shard.
+
+use super::MemoryStore;
+use crate::audit::lock;
+use crate::store::{ApprovalEntry, PendingApproval, now_ms};
+
+impl MemoryStore {
+    /// The approvals `keep` admits, of every shard, cloned (one shard
+    /// locked at a time).
+    pub(super) fn approvals_where(
+        &self,
+        keep: impl Fn(&ApprovalEntry) -> bool,
+    ) -> Vec<ApprovalEntry> {
+        self.shards
+            .iter()
+            .flat_map(|shard| {
+                lock(shard)
+                    .approvals
+                    .values()
+                    .filter(|entry| keep(entry))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Keeps `approval` as given, unused.
+    pub(super) fn insert_approval(&self, approval: &PendingApproval) {
+        if approval.decision.is_some() {
+            self.note_decided();
+        }
+        let now = now_ms();
+        let mut shard = self.shard(&approval.id);
+        shard.approvals.insert(
+            approval.id.clone(),
+            ApprovalEntry {
+                approval: approval.clone(),
+                used_ms: None,
+                result: None,
+            },
+        );
+        self.maintain(&mut shard, now);
+    }
+
+    /// Notes that an approval holds a person's decision (before the
+    /// decision is written, so that no call's start misses it).
+    pub(super) fn note_decided(&self) {
+        self.any_decided
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Whether two approvals were asked for the same call: the same session,
+/// caller, tool, digest and reason.
+pub(super) fn same_call(a: &PendingApproval, b: &PendingApproval) -> bool {
+    a.session == b.session
+        && a.caller == b.caller
+        && a.tool == b.tool
+        && a.digest == b.digest
+        && a.reason == b.reason
+}

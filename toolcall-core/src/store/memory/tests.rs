@@ -1,0 +1,145 @@
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::shard::Counted;
+use super::*;
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+#[test]
+fn a_call_start_says_no_approval_is_decided_only_until_a_person_decides_one() {
+    block_on(async {
+        let store = MemoryStore::default();
+        let key = Key::sha256("call");
+        let mut start = CallStart::new("s", &key, 1, 100);
+        start.decided = true;
+        let begun = store.begin_call(&start).await.unwrap();
+        assert_eq!(begun.decided, Some(false), "nothing decided yet");
+        let question = |id: &str, decision| PendingApproval {
+            id: id.into(),
+            session: "s".into(),
+            caller: "c".into(),
+            tool: "pay".into(),
+            digest: "d".into(),
+            arguments: Value::Null,
+            step: 1,
+            created_ms: 1,
+            expires_ms: u64::MAX,
+            decision,
+            reason: None,
+            tainted: Vec::new(),
+        };
+        store.put_approval(&question("a", None)).await.unwrap();
+        let begun = store.begin_call(&start).await.unwrap();
+        assert_eq!(begun.decided, Some(false), "asked, not decided");
+        let yes = ApprovalDecision {
+            approved: true,
+            by: "p".into(),
+            note: String::new(),
+            edited_arguments: None,
+            decided_ms: 2,
+        };
+        assert_eq!(
+            store.decide_approval("a", &yes, 2).await.unwrap(),
+            DecideOutcome::Decided
+        );
+        let begun = store.begin_call(&start).await.unwrap();
+        assert_eq!(begun.decided, None, "a decision exists: the caller looks");
+
+        // An approval stored with its decision counts too.
+        let other = MemoryStore::default();
+        other.put_approval(&question("b", Some(yes))).await.unwrap();
+        let begun = other.begin_call(&start).await.unwrap();
+        assert_eq!(begun.decided, None);
+    });
+}
+
+#[test]
+fn a_lock_is_its_holders_whatever_the_length_of_the_holders_text() {
+    let store = MemoryStore::default();
+    let resource = Key::sha256(b"order ORD-1001");
+    let at = now_ms();
+    let inline = "x".repeat(Holder::INLINE);
+    let longer = format!("{inline}y");
+    let prefix = "x".repeat(Holder::INLINE - 1);
+    let empty = "";
+    block_on(async {
+        let lock = async |holder: &str| {
+            store
+                .lock_resource(&resource, holder, at, 60_000)
+                .await
+                .unwrap()
+        };
+        assert!(lock(&inline).await);
+        assert!(lock(&inline).await, "its holder takes it again");
+        for other in [longer.as_str(), prefix.as_str(), empty] {
+            assert!(!lock(other).await, "{other:?} took {inline:?}'s lock");
+            store.unlock_resource(&resource, other).await.unwrap();
+            assert!(!lock(other).await, "{other:?} freed {inline:?}'s lock");
+        }
+        store.unlock_resource(&resource, &inline).await.unwrap();
+        assert!(lock(&longer).await);
+        for other in [inline.as_str(), prefix.as_str(), empty] {
+            assert!(!lock(other).await, "{other:?} took {longer:?}'s lock");
+        }
+        store.unlock_resource(&resource, &longer).await.unwrap();
+        assert!(lock(empty).await);
+        assert!(!lock(&inline).await);
+        // Once its lease is over, anyone takes it, and holds it.
+        let later = at + 60_001;
+        assert!(
+            store
+                .lock_resource(&resource, &longer, later, 1_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .lock_resource(&resource, empty, later, 1_000)
+                .await
+                .unwrap()
+        );
+    });
+}
+
+#[test]
+fn old_and_excess_entries_are_dropped() {
+    let store = MemoryStore::new(Duration::from_secs(3600), 160);
+    block_on(async {
+        for i in 0..10_000u32 {
+            let mut digest = [0u8; 32];
+            digest[..4].copy_from_slice(&i.to_be_bytes());
+            store
+                .count_call(&Key::from_digest(digest), now_ms())
+                .await
+                .unwrap();
+        }
+    });
+    // 16 shards of at most 10 calls each, trimmed to 9 when over.
+    assert!(store.len() <= 160, "{}", store.len());
+    assert!(store.len() >= 100, "{}", store.len());
+}
+
+#[test]
+fn trimming_keeps_the_newest() {
+    let mut map: HashMap<String, Counted> = (0..100)
+        .map(|i| {
+            (
+                format!("k{i}"),
+                Counted {
+                    count: 1,
+                    touched_ms: i,
+                },
+            )
+        })
+        .collect();
+    trim_oldest(&mut map, 50, |c| c.touched_ms);
+    assert_eq!(map.len(), 45);
+    assert!(map.contains_key("k99") && !map.contains_key("k0"));
+}
