@@ -484,27 +484,28 @@ impl<St: Store> Stages<St> {
                     .take()
                     .ok_or(())
                     .or_else(|()| spec.validate_members(members).map_err(drop));
-                async move {
-                    match args {
-                        Ok(args) => self.attempt(spec, args, cx, retries).await,
-                        Err(()) => Attempt::Failed(Unfinished::Known(
-                            self.fail(Failure::InternalError, spec.name()),
-                        )),
-                    }
-                }
+                self.attempt(spec, args, cx, retries)
             })
             .await
+            .map_err(|unfinished| *unfinished)
     }
 
-    /// One attempt of the handler, within the tool's timeout.
+    /// One attempt of the handler, within the tool's timeout (`args`: the
+    /// typed arguments, `Err` if they could not be made again). What it
+    /// did not finish is boxed: it is rare, and the common answer moves
+    /// through the retry loop.
     async fn attempt(
         &self,
         spec: &'static ToolSpec,
-        args: Box<dyn Validated>,
+        args: Result<Box<dyn Validated>, ()>,
         cx: &CallContext<'_>,
         retries: u32,
-    ) -> Attempt<Data, Unfinished> {
+    ) -> Attempt<Data, Box<Unfinished>> {
         let name = spec.name();
+        let known = |result| Attempt::Failed(Box::new(Unfinished::Known(result)));
+        let Ok(args) = args else {
+            return known(self.fail(Failure::InternalError, name));
+        };
         let running = CatchUnwind(args.call(cx));
         let outcome = match self.timeout_of(spec) {
             // Boxed with its timer: only tools with a timeout have it, and
@@ -513,7 +514,8 @@ impl<St: Store> Stages<St> {
                 Ok(outcome) => outcome,
                 Err(_) => {
                     tracing::warn!(tool = name, ?limit, "the tool timed out");
-                    return Attempt::Failed(Unfinished::Unknown(self.fail(Failure::Timeout, name)));
+                    let timeout = self.fail(Failure::Timeout, name);
+                    return Attempt::Failed(Box::new(Unfinished::Unknown(timeout)));
                 }
             },
             None => running.await,
@@ -522,14 +524,13 @@ impl<St: Store> Stages<St> {
             Ok(Ok(data)) => Attempt::Done(data),
             Ok(Err(ToolError::Transient(error))) => {
                 tracing::warn!(tool = name, retries, %error, "transient failure");
-                Attempt::Transient(Unfinished::Unknown(
-                    self.fail(Failure::UpstreamUnavailable, name),
-                ))
+                let unavailable = self.fail(Failure::UpstreamUnavailable, name);
+                Attempt::Transient(Box::new(Unfinished::Unknown(unavailable)))
             }
-            Ok(Err(error)) => Attempt::Failed(Unfinished::Known(self.failure_of(name, error))),
+            Ok(Err(error)) => known(self.failure_of(name, error)),
             Err(panic) => {
                 tracing::error!(tool = name, panic = panic_text(&panic), "the tool panicked");
-                Attempt::Failed(Unfinished::Known(self.fail(Failure::InternalError, name)))
+                known(self.fail(Failure::InternalError, name))
             }
         }
     }

@@ -18,31 +18,35 @@ use crate::tool::{CallContext, Validated};
 
 impl<St: Store> Stages<St> {
     /// Stage 5, one attempt of the business check. A check has no side
-    /// effects: one that fails transiently is retried like the handler.
+    /// effects: one that fails transiently is retried like the handler. (Its
+    /// refusal is boxed: it is rare, and the common answer moves through
+    /// the retry loop.)
     fn check_once(
         &self,
         name: &'static str,
         validated: Option<&dyn Validated>,
         cx: &CallContext<'_>,
         retries: u32,
-    ) -> Attempt<(), ToolResult> {
+    ) -> Attempt<(), Box<ToolResult>> {
+        let failed = |result| Attempt::Failed(Box::new(result));
         let Some(validated) = validated else {
-            return Attempt::Failed(self.fail(Failure::InternalError, name));
+            return failed(self.fail(Failure::InternalError, name));
         };
         match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
             Ok(Ok(())) => Attempt::Done(()),
             Ok(Err(ToolError::Transient(error))) => {
                 tracing::warn!(tool = name, retries, %error, "the check failed transiently");
-                Attempt::Transient(self.failure_of(name, ToolError::Transient(error)))
+                let unavailable = self.failure_of(name, ToolError::Transient(error));
+                Attempt::Transient(Box::new(unavailable))
             }
-            Ok(Err(error)) => Attempt::Failed(self.failure_of(name, error)),
+            Ok(Err(error)) => failed(self.failure_of(name, error)),
             Err(panic) => {
                 tracing::error!(
                     tool = name,
                     panic = panic_text(&panic),
                     "the check panicked"
                 );
-                Attempt::Failed(self.fail(Failure::InternalError, name))
+                failed(self.fail(Failure::InternalError, name))
             }
         }
     }
@@ -58,7 +62,8 @@ impl<St: Store> Stages<St> {
         let name = prepared.spec.name();
         Retry::of(&self.settings)
             .run(|retries| std::future::ready(self.check_once(name, prepared.typed(), cx, retries)))
-            .await?;
+            .await
+            .map_err(|refused| *refused)?;
         check_limits(prepared).map_err(|over| match over {
             Some(over) => self.fail_with(over.failure, name, &over.details(), Map::new()),
             None => self.fail(Failure::InternalError, name),

@@ -112,6 +112,7 @@ pub(super) fn trim_oldest<K, V, H: BuildHasher>(
 }
 
 /// What `shard` recorded of the key in `slot`, as [`Store::outcome`] says it.
+#[inline]
 pub(super) fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<RecordedOutcome> {
     match shard.records.get(slot).map(|r| &r.state) {
         Some(RecordState::Completed(result)) => Some(RecordedOutcome::Completed(result.clone())),
@@ -127,6 +128,7 @@ pub(super) fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<Rec
     }
 }
 
+#[inline]
 pub(super) fn count_in<K: Hash + Eq, H: BuildHasher>(
     map: &mut HashMap<K, Counted, H>,
     key: K,
