@@ -1,12 +1,12 @@
 //! Metrics from an audit log: where models fail to call tools, whether they
 //! recover, and what people decide.
 //!
-//! The dispatcher writes one [`AuditRecord`] per call, whatever its outcome
+//! The dispatcher writes one [`AuditRecord`](toolcall_core::AuditRecord) per call, whatever its outcome
 //! ([`JsonLinesAudit`](toolcall_core::JsonLinesAudit) writes them one JSON
 //! object a line), and one per decision a person makes on a pending
 //! approval. [`read_audit`] reads such a log and [`Report::from_records`]
 //! counts it. The report prints as aligned plain-text tables
-//! ([`Display`](fmt::Display)) or as JSON ([`Report::to_json`]).
+//! ([`Display`](std::fmt::Display)) or as JSON ([`Report::to_json`]).
 //!
 //! # Calls and decisions
 //!

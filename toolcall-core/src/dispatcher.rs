@@ -4,7 +4,7 @@
 //! Its behaviour lives in three files: this one, `pipeline.rs` (the driver,
 //! which sequences the stages for every entry) and `approval.rs` (the
 //! host's decisions on pending approvals, the other entry). The stages are
-//! leaves on [`Stages`](stages::Stages) (see `pipeline.rs` for which file
+//! leaves on `Stages` (`stages.rs`; see `pipeline.rs` for which file
 //! holds which); how it is set up is in `builder.rs`, `settings.rs` and
 //! `call.rs`; what is checked at build in `checks.rs`; the standard
 //! failures and their messages in `messages.rs`; the audit record a call

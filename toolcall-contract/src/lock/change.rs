@@ -9,7 +9,7 @@ use toolcall_core::canonical::canonical_json;
 /// One difference between the locked contract and the current one.
 ///
 /// Its `Display` names the tool, the field (as a path, see the
-/// [module docs](self)) and what changed.
+/// [module docs](crate::lock)) and what changed.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Change {
@@ -52,7 +52,7 @@ impl fmt::Display for Severity {
     }
 }
 
-/// What changed. See the [module docs](self) for which kinds break callers;
+/// What changed. See the [module docs](crate::lock) for which kinds break callers;
 /// [`Change::severity`] decides it.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -166,7 +166,7 @@ pub enum ChangeKind {
         to: Option<Value>,
     },
     /// A part of the schema the lock file does not describe (see
-    /// [`Opaque`]) changed, appeared or went away, or the tool's schema
+    /// [`Opaque`](crate::lock::Opaque)) changed, appeared or went away, or the tool's schema
     /// changed while it has such a part and nothing described explains the
     /// change. Breaking, conservatively: what the lock cannot read, it
     /// cannot vouch for.

@@ -60,7 +60,7 @@ pub struct LockedField {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Variant {
-    /// What tells it apart (see the [module docs](self)): `kind=card`,
+    /// What tells it apart (see the [module docs](crate::lock)): `kind=card`,
     /// `by_id`, `string`, `object#2`.
     pub key: String,
     /// Its description, if it has one.

@@ -9,6 +9,8 @@ use super::messages::{MessageContext, Messages};
 use super::stages::Stages;
 use super::twins::Twins;
 use super::{Approvals, BuildError, Dispatcher, Settings, checks};
+#[cfg(doc)]
+use super::{BuildWarning, Call, Failure};
 use crate::audit::AuditSink;
 use crate::policy::{Caller, Policy};
 use crate::registry::Registry;

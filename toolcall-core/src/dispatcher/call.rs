@@ -1,5 +1,7 @@
 //! A call the model proposes, as the host hands it to the dispatcher.
 
+#[cfg(doc)]
+use super::{DispatcherBuilder, Settings};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 

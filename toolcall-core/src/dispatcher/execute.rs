@@ -182,7 +182,7 @@ impl<St: Store> Stages<St> {
     /// A side effect whose last outcome is unknown, before it may run
     /// again: its `reconcile` is asked; a backend that honours the key runs
     /// it again under that key; otherwise a person settles it, in the
-    /// inbox (or [`Dispatcher::approve`]/[`deny`](Dispatcher::deny) on its
+    /// inbox (or [`Dispatcher::approve`](crate::Dispatcher::approve)/[`deny`](crate::Dispatcher::deny) on its
     /// question): "it did not happen" runs it once, "it happened" answers
     /// (and replays from then on) that it took effect.
     async fn settle_doubt(&self, call: &Asked<'_>, cx: &CallContext<'_>) -> Settled {
@@ -556,7 +556,7 @@ enum Claimed {
     Abandoned,
 }
 
-/// What settling an unknown outcome found ([`Dispatcher::settle_doubt`]).
+/// What settling an unknown outcome found ([`Stages::settle_doubt`]).
 enum Settled {
     /// The call may run; under a person's settlement with this id, if any.
     Run(Option<String>),
@@ -745,7 +745,7 @@ impl<St> Stages<St> {
 }
 
 /// Whether a side effect's stored result has values of its arguments
-/// scrubbed from it (see [`Dispatcher::complete`]).
+/// scrubbed from it (see [`Stages::complete`]).
 fn spec_redacts(spec: &ToolSpec) -> bool {
     spec.side_effect() && !spec.redaction().is_empty()
 }
@@ -756,7 +756,7 @@ fn replay(mut stored: ToolResult) -> ToolResult {
     stored
 }
 
-/// What the store recorded of a key, as [`Dispatcher::recorded`] gives it:
+/// What the store recorded of a key, as [`Stages::recorded`] gives it:
 /// a stored result is marked `replayed`.
 pub(super) fn replayed(outcome: RecordedOutcome) -> RecordedOutcome {
     match outcome {

@@ -74,7 +74,7 @@ const GEMINI_TYPES: [&str; 6] = ["STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRA
 
 /// `schema` as a Gemini `Schema` (the OpenAPI 3.0 subset of function
 /// declarations), each constraint outside that subset moved into a
-/// description. See the [module documentation](self) for every rule.
+/// description. See the [module documentation](crate::export) for every rule.
 pub fn gemini_schema(schema: &Value) -> Value {
     let mut schema = simplify(&json_safe_bounds(schema));
     let defs = definitions_of(&schema);

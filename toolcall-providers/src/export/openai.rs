@@ -126,7 +126,7 @@ impl std::error::Error for NotStrict {}
 
 /// `schema` in OpenAI's strict-mode subset, accepting no value the original
 /// rejects except where a constraint moved into a description (see the
-/// [module documentation](self) for every rule), or why it cannot be.
+/// [module documentation](crate::export) for every rule), or why it cannot be.
 pub fn openai_strict_schema(schema: &Value) -> Result<Value, NotStrict> {
     let mut schema = simplify(&json_safe_bounds(schema));
     // The definitions as `simplify` leaves them, their value docs not yet

@@ -111,7 +111,7 @@ pub(super) fn trim_oldest<K, V, H: BuildHasher>(
     });
 }
 
-/// What `shard` recorded of the key in `slot`, as [`Store::outcome`] says it.
+/// What `shard` recorded of the key in `slot`, as [`Store::outcome`](crate::store::Store::outcome) says it.
 #[inline]
 pub(super) fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<RecordedOutcome> {
     match shard.records.get(slot).map(|r| &r.state) {
