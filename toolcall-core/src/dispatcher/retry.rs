@@ -286,4 +286,79 @@ mod tests {
         );
         assert_eq!(mul(Duration::from_nanos(1), 0), Duration::ZERO);
     }
+
+    /// Runs `future` to its end on a current-thread runtime (the waits
+    /// below are a few milliseconds).
+    fn run<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn the_retry_loop_retries_what_is_transient_while_the_policy_allows_and_no_more() {
+        for max_retries in 0..4 {
+            // Always transient: the first attempt and every retry, then the
+            // last failure is the answer.
+            let mut seen = Vec::new();
+            let answer: Result<(), u32> = run(retry(max_retries, 1).run(|retries| {
+                seen.push(retries);
+                std::future::ready(Attempt::Transient(retries))
+            }));
+            assert_eq!(answer, Err(max_retries));
+            assert_eq!(seen, (0..=max_retries).collect::<Vec<_>>());
+        }
+        // A failure for good is never retried; a success ends the loop.
+        let mut attempts = 0;
+        let answer: Result<(), &str> = run(retry(3, 1).run(|_| {
+            attempts += 1;
+            std::future::ready(Attempt::Failed("no"))
+        }));
+        assert_eq!((answer, attempts), (Err("no"), 1));
+        let mut attempts = 0;
+        let answer: Result<u32, &str> = run(retry(3, 1).run(|retries| {
+            attempts += 1;
+            std::future::ready(if retries < 2 {
+                Attempt::Transient("busy")
+            } else {
+                Attempt::Done(7)
+            })
+        }));
+        assert_eq!((answer, attempts), (Ok(7), 3));
+    }
+
+    #[test]
+    fn the_wait_loop_asks_until_ready_or_over_and_counts_its_pauses() {
+        // Ready at the third question: two pauses.
+        let mut waiting = Waiting::up_to(Duration::from_secs(10));
+        let mut asked = 0;
+        let found: Result<Option<&str>, ()> = run(waiting.until(|| {
+            asked += 1;
+            std::future::ready(Ok(if asked < 3 {
+                Poll::Pending
+            } else {
+                Poll::Ready("it")
+            }))
+        }));
+        assert_eq!((found, asked, waiting.pauses()), (Ok(Some("it")), 3, 2));
+        // Ready at once: no pause, no clock read.
+        let mut waiting = Waiting::up_to(Duration::from_secs(10));
+        let found: Result<Option<u8>, ()> =
+            run(waiting.until(|| std::future::ready(Ok(Poll::Ready(1)))));
+        assert_eq!((found, waiting.pauses()), (Ok(Some(1)), 0));
+        assert!(waiting.deadline.is_none(), "the clock is read only to wait");
+        // Never ready: over once the wait has passed (`None`), having paused.
+        let mut waiting = Waiting::up_to(Duration::from_millis(50));
+        let found: Result<Option<u8>, ()> =
+            run(waiting.until(|| std::future::ready(Ok(Poll::Pending))));
+        assert_eq!(found, Ok(None));
+        assert!(waiting.pauses() > 0);
+        // An error of the question ends the wait at once.
+        let mut waiting = Waiting::up_to(Duration::from_secs(10));
+        let found: Result<Option<u8>, &str> =
+            run(waiting.until(|| std::future::ready(Err("store down"))));
+        assert_eq!((found, waiting.pauses()), (Err("store down"), 0));
+    }
 }
