@@ -126,7 +126,7 @@ impl Waiting {
     }
 
     /// Whether the deadline has passed (the first question starts the wait).
-    pub fn over(&mut self) -> bool {
+    fn over(&mut self) -> bool {
         self.deadline()
             .is_some_and(|deadline| Instant::now() >= deadline)
     }
