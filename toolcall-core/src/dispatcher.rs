@@ -30,7 +30,6 @@ mod inbox;
 mod locks;
 mod messages;
 mod pipeline;
-mod prepared;
 mod retry;
 mod rules;
 mod settings;
@@ -47,7 +46,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Instant;
 
-use self::audited::{AUDIT_CUT_ARGUMENTS, Called, audited_arguments};
+use self::audited::{AUDIT_CUT_ARGUMENTS, Called};
 
 use crate::audit::{AuditSink, Cut, MemoryAudit};
 use crate::echo::MAX_NAME_ECHO;
@@ -244,7 +243,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // into an `Instrumented`: the future is not copied again.
         let running = pin!(self.run(&call, caller, spec, at_ms));
         let (step, mut result, noted) = in_span(&span, running).await;
-        let prepared::Noted {
+        let stages::Noted {
             carried,
             tainted,
             problems,
@@ -264,7 +263,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 &mut cut,
             )),
         };
-        let arguments = audited_arguments(spec, call.arguments);
+        let arguments = call.arguments.audited(spec);
         let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
@@ -277,7 +276,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let mut record = called.ended(tool, arguments, &result);
+        let mut record = called.ended(tool, &result);
+        record.arguments = arguments;
         record.confirmed = confirmed;
         record.call_id = call.call_id.map(str::to_owned);
         // A person's decision the call carried out: it is theirs.
@@ -294,8 +294,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
-            let arguments = audited_arguments(spec, Arguments::Parsed(&edited));
-            let mut record = called.ended(call.tool.to_owned(), arguments, &result);
+            let arguments = Arguments::Parsed(&edited).audited(spec);
+            let mut record = called.ended(call.tool.to_owned(), &result);
+            record.arguments = arguments;
             record.confirmed = true;
             record.call_id = call.call_id.map(str::to_owned);
             record.tainted = tainted;
@@ -336,13 +337,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let arguments = audited_arguments(spec, call.arguments);
+        let arguments = call.arguments.audited(spec);
         let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
             arguments
         };
-        let mut record = called.ended(tool, arguments, &result);
+        let mut record = called.ended(tool, &result);
+        record.arguments = arguments;
         record.call_id = call
             .call_id
             .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());

@@ -42,6 +42,15 @@ impl<'a> From<&'a Value> for Arguments<'a> {
 }
 
 impl Arguments<'_> {
+    /// The arguments as the audit keeps them: verbatim, but for the tool's
+    /// sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
+    pub(crate) fn audited(self, spec: Option<&crate::ToolSpec>) -> String {
+        match spec {
+            Some(spec) if spec.has_sensitive_values() => self.to_redacted_text(spec),
+            _ => self.to_text(),
+        }
+    }
+
     /// The arguments as text, for the audit record.
     pub(crate) fn to_text(self) -> String {
         match self {

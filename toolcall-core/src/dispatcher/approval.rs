@@ -10,7 +10,7 @@ use tracing::Instrument as _;
 use super::Approvals;
 use super::execute::IN_DOUBT;
 use super::messages::{Details, Failure};
-use super::prepared::Stage;
+use super::stages::Stage;
 use super::stages::Stages;
 use super::{Dispatcher, call_span};
 use crate::parse::Arguments;
@@ -228,10 +228,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(p) => (
                 p.tool.clone(),
                 p.step,
-                super::audited::audited_arguments(
-                    self.registry.get(&p.tool),
-                    Arguments::Parsed(&p.arguments),
-                ),
+                Arguments::Parsed(&p.arguments).audited(self.registry.get(&p.tool)),
             ),
             None => (result.tool.to_string(), 0, String::new()),
         };
@@ -242,7 +239,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let mut record = called.ended(tool, arguments, &result);
+        let mut record = called.ended(tool, &result);
+        record.arguments = arguments;
         record.confirmed = pending.is_some() && result.code != Code::ConfirmationDenied;
         record.approved_by = Some(decision.by.to_owned());
         super::audited::hand(&*self.audit, record, &span);

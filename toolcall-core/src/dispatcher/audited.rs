@@ -1,14 +1,12 @@
 //! What a call leaves in the audit: the record, made in one place from
-//! how the call ended, the arguments as the audit keeps them, and the
-//! record handed to the sink and to tracing.
+//! how the call ended, and handed to the sink and to tracing. (The
+//! arguments' text, as the audit keeps it, is `Arguments::audited`'s.)
 
 use std::time::Instant;
 
 use crate::audit::{AuditRecord, AuditSink};
-use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::ToolResult;
-use crate::tool::ToolSpec;
 
 /// Hands `record` to the sink, and its code to the call's span.
 pub(super) fn hand(sink: &dyn AuditSink, record: AuditRecord, span: &tracing::Span) {
@@ -17,15 +15,6 @@ pub(super) fn hand(sink: &dyn AuditSink, record: AuditRecord, span: &tracing::Sp
     }
     tracing::debug!(parent: span, code = %record.code, step = record.step.unwrap_or(0), replayed = record.replayed, "tool call");
     sink.record(record);
-}
-
-/// The arguments as the audit keeps them: verbatim, but for the tool's
-/// sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
-pub(super) fn audited_arguments(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> String {
-    match spec {
-        Some(spec) if spec.has_sensitive_values() => arguments.to_redacted_text(spec),
-        _ => arguments.to_text(),
-    }
 }
 
 /// How much of over-limit arguments an audit record keeps (head and tail).
@@ -42,15 +31,13 @@ pub(super) struct Called<'a> {
 }
 
 impl Called<'_> {
-    /// The audit record of a call of `tool` with `arguments` (as the audit
-    /// keeps them), made in this one place: how it ended (ok, code,
-    /// replayed, in doubt, how long it took) is read from `result`; what
-    /// else the record says (confirmed, by whom, cut, taint, problems)
-    /// starts empty, for the caller to set.
+    /// The audit record of a call of `tool`, made in this one place: how it
+    /// ended (ok, code, replayed, in doubt, how long it took) is read from
+    /// `result`; what else the record says (the arguments, confirmed, by
+    /// whom, cut, taint, problems) starts empty, for the caller to set.
     pub(super) fn ended(
         &self,
         tool: impl Into<std::borrow::Cow<'static, str>>,
-        arguments: String,
         result: &ToolResult,
     ) -> AuditRecord {
         AuditRecord {
@@ -59,7 +46,7 @@ impl Called<'_> {
             // Steps count from 1: 0 is a call that took none.
             step: (self.step > 0).then_some(self.step),
             tool: tool.into(),
-            arguments,
+            arguments: String::new(),
             confirmed: false,
             ok: result.ok,
             code: result.code.clone(),

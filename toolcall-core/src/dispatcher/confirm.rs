@@ -4,9 +4,10 @@
 use serde_json::{Map, Value};
 
 use super::Approvals;
+use super::arguments::Prepared;
 use super::messages::{Details, Failure};
-use super::prepared::{Approval, Prepared, Stage};
 use super::stages::Stages;
+use super::stages::{Approval, Stage};
 use crate::canonical::digest;
 use crate::policy::Caller;
 use crate::store::{AskApproval, Binding, PendingApproval, Store, TakeApproval, now_ms};

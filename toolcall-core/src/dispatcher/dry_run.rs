@@ -6,10 +6,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde_json::{Map, Value};
 
+use super::arguments::Prepared;
 use super::catch::panic_text;
 use super::confirm::{HIGH_RISK, UNTRUSTED_CONTEXT, add_reason};
 use super::messages::Failure;
-use super::prepared::{Prepared, Stage};
+use super::stages::Stage;
 use super::stages::Stages;
 use crate::result::{Code, ToolResult};
 use crate::store::Store;

@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::arguments::Prepared;
 use super::catch::{CatchUnwind, panic_text};
+use super::locks::HeldLock;
 use super::messages::{Details, Failure};
-use super::prepared::{HeldLock, Prepared, Stage};
 use super::retry::{Attempt, Retry, Waiting, millis};
+use super::stages::Stage;
 use super::stages::Stages;
 use crate::args::Members;
 use crate::canonical::digest;

@@ -5,8 +5,9 @@
 use serde_json::{Map, Value};
 
 use super::Approvals;
+use super::arguments::Prepared;
 use super::messages::{Details, Failure};
-use super::prepared::{Prepared, Stage};
+use super::stages::Stage;
 use super::stages::Stages;
 use crate::canonical::digest;
 use crate::policy::Caller;

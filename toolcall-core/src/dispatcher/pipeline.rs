@@ -25,13 +25,16 @@ use serde_json::{Map, Value};
 
 use super::Dispatcher;
 use super::approval::Decision;
+use super::arguments::Prepared;
 use super::call::Call;
 use super::confirm::Asking;
 use super::dry_run;
 use super::execute::{Asked, Doubt, IN_DOUBT, JsonArguments, while_renewing};
 use super::inbox::{Found, mark_edited};
+use super::locks::HeldLock;
 use super::messages::{Details, Failure};
-use super::prepared::{Approval, Carried, HeldLock, Noted, Prepared, Stage};
+use super::stages::{Approval, Carried, Noted, Stage};
+use super::taint::SessionTaint;
 use super::twins::Active;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
@@ -221,13 +224,28 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // the caller's level judges it, needs a person's approval at stage
         // 7. What the call's start found of the session stands unless stage
         // 4 waited meanwhile.
-        if prepared.spec.side_effect() {
-            let known = started
-                .as_ref()
-                .and_then(|found| found.tainted)
-                .filter(|_| !waited);
-            *tainted = self.stages.taint_of(prepared, known).await?;
-        }
+        // The arguments are read (as JSON) only in a session that read
+        // untrusted output, when the caller's level judges values.
+        let known = started
+            .as_ref()
+            .and_then(|found| found.tainted)
+            .filter(|_| !waited);
+        let spec = prepared.spec;
+        *tainted = match self
+            .stages
+            .session_taint(spec, call.session, caller, known)
+            .await?
+        {
+            SessionTaint::Clean => None,
+            SessionTaint::Whole => Some(Vec::new()),
+            SessionTaint::Values => {
+                let arguments = self.stages.json(prepared)?;
+                let session = call.session;
+                self.stages
+                    .tainted_arguments(spec.name(), session, arguments)
+                    .await?
+            }
+        };
         prepared.tainted.clone_from(tainted);
         let approval = self.stages.approval_of(call, in_doubt);
         // A call that needs a person and brings no id (an MCP client cannot

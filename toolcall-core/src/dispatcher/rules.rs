@@ -5,10 +5,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde_json::{Map, Value};
 
+use super::arguments::Prepared;
 use super::catch::panic_text;
 use super::messages::{Details, Failure};
-use super::prepared::{Prepared, Stage};
 use super::retry::{Attempt, Retry};
+use super::stages::Stage;
 use super::stages::Stages;
 use crate::args::Constraint;
 use crate::error::ToolError;

@@ -2,7 +2,8 @@
 //! methods of [`Stages`], each a leaf that takes what it needs of the call
 //! and returns a value. None of them can reach the driver (`pipeline.rs`,
 //! on the [`Dispatcher`](super::Dispatcher)), which alone puts them in order.
-
+//! Also the types every stage shares: [`Stage`], [`Approval`], [`Noted`],
+//! [`Carried`].
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
@@ -10,6 +11,7 @@ use serde_json::{Map, Value};
 use super::Settings;
 use super::messages::{Details, Failure, Messages};
 use super::twins::Twins;
+use crate::audit::ArgumentProblem;
 use crate::result::ToolResult;
 
 /// The settings, the store, the wording of the answers, and the calls in
@@ -48,4 +50,42 @@ impl<St> Stages<St> {
         tracing::error!(tool, %error, "the store failed");
         self.fail(Failure::StoreUnavailable, tool.to_owned())
     }
+}
+
+/// A stage that says no returns the finished result as its error: the
+/// rejection *is* the answer.
+pub(super) type Stage<T> = Result<T, ToolResult>;
+
+/// How a high-risk call is approved, if it is.
+#[derive(Clone, Copy)]
+pub(super) enum Approval<'a> {
+    /// Not yet: ask for it.
+    None,
+    /// The host says a person approved (the reference's `confirmed` flag),
+    /// or the approval was already taken from the store.
+    Given,
+    /// A confirmation id that must match this exact call.
+    Id(&'a str),
+    /// The same call ran before with an unknown outcome: it passed stages 5
+    /// to 7 then, and runs again under the same key without them.
+    InDoubt,
+}
+
+/// What the pipeline notes of a call for its audit record, besides the
+/// answer.
+#[derive(Default)]
+pub(super) struct Noted {
+    /// The person's decision the call carried out, if it brought one.
+    pub carried: Option<Carried>,
+    /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
+    pub tainted: Option<Vec<String>>,
+    /// The problems stage 3 found in its arguments.
+    pub problems: Vec<ArgumentProblem>,
+}
+
+/// A person's decision that a call carried out: who took it, and the
+/// arguments they put in place of the model's. The audit records both.
+pub(super) struct Carried {
+    pub by: String,
+    pub edited: Option<Value>,
 }

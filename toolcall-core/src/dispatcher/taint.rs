@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::prepared::{Prepared, Stage};
+use super::stages::Stage;
 use super::stages::Stages;
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
@@ -13,30 +13,41 @@ use crate::store::Store;
 use crate::taint;
 use crate::tool::ToolSpec;
 
+/// What the session's untrusted output means for a call, before its
+/// arguments are looked at.
+pub(super) enum SessionTaint {
+    /// Nothing: the call is not a side effect, the caller's level is off,
+    /// or the session read no untrusted output.
+    Clean,
+    /// The whole session is tainted (`Session`): the call is, whatever its
+    /// arguments.
+    Whole,
+    /// The session read untrusted output and the caller's level judges
+    /// values: the call is tainted if its arguments carry one
+    /// ([`Stages::tainted_arguments`]).
+    Values,
+}
+
 impl<St: Store> Stages<St> {
-    /// Whether untrusted output taints this call, as the caller's level
-    /// judges it: `Some` with the arguments that carry a value read in the
-    /// session's untrusted output (`Values`), or empty (`Session`: the
-    /// session read some). Only side effects are ever tainted.
-    ///
-    /// The call's arguments are built as JSON only in a session that read
-    /// untrusted output.
+    /// Whether untrusted output can taint a call of `spec` in `session`, as
+    /// `caller`'s level judges it. Only side effects are ever tainted; the
+    /// call's arguments are not read here.
     ///
     /// `known`: whether the session read untrusted output, when the call's
     /// start found out already; the store is asked only when it did not.
-    pub(super) async fn taint_of(
+    pub(super) async fn session_taint(
         &self,
-        prepared: &mut Prepared<'_>,
+        spec: &'static ToolSpec,
+        session: &str,
+        caller: &Caller,
         known: Option<bool>,
-    ) -> Stage<Option<Vec<String>>> {
-        let (spec, session, caller) = (prepared.spec, prepared.session, prepared.caller);
+    ) -> Stage<SessionTaint> {
         if !spec.side_effect() {
-            return Ok(None);
+            return Ok(SessionTaint::Clean);
         }
-        let store_error = |error| self.store_unavailable(spec.name(), &error);
         let level = caller.policy().taint_level();
         if level == Taint::Off {
-            return Ok(None);
+            return Ok(SessionTaint::Clean);
         }
         // Most sessions never read untrusted output: that first (unless the
         // call's start found out), and the arguments fingerprinted (regexes
@@ -47,44 +58,52 @@ impl<St: Store> Stages<St> {
                 self.store
                     .tainted(session, &[])
                     .await
-                    .map_err(store_error)?
+                    .map_err(|error| self.store_unavailable(spec.name(), &error))?
                     .any
             }
         };
-        match level {
-            Taint::Session => Ok(any.then(Vec::new)),
-            _ => {
-                if !any {
-                    return Ok(None);
-                }
-                let found = taint::of_arguments(self.json(prepared)?);
-                if found.is_empty() {
-                    return Ok(None);
-                }
-                let prints: Vec<String> = found
-                    .iter()
-                    .flat_map(|(_, prints)| prints.iter().cloned())
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                let hit = self
-                    .store
-                    .tainted(session, &prints)
-                    .await
-                    .map_err(store_error)?;
-                if hit.seen.is_empty() {
-                    return Ok(None);
-                }
-                let seen: BTreeSet<&String> = hit.seen.iter().collect();
-                let mut fields: Vec<String> = found
-                    .into_iter()
-                    .filter(|(_, prints)| prints.iter().any(|p| seen.contains(p)))
-                    .map(|(path, _)| path)
-                    .collect();
-                fields.dedup();
-                Ok(Some(fields))
-            }
+        Ok(match (any, level) {
+            (false, _) => SessionTaint::Clean,
+            (true, Taint::Session) => SessionTaint::Whole,
+            (true, _) => SessionTaint::Values,
+        })
+    }
+
+    /// The arguments of a call of `tool` (as JSON) that carry a value read
+    /// in `session`'s untrusted output: `Some` (never empty) when any does,
+    /// and the call is tainted.
+    pub(super) async fn tainted_arguments(
+        &self,
+        tool: &str,
+        session: &str,
+        arguments: &Value,
+    ) -> Stage<Option<Vec<String>>> {
+        let found = taint::of_arguments(arguments);
+        if found.is_empty() {
+            return Ok(None);
         }
+        let prints: Vec<String> = found
+            .iter()
+            .flat_map(|(_, prints)| prints.iter().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let hit = self
+            .store
+            .tainted(session, &prints)
+            .await
+            .map_err(|error| self.store_unavailable(tool, &error))?;
+        if hit.seen.is_empty() {
+            return Ok(None);
+        }
+        let seen: BTreeSet<&String> = hit.seen.iter().collect();
+        let mut fields: Vec<String> = found
+            .into_iter()
+            .filter(|(_, prints)| prints.iter().any(|p| seen.contains(p)))
+            .map(|(path, _)| path)
+            .collect();
+        fields.dedup();
+        Ok(Some(fields))
     }
 
     /// After an untrusted tool ran: its output's values taint the session
