@@ -10,9 +10,8 @@ use serde_json::{Map, Value};
 
 use super::call::Call;
 use super::ids::holder_token;
-use super::locks::HeldLock;
 use super::messages::{Details, Failure};
-use super::stages::{Stage, Stages};
+use super::stages::{HeldLock, Stage, Stages};
 use crate::args::{FieldErrors, Members};
 use crate::audit::ArgumentProblem;
 use crate::canonical::idempotency_key_value;

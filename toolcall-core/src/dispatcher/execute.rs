@@ -14,11 +14,10 @@ use serde_json::{Map, Value};
 
 use super::arguments::Prepared;
 use super::catch::{CatchUnwind, panic_text};
-use super::locks::HeldLock;
 use super::messages::{Details, Failure};
 use super::retry::{Attempt, Retry, Waiting, millis};
-use super::stages::Stage;
 use super::stages::Stages;
+use super::stages::{HeldLock, Stage};
 use crate::args::Members;
 use crate::canonical::digest;
 use crate::error::ToolError;

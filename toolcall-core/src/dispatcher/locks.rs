@@ -11,7 +11,7 @@ use super::arguments::{Prepared, Resources, resource_keys};
 use super::ids::{Holder, holder_token};
 use super::messages::Failure;
 use super::retry::{Waiting, millis};
-use super::stages::{Stage, Stages};
+use super::stages::{HeldLock, Stage, Stages};
 use crate::store::{Key, Store, StoreError, now_ms};
 
 impl<St: Store> Stages<St> {
@@ -166,13 +166,4 @@ impl Locks {
             .as_ref()
             .is_some_and(|freed| freed.load(Ordering::Acquire))
     }
-}
-
-/// A resource lock a call holds (or asks for with its start).
-pub(super) struct HeldLock {
-    pub resource: Key,
-    pub holder: Holder,
-    /// Set once the lock was freed with the result's record (and from the
-    /// moment that record is sent: the renewals stop).
-    pub freed: Option<Arc<AtomicBool>>,
 }

@@ -3,16 +3,20 @@
 //! and returns a value. None of them can reach the driver (`pipeline.rs`,
 //! on the [`Dispatcher`](super::Dispatcher)), which alone puts them in order.
 //! Also the types every stage shares: [`Stage`], [`Approval`], [`Noted`],
-//! [`Carried`].
+//! [`Carried`], [`HeldLock`].
 use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde_json::{Map, Value};
 
 use super::Settings;
+use super::ids::Holder;
 use super::messages::{Details, Failure, Messages};
 use super::twins::Twins;
 use crate::audit::ArgumentProblem;
 use crate::result::ToolResult;
+use crate::store::Key;
 
 /// The settings, the store, the wording of the answers, and the calls in
 /// flight (for the loop guard).
@@ -88,4 +92,13 @@ pub(super) struct Noted {
 pub(super) struct Carried {
     pub by: String,
     pub edited: Option<Value>,
+}
+
+/// A resource lock a call holds (or asks for with its start).
+pub(super) struct HeldLock {
+    pub resource: Key,
+    pub holder: Holder,
+    /// Set once the lock was freed with the result's record (and from the
+    /// moment that record is sent: the renewals stop).
+    pub freed: Option<Arc<AtomicBool>>,
 }
