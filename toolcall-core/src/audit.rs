@@ -167,7 +167,7 @@ impl Cut {
         Cut {
             field: field.to_owned(),
             bytes: value.len() as u64,
-            sha256: crate::canonical::hex(&sha2::Sha256::digest(value.as_bytes())),
+            sha256: crate::hex::hex(&sha2::Sha256::digest(value.as_bytes())),
         }
     }
 
@@ -180,7 +180,7 @@ impl Cut {
         cuts.push(Cut {
             field: field.to_owned(),
             bytes: value.len() as u64,
-            sha256: crate::canonical::hex(&sha2::Sha256::digest(value.as_bytes())),
+            sha256: crate::hex::hex(&sha2::Sha256::digest(value.as_bytes())),
         });
         crate::echo::cut(&value, max).into_owned()
     }

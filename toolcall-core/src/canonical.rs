@@ -94,8 +94,7 @@ use sha2::{Digest, Sha256};
 
 mod stream;
 
-/// Lower-case hex digits, for keys, digests and `\u00xx` escapes.
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+use crate::hex::{hex, push_hex};
 
 const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
 
@@ -199,27 +198,6 @@ pub(crate) fn resource_digest(kind: &str, value: &Value) -> Key {
         hasher.update(canonical_json(&array).as_bytes());
     }
     Key::from_digest(hasher.finalize().into())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    push_hex(&mut hex, bytes);
-    hex
-}
-
-/// Appends the lower-case hex of `bytes` to `out`.
-pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
-    for &byte in bytes {
-        out.extend(hex_pair(byte).map(char::from));
-    }
-}
-
-/// The two lower-case hex digits of `byte`.
-pub(crate) fn hex_pair(byte: u8) -> [u8; 2] {
-    [
-        HEX_DIGITS[usize::from(byte >> 4)],
-        HEX_DIGITS[usize::from(byte & 0xf)],
-    ]
 }
 
 fn write_value(out: &mut String, value: &Value) {

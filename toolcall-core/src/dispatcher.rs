@@ -263,7 +263,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 &mut cut,
             )),
         };
-        let arguments = call.arguments.audited(spec);
+        let arguments = crate::tool::audited(spec, call.arguments);
         let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
@@ -294,7 +294,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
-            let arguments = Arguments::Parsed(&edited).audited(spec);
+            let arguments = crate::tool::audited(spec, Arguments::Parsed(&edited));
             let mut record = called.ended(call.tool.to_owned(), &result);
             record.arguments = arguments;
             record.confirmed = true;
@@ -337,7 +337,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let arguments = call.arguments.audited(spec);
+        let arguments = crate::tool::audited(spec, call.arguments);
         let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {

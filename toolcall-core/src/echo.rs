@@ -46,7 +46,7 @@ pub fn bound(text: &str, max: usize) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     use sha2::Digest as _;
-    let digest = crate::canonical::hex(&sha2::Sha256::digest(text.as_bytes()));
+    let digest = crate::hex::hex(&sha2::Sha256::digest(text.as_bytes()));
     let tail = format!("…[sha256:{digest} of {} bytes]", text.len());
     let head_end = floor_char_boundary(text, max.max(128).saturating_sub(tail.len()));
     Cow::Owned(format!("{}{tail}", &text[..head_end]))

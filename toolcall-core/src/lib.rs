@@ -17,6 +17,7 @@ mod dispatcher;
 mod echo;
 mod error;
 mod format;
+mod hex;
 mod kinds;
 mod parse;
 mod policy;

@@ -42,37 +42,11 @@ impl<'a> From<&'a Value> for Arguments<'a> {
 }
 
 impl Arguments<'_> {
-    /// The arguments as the audit keeps them: verbatim, but for the tool's
-    /// sensitive values (see [`ToolSpec::redact_arguments`](crate::ToolSpec::redact_arguments)).
-    pub(crate) fn audited(self, spec: Option<&crate::ToolSpec>) -> String {
-        match spec {
-            Some(spec) if spec.has_sensitive_values() => self.to_redacted_text(spec),
-            _ => self.to_text(),
-        }
-    }
-
     /// The arguments as text, for the audit record.
     pub(crate) fn to_text(self) -> String {
         match self {
             Arguments::Raw(raw) => raw.to_owned(),
             Arguments::Parsed(value) => value.to_string(),
-        }
-    }
-
-    /// The arguments as the audit keeps them for `spec`: every sensitive
-    /// value replaced by `"[redacted]"`. Text that is not a JSON object
-    /// cannot be redacted value by value, so none of it is kept.
-    pub(crate) fn to_redacted_text(self, spec: &crate::ToolSpec) -> String {
-        let parsed = match self {
-            Arguments::Raw(raw) => serde_json::from_str::<Value>(raw).ok(),
-            Arguments::Parsed(value) => Some(value.clone()),
-        };
-        match parsed {
-            Some(mut object @ Value::Object(_)) => {
-                spec.redact_arguments(&mut object);
-                object.to_string()
-            }
-            _ => crate::redact::REDACTED.to_owned(),
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::tool::ToolSpec;
+use crate::args::FieldMeta;
 
 /// What stands in every copy for a sensitive value.
 pub const REDACTED: &str = "[redacted]";
@@ -28,14 +28,13 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn of(spec: &ToolSpec) -> Plan {
-        let top = spec
-            .fields()
+    /// The plan of a tool with `fields` and the parameters' `schema`.
+    pub(crate) fn of(fields: &[FieldMeta], schema: Value) -> Plan {
+        let top = fields
             .iter()
             .filter(|f| f.sensitive)
             .map(|f| f.name)
             .collect();
-        let schema = spec.parameters_schema();
         let schema = mentions_write_only(&schema).then_some(schema);
         Plan { top, schema }
     }

@@ -770,7 +770,7 @@ pub trait Store: Send + Sync + 'static {
 #[doc(hidden)]
 pub fn session_key(session: &str) -> String {
     use sha2::Digest as _;
-    crate::canonical::hex(&sha2::Sha256::digest(session.as_bytes()))
+    crate::hex::hex(&sha2::Sha256::digest(session.as_bytes()))
 }
 
 /// Milliseconds since the Unix epoch, now. Shared by the pipeline and the

@@ -155,7 +155,7 @@ pub(crate) enum Side {
 pub(crate) type Fingerprint = String;
 
 fn digest(token: &str) -> Fingerprint {
-    crate::canonical::hex(&Sha256::digest(
+    crate::hex::hex(&Sha256::digest(
         format!("toolcall-taint\0{token}").as_bytes(),
     ))
 }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::args::{FieldErrors, FieldMeta, Members, ToolArgs};
 use crate::error::ToolError;
+use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::Data;
 
@@ -353,7 +354,8 @@ impl ToolSpec {
     }
 
     pub(crate) fn redaction(&self) -> &crate::redact::Plan {
-        self.redaction.get_or_init(|| crate::redact::Plan::of(self))
+        self.redaction
+            .get_or_init(|| crate::redact::Plan::of(self.fields(), self.parameters_schema()))
     }
 
     pub(crate) fn state_type(&self) -> Option<StateType> {
@@ -397,6 +399,27 @@ impl ToolSpec {
         members: &Members<'_>,
     ) -> Result<Box<dyn Validated>, FieldErrors> {
         (self.validate)(members)
+    }
+}
+
+/// The arguments of a call of `spec` (`None`: no such tool) as the audit
+/// keeps them: verbatim, but for the tool's sensitive values, each
+/// `"[redacted]"` (see [`ToolSpec::redact_arguments`]). Text that is not a
+/// JSON object cannot be redacted value by value, so none of it is kept.
+pub(crate) fn audited(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> String {
+    let Some(spec) = spec.filter(|spec| spec.has_sensitive_values()) else {
+        return arguments.to_text();
+    };
+    let parsed = match arguments {
+        Arguments::Raw(raw) => serde_json::from_str::<Value>(raw).ok(),
+        Arguments::Parsed(value) => Some(value.clone()),
+    };
+    match parsed {
+        Some(mut object @ Value::Object(_)) => {
+            spec.redact_arguments(&mut object);
+            object.to_string()
+        }
+        _ => crate::redact::REDACTED.to_owned(),
     }
 }
 

@@ -8,7 +8,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::LOCK_FORMAT_VERSION;
-use super::shape::CONSTRAINTS;
+
+/// The JSON Schema keywords a shape keeps as its constraints.
+pub(crate) const CONSTRAINTS: &[&str] = &[
+    "exclusiveMaximum",
+    "exclusiveMinimum",
+    "maxItems",
+    "maxLength",
+    "maxProperties",
+    "maximum",
+    "minItems",
+    "minLength",
+    "minProperties",
+    "minimum",
+    "multipleOf",
+    "pattern",
+    "uniqueItems",
+];
 
 /// The contract of every tool in a registry, as kept in `tools.lock.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use toolcall_core::canonical::{canonical_json, digest};
 use toolcall_core::schema;
 
 use super::LOCK_FORMAT_VERSION;
-use super::file::{LockedField, LockedTool, Lockfile, Opaque, Shape, Variant};
+use super::file::{CONSTRAINTS, LockedField, LockedTool, Lockfile, Opaque, Shape, Variant};
 
 impl Lockfile {
     /// The contract of every tool in `registry`, derived from each tool's
@@ -38,23 +38,6 @@ impl Lockfile {
         }
     }
 }
-
-/// The keywords kept as constraints.
-pub(crate) const CONSTRAINTS: &[&str] = &[
-    "exclusiveMaximum",
-    "exclusiveMinimum",
-    "maxItems",
-    "maxLength",
-    "maxProperties",
-    "maximum",
-    "minItems",
-    "minLength",
-    "minProperties",
-    "minimum",
-    "multipleOf",
-    "pattern",
-    "uniqueItems",
-];
 
 /// The keywords the lock describes, besides [`CONSTRAINTS`].
 const DESCRIBED: &[&str] = &[

@@ -228,7 +228,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(p) => (
                 p.tool.clone(),
                 p.step,
-                Arguments::Parsed(&p.arguments).audited(self.registry.get(&p.tool)),
+                crate::tool::audited(self.registry.get(&p.tool), Arguments::Parsed(&p.arguments)),
             ),
             None => (result.tool.to_string(), 0, String::new()),
         };

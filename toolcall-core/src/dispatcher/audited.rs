@@ -1,6 +1,6 @@
 //! What a call leaves in the audit: the record, made in one place from
 //! how the call ended, and handed to the sink and to tracing. (The
-//! arguments' text, as the audit keeps it, is `Arguments::audited`'s.)
+//! arguments' text, as the audit keeps it, is `tool::audited`'s.)
 
 use std::time::Instant;
 

@@ -14,7 +14,7 @@ pub(super) fn confirmation_id() -> String {
         let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &bytes);
         bytes.copy_from_slice(&digest(&Value::from(seed)).as_bytes()[..16]);
     }
-    crate::canonical::hex(&bytes)
+    crate::hex::hex(&bytes)
 }
 
 /// Who holds a call's resource locks: unique across the processes sharing a
@@ -43,7 +43,7 @@ pub(super) fn holder_token() -> Holder {
     text[NONCE_LEN] = b'-';
     for (i, byte) in n.to_be_bytes().into_iter().enumerate() {
         let at = NONCE_LEN + 1 + 2 * i;
-        text[at..at + 2].copy_from_slice(&crate::canonical::hex_pair(byte));
+        text[at..at + 2].copy_from_slice(&crate::hex::hex_pair(byte));
     }
     Holder(text)
 }

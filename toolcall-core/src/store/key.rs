@@ -35,7 +35,7 @@ impl Key {
     pub fn from_digest(digest: [u8; 32]) -> Key {
         let mut hex = [0u8; 64];
         for (pair, &byte) in hex.chunks_exact_mut(2).zip(&digest) {
-            pair.copy_from_slice(&crate::canonical::hex_pair(byte));
+            pair.copy_from_slice(&crate::hex::hex_pair(byte));
         }
         Key { digest, hex }
     }
@@ -146,7 +146,7 @@ mod tests {
         #[test]
         fn a_key_reads_back_from_its_text(digest in proptest::array::uniform32(0u8..)) {
             let key = Key::from_digest(digest);
-            proptest::prop_assert_eq!(key.as_str(), crate::canonical::hex(&digest));
+            proptest::prop_assert_eq!(key.as_str(), crate::hex::hex(&digest));
             proptest::prop_assert_eq!(key.as_str().parse::<Key>(), Ok(key));
             proptest::prop_assert_eq!(key.as_str().to_uppercase().parse::<Key>(), Ok(key));
         }

@@ -74,7 +74,7 @@ impl fmt::Display for PendingCursor {
             f,
             "{}.{}",
             self.created_ms,
-            crate::canonical::hex(self.id.as_bytes())
+            crate::hex::hex(self.id.as_bytes())
         )
     }
 }
