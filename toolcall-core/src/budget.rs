@@ -15,6 +15,9 @@
 
 use serde_json::{Map, Value};
 
+use crate::audit::Cut;
+use crate::result::ToolResult;
+
 /// The members of a failure's `data` the model must act on, never cut:
 /// the call a person is asked about (`pending`), why (`reason`,
 /// `tainted`), whether its outcome is unknown (`in_doubt`), how a person
@@ -39,6 +42,45 @@ const ARRAY_CAPS: [usize; 10] = [1000, 500, 200, 100, 50, 20, 10, 5, 2, 1];
 /// above: only objects of many members lose any (an object of ten members
 /// or fewer keeps them all, at any budget).
 const MEMBER_CAPS: [usize; 4] = [100, 50, 20, 10];
+
+/// A result whose model text is over `budget` bytes, cut to fit (see the
+/// module's docs); what it was goes to `cut`.
+pub(crate) fn fit_result(result: &mut ToolResult, budget: usize, cut: &mut Vec<Cut>) {
+    let text = result.to_model_text();
+    if text.len() <= budget {
+        return;
+    }
+    // An ok result's message becomes the note that it was cut; a
+    // failure keeps its code, message and the data the model must act
+    // on ([`CONTROL`]) whole.
+    let mut probe = ToolResult {
+        data: crate::Data::new(),
+        ..result.clone()
+    };
+    if result.ok {
+        probe.message = format!(
+            "The result was cut to fit {budget} bytes ({} in all). Narrow the request \
+         (a filter, a page, fewer fields) to get the rest.",
+            text.len()
+        );
+    }
+    let protected: &[&str] = if result.ok { &[] } else { &CONTROL };
+    let mut data = Map::clone(&result.data);
+    let fitted = fit(&mut data, budget, protected, |data| {
+        let mut probe = probe.clone();
+        let mut data = data.clone();
+        data.insert("truncated".into(), Value::Bool(true));
+        probe.data = data.into();
+        probe.to_model_text().len()
+    });
+    if fitted.is_none() {
+        return;
+    }
+    cut.push(Cut::of("result", &text));
+    data.insert("truncated".into(), Value::Bool(true));
+    result.data = data.into();
+    result.message = probe.message;
+}
 
 /// How a result was made to fit.
 #[derive(Debug, PartialEq, Eq)]

@@ -8,11 +8,12 @@ use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
 use super::Approvals;
+use super::Dispatcher;
+use super::audited::call_span;
 use super::execute::IN_DOUBT;
 use super::messages::{Details, Failure};
 use super::stages::Stage;
 use super::stages::Stages;
-use super::{Dispatcher, call_span};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};

@@ -1,12 +1,17 @@
-//! What a call leaves in the audit: the record, made in one place from
-//! how the call ended, and handed to the sink and to tracing. (The
-//! arguments' text, as the audit keeps it, is `tool::audited`'s.)
+//! What a call leaves in the audit and in tracing: its span, and its
+//! record, made in one place from how the call ended, and handed to the
+//! sink and to tracing. (The arguments' text, as the audit keeps it, is
+//! `tool::audited`'s.)
 
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::time::Instant;
 
 use crate::audit::{AuditRecord, AuditSink};
+use crate::echo::MAX_NAME_ECHO;
 use crate::policy::Caller;
 use crate::result::ToolResult;
+use crate::tool::ToolSpec;
 
 /// Hands `record` to the sink, and its code to the call's span.
 pub(super) fn hand(sink: &dyn AuditSink, record: AuditRecord, span: &tracing::Span) {
@@ -68,4 +73,45 @@ impl Called<'_> {
 fn is_in_doubt(result: &ToolResult) -> bool {
     // A success's data is the tool's output, kept as text: not read.
     !result.ok && result.data.get("in_doubt") == Some(&serde_json::Value::Bool(true))
+}
+
+/// Polls `work` inside `span`, as `Instrument::instrument` would, where the
+/// work is pinned.
+pub(super) async fn in_span<T>(
+    span: &tracing::Span,
+    mut work: Pin<&mut impl Future<Output = T>>,
+) -> T {
+    poll_fn(|cx| {
+        let _entered = span.enter();
+        work.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// One span a call, with OpenTelemetry's GenAI attribute names; `error.type`
+/// is recorded with the code when the call is not ok. A host's decision on a
+/// pending approval records the tool once the approval is found.
+pub(super) fn call_span(
+    tool: Option<&str>,
+    spec: Option<&ToolSpec>,
+    call_id: Option<&str>,
+) -> tracing::Span {
+    // The name the model sent may be anything: cut, like every echo of it.
+    let tool = tool.map(|name| crate::echo::cut(name, MAX_NAME_ECHO));
+    let tool = tool.as_deref();
+    // The fields are evaluated only when a subscriber wants the span.
+    tracing::info_span!(
+        "execute_tool",
+        otel.name = tool.map_or_else(
+            || "execute_tool".to_owned(),
+            |name| format!("execute_tool {name}")
+        ),
+        otel.kind = "internal",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        gen_ai.tool.type = "function",
+        gen_ai.tool.description = spec.map(ToolSpec::description),
+        gen_ai.tool.call.id = call_id,
+        error.type = tracing::field::Empty,
+    )
 }

@@ -1,5 +1,8 @@
 //! The ids a call is given: an approval's (unguessable) and the token of
-//! the holder of its resource locks (unique).
+//! the holder of its resource locks (unique); and its session's, as the
+//! tool's context holds it.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -73,11 +76,34 @@ impl std::ops::Deref for Holder {
     }
 }
 
+/// `session` as the context's `Arc<str>`: the thread's last one again when
+/// it is the same (the calls of a conversation come one after another), so
+/// that a session's text is copied once, not once per call. The Arc is
+/// only ever read; a thread keeps its last session's text alive.
+pub(super) fn shared_session(session: &str) -> Arc<str> {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
+    }
+    let fresh = || Arc::<str>::from(session);
+    LAST.try_with(|last| {
+        let Ok(mut last) = last.try_borrow_mut() else {
+            return fresh();
+        };
+        match &*last {
+            Some(text) if **text == *session => Arc::clone(text),
+            _ => Arc::clone(last.insert(fresh())),
+        }
+    })
+    .unwrap_or_else(|_| fresh())
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
+    use std::sync::Arc;
 
-    use super::holder_token;
+    use super::{holder_token, shared_session};
 
     #[test]
     fn holder_tokens_differ_across_calls_and_threads() {
@@ -104,5 +130,26 @@ mod tests {
             .map(|token| token.rsplit_once('-').unwrap().0)
             .collect();
         assert_eq!(nonces.len(), 4);
+    }
+
+    #[test]
+    fn a_session_is_shared_while_it_repeats_and_never_mistaken_for_another() {
+        let first = shared_session("conversation-1");
+        let again = shared_session("conversation-1");
+        assert!(Arc::ptr_eq(&first, &again), "the same text, copied once");
+        for (session, expected) in [
+            ("conversation-2", "conversation-2"),
+            ("conversation-1", "conversation-1"),
+            ("conversation-10", "conversation-10"),
+            ("", ""),
+            ("conversation-1", "conversation-1"),
+        ] {
+            assert_eq!(&*shared_session(session), expected);
+        }
+        let other_thread = std::thread::spawn(|| shared_session("conversation-3"))
+            .join()
+            .unwrap();
+        assert_eq!(&*other_thread, "conversation-3");
+        assert_eq!(&*shared_session("conversation-1"), "conversation-1");
     }
 }

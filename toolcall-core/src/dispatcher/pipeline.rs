@@ -1,6 +1,8 @@
-//! The driver: the one place that puts the stages in order, top to bottom,
-//! for every way a call comes in (a call, a dry run, a call that brings a
-//! person's decision, an approved call, an edited call). Each stage is a
+//! A call's way through the dispatcher: its entry ([`Dispatcher::execute`]),
+//! the driver, and its audit record. The driver is the one place that puts
+//! the stages in order, top to bottom, for every way a call comes in (a
+//! call, a dry run, a call that brings a person's decision, an approved
+//! call, an edited call); the host's decisions enter in `approval.rs`. Each stage is a
 //! leaf, a method of [`Stages`](super::stages::Stages) in a file of its
 //! own, that takes what it needs and returns a value; none calls back here.
 //!
@@ -18,23 +20,29 @@
 //! The retry policy and the one wait loop are in `retry.rs`.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::pin::pin;
-use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use super::Dispatcher;
 use super::approval::Decision;
 use super::arguments::Prepared;
+use super::audited::{self, AUDIT_CUT_ARGUMENTS, Called, call_span, in_span};
 use super::call::Call;
 use super::confirm::Asking;
 use super::dry_run;
 use super::execute::{Asked, Doubt, IN_DOUBT, JsonArguments, while_renewing};
+use super::ids::shared_session;
 use super::inbox::{Found, mark_edited};
 use super::messages::{Details, Failure};
-use super::stages::{Approval, Carried, HeldLock, Noted, Stage};
+use super::stages::{self, Approval, Carried, HeldLock, Noted, Stage};
 use super::taint::SessionTaint;
 use super::twins::Active;
+use crate::audit::Cut;
+use crate::echo::MAX_NAME_ECHO;
+use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
 use crate::store::{ApprovalDecision, CallBegun, Key, PendingApproval, RecordedOutcome, Store};
@@ -49,6 +57,155 @@ struct Begun {
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Runs one call through the whole pipeline and audits it.
+    pub async fn execute(&self, call: Call<'_>) -> ToolResult {
+        let started = Instant::now();
+        let at_ms = crate::store::now_ms();
+        let caller = call.caller.unwrap_or(&self.caller);
+        let spec = self.registry.get(call.tool);
+        // What the host supplies is bounded once, here, and is that text
+        // everywhere after (the key, the store, the audit, the inbox).
+        let call_id = call
+            .call_id
+            .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES));
+        let span = call_span(Some(call.tool), spec, call_id.as_deref());
+        let call = match (call.named, self.stages.settings.default_session.as_deref()) {
+            (true, _) => call,
+            (false, Some(session)) => call.session(session),
+            (false, None) => {
+                return self.unnamed(&call, caller, spec, started, at_ms, &span);
+            }
+        };
+        let session = crate::echo::bound(call.session, crate::echo::MAX_ID_BYTES);
+        let call = Call {
+            session: &session,
+            call_id: call_id.as_deref(),
+            ..call
+        };
+        // Not boxed: the pipeline's future (some 2.7 KB) is laid out in
+        // this one, which the caller places (on its stack, in its task). A
+        // box of that size is a large-bin allocation for the system
+        // allocator on every call, costlier than the copy it would spare.
+        // Pinned where it is made and polled in the span, rather than moved
+        // into an `Instrumented`: the future is not copied again.
+        let running = pin!(self.run(&call, caller, spec, at_ms));
+        let (step, mut result, noted) = in_span(&span, running).await;
+        let stages::Noted {
+            carried,
+            tainted,
+            problems,
+        } = noted;
+        let mut cut = Vec::new();
+        let budget = spec
+            .and_then(ToolSpec::max_output_bytes)
+            .or(self.stages.settings.max_output_bytes);
+        if let Some(budget) = budget {
+            crate::budget::fit_result(&mut result, budget, &mut cut);
+        }
+        let confirmed = call.confirmed
+            || carried.is_some()
+            || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
+        let tool = match spec {
+            // The registry's own name: nothing to copy, nor to cut.
+            Some(spec) if spec.name().len() <= MAX_NAME_ECHO => Cow::Borrowed(spec.name()),
+            _ => Cow::Owned(Cut::keep(
+                "tool",
+                call.tool.to_owned(),
+                MAX_NAME_ECHO,
+                &mut cut,
+            )),
+        };
+        let arguments = crate::tool::audited(spec, call.arguments);
+        let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
+            Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
+        } else {
+            arguments
+        };
+        let called = Called {
+            session: call.session,
+            caller,
+            step,
+            started,
+            at_ms,
+        };
+        let mut record = called.ended(tool, &result);
+        record.arguments = arguments;
+        record.confirmed = confirmed;
+        record.call_id = call.call_id.map(str::to_owned);
+        // A person's decision the call carried out: it is theirs.
+        record.approved_by = carried.as_ref().map(|c| c.by.clone());
+        record.cut = cut;
+        record.tainted = tainted.clone();
+        record.dry_run = call.dry_run;
+        if call.dry_run {
+            // A dry run reads the step the real call would take; it takes none.
+            record.step = None;
+        }
+        record.problems = problems;
+        audited::hand(&*self.audit, record, &span);
+        if let Some(edited) = carried.and_then(|c| c.edited) {
+            // The audit keeps both versions: the model's call above, and
+            // the call the person's edits made, as it ran.
+            let arguments = crate::tool::audited(spec, Arguments::Parsed(&edited));
+            let mut record = called.ended(call.tool.to_owned(), &result);
+            record.arguments = arguments;
+            record.confirmed = true;
+            record.call_id = call.call_id.map(str::to_owned);
+            record.tainted = tainted;
+            audited::hand(&*self.audit, record, &span);
+        }
+        result
+    }
+
+    /// The answer to a call that names no conversation, on a dispatcher
+    /// with no default one: refused before anything runs or is counted,
+    /// and audited.
+    fn unnamed(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+        spec: Option<&'static ToolSpec>,
+        started: Instant,
+        at_ms: u64,
+        span: &tracing::Span,
+    ) -> ToolResult {
+        let mut cut = Vec::new();
+        let tool: Cow<'static, str> = match spec {
+            Some(spec) => Cow::Borrowed(spec.name()),
+            None => Cow::Owned(Cut::keep(
+                "tool",
+                call.tool.to_owned(),
+                MAX_NAME_ECHO,
+                &mut cut,
+            )),
+        };
+        let result = self
+            .stages
+            .fail(Failure::ConversationRequired, tool.clone());
+        let called = Called {
+            session: "",
+            caller,
+            step: 0,
+            started,
+            at_ms,
+        };
+        let arguments = crate::tool::audited(spec, call.arguments);
+        let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
+            Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
+        } else {
+            arguments
+        };
+        let mut record = called.ended(tool, &result);
+        record.arguments = arguments;
+        record.call_id = call
+            .call_id
+            .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());
+        record.cut = cut;
+        record.dry_run = call.dry_run;
+        audited::hand(&*self.audit, record, span);
+        result
+    }
+
     /// The call's step, its answer, and what the pipeline noted of it for
     /// the audit. `spec` is the registry's tool of the call's name, looked
     /// up once for the pipeline and the audit; stage 1 answers if there is
@@ -580,55 +737,5 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Stage 1: the tool, if it exists and the caller may use it.
     pub(super) fn resolve(&self, name: &str, policy: &Policy) -> Stage<&'static ToolSpec> {
         self.stages.allowed(name, self.registry.get(name), policy)
-    }
-}
-
-/// `session` as the context's `Arc<str>`: the thread's last one again when
-/// it is the same (the calls of a conversation come one after another), so
-/// that a session's text is copied once, not once per call. The Arc is
-/// only ever read; a thread keeps its last session's text alive.
-fn shared_session(session: &str) -> Arc<str> {
-    use std::cell::RefCell;
-    thread_local! {
-        static LAST: RefCell<Option<Arc<str>>> = const { RefCell::new(None) };
-    }
-    let fresh = || Arc::<str>::from(session);
-    LAST.try_with(|last| {
-        let Ok(mut last) = last.try_borrow_mut() else {
-            return fresh();
-        };
-        match &*last {
-            Some(text) if **text == *session => Arc::clone(text),
-            _ => Arc::clone(last.insert(fresh())),
-        }
-    })
-    .unwrap_or_else(|_| fresh())
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::shared_session;
-
-    #[test]
-    fn a_session_is_shared_while_it_repeats_and_never_mistaken_for_another() {
-        let first = shared_session("conversation-1");
-        let again = shared_session("conversation-1");
-        assert!(Arc::ptr_eq(&first, &again), "the same text, copied once");
-        for (session, expected) in [
-            ("conversation-2", "conversation-2"),
-            ("conversation-1", "conversation-1"),
-            ("conversation-10", "conversation-10"),
-            ("", ""),
-            ("conversation-1", "conversation-1"),
-        ] {
-            assert_eq!(&*shared_session(session), expected);
-        }
-        let other_thread = std::thread::spawn(|| shared_session("conversation-3"))
-            .join()
-            .unwrap();
-        assert_eq!(&*other_thread, "conversation-3");
-        assert_eq!(&*shared_session("conversation-1"), "conversation-1");
     }
 }
