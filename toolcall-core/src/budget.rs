@@ -23,7 +23,7 @@ use crate::result::ToolResult;
 /// `tainted`), whether its outcome is unknown (`in_doubt`), how a person
 /// settled it (`happened`, `edited_by_person`, `edited_arguments`) and
 /// which tools exist (`available`).
-pub(crate) const CONTROL: [&str; 8] = [
+const CONTROL: [&str; 8] = [
     "pending",
     "reason",
     "tainted",
@@ -52,7 +52,7 @@ pub(crate) fn fit_result(result: &mut ToolResult, budget: usize, cut: &mut Vec<C
     }
     // An ok result's message becomes the note that it was cut; a
     // failure keeps its code, message and the data the model must act
-    // on ([`CONTROL`]) whole.
+    // on (`CONTROL`) whole.
     let mut probe = ToolResult {
         data: crate::Data::new(),
         ..result.clone()
@@ -60,7 +60,7 @@ pub(crate) fn fit_result(result: &mut ToolResult, budget: usize, cut: &mut Vec<C
     if result.ok {
         probe.message = format!(
             "The result was cut to fit {budget} bytes ({} in all). Narrow the request \
-         (a filter, a page, fewer fields) to get the rest.",
+             (a filter, a page, fewer fields) to get the rest.",
             text.len()
         );
     }
@@ -84,7 +84,7 @@ pub(crate) fn fit_result(result: &mut ToolResult, budget: usize, cut: &mut Vec<C
 
 /// How a result was made to fit.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Fitted {
+struct Fitted {
     /// The size of the model text before, in bytes.
     pub before: usize,
     /// Whether the text fits the bound now (`false`: the smallest form
@@ -95,7 +95,7 @@ pub(crate) struct Fitted {
 /// Cuts `data` until `size(data) <= max_bytes`, where `size` measures the
 /// whole model text with this data. The top-level members named in
 /// `protected` are kept whole. `None` when it already fits.
-pub(crate) fn fit(
+fn fit(
     data: &mut Map<String, Value>,
     max_bytes: usize,
     protected: &[&str],

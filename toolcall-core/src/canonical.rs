@@ -85,16 +85,16 @@
 //! a 128-bit integer, serde_json's raw values) to the `Value` path; the
 //! tests hold the two to the same bytes over arbitrary JSON values.
 
-use crate::store::Key;
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
 use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
-mod stream;
-
 use crate::hex::{hex, push_hex};
+use crate::store::Key;
+
+mod stream;
 
 const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
 

@@ -7,7 +7,8 @@
 //! on `Stages` (`stages.rs`; see `pipeline.rs` for which file holds which);
 //! how it is set up is in `builder.rs`, `settings.rs` and `call.rs`; what
 //! is checked at build in `checks.rs`; the standard failures and their
-//! messages in `messages.rs`; the audit record's making in `audited.rs`.
+//! messages in `messages.rs`; the audit record's making and the call's
+//! tracing span in `audited.rs`.
 
 // A stage that says no returns the finished `ToolResult` as its error: the
 // rejection is the answer, built once and moved out, never boxed per call.
@@ -69,7 +70,8 @@ use self::stages::Stages;
 /// | 7 | a person's approval for high-risk tools | `CONFIRMATION_REQUIRED` (`data.pending`, `confirmation_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
 /// | 8 | execution: one claim per key, bounded retries under that key, a timeout, panics caught | `CALL_IN_PROGRESS`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
 ///
-/// Every call leaves exactly one [`AuditRecord`](crate::AuditRecord). Nothing the model sends
+/// Every call leaves one [`AuditRecord`](crate::AuditRecord); a call a person edited leaves
+/// two, the model's and the one that ran. Nothing the model sends
 /// makes [`execute`](Dispatcher::execute) fail or panic: every outcome is a
 /// [`ToolResult`](crate::ToolResult). A store that fails answers `STORE_UNAVAILABLE`. The
 /// message of every failure of the pipeline's own is the host's to replace

@@ -406,7 +406,7 @@ impl ToolSpec {
 /// keeps them: verbatim, but for the tool's sensitive values, each
 /// `"[redacted]"` (see [`ToolSpec::redact_arguments`]). Text that is not a
 /// JSON object cannot be redacted value by value, so none of it is kept.
-pub(crate) fn audited(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> String {
+pub(crate) fn audit_text(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> String {
     let Some(spec) = spec.filter(|spec| spec.has_sensitive_values()) else {
         return arguments.to_text();
     };

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::LOCK_FORMAT_VERSION;
 
 /// The JSON Schema keywords a shape keeps as its constraints.
-pub(crate) const CONSTRAINTS: &[&str] = &[
+pub(super) const CONSTRAINTS: &[&str] = &[
     "exclusiveMaximum",
     "exclusiveMinimum",
     "maxItems",

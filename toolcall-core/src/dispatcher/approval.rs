@@ -12,8 +12,7 @@ use super::Dispatcher;
 use super::audited::call_span;
 use super::execute::IN_DOUBT;
 use super::messages::{Details, Failure};
-use super::stages::Stage;
-use super::stages::Stages;
+use super::stages::{Stage, Stages};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
@@ -229,7 +228,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(p) => (
                 p.tool.clone(),
                 p.step,
-                crate::tool::audited(self.registry.get(&p.tool), Arguments::Parsed(&p.arguments)),
+                crate::tool::audit_text(
+                    self.registry.get(&p.tool),
+                    Arguments::Parsed(&p.arguments),
+                ),
             ),
             None => (result.tool.to_string(), 0, String::new()),
         };
@@ -240,8 +242,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let mut record = called.ended(tool, &result);
-        record.arguments = arguments;
+        let mut record = called.ended(tool, arguments, &result);
         record.confirmed = pending.is_some() && result.code != Code::ConfirmationDenied;
         record.approved_by = Some(decision.by.to_owned());
         super::audited::hand(&*self.audit, record, &span);

@@ -2,6 +2,7 @@
 //! strict validation, which leave the call [`Prepared`] with its key; and
 //! the arguments in every form a later stage reads of them (typed, a
 //! field, JSON, the resource locks' keys), made here on demand.
+
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
@@ -225,9 +226,9 @@ pub(super) struct Prepared<'a> {
     /// The validated arguments as JSON, made the first time a stage reads
     /// them whole ([`Prepared::json`]): most calls never do.
     pub json: OnceLock<Option<Value>>,
-    /// Whether untrusted output taints the call (see `taint_of`), as the
-    /// pipeline found before stage 5; `None` for a call a person's
-    /// decision carries out.
+    /// Whether untrusted output taints the call (see `session_taint` and
+    /// `tainted_arguments`), as the pipeline found before stage 5; `None`
+    /// for a call a person's decision carries out.
     pub tainted: Option<Vec<String>>,
     pub key: Key,
     /// A person settled the call's unknown outcome: the earlier attempt did

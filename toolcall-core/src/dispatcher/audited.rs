@@ -1,7 +1,7 @@
 //! What a call leaves in the audit and in tracing: its span, and its
 //! record, made in one place from how the call ended, and handed to the
 //! sink and to tracing. (The arguments' text, as the audit keeps it, is
-//! `tool::audited`'s.)
+//! `tool::audit_text`'s.)
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -36,13 +36,15 @@ pub(super) struct Called<'a> {
 }
 
 impl Called<'_> {
-    /// The audit record of a call of `tool`, made in this one place: how it
-    /// ended (ok, code, replayed, in doubt, how long it took) is read from
-    /// `result`; what else the record says (the arguments, confirmed, by
-    /// whom, cut, taint, problems) starts empty, for the caller to set.
+    /// The audit record of a call of `tool` with `arguments` (their text,
+    /// as the audit keeps it), made in this one place: how it ended (ok,
+    /// code, replayed, in doubt, how long it took) is read from `result`;
+    /// what else the record says (confirmed, by whom, cut, taint, problems)
+    /// starts empty, for the caller to set.
     pub(super) fn ended(
         &self,
         tool: impl Into<std::borrow::Cow<'static, str>>,
+        arguments: String,
         result: &ToolResult,
     ) -> AuditRecord {
         AuditRecord {
@@ -51,7 +53,7 @@ impl Called<'_> {
             // Steps count from 1: 0 is a call that took none.
             step: (self.step > 0).then_some(self.step),
             tool: tool.into(),
-            arguments: String::new(),
+            arguments,
             confirmed: false,
             ok: result.ok,
             code: result.code.clone(),

@@ -2,7 +2,8 @@
 //! the driver, and its audit record. The driver is the one place that puts
 //! the stages in order, top to bottom, for every way a call comes in (a
 //! call, a dry run, a call that brings a person's decision, an approved
-//! call, an edited call); the host's decisions enter in `approval.rs`. Each stage is a
+//! call, an edited call); the host's decisions enter in `approval.rs`.
+//! Each stage is a
 //! leaf, a method of [`Stages`](super::stages::Stages) in a file of its
 //! own, that takes what it needs and returns a value; none calls back here.
 //!
@@ -37,16 +38,35 @@ use super::execute::{Asked, Doubt, IN_DOUBT, JsonArguments, while_renewing};
 use super::ids::shared_session;
 use super::inbox::{Found, mark_edited};
 use super::messages::{Details, Failure};
-use super::stages::{self, Approval, Carried, HeldLock, Noted, Stage};
+use super::stages::{Approval, HeldLock, Stage};
 use super::taint::SessionTaint;
 use super::twins::Active;
-use crate::audit::Cut;
+use crate::audit::{ArgumentProblem, Cut};
 use crate::echo::MAX_NAME_ECHO;
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
 use crate::store::{ApprovalDecision, CallBegun, Key, PendingApproval, RecordedOutcome, Store};
 use crate::tool::{CallContext, ToolSpec};
+
+/// What the pipeline notes of a call for its audit record, besides the
+/// answer.
+#[derive(Default)]
+struct Noted {
+    /// The person's decision the call carried out, if it brought one.
+    carried: Option<Carried>,
+    /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
+    tainted: Option<Vec<String>>,
+    /// The problems stage 3 found in its arguments.
+    problems: Vec<ArgumentProblem>,
+}
+
+/// A person's decision that a call carried out: who took it, and the
+/// arguments they put in place of the model's. The audit records both.
+struct Carried {
+    by: String,
+    edited: Option<Value>,
+}
 
 /// What the start of a call left for its end: its step, and the lock it
 /// took that no stage took over yet (freed once the call is answered).
@@ -90,7 +110,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // into an `Instrumented`: the future is not copied again.
         let running = pin!(self.run(&call, caller, spec, at_ms));
         let (step, mut result, noted) = in_span(&span, running).await;
-        let stages::Noted {
+        let Noted {
             carried,
             tainted,
             problems,
@@ -115,7 +135,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 &mut cut,
             )),
         };
-        let arguments = crate::tool::audited(spec, call.arguments);
+        let arguments = crate::tool::audit_text(spec, call.arguments);
         let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
@@ -128,8 +148,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let mut record = called.ended(tool, &result);
-        record.arguments = arguments;
+        let mut record = called.ended(tool, arguments, &result);
         record.confirmed = confirmed;
         record.call_id = call.call_id.map(str::to_owned);
         // A person's decision the call carried out: it is theirs.
@@ -146,9 +165,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
-            let arguments = crate::tool::audited(spec, Arguments::Parsed(&edited));
-            let mut record = called.ended(call.tool.to_owned(), &result);
-            record.arguments = arguments;
+            let arguments = crate::tool::audit_text(spec, Arguments::Parsed(&edited));
+            let mut record = called.ended(call.tool.to_owned(), arguments, &result);
             record.confirmed = true;
             record.call_id = call.call_id.map(str::to_owned);
             record.tainted = tainted;
@@ -189,14 +207,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let arguments = crate::tool::audited(spec, call.arguments);
+        let arguments = crate::tool::audit_text(spec, call.arguments);
         let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
             Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
         } else {
             arguments
         };
-        let mut record = called.ended(tool, &result);
-        record.arguments = arguments;
+        let mut record = called.ended(tool, arguments, &result);
         record.call_id = call
             .call_id
             .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());
@@ -211,7 +228,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// up once for the pipeline and the audit; stage 1 answers if there is
     /// none. `at_ms` is when the call came: the time its step and its count
     /// are taken at.
-    pub(super) async fn run(
+    async fn run(
         &self,
         call: &Call<'_>,
         caller: &Caller,
@@ -379,9 +396,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // Taint: a side effect in a session that saw untrusted output, as
         // the caller's level judges it, needs a person's approval at stage
         // 7. What the call's start found of the session stands unless stage
-        // 4 waited meanwhile.
-        // The arguments are read (as JSON) only in a session that read
-        // untrusted output, when the caller's level judges values.
+        // 4 waited meanwhile. The arguments are read (as JSON) only in a
+        // session that read untrusted output, when the caller's level
+        // judges values.
         let known = started
             .as_ref()
             .and_then(|found| found.tainted)
@@ -396,9 +413,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             SessionTaint::Whole => Some(Vec::new()),
             SessionTaint::Values => {
                 let arguments = self.stages.json(prepared)?;
-                let session = call.session;
                 self.stages
-                    .tainted_arguments(spec.name(), session, arguments)
+                    .tainted_arguments(spec.name(), call.session, arguments)
                     .await?
             }
         };

@@ -2,8 +2,8 @@
 //! methods of [`Stages`], each a leaf that takes what it needs of the call
 //! and returns a value. None of them can reach the driver (`pipeline.rs`,
 //! on the [`Dispatcher`](super::Dispatcher)), which alone puts them in order.
-//! Also the types every stage shares: [`Stage`], [`Approval`], [`Noted`],
-//! [`Carried`], [`HeldLock`].
+//! Also the types every stage shares: [`Stage`], [`Approval`], [`HeldLock`].
+
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -14,7 +14,6 @@ use super::Settings;
 use super::ids::Holder;
 use super::messages::{Details, Failure, Messages};
 use super::twins::Twins;
-use crate::audit::ArgumentProblem;
 use crate::result::ToolResult;
 use crate::store::Key;
 
@@ -73,25 +72,6 @@ pub(super) enum Approval<'a> {
     /// The same call ran before with an unknown outcome: it passed stages 5
     /// to 7 then, and runs again under the same key without them.
     InDoubt,
-}
-
-/// What the pipeline notes of a call for its audit record, besides the
-/// answer.
-#[derive(Default)]
-pub(super) struct Noted {
-    /// The person's decision the call carried out, if it brought one.
-    pub carried: Option<Carried>,
-    /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
-    pub tainted: Option<Vec<String>>,
-    /// The problems stage 3 found in its arguments.
-    pub problems: Vec<ArgumentProblem>,
-}
-
-/// A person's decision that a call carried out: who took it, and the
-/// arguments they put in place of the model's. The audit records both.
-pub(super) struct Carried {
-    pub by: String,
-    pub edited: Option<Value>,
 }
 
 /// A resource lock a call holds (or asks for with its start).

@@ -5,8 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::stages::Stage;
-use super::stages::Stages;
+use super::stages::{Stage, Stages};
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
@@ -50,8 +49,9 @@ impl<St: Store> Stages<St> {
             return Ok(SessionTaint::Clean);
         }
         // Most sessions never read untrusted output: that first (unless the
-        // call's start found out), and the arguments fingerprinted (regexes
-        // and a digest per token) only in a session that did.
+        // call's start found out); the arguments are fingerprinted (regexes
+        // and a digest per token, `tainted_arguments`) only in a session
+        // that did.
         let any = match known {
             Some(any) => any,
             None => {
