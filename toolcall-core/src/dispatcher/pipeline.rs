@@ -3,9 +3,9 @@
 //! the stages in order, top to bottom, for every way a call comes in (a
 //! call, a dry run, a call that brings a person's decision, an approved
 //! call, an edited call); the host's decisions enter in `approval.rs`.
-//! Each stage is a
-//! leaf, a method of [`Stages`](super::stages::Stages) in a file of its
-//! own, that takes what it needs and returns a value; none calls back here.
+//! Each stage is a leaf, a method of [`Stages`](super::stages::Stages) in a
+//! file of its own, that takes what it needs and returns a value; none
+//! calls back here.
 //!
 //! | stage | leaf |
 //! |---|---|
@@ -135,12 +135,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 &mut cut,
             )),
         };
-        let arguments = crate::tool::audit_text(spec, call.arguments);
-        let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
-            Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
-        } else {
-            arguments
-        };
+        let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
         let called = Called {
             session: call.session,
             caller,
@@ -207,12 +202,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             started,
             at_ms,
         };
-        let arguments = crate::tool::audit_text(spec, call.arguments);
-        let arguments = if arguments.len() > self.stages.settings.max_argument_bytes {
-            Cut::keep("arguments", arguments, AUDIT_CUT_ARGUMENTS, &mut cut)
-        } else {
-            arguments
-        };
+        let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
         let mut record = called.ended(tool, arguments, &result);
         record.call_id = call
             .call_id
@@ -221,6 +211,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         record.dry_run = call.dry_run;
         audited::hand(&*self.audit, record, span);
         result
+    }
+
+    /// The model's arguments as the call's audit record keeps them
+    /// (redacted, [`tool::audit_text`](crate::tool::audit_text)): over the
+    /// raw arguments' bound, their head and tail, and what was cut in `cut`.
+    fn audited_arguments(
+        &self,
+        spec: Option<&ToolSpec>,
+        arguments: Arguments<'_>,
+        cut: &mut Vec<Cut>,
+    ) -> String {
+        let text = crate::tool::audit_text(spec, arguments);
+        if text.len() > self.stages.settings.max_argument_bytes {
+            Cut::keep("arguments", text, AUDIT_CUT_ARGUMENTS, cut)
+        } else {
+            text
+        }
     }
 
     /// The call's step, its answer, and what the pipeline noted of it for
