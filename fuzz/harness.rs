@@ -193,7 +193,7 @@ pub fn run(data: &[u8], runtime: &tokio::runtime::Runtime) {
             let validated = validated.as_ref().unwrap_or_else(|| {
                 panic!("the handler ran on arguments a strict check rejects: {call:?}")
             });
-            let key = idempotency_key(call.session, call.tool, validated);
+            let key = idempotency_key("default", call.session, call.tool, validated);
             assert!(
                 applied_keys.insert(key),
                 "one idempotency key applied twice: {call:?}"

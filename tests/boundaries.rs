@@ -333,7 +333,7 @@ async fn an_unknown_outcome_a_person_says_did_not_happen_runs_once() {
 }
 
 #[tokio::test]
-async fn the_host_settles_an_unknown_outcome_with_approve_and_deny() {
+async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
     let ledger = Arc::new(Ledger::default());
     let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
     die_after_commit(&d, &ledger, "post_plain", HELLO, false).await;
@@ -341,10 +341,14 @@ async fn the_host_settles_an_unknown_outcome_with_approve_and_deny() {
         .execute(Call::new("post_plain", HELLO).session(CHAT))
         .await;
     let id = doubt.confirmation_id.clone().unwrap();
-    // "No, do not run it": it happened.
-    let settled = d
-        .deny(Decision::new(&id, CHAT).by("ana"), "it went out")
-        .await;
+    // An approval or a denial is not an answer to "did it happen?".
+    let approved = d.approve(Decision::new(&id, CHAT).by("ana")).await;
+    assert_eq!(approved.code, Code::ConfirmationInvalid, "{approved:?}");
+    let denied = d.deny(Decision::new(&id, CHAT).by("ana"), "no").await;
+    assert_eq!(denied.code, Code::ConfirmationInvalid, "{denied:?}");
+    assert_eq!(ledger.writes(), 1);
+    // It happened.
+    let settled = d.settle(Decision::new(&id, CHAT).by("ana"), true).await;
     assert!(
         settled.ok && settled.data["happened"] == true,
         "{settled:?}"
@@ -362,7 +366,7 @@ async fn the_host_settles_an_unknown_outcome_with_approve_and_deny() {
         .execute(Call::new("post_plain", other).session(CHAT))
         .await;
     let id = lost.confirmation_id.clone().unwrap();
-    let ran = d.approve(Decision::new(&id, CHAT).by("ana")).await;
+    let ran = d.settle(Decision::new(&id, CHAT).by("ana"), false).await;
     assert!(ran.ok && !ran.replayed, "{ran:?}");
     assert_eq!(ledger.writes(), 3);
     let again = d
@@ -420,7 +424,8 @@ async fn a_persons_denial_stands_whatever_the_host_confirms() {
         .await;
     assert_eq!(overridden.code, Code::ConfirmationDenied, "{overridden:?}");
     assert_eq!(ledger.writes(), 0);
-    // The id is used up by the denial; it never runs later either.
+    // The id is used up by the denial, which is final: it never runs later
+    // either, and the call is denied again.
     let later = d
         .execute(
             Call::new("wire", WIRE)
@@ -429,7 +434,7 @@ async fn a_persons_denial_stands_whatever_the_host_confirms() {
                 .confirmed(true),
         )
         .await;
-    assert_eq!(later.code, Code::ConfirmationInvalid, "{later:?}");
+    assert_eq!(later.code, Code::ConfirmationDenied, "{later:?}");
     assert_eq!(ledger.writes(), 0);
 }
 
@@ -642,7 +647,8 @@ async fn an_explicit_default_conversation_is_the_conversation_of_unnamed_calls()
         .execute(Call::new("post_keyed", HELLO).session("cli"))
         .await;
     assert!(named.replayed, "the same conversation: {named:?}");
-    assert_eq!(d.store().peek_step("cli").await.unwrap(), 2);
+    let scope = d.settings().conversation_scope("default", "cli");
+    assert_eq!(d.store().peek_step(&scope).await.unwrap(), 2);
     assert_eq!(ledger.writes(), 1);
 }
 

@@ -222,8 +222,10 @@ async fn an_approval_runs_the_exact_call_once() {
     assert!(approved.ok, "{approved:?}");
     assert_eq!(approved.data["cents"], 2590);
     assert_eq!(backend.runs(), 1);
+    // Single use: a second approval runs nothing, and is answered with what
+    // came of the first (never "nothing was done").
     let reused = d.approve(Decision::new(&id, "s").by("ana@support")).await;
-    assert_eq!(reused.code, Code::ConfirmationInvalid);
+    assert!(reused.ok && reused.replayed, "{reused:?}");
     assert_eq!(backend.runs(), 1, "an approval is single use");
     let records = audit.records();
     assert_eq!(records.len(), 3);
@@ -313,9 +315,10 @@ async fn a_denial_tells_the_model_why_and_executes_nothing() {
         denied.message
     );
     assert_eq!(denied.tool, "pay");
+    // A denial is final: an approval after it is answered with it.
     assert_eq!(
         d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationInvalid
+        Code::ConfirmationDenied
     );
     assert_eq!(backend.runs(), 0);
 }

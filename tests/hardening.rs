@@ -114,7 +114,8 @@ async fn host_texts_are_bounded_where_they_are_kept_and_the_same_everywhere() {
             .await;
         assert!(looked.ok, "{looked:?}");
         let bounded = toolcall::__private::echo::bound(conversation, MAX_ID_BYTES);
-        assert_eq!(d.store().peek_step(&bounded).await.unwrap(), steps);
+        let scope = d.settings().conversation_scope(caller.id(), &bounded);
+        assert_eq!(d.store().peek_step(&scope).await.unwrap(), steps);
     }
     assert!(
         audit
@@ -149,7 +150,8 @@ async fn a_dry_runs_record_carries_no_step() {
     let line = serde_json::to_value(&records[0]).unwrap();
     assert!(line.get("step").is_none(), "{line}");
     assert_eq!(records[1].step, Some(1));
-    assert_eq!(d.store().peek_step("s").await.unwrap(), 1);
+    let scope = d.settings().conversation_scope("default", "s");
+    assert_eq!(d.store().peek_step(&scope).await.unwrap(), 1);
     // A record written before may say its step; it still reads.
     let old: toolcall::AuditRecord = serde_json::from_value(json!({
         "session_id": "s", "caller": "c", "step": 4, "tool": "payee", "arguments": "{}",

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use toolcall::store::{
-    ApprovalDecision, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome, Key,
+    ApprovalDecision, ApprovalResult, AskApproval, Binding, Claim, DecideOutcome, Key, OpenBounds,
     PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, Store, TaintHit,
     TakeApproval, now_ms,
 };
@@ -46,6 +46,8 @@ pub fn place(
     Ok(json!({"lines": lines.len()}))
 }
 
+pub mod faulty;
+
 // ------------------------------------------------ the Store conformance suite
 
 /// The store's key for a test's `name` (of a call or a resource).
@@ -71,6 +73,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         decision: None,
         reason: None,
         tainted: Vec::new(),
+        answerers: Default::default(),
     }
 }
 
@@ -737,6 +740,122 @@ pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {
 pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
     asking(store, other).await;
     paging(store, other).await;
+    finding_used(store, other).await;
+    unsettled(store, other).await;
+}
+
+/// [`Store::find_approval`] finds a used approval too (a denial carried out
+/// still answers the identical calls after it), the newest first.
+async fn finding_used(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    let asked = asked_call("u1", "finding-used", now);
+    let binding = Binding {
+        session: "finding-used",
+        ..BOUND
+    };
+    store.ask_approval(&asked, 5).await.unwrap();
+    let no = decision(false, "ana", now);
+    assert_eq!(
+        store.decide_approval("u1", &no, now).await.unwrap(),
+        DecideOutcome::Decided
+    );
+    assert!(matches!(
+        other.take_approval("u1", &binding, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    let found = other
+        .find_approval(&binding, None, now)
+        .await
+        .unwrap()
+        .expect("the used denial");
+    assert_eq!(found.approval.id, "u1");
+    assert!(found.used_ms.is_some());
+    assert_eq!(found.approval.decision, Some(no));
+    // A newer question of the same call comes first.
+    let newer = PendingApproval {
+        created_ms: now + 1,
+        ..asked_call("u2", "finding-used", now)
+    };
+    assert_eq!(
+        store.ask_approval(&newer, 5).await.unwrap(),
+        AskApproval::Created,
+        "a used approval does not answer an ask"
+    );
+    let found = store.find_approval(&binding, None, now + 1).await.unwrap();
+    assert_eq!(found.map(|entry| entry.approval.id), Some("u2".into()));
+}
+
+/// The question a claim keeps ([`Store::claim_asking`]) is listed while the
+/// key's outcome is unknown ([`Store::unsettled`]): its lease ran out with
+/// no outcome, or it was recorded in doubt; never while the claim is live,
+/// nor once the key completed or was released.
+async fn unsettled(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    let question = |id: &str| PendingApproval {
+        reason: Some("in_doubt".into()),
+        ..asked_call(id, "unsettled", now)
+    };
+    let listed = |found: Vec<toolcall::store::Unsettled>| {
+        found
+            .into_iter()
+            .filter(|u| u.question.session == "unsettled")
+            .map(|u| (u.key, u.question.id))
+            .collect::<Vec<_>>()
+    };
+    // Live, lapsed, in doubt, completed, released, and a plain claim.
+    let (live, lapsed, doubted, done, freed, plain) = (
+        key("q-live"),
+        key("q-lapsed"),
+        key("q-doubted"),
+        key("q-done"),
+        key("q-freed"),
+        key("q-plain"),
+    );
+    for (at, (k, id, lease)) in (now..).zip([
+        (live, "q1", 60_000),
+        (lapsed, "q2", 1),
+        (doubted, "q3", 60_000),
+        (done, "q4", 1),
+        (freed, "q5", 1),
+    ]) {
+        assert_eq!(
+            store
+                .claim_asking(&k, at, lease, &question(id))
+                .await
+                .unwrap(),
+            Claim::Acquired
+        );
+    }
+    assert_eq!(store.claim(&plain, now, 1).await.unwrap(), Claim::Acquired);
+    other.doubt(&doubted).await.unwrap();
+    other.complete(&done, &result(1)).await.unwrap();
+    other.release(&freed).await.unwrap();
+    let later = now + 10;
+    let found = listed(other.unsettled(later, 100).await.unwrap());
+    assert_eq!(
+        found,
+        [(lapsed, "q2".to_owned()), (doubted, "q3".to_owned())],
+        "oldest claim first"
+    );
+    let question_back = other
+        .unsettled(later, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|u| u.question.id == "q2")
+        .unwrap()
+        .question;
+    assert_eq!(question_back, question("q2"), "kept whole");
+    assert_eq!(listed(other.unsettled(later, 1).await.unwrap()).len(), 1);
+    // Claimed again (a settled rerun) without a question: none is listed.
+    assert_eq!(
+        store.claim(&doubted, later, 60_000).await.unwrap(),
+        Claim::Acquired
+    );
+    assert_eq!(
+        listed(other.unsettled(later, 100).await.unwrap()),
+        [(lapsed, "q2".to_owned())]
+    );
 }
 
 /// The inbox a page at a time ([`Store::pending_page`]): one conversation
@@ -954,16 +1073,50 @@ async fn asking(store: &impl Store, other: &impl Store) {
     for variant in &variants {
         created(other.ask_approval(variant, 5).await.unwrap());
     }
-    // Five open in the session: a sixth call is refused, and not stored;
-    // a call already asked is still answered with its approval; another
-    // conversation is still asked.
+    // Four open in the caller's conversation (the other caller's is a
+    // conversation of its own): a fifth call is refused at a bound of four,
+    // and not stored; a call already asked is still answered with its
+    // approval; another conversation is still asked.
     let sixth = PendingApproval {
         digest: "d3".into(),
         ..ask("a7")
     };
     assert_eq!(
-        store.ask_approval(&sixth, 5).await.unwrap(),
-        AskApproval::Full { open: 5 }
+        store.ask_approval(&sixth, 4).await.unwrap(),
+        AskApproval::Full { open: 4 }
+    );
+    // The caller's bound counts its open approvals of every conversation.
+    let elsewhere = asked_call("b0", "asking-caller", now);
+    assert_eq!(
+        store
+            .ask_approval(
+                &elsewhere,
+                OpenBounds {
+                    conversation: 5,
+                    caller: 4
+                }
+            )
+            .await
+            .unwrap(),
+        AskApproval::CallerFull { open: 4 }
+    );
+    assert!(store.approval("b0").await.unwrap().is_none());
+    assert_eq!(
+        store
+            .ask_approval(
+                &PendingApproval {
+                    caller: "c2".into(),
+                    ..elsewhere.clone()
+                },
+                OpenBounds {
+                    conversation: 5,
+                    caller: 4
+                }
+            )
+            .await
+            .unwrap(),
+        AskApproval::Created,
+        "another caller's bound is its own"
     );
     assert!(store.approval("a7").await.unwrap().is_none());
     existing(store.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");

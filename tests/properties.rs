@@ -214,7 +214,7 @@ proptest! {
         let one = execute(&runtime, &dispatcher, "s", &first);
         prop_assert!(one.ok, "{first} -> {one:?}");
         let key = ledger.last_key().unwrap();
-        prop_assert_eq!(&key, &idempotency_key("s", "pay", &value), "the documented key");
+        prop_assert_eq!(&key, &idempotency_key("default", "s", "pay", &value), "the documented key");
         let two = execute(&runtime, &dispatcher, "s", &second);
         prop_assert!(two.ok && two.replayed, "{second} is the same call as {first}: {two:?}");
         prop_assert_eq!(ledger.completed().len(), 1);
@@ -438,7 +438,7 @@ proptest! {
                     let session = if *session { "b" } else { "a" };
                     let (order, spaces, escapes) = &forms[*form];
                     let raw = render(&pool[*n], order, spaces, escapes);
-                    (session, raw, Some(idempotency_key(session, "pay", &pool[*n])))
+                    (session, raw, Some(idempotency_key("default", session, "pay", &pool[*n])))
                 }
                 Step::Junk { session, text } => (if *session { "b" } else { "a" }, text.clone(), None),
             };
@@ -684,7 +684,7 @@ impl NumberTools {
             .last()
             .cloned()
             .expect("the tool ran");
-        Ok((got, idempotency_key(&session, tool, expected)))
+        Ok((got, idempotency_key("default", &session, tool, expected)))
     }
 
     /// Asserts that `raw` ran `tool` under the key of `expected`.

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use toolcall::store::Store;
 use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome,
-    StoreError, TaintHit, TakeApproval, now_ms,
+    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
+    RecordedOutcome, StoreError, TaintHit, TakeApproval, now_ms,
 };
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
@@ -135,10 +135,10 @@ impl<S: Store> Store for Counting<S> {
     async fn ask_approval(
         &self,
         approval: &PendingApproval,
-        max_open: usize,
+        bounds: impl Into<OpenBounds> + Send,
     ) -> Result<AskApproval, StoreError> {
         self.count("ask_approval");
-        self.inner.ask_approval(approval, max_open).await
+        self.inner.ask_approval(approval, bounds).await
     }
     async fn find_approval(
         &self,

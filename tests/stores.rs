@@ -218,6 +218,7 @@ fn asked(id: &str) -> PendingApproval {
         decision: None,
         reason: None,
         tainted: Vec::new(),
+        answerers: Default::default(),
     }
 }
 

@@ -122,7 +122,7 @@ fn floor_parts(c: &mut Criterion) {
         b.iter(|| canonical_json(black_box(&value)))
     });
     group.bench_function("ours_idempotency_key", |b| {
-        b.iter(|| idempotency_key(SESSION, "refund_order", black_box(&value)))
+        b.iter(|| idempotency_key("default", SESSION, "refund_order", black_box(&value)))
     });
     group.bench_function("hex_with_write", |b| {
         b.iter(|| {

@@ -370,7 +370,7 @@ fn ours_of<A: ToolArgs>(tool: &str, raw: &str) -> Option<String> {
         return None;
     }
     let value = serde_json::to_value(args?).ok()?;
-    Some(idempotency_key(SESSION, tool, &value))
+    Some(idempotency_key("default", SESSION, tool, &value))
 }
 
 /// The time of [`ours`] over every call of `calls`.

@@ -69,13 +69,17 @@
 //! The idempotency key is the lower-case hex SHA-256 digest of
 //!
 //! ```text
-//! "toolcall/idempotency/v1\n" || len(session) ":" session || len(tool) ":" tool || canonical
+//! "toolcall/idempotency/v2\n" || len(caller) ":" caller || len(session) ":" session
+//!     || len(tool) ":" tool || canonical
 //! ```
 //!
 //! where `len` is the byte length in decimal. The length prefixes keep
-//! `("a|b", "c")` and `("a", "b|c")` apart. The form and the digest input are
-//! part of the crate's stability promise: a key computed today matches one
-//! computed by any later version, in any process.
+//! `("a|b", "c")` and `("a", "b|c")` apart. The caller is part of a call's
+//! identity: two callers' identical calls in one conversation have two keys,
+//! so that neither replays, counts or waits for the other's. The form and
+//! the digest input are part of the crate's stability promise from `v2` on:
+//! a key computed today matches one computed by any later version, in any
+//! process. (`v1`, before the caller was part of it, had no caller.)
 //!
 //! The dispatcher computes the key of a call's typed arguments without the
 //! `Value`: their `Serialize` writes the canonical form straight into one
@@ -96,7 +100,7 @@ use crate::store::Key;
 
 mod stream;
 
-const KEY_DOMAIN: &str = "toolcall/idempotency/v1\n";
+const KEY_DOMAIN: &str = "toolcall/idempotency/v2\n";
 
 /// Writes `value` in the canonical form described in the [module docs](self).
 pub fn canonical_json(value: &Value) -> String {
@@ -127,12 +131,25 @@ pub fn canonical_json_from_text(text: &str) -> Result<String, serde_json::Error>
     crate::parse::parse_value(text).map(|value| canonical_json(&value))
 }
 
-/// The idempotency key of a call: hex SHA-256 over the session, the tool and
-/// the canonical form of the validated arguments (see the [module docs](self)).
-/// The numbers of `arguments` are the doubles it holds: a `Value` parsed
-/// without a correctly rounding parser may hold one a unit off the text's.
-pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
-    idempotency_key_value(session, tool, arguments)
+/// The idempotency key of a call: hex SHA-256 over the caller's id, the
+/// session, the tool and the canonical form of the validated arguments (see
+/// the [module docs](self)). The numbers of `arguments` are the doubles it
+/// holds: a `Value` parsed without a correctly rounding parser may hold one a
+/// unit off the text's.
+///
+/// ```
+/// use serde_json::json;
+/// use toolcall_core::canonical::idempotency_key;
+///
+/// let args = json!({"order_id": "ORD-1001"});
+/// // One conversation, two callers: two calls.
+/// assert_ne!(
+///     idempotency_key("support", "conversation-42", "get_order", &args),
+///     idempotency_key("billing", "conversation-42", "get_order", &args),
+/// );
+/// ```
+pub fn idempotency_key(caller: &str, session: &str, tool: &str, arguments: &Value) -> String {
+    idempotency_key_value(caller, session, tool, arguments)
         .as_str()
         .to_owned()
 }
@@ -143,11 +160,12 @@ pub fn idempotency_key(session: &str, tool: &str, arguments: &Value) -> String {
 /// enums, options, sequences and string-keyed maps), through the `Value`
 /// otherwise.
 pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
+    caller: &str,
     session: &str,
     tool: &str,
     arguments: &T,
 ) -> Result<Key, serde_json::Error> {
-    let mut hasher = key_hasher(session, tool);
+    let mut hasher = key_hasher(caller, session, tool);
     if stream::hash_canonical(arguments, &mut hasher).is_err() {
         // The writer fed nothing to the hasher before it refused.
         let value = serde_json::to_value(arguments)?;
@@ -157,17 +175,22 @@ pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
 }
 
 /// [`idempotency_key`] as the store's [`Key`].
-pub(crate) fn idempotency_key_value(session: &str, tool: &str, arguments: &Value) -> Key {
-    let mut hasher = key_hasher(session, tool);
+pub(crate) fn idempotency_key_value(
+    caller: &str,
+    session: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Key {
+    let mut hasher = key_hasher(caller, session, tool);
     hasher.update(canonical_json(arguments).as_bytes());
     Key::from_digest(hasher.finalize().into())
 }
 
-/// A hasher fed with the key's domain, session and tool.
-fn key_hasher(session: &str, tool: &str) -> Sha256 {
+/// A hasher fed with the key's domain, caller, session and tool.
+fn key_hasher(caller: &str, session: &str, tool: &str) -> Sha256 {
     let mut hasher = Sha256::new();
     hasher.update(KEY_DOMAIN.as_bytes());
-    for part in [session, tool] {
+    for part in [caller, session, tool] {
         let mut digits = [0u8; 20];
         hasher.update(decimal(part.len(), &mut digits));
         hasher.update(b":");
@@ -479,43 +502,61 @@ mod tests {
         );
         let cases = [
             (
+                "default",
                 "demo",
                 "refund_order",
                 refund.clone(),
-                "c9c439027954f25d588c03d3e894fe34700f1bae43a7fb602ba2e2436b3cb0cd",
+                "3715297b90599989c3b352cf92508cc86cba8b5f66b8f4d8f241edd8a4ee3a86",
             ),
             (
+                "default",
                 "demo",
                 "get_order",
                 json!({"order_id": "ORD-1001"}),
-                "205a535d5b8714c45eeccb5ddf8d0b30196cc04f024c376b3ea245a03b80aa26",
+                "85f39154dcd8de446de80e85d5854f34d9133b65de0f53d672038927211a0ce0",
+            ),
+            (
+                "support",
+                "demo",
+                "get_order",
+                json!({"order_id": "ORD-1001"}),
+                "8ae6fbfb5a12770e0c2a13395a2adeb03f287fccc23d7f1b541f59a4377daa8c",
             ),
             (
                 "",
+                "",
                 "t",
                 json!({}),
-                "2e7c318925ee9e5be95ee1d4c6ae0ffa789eea7f4e6b8e582d6b69e17a2261a2",
+                "dbd57736b3afc23d9a600f8c807623ebb63d6c830e21b6e00b8bf390d1637742",
             ),
         ];
-        for (session, tool, args, want) in cases {
+        for (caller, session, tool, args, want) in cases {
             assert_eq!(
-                idempotency_key(session, tool, &args),
+                idempotency_key(caller, session, tool, &args),
                 want,
-                "{session} {tool} {args}"
+                "{caller} {session} {tool} {args}"
             );
         }
     }
 
     #[test]
-    fn key_separates_session_and_tool_unambiguously() {
+    fn key_separates_caller_session_and_tool_unambiguously() {
         let args = json!({});
         assert_ne!(
-            idempotency_key("a|b", "c", &args),
-            idempotency_key("a", "b|c", &args)
+            idempotency_key("x", "a|b", "c", &args),
+            idempotency_key("x", "a", "b|c", &args)
         );
         assert_ne!(
-            idempotency_key("ab", "c", &args),
-            idempotency_key("a", "bc", &args)
+            idempotency_key("x", "ab", "c", &args),
+            idempotency_key("x", "a", "bc", &args)
+        );
+        assert_ne!(
+            idempotency_key("xa", "b", "c", &args),
+            idempotency_key("x", "ab", "c", &args)
+        );
+        assert_ne!(
+            idempotency_key("x", "s", "t", &args),
+            idempotency_key("y", "s", "t", &args)
         );
     }
 }

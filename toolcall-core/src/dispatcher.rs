@@ -25,7 +25,7 @@ mod confirm;
 mod dry_run;
 mod execute;
 mod idempotency;
-mod ids;
+pub(crate) mod ids;
 mod inbox;
 mod locks;
 mod messages;
@@ -199,5 +199,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// The store.
     pub fn store(&self) -> &St {
         &self.stages.store
+    }
+
+    /// Makes every unknown outcome in the store a person's question now,
+    /// without waiting for an identical call: a side effect whose process
+    /// died after its claim, or that could not record what came of it
+    /// ([`life::surface`](crate::life::surface), with this dispatcher's
+    /// [`approval_ttl`](Settings::approval_ttl)). The approval inbox does
+    /// this before it lists; an operator may run it on a schedule.
+    pub async fn surface_unknown_outcomes(
+        &self,
+    ) -> Result<crate::life::Surfaced, crate::store::StoreError> {
+        crate::life::surface(
+            &self.stages.store,
+            crate::store::now_ms(),
+            self.stages.settings.approval_ttl,
+        )
+        .await
     }
 }

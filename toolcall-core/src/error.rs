@@ -60,18 +60,38 @@ impl StdError for Rejection {}
 
 /// Why a handler did not produce a result.
 ///
-/// The dispatcher treats the three kinds differently: a [`Rejected`] call is
-/// answered with its own code and never retried; a [`Transient`] failure is
-/// retried, a bounded number of times and always under the same idempotency
-/// key, then answered `UPSTREAM_UNAVAILABLE`; an [`Internal`] failure is a bug,
-/// answered `INTERNAL_ERROR` and not retried. The same holds for a tool's
-/// business check (`#[tool(check = path)]`): a check has no side effects, so
-/// its transient failure is retried like the handler's, with the same
-/// [`max_retries`](crate::Settings::max_retries) and backoff, and when the
-/// retries run out the answer is `UPSTREAM_UNAVAILABLE`, not in doubt (the
-/// handler never ran).
+/// The dispatcher treats the kinds differently:
+///
+/// * a [`Rejected`] call is answered with its own code and never retried;
+/// * a [`NotApplied`] failure happened before the call had any effect (the
+///   request was never sent, the transaction never began): it is retried
+///   plainly, a bounded number of times
+///   ([`max_retries`](crate::Settings::max_retries)), then answered
+///   `UPSTREAM_UNAVAILABLE`, and nothing happened;
+/// * a [`Transient`] failure may have taken effect (a timeout, a reset
+///   connection after the request went out, a failed `COMMIT`). Of a
+///   read-only tool it is retried like `NotApplied`. Of a side effect it is
+///   never retried on a guess ([`life`](crate::life#unknown-outcomes)): again
+///   under the same idempotency key only when the backend honours the key
+///   (`#[tool(idempotent_backend)]`), after asking the backend when it can
+///   be asked (`#[tool(reconcile = path)]`), and otherwise not at all: the
+///   call is in doubt and a person settles it;
+/// * an [`Internal`] failure is a bug, answered `INTERNAL_ERROR` and not
+///   retried.
+///
+/// A tool's business check (`#[tool(check = path)]`) has no side effects, so
+/// its transient failure of either kind is retried, with the same
+/// `max_retries` and backoff, and when the retries run out the answer is
+/// `UPSTREAM_UNAVAILABLE`, not in doubt (the handler never ran).
+///
+/// To try an application's unknown outcomes before a real backend loses an
+/// answer: make the handler do its work and then return
+/// `Err(ToolError::transient(...))` once (a switch in the state, as the
+/// example's `--lose-next-response` does); the call is then in doubt, and
+/// what comes next is what the tool declares.
 ///
 /// [`Rejected`]: ToolError::Rejected
+/// [`NotApplied`]: ToolError::NotApplied
 /// [`Transient`]: ToolError::Transient
 /// [`Internal`]: ToolError::Internal
 #[derive(Debug)]
@@ -80,16 +100,27 @@ pub enum ToolError {
     /// A business rule said no.
     Rejected(Rejection),
     /// The backend may not have answered (a timeout, a 503, a reset
-    /// connection): safe to try again under the same idempotency key.
+    /// connection, a failed commit): the call may or may not have taken
+    /// effect.
     Transient(BoxError),
+    /// The call failed before it had any effect (the connection was
+    /// refused, the backend said it did nothing): safe to try again as it is.
+    NotApplied(BoxError),
     /// Something failed that nobody planned for.
     Internal(BoxError),
 }
 
 impl ToolError {
-    /// A failure that is safe to retry under the same idempotency key.
+    /// A failure whose outcome is unknown: the call may have taken effect.
+    /// Retried under the same idempotency key only where the backend honours
+    /// it (see [`ToolError`]).
     pub fn transient(error: impl Into<BoxError>) -> Self {
         ToolError::Transient(error.into())
+    }
+
+    /// A failure before any effect: safe to retry as it is.
+    pub fn not_applied(error: impl Into<BoxError>) -> Self {
+        ToolError::NotApplied(error.into())
     }
 
     /// A failure that is a bug, not the model's fault and not worth a retry.
@@ -109,6 +140,7 @@ impl fmt::Display for ToolError {
         match self {
             ToolError::Rejected(rejection) => write!(f, "rejected: {rejection}"),
             ToolError::Transient(error) => write!(f, "transient failure: {error}"),
+            ToolError::NotApplied(error) => write!(f, "failed before any effect: {error}"),
             ToolError::Internal(error) => write!(f, "internal failure: {error}"),
         }
     }
@@ -118,7 +150,9 @@ impl StdError for ToolError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
             ToolError::Rejected(rejection) => Some(rejection),
-            ToolError::Transient(error) | ToolError::Internal(error) => Some(&**error),
+            ToolError::Transient(error)
+            | ToolError::NotApplied(error)
+            | ToolError::Internal(error) => Some(&**error),
         }
     }
 }

@@ -19,6 +19,7 @@ mod error;
 mod format;
 mod hex;
 mod kinds;
+pub mod life;
 mod parse;
 mod policy;
 mod redact;

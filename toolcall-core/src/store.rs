@@ -31,6 +31,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::life::{Answerers, QuestionKind};
 use crate::result::ToolResult;
 
 /// What the store knows of a key's call beyond "nothing yet".
@@ -111,6 +112,31 @@ pub struct PendingApproval {
     /// taint, or when the whole session is tainted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tainted: Vec<String>,
+    /// Who may answer it besides a person, as the process that asked it
+    /// recorded ([`life`](crate::life#who-may-answer-which-question)): the
+    /// host where it was in host mode, the MCP client that made the call
+    /// where the server let its clients decide. A question about an unknown
+    /// outcome is a person's only, whatever this says.
+    #[serde(default)]
+    pub answerers: Answerers,
+}
+
+impl PendingApproval {
+    /// What the question asks: approval, or whether an earlier attempt took
+    /// effect.
+    pub fn kind(&self) -> QuestionKind {
+        QuestionKind::of(self)
+    }
+}
+
+/// A key whose outcome is unknown, and the question its claim kept
+/// ([`Store::unsettled`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unsettled {
+    /// The call's idempotency key.
+    pub key: Key,
+    /// The question a person is asked about it.
+    pub question: PendingApproval,
 }
 
 /// What an approval must match to be used.
@@ -242,12 +268,61 @@ pub enum AskApproval {
     /// nothing was written, and this is that approval. Asking again is the
     /// same question, with the same id.
     Existing(ApprovalEntry),
-    /// The session already has as many open approvals (undecided, unused,
-    /// unexpired) as it may: nothing was written.
+    /// The conversation (the session, of the approval's caller) already has
+    /// as many open approvals (undecided, unused, unexpired) as it may:
+    /// nothing was written.
     Full {
-        /// How many open approvals the session has.
+        /// How many open approvals the conversation has.
         open: usize,
     },
+    /// The approval's caller already has as many open approvals as it may,
+    /// in all its conversations together: nothing was written.
+    CallerFull {
+        /// How many open approvals the caller has.
+        open: usize,
+    },
+}
+
+/// How many open approvals (undecided, unused, unexpired) may be there
+/// before one more is asked for ([`Store::ask_approval`]). A `usize` is a
+/// bound on the conversation alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenBounds {
+    /// In the approval's conversation: its session, of its caller.
+    pub conversation: usize,
+    /// Of the approval's caller, in all its conversations.
+    pub caller: usize,
+}
+
+impl OpenBounds {
+    /// No bound at all: what a question about an unknown outcome is asked
+    /// with (it must reach a person).
+    pub const NONE: OpenBounds = OpenBounds {
+        conversation: usize::MAX,
+        caller: usize::MAX,
+    };
+
+    /// What a store answers, given how many open approvals the
+    /// conversation and the caller have: `Some` when one more is over a
+    /// bound.
+    pub fn over(&self, conversation: usize, caller: usize) -> Option<AskApproval> {
+        if conversation >= self.conversation {
+            Some(AskApproval::Full { open: conversation })
+        } else if caller >= self.caller {
+            Some(AskApproval::CallerFull { open: caller })
+        } else {
+            None
+        }
+    }
+}
+
+impl From<usize> for OpenBounds {
+    fn from(conversation: usize) -> Self {
+        OpenBounds {
+            conversation,
+            caller: usize::MAX,
+        }
+    }
 }
 
 /// Which open approvals [`Store::pending_page`] lists: those a person may
@@ -343,8 +418,14 @@ impl TaintHit {
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct CallStart<'a> {
-    /// The call's conversation: its step is counted.
+    /// The call's conversation as the store counts it: its step is counted,
+    /// its taint read. The dispatcher scopes it to the caller unless callers
+    /// share conversations ([`Settings::callers_share_conversations`](crate::Settings::callers_share_conversations)).
     pub session: &'a str,
+    /// The conversation as the call named it: the session its approvals are
+    /// asked in, which `decided` looks at. The same as `session` unless the
+    /// dispatcher scoped that one.
+    pub named: &'a str,
     /// The call's idempotency key: it is counted, when the step is within
     /// `max_steps`.
     pub key: &'a Key,
@@ -359,8 +440,9 @@ pub struct CallStart<'a> {
     pub outcome: bool,
     /// Whether to say if the session saw untrusted output.
     pub taint: bool,
-    /// Whether to say if the session has an approval a person decided,
-    /// unused and unexpired at `now_ms`.
+    /// Whether to say if the conversation `named` has an approval a person
+    /// decided, unexpired at `now_ms`, used or not (a denial or an edit
+    /// answers the identical calls after the one that carried it out).
     pub decided: bool,
     /// A resource to lock, when the call will go on to stages 5 to 8: its
     /// count within `max_calls`, and its key neither completed nor held by
@@ -374,6 +456,7 @@ impl<'a> CallStart<'a> {
     pub fn new(session: &'a str, key: &'a Key, now_ms: u64, max_steps: u64) -> Self {
         CallStart {
             session,
+            named: session,
             key,
             now_ms,
             max_steps,
@@ -413,9 +496,9 @@ pub struct CallBegun {
     /// Whether the session saw untrusted output, when asked; `None` when
     /// the store did not look (the caller asks [`Store::tainted`]).
     pub tainted: Option<bool>,
-    /// Whether the session has an approval a person decided, unused and
-    /// unexpired, when asked; `None` when the store did not look (the
-    /// caller asks [`Store::find_approval`]).
+    /// Whether the conversation `named` has an approval a person decided,
+    /// unexpired, used or not, when asked; `None` when the store did not
+    /// look (the caller asks [`Store::find_approval`]).
     pub decided: Option<bool>,
     /// Whether the resource asked for is now locked by its holder.
     pub locked: bool,
@@ -571,6 +654,44 @@ pub trait Store: Send + Sync + 'static {
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
+    /// [`claim`](Store::claim), keeping with the claim the question a person
+    /// is asked if the call's outcome stays unknown: its lease runs out with
+    /// no outcome (its process died, or could not record one), or it is
+    /// recorded in doubt. [`unsettled`](Store::unsettled) lists those
+    /// questions, so that an unknown outcome reaches a person without
+    /// waiting for an identical call. The question is kept until the key
+    /// completes, is released, or is claimed again.
+    ///
+    /// This default claims and keeps nothing: such a store's unknown
+    /// outcomes reach a person only when an identical call finds them.
+    fn claim_asking(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: &PendingApproval,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        let _ = question;
+        self.claim(key, now_ms, lease_ms)
+    }
+
+    /// The keys whose outcome is unknown at `now_ms` (in doubt, or claimed
+    /// by a lease that ran out) and the questions their claims kept
+    /// ([`claim_asking`](Store::claim_asking)), at most `limit`, oldest
+    /// claim first. Each question is as it was kept: the caller asks it
+    /// ([`ask_approval`](Store::ask_approval)) with an id and times of its
+    /// own ([`life::surface`](crate::life::surface)).
+    ///
+    /// This default has none.
+    fn unsettled(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Unsettled>, StoreError>> + Send {
+        let _ = (now_ms, limit);
+        async { Ok(Vec::new()) }
+    }
+
     /// Extends the claim on `key` to `now_ms + lease_ms`, while its call is
     /// still running. `false` if the key is no longer claimed (it completed,
     /// or was released).
@@ -651,9 +772,12 @@ pub trait Store: Send + Sync + 'static {
     ///   reason exists, unused and unexpired at `approval.created_ms`
     ///   (decided or not), nothing is written and it is
     ///   [`Existing`](AskApproval::Existing);
-    /// * else if the session has `max_open` or more open approvals
-    ///   (undecided, unused, unexpired), nothing is written and it is
-    ///   [`Full`](AskApproval::Full);
+    /// * else if the conversation (the approval's session and caller) has
+    ///   `bounds.conversation` or more open approvals (undecided, unused,
+    ///   unexpired), nothing is written and it is [`Full`](AskApproval::Full);
+    ///   if the caller has `bounds.caller` or more in all its
+    ///   conversations, it is [`CallerFull`](AskApproval::CallerFull)
+    ///   ([`OpenBounds::over`] says which);
     /// * else `approval` is stored: [`Created`](AskApproval::Created).
     ///
     /// A session id can be long: a store that indexes it should index a
@@ -661,12 +785,13 @@ pub trait Store: Send + Sync + 'static {
     fn ask_approval(
         &self,
         approval: &PendingApproval,
-        max_open: usize,
+        bounds: impl Into<OpenBounds> + Send,
     ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send;
 
     /// The newest approval asked for exactly this call (the binding's
-    /// session, caller, tool and digest, and the same `reason`), unused and
-    /// unexpired at `now_ms`, decided or not; `None` if there is none. A
+    /// session, caller, tool and digest, and the same `reason`), unexpired
+    /// at `now_ms`, decided or not, **used or not** (a used denial still
+    /// answers the identical calls after it); `None` if there is none. A
     /// binding without a tool or a digest matches any.
     fn find_approval(
         &self,

@@ -428,10 +428,15 @@ pub(crate) trait Validated: Send {
     /// The validated arguments as JSON: the input of the idempotency key, the
     /// `pending` of a confirmation, the values the policy limits look at.
     fn to_value(&self) -> Result<Value, serde_json::Error>;
-    /// The idempotency key of these arguments in `session` for `tool`:
+    /// The idempotency key of these arguments of `caller` in `session` for `tool`:
     /// [`idempotency_key`](crate::canonical::idempotency_key) of
     /// [`to_value`](Self::to_value), written without the `Value`.
-    fn key(&self, session: &str, tool: &str) -> Result<crate::store::Key, serde_json::Error>;
+    fn key(
+        &self,
+        caller: &str,
+        session: &str,
+        tool: &str,
+    ) -> Result<crate::store::Key, serde_json::Error>;
     /// The field at `index` of the tool's fields (named `name`) as JSON,
     /// as it is in [`to_value`](Self::to_value).
     fn member(&self, index: usize, name: &str) -> Result<Value, serde_json::Error>;
@@ -448,8 +453,13 @@ impl<T: Tool> Validated for Typed<T> {
         serde_json::to_value(&self.0)
     }
 
-    fn key(&self, session: &str, tool: &str) -> Result<crate::store::Key, serde_json::Error> {
-        crate::canonical::idempotency_key_of(session, tool, &self.0)
+    fn key(
+        &self,
+        caller: &str,
+        session: &str,
+        tool: &str,
+    ) -> Result<crate::store::Key, serde_json::Error> {
+        crate::canonical::idempotency_key_of(caller, session, tool, &self.0)
     }
 
     fn member(&self, index: usize, name: &str) -> Result<Value, serde_json::Error> {

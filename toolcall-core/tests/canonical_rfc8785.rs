@@ -666,7 +666,7 @@ impl Keys {
             return Err(Box::new(result));
         }
         let got = result.data["key"].as_str().expect("the key").to_owned();
-        Ok((got, documented_key(&session, tool, canonical)))
+        Ok((got, documented_key("default", &session, tool, canonical)))
     }
 
     fn assert_key(&self, tool: &str, arguments: &str, canonical: &str) {
@@ -680,10 +680,10 @@ impl Keys {
 }
 
 /// The idempotency key as the canonical module documents it, computed here.
-fn documented_key(session: &str, tool: &str, canonical: &str) -> String {
+fn documented_key(caller: &str, session: &str, tool: &str, canonical: &str) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(b"toolcall/idempotency/v1\n");
-    for part in [session, tool] {
+    hasher.update(b"toolcall/idempotency/v2\n");
+    for part in [caller, session, tool] {
         hasher.update(format!("{}:{part}", part.len()));
     }
     hasher.update(canonical);

@@ -9,10 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall_core::ToolSpec;
+use toolcall_core::life::{self, Answer, Answerer, QuestionKind, Refusal};
 use toolcall_core::store::Store as _;
-use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, DecideOutcome, PendingApproval, now_ms,
-};
+use toolcall_core::store::{PendingApproval, now_ms};
 
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
@@ -181,8 +180,11 @@ pub(crate) async fn edit<B: Backend>(
     )
 }
 
-/// The `POST` that approves, denies or edits: checks the posted form,
-/// records the decision and answers with the inbox and a notice.
+/// The `POST` that decides: approves, denies or edits an approval
+/// question, or says of a question about an unknown outcome whether it
+/// happened. Checks the posted form, records the decision as
+/// [`life::decide`] takes a person's, and answers with the inbox and a
+/// notice.
 pub(crate) async fn decide<B: Backend>(
     State(app): State<Arc<App<B>>>,
     Path(id): Path<String>,
@@ -196,7 +198,7 @@ pub(crate) async fn decide<B: Backend>(
     let action = field(&form, "action").unwrap_or("");
     let now = now_ms();
     let edited = match action {
-        "approve" | "deny" => None,
+        "approve" | "deny" | "happened" | "not_happened" => None,
         "edit" => match edited_decision(&app, user, &id, &form, &note).await {
             Ok(edited) => edited,
             Err(answer) => return *answer,
@@ -207,26 +209,30 @@ pub(crate) async fn decide<B: Backend>(
                 user,
                 StatusCode::BAD_REQUEST,
                 "No decision",
-                "Approve, deny or edit: nothing was decided.",
+                "Approve, deny or edit (or, of a question about an unknown outcome, say whether \
+                 it happened): nothing was decided.",
             );
         }
     };
-    let decision = ApprovalDecision {
-        approved: action != "deny",
-        by: user.name().to_owned(),
-        // Kept bounded, as the dispatcher keeps a host's note: at most
-        // MAX_NOTE_BYTES, a longer one as its head and its SHA-256 (a
-        // note of MAX_NOTE characters can be four times as many bytes).
-        note: bound(&note, MAX_NOTE_BYTES).into_owned(),
-        edited_arguments: edited,
-        decided_ms: now,
+    // Kept bounded, as the dispatcher keeps a host's note: at most
+    // MAX_NOTE_BYTES, a longer one as its head and its SHA-256 (a note of
+    // MAX_NOTE characters can be four times as many bytes).
+    let note = bound(&note, MAX_NOTE_BYTES);
+    let answer = match (action, &edited) {
+        ("approve", _) | ("edit", None) => Answer::Approve,
+        ("edit", Some(edited)) => Answer::Edit(edited),
+        ("deny", _) => Answer::Deny,
+        ("happened", _) => Answer::Happened,
+        _ => Answer::NotHappened,
     };
-    let settles = match settles_doubt(&app, user, &id, action).await {
-        Ok(settles) => settles,
-        Err(answer) => return *answer,
+    let notice = match answer {
+        Answer::NotHappened => "not-happened",
+        Answer::Happened => "happened",
+        Answer::Deny => "denied",
+        Answer::Edit(_) => "edited",
+        _ => "approved",
     };
-    let notice = notice(&decision, settles);
-    record(&app, user, &id, &decision, now, notice).await
+    record(&app, user, &id, &answer, &note, now, notice).await
 }
 
 /// The posted note, trimmed; or, when it is longer than [`MAX_NOTE`]
@@ -306,36 +312,6 @@ async fn edited_decision<B: Backend>(
     }
 }
 
-/// Whether an approve or deny answers a question about an unknown outcome
-/// (whether an earlier attempt took effect) rather than asking to run the
-/// call; an edit never does. The error is the answer when the store is down.
-async fn settles_doubt<B: Backend>(
-    app: &App<B>,
-    user: &Who,
-    id: &str,
-    action: &str,
-) -> Result<bool, Box<Response>> {
-    if action == "edit" {
-        return Ok(false);
-    }
-    match app.backend.store().approval(id).await {
-        Ok(entry) => Ok(entry.is_some_and(|entry| is_in_doubt(&entry.approval))),
-        Err(error) => Err(Box::new(store_down(app, user, &error))),
-    }
-}
-
-/// The notice the inbox shows after a decision: a question about an
-/// unknown outcome is answered in its own words.
-fn notice(decision: &ApprovalDecision, settles: bool) -> &'static str {
-    match (decision.approved, decision.edited_arguments.is_some()) {
-        (true, _) if settles => "not-happened",
-        (false, _) if settles => "happened",
-        (false, _) => "denied",
-        (true, true) => "edited",
-        (true, false) => "approved",
-    }
-}
-
 /// The answer to a decision that was recorded: back to the inbox, with the
 /// notice and the question's id.
 fn decided(id: &str, notice: &str) -> Response {
@@ -349,48 +325,55 @@ fn decided(id: &str, notice: &str) -> Response {
         .into_response()
 }
 
-/// Records the decision and answers: the inbox with the notice when it was
-/// recorded, or when the same person's same decision already was (a double
-/// click); otherwise why it was not (closed, expired, unknown, store down).
+/// Records the person's answer and answers: the inbox with the notice when
+/// it was recorded, or when the same person's same decision already was (a
+/// double click); otherwise why it was not (closed, expired, unknown, an
+/// answer of the other kind, store down).
 async fn record<B: Backend>(
     app: &App<B>,
     user: &Who,
     id: &str,
-    decision: &ApprovalDecision,
+    answer: &Answer<'_>,
+    note: &str,
     now: u64,
     notice: &str,
 ) -> Response {
     let store = app.backend.store();
     toolcall_core::crash::point(toolcall_core::crash::BEFORE_DECISION);
-    let outcome = store.decide_approval(id, decision, now).await;
+    let person = Answerer::Person(user.name());
+    let outcome = life::decide(store, id, None, &person, answer, note, now).await;
     toolcall_core::crash::point(toolcall_core::crash::AFTER_DECISION);
     match outcome {
-        Ok(DecideOutcome::Decided) => decided(id, notice),
-        Ok(DecideOutcome::AlreadyDecided) => match store.approval(id).await {
-            // The same person's same decision again (a double click): one
-            // decision, and the same answer.
-            Ok(Some(ApprovalEntry {
-                approval:
-                    PendingApproval {
-                        decision: Some(kept),
-                        ..
-                    },
-                ..
-            })) if kept.approved == decision.approved
-                && kept.by == decision.by
-                && kept.note == decision.note
-                && kept.edited_arguments == decision.edited_arguments =>
-            {
-                decided(id, notice)
-            }
-            Ok(Some(entry)) => closed(app, user, &entry).unwrap_or_else(|| unknown(app, user)),
+        Ok(_) => decided(id, notice),
+        Err(Refusal::Closed) => match store.approval(id).await {
+            Ok(Some(entry)) => closed(app, user, &entry).unwrap_or_else(|| expired(app, user)),
             Ok(None) => unknown(app, user),
             Err(error) => store_down(app, user, &error),
         },
-        Ok(DecideOutcome::Expired) => expired(app, user),
-        Ok(_) => unknown(app, user),
-        Err(error) => store_down(app, user, &error),
+        Err(Refusal::WrongKind(QuestionKind::InDoubt)) => not_a_settlement(app, user),
+        Err(Refusal::WrongKind(_)) => message(
+            app,
+            user,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Not a question about what happened",
+            "This asks whether the call may run: approve, edit or deny it. Nothing was decided.",
+        ),
+        Err(Refusal::Store(error)) => store_down(app, user, &error),
+        Err(_) => unknown(app, user),
     }
+}
+
+/// The answer to an approve, deny or edit of a question about an unknown
+/// outcome: it asks what happened, not for permission.
+fn not_a_settlement<B>(app: &App<B>, user: &Who) -> Response {
+    message(
+        app,
+        user,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Say what happened",
+        "This asks whether an earlier attempt of the call took effect, not whether it may run: \
+         say whether it happened. Nothing was decided.",
+    )
 }
 
 /// The answer to an edit of a question about an unknown outcome: it asks

@@ -174,6 +174,13 @@ pub trait Backend: Send + Sync + 'static {
     fn store(&self) -> &Self::Store;
     /// The tools, for their descriptions, flags and validation.
     fn registry(&self) -> &Registry;
+    /// How long a question about an unknown outcome the inbox asks lasts
+    /// ([`toolcall_core::life::surface`]): a dispatcher's
+    /// [`approval_ttl`](toolcall_core::Settings::approval_ttl); 15 minutes
+    /// by default.
+    fn question_ttl(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(15 * 60)
+    }
 }
 
 /// An application's dispatcher: its store and its tools.
@@ -186,6 +193,10 @@ impl<S: Any + Send + Sync, St: Store> Backend for Dispatcher<S, St> {
 
     fn registry(&self) -> &Registry {
         Dispatcher::registry(self)
+    }
+
+    fn question_ttl(&self) -> std::time::Duration {
+        self.settings().approval_ttl
     }
 }
 

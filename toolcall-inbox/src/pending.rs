@@ -160,6 +160,7 @@ pub(crate) async fn index<B: Backend>(
         }
     };
     let now = now_ms();
+    surface(&app, now).await;
     let page = match app.backend.store().pending_page(&listing.query(now)).await {
         Ok(page) => page,
         Err(error) => return store_down(&app, user, &error),
@@ -396,8 +397,8 @@ fn card(
         body.raw(&format!(
             "<label>Note (optional: what you checked)<input type=\"text\" name=\"note\" maxlength=\"{MAX_NOTE}\"></label>"
         ))
-        .raw("<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">It did not happen: run it once</button>")
-        .raw("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">It happened: do not run it again</button>")
+        .raw("<button type=\"submit\" name=\"action\" value=\"not_happened\" class=\"approve\">It did not happen: run it once</button>")
+        .raw("<button type=\"submit\" name=\"action\" value=\"happened\" class=\"deny\">It happened: do not run it again</button>")
         .raw("</form></article>");
         return;
     }
@@ -533,6 +534,24 @@ pub(crate) fn redacted(spec: Option<&ToolSpec>, arguments: &Value) -> Value {
     arguments
 }
 
+/// Before a listing: every unknown outcome the store knows of becomes a
+/// question ([`toolcall_core::life::surface`]), so that the inbox lists what
+/// a process that died, or could not record an outcome, left unsettled. A
+/// store that fails here fails the listing's read too, which says so.
+async fn surface<B: Backend>(app: &App<B>, now: u64) {
+    match toolcall_core::life::surface(app.backend.store(), now, app.backend.question_ttl()).await {
+        Ok(surfaced) if surfaced.asked > 0 || surfaced.settled > 0 => {
+            tracing::info!(
+                asked = surfaced.asked,
+                settled = surfaced.settled,
+                "unknown outcomes brought to a person"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "unknown outcomes could not be looked for"),
+    }
+}
+
 pub(crate) async fn api_pending<B: Backend>(
     State(app): State<Arc<App<B>>>,
     _signed_in: Who,
@@ -550,12 +569,9 @@ pub(crate) async fn api_pending<B: Backend>(
         Ok(listing) => listing,
         Err(problem) => return json(StatusCode::BAD_REQUEST, json!({ "error": problem })),
     };
-    match app
-        .backend
-        .store()
-        .pending_page(&listing.query(now_ms()))
-        .await
-    {
+    let now = now_ms();
+    surface(&app, now).await;
+    match app.backend.store().pending_page(&listing.query(now)).await {
         Ok(page) => {
             let next = page
                 .next

@@ -172,14 +172,18 @@ async fn inbox_mode<St: Store>(store: Arc<St>, session: &str) {
     let result = came.result.unwrap();
     assert!(result.ok && !result.replayed && result.code == "OK");
 
-    // Denied: the model is told, with the note; the id is used up.
+    // Denied: the model is told, with the note; the id is used up, and the
+    // denial is final: the identical call is denied again, with or without
+    // the id, and never asked about anew.
     let id = agent.ask(session, "cy", 200).await;
     agent.decide(&id, false, "no receipt", None).await;
     let denied = agent.call(session, "cy", 200, Some(&id)).await;
     assert_eq!(denied.code, Code::ConfirmationDenied);
     assert!(denied.message.contains("no receipt"), "{denied:?}");
     let again = agent.call(session, "cy", 200, Some(&id)).await;
-    assert_eq!(again.code, Code::ConfirmationInvalid);
+    assert_eq!(again.code, Code::ConfirmationDenied, "{again:?}");
+    let unasked = agent.call(session, "cy", 200, None).await;
+    assert_eq!(unasked.code, Code::ConfirmationDenied, "{unasked:?}");
     assert_eq!(agent.runs(), 1, "never ran");
     assert_eq!(
         agent.entry(&id).await.unwrap().result.unwrap().code,
@@ -223,7 +227,9 @@ async fn inbox_mode<St: Store>(store: Arc<St>, session: &str) {
     );
     assert!(person.ok);
 
-    for (edit, code) in [
+    // Each edit is of a call of its own: an edit stands for the identical
+    // calls after it (they get the edited call's answer, as below).
+    for (cents, (edit, code)) in (10..).zip([
         // Validated: no negative amounts.
         (json!({"to": "ed", "cents": -5}), Code::InvalidArguments),
         // Policed: over the caller's limit.
@@ -233,16 +239,20 @@ async fn inbox_mode<St: Store>(store: Arc<St>, session: &str) {
             json!({"to": "mallory", "cents": 10}),
             Code::new("PAYEE_BLOCKED"),
         ),
-    ] {
-        let id = agent.ask(session, "ed", 10).await;
+    ]) {
+        let id = agent.ask(session, "ed", cents).await;
         agent.decide(&id, true, "", Some(edit.clone())).await;
-        let refused = agent.call(session, "ed", 10, Some(&id)).await;
+        let refused = agent.call(session, "ed", cents, Some(&id)).await;
         assert_eq!(refused.code, code, "{edit}: {refused:?}");
         assert_eq!(refused.data["edited_by_person"], true);
         assert_eq!(
             agent.entry(&id).await.unwrap().result.unwrap().code,
             code.as_str()
         );
+        // The model's identical call again: the person's edit answers it,
+        // and nobody is asked anew.
+        let again = agent.call(session, "ed", cents, None).await;
+        assert_eq!(again.code, code, "{edit}: {again:?}");
     }
     assert_eq!(agent.runs(), 2, "none of the refused edits ran");
 
@@ -329,11 +339,13 @@ async fn host_mode<St: Store>(store: Arc<St>, session: &str) {
         .dispatcher
         .approve(Decision::new(&id, session).by("host"))
         .await;
+    // Used up, and final: the host's approval is answered with the denial.
     assert_eq!(
         denied.code,
-        Code::ConfirmationInvalid,
-        "used up: {denied:?}"
+        Code::ConfirmationDenied,
+        "a decision stands: {denied:?}"
     );
+    assert!(denied.message.contains("never"));
 
     // Edited in the inbox, approved by the host: the edits run.
     let id = agent.ask(session, "ed", 400).await;

@@ -508,6 +508,7 @@ async fn hostile(
             decision: None,
             reason: None,
             tainted: Vec::new(),
+            answerers: Default::default(),
         })
         .await
         .unwrap();

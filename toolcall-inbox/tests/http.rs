@@ -43,8 +43,10 @@ struct Inbox {
 
 async fn inbox() -> Inbox {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // Thousands of questions of one caller, for the pages and filters.
     let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
         .store(Arc::clone(&store))
+        .max_pending_per_caller(usize::MAX)
         .build()
         .unwrap();
     let access = Access::parse(&format!("ana {ANA}\nbo {BO}\n"), "x").unwrap();
@@ -455,6 +457,7 @@ async fn an_expired_or_unknown_approval_cannot_be_decided() {
         decision: None,
         reason: None,
         tainted: Vec::new(),
+        answerers: Default::default(),
     };
     inbox.store.put_approval(&asked).await.unwrap();
     let listed = inbox.get("/api/pending", Auth::Bearer(ANA)).await.body;
@@ -730,6 +733,7 @@ async fn hostile_text_renders_as_text() {
             decision: None,
             reason: Some("<u>why</u>\"><svg onload=alert(7)>".into()),
             tainted: vec!["<b>k</b>".into(), "<em>t</em>".into()],
+            answerers: Default::default(),
         })
         .await
         .unwrap();
@@ -850,6 +854,7 @@ fn asked_at(id: &str, session: &str, created_ms: u64) -> PendingApproval {
         decision: None,
         reason: None,
         tainted: Vec::new(),
+        answerers: Default::default(),
     }
 }
 
@@ -1084,10 +1089,10 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
         "{doubt}"
     );
     assert!(doubt.contains(
-        "<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">It did not happen: run it once</button>"
+        "<button type=\"submit\" name=\"action\" value=\"not_happened\" class=\"approve\">It did not happen: run it once</button>"
     ));
     assert!(doubt.contains(
-        "<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">It happened: do not run it again</button>"
+        "<button type=\"submit\" name=\"action\" value=\"happened\" class=\"deny\">It happened: do not run it again</button>"
     ));
     assert_eq!(doubt.matches("<button").count(), 2, "{doubt}");
     assert!(!doubt.contains("/edit"), "no edits: {doubt}");
@@ -1116,22 +1121,52 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
     let cookie = inbox.sign_in(ANA).await;
     let csrf = inbox.csrf(&cookie).await;
     let reply = inbox
-        .decide("doubt-1", Auth::Cookie(&cookie), &[], &[("action", "deny")])
+        .decide(
+            "doubt-1",
+            Auth::Cookie(&cookie),
+            &[],
+            &[("action", "happened")],
+        )
         .await;
     assert_eq!(reply.status, 403);
     let reply = inbox
-        .decide("doubt-1", Auth::None, &[], &[("action", "deny")])
+        .decide("doubt-1", Auth::None, &[], &[("action", "happened")])
         .await;
     assert_eq!(reply.status, 401);
     assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
 
-    // "It happened" is a denial; "it did not happen" an approval.
+    // Neither an approval nor a denial answers it: it asks what happened.
+    for action in ["approve", "deny"] {
+        let reply = inbox
+            .decide(
+                "doubt-1",
+                Auth::Cookie(&cookie),
+                &[],
+                &[("action", action), ("csrf", &csrf)],
+            )
+            .await;
+        assert_eq!(reply.status, 422, "{action}");
+        assert!(
+            reply.body.contains("say whether it happened"),
+            "{}",
+            reply.body
+        );
+    }
+    assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
+    // Nor is a settlement an answer to an approval question.
+    let reply = inbox
+        .decide(&plain, Auth::Bearer(ANA), &[], &[("action", "happened")])
+        .await;
+    assert_eq!(reply.status, 422);
+    assert!(inbox.entry(&plain).await.approval.decision.is_none());
+
+    // Say it happened, or that it did not.
     let reply = inbox
         .decide(
             "doubt-1",
             Auth::Cookie(&cookie),
             &[],
-            &[("action", "deny"), ("csrf", &csrf)],
+            &[("action", "happened"), ("csrf", &csrf)],
         )
         .await;
     assert_eq!(reply.status, 303);
@@ -1143,7 +1178,12 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
     assert!(!settled.approved);
     assert_eq!(settled.by, "ana");
     let reply = inbox
-        .decide("doubt-2", Auth::Bearer(BO), &[], &[("action", "approve")])
+        .decide(
+            "doubt-2",
+            Auth::Bearer(BO),
+            &[],
+            &[("action", "not_happened")],
+        )
         .await;
     assert_eq!(
         reply.header("location"),

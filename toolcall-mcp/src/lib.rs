@@ -535,6 +535,22 @@ pub struct Options {
     /// `true`, the default; clients that do not declare the extension are
     /// served as before either way.
     pub tasks: bool,
+    /// Whether every call runs in the conversation [`Options::conversations`]
+    /// gives it, whatever its `_meta` names (default `false`): a call that
+    /// names one ([`CONVERSATION_META`]) is refused, nothing run. An operator
+    /// who pins clients to one conversation (`--session-id`) keeps them in
+    /// it: its step budget, its taint and its questions are theirs, and a
+    /// fresh name cannot shed them.
+    pub pinned: bool,
+    /// How many conversations one caller may name in `_meta` within an
+    /// hour (default 64), counted by this process (over HTTP, for each
+    /// caller; over standard input and output, for the connection): a call
+    /// naming one more is refused, nothing run. Every conversation has its
+    /// own step budget, so a client naming a fresh one per call would have
+    /// none. The questions a caller may leave open are bounded apart, in
+    /// the store, for every process
+    /// ([`Settings::max_pending_per_caller`](toolcall_core::Settings::max_pending_per_caller)).
+    pub max_named_conversations: usize,
 }
 
 impl Options {
@@ -593,6 +609,20 @@ impl Options {
         self
     }
 
+    /// Sets whether calls may name another conversation in `_meta`
+    /// ([`Options::pinned`]: `true` refuses them).
+    pub fn pinned(mut self, yes: bool) -> Self {
+        self.pinned = yes;
+        self
+    }
+
+    /// Sets how many conversations a caller may name within an hour
+    /// ([`Options::max_named_conversations`]).
+    pub fn max_named_conversations(mut self, max: usize) -> Self {
+        self.max_named_conversations = max;
+        self
+    }
+
     /// The session of the calls of `caller` (the dispatcher's default
     /// caller's id) that name the conversation `name` in their `_meta`
     /// ([`CONVERSATION_META`]):
@@ -627,6 +657,8 @@ impl Default for Options {
             wait_approval: Duration::ZERO,
             elicitation_approves: false,
             tasks: true,
+            pinned: false,
+            max_named_conversations: 64,
         }
     }
 }

@@ -95,7 +95,40 @@ pub(crate) struct Memory {
     /// The pending approvals this server answered a call with, to a client
     /// that cannot ask a person, oldest first.
     handed: Mutex<VecDeque<Handed>>,
+    /// The conversations its caller named in `_meta` lately, least recent
+    /// first ([`Options::max_named_conversations`]).
+    named: Mutex<VecDeque<(String, std::time::Instant)>>,
 }
+
+impl Memory {
+    /// `name`, a conversation `caller` names in `_meta`, if it may: one it
+    /// named within the last hour, or a new one while it names fewer than
+    /// [`Options::max_named_conversations`] in that hour. Otherwise what is
+    /// wrong with it, in words.
+    fn name(&self, name: &str, options: &Options) -> Result<String, String> {
+        let mut named = self
+            .named
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        named.retain(|(_, at)| at.elapsed() < NAMED_WINDOW);
+        if let Some(at) = named.iter().position(|(known, _)| known == name) {
+            named.remove(at);
+        } else if named.len() >= options.max_named_conversations {
+            return Err(format!(
+                "names a new conversation, and this caller already named {} in the last hour \
+                 ({} at most); go on in one of them, or wait",
+                named.len(),
+                options.max_named_conversations
+            ));
+        }
+        named.push_back((name.to_owned(), std::time::Instant::now()));
+        Ok(name.to_owned())
+    }
+}
+
+/// How long a conversation a caller named counts toward its bound
+/// ([`Options::max_named_conversations`]) after its last call.
+const NAMED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
 impl<S, St> std::fmt::Debug for McpServer<S, St> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -195,8 +228,46 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .client_capabilities()
             .as_ref()
             .is_some_and(elicits_forms)
-            && (self.dispatcher.settings().approvals != Approvals::Inbox
-                || self.options.elicitation_approves)
+            && self.clients_decide()
+    }
+
+    /// Whether this server lets its clients answer the approval questions
+    /// their calls ask (whatever a client can show): in host mode, and in
+    /// inbox mode with [`Options::elicitation_approves`]. A question records
+    /// it when it is asked ([`Call::client_answers`]), and an answer from a
+    /// client is taken only where the question and the answering server
+    /// both allow it (see [`toolcall_core::life`]).
+    pub(crate) fn clients_decide(&self) -> bool {
+        self.dispatcher.settings().approvals != Approvals::Inbox
+            || self.options.elicitation_approves
+    }
+
+    /// A call of this server's caller in `session`: every call the server
+    /// makes through the pipeline, so that each question it asks records
+    /// whether its client may answer.
+    pub(crate) fn pipeline_call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: Arguments<'a>,
+        session: &'a str,
+        call_id: &'a str,
+    ) -> Call<'a> {
+        Call::new(tool, arguments)
+            .caller(&self.caller)
+            .session(session)
+            .call_id(call_id)
+            .client_answers(self.clients_decide())
+    }
+
+    /// Whether `session` is one of this server's caller's conversations as
+    /// this server reaches them: its own (the connection's, or the shared
+    /// one) or one its caller names in `_meta`. A task, a question or an
+    /// answer of any other conversation is not this client's.
+    pub(crate) fn owns_session(&self, session: &str) -> bool {
+        session == self.session
+            || session
+                .strip_prefix(&self.options.named_session(self.caller.id(), ""))
+                .is_some_and(|name| !name.is_empty())
     }
 
     /// Answers one `tools/call`.
@@ -252,10 +323,19 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         request: &'a CallToolRequestParams,
         context: &'a RequestContext<RoleServer>,
     ) -> Result<Cow<'a, str>, Box<CallToolResult>> {
-        match named_conversation(request, context) {
+        let named = named_conversation(request, context).and_then(|name| match name {
+            Some(_) if self.options.pinned => Err(
+                "is not accepted: this server runs every call in its own conversation (it is \
+                 pinned)"
+                    .to_owned(),
+            ),
+            Some(name) => self.memory.name(name, &self.options).map(Some),
+            None => Ok(None),
+        });
+        match named {
             Ok(None) => Ok(Cow::Borrowed(self.session.as_str())),
             Ok(Some(name)) => Ok(Cow::Owned(
-                self.options.named_session(self.caller.id(), name),
+                self.options.named_session(self.caller.id(), &name),
             )),
             Err(problem) => {
                 let tool = request.name.as_ref();
@@ -332,10 +412,13 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             let recall = Box::pin(self.recall(call.session, call.tool, call.raw));
             recall.await
         };
-        let mut pipeline_call = Call::new(call.tool, Arguments::Raw(call.raw))
-            .caller(&self.caller)
-            .session(call.session)
-            .call_id(call.call_id)
+        let mut pipeline_call = self
+            .pipeline_call(
+                call.tool,
+                Arguments::Raw(call.raw),
+                call.session,
+                call.call_id,
+            )
             .dry_run(call.dry_run);
         if let Some(handed) = &recalled {
             pipeline_call = pipeline_call.approval(&handed.id);

@@ -101,6 +101,7 @@ fn dispatcher<St: Store + 'static>(
             // As many open approvals as steps: the tests that ask many
             // questions measure the connection's memory, not this limit.
             .max_pending_approvals(usize::try_from(max_steps).unwrap())
+            .max_pending_per_caller(usize::try_from(max_steps).unwrap())
             .store(store)
             .build()
             .unwrap(),
@@ -627,9 +628,11 @@ async fn a_denial_in_the_inbox_is_what_the_retry_gets() {
     );
     assert_eq!(bank.transfers(), 0);
 
-    // The denial is used up: asking once more is a new question.
-    let asked_again = confirmation_id(&call(&client, refund_args()).await);
-    assert_ne!(asked_again, first);
+    // The denial is final: asking once more is denied again, and the person
+    // is not shown the call a second time.
+    let again = call(&client, refund_args()).await;
+    assert_eq!(code(&again), "CONFIRMATION_DENIED", "{again}");
+    assert_eq!(pending_count(dispatcher.store()).await, 0);
     assert_eq!(bank.transfers(), 0);
 
     hang_up(client, server).await;

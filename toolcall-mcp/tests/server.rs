@@ -500,17 +500,28 @@ async fn a_declined_approval_executes_nothing() {
 
 #[tokio::test]
 async fn accepting_without_saying_yes_or_cancelling_executes_nothing() {
-    for answer in [
-        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": false})),
-        ElicitResult::new(ElicitationAction::Accept),
-        ElicitResult::new(ElicitationAction::Cancel),
+    // A no is a denial; a dismissal decides nothing (the call still waits
+    // for a yes). Neither runs anything.
+    for (answer, expected) in [
+        (
+            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": false})),
+            "CONFIRMATION_DENIED",
+        ),
+        (
+            ElicitResult::new(ElicitationAction::Accept),
+            "CONFIRMATION_DENIED",
+        ),
+        (
+            ElicitResult::new(ElicitationAction::Cancel),
+            "CONFIRMATION_REQUIRED",
+        ),
     ] {
         let bank = Bank::new();
         let person = Person::answering(answer);
         let (client, server) = connect(dispatcher(&bank), &person).await;
 
         let result = result_json(&call(&client, "transfer", refund_args()).await);
-        assert_eq!(code(&result), "CONFIRMATION_DENIED", "{result}");
+        assert_eq!(code(&result), expected, "{result}");
         assert_eq!(bank.transfers(), 0);
 
         hang_up(client, server).await;
@@ -671,14 +682,11 @@ async fn on_2026_07_28_a_declined_approval_executes_nothing() {
         )
         .await
         .unwrap();
-    // It is a fresh call: the person is asked again.
-    let CallToolResponse::InputRequired(asked) = forged else {
-        panic!("expected the question again, got {forged:?}");
-    };
-    assert_ne!(
-        asked.request_state.as_deref(),
-        Some("toolcall-approval:made-up")
-    );
+    // It is a fresh call, which the person's denial of this exact call
+    // answers: a denial is final, and nobody is asked again.
+    let forged = complete(forged);
+    assert_eq!(code(&forged), "CONFIRMATION_DENIED", "{forged}");
+    assert_eq!(person.questions().len(), 1);
     assert_eq!(bank.transfers(), 0);
 
     client.cancel().await.unwrap();
@@ -987,16 +995,19 @@ async fn on_2026_07_28_a_declined_retry_is_denied_once() {
     assert_eq!(code(&denied), "CONFIRMATION_DENIED", "{denied}");
     assert!(approved_by_a_person(&audit), "the person's no is audited");
 
-    // The question was answered: a yes sent for it afterwards is a fresh call.
-    let late = call_once(
-        &client,
-        "transfer",
-        refund_args(),
-        Some(&state),
-        Some(answer(true)),
-    )
-    .await;
-    assert_ne!(asked(late), state);
+    // The question was answered, and the denial is final: a yes sent for it
+    // afterwards is a fresh call, which the denial answers; nobody is asked.
+    let late = complete(
+        call_once(
+            &client,
+            "transfer",
+            refund_args(),
+            Some(&state),
+            Some(answer(true)),
+        )
+        .await,
+    );
+    assert_eq!(code(&late), "CONFIRMATION_DENIED", "{late}");
     assert_eq!(bank.transfers(), 0);
 
     client.cancel().await.unwrap();
@@ -1207,11 +1218,13 @@ async fn a_yes_by_elicitation_after_three_dismissals_runs_the_call_once() {
     let person = Person::in_turn(vec![dismiss.clone(), dismiss.clone(), dismiss, approve]);
     let (client, server) = connect(dispatcher, &person).await;
 
+    // A dismissal decides nothing: the question stays open, and the next
+    // identical call asks it again.
     for attempt in 1..=3 {
         let dismissed = result_json(&call(&client, "transfer", refund_args()).await);
         assert_eq!(
             code(&dismissed),
-            "CONFIRMATION_DENIED",
+            "CONFIRMATION_REQUIRED",
             "attempt {attempt}: {dismissed}"
         );
     }

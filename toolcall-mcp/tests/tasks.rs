@@ -12,8 +12,9 @@ use std::time::Duration;
 use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    ElicitResult, ElicitationAction, GetTaskParams, Implementation, InitializeResult, InputRequest,
-    InputResponses, ProtocolVersion, ServerCapabilities, TaskPayload, TaskStatus, UpdateTaskParams,
+    ElicitResult, ElicitationAction, ErrorCode, GetTaskParams, Implementation, InitializeResult,
+    InputRequest, InputResponses, ProtocolVersion, ServerCapabilities, TaskPayload, TaskStatus,
+    UpdateTaskParams,
 };
 use rmcp::service::{RoleClient, RoleServer, RunningService, ServiceError, serve_directly};
 use serde_json::{Value, json};
@@ -354,8 +355,10 @@ async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
+    // In host mode the client that was asked may answer, and a cancel is
+    // its no.
     let fleet = Fleet::new("cancel");
-    let one = fleet.replica(Approvals::Inbox);
+    let one = fleet.replica(Approvals::Host);
     let client = connect(&one, "agent", POLLING);
     let task = start_transfer(&client).await;
     cancel(&client, &task.task_id).await.unwrap();
@@ -376,14 +379,18 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
         get(&client, &task.task_id).await.status(),
         TaskStatus::Cancelled
     );
+    // The no is final: the identical call is denied, and nobody is asked.
+    match client.peer().call_tool_once(transfer_call()).await.unwrap() {
+        CallToolResponse::Complete(result) => {
+            let result = result.structured_content.unwrap();
+            assert_eq!(result["code"], "CONFIRMATION_DENIED", "{result}");
+        }
+        other => panic!("a denied call is denied again: {other:?}"),
+    }
     assert_eq!(fleet.transfers(), 0);
 
     // A task a person decided is not cancelled: the decision stands.
-    let decided = start_transfer(&connect(&one, "agent", POLLING)).await;
-    assert_ne!(
-        decided.task_id, task.task_id,
-        "a new question after the denial"
-    );
+    let decided = start_transfer_of(&connect(&one, "agent", POLLING), 2591).await;
     inbox
         .decide_approval(&decided.task_id, &person(true), now_ms())
         .await
@@ -392,6 +399,82 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     let result = completed(&get(&client, &decided.task_id).await);
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(fleet.transfers(), 1);
+}
+
+/// A task of a process that decides in the inbox was denied by the client's
+/// cancel, with no elicitation capability: only a person decides there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_a_person_decides_the_client_can_neither_cancel_nor_answer() {
+    let fleet = Fleet::new("inbox-only");
+    let one = fleet.replica(Approvals::Inbox);
+    for client in [POLLING, ASKING] {
+        let client = connect(&one, "agent", client);
+        let task = start_transfer(&client).await;
+        for refused in [
+            cancel(&client, &task.task_id).await,
+            update(&client, &task.task_id, true).await,
+            update(&client, &task.task_id, false).await,
+        ] {
+            let Err(ServiceError::McpError(error)) = refused else {
+                panic!("refused: {refused:?}");
+            };
+            assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        }
+        assert_eq!(
+            get(&client, &task.task_id).await.status(),
+            TaskStatus::Working,
+            "still waiting for a person"
+        );
+        assert!(
+            fleet
+                .inbox()
+                .approval(&task.task_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .approval
+                .decision
+                .is_none()
+        );
+    }
+    assert_eq!(fleet.transfers(), 0);
+}
+
+/// A task made on a replica that decides in the inbox was approved through
+/// a replica that lets clients decide: the question keeps the asking
+/// process's mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mode_that_asked_is_the_one_that_answers() {
+    let fleet = Fleet::new("modes");
+    let asking = fleet.replica(Approvals::Inbox);
+    let task = start_transfer(&connect(&asking, "agent", ASKING)).await;
+    let lenient = fleet.replica(Approvals::Host);
+    let other = connect(&lenient, "agent", ASKING);
+    let refused = update(&other, &task.task_id, true).await;
+    assert!(
+        matches!(&refused, Err(ServiceError::McpError(error)) if error.code == ErrorCode::INVALID_PARAMS),
+        "{refused:?}"
+    );
+    let refused = cancel(&other, &task.task_id).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_ne!(
+        get(&other, &task.task_id).await.status(),
+        TaskStatus::InputRequired,
+        "nor is the client asked there"
+    );
+    assert_eq!(fleet.transfers(), 0);
+}
+
+/// Calls `transfer` of `amount_cents` and answers the task made of it.
+async fn start_transfer_of(client: &Client, amount_cents: i64) -> rmcp::model::Task {
+    let Value::Object(args) = json!({"to": "ACC-7", "amount_cents": amount_cents}) else {
+        unreachable!()
+    };
+    let call = CallToolRequestParams::new("transfer").with_arguments(args);
+    match client.peer().call_tool_once(call).await.unwrap() {
+        CallToolResponse::Task(created) => created.task,
+        other => panic!("a call that waits for a person is a task: {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -456,6 +539,7 @@ async fn an_expired_task_completes_as_expired_and_runs_nothing() {
             decision: None,
             reason: None,
             tainted: Vec::new(),
+            answerers: Default::default(),
         })
         .await
         .unwrap();

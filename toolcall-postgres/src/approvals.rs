@@ -8,10 +8,11 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, NoTls, Row};
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, now_ms, session_key,
+    OpenBounds, PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, now_ms,
+    session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
-use toolcall_sql::{Value, limit_sql, to_sql};
+use toolcall_sql::{Value, count_sql, limit_sql, to_sql};
 
 use crate::PostgresStore;
 
@@ -124,7 +125,7 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
         .execute(
             &format!(
                 "INSERT INTO toolcall_approvals ({})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                 approval::INSERT_COLUMNS
             ),
             &values.iter().map(param).collect::<Vec<_>>(),
@@ -152,22 +153,24 @@ const ASK_ROUNDS: usize = 4;
 pub(crate) async fn ask(
     store: &PostgresStore,
     a: &PendingApproval,
-    max_open: usize,
+    bounds: OpenBounds,
 ) -> Result<AskApproval, StoreError> {
     let new = NewApproval::new(a)?;
     let ask_key = ask_key(a)?;
     let at = to_sql(a.created_ms);
-    let max_open = limit_sql(max_open);
-    // One statement: the look for the same call, the count of the
-    // session's open approvals, and the insert if neither stops it. The
+    let in_conversation_bound = limit_sql(bounds.conversation);
+    let of_caller_bound = limit_sql(bounds.caller);
+    // One statement: the look for the same call, the counts of the open
+    // approvals of the caller in the conversation (its session) and in all
+    // its conversations, and the insert if none of them stops it. The
     // unique index on `ask_key` stops a second insert of the same call
     // that the look could not see yet (another replica's, committed since
     // this statement's snapshot): then the call's approval is looked up
     // again, or, if the one in the way has expired, it is set aside.
-    // The bound on a session's open approvals counts what this statement's
-    // snapshot sees: two different calls of one session asked at the same
-    // instant on two replicas may both pass it (one over the bound); the
-    // same call never makes two.
+    // The bounds on open approvals count what this statement's snapshot
+    // sees: two different calls of one conversation, or of one caller,
+    // asked at the same instant on two replicas may both pass them (one
+    // over the bound); the same call never makes two.
     let sql = "WITH found AS (
             SELECT id FROM toolcall_approvals
             WHERE session_key = $1 AND session = $2 AND caller = $3 AND tool = $4
@@ -175,19 +178,22 @@ pub(crate) async fn ask(
               AND used_ms IS NULL AND expires_ms > $7
             ORDER BY created_ms DESC, id DESC LIMIT 1),
         open AS (
-            SELECT count(*) AS n FROM toolcall_approvals
-            WHERE session_key = $1 AND session = $2
-              AND decision IS NULL AND used_ms IS NULL AND expires_ms > $7),
+            SELECT count(*) FILTER (WHERE session_key = $1 AND session = $2) AS conversation,
+                   count(*) AS caller
+            FROM toolcall_approvals
+            WHERE caller = $3 AND decision IS NULL AND used_ms IS NULL AND expires_ms > $7),
         inserted AS (
             INSERT INTO toolcall_approvals
                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-                 decision, decided_ms, reason, tainted, session_key, ask_key)
+                 decision, decided_ms, reason, tainted, session_key, ask_key, answerers)
             SELECT $10::TEXT, $2, $3, $4, $5, $11::TEXT, $12::BIGINT, $7, $13::BIGINT,
-                   $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT
-            WHERE NOT EXISTS (SELECT 1 FROM found) AND (SELECT n FROM open) < $8
+                   $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT, $17::TEXT
+            WHERE NOT EXISTS (SELECT 1 FROM found)
+              AND (SELECT conversation FROM open) < $8 AND (SELECT caller FROM open) < $18
             ON CONFLICT (ask_key) WHERE used_ms IS NULL DO NOTHING
             RETURNING id)
-        SELECT (SELECT count(*) FROM inserted), (SELECT n FROM open), (SELECT id FROM found)";
+        SELECT (SELECT count(*) FROM inserted), (SELECT conversation FROM open),
+               (SELECT caller FROM open), (SELECT id FROM found)";
     for _ in 0..ASK_ROUNDS {
         let client = store.client().await?;
         let row = client
@@ -201,7 +207,7 @@ pub(crate) async fn ask(
                     &a.digest,
                     &a.reason,
                     &at,
-                    &max_open,
+                    &in_conversation_bound,
                     &ask_key,
                     &a.id,
                     &new.arguments,
@@ -210,12 +216,14 @@ pub(crate) async fn ask(
                     &new.decision,
                     &new.decided_ms,
                     &new.tainted,
+                    &a.answerers.to_words(),
+                    &of_caller_bound,
                 ],
             )
             .await
             .map_err(StoreError::new)?;
-        let (created, open, found): (i64, i64, Option<String>) =
-            (row.get(0), row.get(1), row.get(2));
+        let (created, in_conversation, of_caller, found): (i64, i64, i64, Option<String>) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
         if created > 0 {
             store.wrote().await;
             return Ok(AskApproval::Created);
@@ -229,10 +237,8 @@ pub(crate) async fn ask(
                 _ => continue,
             }
         }
-        if open >= max_open {
-            return Ok(AskApproval::Full {
-                open: usize::try_from(open).unwrap_or(usize::MAX),
-            });
+        if let Some(full) = bounds.over(count_sql(in_conversation), count_sql(of_caller)) {
+            return Ok(full);
         }
         // The insert met an unused approval of the same call: one asked
         // meanwhile (the next look sees it), or one that has expired, set
@@ -251,6 +257,8 @@ pub(crate) async fn ask(
     ))
 }
 
+/// The newest approval asked for the call, unexpired, used or not (a used
+/// denial still answers the identical calls after it).
 pub(crate) async fn find(
     store: &PostgresStore,
     binding: &Binding<'_>,
@@ -261,7 +269,7 @@ pub(crate) async fn find(
         store,
         "session_key = $1 AND session = $2 AND caller = $3
            AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
-           AND reason IS NOT DISTINCT FROM $6::TEXT AND used_ms IS NULL AND expires_ms > $7
+           AND reason IS NOT DISTINCT FROM $6::TEXT AND expires_ms > $7
          ORDER BY created_ms DESC, id DESC LIMIT 1",
         &[
             &session_key(binding.session),

@@ -11,9 +11,10 @@ use crate::PostgresStore;
 /// ($4); then, for a count within the bound ($5), the key's record read
 /// (when $6) and the resource locked (when $7 is given) if the key is
 /// neither completed nor held by a running claim; and whether the session
-/// saw untrusted output (when $11), and whether it has an approval a
-/// person decided, unused and unexpired (when $12). Every part is what the store's own
-/// statement for it does, at the call's time ($2).
+/// saw untrusted output (when $11), and whether the conversation as the
+/// call named it (the [`session_key`] of which is $13) has an approval a
+/// person decided, unexpired, used or not (when $12). Every part is what
+/// the store's own statement for it does, at the call's time ($2).
 const BEGIN: &str = "WITH s AS (
     INSERT INTO toolcall_steps (session, count, touched_ms) VALUES ($1, 1, $2)
     ON CONFLICT (session) DO UPDATE SET count = toolcall_steps.count + 1, touched_ms = EXCLUDED.touched_ms
@@ -49,8 +50,7 @@ SELECT s.count,
        EXISTS (SELECT 1 FROM l),
        CASE WHEN $12::BOOLEAN
             THEN EXISTS (SELECT 1 FROM toolcall_approvals
-                         WHERE session_key = $1 AND decision IS NOT NULL
-                           AND used_ms IS NULL AND expires_ms > $2)
+                         WHERE session_key = $13 AND decision IS NOT NULL AND expires_ms > $2)
        END
 FROM s";
 
@@ -59,7 +59,8 @@ FROM s";
 pub(crate) const COMPLETE_UNLOCKING: &str = "WITH done AS (
     INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
     VALUES ($1, 'completed', 0, $2, $3)
-    ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2, touched_ms = $3
+    ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2, touched_ms = $3,
+        question = NULL, asked_ms = NULL
     RETURNING 1
 ), freed AS (
     DELETE FROM toolcall_locks WHERE resource_key = $4 AND holder = $5
@@ -70,6 +71,7 @@ SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM freed)";
 impl PostgresStore {
     pub(crate) async fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
         let session = session_key(start.session);
+        let named = session_key(start.named);
         let lock = start.lock.map(|lock| {
             let resource = lock.resource.as_str();
             (
@@ -105,6 +107,7 @@ impl PostgresStore {
                     &until,
                     &start.taint,
                     &start.decided,
+                    &named,
                 ],
             )
             .await

@@ -43,8 +43,8 @@
 //! |---|---|---|
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length: a B-tree entry holds at most about 2.7 KB) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
-//! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
-//! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] (and, for an approval asked with `ask_approval`, a unique `ask_key` of its call among the unused ones: one question per conversation and call) | the confirmation id |
+//! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt`, and the question a claim keeps for a person should its outcome stay unknown ([`Store::claim_asking`]) | the key |
+//! | `toolcall_approvals` | approval: pending (why it asks, and who may answer it besides a person), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] (and, for an approval asked with `ask_approval`, a unique `ask_key` of its call among the unused ones: one question per conversation and call) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //! | `toolcall_schema_version` | the schema's version (one row) | |
@@ -98,8 +98,8 @@ use tokio_postgres::NoTls;
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store,
-    StoreError, TaintHit, TakeApproval, now_ms, session_key,
+    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
+    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -107,7 +107,7 @@ use schema::{migrate, quote};
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
-use toolcall_sql::{from_sql, to_sql};
+use toolcall_sql::{from_sql, limit_sql, to_sql};
 
 /// The pipeline's memory in Postgres, shared by every replica.
 #[derive(Debug)]
@@ -180,6 +180,71 @@ impl PostgresStore {
         let client = Arc::new(Conn::new(client, Arc::clone(&self.sent)));
         *slot = Some(Arc::clone(&client));
         Ok(client)
+    }
+
+    /// [`Store::claim`], keeping `question` (its JSON text, with the time it
+    /// was kept) with a claim it acquires ([`Store::claim_asking`]), and
+    /// nothing with one it does not.
+    async fn claim_keeping(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: Option<&str>,
+    ) -> Result<Claim, StoreError> {
+        let key = key.as_str();
+        let client = self.client().await?;
+        let until = to_sql(now_ms.saturating_add(lease_ms));
+        let now = to_sql(now_ms);
+        let asked_ms = question.map(|_| now);
+        let won = client
+            .query_opt(
+                "INSERT INTO toolcall_records
+                     (key, state, until_ms, result, touched_ms, question, asked_ms)
+                 VALUES ($1, 'in_flight', $2, NULL, $3, $4, $5)
+                 ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2, result = NULL,
+                     touched_ms = $3, question = $4, asked_ms = $5
+                 WHERE toolcall_records.state = 'in_doubt'
+                 RETURNING key",
+                &[&key, &until, &now, &question, &asked_ms],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        if won.is_some() {
+            self.wrote().await;
+            return Ok(Claim::Acquired);
+        }
+        // Held by a lease that ran out with no outcome: in doubt, not taken.
+        let abandoned = client
+            .query_opt(
+                "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = $2
+                 WHERE key = $1 AND state = 'in_flight' AND until_ms <= $2
+                 RETURNING key",
+                &[&key, &now],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        if abandoned.is_some() {
+            return Ok(Claim::Abandoned);
+        }
+        let row = client
+            .query_opt(
+                "SELECT state, result FROM toolcall_records WHERE key = $1",
+                &[&key],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        match row {
+            Some(row) if row.get::<_, String>(0) == "completed" => {
+                match row.get::<_, Option<String>>(1) {
+                    Some(text) => Ok(Claim::Completed(parse_result(&text)?)),
+                    None => Ok(Claim::InFlight),
+                }
+            }
+            // Held by another replica, or released or doubted between the
+            // two statements: either way the caller asks again.
+            _ => Ok(Claim::InFlight),
+        }
     }
 
     async fn count(&self, sql: &str, id: &str, now_ms: u64) -> Result<u64, StoreError> {
@@ -345,56 +410,39 @@ impl Store for PostgresStore {
     }
 
     async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        let key = key.as_str();
+        self.claim_keeping(key, now_ms, lease_ms, None).await
+    }
+
+    async fn claim_asking(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: &PendingApproval,
+    ) -> Result<Claim, StoreError> {
+        let text = record::question_text(question)?;
+        self.claim_keeping(key, now_ms, lease_ms, Some(&text)).await
+    }
+
+    async fn unsettled(&self, now_ms: u64, limit: usize) -> Result<Vec<Unsettled>, StoreError> {
         let client = self.client().await?;
-        let until = to_sql(now_ms.saturating_add(lease_ms));
-        let now = to_sql(now_ms);
-        let won = client
-            .query_opt(
-                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                 VALUES ($1, 'in_flight', $2, NULL, $3)
-                 ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2, result = NULL, touched_ms = $3
-                 WHERE toolcall_records.state = 'in_doubt'
-                 RETURNING key",
-                &[&key, &until, &now],
+        let rows = client
+            .query(
+                &record::unsettled_statement(|n| format!("${n}")),
+                &[&to_sql(now_ms), &limit_sql(limit)],
             )
             .await
             .map_err(StoreError::new)?;
-        if won.is_some() {
-            self.wrote().await;
-            return Ok(Claim::Acquired);
-        }
-        // Held by a lease that ran out with no outcome: in doubt, not taken.
-        let abandoned = client
-            .query_opt(
-                "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = $2
-                 WHERE key = $1 AND state = 'in_flight' AND until_ms <= $2
-                 RETURNING key",
-                &[&key, &now],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        if abandoned.is_some() {
-            return Ok(Claim::Abandoned);
-        }
-        let row = client
-            .query_opt(
-                "SELECT state, result FROM toolcall_records WHERE key = $1",
-                &[&key],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        match row {
-            Some(row) if row.get::<_, String>(0) == "completed" => {
-                match row.get::<_, Option<String>>(1) {
-                    Some(text) => Ok(Claim::Completed(parse_result(&text)?)),
-                    None => Ok(Claim::InFlight),
-                }
-            }
-            // Held by another replica, or released or doubted between the
-            // two statements: either way the caller asks again.
-            _ => Ok(Claim::InFlight),
-        }
+        rows.iter()
+            .map(|row| {
+                let key: String = row.try_get(0).map_err(StoreError::new)?;
+                let question: String = row.try_get(1).map_err(StoreError::new)?;
+                Ok(Unsettled {
+                    key: key.parse::<Key>().map_err(StoreError::new)?,
+                    question: record::parse_question(&question)?,
+                })
+            })
+            .collect()
     }
 
     async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
@@ -423,7 +471,8 @@ impl Store for PostgresStore {
             .execute(
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES ($1, 'completed', 0, $2, $3)
-                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2, touched_ms = $3",
+                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2,
+                     touched_ms = $3, question = NULL, asked_ms = NULL",
                 &[&key, &text, &to_sql(now_ms())],
             )
             .await
@@ -486,9 +535,9 @@ impl Store for PostgresStore {
     async fn ask_approval(
         &self,
         approval: &PendingApproval,
-        max_open: usize,
+        bounds: impl Into<OpenBounds> + Send,
     ) -> Result<AskApproval, StoreError> {
-        approvals::ask(self, approval, max_open).await
+        approvals::ask(self, approval, bounds.into()).await
     }
 
     async fn find_approval(

@@ -73,6 +73,27 @@ CREATE UNIQUE INDEX IF NOT EXISTS toolcall_approvals_ask
     ON toolcall_approvals (ask_key) WHERE used_ms IS NULL;
 ";
 
+/// Version 6: who may answer an approval besides a person (`answerers`),
+/// and the question a claim keeps for a person should the call's outcome
+/// stay unknown (`question`, its JSON text, and `asked_ms`, when it was
+/// kept, of a record); then [`schema::QUESTIONS_V6`], the index that counts
+/// a caller's open approvals and the one that lists the records keeping a
+/// question. Columns are only added, and only where missing, so replicas
+/// still at version 5 keep working (the approvals they ask for are a
+/// person's only, and their claims keep no question).
+fn upgrade_v6() -> String {
+    let columns: String = schema::COLUMNS_V6
+        .iter()
+        .map(|(table, column, kind)| {
+            format!(
+                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {};\n",
+                schema::bigint(kind)
+            )
+        })
+        .collect();
+    format!("{columns}{}", schema::QUESTIONS_V6)
+}
+
 /// Any 64-bit number, the same in every replica: the migration's lock.
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_6361_6c6c;
 
@@ -138,6 +159,7 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
             3 => schema::bigint(schema::TAINT_V3),
             4 => UPGRADE_V4.to_owned(),
             5 => UPGRADE_V5.to_owned(),
+            6 => upgrade_v6(),
             _ => unreachable!("no upgrade past schema::VERSION"),
         };
         tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;

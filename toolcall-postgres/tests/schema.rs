@@ -237,7 +237,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -253,6 +253,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             indexes,
             [
                 "toolcall_approvals_ask",
+                "toolcall_approvals_caller_open",
                 "toolcall_approvals_created",
                 "toolcall_approvals_decided",
                 "toolcall_approvals_expires",
@@ -261,6 +262,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
                 "toolcall_approvals_tool_created",
                 "toolcall_calls_touched",
                 "toolcall_locks_until",
+                "toolcall_records_asking",
                 "toolcall_records_touched",
                 "toolcall_steps_touched",
                 "toolcall_taint_touched"
@@ -315,14 +317,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 6")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 7")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 6, newer"), "{error}");
+        assert!(error.contains("version 7, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -362,6 +364,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         decision: None,
         reason: None,
         tainted: Vec::new(),
+        answerers: Default::default(),
     }
 }
 
@@ -512,7 +515,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -556,7 +559,7 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
             tainted: vec!["cents".into()],
@@ -605,7 +608,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
@@ -710,7 +713,7 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
             session: "s",

@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use toolcall_core::life::Answerers;
 use toolcall_core::store::{
     ApprovalEntry, DecideOutcome, PendingApproval, PendingCursor, PendingOrder, PendingPage,
     PendingQuery, StoreError, TakeApproval, session_key,
@@ -17,12 +18,13 @@ use crate::{Value, from_sql, limit_sql, to_sql};
 
 /// The columns of an approval as [`read_entry`] reads them, in this order.
 pub const COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                           expires_ms, decision, used_ms, result, reason, tainted";
+                           expires_ms, decision, used_ms, result, reason, tainted, answerers";
 
 /// The columns an approval is inserted with, in the order of
 /// [`NewApproval::values`].
 pub const INSERT_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                                  expires_ms, decision, decided_ms, reason, tainted, session_key";
+                                  expires_ms, decision, decided_ms, reason, tainted, session_key, \
+                                  answerers";
 
 /// A row of [`COLUMNS`] (its values in that order) read back.
 pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
@@ -41,7 +43,8 @@ pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
         result,
         reason,
         tainted,
-    ] = <[Value; 14]>::try_from(row)
+        answerers,
+    ] = <[Value; 15]>::try_from(row)
         .map_err(|row| StoreError::new(format!("an approval's row of {} columns", row.len())))?;
     Ok(ApprovalEntry {
         approval: PendingApproval {
@@ -58,6 +61,7 @@ pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
             decision: json_column(decision)?,
             reason: reason.text()?,
             tainted: json_column::<Vec<String>>(tainted)?.unwrap_or_default(),
+            answerers: Answerers::from_words(answerers.text()?.as_deref().unwrap_or("")),
         },
         used_ms: used_ms.int()?.map(from_sql),
         result: json_column(result)?,
@@ -144,6 +148,7 @@ impl NewApproval {
             Value::Text(approval.reason.clone()),
             Value::Text(self.tainted.clone()),
             text(&self.session_key),
+            text(approval.answerers.to_words()),
         ]
     }
 }

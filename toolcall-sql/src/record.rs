@@ -7,7 +7,7 @@
 //! the columns as they are.
 
 use toolcall_core::ToolResult;
-use toolcall_core::store::{CallBegun, Claim, RecordedOutcome, StoreError};
+use toolcall_core::store::{CallBegun, Claim, PendingApproval, RecordedOutcome, StoreError};
 
 /// Claimed by a call that is running, until the lease's end.
 pub const IN_FLIGHT: &str = "in_flight";
@@ -34,6 +34,32 @@ pub fn state_at(state: &str, until_ms: i64, now: i64) -> &str {
     } else {
         state
     }
+}
+
+/// A question a claim keeps ([`Store::claim_asking`](toolcall_core::store::Store::claim_asking))
+/// as the `question` column holds it: JSON text.
+pub fn question_text(question: &PendingApproval) -> Result<String, StoreError> {
+    serde_json::to_string(question).map_err(StoreError::new)
+}
+
+/// A `question` column read back.
+pub fn parse_question(text: &str) -> Result<PendingApproval, StoreError> {
+    serde_json::from_str(text).map_err(StoreError::new)
+}
+
+/// The statement that lists the questions of the keys whose outcome is
+/// unknown ([`Store::unsettled`](toolcall_core::store::Store::unsettled)),
+/// with its two parameters (the time, then the limit) written as
+/// `placeholder(n)` says (`?1` for SQLite, `$1` for Postgres).
+pub fn unsettled_statement(placeholder: impl Fn(usize) -> String) -> String {
+    format!(
+        "SELECT key, question FROM toolcall_records
+         WHERE question IS NOT NULL
+           AND (state = '{IN_DOUBT}' OR (state = '{IN_FLIGHT}' AND until_ms <= {}))
+         ORDER BY asked_ms, key LIMIT {}",
+        placeholder(1),
+        placeholder(2)
+    )
 }
 
 /// What [`Store::outcome`](toolcall_core::store::Store::outcome) answers for a

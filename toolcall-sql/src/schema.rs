@@ -15,6 +15,7 @@
 //! | 3 | the taint of untrusted output ([`TAINT_V3`]) |
 //! | 4 | why an approval asks a person: `reason`, `tainted` |
 //! | 5 | approvals findable by their session and their call: `session_key` and its indexes |
+//! | 6 | who may answer an approval besides a person (`answerers`), a caller's open approvals counted (an index), and the question a claim keeps for an unknown outcome (`question`, `asked_ms` of a record, [`QUESTIONS_V6`]) |
 //!
 //! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
 //! them with Postgres's `BIGINT`.
@@ -22,7 +23,7 @@
 use toolcall_core::store::StoreError;
 
 /// The schema this version writes.
-pub const VERSION: i64 = 5;
+pub const VERSION: i64 = 6;
 
 /// Version 0, the first release's tables. Created if missing, so that new
 /// tables and tables from that release take the same upgrades.
@@ -85,6 +86,25 @@ CREATE TABLE IF NOT EXISTS toolcall_taint (
 );
 CREATE INDEX IF NOT EXISTS toolcall_taint_touched ON toolcall_taint (touched_ms);
 ";
+
+/// The indexes of version 6 every dialect writes alike, once its columns are
+/// added (`answerers` of approvals; `question` and `asked_ms` of records):
+/// a caller's open approvals, counted for its bound; and the records that
+/// keep a question, listed when their outcome is unknown.
+pub const QUESTIONS_V6: &str = "
+CREATE INDEX IF NOT EXISTS toolcall_approvals_caller_open
+    ON toolcall_approvals (caller, expires_ms);
+CREATE INDEX IF NOT EXISTS toolcall_records_asking
+    ON toolcall_records (asked_ms) WHERE question IS NOT NULL;
+";
+
+/// The columns version 6 adds, as `(table, column, type)`, for a dialect
+/// that adds each one only where it is missing.
+pub const COLUMNS_V6: [(&str, &str, &str); 3] = [
+    ("toolcall_approvals", "answerers", "TEXT"),
+    ("toolcall_records", "question", "TEXT"),
+    ("toolcall_records", "asked_ms", "INTEGER"),
+];
 
 /// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
 /// SQLite's `INTEGER`.

@@ -5,10 +5,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, session_key,
+    OpenBounds, PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
-use toolcall_sql::{Value, to_sql};
+use toolcall_sql::{Value, count_sql, to_sql};
 
 use crate::{SqliteStore, immediate};
 
@@ -85,7 +85,7 @@ fn insert(conn: &rusqlite::Connection, a: &PendingApproval) -> Result<(), StoreE
     conn.execute(
         &format!(
             "INSERT INTO toolcall_approvals ({}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             approval::INSERT_COLUMNS
         ),
         rusqlite::params_from_iter(values.iter().map(param)),
@@ -103,15 +103,31 @@ const SAME_CALL: &str = "session_key = ?1 AND session = ?2 AND caller = ?3
      AND used_ms IS NULL AND expires_ms > ?7
      ORDER BY created_ms DESC, id DESC LIMIT 1";
 
+/// As [`SAME_CALL`], used or not: what [`find`] reads.
+const SAME_CALL_EVER: &str = "session_key = ?1 AND session = ?2 AND caller = ?3
+     AND (?4 IS NULL OR tool = ?4) AND (?5 IS NULL OR digest = ?5) AND reason IS ?6
+     AND expires_ms > ?7
+     ORDER BY created_ms DESC, id DESC LIMIT 1";
+
 fn same_call(
     conn: &rusqlite::Connection,
     binding: &Binding<'_>,
     reason: Option<&str>,
     at: u64,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
+    same_call_where(conn, SAME_CALL, binding, reason, at)
+}
+
+fn same_call_where(
+    conn: &rusqlite::Connection,
+    condition: &str,
+    binding: &Binding<'_>,
+    reason: Option<&str>,
+    at: u64,
+) -> Result<Option<ApprovalEntry>, StoreError> {
     approval_where(
         conn,
-        SAME_CALL,
+        condition,
         params![
             session_key(binding.session),
             binding.session,
@@ -127,7 +143,7 @@ fn same_call(
 pub(crate) fn ask(
     store: &SqliteStore,
     a: &PendingApproval,
-    max_open: usize,
+    bounds: OpenBounds,
 ) -> Result<AskApproval, StoreError> {
     let mut conn = store.conn();
     // IMMEDIATE: the file's write lock from the first read, so that the
@@ -142,18 +158,22 @@ pub(crate) fn ask(
     if let Some(entry) = same_call(&tx, &binding, a.reason.as_deref(), a.created_ms)? {
         return Ok(AskApproval::Existing(entry));
     }
-    let open: i64 = tx
+    let (in_conversation, of_caller): (i64, i64) = tx
         .query_row(
-            "SELECT count(*) FROM toolcall_approvals
-             WHERE session_key = ?1 AND session = ?2
-               AND decision IS NULL AND used_ms IS NULL AND expires_ms > ?3",
-            params![session_key(&a.session), a.session, to_sql(a.created_ms)],
-            |row| row.get(0),
+            "SELECT count(*) FILTER (WHERE session_key = ?1 AND session = ?2), count(*)
+             FROM toolcall_approvals
+             WHERE caller = ?3 AND expires_ms > ?4 AND decision IS NULL AND used_ms IS NULL",
+            params![
+                session_key(&a.session),
+                a.session,
+                a.caller,
+                to_sql(a.created_ms)
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .map_err(StoreError::new)?;
-    let open = usize::try_from(open).unwrap_or(0);
-    if open >= max_open {
-        return Ok(AskApproval::Full { open });
+    if let Some(full) = bounds.over(count_sql(in_conversation), count_sql(of_caller)) {
+        return Ok(full);
     }
     insert(&tx, a)?;
     tx.commit().map_err(StoreError::new)?;
@@ -168,7 +188,7 @@ pub(crate) fn find(
     reason: Option<&str>,
     now_ms: u64,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
-    same_call(&store.conn(), binding, reason, now_ms)
+    same_call_where(&store.conn(), SAME_CALL_EVER, binding, reason, now_ms)
 }
 
 pub(crate) fn page(

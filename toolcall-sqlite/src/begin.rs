@@ -78,10 +78,9 @@ impl SqliteStore {
                 begun.decided = Some(
                     tx.prepare_cached(
                         "SELECT 1 FROM toolcall_approvals
-                         WHERE session_key = ?1 AND decision IS NOT NULL
-                           AND used_ms IS NULL AND expires_ms > ?2",
+                         WHERE session_key = ?1 AND decision IS NOT NULL AND expires_ms > ?2",
                     )
-                    .and_then(|mut s| s.exists(params![session, now]))
+                    .and_then(|mut s| s.exists(params![session_key(start.named), now]))
                     .map_err(StoreError::new)?,
                 );
             }

@@ -80,8 +80,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store,
-    StoreError, TaintHit, TakeApproval, now_ms, session_key,
+    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
+    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled, now_ms, session_key,
 };
 
 use schema::{migrate, retry_busy};
@@ -172,6 +172,69 @@ impl SqliteStore {
     /// Runs one statement on the store's connection: the rows it changed.
     fn execute(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
         self.conn().execute(sql, params).map_err(StoreError::new)
+    }
+
+    /// [`Store::claim`], keeping `question` (its JSON text) with a claim it
+    /// acquires ([`Store::claim_asking`]), and nothing with one it does not.
+    fn claim_keeping(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: Option<&str>,
+    ) -> Result<Claim, StoreError> {
+        let key = key.as_str();
+        let claim = {
+            let mut conn = self.conn();
+            let tx = immediate(&mut conn)?;
+            let row: Option<(String, i64, Option<String>)> = tx
+                .query_row(
+                    "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
+                    [key],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(StoreError::new)?;
+            let record = row
+                .as_ref()
+                .map(|(state, until, result)| (state.as_str(), *until, result.as_deref()));
+            let claim = match record::claim_step(record, to_sql(now_ms))? {
+                ClaimStep::Answer(claim) => claim,
+                ClaimStep::Abandon => {
+                    tx.execute(
+                        "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = ?2 WHERE key = ?1",
+                        params![key, to_sql(now_ms)],
+                    )
+                    .map_err(StoreError::new)?;
+                    Claim::Abandoned
+                }
+                ClaimStep::Acquire => {
+                    let asked_ms = question.map(|_| to_sql(now_ms));
+                    tx.execute(
+                        "INSERT INTO toolcall_records
+                             (key, state, until_ms, result, touched_ms, question, asked_ms)
+                         VALUES (?1, 'in_flight', ?2, NULL, ?3, ?4, ?5)
+                         ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = ?2,
+                             result = NULL, touched_ms = ?3, question = ?4, asked_ms = ?5",
+                        params![
+                            key,
+                            to_sql(now_ms.saturating_add(lease_ms)),
+                            to_sql(now_ms),
+                            question,
+                            asked_ms
+                        ],
+                    )
+                    .map_err(StoreError::new)?;
+                    Claim::Acquired
+                }
+            };
+            tx.commit().map_err(StoreError::new)?;
+            claim
+        };
+        if claim == Claim::Acquired {
+            self.wrote();
+        }
+        Ok(claim)
     }
 
     fn count(&self, table: &str, column: &str, id: &str, now_ms: u64) -> Result<u64, StoreError> {
@@ -391,50 +454,47 @@ impl Store for SqliteStore {
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        async move { self.claim_keeping(key, now_ms, lease_ms, None) }
+    }
+
+    fn claim_asking(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: &PendingApproval,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
         async move {
-            let key = key.as_str();
-            let claim = {
-                let mut conn = self.conn();
-                let tx = immediate(&mut conn)?;
-                let row: Option<(String, i64, Option<String>)> = tx
-                    .query_row(
-                        "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
-                        [key],
-                        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-                    )
-                    .optional()
-                    .map_err(StoreError::new)?;
-                let record = row
-                    .as_ref()
-                    .map(|(state, until, result)| (state.as_str(), *until, result.as_deref()));
-                let claim = match record::claim_step(record, to_sql(now_ms))? {
-                    ClaimStep::Answer(claim) => claim,
-                    ClaimStep::Abandon => {
-                        tx.execute(
-                            "UPDATE toolcall_records SET state = 'in_doubt', touched_ms = ?2 WHERE key = ?1",
-                            params![key, to_sql(now_ms)],
-                        )
-                        .map_err(StoreError::new)?;
-                        Claim::Abandoned
-                    }
-                    ClaimStep::Acquire => {
-                        tx.execute(
-                            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                             VALUES (?1, 'in_flight', ?2, NULL, ?3)
-                             ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = ?2, result = NULL, touched_ms = ?3",
-                            params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
-                        )
-                        .map_err(StoreError::new)?;
-                        Claim::Acquired
-                    }
-                };
-                tx.commit().map_err(StoreError::new)?;
-                claim
-            };
-            if claim == Claim::Acquired {
-                self.wrote();
-            }
-            Ok(claim)
+            let text = record::question_text(question)?;
+            self.claim_keeping(key, now_ms, lease_ms, Some(&text))
+        }
+    }
+
+    fn unsettled(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Unsettled>, StoreError>> + Send {
+        async move {
+            let conn = self.conn();
+            let mut statement = conn
+                .prepare(&record::unsettled_statement(|n| format!("?{n}")))
+                .map_err(StoreError::new)?;
+            let rows = statement
+                .query_map(params![to_sql(now_ms), limit_sql(limit)], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(StoreError::new)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(StoreError::new)?;
+            rows.into_iter()
+                .map(|(key, question)| {
+                    Ok(Unsettled {
+                        key: key.parse::<Key>().map_err(StoreError::new)?,
+                        question: record::parse_question(&question)?,
+                    })
+                })
+                .collect()
         }
     }
 
@@ -466,7 +526,8 @@ impl Store for SqliteStore {
             self.execute(
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES (?1, 'completed', 0, ?2, ?3)
-                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
+                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2,
+                     touched_ms = ?3, question = NULL, asked_ms = NULL",
                 params![key, text, to_sql(now_ms())],
             )?;
             self.wrote();
@@ -534,9 +595,10 @@ impl Store for SqliteStore {
     fn ask_approval(
         &self,
         approval: &PendingApproval,
-        max_open: usize,
+        bounds: impl Into<OpenBounds> + Send,
     ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send {
-        async move { approvals::ask(self, approval, max_open) }
+        let bounds = bounds.into();
+        async move { approvals::ask(self, approval, bounds) }
     }
 
     fn find_approval(

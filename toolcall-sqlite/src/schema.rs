@@ -118,6 +118,27 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
                 }
             }
             5 => upgrade_v5(&tx)?,
+            // Version 6: who may answer an approval, and the question a
+            // claim keeps (columns only added, so a process still at
+            // version 5 keeps working; its approvals are a person's only,
+            // and its claims keep no question).
+            6 => {
+                for (table, column, kind) in schema::COLUMNS_V6 {
+                    let present: bool = tx.query_row(
+                        &format!(
+                            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
+                        ),
+                        [column],
+                        |row| row.get(0),
+                    )?;
+                    if !present {
+                        tx.execute_batch(&format!(
+                            "ALTER TABLE {table} ADD COLUMN {column} {kind};"
+                        ))?;
+                    }
+                }
+                tx.execute_batch(schema::QUESTIONS_V6)?;
+            }
             _ => unreachable!("no upgrade past schema::VERSION"),
         }
     }

@@ -237,7 +237,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     block_on(async {
         assert_eq!(
             store.next_step("old-session", now_ms()).await.unwrap(),
@@ -311,6 +311,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(
         indexes,
         [
+            "toolcall_approvals_caller_open",
             "toolcall_approvals_created",
             "toolcall_approvals_decided",
             "toolcall_approvals_expires",
@@ -319,6 +320,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             "toolcall_approvals_tool_created",
             "toolcall_calls_touched",
             "toolcall_locks_until",
+            "toolcall_records_asking",
             "toolcall_records_touched",
             "toolcall_steps_touched",
             "toolcall_taint_touched"
@@ -363,10 +365,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 6")
+        .execute_batch("PRAGMA user_version = 7")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 6, newer"), "{error}");
+    assert!(error.contains("version 7, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -402,6 +404,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         decision: None,
         reason: None,
         tainted: Vec::new(),
+        answerers: Default::default(),
     }
 }
 
@@ -549,7 +552,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -598,7 +601,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -636,7 +639,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     )
     .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     block_on(async {
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
@@ -649,7 +652,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // Opening it again changes nothing.
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     assert_eq!(
         block_on(store.pending_approvals(now_ms(), 10))
             .unwrap()
@@ -742,7 +745,7 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     block_on(async {
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {

@@ -490,8 +490,9 @@
 //! // ... a person reads `asked.data["pending"]` and clicks "approve" ...
 //! let done = dispatcher.approve(Decision::new(&id, "chat-7").by("ana@support")).await;
 //! assert!(done.ok);
-//! // The same id again executes nothing.
-//! assert_eq!(dispatcher.approve(Decision::new(&id, "chat-7")).await.code, Code::ConfirmationInvalid);
+//! // The same id again executes nothing: it answers what came of the call.
+//! let again = dispatcher.approve(Decision::new(&id, "chat-7")).await;
+//! assert!(again.ok && again.replayed);
 //! # }
 //! ```
 //!

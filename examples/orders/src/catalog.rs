@@ -100,7 +100,23 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// A database's error, as the shop reports it.
+/// A database's error, as the shop reports it: whether what it was doing
+/// took effect is unknown.
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> BackendError {
     BackendError::Unavailable(error.to_string())
+}
+
+/// A database's error before anything was changed (the transaction, not
+/// committed, rolls back).
+pub(crate) fn not_applied(error: impl std::fmt::Display) -> BackendError {
+    BackendError::NotApplied(error.to_string())
+}
+
+/// `error`, which came before anything was changed, as
+/// [`BackendError::NotApplied`] when it is a database's failure.
+pub(crate) fn before_any_change(error: BackendError) -> BackendError {
+    match error {
+        BackendError::Unavailable(why) => BackendError::NotApplied(why),
+        other => other,
+    }
 }

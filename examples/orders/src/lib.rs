@@ -149,10 +149,15 @@ pub enum BackendError {
     /// dispatcher's keys name the call's arguments, so it never sends one.
     /// The database shops only: the memory shop keeps keys per order.
     KeyReused,
-    /// The database failed or could not be reached. Whether a refund whose
-    /// commit failed this way happened is unknown: safe to send again under
-    /// the same idempotency key.
+    /// The database failed or could not be reached. Whether a change whose
+    /// commit failed this way happened is unknown: a refund is safe to send
+    /// again under the same idempotency key, a note is not.
     Unavailable(String),
+    /// The database failed before the change was made (it could not be
+    /// reached, or a statement before the commit failed, and the
+    /// transaction rolled back): nothing happened, and it is safe to try
+    /// again as it is.
+    NotApplied(String),
 }
 
 impl fmt::Display for BackendError {
@@ -168,6 +173,9 @@ impl fmt::Display for BackendError {
                 f.write_str("the idempotency key was used before for another refund")
             }
             BackendError::Unavailable(why) => write!(f, "the shop's database failed: {why}"),
+            BackendError::NotApplied(why) => {
+                write!(f, "the shop's database failed before any change: {why}")
+            }
         }
     }
 }
@@ -365,6 +373,7 @@ pub async fn refund_order(
         Err(error @ (BackendError::Timeout | BackendError::Unavailable(_))) => {
             Err(ToolError::transient(error))
         }
+        Err(error @ BackendError::NotApplied(_)) => Err(ToolError::not_applied(error)),
         Err(BackendError::UnknownOrder) => Err(order_not_found(&order_id).into()),
         Err(BackendError::ExceedsRefundable { refundable_cents }) => {
             Err(exceeds_refundable(&order_id, refundable_cents).into())
@@ -406,6 +415,10 @@ pub async fn add_note(
     match ctx.state.insert_note(&order_id, &text).await {
         Ok(notes) => Ok(NoteAdded { order_id, notes }),
         Err(BackendError::UnknownOrder) => Err(order_not_found(&order_id).into()),
+        // Nothing was written: safe to try again.
+        Err(error @ BackendError::NotApplied(_)) => Err(ToolError::not_applied(error)),
+        // A failed commit, a lost answer: the note may be there. Never
+        // written again on a guess; a person settles it.
         Err(error) => Err(ToolError::transient(error)),
     }
 }

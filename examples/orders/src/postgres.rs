@@ -10,7 +10,7 @@ use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-use crate::catalog::{Catalog, currency, now_ms, unavailable};
+use crate::catalog::{Catalog, before_any_change, currency, not_applied, now_ms, unavailable};
 use crate::{
     Applied, AppliedRefund, BackendError, Message, NOTE_BEFORE_COMMIT, Order, REFUND_BEFORE_COMMIT,
     reference_messages, reference_orders,
@@ -298,15 +298,15 @@ impl PostgresShop {
 
     /// A plain insert: nothing makes a note happen once.
     pub(crate) async fn add_note(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(unavailable)?;
+        let mut client = self.client().await.map_err(before_any_change)?;
+        let tx = client.transaction().await.map_err(not_applied)?;
         let exists: bool = tx
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
                 &[&order_id],
             )
             .await
-            .map_err(unavailable)?
+            .map_err(not_applied)?
             .get(0);
         if !exists {
             return Err(BackendError::UnknownOrder);
@@ -316,11 +316,11 @@ impl PostgresShop {
             &[&order_id, &text, &now_ms()],
         )
         .await
-        .map_err(unavailable)?;
+        .map_err(not_applied)?;
         let notes: i64 = tx
             .query_one("SELECT COUNT(*) FROM orders_notes", &[])
             .await
-            .map_err(unavailable)?
+            .map_err(not_applied)?
             .get(0);
         toolcall::crash::point(NOTE_BEFORE_COMMIT);
         tx.commit().await.map_err(unavailable)?;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
-use crate::catalog::{Catalog, currency, now_ms, unavailable};
+use crate::catalog::{Catalog, currency, not_applied, now_ms, unavailable};
 use crate::memory::lock;
 use crate::{
     Applied, AppliedRefund, BackendError, Message, NOTE_BEFORE_COMMIT, Order, REFUND_BEFORE_COMMIT,
@@ -267,14 +267,14 @@ impl SqliteShop {
         let mut conn = lock(&self.conn);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(unavailable)?;
+            .map_err(not_applied)?;
         let exists: bool = tx
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
                 [order_id],
                 |row| row.get(0),
             )
-            .map_err(unavailable)?;
+            .map_err(not_applied)?;
         if !exists {
             return Err(BackendError::UnknownOrder);
         }
@@ -282,10 +282,10 @@ impl SqliteShop {
             "INSERT INTO orders_notes (order_id, text, created_ms) VALUES (?1, ?2, ?3)",
             params![order_id, text, now_ms()],
         )
-        .map_err(unavailable)?;
+        .map_err(not_applied)?;
         let notes: i64 = tx
             .query_row("SELECT COUNT(*) FROM orders_notes", [], |row| row.get(0))
-            .map_err(unavailable)?;
+            .map_err(not_applied)?;
         toolcall::crash::point(NOTE_BEFORE_COMMIT);
         tx.commit().map_err(unavailable)?;
         self.catalog.noted(order_id, text);

@@ -7,16 +7,15 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
-use super::Approvals;
 use super::Dispatcher;
 use super::audited::call_span;
-use super::execute::IN_DOUBT;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
+use crate::life::{self, Answer, Answerer, QuestionKind, Refusal};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
-use crate::store::{ApprovalDecision, Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
 
 /// A person's decision on a pending approval, by its confirmation id.
 ///
@@ -41,6 +40,9 @@ pub struct Decision<'a> {
     tool: Option<&'a str>,
     pub(super) by: &'a str,
     pub(super) key_from_approval: bool,
+    /// `Some` when the answer is the MCP client's, not a person's: whether
+    /// the answering server lets its clients decide.
+    pub(super) client: Option<bool>,
 }
 
 /// The `tool` of the answer to a decision on an approval that cannot be
@@ -59,6 +61,7 @@ impl<'a> Decision<'a> {
             tool: None,
             by: "",
             key_from_approval: false,
+            client: None,
         }
     }
 
@@ -74,9 +77,25 @@ impl<'a> Decision<'a> {
         self
     }
 
+    /// The question's id.
+    pub fn id(&self) -> &'a str {
+        self.id
+    }
+
     /// Who decided, for the audit record.
     pub fn by(mut self, person: &'a str) -> Self {
         self.by = person;
+        self
+    }
+
+    /// The answer is the client's that made the call (an MCP client
+    /// answering the question it was asked), not a person's: it is taken only
+    /// for an approval question, in the client's own conversation, where the
+    /// question lets clients decide and, `allowed_here`, so does the
+    /// answering server (see [`life`](crate::life#who-may-answer-which-question)).
+    /// Otherwise it is `CONFIRMATION_INVALID`, and nothing is done.
+    pub fn by_client(mut self, allowed_here: bool) -> Self {
+        self.client = Some(allowed_here);
         self
     }
 
@@ -95,67 +114,103 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// against the current state first (much may change while a person
     /// reads). The result is the answer to the model's call.
     ///
-    /// A decision already recorded in the store (a person's, in the inbox)
-    /// is carried out as it is: a denial is `CONFIRMATION_DENIED`, edited
-    /// arguments run in place of the model's. In [`Approvals::Inbox`] mode
-    /// this decision is recorded in the store first.
+    /// The decision is recorded in the store first, in every mode, as the
+    /// inbox records a person's ([`life::decide`]): the first decision
+    /// stays the one. A decision someone recorded before (a person's, in
+    /// the inbox) is carried out as it is: a denial is `CONFIRMATION_DENIED`,
+    /// edited arguments run in place of the model's. A question about an
+    /// unknown outcome is not approved: it is settled
+    /// ([`settle`](Dispatcher::settle)); approving it is
+    /// `CONFIRMATION_INVALID`, and nothing is done.
     pub async fn approve(&self, decision: Decision<'_>) -> ToolResult {
-        let session = crate::echo::bound(decision.session, crate::echo::MAX_ID_BYTES);
-        let decision = Decision {
-            session: &session,
-            ..decision
-        };
-        let caller = decision.caller.unwrap_or(&self.caller);
-        self.stages.record(&decision, caller, true, "").await;
-        self.decide(decision, caller, |pending| async move {
-            match &pending.decision {
-                Some(recorded) if !recorded.approved => {
-                    Err(self.stages.denied(pending.tool.clone(), &recorded.note))
-                }
-                _ => self.approved(&decision, caller, pending).await,
-            }
-        })
-        .await
+        self.answer(decision, Answer::Approve, "").await
     }
 
     /// A person declined: the call never runs, and the model is told why, so
-    /// that it does not ask again blindly.
+    /// that it does not ask again blindly. The denial is recorded, and every
+    /// identical call of the conversation is denied for as long as the
+    /// question lasts ([`Settings::approval_ttl`](crate::Settings::approval_ttl)),
+    /// whatever it brings. A question about an unknown outcome is not denied
+    /// but settled ([`settle`](Dispatcher::settle)): denying it is
+    /// `CONFIRMATION_INVALID`, and nothing is done.
     pub async fn deny(&self, decision: Decision<'_>, reason: &str) -> ToolResult {
+        let reason = crate::echo::bound(reason, crate::echo::MAX_NOTE_BYTES);
+        self.answer(decision, Answer::Deny, reason.trim()).await
+    }
+
+    /// A person settled a question about an unknown outcome (an `IN_DOUBT`
+    /// answer's `confirmation_id`): `happened`, the earlier attempt took
+    /// effect, and the call is answered (and replayed from then on) as done,
+    /// with nothing run; not `happened`, it did not, and the call runs once
+    /// more under its key, its check and policy re-run first. Only a person
+    /// settles: an approval question is `CONFIRMATION_INVALID` here, and
+    /// nothing is done.
+    pub async fn settle(&self, decision: Decision<'_>, happened: bool) -> ToolResult {
+        let answer = if happened {
+            Answer::Happened
+        } else {
+            Answer::NotHappened
+        };
+        self.answer(decision, answer, "").await
+    }
+
+    /// Records `answer` as the decision on the question `decision` names
+    /// (as [`life`] allows it), takes the question, carries out what is
+    /// recorded on it, and audits the decision.
+    async fn answer(&self, decision: Decision<'_>, answer: Answer<'_>, note: &str) -> ToolResult {
         let session = crate::echo::bound(decision.session, crate::echo::MAX_ID_BYTES);
         let decision = Decision {
             session: &session,
             ..decision
         };
-        let reason = crate::echo::bound(reason, crate::echo::MAX_NOTE_BYTES);
-        let reason = reason.as_ref();
         let caller = decision.caller.unwrap_or(&self.caller);
-        self.stages.record(&decision, caller, false, reason).await;
-        self.decide(decision, caller, |pending| async move {
-            if pending.reason.as_deref() == Some(IN_DOUBT) {
-                // Of a question about an unknown outcome, a "no" says the
-                // earlier attempt took effect.
-                return self.happened_by_person(&decision, caller, &pending).await;
-            }
-            let reason = if reason.trim().is_empty() {
-                "no reason given"
-            } else {
-                reason.trim()
-            };
-            Err(self.stages.fail_with(
-                Failure::ConfirmationDenied,
-                pending.tool.clone(),
-                &Details::detail(reason),
-                Map::new(),
-            ))
+        let recorded = self.stages.record(&decision, caller, &answer, note).await;
+        self.decide(decision, caller, recorded, |pending| async move {
+            self.carry_out_decided(&decision, caller, pending, &answer, note)
+                .await
         })
         .await
     }
 
+    /// What a decision recorded on a question comes to: an approval runs
+    /// the call (edited, if edited); a denial is `CONFIRMATION_DENIED` with
+    /// its note; of a question about an unknown outcome, "it did not
+    /// happen" runs it once more and "it happened" answers it as done.
+    /// `answer` stands in for a decision the store does not keep.
+    async fn carry_out_decided(
+        &self,
+        decision: &Decision<'_>,
+        caller: &Caller,
+        pending: PendingApproval,
+        answer: &Answer<'_>,
+        note: &str,
+    ) -> Stage<ToolResult> {
+        let (approved, note) = match &pending.decision {
+            Some(recorded) => (recorded.approved, recorded.note.clone()),
+            None => (
+                !matches!(answer, Answer::Deny | Answer::Happened),
+                note.to_owned(),
+            ),
+        };
+        match (QuestionKind::of(&pending), approved) {
+            (QuestionKind::Approval, false) => Err(self.stages.denied(pending.tool.clone(), &note)),
+            // Of a question about an unknown outcome, a "no" says the
+            // earlier attempt took effect.
+            (QuestionKind::InDoubt, false) => {
+                self.happened_by_person(decision, caller, &pending).await
+            }
+            (_, true) => self.approved(decision, caller, pending).await,
+        }
+    }
+
     /// Takes the approval, runs `then` on it, and audits the decision.
+    /// `recorded` is what recording the decision came to: a refusal is the
+    /// answer, and nothing is taken.
     async fn decide<'d, F, Fut>(
         &'d self,
         decision: Decision<'d>,
         caller: &'d Caller,
+        recorded: Stage<()>,
         then: F,
     ) -> ToolResult
     where
@@ -178,6 +233,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let tool_hint = decision.tool.unwrap_or(UNKNOWN_APPROVAL_TOOL);
         let about_id = Details::approval(decision.id);
         let (pending, result) = async {
+            if let Err(refused) = recorded {
+                return (None, refused);
+            }
             match self
                 .stages
                 .store
@@ -213,12 +271,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 ),
                 Ok(_) => (
                     None,
-                    self.stages.fail_with(
-                        Failure::ConfirmationInvalid,
-                        tool_hint.to_owned(),
-                        &about_id,
-                        Map::new(),
-                    ),
+                    self.stages
+                        .taken_elsewhere(&decision, &binding, tool_hint)
+                        .await,
                 ),
             }
         }
@@ -251,39 +306,94 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 }
 
 impl<St: Store> Stages<St> {
-    /// In inbox mode, the host's decision goes into the store first, like a
-    /// person's in the inbox (the first decision stays the one).
-    async fn record(&self, decision: &Decision<'_>, caller: &Caller, approved: bool, note: &str) {
-        if self.settings.approvals != Approvals::Inbox {
-            return;
-        }
+    /// Records the host's decision in the store, as [`life::decide`] allows
+    /// it, in every mode (the first decision stays the one: a decision
+    /// someone recorded first is carried out instead). An answer the
+    /// question does not take is the answer (`CONFIRMATION_INVALID`,
+    /// saying why), and nothing is done; an unknown question is left to the
+    /// take, which refuses it the same way.
+    async fn record(
+        &self,
+        decision: &Decision<'_>,
+        caller: &Caller,
+        answer: &Answer<'_>,
+        note: &str,
+    ) -> Stage<()> {
         let binding = Binding {
             session: decision.session,
             caller: caller.id(),
             tool: decision.tool,
             digest: None,
         };
-        // Only an approval asked for this session and caller.
-        let Ok(Some(entry)) = self.store.approval(decision.id).await else {
-            return;
+        let answerer = match decision.client {
+            Some(allowed_here) => Answerer::Client {
+                caller: caller.id(),
+                session: decision.session,
+                by: decision.by,
+                allowed_here,
+            },
+            None => Answerer::Person(decision.by),
         };
-        if !binding.matches(&entry.approval) {
-            return;
-        }
-        let now = now_ms();
-        let recorded = ApprovalDecision {
-            approved,
-            by: decision.by.to_owned(),
-            note: note.to_owned(),
-            edited_arguments: None,
-            decided_ms: now,
-        };
-        if let Err(error) = self
-            .store
-            .decide_approval(decision.id, &recorded, now)
-            .await
+        let tool = decision.tool.unwrap_or(UNKNOWN_APPROVAL_TOOL);
+        match life::decide(
+            &self.store,
+            decision.id,
+            Some(&binding),
+            &answerer,
+            answer,
+            note,
+            now_ms(),
+        )
+        .await
         {
-            tracing::warn!(approval = decision.id, %error, "the host's decision could not be recorded");
+            Ok(_) | Err(Refusal::Closed | Refusal::Unknown) => Ok(()),
+            Err(refusal @ (Refusal::WrongKind(_) | Refusal::NotPermitted(_))) => {
+                let why = refusal.to_string();
+                Err(self.fail_with(
+                    Failure::AnswerRefused,
+                    tool.to_owned(),
+                    &Details {
+                        detail: Some(&why),
+                        ..Details::approval(decision.id)
+                    },
+                    Map::new(),
+                ))
+            }
+            Err(Refusal::Store(error)) => Err(self.store_unavailable(tool, &error)),
+        }
+    }
+
+    /// The answer to a decision on a question that could not be taken
+    /// because a call took it first (two replicas, the model's retry): what
+    /// came of that call, replayed, or `CALL_IN_PROGRESS` while it runs;
+    /// anything else is `CONFIRMATION_INVALID`. Never "nothing was done" for
+    /// a call that ran.
+    async fn taken_elsewhere(
+        &self,
+        decision: &Decision<'_>,
+        binding: &Binding<'_>,
+        tool: &str,
+    ) -> ToolResult {
+        let entry = match self.store.approval(decision.id).await {
+            Ok(entry) => entry,
+            Err(error) => return self.store_unavailable(tool, &error),
+        };
+        match entry {
+            Some(entry) if entry.used_ms.is_some() && binding.matches(&entry.approval) => {
+                match entry.result.and_then(|came| came.answer) {
+                    Some(mut answer) => {
+                        answer.replayed = true;
+                        answer
+                    }
+                    None => self.fail(Failure::CallInProgress, entry.approval.tool),
+                }
+            }
+            _ => self.fail_with(
+                Failure::ConfirmationInvalid,
+                tool.to_owned(),
+                &Details::approval(decision.id),
+                Map::new(),
+            ),
         }
     }
 

@@ -147,10 +147,15 @@ impl<St: Store> Stages<St> {
             self.fail(Failure::InternalError, name)
         };
         let key = match key_from {
-            Some(approval) => {
-                idempotency_key_value(session, name, &Value::from(format!("approval:{approval}")))
-            }
-            None => validated.key(session, name).map_err(unserializable)?,
+            Some(approval) => idempotency_key_value(
+                caller.id(),
+                session,
+                name,
+                &Value::from(format!("approval:{approval}")),
+            ),
+            None => validated
+                .key(caller.id(), session, name)
+                .map_err(unserializable)?,
         };
         Ok(Prepared {
             spec,
@@ -163,6 +168,7 @@ impl<St: Store> Stages<St> {
             session,
             caller,
             step,
+            client_answers: false,
             lock: None,
             resources: None,
         })
@@ -237,6 +243,9 @@ pub(super) struct Prepared<'a> {
     pub session: &'a str,
     pub caller: &'a Caller,
     pub step: u64,
+    /// Whether the client that made the call may answer its question
+    /// ([`Call::client_answers`](super::call::Call::client_answers)).
+    pub client_answers: bool,
     /// The lock of the call's one resource: taken with the call's start
     /// and handed to stages 5 to 8, which take it over; then, while they
     /// run, the lock they hold, which the result's record frees too.

@@ -103,6 +103,20 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
         self
     }
 
+    /// See [`Settings::max_pending_per_caller`].
+    pub fn max_pending_per_caller(mut self, max: usize) -> Self {
+        self.settings.max_pending_per_caller = max;
+        self
+    }
+
+    /// See [`Settings::callers_share_conversations`]: whether callers that
+    /// name one conversation share its step budget and its taint (never
+    /// their replays, counts or questions).
+    pub fn callers_share_conversations(mut self, yes: bool) -> Self {
+        self.settings.callers_share_conversations = yes;
+        self
+    }
+
     /// See [`Settings::approval_ttl`].
     pub fn approval_ttl(mut self, approval_ttl: Duration) -> Self {
         self.settings.approval_ttl = approval_ttl;

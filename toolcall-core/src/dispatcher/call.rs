@@ -21,12 +21,18 @@ pub struct Call<'a> {
     /// The conversation, once named: by [`Call::session`], or by the
     /// dispatcher's default ([`Settings::default_session`]); empty until then.
     pub(super) session: &'a str,
+    /// The conversation as the store counts its steps and keeps its taint:
+    /// the session, scoped to the caller unless callers share conversations
+    /// ([`Settings::callers_share_conversations`]); set once the call
+    /// enters the pipeline.
+    pub(super) scope: &'a str,
     pub(super) named: bool,
     pub(super) caller: Option<&'a Caller>,
     pub(super) confirmed: bool,
     pub(super) approval: Option<&'a str>,
     pub(super) call_id: Option<&'a str>,
     pub(super) dry_run: bool,
+    pub(super) client_answers: bool,
 }
 
 impl<'a> Call<'a> {
@@ -42,12 +48,14 @@ impl<'a> Call<'a> {
             tool,
             arguments: arguments.into(),
             session: "",
+            scope: "",
             named: false,
             caller: None,
             confirmed: false,
             approval: None,
             call_id: None,
             dry_run: false,
+            client_answers: false,
         }
     }
 
@@ -115,6 +123,19 @@ impl<'a> Call<'a> {
     /// gets that answer, as the real call would.
     pub fn dry_run(mut self, dry_run: bool) -> Self {
         self.dry_run = dry_run;
+        self
+    }
+
+    /// Whether the client that makes this call (an MCP client) may answer
+    /// the question to a person the call asks, where the answering process
+    /// lets its clients decide too: the question records it
+    /// ([`PendingApproval::answerers`](crate::store::PendingApproval::answerers),
+    /// see [`life`](crate::life#who-may-answer-which-question)). An MCP
+    /// server sets it when it would ask its client (host mode, or inbox mode
+    /// with approvals by elicitation); nothing else should. Never for a
+    /// question about an unknown outcome.
+    pub fn client_answers(mut self, yes: bool) -> Self {
+        self.client_answers = yes;
         self
     }
 

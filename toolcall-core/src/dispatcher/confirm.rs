@@ -8,8 +8,11 @@ use super::arguments::Prepared;
 use super::messages::{Details, Failure};
 use super::stages::{Approval, Stage, Stages};
 use crate::canonical::digest;
+use crate::life::{self, Answerers, QuestionKind};
 use crate::policy::Caller;
-use crate::store::{AskApproval, Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{
+    AskApproval, Binding, OpenBounds, PendingApproval, Store, TakeApproval, now_ms,
+};
 
 impl<St: Store> Stages<St> {
     /// Stage 7: a high-risk call runs only with a person's approval of this
@@ -83,13 +86,21 @@ impl<St: Store> Stages<St> {
                     decision: None,
                     reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
                     tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
+                    answerers: Answerers::new(
+                        self.settings.approvals == Approvals::Host,
+                        prepared.client_answers,
+                    ),
+                };
+                let bounds = OpenBounds {
+                    conversation: self.settings.max_pending_approvals,
+                    caller: self.settings.max_pending_per_caller,
                 };
                 // One question per call: an identical call asked again
                 // (a client that cannot bring the id back retries) is
                 // answered with the question already asked.
                 let asked = self
                     .store
-                    .ask_approval(&pending, self.settings.max_pending_approvals)
+                    .ask_approval(&pending, bounds)
                     .await
                     .map_err(store_error)?;
                 let pending = match asked {
@@ -99,6 +110,19 @@ impl<St: Store> Stages<St> {
                             i64::try_from(self.settings.max_pending_approvals).unwrap_or(i64::MAX);
                         return Err(self.fail_with(
                             Failure::PendingLimit,
+                            name,
+                            &Details {
+                                limit_value: Some(limit),
+                                ..Details::default()
+                            },
+                            Map::new(),
+                        ));
+                    }
+                    AskApproval::CallerFull { .. } => {
+                        let limit =
+                            i64::try_from(self.settings.max_pending_per_caller).unwrap_or(i64::MAX);
+                        return Err(self.fail_with(
+                            Failure::CallerPendingLimit,
                             name,
                             &Details {
                                 limit_value: Some(limit),
@@ -157,21 +181,44 @@ impl<St: Store> Stages<St> {
             .approval(id)
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
+        let now = now_ms();
         let failure = match entry {
-            Some(entry) if entry.used_ms.is_none() && binding.matches(&entry.approval) => {
-                if entry.approval.expires_ms <= now_ms() {
+            Some(entry)
+                if binding.matches(&entry.approval)
+                    && QuestionKind::of(&entry.approval) == QuestionKind::Approval =>
+            {
+                if entry.used_ms.is_some() {
+                    // Carried out already: a denial still answers; an
+                    // approval goes on as the call it was (its key replays
+                    // it); an edit is the person's call, not this one.
+                    match &entry.approval.decision {
+                        Some(recorded) if life::lasts(&entry, now) && !recorded.approved => {
+                            return Err(self.denied(name, &recorded.note));
+                        }
+                        Some(recorded) if recorded.edited_arguments.is_some() => {
+                            Failure::ConfirmationInvalid
+                        }
+                        _ if entry.approval.expires_ms <= now => Failure::ConfirmationInvalid,
+                        _ => return Ok(false),
+                    }
+                } else if entry.approval.expires_ms <= now {
                     Failure::ConfirmationExpired
                 } else {
-                    match entry.approval.decision {
+                    match &entry.approval.decision {
                         Some(recorded) if !recorded.approved => {
                             return Err(self.denied(name, &recorded.note));
                         }
                         Some(recorded) if recorded.edited_arguments.is_some() => {
                             Failure::ConfirmationInvalid
                         }
-                        // Inbox: only a person's decision approves; the
-                        // real call would be asked about again, and wait.
-                        None if self.settings.approvals == Approvals::Inbox => return Ok(true),
+                        // Only a person's decision approves where the host
+                        // may not: the real call would be asked about
+                        // again, and wait.
+                        None if self.settings.approvals == Approvals::Inbox
+                            || !entry.approval.answerers.host() =>
+                        {
+                            return Ok(true);
+                        }
                         _ => return Ok(false),
                     }
                 }
@@ -193,6 +240,8 @@ pub(super) struct Asking<'a> {
     /// `Some` when untrusted output taints the call: the arguments that
     /// carry a value read in it (none at the session level).
     tainted: Option<&'a [String]>,
+    /// Whether the client that made the call may answer its question.
+    client_answers: bool,
 }
 
 impl<'a> Asking<'a> {
@@ -210,6 +259,7 @@ impl<'a> Asking<'a> {
             caller: prepared.caller,
             step: prepared.step,
             tainted,
+            client_answers: prepared.client_answers,
         }
     }
 }

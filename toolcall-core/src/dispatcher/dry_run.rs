@@ -22,6 +22,9 @@ pub(super) const WOULD_ASK: &str = "ask_a_person";
 /// ... or that it would be refused (by its check, a policy limit, or the
 /// approval it brings), as `data.refusal` says.
 pub(super) const WOULD_REFUSE: &str = "be_refused";
+/// ... or that it would be answered as done without running: its earlier
+/// attempt's outcome was unknown and a person said it took effect.
+pub(super) const WOULD_ANSWER_DONE: &str = "answer_done";
 
 impl<St: Store> Stages<St> {
     /// What the tool's preview says the call would do (`None` if it has
@@ -81,6 +84,38 @@ pub(super) fn would_go_on(
     if let Some(preview) = preview {
         data.insert("preview".into(), preview);
     }
+    ToolResult {
+        ok: true,
+        code: Code::DryRun,
+        message,
+        data: data.into(),
+        ..ToolResult::success(name, Map::new())
+    }
+}
+
+/// A dry run's answer for a call whose earlier attempt's outcome is unknown
+/// and that only a person can settle: it would wait for them
+/// (`ask_a_person`, `data.reason: "in_doubt"`), or be answered as done
+/// (`answer_done`) where a person already said it happened.
+pub(super) fn would_settle(name: &'static str, arguments: &Value, happened: bool) -> ToolResult {
+    let mut data = Map::new();
+    data.insert("in_doubt".into(), Value::Bool(true));
+    let message = if happened {
+        data.insert("would".into(), Value::from(WOULD_ANSWER_DONE));
+        format!(
+            "Dry run: an earlier attempt of {name} with these arguments took effect, a person \
+             said; the call would be answered as done and not run again. Nothing was done."
+        )
+    } else {
+        data.insert("would".into(), Value::from(WOULD_ASK));
+        data.insert("reason".into(), Value::from(crate::life::IN_DOUBT));
+        format!(
+            "Dry run: whether an earlier attempt of {name} with these arguments took effect is \
+             unknown; the call would wait for a person to settle it, and not run before. \
+             Nothing was done and no one was asked."
+        )
+    };
+    data.insert("arguments".into(), arguments.clone());
     ToolResult {
         ok: true,
         code: Code::DryRun,

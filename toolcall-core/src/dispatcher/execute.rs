@@ -20,17 +20,22 @@ use super::stages::{HeldLock, Stage, Stages};
 use crate::args::Members;
 use crate::canonical::digest;
 use crate::error::ToolError;
+use crate::life::{AfterUnknown, Answerers, Backend, after_unknown};
 use crate::policy::Caller;
 use crate::result::{Code, Data, ToolResult};
 use crate::store::{
-    AskApproval, Binding, Claim, Key, PendingApproval, RecordedOutcome, Store, StoreError,
-    TakeApproval, now_ms,
+    AskApproval, Binding, Claim, Key, OpenBounds, PendingApproval, RecordedOutcome, Store,
+    StoreError, TakeApproval, now_ms,
 };
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A claim outlives its holder's work by this much before another caller
 /// may take the key over (a holder that crashed never releases it).
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long a result that could not be recorded is recorded again before
+/// the call is left in doubt.
+const RECORD_AGAIN: Duration = Duration::from_millis(250);
 
 /// The longest message of a check's or handler's rejection the model gets
 /// whole: 2 KiB.
@@ -40,9 +45,27 @@ const MAX_MESSAGE: usize = 2048;
 pub(super) enum Unfinished {
     /// The tool did not run, or said no: nothing happened.
     Known(ToolResult),
+    /// The attempt failed before any effect, the handler says
+    /// ([`ToolError::NotApplied`]): tried again plainly while retries are
+    /// left, and nothing happened if none are.
+    NotApplied(ToolResult),
     /// The last attempt failed transiently or timed out: the effect may or
     /// may not have happened. The result is the answer if nobody finds out.
     Unknown(ToolResult),
+    /// As `Unknown`, and the tool's `reconcile` was asked already and could
+    /// not tell.
+    Asked(ToolResult),
+}
+
+impl Unfinished {
+    fn into_result(self) -> ToolResult {
+        match self {
+            Unfinished::Known(result)
+            | Unfinished::NotApplied(result)
+            | Unfinished::Unknown(result)
+            | Unfinished::Asked(result) => result,
+        }
+    }
 }
 
 impl<St: Store> Stages<St> {
@@ -80,7 +103,7 @@ impl<St: Store> Stages<St> {
         if !spec.side_effect() {
             return match self.run_attempts(spec, validated, members, cx).await {
                 Ok(data) => Ok(ToolResult::success(name, data)),
-                Err(Unfinished::Known(result) | Unfinished::Unknown(result)) => Err(result),
+                Err(unfinished) => Err(unfinished.into_result()),
             };
         }
         let call = Asked {
@@ -105,7 +128,7 @@ impl<St: Store> Stages<St> {
                     Settled::Answer(answer) => return answer,
                 }
             }
-            match self.claim(spec, key).await? {
+            match self.claim(spec, key, &call).await? {
                 Claimed::Acquired => break,
                 Claimed::Replayed(stored) => return Ok(stored),
                 // The dead holder's claim is the doubt just settled: now
@@ -134,7 +157,7 @@ impl<St: Store> Stages<St> {
                 self.complete(spec, key, &call.arguments, data, holding)
                     .await
             }
-            Err(Unfinished::Known(failure)) => {
+            Err(Unfinished::Known(failure) | Unfinished::NotApplied(failure)) => {
                 // Not run, or refused: the next identical call may run it.
                 self.release(name, key).await;
                 Err(failure)
@@ -148,19 +171,12 @@ impl<St: Store> Stages<St> {
                     Err(failure)
                 }
                 Reconciled::NotAsked | Reconciled::Unknown => {
-                    if let Err(error) = self.store.doubt(key).await {
-                        // The claim ends with its lease; the key is then
-                        // in doubt all the same.
-                        tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
-                    }
-                    if unprotected(spec) {
-                        // Never run again blindly: a person settles it.
-                        Err(Box::pin(self.ask_settlement(&call)).await)
-                    } else {
-                        Err(self.fail_in_doubt(failure.code, name))
-                    }
+                    Err(Box::pin(self.in_doubt(&call, failure.code)).await)
                 }
             },
+            Err(Unfinished::Asked(failure)) => {
+                Err(Box::pin(self.in_doubt(&call, failure.code)).await)
+            }
         };
         if let Some(id) = settling {
             match &answer {
@@ -168,6 +184,36 @@ impl<St: Store> Stages<St> {
             }
         }
         answer
+    }
+
+    /// A side effect whose attempt left its outcome unknown, and whose
+    /// backend could not tell: the key is recorded in doubt, and the answer
+    /// says so. A backend that can neither be asked nor trusted with the
+    /// key twice has its question asked of a person at once. A store that
+    /// fails to record the doubt leaves the claim to its lease, after which
+    /// the key is in doubt all the same (and the claim's question is
+    /// listed, [`Store::unsettled`]): the answer says the outcome is
+    /// unknown either way, never that nothing happened.
+    async fn in_doubt(&self, call: &Asked<'_>, code: Code) -> ToolResult {
+        let name = call.spec.name();
+        if let Err(error) = self.store.doubt(call.key).await {
+            tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
+            return self.fail_unrecorded(name);
+        }
+        if unprotected(call.spec) {
+            // Never run again blindly: a person settles it.
+            self.ask_settlement(call).await
+        } else {
+            self.fail_in_doubt(code, name)
+        }
+    }
+
+    /// `STORE_UNAVAILABLE` with `data.in_doubt`: the call ran, or may have,
+    /// and what came of it could not be recorded.
+    fn fail_unrecorded(&self, name: &'static str) -> ToolResult {
+        let mut data = Map::new();
+        data.insert("in_doubt".into(), Value::Bool(true));
+        self.fail_with(Failure::UnrecordedOutcome, name, &Details::default(), data)
     }
 
     /// Releases the claim on `key` of a call that did not run (or that its
@@ -223,6 +269,11 @@ impl<St: Store> Stages<St> {
             Err(error) => return Settled::Answer(Err(self.store_unavailable(name, &error))),
         };
         match found {
+            // Its settlement was carried out, and the run it allowed is in
+            // doubt again: a new question.
+            Some(entry) if entry.used_ms.is_some() => {
+                Settled::Answer(Err(self.ask_settlement(call).await))
+            }
             Some(entry) if entry.approval.decision.is_some() => {
                 let id = entry.approval.id;
                 match self.store.take_approval(&id, &binding, now).await {
@@ -246,21 +297,35 @@ impl<St: Store> Stages<St> {
         }
     }
 
+    /// What a person said of the unknown outcome of `call`, without using
+    /// anything up (a dry run's look): `Some(true)` it happened,
+    /// `Some(false)` it did not, `None` nobody said yet (or what they said
+    /// was carried out, and the run it allowed is in doubt again).
+    pub(super) async fn settlement_of(&self, call: &Asked<'_>) -> Stage<Option<bool>> {
+        let name = call.spec.name();
+        let digest = digest(self.arguments_of(call)?);
+        let binding = Binding {
+            session: call.session,
+            caller: call.caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+        };
+        let found = self
+            .store
+            .find_approval(&binding, Some(IN_DOUBT), now_ms())
+            .await
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        Ok(found
+            .filter(|entry| entry.used_ms.is_none())
+            .and_then(|entry| entry.approval.decision)
+            .map(|decision| !decision.approved))
+    }
+
     /// A person said an earlier attempt of the call took effect: the key
     /// is completed with that, and every identical call replays it.
     pub(super) async fn happened(&self, call: &Asked<'_>, by: &str) -> Stage<ToolResult> {
         let name = call.spec.name();
-        let mut data = Map::new();
-        data.insert("settled_by_person".into(), Value::Bool(true));
-        data.insert("happened".into(), Value::Bool(true));
-        if !by.is_empty() {
-            data.insert("settled_by".into(), Value::from(by));
-        }
-        let mut result = ToolResult::success(name, data);
-        result.message = format!(
-            "A person checked that an earlier attempt of {name} with these exact arguments took \
-             effect. It was not run again."
-        );
+        let result = crate::life::happened(name, by);
         match self.store.complete(call.key, &result).await {
             Ok(()) => Ok(result),
             Err(error) => Err(self.store_unavailable(name, &error)),
@@ -271,17 +336,38 @@ impl<St: Store> Stages<St> {
     /// earlier attempt took effect, and answers `IN_DOUBT` with its id.
     async fn ask_settlement(&self, call: &Asked<'_>) -> ToolResult {
         let name = call.spec.name();
-        let arguments = match self.arguments_of(call) {
-            Ok(arguments) => arguments,
+        let question = match self.settlement_question(call) {
+            Ok(question) => question,
             Err(answer) => return answer,
         };
+        // Never refused for the conversation's bound: an unknown outcome
+        // must reach a person.
+        match self.store.ask_approval(&question, OpenBounds::NONE).await {
+            Ok(AskApproval::Existing(entry)) => self.awaiting_settlement(call, &entry.approval.id),
+            Ok(_) => {
+                crate::crash::point(crate::crash::AWAITING_APPROVAL);
+                self.awaiting_settlement(call, &question.id)
+            }
+            Err(error) => {
+                // The key is in doubt: the call is not run again, and its
+                // claim's question is listed once the store answers.
+                tracing::error!(tool = name, %error, "a question about an unknown outcome could not be asked");
+                self.fail_unrecorded(name)
+            }
+        }
+    }
+
+    /// The question that asks a person whether an attempt of `call` took
+    /// effect: a person's only, about these exact arguments.
+    fn settlement_question(&self, call: &Asked<'_>) -> Stage<PendingApproval> {
+        let arguments = self.arguments_of(call)?;
         let created_ms = now_ms();
         let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
-        let question = PendingApproval {
+        Ok(PendingApproval {
             id: super::ids::confirmation_id(),
             session: call.session.to_owned(),
             caller: call.caller.id().to_owned(),
-            tool: name.to_owned(),
+            tool: call.spec.name().to_owned(),
             digest: digest(arguments),
             arguments: arguments.clone(),
             step: call.step,
@@ -290,17 +376,8 @@ impl<St: Store> Stages<St> {
             decision: None,
             reason: Some(IN_DOUBT.to_owned()),
             tainted: Vec::new(),
-        };
-        // Never refused for the conversation's bound: an unknown outcome
-        // must reach a person.
-        match self.store.ask_approval(&question, usize::MAX).await {
-            Ok(AskApproval::Existing(entry)) => self.awaiting_settlement(call, &entry.approval.id),
-            Ok(_) => {
-                crate::crash::point(crate::crash::AWAITING_APPROVAL);
-                self.awaiting_settlement(call, &question.id)
-            }
-            Err(error) => self.store_unavailable(name, &error),
-        }
+            answerers: Answerers::PERSON,
+        })
     }
 
     /// `IN_DOUBT`: the call waits for a person to settle its unknown outcome.
@@ -370,11 +447,49 @@ impl<St: Store> Stages<St> {
             }
             _ => self.store.complete(key, stored).await,
         };
+        let recorded = match recorded {
+            Ok(()) => Ok(()),
+            // A store that lost its connection is often back at once: the
+            // result is recorded again, a few times, before the call is
+            // left in doubt.
+            Err(error) => {
+                tracing::warn!(tool = name, %error, "a result could not be recorded; trying again");
+                self.record_again(key, stored).await
+            }
+        };
         match recorded {
             Ok(()) => Ok(result),
-            // The tool ran but nothing remembers it: an identical call
-            // would run again (under the same key). Not a plain "ok".
-            Err(error) => Err(self.store_unavailable(name, &error)),
+            // The tool ran but nothing remembers it: its claim's lease runs
+            // out and the key is in doubt (a person settles it; its claim's
+            // question is listed). Not a plain "ok", nor "nothing was done".
+            Err(error) => {
+                tracing::error!(tool = name, %error, "a result could not be recorded; the call is in doubt");
+                Err(self.fail_unrecorded(name))
+            }
+        }
+    }
+
+    /// Records `stored` as the result of `key` again, with the wait loop's
+    /// short pauses, for a quarter of a second at most: the last error if
+    /// it never took.
+    async fn record_again(&self, key: &Key, stored: &ToolResult) -> Result<(), StoreError> {
+        let last = std::sync::Mutex::new(None);
+        let recorded = Waiting::up_to(RECORD_AGAIN)
+            .until(|| async {
+                match self.store.complete(key, stored).await {
+                    Ok(()) => Ok::<_, StoreError>(Poll::Ready(())),
+                    Err(error) => {
+                        *crate::audit::lock(&last) = Some(error);
+                        Ok(Poll::Pending)
+                    }
+                }
+            })
+            .await?;
+        match recorded {
+            Some(()) => Ok(()),
+            None => Err(crate::audit::lock(&last)
+                .take()
+                .unwrap_or_else(|| StoreError::new("the store did not answer"))),
         }
     }
 
@@ -429,20 +544,34 @@ impl<St: Store> Stages<St> {
     /// Takes `key` for execution, waiting (bounded) while another call holds
     /// it: [`Claimed::Replayed`] with its stored result if it completed,
     /// [`Claimed::Abandoned`] if its holder's lease ran out with no outcome.
-    async fn claim(&self, spec: &ToolSpec, key: &Key) -> Stage<Claimed> {
+    async fn claim(&self, spec: &ToolSpec, key: &Key, call: &Asked<'_>) -> Stage<Claimed> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
+        // A call whose unknown outcome only a person can settle keeps that
+        // question with its claim: should its process die, or fail to
+        // record what came of it, the question is listed all the same.
+        let question = if unprotected(spec) {
+            Some(self.settlement_question(call)?)
+        } else {
+            None
+        };
         let claimed = Waiting::up_to(self.settings.claim_wait)
             .until(|| async {
-                Ok(Poll::Ready(
-                    match self.store.claim(key, now_ms(), lease_ms).await {
-                        Ok(Claim::Acquired) => Claimed::Acquired,
-                        Ok(Claim::Completed(result)) => Claimed::Replayed(replay(result)),
-                        Ok(Claim::Abandoned) => Claimed::Abandoned,
-                        Ok(_) => return Ok(Poll::Pending),
-                        Err(error) => return Err(self.store_unavailable(name, &error)),
-                    },
-                ))
+                let claimed = match &question {
+                    Some(question) => {
+                        self.store
+                            .claim_asking(key, now_ms(), lease_ms, question)
+                            .await
+                    }
+                    None => self.store.claim(key, now_ms(), lease_ms).await,
+                };
+                Ok(Poll::Ready(match claimed {
+                    Ok(Claim::Acquired) => Claimed::Acquired,
+                    Ok(Claim::Completed(result)) => Claimed::Replayed(replay(result)),
+                    Ok(Claim::Abandoned) => Claimed::Abandoned,
+                    Ok(_) => return Ok(Poll::Pending),
+                    Err(error) => return Err(self.store_unavailable(name, &error)),
+                }))
             })
             .await?;
         claimed.ok_or_else(|| self.fail(Failure::CallInProgress, name))
@@ -477,6 +606,13 @@ impl<St: Store> Stages<St> {
         cx: &CallContext<'_>,
     ) -> Result<Data, Unfinished> {
         let mut first = validated;
+        // What an attempt whose outcome is unknown allows: never a retry on
+        // a guess (see `life`). A read-only tool has no effect to guess at.
+        let after = if spec.side_effect() {
+            after_unknown(Backend::of(spec))
+        } else {
+            AfterUnknown::Retry
+        };
         Retry::of(&self.settings)
             .run(|retries| {
                 // A retry needs fresh arguments: the handler consumed the last ones.
@@ -484,10 +620,52 @@ impl<St: Store> Stages<St> {
                     .take()
                     .ok_or(())
                     .or_else(|()| spec.validate_members(members).map_err(drop));
-                self.attempt(spec, args, cx, retries)
+                let attempt = self.attempt(spec, args, cx, retries);
+                async move {
+                    match attempt.await {
+                        Attempt::Transient(unfinished) => {
+                            Box::pin(self.after_transient(spec, *unfinished, after, cx)).await
+                        }
+                        done_or_failed => done_or_failed,
+                    }
+                }
             })
             .await
             .map_err(|unfinished| *unfinished)
+    }
+
+    /// What an attempt that failed transiently comes to, by [`life`]'s rule:
+    /// a failure before any effect is tried again plainly (and, once the
+    /// retries are spent, nothing happened); one whose outcome is unknown is
+    /// tried again under the key only where the backend honours it, after
+    /// asking the backend where it can be asked (done is the answer, not
+    /// done is tried again), and is otherwise in doubt at once.
+    ///
+    /// [`life`]: crate::life
+    async fn after_transient(
+        &self,
+        spec: &'static ToolSpec,
+        unfinished: Unfinished,
+        after: AfterUnknown,
+        cx: &CallContext<'_>,
+    ) -> Attempt<Data, Box<Unfinished>> {
+        let failure = match unfinished {
+            Unfinished::NotApplied(failure) => {
+                return Attempt::Transient(Box::new(Unfinished::Known(failure)));
+            }
+            Unfinished::Unknown(failure) => failure,
+            other => return Attempt::Failed(Box::new(other)),
+        };
+        match after {
+            AfterUnknown::Retry => Attempt::Transient(Box::new(Unfinished::Unknown(failure))),
+            AfterUnknown::AskBackend => match self.reconcile(spec, cx).await {
+                Reconciled::Done(data) => Attempt::Done(data),
+                Reconciled::NotDone => Attempt::Transient(Box::new(Unfinished::Known(failure))),
+                Reconciled::NotAsked => Attempt::Failed(Box::new(Unfinished::Unknown(failure))),
+                Reconciled::Unknown => Attempt::Failed(Box::new(Unfinished::Asked(failure))),
+            },
+            _ => Attempt::Failed(Box::new(Unfinished::Unknown(failure))),
+        }
     }
 
     /// One attempt of the handler, within the tool's timeout (`args`: the
@@ -526,6 +704,11 @@ impl<St: Store> Stages<St> {
                 tracing::warn!(tool = name, retries, %error, "transient failure");
                 let unavailable = self.fail(Failure::UpstreamUnavailable, name);
                 Attempt::Transient(Box::new(Unfinished::Unknown(unavailable)))
+            }
+            Ok(Err(ToolError::NotApplied(error))) => {
+                tracing::warn!(tool = name, retries, %error, "failure before any effect");
+                let unavailable = self.fail(Failure::UpstreamUnavailable, name);
+                Attempt::Transient(Box::new(Unfinished::NotApplied(unavailable)))
             }
             Ok(Err(error)) => known(self.failure_of(name, error)),
             Err(panic) => {
@@ -609,12 +792,12 @@ impl<'a> JsonArguments<'a> {
 
 /// The reason of a question about an unknown outcome (`data.reason`,
 /// [`PendingApproval::reason`]): `"in_doubt"`.
-pub(crate) const IN_DOUBT: &str = "in_doubt";
+pub(crate) use crate::life::IN_DOUBT;
 
 /// A side effect whose backend can neither be asked (`reconcile`) nor
 /// trusted with one key twice (`idempotent_backend`): a person settles
 /// its unknown outcomes.
-fn unprotected(spec: &ToolSpec) -> bool {
+pub(super) fn unprotected(spec: &ToolSpec) -> bool {
     spec.side_effect() && !spec.reconciles() && !spec.idempotent_backend()
 }
 
@@ -732,7 +915,7 @@ impl<St> Stages<St> {
                 };
                 ToolResult::failure(name.to_owned(), code, message)
             }
-            ToolError::Transient(error) => {
+            ToolError::Transient(error) | ToolError::NotApplied(error) => {
                 tracing::warn!(tool = name, %error, "transient failure");
                 self.fail(Failure::UpstreamUnavailable, name)
             }

@@ -37,16 +37,17 @@ impl<St: Store> Stages<St> {
         if call.dry_run {
             let step = self
                 .store
-                .peek_step(call.session)
+                .peek_step(call.scope)
                 .await
                 .map(|step| step.saturating_add(1));
             return (step, None);
         }
         let Some((spec, key)) = valid else {
-            return (self.store.next_step(call.session, at_ms).await, None);
+            return (self.store.next_step(call.scope, at_ms).await, None);
         };
         *active = Some(self.twins.enter(key));
-        let mut start = CallStart::new(call.session, key, at_ms, self.settings.max_steps);
+        let mut start = CallStart::new(call.scope, key, at_ms, self.settings.max_steps);
+        start.named = call.session;
         start.max_calls = self.max_repeats(caller, spec);
         start.outcome = spec.side_effect();
         start.taint = spec.side_effect() && caller.policy().taint_level() != Taint::Off;
@@ -239,9 +240,11 @@ impl<St: Store> Stages<St> {
         }
     }
 
-    /// A call answered with a question to a person takes its count back: a
-    /// question is not the model repeating itself, and the approved call
-    /// that follows the model's asks is not a loop.
+    /// A call answered with a question to a person, or with a person's
+    /// denial, takes its count back: a question is not the model repeating
+    /// itself, the approved call that follows the model's asks is not a
+    /// loop, and a denial answers every identical call as the person's
+    /// (their note included), not as a loop.
     pub(super) async fn uncount_asked(
         &self,
         answer: &Stage<ToolResult>,
@@ -249,7 +252,10 @@ impl<St: Store> Stages<St> {
         name: &str,
     ) -> Stage<()> {
         if let Err(asked) = answer
-            && matches!(asked.code, Code::ConfirmationRequired | Code::InDoubt)
+            && matches!(
+                asked.code,
+                Code::ConfirmationRequired | Code::InDoubt | Code::ConfirmationDenied
+            )
         {
             self.store
                 .uncount_call(key)

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::canonical::digest;
 
 /// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.
-pub(super) fn confirmation_id() -> String {
+pub(crate) fn confirmation_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // No OS randomness: fall back to a hash of time and address space

@@ -9,25 +9,44 @@ use super::arguments::Prepared;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
 use crate::canonical::digest;
+use crate::life::{self, Answer, Answerer, QuestionKind};
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::store::{ApprovalDecision, ApprovalResult, Binding, Store, TakeApproval, now_ms};
 
 /// What the store says of the approval a call brings.
 pub(super) enum Found {
-    /// Nobody decided it and the host asserts it ([`Approvals::Host`]), or
-    /// it expired: stage 7 takes it as it always has.
+    /// Nobody decided it and the host may approve it by bringing its id
+    /// ([`Approvals::Host`], and the question allows the host), or it
+    /// expired: stage 7 takes it as it always has.
     Undecided,
-    /// A person decided it; it is used up now.
-    Decided(ApprovalDecision),
+    /// A decision on it is to be carried out: a person's, used up now
+    /// (`fresh`), or one carried out before that still answers an identical
+    /// call (a denial, an edit: [`life::lasts`]).
+    Decided {
+        decision: ApprovalDecision,
+        fresh: bool,
+    },
+    /// An approval of this exact call that another call already took and
+    /// carries out (or did): the call goes on as approved, under its key,
+    /// which runs it at most once (an identical call completed replays, one
+    /// in flight is waited for). `unsettled`: nothing came of it in the
+    /// store yet (the call that took it died, say), which this call's
+    /// answer records once it is final.
+    Taken { unsettled: bool },
 }
 
 impl<St: Store> Stages<St> {
-    /// Looks up the approval `id` for this exact call. A decided one is
-    /// taken (once), in either mode. In inbox mode, an undecided one is
-    /// asked about again under the same id and left unused, and a used one,
-    /// or one asked for another call, is `CONFIRMATION_INVALID`; in Host
-    /// mode those go on to stage 7 as they always did.
+    /// Looks up the approval `id` for this exact call, and what the call
+    /// may do with it, as [`life`] says: a decided one is taken (once); one
+    /// a decision already carried out still answers with that decision (a
+    /// denial, an edit) or goes on as the approved call it was (the key
+    /// runs it once); an undecided one goes to stage 7 in host mode where
+    /// the question lets the host approve, and is otherwise asked about
+    /// again under the same id, unused. A question about an unknown
+    /// outcome is never an approval: `CONFIRMATION_INVALID`, and so is an id
+    /// asked for another call (in host mode, that is left to stage 7,
+    /// which refuses it the same way after the check and the policy).
     /// (It borrows the call's parts, not the prepared call, which is not
     /// `Sync`, so that the pipeline's future stays `Send`.)
     pub(super) async fn find_decision(
@@ -58,26 +77,48 @@ impl<St: Store> Stages<St> {
             .approval(id)
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
-        // In Host mode, whatever is not a recorded decision is left to stage
-        // 7, in its place after the check and the policy, as it always was.
+        // In Host mode, an id that is not this call's is left to stage 7,
+        // in its place after the check and the policy, as it always was.
         let host = self.settings.approvals == Approvals::Host;
-        let Some(entry) = entry else {
+        let Some(entry) = entry.filter(|entry| binding.matches(&entry.approval)) else {
             return if host {
                 Ok(Found::Undecided)
             } else {
                 Err(invalid())
             };
         };
-        if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
-            return if host {
-                Ok(Found::Undecided)
-            } else {
-                Err(invalid())
-            };
+        if QuestionKind::of(&entry.approval) == QuestionKind::InDoubt {
+            let refused = life::Refusal::WrongKind(QuestionKind::InDoubt).to_string();
+            return Err(self.fail_with(
+                Failure::AnswerRefused,
+                name,
+                &Details {
+                    detail: Some(&refused),
+                    ..Details::approval(id)
+                },
+                Map::new(),
+            ));
         }
         let now = now_ms();
+        if entry.used_ms.is_some() {
+            return Ok(match entry.approval.decision {
+                Some(decision) if life::lasts(&entry, now) => Found::Decided {
+                    decision,
+                    fresh: false,
+                },
+                // Its time is over: what an identical call gets now is its
+                // key's (a replay), or a new question.
+                _ if entry.approval.expires_ms <= now => return Err(invalid()),
+                _ => Found::Taken {
+                    unsettled: entry.result.is_none(),
+                },
+            });
+        }
         if entry.approval.decision.is_none() {
-            if host || entry.approval.expires_ms <= now {
+            if entry.approval.expires_ms <= now
+                || (host
+                    && life::may_answer(&entry, &Answerer::Host, &Answer::Approve, now).is_ok())
+            {
                 return Ok(Found::Undecided);
             }
             // Still undecided: the same question, under the same id.
@@ -99,7 +140,10 @@ impl<St: Store> Stages<St> {
             .map_err(|error| self.store_unavailable(name, &error))?
         {
             TakeApproval::Taken(taken) => match taken.decision {
-                Some(decision) => Ok(Found::Decided(decision)),
+                Some(decision) => Ok(Found::Decided {
+                    decision,
+                    fresh: true,
+                }),
                 None => Err(invalid()),
             },
             TakeApproval::Expired => {
@@ -112,7 +156,46 @@ impl<St: Store> Stages<St> {
                 self.settle(id, &expired).await;
                 Err(expired)
             }
-            _ => Err(invalid()),
+            // Taken by an identical call meanwhile: the call is its.
+            _ => Ok(Found::Taken { unsettled: false }),
+        }
+    }
+
+    /// An approval id brought by a call that needs no person's approval:
+    /// refused (`CONFIRMATION_INVALID`, nothing done) unless it names an
+    /// approval asked for this exact call. An id is never ignored: a call
+    /// that brings another's is not the call the host thinks it is.
+    /// (It borrows the call's parts, not the prepared call, which is not
+    /// `Sync`.)
+    pub(super) async fn own_approval(
+        &self,
+        id: &str,
+        name: &'static str,
+        arguments: &Value,
+        session: &str,
+        caller: &Caller,
+    ) -> Stage<()> {
+        let digest = digest(arguments);
+        let binding = Binding {
+            session,
+            caller: caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+        };
+        match self.store.approval(id).await {
+            Ok(Some(entry))
+                if binding.matches(&entry.approval)
+                    && QuestionKind::of(&entry.approval) == QuestionKind::Approval =>
+            {
+                Ok(())
+            }
+            Ok(_) => Err(self.fail_with(
+                Failure::ConfirmationInvalid,
+                name,
+                &Details::approval(id),
+                Map::new(),
+            )),
+            Err(error) => Err(self.store_unavailable(name, &error)),
         }
     }
 
@@ -133,8 +216,10 @@ impl<St: Store> Stages<St> {
     }
 
     /// The id of an approval a person already decided for exactly this
-    /// call (its session, caller, tool, arguments and reason), unused and
-    /// unexpired: what the call carries out in place of a new question.
+    /// call (its session, caller, tool, arguments and reason), unexpired:
+    /// unused, or carried out already with a decision that still answers
+    /// identical calls (a denial, an edit: [`life::lasts`]). What the call
+    /// carries out in place of a new question.
     pub(super) async fn decided_for(&self, prepared: &mut Prepared<'_>) -> Stage<Option<String>> {
         let name = prepared.spec.name();
         let digest = digest(self.json(prepared)?);
@@ -148,13 +233,17 @@ impl<St: Store> Stages<St> {
             .tainted
             .as_ref()
             .map(|_| super::confirm::UNTRUSTED_CONTEXT);
+        let now = now_ms();
         let found = self
             .store
-            .find_approval(&binding, reason, now_ms())
+            .find_approval(&binding, reason, now)
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
         Ok(found
-            .filter(|entry| entry.approval.decision.is_some())
+            .filter(|entry| {
+                entry.approval.decision.is_some()
+                    && (entry.used_ms.is_none() || life::lasts(entry, now))
+            })
             .map(|entry| entry.approval.id))
     }
 

@@ -187,6 +187,32 @@ failures! {
         m.limit_value().map_or_else(|| "too many".to_owned(), |n| n.to_string()),
         m.tool(),
     );
+    /// `PENDING_LIMIT`: the caller already has as many calls waiting for a
+    /// person as it may, in all its conversations together.
+    CallerPendingLimit => PendingLimit, |m| format!(
+        "This caller already has {} call(s) waiting for a person across its conversations. \
+         {} was not asked; wait for their decisions before asking for more.",
+        m.limit_value().map_or_else(|| "too many".to_owned(), |n| n.to_string()),
+        m.tool(),
+    );
+    /// `CONFIRMATION_INVALID`: an answer the question does not take (an
+    /// approval of a question about an unknown outcome, a settlement of an
+    /// approval question, an answer by someone the question is not
+    /// for); [`detail`](MessageContext::detail) says why. Nothing was done.
+    AnswerRefused => ConfirmationInvalid, |m| format!(
+        "The question {} does not take this answer: {}. Nothing was done.",
+        m.approval().unwrap_or("?"),
+        m.detail().unwrap_or("it is not for this answer"),
+    );
+    /// `STORE_UNAVAILABLE` of a side effect that ran, or may have, when what
+    /// came of it could not be recorded (`data.in_doubt`): it is in doubt
+    /// until a person settles it, and no identical call runs it again.
+    UnrecordedOutcome => StoreUnavailable, |m| format!(
+        "{name} may have taken effect, but what came of it could not be recorded (the \
+         tool's state is unavailable). Do not call it again and do not tell the user it \
+         failed or succeeded: a person will check whether it took effect.",
+        name = m.tool(),
+    );
     /// `IN_DOUBT`: an earlier attempt of this exact side effect may have
     /// taken effect and only a person can settle it (the result's
     /// `confirmation_id`, `data.in_doubt`).

@@ -34,7 +34,7 @@ use super::audited::{self, AUDIT_CUT_ARGUMENTS, Called, call_span, in_span};
 use super::call::Call;
 use super::confirm::Asking;
 use super::dry_run;
-use super::execute::{Asked, Doubt, IN_DOUBT, JsonArguments, while_renewing};
+use super::execute::{Asked, Doubt, IN_DOUBT, JsonArguments, unprotected, while_renewing};
 use super::ids::shared_session;
 use super::inbox::{Found, mark_edited};
 use super::messages::{Details, Failure};
@@ -97,8 +97,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         let session = crate::echo::bound(call.session, crate::echo::MAX_ID_BYTES);
+        let scope = self
+            .stages
+            .settings
+            .conversation_scope(caller.id(), &session);
         let call = Call {
             session: &session,
+            scope: &scope,
             call_id: call_id.as_deref(),
             ..call
         };
@@ -311,6 +316,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Err(refused) => return Err(refused),
         };
         prepared.step = step;
+        prepared.client_answers = call.client_answers;
         let Noted {
             carried, tainted, ..
         } = noted;
@@ -351,6 +357,24 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Approval::Id(id) if prepared.needs_person() => {
                 Box::pin(self.run_by_id(prepared, id, approval, carried, begun)).await
             }
+            // An id no question of this call has is refused, never ignored.
+            Approval::Id(id) => {
+                let arguments = self.stages.json(prepared)?;
+                let owned = self.stages.own_approval(
+                    id,
+                    prepared.spec.name(),
+                    arguments,
+                    prepared.session,
+                    prepared.caller,
+                );
+                match Box::pin(owned).await {
+                    Ok(()) => {
+                        prepared.lock = begun.lock.take();
+                        self.decide_and_run(prepared, approval).await
+                    }
+                    Err(refused) => Err(refused),
+                }
+            }
             _ => {
                 // The lock the call's start took goes with the call.
                 prepared.lock = begun.lock.take();
@@ -363,7 +387,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         drop(active);
         if let Ok(result) = &answer {
             self.stages
-                .remember_untrusted(prepared.spec, call.session, caller, given.as_ref(), result)
+                .remember_untrusted(prepared.spec, call.scope, caller, given.as_ref(), result)
                 .await?;
         }
         answer
@@ -413,7 +437,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let spec = prepared.spec;
         *tainted = match self
             .stages
-            .session_taint(spec, call.session, caller, known)
+            .session_taint(spec, call.scope, caller, known)
             .await?
         {
             SessionTaint::Clean => None,
@@ -421,7 +445,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             SessionTaint::Values => {
                 let arguments = self.stages.json(prepared)?;
                 self.stages
-                    .tainted_arguments(spec.name(), call.session, arguments)
+                    .tainted_arguments(spec.name(), call.scope, arguments)
                     .await?
             }
         };
@@ -473,7 +497,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             )
             .await?;
         match found {
-            Found::Decided(decision) => {
+            Found::Decided { decision, fresh } => {
                 // The decision runs as a call of its own, which takes its
                 // own locks.
                 self.stages
@@ -486,11 +510,22 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                         .clone()
                         .filter(|_| decision.approved),
                 });
-                self.carry_out(id, prepared, &decision).await
+                self.carry_out(id, prepared, &decision, fresh).await
             }
             Found::Undecided => {
                 prepared.lock = begun.lock.take();
                 self.decide_and_run(prepared, approval).await
+            }
+            Found::Taken { unsettled } => {
+                prepared.lock = begun.lock.take();
+                let answer = self.decide_and_run(prepared, Approval::Given).await;
+                if unsettled
+                    && let Ok(result) | Err(result) = &answer
+                    && is_final(result)
+                {
+                    self.stages.settle(id, result).await;
+                }
+                answer
             }
         }
     }
@@ -569,6 +604,30 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
         self.stages.json(prepared)?;
+        if let Approval::InDoubt = approval
+            && unprotected(prepared.spec)
+        {
+            let asked = Asked {
+                spec: prepared.spec,
+                key: &prepared.key,
+                arguments: JsonArguments::of(&prepared.json, &prepared.members),
+                session: prepared.session,
+                caller: prepared.caller,
+                step: prepared.step,
+            };
+            match self.stages.settlement_of(&asked).await? {
+                // It did not happen: the real call runs it once.
+                Some(false) => {}
+                settled => {
+                    let arguments = self.stages.json(prepared)?;
+                    return Ok(dry_run::would_settle(
+                        name,
+                        arguments,
+                        settled == Some(true),
+                    ));
+                }
+            }
+        }
         let key = prepared.key;
         let cx = self.call_context(prepared, &key);
         let mut asks = false;
@@ -605,6 +664,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         id: &str,
         prepared: &mut Prepared<'_>,
         decision: &ApprovalDecision,
+        fresh: bool,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
         let answer = if !decision.approved {
@@ -616,8 +676,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else {
             self.decide_and_run(prepared, Approval::Given).await
         };
-        match &answer {
-            Ok(result) | Err(result) => self.stages.settle(id, result).await,
+        // Recorded once, by the call that used the decision up.
+        if fresh {
+            match &answer {
+                Ok(result) | Err(result) => self.stages.settle(id, result).await,
+            }
         }
         answer
     }
@@ -756,7 +819,54 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 }
 
+/// Whether `result` is what came of a call for good: not a wait (an
+/// identical call still running, a question to a person) and not an outcome
+/// still unknown, which a later look may find settled.
+pub(super) fn is_final(result: &ToolResult) -> bool {
+    !matches!(
+        result.code,
+        crate::Code::CallInProgress
+            | crate::Code::ConfirmationRequired
+            | crate::Code::InDoubt
+            | crate::Code::StoreUnavailable
+    ) && result.data.get("in_doubt") != Some(&Value::Bool(true))
+}
+
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// What the store recorded of one exact call (its tool, its validated
+    /// `arguments`, its conversation and its caller), without making it:
+    /// nothing is counted, run or asked. `Ok(None)`: nothing (it never ran,
+    /// or did not run to the end); completed (its answer, `replayed`), in
+    /// flight, or in doubt otherwise. The refusal, when the call would be
+    /// refused before its key (an unknown tool, arguments that no longer
+    /// validate). What a task or an inbox reads to say where a call it did
+    /// not run stands, on any replica.
+    pub async fn recorded(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        session: &str,
+        caller: &Caller,
+    ) -> Result<Option<RecordedOutcome>, ToolResult> {
+        let spec = self.resolve(tool, caller.policy())?;
+        let Value::Object(object) = arguments else {
+            return Err(self.stages.fail_with(
+                Failure::InvalidArguments,
+                spec.name(),
+                &Details::detail("the arguments are not an object"),
+                Map::new(),
+            ));
+        };
+        let session = crate::echo::bound(session, crate::echo::MAX_ID_BYTES);
+        let prepared = self
+            .stages
+            .prepare(spec, object, &session, caller, 0, None)?;
+        self.stages
+            .recorded(&prepared.key)
+            .await
+            .map_err(|error| self.stages.store_unavailable(spec.name(), &error))
+    }
+
     /// Stage 1: the tool, if it exists and the caller may use it.
     pub(super) fn resolve(&self, name: &str, policy: &Policy) -> Stage<&'static ToolSpec> {
         self.stages.allowed(name, self.registry.get(name), policy)

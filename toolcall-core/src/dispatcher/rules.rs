@@ -34,9 +34,9 @@ impl<St: Store> Stages<St> {
         };
         match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
             Ok(Ok(())) => Attempt::Done(()),
-            Ok(Err(ToolError::Transient(error))) => {
+            Ok(Err(error @ (ToolError::Transient(_) | ToolError::NotApplied(_)))) => {
                 tracing::warn!(tool = name, retries, %error, "the check failed transiently");
-                let unavailable = self.failure_of(name, ToolError::Transient(error));
+                let unavailable = self.failure_of(name, error);
                 Attempt::Transient(Box::new(unavailable))
             }
             Ok(Err(error)) => failed(self.failure_of(name, error)),

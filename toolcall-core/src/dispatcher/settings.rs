@@ -75,10 +75,26 @@ pub struct Settings {
     /// application with one conversation (a command line, a test) names it
     /// here, on purpose.
     pub default_session: Option<String>,
-    /// How many questions to a person one conversation may have open at
-    /// once (default 20): a looping agent cannot bury the others' in the
-    /// inbox. One more is refused with its own code, and nothing runs.
+    /// How many questions to a person one conversation of one caller may
+    /// have open at once (default 20): a looping agent cannot bury the
+    /// others' in the inbox. One more is refused with its own code, and
+    /// nothing runs.
     pub max_pending_approvals: usize,
+    /// How many questions to a person one caller may have open at once, in
+    /// all its conversations together (default 100): a client that names a
+    /// fresh conversation for every call is bounded all the same. A
+    /// question about an unknown outcome is never refused for either bound:
+    /// it must reach a person.
+    pub max_pending_per_caller: usize,
+    /// Whether callers that name the same conversation share it (default
+    /// `false`). A call's identity always includes its caller: replays, the
+    /// loop guard's counts, claims and questions to a person never cross
+    /// callers. Apart (the default), each caller's calls in a conversation
+    /// are a conversation of their own too: its step budget and the taint
+    /// of untrusted output it read. Shared, the step budget and the taint
+    /// are the conversation's, whoever calls: one caller's read of
+    /// untrusted output makes the others' side effects in it ask a person.
+    pub callers_share_conversations: bool,
     /// How long a claim on a key, or a lock on a resource, holds without
     /// being renewed (default 30 s). While a call runs, the dispatcher renews
     /// both every third of this, so a live call is never taken over however
@@ -103,6 +119,31 @@ pub struct Settings {
     pub approvals: Approvals,
 }
 
+impl Settings {
+    /// The conversation a call of `caller` in `session` counts its steps and
+    /// keeps its taint in, as the store sees it: `session` itself when
+    /// callers share conversations, else `caller:<caller id length>:<caller
+    /// id>/<session>`, whose parts read back unambiguously (two callers, or
+    /// two sessions, never share one). What a host reads the store's step
+    /// counts and taint by ([`Store::peek_step`](crate::store::Store::peek_step)).
+    ///
+    /// ```
+    /// let settings = toolcall_core::Settings::default();
+    /// assert_eq!(settings.conversation_scope("support", "chat-7"), "caller:7:support/chat-7");
+    /// ```
+    pub fn conversation_scope<'a>(
+        &self,
+        caller: &str,
+        session: &'a str,
+    ) -> std::borrow::Cow<'a, str> {
+        if self.callers_share_conversations {
+            std::borrow::Cow::Borrowed(session)
+        } else {
+            std::borrow::Cow::Owned(format!("caller:{}:{caller}/{session}", caller.len()))
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -116,6 +157,8 @@ impl Default for Settings {
             claim_wait: Duration::from_secs(10),
             approval_ttl: Duration::from_secs(15 * 60),
             max_pending_approvals: 20,
+            max_pending_per_caller: 100,
+            callers_share_conversations: false,
             default_session: None,
             claim_lease: Duration::from_secs(30),
             max_output_bytes: None,

@@ -164,6 +164,60 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// [`Store::claim`], keeping `question` with a claim it acquires.
+    fn claim_keeping(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: Option<&PendingApproval>,
+    ) -> Claim {
+        let (mut shard, slot) = self.slot(key);
+        let until_ms = now_ms.saturating_add(lease_ms);
+        let kept = question.map(|question| Box::new((question.clone(), *key, now_ms)));
+        match shard.records.get_mut(&slot) {
+            Some(Record {
+                state: RecordState::Completed(result),
+                ..
+            }) => return Claim::Completed(result.clone()),
+            Some(Record {
+                state: RecordState::InFlight { until_ms: held },
+                ..
+            }) if *held > now_ms => {
+                return Claim::InFlight;
+            }
+            Some(Record {
+                state: state @ RecordState::InFlight { .. },
+                touched_ms,
+                ..
+            }) => {
+                // Its holder's lease ran out with no outcome: in doubt.
+                *state = RecordState::InDoubt;
+                *touched_ms = now_ms;
+                return Claim::Abandoned;
+            }
+            Some(record) => {
+                record.state = RecordState::InFlight { until_ms };
+                record.touched_ms = now_ms;
+                record.question = kept;
+            }
+            None => {
+                shard.records.insert(
+                    slot,
+                    Record {
+                        state: RecordState::InFlight { until_ms },
+                        touched_ms: now_ms,
+                        question: kept,
+                    },
+                );
+            }
+        }
+        self.maintain(&mut shard, now_ms);
+        Claim::Acquired
+    }
+}
+
 impl Store for MemoryStore {
     async fn next_step(&self, session: &str, now: u64) -> Result<u64, StoreError> {
         let mut shard = self.shard(session);
@@ -282,44 +336,44 @@ impl Store for MemoryStore {
     }
 
     async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        let (mut shard, slot) = self.slot(key);
-        let until_ms = now_ms.saturating_add(lease_ms);
-        match shard.records.get_mut(&slot) {
-            Some(Record {
-                state: RecordState::Completed(result),
-                ..
-            }) => return Ok(Claim::Completed(result.clone())),
-            Some(Record {
-                state: RecordState::InFlight { until_ms: held },
-                ..
-            }) if *held > now_ms => {
-                return Ok(Claim::InFlight);
-            }
-            Some(Record {
-                state: state @ RecordState::InFlight { .. },
-                touched_ms,
-            }) => {
-                // Its holder's lease ran out with no outcome: in doubt.
-                *state = RecordState::InDoubt;
-                *touched_ms = now_ms;
-                return Ok(Claim::Abandoned);
-            }
-            Some(record) => {
-                record.state = RecordState::InFlight { until_ms };
-                record.touched_ms = now_ms;
-            }
-            None => {
-                shard.records.insert(
-                    slot,
-                    Record {
-                        state: RecordState::InFlight { until_ms },
-                        touched_ms: now_ms,
-                    },
-                );
+        Ok(self.claim_keeping(key, now_ms, lease_ms, None))
+    }
+
+    async fn claim_asking(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: &PendingApproval,
+    ) -> Result<Claim, StoreError> {
+        Ok(self.claim_keeping(key, now_ms, lease_ms, Some(question)))
+    }
+
+    async fn unsettled(&self, now_ms: u64, limit: usize) -> Result<Vec<Unsettled>, StoreError> {
+        let mut found: Vec<(u64, Unsettled)> = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            for record in shard.records.values() {
+                let unknown = match record.state {
+                    RecordState::InDoubt => true,
+                    RecordState::InFlight { until_ms } => until_ms <= now_ms,
+                    RecordState::Completed(_) => false,
+                };
+                if let (true, Some(kept)) = (unknown, &record.question) {
+                    let (question, key, asked_ms) = &**kept;
+                    found.push((
+                        *asked_ms,
+                        Unsettled {
+                            key: *key,
+                            question: question.clone(),
+                        },
+                    ));
+                }
             }
         }
-        self.maintain(&mut shard, now_ms);
-        Ok(Claim::Acquired)
+        found.sort_by(|a, b| (a.0, a.1.key.as_str()).cmp(&(b.0, b.1.key.as_str())));
+        found.truncate(limit);
+        Ok(found.into_iter().map(|(_, unsettled)| unsettled).collect())
     }
 
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
@@ -330,6 +384,7 @@ impl Store for MemoryStore {
             Record {
                 state: RecordState::Completed(result.clone()),
                 touched_ms: now,
+                question: None,
             },
         );
         Ok(())
@@ -341,6 +396,7 @@ impl Store for MemoryStore {
             Some(Record {
                 state: RecordState::InFlight { until_ms },
                 touched_ms,
+                ..
             }) => {
                 *until_ms = now_ms.saturating_add(lease_ms);
                 *touched_ms = now_ms;
@@ -380,6 +436,7 @@ impl Store for MemoryStore {
                     Record {
                         state: RecordState::InDoubt,
                         touched_ms: now,
+                        question: None,
                     },
                 );
             }
@@ -449,20 +506,24 @@ impl Store for MemoryStore {
     async fn ask_approval(
         &self,
         approval: &PendingApproval,
-        max_open: usize,
+        bounds: impl Into<OpenBounds> + Send,
     ) -> Result<AskApproval, StoreError> {
+        let bounds = bounds.into();
         let _asking = lock(&self.asks);
         let at = approval.created_ms;
         let mut existing: Option<ApprovalEntry> = None;
-        let mut open = 0usize;
+        let (mut in_conversation, mut of_caller) = (0usize, 0usize);
         for shard in self.shards.iter() {
             for entry in lock(shard).approvals.values() {
                 let a = &entry.approval;
-                if a.session != approval.session {
+                if a.caller != approval.caller {
                     continue;
                 }
                 if entry.is_open(at) {
-                    open += 1;
+                    of_caller += 1;
+                    if a.session == approval.session {
+                        in_conversation += 1;
+                    }
                 }
                 if same_call(a, approval)
                     && entry.used_ms.is_none()
@@ -478,8 +539,8 @@ impl Store for MemoryStore {
         if let Some(entry) = existing {
             return Ok(AskApproval::Existing(entry));
         }
-        if open >= max_open {
-            return Ok(AskApproval::Full { open });
+        if let Some(full) = bounds.over(in_conversation, of_caller) {
+            return Ok(full);
         }
         self.insert_approval(approval);
         Ok(AskApproval::Created)
@@ -495,7 +556,6 @@ impl Store for MemoryStore {
             .approvals_where(|entry| {
                 binding.matches(&entry.approval)
                     && entry.approval.reason.as_deref() == reason
-                    && entry.used_ms.is_none()
                     && entry.approval.expires_ms > now_ms
             })
             .into_iter()

@@ -6,8 +6,8 @@ use crate::result::ToolResult;
 
 use super::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, PendingApproval, PendingPage, PendingQuery, RecordedOutcome, Store,
-    StoreError, TaintHit, TakeApproval,
+    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
+    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled,
 };
 
 /// A shared store: several dispatchers (or tests) over one set of records.
@@ -85,6 +85,24 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).claim(key, now_ms, lease_ms)
     }
 
+    fn claim_asking(
+        &self,
+        key: &Key,
+        now_ms: u64,
+        lease_ms: u64,
+        question: &PendingApproval,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        (**self).claim_asking(key, now_ms, lease_ms, question)
+    }
+
+    fn unsettled(
+        &self,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Unsettled>, StoreError>> + Send {
+        (**self).unsettled(now_ms, limit)
+    }
+
     fn renew(
         &self,
         key: &Key,
@@ -137,9 +155,9 @@ impl<T: Store> Store for std::sync::Arc<T> {
     fn ask_approval(
         &self,
         approval: &PendingApproval,
-        max_open: usize,
+        bounds: impl Into<OpenBounds> + Send,
     ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send {
-        (**self).ask_approval(approval, max_open)
+        (**self).ask_approval(approval, bounds)
     }
 
     fn find_approval(

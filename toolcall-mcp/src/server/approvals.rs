@@ -14,7 +14,7 @@ use toolcall_core::canonical::digest;
 use toolcall_core::store::Store;
 use toolcall_core::store::now_ms;
 use toolcall_core::store::{Binding, PendingApproval};
-use toolcall_core::{Approvals, Arguments, Call, ToolResult};
+use toolcall_core::{Approvals, Arguments, ToolResult};
 
 use super::McpServer;
 use super::question::UNTRUSTED_CONTEXT;
@@ -114,10 +114,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 );
                 self.dispatcher
                     .execute(
-                        Call::new(tool, Arguments::Raw(raw))
-                            .caller(&self.caller)
-                            .session(session)
-                            .call_id(call_id)
+                        self.pipeline_call(tool, Arguments::Raw(raw), session, call_id)
                             .approval(id),
                     )
                     .await

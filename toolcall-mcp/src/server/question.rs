@@ -10,9 +10,9 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
 use serde_json::Value;
-use toolcall_core::store::Store;
-use toolcall_core::store::{ApprovalDecision, now_ms};
-use toolcall_core::{Approvals, Arguments, Call, Decision, ToolResult};
+use toolcall_core::life::{self, Answer, Answerer, Refusal};
+use toolcall_core::store::{Binding, Store, now_ms};
+use toolcall_core::{Arguments, Code, Decision, ToolResult};
 
 use super::McpServer;
 
@@ -135,44 +135,57 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         call_id: &str,
         answer: &ElicitResult,
     ) -> ToolResult {
-        if said_yes(answer) {
-            tracing::info!(tool, "a person approved the call through MCP");
-            if self.dispatcher.settings().approvals == Approvals::Inbox {
-                let now = now_ms();
-                let decision = ApprovalDecision {
-                    approved: true,
-                    by: APPROVER.to_owned(),
-                    note: String::new(),
-                    edited_arguments: None,
-                    decided_ms: now,
-                };
-                // Whatever the store says (decided first by someone else,
-                // say), the call below carries out what it holds.
-                if let Err(error) = self
-                    .dispatcher
-                    .store()
-                    .decide_approval(id, &decision, now)
-                    .await
-                {
-                    tracing::warn!(tool, approval = id, %error, "the answer could not be recorded");
-                }
-            }
+        if !said_yes(answer) {
             return self
-                .dispatcher
-                .execute(
-                    Call::new(tool, Arguments::Raw(raw))
-                        .caller(&self.caller)
-                        .session(session)
-                        .call_id(call_id)
-                        .approval(id),
-                )
+                .deny_answer(self.decision(id, session, tool, APPROVER), tool, answer)
                 .await;
         }
-        self.deny_answer(self.decision(id, session, tool, APPROVER), tool, answer)
+        tracing::info!(tool, "a person approved the call through MCP");
+        // The client's yes is recorded as the decision, where the question
+        // takes it ([`life`]); whatever the store holds then (decided first
+        // by someone else, say), the call below carries it out.
+        let binding = Binding {
+            session,
+            caller: self.caller.id(),
+            tool: Some(tool),
+            digest: None,
+        };
+        let answerer = Answerer::Client {
+            caller: self.caller.id(),
+            session,
+            by: APPROVER,
+            allowed_here: self.clients_decide(),
+        };
+        match life::decide(
+            self.dispatcher.store(),
+            id,
+            Some(&binding),
+            &answerer,
+            &Answer::Approve,
+            "",
+            now_ms(),
+        )
+        .await
+        {
+            Ok(_) | Err(Refusal::Closed) => {}
+            Err(refusal) => {
+                tracing::info!(tool, approval = id, %refusal, "the client's answer was not taken");
+                return refused(tool, id, &refusal);
+            }
+        }
+        self.dispatcher
+            .execute(
+                self.pipeline_call(tool, Arguments::Raw(raw), session, call_id)
+                    .approval(id),
+            )
             .await
     }
 
-    /// Denies the pending call as the person's answer (not a yes) says.
+    /// Denies the pending call as the person's answer (not a yes) says. A
+    /// denial is final: every identical call of the conversation is denied
+    /// while the question lasts. A dismissal (the person closed the question
+    /// without choosing) decides nothing: the question stays open, nothing
+    /// ran, and the next identical call asks it again.
     async fn deny_answer(
         &self,
         decision: Decision<'_>,
@@ -181,14 +194,19 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     ) -> ToolResult {
         let reason = match answer.action {
             ElicitationAction::Decline => "the person declined it",
-            ElicitationAction::Cancel => "the person dismissed the approval request",
+            ElicitationAction::Cancel => {
+                tracing::info!(tool, "the person dismissed the approval question");
+                return dismissed(tool, decision.id());
+            }
             _ => "the person did not approve it",
         };
         tracing::info!(tool, reason, "the call was not approved");
         self.dispatcher.deny(decision, reason).await
     }
 
-    /// A decision on the pending call `id` asked in `session`.
+    /// A decision on the pending call `id` asked in `session`: the answer
+    /// of this server's client, taken where the question and this server
+    /// let clients decide.
     fn decision<'a>(
         &'a self,
         id: &'a str,
@@ -200,7 +218,35 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .caller(&self.caller)
             .tool(tool)
             .by(by)
+            .by_client(self.clients_decide())
     }
+}
+
+/// The answer when the person dismissed the question without deciding:
+/// still `CONFIRMATION_REQUIRED` under the same id, nothing ran.
+fn dismissed(tool: &str, id: &str) -> ToolResult {
+    let mut result = ToolResult::failure(
+        tool.to_owned(),
+        Code::ConfirmationRequired,
+        format!(
+            "The person dismissed the approval question of {tool} without deciding; nothing \
+             ran. Do not call it again unless the user asks for it: the same question is \
+             asked again."
+        ),
+    );
+    result.confirmation_id = Some(id.to_owned());
+    result
+}
+
+/// The answer to a client's answer the question does not take: nothing was
+/// done, and why.
+pub(super) fn refused(tool: &str, id: &str, refusal: &Refusal) -> ToolResult {
+    ToolResult::failure(
+        tool.to_owned(),
+        Code::ConfirmationInvalid,
+        format!("The question {id} does not take this answer: {refusal}. Nothing was done."),
+    )
+    .with_data("confirmation_id", id.to_owned())
 }
 
 /// Whether the person accepted and said yes.

@@ -16,11 +16,10 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, model::TaskStatus};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::cut;
+use toolcall_core::life::{self, Answer, Answerer, QuestionKind, Refusal};
 use toolcall_core::store::Store;
-use toolcall_core::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, DecideOutcome, now_ms,
-};
-use toolcall_core::{Arguments, Call, Code, ToolResult};
+use toolcall_core::store::{ApprovalEntry, ApprovalResult, Binding, RecordedOutcome, now_ms};
+use toolcall_core::{Arguments, Code, ToolResult};
 
 use super::question::{APPROVAL_INPUT, APPROVER, approval_question, said_yes};
 use super::{McpServer, to_mcp};
@@ -93,24 +92,107 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     }
 
     /// `tasks/get`: the task's state as the store holds it. A decision not
-    /// carried out yet is carried out first, so that the task completes on
-    /// whichever replica the client asks, even if the one that made it is
-    /// gone.
+    /// carried out yet is carried out first, and so is one a call took and
+    /// left without an answer (its process died, say), which then answers
+    /// what came of the call, whichever replica ran it: the task completes
+    /// on whichever replica the client asks, even if the one that made it
+    /// is gone.
     pub(super) async fn task(
         &self,
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<DetailedTask, ErrorData> {
         let mut entry = self.task_entry(id).await?;
-        if matches!(stage(&entry, now_ms()), Stage::Decided) {
-            self.carry_out_task(&entry).await;
-            entry = self.task_entry(id).await?;
+        let mut in_doubt = false;
+        match stage(&entry, now_ms()) {
+            Stage::Decided => {
+                self.carry_out_task(&entry).await;
+                entry = self.task_entry(id).await?;
+            }
+            Stage::Running => {
+                in_doubt = self.look_at_running(&entry).await;
+                entry = self.task_entry(id).await?;
+            }
+            _ => {}
         }
-        Ok(self.detailed(&entry, context))
+        Ok(self.detailed(&entry, context, in_doubt))
+    }
+
+    /// A task whose approval a call took and left without an answer: where
+    /// its call stands, on any replica ([`Dispatcher::recorded`](toolcall_core::Dispatcher::recorded)).
+    /// Completed, its answer is the task's; in flight, it runs; never run
+    /// to the end (its process died before its claim), it is carried out
+    /// now, under its key, which runs it at most once; in doubt, a person
+    /// settles it (`true`), and a settlement that says it did not happen is
+    /// carried out.
+    async fn look_at_running(&self, entry: &ApprovalEntry) -> bool {
+        let approval = &entry.approval;
+        let recorded = self
+            .dispatcher
+            .recorded(
+                &approval.tool,
+                &approval.arguments,
+                &approval.session,
+                &self.caller,
+            )
+            .await;
+        match recorded {
+            Ok(Some(RecordedOutcome::Completed(answer))) => {
+                let came = ApprovalResult {
+                    ok: answer.ok,
+                    code: answer.code.as_str().to_owned(),
+                    replayed: true,
+                    at_ms: now_ms(),
+                    answer: Some(answer),
+                };
+                if let Err(error) = self
+                    .dispatcher
+                    .store()
+                    .settle_approval(&approval.id, &came)
+                    .await
+                {
+                    tracing::warn!(task = approval.id, %error, "what came of a task could not be recorded");
+                }
+                false
+            }
+            Ok(None) => {
+                self.carry_out_task(entry).await;
+                false
+            }
+            Ok(Some(RecordedOutcome::InDoubt)) => {
+                let binding = Binding {
+                    session: &approval.session,
+                    caller: &approval.caller,
+                    tool: Some(&approval.tool),
+                    digest: Some(&approval.digest),
+                };
+                let settled = self
+                    .dispatcher
+                    .store()
+                    .find_approval(&binding, Some(toolcall_core::life::IN_DOUBT), now_ms())
+                    .await;
+                if let Ok(Some(settlement)) = settled
+                    && settlement.used_ms.is_none()
+                    && settlement.approval.decision.is_some()
+                {
+                    self.carry_out_task(&settlement).await;
+                    return false;
+                }
+                true
+            }
+            Ok(_) => false,
+            Err(answer) => {
+                tracing::warn!(task = approval.id, code = %answer.code, "could not read where a task's call stands");
+                false
+            }
+        }
     }
 
     /// `tasks/update`: the client's answer to the approval question of an
-    /// open task, recorded as the person's decision and carried out.
+    /// open task, recorded as the decision and carried out, where the
+    /// question takes the client's answer (the asking process let clients
+    /// decide, and so does this one); a question about an unknown outcome
+    /// never does.
     pub(super) async fn update_task(
         &self,
         id: &str,
@@ -128,12 +210,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 None,
             ));
         }
-        if !self.elicits(context) {
-            return Err(ErrorData::invalid_params(
-                "this server takes decisions on this call in its approval inbox only, not \
-                 from the client; wait for the task with tasks/get",
-                None,
-            ));
+        if entry.approval.kind() == QuestionKind::InDoubt || !self.elicits(context) {
+            let refusal = match entry.approval.kind() {
+                QuestionKind::InDoubt => Refusal::NotPermitted(QuestionKind::InDoubt),
+                _ => Refusal::NotPermitted(QuestionKind::Approval),
+            };
+            return Err(self.task_refused(id, &refusal));
         }
         let answer = responses
             .get(APPROVAL_INPUT)
@@ -148,41 +230,44 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 )
             })?;
         let yes = said_yes(&answer);
-        let note = if yes {
-            String::new()
+        let (answer, note) = if yes {
+            (Answer::Approve, "")
         } else {
-            "the person did not approve it".to_owned()
+            (Answer::Deny, "the person did not approve it")
         };
-        self.decide_task(&entry, yes, APPROVER, note).await;
-        Ok(())
+        self.decide_task(&entry, &answer, note, APPROVER).await
     }
 
-    /// `tasks/cancel`: a task still waiting for a person is denied (nothing
-    /// ran, nothing will), and reads `cancelled` from then on. A task
-    /// already decided, running or done is left as it is: what a person
-    /// decided stands, and a call that runs is never cut halfway.
+    /// `tasks/cancel`: a task still waiting for the client's answer is
+    /// denied (nothing ran, nothing will), and reads `cancelled` from then
+    /// on. A task whose question only a person answers (the asking process
+    /// or this one decides in the inbox, or it asks whether an earlier
+    /// attempt took effect) cannot be cancelled by the client: `-32602`,
+    /// nothing changed. A task already decided, running or done is left as
+    /// it is: what was decided stands, and a call that runs is never cut
+    /// halfway.
     pub(super) async fn cancel_task(&self, id: &str) -> Result<(), ErrorData> {
         let entry = self.task_entry(id).await?;
-        if matches!(stage(&entry, now_ms()), Stage::Open) {
-            self.decide_task(
-                &entry,
-                false,
-                CANCELLED_BY,
-                "the MCP client cancelled the task before a person decided".to_owned(),
-            )
-            .await;
-        } else {
+        if !matches!(stage(&entry, now_ms()), Stage::Open) {
             tracing::debug!(
                 task = id,
                 "a cancel for a task past its question changes nothing"
             );
+            return Ok(());
         }
-        Ok(())
+        self.decide_task(
+            &entry,
+            &Answer::Deny,
+            "the MCP client cancelled the task before a person decided",
+            CANCELLED_BY,
+        )
+        .await
     }
 
-    /// The approval behind the task `id`, if it is this server's caller's;
-    /// any other (unknown, purged, another caller's) is the same error, so
-    /// that a task id tells nothing to anyone else.
+    /// The approval behind the task `id`, if it is this server's caller's,
+    /// in one of its conversations ([`McpServer::owns_session`]); any other
+    /// (unknown, purged, another caller's or another conversation's) is the
+    /// same error, so that a task id tells nothing to anyone else.
     async fn task_entry(&self, id: &str) -> Result<ApprovalEntry, ErrorData> {
         let unknown = || {
             ErrorData::invalid_params(
@@ -191,7 +276,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             )
         };
         match self.dispatcher.store().approval(id).await {
-            Ok(Some(entry)) if entry.approval.caller == self.caller.id() => Ok(entry),
+            Ok(Some(entry))
+                if entry.approval.caller == self.caller.id()
+                    && self.owns_session(&entry.approval.session) =>
+            {
+                Ok(entry)
+            }
             Ok(_) => Err(unknown()),
             Err(error) => Err(ErrorData::new(
                 ErrorCode::INTERNAL_ERROR,
@@ -201,56 +291,102 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
     }
 
-    /// Records a decision on an open task, then carries it out. Someone
-    /// else may have decided first (the inbox, another replica): the call
-    /// then carries out theirs.
-    async fn decide_task(&self, entry: &ApprovalEntry, approved: bool, by: &str, note: String) {
+    /// Records the client's answer on an open task, as [`life::decide`]
+    /// takes it, then carries the decision out. Someone else may have
+    /// decided first (the inbox, another replica): the call then carries
+    /// out theirs. An answer the question does not take is the error.
+    async fn decide_task(
+        &self,
+        entry: &ApprovalEntry,
+        answer: &Answer<'_>,
+        note: &str,
+        by: &str,
+    ) -> Result<(), ErrorData> {
         let id = entry.approval.id.as_str();
-        let now = now_ms();
-        let decision = ApprovalDecision {
-            approved,
-            by: by.to_owned(),
-            note,
-            edited_arguments: None,
-            decided_ms: now,
+        let answerer = Answerer::Client {
+            caller: self.caller.id(),
+            session: &entry.approval.session,
+            by,
+            allowed_here: self.clients_decide(),
         };
-        match self
-            .dispatcher
-            .store()
-            .decide_approval(id, &decision, now)
-            .await
+        match life::decide(
+            self.dispatcher.store(),
+            id,
+            None,
+            &answerer,
+            answer,
+            note,
+            now_ms(),
+        )
+        .await
         {
-            Ok(DecideOutcome::Decided | DecideOutcome::AlreadyDecided) => {
+            Ok(_) | Err(Refusal::Closed) => {
                 if let Ok(entry) = self.task_entry(id).await
                     && matches!(stage(&entry, now_ms()), Stage::Decided)
                 {
                     self.carry_out_task(&entry).await;
                 }
+                Ok(())
             }
-            Ok(outcome) => tracing::debug!(task = id, ?outcome, "the decision was not recorded"),
-            Err(error) => {
-                tracing::warn!(task = id, %error, "the decision could not be recorded");
-            }
+            Err(Refusal::Store(error)) => Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("the store is unavailable ({error}); nothing was decided, try again"),
+                None,
+            )),
+            Err(refusal) => Err(self.task_refused(id, &refusal)),
         }
     }
 
-    /// Carries out the decision recorded on a task's approval: the call is
-    /// made again with the approval, through the whole pipeline, which uses
-    /// the approval up at most once (so two replicas never both run it) and
-    /// keeps what came of it with the approval.
+    /// The error for an answer a task's question does not take.
+    fn task_refused(&self, id: &str, refusal: &Refusal) -> ErrorData {
+        let why = match refusal {
+            Refusal::Unknown => {
+                return ErrorData::invalid_params(
+                    format!("no task {} for this caller", cut(id, MAX_TASK_ID_ECHO)),
+                    None,
+                );
+            }
+            Refusal::NotPermitted(QuestionKind::Approval) => {
+                "a person decides this call in the approval inbox, not the client; wait for the \
+                 task with tasks/get"
+                    .to_owned()
+            }
+            Refusal::NotPermitted(QuestionKind::InDoubt) | Refusal::WrongKind(_) => {
+                "it asks whether an earlier attempt of the call took effect, which only a person \
+                 answers (in the approval inbox); wait for the task with tasks/get"
+                    .to_owned()
+            }
+            other => other.to_string(),
+        };
+        ErrorData::invalid_params(
+            format!(
+                "task {} does not take this answer: {why}",
+                cut(id, MAX_TASK_ID_ECHO)
+            ),
+            None,
+        )
+    }
+
+    /// Carries out the decision recorded on a task's question: the call is
+    /// made again through the whole pipeline: with the approval, which it
+    /// uses up at most once (so two replicas never both run it), or finds
+    /// taken and answers what came of the call; or, for a question about an
+    /// unknown outcome, as the call itself, which settles it as the person
+    /// said. What came of it is kept with the question.
     async fn carry_out_task(&self, entry: &ApprovalEntry) {
         let approval = &entry.approval;
         let call_id = format!("task:{}", approval.id);
-        let answer = self
-            .dispatcher
-            .execute(
-                Call::new(&approval.tool, Arguments::Parsed(&approval.arguments))
-                    .caller(&self.caller)
-                    .session(&approval.session)
-                    .call_id(&call_id)
-                    .approval(&approval.id),
-            )
-            .await;
+        let call = self.pipeline_call(
+            &approval.tool,
+            Arguments::Parsed(&approval.arguments),
+            &approval.session,
+            &call_id,
+        );
+        let call = match approval.kind() {
+            QuestionKind::InDoubt => call,
+            _ => call.approval(&approval.id),
+        };
+        let answer = self.dispatcher.execute(call).await;
         tracing::info!(task = approval.id, code = %answer.code, "a task's decision was carried out");
     }
 
@@ -259,36 +395,40 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         &self,
         entry: &ApprovalEntry,
         context: &RequestContext<RoleServer>,
+        outcome_unknown: bool,
     ) -> DetailedTask {
         let approval = &entry.approval;
         let mut updated = approval
             .decision
             .as_ref()
             .map_or(approval.created_ms, |decision| decision.decided_ms);
+        let in_doubt = approval.kind() == QuestionKind::InDoubt;
         let payload = match stage(entry, now_ms()) {
-            Stage::Open if self.elicits(context) => match approval_question(&asked(entry)) {
-                Ok(question) => {
-                    let mut requests = InputRequests::new();
-                    requests.insert(
-                        APPROVAL_INPUT.to_owned(),
-                        InputRequest::Elicitation(ElicitRequest::new(question)),
-                    );
-                    TaskPayload::InputRequired {
-                        input_requests: requests,
+            Stage::Open if !in_doubt && approval.answerers.client() && self.elicits(context) => {
+                match approval_question(&asked(entry)) {
+                    Ok(question) => {
+                        let mut requests = InputRequests::new();
+                        requests.insert(
+                            APPROVAL_INPUT.to_owned(),
+                            InputRequest::Elicitation(ElicitRequest::new(question)),
+                        );
+                        TaskPayload::InputRequired {
+                            input_requests: requests,
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(task = approval.id, %error, "could not build the approval question");
+                        TaskPayload::Working
                     }
                 }
-                Err(error) => {
-                    tracing::warn!(task = approval.id, %error, "could not build the approval question");
-                    TaskPayload::Working
-                }
-            },
+            }
             Stage::Open | Stage::Decided | Stage::Running => TaskPayload::Working,
             Stage::Done(result) => {
                 updated = updated.max(result.at_ms);
                 let cancelled = approval
                     .decision
                     .as_ref()
-                    .is_some_and(|decision| decision.by == CANCELLED_BY);
+                    .is_some_and(|decision| decision.by == CANCELLED_BY && !decision.approved);
                 if cancelled {
                     TaskPayload::Cancelled
                 } else {
@@ -306,9 +446,17 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
         let message = match payload.status() {
             TaskStatus::InputRequired => "waiting for a person to approve the call",
+            TaskStatus::Working if outcome_unknown => {
+                "whether the approved call took effect is unknown: waiting for a person to settle \
+                 it in the approval inbox"
+            }
             TaskStatus::Working if entry.used_ms.is_some() => "the approved call is running",
             TaskStatus::Working if approval.decision.is_some() => {
                 "a decision was taken; the call is being carried out"
+            }
+            TaskStatus::Working if in_doubt => {
+                "whether an earlier attempt took effect is unknown: waiting for a person to \
+                 settle it in the approval inbox"
             }
             TaskStatus::Working => "waiting for a person's decision in the approval inbox",
             TaskStatus::Cancelled => "cancelled before a person decided; nothing ran",

@@ -9,8 +9,13 @@ use crate::canonical::{canonical_json, idempotency_key, idempotency_key_of};
 
 /// The key both ways: streamed (or its fallback) and through `to_value`.
 fn both_keys<T: Serialize>(value: &T) -> (String, String) {
-    let via_value = idempotency_key("s", "t", &serde_json::to_value(value).expect("to_value"));
-    let streamed = idempotency_key_of("s", "t", value).expect("a key");
+    let via_value = idempotency_key(
+        "c",
+        "s",
+        "t",
+        &serde_json::to_value(value).expect("to_value"),
+    );
+    let streamed = idempotency_key_of("c", "s", "t", value).expect("a key");
     (streamed.as_str().to_owned(), via_value)
 }
 
@@ -150,10 +155,10 @@ fn a_raw_value_is_written_with_each_number_nearest_to_its_text() {
         r#"{"x":333333333.3333333}"#
     );
     assert_eq!(
-        idempotency_key_of("s", "t", &third)
+        idempotency_key_of("c", "s", "t", &third)
             .expect("a key")
             .as_str(),
-        idempotency_key("s", "t", &json!({"x": 333_333_333.333_333_3_f64}))
+        idempotency_key("c", "s", "t", &json!({"x": 333_333_333.333_333_3_f64}))
     );
     // Inside a struct, as an argument field.
     #[derive(Serialize)]
@@ -172,7 +177,7 @@ fn a_raw_value_is_written_with_each_number_nearest_to_its_text() {
     // Text that is no JSON the crate reads falls back to `to_value`.
     let twice = raw(r#"{"a": 1, "a": 2}"#);
     assert!(canonical_text(&twice).is_err());
-    assert!(idempotency_key_of("s", "t", &twice).is_ok());
+    assert!(idempotency_key_of("c", "s", "t", &twice).is_ok());
 }
 
 /// A map that names a member twice: `to_value` keeps one of them.
@@ -199,18 +204,20 @@ fn a_member_named_twice_falls_back_to_the_value_path() {
 #[test]
 fn the_buffers_are_reused_without_leaking_one_key_into_the_next() {
     let first = idempotency_key_of(
+        "c",
         "s",
         "t",
         &json!({"b": {"y": 1, "x": [1, {"q": 2, "p": 3}]}, "a": 0}),
     );
-    let second = idempotency_key_of("s", "t", &json!({"a": 0}));
+    let second = idempotency_key_of("c", "s", "t", &json!({"a": 0}));
     assert_eq!(
         second.expect("a key").as_str(),
-        idempotency_key("s", "t", &json!({"a": 0}))
+        idempotency_key("c", "s", "t", &json!({"a": 0}))
     );
     assert_eq!(
         first.expect("a key").as_str(),
         idempotency_key(
+            "c",
             "s",
             "t",
             &json!({"a": 0, "b": {"x": [1, {"p": 3, "q": 2}], "y": 1}})

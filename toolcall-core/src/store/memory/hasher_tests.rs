@@ -4,7 +4,7 @@ use std::hash::BuildHasher;
 use super::{Key, KeyHasher, Slot};
 
 fn hex_key(i: u64) -> String {
-    crate::canonical::idempotency_key("s", "t", &serde_json::Value::from(i))
+    crate::canonical::idempotency_key("c", "s", "t", &serde_json::Value::from(i))
 }
 
 fn key(hex: &str) -> Key {

@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hash};
 
 use super::{KeyHasher, Slot};
 use crate::result::ToolResult;
-use crate::store::{ApprovalEntry, RecordedOutcome};
+use crate::store::{ApprovalEntry, Key, PendingApproval, RecordedOutcome};
 
 #[derive(Debug, Default)]
 pub(super) struct Shard {
@@ -78,6 +78,10 @@ pub(super) struct Counted {
 pub(super) struct Record {
     pub(super) state: RecordState,
     pub(super) touched_ms: u64,
+    /// The question a person is asked if the outcome stays unknown
+    /// ([`Store::claim_asking`](crate::store::Store::claim_asking)), and
+    /// its key and when the claim was made.
+    pub(super) question: Option<Box<(PendingApproval, Key, u64)>>,
 }
 
 #[derive(Debug)]

@@ -34,6 +34,7 @@ fn a_call_start_says_no_approval_is_decided_only_until_a_person_decides_one() {
             decision,
             reason: None,
             tainted: Vec::new(),
+            answerers: Default::default(),
         };
         store.put_approval(&question("a", None)).await.unwrap();
         let begun = store.begin_call(&start).await.unwrap();
