@@ -177,6 +177,13 @@ pub struct McpArgs {
     /// `--wait-approval`). It changes nothing in host mode.
     #[arg(long)]
     pub elicitation_approves: bool,
+    /// Run every call in the conversation this server gives it
+    /// (`--session-id`'s, or its connection's), and refuse, nothing run, a
+    /// call that names another in its `_meta` (`toolcall/conversation`): a
+    /// client cannot shed its conversation's step budget, taint or
+    /// questions by naming a fresh one.
+    #[arg(long)]
+    pub pin_conversation: bool,
     /// Serve MCP over streamable HTTP at `http://ADDR/mcp` instead of
     /// standard input and output (`127.0.0.1:8808`; port 0 picks a free
     /// one): the address served is printed on standard error at start.

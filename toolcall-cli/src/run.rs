@@ -149,7 +149,8 @@ impl Command {
                 let options = options
                     .name(program)
                     .wait_approval(std::time::Duration::from_secs(args.wait_approval))
-                    .elicitation_approves(args.elicitation_approves);
+                    .elicitation_approves(args.elicitation_approves)
+                    .pinned(args.pin_conversation);
                 match args.http {
                     None => toolcall_mcp::serve_stdio(dispatcher, options)
                         .await

@@ -27,7 +27,7 @@
 //! |---|---|
 //! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit |
 //! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call |
-//! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields), `note`, `csrf` |
+//! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields) for an approval question, `happened` or `not_happened` for a question about an unknown outcome; `note`, `csrf`. Recorded as a person's decision through [`toolcall_core::life::decide`]; an answer of the other kind is a 422 and decides nothing |
 //! | `GET /history` | each decision, who took it, and what came of it |
 //! | `GET /metrics` | the audit log's metrics (`report`'s), as inline SVG charts: rejections by code, and by tool and by code over time (in buckets of wall time, UTC; in slices of the log's order for a log whose records carry no time) |
 //! | `GET /sessions` | the signed-in person's sign-ins (when and from where each began, when it ends, which is this browser), and a button that signs them all out |
@@ -47,9 +47,14 @@
 //! A call whose earlier attempt may have taken effect (its outcome is
 //! unknown, and its backend cannot be asked) waits here too, with the
 //! reason `in_doubt`: its card asks what happened, with two answers,
-//! "It did not happen: run it once" (an approval) and "It happened: do not
-//! run it again" (a denial), and no edit; the history says "settled: it did
-//! not happen" or "settled: it happened".
+//! "It did not happen: run it once" (`not_happened`) and "It happened: do
+//! not run it again" (`happened`), and no edit; neither an approval nor a
+//! denial answers it. The history says "settled: it did not happen" or
+//! "settled: it happened". Before it lists, the inbox asks about every
+//! unknown outcome a process left without a question
+//! ([`toolcall_core::life::surface`]): a call whose process died after its
+//! claim, or could not record what came of it, is listed without waiting
+//! for an identical call.
 //!
 //! # Security
 //!

@@ -177,36 +177,42 @@
 //! answers is read from the store, so any replica over the same store
 //! answers it, and a restart forgets nothing.
 //!
-//! | the approval | `tasks/get` answers |
+//! | the question | `tasks/get` answers |
 //! |---|---|
-//! | undecided, and this client may decide it (it declares form elicitation; in inbox mode only with [`Options::elicitation_approves`]) | `input_required`, the approval question under `inputRequests.approval` |
-//! | undecided, decided in the inbox only | `working` |
+//! | an approval, undecided, and this client may decide it (the asking process let its clients decide, host mode or [`Options::elicitation_approves`], and so does this one, and the client declares form elicitation) | `input_required`, the approval question under `inputRequests.approval` |
+//! | an approval, undecided, decided in the inbox only | `working` |
+//! | whether an earlier attempt took effect (in doubt) | `working`: only a person answers it, in the inbox |
 //! | decided, not carried out yet | carried out first, through the pipeline, then read again |
-//! | taken by a call that runs now | `working` |
+//! | taken by a call that has not answered yet | where that call stands, on any replica ([`Dispatcher::recorded`](toolcall_core::Dispatcher::recorded)): completed (by any process) is `completed` with its answer; never run to the end (its process died before its claim) is carried out now, under its key; in doubt is `working` until a person settles it; running is `working` |
 //! | done | `completed`, the call's whole answer as `result` (a `CallToolResult`: ok, refused, denied or edited as the pipeline said) |
 //! | expired before a decision was carried out | `completed` with `CONFIRMATION_EXPIRED`: nothing ran |
 //! | denied by `tasks/cancel` | `cancelled`: nothing ran |
 //!
-//! `tasks/update` answers the question (`inputResponses.approval`, the
-//! elicitation result): the answer is recorded as the person's decision
-//! (`mcp-elicitation`) and carried out at once. A person's decision in the
-//! inbox is carried out by the next `tasks/get` on any replica, so a task
-//! made by a replica that is gone completes on another. Carrying out a
-//! decision is making the call again with its approval
-//! ([`Call::approval`]): the store hands an approval to one call only, so
-//! replicas that race run the tool once, and the answer is kept with the
-//! approval ([`ApprovalResult::answer`](toolcall_core::store::ApprovalResult::answer))
-//! for every later `tasks/get`. `tasks/cancel` denies a task still waiting
-//! for a person (nothing ran, nothing will; a person's yes after it finds
-//! the approval decided); a task already decided, running or done is left
-//! alone: a person's decision stands, and a call that runs is never cut
-//! halfway. A task id that is unknown, purged or another caller's is the
-//! same `-32602` error: an id tells nothing to anyone else.
+//! A task is its caller's and its conversation's: `tasks/*` reach only the
+//! questions of this server's caller in a conversation this server runs its
+//! calls in (its own, or one its caller names in `_meta`). Any other id
+//! (unknown, purged, another caller's, another conversation's) is the same
+//! `-32602` error: an id tells nothing to anyone else.
 //!
-//! Known limit: a process that dies after taking a decided approval and
-//! before recording its answer leaves the task `working`; the call itself
-//! is then in doubt in the store, and an identical call settles it as
-//! [`RecordedOutcome::InDoubt`](toolcall_core::store::RecordedOutcome::InDoubt) says.
+//! `tasks/update` answers an approval question (`inputResponses.approval`,
+//! the elicitation result), as [`toolcall_core::life`] takes a client's
+//! answer: only where the question lets clients decide (as the process that
+//! asked recorded it) and this server does too; the answer is recorded as
+//! the decision (`mcp-elicitation`) and carried out at once. Anything else
+//! (inbox mode without approvals by elicitation, on either process; a
+//! question about an unknown outcome) is `-32602` and changes nothing. A
+//! person's decision in the inbox is carried out by the next `tasks/get` on
+//! any replica, so a task made by a replica that is gone completes on
+//! another. Carrying out a decision is making the call again with its
+//! approval ([`Call::approval`]): the store hands an approval to one call
+//! only, so replicas that race run the tool once, and the answer is kept
+//! with the approval ([`ApprovalResult::answer`](toolcall_core::store::ApprovalResult::answer))
+//! for every later `tasks/get`. `tasks/cancel` is the client's no to an
+//! approval question it may answer: the call is denied (nothing ran,
+//! nothing will; the denial is final, as every denial), and the task reads
+//! `cancelled`; where the client may not answer, it is `-32602` and the task
+//! keeps waiting for a person. A task already decided, running or done is
+//! left alone: a decision stands, and a call that runs is never cut halfway.
 //!
 //! # Every request is answered
 //!
@@ -278,7 +284,10 @@
 //!   for a person on the next; a refund made on one is replayed on the
 //!   next, not made again; the step budget is the conversation's.
 //! * A call may name its conversation in its request's `_meta`:
-//!   `"toolcall/conversation": "ticket-7"` ([`CONVERSATION_META`]). It runs
+//!   `"toolcall/conversation": "ticket-7"` ([`CONVERSATION_META`]), unless
+//!   the server is pinned ([`Options::pinned`], the command line's
+//!   `--pin-conversation`), which refuses such a call; a caller names at most
+//!   [`Options::max_named_conversations`] within an hour. It runs
 //!   in [`Options::named_session`]`(caller, name)`,
 //!   `<base>/named:<caller id length>:<caller id>/<name>`, where `<base>` is
 //!   the prefix or the shared conversation and the caller is the

@@ -29,6 +29,8 @@ use toolcall_sqlite::SqliteStore;
 #[derive(Debug, Default)]
 struct Bank {
     transfers: AtomicU64,
+    /// The next transfer goes through and its answer is lost.
+    lose: std::sync::atomic::AtomicBool,
 }
 
 impl Bank {
@@ -48,6 +50,9 @@ fn transfer(
     amount_cents: i64,
 ) -> Result<Value, ToolError> {
     ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
+    if ctx.state.lose.swap(false, Ordering::SeqCst) {
+        return Err(ToolError::transient("the bank's answer was lost"));
+    }
     Ok(json!({"to": to, "amount_cents": amount_cents}))
 }
 
@@ -153,6 +158,11 @@ type Client = RunningService<RoleClient, TaskClient>;
 /// Connects `client` to a server over `replica` whose calls are `caller`'s,
 /// in the shared conversation `desk`, over an in-process pipe.
 fn connect(replica: &Replica, caller: &str, client: TaskClient) -> Client {
+    connect_in(replica, caller, client, "desk")
+}
+
+/// As [`connect`], in the shared conversation `conversation`.
+fn connect_in(replica: &Replica, caller: &str, client: TaskClient, conversation: &str) -> Client {
     let (server_io, client_io) = tokio::io::duplex(64 * 1024);
     let (read, write) = tokio::io::split(server_io);
     let client_config = rmcp::ClientHandler::get_info(&client);
@@ -164,7 +174,8 @@ fn connect(replica: &Replica, caller: &str, client: TaskClient) -> Client {
     );
     server_config.protocol_version = ProtocolVersion::V_2026_07_28;
     let caller = replica.caller(caller).unwrap().clone();
-    let server = McpServer::new(Arc::clone(replica), Options::conversation("desk")).caller(caller);
+    let server =
+        McpServer::new(Arc::clone(replica), Options::conversation(conversation)).caller(caller);
     keep(serve_directly(
         server,
         FrameGuard::new(read, write),
@@ -666,4 +677,148 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
     let retried = on_b.call_tool(transfer_call()).await.unwrap();
     assert_eq!(retried.structured_content.unwrap()["replayed"], true);
     assert_eq!(fleet.transfers(), 1);
+}
+
+/// A task whose carry-out was killed (the approval taken, no answer kept)
+/// said `working` for ever, even once its call had completed elsewhere: it
+/// answers where its call stands on its next `tasks/get`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
+    let fleet = Fleet::new("carry-out-died");
+    let one = fleet.replica(Approvals::Inbox);
+    let client = connect(&one, "agent", POLLING);
+    let inbox = fleet.inbox();
+
+    // Taken, run, its result recorded under its key, and the process died
+    // before the task's answer was kept.
+    let task = start_transfer(&client).await;
+    inbox
+        .decide_approval(&task.task_id, &person(true), now_ms())
+        .await
+        .unwrap();
+    take(&inbox, &task.task_id).await;
+    let key: toolcall::store::Key = toolcall::canonical::idempotency_key(
+        "agent",
+        "desk",
+        "transfer",
+        &json!({"to": "ACC-7", "amount_cents": 2590}),
+    )
+    .parse()
+    .unwrap();
+    let ran = toolcall::ToolResult::success(
+        "transfer",
+        json!({"to": "ACC-7", "amount_cents": 2590})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    inbox.complete(&key, &ran).await.unwrap();
+    let result = completed(&get(&client, &task.task_id).await);
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(result["replayed"], true, "{result}");
+    assert_eq!(fleet.transfers(), 0, "nothing ran again");
+
+    // Taken, and the process died before its claim: carried out now, once.
+    let task = start_transfer_of(&client, 2591).await;
+    inbox
+        .decide_approval(&task.task_id, &person(true), now_ms())
+        .await
+        .unwrap();
+    take(&inbox, &task.task_id).await;
+    let result = completed(&get(&client, &task.task_id).await);
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(fleet.transfers(), 1);
+    let again = completed(&get(&client, &task.task_id).await);
+    assert_eq!(again, result);
+    assert_eq!(fleet.transfers(), 1);
+}
+
+/// Uses the approval up, as a call that takes it and then dies does.
+async fn take(store: &SqliteStore, id: &str) {
+    let binding = toolcall::store::Binding {
+        session: "desk",
+        caller: "agent",
+        tool: Some("transfer"),
+        digest: None,
+    };
+    assert!(matches!(
+        store.take_approval(id, &binding, now_ms()).await.unwrap(),
+        toolcall::store::TakeApproval::Taken(_)
+    ));
+}
+
+/// `tasks/get` read another conversation's pending transfer, `tasks/update`
+/// approved it and `tasks/cancel` denied it: a task is its conversation's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_conversations_task_is_unknown_to_the_same_caller() {
+    let fleet = Fleet::new("conversations");
+    let one = fleet.replica(Approvals::Host);
+    let owner = connect_in(&one, "agent", ASKING, "desk");
+    let task = start_transfer(&owner).await;
+    let other = connect_in(&one, "agent", ASKING, "elsewhere");
+    let unknown = |result: Result<(), ServiceError>| match result {
+        Err(ServiceError::McpError(error)) => {
+            assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+            assert!(error.message.contains("no task"), "{}", error.message);
+        }
+        other => panic!("unknown to another conversation: {other:?}"),
+    };
+    let read = other
+        .peer()
+        .get_task(GetTaskParams::new(&task.task_id))
+        .await;
+    assert!(read.is_err(), "{read:?}");
+    unknown(update(&other, &task.task_id, true).await);
+    unknown(cancel(&other, &task.task_id).await);
+    assert_eq!(fleet.transfers(), 0);
+    assert_eq!(
+        get(&owner, &task.task_id).await.status(),
+        TaskStatus::InputRequired,
+        "still its owner's question"
+    );
+}
+
+/// A transfer whose answer was lost is asked about as "approve this call?"
+/// through its task, and a yes ran it again; a cancel said it happened.
+/// Only a person answers whether it took effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_about_an_unknown_outcome_is_no_task_answer() {
+    let fleet = Fleet::new("in-doubt");
+    let one = fleet.replica(Approvals::Host);
+    let client = connect(&one, "agent", ASKING);
+    let task = start_transfer(&client).await;
+    fleet.bank.lose.store(true, Ordering::SeqCst);
+    update(&client, &task.task_id, true).await.unwrap();
+    assert_eq!(fleet.transfers(), 1, "it went through");
+    let after = get(&client, &task.task_id).await;
+    assert_eq!(after.status(), TaskStatus::Working, "{after:?}");
+    // The question about the unknown outcome.
+    let doubt = fleet
+        .inbox()
+        .pending_approvals(now_ms(), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|q| q.reason.as_deref() == Some("in_doubt"))
+        .expect("a person is asked whether it took effect");
+    let read = get(&client, &doubt.id).await;
+    assert_eq!(
+        read.status(),
+        TaskStatus::Working,
+        "never input_required: {read:?}"
+    );
+    for refused in [
+        update(&client, &doubt.id, true).await,
+        update(&client, &doubt.id, false).await,
+        cancel(&client, &doubt.id).await,
+    ] {
+        let Err(ServiceError::McpError(error)) = refused else {
+            panic!("refused: {refused:?}");
+        };
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert!(error.message.contains("only a person"), "{}", error.message);
+    }
+    let kept = fleet.inbox().approval(&doubt.id).await.unwrap().unwrap();
+    assert!(kept.approval.decision.is_none(), "nothing was decided");
+    assert_eq!(fleet.transfers(), 1, "never run again on a client's word");
 }

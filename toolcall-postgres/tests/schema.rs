@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::ToolResult;
+use toolcall::life::Answerers;
 use toolcall::store::Store;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
@@ -752,6 +753,91 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
             .await
             .unwrap();
         assert_eq!(all.total, 2);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v5");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        // Back to version 5 as it was, with an approval and a claim a
+        // version-5 replica made.
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "DROP INDEX toolcall_approvals_caller_open, toolcall_records_asking;
+                 ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+                 ALTER TABLE toolcall_records DROP COLUMN question, DROP COLUMN asked_ms;
+                 UPDATE toolcall_schema_version SET version = 5;",
+            )
+            .await
+            .unwrap();
+        let now = now_ms() as i64;
+        client
+            .execute(
+                "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key)
+                 VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $1, $2, $3)",
+                &[&now, &(now + 600_000), &session_key("s")],
+            )
+            .await
+            .unwrap();
+        // A claim whose lease has already run out.
+        client
+            .execute(
+                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                 VALUES ($1, 'in_flight', 0, NULL, $2)",
+                &[&key("k-old").as_str(), &now],
+            )
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 6);
+        // An approval of version 5 is a person's only.
+        let old = store.approval("p1").await.unwrap().unwrap();
+        assert_eq!(old.approval.answerers, Answerers::PERSON);
+        // Its lapsed claim kept no question: none to list.
+        assert!(store.unsettled(now_ms(), 10).await.unwrap().is_empty());
+        // The new columns work.
+        let asked = PendingApproval {
+            id: "p2".into(),
+            answerers: Answerers::new(true, false),
+            digest: "d2".into(),
+            ..old.approval.clone()
+        };
+        store.ask_approval(&asked, 5).await.unwrap();
+        assert_eq!(
+            store.approval("p2").await.unwrap().unwrap().approval.answerers,
+            asked.answerers
+        );
+        let question = PendingApproval {
+            reason: Some("in_doubt".into()),
+            ..asked
+        };
+        store
+            .claim_asking(&key("k-new"), now_ms(), 1, &question)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let unsettled = store.unsettled(now_ms(), 10).await.unwrap();
+        assert_eq!(unsettled.len(), 1);
+        assert_eq!(unsettled[0].key, key("k-new"));
+        assert_eq!(unsettled[0].question, question);
         drop(store);
         drop_schema(&url, &schema).await;
     });

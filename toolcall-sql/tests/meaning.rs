@@ -287,9 +287,9 @@ fn tables_are_upgraded_through_each_version_once() {
     assert!(!postgres.contains("INTEGER"));
     assert_eq!(postgres.replace("BIGINT", "INTEGER"), schema::TABLES_V0);
 
-    let error = schema::too_new("the database's schema", 6, "toolcall-sqlite", "open it");
+    let error = schema::too_new("the database's schema", 7, "toolcall-sqlite", "open it");
     assert!(error.to_string().ends_with(
-        "the database's schema is version 6, newer than this toolcall-sqlite knows (5): \
+        "the database's schema is version 7, newer than this toolcall-sqlite knows (6): \
          open it with a newer version"
     ));
 }

@@ -290,13 +290,15 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     // The table itself accepts the new state, and still refuses nonsense.
     let raw = Connection::open(&path).unwrap();
     raw.execute(
-        "INSERT INTO toolcall_records VALUES ('raw', 'in_doubt', 0, NULL, 0)",
+        "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+         VALUES ('raw', 'in_doubt', 0, NULL, 0)",
         [],
     )
     .unwrap();
     assert!(
         raw.execute(
-            "INSERT INTO toolcall_records VALUES ('bad', 'lost', 0, NULL, 0)",
+            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+             VALUES ('bad', 'lost', 0, NULL, 0)",
             []
         )
         .is_err()
@@ -529,7 +531,12 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     // Back to version 1 as it was, with an approval a version-1 process asked.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP INDEX toolcall_approvals_created;
+        "DROP INDEX toolcall_approvals_caller_open;
+         DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+         ALTER TABLE toolcall_records DROP COLUMN question;
+         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
+         DROP INDEX toolcall_approvals_created;
          DROP INDEX toolcall_approvals_decided;
          DROP INDEX toolcall_approvals_session_digest;
          DROP INDEX toolcall_approvals_session_created;
@@ -587,7 +594,12 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
     // Back to version 2 as it was, with an approval a version-2 process asked.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP INDEX toolcall_taint_touched;
+        "DROP INDEX toolcall_approvals_caller_open;
+         DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+         ALTER TABLE toolcall_records DROP COLUMN question;
+         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
+         DROP INDEX toolcall_taint_touched;
          DROP TABLE toolcall_taint;
          ALTER TABLE toolcall_approvals DROP COLUMN reason;
          ALTER TABLE toolcall_approvals DROP COLUMN tainted;
@@ -633,7 +645,12 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     drop(SqliteStore::open(&path).unwrap());
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "ALTER TABLE toolcall_approvals DROP COLUMN reason;
+        "DROP INDEX toolcall_approvals_caller_open;
+         DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+         ALTER TABLE toolcall_records DROP COLUMN question;
+         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
+         ALTER TABLE toolcall_approvals DROP COLUMN reason;
          ALTER TABLE toolcall_approvals DROP COLUMN tainted;
          PRAGMA user_version = 3;",
     )
@@ -731,7 +748,12 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
     // Back to version 4 as it was, with an approval a version-4 process asked.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP INDEX toolcall_approvals_session_digest;
+        "DROP INDEX toolcall_approvals_caller_open;
+         DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+         ALTER TABLE toolcall_records DROP COLUMN question;
+         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
+         DROP INDEX toolcall_approvals_session_digest;
          DROP INDEX toolcall_approvals_session_created;
          DROP INDEX toolcall_approvals_tool_created;
          ALTER TABLE toolcall_approvals DROP COLUMN session_key;
@@ -781,4 +803,77 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
         .unwrap();
     let all = block_on(store.pending_page(&PendingQuery::new(now_ms(), 10))).unwrap();
     assert_eq!(all.total, 2);
+}
+
+#[test]
+fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
+    let path = fresh_dir("v5").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Back to version 5 as it was, with an approval and a claim a version-5
+    // process made.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX toolcall_approvals_caller_open;
+         DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+         ALTER TABLE toolcall_records DROP COLUMN question;
+         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
+         PRAGMA user_version = 5;",
+    )
+    .unwrap();
+    let now = now_ms() as i64;
+    conn.execute(
+        "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key)
+         VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?1, ?2, ?3)",
+        rusqlite::params![now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+         VALUES (?1, 'in_flight', 0, NULL, ?2)",
+        rusqlite::params![key("k-old").as_str(), now],
+    )
+    .unwrap();
+    drop(conn);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 6);
+    block_on(async {
+        // An approval of version 5 is a person's only.
+        let old = store.approval("p1").await.unwrap().unwrap();
+        assert_eq!(old.approval.answerers, toolcall::life::Answerers::PERSON);
+        // Its lapsed claim kept no question: none to list.
+        assert!(store.unsettled(now_ms(), 10).await.unwrap().is_empty());
+        // The new columns work.
+        let asked = PendingApproval {
+            id: "p2".into(),
+            answerers: toolcall::life::Answerers::new(true, false),
+            digest: "d2".into(),
+            ..old.approval.clone()
+        };
+        store.ask_approval(&asked, 5).await.unwrap();
+        assert_eq!(
+            store
+                .approval("p2")
+                .await
+                .unwrap()
+                .unwrap()
+                .approval
+                .answerers,
+            asked.answerers
+        );
+        let question = PendingApproval {
+            reason: Some("in_doubt".into()),
+            ..asked
+        };
+        store
+            .claim_asking(&key("k-new"), now_ms(), 1, &question)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let unsettled = store.unsettled(now_ms(), 10).await.unwrap();
+        assert_eq!(unsettled.len(), 1);
+        assert_eq!(unsettled[0].key, key("k-new"));
+        assert_eq!(unsettled[0].question, question);
+    });
 }

@@ -407,8 +407,10 @@
 //!
 //! # Idempotency
 //!
-//! The key is SHA-256 over the session, the tool and the canonical JSON of
-//! the *validated* arguments ([`canonical`]), so `{"amount_cents": 2590}`
+//! The key is SHA-256 over the caller, the session, the tool and the
+//! canonical JSON of the *validated* arguments ([`canonical`]): the caller
+//! is part of a call's identity, so two callers' identical calls in one
+//! conversation never replay, count or wait for each other. `{"amount_cents": 2590}`
 //! and `{ "amount_cents" : 2590 }` are one call. The form is RFC 8785 with
 //! integers kept exact, and it is stable across processes and versions.
 //! Numbers are read from the model's text as RFC 8785 reads them (each the
@@ -443,26 +445,61 @@
 //! * or the host re-sends the call with [`Call::approval`]; arguments that
 //!   differ from those approved are refused.
 //!
-//! A forged, reused, expired, or mismatched id executes nothing
-//! (`CONFIRMATION_INVALID`, `CONFIRMATION_EXPIRED`). Where two identical
+//! A forged, expired, or mismatched id executes nothing
+//! (`CONFIRMATION_INVALID`, `CONFIRMATION_EXPIRED`), on every tool: an id on
+//! a call that needs no approval is refused too, unless it names a question
+//! of that very call. A reused one runs nothing more: it is answered with
+//! what came of its call. Where two identical
 //! actions are legitimate, [`Decision::key_from_approval`] keys the call by
 //! its approval instead of its arguments. The reference's simple flag,
 //! [`Call::confirmed`], keeps working for hosts that ask in-line, for a
 //! call that brings no id.
 //!
-//! **A person's decision is final, in every mode.** An approval id brought
-//! with a call is resolved before anything the host says: a decision a
-//! person recorded under it (the inbox, [`Dispatcher::approve`] or
-//! [`Dispatcher::deny`]) is carried out whatever `confirmed` says: a denial
-//! is `CONFIRMATION_DENIED`, edited arguments run in place of the model's
+//! **A person's decision is final, in every mode.** Every decision is
+//! recorded in the store first ([`life::decide`]), whoever takes it: the
+//! inbox, [`Dispatcher::approve`] and [`Dispatcher::deny`], an MCP client's
+//! answer. An approval id brought with a call is resolved before anything
+//! the host says: the decision recorded under it is carried out whatever
+//! `confirmed` says: edited arguments run in place of the model's
 //! (`data.edited_by_person`), an expired id is `CONFIRMATION_EXPIRED`, a used
-//! one replays its call or is `CONFIRMATION_INVALID`. A call that needs a
-//! person and brings no id (an MCP client cannot bring one back) is the same
-//! question as before: an identical call in the same conversation, from any
-//! process, gets the same pending approval and its id, and carries out the
-//! decision once a person made it, whatever the host's `confirmed` says. A conversation holds at most
-//! [`Settings::max_pending_approvals`] open questions (`PENDING_LIMIT`
-//! after that), so a looping agent cannot bury the others' in the inbox.
+//! one answers what came of its call. A denial answers *every* identical call
+//! of the conversation `CONFIRMATION_DENIED` for as long as the question
+//! lasts, with or without `confirmed` or the id, and is never a fresh
+//! question: the person is not shown the call again; an edit likewise
+//! answers every identical call with the edited call's answer. A call that
+//! needs a person and brings no id (an MCP client cannot bring one back) is
+//! the same question as before: an identical call in the same conversation,
+//! from any process, gets the same pending approval and its id, and carries
+//! out the decision once a person made it. The host's `confirmed` approves
+//! only where the question of the call, if one is open, was asked in host
+//! mode. A conversation holds at most [`Settings::max_pending_approvals`]
+//! open questions, and a caller at most [`Settings::max_pending_per_caller`]
+//! in all its conversations (`PENDING_LIMIT` after that), so a looping agent
+//! cannot bury the others' in the inbox, nor shed the bound by naming fresh
+//! conversations.
+//!
+//! # A call's life: who may decide what
+//!
+//! One model of a call's life, in [`life`], is what every entry point
+//! adapts to: a call, the host's `confirmed` and approval ids, the host's
+//! [`Dispatcher::approve`], [`deny`](Dispatcher::deny) and
+//! [`settle`](Dispatcher::settle), the inbox's decisions, an MCP client's
+//! answers (elicitation, `input_required`, `tasks/update`, `tasks/cancel`),
+//! retries, crash and store recovery, dry runs. A question has a kind (an
+//! approval, or whether an earlier attempt took effect) and an owner (its
+//! caller and conversation), and records who may answer it besides a person,
+//! as the process that asked was configured:
+//!
+//! | question | answer | a person (inbox, host's API) | the host's `confirmed` or a bare approval id | the MCP client that was asked |
+//! |---|---|---|---|---|
+//! | approval | approve, deny | yes | where the asking process was in [`Approvals::Host`] mode | in its own conversation, where the asking process let its clients decide (host mode, or inbox mode with approvals by elicitation) and so does the answering one |
+//! | approval | edit | yes | no | no |
+//! | in doubt | it happened, it did not ([`Dispatcher::settle`]) | yes | never | never |
+//! | in doubt | approve, deny, cancel | never | never | never |
+//!
+//! To anyone but its owner a question's id is the same as an id that does
+//! not exist. An answer a question does not take is `CONFIRMATION_INVALID`,
+//! saying why, and changes nothing.
 //!
 //! A call answered `CONFIRMATION_REQUIRED` is a question to a person, not
 //! the model repeating itself: it does not count towards
@@ -541,12 +578,33 @@
 //!   with what it did the first time;
 //! * **neither**: the call is never run again blindly. It answers `IN_DOUBT`
 //!   (`data.in_doubt`, `data.reason: "in_doubt"`, a `confirmation_id`), and
-//!   one question goes to a person (the inbox, or [`Dispatcher::approve`] /
-//!   [`Dispatcher::deny`] on its id): *it did not happen* (approve) runs it
-//!   once; *it happened* (deny) answers it, and every identical call after,
-//!   as done (`data.happened`). Until then every identical call gets the
-//!   same `IN_DOUBT` and the same id. A lost answer without a crash is
-//!   settled the same way.
+//!   one question goes to a person (the inbox, or [`Dispatcher::settle`] on
+//!   its id): *it did not happen* runs it once; *it happened* answers it, and
+//!   every identical call after, as done (`data.happened`). An approval, a
+//!   denial or a cancel is not an answer to it. Until then every identical
+//!   call gets the same `IN_DOUBT` and the same id. A lost answer without a
+//!   crash is settled the same way.
+//!
+//! The same rule holds *within* a call: an unknown outcome is never retried
+//! on a guess ([`life::after_unknown`]). A transient failure
+//! ([`ToolError::Transient`]: the effect may have happened) is retried under
+//! the key only when the backend honours it; with `reconcile`, the backend
+//! is asked before each new attempt; with neither, the first such failure is
+//! in doubt. A failure the handler knows came before any effect
+//! ([`ToolError::NotApplied`]: the connection was refused, the transaction
+//! rolled back) is retried plainly, whatever the backend. To try one's own
+//! application's unknown outcomes, make a handler apply its effect and then
+//! return `ToolError::transient(...)` once (the example's
+//! `--lose-next-response` does this).
+//!
+//! A result that could not be recorded (the store went away as the call
+//! ended) is an unknown outcome too: the answer says `in_doubt`
+//! (`STORE_UNAVAILABLE`, "do not call it again"), the audit record says so,
+//! and the call's claim, which kept the question to ask
+//! ([`Store::claim_asking`](store::Store::claim_asking)), lets its lease run
+//! out: the inbox lists the question ([`life::surface`],
+//! [`Dispatcher::surface_unknown_outcomes`]) without waiting for an
+//! identical call, as it does for a process that died after its claim.
 //!
 //! The promise, then, at each level: **at most one attempt in flight per
 //! key, always**, across processes and replicas; **exactly once** when the

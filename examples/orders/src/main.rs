@@ -32,12 +32,13 @@ use toolcall_cli::{Command, Context, Error, StoreSpec, WithStore};
 /// shop committed, is run again under the key and answered the first
 /// refund); a note whose outcome is unknown is never written again on a
 /// guess, but waits for a person in `orders serve` (it happened, or it did
-/// not); a person's decision in the inbox is final (`confirmed: true` does
-/// not override a denial or an edit); and one `--session-id` is one
-/// conversation in every process and MCP connection (taint, replays,
-/// pending approvals).
+/// not), listed there even if the process died; a person's decision is
+/// final (a denial answers every identical call, `confirmed: true`
+/// included); and one `--session-id` is one conversation in every process
+/// and MCP connection, each caller's own (taint, replays, pending
+/// approvals).
 #[derive(Parser)]
-#[command(version, propagate_version = true)]
+#[command(version, propagate_version = true, after_long_help = WHO_DECIDES)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -70,6 +71,28 @@ struct Cli {
     settings: SettingsArgs,
 }
 
+/// Who may answer which question, in every mode (`orders --help`): the
+/// table of `toolcall::life`.
+const WHO_DECIDES: &str = "\
+Who may answer which question (toolcall::life):
+
+  question       answer                   a person     the host              the MCP client asked
+                                          (inbox,      (`confirmed`, a       (elicitation, input_required,
+                                          host API)    bare approval id)     tasks/update, tasks/cancel)
+  approval       approve, deny            yes          where the asking      in its own conversation, where the
+                                                       process ran           asking process let clients decide
+                                                       --approvals host      (host mode, or --elicitation-approves)
+                                                                             and so does the answering one
+  approval       edit                     yes          no                    no
+  in doubt       it happened / it did not yes          never                 never
+  in doubt       approve, deny, cancel    never        never                 never
+
+A question is its caller's and its conversation's: to anyone else its id is
+unknown. A decision is final: a denial answers every identical call while the
+question lasts, whatever it brings. A note whose outcome is unknown is never
+written again on a guess: it waits for a person, and `orders serve` lists it
+even when the process that ran it died.";
+
 /// The pipeline's settings; the defaults are the reference's.
 #[derive(Args)]
 #[command(next_help_heading = "Pipeline")]
@@ -87,9 +110,17 @@ struct SettingsArgs {
     /// Times one exact call may be made before LOOP_DETECTED.
     #[arg(long, default_value_t = 3, global = true)]
     max_duplicate_calls: u64,
-    /// Retries after a transient backend failure, under the same key.
+    /// Retries after a transient backend failure: of a failure before any
+    /// effect, and of a refund (its backend honours the key) under the same
+    /// key. A note whose outcome is unknown is never retried: a person
+    /// settles it.
     #[arg(long, default_value_t = 2, global = true)]
     max_retries: u32,
+    /// Callers that name one conversation share its step budget and its
+    /// taint (never their replays or questions). Without it, each caller's
+    /// calls in a conversation are a conversation of their own.
+    #[arg(long, global = true)]
+    callers_share_conversations: bool,
     /// Wait before retry n: n times this many milliseconds.
     #[arg(long, default_value_t = 200, global = true)]
     retry_backoff_ms: u64,
@@ -330,6 +361,7 @@ fn dispatcher<St: Store>(
         .max_steps(settings.max_steps)
         .max_duplicate_calls(settings.max_duplicate_calls)
         .max_retries(settings.max_retries)
+        .callers_share_conversations(settings.callers_share_conversations)
         .retry_backoff(Duration::from_millis(settings.retry_backoff_ms))
         .claim_lease(Duration::from_millis(settings.claim_lease_ms))
         .claim_wait(Duration::from_millis(settings.claim_wait_ms))

@@ -61,7 +61,11 @@ impl<'a> Call<'a> {
 
     /// The conversation this call belongs to: the scope of the step budget,
     /// the loop guard, the idempotency key, the taint of untrusted output
-    /// and the approvals a person gives. Two users, two conversations.
+    /// and the approvals a person gives. Two users, two conversations. It is
+    /// the caller's: another caller naming the same conversation has its
+    /// own replays, counts and questions, and (unless
+    /// [`Settings::callers_share_conversations`]) its own step budget and
+    /// taint.
     pub fn session(mut self, session: &'a str) -> Self {
         self.session = session;
         self.named = true;

@@ -12,7 +12,9 @@ use crate::canonical::digest;
 use crate::life::{self, Answer, Answerer, QuestionKind};
 use crate::policy::Caller;
 use crate::result::ToolResult;
-use crate::store::{ApprovalDecision, ApprovalResult, Binding, Store, TakeApproval, now_ms};
+use crate::store::{
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Store, TakeApproval, now_ms,
+};
 
 /// What the store says of the approval a call brings.
 pub(super) enum Found {
@@ -219,8 +221,20 @@ impl<St: Store> Stages<St> {
     /// call (its session, caller, tool, arguments and reason), unexpired:
     /// unused, or carried out already with a decision that still answers
     /// identical calls (a denial, an edit: [`life::lasts`]). What the call
-    /// carries out in place of a new question.
-    pub(super) async fn decided_for(&self, prepared: &mut Prepared<'_>) -> Stage<Option<String>> {
+    /// carries out in place of a new question. With `confirmed` (the host
+    /// says a person approved), also the id of an open question of this
+    /// call that the host may not answer ([`life::may_answer`]): the call
+    /// is then that question again, not an approval.
+    ///
+    /// With `denials_only` (a call in doubt, which passed its approval
+    /// before), only a denial: a person who denied the call after an
+    /// attempt began has it not run again.
+    pub(super) async fn decided_for(
+        &self,
+        prepared: &mut Prepared<'_>,
+        confirmed: bool,
+        denials_only: bool,
+    ) -> Stage<Option<String>> {
         let name = prepared.spec.name();
         let digest = digest(self.json(prepared)?);
         let binding = crate::store::Binding {
@@ -239,6 +253,46 @@ impl<St: Store> Stages<St> {
             .find_approval(&binding, reason, now)
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
+        let denial = |entry: &ApprovalEntry| {
+            entry
+                .approval
+                .decision
+                .as_ref()
+                .is_some_and(|decision| !decision.approved)
+        };
+        if let Some(entry) = found.as_ref().filter(|entry| denial(entry)) {
+            return Ok(Some(entry.approval.id.clone()));
+        }
+        // A denial of this exact call asked for the other reason (before the
+        // conversation read untrusted output, or after) stands too, and over
+        // any approval: an approval is for the question asked, a denial for
+        // the call.
+        let other = match reason {
+            Some(_) => None,
+            None => Some(super::confirm::UNTRUSTED_CONTEXT),
+        };
+        let denied = self
+            .store
+            .find_approval(&binding, other, now)
+            .await
+            .map_err(|error| self.store_unavailable(name, &error))?;
+        if let Some(entry) = denied.as_ref().filter(|entry| denial(entry)) {
+            return Ok(Some(entry.approval.id.clone()));
+        }
+        if denials_only {
+            return Ok(None);
+        }
+        // An open question of this exact call (for either reason) that the
+        // host may not answer is not answered by its `confirmed`.
+        if confirmed
+            && let Some(entry) = [&found, &denied].into_iter().flatten().find(|entry| {
+                entry.is_open(now)
+                    && (self.settings.approvals != Approvals::Host
+                        || life::may_answer(entry, &Answerer::Host, &Answer::Approve, now).is_err())
+            })
+        {
+            return Ok(Some(entry.approval.id.clone()));
+        }
         Ok(found
             .filter(|entry| {
                 entry.approval.decision.is_some()

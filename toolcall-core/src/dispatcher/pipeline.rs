@@ -461,11 +461,20 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .as_ref()
             .and_then(|found| found.decided)
             .is_some_and(|decided| !decided && !waited);
+        // The host's `confirmed` approves only where the question of this
+        // call, if one is open, lets the host answer it (the asking
+        // process was in host mode): its open question is looked for too.
+        let confirmed = matches!(approval, Approval::Given);
         let decided = match approval {
             Approval::None | Approval::Given
-                if !call.dry_run && !none_decided && prepared.needs_person() =>
+                if (confirmed || !none_decided) && prepared.needs_person() =>
             {
-                Box::pin(self.stages.decided_for(prepared)).await?
+                Box::pin(self.stages.decided_for(prepared, confirmed, false)).await?
+            }
+            // A call in doubt passed its approval before; a person's denial
+            // taken since stands all the same: it is not run again.
+            Approval::InDoubt if !none_decided && prepared.needs_person() => {
+                Box::pin(self.stages.decided_for(prepared, false, true)).await?
             }
             _ => None,
         };
@@ -676,11 +685,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else {
             self.decide_and_run(prepared, Approval::Given).await
         };
-        // Recorded once, by the call that used the decision up.
-        if fresh {
-            match &answer {
-                Ok(result) | Err(result) => self.stages.settle(id, result).await,
-            }
+        // Recorded once, by the call that used the decision up, when it is
+        // what came of the call for good (an outcome still unknown is read
+        // from the call's key later, `Dispatcher::recorded`).
+        if fresh
+            && let Ok(result) | Err(result) = &answer
+            && is_final(result)
+        {
+            self.stages.settle(id, result).await;
         }
         answer
     }
