@@ -697,39 +697,61 @@ async fn replicas_racing_on_one_approved_call_both_answer_what_was_done() {
             .build()
             .unwrap()
     };
-    let (one, two) = (replica(&ops), replica(&ops));
-    let args = r#"{"volume": "vol-7"}"#;
-    let asked = one
-        .execute(Call::new("delete_volume", args).session("c"))
-        .await;
-    let id = asked.confirmation_id.clone().unwrap();
-    toolcall::life::decide(
-        one.store(),
-        &id,
-        None,
-        &toolcall::life::Answerer::Person("ana"),
-        &toolcall::life::Answer::Approve,
-        "",
-        toolcall::store::now_ms(),
-    )
-    .await
-    .unwrap();
-    let (a, b) = tokio::join!(
-        one.execute(Call::new("delete_volume", args).session("c").approval(&id)),
-        two.execute(Call::new("delete_volume", args).session("c").approval(&id)),
-    );
-    assert_eq!(ops.applied("delete_volume"), 1, "{a:?} {b:?}");
-    for answer in [&a, &b] {
-        assert!(
-            answer.ok || answer.code == Code::CallInProgress,
-            "each answers the call's state, never that nothing was done: {answer:?}"
+    let (one, two) = (Arc::new(replica(&ops)), Arc::new(replica(&ops)));
+    // Many rounds, each replica in a task of its own on its own thread: the
+    // one that loses the take races the one that runs.
+    for round in 0..40u32 {
+        let args = format!(r#"{{"volume": "vol-{round}"}}"#);
+        let asked = one
+            .execute(Call::new("delete_volume", args.as_str()).session("c"))
+            .await;
+        let id = asked.confirmation_id.clone().unwrap();
+        toolcall::life::decide(
+            one.store(),
+            &id,
+            None,
+            &toolcall::life::Answerer::Person("ana"),
+            &toolcall::life::Answer::Approve,
+            "",
+            toolcall::store::now_ms(),
+        )
+        .await
+        .unwrap();
+        let carry = |d: &Arc<Dispatcher<Ops, SqliteStore>>| {
+            let (d, args, id) = (Arc::clone(d), args.clone(), id.clone());
+            tokio::spawn(async move {
+                d.execute(
+                    Call::new("delete_volume", args.as_str())
+                        .session("c")
+                        .approval(&id),
+                )
+                .await
+            })
+        };
+        let (a, b) = (carry(&one), carry(&two));
+        let (a, b) = (a.await.unwrap(), b.await.unwrap());
+        assert_eq!(
+            ops.applied("delete_volume"),
+            round + 1,
+            "round {round}: {a:?} {b:?}"
         );
+        for answer in [&a, &b] {
+            assert!(
+                answer.ok || answer.code == Code::CallInProgress,
+                "round {round}: each answers the call's state, never that nothing was done: \
+                 {answer:?}"
+            );
+        }
+        let later = two
+            .execute(
+                Call::new("delete_volume", args.as_str())
+                    .session("c")
+                    .approval(&id),
+            )
+            .await;
+        assert!(later.ok && later.replayed, "round {round}: {later:?}");
     }
-    let later = two
-        .execute(Call::new("delete_volume", args).session("c").approval(&id))
-        .await;
-    assert!(later.ok && later.replayed, "{later:?}");
-    assert_eq!(ops.applied("delete_volume"), 1);
+    assert_eq!(ops.applied("delete_volume"), 40);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

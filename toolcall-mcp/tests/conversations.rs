@@ -595,6 +595,48 @@ async fn a_bad_conversation_in_meta_is_an_error_result_and_runs_nothing() {
     hang_up(client, server).await;
 }
 
+/// A client escaped the taint of `--session-id` by naming a fresh
+/// conversation, and one made hundreds of questions across sixty names: a
+/// pinned server refuses every name, and a caller names a bounded number.
+#[tokio::test]
+async fn a_pinned_server_refuses_names_and_names_are_bounded_per_caller() {
+    let bank = Bank::new();
+    let (dispatcher, audit) = dispatcher(&bank, MemoryStore::default(), "agent", Approvals::Host);
+    let person = Person::approving();
+    let pinned = Options::conversation("desk").pinned(true);
+    let (client, server) = connect(Arc::clone(&dispatcher), pinned, &person).await;
+    let read = call(&client, "read_message", json!({})).await;
+    assert_eq!(code(&read), "OK");
+    let escaped = call_in(&client, "note", injected_note(), Some(json!("fresh"))).await;
+    assert_eq!(code(&escaped), "INVALID_ARGUMENTS", "{escaped}");
+    assert!(
+        escaped["data"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("pinned")),
+        "{escaped}"
+    );
+    assert_eq!(bank.notes(), 0, "nothing ran");
+    assert_eq!(audit.records().len(), 1, "the pipeline saw only the read");
+    hang_up(client, server).await;
+
+    let bounded = Options::new("mcp").max_named_conversations(3);
+    let (client, server) = connect(dispatcher, bounded, &person).await;
+    for name in ["a", "b", "c", "a"] {
+        let noted = call_in(&client, "note", json!({"text": name}), Some(json!(name))).await;
+        assert_eq!(code(&noted), "OK", "{name}: {noted}");
+    }
+    let fourth = call_in(&client, "note", json!({"text": "d"}), Some(json!("d"))).await;
+    assert_eq!(code(&fourth), "INVALID_ARGUMENTS", "{fourth}");
+    assert!(
+        fourth["data"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("3 at most")),
+        "{fourth}"
+    );
+    assert_eq!(bank.notes(), 3, "a, b and c once each; d refused");
+    hang_up(client, server).await;
+}
+
 // ------------------------------- inbox mode: elicitation is not the inbox
 
 /// The store's entry for the approval a result names.
