@@ -374,7 +374,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     start.max_calls = 2;
     start.outcome = true;
     start.taint = true;
-    start.decided = true;
+    start.questions = true;
     start.lock = Some(toolcall::store::LockAsk {
         resource: &resource,
         holder: "h1",
@@ -390,7 +390,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     assert_eq!(begun.locked, combined);
     if combined {
         assert_eq!(begun.tainted, Some(false));
-        assert_eq!(begun.decided, Some(false));
+        assert_eq!(begun.questions, Some(false));
         assert!(
             !other
                 .lock_resource(&resource, "h2", now, 60_000)

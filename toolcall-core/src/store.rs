@@ -440,10 +440,11 @@ pub struct CallStart<'a> {
     pub outcome: bool,
     /// Whether to say if the session saw untrusted output.
     pub taint: bool,
-    /// Whether to say if the conversation `named` has an approval a person
-    /// decided, unexpired at `now_ms`, used or not (a denial or an edit
-    /// answers the identical calls after the one that carried it out).
-    pub decided: bool,
+    /// Whether to say if the conversation `named` has a question to a
+    /// person, unexpired at `now_ms`: asked or decided, used or not (a
+    /// decision, even one carried out, may answer the call; an open question
+    /// may be one the host's `confirmed` does not answer).
+    pub questions: bool,
     /// A resource to lock, when the call will go on to stages 5 to 8: its
     /// count within `max_calls`, and its key neither completed nor held by
     /// a running claim.
@@ -463,7 +464,7 @@ impl<'a> CallStart<'a> {
             max_calls: u64::MAX,
             outcome: false,
             taint: false,
-            decided: false,
+            questions: false,
             lock: None,
         }
     }
@@ -496,10 +497,10 @@ pub struct CallBegun {
     /// Whether the session saw untrusted output, when asked; `None` when
     /// the store did not look (the caller asks [`Store::tainted`]).
     pub tainted: Option<bool>,
-    /// Whether the conversation `named` has an approval a person decided,
-    /// unexpired, used or not, when asked; `None` when the store did not
-    /// look (the caller asks [`Store::find_approval`]).
-    pub decided: Option<bool>,
+    /// Whether the conversation `named` has a question, unexpired, asked or
+    /// decided, used or not, when asked; `None` when the store did not look
+    /// (the caller asks [`Store::find_approval`]).
+    pub questions: Option<bool>,
     /// Whether the resource asked for is now locked by its holder.
     pub locked: bool,
 }
@@ -570,13 +571,13 @@ pub trait Store: Send + Sync + 'static {
     /// ([`outcome`](Store::outcome)) and takes the resource lock asked for
     /// ([`lock_resource`](Store::lock_resource)) when the key is neither
     /// completed nor held by a running claim; and says whether the session
-    /// saw untrusted output, and whether it has a decided approval, when
-    /// asked. Each part means what its own
+    /// saw untrusted output, and whether the conversation has a question,
+    /// when asked. Each part means what its own
     /// method means; a store may make them in one round trip.
     ///
     /// This default makes the step, the count and the read one after the
     /// other, and neither locks nor looks at the taint or the approvals
-    /// (`locked: false`, `tainted: None`, `decided: None`): the caller then
+    /// (`locked: false`, `tainted: None`, `questions: None`): the caller then
     /// does those its own way.
     fn begin_call(
         &self,

@@ -12,8 +12,8 @@ use crate::PostgresStore;
 /// (when $6) and the resource locked (when $7 is given) if the key is
 /// neither completed nor held by a running claim; and whether the session
 /// saw untrusted output (when $11), and whether the conversation as the
-/// call named it (the [`session_key`] of which is $13) has an approval a
-/// person decided, unexpired, used or not (when $12). Every part is what
+/// call named it (the [`session_key`] of which is $13) has a question,
+/// unexpired, asked or decided, used or not (when $12). Every part is what
 /// the store's own statement for it does, at the call's time ($2).
 const BEGIN: &str = "WITH s AS (
     INSERT INTO toolcall_steps (session, count, touched_ms) VALUES ($1, 1, $2)
@@ -50,7 +50,7 @@ SELECT s.count,
        EXISTS (SELECT 1 FROM l),
        CASE WHEN $12::BOOLEAN
             THEN EXISTS (SELECT 1 FROM toolcall_approvals
-                         WHERE session_key = $13 AND decision IS NOT NULL AND expires_ms > $2)
+                         WHERE session_key = $13 AND expires_ms > $2)
        END
 FROM s";
 
@@ -106,7 +106,7 @@ impl PostgresStore {
                     &holder,
                     &until,
                     &start.taint,
-                    &start.decided,
+                    &start.questions,
                     &named,
                 ],
             )
@@ -118,7 +118,7 @@ impl PostgresStore {
             outcome: record::outcome(row.get(2), row.get(3))?,
             tainted: row.get::<_, Option<bool>>(4),
             locked: row.get::<_, bool>(5),
-            decided: row.get::<_, Option<bool>>(6),
+            questions: row.get::<_, Option<bool>>(6),
         };
         for _ in 0..record::begun_writes(&begun) {
             self.wrote().await;

@@ -74,11 +74,11 @@ impl SqliteStore {
                     .map_err(StoreError::new)?,
                 );
             }
-            if start.decided {
-                begun.decided = Some(
+            if start.questions {
+                begun.questions = Some(
                     tx.prepare_cached(
                         "SELECT 1 FROM toolcall_approvals
-                         WHERE session_key = ?1 AND decision IS NOT NULL AND expires_ms > ?2",
+                         WHERE session_key = ?1 AND expires_ms > ?2",
                     )
                     .and_then(|mut s| s.exists(params![session_key(start.named), now]))
                     .map_err(StoreError::new)?,

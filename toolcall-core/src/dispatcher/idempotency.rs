@@ -53,7 +53,7 @@ impl<St: Store> Stages<St> {
         start.taint = spec.side_effect() && caller.policy().taint_level() != Taint::Off;
         // A decision a person recorded on the call (see `pipeline`): asked
         // of any call that may need a person.
-        start.decided = spec.high_risk() || start.taint;
+        start.questions = spec.high_risk() || start.taint;
         start.lock = lock.as_ref().map(|held| LockAsk {
             resource: &held.resource,
             holder: &held.holder,

@@ -453,27 +453,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let approval = self.stages.approval_of(call, in_doubt);
         // A call that needs a person and brings no id (an MCP client cannot
         // bring one back) learns a decision a person already recorded on
-        // this exact call, as if it had brought its id; and a person's
-        // decision on it stands over the host's `confirmed` too. Not looked
-        // for when the call's start found the session has no decided
-        // approval at all (and stage 4 did not wait since).
-        let none_decided = started
+        // this exact call, as if it had brought its id; a person's decision
+        // on it stands over the host's `confirmed` too, and so does an open
+        // question of it that the host may not answer. Not looked for when
+        // the call's start found the conversation has no question at all
+        // (and stage 4 did not wait since): the common call costs nothing.
+        let no_questions = started
             .as_ref()
-            .and_then(|found| found.decided)
-            .is_some_and(|decided| !decided && !waited);
-        // The host's `confirmed` approves only where the question of this
-        // call, if one is open, lets the host answer it (the asking
-        // process was in host mode): its open question is looked for too.
+            .and_then(|found| found.questions)
+            .is_some_and(|questions| !questions && !waited);
         let confirmed = matches!(approval, Approval::Given);
         let decided = match approval {
-            Approval::None | Approval::Given
-                if (confirmed || !none_decided) && prepared.needs_person() =>
-            {
+            Approval::None | Approval::Given if !no_questions && prepared.needs_person() => {
                 Box::pin(self.stages.decided_for(prepared, confirmed, false)).await?
             }
             // A call in doubt passed its approval before; a person's denial
             // taken since stands all the same: it is not run again.
-            Approval::InDoubt if !none_decided && prepared.needs_person() => {
+            Approval::InDoubt if !no_questions && prepared.needs_person() => {
                 Box::pin(self.stages.decided_for(prepared, false, true)).await?
             }
             _ => None,

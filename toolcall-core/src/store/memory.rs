@@ -37,10 +37,10 @@ pub struct MemoryStore {
     /// look for the same call, the count of the session's open ones and
     /// the write are one step for every asker.
     asks: Mutex<()>,
-    /// Whether any approval held a person's decision: until one does, a
-    /// call's start knows no session has a decided approval without
-    /// looking through every shard's approvals.
-    any_decided: std::sync::atomic::AtomicBool,
+    /// Whether any question was ever asked here: until one is, a call's
+    /// start knows no conversation has a question without looking through
+    /// every shard's approvals.
+    any_asked: std::sync::atomic::AtomicBool,
 }
 
 impl Default for MemoryStore {
@@ -59,7 +59,7 @@ impl MemoryStore {
             retention_ms: u64::try_from(retention.as_millis()).unwrap_or(u64::MAX),
             capacity_per_shard: capacity.div_ceil(SHARDS).max(1),
             asks: Mutex::new(()),
-            any_decided: std::sync::atomic::AtomicBool::new(false),
+            any_asked: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -307,8 +307,8 @@ impl Store for MemoryStore {
             }
             self.maintain(&mut shard, start.now_ms);
         }
-        if start.decided && !self.any_decided.load(std::sync::atomic::Ordering::SeqCst) {
-            begun.decided = Some(false);
+        if start.questions && !self.any_asked.load(std::sync::atomic::Ordering::SeqCst) {
+            begun.questions = Some(false);
         }
         if begun.step > start.max_steps {
             return Ok(begun);
@@ -606,7 +606,7 @@ impl Store for MemoryStore {
             } else if entry.approval.expires_ms <= now_ms {
                 DecideOutcome::Expired
             } else {
-                self.note_decided();
+                self.note_asked();
                 entry.approval.decision = Some(decision.clone());
                 DecideOutcome::Decided
             },

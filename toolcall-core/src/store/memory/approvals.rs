@@ -27,9 +27,7 @@ impl MemoryStore {
 
     /// Keeps `approval` as given, unused.
     pub(super) fn insert_approval(&self, approval: &PendingApproval) {
-        if approval.decision.is_some() {
-            self.note_decided();
-        }
+        self.note_asked();
         let now = now_ms();
         let mut shard = self.shard(&approval.id);
         shard.approvals.insert(
@@ -43,10 +41,10 @@ impl MemoryStore {
         self.maintain(&mut shard, now);
     }
 
-    /// Notes that an approval holds a person's decision (before the
-    /// decision is written, so that no call's start misses it).
-    pub(super) fn note_decided(&self) {
-        self.any_decided
+    /// Notes that a question was asked (before it is written, so that no
+    /// call's start misses it).
+    pub(super) fn note_asked(&self) {
+        self.any_asked
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }

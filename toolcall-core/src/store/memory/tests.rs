@@ -13,14 +13,14 @@ fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 #[test]
-fn a_call_start_says_no_approval_is_decided_only_until_a_person_decides_one() {
+fn a_call_start_says_no_question_is_asked_only_until_one_is() {
     block_on(async {
         let store = MemoryStore::default();
         let key = Key::sha256("call");
         let mut start = CallStart::new("s", &key, 1, 100);
-        start.decided = true;
+        start.questions = true;
         let begun = store.begin_call(&start).await.unwrap();
-        assert_eq!(begun.decided, Some(false), "nothing decided yet");
+        assert_eq!(begun.questions, Some(false), "nothing asked yet");
         let question = |id: &str, decision| PendingApproval {
             id: id.into(),
             session: "s".into(),
@@ -38,7 +38,7 @@ fn a_call_start_says_no_approval_is_decided_only_until_a_person_decides_one() {
         };
         store.put_approval(&question("a", None)).await.unwrap();
         let begun = store.begin_call(&start).await.unwrap();
-        assert_eq!(begun.decided, Some(false), "asked, not decided");
+        assert_eq!(begun.questions, None, "asked: the caller looks");
         let yes = ApprovalDecision {
             approved: true,
             by: "p".into(),
@@ -51,13 +51,13 @@ fn a_call_start_says_no_approval_is_decided_only_until_a_person_decides_one() {
             DecideOutcome::Decided
         );
         let begun = store.begin_call(&start).await.unwrap();
-        assert_eq!(begun.decided, None, "a decision exists: the caller looks");
+        assert_eq!(begun.questions, None, "decided: the caller looks");
 
         // An approval stored with its decision counts too.
         let other = MemoryStore::default();
         other.put_approval(&question("b", Some(yes))).await.unwrap();
         let begun = other.begin_call(&start).await.unwrap();
-        assert_eq!(begun.decided, None);
+        assert_eq!(begun.questions, None);
     });
 }
 
