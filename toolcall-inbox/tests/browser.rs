@@ -372,7 +372,8 @@ async fn story(orders: &Orders, client: &Client, dir: &Path, screenshot: Option<
             .contains("no receipt yet"),
         "{answers:?}"
     );
-    assert_eq!(answers[1]["code"], "CONFIRMATION_INVALID", "used up");
+    // Used up, and final: the identical call is denied again.
+    assert_eq!(answers[1]["code"], "CONFIRMATION_DENIED", "{answers:?}");
 
     // ---- edit: a wrong value is refused on the page, a right one runs.
     client.goto(&root).await.unwrap();
