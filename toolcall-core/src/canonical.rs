@@ -200,7 +200,7 @@ fn key_hasher(caller: &str, session: &str, tool: &str) -> Sha256 {
 }
 
 /// `n` in decimal, written at the end of `buffer` (no allocation).
-fn decimal(n: usize, buffer: &mut [u8; 20]) -> &[u8] {
+pub(crate) fn decimal(n: usize, buffer: &mut [u8; 20]) -> &[u8] {
     decimal_u64(n as u64, buffer)
 }
 

@@ -98,6 +98,49 @@ pub(super) fn shared_session(session: &str) -> Arc<str> {
     .unwrap_or_else(|_| fresh())
 }
 
+/// `caller:<caller id length>:<caller id>/<session>`, the text of a
+/// conversation scoped to its caller.
+pub(crate) fn scope_text(caller: &str, session: &str) -> String {
+    let mut digits = [0u8; 20];
+    let len = crate::canonical::decimal(caller.len(), &mut digits);
+    let mut text = String::with_capacity(9 + len.len() + caller.len() + session.len());
+    text.push_str("caller:");
+    // ASCII digits.
+    text.push_str(std::str::from_utf8(len).unwrap_or_default());
+    text.push(':');
+    text.push_str(caller);
+    text.push('/');
+    text.push_str(session);
+    text
+}
+
+/// The conversation scope of `caller` in `session`
+/// ([`Settings::conversation_scope`](super::Settings::conversation_scope)'s
+/// text) as an `Arc<str>`: the thread's last one again when the caller and
+/// the session are the same (a conversation's calls come one after
+/// another), so that the text is written once, not once per call.
+pub(super) fn caller_scope(caller: &str, session: &str) -> Arc<str> {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<(Box<str>, Box<str>, Arc<str>)>> = const { RefCell::new(None) };
+    }
+    let fresh = || Arc::<str>::from(scope_text(caller, session));
+    LAST.try_with(|last| {
+        let Ok(mut last) = last.try_borrow_mut() else {
+            return fresh();
+        };
+        match &*last {
+            Some((c, s, scope)) if **c == *caller && **s == *session => Arc::clone(scope),
+            _ => {
+                let scope = fresh();
+                *last = Some((caller.into(), session.into(), Arc::clone(&scope)));
+                scope
+            }
+        }
+    })
+    .unwrap_or_else(|_| fresh())
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -130,6 +173,25 @@ mod tests {
             .map(|token| token.rsplit_once('-').unwrap().0)
             .collect();
         assert_eq!(nonces.len(), 4);
+    }
+
+    #[test]
+    fn a_callers_scope_is_the_settings_text_made_once_while_it_repeats() {
+        use super::caller_scope;
+        let settings = crate::Settings::default();
+        let first = caller_scope("support", "chat-7");
+        assert_eq!(&*first, settings.conversation_scope("support", "chat-7"));
+        assert_eq!(&*first, "caller:7:support/chat-7");
+        assert!(Arc::ptr_eq(&first, &caller_scope("support", "chat-7")));
+        for (caller, session) in [
+            ("support2", "chat-7"),
+            ("support", "chat-8"),
+            ("s", "upport/chat-7"),
+        ] {
+            let other = caller_scope(caller, session);
+            assert_ne!(*other, *first, "{caller} {session}");
+            assert_eq!(&*other, settings.conversation_scope(caller, session));
+        }
     }
 
     #[test]

@@ -97,13 +97,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         let session = crate::echo::bound(call.session, crate::echo::MAX_ID_BYTES);
-        let scope = self
-            .stages
-            .settings
-            .conversation_scope(caller.id(), &session);
+        // The store's conversation: the session, or (the default) the
+        // session scoped to its caller, made once per conversation and
+        // thread (`Settings::conversation_scope`).
+        let scoped;
+        let scope: &str = if self.stages.settings.callers_share_conversations {
+            &session
+        } else {
+            scoped = super::ids::caller_scope(caller.id(), &session);
+            &scoped
+        };
         let call = Call {
             session: &session,
-            scope: &scope,
+            scope,
             call_id: call_id.as_deref(),
             ..call
         };

@@ -139,7 +139,7 @@ impl Settings {
         if self.callers_share_conversations {
             std::borrow::Cow::Borrowed(session)
         } else {
-            std::borrow::Cow::Owned(format!("caller:{}:{caller}/{session}", caller.len()))
+            std::borrow::Cow::Owned(super::ids::scope_text(caller, session))
         }
     }
 }
