@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{AsyncMessage, NoTls, Row};
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
     OpenBounds, PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, now_ms,
@@ -426,19 +426,7 @@ pub(crate) async fn wait(
     id: &str,
     until_ms: u64,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
-    let (client, mut connection) = tokio_postgres::connect(&store.url, NoTls)
-        .await
-        .map_err(StoreError::new)?;
-    let (woken, mut wake) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let driver = tokio::spawn(async move {
-        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-            if let AsyncMessage::Notification(notification) = message
-                && woken.send(notification.payload().to_owned()).is_err()
-            {
-                break;
-            }
-        }
-    });
+    let (client, mut wake, driver) = store.url.connect_listening().await?;
     let waited = async {
         client
             .batch_execute(&format!("LISTEN {DECISION_CHANNEL}"))
@@ -468,6 +456,6 @@ pub(crate) async fn wait(
         }
     }
     .await;
-    driver.abort();
+    drop(driver);
     waited
 }

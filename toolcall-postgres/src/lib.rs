@@ -37,6 +37,24 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # TLS
+//!
+//! A hosted Postgres takes TLS connections only. The connection string is
+//! read as libpq reads it ([`ConnectionString`]): `sslmode` and
+//! `sslrootcert` in the URL or a `key=value` string, or `PGSSLMODE` and
+//! `PGSSLROOTCERT`; TLS is rustls (the `tls` feature, on by default). The
+//! store, its `LISTEN` connection and an application's own tables
+//! ([`connect`]) connect alike.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "postgres://app@db.example.com/app?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem";
+//! let store = toolcall_postgres::PostgresStore::connect(url).await?;
+//! // The application's own tables, with the same TLS:
+//! let shop = toolcall_postgres::connect(url).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # What the schema holds
 //!
 //! | table | one row per | key |
@@ -88,13 +106,15 @@ mod begin;
 mod conn;
 mod purge;
 mod schema;
+mod tls;
+#[cfg(feature = "tls")]
+mod verify;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use conn::Conn;
 use tokio::sync::Mutex;
-use tokio_postgres::NoTls;
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
@@ -104,6 +124,7 @@ use toolcall_core::store::{
 
 pub use approvals::DECISION_CHANNEL;
 use schema::{migrate, quote};
+pub use tls::{ConnectionString, TlsMode, connect};
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
@@ -112,7 +133,7 @@ use toolcall_sql::{from_sql, limit_sql, to_sql};
 /// The pipeline's memory in Postgres, shared by every replica.
 #[derive(Debug)]
 pub struct PostgresStore {
-    url: String,
+    url: ConnectionString,
     schema: String,
     client: Mutex<Option<Arc<Conn>>>,
     retention: Retention,
@@ -130,7 +151,7 @@ impl PostgresStore {
     /// `schema` (created if missing): one database, separate tenants or test runs.
     pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
         let store = PostgresStore {
-            url: url.to_owned(),
+            url: ConnectionString::parse(url)?,
             schema: schema.to_owned(),
             client: Mutex::new(None),
             retention: Retention::default(),
@@ -169,13 +190,7 @@ impl PostgresStore {
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(client));
         }
-        let (mut client, connection) = tokio_postgres::connect(&self.url, NoTls)
-            .await
-            .map_err(StoreError::new)?;
-        tokio::spawn(async move {
-            // Ends when the connection drops; the next call opens another.
-            let _ = connection.await;
-        });
+        let mut client = self.url.connect().await?;
         migrate(&mut client, &self.schema).await?;
         let client = Arc::new(Conn::new(client, Arc::clone(&self.sent)));
         *slot = Some(Arc::clone(&client));

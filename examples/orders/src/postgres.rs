@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use crate::catalog::{Catalog, before_any_change, currency, not_applied, now_ms, unavailable};
 use crate::{
@@ -329,16 +329,10 @@ impl PostgresShop {
     }
 }
 
-/// A new connection, its driver on a task of its own.
+/// A new connection, with the TLS the URL asks for (`sslmode`, as the
+/// store's), its driver on a task of its own.
 async fn open(url: &str) -> Result<Client, BackendError> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(unavailable)?;
-    tokio::spawn(async move {
-        // Ends when the connection drops; the next call opens another.
-        let _ = connection.await;
-    });
-    Ok(client)
+    toolcall_postgres::connect(url).await.map_err(unavailable)
 }
 
 /// The orders' fixed fields and the messages, as they are now.

@@ -121,8 +121,10 @@ pub(crate) fn scope_text(caller: &str, session: &str) -> String {
 /// another), so that the text is written once, not once per call.
 pub(super) fn caller_scope(caller: &str, session: &str) -> Arc<str> {
     use std::cell::RefCell;
+    /// The thread's last caller, session and their scope.
+    type Last = Option<(Box<str>, Box<str>, Arc<str>)>;
     thread_local! {
-        static LAST: RefCell<Option<(Box<str>, Box<str>, Arc<str>)>> = const { RefCell::new(None) };
+        static LAST: RefCell<Last> = const { RefCell::new(None) };
     }
     let fresh = || Arc::<str>::from(scope_text(caller, session));
     LAST.try_with(|last| {

@@ -1,0 +1,484 @@
+//! Connecting as libpq does: `sslmode` and `sslrootcert` read from the
+//! connection string or the environment (`PGSSLMODE`, `PGSSLROOTCERT`), TLS
+//! by rustls. What tokio-postgres does not read itself (`verify-ca`,
+//! `verify-full`, `sslrootcert`) is taken out of the string and done here.
+//!
+//! | `sslmode` | TLS | the server's certificate |
+//! |---|---|---|
+//! | `disable` | never | - |
+//! | `prefer` (the default) | when the server offers it, else plaintext | not checked |
+//! | `require` | always, never plaintext | not checked, unless a root is given (`sslrootcert`, `PGSSLROOTCERT`): then as `verify-ca` |
+//! | `verify-ca` | always | signed by a trusted root |
+//! | `verify-full` | always | signed by a trusted root, and for the host connected to |
+//!
+//! The trusted roots are `sslrootcert`'s file (PEM), or the system's when it
+//! names none or says `system`. A certificate that does not verify fails
+//! the connection, with why.
+
+use std::fmt;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{AsyncMessage, Client, Connection};
+use toolcall_core::store::StoreError;
+
+/// How a connection asks for TLS (`sslmode`), as libpq names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsMode {
+    /// No TLS.
+    Disable,
+    /// TLS when the server offers it, the certificate not checked.
+    Prefer,
+    /// TLS always; the certificate checked only against a root given.
+    Require,
+    /// TLS always, the certificate signed by a trusted root.
+    VerifyCa,
+    /// TLS always, the certificate signed by a trusted root and for the host.
+    VerifyFull,
+}
+
+impl TlsMode {
+    fn parse(text: &str) -> Result<TlsMode, StoreError> {
+        Ok(match text {
+            "disable" => TlsMode::Disable,
+            // libpq's `allow` tries plaintext first; with no server that
+            // needs it, TLS when offered is the closer safe reading.
+            "allow" | "prefer" => TlsMode::Prefer,
+            "require" => TlsMode::Require,
+            "verify-ca" => TlsMode::VerifyCa,
+            "verify-full" => TlsMode::VerifyFull,
+            other => {
+                return Err(StoreError::new(format!(
+                    "sslmode={other} is not one of disable, prefer, require, verify-ca, \
+                     verify-full"
+                )));
+            }
+        })
+    }
+}
+
+impl fmt::Display for TlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TlsMode::Disable => "disable",
+            TlsMode::Prefer => "prefer",
+            TlsMode::Require => "require",
+            TlsMode::VerifyCa => "verify-ca",
+            TlsMode::VerifyFull => "verify-full",
+        })
+    }
+}
+
+/// A connection string read as libpq reads it: the part tokio-postgres
+/// reads, and the TLS it asks for.
+///
+/// Reading it prepares the TLS once (the trusted roots are read then): a
+/// root file that is missing or holds no certificate is an error here, not
+/// at the first connection.
+#[derive(Clone)]
+pub struct ConnectionString {
+    mode: TlsMode,
+    /// `sslrootcert`: a PEM file, or `system`.
+    root: Option<String>,
+    config: tokio_postgres::Config,
+    #[cfg(feature = "tls")]
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl fmt::Debug for ConnectionString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The configuration's Debug hides the password; the rest is printed
+        // from it, never from the text.
+        f.debug_struct("ConnectionString")
+            .field("config", &self.config)
+            .field("mode", &self.mode)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectionString {
+    /// Reads `url` (`postgres://...?sslmode=verify-full&sslrootcert=ca.pem`
+    /// or `host=... sslmode=...`), with `PGSSLMODE` and `PGSSLROOTCERT` for
+    /// what it does not say.
+    pub fn parse(url: &str) -> Result<ConnectionString, StoreError> {
+        ConnectionString::parse_with_env(url, |name| std::env::var(name).ok())
+    }
+
+    /// [`parse`](ConnectionString::parse), with the environment read through
+    /// `env`.
+    pub fn parse_with_env(
+        url: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ConnectionString, StoreError> {
+        let Parts { config, mode, root } = parts(url, env)?;
+        #[cfg(feature = "tls")]
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(crate::verify::rustls_config(
+            mode,
+            root.as_deref(),
+        )?);
+        #[cfg(not(feature = "tls"))]
+        if !matches!(mode, TlsMode::Disable | TlsMode::Prefer) {
+            return Err(StoreError::new(format!(
+                "sslmode={mode} asks for TLS, and this build of toolcall-postgres has none \
+                 (its `tls` feature is off)"
+            )));
+        }
+        Ok(ConnectionString {
+            mode,
+            root,
+            config,
+            #[cfg(feature = "tls")]
+            tls,
+        })
+    }
+
+    /// The TLS mode asked for.
+    pub fn mode(&self) -> TlsMode {
+        self.mode
+    }
+
+    fn why(&self, error: &tokio_postgres::Error) -> String {
+        why(error, self.mode, self.root.as_deref())
+    }
+
+    /// Connects, with the TLS asked for; the connection runs on a task of its
+    /// own until it drops. A connection that cannot be made says why (a
+    /// certificate that does not verify names what is wrong with it).
+    pub async fn connect(&self) -> Result<Client, StoreError> {
+        let (client, connection) = self.open().await?;
+        tokio::spawn(async move {
+            // Ends when the connection drops; the next call opens another.
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    /// Connects, and hands every notification's payload (`LISTEN`) to the
+    /// receiver; the connection's task ends when the guard drops, or when
+    /// the connection does (then the receiver ends).
+    pub(crate) async fn connect_listening(
+        &self,
+    ) -> Result<(Client, UnboundedReceiver<String>, Driver), StoreError> {
+        let (client, connection) = self.open().await?;
+        let (wake, driver) = listen(connection);
+        Ok((client, wake, driver))
+    }
+
+    async fn open(
+        &self,
+    ) -> Result<
+        (
+            Client,
+            Connection<
+                tokio_postgres::Socket,
+                impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+            >,
+        ),
+        StoreError,
+    > {
+        #[cfg(feature = "tls")]
+        let tls = self.tls.clone();
+        #[cfg(not(feature = "tls"))]
+        let tls = tokio_postgres::NoTls;
+        self.config
+            .connect(tls)
+            .await
+            .map_err(|error| StoreError::new(self.why(&error)))
+    }
+}
+
+/// What a connection string says, read with no file opened.
+#[derive(Debug)]
+struct Parts {
+    config: tokio_postgres::Config,
+    mode: TlsMode,
+    root: Option<String>,
+}
+
+fn parts(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parts, StoreError> {
+    let (rest, mode, root) = if url.starts_with("postgres://") || url.starts_with("postgresql://")
+    {
+        split_url(url)?
+    } else {
+        split_keywords(url)?
+    };
+    let mode = match mode.or_else(|| env("PGSSLMODE")) {
+        Some(mode) => TlsMode::parse(&mode)?,
+        None => TlsMode::Prefer,
+    };
+    let root = root
+        .or_else(|| env("PGSSLROOTCERT"))
+        .filter(|r| !r.is_empty());
+    let mut config: tokio_postgres::Config = rest
+        .parse()
+        .map_err(|error| StoreError::new(format!("the connection string: {error}")))?;
+    config.ssl_mode(match mode {
+        TlsMode::Disable => SslMode::Disable,
+        TlsMode::Prefer => SslMode::Prefer,
+        _ => SslMode::Require,
+    });
+    Ok(Parts { config, mode, root })
+}
+
+/// Drives `connection` on a task of its own, handing every notification's
+/// payload to the receiver.
+fn listen<S, T>(mut connection: Connection<S, T>) -> (UnboundedReceiver<String>, Driver)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (woken, wake) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let driver = tokio::spawn(async move {
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let AsyncMessage::Notification(notification) = message
+                && woken.send(notification.payload().to_owned()).is_err()
+            {
+                break;
+            }
+        }
+    });
+    (wake, Driver(driver))
+}
+
+/// A listening connection's task, ended when this drops.
+pub(crate) struct Driver(tokio::task::JoinHandle<()>);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Connects to `url` as libpq would ([`ConnectionString`]): what the store,
+/// its `LISTEN` connection and an application's own tables (the example's
+/// shop) connect with.
+pub async fn connect(url: &str) -> Result<Client, StoreError> {
+    ConnectionString::parse(url)?.connect().await
+}
+
+/// The error's words, with every cause (a TLS failure's is in its source),
+/// and what they mean for the TLS asked for.
+fn why(error: &tokio_postgres::Error, mode: TlsMode, root: Option<&str>) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if text.contains("UnknownIssuer") {
+        let roots = match root {
+            Some(path) if path != "system" => format!("sslrootcert={path}"),
+            _ => "the system's roots".to_owned(),
+        };
+        text.push_str(&format!(
+            " (the server's certificate is not signed by a root trusted here: {roots})"
+        ));
+    }
+    if mode == TlsMode::Disable && text.contains("no encryption") {
+        text.push_str(
+            " (sslmode=disable asks for no TLS, and the server takes only TLS: \
+             sslmode=require, verify-ca or verify-full)",
+        );
+    } else if text.contains("TLS") || text.contains("certificate") || text.contains("tls") {
+        text.push_str(&format!(" (sslmode={mode})"));
+    }
+    text
+}
+
+/// `url`'s query without `sslmode` and `sslrootcert`, and their values.
+fn split_url(url: &str) -> Result<(String, Option<String>, Option<String>), StoreError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), None, None));
+    };
+    let (mut mode, mut root) = (None, None);
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match name {
+            "sslmode" => mode = Some(percent_decode(value)?),
+            "sslrootcert" => root = Some(percent_decode(value)?),
+            _ => kept.push(pair),
+        }
+    }
+    let rest = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((rest, mode, root))
+}
+
+/// A `key=value` string without `sslmode` and `sslrootcert`, and their
+/// values. As libpq reads it: spaces may surround `=`, and a value may be
+/// quoted, `'...'`, with `\'` and `\\` inside. What is kept is written back
+/// quoted, so tokio-postgres reads the same values.
+fn split_keywords(text: &str) -> Result<(String, Option<String>, Option<String>), StoreError> {
+    let (mut mode, mut root) = (None, None);
+    let mut kept = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            break;
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|&c| c != '=' && !c.is_whitespace()) {
+            key.push(c);
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.next() != Some('=') {
+            return Err(StoreError::new(format!(
+                "the connection string has `{key}` with no `=` after it"
+            )));
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next() {
+                    Some('\\') => value.push(chars.next().ok_or_else(|| {
+                        StoreError::new("the connection string ends in an escape")
+                    })?),
+                    Some('\'') => break,
+                    Some(c) => value.push(c),
+                    None => {
+                        return Err(StoreError::new(
+                            "the connection string has an unterminated quoted value",
+                        ));
+                    }
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                value.push(c);
+            }
+        }
+        match key.as_str() {
+            "sslmode" => mode = Some(value),
+            "sslrootcert" => root = Some(value),
+            _ => {
+                let quoted = value.replace('\\', "\\\\").replace('\'', "\\'");
+                kept.push(format!("{key}='{quoted}'"));
+            }
+        }
+    }
+    Ok((kept.join(" "), mode, root))
+}
+
+/// `%XX` decoded, as a URL's query writes a path.
+fn percent_decode(text: &str) -> Result<String, StoreError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'%' => {
+                let hex = text
+                    .get(at + 1..at + 3)
+                    .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                    .ok_or_else(|| {
+                        StoreError::new("the connection string has a bad %-escape in its query")
+                    })?;
+                out.push(hex);
+                at += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                at += 1;
+            }
+            byte => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| StoreError::new("the connection string's query is not UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn the_url_keeps_what_tokio_postgres_reads_and_gives_up_the_tls_it_does_not() {
+        let read = parts(
+            "postgres://u@db.example.com:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
+            no_env,
+        )
+        .unwrap();
+        assert_eq!(read.mode, TlsMode::VerifyFull);
+        assert_eq!(read.root.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(read.config.get_application_name(), Some("x"));
+        assert_eq!(read.config.get_ssl_mode(), SslMode::Require);
+        let (rest, _, _) = split_url(
+            "postgres://u@db.example.com:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
+        )
+        .unwrap();
+        assert_eq!(
+            rest,
+            "postgres://u@db.example.com:5432/app?application_name=x"
+        );
+        let plain = parts("postgres://u@h/db", no_env).unwrap();
+        assert_eq!(plain.mode, TlsMode::Prefer);
+        assert_eq!(plain.config.get_ssl_mode(), SslMode::Prefer);
+    }
+
+    #[test]
+    fn keywords_and_quoted_values_are_read_as_libpq_reads_them() {
+        let read = parts(
+            "host=db user=u sslmode = verify-ca sslrootcert='/a b/c\\'a.pem' dbname=app",
+            no_env,
+        )
+        .unwrap();
+        assert_eq!(read.mode, TlsMode::VerifyCa);
+        assert_eq!(read.root.as_deref(), Some("/a b/c'a.pem"));
+        let (rest, _, _) = split_keywords(
+            "host=db user=u sslmode = verify-ca sslrootcert='/a b/c\\'a.pem' dbname=app",
+        )
+        .unwrap();
+        assert_eq!(rest, "host='db' user='u' dbname='app'");
+        assert_eq!(read.config.get_dbname(), Some("app"));
+    }
+
+    #[test]
+    fn the_environment_fills_in_what_the_string_does_not_say() {
+        let env = |name: &str| match name {
+            "PGSSLMODE" => Some("require".to_owned()),
+            "PGSSLROOTCERT" => Some("/ca.pem".to_owned()),
+            _ => None,
+        };
+        let read = parts("postgres://u@h/db", env).unwrap();
+        assert_eq!(
+            (read.mode, read.root.as_deref()),
+            (TlsMode::Require, Some("/ca.pem"))
+        );
+        let said =
+            parts("postgres://u@h/db?sslmode=disable", env).unwrap();
+        assert_eq!(said.mode, TlsMode::Disable, "the string wins");
+    }
+
+    #[test]
+    fn an_unknown_mode_or_a_bad_escape_is_an_error_that_says_so() {
+        let error = parts("postgres://h/db?sslmode=maybe", no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("sslmode=maybe"), "{error}");
+        let error = parts("postgres://h/db?sslrootcert=%zz", no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("%-escape"), "{error}");
+        let error = parts("host=h sslrootcert='open", no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unterminated"), "{error}");
+    }
+}
