@@ -148,7 +148,15 @@ impl TlsPostgres {
         let data_text = data.to_str().unwrap();
         let init = run(
             &bin.join("initdb"),
-            &["-D", data_text, "-A", "trust", "-U", "postgres", "--no-sync"],
+            &[
+                "-D",
+                data_text,
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+            ],
         );
         assert!(
             init.status.success(),
@@ -235,7 +243,10 @@ fn runtime() -> tokio::runtime::Runtime {
 /// Whether the connection `client` is on is encrypted, as the server says.
 async fn encrypted(client: &tokio_postgres::Client) -> bool {
     client
-        .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
         .await
         .unwrap()
         .get(0)
@@ -341,16 +352,24 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
     runtime().block_on(async {
         // Each suite in a schema of its own, as on a plaintext server.
         for (schema, approvals) in [("tls_records", false), ("tls_approvals", true)] {
-            let first = PostgresStore::connect_in_schema(&url, schema).await.unwrap();
-            let second = PostgresStore::connect_in_schema(&url, schema).await.unwrap();
+            let first = PostgresStore::connect_in_schema(&url, schema)
+                .await
+                .unwrap();
+            let second = PostgresStore::connect_in_schema(&url, schema)
+                .await
+                .unwrap();
             if approvals {
                 toolcall_tests::approvals_conformance(&first, &second).await;
             } else {
                 toolcall_tests::conformance(&first, &second).await;
             }
         }
-        let first = PostgresStore::connect_in_schema(&url, "tls_wait").await.unwrap();
-        let second = PostgresStore::connect_in_schema(&url, "tls_wait").await.unwrap();
+        let first = PostgresStore::connect_in_schema(&url, "tls_wait")
+            .await
+            .unwrap();
+        let second = PostgresStore::connect_in_schema(&url, "tls_wait")
+            .await
+            .unwrap();
 
         // Waiting for a decision listens on a connection of its own; on a
         // server that takes only TLS it is one, and the decision wakes it.
@@ -388,7 +407,10 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
         assert_eq!((encrypted, all), (1, 1));
         let yes = toolcall_tests::decision(true, "ana", now_ms());
         assert_eq!(
-            second.decide_approval("tls-w1", &yes, now_ms()).await.unwrap(),
+            second
+                .decide_approval("tls-w1", &yes, now_ms())
+                .await
+                .unwrap(),
             DecideOutcome::Decided
         );
         let entry = waiting.await.unwrap().unwrap();
@@ -408,11 +430,16 @@ fn the_example_shop_works_over_tls_only() {
     );
     runtime().block_on(async {
         let shop = Shop::connect_postgres(&url).await.unwrap();
-        let remaining = shop.apply_refund("ORD-1001", 2_000, "k-tls-1").await.unwrap();
+        let remaining = shop
+            .apply_refund("ORD-1001", 2_000, "k-tls-1")
+            .await
+            .unwrap();
         assert_eq!(remaining, 10_000);
         // The same key again is the same refund, not a second.
         assert_eq!(
-            shop.apply_refund("ORD-1001", 2_000, "k-tls-1").await.unwrap(),
+            shop.apply_refund("ORD-1001", 2_000, "k-tls-1")
+                .await
+                .unwrap(),
             10_000
         );
         assert_eq!(shop.refund_count().await.unwrap(), 1);
@@ -422,7 +449,10 @@ fn the_example_shop_works_over_tls_only() {
         // A shop asked to verify against the wrong CA does not connect.
         let wrong = server.url(
             "localhost",
-            &format!("sslmode=verify-full&sslrootcert={}", server.other_ca.display()),
+            &format!(
+                "sslmode=verify-full&sslrootcert={}",
+                server.other_ca.display()
+            ),
         );
         let error = Shop::connect_postgres(&wrong).await.unwrap_err();
         assert!(format!("{error}").contains("UnknownIssuer"), "{error}");

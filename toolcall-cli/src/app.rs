@@ -263,9 +263,9 @@ impl<S: Any + Send + Sync> App<S> {
         } else {
             builder.callers([default])
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        let runtime = cli
+            .command
+            .runtime()
             .map_err(Error::io("start the async runtime"))?;
         let run = Run {
             program: self.name,

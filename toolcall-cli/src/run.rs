@@ -24,6 +24,32 @@ impl Command {
         )
     }
 
+    /// Whether the command serves clients over HTTP (`mcp --http`, `serve`):
+    /// then it runs on a multi-threaded runtime ([`Command::runtime`]).
+    pub fn serves_http(&self) -> bool {
+        match self {
+            Command::Mcp(args) => args.http.is_some(),
+            Command::Serve(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The async runtime the command runs on: a multi-threaded one for a
+    /// server ([`serves_http`](Command::serves_http)), a worker a core, so
+    /// that one client's call waiting for the store never stalls another
+    /// client; one thread for the others, which serve one conversation.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        if self.serves_http() {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+    }
+
     /// The command's name on the command line.
     pub fn name(&self) -> &'static str {
         match self {

@@ -371,12 +371,20 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .with_state(app)
 }
 
-/// Serves the inbox on `listener` until the process ends.
+/// Serves the inbox on `listener` until the process ends, every
+/// connection with `TCP_NODELAY` (a kept-alive browser's small answers are
+/// not held back for its delayed acknowledgement).
 pub async fn serve<B: Backend>(
     backend: Arc<B>,
     options: Options,
     listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(
         listener,
         router(backend, options).into_make_service_with_connect_info::<SocketAddr>(),

@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{
-    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, ORIGIN, WWW_AUTHENTICATE,
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, ORIGIN, RETRY_AFTER,
+    WWW_AUTHENTICATE,
 };
 use axum::http::request::Parts;
 use axum::http::uri::Authority;
@@ -30,6 +32,10 @@ use crate::frame::{self, INVALID_PARAMS, INVALID_REQUEST, Outcome, RawArguments}
 use crate::server::Memory;
 use crate::{Error, McpServer, Options};
 
+mod listen;
+
+pub use listen::Limits;
+
 /// The path the router serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -37,6 +43,15 @@ pub const MCP_PATH: &str = "/mcp";
 /// ([`HttpOptions::max_body_bytes`]). A larger one is answered
 /// `413 Payload Too Large`, unread.
 pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
+
+/// How long a request's body may take to arrive once its head has, by
+/// default: 10 s ([`HttpOptions::body_timeout`]). A slower one is answered
+/// `408 Request Timeout`.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many sessions one caller may have open at once, by default: 64
+/// ([`HttpOptions::max_sessions_per_caller`]).
+pub const MAX_SESSIONS_PER_CALLER: usize = 64;
 
 /// The shortest bearer token accepted: 16 characters.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -58,7 +73,8 @@ const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// Options of the streamable HTTP server, besides the MCP server's own
 /// ([`Options`]).
 ///
-/// By default: bodies up to [`MAX_HTTP_BODY_BYTES`], requests naming a
+/// By default: bodies up to [`MAX_HTTP_BODY_BYTES`] arriving within
+/// [`BODY_TIMEOUT`], [`MAX_SESSIONS_PER_CALLER`] sessions a caller, requests naming a
 /// loopback host (`localhost`, `127.0.0.1`, `[::1]`) in `Host`, browsers
 /// only from the server's own loopback origin, and no tokens, so only
 /// clients on the same machine (a loopback peer address) are served, as the
@@ -77,6 +93,13 @@ pub struct HttpOptions {
     /// other `Origin` is refused (`403`); one without is allowed (a client
     /// that is not a browser sends none).
     pub allowed_origins: Vec<String>,
+    /// How long a request's body may take to arrive once its head has; a
+    /// slower one is answered `408`, and nothing of it runs.
+    pub body_timeout: Duration,
+    /// How many sessions (`initialize` without `Mcp-Session-Id`) one caller
+    /// may have open at once; one more is answered `429` until the caller
+    /// ends one (`DELETE`) or one idles out (after 5 minutes).
+    pub max_sessions_per_caller: usize,
     tokens: Vec<Token>,
 }
 
@@ -94,6 +117,8 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
+            .field("body_timeout", &self.body_timeout)
+            .field("max_sessions_per_caller", &self.max_sessions_per_caller)
             .field(
                 "token_callers",
                 &self.tokens.iter().map(|t| &t.caller).collect::<Vec<_>>(),
@@ -108,6 +133,8 @@ impl Default for HttpOptions {
             max_body_bytes: MAX_HTTP_BODY_BYTES,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            body_timeout: BODY_TIMEOUT,
+            max_sessions_per_caller: MAX_SESSIONS_PER_CALLER,
             tokens: Vec::new(),
         }
     }
@@ -122,6 +149,20 @@ impl HttpOptions {
     /// Sets the largest request body read ([`HttpOptions::max_body_bytes`]).
     pub fn max_body_bytes(mut self, max: usize) -> Self {
         self.max_body_bytes = max.max(1);
+        self
+    }
+
+    /// Sets how long a body may take ([`HttpOptions::body_timeout`], at
+    /// least 1 ms).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how many sessions a caller may have open
+    /// ([`HttpOptions::max_sessions_per_caller`], at least 1).
+    pub fn max_sessions_per_caller(mut self, max: usize) -> Self {
+        self.max_sessions_per_caller = max.max(1);
         self
     }
 
@@ -290,12 +331,22 @@ fn parse_allowed_host(text: &str) -> Option<AllowedHost> {
 /// One caller's MCP service: its sessions are its own.
 type Service<S, St> = StreamableHttpService<McpServer<S, St>, LocalSessionManager>;
 
+/// One caller's way in: its service, the sessions it holds, and the lock
+/// that opens them one at a time (so that the bound is never passed).
+struct Lane<S, St> {
+    service: Service<S, St>,
+    sessions: Arc<LocalSessionManager>,
+    opening: tokio::sync::Mutex<()>,
+}
+
 struct HttpState<S, St> {
-    /// The services, one per caller.
-    services: Vec<Service<S, St>>,
+    /// The callers' ways in, one per caller.
+    services: Vec<Lane<S, St>>,
     /// The tokens, each with the index of its caller's service.
     tokens: Vec<([u8; 32], usize)>,
     max_body_bytes: usize,
+    body_timeout: Duration,
+    max_sessions: usize,
     hosts: Vec<AllowedHost>,
     origins: Vec<Origin>,
 }
@@ -312,9 +363,11 @@ struct HttpState<S, St> {
 /// caller the dispatcher does not know ([`Dispatcher::caller`]: its default
 /// caller or one given to its builder's `callers`).
 ///
-/// Serve it with [`serve`], which gives the router the peer's address
-/// (without tokens, only a loopback peer is served), or with
-/// `axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())`.
+/// Serve it with [`serve`] or [`serve_with`], which give the router the
+/// peer's address (without tokens, only a loopback peer is served) and hold
+/// connections within [`Limits`]; or with
+/// `axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())`,
+/// which has no read timeouts nor bound on connections.
 pub fn router<S, St>(
     dispatcher: Arc<Dispatcher<S, St>>,
     options: Options,
@@ -396,21 +449,29 @@ where
             let dispatcher = Arc::clone(&dispatcher);
             let options = options.clone();
             let memory = Arc::new(Memory::default());
-            StreamableHttpService::new(
+            let sessions = Arc::new(LocalSessionManager::default());
+            let service = StreamableHttpService::new(
                 move || {
                     Ok(McpServer::new(Arc::clone(&dispatcher), options.clone())
                         .caller(caller.clone())
                         .memory(Arc::clone(&memory)))
                 },
-                Arc::new(LocalSessionManager::default()),
+                Arc::clone(&sessions),
                 config.clone(),
-            )
+            );
+            Lane {
+                service,
+                sessions,
+                opening: tokio::sync::Mutex::new(()),
+            }
         })
         .collect();
     let state = Arc::new(HttpState {
         services,
         tokens,
         max_body_bytes: http.max_body_bytes,
+        body_timeout: http.body_timeout,
+        max_sessions: http.max_sessions_per_caller,
         hosts,
         origins,
     });
@@ -420,14 +481,25 @@ where
     ))
 }
 
-/// Serves `router` on `listener` until the listener fails, handing each
-/// request its peer's address (which, without tokens, must be loopback).
+/// Serves `router` on `listener` until the process ends, handing each
+/// request its peer's address (which, without tokens, must be loopback),
+/// with the default [`Limits`]: see [`serve_with`].
 pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    serve_with(listener, router, Limits::default()).await
+}
+
+/// Serves `router` on `listener` until the process ends: every connection
+/// with `TCP_NODELAY` (a kept-alive client's small answers are not held
+/// back for its delayed acknowledgement), a request's head read within
+/// [`Limits::header_timeout`], at most [`Limits::max_connections`] open
+/// (one more is answered `503`). HTTP/1.1, kept alive.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: Limits,
+) -> std::io::Result<()> {
+    listen::run(listener, router, limits).await;
+    Ok(())
 }
 
 async fn handle<S, St>(state: Arc<HttpState<S, St>>, request: Request) -> Response
@@ -446,18 +518,55 @@ where
         return *refusal;
     }
     if request.method() != Method::POST {
-        return service.handle(request).await.map(Body::new);
+        return service.service.handle(request).await.map(Body::new);
     }
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(&parts.headers, body, state.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(refusal) => return refusal,
+    let read = tokio::time::timeout(
+        state.body_timeout,
+        read_body(&parts.headers, body, state.max_body_bytes),
+    );
+    let bytes = match read.await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(refusal)) => return refusal,
+        Err(_) => {
+            tracing::info!(timeout = ?state.body_timeout, "refused a body that came too slowly");
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the body did not arrive in time",
+            );
+        }
     };
-    match guarded(parts, &bytes) {
-        Ok(request) => service.handle(request).await.map(Body::new),
-        Err(answer) => *answer,
+    let opens = !parts.headers.contains_key(SESSION_ID);
+    let request = match guarded(parts, &bytes) {
+        Ok((request, true)) if opens => request,
+        Ok((request, _)) => return service.service.handle(request).await.map(Body::new),
+        Err(answer) => return *answer,
+    };
+    // An `initialize` that opens a session: one at a time per caller, so
+    // that two at once cannot both pass the bound.
+    let _opening = service.opening.lock().await;
+    let open = service.sessions.sessions.read().await.len();
+    if open >= state.max_sessions {
+        tracing::warn!(
+            open,
+            limit = state.max_sessions,
+            "refused a session over the bound"
+        );
+        let mut response = refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too Many Requests: this caller has as many sessions open as allowed; \
+             end one (DELETE with its Mcp-Session-Id) or wait for one to idle out",
+        );
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("60"));
+        return response;
     }
+    service.service.handle(request).await.map(Body::new)
 }
+
+/// The header that names a request's session.
+const SESSION_ID: &str = "mcp-session-id";
 
 /// Against DNS rebinding: the host the request names, and the browser
 /// origin it comes from, checked before anything else.
@@ -494,7 +603,7 @@ fn check_host<S, St>(state: &HttpState<S, St>, request: &Request) -> Result<(), 
 fn service_of<'a, S, St>(
     state: &'a HttpState<S, St>,
     request: &Request,
-) -> Result<&'a Service<S, St>, Box<Response>> {
+) -> Result<&'a Lane<S, St>, Box<Response>> {
     if !state.tokens.is_empty() {
         let Some(at) = bearer(request.headers()).and_then(|token| caller_of(&state.tokens, token))
         else {
@@ -584,7 +693,8 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
 /// frame's guard: the body written again as rmcp reads it, the call's
 /// arguments as sent beside it; or the answer to a body the guard (or the
 /// bound on protocol versions) refuses.
-fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<Request, Box<Response>> {
+/// Also says whether the message is an `initialize`.
+fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool), Box<Response>> {
     let mut message = match frame::read(bytes) {
         Outcome::Message(message) => message,
         Outcome::Answer(answer) => return Err(Box::new(jsonrpc_error_response(answer))),
@@ -597,6 +707,13 @@ fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<Request, Box<Response>> {
             ))));
         }
     };
+    let initialize = matches!(
+        message.as_ref(),
+        JsonRpcMessage::Request(JsonRpcRequest {
+            request: ClientRequest::InitializeRequest(_),
+            ..
+        })
+    );
     // The call's arguments as sent travel beside the request, where no
     // client can put anything; rmcp reads `{}` in their place.
     if let JsonRpcMessage::Request(JsonRpcRequest {
@@ -629,7 +746,7 @@ fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<Request, Box<Response>> {
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Ok(Request::from_parts(parts, Body::from(body)))
+    Ok((Request::from_parts(parts, Body::from(body)), initialize))
 }
 
 /// The request's host, from `Host` (or the URI's authority, in HTTP/2).

@@ -199,8 +199,7 @@ struct Parts {
 }
 
 fn parts(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parts, StoreError> {
-    let (rest, mode, root) = if url.starts_with("postgres://") || url.starts_with("postgresql://")
-    {
+    let (rest, mode, root) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         split_url(url)?
     } else {
         split_keywords(url)?
@@ -461,8 +460,7 @@ mod tests {
             (read.mode, read.root.as_deref()),
             (TlsMode::Require, Some("/ca.pem"))
         );
-        let said =
-            parts("postgres://u@h/db?sslmode=disable", env).unwrap();
+        let said = parts("postgres://u@h/db?sslmode=disable", env).unwrap();
         assert_eq!(said.mode, TlsMode::Disable, "the string wins");
     }
 

@@ -273,6 +273,20 @@ fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
         .map_err(StoreError::new)
 }
 
+/// Runs a store operation's synchronous statements: on a multi-threaded
+/// runtime off its async threads (`block_in_place`: a call waiting for
+/// another connection's write lock does not stall every other task), else
+/// where it is (a current-thread runtime has no other thread to give them).
+fn off_runtime<T>(work: impl FnOnce() -> T) -> T {
+    #[cfg(feature = "multi-thread")]
+    if tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+    {
+        return tokio::task::block_in_place(work);
+    }
+    work()
+}
+
 /// Each method returns what the trait declares, a `Send` future, whose
 /// `async` block runs the store's synchronous statements on the calling
 /// task when it is first polled: SQLite answers from the local file.
@@ -283,7 +297,9 @@ impl Store for SqliteStore {
         session: &str,
         now_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        async move { self.count("toolcall_steps", "session", &session_key(session), now_ms) }
+        async move {
+            off_runtime(|| self.count("toolcall_steps", "session", &session_key(session), now_ms))
+        }
     }
 
     /// One transaction: the step, the call's count, what is recorded of
@@ -293,7 +309,7 @@ impl Store for SqliteStore {
         &self,
         start: &CallStart<'_>,
     ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
-        async move { self.begin(start) }
+        async move { off_runtime(|| self.begin(start)) }
     }
 
     /// One transaction: the result stored, the claim and the lock freed.
@@ -305,41 +321,45 @@ impl Store for SqliteStore {
         holder: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         async move {
-            let text = result_text(result)?;
-            {
-                let mut conn = self.conn();
-                let tx = immediate(&mut conn)?;
-                tx.prepare_cached(
+            off_runtime(|| {
+                let text = result_text(result)?;
+                {
+                    let mut conn = self.conn();
+                    let tx = immediate(&mut conn)?;
+                    tx.prepare_cached(
                     "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                      VALUES (?1, 'completed', 0, ?2, ?3)
                      ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
                 )
                 .and_then(|mut s| s.execute(params![key.as_str(), text, to_sql(now_ms())]))
                 .map_err(StoreError::new)?;
-                tx.prepare_cached(
-                    "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
-                )
-                .and_then(|mut s| s.execute(params![session_key(resource.as_str()), holder]))
-                .map_err(StoreError::new)?;
-                tx.commit().map_err(StoreError::new)?;
-            }
-            self.wrote();
-            Ok(true)
+                    tx.prepare_cached(
+                        "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
+                    )
+                    .and_then(|mut s| s.execute(params![session_key(resource.as_str()), holder]))
+                    .map_err(StoreError::new)?;
+                    tx.commit().map_err(StoreError::new)?;
+                }
+                self.wrote();
+                Ok(true)
+            })
         }
     }
 
     fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
         async move {
-            let count: Option<i64> = self
-                .conn()
-                .query_row(
-                    "SELECT count FROM toolcall_steps WHERE session = ?1",
-                    [session_key(session)],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(StoreError::new)?;
-            Ok(count.map_or(0, from_sql))
+            off_runtime(|| {
+                let count: Option<i64> = self
+                    .conn()
+                    .query_row(
+                        "SELECT count FROM toolcall_steps WHERE session = ?1",
+                        [session_key(session)],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(StoreError::new)?;
+                Ok(count.map_or(0, from_sql))
+            })
         }
     }
 
@@ -349,29 +369,32 @@ impl Store for SqliteStore {
         fingerprints: &[String],
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            let session = session_key(session);
-            let now = to_sql(now_ms());
-            {
-                let mut conn = self.conn();
-                let tx = immediate(&mut conn)?;
+            off_runtime(|| {
+                let session = session_key(session);
+                let now = to_sql(now_ms());
                 {
-                    let mut insert = tx
+                    let mut conn = self.conn();
+                    let tx = immediate(&mut conn)?;
+                    {
+                        let mut insert = tx
                         .prepare(
                             "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
                              ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
                         )
                         .map_err(StoreError::new)?;
-                    for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str))
-                    {
-                        insert
-                            .execute(params![session, print, now])
-                            .map_err(StoreError::new)?;
+                        for print in
+                            std::iter::once("").chain(fingerprints.iter().map(String::as_str))
+                        {
+                            insert
+                                .execute(params![session, print, now])
+                                .map_err(StoreError::new)?;
+                        }
                     }
+                    tx.commit().map_err(StoreError::new)?;
                 }
-                tx.commit().map_err(StoreError::new)?;
-            }
-            self.wrote();
-            Ok(())
+                self.wrote();
+                Ok(())
+            })
         }
     }
 
@@ -381,26 +404,30 @@ impl Store for SqliteStore {
         fingerprints: &[String],
     ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
         async move {
-            let session = session_key(session);
-            let conn = self.conn();
-            let mut select = conn
-                .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2")
-                .map_err(StoreError::new)?;
-            let mut has = |print: &str| {
-                select
-                    .exists(params![session, print])
-                    .map_err(StoreError::new)
-            };
-            if !has("")? {
-                return Ok(TaintHit::default());
-            }
-            let mut seen = Vec::new();
-            for print in fingerprints {
-                if !print.is_empty() && has(print)? {
-                    seen.push(print.clone());
+            off_runtime(|| {
+                let session = session_key(session);
+                let conn = self.conn();
+                let mut select = conn
+                    .prepare_cached(
+                        "SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2",
+                    )
+                    .map_err(StoreError::new)?;
+                let mut has = |print: &str| {
+                    select
+                        .exists(params![session, print])
+                        .map_err(StoreError::new)
+                };
+                if !has("")? {
+                    return Ok(TaintHit::default());
                 }
-            }
-            Ok(TaintHit::new(true, seen))
+                let mut seen = Vec::new();
+                for print in fingerprints {
+                    if !print.is_empty() && has(print)? {
+                        seen.push(print.clone());
+                    }
+                }
+                Ok(TaintHit::new(true, seen))
+            })
         }
     }
 
@@ -410,18 +437,22 @@ impl Store for SqliteStore {
         now_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
         async move {
-            let key = key.as_str();
-            self.count("toolcall_calls", "key", key, now_ms)
+            off_runtime(|| {
+                let key = key.as_str();
+                self.count("toolcall_calls", "key", key, now_ms)
+            })
         }
     }
 
     fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            self.execute(
-                "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
-                [key.as_str()],
-            )?;
-            Ok(())
+            off_runtime(|| {
+                self.execute(
+                    "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
+                    [key.as_str()],
+                )?;
+                Ok(())
+            })
         }
     }
 
@@ -430,9 +461,10 @@ impl Store for SqliteStore {
         key: &Key,
     ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send {
         async move {
-            let key = key.as_str();
-            // A claim whose lease ran out with no outcome is in doubt too.
-            let row: Option<(String, Option<String>)> = self
+            off_runtime(|| {
+                let key = key.as_str();
+                // A claim whose lease ran out with no outcome is in doubt too.
+                let row: Option<(String, Option<String>)> = self
                 .conn()
                 .query_row(
                     "SELECT CASE WHEN state = 'in_flight' AND until_ms <= ?2 THEN 'in_doubt' ELSE state END,
@@ -443,8 +475,9 @@ impl Store for SqliteStore {
                 )
                 .optional()
                 .map_err(StoreError::new)?;
-            let (state, result) = row.unzip();
-            record::outcome(state.as_deref(), result.flatten().as_deref())
+                let (state, result) = row.unzip();
+                record::outcome(state.as_deref(), result.flatten().as_deref())
+            })
         }
     }
 
@@ -454,7 +487,7 @@ impl Store for SqliteStore {
         now_ms: u64,
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        async move { self.claim_keeping(key, now_ms, lease_ms, None) }
+        async move { off_runtime(|| self.claim_keeping(key, now_ms, lease_ms, None)) }
     }
 
     fn claim_asking(
@@ -465,8 +498,10 @@ impl Store for SqliteStore {
         question: &PendingApproval,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
         async move {
-            let text = record::question_text(question)?;
-            self.claim_keeping(key, now_ms, lease_ms, Some(&text))
+            off_runtime(|| {
+                let text = record::question_text(question)?;
+                self.claim_keeping(key, now_ms, lease_ms, Some(&text))
+            })
         }
     }
 
@@ -476,25 +511,27 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Unsettled>, StoreError>> + Send {
         async move {
-            let conn = self.conn();
-            let mut statement = conn
-                .prepare(&record::unsettled_statement(|n| format!("?{n}")))
-                .map_err(StoreError::new)?;
-            let rows = statement
-                .query_map(params![to_sql(now_ms), limit_sql(limit)], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                })
-                .map_err(StoreError::new)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(StoreError::new)?;
-            rows.into_iter()
-                .map(|(key, question)| {
-                    Ok(Unsettled {
-                        key: key.parse::<Key>().map_err(StoreError::new)?,
-                        question: record::parse_question(&question)?,
+            off_runtime(|| {
+                let conn = self.conn();
+                let mut statement = conn
+                    .prepare(&record::unsettled_statement(|n| format!("?{n}")))
+                    .map_err(StoreError::new)?;
+                let rows = statement
+                    .query_map(params![to_sql(now_ms), limit_sql(limit)], |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
                     })
-                })
-                .collect()
+                    .map_err(StoreError::new)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(StoreError::new)?;
+                rows.into_iter()
+                    .map(|(key, question)| {
+                        Ok(Unsettled {
+                            key: key.parse::<Key>().map_err(StoreError::new)?,
+                            question: record::parse_question(&question)?,
+                        })
+                    })
+                    .collect()
+            })
         }
     }
 
@@ -505,13 +542,15 @@ impl Store for SqliteStore {
         lease_ms: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         async move {
-            let key = key.as_str();
-            let renewed = self.execute(
-                "UPDATE toolcall_records SET until_ms = ?2, touched_ms = ?3
+            off_runtime(|| {
+                let key = key.as_str();
+                let renewed = self.execute(
+                    "UPDATE toolcall_records SET until_ms = ?2, touched_ms = ?3
                  WHERE key = ?1 AND state = 'in_flight'",
-                params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
-            )?;
-            Ok(renewed > 0)
+                    params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
+                )?;
+                Ok(renewed > 0)
+            })
         }
     }
 
@@ -521,42 +560,48 @@ impl Store for SqliteStore {
         result: &ToolResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            let key = key.as_str();
-            let text = result_text(result)?;
-            self.execute(
-                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+            off_runtime(|| {
+                let key = key.as_str();
+                let text = result_text(result)?;
+                self.execute(
+                    "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES (?1, 'completed', 0, ?2, ?3)
                  ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2,
                      touched_ms = ?3, question = NULL, asked_ms = NULL",
-                params![key, text, to_sql(now_ms())],
-            )?;
-            self.wrote();
-            Ok(())
+                    params![key, text, to_sql(now_ms())],
+                )?;
+                self.wrote();
+                Ok(())
+            })
         }
     }
 
     fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            self.execute(
-                "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
-                [key.as_str()],
-            )?;
-            Ok(())
+            off_runtime(|| {
+                self.execute(
+                    "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
+                    [key.as_str()],
+                )?;
+                Ok(())
+            })
         }
     }
 
     fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            let key = key.as_str();
-            self.execute(
+            off_runtime(|| {
+                let key = key.as_str();
+                self.execute(
                 "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
                  VALUES (?1, 'in_doubt', 0, NULL, ?2)
                  ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = ?2
                  WHERE state <> 'completed'",
                 params![key, to_sql(now_ms())],
             )?;
-            self.wrote();
-            Ok(())
+                self.wrote();
+                Ok(())
+            })
         }
     }
 
@@ -564,7 +609,7 @@ impl Store for SqliteStore {
         &self,
         a: &PendingApproval,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move { approvals::put(self, a) }
+        async move { off_runtime(|| approvals::put(self, a)) }
     }
 
     fn take_approval(
@@ -573,7 +618,7 @@ impl Store for SqliteStore {
         binding: &Binding<'_>,
         now_ms: u64,
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
-        async move { approvals::take(self, id, binding, now_ms) }
+        async move { off_runtime(|| approvals::take(self, id, binding, now_ms)) }
     }
 
     fn pending_approvals(
@@ -582,13 +627,15 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send {
         async move {
-            let entries = approvals::approvals_where(
-                self,
-                "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
+            off_runtime(|| {
+                let entries = approvals::approvals_where(
+                    self,
+                    "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
                  ORDER BY created_ms, id LIMIT ?2",
-                params![to_sql(now_ms), limit_sql(limit)],
-            )?;
-            Ok(entries.into_iter().map(|entry| entry.approval).collect())
+                    params![to_sql(now_ms), limit_sql(limit)],
+                )?;
+                Ok(entries.into_iter().map(|entry| entry.approval).collect())
+            })
         }
     }
 
@@ -598,7 +645,7 @@ impl Store for SqliteStore {
         bounds: impl Into<OpenBounds> + Send,
     ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send {
         let bounds = bounds.into();
-        async move { approvals::ask(self, approval, bounds) }
+        async move { off_runtime(|| approvals::ask(self, approval, bounds)) }
     }
 
     fn find_approval(
@@ -607,14 +654,14 @@ impl Store for SqliteStore {
         reason: Option<&str>,
         now_ms: u64,
     ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        async move { approvals::find(self, binding, reason, now_ms) }
+        async move { off_runtime(|| approvals::find(self, binding, reason, now_ms)) }
     }
 
     fn pending_page(
         &self,
         query: &PendingQuery<'_>,
     ) -> impl Future<Output = Result<PendingPage, StoreError>> + Send {
-        async move { approvals::page(self, query) }
+        async move { off_runtime(|| approvals::page(self, query)) }
     }
 
     fn decide_approval(
@@ -623,14 +670,14 @@ impl Store for SqliteStore {
         decision: &ApprovalDecision,
         now_ms: u64,
     ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
-        async move { approvals::decide(self, id, decision, now_ms) }
+        async move { off_runtime(|| approvals::decide(self, id, decision, now_ms)) }
     }
 
     fn approval(
         &self,
         id: &str,
     ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        async move { approvals::get(self, id) }
+        async move { off_runtime(|| approvals::get(self, id)) }
     }
 
     fn decided_approvals(
@@ -638,11 +685,13 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send {
         async move {
-            approvals::approvals_where(
-                self,
-                "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
-                [limit_sql(limit)],
-            )
+            off_runtime(|| {
+                approvals::approvals_where(
+                    self,
+                    "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
+                    [limit_sql(limit)],
+                )
+            })
         }
     }
 
@@ -651,7 +700,7 @@ impl Store for SqliteStore {
         id: &str,
         result: &ApprovalResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move { approvals::settle(self, id, result) }
+        async move { off_runtime(|| approvals::settle(self, id, result)) }
     }
 
     fn lock_resource(
@@ -662,28 +711,30 @@ impl Store for SqliteStore {
         lease_ms: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         async move {
-            let resource = resource.as_str();
-            // One statement: taken if free, held by `holder`, or run out.
-            let locked = self
-                .conn()
-                .query_row(
-                    LOCK,
-                    params![
-                        session_key(resource),
-                        resource,
-                        holder,
-                        to_sql(now_ms),
-                        to_sql(now_ms.saturating_add(lease_ms))
-                    ],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(StoreError::new)?
-                .is_some();
-            if locked {
-                self.wrote();
-            }
-            Ok(locked)
+            off_runtime(|| {
+                let resource = resource.as_str();
+                // One statement: taken if free, held by `holder`, or run out.
+                let locked = self
+                    .conn()
+                    .query_row(
+                        LOCK,
+                        params![
+                            session_key(resource),
+                            resource,
+                            holder,
+                            to_sql(now_ms),
+                            to_sql(now_ms.saturating_add(lease_ms))
+                        ],
+                        |_| Ok(()),
+                    )
+                    .optional()
+                    .map_err(StoreError::new)?
+                    .is_some();
+                if locked {
+                    self.wrote();
+                }
+                Ok(locked)
+            })
         }
     }
 
@@ -693,12 +744,14 @@ impl Store for SqliteStore {
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
-            let resource = resource.as_str();
-            self.execute(
-                "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
-                params![session_key(resource), holder],
-            )?;
-            Ok(())
+            off_runtime(|| {
+                let resource = resource.as_str();
+                self.execute(
+                    "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
+                    params![session_key(resource), holder],
+                )?;
+                Ok(())
+            })
         }
     }
 }

@@ -183,10 +183,16 @@ fn main() -> ExitCode {
         });
         return finish(outcome);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // A server (`mcp --http`, `serve`) on a multi-threaded runtime, the
+    // others on one thread.
+    let runtime = match cli.command.as_ref().map_or_else(
+        || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        },
+        Command::runtime,
+    ) {
         Ok(runtime) => runtime,
         Err(error) => {
             return finish(Err(setup(format!("cannot start the runtime: {error}"))));

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use tokio::sync::{Mutex, MutexGuard};
-use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 
 use crate::catalog::{Catalog, before_any_change, currency, not_applied, now_ms, unavailable};
 use crate::{
