@@ -152,12 +152,88 @@ fn two_replicas_on_one_database_run_each_call_once() {
             "the other replica replayed each"
         );
         drop(replicas);
-        PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap()
-            .drop_schema()
+        drop_schema(&url, &schema).await;
+    });
+}
+
+/// Drops a test's schema, through a store of its own.
+async fn drop_schema(url: &str, schema: &str) {
+    PostgresStore::connect_in_schema(url, schema)
+        .await
+        .unwrap()
+        .drop_schema()
+        .await
+        .unwrap();
+}
+
+/// `url` with `query` added to its query string.
+fn with_query(url: &str, query: &str) -> String {
+    let joint = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{joint}{query}")
+}
+
+/// 32 conversations, each sending its call twice at once (a model's retry),
+/// through one dispatcher whose store has a pool of at most 4 connections:
+/// every call runs once, its twin is replayed, and the server saw more than
+/// one of the store's connections and never more than 4.
+#[test]
+fn a_pool_of_four_serves_thirty_two_conversations_each_call_once() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let schema = postgres_schema("pool");
+        let name = format!("toolcall_pool_{}", std::process::id());
+        let pooled = with_query(&url, &format!("pool_max_size=4&application_name={name}"));
+        let bank = Arc::new(Bank::default());
+        let store = PostgresStore::connect_in_schema(&pooled, &schema)
             .await
             .unwrap();
+        let d = Arc::new(
+            Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
+                .store(store)
+                .build()
+                .unwrap(),
+        );
+        let mut tasks = Vec::new();
+        for conversation in 0..32 {
+            for _ in 0..2 {
+                let d = Arc::clone(&d);
+                tasks.push(tokio::spawn(async move {
+                    let session = format!("c{conversation}");
+                    d.execute(Call::new("send", r#"{"cents": 7}"#).session(session.as_str()))
+                        .await
+                }));
+            }
+        }
+        let mut results: Vec<ToolResult> = Vec::new();
+        for task in tasks {
+            results.push(task.await.unwrap());
+        }
+        assert!(results.iter().all(|r| r.ok), "{results:?}");
+        assert_eq!(
+            bank.runs.load(Ordering::SeqCst),
+            32,
+            "one run a conversation"
+        );
+        assert_eq!(results.iter().filter(|r| r.replayed).count(), 32);
+
+        let (probe, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let open: i64 = probe
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(
+            (2..=4).contains(&open),
+            "{open} connections of the store's pool"
+        );
+        drop(d);
+        drop_schema(&url, &schema).await;
     });
 }
 
@@ -204,12 +280,7 @@ fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
             .await;
         assert!(next.ok, "{next:?}");
         assert_eq!(bank.runs.load(Ordering::SeqCst), 3);
-        PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_schema(&url, &schema).await;
     });
 }
 

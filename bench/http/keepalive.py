@@ -3,7 +3,7 @@
 connections kept alive, as a plain client sends them (Python's http.client:
 one request at a time on each connection, the answer read whole).
 
-    target/release/orders mcp --quiet --http 127.0.0.1:8808 &
+    target/release/orders mcp --http 127.0.0.1:8808 &
     python3 bench/http/keepalive.py --url http://127.0.0.1:8808/mcp --connections 1 --calls 2000
     python3 bench/http/keepalive.py --url http://127.0.0.1:8808/mcp --connections 50 --calls 20000
 
@@ -49,17 +49,21 @@ def worker(url, tool, arguments, calls, first_id, latencies, failures):
         "Mcp-Method": "tools/call",
         "Mcp-Name": tool,
     }
-    for n in range(calls):
-        payload = body(first_id + n, tool, arguments)
-        started = time.perf_counter()
-        connection.request("POST", parts.path, payload, headers)
-        answer = connection.getresponse()
-        text = answer.read()
-        latencies.append(time.perf_counter() - started)
-        if answer.status != 200 or b'"result"' not in text:
-            failures.append(f"{answer.status}: {text[:300]!r}")
-            return
-    connection.close()
+    try:
+        for n in range(calls):
+            payload = body(first_id + n, tool, arguments)
+            started = time.perf_counter()
+            connection.request("POST", parts.path, payload, headers)
+            answer = connection.getresponse()
+            text = answer.read()
+            latencies.append(time.perf_counter() - started)
+            if answer.status != 200 or b'"result"' not in text:
+                failures.append(f"{answer.status}: {text[:300]!r}")
+                return
+    except OSError as error:
+        failures.append(f"{url}: {error}")
+    finally:
+        connection.close()
 
 
 def main():

@@ -2,59 +2,38 @@
 //! parsed by the server once per connection, then only bound and executed
 //! (one round trip, one implicit transaction, per statement).
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Error, Row, Statement};
+use tokio_postgres::{Error, Row, Statement};
 
-/// A connection, and the statements prepared on it, by their text.
-#[derive(Debug)]
+/// A connection of the store's pool, held until this drops, with the
+/// statements prepared on it (the pool keeps them with the connection).
 pub(crate) struct Conn {
-    client: Client,
-    statements: Mutex<HashMap<String, Statement>>,
+    client: deadpool_postgres::Object,
     /// Requests sent, shared by every connection of one store.
     sent: Arc<AtomicU64>,
 }
 
 impl Conn {
-    pub(crate) fn new(client: Client, sent: Arc<AtomicU64>) -> Self {
-        Conn {
-            client,
-            statements: Mutex::new(HashMap::new()),
-            sent,
-        }
+    pub(crate) fn new(client: deadpool_postgres::Object, sent: Arc<AtomicU64>) -> Self {
+        Conn { client, sent }
     }
 
     fn sent(&self) {
         self.sent.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
-        self.client.is_closed()
-    }
-
     /// The statement of `sql`, prepared on this connection the first time
-    /// it is asked for. (Two calls asking at once may both prepare it; one
-    /// of the two is kept.)
+    /// it is asked for.
     pub(crate) async fn statement(&self, sql: &str) -> Result<Statement, Error> {
-        let cached = self
-            .statements
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(sql)
-            .cloned();
-        if let Some(statement) = cached {
-            return Ok(statement);
+        let cache = &self.client.statement_cache;
+        let before = cache.size();
+        let statement = self.client.prepare_cached(sql).await?;
+        if cache.size() != before {
+            self.sent();
         }
-        self.sent();
-        let statement = self.client.prepare(sql).await?;
-        self.statements
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(sql.to_owned())
-            .or_insert_with(|| statement.clone());
         Ok(statement)
     }
 

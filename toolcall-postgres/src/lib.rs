@@ -25,6 +25,12 @@
 //! [`DECISION_CHANNEL`]: an agent waiting for it
 //! ([`Store::wait_approval`]) `LISTEN`s and wakes at once.
 //!
+//! The store's connections are a pool (deadpool-postgres): `pool_max_size`
+//! connections at most (8), a call waiting `pool_timeout` seconds for a free
+//! one (5), and each statement limited to `statement_timeout` milliseconds
+//! when given; all three are read from the connection string, beside
+//! libpq's own words (`...?sslmode=verify-full&pool_max_size=16`).
+//!
 //! A connection that drops is opened again on the next call; the call that
 //! was in flight when it dropped answers `STORE_UNAVAILABLE`, never a wrong
 //! "ok".
@@ -114,7 +120,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use conn::Conn;
-use tokio::sync::Mutex;
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
@@ -123,8 +128,10 @@ use toolcall_core::store::{
 };
 
 pub use approvals::DECISION_CHANNEL;
+/// The pool's crate, for the types [`Pool::get`] hands out.
+pub use deadpool_postgres;
 use schema::{migrate, quote};
-pub use tls::{ConnectionString, TlsMode, connect};
+pub use tls::{ConnectionString, Pool, TlsMode, connect};
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
@@ -135,7 +142,7 @@ use toolcall_sql::{from_sql, limit_sql, to_sql};
 pub struct PostgresStore {
     url: ConnectionString,
     schema: String,
-    client: Mutex<Option<Arc<Conn>>>,
+    pool: deadpool_postgres::Pool,
     retention: Retention,
     sent: Arc<AtomicU64>,
 }
@@ -150,10 +157,16 @@ impl PostgresStore {
     /// Like [`connect`](PostgresStore::connect), with the tables in
     /// `schema` (created if missing): one database, separate tenants or test runs.
     pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        let url = ConnectionString::parse(url)?;
+        let schema_name = schema.to_owned();
+        let pool = url.pool(move |client| {
+            let schema = schema_name.clone();
+            Box::pin(async move { migrate(client, &schema).await })
+        })?;
         let store = PostgresStore {
-            url: ConnectionString::parse(url)?,
+            url,
             schema: schema.to_owned(),
-            client: Mutex::new(None),
+            pool,
             retention: Retention::default(),
             sent: Arc::new(AtomicU64::new(0)),
         };
@@ -161,8 +174,8 @@ impl PostgresStore {
         Ok(store)
     }
 
-    /// How many requests the store has sent to the server on its own
-    /// connection since it connected (setting up a connection aside): each
+    /// How many requests the store has sent to the server on its pool's
+    /// connections since it connected (setting up a connection aside): each
     /// one round trip, and one transaction. A statement is prepared once per
     /// connection, which is one request more the first time it is sent.
     /// (Waiting for a decision, [`Store::wait_approval`], listens on a
@@ -183,18 +196,14 @@ impl PostgresStore {
             .map_err(StoreError::new)
     }
 
-    /// The live connection, opened (again) if there is none or it dropped.
-    /// Its statements are prepared on it once, the first time each is sent.
-    async fn client(&self) -> Result<Arc<Conn>, StoreError> {
-        let mut slot = self.client.lock().await;
-        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(Arc::clone(client));
-        }
-        let mut client = self.url.connect().await?;
-        migrate(&mut client, &self.schema).await?;
-        let client = Arc::new(Conn::new(client, Arc::clone(&self.sent)));
-        *slot = Some(Arc::clone(&client));
-        Ok(client)
+    /// A connection of the pool, held until the returned value drops: one
+    /// free, or a new one (its schema made or upgraded first), or, with
+    /// every one busy, the first to come free within `pool_timeout`. A
+    /// connection that dropped is not handed out again. Its statements are
+    /// prepared on it once, the first time each is sent.
+    async fn client(&self) -> Result<Conn, StoreError> {
+        let object = self.url.checkout(&self.pool).await?;
+        Ok(Conn::new(object, Arc::clone(&self.sent)))
     }
 
     /// [`Store::claim`], keeping `question` (its JSON text, with the time it

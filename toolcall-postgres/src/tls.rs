@@ -16,6 +16,7 @@
 //! the connection, with why.
 
 use std::fmt;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -83,6 +84,7 @@ pub struct ConnectionString {
     /// `sslrootcert`: a PEM file, or `system`.
     root: Option<String>,
     config: tokio_postgres::Config,
+    pool: PoolSettings,
     #[cfg(feature = "tls")]
     tls: tokio_postgres_rustls::MakeRustlsConnect,
 }
@@ -95,6 +97,7 @@ impl fmt::Debug for ConnectionString {
             .field("config", &self.config)
             .field("mode", &self.mode)
             .field("root", &self.root)
+            .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
 }
@@ -113,7 +116,12 @@ impl ConnectionString {
         url: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<ConnectionString, StoreError> {
-        let Parts { config, mode, root } = parts(url, env)?;
+        let Parts {
+            config,
+            mode,
+            root,
+            pool,
+        } = parts(url, env)?;
         #[cfg(feature = "tls")]
         let tls = tokio_postgres_rustls::MakeRustlsConnect::new(crate::verify::rustls_config(
             mode,
@@ -130,6 +138,7 @@ impl ConnectionString {
             mode,
             root,
             config,
+            pool,
             #[cfg(feature = "tls")]
             tls,
         })
@@ -138,6 +147,71 @@ impl ConnectionString {
     /// The TLS mode asked for.
     pub fn mode(&self) -> TlsMode {
         self.mode
+    }
+
+    /// The pool of the store's connections: each new one set up by
+    /// `setup` (its schema made or upgraded, its search path set), then
+    /// given the statement timeout asked for.
+    pub(crate) fn pool(
+        &self,
+        setup: impl Fn(&mut Client) -> SetupFuture<'_> + Send + Sync + 'static,
+    ) -> Result<deadpool_postgres::Pool, StoreError> {
+        #[cfg(feature = "tls")]
+        let tls = self.tls.clone();
+        #[cfg(not(feature = "tls"))]
+        let tls = tokio_postgres::NoTls;
+        let manager = deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        };
+        let manager = deadpool_postgres::Manager::from_config(self.config.clone(), tls, manager);
+        let timeout = self.pool.statement_timeout;
+        let setup = std::sync::Arc::new(setup);
+        deadpool_postgres::Pool::builder(manager)
+            .max_size(self.pool.max_size)
+            .wait_timeout(Some(self.pool.wait))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
+                let setup = std::sync::Arc::clone(&setup);
+                Box::pin(async move {
+                    let client: &mut Client = client;
+                    setup(client).await.map_err(|error| {
+                        deadpool_postgres::HookError::message(error.to_string())
+                    })?;
+                    if let Some(timeout) = timeout {
+                        client
+                            .batch_execute(&format!(
+                                "SET statement_timeout = {}",
+                                timeout.as_millis()
+                            ))
+                            .await
+                            .map_err(deadpool_postgres::HookError::Backend)?;
+                    }
+                    Ok(())
+                })
+            }))
+            .build()
+            .map_err(|error| StoreError::new(format!("the connection pool: {error}")))
+    }
+
+    /// A connection of `pool`, or why there is none: the server's error
+    /// (with what it means for the TLS asked for), or no connection free
+    /// within the wait.
+    pub(crate) async fn checkout(
+        &self,
+        pool: &deadpool_postgres::Pool,
+    ) -> Result<deadpool_postgres::Object, StoreError> {
+        use deadpool_postgres::PoolError;
+        pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => StoreError::new(self.why(&error)),
+            PoolError::Timeout(_) => StoreError::new(format!(
+                "no connection of the pool free within {} s (pool_max_size={}; raise \
+                 pool_max_size or pool_timeout in the connection string)",
+                self.pool.wait.as_secs(),
+                self.pool.max_size
+            )),
+            PoolError::PostCreateHook(error) => StoreError::new(error.to_string()),
+            other => StoreError::new(other.to_string()),
+        })
     }
 
     fn why(&self, error: &tokio_postgres::Error) -> String {
@@ -196,21 +270,102 @@ struct Parts {
     config: tokio_postgres::Config,
     mode: TlsMode,
     root: Option<String>,
+    pool: PoolSettings,
+}
+
+/// The store's pool of connections, as the connection string sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PoolSettings {
+    /// `pool_max_size`: connections open at most (8).
+    pub(crate) max_size: usize,
+    /// `pool_timeout`: how long a call waits for a free connection, in
+    /// seconds (5).
+    pub(crate) wait: Duration,
+    /// `statement_timeout`: how long one statement may run, in
+    /// milliseconds (the server's own setting when not given).
+    pub(crate) statement_timeout: Option<Duration>,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_size: 8,
+            wait: Duration::from_secs(5),
+            statement_timeout: None,
+        }
+    }
+}
+
+/// What the connection string says that tokio-postgres does not read.
+#[derive(Debug, Default)]
+struct Taken(Vec<(&'static str, String)>);
+
+impl Taken {
+    const OURS: [&'static str; 5] = [
+        "sslmode",
+        "sslrootcert",
+        "pool_max_size",
+        "pool_timeout",
+        "statement_timeout",
+    ];
+
+    fn put(&mut self, name: &str, value: String) {
+        let name = Taken::OURS
+            .into_iter()
+            .find(|ours| *ours == name)
+            .expect("only our names are taken");
+        self.0.retain(|(n, _)| *n != name);
+        self.0.push((name, value));
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// `name`'s value as a whole number at least `min`, if given.
+    fn number(&self, name: &str, min: u64) -> Result<Option<u64>, StoreError> {
+        let Some(text) = self.get(name) else {
+            return Ok(None);
+        };
+        match text.trim().parse::<u64>() {
+            Ok(n) if n >= min => Ok(Some(n)),
+            _ => Err(StoreError::new(format!(
+                "{name}={text} is not a whole number of at least {min}"
+            ))),
+        }
+    }
 }
 
 fn parts(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parts, StoreError> {
-    let (rest, mode, root) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    let (rest, taken) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         split_url(url)?
     } else {
         split_keywords(url)?
     };
-    let mode = match mode.or_else(|| env("PGSSLMODE")) {
+    let mode = match taken.get("sslmode").or_else(|| env("PGSSLMODE")) {
         Some(mode) => TlsMode::parse(&mode)?,
         None => TlsMode::Prefer,
     };
-    let root = root
+    let root = taken
+        .get("sslrootcert")
         .or_else(|| env("PGSSLROOTCERT"))
         .filter(|r| !r.is_empty());
+    let defaults = PoolSettings::default();
+    let pool = PoolSettings {
+        max_size: taken
+            .number("pool_max_size", 1)?
+            .map_or(defaults.max_size, |n| n as usize),
+        wait: taken
+            .number("pool_timeout", 0)?
+            .map_or(defaults.wait, Duration::from_secs),
+        statement_timeout: taken
+            .number("statement_timeout", 0)?
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
+    };
     let mut config: tokio_postgres::Config = rest
         .parse()
         .map_err(|error| StoreError::new(format!("the connection string: {error}")))?;
@@ -219,8 +374,17 @@ fn parts(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Parts, Store
         TlsMode::Prefer => SslMode::Prefer,
         _ => SslMode::Require,
     });
-    Ok(Parts { config, mode, root })
+    Ok(Parts {
+        config,
+        mode,
+        root,
+        pool,
+    })
 }
+
+/// What a new connection's setup returns.
+pub(crate) type SetupFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send + 'a>>;
 
 /// Drives `connection` on a task of its own, handing every notification's
 /// payload to the receiver.
@@ -248,6 +412,36 @@ pub(crate) struct Driver(tokio::task::JoinHandle<()>);
 impl Drop for Driver {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// A pool of connections for an application's own tables, made as the
+/// store's are: the TLS the connection string asks for, and its
+/// `pool_max_size`, `pool_timeout` and `statement_timeout`. A connection
+/// ([`Pool::get`]) prepares each statement once (`prepare_cached`, also in
+/// its transactions) and goes back to the pool when it drops.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    url: ConnectionString,
+    pool: deadpool_postgres::Pool,
+}
+
+impl Pool {
+    /// Reads `url` and opens the first connection, so that a server that
+    /// cannot be reached, or a certificate that does not verify, is an
+    /// error here.
+    pub async fn connect(url: &str) -> Result<Pool, StoreError> {
+        let url = ConnectionString::parse(url)?;
+        let pool = url.pool(|_| Box::pin(async { Ok(()) }))?;
+        let pool = Pool { url, pool };
+        drop(pool.get().await?);
+        Ok(pool)
+    }
+
+    /// A connection of the pool: a free one, a new one, or the first to
+    /// come free within `pool_timeout`; else why not.
+    pub async fn get(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.url.checkout(&self.pool).await
     }
 }
 
@@ -289,17 +483,16 @@ fn why(error: &tokio_postgres::Error, mode: TlsMode, root: Option<&str>) -> Stri
 }
 
 /// `url`'s query without `sslmode` and `sslrootcert`, and their values.
-fn split_url(url: &str) -> Result<(String, Option<String>, Option<String>), StoreError> {
+fn split_url(url: &str) -> Result<(String, Taken), StoreError> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None, None));
+        return Ok((url.to_owned(), Taken::default()));
     };
-    let (mut mode, mut root) = (None, None);
+    let mut taken = Taken::default();
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         match name {
-            "sslmode" => mode = Some(percent_decode(value)?),
-            "sslrootcert" => root = Some(percent_decode(value)?),
+            name if Taken::OURS.contains(&name) => taken.put(name, percent_decode(value)?),
             _ => kept.push(pair),
         }
     }
@@ -308,15 +501,15 @@ fn split_url(url: &str) -> Result<(String, Option<String>, Option<String>), Stor
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((rest, mode, root))
+    Ok((rest, taken))
 }
 
 /// A `key=value` string without `sslmode` and `sslrootcert`, and their
 /// values. As libpq reads it: spaces may surround `=`, and a value may be
 /// quoted, `'...'`, with `\'` and `\\` inside. What is kept is written back
 /// quoted, so tokio-postgres reads the same values.
-fn split_keywords(text: &str) -> Result<(String, Option<String>, Option<String>), StoreError> {
-    let (mut mode, mut root) = (None, None);
+fn split_keywords(text: &str) -> Result<(String, Taken), StoreError> {
+    let mut taken = Taken::default();
     let mut kept = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
@@ -357,15 +550,14 @@ fn split_keywords(text: &str) -> Result<(String, Option<String>, Option<String>)
             }
         }
         match key.as_str() {
-            "sslmode" => mode = Some(value),
-            "sslrootcert" => root = Some(value),
+            name if Taken::OURS.contains(&name) => taken.put(name, value),
             _ => {
                 let quoted = value.replace('\\', "\\\\").replace('\'', "\\'");
                 kept.push(format!("{key}='{quoted}'"));
             }
         }
     }
-    Ok((kept.join(" "), mode, root))
+    Ok((kept.join(" "), taken))
 }
 
 /// `%XX` decoded, as a URL's query writes a path.
@@ -418,7 +610,7 @@ mod tests {
         assert_eq!(read.root.as_deref(), Some("/etc/ca.pem"));
         assert_eq!(read.config.get_application_name(), Some("x"));
         assert_eq!(read.config.get_ssl_mode(), SslMode::Require);
-        let (rest, _, _) = split_url(
+        let (rest, _) = split_url(
             "postgres://u@db.example.com:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
         )
         .unwrap();
@@ -440,7 +632,7 @@ mod tests {
         .unwrap();
         assert_eq!(read.mode, TlsMode::VerifyCa);
         assert_eq!(read.root.as_deref(), Some("/a b/c'a.pem"));
-        let (rest, _, _) = split_keywords(
+        let (rest, _) = split_keywords(
             "host=db user=u sslmode = verify-ca sslrootcert='/a b/c\\'a.pem' dbname=app",
         )
         .unwrap();
@@ -478,5 +670,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("unterminated"), "{error}");
+    }
+
+    #[test]
+    fn the_pool_is_set_in_the_connection_string_and_its_words_are_checked() {
+        let read = parts(
+            "postgres://u@h/db?pool_max_size=16&pool_timeout=2&statement_timeout=1500&application_name=x",
+            no_env,
+        )
+        .unwrap();
+        assert_eq!(
+            read.pool,
+            PoolSettings {
+                max_size: 16,
+                wait: Duration::from_secs(2),
+                statement_timeout: Some(Duration::from_millis(1500)),
+            }
+        );
+        assert_eq!(read.config.get_application_name(), Some("x"));
+        let keywords = parts("host=h pool_max_size = 3 dbname=db", no_env).unwrap();
+        assert_eq!(keywords.pool.max_size, 3);
+        assert_eq!(keywords.config.get_dbname(), Some("db"));
+        assert_eq!(
+            parts("postgres://h/db", no_env).unwrap().pool,
+            PoolSettings::default()
+        );
+        for bad in [
+            "pool_max_size=0",
+            "pool_max_size=many",
+            "pool_timeout=-1",
+            "statement_timeout=1s",
+        ] {
+            let error = parts(&format!("postgres://h/db?{bad}"), no_env)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(bad.split('=').next().unwrap()) && error.contains("whole number"),
+                "{error}"
+            );
+        }
     }
 }

@@ -1,14 +1,15 @@
 //! The shop in a Postgres database, beside the pipeline's tables, on a
-//! connection of its own: every process that connects shares its orders,
+//! pool of its own (`toolcall_postgres::Pool`: the store's TLS and pool
+//! settings, each statement prepared once per connection): every process
+//! that connects shares its orders,
 //! refunds and notes. A refund is one transaction that locks the order's
 //! row (`SELECT ... FOR UPDATE`), reads what is left to refund, and inserts
 //! the refund or refuses it.
 
 use std::collections::BTreeMap;
 
-use tokio::sync::{Mutex, MutexGuard};
-use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
+use toolcall_postgres::deadpool_postgres::{ClientWrapper, Object};
 
 use crate::catalog::{Catalog, before_any_change, currency, not_applied, now_ms, unavailable};
 use crate::{
@@ -52,8 +53,7 @@ CREATE TABLE IF NOT EXISTS orders_messages (
 
 #[derive(Debug)]
 pub(crate) struct PostgresShop {
-    url: String,
-    client: Mutex<Client>,
+    pool: toolcall_postgres::Pool,
     catalog: Catalog,
 }
 
@@ -61,7 +61,10 @@ impl PostgresShop {
     /// Connects, and creates and seeds the tables that are missing under an
     /// advisory lock: processes connecting to a new database at once are safe.
     pub(crate) async fn connect(url: &str) -> Result<Self, BackendError> {
-        let mut client = open(url).await?;
+        let pool = toolcall_postgres::Pool::connect(url)
+            .await
+            .map_err(unavailable)?;
+        let mut client = pool.get().await.map_err(unavailable)?;
         let tx = client.transaction().await.map_err(unavailable)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
             .await
@@ -69,8 +72,12 @@ impl PostgresShop {
         tx.batch_execute(SCHEMA).await.map_err(unavailable)?;
         for order in reference_orders() {
             tx.execute(
-                "INSERT INTO orders_orders (order_id, customer_id, total_cents, currency)
+                &tx.prepare_cached(
+                    "INSERT INTO orders_orders (order_id, customer_id, total_cents, currency)
                  VALUES ($1, $2, $3, $4) ON CONFLICT (order_id) DO NOTHING",
+                )
+                .await
+                .map_err(unavailable)?,
                 &[
                     &order.order_id,
                     &order.customer_id,
@@ -85,8 +92,12 @@ impl PostgresShop {
             for (position, message) in messages.iter().enumerate() {
                 let position = i32::try_from(position).unwrap_or(i32::MAX);
                 tx.execute(
-                    "INSERT INTO orders_messages (order_id, position, sender, text)
+                    &tx.prepare_cached(
+                        "INSERT INTO orders_messages (order_id, position, sender, text)
                      VALUES ($1, $2, $3, $4) ON CONFLICT (order_id, position) DO NOTHING",
+                    )
+                    .await
+                    .map_err(unavailable)?,
                     &[&order_id, &position, &message.from, &message.text],
                 )
                 .await
@@ -95,34 +106,33 @@ impl PostgresShop {
         }
         tx.commit().await.map_err(unavailable)?;
         let catalog = read_catalog(&client).await?;
-        Ok(PostgresShop {
-            url: url.to_owned(),
-            client: Mutex::new(client),
-            catalog,
-        })
+        drop(client);
+        Ok(PostgresShop { pool, catalog })
     }
 
     pub(crate) fn catalog(&self) -> &Catalog {
         &self.catalog
     }
 
-    /// The connection, opened again if it dropped.
-    async fn client(&self) -> Result<MutexGuard<'_, Client>, BackendError> {
-        let mut client = self.client.lock().await;
-        if client.is_closed() {
-            *client = open(&self.url).await?;
-        }
-        Ok(client)
+    /// A connection of the pool (one that dropped is not handed out again),
+    /// its statements prepared once.
+    async fn client(&self) -> Result<Object, BackendError> {
+        self.pool.get().await.map_err(unavailable)
     }
 
     pub(crate) async fn order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT o.customer_id, o.total_cents, o.currency,
+                &client
+                    .prepare_cached(
+                        "SELECT o.customer_id, o.total_cents, o.currency,
                         (SELECT COALESCE(SUM(r.amount_cents), 0)::BIGINT FROM orders_refunds r
                           WHERE r.order_id = o.order_id)
                    FROM orders_orders o WHERE o.order_id = $1",
+                    )
+                    .await
+                    .map_err(unavailable)?,
                 &[&order_id],
             )
             .await
@@ -148,7 +158,12 @@ impl PostgresShop {
         let client = self.client().await?;
         let exists: bool = client
             .query_one(
-                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+                &client
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+                    )
+                    .await
+                    .map_err(unavailable)?,
                 &[&order_id],
             )
             .await
@@ -158,8 +173,7 @@ impl PostgresShop {
             return Ok(None);
         }
         let rows = client
-            .query(
-                "SELECT sender, text FROM orders_messages WHERE order_id = $1 ORDER BY position",
+            .query(&client.prepare_cached("SELECT sender, text FROM orders_messages WHERE order_id = $1 ORDER BY position").await.map_err(unavailable)?,
                 &[&order_id],
             )
             .await
@@ -177,7 +191,13 @@ impl PostgresShop {
     pub(crate) async fn notes(&self) -> Result<Vec<(String, String)>, BackendError> {
         let client = self.client().await?;
         let rows = client
-            .query("SELECT order_id, text FROM orders_notes ORDER BY id", &[])
+            .query(
+                &client
+                    .prepare_cached("SELECT order_id, text FROM orders_notes ORDER BY id")
+                    .await
+                    .map_err(unavailable)?,
+                &[],
+            )
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
@@ -187,8 +207,13 @@ impl PostgresShop {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT order_id, amount_cents, idempotency_key, remaining_cents
+                &client
+                    .prepare_cached(
+                        "SELECT order_id, amount_cents, idempotency_key, remaining_cents
                    FROM orders_refunds ORDER BY id",
+                    )
+                    .await
+                    .map_err(unavailable)?,
                 &[],
             )
             .await
@@ -207,7 +232,13 @@ impl PostgresShop {
     pub(crate) async fn refund_count(&self) -> Result<u64, BackendError> {
         let client = self.client().await?;
         let count: i64 = client
-            .query_one("SELECT COUNT(*) FROM orders_refunds", &[])
+            .query_one(
+                &client
+                    .prepare_cached("SELECT COUNT(*) FROM orders_refunds")
+                    .await
+                    .map_err(unavailable)?,
+                &[],
+            )
             .await
             .map_err(unavailable)?
             .get(0);
@@ -227,7 +258,11 @@ impl PostgresShop {
         let tx = client.transaction().await.map_err(unavailable)?;
         let row = tx
             .query_opt(
-                "SELECT total_cents FROM orders_orders WHERE order_id = $1 FOR UPDATE",
+                &tx.prepare_cached(
+                    "SELECT total_cents FROM orders_orders WHERE order_id = $1 FOR UPDATE",
+                )
+                .await
+                .map_err(unavailable)?,
                 &[&order_id],
             )
             .await
@@ -238,8 +273,12 @@ impl PostgresShop {
         let total_cents: i64 = row.get(0);
         let first = tx
             .query_opt(
-                "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
+                &tx.prepare_cached(
+                    "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
                   WHERE idempotency_key = $1",
+                )
+                .await
+                .map_err(unavailable)?,
                 &[&idempotency_key],
             )
             .await
@@ -254,8 +293,12 @@ impl PostgresShop {
         }
         let refunded_cents: i64 = tx
             .query_one(
-                "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
+                &tx.prepare_cached(
+                    "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
                   WHERE order_id = $1",
+                )
+                .await
+                .map_err(unavailable)?,
                 &[&order_id],
             )
             .await
@@ -269,9 +312,13 @@ impl PostgresShop {
         let remaining_cents = refundable_cents - amount_cents;
         let inserted = tx
             .execute(
-                "INSERT INTO orders_refunds
+                &tx.prepare_cached(
+                    "INSERT INTO orders_refunds
                      (idempotency_key, order_id, amount_cents, remaining_cents, created_ms)
                  VALUES ($1, $2, $3, $4, $5)",
+                )
+                .await
+                .map_err(unavailable)?,
                 &[
                     &idempotency_key,
                     &order_id,
@@ -302,7 +349,11 @@ impl PostgresShop {
         let tx = client.transaction().await.map_err(not_applied)?;
         let exists: bool = tx
             .query_one(
-                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+                &tx.prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+                )
+                .await
+                .map_err(not_applied)?,
                 &[&order_id],
             )
             .await
@@ -312,13 +363,22 @@ impl PostgresShop {
             return Err(BackendError::UnknownOrder);
         }
         tx.execute(
-            "INSERT INTO orders_notes (order_id, text, created_ms) VALUES ($1, $2, $3)",
+            &tx.prepare_cached(
+                "INSERT INTO orders_notes (order_id, text, created_ms) VALUES ($1, $2, $3)",
+            )
+            .await
+            .map_err(not_applied)?,
             &[&order_id, &text, &now_ms()],
         )
         .await
         .map_err(not_applied)?;
         let notes: i64 = tx
-            .query_one("SELECT COUNT(*) FROM orders_notes", &[])
+            .query_one(
+                &tx.prepare_cached("SELECT COUNT(*) FROM orders_notes")
+                    .await
+                    .map_err(not_applied)?,
+                &[],
+            )
             .await
             .map_err(not_applied)?
             .get(0);
@@ -329,18 +389,17 @@ impl PostgresShop {
     }
 }
 
-/// A new connection, with the TLS the URL asks for (`sslmode`, as the
-/// store's), its driver on a task of its own.
-async fn open(url: &str) -> Result<Client, BackendError> {
-    toolcall_postgres::connect(url).await.map_err(unavailable)
-}
-
 /// The orders' fixed fields and the messages, as they are now.
-async fn read_catalog(client: &Client) -> Result<Catalog, BackendError> {
+async fn read_catalog(client: &ClientWrapper) -> Result<Catalog, BackendError> {
     let rows = client
         .query(
-            "SELECT order_id, customer_id, total_cents, currency FROM orders_orders
+            &client
+                .prepare_cached(
+                    "SELECT order_id, customer_id, total_cents, currency FROM orders_orders
               ORDER BY order_id",
+                )
+                .await
+                .map_err(unavailable)?,
             &[],
         )
         .await
@@ -353,8 +412,7 @@ async fn read_catalog(client: &Client) -> Result<Catalog, BackendError> {
     });
     let orders: Vec<Order> = orders.collect();
     let rows = client
-        .query(
-            "SELECT order_id, sender, text FROM orders_messages ORDER BY order_id, position",
+        .query(&client.prepare_cached("SELECT order_id, sender, text FROM orders_messages ORDER BY order_id, position").await.map_err(unavailable)?,
             &[],
         )
         .await

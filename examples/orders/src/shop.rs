@@ -48,7 +48,7 @@ pub struct Shop {
 enum Backend {
     Memory(Memory),
     Sqlite(SqliteShop),
-    Postgres(PostgresShop),
+    Postgres(Box<PostgresShop>),
 }
 
 impl Default for Shop {
@@ -88,7 +88,7 @@ impl Shop {
     pub async fn connect_postgres(url: &str) -> Result<Self, BackendError> {
         PostgresShop::connect(url)
             .await
-            .map(|shop| Shop::over(Backend::Postgres(shop)))
+            .map(|shop| Shop::over(Backend::Postgres(Box::new(shop))))
     }
 
     fn over(backend: Backend) -> Self {
