@@ -16,8 +16,12 @@
 //!   call costs, setting up a connection and preparing statements aside.
 //!   Read-only: `get_order`, each call in a conversation of its own.
 //!   Confirmed refund: `refund_order` with `confirmed`, one cent at a time.
-//! * **Latency.** For 1, 8 and 32 conversations (halves in each of two
-//!   processes, each process one store, one connection), each conversation
+//! * **W.** The server's own rate of single-row inserts (autocommit, each
+//!   prepared once) from 8 connections at once: what the store's rates are
+//!   compared with.
+//! * **Latency and rate.** For 1, 8 and 32 conversations in one process and
+//!   8 processes of one conversation (each process one store, its pool),
+//!   each conversation
 //!   making `--calls` calls one after another: p50 and p99 of a
 //!   `get_order`, of a confirmed refund (each conversation refunds an order
 //!   of its own, so that the resource locks do not serialize them), and of
@@ -250,9 +254,13 @@ async fn parent(args: &Args) {
         );
     }
 
+    let w = raw_insert_rate(&url, 8, args.calls * 4).await;
+    println!("{}", json!({ "raw_insert_rate": w.round(), "connections": 8 }));
+
+    // One process with 1, 8 and 32 conversations; 8 processes of one
+    // conversation each.
     for kind in ["read", "refund", "floor"] {
-        for conversations in [1usize, 8, 32] {
-            let processes = if conversations == 1 { 1 } else { 2 };
+        for (conversations, processes) in [(1usize, 1usize), (8, 1), (32, 1), (8, 8)] {
             let children: Vec<_> = (0..processes)
                 .map(|process| {
                     Command::new(std::env::current_exe().expect("this program"))
@@ -274,11 +282,17 @@ async fn parent(args: &Args) {
                 })
                 .collect();
             let mut micros: Vec<u64> = Vec::new();
+            let mut rate = 0.0;
             for child in children {
                 let out = child.wait_with_output().expect("its output");
                 assert!(out.status.success(), "a process failed");
-                let line: Vec<u64> = serde_json::from_slice(&out.stdout).expect("its latencies");
-                micros.extend(line);
+                let line: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).expect("its latencies");
+                let calls: Vec<u64> =
+                    serde_json::from_value(line["micros"].clone()).expect("its latencies");
+                // The processes run at once: their rates add up.
+                rate += calls.len() as f64 / line["seconds"].as_f64().expect("its time");
+                micros.extend(calls);
             }
             micros.sort_unstable();
             let at = |q: f64| micros[((micros.len() as f64 * q) as usize).min(micros.len() - 1)];
@@ -289,6 +303,8 @@ async fn parent(args: &Args) {
                     "conversations": conversations,
                     "processes": processes,
                     "calls": micros.len(),
+                    "calls_per_s": rate.round(),
+                    "of_raw_insert_rate": (rate / w * 100.0).round() / 100.0,
                     "p50_us": at(0.50),
                     "p99_us": at(0.99),
                 })
@@ -326,6 +342,7 @@ async fn child(args: &Args, kind: &str) {
         .await
         .expect("the record");
     let stamp = toolcall::store::now_ms();
+    let started_all = Instant::now();
     let tasks: Vec<_> = (0..conversations)
         .map(|c| {
             let (d, floor, claim, record) = (
@@ -370,5 +387,54 @@ async fn child(args: &Args, kind: &str) {
     for task in tasks {
         all.extend(task.await.expect("a conversation"));
     }
-    println!("{}", serde_json::to_string(&all).expect("JSON"));
+    let seconds = started_all.elapsed().as_secs_f64();
+    println!("{}", json!({ "micros": all, "seconds": seconds }));
+}
+
+/// The server's own rate of single-row inserts, each its own transaction
+/// (autocommit), from `connections` connections at once, each statement
+/// prepared once: W, what the store's write rates compare with.
+async fn raw_insert_rate(url: &str, connections: usize, inserts: usize) -> f64 {
+    let setup = connect(url).await;
+    setup
+        .batch_execute(
+            "DROP TABLE IF EXISTS bench_raw_inserts;
+             CREATE TABLE bench_raw_inserts (id BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, at BIGINT NOT NULL)",
+        )
+        .await
+        .expect("the table");
+    let mut clients = Vec::new();
+    for _ in 0..connections {
+        let client = connect(url).await;
+        let insert = client
+            .prepare("INSERT INTO bench_raw_inserts (key, at) VALUES ($1, $2)")
+            .await
+            .expect("the insert");
+        clients.push((client, insert));
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, (client, insert))| {
+            tokio::spawn(async move {
+                for n in 0..inserts {
+                    let key = format!("{c}-{n}");
+                    client
+                        .execute(&insert, &[&key, &(n as i64)])
+                        .await
+                        .expect("an insert");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a connection's inserts");
+    }
+    let rate = (connections * inserts) as f64 / started.elapsed().as_secs_f64();
+    setup
+        .batch_execute("DROP TABLE bench_raw_inserts")
+        .await
+        .expect("the table dropped");
+    rate
 }
