@@ -219,6 +219,17 @@ pub struct McpArgs {
     #[arg(long, value_name = "HOST[:PORT]", requires = "http")]
     #[cfg_attr(not(feature = "http"), arg(hide = true))]
     pub allow_host: Vec<String>,
+    /// With `--http`: connections open at once, at most (1024); one more
+    /// is answered 503 with `Retry-After` and closed.
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    #[cfg_attr(not(feature = "http"), arg(hide = true))]
+    pub max_connections: Option<u32>,
+    /// With `--http`: sessions one caller may have open at once (64); one
+    /// more `initialize` is answered 429 until the caller ends one or one
+    /// idles out.
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    #[cfg_attr(not(feature = "http"), arg(hide = true))]
+    pub max_sessions_per_caller: Option<u32>,
 }
 
 /// `serve`'s arguments.

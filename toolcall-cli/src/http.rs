@@ -9,7 +9,7 @@ use std::sync::Arc;
 use toolcall_core::Dispatcher;
 use toolcall_core::store::Store;
 use toolcall_mcp::Options;
-use toolcall_mcp::http::{HttpOptions, MCP_PATH, router};
+use toolcall_mcp::http::{HttpOptions, Limits, MCP_PATH, router};
 
 use crate::{Error, McpArgs};
 
@@ -37,6 +37,9 @@ pub(crate) fn http_options(args: &McpArgs, addr: SocketAddr) -> Result<HttpOptio
     }
     for origin in &args.allow_origin {
         http = http.allow_origin(origin.clone());
+    }
+    if let Some(max) = args.max_sessions_per_caller {
+        http = http.max_sessions_per_caller(max as usize);
     }
     // Clients of a bind to a real address name it in `Host`; a bind to
     // every address (0.0.0.0, [::]) is reached by names only `--allow-host`
@@ -94,7 +97,11 @@ where
         format!("tokens for: {}", callers.join(", "))
     };
     eprintln!("MCP over streamable HTTP: http://{bound}{MCP_PATH} ({who})");
-    toolcall_mcp::http::serve(listener, app)
+    let mut limits = Limits::new();
+    if let Some(max) = args.max_connections {
+        limits = limits.max_connections(max as usize);
+    }
+    toolcall_mcp::http::serve_with(listener, app, limits)
         .await
         .map_err(Error::io(format!("serve MCP on {bound}")))
 }

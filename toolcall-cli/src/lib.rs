@@ -492,6 +492,40 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// `--max-sessions-per-caller` reaches the server's options; a bound
+    /// of 0, or either bound without `--http`, is refused by the parser.
+    #[cfg(feature = "http")]
+    #[test]
+    fn the_servers_bounds_are_read_and_zero_is_refused() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(subcommand)]
+            command: Command,
+        }
+        let parse = |line: &str| Line::try_parse_from(line.split_whitespace());
+        let Line {
+            command: Command::Mcp(args),
+        } = parse("app mcp --http 127.0.0.1:0 --max-sessions-per-caller 3 --max-connections 9")
+            .unwrap()
+        else {
+            panic!("mcp")
+        };
+        assert_eq!(
+            (args.max_sessions_per_caller, args.max_connections),
+            (Some(3), Some(9))
+        );
+        let options = http::http_options(&args, "127.0.0.1:0".parse().unwrap()).unwrap();
+        assert_eq!(options.max_sessions_per_caller, 3);
+        for bad in [
+            "app mcp --http 127.0.0.1:0 --max-connections 0",
+            "app mcp --http 127.0.0.1:0 --max-sessions-per-caller 0",
+            "app mcp --max-connections 5",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
     #[cfg(feature = "inbox")]
     #[test]
     fn serve_refuses_a_token_file_it_cannot_use() {

@@ -982,6 +982,10 @@ async fn a_head_or_a_body_sent_too_slowly_is_cut_off_and_nothing_runs() {
         .unwrap();
     let said = until_closed(&mut slow).await;
     assert!(!said.contains("200 OK"), "{said:?}");
+    // A connection that sends nothing at all holds no place either.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let said = until_closed(&mut silent).await;
+    assert!(!said.contains("200 OK"), "{said:?}");
 
     // The whole head, a tenth of the body it declares, then nothing.
     let auth = bearer(TOKEN_A);

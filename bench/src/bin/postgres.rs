@@ -255,7 +255,10 @@ async fn parent(args: &Args) {
     }
 
     let w = raw_insert_rate(&url, 8, args.calls * 4).await;
-    println!("{}", json!({ "raw_insert_rate": w.round(), "connections": 8 }));
+    println!(
+        "{}",
+        json!({ "raw_insert_rate": w.round(), "connections": 8 })
+    );
 
     // One process with 1, 8 and 32 conversations; 8 processes of one
     // conversation each.

@@ -729,3 +729,45 @@ fn what_cannot_be_served_safely_is_refused_at_start() {
     assert!(stderr.contains("--http"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--max-connections 1`: with one connection held open, the next is
+/// answered 503 and closed, and nothing of it reaches the shop; once the
+/// first closes, a call is served.
+#[test]
+fn a_connection_over_max_connections_is_503() {
+    let dir = scratch("bounds");
+    let db = dir.join("shop.db");
+    let store = format!("sqlite:{}", db.display());
+    let server = Server::start(&["--store", &store, "--max-connections", "1"]);
+    let held = TcpStream::connect(server.addr).unwrap();
+    let mut over = TcpStream::connect(server.addr).unwrap();
+    over.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut said = String::new();
+    let _ = over.read_to_string(&mut said);
+    assert!(said.starts_with("HTTP/1.1 503"), "{said:?}");
+    drop(held);
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let mut answer = None;
+    for _ in 0..200 {
+        let headers = [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ];
+        let got = post(server.addr, &headers, &list.to_string());
+        if got.status != 503 {
+            answer = Some(got);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let answer = answer.expect("served once the held connection closed");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("refund_order"), "{answer:?}");
+    assert_eq!(sqlite_refunds(&db), (0, 0));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
