@@ -75,6 +75,11 @@ struct Args {
     /// example (calls per second over a transport).
     #[arg(long)]
     serve_stdio: bool,
+    /// Serve rmcp's shop server over streamable HTTP at `http://ADDR/mcp`
+    /// instead of measuring: the peer of `orders mcp --http` for
+    /// `bench/http/keepalive.py`.
+    #[arg(long, value_name = "ADDR")]
+    serve_http: Option<std::net::SocketAddr>,
     /// Repetitions; the median is printed.
     #[arg(long, default_value_t = 11)]
     repeat: usize,
@@ -207,6 +212,13 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn main() {
     let args = Args::parse();
+    if let Some(addr) = args.serve_http {
+        if let Err(error) = rmcp_peer::serve_http(addr) {
+            eprintln!("serving over streamable HTTP failed: {error}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.serve_stdio {
         if let Err(error) = rmcp_peer::serve_stdio() {
             eprintln!("serving over standard input and output failed: {error}");

@@ -95,6 +95,38 @@ pub fn serve_stdio() -> Result<(), Box<dyn std::error::Error>> {
     })
 }
 
+/// Serves the shop's server over streamable HTTP at `http://ADDR/mcp`
+/// until the process ends: rmcp's `StreamableHttpService` under
+/// `axum::serve`, on a multi-threaded runtime as `orders mcp --http` runs,
+/// each connection with `TCP_NODELAY` (as any server should): the peer of
+/// `orders mcp --http` for `bench/http/keepalive.py`.
+pub fn serve_http(addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    use axum::serve::ListenerExt as _;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let shop = Arc::new(Shop::bench());
+        let service = StreamableHttpService::new(
+            move || Ok(ShopServer::new(Arc::clone(&shop))),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!("rmcp over streamable HTTP: http://{}/mcp", listener.local_addr()?);
+        let listener = listener.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
+        axum::serve(listener, router).await?;
+        Ok(())
+    })
+}
+
 /// A handler with nothing in it: only there to obtain a `Peer<RoleServer>`.
 struct PeerSource;
 
