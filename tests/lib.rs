@@ -74,6 +74,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     }
 }
 

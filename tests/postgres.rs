@@ -375,6 +375,7 @@ fn asked(id: &str) -> PendingApproval {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     }
 }
 

@@ -189,7 +189,7 @@ pub struct McpArgs {
     /// one): the address served is printed on standard error at start.
     /// Every session (or, on protocol 2026-07-28, every request) is served
     /// as a stdio connection is, in the same conversations. An address
-    /// other than loopback needs `--token-file`; keep it on loopback and
+    /// other than loopback needs `--token-file` or `--oauth-issuer`; keep it on loopback and
     /// put a TLS proxy in front to reach it from elsewhere.
     #[arg(long, value_name = "ADDR")]
     #[cfg_attr(not(feature = "http"), arg(hide = true))]
@@ -205,6 +205,52 @@ pub struct McpArgs {
     #[arg(long, value_name = "PATH", requires = "http")]
     #[cfg_attr(not(feature = "http"), arg(hide = true))]
     pub token_file: Option<PathBuf>,
+    /// With `--http`: serve as an OAuth 2.1 resource server of this
+    /// authorization server (its issuer URL: `https`, or `http` on
+    /// loopback). Each request then needs an access token (a JWT) it signed
+    /// for `--oauth-audience`, checked against the keys it publishes; a
+    /// client without one is pointed, by the 401, to this server's
+    /// protected resource metadata (`/.well-known/oauth-protected-resource/mcp`).
+    /// A `tools/call` needs `--oauth-read-scope` for a tool with no side
+    /// effect, `--oauth-write-scope` for one with side effects (403
+    /// `insufficient_scope` otherwise). Who the token names is recorded in
+    /// every audit record, question and inbox card. Not with `--token-file`.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires_all = ["http", "oauth_audience"],
+        conflicts_with = "token_file"
+    )]
+    #[cfg_attr(not(feature = "oauth"), arg(hide = true))]
+    pub oauth_issuer: Option<String>,
+    /// With `--oauth-issuer`: this server's canonical resource URI, the
+    /// `aud` its tokens must name (`https://mcp.example.com/mcp`).
+    #[arg(long, value_name = "URI", requires = "oauth_issuer")]
+    #[cfg_attr(not(feature = "oauth"), arg(hide = true))]
+    pub oauth_audience: Option<String>,
+    /// With `--oauth-issuer`: the scope a call of a tool with no side
+    /// effect needs (`NAME.read`, NAME the application's).
+    #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
+    #[cfg_attr(not(feature = "oauth"), arg(hide = true))]
+    pub oauth_read_scope: Option<String>,
+    /// With `--oauth-issuer`: the scope a call of a tool with side effects
+    /// needs (`NAME.write`).
+    #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
+    #[cfg_attr(not(feature = "oauth"), arg(hide = true))]
+    pub oauth_write_scope: Option<String>,
+    /// With `--oauth-issuer`: which caller a token's principal runs as,
+    /// `CALLER=sub:SUBJECT`, `CALLER=client_id:CLIENT` or `CALLER=*`; the
+    /// first rule that admits it wins, and a principal none admits is
+    /// refused (403). Without any, every principal runs as the caller the
+    /// command runs as. Repeatable.
+    #[arg(long, value_name = "RULE", requires = "oauth_issuer")]
+    #[cfg_attr(not(feature = "oauth"), arg(hide = true))]
+    pub oauth_caller: Vec<String>,
+    /// With `--oauth-issuer`: the least seconds between two reads of the
+    /// issuer's keys for a token signed with a key not among them (10).
+    #[arg(long, value_name = "SECONDS", requires = "oauth_issuer", value_parser = clap::value_parser!(u32).range(1..))]
+    #[cfg_attr(not(feature = "oauth"), arg(hide = true))]
+    pub oauth_keys_refresh: Option<u32>,
     /// With `--http`: a browser origin allowed to call
     /// (`https://console.example.com`), besides the server's own loopback
     /// one; a request from any other `Origin` gets 403. Repeatable.

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use toolcall_core::Dispatcher;
 use toolcall_core::store::Store;
 use toolcall_mcp::Options;
+#[cfg(feature = "oauth")]
+use toolcall_mcp::http::OAuth;
 use toolcall_mcp::http::{HttpOptions, Limits, MCP_PATH, router};
 
 use crate::{Error, McpArgs};
@@ -17,16 +19,27 @@ use crate::{Error, McpArgs};
 /// token file's tokens, the hosts and origins allowed, and the bound
 /// address's own host when it is not loopback. An address other than
 /// loopback without a token file is refused.
-pub(crate) fn http_options(args: &McpArgs, addr: SocketAddr) -> Result<HttpOptions, Error> {
+pub(crate) fn http_options(
+    program: &str,
+    args: &McpArgs,
+    addr: SocketAddr,
+) -> Result<HttpOptions, Error> {
     let ip = addr.ip();
-    if !ip.is_loopback() && args.token_file.is_none() {
+    if !ip.is_loopback() && args.token_file.is_none() && args.oauth_issuer.is_none() {
         return Err(Error::Input(format!(
             "--http {addr} is not a loopback address: serving other machines needs \
-             --token-file (each request then needs its caller's token); or bind to \
-             127.0.0.1 and put a TLS proxy in front"
+             --token-file (each request then needs its caller's token) or --oauth-issuer \
+             (an access token from an authorization server); or bind to 127.0.0.1 and put \
+             a TLS proxy in front"
         )));
     }
     let mut http = HttpOptions::new();
+    #[cfg(feature = "oauth")]
+    if let Some(issuer) = &args.oauth_issuer {
+        http = http.oauth(oauth(program, issuer, args)?);
+    }
+    #[cfg(not(feature = "oauth"))]
+    let _ = program;
     if let Some(path) = &args.token_file {
         http = http
             .token_file(path)
@@ -53,11 +66,39 @@ pub(crate) fn http_options(args: &McpArgs, addr: SocketAddr) -> Result<HttpOptio
     Ok(http)
 }
 
+/// The resource server's settings from `args`: the issuer, the audience,
+/// the scopes (`PROGRAM.read`, `PROGRAM.write` unless given), the caller
+/// rules and the keys' refresh.
+#[cfg(feature = "oauth")]
+fn oauth(program: &str, issuer: &str, args: &McpArgs) -> Result<OAuth, Error> {
+    let audience = args.oauth_audience.as_deref().unwrap_or_default();
+    let mut oauth = OAuth::new(issuer, audience)
+        .map_err(|e| Error::Input(format!("--oauth-issuer/--oauth-audience: {e}")))?
+        .scopes(
+            args.oauth_read_scope
+                .clone()
+                .unwrap_or_else(|| format!("{program}.read")),
+            args.oauth_write_scope
+                .clone()
+                .unwrap_or_else(|| format!("{program}.write")),
+        );
+    for rule in &args.oauth_caller {
+        oauth = oauth
+            .caller_rule(rule)
+            .map_err(|e| Error::Input(format!("--oauth-caller: {e}")))?;
+    }
+    if let Some(seconds) = args.oauth_keys_refresh {
+        oauth = oauth.keys_refresh(std::time::Duration::from_secs(u64::from(seconds)));
+    }
+    Ok(oauth)
+}
+
 /// Serves the dispatcher's tools over streamable HTTP on `addr` until the
 /// listener fails. Every check (the token file, its callers, the hosts and
 /// origins) is made before binding; the URL served, with the port bound, is
 /// printed on standard error once listening.
 pub(crate) async fn serve<S, St>(
+    program: &str,
     dispatcher: Arc<Dispatcher<S, St>>,
     options: Options,
     args: &McpArgs,
@@ -67,7 +108,7 @@ where
     S: Any + Send + Sync,
     St: Store + 'static,
 {
-    let http = http_options(args, addr)?;
+    let http = http_options(program, args, addr)?;
     let callers: Vec<String> = http
         .token_callers()
         .into_iter()
@@ -91,7 +132,12 @@ where
     let bound = listener
         .local_addr()
         .map_err(Error::io(format!("read the address bound for {addr}")))?;
-    let who = if callers.is_empty() {
+    let who = if let Some(issuer) = &args.oauth_issuer {
+        format!(
+            "OAuth: access tokens of {issuer} for {}",
+            args.oauth_audience.as_deref().unwrap_or_default()
+        )
+    } else if callers.is_empty() {
         format!("no tokens: clients on this machine only, as the caller `{default}`")
     } else {
         format!("tokens for: {}", callers.join(", "))

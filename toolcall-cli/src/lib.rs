@@ -462,7 +462,8 @@ mod tests {
             ..McpArgs::default()
         };
         let hosts = |addr: &str, args: &McpArgs| {
-            http::http_options(args, addr.parse().unwrap()).map(|options| options.allowed_hosts)
+            http::http_options("app", args, addr.parse().unwrap())
+                .map(|options| options.allowed_hosts)
         };
         assert_eq!(
             hosts("127.0.0.1:8808", &args).unwrap(),
@@ -515,7 +516,7 @@ mod tests {
             (args.max_sessions_per_caller, args.max_connections),
             (Some(3), Some(9))
         );
-        let options = http::http_options(&args, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let options = http::http_options("app", &args, "127.0.0.1:0".parse().unwrap()).unwrap();
         assert_eq!(options.max_sessions_per_caller, 3);
         for bad in [
             "app mcp --http 127.0.0.1:0 --max-connections 0",

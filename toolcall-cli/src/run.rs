@@ -71,6 +71,9 @@ impl Command {
         match self {
             Command::Mcp(_) if !cfg!(feature = "mcp") => Some("mcp"),
             Command::Mcp(args) if args.http.is_some() && !cfg!(feature = "http") => Some("http"),
+            Command::Mcp(args) if args.oauth_issuer.is_some() && !cfg!(feature = "oauth") => {
+                Some("oauth")
+            }
             Command::Serve(_) if !cfg!(feature = "inbox") => Some("inbox"),
             Command::Agent(_) if !cfg!(feature = "agent") => Some("agent"),
             _ => None,
@@ -84,6 +87,7 @@ impl Command {
         let feature = self.missing_feature()?;
         let command = match feature {
             "http" => "mcp --http",
+            "oauth" => "mcp --oauth-issuer",
             _ => self.name(),
         };
         Some(Error::MissingFeature { command, feature })
@@ -182,7 +186,9 @@ impl Command {
                         .await
                         .map_err(Error::Mcp),
                     #[cfg(feature = "http")]
-                    Some(addr) => crate::http::serve(dispatcher, options, args, addr).await,
+                    Some(addr) => {
+                        crate::http::serve(program, dispatcher, options, args, addr).await
+                    }
                     // Answered above: `missing_feature` names `http`.
                     #[cfg(not(feature = "http"))]
                     Some(_) => Err(Error::MissingFeature {

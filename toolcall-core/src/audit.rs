@@ -21,6 +21,12 @@ pub struct AuditRecord {
     pub session_id: String,
     /// The caller's id.
     pub caller: String,
+    /// Who authenticated behind the caller, when the host said
+    /// ([`Caller::with_principal`](crate::Caller::with_principal)): an MCP
+    /// server behind an authorization server records the token's issuer,
+    /// subject and client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<crate::Principal>,
     /// The session's step count after this call; `None` for a call that
     /// took no step: a dry run, or one refused before its step was counted
     /// (no conversation named, the store unreachable).
@@ -358,6 +364,7 @@ mod ring_tests {
         AuditRecord {
             session_id: "s".into(),
             caller: "c".into(),
+            principal: None,
             step: Some(step),
             tool: "t".into(),
             arguments: "{}".into(),

@@ -39,7 +39,7 @@ pub use dispatcher::{
 pub use dispatcher::{BuildWarning, Failure, MessageContext, UNKNOWN_APPROVAL_TOOL};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;
-pub use policy::{Caller, Policy, Taint};
+pub use policy::{Caller, Policy, Principal, Taint};
 pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
 pub use result::{Code, Data, ToolResult};

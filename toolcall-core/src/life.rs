@@ -607,6 +607,7 @@ mod tests {
                 reason: reason.map(str::to_owned),
                 tainted: Vec::new(),
                 answerers,
+                principal: None,
             },
             used_ms: None,
             result: None,

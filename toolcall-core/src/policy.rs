@@ -3,6 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 /// What one caller may do: the tools it may call, and the limits on the
 /// arguments that tools declare with `#[arg(limit = "...")]`.
 ///
@@ -216,6 +218,71 @@ pub struct Caller {
 struct CallerInner {
     id: String,
     policy: Policy,
+    principal: Option<Principal>,
+}
+
+/// Who was authenticated behind a caller: the subject of an access token,
+/// the issuer that vouched for it, and the client it was issued to (an MCP
+/// server behind an authorization server sets it, see
+/// [`Caller::with_principal`]).
+///
+/// It is recorded, never decided on: the caller it was mapped to holds the
+/// allowlist, the limits and the conversations; the principal is what every
+/// audit record, question and inbox card shows of who it was. Each part is
+/// kept [bounded](crate::echo::bound) to
+/// [`MAX_ID_BYTES`](crate::echo::MAX_ID_BYTES).
+///
+/// ```
+/// use toolcall_core::Principal;
+///
+/// let alice = Principal::new("https://auth.example.com", "alice").client("support-console");
+/// assert_eq!(alice.to_string(), "alice via support-console (https://auth.example.com)");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Principal {
+    /// The token's issuer (`iss`).
+    pub issuer: String,
+    /// The token's subject (`sub`): the user, or the client itself for a
+    /// client's own token.
+    pub subject: String,
+    /// The client the token was issued to (`client_id`, or `azp`), when the
+    /// token names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+}
+
+impl Principal {
+    /// The principal `subject` of `issuer`, with no client named.
+    pub fn new(issuer: impl Into<String>, subject: impl Into<String>) -> Self {
+        Principal {
+            issuer: bounded(issuer.into()),
+            subject: bounded(subject.into()),
+            client_id: None,
+        }
+    }
+
+    /// The same principal, naming the client its token was issued to.
+    pub fn client(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = Some(bounded(client_id.into()));
+        self
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.subject)?;
+        if let Some(client) = &self.client_id {
+            write!(f, " via {client}")?;
+        }
+        write!(f, " ({})", self.issuer)
+    }
+}
+
+fn bounded(text: String) -> String {
+    match crate::echo::bound(&text, crate::echo::MAX_ID_BYTES) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(bounded) => bounded,
+    }
 }
 
 impl Caller {
@@ -223,14 +290,35 @@ impl Caller {
     /// [`MAX_ID_BYTES`](crate::echo::MAX_ID_BYTES) is kept
     /// [bounded](crate::echo::bound): its head and its SHA-256.
     pub fn new(id: impl Into<String>, policy: Policy) -> Self {
-        let id = id.into();
-        let id = match crate::echo::bound(&id, crate::echo::MAX_ID_BYTES) {
-            std::borrow::Cow::Borrowed(_) => id,
-            std::borrow::Cow::Owned(bounded) => bounded,
-        };
         Caller {
-            inner: Arc::new(CallerInner { id, policy }),
+            inner: Arc::new(CallerInner {
+                id: bounded(id.into()),
+                policy,
+                principal: None,
+            }),
         }
+    }
+
+    /// The same caller (its id and its policy), on behalf of `principal`:
+    /// who authenticated, as every audit record and question of its calls
+    /// records it ([`AuditRecord::principal`](crate::AuditRecord::principal),
+    /// [`PendingApproval::principal`](crate::store::PendingApproval::principal)).
+    /// The principal changes nothing the pipeline decides: the caller's id
+    /// and policy do.
+    pub fn with_principal(&self, principal: Principal) -> Self {
+        Caller {
+            inner: Arc::new(CallerInner {
+                id: self.inner.id.clone(),
+                policy: self.inner.policy.clone(),
+                principal: Some(principal),
+            }),
+        }
+    }
+
+    /// Who authenticated behind this caller, if the host said
+    /// ([`Caller::with_principal`]).
+    pub fn principal(&self) -> Option<&Principal> {
+        self.inner.principal.as_ref()
     }
 
     /// The caller's id, as audit records show it.

@@ -119,6 +119,11 @@ pub struct PendingApproval {
     /// outcome is a person's only, whatever this says.
     #[serde(default)]
     pub answerers: Answerers,
+    /// Who authenticated behind the caller that asked
+    /// ([`Caller::with_principal`](crate::Caller::with_principal)), shown
+    /// to the person who decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<crate::Principal>,
 }
 
 impl PendingApproval {

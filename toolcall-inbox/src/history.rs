@@ -88,11 +88,11 @@ pub(crate) async fn history<B: Backend>(State(app): State<Arc<App<B>>>, who: Who
             .text(&pretty(&redacted(spec, &entry.approval.arguments)))
             .raw("</pre>")
             .el("<small>session <code>", &entry.approval.session, "</code>")
-            .el(
-                ", caller <code>",
-                &entry.approval.caller,
-                "</code></small></td><td>",
-            );
+            .el(", caller <code>", &entry.approval.caller, "</code>");
+        if let Some(principal) = &entry.approval.principal {
+            body.el(", on behalf of <code>", &principal.to_string(), "</code>");
+        }
+        body.raw("</small></td><td>");
         match (&decision.edited_arguments, decision.approved) {
             (_, approved) if is_in_doubt(&entry.approval) => {
                 if approved {

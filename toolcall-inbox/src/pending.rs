@@ -367,8 +367,15 @@ fn card(
             "<dt>Caller</dt><dd><code>",
             &approval.caller,
             "</code></dd>",
-        )
-        .raw("<dt>Asked</dt><dd><time datetime=\"")
+        );
+    if let Some(principal) = &approval.principal {
+        body.el(
+            "<dt>On behalf of</dt><dd><code class=\"principal\">",
+            &principal.to_string(),
+            "</code></dd>",
+        );
+    }
+    body.raw("<dt>Asked</dt><dd><time datetime=\"")
         .text(&rfc3339(approval.created_ms))
         .raw("\">")
         .text(&utc(approval.created_ms))

@@ -510,6 +510,7 @@ async fn hostile(
             reason: None,
             tainted: Vec::new(),
             answerers: Default::default(),
+            principal: None,
         })
         .await
         .unwrap();

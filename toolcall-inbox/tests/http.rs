@@ -458,6 +458,7 @@ async fn an_expired_or_unknown_approval_cannot_be_decided() {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     };
     inbox.store.put_approval(&asked).await.unwrap();
     let listed = inbox.get("/api/pending", Auth::Bearer(ANA)).await.body;
@@ -711,6 +712,59 @@ async fn an_approval_asked_because_of_untrusted_output_says_why() {
     assert!(listed(&plain).get("tainted").is_none());
 }
 
+/// A call made on behalf of a principal (an MCP server behind an
+/// authorization server) says who on its card and in the JSON, as text.
+#[tokio::test]
+async fn a_card_says_on_behalf_of_whom_the_call_was_asked() {
+    let inbox = inbox().await;
+    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+        .store(Arc::clone(&inbox.store))
+        .policy(Policy::new().allow(["pay"]))
+        .build()
+        .unwrap();
+    let principal =
+        toolcall::Principal::new("https://auth.example.com", "<b>alice</b>").client("desk");
+    let caller = dispatcher
+        .default_caller()
+        .with_principal(principal.clone());
+    let arguments = json!({"to": "acme", "amount_cents": 7}).to_string();
+    let asked = dispatcher
+        .execute(
+            Call::new("pay", arguments.as_str())
+                .session("s-principal")
+                .caller(&caller),
+        )
+        .await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    let id = asked.confirmation_id.unwrap();
+    assert_eq!(inbox.entry(&id).await.approval.principal, Some(principal));
+    let plain = inbox.ask("acme", 5, "s-plain").await;
+
+    let page = inbox.get("/", Auth::Bearer(ANA)).await.body;
+    let card_of = card(&page, &id);
+    assert!(
+        card_of.contains(
+            "<dt>On behalf of</dt><dd><code class=\"principal\">&lt;b&gt;alice&lt;/b&gt; via desk \
+             (https://auth.example.com)</code></dd>"
+        ),
+        "{card_of}"
+    );
+    assert!(!card(&page, &plain).contains("On behalf of"));
+    let listed: Value =
+        serde_json::from_str(&inbox.get("/api/pending", Auth::Bearer(ANA)).await.body).unwrap();
+    let item = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        item["principal"],
+        json!({"issuer": "https://auth.example.com", "subject": "<b>alice</b>", "client_id": "desk"})
+    );
+}
+
 #[tokio::test]
 async fn hostile_text_renders_as_text() {
     let inbox = inbox().await;
@@ -734,6 +788,7 @@ async fn hostile_text_renders_as_text() {
             reason: Some("<u>why</u>\"><svg onload=alert(7)>".into()),
             tainted: vec!["<b>k</b>".into(), "<em>t</em>".into()],
             answerers: Default::default(),
+            principal: None,
         })
         .await
         .unwrap();
@@ -855,6 +910,7 @@ fn asked_at(id: &str, session: &str, created_ms: u64) -> PendingApproval {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     }
 }
 

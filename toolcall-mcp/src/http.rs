@@ -30,10 +30,16 @@ use crate::frame::{self, INVALID_PARAMS, INVALID_REQUEST, Outcome, RawArguments}
 use crate::server::Memory;
 use crate::{Error, McpServer, Options};
 
+#[cfg(feature = "oauth")]
+mod gate;
 mod listen;
+#[cfg(feature = "oauth")]
+mod oauth;
 mod options;
 
 pub use listen::Limits;
+#[cfg(feature = "oauth")]
+pub use oauth::{Admit, CLOCK_SKEW, KEYS_MAX_AGE, KEYS_REFRESH, OAuth};
 pub use options::{
     BODY_TIMEOUT, HttpOptions, MAX_HTTP_BODY_BYTES, MAX_SESSIONS_PER_CALLER, MIN_TOKEN_LEN,
 };
@@ -108,6 +114,36 @@ fn parse_allowed_host(text: &str) -> Option<AllowedHost> {
     })
 }
 
+/// The servers' memories of one caller's principals, each principal's its
+/// own, at most [`Memories::MAX`] (the oldest forgotten first).
+#[cfg(feature = "oauth")]
+#[derive(Default)]
+struct Memories {
+    by_principal: HashMap<toolcall_core::Principal, Arc<Memory>>,
+    order: std::collections::VecDeque<toolcall_core::Principal>,
+}
+
+#[cfg(feature = "oauth")]
+impl Memories {
+    const MAX: usize = 4096;
+
+    fn of(&mut self, principal: &toolcall_core::Principal) -> Arc<Memory> {
+        if let Some(memory) = self.by_principal.get(principal) {
+            return Arc::clone(memory);
+        }
+        if self.order.len() >= Self::MAX
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.by_principal.remove(&oldest);
+        }
+        let memory = Arc::new(Memory::default());
+        self.by_principal
+            .insert(principal.clone(), Arc::clone(&memory));
+        self.order.push_back(principal.clone());
+        memory
+    }
+}
+
 /// One caller's MCP service: its sessions are its own.
 type Service<S, St> = StreamableHttpService<McpServer<S, St>, LocalSessionManager>;
 
@@ -117,6 +153,9 @@ struct Lane<S, St> {
     service: Service<S, St>,
     sessions: Arc<LocalSessionManager>,
     opening: tokio::sync::Mutex<()>,
+    /// Under OAuth, whose each session is: the principal that opened it.
+    #[cfg(feature = "oauth")]
+    owners: std::sync::Mutex<HashMap<String, toolcall_core::Principal>>,
 }
 
 struct HttpState<S, St> {
@@ -124,6 +163,9 @@ struct HttpState<S, St> {
     services: Vec<Lane<S, St>>,
     /// The tokens, each with the index of its caller's service.
     tokens: Vec<([u8; 32], usize)>,
+    /// The resource server's checks, when it is one.
+    #[cfg(feature = "oauth")]
+    oauth: Option<gate::Gate>,
     max_body_bytes: usize,
     body_timeout: Duration,
     max_sessions: usize,
@@ -188,8 +230,20 @@ where
         })
         .collect::<Result<Vec<_>, _>>()?;
 
-    let names = http.token_callers();
-    let callers: Vec<Caller> = if http.tokens.is_empty() {
+    #[allow(unused_mut)]
+    let mut names = http.token_callers();
+    #[cfg(feature = "oauth")]
+    if let Some(oauth) = &http.oauth {
+        if !http.tokens.is_empty() {
+            return Err(Error(
+                "both bearer tokens and an OAuth issuer are set: a server takes one or the \
+                 other (drop the token file, or the issuer)"
+                    .to_owned(),
+            ));
+        }
+        names = gate::callers(oauth, dispatcher.default_caller().id());
+    }
+    let callers: Vec<Caller> = if names.is_empty() {
         vec![dispatcher.default_caller().clone()]
     } else {
         names
@@ -197,8 +251,8 @@ where
             .map(|&id| {
                 dispatcher.caller(id).cloned().ok_or_else(|| {
                     Error(format!(
-                        "a token names the caller {id:?}, which the dispatcher does not know \
-                         (give it to the dispatcher's builder with `callers`)"
+                        "a token or a caller rule names the caller {id:?}, which the dispatcher \
+                         does not know (give it to the dispatcher's builder with `callers`)"
                     ))
                 })
             })
@@ -214,6 +268,12 @@ where
         .iter()
         .map(|token| (token.digest, index[token.caller.as_str()]))
         .collect();
+    #[cfg(feature = "oauth")]
+    let oauth = http
+        .oauth
+        .clone()
+        .map(|oauth| gate::Gate::new(oauth, &index, dispatcher.registry()))
+        .transpose()?;
 
     // The checks of Host and Origin, and the body's bound, are this
     // router's, before rmcp reads anything; rmcp's bound stays as a second
@@ -229,12 +289,31 @@ where
             let dispatcher = Arc::clone(&dispatcher);
             let options = options.clone();
             let memory = Arc::new(Memory::default());
+            #[cfg(feature = "oauth")]
+            let memories: Arc<std::sync::Mutex<Memories>> = Arc::default();
             let sessions = Arc::new(LocalSessionManager::default());
             let service = StreamableHttpService::new(
                 move || {
+                    // Under OAuth, the session's server is its principal's:
+                    // every call it makes records who.
+                    // Its memory of questions and named conversations is the
+                    // principal's too.
+                    #[cfg(feature = "oauth")]
+                    let (caller, memory) = match gate::PRINCIPAL.try_with(Clone::clone) {
+                        Ok(Some(principal)) => {
+                            let memory = memories
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .of(&principal);
+                            (caller.with_principal(principal), memory)
+                        }
+                        _ => (caller.clone(), Arc::clone(&memory)),
+                    };
+                    #[cfg(not(feature = "oauth"))]
+                    let (caller, memory) = (caller.clone(), Arc::clone(&memory));
                     Ok(McpServer::new(Arc::clone(&dispatcher), options.clone())
-                        .caller(caller.clone())
-                        .memory(Arc::clone(&memory)))
+                        .caller(caller)
+                        .memory(memory))
                 },
                 Arc::clone(&sessions),
                 config.clone(),
@@ -243,6 +322,8 @@ where
                 service,
                 sessions,
                 opening: tokio::sync::Mutex::new(()),
+                #[cfg(feature = "oauth")]
+                owners: std::sync::Mutex::new(HashMap::new()),
             }
         })
         .collect();
@@ -254,8 +335,16 @@ where
         max_sessions: http.max_sessions_per_caller,
         hosts,
         origins,
+        #[cfg(feature = "oauth")]
+        oauth,
     });
-    Ok(Router::new().route(
+    #[allow(unused_mut)]
+    let mut router = Router::new();
+    #[cfg(feature = "oauth")]
+    if let Some(gate) = &state.oauth {
+        router = gate::metadata_routes(router, gate, Arc::clone(&state));
+    }
+    Ok(router.route(
         MCP_PATH,
         axum::routing::any(move |request: Request| handle(Arc::clone(&state), request)),
     ))
@@ -290,10 +379,30 @@ where
     if let Err(refusal) = check_host(&state, &request) {
         return *refusal;
     }
+    #[cfg(feature = "oauth")]
+    if let Some(gate) = &state.oauth {
+        return gate::handle(&state, gate, request).await;
+    }
     let service = match service_of(&state, &request) {
         Ok(service) => service,
         Err(refusal) => return *refusal,
     };
+    serve_request(&state, service, request, &|_| None).await
+}
+
+/// A request, once its caller is known: read within the bounds, guarded,
+/// `allow`ed (it sees the tool a `tools/call` names, and may answer in its
+/// place), and handed to the caller's MCP service.
+async fn serve_request<S, St>(
+    state: &HttpState<S, St>,
+    service: &Lane<S, St>,
+    request: Request,
+    allow: &(dyn Fn(&Asks) -> Option<Response> + Sync),
+) -> Response
+where
+    S: Any + Send + Sync,
+    St: Store + 'static,
+{
     if let Err(refusal) = check_mcp_headers(request.headers()) {
         return *refusal;
     }
@@ -317,11 +426,16 @@ where
         }
     };
     let opens = !parts.headers.contains_key(SESSION_ID);
-    let request = match guarded(parts, &bytes) {
-        Ok((request, true)) if opens => request,
-        Ok((request, _)) => return service.service.handle(request).await.map(Body::new),
+    let (request, initialize) = match guarded(parts, &bytes) {
+        Ok((request, initialize, asks)) => match allow(&asks) {
+            Some(refusal) => return refusal,
+            None => (request, initialize),
+        },
         Err(answer) => return *answer,
     };
+    if !(initialize && opens) {
+        return service.service.handle(request).await.map(Body::new);
+    }
     // An `initialize` that opens a session: one at a time per caller, so
     // that two at once cannot both pass the bound.
     let _opening = service.opening.lock().await;
@@ -469,12 +583,24 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
     })
 }
 
+/// What a request asks, as far as its caller's grants go.
+#[cfg_attr(not(feature = "oauth"), allow(dead_code))]
+enum Asks {
+    /// A call of this tool (`tools/call`).
+    Tool(String),
+    /// A durable task's state or answer (`tasks/*`): a call waiting for a
+    /// person, carried out when one has decided.
+    Task,
+    /// Anything else (`initialize`, `tools/list`, `ping`, ...).
+    Other,
+}
+
 /// The request for rmcp, from a `POST`'s head and body, read through the
 /// frame's guard: the body written again as rmcp reads it, the call's
 /// arguments as sent beside it; or the answer to a body the guard (or the
 /// bound on protocol versions) refuses.
-/// Also says whether the message is an `initialize`.
-fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool), Box<Response>> {
+/// Also says whether the message is an `initialize`, and what it asks.
+fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool, Asks), Box<Response>> {
     let mut message = match frame::read(bytes) {
         Outcome::Message(message) => message,
         Outcome::Answer(answer) => return Err(Box::new(jsonrpc_error_response(answer))),
@@ -496,13 +622,17 @@ fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool), Box<Respon
     );
     // The call's arguments as sent travel beside the request, where no
     // client can put anything; rmcp reads `{}` in their place.
-    if let JsonRpcMessage::Request(JsonRpcRequest {
-        request: ClientRequest::CallToolRequest(call),
-        ..
-    }) = message.as_mut()
-        && let Some(raw) = call.extensions.remove::<RawArguments>()
-    {
-        parts.extensions.insert(raw);
+    let mut asks = Asks::Other;
+    if let JsonRpcMessage::Request(JsonRpcRequest { request, .. }) = message.as_mut() {
+        if request.method().starts_with("tasks/") {
+            asks = Asks::Task;
+        }
+        if let ClientRequest::CallToolRequest(call) = request {
+            asks = Asks::Tool(call.params.name.to_string());
+            if let Some(raw) = call.extensions.remove::<RawArguments>() {
+                parts.extensions.insert(raw);
+            }
+        }
     }
     let cannot = || {
         refuse(
@@ -526,7 +656,11 @@ fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool), Box<Respon
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    Ok((Request::from_parts(parts, Body::from(body)), initialize))
+    Ok((
+        Request::from_parts(parts, Body::from(body)),
+        initialize,
+        asks,
+    ))
 }
 
 /// The request's host, from `Host` (or the URI's authority, in HTTP/2).

@@ -390,6 +390,20 @@
 //!    peer's address; a router served without it refuses every request,
 //!    `403`). A proxy on the same machine makes every client loopback: set
 //!    tokens behind one.
+//!
+//!    With the cargo feature `oauth`, the server is an OAuth 2.1 resource
+//!    server instead (`HttpOptions::oauth`, see `http::OAuth`): it
+//!    publishes its protected resource metadata (RFC 9728) at
+//!    `/.well-known/oauth-protected-resource/mcp`, every request needs an
+//!    access token its authorization server signed for its resource URI,
+//!    checked against the keys that server publishes (401 with
+//!    `WWW-Authenticate: Bearer resource_metadata="...", scope="..."`
+//!    without one, `error="invalid_token"` for one that does not check), a
+//!    `tools/call` needs its tool's scope (`403 insufficient_scope`
+//!    naming it), and the token's principal (issuer, subject, client) is
+//!    mapped to a caller by rules and recorded in every audit record and
+//!    question ([`toolcall_core::Principal`]). A session is its
+//!    principal's; the token never goes past the router.
 //! 4. **Size**: a body over `HttpOptions::max_body_bytes` (1 MiB by default)
 //!    gets `413` with a JSON-RPC error (`-32600`, `id: null`); a declared
 //!    `Content-Length` over it is refused unread, a chunked body is read up

@@ -181,6 +181,26 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         self.caller.id()
     }
 
+    /// Whose the conversations named in `_meta` are: the caller's, or,
+    /// on behalf of a principal ([`Caller::with_principal`]), that
+    /// principal's under the caller (its id, a unit separator, and a digest
+    /// of the principal's issuer and subject), so that two people mapped to
+    /// one caller never share a named conversation, its replays or its
+    /// questions.
+    fn owner(&self) -> Cow<'_, str> {
+        match self.caller.principal() {
+            None => Cow::Borrowed(self.caller.id()),
+            Some(principal) => Cow::Owned(format!(
+                "{}\u{1f}{}",
+                self.caller.id(),
+                &toolcall_core::store::session_key(&format!(
+                    "{}\n{}",
+                    principal.issuer, principal.subject
+                ))[..32]
+            )),
+        }
+    }
+
     /// The dispatcher the calls run through.
     pub fn dispatcher(&self) -> &Arc<Dispatcher<S, St>> {
         &self.dispatcher
@@ -266,7 +286,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     pub(crate) fn owns_session(&self, session: &str) -> bool {
         session == self.session
             || session
-                .strip_prefix(&self.options.named_session(self.caller.id(), ""))
+                .strip_prefix(&self.options.named_session(&self.owner(), ""))
                 .is_some_and(|name| !name.is_empty())
     }
 
@@ -334,9 +354,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         });
         match named {
             Ok(None) => Ok(Cow::Borrowed(self.session.as_str())),
-            Ok(Some(name)) => Ok(Cow::Owned(
-                self.options.named_session(self.caller.id(), &name),
-            )),
+            Ok(Some(name)) => Ok(Cow::Owned(self.options.named_session(&self.owner(), &name))),
             Err(problem) => {
                 let tool = request.name.as_ref();
                 tracing::debug!(tool, problem, "a call names a conversation it may not");

@@ -551,6 +551,7 @@ async fn an_expired_task_completes_as_expired_and_runs_nothing() {
             reason: None,
             tainted: Vec::new(),
             answerers: Default::default(),
+            principal: None,
         })
         .await
         .unwrap();

@@ -125,7 +125,7 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
         .execute(
             &format!(
                 "INSERT INTO toolcall_approvals ({})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
                 approval::INSERT_COLUMNS
             ),
             &values.iter().map(param).collect::<Vec<_>>(),
@@ -185,9 +185,11 @@ pub(crate) async fn ask(
         inserted AS (
             INSERT INTO toolcall_approvals
                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
-                 decision, decided_ms, reason, tainted, session_key, ask_key, answerers)
+                 decision, decided_ms, reason, tainted, session_key, ask_key, answerers,
+                 principal)
             SELECT $10::TEXT, $2, $3, $4, $5, $11::TEXT, $12::BIGINT, $7, $13::BIGINT,
-                   $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT, $17::TEXT
+                   $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT, $17::TEXT,
+                   $19::TEXT
             WHERE NOT EXISTS (SELECT 1 FROM found)
               AND (SELECT conversation FROM open) < $8 AND (SELECT caller FROM open) < $18
             ON CONFLICT (ask_key) WHERE used_ms IS NULL DO NOTHING
@@ -218,6 +220,7 @@ pub(crate) async fn ask(
                     &new.tainted,
                     &a.answerers.to_words(),
                     &of_caller_bound,
+                    &new.principal,
                 ],
             )
             .await

@@ -82,7 +82,18 @@ CREATE UNIQUE INDEX IF NOT EXISTS toolcall_approvals_ask
 /// still at version 5 keep working (the approvals they ask for are a
 /// person's only, and their claims keep no question).
 fn upgrade_v6() -> String {
-    let columns: String = schema::COLUMNS_V6
+    format!(
+        "{}{}",
+        add_columns(&schema::COLUMNS_V6),
+        schema::QUESTIONS_V6
+    )
+}
+
+/// `ALTER TABLE ... ADD COLUMN IF NOT EXISTS` for each `(table, column,
+/// type)`: added only where missing, so replicas at the version before
+/// keep working (version 7: an approval's `principal`, `NULL` from them).
+fn add_columns(columns: &[(&str, &str, &str)]) -> String {
+    columns
         .iter()
         .map(|(table, column, kind)| {
             format!(
@@ -90,8 +101,7 @@ fn upgrade_v6() -> String {
                 schema::bigint(kind)
             )
         })
-        .collect();
-    format!("{columns}{}", schema::QUESTIONS_V6)
+        .collect()
 }
 
 /// Any 64-bit number, the same in every replica: the migration's lock.
@@ -160,6 +170,7 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
             4 => UPGRADE_V4.to_owned(),
             5 => UPGRADE_V5.to_owned(),
             6 => upgrade_v6(),
+            7 => add_columns(&schema::COLUMNS_V7),
             _ => unreachable!("no upgrade past schema::VERSION"),
         };
         tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;

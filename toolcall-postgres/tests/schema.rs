@@ -238,7 +238,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -318,14 +318,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 7")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 8")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 7, newer"), "{error}");
+        assert!(error.contains("version 8, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -366,6 +366,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     }
 }
 
@@ -516,7 +517,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -560,7 +561,7 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
             tainted: vec!["cents".into()],
@@ -609,7 +610,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
@@ -714,7 +715,7 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
             session: "s",
@@ -774,6 +775,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
         client
             .batch_execute(
                 "DROP INDEX toolcall_approvals_caller_open, toolcall_records_asking;
+                 ALTER TABLE toolcall_approvals DROP COLUMN principal;
                  ALTER TABLE toolcall_approvals DROP COLUMN answerers;
                  ALTER TABLE toolcall_records DROP COLUMN question, DROP COLUMN asked_ms;
                  UPDATE toolcall_schema_version SET version = 5;",
@@ -807,7 +809,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 6);
+        assert_eq!(version, 7);
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.answerers, Answerers::PERSON);
@@ -817,6 +819,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
         let asked = PendingApproval {
             id: "p2".into(),
             answerers: Answerers::new(true, false),
+            principal: None,
             digest: "d2".into(),
             ..old.approval.clone()
         };
@@ -838,6 +841,66 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
         assert_eq!(unsettled.len(), 1);
         assert_eq!(unsettled[0].key, key("k-new"));
         assert_eq!(unsettled[0].question, question);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v6");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "ALTER TABLE toolcall_approvals DROP COLUMN principal;
+                 UPDATE toolcall_schema_version SET version = 6;",
+            )
+            .await
+            .unwrap();
+        // A version-6 replica's insert, with the columns it knows.
+        let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
+                      VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '')";
+        let now = now_ms() as i64;
+        client
+            .execute(insert, &[&"p1", &now, &(now + 600_000), &session_key("s")])
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 7);
+        let old = store.approval("p1").await.unwrap().unwrap();
+        assert_eq!(old.approval.principal, None, "asked by nobody named");
+        let principal =
+            toolcall::Principal::new("https://auth.example.com", "alice").client("desk");
+        let asked = PendingApproval {
+            id: "p2".into(),
+            digest: "d2".into(),
+            principal: Some(principal.clone()),
+            ..old.approval.clone()
+        };
+        store.ask_approval(&asked, 5).await.unwrap();
+        let back = store.approval("p2").await.unwrap().unwrap();
+        assert_eq!(back.approval.principal, Some(principal));
+        // The version-6 replica asks on as it did.
+        client
+            .execute(insert, &[&"p3", &now, &(now + 600_000), &session_key("s")])
+            .await
+            .unwrap();
+        assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 3);
         drop(store);
         drop_schema(&url, &schema).await;
     });

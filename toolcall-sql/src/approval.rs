@@ -18,13 +18,14 @@ use crate::{Value, from_sql, limit_sql, to_sql};
 
 /// The columns of an approval as [`read_entry`] reads them, in this order.
 pub const COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
-                           expires_ms, decision, used_ms, result, reason, tainted, answerers";
+                           expires_ms, decision, used_ms, result, reason, tainted, answerers, \
+                           principal";
 
 /// The columns an approval is inserted with, in the order of
 /// [`NewApproval::values`].
 pub const INSERT_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
                                   expires_ms, decision, decided_ms, reason, tainted, session_key, \
-                                  answerers";
+                                  answerers, principal";
 
 /// A row of [`COLUMNS`] (its values in that order) read back.
 pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
@@ -44,7 +45,8 @@ pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
         reason,
         tainted,
         answerers,
-    ] = <[Value; 15]>::try_from(row)
+        principal,
+    ] = <[Value; 16]>::try_from(row)
         .map_err(|row| StoreError::new(format!("an approval's row of {} columns", row.len())))?;
     Ok(ApprovalEntry {
         approval: PendingApproval {
@@ -62,6 +64,7 @@ pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
             reason: reason.text()?,
             tainted: json_column::<Vec<String>>(tainted)?.unwrap_or_default(),
             answerers: Answerers::from_words(answerers.text()?.as_deref().unwrap_or("")),
+            principal: json_column(principal)?,
         },
         used_ms: used_ms.int()?.map(from_sql),
         result: json_column(result)?,
@@ -101,6 +104,9 @@ pub struct NewApproval {
     pub tainted: Option<String>,
     /// The [`session_key`] of the session.
     pub session_key: String,
+    /// Who authenticated behind the caller, a JSON object; `None` when
+    /// nobody was named.
+    pub principal: Option<String>,
 }
 
 impl NewApproval {
@@ -119,7 +125,14 @@ impl NewApproval {
         } else {
             Some(serde_json::to_string(&approval.tainted).map_err(StoreError::new)?)
         };
+        let principal = approval
+            .principal
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(StoreError::new)?;
         Ok(NewApproval {
+            principal,
             arguments,
             decision,
             decided_ms,
@@ -149,6 +162,7 @@ impl NewApproval {
             Value::Text(self.tainted.clone()),
             text(&self.session_key),
             text(approval.answerers.to_words()),
+            Value::Text(self.principal.clone()),
         ]
     }
 }

@@ -16,6 +16,7 @@
 //! | 4 | why an approval asks a person: `reason`, `tainted` |
 //! | 5 | approvals findable by their session and their call: `session_key` and its indexes |
 //! | 6 | who may answer an approval besides a person (`answerers`), a caller's open approvals counted (an index), and the question a claim keeps for an unknown outcome (`question`, `asked_ms` of a record, [`QUESTIONS_V6`]) |
+//! | 7 | who authenticated behind the caller of an approval (`principal`, [`COLUMNS_V7`]) |
 //!
 //! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
 //! them with Postgres's `BIGINT`.
@@ -23,7 +24,7 @@
 use toolcall_core::store::StoreError;
 
 /// The schema this version writes.
-pub const VERSION: i64 = 6;
+pub const VERSION: i64 = 7;
 
 /// Version 0, the first release's tables. Created if missing, so that new
 /// tables and tables from that release take the same upgrades.
@@ -105,6 +106,12 @@ pub const COLUMNS_V6: [(&str, &str, &str); 3] = [
     ("toolcall_records", "question", "TEXT"),
     ("toolcall_records", "asked_ms", "INTEGER"),
 ];
+
+/// The column version 7 adds, as `(table, column, type)`: who
+/// authenticated behind the caller that asked for an approval, a JSON
+/// object ([`Principal`](toolcall_core::Principal)), `NULL` when nobody was
+/// named.
+pub const COLUMNS_V7: [(&str, &str, &str); 1] = [("toolcall_approvals", "principal", "TEXT")];
 
 /// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
 /// SQLite's `INTEGER`.

@@ -31,6 +31,7 @@ fn approval(id: &str, created_ms: u64) -> PendingApproval {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     }
 }
 
@@ -278,8 +279,11 @@ fn a_purge_comes_every_so_many_writes_and_deletes_what_expired() {
 
 #[test]
 fn tables_are_upgraded_through_each_version_once() {
-    assert_eq!(schema::upgrades(0).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
-    assert_eq!(schema::upgrades(3).collect::<Vec<_>>(), [4, 5, 6]);
+    assert_eq!(
+        schema::upgrades(0).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6, 7]
+    );
+    assert_eq!(schema::upgrades(3).collect::<Vec<_>>(), [4, 5, 6, 7]);
     assert_eq!(schema::upgrades(schema::VERSION).count(), 0);
     assert_eq!(schema::upgrades(schema::VERSION + 1).count(), 0);
 
@@ -287,9 +291,9 @@ fn tables_are_upgraded_through_each_version_once() {
     assert!(!postgres.contains("INTEGER"));
     assert_eq!(postgres.replace("BIGINT", "INTEGER"), schema::TABLES_V0);
 
-    let error = schema::too_new("the database's schema", 7, "toolcall-sqlite", "open it");
+    let error = schema::too_new("the database's schema", 8, "toolcall-sqlite", "open it");
     assert!(error.to_string().ends_with(
-        "the database's schema is version 7, newer than this toolcall-sqlite knows (6): \
+        "the database's schema is version 8, newer than this toolcall-sqlite knows (7): \
          open it with a newer version"
     ));
 }

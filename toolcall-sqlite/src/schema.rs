@@ -122,8 +122,13 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
             // claim keeps (columns only added, so a process still at
             // version 5 keeps working; its approvals are a person's only,
             // and its claims keep no question).
-            6 => {
-                for (table, column, kind) in schema::COLUMNS_V6 {
+            6 | 7 => {
+                let columns: &[(&str, &str, &str)] = if version == 6 {
+                    &schema::COLUMNS_V6
+                } else {
+                    &schema::COLUMNS_V7
+                };
+                for (table, column, kind) in columns {
                     let present: bool = tx.query_row(
                         &format!(
                             "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
@@ -137,7 +142,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
                         ))?;
                     }
                 }
-                tx.execute_batch(schema::QUESTIONS_V6)?;
+                if version == 6 {
+                    tx.execute_batch(schema::QUESTIONS_V6)?;
+                }
             }
             _ => unreachable!("no upgrade past schema::VERSION"),
         }

@@ -237,7 +237,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     block_on(async {
         assert_eq!(
             store.next_step("old-session", now_ms()).await.unwrap(),
@@ -367,10 +367,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 7")
+        .execute_batch("PRAGMA user_version = 8")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 7, newer"), "{error}");
+    assert!(error.contains("version 8, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -407,6 +407,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         reason: None,
         tainted: Vec::new(),
         answerers: Default::default(),
+        principal: None,
     }
 }
 
@@ -533,6 +534,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
          ALTER TABLE toolcall_records DROP COLUMN question;
          ALTER TABLE toolcall_records DROP COLUMN asked_ms;
@@ -559,7 +561,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -596,6 +598,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
          ALTER TABLE toolcall_records DROP COLUMN question;
          ALTER TABLE toolcall_records DROP COLUMN asked_ms;
@@ -613,7 +616,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -647,6 +650,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
          ALTER TABLE toolcall_records DROP COLUMN question;
          ALTER TABLE toolcall_records DROP COLUMN asked_ms;
@@ -656,7 +660,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     )
     .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     block_on(async {
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
@@ -669,7 +673,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // Opening it again changes nothing.
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     assert_eq!(
         block_on(store.pending_approvals(now_ms(), 10))
             .unwrap()
@@ -750,6 +754,7 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
          ALTER TABLE toolcall_records DROP COLUMN question;
          ALTER TABLE toolcall_records DROP COLUMN asked_ms;
@@ -767,7 +772,7 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     block_on(async {
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
@@ -815,6 +820,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
          ALTER TABLE toolcall_records DROP COLUMN question;
          ALTER TABLE toolcall_records DROP COLUMN asked_ms;
@@ -837,7 +843,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     drop(conn);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     block_on(async {
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
@@ -848,6 +854,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
         let asked = PendingApproval {
             id: "p2".into(),
             answerers: toolcall::life::Answerers::new(true, false),
+            principal: None,
             digest: "d2".into(),
             ..old.approval.clone()
         };
@@ -876,4 +883,51 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
         assert_eq!(unsettled[0].key, key("k-new"));
         assert_eq!(unsettled[0].question, question);
     });
+}
+
+#[test]
+fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() {
+    let path = fresh_dir("v6").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE toolcall_approvals DROP COLUMN principal;
+         PRAGMA user_version = 6;",
+    )
+    .unwrap();
+    // A version-6 process's insert, with the columns it knows.
+    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
+                  VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '')";
+    let now = now_ms() as i64;
+    conn.execute(
+        insert,
+        rusqlite::params!["p1", now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 7);
+    block_on(async {
+        let old = store.approval("p1").await.unwrap().unwrap();
+        assert_eq!(old.approval.principal, None, "asked by nobody named");
+        let principal =
+            toolcall::Principal::new("https://auth.example.com", "alice").client("desk");
+        let asked = PendingApproval {
+            id: "p2".into(),
+            digest: "d2".into(),
+            principal: Some(principal.clone()),
+            ..old.approval.clone()
+        };
+        store.ask_approval(&asked, 5).await.unwrap();
+        let back = store.approval("p2").await.unwrap().unwrap();
+        assert_eq!(back.approval.principal, Some(principal));
+    });
+    // The version-6 process asks on as it did.
+    conn.execute(
+        insert,
+        rusqlite::params!["p3", now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+    let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
+    assert_eq!(pending.len(), 3);
 }

@@ -12,6 +12,9 @@
 #[path = "support/fresh_database.rs"]
 mod support;
 
+#[path = "mcp_http/oauth.rs"]
+mod oauth;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -147,12 +150,23 @@ impl Answer {
 /// besides `Host`, `Accept`, `Content-Type` and `Content-Length`, and reads
 /// the whole answer (at most 30 s).
 fn post(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> Answer {
+    send_http(addr, "POST", "/mcp", headers, body)
+}
+
+/// Sends one request `method path` as [`post`] does, and reads the answer.
+fn send_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
          Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n",
         body.len()
@@ -231,7 +245,12 @@ impl Client {
 
     /// [`Client::open`], declaring `capabilities`.
     fn open_with(addr: SocketAddr, capabilities: Value) -> Client {
-        let auth = format!("Bearer {TOKEN}");
+        Client::open_as(addr, &format!("Bearer {TOKEN}"), capabilities)
+    }
+
+    /// [`Client::open_with`], with `auth` as its `Authorization` header.
+    fn open_as(addr: SocketAddr, auth: &str, capabilities: Value) -> Client {
+        let auth = auth.to_owned();
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": capabilities,
             "clientInfo": {"name": "raw-http", "version": "1"}}});

@@ -50,6 +50,7 @@ impl Called<'_> {
         AuditRecord {
             session_id: self.session.to_owned(),
             caller: self.caller.id().to_owned(),
+            principal: self.caller.principal().cloned(),
             // Steps count from 1: 0 is a call that took none.
             step: (self.step > 0).then_some(self.step),
             tool: tool.into(),

@@ -90,6 +90,7 @@ impl<St: Store> Stages<St> {
                         self.settings.approvals == Approvals::Host,
                         prepared.client_answers,
                     ),
+                    principal: prepared.caller.principal().cloned(),
                 };
                 let bounds = OpenBounds {
                     conversation: self.settings.max_pending_approvals,

@@ -377,6 +377,7 @@ impl<St: Store> Stages<St> {
             reason: Some(IN_DOUBT.to_owned()),
             tainted: Vec::new(),
             answerers: Answerers::PERSON,
+            principal: call.caller.principal().cloned(),
         })
     }
 

@@ -57,6 +57,8 @@ pub struct HttpOptions {
     /// ends one (`DELETE`) or one idles out (after 5 minutes).
     pub max_sessions_per_caller: usize,
     pub(super) tokens: Vec<Token>,
+    #[cfg(feature = "oauth")]
+    pub(super) oauth: Option<super::OAuth>,
 }
 
 /// One bearer token: its caller and the SHA-256 of the token.
@@ -69,8 +71,8 @@ pub(super) struct Token {
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never a token, nor its digest.
-        f.debug_struct("HttpOptions")
-            .field("max_body_bytes", &self.max_body_bytes)
+        let mut f = f.debug_struct("HttpOptions");
+        f.field("max_body_bytes", &self.max_body_bytes)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("body_timeout", &self.body_timeout)
@@ -78,8 +80,10 @@ impl std::fmt::Debug for HttpOptions {
             .field(
                 "token_callers",
                 &self.tokens.iter().map(|t| &t.caller).collect::<Vec<_>>(),
-            )
-            .finish()
+            );
+        #[cfg(feature = "oauth")]
+        f.field("oauth", &self.oauth);
+        f.finish()
     }
 }
 
@@ -92,6 +96,8 @@ impl Default for HttpOptions {
             body_timeout: BODY_TIMEOUT,
             max_sessions_per_caller: MAX_SESSIONS_PER_CALLER,
             tokens: Vec::new(),
+            #[cfg(feature = "oauth")]
+            oauth: None,
         }
     }
 }
@@ -193,6 +199,16 @@ impl HttpOptions {
             .map_err(|e| Error(format!("cannot read {}: {e}", path.display())))?;
         self.tokens(&text)
             .map_err(|Error(e)| Error(format!("{}: {e}", path.display())))
+    }
+
+    /// Serves as an OAuth 2.1 resource server: every request needs an
+    /// access token `oauth`'s issuer signed for its resource (see
+    /// [`OAuth`](super::OAuth)). Not with tokens: [`router`](super::router)
+    /// refuses options with both.
+    #[cfg(feature = "oauth")]
+    pub fn oauth(mut self, oauth: super::OAuth) -> Self {
+        self.oauth = Some(oauth);
+        self
     }
 
     /// The callers that have a token, in the order given, each once.

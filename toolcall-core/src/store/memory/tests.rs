@@ -35,6 +35,7 @@ fn a_call_start_says_no_question_is_asked_only_until_one_is() {
             reason: None,
             tainted: Vec::new(),
             answerers: Default::default(),
+            principal: None,
         };
         store.put_approval(&question("a", None)).await.unwrap();
         let begun = store.begin_call(&start).await.unwrap();
