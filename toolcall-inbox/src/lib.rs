@@ -149,7 +149,6 @@ mod signin;
 mod timeline;
 
 use std::any::Any;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +167,7 @@ pub use signin::{
     DEFAULT_SIGN_IN_TTL, FAILURE_WINDOW, MAX_FAILURES, MAX_SIGN_INS_PER_PERSON,
     MAX_TRACKED_ADDRESSES,
 };
+pub use toolcall_listen::Limits;
 
 use html::segment;
 
@@ -257,6 +257,10 @@ pub struct Options {
     pub max_failures: u32,
     /// The window wrong tokens are counted in ([`FAILURE_WINDOW`]).
     pub failure_window: Duration,
+    /// How long one request may take once its head has arrived, its body
+    /// included ([`REQUEST_TIMEOUT`]); a slower one is answered `408`.
+    /// Applied by [`serve`] and [`serve_with`].
+    pub request_timeout: Duration,
 }
 
 impl Options {
@@ -272,7 +276,14 @@ impl Options {
             sign_in_ttl: DEFAULT_SIGN_IN_TTL,
             max_failures: MAX_FAILURES,
             failure_window: FAILURE_WINDOW,
+            request_timeout: REQUEST_TIMEOUT,
         }
+    }
+
+    /// Sets [`Options::request_timeout`] (at least 1 ms).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout.max(Duration::from_millis(1));
+        self
     }
 
     /// The application's name.
@@ -371,25 +382,61 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .with_state(app)
 }
 
-/// Serves the inbox on `listener` until the process ends, every
-/// connection with `TCP_NODELAY` (a kept-alive browser's small answers are
-/// not held back for its delayed acknowledgement).
+/// How long one request may take, its body included, once its head has
+/// arrived: 30 s. A slower one is answered `408 Request Timeout` (a body
+/// sent a byte at a time holds no connection longer).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves the inbox on `listener` until the process ends, with the default
+/// [`Limits`]: see [`serve_with`].
 pub async fn serve<B: Backend>(
     backend: Arc<B>,
     options: Options,
     listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY");
+    serve_with(backend, options, listener, Limits::default()).await
+}
+
+/// Serves the inbox on `listener` until the process ends: every connection
+/// with `TCP_NODELAY` (a kept-alive browser's small answers are not held
+/// back for its delayed acknowledgement), a request's head read within
+/// [`Limits::header_timeout`] and the rest of it within
+/// [`Options::request_timeout`] (`408`), at most [`Limits::max_connections`] open
+/// (one more is `503`); all before any sign-in is looked at.
+pub async fn serve_with<B: Backend>(
+    backend: Arc<B>,
+    options: Options,
+    listener: tokio::net::TcpListener,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let timeout = options.request_timeout;
+    let router = router(backend, options).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            within_time(timeout, request, next)
+        },
+    ));
+    toolcall_listen::serve(listener, router, limits).await;
+    Ok(())
+}
+
+/// Answers `408` to a request that takes longer than `timeout`.
+async fn within_time(
+    timeout: Duration,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::info!(?timeout, "refused a request that came too slowly");
+            (
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the request did not arrive in time",
+            )
+                .into_response()
         }
-    });
-    axum::serve(
-        listener,
-        router(backend, options).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    }
 }
 
 /// The address that signs `user` in, for an inbox listening on `addr`

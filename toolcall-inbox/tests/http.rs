@@ -1279,3 +1279,85 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
         row("doubt-2")
     );
 }
+
+/// A slow client holds no connection: a head that does not arrive within
+/// the limits' time is closed unanswered, a signed-in request whose body
+/// does not arrive within the request's time is `408`; and a connection
+/// over the bound is `503` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_extra_connection_holds_nothing() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let backend = Arc::new(Parts {
+        store,
+        registry: tools![pay].unwrap(),
+    });
+    let access = Access::parse(&format!("ana {ANA}\n"), "x").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(toolcall_inbox::serve_with(
+        backend,
+        Options::new(access).request_timeout(Duration::from_millis(400)),
+        listener,
+        toolcall_inbox::Limits::new()
+            .header_timeout(Duration::from_millis(400))
+            .max_connections(2),
+    ));
+    let read_all = |mut stream: TcpStream| async move {
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+            .await
+            .expect("the server ends the connection")
+            .unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+
+    // Half a head: closed, nothing answered.
+    let mut half = TcpStream::connect(addr).await.unwrap();
+    half.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // A signed-in head whose body never comes: 408.
+    let signed = http(
+        &addr.to_string(),
+        "GET",
+        &format!("/?token={ANA}"),
+        Auth::None,
+        &[],
+        None,
+    )
+    .await;
+    let cookie = signed.header("set-cookie").expect("a cookie");
+    let cookie = cookie.split(';').next().unwrap();
+    let mut bodiless = TcpStream::connect(addr).await.unwrap();
+    bodiless
+        .write_all(
+            format!(
+                "POST /approvals/x/decide HTTP/1.1\r\nHost: {addr}\r\n\
+                 Cookie: {cookie}\r\nOrigin: http://{addr}\r\n\
+                 Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nact"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // Both are open: a third connection is over the bound, answered at once.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let asked = std::time::Instant::now();
+    let extra = read_all(TcpStream::connect(addr).await.unwrap()).await;
+    assert!(extra.starts_with("HTTP/1.1 503"), "{extra:?}");
+    assert!(asked.elapsed() < Duration::from_millis(300), "at once");
+
+    let bodiless = read_all(bodiless).await;
+    assert!(bodiless.starts_with("HTTP/1.1 408"), "{bodiless:?}");
+    let half = read_all(half).await;
+    assert!(!half.contains("200 OK"), "{half:?}");
+
+    // Once they are gone, a client is served (here: asked to sign in).
+    let mut fresh = TcpStream::connect(addr).await.unwrap();
+    fresh
+        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let fresh = read_all(fresh).await;
+    assert!(fresh.starts_with("HTTP/1.1 401"), "{fresh}");
+}

@@ -32,18 +32,17 @@ use crate::{Error, McpServer, Options};
 
 #[cfg(feature = "oauth")]
 mod gate;
-mod listen;
 #[cfg(feature = "oauth")]
 mod oauth;
 mod options;
 
-pub use listen::Limits;
 #[cfg(feature = "oauth")]
 pub use oauth::{Admit, CLOCK_SKEW, KEYS_MAX_AGE, KEYS_REFRESH, OAuth};
 pub use options::{
     BODY_TIMEOUT, HttpOptions, MAX_HTTP_BODY_BYTES, MAX_SESSIONS_PER_CALLER, MIN_TOKEN_LEN,
 };
 use options::{same, sha256};
+pub use toolcall_listen::Limits;
 
 /// The path the router serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
@@ -367,7 +366,7 @@ pub async fn serve_with(
     router: Router,
     limits: Limits,
 ) -> std::io::Result<()> {
-    listen::run(listener, router, limits).await;
+    toolcall_listen::serve(listener, router, limits).await;
     Ok(())
 }
 

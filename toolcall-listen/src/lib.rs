@@ -1,6 +1,19 @@
-//! The accept loop of [`serve`](super::serve): every connection with
-//! `TCP_NODELAY`, its request head read within a bound, and no more
-//! connections open at once than allowed.
+//! The accept loop toolcall's HTTP servers share (the MCP server's
+//! `toolcall_mcp::http::serve`, the inbox's `toolcall_inbox::serve`):
+//! every connection with `TCP_NODELAY`, its request head read within a
+//! bound, and no more connections open at once than allowed.
+//!
+//! ```no_run
+//! # async fn run(router: axum::Router) -> std::io::Result<()> {
+//! use std::time::Duration;
+//! use toolcall_listen::{Limits, serve};
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! let limits = Limits::new().max_connections(256).header_timeout(Duration::from_secs(5));
+//! serve(listener, router, limits).await;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,7 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower_service::Service as _;
 
-/// How [`serve_with`](super::serve_with) holds connections.
+/// How [`serve`] holds connections.
 ///
 /// By default: a request's head (its line and headers) read within 10 s of
 /// the connection's first byte, or of the end of the request before it on a
@@ -68,8 +81,15 @@ Content-Length: 63\r\n\r\n\
 Service Unavailable: too many connections are open; retry soon\n";
 
 /// Accepts connections on `listener` until the process ends, serving each
-/// with `router`, the peer's address in its requests' extensions.
-pub(super) async fn run(listener: TcpListener, router: Router, limits: Limits) {
+/// with `router` over HTTP/1.1, kept alive: the peer's address in its
+/// requests' extensions (`ConnectInfo<SocketAddr>`, as axum's
+/// `into_make_service_with_connect_info` gives it), `TCP_NODELAY` set (a
+/// kept-alive client's small answers are not held back for its delayed
+/// acknowledgement), a request's head read within
+/// [`Limits::header_timeout`], at most [`Limits::max_connections`] open (one
+/// more is answered `503` with `Retry-After`, and closed). A failed accept
+/// (out of descriptors) is logged and retried.
+pub async fn serve(listener: TcpListener, router: Router, limits: Limits) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -121,7 +141,7 @@ pub(super) async fn run(listener: TcpListener, router: Router, limits: Limits) {
 
 /// Sends small answers at once: without it, a kept-alive client waits for
 /// its own delayed acknowledgement (some 40 ms) on each response.
-pub(super) fn nodelay(stream: &TcpStream) -> std::io::Result<()> {
+fn nodelay(stream: &TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)
 }
 
