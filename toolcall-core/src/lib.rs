@@ -93,9 +93,10 @@ pub mod __private {
     pub use crate::registry::ToolEntry;
     pub use crate::result::Data;
     pub use crate::tool::{
-        CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput,
-        ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, SpecParts, StateType,
-        ToolOutput, check_sig, into_output, preview_output, reconcile_sig, reconciled,
+        CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, Misdeclared, MisdeclaredArgs,
+        NotAParameter, PreviewOutput, ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig,
+        SpecParts, StateType, ToolOutput, check_sig, into_output, preview_output, reconcile_sig,
+        reconciled,
     };
 
     use crate::error::ToolError;

@@ -572,5 +572,47 @@ pub fn into_output<Of, R: ToolOutput<Of>>(returned: R) -> Result<Data, ToolError
     returned.into_output()
 }
 
+/// What `#[tool]` names a misdeclared function's type as, beside the
+/// errors it reports: a stand-in that is a [`Tool`], so that
+/// `tools![...]` naming the function adds no second, false error ("names a
+/// function without `#[tool]`"). The build fails on the first errors; it
+/// never runs.
+#[doc(hidden)]
+pub struct Misdeclared;
+
+/// [`Misdeclared`]'s arguments: none.
+#[doc(hidden)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct MisdeclaredArgs {}
+
+impl ToolArgs for MisdeclaredArgs {
+    fn fields() -> &'static [FieldMeta] {
+        &[]
+    }
+
+    fn from_members(_: &Members<'_>, _: &mut FieldErrors) -> Option<Self> {
+        Some(MisdeclaredArgs {})
+    }
+}
+
+impl Tool for Misdeclared {
+    type Args = MisdeclaredArgs;
+
+    fn spec() -> &'static ToolSpec {
+        unreachable!("a misdeclared #[tool] fails the build")
+    }
+
+    fn check(_: &MisdeclaredArgs, _: &CallContext<'_>) -> Result<(), ToolError> {
+        unreachable!("a misdeclared #[tool] fails the build")
+    }
+
+    fn call<'a>(
+        _: MisdeclaredArgs,
+        _: &'a CallContext<'_>,
+    ) -> BoxFuture<'a, Result<Data, ToolError>> {
+        unreachable!("a misdeclared #[tool] fails the build")
+    }
+}
+
 #[cfg(test)]
 mod tests;

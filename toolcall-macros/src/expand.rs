@@ -63,12 +63,39 @@ pub(crate) fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
                 struct __toolcall_tool_items;
             }
         }
-        Err(error) => fallback::emit(&tool.item, error),
+        Err(error) => {
+            let mut tokens = fallback::emit(&tool.item, error);
+            // A stand-in type named like a free function, which is a tool,
+            // so that `tools![...]` naming it adds no second, false error.
+            // Not for a method (`self`, `Self`): its errors say to move it,
+            // and a type in an `impl` would be one more.
+            if !in_an_impl(&tool.item.sig) {
+                let (vis, ident, private) = (&tool.item.vis, &tool.item.sig.ident, private(&tool));
+                tokens.extend(quote! {
+                    #[allow(non_camel_case_types, dead_code)]
+                    #[doc(hidden)]
+                    #vis type #ident = #private::Misdeclared;
+                });
+            }
+            tokens
+        }
     }
 }
 
 /// Where the generated code reaches the runtime: `::toolcall::__private`, or
 /// the same under `crate = path`.
+/// Whether a signature is a method's: it takes `self` or names `Self`.
+fn in_an_impl(sig: &syn::Signature) -> bool {
+    fn names_self(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            TokenTree::Ident(ident) => ident == "Self" || ident == "self",
+            TokenTree::Group(group) => names_self(group.stream()),
+            _ => false,
+        })
+    }
+    sig.receiver().is_some() || names_self(quote!(#sig))
+}
+
 fn private(tool: &ToolFn) -> TokenStream {
     let krate: Path = tool
         .attr
