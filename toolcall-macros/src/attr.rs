@@ -249,6 +249,10 @@ impl ArgAttr {
                     set(cx, &mut self.resource, &key, (key.span(), kind));
                 }
                 "allow_float" => set(cx, &mut self.allow_float, &key, key.span()),
+                "default" | "default_value" | "default_value_t" | "default_values_t" => {
+                    cx.error_spanned_by(&key, msg::default_key(&key_name));
+                    skip_value(&meta)?;
+                }
                 _ => {
                     cx.error_spanned_by(&key, msg::unknown_key(&key_name, msg::ARG_KEYS));
                     skip_value(&meta)?;

@@ -65,6 +65,12 @@ impl ToolFn {
                     arg.parse_into(a, cx);
                     arg_attr.get_or_insert_with(|| a.clone());
                     false
+                } else if a.path().is_ident("serde") {
+                    cx.error_spanned_by(a, msg::SERDE_ON_PARAM);
+                    false
+                } else if a.path().is_ident("schemars") {
+                    cx.error_spanned_by(a, msg::SCHEMARS_ON_PARAM);
+                    false
                 } else {
                     !a.path().is_ident("doc")
                 }
@@ -104,7 +110,13 @@ impl ToolFn {
                 continue;
             }
             let Pat::Ident(pat) = &*typed.pat else {
-                cx.error_spanned_by(&typed.pat, msg::PATTERN_PARAM);
+                let extractor = matches!(&*typed.pat, Pat::TupleStruct(tuple)
+                    if tuple.path.segments.last().is_some_and(|s| s.ident == "State"));
+                if extractor {
+                    cx.error_spanned_by(&typed.pat, msg::STATE_EXTRACTOR);
+                } else {
+                    cx.error_spanned_by(&typed.pat, msg::PATTERN_PARAM);
+                }
                 continue;
             };
             if pat.by_ref.is_some() || pat.subpat.is_some() {

@@ -22,6 +22,9 @@ pub(crate) const ARG_ON_CONTEXT: &str =
 pub(crate) const GENERICS: &str =
     "a tool cannot be generic: its arguments must have one JSON Schema; use concrete types";
 pub(crate) const IMPL_TRAIT: &str = "a tool parameter cannot be `impl Trait`: its argument needs one JSON Schema; use a concrete type";
+pub(crate) const SERDE_ON_PARAM: &str = "`#[serde(...)]` does not reach a tool's arguments: `#[tool]` writes the argument struct itself. To send the field under another name, write `#[arg(rename = \"...\")]`; for a default, make the parameter `Option<T>` (the model may leave it out) and use `.unwrap_or(...)` in the body; to keep a value from the model, take it from the context (`ctx: &Ctx<S>`)";
+pub(crate) const SCHEMARS_ON_PARAM: &str = "`#[schemars(...)]` does not reach a tool's schema: `#[tool]` writes it from the parameter's type, its doc comment and `#[arg(...)]` (`pattern`, `min`, `max`, `min_length`, `format`, ...)";
+pub(crate) const STATE_EXTRACTOR: &str = "a tool takes the application's state as its first parameter `ctx: &Ctx<S>` (then `ctx.state`), not as an extractor like axum's `State(x): State<S>`";
 pub(crate) const PATTERN_PARAM: &str = "a tool parameter must be a plain name, it becomes the argument's field name; bind the whole value and destructure it in the body";
 pub(crate) const RETURN_TYPE: &str = "a tool must return `Result<T, E>` where `T: Serialize` and `E: Into<ToolError>` (for example `Result<Refund, Rejection>`)";
 pub(crate) const CTX_NOT_FIRST: &str = "only the first parameter may be the context `&Ctx<...>`; every other parameter is an argument the model sends, by value";
@@ -50,6 +53,16 @@ pub(crate) fn unquoted_name(key: &str, written: &str) -> String {
 
 pub(crate) fn unknown_key(key: &str, expected: &str) -> String {
     format!("unknown key `{key}`: {expected}")
+}
+
+/// An `#[arg(...)]` key from clap or serde that asks for a default.
+pub(crate) fn default_key(key: &str) -> String {
+    format!(
+        "a tool parameter has no default (`{key}`): make it `Option<T>`, so the model may leave it \
+         out, and write the default in the body (`limit.unwrap_or(20)`), saying it in the doc \
+         comment; {}",
+        ARG_KEYS
+    )
 }
 
 pub(crate) fn duplicate_key(key: &str) -> String {
