@@ -126,7 +126,18 @@ where
         ),
     };
     for _ in 0..settings.max_turns {
-        let reply = api.complete(&messages).await?;
+        // The whole request within --timeout, the client's own retries
+        // (and a server's Retry-After) included.
+        let reply = tokio::time::timeout(settings.timeout, api.complete(&messages))
+            .await
+            .map_err(|_| {
+                Error::Model(format!(
+                    "the model server at {}: no answer in time (--timeout {} s), its retries \
+                     included",
+                    api.url(),
+                    settings.timeout.as_secs()
+                ))
+            })??;
         // The text form: a member written twice in the message is an
         // error, and each call's arguments reach the pipeline as written.
         let mut turn = api
@@ -280,6 +291,10 @@ pub(crate) struct Transcript {
     messages: Vec<Value>,
 }
 
+/// The longest line of the transcript, in bytes: 4 KiB (a longer one is
+/// shown as its head and tail).
+const MAX_LINE: usize = 4096;
+
 impl Transcript {
     fn new(json: bool) -> Self {
         Transcript {
@@ -288,8 +303,15 @@ impl Transcript {
         }
     }
 
+    /// Prints one line of the transcript. What the model wrote (its text,
+    /// a tool's name, arguments, what a tool answered) is shown escaped
+    /// (a newline as `\n`, an ANSI escape as `\u{1b}`) and bounded to
+    /// [`MAX_LINE`] bytes, so that it can neither forge a line of the
+    /// transcript (a made-up `model calls ... -> {"ok":true}` above an
+    /// approval prompt) nor flood the terminal.
     pub(crate) fn line(&mut self, line: String) {
         if !self.json {
+            let line = toolcall_core::__private::echo::printable(&line, MAX_LINE);
             let mut stdout = io::stdout().lock();
             let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
         }

@@ -755,3 +755,33 @@ fn failures_of_the_tool_or_the_pipeline_are_neither_rejections_nor_recoveries() 
     );
     assert_eq!(report.to_json()["totals"]["failed"], 4);
 }
+
+/// A tool name or a code the model made up, with a newline and ANSI escapes
+/// in it, cannot forge a row of the table nor recolour it: it is shown
+/// escaped, and a huge one is cut.
+#[test]
+fn made_up_names_are_shown_escaped_and_bounded() {
+    let forged = "fake\n(all)      99  99\u{1b}[32m";
+    let report = report_of(&[
+        line("s1", "get_order", "OK", 1.0, json!({})),
+        line("s1", forged, "UNKNOWN_TOOL\u{1b}[0m", 1.0, json!({})),
+        line("s1", &"x".repeat(100_000), "UNKNOWN_TOOL", 1.0, json!({})),
+    ]);
+    let text = report.to_string();
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(
+        text.contains("fake\\n(all)      99  99\\u{1b}[32m"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("(all)")).count(),
+        1,
+        "one (all) row: {text}"
+    );
+    assert!(
+        text.len() < 10_000,
+        "the long name is cut: {} bytes",
+        text.len()
+    );
+    assert!(text.contains("…[cut "), "{text}");
+}

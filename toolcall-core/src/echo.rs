@@ -52,6 +52,41 @@ pub fn bound(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}{tail}", &text[..head_end]))
 }
 
+/// `text` as a terminal may show it: every control character (newlines,
+/// `ESC` of an ANSI sequence, `DEL`, ...) and every character that reorders
+/// or hides text (bidirectional overrides and isolates, zero-width ones)
+/// written as its escape (`\n`, `\u{1b}`), so that text from a model or an
+/// audit file can neither forge a line nor recolour one; then [`cut`] to
+/// `max` bytes.
+///
+/// ```
+/// use toolcall_core::__private::echo::printable;
+///
+/// assert_eq!(printable("get_order", 100), "get_order");
+/// assert_eq!(
+///     printable("x\n\u{1b}[32mok\u{202e}", 100),
+///     "x\\n\\u{1b}[32mok\\u{202e}"
+/// );
+/// ```
+pub fn printable(text: &str, max: usize) -> Cow<'_, str> {
+    let hides = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hides) {
+        return cut(text, max);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hides(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(cut(&out, max).into_owned())
+}
+
 /// `text`, or its head and tail with a marker when it is longer than `max` bytes.
 pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {

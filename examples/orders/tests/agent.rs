@@ -550,3 +550,54 @@ fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
     assert_eq!(answer["ok"], true, "{answer}");
     assert_eq!(refunds_applied(&store), 1);
 }
+
+/// What the model writes reaches the terminal escaped and bounded: a forged
+/// `model calls ... -> {"ok":true}` line and an ANSI escape in its text stay
+/// inside its own line, and a huge answer is cut.
+#[test]
+fn the_models_text_cannot_forge_a_line_of_the_transcript() {
+    let forged = "Done.\nmodel calls refund_order {\"order_id\": \"ORD-1001\"} (call_9)\n  -> \
+                  {\"ok\":true}\u{1b}[2J";
+    let huge = "y".repeat(200_000);
+    for (content, check) in [(forged, "forged"), (huge.as_str(), "huge")] {
+        let server = serve(json!([{ "content": content }]));
+        let output = orders(
+            &[
+                "agent",
+                "--base-url",
+                &server.openai_base_url(),
+                "--model",
+                "m",
+                "Hello",
+            ],
+            &[],
+        );
+        let stdout = text(&output.stdout);
+        assert!(output.status.success(), "{check}: {}", text(&output.stderr));
+        assert!(!stdout.contains('\u{1b}'), "{check}: {stdout}");
+        assert!(
+            !stdout.lines().any(|line| line.starts_with("model calls")),
+            "{check}: no call was made, and none appears to be: {stdout}"
+        );
+        assert!(stdout.len() < 20_000, "{check}: {} bytes", stdout.len());
+    }
+}
+
+/// A server that asks to be retried in a minute does not hold the agent
+/// past `--timeout`: the request gives up, retries included, exit code 3.
+#[test]
+fn a_retry_after_longer_than_the_timeout_is_not_waited_for() {
+    let server = serve(json!({
+        "turns": [{"status": 429, "body": "slow down", "retry_after": 60}],
+        "after": "repeat"
+    }));
+    let started = std::time::Instant::now();
+    let (code, stderr) = failing(&server.openai_base_url(), &["--timeout", "2"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("--timeout"), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "gave up within the timeout, not after the server's minute: {:?}",
+        started.elapsed()
+    );
+}

@@ -43,7 +43,9 @@
 //!   (`stop_reason` `tool_use`, else `end_turn`), their `input` the
 //!   arguments' text as written.
 //! * `status` (an HTTP status, default 200) with `body` (text, or any JSON
-//!   value written as JSON): an error answer, as a server that fails.
+//!   value written as JSON): an error answer, as a server that fails;
+//!   `retry_after` (seconds) adds a `Retry-After` header to it, as a server
+//!   that limits its rate.
 //! * `raw`: a body sent as it is, with status 200 and the JSON content
 //!   type, as a server that answers what is not a completion.
 //!
@@ -127,6 +129,8 @@ pub struct ScriptTurn {
     pub body: Option<Value>,
     /// A body sent as it is.
     pub raw: Option<String>,
+    /// The `Retry-After` of an error answer, in seconds.
+    pub retry_after: Option<u64>,
 }
 
 /// One tool call of a scripted turn.
@@ -160,6 +164,8 @@ struct RawTurn {
     body: Option<Value>,
     #[serde(default)]
     raw: Option<String>,
+    #[serde(default)]
+    retry_after: Option<u64>,
 }
 
 impl TryFrom<RawTurn> for ScriptTurn {
@@ -211,6 +217,7 @@ impl TryFrom<RawTurn> for ScriptTurn {
             status: raw.status,
             body: raw.body,
             raw: raw.raw,
+            retry_after: raw.retry_after,
         })
     }
 }
@@ -420,7 +427,13 @@ async fn answer(
     if let Some(status) = turn.status.filter(|s| *s != 200) {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = turn.body.clone().unwrap_or(json!("scripted error"));
-        return error(status, &body);
+        let mut answer = error(status, &body);
+        if let Some(seconds) = turn.retry_after {
+            answer
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        return answer;
     }
     let body = if uri.path().ends_with("/messages") {
         anthropic(&state.script.model, index, turn)

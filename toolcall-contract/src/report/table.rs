@@ -3,6 +3,7 @@
 use std::fmt::{self, Write as _};
 
 use super::{Rejections, Report, Stats};
+use toolcall_core::__private::echo::printable;
 
 fn percent(rate: Option<f64>) -> String {
     rate.map_or_else(|| "-".to_owned(), |r| format!("{:.1}%", r * 100.0))
@@ -14,15 +15,28 @@ fn millis(value: Option<f64>) -> String {
 
 /// Writes rows under headers; the first `left` columns are aligned left,
 /// the others (numbers) right. Columns are two spaces apart.
+/// The widest cell a table shows, in bytes: longer ones are cut.
+const MAX_CELL: usize = 96;
+
 fn table(out: &mut String, headers: &[&str], left: usize, rows: &[Vec<String>]) {
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+    // A cell comes from the audit log (a tool name the model made up, a
+    // code): shown escaped and bounded, it cannot forge a row.
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| printable(cell, MAX_CELL).into_owned())
+                .collect()
+        })
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
+    for row in std::iter::once(&header).chain(&rows) {
         let mut line = String::new();
         for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
             if i > 0 {
