@@ -35,6 +35,10 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(30);
 /// The largest discovery document or key set read: 256 KiB.
 const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 
+/// The longest access token read: 16 KiB (a JWT is a few hundred bytes to
+/// a few KiB); a longer one is refused unread.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
 /// How long a read of the issuer's documents may take: 5 s.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -145,8 +149,8 @@ impl OAuth {
     /// Errors: an issuer or a resource that is not an absolute `https` URL
     /// (or `http` on a loopback host), or has a query or a fragment.
     pub fn new(issuer: &str, resource: &str) -> Result<Self, Error> {
-        let issuer = canonical(issuer, "the issuer")?;
-        let resource = canonical(resource, "the resource (audience)")?;
+        let issuer = checked(issuer, "the issuer")?;
+        let resource = checked(resource, "the resource (audience)")?;
         Ok(OAuth {
             issuer,
             resource,
@@ -224,14 +228,14 @@ impl OAuth {
     /// origin, `/.well-known/oauth-protected-resource`, then the resource's
     /// path (RFC 9728 §3.1).
     pub fn metadata_url(&self) -> String {
-        let (origin, path) = split_origin(&self.resource);
-        format!("{origin}{}{path}", WELL_KNOWN_RESOURCE)
+        let (origin, path) = split_origin(self.resource.trim_end_matches('/'));
+        format!("{origin}{WELL_KNOWN_RESOURCE}{path}")
     }
 
     /// The path the router serves the metadata at (the resource's path
     /// after the well-known prefix).
     pub(super) fn metadata_path(&self) -> String {
-        let (_, path) = split_origin(&self.resource);
+        let (_, path) = split_origin(self.resource.trim_end_matches('/'));
         format!("{WELL_KNOWN_RESOURCE}{path}")
     }
 
@@ -276,9 +280,9 @@ impl OAuth {
 /// The well-known prefix of protected resource metadata.
 const WELL_KNOWN_RESOURCE: &str = "/.well-known/oauth-protected-resource";
 
-/// `url` checked and written canonically: lowercase scheme and host, no
-/// trailing slash on its path.
-fn canonical(url: &str, what: &str) -> Result<String, Error> {
+/// `url`, checked: absolute, `https` (or `http` on a loopback host), no
+/// query, fragment or user.
+fn checked(url: &str, what: &str) -> Result<String, Error> {
     let bad = |why: &str| Error(format!("{what} {url:?} {why}"));
     let (scheme, rest) = url
         .split_once("://")
@@ -311,17 +315,14 @@ fn canonical(url: &str, what: &str) -> Result<String, Error> {
         }
         _ => return Err(bad("is not an https URL")),
     }
-    let port = authority
-        .port_u16()
-        .map(|port| format!(":{port}"))
-        .unwrap_or_default();
-    Ok(format!(
-        "{scheme}://{host}{port}{}",
-        path.trim_end_matches('/')
-    ))
+    let _ = path;
+    // Kept as written: a token's `iss` and `aud` are compared with these
+    // exactly (an issuer such as `https://tenant.example.com/` has its
+    // slash in every token).
+    Ok(url.to_owned())
 }
 
-/// A canonical URL's origin and path.
+/// A URL's origin and path.
 fn split_origin(url: &str) -> (&str, &str) {
     let after = url.find("://").map_or(0, |at| at + 3);
     match url[after..].find('/') {
@@ -417,6 +418,11 @@ impl Verifier {
     /// Checks `token`: its header, then its signature with the issuer's key
     /// it names, then its claims.
     pub(super) async fn check(&self, token: &str) -> Result<Granted, Refusal> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(Refusal::Invalid(format!(
+                "the token is over {MAX_TOKEN_BYTES} bytes"
+            )));
+        }
         let header = decode_header(token).map_err(|e| {
             Refusal::Invalid(match e.kind() {
                 jsonwebtoken::errors::ErrorKind::InvalidAlgorithmName => {
@@ -561,11 +567,7 @@ impl Verifier {
     /// configured (RFC 8414 §3.3).
     async fn discover(&self) -> Result<String, Refusal> {
         let issuer = &self.oauth.issuer;
-        let (origin, path) = split_origin(issuer);
-        let places = [
-            format!("{origin}/.well-known/oauth-authorization-server{path}"),
-            format!("{issuer}/.well-known/openid-configuration"),
-        ];
+        let places = discovery_urls(issuer);
         let mut why = Vec::new();
         for place in &places {
             let document = match self.fetch(place).await {
@@ -622,6 +624,19 @@ impl Verifier {
     }
 }
 
+/// Where an issuer's metadata may be: its RFC 8414 document (the
+/// well-known part between its host and its path), then its OpenID Connect
+/// configuration (after its path). A terminating slash of the issuer is
+/// not repeated (RFC 8414 §3.1, OpenID Connect Discovery §4).
+fn discovery_urls(issuer: &str) -> [String; 2] {
+    let base = issuer.trim_end_matches('/');
+    let (origin, path) = split_origin(base);
+    [
+        format!("{origin}/.well-known/oauth-authorization-server{path}"),
+        format!("{base}/.well-known/openid-configuration"),
+    ]
+}
+
 /// The key `kid` names, or (no `kid`) the set's only key for `alg`'s family.
 fn find<'a>(
     keys: &'a JwkSet,
@@ -647,14 +662,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_checked_and_written_canonically() {
+    fn urls_are_checked_and_kept_as_written() {
+        // Kept as written: tokens carry them so (an issuer's slash too).
         let oauth = OAuth::new(
-            "HTTPS://Auth.Example.com/",
-            "https://MCP.example.com:8443/mcp/",
+            "https://auth.example.com/",
+            "https://mcp.example.com:8443/mcp/",
         )
         .unwrap();
-        assert_eq!(oauth.issuer(), "https://auth.example.com");
-        assert_eq!(oauth.resource(), "https://mcp.example.com:8443/mcp");
+        assert_eq!(oauth.issuer(), "https://auth.example.com/");
+        assert_eq!(oauth.resource(), "https://mcp.example.com:8443/mcp/");
         assert_eq!(
             oauth.metadata_url(),
             "https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp"
@@ -674,6 +690,24 @@ mod tests {
             assert!(error.0.contains(why), "{issuer}: {error}");
         }
         assert!(OAuth::new("http://127.0.0.1:9000", "http://localhost:3000/mcp").is_ok());
+    }
+
+    #[test]
+    fn an_issuers_metadata_is_looked_for_where_both_specifications_put_it() {
+        assert_eq!(
+            discovery_urls("https://auth.example.com/"),
+            [
+                "https://auth.example.com/.well-known/oauth-authorization-server",
+                "https://auth.example.com/.well-known/openid-configuration",
+            ]
+        );
+        assert_eq!(
+            discovery_urls("https://auth.example.com/tenant-1"),
+            [
+                "https://auth.example.com/.well-known/oauth-authorization-server/tenant-1",
+                "https://auth.example.com/tenant-1/.well-known/openid-configuration",
+            ]
+        );
     }
 
     #[test]

@@ -288,6 +288,15 @@ fn the_metadata_points_to_the_issuer_and_every_bad_token_is_refused() {
     }
     let garbage = scene.initialize("not.a.token");
     assert_eq!(garbage.status, 401, "{garbage:?}");
+    let huge = format!("{}.{}.{}", "e".repeat(8_000), "e".repeat(12_000), "e");
+    let answer = scene.initialize(&huge);
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(
+        answer
+            .header("www-authenticate")
+            .is_some_and(|c| c.contains("over 16384 bytes")),
+        "{answer:?}"
+    );
 
     // A good token opens a session; the shop was never touched.
     assert_eq!(scene.initialize(&auth.token(json!({}))).status, 200);
