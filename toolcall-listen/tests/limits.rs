@@ -26,7 +26,7 @@ async fn a_slow_head_is_closed_and_a_connection_over_the_bound_is_503() {
         listener,
         router,
         Limits::new()
-            .header_timeout(Duration::from_millis(500))
+            .header_timeout(Duration::from_secs(4))
             .max_connections(1),
     ));
     let mut half = TcpStream::connect(addr).await.unwrap();
@@ -40,8 +40,9 @@ async fn a_slow_head_is_closed_and_a_connection_over_the_bound_is_503() {
     assert!(extra.starts_with("HTTP/1.1 503"), "{extra:?}");
     assert!(extra.contains("Retry-After: 1"), "{extra}");
     assert!(
-        asked.elapsed() < Duration::from_millis(400),
-        "answered at once"
+        asked.elapsed() < Duration::from_secs(3),
+        "answered at once, not after the head's timeout: {:?}",
+        asked.elapsed()
     );
 
     let half = read_all(half).await;

@@ -385,7 +385,7 @@ fn a_missing_scope_is_403_and_the_principal_reaches_the_audit_and_the_question()
 /// time has passed.
 #[test]
 fn a_rotated_key_is_found_with_the_keys_read_again_at_a_bounded_rate() {
-    let Some(scene) = Scene::start("oauth-rotate", &["--oauth-keys-refresh", "3"]) else {
+    let Some(scene) = Scene::start("oauth-rotate", &["--oauth-keys-refresh", "6"]) else {
         return;
     };
     let auth = &scene.auth;
@@ -401,7 +401,7 @@ fn a_rotated_key_is_found_with_the_keys_read_again_at_a_bounded_rate() {
         assert_eq!(early.status, 401, "{early:?}");
     }
     assert_eq!(auth.jwks_reads(), 1, "no read again within the interval");
-    std::thread::sleep(Duration::from_millis(3100));
+    std::thread::sleep(Duration::from_millis(6100));
     let later = scene.initialize(&rotated);
     assert_eq!(later.status, 200, "{later:?}");
     assert_eq!(
