@@ -9,9 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall_core::ToolSpec;
-use toolcall_core::life::{self, Answer, Answerer, QuestionKind, Refusal};
+use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionKind, Refusal};
 use toolcall_core::store::Store as _;
-use toolcall_core::store::{PendingApproval, now_ms};
+use toolcall_core::store::{ApprovalDecision, ApprovalEntry, PendingApproval, now_ms};
 
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
@@ -161,7 +161,7 @@ pub(crate) async fn edit<B: Backend>(
             user,
             StatusCode::UNPROCESSABLE_ENTITY,
             "Cannot edit",
-            "This inbox does not know the tool, so it cannot validate edited arguments. Approve or deny it as it is.",
+            UNKNOWN_TOOL,
         );
     };
     let values = spec
@@ -198,41 +198,86 @@ pub(crate) async fn decide<B: Backend>(
     let action = field(&form, "action").unwrap_or("");
     let now = now_ms();
     let edited = match action {
-        "approve" | "deny" | "happened" | "not_happened" => None,
         "edit" => match edited_decision(&app, user, &id, &form, &note).await {
             Ok(edited) => edited,
             Err(answer) => return *answer,
         },
-        _ => {
-            return message(
-                &app,
-                user,
-                StatusCode::BAD_REQUEST,
-                "No decision",
-                "Approve, deny or edit (or, of a question about an unknown outcome, say whether \
-                 it happened): nothing was decided.",
-            );
-        }
+        _ => None,
     };
-    // Kept bounded, as the dispatcher keeps a host's note: at most
-    // MAX_NOTE_BYTES, a longer one as its head and its SHA-256 (a note of
-    // MAX_NOTE characters can be four times as many bytes).
-    let note = bound(&note, MAX_NOTE_BYTES);
-    let answer = match (action, &edited) {
-        ("approve", _) | ("edit", None) => Answer::Approve,
-        ("edit", Some(edited)) => Answer::Edit(edited),
-        ("deny", _) => Answer::Deny,
-        ("happened", _) => Answer::Happened,
-        _ => Answer::NotHappened,
+    let Some(answer) = answer_of(action, edited.as_ref()) else {
+        return message(
+            &app,
+            user,
+            StatusCode::BAD_REQUEST,
+            "No decision",
+            "Approve, deny or edit (or, of a question about an unknown outcome, say whether \
+             it happened): nothing was decided.",
+        );
     };
-    let notice = match answer {
-        Answer::NotHappened => "not-happened",
+    let notice = match decided_word(&answer) {
+        "not_happened" => "not-happened",
+        word => word,
+    };
+    record(&app, user, &id, &answer, &note, now, notice).await
+}
+
+/// What `answer` decides, as a word: `approved`, `edited`, `denied`,
+/// `happened` or `not_happened` (as [`state_of`] says it once recorded).
+pub(crate) fn decided_word(answer: &Answer<'_>) -> &'static str {
+    match answer {
+        Answer::NotHappened => "not_happened",
         Answer::Happened => "happened",
         Answer::Deny => "denied",
         Answer::Edit(_) => "edited",
         _ => "approved",
-    };
-    record(&app, user, &id, &answer, &note, now, notice).await
+    }
+}
+
+/// The words a decision is given by, the form's `action` and the JSON
+/// endpoint's `decision` alike.
+pub(crate) const DECISIONS: [&str; 5] = ["approve", "deny", "edit", "happened", "not_happened"];
+
+/// The answer `decision` (one of [`DECISIONS`]) gives: an `edit` with
+/// `edited` arguments is an edit, one with none (the model's own) an
+/// approval. `None` for a word that is no decision.
+pub(crate) fn answer_of<'a>(decision: &str, edited: Option<&'a Value>) -> Option<Answer<'a>> {
+    Some(match (decision, edited) {
+        ("approve", _) | ("edit", None) => Answer::Approve,
+        ("edit", Some(edited)) => Answer::Edit(edited),
+        ("deny", _) => Answer::Deny,
+        ("happened", _) => Answer::Happened,
+        ("not_happened", _) => Answer::NotHappened,
+        _ => return None,
+    })
+}
+
+/// The decisions that answer a question of `kind`, as [`life`] lets a
+/// person answer it.
+pub(crate) fn answers(kind: QuestionKind) -> &'static [&'static str] {
+    match kind {
+        QuestionKind::InDoubt => &["happened", "not_happened"],
+        _ => &["approve", "deny", "edit"],
+    }
+}
+
+/// What a recorded decision decided, as a word: `approved`, `edited` or
+/// `denied` of an approval question, `happened` or `not_happened` of a
+/// question about an unknown outcome.
+pub(crate) fn state_of(question: &PendingApproval, decision: &ApprovalDecision) -> &'static str {
+    match (question.kind(), decision.approved) {
+        (QuestionKind::InDoubt, true) => "not_happened",
+        (QuestionKind::InDoubt, false) => "happened",
+        (_, false) => "denied",
+        (_, true) if decision.edited_arguments.is_some() => "edited",
+        (_, true) => "approved",
+    }
+}
+
+/// A person's note, trimmed; `None` when it is longer than [`MAX_NOTE`]
+/// characters (nothing is decided then).
+pub(crate) fn note_within(note: &str) -> Option<&str> {
+    let note = note.trim();
+    (note.chars().count() <= MAX_NOTE).then_some(note)
 }
 
 /// The posted note, trimmed; or, when it is longer than [`MAX_NOTE`]
@@ -242,17 +287,61 @@ fn posted_note<B>(
     user: &Who,
     form: &[(String, String)],
 ) -> Result<String, Box<Response>> {
-    let note = field(form, "note").unwrap_or("").trim().to_owned();
-    if note.chars().count() > MAX_NOTE {
-        return Err(Box::new(message(
+    match note_within(field(form, "note").unwrap_or("")) {
+        Some(note) => Ok(note.to_owned()),
+        None => Err(Box::new(message(
             app,
             user,
             StatusCode::BAD_REQUEST,
             "Note too long",
             &format!("A note has at most {MAX_NOTE} characters. Nothing was decided."),
-        )));
+        ))),
     }
-    Ok(note)
+}
+
+/// Why a question can no longer be decided, if it cannot.
+pub(crate) enum Closed<'a> {
+    /// Someone decided it: this decision stands.
+    Decided(&'a ApprovalDecision),
+    /// The agent's host decided and used it.
+    Used,
+    /// It ran out of time before anyone decided.
+    Expired,
+}
+
+/// Whether `entry` can no longer be decided at `now`, and why.
+pub(crate) fn closed_as(entry: &ApprovalEntry, now: u64) -> Option<Closed<'_>> {
+    if let Some(decision) = &entry.approval.decision {
+        Some(Closed::Decided(decision))
+    } else if entry.used_ms.is_some() {
+        Some(Closed::Used)
+    } else if entry.approval.expires_ms <= now {
+        Some(Closed::Expired)
+    } else {
+        None
+    }
+}
+
+/// Records `who`'s `answer` to the question `id`, with `note`, as
+/// [`life::decide`] takes a person's: the one way the inbox decides, from
+/// the form and from the JSON endpoint alike. The note is kept bounded, as
+/// the dispatcher keeps a host's: at most `MAX_NOTE_BYTES`, a longer one as
+/// its head and its SHA-256 (a note of [`MAX_NOTE`] characters can be four
+/// times as many bytes).
+pub(crate) async fn through_life<B: Backend>(
+    app: &App<B>,
+    who: &Who,
+    id: &str,
+    answer: &Answer<'_>,
+    note: &str,
+    now: u64,
+) -> Result<Decided, Refusal> {
+    let note = bound(note, MAX_NOTE_BYTES);
+    toolcall_core::crash::point(toolcall_core::crash::BEFORE_DECISION);
+    let person = Answerer::Person(who.name());
+    let outcome = life::decide(app.backend.store(), id, None, &person, answer, &note, now).await;
+    toolcall_core::crash::point(toolcall_core::crash::AFTER_DECISION);
+    outcome
 }
 
 /// The arguments an `edit` decides the call with: `None` when they are the
@@ -284,7 +373,7 @@ async fn edited_decision<B: Backend>(
             user,
             StatusCode::UNPROCESSABLE_ENTITY,
             "Cannot edit",
-            "This inbox does not know the tool.",
+            UNKNOWN_TOOL,
         )));
     };
     let checked = edited_arguments(spec, form).and_then(|arguments| {
@@ -339,11 +428,7 @@ async fn record<B: Backend>(
     notice: &str,
 ) -> Response {
     let store = app.backend.store();
-    toolcall_core::crash::point(toolcall_core::crash::BEFORE_DECISION);
-    let person = Answerer::Person(user.name());
-    let outcome = life::decide(store, id, None, &person, answer, note, now).await;
-    toolcall_core::crash::point(toolcall_core::crash::AFTER_DECISION);
-    match outcome {
+    match through_life(app, user, id, answer, note, now).await {
         Ok(_) => decided(id, notice),
         Err(Refusal::Closed) => match store.approval(id).await {
             Ok(Some(entry)) => closed(app, user, &entry).unwrap_or_else(|| expired(app, user)),
@@ -356,7 +441,7 @@ async fn record<B: Backend>(
             user,
             StatusCode::UNPROCESSABLE_ENTITY,
             "Not a question about what happened",
-            "This asks whether the call may run: approve, edit or deny it. Nothing was decided.",
+            SAY_WHETHER_IT_RUNS,
         ),
         Err(Refusal::Store(error)) => store_down(app, user, &error),
         Err(_) => unknown(app, user),
@@ -371,10 +456,22 @@ fn not_a_settlement<B>(app: &App<B>, user: &Who) -> Response {
         user,
         StatusCode::UNPROCESSABLE_ENTITY,
         "Say what happened",
-        "This asks whether an earlier attempt of the call took effect, not whether it may run: \
-         say whether it happened. Nothing was decided.",
+        SAY_WHAT_HAPPENED,
     )
 }
+
+/// What an approval, denial or edit of a question about an unknown
+/// outcome is told.
+pub(crate) const SAY_WHAT_HAPPENED: &str = "This asks whether an earlier attempt of the call took \
+     effect, not whether it may run: say whether it happened. Nothing was decided.";
+
+/// What a settlement of an approval question is told.
+pub(crate) const SAY_WHETHER_IT_RUNS: &str =
+    "This asks whether the call may run: approve, edit or deny it. Nothing was decided.";
+
+/// What an edit of a call whose tool this inbox does not know is told.
+pub(crate) const UNKNOWN_TOOL: &str = "This inbox does not know the tool, so it cannot validate \
+     edited arguments. Approve or deny it as it is.";
 
 /// The answer to an edit of a question about an unknown outcome: it asks
 /// what happened, and has nothing to edit.

@@ -25,7 +25,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit |
+//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit (each card's `data-reason` says why it asks, as the JSON's `reason`) |
 //! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call |
 //! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields) for an approval question, `happened` or `not_happened` for a question about an unknown outcome; `note`, `csrf`. Recorded as a person's decision through [`toolcall_core::life::decide`]; an answer of the other kind is a 422 and decides nothing |
 //! | `GET /history` | each decision, who took it, and what came of it |
@@ -34,7 +34,8 @@
 //! | `POST /sessions/revoke` | deletes every sign-in of the person (`csrf` from a browser); a program (bearer token) is answered `{"revoked": N}` |
 //! | `GET /api/sessions` | the same list as JSON: `{"name": ..., "sign_ins": [{"id", "from", "created_ms", "expires_ms", "current"}]}` (`id` is a label, not the cookie) |
 //! | `POST /sign-out` | deletes this browser's sign-in and clears its cookie (`csrf`) |
-//! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page) |
+//! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page); each item as the store keeps it, with its `reason` (`high_risk`, `untrusted_context` or `in_doubt`) and the decisions that answer it (`answers`) |
+//! | `POST /api/approvals/{id}/decision` | a decision as JSON, for programs: see [below](#deciding-from-a-program) |
 //!
 //! `/` and `/api/pending` take the same query: `session` (only this
 //! conversation's calls), `tool` (only this tool's), `order` (`oldest`, the
@@ -55,6 +56,67 @@
 //! ([`toolcall_core::life::surface`]): a call whose process died after its
 //! claim, or could not record what came of it, is listed without waiting
 //! for an identical call.
+//!
+//! # Deciding from a program
+//!
+//! `POST /api/approvals/{id}/decision` takes what the form takes, as a
+//! JSON object (`Content-Type: application/json`), and records it through
+//! the same [`toolcall_core::life::decide`], as the decision of the person
+//! whose token signs the request:
+//!
+//! ```text
+//! POST /api/approvals/ap-7f3c/decision
+//! Authorization: Bearer TOKEN
+//! Content-Type: application/json
+//!
+//! {"decision": "edit", "arguments": {"to": "acme", "amount_cents": 1000}, "note": "half now"}
+//! ```
+//!
+//! `decision` is `approve`, `deny` or `edit` for a question whether a call
+//! may run, `happened` or `not_happened` for a question about an unknown
+//! outcome (reason `in_doubt`): the item's `answers` in `/api/pending`.
+//! `note` is optional (at most [`MAX_NOTE`] characters, trimmed, stored as
+//! the form's is); `arguments` goes with an `edit` and only with one, is
+//! validated against the tool's schema, and, when it is the model's own,
+//! makes the edit a plain approval. A browser's request (the sign-in
+//! cookie) also carries `"csrf"`, its sign-in's token, and passes the
+//! form's `Origin` and `Sec-Fetch-Site` checks; a bearer token's needs
+//! none. The answer is JSON whatever happens. A recorded decision is `200`
+//! with its state as the store keeps it (`again` is `true` when the same
+//! person's same decision was recorded before: a retry decides nothing
+//! twice; `edited_arguments` only for an edit):
+//!
+//! ```json
+//! {"id": "ap-7f3c", "state": "edited", "by": "ana", "note": "half now",
+//!  "decided_ms": 1767225600000, "tool": "pay", "session": "s-1",
+//!  "caller": "default", "reason": "high_risk", "digest": "9b1c…",
+//!  "edited_arguments": {"to": "acme", "amount_cents": 1000}, "again": false}
+//! ```
+//!
+//! `state` is `approved`, `edited`, `denied`, `happened` or
+//! `not_happened`. Anything else decides nothing and is
+//! `{"code": "...", "error": "..."}`, with more where it helps:
+//!
+//! | status | `code` | when |
+//! |---|---|---|
+//! | 400 | `invalid_json` | the body is not a JSON object |
+//! | 400 | `invalid_request` | a field is missing, unknown or wrong (`field` names it): no such `decision`, a note too long, `arguments` without an `edit` or an `edit` without them |
+//! | 401 | `unauthorized` | no token or sign-in, or a wrong one (`WWW-Authenticate`) |
+//! | 403 | `forbidden` | a cookie's request without its sign-in's CSRF token, or from another origin |
+//! | 404 | `unknown_approval` | nothing waits under the id |
+//! | 409 | `already_decided` | decided before, otherwise or by someone else: `decision` is the state that stands, `refusal` life's words |
+//! | 409 | `already_used` | the agent's host decided and used it |
+//! | 409 | `wrong_kind` | an answer of the other kind (an approval, denial or edit of a question about an unknown outcome, a settlement of an approval question), as life refuses it: `answers` lists the ones that answer it, `refusal` says why |
+//! | 410 | `expired` | it ran out of time before anyone decided |
+//! | 413 | `body_too_large` | a body over 256 KiB |
+//! | 415 | `unsupported_media_type` | a body that does not say it is JSON |
+//! | 422 | `invalid_arguments` | an edit's arguments are not valid: `problems`, each `{"field", "problem"}` |
+//! | 422 | `unknown_tool` | an edit of a call whose tool this inbox does not know |
+//! | 429 | `too_many_attempts` | too many wrong tokens from this address (`retry_after`, and `Retry-After`) |
+//! | 503 | `store_unavailable` | the store cannot be reached: try again |
+//!
+//! The other routes under `/api/` refuse in JSON too (`unauthorized`,
+//! `too_many_attempts`; `/api/pending`'s bad listing is `invalid_listing`).
 //!
 //! # Security
 //!
@@ -108,8 +170,9 @@
 //!   `POST`s that carry the CSRF token of the sign-in record (random, 256
 //!   bits: another sign-in's token, even the same person's, is refused),
 //!   and whose `Origin` and `Sec-Fetch-Site` (when the browser sends them)
-//!   are the inbox itself; 403 otherwise. A bearer token's requests are a
-//!   program's, and carry none.
+//!   are the inbox itself; 403 otherwise. A JSON decision sent with the
+//!   cookie carries it as its `csrf` field, under the same checks. A bearer
+//!   token's requests are a program's, and carry none.
 //! * **Injected markup.** Every piece of text from a model, a person or the
 //!   store is escaped by one function ([`esc`]), in elements and
 //!   attributes alike; the content security policy allows no inline script
@@ -117,8 +180,8 @@
 //! * **Double decisions.** A decision is atomic in the store
 //!   ([`Store::decide_approval`]): a double click is one decision, and a
 //!   decided, expired or unknown approval cannot be decided (409, 410,
-//!   404). Each decision records the name of the person whose token made
-//!   it.
+//!   404), from the form or from a program. Each decision records the name
+//!   of the person whose token made it.
 //! * **Bounds.** A request body is at most 256 KiB (413); a note at most
 //!   [`MAX_NOTE`] characters (400), and what is stored of it at most
 //!   2 KiB (a longer one is kept as its head and its SHA-256, as everywhere
@@ -136,6 +199,7 @@
 #![warn(missing_docs)]
 
 mod access;
+mod api;
 mod chart;
 mod decide;
 mod history;
@@ -370,6 +434,10 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .route("/approvals/{id}/edit", get(decide::edit::<B>))
         .route("/approvals/{id}/decide", post(decide::decide::<B>))
         .route("/api/pending", get(pending::api_pending::<B>))
+        .route(
+            "/api/approvals/{id}/decision",
+            post(api::decision::<B>).fallback(api::post_only),
+        )
         .route("/sign-out", post(security::sign_out::<B>))
         .route("/sessions", get(sessions::page::<B>))
         .route("/sessions/revoke", post(sessions::revoke::<B>))
@@ -377,10 +445,13 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .route("/assets/inbox.css", get(page::css))
         .route("/assets/inbox.js", get(page::js))
         .fallback(page::not_found)
-        .layer(DefaultBodyLimit::max(256 * 1024))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::map_response(security::secure))
         .with_state(app)
 }
+
+/// The largest request body the inbox reads: 256 KiB (413 beyond).
+pub(crate) const MAX_BODY: usize = 256 * 1024;
 
 /// How long one request may take, its body included, once its head has
 /// arrived: 30 s. A slower one is answered `408 Request Timeout` (a body
@@ -419,22 +490,26 @@ pub async fn serve_with<B: Backend>(
     Ok(())
 }
 
-/// Answers `408` to a request that takes longer than `timeout`.
+/// Answers `408` to a request that takes longer than `timeout` (in JSON
+/// to a request of the JSON API).
 async fn within_time(
     timeout: Duration,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse as _;
+    let status = axum::http::StatusCode::REQUEST_TIMEOUT;
+    let api = api::is_api(request.uri().path());
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
             tracing::info!(?timeout, "refused a request that came too slowly");
-            (
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                "Request Timeout: the request did not arrive in time",
-            )
-                .into_response()
+            let said = "Request Timeout: the request did not arrive in time";
+            if api {
+                api::Problem::new(status, "request_timeout", said).into_response()
+            } else {
+                (status, said).into_response()
+            }
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The page around every answer, the assets, and the answers that say why
 //! nothing was done.
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
+use toolcall_core::store::{ApprovalDecision, ApprovalEntry, StoreError, now_ms};
 
 use crate::App;
+use crate::api::{Problem, is_api};
+use crate::decide::{Closed, closed_as};
 use crate::html::{Html, utc};
 use crate::security::{Refusal, Who};
 
@@ -69,64 +71,27 @@ impl IntoResponse for Refusal {
             body.raw("<p class=\"lead\">").text(text).raw("</p>");
             body.finish()
         };
-        match self {
-            Refusal::Unauthorized { clear } => {
-                let body = "<p class=\"lead\">Sign in with the address the inbox printed when it \
-                            started (<code>http://…/?token=…</code>), or send \
-                            <code>Authorization: Bearer TOKEN</code>.</p>";
-                let mut response = html_response(
-                    StatusCode::UNAUTHORIZED,
-                    layout("Sign in", "toolcall", None, "", body),
-                );
-                let headers = response.headers_mut();
-                headers.insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"toolcall inbox\""),
-                );
-                if let Some(value) = clear.and_then(|clear| HeaderValue::from_str(&clear).ok()) {
-                    headers.insert(header::SET_COOKIE, value);
-                }
-                response
-            }
-            Refusal::Forbidden => html_response(
-                StatusCode::FORBIDDEN,
-                layout(
-                    "Refused",
-                    "toolcall",
-                    None,
-                    "",
-                    "<p class=\"lead\">This form did not come from the inbox's own page \
-                     (no valid CSRF token, or another origin): nothing was decided. \
-                     Reload the inbox and decide there.</p>",
-                ),
+        let (title, body) = match &self {
+            Refusal::Unauthorized { .. } => (
+                "Sign in",
+                "<p class=\"lead\">Sign in with the address the inbox printed when it \
+                 started (<code>http://…/?token=…</code>), or send \
+                 <code>Authorization: Bearer TOKEN</code>.</p>"
+                    .to_owned(),
             ),
-            Refusal::TooManyAttempts { retry_after } => {
-                let body = lead(&format!(
-                    "Too many wrong tokens from this address: no sign-in from it is accepted, \
-                     not even a right one, for {retry_after} s."
-                ));
-                let mut response = html_response(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    layout("Too many attempts", "toolcall", None, "", &body),
-                );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
-                response
-            }
-            Refusal::NoRandomness(error) => html_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                layout(
-                    "Not signed in",
-                    "toolcall",
-                    None,
-                    "",
-                    &lead(&format!(
-                        "No randomness for a sign-in ({error}): try again."
-                    )),
-                ),
+            Refusal::Forbidden => (
+                "Refused",
+                "<p class=\"lead\">This form did not come from the inbox's own page \
+                 (no valid CSRF token, or another origin): nothing was decided. \
+                 Reload the inbox and decide there.</p>"
+                    .to_owned(),
             ),
-        }
+            Refusal::TooManyAttempts { .. } => ("Too many attempts", lead(&self.to_string())),
+            Refusal::NoRandomness(_) => ("Not signed in", lead(&self.to_string())),
+        };
+        let mut response = html_response(self.status(), layout(title, "toolcall", None, "", &body));
+        response.headers_mut().extend(self.headers());
+        response
     }
 }
 
@@ -173,7 +138,12 @@ pub(crate) async fn js(_signed_in: Who) -> Response {
         .into_response()
 }
 
-pub(crate) async fn not_found() -> Response {
+/// Nothing under this path: in JSON under `/api/`.
+pub(crate) async fn not_found(uri: Uri) -> Response {
+    if is_api(uri.path()) {
+        return Problem::new(StatusCode::NOT_FOUND, "not_found", "No such endpoint.")
+            .into_response();
+    }
     (StatusCode::NOT_FOUND, "not found").into_response()
 }
 
@@ -183,51 +153,55 @@ pub(crate) fn unknown<B>(app: &App<B>, user: &Who) -> Response {
         user,
         StatusCode::NOT_FOUND,
         "No such approval",
-        "Nothing waits under this id: it was never asked, or it is gone (used, or expired and purged).",
+        UNKNOWN,
     )
 }
 
+/// What the answer to an id nothing waits under says.
+pub(crate) const UNKNOWN: &str =
+    "Nothing waits under this id: it was never asked, or it is gone (used, or expired and purged).";
+
 /// The answer for an approval that can no longer be decided, if it cannot.
 pub(crate) fn closed<B>(app: &App<B>, user: &Who, entry: &ApprovalEntry) -> Option<Response> {
-    if let Some(decision) = &entry.approval.decision {
-        let verb = if decision.approved {
-            "approved"
-        } else {
-            "denied"
-        };
-        return Some(message(
+    Some(match closed_as(entry, now_ms())? {
+        Closed::Decided(decision) => message(
             app,
             user,
             StatusCode::CONFLICT,
             "Already decided",
-            &format!(
-                "{} {verb} it at {}; a decision is final.",
-                decision.by,
-                utc(decision.decided_ms)
-            ),
-        ));
-    }
-    if entry.used_ms.is_some() {
-        return Some(message(
+            &already_decided(decision),
+        ),
+        Closed::Used => message(
             app,
             user,
             StatusCode::CONFLICT,
             "Already used",
-            "The agent's host already decided and used this approval.",
-        ));
-    }
-    if entry.approval.expires_ms <= now_ms() {
-        return Some(expired(app, user));
-    }
-    None
+            ALREADY_USED,
+        ),
+        Closed::Expired => expired(app, user),
+    })
 }
 
-pub(crate) fn expired<B>(app: &App<B>, user: &Who) -> Response {
-    message(
-        app,
-        user,
-        StatusCode::GONE,
-        "Expired",
-        "This approval ran out of time before anyone decided: the call will not run. The model has to ask again.",
+/// What the answer to a decided question says.
+pub(crate) fn already_decided(decision: &ApprovalDecision) -> String {
+    let verb = if decision.approved {
+        "approved"
+    } else {
+        "denied"
+    };
+    format!(
+        "{} {verb} it at {}; a decision is final.",
+        decision.by,
+        utc(decision.decided_ms)
     )
+}
+
+/// What the answer to a question the host used says.
+pub(crate) const ALREADY_USED: &str = "The agent's host already decided and used this approval.";
+
+/// What the answer to an expired question says.
+pub(crate) const EXPIRED: &str = "This approval ran out of time before anyone decided: the call will not run. The model has to ask again.";
+
+pub(crate) fn expired<B>(app: &App<B>, user: &Who) -> Response {
+    message(app, user, StatusCode::GONE, "Expired", EXPIRED)
 }

@@ -5,13 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use toolcall_core::ToolSpec;
 use toolcall_core::store::Store as _;
 use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
 
+use crate::api::{self, ApiWho, Problem, store_unavailable};
+use crate::decide::answers;
 use crate::html::{Html, duration, rfc3339, segment, utc};
 use crate::page::{html_response, layout, message, store_down};
 use crate::security::{Peer, Who, sign_in, signed_in};
@@ -337,6 +339,8 @@ fn card(
     let id = &approval.id;
     body.raw("<article class=\"approval\" data-id=\"")
         .text(id)
+        .raw("\" data-reason=\"")
+        .text(reason(approval))
         .raw("\"><header>")
         .el("<h2><code class=\"tool\">", &approval.tool, "</code></h2>");
     match spec {
@@ -423,11 +427,12 @@ fn card(
 }
 
 /// Why the call asks a person beyond its tool's risk, when the dispatcher
-/// said so: nothing for a plain high-risk call.
+/// said so: nothing for a plain high-risk call (its card's flag says it).
 pub(crate) fn why(body: &mut Html, approval: &PendingApproval) {
-    let Some(reason) = approval.reason.as_deref() else {
+    let reason = reason(approval);
+    if reason == HIGH_RISK {
         return;
-    };
+    }
     body.raw("<p class=\"why\" role=\"note\" data-reason=\"")
         .text(reason)
         .raw("\"><b>Asked because</b> ");
@@ -452,6 +457,29 @@ pub(crate) fn why(body: &mut Html, approval: &PendingApproval) {
 
 /// What `data.reason` says when untrusted output taints a call.
 const UNTRUSTED_CONTEXT: &str = "untrusted_context";
+
+/// The reason of a plain high-risk call, which the store keeps as none: the
+/// word a dry run's `data.reason` says it with.
+pub(crate) const HIGH_RISK: &str = "high_risk";
+
+/// Why `approval` asks a person: the reason the dispatcher stored with it
+/// (`untrusted_context`, `in_doubt`), or [`HIGH_RISK`] when it stored none.
+/// Every pending item says it: the JSON's `reason`, the card's
+/// `data-reason`.
+pub(crate) fn reason(approval: &PendingApproval) -> &str {
+    approval.reason.as_deref().unwrap_or(HIGH_RISK)
+}
+
+/// A pending approval as the JSON lists it: as the store keeps it, with its
+/// [`reason`] always, and the decisions that answer it (`answers`).
+pub(crate) fn listed(approval: &PendingApproval) -> Value {
+    let mut item = serde_json::to_value(approval).unwrap_or_default();
+    if let Value::Object(fields) = &mut item {
+        fields.insert("reason".into(), reason(approval).into());
+        fields.insert("answers".into(), answers(approval.kind()).into());
+    }
+    item
+}
 
 /// The reason of a question about an unknown outcome: an earlier attempt
 /// of the call may have taken effect. Approving it means "it did not
@@ -561,20 +589,15 @@ async fn surface<B: Backend>(app: &App<B>, now: u64) {
 
 pub(crate) async fn api_pending<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    _signed_in: Who,
+    _signed_in: ApiWho,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let json = |status: StatusCode, value: Value| {
-        (
-            status,
-            [(header::CONTENT_TYPE, "application/json")],
-            value.to_string(),
-        )
-            .into_response()
-    };
     let listing = match Listing::parse(&query, app.options.limit) {
         Ok(listing) => listing,
-        Err(problem) => return json(StatusCode::BAD_REQUEST, json!({ "error": problem })),
+        Err(problem) => {
+            return Problem::new(StatusCode::BAD_REQUEST, "invalid_listing", problem)
+                .into_response();
+        }
     };
     let now = now_ms();
     surface(&app, now).await;
@@ -584,14 +607,12 @@ pub(crate) async fn api_pending<B: Backend>(
                 .next
                 .as_deref()
                 .map(|next| listing.href("/api/pending", listing.order, Some(next)));
-            json(
+            let items: Vec<Value> = page.items.iter().map(listed).collect();
+            api::json(
                 StatusCode::OK,
-                json!({ "items": page.items, "total": page.total, "next": next }),
+                &json!({ "items": items, "total": page.total, "next": next }),
             )
         }
-        Err(error) => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({ "error": error.to_string() }),
-        ),
+        Err(error) => store_unavailable(&error).into_response(),
     }
 }

@@ -290,6 +290,65 @@ pub(crate) enum Refusal {
     NoRandomness(String),
 }
 
+impl Refusal {
+    /// The status of the answer.
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Refusal::Forbidden => StatusCode::FORBIDDEN,
+            Refusal::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Refusal::NoRandomness(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The headers of the answer, whatever its body: `WWW-Authenticate`
+    /// (and the `Set-Cookie` that clears a dead cookie) with a 401,
+    /// `Retry-After` with a 429.
+    pub(crate) fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        match self {
+            Refusal::Unauthorized { clear } => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"toolcall inbox\""),
+                );
+                if let Some(value) = clear.as_deref().and_then(|c| HeaderValue::from_str(c).ok()) {
+                    headers.insert(header::SET_COOKIE, value);
+                }
+            }
+            Refusal::TooManyAttempts { retry_after } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+            }
+            Refusal::Forbidden | Refusal::NoRandomness(_) => {}
+        }
+        headers
+    }
+}
+
+/// What the refusal says, in plain words.
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Unauthorized { .. } => f.write_str(
+                "Sign in with the address the inbox printed when it started \
+                 (http://…/?token=…), or send Authorization: Bearer TOKEN.",
+            ),
+            Refusal::Forbidden => f.write_str(
+                "This request did not come from the inbox's own page (no valid CSRF token of \
+                 this sign-in, or another origin): nothing was decided.",
+            ),
+            Refusal::TooManyAttempts { retry_after } => write!(
+                f,
+                "Too many wrong tokens from this address: no sign-in from it is accepted, \
+                 not even a right one, for {retry_after} s."
+            ),
+            Refusal::NoRandomness(error) => {
+                write!(f, "No randomness for a sign-in ({error}): try again.")
+            }
+        }
+    }
+}
+
 /// `/?token=...` signs in: the token is checked (under the limit of wrong
 /// ones), a sign-in record is made, its id goes in a cookie, and a redirect
 /// takes the token out of the address bar and the history. A sign-in the

@@ -9,6 +9,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::api::{self, ApiWho};
+
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
 use crate::security::{Posted, Via, Who, clear_cookie};
@@ -79,7 +81,10 @@ pub(crate) async fn page<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -
 }
 
 /// `GET /api/sessions`: the same, as JSON.
-pub(crate) async fn api<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -> Response {
+pub(crate) async fn api<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ApiWho(who): ApiWho,
+) -> Response {
     let items: Vec<Value> = listed(&app, &who)
         .into_iter()
         .map(|(current, record)| {
@@ -92,12 +97,10 @@ pub(crate) async fn api<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) ->
             })
         })
         .collect();
-    (
+    api::json(
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        json!({"name": who.name(), "sign_ins": items}).to_string(),
+        &json!({"name": who.name(), "sign_ins": items}),
     )
-        .into_response()
 }
 
 /// `POST /sessions/revoke`: deletes every sign-in of the person (this
@@ -109,12 +112,7 @@ pub(crate) async fn revoke<B: Backend>(
 ) -> Response {
     let revoked = app.sign_ins.revoke_all(who.name());
     if who.via == Via::Bearer {
-        return (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            json!({"revoked": revoked}).to_string(),
-        )
-            .into_response();
+        return api::json(StatusCode::OK, &json!({"revoked": revoked}));
     }
     (
         StatusCode::SEE_OTHER,

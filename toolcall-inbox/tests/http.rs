@@ -107,6 +107,35 @@ impl Inbox {
         .await
     }
 
+    /// A `POST` of `body` (JSON) to the JSON decision endpoint of `id`: the
+    /// reply, and its body read as JSON (every answer is JSON).
+    async fn decide_json(
+        &self,
+        id: &str,
+        auth: Auth<'_>,
+        extra: &[(&str, &str)],
+        body: &str,
+    ) -> (Reply, Value) {
+        let mut headers = vec![("Content-Type", "application/json")];
+        headers.extend_from_slice(extra);
+        let reply = http(
+            &self.addr,
+            "POST",
+            &format!("/api/approvals/{id}/decision"),
+            auth,
+            &headers,
+            Some(body),
+        )
+        .await;
+        let json = json_of(&reply);
+        (reply, json)
+    }
+
+    /// Every decision the store keeps.
+    async fn decisions(&self) -> Vec<ApprovalEntry> {
+        self.store.decided_approvals(1000).await.unwrap()
+    }
+
     /// The CSRF token of the signed-in person, read from the inbox page.
     async fn csrf(&self, cookie: &str) -> String {
         let page = self.get("/", Auth::Cookie(cookie)).await;
@@ -143,6 +172,30 @@ impl Reply {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// The body of a reply that must be JSON, with the content type that says so.
+fn json_of(reply: &Reply) -> Value {
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/json"),
+        "{}: {}",
+        reply.status,
+        reply.body
+    );
+    serde_json::from_str(&reply.body)
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {}", reply.body))
+}
+
+/// The item of approval `id` in a page of `/api/pending`.
+fn item(page: &Value, id: &str) -> Value {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no item {id}: {page}"))
 }
 
 fn encode(form: &[(&str, &str)]) -> String {
@@ -183,16 +236,23 @@ async fn http(
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     if let Some(body) = body {
-        request.push_str(&format!(
-            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ));
+        if !extra
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        {
+            request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     } else {
         request.push_str("\r\n");
     }
-    stream.write_all(request.as_bytes()).await.unwrap();
+    // A server that answers before reading the whole body (413) may close
+    // the connection while it is still being written: its answer is what
+    // counts.
+    let written = stream.write_all(request.as_bytes()).await;
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
+    let read = stream.read_to_end(&mut raw).await;
+    assert!(!raw.is_empty(), "no answer: {written:?} {read:?}");
     let text = String::from_utf8(raw).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     let mut lines = head.lines();
@@ -624,7 +684,7 @@ async fn an_edit_is_validated_before_it_is_recorded() {
 /// The markup of the card of approval `id` on the inbox page.
 fn card<'a>(page: &'a str, id: &str) -> &'a str {
     let start = page
-        .find(&format!("<article class=\"approval\" data-id=\"{id}\">"))
+        .find(&format!("<article class=\"approval\" data-id=\"{id}\""))
         .unwrap_or_else(|| panic!("no card for {id}: {page}"));
     let end = start + page[start..].find("</article>").expect("the card's end");
     &page[start..end]
@@ -695,21 +755,29 @@ async fn an_approval_asked_because_of_untrusted_output_says_why() {
         .get(&format!("/approvals/{plain}/edit"), Auth::Bearer(ANA))
         .await;
     assert!(!plain_edit.body.contains("Asked because"));
-    let listed: Value =
-        serde_json::from_str(&inbox.get("/api/pending", Auth::Bearer(ANA)).await.body).unwrap();
-    let listed = |id: &str| {
-        listed["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["id"] == id)
-            .cloned()
-            .unwrap()
-    };
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(ANA)).await);
+    let listed = |id: &str| item(&pending, id);
     assert_eq!(listed(&tainted)["reason"], "untrusted_context");
     assert_eq!(listed(&tainted)["tainted"], json!(["amount_cents", "to"]));
-    assert!(listed(&plain).get("reason").is_none());
+    assert_eq!(listed(&plain)["reason"], "high_risk");
     assert!(listed(&plain).get("tainted").is_none());
+    assert_eq!(
+        listed(&plain)["answers"],
+        json!(["approve", "deny", "edit"])
+    );
+    assert_eq!(
+        listed(&tainted)["answers"],
+        json!(["approve", "deny", "edit"])
+    );
+    // The card carries the same reason.
+    assert!(
+        card_plain.contains("data-reason=\"high_risk\""),
+        "{card_plain}"
+    );
+    assert!(
+        card_tainted.contains("data-reason=\"untrusted_context\""),
+        "{card_tainted}"
+    );
 }
 
 /// A call made on behalf of a principal (an MCP server behind an
@@ -750,17 +818,9 @@ async fn a_card_says_on_behalf_of_whom_the_call_was_asked() {
         "{card_of}"
     );
     assert!(!card(&page, &plain).contains("On behalf of"));
-    let listed: Value =
-        serde_json::from_str(&inbox.get("/api/pending", Auth::Bearer(ANA)).await.body).unwrap();
-    let item = listed["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == id.as_str())
-        .cloned()
-        .unwrap();
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(ANA)).await);
     assert_eq!(
-        item["principal"],
+        item(&pending, &id)["principal"],
         json!({"issuer": "https://auth.example.com", "subject": "<b>alice</b>", "client_id": "desk"})
     );
 }
@@ -1366,4 +1426,384 @@ async fn a_slow_or_extra_connection_holds_nothing() {
         .unwrap();
     let fresh = read_all(fresh).await;
     assert!(fresh.starts_with("HTTP/1.1 401"), "{fresh}");
+}
+
+/// The JSON decision endpoint: a program approves with its bearer token,
+/// gets the decision's state, and the store keeps exactly one decision, as
+/// the form's path records it; the same request again is the same decision.
+#[tokio::test]
+async fn a_program_approves_with_json_and_the_store_keeps_one_decision() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let digest = inbox.entry(&id).await.approval.digest;
+    let body = json!({"decision": "approve", "note": "  ok by me  "}).to_string();
+    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &body).await;
+    assert_eq!(reply.status, 200, "{state}");
+    let decision = inbox.entry(&id).await.approval.decision.unwrap();
+    assert_eq!(
+        state,
+        json!({
+            "id": id,
+            "state": "approved",
+            "by": "ana",
+            "note": "ok by me",
+            "decided_ms": decision.decided_ms,
+            "again": false,
+            "tool": "pay",
+            "session": "s",
+            "caller": "default",
+            "reason": "high_risk",
+            "digest": digest,
+        })
+    );
+    assert!(decision.approved);
+    assert_eq!(
+        (decision.by.as_str(), decision.note.as_str()),
+        ("ana", "ok by me")
+    );
+    assert_eq!(decision.edited_arguments, None);
+    assert_eq!(inbox.decisions().await.len(), 1, "exactly one decision");
+
+    // The same request again (a retry): the same decision, not a second.
+    let (again, state) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &body).await;
+    assert_eq!(again.status, 200, "{state}");
+    assert_eq!(state["again"], true);
+    assert_eq!(state["decided_ms"], decision.decided_ms);
+    assert_eq!(inbox.entry(&id).await.approval.decision.unwrap(), decision);
+    assert_eq!(inbox.decisions().await.len(), 1);
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(ANA)).await);
+    assert_eq!(pending["total"], 0);
+
+    // An edit records the edited arguments, validated.
+    let other = inbox.ask("acme", 5000, "s").await;
+    let body = json!({"decision": "edit", "arguments": {"to": "acme", "amount_cents": 2500}, "note": "half"});
+    let (reply, state) = inbox
+        .decide_json(&other, Auth::Bearer(BO), &[], &body.to_string())
+        .await;
+    assert_eq!(reply.status, 200, "{state}");
+    assert_eq!(state["state"], "edited");
+    assert_eq!(state["by"], "bo");
+    assert_eq!(
+        state["edited_arguments"],
+        json!({"to": "acme", "amount_cents": 2500})
+    );
+    let decision = inbox.entry(&other).await.approval.decision.unwrap();
+    assert!(decision.approved);
+    assert_eq!(
+        decision.edited_arguments,
+        Some(json!({"to": "acme", "amount_cents": 2500}))
+    );
+    assert_eq!(inbox.decisions().await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_denial_is_final_and_a_second_decision_is_a_409_in_json() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let (reply, state) = inbox
+        .decide_json(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            r#"{"decision": "deny", "note": "not this week"}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{state}");
+    assert_eq!(state["state"], "denied");
+    let kept = inbox.entry(&id).await.approval.decision.unwrap();
+    assert!(!kept.approved);
+    for (token, body) in [
+        (BO, json!({"decision": "approve"})),
+        (ANA, json!({"decision": "approve"})),
+        (ANA, json!({"decision": "deny", "note": "another note"})),
+        (
+            BO,
+            json!({"decision": "edit", "arguments": {"to": "acme", "amount_cents": 1}}),
+        ),
+    ] {
+        let (reply, error) = inbox
+            .decide_json(&id, Auth::Bearer(token), &[], &body.to_string())
+            .await;
+        assert_eq!(reply.status, 409, "{body}: {error}");
+        assert_eq!(error["code"], "already_decided", "{error}");
+        assert_eq!(error["decision"]["state"], "denied");
+        assert_eq!(error["decision"]["by"], "ana");
+        assert!(
+            error["refusal"]
+                .as_str()
+                .unwrap()
+                .contains("the first decision stands"),
+            "life's reason: {error}"
+        );
+    }
+    assert_eq!(inbox.entry(&id).await.approval.decision.unwrap(), kept);
+    assert_eq!(inbox.decisions().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_cookie_without_the_csrf_token_decides_nothing_in_json_either() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let cookie = inbox.sign_in(ANA).await;
+    let csrf = inbox.csrf(&cookie).await;
+    let origin = format!("http://{}", inbox.addr);
+    let other_csrf = inbox.csrf(&inbox.sign_in(BO).await).await;
+    let cases: [(&[(&str, &str)], Value); 5] = [
+        (&[], json!({"decision": "approve"})),
+        (&[], json!({"decision": "approve", "csrf": "0000"})),
+        (&[], json!({"decision": "approve", "csrf": other_csrf})),
+        (
+            &[("Origin", "http://evil.example")],
+            json!({"decision": "approve", "csrf": csrf}),
+        ),
+        (
+            &[("Sec-Fetch-Site", "cross-site")],
+            json!({"decision": "approve", "csrf": csrf}),
+        ),
+    ];
+    for (headers, body) in cases {
+        let (reply, error) = inbox
+            .decide_json(&id, Auth::Cookie(&cookie), headers, &body.to_string())
+            .await;
+        assert_eq!(reply.status, 403, "{headers:?} {body}: {error}");
+        assert_eq!(error["code"], "forbidden");
+    }
+    // No token at all: a 401 that says how to sign in, in JSON.
+    let (reply, error) = inbox
+        .decide_json(&id, Auth::None, &[], r#"{"decision": "approve"}"#)
+        .await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(error["code"], "unauthorized");
+    assert!(reply.header("www-authenticate").is_some());
+    let listing = inbox.get("/api/pending", Auth::None).await;
+    assert_eq!(
+        (listing.status, &json_of(&listing)["code"]),
+        (401, &json!("unauthorized"))
+    );
+    assert!(inbox.entry(&id).await.approval.decision.is_none());
+    assert!(inbox.decisions().await.is_empty(), "nothing decided");
+
+    // The sign-in's own token, from the inbox's origin: decided.
+    let body = json!({"decision": "approve", "csrf": csrf}).to_string();
+    let (reply, state) = inbox
+        .decide_json(&id, Auth::Cookie(&cookie), &[("Origin", &origin)], &body)
+        .await;
+    assert_eq!(reply.status, 200, "{state}");
+    assert_eq!(state["by"], "ana");
+    assert_eq!(inbox.decisions().await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_unknown_or_expired_id_and_a_malformed_body_are_json_errors() {
+    let inbox = inbox().await;
+    inbox
+        .store
+        .put_approval(&PendingApproval {
+            expires_ms: now_ms() + 100,
+            ..asked_at("short-lived", "s", now_ms())
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (id, status, code) in [
+        ("never-asked", 404, "unknown_approval"),
+        ("short-lived", 410, "expired"),
+    ] {
+        let approve = r#"{"decision": "approve"}"#;
+        let (reply, error) = inbox.decide_json(id, Auth::Bearer(ANA), &[], approve).await;
+        assert_eq!(
+            (reply.status, &error["code"]),
+            (status, &json!(code)),
+            "{error}"
+        );
+    }
+
+    let id = inbox.ask("acme", 2590, "s").await;
+    let long_note = "x".repeat(1001);
+    let cases: [(&str, u16, &str, Option<&str>); 12] = [
+        ("{\"decision\": ", 400, "invalid_json", None),
+        ("approve", 400, "invalid_json", None),
+        ("[\"approve\"]", 400, "invalid_json", None),
+        ("{}", 400, "invalid_request", Some("decision")),
+        (
+            r#"{"decision": "maybe"}"#,
+            400,
+            "invalid_request",
+            Some("decision"),
+        ),
+        (
+            r#"{"decision": true}"#,
+            400,
+            "invalid_request",
+            Some("decision"),
+        ),
+        (
+            r#"{"decision": "approve", "notes": "typo"}"#,
+            400,
+            "invalid_request",
+            Some("notes"),
+        ),
+        (
+            r#"{"decision": "approve", "note": 5}"#,
+            400,
+            "invalid_request",
+            Some("note"),
+        ),
+        (
+            r#"{"decision": "approve", "arguments": {"to": "x", "amount_cents": 1}}"#,
+            400,
+            "invalid_request",
+            Some("arguments"),
+        ),
+        (
+            r#"{"decision": "edit"}"#,
+            400,
+            "invalid_request",
+            Some("arguments"),
+        ),
+        (
+            r#"{"decision": "edit", "arguments": {"to": "acme", "amount_cents": -5}}"#,
+            422,
+            "invalid_arguments",
+            Some("arguments"),
+        ),
+        (
+            r#"{"decision": "edit", "arguments": [1]}"#,
+            422,
+            "invalid_arguments",
+            Some("arguments"),
+        ),
+    ];
+    for (body, status, code, field) in cases {
+        let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], body).await;
+        assert_eq!(reply.status, status, "{body}: {error}");
+        assert_eq!(error["code"], code, "{body}: {error}");
+        assert!(
+            error["error"].as_str().is_some_and(|m| !m.is_empty()),
+            "{error}"
+        );
+        if let Some(field) = field {
+            assert_eq!(error["field"], field, "{body}: {error}");
+        }
+    }
+    // The edited arguments' problems name the argument.
+    let (_, error) = inbox
+        .decide_json(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            r#"{"decision": "edit", "arguments": {"to": "acme", "amount_cents": 100001}}"#,
+        )
+        .await;
+    assert_eq!(error["problems"][0]["field"], "amount_cents", "{error}");
+    // A note as long as the form's bound, and no longer.
+    let body = json!({"decision": "deny", "note": long_note}).to_string();
+    let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &body).await;
+    assert_eq!(
+        (reply.status, &error["field"]),
+        (400, &json!("note")),
+        "{error}"
+    );
+    // Not JSON's content type; a body over the bound.
+    for (kind, body) in [
+        ("application/x-www-form-urlencoded", "decision=approve"),
+        ("text/plain", r#"{"decision": "approve"}"#),
+    ] {
+        let reply = http(
+            &inbox.addr,
+            "POST",
+            &format!("/api/approvals/{id}/decision"),
+            Auth::Bearer(ANA),
+            &[("Content-Type", kind)],
+            Some(body),
+        )
+        .await;
+        assert_eq!(reply.status, 415, "{kind}");
+        assert_eq!(json_of(&reply)["code"], "unsupported_media_type");
+    }
+    let huge = json!({"decision": "deny", "note": "x".repeat(300 * 1024)}).to_string();
+    let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &huge).await;
+    assert_eq!(reply.status, 413, "{error}");
+    assert_eq!(error["code"], "body_too_large");
+    // A GET is told which method.
+    let reply = inbox
+        .get(&format!("/api/approvals/{id}/decision"), Auth::Bearer(ANA))
+        .await;
+    assert_eq!(reply.status, 405);
+    assert_eq!(json_of(&reply)["code"], "method_not_allowed");
+
+    assert!(inbox.entry(&id).await.approval.decision.is_none());
+    assert!(inbox.decisions().await.is_empty(), "nothing decided");
+}
+
+/// A question about an unknown outcome is answered only as life allows:
+/// whether it happened; an approval, a denial or an edit is life's refusal.
+#[tokio::test]
+async fn a_question_in_doubt_is_not_approved_through_json() {
+    let inbox = inbox().await;
+    inbox
+        .store
+        .put_approval(&PendingApproval {
+            reason: Some("in_doubt".into()),
+            ..asked_at("doubt", "s-doubt", now_ms())
+        })
+        .await
+        .unwrap();
+    let plain = inbox.ask("acme", 5, "s-plain").await;
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(ANA)).await);
+    let item = |id: &str| item(&pending, id);
+    assert_eq!(item("doubt")["reason"], "in_doubt");
+    assert_eq!(
+        item("doubt")["answers"],
+        json!(["happened", "not_happened"])
+    );
+    assert_eq!(item(&plain)["reason"], "high_risk");
+
+    for body in [
+        json!({"decision": "approve"}),
+        json!({"decision": "deny"}),
+        json!({"decision": "edit", "arguments": {"to": "acme", "amount_cents": 5}}),
+    ] {
+        let (reply, error) = inbox
+            .decide_json("doubt", Auth::Bearer(ANA), &[], &body.to_string())
+            .await;
+        assert_eq!(reply.status, 409, "{body}: {error}");
+        assert_eq!(error["code"], "wrong_kind", "{error}");
+        assert_eq!(error["answers"], json!(["happened", "not_happened"]));
+        assert!(
+            error["refusal"]
+                .as_str()
+                .unwrap()
+                .contains("saying whether it happened"),
+            "life's reason: {error}"
+        );
+    }
+    // Nor is a settlement an answer to an approval question.
+    let (reply, error) = inbox
+        .decide_json(
+            &plain,
+            Auth::Bearer(ANA),
+            &[],
+            r#"{"decision": "happened"}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 409, "{error}");
+    assert_eq!(error["code"], "wrong_kind");
+    assert!(inbox.decisions().await.is_empty(), "nothing decided");
+
+    let (reply, state) = inbox
+        .decide_json(
+            "doubt",
+            Auth::Bearer(BO),
+            &[],
+            r#"{"decision": "happened", "note": "the bank shows it"}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{state}");
+    assert_eq!(state["state"], "happened");
+    assert_eq!(state["reason"], "in_doubt");
+    let settled = inbox.entry("doubt").await.approval.decision.unwrap();
+    assert!(!settled.approved, "it happened: not run again");
+    assert_eq!(settled.by, "bo");
+    assert_eq!(inbox.decisions().await.len(), 1);
 }

@@ -1,0 +1,462 @@
+//! The inbox for programs: answers in JSON, refusals with a stable code, and
+//! the decision endpoint beside the form, `POST
+//! /api/approvals/{id}/decision`, which decides through the same
+//! [`life::decide`](toolcall_core::life::decide) as the form.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use toolcall_core::life::{Answer, Decided, QuestionKind, Refusal as LifeRefusal};
+use toolcall_core::store::Store as _;
+use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
+
+use crate::decide::{
+    Closed, DECISIONS, SAY_WHAT_HAPPENED, SAY_WHETHER_IT_RUNS, UNKNOWN_TOOL, answer_of, answers,
+    closed_as, decided_word, note_within, state_of, through_life,
+};
+use crate::page::{ALREADY_USED, EXPIRED, UNKNOWN, already_decided};
+use crate::pending::reason;
+use crate::security::{Refusal, Via, Who, same_origin_form};
+use crate::{App, Backend, MAX_BODY, MAX_NOTE};
+
+/// `value` as the answer, with `status`.
+pub(crate) fn json(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+/// Why nothing was done, in JSON: `{"code": ..., "error": ...}`, the code
+/// stable for a program, the error in words for a person, and the fields
+/// that say more (`field`, `problems`, `refusal`, `decision`, `answers`,
+/// `retry_after`).
+pub(crate) struct Problem {
+    status: StatusCode,
+    body: Map<String, Value>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Problem {
+    pub(crate) fn new(status: StatusCode, code: &str, error: impl Into<String>) -> Problem {
+        let mut body = Map::new();
+        body.insert("code".into(), code.into());
+        body.insert("error".into(), error.into().into());
+        Problem {
+            status,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    /// Says more in the field `name`.
+    pub(crate) fn with(mut self, name: &str, value: impl Into<Value>) -> Problem {
+        self.body.insert(name.into(), value.into());
+        self
+    }
+
+    /// Adds a header to the answer.
+    fn header(mut self, name: HeaderName, value: HeaderValue) -> Problem {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut response = json(self.status, &Value::Object(self.body));
+        let headers = response.headers_mut();
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        response
+    }
+}
+
+/// A request refused before it is served (no sign-in, a wrong token, too
+/// many wrong ones, no CSRF token), with the headers the page's refusal
+/// has.
+impl From<Refusal> for Problem {
+    fn from(refusal: Refusal) -> Problem {
+        let code = match &refusal {
+            Refusal::Unauthorized { .. } => "unauthorized",
+            Refusal::Forbidden => "forbidden",
+            Refusal::TooManyAttempts { .. } => "too_many_attempts",
+            Refusal::NoRandomness(_) => "unavailable",
+        };
+        let mut problem = Problem::new(refusal.status(), code, refusal.to_string());
+        if let Refusal::TooManyAttempts { retry_after } = refusal {
+            problem = problem.with("retry_after", retry_after);
+        }
+        for (name, value) in &refusal.headers() {
+            problem = problem.header(name.clone(), value.clone());
+        }
+        problem
+    }
+}
+
+pub(crate) fn store_unavailable(error: &StoreError) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        format!("The store cannot be reached ({error}): nothing was done; try again."),
+    )
+}
+
+fn unknown() -> Problem {
+    Problem::new(StatusCode::NOT_FOUND, "unknown_approval", UNKNOWN)
+}
+
+/// The person a program's request comes from, as [`Who`]; refused in JSON.
+pub(crate) struct ApiWho(pub(crate) Who);
+
+impl<B: Send + Sync + 'static> FromRequestParts<Arc<App<B>>> for ApiWho {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<B>>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ApiWho(Who::from_request_parts(parts, app).await?))
+    }
+}
+
+/// `POST /api/approvals/{id}/decision`: a decision posted as JSON, answered
+/// with the decision's state, or with why nothing was decided; in JSON
+/// whatever happens.
+pub(crate) async fn decision<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    request: Request,
+) -> Response {
+    match decide(&app, request).await {
+        Ok(state) => json(StatusCode::OK, &state),
+        Err(problem) => problem.into_response(),
+    }
+}
+
+/// The fields a posted decision may have.
+const FIELDS: [&str; 4] = ["decision", "note", "arguments", "csrf"];
+
+/// A decision as a program posts it, read field by field (each problem
+/// names its field).
+struct Posted<'a> {
+    decision: &'a str,
+    note: &'a str,
+    arguments: Option<&'a Value>,
+}
+
+/// Who asks (sign-in first, as everywhere), then the body (JSON, within
+/// the bound), then a browser's CSRF token, then the fields, then an edit's
+/// arguments; and the decision, recorded through [`through_life`] only.
+async fn decide<B: Backend>(app: &Arc<App<B>>, request: Request) -> Result<Value, Problem> {
+    let (mut parts, body) = request.into_parts();
+    let who = Who::from_request_parts(&mut parts, app).await?;
+    let Path(id) = Path::<String>::from_request_parts(&mut parts, app)
+        .await
+        .map_err(|rejection| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                rejection.body_text(),
+            )
+        })?;
+    if !is_json(&parts.headers) {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "A decision is a JSON object, sent with Content-Type: application/json. \
+             Nothing was decided.",
+        ));
+    }
+    let headers = parts.headers.clone();
+    let bytes = Bytes::from_request(Request::from_parts(parts, body), app)
+        .await
+        .map_err(unread)?;
+    let fields = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(_) => return Err(not_json("the body is not an object")),
+        Err(error) => return Err(not_json(&error.to_string())),
+    };
+    // A browser's request carries its sign-in's CSRF token, as its form does.
+    let csrf = fields.get("csrf").and_then(Value::as_str);
+    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, csrf) {
+        return Err(Refusal::Forbidden.into());
+    }
+    let posted = read(&fields)?;
+    let now = now_ms();
+    let edited = match posted.arguments {
+        Some(arguments) => edited(app, &id, arguments, now).await?,
+        None => None,
+    };
+    let answer = answer_of(posted.decision, edited.as_ref())
+        .ok_or_else(|| invalid("decision", "not a decision"))?;
+    match through_life(app, &who, &id, &answer, posted.note, now).await {
+        Ok(decided) => Ok(decided_state(app, &id, &who, &answer, decided).await),
+        Err(refusal) => Err(refused_by_life(app, &id, refusal).await),
+    }
+}
+
+/// Whether the request says its body is JSON (`application/json`, or an
+/// `application/...+json`).
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(kind) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+    else {
+        return false;
+    };
+    let kind = kind.trim().to_ascii_lowercase();
+    kind == "application/json" || (kind.starts_with("application/") && kind.ends_with("+json"))
+}
+
+/// A body that could not be read: over the bound, or cut short.
+fn unread(rejection: BytesRejection) -> Problem {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "A request body is at most {} KiB. Nothing was decided.",
+                MAX_BODY / 1024
+            ),
+        )
+    } else {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("{}. Nothing was decided.", rejection.body_text()),
+        )
+    }
+}
+
+fn not_json(why: &str) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_json",
+        format!(
+            "A decision is a JSON object such as {{\"decision\": \"approve\"}} ({why}). \
+             Nothing was decided."
+        ),
+    )
+}
+
+/// A field that is missing, unknown or wrong: a 400 that names it.
+fn invalid(field: &str, error: &str) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        format!("{error}. Nothing was decided."),
+    )
+    .with("field", field)
+}
+
+/// The posted decision's fields, checked as the form's are: a decision
+/// word, a note of at most [`MAX_NOTE`] characters (trimmed), arguments
+/// with an edit and only with one.
+fn read(fields: &Map<String, Value>) -> Result<Posted<'_>, Problem> {
+    if let Some(name) = fields.keys().find(|name| !FIELDS.contains(&name.as_str())) {
+        return Err(invalid(
+            name,
+            &format!(
+                "Unknown field {name:?}: a decision has \"decision\", \"note\", \"arguments\" \
+                 (of an edit) and, from a browser, \"csrf\""
+            ),
+        ));
+    }
+    let decision = match fields.get("decision") {
+        Some(Value::String(decision)) if DECISIONS.contains(&decision.as_str()) => decision,
+        _ => {
+            return Err(invalid(
+                "decision",
+                "\"decision\" is \"approve\", \"deny\" or \"edit\" (a question whether the call \
+                 may run), or \"happened\" or \"not_happened\" (a question whether an earlier \
+                 attempt took effect)",
+            ));
+        }
+    };
+    let note = match fields.get("note") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(note)) => note_within(note)
+            .ok_or_else(|| invalid("note", &format!("A note has at most {MAX_NOTE} characters")))?,
+        Some(_) => return Err(invalid("note", "\"note\" is a string")),
+    };
+    let arguments = fields.get("arguments").filter(|a| !a.is_null());
+    match (decision.as_str(), arguments) {
+        ("edit", None) => Err(invalid(
+            "arguments",
+            "An edit carries \"arguments\": the object the call runs with instead of the model's",
+        )),
+        ("edit", _) | (_, None) => Ok(Posted {
+            decision,
+            note,
+            arguments,
+        }),
+        (_, Some(_)) => Err(invalid("arguments", "Only an edit carries \"arguments\"")),
+    }
+}
+
+/// The arguments an edit decides with: `None` when they are the model's
+/// own (a plain approval, as the form takes it), else the given ones,
+/// validated against the tool's schema when the question is an open
+/// approval question. Any other [`life`](toolcall_core::life) refuses (an
+/// edit of a question about an unknown outcome, of a closed question), or
+/// finds it the decision already recorded, validated then: nothing
+/// unvalidated is recorded.
+async fn edited<B: Backend>(
+    app: &App<B>,
+    id: &str,
+    given: &Value,
+    now: u64,
+) -> Result<Option<Value>, Problem> {
+    let entry = match app.backend.store().approval(id).await {
+        Ok(Some(entry)) => entry,
+        Ok(None) => return Err(unknown()),
+        Err(error) => return Err(store_unavailable(&error)),
+    };
+    let question = &entry.approval;
+    if *given == question.arguments {
+        return Ok(None);
+    }
+    if question.kind() == QuestionKind::Approval && entry.is_open(now) {
+        let Some(spec) = app.backend.registry().get(&question.tool) else {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown_tool",
+                UNKNOWN_TOOL,
+            ));
+        };
+        if let Err(errors) = spec.validate_arguments(given) {
+            let problems: Vec<Value> = errors
+                .problems()
+                .iter()
+                .map(|p| json!({"field": p.path(), "problem": p.problem()}))
+                .collect();
+            let said: Vec<String> = errors.problems().iter().map(ToString::to_string).collect();
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_arguments",
+                format!(
+                    "The edited arguments are not valid ({}). Nothing was decided.",
+                    said.join("; ")
+                ),
+            )
+            .with("field", "arguments")
+            .with("problems", problems));
+        }
+    }
+    Ok(Some(given.clone()))
+}
+
+/// The state of a decided question: what was decided, by whom, when, of
+/// which call.
+fn state(entry: &ApprovalEntry) -> Option<Value> {
+    let question = &entry.approval;
+    let decision = question.decision.as_ref()?;
+    let mut state = json!({
+        "id": question.id,
+        "state": state_of(question, decision),
+        "by": decision.by,
+        "note": decision.note,
+        "decided_ms": decision.decided_ms,
+        "tool": question.tool,
+        "session": question.session,
+        "caller": question.caller,
+        "reason": reason(question),
+        "digest": question.digest,
+    });
+    if let Some(edited) = &decision.edited_arguments {
+        state["edited_arguments"] = edited.clone();
+    }
+    Some(state)
+}
+
+/// The answer to a recorded decision: its state as the store now keeps it,
+/// and whether it was recorded before (`again`: the same person's same
+/// decision, a retry). When the store cannot be read back, what was
+/// recorded as this request gave it.
+async fn decided_state<B: Backend>(
+    app: &App<B>,
+    id: &str,
+    who: &Who,
+    answer: &Answer<'_>,
+    decided: Decided,
+) -> Value {
+    let kept = match app.backend.store().approval(id).await {
+        Ok(Some(entry)) => state(&entry),
+        _ => None,
+    };
+    let mut state =
+        kept.unwrap_or_else(|| json!({"id": id, "state": decided_word(answer), "by": who.name()}));
+    state["again"] = (decided == Decided::Again).into();
+    state
+}
+
+/// Why [`life`](toolcall_core::life) took no decision, with its words
+/// (`refusal`).
+async fn refused_by_life<B: Backend>(app: &App<B>, id: &str, refusal: LifeRefusal) -> Problem {
+    let said = refusal.to_string();
+    let problem = match refusal {
+        LifeRefusal::Unknown => unknown(),
+        LifeRefusal::Closed => match app.backend.store().approval(id).await {
+            Ok(Some(entry)) => closed(&entry),
+            Ok(None) => unknown(),
+            Err(error) => store_unavailable(&error),
+        },
+        LifeRefusal::WrongKind(kind) => {
+            let error = match kind {
+                QuestionKind::InDoubt => SAY_WHAT_HAPPENED,
+                _ => SAY_WHETHER_IT_RUNS,
+            };
+            Problem::new(StatusCode::CONFLICT, "wrong_kind", error).with("answers", answers(kind))
+        }
+        LifeRefusal::NotPermitted(kind) => Problem::new(
+            StatusCode::CONFLICT,
+            "not_permitted",
+            "This question is not one to answer here. Nothing was decided.",
+        )
+        .with("answers", answers(kind)),
+        LifeRefusal::Store(error) => store_unavailable(&error),
+        _ => Problem::new(StatusCode::CONFLICT, "refused", "Nothing was decided."),
+    };
+    problem.with("refusal", said)
+}
+
+/// The answer for a question that can no longer be decided: decided (409,
+/// with the decision that stands), used (409) or expired (410).
+fn closed(entry: &ApprovalEntry) -> Problem {
+    match closed_as(entry, now_ms()) {
+        Some(Closed::Decided(decision)) => Problem::new(
+            StatusCode::CONFLICT,
+            "already_decided",
+            already_decided(decision),
+        )
+        .with("decision", state(entry)),
+        Some(Closed::Used) => Problem::new(StatusCode::CONFLICT, "already_used", ALREADY_USED),
+        Some(Closed::Expired) | None => Problem::new(StatusCode::GONE, "expired", EXPIRED),
+    }
+}
+
+/// Another method than `POST` on the decision endpoint: 405, in JSON.
+pub(crate) async fn post_only() -> Response {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "A decision is a POST with a JSON body.",
+    )
+    .header(header::ALLOW, HeaderValue::from_static("POST"))
+    .into_response()
+}
+
+/// Whether `path` is the JSON API's, whose every answer is JSON.
+pub(crate) fn is_api(path: &str) -> bool {
+    path.starts_with("/api/")
+}
