@@ -195,10 +195,20 @@ impl fmt::Display for Bound {
     }
 }
 
-/// A regular expression, with JSON Schema's (ECMA-262) meaning of the
-/// classes `\d`, `\w`, `\D` and `\W`: ASCII, so `\d` is `[0-9]` for the
-/// validator as for every JSON Schema validator and provider. Compiled on
-/// first use; the macro has already checked at compile time that it parses.
+/// A regular expression with JSON Schema's meaning: ECMA-262, read with
+/// the `u` flag, as the schema's readers (providers, MCP clients, JSON
+/// Schema validators) read the same text.
+///
+/// `#[tool]` accepts a `pattern` only where Rust's `regex` and ECMA-262 read
+/// it alike, and refuses at compile time, with the fix, what they read
+/// differently (inline flags, `\p{...}`, POSIX classes, `\A`, nested
+/// classes, ...). The classes both have but define differently run here with
+/// ECMA-262's definitions: `\d` is `[0-9]` and `\w` `[0-9A-Za-z_]` (Rust's
+/// are Unicode-aware), `\s` is ECMA-262's white space and line terminators
+/// (U+FEFF is one, U+0085 is not), `\b` is the ASCII word boundary, and `.`
+/// is any character but `\n`, `\r`, U+2028 and U+2029. Matching is Rust's:
+/// linear in the text's length, whatever a model sends. Compiled on first
+/// use.
 #[derive(Debug)]
 pub struct Pattern {
     source: &'static str,
@@ -222,33 +232,65 @@ impl Pattern {
     /// Whether `text` contains a match. A pattern that does not compile matches nothing.
     pub fn is_match(&self, text: &str) -> bool {
         self.compiled
-            .get_or_init(|| Regex::new(&ascii_classes(self.source)).ok())
+            .get_or_init(|| Regex::new(&ecma_meaning(self.source)).ok())
             .as_ref()
             .is_some_and(|re| re.is_match(text))
     }
 }
 
-/// Rewrites `\d`, `\D`, `\w` and `\W` to their ASCII classes (Rust's are
-/// Unicode-aware, ECMA-262's are not). Nested classes are valid Rust regex
-/// syntax, so the rewrite also holds inside `[...]`.
-fn ascii_classes(source: &str) -> String {
+/// ECMA-262's `\s`: its white space and line terminators.
+const ECMA_SPACE: &str =
+    r"[\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
+/// ECMA-262's `\S`.
+const ECMA_NOT_SPACE: &str =
+    r"[^\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
+/// ECMA-262's `.` without the `s` flag: any character but a line terminator.
+const ECMA_DOT: &str = r"[^\n\r\x{2028}\x{2029}]";
+
+/// `source` for Rust's `regex`, with ECMA-262's `\d`, `\D`, `\w`, `\W`,
+/// `\s`, `\S`, `\b`, `\B` and `.`. Inside a class, `\d`-like classes
+/// become nested classes (valid Rust), and `.` stays a character.
+fn ecma_meaning(source: &str) -> String {
     let mut out = String::with_capacity(source.len() + 16);
-    let mut chars = source.chars();
+    let mut chars = source.chars().peekable();
+    // How deep in `[...]` (Rust nests classes); a `]` right after a class's
+    // `[` or `[^` is a character, as Rust reads it.
+    let mut depth = 0usize;
     while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('d') => out.push_str("[0-9]"),
-            Some('D') => out.push_str("[^0-9]"),
-            Some('w') => out.push_str("[0-9A-Za-z_]"),
-            Some('W') => out.push_str("[^0-9A-Za-z_]"),
-            Some(other) => {
-                out.push('\\');
-                out.push(other);
+        match c {
+            '\\' => match chars.next() {
+                Some('d') => out.push_str("[0-9]"),
+                Some('D') => out.push_str("[^0-9]"),
+                Some('w') => out.push_str("[0-9A-Za-z_]"),
+                Some('W') => out.push_str("[^0-9A-Za-z_]"),
+                Some('s') => out.push_str(ECMA_SPACE),
+                Some('S') => out.push_str(ECMA_NOT_SPACE),
+                Some('b') if depth == 0 => out.push_str(r"(?-u:\b)"),
+                Some('B') if depth == 0 => out.push_str(r"(?-u:\B)"),
+                Some(other) => {
+                    out.push('\\');
+                    out.push(other);
+                }
+                None => out.push('\\'),
+            },
+            '[' => {
+                depth += 1;
+                out.push('[');
+                if chars.peek() == Some(&'^') {
+                    out.push('^');
+                    chars.next();
+                }
+                if chars.peek() == Some(&']') {
+                    out.push(']');
+                    chars.next();
+                }
             }
-            None => out.push('\\'),
+            ']' if depth > 0 => {
+                depth -= 1;
+                out.push(']');
+            }
+            '.' if depth == 0 => out.push_str(ECMA_DOT),
+            c => out.push(c),
         }
     }
     out

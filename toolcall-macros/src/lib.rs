@@ -12,6 +12,7 @@ mod fallback;
 mod internals;
 mod model;
 mod msg;
+mod pattern;
 mod validate;
 
 use proc_macro::TokenStream;

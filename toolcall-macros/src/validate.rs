@@ -212,10 +212,13 @@ fn check_params(tool: &ToolFn, cx: &mut Ctxt) {
         {
             cx.error_spanned_by(rename, msg::reserved_json_name(&rename.value()));
         }
-        if let Some(pattern) = &arg.pattern
-            && let Err(error) = regex::Regex::new(&pattern.value())
-        {
-            cx.error_spanned_by(pattern, msg::invalid_pattern(&error));
+        if let Some(pattern) = &arg.pattern {
+            let source = pattern.value();
+            if let Err(message) = crate::pattern::check(&source) {
+                cx.error_spanned_by(pattern, message);
+            } else if let Err(error) = regex::Regex::new(&source) {
+                cx.error_spanned_by(pattern, msg::invalid_pattern(&error));
+            }
         }
         if let Some(format) = &arg.format
             && !FORMATS.contains(&format.value().as_str())

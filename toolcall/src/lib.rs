@@ -291,7 +291,7 @@
 //!
 //! | attribute | applies to | JSON Schema | the validator refuses |
 //! |---|---|---|---|
-//! | `pattern = "^ORD-[0-9]{4}$"` | strings | `pattern` | a string with no match (JSON Schema's dialect: `\d` and `\w` are ASCII) |
+//! | `pattern = "^ORD-[0-9]{4}$"` | strings | `pattern` | a string with no match, as the schema's readers match it ([one dialect](#one-regex-dialect)) |
 //! | `min = 1` | numbers | `minimum` | a value below |
 //! | `max = 500` | numbers | `maximum` | a value above |
 //! | `exclusive_min = 0` | numbers | `exclusiveMinimum` | a value at or below |
@@ -336,6 +336,22 @@
 //! assert_eq!(schema["properties"]["guests"]["maximum"], 12);
 //! assert_eq!(schema["required"], serde_json::json!(["restaurantId", "guests", "day", "email"]));
 //! ```
+//!
+//! ### One regex dialect
+//!
+//! A `pattern` reaches the schema as it is written, and the schema's readers
+//! (providers, MCP clients, JSON Schema validators) read it as ECMA-262 with
+//! the `u` flag. The validator matches with Rust's `regex`, in time linear in
+//! the text whatever a model sends. `#[tool]` accepts a pattern only where
+//! the two read it alike and refuses the rest at compile time, each with the
+//! way to write it in both: inline flags (`(?i)`: spell the cases out,
+//! `[Ss][Vv][Cc]`), Unicode classes (`\p{L}`), POSIX classes (`[[:alpha:]]`),
+//! `\A` and `\z` (`^` and `$`), nested classes and class operations,
+//! `(?P<name>...)` (`(?<name>...)`), `\x{...}` (`\u{...}`); lookaround and
+//! backreferences, which ECMA-262 has and linear-time matching has not, belong
+//! in the tool's `check`. `\d`, `\w`, `\s`, `\b` and `.` mean what ECMA-262 says
+//! (`\d` is `[0-9]`, `.` takes no `\r`); `tests/patterns.rs` generates patterns
+//! and strings and holds the validator to an ECMA-262 engine on each.
 //!
 //! ## Nested types
 //!

@@ -156,9 +156,26 @@ fn patterns_use_ascii_classes_like_json_schema() {
     );
     assert!(!ID.is_match("ORD-1001\n"));
     assert_eq!(
-        ascii_classes(r"[\w.]+\\d\D\W\s"),
-        r"[[0-9A-Za-z_].]+\\d[^0-9][^0-9A-Za-z_]\s"
+        ecma_meaning(r"[\w.]+\\d\D\W"),
+        r"[[0-9A-Za-z_].]+\\d[^0-9][^0-9A-Za-z_]"
     );
+}
+
+#[test]
+fn patterns_read_space_dot_and_word_boundaries_as_ecma_does() {
+    static SPACE: Pattern = Pattern::new(r"^\s$");
+    assert!(SPACE.is_match("\u{FEFF}"), "U+FEFF is ECMA-262 white space");
+    assert!(!SPACE.is_match("\u{85}"), "U+0085 is not");
+    static DOT: Pattern = Pattern::new(r"^.$");
+    assert!(!DOT.is_match("\r"), "ECMA-262's `.` takes no line terminator");
+    assert!(!DOT.is_match("\u{2028}"));
+    assert!(DOT.is_match("\u{1F600}"));
+    static WORD: Pattern = Pattern::new(r"\bx");
+    assert!(WORD.is_match("\u{E9}x"), "é is no ASCII word character");
+    static LITERAL_DOT: Pattern = Pattern::new(r"^[.]$");
+    assert!(!LITERAL_DOT.is_match("a"), "a `.` in a class is a dot");
+    static BRACKET: Pattern = Pattern::new(r"^[]a]$");
+    assert!(BRACKET.is_match("]"), "as Rust reads it, for a hand-made pattern");
 }
 
 #[test]
