@@ -2,14 +2,19 @@
 //! its own.
 
 use std::any::Any;
+use std::fmt::Display;
+use std::future::Future;
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, Parser};
+use clap::{Args, Parser, ValueEnum};
 use toolcall_core::store::Store;
-use toolcall_core::{Caller, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry};
+use toolcall_core::{
+    Approvals, Caller, Dispatcher, DispatcherBuilder, JsonLinesAudit, Policy, Registry, Settings,
+};
 
 use crate::policy::parse_limit;
 use crate::{Command, Context, Error, StoreSpec, WithStore, exit, narrow};
@@ -36,6 +41,19 @@ use crate::{Command, Context, Error, StoreSpec, WithStore, exit, narrow};
 /// `postgres://` URL: [`StoreSpec`]), for `replay`, `mcp` and `serve`, so
 /// that several processes (an agent's `mcp`, a person's `serve`) share the
 /// calls, replays and approvals.
+///
+/// **The state** is given to [`new`](App::new), or built from the store by
+/// [`from_store`](App::from_store): inside the command's runtime, once the
+/// command line is read, from `--store`'s [`StoreSpec`], so that the
+/// application's own tables can live in the same database; `definitions`,
+/// `lock`, `check` and `report` build none and need no database.
+///
+/// **The pipeline's settings** are the code's ([`configure`](App::configure)),
+/// and the command line narrows them as it narrows the policy: `--max-steps`,
+/// `--max-retries` and `--max-duplicate-calls` may lower the code's value,
+/// and `--approvals inbox` makes only a person's decision in the store
+/// approve; `--approvals host` where the code says `inbox`, or a value above
+/// the code's, is an error (exit code 2) naming the code's.
 ///
 /// **The warnings** of the dispatcher's build
 /// ([`Dispatcher::warnings`](toolcall_core::Dispatcher::warnings): a limit
@@ -67,14 +85,32 @@ use crate::{Command, Context, Error, StoreSpec, WithStore, exit, narrow};
 pub struct App<S> {
     name: &'static str,
     version: Option<&'static str>,
+    about: Option<&'static str>,
+    state: StateSource<S>,
+    code: Code<S>,
+}
+
+/// What the code sets up: the tools, the policies and the dispatcher's
+/// adjustments.
+struct Code<S> {
     registry: Registry,
-    state: Arc<S>,
     policy: Option<Policy>,
     callers: Vec<Caller>,
     configure: Option<Configure<S>>,
 }
 
 type Configure<S> = Box<dyn Fn(DispatcherBuilder<S>) -> DispatcherBuilder<S>>;
+
+/// A state being built: its future, boxed, on the command's runtime.
+type Building<S> = Pin<Box<dyn Future<Output = Result<Arc<S>, Error>>>>;
+
+/// Where the state comes from.
+enum StateSource<S> {
+    /// Given to [`App::new`].
+    Ready(Arc<S>),
+    /// Built from `--store` by [`App::from_store`]'s function, once.
+    FromStore(Box<dyn FnOnce(StoreSpec) -> Building<S>>),
+}
 
 /// Tools behind toolcall's deterministic pipeline.
 #[derive(Parser)]
@@ -131,6 +167,82 @@ struct CommonArgs {
     /// allowed tool, so that each of its calls is POLICY_LIMIT).
     #[arg(long, short, global = true)]
     quiet: bool,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+}
+
+/// The pipeline's settings the command line may narrow.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Pipeline")]
+struct PipelineArgs {
+    /// Tool calls allowed in a conversation: at most the code's (10 unless
+    /// the application sets it).
+    #[arg(long, value_name = "N", global = true)]
+    max_steps: Option<u64>,
+    /// Times one exact call may be made before LOOP_DETECTED: at most the
+    /// code's.
+    #[arg(long, value_name = "N", global = true)]
+    max_duplicate_calls: Option<u64>,
+    /// Retries after a transient failure (never of an unknown outcome): at
+    /// most the code's.
+    #[arg(long, value_name = "N", global = true)]
+    max_retries: Option<u32>,
+    /// Who approves a high-risk call: `inbox`, only a person's decision in
+    /// the store; `host`, also the host's `confirmed` (only where the code
+    /// says `host`).
+    #[arg(long, value_enum, global = true)]
+    approvals: Option<ApprovalsArg>,
+}
+
+/// `--approvals`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ApprovalsArg {
+    /// The host's `confirmed` approves too.
+    Host,
+    /// Only a person's decision recorded in the store approves.
+    Inbox,
+}
+
+impl PipelineArgs {
+    /// The code's settings narrowed by these flags, or an error naming the
+    /// code's value a flag would raise.
+    fn narrow(&self, code: &Settings) -> Result<Settings, Error> {
+        fn at_most<T: PartialOrd + Copy + Display>(
+            flag: &str,
+            given: Option<T>,
+            code: T,
+        ) -> Result<T, Error> {
+            match given {
+                Some(value) if value > code => Err(Error::Input(format!(
+                    "--{flag} {value} is above the application's {code}: the command line can \
+                     only lower it"
+                ))),
+                Some(value) => Ok(value),
+                None => Ok(code),
+            }
+        }
+        let mut settings = code.clone();
+        settings.max_steps = at_most("max-steps", self.max_steps, code.max_steps)?;
+        settings.max_duplicate_calls = at_most(
+            "max-duplicate-calls",
+            self.max_duplicate_calls,
+            code.max_duplicate_calls,
+        )?;
+        settings.max_retries = at_most("max-retries", self.max_retries, code.max_retries)?;
+        settings.approvals = match (self.approvals, code.approvals) {
+            (None, approvals) => approvals,
+            (Some(ApprovalsArg::Inbox), _) => Approvals::Inbox,
+            (Some(ApprovalsArg::Host), Approvals::Host) => Approvals::Host,
+            (Some(ApprovalsArg::Host), _) => {
+                return Err(Error::Input(
+                    "--approvals host would let the host's `confirmed` approve, and the \
+                     application says only a person's decision in the store does (inbox)"
+                        .to_owned(),
+                ));
+            }
+        };
+        Ok(settings)
+    }
 }
 
 impl<S: Any + Send + Sync> App<S> {
@@ -140,12 +252,80 @@ impl<S: Any + Send + Sync> App<S> {
         App {
             name,
             version: None,
-            registry,
-            state,
-            policy: None,
-            callers: Vec::new(),
-            configure: None,
+            about: None,
+            state: StateSource::Ready(state),
+            code: Code {
+                registry,
+                policy: None,
+                callers: Vec::new(),
+                configure: None,
+            },
         }
+    }
+
+    /// The command line named `name` for these tools, over a state `build`
+    /// makes from the store `--store` names, once, inside the command's
+    /// runtime: the application's backend can connect to the same database
+    /// (`StoreSpec::Postgres(url)`) or file. Only the commands that run tools
+    /// build it; `definitions`, `lock`, `check` and `report` open nothing.
+    /// An error of `build` ends the command with its message (exit code 2).
+    ///
+    /// The default caller's policy is [`policy`](Self::policy)'s (or every
+    /// tool): `definitions` reads it without building the state, so
+    /// [`configure`](Self::configure) must not set another one (an error
+    /// when a command runs tools).
+    ///
+    /// ```no_run
+    /// use std::process::ExitCode;
+    /// use toolcall_cli::{App, StoreSpec};
+    ///
+    /// # fn registry() -> toolcall_core::Registry { toolcall_core::Registry::default() }
+    /// struct Ops { database: Option<String> }
+    ///
+    /// fn main() -> ExitCode {
+    ///     App::from_store("ops", registry(), |store: StoreSpec| async move {
+    ///         let database = match store {
+    ///             StoreSpec::Postgres(url) => Some(url), // connect a pool here
+    ///             _ => None,
+    ///         };
+    ///         Ok::<_, std::io::Error>(Ops { database })
+    ///     })
+    ///     .run()
+    /// }
+    /// ```
+    pub fn from_store<F, Fut, E>(name: &'static str, registry: Registry, build: F) -> Self
+    where
+        F: FnOnce(StoreSpec) -> Fut + 'static,
+        Fut: Future<Output = Result<S, E>> + 'static,
+        E: Display,
+    {
+        let build = move |spec: StoreSpec| -> Building<S> {
+            let future = build(spec);
+            Box::pin(async move {
+                future
+                    .await
+                    .map(Arc::new)
+                    .map_err(|error| Error::State(error.to_string()))
+            })
+        };
+        App {
+            name,
+            version: None,
+            about: None,
+            state: StateSource::FromStore(Box::new(build)),
+            code: Code {
+                registry,
+                policy: None,
+                callers: Vec::new(),
+                configure: None,
+            },
+        }
+    }
+
+    /// The line `--help` prints under the name (a default one otherwise).
+    pub fn about(mut self, about: &'static str) -> Self {
+        self.about = Some(about);
+        self
     }
 
     /// The version `--version` prints: the application's, usually
@@ -161,7 +341,7 @@ impl<S: Any + Send + Sync> App<S> {
     /// [`configure`](Self::configure)), the default caller may call every
     /// tool and sets no limit.
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = Some(policy);
+        self.code.policy = Some(policy);
         self
     }
 
@@ -170,7 +350,7 @@ impl<S: Any + Send + Sync> App<S> {
     /// `--allow` and `--limit` narrow; the build checks each against the
     /// tools, and warns of each limit one does not set.
     pub fn callers(mut self, callers: impl IntoIterator<Item = Caller>) -> Self {
-        self.callers.extend(callers);
+        self.code.callers.extend(callers);
         self
     }
 
@@ -187,7 +367,7 @@ impl<S: Any + Send + Sync> App<S> {
         mut self,
         configure: impl Fn(DispatcherBuilder<S>) -> DispatcherBuilder<S> + 'static,
     ) -> Self {
-        self.configure = Some(Box::new(configure));
+        self.code.configure = Some(Box::new(configure));
         self
     }
 
@@ -207,9 +387,19 @@ impl<S: Any + Send + Sync> App<S> {
     {
         use clap::CommandFactory as _;
         use clap::FromArgMatches as _;
-        let mut command = AppCli::command().name(self.name).bin_name(self.name);
-        if let Some(version) = self.version {
+        let App {
+            name,
+            version,
+            about,
+            state,
+            code,
+        } = self;
+        let mut command = AppCli::command().name(name).bin_name(name);
+        if let Some(version) = version {
             command = command.version(version).propagate_version(true);
+        }
+        if let Some(about) = about {
+            command = command.about(about);
         }
         let cli = command
             .try_get_matches_from_mut(args)
@@ -217,8 +407,73 @@ impl<S: Any + Send + Sync> App<S> {
             .map_err(|error| Error::Usage(error.format(&mut command)))?;
         let common = &cli.common;
 
-        // The code's policies, as the code builds them: the ceiling.
-        let code = self.builder(None, None)?.build().map_err(build_error)?;
+        if !cli.command.runs_tools() {
+            // The code's policy, read without a store or a state.
+            let ceiling = match &state {
+                StateSource::Ready(state) => code.runs_as(name, state, common)?.0,
+                StateSource::FromStore(_) => code.stateless_runs_as(name, common)?,
+            };
+            return cli.command.run_static(&code.registry, ceiling.policy());
+        }
+        if let Some(error) = cli.command.missing_feature_error() {
+            return Err(error);
+        }
+        let runtime = cli
+            .command
+            .runtime()
+            .map_err(Error::io("start the async runtime"))?;
+        runtime.block_on(async {
+            let (state, from_store) = match state {
+                StateSource::Ready(state) => (state, false),
+                StateSource::FromStore(build) => (build(common.store.clone()).await?, true),
+            };
+            let (runs_as, default, code_settings) = code.runs_as(name, &state, common)?;
+            if from_store {
+                let stateless = code.stateless_runs_as(name, common)?;
+                if stateless != runs_as {
+                    return Err(Error::Input(format!(
+                        "{name}'s configure sets the policy of caller `{}`: with \
+                         App::from_store give it with App::policy or App::callers, which \
+                         `definitions` reads without building the state",
+                        runs_as.id()
+                    )));
+                }
+            }
+            let settings = common.pipeline.narrow(&code_settings)?;
+            let builder = code.builder(&state, Some(&runs_as), common.audit.as_ref())?;
+            let builder = builder.settings(settings).caller(runs_as.clone());
+            let builder = if runs_as.id() == default.id() {
+                builder
+            } else {
+                builder.callers([default])
+            };
+            let run = Run {
+                program: name,
+                builder,
+                command: &cli.command,
+                session: common.session_id.as_deref(),
+                audit: common.audit.as_deref(),
+                quiet: common.quiet,
+            };
+            common.store.open(run).await?
+        })
+    }
+}
+
+impl<S: Any + Send + Sync> Code<S> {
+    /// The caller the command runs as, its policy the code's narrowed by
+    /// `--allow` and `--limit`; the code's default caller; and the code's
+    /// settings.
+    fn runs_as(
+        &self,
+        program: &str,
+        state: &Arc<S>,
+        common: &CommonArgs,
+    ) -> Result<(Caller, Caller, Settings), Error> {
+        let code = self
+            .builder(state, None, None)?
+            .build()
+            .map_err(build_error)?;
         let caller_id = common
             .caller
             .as_deref()
@@ -226,11 +481,7 @@ impl<S: Any + Send + Sync> App<S> {
         let Some(ceiling) = code.caller(caller_id) else {
             let mut known = vec![code.default_caller().id()];
             known.extend(self.callers.iter().map(Caller::id));
-            return Err(Error::Input(format!(
-                "--caller `{caller_id}` is no caller of {}: the callers are {}",
-                self.name,
-                known.join(", ")
-            )));
+            return Err(unknown_caller(program, caller_id, &known));
         };
         let policy = narrow(
             &self.registry,
@@ -239,12 +490,6 @@ impl<S: Any + Send + Sync> App<S> {
             &common.limit,
         )?;
         let runs_as = Caller::new(caller_id, policy);
-        if !cli.command.runs_tools() {
-            return cli.command.run_static(&self.registry, runs_as.policy());
-        }
-        if let Some(error) = cli.command.missing_feature_error() {
-            return Err(error);
-        }
         // Its default caller aside, a caller the code gave in `configure`
         // cannot be replaced by its narrowed self.
         let from_app = caller_id == code.default_caller().id()
@@ -255,27 +500,43 @@ impl<S: Any + Send + Sync> App<S> {
                  narrow its policy"
             )));
         }
-        let default = code.default_caller().clone();
-        let builder = self.builder(Some(&runs_as), common.audit.as_ref())?;
-        let builder = builder.caller(runs_as.clone());
-        let builder = if caller_id == default.id() {
-            builder
+        Ok((
+            runs_as,
+            code.default_caller().clone(),
+            code.settings().clone(),
+        ))
+    }
+
+    /// [`runs_as`](Self::runs_as) from [`App::policy`] and
+    /// [`App::callers`] alone, for an application whose state is built from
+    /// the store.
+    fn stateless_runs_as(&self, program: &str, common: &CommonArgs) -> Result<Caller, Error> {
+        let default = Caller::new(
+            "default",
+            self.policy
+                .clone()
+                .unwrap_or_else(|| crate::every_tool(&self.registry)),
+        );
+        let caller_id = common.caller.as_deref().unwrap_or("default");
+        let ceiling = if caller_id == default.id() {
+            &default
         } else {
-            builder.callers([default])
+            match self.callers.iter().find(|caller| caller.id() == caller_id) {
+                Some(caller) => caller,
+                None => {
+                    let mut known = vec![default.id()];
+                    known.extend(self.callers.iter().map(Caller::id));
+                    return Err(unknown_caller(program, caller_id, &known));
+                }
+            }
         };
-        let runtime = cli
-            .command
-            .runtime()
-            .map_err(Error::io("start the async runtime"))?;
-        let run = Run {
-            program: self.name,
-            builder,
-            command: &cli.command,
-            session: common.session_id.as_deref(),
-            audit: common.audit.as_deref(),
-            quiet: common.quiet,
-        };
-        runtime.block_on(async { common.store.open(run).await? })
+        let policy = narrow(
+            &self.registry,
+            ceiling,
+            common.allow.as_deref(),
+            &common.limit,
+        )?;
+        Ok(Caller::new(caller_id, policy))
     }
 
     /// The dispatcher as the code sets it up: the policy, the callers,
@@ -283,10 +544,11 @@ impl<S: Any + Send + Sync> App<S> {
     /// out the one of its id (the caller replaces it).
     fn builder(
         &self,
+        state: &Arc<S>,
         runs_as: Option<&Caller>,
         audit: Option<&PathBuf>,
     ) -> Result<DispatcherBuilder<S>, Error> {
-        let mut builder = Dispatcher::builder(self.registry.clone(), Arc::clone(&self.state));
+        let mut builder = Dispatcher::builder(self.registry.clone(), Arc::clone(state));
         if let Some(policy) = &self.policy {
             builder = builder.policy(policy.clone());
         }
@@ -306,6 +568,13 @@ impl<S: Any + Send + Sync> App<S> {
         }
         Ok(builder)
     }
+}
+
+fn unknown_caller(program: &str, caller_id: &str, known: &[&str]) -> Error {
+    Error::Input(format!(
+        "--caller `{caller_id}` is no caller of {program}: the callers are {}",
+        known.join(", ")
+    ))
 }
 
 fn build_error(error: toolcall_core::BuildError) -> Error {

@@ -47,6 +47,9 @@ pub enum Error {
     },
     /// The inbox (`serve`) could not start, or stopped.
     Serve(String),
+    /// The application's state could not be built from the store
+    /// ([`App::from_store`](crate::App::from_store)): its own message.
+    State(String),
     /// `agent`: the model server could not be used (down, an HTTP error,
     /// an answer that is not a completion).
     Model(String),
@@ -108,6 +111,7 @@ impl fmt::Display for Error {
                 "`{command}` is not in this build: it needs toolcall-cli's `{feature}` feature"
             ),
             Error::Serve(error) => write!(f, "the inbox: {error}"),
+            Error::State(error) => write!(f, "cannot build the application's state: {error}"),
             Error::Model(error) => f.write_str(error),
             Error::NoAnswer { turns } => write!(
                 f,

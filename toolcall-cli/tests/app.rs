@@ -648,3 +648,183 @@ fn store_sqlite_keeps_what_was_done_across_runs() {
         "{error}"
     );
 }
+
+/// `App::from_store`: the state is built from `--store`'s spec, once, and
+/// only by a command that runs tools.
+mod from_store {
+    use super::*;
+    use std::sync::Mutex;
+    use toolcall_cli::StoreSpec;
+
+    /// What the builder saw: the specs it was handed.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<StoreSpec>>>);
+
+    fn app_from_store(seen: &Seen, bank: &Arc<Bank>, fail: bool) -> App<Bank> {
+        let (seen, bank) = (seen.clone(), Arc::clone(bank));
+        App::from_store(
+            "bank",
+            tools![transfer, balance].unwrap(),
+            move |spec: StoreSpec| async move {
+                seen.0.lock().unwrap().push(spec);
+                if fail {
+                    return Err("the ledger database is down".to_owned());
+                }
+                Ok(Bank {
+                    transfers: AtomicU32::new(bank.transfers.load(Ordering::SeqCst)),
+                })
+            },
+        )
+    }
+
+    #[test]
+    fn static_commands_build_no_state_and_need_no_database() {
+        let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
+        let dir = scratch("from-store-static");
+        let file = dir.join("tools.json");
+        let lock = dir.join("tools.lock");
+        // A Postgres nobody listens on: nothing is opened.
+        let down = "postgres://postgres@127.0.0.1:1/none";
+        for args in [
+            vec![
+                "definitions",
+                "--format",
+                "openai",
+                "--store",
+                down,
+                "-o",
+                file.to_str().unwrap(),
+            ],
+            vec!["lock", "--file", lock.to_str().unwrap(), "--store", down],
+            vec!["check", "--file", lock.to_str().unwrap(), "--store", down],
+        ] {
+            app_from_store(&seen, &bank, true)
+                .run_from(std::iter::once("bank").chain(args.iter().copied()))
+                .unwrap_or_else(|error| panic!("{args:?}: {error}"));
+        }
+        assert!(seen.0.lock().unwrap().is_empty(), "no state was built");
+        let tools: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(tools.as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_command_that_runs_tools_builds_it_from_the_store_it_opens() {
+        let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
+        let dir = scratch("from-store-run");
+        let calls = dir.join("calls.jsonl");
+        let audit = dir.join("audit.jsonl");
+        std::fs::write(
+            &calls,
+            "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 7}}\n\
+             {\"tool\": \"balance\"}\n",
+        )
+        .unwrap();
+        let db = dir.join("store.db");
+        let store = format!("sqlite:{}", db.display());
+        let args = [
+            "bank",
+            "replay",
+            calls.to_str().unwrap(),
+            "--store",
+            &store,
+            "--audit",
+            audit.to_str().unwrap(),
+        ];
+        app_from_store(&seen, &bank, false).run_from(args).unwrap();
+        assert_eq!(*seen.0.lock().unwrap(), [StoreSpec::Sqlite(db.clone())]);
+        assert_eq!(
+            audited_codes(&audit),
+            ["OK", "OK"],
+            "the state built ran the calls"
+        );
+        let log = std::fs::read_to_string(&audit).unwrap();
+
+        // Its builder's error ends the command before any call, with its words.
+        let error = app_from_store(&seen, &bank, true)
+            .run_from(args)
+            .unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(
+            error.to_string(),
+            "cannot build the application's state: the ledger database is down"
+        );
+        assert_eq!(std::fs::read_to_string(&audit).unwrap(), log, "no call ran");
+    }
+
+    #[test]
+    fn a_policy_only_configure_sets_is_refused_where_definitions_could_not_read_it() {
+        let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
+        let error = app_from_store(&seen, &bank, false)
+            .configure(|builder| builder.policy(Policy::new().allow(["balance"])))
+            .run_from(["bank", "replay", "/dev/null"])
+            .unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(error.to_string().contains("App::policy"), "{error}");
+        // Given with App::policy, it holds for both kinds of command.
+        app_from_store(&seen, &bank, false)
+            .policy(Policy::new().allow(["balance"]))
+            .run_from(["bank", "replay", "/dev/null"])
+            .unwrap();
+    }
+}
+
+#[test]
+fn the_pipeline_flags_only_narrow_the_code_s_settings() {
+    let bank = Arc::new(Bank::default());
+    let dir = scratch("pipeline-flags");
+    let calls = dir.join("calls.jsonl");
+    let audit = dir.join("audit.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n\
+         {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
+    )
+    .unwrap();
+    let (calls, audit_path) = (calls.to_str().unwrap(), audit.to_str().unwrap());
+    run(
+        &bank,
+        &["replay", calls, "--max-steps", "1", "--audit", audit_path],
+    )
+    .unwrap();
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "one step");
+    assert_eq!(audited_codes(&audit), ["OK", "STEP_LIMIT"]);
+
+    for (flags, says) in [
+        (
+            ["--max-steps", "11"],
+            "--max-steps 11 is above the application's 10",
+        ),
+        (
+            ["--max-retries", "3"],
+            "--max-retries 3 is above the application's 2",
+        ),
+        (["--max-duplicate-calls", "4"], "above the application's 3"),
+    ] {
+        let error = run(&bank, &["replay", calls, flags[0], flags[1]]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(error.to_string().contains(says), "{error}");
+    }
+    let error = app(&bank)
+        .configure(|builder| builder.approvals(toolcall::Approvals::Inbox))
+        .run_from(["bank", "replay", calls, "--approvals", "host"])
+        .unwrap_err();
+    assert!(error.to_string().contains("--approvals host"), "{error}");
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "nothing more ran");
+}
+
+#[test]
+fn the_about_line_is_the_application_s() {
+    let bank = Arc::new(Bank::default());
+    let Err(Error::Usage(help)) = app(&bank)
+        .about("Moves money between the bank's accounts.")
+        .run_from(["bank", "--help"])
+    else {
+        panic!("--help is a usage answer");
+    };
+    let help = help.render().to_string();
+    assert!(
+        help.contains("Moves money between the bank's accounts."),
+        "{help}"
+    );
+    assert!(help.contains("--max-steps"), "{help}");
+}
