@@ -94,9 +94,9 @@ pub mod __private {
     pub use crate::result::Data;
     pub use crate::tool::{
         CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, Misdeclared, MisdeclaredArgs,
-        NotAParameter, PreviewOutput, ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig,
-        SpecParts, StateType, ToolOutput, check_sig, into_output, preview_output, reconcile_sig,
-        reconciled,
+        NotAParameter, PreviewOutput, Question, QuestionError, ReconcileFn, ReconcileOutput,
+        ReconcileParams, ReconcileSig, ReconciledOutput, SpecParts, StateType, ToolOutput,
+        check_sig, into_output, preview_output, reconcile_sig, reconciled,
     };
 
     use crate::error::ToolError;
@@ -189,13 +189,14 @@ pub mod __private {
         }
 
         /// [`reconcile_sig`], for a tool whose context is `&Ctx<S>`.
-        pub fn reconcile_sig<'a, F, P1, P2>(&self, f: &F) -> ReconcileSig<'a, F, S>
+        pub fn reconcile_sig<'a, F, P1, P2, R>(&self, f: &F) -> ReconcileSig<'a, F, S>
         where
             F: ReconcileFn<P1, P2>,
             (P1, P2): ReconcileParams<'a, S>,
             F::Output: ReconcileOutput + 'a,
+            <F::Output as ReconcileOutput>::Found: ReconciledOutput<R>,
         {
-            reconcile_sig::<S, F, P1, P2>(f)
+            reconcile_sig::<S, F, P1, P2, R>(f)
         }
     }
 }

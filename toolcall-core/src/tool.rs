@@ -19,8 +19,8 @@ mod hooks;
 
 pub use hooks::{
     CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput, ReconcileFn,
-    ReconcileOutput, ReconcileParams, ReconcileSig, check_sig, preview_output, reconcile_sig,
-    reconciled,
+    ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput, check_sig, preview_output,
+    reconcile_sig, reconciled,
 };
 
 /// A boxed, sendable future, as tool handlers return them.
@@ -570,6 +570,80 @@ impl<Of, E: Into<ToolError>> ToolErrorOf<Of> for E {
 #[doc(hidden)]
 pub fn into_output<Of, R: ToolOutput<Of>>(returned: R) -> Result<Data, ToolError> {
     returned.into_output()
+}
+
+/// What `?` takes in a tool's body: a `Result` (or a `Poll` of one, as
+/// Rust's own `?` does), giving a `T` or returning an `E`. `#[tool]` writes
+/// each `?` of the body (outside closures, `async` blocks, nested items and
+/// macros) as `match Question::branch(x) { Ok(v) => v, Err(e) => return
+/// Err(QuestionError::into_error(e)) }`, which is what `?` does, so that
+/// an error that does not convert is told in the tool's terms.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`?` in a tool takes a `Result`, not `{Self}`",
+    label = "a tool returns `Result<T, E>`: `?` here must take a `Result` too",
+    note = "for an `Option`, say what its absence means: `.ok_or_else(|| Rejection::new(\"NOT_FOUND\", \"no order ORD-9999: ask the user for the id\"))?`"
+)]
+pub trait Question<T, E> {
+    /// The value, or the error to return.
+    fn branch(self) -> Result<T, E>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T, E> Question<T, E> for Result<T, E> {
+    #[inline(always)]
+    fn branch(self) -> Result<T, E> {
+        self
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<T, E> Question<std::task::Poll<T>, E> for std::task::Poll<Result<T, E>> {
+    #[inline(always)]
+    fn branch(self) -> Result<std::task::Poll<T>, E> {
+        match self {
+            std::task::Poll::Ready(ready) => ready.map(std::task::Poll::Ready),
+            std::task::Poll::Pending => Ok(std::task::Poll::Pending),
+        }
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<T, E> Question<std::task::Poll<Option<T>>, E> for std::task::Poll<Option<Result<T, E>>> {
+    #[inline(always)]
+    fn branch(self) -> Result<std::task::Poll<Option<T>>, E> {
+        match self {
+            std::task::Poll::Ready(Some(ready)) => ready.map(|t| std::task::Poll::Ready(Some(t))),
+            std::task::Poll::Ready(None) => Ok(std::task::Poll::Ready(None)),
+            std::task::Poll::Pending => Ok(std::task::Poll::Pending),
+        }
+    }
+}
+
+/// The error under a tool body's `?`, `Self`, as the tool's error type `F`:
+/// `From::from`, as `?` converts it. A trait of toolcall's, so that an
+/// error without that `From` (an `io::Error` into `ToolError`) is told what
+/// it means to the dispatcher rather than which impl is missing.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`?` cannot turn `{Self}` into `{F}`, the tool's error type: say what this failure means",
+    label = "map it to the `ToolError` it is: `.map_err(ToolError::not_applied)?`, `ToolError::transient` or `ToolError::internal`",
+    note = "`ToolError::not_applied`: it failed before having any effect (a refused connection, a file not read); retried as it is",
+    note = "`ToolError::transient`: it may have taken effect (a timeout, a connection reset after the request went out); retried for a read-only tool, for a side effect only where its backend honours the idempotency key or can be asked (`reconcile`), else a person settles it",
+    note = "`ToolError::internal`: a bug, not retried; or refuse the call with `.map_err(|e| Rejection::new(\"CODE\", e.to_string()))?`",
+    note = "the tool then returns `Result<T, ToolError>` (a `Rejection` converts into it); for an error type of your own, `impl From<{Self}> for YourError` once instead"
+)]
+pub trait QuestionError<F> {
+    /// The error, converted.
+    fn into_error(self) -> F;
+}
+
+#[diagnostic::do_not_recommend]
+impl<E, F: From<E>> QuestionError<F> for E {
+    #[inline(always)]
+    fn into_error(self) -> F {
+        F::from(self)
+    }
 }
 
 /// What `#[tool]` names a misdeclared function's type as, beside the

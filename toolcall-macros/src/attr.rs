@@ -19,11 +19,15 @@ pub(crate) struct ToolAttr {
     /// What the tool returns was written by strangers: it taints the session.
     pub untrusted_output: Option<Span>,
     /// The backend applies one idempotency key at most once: a call whose
-    /// outcome is unknown may run again under its key.
+    /// outcome is unknown may run again under its key. Beside `reconcile`,
+    /// it is tried first (see `tool`'s doc).
     pub idempotent_backend: Option<Span>,
     pub check: Option<Path>,
     /// What a dry run of the call says it would do.
     pub preview: Option<Path>,
+    /// `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>`, `T` the tool's
+    /// output: what became of a call whose outcome is unknown, asked of the
+    /// backend by the call's idempotency key.
     pub reconcile: Option<Path>,
     pub name: Option<LitStr>,
     pub version: Option<syn::LitInt>,

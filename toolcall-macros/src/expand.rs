@@ -15,6 +15,10 @@
 //! check of the wrong shape each fails the build with one message that
 //! says the fix.
 //!
+//! Each `?` of the function's body goes through two traits of the runtime
+//! too (`question`), as `?` works, so that an error that does not convert
+//! into the tool's error type is told which `ToolError` to map it to.
+//!
 //! One function writes each generated item, as serde_derive's `ser.rs`
 //! does, all of them methods of [`Expander`], which holds what they share:
 //! `args` writes the argument struct and its `Serialize`, `JsonSchema` and
@@ -28,6 +32,7 @@ mod args;
 mod fields;
 mod hooks;
 mod misplaced;
+mod question;
 mod tool_impl;
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
@@ -49,8 +54,13 @@ pub(crate) fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut cx = Ctxt::default();
     let attr = ToolAttr::parse(args, &mut cx);
-    let tool = ToolFn::from_item(attr, item, &mut cx);
+    let mut tool = ToolFn::from_item(attr, item, &mut cx);
     validate::check(&tool, &mut cx);
+    // Without a return type, `?` is rustc's to refuse.
+    if tool.returns_something() {
+        let private = private(&tool);
+        question::write_out(&mut tool.item.block, &private);
+    }
     match cx.finish() {
         Ok(()) => {
             let item = &tool.item;
@@ -82,8 +92,6 @@ pub(crate) fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// Where the generated code reaches the runtime: `::toolcall::__private`, or
-/// the same under `crate = path`.
 /// Whether a signature is a method's: it takes `self` or names `Self`.
 fn in_an_impl(sig: &syn::Signature) -> bool {
     fn names_self(tokens: TokenStream) -> bool {
@@ -96,6 +104,8 @@ fn in_an_impl(sig: &syn::Signature) -> bool {
     sig.receiver().is_some() || names_self(quote!(#sig))
 }
 
+/// Where the generated code reaches the runtime: `::toolcall::__private`, or
+/// the same under `crate = path`.
 fn private(tool: &ToolFn) -> TokenStream {
     let krate: Path = tool
         .attr

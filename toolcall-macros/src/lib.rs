@@ -18,6 +18,16 @@ mod validate;
 use proc_macro::TokenStream;
 
 /// Turns a plain function into a tool. See the `toolcall` crate for the guide.
+///
+/// A side effect may declare both `idempotent_backend` and `reconcile`,
+/// for a backend that applies one idempotency key at most once and can
+/// also be asked what became of it. Neither hides the other, each has its
+/// turn: a call whose outcome is unknown is tried again under its key
+/// while retries are left, the cheaper of the two safe ways; its
+/// `reconcile` is asked when the retries are spent (found, that is the
+/// answer; not found, nothing happened; no answer, the call is in doubt),
+/// and first of all when an identical call finds the call in doubt (not
+/// found, it runs again under its key).
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::tool(args.into(), item.into()).into()

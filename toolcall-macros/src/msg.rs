@@ -8,6 +8,7 @@ pub(crate) const BAD_OUTPUT_BUDGET: &str = "`max_output_bytes` is a whole number
 pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`, `resource`";
 pub(crate) const RESOURCE_KIND: &str = "`resource` takes an optional kind: `#[arg(resource)]` (the kind is the parameter's name) or `#[arg(resource = \"order\")]`, so that tools naming the same kind of resource wait for each other";
 pub(crate) const RECONCILE_WITHOUT_SIDE_EFFECT: &str = "`reconcile` requires `side_effect`: only a call that changes something can end with an unknown outcome; write #[tool(side_effect, reconcile = path)]";
+pub(crate) const RECONCILE_OPAQUE_OUTPUT: &str = "a tool with `reconcile` names its output type: its `reconcile` finds that same `T`, `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>`, which `impl Trait` cannot name; write the type";
 pub(crate) const RESOURCE_WITHOUT_SIDE_EFFECT: &str = "`resource` requires `#[tool(side_effect)]`: it makes calls that change one resource wait for each other; a tool that changes nothing needs no lock";
 pub(crate) const HIGH_RISK_WITHOUT_SIDE_EFFECT: &str = "`high_risk` requires `side_effect`: write #[tool(side_effect, high_risk)]; a tool that changes nothing needs no approval";
 pub(crate) const MISSING_DOC: &str = "a tool needs a doc comment: it is the description the model reads; add `/// What this tool does, and when to call it.` above the function";

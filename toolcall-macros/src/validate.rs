@@ -159,7 +159,8 @@ fn check_args_name(tool: &ToolFn, cx: &mut Ctxt) {
     }
 }
 
-/// A return type, and no `impl Trait` among the parameters.
+/// A return type, and no `impl Trait` among the parameters, nor in the
+/// output of a tool with `reconcile`.
 fn check_types(tool: &ToolFn, cx: &mut Ctxt) {
     let sig = &tool.item.sig;
     if !tool.returns_something() {
@@ -171,6 +172,12 @@ fn check_types(tool: &ToolFn, cx: &mut Ctxt) {
         {
             cx.error_spanned_by(&typed.ty, msg::IMPL_TRAIT);
         }
+    }
+    // Its `reconcile` finds the same output: the type must have a name.
+    if let (Some(_), syn::ReturnType::Type(_, output)) = (&tool.attr.reconcile, &sig.output)
+        && contains_impl_trait(output)
+    {
+        cx.error_spanned_by(output, msg::RECONCILE_OPAQUE_OUTPUT);
     }
 }
 

@@ -67,6 +67,9 @@ pub fn preview_output<R: PreviewOutput>(returned: R) -> Result<Value, ToolError>
 pub trait ReconcileOutput: Future<Output = Self::Returned> + Send {
     /// What the future resolves to.
     type Returned;
+    /// The `T` of its `Option<T>`: what the call returned, by the backend's
+    /// account.
+    type Found;
     /// Turns the resolved value into the dispatcher's terms.
     fn into_reconciled(returned: Self::Returned) -> Result<Option<Data>, ToolError>;
 }
@@ -79,6 +82,7 @@ where
     E: Into<ToolError>,
 {
     type Returned = Result<Option<T>, E>;
+    type Found = T;
 
     fn into_reconciled(returned: Self::Returned) -> Result<Option<Data>, ToolError> {
         match returned.map_err(Into::into)? {
@@ -87,6 +91,21 @@ where
         }
     }
 }
+
+/// What a `reconcile` function finds, `T` of its `Option<T>`, for a tool
+/// whose function returns `R`: the tool's own output, the `T` of its
+/// `Result<T, E>`. It stands for the call's answer, so it is that answer's
+/// type, not one that serializes alike.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`reconcile` finds `{Self}`, and the tool returns `{R}`: it must find the tool's own output",
+    label = "expected `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>`, with the `T` of the tool's `Result<T, _>`",
+    note = "what it finds is the call's answer, as if the tool had returned it: `Ok(Some(output))` when the call took effect, `Ok(None)` when it did not"
+)]
+pub trait ReconciledOutput<R> {}
+
+#[diagnostic::do_not_recommend]
+impl<T, E> ReconciledOutput<Result<T, E>> for T {}
 
 /// Awaits a `reconcile` function's answer in the dispatcher's terms.
 #[doc(hidden)]
@@ -325,14 +344,15 @@ where
 }
 
 /// Checks the shape of a `reconcile = path` function, `async fn(&Ctx<S>,
-/// &str) -> Result<Option<T>, E>`, with one message for each way it can be
-/// wrong.
+/// &str) -> Result<Option<T>, E>` with `T` the output of the tool whose
+/// function returns `R`, with one message for each way it can be wrong.
 #[doc(hidden)]
-pub fn reconcile_sig<'a, S, F, P1, P2>(_: &F) -> ReconcileSig<'a, F, S>
+pub fn reconcile_sig<'a, S, F, P1, P2, R>(_: &F) -> ReconcileSig<'a, F, S>
 where
     F: ReconcileFn<P1, P2>,
     (P1, P2): ReconcileParams<'a, S>,
     F::Output: ReconcileOutput + 'a,
+    <F::Output as ReconcileOutput>::Found: ReconciledOutput<R>,
 {
     ReconcileSig {
         run: run_reconcile::<S, F, P1, P2>,

@@ -35,7 +35,7 @@ fn check_state() -> StateType {
 }
 
 fn reconcile_state() -> StateType {
-    reconcile_sig::<_, _, _, _>(&find_cancel).state()
+    reconcile_sig::<_, _, _, _, Result<u32, Rejection>>(&find_cancel).state()
 }
 
 impl Tool for Cancel {

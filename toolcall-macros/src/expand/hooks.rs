@@ -2,9 +2,11 @@
 //!
 //! Their shape is checked by one generic function each, spanned with
 //! everything around it on the path, so that a function of the wrong shape
-//! fails once, there. For a tool with a context, the function takes the
-//! same one; for a tool without, its state is read from its signature and
-//! recorded in the spec, for the dispatcher's builder to check.
+//! fails once, there. A `reconcile` function's is checked against the
+//! tool's return type, as written: it finds the tool's own output. For a
+//! tool with a context, the function takes the same one; for a tool
+//! without, its state is read from its signature and recorded in the spec,
+//! for the dispatcher's builder to check.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -87,11 +89,17 @@ impl Expander<'_> {
             };
         };
         let span = path.span();
+        // What the tool's function returns, `Result<T, E>`: the function
+        // must find a `T`.
+        let returns = match &self.tool.item.sig.output {
+            syn::ReturnType::Type(_, ty) => quote!(#ty),
+            syn::ReturnType::Default => quote!(()),
+        };
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
                 let reconcile = respan(
                     quote! {
-                        #private::ContextOf::reconcile_sig::<_, _, _>(&__toolcall_context, &#path)
+                        #private::ContextOf::reconcile_sig::<_, _, _, #returns>(&__toolcall_context, &#path)
                             .run(&#path, __toolcall_ctx, &__toolcall_cx.idempotency_key)
                             .await
                     },
@@ -100,7 +108,7 @@ impl Expander<'_> {
                 (self.in_context(&context, reconcile), self.state(), None)
             }
             None => {
-                let sig = quote!(#private::reconcile_sig::<_, _, _, _>(&#path));
+                let sig = quote!(#private::reconcile_sig::<_, _, _, _, #returns>(&#path));
                 let body = respan(
                     quote! {
                         let __toolcall_reconcile = #sig;
