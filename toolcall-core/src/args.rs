@@ -299,7 +299,9 @@ fn ecma_meaning(source: &str) -> String {
 /// The argument struct of a tool: built from a JSON object, strictly.
 ///
 /// Implemented by `#[tool]`; not meant to be written by hand.
-pub trait ToolArgs: serde::Serialize + schemars::JsonSchema + Send + Sized + 'static {
+pub trait ToolArgs:
+    serde::Serialize + schemars::JsonSchema + Send + Sync + Sized + 'static
+{
     /// One entry per field, in declaration order.
     fn fields() -> &'static [FieldMeta];
 

@@ -93,10 +93,10 @@ pub mod __private {
     pub use crate::registry::ToolEntry;
     pub use crate::result::Data;
     pub use crate::tool::{
-        CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, Misdeclared, MisdeclaredArgs,
+        AsyncCheckOutput, AsyncCheckSig, CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, Misdeclared, MisdeclaredArgs,
         NotAParameter, PreviewOutput, Question, QuestionError, ReconcileFn, ReconcileOutput,
         ReconcileParams, ReconcileSig, ReconciledOutput, SpecParts, StateType, ToolOutput,
-        check_sig, into_output, preview_output, reconcile_sig, reconciled,
+        async_check_sig, check_sig, into_output, preview_output, reconcile_sig, reconciled,
     };
 
     use crate::error::ToolError;
@@ -186,6 +186,16 @@ pub mod __private {
             F::Output: CheckOutput,
         {
             check_sig::<A, S, F, P1, P2>(f)
+        }
+
+        /// [`async_check_sig`], for a tool whose context is `&Ctx<S>`.
+        pub fn async_check_sig<'a, A, F, P1, P2>(&self, f: &F) -> AsyncCheckSig<'a, F, A, S>
+        where
+            F: CheckFn<A, P1, P2>,
+            (P1, P2): CheckParams<'a, A, S>,
+            F::Output: AsyncCheckOutput + 'a,
+        {
+            async_check_sig::<A, S, F, P1, P2>(f)
         }
 
         /// [`reconcile_sig`], for a tool whose context is `&Ctx<S>`.

@@ -18,8 +18,8 @@ use crate::result::Data;
 mod hooks;
 
 pub use hooks::{
-    CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput, ReconcileFn,
-    ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput, check_sig, preview_output,
+    AsyncCheckOutput, AsyncCheckSig, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput, ReconcileFn,
+    ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput, async_check_sig, check_sig, preview_output,
     reconcile_sig, reconciled,
 };
 
@@ -109,6 +109,18 @@ pub trait Tool: 'static {
     /// must have no side effects.
     #[doc(hidden)]
     fn check(args: &Self::Args, cx: &CallContext<'_>) -> Result<(), ToolError>;
+
+    /// The business check that awaits (`#[tool(async_check = path)]`), run
+    /// where [`check`](Tool::check) is, with the call's resources locked:
+    /// `None` for a tool without one.
+    #[doc(hidden)]
+    fn async_check<'a>(
+        args: &'a Self::Args,
+        cx: &'a CallContext<'_>,
+    ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
+        let _ = (args, cx);
+        None
+    }
 
     /// Runs the tool: its output, serialized once.
     #[doc(hidden)]
@@ -424,7 +436,7 @@ pub(crate) fn audit_text(spec: Option<&ToolSpec>, arguments: Arguments<'_>) -> S
 }
 
 /// Arguments that passed validation, ready for the later stages.
-pub(crate) trait Validated: Send {
+pub(crate) trait Validated: Send + Sync {
     /// The validated arguments as JSON: the input of the idempotency key, the
     /// `pending` of a confirmation, the values the policy limits look at.
     fn to_value(&self) -> Result<Value, serde_json::Error>;
@@ -441,6 +453,10 @@ pub(crate) trait Validated: Send {
     /// as it is in [`to_value`](Self::to_value).
     fn member(&self, index: usize, name: &str) -> Result<Value, serde_json::Error>;
     fn check(&self, cx: &CallContext<'_>) -> Result<(), ToolError>;
+    fn async_check<'a>(
+        &'a self,
+        cx: &'a CallContext<'_>,
+    ) -> Option<BoxFuture<'a, Result<(), ToolError>>>;
     fn preview(&self, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>>;
     fn call<'a>(self: Box<Self>, cx: &'a CallContext<'_>)
     -> BoxFuture<'a, Result<Data, ToolError>>;
@@ -471,6 +487,13 @@ impl<T: Tool> Validated for Typed<T> {
 
     fn check(&self, cx: &CallContext<'_>) -> Result<(), ToolError> {
         T::check(&self.0, cx)
+    }
+
+    fn async_check<'a>(
+        &'a self,
+        cx: &'a CallContext<'_>,
+    ) -> Option<BoxFuture<'a, Result<(), ToolError>>> {
+        T::async_check(&self.0, cx)
     }
 
     fn preview(&self, cx: &CallContext<'_>) -> Option<Result<Value, ToolError>> {

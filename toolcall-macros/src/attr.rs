@@ -11,7 +11,7 @@ use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 use crate::ctxt::Ctxt;
 use crate::msg;
 
-/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, preview = path, name = "...", args = "...", max_repeats = N, crate = path)]`.
+/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, async_check = path, preview = path, name = "...", args = "...", max_repeats = N, crate = path)]`.
 #[derive(Default)]
 pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
@@ -23,6 +23,9 @@ pub(crate) struct ToolAttr {
     /// it is tried first (see `tool`'s doc).
     pub idempotent_backend: Option<Span>,
     pub check: Option<Path>,
+    /// `async fn(&Args, &Ctx<S>) -> Result<(), E>`: the business check that
+    /// awaits (a database, a service), run where `check` is.
+    pub async_check: Option<Path>,
     /// What a dry run of the call says it would do.
     pub preview: Option<Path>,
     /// `async fn(&Ctx<S>, &str) -> Result<Option<T>, E>`, `T` the tool's
@@ -52,10 +55,11 @@ impl ToolAttr {
                 "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
                 "untrusted_output" => set(cx, &mut attr.untrusted_output, &key, key.span()),
                 "idempotent_backend" => set(cx, &mut attr.idempotent_backend, &key, key.span()),
-                "check" | "reconcile" | "preview" | "crate" => {
+                "check" | "async_check" | "reconcile" | "preview" | "crate" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
                         "check" => &mut attr.check,
+                        "async_check" => &mut attr.async_check,
                         "reconcile" => &mut attr.reconcile,
                         "preview" => &mut attr.preview,
                         _ => &mut attr.krate,

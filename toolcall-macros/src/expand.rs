@@ -214,12 +214,14 @@ fn expand(tool: &ToolFn) -> TokenStream {
     let fields = cx.fields();
     let state_fn = cx.state_fn();
     let check = cx.check_hook();
+    let async_check = cx.async_check_hook();
     let reconcile = cx.reconcile_hook();
     let (check_state_fn, reconcile_state_fn) = (&check.state_fn, &reconcile.state_fn);
+    let async_check_state_fn = &async_check.state_fn;
     let serialize = cx.serialize_impl();
     let json_schema = cx.json_schema_impl();
     let tool_args = cx.tool_args_impl();
-    let tool_impl = cx.tool_impl(&check, &reconcile);
+    let tool_impl = cx.tool_impl(&check, &async_check, &reconcile);
     let entry = cx.registry_entry();
     quote! {
         #args_struct
@@ -231,6 +233,7 @@ fn expand(tool: &ToolFn) -> TokenStream {
 
         #state_fn
         #check_state_fn
+        #async_check_state_fn
         #reconcile_state_fn
 
         #serialize

@@ -1,7 +1,9 @@
 //! Every message the macro can print, in one place: lowercase, no trailing
 //! period, the syntax quoted, the fix said.
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `max_repeats = N`, `untrusted_output`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
+pub(crate) const TWO_CHECKS: &str = "a tool has one business check: `check = path` names a function that answers at once, `async_check = path` one that awaits (`async fn`); keep one, and call the other from it";
+
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `async_check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `max_repeats = N`, `untrusted_output`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
 pub(crate) const BAD_MAX_REPEATS: &str = "`max_repeats` is a whole number of calls from 1, for example `max_repeats = 20`: how many identical calls of this read-only tool a session may make before LOOP_DETECTED";
 pub(crate) const MAX_REPEATS_ON_SIDE_EFFECT: &str = "`max_repeats` is for a read-only tool (a status polled until it changes): an identical call of a side effect is answered with its first result, never run again, so repeating it cannot poll anything; remove `max_repeats` here, or put the reading in its own tool without `side_effect`";
 pub(crate) const BAD_OUTPUT_BUDGET: &str = "`max_output_bytes` is a whole number of bytes from 256, for example `max_output_bytes = 16384`: the most of a result's text the model gets";

@@ -51,6 +51,9 @@ fn check_flags(tool: &ToolFn, cx: &mut Ctxt) {
     if let (Some(reconcile), None) = (&tool.attr.reconcile, tool.attr.side_effect) {
         cx.error_spanned_by(reconcile, msg::RECONCILE_WITHOUT_SIDE_EFFECT);
     }
+    if let (Some(_), Some(async_check)) = (&tool.attr.check, &tool.attr.async_check) {
+        cx.error_spanned_by(async_check, msg::TWO_CHECKS);
+    }
     if tool.attr.side_effect.is_none() {
         for param in &tool.params {
             if let Some((span, _)) = &param.arg.resource {

@@ -1,12 +1,14 @@
 //! Stages 5 and 6: the tool's business check (a transient failure retried
 //! like the handler) and the caller's limits on declared arguments.
 
+use std::any::Any;
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde_json::{Map, Value};
 
 use super::arguments::Prepared;
-use super::catch::panic_text;
+use super::catch::{CatchUnwind, panic_text};
 use super::messages::{Details, Failure};
 use super::retry::{Attempt, Retry};
 use super::stages::{Stage, Stages};
@@ -17,36 +19,61 @@ use crate::store::Store;
 use crate::tool::{CallContext, Validated};
 
 impl<St: Store> Stages<St> {
-    /// Stage 5, one attempt of the business check. A check has no side
-    /// effects: one that fails transiently is retried like the handler. (Its
-    /// refusal is boxed: it is rare, and the common answer moves through
-    /// the retry loop.)
-    fn check_once(
+    /// Stage 5, one attempt of the business check: the tool's `check`, then
+    /// its `async_check`, awaited. A check has no side effects: one that
+    /// fails transiently is retried like the handler. (Its refusal is boxed:
+    /// it is rare, and the common answer moves through the retry loop.)
+    fn check_once<'a>(
+        &'a self,
+        name: &'static str,
+        validated: Option<&'a dyn Validated>,
+        cx: &'a CallContext<'_>,
+        retries: u32,
+    ) -> impl Future<Output = Attempt<(), Box<ToolResult>>> + Send + 'a {
+        // What answers at once runs here, so that the future holds the
+        // awaiting check alone, not the arguments.
+        let checked = match validated {
+            None => Err(Attempt::Failed(Box::new(
+                self.fail(Failure::InternalError, name),
+            ))),
+            Some(validated) => match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
+                Ok(Ok(())) => Ok(validated.async_check(cx)),
+                other => Err(self.check_attempt(name, retries, other)),
+            },
+        };
+        async move {
+            match checked {
+                Ok(None) => Attempt::Done(()),
+                Ok(Some(checking)) => {
+                    let answered = CatchUnwind(checking).await;
+                    self.check_attempt(name, retries, answered)
+                }
+                Err(attempt) => attempt,
+            }
+        }
+    }
+
+    /// What a check's answer (or its panic) makes of the attempt.
+    fn check_attempt(
         &self,
         name: &'static str,
-        validated: Option<&dyn Validated>,
-        cx: &CallContext<'_>,
         retries: u32,
+        answered: Result<Result<(), ToolError>, Box<dyn Any + Send>>,
     ) -> Attempt<(), Box<ToolResult>> {
-        let failed = |result| Attempt::Failed(Box::new(result));
-        let Some(validated) = validated else {
-            return failed(self.fail(Failure::InternalError, name));
-        };
-        match catch_unwind(AssertUnwindSafe(|| validated.check(cx))) {
+        match answered {
             Ok(Ok(())) => Attempt::Done(()),
             Ok(Err(error @ (ToolError::Transient(_) | ToolError::NotApplied(_)))) => {
                 tracing::warn!(tool = name, retries, %error, "the check failed transiently");
-                let unavailable = self.failure_of(name, error);
-                Attempt::Transient(Box::new(unavailable))
+                Attempt::Transient(Box::new(self.failure_of(name, error)))
             }
-            Ok(Err(error)) => failed(self.failure_of(name, error)),
+            Ok(Err(error)) => Attempt::Failed(Box::new(self.failure_of(name, error))),
             Err(panic) => {
                 tracing::error!(
                     tool = name,
                     panic = panic_text(&panic),
                     "the check panicked"
                 );
-                failed(self.fail(Failure::InternalError, name))
+                Attempt::Failed(Box::new(self.fail(Failure::InternalError, name)))
             }
         }
     }
@@ -60,8 +87,9 @@ impl<St: Store> Stages<St> {
         cx: &CallContext<'_>,
     ) -> Stage<()> {
         let name = prepared.spec.name();
+        let typed = prepared.typed();
         Retry::of(&self.settings)
-            .run(|retries| std::future::ready(self.check_once(name, prepared.typed(), cx, retries)))
+            .run(|retries| self.check_once(name, typed, cx, retries))
             .await
             .map_err(|refused| *refused)?;
         check_limits(prepared).map_err(|over| match over {

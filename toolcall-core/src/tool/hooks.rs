@@ -175,9 +175,9 @@ where
 /// What a `check` function may return: `Result<(), E>`, at once.
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "a check must return `Result<(), E>` with `E: Into<ToolError>`, at once: not `{Self}`",
-    label = "a check is a plain synchronous `fn(&Args, &Ctx<S>) -> Result<(), E>`",
-    note = "a check runs before anything happens (before the policy, the confirmation and the handler) and must not wait: not an `async fn`; do slow lookups in the handler",
+    message = "a check named with `check = path` must return `Result<(), E>` with `E: Into<ToolError>`, at once: not `{Self}`",
+    label = "`check = path` names a synchronous `fn(&Args, &Ctx<S>) -> Result<(), E>`; name an `async fn` with `async_check = path`",
+    note = "a check runs before anything happens (before the policy, the confirmation and the handler), with the call's resources locked; one that awaits a database or a service is `#[tool(async_check = path)]`",
     note = "`E` is a `Rejection` (a code and a message for the model) or a `ToolError`"
 )]
 pub trait CheckOutput {
@@ -240,6 +240,97 @@ where
 {
     CheckSig {
         run: run_check::<A, S, F, P1, P2>,
+    }
+}
+
+/// What an `async_check` function may return: a future of `Result<(),
+/// E>`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "an `async_check` must be `async fn(&Args, &Ctx<S>) -> Result<(), E>` with `E: Into<ToolError>`, not one returning `{Self}`",
+    label = "`async_check = path` names an `async fn`; name a synchronous check with `check = path`",
+    note = "`E` is a `Rejection` (a code and a message for the model) or a `ToolError` (`ToolError::transient` for a database that did not answer: the check is tried again)"
+)]
+pub trait AsyncCheckOutput: Future<Output = Self::Returned> + Send {
+    /// What the future resolves to.
+    type Returned;
+    /// The answer in the dispatcher's terms.
+    fn into_checked(returned: Self::Returned) -> Result<(), ToolError>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<F, E> AsyncCheckOutput for F
+where
+    F: Future<Output = Result<(), E>> + Send,
+    E: Into<ToolError>,
+{
+    type Returned = Result<(), E>;
+
+    fn into_checked(returned: Self::Returned) -> Result<(), ToolError> {
+        returned.map_err(Into::into)
+    }
+}
+
+type AsyncCheckRun<'a, F, A, S> =
+    fn(&F, &'a A, &'a Ctx<S>) -> BoxFuture<'a, Result<(), ToolError>>;
+
+/// An `async_check` function whose shape was checked; see [`CheckSig`].
+#[doc(hidden)]
+pub struct AsyncCheckSig<'a, F, A, S> {
+    run: AsyncCheckRun<'a, F, A, S>,
+}
+
+impl<'a, F, A, S> AsyncCheckSig<'a, F, A, S> {
+    /// Runs the check.
+    pub fn run(
+        &self,
+        f: &F,
+        args: &'a A,
+        ctx: &'a Ctx<S>,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        (self.run)(f, args, ctx)
+    }
+}
+
+impl<F, A, S: Any + Send + Sync> AsyncCheckSig<'_, F, A, S> {
+    /// The context the check takes.
+    pub fn context(&self, cx: &CallContext<'_>) -> Result<Ctx<S>, ToolError> {
+        Ctx::from_call(cx)
+    }
+
+    /// The state the check's context needs.
+    pub fn state(&self) -> StateType {
+        StateType::of::<S>()
+    }
+}
+
+fn run_async_check<'a, A, S, F, P1, P2>(
+    f: &F,
+    args: &'a A,
+    ctx: &'a Ctx<S>,
+) -> BoxFuture<'a, Result<(), ToolError>>
+where
+    F: CheckFn<A, P1, P2>,
+    (P1, P2): CheckParams<'a, A, S>,
+    F::Output: AsyncCheckOutput + 'a,
+{
+    let (p1, p2) = <(P1, P2)>::make(args, ctx);
+    let checking = f.call(p1, p2);
+    Box::pin(async move { <F::Output as AsyncCheckOutput>::into_checked(checking.await) })
+}
+
+/// Checks the shape of an `async_check = path` function, `async fn(&A,
+/// &Ctx<S>) -> Result<(), E>`, with one message for each way it can be
+/// wrong.
+#[doc(hidden)]
+pub fn async_check_sig<'a, A, S, F, P1, P2>(_: &F) -> AsyncCheckSig<'a, F, A, S>
+where
+    F: CheckFn<A, P1, P2>,
+    (P1, P2): CheckParams<'a, A, S>,
+    F::Output: AsyncCheckOutput + 'a,
+{
+    AsyncCheckSig {
+        run: run_async_check::<A, S, F, P1, P2>,
     }
 }
 

@@ -78,6 +78,62 @@ impl Expander<'_> {
         }
     }
 
+    /// `Tool::async_check`, for a tool with an `async_check` function: its
+    /// call, awaited with the context built inside the future.
+    pub(super) fn async_check_hook(&self) -> Hook {
+        let (private, args_ident) = (&self.private, &self.args_ident);
+        let Some(path) = &self.tool.attr.async_check else {
+            return Hook {
+                code: None,
+                state: quote!(::core::option::Option::None),
+                state_fn: None,
+            };
+        };
+        let span = path.span();
+        let (body, state, state_fn) = match self.context() {
+            Some(context) => {
+                let check = respan(
+                    quote! {
+                        #private::ContextOf::async_check_sig::<#args_ident, _, _, _>(&__toolcall_context, &#path)
+                            .run(&#path, __toolcall_args, __toolcall_ctx)
+                            .await
+                    },
+                    span,
+                );
+                (self.in_context(&context, check), self.state(), None)
+            }
+            None => {
+                let sig = quote!(#private::async_check_sig::<#args_ident, _, _, _, _>(&#path));
+                let body = respan(
+                    quote! {
+                        let __toolcall_check = #sig;
+                        let __toolcall_ctx = __toolcall_check.context(__toolcall_cx)?;
+                        __toolcall_check
+                            .run(&#path, __toolcall_args, &__toolcall_ctx)
+                            .await
+                    },
+                    span,
+                );
+                let (state, state_fn) =
+                    self.own_state(format_ident!("__toolcall_async_check_state"), &sig, span);
+                (body, state, Some(state_fn))
+            }
+        };
+        let code = quote! {
+            fn async_check<'a>(
+                __toolcall_args: &'a Self::Args,
+                __toolcall_cx: &'a #private::CallContext<'_>,
+            ) -> ::core::option::Option<#private::BoxFuture<'a, ::core::result::Result<(), #private::ToolError>>> {
+                ::core::option::Option::Some(::std::boxed::Box::pin(async move { #body }))
+            }
+        };
+        Hook {
+            code: Some(code),
+            state,
+            state_fn,
+        }
+    }
+
     /// `Tool::reconcile`, for a tool with a `reconcile` function.
     pub(super) fn reconcile_hook(&self) -> Hook {
         let private = &self.private;

@@ -21,9 +21,17 @@ impl Expander<'_> {
     }
 
     /// `Tool` for the hidden type.
-    pub(super) fn tool_impl(&self, check: &Hook, reconcile: &Hook) -> TokenStream {
+    pub(super) fn tool_impl(&self, check: &Hook, async_check: &Hook, reconcile: &Hook) -> TokenStream {
         let (private, fn_ident, args_ident) = (&self.private, self.fn_ident, &self.args_ident);
-        let spec_fn = self.spec_fn(&check.state, &reconcile.state);
+        // A tool has one check or the other (validated): its state is the
+        // check's state.
+        let check_state = if self.tool.attr.async_check.is_some() {
+            &async_check.state
+        } else {
+            &check.state
+        };
+        let spec_fn = self.spec_fn(check_state, &reconcile.state);
+        let async_check_fn = &async_check.code;
         let check_body = &check.code;
         let call_fn = self.call_fn();
         let reconcile_fn = &reconcile.code;
@@ -41,6 +49,8 @@ impl Expander<'_> {
                 ) -> ::core::result::Result<(), #private::ToolError> {
                     #check_body
                 }
+
+                #async_check_fn
 
                 #call_fn
 
