@@ -12,7 +12,7 @@
 //! passes. `.ci/run` installs them and sets `TOOLCALL_REQUIRE_BROWSER`, so
 //! CI runs it for real (without them there, it fails).
 //!
-//! With `TOOLCALL_UPDATE_SCREENSHOT=1` it writes the README's screenshot,
+//! With `TOOLCALL_UPDATE_SCREENSHOT=1` it writes the screenshot `docs/inbox.md` shows,
 //! `docs/inbox.png`; otherwise the screenshot goes to the target directory.
 
 #[path = "../../examples/orders/tests/support/fresh_database.rs"]

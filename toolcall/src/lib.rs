@@ -207,7 +207,7 @@
 //! says no ends the call with its code; every call, whatever its outcome,
 //! leaves exactly one [`AuditRecord`].
 //!
-//! This table is the one description of the stages; README and the other
+//! This table is the one description of the stages; `docs/pipeline.md` and the other
 //! crates' docs link here.
 //!
 //! | # | stage | rejects with |

@@ -194,3 +194,31 @@ fn definitions_need_no_database_and_tools_need_postgres() {
         "volumes: cannot build the application's state: volumes keeps its volumes in Postgres: give --store postgres://..."
     );
 }
+
+/// README's "Your own application" shows this example's code: each of its
+/// Rust blocks is a piece of `src/main.rs`, which the workspace builds, so
+/// the README's code compiles as long as this holds.
+#[test]
+fn readme_s_own_application_shows_this_example_s_code() {
+    let readme = include_str!("../../../README.md");
+    let main = include_str!("../src/main.rs");
+    let section = readme
+        .split("\n## Your own application")
+        .nth(1)
+        .expect("README has the section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let blocks: Vec<&str> = section
+        .split("```rust")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap().trim())
+        .collect();
+    assert!(!blocks.is_empty(), "the section shows code");
+    for block in blocks {
+        assert!(
+            main.contains(block),
+            "README shows code that is not in examples/volumes/src/main.rs:\n{block}"
+        );
+    }
+}
