@@ -81,10 +81,14 @@ fn dispatcher(hotel: &Arc<Hotel>) -> Dispatcher<Hotel> {
 async fn its_refusal_comes_before_anything_happens() {
     let hotel = hotel(&["R-1"]);
     let d = dispatcher(&hotel);
-    let refused = d.execute(Call::new("book", r#"{"room": "R-2"}"#).session("s")).await;
+    let refused = d
+        .execute(Call::new("book", r#"{"room": "R-2"}"#).session("s"))
+        .await;
     assert_eq!(refused.code.as_str(), "ROOM_TAKEN", "{refused:?}");
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 0);
-    let booked = d.execute(Call::new("book", r#"{"room": "R-1"}"#).session("s")).await;
+    let booked = d
+        .execute(Call::new("book", r#"{"room": "R-1"}"#).session("s"))
+        .await;
     assert!(booked.ok, "{booked:?}");
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 1);
     assert_eq!(hotel.checks.load(Ordering::SeqCst), 2);
@@ -95,7 +99,9 @@ async fn its_transient_failure_is_retried_and_its_panic_is_an_internal_error() {
     let hotel = hotel(&["R-1", "R-2"]);
     hotel.failing_checks.store(2, Ordering::SeqCst);
     let d = dispatcher(&hotel);
-    let booked = d.execute(Call::new("book", r#"{"room": "R-1"}"#).session("s")).await;
+    let booked = d
+        .execute(Call::new("book", r#"{"room": "R-1"}"#).session("s"))
+        .await;
     assert!(booked.ok, "{booked:?}");
     assert_eq!(
         hotel.checks.load(Ordering::SeqCst),
@@ -105,7 +111,9 @@ async fn its_transient_failure_is_retried_and_its_panic_is_an_internal_error() {
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 1);
 
     hotel.panicking.store(true, Ordering::SeqCst);
-    let panicked = d.execute(Call::new("book", r#"{"room": "R-2"}"#).session("s")).await;
+    let panicked = d
+        .execute(Call::new("book", r#"{"room": "R-2"}"#).session("s"))
+        .await;
     assert_eq!(panicked.code, Code::InternalError, "{panicked:?}");
     assert_eq!(
         hotel.bookings.load(Ordering::SeqCst),
@@ -119,7 +127,11 @@ async fn a_dry_run_says_it_would_be_refused_and_runs_nothing() {
     let hotel = hotel(&["R-1"]);
     let d = dispatcher(&hotel);
     let dry = d
-        .execute(Call::new("book", r#"{"room": "R-9"}"#).session("s").dry_run(true))
+        .execute(
+            Call::new("book", r#"{"room": "R-9"}"#)
+                .session("s")
+                .dry_run(true),
+        )
         .await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "be_refused", "{dry:?}");

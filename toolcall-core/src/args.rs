@@ -239,11 +239,9 @@ impl Pattern {
 }
 
 /// ECMA-262's `\s`: its white space and line terminators.
-const ECMA_SPACE: &str =
-    r"[\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
+const ECMA_SPACE: &str = r"[\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
 /// ECMA-262's `\S`.
-const ECMA_NOT_SPACE: &str =
-    r"[^\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
+const ECMA_NOT_SPACE: &str = r"[^\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
 /// ECMA-262's `.` without the `s` flag: any character but a line terminator.
 const ECMA_DOT: &str = r"[^\n\r\x{2028}\x{2029}]";
 

@@ -93,10 +93,11 @@ pub mod __private {
     pub use crate::registry::ToolEntry;
     pub use crate::result::Data;
     pub use crate::tool::{
-        AsyncCheckOutput, AsyncCheckSig, CallContext, CheckFn, CheckOutput, CheckParams, CheckSig, Misdeclared, MisdeclaredArgs,
-        NotAParameter, PreviewOutput, Question, QuestionError, ReconcileFn, ReconcileOutput,
-        ReconcileParams, ReconcileSig, ReconciledOutput, SpecParts, StateType, ToolOutput,
-        async_check_sig, check_sig, into_output, preview_output, reconcile_sig, reconciled,
+        AsyncCheckOutput, AsyncCheckSig, CallContext, CheckFn, CheckOutput, CheckParams, CheckSig,
+        Misdeclared, MisdeclaredArgs, NotAParameter, PreviewOutput, Question, QuestionError,
+        ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput, SpecParts,
+        StateType, ToolOutput, async_check_sig, check_sig, into_output, preview_output,
+        reconcile_sig, reconciled,
     };
 
     use crate::error::ToolError;

@@ -18,9 +18,9 @@ use crate::result::Data;
 mod hooks;
 
 pub use hooks::{
-    AsyncCheckOutput, AsyncCheckSig, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter, PreviewOutput, ReconcileFn,
-    ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput, async_check_sig, check_sig, preview_output,
-    reconcile_sig, reconciled,
+    AsyncCheckOutput, AsyncCheckSig, CheckFn, CheckOutput, CheckParams, CheckSig, NotAParameter,
+    PreviewOutput, ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput,
+    async_check_sig, check_sig, preview_output, reconcile_sig, reconciled,
 };
 
 /// A boxed, sendable future, as tool handlers return them.

@@ -167,7 +167,10 @@ fn patterns_read_space_dot_and_word_boundaries_as_ecma_does() {
     assert!(SPACE.is_match("\u{FEFF}"), "U+FEFF is ECMA-262 white space");
     assert!(!SPACE.is_match("\u{85}"), "U+0085 is not");
     static DOT: Pattern = Pattern::new(r"^.$");
-    assert!(!DOT.is_match("\r"), "ECMA-262's `.` takes no line terminator");
+    assert!(
+        !DOT.is_match("\r"),
+        "ECMA-262's `.` takes no line terminator"
+    );
     assert!(!DOT.is_match("\u{2028}"));
     assert!(DOT.is_match("\u{1F600}"));
     static WORD: Pattern = Pattern::new(r"\bx");
@@ -175,7 +178,10 @@ fn patterns_read_space_dot_and_word_boundaries_as_ecma_does() {
     static LITERAL_DOT: Pattern = Pattern::new(r"^[.]$");
     assert!(!LITERAL_DOT.is_match("a"), "a `.` in a class is a dot");
     static BRACKET: Pattern = Pattern::new(r"^[]a]$");
-    assert!(BRACKET.is_match("]"), "as Rust reads it, for a hand-made pattern");
+    assert!(
+        BRACKET.is_match("]"),
+        "as Rust reads it, for a hand-made pattern"
+    );
 }
 
 #[test]

@@ -271,8 +271,7 @@ where
     }
 }
 
-type AsyncCheckRun<'a, F, A, S> =
-    fn(&F, &'a A, &'a Ctx<S>) -> BoxFuture<'a, Result<(), ToolError>>;
+type AsyncCheckRun<'a, F, A, S> = fn(&F, &'a A, &'a Ctx<S>) -> BoxFuture<'a, Result<(), ToolError>>;
 
 /// An `async_check` function whose shape was checked; see [`CheckSig`].
 #[doc(hidden)]
@@ -282,12 +281,7 @@ pub struct AsyncCheckSig<'a, F, A, S> {
 
 impl<'a, F, A, S> AsyncCheckSig<'a, F, A, S> {
     /// Runs the check.
-    pub fn run(
-        &self,
-        f: &F,
-        args: &'a A,
-        ctx: &'a Ctx<S>,
-    ) -> BoxFuture<'a, Result<(), ToolError>> {
+    pub fn run(&self, f: &F, args: &'a A, ctx: &'a Ctx<S>) -> BoxFuture<'a, Result<(), ToolError>> {
         (self.run)(f, args, ctx)
     }
 }

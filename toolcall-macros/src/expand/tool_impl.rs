@@ -21,7 +21,12 @@ impl Expander<'_> {
     }
 
     /// `Tool` for the hidden type.
-    pub(super) fn tool_impl(&self, check: &Hook, async_check: &Hook, reconcile: &Hook) -> TokenStream {
+    pub(super) fn tool_impl(
+        &self,
+        check: &Hook,
+        async_check: &Hook,
+        reconcile: &Hook,
+    ) -> TokenStream {
         let (private, fn_ident, args_ident) = (&self.private, self.fn_ident, &self.args_ident);
         // A tool has one check or the other (validated): its state is the
         // check's state.
