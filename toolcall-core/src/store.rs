@@ -892,6 +892,178 @@ pub trait Store: Send + Sync + 'static {
         resource: &Key,
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The operators' controls, unless their version is `known` (0: none
+    /// read yet): `Ok(None)` when the version kept is `known`, or nothing
+    /// was ever written. Read at every call's start, so one indexed read.
+    ///
+    /// This default keeps none: `Ok(None)` always.
+    fn controls(
+        &self,
+        known: u64,
+    ) -> impl Future<Output = Result<Option<StoredControls>, StoreError>> + Send {
+        let _ = known;
+        async { Ok(None) }
+    }
+
+    /// Writes `document` as the controls' next version, if the version kept
+    /// is `expected` (0: none yet), and keeps `change` (its `version` set to
+    /// the one written) in the history, in one atomic step: `Ok(true)`.
+    /// `Ok(false)`: another writer came first; nothing was written.
+    ///
+    /// This default keeps none: an error.
+    fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (expected, document, change);
+        async { Err(no_controls("operators' controls")) }
+    }
+
+    /// The latest `limit` changes of the controls, newest first.
+    ///
+    /// This default keeps none: an empty list.
+    fn controls_history(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ControlsChange>, StoreError>> + Send {
+        let _ = limit;
+        async { Ok(Vec::new()) }
+    }
+
+    /// Counts one call against the rate limit `bucket` in the fixed window
+    /// that starts at `window_start_ms` (a multiple of the window's
+    /// length), if fewer than `limit` were counted in it: `Ok(true)`.
+    /// `Ok(false)`: the window is full; nothing was counted. Every process
+    /// that shares the store shares the count. A store may forget windows
+    /// that ended (`window_start_ms` + `window_ms` in the past).
+    ///
+    /// This default counts nothing: an error (a rate limit cannot be kept).
+    fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (bucket, window_start_ms, window_ms, limit);
+        async { Err(no_controls("rate limits")) }
+    }
+
+    /// How many calls were counted against `bucket` in the window that
+    /// starts at `window_start_ms`, counting none (what a dry run reads).
+    ///
+    /// This default counts nothing: an error.
+    fn rate_count(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        let _ = (bucket, window_start_ms);
+        async { Err(no_controls("rate limits")) }
+    }
+
+    /// Signs the approval `id` as `signer`, for a question that needs
+    /// `needed` distinct people: keeps the signature and, when it is the
+    /// `needed`-th, records `decision` (approved; its `by` replaced by the
+    /// signers' names in signing order, joined with `, `) in the same atomic
+    /// step, so that two last signatures racing decide once. Refuses, and
+    /// changes nothing, for an approval decided, expired or unknown, and for
+    /// a second signature of one person.
+    ///
+    /// This default keeps no signatures: an error.
+    fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
+        let _ = (id, signer, needed, decision, now_ms);
+        async { Err(no_controls("signatures")) }
+    }
+
+    /// The signatures on the approval `id`, oldest first (none for an
+    /// approval that needs one person, or an unknown one).
+    ///
+    /// This default keeps none: an empty list.
+    fn signatures(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
+        let _ = id;
+        async { Ok(Vec::new()) }
+    }
+}
+
+/// The operators' controls as a store keeps them
+/// ([`Store::put_controls`]): a version, counted from 1 by every write, and
+/// the document (JSON of [`Controls`](crate::controls::Controls)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredControls {
+    /// 1 for the first document written, one more for each after.
+    pub version: u64,
+    /// The document, as written.
+    pub document: String,
+}
+
+/// One change of the operators' controls, as the store's history keeps it:
+/// who made it, when, and what it changed, in words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlsChange {
+    /// The version the change wrote.
+    pub version: u64,
+    /// Who made it (an operator's name, `admin` token's holder, a file's
+    /// path).
+    pub by: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// What changed, in words (`stopped tool refund_order: fraud wave`).
+    pub summary: String,
+}
+
+/// One person's signature on a question that needs more than one
+/// ([`Store::sign_approval`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signature {
+    /// Who signed.
+    pub by: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// What [`Store::sign_approval`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignOutcome {
+    /// The signature is kept; the question waits for more. `signatures`:
+    /// how many distinct people have signed, this one included.
+    Signed {
+        /// Distinct signers so far.
+        signatures: u32,
+    },
+    /// The signature was the last one needed: it is kept and, in the same
+    /// atomic step, the approval is decided (approved, `by` the signers'
+    /// names in signing order joined with `, `).
+    Decided,
+    /// This person signed already: nothing was changed.
+    AlreadySigned,
+    /// Decided already (approved, denied or used): nothing was changed.
+    AlreadyDecided,
+    /// It ran out of time before it was decided: nothing was changed.
+    Expired,
+    /// No such approval (made up, or purged).
+    Invalid,
+}
+
+/// A store that keeps no operators' controls (its
+/// [`put_controls`](Store::put_controls) or
+/// [`take_rate`](Store::take_rate) was not written).
+fn no_controls(what: &str) -> StoreError {
+    StoreError::new(format!("this store keeps no {what}"))
 }
 
 /// The fixed-length key a durable store indexes a session by: hex SHA-256 of
