@@ -90,6 +90,79 @@ pub enum Command {
     /// 2 for the other errors.
     #[cfg_attr(not(feature = "agent"), command(hide = true))]
     Agent(AgentArgs),
+    /// The operators' controls, kept in the store (`--store`) and obeyed
+    /// by every process that shares it from its next call on: stop a tool,
+    /// a caller or everything (`disable`, `enable`), load the policy file
+    /// (`policy load FILE`), and read what changed when (`history`).
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+/// `admin`'s subcommands.
+#[derive(Clone, Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Stops a tool (`disable refund_order --reason ...`), a caller
+    /// (`--caller ID`) or every call (`--all`): each replica answers its
+    /// next call STOPPED with the reason, and no pending question of it can
+    /// be approved until it is enabled again.
+    Disable(StopArgs),
+    /// Lifts a stop: `enable refund_order`, `enable --caller ID`,
+    /// `enable --all`.
+    Enable(StopArgs),
+    /// The policy file: `check FILE` reads it against the tools and callers
+    /// and writes nothing; `load FILE` checks it and, when it checks, makes
+    /// it every replica's policy (an old one stands otherwise); `show`
+    /// prints the controls in the store.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Prints the latest changes of the controls, newest first: version,
+    /// when, who, what.
+    History {
+        /// How many changes.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+}
+
+/// `admin policy`'s subcommands.
+#[derive(Clone, Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Checks a policy file (TOML) against the tools and callers.
+    Check {
+        /// The policy file.
+        file: PathBuf,
+    },
+    /// Checks a policy file and makes it the policy of every replica.
+    Load {
+        /// The policy file.
+        file: PathBuf,
+        /// Who loads it (the history records it): `$USER` otherwise.
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// Prints the controls kept in the store, as TOML.
+    Show,
+}
+
+/// What `admin disable` and `admin enable` stop or resume.
+#[derive(Clone, Debug, Args)]
+#[group(id = "what", required = true, multiple = false, args = ["tool", "caller", "all"])]
+pub struct StopArgs {
+    /// The tool.
+    pub tool: Option<String>,
+    /// A caller, every call it makes.
+    #[arg(long)]
+    pub caller: Option<String>,
+    /// Every call.
+    #[arg(long)]
+    pub all: bool,
+    /// Why (required with `disable`): the model and the people on duty
+    /// are told it.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Who (the history records it): `$USER` otherwise.
+    #[arg(long)]
+    pub by: Option<String>,
 }
 
 /// `agent`'s arguments.

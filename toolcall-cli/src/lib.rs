@@ -70,6 +70,7 @@
 //! `match` on it compiles under any of them); one whose feature is left out
 //! is hidden from `--help` and answers an error naming the feature.
 
+mod admin;
 #[cfg(feature = "agent")]
 pub mod agent;
 mod app;
@@ -89,8 +90,8 @@ mod store;
 
 pub use app::App;
 pub use args::{
-    AgentArgs, AgentProvider, Command, DefinitionsArgs, LockArgs, McpArgs, ReplayArgs, ReportArgs,
-    ServeArgs,
+    AdminCommand, AgentArgs, AgentProvider, Command, DefinitionsArgs, LockArgs, McpArgs,
+    PolicyCommand, ReplayArgs, ReportArgs, ServeArgs, StopArgs,
 };
 pub use error::{Error, exit};
 pub use policy::{allowlist, every_tool, narrow};

@@ -20,7 +20,11 @@ impl Command {
     pub fn runs_tools(&self) -> bool {
         matches!(
             self,
-            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) | Command::Agent(_)
+            Command::Replay(_)
+                | Command::Mcp(_)
+                | Command::Serve(_)
+                | Command::Agent(_)
+                | Command::Admin(_)
         )
     }
 
@@ -61,6 +65,7 @@ impl Command {
             Command::Mcp(_) => "mcp",
             Command::Serve(_) => "serve",
             Command::Agent(_) => "agent",
+            Command::Admin(_) => "admin",
         }
     }
 
@@ -102,9 +107,11 @@ impl Command {
             Command::Report(args) => report(registry, args),
             Command::Lock(args) => write_lock(registry, &args.file),
             Command::Check(args) => check(registry, &args.file),
-            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) | Command::Agent(_) => {
-                Err(Error::NeedsDispatcher)
-            }
+            Command::Replay(_)
+            | Command::Mcp(_)
+            | Command::Serve(_)
+            | Command::Agent(_)
+            | Command::Admin(_) => Err(Error::NeedsDispatcher),
         }
     }
 
@@ -163,6 +170,7 @@ impl Command {
                 let session = session.unwrap_or(default_session);
                 replay(&dispatcher, session, args).await
             }
+            Command::Admin(command) => crate::admin::admin(&dispatcher, command).await,
             #[cfg(feature = "agent")]
             Command::Agent(args) => {
                 let session = session.unwrap_or(default_session);

@@ -29,6 +29,7 @@ pub(crate) mod ids;
 mod inbox;
 mod locks;
 mod messages;
+mod operators;
 mod pipeline;
 mod retry;
 mod rules;
@@ -168,6 +169,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             return Some(&self.caller);
         }
         self.callers.get(id)
+    }
+
+    /// Every caller the dispatcher was built with, the default caller
+    /// first: what the operators' controls are checked against
+    /// ([`Controls::check`](crate::controls::Controls::check)).
+    pub fn callers(&self) -> Vec<&Caller> {
+        let mut callers = vec![&self.caller];
+        let mut others: Vec<&Caller> = self.callers.values().collect();
+        others.sort_by(|a, b| a.id().cmp(b.id()));
+        callers.extend(others);
+        callers
     }
 
     /// Checks a caller the dispatcher was not built with (one made per

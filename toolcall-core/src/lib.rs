@@ -11,6 +11,7 @@ mod args;
 mod audit;
 mod budget;
 pub mod canonical;
+pub mod controls;
 #[doc(hidden)]
 pub mod crash;
 mod dispatcher;

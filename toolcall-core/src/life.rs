@@ -52,7 +52,7 @@ use serde_json::Value;
 
 use crate::store::{
     ApprovalDecision, ApprovalEntry, AskApproval, Binding, DecideOutcome, OpenBounds,
-    PendingApproval, Store, StoreError, TakeApproval, Unsettled,
+    PendingApproval, SignOutcome, Store, StoreError, TakeApproval, Unsettled,
 };
 use crate::tool::ToolSpec;
 
@@ -284,6 +284,11 @@ pub enum Refusal {
     /// This answerer may not answer this question: the host or an MCP
     /// client where the question is a person's only.
     NotPermitted(QuestionKind),
+    /// The operators' controls refuse it: the tool or the caller is
+    /// stopped, or the question needs more than one person and this answer
+    /// cannot be one of them (the one who made the call, the host, a
+    /// client, an edit). Says which, in words.
+    Controls(String),
     /// The store failed; try again.
     Store(StoreError),
 }
@@ -306,6 +311,7 @@ impl std::fmt::Display for Refusal {
                 "only a person answers whether an earlier attempt took effect (in the approval \
                  inbox)",
             ),
+            Refusal::Controls(why) => f.write_str(why),
             Refusal::Store(error) => write!(f, "{error}"),
         }
     }
@@ -360,6 +366,14 @@ pub fn may_answer(
 pub enum Decided {
     /// This answer is the decision now.
     Recorded,
+    /// A signature of a question that needs more than one person (the
+    /// operators' controls): kept; the question waits for the rest.
+    Signed {
+        /// Distinct people who signed, this one included.
+        signatures: u32,
+        /// How many must.
+        needed: u32,
+    },
     /// The same answerer's same answer was recorded before (a double
     /// click): one decision, and the same outcome.
     Again,
@@ -396,6 +410,24 @@ pub async fn decide<St: Store + ?Sized>(
             refusal => Err(refusal),
         };
     }
+    if matches!(answer, Answer::Approve | Answer::Edit(_)) {
+        let needed = controlled(store, &entry, answerer, answer).await?;
+        if needed > 1 {
+            return match store
+                .sign_approval(id, answerer.by(), needed, &decision, now_ms)
+                .await
+            {
+                Ok(SignOutcome::Signed { signatures }) => {
+                    Ok(Decided::Signed { signatures, needed })
+                }
+                Ok(SignOutcome::Decided) => Ok(Decided::Recorded),
+                Ok(SignOutcome::AlreadySigned) => Ok(Decided::Again),
+                Ok(SignOutcome::AlreadyDecided | SignOutcome::Expired) => Err(Refusal::Closed),
+                Ok(_) => Err(Refusal::Unknown),
+                Err(error) => Err(Refusal::Store(error)),
+            };
+        }
+    }
     match store.decide_approval(id, &decision, now_ms).await {
         Ok(DecideOutcome::Decided) => Ok(Decided::Recorded),
         Ok(DecideOutcome::AlreadyDecided) => match store.approval(id).await {
@@ -408,6 +440,61 @@ pub async fn decide<St: Store + ?Sized>(
         Ok(_) => Err(Refusal::Unknown),
         Err(error) => Err(Refusal::Store(error)),
     }
+}
+
+/// What the operators' controls say of approving `entry`: refused while its
+/// tool or its caller is stopped; otherwise how many distinct people must
+/// approve it, and, when more than one, refused for an answerer who cannot
+/// be one of them (the host, a client, the one who made the call) and for
+/// an edit (each signs the same call).
+async fn controlled<St: Store + ?Sized>(
+    store: &St,
+    entry: &ApprovalEntry,
+    answerer: &Answerer<'_>,
+    answer: &Answer<'_>,
+) -> Result<u32, Refusal> {
+    let stored = store.controls(0).await.map_err(Refusal::Store)?;
+    let Some(stored) = stored else {
+        return Ok(1);
+    };
+    let current = crate::controls::Current::read(&stored)
+        .map_err(|why| Refusal::Store(StoreError::new(why)))?;
+    let question = &entry.approval;
+    if let Some(stop) = current.controls.stopped(&question.tool, &question.caller) {
+        return Err(Refusal::Controls(format!(
+            "{} is stopped by an operator ({}): it cannot be approved until it is enabled again",
+            stop.target, stop.reason
+        )));
+    }
+    let needed = current.controls.people_needed(&question.tool);
+    if needed <= 1 {
+        return Ok(1);
+    }
+    let Answerer::Person(by) = answerer else {
+        return Err(Refusal::Controls(format!(
+            "{} needs the approval of {needed} people, each in the approval inbox",
+            question.tool
+        )));
+    };
+    let requester = question
+        .principal
+        .as_ref()
+        .is_some_and(|principal| principal.subject == *by)
+        || question.caller == *by;
+    if requester {
+        return Err(Refusal::Controls(format!(
+            "{by} made this call and may not approve it: {} needs {needed} other people",
+            question.tool
+        )));
+    }
+    if matches!(answer, Answer::Edit(_)) {
+        return Err(Refusal::Controls(format!(
+            "{} needs the approval of {needed} people, who each sign the same call: deny it \
+             and ask for the call you want instead of editing it",
+            question.tool
+        )));
+    }
+    Ok(needed)
 }
 
 /// Whether the decision kept with `entry` is `decision` (the same decider,

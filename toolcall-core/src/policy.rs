@@ -101,6 +101,19 @@ impl std::str::FromStr for Taint {
     }
 }
 
+impl Serialize for Taint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Taint {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::fmt::Display for Taint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -311,6 +324,19 @@ impl Caller {
                 id: self.inner.id.clone(),
                 policy: self.inner.policy.clone(),
                 principal: Some(principal),
+            }),
+        }
+    }
+
+    /// The same caller (its id and principal) with `policy` in place of its
+    /// own: what the operators' controls make of it
+    /// ([`Controls::narrow`](crate::controls::Controls::narrow)).
+    pub fn with_policy(&self, policy: Policy) -> Self {
+        Caller {
+            inner: Arc::new(CallerInner {
+                id: self.inner.id.clone(),
+                policy,
+                principal: self.inner.principal.clone(),
             }),
         }
     }

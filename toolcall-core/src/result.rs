@@ -109,6 +109,14 @@ codes! {
     /// twice: a person settles it (it happened, or it did not) before the
     /// call is answered or run again.
     InDoubt = "IN_DOUBT",
+    /// Over a rate limit of the operators' controls: nothing ran, nothing
+    /// was counted; `data.retry_after_ms` says when the window admits the
+    /// call again, `data.limit` which limit it was.
+    RateLimited = "RATE_LIMITED",
+    /// An operator stopped the tool, the caller or every call
+    /// (`admin disable`): nothing ran; `data.stopped` says what and
+    /// `data.reason` why.
+    Stopped = "STOPPED",
 }
 
 impl fmt::Display for Code {
@@ -260,7 +268,7 @@ mod code_tests {
             assert_eq!(&Code::new(text.to_owned()), code);
             assert!(!matches!(code, Code::Custom(_)));
         }
-        assert_eq!(texts.len(), 22);
+        assert_eq!(texts.len(), 24);
         assert_eq!(
             Code::new("ORDER_NOT_FOUND"),
             Code::Custom("ORDER_NOT_FOUND".into())

@@ -346,8 +346,24 @@ impl<St: Store> Stages<St> {
         )
         .await
         {
+            // One signature of several: the call waits for the others.
+            Ok(life::Decided::Signed { signatures, needed }) => {
+                let mut data = Map::new();
+                data.insert("signatures".into(), Value::from(signatures));
+                data.insert("needed".into(), Value::from(needed));
+                let mut waiting = self.fail_with(
+                    Failure::ConfirmationRequired,
+                    tool.to_owned(),
+                    &Details::default(),
+                    data,
+                );
+                waiting.confirmation_id = Some(decision.id.to_owned());
+                Err(waiting)
+            }
             Ok(_) | Err(Refusal::Closed | Refusal::Unknown) => Ok(()),
-            Err(refusal @ (Refusal::WrongKind(_) | Refusal::NotPermitted(_))) => {
+            Err(
+                refusal @ (Refusal::WrongKind(_) | Refusal::NotPermitted(_) | Refusal::Controls(_)),
+            ) => {
                 let why = refusal.to_string();
                 Err(self.fail_with(
                     Failure::AnswerRefused,

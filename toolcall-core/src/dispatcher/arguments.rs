@@ -171,6 +171,8 @@ impl<St: Store> Stages<St> {
             client_answers: false,
             lock: None,
             resources: None,
+            people: self.held_controls().people_needed(spec.name()),
+            ruled: None,
         })
     }
 
@@ -253,13 +255,20 @@ pub(super) struct Prepared<'a> {
     /// The lock keys of the call's resources, once read (see
     /// `resource_keys`): the call's start reads them, stages 5 to 8 take them.
     pub resources: Option<Resources>,
+    /// How many distinct people must approve the call: 1 unless the
+    /// operators' controls say more (then it needs a person, as a
+    /// high-risk call does).
+    pub people: u32,
+    /// The rule of the operators' controls that approved the call, as its
+    /// approver (`rule:<name>`), when one did.
+    pub ruled: Option<String>,
 }
 
 impl Prepared<'_> {
     /// Whether the call runs only with a person's approval (stage 7): a
     /// high-risk tool, or a side effect untrusted output tainted.
     pub fn needs_person(&self) -> bool {
-        self.spec.high_risk() || self.tainted.is_some()
+        self.spec.high_risk() || self.tainted.is_some() || self.people > 1
     }
 
     /// The validated arguments as JSON, made now if no stage made them yet,

@@ -271,6 +271,7 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
                 store: self.store,
                 messages: self.messages,
                 twins: Twins::default(),
+                held: Default::default(),
             },
         })
     }

@@ -233,11 +233,11 @@ impl<St: Store> Stages<St> {
 /// What stage 7 needs of a call (borrowing nothing that is not `Sync`, so
 /// the pipeline's future stays `Send`).
 pub(super) struct Asking<'a> {
-    tool: &'static str,
-    arguments: &'a Value,
-    session: &'a str,
-    caller: &'a Caller,
-    step: u64,
+    pub tool: &'static str,
+    pub arguments: &'a Value,
+    pub session: &'a str,
+    pub caller: &'a Caller,
+    pub step: u64,
     /// `Some` when untrusted output taints the call: the arguments that
     /// carry a value read in it (none at the session level).
     tainted: Option<&'a [String]>,

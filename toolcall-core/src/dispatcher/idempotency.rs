@@ -154,7 +154,11 @@ impl<St: Store> Stages<St> {
     pub(super) fn approval_of<'c>(&self, call: &Call<'c>, in_doubt: bool) -> Approval<'c> {
         match (
             call.approval,
-            call.confirmed && self.settings.approvals != Approvals::Inbox,
+            call.confirmed
+                && self.settings.approvals != Approvals::Inbox
+                // A host's confirmation is one person's: not enough where
+                // the operators' controls ask for more.
+                && self.held_controls().people_needed(call.tool) <= 1,
         ) {
             _ if in_doubt => Approval::InDoubt,
             (Some(id), _) => Approval::Id(id),

@@ -213,6 +213,32 @@ failures! {
          failed or succeeded: a person will check whether it took effect.",
         name = m.tool(),
     );
+    /// `STOPPED`: an operator stopped the tool, the caller or every call;
+    /// [`detail`](MessageContext::detail) is their reason.
+    Stopped => Stopped, |m| format!(
+        "{} is stopped by an operator: {}. Nothing was done. Do not call it again for this \
+         request; tell the user.",
+        m.tool(),
+        m.detail().unwrap_or("no reason given"),
+    );
+    /// `RATE_LIMITED`: the call is over a rate limit (`data.limit`);
+    /// [`limit_value`](MessageContext::limit_value) is how many
+    /// milliseconds until its window admits it (`data.retry_after_ms`).
+    RateLimited => RateLimited, |m| format!(
+        "{} was called as often as the limit `{}` admits. Nothing was done. It can be called \
+         again in {} ms.",
+        m.tool(),
+        m.limit().unwrap_or("?"),
+        m.limit_value().unwrap_or(0),
+    );
+    /// `STORE_UNAVAILABLE`: the operators' controls in the store cannot be
+    /// read (written by a newer version, or damaged); every call is refused
+    /// until they can. [`detail`](MessageContext::detail) says why.
+    ControlsUnreadable => StoreUnavailable, |m| format!(
+        "{} was not run: {}.",
+        m.tool(),
+        m.detail().unwrap_or("the operators' controls cannot be read"),
+    );
     /// `IN_DOUBT`: an earlier attempt of this exact side effect may have
     /// taken effect and only a person can settle it (the result's
     /// `confirmation_id`, `data.in_doubt`).

@@ -276,6 +276,21 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         begun: &mut Begun,
     ) -> Stage<ToolResult> {
         let name = call.tool;
+        // The operators' controls, before anything is counted: a stop, the
+        // caller's policy as they narrow it, the rate limits (of a call the
+        // caller may make).
+        let controls = self.stages.controls(name).await?;
+        if let Some(stop) = controls.stopped(name, caller.id()) {
+            return Err(self.stages.stopped(name, stop));
+        }
+        let narrowed = controls.narrow(caller);
+        let caller = narrowed.as_ref().unwrap_or(caller);
+        if spec.is_some() && caller.policy().allows(name) && !controls.rate_limits.is_empty() {
+            self.stages
+                .rate_limits(&controls, name, caller.id(), call.dry_run)
+                .await?;
+        }
+        drop(controls);
         let raw = self.stages.raw_members_of(call);
         let mut object = None;
         let mut problems = Vec::new();
@@ -387,6 +402,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 self.decide_and_run(prepared, approval).await
             }
         };
+        if let Some(rule) = prepared.ruled.take() {
+            *carried = Some(Carried {
+                by: rule,
+                edited: None,
+            });
+        }
         self.stages
             .uncount_asked(&answer, &prepared.key, name)
             .await?;
@@ -567,10 +588,37 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // needs nothing more.
         if prepared.needs_person() && !matches!(approval, Approval::Given) {
             let arguments = self.stages.json(prepared)?;
+            // A rule of the operators' controls may approve it in a
+            // person's place: never a call untrusted output tainted, nor
+            // one that needs more than one person.
+            let mut approval = approval;
+            let by_rule;
+            let mut ruled = None;
+            if matches!(approval, Approval::None)
+                && prepared.tainted.is_none()
+                && prepared.people <= 1
+            {
+                let controls = self.stages.held_controls();
+                if let Some(rule) =
+                    controls.rule_for(prepared.spec.name(), prepared.caller.id(), arguments)
+                {
+                    let asking = Asking::of(prepared, arguments, None);
+                    if let Some(id) =
+                        Box::pin(self.stages.approve_by_rule(&asking, &rule.name)).await?
+                    {
+                        by_rule = id;
+                        approval = Approval::Id(&by_rule);
+                        ruled = Some(super::operators::rule_approver(&rule.name));
+                    }
+                }
+            }
             let asking = Asking::of(prepared, arguments, prepared.tainted.as_deref());
             // Boxed: a question to a person (or an approval by id) is the
             // rarer path, and its future would widen every call's.
             Box::pin(self.stages.confirm(asking, approval)).await?;
+            if ruled.is_some() {
+                prepared.ruled = ruled;
+            }
         }
 
         // 8. Execution.

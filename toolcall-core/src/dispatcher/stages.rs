@@ -24,6 +24,8 @@ pub(super) struct Stages<St> {
     pub store: St,
     pub messages: Messages,
     pub twins: Twins,
+    /// The operators' controls this process read last.
+    pub held: super::operators::Held,
 }
 
 impl<St> Stages<St> {
