@@ -421,7 +421,14 @@ pub async fn decide<St: Store + ?Sized>(
                     Ok(Decided::Signed { signatures, needed })
                 }
                 Ok(SignOutcome::Decided) => Ok(Decided::Recorded),
-                Ok(SignOutcome::AlreadySigned) => Ok(Decided::Again),
+                // The same person's second signature counts once.
+                Ok(SignOutcome::AlreadySigned) => {
+                    let signatures = store.signatures(id).await.map_err(Refusal::Store)?;
+                    Ok(Decided::Signed {
+                        signatures: u32::try_from(signatures.len()).unwrap_or(u32::MAX),
+                        needed,
+                    })
+                }
                 Ok(SignOutcome::AlreadyDecided | SignOutcome::Expired) => Err(Refusal::Closed),
                 Ok(_) => Err(Refusal::Unknown),
                 Err(error) => Err(Refusal::Store(error)),

@@ -34,6 +34,11 @@ impl<St: Store> Stages<St> {
                     tool: Some(name),
                     digest: Some(&digest),
                 };
+                // A question several people must approve is never taken up
+                // undecided: it waits for their signatures.
+                if prepared.people > 1 {
+                    self.awaiting_signatures(id, name).await?;
+                }
                 match self
                     .store
                     .take_approval(id, &binding, now_ms())
@@ -154,6 +159,44 @@ impl<St: Store> Stages<St> {
 }
 
 impl<St: Store> Stages<St> {
+    /// `CONFIRMATION_REQUIRED` (with `data.signatures` and `data.needed`)
+    /// while the question `id`, which several people must approve, is not
+    /// decided; `Ok` once it is (or when it is no such question: the take
+    /// refuses it).
+    async fn awaiting_signatures(&self, id: &str, name: &'static str) -> Stage<()> {
+        let store_error = |error| self.store_unavailable(name, &error);
+        let entry = self.store.approval(id).await.map_err(store_error)?;
+        if !entry.is_some_and(|entry| entry.approval.decision.is_none()) {
+            return Ok(());
+        }
+        let signatures = self.store.signatures(id).await.map_err(store_error)?;
+        let mut data = Map::new();
+        data.insert("signatures".into(), Value::from(signatures.len()));
+        data.insert(
+            "signed_by".into(),
+            Value::Array(
+                signatures
+                    .into_iter()
+                    .map(|signature| Value::from(signature.by))
+                    .collect(),
+            ),
+        );
+        data.insert(
+            "needed".into(),
+            Value::from(self.held_controls().people_needed(name)),
+        );
+        let mut waiting = self.fail_with(
+            Failure::ConfirmationRequired,
+            name,
+            &Details::default(),
+            data,
+        );
+        waiting.confirmation_id = Some(id.to_owned());
+        Err(waiting)
+    }
+}
+
+impl<St: Store> Stages<St> {
     /// Stage 7 of a dry run: whether the real call would wait for a person
     /// (`Ok(true)`), would go on (`Ok(false)`), or would be refused (the
     /// refusal, as the real call would get it). Nothing is created, and an
@@ -243,6 +286,8 @@ pub(super) struct Asking<'a> {
     tainted: Option<&'a [String]>,
     /// Whether the client that made the call may answer its question.
     client_answers: bool,
+    /// How many distinct people must approve it.
+    people: u32,
 }
 
 impl<'a> Asking<'a> {
@@ -261,6 +306,7 @@ impl<'a> Asking<'a> {
             step: prepared.step,
             tainted,
             client_answers: prepared.client_answers,
+            people: prepared.people,
         }
     }
 }
