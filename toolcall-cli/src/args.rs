@@ -146,12 +146,15 @@ pub enum PolicyCommand {
 
 /// What `admin disable` and `admin enable` stop or resume.
 #[derive(Clone, Debug, Args)]
-#[group(id = "what", required = true, multiple = false, args = ["tool", "caller", "all"])]
 pub struct StopArgs {
     /// The tool.
+    #[arg(
+        required_unless_present_any = ["caller", "all"],
+        conflicts_with_all = ["caller", "all"]
+    )]
     pub tool: Option<String>,
     /// A caller, every call it makes.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all")]
     pub caller: Option<String>,
     /// Every call.
     #[arg(long)]

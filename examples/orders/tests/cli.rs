@@ -968,3 +968,94 @@ fn a_replay_line_may_be_a_dry_run() {
         "the dry run left nothing to replay"
     );
 }
+
+/// The operators' commands from one process, obeyed by another over the
+/// same store on its next call: the policy file checks, a stop and its
+/// reason, a bad file refused whole, the history.
+#[test]
+fn an_operator_stops_refunds_for_every_process_over_the_store() {
+    let dir = scratch("admin");
+    let store = format!("sqlite:{}", dir.join("store.db").display());
+    let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/policy.toml");
+    let checked = orders(&["admin", "policy", "check", policy], "");
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    let stop = orders(
+        &[
+            "admin",
+            "disable",
+            "refund_order",
+            "--reason",
+            "fraud wave",
+            "--by",
+            "oncall",
+            "--store",
+            &store,
+        ],
+        "",
+    );
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let stopped = replay(&["--store", &store], &[refund(json!(2590), true)]);
+    assert_eq!(stopped[0]["code"], "STOPPED", "{stopped:?}");
+    assert_eq!(stopped[0]["data"]["reason"], "fraud wave");
+
+    let enable = orders(&["admin", "enable", "refund_order", "--store", &store], "");
+    assert!(
+        enable.status.success(),
+        "{}",
+        String::from_utf8_lossy(&enable.stderr)
+    );
+    let loaded = orders(&["admin", "policy", "load", policy, "--store", &store], "");
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+    // The loaded rule approves a small refund nobody confirmed; the
+    // lowered limit refuses a large one.
+    let after = replay(
+        &["--store", &store],
+        &[refund(json!(900), false), refund(json!(11000), true)],
+    );
+    assert_eq!(
+        outcomes(&after)[0],
+        (true, "OK".to_owned(), false),
+        "{after:?}"
+    );
+    assert_eq!(after[1]["code"], "POLICY_LIMIT", "{after:?}");
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[callers.default]\nallow = [\"refund_ordr\"]\n").unwrap();
+    let refused = orders(
+        &[
+            "admin",
+            "policy",
+            "load",
+            bad.to_str().unwrap(),
+            "--store",
+            &store,
+        ],
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("did you mean `refund_order`"), "{said}");
+
+    let history = orders(&["admin", "history", "--store", &store], "");
+    let history = String::from_utf8_lossy(&history.stdout);
+    let lines: Vec<&str> = history.lines().collect();
+    assert_eq!(lines.len(), 3, "{history}");
+    assert!(
+        lines[2].contains("oncall") && lines[2].contains("stopped tool refund_order: fraud wave")
+    );
+    assert!(lines[0].contains("loaded the policy from"), "{history}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
