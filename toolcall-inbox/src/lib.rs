@@ -202,6 +202,8 @@ mod access;
 mod api;
 mod chart;
 mod decide;
+#[cfg(feature = "metrics")]
+mod exposition;
 mod history;
 mod html;
 mod metrics;
@@ -427,7 +429,7 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         limiter,
         sign_ins,
     });
-    Router::new()
+    let routes = Router::new()
         .route("/", get(pending::index::<B>))
         .route("/history", get(history::history::<B>))
         .route("/metrics", get(metrics::metrics::<B>))
@@ -443,7 +445,10 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .route("/sessions/revoke", post(sessions::revoke::<B>))
         .route("/api/sessions", get(sessions::api::<B>))
         .route("/assets/inbox.css", get(page::css))
-        .route("/assets/inbox.js", get(page::js))
+        .route("/assets/inbox.js", get(page::js));
+    #[cfg(feature = "metrics")]
+    let routes = routes.route("/api/metrics", exposition::route(&app));
+    routes
         .fallback(page::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::map_response(security::secure))
