@@ -6,8 +6,9 @@ use std::sync::Mutex;
 use toolcall::ToolResult;
 use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
-    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled,
+    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
+    TaintHit, TakeApproval, Unsettled,
 };
 
 /// How the store fails while an outage lasts.
@@ -287,5 +288,62 @@ impl<S: Store> Store for Faulty<S> {
             "unlock_resource",
             self.inner.unlock_resource(resource, holder)
         )
+    }
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        read!(self, "controls", self.inner.controls(known))
+    }
+    async fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> Result<bool, StoreError> {
+        write!(
+            self,
+            "put_controls",
+            self.inner.put_controls(expected, document, change)
+        )
+    }
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        read!(self, "controls_history", self.inner.controls_history(limit))
+    }
+    async fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        write!(
+            self,
+            "take_rate",
+            self.inner
+                .take_rate(bucket, window_start_ms, window_ms, limit)
+        )
+    }
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        read!(
+            self,
+            "rate_count",
+            self.inner.rate_count(bucket, window_start_ms)
+        )
+    }
+    async fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<SignOutcome, StoreError> {
+        write!(
+            self,
+            "sign_approval",
+            self.inner
+                .sign_approval(id, signer, needed, decision, now_ms)
+        )
+    }
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        read!(self, "signatures", self.inner.signatures(id))
     }
 }

@@ -26,20 +26,31 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Two stores on one schema of `test`'s own: two replicas.
+async fn two_replicas(url: &str, test: &str) -> (PostgresStore, PostgresStore) {
+    let schema = postgres_schema(test);
+    let first = PostgresStore::connect_in_schema(url, &schema)
+        .await
+        .unwrap();
+    let second = PostgresStore::connect_in_schema(url, &schema)
+        .await
+        .unwrap();
+    (first, second)
+}
+
+/// Drops the schema of [`two_replicas`].
+async fn drop_both(first: PostgresStore, second: PostgresStore) {
+    drop(second);
+    first.drop_schema().await.unwrap();
+}
+
 #[test]
 fn postgres_store_conforms_across_two_connections() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("conformance");
-        let first = PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap();
-        let second = PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap();
+        let (first, second) = two_replicas(&url, "conformance").await;
         toolcall_tests::conformance(&first, &second).await;
-        drop(second);
-        first.drop_schema().await.unwrap();
+        drop_both(first, second).await;
     });
 }
 
@@ -431,16 +442,9 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
 fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("approvals");
-        let first = PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap();
-        let second = PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap();
+        let (first, second) = two_replicas(&url, "approvals").await;
         toolcall_tests::approvals_conformance(&first, &second).await;
-        drop(second);
-        first.drop_schema().await.unwrap();
+        drop_both(first, second).await;
     });
 }
 
@@ -534,5 +538,29 @@ fn a_waiting_agent_is_woken_by_the_decision() {
         );
         drop(agent);
         inbox.drop_schema().await.unwrap();
+    });
+}
+
+#[test]
+fn postgres_store_keeps_the_operators_controls_rates_and_signatures() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (first, second) = two_replicas(&url, "controls").await;
+        toolcall_tests::controls_conformance(&first, &second).await;
+        drop_both(first, second).await;
+    });
+}
+
+/// Eight tasks on two replicas give the last of two signatures at once:
+/// one decides.
+#[test]
+fn last_signatures_racing_on_two_replicas_decide_once() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (first, second) = two_replicas(&url, "sign_race").await;
+        let (first, second) = (Arc::new(first), Arc::new(second));
+        toolcall_tests::last_signatures_race(vec![first.clone(), second.clone()]).await;
+        let both = (Arc::into_inner(first), Arc::into_inner(second));
+        drop_both(both.0.unwrap(), both.1.unwrap()).await;
     });
 }

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 use toolcall::store::Store;
 use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
-    RecordedOutcome, StoreError, TaintHit, TakeApproval, now_ms,
+    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
+    TakeApproval, now_ms,
 };
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
@@ -189,6 +190,56 @@ impl<S: Store> Store for Counting<S> {
     async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
         self.count("unlock_resource");
         self.inner.unlock_resource(resource, holder).await
+    }
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        self.count("controls");
+        self.inner.controls(known).await
+    }
+    async fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> Result<bool, StoreError> {
+        self.count("put_controls");
+        self.inner.put_controls(expected, document, change).await
+    }
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        self.count("controls_history");
+        self.inner.controls_history(limit).await
+    }
+    async fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        self.count("take_rate");
+        self.inner
+            .take_rate(bucket, window_start_ms, window_ms, limit)
+            .await
+    }
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        self.count("rate_count");
+        self.inner.rate_count(bucket, window_start_ms).await
+    }
+    async fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<SignOutcome, StoreError> {
+        self.count("sign_approval");
+        self.inner
+            .sign_approval(id, signer, needed, decision, now_ms)
+            .await
+    }
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        self.count("signatures");
+        self.inner.signatures(id).await
     }
 }
 

@@ -13,7 +13,9 @@ use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Call, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_sqlite::SqliteStore;
-use toolcall_tests::{approvals_conformance, asked_call, conformance};
+use toolcall_tests::{
+    approvals_conformance, asked_call, conformance, controls_conformance, last_signatures_race,
+};
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -287,4 +289,36 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
     let (entry, waited) = waiting.join().unwrap();
     assert_eq!(entry.unwrap().approval.decision, Some(yes));
     assert!(waited < Duration::from_secs(2), "{waited:?}");
+}
+
+#[test]
+fn every_store_keeps_the_operators_controls_rates_and_signatures() {
+    let memory = Arc::new(MemoryStore::default());
+    block_on(controls_conformance(&memory, &memory));
+    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
+    block_on(controls_conformance(&sqlite, &sqlite));
+    let path = temp_db("controls");
+    let first = SqliteStore::open(&path).unwrap();
+    let second = SqliteStore::open(&path).unwrap();
+    block_on(controls_conformance(&first, &second));
+}
+
+/// On a runtime with threads, so that the racers run at once.
+fn block_on_threads<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+#[test]
+fn last_signatures_racing_decide_once() {
+    block_on_threads(last_signatures_race(vec![Arc::new(MemoryStore::default())]));
+    let path = temp_db("sign-race");
+    block_on_threads(last_signatures_race(vec![
+        Arc::new(SqliteStore::open(&path).unwrap()),
+        Arc::new(SqliteStore::open(&path).unwrap()),
+    ]));
 }

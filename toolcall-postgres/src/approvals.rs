@@ -2,6 +2,7 @@
 //! announced on [`DECISION_CHANNEL`]), waiting for it, using one up, and
 //! what came of it.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use tokio_postgres::Row;
@@ -12,6 +13,7 @@ use toolcall_core::store::{
     session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
+use toolcall_sql::controls;
 use toolcall_sql::{Value, count_sql, limit_sql, to_sql};
 
 use crate::PostgresStore;
@@ -20,12 +22,23 @@ use crate::PostgresStore;
 /// id as the payload), so that an agent waiting for it wakes at once.
 pub const DECISION_CHANNEL: &str = "toolcall_approval_decided";
 
+/// Records a decision ([`controls::DECIDE`], `$1` the approval, `$2` the
+/// decision, `$3` when it was made, `$4` now) and announces it on
+/// [`DECISION_CHANNEL`] when it commits: one row if it was recorded.
+pub(crate) static DECIDE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH decided AS ({} RETURNING id)
+         SELECT pg_notify('{DECISION_CHANNEL}', id) FROM decided",
+        controls::dollars(controls::DECIDE)
+    )
+});
+
 /// How often a wait for a decision looks again without being woken (a
 /// notification lost with a dropped connection is not waited for longer).
 const WAIT_RECHECK: Duration = Duration::from_secs(2);
 
 /// A row of [`approval::COLUMNS`], read back.
-fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
+pub(crate) fn read_entry(row: &Row) -> Result<ApprovalEntry, StoreError> {
     approval::read_entry(values(row)?)
 }
 
@@ -365,13 +378,7 @@ pub(crate) async fn decide(
     // notification goes out when it commits.
     let decided = client
         .query_opt(
-            &format!(
-                "WITH decided AS (
-                    UPDATE toolcall_approvals SET decision = $2, decided_ms = $3
-                    WHERE id = $1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > $4
-                    RETURNING id)
-                 SELECT pg_notify('{DECISION_CHANNEL}', id) FROM decided"
-            ),
+            DECIDE.as_str(),
             &[&id, &text, &to_sql(decision.decided_ms), &to_sql(now_ms)],
         )
         .await

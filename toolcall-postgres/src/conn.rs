@@ -77,6 +77,16 @@ impl Conn {
         self.client.execute(&statement, params).await
     }
 
+    /// A transaction on this connection, its statements prepared like the
+    /// connection's (its `BEGIN` and its end are counted here; its
+    /// statements are the caller's to count).
+    pub(crate) async fn transaction(
+        &mut self,
+    ) -> Result<deadpool_postgres::Transaction<'_>, Error> {
+        self.sent.fetch_add(2, Ordering::Relaxed);
+        self.client.transaction().await
+    }
+
     /// Statements sent as text, unprepared (schema changes, `LISTEN`).
     pub(crate) async fn batch_execute(&self, sql: &str) -> Result<(), Error> {
         self.sent();

@@ -71,6 +71,10 @@
 //! | `toolcall_approvals` | approval: pending (why it asks, and who may answer it besides a person), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] (and, for an approval asked with `ask_approval`, a unique `ask_key` of its call among the unused ones: one question per conversation and call) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
+//! | `toolcall_controls` | the operators' controls (one row): their version and document | |
+//! | `toolcall_controls_history` | version of the controls written: who, when, what in words | the version |
+//! | `toolcall_rates` | rate limit's bucket and fixed window: its count and end | [`session_key`] of the bucket, and the window's start |
+//! | `toolcall_signatures` | approval and person who signed it, with the signing order | the confirmation id, and the signer |
 //! | `toolcall_schema_version` | the schema's version (one row) | |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
@@ -88,7 +92,9 @@
 //! * undecided approvals past their expiry, and decided ones (the inbox's
 //!   history) once their expiry is older than the retention window;
 //! * resource locks whose lease ran out;
-//! * the taint of untrusted output, untouched for the retention window.
+//! * the taint of untrusted output, untouched for the retention window;
+//! * rate limits' windows that ended, and the signatures of approvals no
+//!   longer kept.
 //!
 //! Each is a range scan on an index, and skips rows another transaction
 //! holds, so replicas purging at once neither wait nor deadlock.
@@ -110,6 +116,7 @@
 mod approvals;
 mod begin;
 mod conn;
+mod controls;
 mod purge;
 mod schema;
 mod tls;
@@ -123,8 +130,9 @@ use conn::Conn;
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
-    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled, now_ms, session_key,
+    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
+    TaintHit, TakeApproval, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -654,5 +662,57 @@ impl Store for PostgresStore {
             .await
             .map_err(StoreError::new)?;
         Ok(())
+    }
+
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        controls::get(self, known).await
+    }
+
+    /// One statement: the document written if its version is `expected`,
+    /// and the change kept.
+    async fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> Result<bool, StoreError> {
+        controls::put(self, expected, document, change).await
+    }
+
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        controls::history(self, limit).await
+    }
+
+    /// One statement: counted only below the limit.
+    async fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        controls::take_rate(self, bucket, window_start_ms, window_ms, limit).await
+    }
+
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        controls::rate_count(self, bucket, window_start_ms).await
+    }
+
+    /// One transaction that locks the approval's row (`SELECT ... FOR
+    /// UPDATE`): the signature kept and, for the last one, the decision
+    /// recorded and announced on [`DECISION_CHANNEL`].
+    async fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<SignOutcome, StoreError> {
+        controls::sign(self, id, signer, needed, decision, now_ms).await
+    }
+
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        controls::signatures(self, id).await
     }
 }

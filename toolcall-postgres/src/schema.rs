@@ -171,6 +171,7 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
             5 => UPGRADE_V5.to_owned(),
             6 => upgrade_v6(),
             7 => add_columns(&schema::COLUMNS_V7),
+            8 => schema::bigint(schema::CONTROLS_V8),
             _ => unreachable!("no upgrade past schema::VERSION"),
         };
         tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;

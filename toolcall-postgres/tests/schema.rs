@@ -238,7 +238,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -263,6 +263,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
                 "toolcall_approvals_tool_created",
                 "toolcall_calls_touched",
                 "toolcall_locks_until",
+                "toolcall_rates_until",
                 "toolcall_records_asking",
                 "toolcall_records_touched",
                 "toolcall_steps_touched",
@@ -318,14 +319,14 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 8")
+            .batch_execute("UPDATE toolcall_schema_version SET version = 9")
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 8, newer"), "{error}");
+        assert!(error.contains("version 9, newer"), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -450,6 +451,8 @@ fn the_store_purges_what_expired_by_itself() {
                 approvals: 0,
                 locks: 0,
                 taint: 0,
+                rates: 0,
+                signatures: 0,
             }
         );
         assert_eq!(
@@ -517,7 +520,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -561,7 +564,7 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
             tainted: vec!["cents".into()],
@@ -610,7 +613,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
@@ -715,7 +718,7 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
             session: "s",
@@ -809,7 +812,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.answerers, Answerers::PERSON);
@@ -881,7 +884,7 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 7);
+        assert_eq!(version, 8);
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.principal, None, "asked by nobody named");
         let principal =
@@ -901,6 +904,73 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
             .await
             .unwrap();
         assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 3);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_still_asks() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v7");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "DROP TABLE toolcall_controls, toolcall_controls_history, toolcall_rates,
+                     toolcall_signatures;
+                 UPDATE toolcall_schema_version SET version = 7;",
+            )
+            .await
+            .unwrap();
+        // A version-7 replica's insert, with the columns it knows.
+        let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
+                      VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '', NULL)";
+        let now = now_ms() as i64;
+        client
+            .execute(insert, &[&"p1", &now, &(now + 600_000), &session_key("s")])
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 8);
+        assert_eq!(store.controls(0).await.unwrap(), None);
+        let change = toolcall::store::ControlsChange {
+            version: 0,
+            by: "ops".into(),
+            at_ms: now_ms(),
+            summary: "first".into(),
+        };
+        assert!(store.put_controls(0, "{}", &change).await.unwrap());
+        assert_eq!(store.controls(0).await.unwrap().unwrap().version, 1);
+        let start = now_ms() / 60_000 * 60_000;
+        assert!(store.take_rate("b", start, 60_000, 1).await.unwrap());
+        assert_eq!(store.rate_count("b", start).await.unwrap(), 1);
+        let signed = store
+            .sign_approval("p1", "ana", 2, &yes(now_ms()), now_ms())
+            .await;
+        assert_eq!(
+            signed.unwrap(),
+            toolcall::store::SignOutcome::Signed { signatures: 1 }
+        );
+        // The version-7 replica asks on as it did.
+        client
+            .execute(insert, &[&"p2", &now, &(now + 600_000), &session_key("s")])
+            .await
+            .unwrap();
+        assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 2);
         drop(store);
         drop_schema(&url, &schema).await;
     });

@@ -11,6 +11,9 @@
 //!   claim does with them ([`record`]);
 //! * an approval's row, read back and written ([`approval`]), and what
 //!   taking and deciding one answers;
+//! * the operators' controls, the rate limits' windows and the
+//!   signatures of approvals that need more than one person, and what
+//!   signing answers ([`controls`]);
 //! * what a purge deletes and when ([`purge`]);
 //! * the schema's versions and the tables every dialect creates
 //!   ([`schema`]).
@@ -27,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod approval;
+pub mod controls;
 pub mod purge;
 pub mod record;
 pub mod schema;

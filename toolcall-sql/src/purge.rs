@@ -10,7 +10,9 @@
 //! * undecided approvals past their expiry, and decided ones (the inbox's
 //!   history) once their expiry is older than the retention window;
 //! * resource locks whose lease ran out;
-//! * the taint of untrusted output, untouched for the retention window.
+//! * the taint of untrusted output, untouched for the retention window;
+//! * rate limits' windows that ended;
+//! * signatures of approvals no longer kept.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -38,12 +40,23 @@ pub struct Purged {
     /// Rows of untrusted output's taint (a session's mark, a fingerprint)
     /// untouched for the retention window.
     pub taint: usize,
+    /// Rate limits' windows that ended.
+    pub rates: usize,
+    /// Signatures of approvals no longer kept (taken undecided, or purged).
+    pub signatures: usize,
 }
 
 impl Purged {
     /// Rows deleted, of every kind.
     pub fn total(&self) -> usize {
-        self.steps + self.calls + self.records + self.approvals + self.locks + self.taint
+        self.steps
+            + self.calls
+            + self.records
+            + self.approvals
+            + self.locks
+            + self.taint
+            + self.rates
+            + self.signatures
     }
 }
 
@@ -74,7 +87,7 @@ impl Kind {
 }
 
 /// Every kind a purge deletes, in the order of [`purged`]'s counts.
-pub const KINDS: [Kind; 6] = [
+pub const KINDS: [Kind; 8] = [
     Kind {
         name: "steps",
         table: "toolcall_steps",
@@ -114,11 +127,33 @@ pub const KINDS: [Kind; 6] = [
         key: "session, print",
         condition: "touched_ms < {cutoff}",
     },
+    Kind {
+        name: "rates",
+        table: "toolcall_rates",
+        key: "bucket_key, window_start_ms",
+        condition: "until_ms <= {now}",
+    },
+    // Kept as long as their approval is.
+    Kind {
+        name: "signatures",
+        table: "toolcall_signatures",
+        key: "id, signer",
+        condition: "NOT EXISTS (SELECT 1 FROM toolcall_approvals AS a WHERE a.id = toolcall_signatures.id)",
+    },
 ];
 
 /// What a purge deleted, from its counts of each of [`KINDS`], in order.
-pub fn purged(counts: [usize; 6]) -> Purged {
-    let [steps, calls, records, approvals, locks, taint] = counts;
+pub fn purged(counts: [usize; 8]) -> Purged {
+    let [
+        steps,
+        calls,
+        records,
+        approvals,
+        locks,
+        taint,
+        rates,
+        signatures,
+    ] = counts;
     Purged {
         steps,
         calls,
@@ -126,6 +161,8 @@ pub fn purged(counts: [usize; 6]) -> Purged {
         approvals,
         locks,
         taint,
+        rates,
+        signatures,
     }
 }
 

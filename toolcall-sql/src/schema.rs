@@ -17,6 +17,7 @@
 //! | 5 | approvals findable by their session and their call: `session_key` and its indexes |
 //! | 6 | who may answer an approval besides a person (`answerers`), a caller's open approvals counted (an index), and the question a claim keeps for an unknown outcome (`question`, `asked_ms` of a record, [`QUESTIONS_V6`]) |
 //! | 7 | who authenticated behind the caller of an approval (`principal`, [`COLUMNS_V7`]) |
+//! | 8 | the operators' controls and their history, fleet-wide rate windows and the signatures of approvals that need more than one person ([`CONTROLS_V8`]) |
 //!
 //! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
 //! them with Postgres's `BIGINT`.
@@ -24,7 +25,7 @@
 use toolcall_core::store::StoreError;
 
 /// The schema this version writes.
-pub const VERSION: i64 = 7;
+pub const VERSION: i64 = 8;
 
 /// Version 0, the first release's tables. Created if missing, so that new
 /// tables and tables from that release take the same upgrades.
@@ -112,6 +113,44 @@ pub const COLUMNS_V6: [(&str, &str, &str); 3] = [
 /// object ([`Principal`](toolcall_core::Principal)), `NULL` when nobody was
 /// named.
 pub const COLUMNS_V7: [(&str, &str, &str); 1] = [("toolcall_approvals", "principal", "TEXT")];
+
+/// Version 8: the operators' controls (one row: its version and the
+/// document) and their history (one row per version written: who, when,
+/// what, in words); the rate limits' fixed windows (one row per bucket and
+/// window, keyed by the [`session_key`](toolcall_core::store::session_key)
+/// of the bucket, with the window's end for the purge); and the signatures
+/// of approvals that need more than one person (one row per approval and
+/// signer, `n` its place in the signing order). Tables are only added, so a
+/// process still at version 7 keeps working.
+pub const CONTROLS_V8: &str = "
+CREATE TABLE IF NOT EXISTS toolcall_controls (
+    id       INTEGER PRIMARY KEY CHECK (id = 1),
+    version  INTEGER NOT NULL,
+    document TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_controls_history (
+    version INTEGER PRIMARY KEY,
+    by_name TEXT NOT NULL,
+    at_ms   INTEGER NOT NULL,
+    summary TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS toolcall_rates (
+    bucket_key      TEXT NOT NULL,
+    window_start_ms INTEGER NOT NULL,
+    bucket          TEXT NOT NULL,
+    until_ms        INTEGER NOT NULL,
+    count           INTEGER NOT NULL,
+    PRIMARY KEY (bucket_key, window_start_ms)
+);
+CREATE INDEX IF NOT EXISTS toolcall_rates_until ON toolcall_rates (until_ms);
+CREATE TABLE IF NOT EXISTS toolcall_signatures (
+    id     TEXT NOT NULL,
+    signer TEXT NOT NULL,
+    at_ms  INTEGER NOT NULL,
+    n      INTEGER NOT NULL,
+    PRIMARY KEY (id, signer)
+);
+";
 
 /// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
 /// SQLite's `INTEGER`.

@@ -265,25 +265,35 @@ fn a_purge_comes_every_so_many_writes_and_deletes_what_expired() {
     let names: Vec<_> = purge::KINDS.iter().map(|kind| kind.name).collect();
     assert_eq!(
         names,
-        ["steps", "calls", "records", "approvals", "locks", "taint"]
+        [
+            "steps",
+            "calls",
+            "records",
+            "approvals",
+            "locks",
+            "taint",
+            "rates",
+            "signatures"
+        ]
     );
     let records = &purge::KINDS[2];
     assert_eq!(
         records.condition("?1", "?2"),
         "touched_ms < ?1 AND (state <> 'in_flight' OR until_ms <= ?2)"
     );
-    let purged = purge::purged([1, 2, 3, 4, 5, 6]);
+    let purged = purge::purged([1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!((purged.steps, purged.locks, purged.taint), (1, 5, 6));
-    assert_eq!(purged.total(), 21);
+    assert_eq!((purged.rates, purged.signatures), (7, 8));
+    assert_eq!(purged.total(), 36);
 }
 
 #[test]
 fn tables_are_upgraded_through_each_version_once() {
     assert_eq!(
         schema::upgrades(0).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7]
+        [1, 2, 3, 4, 5, 6, 7, 8]
     );
-    assert_eq!(schema::upgrades(3).collect::<Vec<_>>(), [4, 5, 6, 7]);
+    assert_eq!(schema::upgrades(3).collect::<Vec<_>>(), [4, 5, 6, 7, 8]);
     assert_eq!(schema::upgrades(schema::VERSION).count(), 0);
     assert_eq!(schema::upgrades(schema::VERSION + 1).count(), 0);
 
@@ -291,9 +301,73 @@ fn tables_are_upgraded_through_each_version_once() {
     assert!(!postgres.contains("INTEGER"));
     assert_eq!(postgres.replace("BIGINT", "INTEGER"), schema::TABLES_V0);
 
-    let error = schema::too_new("the database's schema", 8, "toolcall-sqlite", "open it");
+    let error = schema::too_new("the database's schema", 9, "toolcall-sqlite", "open it");
     assert!(error.to_string().ends_with(
-        "the database's schema is version 8, newer than this toolcall-sqlite knows (7): \
+        "the database's schema is version 9, newer than this toolcall-sqlite knows (8): \
          open it with a newer version"
     ));
+}
+
+#[test]
+fn signing_refuses_in_order_and_the_last_signature_decides_with_every_name() {
+    use toolcall_core::store::SignOutcome;
+    use toolcall_sql::controls::{self, SignStep};
+
+    let now = 1_000;
+    let yes = ApprovalDecision {
+        approved: true,
+        by: "whoever".into(),
+        note: "fine".into(),
+        edited_arguments: None,
+        decided_ms: now,
+    };
+    let entry = |expires_ms: u64, decided: bool| ApprovalEntry {
+        approval: PendingApproval {
+            expires_ms,
+            decision: decided.then(|| yes.clone()),
+            ..approval("a", 0)
+        },
+        used_ms: None,
+        result: None,
+    };
+    let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let step = |entry: Option<&ApprovalEntry>, signers: &[&str], signer: &str| {
+        controls::sign_step(entry, &names(signers), signer, 3, &yes, now)
+    };
+    let open = entry(now + 1, false);
+    assert_eq!(
+        step(None, &[], "ana"),
+        SignStep::Answer(SignOutcome::Invalid)
+    );
+    // Decided before expired, expired before signed twice.
+    assert_eq!(
+        step(Some(&entry(now, true)), &["ana"], "ana"),
+        SignStep::Answer(SignOutcome::AlreadyDecided)
+    );
+    assert_eq!(
+        step(Some(&entry(now, false)), &["ana"], "ana"),
+        SignStep::Answer(SignOutcome::Expired)
+    );
+    assert_eq!(
+        step(Some(&open), &["ana"], "ana"),
+        SignStep::Answer(SignOutcome::AlreadySigned)
+    );
+    let kept = step(Some(&open), &["ana"], "bo");
+    assert_eq!(kept, SignStep::Keep { n: 2 });
+    assert_eq!(
+        controls::signed(&kept),
+        SignOutcome::Signed { signatures: 2 }
+    );
+    let last = step(Some(&open), &["ana", "bo"], "cy");
+    let SignStep::Decide { n: 3, decision } = &last else {
+        panic!("{last:?}")
+    };
+    assert_eq!(decision.by, "ana, bo, cy");
+    assert_eq!((decision.approved, decision.note.as_str()), (true, "fine"));
+    assert_eq!(controls::signed(&last), SignOutcome::Decided);
+
+    assert_eq!(
+        controls::dollars(controls::RATE_COUNT),
+        "SELECT count FROM toolcall_rates WHERE bucket_key = $1 AND window_start_ms = $2"
+    );
 }

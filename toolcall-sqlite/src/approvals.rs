@@ -54,7 +54,7 @@ pub(crate) fn approvals_where(
 }
 
 /// The first approval that matches `condition`, through `conn`.
-fn approval_where(
+pub(crate) fn approval_where(
     conn: &rusqlite::Connection,
     condition: &str,
     params: impl rusqlite::Params,
@@ -255,8 +255,7 @@ pub(crate) fn decide(
 ) -> Result<DecideOutcome, StoreError> {
     // One statement: of two decisions at once, one changes the row.
     let decided = store.execute(
-        "UPDATE toolcall_approvals SET decision = ?2, decided_ms = ?3
-         WHERE id = ?1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > ?4",
+        toolcall_sql::controls::DECIDE,
         params![
             id,
             approval::json(decision)?,

@@ -32,6 +32,10 @@
 //! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
+//! | `toolcall_controls` | the operators' controls (one row): their version and document | |
+//! | `toolcall_controls_history` | version of the controls written: who, when, what in words | the version |
+//! | `toolcall_rates` | rate limit's bucket and fixed window: its count and end | [`session_key`] of the bucket, and the window's start |
+//! | `toolcall_signatures` | approval and person who signed it, with the signing order | the confirmation id, and the signer |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
 //! (and a completed key) as it is. A claim whose lease ran out with no
@@ -49,7 +53,9 @@
 //! * undecided approvals past their expiry, and decided ones (the inbox's
 //!   history) once their expiry is older than the retention window;
 //! * resource locks whose lease ran out;
-//! * the taint of untrusted output, untouched for the retention window.
+//! * the taint of untrusted output, untouched for the retention window;
+//! * rate limits' windows that ended, and the signatures of approvals no
+//!   longer kept.
 //!
 //! Each is a range scan on an index. [`purge`](SqliteStore::purge) deletes
 //! all of it at once, for a timer or a maintenance job. A record dropped this
@@ -69,6 +75,7 @@
 
 mod approvals;
 mod begin;
+mod controls;
 mod purge;
 mod schema;
 
@@ -80,8 +87,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use toolcall_core::ToolResult;
 use toolcall_core::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
-    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled, now_ms, session_key,
+    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
+    TaintHit, TakeApproval, Unsettled, now_ms, session_key,
 };
 
 use schema::{migrate, retry_busy};
@@ -753,5 +761,71 @@ impl Store for SqliteStore {
                 Ok(())
             })
         }
+    }
+
+    fn controls(
+        &self,
+        known: u64,
+    ) -> impl Future<Output = Result<Option<StoredControls>, StoreError>> + Send {
+        async move { off_runtime(|| controls::get(self, known)) }
+    }
+
+    /// One `IMMEDIATE` transaction: the document written if its version is
+    /// `expected`, and the change kept.
+    fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async move { off_runtime(|| controls::put(self, expected, document, change)) }
+    }
+
+    fn controls_history(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ControlsChange>, StoreError>> + Send {
+        async move { off_runtime(|| controls::history(self, limit)) }
+    }
+
+    /// One statement: counted only below the limit.
+    fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async move {
+            off_runtime(|| controls::take_rate(self, bucket, window_start_ms, window_ms, limit))
+        }
+    }
+
+    fn rate_count(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        async move { off_runtime(|| controls::rate_count(self, bucket, window_start_ms)) }
+    }
+
+    /// One `IMMEDIATE` transaction: the signature kept and, for the last
+    /// one, the decision recorded.
+    fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
+        async move { off_runtime(|| controls::sign(self, id, signer, needed, decision, now_ms)) }
+    }
+
+    fn signatures(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
+        async move { off_runtime(|| controls::signatures(self, id)) }
     }
 }

@@ -146,6 +146,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
                     tx.execute_batch(schema::QUESTIONS_V6)?;
                 }
             }
+            // Version 8: the operators' controls, rate windows and
+            // signatures, tables only added.
+            8 => tx.execute_batch(schema::CONTROLS_V8)?,
             _ => unreachable!("no upgrade past schema::VERSION"),
         }
     }

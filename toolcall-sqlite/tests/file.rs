@@ -237,7 +237,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         assert_eq!(
             store.next_step("old-session", now_ms()).await.unwrap(),
@@ -322,6 +322,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             "toolcall_approvals_tool_created",
             "toolcall_calls_touched",
             "toolcall_locks_until",
+            "toolcall_rates_until",
             "toolcall_records_asking",
             "toolcall_records_touched",
             "toolcall_steps_touched",
@@ -367,10 +368,10 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 8")
+        .execute_batch("PRAGMA user_version = 9")
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 8, newer"), "{error}");
+    assert!(error.contains("version 9, newer"), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -488,6 +489,8 @@ fn the_store_purges_what_expired_by_itself() {
             approvals: 0,
             locks: 0,
             taint: 0,
+            rates: 0,
+            signatures: 0,
         }
     );
     assert_eq!(rows(&path, "toolcall_records"), [key("r-held").to_string()]);
@@ -561,7 +564,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -616,7 +619,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -660,7 +663,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     )
     .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
@@ -673,7 +676,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // Opening it again changes nothing.
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     assert_eq!(
         block_on(store.pending_approvals(now_ms(), 10))
             .unwrap()
@@ -772,7 +775,7 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
@@ -843,7 +846,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     drop(conn);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
@@ -906,7 +909,7 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     block_on(async {
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.principal, None, "asked by nobody named");
@@ -930,4 +933,65 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
     .unwrap();
     let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
     assert_eq!(pending.len(), 3);
+}
+
+#[test]
+fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_still_asks() {
+    let path = fresh_dir("v7").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE toolcall_controls;
+         DROP TABLE toolcall_controls_history;
+         DROP TABLE toolcall_rates;
+         DROP TABLE toolcall_signatures;
+         PRAGMA user_version = 7;",
+    )
+    .unwrap();
+    // A version-7 process's insert, with the columns it knows.
+    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
+                  VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', NULL)";
+    let now = now_ms() as i64;
+    conn.execute(
+        insert,
+        rusqlite::params!["p1", now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 8);
+    block_on(async {
+        assert_eq!(store.controls(0).await.unwrap(), None);
+        let change = toolcall::store::ControlsChange {
+            version: 0,
+            by: "ops".into(),
+            at_ms: now_ms(),
+            summary: "first".into(),
+        };
+        assert!(store.put_controls(0, "{}", &change).await.unwrap());
+        assert_eq!(store.controls(0).await.unwrap().unwrap().version, 1);
+        let start = now_ms() / 60_000 * 60_000;
+        assert!(store.take_rate("b", start, 60_000, 1).await.unwrap());
+        assert_eq!(store.rate_count("b", start).await.unwrap(), 1);
+        let yes = ApprovalDecision {
+            approved: true,
+            by: String::new(),
+            note: String::new(),
+            edited_arguments: None,
+            decided_ms: now_ms(),
+        };
+        let signed = store.sign_approval("p1", "ana", 2, &yes, now_ms()).await;
+        assert_eq!(
+            signed.unwrap(),
+            toolcall::store::SignOutcome::Signed { signatures: 1 }
+        );
+    });
+    // The version-7 process asks on as it did.
+    conn.execute(
+        insert,
+        rusqlite::params!["p2", now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+    let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
+    assert_eq!(pending.len(), 2);
 }

@@ -9,6 +9,7 @@ use crate::audit::lock;
 use crate::result::ToolResult;
 
 mod approvals;
+mod controls;
 mod hasher;
 mod shard;
 
@@ -41,6 +42,11 @@ pub struct MemoryStore {
     /// start knows no conversation has a question without looking through
     /// every shard's approvals.
     any_asked: std::sync::atomic::AtomicBool,
+    /// The operators' controls and their history ([`Store::put_controls`]).
+    controls: Mutex<controls::Controls>,
+    /// The version of the controls kept (0: none): a call's start that
+    /// knows it reads nothing else.
+    controls_version: std::sync::atomic::AtomicU64,
 }
 
 impl Default for MemoryStore {
@@ -60,6 +66,8 @@ impl MemoryStore {
             capacity_per_shard: capacity.div_ceil(SHARDS).max(1),
             asks: Mutex::new(()),
             any_asked: std::sync::atomic::AtomicBool::new(false),
+            controls: Mutex::default(),
+            controls_version: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -98,6 +106,8 @@ impl MemoryStore {
                     + shard.approvals.len()
                     + shard.locks.len()
                     + shard.taint.len()
+                    + shard.rates.len()
+                    + shard.signatures.len()
             })
             .sum()
     }
@@ -140,6 +150,7 @@ impl MemoryStore {
             .max(shard.calls.len())
             .max(shard.records.len())
             .max(shard.taint.len())
+            .max(shard.rates.len())
             > self.capacity_per_shard;
         if !over && !shard.writes.is_multiple_of(4096) {
             return;
@@ -156,11 +167,20 @@ impl MemoryStore {
                 || (a.approval.decision.is_some() && a.approval.expires_ms >= cutoff)
         });
         shard.locks.retain(|_, l| l.until_ms > now);
+        shard.rates.retain(|_, w| w.until_ms > now);
+        // Signatures go with their approval.
+        let Shard {
+            signatures,
+            approvals,
+            ..
+        } = shard;
+        signatures.retain(|id, _| approvals.contains_key(id));
         let cap = self.capacity_per_shard;
         trim_oldest(&mut shard.steps, cap, |c| c.touched_ms);
         trim_oldest(&mut shard.calls, cap, |c| c.touched_ms);
         trim_oldest(&mut shard.records, cap, |r| r.touched_ms);
         trim_oldest(&mut shard.taint, cap, |t| t.touched_ms);
+        trim_oldest(&mut shard.rates, cap, |w| w.until_ms);
     }
 }
 
@@ -685,6 +705,52 @@ impl Store for MemoryStore {
             shard.locks.remove(&slot);
         }
         Ok(())
+    }
+
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        Ok(self.read_controls(known))
+    }
+
+    async fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> Result<bool, StoreError> {
+        Ok(self.write_controls(expected, document, change))
+    }
+
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        Ok(self.controls_changes(limit))
+    }
+
+    async fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.take_in_window(bucket, window_start_ms, window_ms, limit))
+    }
+
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        Ok(self.count_in_window(bucket, window_start_ms))
+    }
+
+    async fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<SignOutcome, StoreError> {
+        Ok(self.sign(id, signer, needed, decision, now_ms))
+    }
+
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        Ok(self.signed(id))
     }
 }
 

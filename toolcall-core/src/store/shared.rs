@@ -6,8 +6,9 @@ use crate::result::ToolResult;
 
 use super::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery,
-    RecordedOutcome, Store, StoreError, TaintHit, TakeApproval, Unsettled,
+    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
+    TaintHit, TakeApproval, Unsettled,
 };
 
 /// A shared store: several dispatchers (or tests) over one set of records.
@@ -231,5 +232,64 @@ impl<T: Store> Store for std::sync::Arc<T> {
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).unlock_resource(resource, holder)
+    }
+
+    fn controls(
+        &self,
+        known: u64,
+    ) -> impl Future<Output = Result<Option<StoredControls>, StoreError>> + Send {
+        (**self).controls(known)
+    }
+
+    fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).put_controls(expected, document, change)
+    }
+
+    fn controls_history(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ControlsChange>, StoreError>> + Send {
+        (**self).controls_history(limit)
+    }
+
+    fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).take_rate(bucket, window_start_ms, window_ms, limit)
+    }
+
+    fn rate_count(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        (**self).rate_count(bucket, window_start_ms)
+    }
+
+    fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
+        (**self).sign_approval(id, signer, needed, decision, now_ms)
+    }
+
+    fn signatures(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
+        (**self).signatures(id)
     }
 }

@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, Hash};
 
 use super::{KeyHasher, Slot};
 use crate::result::ToolResult;
-use crate::store::{ApprovalEntry, Key, PendingApproval, RecordedOutcome};
+use crate::store::{ApprovalEntry, Key, PendingApproval, RecordedOutcome, Signature};
 
 #[derive(Debug, Default)]
 pub(super) struct Shard {
@@ -16,7 +16,21 @@ pub(super) struct Shard {
     pub(super) approvals: HashMap<String, ApprovalEntry>,
     pub(super) locks: HashMap<Slot, Lock, KeyHasher>,
     pub(super) taint: HashMap<String, Taint>,
+    /// The rate limits' windows, by bucket and start, in the bucket's
+    /// shard.
+    pub(super) rates: HashMap<(String, u64), Window>,
+    /// The signatures of approvals, in signing order, in their approval's
+    /// shard (signing and deciding are one step under its lock).
+    pub(super) signatures: HashMap<String, Vec<Signature>>,
     pub(super) writes: u64,
+}
+
+/// A rate limit's fixed window: how many calls it counted, and when it
+/// ends.
+#[derive(Debug)]
+pub(super) struct Window {
+    pub(super) count: u64,
+    pub(super) until_ms: u64,
 }
 
 /// What one session's untrusted output left: the fingerprints of its values.

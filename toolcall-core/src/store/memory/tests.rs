@@ -12,6 +12,26 @@ fn block_on<F: Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
+/// A question `id` of session `s`, asked at 1, open for ever.
+fn question(id: &str, decision: Option<ApprovalDecision>) -> PendingApproval {
+    PendingApproval {
+        id: id.into(),
+        session: "s".into(),
+        caller: "c".into(),
+        tool: "pay".into(),
+        digest: "d".into(),
+        arguments: Value::Null,
+        step: 1,
+        created_ms: 1,
+        expires_ms: u64::MAX,
+        decision,
+        reason: None,
+        tainted: Vec::new(),
+        answerers: Default::default(),
+        principal: None,
+    }
+}
+
 #[test]
 fn a_call_start_says_no_question_is_asked_only_until_one_is() {
     block_on(async {
@@ -21,22 +41,6 @@ fn a_call_start_says_no_question_is_asked_only_until_one_is() {
         start.questions = true;
         let begun = store.begin_call(&start).await.unwrap();
         assert_eq!(begun.questions, Some(false), "nothing asked yet");
-        let question = |id: &str, decision| PendingApproval {
-            id: id.into(),
-            session: "s".into(),
-            caller: "c".into(),
-            tool: "pay".into(),
-            digest: "d".into(),
-            arguments: Value::Null,
-            step: 1,
-            created_ms: 1,
-            expires_ms: u64::MAX,
-            decision,
-            reason: None,
-            tainted: Vec::new(),
-            answerers: Default::default(),
-            principal: None,
-        };
         store.put_approval(&question("a", None)).await.unwrap();
         let begun = store.begin_call(&start).await.unwrap();
         assert_eq!(begun.questions, None, "asked: the caller looks");
@@ -144,4 +148,53 @@ fn trimming_keeps_the_newest() {
     trim_oldest(&mut map, 50, |c| c.touched_ms);
     assert_eq!(map.len(), 45);
     assert!(map.contains_key("k99") && !map.contains_key("k0"));
+}
+
+#[test]
+fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
+    block_on(async {
+        // A capacity of 16: one entry per shard, so every write trims.
+        let store = MemoryStore::new(Duration::from_secs(60), 16);
+        let now = now_ms();
+        assert!(store.take_rate("old", 0, 1_000, 5).await.unwrap());
+        assert!(store.take_rate("old", 0, 1_000, 5).await.unwrap());
+        let start = now - now % 60_000;
+        for i in 0..40 {
+            let bucket = format!("b{i}");
+            assert!(store.take_rate(&bucket, start, 60_000, 5).await.unwrap());
+        }
+        assert_eq!(store.rate_count("old", 0).await.unwrap(), 0, "ended: gone");
+        let kept: usize = store.shards.iter().map(|s| lock(s).rates.len()).sum();
+        assert!(kept <= 40, "{kept}");
+
+        let asked = PendingApproval {
+            created_ms: now,
+            expires_ms: now + 60_000,
+            ..question("q", None)
+        };
+        store.put_approval(&asked).await.unwrap();
+        let yes = ApprovalDecision {
+            approved: true,
+            by: String::new(),
+            note: String::new(),
+            edited_arguments: None,
+            decided_ms: now,
+        };
+        let signed = store.sign_approval("q", "ana", 2, &yes, now).await;
+        assert_eq!(signed.unwrap(), SignOutcome::Signed { signatures: 1 });
+        let binding = Binding {
+            session: "s",
+            caller: "c",
+            tool: None,
+            digest: None,
+        };
+        // Taken undecided: the approval is gone, and its signatures with it
+        // at the shard's next maintenance.
+        let taken = store.take_approval("q", &binding, now).await.unwrap();
+        assert!(matches!(taken, TakeApproval::Taken(_)));
+        let mut shard = store.shard("q");
+        shard.writes = 4095; // the next write maintains the shard
+        store.maintain(&mut shard, now);
+        assert!(shard.signatures.is_empty());
+    });
 }
