@@ -561,6 +561,19 @@ impl<S: Any + Send + Sync> Code<S> {
         if let Some(path) = audit {
             let sink = JsonLinesAudit::open(path)
                 .map_err(Error::io(format!("open {}", path.display())))?;
+            // With `metrics`, each record is measured on the global
+            // MeterProvider before it is written (tools by their registry
+            // names: any other name is one series, `_OTHER`).
+            #[cfg(feature = "metrics")]
+            let sink = toolcall_metrics::MetricsAudit::new(sink)
+                .tools(self.registry.iter().map(|spec| spec.name()));
+            builder = builder.audit(sink);
+        }
+        #[cfg(feature = "metrics")]
+        if audit.is_none() {
+            // The dispatcher's own default sink, measured the same way.
+            let sink = toolcall_metrics::MetricsAudit::new(toolcall_core::MemoryAudit::new())
+                .tools(self.registry.iter().map(|spec| spec.name()));
             builder = builder.audit(sink);
         }
         if let Some(configure) = &self.configure {
