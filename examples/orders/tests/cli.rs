@@ -1059,3 +1059,25 @@ fn an_operator_stops_refunds_for_every_process_over_the_store() {
     assert!(lines[0].contains("loaded the policy from"), "{history}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The policy file shown in docs/operators.md checks against `orders`.
+#[test]
+fn the_documented_policy_file_checks() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/operators.md"
+    ))
+    .unwrap();
+    let start = doc.find("```toml\n").expect("a TOML block") + "```toml\n".len();
+    let block = &doc[start..start + doc[start..].find("```").unwrap()];
+    let dir = scratch("documented-policy");
+    let file = dir.join("policy.toml");
+    std::fs::write(&file, block).unwrap();
+    let checked = orders(&["admin", "policy", "check", file.to_str().unwrap()], "");
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
