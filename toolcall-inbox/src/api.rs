@@ -397,6 +397,11 @@ async fn decided_state<B: Backend>(
     let mut state =
         kept.unwrap_or_else(|| json!({"id": id, "state": decided_word(answer), "by": who.name()}));
     state["again"] = (decided == Decided::Again).into();
+    // One signature of several: the question waits for the others.
+    if let Decided::Signed { signatures, needed } = decided {
+        state["signatures"] = signatures.into();
+        state["needed"] = needed.into();
+    }
     state
 }
 
@@ -424,6 +429,9 @@ async fn refused_by_life<B: Backend>(app: &App<B>, id: &str, refusal: LifeRefusa
             "This question is not one to answer here. Nothing was decided.",
         )
         .with("answers", answers(kind)),
+        LifeRefusal::Controls(_) => {
+            Problem::new(StatusCode::CONFLICT, "refused_by_controls", &said)
+        }
         LifeRefusal::Store(error) => store_unavailable(&error),
         _ => Problem::new(StatusCode::CONFLICT, "refused", "Nothing was decided."),
     };

@@ -429,7 +429,15 @@ async fn record<B: Backend>(
 ) -> Response {
     let store = app.backend.store();
     match through_life(app, user, id, answer, note, now).await {
+        Ok(toolcall_core::life::Decided::Signed { .. }) => decided(id, "signed"),
         Ok(_) => decided(id, notice),
+        Err(Refusal::Controls(why)) => message(
+            app,
+            user,
+            StatusCode::CONFLICT,
+            "Refused by the operators' controls",
+            &why,
+        ),
         Err(Refusal::Closed) => match store.approval(id).await {
             Ok(Some(entry)) => closed(app, user, &entry).unwrap_or_else(|| expired(app, user)),
             Ok(None) => unknown(app, user),

@@ -173,6 +173,10 @@ pub(crate) async fn index<B: Backend>(
         let id = query.get("id").map_or("", String::as_str);
         let text = match notice.as_str() {
             "approved" => "Approved: the agent runs it, once, on its next call with the id",
+            "signed" => {
+                "Signed: it needs more people's approval (never the one who made the call) before \
+                 it runs"
+            }
             "edited" => {
                 "Approved with your edits: the agent's next call runs the edited call, checked again"
             }
