@@ -30,7 +30,7 @@ trap 'rm -rf "$diffs"' EXIT
 status=0
 for crate in toolcall toolcall-core toolcall-macros toolcall-sql toolcall-sqlite toolcall-postgres \
     toolcall-providers toolcall-mcp toolcall-contract toolcall-inbox toolcall-cli toolcall-rig \
-    toolcall-listen; do
+    toolcall-listen toolcall-metrics; do
     listing="public-api/$crate.txt"
     current="$(cargo public-api --simplified --all-features -p "$crate" 2>/dev/null)" || {
         echo "public-api: could not list $crate (cargo public-api -p $crate --all-features)" >&2
