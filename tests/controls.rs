@@ -121,7 +121,7 @@ fn policy(toml: &str) -> Controls {
 }
 
 macro_rules! on_every_store {
-    ($name:ident) => {
+    ($name:ident, $tag:literal) => {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn memory() {
@@ -150,7 +150,8 @@ macro_rules! on_every_store {
                 let Some(url) = toolcall_tests::postgres_url() else {
                     return;
                 };
-                let schema = toolcall_tests::postgres_schema(stringify!($name));
+                // A short name: Postgres cuts identifiers at 63 bytes.
+                let schema = toolcall_tests::postgres_schema($tag);
                 let first = toolcall_postgres::PostgresStore::connect_in_schema(&url, &schema)
                     .await
                     .unwrap();
@@ -158,16 +159,31 @@ macro_rules! on_every_store {
                     .await
                     .unwrap();
                 super::$name(super::fleet(first, second)).await;
+                toolcall_postgres::PostgresStore::connect_in_schema(&url, &schema)
+                    .await
+                    .unwrap()
+                    .drop_schema()
+                    .await
+                    .unwrap();
             }
         }
     };
 }
 
-on_every_store!(a_stop_reaches_a_replica_that_was_not_told);
-on_every_store!(a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused);
-on_every_store!(a_rate_limit_is_counted_across_replicas_with_its_reset_time);
-on_every_store!(two_people_approve_never_the_requester_and_racing_last_signatures_run_once);
-on_every_store!(a_rule_approves_small_refunds_and_the_audit_names_it);
+on_every_store!(a_stop_reaches_a_replica_that_was_not_told, "stop");
+on_every_store!(
+    a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused,
+    "reload"
+);
+on_every_store!(
+    a_rate_limit_is_counted_across_replicas_with_its_reset_time,
+    "rate"
+);
+on_every_store!(
+    two_people_approve_never_the_requester_and_racing_last_signatures_run_once,
+    "people"
+);
+on_every_store!(a_rule_approves_small_refunds_and_the_audit_names_it, "rule");
 
 const REFUND: &str = "refund_order";
 
