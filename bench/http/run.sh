@@ -18,6 +18,8 @@
 # --wait-idle S (120) and --idle-busy PCT (25): before each measurement,
 # wait up to S seconds for the machine's CPUs to be at most PCT busy over a
 # second (other builds paused); what was waited and found is recorded.
+# ORDERS, PEERS: the binaries to measure (with --no-build: another build's,
+# e.g. an earlier commit's; this checkout's release builds by default).
 # PG_URL: a Postgres server and a database to connect to
 # (postgres://postgres@127.0.0.1:5432/test); each Postgres measurement runs
 # on a database of its own made there and dropped after, so every run
@@ -79,8 +81,8 @@ done
 cd "$(dirname "$0")/../.."
 root=$PWD
 script="$root/bench/http/tools_call.lua"
-orders="$root/target/release/orders"
-peers="$root/bench/peers/target/release/peers"
+orders="${ORDERS:-$root/target/release/orders}"
+peers="${PEERS:-$root/bench/peers/target/release/peers}"
 
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 2; }
 case ",$servers," in *,postgres,*) command -v psql >/dev/null || { echo "psql is needed for postgres" >&2; exit 2; } ;; esac

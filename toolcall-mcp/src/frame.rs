@@ -45,26 +45,36 @@ pub(crate) enum Outcome {
 
 /// Reads one frame (a line without its `\n`).
 pub(crate) fn read(line: &[u8]) -> Outcome {
+    read_text(line).0
+}
+
+/// Reads one frame, as [`read`]; with a message, also the text it was read
+/// from: the frame without a byte order mark or a final `\r`, and `{}` in
+/// place of a `tools/call`'s arguments. rmcp reads the same message from
+/// that text.
+pub(crate) fn read_text(line: &[u8]) -> (Outcome, Option<Cow<'_, str>>) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
-        return Outcome::Drop("a blank line");
+        return (Outcome::Drop("a blank line"), None);
     }
     let mut scanner = Scanner::default();
     scanner.feed(line);
     let scan = scanner.finish();
 
     let Ok(text) = std::str::from_utf8(line) else {
-        return scan.answer(
+        let answer = scan.answer(
             PARSE_ERROR,
             "Parse error: the message is not valid UTF-8".into(),
         );
+        return (answer, None);
     };
     if let Some(member) = scan.duplicate {
-        return scan.answer(
+        let answer = scan.answer(
             INVALID_REQUEST,
             format!("Invalid request: the member `{member}` appears twice").into(),
         );
+        return (answer, None);
     }
 
     // A `tools/call`'s arguments go to the pipeline as the client wrote
@@ -76,17 +86,24 @@ pub(crate) fn read(line: &[u8]) -> Outcome {
         .arguments
         .filter(|_| is_call)
         .and_then(|span| Replaced::new(text, span));
-    let text = replaced.as_ref().map_or(text, |replaced| &replaced.text);
+    let read = replaced.as_ref().map_or(text, |replaced| &replaced.text);
 
-    if let Some(refusal) = refusal(text, &scan) {
-        return refusal;
+    if let Some(refusal) = refusal(read, &scan) {
+        return (refusal, None);
     }
-    match serde_json::from_str::<ClientJsonRpcMessage>(text) {
+    match serde_json::from_str::<ClientJsonRpcMessage>(read) {
         Ok(mut message) => {
-            attach_arguments(&mut message, replaced.map(|replaced| replaced.arguments));
-            misread_call(&message).unwrap_or_else(|| Outcome::Message(Box::new(message)))
+            let (read, arguments) = match replaced {
+                Some(replaced) => (Cow::Owned(replaced.text), Some(replaced.arguments)),
+                None => (Cow::Borrowed(text), None),
+            };
+            attach_arguments(&mut message, arguments);
+            match misread_call(&message) {
+                Some(answer) => (answer, None),
+                None => (Outcome::Message(Box::new(message)), Some(read)),
+            }
         }
-        Err(error) => unread(&scan, text, is_call, &error),
+        Err(error) => (unread(&scan, read, is_call, &error), None),
     }
 }
 

@@ -3,6 +3,7 @@
 //! [crate docs](crate#streamable-http)).
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +20,10 @@ use axum::http::request::Parts;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse as _, Response};
-use rmcp::model::{ClientRequest, JsonRpcMessage, JsonRpcRequest};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta as _, JsonRpcMessage,
+    JsonRpcNotification, JsonRpcRequest,
+};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
@@ -276,8 +280,8 @@ where
 
     // The checks of Host and Origin, and the body's bound, are this
     // router's, before rmcp reads anything; rmcp's bound stays as a second
-    // one, above ours (the message it reads is written again, as long as
-    // what was sent or a little longer).
+    // one, above ours (the text it reads is what was sent, `{}` in place
+    // of a call's arguments: a byte longer at most).
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
@@ -595,12 +599,14 @@ enum Asks {
 }
 
 /// The request for rmcp, from a `POST`'s head and body, read through the
-/// frame's guard: the body written again as rmcp reads it, the call's
-/// arguments as sent beside it; or the answer to a body the guard (or the
-/// bound on protocol versions) refuses.
+/// frame's guard: the body as the guard read it (without a byte order mark,
+/// `{}` in place of a call's arguments: rmcp reads the message the guard
+/// read), the call's arguments as sent beside it; or the answer to a body
+/// the guard (or the bound on protocol versions) refuses.
 /// Also says whether the message is an `initialize`, and what it asks.
-fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool, Asks), Box<Response>> {
-    let mut message = match frame::read(bytes) {
+fn guarded(mut parts: Parts, bytes: &Bytes) -> Result<(Request, bool, Asks), Box<Response>> {
+    let (outcome, text) = frame::read_text(bytes);
+    let mut message = match outcome {
         Outcome::Message(message) => message,
         Outcome::Answer(answer) => return Err(Box::new(jsonrpc_error_response(answer))),
         Outcome::Drop(what) => {
@@ -612,6 +618,17 @@ fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool, Asks), Box<
             ))));
         }
     };
+    if let Some(problem) = long_protocol_version(&message) {
+        let id = match message.as_ref() {
+            JsonRpcMessage::Request(request) => request.id.clone().into_json_value(),
+            _ => Value::Null,
+        };
+        return Err(Box::new(jsonrpc_error_response(frame::error_line(
+            id,
+            INVALID_PARAMS,
+            problem,
+        ))));
+    }
     let initialize = matches!(
         message.as_ref(),
         JsonRpcMessage::Request(JsonRpcRequest {
@@ -633,25 +650,17 @@ fn guarded(mut parts: Parts, bytes: &[u8]) -> Result<(Request, bool, Asks), Box<
             }
         }
     }
-    let cannot = || {
-        refuse(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Internal Server Error: the request could not be handled",
-        )
+    let body = match text {
+        Some(Cow::Borrowed(text)) => bytes.slice_ref(text.as_bytes()),
+        Some(Cow::Owned(text)) => Bytes::from(text),
+        None => {
+            tracing::warn!("the guard read a message without its text");
+            return Err(Box::new(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: the request could not be handled",
+            )));
+        }
     };
-    let mut value = serde_json::to_value(message.as_ref()).map_err(|error| {
-        tracing::warn!(%error, "could not write a request out again");
-        cannot()
-    })?;
-    if let Some(problem) = long_protocol_version(&value) {
-        let id = value.get_mut("id").map_or(Value::Null, Value::take);
-        return Err(Box::new(jsonrpc_error_response(frame::error_line(
-            id,
-            INVALID_PARAMS,
-            problem,
-        ))));
-    }
-    let body = serde_json::to_vec(&value).map_err(|_| cannot())?;
     parts
         .headers
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
@@ -717,23 +726,54 @@ fn caller_of(tokens: &[([u8; 32], usize)], token: &str) -> Option<usize> {
     found
 }
 
-/// What is wrong with a protocol version the request names, if it is too
-/// long to be one (rmcp's errors would repeat it).
-fn long_protocol_version(value: &Value) -> Option<&'static str> {
-    let params = value.get("params")?;
+/// What is wrong with a protocol version the message names, if it is too
+/// long to be one (rmcp's errors would repeat it): `initialize`'s
+/// `params.protocolVersion`, or the protocol version of its `params._meta`
+/// (which rmcp keeps in the message's extensions; a method it does not know
+/// keeps its `params` as sent).
+fn long_protocol_version(message: &ClientJsonRpcMessage) -> Option<&'static str> {
+    const META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
     let long = |value: Option<&Value>| {
         value
             .and_then(Value::as_str)
             .is_some_and(|text| text.len() > MAX_PROTOCOL_VERSION_BYTES)
     };
-    if long(params.get("protocolVersion")) {
+    let (version, meta, params) = match message {
+        JsonRpcMessage::Request(JsonRpcRequest { request, .. }) => (
+            match request {
+                ClientRequest::InitializeRequest(initialize) => {
+                    Some(initialize.params.protocol_version.as_str())
+                }
+                _ => None,
+            },
+            request.get_meta().get(META_KEY),
+            match request {
+                ClientRequest::CustomRequest(custom) => custom.params.as_ref(),
+                _ => None,
+            },
+        ),
+        JsonRpcMessage::Notification(JsonRpcNotification { notification, .. }) => (
+            None,
+            notification.get_meta().get(META_KEY),
+            match notification {
+                ClientNotification::CustomNotification(custom) => custom.params.as_ref(),
+                _ => None,
+            },
+        ),
+        _ => return None,
+    };
+    if version.is_some_and(|text| text.len() > MAX_PROTOCOL_VERSION_BYTES)
+        || long(params.and_then(|params| params.get("protocolVersion")))
+    {
         return Some("Invalid params: params.protocolVersion is too long to be a protocol version");
     }
-    if long(
-        params
-            .get("_meta")
-            .and_then(|meta| meta.get("io.modelcontextprotocol/protocolVersion")),
-    ) {
+    if long(meta)
+        || long(
+            params
+                .and_then(|params| params.get("_meta"))
+                .and_then(|meta| meta.get(META_KEY)),
+        )
+    {
         return Some(
             "Invalid params: the _meta protocolVersion is too long to be a protocol version",
         );

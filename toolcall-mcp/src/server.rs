@@ -22,7 +22,6 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 use toolcall_core::__private::echo::{MAX_NAME_ECHO, cut};
-use toolcall_core::canonical::digest;
 use toolcall_core::store::{MemoryStore, Store};
 use toolcall_core::{Approvals, Arguments, Call, Caller, Code, Dispatcher, ToolResult};
 
@@ -714,22 +713,23 @@ fn raw_arguments<'a>(
     }
 }
 
-/// 128 random bits, hex: names one connection's session.
+/// 128 bits, hex: names one connection's session. A keyed hash (SipHash,
+/// keyed from the OS's randomness once per process) of a counter, so that
+/// no two connections of a process share one and no client can guess
+/// another's, without a system call or a `format!` per connection: a
+/// stateless HTTP request is a connection of its own.
 fn connection_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No OS randomness: a hash of the time, the process and a counter,
-        // still unique.
-        static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
-        let seed = format!(
-            "{:?}/{}/{}",
-            std::time::SystemTime::now(),
-            std::process::id(),
-            CONNECTIONS.fetch_add(1, Ordering::Relaxed)
-        );
-        return digest(&Value::from(seed))[..32].to_owned();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::hash::BuildHasher as _;
+    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+    let keys = KEYS.get_or_init(std::hash::RandomState::new);
+    let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+    let bits = u128::from(keys.hash_one((n, 0u8))) << 64 | u128::from(keys.hash_one((n, 1u8)));
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    (0..32)
+        .rev()
+        .map(|digit| char::from(HEX[(bits >> (4 * digit)) as usize & 0xf]))
+        .collect()
 }
 
 /// Whether the client can show a person a form (an empty elicitation

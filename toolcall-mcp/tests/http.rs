@@ -690,6 +690,23 @@ async fn malformed_bodies_get_jsonrpc_errors_and_the_server_keeps_serving() {
             -32602,
             json!(12),
         ),
+        (
+            stateless_call(13, "balance", "{}").replace(
+                r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#,
+                &format!(r#""io.modelcontextprotocol/protocolVersion":"{long_version}""#),
+            ),
+            200,
+            -32602,
+            json!(13),
+        ),
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"m","method":"x/unknown","params":{{"protocolVersion":"{long_version}"}}}}"#
+            ),
+            200,
+            -32602,
+            json!("m"),
+        ),
     ];
     for (body, status, code, id) in cases {
         let answer = send(addr, "POST", &[("Authorization", &auth)], body.as_bytes()).await;
@@ -729,6 +746,16 @@ async fn malformed_bodies_get_jsonrpc_errors_and_the_server_keeps_serving() {
         stateless_call(14, "balance", "{}").as_bytes(),
     )
     .await;
+    assert_eq!(answer.message()["result"]["structuredContent"]["ok"], true);
+    // A byte order mark before the JSON is no part of it.
+    let answer = send(
+        addr,
+        "POST",
+        &modern_call("balance", &auth),
+        format!("\u{FEFF}{}", stateless_call(15, "balance", "{}")).as_bytes(),
+    )
+    .await;
+    assert_eq!(answer.message()["id"], 15, "{answer:?}");
     assert_eq!(answer.message()["result"]["structuredContent"]["ok"], true);
 }
 

@@ -86,24 +86,24 @@ impl SqliteShop {
     /// The order, its refunded sum read now.
     pub(crate) fn order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
         let conn = lock(&self.conn);
-        let order = conn
-            .query_row(
-                "SELECT o.customer_id, o.total_cents, o.currency,
+        let order = cached_row(
+            &conn,
+            "SELECT o.customer_id, o.total_cents, o.currency,
                         (SELECT COALESCE(SUM(r.amount_cents), 0) FROM orders_refunds r
                           WHERE r.order_id = o.order_id)
                    FROM orders_orders o WHERE o.order_id = ?1",
-                [order_id],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, i64>(3)?,
-                    ))
-                },
-            )
-            .optional()
-            .map_err(unavailable)?;
+            [order_id],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(unavailable)?;
         let Some((customer_id, total_cents, code, refunded_cents)) = order else {
             return Ok(None);
         };
@@ -119,18 +119,18 @@ impl SqliteShop {
 
     pub(crate) fn messages(&self, order_id: &str) -> Result<Option<Vec<Message>>, BackendError> {
         let conn = lock(&self.conn);
-        let exists: bool = conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
-                [order_id],
-                |row| row.get(0),
-            )
-            .map_err(unavailable)?;
+        let exists: bool = cached_row(
+            &conn,
+            "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
+            [order_id],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
         if !exists {
             return Ok(None);
         }
         let mut select = conn
-            .prepare(
+            .prepare_cached(
                 "SELECT sender, text FROM orders_messages WHERE order_id = ?1 ORDER BY position",
             )
             .map_err(unavailable)?;
@@ -150,7 +150,7 @@ impl SqliteShop {
     pub(crate) fn notes(&self) -> Result<Vec<(String, String)>, BackendError> {
         let conn = lock(&self.conn);
         let mut select = conn
-            .prepare("SELECT order_id, text FROM orders_notes ORDER BY id")
+            .prepare_cached("SELECT order_id, text FROM orders_notes ORDER BY id")
             .map_err(unavailable)?;
         let notes = select
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -163,7 +163,7 @@ impl SqliteShop {
     pub(crate) fn refunds(&self) -> Result<Vec<AppliedRefund>, BackendError> {
         let conn = lock(&self.conn);
         let mut select = conn
-            .prepare(
+            .prepare_cached(
                 "SELECT order_id, amount_cents, idempotency_key, remaining_cents
                    FROM orders_refunds ORDER BY id",
             )
@@ -184,9 +184,13 @@ impl SqliteShop {
     }
 
     pub(crate) fn refund_count(&self) -> Result<u64, BackendError> {
-        let count: i64 = lock(&self.conn)
-            .query_row("SELECT COUNT(*) FROM orders_refunds", [], |row| row.get(0))
-            .map_err(unavailable)?;
+        let count: i64 = cached_row(
+            &lock(&self.conn),
+            "SELECT COUNT(*) FROM orders_refunds",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
@@ -202,26 +206,26 @@ impl SqliteShop {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(unavailable)?;
-        let total_cents: Option<i64> = tx
-            .query_row(
-                "SELECT total_cents FROM orders_orders WHERE order_id = ?1",
-                [order_id],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(unavailable)?;
+        let total_cents: Option<i64> = cached_row(
+            &tx,
+            "SELECT total_cents FROM orders_orders WHERE order_id = ?1",
+            [order_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
         let Some(total_cents) = total_cents else {
             return Err(BackendError::UnknownOrder);
         };
-        let first: Option<(String, i64, i64)> = tx
-            .query_row(
-                "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
+        let first: Option<(String, i64, i64)> = cached_row(
+            &tx,
+            "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
                   WHERE idempotency_key = ?1",
-                [idempotency_key],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .map_err(unavailable)?;
+            [idempotency_key],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?;
         if let Some((first_order, first_amount, remaining_cents)) = first {
             return if first_order == order_id && first_amount == amount_cents {
                 Ok(Applied::Again(remaining_cents))
@@ -229,13 +233,13 @@ impl SqliteShop {
                 Err(BackendError::KeyReused)
             };
         }
-        let refunded_cents: i64 = tx
-            .query_row(
-                "SELECT COALESCE(SUM(amount_cents), 0) FROM orders_refunds WHERE order_id = ?1",
-                [order_id],
-                |row| row.get(0),
-            )
-            .map_err(unavailable)?;
+        let refunded_cents: i64 = cached_row(
+            &tx,
+            "SELECT COALESCE(SUM(amount_cents), 0) FROM orders_refunds WHERE order_id = ?1",
+            [order_id],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
         self.catalog.saw_refunded(order_id, refunded_cents);
         let refundable_cents = total_cents - refunded_cents;
         if amount_cents > refundable_cents {
@@ -268,13 +272,13 @@ impl SqliteShop {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(not_applied)?;
-        let exists: bool = tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
-                [order_id],
-                |row| row.get(0),
-            )
-            .map_err(not_applied)?;
+        let exists: bool = cached_row(
+            &tx,
+            "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
+            [order_id],
+            |row| row.get(0),
+        )
+        .map_err(not_applied)?;
         if !exists {
             return Err(BackendError::UnknownOrder);
         }
@@ -283,14 +287,26 @@ impl SqliteShop {
             params![order_id, text, now_ms()],
         )
         .map_err(not_applied)?;
-        let notes: i64 = tx
-            .query_row("SELECT COUNT(*) FROM orders_notes", [], |row| row.get(0))
-            .map_err(not_applied)?;
+        let notes: i64 = cached_row(&tx, "SELECT COUNT(*) FROM orders_notes", [], |row| {
+            row.get(0)
+        })
+        .map_err(not_applied)?;
         toolcall::crash::point(NOTE_BEFORE_COMMIT);
         tx.commit().map_err(unavailable)?;
         self.catalog.noted(order_id, text);
         Ok(usize::try_from(notes).unwrap_or(usize::MAX))
     }
+}
+
+/// One row of `sql` (prepared once per connection, then taken from its
+/// statement cache).
+fn cached_row<T, P: rusqlite::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, row)
 }
 
 /// Creates the missing tables and seeds the reference's orders and
