@@ -410,7 +410,7 @@ where
         return *refusal;
     }
     if request.method() != Method::POST {
-        return service.service.handle(request).await.map(Body::new);
+        return service.handle(request).await;
     }
     let (parts, body) = request.into_parts();
     let read = tokio::time::timeout(
@@ -437,7 +437,7 @@ where
         Err(answer) => return *answer,
     };
     if !(initialize && opens) {
-        return service.service.handle(request).await.map(Body::new);
+        return service.handle(request).await;
     }
     // An `initialize` that opens a session: one at a time per caller, so
     // that two at once cannot both pass the bound.
@@ -459,7 +459,20 @@ where
             .insert(RETRY_AFTER, HeaderValue::from_static("60"));
         return response;
     }
-    service.service.handle(request).await.map(Body::new)
+    service.handle(request).await
+}
+
+impl<S, St> Lane<S, St>
+where
+    S: Any + Send + Sync,
+    St: Store + 'static,
+{
+    /// The request, handed to rmcp. Its future is boxed: it is large, and
+    /// the handler's future (moved whole by axum at each request) then
+    /// holds a pointer to it, not all of it.
+    async fn handle(&self, request: Request) -> Response {
+        Box::pin(self.service.handle(request)).await.map(Body::new)
+    }
 }
 
 /// The header that names a request's session.
