@@ -362,10 +362,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// A file of tokens, a line a person: `NAME TOKEN`, or only `TOKEN`
-    /// (named `operator`); each decision records the name. Without it, one
-    /// token is generated and its sign-in address printed.
+    /// (named `operator`); each decision records the name. `NAME TOKEN
+    /// admin` makes the person an admin, who may also stop a tool, a caller
+    /// or everything from the inbox (`/admin`). Without it, one token is
+    /// generated and its sign-in address printed.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Make the generated token an admin's (without `--token-file`): it may
+    /// also stop a tool, a caller or everything from the inbox (`/admin`).
+    /// With a token file, end an admin's line with `admin` instead.
+    #[arg(long, conflicts_with = "token_file")]
+    pub admin: bool,
     /// Mark the sign-in cookie `Secure`, so a browser sends it only over
     /// TLS: set it when the inbox is reached through a TLS proxy. (A
     /// sign-in whose request says it came over TLS, by an `https` Origin or

@@ -30,6 +30,17 @@ fn options(
     options
 }
 
+/// Who may sign in: the people of `--token-file` (its `admin` lines
+/// admins), or one generated token, an admin's with `--admin`.
+fn access(args: &ServeArgs) -> Result<toolcall_inbox::Access, Error> {
+    let access = match &args.token_file {
+        Some(path) => toolcall_inbox::Access::from_file(path, toolcall_inbox::DEFAULT_NAME),
+        None => toolcall_inbox::Access::generate(toolcall_inbox::DEFAULT_NAME),
+    }
+    .map_err(|e| Error::Input(e.to_string()))?;
+    Ok(if args.admin { access.admins() } else { access })
+}
+
 /// `serve`: the approval inbox over the dispatcher's store, until the
 /// process ends.
 pub(crate) async fn serve<S, St>(
@@ -43,11 +54,7 @@ where
     St: Store + 'static,
 {
     let generated = args.token_file.is_none();
-    let access = match &args.token_file {
-        Some(path) => toolcall_inbox::Access::from_file(path, toolcall_inbox::DEFAULT_NAME),
-        None => toolcall_inbox::Access::generate(toolcall_inbox::DEFAULT_NAME),
-    }
-    .map_err(|e| Error::Input(e.to_string()))?;
+    let access = access(args)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| Error::Serve(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -59,8 +66,13 @@ where
     let mut stdout = io::stdout().lock();
     let lines = if generated {
         format!(
-            "{program} inbox: {}\n(open it once to sign in; the token was generated for this run)\n",
-            toolcall_inbox::sign_in_url(&addr, &access.users()[0])
+            "{program} inbox: {}\n(open it once to sign in; the token was generated for this run{})\n",
+            toolcall_inbox::sign_in_url(&addr, &access.users()[0]),
+            if args.admin {
+                ", an admin's: /admin stops tools, callers or everything"
+            } else {
+                ""
+            }
         )
     } else {
         format!(
@@ -104,10 +116,15 @@ mod tests {
         command: Command,
     }
 
-    fn options_of(argv: &[&str]) -> toolcall_inbox::Options {
+    fn args_of(argv: &[&str]) -> ServeArgs {
         let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
             panic!("not serve");
         };
+        args
+    }
+
+    fn options_of(argv: &[&str]) -> toolcall_inbox::Options {
+        let args = args_of(argv);
         let access = toolcall_inbox::Access::token("ana", "0123456789abcdef0123").unwrap();
         options("shop", access, &args, None)
     }
@@ -121,5 +138,37 @@ mod tests {
         let options = options_of(&["app", "serve", "--cookie-secure"]);
         assert!(options.cookie_secure);
         assert_eq!(options.title, "shop");
+    }
+
+    #[test]
+    fn admin_makes_the_generated_token_an_admins() {
+        let plain = access(&args_of(&["app", "serve"])).unwrap();
+        assert!(!plain.users()[0].is_admin(), "not an admin by default");
+        let admin = access(&args_of(&["app", "serve", "--admin"])).unwrap();
+        assert!(admin.users()[0].is_admin());
+        assert_eq!(admin.users()[0].name(), toolcall_inbox::DEFAULT_NAME);
+        let with_file = Cli::try_parse_from(["app", "serve", "--admin", "--token-file", "t"]);
+        assert!(with_file.is_err(), "a token file says who is an admin");
+    }
+
+    #[test]
+    fn a_token_files_admin_lines_are_admins() {
+        let dir = std::env::temp_dir().join(format!("toolcall-serve-admin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        std::fs::write(
+            &file,
+            "ana 0123456789abcdef0123 admin\nbo fedcba9876543210fedc\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let access = access(&args_of(&["app", "serve", "--token-file", path])).unwrap();
+        let admins: Vec<(&str, bool)> = access
+            .users()
+            .iter()
+            .map(|u| (u.name(), u.is_admin()))
+            .collect();
+        assert_eq!(admins, [("ana", true), ("bo", false)]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -16,12 +16,14 @@ pub const DEFAULT_NAME: &str = "operator";
 /// The cookie that keeps a browser signed in.
 pub(crate) const COOKIE: &str = "toolcall_inbox";
 
-/// One person who may decide: a name (recorded with every decision) and a
-/// secret token.
+/// One person who may decide: a name (recorded with every decision), a
+/// secret token, and whether they are an admin (who may stop a tool, a
+/// caller or everything from the inbox).
 #[derive(Clone)]
 pub struct User {
     name: String,
     token: String,
+    admin: bool,
 }
 
 impl fmt::Debug for User {
@@ -29,6 +31,7 @@ impl fmt::Debug for User {
         // Never the token.
         f.debug_struct("User")
             .field("name", &self.name)
+            .field("admin", &self.admin)
             .finish_non_exhaustive()
     }
 }
@@ -38,6 +41,7 @@ impl User {
         User {
             name: name.to_owned(),
             token: token.to_owned(),
+            admin: false,
         }
     }
 
@@ -50,7 +54,17 @@ impl User {
     pub fn token(&self) -> &str {
         &self.token
     }
+
+    /// Whether this person is an admin: the operators' page (`/admin`) and
+    /// `/api/controls` are theirs only.
+    pub fn is_admin(&self) -> bool {
+        self.admin
+    }
 }
+
+/// The role word that makes a token file's person an admin:
+/// `NAME TOKEN admin`.
+pub const ADMIN_ROLE: &str = "admin";
 
 /// The people who may sign in.
 #[derive(Clone, Debug)]
@@ -89,9 +103,11 @@ impl Access {
     }
 
     /// The people of a token file: a line a person, `NAME TOKEN`, or only
-    /// `TOKEN` (named `default_name`); blank lines and lines starting with
-    /// `#` are skipped. A token shorter than [`MIN_TOKEN_LEN`], a token or a
-    /// name given twice, or a file with no token is an error.
+    /// `TOKEN` (named `default_name`), or `NAME TOKEN admin` for an admin
+    /// ([`ADMIN_ROLE`]: they may also stop tools, callers or everything);
+    /// blank lines and lines starting with `#` are skipped. A token shorter
+    /// than [`MIN_TOKEN_LEN`], a token or a name given twice, a role other
+    /// than `admin`, or a file with no token is an error.
     pub fn from_file(path: &Path, default_name: &str) -> Result<Self, AccessError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| AccessError(format!("cannot read {}: {e}", path.display())))?;
@@ -108,12 +124,20 @@ impl Access {
                 continue;
             }
             let words: Vec<&str> = line.split_whitespace().collect();
-            let (name, token) = match words.as_slice() {
-                [token] => (default_name, *token),
-                [name, token] => (*name, *token),
+            let (name, token, admin) = match words.as_slice() {
+                [token] => (default_name, *token, false),
+                [name, token] => (*name, *token, false),
+                [name, token, ADMIN_ROLE] => (*name, *token, true),
+                [_, _, role] => {
+                    return Err(AccessError(format!(
+                        "line {}: no role `{role}`: the one role is `{ADMIN_ROLE}` \
+                         (`NAME TOKEN {ADMIN_ROLE}`)",
+                        number + 1
+                    )));
+                }
                 _ => {
                     return Err(AccessError(format!(
-                        "line {}: expected `TOKEN` or `NAME TOKEN`",
+                        "line {}: expected `TOKEN`, `NAME TOKEN` or `NAME TOKEN {ADMIN_ROLE}`",
                         number + 1
                     )));
                 }
@@ -126,7 +150,10 @@ impl Access {
                     number + 1
                 )));
             }
-            users.push(User::new(name, token));
+            users.push(User {
+                admin,
+                ..User::new(name, token)
+            });
         }
         if users.is_empty() {
             return Err(AccessError("no token in the file".into()));
@@ -137,6 +164,23 @@ impl Access {
     /// The people, in the order given.
     pub fn users(&self) -> &[User] {
         &self.users
+    }
+
+    /// The same people, every one of them an admin: for a generated token
+    /// (the command line's `serve --admin`).
+    pub fn admins(mut self) -> Self {
+        for user in &mut self.users {
+            user.admin = true;
+        }
+        self
+    }
+
+    /// Whether the person named `name` is an admin (a sign-in record keeps
+    /// the name; the role is read here, at each request).
+    pub(crate) fn is_admin(&self, name: &str) -> bool {
+        self.users
+            .iter()
+            .any(|user| user.name == name && user.admin)
     }
 
     /// The person whose token this is. Every person's token is compared,
@@ -204,6 +248,24 @@ mod tests {
         assert!(access.by_token("fedcba9876543210fedd").is_none());
         let single = Access::parse("0123456789abcdef0123\n", "operator").unwrap();
         assert_eq!(single.users()[0].name(), "operator");
+        assert!(!single.users()[0].is_admin());
+    }
+
+    #[test]
+    fn a_token_file_marks_its_admins() {
+        let access = Access::parse(
+            "ana 0123456789abcdef0123 admin\nbo fedcba9876543210fedc\n",
+            "x",
+        )
+        .unwrap();
+        let admins: Vec<bool> = access.users().iter().map(User::is_admin).collect();
+        assert_eq!(admins, [true, false]);
+        assert!(access.is_admin("ana") && !access.is_admin("bo") && !access.is_admin("cy"));
+        let error = Access::parse("ana 0123456789abcdef0123 root\n", "x").unwrap_err();
+        assert!(error.to_string().contains("no role `root`"), "{error}");
+        let generated = Access::generate("operator").unwrap();
+        assert!(!generated.users()[0].is_admin(), "not an admin unless said");
+        assert!(generated.admins().users()[0].is_admin());
     }
 
     #[test]

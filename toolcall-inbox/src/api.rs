@@ -89,6 +89,7 @@ impl From<Refusal> for Problem {
         let code = match &refusal {
             Refusal::Unauthorized { .. } => "unauthorized",
             Refusal::Forbidden => "forbidden",
+            Refusal::NotAdmin => "admin_only",
             Refusal::TooManyAttempts { .. } => "too_many_attempts",
             Refusal::NoRandomness(_) => "unavailable",
         };
@@ -168,28 +169,7 @@ async fn decide<B: Backend>(app: &Arc<App<B>>, request: Request) -> Result<Value
                 rejection.body_text(),
             )
         })?;
-    if !is_json(&parts.headers) {
-        return Err(Problem::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "A decision is a JSON object, sent with Content-Type: application/json. \
-             Nothing was decided.",
-        ));
-    }
-    let headers = parts.headers.clone();
-    let bytes = Bytes::from_request(Request::from_parts(parts, body), app)
-        .await
-        .map_err(unread)?;
-    let fields = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(fields)) => fields,
-        Ok(_) => return Err(not_json("the body is not an object")),
-        Err(error) => return Err(not_json(&error.to_string())),
-    };
-    // A browser's request carries its sign-in's CSRF token, as its form does.
-    let csrf = fields.get("csrf").and_then(Value::as_str);
-    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, csrf) {
-        return Err(Refusal::Forbidden.into());
-    }
+    let fields = json_fields(app, &who, parts, body, &DECISION).await?;
     let posted = read(&fields)?;
     let now = now_ms();
     let edited = match posted.arguments {
@@ -202,6 +182,63 @@ async fn decide<B: Backend>(app: &Arc<App<B>>, request: Request) -> Result<Value
         Ok(decided) => Ok(decided_state(app, &id, &who, &answer, decided).await),
         Err(refusal) => Err(refused_by_life(app, &id, refusal).await),
     }
+}
+
+/// What a JSON endpoint takes, in the words of its refusals.
+pub(crate) struct Posting {
+    /// What the body is: `A decision`.
+    pub(crate) what: &'static str,
+    /// A body that would do: `{"decision": "approve"}`.
+    pub(crate) example: &'static str,
+    /// What a refusal leaves undone: `Nothing was decided.`
+    pub(crate) nothing: &'static str,
+}
+
+/// A decision's body.
+const DECISION: Posting = Posting {
+    what: "A decision",
+    example: "{\"decision\": \"approve\"}",
+    nothing: "Nothing was decided.",
+};
+
+/// The fields of a JSON object `who` posted, checked in this order: the
+/// body says it is JSON (415), is within the bound (413), is an object
+/// (400 `invalid_json`), and, from a browser (the sign-in cookie), carries
+/// its sign-in's CSRF token as `csrf` and passes the form's `Origin` and
+/// `Sec-Fetch-Site` checks (403), as its form would. Who asks is checked
+/// before, by the caller.
+pub(crate) async fn json_fields<B: Send + Sync + 'static>(
+    app: &Arc<App<B>>,
+    who: &Who,
+    parts: Parts,
+    body: axum::body::Body,
+    posting: &Posting,
+) -> Result<Map<String, Value>, Problem> {
+    if !is_json(&parts.headers) {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "{} is a JSON object, sent with Content-Type: application/json. {}",
+                posting.what, posting.nothing
+            ),
+        ));
+    }
+    let headers = parts.headers.clone();
+    let bytes = Bytes::from_request(Request::from_parts(parts, body), app)
+        .await
+        .map_err(|rejection| unread(rejection, posting))?;
+    let fields = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(_) => return Err(not_json("the body is not an object", posting)),
+        Err(error) => return Err(not_json(&error.to_string(), posting)),
+    };
+    // A browser's request carries its sign-in's CSRF token, as its form does.
+    let csrf = fields.get("csrf").and_then(Value::as_str);
+    if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, csrf) {
+        return Err(Refusal::Forbidden.into());
+    }
+    Ok(fields)
 }
 
 /// Whether the request says its body is JSON (`application/json`, or an
@@ -219,13 +256,14 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// A body that could not be read: over the bound, or cut short.
-fn unread(rejection: BytesRejection) -> Problem {
+fn unread(rejection: BytesRejection, posting: &Posting) -> Problem {
+    let nothing = posting.nothing;
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             format!(
-                "A request body is at most {} KiB. Nothing was decided.",
+                "A request body is at most {} KiB. {nothing}",
                 MAX_BODY / 1024
             ),
         )
@@ -233,28 +271,34 @@ fn unread(rejection: BytesRejection) -> Problem {
         Problem::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            format!("{}. Nothing was decided.", rejection.body_text()),
+            format!("{}. {nothing}", rejection.body_text()),
         )
     }
 }
 
-fn not_json(why: &str) -> Problem {
+fn not_json(why: &str, posting: &Posting) -> Problem {
     Problem::new(
         StatusCode::BAD_REQUEST,
         "invalid_json",
         format!(
-            "A decision is a JSON object such as {{\"decision\": \"approve\"}} ({why}). \
-             Nothing was decided."
+            "{} is a JSON object such as {} ({why}). {}",
+            posting.what, posting.example, posting.nothing
         ),
     )
 }
 
 /// A field that is missing, unknown or wrong: a 400 that names it.
 fn invalid(field: &str, error: &str) -> Problem {
+    invalid_field(field, error, &DECISION)
+}
+
+/// A field of `posting` that is missing, unknown or wrong: a 400 that
+/// names it.
+pub(crate) fn invalid_field(field: &str, error: &str, posting: &Posting) -> Problem {
     Problem::new(
         StatusCode::BAD_REQUEST,
         "invalid_request",
-        format!("{error}. Nothing was decided."),
+        format!("{error}. {}", posting.nothing),
     )
     .with("field", field)
 }
@@ -455,13 +499,15 @@ fn closed(entry: &ApprovalEntry) -> Problem {
 
 /// Another method than `POST` on the decision endpoint: 405, in JSON.
 pub(crate) async fn post_only() -> Response {
-    Problem::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "A decision is a POST with a JSON body.",
-    )
-    .header(header::ALLOW, HeaderValue::from_static("POST"))
-    .into_response()
+    method_not_allowed("POST", "A decision is a POST with a JSON body.")
+}
+
+/// A method the endpoint does not take: 405, in JSON, with the ones it
+/// does (`allow`) and what to send (`said`).
+pub(crate) fn method_not_allowed(allow: &'static str, said: &str) -> Response {
+    Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", said)
+        .header(header::ALLOW, HeaderValue::from_static(allow))
+        .into_response()
 }
 
 /// Whether `path` is the JSON API's, whose every answer is JSON.

@@ -207,6 +207,7 @@ mod exposition;
 mod history;
 mod html;
 mod metrics;
+mod operators;
 mod page;
 mod pending;
 mod security;
@@ -226,7 +227,7 @@ use serde_json::Value;
 use toolcall_core::store::Store;
 use toolcall_core::{AuditRecord, Dispatcher, Registry};
 
-pub use access::{Access, AccessError, DEFAULT_NAME, MIN_TOKEN_LEN, User};
+pub use access::{ADMIN_ROLE, Access, AccessError, DEFAULT_NAME, MIN_TOKEN_LEN, User};
 pub use html::esc;
 pub use pending::MAX_PAGE;
 pub use signin::{
@@ -439,6 +440,21 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .route(
             "/api/approvals/{id}/decision",
             post(api::decision::<B>).fallback(api::post_only),
+        )
+        .route("/admin", get(operators::page::<B>))
+        .route("/admin/stop", post(operators::stop_posted::<B>))
+        .route("/admin/enable", post(operators::enable_posted::<B>))
+        .route(
+            "/api/controls",
+            get(operators::api_read::<B>).fallback(operators::get_only),
+        )
+        .route(
+            "/api/controls/stops",
+            post(operators::api_stop::<B>).fallback(operators::post_only),
+        )
+        .route(
+            "/api/controls/enable",
+            post(operators::api_enable::<B>).fallback(operators::post_only),
         )
         .route("/sign-out", post(security::sign_out::<B>))
         .route("/sessions", get(sessions::page::<B>))

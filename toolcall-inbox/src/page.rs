@@ -28,12 +28,16 @@ pub(crate) fn layout(
         .el("<h1>", &format!("{app} · approvals"), "</h1>");
     if let Some(user) = user {
         page.raw("<nav>");
+        let admin = user.is_admin().then_some(("/admin", "Operators"));
         for (path, name) in [
             ("/", "Inbox"),
             ("/history", "History"),
             ("/metrics", "Metrics"),
             ("/sessions", "Sign-ins"),
-        ] {
+        ]
+        .into_iter()
+        .chain(admin)
+        {
             let class = if name == current {
                 " class=\"current\""
             } else {
@@ -86,6 +90,7 @@ impl IntoResponse for Refusal {
                  Reload the inbox and decide there.</p>"
                     .to_owned(),
             ),
+            Refusal::NotAdmin => ("Admins only", lead(&self.to_string())),
             Refusal::TooManyAttempts { .. } => ("Too many attempts", lead(&self.to_string())),
             Refusal::NoRandomness(_) => ("Not signed in", lead(&self.to_string())),
         };

@@ -15,6 +15,7 @@ use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, Pending
 use crate::api::{self, ApiWho, Problem, store_unavailable};
 use crate::decide::answers;
 use crate::html::{Html, duration, rfc3339, segment, utc};
+use crate::operators::{Standing, standings, stop_json};
 use crate::page::{html_response, layout, message, store_down};
 use crate::security::{Peer, Who, sign_in, signed_in};
 use crate::{App, Backend, MAX_NOTE};
@@ -168,6 +169,10 @@ pub(crate) async fn index<B: Backend>(
         Err(error) => return store_down(&app, user, &error),
     };
     let pending = &page.items;
+    let standings = match standings(app.backend.store(), pending).await {
+        Ok(standings) => standings,
+        Err(error) => return store_down(&app, user, &error),
+    };
     let mut body = Html::default();
     if let Some(notice) = query.get("notice") {
         let id = query.get("id").map_or("", String::as_str);
@@ -238,9 +243,9 @@ pub(crate) async fn index<B: Backend>(
             ))
             .raw("</p>");
     }
-    for approval in pending {
+    for (approval, standing) in pending.iter().zip(&standings) {
         let spec = app.backend.registry().get(&approval.tool);
-        card(&mut body, approval, spec, user, now);
+        card(&mut body, approval, spec, standing, user, now);
     }
     body.raw("</div>");
     pager(
@@ -332,11 +337,14 @@ fn pager(body: &mut Html, listing: &Listing, next: Option<&str>, total: u64, emp
     body.raw("</nav>");
 }
 
-/// One pending call, with its decision form.
+/// One pending call, with its decision form: approval disabled while the
+/// operators' controls stop it, and who signed it when it needs several
+/// people.
 fn card(
     body: &mut Html,
     approval: &PendingApproval,
     spec: Option<&ToolSpec>,
+    standing: &Standing,
     user: &Who,
     now: u64,
 ) {
@@ -400,6 +408,7 @@ fn card(
         .el("<dt>Step</dt><dd>", &approval.step.to_string(), "</dd>")
         .raw("</dl>");
     arguments_table(body, &approval.arguments, spec, &approval.tainted);
+    controlled(body, standing, user);
     let action = format!("/approvals/{}/decide", segment(id));
     body.raw("<form method=\"post\" class=\"decide\" action=\"")
         .text(&action)
@@ -420,14 +429,64 @@ fn card(
     body.raw(&format!(
         "<label>Note (optional, shown to the model on a denial)<input type=\"text\" name=\"note\" maxlength=\"{MAX_NOTE}\"></label>"
     ))
-    .raw("<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">Approve</button>")
+    .raw(if standing.stopped.is_some() {
+        "<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\" disabled>Approve</button>"
+    } else {
+        "<button type=\"submit\" name=\"action\" value=\"approve\" class=\"approve\">Approve</button>"
+    })
     .raw("<button type=\"submit\" name=\"action\" value=\"deny\" class=\"deny\">Deny</button>");
-    if spec.is_some() {
+    // Several people sign the same call: nobody edits it.
+    if spec.is_some() && standing.stopped.is_none() && standing.needed <= 1 {
         body.raw("<a class=\"edit\" href=\"")
             .text(&format!("/approvals/{}/edit", segment(id)))
             .raw("\">Approve with edits…</a>");
     }
     body.raw("</form></article>");
+}
+
+/// What the operators' controls say of the call on its card: stopped (it
+/// can be denied, not approved), and who signed it of the people it needs.
+fn controlled(body: &mut Html, standing: &Standing, user: &Who) {
+    if let Some(stop) = &standing.stopped {
+        body.raw("<p class=\"stopped\" role=\"alert\" data-stopped=\"")
+            .text(&stop.target.to_string())
+            .raw("\"><b>Stopped by an operator:</b> ")
+            .text(&format!(
+                "{} ({}; {} at {}). It cannot be approved until it is enabled again; it can be \
+                 denied.",
+                stop.target,
+                stop.reason,
+                stop.by,
+                utc(stop.at_ms)
+            ))
+            .raw("</p>");
+    }
+    if standing.needed <= 1 {
+        return;
+    }
+    let signed = standing.signatures.len();
+    body.raw("<p class=\"signatures\" data-signed=\"")
+        .text(&signed.to_string())
+        .raw("\" data-needed=\"")
+        .text(&standing.needed.to_string())
+        .raw("\">")
+        .text(&format!(
+            "Needs the approval of {} people, never the one who made the call: {signed} of {} signed",
+            standing.needed, standing.needed
+        ));
+    for (i, signature) in standing.signatures.iter().enumerate() {
+        body.raw(if i == 0 { " (" } else { ", " })
+            .el("<b class=\"signer\">", &signature.by, "</b>")
+            .raw(" at ")
+            .text(&utc(signature.at_ms));
+    }
+    if signed > 0 {
+        body.raw(")");
+    }
+    if standing.signatures.iter().any(|s| s.by == user.name()) {
+        body.raw("; you signed it");
+    }
+    body.raw(".</p>");
 }
 
 /// Why the call asks a person beyond its tool's risk, when the dispatcher
@@ -475,12 +534,20 @@ pub(crate) fn reason(approval: &PendingApproval) -> &str {
 }
 
 /// A pending approval as the JSON lists it: as the store keeps it, with its
-/// [`reason`] always, and the decisions that answer it (`answers`).
-pub(crate) fn listed(approval: &PendingApproval) -> Value {
+/// [`reason`] always, the decisions that answer it (`answers`), how many
+/// people must approve it (`needed`) and the names of those who signed
+/// (`signatures`), and the operators' stop that keeps it from being
+/// approved (`stopped`, or `null`).
+pub(crate) fn listed(approval: &PendingApproval, standing: &Standing) -> Value {
     let mut item = serde_json::to_value(approval).unwrap_or_default();
     if let Value::Object(fields) = &mut item {
         fields.insert("reason".into(), reason(approval).into());
         fields.insert("answers".into(), answers(approval.kind()).into());
+        let signers: Vec<&str> = standing.signatures.iter().map(|s| s.by.as_str()).collect();
+        fields.insert("signatures".into(), signers.into());
+        fields.insert("needed".into(), standing.needed.into());
+        let stopped = standing.stopped.as_ref().map_or(Value::Null, stop_json);
+        fields.insert("stopped".into(), stopped);
     }
     item
 }
@@ -607,11 +674,20 @@ pub(crate) async fn api_pending<B: Backend>(
     surface(&app, now).await;
     match app.backend.store().pending_page(&listing.query(now)).await {
         Ok(page) => {
+            let standings = match standings(app.backend.store(), &page.items).await {
+                Ok(standings) => standings,
+                Err(error) => return store_unavailable(&error).into_response(),
+            };
             let next = page
                 .next
                 .as_deref()
                 .map(|next| listing.href("/api/pending", listing.order, Some(next)));
-            let items: Vec<Value> = page.items.iter().map(listed).collect();
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .zip(&standings)
+                .map(|(approval, standing)| listed(approval, standing))
+                .collect();
             api::json(
                 StatusCode::OK,
                 &json!({ "items": items, "total": page.total, "next": next }),

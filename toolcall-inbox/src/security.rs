@@ -79,6 +79,8 @@ pub(crate) struct Who {
     csrf: String,
     /// The sign-in record the cookie names.
     pub(crate) record: Option<RecordKey>,
+    /// Whether the person is an admin (the token file says so).
+    admin: bool,
 }
 
 impl Who {
@@ -90,6 +92,11 @@ impl Who {
     /// The CSRF token the forms of this sign-in carry.
     pub(crate) fn csrf(&self) -> &str {
         &self.csrf
+    }
+
+    /// Whether the person may change the operators' controls.
+    pub(crate) fn is_admin(&self) -> bool {
+        self.admin
     }
 }
 
@@ -133,6 +140,7 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
                 via: Via::Bearer,
                 csrf: String::new(),
                 record: None,
+                admin: user.is_admin(),
             }),
             None => {
                 app.limiter.fail(client, now);
@@ -142,6 +150,7 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
     }
     if let Some((key, record)) = cookies(headers).find_map(|id| app.sign_ins.find(id, now)) {
         return Ok(Who {
+            admin: app.options.access.is_admin(&record.name),
             name: record.name,
             via: Via::Cookie,
             csrf: record.csrf,
@@ -283,6 +292,9 @@ pub(crate) enum Refusal {
     Unauthorized { clear: Option<String> },
     /// A form that did not come from the inbox's own page: 403.
     Forbidden,
+    /// A request for the operators' controls from a person who is not an
+    /// admin: 403.
+    NotAdmin,
     /// Too many wrong tokens from this address lately: 429, and when to
     /// try again, in seconds.
     TooManyAttempts { retry_after: u64 },
@@ -295,7 +307,7 @@ impl Refusal {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            Refusal::Forbidden => StatusCode::FORBIDDEN,
+            Refusal::Forbidden | Refusal::NotAdmin => StatusCode::FORBIDDEN,
             Refusal::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Refusal::NoRandomness(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -319,7 +331,7 @@ impl Refusal {
             Refusal::TooManyAttempts { retry_after } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
             }
-            Refusal::Forbidden | Refusal::NoRandomness(_) => {}
+            Refusal::Forbidden | Refusal::NotAdmin | Refusal::NoRandomness(_) => {}
         }
         headers
     }
@@ -336,6 +348,10 @@ impl std::fmt::Display for Refusal {
             Refusal::Forbidden => f.write_str(
                 "This request did not come from the inbox's own page (no valid CSRF token of \
                  this sign-in, or another origin): nothing was decided.",
+            ),
+            Refusal::NotAdmin => f.write_str(
+                "Only an admin (a person whose line in the token file ends with `admin`) may \
+                 see or change the operators' controls: nothing was changed.",
             ),
             Refusal::TooManyAttempts { retry_after } => write!(
                 f,

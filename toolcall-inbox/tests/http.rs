@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
+use toolcall::controls::{Controls, Target};
 use toolcall::store::Store;
-use toolcall::store::{ApprovalEntry, PendingApproval, now_ms};
+use toolcall::store::{ApprovalEntry, ControlsChange, PendingApproval, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, Rejection, Taint, tool, tools};
 use toolcall_inbox::{Access, Options, Parts};
 use toolcall_sqlite::SqliteStore;
@@ -49,7 +50,8 @@ async fn inbox() -> Inbox {
         .max_pending_per_caller(usize::MAX)
         .build()
         .unwrap();
-    let access = Access::parse(&format!("ana {ANA}\nbo {BO}\n"), "x").unwrap();
+    // Ana is an admin (the operators' page is hers); Bo is not.
+    let access = Access::parse(&format!("ana {ANA} admin\nbo {BO}\n"), "x").unwrap();
     let backend = Arc::new(Parts {
         store: Arc::clone(&store),
         registry: tools![pay].unwrap(),
@@ -95,16 +97,8 @@ impl Inbox {
         extra: &[(&str, &str)],
         form: &[(&str, &str)],
     ) -> Reply {
-        let body = encode(form);
-        http(
-            &self.addr,
-            "POST",
-            &format!("/approvals/{id}/decide"),
-            auth,
-            extra,
-            Some(&body),
-        )
-        .await
+        self.post_form(&format!("/approvals/{id}/decide"), auth, extra, form)
+            .await
     }
 
     /// A `POST` of `body` (JSON) to the JSON decision endpoint of `id`: the
@@ -116,19 +110,47 @@ impl Inbox {
         extra: &[(&str, &str)],
         body: &str,
     ) -> (Reply, Value) {
+        self.post_json(&format!("/api/approvals/{id}/decision"), auth, extra, body)
+            .await
+    }
+
+    /// A `POST` of `body` (JSON) to `path`: the reply, and its body read as
+    /// JSON (every answer of the JSON API is JSON).
+    async fn post_json(
+        &self,
+        path: &str,
+        auth: Auth<'_>,
+        extra: &[(&str, &str)],
+        body: &str,
+    ) -> (Reply, Value) {
         let mut headers = vec![("Content-Type", "application/json")];
         headers.extend_from_slice(extra);
-        let reply = http(
-            &self.addr,
-            "POST",
-            &format!("/api/approvals/{id}/decision"),
-            auth,
-            &headers,
-            Some(body),
-        )
-        .await;
+        let reply = http(&self.addr, "POST", path, auth, &headers, Some(body)).await;
         let json = json_of(&reply);
         (reply, json)
+    }
+
+    /// A `POST` of a form to `path`.
+    async fn post_form(
+        &self,
+        path: &str,
+        auth: Auth<'_>,
+        extra: &[(&str, &str)],
+        form: &[(&str, &str)],
+    ) -> Reply {
+        http(&self.addr, "POST", path, auth, extra, Some(&encode(form))).await
+    }
+
+    /// The operators' controls the store keeps, and their latest changes.
+    async fn controls(&self) -> (Controls, Vec<ControlsChange>) {
+        let (_, controls) = toolcall::controls::read(&*self.store).await.unwrap();
+        (controls, self.store.controls_history(100).await.unwrap())
+    }
+
+    /// Whether a new call of `pay` is refused as stopped.
+    async fn pay_is_stopped(&self) -> bool {
+        let call = Call::new("pay", r#"{"to": "acme", "amount_cents": 1}"#).session("probe");
+        self.dispatcher.execute(call).await.code == Code::Stopped
     }
 
     /// Every decision the store keeps.
@@ -1806,4 +1828,510 @@ async fn a_question_in_doubt_is_not_approved_through_json() {
     assert!(!settled.approved, "it happened: not run again");
     assert_eq!(settled.by, "bo");
     assert_eq!(inbox.decisions().await.len(), 1);
+}
+
+/// Sets how many people must approve `pay`, as `admin policy load` would.
+async fn needs_people(inbox: &Inbox, people: u32) {
+    toolcall::controls::update(&*inbox.store, "policy.toml", |controls| {
+        controls.approvals.insert("pay".into(), people);
+        Ok(format!("approvals.pay = {people}"))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn an_admin_stops_a_tool_from_the_page_and_its_calls_can_be_denied_not_approved() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let other = inbox.ask("acme", 1000, "s").await;
+    let cookie = inbox.sign_in(ANA).await;
+    let csrf = inbox.csrf(&cookie).await;
+    let origin = format!("http://{}", inbox.addr);
+    let page = inbox.get("/admin", Auth::Cookie(&cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Nothing is stopped."));
+    assert!(
+        page.body
+            .contains("<a href=\"/admin\" class=\"current\">Operators</a>")
+    );
+
+    // Without the CSRF token, or from elsewhere: nothing stops.
+    let stop = [
+        ("target", "tool"),
+        ("name", "pay"),
+        ("reason", "fraud wave, OPS-112"),
+    ];
+    for (headers, csrf) in [
+        (&[][..], "0000"),
+        (&[("Origin", "http://evil.example")][..], &csrf),
+    ] {
+        let form: Vec<(&str, &str)> = stop.iter().copied().chain([("csrf", csrf)]).collect();
+        let reply = inbox
+            .post_form("/admin/stop", Auth::Cookie(&cookie), headers, &form)
+            .await;
+        assert_eq!(reply.status, 403, "{headers:?}");
+    }
+    assert_eq!(inbox.controls().await.1, [], "nothing changed");
+
+    let form: Vec<(&str, &str)> = stop
+        .iter()
+        .copied()
+        .chain([("csrf", csrf.as_str())])
+        .collect();
+    let reply = inbox
+        .post_form(
+            "/admin/stop",
+            Auth::Cookie(&cookie),
+            &[("Origin", &origin)],
+            &form,
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(reply.header("location"), Some("/admin?notice=stopped"));
+    let (controls, history) = inbox.controls().await;
+    assert_eq!(controls.stops.len(), 1);
+    let kept = &controls.stops[0];
+    assert_eq!(kept.target, Target::Tool("pay".into()));
+    assert_eq!(
+        (kept.reason.as_str(), kept.by.as_str()),
+        ("fraud wave, OPS-112", "ana")
+    );
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].by, "ana", "the history names who stopped it");
+    assert_eq!(history[0].summary, "stopped tool pay: fraud wave, OPS-112");
+    assert!(
+        inbox.pay_is_stopped().await,
+        "the agents' calls are refused"
+    );
+
+    let page = inbox.get("/admin", Auth::Cookie(&cookie)).await.body;
+    assert!(page.contains("fraud wave, OPS-112") && page.contains("<td class=\"by\">ana</td>"));
+    assert!(page.contains("action=\"/admin/enable\""));
+
+    // Its pending calls say so: approval disabled, denial possible.
+    let inbox_page = inbox.get("/", Auth::Cookie(&cookie)).await.body;
+    let shown = card(&inbox_page, &id);
+    assert!(shown.contains("class=\"stopped\"") && shown.contains("fraud wave, OPS-112"));
+    assert!(shown.contains("value=\"approve\" class=\"approve\" disabled"));
+    assert!(shown.contains("value=\"deny\""));
+    assert!(!shown.contains("Approve with edits"));
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(BO)).await);
+    let listed = item(&pending, &id);
+    assert_eq!(listed["stopped"]["target"], "tool");
+    assert_eq!(listed["stopped"]["name"], "pay");
+    assert_eq!(listed["stopped"]["by"], "ana");
+    assert_eq!(
+        (listed["needed"].clone(), listed["signatures"].clone()),
+        (json!(1), json!([]))
+    );
+
+    // Approving is refused, from a program and from the form; denying is not.
+    let approve = json!({"decision": "approve"}).to_string();
+    let (reply, problem) = inbox
+        .decide_json(&id, Auth::Bearer(BO), &[], &approve)
+        .await;
+    assert_eq!(reply.status, 409, "{problem}");
+    assert_eq!(problem["code"], "refused_by_controls");
+    assert!(
+        problem["error"].as_str().unwrap().contains("fraud wave"),
+        "{problem}"
+    );
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Cookie(&cookie),
+            &[],
+            &[("csrf", &csrf), ("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 409);
+    assert!(
+        reply
+            .body
+            .contains("Refused by the operators&#39; controls"),
+        "{}",
+        reply.body
+    );
+    assert!(
+        inbox.entry(&id).await.approval.decision.is_none(),
+        "nothing decided"
+    );
+    let deny = json!({"decision": "deny", "note": "stopped"}).to_string();
+    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(BO), &[], &deny).await;
+    assert_eq!(reply.status, 200, "{state}");
+    let decision = inbox.entry(&id).await.approval.decision.unwrap();
+    assert!(!decision.approved);
+    assert_eq!(decision.by, "bo");
+
+    // Enabling lifts it, and the history says who.
+    let reply = inbox
+        .post_form(
+            "/admin/enable",
+            Auth::Cookie(&cookie),
+            &[("Origin", &origin)],
+            &[("csrf", &csrf), ("target", "tool"), ("name", "pay")],
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(reply.header("location"), Some("/admin?notice=enabled"));
+    let (controls, history) = inbox.controls().await;
+    assert_eq!(controls.stops, []);
+    assert_eq!(history.len(), 2);
+    assert_eq!(
+        (history[0].by.as_str(), history[0].summary.as_str()),
+        ("ana", "enabled tool pay")
+    );
+    assert!(!inbox.pay_is_stopped().await);
+    let reply = inbox
+        .decide(&other, Auth::Bearer(BO), &[], &[("action", "approve")])
+        .await;
+    assert_eq!(reply.status, 303);
+    assert!(
+        inbox
+            .entry(&other)
+            .await
+            .approval
+            .decision
+            .unwrap()
+            .approved
+    );
+
+    // Enabling what is not stopped changes nothing: a 409.
+    let reply = inbox
+        .post_form(
+            "/admin/enable",
+            Auth::Cookie(&cookie),
+            &[],
+            &[("csrf", &csrf), ("target", "tool"), ("name", "pay")],
+        )
+        .await;
+    assert_eq!(reply.status, 409);
+    assert!(
+        reply.body.contains("tool pay is not stopped"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(inbox.controls().await.1.len(), 2);
+}
+
+#[tokio::test]
+async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
+    let inbox = inbox().await;
+    let stop = json!({"target": "caller", "name": "default", "reason": "it loops"}).to_string();
+
+    // Not signed in: 401. Not an admin: 403, by token and by form alike.
+    let (reply, problem) = inbox
+        .post_json("/api/controls/stops", Auth::None, &[], &stop)
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (401, Some("unauthorized"))
+    );
+    let (reply, problem) = inbox
+        .post_json("/api/controls/stops", Auth::Bearer(BO), &[], &stop)
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (403, Some("admin_only")),
+        "{problem}"
+    );
+    let bo = inbox.sign_in(BO).await;
+    let bo_csrf = inbox.csrf(&bo).await;
+    let reply = inbox
+        .post_form(
+            "/admin/stop",
+            Auth::Cookie(&bo),
+            &[],
+            &[
+                ("csrf", &bo_csrf),
+                ("target", "everything"),
+                ("reason", "mine"),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(inbox.get("/admin", Auth::Cookie(&bo)).await.status, 403);
+    assert!(
+        !inbox
+            .get("/", Auth::Cookie(&bo))
+            .await
+            .body
+            .contains("href=\"/admin\"")
+    );
+    let (reply, problem) = inbox
+        .post_json(
+            "/api/controls/enable",
+            Auth::Bearer(BO),
+            &[],
+            r#"{"target": "everything"}"#,
+        )
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (403, Some("admin_only"))
+    );
+    let read = inbox.get("/api/controls", Auth::Bearer(BO)).await;
+    assert_eq!(read.status, 403);
+    let (controls, history) = inbox.controls().await;
+    assert_eq!(
+        (controls.stops, history),
+        (vec![], vec![]),
+        "nothing changed"
+    );
+    assert!(!inbox.pay_is_stopped().await);
+
+    // Fields that make no sense: 400 or 422, naming the field.
+    for (body, status, field) in [
+        (json!({"target": "all", "reason": "x"}), 400, "target"),
+        (json!({"target": "tool", "reason": "x"}), 400, "name"),
+        (
+            json!({"target": "tool", "name": "pya", "reason": "x"}),
+            422,
+            "name",
+        ),
+        (json!({"target": "tool", "name": "pay"}), 400, "reason"),
+        (
+            json!({"target": "tool", "name": "pay", "reason": " "}),
+            400,
+            "reason",
+        ),
+        (
+            json!({"target": "tool", "name": "pay", "reason": "x", "by": "eve"}),
+            400,
+            "by",
+        ),
+        (
+            json!({"target": "tool", "name": 7, "reason": "x"}),
+            400,
+            "name",
+        ),
+    ] {
+        let (reply, problem) = inbox
+            .post_json(
+                "/api/controls/stops",
+                Auth::Bearer(ANA),
+                &[],
+                &body.to_string(),
+            )
+            .await;
+        assert_eq!(reply.status, status, "{body}: {problem}");
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+    let (reply, problem) = inbox
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), &[], "[1]")
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (400, Some("invalid_json"))
+    );
+    let wrong_type = http(
+        &inbox.addr,
+        "POST",
+        "/api/controls/stops",
+        Auth::Bearer(ANA),
+        &[("Content-Type", "text/plain")],
+        Some(&stop),
+    )
+    .await;
+    assert_eq!(wrong_type.status, 415);
+    // A browser's JSON without its sign-in's CSRF token changes nothing.
+    let ana = inbox.sign_in(ANA).await;
+    let (reply, problem) = inbox
+        .post_json("/api/controls/stops", Auth::Cookie(&ana), &[], &stop)
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (403, Some("forbidden"))
+    );
+    assert_eq!(inbox.controls().await.1, [], "nothing changed");
+
+    // An admin's token stops the caller: its calls are refused.
+    let (reply, answer) = inbox
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), &[], &stop)
+        .await;
+    assert_eq!(reply.status, 200, "{answer}");
+    assert_eq!(answer["version"], 1);
+    assert_eq!(answer["by"], "ana");
+    assert_eq!(answer["change"], "stopped caller default: it loops");
+    assert_eq!(answer["stops"][0]["target"], "caller");
+    let (controls, history) = inbox.controls().await;
+    assert_eq!(controls.stops[0].target, Target::Caller("default".into()));
+    assert_eq!(controls.stops[0].by, "ana");
+    assert_eq!((history[0].by.as_str(), history[0].version), ("ana", 1));
+    assert!(inbox.pay_is_stopped().await);
+
+    // The same stop again changes nothing (409); another reason replaces it.
+    let (reply, problem) = inbox
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), &[], &stop)
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (409, Some("unchanged")),
+        "{problem}"
+    );
+    assert_eq!(inbox.controls().await.1.len(), 1);
+    let read = json_of(&inbox.get("/api/controls", Auth::Bearer(ANA)).await);
+    assert_eq!(read["version"], 1);
+    assert_eq!(read["stops"][0]["name"], "default");
+    assert_eq!(read["stops"][0]["reason"], "it loops");
+    assert_eq!(read["history"][0]["by"], "ana");
+    assert_eq!(
+        read["history"][0]["summary"],
+        "stopped caller default: it loops"
+    );
+
+    // Enabling it through JSON; a second time is a 409.
+    let enable = json!({"target": "caller", "name": "default"}).to_string();
+    let (reply, answer) = inbox
+        .post_json("/api/controls/enable", Auth::Bearer(ANA), &[], &enable)
+        .await;
+    assert_eq!(reply.status, 200, "{answer}");
+    assert_eq!(
+        (answer["version"].clone(), answer["stops"].clone()),
+        (json!(2), json!([]))
+    );
+    let (controls, history) = inbox.controls().await;
+    assert_eq!(controls.stops, []);
+    assert_eq!(history[0].summary, "enabled caller default");
+    assert!(!inbox.pay_is_stopped().await);
+    let (reply, problem) = inbox
+        .post_json("/api/controls/enable", Auth::Bearer(ANA), &[], &enable)
+        .await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (409, Some("unchanged"))
+    );
+    let wrong_method = inbox.get("/api/controls/stops", Auth::Bearer(ANA)).await;
+    assert_eq!(wrong_method.status, 405);
+    assert_eq!(json_of(&wrong_method)["code"], "method_not_allowed");
+}
+
+#[tokio::test]
+async fn a_call_two_people_must_approve_shows_who_signed_and_the_second_decides() {
+    let inbox = inbox().await;
+    needs_people(&inbox, 2).await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let cookie = inbox.sign_in(ANA).await;
+    let csrf = inbox.csrf(&cookie).await;
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(ANA)).await);
+    assert_eq!(item(&pending, &id)["needed"], 2);
+    assert_eq!(item(&pending, &id)["signatures"], json!([]));
+
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Cookie(&cookie),
+            &[],
+            &[("csrf", &csrf), ("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        reply.header("location"),
+        Some(format!("/?notice=signed&id={id}").as_str())
+    );
+    let signers = |signatures: Vec<toolcall::store::Signature>| -> Vec<String> {
+        signatures.into_iter().map(|s| s.by).collect()
+    };
+    assert_eq!(signers(inbox.store.signatures(&id).await.unwrap()), ["ana"]);
+    assert!(
+        inbox.entry(&id).await.approval.decision.is_none(),
+        "one of two"
+    );
+    // A second click by the same person counts once.
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Cookie(&cookie),
+            &[],
+            &[("csrf", &csrf), ("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 303);
+    assert_eq!(signers(inbox.store.signatures(&id).await.unwrap()), ["ana"]);
+
+    let page = inbox
+        .get(&format!("/?notice=signed&id={id}"), Auth::Cookie(&cookie))
+        .await
+        .body;
+    assert!(page.contains("Signed: it needs more people"));
+    let shown = card(&page, &id);
+    assert!(
+        shown.contains("data-signed=\"1\" data-needed=\"2\""),
+        "{shown}"
+    );
+    assert!(shown.contains("1 of 2 signed") && shown.contains("<b class=\"signer\">ana</b>"));
+    assert!(shown.contains("you signed it"));
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(BO)).await);
+    assert_eq!(item(&pending, &id)["signatures"], json!(["ana"]));
+    assert_eq!(item(&pending, &id)["needed"], 2);
+
+    // Bo's signature is the second: it decides.
+    let approve = json!({"decision": "approve"}).to_string();
+    let (reply, state) = inbox
+        .decide_json(&id, Auth::Bearer(BO), &[], &approve)
+        .await;
+    assert_eq!(reply.status, 200, "{state}");
+    assert_eq!(state["state"], "approved");
+    let decision = inbox.entry(&id).await.approval.decision.unwrap();
+    assert!(decision.approved);
+    assert_eq!(decision.by, "ana, bo");
+    assert_eq!(
+        signers(inbox.store.signatures(&id).await.unwrap()),
+        ["ana", "bo"]
+    );
+    let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(BO)).await);
+    assert_eq!(pending["total"], 0);
+}
+
+#[tokio::test]
+async fn the_one_who_made_the_call_cannot_sign_it() {
+    let inbox = inbox().await;
+    needs_people(&inbox, 2).await;
+    let asked = PendingApproval {
+        caller: "bo".into(),
+        ..asked_at("ap-bo", "s", now_ms())
+    };
+    inbox.store.put_approval(&asked).await.unwrap();
+    let approve = json!({"decision": "approve"}).to_string();
+    let (reply, problem) = inbox
+        .decide_json("ap-bo", Auth::Bearer(BO), &[], &approve)
+        .await;
+    assert_eq!(reply.status, 409, "{problem}");
+    assert_eq!(problem["code"], "refused_by_controls");
+    assert_eq!(
+        problem["error"],
+        "bo made this call and may not approve it: pay needs 2 other people"
+    );
+    let bo = inbox.sign_in(BO).await;
+    let csrf = inbox.csrf(&bo).await;
+    let reply = inbox
+        .decide(
+            "ap-bo",
+            Auth::Cookie(&bo),
+            &[],
+            &[("csrf", &csrf), ("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 409);
+    assert!(
+        reply
+            .body
+            .contains("bo made this call and may not approve it"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(inbox.store.signatures("ap-bo").await.unwrap(), []);
+    assert!(inbox.entry("ap-bo").await.approval.decision.is_none());
+    // Someone else signs it.
+    let (reply, state) = inbox
+        .decide_json("ap-bo", Auth::Bearer(ANA), &[], &approve)
+        .await;
+    assert_eq!(reply.status, 200, "{state}");
+    assert_eq!(
+        (state["signatures"].clone(), state["needed"].clone()),
+        (json!(1), json!(2))
+    );
+    assert_eq!(inbox.store.signatures("ap-bo").await.unwrap()[0].by, "ana");
 }

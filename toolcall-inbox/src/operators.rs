@@ -1,0 +1,680 @@
+//! The operators' controls from the inbox, an admin's only: what is
+//! stopped and why, the controls' history, and stopping or enabling a
+//! tool, a caller or everything, from the page's forms and from programs
+//! (`/api/controls`). Every change goes through
+//! [`toolcall_core::controls::stop`] or [`toolcall_core::controls::resume`],
+//! as the signed-in person, whom the history names. And, for the inbox's
+//! cards, what the controls say of a pending question: stopped, and who
+//! signed it of the people it needs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use toolcall_core::Registry;
+use toolcall_core::controls::{self, ChangeError, Controls, Stop, Target};
+use toolcall_core::life::QuestionKind;
+use toolcall_core::store::Store;
+use toolcall_core::store::{ControlsChange, PendingApproval, Signature, StoreError};
+
+use crate::api::{self, Posting, Problem, invalid_field, json_fields, store_unavailable};
+use crate::html::{Html, rfc3339, utc};
+use crate::page::{html_response, layout, message, store_down};
+use crate::security::{Posted, Refusal, Who, field};
+use crate::{App, Backend, MAX_NOTE};
+
+/// The words a target is given by, in the form and in JSON.
+const TARGETS: [&str; 3] = ["tool", "caller", "everything"];
+
+/// The longest name of a tool or a caller the inbox takes, in characters.
+const MAX_NAME: usize = 200;
+
+/// A change an admin asks for.
+#[derive(Debug)]
+enum Change {
+    /// Stop `target`, for `reason`.
+    Stop { target: Target, reason: String },
+    /// Lift the stop of the target.
+    Enable(Target),
+}
+
+impl Change {
+    /// The change, in the words the history keeps.
+    fn words(&self) -> String {
+        match self {
+            Change::Stop { target, reason } => format!("stopped {target}: {reason}"),
+            Change::Enable(target) => format!("enabled {target}"),
+        }
+    }
+}
+
+/// Why a change cannot be read: the field, and what is wrong (400, or 422
+/// for a tool the inbox does not know).
+struct Bad {
+    status: StatusCode,
+    code: &'static str,
+    field: &'static str,
+    error: String,
+}
+
+fn bad(field: &'static str, error: impl Into<String>) -> Bad {
+    Bad {
+        status: StatusCode::BAD_REQUEST,
+        code: "invalid_request",
+        field,
+        error: error.into(),
+    }
+}
+
+/// The change the fields ask for (`target`, `name`, and a stop's
+/// `reason`), as the form and the JSON give them alike; `given` reads a
+/// field. A stop of a tool the registry does not have is refused (a typo
+/// stops nothing); an enable is not checked: the stop may be another
+/// application's.
+fn change_of<'a>(
+    registry: &Registry,
+    stopping: bool,
+    given: impl Fn(&str) -> Option<&'a str>,
+) -> Result<Change, Bad> {
+    let name = given("name").map(str::trim).filter(|name| !name.is_empty());
+    if name.is_some_and(|name| name.chars().count() > MAX_NAME) {
+        return Err(bad(
+            "name",
+            format!("A name has at most {MAX_NAME} characters"),
+        ));
+    }
+    let named = |what: &str| {
+        name.map(str::to_owned)
+            .ok_or_else(|| bad("name", format!("Stopping a {what} needs its \"name\"")))
+    };
+    let target = match given("target") {
+        Some("tool") => Target::Tool(named("tool")?),
+        Some("caller") => Target::Caller(named("caller")?),
+        Some("everything") if name.is_none() => Target::Everything,
+        Some("everything") => {
+            return Err(bad(
+                "name",
+                "\"everything\" stops every call and names nothing: leave \"name\" out",
+            ));
+        }
+        _ => {
+            return Err(bad(
+                "target",
+                "\"target\" is \"tool\", \"caller\" or \"everything\"",
+            ));
+        }
+    };
+    if !stopping {
+        return Ok(Change::Enable(target));
+    }
+    if let Target::Tool(tool) = &target
+        && registry.get(tool).is_none()
+    {
+        let known: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
+        return Err(Bad {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code: "unknown_tool",
+            field: "name",
+            error: format!("No tool `{tool}` here; the tools are {}", known.join(", ")),
+        });
+    }
+    let reason = given("reason").map(str::trim).unwrap_or("");
+    if reason.is_empty() {
+        return Err(bad(
+            "reason",
+            "A stop needs a \"reason\": the model and the people on duty are told it",
+        ));
+    }
+    if reason.chars().count() > MAX_NOTE {
+        return Err(bad(
+            "reason",
+            format!("A reason has at most {MAX_NOTE} characters"),
+        ));
+    }
+    Ok(Change::Stop {
+        target,
+        reason: reason.to_owned(),
+    })
+}
+
+/// Makes `change` as `who`, through [`controls::stop`] or
+/// [`controls::resume`]: the version written. Stopping what is stopped
+/// already for the same reason changes nothing
+/// ([`ChangeError::Unchanged`]); for another reason, the reason is
+/// replaced.
+async fn apply<B: Backend>(app: &App<B>, who: &Who, change: Change) -> Result<u64, ChangeError> {
+    let store = app.backend.store();
+    match change {
+        Change::Stop { target, reason } => {
+            let (_, current) = controls::read(store).await?;
+            if current
+                .stops
+                .iter()
+                .any(|stop| stop.target == target && stop.reason == reason)
+            {
+                return Err(ChangeError::Unchanged(format!(
+                    "{target} is stopped already, for this reason"
+                )));
+            }
+            controls::stop(store, target, &reason, who.name()).await
+        }
+        Change::Enable(target) => controls::resume(store, target, who.name()).await,
+    }
+}
+
+/// The controls kept in `store`, with their version; controls that cannot
+/// be read are a store error (life refuses to decide on them too).
+pub(crate) async fn read_controls<St: Store + ?Sized>(
+    store: &St,
+) -> Result<(u64, Controls), StoreError> {
+    match controls::read(store).await {
+        Ok(read) => Ok(read),
+        Err(ChangeError::Store(error)) => Err(error),
+        Err(other) => Err(StoreError::new(other.to_string())),
+    }
+}
+
+/// What the operators' controls say of a pending question.
+#[derive(Debug, Default)]
+pub(crate) struct Standing {
+    /// The stop that keeps it from being approved (it can be denied).
+    pub(crate) stopped: Option<Stop>,
+    /// How many distinct people must approve it (1 unless the controls
+    /// say more).
+    pub(crate) needed: u32,
+    /// Who signed it so far, oldest first (when more than one is needed).
+    pub(crate) signatures: Vec<Signature>,
+}
+
+/// What `controls` say of `question`: a question about an unknown outcome
+/// is settled by one person whatever they say, stopped or not.
+pub(crate) async fn standing<St: Store + ?Sized>(
+    store: &St,
+    controls: &Controls,
+    question: &PendingApproval,
+) -> Result<Standing, StoreError> {
+    if question.kind() == QuestionKind::InDoubt {
+        return Ok(Standing {
+            needed: 1,
+            ..Standing::default()
+        });
+    }
+    let needed = controls.people_needed(&question.tool);
+    let signatures = if needed > 1 {
+        store.signatures(&question.id).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Standing {
+        stopped: controls.stopped(&question.tool, &question.caller).cloned(),
+        needed,
+        signatures,
+    })
+}
+
+/// The standing of each question, in order.
+pub(crate) async fn standings<St: Store + ?Sized>(
+    store: &St,
+    questions: &[PendingApproval],
+) -> Result<Vec<Standing>, StoreError> {
+    let (_, controls) = read_controls(store).await?;
+    let mut all = Vec::with_capacity(questions.len());
+    for question in questions {
+        all.push(standing(store, &controls, question).await?);
+    }
+    Ok(all)
+}
+
+/// The words of a target: its kind, and its name (none for everything).
+fn target_words(target: &Target) -> (&'static str, Option<&str>) {
+    match target {
+        Target::Tool(name) => ("tool", Some(name)),
+        Target::Caller(id) => ("caller", Some(id)),
+        _ => ("everything", None),
+    }
+}
+
+/// A stop as the JSON says it.
+pub(crate) fn stop_json(stop: &Stop) -> Value {
+    let (target, name) = target_words(&stop.target);
+    json!({
+        "target": target,
+        "name": name,
+        "reason": stop.reason,
+        "by": stop.by,
+        "at_ms": stop.at_ms,
+    })
+}
+
+/// The controls as `GET /api/controls` gives them.
+fn controls_json(version: u64, controls: &Controls, history: &[ControlsChange]) -> Value {
+    json!({
+        "version": version,
+        "stops": controls.stops.iter().map(stop_json).collect::<Vec<_>>(),
+        "approvals": controls.approvals,
+        "history": history,
+    })
+}
+
+/// The controls and their latest changes (at most the page size).
+async fn read_all<B: Backend>(
+    app: &App<B>,
+) -> Result<(u64, Controls, Vec<ControlsChange>), StoreError> {
+    let store = app.backend.store();
+    let (version, controls) = read_controls(store).await?;
+    let history = store.controls_history(app.options.limit).await?;
+    Ok((version, controls, history))
+}
+
+/// `GET /admin`: what is stopped, the forms to stop and enable, and the
+/// history. An admin's only (403).
+pub(crate) async fn page<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    who: Who,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    if !who.is_admin() {
+        return Refusal::NotAdmin.into_response();
+    }
+    let (version, controls, history) = match read_all(&app).await {
+        Ok(read) => read,
+        Err(error) => return store_down(&app, &who, &error),
+    };
+    let mut body = Html::default();
+    let notice = match query.get("notice").map(String::as_str) {
+        Some("stopped") => {
+            "Stopped: every process that shares the store refuses it from its next call on"
+        }
+        Some("enabled") => "Enabled: its calls run again from each process's next call on",
+        _ => "",
+    };
+    if !notice.is_empty() {
+        body.el("<p class=\"notice\" role=\"status\">", notice, ".</p>");
+    }
+    body.raw("<h2>Stopped</h2>");
+    if controls.stops.is_empty() {
+        body.raw("<p class=\"empty\">Nothing is stopped.</p>");
+    } else {
+        body.raw("<table class=\"stops\"><thead><tr><th>What</th><th>Why</th><th>Who</th><th>Since</th><th></th></tr></thead><tbody>");
+        for stop in &controls.stops {
+            stopped_row(&mut body, stop, &who);
+        }
+        body.raw("</tbody></table>");
+    }
+    stop_form(&mut body, app.backend.registry(), &who);
+    if !controls.approvals.is_empty() {
+        body.raw("<h2>Approved by several people</h2><ul class=\"approvals\">");
+        for (tool, people) in &controls.approvals {
+            body.el("<li><code>", tool, "</code>: ")
+                .text(&format!("{people} people"))
+                .raw("</li>");
+        }
+        body.raw("</ul>");
+    }
+    body.raw("<h2>History</h2>").el(
+        "<p class=\"lead\">",
+        &format!("The controls are at version {version}; the latest changes first."),
+        "</p>",
+    );
+    if history.is_empty() {
+        body.raw("<p class=\"empty\">Nobody changed the controls yet.</p>");
+    } else {
+        body.raw("<table class=\"controls-history\"><thead><tr><th>Version</th><th>When</th><th>Who</th><th>What</th></tr></thead><tbody>");
+        for change in &history {
+            body.el("<tr><td>", &change.version.to_string(), "</td>");
+            time(&mut body, change.at_ms);
+            body.el("<td class=\"by\">", &change.by, "</td>").el(
+                "<td>",
+                &change.summary,
+                "</td></tr>",
+            );
+        }
+        body.raw("</tbody></table>");
+    }
+    html_response(
+        StatusCode::OK,
+        layout(
+            "Operators",
+            &app.options.title,
+            Some(&who),
+            "Operators",
+            &body.finish(),
+        ),
+    )
+}
+
+/// A table cell with a time.
+fn time(body: &mut Html, ms: u64) {
+    body.raw("<td><time datetime=\"")
+        .text(&rfc3339(ms))
+        .raw("\">")
+        .text(&utc(ms))
+        .raw("</time></td>");
+}
+
+/// One stop, with the button that enables it again.
+fn stopped_row(body: &mut Html, stop: &Stop, who: &Who) {
+    let (target, name) = target_words(&stop.target);
+    body.raw("<tr data-target=\"")
+        .text(target)
+        .raw("\" data-name=\"")
+        .text(name.unwrap_or(""))
+        .raw("\">")
+        .el("<td>", &stop.target.to_string(), "</td>")
+        .el("<td>", &stop.reason, "</td>")
+        .el("<td class=\"by\">", &stop.by, "</td>");
+    time(body, stop.at_ms);
+    body.raw("<td><form method=\"post\" action=\"/admin/enable\"><input type=\"hidden\" name=\"csrf\" value=\"")
+        .text(who.csrf())
+        .raw("\"><input type=\"hidden\" name=\"target\" value=\"")
+        .text(target)
+        .raw("\"><input type=\"hidden\" name=\"name\" value=\"")
+        .text(name.unwrap_or(""))
+        .raw("\"><button type=\"submit\" class=\"approve\">Enable</button></form></td></tr>");
+}
+
+/// The form that stops a tool, a caller or everything, with a reason.
+fn stop_form(body: &mut Html, registry: &Registry, who: &Who) {
+    body.raw("<h2>Stop</h2><form method=\"post\" action=\"/admin/stop\" class=\"stop\"><input type=\"hidden\" name=\"csrf\" value=\"")
+        .text(who.csrf())
+        .raw("\"><label>What<select name=\"target\">");
+    for target in TARGETS {
+        body.el("<option value=\"", target, "\">")
+            .text(target)
+            .raw("</option>");
+    }
+    body.raw("</select></label><label>Name (of the tool or caller)<input type=\"text\" name=\"name\" list=\"tools\" maxlength=\"")
+        .text(&MAX_NAME.to_string())
+        .raw("\"></label><datalist id=\"tools\">");
+    for spec in registry.iter() {
+        body.el("<option value=\"", spec.name(), "\">");
+    }
+    body.raw("</datalist><label>Reason (required: the model and the people on duty are told it)<input type=\"text\" name=\"reason\" required maxlength=\"")
+        .text(&MAX_NOTE.to_string())
+        .raw("\"></label><button type=\"submit\" class=\"deny\">Stop</button></form>")
+        .raw("<p class=\"lead\">Every process that shares the store refuses its calls (<code>STOPPED</code>) from its next call on, and its pending calls cannot be approved (they can be denied) until it is enabled again.</p>");
+}
+
+/// `POST /admin/stop`: the form that stops.
+pub(crate) async fn stop_posted<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    posted: Posted,
+) -> Response {
+    from_form(&app, posted, true).await
+}
+
+/// `POST /admin/enable`: the form that enables.
+pub(crate) async fn enable_posted<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    posted: Posted,
+) -> Response {
+    from_form(&app, posted, false).await
+}
+
+/// A change posted from the page (its CSRF and origin checked by
+/// [`Posted`]), by an admin: back to the page with a notice, or a page
+/// that says why nothing changed.
+async fn from_form<B: Backend>(
+    app: &App<B>,
+    Posted { who, form }: Posted,
+    stopping: bool,
+) -> Response {
+    if !who.is_admin() {
+        return Refusal::NotAdmin.into_response();
+    }
+    let change = match change_of(app.backend.registry(), stopping, |name| field(&form, name)) {
+        Ok(change) => change,
+        Err(bad) => {
+            return message(
+                app,
+                &who,
+                bad.status,
+                "Nothing changed",
+                &format!("{} ({}). Nothing was changed.", bad.error, bad.field),
+            );
+        }
+    };
+    let notice = if stopping { "stopped" } else { "enabled" };
+    match apply(app, &who, change).await {
+        Ok(_) => (
+            StatusCode::SEE_OTHER,
+            [(header::LOCATION, format!("/admin?notice={notice}"))],
+        )
+            .into_response(),
+        Err(ChangeError::Store(error)) => store_down(app, &who, &error),
+        Err(error) => message(
+            app,
+            &who,
+            refused_status(&error),
+            "Nothing changed",
+            &format!("{error}. Nothing was changed."),
+        ),
+    }
+}
+
+/// The status of a change that did not happen: 409 when there was nothing
+/// to change, 503 when the controls cannot be read or written, 422 when
+/// they do not check.
+fn refused_status(error: &ChangeError) -> StatusCode {
+    match error {
+        ChangeError::Unchanged(_) => StatusCode::CONFLICT,
+        ChangeError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// The words of the JSON endpoints' refusals.
+const CHANGE: Posting = Posting {
+    what: "A change of the controls",
+    example: "{\"target\": \"tool\", \"name\": \"refund_order\", \"reason\": \"fraud wave\"}",
+    nothing: "Nothing was changed.",
+};
+
+/// The person a program's request comes from, who must be an admin;
+/// refused in JSON (401, 403 `admin_only`).
+async fn admin_of<B: Send + Sync + 'static>(
+    app: &Arc<App<B>>,
+    parts: &mut axum::http::request::Parts,
+) -> Result<Who, Problem> {
+    let who = Who::from_request_parts(parts, app).await?;
+    if who.is_admin() {
+        Ok(who)
+    } else {
+        Err(Refusal::NotAdmin.into())
+    }
+}
+
+/// `GET /api/controls`: the version, what is stopped, the approvals by
+/// several people, and the history; an admin's only.
+pub(crate) async fn api_read<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    request: Request,
+) -> Response {
+    let (mut parts, _) = request.into_parts();
+    if let Err(problem) = admin_of(&app, &mut parts).await {
+        return problem.into_response();
+    }
+    match read_all(&app).await {
+        Ok((version, controls, history)) => {
+            api::json(StatusCode::OK, &controls_json(version, &controls, &history))
+        }
+        Err(error) => store_unavailable(&error).into_response(),
+    }
+}
+
+/// `POST /api/controls/stops`: stops a target, as JSON.
+pub(crate) async fn api_stop<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    request: Request,
+) -> Response {
+    from_json(&app, request, true).await
+}
+
+/// `POST /api/controls/enable`: enables a target, as JSON.
+pub(crate) async fn api_enable<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    request: Request,
+) -> Response {
+    from_json(&app, request, false).await
+}
+
+/// A change posted as JSON by an admin: who asks (401, 403), the body
+/// ([`json_fields`]: 415, 413, 400, 403 for a browser without its CSRF
+/// token), the fields (400 naming one, 422 for an unknown tool), then the
+/// change (409 `unchanged` when there is nothing to change, 503 when the
+/// store fails). Answered with the version written and what is stopped now.
+async fn from_json<B: Backend>(app: &Arc<App<B>>, request: Request, stopping: bool) -> Response {
+    match changed_by_json(app, request, stopping).await {
+        Ok(answer) => api::json(StatusCode::OK, &answer),
+        Err(problem) => problem.into_response(),
+    }
+}
+
+async fn changed_by_json<B: Backend>(
+    app: &Arc<App<B>>,
+    request: Request,
+    stopping: bool,
+) -> Result<Value, Problem> {
+    let (mut parts, body) = request.into_parts();
+    let who = admin_of(app, &mut parts).await?;
+    let fields = json_fields(app, &who, parts, body, &CHANGE).await?;
+    let allowed: &[&str] = if stopping {
+        &["target", "name", "reason", "csrf"]
+    } else {
+        &["target", "name", "csrf"]
+    };
+    checked_fields(&fields, allowed)?;
+    let change = change_of(app.backend.registry(), stopping, |name| {
+        fields.get(name).and_then(Value::as_str)
+    })
+    .map_err(|bad| {
+        Problem::new(
+            bad.status,
+            bad.code,
+            format!("{}. Nothing was changed.", bad.error),
+        )
+        .with("field", bad.field)
+    })?;
+    let words = change.words();
+    let version = match apply(app, &who, change).await {
+        Ok(version) => version,
+        Err(ChangeError::Store(error)) => return Err(store_unavailable(&error)),
+        Err(error) => {
+            let code = match error {
+                ChangeError::Unchanged(_) => "unchanged",
+                ChangeError::Invalid(_) => "invalid_controls",
+                _ => "controls_unreadable",
+            };
+            return Err(Problem::new(
+                refused_status(&error),
+                code,
+                format!("{error}. Nothing was changed."),
+            ));
+        }
+    };
+    let stops = match controls::read(app.backend.store()).await {
+        Ok((_, controls)) => controls.stops.iter().map(stop_json).collect(),
+        Err(_) => Vec::new(),
+    };
+    Ok(json!({
+        "version": version,
+        "change": words,
+        "by": who.name(),
+        "stops": stops,
+    }))
+}
+
+/// Every field is one of `allowed`, and each given is a string (or null):
+/// else a 400 that names the first that is not.
+fn checked_fields(fields: &Map<String, Value>, allowed: &[&str]) -> Result<(), Problem> {
+    for (name, value) in fields {
+        if !allowed.contains(&name.as_str()) {
+            return Err(invalid_field(
+                name,
+                &format!(
+                    "Unknown field {name:?}: this change has {}",
+                    allowed.join(", ")
+                ),
+                &CHANGE,
+            ));
+        }
+        if !value.is_string() && !value.is_null() {
+            return Err(invalid_field(
+                name,
+                &format!("{name:?} is a string"),
+                &CHANGE,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Another method on the controls' endpoints: 405, in JSON.
+pub(crate) async fn get_only() -> Response {
+    api::method_not_allowed("GET", "The controls are read with GET /api/controls.")
+}
+
+/// Another method on the endpoints that change the controls: 405, in JSON.
+pub(crate) async fn post_only() -> Response {
+    api::method_not_allowed(
+        "POST",
+        "A change of the controls is a POST with a JSON body.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(stopping: bool, fields: &[(&str, &str)]) -> Result<Change, (&'static str, u16)> {
+        let registry = Registry::default();
+        change_of(&registry, stopping, |name| {
+            fields.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        })
+        .map_err(|bad| (bad.field, bad.status.as_u16()))
+    }
+
+    #[test]
+    fn a_change_names_the_field_that_is_wrong() {
+        let enable = change(false, &[("target", "caller"), ("name", " support ")]).unwrap();
+        assert!(matches!(enable, Change::Enable(Target::Caller(id)) if id == "support"));
+        let all = change(true, &[("target", "everything"), ("reason", "incident")]).unwrap();
+        assert_eq!(all.words(), "stopped every call: incident");
+        assert_eq!(
+            change(true, &[("target", "all")]).unwrap_err(),
+            ("target", 400)
+        );
+        assert_eq!(
+            change(true, &[("target", "caller")]).unwrap_err(),
+            ("name", 400)
+        );
+        assert_eq!(
+            change(
+                true,
+                &[("target", "everything"), ("name", "x"), ("reason", "r")]
+            )
+            .unwrap_err(),
+            ("name", 400)
+        );
+        assert_eq!(
+            change(
+                true,
+                &[("target", "caller"), ("name", "support"), ("reason", "  ")]
+            )
+            .unwrap_err(),
+            ("reason", 400)
+        );
+        assert_eq!(
+            change(
+                true,
+                &[("target", "tool"), ("name", "nope"), ("reason", "r")]
+            )
+            .unwrap_err(),
+            ("name", 422),
+            "a tool this inbox does not know"
+        );
+    }
+}
