@@ -49,6 +49,17 @@ async fn refund_order(
     Ok(json!({"order_id": order_id, "refunded_cents": amount_cents}))
 }
 
+/// Closes an account: two people must approve, whatever the policy says.
+#[tool(side_effect, high_risk, approvals = 2)]
+async fn close_account(
+    ctx: &Ctx<Shop>,
+    /// The account's id.
+    account_id: String,
+) -> Result<Value, Rejection> {
+    ctx.state.refunds.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({"closed": account_id}))
+}
+
 struct Fleet<St> {
     shop: Arc<Shop>,
     /// Takes the operator's changes.
@@ -71,21 +82,27 @@ fn fleet<St: Store>(first: St, second: St) -> Fleet<St> {
     let shop = Arc::new(Shop::default());
     let audit = MemoryAudit::new();
     let build = |store: St| {
-        Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
-            .store(Arc::new(store))
-            .caller(support())
-            .callers([
-                Caller::new("reader", Policy::new().allow(["get_order"])),
-                Caller::new(
-                    "partner",
-                    Policy::new()
-                        .allow(["get_order", "refund_order"])
-                        .limit("max_refund_cents", 50_000),
-                ),
-            ])
-            .audit(audit.clone())
-            .build()
-            .unwrap()
+        Dispatcher::builder(
+            tools![get_order, refund_order, close_account].unwrap(),
+            Arc::clone(&shop),
+        )
+        .store(Arc::new(store))
+        .caller(support())
+        .callers([
+            Caller::new(
+                "reader",
+                Policy::new().allow(["get_order", "close_account"]),
+            ),
+            Caller::new(
+                "partner",
+                Policy::new()
+                    .allow(["get_order", "refund_order"])
+                    .limit("max_refund_cents", 50_000),
+            ),
+        ])
+        .audit(audit.clone())
+        .build()
+        .unwrap()
     };
     Fleet {
         a: build(first),
@@ -184,6 +201,8 @@ on_every_store!(
     "people"
 );
 on_every_store!(a_rule_approves_small_refunds_and_the_audit_names_it, "rule");
+
+on_every_store!(a_tool_that_asks_two_people_needs_no_policy, "tool2");
 
 const REFUND: &str = "refund_order";
 
@@ -555,7 +574,11 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
         )
         .await;
     assert_eq!(early.code, Code::ConfirmationRequired, "{early:?}");
-    assert_eq!(early.data["signatures"], 1);
+    assert_eq!(
+        early.confirmation_id.as_deref(),
+        Some(id.as_str()),
+        "{early:?}"
+    );
     assert_eq!(fleet.refunds(), 0);
 
     // Two last signatures on two replicas at once: one decides and its
@@ -667,6 +690,48 @@ async fn a_rule_approves_small_refunds_and_the_audit_names_it<St: Store>(fleet: 
         json!({"order_id": "A-1", "amount_cents": 1000}),
     )
     .await;
+    assert!(replay.ok && replay.replayed, "{replay:?}");
+    assert_eq!(fleet.refunds(), 1);
+}
+
+async fn a_tool_that_asks_two_people_needs_no_policy<St: Store>(fleet: Fleet<St>) {
+    let reader = fleet.a.caller("reader").unwrap().clone();
+    let args = r#"{"account_id": "AC-9"}"#;
+    let call = || {
+        Call::new("close_account", args)
+            .session("s")
+            .caller(&reader)
+    };
+    let asked = fleet.b.execute(call()).await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    let id = asked.confirmation_id.clone().unwrap();
+    // The question keeps what it needs: another replica reads it so.
+    let kept = fleet.a.store().approval(&id).await.unwrap().unwrap();
+    assert_eq!(kept.approval.answerers.people_needed(), 2);
+    assert!(!kept.approval.answerers.host());
+    let confirmed = fleet.a.execute(call().confirmed(true)).await;
+    assert_eq!(confirmed.code, Code::ConfirmationRequired, "{confirmed:?}");
+    let first = fleet
+        .a
+        .approve(Decision::new(&id, "s").caller(&reader).by("ana"))
+        .await;
+    assert_eq!(first.code, Code::ConfirmationRequired, "{first:?}");
+    assert_eq!(first.data["signatures"], 1);
+    assert_eq!(first.data["needed"], 2);
+    assert_eq!(fleet.refunds(), 0);
+    // The asking caller is not one of the people.
+    let own = fleet
+        .b
+        .approve(Decision::new(&id, "s").caller(&reader).by("reader"))
+        .await;
+    assert_eq!(own.code, Code::ConfirmationInvalid, "{own:?}");
+    let second = fleet
+        .b
+        .approve(Decision::new(&id, "s").caller(&reader).by("bob"))
+        .await;
+    assert!(second.ok, "{second:?}");
+    assert_eq!(fleet.refunds(), 1);
+    let replay = fleet.a.execute(call().approval(&id)).await;
     assert!(replay.ok && replay.replayed, "{replay:?}");
     assert_eq!(fleet.refunds(), 1);
 }

@@ -112,6 +112,8 @@ impl QuestionKind {
 pub struct Answerers {
     host: bool,
     client: bool,
+    /// Distinct people who must approve, when more than one (0 and 1: one).
+    people: u8,
 }
 
 impl Answerers {
@@ -119,13 +121,41 @@ impl Answerers {
     pub const PERSON: Answerers = Answerers {
         host: false,
         client: false,
+        people: 1,
     };
 
     /// A person, and the host too when `host` (the asking process was in
     /// [`Approvals::Host`](crate::Approvals::Host) mode), and the MCP client
     /// that made the call too when `client`.
     pub fn new(host: bool, client: bool) -> Answerers {
-        Answerers { host, client }
+        Answerers {
+            host,
+            client,
+            people: 1,
+        }
+    }
+
+    /// The same answerers, `people` distinct persons of whom must approve
+    /// (the tool's `#[tool(approvals = N)]`, or the operators' controls,
+    /// when the question was asked): then neither the host nor a client
+    /// answers it. Kept with the question (at most 10).
+    pub fn people(self, people: u32) -> Answerers {
+        let people = u8::try_from(people.clamp(1, 10)).unwrap_or(10);
+        if people > 1 {
+            Answerers {
+                host: false,
+                client: false,
+                people,
+            }
+        } else {
+            Answerers { people: 1, ..self }
+        }
+    }
+
+    /// How many distinct people must approve: 1 unless the question was
+    /// asked of more.
+    pub fn people_needed(&self) -> u32 {
+        u32::from(self.people.max(1))
     }
 
     /// Whether the host's `confirmed`, or an approval id the host brings
@@ -141,14 +171,19 @@ impl Answerers {
     }
 
     /// The words the store keeps, for a text column: `""` (a person only),
-    /// `"host"`, `"client"` or `"host client"`.
-    pub fn to_words(&self) -> &'static str {
+    /// `"host"`, `"client"` or `"host client"`, or `"people:N"` for a
+    /// question N people must approve.
+    pub fn to_words(&self) -> std::borrow::Cow<'static, str> {
+        if self.people > 1 {
+            return format!("people:{}", self.people).into();
+        }
         match (self.host, self.client) {
             (false, false) => "",
             (true, false) => "host",
             (false, true) => "client",
             (true, true) => "host client",
         }
+        .into()
     }
 
     /// [`to_words`](Answerers::to_words) read back; a word it does not
@@ -159,7 +194,14 @@ impl Answerers {
             match word {
                 "host" => answerers.host = true,
                 "client" => answerers.client = true,
-                _ => {}
+                _ => {
+                    if let Some(people) = word
+                        .strip_prefix("people:")
+                        .and_then(|n| n.parse::<u32>().ok())
+                    {
+                        answerers = answerers.people(people);
+                    }
+                }
             }
         }
         answerers
@@ -168,7 +210,8 @@ impl Answerers {
 
 impl Serialize for Answerers {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let words: Vec<&str> = self.to_words().split_whitespace().collect();
+        let text = self.to_words();
+        let words: Vec<&str> = text.split_whitespace().collect();
         words.serialize(serializer)
     }
 }
@@ -461,11 +504,11 @@ async fn controlled<St: Store + ?Sized>(
     answer: &Answer<'_>,
 ) -> Result<u32, Refusal> {
     let stored = store.controls(0).await.map_err(Refusal::Store)?;
-    let Some(stored) = stored else {
-        return Ok(1);
+    let current = match stored {
+        Some(stored) => crate::controls::Current::read(&stored)
+            .map_err(|why| Refusal::Store(StoreError::new(why)))?,
+        None => crate::controls::Current::default(),
     };
-    let current = crate::controls::Current::read(&stored)
-        .map_err(|why| Refusal::Store(StoreError::new(why)))?;
     let question = &entry.approval;
     if let Some(stop) = current.controls.stopped(&question.tool, &question.caller) {
         return Err(Refusal::Controls(format!(
@@ -473,7 +516,10 @@ async fn controlled<St: Store + ?Sized>(
             stop.target, stop.reason
         )));
     }
-    let needed = current.controls.people_needed(&question.tool);
+    let needed = current
+        .controls
+        .people_needed(&question.tool)
+        .max(question.answerers.people_needed());
     if needed <= 1 {
         return Ok(1);
     }
@@ -806,7 +852,7 @@ mod tests {
             Answerers::new(false, true),
             Answerers::new(true, true),
         ] {
-            assert_eq!(Answerers::from_words(answerers.to_words()), answerers);
+            assert_eq!(Answerers::from_words(&answerers.to_words()), answerers);
             let json = serde_json::to_value(answerers).unwrap();
             assert_eq!(
                 serde_json::from_value::<Answerers>(json).unwrap(),

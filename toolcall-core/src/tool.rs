@@ -178,6 +178,7 @@ pub struct ToolSpec {
     timeout_ms: Option<u64>,
     max_output_bytes: Option<u64>,
     max_repeats: Option<u64>,
+    approvals: u32,
     fields: &'static [FieldMeta],
     state: Option<fn() -> StateType>,
     check_state: Option<fn() -> StateType>,
@@ -229,6 +230,7 @@ impl ToolSpec {
             timeout_ms: parts.timeout_ms,
             max_output_bytes: parts.max_output_bytes,
             max_repeats: None,
+            approvals: 1,
             fields,
             state: parts.state,
             check_state: parts.check_state,
@@ -252,6 +254,22 @@ impl ToolSpec {
     pub const fn __max_repeats(mut self, max_repeats: Option<u64>) -> Self {
         self.max_repeats = max_repeats;
         self
+    }
+
+    /// The spec with `#[tool(approvals = N)]`: how many distinct people
+    /// must approve each call (2 to 10; the macro checks the range).
+    #[doc(hidden)]
+    pub const fn __approvals(mut self, approvals: u32) -> Self {
+        self.approvals = if approvals == 0 { 1 } else { approvals };
+        self
+    }
+
+    /// How many distinct people must approve each call of this tool: 1, or
+    /// `#[tool(approvals = N)]`'s N. The operators' controls may ask for
+    /// more ([`Controls::people_needed`](crate::controls::Controls::people_needed)),
+    /// never fewer.
+    pub fn approvals(&self) -> u32 {
+        self.approvals
     }
 
     /// The name the model calls the tool by.

@@ -11,7 +11,7 @@ use syn::{Expr, ExprLit, ExprUnary, Lit, LitStr, Path, UnOp};
 use crate::ctxt::Ctxt;
 use crate::msg;
 
-/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, async_check = path, preview = path, name = "...", args = "...", max_repeats = N, crate = path)]`.
+/// `#[tool(side_effect, high_risk, untrusted_output, idempotent_backend, check = path, async_check = path, preview = path, name = "...", args = "...", max_repeats = N, approvals = N, crate = path)]`.
 #[derive(Default)]
 pub(crate) struct ToolAttr {
     pub side_effect: Option<Span>,
@@ -39,6 +39,9 @@ pub(crate) struct ToolAttr {
     /// How many identical calls of a read-only tool a session may make
     /// before `LOOP_DETECTED`, instead of the dispatcher's setting.
     pub max_repeats: Option<syn::LitInt>,
+    /// How many distinct people must approve a call of this high-risk tool
+    /// (2 to 10).
+    pub approvals: Option<syn::LitInt>,
     /// The name of the generated argument struct, instead of `<Name>Args`.
     pub args: Option<LitStr>,
     pub krate: Option<Path>,
@@ -93,12 +96,13 @@ impl ToolAttr {
                         }
                     }
                 }
-                "version" | "timeout_ms" | "max_output_bytes" | "max_repeats" => {
+                "version" | "timeout_ms" | "max_output_bytes" | "max_repeats" | "approvals" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
                         "version" => &mut attr.version,
                         "max_output_bytes" => &mut attr.max_output_bytes,
                         "max_repeats" => &mut attr.max_repeats,
+                        "approvals" => &mut attr.approvals,
                         _ => &mut attr.timeout_ms,
                     };
                     match expr {
@@ -112,6 +116,7 @@ impl ToolAttr {
                                 "version" => msg::BAD_VERSION,
                                 "max_output_bytes" => msg::BAD_OUTPUT_BUDGET,
                                 "max_repeats" => msg::BAD_MAX_REPEATS,
+                                "approvals" => msg::BAD_APPROVALS,
                                 _ => msg::BAD_TIMEOUT,
                             },
                         ),

@@ -3,8 +3,10 @@
 
 pub(crate) const TWO_CHECKS: &str = "a tool has one business check: `check = path` names a function that answers at once, `async_check = path` one that awaits (`async fn`); keep one, and call the other from it";
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `async_check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `max_repeats = N`, `untrusted_output`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `async_check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `max_repeats = N`, `approvals = N`, `untrusted_output`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
 pub(crate) const BAD_MAX_REPEATS: &str = "`max_repeats` is a whole number of calls from 1, for example `max_repeats = 20`: how many identical calls of this read-only tool a session may make before LOOP_DETECTED";
+pub(crate) const BAD_APPROVALS: &str = "`approvals` is how many distinct people must approve each call, from 2 to 10, for example `approvals = 2` (one person is what `high_risk` asks already)";
+pub(crate) const APPROVALS_WITHOUT_HIGH_RISK: &str = "`approvals = N` is for a tool a person approves: add `high_risk` (`#[tool(side_effect, high_risk, approvals = 2)]`)";
 pub(crate) const MAX_REPEATS_ON_SIDE_EFFECT: &str = "`max_repeats` is for a read-only tool (a status polled until it changes): an identical call of a side effect is answered with its first result, never run again, so repeating it cannot poll anything; remove `max_repeats` here, or put the reading in its own tool without `side_effect`";
 pub(crate) const BAD_OUTPUT_BUDGET: &str = "`max_output_bytes` is a whole number of bytes from 256, for example `max_output_bytes = 16384`: the most of a result's text the model gets";
 pub(crate) const ARG_KEYS: &str = "expected one of `pattern`, `min`, `max`, `exclusive_min`, `exclusive_max`, `min_length`, `max_length`, `min_items`, `max_items`, `format`, `rename`, `limit`, `sensitive`, `allow_float`, `resource`";

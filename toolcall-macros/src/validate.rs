@@ -45,6 +45,9 @@ fn check_flags(tool: &ToolFn, cx: &mut Ctxt) {
             msg::IDEMPOTENT_BACKEND_WITHOUT_SIDE_EFFECT,
         ));
     }
+    if let (Some(approvals), None) = (&tool.attr.approvals, tool.attr.high_risk) {
+        cx.error_spanned_by(approvals, msg::APPROVALS_WITHOUT_HIGH_RISK);
+    }
     if let (Some(repeats), Some(_)) = (&tool.attr.max_repeats, tool.attr.side_effect) {
         cx.error_spanned_by(repeats, msg::MAX_REPEATS_ON_SIDE_EFFECT);
     }
@@ -206,6 +209,11 @@ fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
         && !matches!(repeats.base10_parse::<u64>(), Ok(1..))
     {
         cx.error_spanned_by(repeats, msg::BAD_MAX_REPEATS);
+    }
+    if let Some(approvals) = &tool.attr.approvals
+        && !matches!(approvals.base10_parse::<u32>(), Ok(2..=10))
+    {
+        cx.error_spanned_by(approvals, msg::BAD_APPROVALS);
     }
 }
 

@@ -231,7 +231,7 @@ pub(crate) async fn ask(
                     &new.decision,
                     &new.decided_ms,
                     &new.tainted,
-                    &a.answerers.to_words(),
+                    &a.answerers.to_words().as_ref(),
                     &of_caller_bound,
                     &new.principal,
                 ],

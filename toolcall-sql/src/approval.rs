@@ -161,7 +161,7 @@ impl NewApproval {
             Value::Text(approval.reason.clone()),
             Value::Text(self.tainted.clone()),
             text(&self.session_key),
-            text(approval.answerers.to_words()),
+            text(&approval.answerers.to_words()),
             Value::Text(self.principal.clone()),
         ]
     }

@@ -171,7 +171,10 @@ impl<St: Store> Stages<St> {
             client_answers: false,
             lock: None,
             resources: None,
-            people: self.held_controls().people_needed(spec.name()),
+            people: self
+                .held_controls()
+                .people_needed(spec.name())
+                .max(spec.approvals()),
             ruled: None,
         })
     }

@@ -94,7 +94,8 @@ impl<St: Store> Stages<St> {
                     answerers: Answerers::new(
                         self.settings.approvals == Approvals::Host,
                         prepared.client_answers,
-                    ),
+                    )
+                    .people(prepared.people),
                     principal: prepared.caller.principal().cloned(),
                 };
                 let bounds = OpenBounds {

@@ -151,14 +151,17 @@ impl<St: Store> Stages<St> {
     /// an expiry recorded under it stand whatever `confirmed` says, so the
     /// host's `confirmed` approves only a call that brings no id. In inbox
     /// mode it approves nothing: only a decision in the store does.
-    pub(super) fn approval_of<'c>(&self, call: &Call<'c>, in_doubt: bool) -> Approval<'c> {
+    /// `people`: how many distinct people must approve the call; the host's
+    /// `confirmed` is one person's word, not enough for more.
+    pub(super) fn approval_of<'c>(
+        &self,
+        call: &Call<'c>,
+        in_doubt: bool,
+        people: u32,
+    ) -> Approval<'c> {
         match (
             call.approval,
-            call.confirmed
-                && self.settings.approvals != Approvals::Inbox
-                // A host's confirmation is one person's: not enough where
-                // the operators' controls ask for more.
-                && self.held_controls().people_needed(call.tool) <= 1,
+            call.confirmed && self.settings.approvals != Approvals::Inbox && people <= 1,
         ) {
             _ if in_doubt => Approval::InDoubt,
             (Some(id), _) => Approval::Id(id),

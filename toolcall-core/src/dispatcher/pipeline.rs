@@ -477,7 +477,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
         };
         prepared.tainted.clone_from(tainted);
-        let approval = self.stages.approval_of(call, in_doubt);
+        let approval = self.stages.approval_of(call, in_doubt, prepared.people);
         // A call that needs a person and brings no id (an MCP client cannot
         // bring one back) learns a decision a person already recorded on
         // this exact call, as if it had brought its id; a person's decision

@@ -79,6 +79,11 @@ impl Expander<'_> {
         let timeout_ms = optional_u64(attr.timeout_ms.as_ref(), 1);
         let max_output_bytes = optional_u64(attr.max_output_bytes.as_ref(), 256);
         let max_repeats = optional_u64(attr.max_repeats.as_ref(), 1);
+        let approvals: u32 = attr
+            .approvals
+            .as_ref()
+            .and_then(|n| n.base10_parse().ok())
+            .unwrap_or(1);
         let state = self.state();
         let reconciles = attr.reconcile.is_some();
         quote! {
@@ -100,7 +105,8 @@ impl Expander<'_> {
                     },
                     &__TOOLCALL_FIELDS,
                 )
-                .__max_repeats(#max_repeats);
+                .__max_repeats(#max_repeats)
+                .__approvals(#approvals);
                 &SPEC
             }
         }
