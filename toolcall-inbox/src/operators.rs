@@ -202,7 +202,11 @@ pub(crate) async fn standing<St: Store + ?Sized>(
             ..Standing::default()
         });
     }
-    let needed = controls.people_needed(&question.tool);
+    // The question keeps what it was asked with (a tool's own
+    // `approvals = N`); the controls may ask more since.
+    let needed = controls
+        .people_needed(&question.tool)
+        .max(question.answerers.people_needed());
     let signatures = if needed > 1 {
         store.signatures(&question.id).await?
     } else {
