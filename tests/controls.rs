@@ -637,6 +637,19 @@ async fn a_rule_approves_small_refunds_and_the_audit_names_it<St: Store>(fleet: 
     )
     .await
     .unwrap();
+    // A dry run says the rule would approve it, and runs nothing.
+    let dry = fleet
+        .b
+        .execute(
+            Call::new(REFUND, r#"{"order_id": "A-1", "amount_cents": 1000}"#)
+                .session("dry")
+                .dry_run(true),
+        )
+        .await;
+    assert_eq!(dry.code, Code::DryRun, "{dry:?}");
+    assert_eq!(dry.data["would"], "run", "{dry:?}");
+    assert_eq!(dry.data["approved_by"], "rule:small-refunds");
+    assert_eq!(fleet.refunds(), 0);
     let small = call(
         &fleet.b,
         "s",
