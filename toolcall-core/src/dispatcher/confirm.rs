@@ -167,7 +167,7 @@ impl<St: Store> Stages<St> {
     async fn awaiting_signatures(&self, id: &str, name: &'static str) -> Stage<()> {
         let store_error = |error| self.store_unavailable(name, &error);
         let entry = self.store.approval(id).await.map_err(store_error)?;
-        if !entry.is_some_and(|entry| entry.approval.decision.is_none()) {
+        if entry.is_none_or(|entry| entry.approval.decision.is_some()) {
             return Ok(());
         }
         let signatures = self.store.signatures(id).await.map_err(store_error)?;
