@@ -108,12 +108,19 @@ impl QuestionKind {
 ///
 /// Kept in the store as a list of words (`["host", "client"]`); a question
 /// recorded without it (by an earlier version) is a person's only.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Answerers {
     host: bool,
     client: bool,
     /// Distinct people who must approve, when more than one (0 and 1: one).
     people: u8,
+}
+
+impl Default for Answerers {
+    /// A person only ([`Answerers::PERSON`]).
+    fn default() -> Self {
+        Answerers::PERSON
+    }
 }
 
 impl Answerers {

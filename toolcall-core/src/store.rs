@@ -454,6 +454,12 @@ pub struct CallStart<'a> {
     /// count within `max_calls`, and its key neither completed nor held by
     /// a running claim.
     pub lock: Option<LockAsk<'a>>,
+    /// The version of the operators' controls the call was judged by (0:
+    /// none written), when the store is to make sure of it: if the version
+    /// kept is another, nothing is counted, read or locked, and
+    /// [`CallBegun::controls_moved`] says so (the caller reads the controls
+    /// anew and starts the call again). `None`: not looked at.
+    pub controls: Option<u64>,
 }
 
 impl<'a> CallStart<'a> {
@@ -471,6 +477,7 @@ impl<'a> CallStart<'a> {
             taint: false,
             questions: false,
             lock: None,
+            controls: None,
         }
     }
 }
@@ -508,6 +515,10 @@ pub struct CallBegun {
     pub questions: Option<bool>,
     /// Whether the resource asked for is now locked by its holder.
     pub locked: bool,
+    /// The operators' controls kept are not the version
+    /// [`CallStart::controls`] named: nothing was counted, read or locked
+    /// (every other field is its default).
+    pub controls_moved: bool,
 }
 
 /// A store could not be reached or answered nonsense.
@@ -580,8 +591,10 @@ pub trait Store: Send + Sync + 'static {
     /// when asked. Each part means what its own
     /// method means; a store may make them in one round trip.
     ///
-    /// This default makes the step, the count and the read one after the
-    /// other, and neither locks nor looks at the taint or the approvals
+    /// This default reads the controls' version first when asked
+    /// ([`controls`](Store::controls)), then makes the step, the count and
+    /// the read one after the other, and neither locks nor looks at the
+    /// taint or the approvals
     /// (`locked: false`, `tainted: None`, `questions: None`): the caller then
     /// does those its own way.
     fn begin_call(
@@ -589,6 +602,14 @@ pub trait Store: Send + Sync + 'static {
         start: &CallStart<'_>,
     ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
         async move {
+            if let Some(known) = start.controls
+                && self.controls(known).await?.is_some()
+            {
+                return Ok(CallBegun {
+                    controls_moved: true,
+                    ..CallBegun::default()
+                });
+            }
             let step = self.next_step(start.session, start.now_ms).await?;
             let mut begun = CallBegun {
                 step,

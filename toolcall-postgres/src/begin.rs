@@ -15,8 +15,11 @@ use crate::PostgresStore;
 /// call named it (the [`session_key`] of which is $13) has a question,
 /// unexpired, asked or decided, used or not (when $12). Every part is what
 /// the store's own statement for it does, at the call's time ($2).
-const BEGIN: &str = "WITH s AS (
-    INSERT INTO toolcall_steps (session, count, touched_ms) VALUES ($1, 1, $2)
+const BEGIN: &str = "WITH v AS (
+    SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0) AS version
+), s AS (
+    INSERT INTO toolcall_steps (session, count, touched_ms)
+    SELECT $1, 1, $2 FROM v WHERE $14::BIGINT IS NULL OR v.version = $14::BIGINT
     ON CONFLICT (session) DO UPDATE SET count = toolcall_steps.count + 1, touched_ms = EXCLUDED.touched_ms
     RETURNING count
 ), c AS (
@@ -40,7 +43,7 @@ const BEGIN: &str = "WITH s AS (
     WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $2
     RETURNING 1
 )
-SELECT s.count,
+SELECT (SELECT count FROM s),
        (SELECT count FROM c),
        (SELECT state FROM r),
        (SELECT result FROM r),
@@ -51,8 +54,8 @@ SELECT s.count,
        CASE WHEN $12::BOOLEAN
             THEN EXISTS (SELECT 1 FROM toolcall_approvals
                          WHERE session_key = $13 AND expires_ms > $2)
-       END
-FROM s";
+            AND EXISTS (SELECT 1 FROM s)
+       END";
 
 /// The result stored and the claim freed, as `complete` does; the lock
 /// freed if its holder still has it, as `unlock_resource` does.
@@ -108,17 +111,27 @@ impl PostgresStore {
                     &start.taint,
                     &start.questions,
                     &named,
+                    &start.controls.map(to_sql),
                 ],
             )
             .await
             .map_err(StoreError::new)?;
+        // No step: the controls' version was not the one named, and nothing
+        // was counted.
+        let Some(step) = row.get::<_, Option<i64>>(0) else {
+            return Ok(CallBegun {
+                controls_moved: true,
+                ..CallBegun::default()
+            });
+        };
         let begun = CallBegun {
-            step: from_sql(row.get(0)),
+            step: from_sql(step),
             calls: row.get::<_, Option<i64>>(1).map(from_sql),
             outcome: record::outcome(row.get(2), row.get(3))?,
             tainted: row.get::<_, Option<bool>>(4),
             locked: row.get::<_, bool>(5),
             questions: row.get::<_, Option<bool>>(6),
+            controls_moved: false,
         };
         for _ in 0..record::begun_writes(&begun) {
             self.wrote().await;

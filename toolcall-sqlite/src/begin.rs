@@ -16,6 +16,20 @@ impl SqliteStore {
         let begun = {
             let mut conn = self.conn();
             let tx = immediate(&mut conn)?;
+            if let Some(known) = start.controls {
+                let kept: i64 = tx
+                    .prepare_cached(
+                        "SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0)",
+                    )
+                    .and_then(|mut s| s.query_row([], |row| row.get(0)))
+                    .map_err(StoreError::new)?;
+                if kept != to_sql(known) {
+                    return Ok(CallBegun {
+                        controls_moved: true,
+                        ..CallBegun::default()
+                    });
+                }
+            }
             let mut begun = CallBegun {
                 step: count_in(&tx, "toolcall_steps", "session", &session, now)?,
                 ..CallBegun::default()

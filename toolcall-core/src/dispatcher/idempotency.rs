@@ -33,6 +33,7 @@ impl<St: Store> Stages<St> {
         valid: Option<(&'static ToolSpec, &Key)>,
         active: &mut Option<Active<'d>>,
         lock: &mut Option<HeldLock>,
+        controls: u64,
     ) -> (Result<u64, StoreError>, Option<CallBegun>) {
         if call.dry_run {
             let step = self
@@ -54,6 +55,9 @@ impl<St: Store> Stages<St> {
         // A decision a person recorded on the call (see `pipeline`): asked
         // of any call that may need a person.
         start.questions = spec.high_risk() || start.taint;
+        // The operators' controls the call was judged by: counted only if
+        // they are still the store's.
+        start.controls = Some(controls);
         start.lock = lock.as_ref().map(|held| LockAsk {
             resource: &held.resource,
             holder: &held.holder,

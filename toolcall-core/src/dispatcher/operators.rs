@@ -45,10 +45,11 @@ pub(crate) fn rule_approver(rule: &str) -> String {
 }
 
 impl<St: Store> Stages<St> {
-    /// The controls as the store has them now: read at every call's start
-    /// (the document only when its version moved). A document that cannot
-    /// be read refuses the call: the controls may stop it.
-    pub(super) async fn controls(&self, tool: &str) -> Stage<Arc<Controls>> {
+    /// The controls as the store has them now, read anew (the document
+    /// only when its version moved since this process read it), and held
+    /// for the calls after. A document that cannot be read refuses the
+    /// call: the controls may stop it.
+    pub(super) async fn controls(&self, tool: &str) -> Stage<Current> {
         let held = self.held.get();
         let stored = self
             .store
@@ -56,13 +57,12 @@ impl<St: Store> Stages<St> {
             .await
             .map_err(|error| self.store_unavailable(tool, &error))?;
         let Some(stored) = stored else {
-            return Ok(held.controls);
+            return Ok(held);
         };
         match Current::read(&stored) {
             Ok(current) => {
-                let controls = Arc::clone(&current.controls);
-                self.held.set(current);
-                Ok(controls)
+                self.held.set(current.clone());
+                Ok(current)
             }
             Err(why) => {
                 tracing::error!(tool, %why, "the operators' controls cannot be read");
@@ -80,6 +80,13 @@ impl<St: Store> Stages<St> {
     /// (stages after the call's start).
     pub(super) fn held_controls(&self) -> Arc<Controls> {
         self.held.get().controls
+    }
+
+    /// The controls this process read last, with their version: what a
+    /// call is judged by, the store making sure of the version as the call
+    /// begins ([`CallStart::controls`](crate::store::CallStart::controls)).
+    pub(super) fn held_current(&self) -> Current {
+        self.held.get()
     }
 
     /// `STOPPED`, naming what `stop` stops and why.

@@ -74,7 +74,14 @@ struct Carried {
 struct Begun {
     step: u64,
     lock: Option<HeldLock>,
+    /// The operators' controls the call was judged by were not the store's
+    /// any more: nothing was counted, and the call starts again.
+    controls_moved: bool,
 }
+
+/// How often a call starts again because the operators' controls changed
+/// under it, before it is refused (`STORE_UNAVAILABLE`).
+const MAX_CONTROLS_RETRIES: u32 = 4;
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Runs one call through the whole pipeline and audits it.
@@ -253,17 +260,38 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         spec: Option<&'static ToolSpec>,
         at_ms: u64,
     ) -> (u64, ToolResult, Noted) {
-        let mut noted = Noted::default();
-        let mut begun = Begun::default();
-        let result = match self
-            .pipeline(call, caller, spec, at_ms, &mut noted, &mut begun)
-            .await
-        {
-            Ok(result) | Err(result) => result,
-        };
-        // A lock the call's start took that no stage took over.
-        self.stages.free(call.tool, begun.lock.take()).await;
-        (begun.step, result, noted)
+        let mut attempts = 0;
+        loop {
+            let mut noted = Noted::default();
+            let mut begun = Begun::default();
+            let result = match self
+                .pipeline(call, caller, spec, at_ms, &mut noted, &mut begun)
+                .await
+            {
+                Ok(result) | Err(result) => result,
+            };
+            // A lock the call's start took that no stage took over.
+            self.stages.free(call.tool, begun.lock.take()).await;
+            if !begun.controls_moved {
+                return (begun.step, result, noted);
+            }
+            // The operators' controls changed since this process read
+            // them, and nothing was counted: read them, and start again.
+            attempts += 1;
+            if let Err(refused) = self.stages.controls(call.tool).await {
+                return (0, refused, Noted::default());
+            }
+            if attempts >= MAX_CONTROLS_RETRIES {
+                let busy = crate::store::StoreError::new(
+                    "the operators' controls changed at every try of this call",
+                );
+                return (
+                    0,
+                    self.stages.store_unavailable(call.tool, &busy),
+                    Noted::default(),
+                );
+            }
+        }
     }
 
     async fn pipeline(
@@ -278,8 +306,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let name = call.tool;
         // The operators' controls, before anything is counted: a stop, the
         // caller's policy as they narrow it, the rate limits (of a call the
-        // caller may make).
-        let controls = self.stages.controls(name).await?;
+        // caller may make). Those this process read last judge the call, and
+        // the store makes sure of their version as the call begins (nothing
+        // is counted otherwise, and the call starts again with the new
+        // ones): no request of its own. A dry run, which begins nothing, and
+        // a call a rate limit may count (a count cannot be taken back) read
+        // them first.
+        let held = self.stages.held_current();
+        let current = if call.dry_run || !held.controls.rate_limits.is_empty() {
+            self.stages.controls(name).await?
+        } else {
+            held
+        };
+        let controls = &*current.controls;
         if let Some(stop) = controls.stopped(name, caller.id()) {
             return Err(self.stages.stopped(name, stop));
         }
@@ -287,10 +326,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let caller = narrowed.as_ref().unwrap_or(caller);
         if spec.is_some() && caller.policy().allows(name) && !controls.rate_limits.is_empty() {
             self.stages
-                .rate_limits(&controls, name, caller.id(), call.dry_run)
+                .rate_limits(controls, name, caller.id(), call.dry_run)
                 .await?;
         }
-        drop(controls);
+        let version = current.version;
+        drop(current);
         let raw = self.stages.raw_members_of(call);
         let mut object = None;
         let mut problems = Vec::new();
@@ -317,10 +357,29 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
             _ => None,
         };
+        // A call refused before its start counts a step without it: the
+        // controls it was judged by are made sure of first.
+        if valid.is_none() && !call.dry_run && self.stages.controls(name).await?.version != version
+        {
+            begun.controls_moved = true;
+            return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
+        }
         let (step, started) = self
             .stages
-            .start(call, caller, at_ms, valid, &mut active, &mut begun.lock)
+            .start(
+                call,
+                caller,
+                at_ms,
+                valid,
+                &mut active,
+                &mut begun.lock,
+                version,
+            )
             .await;
+        if started.as_ref().is_some_and(|found| found.controls_moved) {
+            begun.controls_moved = true;
+            return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
+        }
         let step = step.map_err(|error| self.stages.store_unavailable(name, &error))?;
         begun.step = step;
 

@@ -311,6 +311,14 @@ impl Store for MemoryStore {
     }
 
     async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
+        if let Some(known) = start.controls
+            && self.controls(known).await?.is_some()
+        {
+            return Ok(CallBegun {
+                controls_moved: true,
+                ..CallBegun::default()
+            });
+        }
         let mut begun = CallBegun::default();
         {
             let mut shard = self.shard(start.session);
