@@ -101,7 +101,6 @@ fn refunds(db: &Path) -> i64 {
 /// completes, though docs/mcp.md says a task whose carry-out was killed
 /// answers where its call stands on its next `tasks/get`.
 #[test]
-#[ignore = "defect found by the chaos harness, not fixed yet: a task whose carry-out was killed after commit stays `working`"]
 fn a_task_killed_after_the_refund_committed_completes_on_another_replica() {
     let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("chaos-regression-task-{}", std::process::id()));

@@ -171,14 +171,36 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                     .store()
                     .find_approval(&binding, Some(toolcall_core::life::IN_DOUBT), now_ms())
                     .await;
-                if let Ok(Some(settlement)) = settled
-                    && settlement.used_ms.is_none()
-                    && settlement.approval.decision.is_some()
-                {
-                    self.carry_out_task(&settlement).await;
-                    return false;
+                match settled {
+                    Ok(Some(settlement))
+                        if settlement.used_ms.is_none()
+                            && settlement.approval.decision.is_some() =>
+                    {
+                        self.carry_out_task(&settlement).await;
+                        false
+                    }
+                    // A person is asked already.
+                    Ok(Some(_)) | Err(_) => true,
+                    // Nobody was asked: the call's holder died with its
+                    // outcome unknown (its lease ran out). The pipeline
+                    // settles it as it settles any call in doubt: under its
+                    // key again where the backend honours it, by its
+                    // `reconcile`, or by asking a person, once.
+                    Ok(None) => {
+                        self.carry_out_task(entry).await;
+                        !matches!(
+                            self.dispatcher
+                                .recorded(
+                                    &approval.tool,
+                                    &approval.arguments,
+                                    &approval.session,
+                                    &self.caller,
+                                )
+                                .await,
+                            Ok(Some(RecordedOutcome::Completed(_)))
+                        )
+                    }
                 }
-                true
             }
             Ok(_) => false,
             Err(answer) => {
