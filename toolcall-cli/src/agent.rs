@@ -10,6 +10,13 @@
 //! answer to every call id ([`Turn::messages`]). It stops at the first
 //! assistant message without a tool call (the answer), or after
 //! `--max-turns` requests (an error: the model never answered).
+//!
+//! Every request that sends tools sends `--tool-choice` as the API's
+//! `tool_choice` ([`ToolChoice::value`]): `auto` unless told otherwise (a
+//! server that reads no `tool_choice` as "no tools", as llama-cpp-python's
+//! `chatml-function-calling` does, then offers them); `required` or a
+//! tool's name until the model has called a tool, then `auto`. While a
+//! request waits, standard error says so every `--progress-every` seconds.
 
 mod anthropic;
 mod openai;
@@ -18,12 +25,12 @@ pub mod script;
 use std::any::Any;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolcall_core::store::Store;
 use toolcall_core::{Approvals, Call, Decision, Dispatcher};
-use toolcall_providers::{Format, Outcome, Provider, RunOptions, Turn};
+use toolcall_providers::{Format, Outcome, Provider, RunOptions, ToolChoice, Turn};
 
 use crate::{AgentArgs, AgentProvider, Error};
 
@@ -89,12 +96,22 @@ impl Api {
         }
     }
 
-    async fn complete(&self, messages: &[Value]) -> Result<Reply, Error> {
+    async fn complete(&self, messages: &[Value], choice: &ToolChoice) -> Result<Reply, Error> {
         match self {
-            Api::OpenAi(api) => api.complete(messages).await,
-            Api::Anthropic(api) => api.complete(messages).await,
+            Api::OpenAi(api) => api.complete(messages, choice).await,
+            Api::Anthropic(api) => api.complete(messages, choice).await,
         }
     }
+}
+
+/// The names of the tools the definitions describe (the `neutral` format's).
+fn tool_names(neutral: &Value) -> Vec<&str> {
+    neutral
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect()
 }
 
 /// The loop; the model's answer.
@@ -112,6 +129,20 @@ where
     let policy = dispatcher.default_caller().policy();
     let definitions =
         |format| toolcall_providers::definitions(dispatcher.registry(), policy, format);
+    if let Some(tool) = settings.tool_choice.tool() {
+        let neutral = definitions(Format::Neutral);
+        let allowed = tool_names(&neutral);
+        if !allowed.contains(&tool) {
+            return Err(Error::Input(format!(
+                "agent: --tool-choice {tool}: not a tool the caller may use (allowed: {})",
+                if allowed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.join(", ")
+                }
+            )));
+        }
+    }
     let (api, mut messages) = match provider {
         AgentProvider::Openai => (
             Api::OpenAi(openai::OpenAi::new(settings, definitions(Format::OpenAi))?),
@@ -125,26 +156,42 @@ where
             anthropic::Anthropic::start(settings),
         ),
     };
-    for _ in 0..settings.max_turns {
+    let mut choice = settings.tool_choice.clone();
+    for number in 1..=settings.max_turns {
+        let progress = Progress {
+            number,
+            turns: settings.max_turns,
+            url: api.url(),
+            every: settings.progress_every,
+        };
         // The whole request within --timeout, the client's own retries
         // (and a server's Retry-After) included.
-        let reply = tokio::time::timeout(settings.timeout, api.complete(&messages))
-            .await
-            .map_err(|_| {
-                Error::Model(format!(
-                    "the model server at {}: no answer in time (--timeout {} s), its retries \
-                     included",
-                    api.url(),
-                    settings.timeout.as_secs()
-                ))
-            })??;
+        let request = tokio::time::timeout(settings.timeout, api.complete(&messages, &choice));
+        let reply = progress.wait(request).await.map_err(|_| {
+            Error::Model(format!(
+                "the model server at {}: no answer in time (--timeout {} s), its retries \
+                 included",
+                api.url(),
+                settings.timeout.as_secs()
+            ))
+        })??;
         // The text form: a member written twice in the message is an
         // error, and each call's arguments reach the pipeline as written.
         let mut turn = api
             .provider()
             .run_str(dispatcher, &reply.text, RunOptions::new().session(session))
             .await
-            .map_err(|e| Error::Model(format!("the model server at {}: {e}", api.url())))?;
+            .map_err(|e| {
+                Error::Model(format!(
+                    "the model server at {}: {}",
+                    api.url(),
+                    safe(&e.to_string())
+                ))
+            })?;
+        if choice.forces_a_call() && !turn.outcomes.is_empty() {
+            // Called: from now on the model may answer.
+            choice = ToolChoice::Auto;
+        }
         if !reply.said.is_empty() {
             transcript.line(format!("assistant: {}", reply.said));
         }
@@ -202,6 +249,8 @@ pub(crate) struct Settings {
     pub(crate) timeout: Duration,
     pub(crate) yes: bool,
     pub(crate) wait_approval: u64,
+    pub(crate) tool_choice: ToolChoice,
+    pub(crate) progress_every: u64,
 }
 
 impl Settings {
@@ -240,6 +289,8 @@ impl Settings {
             timeout: Duration::from_secs(args.timeout),
             yes: args.yes,
             wait_approval: args.wait_approval,
+            tool_choice: args.tool_choice.clone(),
+            progress_every: args.progress_every,
         })
     }
 }
@@ -274,14 +325,71 @@ pub(crate) fn unreachable(url: &str, error: &reqwest::Error) -> Error {
     Error::Model(format!("the model server at {url}: {why}"))
 }
 
-/// At most `max` characters of a server's body, for an error message.
+/// At most 300 characters of a server's body, for an error message, its
+/// control and invisible characters escaped ([`safe`]).
 pub(crate) fn excerpt(body: &str) -> String {
     const MAX: usize = 300;
     let body = body.trim();
-    match body.char_indices().nth(MAX) {
+    let body = match body.char_indices().nth(MAX) {
         Some((at, _)) => format!("{}...", &body[..at]),
         None => body.to_owned(),
+    };
+    safe(&body)
+}
+
+/// Text that came from the model or its server, for a terminal: a control
+/// character (an ANSI escape, a newline, a carriage return), a
+/// bidirectional override or an invisible one escaped (`\u{1b}`), at most
+/// [`MAX_LINE`] bytes.
+pub(crate) fn safe(text: &str) -> String {
+    toolcall_core::__private::echo::printable(text, MAX_LINE).into_owned()
+}
+
+/// One turn's request, for the lines on standard error while it waits.
+struct Progress<'a> {
+    number: u32,
+    turns: u32,
+    url: &'a str,
+    /// Seconds between two lines; 0 prints none.
+    every: u64,
+}
+
+impl Progress<'_> {
+    /// Runs `request`, saying on standard error that the turn waits every
+    /// `every` seconds, and in how many seconds it was answered.
+    async fn wait<F: std::future::Future>(&self, request: F) -> F::Output {
+        if self.every == 0 {
+            return request.await;
+        }
+        let started = Instant::now();
+        let (number, turns) = (self.number, self.turns);
+        progress_line(&format!(
+            "agent: turn {number}/{turns}: asking the model at {}",
+            self.url
+        ));
+        let every = Duration::from_secs(self.every);
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tokio::pin!(request);
+        let output = loop {
+            tokio::select! {
+                output = &mut request => break output,
+                _ = ticks.tick() => progress_line(&format!(
+                    "agent: turn {number}/{turns}: waiting for the model, {} s",
+                    started.elapsed().as_secs()
+                )),
+            }
+        };
+        progress_line(&format!(
+            "agent: turn {number}/{turns}: done in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+        output
     }
+}
+
+fn progress_line(line: &str) {
+    let mut stderr = io::stderr().lock();
+    let _ = writeln!(stderr, "{}", safe(line)).and_then(|()| stderr.flush());
 }
 
 /// What the loop prints: the transcript as it goes (standard output), or,
@@ -464,7 +572,7 @@ fn ask(tool: &str, pending: &str, yes: bool, transcript: &mut Transcript) -> Opt
         ));
         return None;
     }
-    eprint!("approve {tool} {pending}? [y/N] ");
+    eprint!("approve {}? [y/N] ", safe(&format!("{tool} {pending}")));
     let _ = io::stderr().flush();
     let mut answer = String::new();
     if stdin.lock().read_line(&mut answer).is_err() {

@@ -198,6 +198,19 @@ pub struct AgentArgs {
     /// Seconds one request to the model may take.
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
+    /// What the model may do with the tools: `auto` (answer or call, as it
+    /// sees fit), `required` (call at least one), `none` (call none), or a
+    /// tool's name (call that one), sent as the API's `tool_choice` with
+    /// every request that sends tools. `required` and a tool's name hold
+    /// until the model has called a tool, then `auto`, so that it can
+    /// answer with what the calls returned.
+    #[arg(long, value_name = "auto|required|none|TOOL", default_value = "auto")]
+    pub tool_choice: toolcall_providers::ToolChoice,
+    /// While a request to the model waits, a line on standard error every
+    /// this many seconds (the turn, the seconds waited), and one when it is
+    /// answered; 0 prints none.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub progress_every: u64,
     /// Approve the calls that wait for a person without asking (in host
     /// mode; with no terminal and without it, the model reads that the call
     /// waits for a person).

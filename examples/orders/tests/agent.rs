@@ -601,3 +601,194 @@ fn a_retry_after_longer_than_the_timeout_is_not_waited_for() {
         started.elapsed()
     );
 }
+
+/// Every request that sends tools says what the model may do with them:
+/// `auto` unless told otherwise (llama-cpp-python's `chatml-function-calling`
+/// reads a request without `tool_choice` as one without tools), and the
+/// bound on the answer's tokens in `max_tokens`, the field an
+/// OpenAI-compatible server reads (llama-cpp-python reads no other).
+#[test]
+fn every_request_sends_tool_choice_auto_and_max_tokens_by_default() {
+    let server = serve(conversation());
+    let output = orders(
+        &[
+            "agent",
+            "--base-url",
+            &server.openai_base_url(),
+            "--model",
+            "m",
+            "--yes",
+            "--max-tokens",
+            "300",
+            "--retry-backoff-ms",
+            "0",
+            "Refund the damaged item of ORD-1001.",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for request in &requests {
+        let body = &request["body"];
+        // An assistant message that made calls without words is sent back
+        // with `"content": ""`, not without it nor null (llama-cpp-python's
+        // templates read it, as text).
+        for message in body["messages"].as_array().unwrap() {
+            if message["role"] == "assistant" {
+                assert!(message["content"].is_string(), "{message}");
+            }
+        }
+        assert_eq!(body["tool_choice"], "auto", "{body}");
+        assert_eq!(body["max_tokens"], 300, "{body}");
+        assert!(body.get("max_completion_tokens").is_none(), "{body}");
+    }
+
+    let server = serve(conversation());
+    let output = orders(
+        &[
+            "agent",
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &server.anthropic_base_url(),
+            "--model",
+            "m",
+            "--yes",
+            "--retry-backoff-ms",
+            "0",
+            "Refund the damaged item of ORD-1001.",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    for request in server.requests() {
+        assert_eq!(request["body"]["tool_choice"], json!({"type": "auto"}));
+    }
+}
+
+/// `--tool-choice required` or a tool's name holds until the model has
+/// called a tool, then `auto` (so that the loop can end with an answer);
+/// `none` holds on every request. Each in its API's words.
+#[test]
+fn a_forced_tool_choice_holds_until_the_model_called_a_tool() {
+    let script = json!([
+        {"tool_calls": [{"name": "get_order", "arguments": {"order_id": "ORD-1001"}}]},
+        {"content": "ORD-1001 is 120.00 BRL."}
+    ]);
+    let cases: [(&str, &[&str], Value, Value); 3] = [
+        (
+            "openai",
+            &["--tool-choice", "get_order"],
+            json!({"type": "function", "function": {"name": "get_order"}}),
+            json!("auto"),
+        ),
+        (
+            "openai",
+            &["--tool-choice", "required"],
+            json!("required"),
+            json!("auto"),
+        ),
+        (
+            "anthropic",
+            &["--tool-choice", "required"],
+            json!({"type": "any"}),
+            json!({"type": "auto"}),
+        ),
+    ];
+    for (provider, flags, forced, after) in cases {
+        let server = serve(script.clone());
+        let base_url = if provider == "openai" {
+            server.openai_base_url()
+        } else {
+            server.anthropic_base_url()
+        };
+        let mut args = vec!["agent", "--provider", provider, "--base-url", &base_url];
+        args.extend_from_slice(&["--model", "m"]);
+        args.extend_from_slice(flags);
+        args.push("What is ORD-1001?");
+        let output = orders(&args, &[]);
+        let stdout = text(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{flags:?}: {}",
+            text(&output.stderr)
+        );
+        assert!(stdout.contains("ORD-1001 is 120.00 BRL."), "{stdout}");
+        let choices: Vec<Value> = server
+            .requests()
+            .iter()
+            .map(|r| r["body"]["tool_choice"].clone())
+            .collect();
+        assert_eq!(choices, [forced, after], "{provider} {flags:?}");
+    }
+
+    let server = serve(json!([{"content": "No tools today."}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &["--tool-choice", "none"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(server.requests()[0]["body"]["tool_choice"], "none");
+}
+
+/// A tool the caller may not use cannot be required: exit code 2, naming
+/// the tools it may use, and no request is made.
+#[test]
+fn a_tool_choice_the_caller_may_not_use_is_exit_code_2() {
+    let server = serve(json!([{"content": "unused"}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &["--tool-choice", "add_note"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--tool-choice add_note") && stderr.contains("get_order, refund_order"),
+        "{stderr}"
+    );
+    assert!(server.requests().is_empty());
+    let (code, stderr) = failing(&server.openai_base_url(), &["--tool-choice", ""]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("auto, required, none"), "{stderr}");
+}
+
+/// While the model thinks, standard error says which turn waits and for how
+/// long, and when it was answered; `--progress-every 0` says nothing.
+#[test]
+fn while_a_turn_waits_standard_error_says_so() {
+    let script = json!([{"content": "Slow but sure.", "delay_ms": 3000}]);
+    let server = serve(script.clone());
+    let (code, stderr) = failing(&server.openai_base_url(), &["--progress-every", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("agent: turn 1/10: "))
+        .collect();
+    assert!(lines[0].contains("asking the model at http://"), "{stderr}");
+    assert!(
+        lines[1].starts_with("agent: turn 1/10: waiting for the model, "),
+        "{stderr}"
+    );
+    assert!(lines.last().unwrap().contains(": done in "), "{stderr}");
+
+    let server = serve(json!([{"content": "Quiet."}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &["--progress-every", "0"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("agent: turn"), "{stderr}");
+}
+
+/// What the server or the model wrote reaches standard error escaped: an
+/// error body, or a call id, with terminal escapes in it.
+#[test]
+fn the_servers_words_in_an_error_are_escaped() {
+    let hostile = "\u{1b}[2J\u{1b}]0;owned\u{7}\nagent: turn 9/9: done";
+    let server = serve(json!([{"status": 400, "body": hostile}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(!stderr.contains("\nagent: turn 9/9"), "{stderr:?}");
+    assert!(stderr.contains("\\u{1b}[2J"), "{stderr:?}");
+
+    let completion = json!({"choices": [{"message": {"role": "assistant", "tool_calls": [
+        {"id": hostile, "type": "function", "function": {"name": "get_order", "arguments": "{}"}},
+        {"id": hostile, "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+    ]}}]});
+    let server = serve(json!([{"raw": completion.to_string()}]));
+    let (code, stderr) = failing(&server.openai_base_url(), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}

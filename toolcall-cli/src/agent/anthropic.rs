@@ -1,6 +1,7 @@
 //! Anthropic-compatible Messages, with reqwest.
 
 use serde_json::{Value, json};
+use toolcall_providers::{Format, ToolChoice};
 
 use super::{Reply, Settings, excerpt, http_client};
 use crate::Error;
@@ -45,7 +46,11 @@ impl Anthropic {
     }
 
     /// One request: the model's next assistant message.
-    pub(crate) async fn complete(&self, messages: &[Value]) -> Result<Reply, Error> {
+    pub(crate) async fn complete(
+        &self,
+        messages: &[Value],
+        choice: &ToolChoice,
+    ) -> Result<Reply, Error> {
         let url = &self.url;
         let mut body = json!({
             "model": self.model,
@@ -54,6 +59,7 @@ impl Anthropic {
         });
         if self.tools.as_array().is_some_and(|t| !t.is_empty()) {
             body["tools"] = self.tools.clone();
+            body["tool_choice"] = choice.value(Format::Anthropic).unwrap_or(Value::Null);
         }
         if let Some(system) = &self.system {
             body["system"] = json!(system);

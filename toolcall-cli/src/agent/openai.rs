@@ -8,6 +8,7 @@ use async_openai::types::chat::{
 };
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use toolcall_providers::{Format, ToolChoice};
 
 use super::{Reply, Settings, excerpt, http_client};
 use crate::Error;
@@ -18,7 +19,34 @@ pub(crate) struct OpenAi {
     url: String,
     model: String,
     max_tokens: u32,
+    /// The field the bound on the answer's tokens goes in.
+    tokens_field: &'static str,
     tools: Vec<ChatCompletionTools>,
+}
+
+/// The field that bounds the answer's tokens for the server at `base_url`:
+/// OpenAI's own API (and Azure OpenAI) take `max_completion_tokens`, which
+/// their reasoning models require; every other server `max_tokens`, the
+/// field OpenAI-compatible servers read (llama-cpp-python reads no other,
+/// and without it writes until its context is full).
+pub(crate) fn tokens_field(base_url: &str) -> &'static str {
+    let rest = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = host
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if host == "api.openai.com" || host.ends_with(".openai.azure.com") {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    }
 }
 
 impl OpenAi {
@@ -34,6 +62,7 @@ impl OpenAi {
             url: format!("{}/chat/completions", settings.base_url),
             model: settings.model.clone(),
             max_tokens: settings.max_tokens,
+            tokens_field: tokens_field(&settings.base_url),
             tools,
         })
     }
@@ -53,15 +82,24 @@ impl OpenAi {
     }
 
     /// One request: the model's next assistant message.
-    pub(crate) async fn complete(&self, messages: &[Value]) -> Result<Reply, Error> {
+    pub(crate) async fn complete(
+        &self,
+        messages: &[Value],
+        choice: &ToolChoice,
+    ) -> Result<Reply, Error> {
         let url = &self.url;
         let request = CreateChatCompletionRequest {
             model: self.model.clone(),
             messages: typed(messages)?,
             tools: (!self.tools.is_empty()).then(|| self.tools.clone()),
-            max_completion_tokens: Some(self.max_tokens),
             ..CreateChatCompletionRequest::default()
         };
+        let mut request = serde_json::to_value(request)
+            .map_err(|e| Error::Input(format!("the request to {url}: {e}")))?;
+        request[self.tokens_field] = json!(self.max_tokens);
+        if !self.tools.is_empty() {
+            request["tool_choice"] = choice.value(Format::OpenAi).unwrap_or(Value::Null);
+        }
         let raw: Box<RawValue> = self
             .client
             .chat()
@@ -82,11 +120,15 @@ impl OpenAi {
             .unwrap_or_default()
             .to_owned();
         // Sent back as it came: its role, content and tool calls, nothing
-        // the server added.
-        let mut assistant = json!({
-            "role": "assistant",
-            "content": message.get("content").cloned().unwrap_or(Value::Null),
-        });
+        // the server added; a message of calls without words with `""`
+        // (async-openai would leave a null out, and llama-cpp-python's
+        // chat templates need the member, and a string: HTTP 500 otherwise).
+        let content = message
+            .get("content")
+            .filter(|c| !c.is_null())
+            .cloned()
+            .unwrap_or(json!(""));
+        let mut assistant = json!({"role": "assistant", "content": content});
         if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
             assistant["tool_calls"] = calls.clone();
         }
@@ -127,5 +169,30 @@ fn failed(url: &str, error: OpenAIError) -> Error {
             excerpt(&body)
         )),
         other => Error::Model(format!("the model server at {url}: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens_field;
+
+    #[test]
+    fn openais_own_api_gets_max_completion_tokens_the_others_max_tokens() {
+        for url in [
+            "https://api.openai.com/v1",
+            "https://API.OpenAI.com:443/v1",
+            "https://mine.openai.azure.com/openai/deployments/x",
+        ] {
+            assert_eq!(tokens_field(url), "max_completion_tokens", "{url}");
+        }
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "https://api.openai.com.example.net/v1",
+            "https://user@api.example.com/v1?x=api.openai.com",
+            "api.openai.com.evil",
+        ] {
+            assert_eq!(tokens_field(url), "max_tokens", "{url}");
+        }
     }
 }

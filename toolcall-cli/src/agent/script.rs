@@ -48,6 +48,8 @@
 //!   that limits its rate.
 //! * `raw`: a body sent as it is, with status 200 and the JSON content
 //!   type, as a server that answers what is not a completion.
+//! * `delay_ms` (with any of the above): the server waits this many
+//!   milliseconds before it answers, as a slow model.
 //!
 //! `description` is for people, `model` the model name the answers carry
 //! (`scripted` unless given). `after` says what a request past the last
@@ -131,6 +133,8 @@ pub struct ScriptTurn {
     pub raw: Option<String>,
     /// The `Retry-After` of an error answer, in seconds.
     pub retry_after: Option<u64>,
+    /// Milliseconds the server waits before it answers.
+    pub delay_ms: Option<u64>,
 }
 
 /// One tool call of a scripted turn.
@@ -166,6 +170,8 @@ struct RawTurn {
     raw: Option<String>,
     #[serde(default)]
     retry_after: Option<u64>,
+    #[serde(default)]
+    delay_ms: Option<u64>,
 }
 
 impl TryFrom<RawTurn> for ScriptTurn {
@@ -218,6 +224,7 @@ impl TryFrom<RawTurn> for ScriptTurn {
             body: raw.body,
             raw: raw.raw,
             retry_after: raw.retry_after,
+            delay_ms: raw.delay_ms,
         })
     }
 }
@@ -421,6 +428,9 @@ async fn answer(
             return error(StatusCode::INTERNAL_SERVER_ERROR, &json!(message));
         }
     };
+    if let Some(delay) = turn.delay_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
     if let Some(raw) = &turn.raw {
         return ([(header::CONTENT_TYPE, "application/json")], raw.clone()).into_response();
     }
