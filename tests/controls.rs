@@ -203,6 +203,10 @@ on_every_store!(
 on_every_store!(a_rule_approves_small_refunds_and_the_audit_names_it, "rule");
 
 on_every_store!(a_tool_that_asks_two_people_needs_no_policy, "tool2");
+on_every_store!(
+    a_read_alone_in_its_conversation_keeps_nothing_and_obeys_a_stop,
+    "alone"
+);
 
 const REFUND: &str = "refund_order";
 
@@ -747,4 +751,40 @@ async fn a_tool_that_asks_two_people_needs_no_policy<St: Store>(fleet: Fleet<St>
     let replay = fleet.a.execute(call().approval(&id)).await;
     assert!(replay.ok && replay.replayed, "{replay:?}");
     assert_eq!(fleet.refunds(), 1);
+}
+
+async fn a_read_alone_in_its_conversation_keeps_nothing_and_obeys_a_stop<St: Store>(
+    fleet: Fleet<St>,
+) {
+    let read = r#"{"order_id": "A-1"}"#;
+    for _ in 0..3 {
+        let alone = fleet
+            .b
+            .execute(Call::new("get_order", read).session("once").alone(true))
+            .await;
+        assert!(alone.ok, "{alone:?}");
+    }
+    // Nothing was kept of those: the conversation's next kept call is its
+    // first step, and its first identical call.
+    let kept = call(&fleet.a, "once", "get_order", json!({"order_id": "A-1"})).await;
+    assert!(kept.ok, "{kept:?}");
+    let steps: Vec<Option<u64>> = fleet.audit.records().iter().map(|r| r.step).collect();
+    assert_eq!(steps, [Some(1), Some(1), Some(1), Some(1)], "{steps:?}");
+    assert_eq!(fleet.reads(), 4);
+    // Judged by the controls as any call: a stop made through the other
+    // replica is obeyed on the next call alone.
+    controls::stop(
+        &**fleet.a.store(),
+        Target::Tool("get_order".into()),
+        "maintenance",
+        "oncall",
+    )
+    .await
+    .unwrap();
+    let stopped = fleet
+        .b
+        .execute(Call::new("get_order", read).session("twice").alone(true))
+        .await;
+    assert_eq!(stopped.code, Code::Stopped, "{stopped:?}");
+    assert_eq!(fleet.reads(), 4);
 }

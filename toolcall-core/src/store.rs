@@ -460,6 +460,10 @@ pub struct CallStart<'a> {
     /// [`CallBegun::controls_moved`] says so (the caller reads the controls
     /// anew and starts the call again). `None`: not looked at.
     pub controls: Option<u64>,
+    /// The call is its conversation's only one (a read-only call of a
+    /// conversation made for it): its step is 1 and its count 1, and
+    /// neither is kept.
+    pub alone: bool,
 }
 
 impl<'a> CallStart<'a> {
@@ -478,6 +482,7 @@ impl<'a> CallStart<'a> {
             questions: false,
             lock: None,
             controls: None,
+            alone: false,
         }
     }
 }
@@ -610,7 +615,11 @@ pub trait Store: Send + Sync + 'static {
                     ..CallBegun::default()
                 });
             }
-            let step = self.next_step(start.session, start.now_ms).await?;
+            let step = if start.alone {
+                1
+            } else {
+                self.next_step(start.session, start.now_ms).await?
+            };
             let mut begun = CallBegun {
                 step,
                 ..CallBegun::default()
@@ -618,7 +627,11 @@ pub trait Store: Send + Sync + 'static {
             if step > start.max_steps {
                 return Ok(begun);
             }
-            let calls = self.count_call(start.key, start.now_ms).await?;
+            let calls = if start.alone {
+                1
+            } else {
+                self.count_call(start.key, start.now_ms).await?
+            };
             begun.calls = Some(calls);
             if start.outcome && calls <= start.max_calls {
                 begun.outcome = self.outcome(start.key).await?;

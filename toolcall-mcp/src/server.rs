@@ -314,6 +314,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             dry_run: asks_dry_run(&request, &context),
             elicits,
             modern,
+            alone: self.alone(session.as_ref(), &context),
         };
 
         if let Some(answer) = self.answer_to_question(&request, &call).await {
@@ -333,6 +334,27 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             }
             None => to_mcp(&result).into(),
         }
+    }
+
+    /// Whether a call in `session` is its conversation's only one: a
+    /// stateless HTTP request (no `Mcp-Session-Id`), served by a server of
+    /// its own whose connections each get a conversation of their own, that
+    /// names none in its `_meta`. No call after it can name that
+    /// conversation, so a read-only call leaves nothing in the store.
+    fn alone(&self, session: &str, context: &RequestContext<RoleServer>) -> bool {
+        #[cfg(feature = "http")]
+        let stateless = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"));
+        #[cfg(not(feature = "http"))]
+        let stateless = {
+            let _ = context;
+            false
+        };
+        stateless
+            && session == self.session
+            && matches!(self.options.conversations, Conversations::PerConnection(_))
     }
 
     /// The session a call runs in: this connection's, or the conversation
@@ -436,7 +458,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 call.session,
                 call.call_id,
             )
-            .dry_run(call.dry_run);
+            .dry_run(call.dry_run)
+            .alone(call.alone);
         if let Some(handed) = &recalled {
             pipeline_call = pipeline_call.approval(&handed.id);
         }
@@ -548,6 +571,8 @@ struct Incoming<'a> {
     /// Whether the client speaks protocol 2026-07-28 or later (no requests
     /// from the server: a question is an `input_required` result).
     modern: bool,
+    /// Whether the call is its conversation's only one ([`Call::alone`]).
+    alone: bool,
 }
 
 impl<S: Any + Send + Sync, St: Store> ServerHandler for McpServer<S, St> {

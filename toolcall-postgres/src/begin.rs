@@ -17,16 +17,24 @@ use crate::PostgresStore;
 /// the store's own statement for it does, at the call's time ($2).
 const BEGIN: &str = "WITH v AS (
     SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0) AS version
-), s AS (
+), n AS (
     INSERT INTO toolcall_steps (session, count, touched_ms)
-    SELECT $1, 1, $2 FROM v WHERE $14::BIGINT IS NULL OR v.version = $14::BIGINT
+    SELECT $1, 1, $2 FROM v
+    WHERE ($14::BIGINT IS NULL OR v.version = $14::BIGINT) AND NOT $15::BOOLEAN
     ON CONFLICT (session) DO UPDATE SET count = toolcall_steps.count + 1, touched_ms = EXCLUDED.touched_ms
     RETURNING count
-), c AS (
+), a AS (
+    SELECT 1::BIGINT AS count FROM v
+    WHERE ($14::BIGINT IS NULL OR v.version = $14::BIGINT) AND $15::BOOLEAN
+), s AS (
+    SELECT count FROM n UNION ALL SELECT count FROM a
+), kept AS (
     INSERT INTO toolcall_calls (key, count, touched_ms)
-    SELECT $3, 1, $2 FROM s WHERE s.count <= $4
+    SELECT $3, 1, $2 FROM s WHERE s.count <= $4 AND NOT $15::BOOLEAN
     ON CONFLICT (key) DO UPDATE SET count = toolcall_calls.count + 1, touched_ms = EXCLUDED.touched_ms
     RETURNING count
+), c AS (
+    SELECT count FROM kept UNION ALL SELECT 1::BIGINT FROM s WHERE s.count <= $4 AND $15::BOOLEAN
 ), r AS (
     SELECT CASE WHEN state = 'in_flight' AND until_ms <= $2 THEN 'in_doubt' ELSE state END AS state,
            result
@@ -112,6 +120,7 @@ impl PostgresStore {
                     &start.questions,
                     &named,
                     &start.controls.map(to_sql),
+                    &start.alone,
                 ],
             )
             .await

@@ -15,7 +15,13 @@ impl SqliteStore {
         let now = to_sql(start.now_ms);
         let begun = {
             let mut conn = self.conn();
-            let tx = immediate(&mut conn)?;
+            // A read-only call alone in its conversation writes nothing: it
+            // reads in a transaction that takes no write lock.
+            let tx = if start.alone && !start.outcome && start.lock.is_none() {
+                conn.transaction().map_err(StoreError::new)?
+            } else {
+                immediate(&mut conn)?
+            };
             if let Some(known) = start.controls {
                 let kept: i64 = tx
                     .prepare_cached(
@@ -30,12 +36,21 @@ impl SqliteStore {
                     });
                 }
             }
+            let step = if start.alone {
+                1
+            } else {
+                count_in(&tx, "toolcall_steps", "session", &session, now)?
+            };
             let mut begun = CallBegun {
-                step: count_in(&tx, "toolcall_steps", "session", &session, now)?,
+                step,
                 ..CallBegun::default()
             };
             if begun.step <= start.max_steps {
-                let calls = count_in(&tx, "toolcall_calls", "key", key, now)?;
+                let calls = if start.alone {
+                    1
+                } else {
+                    count_in(&tx, "toolcall_calls", "key", key, now)?
+                };
                 begun.calls = Some(calls);
                 if calls <= start.max_calls {
                     let row: Option<(String, i64, Option<String>)> = tx

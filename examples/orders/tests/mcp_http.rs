@@ -790,3 +790,70 @@ fn a_connection_over_max_connections_is_503() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stateless request (protocol 2026-07-28, no `Mcp-Session-Id`) that
+/// names no conversation is its conversation's only call: a read leaves
+/// nothing in the store (no step, no count), while a conversation the
+/// request names in `_meta` keeps its steps, and a side effect its record.
+#[test]
+fn a_stateless_read_leaves_nothing_in_the_store() {
+    let dir = scratch("alone");
+    let tokens = token_file(&dir);
+    let db = dir.join("shop.db");
+    let store = format!("sqlite:{}", db.display());
+    let server = Server::start(&["--store", &store, "--token-file", tokens.to_str().unwrap()]);
+    let bearer = format!("Bearer {TOKEN}");
+    let stateless = |id: u32, meta: Value| {
+        let mut meta_all = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        for (k, v) in meta.as_object().unwrap() {
+            meta_all[k] = v.clone();
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "get_order", "arguments": {"order_id": "ORD-1001"}, "_meta": meta_all}});
+        let answer = post(
+            server.addr,
+            &[
+                ("Authorization", &bearer),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "get_order"),
+            ],
+            &body.to_string(),
+        );
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let message = answer.message();
+        assert_eq!(message["result"]["isError"], false, "{message}");
+    };
+    let rows = |table: &str| -> i64 {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    for id in 0..5 {
+        stateless(id, json!({}));
+    }
+    assert_eq!(
+        rows("toolcall_steps"),
+        0,
+        "five stateless reads kept no step"
+    );
+    assert_eq!(rows("toolcall_calls"), 0, "nor a count");
+    for id in 5..7 {
+        stateless(id, json!({"toolcall/conversation": "desk"}));
+    }
+    assert_eq!(
+        rows("toolcall_steps"),
+        1,
+        "a named conversation keeps its steps"
+    );
+    let steps: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT count FROM toolcall_steps", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(steps, 2);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,6 +33,7 @@ pub struct Call<'a> {
     pub(super) call_id: Option<&'a str>,
     pub(super) dry_run: bool,
     pub(super) client_answers: bool,
+    pub(super) alone: bool,
 }
 
 impl<'a> Call<'a> {
@@ -56,6 +57,7 @@ impl<'a> Call<'a> {
             call_id: None,
             dry_run: false,
             client_answers: false,
+            alone: false,
         }
     }
 
@@ -140,6 +142,17 @@ impl<'a> Call<'a> {
     /// question about an unknown outcome.
     pub fn client_answers(mut self, yes: bool) -> Self {
         self.client_answers = yes;
+        self
+    }
+
+    /// Whether the call is its conversation's only one: a conversation made
+    /// for it, which no call after it names (a stateless HTTP request that
+    /// names none; an MCP server sets it). A read-only call alone then
+    /// leaves nothing in the store: no step is kept (its step is 1), nor a
+    /// count of its repeats, nor its session's taint. A side effect is
+    /// kept as always (its record answers a retry and an unknown outcome).
+    pub fn alone(mut self, yes: bool) -> Self {
+        self.alone = yes;
         self
     }
 

@@ -44,6 +44,10 @@ impl<St: Store> Stages<St> {
             return (step, None);
         }
         let Some((spec, key)) = valid else {
+            // A call alone in its conversation keeps no step.
+            if call.alone {
+                return (Ok(1), None);
+            }
             return (self.store.next_step(call.scope, at_ms).await, None);
         };
         *active = Some(self.twins.enter(key));
@@ -58,6 +62,9 @@ impl<St: Store> Stages<St> {
         // The operators' controls the call was judged by: counted only if
         // they are still the store's.
         start.controls = Some(controls);
+        // A read-only call alone in its conversation keeps no step nor
+        // count; a side effect's are kept as always.
+        start.alone = call.alone && !spec.side_effect();
         start.lock = lock.as_ref().map(|held| LockAsk {
             resource: &held.resource,
             holder: &held.holder,

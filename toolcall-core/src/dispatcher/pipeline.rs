@@ -471,7 +471,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .uncount_asked(&answer, &prepared.key, name)
             .await?;
         drop(active);
-        if let Ok(result) = &answer {
+        // A conversation of one call has no call after it to taint.
+        if let Ok(result) = &answer
+            && !call.alone
+        {
             self.stages
                 .remember_untrusted(prepared.spec, call.scope, caller, given.as_ref(), result)
                 .await?;

@@ -122,7 +122,11 @@ impl MemoryStore {
     /// a running claim).
     fn begin_key(&self, start: &CallStart<'_>, begun: &mut CallBegun) -> bool {
         let (mut shard, slot) = self.slot(start.key);
-        let calls = count_in(&mut shard.calls, slot, start.now_ms);
+        let calls = if start.alone {
+            1
+        } else {
+            count_in(&mut shard.calls, slot, start.now_ms)
+        };
         begun.calls = Some(calls);
         let mut may_lock = false;
         // What is recorded of the key is read only for a side effect's
@@ -323,6 +327,8 @@ impl Store for MemoryStore {
         {
             let mut shard = self.shard(start.session);
             begun.step = match shard.steps.get_mut(start.session) {
+                // A conversation of one call keeps no step.
+                _ if start.alone => 1,
                 Some(counted) => {
                     counted.count += 1;
                     counted.touched_ms = start.now_ms;
