@@ -90,6 +90,7 @@
 //! | `confirmations.failed` | decisions in none of the above: the approval could not be taken (the store failed) |
 //! | `confirmations.unanswered` | `CONFIRMATION_REQUIRED` calls that no decision answered (still pending, or abandoned) |
 //! | `confirmations.decisions` | decision records |
+//! | `confirmations.approved_by_rule` | calls a rule of the operators' controls approved in a person's place (`approved_by` is `rule:<name>`): counted as the model's calls, not as decisions nor as a person's approvals |
 //! | `confirmations.confirmed_unasked` | calls sent `confirmed` that answer no `CONFIRMATION_REQUIRED`: the host asked a person beforehand, or marks calls confirmed; they are not counted as approvals |
 //! | `confirmations.denial_rate` | `denied / (approved + denied)`, absent when both are zero: how often people refuse what the model proposes |
 //! | `step_limit.calls` | calls with `STEP_LIMIT`: refused because the session used up its step budget |
@@ -250,6 +251,10 @@ pub struct Confirmations {
     pub decisions: u64,
     /// Calls sent `confirmed` that answer no `CONFIRMATION_REQUIRED`; not approvals.
     pub confirmed_unasked: u64,
+    /// Calls a rule of the operators' controls approved in a person's
+    /// place (`approved_by` `rule:<name>`): counted as calls, never as a
+    /// person's approvals.
+    pub approved_by_rule: u64,
 }
 
 impl Confirmations {
@@ -294,7 +299,7 @@ impl Report {
     ///   "rejections_by_tool_and_code": [{"tool": <name>, ...<rejections>}],
     ///   "confirmations": {"required", "approved", "approved_then_failed", "denied",
     ///                     "expired", "invalid", "failed", "unanswered", "decisions",
-    ///                     "confirmed_unasked", "denial_rate"},
+    ///                     "confirmed_unasked", "approved_by_rule", "denial_rate"},
     ///   "step_limit": {"calls", "sessions"}
     /// }
     /// <stats> = "calls", "ok", "awaiting_confirmation", "rejected", "refused_by_host", "failed",
@@ -343,6 +348,7 @@ impl Report {
                 "unanswered": c.unanswered,
                 "decisions": c.decisions,
                 "confirmed_unasked": c.confirmed_unasked,
+                "approved_by_rule": c.approved_by_rule,
                 "denial_rate": c.denial_rate(),
             },
             "step_limit": {

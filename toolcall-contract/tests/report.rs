@@ -475,7 +475,7 @@ fn the_table_is_aligned() {
     assert!(text.contains(
         "confirmations: 4 required, 3 approved, 1 denied, 1 expired, 1 invalid (denial rate 25.0%)\n  \
          1 approved then failed, 0 decision(s) not carried out, 1 never answered, \
-         2 call(s) sent confirmed unasked\n"
+         2 call(s) sent confirmed unasked, 0 approved by a rule\n"
     ));
     assert!(text.contains("step budget: 2 call(s) refused with STEP_LIMIT, in 1 session(s)"));
     assert!(
@@ -549,7 +549,7 @@ fn the_json_has_the_documented_shape() {
         json["confirmations"],
         json!({"required": 4, "approved": 3, "approved_then_failed": 1, "denied": 1,
                "expired": 1, "invalid": 1, "failed": 0, "unanswered": 1, "decisions": 4,
-               "confirmed_unasked": 2, "denial_rate": 0.25})
+               "confirmed_unasked": 2, "approved_by_rule": 0, "denial_rate": 0.25})
     );
     assert_eq!(json["step_limit"], json!({"calls": 2, "sessions": 1}));
     insta::assert_snapshot!("report_json", serde_json::to_string_pretty(&json).unwrap());
@@ -784,4 +784,35 @@ fn made_up_names_are_shown_escaped_and_bounded() {
         text.len()
     );
     assert!(text.contains("…[cut "), "{text}");
+}
+
+/// A call a rule of the operators' controls approved is the model's call,
+/// counted apart: never a person's decision, nor a call sent confirmed
+/// unasked.
+#[test]
+fn approvals_by_rule_are_counted_apart() {
+    let ruled = json!({"approved_by": "rule:small-refunds", "confirmed": true});
+    let log = [
+        line("a", "refund_order", "OK", 1.0, ruled.clone()),
+        line("a", "refund_order", "CONFIRMATION_REQUIRED", 1.0, json!({})),
+        line(
+            "a",
+            "refund_order",
+            "OK",
+            1.0,
+            json!({"approved_by": "ana", "confirmed": true}),
+        ),
+        line("b", "refund_order", "OK", 1.0, ruled),
+    ];
+    let report = report_of(&log);
+    let c = &report.confirmations;
+    assert_eq!(c.approved_by_rule, 2);
+    assert_eq!((c.approved, c.decisions), (1, 1), "ana's decision alone");
+    assert_eq!(c.confirmed_unasked, 0);
+    assert_eq!(
+        report.totals.calls, 3,
+        "two calls by rule and the asked one"
+    );
+    assert_eq!(report.to_json()["confirmations"]["approved_by_rule"], 2);
+    assert!(report.to_string().contains("2 approved by a rule"));
 }

@@ -64,7 +64,9 @@ fn decisions(records: &[AuditRecord]) -> (Vec<bool>, u64) {
                 arguments_key(&record.arguments),
             );
             let waiting = pending.get(&key).copied().unwrap_or(0);
-            let decision = record.approved_by.is_some() || (record.confirmed && waiting > 0);
+            // A call a rule approved is the model's call, not a decision.
+            let decision = (record.approved_by.is_some() && by_rule(record).is_none())
+                || (record.confirmed && waiting > 0 && by_rule(record).is_none());
             if decision {
                 if waiting > 0 {
                     pending.insert(key, waiting - 1);
@@ -77,6 +79,12 @@ fn decisions(records: &[AuditRecord]) -> (Vec<bool>, u64) {
         })
         .collect();
     (decided, answered)
+}
+
+/// The rule of the operators' controls that approved `record` in a
+/// person's place (its approver `rule:<name>`), if one did.
+fn by_rule(record: &AuditRecord) -> Option<&str> {
+    record.approved_by.as_deref()?.strip_prefix("rule:")
 }
 
 /// Counts and durations gathered for one group of calls.
@@ -191,7 +199,11 @@ impl<'a> Counts<'a> {
             .entry(&record.tool)
             .or_default()
             .add(record, recovered);
-        self.confirmations.confirmed_unasked += u64::from(record.confirmed);
+        if by_rule(record).is_some() {
+            self.confirmations.approved_by_rule += 1;
+        } else {
+            self.confirmations.confirmed_unasked += u64::from(record.confirmed);
+        }
         match outcome(record) {
             Outcome::Rejected => {
                 let code = record.code.as_str();

@@ -196,8 +196,8 @@ impl fmt::Display for Report {
         let _ = writeln!(
             out,
             "  {} approved then failed, {} decision(s) not carried out, {} never answered, \
-             {} call(s) sent confirmed unasked",
-            c.approved_then_failed, c.failed, c.unanswered, c.confirmed_unasked
+             {} call(s) sent confirmed unasked, {} approved by a rule",
+            c.approved_then_failed, c.failed, c.unanswered, c.confirmed_unasked, c.approved_by_rule
         );
         let _ = writeln!(
             out,
