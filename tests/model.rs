@@ -20,6 +20,19 @@
 //! * every unknown outcome is in the audit and, after the inbox's sweep, in
 //!   the inbox.
 //!
+//! The operators' controls meet every entry point: stops and enables of a
+//! tool or a caller through either replica's store (a call stopped answers
+//! `STOPPED`, runs nothing and takes no step; its questions cannot be
+//! approved, only denied), policy loads (two people for `wipe`: distinct
+//! signatures, never the requester's, the host's `confirmed` or a client's,
+//! the last one deciding; a rate limit on pages, `RATE_LIMITED` before
+//! anything is counted; an approval rule for wipes of disk 0). Nothing of
+//! a stopped tool or caller runs; a wipe that runs while two people are
+//! needed had its approval recorded; a question several people must
+//! approve is approved by that many signatures. `TOOLCALL_MODEL_DEFECTS`
+//! makes the operations of the known defects (tests/controls_regressions.rs),
+//! left out otherwise.
+//!
 //! `TOOLCALL_MODEL_CASES` sets the cases per store (default 64; a long run
 //! on demand: `TOOLCALL_MODEL_CASES=2000 cargo test -p toolcall-tests --test
 //! model -- --nocapture`), `TOOLCALL_MODEL_SEED` the seed. A counterexample
@@ -33,7 +46,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use toolcall::life::{Answer, Answerer, IN_DOUBT, Refusal};
+use toolcall::controls::{self, ChangeError, Controls, Target};
+use toolcall::life::{Answer, Answerer, Decided, IN_DOUBT, Refusal};
 use toolcall::store::{Binding, MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Taint,
@@ -49,7 +63,8 @@ use toolcall_tests::{postgres_schema, postgres_url};
 /// What the backend did, as it keeps it: the effects it applied, by key.
 #[derive(Default)]
 struct Ledger {
-    effects: Mutex<Vec<(String, String)>>,
+    /// Each effect: its tool, its key, and the caller it ran for.
+    effects: Mutex<Vec<(String, String, String)>>,
     /// The next attempt applies, then loses its answer.
     lose_after: AtomicU32,
     /// The next attempt fails before applying anything.
@@ -64,17 +79,18 @@ impl Ledger {
             .lock()
             .unwrap()
             .iter()
-            .filter(|(_, k)| k == key)
+            .filter(|(_, k, _)| k == key)
             .count()
     }
 
-    fn apply(&self, tool: &str, key: &str, dedupe: bool) -> Result<(), ToolError> {
+    fn apply(&self, ctx: &Ctx<Ledger>, tool: &str, dedupe: bool) -> Result<(), ToolError> {
         if take(&self.fail_before) {
             return Err(ToolError::not_applied("connection refused"));
         }
+        let key = &*ctx.idempotency_key;
         let mut effects = self.effects.lock().unwrap();
-        if !(dedupe && effects.iter().any(|(_, k)| k == key)) {
-            effects.push((tool.to_owned(), key.to_owned()));
+        if !(dedupe && effects.iter().any(|(_, k, _)| k == key)) {
+            effects.push((tool.to_owned(), key.to_owned(), ctx.caller.id().to_owned()));
         }
         drop(effects);
         if take(&self.lose_after) {
@@ -100,7 +116,7 @@ async fn page(
     /// Which page.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply("page", &ctx.idempotency_key, false)?;
+    ctx.state.apply(ctx, "page", false)?;
     Ok(done(ctx, "page", arg))
 }
 
@@ -111,7 +127,7 @@ async fn restart(
     /// Which service.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply("restart", &ctx.idempotency_key, false)?;
+    ctx.state.apply(ctx, "restart", false)?;
     Ok(done(ctx, "restart", arg))
 }
 
@@ -129,7 +145,7 @@ async fn pay(
     /// Which invoice.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply("pay", &ctx.idempotency_key, true)?;
+    ctx.state.apply(ctx, "pay", true)?;
     Ok(done(ctx, "pay", arg))
 }
 
@@ -140,7 +156,7 @@ async fn wipe(
     /// Which disk.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply("wipe", &ctx.idempotency_key, false)?;
+    ctx.state.apply(ctx, "wipe", false)?;
     Ok(done(ctx, "wipe", arg))
 }
 
@@ -156,6 +172,12 @@ async fn read(
 }
 
 const SIDE_EFFECTS: [&str; 4] = ["page", "restart", "pay", "wipe"];
+/// Every tool, as the operators' stops name them: the side effects, then
+/// `read`.
+const TOOLS: [&str; 5] = ["page", "restart", "pay", "wipe", "read"];
+const READ: usize = 4;
+const WIPE: usize = 3;
+const PAGE: usize = 0;
 const CALLERS: [&str; 2] = ["alice", "bob"];
 const CONVERSATIONS: [&str; 2] = ["c0", "c1"];
 
@@ -201,6 +223,85 @@ enum Via {
     Client(bool),
 }
 
+/// Who answers a question through the inbox or the host's API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Person {
+    Ana,
+    Bo,
+    /// The caller who made the call (its id, as a person's name).
+    Requester,
+}
+
+impl Person {
+    fn name(self, requester: usize) -> &'static str {
+        match self {
+            Person::Ana => "ana",
+            Person::Bo => "bo",
+            Person::Requester => CALLERS[requester],
+        }
+    }
+}
+
+/// What an operator stops: a tool (of [`TOOLS`]) or a caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Stopped {
+    Tool(usize),
+    Caller(usize),
+}
+
+impl Stopped {
+    fn target(self) -> Target {
+        match self {
+            Stopped::Tool(tool) => Target::Tool(TOOLS[tool].to_owned()),
+            Stopped::Caller(caller) => Target::Caller(CALLERS[caller].to_owned()),
+        }
+    }
+}
+
+/// The policy part of the operators' controls a load puts in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum Rules {
+    /// Nothing: the code's policy.
+    #[default]
+    Lift,
+    /// `[approvals] wipe = 2`.
+    TwoPeople,
+    /// A rate limit of [`PAGES_PER_WINDOW`] pages per caller in a window
+    /// far longer than a run, and a rule approving wipes of disk 0 (`arg`
+    /// at most 0) without a person.
+    Limits,
+}
+
+const PAGES_PER_WINDOW: u64 = 2;
+const RULE: &str = "small-wipes";
+
+impl Rules {
+    fn controls(self) -> Controls {
+        let document = match self {
+            Rules::Lift => json!({}),
+            Rules::TwoPeople => json!({"approvals": {"wipe": 2}}),
+            Rules::Limits => json!({
+                "rate_limits": [{
+                    "name": "pages", "tool": "page", "calls": PAGES_PER_WINDOW, "per": "366d"
+                }],
+                "approval_rules": [{
+                    "name": RULE, "tool": "wipe", "arguments": {"arg": {"max": 0}}
+                }],
+            }),
+        };
+        serde_json::from_value(document).unwrap()
+    }
+
+    /// How many distinct people the controls ask for a call of `tool`.
+    fn people(self, tool: usize) -> u32 {
+        if self == Rules::TwoPeople && tool == WIPE {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Call {
@@ -219,13 +320,34 @@ enum Op {
         replica: usize,
     },
     Answer {
-        /// Which known question (modulo how many there are).
+        /// Which known question: the newest below 4, else this modulo how
+        /// many there are.
         question: usize,
         said: Said,
         via: Via,
         replica: usize,
         /// Answer as the other caller (someone else's question).
         intruder: bool,
+        /// Who, through the inbox or the host's API.
+        person: Person,
+    },
+    /// An operator stops a tool or a caller through this replica's store;
+    /// `lost`: the store's answer to the write is lost (the stop landed).
+    Stop {
+        what: Stopped,
+        replica: usize,
+        lost: bool,
+    },
+    /// An operator enables what is stopped (the `pick`th of what the model
+    /// knows stopped; with nothing stopped, a tool that is not).
+    Resume {
+        pick: usize,
+        replica: usize,
+    },
+    /// An operator loads a policy through this replica's store.
+    Load {
+        rules: Rules,
+        replica: usize,
     },
     Sweep {
         replica: usize,
@@ -249,6 +371,7 @@ fn fault() -> impl Strategy<Value = Fault> {
             Just("begin_call"),
             Just("ask_approval"),
             Just("take_approval"),
+            Just("take_rate"),
         ]
         .prop_flat_map(|method| prop_oneof![
             Just(Fault::Store(Outage::Down, method)),
@@ -288,10 +411,10 @@ fn op() -> impl Strategy<Value = Op> {
     let answer = (
         0..8usize,
         prop_oneof![
-            Just(Said::Approve),
-            Just(Said::Deny),
-            Just(Said::Happened),
-            Just(Said::NotHappened),
+            2 => Just(Said::Approve),
+            1 => Just(Said::Deny),
+            1 => Just(Said::Happened),
+            1 => Just(Said::NotHappened),
         ],
         prop_oneof![
             Just(Via::Host),
@@ -301,20 +424,53 @@ fn op() -> impl Strategy<Value = Op> {
         ],
         0..2usize,
         prop::bool::weighted(0.15),
+        prop_oneof![
+            9 => Just(Person::Ana),
+            7 => Just(Person::Bo),
+            4 => Just(Person::Requester),
+        ],
     )
-        .prop_map(|(question, said, via, replica, intruder)| Op::Answer {
-            question,
-            said,
-            via,
-            replica,
-            intruder,
+        .prop_map(
+            |(question, said, via, replica, intruder, person)| Op::Answer {
+                question,
+                said,
+                via,
+                replica,
+                intruder,
+                person,
+            },
+        );
+    let stopped = prop_oneof![
+        2 => Just(Stopped::Tool(WIPE)),
+        3 => (0..TOOLS.len()).prop_map(Stopped::Tool),
+        2 => (0..2usize).prop_map(Stopped::Caller),
+    ];
+    let stop =
+        (stopped, 0..2usize, prop::bool::weighted(0.15)).prop_map(|(what, replica, lost)| {
+            Op::Stop {
+                what,
+                replica,
+                lost,
+            }
         });
+    let load = (
+        prop_oneof![
+            2 => Just(Rules::TwoPeople),
+            1 => Just(Rules::Lift),
+            1 => Just(Rules::Limits),
+        ],
+        0..2usize,
+    )
+        .prop_map(|(rules, replica)| Op::Load { rules, replica });
     prop_oneof![
         8 => call,
         1 => (0..2usize, 0..2usize, 0..2usize).prop_map(|(caller, conversation, replica)| Op::Read { caller, conversation, replica }),
         4 => answer,
         1 => (0..2usize).prop_map(|replica| Op::Sweep { replica }),
         1 => Just(Op::Wait),
+        1 => stop,
+        1 => (0..4usize, 0..2usize).prop_map(|(pick, replica)| Op::Resume { pick, replica }),
+        1 => load,
     ]
 }
 
@@ -324,6 +480,8 @@ fn op() -> impl Strategy<Value = Op> {
 struct Case {
     modes: [Approvals; 2],
     share: bool,
+    /// The operators' policy loaded before the first operation.
+    rules: Rules,
     ops: Vec<Op>,
 }
 
@@ -332,9 +490,19 @@ fn case() -> impl Strategy<Value = Case> {
     (
         [mode.clone(), mode],
         prop::bool::weighted(0.25),
+        prop_oneof![
+            2 => Just(Rules::Lift),
+            2 => Just(Rules::TwoPeople),
+            1 => Just(Rules::Limits),
+        ],
         prop::collection::vec(op(), 1..28),
     )
-        .prop_map(|(modes, share, ops)| Case { modes, share, ops })
+        .prop_map(|(modes, share, rules, ops)| Case {
+            modes,
+            share,
+            rules,
+            ops,
+        })
 }
 
 // ------------------------------------------------------- the crash points
@@ -447,6 +615,13 @@ struct Known {
     happened: bool,
     /// The answers said in doubt, for the audit check.
     doubt_answers: usize,
+    /// An approval of it was recorded in the store by a person (with every
+    /// signature it needed) or by an operators' rule: not only the host's
+    /// word (`confirmed`, or its approval id of a question the host may
+    /// answer).
+    decided: bool,
+    /// The operators' rule approved it.
+    ruled: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -463,6 +638,15 @@ struct Model {
     /// The (caller, conversation) pairs that read untrusted output; with
     /// shared conversations, the caller is left out (`usize::MAX`).
     tainted: BTreeSet<(usize, usize)>,
+    /// What the operators stopped.
+    stopped: BTreeSet<Stopped>,
+    /// The policy in force.
+    rules: Rules,
+    /// Pages counted against the rate limit, by caller (the store keeps
+    /// the counts whatever policy is loaded since).
+    pages: [u64; 2],
+    /// The distinct people who signed each question, by id.
+    signed: BTreeMap<String, BTreeSet<&'static str>>,
 }
 
 impl Model {
@@ -472,6 +656,12 @@ impl Model {
         } else {
             (caller, conversation)
         }
+    }
+
+    /// Whether a call of `tool` (of [`TOOLS`]) by `caller` is stopped.
+    fn is_stopped(&self, tool: usize, caller: usize) -> bool {
+        self.stopped.contains(&Stopped::Tool(tool))
+            || self.stopped.contains(&Stopped::Caller(caller))
     }
 
     fn newest_question(&self, identity: Identity) -> Option<&Question> {
@@ -505,10 +695,25 @@ macro_rules! ensure {
 async fn run_case<St: Store>(case: &Case, stores: [St; 2]) -> Checked {
     let system = System::new(case, stores);
     let mut model = Model::default();
+    if case.rules != Rules::Lift {
+        load(&system, 0, case.rules).await?;
+        model.rules = case.rules;
+    }
     for (at, op) in case.ops.iter().enumerate() {
         OPS.fetch_add(1, Ordering::Relaxed);
+        let effects = system.ledger.effects.lock().unwrap().len();
+        let stopped = model.stopped.clone();
+        let rules = model.rules;
+        let reruns: BTreeSet<Identity> = model
+            .known
+            .iter()
+            .filter(|(_, known)| known.rerun_allowed)
+            .map(|(identity, _)| *identity)
+            .collect();
         step(&system, &mut model, case, op)
             .await
+            .map_err(|why| format!("operation {at} ({op:?}): {why}"))?;
+        controls_held(&system, &model, effects, &stopped, rules, &reruns)
             .map_err(|why| format!("operation {at} ({op:?}): {why}"))?;
         invariants(&system, &model)
             .await
@@ -517,6 +722,43 @@ async fn run_case<St: Store>(case: &Case, stores: [St; 2]) -> Checked {
     drive_to_the_end(&system, &mut model, case)
         .await
         .map_err(|why| format!("at the end: {why}"))
+}
+
+/// What ran during one operation, against the operators' controls as
+/// they stood: nothing of a stopped tool or caller ran; a wipe that ran
+/// while two people were needed had its approval recorded in the store (by
+/// every signature it needed, or before the policy asked for two), or was a
+/// run a person allowed after an unknown outcome.
+fn controls_held<St: Store>(
+    system: &System<St>,
+    model: &Model,
+    effects: usize,
+    stopped: &BTreeSet<Stopped>,
+    rules: Rules,
+    reruns: &BTreeSet<Identity>,
+) -> Checked {
+    let ran = system.ledger.effects.lock().unwrap()[effects..].to_vec();
+    for (tool, key, caller) in ran {
+        let t = TOOLS.iter().position(|name| *name == tool).unwrap();
+        let c = CALLERS.iter().position(|id| *id == caller).unwrap();
+        ensure!(
+            !stopped.contains(&Stopped::Tool(t)) && !stopped.contains(&Stopped::Caller(c)),
+            "{tool} ran for {caller} while stopped ({stopped:?})"
+        );
+        if rules.people(t) > 1 {
+            let known = model
+                .known
+                .iter()
+                .find(|(_, known)| known.key.as_deref() == Some(key.as_str()));
+            ensure!(
+                known.is_some_and(|(identity, known)| known.decided
+                    || known.rerun_allowed
+                    || reruns.contains(identity)),
+                "{tool} ran for {caller} without the approval of two people: {known:?}"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn identity_of(op: &Op) -> Option<Identity> {
@@ -532,6 +774,156 @@ fn identity_of(op: &Op) -> Option<Identity> {
     }
 }
 
+/// Whether the store holds an approval of this exact call that the
+/// operators' rule decided.
+async fn rule_decided<St: Store>(
+    system: &System<St>,
+    (caller, conversation, tool, arg): Identity,
+) -> Result<bool, String> {
+    let decided = system.stores[0]
+        .inner()
+        .decided_approvals(10_000)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(decided.iter().any(|entry| {
+        let question = &entry.approval;
+        question.caller == CALLERS[caller]
+            && question.session == CONVERSATIONS[conversation]
+            && question.tool == SIDE_EFFECTS[tool]
+            && question.arguments["arg"] == arg
+            && question
+                .decision
+                .as_ref()
+                .is_some_and(|decision| decision.by == format!("rule:{RULE}"))
+    }))
+}
+
+/// Whether a question of this exact call that several people must approve
+/// is open.
+async fn open_question_of_people<St: Store>(
+    system: &System<St>,
+    model: &Model,
+    identity: Identity,
+    replica: usize,
+) -> bool {
+    for question in model.questions.iter().filter(|q| q.identity == identity) {
+        if let Ok(Some(entry)) = system.stores[replica].inner().approval(&question.id).await
+            && entry.is_open(now_ms())
+            && entry.approval.answerers.people_needed() > 1
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// A call the operators' controls answer before anything is counted: a
+/// stop (`STOPPED`), a full rate limit (`RATE_LIMITED`), the store failing
+/// while the controls or the count are read (`STORE_UNAVAILABLE`). `None`
+/// when the controls let the call go on (a page counted, if a limit is in
+/// force); otherwise the call is made and checked: nothing ran, no step
+/// was taken, nothing in the model changes.
+async fn controlled_call<St: Store>(
+    system: &System<St>,
+    model: &mut Model,
+    identity: Identity,
+    replica: usize,
+    how: How,
+    fault: Fault,
+    client_answers: bool,
+) -> Option<Checked> {
+    let (caller, _, tool, _) = identity;
+    let expected = match fault {
+        _ if model.is_stopped(tool, caller) => Code::Stopped,
+        _ if model.rules == Rules::Limits && tool == PAGE => {
+            let full = model.pages[caller] >= PAGES_PER_WINDOW;
+            match fault {
+                // A dry run reads the count, and counts nothing.
+                _ if how == How::DryRun && full => Code::RateLimited,
+                _ if how == How::DryRun => return None,
+                Fault::Store(Outage::Down, "take_rate") => Code::StoreUnavailable,
+                Fault::Store(Outage::AnswersLost, "take_rate") => {
+                    // Counted, and the answer lost.
+                    if !full {
+                        model.pages[caller] += 1;
+                    }
+                    Code::StoreUnavailable
+                }
+                _ if full => Code::RateLimited,
+                _ => {
+                    model.pages[caller] += 1;
+                    return None;
+                }
+            }
+        }
+        _ => return None,
+    };
+    let effects = system.ledger.effects.lock().unwrap().len();
+    let records = system.audits[replica].records().len();
+    let id = model.newest_question(identity).map(|q| q.id.clone());
+    let answer = call(
+        system,
+        identity,
+        replica,
+        how,
+        fault,
+        client_answers,
+        id.as_deref(),
+    )
+    .await;
+    Some(
+        async {
+            let Some(answer) = answer else {
+                return Err(format!("a call answered {expected:?} crashed"));
+            };
+            // A stop made through the other replica's store is seen as the
+            // call begins: a store failing there is the answer then.
+            let store_failed = matches!(fault, Fault::Store(..))
+                && expected == Code::Stopped
+                && answer.code == Code::StoreUnavailable;
+            ensure!(
+                answer.code == expected || store_failed,
+                "the controls' answer was to be {expected:?}: {answer:?}"
+            );
+            ensure!(
+                system.ledger.effects.lock().unwrap().len() == effects,
+                "a call answered {expected:?} ran"
+            );
+            match answer.code {
+                Code::Stopped => {
+                    STOPPED_CALLS.fetch_add(1, Ordering::Relaxed);
+                    ensure!(
+                        answer.data.contains_key("stopped"),
+                        "STOPPED without what is stopped: {answer:?}"
+                    );
+                }
+                Code::RateLimited => {
+                    RATE_LIMITED_CALLS.fetch_add(1, Ordering::Relaxed);
+                    ensure!(
+                        answer.data["retry_after_ms"]
+                            .as_u64()
+                            .is_some_and(|ms| ms > 0),
+                        "RATE_LIMITED without retry_after_ms: {answer:?}"
+                    );
+                }
+                _ => {}
+            }
+            // Nothing counted: no step taken.
+            let audited = system.audits[replica].records();
+            ensure!(
+                audited.len() <= records + 1
+                    && audited[records..]
+                        .iter()
+                        .all(|record| record.step.is_none()),
+                "a call answered {expected:?} took a step: {:?}",
+                &audited[records..]
+            );
+            Ok(())
+        }
+        .await,
+    )
+}
+
 async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op: &Op) -> Checked {
     match *op {
         Op::Call {
@@ -545,10 +937,31 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             client_answers,
         } => {
             let identity = identity_of(op).unwrap();
+            if let Some(checked) =
+                controlled_call(system, model, identity, replica, how, fault, client_answers).await
+            {
+                return checked;
+            }
             let tainted_now =
                 model
                     .tainted
                     .contains(&model.taint_scope(case.share, caller, conversation));
+            // The operators' rule approves a question several people must
+            // approve: a known defect (tests/controls_regressions.rs), left
+            // out unless asked for.
+            let brings_id = how == How::WithId && model.newest_question(identity).is_some();
+            if !defect("rule")
+                && model.rules == Rules::Limits
+                && tool == WIPE
+                && arg == 0
+                && !tainted_now
+                && !brings_id
+                && how != How::DryRun
+                && open_question_of_people(system, model, identity, replica).await
+            {
+                AVOIDED.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             let first = !model.known.contains_key(&identity);
             let known = model.known.entry(identity).or_default();
             if first {
@@ -562,13 +975,19 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 ));
             }
             // In host mode, the host's confirmation is an authorized approval
-            // of a call that brings no id.
+            // of a call that brings no id, when one person is enough.
+            let one_person = model.rules.people(tool) <= 1
+                && !open_question_of_people(system, model, identity, replica).await;
+            let known = model.known.get_mut(&identity).unwrap();
             if how == How::Confirmed
                 && system.replicas[replica].settings().approvals == Approvals::Host
+                && one_person
             {
                 known.authorized = true;
             }
             let before = known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
+            let denied = known.denied;
+            let unknown = known.unknown;
             let id = model.newest_question(identity).map(|q| q.id.clone());
             // In host mode, the host bringing the id of an open question
             // that lets the host answer is the host's approval.
@@ -578,6 +997,7 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 && let Ok(Some(entry)) = system.stores[replica].inner().approval(id).await
                 && entry.approval.answerers.host()
                 && entry.is_open(now_ms())
+                && model.rules.people(tool) <= 1
             {
                 model.known.get_mut(&identity).unwrap().authorized = true;
             }
@@ -591,7 +1011,30 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 id.as_deref(),
             )
             .await;
+            // A rule of the operators' controls approves a wipe of disk 0
+            // without a person: a call that brings no id (and no host's
+            // confirmation that stands), untainted, one person enough.
+            let plain = how == How::Plain || (how == How::WithId && id.is_none());
+            let rule_applies = model.rules == Rules::Limits
+                && tool == WIPE
+                && arg == 0
+                && !tainted_now
+                && (plain
+                    || (how == How::Confirmed
+                        && system.replicas[replica].settings().approvals == Approvals::Inbox));
+            let ruled = tool == WIPE && rule_decided(system, identity).await?;
             let known = model.known.get_mut(&identity).unwrap();
+            if ruled && !known.ruled {
+                ensure!(
+                    rule_applies,
+                    "the rule approved a call it does not cover ({:?})",
+                    model.rules
+                );
+                known.ruled = true;
+                known.decided = true;
+                known.authorized = true;
+                RULE_APPROVALS.fetch_add(1, Ordering::Relaxed);
+            }
             let Some(answer) = answer else {
                 // Crashed: the effect may have happened; the outcome is
                 // unknown unless the crash came before any claim.
@@ -609,6 +1052,24 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 }
                 return Ok(());
             };
+            ensure!(
+                !matches!(answer.code, Code::Stopped | Code::RateLimited),
+                "a call nothing stops or limits answered {}: {answer:?}",
+                answer.code.as_str()
+            );
+            if rule_applies
+                && plain
+                && fault == Fault::None
+                && !denied
+                && !unknown
+                && before == 0
+                && one_person
+            {
+                ensure!(
+                    answer.code == Code::Ok,
+                    "the rule's call did not run: {answer:?}"
+                );
+            }
             observe(
                 system, model, case, identity, replica, how, fault, &answer, before,
             )
@@ -626,6 +1087,14 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                         .caller(&system.callers[caller]),
                 )
                 .await;
+            if model.is_stopped(READ, caller) {
+                ensure!(
+                    answer.code == Code::Stopped,
+                    "a stopped read answered otherwise: {answer:?}"
+                );
+                STOPPED_CALLS.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             ensure!(answer.ok, "a read failed: {answer:?}");
             let scope = model.taint_scope(case.share, caller, conversation);
             model.tainted.insert(scope);
@@ -637,11 +1106,32 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             via,
             replica,
             intruder,
+            person,
         } => {
             if model.questions.is_empty() {
                 return Ok(());
             }
-            let q = model.questions[question % model.questions.len()].clone();
+            // Half the answers go to the newest question (a second
+            // signature, a person answering what was just asked).
+            let len = model.questions.len();
+            let at = if question < 4 {
+                len - 1
+            } else {
+                question % len
+            };
+            let q = model.questions[at].clone();
+            // The host's approval (or "it did not happen") of a question of
+            // a stopped tool or caller runs it: a known defect
+            // (tests/controls_regressions.rs), left out unless asked for.
+            let (asker, _, tool, _) = q.identity;
+            if !defect("host")
+                && via == Via::Host
+                && matches!(said, Said::Approve | Said::NotHappened)
+                && model.is_stopped(tool, asker)
+            {
+                AVOIDED.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             // A person who settles checks the system first: what they say
             // of an unknown outcome is the truth.
             let said = match said {
@@ -658,7 +1148,59 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 }
                 said => said,
             };
-            answer(system, model, case, &q, said, via, replica, intruder).await
+            answer(system, model, &q, said, via, replica, intruder, person).await
+        }
+        Op::Stop {
+            what,
+            replica,
+            lost,
+        } => {
+            let store = &system.stores[replica];
+            if lost {
+                store.fail(Outage::AnswersLost, Some("put_controls"), 1);
+            }
+            let done = controls::stop(&**store, what.target(), "the model's test", "ops").await;
+            store.heal();
+            if lost {
+                ensure!(
+                    matches!(done, Err(ChangeError::Store(_))),
+                    "a stop whose answer was lost: {done:?}"
+                );
+            } else {
+                ensure!(done.is_ok(), "a stop failed: {done:?}");
+            }
+            // Landed either way.
+            model.stopped.insert(what);
+            STOPS.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        Op::Resume { pick, replica } => {
+            let stopped: Vec<Stopped> = model.stopped.iter().copied().collect();
+            let what = if stopped.is_empty() {
+                Stopped::Tool(pick % TOOLS.len())
+            } else {
+                stopped[pick % stopped.len()]
+            };
+            let done = controls::resume(&*system.stores[replica], what.target(), "ops").await;
+            if model.stopped.remove(&what) {
+                ensure!(done.is_ok(), "enabling {what:?} failed: {done:?}");
+                RESUMES.fetch_add(1, Ordering::Relaxed);
+                if !defect("stale") {
+                    read_the_controls(system).await;
+                }
+            } else {
+                ensure!(
+                    matches!(done, Err(ChangeError::Unchanged(_))),
+                    "enabling {what:?}, which is not stopped: {done:?}"
+                );
+            }
+            Ok(())
+        }
+        Op::Load { rules, replica } => {
+            load(system, replica, rules).await?;
+            model.rules = rules;
+            LOADS.fetch_add(1, Ordering::Relaxed);
+            Ok(())
         }
         Op::Sweep { replica } => {
             // What is in doubt before the sweep must have its question
@@ -674,6 +1216,41 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             Ok(())
         }
     }
+}
+
+/// Each replica reads the operators' controls anew (a dry run reads them
+/// before anything else), after a stop is lifted: a replica that answered
+/// `STOPPED` from the controls it held does not see the stop lifted
+/// otherwise (tests/controls_regressions.rs,
+/// `a_replica_sees_a_stop_lifted`, ignored until the library is fixed;
+/// with it fixed, this goes).
+async fn read_the_controls<St: Store>(system: &System<St>) {
+    for d in &system.replicas {
+        let _ = d
+            .execute(
+                Call::new("read", r#"{"arg": 0}"#)
+                    .session(CONVERSATIONS[0])
+                    .caller(&system.callers[0])
+                    .dry_run(true),
+            )
+            .await;
+    }
+}
+
+/// Loads `rules` as the policy, through `replica`'s store.
+async fn load<St: Store>(system: &System<St>, replica: usize, rules: Rules) -> Checked {
+    let callers: Vec<&Caller> = system.callers.iter().collect();
+    let loaded = controls::load_policy(
+        &*system.stores[replica],
+        system.replicas[replica].registry(),
+        &callers,
+        &rules.controls(),
+        "ops",
+        "model.toml",
+    )
+    .await;
+    ensure!(loaded.is_ok(), "loading {rules:?} failed: {loaded:?}");
+    Ok(())
 }
 
 /// Makes the call; `None` when the process crashed.
@@ -820,20 +1397,22 @@ async fn observe<St: Store>(
 }
 
 /// An answer to a known question, and the model's prediction of whether it
-/// is taken.
+/// is taken (and, for a question several people must approve, of the
+/// signatures it then has).
 #[allow(clippy::too_many_arguments)]
 async fn answer<St: Store>(
     system: &System<St>,
     model: &mut Model,
-    _case: &Case,
     q: &Question,
     said: Said,
     via: Via,
     replica: usize,
     intruder: bool,
+    person: Person,
 ) -> Checked {
-    let (caller, conversation, _, _) = q.identity;
+    let (caller, conversation, tool, _) = q.identity;
     let as_caller = if intruder { 1 - caller } else { caller };
+    let by = person.name(caller);
     let d = &system.replicas[replica];
     let store = d.store();
     let entry = store.approval(&q.id).await.map_err(|e| e.to_string())?;
@@ -852,7 +1431,40 @@ async fn answer<St: Store>(
     // The inbox sees every question; the host's API and a client only their
     // own caller's.
     let owner = via == Via::Inbox || !intruder;
-    let taken_predicted = open && kind_fits && permitted && owner;
+    let answerable = open && kind_fits && permitted && owner;
+    // The operators' controls, on an approval that would be taken: none
+    // while the tool or the caller is stopped; with several people needed
+    // (the controls' count now, or the question's own), a signature of a
+    // person who did not make the call, the last one deciding.
+    let needed = model
+        .rules
+        .people(tool)
+        .max(entry.approval.answerers.people_needed());
+    let mut signatures = None;
+    let mut by_controls = false;
+    let mut last_signature = false;
+    let taken_predicted = if !answerable || said != Said::Approve {
+        answerable
+    } else if model.is_stopped(tool, caller) {
+        by_controls = true;
+        false
+    } else if needed <= 1 {
+        true
+    } else if matches!(via, Via::Client(_)) || person == Person::Requester {
+        by_controls = true;
+        false
+    } else {
+        let signed = model.signed.entry(q.id.clone()).or_default();
+        signed.insert(by);
+        let count = u32::try_from(signed.len()).unwrap();
+        if count >= needed {
+            last_signature = true;
+            true
+        } else {
+            signatures = Some(count);
+            false
+        }
+    };
     let before_effects = model.known[&q.identity]
         .key
         .as_deref()
@@ -870,14 +1482,27 @@ async fn answer<St: Store>(
                 store,
                 &q.id,
                 None,
-                &Answerer::Person("ana"),
+                &Answerer::Person(by),
                 &answer,
                 "the model's test",
                 now_ms(),
             )
             .await;
+            if let Some(count) = signatures {
+                ensure!(
+                    matches!(decided, Ok(Decided::Signed { signatures, needed: n }) if signatures == count && n == needed),
+                    "{by}'s signature of {needed} was to count {count}: {decided:?}"
+                );
+            }
+            if by_controls {
+                ensure!(
+                    matches!(decided, Err(Refusal::Controls(_))),
+                    "{by}'s approval was to be refused by the controls: {decided:?}"
+                );
+            }
             match decided {
-                Ok(toolcall::life::Decided::Recorded) => true,
+                Ok(Decided::Recorded) => true,
+                Ok(Decided::Signed { .. }) => false,
                 // The same person's same answer again: one decision.
                 Ok(_) => {
                     ensure!(
@@ -893,7 +1518,7 @@ async fn answer<St: Store>(
         Via::Host | Via::Client(_) => {
             let mut decision = Decision::new(&q.id, CONVERSATIONS[conversation])
                 .caller(&system.callers[as_caller])
-                .by("ana");
+                .by(by);
             if let Via::Client(here) = via {
                 decision = decision.by_client(here);
             }
@@ -912,6 +1537,20 @@ async fn answer<St: Store>(
                         Code::ConfirmationInvalid | Code::ConfirmationExpired
                     ) || (!open && !owner),
                     "an answer that may not be taken was: {said:?} via {via:?}: {result:?}"
+                );
+            }
+            if by_controls {
+                ensure!(
+                    result.code == Code::ConfirmationInvalid,
+                    "{by}'s approval was to be refused by the controls: {result:?}"
+                );
+            }
+            if let Some(count) = signatures {
+                ensure!(
+                    result.code == Code::ConfirmationRequired
+                        && result.data.get("signatures") == Some(&json!(count))
+                        && result.data.get("needed") == Some(&json!(needed)),
+                    "{by}'s signature of {needed} was to count {count}: {result:?}"
                 );
             }
             let recorded = store
@@ -947,14 +1586,26 @@ async fn answer<St: Store>(
     } else {
         REFUSED_ANSWERS.fetch_add(1, Ordering::Relaxed);
     }
+    if signatures.is_some() {
+        SIGNATURES.fetch_add(1, Ordering::Relaxed);
+    }
+    if by_controls {
+        REFUSED_BY_CONTROLS.fetch_add(1, Ordering::Relaxed);
+    }
     ensure!(
         taken == taken_predicted,
-        "{said:?} via {via:?} (intruder {intruder}) on {q:?}: taken {taken}, the model says {taken_predicted}"
+        "{said:?} via {via:?} by {by} (intruder {intruder}) on {q:?}: taken {taken}, the model says {taken_predicted}"
     );
     if taken {
         let known = model.known.get_mut(&q.identity).unwrap();
         match said {
-            Said::Approve => known.authorized = true,
+            Said::Approve => {
+                known.authorized = true;
+                known.decided = true;
+                if last_signature {
+                    SIGNED_DECISIONS.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             Said::Deny => {
                 known.denied = true;
                 known.applied_at_denial =
@@ -975,7 +1626,7 @@ async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
     // Each key applied at most once.
     let effects = system.ledger.effects.lock().unwrap().clone();
     let mut per_key: HashMap<&str, usize> = HashMap::new();
-    for (_, key) in &effects {
+    for (_, key, _) in &effects {
         *per_key.entry(key).or_default() += 1;
     }
     for (key, n) in &per_key {
@@ -1012,6 +1663,38 @@ async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
                 "{identity:?} ran after a person said it happened"
             );
         }
+    }
+    // A question several people must approve is approved by as many
+    // distinct signatures, none the requester's (never by a rule, the host
+    // or a client).
+    let store = system.stores[0].inner();
+    for entry in store
+        .decided_approvals(10_000)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let question = &entry.approval;
+        let needed = question.answerers.people_needed();
+        let approved = question
+            .decision
+            .as_ref()
+            .is_some_and(|decision| decision.approved);
+        if needed <= 1 || !approved || question.reason.as_deref() == Some(IN_DOUBT) {
+            continue;
+        }
+        let signers: BTreeSet<String> = store
+            .signatures(&question.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|signature| signature.by)
+            .collect();
+        ensure!(
+            signers.len() >= needed as usize && !signers.contains(&question.caller),
+            "a question of {} that {needed} people must approve was approved by {:?}, signed by {signers:?}",
+            question.tool,
+            question.decision.as_ref().map(|decision| &decision.by)
+        );
     }
     // Every unknown outcome an answer told of is in the audit.
     let audited: Vec<_> = system
@@ -1105,6 +1788,20 @@ async fn drive_to_the_end<St: Store>(
 ) -> Checked {
     tokio::time::sleep(Duration::from_millis(60)).await;
     let d = &system.replicas[0];
+    // The operators enable what they stopped and lift their policy: after
+    // that, everything goes on as before.
+    for what in std::mem::take(&mut model.stopped) {
+        controls::resume(&*system.stores[0], what.target(), "ops")
+            .await
+            .map_err(|e| format!("enabling {what:?}: {e}"))?;
+    }
+    if !defect("stale") {
+        read_the_controls(system).await;
+    }
+    if model.rules != Rules::Lift {
+        load(system, 0, Rules::Lift).await?;
+        model.rules = Rules::Lift;
+    }
     for round in 0..4 {
         d.surface_unknown_outcomes()
             .await
@@ -1134,17 +1831,24 @@ async fn drive_to_the_end<St: Store>(
                 (toolcall::life::QuestionKind::InDoubt, false) => Answer::NotHappened,
                 _ => Answer::Approve,
             };
-            let decided = toolcall::life::decide(
-                d.store(),
-                &question.id,
-                None,
-                &Answerer::Person("ana"),
-                &answer,
-                "",
-                now_ms(),
-            )
-            .await;
-            if decided.is_ok()
+            // A question two people must approve: ana, then bo.
+            let mut decided = Err(Refusal::Unknown);
+            for by in ["ana", "bo"] {
+                decided = toolcall::life::decide(
+                    d.store(),
+                    &question.id,
+                    None,
+                    &Answerer::Person(by),
+                    &answer,
+                    "",
+                    now_ms(),
+                )
+                .await;
+                if !matches!(decided, Ok(Decided::Signed { .. })) {
+                    break;
+                }
+            }
+            if matches!(decided, Ok(Decided::Recorded | Decided::Again))
                 && let Some(identity) = model.known.keys().copied().find(|(c, v, t, a)| {
                     CALLERS[*c] == question.caller
                         && CONVERSATIONS[*v] == question.session
@@ -1154,7 +1858,10 @@ async fn drive_to_the_end<St: Store>(
             {
                 let known = model.known.get_mut(&identity).unwrap();
                 match answer {
-                    Answer::Approve => known.authorized = true,
+                    Answer::Approve => {
+                        known.authorized = true;
+                        known.decided = true;
+                    }
                     Answer::NotHappened => {
                         known.authorized = true;
                         known.rerun_allowed = true;
@@ -1222,6 +1929,18 @@ fn cases() -> u32 {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(64)
+}
+
+/// Whether the operations that meet a known defect of the operators'
+/// controls (tests/controls_regressions.rs) are made:
+/// `TOOLCALL_MODEL_DEFECTS=stale,host,rule` (or `all`) names them: `stale`,
+/// a replica that answered STOPPED does not see the stop lifted; `host`,
+/// the host's approve or settle runs a stopped tool's call; `rule`, an
+/// approval rule approves a question two people must. Left out otherwise,
+/// and counted.
+fn defect(name: &str) -> bool {
+    std::env::var("TOOLCALL_MODEL_DEFECTS")
+        .is_ok_and(|v| v.split(',').any(|d| d == name || d == "all"))
 }
 
 fn seed() -> u64 {
@@ -1310,6 +2029,16 @@ static OUTAGES: AtomicU32 = AtomicU32::new(0);
 static IN_DOUBT_ANSWERS: AtomicU32 = AtomicU32::new(0);
 static REFUSED_ANSWERS: AtomicU32 = AtomicU32::new(0);
 static TAKEN_ANSWERS: AtomicU32 = AtomicU32::new(0);
+static STOPS: AtomicU32 = AtomicU32::new(0);
+static RESUMES: AtomicU32 = AtomicU32::new(0);
+static LOADS: AtomicU32 = AtomicU32::new(0);
+static STOPPED_CALLS: AtomicU32 = AtomicU32::new(0);
+static RATE_LIMITED_CALLS: AtomicU32 = AtomicU32::new(0);
+static SIGNATURES: AtomicU32 = AtomicU32::new(0);
+static SIGNED_DECISIONS: AtomicU32 = AtomicU32::new(0);
+static REFUSED_BY_CONTROLS: AtomicU32 = AtomicU32::new(0);
+static RULE_APPROVALS: AtomicU32 = AtomicU32::new(0);
+static AVOIDED: AtomicU32 = AtomicU32::new(0);
 
 fn check(name: &str, backing: &impl Backing) {
     let _alone = ONE_AT_A_TIME
@@ -1322,6 +2051,16 @@ fn check(name: &str, backing: &impl Backing) {
         &IN_DOUBT_ANSWERS,
         &REFUSED_ANSWERS,
         &TAKEN_ANSWERS,
+        &STOPS,
+        &RESUMES,
+        &LOADS,
+        &STOPPED_CALLS,
+        &RATE_LIMITED_CALLS,
+        &SIGNATURES,
+        &SIGNED_DECISIONS,
+        &REFUSED_BY_CONTROLS,
+        &RULE_APPROVALS,
+        &AVOIDED,
     ] {
         figure.store(0, Ordering::Relaxed);
     }
@@ -1356,7 +2095,10 @@ fn check(name: &str, backing: &impl Backing) {
         std::io::stderr(),
         "the model-based test on {name}: {} case(s) run ({} asked), seed {}: {} operations, \
          {} crashes, {} store outages, {} answers in doubt, {} answers to questions taken and \
-         {} refused",
+         {} refused; the operators' controls: {} stops, {} enabled, {} policies loaded, {} calls \
+         STOPPED, {} RATE_LIMITED, {} signatures short of the last, {} approvals decided by the \
+         second person, {} approvals the controls refused (stopped, the requester, a client), \
+         {} approvals by rule; {} operations left out for a known defect",
         ran.load(Ordering::Relaxed),
         cases(),
         seed(),
@@ -1366,6 +2108,16 @@ fn check(name: &str, backing: &impl Backing) {
         IN_DOUBT_ANSWERS.load(Ordering::Relaxed),
         TAKEN_ANSWERS.load(Ordering::Relaxed),
         REFUSED_ANSWERS.load(Ordering::Relaxed),
+        STOPS.load(Ordering::Relaxed),
+        RESUMES.load(Ordering::Relaxed),
+        LOADS.load(Ordering::Relaxed),
+        STOPPED_CALLS.load(Ordering::Relaxed),
+        RATE_LIMITED_CALLS.load(Ordering::Relaxed),
+        SIGNATURES.load(Ordering::Relaxed),
+        SIGNED_DECISIONS.load(Ordering::Relaxed),
+        REFUSED_BY_CONTROLS.load(Ordering::Relaxed),
+        RULE_APPROVALS.load(Ordering::Relaxed),
+        AVOIDED.load(Ordering::Relaxed),
     );
     if let Err(failure) = outcome {
         panic!("{name}: {failure}");
@@ -1439,6 +2191,7 @@ fn a_denial_holds_after_the_conversation_reads_untrusted_output() {
     regression(Case {
         modes: [Approvals::Host, Approvals::Host],
         share: false,
+        rules: Rules::Lift,
         ops: vec![
             wipe_call(0, How::WithId),
             Op::Answer {
@@ -1447,6 +2200,7 @@ fn a_denial_holds_after_the_conversation_reads_untrusted_output() {
                 via: Via::Host,
                 replica: 0,
                 intruder: false,
+                person: Person::Ana,
             },
             Op::Read {
                 caller: 1,
@@ -1466,6 +2220,7 @@ fn the_hosts_confirmed_does_not_answer_a_question_only_a_person_may() {
     regression(Case {
         modes: [Approvals::Inbox, Approvals::Host],
         share: false,
+        rules: Rules::Lift,
         ops: vec![
             wipe_call(0, How::Plain),
             wipe_call(1, How::Confirmed),
@@ -1475,6 +2230,7 @@ fn the_hosts_confirmed_does_not_answer_a_question_only_a_person_may() {
                 via: Via::Host,
                 replica: 0,
                 intruder: false,
+                person: Person::Ana,
             },
         ],
     });
@@ -1487,6 +2243,7 @@ fn an_open_question_for_the_other_reason_is_not_answered_by_confirmed() {
     regression(Case {
         modes: [Approvals::Inbox, Approvals::Host],
         share: false,
+        rules: Rules::Lift,
         ops: vec![
             wipe_call(0, How::Plain),
             Op::Read {
@@ -1501,6 +2258,7 @@ fn an_open_question_for_the_other_reason_is_not_answered_by_confirmed() {
                 via: Via::Host,
                 replica: 0,
                 intruder: false,
+                person: Person::Ana,
             },
         ],
     });
@@ -1513,6 +2271,7 @@ fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question() {
     regression(Case {
         modes: [Approvals::Inbox, Approvals::Host],
         share: false,
+        rules: Rules::Lift,
         ops: vec![
             wipe_call(0, How::Plain),
             Op::Read {
@@ -1527,6 +2286,7 @@ fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question() {
                 via: Via::Host,
                 replica: 0,
                 intruder: false,
+                person: Person::Ana,
             },
             Op::Answer {
                 question: 1,
@@ -1534,6 +2294,7 @@ fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question() {
                 via: Via::Inbox,
                 replica: 0,
                 intruder: false,
+                person: Person::Ana,
             },
             wipe_call(0, How::Plain),
         ],
@@ -1548,6 +2309,7 @@ fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
     regression(Case {
         modes: [Approvals::Host, Approvals::Host],
         share: false,
+        rules: Rules::Lift,
         ops: vec![
             wipe_call(0, How::WithId),
             Op::Call {
@@ -1566,6 +2328,7 @@ fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
                 via: Via::Host,
                 replica: 0,
                 intruder: false,
+                person: Person::Ana,
             },
         ],
     });
