@@ -1,7 +1,7 @@
 //! Defects of the operators' controls the model-based test (tests/model.rs)
-//! found, each minimized to the operations that show it and kept here,
-//! ignored, until the library is fixed: each names the seed of the run
-//! that found it (`TOOLCALL_MODEL_SEED`, `TOOLCALL_MODEL_CASES`). Each runs
+//! found, each minimized to the operations that show it and kept here: each
+//! failed before its fix, and names the seed of the run that found it
+//! (`TOOLCALL_MODEL_SEED`, `TOOLCALL_MODEL_CASES`) or how it was reached. Each runs
 //! on the memory store and SQLite (and Postgres with
 //! `TOOLCALL_POSTGRES_URL`).
 
@@ -92,8 +92,13 @@ async fn page_call<St: Store>(d: &Replica<St>, arg: i64) -> ToolResult {
 
 /// Runs `scenario` on two handles of one memory store, of one SQLite file,
 /// and of one Postgres schema when `TOOLCALL_POSTGRES_URL` is set.
+/// A number of this process's own for each scenario run: the scenarios of
+/// every test share one name, and run at once.
+static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 macro_rules! on_every_store {
     ($scenario:ident) => {{
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -102,8 +107,7 @@ macro_rules! on_every_store {
             let memory = Arc::new(MemoryStore::default());
             $scenario(Arc::clone(&memory), memory).await;
             let dir = std::env::temp_dir().join(format!(
-                "toolcall-controls-regressions-{}-{}",
-                stringify!($scenario),
+                "toolcall-controls-regressions-{run}-{}",
                 std::process::id()
             ));
             let _ = std::fs::remove_dir_all(&dir);
@@ -116,7 +120,7 @@ macro_rules! on_every_store {
             .await;
             let _ = std::fs::remove_dir_all(&dir);
             if let Some(url) = toolcall_tests::postgres_url() {
-                let schema = toolcall_tests::postgres_schema("ctlreg");
+                let schema = toolcall_tests::postgres_schema(&format!("ctlreg{run}"));
                 let connect = || toolcall_postgres::PostgresStore::connect_in_schema(&url, &schema);
                 $scenario(
                     Arc::new(connect().await.unwrap()),
@@ -140,7 +144,6 @@ macro_rules! on_every_store {
 /// then every call of the model driven to its end after the operators
 /// enabled everything, and a wipe a person approved never ran.
 #[test]
-#[ignore = "defect: a replica that answered STOPPED never sees the stop lifted (seed 20261203, 300 cases)"]
 fn a_replica_sees_a_stop_lifted() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
         let ledger = Arc::new(Ledger::default());
@@ -179,7 +182,6 @@ fn a_replica_sees_a_stop_lifted() {
 /// the inbox, a stop of the tool, then the host's `approve` of the same
 /// question by another person.
 #[test]
-#[ignore = "defect: the host's approve runs a stopped tool's call a person approved before the stop"]
 fn the_hosts_approve_does_not_run_a_stopped_tool() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
         let ledger = Arc::new(Ledger::default());
@@ -224,7 +226,6 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
 /// outcome, a stop of the tool, then the host settling "it did not
 /// happen".
 #[test]
-#[ignore = "defect: the host's settle (it did not happen) runs a stopped tool's call"]
 fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
         let ledger = Arc::new(Ledger::default());
@@ -261,7 +262,6 @@ fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
 /// not the random search: seed 20261203 reaches none at 300 cases;
 /// `TOOLCALL_MODEL_DEFECTS=host,rule` lets it).
 #[test]
-#[ignore = "defect: an approval rule approves a question two people must approve"]
 fn a_rule_does_not_approve_a_question_two_people_must() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
         let ledger = Arc::new(Ledger::default());

@@ -29,9 +29,9 @@
 //! anything is counted; an approval rule for wipes of disk 0). Nothing of
 //! a stopped tool or caller runs; a wipe that runs while two people are
 //! needed had its approval recorded; a question several people must
-//! approve is approved by that many signatures. `TOOLCALL_MODEL_DEFECTS`
-//! makes the operations of the known defects (tests/controls_regressions.rs),
-//! left out otherwise.
+//! approve is approved by that many signatures. The operations that met
+//! the defects this found (tests/controls_regressions.rs, fixed) are made
+//! like any other; `TOOLCALL_MODEL_DEFECTS=none` leaves them out.
 //!
 //! `TOOLCALL_MODEL_CASES` sets the cases per store (default 64; a long run
 //! on demand: `TOOLCALL_MODEL_CASES=2000 cargo test -p toolcall-tests --test
@@ -1931,16 +1931,16 @@ fn cases() -> u32 {
         .unwrap_or(64)
 }
 
-/// Whether the operations that meet a known defect of the operators'
-/// controls (tests/controls_regressions.rs) are made:
-/// `TOOLCALL_MODEL_DEFECTS=stale,host,rule` (or `all`) names them: `stale`,
-/// a replica that answered STOPPED does not see the stop lifted; `host`,
-/// the host's approve or settle runs a stopped tool's call; `rule`, an
-/// approval rule approves a question two people must. Left out otherwise,
-/// and counted.
+/// Whether the operations that met the defects of the operators' controls
+/// this test found (tests/controls_regressions.rs, fixed) are made: always,
+/// unless `TOOLCALL_MODEL_DEFECTS=none` (or a list without `name`: `stale`,
+/// a replica that answered STOPPED not seeing the stop lifted; `host`, the
+/// host's approve or settle running a stopped tool's call; `rule`, an
+/// approval rule approving a question two people must) leaves them out, to
+/// tell a new defect from those. Left out, they are counted.
 fn defect(name: &str) -> bool {
     std::env::var("TOOLCALL_MODEL_DEFECTS")
-        .is_ok_and(|v| v.split(',').any(|d| d == name || d == "all"))
+        .map_or(true, |v| v.split(',').any(|d| d == name || d == "all"))
 }
 
 fn seed() -> u64 {

@@ -460,6 +460,10 @@ pub async fn decide<St: Store + ?Sized>(
             refusal => Err(refusal),
         };
     }
+    // "It did not happen" runs the call once more: not while it is stopped.
+    if matches!(answer, Answer::NotHappened) {
+        controlled(store, &entry, answerer, answer).await?;
+    }
     if matches!(answer, Answer::Approve | Answer::Edit(_)) {
         let needed = controlled(store, &entry, answerer, answer).await?;
         if needed > 1 {
@@ -519,9 +523,12 @@ async fn controlled<St: Store + ?Sized>(
     let question = &entry.approval;
     if let Some(stop) = current.controls.stopped(&question.tool, &question.caller) {
         return Err(Refusal::Controls(format!(
-            "{} is stopped by an operator ({}): it cannot be approved until it is enabled again",
+            "{} is stopped by an operator ({}): it cannot be approved, nor run again, until it is enabled again",
             stop.target, stop.reason
         )));
+    }
+    if matches!(answer, Answer::NotHappened) {
+        return Ok(1);
     }
     let needed = current
         .controls

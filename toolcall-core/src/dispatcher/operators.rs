@@ -192,6 +192,11 @@ impl<St: Store> Stages<St> {
             .await
             .map_err(store_error)?
         {
+            // A question asked of several people (before the rule, or by
+            // the tool's own `approvals = N`) is theirs to decide.
+            AskApproval::Existing(entry) if entry.approval.answerers.people_needed() > 1 => {
+                return Ok(None);
+            }
             AskApproval::Existing(entry) => entry.approval.id,
             _ => pending.id,
         };

@@ -313,13 +313,20 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // a call a rate limit may count (a count cannot be taken back) read
         // them first.
         let held = self.stages.held_current();
-        let current = if call.dry_run || !held.controls.rate_limits.is_empty() {
+        let fresh = call.dry_run || !held.controls.rate_limits.is_empty();
+        let current = if fresh {
             self.stages.controls(name).await?
         } else {
             held
         };
         let controls = &*current.controls;
         if let Some(stop) = controls.stopped(name, caller.id()) {
+            // A stop this process read earlier may have been lifted since:
+            // a call is refused by the controls as the store has them.
+            if !fresh && self.stages.controls(name).await?.version != current.version {
+                begun.controls_moved = true;
+                return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
+            }
             return Err(self.stages.stopped(name, stop));
         }
         let narrowed = controls.narrow(caller);
@@ -897,6 +904,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         pending: PendingApproval,
     ) -> Stage<ToolResult> {
+        // The operators' controls as they are now: a stop holds the call,
+        // and the caller's policy is theirs.
+        let current = self.stages.controls(&pending.tool).await?;
+        if let Some(stop) = current.controls.stopped(&pending.tool, caller.id()) {
+            return Err(self.stages.stopped(&pending.tool, stop));
+        }
+        let narrowed = current.controls.narrow(caller);
+        let caller = narrowed.as_ref().unwrap_or(caller);
         let spec = self.resolve(&pending.tool, caller.policy())?;
         let object = self.stages.pending_arguments(decision.id, &pending)?;
         let edited = pending
