@@ -1148,6 +1148,13 @@ async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
 
     let auth = bearer(TOKEN_A);
+    // A call in a conversation it names, whose step the store keeps (a
+    // read that names none is alone in its conversation and writes
+    // nothing: it would not wait for the lock, as the next test shows).
+    let named = balance_call().replace(
+        r#""io.modelcontextprotocol/clientCapabilities":{}"#,
+        r#""io.modelcontextprotocol/clientCapabilities":{},"toolcall/conversation":"desk""#,
+    );
     let waiting = {
         let auth = auth.clone();
         tokio::spawn(async move {
@@ -1155,7 +1162,7 @@ async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
                 addr,
                 "POST",
                 &modern_call("balance", &auth),
-                balance_call().as_bytes(),
+                named.as_bytes(),
             )
             .await
         })
@@ -1196,5 +1203,44 @@ async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
         json!(true)
     );
     assert_eq!(audit.records().len(), 1);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A read alone in its conversation (a stateless request that names none)
+/// writes nothing, so it is answered while another connection holds
+/// SQLite's write lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_stateless_read_does_not_wait_for_the_write_lock() {
+    let path = std::env::temp_dir().join(format!(
+        "toolcall-http-alone-{}-{}.db",
+        std::process::id(),
+        toolcall::store::now_ms()
+    ));
+    let store = toolcall_sqlite::SqliteStore::open(&path).unwrap();
+    let audit = MemoryAudit::new();
+    let dispatcher = Dispatcher::builder(tools![balance, transfer].unwrap(), Bank::new())
+        .callers([Caller::new("agent-a", Policy::new().allow(["balance"]))])
+        .store(store)
+        .audit(audit.clone())
+        .build()
+        .unwrap();
+    let http = HttpOptions::new().token("agent-a", TOKEN_A).unwrap();
+    let app = router(Arc::new(dispatcher), Options::new("http-test"), http).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, app));
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let auth = bearer(TOKEN_A);
+    let answer = tokio::time::timeout(Duration::from_secs(5), read_balance(addr, &auth))
+        .await
+        .expect("a read alone takes no write lock");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.message()["result"]["structuredContent"]["ok"],
+        json!(true)
+    );
+    assert_eq!(audit.records().len(), 1);
+    holder.execute_batch("COMMIT").unwrap();
     let _ = std::fs::remove_file(&path);
 }
