@@ -1455,7 +1455,10 @@ async fn signing(store: &impl Store, other: &impl Store) {
         by: "ana".into(),
         at_ms: now,
     };
-    assert_eq!(other.signatures("m1").await.unwrap(), [ana.clone()]);
+    assert_eq!(
+        other.signatures("m1").await.unwrap(),
+        std::slice::from_ref(&ana)
+    );
     let open = store.approval("m1").await.unwrap().unwrap();
     assert_eq!(open.approval.decision, None, "one of two: undecided");
     assert!(

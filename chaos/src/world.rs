@@ -559,10 +559,10 @@ pub async fn person(world: &World, mut rng: Rng, lease_ms: u64) {
                 .await;
             if let Ok(answer) = sent {
                 let status = answer.status().as_u16();
-                if status == 200 || status == 409 || status == 410 {
-                    if let Some(i) = world.intents.lock().unwrap().get_mut(&id) {
-                        i.accepted |= status == 200;
-                    }
+                if (status == 200 || status == 409 || status == 410)
+                    && let Some(i) = world.intents.lock().unwrap().get_mut(&id)
+                {
+                    i.accepted |= status == 200;
                 }
             }
         }

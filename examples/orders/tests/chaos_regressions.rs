@@ -41,7 +41,11 @@ fn start(dir: &Path, store: &str, crash_at: Option<&str>, name: &str) -> Server 
     if let Some(point) = crash_at {
         command.env("ORDERS_CRASH_AT", point);
     }
-    let child = command.spawn().unwrap();
+    // Killed and waited for on every way out, a failed start included.
+    let mut server = Server {
+        child: command.spawn().unwrap(),
+        addr: String::new(),
+    };
     let started = Instant::now();
     loop {
         let text = std::fs::read_to_string(&err).unwrap_or_default();
@@ -49,7 +53,8 @@ fn start(dir: &Path, store: &str, crash_at: Option<&str>, name: &str) -> Server 
             l.split_once("http://")
                 .map(|(_, r)| r.split('/').next().unwrap().to_owned())
         }) {
-            return Server { child, addr };
+            server.addr = addr;
+            return server;
         }
         assert!(started.elapsed() < Duration::from_secs(60), "{text}");
         std::thread::sleep(Duration::from_millis(25));

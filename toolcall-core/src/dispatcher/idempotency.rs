@@ -25,6 +25,9 @@ impl<St: Store> Stages<St> {
     /// [`Store::begin_call`] found, the `lock` of its one resource (dropped
     /// when the store did not grant it), and its place among its key's
     /// calls in flight (`active`).
+    // The call's parts it begins, and the controls' version it was judged
+    // by: one argument each, as the pipeline holds them.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn start<'d>(
         &'d self,
         call: &Call<'_>,
