@@ -320,9 +320,10 @@ fn publish(world: &World, slots: &[Slot], inbox: &Slot) {
     *world.inbox.write().unwrap() = inbox.addr.clone();
 }
 
-const REPLICA_POINTS: [&str; 7] = [
+const REPLICA_POINTS: [&str; 8] = [
     "after_claim",
     "before_complete",
+    "after_complete",
     "awaiting_approval",
     "refund_before_commit",
     "refund_after_commit",

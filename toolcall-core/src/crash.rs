@@ -12,6 +12,7 @@
 //! | [`AFTER_CLAIM`] | a side effect's key was claimed; its handler has not run |
 //! | [`RETRY_BACKOFF`] | a transient failure; the wait before the next attempt |
 //! | [`BEFORE_COMPLETE`] | the handler returned; its result is not stored yet |
+//! | [`AFTER_COMPLETE`] | the result is stored; the call is neither answered nor audited yet |
 //! | [`AWAITING_APPROVAL`] | a question to a person was stored; nobody has answered |
 //! | [`BEFORE_DECISION`] | the inbox is about to record a person's decision |
 //! | [`AFTER_DECISION`] | the inbox recorded a person's decision; it has not answered |
@@ -24,6 +25,8 @@ pub const AFTER_CLAIM: &str = "after_claim";
 pub const RETRY_BACKOFF: &str = "retry_backoff";
 /// The handler returned; its result is not stored yet.
 pub const BEFORE_COMPLETE: &str = "before_complete";
+/// The result is stored; the call is neither answered nor audited yet.
+pub const AFTER_COMPLETE: &str = "after_complete";
 /// A question to a person was stored; nobody has answered it.
 pub const AWAITING_APPROVAL: &str = "awaiting_approval";
 /// The inbox is about to record a person's decision.

@@ -252,10 +252,11 @@ async fn open_shop(spec: &StoreSpec) -> Result<Shop, Error> {
 static CRASH_AT: OnceLock<Vec<&'static str>> = OnceLock::new();
 
 /// Every crash point `ORDERS_CRASH_AT` may name.
-const KNOWN_CRASH_POINTS: [&str; 10] = [
+const KNOWN_CRASH_POINTS: [&str; 11] = [
     crash::AFTER_CLAIM,
     crash::RETRY_BACKOFF,
     crash::BEFORE_COMPLETE,
+    crash::AFTER_COMPLETE,
     crash::AWAITING_APPROVAL,
     crash::BEFORE_DECISION,
     crash::AFTER_DECISION,

@@ -35,6 +35,8 @@ fn start(dir: &Path, store: &str, crash_at: Option<&str>, name: &str) -> Server 
         .arg("--token-file")
         .arg(dir.join("tokens"))
         .args(["--approvals", "inbox", "--claim-lease-ms", "2000"])
+        .arg("--audit")
+        .arg(dir.join(format!("{name}.audit")))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap());
@@ -107,14 +109,43 @@ fn refunds(db: &Path) -> i64 {
 /// answers where its call stands on its next `tasks/get`.
 #[test]
 fn a_task_killed_after_the_refund_committed_completes_on_another_replica() {
-    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("chaos-regression-task-{}", std::process::id()));
+    killed_task("refund_after_commit", None);
+}
+
+/// Found by the long chaos run (seed 159784784): a task's call completed
+/// (its result stored) in a process killed before it answered or wrote
+/// its audit record; another replica's `tasks/get` answered the task from
+/// the stored result without any audit record of the call.
+#[test]
+fn a_task_completed_by_a_killed_process_is_audited_by_the_replica_that_answers() {
+    killed_task("after_complete", None);
+}
+
+/// Found by the long chaos run (seed 159784784): a task a person edited,
+/// whose edited call completed in a process killed before it answered,
+/// stayed `working` on every other replica: they looked for the model's
+/// call, not the edited one.
+#[test]
+fn an_edited_task_completed_by_a_killed_process_completes_on_another_replica() {
+    killed_task("after_complete", Some(101));
+}
+
+/// A refund asked as a task on B, approved (or edited to `edit` cents),
+/// carried out on A, which stops at `crash_at` and is killed; B must then
+/// answer the task completed, with one refund, and an audit record of the
+/// task's call.
+fn killed_task(crash_at: &str, edit: Option<i64>) {
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "chaos-regression-task-{crash_at}-{}-{}",
+        edit.is_some(),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("tokens"), format!("default {TOKEN}\n")).unwrap();
     let db = dir.join("shop.db");
     let store = format!("sqlite:{}", db.display());
-    let a = start(&dir, &store, Some("refund_after_commit"), "a");
+    let a = start(&dir, &store, Some(crash_at), "a");
     let b = start(&dir, &store, None, "b");
 
     let args = json!({"order_id": "ORD-1001", "amount_cents": 100, "currency": "BRL",
@@ -135,11 +166,16 @@ fn a_task_killed_after_the_refund_committed_completes_on_another_replica() {
         .unwrap();
     runtime.block_on(async {
         let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
+        let edited = edit.map(|cents| {
+            let mut edited = args.clone();
+            edited["amount_cents"] = json!(cents);
+            edited
+        });
         let yes = ApprovalDecision {
             approved: true,
             by: "ana".to_owned(),
             note: String::new(),
-            edited_arguments: None,
+            edited_arguments: edited,
             decided_ms: now_ms(),
         };
         assert_eq!(
@@ -148,7 +184,7 @@ fn a_task_killed_after_the_refund_committed_completes_on_another_replica() {
         );
     });
 
-    // A carries the decision out and stops after the shop's commit: killed.
+    // A carries the decision out and stops at the crash point: killed.
     let stuck = request(&a.addr, "tasks/get", &id, json!({"taskId": id}));
     assert!(stuck.is_none(), "A stops at the crash point: {stuck:?}");
     drop(a);
@@ -168,6 +204,16 @@ fn a_task_killed_after_the_refund_committed_completes_on_another_replica() {
     assert_eq!(last["status"], "completed", "{last}");
     assert_eq!(last["result"]["structuredContent"]["ok"], true, "{last}");
     assert_eq!(refunds(&db), 1, "one refund");
+    // The task's call has its audit record, whichever process wrote it.
+    let call_id = format!("task:{id}");
+    let audited = ["a", "b"].iter().any(|name| {
+        std::fs::read_to_string(dir.join(format!("{name}.audit")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .any(|record| record["call_id"] == call_id.as_str() && record["ok"] == true)
+    });
+    assert!(audited, "no audit record of {call_id} answered ok");
     drop(b);
     let _ = std::fs::remove_dir_all(&dir);
 }

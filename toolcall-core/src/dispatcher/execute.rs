@@ -459,7 +459,10 @@ impl<St: Store> Stages<St> {
             }
         };
         match recorded {
-            Ok(()) => Ok(result),
+            Ok(()) => {
+                crate::crash::point(crate::crash::AFTER_COMPLETE);
+                Ok(result)
+            }
             // The tool ran but nothing remembers it: its claim's lease runs
             // out and the key is in doubt (a person settles it; its claim's
             // question is listed). Not a plain "ok", nor "nothing was done".

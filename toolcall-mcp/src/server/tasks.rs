@@ -127,17 +127,21 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// carried out.
     async fn look_at_running(&self, entry: &ApprovalEntry) -> bool {
         let approval = &entry.approval;
+        // The call the decision ran: the person's edit, when they edited it.
+        let arguments = approval
+            .decision
+            .as_ref()
+            .and_then(|decision| decision.edited_arguments.as_ref())
+            .unwrap_or(&approval.arguments);
         let recorded = self
             .dispatcher
-            .recorded(
-                &approval.tool,
-                &approval.arguments,
-                &approval.session,
-                &self.caller,
-            )
+            .recorded(&approval.tool, arguments, &approval.session, &self.caller)
             .await;
         match recorded {
             Ok(Some(RecordedOutcome::Completed(answer))) => {
+                // Answered through the pipeline, as a replay of the key: the
+                // process that ran it may have died before its audit record.
+                self.carry_out_task(entry).await;
                 let came = ApprovalResult {
                     ok: answer.ok,
                     code: answer.code.as_str().to_owned(),
@@ -192,7 +196,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                             self.dispatcher
                                 .recorded(
                                     &approval.tool,
-                                    &approval.arguments,
+                                    arguments,
                                     &approval.session,
                                     &self.caller,
                                 )
