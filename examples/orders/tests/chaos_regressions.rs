@@ -203,6 +203,15 @@ fn killed_task(crash_at: &str, edit: Option<i64>) {
     }
     assert_eq!(last["status"], "completed", "{last}");
     assert_eq!(last["result"]["structuredContent"]["ok"], true, "{last}");
+    if let Some(cents) = edit {
+        // The answer says the person's edit ran (found by the long chaos
+        // run, seed 982825724: the task's answer was the edited call's
+        // stored result, which does not say it, so the client took the
+        // edited refund for its own).
+        let data = &last["result"]["structuredContent"]["data"];
+        assert_eq!(data["edited_by_person"], true, "{last}");
+        assert_eq!(data["refunded_cents"], cents, "{last}");
+    }
     assert_eq!(refunds(&db), 1, "one refund");
     // The task's call has its audit record, whichever process wrote it.
     let call_id = format!("task:{id}");

@@ -138,10 +138,17 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .recorded(&approval.tool, arguments, &approval.session, &self.caller)
             .await;
         match recorded {
-            Ok(Some(RecordedOutcome::Completed(answer))) => {
+            Ok(Some(RecordedOutcome::Completed(stored))) => {
                 // Answered through the pipeline, as a replay of the key: the
-                // process that ran it may have died before its audit record.
-                self.carry_out_task(entry).await;
+                // process that ran it may have died before its audit record,
+                // and the pipeline's answer says what the stored result does
+                // not (a person's edit: `data.edited_by_person`).
+                let replayed = self.carry_out_task(entry).await;
+                let answer = if replayed.ok == stored.ok && replayed.code == stored.code {
+                    replayed
+                } else {
+                    stored
+                };
                 let came = ApprovalResult {
                     ok: answer.ok,
                     code: answer.code.as_str().to_owned(),
@@ -160,7 +167,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 false
             }
             Ok(None) => {
-                self.carry_out_task(entry).await;
+                let _ = self.carry_out_task(entry).await;
                 false
             }
             Ok(Some(RecordedOutcome::InDoubt)) => {
@@ -399,7 +406,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// taken and answers what came of the call; or, for a question about an
     /// unknown outcome, as the call itself, which settles it as the person
     /// said. What came of it is kept with the question.
-    async fn carry_out_task(&self, entry: &ApprovalEntry) {
+    async fn carry_out_task(&self, entry: &ApprovalEntry) -> ToolResult {
         let approval = &entry.approval;
         let call_id = format!("task:{}", approval.id);
         let call = self.pipeline_call(
@@ -414,6 +421,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
         let answer = self.dispatcher.execute(call).await;
         tracing::info!(task = approval.id, code = %answer.code, "a task's decision was carried out");
+        answer
     }
 
     /// The task as the client reads it, from its approval.
