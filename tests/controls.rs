@@ -113,6 +113,13 @@ fn fleet<St: Store>(first: St, second: St) -> Fleet<St> {
 }
 
 impl<St: Store> Fleet<St> {
+    /// The operator on duty (`oncall`) stops `target` through replica A.
+    async fn stop(&self, target: Target, reason: &str) {
+        controls::stop(&**self.a.store(), target, reason, "oncall")
+            .await
+            .unwrap();
+    }
+
     fn refunds(&self) -> u32 {
         self.shop.refunds.load(Ordering::SeqCst)
     }
@@ -221,14 +228,7 @@ async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>)
     assert_eq!(asked.code, Code::ConfirmationRequired);
     let id = asked.confirmation_id.clone().unwrap();
 
-    controls::stop(
-        &**fleet.a.store(),
-        Target::Tool(REFUND.into()),
-        "fraud wave",
-        "oncall",
-    )
-    .await
-    .unwrap();
+    fleet.stop(Target::Tool(REFUND.into()), "fraud wave").await;
 
     // B's next call, another conversation: stopped, with the reason.
     let stopped = call(
@@ -269,14 +269,7 @@ async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>)
     assert_eq!(fleet.refunds(), 0);
 
     // Stopping the caller stops its reads too; everything, everything.
-    controls::stop(
-        &**fleet.a.store(),
-        Target::Caller("support".into()),
-        "audit",
-        "oncall",
-    )
-    .await
-    .unwrap();
+    fleet.stop(Target::Caller("support".into()), "audit").await;
     let read = call(&fleet.b, "s3", "get_order", json!({"order_id": "C-3"})).await;
     assert_eq!(read.code, Code::Stopped);
     controls::resume(
@@ -773,14 +766,9 @@ async fn a_read_alone_in_its_conversation_keeps_nothing_and_obeys_a_stop<St: Sto
     assert_eq!(fleet.reads(), 4);
     // Judged by the controls as any call: a stop made through the other
     // replica is obeyed on the next call alone.
-    controls::stop(
-        &**fleet.a.store(),
-        Target::Tool("get_order".into()),
-        "maintenance",
-        "oncall",
-    )
-    .await
-    .unwrap();
+    fleet
+        .stop(Target::Tool("get_order".into()), "maintenance")
+        .await;
     let stopped = fleet
         .b
         .execute(Call::new("get_order", read).session("twice").alone(true))

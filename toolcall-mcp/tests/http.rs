@@ -1118,17 +1118,9 @@ async fn a_callers_open_sessions_are_bounded_and_another_callers_are_not() {
     assert_eq!(open(auth_a).await.status, 200);
 }
 
-/// One client's call waits for SQLite's write lock (another connection
-/// holds it); another client is answered meanwhile. The server's runtime
-/// has one worker thread: before the store's statements ran off it, the
-/// waiting call held that thread and every other client waited with it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
-    let path = std::env::temp_dir().join(format!(
-        "toolcall-http-stall-{}-{}.db",
-        std::process::id(),
-        toolcall::store::now_ms()
-    ));
+/// A server of `balance` for `agent-a` over the SQLite file `path`, and its
+/// audit.
+async fn sqlite_server(path: &std::path::Path) -> (SocketAddr, MemoryAudit) {
     let store = toolcall_sqlite::SqliteStore::open(&path).unwrap();
     let audit = MemoryAudit::new();
     let dispatcher = Dispatcher::builder(tools![balance, transfer].unwrap(), Bank::new())
@@ -1142,6 +1134,21 @@ async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, app));
+    (addr, audit)
+}
+
+/// One client's call waits for SQLite's write lock (another connection
+/// holds it); another client is answered meanwhile. The server's runtime
+/// has one worker thread: before the store's statements ran off it, the
+/// waiting call held that thread and every other client waited with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
+    let path = std::env::temp_dir().join(format!(
+        "toolcall-http-stall-{}-{}.db",
+        std::process::id(),
+        toolcall::store::now_ms()
+    ));
+    let (addr, audit) = sqlite_server(&path).await;
 
     // Another connection takes the write lock and keeps it.
     let holder = rusqlite::Connection::open(&path).unwrap();
@@ -1216,19 +1223,7 @@ async fn a_stateless_read_does_not_wait_for_the_write_lock() {
         std::process::id(),
         toolcall::store::now_ms()
     ));
-    let store = toolcall_sqlite::SqliteStore::open(&path).unwrap();
-    let audit = MemoryAudit::new();
-    let dispatcher = Dispatcher::builder(tools![balance, transfer].unwrap(), Bank::new())
-        .callers([Caller::new("agent-a", Policy::new().allow(["balance"]))])
-        .store(store)
-        .audit(audit.clone())
-        .build()
-        .unwrap();
-    let http = HttpOptions::new().token("agent-a", TOKEN_A).unwrap();
-    let app = router(Arc::new(dispatcher), Options::new("http-test"), http).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(listener, app));
+    let (addr, audit) = sqlite_server(&path).await;
     let holder = rusqlite::Connection::open(&path).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     let auth = bearer(TOKEN_A);
