@@ -567,8 +567,10 @@ async fn a_foreign_approval_id_is_refused_on_every_tool() {
 
 // ------------------------------------- failing to record is an unknown outcome
 
-/// With the store failing as a note was recorded, the call was answered
-/// `STORE_UNAVAILABLE` with no `in_doubt`, and nothing reached the inbox.
+/// A result the store failed to record is answered in doubt, never as done
+/// nor as not done: when nothing reached the store its question reaches a
+/// person; when the write took and only its answer was lost, the store
+/// knows, nobody is asked, and the identical call replays it.
 #[tokio::test]
 async fn an_outcome_that_could_not_be_recorded_is_in_doubt_and_reaches_a_person() {
     for outage in [Outage::Down, Outage::AnswersLost] {
@@ -586,9 +588,17 @@ async fn an_outcome_that_could_not_be_recorded_is_in_doubt_and_reaches_a_person(
         store.heal();
         assert_eq!(ops.applied("page"), 1);
         match outage {
-            // The write took: whatever the answer said, the next call
-            // replays it.
-            Outage::AnswersLost => {}
+            // The write took and its answer was lost: the call is answered
+            // in doubt (the process cannot know), but the store knows, so
+            // no person is asked, and the identical call replays it.
+            Outage::AnswersLost => {
+                assert_eq!(sent.code, Code::StoreUnavailable, "{sent:?}");
+                assert_eq!(sent.data["in_doubt"], json!(true), "{sent:?}");
+                assert!(audit.records()[0].in_doubt);
+                tokio::time::sleep(Duration::from_millis(80)).await;
+                assert_eq!(d.surface_unknown_outcomes().await.unwrap().asked, 0);
+                assert!(open_questions(d.store()).await.is_empty());
+            }
             Outage::Down => {
                 assert_eq!(sent.code, Code::StoreUnavailable, "{sent:?}");
                 assert_eq!(sent.data["in_doubt"], json!(true), "{sent:?}");
@@ -617,6 +627,10 @@ async fn an_outcome_that_could_not_be_recorded_is_in_doubt_and_reaches_a_person(
             1,
             "{outage:?}: never sent twice: {retry:?}"
         );
+        if outage == Outage::AnswersLost {
+            assert_eq!(retry.code, Code::Ok, "{retry:?}");
+            assert!(retry.replayed, "{retry:?}");
+        }
     }
 }
 

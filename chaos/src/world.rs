@@ -3,7 +3,7 @@
 //! every tool result with its request id, every decision the person sent,
 //! every fault.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -582,21 +582,29 @@ async fn pending(world: &World, addr: &str) -> Result<Vec<Value>, String> {
     Ok(value["items"].as_array().cloned().unwrap_or_default())
 }
 
-/// The inbox's count of questions waiting (its `total`).
-pub async fn inbox_total(world: &World) -> Result<u64, String> {
+/// The inbox's questions waiting: its count (`total`) and the ids on one
+/// page of the largest size (the run never has that many open at once).
+pub async fn inbox_listing(world: &World) -> Result<(u64, HashSet<String>), String> {
     let addr = world.inbox.read().unwrap().clone().ok_or("no inbox")?;
     let answer = world
         .http
-        .get(format!("http://{addr}/api/pending?limit=1"))
+        .get(format!("http://{addr}/api/pending?limit=500"))
         .header("Authorization", format!("Bearer {PERSON_TOKEN}"))
         .timeout(Duration::from_secs(5))
         .send()
         .await
         .map_err(|e| e.to_string())?;
     let value: Value = answer.json().await.map_err(|e| e.to_string())?;
-    value["total"]
+    let total = value["total"]
         .as_u64()
-        .ok_or_else(|| format!("no total: {value}"))
+        .ok_or_else(|| format!("no total: {value}"))?;
+    let ids = value["items"]
+        .as_array()
+        .ok_or_else(|| format!("no items: {value}"))?
+        .iter()
+        .filter_map(|item| item["id"].as_str().map(str::to_owned))
+        .collect();
+    Ok((total, ids))
 }
 
 /// What the person decides about one item.
