@@ -9,7 +9,8 @@ mod scan;
 use std::borrow::Cow;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcRequest,
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcMessage,
+    JsonRpcRequest,
 };
 use serde_json::{Value, json};
 use toolcall_core::__private::echo::{MAX_VALUE_ECHO, cut};
@@ -91,7 +92,7 @@ pub(crate) fn read_text(line: &[u8]) -> (Outcome, Option<Cow<'_, str>>) {
     if let Some(refusal) = refusal(read, &scan) {
         return (refusal, None);
     }
-    match serde_json::from_str::<ClientJsonRpcMessage>(read) {
+    match parse(read, &scan, is_call) {
         Ok(mut message) => {
             let (read, arguments) = match replaced {
                 Some(replaced) => (Cow::Owned(replaced.text), Some(replaced.arguments)),
@@ -105,6 +106,29 @@ pub(crate) fn read_text(line: &[u8]) -> (Outcome, Option<Cow<'_, str>>) {
         }
         Err(error) => (unread(&scan, read, is_call, &error), None),
     }
+}
+
+/// `text` as rmcp reads it. A request-shaped `tools/call` is read as one
+/// directly: rmcp's reading tries each request kind in turn (thirteen
+/// before `tools/call`, each failure a discarded error), to the same value.
+/// Anything else, and a call that does not read as one, goes the long way,
+/// so that every error is rmcp's own.
+fn parse(text: &str, scan: &Scan, is_call: bool) -> serde_json::Result<ClientJsonRpcMessage> {
+    if is_call && scan.is_request_shaped() {
+        if let Ok(JsonRpcRequest {
+            jsonrpc,
+            id,
+            request,
+        }) = serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(text)
+        {
+            return Ok(JsonRpcMessage::Request(JsonRpcRequest {
+                jsonrpc,
+                id,
+                request: ClientRequest::CallToolRequest(request),
+            }));
+        }
+    }
+    serde_json::from_str::<ClientJsonRpcMessage>(text)
 }
 
 /// A `tools/call`'s frame with `{}` in place of its arguments, and the

@@ -100,6 +100,13 @@ pub(crate) struct Scan {
 }
 
 impl Scan {
+    /// Whether the frame is a complete object with a top-level `method` and
+    /// `id` and neither `result` nor `error`: the shape rmcp reads as a
+    /// request.
+    pub(super) fn is_request_shaped(&self) -> bool {
+        self.complete && self.has_id && self.has_method && !self.is_response
+    }
+
     /// The JSON-RPC error that answers this frame, or nothing if it is a
     /// notification or a response (neither is answered).
     pub(crate) fn answer(&self, code: i32, message: Cow<'_, str>) -> Outcome {

@@ -348,3 +348,66 @@ fn the_scan_agrees_with_serde_json_on_valid_frames() {
         assert_eq!(&frame[start..end], arguments, "{frame}");
     }
 }
+
+/// The direct reading of a request-shaped `tools/call` gives what rmcp's
+/// own reading gives, value for value and error for error, whatever the
+/// frame holds (or lacks).
+#[test]
+fn a_call_read_directly_is_what_rmcp_reads() {
+    let frames = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_order","arguments":{}}}"#,
+        r#"{"method":"tools/call","id":"a\"b","jsonrpc":"2.0","params":{"arguments":{},"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":-3,"method":"tools/call","params":{"name":"x","arguments":null,"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{},"task":{"ttl":1000}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","extra":[1,{"a":2}]},"other":true}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":7}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":[]}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":null}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call"}"#,
+        r#"{"jsonrpc":"1.0","id":2,"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"id":2,"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":7}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","task":"soon"}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"},"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"},"error":{}}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#,
+    ];
+    let mut direct = 0;
+    for text in frames {
+        let scan = scan(text.as_bytes());
+        if scan.is_request_shaped() {
+            direct += 1;
+        }
+        let long_way = serde_json::from_str::<ClientJsonRpcMessage>(text);
+        match (parse(text, &scan, true), long_way) {
+            (Ok(read), Ok(expected)) => {
+                let is_call = |message: &ClientJsonRpcMessage| {
+                    matches!(
+                        message,
+                        JsonRpcMessage::Request(JsonRpcRequest {
+                            request: ClientRequest::CallToolRequest(_),
+                            ..
+                        })
+                    )
+                };
+                assert_eq!(is_call(&read), is_call(&expected), "{text}");
+                assert_eq!(
+                    serde_json::to_value(&read).unwrap(),
+                    serde_json::to_value(&expected).unwrap(),
+                    "{text}"
+                );
+            }
+            (Err(error), Err(expected)) => {
+                assert_eq!(error.to_string(), expected.to_string(), "{text}")
+            }
+            (read, expected) => panic!("{text}: {read:?} against {expected:?}"),
+        }
+    }
+    // Most of the frames above take the direct reading.
+    assert!(direct >= 15, "{direct}");
+}
