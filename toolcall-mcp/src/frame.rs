@@ -114,19 +114,19 @@ pub(crate) fn read_text(line: &[u8]) -> (Outcome, Option<Cow<'_, str>>) {
 /// Anything else, and a call that does not read as one, goes the long way,
 /// so that every error is rmcp's own.
 fn parse(text: &str, scan: &Scan, is_call: bool) -> serde_json::Result<ClientJsonRpcMessage> {
-    if is_call && scan.is_request_shaped() {
-        if let Ok(JsonRpcRequest {
+    if is_call
+        && scan.is_request_shaped()
+        && let Ok(JsonRpcRequest {
             jsonrpc,
             id,
             request,
         }) = serde_json::from_str::<JsonRpcRequest<CallToolRequest>>(text)
-        {
-            return Ok(JsonRpcMessage::Request(JsonRpcRequest {
-                jsonrpc,
-                id,
-                request: ClientRequest::CallToolRequest(request),
-            }));
-        }
+    {
+        return Ok(JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc,
+            id,
+            request: ClientRequest::CallToolRequest(request),
+        }));
     }
     serde_json::from_str::<ClientJsonRpcMessage>(text)
 }
