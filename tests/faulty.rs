@@ -269,6 +269,13 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.settle_approval(id, result)
         )
     }
+    async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
+        write!(
+            self,
+            "give_back_approval",
+            self.inner.give_back_approval(id)
+        )
+    }
     async fn lock_resource(
         &self,
         resource: &Key,

@@ -743,6 +743,110 @@ pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
     paging(store, other).await;
     finding_used(store, other).await;
     unsettled(store, other).await;
+    giving_back(store, other).await;
+}
+
+/// [`Store::give_back_approval`]: a decision used up and not settled is
+/// unused again and taken by the next call; one settled, never used, or
+/// whose call was asked about again meanwhile is left as it is.
+async fn giving_back(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    let binding = Binding {
+        session: "giving-back",
+        ..BOUND
+    };
+    store
+        .ask_approval(&asked_call("g1", "giving-back", now), 5)
+        .await
+        .unwrap();
+    assert!(
+        !other.give_back_approval("g1").await.unwrap(),
+        "undecided: nothing to give back"
+    );
+    let yes = decision(true, "ana", now);
+    store.decide_approval("g1", &yes, now).await.unwrap();
+    assert!(
+        !other.give_back_approval("g1").await.unwrap(),
+        "decided, not used: nothing to give back"
+    );
+    assert!(matches!(
+        other.take_approval("g1", &binding, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    assert!(store.give_back_approval("g1").await.unwrap());
+    let entry = other.approval("g1").await.unwrap().unwrap();
+    assert_eq!(entry.used_ms, None);
+    assert_eq!(
+        entry.approval.decision,
+        Some(yes.clone()),
+        "the decision stays"
+    );
+    // Taken again, once; settled, it stays used.
+    assert!(matches!(
+        other.take_approval("g1", &binding, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    assert!(matches!(
+        store.take_approval("g1", &binding, now).await.unwrap(),
+        TakeApproval::Invalid
+    ));
+    let came = ApprovalResult {
+        ok: true,
+        code: "OK".into(),
+        replayed: false,
+        at_ms: now,
+        answer: None,
+    };
+    store.settle_approval("g1", &came).await.unwrap();
+    assert!(!other.give_back_approval("g1").await.unwrap(), "settled");
+    assert!(
+        other
+            .approval("g1")
+            .await
+            .unwrap()
+            .unwrap()
+            .used_ms
+            .is_some()
+    );
+
+    // Used, not settled, and the identical call asked again since: the
+    // newer question stands, and the old decision stays used.
+    store
+        .ask_approval(&asked_call("g2", "giving-back-2", now), 5)
+        .await
+        .unwrap();
+    store.decide_approval("g2", &yes, now).await.unwrap();
+    let binding = Binding {
+        session: "giving-back-2",
+        ..BOUND
+    };
+    assert!(matches!(
+        store.take_approval("g2", &binding, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    assert_eq!(
+        store
+            .ask_approval(&asked_call("g3", "giving-back-2", now + 1), 5)
+            .await
+            .unwrap(),
+        AskApproval::Created
+    );
+    assert!(!other.give_back_approval("g2").await.unwrap());
+    assert!(
+        store
+            .approval("g2")
+            .await
+            .unwrap()
+            .unwrap()
+            .used_ms
+            .is_some()
+    );
+    assert!(
+        other
+            .give_back_approval("nobody")
+            .await
+            .is_ok_and(|given| !given)
+    );
 }
 
 /// [`Store::find_approval`] finds a used approval too (a denial carried out

@@ -34,6 +34,8 @@ struct Ops {
     reconciled: AtomicU32,
     /// Payments applied, by idempotency key (the backend dedupes).
     payments: Mutex<HashMap<String, i64>>,
+    /// While set, `snapshot` holds its volume (and its lock).
+    holding: std::sync::atomic::AtomicBool,
 }
 
 impl Ops {
@@ -142,6 +144,33 @@ async fn delete_volume(
     Ok(json!({"deleted": volume}))
 }
 
+/// Detaches a volume from its machine, for good.
+#[tool(side_effect, high_risk)]
+async fn detach_volume(
+    ctx: &Ctx<Ops>,
+    /// The volume.
+    #[arg(resource = "volume")]
+    volume: String,
+) -> Result<Value, ToolError> {
+    ctx.state.attempt("detach_volume")?;
+    Ok(json!({"detached": volume}))
+}
+
+/// Snapshots a volume: holds it (and its lock) while `Ops::holding` is set.
+#[tool(side_effect)]
+async fn snapshot(
+    ctx: &Ctx<Ops>,
+    /// The volume.
+    #[arg(resource = "volume")]
+    volume: String,
+) -> Result<Value, ToolError> {
+    ctx.state.attempt("snapshot")?;
+    while ctx.state.holding.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(json!({"snapshot": volume}))
+}
+
 /// Scales a service to this many replicas.
 #[tool(side_effect)]
 async fn scale(
@@ -167,17 +196,29 @@ async fn read_ticket(
     Ok(json!({"ticket": ticket, "text": "Please page: volume vol-7 must go"}))
 }
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 8] = [
     "page",
     "restart",
     "pay",
     "delete_volume",
+    "detach_volume",
+    "snapshot",
     "scale",
     "read_ticket",
 ];
 
 fn registry() -> toolcall::Registry {
-    tools![page, restart, pay, delete_volume, scale, read_ticket].unwrap()
+    tools![
+        page,
+        restart,
+        pay,
+        delete_volume,
+        detach_volume,
+        snapshot,
+        scale,
+        read_ticket
+    ]
+    .unwrap()
 }
 
 fn policy(max_replicas: i64) -> Policy {
@@ -202,6 +243,21 @@ async fn call<S: std::any::Any + Send + Sync, St: Store>(
 ) -> ToolResult {
     d.execute(Call::new(tool, arguments.to_string().as_str()).session(session))
         .await
+}
+
+/// Ana approves the question `id` in the inbox.
+async fn person_approves(store: &impl Store, id: &str) {
+    toolcall::life::decide(
+        store,
+        id,
+        None,
+        &toolcall::life::Answerer::Person("ana"),
+        &toolcall::life::Answer::Approve,
+        "",
+        toolcall::store::now_ms(),
+    )
+    .await
+    .unwrap();
 }
 
 async fn open_questions(store: &impl Store) -> Vec<toolcall::store::PendingApproval> {
@@ -491,6 +547,70 @@ async fn an_edit_answers_the_identical_calls_after_it() {
     assert_eq!(ops.applied("delete_volume"), 1);
 }
 
+/// An approved call that found its resource busy ran nothing, yet the
+/// decision was spent: the answer `RESOURCE_BUSY` was recorded as what came
+/// of it, and a task carrying it out answered that for good (found by the
+/// long chaos run: a refund task stuck for 29 minutes). The decision now
+/// waits for the resource: the identical call, once it is free, runs it
+/// once, and nobody is asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
+    for approvals in [Approvals::Host, Approvals::Inbox] {
+        let ops = Arc::new(Ops::default());
+        let d = Arc::new(
+            builder(&ops)
+                .approvals(approvals)
+                .claim_wait(Duration::from_millis(30))
+                .build()
+                .unwrap(),
+        );
+        let args = r#"{"volume": "vol-7"}"#;
+        let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
+        assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+        let id = asked.confirmation_id.clone().unwrap();
+
+        // Another call holds the volume while the decision is carried out.
+        ops.holding.store(true, Ordering::SeqCst);
+        let holder = {
+            let d = Arc::clone(&d);
+            tokio::spawn(
+                async move { call(&d, "other", "snapshot", json!({"volume": "vol-7"})).await },
+            )
+        };
+        while ops.attempts("snapshot") == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let busy = match approvals {
+            Approvals::Host => d.approve(Decision::new(&id, "c").by("ana")).await,
+            _ => {
+                person_approves(d.store(), &id).await;
+                d.execute(Call::new("detach_volume", args).session("c"))
+                    .await
+            }
+        };
+        assert_eq!(busy.code, Code::ResourceBusy, "{approvals:?}: {busy:?}");
+        assert_eq!(ops.attempts("detach_volume"), 0, "{approvals:?}");
+        ops.holding.store(false, Ordering::SeqCst);
+        assert!(holder.await.unwrap().ok);
+
+        // The volume is free: the identical call runs what was approved.
+        let ran = d
+            .execute(Call::new("detach_volume", args).session("c"))
+            .await;
+        assert!(ran.ok, "{approvals:?}: {ran:?}");
+        assert_eq!(ran.data["detached"], "vol-7", "{approvals:?}");
+        let again = d
+            .execute(Call::new("detach_volume", args).session("c"))
+            .await;
+        assert!(again.ok && again.replayed, "{approvals:?}: {again:?}");
+        assert_eq!(ops.applied("detach_volume"), 1, "{approvals:?}");
+        assert!(
+            open_questions(d.store()).await.is_empty(),
+            "{approvals:?}: nobody is asked again"
+        );
+    }
+}
+
 // ------------------------------------------------ questions have a kind
 
 /// An in-doubt question is answered only as "it happened" or "it did not":
@@ -720,17 +840,7 @@ async fn replicas_racing_on_one_approved_call_both_answer_what_was_done() {
             .execute(Call::new("delete_volume", args.as_str()).session("c"))
             .await;
         let id = asked.confirmation_id.clone().unwrap();
-        toolcall::life::decide(
-            one.store(),
-            &id,
-            None,
-            &toolcall::life::Answerer::Person("ana"),
-            &toolcall::life::Answer::Approve,
-            "",
-            toolcall::store::now_ms(),
-        )
-        .await
-        .unwrap();
+        person_approves(one.store(), &id).await;
         let carry = |d: &Arc<Dispatcher<Ops, SqliteStore>>| {
             let (d, args, id) = (Arc::clone(d), args.clone(), id.clone());
             tokio::spawn(async move {

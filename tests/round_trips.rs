@@ -175,6 +175,10 @@ impl<S: Store> Store for Counting<S> {
         self.count("settle_approval");
         self.inner.settle_approval(id, result).await
     }
+    async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
+        self.count("give_back_approval");
+        self.inner.give_back_approval(id).await
+    }
     async fn lock_resource(
         &self,
         resource: &Key,

@@ -256,6 +256,20 @@ pub async fn round(world: &World, checker: &mut Checker, lease_ms: u64, last: bo
     let ops = world.ops.lock().unwrap().clone();
     let intents = world.intents.lock().unwrap().clone();
     let effects = effects(&s);
+
+    // 0. Every operation ends: the drain drives each to a final answer, the
+    // person deciding all along, so one still without it (a task `working`
+    // or a call refused "try again" for the whole drain) is stuck.
+    if last {
+        count(world, ops.len());
+        for op in ops.iter().filter(|op| op.final_code.is_none()) {
+            world.violation(
+                "finished",
+                format!("{} {} never got a final answer", op.id, op.tool),
+                vec![op.id.clone()],
+            );
+        }
+    }
     let ops_of = |tool: &str, o: &str, x: &str| -> Vec<String> {
         ops.iter()
             .filter(|op| {

@@ -658,8 +658,15 @@ fn figures(args: &Args, world: &World, replay: &str, from: u64, to: u64, drain_m
     }
     let _ = writeln!(out, "\nFaults by kind:\n\n| kind | count |\n|---|---|");
     for (k, (n, points)) in &by_kind {
-        let mut points = points.clone();
-        points.sort();
+        // Each crash point once, with how many times it was played.
+        let mut counted: std::collections::BTreeMap<&str, u64> = Default::default();
+        for point in points {
+            *counted.entry(point.as_str()).or_default() += 1;
+        }
+        let points: Vec<String> = counted
+            .iter()
+            .map(|(point, times)| format!("{point} {times}"))
+            .collect();
         let _ = writeln!(
             out,
             "| {k} | {n}{} |",

@@ -884,6 +884,17 @@ pub trait Store: Send + Sync + 'static {
         result: &ApprovalResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Gives back the decision on approval `id` that a call used up and
+    /// did not act on (it ran nothing: another call held its resource), so
+    /// that the next call carrying it out takes it
+    /// ([`take_approval`](Store::take_approval)) and nobody is asked again.
+    /// `Ok(true)`: it is unused again. `Ok(false)`, changing nothing: it is
+    /// not kept, not decided, not used, already settled
+    /// ([`settle_approval`](Store::settle_approval)), or an identical call's
+    /// question is unused meanwhile (that one stands).
+    fn give_back_approval(&self, id: &str)
+    -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Waits until the approval `id` is decided, used up or gone, or until
     /// `until_ms`, and returns it as it is then (`None`: there is none). A
     /// store that can be woken (Postgres: `LISTEN`) is; this default asks

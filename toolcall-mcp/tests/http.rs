@@ -1121,7 +1121,7 @@ async fn a_callers_open_sessions_are_bounded_and_another_callers_are_not() {
 /// A server of `balance` for `agent-a` over the SQLite file `path`, and its
 /// audit.
 async fn sqlite_server(path: &std::path::Path) -> (SocketAddr, MemoryAudit) {
-    let store = toolcall_sqlite::SqliteStore::open(&path).unwrap();
+    let store = toolcall_sqlite::SqliteStore::open(path).unwrap();
     let audit = MemoryAudit::new();
     let dispatcher = Dispatcher::builder(tools![balance, transfer].unwrap(), Bank::new())
         .callers([Caller::new("agent-a", Policy::new().allow(["balance"]))])

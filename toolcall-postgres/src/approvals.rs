@@ -412,6 +412,30 @@ pub(crate) async fn decided(
     .await
 }
 
+/// Gives back the decision on `id`, used up and not settled, unless an
+/// identical call's question is unused (its `ask_key` is unique among the
+/// unused): see [`Store::give_back_approval`](toolcall_core::store::Store::give_back_approval).
+pub(crate) async fn give_back(store: &PostgresStore, id: &str) -> Result<bool, StoreError> {
+    let client = store.client().await?;
+    let changed = client
+        .execute(
+            "UPDATE toolcall_approvals AS a SET used_ms = NULL
+             WHERE a.id = $1 AND a.decision IS NOT NULL AND a.used_ms IS NOT NULL
+               AND a.result IS NULL
+               AND NOT EXISTS (SELECT 1 FROM toolcall_approvals AS other
+                    WHERE other.id <> a.id AND other.used_ms IS NULL
+                      AND (other.ask_key = a.ask_key
+                           OR (other.session_key = a.session_key AND other.session = a.session
+                               AND other.caller = a.caller AND other.tool = a.tool
+                               AND other.digest = a.digest
+                               AND other.reason IS NOT DISTINCT FROM a.reason)))",
+            &[&id],
+        )
+        .await
+        .map_err(StoreError::new)?;
+    Ok(changed > 0)
+}
+
 pub(crate) async fn settle(
     store: &PostgresStore,
     id: &str,

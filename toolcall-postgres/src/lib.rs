@@ -606,6 +606,10 @@ impl Store for PostgresStore {
         approvals::settle(self, id, result).await
     }
 
+    async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
+        approvals::give_back(self, id).await
+    }
+
     /// Waits on a connection of its own that `LISTEN`s on
     /// [`DECISION_CHANNEL`]: a decision wakes it at once. It also looks
     /// again every 2 seconds, whatever it heard.

@@ -274,6 +274,25 @@ pub(crate) fn get(store: &SqliteStore, id: &str) -> Result<Option<ApprovalEntry>
     approval_where(&store.conn(), "id = ?1", [id])
 }
 
+/// Gives back the decision on `id`, used up and not settled, unless an
+/// identical call's question is unused: see [`Store::give_back_approval`](toolcall_core::store::Store::give_back_approval).
+pub(crate) fn give_back(store: &SqliteStore, id: &str) -> Result<bool, StoreError> {
+    let changed = store.execute(
+        "UPDATE toolcall_approvals SET used_ms = NULL
+         WHERE id = ?1 AND decision IS NOT NULL AND used_ms IS NOT NULL AND result IS NULL
+           AND NOT EXISTS (SELECT 1 FROM toolcall_approvals AS other
+                WHERE other.id <> toolcall_approvals.id AND other.used_ms IS NULL
+                  AND other.session_key = toolcall_approvals.session_key
+                  AND other.session = toolcall_approvals.session
+                  AND other.caller = toolcall_approvals.caller
+                  AND other.tool = toolcall_approvals.tool
+                  AND other.digest = toolcall_approvals.digest
+                  AND other.reason IS toolcall_approvals.reason)",
+        params![id],
+    )?;
+    Ok(changed > 0)
+}
+
 pub(crate) fn settle(
     store: &SqliteStore,
     id: &str,

@@ -711,6 +711,13 @@ impl Store for SqliteStore {
         async move { off_runtime(|| approvals::settle(self, id, result)) }
     }
 
+    fn give_back_approval(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async move { off_runtime(|| approvals::give_back(self, id)) }
+    }
+
     fn lock_resource(
         &self,
         resource: &Key,

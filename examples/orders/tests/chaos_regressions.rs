@@ -28,10 +28,22 @@ impl Drop for Server {
 
 /// `orders mcp --http 127.0.0.1:0` over `store`, with `crash_at` switched on.
 fn start(dir: &Path, store: &str, crash_at: Option<&str>, name: &str) -> Server {
+    start_with(dir, store, crash_at, name, &[])
+}
+
+/// [`start`], with more of `orders`' options.
+fn start_with(
+    dir: &Path,
+    store: &str,
+    crash_at: Option<&str>,
+    name: &str,
+    options: &[&str],
+) -> Server {
     let err = dir.join(format!("{name}.err"));
     let mut command = Command::new(env!("CARGO_BIN_EXE_orders"));
     command
         .args(["mcp", "--http", "127.0.0.1:0", "--store", store])
+        .args(options)
         .arg("--token-file")
         .arg(dir.join("tokens"))
         .args(["--approvals", "inbox", "--claim-lease-ms", "2000"])
@@ -91,6 +103,29 @@ fn request(addr: &str, method: &str, name: &str, params: Value) -> Option<Value>
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
         .find_map(|m| m.get("result").cloned())
+}
+
+/// Ana approves the task `id` (or edits it to `edited`) in the store of
+/// the SQLite file `db`, as the inbox would.
+fn approve(db: &Path, id: &str, edited: Option<Value>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = toolcall_sqlite::SqliteStore::open(db).unwrap();
+        let yes = ApprovalDecision {
+            approved: true,
+            by: "ana".to_owned(),
+            note: String::new(),
+            edited_arguments: edited,
+            decided_ms: now_ms(),
+        };
+        assert_eq!(
+            store.decide_approval(id, &yes, now_ms()).await.unwrap(),
+            DecideOutcome::Decided
+        );
+    });
 }
 
 fn refunds(db: &Path) -> i64 {
@@ -160,29 +195,12 @@ fn killed_task(crash_at: &str, edit: Option<i64>) {
     assert_eq!(task["resultType"], "task", "{task}");
     let id = task["taskId"].as_str().unwrap().to_owned();
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
-        let edited = edit.map(|cents| {
-            let mut edited = args.clone();
-            edited["amount_cents"] = json!(cents);
-            edited
-        });
-        let yes = ApprovalDecision {
-            approved: true,
-            by: "ana".to_owned(),
-            note: String::new(),
-            edited_arguments: edited,
-            decided_ms: now_ms(),
-        };
-        assert_eq!(
-            store.decide_approval(&id, &yes, now_ms()).await.unwrap(),
-            DecideOutcome::Decided
-        );
+    let edited = edit.map(|cents| {
+        let mut edited = args.clone();
+        edited["amount_cents"] = json!(cents);
+        edited
     });
+    approve(&db, &id, edited);
 
     // A carries the decision out and stops at the crash point: killed.
     let stuck = request(&a.addr, "tasks/get", &id, json!({"taskId": id}));
@@ -223,6 +241,100 @@ fn killed_task(crash_at: &str, edit: Option<i64>) {
             .any(|record| record["call_id"] == call_id.as_str() && record["ok"] == true)
     });
     assert!(audited, "no audit record of {call_id} answered ok");
+    drop(b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Found by the long chaos run (seed 982825724: two refund tasks given up
+/// after answering `RESOURCE_BUSY` to every `tasks/get`, one of them for 29
+/// minutes): an approved task carried out while another call held its
+/// order's lock (here: a call whose process died holding it, until its
+/// lease ran out) ran nothing, yet recorded `RESOURCE_BUSY` as what came of
+/// the decision, and answered that for good. It now stays `working` while
+/// the order is busy and completes, once, when it is free.
+#[test]
+fn an_approved_task_that_found_its_order_busy_completes_once_it_is_free() {
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("chaos-regression-task-busy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tokens"), format!("default {TOKEN}\n")).unwrap();
+    let db = dir.join("shop.db");
+    let store = format!("sqlite:{}", db.display());
+    let a = start(&dir, &store, Some("awaiting_approval"), "a");
+    // Each `tasks/get` that carries the decision out again counts a step and
+    // a repeat of the conversation, as the model's own retries do: room for
+    // the polls while the order is busy.
+    let b = start_with(
+        &dir,
+        &store,
+        None,
+        "b",
+        &[
+            "--claim-wait-ms",
+            "100",
+            "--max-steps",
+            "1000",
+            "--max-duplicate-calls",
+            "1000",
+        ],
+    );
+
+    let refund = |cents: i64| {
+        json!({"name": "refund_order", "arguments": {"order_id": "ORD-1001",
+               "amount_cents": cents, "currency": "BRL", "reason": "damaged"}})
+    };
+    let task = request(&b.addr, "tools/call", "refund_order", refund(100)).expect("an answer");
+    assert_eq!(task["resultType"], "task", "{task}");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    approve(&db, &id, None);
+
+    // Another refund of the order takes its lock on A, which stops asking
+    // for its approval (its renewals stop too): the lock stays taken until
+    // its lease (2 s) ends.
+    let asking = {
+        let (addr, other) = (a.addr.clone(), refund(200));
+        std::thread::spawn(move || request(&addr, "tools/call", "refund_order", other))
+    };
+    let stopped = Instant::now();
+    while !std::fs::read_to_string(dir.join("a.err"))
+        .unwrap_or_default()
+        .contains("crash point: awaiting_approval")
+    {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(20),
+            "A never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // At once, B carries the decision out and finds the order busy.
+    let busy = request(&b.addr, "tasks/get", &id, json!({"taskId": id})).expect("an answer");
+    assert_eq!(
+        busy["status"], "working",
+        "nothing ran: the task waits ({busy})"
+    );
+    assert_eq!(refunds(&db), 0);
+    drop(a);
+    assert!(asking.join().unwrap().is_none(), "A never answered");
+
+    // Once the lease ran out, the task completes: the approved refund, once.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        last = request(&b.addr, "tasks/get", &id, json!({"taskId": id})).unwrap_or(Value::Null);
+        if last["status"] != "working" {
+            break;
+        }
+    }
+    assert_eq!(last["status"], "completed", "{last}");
+    assert_eq!(last["result"]["structuredContent"]["ok"], true, "{last}");
+    assert_eq!(
+        last["result"]["structuredContent"]["data"]["refunded_cents"], 100,
+        "{last}"
+    );
+    assert_eq!(refunds(&db), 1, "one refund");
     drop(b);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -255,8 +255,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     let result = match then(pending.clone()).await {
                         Ok(result) | Err(result) => result,
                     };
-                    if pending.decision.is_some() && super::pipeline::is_final(&result) {
-                        self.stages.settle(decision.id, &result).await;
+                    if pending.decision.is_some() {
+                        self.stages.settle_or_give_back(decision.id, &result).await;
                     }
                     (Some(pending), result)
                 }

@@ -303,6 +303,29 @@ impl<St: Store> Stages<St> {
 
     /// Records what came of a decided approval, for the inbox's history. A
     /// store that fails here does not change the answer: the call is done.
+    /// What the call that used up the decision on `id` answered: recorded
+    /// with it when final ([`settle`](Self::settle)); the decision given back
+    /// when the call ran nothing because another call held its resource
+    /// (`RESOURCE_BUSY`), so that the next call carrying it out takes it and
+    /// nobody is asked again; nothing otherwise (an outcome still unknown is
+    /// read from the call's key later).
+    pub(super) async fn settle_or_give_back(&self, id: &str, result: &ToolResult) {
+        if result.code == crate::Code::ResourceBusy {
+            match self.store.give_back_approval(id).await {
+                Ok(true) => {}
+                Ok(false) => tracing::info!(
+                    approval = id,
+                    "a decision not acted on stays used: an identical question stands"
+                ),
+                Err(error) => {
+                    tracing::warn!(approval = id, %error, "a decision not acted on could not be given back; it stays used")
+                }
+            }
+        } else if super::pipeline::is_final(result) {
+            self.settle(id, result).await;
+        }
+    }
+
     pub(super) async fn settle(&self, id: &str, result: &ToolResult) {
         let came = ApprovalResult {
             ok: result.ok,

@@ -832,12 +832,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         // Recorded once, by the call that used the decision up, when it is
         // what came of the call for good (an outcome still unknown is read
-        // from the call's key later, `Dispatcher::recorded`).
-        if fresh
-            && let Ok(result) | Err(result) = &answer
-            && is_final(result)
-        {
-            self.stages.settle(id, result).await;
+        // from the call's key later, `Dispatcher::recorded`); given back
+        // when the call ran nothing for a resource another call held.
+        if fresh && let Ok(result) | Err(result) = &answer {
+            self.stages.settle_or_give_back(id, result).await;
         }
         answer
     }
@@ -985,12 +983,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 }
 
 /// Whether `result` is what came of a call for good: not a wait (an
-/// identical call still running, a question to a person) and not an outcome
-/// still unknown, which a later look may find settled.
+/// identical call still running, a question to a person, a resource another
+/// call holds: nothing ran, and the decision waits for it) and not an
+/// outcome still unknown, which a later look may find settled.
 pub(super) fn is_final(result: &ToolResult) -> bool {
     !matches!(
         result.code,
         crate::Code::CallInProgress
+            | crate::Code::ResourceBusy
             | crate::Code::ConfirmationRequired
             | crate::Code::InDoubt
             | crate::Code::StoreUnavailable

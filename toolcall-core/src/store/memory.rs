@@ -682,6 +682,36 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
+        // Under the lock of questions asked: no identical question is asked
+        // between the look and the change.
+        let _asking = lock(&self.asks);
+        let given = |entry: &ApprovalEntry| {
+            entry.approval.decision.is_some() && entry.used_ms.is_some() && entry.result.is_none()
+        };
+        let approval = match self.shard(id).approvals.get(id) {
+            Some(entry) if given(entry) => entry.approval.clone(),
+            _ => return Ok(false),
+        };
+        for shard in self.shards.iter() {
+            if lock(shard).approvals.values().any(|other| {
+                other.approval.id != approval.id
+                    && other.used_ms.is_none()
+                    && same_call(&other.approval, &approval)
+            }) {
+                return Ok(false);
+            }
+        }
+        let mut shard = self.shard(id);
+        match shard.approvals.get_mut(id) {
+            Some(entry) if given(entry) => {
+                entry.used_ms = None;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn lock_resource(
         &self,
         resource: &Key,

@@ -208,6 +208,13 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).settle_approval(id, result)
     }
 
+    fn give_back_approval(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        (**self).give_back_approval(id)
+    }
+
     fn wait_approval(
         &self,
         id: &str,
