@@ -2,123 +2,132 @@
 //! stage 5 (the step, the call's count, what is recorded of its key,
 //! whether its session read untrusted output, its resource's lock).
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use toolcall_core::store::{CallBegun, CallStart, StoreError, session_key};
 use toolcall_sql::{record, to_sql};
 
-use crate::{LOCK, SqliteStore, count_in, immediate};
+use crate::{LOCK, SqliteStore, count_in, immediate, off_runtime};
 
 impl SqliteStore {
     pub(crate) fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
-        let session = session_key(start.session);
-        let key = start.key.as_str();
-        let now = to_sql(start.now_ms);
-        let begun = {
+        // A read-only call alone in its conversation writes nothing: it
+        // reads in a transaction that takes no write lock, on the store's
+        // reading connection, at once where it can (`SqliteStore::read`).
+        if start.alone && !start.outcome && start.lock.is_none() {
+            return self.read(|conn| {
+                let tx = conn.unchecked_transaction().map_err(StoreError::new)?;
+                let begun = begin_in(&tx, start)?;
+                tx.commit().map_err(StoreError::new)?;
+                Ok(begun)
+            });
+        }
+        let begun = off_runtime(|| {
             let mut conn = self.conn();
-            // A read-only call alone in its conversation writes nothing: it
-            // reads in a transaction that takes no write lock.
-            let tx = if start.alone && !start.outcome && start.lock.is_none() {
-                conn.transaction().map_err(StoreError::new)?
-            } else {
-                immediate(&mut conn)?
-            };
-            if let Some(known) = start.controls {
-                let kept: i64 = tx
-                    .prepare_cached(
-                        "SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0)",
-                    )
-                    .and_then(|mut s| s.query_row([], |row| row.get(0)))
-                    .map_err(StoreError::new)?;
-                if kept != to_sql(known) {
-                    return Ok(CallBegun {
-                        controls_moved: true,
-                        ..CallBegun::default()
-                    });
-                }
-            }
-            let step = if start.alone {
-                1
-            } else {
-                count_in(&tx, "toolcall_steps", "session", &session, now)?
-            };
-            let mut begun = CallBegun {
-                step,
-                ..CallBegun::default()
-            };
-            if begun.step <= start.max_steps {
-                let calls = if start.alone {
-                    1
-                } else {
-                    count_in(&tx, "toolcall_calls", "key", key, now)?
-                };
-                begun.calls = Some(calls);
-                if calls <= start.max_calls {
-                    let row: Option<(String, i64, Option<String>)> = tx
-                        .prepare_cached(
-                            "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
-                        )
-                        .and_then(|mut s| {
-                            s.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-                                .optional()
-                        })
-                        .map_err(StoreError::new)?;
-                    // A claim whose lease ran out with no outcome is in doubt.
-                    let recorded = row
-                        .as_ref()
-                        .map(|(state, until, _)| record::state_at(state, *until, now));
-                    if start.outcome {
-                        let result = row.as_ref().and_then(|r| r.2.as_deref());
-                        begun.outcome = record::outcome(recorded, result)?;
-                    }
-                    if let Some(lock) = start.lock
-                        && !matches!(recorded, Some(record::COMPLETED | record::IN_FLIGHT))
-                    {
-                        let resource = lock.resource.as_str();
-                        begun.locked = tx
-                            .prepare_cached(LOCK)
-                            .and_then(|mut s| {
-                                s.query_row(
-                                    params![
-                                        session_key(resource),
-                                        resource,
-                                        lock.holder,
-                                        now,
-                                        to_sql(start.now_ms.saturating_add(lock.lease_ms))
-                                    ],
-                                    |_| Ok(()),
-                                )
-                                .optional()
-                            })
-                            .map_err(StoreError::new)?
-                            .is_some();
-                    }
-                }
-            }
-            if start.taint {
-                begun.tainted = Some(
-                    tx.prepare_cached(
-                        "SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ''",
-                    )
-                    .and_then(|mut s| s.exists([&session]))
-                    .map_err(StoreError::new)?,
-                );
-            }
-            if start.questions {
-                begun.questions = Some(
-                    tx.prepare_cached(
-                        "SELECT 1 FROM toolcall_approvals
-                         WHERE session_key = ?1 AND expires_ms > ?2",
-                    )
-                    .and_then(|mut s| s.exists(params![session_key(start.named), now]))
-                    .map_err(StoreError::new)?,
-                );
-            }
+            let tx = immediate(&mut conn)?;
+            let begun = begin_in(&tx, start)?;
             tx.commit().map_err(StoreError::new)?;
-            begun
-        };
+            Ok::<_, StoreError>(begun)
+        })?;
         for _ in 0..record::begun_writes(&begun) {
             self.wrote();
         }
         Ok(begun)
     }
+}
+
+/// The start's statements, in the transaction `tx`.
+fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
+    let session = session_key(start.session);
+    let key = start.key.as_str();
+    let now = to_sql(start.now_ms);
+    if let Some(known) = start.controls {
+        let kept: i64 = tx
+            .prepare_cached(
+                "SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0)",
+            )
+            .and_then(|mut s| s.query_row([], |row| row.get(0)))
+            .map_err(StoreError::new)?;
+        if kept != to_sql(known) {
+            return Ok(CallBegun {
+                controls_moved: true,
+                ..CallBegun::default()
+            });
+        }
+    }
+    let step = if start.alone {
+        1
+    } else {
+        count_in(tx, "toolcall_steps", "session", &session, now)?
+    };
+    let mut begun = CallBegun {
+        step,
+        ..CallBegun::default()
+    };
+    if begun.step <= start.max_steps {
+        let calls = if start.alone {
+            1
+        } else {
+            count_in(tx, "toolcall_calls", "key", key, now)?
+        };
+        begun.calls = Some(calls);
+        if calls <= start.max_calls {
+            let row: Option<(String, i64, Option<String>)> = tx
+                .prepare_cached(
+                    "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row([key], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                        .optional()
+                })
+                .map_err(StoreError::new)?;
+            // A claim whose lease ran out with no outcome is in doubt.
+            let recorded = row
+                .as_ref()
+                .map(|(state, until, _)| record::state_at(state, *until, now));
+            if start.outcome {
+                let result = row.as_ref().and_then(|r| r.2.as_deref());
+                begun.outcome = record::outcome(recorded, result)?;
+            }
+            if let Some(lock) = start.lock
+                && !matches!(recorded, Some(record::COMPLETED | record::IN_FLIGHT))
+            {
+                let resource = lock.resource.as_str();
+                begun.locked = tx
+                    .prepare_cached(LOCK)
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![
+                                session_key(resource),
+                                resource,
+                                lock.holder,
+                                now,
+                                to_sql(start.now_ms.saturating_add(lock.lease_ms))
+                            ],
+                            |_| Ok(()),
+                        )
+                        .optional()
+                    })
+                    .map_err(StoreError::new)?
+                    .is_some();
+            }
+        }
+    }
+    if start.taint {
+        begun.tainted = Some(
+            tx.prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ''")
+                .and_then(|mut s| s.exists([&session]))
+                .map_err(StoreError::new)?,
+        );
+    }
+    if start.questions {
+        begun.questions = Some(
+            tx.prepare_cached(
+                "SELECT 1 FROM toolcall_approvals
+                 WHERE session_key = ?1 AND expires_ms > ?2",
+            )
+            .and_then(|mut s| s.exists(params![session_key(start.named), now]))
+            .map_err(StoreError::new)?,
+        );
+    }
+    Ok(begun)
 }

@@ -20,7 +20,15 @@
 //! ```
 //!
 //! Calls run on the calling task: each is a few local SQLite statements,
-//! well under a millisecond on a local disk.
+//! well under a millisecond on a local disk. On a multi-threaded tokio
+//! runtime (the `multi-thread` feature, on by default) the statements of a
+//! call that writes run off the runtime's async threads
+//! (`block_in_place`), since they may wait for another connection's write
+//! lock. A read-only call alone in its conversation (a stateless request's)
+//! reads on a second connection, which only reads: at once on the calling
+//! thread, no thread switched, while this process's writes wait for the
+//! lock; off the async threads like the rest only when SQLite would make it
+//! wait.
 //!
 //! # What the file holds
 //!
@@ -80,7 +88,7 @@ mod purge;
 mod schema;
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -118,6 +126,11 @@ const LOCK: &str = "INSERT INTO toolcall_locks (resource_key, resource, holder, 
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    /// A second connection to the file, which only reads (`query_only`):
+    /// a read alone in its conversation runs on it, beside this process's
+    /// writes ([`SqliteStore::read`]). `None` for a database in memory,
+    /// which one connection alone can see.
+    reader: Option<Mutex<Connection>>,
     retention: Retention,
 }
 
@@ -129,7 +142,20 @@ impl SqliteStore {
     /// another connection holds the file's lock, opening waits and tries
     /// again, for at most 10 seconds in all.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        SqliteStore::with_connection(Connection::open(path).map_err(StoreError::new)?)
+        let path = path.as_ref();
+        let mut store =
+            SqliteStore::with_connection(Connection::open(path).map_err(StoreError::new)?)?;
+        // The file is in WAL mode and up to date by now.
+        let reader = Connection::open(path).map_err(StoreError::new)?;
+        reader
+            .pragma_update(None, "query_only", true)
+            .map_err(StoreError::new)?;
+        // Asked at once first (rusqlite opens with a busy timeout of 5 s).
+        reader
+            .busy_timeout(Duration::ZERO)
+            .map_err(StoreError::new)?;
+        store.reader = Some(Mutex::new(reader));
+        Ok(store)
     }
 
     /// A private database in memory: the semantics without the durability.
@@ -169,12 +195,50 @@ impl SqliteStore {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(StoreError::new)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
+            reader: None,
             retention: Retention::default(),
         })
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `read`, statements that only read, on the reading connection
+    /// (the store's one connection for a database in memory).
+    ///
+    /// At once, where it is called, when that connection is free and
+    /// SQLite answers without waiting (a busy timeout of zero: in WAL mode
+    /// a read waits for nobody's write lock, so this is the rule): a read
+    /// costs no thread switch. Otherwise, and again when SQLite answered
+    /// "busy", as every other statement runs ([`off_runtime`]), waiting
+    /// for the connection and for SQLite's locks as long as they do.
+    fn read<T>(
+        &self,
+        read: impl Fn(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let Some(reader) = &self.reader else {
+            return off_runtime(|| read(&self.conn()));
+        };
+        let free = match reader.try_lock() {
+            Ok(conn) => Some(conn),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(conn) = free {
+            match read(&conn) {
+                Err(error) if would_wait(&error) => {}
+                done => return done,
+            }
+        }
+        off_runtime(|| {
+            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            conn.busy_timeout(BUSY_TIMEOUT).map_err(StoreError::new)?;
+            let done = read(&conn);
+            // Back to answering at once, for the next read.
+            conn.busy_timeout(Duration::ZERO).map_err(StoreError::new)?;
+            done
+        })
     }
 
     /// Runs one statement on the store's connection: the rows it changed.
@@ -273,6 +337,19 @@ fn count_in(
         .map_err(StoreError::new)
 }
 
+/// Whether `error` is SQLite's "busy" or "locked": the statement would
+/// have waited for another connection.
+fn would_wait(error: &StoreError) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<rusqlite::Error>())
+        .is_some_and(|error| {
+            matches!(
+                error.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            )
+        })
+}
+
 /// A transaction on `conn` that takes the file's write lock from its first
 /// statement (`IMMEDIATE`): its reads and writes are one step for every
 /// connection.
@@ -317,7 +394,7 @@ impl Store for SqliteStore {
         &self,
         start: &CallStart<'_>,
     ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
-        async move { off_runtime(|| self.begin(start)) }
+        async move { self.begin(start) }
     }
 
     /// One transaction: the result stored, the claim and the lock freed.
@@ -834,5 +911,58 @@ impl Store for SqliteStore {
         id: &str,
     ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
         async move { off_runtime(|| controls::signatures(self, id)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn busy_timeout_ms(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "busy_timeout", |row| row.get(0))
+            .unwrap()
+    }
+
+    /// A read that SQLite answers "busy" when asked at once is asked again
+    /// as every other statement is, waiting up to the store's busy timeout;
+    /// the reading connection answers at once again after it.
+    #[test]
+    fn a_read_answered_busy_at_once_is_asked_again_with_the_busy_timeout() {
+        let dir = std::env::temp_dir().join(format!("toolcall-sqlite-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(dir.join("store.db")).unwrap();
+        let asked = Cell::new(Vec::new());
+        let answer = store.read(|conn| {
+            let mut timeouts = asked.take();
+            timeouts.push(busy_timeout_ms(conn));
+            let first = timeouts.len() == 1;
+            asked.set(timeouts);
+            if first {
+                Err(StoreError::new(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                    Some("database is locked".into()),
+                )))
+            } else {
+                Ok(42)
+            }
+        });
+        assert_eq!(answer.unwrap(), 42);
+        let waited = i64::try_from(BUSY_TIMEOUT.as_millis()).unwrap();
+        assert_eq!(asked.take(), vec![0, waited]);
+        let reader = store.reader.as_ref().unwrap().lock().unwrap();
+        assert_eq!(busy_timeout_ms(&reader), 0);
+        // Any other error is the answer, asked once.
+        drop(reader);
+        let calls = Cell::new(0);
+        let refused = store.read(|_| {
+            calls.set(calls.get() + 1);
+            Err::<(), _>(StoreError::new(rusqlite::Error::QueryReturnedNoRows))
+        });
+        assert!(refused.is_err());
+        assert_eq!(calls.get(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

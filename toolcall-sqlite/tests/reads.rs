@@ -1,0 +1,115 @@
+//! A read alone in its conversation (a stateless request's read-only call)
+//! runs on the store's reading connection: it is answered while this
+//! process's own writes wait for SQLite's write lock, and sees what was
+//! written before it. (That it waits when SQLite answers "busy" is a unit
+//! test of `SqliteStore::read`.)
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use toolcall::store::{CallBegun, CallStart, Key, Store, now_ms};
+use toolcall_sqlite::SqliteStore;
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+fn fresh_file(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "toolcall-sqlite-reads-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("store.db")
+}
+
+/// Begins a call in `session` on its own thread; its answer comes on the
+/// channel returned. `alone`: a read-only call alone in its conversation.
+fn begin_on_a_thread(
+    store: &Arc<SqliteStore>,
+    session: &'static str,
+    alone: bool,
+) -> mpsc::Receiver<CallBegun> {
+    let (sent, answer) = mpsc::channel();
+    let store = Arc::clone(store);
+    std::thread::spawn(move || {
+        let key = Key::sha256(session);
+        let mut start = CallStart::new(session, &key, now_ms(), 10);
+        start.alone = alone;
+        start.controls = Some(0);
+        let begun = block_on(store.begin_call(&start)).expect("the call begins");
+        let _ = sent.send(begun);
+    });
+    answer
+}
+
+/// Another connection holds the file's write lock; this process's call in
+/// a named conversation waits for it (up to the store's busy timeout, 10
+/// s), holding the store's connection. A read alone is answered meanwhile.
+/// Before reads alone had a connection of their own, the read waited for
+/// the first call, which waited for the lock: no answer within 5 s.
+#[test]
+fn a_read_alone_is_answered_while_this_process_waits_for_the_write_lock() {
+    let path = fresh_file("waiting");
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let waiting = begin_on_a_thread(&store, "named", false);
+    // The named call reaches SQLite and waits there for the lock.
+    assert!(
+        waiting.recv_timeout(Duration::from_millis(300)).is_err(),
+        "the named call waits for the write lock"
+    );
+
+    let read = begin_on_a_thread(&store, "alone", true)
+        .recv_timeout(Duration::from_secs(5))
+        .expect("a read alone is answered while a write waits");
+    assert_eq!(read.step, 1);
+    assert_eq!(read.calls, Some(1));
+    assert!(!read.controls_moved);
+
+    holder.execute_batch("COMMIT").unwrap();
+    let named = waiting
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the named call begins once the lock is free");
+    assert_eq!(named.step, 1);
+    // The read kept nothing; the named call kept its step.
+    let steps: i64 = holder
+        .query_row("SELECT COUNT(*) FROM toolcall_steps", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(steps, 1);
+}
+
+/// The controls' version a read alone was judged by is checked on the
+/// reading connection too: a version written through the store's own
+/// connection is seen by the next read at once.
+#[test]
+fn a_read_alone_sees_what_this_process_wrote_just_before() {
+    let path = fresh_file("sees");
+    let store = SqliteStore::open(&path).unwrap();
+    let writer = Connection::open(&path).unwrap();
+    let key = Key::sha256("alone");
+    let mut start = CallStart::new("alone", &key, now_ms(), 10);
+    start.alone = true;
+    start.controls = Some(0);
+    assert!(!block_on(store.begin_call(&start)).unwrap().controls_moved);
+    writer
+        .execute(
+            "INSERT INTO toolcall_controls (id, version, document) VALUES (1, 7, '{}')
+             ON CONFLICT (id) DO UPDATE SET version = 7",
+            [],
+        )
+        .unwrap();
+    assert!(block_on(store.begin_call(&start)).unwrap().controls_moved);
+    start.controls = Some(7);
+    assert!(!block_on(store.begin_call(&start)).unwrap().controls_moved);
+}
