@@ -183,66 +183,140 @@ fn with_query(url: &str, query: &str) -> String {
     format!("{url}{joint}{query}")
 }
 
+/// The backends the server has open for the connections named `name`.
+async fn backends(url: &str, name: &str) -> i64 {
+    let (probe, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    probe
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// 32 conversations, each sending its call twice at once (a model's retry),
-/// through one dispatcher whose store has a pool of at most 4 connections:
-/// every call runs once, its twin is replayed, and the server saw more than
-/// one of the store's connections and never more than 4.
+/// through one dispatcher whose store has a pool of at most `size`
+/// connections, named `name`: every call runs once and its twin is
+/// replayed. The dispatcher, to ask more of.
+async fn thirty_two_conversations(
+    url: &str,
+    schema: &str,
+    name: &str,
+    size: usize,
+) -> (Arc<Dispatcher<Bank, PostgresStore>>, Arc<Bank>) {
+    let pooled = with_query(
+        url,
+        &format!("pool_max_size={size}&application_name={name}"),
+    );
+    let bank = Arc::new(Bank::default());
+    let store = PostgresStore::connect_in_schema(&pooled, schema)
+        .await
+        .unwrap();
+    let d = Arc::new(
+        Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
+            .store(store)
+            .build()
+            .unwrap(),
+    );
+    let mut tasks = Vec::new();
+    for conversation in 0..32 {
+        for _ in 0..2 {
+            let d = Arc::clone(&d);
+            tasks.push(tokio::spawn(async move {
+                let session = format!("c{conversation}");
+                d.execute(Call::new("send", r#"{"cents": 7}"#).session(session.as_str()))
+                    .await
+            }));
+        }
+    }
+    let mut results: Vec<ToolResult> = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    assert!(results.iter().all(|r| r.ok), "{results:?}");
+    assert_eq!(
+        bank.runs.load(Ordering::SeqCst),
+        32,
+        "one run a conversation"
+    );
+    assert_eq!(results.iter().filter(|r| r.replayed).count(), 32);
+    (d, bank)
+}
+
+/// A pool of at most 4 serves 32 conversations calling at once, and the
+/// server never saw more than 4 of the store's connections.
 #[test]
 fn a_pool_of_four_serves_thirty_two_conversations_each_call_once() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = postgres_schema("pool");
         let name = format!("toolcall_pool_{}", std::process::id());
-        let pooled = with_query(&url, &format!("pool_max_size=4&application_name={name}"));
-        let bank = Arc::new(Bank::default());
-        let store = PostgresStore::connect_in_schema(&pooled, &schema)
-            .await
-            .unwrap();
-        let d = Arc::new(
-            Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
-                .store(store)
-                .build()
-                .unwrap(),
+        let (d, _) = thirty_two_conversations(&url, &schema, &name, 4).await;
+        let open = backends(&url, &name).await;
+        assert!(
+            (1..=4).contains(&open),
+            "{open} connections of the store's pool"
         );
-        let mut tasks = Vec::new();
-        for conversation in 0..32 {
-            for _ in 0..2 {
-                let d = Arc::clone(&d);
-                tasks.push(tokio::spawn(async move {
-                    let session = format!("c{conversation}");
-                    d.execute(Call::new("send", r#"{"cents": 7}"#).session(session.as_str()))
-                        .await
-                }));
-            }
-        }
-        let mut results: Vec<ToolResult> = Vec::new();
-        for task in tasks {
-            results.push(task.await.unwrap());
-        }
-        assert!(results.iter().all(|r| r.ok), "{results:?}");
-        assert_eq!(
-            bank.runs.load(Ordering::SeqCst),
-            32,
-            "one run a conversation"
-        );
-        assert_eq!(results.iter().filter(|r| r.replayed).count(), 32);
+        drop(d);
+        drop_schema(&url, &schema).await;
+    });
+}
 
-        let (probe, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+/// The store's single statements share a quarter of its pool: 32
+/// conversations calling at once through a pool of 8 are served over 2
+/// connections, what the calls send at the same moment going out together.
+/// (Each statement on a connection of its own, they took all 8.) When the
+/// server ends those connections, the next calls are served over new ones.
+#[test]
+fn concurrent_statements_share_a_quarter_of_the_pool_and_outlive_its_connections() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let schema = postgres_schema("shared");
+        let name = format!("toolcall_shared_{}", std::process::id());
+        let (d, bank) = thirty_two_conversations(&url, &schema, &name, 8).await;
+        assert_eq!(backends(&url, &name).await, 2, "the shared connections");
+
+        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await
             .unwrap();
         tokio::spawn(connection);
-        let open: i64 = probe
+        let ended: i64 = admin
             .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+                 FROM pg_stat_activity WHERE application_name = $1",
                 &[&name],
             )
             .await
             .unwrap()
             .get(0);
-        assert!(
-            (2..=4).contains(&open),
-            "{open} connections of the store's pool"
-        );
+        assert_eq!(ended, 2);
+        // The connections' ends reach the store as they do; a call may
+        // meet one first and answer that the store is unavailable (nothing
+        // run), never more than one for each connection ended.
+        let mut unavailable = 0;
+        let mut done = 0;
+        let mut conversation = 100;
+        while done < 4 {
+            conversation += 1;
+            let session = format!("c{conversation}");
+            let answer = d
+                .execute(Call::new("send", r#"{"cents": 9}"#).session(session.as_str()))
+                .await;
+            if answer.ok {
+                done += 1;
+            } else {
+                assert_eq!(answer.code, Code::StoreUnavailable, "{answer:?}");
+                unavailable += 1;
+                assert!(unavailable <= 2, "{answer:?}");
+            }
+        }
+        assert_eq!(bank.runs.load(Ordering::SeqCst), 32 + 4);
+        assert!(backends(&url, &name).await <= 2);
         drop(d);
         drop_schema(&url, &schema).await;
     });

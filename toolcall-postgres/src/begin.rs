@@ -65,6 +65,33 @@ SELECT (SELECT count FROM s),
             AND EXISTS (SELECT 1 FROM s)
        END";
 
+/// A read-only call alone in its conversation ([`CallStart::alone`], with
+/// no lock to take): [`BEGIN`] with its step and its count both 1 and
+/// neither kept, so nothing written, which leaves reads only: the
+/// controls' version, the key's record (when $3: asked, and the counts
+/// within their bounds), whether the session ($5) saw untrusted output
+/// (when $4) and whether the conversation as named ($7) has a question
+/// (when $6), at the call's time ($2). A statement the planner sees as
+/// the reads it is, rather than [`BEGIN`]'s writes each skipped by a
+/// parameter: a fraction of the server's work (see BENCHMARKS.md).
+const ALONE: &str = "SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0),
+       r.state,
+       r.result,
+       CASE WHEN $4::BOOLEAN
+            THEN EXISTS (SELECT 1 FROM toolcall_taint WHERE session = $5 AND print = '')
+       END,
+       CASE WHEN $6::BOOLEAN
+            THEN EXISTS (SELECT 1 FROM toolcall_approvals
+                         WHERE session_key = $7 AND expires_ms > $2)
+       END
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT CASE WHEN state = 'in_flight' AND until_ms <= $2 THEN 'in_doubt' ELSE state END AS state,
+           result
+    FROM toolcall_records
+    WHERE key = $1 AND $3::BOOLEAN
+) AS r ON true";
+
 /// The result stored and the claim freed, as `complete` does; the lock
 /// freed if its holder still has it, as `unlock_resource` does.
 pub(crate) const COMPLETE_UNLOCKING: &str = "WITH done AS (
@@ -83,6 +110,9 @@ impl PostgresStore {
     pub(crate) async fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
         let session = session_key(start.session);
         let named = session_key(start.named);
+        if start.alone && start.lock.is_none() {
+            return self.begin_alone(start, &session, &named).await;
+        }
         let lock = start.lock.map(|lock| {
             let resource = lock.resource.as_str();
             (
@@ -146,5 +176,50 @@ impl PostgresStore {
             self.wrote().await;
         }
         Ok(begun)
+    }
+
+    /// [`begin`](Self::begin) for a read alone: [`ALONE`], the counts
+    /// made here as [`BEGIN`] makes them (step 1, count 1).
+    async fn begin_alone(
+        &self,
+        start: &CallStart<'_>,
+        session: &str,
+        named: &str,
+    ) -> Result<CallBegun, StoreError> {
+        let step = 1;
+        let calls = (step <= start.max_steps).then_some(1);
+        let read_record = start.outcome && calls.is_some_and(|calls| calls <= start.max_calls);
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                ALONE,
+                &[
+                    &start.key.as_str(),
+                    &to_sql(start.now_ms),
+                    &read_record,
+                    &start.taint,
+                    &session,
+                    &start.questions,
+                    &named,
+                ],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        let version: i64 = row.get(0);
+        if start.controls.is_some_and(|known| to_sql(known) != version) {
+            return Ok(CallBegun {
+                controls_moved: true,
+                ..CallBegun::default()
+            });
+        }
+        Ok(CallBegun {
+            step,
+            calls,
+            outcome: record::outcome(row.get(1), row.get(2))?,
+            tainted: row.get::<_, Option<bool>>(3),
+            locked: false,
+            questions: row.get::<_, Option<bool>>(4),
+            controls_moved: false,
+        })
     }
 }

@@ -1,24 +1,56 @@
 //! One connection with its prepared statements: each statement's text is
 //! parsed by the server once per connection, then only bound and executed
-//! (one round trip, one implicit transaction, per statement).
+//! (one round trip, one implicit transaction, per statement). The
+//! connection is the caller's alone, or shared with concurrent statements
+//! ([`crate::shared`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row, Statement};
+use toolcall_core::store::StoreError;
 
 /// A connection of the store's pool, held until this drops, with the
 /// statements prepared on it (the pool keeps them with the connection).
 pub(crate) struct Conn {
-    client: deadpool_postgres::Object,
+    client: Held,
     /// Requests sent, shared by every connection of one store.
     sent: Arc<AtomicU64>,
 }
 
+/// The caller's alone (a transaction can run on it), or shared.
+enum Held {
+    Own(Box<deadpool_postgres::Object>),
+    Shared(Arc<deadpool_postgres::Object>),
+}
+
+impl std::ops::Deref for Held {
+    type Target = deadpool_postgres::Object;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Held::Own(object) => object,
+            Held::Shared(object) => object,
+        }
+    }
+}
+
 impl Conn {
-    pub(crate) fn new(client: deadpool_postgres::Object, sent: Arc<AtomicU64>) -> Self {
-        Conn { client, sent }
+    /// A connection of the caller's own.
+    pub(crate) fn own(client: deadpool_postgres::Object, sent: Arc<AtomicU64>) -> Self {
+        Conn {
+            client: Held::Own(Box::new(client)),
+            sent,
+        }
+    }
+
+    /// A connection shared with concurrent statements: no transaction.
+    pub(crate) fn shared(client: Arc<deadpool_postgres::Object>, sent: Arc<AtomicU64>) -> Self {
+        Conn {
+            client: Held::Shared(client),
+            sent,
+        }
     }
 
     fn sent(&self) {
@@ -80,11 +112,18 @@ impl Conn {
     /// A transaction on this connection, its statements prepared like the
     /// connection's (its `BEGIN` and its end are counted here; its
     /// statements are the caller's to count).
+    /// A shared connection has none: the store asks for a connection of
+    /// its own for a transaction ([`PostgresStore::own_client`](crate::PostgresStore)).
     pub(crate) async fn transaction(
         &mut self,
-    ) -> Result<deadpool_postgres::Transaction<'_>, Error> {
+    ) -> Result<deadpool_postgres::Transaction<'_>, StoreError> {
+        let Held::Own(client) = &mut self.client else {
+            return Err(StoreError::new(
+                "a transaction on a shared connection (a defect of toolcall-postgres)",
+            ));
+        };
         self.sent.fetch_add(2, Ordering::Relaxed);
-        self.client.transaction().await
+        client.transaction().await.map_err(StoreError::new)
     }
 
     /// Statements sent as text, unprepared (schema changes, `LISTEN`).

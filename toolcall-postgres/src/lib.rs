@@ -30,6 +30,16 @@
 //! one (5), and each statement limited to `statement_timeout` milliseconds
 //! when given; all three are read from the connection string, beside
 //! libpq's own words (`...?sslmode=verify-full&pool_max_size=16`).
+//! Statements are sent on a quarter of the pool's connections (at least
+//! one), which concurrent calls share: what calls send at the same moment
+//! goes out in one write and comes back in one read, each statement still
+//! its own implicit transaction (32 conversations calling at once through
+//! the default pool use 2 connections); a transaction (a signature of an
+//! approval that needs several) takes a connection of its own. The store's
+//! connections plan each statement once (`plan_cache_mode` set to
+//! `force_generic_plan`, Postgres 12 and later): every statement finds rows
+//! by key, and Postgres would otherwise plan anew at each execution a
+//! statement whose parameters switch parts of it off.
 //!
 //! A connection that drops is opened again on the next call; the call that
 //! was in flight when it dropped answers `STORE_UNAVAILABLE`, never a wrong
@@ -119,6 +129,7 @@ mod conn;
 mod controls;
 mod purge;
 mod schema;
+mod shared;
 mod tls;
 #[cfg(feature = "tls")]
 mod verify;
@@ -151,6 +162,8 @@ pub struct PostgresStore {
     url: ConnectionString,
     schema: String,
     pool: deadpool_postgres::Pool,
+    /// Connections of `pool` shared by single statements.
+    shared: shared::Shared,
     retention: Retention,
     sent: Arc<AtomicU64>,
 }
@@ -171,10 +184,12 @@ impl PostgresStore {
             let schema = schema_name.clone();
             Box::pin(async move { migrate(client, &schema).await })
         })?;
+        let shared = shared::Shared::new(url.pool_max_size());
         let store = PostgresStore {
             url,
             schema: schema.to_owned(),
             pool,
+            shared,
             retention: Retention::default(),
             sent: Arc::new(AtomicU64::new(0)),
         };
@@ -204,14 +219,25 @@ impl PostgresStore {
             .map_err(StoreError::new)
     }
 
-    /// A connection of the pool, held until the returned value drops: one
-    /// free, or a new one (its schema made or upgraded first), or, with
-    /// every one busy, the first to come free within `pool_timeout`. A
-    /// connection that dropped is not handed out again. Its statements are
-    /// prepared on it once, the first time each is sent.
+    /// A connection for one statement: one of the pool's connections that
+    /// concurrent statements share ([`shared`]: what tasks send at the same
+    /// moment goes out together), or, for a pool of one, the pool's.
+    /// Its statements are prepared on it once, the first time each is sent.
     async fn client(&self) -> Result<Conn, StoreError> {
+        match self.shared.get(&self.url, &self.pool).await? {
+            Some(shared) => Ok(Conn::shared(shared, Arc::clone(&self.sent))),
+            None => self.own_client().await,
+        }
+    }
+
+    /// A connection of the pool for the caller alone (a transaction),
+    /// held until the returned value drops: one free, or a new one (its
+    /// schema made or upgraded first), or, with every one busy, the first
+    /// to come free within `pool_timeout`. A connection that dropped is not
+    /// handed out again.
+    async fn own_client(&self) -> Result<Conn, StoreError> {
         let object = self.url.checkout(&self.pool).await?;
-        Ok(Conn::new(object, Arc::clone(&self.sent)))
+        Ok(Conn::own(object, Arc::clone(&self.sent)))
     }
 
     /// [`Store::claim`], keeping `question` (its JSON text, with the time it

@@ -149,6 +149,11 @@ impl ConnectionString {
         self.mode
     }
 
+    /// `pool_max_size`: the pool's connections at most.
+    pub(crate) fn pool_max_size(&self) -> usize {
+        self.pool.max_size
+    }
+
     /// The pool of the store's connections: each new one set up by
     /// `setup` (its schema made or upgraded, its search path set), then
     /// given the statement timeout asked for.
@@ -418,12 +423,15 @@ impl Drop for Driver {
 /// A pool of connections for an application's own tables, made as the
 /// store's are: the TLS the connection string asks for, and its
 /// `pool_max_size`, `pool_timeout` and `statement_timeout`. A connection
-/// ([`Pool::get`]) prepares each statement once (`prepare_cached`, also in
-/// its transactions) and goes back to the pool when it drops.
+/// prepares each statement once (`prepare_cached`, also in its
+/// transactions): one of the caller's own ([`Pool::get`]), which goes back
+/// to the pool when it drops, or one shared by concurrent single statements
+/// ([`Pool::shared`]).
 #[derive(Clone, Debug)]
 pub struct Pool {
     url: ConnectionString,
     pool: deadpool_postgres::Pool,
+    shared: std::sync::Arc<crate::shared::Shared>,
 }
 
 impl Pool {
@@ -433,15 +441,33 @@ impl Pool {
     pub async fn connect(url: &str) -> Result<Pool, StoreError> {
         let url = ConnectionString::parse(url)?;
         let pool = url.pool(|_| Box::pin(async { Ok(()) }))?;
-        let pool = Pool { url, pool };
+        let shared = std::sync::Arc::new(crate::shared::Shared::new(url.pool_max_size()));
+        let pool = Pool { url, pool, shared };
         drop(pool.get().await?);
         Ok(pool)
     }
 
-    /// A connection of the pool: a free one, a new one, or the first to
-    /// come free within `pool_timeout`; else why not.
+    /// A connection of the pool for the caller alone: a free one, a new
+    /// one, or the first to come free within `pool_timeout`; else why not.
+    /// What a transaction needs.
     pub async fn get(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.url.checkout(&self.pool).await
+    }
+
+    /// A connection for a single statement (no transaction: use
+    /// [`get`](Pool::get) for one), shared with the statements other tasks
+    /// send meanwhile: what they send at the same moment goes out in one
+    /// write and comes back in one read, each statement still its own
+    /// implicit transaction. A quarter of the pool is shared this way (at
+    /// least one connection; none of a pool of one, whose one connection
+    /// this is then). One statement that waits at the server (for a row
+    /// another transaction locked) holds up those sent after it on the
+    /// same connection.
+    pub async fn shared(&self) -> Result<std::sync::Arc<deadpool_postgres::Object>, StoreError> {
+        match self.shared.get(&self.url, &self.pool).await? {
+            Some(shared) => Ok(shared),
+            None => Ok(std::sync::Arc::new(self.get().await?)),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! the refund or refuses it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tokio_postgres::error::SqlState;
 use toolcall_postgres::deadpool_postgres::{ClientWrapper, Object};
@@ -114,9 +115,15 @@ impl PostgresShop {
         &self.catalog
     }
 
-    /// A connection of the pool (one that dropped is not handed out again),
-    /// its statements prepared once.
-    async fn client(&self) -> Result<Object, BackendError> {
+    /// A connection for reads, shared with other tasks' statements (what
+    /// they send at once goes out together), its statements prepared once.
+    async fn client(&self) -> Result<Arc<Object>, BackendError> {
+        self.pool.shared().await.map_err(unavailable)
+    }
+
+    /// A connection of the pool for a transaction (one that dropped is not
+    /// handed out again), its statements prepared once.
+    async fn own(&self) -> Result<Object, BackendError> {
         self.pool.get().await.map_err(unavailable)
     }
 
@@ -254,7 +261,7 @@ impl PostgresShop {
         amount_cents: i64,
         idempotency_key: &str,
     ) -> Result<Applied, BackendError> {
-        let mut client = self.client().await?;
+        let mut client = self.own().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let row = tx
             .query_opt(
@@ -345,7 +352,7 @@ impl PostgresShop {
 
     /// A plain insert: nothing makes a note happen once.
     pub(crate) async fn add_note(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
-        let mut client = self.client().await.map_err(before_any_change)?;
+        let mut client = self.own().await.map_err(before_any_change)?;
         let tx = client.transaction().await.map_err(not_applied)?;
         let exists: bool = tx
             .query_one(
