@@ -47,7 +47,7 @@ pub struct Shop {
 #[derive(Debug)]
 enum Backend {
     Memory(Memory),
-    Sqlite(SqliteShop),
+    Sqlite(Box<SqliteShop>),
     Postgres(Box<PostgresShop>),
 }
 
@@ -77,7 +77,7 @@ impl Shop {
     /// The file is switched to write-ahead logging, as the pipeline's
     /// SQLite store does.
     pub fn open_sqlite(path: impl AsRef<Path>) -> Result<Self, BackendError> {
-        SqliteShop::open(path.as_ref()).map(|shop| Shop::over(Backend::Sqlite(shop)))
+        SqliteShop::open(path.as_ref()).map(|shop| Shop::over(Backend::Sqlite(Box::new(shop))))
     }
 
     /// The shop in the Postgres database at `url` (in the first schema of

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
@@ -54,9 +54,16 @@ CREATE TABLE IF NOT EXISTS orders_messages (
 );
 ";
 
+/// Two connections to the file: one that writes, whose statements run off
+/// the runtime's async threads (a refund may wait up to 10 s for another
+/// process's write lock), and one that only reads, at once where it is
+/// called (in WAL mode a read waits for no write lock), and off those
+/// threads only when SQLite would make it wait. So a refund waiting for the
+/// lock stalls neither another client nor a read.
 #[derive(Debug)]
 pub(crate) struct SqliteShop {
     conn: Mutex<Connection>,
+    reader: Mutex<Connection>,
     catalog: Catalog,
 }
 
@@ -73,9 +80,42 @@ impl SqliteShop {
         retry_busy(&mut conn, deadline, create)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(unavailable)?;
         let catalog = read_catalog(&conn).map_err(unavailable)?;
+        let reader = Connection::open(path).map_err(unavailable)?;
+        reader
+            .pragma_update(None, "query_only", true)
+            .map_err(unavailable)?;
+        reader.busy_timeout(Duration::ZERO).map_err(unavailable)?;
         Ok(SqliteShop {
             conn: Mutex::new(conn),
+            reader: Mutex::new(reader),
             catalog,
+        })
+    }
+
+    /// Runs `read` on the reading connection: at once when it is free and
+    /// SQLite answers without waiting, otherwise off the async threads,
+    /// waiting up to the busy timeout.
+    fn read<T>(
+        &self,
+        read: impl Fn(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, BackendError> {
+        let free = match self.reader.try_lock() {
+            Ok(conn) => Some(conn),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(conn) = free {
+            match read(&conn) {
+                Err(error) if is_busy(&error) => {}
+                done => return done.map_err(unavailable),
+            }
+        }
+        off_runtime(|| {
+            let conn = lock(&self.reader);
+            conn.busy_timeout(BUSY_TIMEOUT).map_err(unavailable)?;
+            let done = read(&conn);
+            conn.busy_timeout(Duration::ZERO).map_err(unavailable)?;
+            done.map_err(unavailable)
         })
     }
 
@@ -85,25 +125,25 @@ impl SqliteShop {
 
     /// The order, its refunded sum read now.
     pub(crate) fn order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
-        let conn = lock(&self.conn);
-        let order = cached_row(
-            &conn,
-            "SELECT o.customer_id, o.total_cents, o.currency,
+        let order = self.read(|conn| {
+            cached_row(
+                conn,
+                "SELECT o.customer_id, o.total_cents, o.currency,
                         (SELECT COALESCE(SUM(r.amount_cents), 0) FROM orders_refunds r
                           WHERE r.order_id = o.order_id)
                    FROM orders_orders o WHERE o.order_id = ?1",
-            [order_id],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, i64>(3)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(unavailable)?;
+                [order_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                },
+            )
+            .optional()
+        })?;
         let Some((customer_id, total_cents, code, refunded_cents)) = order else {
             return Ok(None);
         };
@@ -118,57 +158,45 @@ impl SqliteShop {
     }
 
     pub(crate) fn messages(&self, order_id: &str) -> Result<Option<Vec<Message>>, BackendError> {
-        let conn = lock(&self.conn);
-        let exists: bool = cached_row(
-            &conn,
-            "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
-            [order_id],
-            |row| row.get(0),
-        )
-        .map_err(unavailable)?;
-        if !exists {
-            return Ok(None);
-        }
-        let mut select = conn
-            .prepare_cached(
+        self.read(|conn| {
+            let exists: bool = cached_row(
+                conn,
+                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
+                [order_id],
+                |row| row.get(0),
+            )?;
+            if !exists {
+                return Ok(None);
+            }
+            let mut select = conn.prepare_cached(
                 "SELECT sender, text FROM orders_messages WHERE order_id = ?1 ORDER BY position",
-            )
-            .map_err(unavailable)?;
-        let messages = select
-            .query_map([order_id], |row| {
-                Ok(Message {
-                    from: row.get(0)?,
-                    text: row.get(1)?,
-                })
-            })
-            .map_err(unavailable)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(unavailable)?;
-        Ok(Some(messages))
+            )?;
+            let messages = select
+                .query_map([order_id], |row| {
+                    Ok(Message {
+                        from: row.get(0)?,
+                        text: row.get(1)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(messages))
+        })
     }
 
     pub(crate) fn notes(&self) -> Result<Vec<(String, String)>, BackendError> {
-        let conn = lock(&self.conn);
-        let mut select = conn
-            .prepare_cached("SELECT order_id, text FROM orders_notes ORDER BY id")
-            .map_err(unavailable)?;
-        let notes = select
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-            .map_err(unavailable)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(unavailable)?;
-        Ok(notes)
+        self.read(|conn| {
+            conn.prepare_cached("SELECT order_id, text FROM orders_notes ORDER BY id")?
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()
+        })
     }
 
     pub(crate) fn refunds(&self) -> Result<Vec<AppliedRefund>, BackendError> {
-        let conn = lock(&self.conn);
-        let mut select = conn
-            .prepare_cached(
+        self.read(|conn| {
+            conn.prepare_cached(
                 "SELECT order_id, amount_cents, idempotency_key, remaining_cents
                    FROM orders_refunds ORDER BY id",
-            )
-            .map_err(unavailable)?;
-        let refunds = select
+            )?
             .query_map([], |row| {
                 Ok(AppliedRefund {
                     order_id: row.get(0)?,
@@ -176,27 +204,32 @@ impl SqliteShop {
                     idempotency_key: row.get(2)?,
                     remaining_cents: row.get(3)?,
                 })
-            })
-            .map_err(unavailable)?
+            })?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(unavailable)?;
-        Ok(refunds)
+        })
     }
 
     pub(crate) fn refund_count(&self) -> Result<u64, BackendError> {
-        let count: i64 = cached_row(
-            &lock(&self.conn),
-            "SELECT COUNT(*) FROM orders_refunds",
-            [],
-            |row| row.get(0),
-        )
-        .map_err(unavailable)?;
+        let count: i64 = self.read(|conn| {
+            cached_row(conn, "SELECT COUNT(*) FROM orders_refunds", [], |row| {
+                row.get(0)
+            })
+        })?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
     /// One `IMMEDIATE` transaction: the key's first refund if it has one;
     /// otherwise what is left to refund, and the refund inserted or refused.
     pub(crate) fn refund(
+        &self,
+        order_id: &str,
+        amount_cents: i64,
+        idempotency_key: &str,
+    ) -> Result<Applied, BackendError> {
+        off_runtime(|| self.refund_now(order_id, amount_cents, idempotency_key))
+    }
+
+    fn refund_now(
         &self,
         order_id: &str,
         amount_cents: i64,
@@ -268,6 +301,10 @@ impl SqliteShop {
 
     /// A plain insert: nothing makes a note happen once.
     pub(crate) fn add_note(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
+        off_runtime(|| self.add_note_now(order_id, text))
+    }
+
+    fn add_note_now(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
         let mut conn = lock(&self.conn);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -296,6 +333,17 @@ impl SqliteShop {
         self.catalog.noted(order_id, text);
         Ok(usize::try_from(notes).unwrap_or(usize::MAX))
     }
+}
+
+/// Runs `work` off the async threads of a multi-threaded runtime
+/// (`block_in_place`), else where it is.
+fn off_runtime<T>(work: impl FnOnce() -> T) -> T {
+    if tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+    {
+        return tokio::task::block_in_place(work);
+    }
+    work()
 }
 
 /// One row of `sql` (prepared once per connection, then taken from its

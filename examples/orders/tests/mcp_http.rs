@@ -52,15 +52,23 @@ struct Server {
     addr: SocketAddr,
     /// What it printed on standard error before serving.
     start: Vec<String>,
+    /// What it prints on standard error after that, line by line.
+    log: mpsc::Receiver<String>,
 }
 
 impl Server {
     /// Starts `orders mcp --http 127.0.0.1:0` with `args`, and waits (at
     /// most 60 s) for the line naming the address it serves.
     fn start(args: &[&str]) -> Server {
+        Server::start_with(args, &[])
+    }
+
+    /// [`Server::start`], with `env` set in the process's environment.
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
             .args(["mcp", "--http", "127.0.0.1:0", "--retry-backoff-ms", "0"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -86,7 +94,12 @@ impl Server {
                     start.push(line.clone());
                     if let Some(addr) = served {
                         let addr = addr.parse().unwrap_or_else(|_| panic!("{line}"));
-                        return Server { child, addr, start };
+                        return Server {
+                            child,
+                            addr,
+                            start,
+                            log: received,
+                        };
                     }
                 }
                 Err(_) => {
@@ -94,6 +107,19 @@ impl Server {
                     let _ = child.wait();
                     panic!("the server never said where it serves: {start:?}");
                 }
+            }
+        }
+    }
+
+    /// Whether the process prints a line holding `text` within `wait`.
+    fn prints(&self, text: &str, wait: Duration) -> bool {
+        let until = std::time::Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
             }
         }
     }
@@ -855,5 +881,86 @@ fn a_stateless_read_leaves_nothing_in_the_store() {
         .unwrap();
     assert_eq!(steps, 2);
     drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A note that stops inside the shop's write (its transaction open, the
+/// file's write lock held: `ORDERS_CRASH_AT=note_before_commit` parks the
+/// thread there for good) on a server with one runtime thread: another
+/// client's read of an order is answered meanwhile. Before the shop's
+/// statements ran off the async threads, the note held the one thread, and
+/// a read waited for the note's connection too: no answer at all.
+#[test]
+fn a_shop_write_that_stalls_stalls_neither_a_read_nor_another_client() {
+    let dir = scratch("stall");
+    let tokens = token_file(&dir);
+    let db = dir.join("shop.db");
+    let store = format!("sqlite:{}", db.display());
+    let server = Server::start_with(
+        &[
+            "--store",
+            &store,
+            "--token-file",
+            tokens.to_str().unwrap(),
+            "--allow",
+            "get_order,add_note",
+        ],
+        &[
+            ("ORDERS_CRASH_AT", orders::NOTE_BEFORE_COMMIT),
+            ("TOKIO_WORKER_THREADS", "1"),
+        ],
+    );
+    let bearer = format!("Bearer {TOKEN}");
+    let stateless = move |id: u32, tool: &'static str, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let bearer = bearer.clone();
+        let addr = server.addr;
+        let (sent, answer) = mpsc::channel();
+        std::thread::spawn(move || {
+            let answer = post(
+                addr,
+                &[
+                    ("Authorization", &bearer),
+                    ("MCP-Protocol-Version", "2026-07-28"),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", tool),
+                ],
+                &body.to_string(),
+            );
+            let _ = sent.send(answer);
+        });
+        answer
+    };
+    let note = stateless(
+        1,
+        "add_note",
+        json!({"order_id": "ORD-1001", "text": "stalls inside the shop"}),
+    );
+    assert!(
+        server.prints("crash point: note_before_commit", Duration::from_secs(30)),
+        "the note reaches the shop's write: {:?}",
+        note.try_recv()
+    );
+    let read = stateless(2, "get_order", json!({"order_id": "ORD-1001"}))
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a read is answered while the shop's write stalls");
+    assert_eq!(read.status, 200, "{read:?}");
+    let message = read.message();
+    assert_eq!(message["result"]["isError"], false, "{message}");
+    assert_eq!(
+        message["result"]["structuredContent"]["data"]["order_id"], "ORD-1001",
+        "{message}"
+    );
+    drop(server);
+    // The note never committed: the shop's table has none.
+    let notes: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM orders_notes", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(notes, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
