@@ -117,7 +117,7 @@ async fn approvals_where(
     condition: &str,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> Result<Vec<ApprovalEntry>, StoreError> {
-    let client = store.client().await?;
+    let client = store.reader().await?;
     let rows = client
         .query(
             &format!(

@@ -189,7 +189,7 @@ impl PostgresStore {
         let step = 1;
         let calls = (step <= start.max_steps).then_some(1);
         let read_record = start.outcome && calls.is_some_and(|calls| calls <= start.max_calls);
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let row = client
             .query_one(
                 ALONE,

@@ -113,7 +113,7 @@ impl Conn {
     /// connection's (its `BEGIN` and its end are counted here; its
     /// statements are the caller's to count).
     /// A shared connection has none: the store asks for a connection of
-    /// its own for a transaction ([`PostgresStore::own_client`](crate::PostgresStore)).
+    /// its own for a transaction.
     pub(crate) async fn transaction(
         &mut self,
     ) -> Result<deadpool_postgres::Transaction<'_>, StoreError> {

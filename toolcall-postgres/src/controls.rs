@@ -192,7 +192,7 @@ pub(crate) async fn sign(
     now_ms: u64,
 ) -> Result<SignOutcome, StoreError> {
     let sent = |statements: u64| store.sent.fetch_add(statements, Ordering::Relaxed);
-    let mut client = store.own_client().await?;
+    let mut client = store.client().await?;
     let tx = client.transaction().await?;
     let statement = |sql: &'static str| tx.prepare_cached(sql);
     let lock = statement(LOCK_APPROVAL.as_str())

@@ -30,12 +30,15 @@
 //! one (5), and each statement limited to `statement_timeout` milliseconds
 //! when given; all three are read from the connection string, beside
 //! libpq's own words (`...?sslmode=verify-full&pool_max_size=16`).
-//! Statements are sent on a quarter of the pool's connections (at least
-//! one), which concurrent calls share: what calls send at the same moment
-//! goes out in one write and comes back in one read, each statement still
-//! its own implicit transaction (32 conversations calling at once through
-//! the default pool use 2 connections); a transaction (a signature of an
-//! approval that needs several) takes a connection of its own. The store's
+//! Statements that only read (the start of a read-only call alone in its
+//! conversation, a look at a key's record, a session's taint, an approval)
+//! are sent on a quarter of the pool's connections (at least one), which
+//! concurrent calls share: what calls send at the same moment goes out in
+//! one write and comes back in one read, each statement still its own
+//! implicit transaction. A statement that writes takes a connection of its
+//! own, so that the commits of concurrent calls wait for the log together
+//! (on one shared connection they would wait one after another), and so
+//! does a transaction. The store's
 //! connections plan each statement once (`plan_cache_mode` set to
 //! `force_generic_plan`, Postgres 12 and later): every statement finds rows
 //! by key, and Postgres would otherwise plan anew at each execution a
@@ -219,23 +222,27 @@ impl PostgresStore {
             .map_err(StoreError::new)
     }
 
-    /// A connection for one statement: one of the pool's connections that
-    /// concurrent statements share ([`shared`]: what tasks send at the same
-    /// moment goes out together), or, for a pool of one, the pool's.
-    /// Its statements are prepared on it once, the first time each is sent.
-    async fn client(&self) -> Result<Conn, StoreError> {
+    /// A connection for a statement that only reads: one of the pool's
+    /// connections that concurrent reads share ([`shared`]: what tasks send
+    /// at the same moment goes out together), or, for a pool of one, the
+    /// pool's. Its statements are prepared on it once, the first time each
+    /// is sent.
+    async fn reader(&self) -> Result<Conn, StoreError> {
         match self.shared.get(&self.url, &self.pool).await? {
             Some(shared) => Ok(Conn::shared(shared, Arc::clone(&self.sent))),
-            None => self.own_client().await,
+            None => self.client().await,
         }
     }
 
-    /// A connection of the pool for the caller alone (a transaction),
-    /// held until the returned value drops: one free, or a new one (its
-    /// schema made or upgraded first), or, with every one busy, the first
-    /// to come free within `pool_timeout`. A connection that dropped is not
-    /// handed out again.
-    async fn own_client(&self) -> Result<Conn, StoreError> {
+    /// A connection of the pool for the caller alone (a statement that
+    /// writes, a transaction), held until the returned value drops: one
+    /// free, or a new one (its schema made or upgraded first), or, with
+    /// every one busy, the first to come free within `pool_timeout`. A
+    /// connection that dropped is not handed out again. Statements that
+    /// write each have a connection (a server process) of their own, so
+    /// that their commits wait for the log together rather than one after
+    /// another on a shared connection.
+    async fn client(&self) -> Result<Conn, StoreError> {
         let object = self.url.checkout(&self.pool).await?;
         Ok(Conn::own(object, Arc::clone(&self.sent)))
     }
@@ -363,7 +370,7 @@ impl Store for PostgresStore {
     }
 
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let row = client
             .query_opt(
                 "SELECT count FROM toolcall_steps WHERE session = $1",
@@ -396,7 +403,7 @@ impl Store for PostgresStore {
         session: &str,
         fingerprints: &[String],
     ) -> Result<TaintHit, StoreError> {
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let mut prints: Vec<&str> = vec![""];
         prints.extend(
             fingerprints
@@ -451,7 +458,7 @@ impl Store for PostgresStore {
 
     async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         let key = key.as_str();
-        let client = self.client().await?;
+        let client = self.reader().await?;
         let row = client
             .query_opt(
                 "SELECT CASE WHEN state = 'in_flight' AND until_ms <= $2 THEN 'in_doubt' ELSE state END,

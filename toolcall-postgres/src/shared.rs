@@ -1,21 +1,21 @@
-//! Connections of a pool that concurrent statements share.
+//! Connections of a pool that concurrent reads share.
 //!
 //! A statement on a connection of its own costs a round trip of its own:
 //! the request written, the server woken, the answer read, on both sides,
-//! for each statement. A connection shared by every task that has a single
-//! statement to send (no transaction) carries them together: requests that
+//! for each statement. A connection shared by every task that has a
+//! statement to send that only reads carries them together: requests that
 //! tasks make at the same moment go out in one write and come back in one
 //! read, and the server answers them one after another without sleeping
 //! between them (tokio-postgres pipelines what is sent concurrently on one
 //! client). Each statement is still its own implicit transaction; one that
 //! fails does not touch the others.
 //!
-//! The price: statements on one connection run one after another at the
-//! server, so one that waits there (for a row another transaction has
-//! locked) holds up those sent after it on the same connection, for as
-//! long as that transaction lasts. The store's transactions are short (a
-//! few statements, nobody waited for inside one). A transaction never runs
-//! on a shared connection: it needs a connection of its own.
+//! Statements on one connection run one after another at the server, which
+//! is why statements that write are not sent here: each commit waits for
+//! the log to reach the disk, and the commits of several server processes
+//! wait together, while those on one connection would wait in turn. A
+//! transaction never runs on a shared connection either: it needs a
+//! connection of its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

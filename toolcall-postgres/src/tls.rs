@@ -454,15 +454,15 @@ impl Pool {
         self.url.checkout(&self.pool).await
     }
 
-    /// A connection for a single statement (no transaction: use
-    /// [`get`](Pool::get) for one), shared with the statements other tasks
-    /// send meanwhile: what they send at the same moment goes out in one
-    /// write and comes back in one read, each statement still its own
-    /// implicit transaction. A quarter of the pool is shared this way (at
-    /// least one connection; none of a pool of one, whose one connection
-    /// this is then). One statement that waits at the server (for a row
-    /// another transaction locked) holds up those sent after it on the
-    /// same connection.
+    /// A connection for a single statement that only reads, shared with
+    /// the reads other tasks send meanwhile: what they send at the same
+    /// moment goes out in one write and comes back in one read, each
+    /// statement still its own implicit transaction. A quarter of the pool
+    /// is shared this way (at least one connection; none of a pool of one,
+    /// whose one connection this is then). For a statement that writes, or
+    /// a transaction, [`get`](Pool::get) one of your own: statements on one
+    /// connection run one after another at the server, and commits sent
+    /// there would wait for the log in turn rather than together.
     pub async fn shared(&self) -> Result<std::sync::Arc<deadpool_postgres::Object>, StoreError> {
         match self.shared.get(&self.url, &self.pool).await? {
             Some(shared) => Ok(shared),
