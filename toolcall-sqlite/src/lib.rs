@@ -142,11 +142,21 @@ impl SqliteStore {
     /// another connection holds the file's lock, opening waits and tries
     /// again, for at most 10 seconds in all.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
         let mut store =
             SqliteStore::with_connection(Connection::open(path).map_err(StoreError::new)?)?;
+        // The file SQLite opened: none for a database in memory or a
+        // temporary one (`":memory:"`, `""`), which no second connection
+        // would see: that store reads on its one connection.
+        let Some(file) = store
+            .conn()
+            .path()
+            .filter(|file| !file.is_empty())
+            .map(str::to_owned)
+        else {
+            return Ok(store);
+        };
         // The file is in WAL mode and up to date by now.
-        let reader = Connection::open(path).map_err(StoreError::new)?;
+        let reader = Connection::open(&file).map_err(StoreError::new)?;
         reader
             .pragma_update(None, "query_only", true)
             .map_err(StoreError::new)?;

@@ -113,3 +113,21 @@ fn a_read_alone_sees_what_this_process_wrote_just_before() {
     start.controls = Some(7);
     assert!(!block_on(store.begin_call(&start)).unwrap().controls_moved);
 }
+
+/// A database in memory or a temporary one, opened by name (`":memory:"`,
+/// `""`), is one no second connection can see: a read alone reads it on
+/// the store's one connection, and finds its tables.
+#[test]
+fn a_database_in_memory_opened_by_name_reads_on_its_one_connection() {
+    for name in [":memory:", ""] {
+        let store = SqliteStore::open(name).unwrap();
+        let key = Key::sha256("alone");
+        let mut start = CallStart::new("alone", &key, now_ms(), 10);
+        start.alone = true;
+        start.controls = Some(0);
+        let begun =
+            block_on(store.begin_call(&start)).unwrap_or_else(|error| panic!("{name:?}: {error}"));
+        assert_eq!(begun.step, 1, "{name:?}");
+        assert!(!begun.controls_moved, "{name:?}");
+    }
+}
