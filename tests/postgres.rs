@@ -208,7 +208,7 @@ async fn thirty_two_conversations(
     schema: &str,
     name: &str,
     size: usize,
-) -> (Arc<Dispatcher<Bank, PostgresStore>>, Arc<Bank>) {
+) -> Arc<Dispatcher<Bank, PostgresStore>> {
     let pooled = with_query(
         url,
         &format!("pool_max_size={size}&application_name={name}"),
@@ -245,7 +245,7 @@ async fn thirty_two_conversations(
         "one run a conversation"
     );
     assert_eq!(results.iter().filter(|r| r.replayed).count(), 32);
-    (d, bank)
+    d
 }
 
 /// A pool of at most 4 serves 32 conversations calling at once, and the
@@ -259,7 +259,7 @@ fn a_pool_of_four_serves_thirty_two_conversations_each_call_once() {
     runtime().block_on(async {
         let schema = postgres_schema("pool");
         let name = format!("toolcall_pool_{}", std::process::id());
-        let (d, _) = thirty_two_conversations(&url, &schema, &name, 4).await;
+        let d = thirty_two_conversations(&url, &schema, &name, 4).await;
         let open = backends(&url, &name).await;
         assert!(
             (2..=4).contains(&open),

@@ -352,12 +352,7 @@ fn count_in(
 fn would_wait(error: &StoreError) -> bool {
     std::error::Error::source(error)
         .and_then(|source| source.downcast_ref::<rusqlite::Error>())
-        .is_some_and(|error| {
-            matches!(
-                error.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            )
-        })
+        .is_some_and(schema::is_busy)
 }
 
 /// A transaction on `conn` that takes the file's write lock from its first

@@ -90,8 +90,9 @@ fn a_read_alone_is_answered_while_this_process_waits_for_the_write_lock() {
 }
 
 /// The controls' version a read alone was judged by is checked on the
-/// reading connection too: a version written through the store's own
-/// connection is seen by the next read at once.
+/// reading connection too: a version another connection wrote (another
+/// replica, an operator) is seen by the next read at once, the reading
+/// connection holding no snapshot between reads.
 #[test]
 fn a_read_alone_sees_what_this_process_wrote_just_before() {
     let path = fresh_file("sees");
