@@ -13,8 +13,16 @@ impl SqliteStore {
         // A read-only call alone in its conversation writes nothing: it
         // reads in a transaction that takes no write lock, on the store's
         // reading connection, at once where it can (`SqliteStore::read`).
+        // One statement at most (the usual case: the controls' version
+        // alone) needs no transaction of its own: SQLite reads it in one.
         if start.alone && !start.outcome && start.lock.is_none() {
+            let statements = usize::from(start.controls.is_some())
+                + usize::from(start.taint)
+                + usize::from(start.questions);
             return self.read(|conn| {
+                if statements <= 1 {
+                    return begin_in(conn, start);
+                }
                 let tx = conn.unchecked_transaction().map_err(StoreError::new)?;
                 let begun = begin_in(&tx, start)?;
                 tx.commit().map_err(StoreError::new)?;
@@ -35,7 +43,9 @@ impl SqliteStore {
     }
 }
 
-/// The start's statements, in the transaction `tx`.
+/// The start's statements on `tx`: a transaction, or the connection itself
+/// when they are one statement (a single statement reads in a transaction
+/// of its own).
 fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
     let session = session_key(start.session);
     let key = start.key.as_str();
@@ -70,7 +80,9 @@ fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreEr
             count_in(tx, "toolcall_calls", "key", key, now)?
         };
         begun.calls = Some(calls);
-        if calls <= start.max_calls {
+        // What is recorded of the key matters only to an outcome asked
+        // for and to a lock.
+        if calls <= start.max_calls && (start.outcome || start.lock.is_some()) {
             let row: Option<(String, i64, Option<String>)> = tx
                 .prepare_cached(
                     "SELECT state, until_ms, result FROM toolcall_records WHERE key = ?1",
