@@ -34,11 +34,10 @@ pub(crate) fn param(value: &Value) -> &dyn rusqlite::ToSql {
 }
 
 pub(crate) fn approvals_where(
-    store: &SqliteStore,
+    conn: &rusqlite::Connection,
     condition: &str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<ApprovalEntry>, StoreError> {
-    let conn = store.conn();
     let mut statement = conn
         .prepare(&format!(
             "SELECT {} FROM toolcall_approvals WHERE {condition}",
@@ -183,20 +182,21 @@ pub(crate) fn ask(
 }
 
 pub(crate) fn find(
-    store: &SqliteStore,
+    conn: &rusqlite::Connection,
     binding: &Binding<'_>,
     reason: Option<&str>,
     now_ms: u64,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
-    same_call_where(&store.conn(), SAME_CALL_EVER, binding, reason, now_ms)
+    same_call_where(conn, SAME_CALL_EVER, binding, reason, now_ms)
 }
 
 pub(crate) fn page(
-    store: &SqliteStore,
+    conn: &rusqlite::Connection,
     query: &PendingQuery<'_>,
 ) -> Result<PendingPage, StoreError> {
     let statements = approval::page_statements(query, |n| format!("?{n}"));
-    let conn = store.conn();
+    // The count and the page from one snapshot.
+    let conn = conn.unchecked_transaction().map_err(StoreError::new)?;
     let total: i64 = conn
         .query_row(
             &statements.count,
@@ -267,11 +267,14 @@ pub(crate) fn decide(
         store.wrote();
         return Ok(DecideOutcome::Decided);
     }
-    Ok(approval::not_decided(get(store, id)?))
+    Ok(approval::not_decided(get(&store.conn(), id)?))
 }
 
-pub(crate) fn get(store: &SqliteStore, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
-    approval_where(&store.conn(), "id = ?1", [id])
+pub(crate) fn get(
+    conn: &rusqlite::Connection,
+    id: &str,
+) -> Result<Option<ApprovalEntry>, StoreError> {
+    approval_where(conn, "id = ?1", [id])
 }
 
 /// Gives back the decision on `id`, used up and not settled, unless an

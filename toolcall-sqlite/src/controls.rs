@@ -3,7 +3,7 @@
 //! statements of [`toolcall_sql::controls`], each write one statement or
 //! one `IMMEDIATE` transaction.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use toolcall_core::store::{
     ApprovalDecision, ControlsChange, SignOutcome, Signature, StoreError, StoredControls,
     session_key,
@@ -15,10 +15,8 @@ use toolcall_sql::{from_sql, limit_sql, to_sql};
 use crate::approvals::approval_where;
 use crate::{SqliteStore, immediate};
 
-pub(crate) fn get(store: &SqliteStore, known: u64) -> Result<Option<StoredControls>, StoreError> {
-    store
-        .conn()
-        .prepare_cached(controls::CONTROLS)
+pub(crate) fn get(conn: &Connection, known: u64) -> Result<Option<StoredControls>, StoreError> {
+    conn.prepare_cached(controls::CONTROLS)
         .and_then(|mut s| {
             s.query_row([to_sql(known)], |row| {
                 Ok(StoredControls {
@@ -68,11 +66,7 @@ pub(crate) fn put(
     Ok(true)
 }
 
-pub(crate) fn history(
-    store: &SqliteStore,
-    limit: usize,
-) -> Result<Vec<ControlsChange>, StoreError> {
-    let conn = store.conn();
+pub(crate) fn history(conn: &Connection, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
     let mut statement = conn
         .prepare_cached(controls::HISTORY)
         .map_err(StoreError::new)?;
@@ -124,12 +118,11 @@ pub(crate) fn take_rate(
 }
 
 pub(crate) fn rate_count(
-    store: &SqliteStore,
+    conn: &Connection,
     bucket: &str,
     window_start_ms: u64,
 ) -> Result<u64, StoreError> {
-    let count: Option<i64> = store
-        .conn()
+    let count: Option<i64> = conn
         .prepare_cached(controls::RATE_COUNT)
         .and_then(|mut s| {
             s.query_row(
@@ -159,8 +152,8 @@ fn signatures_in(conn: &rusqlite::Connection, id: &str) -> Result<Vec<Signature>
         .map_err(StoreError::new)
 }
 
-pub(crate) fn signatures(store: &SqliteStore, id: &str) -> Result<Vec<Signature>, StoreError> {
-    signatures_in(&store.conn(), id)
+pub(crate) fn signatures(conn: &Connection, id: &str) -> Result<Vec<Signature>, StoreError> {
+    signatures_in(conn, id)
 }
 
 /// One `IMMEDIATE` transaction: the approval and its signers read, the

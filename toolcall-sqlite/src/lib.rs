@@ -28,7 +28,10 @@
 //! reads on a second connection, which only reads: at once on the calling
 //! thread, no thread switched, while this process's writes wait for the
 //! lock; off the async threads like the rest only when SQLite would make it
-//! wait.
+//! wait. So do the other reads that write nothing (the inbox's listings and
+//! approvals, a conversation's step, the controls and their history, a
+//! rate's count, an approval's signatures): an operator's inbox does not
+//! wait for a call that waits for the lock.
 //!
 //! # What the file holds
 //!
@@ -127,8 +130,8 @@ const LOCK: &str = "INSERT INTO toolcall_locks (resource_key, resource, holder, 
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     /// A second connection to the file, which only reads (`query_only`):
-    /// a read alone in its conversation runs on it, beside this process's
-    /// writes ([`SqliteStore::read`]). `None` for a database in memory,
+    /// a read alone in its conversation and the store's other reads run on
+    /// it, beside this process's writes ([`SqliteStore::read`]). `None` for a database in memory,
     /// which one connection alone can see.
     reader: Option<Mutex<Connection>>,
     retention: Retention,
@@ -438,9 +441,8 @@ impl Store for SqliteStore {
 
     fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
         async move {
-            off_runtime(|| {
-                let count: Option<i64> = self
-                    .conn()
+            self.read(|conn| {
+                let count: Option<i64> = conn
                     .query_row(
                         "SELECT count FROM toolcall_steps WHERE session = ?1",
                         [session_key(session)],
@@ -717,9 +719,9 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send {
         async move {
-            off_runtime(|| {
+            self.read(|conn| {
                 let entries = approvals::approvals_where(
-                    self,
+                    conn,
                     "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
                  ORDER BY created_ms, id LIMIT ?2",
                     params![to_sql(now_ms), limit_sql(limit)],
@@ -744,14 +746,14 @@ impl Store for SqliteStore {
         reason: Option<&str>,
         now_ms: u64,
     ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        async move { off_runtime(|| approvals::find(self, binding, reason, now_ms)) }
+        async move { self.read(|conn| approvals::find(conn, binding, reason, now_ms)) }
     }
 
     fn pending_page(
         &self,
         query: &PendingQuery<'_>,
     ) -> impl Future<Output = Result<PendingPage, StoreError>> + Send {
-        async move { off_runtime(|| approvals::page(self, query)) }
+        async move { self.read(|conn| approvals::page(conn, query)) }
     }
 
     fn decide_approval(
@@ -767,7 +769,7 @@ impl Store for SqliteStore {
         &self,
         id: &str,
     ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        async move { off_runtime(|| approvals::get(self, id)) }
+        async move { self.read(|conn| approvals::get(conn, id)) }
     }
 
     fn decided_approvals(
@@ -775,9 +777,9 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send {
         async move {
-            off_runtime(|| {
+            self.read(|conn| {
                 approvals::approvals_where(
-                    self,
+                    conn,
                     "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
                     [limit_sql(limit)],
                 )
@@ -856,7 +858,7 @@ impl Store for SqliteStore {
         &self,
         known: u64,
     ) -> impl Future<Output = Result<Option<StoredControls>, StoreError>> + Send {
-        async move { off_runtime(|| controls::get(self, known)) }
+        async move { self.read(|conn| controls::get(conn, known)) }
     }
 
     /// One `IMMEDIATE` transaction: the document written if its version is
@@ -874,7 +876,7 @@ impl Store for SqliteStore {
         &self,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<ControlsChange>, StoreError>> + Send {
-        async move { off_runtime(|| controls::history(self, limit)) }
+        async move { self.read(|conn| controls::history(conn, limit)) }
     }
 
     /// One statement: counted only below the limit.
@@ -895,7 +897,7 @@ impl Store for SqliteStore {
         bucket: &str,
         window_start_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        async move { off_runtime(|| controls::rate_count(self, bucket, window_start_ms)) }
+        async move { self.read(|conn| controls::rate_count(conn, bucket, window_start_ms)) }
     }
 
     /// One `IMMEDIATE` transaction: the signature kept and, for the last
@@ -915,7 +917,7 @@ impl Store for SqliteStore {
         &self,
         id: &str,
     ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
-        async move { off_runtime(|| controls::signatures(self, id)) }
+        async move { self.read(|conn| controls::signatures(conn, id)) }
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use toolcall::store::{CallBegun, CallStart, Key, Store, now_ms};
+use toolcall::store::{CallBegun, CallStart, Key, PendingQuery, Store, now_ms};
 use toolcall_sqlite::SqliteStore;
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
@@ -131,4 +131,65 @@ fn a_database_in_memory_opened_by_name_reads_on_its_one_connection() {
         assert_eq!(begun.step, 1, "{name:?}");
         assert!(!begun.controls_moved, "{name:?}");
     }
+}
+
+/// Reads that are not a call's start (the inbox's listing and an approval,
+/// a conversation's step, the controls and their history, a rate's count)
+/// run on the reading connection too: an operator's inbox and a replica's
+/// look at the controls are answered while this process's write waits for
+/// SQLite's write lock. Before, each waited for the store's one connection,
+/// which the waiting write held: no answer within 5 s.
+#[test]
+fn reads_of_the_inbox_and_the_controls_are_answered_while_a_write_waits() {
+    let path = fresh_file("inbox");
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    // A step kept before the lock is taken, for `peek_step` to find.
+    let counted = begin_on_a_thread(&store, "counted", false)
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the call begins");
+    assert_eq!(counted.step, 1);
+
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let waiting = begin_on_a_thread(&store, "named", false);
+    assert!(
+        waiting.recv_timeout(Duration::from_millis(300)).is_err(),
+        "the named call waits for the write lock"
+    );
+
+    let (sent, answers) = mpsc::channel();
+    let reader = Arc::clone(&store);
+    std::thread::spawn(move || {
+        block_on(async {
+            let now = now_ms();
+            let page = reader
+                .pending_page(&PendingQuery::new(now, 10))
+                .await
+                .expect("the inbox's page");
+            let approval = reader.approval("none").await.expect("an approval");
+            let step = reader.peek_step("counted").await.expect("the step");
+            let controls = reader.controls(0).await.expect("the controls");
+            let history = reader.controls_history(10).await.expect("their history");
+            let rate = reader.rate_count("bucket", now).await.expect("a rate");
+            let _ = sent.send((
+                page.total,
+                approval.is_none(),
+                step,
+                controls.is_none(),
+                history.len(),
+                rate,
+            ));
+        });
+    });
+    let (total, no_approval, step, no_controls, history, rate) = answers
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the reads are answered while a write waits");
+    assert_eq!((total, no_approval, step), (0, true, 1));
+    assert_eq!((no_controls, history, rate), (true, 0, 0));
+
+    holder.execute_batch("COMMIT").unwrap();
+    let named = waiting
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the named call begins once the lock is free");
+    assert_eq!(named.step, 1);
 }
