@@ -51,6 +51,23 @@ fn begin_on_a_thread(
     answer
 }
 
+/// Another connection takes the file's write lock (and keeps it until its
+/// `COMMIT`); this process's call in the conversation "named" then reaches
+/// SQLite and waits there for the lock, holding the store's connection.
+fn a_write_waiting_for_the_lock(
+    path: &std::path::Path,
+    store: &Arc<SqliteStore>,
+) -> (Connection, mpsc::Receiver<CallBegun>) {
+    let holder = Connection::open(path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let waiting = begin_on_a_thread(store, "named", false);
+    assert!(
+        waiting.recv_timeout(Duration::from_millis(300)).is_err(),
+        "the named call waits for the write lock"
+    );
+    (holder, waiting)
+}
+
 /// Another connection holds the file's write lock; this process's call in
 /// a named conversation waits for it (up to the store's busy timeout, 10
 /// s), holding the store's connection. A read alone is answered meanwhile.
@@ -60,15 +77,7 @@ fn begin_on_a_thread(
 fn a_read_alone_is_answered_while_this_process_waits_for_the_write_lock() {
     let path = fresh_file("waiting");
     let store = Arc::new(SqliteStore::open(&path).unwrap());
-    let holder = Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-
-    let waiting = begin_on_a_thread(&store, "named", false);
-    // The named call reaches SQLite and waits there for the lock.
-    assert!(
-        waiting.recv_timeout(Duration::from_millis(300)).is_err(),
-        "the named call waits for the write lock"
-    );
+    let (holder, waiting) = a_write_waiting_for_the_lock(&path, &store);
 
     let read = begin_on_a_thread(&store, "alone", true)
         .recv_timeout(Duration::from_secs(5))
@@ -149,13 +158,7 @@ fn reads_of_the_inbox_and_the_controls_are_answered_while_a_write_waits() {
         .expect("the call begins");
     assert_eq!(counted.step, 1);
 
-    let holder = Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let waiting = begin_on_a_thread(&store, "named", false);
-    assert!(
-        waiting.recv_timeout(Duration::from_millis(300)).is_err(),
-        "the named call waits for the write lock"
-    );
+    let (holder, waiting) = a_write_waiting_for_the_lock(&path, &store);
 
     let (sent, answers) = mpsc::channel();
     let reader = Arc::clone(&store);
