@@ -131,8 +131,8 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
     /// A second connection to the file, which only reads (`query_only`):
     /// a read alone in its conversation and the store's other reads run on
-    /// it, beside this process's writes ([`SqliteStore::read`]). `None` for a database in memory,
-    /// which one connection alone can see.
+    /// it, beside this process's writes ([`SqliteStore::read`]). `None` for
+    /// a database in memory, which one connection alone can see.
     reader: Option<Mutex<Connection>>,
     retention: Retention,
 }
