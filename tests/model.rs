@@ -1120,18 +1120,6 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 question % len
             };
             let q = model.questions[at].clone();
-            // The host's approval (or "it did not happen") of a question of
-            // a stopped tool or caller runs it: a known defect
-            // (tests/controls_regressions.rs), left out unless asked for.
-            let (asker, _, tool, _) = q.identity;
-            if !defect("host")
-                && via == Via::Host
-                && matches!(said, Said::Approve | Said::NotHappened)
-                && model.is_stopped(tool, asker)
-            {
-                AVOIDED.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
             // A person who settles checks the system first: what they say
             // of an unknown outcome is the truth.
             let said = match said {
@@ -1148,6 +1136,19 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 }
                 said => said,
             };
+            // The host's approval (or "it did not happen") of a question of
+            // a stopped tool or caller ran it: a known defect
+            // (tests/controls_regressions.rs), left out unless asked for.
+            // Judged on what the person says, once checked.
+            let (asker, _, tool, _) = q.identity;
+            if !defect("host")
+                && via == Via::Host
+                && matches!(said, Said::Approve | Said::NotHappened)
+                && model.is_stopped(tool, asker)
+            {
+                AVOIDED.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             answer(system, model, &q, said, via, replica, intruder, person).await
         }
         Op::Stop {
@@ -1443,12 +1444,14 @@ async fn answer<St: Store>(
     let mut signatures = None;
     let mut by_controls = false;
     let mut last_signature = false;
-    let taken_predicted = if !answerable || said != Said::Approve {
-        answerable
-    } else if model.is_stopped(tool, caller) {
+    // "It did not happen" runs the call again, so, like an approval, it
+    // is refused while the tool or the caller is stopped.
+    let taken_predicted = if !answerable {
+        false
+    } else if matches!(said, Said::Approve | Said::NotHappened) && model.is_stopped(tool, caller) {
         by_controls = true;
         false
-    } else if needed <= 1 {
+    } else if said != Said::Approve || needed <= 1 {
         true
     } else if matches!(via, Via::Client(_)) || person == Person::Requester {
         by_controls = true;
@@ -2325,6 +2328,49 @@ fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
             Op::Answer {
                 question: 0,
                 said: Said::Deny,
+                via: Via::Host,
+                replica: 0,
+                intruder: false,
+                person: Person::Ana,
+            },
+        ],
+    });
+}
+
+/// An unknown outcome of a stopped tool, settled by the host as "it did not
+/// happen": the system refuses it (it would run the call again while the
+/// tool is stopped), and the model said it was taken. The model judged
+/// the stop only for approvals; the person's answer, checked against the
+/// backend, turned "it happened" into "it did not happen" after the
+/// model's own check of the known defect. Found with
+/// `TOOLCALL_MODEL_SEED=7 TOOLCALL_MODEL_CASES=400`.
+#[test]
+fn it_did_not_happen_is_refused_while_the_tool_is_stopped() {
+    let page_call = |fault, client_answers| Op::Call {
+        caller: 1,
+        conversation: 0,
+        replica: 0,
+        tool: 0,
+        arg: 0,
+        how: How::Plain,
+        fault,
+        client_answers,
+    };
+    regression(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::Lift,
+        ops: vec![
+            page_call(Fault::Store(Outage::AnswersLost, "claim"), false),
+            page_call(Fault::CrashBeforeComplete, true),
+            Op::Stop {
+                what: Stopped::Tool(0),
+                replica: 0,
+                lost: false,
+            },
+            Op::Answer {
+                question: 1,
+                said: Said::Happened,
                 via: Via::Host,
                 replica: 0,
                 intruder: false,
