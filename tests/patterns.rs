@@ -215,3 +215,50 @@ fn every_class_agrees_on_every_character_of_the_first_planes() {
         }
     }
 }
+
+/// The assertions, where an empty match could fall inside a character:
+/// ECMA-262's `\B` holds between two bytes of one UTF-8 character as Rust
+/// reads `(?-u:\B)`, and `regex`'s `is_match` skipped such an empty match
+/// and with it a longer one that began earlier (`(?:\B|[^a]){2}` on
+/// `"a\u{85}b"` matched nothing). Every text of up to three of the
+/// characters above, on patterns made of assertions and the classes around
+/// them.
+#[test]
+fn the_word_boundaries_agree_on_every_short_text() {
+    let patterns = [
+        r"\B",
+        r"\b",
+        r"(?:\B|[^a]){2}",
+        r"(?:[^a]|\B){2}",
+        r"(?:\B|.)+b",
+        r"\B[^a]",
+        r"[^a]\B",
+        r"\B\B",
+        r"^\B",
+        r"\B$",
+        r"a\B",
+        r"\W\B\W",
+        r"(?:\b|\s)\d",
+        r"x*\B",
+    ];
+    let mut texts = vec![String::new()];
+    let mut longest = vec![String::new()];
+    for _ in 0..3 {
+        longest = longest
+            .iter()
+            .flat_map(|t| CHARS.iter().map(move |c| format!("{t}{c}")))
+            .collect();
+        texts.extend(longest.iter().cloned());
+    }
+    for pattern in patterns {
+        assert_eq!(pattern::check(pattern), Ok(()), "{pattern}");
+        let validator = Pattern::new(pattern);
+        for text in &texts {
+            assert_eq!(
+                validator.is_match(text),
+                ecma_matches(pattern, text),
+                "{pattern} on {text:?}"
+            );
+        }
+    }
+}

@@ -234,7 +234,12 @@ impl Pattern {
         self.compiled
             .get_or_init(|| Regex::new(&ecma_meaning(self.source)).ok())
             .as_ref()
-            .is_some_and(|re| re.is_match(text))
+            // `find`, not `is_match`: `\B` runs as `(?-u:\B)`, which holds
+            // between two bytes of one character, and `regex`'s `is_match`
+            // (regex 1.13) skips such an empty match together with a longer
+            // one that began before it. `find` looks for the leftmost match
+            // and passes over an empty one inside a character.
+            .is_some_and(|re| re.find(text).is_some())
     }
 }
 
