@@ -2,17 +2,20 @@
 # Calls per second and latency of stateless MCP `tools/call` of `get_order`
 # over kept-alive HTTP/1.1 connections, measured with wrk
 # (bench/http/tools_call.lua, which checks every answer), against rmcp's own
-# streamable HTTP server serving the same tools (`peers --serve-http`, no
-# store) and `orders mcp --http` on the memory, SQLite and Postgres stores,
-# at 1 and 50 connections. Prints the Markdown table of BENCHMARKS.md's
-# "Kept-alive connections".
+# streamable HTTP server serving the same tools (`peers --serve-http`), and
+# `orders mcp --http` on the memory, SQLite and Postgres stores, at 1 and 50
+# connections. rmcp's server runs three times: its shop in memory (`rmcp`),
+# and the orders example's own shop in a SQLite file (`rmcp-sqlite`) and in
+# a Postgres database (`rmcp-postgres`), read as `orders mcp --http --store`
+# reads it; each `orders` row is compared with rmcp's over the same shop.
+# Prints the Markdown table of BENCHMARKS.md's "Kept-alive connections".
 #
-#     bench/http/run.sh                       # 3 runs of 15 s, pinned: about 8 minutes after the builds
+#     bench/http/run.sh                       # 3 runs of 15 s, pinned: about 13 minutes after the builds
 #     bench/http/run.sh --runs 1 --seconds 5 --no-build
 #     bench/http/run.sh --no-pin              # server and wrk on any core
 #
 # Options: --runs N (3), --seconds S (15), --warmup S (2), --connections
-# 1,50, --servers rmcp,memory,sqlite,postgres, --threads T (wrk's threads,
+# 1,50, --servers rmcp,rmcp-sqlite,rmcp-postgres,memory,sqlite,postgres, --threads T (wrk's threads,
 # 1), --no-pin, --server-cpus LIST (0), --client-cpus LIST (1), --no-build,
 # --out DIR (the raw results; a new temporary directory otherwise),
 # --wait-idle S (120) and --idle-busy PCT (25): before each measurement,
@@ -47,7 +50,7 @@ runs=3
 seconds=15
 warmup=2
 connections=1,50
-servers=rmcp,memory,sqlite,postgres
+servers=rmcp,rmcp-sqlite,rmcp-postgres,memory,sqlite,postgres
 threads=1
 pin=1
 server_cpus=0
@@ -85,7 +88,7 @@ orders="${ORDERS:-$root/target/release/orders}"
 peers="${PEERS:-$root/bench/peers/target/release/peers}"
 
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 2; }
-case ",$servers," in *,postgres,*) command -v psql >/dev/null || { echo "psql is needed for postgres" >&2; exit 2; } ;; esac
+case ",$servers," in *postgres,*) command -v psql >/dev/null || { echo "psql is needed for postgres" >&2; exit 2; } ;; esac
 
 if [ "$build" = 1 ]; then
     cargo build --release -p orders >&2
@@ -131,6 +134,13 @@ start_server() {
     local cmd
     case "$name" in
         rmcp) cmd=("$peers" --serve-http 127.0.0.1:0) ;;
+        rmcp-sqlite)
+            rm -f "$scratch/store.db" "$scratch/store.db-wal" "$scratch/store.db-shm"
+            cmd=("$peers" --serve-http 127.0.0.1:0 --shop "sqlite:$scratch/store.db") ;;
+        rmcp-postgres)
+            pg_db="bench_http_$$_$RANDOM"
+            pg_admin "CREATE DATABASE $pg_db"
+            cmd=("$peers" --serve-http 127.0.0.1:0 --shop "${pg_url%/*}/$pg_db") ;;
         memory) cmd=("$orders" mcp --http 127.0.0.1:0 --store memory) ;;
         sqlite)
             rm -f "$scratch/store.db" "$scratch/store.db-wal" "$scratch/store.db-shm"
@@ -266,11 +276,16 @@ python3 - "$out/results.jsonl" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 label = {
-    "rmcp": ("rmcp's server (`peers --serve-http`)", "none"),
+    "rmcp": ("rmcp's server (`peers --serve-http`)", "none (its shop in memory)"),
+    "rmcp-sqlite": ("rmcp's server (`peers --serve-http --shop`)", "none (the orders shop in SQLite)"),
+    "rmcp-postgres": ("rmcp's server (`peers --serve-http --shop`)", "none (the orders shop in Postgres)"),
     "memory": ("`orders mcp --http`", "memory"),
     "sqlite": ("`orders mcp --http`", "SQLite"),
     "postgres": ("`orders mcp --http`", "Postgres"),
 }
+# Each server's rmcp over the same shop: the memory store's shop is in
+# memory, the SQLite and Postgres stores' shop in the same database.
+same_shop = {"memory": "rmcp", "sqlite": "rmcp-sqlite", "postgres": "rmcp-postgres"}
 def med(xs):
     return statistics.median(xs)
 groups = {}
@@ -278,13 +293,15 @@ for r in rows:
     groups.setdefault((r["server"], r["connections"]), []).append(r)
 order = [s for s in label if any(k[0] == s for k in groups)]
 conns = sorted({k[1] for k in groups})
-print("| server | store | connections | calls/s | of rmcp's | p50 µs | p99 µs "
-      "| server CPU µs a call | server waiting for a CPU | wrk's CPU | bad answers |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| server | store | connections | calls/s | of rmcp's | of rmcp's, same shop | p50 µs | p99 µs "
+      "| server CPU µs a call | Postgres's CPU µs a call | server waiting for a CPU | wrk's CPU | bad answers |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 bad_total = 0
+def rate_of(s, c):
+    g = groups.get((s, c))
+    return med([r["calls_per_s"] for r in g]) if g else None
 for c in conns:
-    base = groups.get(("rmcp", c))
-    base_rate = med([r["calls_per_s"] for r in base]) if base else None
+    base_rate = rate_of("rmcp", c)
     for s in order:
         g = groups.get((s, c))
         if not g:
@@ -293,20 +310,19 @@ for c in conns:
         bad = sum(r["non_200"] + r["not_ok"] + r["socket_errors"] + r["timeouts"] for r in g)
         bad_total += bad
         ratio = f"{rate / base_rate:.2f}" if base_rate else "-"
-        print(f"| {label[s][0]} | {label[s][1]} | {c} | {rate:,.0f} | {ratio} "
+        same = rate_of(same_shop[s], c) if s in same_shop else None
+        same_ratio = f"{rate / same:.2f}" if same else "-"
+        pg_cpu = med([r["postgres_cpu_us_per_call"] for r in g]) if s.endswith("postgres") else None
+        print(f"| {label[s][0]} | {label[s][1]} | {c} | {rate:,.0f} | {ratio} | {same_ratio} "
               f"| {med([r['p50_us'] for r in g]):,.0f} | {med([r['p99_us'] for r in g]):,.0f} "
               f"| {med([r['server_cpu_us_per_call'] for r in g]):.1f} "
+              f"| {'-' if pg_cpu is None else f'{pg_cpu:.0f}'} "
               f"| {med([100 * r['server_wait_s'] / r['seconds'] for r in g]):.0f} % "
               f"| {med([100 * r['wrk_cpu_s'] / r['seconds'] for r in g]):.0f} % | {bad} |")
 runs = max(len(g) for g in groups.values())
 print(f"\nMedians of {runs} run(s) each; every run: "
       + "; ".join(f"{s} c{c} " + "/".join(f"{r['calls_per_s']:,}" for r in groups[(s, c)])
                   for c in conns for s in order if (s, c) in groups))
-pg = [(c, med([r["postgres_cpu_us_per_call"] for r in groups[("postgres", c)]]))
-      for c in conns if ("postgres", c) in groups]
-if pg:
-    print("Postgres's own CPU a call (its backends, beside the server's): "
-          + ", ".join(f"{c} connection(s) {us:.0f} µs" for c, us in pg))
 print("load (1 min) at the runs' starts: "
       + f"{min(r['load1'] for r in rows):.2f} to {max(r['load1'] for r in rows):.2f}; "
       + f"machine busy before each: {min(r['busy_before_pct'] for r in rows)} to "

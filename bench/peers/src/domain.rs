@@ -258,6 +258,35 @@ pub fn get_order(shop: &Shop, args: GetOrderArgs) -> Result<OrderView, Rejection
     })
 }
 
+/// `get_order` over the orders example's shop in a database: the same
+/// checks and answer as [`get_order`], the order read with
+/// `orders::Shop::load_order`, the read `orders`' own `get_order` makes.
+pub async fn get_stored_order(
+    shop: &orders::Shop,
+    args: GetOrderArgs,
+) -> Result<OrderView, Rejection> {
+    if !is_order_id(&args.order_id) {
+        return Err(invalid("order_id: must match ^ORD-[0-9]{4}$"));
+    }
+    let order = shop
+        .load_order(&args.order_id)
+        .await
+        .map_err(|error| Rejection::new("BACKEND_UNAVAILABLE", error.to_string()))?;
+    let Some(order) = order else {
+        return Err(order_not_found(&args.order_id));
+    };
+    let currency = match order.currency {
+        orders::Currency::BRL => Currency::BRL,
+        orders::Currency::USD => Currency::USD,
+    };
+    Ok(OrderView {
+        order_id: order.order_id,
+        total_cents: order.total_cents,
+        refunded_cents: order.refunded_cents,
+        currency,
+    })
+}
+
 /// The body of `refund_order`, whichever framework calls it: constraints,
 /// the refund check and the policy cap, the idempotency key, the refund.
 pub fn refund_order(shop: &Shop, args: RefundOrderArgs) -> Result<Refund, Rejection> {

@@ -80,6 +80,11 @@ struct Args {
     /// `bench/http/keepalive.py`.
     #[arg(long, value_name = "ADDR")]
     serve_http: Option<std::net::SocketAddr>,
+    /// With `--serve-http`: `get_order` reads the orders example's shop in
+    /// this database (`sqlite:PATH` or a Postgres URL), opened as `orders
+    /// mcp --http --store` opens it, instead of the shop in memory.
+    #[arg(long, value_name = "STORE", requires = "serve_http")]
+    shop: Option<String>,
     /// Repetitions; the median is printed.
     #[arg(long, default_value_t = 11)]
     repeat: usize,
@@ -213,7 +218,7 @@ fn median(values: &mut [f64]) -> f64 {
 fn main() {
     let args = Args::parse();
     if let Some(addr) = args.serve_http {
-        if let Err(error) = rmcp_peer::serve_http(addr) {
+        if let Err(error) = rmcp_peer::serve_http(addr, args.shop.as_deref()) {
             eprintln!("serving over streamable HTTP failed: {error}");
             std::process::exit(1);
         }

@@ -35,6 +35,10 @@ use crate::domain::{self, GetOrderArgs, OrderView, Refund, RefundOrderArgs, Shop
 #[derive(Clone)]
 pub struct ShopServer {
     shop: Arc<Shop>,
+    /// The orders example's shop in a database, when served with `--shop`:
+    /// `get_order` then reads the order there, as `orders mcp --http
+    /// --store` does.
+    stored: Option<Arc<orders::Shop>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -44,7 +48,16 @@ impl ShopServer {
     pub fn new(shop: Arc<Shop>) -> Self {
         ShopServer {
             shop,
+            stored: None,
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// A server whose `get_order` reads the orders example's shop `stored`.
+    pub fn over_stored(shop: Arc<Shop>, stored: Arc<orders::Shop>) -> Self {
+        ShopServer {
+            stored: Some(stored),
+            ..ShopServer::new(shop)
         }
     }
 
@@ -54,6 +67,12 @@ impl ShopServer {
         &self,
         Parameters(args): Parameters<GetOrderArgs>,
     ) -> Result<Json<OrderView>, String> {
+        if let Some(stored) = &self.stored {
+            return domain::get_stored_order(stored, args)
+                .await
+                .map(Json)
+                .map_err(|rejection| rejection.to_string());
+        }
         domain::get_order(&self.shop, args)
             .map(Json)
             .map_err(|rejection| rejection.to_string())
@@ -99,8 +118,15 @@ pub fn serve_stdio() -> Result<(), Box<dyn std::error::Error>> {
 /// until the process ends: rmcp's `StreamableHttpService` under
 /// `axum::serve`, on a multi-threaded runtime as `orders mcp --http` runs,
 /// each connection with `TCP_NODELAY` (as any server should): the peer of
-/// `orders mcp --http` for `bench/http/keepalive.py`.
-pub fn serve_http(addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+/// `orders mcp --http` for `bench/http/run.sh` and `keepalive.py`.
+///
+/// `shop`: `sqlite:PATH` or a Postgres URL, the orders example's shop
+/// there, opened as `orders mcp --http --store` opens it (created and
+/// seeded when missing); `get_order` then reads the order from it.
+pub fn serve_http(
+    addr: std::net::SocketAddr,
+    shop: Option<&str>,
+) -> Result<(), Box<dyn std::error::Error>> {
     use axum::serve::ListenerExt as _;
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
@@ -109,16 +135,32 @@ pub fn serve_http(addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let shop_spec = shop;
     runtime.block_on(async {
         let shop = Arc::new(Shop::bench());
+        let stored = match shop_spec {
+            None => None,
+            Some(spec) => Some(Arc::new(match spec.strip_prefix("sqlite:") {
+                Some(path) => orders::Shop::open_sqlite(path)?,
+                None => orders::Shop::connect_postgres(spec).await?,
+            })),
+        };
         let service = StreamableHttpService::new(
-            move || Ok(ShopServer::new(Arc::clone(&shop))),
+            move || {
+                Ok(match &stored {
+                    Some(stored) => ShopServer::over_stored(Arc::clone(&shop), Arc::clone(stored)),
+                    None => ShopServer::new(Arc::clone(&shop)),
+                })
+            },
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );
         let router = axum::Router::new().nest_service("/mcp", service);
         let listener = tokio::net::TcpListener::bind(addr).await?;
-        eprintln!("rmcp over streamable HTTP: http://{}/mcp", listener.local_addr()?);
+        eprintln!(
+            "rmcp over streamable HTTP: http://{}/mcp",
+            listener.local_addr()?
+        );
         let listener = listener.tap_io(|stream| {
             let _ = stream.set_nodelay(true);
         });
