@@ -165,8 +165,9 @@ pub struct PostgresStore {
     url: ConnectionString,
     schema: String,
     pool: deadpool_postgres::Pool,
-    /// Connections of `pool` shared by single statements.
-    shared: shared::Shared,
+    /// Connections of `pool` shared by single statements (with the
+    /// application's reads, through [`pool`](PostgresStore::pool)).
+    shared: Arc<shared::Shared>,
     retention: Retention,
     sent: Arc<AtomicU64>,
 }
@@ -187,7 +188,7 @@ impl PostgresStore {
             let schema = schema_name.clone();
             Box::pin(async move { migrate(client, &schema).await })
         })?;
-        let shared = shared::Shared::new(url.pool_max_size());
+        let shared = Arc::new(shared::Shared::new(url.pool_max_size()));
         let store = PostgresStore {
             url,
             schema: schema.to_owned(),
@@ -208,6 +209,29 @@ impl PostgresStore {
     /// connection of its own, not counted.)
     pub fn round_trips(&self) -> u64 {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The store's own pool, for the application's tables in the same
+    /// database: one pool a process rather than two, within the
+    /// `pool_max_size` of the connection string (a hosted Postgres counts
+    /// connections), and the application's reads sharing the connections
+    /// the store's reads share ([`Pool::shared`]), so that a call's read of
+    /// the store and the handler's read of its own tables go out with the
+    /// other calls' rather than each waking a server process of its own.
+    ///
+    /// Its connections are the store's, set up as the store sets them up:
+    /// `search_path` is the store's schema alone (name the application's
+    /// tables with their schema when the store is not in `public`), and
+    /// statements are planned once (`plan_cache_mode` is
+    /// `force_generic_plan` on Postgres 12 and later: right for lookups by
+    /// key; a statement whose best plan depends on its parameters' values
+    /// may want a [`Pool`] of its own, [`Pool::connect`]).
+    pub fn pool(&self) -> Pool {
+        Pool::of_store(
+            self.url.clone(),
+            self.pool.clone(),
+            Arc::clone(&self.shared),
+        )
     }
 
     /// Drops the schema and everything in it. For tests that made their own.

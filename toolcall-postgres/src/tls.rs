@@ -447,6 +447,15 @@ impl Pool {
         Ok(pool)
     }
 
+    /// The store's pool ([`PostgresStore::pool`](crate::PostgresStore::pool)).
+    pub(crate) fn of_store(
+        url: ConnectionString,
+        pool: deadpool_postgres::Pool,
+        shared: std::sync::Arc<crate::shared::Shared>,
+    ) -> Pool {
+        Pool { url, pool, shared }
+    }
+
     /// A connection of the pool for the caller alone: a free one, a new
     /// one, or the first to come free within `pool_timeout`; else why not.
     /// What a transaction needs.

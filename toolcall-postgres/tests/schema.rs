@@ -975,3 +975,39 @@ fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_st
         drop_schema(&url, &schema).await;
     });
 }
+
+/// [`PostgresStore::pool`] lends the store's own connections: with a pool
+/// of one held by the application, the store waits for it (and says why
+/// when `pool_timeout` passes); given back, the store has it again. Its
+/// connections are set up as the store's: the store's schema is their
+/// `search_path`.
+#[test]
+fn the_store_lends_its_own_pool_with_its_schema() {
+    let Some(url) = url() else { return };
+    let runtime = runtime();
+    let schema = schema("pool");
+    runtime.block_on(async {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let one = format!("{url}{separator}pool_max_size=1&pool_timeout=1");
+        let store = PostgresStore::connect_in_schema(&one, &schema)
+            .await
+            .unwrap();
+        let pool = store.pool();
+        let held = pool.get().await.unwrap();
+        let search_path: String = held
+            .query_one("SHOW search_path", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(search_path.trim_matches('"'), schema);
+        let error = store.release(&key("lent")).await.unwrap_err();
+        assert!(
+            error.to_string().contains("pool_max_size=1"),
+            "the store waited for its one connection: {error}"
+        );
+        drop(held);
+        store.release(&key("lent")).await.unwrap();
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}

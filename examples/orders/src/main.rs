@@ -226,14 +226,22 @@ impl WithStore for Orders<'_> {
         store: St,
         spec: &StoreSpec,
     ) -> Result<(), Error> {
-        let shop = open_shop(spec).await?;
+        let shop = open_shop(spec, &store).await?;
         run(self.cli, store, shop).await
     }
 }
 
 /// The shop, in the same place as the pipeline's store: in this process,
-/// or in the tables `orders_*` of the same SQLite file or Postgres database.
-async fn open_shop(spec: &StoreSpec) -> Result<Shop, Error> {
+/// or in the tables `orders_*` of the same SQLite file or Postgres database
+/// (on the Postgres store's own pool: one pool a process).
+async fn open_shop<St: Store + 'static>(spec: &StoreSpec, store: &St) -> Result<Shop, Error> {
+    if let Some(store) =
+        (store as &dyn std::any::Any).downcast_ref::<toolcall_postgres::PostgresStore>()
+    {
+        return Shop::on_postgres_pool(store.pool())
+            .await
+            .map_err(|e| setup(format!("cannot open the shop in {spec}: {e}")));
+    }
     match spec {
         StoreSpec::Memory => Ok(Shop::new()),
         StoreSpec::Sqlite(path) => Shop::open_sqlite(path)

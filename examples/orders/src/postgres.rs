@@ -1,7 +1,8 @@
 //! The shop in a Postgres database, beside the pipeline's tables, on a
-//! pool of its own (`toolcall_postgres::Pool`: the store's TLS and pool
-//! settings, each statement prepared once per connection): every process
-//! that connects shares its orders,
+//! `toolcall_postgres::Pool` (the store's own, `PostgresStore::pool`, when
+//! the store is in the same database; else one with the store's TLS and
+//! pool settings; each statement prepared once per connection): every
+//! process that connects shares its orders,
 //! refunds and notes. A refund is one transaction that locks the order's
 //! row (`SELECT ... FOR UPDATE`), reads what is left to refund, and inserts
 //! the refund or refuses it.
@@ -65,6 +66,11 @@ impl PostgresShop {
         let pool = toolcall_postgres::Pool::connect(url)
             .await
             .map_err(unavailable)?;
+        PostgresShop::on(pool).await
+    }
+
+    /// [`connect`](Self::connect) on `pool`.
+    pub(crate) async fn on(pool: toolcall_postgres::Pool) -> Result<Self, BackendError> {
         let mut client = pool.get().await.map_err(unavailable)?;
         let tx = client.transaction().await.map_err(unavailable)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])

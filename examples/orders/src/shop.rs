@@ -81,12 +81,22 @@ impl Shop {
     }
 
     /// The shop in the Postgres database at `url` (in the first schema of
-    /// the connection's search path), on a connection of its own, shared
+    /// the connection's search path), on a pool of its own, shared
     /// with every process that connects: its tables are created and seeded
     /// when missing, under an advisory lock, so that processes connecting
     /// at once are safe.
     pub async fn connect_postgres(url: &str) -> Result<Self, BackendError> {
         PostgresShop::connect(url)
+            .await
+            .map(|shop| Shop::over(Backend::Postgres(Box::new(shop))))
+    }
+
+    /// [`connect_postgres`](Shop::connect_postgres) on `pool`: the store's
+    /// own (`PostgresStore::pool`) when the store is in the same database,
+    /// so that a process holds one pool, and the shop's reads share the
+    /// store's shared connections.
+    pub async fn on_postgres_pool(pool: toolcall_postgres::Pool) -> Result<Self, BackendError> {
+        PostgresShop::on(pool)
             .await
             .map(|shop| Shop::over(Backend::Postgres(Box::new(shop))))
     }

@@ -599,3 +599,89 @@ async fn futures_join_all<F: std::future::Future>(
     .await;
     outputs.into_iter().map(Option::unwrap).collect()
 }
+
+/// Server processes connected to `url`'s database, this connection aside.
+async fn postgres_connections(url: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+        .query_one(
+            "SELECT COUNT(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// One process, one pool: the shop's tables are read and written on the
+/// Postgres store's own pool, so that a process holds at most the
+/// connection string's `pool_max_size` connections (a hosted Postgres
+/// counts them), not that many for the store and as many again for the
+/// application. A read and a refund, each needing a connection of the
+/// store and one of the shop, with the process still running.
+#[test]
+fn the_shop_and_the_store_hold_one_pool_of_pool_max_size_connections() {
+    let Some(url) = postgres_url() else { return };
+    let runtime = runtime();
+    let database = FreshDatabase::create(&url, "onepool");
+    let separator = if database.url.contains('?') { '&' } else { '?' };
+    let store = format!("{}{separator}pool_max_size=2", database.url);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
+        .args([
+            "replay",
+            "-",
+            "--store",
+            &store,
+            "--session-id",
+            &unique("onepool"),
+        ])
+        .args(["--allow", "get_order,refund_order"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the orders binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let get = json!({"tool": "get_order", "arguments": r#"{"order_id": "ORD-1001"}"#});
+    writeln!(stdin, "{get}\n{}", refund(3000)).unwrap();
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, answered) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let answers: Vec<Value> = (0..2)
+        .map(|_| {
+            let line = answered
+                .recv_timeout(Duration::from_secs(60))
+                .expect("an answer within 60 s");
+            serde_json::from_str(&line).unwrap()
+        })
+        .collect();
+    let connections = runtime.block_on(postgres_connections(&database.url));
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        answers.iter().map(code).collect::<Vec<_>>(),
+        ["OK", "OK"],
+        "{answers:?}"
+    );
+    assert_eq!(answers[1]["data"]["remaining_refundable_cents"], 9000);
+    assert!(
+        (1..=2).contains(&connections),
+        "the process held {connections} connections, its pool_max_size 2"
+    );
+    assert_eq!(runtime.block_on(postgres_refunds(&database.url)), (1, 3000));
+    drop(database);
+}
