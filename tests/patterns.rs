@@ -155,6 +155,39 @@ fn ecma_matches(pattern: &str, text: &str) -> bool {
         .is_some()
 }
 
+/// [`ecma_matches`] on each of `texts`, each within [`ORACLE_TIME`], or
+/// `None`: regress's Pike VM is not linear on every pattern generated here
+/// either (one in some tens of thousands ran for minutes), and the oracle's
+/// time must not decide whether the test ends. A case it cannot answer in
+/// time is discarded and named on stderr; its thread is left to finish
+/// with the process.
+fn ecma_matches_in_time(pattern: &str, texts: &[String]) -> Option<Vec<bool>> {
+    let (answer, answered) = std::sync::mpsc::channel();
+    let (owned_pattern, owned_texts) = (pattern.to_owned(), texts.to_vec());
+    std::thread::spawn(move || {
+        for text in &owned_texts {
+            if answer.send(ecma_matches(&owned_pattern, text)).is_err() {
+                break;
+            }
+        }
+    });
+    texts
+        .iter()
+        .map(|text| {
+            let matched = answered.recv_timeout(ORACLE_TIME).ok();
+            if matched.is_none() {
+                eprintln!(
+                    "regress gave no answer within {ORACLE_TIME:?}: {pattern:?} on {text:?}; case discarded"
+                );
+            }
+            matched
+        })
+        .collect()
+}
+
+/// How long the oracle may take for one text.
+const ORACLE_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
 
@@ -165,10 +198,12 @@ proptest! {
     ) {
         prop_assert_eq!(pattern::check(&pattern), Ok(()), "the macro refused {:?}", pattern);
         let validator = Pattern::new(Box::leak(pattern.clone().into_boxed_str()));
-        for text in &texts {
+        let expected = ecma_matches_in_time(&pattern, &texts);
+        prop_assume!(expected.is_some(), "regress gave no answer in time");
+        for (text, expected) in texts.iter().zip(expected.unwrap_or_default()) {
             prop_assert_eq!(
                 validator.is_match(text),
-                ecma_matches(&pattern, text),
+                expected,
                 "pattern {:?} on {:?}", pattern, text
             );
         }
