@@ -456,14 +456,20 @@ fn runtime() -> tokio::runtime::Runtime {
 
 use support::FreshDatabase;
 
-/// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
-async fn postgres_refunds(url: &str) -> (i64, i64) {
+/// A plain connection to `url`, driven on the current runtime.
+async fn plain_client(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(async move {
         let _ = connection.await;
     });
+    client
+}
+
+/// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
+async fn postgres_refunds(url: &str) -> (i64, i64) {
+    let client = plain_client(url).await;
     let row = client
         .query_one(
             "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
@@ -602,13 +608,8 @@ async fn futures_join_all<F: std::future::Future>(
 
 /// Server processes connected to `url`'s database, this connection aside.
 async fn postgres_connections(url: &str) -> i64 {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    plain_client(url)
         .await
-        .unwrap();
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client
         .query_one(
             "SELECT COUNT(*) FROM pg_stat_activity
               WHERE datname = current_database() AND pid <> pg_backend_pid()",
