@@ -611,6 +611,41 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
     }
 }
 
+/// The same for a decision carried out while the operators stop the tool:
+/// the host's `approve` answers `STOPPED` and runs nothing, and the decision
+/// is given back, so once the tool is enabled the identical call carries it
+/// out and nobody is asked again.
+#[tokio::test]
+async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
+    use toolcall::controls::{self, Target};
+    let ops = Arc::new(Ops::default());
+    let d = builder(&ops).build().unwrap();
+    let args = r#"{"volume": "vol-7"}"#;
+    let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    let id = asked.confirmation_id.clone().unwrap();
+    person_approves(d.store(), &id).await;
+
+    let tool = || Target::Tool("detach_volume".to_owned());
+    controls::stop(d.store(), tool(), "an incident", "oncall")
+        .await
+        .unwrap();
+    let stopped = d.approve(Decision::new(&id, "c").by("ana")).await;
+    assert_eq!(stopped.code, Code::Stopped, "{stopped:?}");
+    assert_eq!(ops.attempts("detach_volume"), 0);
+    controls::resume(d.store(), tool(), "oncall").await.unwrap();
+
+    let ran = d
+        .execute(Call::new("detach_volume", args).session("c"))
+        .await;
+    assert!(ran.ok, "{ran:?}");
+    assert_eq!(ops.applied("detach_volume"), 1);
+    assert!(
+        open_questions(d.store()).await.is_empty(),
+        "nobody is asked again"
+    );
+}
+
 // ------------------------------------------------ questions have a kind
 
 /// An in-doubt question is answered only as "it happened" or "it did not":

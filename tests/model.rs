@@ -5,7 +5,9 @@
 //! outcomes), by two callers in two conversations, through two replicas
 //! over one real store (memory, SQLite, Postgres), on the three backend
 //! kinds, with lost answers, failures before any effect, crashes at the
-//! pipeline's crash points and store outages. A small reference model,
+//! pipeline's crash points, store outages and resources (`#[arg(resource)]`:
+//! a disk, a service) held by another process while a call, or the host's
+//! approval, would use them. A small reference model,
 //! written from the table of who may answer what, predicts which answers
 //! are taken; after every operation the invariants are checked against the
 //! backend's own record of what it did (a ledger this test owns), not only
@@ -14,6 +16,9 @@
 //! * each call's key is applied at most once, and, once the sequence is
 //!   driven to its end, exactly once unless a person denied it;
 //! * nothing that needed a person's decision ran without an authorized one;
+//! * nobody is asked again for what a person approved (a new question for
+//!   the same reason), whatever came between (the resource found held);
+//! * nothing runs while another process holds its resource;
 //! * a denial is final;
 //! * no answer, replay or taint crosses callers;
 //! * a question about an unknown outcome never becomes an approval;
@@ -125,6 +130,7 @@ async fn page(
 async fn restart(
     ctx: &Ctx<Ledger>,
     /// Which service.
+    #[arg(resource = "service")]
     arg: i64,
 ) -> Result<Value, ToolError> {
     ctx.state.apply(ctx, "restart", false)?;
@@ -154,6 +160,7 @@ async fn pay(
 async fn wipe(
     ctx: &Ctx<Ledger>,
     /// Which disk.
+    #[arg(resource = "disk")]
     arg: i64,
 ) -> Result<Value, ToolError> {
     ctx.state.apply(ctx, "wipe", false)?;
@@ -178,6 +185,9 @@ const TOOLS: [&str; 5] = ["page", "restart", "pay", "wipe", "read"];
 const READ: usize = 4;
 const WIPE: usize = 3;
 const PAGE: usize = 0;
+/// The kind of resource each side effect names (`#[arg(resource)]`), if
+/// any: restarts of one service and wipes of one disk wait for each other.
+const RESOURCES: [Option<&str>; 4] = [None, Some("service"), None, Some("disk")];
 const CALLERS: [&str; 2] = ["alice", "bob"];
 const CONVERSATIONS: [&str; 2] = ["c0", "c1"];
 
@@ -202,6 +212,12 @@ enum Fault {
     CrashBeforeComplete,
     /// The store goes away for one call of this method.
     Store(Outage, &'static str),
+    /// Another process holds the call's resource (a call of another
+    /// caller or conversation on the same disk or service, in its check):
+    /// for longer than the call waits, or, `released`, for a moment.
+    Busy {
+        released: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -330,6 +346,9 @@ enum Op {
         intruder: bool,
         /// Who, through the inbox or the host's API.
         person: Person,
+        /// Another process holds the call's resource while the host's
+        /// `approve` or `settle` carries the decision out.
+        busy: bool,
     },
     /// An operator stops a tool or a caller through this replica's store;
     /// `lost`: the store's answer to the write is lost (the stop landed).
@@ -364,6 +383,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => Just(Fault::ReconcileDown),
         1 => Just(Fault::CrashAfterClaim),
         1 => Just(Fault::CrashBeforeComplete),
+        1 => any::<bool>().prop_map(|released| Fault::Busy { released }),
         1 => prop_oneof![
             Just("complete"),
             Just("doubt"),
@@ -422,7 +442,7 @@ fn op() -> impl Strategy<Value = Op> {
             Just(Via::Client(true)),
             Just(Via::Client(false)),
         ],
-        0..2usize,
+        (0..2usize, prop::bool::weighted(0.25)),
         prop::bool::weighted(0.15),
         prop_oneof![
             9 => Just(Person::Ana),
@@ -431,13 +451,14 @@ fn op() -> impl Strategy<Value = Op> {
         ],
     )
         .prop_map(
-            |(question, said, via, replica, intruder, person)| Op::Answer {
+            |(question, said, via, (replica, busy), intruder, person)| Op::Answer {
                 question,
                 said,
                 via,
                 replica,
                 intruder,
                 person,
+                busy,
             },
         );
     let stopped = prop_oneof![
@@ -622,6 +643,9 @@ struct Known {
     decided: bool,
     /// The operators' rule approved it.
     ruled: bool,
+    /// The reasons (`high_risk`, `untrusted_context`) of the questions a
+    /// person approved: nobody is asked again for one of them.
+    approved_for: BTreeSet<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -1057,6 +1081,19 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 "a call nothing stops or limits answered {}: {answer:?}",
                 answer.code.as_str()
             );
+            // Nothing runs while another process holds the call's resource.
+            let held = fault == (Fault::Busy { released: false });
+            if held && RESOURCES[tool].is_some() {
+                let now = known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
+                ensure!(
+                    now == before,
+                    "ran while another process held its resource: {answer:?}"
+                );
+            }
+            if answer.code == Code::ResourceBusy {
+                ensure!(held, "RESOURCE_BUSY with the resource free: {answer:?}");
+                BUSY_ANSWERS.fetch_add(1, Ordering::Relaxed);
+            }
             if rule_applies
                 && plain
                 && fault == Fault::None
@@ -1107,6 +1144,7 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             replica,
             intruder,
             person,
+            busy,
         } => {
             if model.questions.is_empty() {
                 return Ok(());
@@ -1149,7 +1187,10 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
                 AVOIDED.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
-            answer(system, model, &q, said, via, replica, intruder, person).await
+            answer(
+                system, model, &q, said, via, replica, intruder, person, busy,
+            )
+            .await
         }
         Op::Stop {
             what,
@@ -1265,6 +1306,7 @@ async fn call<St: Store>(
     id: Option<&str>,
 ) -> Option<ToolResult> {
     let ledger = &system.ledger;
+    let mut held = None;
     match fault {
         Fault::LoseAnswer => ledger.lose_after.store(1, Ordering::SeqCst),
         Fault::FailBefore => ledger.fail_before.store(1, Ordering::SeqCst),
@@ -1272,6 +1314,19 @@ async fn call<St: Store>(
         Fault::CrashAfterClaim => ARMED.store(1, Ordering::SeqCst),
         Fault::CrashBeforeComplete => ARMED.store(2, Ordering::SeqCst),
         Fault::Store(outage, method) => system.stores[replica].fail(outage, Some(method), 1),
+        Fault::Busy { released } => {
+            if let Some(resource) = resource_of(tool, arg) {
+                let (resource, holder) = hold(&system.stores[replica], resource).await;
+                held = Some((resource, holder.clone()));
+                let store = Arc::clone(&system.stores[replica]);
+                if released {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        store.inner().unlock_resource(&resource, &holder).await
+                    });
+                }
+            }
+        }
         Fault::None => {}
     }
     let d = Arc::clone(&system.replicas[replica]);
@@ -1294,6 +1349,14 @@ async fn call<St: Store>(
         d.execute(call).await
     });
     let answer = running.await;
+    // The other process is done with the resource.
+    if let Some((resource, holder)) = held {
+        let freed = system.stores[replica]
+            .inner()
+            .unlock_resource(&resource, &holder)
+            .await;
+        assert!(freed.is_ok(), "{freed:?}");
+    }
     // Whatever was armed and not reached is disarmed.
     ARMED.store(0, Ordering::SeqCst);
     ledger.lose_after.store(0, Ordering::SeqCst);
@@ -1311,6 +1374,46 @@ async fn call<St: Store>(
         }
         Err(error) => panic!("the call's task failed: {error}"),
     }
+}
+
+/// Takes `resource`'s lock as another process would for a call of its own
+/// (waiting for a lock a call left, a crashed one's until its lease runs
+/// out), under a holder of its own, so that a release meant for one call's
+/// lock never frees another's.
+async fn hold<St: Store>(
+    store: &Arc<Faulty<St>>,
+    resource: toolcall::store::Key,
+) -> (toolcall::store::Key, String) {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let holder = format!("another-process-{}", N.fetch_add(1, Ordering::Relaxed));
+    let mut tries = 0;
+    while !store
+        .inner()
+        .lock_resource(&resource, &holder, now_ms(), 60_000)
+        .await
+        .unwrap()
+    {
+        tries += 1;
+        assert!(tries < 200, "a resource lock outlived its lease");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (resource, holder)
+}
+
+/// The lock key of the resource a call of `tool` (of [`SIDE_EFFECTS`])
+/// with `arg` names, as the pipeline derives it (`#[arg(resource)]`).
+fn resource_of(tool: usize, arg: i64) -> Option<toolcall::store::Key> {
+    let kind = RESOURCES[tool]?;
+    let form = toolcall::canonical::canonical_json(&json!(["resource", kind, arg]));
+    Some(toolcall::store::Key::sha256(form))
+}
+
+/// Why a question asks: its reason, `high_risk` when it names none.
+fn reason_of(question: &toolcall::store::PendingApproval) -> String {
+    question
+        .reason
+        .clone()
+        .unwrap_or_else(|| "high_risk".to_owned())
 }
 
 /// What a call's answer tells the model, and the checks on it.
@@ -1362,8 +1465,21 @@ async fn observe<St: Store>(
             "tainted by another caller's read: {answer:?}"
         );
     }
-    // The questions the answer names.
+    // The questions the answer names. No person is asked twice: once an
+    // approval of the call was recorded, no new question asks for one.
     if let Some(id) = &answer.confirmation_id {
+        let known = &model.known[&identity];
+        let new = !model.questions.iter().any(|q| &q.id == id);
+        // A question without a reason asks because the tool is high-risk.
+        let reason = answer.data.get("reason").and_then(Value::as_str);
+        let reason = reason.unwrap_or("high_risk");
+        ensure!(
+            !(new
+                && answer.code == Code::ConfirmationRequired
+                && known.approved_for.contains(reason)
+                && !known.denied),
+            "a person asked again for what they approved: {answer:?}, {known:?}"
+        );
         let in_doubt = answer.code == Code::InDoubt;
         if answer.code == Code::ConfirmationRequired || in_doubt {
             model.note_question(identity, id, in_doubt);
@@ -1410,8 +1526,9 @@ async fn answer<St: Store>(
     replica: usize,
     intruder: bool,
     person: Person,
+    busy: bool,
 ) -> Checked {
-    let (caller, conversation, tool, _) = q.identity;
+    let (caller, conversation, tool, arg) = q.identity;
     let as_caller = if intruder { 1 - caller } else { caller };
     let by = person.name(caller);
     let d = &system.replicas[replica];
@@ -1525,12 +1642,42 @@ async fn answer<St: Store>(
             if let Via::Client(here) = via {
                 decision = decision.by_client(here);
             }
+            let held = match resource_of(tool, arg) {
+                Some(resource) if busy && via == Via::Host => {
+                    Some(hold(&system.stores[replica], resource).await)
+                }
+                _ => None,
+            };
+            let was_held = held.is_some();
+            let before = model.known[&q.identity]
+                .key
+                .as_deref()
+                .map_or(0, |key| system.ledger.applied(key));
             let result = match said {
                 Said::Approve => d.approve(decision).await,
                 Said::Deny => d.deny(decision, "the model's test").await,
                 Said::Happened => d.settle(decision, true).await,
                 Said::NotHappened => d.settle(decision, false).await,
             };
+            if let Some((resource, holder)) = held {
+                let freed = system.stores[replica]
+                    .inner()
+                    .unlock_resource(&resource, &holder)
+                    .await;
+                ensure!(freed.is_ok(), "{freed:?}");
+                let now = model.known[&q.identity]
+                    .key
+                    .as_deref()
+                    .map_or(0, |key| system.ledger.applied(key));
+                ensure!(
+                    now == before,
+                    "ran while another process held its resource: {result:?}"
+                );
+            }
+            if result.code == Code::ResourceBusy {
+                ensure!(was_held, "RESOURCE_BUSY with the resource free: {result:?}");
+                BUSY_ANSWERS.fetch_add(1, Ordering::Relaxed);
+            }
             // An in-doubt question is never answered by an approval: the
             // refusal says so, and nothing runs.
             if !kind_fits || !permitted || !owner {
@@ -1605,6 +1752,9 @@ async fn answer<St: Store>(
             Said::Approve => {
                 known.authorized = true;
                 known.decided = true;
+                if last_signature || needed <= 1 {
+                    known.approved_for.insert(reason_of(&entry.approval));
+                }
                 if last_signature {
                     SIGNED_DECISIONS.fetch_add(1, Ordering::Relaxed);
                 }
@@ -1864,6 +2014,7 @@ async fn drive_to_the_end<St: Store>(
                     Answer::Approve => {
                         known.authorized = true;
                         known.decided = true;
+                        known.approved_for.insert(reason_of(&question));
                     }
                     Answer::NotHappened => {
                         known.authorized = true;
@@ -2042,6 +2193,7 @@ static SIGNED_DECISIONS: AtomicU32 = AtomicU32::new(0);
 static REFUSED_BY_CONTROLS: AtomicU32 = AtomicU32::new(0);
 static RULE_APPROVALS: AtomicU32 = AtomicU32::new(0);
 static AVOIDED: AtomicU32 = AtomicU32::new(0);
+static BUSY_ANSWERS: AtomicU32 = AtomicU32::new(0);
 
 fn check(name: &str, backing: &impl Backing) {
     let _alone = ONE_AT_A_TIME
@@ -2064,6 +2216,7 @@ fn check(name: &str, backing: &impl Backing) {
         &REFUSED_BY_CONTROLS,
         &RULE_APPROVALS,
         &AVOIDED,
+        &BUSY_ANSWERS,
     ] {
         figure.store(0, Ordering::Relaxed);
     }
@@ -2101,7 +2254,8 @@ fn check(name: &str, backing: &impl Backing) {
          {} refused; the operators' controls: {} stops, {} enabled, {} policies loaded, {} calls \
          STOPPED, {} RATE_LIMITED, {} signatures short of the last, {} approvals decided by the \
          second person, {} approvals the controls refused (stopped, the requester, a client), \
-         {} approvals by rule; {} operations left out for a known defect",
+         {} approvals by rule; {} calls RESOURCE_BUSY (another process held their resource); \
+         {} operations left out for a known defect",
         ran.load(Ordering::Relaxed),
         cases(),
         seed(),
@@ -2120,11 +2274,18 @@ fn check(name: &str, backing: &impl Backing) {
         SIGNED_DECISIONS.load(Ordering::Relaxed),
         REFUSED_BY_CONTROLS.load(Ordering::Relaxed),
         RULE_APPROVALS.load(Ordering::Relaxed),
+        BUSY_ANSWERS.load(Ordering::Relaxed),
         AVOIDED.load(Ordering::Relaxed),
     );
     if let Err(failure) = outcome {
         panic!("{name}: {failure}");
     }
+    // The resources another process holds are the ones the calls lock (a
+    // key derived otherwise would hold nothing the pipeline waits for).
+    assert!(
+        ran.load(Ordering::Relaxed) < 64 || BUSY_ANSWERS.load(Ordering::Relaxed) > 0,
+        "{name}: no call found its resource held"
+    );
 }
 
 #[test]
@@ -2204,6 +2365,7 @@ fn a_denial_holds_after_the_conversation_reads_untrusted_output() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
             Op::Read {
                 caller: 1,
@@ -2234,6 +2396,7 @@ fn the_hosts_confirmed_does_not_answer_a_question_only_a_person_may() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
         ],
     });
@@ -2262,6 +2425,7 @@ fn an_open_question_for_the_other_reason_is_not_answered_by_confirmed() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
         ],
     });
@@ -2290,6 +2454,7 @@ fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
             Op::Answer {
                 question: 1,
@@ -2298,6 +2463,7 @@ fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
             wipe_call(0, How::Plain),
         ],
@@ -2332,6 +2498,7 @@ fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
         ],
     });
@@ -2375,7 +2542,72 @@ fn it_did_not_happen_is_refused_while_the_tool_is_stopped() {
                 replica: 0,
                 intruder: false,
                 person: Person::Ana,
+                busy: false,
             },
+        ],
+    });
+}
+
+/// Ana approves the newest question through `via` on replica 0; `busy`:
+/// another process holds the call's resource meanwhile.
+fn ana_approves(via: Via, busy: bool) -> Op {
+    Op::Answer {
+        question: 0,
+        said: Said::Approve,
+        via,
+        replica: 0,
+        intruder: false,
+        person: Person::Ana,
+        busy,
+    }
+}
+
+/// The defect the chaos run found (an approved call that found its
+/// resource held spent the person's decision), as the model meets it since
+/// it holds resources: a wipe is asked about; the host's `approve` runs
+/// while another process holds the disk (`RESOURCE_BUSY`, nothing runs);
+/// once the disk is free, the identical call carries the decision out
+/// without asking anyone again. Found by the model with the decision no
+/// longer given back (`TOOLCALL_MODEL_CASES=400`, the default seed).
+#[test]
+fn an_approval_carried_out_while_the_disk_is_held_is_not_asked_again() {
+    for modes in [
+        [Approvals::Host, Approvals::Host],
+        [Approvals::Inbox, Approvals::Host],
+    ] {
+        regression(Case {
+            modes,
+            share: false,
+            rules: Rules::Lift,
+            ops: vec![
+                wipe_call(0, How::Plain),
+                ana_approves(Via::Host, true),
+                wipe_call(1, How::Plain),
+            ],
+        });
+    }
+}
+
+/// The same with the tool stopped: a wipe is asked about and approved in
+/// the inbox; the operators stop `wipe`; the host's `approve` answers
+/// `STOPPED`. That spent the decision: once `wipe` was enabled, the
+/// identical call asked the person again. Found with
+/// `TOOLCALL_MODEL_SEED=202 TOOLCALL_MODEL_CASES=200`.
+#[test]
+fn an_approval_carried_out_while_the_tool_is_stopped_is_not_asked_again() {
+    regression(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::Lift,
+        ops: vec![
+            wipe_call(0, How::Plain),
+            ana_approves(Via::Inbox, false),
+            Op::Stop {
+                what: Stopped::Tool(WIPE),
+                replica: 0,
+                lost: false,
+            },
+            ana_approves(Via::Host, false),
         ],
     });
 }

@@ -885,7 +885,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Gives back the decision on approval `id` that a call used up and
-    /// did not act on (it ran nothing: another call held its resource), so
+    /// did not act on (it ran nothing: another call held its resource, or
+    /// the operators had stopped the tool or the caller), so
     /// that the next call carrying it out takes it
     /// ([`take_approval`](Store::take_approval)) and nobody is asked again.
     /// `Ok(true)`: it is unused again. `Ok(false)`, changing nothing: it is

@@ -305,12 +305,16 @@ impl<St: Store> Stages<St> {
     /// store that fails here does not change the answer: the call is done.
     /// What the call that used up the decision on `id` answered: recorded
     /// with it when final ([`settle`](Self::settle)); the decision given back
-    /// when the call ran nothing because another call held its resource
-    /// (`RESOURCE_BUSY`), so that the next call carrying it out takes it and
-    /// nobody is asked again; nothing otherwise (an outcome still unknown is
-    /// read from the call's key later).
+    /// when the call ran nothing for a refusal that passes (another call held
+    /// its resource, `RESOURCE_BUSY`; the operators stopped the tool or the
+    /// caller, `STOPPED`), so that the next call carrying it out takes it
+    /// and nobody is asked again; nothing otherwise (an outcome still
+    /// unknown is read from the call's key later).
     pub(super) async fn settle_or_give_back(&self, id: &str, result: &ToolResult) {
-        if result.code == crate::Code::ResourceBusy {
+        if matches!(
+            result.code,
+            crate::Code::ResourceBusy | crate::Code::Stopped
+        ) {
             match self.store.give_back_approval(id).await {
                 Ok(true) => {}
                 Ok(false) => tracing::info!(
