@@ -1512,6 +1512,11 @@ async fn observe<St: Store>(
                 && !known.denied),
             "a person asked again for what they approved: {answer:?}, {known:?}"
         );
+        // Nor asked again whether it happened once a person said it did.
+        ensure!(
+            !(new && answer.code == Code::InDoubt && known.happened),
+            "a person asked again about an outcome they settled: {answer:?}, {known:?}"
+        );
         let in_doubt = answer.code == Code::InDoubt;
         if answer.code == Code::ConfirmationRequired || in_doubt {
             model.note_question(identity, id, in_doubt);
