@@ -209,23 +209,92 @@ pub struct ApprovalRule {
 }
 
 /// A bound on one argument: every part given must hold.
+///
+/// `min` and `max` are finite numbers: NaN, the infinities and `-0.0` are
+/// refused when the bound is read (a comparison with NaN is never true,
+/// and a rule must not read "not false" as "holds").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Bound {
     /// The least number admitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "finite"
+    )]
     pub min: Option<f64>,
     /// The greatest number admitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "finite"
+    )]
     pub max: Option<f64>,
     /// The values admitted (any JSON value, compared exactly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_of: Option<Vec<Value>>,
 }
 
+/// A bound's number, refused unless it is one a comparison can use.
+fn finite<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    let number = f64::deserialize(deserializer)?;
+    unfit_number(number).map_or(Ok(Some(number)), |why| Err(serde::de::Error::custom(why)))
+}
+
+/// Why `number` cannot bound an argument, if it cannot.
+fn unfit_number(number: f64) -> Option<&'static str> {
+    if number.is_nan() {
+        Some("nan is not a number a bound can compare with: write a finite number")
+    } else if number.is_infinite() {
+        Some(
+            "an infinite bound admits every value on its side: write a finite number, or leave the side out",
+        )
+    } else if number == 0.0 && number.is_sign_negative() {
+        Some("-0.0 is 0 written ambiguously: write 0")
+    } else {
+        None
+    }
+}
+
+/// `value` compared with `bound`, exactly: an integer argument is never
+/// rounded to the nearest float first (`2^60 + 1` is above `2^60`). `None`
+/// when the two cannot be compared, which no bound reads as holding.
+fn compare(value: &serde_json::Number, bound: f64) -> Option<std::cmp::Ordering> {
+    use std::cmp::Ordering;
+    if !bound.is_finite() {
+        return None;
+    }
+    let integer = value
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| value.as_u64().map(i128::from));
+    match integer {
+        // Beyond 2^100 no i64 or u64 is near: the sign decides.
+        Some(_) if bound.abs() >= 2f64.powi(100) => Some(if bound > 0.0 {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        }),
+        Some(integer) => {
+            // `floor` is exact below 2^100, and the cast of an integral
+            // float that small to i128 is too.
+            let floor = bound.floor() as i128;
+            Some(match integer.cmp(&floor) {
+                Ordering::Equal if bound.fract() != 0.0 => Ordering::Less,
+                other => other,
+            })
+        }
+        None => value.as_f64()?.partial_cmp(&bound),
+    }
+}
+
 impl Bound {
+    /// Whether `value` is within every part of this bound. Fails closed: a
+    /// missing value, a value that is not a number where a number is
+    /// bounded, and a comparison that cannot be made all say no.
     fn holds(&self, value: Option<&Value>) -> bool {
+        use std::cmp::Ordering::{Equal, Greater, Less};
         let Some(value) = value else {
             return false;
         };
@@ -234,16 +303,179 @@ impl Bound {
         {
             return false;
         }
-        if self.min.is_some() || self.max.is_some() {
-            let Some(number) = value.as_f64() else {
-                return false;
-            };
-            if self.min.is_some_and(|min| number < min) || self.max.is_some_and(|max| number > max)
-            {
-                return false;
+        if self.min.is_none() && self.max.is_none() {
+            return self.one_of.is_some();
+        }
+        let Value::Number(number) = value else {
+            return false;
+        };
+        let above_min = self
+            .min
+            .is_none_or(|min| matches!(compare(number, min), Some(Greater | Equal)));
+        let below_max = self
+            .max
+            .is_none_or(|max| matches!(compare(number, max), Some(Less | Equal)));
+        above_min && below_max
+    }
+
+    /// Every problem of this bound on `field`, whose schema is `schema`
+    /// (the tool's parameters): numbers that cannot bound, a range that
+    /// admits nothing, a number bound on an argument that is not a number,
+    /// a fractional bound on an integer, an admitted value the tool refuses.
+    fn problems(&self, field: &str, spec: &crate::ToolSpec) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        for (side, number) in [("min", self.min), ("max", self.max)] {
+            if let Some(why) = number.and_then(unfit_number) {
+                problems.push((side.to_owned(), why.to_owned()));
             }
         }
-        true
+        if let (Some(min), Some(max)) = (self.min, self.max)
+            && min > max
+        {
+            problems.push((
+                "min".to_owned(),
+                format!("min {min} is above max {max}: the bound admits no value"),
+            ));
+        }
+        if self.min.is_some() || self.max.is_some() {
+            let schema = spec.parameters_schema();
+            match numeric_kind(&schema, field) {
+                Numeric::No(ty) => problems.push((
+                    String::new(),
+                    format!(
+                        "`{field}` is {ty}, and min and max compare numbers: bound it with one_of"
+                    ),
+                )),
+                Numeric::Integer => {
+                    for (side, number) in [("min", self.min), ("max", self.max)] {
+                        if let Some(number) = number
+                            && number.fract() != 0.0
+                        {
+                            problems.push((
+                                side.to_owned(),
+                                format!(
+                                    "{number} is not an integer, and `{field}` is one: write {}",
+                                    if side == "min" {
+                                        number.ceil()
+                                    } else {
+                                        number.floor()
+                                    }
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Numeric::Number => {}
+            }
+        }
+        for (at, admitted) in self.one_of.iter().flatten().enumerate() {
+            let probe = Value::Object([(field.to_owned(), admitted.clone())].into_iter().collect());
+            if let Err(errors) = spec.validate_arguments(&probe)
+                && let Some(problem) = errors.problems().iter().find(|problem| {
+                    let path = problem.path();
+                    path == field
+                        || path
+                            .strip_prefix(field)
+                            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+                })
+            {
+                problems.push((
+                    format!("one_of[{at}]"),
+                    format!(
+                        "the tool refuses {admitted} for `{field}` ({}), so the rule could \
+                         never admit it",
+                        problem.problem()
+                    ),
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// Whether an argument's schema admits numbers, and which.
+enum Numeric {
+    Integer,
+    Number,
+    /// Not a number: what it is, in words.
+    No(&'static str),
+}
+
+fn numeric_kind(schema: &Value, field: &str) -> Numeric {
+    let Some(property) = schema.pointer(&format!(
+        "/properties/{}",
+        crate::schema::escape_pointer(field)
+    )) else {
+        return Numeric::Number;
+    };
+    let mut types = BTreeSet::new();
+    collect_types(schema, property, &mut types, 0);
+    if types.is_empty() || types.contains("number") {
+        Numeric::Number
+    } else if types.contains("integer") {
+        Numeric::Integer
+    } else if types.contains("string") {
+        Numeric::No("a string")
+    } else if types.contains("boolean") {
+        Numeric::No("a boolean")
+    } else if types.contains("array") {
+        Numeric::No("a list")
+    } else {
+        Numeric::No("an object")
+    }
+}
+
+/// The JSON types `schema` admits, other than null, through `$ref`s and
+/// `anyOf`/`oneOf`; none when it says nothing of them (any value).
+fn collect_types(root: &Value, schema: &Value, types: &mut BTreeSet<String>, depth: u8) {
+    if depth > 8 {
+        types.clear();
+        return;
+    }
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    if let Some(target) = object.get("$ref").and_then(Value::as_str)
+        && let Some(resolved) = target.strip_prefix('#').and_then(|at| root.pointer(at))
+    {
+        collect_types(root, resolved, types, depth + 1);
+    }
+    match object.get("type") {
+        Some(Value::String(ty)) if ty != "null" => {
+            types.insert(ty.clone());
+        }
+        Some(Value::Array(list)) => {
+            types.extend(
+                list.iter()
+                    .filter_map(Value::as_str)
+                    .filter(|t| *t != "null")
+                    .map(str::to_owned),
+            );
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(values)) = object.get("enum") {
+        for value in values {
+            let ty = match value {
+                Value::String(_) => "string",
+                Value::Number(_) => "number",
+                Value::Bool(_) => "boolean",
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+                Value::Null => continue,
+            };
+            types.insert(ty.to_owned());
+        }
+    }
+    for keyword in ["anyOf", "oneOf", "allOf"] {
+        for branch in object
+            .get(keyword)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            collect_types(root, branch, types, depth + 1);
+        }
     }
 }
 
@@ -535,6 +767,17 @@ impl Controls {
                         format!("{at}.arguments.{name}"),
                         "an empty bound admits any value: give min, max or one_of".to_owned(),
                     );
+                }
+                if let Some(spec) = registry.get(&rule.tool)
+                    && spec.fields().iter().any(|field| field.name == name)
+                {
+                    for (part, problem) in bound.problems(name, spec) {
+                        let at = match part.as_str() {
+                            "" => format!("{at}.arguments.{name}"),
+                            part => format!("{at}.arguments.{name}.{part}"),
+                        };
+                        error(at, problem);
+                    }
                 }
             }
             if rule.arguments.is_empty() {
@@ -879,5 +1122,59 @@ mod tests {
         };
         assert!(one_of.holds(Some(&Value::from("eu"))));
         assert!(!one_of.holds(Some(&Value::from("us"))));
+    }
+
+    #[test]
+    fn a_bound_that_cannot_compare_admits_nothing() {
+        for number in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            for bound in [
+                Bound {
+                    min: Some(number),
+                    ..Bound::default()
+                },
+                Bound {
+                    max: Some(number),
+                    ..Bound::default()
+                },
+            ] {
+                for value in [0, 4400, 9999, i64::MAX, i64::MIN] {
+                    assert!(!bound.holds(Some(&Value::from(value))), "{bound:?} {value}");
+                }
+                assert!(!bound.holds(Some(&Value::from(1.5))), "{bound:?}");
+            }
+        }
+        assert!(!Bound::default().holds(Some(&Value::from(1))));
+    }
+
+    #[test]
+    fn integers_are_compared_with_bounds_exactly() {
+        let two_60 = 2f64.powi(60);
+        let at_most = Bound {
+            max: Some(two_60),
+            ..Bound::default()
+        };
+        assert!(at_most.holds(Some(&Value::from(1_i64 << 60))));
+        assert!(!at_most.holds(Some(&Value::from((1_i64 << 60) + 1))));
+        let at_least = Bound {
+            min: Some(-5.5),
+            max: Some(5.5),
+            ..Bound::default()
+        };
+        for (value, inside) in [(-6, false), (-5, true), (5, true), (6, false)] {
+            assert_eq!(at_least.holds(Some(&Value::from(value))), inside, "{value}");
+        }
+        assert!(!at_least.holds(Some(&Value::from(u64::MAX))));
+        let huge = Bound {
+            max: Some(1e300),
+            ..Bound::default()
+        };
+        assert!(huge.holds(Some(&Value::from(u64::MAX))));
+        assert!(
+            !Bound {
+                min: Some(1e300),
+                ..Bound::default()
+            }
+            .holds(Some(&Value::from(i64::MAX)))
+        );
     }
 }
