@@ -450,3 +450,103 @@ proptest! {
         });
     }
 }
+
+/// Tokens a mutated file is made of: TOML's own, the file's keys, and
+/// numbers and names at the edges.
+const TOKENS: &[&str] = &[
+    "[",
+    "]",
+    "[[",
+    "]]",
+    "{",
+    "}",
+    "=",
+    ",",
+    "\"",
+    "'",
+    "\n",
+    " ",
+    "#",
+    ".",
+    "nan",
+    "inf",
+    "-0.0",
+    "1e400",
+    "-1",
+    "0",
+    "9223372036854775808",
+    "true",
+    "\"\\u0000\"",
+    "approval_rules",
+    "callers",
+    "rate_limits",
+    "approvals",
+    "stops",
+    "name",
+    "tool",
+    "caller",
+    "arguments",
+    "min",
+    "max",
+    "one_of",
+    "calls",
+    "per",
+    "\"1m\"",
+    "\"0s\"",
+    "limits",
+    "allow",
+    "taint",
+    "\"session\"",
+    "refund_order",
+    "amount_cents",
+    "support",
+    "\u{202e}",
+    "\u{0}",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A file mutated token by token from a valid one is read, checked and
+    /// loaded without a panic, and either loads or writes nothing.
+    #[test]
+    fn a_mangled_policy_file_is_refused_or_loaded_never_a_panic(
+        edits in prop::collection::vec((any::<prop::sample::Index>(), prop::sample::select(TOKENS), any::<bool>()), 0..12)
+    ) {
+        let mut text = File {
+            rules: vec![RuleText {
+                tool: "refund_order",
+                caller: Some("support"),
+                argument: "amount_cents",
+                min: Some(("1".to_owned(), Some(2))),
+                max: Some(("1000".to_owned(), Some(2000))),
+            }],
+            limit: Some("20000".to_owned()),
+            allow: Some(vec!["get_order", "refund_order"]),
+        }
+        .text();
+        for (at, token, replace) in edits {
+            let boundaries: Vec<usize> = (0..=text.len()).filter(|i| text.is_char_boundary(*i)).collect();
+            let start = boundaries[at.index(boundaries.len())];
+            let end = if replace {
+                boundaries.iter().copied().find(|i| *i > start).unwrap_or(start)
+            } else {
+                start
+            };
+            text.replace_range(start..end, token);
+        }
+        let shop = Arc::new(Shop::default());
+        let store = Arc::new(MemoryStore::default());
+        let d = dispatcher(&shop, Arc::clone(&store));
+        let loaded = runtime().block_on(async {
+            let Ok(policy) = toml::from_str::<Controls>(&text) else {
+                return false;
+            };
+            controls::load_policy(&*store, d.registry(), &d.callers(), &policy, "ops", "p.toml")
+                .await
+                .is_ok()
+        });
+        let version = runtime().block_on(store.controls(0)).unwrap().map(|c| c.version);
+        prop_assert_eq!(version.is_some(), loaded);
+    }
+}
