@@ -388,7 +388,7 @@ async fn a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused<St: 
         allow = ["refund_order"]
         "#,
     );
-    let errors = widening.check(registry, &callers);
+    let errors = controls::check(&widening, registry, &callers);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
         errors[0].problem.contains("only take tools away"),

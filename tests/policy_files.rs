@@ -147,7 +147,7 @@ fn a_nan_bound_made_in_code_approves_nothing_and_does_not_check() {
             "{amount}"
         );
     }
-    let errors = policy.check(d.registry(), &d.callers());
+    let errors = controls::check(&policy, d.registry(), &d.callers());
     assert!(
         errors
             .iter()
@@ -202,7 +202,7 @@ fn bounds_that_do_not_fit_their_argument_are_refused() {
             "[[approval_rules]]\nname = \"r\"\ntool = \"refund_order\"\narguments.{bound}\n"
         );
         let policy: Controls = toml::from_str(&text).unwrap();
-        let errors = policy.check(d.registry(), &d.callers());
+        let errors = controls::check(&policy, d.registry(), &d.callers());
         let want = format!("approval_rules[0].arguments.{at}");
         assert!(
             errors
@@ -221,7 +221,7 @@ fn bounds_that_do_not_fit_their_argument_are_refused() {
         arguments.amount_cents = { min = 1, max = 1000 }
     "#;
     let policy: Controls = toml::from_str(text).unwrap();
-    assert_eq!(policy.check(d.registry(), &d.callers()), vec![]);
+    assert_eq!(controls::check(&policy, d.registry(), &d.callers()), vec![]);
 }
 
 #[test]

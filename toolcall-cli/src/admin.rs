@@ -45,7 +45,7 @@ where
         }
         AdminCommand::Policy(PolicyCommand::Check { file }) => {
             let policy = read_policy(file)?;
-            let errors = policy.check(dispatcher.registry(), &dispatcher.callers());
+            let errors = controls::check(&policy, dispatcher.registry(), &dispatcher.callers());
             if !errors.is_empty() {
                 return Err(changed(ChangeError::Invalid(errors)));
             }

@@ -53,10 +53,8 @@ pub(crate) fn fit_result(result: &mut ToolResult, budget: usize, cut: &mut Vec<C
     // An ok result's message becomes the note that it was cut; a
     // failure keeps its code, message and the data the model must act
     // on (`CONTROL`) whole.
-    let mut probe = ToolResult {
-        data: crate::Data::new(),
-        ..result.clone()
-    };
+    let mut probe = result.clone();
+    probe.data = crate::Data::new();
     if result.ok {
         probe.message = format!(
             "The result was cut to fit {budget} bytes ({} in all). Narrow the request \

@@ -173,7 +173,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// Every caller the dispatcher was built with, the default caller
     /// first: what the operators' controls are checked against
-    /// ([`Controls::check`](crate::controls::Controls::check)).
+    /// ([`controls::check`](crate::controls::check)).
     pub fn callers(&self) -> Vec<&Caller> {
         let mut callers = vec![&self.caller];
         let mut others: Vec<&Caller> = self.callers.values().collect();
@@ -216,17 +216,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Makes every unknown outcome in the store a person's question now,
     /// without waiting for an identical call: a side effect whose process
     /// died after its claim, or that could not record what came of it
-    /// ([`life::surface`](crate::life::surface), with this dispatcher's
-    /// [`approval_ttl`](Settings::approval_ttl)). The approval inbox does
+    /// ([`life::surface`](crate::life::surface)). The approval inbox does
     /// this before it lists; an operator may run it on a schedule.
     pub async fn surface_unknown_outcomes(
         &self,
     ) -> Result<crate::life::Surfaced, crate::store::StoreError> {
-        crate::life::surface(
-            &self.stages.store,
-            crate::store::now_ms(),
-            self.stages.settings.approval_ttl,
-        )
-        .await
+        crate::life::surface(&self.stages.store, crate::store::now_ms()).await
     }
 }

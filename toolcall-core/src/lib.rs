@@ -15,22 +15,26 @@ pub mod controls;
 #[doc(hidden)]
 pub mod crash;
 mod dispatcher;
-mod echo;
 mod error;
 mod format;
-mod hex;
 mod kinds;
 pub mod life;
 mod parse;
-mod policy;
 mod redact;
 mod registry;
-mod result;
 pub mod schema;
-pub mod store;
 mod suggest;
 mod taint;
 mod tool;
+
+// The floor's modules under the names the runtime has always used for them.
+use toolcall_ledger::{echo, hex};
+mod policy {
+    pub use toolcall_ledger::{Caller, Policy, Taint};
+}
+mod result {
+    pub use toolcall_ledger::{Code, Data, ToolResult};
+}
 
 pub use args::{FieldErrors, FieldProblem};
 pub use audit::{ArgumentProblem, AuditRecord, AuditSink, Cut, JsonLinesAudit, MemoryAudit};
@@ -40,11 +44,12 @@ pub use dispatcher::{
 pub use dispatcher::{BuildWarning, Failure, MessageContext, UNKNOWN_APPROVAL_TOOL};
 pub use error::{Rejection, ToolError};
 pub use parse::Arguments;
-pub use policy::{Caller, Policy, Principal, Taint};
 pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
-pub use result::{Code, Data, ToolResult};
 pub use tool::{Ctx, Tool, ToolSpec};
+pub use toolcall_ledger::store;
+pub use toolcall_ledger::{Caller, Policy, Principal, Taint};
+pub use toolcall_ledger::{Code, Data, ToolResult};
 
 /// A tool's parameters as the runtime knows them ([`ToolSpec::fields`]):
 /// each one's name, description and `#[arg(...)]` constraints, in
@@ -84,7 +89,7 @@ pub mod __private {
 
     /// Bounded echo of the model's and the host's text.
     pub mod echo {
-        pub use crate::echo::*;
+        pub use toolcall_ledger::echo::*;
     }
     pub use crate::kinds::{
         ArgFallback, ArgProbe, ArgType, ListArg, NumberArg, Probe, StringArg, Unreachable,

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
-use toolcall_core::store::{
+use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    OpenBounds, PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, now_ms,
-    session_key,
+    OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError, TakeApproval,
+    now_ms, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
 use toolcall_sql::controls;
@@ -138,7 +138,8 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
         .execute(
             &format!(
                 "INSERT INTO toolcall_approvals ({})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                         $17)",
                 approval::INSERT_COLUMNS
             ),
             &values.iter().map(param).collect::<Vec<_>>(),
@@ -150,10 +151,14 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
 }
 
 /// The digest of the call an approval is asked for: its session, caller,
-/// tool, digest and reason. Unique among the unused approvals asked with
-/// [`ask`], so that of two replicas asking at once, one stores it.
+/// tool, digest, reason and requester. Unique among the unused approvals
+/// asked with [`ask`], so that of two replicas asking at once, one stores
+/// it.
 fn ask_key(a: &PendingApproval) -> Result<String, StoreError> {
-    let call = (&a.session, &a.caller, &a.tool, &a.digest, &a.reason);
+    let requester = a.requester();
+    let call = (
+        &a.session, &a.caller, &a.tool, &a.digest, &a.reason, &requester,
+    );
     Ok(session_key(
         &serde_json::to_string(&call).map_err(StoreError::new)?,
     ))
@@ -173,6 +178,8 @@ pub(crate) async fn ask(
     let at = to_sql(a.created_ms);
     let in_conversation_bound = limit_sql(bounds.conversation);
     let of_caller_bound = limit_sql(bounds.caller);
+    let of_requester_bound = limit_sql(bounds.requester);
+    let requester = a.requester();
     // One statement: the look for the same call, the counts of the open
     // approvals of the caller in the conversation (its session) and in all
     // its conversations, and the insert if none of them stops it. The
@@ -188,27 +195,30 @@ pub(crate) async fn ask(
             SELECT id FROM toolcall_approvals
             WHERE session_key = $1 AND session = $2 AND caller = $3 AND tool = $4
               AND digest = $5 AND reason IS NOT DISTINCT FROM $6::TEXT
+              AND requester IS NOT DISTINCT FROM $20::TEXT
               AND used_ms IS NULL AND expires_ms > $7
             ORDER BY created_ms DESC, id DESC LIMIT 1),
         open AS (
             SELECT count(*) FILTER (WHERE session_key = $1 AND session = $2) AS conversation,
-                   count(*) AS caller
+                   count(*) AS caller,
+                   count(*) FILTER (WHERE requester = $20::TEXT) AS requester
             FROM toolcall_approvals
             WHERE caller = $3 AND decision IS NULL AND used_ms IS NULL AND expires_ms > $7),
         inserted AS (
             INSERT INTO toolcall_approvals
                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
                  decision, decided_ms, reason, tainted, session_key, ask_key, answerers,
-                 principal)
+                 principal, requester)
             SELECT $10::TEXT, $2, $3, $4, $5, $11::TEXT, $12::BIGINT, $7, $13::BIGINT,
                    $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT, $17::TEXT,
-                   $19::TEXT
+                   $19::TEXT, $20::TEXT
             WHERE NOT EXISTS (SELECT 1 FROM found)
               AND (SELECT conversation FROM open) < $8 AND (SELECT caller FROM open) < $18
+              AND (SELECT requester FROM open) < $21
             ON CONFLICT (ask_key) WHERE used_ms IS NULL DO NOTHING
             RETURNING id)
         SELECT (SELECT count(*) FROM inserted), (SELECT conversation FROM open),
-               (SELECT caller FROM open), (SELECT id FROM found)";
+               (SELECT caller FROM open), (SELECT id FROM found), (SELECT requester FROM open)";
     for _ in 0..ASK_ROUNDS {
         let client = store.client().await?;
         let row = client
@@ -234,12 +244,19 @@ pub(crate) async fn ask(
                     &a.answerers.to_words().as_ref(),
                     &of_caller_bound,
                     &new.principal,
+                    &requester,
+                    &of_requester_bound,
                 ],
             )
             .await
             .map_err(StoreError::new)?;
-        let (created, in_conversation, of_caller, found): (i64, i64, i64, Option<String>) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (created, in_conversation, of_caller, found, of_requester): (
+            i64,
+            i64,
+            i64,
+            Option<String>,
+            i64,
+        ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         if created > 0 {
             store.wrote().await;
             return Ok(AskApproval::Created);
@@ -253,7 +270,11 @@ pub(crate) async fn ask(
                 _ => continue,
             }
         }
-        if let Some(full) = bounds.over(count_sql(in_conversation), count_sql(of_caller)) {
+        if let Some(full) = bounds.over(
+            count_sql(in_conversation),
+            count_sql(of_caller),
+            count_sql(of_requester),
+        ) {
             return Ok(full);
         }
         // The insert met an unused approval of the same call: one asked
@@ -281,11 +302,16 @@ pub(crate) async fn find(
     reason: Option<&str>,
     now_ms: u64,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
+    let (anyone, requester) = match binding.requester {
+        Requester::Anyone => (true, None),
+        Requester::Only(requester) => (false, requester),
+    };
     Ok(approvals_where(
         store,
         "session_key = $1 AND session = $2 AND caller = $3
            AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
            AND reason IS NOT DISTINCT FROM $6::TEXT AND expires_ms > $7
+           AND ($8 OR requester IS NOT DISTINCT FROM $9::TEXT)
          ORDER BY created_ms DESC, id DESC LIMIT 1",
         &[
             &session_key(binding.session),
@@ -295,6 +321,8 @@ pub(crate) async fn find(
             &binding.digest,
             &reason,
             &to_sql(now_ms),
+            &anyone,
+            &requester,
         ],
     )
     .await?
@@ -379,7 +407,13 @@ pub(crate) async fn decide(
     let decided = client
         .query_opt(
             DECIDE.as_str(),
-            &[&id, &text, &to_sql(decision.decided_ms), &to_sql(now_ms)],
+            &[
+                &id,
+                &text,
+                &to_sql(decision.decided_ms),
+                &to_sql(now_ms),
+                &toolcall_sql::controls::stands_until(decision),
+            ],
         )
         .await
         .map_err(StoreError::new)?;
@@ -414,7 +448,7 @@ pub(crate) async fn decided(
 
 /// Gives back the decision on `id`, used up and not settled, unless an
 /// identical call's question is unused (its `ask_key` is unique among the
-/// unused): see [`Store::give_back_approval`](toolcall_core::store::Store::give_back_approval).
+/// unused): see [`Store::give_back_approval`](toolcall_ledger::store::Store::give_back_approval).
 pub(crate) async fn give_back(store: &PostgresStore, id: &str) -> Result<bool, StoreError> {
     let client = store.client().await?;
     let changed = client
@@ -428,7 +462,8 @@ pub(crate) async fn give_back(store: &PostgresStore, id: &str) -> Result<bool, S
                            OR (other.session_key = a.session_key AND other.session = a.session
                                AND other.caller = a.caller AND other.tool = a.tool
                                AND other.digest = a.digest
-                               AND other.reason IS NOT DISTINCT FROM a.reason)))",
+                               AND other.reason IS NOT DISTINCT FROM a.reason
+                               AND other.requester IS NOT DISTINCT FROM a.requester)))",
             &[&id],
         )
         .await
@@ -454,7 +489,7 @@ pub(crate) async fn settle(
 }
 
 /// Waits for a decision on `id` until `until_ms`: see [`PostgresStore`]'s
-/// [`Store::wait_approval`](toolcall_core::store::Store::wait_approval).
+/// [`Store::wait_approval`](toolcall_ledger::store::Store::wait_approval).
 pub(crate) async fn wait(
     store: &PostgresStore,
     id: &str,

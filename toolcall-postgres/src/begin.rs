@@ -2,7 +2,7 @@
 //! stage 5 (the step, the call's count, what is recorded of its key,
 //! whether its session read untrusted output, its resource's lock).
 
-use toolcall_core::store::{CallBegun, CallStart, StoreError, session_key};
+use toolcall_ledger::store::{CallBegun, CallStart, StoreError, session_key};
 use toolcall_sql::{from_sql, record, to_sql};
 
 use crate::PostgresStore;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row, Statement};
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 
 /// A connection of the store's pool, held until this drops, with the
 /// statements prepared on it (the pool keeps them with the connection).

@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
 
-use toolcall_core::store::{
+use toolcall_ledger::store::{
     ApprovalDecision, ControlsChange, SignOutcome, Signature, StoreError, StoredControls,
     session_key,
 };
@@ -233,6 +233,7 @@ pub(crate) async fn sign(
                 &approval::json(decision)?,
                 &to_sql(decision.decided_ms),
                 &to_sql(now_ms),
+                &toolcall_sql::controls::stands_until(decision),
             ],
         )
         .await

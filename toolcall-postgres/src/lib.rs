@@ -141,8 +141,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use conn::Conn;
-use toolcall_core::ToolResult;
-use toolcall_core::store::{
+use toolcall_ledger::ToolResult;
+use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,

@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use toolcall_core::store::{StoreError, now_ms};
+use toolcall_ledger::store::{StoreError, now_ms};
 use toolcall_sql::purge::{self, Purged};
 use toolcall_sql::{count_sql, to_sql};
 

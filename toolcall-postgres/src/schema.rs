@@ -2,7 +2,7 @@
 //! store connects.
 
 use tokio_postgres::Client;
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 use toolcall_sql::schema;
 
 /// Where the schema's version is kept (no row: version 0).
@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS toolcall_schema_version (
 ";
 
 /// Version 1, after the old check on `state` is dropped: the `in_doubt`
-/// state, steps keyed by [`session_key`](toolcall_core::store::session_key)
+/// state, steps keyed by [`session_key`](toolcall_ledger::store::session_key)
 /// (a session keeps its count), and the index the purge scans for steps;
 /// then [`schema::LOCKS_V1`].
 const UPGRADE_V1: &str = "
@@ -49,7 +49,7 @@ ALTER TABLE toolcall_approvals
 /// Version 5: approvals findable by their session and their call (one
 /// question per call, a session's open ones counted, the inbox filtered by
 /// session or tool). `session_key` holds the
-/// [`session_key`](toolcall_core::store::session_key) of the session (filled
+/// [`session_key`](toolcall_ledger::store::session_key) of the session (filled
 /// in for the rows already there); `ask_key` a digest of the call
 /// (session, caller, tool, digest and reason) on an approval asked for with
 /// `ask_approval`, unique among the unused ones, so that two replicas
@@ -173,6 +173,19 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
             6 => upgrade_v6(),
             7 => add_columns(&schema::COLUMNS_V7),
             8 => schema::bigint(schema::CONTROLS_V8),
+            // Who a question is bound to, filled from who asked it, and
+            // questions about unknown outcomes that never expire.
+            9 => format!(
+                "{}
+                 UPDATE toolcall_approvals
+                 SET requester = (principal::json->>'issuer') || chr(31)
+                                 || (principal::json->>'subject')
+                 WHERE principal IS NOT NULL AND requester IS NULL
+                   AND reason IS DISTINCT FROM 'in_doubt';
+                 {};",
+                add_columns(&schema::COLUMNS_V9),
+                schema::NEVER_EXPIRES_V9
+            ),
             _ => unreachable!("no upgrade past schema::VERSION"),
         };
         tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;

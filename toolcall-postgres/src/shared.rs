@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use deadpool_postgres::Object;
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 
 use crate::tls::ConnectionString;
 

@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{AsyncMessage, Client, Connection};
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 
 /// How a connection asks for TLS (`sslmode`), as libpq names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signat
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 
 use crate::TlsMode;
 

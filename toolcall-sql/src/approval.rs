@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use toolcall_core::life::Answerers;
-use toolcall_core::store::{
+use toolcall_ledger::question::Answerers;
+use toolcall_ledger::store::{
     ApprovalEntry, DecideOutcome, PendingApproval, PendingCursor, PendingOrder, PendingPage,
     PendingQuery, StoreError, TakeApproval, session_key,
 };
@@ -25,7 +25,7 @@ pub const COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, c
 /// [`NewApproval::values`].
 pub const INSERT_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
                                   expires_ms, decision, decided_ms, reason, tainted, session_key, \
-                                  answerers, principal";
+                                  answerers, principal, requester";
 
 /// A row of [`COLUMNS`] (its values in that order) read back.
 pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
@@ -163,6 +163,7 @@ impl NewApproval {
             text(&self.session_key),
             text(&approval.answerers.to_words()),
             Value::Text(self.principal.clone()),
+            Value::Text(approval.requester()),
         ]
     }
 }
@@ -191,7 +192,7 @@ pub fn not_decided(entry: Option<ApprovalEntry>) -> DecideOutcome {
 }
 
 /// The two statements of a page of pending approvals
-/// ([`Store::pending_page`](toolcall_core::store::Store::pending_page)), made by
+/// ([`Store::pending_page`](toolcall_ledger::store::Store::pending_page)), made by
 /// [`page_statements`]: the count of those matching the filters, and the
 /// page itself, one row more than asked (whether there is a next page).
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@
 //! The statements are written with SQLite's numbered parameters (`?1`);
 //! [`dollars`] writes them with Postgres's (`$1`).
 
-use toolcall_core::store::{ApprovalDecision, ApprovalEntry, SignOutcome};
+use toolcall_ledger::store::{ApprovalDecision, ApprovalEntry, SignOutcome};
 
 /// The controls unless their version is `?1`: `version, document`, one
 /// row or none.
@@ -61,9 +61,12 @@ pub const SIGN: &str =
     "INSERT INTO toolcall_signatures (id, signer, at_ms, n) VALUES (?1, ?2, ?3, ?4)";
 
 /// Records the decision `?2` (JSON text) made at `?3` on the approval
-/// `?1` if it is undecided, unused and unexpired at `?4`: the statement
-/// of a person's decision, and of the last signature.
-pub const DECIDE: &str = "UPDATE toolcall_approvals SET decision = ?2, decided_ms = ?3
+/// `?1` if it is undecided, unused and unexpired at `?4`, and moves its
+/// expiry to `?5` if that is later (a denial or an edit stands for its own
+/// period; 0 for a decision that does not): the statement of a person's
+/// decision, and of the last signature.
+pub const DECIDE: &str = "UPDATE toolcall_approvals SET decision = ?2, decided_ms = ?3,
+         expires_ms = CASE WHEN ?5 > expires_ms THEN ?5 ELSE expires_ms END
      WHERE id = ?1 AND decision IS NULL AND used_ms IS NULL AND expires_ms > ?4";
 
 /// `sql` with Postgres's parameters: `$1` for `?1`. (The statements here
@@ -138,7 +141,7 @@ pub fn sign_step(
     }
 }
 
-/// What [`Store::sign_approval`](toolcall_core::store::Store::sign_approval)
+/// What [`Store::sign_approval`](toolcall_ledger::store::Store::sign_approval)
 /// answers once `step` is written.
 pub fn signed(step: &SignStep) -> SignOutcome {
     match step {
@@ -148,4 +151,9 @@ pub fn signed(step: &SignStep) -> SignOutcome {
         },
         SignStep::Decide { .. } => SignOutcome::Decided,
     }
+}
+
+/// The `?5` of [`DECIDE`]: until when `decision` keeps its question, or 0.
+pub fn stands_until(decision: &toolcall_ledger::store::ApprovalDecision) -> i64 {
+    decision.lasts_until_ms.map_or(0, crate::to_sql)
 }

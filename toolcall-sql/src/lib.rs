@@ -35,7 +35,7 @@ pub mod purge;
 pub mod record;
 pub mod schema;
 
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 
 /// One value bound to a statement or read from a row, typed as the
 /// columns are: an integer (`INTEGER`, `BIGINT`) or text, either one

@@ -6,8 +6,8 @@
 //! outcome is in doubt too: [`state_at`] says so for a store that reads
 //! the columns as they are.
 
-use toolcall_core::ToolResult;
-use toolcall_core::store::{CallBegun, Claim, PendingApproval, RecordedOutcome, StoreError};
+use toolcall_ledger::ToolResult;
+use toolcall_ledger::store::{CallBegun, Claim, PendingApproval, RecordedOutcome, StoreError};
 
 /// Claimed by a call that is running, until the lease's end.
 pub const IN_FLIGHT: &str = "in_flight";
@@ -36,7 +36,7 @@ pub fn state_at(state: &str, until_ms: i64, now: i64) -> &str {
     }
 }
 
-/// A question a claim keeps ([`Store::claim_asking`](toolcall_core::store::Store::claim_asking))
+/// A question a claim keeps ([`Store::claim_asking`](toolcall_ledger::store::Store::claim_asking))
 /// as the `question` column holds it: JSON text.
 pub fn question_text(question: &PendingApproval) -> Result<String, StoreError> {
     serde_json::to_string(question).map_err(StoreError::new)
@@ -48,7 +48,7 @@ pub fn parse_question(text: &str) -> Result<PendingApproval, StoreError> {
 }
 
 /// The statement that lists the questions of the keys whose outcome is
-/// unknown ([`Store::unsettled`](toolcall_core::store::Store::unsettled)),
+/// unknown ([`Store::unsettled`](toolcall_ledger::store::Store::unsettled)),
 /// with its two parameters (the time, then the limit) written as
 /// `placeholder(n)` says (`?1` for SQLite, `$1` for Postgres).
 pub fn unsettled_statement(placeholder: impl Fn(usize) -> String) -> String {
@@ -62,7 +62,7 @@ pub fn unsettled_statement(placeholder: impl Fn(usize) -> String) -> String {
     )
 }
 
-/// What [`Store::outcome`](toolcall_core::store::Store::outcome) answers for a
+/// What [`Store::outcome`](toolcall_ledger::store::Store::outcome) answers for a
 /// record in `state` (as [`state_at`] says it; `None`: no record) with
 /// `result`: completed with its result, claimed, or in doubt.
 pub fn outcome(
@@ -78,7 +78,7 @@ pub fn outcome(
 }
 
 /// What claiming a key does with its record (see
-/// [`Store::claim`](toolcall_core::store::Store::claim)), as [`claim_step`] says
+/// [`Store::claim`](toolcall_ledger::store::Store::claim)), as [`claim_step`] says
 /// it.
 #[derive(Debug)]
 pub enum ClaimStep {

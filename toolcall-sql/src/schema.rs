@@ -10,7 +10,7 @@
 //! | version | what it adds |
 //! |---|---|
 //! | 0 | steps, call counts, records and approvals ([`TABLES_V0`]) |
-//! | 1 | the `in_doubt` state, steps keyed by [`session_key`](toolcall_core::store::session_key), resource locks and the indexes the purge scans ([`LOCKS_V1`]) |
+//! | 1 | the `in_doubt` state, steps keyed by [`session_key`](toolcall_ledger::store::session_key), resource locks and the indexes the purge scans ([`LOCKS_V1`]) |
 //! | 2 | a person's decision kept with its approval, when a call used it up and what came of it |
 //! | 3 | the taint of untrusted output ([`TAINT_V3`]) |
 //! | 4 | why an approval asks a person: `reason`, `tainted` |
@@ -18,14 +18,15 @@
 //! | 6 | who may answer an approval besides a person (`answerers`), a caller's open approvals counted (an index), and the question a claim keeps for an unknown outcome (`question`, `asked_ms` of a record, [`QUESTIONS_V6`]) |
 //! | 7 | who authenticated behind the caller of an approval (`principal`, [`COLUMNS_V7`]) |
 //! | 8 | the operators' controls and their history, fleet-wide rate windows and the signatures of approvals that need more than one person ([`CONTROLS_V8`]) |
+//! | 9 | who a question is bound to (`requester`, [`COLUMNS_V9`], filled from `principal`), and questions about unknown outcomes that never expire ([`NEVER_EXPIRES_V9`]) |
 //!
 //! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
 //! them with Postgres's `BIGINT`.
 
-use toolcall_core::store::StoreError;
+use toolcall_ledger::store::StoreError;
 
 /// The schema this version writes.
-pub const VERSION: i64 = 8;
+pub const VERSION: i64 = 9;
 
 /// Version 0, the first release's tables. Created if missing, so that new
 /// tables and tables from that release take the same upgrades.
@@ -110,14 +111,14 @@ pub const COLUMNS_V6: [(&str, &str, &str); 3] = [
 
 /// The column version 7 adds, as `(table, column, type)`: who
 /// authenticated behind the caller that asked for an approval, a JSON
-/// object ([`Principal`](toolcall_core::Principal)), `NULL` when nobody was
+/// object ([`Principal`](toolcall_ledger::Principal)), `NULL` when nobody was
 /// named.
 pub const COLUMNS_V7: [(&str, &str, &str); 1] = [("toolcall_approvals", "principal", "TEXT")];
 
 /// Version 8: the operators' controls (one row: its version and the
 /// document) and their history (one row per version written: who, when,
 /// what, in words); the rate limits' fixed windows (one row per bucket and
-/// window, keyed by the [`session_key`](toolcall_core::store::session_key)
+/// window, keyed by the [`session_key`](toolcall_ledger::store::session_key)
 /// of the bucket, with the window's end for the purge); and the signatures
 /// of approvals that need more than one person (one row per approval and
 /// signer, `n` its place in the signing order). Tables are only added, so a
@@ -151,6 +152,19 @@ CREATE TABLE IF NOT EXISTS toolcall_signatures (
     PRIMARY KEY (id, signer)
 );
 ";
+
+/// The column version 9 adds, as `(table, column, type)`: who a question
+/// is bound to ([`PendingApproval::requester`](toolcall_ledger::store::PendingApproval::requester)),
+/// `NULL` for a call with no principal and for a question about an unknown
+/// outcome. A process still at version 8 writes none: its questions are
+/// bound to no principal.
+pub const COLUMNS_V9: [(&str, &str, &str); 1] = [("toolcall_approvals", "requester", "TEXT")];
+
+/// Version 9's change of the rows kept: a question about an unknown outcome
+/// that nobody settled never expires (its outcome stays unknown until a
+/// person says it); its expiry is set to `i64::MAX`.
+pub const NEVER_EXPIRES_V9: &str = "UPDATE toolcall_approvals SET expires_ms = 9223372036854775807
+     WHERE reason = 'in_doubt' AND used_ms IS NULL";
 
 /// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
 /// SQLite's `INTEGER`.

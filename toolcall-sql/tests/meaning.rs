@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolcall_core::ToolResult;
-use toolcall_core::store::{
+use toolcall_ledger::ToolResult;
+use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, CallBegun, Claim, DecideOutcome,
     PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, TakeApproval,
     session_key,
@@ -310,7 +310,7 @@ fn tables_are_upgraded_through_each_version_once() {
 
 #[test]
 fn signing_refuses_in_order_and_the_last_signature_decides_with_every_name() {
-    use toolcall_core::store::SignOutcome;
+    use toolcall_ledger::store::SignOutcome;
     use toolcall_sql::controls::{self, SignStep};
 
     let now = 1_000;

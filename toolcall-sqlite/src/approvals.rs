@@ -3,9 +3,10 @@
 
 use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
-use toolcall_core::store::{
+use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    OpenBounds, PendingApproval, PendingPage, PendingQuery, StoreError, TakeApproval, session_key,
+    OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError, TakeApproval,
+    session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
 use toolcall_sql::{Value, count_sql, to_sql};
@@ -84,7 +85,7 @@ fn insert(conn: &rusqlite::Connection, a: &PendingApproval) -> Result<(), StoreE
     conn.execute(
         &format!(
             "INSERT INTO toolcall_approvals ({}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             approval::INSERT_COLUMNS
         ),
         rusqlite::params_from_iter(values.iter().map(param)),
@@ -96,15 +97,18 @@ fn insert(conn: &rusqlite::Connection, a: &PendingApproval) -> Result<(), StoreE
 /// The newest approval of exactly this call, unused and unexpired at `at`,
 /// through `conn`: `?1` the session's key, `?2` the session, `?3` the
 /// caller, `?4` the tool (NULL: any), `?5` the digest (NULL: any), `?6` the
-/// reason, `?7` the time.
+/// reason, `?7` the time, `?8` 1 to match any requester, else `?9` the
+/// requester (NULL: none).
 const SAME_CALL: &str = "session_key = ?1 AND session = ?2 AND caller = ?3
      AND (?4 IS NULL OR tool = ?4) AND (?5 IS NULL OR digest = ?5) AND reason IS ?6
+     AND (?8 = 1 OR requester IS ?9)
      AND used_ms IS NULL AND expires_ms > ?7
      ORDER BY created_ms DESC, id DESC LIMIT 1";
 
 /// As [`SAME_CALL`], used or not: what [`find`] reads.
 const SAME_CALL_EVER: &str = "session_key = ?1 AND session = ?2 AND caller = ?3
      AND (?4 IS NULL OR tool = ?4) AND (?5 IS NULL OR digest = ?5) AND reason IS ?6
+     AND (?8 = 1 OR requester IS ?9)
      AND expires_ms > ?7
      ORDER BY created_ms DESC, id DESC LIMIT 1";
 
@@ -124,6 +128,10 @@ fn same_call_where(
     reason: Option<&str>,
     at: u64,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
+    let (anyone, requester) = match binding.requester {
+        Requester::Anyone => (1, None),
+        Requester::Only(requester) => (0, requester),
+    };
     approval_where(
         conn,
         condition,
@@ -134,7 +142,9 @@ fn same_call_where(
             binding.tool,
             binding.digest,
             reason,
-            to_sql(at)
+            to_sql(at),
+            anyone,
+            requester
         ],
     )
 }
@@ -148,30 +158,38 @@ pub(crate) fn ask(
     // IMMEDIATE: the file's write lock from the first read, so that the
     // look, the count and the insert are one step for every connection.
     let tx = immediate(&mut conn)?;
+    let requester = a.requester();
     let binding = Binding {
         session: &a.session,
         caller: &a.caller,
         tool: Some(&a.tool),
         digest: Some(&a.digest),
+        requester: Requester::Only(requester.as_deref()),
     };
     if let Some(entry) = same_call(&tx, &binding, a.reason.as_deref(), a.created_ms)? {
         return Ok(AskApproval::Existing(entry));
     }
-    let (in_conversation, of_caller): (i64, i64) = tx
+    let (in_conversation, of_caller, of_requester): (i64, i64, i64) = tx
         .query_row(
-            "SELECT count(*) FILTER (WHERE session_key = ?1 AND session = ?2), count(*)
+            "SELECT count(*) FILTER (WHERE session_key = ?1 AND session = ?2), count(*),
+                    count(*) FILTER (WHERE requester = ?5)
              FROM toolcall_approvals
              WHERE caller = ?3 AND expires_ms > ?4 AND decision IS NULL AND used_ms IS NULL",
             params![
                 session_key(&a.session),
                 a.session,
                 a.caller,
-                to_sql(a.created_ms)
+                to_sql(a.created_ms),
+                requester
             ],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )
         .map_err(StoreError::new)?;
-    if let Some(full) = bounds.over(count_sql(in_conversation), count_sql(of_caller)) {
+    if let Some(full) = bounds.over(
+        count_sql(in_conversation),
+        count_sql(of_caller),
+        count_sql(of_requester),
+    ) {
         return Ok(full);
     }
     insert(&tx, a)?;
@@ -260,7 +278,8 @@ pub(crate) fn decide(
             id,
             approval::json(decision)?,
             to_sql(decision.decided_ms),
-            to_sql(now_ms)
+            to_sql(now_ms),
+            toolcall_sql::controls::stands_until(decision)
         ],
     )?;
     if decided > 0 {
@@ -278,7 +297,7 @@ pub(crate) fn get(
 }
 
 /// Gives back the decision on `id`, used up and not settled, unless an
-/// identical call's question is unused: see [`Store::give_back_approval`](toolcall_core::store::Store::give_back_approval).
+/// identical call's question is unused: see [`Store::give_back_approval`](toolcall_ledger::store::Store::give_back_approval).
 pub(crate) fn give_back(store: &SqliteStore, id: &str) -> Result<bool, StoreError> {
     let changed = store.execute(
         "UPDATE toolcall_approvals SET used_ms = NULL
@@ -290,7 +309,8 @@ pub(crate) fn give_back(store: &SqliteStore, id: &str) -> Result<bool, StoreErro
                   AND other.caller = toolcall_approvals.caller
                   AND other.tool = toolcall_approvals.tool
                   AND other.digest = toolcall_approvals.digest
-                  AND other.reason IS toolcall_approvals.reason)",
+                  AND other.reason IS toolcall_approvals.reason
+                  AND other.requester IS toolcall_approvals.requester)",
         params![id],
     )?;
     Ok(changed > 0)

@@ -3,7 +3,7 @@
 //! whether its session read untrusted output, its resource's lock).
 
 use rusqlite::{Connection, OptionalExtension, params};
-use toolcall_core::store::{CallBegun, CallStart, StoreError, session_key};
+use toolcall_ledger::store::{CallBegun, CallStart, StoreError, session_key};
 use toolcall_sql::{record, to_sql};
 
 use crate::{LOCK, SqliteStore, count_in, immediate, off_runtime};

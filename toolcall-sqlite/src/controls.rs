@@ -4,7 +4,7 @@
 //! one `IMMEDIATE` transaction.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use toolcall_core::store::{
+use toolcall_ledger::store::{
     ApprovalDecision, ControlsChange, SignOutcome, Signature, StoreError, StoredControls,
     session_key,
 };
@@ -187,7 +187,8 @@ pub(crate) fn sign(
                     id,
                     approval::json(decision)?,
                     to_sql(decision.decided_ms),
-                    to_sql(now_ms)
+                    to_sql(now_ms),
+                    controls::stands_until(decision)
                 ],
             )
             .map_err(StoreError::new)?;

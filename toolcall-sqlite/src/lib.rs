@@ -10,8 +10,8 @@
 //!
 //! ```no_run
 //! # use std::sync::Arc;
-//! # fn registry() -> toolcall_core::Registry { toolcall_core::Registry::default() }
-//! use toolcall_core::Dispatcher;
+//! # fn registry() -> toolcall::Registry { toolcall::Registry::default() }
+//! use toolcall::Dispatcher;
 //! use toolcall_sqlite::SqliteStore;
 //!
 //! let store = SqliteStore::open("toolcall.db")?;
@@ -95,8 +95,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-use toolcall_core::ToolResult;
-use toolcall_core::store::{
+use toolcall_ledger::ToolResult;
+use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,

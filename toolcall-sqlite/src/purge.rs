@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rusqlite::params;
-use toolcall_core::store::{StoreError, now_ms};
+use toolcall_ledger::store::{StoreError, now_ms};
 use toolcall_sql::purge::{self, Purged};
 use toolcall_sql::to_sql;
 

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior, params};
-use toolcall_core::store::{StoreError, session_key};
+use toolcall_ledger::store::{StoreError, session_key};
 use toolcall_sql::schema;
 
 /// Version 1: the `in_doubt` state (SQLite cannot change a CHECK constraint,
@@ -149,6 +149,29 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
             // Version 8: the operators' controls, rate windows and
             // signatures, tables only added.
             8 => tx.execute_batch(schema::CONTROLS_V8)?,
+            // Version 9: who a question is bound to, filled from who asked
+            // it, and questions about unknown outcomes that never expire.
+            9 => {
+                let [(table, column, kind)] = schema::COLUMNS_V9;
+                let present: bool = tx.query_row(
+                    &format!(
+                        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
+                    ),
+                    [column],
+                    |row| row.get(0),
+                )?;
+                if !present {
+                    tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind};"))?;
+                }
+                tx.execute_batch(
+                    "UPDATE toolcall_approvals
+                     SET requester = json_extract(principal, '$.issuer') || char(31)
+                                     || json_extract(principal, '$.subject')
+                     WHERE principal IS NOT NULL AND requester IS NULL
+                       AND reason IS NOT 'in_doubt';",
+                )?;
+                tx.execute_batch(schema::NEVER_EXPIRES_V9)?;
+            }
             _ => unreachable!("no upgrade past schema::VERSION"),
         }
     }

@@ -7,15 +7,16 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 use tracing::Instrument as _;
 
+use super::Call;
 use super::Dispatcher;
 use super::audited::call_span;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
-use crate::life::{self, Answer, Answerer, QuestionKind, Refusal};
+use crate::life::{self, Answer, Answerer, QuestionState, Refusal, Verdict};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
-use crate::store::{Binding, PendingApproval, Store, TakeApproval, now_ms};
+use crate::store::{Binding, PendingApproval, Requester, Store, TakeApproval, now_ms};
 
 /// A person's decision on a pending approval, by its confirmation id.
 ///
@@ -154,6 +155,31 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         self.answer(decision, answer, "").await
     }
 
+    /// The one way to wait for a person and carry out what they decided:
+    /// waits until the question `id`, which `call` was answered with, is no
+    /// longer open (woken by the store where it can be) or until `until_ms`,
+    /// then answers what came of the call, as its [state](crate::life::QuestionState)
+    /// says: a decision not carried out yet is carried out now, by `call`
+    /// with the id (it runs once, edited, or is denied); one carried out
+    /// elsewhere (another replica, a task, the host) is answered as it came
+    /// (`replayed: true`), or joined while it runs; an expired question is
+    /// `CONFIRMATION_EXPIRED`. Still open at `until_ms`, the answer is the
+    /// question again (`CONFIRMATION_REQUIRED` with the same id, and the
+    /// signatures it has), and nothing is taken: the host's bringing the id
+    /// is never mistaken for an approval. Never `CONFIRMATION_REQUIRED` for
+    /// a question that was decided, and never a second run.
+    pub async fn wait_for_decision(&self, call: Call<'_>, id: &str, until_ms: u64) -> ToolResult {
+        if let Ok(Some(entry)) = crate::life::wait(&self.stages.store, id, until_ms).await
+            && entry.state(now_ms()).is_open()
+        {
+            let tool = entry.approval.tool.clone();
+            return self.stages.asked(&tool, &entry).await;
+        }
+        // Decided, carried out, expired, gone, or the store failed: the
+        // call with the id is answered as the question stands.
+        self.execute(call.approval(id)).await
+    }
+
     /// Records `answer` as the decision on the question `decision` names
     /// (as [`life`] allows it), takes the question, carries out what is
     /// recorded on it, and audits the decision.
@@ -185,21 +211,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         answer: &Answer<'_>,
         note: &str,
     ) -> Stage<ToolResult> {
-        let (approved, note) = match &pending.decision {
-            Some(recorded) => (recorded.approved, recorded.note.clone()),
-            None => (
-                !matches!(answer, Answer::Deny | Answer::Happened),
-                note.to_owned(),
-            ),
+        let (verdict, note) = match &pending.decision {
+            Some(recorded) => (Verdict::of(pending.kind(), recorded), recorded.note.clone()),
+            None => (answer.verdict(), note.to_owned()),
         };
-        match (QuestionKind::of(&pending), approved) {
-            (QuestionKind::Approval, false) => Err(self.stages.denied(pending.tool.clone(), &note)),
-            // Of a question about an unknown outcome, a "no" says the
-            // earlier attempt took effect.
-            (QuestionKind::InDoubt, false) => {
-                self.happened_by_person(decision, caller, &pending).await
-            }
-            (_, true) => self.approved(decision, caller, pending).await,
+        match verdict {
+            Verdict::Happened => self.happened_by_person(decision, caller, &pending).await,
+            Verdict::Deny => Err(self.stages.denied(pending.tool.clone(), &note)),
+            _ => self.approved(decision, caller, pending).await,
         }
     }
 
@@ -229,6 +248,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             caller: caller.id(),
             tool: decision.tool,
             digest: None,
+            requester: Requester::Anyone,
         };
         let tool_hint = decision.tool.unwrap_or(UNKNOWN_APPROVAL_TOOL);
         let about_id = Details::approval(decision.id);
@@ -255,9 +275,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     let result = match then(pending.clone()).await {
                         Ok(result) | Err(result) => result,
                     };
-                    if pending.decision.is_some() {
-                        self.stages.settle_or_give_back(decision.id, &result).await;
-                    }
+                    // (An undecided question the host approved by its id
+                    // keeps nothing: the store ignores both.)
+                    self.stages.settle_or_give_back(decision.id, &result).await;
                     (Some(pending), result)
                 }
                 Ok(TakeApproval::Expired) => (
@@ -324,6 +344,7 @@ impl<St: Store> Stages<St> {
             caller: caller.id(),
             tool: decision.tool,
             digest: None,
+            requester: Requester::Anyone,
         };
         let answerer = match decision.client {
             Some(allowed_here) => Answerer::Client {
@@ -342,7 +363,7 @@ impl<St: Store> Stages<St> {
             &answerer,
             answer,
             note,
-            now_ms(),
+            life::Moment::new(now_ms(), self.settings.denial_ttl),
         )
         .await
         {
@@ -361,9 +382,8 @@ impl<St: Store> Stages<St> {
                 Err(waiting)
             }
             Ok(_) | Err(Refusal::Closed | Refusal::Unknown) => Ok(()),
-            Err(
-                refusal @ (Refusal::WrongKind(_) | Refusal::NotPermitted(_) | Refusal::Controls(_)),
-            ) => {
+            Err(Refusal::Store(error)) => Err(self.store_unavailable(tool, &error)),
+            Err(refusal) => {
                 let why = refusal.to_string();
                 Err(self.fail_with(
                     Failure::AnswerRefused,
@@ -375,7 +395,6 @@ impl<St: Store> Stages<St> {
                     Map::new(),
                 ))
             }
-            Err(Refusal::Store(error)) => Err(self.store_unavailable(tool, &error)),
         }
     }
 
@@ -394,16 +413,21 @@ impl<St: Store> Stages<St> {
             Ok(entry) => entry,
             Err(error) => return self.store_unavailable(tool, &error),
         };
-        match entry {
-            Some(entry) if entry.used_ms.is_some() && binding.matches(&entry.approval) => {
-                match entry.result.and_then(|came| came.answer) {
-                    Some(mut answer) => {
-                        answer.replayed = true;
-                        answer
-                    }
-                    None => self.fail(Failure::CallInProgress, entry.approval.tool),
+        let now = now_ms();
+        match entry
+            .filter(|entry| binding.matches(&entry.approval))
+            .map(|entry| {
+                let tool = entry.approval.tool.clone();
+                (entry.state(now), tool)
+            }) {
+            Some((QuestionState::Done(_, came), tool)) => match came.answer {
+                Some(mut answer) => {
+                    answer.replayed = true;
+                    answer
                 }
-            }
+                None => self.fail(Failure::CallInProgress, tool),
+            },
+            Some((QuestionState::Running(_), tool)) => self.fail(Failure::CallInProgress, tool),
             _ => self.fail_with(
                 Failure::ConfirmationInvalid,
                 tool.to_owned(),

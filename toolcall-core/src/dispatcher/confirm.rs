@@ -8,10 +8,12 @@ use super::arguments::Prepared;
 use super::messages::{Details, Failure};
 use super::stages::{Approval, Stage, Stages};
 use crate::canonical::digest;
-use crate::life::{self, Answerers, QuestionKind};
+use crate::life::{Answerers, QuestionKind, QuestionState, Verdict};
 use crate::policy::Caller;
+use crate::result::ToolResult;
 use crate::store::{
-    AskApproval, Binding, OpenBounds, PendingApproval, Store, TakeApproval, now_ms,
+    ApprovalEntry, AskApproval, Binding, OpenBounds, PendingApproval, Requester, Store,
+    TakeApproval, now_ms,
 };
 
 impl<St: Store> Stages<St> {
@@ -28,11 +30,13 @@ impl<St: Store> Stages<St> {
         match approval {
             Approval::Given | Approval::InDoubt => Ok(()),
             Approval::Id(id) => {
+                let requester = requester_of(prepared.caller);
                 let binding = Binding {
                     session: prepared.session,
                     caller: prepared.caller.id(),
                     tool: Some(name),
                     digest: Some(&digest),
+                    requester: Requester::Only(requester.as_deref()),
                 };
                 // A question several people must approve is never taken up
                 // undecided: it waits for their signatures.
@@ -48,31 +52,24 @@ impl<St: Store> Stages<St> {
                     // A decision recorded meanwhile is honoured: a denial
                     // stops the call; edits are the person's call, not this
                     // one, so this one does not run.
-                    TakeApproval::Taken(taken) => match taken.decision {
-                        Some(recorded) if !recorded.approved => {
-                            Err(self.denied(name, &recorded.note))
+                    TakeApproval::Taken(taken) => {
+                        let kind = taken.kind();
+                        match taken.decision {
+                            Some(recorded) => match Verdict::of(kind, &recorded) {
+                                Verdict::Deny => Err(self.denied(name, &recorded.note)),
+                                Verdict::Edit(_) => Err(self.invalid(name, id)),
+                                _ => Ok(()),
+                            },
+                            None => Ok(()),
                         }
-                        Some(recorded) if recorded.edited_arguments.is_some() => Err(self
-                            .fail_with(
-                                Failure::ConfirmationInvalid,
-                                name,
-                                &Details::approval(id),
-                                Map::new(),
-                            )),
-                        _ => Ok(()),
-                    },
+                    }
                     TakeApproval::Expired => Err(self.fail_with(
                         Failure::ConfirmationExpired,
                         name,
                         &Details::approval(id),
                         Map::new(),
                     )),
-                    _ => Err(self.fail_with(
-                        Failure::ConfirmationInvalid,
-                        name,
-                        &Details::approval(id),
-                        Map::new(),
-                    )),
+                    _ => Err(self.invalid(name, id)),
                 }
             }
             Approval::None => {
@@ -101,6 +98,7 @@ impl<St: Store> Stages<St> {
                 let bounds = OpenBounds {
                     conversation: self.settings.max_pending_approvals,
                     caller: self.settings.max_pending_per_caller,
+                    requester: self.settings.max_pending_per_principal,
                 };
                 // One question per call: an identical call asked again
                 // (a client that cannot bring the id back retries) is
@@ -110,90 +108,102 @@ impl<St: Store> Stages<St> {
                     .ask_approval(&pending, bounds)
                     .await
                     .map_err(store_error)?;
-                let pending = match asked {
-                    AskApproval::Existing(entry) => entry.approval,
+                let limited = |failure, limit: usize| {
+                    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+                    self.fail_with(
+                        failure,
+                        name,
+                        &Details {
+                            limit_value: Some(limit),
+                            ..Details::default()
+                        },
+                        Map::new(),
+                    )
+                };
+                let entry = match asked {
+                    AskApproval::Existing(entry) => entry,
                     AskApproval::Full { .. } => {
-                        let limit =
-                            i64::try_from(self.settings.max_pending_approvals).unwrap_or(i64::MAX);
-                        return Err(self.fail_with(
+                        return Err(limited(
                             Failure::PendingLimit,
-                            name,
-                            &Details {
-                                limit_value: Some(limit),
-                                ..Details::default()
-                            },
-                            Map::new(),
+                            self.settings.max_pending_approvals,
                         ));
                     }
                     AskApproval::CallerFull { .. } => {
-                        let limit =
-                            i64::try_from(self.settings.max_pending_per_caller).unwrap_or(i64::MAX);
-                        return Err(self.fail_with(
+                        return Err(limited(
                             Failure::CallerPendingLimit,
-                            name,
-                            &Details {
-                                limit_value: Some(limit),
-                                ..Details::default()
-                            },
-                            Map::new(),
+                            self.settings.max_pending_per_caller,
+                        ));
+                    }
+                    AskApproval::RequesterFull { .. } => {
+                        return Err(limited(
+                            Failure::PrincipalPendingLimit,
+                            self.settings.max_pending_per_principal,
                         ));
                     }
                     _ => {
                         crate::crash::point(crate::crash::AWAITING_APPROVAL);
-                        pending
+                        ApprovalEntry {
+                            approval: pending,
+                            used_ms: None,
+                            result: None,
+                        }
                     }
                 };
-                let mut data = Map::new();
-                data.insert("pending".into(), pending.arguments);
-                add_stored_reason(&mut data, pending.reason, pending.tainted);
-                let mut asked = self.fail_with(
-                    Failure::ConfirmationRequired,
-                    name,
-                    &Details::default(),
-                    data,
-                );
-                asked.confirmation_id = Some(pending.id);
-                Err(asked)
+                Err(self.asked(name, &entry).await)
             }
         }
     }
 }
 
 impl<St: Store> Stages<St> {
-    /// `CONFIRMATION_REQUIRED` (with `data.signatures` and `data.needed`)
-    /// while the question `id`, which several people must approve, is not
-    /// decided; `Ok` once it is (or when it is no such question: the take
-    /// refuses it).
-    async fn awaiting_signatures(&self, id: &str, name: &'static str) -> Stage<()> {
-        let store_error = |error| self.store_unavailable(name, &error);
-        let entry = self.store.approval(id).await.map_err(store_error)?;
-        if entry.is_none_or(|entry| entry.approval.decision.is_some()) {
-            return Ok(());
-        }
-        let signatures = self.store.signatures(id).await.map_err(store_error)?;
+    /// `CONFIRMATION_REQUIRED` of the open question `entry`: its id, the
+    /// arguments a person is shown (`data.pending`), why it asks
+    /// (`data.reason`, `data.tainted`) and, of a question several people
+    /// must approve, where it stands (`data.needed`, `data.signatures`,
+    /// `data.signed_by`). Every path that answers "a person must decide"
+    /// answers this.
+    pub(super) async fn asked(&self, name: &str, entry: &ApprovalEntry) -> ToolResult {
+        let question = &entry.approval;
         let mut data = Map::new();
-        data.insert("signatures".into(), Value::from(signatures.len()));
-        data.insert(
-            "signed_by".into(),
-            Value::Array(
-                signatures
-                    .into_iter()
-                    .map(|signature| Value::from(signature.by))
-                    .collect(),
-            ),
-        );
-        data.insert(
-            "needed".into(),
-            Value::from(self.held_controls().people_needed(name)),
-        );
-        let mut waiting = self.fail_with(
+        data.insert("pending".into(), question.arguments.clone());
+        add_stored_reason(&mut data, question.reason.clone(), question.tainted.clone());
+        let needed = self.people_needed(question);
+        if needed > 1 {
+            let signed_by: Vec<String> = match self.store.signatures(&question.id).await {
+                Ok(signatures) => signatures.into_iter().map(|s| s.by).collect(),
+                Err(error) => return self.store_unavailable(name, &error),
+            };
+            add_signing(&mut data, &signed_by, needed);
+        }
+        let mut asked = self.fail_with(
             Failure::ConfirmationRequired,
-            name,
+            name.to_owned(),
             &Details::default(),
             data,
         );
-        waiting.confirmation_id = Some(id.to_owned());
-        Err(waiting)
+        asked.confirmation_id = Some(question.id.clone());
+        asked
+    }
+
+    /// How many distinct people must approve `question`: as many as it was
+    /// asked of, or as the operators' controls say now, whichever is more.
+    pub(super) fn people_needed(&self, question: &PendingApproval) -> u32 {
+        self.held_controls()
+            .people_needed(&question.tool)
+            .max(question.answerers.people_needed())
+    }
+}
+
+impl<St: Store> Stages<St> {
+    /// `CONFIRMATION_REQUIRED` while the question `id`, which several people
+    /// must approve, is open; `Ok` once it is not (or when it is no such
+    /// question: the take refuses it).
+    async fn awaiting_signatures(&self, id: &str, name: &'static str) -> Stage<()> {
+        let store_error = |error| self.store_unavailable(name, &error);
+        match self.store.approval(id).await.map_err(store_error)? {
+            Some(entry) if entry.state(now_ms()).is_open() => Err(self.asked(name, &entry).await),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -215,63 +225,83 @@ impl<St: Store> Stages<St> {
             Approval::Id(id) => id,
         };
         let digest = digest(prepared.arguments);
+        let requester = requester_of(prepared.caller);
         let binding = Binding {
             session: prepared.session,
             caller: prepared.caller.id(),
             tool: Some(name),
             digest: Some(&digest),
+            requester: Requester::Only(requester.as_deref()),
         };
         let entry = self
             .store
             .approval(id)
             .await
-            .map_err(|error| self.store_unavailable(name, &error))?;
+            .map_err(|error| self.store_unavailable(name, &error))?
+            .filter(|entry| {
+                binding.matches(&entry.approval) && entry.approval.kind() == QuestionKind::Approval
+            });
         let now = now_ms();
-        let failure = match entry {
-            Some(entry)
-                if binding.matches(&entry.approval)
-                    && QuestionKind::of(&entry.approval) == QuestionKind::Approval =>
-            {
-                if entry.used_ms.is_some() {
-                    // Carried out already: a denial still answers; an
-                    // approval goes on as the call it was (its key replays
-                    // it); an edit is the person's call, not this one.
-                    match &entry.approval.decision {
-                        Some(recorded) if life::lasts(&entry, now) && !recorded.approved => {
-                            return Err(self.denied(name, &recorded.note));
-                        }
-                        Some(recorded) if recorded.edited_arguments.is_some() => {
-                            Failure::ConfirmationInvalid
-                        }
-                        _ if entry.approval.expires_ms <= now => Failure::ConfirmationInvalid,
-                        _ => return Ok(false),
-                    }
-                } else if entry.approval.expires_ms <= now {
-                    Failure::ConfirmationExpired
-                } else {
-                    match &entry.approval.decision {
-                        Some(recorded) if !recorded.approved => {
-                            return Err(self.denied(name, &recorded.note));
-                        }
-                        Some(recorded) if recorded.edited_arguments.is_some() => {
-                            Failure::ConfirmationInvalid
-                        }
-                        // Only a person's decision approves where the host
-                        // may not: the real call would be asked about
-                        // again, and wait.
-                        None if self.settings.approvals == Approvals::Inbox
-                            || !entry.approval.answerers.host() =>
-                        {
-                            return Ok(true);
-                        }
-                        _ => return Ok(false),
-                    }
-                }
-            }
-            _ => Failure::ConfirmationInvalid,
+        let Some(entry) = entry else {
+            return Err(self.invalid(name, id));
         };
-        Err(self.fail_with(failure, name, &Details::approval(id), Map::new()))
+        if let Some(Verdict::Deny) = entry.standing(now) {
+            let note = entry.approval.decision.map(|d| d.note).unwrap_or_default();
+            return Err(self.denied(name, &note));
+        }
+        match entry.state(now) {
+            // An edit is the person's call, not this one.
+            QuestionState::Decided(Verdict::Edit(_))
+            | QuestionState::Running(Verdict::Edit(_))
+            | QuestionState::Done(Verdict::Edit(_), _) => Err(self.invalid(name, id)),
+            QuestionState::Expired => Err(self.fail_with(
+                Failure::ConfirmationExpired,
+                name,
+                &Details::approval(id),
+                Map::new(),
+            )),
+            // Only a person's decision approves where the host may not:
+            // the real call would be asked about again, and wait.
+            state if state.is_open() => {
+                Ok(self.settings.approvals == Approvals::Inbox || !entry.approval.answerers.host())
+            }
+            // Decided, or carried out already: it goes on as the approved
+            // call it was (its key replays it).
+            _ => Ok(false),
+        }
     }
+
+    /// `CONFIRMATION_INVALID`, naming the question `id`.
+    pub(super) fn invalid(&self, name: &str, id: &str) -> ToolResult {
+        self.fail_with(
+            Failure::ConfirmationInvalid,
+            name.to_owned(),
+            &Details::approval(id),
+            Map::new(),
+        )
+    }
+}
+
+/// Who made a call, as its questions are bound to: the principal behind its
+/// caller, if one is.
+pub(super) fn requester_of(caller: &Caller) -> Option<String> {
+    caller.principal().map(crate::Principal::requester)
+}
+
+/// `data.needed`, `data.signatures` and `data.signed_by` of a question that
+/// `needed` people must approve, `signed_by` of whom have.
+pub(super) fn add_signing(data: &mut Map<String, Value>, signed_by: &[String], needed: u32) {
+    data.insert("needed".into(), Value::from(needed));
+    data.insert("signatures".into(), Value::from(signed_by.len()));
+    data.insert(
+        "signed_by".into(),
+        Value::Array(
+            signed_by
+                .iter()
+                .map(|by| Value::from(by.as_str()))
+                .collect(),
+        ),
+    );
 }
 
 /// What stage 7 needs of a call (borrowing nothing that is not `Sync`, so

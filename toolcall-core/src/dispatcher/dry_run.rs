@@ -84,13 +84,7 @@ pub(super) fn would_go_on(
     if let Some(preview) = preview {
         data.insert("preview".into(), preview);
     }
-    ToolResult {
-        ok: true,
-        code: Code::DryRun,
-        message,
-        data: data.into(),
-        ..ToolResult::success(name, Map::new())
-    }
+    dry(name, message, data)
 }
 
 /// A dry run's answer for a call whose earlier attempt's outcome is unknown
@@ -116,13 +110,7 @@ pub(super) fn would_settle(name: &'static str, arguments: &Value, happened: bool
         )
     };
     data.insert("arguments".into(), arguments.clone());
-    ToolResult {
-        ok: true,
-        code: Code::DryRun,
-        message,
-        data: data.into(),
-        ..ToolResult::success(name, Map::new())
-    }
+    dry(name, message, data)
 }
 
 /// A dry run's answer where the real call would be refused: `DRY_RUN`,
@@ -145,14 +133,17 @@ pub(super) fn would_be_refused(
     if let Some(arguments) = arguments {
         data.insert("arguments".into(), arguments.clone());
     }
-    ToolResult {
-        ok: true,
-        code: Code::DryRun,
-        message: format!(
-            "Dry run: {name} would be refused ({}): {} Nothing was done.",
-            refused.code, refused.message
-        ),
-        data: data.into(),
-        ..ToolResult::success(name, Map::new())
-    }
+    let message = format!(
+        "Dry run: {name} would be refused ({}): {} Nothing was done.",
+        refused.code, refused.message
+    );
+    dry(name, message, data)
+}
+
+/// A dry run's answer: `DRY_RUN`, ok, with `message` and `data`.
+fn dry(name: &'static str, message: String, data: Map<String, Value>) -> ToolResult {
+    let mut answer = ToolResult::success(name, data);
+    answer.code = Code::DryRun;
+    answer.message = message;
+    answer
 }

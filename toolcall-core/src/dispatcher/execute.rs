@@ -20,12 +20,12 @@ use super::stages::{HeldLock, Stage, Stages};
 use crate::args::Members;
 use crate::canonical::digest;
 use crate::error::ToolError;
-use crate::life::{AfterUnknown, Answerers, Backend, after_unknown};
+use crate::life::{AfterUnknown, Answerers, Backend, QuestionState, Verdict, after_unknown};
 use crate::policy::Caller;
 use crate::result::{Code, Data, ToolResult};
 use crate::store::{
-    AskApproval, Binding, Claim, Key, OpenBounds, PendingApproval, RecordedOutcome, Store,
-    StoreError, TakeApproval, now_ms,
+    AskApproval, Binding, Claim, Key, OpenBounds, PendingApproval, RecordedOutcome, Requester,
+    Store, StoreError, TakeApproval, now_ms,
 };
 use crate::tool::{CallContext, ToolSpec, Validated};
 
@@ -253,11 +253,14 @@ impl<St: Store> Stages<St> {
             Err(answer) => return Settled::Answer(Err(answer)),
         };
         let digest = digest(arguments);
+        // A question about an unknown outcome is the key's, whoever made
+        // the identical call: one question for one outcome.
         let binding = Binding {
             session: call.session,
             caller: call.caller.id(),
             tool: Some(name),
             digest: Some(&digest),
+            requester: Requester::Anyone,
         };
         let now = now_ms();
         let found = match self
@@ -268,32 +271,39 @@ impl<St: Store> Stages<St> {
             Ok(found) => found,
             Err(error) => return Settled::Answer(Err(self.store_unavailable(name, &error))),
         };
-        match found {
-            // Its settlement was carried out, and the run it allowed is in
-            // doubt again: a new question.
-            Some(entry) if entry.used_ms.is_some() => {
-                Settled::Answer(Err(self.ask_settlement(call).await))
-            }
-            Some(entry) if entry.approval.decision.is_some() => {
+        let Some(entry) = found else {
+            return Settled::Answer(Err(self.ask_settlement(call).await));
+        };
+        match entry.state(now) {
+            QuestionState::Decided(_) => {
                 let id = entry.approval.id;
                 match self.store.take_approval(&id, &binding, now).await {
                     Err(error) => Settled::Answer(Err(self.store_unavailable(name, &error))),
-                    Ok(TakeApproval::Taken(taken)) => match taken.decision {
-                        Some(decision) if decision.approved => Settled::Run(Some(id)),
-                        Some(decision) => {
-                            let answer = self.happened(call, &decision.by).await;
-                            let (Ok(result) | Err(result)) = &answer;
-                            self.settle(&id, result).await;
-                            Settled::Answer(answer)
+                    Ok(TakeApproval::Taken(taken)) => {
+                        let kind = taken.kind();
+                        match taken.decision {
+                            Some(decision) => match crate::life::Verdict::of(kind, &decision) {
+                                Verdict::NotHappened => Settled::Run(Some(id)),
+                                _ => {
+                                    let answer = self.happened(call, &decision.by).await;
+                                    let (Ok(result) | Err(result)) = &answer;
+                                    self.settle(&id, result).await;
+                                    Settled::Answer(answer)
+                                }
+                            },
+                            None => Settled::Answer(Err(self.ask_settlement(call).await)),
                         }
-                        None => Settled::Answer(Err(self.ask_settlement(call).await)),
-                    },
-                    // Taken by an identical call meanwhile, or expired: ask.
+                    }
+                    // Taken by an identical call meanwhile: ask.
                     Ok(_) => Settled::Answer(Err(self.ask_settlement(call).await)),
                 }
             }
-            Some(entry) => Settled::Answer(Err(self.awaiting_settlement(call, &entry.approval.id))),
-            None => Settled::Answer(Err(self.ask_settlement(call).await)),
+            QuestionState::Open | QuestionState::Signing { .. } => {
+                Settled::Answer(Err(self.awaiting_settlement(call, &entry.approval.id)))
+            }
+            // Its settlement was carried out, and the run it allowed is in
+            // doubt again: a new question.
+            _ => Settled::Answer(Err(self.ask_settlement(call).await)),
         }
     }
 
@@ -304,21 +314,25 @@ impl<St: Store> Stages<St> {
     pub(super) async fn settlement_of(&self, call: &Asked<'_>) -> Stage<Option<bool>> {
         let name = call.spec.name();
         let digest = digest(self.arguments_of(call)?);
+        // A question about an unknown outcome is the key's, whoever made
+        // the identical call: one question for one outcome.
         let binding = Binding {
             session: call.session,
             caller: call.caller.id(),
             tool: Some(name),
             digest: Some(&digest),
+            requester: Requester::Anyone,
         };
         let found = self
             .store
             .find_approval(&binding, Some(IN_DOUBT), now_ms())
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
-        Ok(found
-            .filter(|entry| entry.used_ms.is_none())
-            .and_then(|entry| entry.approval.decision)
-            .map(|decision| !decision.approved))
+        let now = now_ms();
+        Ok(match found.map(|entry| entry.state(now)) {
+            Some(QuestionState::Decided(verdict)) => Some(verdict == Verdict::Happened),
+            _ => None,
+        })
     }
 
     /// A person said an earlier attempt of the call took effect: the key
@@ -361,8 +375,8 @@ impl<St: Store> Stages<St> {
     /// effect: a person's only, about these exact arguments.
     fn settlement_question(&self, call: &Asked<'_>) -> Stage<PendingApproval> {
         let arguments = self.arguments_of(call)?;
-        let created_ms = now_ms();
-        let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
+        // It never expires: the outcome stays unknown until a person
+        // settles it, and no answer may say "nothing ran" meanwhile.
         Ok(PendingApproval {
             id: super::ids::confirmation_id(),
             session: call.session.to_owned(),
@@ -371,8 +385,8 @@ impl<St: Store> Stages<St> {
             digest: digest(arguments),
             arguments: arguments.clone(),
             step: call.step,
-            created_ms,
-            expires_ms: created_ms.saturating_add(ttl),
+            created_ms: now_ms(),
+            expires_ms: crate::life::NEVER_MS,
             decision: None,
             reason: Some(IN_DOUBT.to_owned()),
             tainted: Vec::new(),

@@ -6,51 +6,55 @@ use serde_json::{Map, Value};
 
 use super::Approvals;
 use super::arguments::Prepared;
+use super::confirm::requester_of;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
 use crate::canonical::digest;
-use crate::life::{self, Answer, Answerer, QuestionKind};
+use crate::life::{self, Answer, Answerer, QuestionKind, QuestionState, Verdict};
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Store, TakeApproval, now_ms,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Requester, Store, TakeApproval,
+    now_ms,
 };
 
-/// What the store says of the approval a call brings.
+/// What the store says of the question a call brings the id of.
 pub(super) enum Found {
     /// Nobody decided it and the host may approve it by bringing its id
-    /// ([`Approvals::Host`], and the question allows the host), or it
-    /// expired: stage 7 takes it as it always has.
+    /// ([`Approvals::Host`], and the question allows the host): stage 7
+    /// takes it as it always has.
     Undecided,
-    /// A decision on it is to be carried out: a person's, used up now
-    /// (`fresh`), or one carried out before that still answers an identical
-    /// call (a denial, an edit: [`life::lasts`]).
+    /// A decision on it is to be carried out: one used up now (`fresh`), or
+    /// one carried out before that still answers an identical call (a
+    /// denial, an edit within its period: [`ApprovalEntry::standing`]).
     Decided {
         decision: ApprovalDecision,
+        verdict: Verdict,
         fresh: bool,
     },
     /// An approval of this exact call that another call already took and
-    /// carries out (or did): the call goes on as approved, under its key,
-    /// which runs it at most once (an identical call completed replays, one
-    /// in flight is waited for). `unsettled`: nothing came of it in the
-    /// store yet (the call that took it died, say), which this call's
-    /// answer records once it is final.
+    /// carries out: the call goes on as approved, under its key, which runs
+    /// it at most once (an identical call completed replays, one in flight
+    /// is waited for). `unsettled`: nothing came of it in the store yet
+    /// (the call that took it died, say), which this call's answer records
+    /// once it is final.
     Taken { unsettled: bool },
 }
 
 impl<St: Store> Stages<St> {
-    /// Looks up the approval `id` for this exact call, and what the call
-    /// may do with it, as [`life`] says: a decided one is taken (once); one
-    /// a decision already carried out still answers with that decision (a
-    /// denial, an edit) or goes on as the approved call it was (the key
-    /// runs it once); an undecided one goes to stage 7 in host mode where
-    /// the question lets the host approve, and is otherwise asked about
-    /// again under the same id, unused. A question about an unknown
-    /// outcome is never an approval: `CONFIRMATION_INVALID`, and so is an id
-    /// asked for another call (in host mode, that is left to stage 7,
-    /// which refuses it the same way after the check and the policy).
-    /// (It borrows the call's parts, not the prepared call, which is not
-    /// `Sync`, so that the pipeline's future stays `Send`.)
+    /// Looks up the question `id` of this exact call and requester, and
+    /// what the call may do with it, by its [state](ApprovalEntry::state):
+    /// open, it is asked again under the same id (or, in host mode where
+    /// the question lets the host approve, stage 7 takes it); decided, the
+    /// decision is taken (once) and carried out; carried out, a denial or
+    /// an edit still answers within its period, what came of it is
+    /// answered again (replayed), and a call still running is joined under
+    /// its key; expired, `CONFIRMATION_EXPIRED`. A question about an
+    /// unknown outcome is never an approval; an id of another call or
+    /// requester is `CONFIRMATION_INVALID` (in host mode, that is left to
+    /// stage 7, which refuses it the same way after the check and the
+    /// policy). (It borrows the call's parts, not the prepared call, which
+    /// is not `Sync`, so that the pipeline's future stays `Send`.)
     pub(super) async fn find_decision(
         &self,
         id: &str,
@@ -60,19 +64,13 @@ impl<St: Store> Stages<St> {
         caller: &Caller,
     ) -> Stage<Found> {
         let digest = digest(arguments);
+        let requester = requester_of(caller);
         let binding = Binding {
             session,
             caller: caller.id(),
             tool: Some(name),
             digest: Some(&digest),
-        };
-        let invalid = || {
-            self.fail_with(
-                Failure::ConfirmationInvalid,
-                name,
-                &Details::approval(id),
-                Map::new(),
-            )
+            requester: Requester::Only(requester.as_deref()),
         };
         let entry = self
             .store
@@ -86,10 +84,10 @@ impl<St: Store> Stages<St> {
             return if host {
                 Ok(Found::Undecided)
             } else {
-                Err(invalid())
+                Err(self.invalid(name, id))
             };
         };
-        if QuestionKind::of(&entry.approval) == QuestionKind::InDoubt {
+        if entry.approval.kind() == QuestionKind::InDoubt {
             let refused = life::Refusal::WrongKind(QuestionKind::InDoubt).to_string();
             return Err(self.fail_with(
                 Failure::AnswerRefused,
@@ -102,59 +100,75 @@ impl<St: Store> Stages<St> {
             ));
         }
         let now = now_ms();
-        if entry.used_ms.is_some() {
-            return Ok(match entry.approval.decision {
-                Some(decision) if life::lasts(&entry, now) => Found::Decided {
-                    decision,
-                    fresh: false,
-                },
-                // Its time is over: what an identical call gets now is its
-                // key's (a replay), or a new question.
-                _ if entry.approval.expires_ms <= now => return Err(invalid()),
-                _ => Found::Taken {
-                    unsettled: entry.result.is_none(),
-                },
-            });
-        }
-        if entry.approval.decision.is_none() {
-            if entry.approval.expires_ms <= now
-                || (host
-                    && life::may_answer(&entry, &Answerer::Host, &Answer::Approve, now).is_ok())
-            {
-                return Ok(Found::Undecided);
+        let carried = |entry: &ApprovalEntry| {
+            let verdict = entry.standing(now)?;
+            let decision = entry.approval.decision.clone()?;
+            Some(Found::Decided {
+                decision,
+                verdict,
+                fresh: false,
+            })
+        };
+        match entry.state(now) {
+            QuestionState::Open | QuestionState::Signing { .. } => {
+                if host && life::may_answer(&entry, &Answerer::Host, &Answer::Approve, now).is_ok()
+                {
+                    Ok(Found::Undecided)
+                } else {
+                    Err(self.asked(name, &entry).await)
+                }
             }
-            // Still undecided: the same question, under the same id.
-            let mut data = Map::new();
-            data.insert("pending".into(), entry.approval.arguments);
-            let mut asked = self.fail_with(
-                Failure::ConfirmationRequired,
-                name,
-                &Details::default(),
-                data,
-            );
-            asked.confirmation_id = Some(id.to_owned());
-            return Err(asked);
+            QuestionState::Expired => {
+                let expired = self.expired(name, id);
+                self.settle(id, &expired).await;
+                Err(expired)
+            }
+            QuestionState::Decided(_) => self.take_decided(id, name, &binding, now).await,
+            // A denial or an edit carried out before still answers.
+            _ if carried(&entry).is_some() => Ok(carried(&entry).unwrap_or(Found::Undecided)),
+            // What came of it is answered again, never asked anew.
+            QuestionState::Done(_, came) if came.answer.is_some() => {
+                let mut answer = came.answer.unwrap_or_else(|| unreachable!());
+                answer.replayed = true;
+                Err(answer)
+            }
+            // Running (or done before its answer was kept): joined under
+            // its key while the question lasts.
+            _ if entry.joinable(now) => Ok(Found::Taken {
+                unsettled: !matches!(entry.state(now), QuestionState::Done(..)),
+            }),
+            _ => Err(self.invalid(name, id)),
         }
+    }
+
+    /// Takes the decided question `id`, once: its decision, fresh; or, taken
+    /// by an identical call meanwhile, that call's.
+    async fn take_decided(
+        &self,
+        id: &str,
+        name: &'static str,
+        binding: &Binding<'_>,
+        now: u64,
+    ) -> Stage<Found> {
         match self
             .store
-            .take_approval(id, &binding, now)
+            .take_approval(id, binding, now)
             .await
             .map_err(|error| self.store_unavailable(name, &error))?
         {
-            TakeApproval::Taken(taken) => match taken.decision {
-                Some(decision) => Ok(Found::Decided {
-                    decision,
-                    fresh: true,
-                }),
-                None => Err(invalid()),
-            },
+            TakeApproval::Taken(taken) => {
+                let kind = taken.kind();
+                match taken.decision {
+                    Some(decision) => Ok(Found::Decided {
+                        verdict: Verdict::of(kind, &decision),
+                        decision,
+                        fresh: true,
+                    }),
+                    None => Err(self.invalid(name, id)),
+                }
+            }
             TakeApproval::Expired => {
-                let expired = self.fail_with(
-                    Failure::ConfirmationExpired,
-                    name,
-                    &Details::approval(id),
-                    Map::new(),
-                );
+                let expired = self.expired(name, id);
                 self.settle(id, &expired).await;
                 Err(expired)
             }
@@ -163,12 +177,22 @@ impl<St: Store> Stages<St> {
         }
     }
 
-    /// An approval id brought by a call that needs no person's approval:
+    /// `CONFIRMATION_EXPIRED`, naming the question `id`.
+    pub(super) fn expired(&self, name: &str, id: &str) -> ToolResult {
+        self.fail_with(
+            Failure::ConfirmationExpired,
+            name.to_owned(),
+            &Details::approval(id),
+            Map::new(),
+        )
+    }
+
+    /// A question id brought by a call that needs no person's approval:
     /// refused (`CONFIRMATION_INVALID`, nothing done) unless it names an
-    /// approval asked for this exact call. An id is never ignored: a call
-    /// that brings another's is not the call the host thinks it is.
-    /// (It borrows the call's parts, not the prepared call, which is not
-    /// `Sync`.)
+    /// approval asked for this exact call by this requester. An id is never
+    /// ignored: a call that brings another's is not the call the host
+    /// thinks it is. (It borrows the call's parts, not the prepared call,
+    /// which is not `Sync`.)
     pub(super) async fn own_approval(
         &self,
         id: &str,
@@ -178,25 +202,22 @@ impl<St: Store> Stages<St> {
         caller: &Caller,
     ) -> Stage<()> {
         let digest = digest(arguments);
+        let requester = requester_of(caller);
         let binding = Binding {
             session,
             caller: caller.id(),
             tool: Some(name),
             digest: Some(&digest),
+            requester: Requester::Only(requester.as_deref()),
         };
         match self.store.approval(id).await {
             Ok(Some(entry))
                 if binding.matches(&entry.approval)
-                    && QuestionKind::of(&entry.approval) == QuestionKind::Approval =>
+                    && entry.approval.kind() == QuestionKind::Approval =>
             {
                 Ok(())
             }
-            Ok(_) => Err(self.fail_with(
-                Failure::ConfirmationInvalid,
-                name,
-                &Details::approval(id),
-                Map::new(),
-            )),
+            Ok(_) => Err(self.invalid(name, id)),
             Err(error) => Err(self.store_unavailable(name, &error)),
         }
     }
@@ -217,14 +238,14 @@ impl<St: Store> Stages<St> {
         self.fail_with(Failure::ConfirmationDenied, name, &details, Map::new())
     }
 
-    /// The id of an approval a person already decided for exactly this
-    /// call (its session, caller, tool, arguments and reason), unexpired:
-    /// unused, or carried out already with a decision that still answers
-    /// identical calls (a denial, an edit: [`life::lasts`]). What the call
-    /// carries out in place of a new question. With `confirmed` (the host
-    /// says a person approved), also the id of an open question of this
-    /// call that the host may not answer ([`life::may_answer`]): the call
-    /// is then that question again, not an approval.
+    /// The id of a question of exactly this call (its session, caller,
+    /// tool, arguments, reason and requester) that decides it: a denial (or
+    /// an edit) that stands ([`ApprovalEntry::standing`]), or a decision
+    /// not carried out yet. What the call carries out in place of a new
+    /// question. With `confirmed` (the host says a person approved), also
+    /// the id of an open question of this call that the host may not answer
+    /// ([`life::may_answer`]): the call is then that question again, not an
+    /// approval.
     ///
     /// With `denials_only` (a call in doubt, which passed its approval
     /// before), only a denial: a person who denied the call after an
@@ -237,11 +258,13 @@ impl<St: Store> Stages<St> {
     ) -> Stage<Option<String>> {
         let name = prepared.spec.name();
         let digest = digest(self.json(prepared)?);
+        let requester = requester_of(prepared.caller);
         let binding = crate::store::Binding {
             session: prepared.session,
             caller: prepared.caller.id(),
             tool: Some(name),
             digest: Some(&digest),
+            requester: Requester::Only(requester.as_deref()),
         };
         let reason = prepared
             .tainted
@@ -253,13 +276,7 @@ impl<St: Store> Stages<St> {
             .find_approval(&binding, reason, now)
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
-        let denial = |entry: &ApprovalEntry| {
-            entry
-                .approval
-                .decision
-                .as_ref()
-                .is_some_and(|decision| !decision.approved)
-        };
+        let denial = |entry: &ApprovalEntry| entry.standing(now) == Some(Verdict::Deny);
         if let Some(entry) = found.as_ref().filter(|entry| denial(entry)) {
             return Ok(Some(entry.approval.id.clone()));
         }
@@ -286,7 +303,7 @@ impl<St: Store> Stages<St> {
         // host may not answer is not answered by its `confirmed`.
         if confirmed
             && let Some(entry) = [&found, &denied].into_iter().flatten().find(|entry| {
-                entry.is_open(now)
+                entry.state(now).is_open()
                     && (self.settings.approvals != Approvals::Host
                         || life::may_answer(entry, &Answerer::Host, &Answer::Approve, now).is_err())
             })
@@ -295,8 +312,8 @@ impl<St: Store> Stages<St> {
         }
         Ok(found
             .filter(|entry| {
-                entry.approval.decision.is_some()
-                    && (entry.used_ms.is_none() || life::lasts(entry, now))
+                matches!(entry.state(now), QuestionState::Decided(_))
+                    || entry.standing(now).is_some()
             })
             .map(|entry| entry.approval.id))
     }

@@ -195,6 +195,15 @@ failures! {
         m.limit_value().map_or_else(|| "too many".to_owned(), |n| n.to_string()),
         m.tool(),
     );
+    /// `PENDING_LIMIT`: the principal behind the caller (a person or a
+    /// client mapped to it) already has as many calls waiting for a person
+    /// as it may, in all its conversations together.
+    PrincipalPendingLimit => PendingLimit, |m| format!(
+        "You already have {} call(s) waiting for a person. {} was not asked; wait for their \
+         decisions before asking for more.",
+        m.limit_value().map_or_else(|| "too many".to_owned(), |n| n.to_string()),
+        m.tool(),
+    );
     /// `CONFIRMATION_INVALID`: an answer the question does not take (an
     /// approval of a question about an unknown outcome, a settlement of an
     /// approval question, an answer by someone the question is not

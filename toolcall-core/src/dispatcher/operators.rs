@@ -182,10 +182,7 @@ impl<St: Store> Stages<St> {
             answerers: Answerers::new(false, false),
             principal: asking.caller.principal().cloned(),
         };
-        let bounds = OpenBounds {
-            conversation: usize::MAX,
-            caller: usize::MAX,
-        };
+        let bounds = OpenBounds::NONE;
         let id = match self
             .store
             .ask_approval(&pending, bounds)
@@ -206,6 +203,7 @@ impl<St: Store> Stages<St> {
             note: format!("approved by the rule `{rule}` of the operators' controls"),
             edited_arguments: None,
             decided_ms: created_ms,
+            lasts_until_ms: None,
         };
         match self
             .store

@@ -34,7 +34,7 @@ use super::audited::{self, AUDIT_CUT_ARGUMENTS, Called, call_span, in_span};
 use super::call::Call;
 use super::confirm::Asking;
 use super::dry_run;
-use super::execute::{Asked, Doubt, IN_DOUBT, JsonArguments, unprotected, while_renewing};
+use super::execute::{Asked, Doubt, JsonArguments, unprotected, while_renewing};
 use super::ids::shared_session;
 use super::inbox::{Found, mark_edited};
 use super::messages::{Details, Failure};
@@ -43,10 +43,11 @@ use super::taint::SessionTaint;
 use super::twins::Active;
 use crate::audit::{ArgumentProblem, Cut};
 use crate::echo::MAX_NAME_ECHO;
+use crate::life::{QuestionKind, Verdict};
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
-use crate::store::{ApprovalDecision, CallBegun, Key, PendingApproval, RecordedOutcome, Store};
+use crate::store::{CallBegun, Key, PendingApproval, RecordedOutcome, Store};
 use crate::tool::{CallContext, ToolSpec};
 
 /// What the pipeline notes of a call for its audit record, besides the
@@ -313,7 +314,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // a call a rate limit may count (a count cannot be taken back) read
         // them first.
         let held = self.stages.held_current();
-        let fresh = call.dry_run || !held.controls.rate_limits.is_empty();
+        // A call that brings a question's id carries out what was asked
+        // once, and counted then: it is not a new call for a rate limit.
+        let counted = call.approval.is_none();
+        let fresh = call.dry_run || (counted && !held.controls.rate_limits.is_empty());
         let current = if fresh {
             self.stages.controls(name).await?
         } else {
@@ -331,7 +335,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         let narrowed = controls.narrow(caller);
         let caller = narrowed.as_ref().unwrap_or(caller);
-        if spec.is_some() && caller.policy().allows(name) && !controls.rate_limits.is_empty() {
+        if counted
+            && spec.is_some()
+            && caller.policy().allows(name)
+            && !controls.rate_limits.is_empty()
+        {
             self.stages
                 .rate_limits(controls, name, caller.id(), call.dry_run)
                 .await?;
@@ -598,7 +606,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             )
             .await?;
         match found {
-            Found::Decided { decision, fresh } => {
+            Found::Decided {
+                decision,
+                verdict,
+                fresh,
+            } => {
                 // The decision runs as a call of its own, which takes its
                 // own locks.
                 self.stages
@@ -606,12 +618,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                     .await;
                 *carried = Some(Carried {
                     by: decision.by.clone(),
-                    edited: decision
-                        .edited_arguments
-                        .clone()
-                        .filter(|_| decision.approved),
+                    edited: match &verdict {
+                        Verdict::Edit(edited) => Some(edited.clone()),
+                        _ => None,
+                    },
                 });
-                self.carry_out(id, prepared, &decision, fresh).await
+                self.carry_out(id, prepared, &verdict, &decision.note, fresh)
+                    .await
             }
             Found::Undecided => {
                 prepared.lock = begun.lock.take();
@@ -817,18 +830,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         id: &str,
         prepared: &mut Prepared<'_>,
-        decision: &ApprovalDecision,
+        verdict: &Verdict,
+        note: &str,
         fresh: bool,
     ) -> Stage<ToolResult> {
         let name = prepared.spec.name();
-        let answer = if !decision.approved {
-            Err(self.stages.denied(name, &decision.note))
-        } else if let Some(edited) = &decision.edited_arguments {
-            let (session, caller, step) = (prepared.session, prepared.caller, prepared.step);
-            self.run_edited(prepared.spec, edited, session, caller, step)
-                .await
-        } else {
-            self.decide_and_run(prepared, Approval::Given).await
+        let answer = match verdict {
+            Verdict::Edit(edited) => {
+                let (session, caller, step) = (prepared.session, prepared.caller, prepared.step);
+                self.run_edited(prepared.spec, edited, session, caller, step)
+                    .await
+            }
+            verdict if verdict.runs() => self.decide_and_run(prepared, Approval::Given).await,
+            _ => Err(self.stages.denied(name, note)),
         };
         // Recorded once, by the call that used the decision up, when it is
         // what came of the call for good (an outcome still unknown is read
@@ -912,11 +926,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let caller = narrowed.as_ref().unwrap_or(caller);
         let spec = self.resolve(&pending.tool, caller.policy())?;
         let object = self.stages.pending_arguments(decision.id, &pending)?;
-        let edited = pending
+        let verdict = pending
             .decision
             .as_ref()
-            .and_then(|recorded| recorded.edited_arguments.as_ref());
-        if let Some(edited) = edited {
+            .map(|recorded| Verdict::of(pending.kind(), recorded));
+        if let Some(Verdict::Edit(edited)) = &verdict {
             // The model's arguments still pass validation.
             self.stages
                 .prepare(spec, object, decision.session, caller, pending.step, None)?;
@@ -935,7 +949,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         )?;
         // A question about an unknown outcome, approved: the person says
         // the earlier attempt did not take effect.
-        prepared.settled = pending.reason.as_deref() == Some(IN_DOUBT);
+        prepared.settled = pending.kind() == QuestionKind::InDoubt;
         self.run_approved(&mut prepared).await
     }
 

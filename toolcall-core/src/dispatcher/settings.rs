@@ -68,8 +68,15 @@ pub struct Settings {
     /// for their answer (see [`Dispatcher`]). A wait too long for the
     /// clock to express (`Duration::MAX`) has no deadline.
     pub claim_wait: Duration,
-    /// How long a person has to approve a high-risk call (default 15 min).
+    /// How long a person has to approve a high-risk call, and the call to
+    /// be carried out once approved (default 15 min). A question about an
+    /// unknown outcome never expires: it is a person's until settled.
     pub approval_ttl: Duration,
+    /// How long a denial (or an edit) answers the identical calls, counted
+    /// from the decision (default a day,
+    /// [`DENIAL_TTL`](crate::life::DENIAL_TTL)): the decision is final, and
+    /// the model is not let to ask the person again meanwhile.
+    pub denial_ttl: Duration,
     /// The conversation of calls that name none ([`Call::session`]);
     /// `None`, the default, refuses them with `CONVERSATION_REQUIRED`. An
     /// application with one conversation (a command line, a test) names it
@@ -86,6 +93,12 @@ pub struct Settings {
     /// question about an unknown outcome is never refused for either bound:
     /// it must reach a person.
     pub max_pending_per_caller: usize,
+    /// How many questions to a person one principal (the person or client
+    /// behind a caller, [`Caller::with_principal`](crate::Caller::with_principal))
+    /// may have open at once, in all its conversations together (default
+    /// 20): several principals mapped to one caller share its bound, and
+    /// none can fill it for the others.
+    pub max_pending_per_principal: usize,
     /// Whether callers that name the same conversation share it (default
     /// `false`). A call's identity always includes its caller: replays, the
     /// loop guard's counts, claims and questions to a person never cross
@@ -156,8 +169,10 @@ impl Default for Settings {
             timeout: None,
             claim_wait: Duration::from_secs(10),
             approval_ttl: Duration::from_secs(15 * 60),
+            denial_ttl: crate::life::DENIAL_TTL,
             max_pending_approvals: 20,
             max_pending_per_caller: 100,
+            max_pending_per_principal: 20,
             callers_share_conversations: false,
             default_session: None,
             claim_lease: Duration::from_secs(30),

@@ -14,17 +14,17 @@ use serde::{Deserialize, Serialize};
 /// a missing limit fails closed.
 ///
 /// A policy is checked against the tools when the dispatcher is built
-/// ([`DispatcherBuilder::build`](crate::DispatcherBuilder::build) for the
+/// (`DispatcherBuilder::build` for the
 /// default caller and those given to
-/// [`callers`](crate::DispatcherBuilder::callers),
-/// [`Dispatcher::check_caller`](crate::Dispatcher::check_caller) for any
+/// `callers`,
+/// `Dispatcher::check_caller` for any
 /// other): a tool on the allowlist that no tool is named, or a limit no tool
-/// declares, is a [`BuildError`](crate::BuildError) naming the closest real
+/// declares, is a `BuildError` naming the closest real
 /// name; an allowed tool whose declared limit the policy does not set is a
-/// [`BuildWarning`](crate::BuildWarning).
+/// `BuildWarning`.
 ///
 /// ```
-/// use toolcall_core::{Policy, Taint};
+/// use toolcall_ledger::{Policy, Taint};
 ///
 /// let support = Policy::new()
 ///     .allow(["get_order", "refund_order"])
@@ -82,6 +82,18 @@ impl Taint {
             Taint::Off => "off",
             Taint::Session => "session",
             Taint::Values => "values",
+        }
+    }
+}
+
+impl Taint {
+    /// How strict the level is: `off` (0) < `values` (1) < `session` (2).
+    /// The operators' controls may only make a caller's level stricter.
+    pub fn strictness(self) -> u8 {
+        match self {
+            Taint::Off => 0,
+            Taint::Values => 1,
+            Taint::Session => 2,
         }
     }
 }
@@ -146,18 +158,18 @@ impl Policy {
     /// arguments) of this read-only tool the caller may make before
     /// `LOOP_DETECTED`: for a status the model polls until it changes.
     /// It replaces the tool's own `#[tool(max_repeats = N)]` and
-    /// [`Settings::max_duplicate_calls`](crate::Settings::max_duplicate_calls)
+    /// `Settings::max_duplicate_calls`
     /// for this caller, higher or lower. Checked when the dispatcher is
     /// built: a tool no tool is named is a
-    /// [`BuildError::UnknownRepeatedTool`](crate::BuildError::UnknownRepeatedTool)
+    /// `BuildError::UnknownRepeatedTool`
     /// naming the closest real name, and a side effect (whose identical
     /// call is replayed, never run again) a
-    /// [`BuildError::RepeatsOfSideEffect`](crate::BuildError::RepeatsOfSideEffect).
+    /// `BuildError::RepeatsOfSideEffect`.
     /// `0` answers every call of the tool `LOOP_DETECTED`; to forbid a
     /// tool, leave it off the allowlist instead.
     ///
     /// ```
-    /// use toolcall_core::Policy;
+    /// use toolcall_ledger::Policy;
     ///
     /// let poller = Policy::new()
     ///     .allow(["transfer_status"])
@@ -246,7 +258,7 @@ struct CallerInner {
 /// [`MAX_ID_BYTES`](crate::echo::MAX_ID_BYTES).
 ///
 /// ```
-/// use toolcall_core::Principal;
+/// use toolcall_ledger::Principal;
 ///
 /// let alice = Principal::new("https://auth.example.com", "alice").client("support-console");
 /// assert_eq!(alice.to_string(), "alice via support-console (https://auth.example.com)");
@@ -272,6 +284,13 @@ impl Principal {
             subject: bounded(subject.into()),
             client_id: None,
         }
+    }
+
+    /// Who this principal is as the requester of a question: its issuer
+    /// and subject (not the client: one person through two clients is one
+    /// requester), as one text a store can index and compare.
+    pub fn requester(&self) -> String {
+        format!("{}\u{1f}{}", self.issuer, self.subject)
     }
 
     /// The same principal, naming the client its token was issued to.
@@ -314,7 +333,7 @@ impl Caller {
 
     /// The same caller (its id and its policy), on behalf of `principal`:
     /// who authenticated, as every audit record and question of its calls
-    /// records it ([`AuditRecord::principal`](crate::AuditRecord::principal),
+    /// records it (`AuditRecord::principal`,
     /// [`PendingApproval::principal`](crate::store::PendingApproval::principal)).
     /// The principal changes nothing the pipeline decides: the caller's id
     /// and policy do.

@@ -17,22 +17,25 @@
 //! [`ApprovalDecision`] (the person's answer, kept with it until a call uses
 //! it up) and what came of it, an [`ApprovalResult`] (read back in an
 //! [`ApprovalEntry`]). The dispatcher's own way to decide is
-//! [`Decision`](crate::Decision), with [`Dispatcher::approve`](crate::Dispatcher::approve)
-//! and [`Dispatcher::deny`](crate::Dispatcher::deny); an inbox records a
+//! `Decision`, with `Dispatcher::approve`
+//! and `Dispatcher::deny`; an inbox records a
 //! person's with [`Store::decide_approval`], which says whether it was the
 //! one ([`DecideOutcome`]). The rest ([`Binding`], [`TakeApproval`],
 //! [`AskApproval`], the `Pending*` query types) is the contract a [`Store`]
 //! implements.
 
-use std::fmt;
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::life::{Answerers, QuestionKind};
 use crate::result::ToolResult;
+
+pub use crate::error::StoreError;
+pub use crate::question::{
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
+    OpenBounds, PendingApproval, Requester, SignOutcome, Signature, TakeApproval,
+};
 
 /// What the store knows of a key's call beyond "nothing yet".
 #[derive(Clone, Debug, PartialEq)]
@@ -75,259 +78,14 @@ pub enum Claim {
     Abandoned,
 }
 
-/// An approval a person has not given yet, bound to one exact call. Stores
-/// keep it as it is and give it back whole.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PendingApproval {
-    /// The confirmation id handed to the host.
-    pub id: String,
-    /// The conversation of the call.
-    pub session: String,
-    /// The caller's id.
-    pub caller: String,
-    /// The tool.
-    pub tool: String,
-    /// Hex SHA-256 of the canonical validated arguments.
-    pub digest: String,
-    /// The validated arguments, as shown to the person.
-    pub arguments: Value,
-    /// The session's step count when the call asked for approval.
-    pub step: u64,
-    /// When it was asked for, in milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// When it stops being valid, in milliseconds since the Unix epoch.
-    pub expires_ms: u64,
-    /// A person's decision, once one is recorded ([`Store::decide_approval`],
-    /// the inbox's): it travels with the approval until a call uses it up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<ApprovalDecision>,
-    /// Why the call asks a person beyond its tool's risk, as the answer's
-    /// `data.reason` says it: `"untrusted_context"` when the session read
-    /// untrusted output ([`Policy::taint`](crate::Policy::taint)); `None`
-    /// for a high-risk call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The arguments that carry a value read in untrusted output, as the
-    /// answer's `data.tainted` names them (empty when the reason is not
-    /// taint, or when the whole session is tainted).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tainted: Vec<String>,
-    /// Who may answer it besides a person, as the process that asked it
-    /// recorded ([`life`](crate::life#who-may-answer-which-question)): the
-    /// host where it was in host mode, the MCP client that made the call
-    /// where the server let its clients decide. A question about an unknown
-    /// outcome is a person's only, whatever this says.
-    #[serde(default)]
-    pub answerers: Answerers,
-    /// Who authenticated behind the caller that asked
-    /// ([`Caller::with_principal`](crate::Caller::with_principal)), shown
-    /// to the person who decides.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub principal: Option<crate::Principal>,
-}
-
-impl PendingApproval {
-    /// What the question asks: approval, or whether an earlier attempt took
-    /// effect.
-    pub fn kind(&self) -> QuestionKind {
-        QuestionKind::of(self)
-    }
-}
-
 /// A key whose outcome is unknown, and the question its claim kept
-/// ([`Store::unsettled`]).
+/// (`Store::unsettled`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Unsettled {
     /// The call's idempotency key.
     pub key: Key,
     /// The question a person is asked about it.
     pub question: PendingApproval,
-}
-
-/// What an approval must match to be used.
-#[derive(Clone, Copy, Debug)]
-pub struct Binding<'a> {
-    /// The session of the call being approved.
-    pub session: &'a str,
-    /// The caller's id.
-    pub caller: &'a str,
-    /// The tool, when the host names it.
-    pub tool: Option<&'a str>,
-    /// The digest of the arguments, when the call brings its own.
-    pub digest: Option<&'a str>,
-}
-
-impl Binding<'_> {
-    /// Whether `approval` was asked for this exact call.
-    pub fn matches(&self, approval: &PendingApproval) -> bool {
-        approval.session == self.session
-            && approval.caller == self.caller
-            && self.tool.is_none_or(|tool| tool == approval.tool)
-            && self.digest.is_none_or(|digest| digest == approval.digest)
-    }
-}
-
-/// What taking an approval found.
-#[derive(Clone, Debug, PartialEq)]
-#[allow(clippy::large_enum_variant)] // returned once per decision, never stored
-#[non_exhaustive]
-pub enum TakeApproval {
-    /// It matched, and is now used up.
-    Taken(PendingApproval),
-    /// It existed but ran out of time; it is gone now.
-    Expired,
-    /// No such approval, already used, or asked for another call. Nothing
-    /// was changed.
-    Invalid,
-}
-
-/// A person's decision on a pending approval, kept with it in the store
-/// until an agent's call uses it up ([`Store::take_approval`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalDecision {
-    /// Whether the call may run.
-    pub approved: bool,
-    /// Who decided (the inbox's signed-in person), for the audit.
-    pub by: String,
-    /// Why, as the person wrote it (shown to the model on a denial).
-    #[serde(default)]
-    pub note: String,
-    /// The arguments the person approved instead of the model's, when they
-    /// changed them: the call runs with these, validated, checked and
-    /// policed again as a new call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub edited_arguments: Option<Value>,
-    /// When it was decided, in milliseconds since the Unix epoch.
-    pub decided_ms: u64,
-}
-
-/// What recording a decision found ([`Store::decide_approval`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DecideOutcome {
-    /// This decision is the one: it is stored with the approval.
-    Decided,
-    /// Someone decided first (another click, another person), or an
-    /// agent's call already used it up: nothing was changed.
-    AlreadyDecided,
-    /// It ran out of time before anyone decided: nothing was changed.
-    Expired,
-    /// No such approval (made up, or purged).
-    Invalid,
-}
-
-/// What came of a decided approval once an agent's call used it up.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalResult {
-    /// Whether the call's answer was ok.
-    pub ok: bool,
-    /// The answer's code (`OK`, `CONFIRMATION_DENIED`, `AMOUNT_EXCEEDS_REFUNDABLE`, ...).
-    pub code: String,
-    /// Whether the answer was a replay of a call that had already run.
-    #[serde(default)]
-    pub replayed: bool,
-    /// When the call was answered, in milliseconds since the Unix epoch.
-    pub at_ms: u64,
-    /// The whole answer, as the model was given it (within the output
-    /// budget): what a durable task that waited for this approval completes
-    /// with, on any replica and after a restart. `None` in records written
-    /// before the answer was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<ToolResult>,
-}
-
-/// An approval as the store keeps it, with its life after the question:
-/// the decision (in [`PendingApproval::decision`]), when an agent's call
-/// used it up, and what came of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalEntry {
-    /// The approval, with its decision if one was recorded.
-    pub approval: PendingApproval,
-    /// When an agent's call used it up ([`Store::take_approval`]).
-    #[serde(default)]
-    pub used_ms: Option<u64>,
-    /// What came of it ([`Store::settle_approval`]).
-    #[serde(default)]
-    pub result: Option<ApprovalResult>,
-}
-
-impl ApprovalEntry {
-    /// Whether a person may still decide it at `now_ms`: undecided, unused
-    /// and unexpired.
-    pub fn is_open(&self, now_ms: u64) -> bool {
-        self.approval.decision.is_none()
-            && self.used_ms.is_none()
-            && self.approval.expires_ms > now_ms
-    }
-}
-
-/// What asking for an approval found ([`Store::ask_approval`]).
-#[derive(Clone, Debug, PartialEq)]
-#[allow(clippy::large_enum_variant)] // returned once per question, never stored
-#[non_exhaustive]
-pub enum AskApproval {
-    /// No approval was asked for this exact call yet: this one is stored.
-    Created,
-    /// This exact call (same session, caller, tool, digest and reason)
-    /// already has an approval, unused and unexpired, decided or not:
-    /// nothing was written, and this is that approval. Asking again is the
-    /// same question, with the same id.
-    Existing(ApprovalEntry),
-    /// The conversation (the session, of the approval's caller) already has
-    /// as many open approvals (undecided, unused, unexpired) as it may:
-    /// nothing was written.
-    Full {
-        /// How many open approvals the conversation has.
-        open: usize,
-    },
-    /// The approval's caller already has as many open approvals as it may,
-    /// in all its conversations together: nothing was written.
-    CallerFull {
-        /// How many open approvals the caller has.
-        open: usize,
-    },
-}
-
-/// How many open approvals (undecided, unused, unexpired) may be there
-/// before one more is asked for ([`Store::ask_approval`]). A `usize` is a
-/// bound on the conversation alone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpenBounds {
-    /// In the approval's conversation: its session, of its caller.
-    pub conversation: usize,
-    /// Of the approval's caller, in all its conversations.
-    pub caller: usize,
-}
-
-impl OpenBounds {
-    /// No bound at all: what a question about an unknown outcome is asked
-    /// with (it must reach a person).
-    pub const NONE: OpenBounds = OpenBounds {
-        conversation: usize::MAX,
-        caller: usize::MAX,
-    };
-
-    /// What a store answers, given how many open approvals the
-    /// conversation and the caller have: `Some` when one more is over a
-    /// bound.
-    pub fn over(&self, conversation: usize, caller: usize) -> Option<AskApproval> {
-        if conversation >= self.conversation {
-            Some(AskApproval::Full { open: conversation })
-        } else if caller >= self.caller {
-            Some(AskApproval::CallerFull { open: caller })
-        } else {
-            None
-        }
-    }
-}
-
-impl From<usize> for OpenBounds {
-    fn from(conversation: usize) -> Self {
-        OpenBounds {
-            conversation,
-            caller: usize::MAX,
-        }
-    }
 }
 
 /// Which open approvals [`Store::pending_page`] lists: those a person may
@@ -425,7 +183,7 @@ impl TaintHit {
 pub struct CallStart<'a> {
     /// The call's conversation as the store counts it: its step is counted,
     /// its taint read. The dispatcher scopes it to the caller unless callers
-    /// share conversations ([`Settings::callers_share_conversations`](crate::Settings::callers_share_conversations)).
+    /// share conversations (`Settings::callers_share_conversations`).
     pub session: &'a str,
     /// The conversation as the call named it: the session its approvals are
     /// asked in, which `decided` looks at. The same as `session` unless the
@@ -524,29 +282,6 @@ pub struct CallBegun {
     /// [`CallStart::controls`] named: nothing was counted, read or locked
     /// (every other field is its default).
     pub controls_moved: bool,
-}
-
-/// A store could not be reached or answered nonsense.
-#[derive(Debug)]
-pub struct StoreError(Box<dyn std::error::Error + Send + Sync>);
-
-impl StoreError {
-    /// Wraps the store's own error.
-    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        StoreError(error.into())
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "store unavailable: {}", self.0)
-    }
-}
-
-impl std::error::Error for StoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
-    }
 }
 
 /// Everything the pipeline remembers, behind one contract.
@@ -720,7 +455,7 @@ pub trait Store: Send + Sync + 'static {
     /// ([`claim_asking`](Store::claim_asking)), at most `limit`, oldest
     /// claim first. Each question is as it was kept: the caller asks it
     /// ([`ask_approval`](Store::ask_approval)) with an id and times of its
-    /// own ([`life::surface`](crate::life::surface)).
+    /// own ([`life::surface`](crate::question::surface)).
     ///
     /// This default has none.
     fn unsettled(
@@ -909,9 +644,7 @@ pub trait Store: Send + Sync + 'static {
             loop {
                 let entry = self.approval(id).await?;
                 let now = now_ms();
-                let settled = entry
-                    .as_ref()
-                    .is_none_or(|e| e.approval.decision.is_some() || e.used_ms.is_some());
+                let settled = entry.as_ref().is_none_or(|e| !e.state(now).is_open());
                 if settled || now >= until_ms {
                     return Ok(entry);
                 }
@@ -1071,40 +804,6 @@ pub struct ControlsChange {
     pub summary: String,
 }
 
-/// One person's signature on a question that needs more than one
-/// ([`Store::sign_approval`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Signature {
-    /// Who signed.
-    pub by: String,
-    /// When, in milliseconds since the Unix epoch.
-    pub at_ms: u64,
-}
-
-/// What [`Store::sign_approval`] did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SignOutcome {
-    /// The signature is kept; the question waits for more. `signatures`:
-    /// how many distinct people have signed, this one included.
-    Signed {
-        /// Distinct signers so far.
-        signatures: u32,
-    },
-    /// The signature was the last one needed: it is kept and, in the same
-    /// atomic step, the approval is decided (approved, `by` the signers'
-    /// names in signing order joined with `, `).
-    Decided,
-    /// This person signed already: nothing was changed.
-    AlreadySigned,
-    /// Decided already (approved, denied or used): nothing was changed.
-    AlreadyDecided,
-    /// It ran out of time before it was decided: nothing was changed.
-    Expired,
-    /// No such approval (made up, or purged).
-    Invalid,
-}
-
 /// A store that keeps no operators' controls (its
 /// [`put_controls`](Store::put_controls) or
 /// [`take_rate`](Store::take_rate) was not written).
@@ -1137,6 +836,7 @@ mod pending;
 mod shared;
 
 pub use key::{Key, KeyError};
-pub(crate) use memory::KeyHasher;
+#[doc(hidden)]
+pub use memory::KeyHasher;
 pub use memory::MemoryStore;
 pub use pending::{PendingCursor, PendingOrder, PendingQueryError};

@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 
 use super::MemoryStore;
 use super::shard::Window;
-use crate::audit::lock;
 use crate::store::{
     ApprovalDecision, ControlsChange, SignOutcome, Signature, StoredControls, now_ms,
 };
+use crate::sync::lock;
 
 /// The controls kept, and their latest changes, oldest first.
 #[derive(Debug, Default)]

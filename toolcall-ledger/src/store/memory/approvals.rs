@@ -2,8 +2,8 @@
 //! matching the approvals of every shard.
 
 use super::MemoryStore;
-use crate::audit::lock;
 use crate::store::{ApprovalEntry, PendingApproval, now_ms};
+use crate::sync::lock;
 
 impl MemoryStore {
     /// The approvals `keep` admits, of every shard, cloned (one shard
@@ -49,12 +49,13 @@ impl MemoryStore {
     }
 }
 
-/// Whether two approvals were asked for the same call: the same session,
-/// caller, tool, digest and reason.
+/// Whether two approvals were asked for the same call by the same
+/// requester: the same session, caller, tool, digest, reason and principal.
 pub(super) fn same_call(a: &PendingApproval, b: &PendingApproval) -> bool {
     a.session == b.session
         && a.caller == b.caller
         && a.tool == b.tool
         && a.digest == b.digest
         && a.reason == b.reason
+        && a.same_requester(b)
 }

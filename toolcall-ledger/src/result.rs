@@ -58,7 +58,7 @@ macro_rules! codes {
 codes! {
     /// The call ran and succeeded, or was replayed.
     Ok = "OK",
-    /// A dry run ([`Call::dry_run`](crate::Call::dry_run)) passed every stage
+    /// A dry run (`Call::dry_run`) passed every stage
     /// up to execution: the real call would run (`data.would: "run"`), or
     /// would wait for a person's approval (`data.would: "ask_a_person"`,
     /// with `data.reason`). Nothing ran, and no one was asked.
@@ -102,7 +102,7 @@ codes! {
     /// one: nothing ran.
     ConversationRequired = "CONVERSATION_REQUIRED",
     /// The conversation already has as many calls waiting for a person as
-    /// it may ([`Settings::max_pending_approvals`](crate::Settings::max_pending_approvals)).
+    /// it may (`Settings::max_pending_approvals`).
     PendingLimit = "PENDING_LIMIT",
     /// An earlier attempt of this exact side effect may have taken effect,
     /// and its backend can neither be asked nor trusted with the same key
@@ -185,7 +185,7 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
     /// With `CONFIRMATION_REQUIRED`: the id by which the host approves or
-    /// denies this exact call ([`Dispatcher::approve`](crate::Dispatcher::approve)).
+    /// denies this exact call (`Dispatcher::approve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation_id: Option<String>,
 }

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 /// on first use; changing it (`data.insert(..)`) makes it a map for good.
 ///
 /// ```
-/// use toolcall_core::{Data, ToolResult};
+/// use toolcall_ledger::{Data, ToolResult};
 ///
 /// let data = Data::from_serialize(&serde_json::json!({"order_id": "ORD-1001"})).unwrap();
 /// let result = ToolResult::success("get_order", data);

@@ -5,8 +5,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::*;
-use crate::audit::lock;
 use crate::result::ToolResult;
+use crate::sync::lock;
 
 mod approvals;
 mod controls;
@@ -14,7 +14,7 @@ mod hasher;
 mod shard;
 
 use approvals::same_call;
-pub(crate) use hasher::KeyHasher;
+pub use hasher::KeyHasher;
 use hasher::Slot;
 use shard::{Holder, Lock, Record, RecordState, Shard, Taint, count_in, recorded_in, trim_oldest};
 
@@ -546,7 +546,8 @@ impl Store for MemoryStore {
         let _asking = lock(&self.asks);
         let at = approval.created_ms;
         let mut existing: Option<ApprovalEntry> = None;
-        let (mut in_conversation, mut of_caller) = (0usize, 0usize);
+        let (mut in_conversation, mut of_caller, mut of_requester) = (0usize, 0usize, 0usize);
+        let requester = approval.requester();
         for shard in self.shards.iter() {
             for entry in lock(shard).approvals.values() {
                 let a = &entry.approval;
@@ -557,6 +558,9 @@ impl Store for MemoryStore {
                     of_caller += 1;
                     if a.session == approval.session {
                         in_conversation += 1;
+                    }
+                    if requester.is_some() && a.requester() == requester {
+                        of_requester += 1;
                     }
                 }
                 if same_call(a, approval)
@@ -573,7 +577,7 @@ impl Store for MemoryStore {
         if let Some(entry) = existing {
             return Ok(AskApproval::Existing(entry));
         }
-        if let Some(full) = bounds.over(in_conversation, of_caller) {
+        if let Some(full) = bounds.over(in_conversation, of_caller, of_requester) {
             return Ok(full);
         }
         self.insert_approval(approval);
@@ -642,6 +646,10 @@ impl Store for MemoryStore {
             } else {
                 self.note_asked();
                 entry.approval.decision = Some(decision.clone());
+                // A denial or an edit stands for its own period.
+                if let Some(until) = decision.lasts_until_ms {
+                    entry.approval.expires_ms = entry.approval.expires_ms.max(until);
+                }
                 DecideOutcome::Decided
             },
         )

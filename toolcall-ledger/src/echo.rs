@@ -32,7 +32,7 @@ pub const MAX_NOTE_BYTES: usize = 2048;
 /// one text always to the same.
 ///
 /// ```
-/// use toolcall_core::__private::echo::bound;
+/// use toolcall_ledger::echo::bound;
 ///
 /// assert_eq!(bound("chat-1", 1024), "chat-1");
 /// let long = "x".repeat(1_000_000);
@@ -60,7 +60,7 @@ pub fn bound(text: &str, max: usize) -> Cow<'_, str> {
 /// `max` bytes.
 ///
 /// ```
-/// use toolcall_core::__private::echo::printable;
+/// use toolcall_ledger::echo::printable;
 ///
 /// assert_eq!(printable("get_order", 100), "get_order");
 /// assert_eq!(

@@ -29,12 +29,12 @@ impl Hash for Slot {
 /// does, at a fraction of its cost. Whoever picks a call's arguments cannot
 /// aim at a bucket without the seed.
 #[derive(Clone, Debug)]
-pub(crate) struct KeyHasher {
+pub struct KeyHasher {
     seed: u64,
 }
 
 impl KeyHasher {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         use std::hash::BuildHasher as _;
         // The standard library's random keys, drawn once per store.
         KeyHasher {
@@ -58,7 +58,7 @@ impl BuildHasher for KeyHasher {
 }
 
 /// [`KeyHasher`]'s state: the bytes folded eight at a time.
-pub(crate) struct Folded(u64);
+pub struct Folded(u64);
 
 impl std::hash::Hasher for Folded {
     fn write(&mut self, bytes: &[u8]) {

@@ -50,6 +50,7 @@ fn a_call_start_says_no_question_is_asked_only_until_one_is() {
             note: String::new(),
             edited_arguments: None,
             decided_ms: 2,
+            lasts_until_ms: None,
         };
         assert_eq!(
             store.decide_approval("a", &yes, 2).await.unwrap(),
@@ -192,6 +193,7 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
             note: String::new(),
             edited_arguments: None,
             decided_ms: now,
+            lasts_until_ms: None,
         };
         let signed = store.sign_approval("q", "ana", 2, &yes, now).await;
         assert_eq!(signed.unwrap(), SignOutcome::Signed { signatures: 1 });
@@ -200,6 +202,7 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
             caller: "c",
             tool: None,
             digest: None,
+            requester: crate::store::Requester::Anyone,
         };
         // Taken undecided: the approval is gone, and its signatures with it
         // at the shard's next maintenance.

@@ -8,21 +8,21 @@ use std::str::FromStr;
 /// The key of a call's count and record (its idempotency key), or of a
 /// resource's lock, in a [`Store`](super::Store): a SHA-256 digest.
 ///
-/// The dispatcher makes every key ([`canonical`](crate::canonical) says
+/// The dispatcher makes every key (`toolcall_core::canonical` says
 /// how) and hands it to the store as its 32 bytes, so that a store in
 /// memory compares and hashes those, with nothing to read back; its text,
 /// [`as_str`](Key::as_str), is the 64 lower-case hex digits a store that
 /// keeps text (a SQL table) writes, and what a tool's
-/// [`Ctx::idempotency_key`](crate::Ctx::idempotency_key) says.
+/// `Ctx::idempotency_key` says.
 ///
 /// ```
-/// use toolcall_core::store::Key;
+/// use toolcall_ledger::store::Key;
 ///
 /// let key: Key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".parse()?;
 /// assert_eq!(key.digest()[0], 0x9f);
 /// assert_eq!(key.to_string(), key.as_str());
 /// assert_eq!(Key::from_digest(*key.digest()), key);
-/// # Ok::<(), toolcall_core::store::KeyError>(())
+/// # Ok::<(), toolcall_ledger::store::KeyError>(())
 /// ```
 #[derive(Clone, Copy)]
 pub struct Key {
@@ -42,7 +42,7 @@ impl Key {
 
     /// The key of `data`: its SHA-256 digest. For a store used directly (a
     /// test, a tool of its own); the dispatcher's keys are the digests
-    /// [`canonical`](crate::canonical) describes.
+    /// `toolcall_core::canonical` describes.
     pub fn sha256(data: impl AsRef<[u8]>) -> Key {
         use sha2::Digest as _;
         Key::from_digest(sha2::Sha256::digest(data.as_ref()).into())

@@ -1,0 +1,39 @@
+//! The floor of [toolcall](https://docs.rs/toolcall): what a call leaves
+//! behind and what people are asked about it, below the runtime that makes
+//! the calls.
+//!
+//! - [`store`]: the contract every store keeps (step counts, idempotency
+//!   records and claims, questions, resource locks, taint, the operators'
+//!   controls), split by role, and [`MemoryStore`](store::MemoryStore).
+//! - [`question`]: a question put to a person (an approval, or whether an
+//!   attempt whose outcome is unknown took effect), its state derived in one
+//!   place, and who may answer it.
+//! - [`controls`]: the operators' document (stops, rate limits, approvals by
+//!   several people or by rule) and how it changes.
+//! - [`ToolResult`] and [`Code`]: the answer to every call.
+//! - [`Policy`], [`Caller`], [`Principal`]: who calls, and what it may do.
+//!
+//! Applications depend on `toolcall`; a store of its own, or an integration
+//! that reads questions and records without running calls, depends on this
+//! crate alone, as the SQL stores do.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod controls;
+pub mod decide;
+#[doc(hidden)]
+pub mod echo;
+mod error;
+#[doc(hidden)]
+pub mod hex;
+#[doc(hidden)]
+pub mod ids;
+mod policy;
+pub mod question;
+mod result;
+pub mod store;
+mod sync;
+
+pub use policy::{Caller, Policy, Principal, Taint};
+pub use result::{Code, Data, ToolResult};
