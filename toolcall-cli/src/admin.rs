@@ -2,14 +2,16 @@
 //! [`toolcall_core::controls`]): stops, the policy file, the history.
 
 use std::any::Any;
+use std::io::{self, Write as _};
 use std::path::Path;
 
-use toolcall_core::Dispatcher;
-use toolcall_core::controls::{self, ChangeError, Controls, Target};
+use toolcall_core::controls::{self, CallerRules, ChangeError, Controls, Target};
 use toolcall_core::store::Store;
+use toolcall_core::{Caller, Dispatcher, Registry};
 
 use crate::Error;
 use crate::args::{AdminCommand, PolicyCommand, StopArgs};
+use crate::output::{line, terminal};
 
 /// Runs one `admin` subcommand against the dispatcher's store, printing
 /// what it did on standard output.
@@ -21,10 +23,32 @@ where
     S: Any + Send + Sync,
     St: Store,
 {
+    let lines = lines(dispatcher, command).await?;
+    let mut stdout = io::stdout().lock();
+    for line in lines {
+        writeln!(stdout, "{line}").map_err(Error::io("write to standard output"))?;
+    }
+    stdout
+        .flush()
+        .map_err(Error::io("write to standard output"))
+}
+
+/// What [`admin`] does, and the lines it prints, each as a terminal shows
+/// it safely ([`line`], [`terminal`]): a name or a reason someone typed
+/// cannot reorder or hide a part of it, nor forge a line.
+async fn lines<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    command: &AdminCommand,
+) -> Result<Vec<String>, Error>
+where
+    S: Any + Send + Sync,
+    St: Store,
+{
     let store = dispatcher.store();
+    let mut out = Vec::new();
     match command {
         AdminCommand::Disable(args) => {
-            let target = target(dispatcher, args)?;
+            let target = target(dispatcher, args, false).await?;
             let Some(reason) = args.reason.as_deref() else {
                 return Err(Error::Input(
                     "disable needs --reason: the model and the people on duty are told it"
@@ -34,14 +58,18 @@ where
             let version = controls::stop(store, target.clone(), reason, &by(&args.by))
                 .await
                 .map_err(changed)?;
-            println!("stopped {target} (controls version {version}): {reason}");
+            out.push(line(&format!(
+                "stopped {target} (controls version {version}): {reason}"
+            )));
         }
         AdminCommand::Enable(args) => {
-            let target = target(dispatcher, args)?;
+            let target = target(dispatcher, args, true).await?;
             let version = controls::resume(store, target.clone(), &by(&args.by))
                 .await
                 .map_err(changed)?;
-            println!("enabled {target} (controls version {version})");
+            out.push(line(&format!(
+                "enabled {target} (controls version {version})"
+            )));
         }
         AdminCommand::Policy(PolicyCommand::Check { file }) => {
             let policy = read_policy(file)?;
@@ -49,7 +77,7 @@ where
             if !errors.is_empty() {
                 return Err(changed(ChangeError::Invalid(errors)));
             }
-            println!("{}: the policy checks", file.display());
+            out.push(line(&format!("{}: the policy checks", file.display())));
         }
         AdminCommand::Policy(PolicyCommand::Load { file, by: who }) => {
             let policy = read_policy(file)?;
@@ -64,13 +92,15 @@ where
             )
             .await
             .map_err(changed)?;
-            println!("{from}: loaded as controls version {version}");
+            out.push(line(&format!(
+                "{from}: loaded as controls version {version}"
+            )));
         }
         AdminCommand::Policy(PolicyCommand::Show) => {
             let (version, controls) = controls::read(store).await.map_err(changed)?;
             let text = toml::to_string_pretty(&controls)
                 .map_err(|error| Error::Input(format!("the controls as TOML: {error}")))?;
-            println!("# controls version {version}\n{text}");
+            out.push(terminal(&format!("# controls version {version}\n{text}")));
         }
         AdminCommand::History { limit } => {
             let changes = store
@@ -78,51 +108,92 @@ where
                 .await
                 .map_err(|error| changed(ChangeError::Store(error)))?;
             if changes.is_empty() {
-                println!("no change of the controls yet");
+                out.push("no change of the controls yet".to_owned());
             }
             for change in changes {
-                println!(
-                    "{}\t{}\t{}\t{}",
-                    change.version,
-                    rfc3339(change.at_ms),
-                    change.by,
-                    change.summary
+                // One line a change, its fields apart: a tab typed in a
+                // name or a reason is shown as `\t`, not as a column.
+                out.push(
+                    [
+                        change.version.to_string(),
+                        rfc3339(change.at_ms),
+                        line(&change.by),
+                        line(&change.summary),
+                    ]
+                    .join("\t"),
                 );
             }
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// What `args` name, checked against the tools and callers (the closest
-/// real name when it is none).
-fn target<S, St>(dispatcher: &Dispatcher<S, St>, args: &StopArgs) -> Result<Target, Error>
+/// real name when it is none). An enable of what is stopped is taken
+/// whatever its name: the stop may be of a tool an older version had.
+async fn target<S, St>(
+    dispatcher: &Dispatcher<S, St>,
+    args: &StopArgs,
+    enabling: bool,
+) -> Result<Target, Error>
 where
     S: Any + Send + Sync,
     St: Store,
 {
-    if args.all {
-        return Ok(Target::Everything);
-    }
-    if let Some(id) = &args.caller {
-        if dispatcher.caller(id).is_none() {
-            let known: Vec<&str> = dispatcher.callers().iter().map(|c| c.id()).collect();
-            return Err(Error::Input(format!(
-                "no caller `{id}`: the callers are {}",
-                known.join(", ")
-            )));
+    let target = if args.all {
+        Target::Everything
+    } else if let Some(id) = &args.caller {
+        Target::Caller(id.clone())
+    } else {
+        Target::Tool(args.tool.clone().unwrap_or_default())
+    };
+    let Some(unknown) = no_such(dispatcher.registry(), &dispatcher.callers(), &target) else {
+        return Ok(target);
+    };
+    if enabling {
+        let (_, current) = controls::read(dispatcher.store()).await.map_err(changed)?;
+        if current.stops.iter().any(|stop| stop.target == target) {
+            return Ok(target);
         }
-        return Ok(Target::Caller(id.clone()));
     }
-    let tool = args.tool.as_deref().unwrap_or_default();
-    if dispatcher.registry().get(tool).is_none() {
-        let known: Vec<&str> = dispatcher.registry().iter().map(|t| t.name()).collect();
-        return Err(Error::Input(format!(
-            "no tool `{tool}`: the tools are {}",
-            known.join(", ")
-        )));
-    }
-    Ok(Target::Tool(tool.to_owned()))
+    Err(Error::Input(unknown))
+}
+
+/// Why `target` names no tool in `registry` or caller of `callers`, with
+/// the closest real name, in the words `admin policy check` has for a name
+/// the controls do not know: `no tool `x` (did you mean `y`?)`. `None`
+/// when it names one (or everything).
+pub(crate) fn no_such(registry: &Registry, callers: &[&Caller], target: &Target) -> Option<String> {
+    // The controls' own check of a name finds the closest real one: a rule
+    // that names the target, checked against the tools and callers.
+    let mut probe = Controls::default();
+    let (at, list) = match target {
+        Target::Tool(name) if registry.get(name).is_none() => {
+            probe.approvals.insert(name.clone(), 2);
+            let tools: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
+            (
+                format!("approvals.{name}"),
+                format!("; the tools are {}", tools.join(", ")),
+            )
+        }
+        Target::Caller(id) if !callers.iter().any(|caller| caller.id() == id) => {
+            probe.callers.insert(id.clone(), CallerRules::default());
+            (format!("callers.{id}"), String::new())
+        }
+        _ => return None,
+    };
+    let said = probe
+        .check(registry, callers)
+        .into_iter()
+        .find(|error| error.at == at)
+        .map_or_else(|| format!("no {target}"), |error| error.problem);
+    Some(format!("{said}{list}"))
+}
+
+/// The closest real name a sentence of [`no_such`] suggests, if it does.
+pub(crate) fn suggested(said: &str) -> Option<&str> {
+    let (_, rest) = said.split_once("(did you mean `")?;
+    rest.split_once("`?)").map(|(name, _)| name)
 }
 
 /// Who makes a change: `--by`, `$USER`, or `operator`.
@@ -162,4 +233,94 @@ fn rfc3339(ms: u64) -> String {
                 .ok()
         })
         .unwrap_or_else(|| format!("{ms} ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+    use toolcall::{Policy, Rejection, tool, tools};
+
+    use super::*;
+
+    /// Pays someone.
+    #[tool(side_effect)]
+    fn pay(
+        /// Who gets the money.
+        to: String,
+    ) -> Result<Value, Rejection> {
+        Ok(json!({"to": to}))
+    }
+
+    fn stop(tool: Option<&str>, caller: Option<&str>, reason: &str, by: &str) -> StopArgs {
+        StopArgs {
+            tool: tool.map(str::to_owned),
+            caller: caller.map(str::to_owned),
+            all: false,
+            reason: Some(reason.to_owned()),
+            by: Some(by.to_owned()),
+        }
+    }
+
+    #[test]
+    fn admin_names_the_closest_real_name_and_shows_typed_text_escaped() {
+        let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+            .callers([Caller::new("support", Policy::new().allow(["pay"]))])
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let run = |command: AdminCommand| runtime.block_on(lines(&dispatcher, &command));
+        for (args, said) in [
+            (
+                stop(None, Some("suport"), "x", "ana"),
+                "no caller `suport` (did you mean `support`?); the callers are default, support",
+            ),
+            (
+                stop(Some("pya"), None, "x", "ana"),
+                "no tool `pya`; the tools are pay",
+            ),
+            (
+                stop(Some("pai"), None, "x", "ana"),
+                "no tool `pai` (did you mean `pay`?); the tools are pay",
+            ),
+        ] {
+            match run(AdminCommand::Disable(args)) {
+                Err(Error::Input(message)) => assert_eq!(message, said),
+                other => panic!("{other:?}"),
+            }
+        }
+        let stopped = run(AdminCommand::Disable(stop(
+            Some("pay"),
+            None,
+            "fraud\u{202e}wave\t\u{7}",
+            "ana\u{200b}",
+        )))
+        .unwrap();
+        assert_eq!(
+            stopped,
+            ["stopped tool pay (controls version 1): fraud\\u{202e}wave\\t\\u{7}"]
+        );
+        let history = run(AdminCommand::History { limit: 10 }).unwrap();
+        let fields: Vec<&str> = history[0].split('\t').collect();
+        assert_eq!(fields.len(), 4, "{history:?}");
+        assert_eq!(fields[2], "ana\\u{200b}");
+        assert_eq!(fields[3], "stopped tool pay: fraud\\u{202e}wave\\t\\u{7}");
+        let shown = run(AdminCommand::Policy(PolicyCommand::Show)).unwrap();
+        assert!(!shown[0].contains('\u{202e}'), "{shown:?}");
+
+        // A stop of a tool this version no longer has can be lifted.
+        runtime
+            .block_on(controls::stop(
+                dispatcher.store(),
+                Target::Tool("gone".into()),
+                "old",
+                "ops",
+            ))
+            .unwrap();
+        let enabled = run(AdminCommand::Enable(stop(Some("gone"), None, "", "ana"))).unwrap();
+        assert_eq!(enabled, ["enabled tool gone (controls version 3)"]);
+    }
 }

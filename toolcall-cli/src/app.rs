@@ -479,9 +479,9 @@ impl<S: Any + Send + Sync> Code<S> {
             .as_deref()
             .unwrap_or_else(|| code.default_caller().id());
         let Some(ceiling) = code.caller(caller_id) else {
-            let mut known = vec![code.default_caller().id()];
-            known.extend(self.callers.iter().map(Caller::id));
-            return Err(unknown_caller(program, caller_id, &known));
+            let mut known = vec![code.default_caller()];
+            known.extend(self.callers.iter());
+            return Err(unknown_caller(program, caller_id, &self.registry, &known));
         };
         let policy = narrow(
             &self.registry,
@@ -524,9 +524,9 @@ impl<S: Any + Send + Sync> Code<S> {
             match self.callers.iter().find(|caller| caller.id() == caller_id) {
                 Some(caller) => caller,
                 None => {
-                    let mut known = vec![default.id()];
-                    known.extend(self.callers.iter().map(Caller::id));
-                    return Err(unknown_caller(program, caller_id, &known));
+                    let mut known = vec![&default];
+                    known.extend(self.callers.iter());
+                    return Err(unknown_caller(program, caller_id, &self.registry, &known));
                 }
             }
         };
@@ -583,9 +583,23 @@ impl<S: Any + Send + Sync> Code<S> {
     }
 }
 
-fn unknown_caller(program: &str, caller_id: &str, known: &[&str]) -> Error {
+/// `--caller` names none of `callers`: the closest real one when one is
+/// close enough to be a typo, and all of them.
+fn unknown_caller(
+    program: &str,
+    caller_id: &str,
+    registry: &Registry,
+    callers: &[&Caller],
+) -> Error {
+    let target = toolcall_core::controls::Target::Caller(caller_id.to_owned());
+    let near = crate::admin::no_such(registry, callers, &target)
+        .as_deref()
+        .and_then(crate::admin::suggested)
+        .map(|near| format!(" (did you mean `{near}`?)"))
+        .unwrap_or_default();
+    let known: Vec<&str> = callers.iter().map(|caller| caller.id()).collect();
     Error::Input(format!(
-        "--caller `{caller_id}` is no caller of {program}: the callers are {}",
+        "--caller `{caller_id}` is no caller of {program}{near}: the callers are {}",
         known.join(", ")
     ))
 }

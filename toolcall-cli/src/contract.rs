@@ -7,10 +7,20 @@ use std::path::Path;
 use toolcall_contract::{lock, rejected, report};
 use toolcall_core::Registry;
 
-use crate::output::{open_input, pretty, write_output};
+use crate::output::{json_text, open_input, pretty, terminal, write_output};
 use crate::{Error, ReportArgs};
 
 pub(crate) fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error> {
+    let text = report_text(registry, args)?;
+    write_output(None, &text)
+}
+
+/// What `report` prints: its tables, each line as a terminal shows it
+/// safely, or its JSON with what reorders or hides text written as JSON's
+/// escapes ([`terminal`], [`json_text`]): a tool, a field or a problem
+/// the model made up cannot reorder or hide a part of a row. It writes the
+/// rejected calls' file, when asked, on the way.
+fn report_text(registry: &Registry, args: &ReportArgs) -> Result<String, Error> {
     let input = open_input(Some(&args.audit_log))?;
     let records = report::read_audit(input)
         .map_err(|e| Error::Input(format!("{}: {e}", args.audit_log.display())))?;
@@ -19,14 +29,14 @@ pub(crate) fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error
     let text = if args.json {
         let mut json = report.to_json();
         json["invalid_arguments_by_field"] = rejected::to_json(&fields);
-        pretty(&json)
+        json_text(&pretty(&json))
     } else {
         let table = rejected::FieldTable(&fields).to_string();
-        if table.is_empty() {
+        terminal(&if table.is_empty() {
             report.to_string()
         } else {
             format!("{report}\n{table}")
-        }
+        })
     };
     if let Some(path) = &args.rejected_calls {
         let found = rejected::regression_calls(&records, registry);
@@ -40,7 +50,7 @@ pub(crate) fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error
             eprintln!("left out {count} rejected call(s): {reason}");
         }
     }
-    write_output(None, &text)
+    Ok(text)
 }
 
 pub(crate) fn write_lock(registry: &Registry, file: &Path) -> Result<(), Error> {
@@ -83,4 +93,64 @@ pub(crate) fn check(registry: &Registry, file: &Path) -> Result<(), Error> {
             .map_err(Error::io("write to standard output"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+    use toolcall::{Call, Dispatcher, JsonLinesAudit, Rejection, tool, tools};
+
+    use super::*;
+
+    /// Pays someone.
+    #[tool(side_effect)]
+    fn pay(
+        /// Who gets the money.
+        to: String,
+    ) -> Result<Value, Rejection> {
+        Ok(json!({"to": to}))
+    }
+
+    #[test]
+    fn the_report_shows_what_reorders_or_hides_text_as_its_escape() {
+        let dir = std::env::temp_dir().join(format!("toolcall-cli-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let audit = dir.join("audit.jsonl");
+        let _ = std::fs::remove_file(&audit);
+        let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+            .audit(JsonLinesAudit::open(&audit).unwrap())
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for (tool, arguments) in [
+            ("pay", r#"{"to": "acme", "amo\u202eunt": 1}"#),
+            ("pa\u{200b}y", r#"{"to": "acme"}"#),
+        ] {
+            runtime.block_on(dispatcher.execute(Call::new(tool, arguments).session("s")));
+        }
+        drop(dispatcher);
+        for json in [false, true] {
+            let args = ReportArgs {
+                audit_log: audit.clone(),
+                json,
+                rejected_calls: None,
+            };
+            let text = report_text(&tools![pay].unwrap(), &args).unwrap();
+            for raw in ['\u{202e}', '\u{200b}'] {
+                assert!(!text.contains(raw), "{raw:?} raw: {text}");
+            }
+            if json {
+                assert!(text.contains("amo\\u202eunt"), "{text}");
+                serde_json::from_str::<Value>(&text).unwrap();
+            } else {
+                assert!(text.contains("amo\\u{202e}unt"), "{text}");
+                assert!(text.contains("pa\\u{200b}y"), "{text}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

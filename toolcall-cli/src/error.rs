@@ -146,8 +146,29 @@ pub fn exit(program: &str, outcome: Result<(), Error>) -> ExitCode {
             ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
         }
         Err(error) => {
-            eprintln!("{program}: {error}");
+            eprintln!("{}", said(program, &error));
             ExitCode::from(error.exit_code())
         }
+    }
+}
+
+/// An error as standard error shows it: `program: message`, each line of
+/// it as a terminal shows it safely (a name or a reason in the message,
+/// typed by someone, cannot reorder or hide a part of it).
+fn said(program: &str, error: &Error) -> String {
+    crate::output::terminal(&format!("{program}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_shows_what_reorders_or_hides_text_as_its_escape() {
+        let error = Error::Input("no caller `ana\u{202e}nib`\nand \u{1b}[31mred".to_owned());
+        assert_eq!(
+            said("bank", &error),
+            "bank: no caller `ana\\u{202e}nib`\nand \\u{1b}[31mred"
+        );
     }
 }

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use toolcall_core::store::Store;
 use toolcall_core::{Arguments, Call, Dispatcher};
 
-use crate::output::open_input;
+use crate::output::{json_text, open_input};
 use crate::{Error, ReplayArgs};
 
 /// One line of a replay file. Its members are read once each: a line with
@@ -118,7 +118,9 @@ where
                 result = dispatcher.execute(request.approval(&id)).await;
             }
         }
-        writeln!(stdout, "{}", result.to_model_text())
+        // The same JSON, with what would reorder or hide text on a
+        // terminal (a person's note, a stop's reason) as JSON's escapes.
+        writeln!(stdout, "{}", json_text(&result.to_model_text()))
             .and_then(|()| stdout.flush())
             .map_err(Error::io("write to standard output"))?;
     }

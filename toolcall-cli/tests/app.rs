@@ -828,3 +828,29 @@ fn the_about_line_is_the_application_s() {
     );
     assert!(help.contains("--max-steps"), "{help}");
 }
+
+#[test]
+fn admin_refuses_a_misspelt_name_and_names_the_closest_real_one() {
+    let bank = Arc::new(Bank::default());
+    for (args, closest) in [
+        (
+            &[
+                "admin", "disable", "--caller", "defualt", "--reason", "loops",
+            ][..],
+            "did you mean `default`",
+        ),
+        (
+            &["admin", "disable", "transfr", "--reason", "fraud"][..],
+            "did you mean `transfer`",
+        ),
+        (
+            &["admin", "enable", "transfr"][..],
+            "did you mean `transfer`",
+        ),
+    ] {
+        match run(&bank, args) {
+            Err(Error::Input(message)) => assert!(message.contains(closest), "{args:?}: {message}"),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+}

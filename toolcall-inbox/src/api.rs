@@ -16,6 +16,7 @@ use toolcall_core::life::{Answer, Decided, QuestionKind, Refusal as LifeRefusal}
 use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalEntry, StoreError, now_ms};
 
+use crate::body::{self, MAX_DEPTH, Unread};
 use crate::decide::{
     Closed, DECISIONS, SAY_WHAT_HAPPENED, SAY_WHETHER_IT_RUNS, UNKNOWN_TOOL, answer_of, answers,
     closed_as, decided_word, note_within, state_of, through_life,
@@ -92,8 +93,12 @@ impl From<Refusal> for Problem {
             Refusal::NotAdmin => "admin_only",
             Refusal::TooManyAttempts { .. } => "too_many_attempts",
             Refusal::NoRandomness(_) => "unavailable",
+            Refusal::Twice(_) => "duplicate_member",
         };
         let mut problem = Problem::new(refusal.status(), code, refusal.to_string());
+        if let Refusal::Twice(name) = &refusal {
+            problem = problem.with("field", name.as_str());
+        }
         if let Refusal::TooManyAttempts { retry_after } = refusal {
             problem = problem.with("retry_after", retry_after);
         }
@@ -143,9 +148,6 @@ pub(crate) async fn decision<B: Backend>(
     }
 }
 
-/// The fields a posted decision may have.
-const FIELDS: [&str; 4] = ["decision", "note", "arguments", "csrf"];
-
 /// A decision as a program posts it, read field by field (each problem
 /// names its field).
 struct Posted<'a> {
@@ -192,6 +194,9 @@ pub(crate) struct Posting {
     pub(crate) example: &'static str,
     /// What a refusal leaves undone: `Nothing was decided.`
     pub(crate) nothing: &'static str,
+    /// The members it may have (`csrf` among them: a browser's request
+    /// carries it).
+    pub(crate) members: &'static [&'static str],
 }
 
 /// A decision's body.
@@ -199,14 +204,20 @@ const DECISION: Posting = Posting {
     what: "A decision",
     example: "{\"decision\": \"approve\"}",
     nothing: "Nothing was decided.",
+    members: &["decision", "note", "arguments", "csrf"],
 };
 
-/// The fields of a JSON object `who` posted, checked in this order: the
-/// body says it is JSON (415), is within the bound (413), is an object
-/// (400 `invalid_json`), and, from a browser (the sign-in cookie), carries
-/// its sign-in's CSRF token as `csrf` and passes the form's `Origin` and
-/// `Sec-Fetch-Site` checks (403), as its form would. Who asks is checked
-/// before, by the caller.
+/// The fields of a JSON object `who` posted, read by the one reader of
+/// the inbox's bodies ([`body::object`]) and checked in this order: the
+/// body says it is JSON (415), is within the bound (413), is one object
+/// (400 `invalid_json`) nested at most [`MAX_DEPTH`] levels (400
+/// `too_deep`) that names no member twice at any depth (400
+/// `duplicate_member`); `csrf`, when given, is a string (400); from a
+/// browser (the sign-in cookie), it carries its sign-in's CSRF token as
+/// `csrf` and passes the form's `Origin` and `Sec-Fetch-Site` checks
+/// (403), as its form would; and it has no member `posting` does not take
+/// (400 naming it, with the members `allowed`). Who asks is checked
+/// before, by the caller; what each member says, after.
 pub(crate) async fn json_fields<B: Send + Sync + 'static>(
     app: &Arc<App<B>>,
     who: &Who,
@@ -228,22 +239,63 @@ pub(crate) async fn json_fields<B: Send + Sync + 'static>(
     let bytes = Bytes::from_request(Request::from_parts(parts, body), app)
         .await
         .map_err(|rejection| unread(rejection, posting))?;
-    let fields = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(fields)) => fields,
-        Ok(_) => return Err(not_json("the body is not an object", posting)),
-        Err(error) => return Err(not_json(&error.to_string(), posting)),
+    let fields = body::object(&bytes).map_err(|unread| refused_body(unread, posting))?;
+    let csrf = match fields.get("csrf") {
+        None => None,
+        Some(Value::String(csrf)) => Some(csrf.as_str()),
+        Some(_) => return Err(invalid_field("csrf", "\"csrf\" is a string", posting)),
     };
     // A browser's request carries its sign-in's CSRF token, as its form does.
-    let csrf = fields.get("csrf").and_then(Value::as_str);
     if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, csrf) {
         return Err(Refusal::Forbidden.into());
+    }
+    if let Some(name) = fields
+        .keys()
+        .find(|name| !posting.members.contains(&name.as_str()))
+    {
+        let allowed: Vec<String> = posting.members.iter().map(|m| format!("{m:?}")).collect();
+        return Err(invalid_field(
+            name,
+            &format!(
+                "Unknown member {name:?}: {} has {} (\"csrf\" from a browser)",
+                posting.what.to_lowercase(),
+                allowed.join(", ")
+            ),
+            posting,
+        )
+        .with("allowed", posting.members));
     }
     Ok(fields)
 }
 
+/// The refusal of a body the reader does not take.
+fn refused_body(unread: Unread, posting: &Posting) -> Problem {
+    match unread {
+        Unread::NotAnObject(why) => not_json(&why, posting),
+        Unread::TooDeep => Problem::new(
+            StatusCode::BAD_REQUEST,
+            "too_deep",
+            format!(
+                "{} nests at most {MAX_DEPTH} levels of arrays and objects. {}",
+                posting.what, posting.nothing
+            ),
+        ),
+        Unread::Twice { field, why } => Problem::new(
+            StatusCode::BAD_REQUEST,
+            "duplicate_member",
+            format!(
+                "{} names a member once ({why}): which one would count is not for the reader \
+                 to guess. {}",
+                posting.what, posting.nothing
+            ),
+        )
+        .with("field", field),
+    }
+}
+
 /// Whether the request says its body is JSON (`application/json`, or an
 /// `application/...+json`).
-fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     let Some(kind) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -307,15 +359,6 @@ pub(crate) fn invalid_field(field: &str, error: &str, posting: &Posting) -> Prob
 /// word, a note of at most [`MAX_NOTE`] characters (trimmed), arguments
 /// with an edit and only with one.
 fn read(fields: &Map<String, Value>) -> Result<Posted<'_>, Problem> {
-    if let Some(name) = fields.keys().find(|name| !FIELDS.contains(&name.as_str())) {
-        return Err(invalid(
-            name,
-            &format!(
-                "Unknown field {name:?}: a decision has \"decision\", \"note\", \"arguments\" \
-                 (of an edit) and, from a browser, \"csrf\""
-            ),
-        ));
-    }
     let decision = match fields.get("decision") {
         Some(Value::String(decision)) if DECISIONS.contains(&decision.as_str()) => decision,
         _ => {

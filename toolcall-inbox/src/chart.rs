@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::html::esc;
+use crate::html::{esc, shown};
 
 /// Colours for series, in order (colour-blind-safe, Okabe and Ito).
 const PALETTE: [&str; 8] = [
@@ -37,7 +37,7 @@ pub fn bars(title: &str, rows: &[(String, u64, &str)]) -> String {
         let _ = write!(
             svg,
             r##"<g><title>{label}: {value}</title><text x="{lx}" y="{ty}" text-anchor="end" font-size="13" fill="#222">{label}</text><rect x="{label_width}" y="{ry}" width="{w:.1}" height="{h}" fill="{fill}" rx="2"/><text x="{vx:.1}" y="{ty}" font-size="13" fill="#222">{value}</text></g>"##,
-            label = esc(label),
+            label = shown(label),
             lx = label_width - 8.0,
             ty = y + row_height * 0.65,
             ry = y + 4.0,
@@ -101,8 +101,8 @@ pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -
                 svg,
                 r#"<rect x="{x:.1}" y="{y:.1}" width="{column:.1}" height="{h:.1}" fill="{fill}"><title>{name}, {bucket}: {value}</title></rect>"#,
                 fill = color(s),
-                name = esc(name),
-                bucket = esc(bucket),
+                name = shown(name),
+                bucket = shown(bucket),
             );
         }
         if b % every != 0 {
@@ -113,7 +113,7 @@ pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -
             r##"<text x="{cx:.1}" y="{ly}" text-anchor="middle" font-size="11" fill="#555">{label}</text>"##,
             cx = x + column / 2.0,
             ly = plot_top + plot_height + 16.0,
-            label = esc(bucket),
+            label = shown(bucket),
         );
     }
     for (s, (name, _)) in series.iter().enumerate() {
@@ -126,7 +126,7 @@ pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -
             fill = color(s),
             tx = x + 18.0,
             ty = y,
-            name = esc(name),
+            name = shown(name),
         );
     }
     svg.push_str("</svg>");
@@ -136,7 +136,7 @@ pub fn stacked(title: &str, buckets: &[String], series: &[(String, Vec<u64>)]) -
 fn open(title: &str, width: f64, height: f64) -> String {
     format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" aria-label="{title}"><title>{title}</title>"#,
-        title = esc(title)
+        title = shown(title)
     )
 }
 

@@ -85,7 +85,9 @@ fn edit_page<B>(
         .text(&approval.id)
         .raw("\"><header>")
         .el("<h2>Edit <code class=\"tool\">", &approval.tool, "</code></h2></header>")
-        .el("<p class=\"desc\">", spec.description(), "</p>")
+        .raw("<p class=\"desc\">")
+        .lines(spec.description())
+        .raw("</p>")
         .raw("<p class=\"lead\">The call runs with these arguments instead of the model's: they are validated now, and checked and policed again by the agent, as a new call. The model is told that a person changed them.</p>");
     if !problems.is_empty() {
         body.raw("<div class=\"notice bad problems\" role=\"alert\"><b>Not valid, nothing was decided:</b><ul>");
@@ -103,9 +105,9 @@ fn edit_page<B>(
         &approval.tainted,
     );
     body.raw("<form method=\"post\" class=\"edit\" action=\"")
-        .text(&format!("/approvals/{}/decide", segment(&approval.id)))
+        .value(&format!("/approvals/{}/decide", segment(&approval.id)))
         .raw("\"><input type=\"hidden\" name=\"csrf\" value=\"")
-        .text(user.csrf())
+        .value(user.csrf())
         .raw("\"><input type=\"hidden\" name=\"action\" value=\"edit\"><table class=\"args\"><tbody>");
     for field in spec.fields() {
         let value = values.get(field.name).map_or("", String::as_str);
@@ -115,24 +117,22 @@ fn edit_page<B>(
             "JSON"
         };
         body.raw("<tr><th scope=\"row\"><label for=\"arg-")
-            .text(field.name)
+            .value(field.name)
             .raw("\"><code>")
             .text(field.name)
             .raw("</code></label></th><td class=\"value\"><textarea rows=\"1\" id=\"arg-")
-            .text(field.name)
+            .value(field.name)
             .raw("\" name=\"arg:")
-            .text(field.name)
+            .value(field.name)
             .raw("\">")
-            .text(value)
+            .value(value)
             .raw("</textarea></td>")
-            .el(
-                "<td class=\"about\">",
-                &format!("{} ({kind})", field.description),
-                "</td></tr>",
-            );
+            .raw("<td class=\"about\">")
+            .lines(&format!("{} ({kind})", field.description))
+            .raw("</td></tr>");
     }
     body.raw("</tbody></table><label>Note (optional)<input type=\"text\" name=\"note\" value=\"")
-        .text(note)
+        .value(note)
         .raw(&format!("\" maxlength=\"{MAX_NOTE}\"></label>"))
         .raw("<p><button type=\"submit\" class=\"approve\">Approve with these arguments</button> <a href=\"/\">Cancel</a></p></form></article>");
     layout("Edit", &app.options.title, Some(user), "", &body.finish())

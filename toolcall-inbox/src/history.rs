@@ -85,7 +85,7 @@ pub(crate) async fn history<B: Backend>(State(app): State<Arc<App<B>>>, who: Who
             .raw("</code></td><td><code class=\"tool\">")
             .text(&entry.approval.tool)
             .raw("</code><pre>")
-            .text(&pretty(&redacted(spec, &entry.approval.arguments)))
+            .lines(&pretty(&redacted(spec, &entry.approval.arguments)))
             .raw("</pre>")
             .el("<small>session <code>", &entry.approval.session, "</code>")
             .el(", caller <code>", &entry.approval.caller, "</code>");
@@ -106,7 +106,7 @@ pub(crate) async fn history<B: Backend>(State(app): State<Arc<App<B>>>, who: Who
             }
             (Some(edited), true) => {
                 body.raw("<b class=\"outcome ran\">approved with edits</b><pre>")
-                    .text(&pretty(&redacted(spec, edited)))
+                    .lines(&pretty(&redacted(spec, edited)))
                     .raw("</pre>");
             }
             (None, true) => {

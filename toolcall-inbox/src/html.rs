@@ -1,8 +1,12 @@
 //! HTML written as Rust: every piece of text that is not a literal of this
-//! crate goes through [`esc`] (or [`Html::text`], which calls it), the one
-//! escaping function, whether it ends up in an element or an attribute.
+//! crate goes through [`esc`], the one escaping function, whether it ends
+//! up in an element or an attribute; and text shown to a person goes
+//! through [`shown`] (or [`Html::text`]), which first makes visible what
+//! would reorder or hide it.
 
 use std::fmt::Write as _;
+
+use toolcall_core::__private::echo::printable;
 
 /// Escapes `text` for an HTML element or a quoted attribute value: `&`,
 /// `<`, `>`, `"` and `'` become character references, so nothing in it can
@@ -22,6 +26,16 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// Text shown to a person (a name, a reason, a note, a caller, anything a
+/// person, a model or the store supplied), for an element or an
+/// attribute: every control character and every character that reorders
+/// or hides text (a bidirectional override, a zero-width space) written as
+/// its escape (`\u{202e}`), so that a name cannot read backwards or hide
+/// a part of itself; then [`esc`]aped.
+pub(crate) fn shown(text: &str) -> String {
+    esc(&printable(text, usize::MAX))
+}
+
 /// A path segment: everything but ASCII letters, digits, `-` and `_`
 /// percent-encoded, so an id from the store cannot change the path.
 pub fn segment(text: &str) -> String {
@@ -37,7 +51,9 @@ pub fn segment(text: &str) -> String {
 }
 
 /// A page being written. [`raw`](Html::raw) takes markup this crate wrote;
-/// [`text`](Html::text) takes anything else, escaped.
+/// [`text`](Html::text) takes text shown to a person, [`lines`](Html::lines)
+/// text of several lines, [`value`](Html::value) a value the browser sends
+/// back or a script reads, each escaped.
 #[derive(Default)]
 pub struct Html(String);
 
@@ -48,9 +64,30 @@ impl Html {
         self
     }
 
-    /// Text from outside (a model, a person, the store), escaped.
+    /// Text from outside (a model, a person, the store) shown to a person:
+    /// [`shown`].
     pub fn text(&mut self, text: &str) -> &mut Self {
-        self.0.push_str(&esc(text));
+        self.0.push_str(&shown(text));
+        self
+    }
+
+    /// Text of several lines (a `<pre>`, a description of paragraphs):
+    /// each line [`shown`], the line breaks kept.
+    pub fn lines(&mut self, text: &str) -> &mut Self {
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                self.0.push('\n');
+            }
+            self.0.push_str(&shown(line));
+        }
+        self
+    }
+
+    /// A value the browser sends back as it is (a form's field, a link) or
+    /// a script compares (an id): only [`esc`]aped, so that it comes back
+    /// unchanged. Never for text a person reads.
+    pub fn value(&mut self, value: &str) -> &mut Self {
+        self.0.push_str(&esc(value));
         self
     }
 
@@ -122,6 +159,18 @@ mod tests {
         let mut html = Html::default();
         html.el("<td>", "<b>bold</b>", "</td>");
         assert_eq!(html.finish(), "<td>&lt;b&gt;bold&lt;/b&gt;</td>");
+    }
+
+    #[test]
+    fn what_reorders_or_hides_text_is_shown_as_its_escape() {
+        let mut html = Html::default();
+        html.el("<b>", "eve\u{202e}lin\u{7} <x>\u{200b}", "</b>")
+            .lines("{\n  \"a\u{2066}\"\n}")
+            .value("v\u{202e}\"");
+        assert_eq!(
+            html.finish(),
+            "<b>eve\\u{202e}lin\\u{7} &lt;x&gt;\\u{200b}</b>{\n  &quot;a\\u{2066}&quot;\n}v\u{202e}&quot;"
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@
 //! | `GET /history` | each decision, who took it, and what came of it |
 //! | `GET /metrics` | the audit log's metrics (`report`'s), as inline SVG charts: rejections by code, and by tool and by code over time (in buckets of wall time, UTC; in slices of the log's order for a log whose records carry no time) |
 //! | `GET /sessions` | the signed-in person's sign-ins (when and from where each began, when it ends, which is this browser), and a button that signs them all out |
-//! | `POST /sessions/revoke` | deletes every sign-in of the person (`csrf` from a browser); a program (bearer token) is answered `{"revoked": N}` |
+//! | `POST /sessions/revoke` | deletes every sign-in of the person (`csrf` from a browser); a program (bearer token) is answered `{"revoked": N}`, and may post a JSON object (`{}`, read as every JSON body is) |
 //! | `GET /api/sessions` | the same list as JSON: `{"name": ..., "sign_ins": [{"id", "from", "created_ms", "expires_ms", "current"}]}` (`id` is a label, not the cookie) |
 //! | `POST /sign-out` | deletes this browser's sign-in and clears its cookie (`csrf`) |
 //! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page); each item as the store keeps it, with its `reason` (`high_risk`, `untrusted_context` or `in_doubt`) and the decisions that answer it (`answers`) |
@@ -100,7 +100,9 @@
 //! | status | `code` | when |
 //! |---|---|---|
 //! | 400 | `invalid_json` | the body is not a JSON object |
-//! | 400 | `invalid_request` | a field is missing, unknown or wrong (`field` names it): no such `decision`, a note too long, `arguments` without an `edit` or an `edit` without them |
+//! | 400 | `duplicate_member` | the body names a member twice, at any depth (`field` is the body's member it is, or is inside; the error names it) |
+//! | 400 | `too_deep` | the body nests more than 33 levels of arrays and objects (an edit's arguments as deep as the pipeline takes a model's) |
+//! | 400 | `invalid_request` | a field is missing, unknown or wrong (`field` names it; an unknown one lists the members `allowed`): no such `decision`, a note too long, a `csrf` that is not a string, `arguments` without an `edit` or an `edit` without them |
 //! | 401 | `unauthorized` | no token or sign-in, or a wrong one (`WWW-Authenticate`) |
 //! | 403 | `forbidden` | a cookie's request without its sign-in's CSRF token, or from another origin |
 //! | 404 | `unknown_approval` | nothing waits under the id |
@@ -117,6 +119,17 @@
 //!
 //! The other routes under `/api/` refuse in JSON too (`unauthorized`,
 //! `too_many_attempts`; `/api/pending`'s bad listing is `invalid_listing`).
+//!
+//! Every JSON body the inbox takes (a decision, a stop and an enable of
+//! `/api/controls`, a program's revocation) is read by one reader, as
+//! strictly as the pipeline reads a model's arguments: at most 256 KiB
+//! (413), one JSON object (`invalid_json`), no member named twice at any
+//! depth (`duplicate_member`: a reader that kept the last of
+//! `{"decision": "deny", "decision": "approve"}` would approve it), at
+//! most 33 levels deep (`too_deep`), only the endpoint's members
+//! (`invalid_request`, with `field` and `allowed`), each of its type. A
+//! form that gives a field twice is a 400 too, never read as its first or
+//! its last. A refused body changes nothing.
 //!
 //! # Security
 //!
@@ -177,6 +190,14 @@
 //!   store is escaped by one function ([`esc`]), in elements and
 //!   attributes alike; the content security policy allows no inline script
 //!   or style, only this server's own files; no framing, no caching.
+//! * **Text that reorders or hides itself.** What a person, a model or the
+//!   store supplied and a person reads (a person's name, a principal, a
+//!   caller, a session, a reason, a note, an argument) is shown with its
+//!   control characters and the characters that reorder or hide text (a
+//!   bidirectional override such as U+202E, a zero-width space) written as
+//!   their escapes (`\u{202e}`), on every page: a name cannot read
+//!   backwards or hide a part of itself. A form's fields keep the values
+//!   they send back as they are; the JSON API serves the values as stored.
 //! * **Double decisions.** A decision is atomic in the store
 //!   ([`Store::decide_approval`]): a double click is one decision, and a
 //!   decided, expired or unknown approval cannot be decided (409, 410,
@@ -200,6 +221,7 @@
 
 mod access;
 mod api;
+mod body;
 mod chart;
 mod decide;
 #[cfg(feature = "metrics")]
@@ -225,7 +247,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use serde_json::Value;
 use toolcall_core::store::Store;
-use toolcall_core::{AuditRecord, Dispatcher, Registry};
+use toolcall_core::{AuditRecord, Caller, Dispatcher, Registry};
 
 pub use access::{ADMIN_ROLE, Access, AccessError, DEFAULT_NAME, MIN_TOKEN_LEN, User};
 pub use html::esc;
@@ -253,6 +275,16 @@ pub trait Backend: Send + Sync + 'static {
     fn question_ttl(&self) -> std::time::Duration {
         std::time::Duration::from_secs(15 * 60)
     }
+    /// The application's callers, which a stop or an enable of a caller
+    /// asked in the inbox is checked against (a misspelt one would stop
+    /// nothing): a dispatcher's [`callers`](Dispatcher::callers). `None`,
+    /// the default, when the backend does not know them: the inbox then
+    /// stops no caller by name (it stops everything, and the command
+    /// line's `admin disable --caller` stops a caller), and enables a
+    /// caller only when a stop of it is there to lift.
+    fn callers(&self) -> Option<Vec<&Caller>> {
+        None
+    }
 }
 
 /// An application's dispatcher: its store and its tools.
@@ -269,6 +301,10 @@ impl<S: Any + Send + Sync, St: Store> Backend for Dispatcher<S, St> {
 
     fn question_ttl(&self) -> std::time::Duration {
         self.settings().approval_ttl
+    }
+
+    fn callers(&self) -> Option<Vec<&Caller>> {
+        Some(Dispatcher::callers(self))
     }
 }
 

@@ -14,11 +14,11 @@ use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use toolcall_core::Registry;
-use toolcall_core::controls::{self, ChangeError, Controls, Stop, Target};
+use toolcall_core::controls::{self, CallerRules, ChangeError, Controls, Stop, Target};
 use toolcall_core::life::QuestionKind;
 use toolcall_core::store::Store;
 use toolcall_core::store::{ControlsChange, PendingApproval, Signature, StoreError};
+use toolcall_core::{Caller, Registry};
 
 use crate::api::{self, Posting, Problem, invalid_field, json_fields, store_unavailable};
 use crate::html::{Html, rfc3339, utc};
@@ -71,14 +71,8 @@ fn bad(field: &'static str, error: impl Into<String>) -> Bad {
 
 /// The change the fields ask for (`target`, `name`, and a stop's
 /// `reason`), as the form and the JSON give them alike; `given` reads a
-/// field. A stop of a tool the registry does not have is refused (a typo
-/// stops nothing); an enable is not checked: the stop may be another
-/// application's.
-fn change_of<'a>(
-    registry: &Registry,
-    stopping: bool,
-    given: impl Fn(&str) -> Option<&'a str>,
-) -> Result<Change, Bad> {
+/// field. Whether the name is one the application has is [`checked`]'s.
+fn change_of<'a>(stopping: bool, given: impl Fn(&str) -> Option<&'a str>) -> Result<Change, Bad> {
     let name = given("name").map(str::trim).filter(|name| !name.is_empty());
     if name.is_some_and(|name| name.chars().count() > MAX_NAME) {
         return Err(bad(
@@ -110,17 +104,6 @@ fn change_of<'a>(
     if !stopping {
         return Ok(Change::Enable(target));
     }
-    if let Target::Tool(tool) = &target
-        && registry.get(tool).is_none()
-    {
-        let known: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
-        return Err(Bad {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            code: "unknown_tool",
-            field: "name",
-            error: format!("No tool `{tool}` here; the tools are {}", known.join(", ")),
-        });
-    }
     let reason = given("reason").map(str::trim).unwrap_or("");
     if reason.is_empty() {
         return Err(bad(
@@ -138,6 +121,88 @@ fn change_of<'a>(
         target,
         reason: reason.to_owned(),
     })
+}
+
+/// Why `target` names no tool or caller of this application (`callers`,
+/// when the inbox knows them), with the closest real name, in the words
+/// `admin policy check` has for a name the controls do not know; `None`
+/// when it names one (or everything).
+fn unknown_name(registry: &Registry, callers: Option<&[&Caller]>, target: &Target) -> Option<Bad> {
+    let unknown = |code, error: String| Bad {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        code,
+        field: "name",
+        error,
+    };
+    // The controls' own check of a name finds the closest real one: a
+    // rule that names the target, checked against the tools and callers.
+    let mut probe = Controls::default();
+    let (code, at, list) = match target {
+        Target::Tool(name) => {
+            if registry.get(name).is_some() {
+                return None;
+            }
+            probe.approvals.insert(name.clone(), 2);
+            let tools: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
+            let list = format!("; the tools are {}", tools.join(", "));
+            ("unknown_tool", format!("approvals.{name}"), list)
+        }
+        Target::Caller(id) => {
+            let Some(callers) = callers else {
+                return Some(unknown(
+                    "unknown_caller",
+                    format!(
+                        "This inbox does not know the application's callers, so it cannot tell \
+                         `{id}` from a misspelling: stop everything, or the caller with the \
+                         command line (`admin disable --caller {id}`)"
+                    ),
+                ));
+            };
+            if callers.iter().any(|caller| caller.id() == id) {
+                return None;
+            }
+            probe.callers.insert(id.clone(), CallerRules::default());
+            ("unknown_caller", format!("callers.{id}"), String::new())
+        }
+        _ => return None,
+    };
+    let said = probe
+        .check(registry, callers.unwrap_or_default())
+        .into_iter()
+        .find(|error| error.at == at)
+        .map_or_else(|| format!("no such name: {target}"), |error| error.problem);
+    Some(unknown(code, capitalized(&format!("{said}{list}"))))
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
+}
+
+/// Whether `change` names what this application has: a stop of a tool or
+/// caller it does not have is refused (a typo would stop nothing), and an
+/// enable too unless a stop of that very target is there to lift (an older
+/// version's tool, stopped then). `Ok(Some(bad))` names the field and the
+/// closest real name; `Err` when the controls cannot be read.
+async fn checked<B: Backend>(app: &App<B>, change: &Change) -> Result<Option<Bad>, StoreError> {
+    let backend = &app.backend;
+    let callers = backend.callers();
+    let (target, enabling) = match change {
+        Change::Stop { target, .. } => (target, false),
+        Change::Enable(target) => (target, true),
+    };
+    let Some(bad) = unknown_name(backend.registry(), callers.as_deref(), target) else {
+        return Ok(None);
+    };
+    if enabling {
+        let (_, controls) = read_controls(backend.store()).await?;
+        if controls.stops.iter().any(|stop| stop.target == *target) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(bad))
 }
 
 /// Makes `change` as `who`, through [`controls::stop`] or
@@ -353,7 +418,7 @@ pub(crate) async fn page<B: Backend>(
 /// A table cell with a time.
 fn time(body: &mut Html, ms: u64) {
     body.raw("<td><time datetime=\"")
-        .text(&rfc3339(ms))
+        .value(&rfc3339(ms))
         .raw("\">")
         .text(&utc(ms))
         .raw("</time></td>");
@@ -372,21 +437,23 @@ fn stopped_row(body: &mut Html, stop: &Stop, who: &Who) {
         .el("<td class=\"by\">", &stop.by, "</td>");
     time(body, stop.at_ms);
     body.raw("<td><form method=\"post\" action=\"/admin/enable\"><input type=\"hidden\" name=\"csrf\" value=\"")
-        .text(who.csrf())
+        .value(who.csrf())
         .raw("\"><input type=\"hidden\" name=\"target\" value=\"")
-        .text(target)
+        .value(target)
         .raw("\"><input type=\"hidden\" name=\"name\" value=\"")
-        .text(name.unwrap_or(""))
+        .value(name.unwrap_or(""))
         .raw("\"><button type=\"submit\" class=\"approve\">Enable</button></form></td></tr>");
 }
 
 /// The form that stops a tool, a caller or everything, with a reason.
 fn stop_form(body: &mut Html, registry: &Registry, who: &Who) {
     body.raw("<h2>Stop</h2><form method=\"post\" action=\"/admin/stop\" class=\"stop\"><input type=\"hidden\" name=\"csrf\" value=\"")
-        .text(who.csrf())
+        .value(who.csrf())
         .raw("\"><label>What<select name=\"target\">");
     for target in TARGETS {
-        body.el("<option value=\"", target, "\">")
+        body.raw("<option value=\"")
+            .value(target)
+            .raw("\">")
             .text(target)
             .raw("</option>");
     }
@@ -394,7 +461,7 @@ fn stop_form(body: &mut Html, registry: &Registry, who: &Who) {
         .text(&MAX_NAME.to_string())
         .raw("\"></label><datalist id=\"tools\">");
     for spec in registry.iter() {
-        body.el("<option value=\"", spec.name(), "\">");
+        body.raw("<option value=\"").value(spec.name()).raw("\">");
     }
     body.raw("</datalist><label>Reason (required: the model and the people on duty are told it)<input type=\"text\" name=\"reason\" required maxlength=\"")
         .text(&MAX_NOTE.to_string())
@@ -429,18 +496,24 @@ async fn from_form<B: Backend>(
     if !who.is_admin() {
         return Refusal::NotAdmin.into_response();
     }
-    let change = match change_of(app.backend.registry(), stopping, |name| field(&form, name)) {
-        Ok(change) => change,
-        Err(bad) => {
-            return message(
-                app,
-                &who,
-                bad.status,
-                "Nothing changed",
-                &format!("{} ({}). Nothing was changed.", bad.error, bad.field),
-            );
-        }
+    let refused = |bad: Bad| {
+        message(
+            app,
+            &who,
+            bad.status,
+            "Nothing changed",
+            &format!("{} ({}). Nothing was changed.", bad.error, bad.field),
+        )
     };
+    let change = match change_of(stopping, |name| field(&form, name)) {
+        Ok(change) => change,
+        Err(bad) => return refused(bad),
+    };
+    match checked(app, &change).await {
+        Ok(None) => {}
+        Ok(Some(bad)) => return refused(bad),
+        Err(error) => return store_down(app, &who, &error),
+    }
     let notice = if stopping { "stopped" } else { "enabled" };
     match apply(app, &who, change).await {
         Ok(_) => (
@@ -470,11 +543,20 @@ fn refused_status(error: &ChangeError) -> StatusCode {
     }
 }
 
-/// The words of the JSON endpoints' refusals.
-const CHANGE: Posting = Posting {
-    what: "A change of the controls",
+/// A stop's body, in the words of its refusals.
+const STOP: Posting = Posting {
+    what: "A stop",
     example: "{\"target\": \"tool\", \"name\": \"refund_order\", \"reason\": \"fraud wave\"}",
     nothing: "Nothing was changed.",
+    members: &["target", "name", "reason", "csrf"],
+};
+
+/// An enable's body, in the words of its refusals.
+const ENABLE: Posting = Posting {
+    what: "An enable",
+    example: "{\"target\": \"tool\", \"name\": \"refund_order\"}",
+    nothing: "Nothing was changed.",
+    members: &["target", "name", "csrf"],
 };
 
 /// The person a program's request comes from, who must be an admin;
@@ -544,24 +626,25 @@ async fn changed_by_json<B: Backend>(
 ) -> Result<Value, Problem> {
     let (mut parts, body) = request.into_parts();
     let who = admin_of(app, &mut parts).await?;
-    let fields = json_fields(app, &who, parts, body, &CHANGE).await?;
-    let allowed: &[&str] = if stopping {
-        &["target", "name", "reason", "csrf"]
-    } else {
-        &["target", "name", "csrf"]
-    };
-    checked_fields(&fields, allowed)?;
-    let change = change_of(app.backend.registry(), stopping, |name| {
-        fields.get(name).and_then(Value::as_str)
-    })
-    .map_err(|bad| {
+    let posting = if stopping { &STOP } else { &ENABLE };
+    let fields = json_fields(app, &who, parts, body, posting).await?;
+    strings(&fields, posting)?;
+    let refused = |bad: Bad| {
         Problem::new(
             bad.status,
             bad.code,
             format!("{}. Nothing was changed.", bad.error),
         )
         .with("field", bad.field)
-    })?;
+    };
+    let change =
+        change_of(stopping, |name| fields.get(name).and_then(Value::as_str)).map_err(refused)?;
+    if let Some(bad) = checked(app, &change)
+        .await
+        .map_err(|error| store_unavailable(&error))?
+    {
+        return Err(refused(bad));
+    }
     let words = change.words();
     let version = match apply(app, &who, change).await {
         Ok(version) => version,
@@ -591,29 +674,20 @@ async fn changed_by_json<B: Backend>(
     }))
 }
 
-/// Every field is one of `allowed`, and each given is a string (or null):
-/// else a 400 that names the first that is not.
-fn checked_fields(fields: &Map<String, Value>, allowed: &[&str]) -> Result<(), Problem> {
-    for (name, value) in fields {
-        if !allowed.contains(&name.as_str()) {
-            return Err(invalid_field(
-                name,
-                &format!(
-                    "Unknown field {name:?}: this change has {}",
-                    allowed.join(", ")
-                ),
-                &CHANGE,
-            ));
-        }
-        if !value.is_string() && !value.is_null() {
-            return Err(invalid_field(
-                name,
-                &format!("{name:?} is a string"),
-                &CHANGE,
-            ));
-        }
+/// Each field given is a string (or null): else a 400 that names the
+/// first that is not.
+fn strings(fields: &Map<String, Value>, posting: &Posting) -> Result<(), Problem> {
+    match fields
+        .iter()
+        .find(|(_, value)| !value.is_string() && !value.is_null())
+    {
+        Some((name, _)) => Err(invalid_field(
+            name,
+            &format!("{name:?} is a string"),
+            posting,
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Another method on the controls' endpoints: 405, in JSON.
@@ -634,8 +708,7 @@ mod tests {
     use super::*;
 
     fn change(stopping: bool, fields: &[(&str, &str)]) -> Result<Change, (&'static str, u16)> {
-        let registry = Registry::default();
-        change_of(&registry, stopping, |name| {
+        change_of(stopping, |name| {
             fields.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
         })
         .map_err(|bad| (bad.field, bad.status.as_u16()))
@@ -671,14 +744,27 @@ mod tests {
             .unwrap_err(),
             ("reason", 400)
         );
-        assert_eq!(
-            change(
-                true,
-                &[("target", "tool"), ("name", "nope"), ("reason", "r")]
-            )
-            .unwrap_err(),
-            ("name", 422),
-            "a tool this inbox does not know"
-        );
+    }
+
+    #[test]
+    fn a_name_the_application_does_not_have_is_refused_with_the_closest() {
+        let registry = Registry::default();
+        let default = Caller::new("default", toolcall_core::Policy::new());
+        let support = Caller::new("support", toolcall_core::Policy::new());
+        let callers = [&default, &support];
+        let unknown = |target: Target, callers: Option<&[&Caller]>| {
+            unknown_name(&registry, callers, &target).map(|bad| (bad.code, bad.error))
+        };
+        assert!(unknown(Target::Caller("support".into()), Some(&callers)).is_none());
+        assert!(unknown(Target::Everything, None).is_none());
+        let (code, error) = unknown(Target::Caller("suport".into()), Some(&callers)).unwrap();
+        assert_eq!(code, "unknown_caller");
+        assert!(error.starts_with("No caller `suport`"), "{error}");
+        assert!(error.contains("did you mean `support`"), "{error}");
+        let (code, error) = unknown(Target::Caller("support".into()), None).unwrap();
+        assert_eq!(code, "unknown_caller", "{error}");
+        let (code, error) = unknown(Target::Tool("nope".into()), Some(&callers)).unwrap();
+        assert_eq!(code, "unknown_tool");
+        assert!(error.starts_with("No tool `nope`"), "{error}");
     }
 }

@@ -49,7 +49,7 @@ pub(crate) fn layout(
             .el("<b>", user.name(), "</b>")
             .raw(" <form method=\"post\" action=\"/sign-out\">")
             .raw("<input type=\"hidden\" name=\"csrf\" value=\"")
-            .text(user.csrf())
+            .value(user.csrf())
             .raw("\"><button class=\"link\">sign out</button></form></span>");
     }
     page.raw("</header><main>")
@@ -93,6 +93,7 @@ impl IntoResponse for Refusal {
             Refusal::NotAdmin => ("Admins only", lead(&self.to_string())),
             Refusal::TooManyAttempts { .. } => ("Too many attempts", lead(&self.to_string())),
             Refusal::NoRandomness(_) => ("Not signed in", lead(&self.to_string())),
+            Refusal::Twice(_) => ("Nothing done", lead(&self.to_string())),
         };
         let mut response = html_response(self.status(), layout(title, "toolcall", None, "", &body));
         response.headers_mut().extend(self.headers());

@@ -207,11 +207,11 @@ pub(crate) async fn index<B: Backend>(
         listing.cursor_text.as_deref(),
     );
     body.raw("<div data-pending-ids=\"")
-        .text(&ids.join(" "))
+        .value(&ids.join(" "))
         .raw("\" data-total=\"")
         .text(&page.total.to_string())
         .raw("\" data-api=\"")
-        .text(&api)
+        .value(&api)
         .raw("\">");
     let order = match listing.order {
         PendingOrder::OldestFirst => "oldest first",
@@ -270,9 +270,9 @@ pub(crate) async fn index<B: Backend>(
 /// The filter form (conversation, tool, order) and the order toggle.
 fn filters(body: &mut Html, listing: &Listing) {
     body.raw("<form method=\"get\" action=\"/\" class=\"filters\"><label>Conversation<input type=\"text\" name=\"session\" value=\"")
-        .text(listing.session.as_deref().unwrap_or(""))
+        .value(listing.session.as_deref().unwrap_or(""))
         .raw("\"></label><label>Tool<input type=\"text\" name=\"tool\" value=\"")
-        .text(listing.tool.as_deref().unwrap_or(""))
+        .value(listing.tool.as_deref().unwrap_or(""))
         .raw("\"></label><label>Order<select name=\"order\">");
     for order in [PendingOrder::OldestFirst, PendingOrder::NewestFirst] {
         let selected = if order == listing.order {
@@ -292,7 +292,7 @@ fn filters(body: &mut Html, listing: &Listing) {
     body.raw("</select></label>");
     if listing.limit != listing.default_limit {
         body.raw("<input type=\"hidden\" name=\"limit\" value=\"")
-            .text(&listing.limit.to_string())
+            .value(&listing.limit.to_string())
             .raw("\">");
     }
     body.raw("<button type=\"submit\">Show</button>");
@@ -305,7 +305,7 @@ fn filters(body: &mut Html, listing: &Listing) {
         PendingOrder::NewestFirst => "Newest first",
     };
     body.raw("<a class=\"order\" href=\"")
-        .text(&listing.href("/", flipped, None))
+        .value(&listing.href("/", flipped, None))
         .raw("\">")
         .text(toggle)
         .raw("</a>");
@@ -326,12 +326,12 @@ fn pager(body: &mut Html, listing: &Listing, next: Option<&str>, total: u64, emp
             body.raw("<span class=\"empty\">No more calls after the previous page.</span> ");
         }
         body.raw("<a class=\"first\" href=\"")
-            .text(&listing.href("/", listing.order, None))
+            .value(&listing.href("/", listing.order, None))
             .raw("\">First page</a>");
     }
     if let Some(next) = next {
         body.raw(" <a class=\"next\" rel=\"next\" href=\"")
-            .text(&listing.href("/", listing.order, Some(next)))
+            .value(&listing.href("/", listing.order, Some(next)))
             .raw("\">Next page</a>");
     }
     body.raw("</nav>");
@@ -370,7 +370,9 @@ fn card(
     }
     body.raw("</header>");
     if let Some(spec) = spec {
-        body.el("<p class=\"desc\">", spec.description(), "</p>");
+        body.raw("<p class=\"desc\">")
+            .lines(spec.description())
+            .raw("</p>");
     }
     why(body, approval);
     body.raw("<dl class=\"meta\">")
@@ -392,15 +394,15 @@ fn card(
         );
     }
     body.raw("<dt>Asked</dt><dd><time datetime=\"")
-        .text(&rfc3339(approval.created_ms))
+        .value(&rfc3339(approval.created_ms))
         .raw("\">")
         .text(&utc(approval.created_ms))
         .raw("</time></dd><dt>Expires</dt><dd>")
         .text(&utc(approval.expires_ms))
         .raw(", <time class=\"countdown\" data-expires=\"")
-        .text(&approval.expires_ms.to_string())
+        .value(&approval.expires_ms.to_string())
         .raw("\" datetime=\"")
-        .text(&rfc3339(approval.expires_ms))
+        .value(&rfc3339(approval.expires_ms))
         .raw("\">in ")
         .text(&duration(approval.expires_ms.saturating_sub(now)))
         .raw("</time></dd>")
@@ -411,9 +413,9 @@ fn card(
     controlled(body, standing, user);
     let action = format!("/approvals/{}/decide", segment(id));
     body.raw("<form method=\"post\" class=\"decide\" action=\"")
-        .text(&action)
+        .value(&action)
         .raw("\"><input type=\"hidden\" name=\"csrf\" value=\"")
-        .text(user.csrf())
+        .value(user.csrf())
         .raw("\">");
     if is_in_doubt(approval) {
         // A question about what happened, not a permission: two answers,
@@ -438,7 +440,7 @@ fn card(
     // Several people sign the same call: nobody edits it.
     if spec.is_some() && standing.stopped.is_none() && standing.needed <= 1 {
         body.raw("<a class=\"edit\" href=\"")
-            .text(&format!("/approvals/{}/edit", segment(id)))
+            .value(&format!("/approvals/{}/edit", segment(id)))
             .raw("\">Approve with edits…</a>");
     }
     body.raw("</form></article>");
@@ -466,9 +468,9 @@ fn controlled(body: &mut Html, standing: &Standing, user: &Who) {
     }
     let signed = standing.signatures.len();
     body.raw("<p class=\"signatures\" data-signed=\"")
-        .text(&signed.to_string())
+        .value(&signed.to_string())
         .raw("\" data-needed=\"")
-        .text(&standing.needed.to_string())
+        .value(&standing.needed.to_string())
         .raw("\">")
         .text(&format!(
             "Needs the approval of {} people, never the one who made the call: {signed} of {} signed",
@@ -598,13 +600,15 @@ pub(crate) fn arguments_table(
             body.raw("</th><td class=\"value\">");
             match value {
                 Some(value) => {
-                    body.el("<pre>", &pretty(value), "</pre>");
+                    body.raw("<pre>").lines(&pretty(value)).raw("</pre>");
                 }
                 None => {
                     body.raw("<i>not given</i>");
                 }
             }
-            body.el("</td><td class=\"about\">", field.description, "</td></tr>");
+            body.raw("</td><td class=\"about\">")
+                .lines(field.description)
+                .raw("</td></tr>");
         }
     }
     for (name, value) in &object {
@@ -614,15 +618,15 @@ pub(crate) fn arguments_table(
         body.el("<tr><th scope=\"row\"><code>", name, "</code>");
         flag(body, name);
         body.raw("</th>")
-            .el("<td class=\"value\"><pre>", &pretty(value), "</pre></td>")
+            .raw("<td class=\"value\"><pre>")
+            .lines(&pretty(value))
+            .raw("</pre></td>")
             .raw("<td class=\"about\"></td></tr>");
     }
     if !arguments.is_object() {
-        body.el(
-            "<tr><td colspan=\"3\"><pre>",
-            &pretty(arguments),
-            "</pre></td></tr>",
-        );
+        body.raw("<tr><td colspan=\"3\"><pre>")
+            .lines(&pretty(arguments))
+            .raw("</pre></td></tr>");
     }
     body.raw("</tbody></table>");
 }

@@ -200,6 +200,16 @@ impl<B: Send + Sync + 'static> FromRequest<Arc<App<B>>> for Posted {
             Form::<Vec<(String, String)>>::from_request(Request::from_parts(parts, body), app)
                 .await
                 .map_err(IntoResponse::into_response)?;
+        // A field given twice is refused, not read as its first or its
+        // last: two readers could take different ones.
+        if let Some((name, _)) = form
+            .iter()
+            .enumerate()
+            .find(|(at, (name, _))| form[..*at].iter().any(|(seen, _)| seen == name))
+            .map(|(_, field)| field)
+        {
+            return Err(Refusal::Twice(name.clone()).into_response());
+        }
         if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
             return Err(Refusal::Forbidden.into_response());
         }
@@ -300,6 +310,8 @@ pub(crate) enum Refusal {
     TooManyAttempts { retry_after: u64 },
     /// No randomness for a sign-in record: 503.
     NoRandomness(String),
+    /// A form that gives this field more than once: 400.
+    Twice(String),
 }
 
 impl Refusal {
@@ -310,6 +322,7 @@ impl Refusal {
             Refusal::Forbidden | Refusal::NotAdmin => StatusCode::FORBIDDEN,
             Refusal::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Refusal::NoRandomness(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::Twice(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -331,7 +344,10 @@ impl Refusal {
             Refusal::TooManyAttempts { retry_after } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
             }
-            Refusal::Forbidden | Refusal::NotAdmin | Refusal::NoRandomness(_) => {}
+            Refusal::Forbidden
+            | Refusal::NotAdmin
+            | Refusal::NoRandomness(_)
+            | Refusal::Twice(_) => {}
         }
         headers
     }
@@ -361,6 +377,11 @@ impl std::fmt::Display for Refusal {
             Refusal::NoRandomness(error) => {
                 write!(f, "No randomness for a sign-in ({error}): try again.")
             }
+            Refusal::Twice(name) => write!(
+                f,
+                "The form gives `{name}` more than once: which one would count is not for the \
+                 inbox to guess. Nothing was decided or changed."
+            ),
         }
     }
 }

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::{self, ApiWho};
+use crate::api::{self, ApiWho, Posting, Problem, json_fields};
 
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
@@ -66,7 +66,7 @@ pub(crate) async fn page<B: Backend>(State(app): State<Arc<App<B>>>, who: Who) -
         body.raw("</tbody></table>");
     }
     body.raw("<form method=\"post\" action=\"/sessions/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"")
-        .text(who.csrf())
+        .value(who.csrf())
         .raw("\"><button type=\"submit\" class=\"deny\">Sign out everywhere</button></form>");
     html_response(
         StatusCode::OK,
@@ -103,13 +103,33 @@ pub(crate) async fn api<B: Backend>(
     )
 }
 
+/// A revocation's body, in the words of its refusals.
+const REVOKE: Posting = Posting {
+    what: "A revocation",
+    example: "{}",
+    nothing: "Nobody was signed out.",
+    members: &["csrf"],
+};
+
 /// `POST /sessions/revoke`: deletes every sign-in of the person (this
-/// browser's too), so every copy of their cookies stops working.
+/// browser's too), so every copy of their cookies stops working. The
+/// page's form posts it; a program posts it with no body or a form, or
+/// with a JSON object read as every JSON body is ([`json_fields`]), and is
+/// answered in JSON.
 pub(crate) async fn revoke<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    headers: HeaderMap,
-    Posted { who, .. }: Posted,
+    request: Request,
 ) -> Response {
+    if api::is_json(request.headers()) {
+        return revoked_by_json(&app, request)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    let headers = request.headers().clone();
+    let who = match Posted::from_request(request, &app).await {
+        Ok(Posted { who, .. }) => who,
+        Err(refused) => return refused,
+    };
     let revoked = app.sign_ins.revoke_all(who.name());
     if who.via == Via::Bearer {
         return api::json(StatusCode::OK, &json!({"revoked": revoked}));
@@ -122,4 +142,24 @@ pub(crate) async fn revoke<B: Backend>(
         ],
     )
         .into_response()
+}
+
+/// A revocation posted as JSON: who asks, then the body; answered
+/// `{"revoked": N}` (a browser's cookie cleared).
+async fn revoked_by_json<B: Backend>(
+    app: &Arc<App<B>>,
+    request: Request,
+) -> Result<Response, Problem> {
+    let (mut parts, body) = request.into_parts();
+    let headers = parts.headers.clone();
+    let ApiWho(who) = ApiWho::from_request_parts(&mut parts, app).await?;
+    json_fields(app, &who, parts, body, &REVOKE).await?;
+    let revoked = app.sign_ins.revoke_all(who.name());
+    let mut response = api::json(StatusCode::OK, &json!({"revoked": revoked}));
+    if who.via == Via::Cookie
+        && let Ok(clear) = HeaderValue::from_str(&clear_cookie(app, &headers))
+    {
+        response.headers_mut().insert(header::SET_COOKIE, clear);
+    }
+    Ok(response)
 }

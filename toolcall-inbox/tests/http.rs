@@ -43,19 +43,25 @@ struct Inbox {
 }
 
 async fn inbox() -> Inbox {
+    // Ana is an admin (the operators' page is hers); Bo is not.
+    inbox_of(&format!("ana {ANA} admin\nbo {BO}\n")).await
+}
+
+/// An inbox whose people are the token file `people`, over the
+/// application's dispatcher (its tools and its callers).
+async fn inbox_of(people: &str) -> Inbox {
     let store = Arc::new(SqliteStore::open_in_memory().unwrap());
     // Thousands of questions of one caller, for the pages and filters.
-    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
-        .store(Arc::clone(&store))
-        .max_pending_per_caller(usize::MAX)
-        .build()
-        .unwrap();
-    // Ana is an admin (the operators' page is hers); Bo is not.
-    let access = Access::parse(&format!("ana {ANA} admin\nbo {BO}\n"), "x").unwrap();
-    let backend = Arc::new(Parts {
-        store: Arc::clone(&store),
-        registry: tools![pay].unwrap(),
-    });
+    let build = || {
+        Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+            .store(Arc::clone(&store))
+            .max_pending_per_caller(usize::MAX)
+            .build()
+            .unwrap()
+    };
+    let dispatcher = build();
+    let access = Access::parse(people, "x").unwrap();
+    let backend = Arc::new(build());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(toolcall_inbox::serve(
@@ -2334,4 +2340,749 @@ async fn the_one_who_made_the_call_cannot_sign_it() {
         (json!(1), json!(2))
     );
     assert_eq!(inbox.store.signatures("ap-bo").await.unwrap()[0].by, "ana");
+}
+
+/// The answer to a request sent straight to the router, without a socket:
+/// its status, its content type and its body.
+struct Routed {
+    status: u16,
+    content_type: Option<String>,
+    /// The cookie a sign-in sets, as a request sends it back.
+    cookie: Option<String>,
+    body: String,
+}
+
+/// Sends one request to `router` (no connection, so every client is one
+/// address to the limit on wrong tokens).
+async fn routed(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Routed {
+    use tower_service::Service as _;
+    let mut request = axum::http::Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(axum::body::Body::from(body)).unwrap();
+    let response = router.clone().call(request).await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Routed {
+        status,
+        content_type,
+        cookie,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+/// A decision, a stop, an enable and a revocation are read as the model's
+/// arguments are: a member named twice, at any depth, is a 400 that names
+/// it (a map would keep the last: `deny` then `approve` approved); a body
+/// nested too deep, a member the endpoint does not take, or one of the
+/// wrong type is a 400 that names it; and nothing is decided or changed.
+#[tokio::test]
+async fn a_member_named_twice_or_unknown_or_too_deep_decides_and_changes_nothing() {
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 2590, "s").await;
+    let deep = format!(
+        r#"{{"decision": "edit", "arguments": {{"to": "acme", "amount_cents": 1, "x": {}1{}}}}}"#,
+        "[".repeat(40),
+        "]".repeat(40)
+    );
+    let decision = format!("/api/approvals/{id}/decision");
+    let cases: [(&str, &str, &str, Option<&str>, &str); 11] = [
+        (
+            &decision,
+            r#"{"decision": "deny", "decision": "approve"}"#,
+            "duplicate_member",
+            Some("decision"),
+            "`decision`",
+        ),
+        (
+            &decision,
+            r#"{"decision": "deny", "note": "a", "note": "b"}"#,
+            "duplicate_member",
+            Some("note"),
+            "`note`",
+        ),
+        (
+            &decision,
+            r#"{"decision": "edit", "arguments": {"to": "acme", "to": "eve", "amount_cents": 1}}"#,
+            "duplicate_member",
+            Some("arguments"),
+            "`to`",
+        ),
+        (&decision, &deep, "too_deep", None, "levels"),
+        (
+            &decision,
+            r#"{"decision": "deny", "csrf": 5}"#,
+            "invalid_request",
+            Some("csrf"),
+            "string",
+        ),
+        (
+            &decision,
+            r#"{"decision": "deny", "by": "eve"}"#,
+            "invalid_request",
+            Some("by"),
+            "\"by\"",
+        ),
+        (
+            "/api/controls/stops",
+            r#"{"target": "tool", "name": "pay", "reason": "a", "reason": "b"}"#,
+            "duplicate_member",
+            Some("reason"),
+            "`reason`",
+        ),
+        (
+            "/api/controls/stops",
+            r#"{"target": "everything", "reason": {"why": 1, "why": 2}}"#,
+            "duplicate_member",
+            Some("reason"),
+            "`why`",
+        ),
+        (
+            "/api/controls/enable",
+            r#"{"target": "tool", "target": "everything", "name": "pay"}"#,
+            "duplicate_member",
+            Some("target"),
+            "`target`",
+        ),
+        (
+            "/sessions/revoke",
+            r#"{"csrf": "a", "csrf": "b"}"#,
+            "duplicate_member",
+            Some("csrf"),
+            "`csrf`",
+        ),
+        (
+            "/sessions/revoke",
+            r#"{"everywhere": true}"#,
+            "invalid_request",
+            Some("everywhere"),
+            "\"everywhere\"",
+        ),
+    ];
+    let cookie = inbox.sign_in(BO).await;
+    for (path, body, code, field, said) in cases {
+        let (reply, problem) = inbox.post_json(path, Auth::Bearer(ANA), &[], body).await;
+        assert_eq!(reply.status, 400, "{path} {body}: {problem}");
+        assert_eq!(problem["code"], code, "{path} {body}: {problem}");
+        if let Some(field) = field {
+            assert_eq!(problem["field"], field, "{path} {body}: {problem}");
+        }
+        let error = problem["error"].as_str().unwrap();
+        assert!(error.contains(said), "{path} {body}: {problem}");
+        if code == "invalid_request" && field != Some("csrf") {
+            assert!(
+                problem["allowed"].as_array().is_some_and(|a| !a.is_empty()),
+                "the members allowed: {problem}"
+            );
+        }
+    }
+    // A form that gives a field twice is refused too, not read as its
+    // first or its last.
+    let reply = inbox
+        .decide(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "deny"), ("action", "approve")],
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.body.contains("action"), "{}", reply.body);
+    let reply = inbox
+        .post_form(
+            "/admin/stop",
+            Auth::Bearer(ANA),
+            &[],
+            &[
+                ("target", "tool"),
+                ("name", "pay"),
+                ("reason", "a"),
+                ("reason", "b"),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+
+    assert!(inbox.entry(&id).await.approval.decision.is_none());
+    assert!(inbox.decisions().await.is_empty(), "nothing decided");
+    assert_eq!(inbox.controls().await.1, [], "nothing changed");
+    assert_eq!(
+        inbox.get("/", Auth::Cookie(&cookie)).await.status,
+        200,
+        "nobody signed out"
+    );
+    // A program's revocation with a JSON body that is right.
+    let (reply, answer) = inbox
+        .post_json("/sessions/revoke", Auth::Bearer(BO), &[], "{}")
+        .await;
+    assert_eq!((reply.status, answer), (200, json!({"revoked": 1})));
+    assert_eq!(inbox.get("/", Auth::Cookie(&cookie)).await.status, 401);
+}
+
+/// The operators' API checks a name as `admin disable` does: a stop or an
+/// enable of a tool or caller the application does not have is a 422 that
+/// names the field and the closest real name, from JSON and from the
+/// page's form; a stop of a tool the application no longer has can still
+/// be lifted.
+#[tokio::test]
+async fn a_stop_of_a_name_the_application_does_not_have_is_a_422_naming_the_closest() {
+    let inbox = inbox().await;
+    for (path, body, code, closest) in [
+        (
+            "/api/controls/stops",
+            json!({"target": "caller", "name": "defualt", "reason": "it loops"}),
+            "unknown_caller",
+            "`default`",
+        ),
+        (
+            "/api/controls/stops",
+            json!({"target": "tool", "name": "pai", "reason": "fraud"}),
+            "unknown_tool",
+            "`pay`",
+        ),
+        (
+            "/api/controls/enable",
+            json!({"target": "caller", "name": "defualt"}),
+            "unknown_caller",
+            "`default`",
+        ),
+        (
+            "/api/controls/enable",
+            json!({"target": "tool", "name": "pai"}),
+            "unknown_tool",
+            "`pay`",
+        ),
+    ] {
+        let (reply, problem) = inbox
+            .post_json(path, Auth::Bearer(ANA), &[], &body.to_string())
+            .await;
+        assert_eq!(reply.status, 422, "{body}: {problem}");
+        assert_eq!(problem["code"], code, "{body}: {problem}");
+        assert_eq!(problem["field"], "name", "{body}: {problem}");
+        assert!(
+            problem["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("did you mean {closest}"))),
+            "{body}: {problem}"
+        );
+    }
+    for (path, form) in [
+        (
+            "/admin/stop",
+            &[("target", "caller"), ("name", "defualt"), ("reason", "x")][..],
+        ),
+        ("/admin/enable", &[("target", "tool"), ("name", "pai")][..]),
+    ] {
+        let reply = inbox.post_form(path, Auth::Bearer(ANA), &[], form).await;
+        assert_eq!(reply.status, 422, "{path}: {}", reply.body);
+        assert!(reply.body.contains("did you mean"), "{}", reply.body);
+    }
+    assert_eq!(inbox.controls().await.1, [], "nothing changed");
+    assert!(!inbox.pay_is_stopped().await);
+
+    // A tool an older version had, stopped then: it can be enabled.
+    toolcall::controls::stop(&*inbox.store, Target::Tool("gone".into()), "old", "ops")
+        .await
+        .unwrap();
+    let (reply, answer) = inbox
+        .post_json(
+            "/api/controls/enable",
+            Auth::Bearer(ANA),
+            &[],
+            &json!({"target": "tool", "name": "gone"}).to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{answer}");
+    assert_eq!(answer["change"], "enabled tool gone");
+}
+
+/// An inbox over a store and tools, without the dispatcher, does not know
+/// the callers: it stops none by name (a typo would stop nothing), and
+/// says so.
+#[tokio::test]
+async fn an_inbox_that_does_not_know_the_callers_stops_none_by_name() {
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let backend = Arc::new(Parts {
+        store: Arc::clone(&store),
+        registry: tools![pay].unwrap(),
+    });
+    let access = Access::parse(&format!("ana {ANA} admin\n"), "x").unwrap();
+    let router = toolcall_inbox::router(backend, Options::new(access));
+    let bearer = format!("Bearer {ANA}");
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let stop = json!({"target": "caller", "name": "default", "reason": "it loops"});
+    let reply = routed(
+        &router,
+        "POST",
+        "/api/controls/stops",
+        &headers,
+        stop.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    let problem: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(
+        (problem["code"].as_str(), problem["field"].as_str()),
+        (Some("unknown_caller"), Some("name")),
+        "{problem}"
+    );
+    let (_, controls) = toolcall::controls::read(&*store).await.unwrap();
+    assert_eq!(controls.stops, []);
+}
+
+/// The characters that reorder or hide text (a bidirectional override, a
+/// zero-width space) and control characters (a bell, an escape) in what a
+/// person or a model supplied (a person's name, a principal, a caller, a
+/// reason, a note) are shown as their escapes on every page, never raw.
+#[tokio::test]
+async fn text_that_reorders_or_hides_is_shown_escaped_on_every_page() {
+    let inbox = inbox_of(&format!("ana\u{202e}nib {ANA} admin\nbo {BO}\n")).await;
+    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+        .store(Arc::clone(&inbox.store))
+        .policy(Policy::new().allow(["pay"]))
+        .build()
+        .unwrap();
+    let principal = toolcall::Principal::new("https://auth.example.com", "eve\u{202e}lin\u{7}")
+        .client("desk\u{200b}");
+    let caller = dispatcher.default_caller().with_principal(principal);
+    let arguments = json!({"to": "acme", "amount_cents": 7}).to_string();
+    let asked = dispatcher
+        .execute(
+            Call::new("pay", arguments.as_str())
+                .session("s-principal")
+                .caller(&caller),
+        )
+        .await;
+    let id = asked.confirmation_id.unwrap();
+    // A question written to the shared store by someone else.
+    inbox
+        .store
+        .put_approval(&PendingApproval {
+            caller: "c\u{1b}[31m".into(),
+            session: "s\u{2066}x".into(),
+            reason: Some("why\u{202e}".into()),
+            tainted: vec!["t\u{200f}".into()],
+            arguments: json!({"to": "acme", "amount_cents": 5, "k\u{202e}": "v\u{202e}"}),
+            ..asked_at("ap-hostile", "s", now_ms())
+        })
+        .await
+        .unwrap();
+    let stop = json!({"target": "tool", "name": "pay", "reason": "fraud\u{200b}wave\u{7}"});
+    let (reply, _) = inbox
+        .post_json(
+            "/api/controls/stops",
+            Auth::Bearer(ANA),
+            &[],
+            &stop.to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let edit = inbox
+        .get("/approvals/ap-hostile/edit", Auth::Bearer(ANA))
+        .await;
+    let (reply, _) = inbox
+        .decide_json(
+            &id,
+            Auth::Bearer(ANA),
+            &[],
+            &json!({"decision": "deny", "note": "no\u{202e}pe"}).to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let pending = inbox.get("/", Auth::Bearer(ANA)).await.body;
+    let history = inbox.get("/history", Auth::Bearer(ANA)).await.body;
+    let admin = inbox.get("/admin", Auth::Bearer(ANA)).await.body;
+    let ana = inbox.sign_in(ANA).await;
+    let sessions = inbox.get("/sessions", Auth::Cookie(&ana)).await.body;
+    for (page, body, shown) in [
+        (
+            "/",
+            &pending,
+            &[
+                "c\\u{1b}[31m",
+                "s\\u{2066}x",
+                "why\\u{202e}",
+                "t\\u{200f}",
+                "k\\u{202e}",
+                "v\\u{202e}",
+                "fraud\\u{200b}wave\\u{7}",
+                "ana\\u{202e}nib",
+            ][..],
+        ),
+        (
+            "/history",
+            &history,
+            &[
+                "eve\\u{202e}lin\\u{7} via desk\\u{200b}",
+                "no\\u{202e}pe",
+                "ana\\u{202e}nib",
+            ][..],
+        ),
+        (
+            "/admin",
+            &admin,
+            &["fraud\\u{200b}wave\\u{7}", "ana\\u{202e}nib"][..],
+        ),
+        ("/sessions", &sessions, &["ana\\u{202e}nib"][..]),
+        (
+            "edit",
+            &edit.body,
+            &["why\\u{202e}", "k\\u{202e}", "ana\\u{202e}nib"][..],
+        ),
+    ] {
+        for raw in [
+            '\u{202e}', '\u{7}', '\u{200b}', '\u{1b}', '\u{2066}', '\u{200f}',
+        ] {
+            if let Some(at) = body.find(raw) {
+                let from = body.floor_char_boundary(at.saturating_sub(200));
+                panic!(
+                    "{page} shows {raw:?} raw: …{}",
+                    &body[from..at + raw.len_utf8()]
+                );
+            }
+        }
+        for escaped in shown {
+            assert!(
+                body.contains(escaped),
+                "{page} does not show {escaped}: {body}"
+            );
+        }
+    }
+}
+
+/// Bodies thrown at the inbox's JSON endpoints: whatever the bytes, the
+/// answer is never a 5xx; a refusal is a 4xx in JSON with a code and words
+/// and changes nothing in the store (no decision, no stop, nobody signed
+/// out); and a body that is taken was one a strict reader takes: one JSON
+/// object, no member named twice at any depth, only the endpoint's members.
+mod bodies {
+    use super::*;
+    use proptest::prelude::*;
+    use toolcall::store::MemoryStore;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Endpoint {
+        Decision,
+        Stop,
+        Enable,
+        Revoke,
+    }
+
+    impl Endpoint {
+        fn path(self) -> &'static str {
+            match self {
+                Endpoint::Decision => "/api/approvals/ap-fuzz/decision",
+                Endpoint::Stop => "/api/controls/stops",
+                Endpoint::Enable => "/api/controls/enable",
+                Endpoint::Revoke => "/sessions/revoke",
+            }
+        }
+
+        fn members(self) -> &'static [&'static str] {
+            match self {
+                Endpoint::Decision => &["decision", "note", "arguments", "csrf"],
+                Endpoint::Stop => &["target", "name", "reason", "csrf"],
+                Endpoint::Enable => &["target", "name", "csrf"],
+                Endpoint::Revoke => &["csrf"],
+            }
+        }
+    }
+
+    const NAMES: [&str; 12] = [
+        "decision",
+        "note",
+        "arguments",
+        "csrf",
+        "target",
+        "name",
+        "reason",
+        "to",
+        "amount_cents",
+        "by",
+        "",
+        "decision\u{202e}",
+    ];
+
+    const WORDS: [&str; 14] = [
+        "approve",
+        "deny",
+        "edit",
+        "happened",
+        "not_happened",
+        "tool",
+        "caller",
+        "everything",
+        "pay",
+        "default",
+        "defualt",
+        "acme",
+        " ",
+        "\u{202e}\u{7}",
+    ];
+
+    /// A JSON value as text, names and words mostly the endpoints' own.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            any::<bool>().prop_map(|b| b.to_string()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just("1e400".to_owned()),
+            Just("-0.0".to_owned()),
+            prop::sample::select(&WORDS[..]).prop_map(|w| json!(w).to_string()),
+            any::<String>().prop_map(|s| json!(s).to_string()),
+        ];
+        leaf.prop_recursive(4, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|items| format!("[{}]", items.join(","))),
+                members(inner),
+            ]
+        })
+    }
+
+    /// An object's text, whose members may repeat a name.
+    fn members(value: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+        prop::collection::vec((prop::sample::select(&NAMES[..]), value), 0..5).prop_map(|members| {
+            let members: Vec<String> = members
+                .iter()
+                .map(|(name, value)| format!("{}: {value}", json!(name)))
+                .collect();
+            format!("{{{}}}", members.join(", "))
+        })
+    }
+
+    /// A body `endpoint` takes: its members, as name and JSON text.
+    fn taken(endpoint: Endpoint) -> BoxedStrategy<Vec<(String, String)>> {
+        let text = || any::<String>().prop_map(|s| json!(s).to_string());
+        let member = |name: &str, value: String| (name.to_owned(), value);
+        match endpoint {
+            Endpoint::Decision => prop_oneof![
+                (prop::sample::select(vec!["approve", "deny"]), text()).prop_map(
+                    move |(word, note)| vec![
+                        member("decision", json!(word).to_string()),
+                        member("note", note),
+                    ]
+                ),
+                (1i64..200_000).prop_map(move |cents| vec![
+                    member("decision", json!("edit").to_string()),
+                    member(
+                        "arguments",
+                        json!({"to": "acme", "amount_cents": cents}).to_string()
+                    ),
+                ]),
+            ]
+            .boxed(),
+            Endpoint::Stop => (
+                prop::sample::select(vec!["pay", "default", "defualt"]),
+                text(),
+            )
+                .prop_map(move |(name, reason)| {
+                    let target = if name == "pay" { "tool" } else { "caller" };
+                    vec![
+                        member("target", json!(target).to_string()),
+                        member("name", json!(name).to_string()),
+                        member("reason", reason),
+                    ]
+                })
+                .boxed(),
+            Endpoint::Enable => Just(vec![
+                member("target", json!("tool").to_string()),
+                member("name", json!("pay").to_string()),
+            ])
+            .boxed(),
+            Endpoint::Revoke => Just(vec![]).boxed(),
+        }
+    }
+
+    /// A body `endpoint` takes, or one changed a little: a member given
+    /// again with another value, one it does not take, one of another type,
+    /// or one left out.
+    fn near(endpoint: Endpoint) -> impl Strategy<Value = Vec<u8>> {
+        (
+            taken(endpoint),
+            0..8u8,
+            any::<prop::sample::Index>(),
+            value(),
+        )
+            .prop_map(|(mut members, change, at, other)| {
+                let at = at.index(members.len().max(1));
+                match change {
+                    1 if !members.is_empty() => members.push((members[at].0.clone(), other)),
+                    2 if !members.is_empty() => members[at].1 = other,
+                    3 if !members.is_empty() => drop(members.remove(at)),
+                    4 => members.push(("by".to_owned(), other)),
+                    _ => {}
+                }
+                let members: Vec<String> = members
+                    .iter()
+                    .map(|(name, value)| format!("{}: {value}", json!(name)))
+                    .collect();
+                format!("{{{}}}", members.join(", ")).into_bytes()
+            })
+    }
+
+    fn body(endpoint: Endpoint) -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            6 => near(endpoint),
+            4 => members(value()).prop_map(String::into_bytes),
+            1 => prop::collection::vec(any::<u8>(), 0..64),
+            // Cut short anywhere.
+            1 => (members(value()), any::<prop::sample::Index>()).prop_map(|(text, at)| {
+                let bytes = text.into_bytes();
+                let at = at.index(bytes.len() + 1);
+                bytes[..at].to_vec()
+            }),
+            // Nested deep, inside a member every endpoint reads.
+            1 => (1usize..300, prop::sample::select(&NAMES[..4])).prop_map(|(depth, name)| {
+                format!("{{{}: {}1{}}}", json!(name), "[".repeat(depth), "]".repeat(depth))
+                    .into_bytes()
+            }),
+            // A long string, over the bound on a body or a note, or not.
+            1 => prop::sample::select(vec![999usize, 1001, 200_000, 300_000]).prop_map(|len| {
+                json!({"decision": "deny", "note": "n".repeat(len), "target": "everything"})
+                    .to_string()
+                    .into_bytes()
+            }),
+        ]
+    }
+
+    /// How deep `value` nests, itself counted.
+    fn depth_of(value: &Value, depth: usize) -> usize {
+        match value {
+            Value::Array(items) => items
+                .iter()
+                .map(|v| depth_of(v, depth + 1))
+                .max()
+                .unwrap_or(depth + 1),
+            Value::Object(map) => map
+                .values()
+                .map(|v| depth_of(v, depth + 1))
+                .max()
+                .unwrap_or(depth + 1),
+            _ => depth,
+        }
+    }
+
+    async fn check(endpoint: Endpoint, body: Vec<u8>) -> Result<(), TestCaseError> {
+        let store = Arc::new(MemoryStore::default());
+        let backend = Arc::new(
+            Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+                .store(Arc::clone(&store))
+                .build()
+                .unwrap(),
+        );
+        store
+            .put_approval(&asked_at("ap-fuzz", "s", now_ms()))
+            .await
+            .unwrap();
+        let access = Access::parse(&format!("ana {ANA} admin\n"), "x").unwrap();
+        let router = toolcall_inbox::router(backend, Options::new(access));
+        let signed_in = routed(&router, "GET", &format!("/?token={ANA}"), &[], vec![]).await;
+        prop_assert_eq!(signed_in.status, 303);
+        let cookie = signed_in.cookie.unwrap();
+        let bearer = format!("Bearer {ANA}");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let reply = routed(
+            &router,
+            "POST",
+            endpoint.path(),
+            &[
+                ("authorization", &bearer),
+                ("content-type", "application/json"),
+            ],
+            body.clone(),
+        )
+        .await;
+        prop_assert!(
+            reply.status < 500,
+            "{} {}: {}",
+            reply.status,
+            text,
+            reply.body
+        );
+        prop_assert_eq!(reply.content_type.as_deref(), Some("application/json"));
+        let answer: Value = serde_json::from_str(&reply.body)
+            .map_err(|e| TestCaseError::fail(format!("not JSON ({e}): {}", reply.body)))?;
+        if (200..300).contains(&reply.status) {
+            // Taken: a strict reader takes it too.
+            let strict = std::str::from_utf8(&body)
+                .ok()
+                .and_then(|text| toolcall::canonical::canonical_json_from_text(text).ok());
+            prop_assert!(strict.is_some(), "took {}", text);
+            let parsed: Value = serde_json::from_slice(&body).unwrap();
+            let object = parsed.as_object();
+            prop_assert!(object.is_some(), "took {}", text);
+            for name in object.unwrap().keys() {
+                prop_assert!(endpoint.members().contains(&name.as_str()), "took {}", text);
+            }
+            prop_assert!(depth_of(&parsed, 0) <= 33, "took {}", text);
+            return Ok(());
+        }
+        prop_assert!(reply.status >= 400, "{}: {}", reply.status, reply.body);
+        prop_assert!(
+            answer["code"].as_str().is_some_and(|c| !c.is_empty())
+                && answer["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{}",
+            answer
+        );
+        // Refused: nothing changed.
+        let entry = store.approval("ap-fuzz").await.unwrap().unwrap();
+        prop_assert!(entry.approval.decision.is_none(), "decided by {}", text);
+        prop_assert_eq!(store.signatures("ap-fuzz").await.unwrap(), vec![]);
+        let (version, controls) = toolcall::controls::read(&*store).await.unwrap();
+        prop_assert_eq!(
+            (version, controls.stops),
+            (0, vec![]),
+            "changed by {}",
+            text
+        );
+        let page = routed(&router, "GET", "/sessions", &[("cookie", &cookie)], vec![]).await;
+        prop_assert_eq!(page.status, 200, "signed out by {}", text);
+        Ok(())
+    }
+
+    proptest! {
+        // Cheap enough for every run; CI pins PROPTEST_RNG_SEED.
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_body_is_a_5xx_and_a_refused_one_changes_nothing(
+            (endpoint, body) in prop::sample::select(vec![
+                Endpoint::Decision,
+                Endpoint::Stop,
+                Endpoint::Enable,
+                Endpoint::Revoke,
+            ])
+            .prop_flat_map(|endpoint| (Just(endpoint), body(endpoint))),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(check(endpoint, body))?;
+        }
+    }
 }

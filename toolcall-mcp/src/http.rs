@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +28,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 use toolcall_core::store::Store;
-use toolcall_core::{Caller, Dispatcher};
+use toolcall_core::{Caller, Dispatcher, Principal};
 
 use crate::frame::{self, INVALID_PARAMS, INVALID_REQUEST, Outcome, RawArguments};
 use crate::server::Memory;
@@ -43,7 +43,8 @@ mod options;
 #[cfg(feature = "oauth")]
 pub use oauth::{Admit, CLOCK_SKEW, KEYS_MAX_AGE, KEYS_REFRESH, OAuth};
 pub use options::{
-    BODY_TIMEOUT, HttpOptions, MAX_HTTP_BODY_BYTES, MAX_SESSIONS_PER_CALLER, MIN_TOKEN_LEN,
+    BODY_TIMEOUT, HttpOptions, MAX_HTTP_BODY_BYTES, MAX_SESSIONS_PER_CALLER,
+    MAX_SESSIONS_PER_PRINCIPAL, MIN_TOKEN_LEN,
 };
 use options::{same, sha256};
 pub use toolcall_listen::Limits;
@@ -151,14 +152,14 @@ impl Memories {
 type Service<S, St> = StreamableHttpService<McpServer<S, St>, LocalSessionManager>;
 
 /// One caller's way in: its service, the sessions it holds, and the lock
-/// that opens them one at a time (so that the bound is never passed).
+/// that opens them one at a time (so that no bound is ever passed).
 struct Lane<S, St> {
     service: Service<S, St>,
     sessions: Arc<LocalSessionManager>,
     opening: tokio::sync::Mutex<()>,
-    /// Under OAuth, whose each session is: the principal that opened it.
-    #[cfg(feature = "oauth")]
-    owners: std::sync::Mutex<HashMap<String, toolcall_core::Principal>>,
+    /// Under OAuth, whose each session is: the principal that opened it
+    /// (written under `opening`, so that its bound is never passed either).
+    owners: std::sync::Mutex<HashMap<String, Principal>>,
 }
 
 struct HttpState<S, St> {
@@ -172,6 +173,7 @@ struct HttpState<S, St> {
     max_body_bytes: usize,
     body_timeout: Duration,
     max_sessions: usize,
+    max_sessions_per_principal: usize,
     hosts: Vec<AllowedHost>,
     origins: Vec<Origin>,
 }
@@ -325,7 +327,6 @@ where
                 service,
                 sessions,
                 opening: tokio::sync::Mutex::new(()),
-                #[cfg(feature = "oauth")]
                 owners: std::sync::Mutex::new(HashMap::new()),
             }
         })
@@ -336,6 +337,7 @@ where
         max_body_bytes: http.max_body_bytes,
         body_timeout: http.body_timeout,
         max_sessions: http.max_sessions_per_caller,
+        max_sessions_per_principal: http.max_sessions_per_principal,
         hosts,
         origins,
         #[cfg(feature = "oauth")]
@@ -390,17 +392,19 @@ where
         Ok(service) => service,
         Err(refusal) => return *refusal,
     };
-    serve_request(&state, service, request, &|_| None).await
+    serve_request(&state, service, request, &|_| None, None).await
 }
 
 /// A request, once its caller is known: read within the bounds, guarded,
 /// `allow`ed (it sees the tool a `tools/call` names, and may answer in its
-/// place), and handed to the caller's MCP service.
+/// place), and handed to the caller's MCP service. Under OAuth, `principal`
+/// is the token's: a session it opens is counted and recorded as its.
 async fn serve_request<S, St>(
     state: &HttpState<S, St>,
     service: &Lane<S, St>,
     request: Request,
     allow: &(dyn Fn(&Asks) -> Option<Response> + Sync),
+    principal: Option<&Principal>,
 ) -> Response
 where
     S: Any + Send + Sync,
@@ -440,26 +444,75 @@ where
         return service.handle(request).await;
     }
     // An `initialize` that opens a session: one at a time per caller, so
-    // that two at once cannot both pass the bound.
+    // that two at once cannot both pass a bound.
     let _opening = service.opening.lock().await;
-    let open = service.sessions.sessions.read().await.len();
-    if open >= state.max_sessions {
+    let live: HashSet<String> = service
+        .sessions
+        .sessions
+        .read()
+        .await
+        .keys()
+        .map(ToString::to_string)
+        .collect();
+    if live.len() >= state.max_sessions {
         tracing::warn!(
-            open,
+            open = live.len(),
             limit = state.max_sessions,
-            "refused a session over the bound"
+            "refused a session over the caller's bound"
         );
-        let mut response = refuse(
-            StatusCode::TOO_MANY_REQUESTS,
+        return too_many_sessions(
             "Too Many Requests: this caller has as many sessions open as allowed; \
              end one (DELETE with its Mcp-Session-Id) or wait for one to idle out",
         );
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from_static("60"));
-        return response;
     }
-    service.handle(request).await
+    let Some(principal) = principal else {
+        return service.handle(request).await;
+    };
+    {
+        let mut owners = service.owners.lock().unwrap_or_else(|e| e.into_inner());
+        // Sessions ended or idled out are no one's any more.
+        owners.retain(|id, _| live.contains(id));
+        // Counted by issuer and subject: a person signing in through many
+        // clients (registered at will, where the issuer allows it) is one.
+        let held = owners
+            .values()
+            .filter(|owner| owner.issuer == principal.issuer && owner.subject == principal.subject)
+            .count();
+        if held >= state.max_sessions_per_principal {
+            tracing::warn!(
+                %principal,
+                open = held,
+                limit = state.max_sessions_per_principal,
+                "refused a session over the principal's bound"
+            );
+            return too_many_sessions(
+                "Too Many Requests: this token's subject has as many sessions open as \
+                 allowed; end one (DELETE with its Mcp-Session-Id) or wait for one to idle out",
+            );
+        }
+    }
+    let response = service.handle(request).await;
+    if let Some(id) = response
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|id| id.to_str().ok())
+    {
+        service
+            .owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned(), principal.clone());
+    }
+    response
+}
+
+/// `429` to an `initialize` over a bound of sessions.
+fn too_many_sessions(message: &'static str) -> Response {
+    let mut response = refuse(StatusCode::TOO_MANY_REQUESTS, message);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("60"));
+    response
 }
 
 impl<S, St> Lane<S, St>

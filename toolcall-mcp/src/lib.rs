@@ -403,7 +403,9 @@
 //!    naming it), and the token's principal (issuer, subject, client) is
 //!    mapped to a caller by rules and recorded in every audit record and
 //!    question ([`toolcall_core::Principal`]). A session is its
-//!    principal's; the token never goes past the router.
+//!    principal's, and a principal holds at most
+//!    `HttpOptions::max_sessions_per_principal` of its caller's sessions
+//!    (16 by default); the token never goes past the router.
 //! 4. **Size**: a body over `HttpOptions::max_body_bytes` (1 MiB by default)
 //!    gets `413` with a JSON-RPC error (`-32600`, `id: null`); a declared
 //!    `Content-Length` over it is refused unread, a chunked body is read up

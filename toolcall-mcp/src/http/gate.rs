@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use toolcall_core::store::Store;
@@ -231,10 +231,16 @@ where
         }
         Err(Refusal::Unavailable(why)) => {
             tracing::warn!(why, "cannot check access tokens");
-            return refuse(
+            let mut response = refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Service Unavailable: the authorization server's keys cannot be read now",
             );
+            // The keys are read again no sooner than this.
+            let every = gate.verifier.oauth().keys_refresh.as_secs().max(1);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(every));
+            return response;
         }
     };
     let Some(at) = gate
@@ -273,32 +279,13 @@ where
         tracing::info!(scope = %missing, "refused a request whose token lacks its scope");
         Some(gate.insufficient(missing, &granted))
     };
-    let principal = granted.principal.clone();
-    let response = PRINCIPAL
+    let principal = &granted.principal;
+    PRINCIPAL
         .scope(
             Some(principal.clone()),
-            serve_request(state, lane, request, &allow),
+            serve_request(state, lane, request, &allow, Some(principal)),
         )
-        .await;
-    if session.is_none()
-        && let Some(id) = response
-            .headers()
-            .get(SESSION_ID)
-            .and_then(|id| id.to_str().ok())
-    {
-        let live: Vec<String> = lane
-            .sessions
-            .sessions
-            .read()
-            .await
-            .keys()
-            .map(|id| id.to_string())
-            .collect();
-        let mut owners = lane.owners.lock().unwrap_or_else(|e| e.into_inner());
-        owners.retain(|id, _| live.contains(id));
-        owners.insert(id.to_owned(), principal);
-    }
-    response
+        .await
 }
 
 #[cfg(test)]

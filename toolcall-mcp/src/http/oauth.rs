@@ -6,26 +6,36 @@
 //! See [`OAuth`].
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use toolcall_core::{Principal, ToolSpec};
 
 use crate::Error;
 
-/// How long the issuer's keys are used before they are read again, found
-/// or not: 5 minutes. A key the issuer withdrew stops being accepted within
-/// this time.
+/// How long the issuer's keys are used once read: 5 minutes. A key the
+/// issuer withdrew stops being accepted within this time; keys this old that
+/// could not be read again are not used (`503` until a read succeeds).
 pub const KEYS_MAX_AGE: Duration = Duration::from_secs(300);
 
-/// The least time between two reads of the issuer's keys prompted by a
-/// token signed with a key not among them, by default: 10 s
-/// ([`OAuth::keys_refresh`]). A key the issuer has just rotated in is found
-/// at once, if no other unknown key was looked up within this time; a flood
-/// of tokens naming made-up keys reads the keys once per this time.
+/// How old the keys are when a token's check starts reading them again, in
+/// the background (the check goes on with the keys it has): a minute before
+/// [`KEYS_MAX_AGE`], so that a busy server's keys are renewed before any
+/// token has to wait for them.
+const KEYS_READ_AHEAD: Duration = Duration::from_secs(240);
+
+/// The least time between two reads of the issuer's keys, by default: 10 s
+/// ([`OAuth::keys_refresh`]). Every read counts, whatever prompted it (a
+/// token signed with a key not among them, keys grown old, keys never read)
+/// and whether or not it succeeded. A key the issuer has just rotated in is
+/// found at once, if no other read began within this time; a flood of
+/// tokens naming made-up keys, while the issuer answers or while it fails,
+/// reads the keys at most once per this time.
 pub const KEYS_REFRESH: Duration = Duration::from_secs(10);
 
 /// How far a token's `exp` and `nbf` are read past their time, for clocks
@@ -91,14 +101,22 @@ impl Admit {
 ///   client that knows only the server's address finds where to sign in.
 /// - **Tokens.** A token is checked against the keys the issuer publishes
 ///   (its `jwks_uri`, found through its RFC 8414 metadata, or its OpenID
-///   Connect configuration), kept for [`KEYS_MAX_AGE`] and read again, at
-///   most once per [`OAuth::keys_refresh`], for a key not among them (a
-///   rotation). Its `iss` must be the issuer, its `aud` the server's
-///   resource URI (RFC 8707: no token meant for another server is taken),
-///   `exp` and `nbf` hold (with [`CLOCK_SKEW`]), and it names a `sub`.
-///   Only asymmetric signatures are taken: `alg: none` and HMAC are
-///   refused. A token that does not check is `401 invalid_token`; keys that
-///   cannot be read are `503`, never a token taken unchecked.
+///   Connect configuration), used for [`KEYS_MAX_AGE`] and read again in
+///   the background before then, and for a key not among them (a
+///   rotation). The keys are read at most once per [`OAuth::keys_refresh`],
+///   whatever prompts the read and whether or not it succeeds; checks that
+///   need a read share the one under way, and a token signed with a key in
+///   use never waits for a read. A key not among them when no read may
+///   begin yet is refused at once. Its `iss` must be the issuer, its `aud`
+///   the server's resource URI (RFC 8707: no token meant for another server
+///   is taken), `exp` and `nbf` hold (with [`CLOCK_SKEW`]), and it names a
+///   `sub`. The subject and the client (`client_id`, or `azp`) a principal
+///   is made of are refused when empty, blank, with whitespace at either
+///   end, with control characters or characters that reorder or hide text,
+///   or over 1024 bytes. Only asymmetric signatures are taken: `alg: none`
+///   and HMAC are refused. A token that does not check is
+///   `401 invalid_token`, with why in `error_description`; keys that cannot
+///   be read are `503` (with `Retry-After`), never a token taken unchecked.
 /// - **Scopes.** A `tools/call` needs its tool's scope: the write scope for
 ///   a tool with side effects, the read scope for the others
 ///   ([`OAuth::scopes`]; by default `mcp.read` and `mcp.write`), or the one
@@ -137,7 +155,7 @@ pub struct OAuth {
     write_scope: String,
     tool_scopes: HashMap<String, String>,
     pub(super) rules: Vec<(String, Admit)>,
-    keys_refresh: Duration,
+    pub(super) keys_refresh: Duration,
 }
 
 impl OAuth {
@@ -207,8 +225,9 @@ impl OAuth {
         Ok(self.caller(caller, admit))
     }
 
-    /// Sets the least time between two reads of the issuer's keys for a
-    /// token signed with an unknown key ([`KEYS_REFRESH`]; at least 100 ms).
+    /// Sets the least time between two reads of the issuer's keys, whatever
+    /// prompts them and whatever comes of them ([`KEYS_REFRESH`]; at least
+    /// 100 ms).
     pub fn keys_refresh(mut self, every: Duration) -> Self {
         self.keys_refresh = every.max(Duration::from_millis(100));
         self
@@ -349,11 +368,17 @@ impl Granted {
     }
 }
 
-/// The claims read from a token beyond those the JWT crate checks.
+/// The claims read from a token beyond those the JWT crate checks. Those a
+/// [`Principal`] is made of (`sub`, and `client_id` or `azp`) are checked
+/// by [`identity`].
 #[derive(Deserialize)]
 struct Claims {
     iss: String,
-    sub: String,
+    /// Optional here so that a token without it is refused as lacking it
+    /// (the JWT crate's check of required claims), not as of the wrong
+    /// types.
+    #[serde(default)]
+    sub: Option<String>,
     #[serde(default)]
     client_id: Option<String>,
     #[serde(default)]
@@ -366,20 +391,64 @@ struct Claims {
     scp: Option<Value>,
 }
 
-/// The issuer's keys, as last read.
-struct KeyState {
-    jwks_uri: Option<String>,
-    keys: JwkSet,
-    /// When the keys were last read (`None`: never).
+/// The issuer's keys as last read, replaced whole by each read that
+/// succeeds.
+struct Keys {
+    set: JwkSet,
+    /// When the read that found them began (`None`: never read).
     read_at: Option<Instant>,
 }
 
+impl Keys {
+    /// Whether they may check a token at `now`: read, and less than
+    /// [`KEYS_MAX_AGE`] ago.
+    fn usable(&self, now: Instant) -> bool {
+        self.read_at
+            .is_some_and(|at| now.saturating_duration_since(at) < KEYS_MAX_AGE)
+    }
+
+    /// Whether they are old enough at `now` to be read again in the
+    /// background ([`KEYS_READ_AHEAD`]).
+    fn ageing(&self, now: Instant) -> bool {
+        self.read_at
+            .is_some_and(|at| now.saturating_duration_since(at) >= KEYS_READ_AHEAD)
+    }
+}
+
+/// What came of a read of the issuer's keys: `None` while it runs, then
+/// whether it succeeded (and why not).
+type ReadOutcome = Option<Result<(), String>>;
+
+/// The reads of the issuer's keys: at most one at a time, each begun at
+/// least [`OAuth::keys_refresh`] after the one before.
+#[derive(Default)]
+struct Reads {
+    /// Where the keys are, once discovered.
+    jwks_uri: Option<String>,
+    /// When the last read began, whatever came of it.
+    began: Option<Instant>,
+    /// Why the last read failed, if it did: the `503` of a token that finds
+    /// no keys to use.
+    failure: Option<String>,
+    /// The read under way: every check that needs it waits for this one.
+    running: Option<watch::Receiver<ReadOutcome>>,
+}
+
 /// Checks tokens of one issuer for one resource, with the issuer's keys
-/// read when needed (one read at a time).
+/// read when needed: by one task at a time, which the checks that need its
+/// keys wait for together, and no check of a key already known ever waits
+/// for a read.
 pub(super) struct Verifier {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     oauth: OAuth,
     client: reqwest::Client,
-    state: tokio::sync::Mutex<KeyState>,
+    /// Held only to take or replace the `Arc`, never across a read: a token
+    /// signed with a known key is checked while a read is slow or failing.
+    keys: RwLock<Arc<Keys>>,
+    reads: Mutex<Reads>,
 }
 
 impl Verifier {
@@ -397,23 +466,26 @@ impl Verifier {
                 ))
             })?;
         Ok(Verifier {
-            oauth,
-            client,
-            state: tokio::sync::Mutex::new(KeyState {
-                jwks_uri: None,
-                keys: JwkSet { keys: Vec::new() },
-                read_at: None,
+            inner: Arc::new(Inner {
+                oauth,
+                client,
+                keys: RwLock::new(Arc::new(Keys {
+                    set: JwkSet { keys: Vec::new() },
+                    read_at: None,
+                })),
+                reads: Mutex::default(),
             }),
         })
     }
 
     pub(super) fn oauth(&self) -> &OAuth {
-        &self.oauth
+        &self.inner.oauth
     }
 
     /// Checks `token`: its header, then its signature with the issuer's key
     /// it names, then its claims.
     pub(super) async fn check(&self, token: &str) -> Result<Granted, Refusal> {
+        let oauth = &self.inner.oauth;
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Refusal::Invalid(format!(
                 "the token is over {MAX_TOKEN_BYTES} bytes"
@@ -437,8 +509,8 @@ impl Verifier {
         }
         let key = self.key(header.kid.as_deref(), header.alg).await?;
         let mut validation = Validation::new(header.alg);
-        validation.set_issuer(&[&self.oauth.issuer]);
-        validation.set_audience(&[&self.oauth.resource]);
+        validation.set_issuer(&[&oauth.issuer]);
+        validation.set_audience(&[&oauth.resource]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.validate_exp = true;
         validation.validate_nbf = true;
@@ -446,6 +518,12 @@ impl Verifier {
         validation.leeway = CLOCK_SKEW.as_secs();
         let data = decode::<Claims>(token, &key, &validation).map_err(|e| {
             use jsonwebtoken::errors::ErrorKind as K;
+            if let K::MissingRequiredClaim(claim) = e.kind() {
+                // One of the four named just below: nothing the token wrote.
+                return Refusal::Invalid(format!(
+                    "the token lacks the claim {claim} (exp, iss, aud and sub are needed)"
+                ));
+            }
             Refusal::Invalid(
                 match e.kind() {
                     K::ExpiredSignature => "the token has expired",
@@ -453,22 +531,39 @@ impl Verifier {
                     K::InvalidIssuer => "the token is from another issuer",
                     K::InvalidAudience => "the token is meant for another resource (aud)",
                     K::InvalidSignature => "the token's signature does not verify",
-                    K::MissingRequiredClaim(_) => {
-                        "the token lacks a claim it needs (exp, iss, aud, sub)"
-                    }
                     K::InvalidAlgorithm => "the token's algorithm does not match its key",
+                    K::Json(_) => {
+                        "the token's claims are not of the types expected (iss, sub, client_id, \
+                         azp and scope are strings)"
+                    }
                     _ => "the token does not check",
                 }
                 .to_owned(),
             )
         })?;
         let claims = data.claims;
-        if claims.iss != self.oauth.issuer {
+        if claims.iss != oauth.issuer {
             return Err(Refusal::Invalid(
                 "the token is from another issuer".to_owned(),
             ));
         }
-        let mut principal = Principal::new(claims.iss, claims.sub);
+        let Some(sub) = claims.sub else {
+            return Err(Refusal::Invalid(
+                "the token's subject (sub) is missing".to_owned(),
+            ));
+        };
+        identity(&sub, "subject (sub)")?;
+        // Both are checked when both are sent, though only one is kept: a
+        // token that carries a malformed one is not the issuer's usual.
+        for (client, claim) in [
+            (&claims.client_id, "client (client_id)"),
+            (&claims.azp, "client (azp)"),
+        ] {
+            if let Some(client) = client {
+                identity(client, claim)?;
+            }
+        }
+        let mut principal = Principal::new(claims.iss, sub);
         if let Some(client) = claims.client_id.or(claims.azp) {
             principal = principal.client(client);
         }
@@ -490,85 +585,210 @@ impl Verifier {
     }
 
     /// The issuer's key `kid` (or its only key of `alg`'s family, for a
-    /// token that names none), reading the keys when they are old, and
-    /// again for a key not among them no more than once per
-    /// [`OAuth::keys_refresh`].
+    /// token that names none).
+    ///
+    /// Keys in use are looked in at once, whatever read is under way; keys
+    /// getting old are read again in the background. A key not among them
+    /// waits for a read (the one under way, or a new one if none began
+    /// within [`OAuth::keys_refresh`]), or is refused at once when no read
+    /// may begin yet. With no keys in use (never read, or too old), a check
+    /// waits for a read the same way, and is `503` when none may begin.
     async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<DecodingKey, Refusal> {
-        let mut state = self.state.lock().await;
-        let stale = state
-            .read_at
-            .is_none_or(|read| read.elapsed() >= KEYS_MAX_AGE);
-        if stale {
-            self.read_keys(&mut state).await?;
-        }
-        let mut found = find(&state.keys, kid, alg);
-        if found.is_none()
-            && !stale
-            && state
-                .read_at
-                .is_none_or(|read| read.elapsed() >= self.oauth.keys_refresh)
-        {
+        let inner = &self.inner;
+        let now = Instant::now();
+        let keys = inner.keys();
+        if keys.usable(now) {
+            if keys.ageing(now) {
+                // Nobody waits for it: the keys in hand serve meanwhile.
+                drop(inner.begin_read(now));
+            }
+            if let Some(jwk) = find(&keys.set, kid, alg) {
+                return decoding_key(jwk, alg);
+            }
+            let Some(read) = inner.begin_read(now) else {
+                // A read that ended since the keys were taken may have
+                // brought it.
+                let keys = inner.keys();
+                return find(&keys.set, kid, alg)
+                    .ok_or_else(unknown_key)
+                    .and_then(|jwk| decoding_key(jwk, alg));
+            };
             tracing::info!(
                 ?kid,
                 "a token names a key not among the issuer's: reading them again"
             );
-            self.read_keys(&mut state).await?;
-            found = find(&state.keys, kid, alg);
+            wait(read).await?;
+        } else {
+            match inner.begin_read(now) {
+                Some(read) => wait(read).await?,
+                None if inner.keys().usable(Instant::now()) => {}
+                None => {
+                    let failure = inner.reads().failure.clone();
+                    return Err(Refusal::Unavailable(failure.unwrap_or_else(|| {
+                        "the issuer's keys are not read yet".to_owned()
+                    })));
+                }
+            }
         }
-        let jwk = found.ok_or_else(|| {
-            Refusal::Invalid(
-                "the token is signed with a key the issuer does not publish".to_owned(),
-            )
-        })?;
-        if jwk
-            .common
-            .key_algorithm
-            .is_some_and(|declared| declared != jsonwebtoken::jwk::KeyAlgorithm::from(alg))
-        {
-            return Err(Refusal::Invalid(
-                "the token's algorithm is not the one its key is for".to_owned(),
+        let keys = inner.keys();
+        if !keys.usable(Instant::now()) {
+            return Err(Refusal::Unavailable(
+                "the issuer's keys are too old to be used and could not be read again".to_owned(),
             ));
         }
-        DecodingKey::from_jwk(jwk).map_err(|e| {
-            Refusal::Invalid(format!(
-                "the issuer's key for this token cannot be used: {e}"
-            ))
-        })
+        find(&keys.set, kid, alg)
+            .ok_or_else(unknown_key)
+            .and_then(|jwk| decoding_key(jwk, alg))
+    }
+}
+
+/// Waits for the read `read` to end: `503` if it failed.
+async fn wait(mut read: watch::Receiver<ReadOutcome>) -> Result<(), Refusal> {
+    let outcome = match read.wait_for(Option::is_some).await {
+        Ok(outcome) => outcome.clone(),
+        Err(_) => None,
+    };
+    match outcome {
+        Some(Ok(())) => Ok(()),
+        Some(Err(why)) => Err(Refusal::Unavailable(why)),
+        None => Err(Refusal::Unavailable(
+            "the read of the issuer's keys ended without an outcome".to_owned(),
+        )),
+    }
+}
+
+fn unknown_key() -> Refusal {
+    Refusal::Invalid("the token is signed with a key the issuer does not publish".to_owned())
+}
+
+/// `jwk` as the key that checks a token of `alg`, if it is one for `alg`.
+fn decoding_key(jwk: &jsonwebtoken::jwk::Jwk, alg: Algorithm) -> Result<DecodingKey, Refusal> {
+    if jwk
+        .common
+        .key_algorithm
+        .is_some_and(|declared| declared != jsonwebtoken::jwk::KeyAlgorithm::from(alg))
+    {
+        return Err(Refusal::Invalid(
+            "the token's algorithm is not the one its key is for".to_owned(),
+        ));
+    }
+    DecodingKey::from_jwk(jwk).map_err(|e| {
+        Refusal::Invalid(format!(
+            "the issuer's key for this token cannot be used: {e}"
+        ))
+    })
+}
+
+/// Refuses a subject or client a [`Principal`] would carry that could be
+/// mistaken for another or forge what shows it (the audit, a person's
+/// question, the inbox's card, the logs): empty, blank, with whitespace at
+/// either end, with a control character or one that reorders or hides
+/// text (bidirectional controls, zero-width characters), or longer than
+/// [`MAX_IDENTITY_BYTES`] (past which a principal would be kept shortened).
+fn identity(value: &str, claim: &str) -> Result<(), Refusal> {
+    let hides = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    };
+    let why = if value.trim().is_empty() {
+        "is empty"
+    } else if value.trim() != value {
+        "begins or ends with whitespace"
+    } else if value.chars().any(hides) {
+        "holds a control character or one that reorders or hides text"
+    } else if value.len() > MAX_IDENTITY_BYTES {
+        "is over 1024 bytes"
+    } else {
+        return Ok(());
+    };
+    Err(Refusal::Invalid(format!("the token's {claim} {why}")))
+}
+
+/// The longest subject or client taken: the bound of a caller id, which a
+/// principal's parts are kept within.
+const MAX_IDENTITY_BYTES: usize = 1024;
+
+impl Inner {
+    /// The keys in use (the lock is held only to clone the `Arc`).
+    fn keys(&self) -> Arc<Keys> {
+        Arc::clone(&self.keys.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Reads the issuer's keys (finding where they are first).
-    async fn read_keys(&self, state: &mut KeyState) -> Result<(), Refusal> {
-        let jwks_uri = match &state.jwks_uri {
-            Some(uri) => uri.clone(),
+    fn reads(&self) -> MutexGuard<'_, Reads> {
+        self.reads.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The read to wait for: the one under way, or one begun now if none
+    /// began within [`OAuth::keys_refresh`] (`None`: none may begin yet).
+    /// A read runs as a task of its own, so that a check that stops waiting
+    /// (its client gone) stops no other's read.
+    fn begin_read(self: &Arc<Self>, now: Instant) -> Option<watch::Receiver<ReadOutcome>> {
+        let mut reads = self.reads();
+        // A read whose task ended without an outcome (it panicked) is over.
+        if let Some(running) = &reads.running
+            && running.has_changed().is_ok()
+        {
+            return Some(running.clone());
+        }
+        if reads
+            .began
+            .is_some_and(|began| now.saturating_duration_since(began) < self.oauth.keys_refresh)
+        {
+            return None;
+        }
+        reads.began = Some(now);
+        let (done, running) = watch::channel(None);
+        reads.running = Some(running.clone());
+        drop(reads);
+        let inner = Arc::clone(self);
+        tokio::spawn(async move {
+            let outcome = inner.read_keys(now).await;
+            if let Err(why) = &outcome {
+                tracing::warn!(why, "cannot read the issuer's keys");
+            }
+            let mut reads = inner.reads();
+            reads.running = None;
+            reads.failure = outcome.as_ref().err().cloned();
+            drop(reads);
+            done.send_replace(Some(outcome));
+        });
+        Some(running)
+    }
+
+    /// Reads the issuer's keys (finding where they are first), and puts
+    /// them in use.
+    async fn read_keys(&self, began: Instant) -> Result<(), String> {
+        let known = self.reads().jwks_uri.clone();
+        let jwks_uri = match known {
+            Some(uri) => uri,
             None => {
                 let uri = self.discover().await?;
-                state.jwks_uri = Some(uri.clone());
+                self.reads().jwks_uri = Some(uri.clone());
                 uri
             }
         };
         let document = self.fetch(&jwks_uri).await?;
-        let keys: JwkSet = serde_json::from_slice(&document).map_err(|e| {
-            Refusal::Unavailable(format!(
-                "the issuer's keys at {jwks_uri} cannot be read: {e}"
-            ))
-        })?;
-        tracing::debug!(keys = keys.keys.len(), "read the issuer's keys");
-        state.keys = keys;
-        state.read_at = Some(Instant::now());
+        let set: JwkSet = serde_json::from_slice(&document)
+            .map_err(|e| format!("the issuer's keys at {jwks_uri} cannot be read: {e}"))?;
+        tracing::debug!(keys = set.keys.len(), "read the issuer's keys");
+        *self.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Keys {
+            set,
+            read_at: Some(began),
+        });
         Ok(())
     }
 
     /// The issuer's `jwks_uri`, from its RFC 8414 metadata or else its
     /// OpenID Connect configuration; either must name the issuer as
     /// configured (RFC 8414 §3.3).
-    async fn discover(&self) -> Result<String, Refusal> {
+    async fn discover(&self) -> Result<String, String> {
         let issuer = &self.oauth.issuer;
         let places = discovery_urls(issuer);
         let mut why = Vec::new();
         for place in &places {
             let document = match self.fetch(place).await {
                 Ok(document) => document,
-                Err(Refusal::Unavailable(e) | Refusal::Invalid(e)) => {
+                Err(e) => {
                     why.push(e);
                     continue;
                 }
@@ -586,15 +806,15 @@ impl Verifier {
                 None => why.push(format!("{place} names no jwks_uri")),
             }
         }
-        Err(Refusal::Unavailable(format!(
+        Err(format!(
             "the issuer's metadata could not be read: {}",
             why.join("; ")
-        )))
+        ))
     }
 
     /// The body of `GET url`, at most [`MAX_DOCUMENT_BYTES`].
-    async fn fetch(&self, url: &str) -> Result<Vec<u8>, Refusal> {
-        let unavailable = |why: String| Refusal::Unavailable(format!("{url}: {why}"));
+    async fn fetch(&self, url: &str) -> Result<Vec<u8>, String> {
+        let unavailable = |why: String| format!("{url}: {why}");
         let mut response = self
             .client
             .get(url)
@@ -737,6 +957,112 @@ mod tests {
         let bob = Principal::new("https://a.example", "bob").client("console");
         assert!(Admit::Client("console".into()).admits(&bob));
         assert!(!Admit::Subject("alice".into()).admits(&bob));
+    }
+
+    /// A verifier of an issuer no one answers for (a closed port), with
+    /// one Ed25519 key read `age` ago, and a read begun then.
+    fn verifier_with_keys_of_age(age: Duration) -> Option<Verifier> {
+        let verifier =
+            Verifier::new(OAuth::new("http://127.0.0.1:1", "https://r.example/mcp").unwrap())
+                .unwrap();
+        // A machine up for less than `age` has no such instant.
+        let read_at = Instant::now().checked_sub(age)?;
+        let set: JwkSet = serde_json::from_value(json!({"keys": [{
+            "kty": "OKP", "crv": "Ed25519", "kid": "key-1", "alg": "EdDSA",
+            "x": "M5PHEwxp-RurdSz3HnolrVPcywjtylkH-vH3O8LIE2k"}]}))
+        .unwrap();
+        *verifier.inner.keys.write().unwrap() = Arc::new(Keys {
+            set,
+            read_at: Some(read_at),
+        });
+        verifier.inner.reads().began = Some(read_at);
+        Some(verifier)
+    }
+
+    fn began(verifier: &Verifier) -> Option<Instant> {
+        verifier.inner.reads().began
+    }
+
+    #[tokio::test]
+    async fn keys_too_old_are_not_used_and_a_failed_read_counts() {
+        let Some(verifier) = verifier_with_keys_of_age(KEYS_MAX_AGE + Duration::from_secs(1))
+        else {
+            return;
+        };
+        let before = began(&verifier);
+        let first = verifier.key(Some("key-1"), Algorithm::EdDSA).await;
+        assert!(matches!(first, Err(Refusal::Unavailable(_))), "{first:?}");
+        let attempted = began(&verifier);
+        assert_ne!(attempted, before, "a read was attempted");
+        // Within the refresh period: no other read, and still no old keys.
+        let second = verifier.key(Some("key-1"), Algorithm::EdDSA).await;
+        assert!(
+            matches!(&second, Err(Refusal::Unavailable(why)) if why.contains("127.0.0.1:1")),
+            "{second:?}"
+        );
+        assert_eq!(began(&verifier), attempted);
+    }
+
+    #[tokio::test]
+    async fn ageing_keys_serve_while_they_are_read_again_in_the_background() {
+        let Some(verifier) = verifier_with_keys_of_age(KEYS_READ_AHEAD + Duration::from_secs(1))
+        else {
+            return;
+        };
+        let before = began(&verifier);
+        assert!(verifier.key(Some("key-1"), Algorithm::EdDSA).await.is_ok());
+        assert_ne!(began(&verifier), before, "a read began in the background");
+        // It failed (no issuer): the keys in use still serve.
+        tokio::task::yield_now().await;
+        assert!(verifier.key(Some("key-1"), Algorithm::EdDSA).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_key_not_among_them_is_refused_at_once_within_the_refresh_period() {
+        let Some(verifier) = verifier_with_keys_of_age(Duration::from_secs(1)) else {
+            return;
+        };
+        let before = began(&verifier);
+        let refused = verifier.key(Some("key-9"), Algorithm::EdDSA).await;
+        assert!(
+            matches!(&refused, Err(Refusal::Invalid(why)) if why.contains("does not publish")),
+            "{refused:?}"
+        );
+        assert_eq!(began(&verifier), before, "no read");
+        assert!(
+            verifier.key(None, Algorithm::EdDSA).await.is_ok(),
+            "its only key"
+        );
+    }
+
+    #[test]
+    fn a_principals_parts_are_refused_when_they_could_pass_for_others() {
+        for good in ["alice", "Alice Smith", "auth0|5f3c", "é", &"a".repeat(1024)] {
+            assert!(identity(good, "subject (sub)").is_ok(), "{good:?}");
+        }
+        for (bad, why) in [
+            ("", "is empty"),
+            (" \t", "is empty"),
+            ("alice ", "begins or ends"),
+            ("\u{a0}alice", "begins or ends"),
+            ("al\u{0}ice", "control character"),
+            ("al\u{7f}ice", "control character"),
+            ("al\u{202e}ice", "control character"),
+            ("al\u{2067}ice", "control character"),
+            ("al\u{feff}ice", "control character"),
+            (&"a".repeat(1025), "over 1024 bytes"),
+        ] {
+            match identity(bad, "subject (sub)") {
+                Err(Refusal::Invalid(message)) => {
+                    assert!(
+                        message.starts_with("the token's subject (sub) "),
+                        "{message}"
+                    );
+                    assert!(message.contains(why), "{bad:?}: {message}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

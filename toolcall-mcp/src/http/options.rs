@@ -23,6 +23,13 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// ([`HttpOptions::max_sessions_per_caller`]).
 pub const MAX_SESSIONS_PER_CALLER: usize = 64;
 
+/// How many sessions one principal (an OAuth token's subject, of an issuer)
+/// may have open at once, by default: 16
+/// ([`HttpOptions::max_sessions_per_principal`]). Every principal a rule
+/// maps to one caller shares that caller's bound too: this one keeps a
+/// single principal from taking all of it.
+pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 16;
+
 /// The shortest bearer token accepted: 16 characters.
 pub const MIN_TOKEN_LEN: usize = 16;
 
@@ -30,7 +37,8 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// ([`Options`](crate::Options)).
 ///
 /// By default: bodies up to [`MAX_HTTP_BODY_BYTES`] arriving within
-/// [`BODY_TIMEOUT`], [`MAX_SESSIONS_PER_CALLER`] sessions a caller, requests naming a
+/// [`BODY_TIMEOUT`], [`MAX_SESSIONS_PER_CALLER`] sessions a caller (and,
+/// under OAuth, [`MAX_SESSIONS_PER_PRINCIPAL`] a principal), requests naming a
 /// loopback host (`localhost`, `127.0.0.1`, `[::1]`) in `Host`, browsers
 /// only from the server's own loopback origin, and no tokens, so only
 /// clients on the same machine (a loopback peer address) are served, as the
@@ -56,6 +64,12 @@ pub struct HttpOptions {
     /// may have open at once; one more is answered `429` until the caller
     /// ends one (`DELETE`) or one idles out (after 5 minutes).
     pub max_sessions_per_caller: usize,
+    /// Under OAuth, how many sessions one principal may have open at once,
+    /// within its caller's bound, counted by issuer and subject (through
+    /// whichever client); one more is answered `429` the same way. Without
+    /// OAuth a caller is its own principal, and only the caller's bound
+    /// holds.
+    pub max_sessions_per_principal: usize,
     pub(super) tokens: Vec<Token>,
     #[cfg(feature = "oauth")]
     pub(super) oauth: Option<super::OAuth>,
@@ -78,6 +92,10 @@ impl std::fmt::Debug for HttpOptions {
             .field("body_timeout", &self.body_timeout)
             .field("max_sessions_per_caller", &self.max_sessions_per_caller)
             .field(
+                "max_sessions_per_principal",
+                &self.max_sessions_per_principal,
+            )
+            .field(
                 "token_callers",
                 &self.tokens.iter().map(|t| &t.caller).collect::<Vec<_>>(),
             );
@@ -95,6 +113,7 @@ impl Default for HttpOptions {
             allowed_origins: Vec::new(),
             body_timeout: BODY_TIMEOUT,
             max_sessions_per_caller: MAX_SESSIONS_PER_CALLER,
+            max_sessions_per_principal: MAX_SESSIONS_PER_PRINCIPAL,
             tokens: Vec::new(),
             #[cfg(feature = "oauth")]
             oauth: None,
@@ -125,6 +144,13 @@ impl HttpOptions {
     /// ([`HttpOptions::max_sessions_per_caller`], at least 1).
     pub fn max_sessions_per_caller(mut self, max: usize) -> Self {
         self.max_sessions_per_caller = max.max(1);
+        self
+    }
+
+    /// Sets how many sessions a principal may have open under OAuth
+    /// ([`HttpOptions::max_sessions_per_principal`], at least 1).
+    pub fn max_sessions_per_principal(mut self, max: usize) -> Self {
+        self.max_sessions_per_principal = max.max(1);
         self
     }
 
