@@ -164,6 +164,7 @@ fn decision(approved: bool) -> ApprovalDecision {
         note: String::new(),
         edited_arguments: None,
         decided_ms: now_ms(),
+        lasts_until_ms: None,
     }
 }
 
@@ -587,6 +588,7 @@ async fn a_decision_recorded_on_a_call_is_carried_out_when_the_call_comes_back_w
         caller: "default",
         tool: Some("wire"),
         digest: None,
+        requester: toolcall::store::Requester::Anyone,
     };
     assert!(
         d.store()

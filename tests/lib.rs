@@ -83,6 +83,7 @@ const BOUND: Binding<'static> = Binding {
     caller: "c",
     tool: Some("pay"),
     digest: Some("d1"),
+    requester: toolcall::store::Requester::Anyone,
 };
 
 /// The whole contract, on one store; `other` is a second handle on the same
@@ -526,6 +527,7 @@ pub fn decision(approved: bool, by: &str, decided_ms: u64) -> ApprovalDecision {
         note: format!("{by} says {approved}"),
         edited_arguments: None,
         decided_ms,
+        lasts_until_ms: None,
     }
 }
 
@@ -1198,7 +1200,8 @@ async fn asking(store: &impl Store, other: &impl Store) {
                 &elsewhere,
                 OpenBounds {
                     conversation: 5,
-                    caller: 4
+                    caller: 4,
+                    requester: usize::MAX,
                 }
             )
             .await
@@ -1215,7 +1218,8 @@ async fn asking(store: &impl Store, other: &impl Store) {
                 },
                 OpenBounds {
                     conversation: 5,
-                    caller: 4
+                    caller: 4,
+                    requester: usize::MAX,
                 }
             )
             .await

@@ -1958,6 +1958,7 @@ async fn sweep_checks<St: Store>(system: &System<St>, doubted: &[Identity]) -> C
             caller: CALLERS[caller],
             tool: Some(SIDE_EFFECTS[tool]),
             digest: Some(&digest),
+            requester: toolcall::store::Requester::Anyone,
         };
         let asked = store
             .find_approval(&binding, Some(IN_DOUBT), now_ms())

@@ -446,6 +446,7 @@ async fn run<St: Store>(
                 note: String::new(),
                 edited_arguments: None,
                 decided_ms: now_ms(),
+                lasts_until_ms: None,
             };
             let outcome = store
                 .decide_approval(args.need("id"), &decision, now_ms())

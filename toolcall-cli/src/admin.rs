@@ -5,9 +5,9 @@ use std::any::Any;
 use std::io::{self, Write as _};
 use std::path::Path;
 
-use toolcall_core::controls::{self, CallerRules, ChangeError, Controls, Target};
+use toolcall_core::Dispatcher;
+use toolcall_core::controls::{self, ChangeError, Controls, Target};
 use toolcall_core::store::Store;
-use toolcall_core::{Caller, Dispatcher, Registry};
 
 use crate::Error;
 use crate::args::{AdminCommand, PolicyCommand, StopArgs};
@@ -147,7 +147,9 @@ where
     } else {
         Target::Tool(args.tool.clone().unwrap_or_default())
     };
-    let Some(unknown) = no_such(dispatcher.registry(), &dispatcher.callers(), &target) else {
+    let Some(unknown) =
+        controls::unknown_target(&target, dispatcher.registry(), &dispatcher.callers())
+    else {
         return Ok(target);
     };
     if enabling {
@@ -156,44 +158,7 @@ where
             return Ok(target);
         }
     }
-    Err(Error::Input(unknown))
-}
-
-/// Why `target` names no tool in `registry` or caller of `callers`, with
-/// the closest real name, in the words `admin policy check` has for a name
-/// the controls do not know: `no tool `x` (did you mean `y`?)`. `None`
-/// when it names one (or everything).
-pub(crate) fn no_such(registry: &Registry, callers: &[&Caller], target: &Target) -> Option<String> {
-    // The controls' own check of a name finds the closest real one: a rule
-    // that names the target, checked against the tools and callers.
-    let mut probe = Controls::default();
-    let (at, list) = match target {
-        Target::Tool(name) if registry.get(name).is_none() => {
-            probe.approvals.insert(name.clone(), 2);
-            let tools: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
-            (
-                format!("approvals.{name}"),
-                format!("; the tools are {}", tools.join(", ")),
-            )
-        }
-        Target::Caller(id) if !callers.iter().any(|caller| caller.id() == id) => {
-            probe.callers.insert(id.clone(), CallerRules::default());
-            (format!("callers.{id}"), String::new())
-        }
-        _ => return None,
-    };
-    let said = probe
-        .check(registry, callers)
-        .into_iter()
-        .find(|error| error.at == at)
-        .map_or_else(|| format!("no {target}"), |error| error.problem);
-    Some(format!("{said}{list}"))
-}
-
-/// The closest real name a sentence of [`no_such`] suggests, if it does.
-pub(crate) fn suggested(said: &str) -> Option<&str> {
-    let (_, rest) = said.split_once("(did you mean `")?;
-    rest.split_once("`?)").map(|(name, _)| name)
+    Err(Error::Input(unknown.problem))
 }
 
 /// Who makes a change: `--by`, `$USER`, or `operator`.
@@ -243,6 +208,7 @@ mod tests {
     use toolcall::{Policy, Rejection, tool, tools};
 
     use super::*;
+    use toolcall_core::Caller;
 
     /// Pays someone.
     #[tool(side_effect)]

@@ -539,22 +539,16 @@ where
     ));
     let until =
         toolcall_core::store::now_ms().saturating_add(settings.wait_approval.saturating_mul(1000));
-    let decided = dispatcher
-        .store()
-        .wait_approval(id, until)
-        .await
-        .map_err(|e| Error::Input(format!("waiting for approval {id}: {e}")))?;
-    if decided.is_none_or(|entry| entry.approval.decision.is_none()) {
-        transcript.line(format!("  no decision on approval {id} in time"));
-        return Ok(None);
-    }
-    let mut call = Call::new(outcome.call.name(), outcome.call.arguments())
-        .session(session)
-        .approval(id);
+    let mut call = Call::new(outcome.call.name(), outcome.call.arguments()).session(session);
     if let Some(call_id) = outcome.call.id() {
         call = call.call_id(call_id);
     }
-    Ok(Some(dispatcher.execute(call).await))
+    let answer = dispatcher.wait_for_decision(call, id, until).await;
+    if answer.code == toolcall_core::Code::ConfirmationRequired {
+        transcript.line(format!("  no decision on approval {id} in time"));
+        return Ok(None);
+    }
+    Ok(Some(answer))
 }
 
 /// Asks the person: `Some(true)` approved (or `--yes`), `Some(false)`

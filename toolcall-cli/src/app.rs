@@ -592,9 +592,8 @@ fn unknown_caller(
     callers: &[&Caller],
 ) -> Error {
     let target = toolcall_core::controls::Target::Caller(caller_id.to_owned());
-    let near = crate::admin::no_such(registry, callers, &target)
-        .as_deref()
-        .and_then(crate::admin::suggested)
+    let near = toolcall_core::controls::unknown_target(&target, registry, callers)
+        .and_then(|unknown| unknown.closest)
         .map(|near| format!(" (did you mean `{near}`?)"))
         .unwrap_or_default();
     let known: Vec<&str> = callers.iter().map(|caller| caller.id()).collect();

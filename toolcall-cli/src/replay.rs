@@ -106,20 +106,12 @@ where
             && let Some(id) = result.confirmation_id.clone()
         {
             // Wait for the person's decision (woken by the store where it
-            // can), then bring it, as the model's next call would.
+            // can), then answer what came of the call, as the model's next
+            // call with the question's id would be answered.
             let until = toolcall_core::store::now_ms()
                 .saturating_add(args.wait_approval.saturating_mul(1000));
-            let decided = dispatcher
-                .store()
-                .wait_approval(&id, until)
-                .await
-                .map_err(|e| Error::Input(format!("waiting for approval {id}: {e}")))?;
-            if decided.is_some_and(|entry| entry.approval.decision.is_some()) {
-                result = dispatcher.execute(request.approval(&id)).await;
-            }
+            result = dispatcher.wait_for_decision(request, &id, until).await;
         }
-        // The same JSON, with what would reorder or hide text on a
-        // terminal (a person's note, a stop's reason) as JSON's escapes.
         writeln!(stdout, "{}", json_text(&result.to_model_text()))
             .and_then(|()| stdout.flush())
             .map_err(Error::io("write to standard output"))?;

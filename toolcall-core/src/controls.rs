@@ -20,6 +20,55 @@ fn closest<'a>(name: &str, known: impl Iterator<Item = &'a str> + Clone) -> Stri
         .unwrap_or_default()
 }
 
+/// A target of a stop that this application does not have: what is
+/// wrong, with the closest real name and the names there are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownTarget {
+    /// The sentence: ``no tool `refnd_order` (did you mean `refund_order`?);
+    /// the tools are get_order, refund_order``.
+    pub problem: String,
+    /// The closest real name, when one is close enough to be a typo.
+    pub closest: Option<String>,
+}
+
+/// Whether `target` names a tool of `registry` or a caller of `callers`
+/// (`None`: it does, or it is everything); a stop of a name the
+/// application does not have would stop nothing, so every way to stop or
+/// enable (the command line, the inbox's form and its JSON) refuses it with
+/// this.
+pub fn unknown_target(
+    target: &Target,
+    registry: &Registry,
+    callers: &[&Caller],
+) -> Option<UnknownTarget> {
+    let (what, name, known): (&str, &str, Vec<&str>) = match target {
+        Target::Tool(name) if registry.get(name).is_none() => (
+            "tool",
+            name,
+            registry.iter().map(|spec| spec.name()).collect(),
+        ),
+        Target::Caller(id) if !callers.iter().any(|caller| caller.id() == id) => (
+            "caller",
+            id,
+            callers.iter().map(|caller| caller.id()).collect(),
+        ),
+        _ => return None,
+    };
+    let closest = crate::suggest::closest(name, known.iter().copied()).map(str::to_owned);
+    let near = closest
+        .as_ref()
+        .map(|near| format!(" (did you mean `{near}`?)"))
+        .unwrap_or_default();
+    Some(UnknownTarget {
+        problem: format!(
+            "no {what} `{name}`{near}; the {what}s are {}",
+            known.join(", ")
+        ),
+        closest,
+    })
+}
+
 /// Every problem of these controls against `registry` and the code's
 /// callers (`callers`: their policies, the ceiling), each with where it
 /// is and its fix; empty when they check. A tool or caller that does not

@@ -498,6 +498,7 @@ async fn refused_by_life<B: Backend>(app: &App<B>, id: &str, refusal: LifeRefusa
     let said = refusal.to_string();
     let problem = match refusal {
         LifeRefusal::Unknown => unknown(),
+        LifeRefusal::Expired => Problem::new(StatusCode::GONE, "expired", EXPIRED),
         LifeRefusal::Closed => match app.backend.store().approval(id).await {
             Ok(Some(entry)) => closed(&entry),
             Ok(None) => unknown(),
@@ -532,7 +533,7 @@ fn closed(entry: &ApprovalEntry) -> Problem {
         Some(Closed::Decided(decision)) => Problem::new(
             StatusCode::CONFLICT,
             "already_decided",
-            already_decided(decision),
+            already_decided(&entry.approval, decision),
         )
         .with("decision", state(entry)),
         Some(Closed::Used) => Problem::new(StatusCode::CONFLICT, "already_used", ALREADY_USED),

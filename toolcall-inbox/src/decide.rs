@@ -9,7 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall_core::ToolSpec;
-use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionKind, Refusal};
+use toolcall_core::life::{
+    self, Answer, Answerer, Decided, QuestionKind, QuestionState, Refusal, Verdict,
+};
 use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalDecision, ApprovalEntry, PendingApproval, now_ms};
 
@@ -260,17 +262,11 @@ pub(crate) fn answers(kind: QuestionKind) -> &'static [&'static str] {
     }
 }
 
-/// What a recorded decision decided, as a word: `approved`, `edited` or
-/// `denied` of an approval question, `happened` or `not_happened` of a
-/// question about an unknown outcome.
+/// What a recorded decision decided, as a word ([`Verdict::word`]):
+/// `approved`, `edited` or `denied` of an approval question, `happened` or
+/// `not_happened` of a question about an unknown outcome.
 pub(crate) fn state_of(question: &PendingApproval, decision: &ApprovalDecision) -> &'static str {
-    match (question.kind(), decision.approved) {
-        (QuestionKind::InDoubt, true) => "not_happened",
-        (QuestionKind::InDoubt, false) => "happened",
-        (_, false) => "denied",
-        (_, true) if decision.edited_arguments.is_some() => "edited",
-        (_, true) => "approved",
-    }
+    Verdict::of(question.kind(), decision).word()
 }
 
 /// A person's note, trimmed; `None` when it is longer than [`MAX_NOTE`]
@@ -309,16 +305,17 @@ pub(crate) enum Closed<'a> {
     Expired,
 }
 
-/// Whether `entry` can no longer be decided at `now`, and why.
+/// Whether `entry` can no longer be decided at `now`, and why, by its
+/// [state](ApprovalEntry::state): expired wherever it is read (an approval
+/// nobody carried out in time reads expired, decided or not).
 pub(crate) fn closed_as(entry: &ApprovalEntry, now: u64) -> Option<Closed<'_>> {
-    if let Some(decision) = &entry.approval.decision {
-        Some(Closed::Decided(decision))
-    } else if entry.used_ms.is_some() {
-        Some(Closed::Used)
-    } else if entry.approval.expires_ms <= now {
-        Some(Closed::Expired)
-    } else {
-        None
+    match entry.state(now) {
+        state if state.is_open() => None,
+        QuestionState::Expired => Some(Closed::Expired),
+        _ => Some(match &entry.approval.decision {
+            Some(decision) => Closed::Decided(decision),
+            None => Closed::Used,
+        }),
     }
 }
 
@@ -339,7 +336,8 @@ pub(crate) async fn through_life<B: Backend>(
     let note = bound(note, MAX_NOTE_BYTES);
     toolcall_core::crash::point(toolcall_core::crash::BEFORE_DECISION);
     let person = Answerer::Person(who.name());
-    let outcome = life::decide(app.backend.store(), id, None, &person, answer, &note, now).await;
+    let at = life::Moment::new(now, app.backend.denial_ttl());
+    let outcome = life::decide(app.backend.store(), id, None, &person, answer, &note, at).await;
     toolcall_core::crash::point(toolcall_core::crash::AFTER_DECISION);
     outcome
 }
@@ -438,6 +436,7 @@ async fn record<B: Backend>(
             "Refused by the operators' controls",
             &why,
         ),
+        Err(Refusal::Expired) => expired(app, user),
         Err(Refusal::Closed) => match store.approval(id).await {
             Ok(Some(entry)) => closed(app, user, &entry).unwrap_or_else(|| expired(app, user)),
             Ok(None) => unknown(app, user),

@@ -5,47 +5,53 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use toolcall_core::life::{QuestionState, Verdict};
 use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalEntry, now_ms};
 
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout, store_down};
-use crate::pending::{is_in_doubt, pretty, redacted};
+use crate::pending::{pretty, redacted};
 use crate::security::Who;
 use crate::{App, Backend};
 
-/// What came of a decided approval: a class for the page and the words.
+/// What came of a decided question, by its [state](ApprovalEntry::state):
+/// a class for the page and the words.
 pub(crate) fn came_of(entry: &ApprovalEntry, now: u64) -> (&'static str, String) {
-    let approved = entry.approval.decision.as_ref().is_some_and(|d| d.approved);
-    if !approved && is_in_doubt(&entry.approval) {
-        // It happened: nothing runs again, whatever the agent's next call.
-        return ("settled", "not run again: it had taken effect".into());
-    }
-    match (&entry.result, entry.used_ms) {
-        (Some(result), _) if result.code == "CONFIRMATION_EXPIRED" => (
-            "expired",
-            "expired: the agent came back too late; not run".into(),
-        ),
-        (Some(result), _) if !approved => (
-            "denied",
-            format!("denied: the model was told ({})", result.code),
-        ),
-        (Some(result), _) if result.replayed => (
-            "replayed",
-            "replayed: it had run before; not run again".into(),
-        ),
-        (Some(result), _) if result.ok => ("ran", "ran once".into()),
-        (Some(result), _) => ("failed", format!("failed: {}", result.code)),
-        (None, Some(_)) => ("used", "used by the agent's call".into()),
-        (None, None) if entry.approval.expires_ms <= now => (
+    match entry.state(now) {
+        QuestionState::Done(Verdict::Happened, _) | QuestionState::Decided(Verdict::Happened) => {
+            // It happened: nothing runs again, whatever the agent's next call.
+            ("settled", "not run again: it had taken effect".into())
+        }
+        QuestionState::Done(verdict, came) => match came.code.as_str() {
+            "CONFIRMATION_EXPIRED" => (
+                "expired",
+                "expired: the agent came back too late; not run".into(),
+            ),
+            code if verdict == Verdict::Deny => {
+                ("denied", format!("denied: the model was told ({code})"))
+            }
+            _ if came.replayed => (
+                "replayed",
+                "replayed: it had run before; not run again".into(),
+            ),
+            _ if came.ok => ("ran", "ran once".into()),
+            code => ("failed", format!("failed: {code}")),
+        },
+        QuestionState::Running(_) => ("used", "used by the agent's call".into()),
+        QuestionState::Expired => (
             "expired",
             "expired: the agent did not come back in time; not run".into(),
         ),
-        (None, None) if !approved => (
+        QuestionState::Decided(Verdict::Deny) => (
             "denied",
             "denied: the model hears it on its next call".into(),
         ),
-        (None, None) => (
+        QuestionState::Decided(Verdict::NotHappened) => (
+            "waiting",
+            "it did not happen: runs once on the agent's next call".into(),
+        ),
+        _ => (
             "waiting",
             "approved: waits for the agent's next call".into(),
         ),
@@ -93,23 +99,22 @@ pub(crate) async fn history<B: Backend>(State(app): State<Arc<App<B>>>, who: Who
             body.el(", on behalf of <code>", &principal.to_string(), "</code>");
         }
         body.raw("</small></td><td>");
-        match (&decision.edited_arguments, decision.approved) {
-            (_, approved) if is_in_doubt(&entry.approval) => {
-                if approved {
-                    body.raw("<b class=\"outcome settled\">settled: it did not happen</b>");
-                } else {
-                    body.raw("<b class=\"outcome settled\">settled: it happened</b>");
-                }
+        match Verdict::of(entry.approval.kind(), decision) {
+            Verdict::Happened => {
+                body.raw("<b class=\"outcome settled\">settled: it happened</b>");
             }
-            (_, false) => {
+            Verdict::NotHappened => {
+                body.raw("<b class=\"outcome settled\">settled: it did not happen</b>");
+            }
+            Verdict::Deny => {
                 body.raw("<b class=\"outcome denied\">denied</b>");
             }
-            (Some(edited), true) => {
+            Verdict::Edit(edited) => {
                 body.raw("<b class=\"outcome ran\">approved with edits</b><pre>")
-                    .lines(&pretty(&redacted(spec, edited)))
+                    .lines(&pretty(&redacted(spec, &edited)))
                     .raw("</pre>");
             }
-            (None, true) => {
+            Verdict::Approve => {
                 body.raw("<b class=\"outcome ran\">approved</b>");
             }
         }

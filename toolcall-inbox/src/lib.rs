@@ -268,12 +268,12 @@ pub trait Backend: Send + Sync + 'static {
     fn store(&self) -> &Self::Store;
     /// The tools, for their descriptions, flags and validation.
     fn registry(&self) -> &Registry;
-    /// How long a question about an unknown outcome the inbox asks lasts
-    /// ([`toolcall_core::life::surface`]): a dispatcher's
-    /// [`approval_ttl`](toolcall_core::Settings::approval_ttl); 15 minutes
-    /// by default.
-    fn question_ttl(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(15 * 60)
+    /// How long a person's denial (or edit) answers the identical calls,
+    /// from the decision: a dispatcher's
+    /// [`denial_ttl`](toolcall_core::Settings::denial_ttl); a day by
+    /// default ([`DENIAL_TTL`](toolcall_core::life::DENIAL_TTL)).
+    fn denial_ttl(&self) -> std::time::Duration {
+        toolcall_core::life::DENIAL_TTL
     }
     /// The application's callers, which a stop or an enable of a caller
     /// asked in the inbox is checked against (a misspelt one would stop
@@ -299,8 +299,8 @@ impl<S: Any + Send + Sync, St: Store> Backend for Dispatcher<S, St> {
         Dispatcher::registry(self)
     }
 
-    fn question_ttl(&self) -> std::time::Duration {
-        self.settings().approval_ttl
+    fn denial_ttl(&self) -> std::time::Duration {
+        self.settings().denial_ttl
     }
 
     fn callers(&self) -> Option<Vec<&Caller>> {

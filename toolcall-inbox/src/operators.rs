@@ -14,7 +14,7 @@ use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use toolcall_core::controls::{self, CallerRules, ChangeError, Controls, Stop, Target};
+use toolcall_core::controls::{self, ChangeError, Controls, Stop, Target};
 use toolcall_core::life::QuestionKind;
 use toolcall_core::store::Store;
 use toolcall_core::store::{ControlsChange, PendingApproval, Signature, StoreError};
@@ -134,19 +134,8 @@ fn unknown_name(registry: &Registry, callers: Option<&[&Caller]>, target: &Targe
         field: "name",
         error,
     };
-    // The controls' own check of a name finds the closest real one: a
-    // rule that names the target, checked against the tools and callers.
-    let mut probe = Controls::default();
-    let (code, at, list) = match target {
-        Target::Tool(name) => {
-            if registry.get(name).is_some() {
-                return None;
-            }
-            probe.approvals.insert(name.clone(), 2);
-            let tools: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
-            let list = format!("; the tools are {}", tools.join(", "));
-            ("unknown_tool", format!("approvals.{name}"), list)
-        }
+    let code = match target {
+        Target::Tool(_) => "unknown_tool",
         Target::Caller(id) => {
             let Some(callers) = callers else {
                 return Some(unknown(
@@ -161,17 +150,13 @@ fn unknown_name(registry: &Registry, callers: Option<&[&Caller]>, target: &Targe
             if callers.iter().any(|caller| caller.id() == id) {
                 return None;
             }
-            probe.callers.insert(id.clone(), CallerRules::default());
-            ("unknown_caller", format!("callers.{id}"), String::new())
+            "unknown_caller"
         }
         _ => return None,
     };
-    let said = probe
-        .check(registry, callers.unwrap_or_default())
-        .into_iter()
-        .find(|error| error.at == at)
-        .map_or_else(|| format!("no such name: {target}"), |error| error.problem);
-    Some(unknown(code, capitalized(&format!("{said}{list}"))))
+    let unknown_target =
+        toolcall_core::controls::unknown_target(target, registry, callers.unwrap_or_default())?;
+    Some(unknown(code, capitalized(&unknown_target.problem)))
 }
 
 fn capitalized(text: &str) -> String {

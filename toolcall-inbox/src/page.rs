@@ -3,7 +3,8 @@
 
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use toolcall_core::store::{ApprovalDecision, ApprovalEntry, StoreError, now_ms};
+use toolcall_core::life::Verdict;
+use toolcall_core::store::{ApprovalDecision, ApprovalEntry, PendingApproval, StoreError, now_ms};
 
 use crate::App;
 use crate::api::{Problem, is_api};
@@ -175,7 +176,7 @@ pub(crate) fn closed<B>(app: &App<B>, user: &Who, entry: &ApprovalEntry) -> Opti
             user,
             StatusCode::CONFLICT,
             "Already decided",
-            &already_decided(decision),
+            &already_decided(&entry.approval, decision),
         ),
         Closed::Used => message(
             app,
@@ -189,11 +190,13 @@ pub(crate) fn closed<B>(app: &App<B>, user: &Who, entry: &ApprovalEntry) -> Opti
 }
 
 /// What the answer to a decided question says.
-pub(crate) fn already_decided(decision: &ApprovalDecision) -> String {
-    let verb = if decision.approved {
-        "approved"
-    } else {
-        "denied"
+pub(crate) fn already_decided(question: &PendingApproval, decision: &ApprovalDecision) -> String {
+    let verb = match Verdict::of(question.kind(), decision) {
+        Verdict::Approve => "approved",
+        Verdict::Edit(_) => "approved with edits",
+        Verdict::Deny => "denied",
+        Verdict::Happened => "said it happened of",
+        Verdict::NotHappened => "said it did not happen of",
     };
     format!(
         "{} {verb} it at {}; a decision is final.",

@@ -397,15 +397,21 @@ fn card(
         .value(&rfc3339(approval.created_ms))
         .raw("\">")
         .text(&utc(approval.created_ms))
-        .raw("</time></dd><dt>Expires</dt><dd>")
-        .text(&utc(approval.expires_ms))
-        .raw(", <time class=\"countdown\" data-expires=\"")
-        .value(&approval.expires_ms.to_string())
-        .raw("\" datetime=\"")
-        .value(&rfc3339(approval.expires_ms))
-        .raw("\">in ")
-        .text(&duration(approval.expires_ms.saturating_sub(now)))
-        .raw("</time></dd>")
+        .raw("</time></dd><dt>Expires</dt><dd>");
+    if is_in_doubt(approval) {
+        // Whether it happened stays unknown until a person says it.
+        body.raw("never: it waits for a person");
+    } else {
+        body.text(&utc(approval.expires_ms))
+            .raw(", <time class=\"countdown\" data-expires=\"")
+            .value(&approval.expires_ms.to_string())
+            .raw("\" datetime=\"")
+            .value(&rfc3339(approval.expires_ms))
+            .raw("\">in ")
+            .text(&duration(approval.expires_ms.saturating_sub(now)))
+            .raw("</time>");
+    }
+    body.raw("</dd>")
         .el("<dt>Id</dt><dd><code>", id, "</code></dd>")
         .el("<dt>Step</dt><dd>", &approval.step.to_string(), "</dd>")
         .raw("</dl>");
@@ -557,12 +563,12 @@ pub(crate) fn listed(approval: &PendingApproval, standing: &Standing) -> Value {
 /// The reason of a question about an unknown outcome: an earlier attempt
 /// of the call may have taken effect. Approving it means "it did not
 /// happen: run it once"; denying it, "it happened: do not run it again".
-pub(crate) const IN_DOUBT: &str = "in_doubt";
+pub(crate) const IN_DOUBT: &str = toolcall_core::life::IN_DOUBT;
 
 /// Whether `approval` asks what happened to an earlier attempt, rather
 /// than for permission.
 pub(crate) fn is_in_doubt(approval: &PendingApproval) -> bool {
-    approval.reason.as_deref() == Some(IN_DOUBT)
+    approval.kind() == toolcall_core::life::QuestionKind::InDoubt
 }
 
 /// The validated arguments, each beside its description; those `tainted`
@@ -649,7 +655,7 @@ pub(crate) fn redacted(spec: Option<&ToolSpec>, arguments: &Value) -> Value {
 /// a process that died, or could not record an outcome, left unsettled. A
 /// store that fails here fails the listing's read too, which says so.
 async fn surface<B: Backend>(app: &App<B>, now: u64) {
-    match toolcall_core::life::surface(app.backend.store(), now, app.backend.question_ttl()).await {
+    match toolcall_core::life::surface(app.backend.store(), now).await {
         Ok(surfaced) if surfaced.asked > 0 || surfaced.settled > 0 => {
             tracing::info!(
                 asked = surfaced.asked,

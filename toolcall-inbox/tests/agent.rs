@@ -99,6 +99,7 @@ impl<St: Store> Agent<St> {
             note: note.into(),
             edited_arguments: edited,
             decided_ms: now_ms(),
+            lasts_until_ms: None,
         };
         assert_eq!(
             self.store

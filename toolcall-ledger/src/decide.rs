@@ -34,6 +34,13 @@ impl Moment {
     }
 }
 
+/// `now_ms`, with denials and edits standing for [`DENIAL_TTL`].
+impl From<u64> for Moment {
+    fn from(now_ms: u64) -> Moment {
+        Moment::new(now_ms, DENIAL_TTL)
+    }
+}
+
 /// How long a denial or an edit answers the identical calls after it was
 /// decided, unless a setting says otherwise: a day.
 pub const DENIAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -71,8 +78,9 @@ pub async fn decide<St: Store + ?Sized>(
     answerer: &Answerer<'_>,
     answer: &Answer<'_>,
     note: &str,
-    at: Moment,
+    at: impl Into<Moment>,
 ) -> Result<Decided, Refusal> {
+    let at = at.into();
     let now_ms = at.now_ms;
     let entry = match store.approval(id).await {
         Ok(Some(entry)) => entry,

@@ -443,6 +443,7 @@ async fn a_pending_approval_of_a_shared_conversation_is_brought_back_on_another_
         note: String::new(),
         edited_arguments: None,
         decided_ms: now_ms(),
+        lasts_until_ms: None,
     };
     let outcome = dispatcher.store().decide_approval(&id, &decision, now_ms());
     assert_eq!(outcome.await.unwrap(), DecideOutcome::Decided);

@@ -250,6 +250,7 @@ fn decision(approved: bool, note: &str, edited: Option<Value>) -> ApprovalDecisi
         note: note.to_owned(),
         edited_arguments: edited,
         decided_ms: now_ms(),
+        lasts_until_ms: None,
     }
 }
 

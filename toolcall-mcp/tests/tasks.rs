@@ -250,6 +250,7 @@ fn person(approved: bool) -> ApprovalDecision {
         },
         edited_arguments: None,
         decided_ms: now_ms(),
+        lasts_until_ms: None,
     }
 }
 
@@ -741,6 +742,7 @@ async fn take(store: &SqliteStore, id: &str) {
         caller: "agent",
         tool: Some("transfer"),
         digest: None,
+        requester: toolcall::store::Requester::Anyone,
     };
     assert!(matches!(
         store.take_approval(id, &binding, now_ms()).await.unwrap(),

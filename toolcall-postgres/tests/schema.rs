@@ -192,6 +192,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             caller: "c",
             tool: Some("pay"),
             digest: Some("d1"),
+            requester: toolcall::store::Requester::Anyone,
         };
         assert!(matches!(
             store.take_approval("p1", &binding, now_ms()).await.unwrap(),
@@ -472,6 +473,7 @@ fn yes(decided_ms: u64) -> ApprovalDecision {
         note: String::new(),
         edited_arguments: None,
         decided_ms,
+        lasts_until_ms: None,
     }
 }
 
@@ -725,6 +727,7 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
             caller: "c",
             tool: Some("pay"),
             digest: Some("d1"),
+            requester: toolcall::store::Requester::Anyone,
         };
         let found = store
             .find_approval(&binding, None, now_ms())

@@ -64,6 +64,7 @@ fn an_approval_reads_back_as_it_was_written() {
         note: String::new(),
         edited_arguments: None,
         decided_ms: 9,
+        lasts_until_ms: None,
     });
     a.reason = Some("untrusted_context".to_owned());
     a.tainted = vec!["order".to_owned()];
@@ -320,6 +321,7 @@ fn signing_refuses_in_order_and_the_last_signature_decides_with_every_name() {
         note: "fine".into(),
         edited_arguments: None,
         decided_ms: now,
+        lasts_until_ms: None,
     };
     let entry = |expires_ms: u64, decided: bool| ApprovalEntry {
         approval: PendingApproval {

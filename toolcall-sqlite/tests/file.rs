@@ -262,6 +262,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             caller: "c",
             tool: Some("pay"),
             digest: Some("d1"),
+            requester: toolcall::store::Requester::Anyone,
         };
         assert!(matches!(
             store.take_approval("p1", &binding, now_ms()).await.unwrap(),
@@ -525,6 +526,7 @@ fn yes(decided_ms: u64) -> ApprovalDecision {
         note: String::new(),
         edited_arguments: None,
         decided_ms,
+        lasts_until_ms: None,
     }
 }
 
@@ -783,6 +785,7 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
             caller: "c",
             tool: Some("pay"),
             digest: Some("d1"),
+            requester: toolcall::store::Requester::Anyone,
         };
         let found = store
             .find_approval(&binding, None, now_ms())
@@ -979,6 +982,7 @@ fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_stil
             note: String::new(),
             edited_arguments: None,
             decided_ms: now_ms(),
+            lasts_until_ms: None,
         };
         let signed = store.sign_approval("p1", "ana", 2, &yes, now_ms()).await;
         assert_eq!(

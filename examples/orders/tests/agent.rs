@@ -530,6 +530,7 @@ fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
         note: "checked the photos".to_owned(),
         edited_arguments: None,
         decided_ms: now_ms(),
+        lasts_until_ms: None,
     };
     let decided = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -120,6 +120,7 @@ fn approve(db: &Path, id: &str, edited: Option<Value>) {
             note: String::new(),
             edited_arguments: edited,
             decided_ms: now_ms(),
+            lasts_until_ms: None,
         };
         assert_eq!(
             store.decide_approval(id, &yes, now_ms()).await.unwrap(),

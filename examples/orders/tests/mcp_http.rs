@@ -376,6 +376,7 @@ fn yes() -> ApprovalDecision {
         note: "checked the photos".to_owned(),
         edited_arguments: None,
         decided_ms: now_ms(),
+        lasts_until_ms: None,
     }
 }
 

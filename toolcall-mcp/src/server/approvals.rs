@@ -11,9 +11,10 @@ use std::time::Instant;
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
+use toolcall_core::life::QuestionState;
 use toolcall_core::store::Store;
 use toolcall_core::store::now_ms;
-use toolcall_core::store::{Binding, PendingApproval};
+use toolcall_core::store::{Binding, PendingApproval, Requester};
 use toolcall_core::{Approvals, Arguments, ToolResult};
 
 use super::McpServer;
@@ -62,13 +63,12 @@ pub(super) struct Handed {
 impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// For a client that cannot ask a person: waits up to
     /// [`Options::wait_approval`](crate::Options::wait_approval) (never past
-    /// the approval's lifetime) for a decision on the pending call `id`
-    /// recorded in the store (a person's, in the approval inbox), woken by
-    /// the store where it can be, then makes the call again with the
-    /// approval, which carries the decision out: the call runs once, runs
-    /// edited, or is denied. Without a decision by then, or if the client
-    /// cancels the call, the answer is `asked` (`CONFIRMATION_REQUIRED`) and
-    /// the approval stays pending.
+    /// the approval's lifetime) for the question `id` to be decided in the
+    /// store (a person's decision, in the approval inbox), then answers what
+    /// came of the call ([`Dispatcher::wait_for_decision`](toolcall_core::Dispatcher::wait_for_decision)):
+    /// carried out now, or carried out elsewhere and replayed, denied,
+    /// expired, or still waiting (`CONFIRMATION_REQUIRED`, the question
+    /// stays). A client that cancels the call stops the wait: nothing ran.
     #[allow(clippy::too_many_arguments)] // one call's parts, each needed
     pub(super) async fn wait_for_decision(
         &self,
@@ -94,37 +94,15 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             approval = id,
             "the MCP client cannot ask a person; waiting for a decision in the store"
         );
-        let entry = tokio::select! {
-            entry = self.dispatcher.store().wait_approval(id, until) => entry,
+        let call = self.pipeline_call(tool, Arguments::Raw(raw), session, call_id);
+        tokio::select! {
+            answer = self.dispatcher.wait_for_decision(call, id, until) => answer,
             () = context.ct.cancelled() => {
                 tracing::info!(
                     tool,
                     approval = id,
                     "the tool call was cancelled while it waited for a decision; nothing ran"
                 );
-                return asked.clone();
-            }
-        };
-        match entry {
-            Ok(Some(entry)) if entry.approval.decision.is_some() && entry.used_ms.is_none() => {
-                tracing::info!(
-                    tool,
-                    approval = id,
-                    "a decision was recorded; carrying it out"
-                );
-                self.dispatcher
-                    .execute(
-                        self.pipeline_call(tool, Arguments::Raw(raw), session, call_id)
-                            .approval(id),
-                    )
-                    .await
-            }
-            Ok(_) => {
-                tracing::debug!(tool, approval = id, "no decision in time; the call waits");
-                asked.clone()
-            }
-            Err(error) => {
-                tracing::warn!(tool, approval = id, %error, "waiting for a decision failed");
                 asked.clone()
             }
         }
@@ -272,11 +250,13 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         for id in candidates {
             let keep = match self.dispatcher.store().approval(&id).await {
                 Ok(Some(entry))
-                    if entry.used_ms.is_none()
-                        && entry.approval.session == session
-                        && entry.approval.expires_ms > now_ms() =>
+                    if entry.approval.session == session
+                        && matches!(
+                            entry.state(now_ms()),
+                            QuestionState::Open | QuestionState::Decided(_)
+                        ) =>
                 {
-                    if entry.approval.decision.is_some() || inbox {
+                    if !entry.state(now_ms()).is_open() || inbox {
                         let mut handed = self
                             .memory
                             .handed
@@ -332,11 +312,16 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         if !self.side_effect(tool) {
             return None;
         }
+        let requester = self
+            .caller
+            .principal()
+            .map(toolcall_core::Principal::requester);
         let binding = Binding {
             session,
             caller: self.caller.id(),
             tool: Some(tool),
             digest: Some(sent),
+            requester: Requester::Only(requester.as_deref()),
         };
         let store = self.dispatcher.store();
         let now = now_ms();
@@ -347,7 +332,10 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         for reason in [None, Some(UNTRUSTED_CONTEXT)] {
             match store.find_approval(&binding, reason, now).await {
                 Ok(Some(entry))
-                    if entry.used_ms.is_none() && (entry.approval.decision.is_some() || inbox) =>
+                    if match entry.state(now) {
+                        QuestionState::Decided(_) => true,
+                        state => state.is_open() && inbox,
+                    } =>
                 {
                     found = Some(entry.approval);
                     break;

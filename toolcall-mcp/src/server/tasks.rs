@@ -16,10 +16,12 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, model::TaskStatus};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::cut;
-use toolcall_core::life::{self, Answer, Answerer, QuestionKind, Refusal};
+use toolcall_core::life::{self, Answer, Answerer, QuestionKind, QuestionState, Refusal, Verdict};
 use toolcall_core::store::Store;
-use toolcall_core::store::{ApprovalEntry, ApprovalResult, Binding, RecordedOutcome, now_ms};
-use toolcall_core::{Arguments, Code, ToolResult};
+use toolcall_core::store::{
+    ApprovalEntry, ApprovalResult, Binding, RecordedOutcome, Requester, now_ms,
+};
+use toolcall_core::{Arguments, Code, Principal, ToolResult};
 
 use super::question::{APPROVAL_INPUT, APPROVER, approval_question, said_yes};
 use super::{McpServer, to_mcp};
@@ -34,39 +36,6 @@ const POLL_INTERVAL_MS: u64 = 1_000;
 
 /// The longest task id echoed in an error.
 const MAX_TASK_ID_ECHO: usize = 128;
-
-/// Where a task stands, read from its approval.
-#[derive(Debug)]
-enum Stage {
-    /// No decision yet, and time left to take one.
-    Open,
-    /// A decision is recorded and no call has carried it out yet.
-    Decided,
-    /// A call took the approval and has not recorded what came of it: it
-    /// runs now (here or on another replica).
-    Running,
-    /// What came of it.
-    Done(ApprovalResult),
-    /// It ran out of time before a call carried a decision out.
-    Expired,
-}
-
-fn stage(entry: &ApprovalEntry, now: u64) -> Stage {
-    if let Some(result) = &entry.result {
-        return Stage::Done(result.clone());
-    }
-    if entry.used_ms.is_some() {
-        return Stage::Running;
-    }
-    if entry.approval.expires_ms <= now {
-        return Stage::Expired;
-    }
-    if entry.approval.decision.is_some() {
-        Stage::Decided
-    } else {
-        Stage::Open
-    }
-}
 
 impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// Whether this request may be answered with a task: the server offers
@@ -104,18 +73,25 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     ) -> Result<DetailedTask, ErrorData> {
         let mut entry = self.task_entry(id).await?;
         let mut in_doubt = false;
-        match stage(&entry, now_ms()) {
-            Stage::Decided => {
-                self.carry_out_task(&entry).await;
+        let mut held = None;
+        match entry.state(now_ms()) {
+            QuestionState::Decided(_) => {
+                let answer = self.carry_out_task(&entry).await;
+                // Not carried out for now (the operators stopped it, or
+                // another call holds its resource): the decision was given
+                // back, and the task says why while it waits.
+                if matches!(answer.code, Code::Stopped | Code::ResourceBusy) {
+                    held = Some(answer.message);
+                }
                 entry = self.task_entry(id).await?;
             }
-            Stage::Running => {
+            QuestionState::Running(_) => {
                 in_doubt = self.look_at_running(&entry).await;
                 entry = self.task_entry(id).await?;
             }
             _ => {}
         }
-        Ok(self.detailed(&entry, context, in_doubt))
+        Ok(self.detailed(&entry, context, in_doubt, held.as_deref()))
     }
 
     /// A task whose approval a call took and left without an answer: where
@@ -176,6 +152,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                     caller: &approval.caller,
                     tool: Some(&approval.tool),
                     digest: Some(&approval.digest),
+                    requester: Requester::Anyone,
                 };
                 let settled = self
                     .dispatcher
@@ -184,8 +161,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                     .await;
                 match settled {
                     Ok(Some(settlement))
-                        if settlement.used_ms.is_none()
-                            && settlement.approval.decision.is_some() =>
+                        if matches!(settlement.state(now_ms()), QuestionState::Decided(_)) =>
                     {
                         self.carry_out_task(&settlement).await;
                         false
@@ -233,7 +209,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let entry = self.task_entry(id).await?;
-        if !matches!(stage(&entry, now_ms()), Stage::Open) {
+        if !entry.state(now_ms()).is_open() {
             return Err(ErrorData::invalid_params(
                 format!(
                     "task {} asks for no input: it was decided, ran or expired; read it with \
@@ -281,7 +257,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// halfway.
     pub(super) async fn cancel_task(&self, id: &str) -> Result<(), ErrorData> {
         let entry = self.task_entry(id).await?;
-        if !matches!(stage(&entry, now_ms()), Stage::Open) {
+        if !entry.state(now_ms()).is_open() {
             tracing::debug!(
                 task = id,
                 "a cancel for a task past its question changes nothing"
@@ -298,9 +274,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     }
 
     /// The approval behind the task `id`, if it is this server's caller's,
-    /// in one of its conversations ([`McpServer::owns_session`]); any other
-    /// (unknown, purged, another caller's or another conversation's) is the
-    /// same error, so that a task id tells nothing to anyone else.
+    /// in one of its conversations ([`McpServer::owns_session`]), made by
+    /// the principal behind it (the person or client a token names); any
+    /// other (unknown, purged, another caller's, another conversation's or
+    /// another principal's) is the same error, so that a task id, its
+    /// arguments and its cancel tell and give nothing to anyone else.
     async fn task_entry(&self, id: &str) -> Result<ApprovalEntry, ErrorData> {
         let unknown = || {
             ErrorData::invalid_params(
@@ -311,7 +289,9 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         match self.dispatcher.store().approval(id).await {
             Ok(Some(entry))
                 if entry.approval.caller == self.caller.id()
-                    && self.owns_session(&entry.approval.session) =>
+                    && self.owns_session(&entry.approval.session)
+                    && entry.approval.principal.as_ref().map(Principal::requester)
+                        == self.caller.principal().map(Principal::requester) =>
             {
                 Ok(entry)
             }
@@ -349,13 +329,13 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             &answerer,
             answer,
             note,
-            now_ms(),
+            life::Moment::new(now_ms(), self.dispatcher.settings().denial_ttl),
         )
         .await
         {
             Ok(_) | Err(Refusal::Closed) => {
                 if let Ok(entry) = self.task_entry(id).await
-                    && matches!(stage(&entry, now_ms()), Stage::Decided)
+                    && matches!(entry.state(now_ms()), QuestionState::Decided(_))
                 {
                     self.carry_out_task(&entry).await;
                 }
@@ -424,12 +404,16 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         answer
     }
 
-    /// The task as the client reads it, from its approval.
+    /// The task as the client reads it, from its question's
+    /// [state](ApprovalEntry::state). `outcome_unknown`: the call a
+    /// decision ran is in doubt; `held`: why a decision waits to be carried
+    /// out (the operators stopped it, a resource is held).
     fn detailed(
         &self,
         entry: &ApprovalEntry,
         context: &RequestContext<RoleServer>,
         outcome_unknown: bool,
+        held: Option<&str>,
     ) -> DetailedTask {
         let approval = &entry.approval;
         let mut updated = approval
@@ -437,8 +421,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .as_ref()
             .map_or(approval.created_ms, |decision| decision.decided_ms);
         let in_doubt = approval.kind() == QuestionKind::InDoubt;
-        let payload = match stage(entry, now_ms()) {
-            Stage::Open if !in_doubt && approval.answerers.client() && self.elicits(context) => {
+        let state = entry.state(now_ms());
+        let payload = match &state {
+            QuestionState::Open
+                if !in_doubt && approval.answerers.client() && self.elicits(context) =>
+            {
                 match approval_question(&asked(entry)) {
                     Ok(question) => {
                         let mut requests = InputRequests::new();
@@ -456,47 +443,55 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                     }
                 }
             }
-            Stage::Open | Stage::Decided | Stage::Running => TaskPayload::Working,
-            Stage::Done(result) => {
-                updated = updated.max(result.at_ms);
-                let cancelled = approval
-                    .decision
-                    .as_ref()
-                    .is_some_and(|decision| decision.by == CANCELLED_BY && !decision.approved);
+            QuestionState::Done(verdict, came) => {
+                updated = updated.max(came.at_ms);
+                let cancelled = *verdict == Verdict::Deny
+                    && approval
+                        .decision
+                        .as_ref()
+                        .is_some_and(|decision| decision.by == CANCELLED_BY);
                 if cancelled {
                     TaskPayload::Cancelled
                 } else {
                     TaskPayload::Completed {
-                        result: mcp_object(&answer_of(entry, &result)),
+                        result: mcp_object(&answer_of(entry, came)),
                     }
                 }
             }
-            Stage::Expired => {
+            QuestionState::Expired => {
                 updated = updated.max(approval.expires_ms);
                 TaskPayload::Completed {
                     result: mcp_object(&expired(entry)),
                 }
             }
+            _ => TaskPayload::Working,
         };
-        let message = match payload.status() {
-            TaskStatus::InputRequired => "waiting for a person to approve the call",
-            TaskStatus::Working if outcome_unknown => {
+        let message = match (&state, payload.status()) {
+            (_, TaskStatus::InputRequired) => "waiting for a person to approve the call",
+            (_, TaskStatus::Working) if outcome_unknown => {
                 "whether the approved call took effect is unknown: waiting for a person to settle \
                  it in the approval inbox"
             }
-            TaskStatus::Working if entry.used_ms.is_some() => "the approved call is running",
-            TaskStatus::Working if approval.decision.is_some() => {
+            (_, TaskStatus::Working) if held.is_some() => held.unwrap_or_default(),
+            (QuestionState::Running(_), TaskStatus::Working) => "the approved call is running",
+            (QuestionState::Decided(_), TaskStatus::Working) => {
                 "a decision was taken; the call is being carried out"
             }
-            TaskStatus::Working if in_doubt => {
+            (_, TaskStatus::Working) if in_doubt => {
                 "whether an earlier attempt took effect is unknown: waiting for a person to \
                  settle it in the approval inbox"
             }
-            TaskStatus::Working => "waiting for a person's decision in the approval inbox",
-            TaskStatus::Cancelled => "cancelled before a person decided; nothing ran",
+            (_, TaskStatus::Working) => "waiting for a person's decision in the approval inbox",
+            (_, TaskStatus::Cancelled) => "cancelled before a person decided; nothing ran",
             _ => "done",
         };
-        let ttl = approval.expires_ms.saturating_sub(approval.created_ms);
+        // A question about an unknown outcome has no end: its task is kept
+        // as long as the store keeps it.
+        let ttl = if in_doubt {
+            u64::try_from(i64::MAX).unwrap_or(u64::MAX)
+        } else {
+            approval.expires_ms.saturating_sub(approval.created_ms)
+        };
         let task = Task::new(
             approval.id.clone(),
             payload.status(),
