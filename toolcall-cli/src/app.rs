@@ -192,6 +192,27 @@ struct PipelineArgs {
     /// says `host`).
     #[arg(long, value_enum, global = true)]
     approvals: Option<ApprovalsArg>,
+    /// How long a person has to decide a question, and the call to be
+    /// carried out once approved, in seconds (the application's otherwise:
+    /// 900 unless it sets it). A question whether an earlier attempt took
+    /// effect never expires.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_ttl, global = true)]
+    approval_ttl: Option<u64>,
+    /// How long a denial (or an edit) answers the identical calls, from the
+    /// decision, in seconds (the application's otherwise: 86400, a day,
+    /// unless it sets it).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_ttl, global = true)]
+    denial_ttl: Option<u64>,
+}
+
+/// A TTL in whole seconds: from 1 second to 30 days.
+fn parse_ttl(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(seconds) if (1..=30 * 86_400).contains(&seconds) => Ok(seconds),
+        _ => Err(format!(
+            "`{text}` is no time to live: write whole seconds, from 1 to 2592000 (30 days)"
+        )),
+    }
 }
 
 /// `--approvals`.
@@ -229,6 +250,12 @@ impl PipelineArgs {
             code.max_duplicate_calls,
         )?;
         settings.max_retries = at_most("max-retries", self.max_retries, code.max_retries)?;
+        if let Some(seconds) = self.approval_ttl {
+            settings.approval_ttl = std::time::Duration::from_secs(seconds);
+        }
+        if let Some(seconds) = self.denial_ttl {
+            settings.denial_ttl = std::time::Duration::from_secs(seconds);
+        }
         settings.approvals = match (self.approvals, code.approvals) {
             (None, approvals) => approvals,
             (Some(ApprovalsArg::Inbox), _) => Approvals::Inbox,

@@ -854,3 +854,66 @@ fn admin_refuses_a_misspelt_name_and_names_the_closest_real_one() {
         }
     }
 }
+
+/// Closes an account, once a person approves.
+#[tool(side_effect, high_risk)]
+fn close(
+    ctx: &Ctx<Bank>,
+    /// The account.
+    account: String,
+) -> Result<Value, Rejection> {
+    let _ = account;
+    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({"closed": true}))
+}
+
+#[test]
+fn the_questions_time_to_live_is_the_command_lines_to_set() {
+    let bank = Arc::new(Bank::default());
+    let dir = scratch("ttl");
+    let calls = dir.join("calls.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\": \"close\", \"arguments\": {\"account\": \"A\"}}\n",
+    )
+    .unwrap();
+    let db = dir.join("store.db");
+    let store = format!("sqlite:{}", db.display());
+    App::new("bank", tools![close].unwrap(), Arc::clone(&bank))
+        .run_from([
+            "bank",
+            "replay",
+            calls.to_str().unwrap(),
+            "--store",
+            &store,
+            "--approval-ttl",
+            "90",
+            "--denial-ttl",
+            "7200",
+        ])
+        .unwrap();
+    let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
+    let pending = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(toolcall::store::Store::pending_approvals(
+            &store,
+            toolcall::store::now_ms(),
+            10,
+        ))
+        .unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].expires_ms - pending[0].created_ms, 90_000);
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 0);
+    for bad in ["0", "-5", "2592001", "1.5"] {
+        let flag = format!("--approval-ttl={bad}");
+        let error = app(&bank)
+            .run_from(["bank", "replay", calls.to_str().unwrap(), &flag])
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("no time to live"),
+            "{bad}: {error}"
+        );
+    }
+}

@@ -97,14 +97,7 @@ pub async fn decide<St: Store + ?Sized>(
             refusal => Err(refusal),
         };
     }
-    if let Answerer::Person(by) = answerer
-        && matches!(answer, Answer::Approve | Answer::Edit(_))
-        && made_it(&entry, by)
-    {
-        return Err(Refusal::Controls(format!(
-            "{by} made this call and may not approve it: another person decides it"
-        )));
-    }
+
     // "It did not happen" runs the call once more: not while it is stopped.
     if matches!(answer, Answer::NotHappened) {
         controlled(store, &entry, answerer, answer).await?;
@@ -179,6 +172,18 @@ async fn controlled<St: Store + ?Sized>(
         .controls
         .people_needed(&question.tool)
         .max(question.answerers.people_needed());
+    // The one who made a call never approves it, however many must.
+    if let Answerer::Person(by) = answerer
+        && made_it(entry, by)
+    {
+        let who = match needed {
+            1 => "another person decides it".to_owned(),
+            _ => format!("{} needs {needed} other people", question.tool),
+        };
+        return Err(Refusal::Controls(format!(
+            "{by} made this call and may not approve it: {who}"
+        )));
+    }
     if needed <= 1 {
         return Ok(1);
     }

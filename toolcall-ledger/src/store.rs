@@ -825,9 +825,43 @@ pub fn session_key(session: &str) -> String {
 /// stores of this workspace; not a public API.
 #[doc(hidden)]
 pub fn now_ms() -> u64 {
-    SystemTime::now()
+    let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    #[cfg(feature = "testing")]
+    let now = now.saturating_add(clock::skew_ms());
+    now
+}
+
+/// A clock a test drives (the `testing` feature): time moves forward on
+/// this thread when the test says so, so that questions expire, denials
+/// run out and waits end without anyone waiting for them. Only for tests
+/// that run on one thread (a current-thread runtime): each thread has its
+/// own clock.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod clock {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    thread_local! {
+        static SKEW_MS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Moves this thread's clock forward by `by`.
+    pub fn advance(by: Duration) {
+        let by = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        SKEW_MS.with(|skew| skew.set(skew.get().saturating_add(by)));
+    }
+
+    /// Puts this thread's clock back on the wall clock.
+    pub fn reset() {
+        SKEW_MS.with(|skew| skew.set(0));
+    }
+
+    pub(super) fn skew_ms() -> u64 {
+        SKEW_MS.with(Cell::get)
+    }
 }
 
 mod key;

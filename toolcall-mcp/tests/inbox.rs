@@ -316,6 +316,35 @@ async fn an_approval_in_the_inbox_while_the_call_waits_runs_it_exactly_once() {
     hang_up(client, server).await;
 }
 
+/// A person approves and another process carries the approval out before
+/// the waiting server looks again (the memory store is looked at every
+/// 200 ms): the waiting client gets what came of the call, replayed, never
+/// "needs approval" for a transfer that ran, and nothing runs twice.
+#[tokio::test]
+async fn a_decision_carried_out_elsewhere_answers_the_waiting_call() {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+
+    let call = spawn_call(&client, refund_args());
+    let asked = pending(dispatcher.store()).await;
+    decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
+    let elsewhere = dispatcher
+        .execute(
+            Call::new("transfer", Arguments::Parsed(&refund_args()))
+                .session(&asked.session)
+                .approval(&asked.id),
+        )
+        .await;
+    assert!(elsewhere.ok && !elsewhere.replayed, "{elsewhere:?}");
+    let (result, _) = call.await.unwrap();
+    assert_eq!(code(&result), "OK", "{result}");
+    assert!(replayed(&result), "{result}");
+    assert_eq!(bank.transfers(), 1);
+
+    hang_up(client, server).await;
+}
+
 #[tokio::test]
 async fn a_denial_in_the_inbox_answers_denied_with_the_note_and_runs_nothing() {
     let bank = Bank::new();

@@ -528,6 +528,72 @@ async fn another_callers_task_is_unknown_to_them() {
     assert_eq!(fleet.transfers(), 0);
 }
 
+/// As [`connect`], as `caller` on behalf of `subject` (a token's person).
+fn connect_as(replica: &Replica, caller: &str, subject: &str, client: TaskClient) -> Client {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (read, write) = tokio::io::split(server_io);
+    let client_config = rmcp::ClientHandler::get_info(&client);
+    let mut server_config = InitializeResult::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build(),
+    );
+    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
+    let caller = replica
+        .caller(caller)
+        .unwrap()
+        .with_principal(toolcall::Principal::new(
+            "https://auth.example.com",
+            subject,
+        ));
+    let server = McpServer::new(Arc::clone(replica), Options::conversation("desk")).caller(caller);
+    keep(serve_directly(
+        server,
+        FrameGuard::new(read, write),
+        Some(client_config),
+    ));
+    serve_directly(client, client_io, Some(server_config.into()))
+}
+
+/// Two principals behind one caller, in one conversation: alice's task,
+/// its arguments and its cancel are hers; to bob it is a made-up id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_principals_task_is_unknown_to_them() {
+    let fleet = Fleet::new("principals");
+    let one = fleet.replica(Approvals::Inbox);
+    let alice = connect_as(&one, "agent", "alice", POLLING);
+    let bob = connect_as(&one, "agent", "bob", POLLING);
+    let task = start_transfer(&alice).await;
+    let foreign = bob
+        .peer()
+        .get_task(GetTaskParams::new(&task.task_id))
+        .await
+        .unwrap_err()
+        .to_string();
+    let made_up = bob
+        .peer()
+        .get_task(GetTaskParams::new("no-such-task"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        foreign.replace(&task.task_id, "ID"),
+        made_up.replace("no-such-task", "ID"),
+        "another principal's task reads as a made-up one"
+    );
+    assert!(cancel(&bob, &task.task_id).await.is_err());
+    assert_eq!(
+        get(&alice, &task.task_id).await.status(),
+        TaskStatus::Working,
+        "bob's cancel changed nothing"
+    );
+    // Bob's identical call is a question of his own, not alice's.
+    let his = start_transfer(&bob).await;
+    assert_ne!(his.task_id, task.task_id);
+    assert_eq!(fleet.transfers(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_task_completes_as_expired_and_runs_nothing() {
     let fleet = Fleet::new("expired");

@@ -239,7 +239,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -320,14 +320,18 @@ fn a_schema_from_a_newer_version_is_refused() {
         );
         raw(&url, &schema)
             .await
-            .batch_execute("UPDATE toolcall_schema_version SET version = 9")
+            .batch_execute(&format!(
+                "UPDATE toolcall_schema_version SET version = {}",
+                toolcall_sql::schema::VERSION + 1
+            ))
             .await
             .unwrap();
         let error = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap_err()
             .to_string();
-        assert!(error.contains("version 9, newer"), "{error}");
+        let newer = format!("version {}, newer", toolcall_sql::schema::VERSION + 1);
+        assert!(error.contains(&newer), "{error}");
         drop_schema(&url, &schema).await;
     });
 }
@@ -522,7 +526,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -566,7 +570,7 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
             tainted: vec!["cents".into()],
@@ -615,7 +619,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
@@ -720,7 +724,7 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
             session: "s",
@@ -815,7 +819,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.answerers, Answerers::PERSON);
@@ -887,7 +891,7 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.principal, None, "asked by nobody named");
         let principal =
@@ -948,7 +952,7 @@ fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_st
             .await
             .unwrap()
             .get(0);
-        assert_eq!(version, 8);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
         assert_eq!(store.controls(0).await.unwrap(), None);
         let change = toolcall::store::ControlsChange {
             version: 0,
@@ -974,6 +978,67 @@ fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_st
             .await
             .unwrap();
         assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 2);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v8");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "ALTER TABLE toolcall_approvals DROP COLUMN requester;
+                 UPDATE toolcall_schema_version SET version = 8;",
+            )
+            .await
+            .unwrap();
+        // A version-8 replica's questions: alice's approval, and a question
+        // about an unknown outcome that expires as approvals did.
+        let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal, reason)
+                      VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '', $5, $6)";
+        let now = now_ms() as i64;
+        let alice = r#"{"issuer":"https://auth.example.com","subject":"alice"}"#;
+        for (id, reason) in [("asked", None), ("doubt", Some("in_doubt"))] {
+            client
+                .execute(
+                    insert,
+                    &[&id, &now, &(now + 600_000), &session_key("s"), &alice, &reason],
+                )
+                .await
+                .unwrap();
+        }
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let doubt = store.approval("doubt").await.unwrap().unwrap();
+        assert_eq!(doubt.approval.expires_ms, toolcall::life::NEVER_MS);
+        assert_eq!(
+            doubt.state(now_ms() + 3_600_000),
+            toolcall::life::QuestionState::Open
+        );
+        for (subject, found) in [("alice", Some("asked")), ("bob", None)] {
+            let requester =
+                toolcall::Principal::new("https://auth.example.com", subject).requester();
+            let binding = toolcall::store::Binding {
+                session: "s",
+                caller: "c",
+                tool: Some("pay"),
+                digest: Some("d1"),
+                requester: toolcall::store::Requester::Only(Some(&requester)),
+            };
+            let entry = store.find_approval(&binding, None, now_ms()).await.unwrap();
+            assert_eq!(entry.map(|e| e.approval.id).as_deref(), found, "{subject}");
+        }
         drop(store);
         drop_schema(&url, &schema).await;
     });

@@ -292,9 +292,9 @@ fn a_purge_comes_every_so_many_writes_and_deletes_what_expired() {
 fn tables_are_upgraded_through_each_version_once() {
     assert_eq!(
         schema::upgrades(0).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7, 8]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9]
     );
-    assert_eq!(schema::upgrades(3).collect::<Vec<_>>(), [4, 5, 6, 7, 8]);
+    assert_eq!(schema::upgrades(3).collect::<Vec<_>>(), [4, 5, 6, 7, 8, 9]);
     assert_eq!(schema::upgrades(schema::VERSION).count(), 0);
     assert_eq!(schema::upgrades(schema::VERSION + 1).count(), 0);
 
@@ -302,9 +302,9 @@ fn tables_are_upgraded_through_each_version_once() {
     assert!(!postgres.contains("INTEGER"));
     assert_eq!(postgres.replace("BIGINT", "INTEGER"), schema::TABLES_V0);
 
-    let error = schema::too_new("the database's schema", 9, "toolcall-sqlite", "open it");
+    let error = schema::too_new("the database's schema", 10, "toolcall-sqlite", "open it");
     assert!(error.to_string().ends_with(
-        "the database's schema is version 9, newer than this toolcall-sqlite knows (8): \
+        "the database's schema is version 10, newer than this toolcall-sqlite knows (9): \
          open it with a newer version"
     ));
 }

@@ -237,7 +237,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     assert_eq!(user_version(&path), 0);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         assert_eq!(
             store.next_step("old-session", now_ms()).await.unwrap(),
@@ -369,10 +369,14 @@ fn a_file_from_a_newer_version_is_refused() {
     drop(SqliteStore::open(&path).unwrap());
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 9")
+        .execute_batch(&format!(
+            "PRAGMA user_version = {}",
+            toolcall_sql::schema::VERSION + 1
+        ))
         .unwrap();
     let error = SqliteStore::open(&path).unwrap_err().to_string();
-    assert!(error.contains("version 9, newer"), "{error}");
+    let newer = format!("version {}, newer", toolcall_sql::schema::VERSION + 1);
+    assert!(error.contains(&newer), "{error}");
 }
 
 // ------------------------------------------------------------------ purging
@@ -539,6 +543,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN requester;
          ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
          ALTER TABLE toolcall_records DROP COLUMN question;
@@ -566,7 +571,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -621,7 +626,7 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -665,7 +670,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     )
     .unwrap();
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
@@ -678,7 +683,7 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // Opening it again changes nothing.
     drop(store);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     assert_eq!(
         block_on(store.pending_approvals(now_ms(), 10))
             .unwrap()
@@ -777,7 +782,7 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
@@ -849,7 +854,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     drop(conn);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
@@ -912,7 +917,7 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.principal, None, "asked by nobody named");
@@ -962,7 +967,7 @@ fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_stil
     .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     block_on(async {
         assert_eq!(store.controls(0).await.unwrap(), None);
         let change = toolcall::store::ControlsChange {
@@ -998,4 +1003,72 @@ fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_stil
     .unwrap();
     let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
     assert_eq!(pending.len(), 2);
+}
+
+#[test]
+fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() {
+    let path = fresh_dir("v8").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE toolcall_approvals DROP COLUMN requester;
+         PRAGMA user_version = 8;",
+    )
+    .unwrap();
+    // A version-8 process's questions: alice's approval, and a question
+    // about an unknown outcome that expires as approvals did.
+    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal, reason)
+                  VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', ?5, ?6)";
+    let now = now_ms() as i64;
+    let alice = r#"{"issuer":"https://auth.example.com","subject":"alice"}"#;
+    conn.execute(
+        insert,
+        rusqlite::params![
+            "asked",
+            now,
+            now + 600_000,
+            toolcall::store::session_key("s"),
+            alice,
+            None::<String>
+        ],
+    )
+    .unwrap();
+    conn.execute(
+        insert,
+        rusqlite::params![
+            "doubt",
+            now,
+            now + 600_000,
+            toolcall::store::session_key("s"),
+            alice,
+            "in_doubt"
+        ],
+    )
+    .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let doubt = block_on(store.approval("doubt")).unwrap().unwrap();
+    assert_eq!(doubt.approval.expires_ms, toolcall::life::NEVER_MS);
+    let later = now_ms() + 3_600_000;
+    assert_eq!(doubt.state(later), toolcall::life::QuestionState::Open);
+    let find = |subject: &str| {
+        let requester = toolcall::Principal::new("https://auth.example.com", subject).requester();
+        let binding = Binding {
+            session: "s",
+            caller: "c",
+            tool: Some("pay"),
+            digest: Some("d1"),
+            requester: toolcall::store::Requester::Only(Some(&requester)),
+        };
+        block_on(store.find_approval(&binding, None, now_ms()))
+            .unwrap()
+            .map(|entry| entry.approval.id)
+    };
+    assert_eq!(find("alice").as_deref(), Some("asked"));
+    assert_eq!(
+        find("bob"),
+        None,
+        "bob's identical call is not alice's question"
+    );
 }

@@ -381,7 +381,7 @@ impl<St: Store> Stages<St> {
                 waiting.confirmation_id = Some(decision.id.to_owned());
                 Err(waiting)
             }
-            Ok(_) | Err(Refusal::Closed | Refusal::Unknown) => Ok(()),
+            Ok(_) | Err(Refusal::Closed | Refusal::Unknown | Refusal::Expired) => Ok(()),
             Err(Refusal::Store(error)) => Err(self.store_unavailable(tool, &error)),
             Err(refusal) => {
                 let why = refusal.to_string();

@@ -109,6 +109,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
         self
     }
 
+    /// See [`Settings::max_pending_per_principal`].
+    pub fn max_pending_per_principal(mut self, max: usize) -> Self {
+        self.settings.max_pending_per_principal = max;
+        self
+    }
+
     /// See [`Settings::callers_share_conversations`]: whether callers that
     /// name one conversation share its step budget and its taint (never
     /// their replays, counts or questions).
@@ -120,6 +126,12 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// See [`Settings::approval_ttl`].
     pub fn approval_ttl(mut self, approval_ttl: Duration) -> Self {
         self.settings.approval_ttl = approval_ttl;
+        self
+    }
+
+    /// See [`Settings::denial_ttl`].
+    pub fn denial_ttl(mut self, denial_ttl: Duration) -> Self {
+        self.settings.denial_ttl = denial_ttl;
         self
     }
 
