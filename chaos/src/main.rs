@@ -11,6 +11,7 @@
 
 mod check;
 mod fleet;
+mod shop;
 mod world;
 
 use std::path::PathBuf;

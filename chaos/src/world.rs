@@ -613,7 +613,7 @@ async fn choose(world: &World, item: &Value, rng: &mut Rng) -> Option<Intent> {
     let arguments = item["arguments"].clone();
     let id = item["id"].as_str()?.to_owned();
     let (decision, edited) = if item["reason"] == "in_doubt" {
-        let happened = crate::check::effect_count(world, &tool, &arguments)
+        let happened = crate::shop::effect_count(&world.db, &tool, &arguments)
             .await
             .ok()?
             > 0;

@@ -9,11 +9,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall_core::ToolSpec;
-use toolcall_core::life::{
-    self, Answer, Answerer, Decided, QuestionKind, QuestionState, Refusal, Verdict,
-};
+use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionKind, Refusal, Verdict};
 use toolcall_core::store::Store as _;
-use toolcall_core::store::{ApprovalDecision, ApprovalEntry, PendingApproval, now_ms};
+use toolcall_core::store::{ApprovalDecision, PendingApproval, now_ms};
 
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
@@ -253,15 +251,6 @@ pub(crate) fn answer_of<'a>(decision: &str, edited: Option<&'a Value>) -> Option
     })
 }
 
-/// The decisions that answer a question of `kind`, as [`life`] lets a
-/// person answer it.
-pub(crate) fn answers(kind: QuestionKind) -> &'static [&'static str] {
-    match kind {
-        QuestionKind::InDoubt => &["happened", "not_happened"],
-        _ => &["approve", "deny", "edit"],
-    }
-}
-
 /// What a recorded decision decided, as a word ([`Verdict::word`]):
 /// `approved`, `edited` or `denied` of an approval question, `happened` or
 /// `not_happened` of a question about an unknown outcome.
@@ -292,30 +281,6 @@ fn posted_note<B>(
             "Note too long",
             &format!("A note has at most {MAX_NOTE} characters. Nothing was decided."),
         ))),
-    }
-}
-
-/// Why a question can no longer be decided, if it cannot.
-pub(crate) enum Closed<'a> {
-    /// Someone decided it: this decision stands.
-    Decided(&'a ApprovalDecision),
-    /// The agent's host decided and used it.
-    Used,
-    /// It ran out of time before anyone decided.
-    Expired,
-}
-
-/// Whether `entry` can no longer be decided at `now`, and why, by its
-/// [state](ApprovalEntry::state): expired wherever it is read (an approval
-/// nobody carried out in time reads expired, decided or not).
-pub(crate) fn closed_as(entry: &ApprovalEntry, now: u64) -> Option<Closed<'_>> {
-    match entry.state(now) {
-        state if state.is_open() => None,
-        QuestionState::Expired => Some(Closed::Expired),
-        _ => Some(match &entry.approval.decision {
-            Some(decision) => Closed::Decided(decision),
-            None => Closed::Used,
-        }),
     }
 }
 

@@ -25,7 +25,7 @@ use toolcall_core::AuditRecord;
 use toolcall_core::store::{PendingQuery, Store as _, now_ms};
 use toolcall_metrics::Instruments;
 
-use crate::api::{ApiWho, Problem, store_unavailable};
+use crate::problem::{ApiWho, Problem, store_unavailable};
 use crate::{App, Backend};
 
 /// The content type of Prometheus's text format.

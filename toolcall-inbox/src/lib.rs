@@ -232,6 +232,7 @@ mod metrics;
 mod operators;
 mod page;
 mod pending;
+mod problem;
 mod security;
 mod sessions;
 mod signin;
@@ -475,7 +476,7 @@ pub fn router<B: Backend>(backend: Arc<B>, options: Options) -> Router {
         .route("/api/pending", get(pending::api_pending::<B>))
         .route(
             "/api/approvals/{id}/decision",
-            post(api::decision::<B>).fallback(api::post_only),
+            post(api::decision::<B>).fallback(problem::post_only),
         )
         .route("/admin", get(operators::page::<B>))
         .route("/admin/stop", post(operators::stop_posted::<B>))
@@ -556,14 +557,14 @@ async fn within_time(
 ) -> axum::response::Response {
     use axum::response::IntoResponse as _;
     let status = axum::http::StatusCode::REQUEST_TIMEOUT;
-    let api = api::is_api(request.uri().path());
+    let api = problem::is_api(request.uri().path());
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
             tracing::info!(?timeout, "refused a request that came too slowly");
             let said = "Request Timeout: the request did not arrive in time";
             if api {
-                api::Problem::new(status, "request_timeout", said).into_response()
+                problem::Problem::new(status, "request_timeout", said).into_response()
             } else {
                 (status, said).into_response()
             }

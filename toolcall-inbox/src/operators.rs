@@ -20,9 +20,9 @@ use toolcall_core::store::Store;
 use toolcall_core::store::{ControlsChange, PendingApproval, Signature, StoreError};
 use toolcall_core::{Caller, Registry};
 
-use crate::api::{self, Posting, Problem, invalid_field, json_fields, store_unavailable};
 use crate::html::{Html, rfc3339, utc};
 use crate::page::{html_response, layout, message, store_down};
+use crate::problem::{Posting, Problem, invalid_field, json_fields, store_unavailable};
 use crate::security::{Posted, Refusal, Who, field};
 use crate::{App, Backend, MAX_NOTE};
 
@@ -570,7 +570,7 @@ pub(crate) async fn api_read<B: Backend>(
     }
     match read_all(&app).await {
         Ok((version, controls, history)) => {
-            api::json(StatusCode::OK, &controls_json(version, &controls, &history))
+            crate::problem::json(StatusCode::OK, &controls_json(version, &controls, &history))
         }
         Err(error) => store_unavailable(&error).into_response(),
     }
@@ -599,7 +599,7 @@ pub(crate) async fn api_enable<B: Backend>(
 /// store fails). Answered with the version written and what is stopped now.
 async fn from_json<B: Backend>(app: &Arc<App<B>>, request: Request, stopping: bool) -> Response {
     match changed_by_json(app, request, stopping).await {
-        Ok(answer) => api::json(StatusCode::OK, &answer),
+        Ok(answer) => crate::problem::json(StatusCode::OK, &answer),
         Err(problem) => problem.into_response(),
     }
 }
@@ -677,12 +677,12 @@ fn strings(fields: &Map<String, Value>, posting: &Posting) -> Result<(), Problem
 
 /// Another method on the controls' endpoints: 405, in JSON.
 pub(crate) async fn get_only() -> Response {
-    api::method_not_allowed("GET", "The controls are read with GET /api/controls.")
+    crate::problem::method_not_allowed("GET", "The controls are read with GET /api/controls.")
 }
 
 /// Another method on the endpoints that change the controls: 405, in JSON.
 pub(crate) async fn post_only() -> Response {
-    api::method_not_allowed(
+    crate::problem::method_not_allowed(
         "POST",
         "A change of the controls is a POST with a JSON body.",
     )

@@ -3,13 +3,12 @@
 
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use toolcall_core::life::Verdict;
+use toolcall_core::life::{QuestionState, Verdict};
 use toolcall_core::store::{ApprovalDecision, ApprovalEntry, PendingApproval, StoreError, now_ms};
 
 use crate::App;
-use crate::api::{Problem, is_api};
-use crate::decide::{Closed, closed_as};
 use crate::html::{Html, utc};
+use crate::problem::{Problem, is_api};
 use crate::security::{Refusal, Who};
 
 /// The whole page around `body`. `title` and `app` are escaped here.
@@ -213,4 +212,28 @@ pub(crate) const EXPIRED: &str = "This approval ran out of time before anyone de
 
 pub(crate) fn expired<B>(app: &App<B>, user: &Who) -> Response {
     message(app, user, StatusCode::GONE, "Expired", EXPIRED)
+}
+
+/// Why a question can no longer be decided, if it cannot.
+pub(crate) enum Closed<'a> {
+    /// Someone decided it: this decision stands.
+    Decided(&'a ApprovalDecision),
+    /// The agent's host decided and used it.
+    Used,
+    /// It ran out of time before anyone decided.
+    Expired,
+}
+
+/// Whether `entry` can no longer be decided at `now`, and why, by its
+/// [state](ApprovalEntry::state): expired wherever it is read (an approval
+/// nobody carried out in time reads expired, decided or not).
+pub(crate) fn closed_as(entry: &ApprovalEntry, now: u64) -> Option<Closed<'_>> {
+    match entry.state(now) {
+        state if state.is_open() => None,
+        QuestionState::Expired => Some(Closed::Expired),
+        _ => Some(match &entry.approval.decision {
+            Some(decision) => Closed::Decided(decision),
+            None => Closed::Used,
+        }),
+    }
 }

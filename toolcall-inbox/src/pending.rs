@@ -12,11 +12,10 @@ use toolcall_core::ToolSpec;
 use toolcall_core::store::Store as _;
 use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
 
-use crate::api::{self, ApiWho, Problem, store_unavailable};
-use crate::decide::answers;
 use crate::html::{Html, duration, rfc3339, segment, utc};
 use crate::operators::{Standing, standings, stop_json};
 use crate::page::{html_response, layout, message, store_down};
+use crate::problem::{ApiWho, Problem, store_unavailable};
 use crate::security::{Peer, Who, sign_in, signed_in};
 use crate::{App, Backend, MAX_NOTE};
 
@@ -698,11 +697,20 @@ pub(crate) async fn api_pending<B: Backend>(
                 .zip(&standings)
                 .map(|(approval, standing)| listed(approval, standing))
                 .collect();
-            api::json(
+            crate::problem::json(
                 StatusCode::OK,
                 &json!({ "items": items, "total": page.total, "next": next }),
             )
         }
         Err(error) => store_unavailable(&error).into_response(),
+    }
+}
+
+/// The decisions that answer a question of `kind`, as [`life`](toolcall_core::life) lets a
+/// person answer it.
+pub(crate) fn answers(kind: toolcall_core::life::QuestionKind) -> &'static [&'static str] {
+    match kind {
+        toolcall_core::life::QuestionKind::InDoubt => &["happened", "not_happened"],
+        _ => &["approve", "deny", "edit"],
     }
 }

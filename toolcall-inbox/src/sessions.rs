@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::{self, ApiWho, Posting, Problem, json_fields};
+use crate::problem::{ApiWho, Posting, Problem, json_fields};
 
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
@@ -97,7 +97,7 @@ pub(crate) async fn api<B: Backend>(
             })
         })
         .collect();
-    api::json(
+    crate::problem::json(
         StatusCode::OK,
         &json!({"name": who.name(), "sign_ins": items}),
     )
@@ -120,7 +120,7 @@ pub(crate) async fn revoke<B: Backend>(
     State(app): State<Arc<App<B>>>,
     request: Request,
 ) -> Response {
-    if api::is_json(request.headers()) {
+    if crate::problem::is_json(request.headers()) {
         return revoked_by_json(&app, request)
             .await
             .unwrap_or_else(IntoResponse::into_response);
@@ -132,7 +132,7 @@ pub(crate) async fn revoke<B: Backend>(
     };
     let revoked = app.sign_ins.revoke_all(who.name());
     if who.via == Via::Bearer {
-        return api::json(StatusCode::OK, &json!({"revoked": revoked}));
+        return crate::problem::json(StatusCode::OK, &json!({"revoked": revoked}));
     }
     (
         StatusCode::SEE_OTHER,
@@ -155,7 +155,7 @@ async fn revoked_by_json<B: Backend>(
     let ApiWho(who) = ApiWho::from_request_parts(&mut parts, app).await?;
     json_fields(app, &who, parts, body, &REVOKE).await?;
     let revoked = app.sign_ins.revoke_all(who.name());
-    let mut response = api::json(StatusCode::OK, &json!({"revoked": revoked}));
+    let mut response = crate::problem::json(StatusCode::OK, &json!({"revoked": revoked}));
     if who.via == Via::Cookie
         && let Ok(clear) = HeaderValue::from_str(&clear_cookie(app, &headers))
     {

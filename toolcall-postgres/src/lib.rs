@@ -153,7 +153,8 @@ pub use approvals::DECISION_CHANNEL;
 /// The pool's crate, for the types [`Pool::get`] hands out.
 pub use deadpool_postgres;
 use schema::{migrate, quote};
-pub use tls::{ConnectionString, Pool, TlsMode, connect};
+pub use shared::Pool;
+pub use tls::{ConnectionString, TlsMode, connect};
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};

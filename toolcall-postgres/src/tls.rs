@@ -420,66 +420,6 @@ impl Drop for Driver {
     }
 }
 
-/// A pool of connections for an application's own tables, made as the
-/// store's are: the TLS the connection string asks for, and its
-/// `pool_max_size`, `pool_timeout` and `statement_timeout`. A connection
-/// prepares each statement once (`prepare_cached`, also in its
-/// transactions): one of the caller's own ([`Pool::get`]), which goes back
-/// to the pool when it drops, or one shared by concurrent single statements
-/// ([`Pool::shared`]).
-#[derive(Clone, Debug)]
-pub struct Pool {
-    url: ConnectionString,
-    pool: deadpool_postgres::Pool,
-    shared: std::sync::Arc<crate::shared::Shared>,
-}
-
-impl Pool {
-    /// Reads `url` and opens the first connection, so that a server that
-    /// cannot be reached, or a certificate that does not verify, is an
-    /// error here.
-    pub async fn connect(url: &str) -> Result<Pool, StoreError> {
-        let url = ConnectionString::parse(url)?;
-        let pool = url.pool(|_| Box::pin(async { Ok(()) }))?;
-        let shared = std::sync::Arc::new(crate::shared::Shared::new(url.pool_max_size()));
-        let pool = Pool { url, pool, shared };
-        drop(pool.get().await?);
-        Ok(pool)
-    }
-
-    /// The store's pool ([`PostgresStore::pool`](crate::PostgresStore::pool)).
-    pub(crate) fn of_store(
-        url: ConnectionString,
-        pool: deadpool_postgres::Pool,
-        shared: std::sync::Arc<crate::shared::Shared>,
-    ) -> Pool {
-        Pool { url, pool, shared }
-    }
-
-    /// A connection of the pool for the caller alone: a free one, a new
-    /// one, or the first to come free within `pool_timeout`; else why not.
-    /// What a transaction needs.
-    pub async fn get(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.url.checkout(&self.pool).await
-    }
-
-    /// A connection for a single statement that only reads, shared with
-    /// the reads other tasks send meanwhile: what they send at the same
-    /// moment goes out in one write and comes back in one read, each
-    /// statement still its own implicit transaction. A quarter of the pool
-    /// is shared this way (at least one connection; none of a pool of one,
-    /// whose one connection this is then). For a statement that writes, or
-    /// a transaction, [`get`](Pool::get) one of your own: statements on one
-    /// connection run one after another at the server, and commits sent
-    /// there would wait for the log in turn rather than together.
-    pub async fn shared(&self) -> Result<std::sync::Arc<deadpool_postgres::Object>, StoreError> {
-        match self.shared.get(&self.url, &self.pool).await? {
-            Some(shared) => Ok(shared),
-            None => Ok(std::sync::Arc::new(self.get().await?)),
-        }
-    }
-}
-
 /// Connects to `url` as libpq would ([`ConnectionString`]): what the store,
 /// its `LISTEN` connection and an application's own tables (the example's
 /// shop) connect with.

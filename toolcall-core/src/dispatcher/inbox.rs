@@ -342,7 +342,7 @@ impl<St: Store> Stages<St> {
                     tracing::warn!(approval = id, %error, "a decision not acted on could not be given back; it stays used")
                 }
             }
-        } else if super::pipeline::is_final(result) {
+        } else if is_final(result) {
             self.settle(id, result).await;
         }
     }
@@ -377,4 +377,19 @@ pub(super) fn mark_edited(mut result: ToolResult, arguments: &Value) -> ToolResu
         format!("{} {note}", result.message)
     };
     result
+}
+
+/// Whether `result` is what came of a call for good: not a wait (an
+/// identical call still running, a question to a person, a resource another
+/// call holds: nothing ran, and the decision waits for it) and not an
+/// outcome still unknown, which a later look may find settled.
+pub(super) fn is_final(result: &ToolResult) -> bool {
+    !matches!(
+        result.code,
+        crate::Code::CallInProgress
+            | crate::Code::ResourceBusy
+            | crate::Code::ConfirmationRequired
+            | crate::Code::InDoubt
+            | crate::Code::StoreUnavailable
+    ) && result.data.get("in_doubt") != Some(&Value::Bool(true))
 }

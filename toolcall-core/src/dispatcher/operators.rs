@@ -3,7 +3,7 @@
 //! version moved), a stop, and the rate limits; and stage 7's approvals by
 //! rule. See [`controls`](crate::controls).
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -15,29 +15,6 @@ use crate::life::Answerers;
 use crate::store::{
     ApprovalDecision, AskApproval, DecideOutcome, OpenBounds, PendingApproval, Store, now_ms,
 };
-
-/// The controls this process read last, shared by its calls.
-#[derive(Debug, Default)]
-pub(super) struct Held {
-    current: RwLock<Current>,
-}
-
-impl Held {
-    fn get(&self) -> Current {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set(&self, newer: Current) {
-        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
-        // Two calls racing keep the newer.
-        if newer.version > current.version {
-            *current = newer;
-        }
-    }
-}
 
 /// The approver a rule's approval is recorded with: `rule:<name>`.
 pub(crate) fn rule_approver(rule: &str) -> String {

@@ -635,7 +635,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 let answer = self.decide_and_run(prepared, Approval::Given).await;
                 if unsettled
                     && let Ok(result) | Err(result) = &answer
-                    && is_final(result)
+                    && super::inbox::is_final(result)
                 {
                     self.stages.settle(id, result).await;
                 }
@@ -994,21 +994,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             caller: prepared.caller,
         }
     }
-}
-
-/// Whether `result` is what came of a call for good: not a wait (an
-/// identical call still running, a question to a person, a resource another
-/// call holds: nothing ran, and the decision waits for it) and not an
-/// outcome still unknown, which a later look may find settled.
-pub(super) fn is_final(result: &ToolResult) -> bool {
-    !matches!(
-        result.code,
-        crate::Code::CallInProgress
-            | crate::Code::ResourceBusy
-            | crate::Code::ConfirmationRequired
-            | crate::Code::InDoubt
-            | crate::Code::StoreUnavailable
-    ) && result.data.get("in_doubt") != Some(&Value::Bool(true))
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{PoisonError, RwLock};
 
 use serde_json::{Map, Value};
 
@@ -14,6 +15,7 @@ use super::Settings;
 use super::ids::Holder;
 use super::messages::{Details, Failure, Messages};
 use super::twins::Twins;
+use crate::controls::Current;
 use crate::result::ToolResult;
 use crate::store::Key;
 
@@ -25,7 +27,30 @@ pub(super) struct Stages<St> {
     pub messages: Messages,
     pub twins: Twins,
     /// The operators' controls this process read last.
-    pub held: super::operators::Held,
+    pub held: Held,
+}
+
+/// The controls this process read last, shared by its calls.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    current: RwLock<Current>,
+}
+
+impl Held {
+    pub(super) fn get(&self) -> Current {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn set(&self, newer: Current) {
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        // Two calls racing keep the newer.
+        if newer.version > current.version {
+            *current = newer;
+        }
+    }
 }
 
 impl<St> Stages<St> {

@@ -2,8 +2,6 @@
 
 use serde_json::Value;
 
-use super::records::{ApprovalDecision, PendingApproval};
-
 /// The reason a question about an unknown outcome carries
 /// (`PendingApproval::reason`): `"in_doubt"`.
 pub const IN_DOUBT: &str = "in_doubt";
@@ -21,16 +19,6 @@ pub enum QuestionKind {
 }
 
 impl QuestionKind {
-    /// The kind of `question`: [`InDoubt`](QuestionKind::InDoubt) for the
-    /// reason [`IN_DOUBT`], else [`Approval`](QuestionKind::Approval).
-    pub fn of(question: &PendingApproval) -> QuestionKind {
-        if question.reason.as_deref() == Some(IN_DOUBT) {
-            QuestionKind::InDoubt
-        } else {
-            QuestionKind::Approval
-        }
-    }
-
     /// The words an answer of the wrong kind is refused with.
     pub(crate) fn expects(self) -> &'static str {
         match self {
@@ -76,17 +64,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// What `decision`, kept with a question of `kind`, decided.
-    pub fn of(kind: QuestionKind, decision: &ApprovalDecision) -> Verdict {
-        match (kind, decision.approved, &decision.edited_arguments) {
-            (QuestionKind::InDoubt, true, _) => Verdict::NotHappened,
-            (QuestionKind::InDoubt, false, _) => Verdict::Happened,
-            (QuestionKind::Approval, true, Some(edited)) => Verdict::Edit(edited.clone()),
-            (QuestionKind::Approval, true, None) => Verdict::Approve,
-            (QuestionKind::Approval, false, _) => Verdict::Deny,
-        }
-    }
-
     /// Whether carrying it out runs the call (approved, edited, or it did
     /// not happen).
     pub fn runs(&self) -> bool {
