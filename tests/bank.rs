@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::store::{Store, now_ms};
+use toolcall::store::now_ms;
+use toolcall::store::prelude::*;
 use toolcall::{
     Approvals, BuildError, Call, Code, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, tool, tools,
 };

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use toolcall::store::{ApprovalDecision, Binding, PendingOrder, PendingQuery, Store, now_ms};
+use toolcall::store::prelude::*;
+use toolcall::store::{ApprovalDecision, Binding, PendingOrder, PendingQuery, now_ms};
 use toolcall::{
     Approvals, Call, Code, Ctx, Decision, Dispatcher, DispatcherBuilder, MemoryAudit, ToolError,
     ToolResult, tool, tools,

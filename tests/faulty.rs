@@ -4,6 +4,11 @@
 use std::sync::Mutex;
 
 use toolcall::ToolResult;
+use toolcall::store::CallStore;
+use toolcall::store::ControlStore;
+use toolcall::store::LockStore;
+use toolcall::store::QuestionStore;
+use toolcall::store::TaintStore;
 use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
@@ -118,34 +123,35 @@ macro_rules! write {
     }};
 }
 
-impl<S: Store> Store for Faulty<S> {
+impl<S: Store> CallStore for Faulty<S> {
     async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
         write!(self, "next_step", self.inner.next_step(session, now_ms))
     }
+
     async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
         write!(self, "begin_call", self.inner.begin_call(start))
     }
+
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
         read!(self, "peek_step", self.inner.peek_step(session))
     }
-    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
-        write!(self, "add_taint", self.inner.add_taint(session, prints))
-    }
-    async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
-        read!(self, "tainted", self.inner.tainted(session, prints))
-    }
+
     async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
         write!(self, "count_call", self.inner.count_call(key, now_ms))
     }
+
     async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
         write!(self, "uncount_call", self.inner.uncount_call(key))
     }
+
     async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         read!(self, "outcome", self.inner.outcome(key))
     }
+
     async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
         write!(self, "claim", self.inner.claim(key, now_ms, lease_ms))
     }
+
     async fn claim_asking(
         &self,
         key: &Key,
@@ -159,15 +165,19 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.claim_asking(key, now_ms, lease_ms, question)
         )
     }
+
     async fn unsettled(&self, now_ms: u64, limit: usize) -> Result<Vec<Unsettled>, StoreError> {
         read!(self, "unsettled", self.inner.unsettled(now_ms, limit))
     }
+
     async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
         write!(self, "renew", self.inner.renew(key, now_ms, lease_ms))
     }
+
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
         write!(self, "complete", self.inner.complete(key, result))
     }
+
     async fn complete_unlocking(
         &self,
         key: &Key,
@@ -181,15 +191,21 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.complete_unlocking(key, result, resource, holder)
         )
     }
+
     async fn release(&self, key: &Key) -> Result<(), StoreError> {
         write!(self, "release", self.inner.release(key))
     }
+
     async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
         write!(self, "doubt", self.inner.doubt(key))
     }
+}
+
+impl<S: Store> QuestionStore for Faulty<S> {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         write!(self, "put_approval", self.inner.put_approval(approval))
     }
+
     async fn take_approval(
         &self,
         id: &str,
@@ -202,6 +218,7 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.take_approval(id, binding, now_ms)
         )
     }
+
     async fn pending_approvals(
         &self,
         now_ms: u64,
@@ -213,6 +230,7 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.pending_approvals(now_ms, limit)
         )
     }
+
     async fn ask_approval(
         &self,
         approval: &PendingApproval,
@@ -225,6 +243,7 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.ask_approval(approval, bounds)
         )
     }
+
     async fn find_approval(
         &self,
         binding: &Binding<'_>,
@@ -237,9 +256,11 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.find_approval(binding, reason, now_ms)
         )
     }
+
     async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
         read!(self, "pending_page", self.inner.pending_page(query))
     }
+
     async fn decide_approval(
         &self,
         id: &str,
@@ -252,9 +273,11 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.decide_approval(id, decision, now_ms)
         )
     }
+
     async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
         read!(self, "approval", self.inner.approval(id))
     }
+
     async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
         read!(
             self,
@@ -262,6 +285,7 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.decided_approvals(limit)
         )
     }
+
     async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
         write!(
             self,
@@ -269,6 +293,7 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.settle_approval(id, result)
         )
     }
+
     async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
         write!(
             self,
@@ -276,65 +301,7 @@ impl<S: Store> Store for Faulty<S> {
             self.inner.give_back_approval(id)
         )
     }
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        write!(
-            self,
-            "lock_resource",
-            self.inner.lock_resource(resource, holder, now_ms, lease_ms)
-        )
-    }
-    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
-        write!(
-            self,
-            "unlock_resource",
-            self.inner.unlock_resource(resource, holder)
-        )
-    }
-    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
-        read!(self, "controls", self.inner.controls(known))
-    }
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        write!(
-            self,
-            "put_controls",
-            self.inner.put_controls(expected, document, change)
-        )
-    }
-    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
-        read!(self, "controls_history", self.inner.controls_history(limit))
-    }
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        write!(
-            self,
-            "take_rate",
-            self.inner
-                .take_rate(bucket, window_start_ms, window_ms, limit)
-        )
-    }
-    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
-        read!(
-            self,
-            "rate_count",
-            self.inner.rate_count(bucket, window_start_ms)
-        )
-    }
+
     async fn sign_approval(
         &self,
         id: &str,
@@ -350,7 +317,88 @@ impl<S: Store> Store for Faulty<S> {
                 .sign_approval(id, signer, needed, decision, now_ms)
         )
     }
+
     async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
         read!(self, "signatures", self.inner.signatures(id))
+    }
+}
+
+impl<S: Store> LockStore for Faulty<S> {
+    async fn lock_resource(
+        &self,
+        resource: &Key,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        write!(
+            self,
+            "lock_resource",
+            self.inner.lock_resource(resource, holder, now_ms, lease_ms)
+        )
+    }
+
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        write!(
+            self,
+            "unlock_resource",
+            self.inner.unlock_resource(resource, holder)
+        )
+    }
+}
+
+impl<S: Store> TaintStore for Faulty<S> {
+    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
+        write!(self, "add_taint", self.inner.add_taint(session, prints))
+    }
+
+    async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
+        read!(self, "tainted", self.inner.tainted(session, prints))
+    }
+}
+
+impl<S: Store> ControlStore for Faulty<S> {
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        read!(self, "controls", self.inner.controls(known))
+    }
+
+    async fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> Result<bool, StoreError> {
+        write!(
+            self,
+            "put_controls",
+            self.inner.put_controls(expected, document, change)
+        )
+    }
+
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        read!(self, "controls_history", self.inner.controls_history(limit))
+    }
+
+    async fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        write!(
+            self,
+            "take_rate",
+            self.inner
+                .take_rate(bucket, window_start_ms, window_ms, limit)
+        )
+    }
+
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        read!(
+            self,
+            "rate_count",
+            self.inner.rate_count(bucket, window_start_ms)
+        )
     }
 }

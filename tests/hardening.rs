@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
 use toolcall::__private::echo::{MAX_CALL_ID_BYTES, MAX_ID_BYTES, MAX_NOTE_BYTES};
-use toolcall::store::Store;
+use toolcall::store::prelude::*;
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, tool,
     tools,

@@ -748,7 +748,7 @@ pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
     giving_back(store, other).await;
 }
 
-/// [`Store::give_back_approval`]: a decision used up and not settled is
+/// [`QuestionStore::give_back_approval`]: a decision used up and not settled is
 /// unused again and taken by the next call; one settled, never used, or
 /// whose call was asked about again meanwhile is left as it is.
 async fn giving_back(store: &impl Store, other: &impl Store) {
@@ -851,7 +851,7 @@ async fn giving_back(store: &impl Store, other: &impl Store) {
     );
 }
 
-/// [`Store::find_approval`] finds a used approval too (a denial carried out
+/// [`QuestionStore::find_approval`] finds a used approval too (a denial carried out
 /// still answers the identical calls after it), the newest first.
 async fn finding_used(store: &impl Store, other: &impl Store) {
     let now = now_ms();
@@ -892,8 +892,8 @@ async fn finding_used(store: &impl Store, other: &impl Store) {
     assert_eq!(found.map(|entry| entry.approval.id), Some("u2".into()));
 }
 
-/// The question a claim keeps ([`Store::claim_asking`]) is listed while the
-/// key's outcome is unknown ([`Store::unsettled`]): its lease ran out with
+/// The question a claim keeps ([`CallStore::claim_asking`]) is listed while the
+/// key's outcome is unknown ([`CallStore::unsettled`]): its lease ran out with
 /// no outcome, or it was recorded in doubt; never while the claim is live,
 /// nor once the key completed or was released.
 async fn unsettled(store: &impl Store, other: &impl Store) {
@@ -965,7 +965,7 @@ async fn unsettled(store: &impl Store, other: &impl Store) {
     );
 }
 
-/// The inbox a page at a time ([`Store::pending_page`]): one conversation
+/// The inbox a page at a time ([`QuestionStore::pending_page`]): one conversation
 /// that asked 3000 times does not hide another's one question.
 async fn paging(store: &impl Store, other: &impl Store) {
     // Later than everything `asking` left open: only these are open then.
@@ -1136,8 +1136,8 @@ async fn paging(store: &impl Store, other: &impl Store) {
     assert_eq!(second.items[0].id, "f0011");
 }
 
-/// One question per call ([`Store::ask_approval`]) and finding it again
-/// ([`Store::find_approval`]).
+/// One question per call ([`QuestionStore::ask_approval`]) and finding it again
+/// ([`QuestionStore::find_approval`]).
 async fn asking(store: &impl Store, other: &impl Store) {
     let now = now_ms();
     let ask = |id: &str| asked_call(id, "asking", now);
@@ -1402,7 +1402,7 @@ pub async fn controls_conformance(store: &impl Store, other: &impl Store) {
     signing(store, other).await;
 }
 
-/// [`Store::put_controls`] is compare-and-swap on the version, seen by
+/// [`ControlStore::put_controls`] is compare-and-swap on the version, seen by
 /// every handle, with the history newest first.
 async fn controls_versions(store: &impl Store, other: &impl Store) {
     let now = now_ms();
@@ -1482,9 +1482,9 @@ impl At for ControlsChange {
     }
 }
 
-/// [`Store::take_rate`] counts to the limit in one fixed window, shared by
+/// [`ControlStore::take_rate`] counts to the limit in one fixed window, shared by
 /// every handle, and refuses after; the next window starts afresh;
-/// [`Store::rate_count`] counts nothing.
+/// [`ControlStore::rate_count`] counts nothing.
 async fn rate_windows(store: &impl Store, other: &impl Store) {
     let window = 60_000;
     let now = now_ms();
@@ -1527,7 +1527,7 @@ async fn rate_windows(store: &impl Store, other: &impl Store) {
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 }
 
-/// [`Store::sign_approval`]: one signature per person, the `needed`-th
+/// [`QuestionStore::sign_approval`]: one signature per person, the `needed`-th
 /// decides (`by` the signers in signing order), and nothing after.
 async fn signing(store: &impl Store, other: &impl Store) {
     let now = now_ms();

@@ -53,6 +53,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use toolcall::controls::{self, ChangeError, Controls, Target};
 use toolcall::life::{Answer, Answerer, Decided, IN_DOUBT, Refusal};
+use toolcall::store::prelude::*;
 use toolcall::store::{Binding, MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Taint,

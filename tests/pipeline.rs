@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use orders::{Shop, get_order, refund_order};
 use serde_json::{Value, json};
+use toolcall::store::prelude::*;
 use toolcall::{
     Call, Caller, Code, Ctx, Dispatcher, DispatcherBuilder, JsonLinesAudit, MemoryAudit, Policy,
     Rejection, ToolError, ToolResult, tool, tools,
@@ -361,7 +362,6 @@ fn refund_of(cents: i64) -> String {
 
 #[tokio::test]
 async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
-    use toolcall::store::Store as _;
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).build().unwrap();
     let first = d
@@ -394,7 +394,6 @@ async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
 
 #[tokio::test]
 async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_still_asked() {
-    use toolcall::store::Store as _;
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop)
         .max_pending_approvals(3)

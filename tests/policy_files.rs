@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use toolcall::controls::{self, ApprovalRule, Bound, ChangeError, Controls};
-use toolcall::store::{MemoryStore, Store};
+use toolcall::store::MemoryStore;
+use toolcall::store::prelude::*;
 use toolcall::{Call, Caller, Code, Ctx, Dispatcher, Policy, Rejection, ToolResult, tool, tools};
 
 #[derive(Default)]

@@ -13,7 +13,7 @@ use toolcall_tests::{key, postgres_schema, postgres_url};
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use toolcall::store::Store;
+use toolcall::store::prelude::*;
 use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;

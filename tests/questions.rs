@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolcall::controls;
 use toolcall::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
+use toolcall::store::prelude::*;
 use toolcall::store::{MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Dispatcher, Policy, Principal, ToolError, ToolResult, tool,

@@ -11,7 +11,12 @@ use std::sync::{Arc, Mutex};
 
 use orders::{Shop, get_order, read_messages, refund_order};
 use serde_json::{Value, json};
+use toolcall::store::CallStore;
+use toolcall::store::ControlStore;
+use toolcall::store::LockStore;
+use toolcall::store::QuestionStore;
 use toolcall::store::Store;
+use toolcall::store::TaintStore;
 use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
@@ -47,11 +52,12 @@ impl<S> Counting<S> {
     }
 }
 
-impl<S: Store> Store for Counting<S> {
+impl<S: Store> CallStore for Counting<S> {
     async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
         self.count("begin_call");
         self.inner.begin_call(start).await
     }
+
     async fn complete_unlocking(
         &self,
         key: &Key,
@@ -64,58 +70,64 @@ impl<S: Store> Store for Counting<S> {
             .complete_unlocking(key, result, resource, holder)
             .await
     }
+
     async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
         self.count("next_step");
         self.inner.next_step(session, now_ms).await
     }
+
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
         self.count("peek_step");
         self.inner.peek_step(session).await
     }
-    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
-        self.count("add_taint");
-        self.inner.add_taint(session, prints).await
-    }
-    async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
-        self.count("tainted");
-        self.inner.tainted(session, prints).await
-    }
+
     async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
         self.count("count_call");
         self.inner.count_call(key, now_ms).await
     }
+
     async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
         self.count("uncount_call");
         self.inner.uncount_call(key).await
     }
+
     async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
         self.count("outcome");
         self.inner.outcome(key).await
     }
+
     async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
         self.count("claim");
         self.inner.claim(key, now_ms, lease_ms).await
     }
+
     async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
         self.count("renew");
         self.inner.renew(key, now_ms, lease_ms).await
     }
+
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
         self.count("complete");
         self.inner.complete(key, result).await
     }
+
     async fn release(&self, key: &Key) -> Result<(), StoreError> {
         self.count("release");
         self.inner.release(key).await
     }
+
     async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
         self.count("doubt");
         self.inner.doubt(key).await
     }
+}
+
+impl<S: Store> QuestionStore for Counting<S> {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         self.count("put_approval");
         self.inner.put_approval(approval).await
     }
+
     async fn take_approval(
         &self,
         id: &str,
@@ -125,6 +137,7 @@ impl<S: Store> Store for Counting<S> {
         self.count("take_approval");
         self.inner.take_approval(id, binding, now_ms).await
     }
+
     async fn pending_approvals(
         &self,
         now_ms: u64,
@@ -133,6 +146,7 @@ impl<S: Store> Store for Counting<S> {
         self.count("pending_approvals");
         self.inner.pending_approvals(now_ms, limit).await
     }
+
     async fn ask_approval(
         &self,
         approval: &PendingApproval,
@@ -141,6 +155,7 @@ impl<S: Store> Store for Counting<S> {
         self.count("ask_approval");
         self.inner.ask_approval(approval, bounds).await
     }
+
     async fn find_approval(
         &self,
         binding: &Binding<'_>,
@@ -150,10 +165,12 @@ impl<S: Store> Store for Counting<S> {
         self.count("find_approval");
         self.inner.find_approval(binding, reason, now_ms).await
     }
+
     async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
         self.count("pending_page");
         self.inner.pending_page(query).await
     }
+
     async fn decide_approval(
         &self,
         id: &str,
@@ -163,71 +180,27 @@ impl<S: Store> Store for Counting<S> {
         self.count("decide_approval");
         self.inner.decide_approval(id, decision, now_ms).await
     }
+
     async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
         self.count("approval");
         self.inner.approval(id).await
     }
+
     async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
         self.count("decided_approvals");
         self.inner.decided_approvals(limit).await
     }
+
     async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
         self.count("settle_approval");
         self.inner.settle_approval(id, result).await
     }
+
     async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
         self.count("give_back_approval");
         self.inner.give_back_approval(id).await
     }
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        self.count("lock_resource");
-        self.inner
-            .lock_resource(resource, holder, now_ms, lease_ms)
-            .await
-    }
-    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
-        self.count("unlock_resource");
-        self.inner.unlock_resource(resource, holder).await
-    }
-    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
-        self.count("controls");
-        self.inner.controls(known).await
-    }
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        self.count("put_controls");
-        self.inner.put_controls(expected, document, change).await
-    }
-    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
-        self.count("controls_history");
-        self.inner.controls_history(limit).await
-    }
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        self.count("take_rate");
-        self.inner
-            .take_rate(bucket, window_start_ms, window_ms, limit)
-            .await
-    }
-    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
-        self.count("rate_count");
-        self.inner.rate_count(bucket, window_start_ms).await
-    }
+
     async fn sign_approval(
         &self,
         id: &str,
@@ -241,9 +214,82 @@ impl<S: Store> Store for Counting<S> {
             .sign_approval(id, signer, needed, decision, now_ms)
             .await
     }
+
     async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
         self.count("signatures");
         self.inner.signatures(id).await
+    }
+}
+
+impl<S: Store> LockStore for Counting<S> {
+    async fn lock_resource(
+        &self,
+        resource: &Key,
+        holder: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.count("lock_resource");
+        self.inner
+            .lock_resource(resource, holder, now_ms, lease_ms)
+            .await
+    }
+
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        self.count("unlock_resource");
+        self.inner.unlock_resource(resource, holder).await
+    }
+}
+
+impl<S: Store> TaintStore for Counting<S> {
+    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
+        self.count("add_taint");
+        self.inner.add_taint(session, prints).await
+    }
+
+    async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
+        self.count("tainted");
+        self.inner.tainted(session, prints).await
+    }
+}
+
+impl<S: Store> ControlStore for Counting<S> {
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        self.count("controls");
+        self.inner.controls(known).await
+    }
+
+    async fn put_controls(
+        &self,
+        expected: u64,
+        document: &str,
+        change: &ControlsChange,
+    ) -> Result<bool, StoreError> {
+        self.count("put_controls");
+        self.inner.put_controls(expected, document, change).await
+    }
+
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        self.count("controls_history");
+        self.inner.controls_history(limit).await
+    }
+
+    async fn take_rate(
+        &self,
+        bucket: &str,
+        window_start_ms: u64,
+        window_ms: u64,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        self.count("take_rate");
+        self.inner
+            .take_rate(bucket, window_start_ms, window_ms, limit)
+            .await
+    }
+
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        self.count("rate_count");
+        self.inner.rate_count(bucket, window_start_ms).await
     }
 }
 

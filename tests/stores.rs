@@ -9,6 +9,7 @@ use std::time::Duration;
 use toolcall_tests::key;
 
 use serde_json::{Value, json};
+use toolcall::store::prelude::*;
 use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Call, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};

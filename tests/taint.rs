@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::{Value, json};
+use toolcall::store::MemoryStore;
 use toolcall::store::now_ms;
-use toolcall::store::{MemoryStore, Store};
+use toolcall::store::prelude::*;
 use toolcall::{Approvals, Call, Code, Dispatcher, MemoryAudit, Policy, Taint, ToolResult, tools};
 
 type Orders = Dispatcher<Shop, MemoryStore>;

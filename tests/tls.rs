@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orders::Shop;
-use toolcall::store::{DecideOutcome, Store, now_ms};
+use toolcall::store::prelude::*;
+use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_postgres::{ConnectionString, PostgresStore, TlsMode};
 
 /// A certificate authority, and what it signed.

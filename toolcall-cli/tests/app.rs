@@ -897,7 +897,7 @@ fn the_questions_time_to_live_is_the_command_lines_to_set() {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(toolcall::store::Store::pending_approvals(
+        .block_on(toolcall::store::QuestionStore::pending_approvals(
             &store,
             toolcall::store::now_ms(),
             10,

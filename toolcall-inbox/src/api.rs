@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use toolcall_core::life::{Answer, Decided, QuestionKind, Refusal as LifeRefusal};
-use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalEntry, now_ms};
 
 use crate::decide::{
@@ -22,6 +21,7 @@ use crate::pending::{answers, reason};
 use crate::problem::{Posting, Problem, invalid_field, json, json_fields, store_unavailable};
 use crate::security::Who;
 use crate::{App, Backend, MAX_NOTE};
+use toolcall_core::store::prelude::*;
 
 /// `POST /api/approvals/{id}/decision`: a decision posted as JSON, answered
 /// with the decision's state, or with why nothing was decided; in JSON

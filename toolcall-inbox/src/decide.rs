@@ -10,7 +10,6 @@ use serde_json::{Map, Value};
 use toolcall_core::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall_core::ToolSpec;
 use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionKind, Refusal, Verdict};
-use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalDecision, PendingApproval, now_ms};
 
 use crate::html::{Html, segment};
@@ -18,6 +17,7 @@ use crate::page::{closed, expired, html_response, layout, message, store_down, u
 use crate::pending::{arguments_table, is_in_doubt, why};
 use crate::security::{Posted, Who, field};
 use crate::{App, Backend, MAX_NOTE};
+use toolcall_core::store::prelude::*;
 
 /// How a field is typed in the edit form: as plain text (a string in the
 /// schema) or as JSON.

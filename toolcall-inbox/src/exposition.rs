@@ -22,11 +22,12 @@ use axum::routing::{MethodRouter, get};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use toolcall_core::AuditRecord;
-use toolcall_core::store::{PendingQuery, Store as _, now_ms};
+use toolcall_core::store::{PendingQuery, now_ms};
 use toolcall_metrics::Instruments;
 
 use crate::problem::{ApiWho, Problem, store_unavailable};
 use crate::{App, Backend};
+use toolcall_core::store::prelude::*;
 
 /// The content type of Prometheus's text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -6,7 +6,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use toolcall_core::life::{QuestionState, Verdict};
-use toolcall_core::store::Store as _;
 use toolcall_core::store::{ApprovalEntry, now_ms};
 
 use crate::html::{Html, utc};
@@ -14,6 +13,7 @@ use crate::page::{html_response, layout, store_down};
 use crate::pending::{pretty, redacted};
 use crate::security::Who;
 use crate::{App, Backend};
+use toolcall_core::store::prelude::*;
 
 /// What came of a decided question, by its [state](ApprovalEntry::state):
 /// a class for the page and the words.

@@ -199,7 +199,7 @@
 //!   backwards or hide a part of itself. A form's fields keep the values
 //!   they send back as they are; the JSON API serves the values as stored.
 //! * **Double decisions.** A decision is atomic in the store
-//!   ([`Store::decide_approval`]): a double click is one decision, and a
+//!   ([`QuestionStore::decide_approval`](toolcall_core::store::QuestionStore::decide_approval)): a double click is one decision, and a
 //!   decided, expired or unknown approval cannot be decided (409, 410,
 //!   404), from the form or from a program. Each decision records the name
 //!   of the person whose token made it.

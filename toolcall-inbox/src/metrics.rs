@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 use toolcall_core::AuditRecord;
-use toolcall_core::store::Store as _;
 use toolcall_core::store::now_ms;
 
 use crate::chart;
@@ -18,6 +17,7 @@ use crate::page::{html_response, layout};
 use crate::security::Who;
 use crate::timeline::Timeline;
 use crate::{App, Backend};
+use toolcall_core::store::prelude::*;
 
 /// Reads an audit log: its records, and how many lines were not records.
 async fn read_audit(path: &std::path::Path) -> std::io::Result<(Vec<AuditRecord>, usize)> {

@@ -25,6 +25,7 @@ use crate::page::{html_response, layout, message, store_down};
 use crate::problem::{Posting, Problem, invalid_field, json_fields, store_unavailable};
 use crate::security::{Posted, Refusal, Who, field};
 use crate::{App, Backend, MAX_NOTE};
+use toolcall_core::store::prelude::*;
 
 /// The words a target is given by, in the form and in JSON.
 const TARGETS: [&str; 3] = ["tool", "caller", "everything"];

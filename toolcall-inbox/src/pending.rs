@@ -9,7 +9,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use toolcall_core::ToolSpec;
-use toolcall_core::store::Store as _;
 use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
 
 use crate::html::{Html, duration, rfc3339, segment, utc};
@@ -18,6 +17,7 @@ use crate::page::{html_response, layout, message, store_down};
 use crate::problem::{ApiWho, Problem, store_unavailable};
 use crate::security::{Peer, Who, sign_in, signed_in};
 use crate::{App, Backend, MAX_NOTE};
+use toolcall_core::store::prelude::*;
 
 /// The largest page the inbox lists (`limit`): a bigger one is refused.
 pub const MAX_PAGE: usize = 500;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::controls::{Controls, Target};
-use toolcall::store::Store;
+use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalEntry, ControlsChange, PendingApproval, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, Rejection, Taint, tool, tools};
 use toolcall_inbox::{Access, Options, Parts};

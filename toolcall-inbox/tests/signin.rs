@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpSocket};
 use toolcall::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall::store::ApprovalEntry;
-use toolcall::store::Store;
+use toolcall::store::prelude::*;
 use toolcall::{Call, Code, Dispatcher, Rejection, tool, tools};
 use toolcall_inbox::{Access, MAX_FAILURES, Options, Parts};
 use toolcall_sqlite::SqliteStore;

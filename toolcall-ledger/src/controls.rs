@@ -3,7 +3,7 @@
 //! person or by rule, and stops (a tool, a caller, everything).
 //!
 //! The controls are one document, kept in the store with a version
-//! ([`Store::put_controls`](crate::store::Store::put_controls)): every
+//! ([`ControlStore::put_controls`](crate::store::ControlStore::put_controls)): every
 //! process that shares the store reads it at the start of each call (one
 //! indexed read; the document itself only when its version moved), so a
 //! change reaches every replica on its next call, without a restart. Every

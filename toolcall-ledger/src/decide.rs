@@ -67,7 +67,7 @@ pub enum Decided {
 /// The one way a decision is recorded: reads the question `id`, refuses
 /// what [`may_answer`] refuses, and records `answer`, with the answerer's
 /// `note` (a denial's is the model's reason), as the decision with
-/// [`Store::decide_approval`], which keeps the first of two racing ones.
+/// [`QuestionStore::decide_approval`](crate::store::QuestionStore::decide_approval), which keeps the first of two racing ones.
 /// `binding`, when given, is what the question must have been asked for
 /// (the host's API: its conversation, caller and tool); another's is
 /// [`Refusal::Unknown`].
@@ -240,7 +240,7 @@ const SURFACE_LIMIT: usize = 256;
 
 /// Makes every unknown outcome the store knows of a person's question:
 /// for each key in doubt (or claimed by a lease that ran out) whose claim
-/// kept a question ([`Store::unsettled`]), asks it (a fresh id, lasting
+/// kept a question ([`CallStore::unsettled`](crate::store::CallStore::unsettled)), asks it (a fresh id, lasting
 /// `ttl`) unless a question about that call is open or decided; and records
 /// as done, at once, those a person already said took effect, so that they
 /// are never asked again. What an approval inbox does before it lists
@@ -322,7 +322,7 @@ pub fn happened(tool: &str, by: &str) -> ToolResult {
 /// `None` when there is none. Every wait for a decision is this one; what
 /// the waiting call answers then is the question's
 /// [state](ApprovalEntry::state). A store that can be woken (Postgres:
-/// `LISTEN`) wakes it ([`Store::wait_approval`]).
+/// `LISTEN`) wakes it ([`QuestionStore::wait_approval`](crate::store::QuestionStore::wait_approval)).
 pub async fn wait<St: Store + ?Sized>(
     store: &St,
     id: &str,

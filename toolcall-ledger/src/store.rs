@@ -19,7 +19,7 @@
 //! [`ApprovalEntry`]). The dispatcher's own way to decide is
 //! `Decision`, with `Dispatcher::approve`
 //! and `Dispatcher::deny`; an inbox records a
-//! person's with [`Store::decide_approval`], which says whether it was the
+//! person's with [`QuestionStore::decide_approval`], which says whether it was the
 //! one ([`DecideOutcome`]). The rest ([`Binding`], [`TakeApproval`],
 //! [`AskApproval`], the `Pending*` query types) is the contract a [`Store`]
 //! implements.
@@ -64,7 +64,7 @@ pub enum RecordedOutcome {
 #[non_exhaustive]
 pub enum Claim {
     /// The caller now holds the key and must execute, then
-    /// [`complete`](Store::complete) or [`release`](Store::release) it.
+    /// [`complete`](CallStore::complete) or [`release`](CallStore::release) it.
     Acquired,
     /// The call was completed before: its stored result.
     Completed(ToolResult),
@@ -79,7 +79,7 @@ pub enum Claim {
 }
 
 /// A key whose outcome is unknown, and the question its claim kept
-/// (`Store::unsettled`).
+/// (`CallStore::unsettled`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Unsettled {
     /// The call's idempotency key.
@@ -88,7 +88,7 @@ pub struct Unsettled {
     pub question: PendingApproval,
 }
 
-/// Which open approvals [`Store::pending_page`] lists: those a person may
+/// Which open approvals [`QuestionStore::pending_page`] lists: those a person may
 /// decide at `now_ms` (undecided, unused, unexpired), filtered, in an
 /// order, a page at a time.
 #[derive(Clone, Debug)]
@@ -144,7 +144,7 @@ impl<'a> PendingQuery<'a> {
     }
 }
 
-/// One page of open approvals ([`Store::pending_page`]).
+/// One page of open approvals ([`QuestionStore::pending_page`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PendingPage {
     /// The page's approvals, in the order asked.
@@ -156,7 +156,7 @@ pub struct PendingPage {
     pub next: Option<String>,
 }
 
-/// What a session's taint says of one call ([`Store::tainted`]).
+/// What a session's taint says of one call ([`TaintStore::tainted`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TaintHit {
@@ -175,7 +175,7 @@ impl TaintHit {
     }
 }
 
-/// What a call asks of the store as it begins ([`Store::begin_call`]): the
+/// What a call asks of the store as it begins ([`CallStore::begin_call`]): the
 /// reads and writes the pipeline makes before stage 5, which a store that
 /// talks to a server can make in one round trip.
 #[derive(Clone, Copy, Debug)]
@@ -246,7 +246,7 @@ impl<'a> CallStart<'a> {
 }
 
 /// A resource lock asked for with a call's start ([`CallStart::lock`]),
-/// as [`Store::lock_resource`] takes it.
+/// as [`LockStore::lock_resource`] takes it.
 #[derive(Clone, Copy, Debug)]
 pub struct LockAsk<'a> {
     /// The resource's key.
@@ -257,7 +257,7 @@ pub struct LockAsk<'a> {
     pub lease_ms: u64,
 }
 
-/// What the store found as a call began ([`Store::begin_call`]).
+/// What the store found as a call began ([`CallStore::begin_call`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallBegun {
     /// The session's new step count.
@@ -265,16 +265,16 @@ pub struct CallBegun {
     /// The key's new count; `None` when the step was over the budget and
     /// the call was not counted.
     pub calls: Option<u64>,
-    /// What is recorded of the key, as [`Store::outcome`] says it: read
+    /// What is recorded of the key, as [`CallStore::outcome`] says it: read
     /// only when asked and the count is within `max_calls` (`None`
     /// otherwise, and for a free key).
     pub outcome: Option<RecordedOutcome>,
     /// Whether the session saw untrusted output, when asked; `None` when
-    /// the store did not look (the caller asks [`Store::tainted`]).
+    /// the store did not look (the caller asks [`TaintStore::tainted`]).
     pub tainted: Option<bool>,
     /// Whether the conversation `named` has a question, unexpired, asked or
     /// decided, used or not, when asked; `None` when the store did not look
-    /// (the caller asks [`Store::find_approval`]).
+    /// (the caller asks [`QuestionStore::find_approval`]).
     pub questions: Option<bool>,
     /// Whether the resource asked for is now locked by its holder.
     pub locked: bool,
@@ -296,20 +296,28 @@ pub struct CallBegun {
 ///
 /// | state | how it gets there | what an identical call does |
 /// |---|---|---|
-/// | free | never claimed, [`release`](Store::release)d, or purged | runs the whole pipeline |
-/// | claimed | [`claim`](Store::claim), kept alive by [`renew`](Store::renew) | waits for it, then replays its result (or `CALL_IN_PROGRESS`) |
-/// | completed | [`complete`](Store::complete) | is answered with the stored result, `replayed: true` |
-/// | in doubt | [`doubt`](Store::doubt): the last attempt's outcome is unknown; or a claim whose lease ran out with no outcome | is settled without the check, the policy and the approval it already passed: `reconcile`, a run under the same key for a backend that honours it, or a person |
+/// | free | never claimed, [`release`](CallStore::release)d, or purged | runs the whole pipeline |
+/// | claimed | [`claim`](CallStore::claim), kept alive by [`renew`](CallStore::renew) | waits for it, then replays its result (or `CALL_IN_PROGRESS`) |
+/// | completed | [`complete`](CallStore::complete) | is answered with the stored result, `replayed: true` |
+/// | in doubt | [`doubt`](CallStore::doubt): the last attempt's outcome is unknown; or a claim whose lease ran out with no outcome | is settled without the check, the policy and the approval it already passed: `reconcile`, a run under the same key for a backend that honours it, or a person |
 ///
-/// A claim whose lease ran out (its holder died) is in doubt: [`outcome`](Store::outcome)
-/// says [`InDoubt`](RecordedOutcome::InDoubt), and [`claim`](Store::claim)
+/// A claim whose lease ran out (its holder died) is in doubt: [`outcome`](CallStore::outcome)
+/// says [`InDoubt`](RecordedOutcome::InDoubt), and [`claim`](CallStore::claim)
 /// turns it in doubt and answers [`Claim::Abandoned`]. Every store says so
 /// to every process that shares it.
 ///
-/// Resource locks ([`lock_resource`](Store::lock_resource)) are a separate
+/// Resource locks ([`lock_resource`](LockStore::lock_resource)) are a separate
 /// namespace: they order calls on one resource (an order, an account)
 /// across every process that shares the store.
-pub trait Store: Send + Sync + 'static {
+pub trait Store: CallStore + QuestionStore + LockStore + TaintStore + ControlStore {}
+
+/// Every type that takes every role is a store.
+impl<T: CallStore + QuestionStore + LockStore + TaintStore + ControlStore> Store for T {}
+
+/// A conversation's steps, a call's count and its idempotency record: begun, claimed, renewed, completed, released or in doubt; and the unknown outcomes left to a person ([`unsettled`](CallStore::unsettled)).
+///
+/// One of the roles of a [`Store`]: see it for the contract they share.
+pub trait CallStore: ControlStore + Send + Sync + 'static {
     /// Counts one step of `session`, at `now_ms` (the call's time), and
     /// returns the new count. A session id can be long (the host chooses
     /// it): a store that indexes it should index a fixed-length digest of
@@ -320,19 +328,19 @@ pub trait Store: Send + Sync + 'static {
         now_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Begins a call: counts its step ([`next_step`](Store::next_step));
+    /// Begins a call: counts its step ([`next_step`](CallStore::next_step));
     /// then, if the step is within `start.max_steps`, its key
-    /// ([`count_call`](Store::count_call)); then, if the count is within
+    /// ([`count_call`](CallStore::count_call)); then, if the count is within
     /// `start.max_calls`, reads what is recorded of the key when asked
-    /// ([`outcome`](Store::outcome)) and takes the resource lock asked for
-    /// ([`lock_resource`](Store::lock_resource)) when the key is neither
+    /// ([`outcome`](CallStore::outcome)) and takes the resource lock asked for
+    /// ([`lock_resource`](LockStore::lock_resource)) when the key is neither
     /// completed nor held by a running claim; and says whether the session
     /// saw untrusted output, and whether the conversation has a question,
     /// when asked. Each part means what its own
     /// method means; a store may make them in one round trip.
     ///
     /// This default reads the controls' version first when asked
-    /// ([`controls`](Store::controls)), then makes the step, the count and
+    /// ([`controls`](ControlStore::controls)), then makes the step, the count and
     /// the read one after the other, and neither locks nor looks at the
     /// taint or the approvals
     /// (`locked: false`, `tainted: None`, `questions: None`): the caller then
@@ -379,24 +387,6 @@ pub trait Store: Send + Sync + 'static {
     /// session never seen): what a dry run reads.
     fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// Remembers that `session` saw untrusted output, and the fingerprints
-    /// of its values (hex digests, never the text; none at all marks the
-    /// session only). Kept, like the session's step count, for the
-    /// retention window after the last one.
-    fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Whether `session` saw untrusted output, and which of `fingerprints`
-    /// one held.
-    fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send;
-
     /// Counts one more call with `key`, at `now_ms`, and returns the new
     /// count.
     fn count_call(
@@ -429,10 +419,10 @@ pub trait Store: Send + Sync + 'static {
         lease_ms: u64,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
-    /// [`claim`](Store::claim), keeping with the claim the question a person
+    /// [`claim`](CallStore::claim), keeping with the claim the question a person
     /// is asked if the call's outcome stays unknown: its lease runs out with
     /// no outcome (its process died, or could not record one), or it is
-    /// recorded in doubt. [`unsettled`](Store::unsettled) lists those
+    /// recorded in doubt. [`unsettled`](CallStore::unsettled) lists those
     /// questions, so that an unknown outcome reaches a person without
     /// waiting for an identical call. The question is kept until the key
     /// completes, is released, or is claimed again.
@@ -452,10 +442,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The keys whose outcome is unknown at `now_ms` (in doubt, or claimed
     /// by a lease that ran out) and the questions their claims kept
-    /// ([`claim_asking`](Store::claim_asking)), at most `limit`, oldest
+    /// ([`claim_asking`](CallStore::claim_asking)), at most `limit`, oldest
     /// claim first. Each question is as it was kept: the caller asks it
-    /// ([`ask_approval`](Store::ask_approval)) with an id and times of its
-    /// own ([`life::surface`](crate::question::surface)).
+    /// ([`ask_approval`](QuestionStore::ask_approval)) with an id and times of its
+    /// own ([`surface`](crate::decide::surface)).
     ///
     /// This default has none.
     fn unsettled(
@@ -485,9 +475,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Stores the result of the call holding `key` and frees the claim, as
-    /// [`complete`](Store::complete) does; and, when the store can do both
+    /// [`complete`](CallStore::complete) does; and, when the store can do both
     /// at once, frees the lock on `resource` if `holder` still has it, as
-    /// [`unlock_resource`](Store::unlock_resource) does: `true` then. With
+    /// [`unlock_resource`](LockStore::unlock_resource) does: `true` then. With
     /// `false` the lock is left as it was, for the caller to free.
     ///
     /// This default completes, and leaves the lock.
@@ -513,7 +503,12 @@ pub trait Store: Send + Sync + 'static {
     /// Frees the claim on `key` and remembers the call as in doubt: it ran,
     /// and whether it took effect is unknown. Durable like a completion.
     fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
 
+/// The questions put to people ([`PendingApproval`]): asked once per call and requester, decided once, taken once by the call that carries the decision out, and what came of it; listed for the inbox, waited for, signed by several people.
+///
+/// One of the roles of a [`Store`]: see it for the contract they share.
+pub trait QuestionStore: Send + Sync + 'static {
     /// Keeps an approval until it is taken or expires.
     fn put_approval(
         &self,
@@ -523,7 +518,7 @@ pub trait Store: Send + Sync + 'static {
     /// Uses up the approval `id` if it matches `binding` and has not expired
     /// at `now_ms`: the one place an approval, and the decision kept with
     /// it, is used, once. An undecided approval is gone once taken; a
-    /// decided one stays in the history ([`decided_approvals`](Store::decided_approvals)),
+    /// decided one stays in the history ([`decided_approvals`](QuestionStore::decided_approvals)),
     /// marked used, and is never taken again.
     fn take_approval(
         &self,
@@ -556,7 +551,7 @@ pub trait Store: Send + Sync + 'static {
     /// * else `approval` is stored: [`Created`](AskApproval::Created).
     ///
     /// A session id can be long: a store that indexes it should index a
-    /// fixed-length digest of it (see [`next_step`](Store::next_step)).
+    /// fixed-length digest of it (see [`next_step`](CallStore::next_step)).
     fn ask_approval(
         &self,
         approval: &PendingApproval,
@@ -623,10 +618,10 @@ pub trait Store: Send + Sync + 'static {
     /// did not act on (it ran nothing: another call held its resource, or
     /// the operators had stopped the tool or the caller), so
     /// that the next call carrying it out takes it
-    /// ([`take_approval`](Store::take_approval)) and nobody is asked again.
+    /// ([`take_approval`](QuestionStore::take_approval)) and nobody is asked again.
     /// `Ok(true)`: it is unused again. `Ok(false)`, changing nothing: it is
     /// not kept, not decided, not used, already settled
-    /// ([`settle_approval`](Store::settle_approval)), or an identical call's
+    /// ([`settle_approval`](QuestionStore::settle_approval)), or an identical call's
     /// question is unused meanwhile (that one stands).
     fn give_back_approval(&self, id: &str)
     -> impl Future<Output = Result<bool, StoreError>> + Send;
@@ -654,6 +649,44 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
+    /// Signs the approval `id` as `signer`, for a question that needs
+    /// `needed` distinct people: keeps the signature and, when it is the
+    /// `needed`-th, records `decision` (approved; its `by` replaced by the
+    /// signers' names in signing order, joined with `, `) in the same atomic
+    /// step, so that two last signatures racing decide once. Refuses, and
+    /// changes nothing, for an approval decided, expired or unknown, and for
+    /// a second signature of one person.
+    ///
+    /// This default keeps no signatures: an error.
+    fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
+        let _ = (id, signer, needed, decision, now_ms);
+        async { Err(no_controls("signatures")) }
+    }
+
+    /// The signatures on the approval `id`, oldest first (none for an
+    /// approval that needs one person, or an unknown one).
+    ///
+    /// This default keeps none: an empty list.
+    fn signatures(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
+        let _ = id;
+        async { Ok(Vec::new()) }
+    }
+}
+
+/// Locks on resources (an order, an account) that order the calls on one resource across every process sharing the store.
+///
+/// One of the roles of a [`Store`]: see it for the contract they share.
+pub trait LockStore: Send + Sync + 'static {
     /// Takes (or, for the same `holder`, extends) the lock on `resource`
     /// until `now_ms + lease_ms`. `false` while another holder's lease runs.
     fn lock_resource(
@@ -671,7 +704,35 @@ pub trait Store: Send + Sync + 'static {
         resource: &Key,
         holder: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
 
+/// Which conversations read untrusted output, and the fingerprints of what they read.
+///
+/// One of the roles of a [`Store`]: see it for the contract they share.
+pub trait TaintStore: Send + Sync + 'static {
+    /// Remembers that `session` saw untrusted output, and the fingerprints
+    /// of its values (hex digests, never the text; none at all marks the
+    /// session only). Kept, like the session's step count, for the
+    /// retention window after the last one.
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether `session` saw untrusted output, and which of `fingerprints`
+    /// one held.
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send;
+}
+
+/// The operators' controls (one versioned document and its history), the rate limits' windows, counted fleet-wide. Every method has a default that keeps nothing: a store without controls answers that it keeps none.
+///
+/// One of the roles of a [`Store`]: see it for the contract they share.
+pub trait ControlStore: Send + Sync + 'static {
     /// The operators' controls, unless their version is `known` (0: none
     /// read yet): `Ok(None)` when the version kept is `known`, or nothing
     /// was ever written. Read at every call's start, so one indexed read.
@@ -743,43 +804,10 @@ pub trait Store: Send + Sync + 'static {
         let _ = (bucket, window_start_ms);
         async { Err(no_controls("rate limits")) }
     }
-
-    /// Signs the approval `id` as `signer`, for a question that needs
-    /// `needed` distinct people: keeps the signature and, when it is the
-    /// `needed`-th, records `decision` (approved; its `by` replaced by the
-    /// signers' names in signing order, joined with `, `) in the same atomic
-    /// step, so that two last signatures racing decide once. Refuses, and
-    /// changes nothing, for an approval decided, expired or unknown, and for
-    /// a second signature of one person.
-    ///
-    /// This default keeps no signatures: an error.
-    fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
-        let _ = (id, signer, needed, decision, now_ms);
-        async { Err(no_controls("signatures")) }
-    }
-
-    /// The signatures on the approval `id`, oldest first (none for an
-    /// approval that needs one person, or an unknown one).
-    ///
-    /// This default keeps none: an empty list.
-    fn signatures(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
-        let _ = id;
-        async { Ok(Vec::new()) }
-    }
 }
 
 /// The operators' controls as a store keeps them
-/// ([`Store::put_controls`]): a version, counted from 1 by every write, and
+/// ([`ControlStore::put_controls`]): a version, counted from 1 by every write, and
 /// the document (JSON of [`Controls`](crate::controls::Controls)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredControls {
@@ -805,8 +833,8 @@ pub struct ControlsChange {
 }
 
 /// A store that keeps no operators' controls (its
-/// [`put_controls`](Store::put_controls) or
-/// [`take_rate`](Store::take_rate) was not written).
+/// [`put_controls`](ControlStore::put_controls) or
+/// [`take_rate`](ControlStore::take_rate) was not written).
 fn no_controls(what: &str) -> StoreError {
     StoreError::new(format!("this store keeps no {what}"))
 }
@@ -862,6 +890,16 @@ pub mod clock {
     pub(super) fn skew_ms() -> u64 {
         SKEW_MS.with(Cell::get)
     }
+}
+
+/// The store and its roles, to call a store's methods on a store of a
+/// known type (`use toolcall::store::prelude::*;`); a function generic over
+/// `St: Store` has them already.
+pub mod prelude {
+    pub use super::{
+        CallStore as _, ControlStore as _, LockStore as _, QuestionStore as _, Store,
+        TaintStore as _,
+    };
 }
 
 mod key;

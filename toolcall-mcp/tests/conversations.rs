@@ -18,6 +18,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, serve_directly};
 use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
 use serde_json::{Map, Value, json};
+use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{

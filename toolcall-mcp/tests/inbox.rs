@@ -18,6 +18,7 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RoleServer, RunningService, serve_directly};
 use rmcp::{ClientHandler, ServiceExt as _};
 use serde_json::{Value, json};
+use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{

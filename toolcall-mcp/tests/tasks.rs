@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use toolcall::store::prelude::*;
 
 #[cfg(feature = "http")]
 use rmcp::ServiceExt as _;
@@ -18,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleClient, RoleServer, RunningService, ServiceError, serve_directly};
 use serde_json::{Value, json};
-use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, Store, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
 use toolcall::{Approvals, Caller, Ctx, Dispatcher, Policy, ToolError, tool, tools};
 use toolcall_mcp::{FrameGuard, McpServer, Options};
 use toolcall_sqlite::SqliteStore;

@@ -448,7 +448,7 @@ pub(crate) async fn decided(
 
 /// Gives back the decision on `id`, used up and not settled, unless an
 /// identical call's question is unused (its `ask_key` is unique among the
-/// unused): see [`Store::give_back_approval`](toolcall_ledger::store::Store::give_back_approval).
+/// unused): see [`QuestionStore::give_back_approval`](toolcall_ledger::store::QuestionStore::give_back_approval).
 pub(crate) async fn give_back(store: &PostgresStore, id: &str) -> Result<bool, StoreError> {
     let client = store.client().await?;
     let changed = client
@@ -489,7 +489,7 @@ pub(crate) async fn settle(
 }
 
 /// Waits for a decision on `id` until `until_ms`: see [`PostgresStore`]'s
-/// [`Store::wait_approval`](toolcall_ledger::store::Store::wait_approval).
+/// [`QuestionStore::wait_approval`](toolcall_ledger::store::QuestionStore::wait_approval).
 pub(crate) async fn wait(
     store: &PostgresStore,
     id: &str,

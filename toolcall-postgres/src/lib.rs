@@ -1,4 +1,4 @@
-//! A [`Store`] for [toolcall](https://docs.rs/toolcall) on Postgres: when an
+//! A [`Store`](toolcall_ledger::store::Store) for [toolcall](https://docs.rs/toolcall) on Postgres: when an
 //! agent backend runs as several replicas, and a model's retry lands on
 //! another replica than its first call, idempotency records, in-flight
 //! claims, step and duplicate counts and pending approvals must live in one
@@ -14,8 +14,8 @@
 //! A call costs few round trips: its start (its step, its count, what is
 //! recorded of its key, its resource's lock, and whether its conversation
 //! read untrusted output or has a decided approval) is one statement
-//! ([`Store::begin_call`]), a side effect's claim another, and its result,
-//! with the lock freed, a third ([`Store::complete_unlocking`]): a read-only
+//! ([`CallStore::begin_call`]), a side effect's claim another, and its result,
+//! with the lock freed, a third ([`CallStore::complete_unlocking`]): a read-only
 //! call is one transaction, a confirmed side effect three. Each statement is
 //! prepared once per connection and then only bound and executed;
 //! [`round_trips`](PostgresStore::round_trips) counts what was sent.
@@ -23,7 +23,7 @@
 //! A person's decision (the inbox) is one `UPDATE` that only an undecided,
 //! unused, unexpired approval matches, and it is announced with `NOTIFY` on
 //! [`DECISION_CHANNEL`]: an agent waiting for it
-//! ([`Store::wait_approval`]) `LISTEN`s and wakes at once.
+//! ([`QuestionStore::wait_approval`]) `LISTEN`s and wakes at once.
 //!
 //! The store's connections are a pool (deadpool-postgres): `pool_max_size`
 //! connections at most (8), a call waiting `pool_timeout` seconds for a free
@@ -80,7 +80,7 @@
 //! |---|---|---|
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length: a B-tree entry holds at most about 2.7 KB) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
-//! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt`, and the question a claim keeps for a person should its outcome stay unknown ([`Store::claim_asking`]) | the key |
+//! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt`, and the question a claim keeps for a person should its outcome stay unknown ([`CallStore::claim_asking`]) | the key |
 //! | `toolcall_approvals` | approval: pending (why it asks, and who may answer it besides a person), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] (and, for an approval asked with `ask_approval`, a unique `ask_key` of its call among the unused ones: one question per conversation and call) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
@@ -145,8 +145,8 @@ use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
-    TaintHit, TakeApproval, Unsettled, now_ms, session_key,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
+    TakeApproval, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -155,6 +155,11 @@ pub use deadpool_postgres;
 use schema::{migrate, quote};
 pub use shared::Pool;
 pub use tls::{ConnectionString, TlsMode, connect};
+use toolcall_ledger::store::CallStore;
+use toolcall_ledger::store::ControlStore;
+use toolcall_ledger::store::LockStore;
+use toolcall_ledger::store::QuestionStore;
+use toolcall_ledger::store::TaintStore;
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
@@ -206,7 +211,7 @@ impl PostgresStore {
     /// connections since it connected (setting up a connection aside): each
     /// one round trip, and one transaction. A statement is prepared once per
     /// connection, which is one request more the first time it is sent.
-    /// (Waiting for a decision, [`Store::wait_approval`], listens on a
+    /// (Waiting for a decision, [`QuestionStore::wait_approval`], listens on a
     /// connection of its own, not counted.)
     pub fn round_trips(&self) -> u64 {
         self.sent.load(std::sync::atomic::Ordering::Relaxed)
@@ -272,8 +277,8 @@ impl PostgresStore {
         Ok(Conn::own(object, Arc::clone(&self.sent)))
     }
 
-    /// [`Store::claim`], keeping `question` (its JSON text, with the time it
-    /// was kept) with a claim it acquires ([`Store::claim_asking`]), and
+    /// [`CallStore::claim`], keeping `question` (its JSON text, with the time it
+    /// was kept) with a claim it acquires ([`CallStore::claim_asking`]), and
     /// nothing with one it does not.
     async fn claim_keeping(
         &self,
@@ -348,7 +353,7 @@ impl PostgresStore {
     }
 }
 
-impl Store for PostgresStore {
+impl CallStore for PostgresStore {
     async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
         self.count(
             "INSERT INTO toolcall_steps (session, count, touched_ms) VALUES ($1, 1, $2)
@@ -404,56 +409,6 @@ impl Store for PostgresStore {
             .await
             .map_err(StoreError::new)?;
         Ok(row.map_or(0, |row| from_sql(row.get(0))))
-    }
-
-    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        let mut prints: Vec<&str> = vec![""];
-        prints.extend(fingerprints.iter().map(String::as_str));
-        client
-            .execute(
-                "INSERT INTO toolcall_taint (session, print, touched_ms)
-                 SELECT $1, p, $3 FROM unnest($2::TEXT[]) AS p
-                 ON CONFLICT (session, print) DO UPDATE SET touched_ms = EXCLUDED.touched_ms",
-                &[&session_key(session), &prints, &to_sql(now_ms())],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        self.wrote().await;
-        Ok(())
-    }
-
-    async fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> Result<TaintHit, StoreError> {
-        let client = self.reader().await?;
-        let mut prints: Vec<&str> = vec![""];
-        prints.extend(
-            fingerprints
-                .iter()
-                .map(String::as_str)
-                .filter(|p| !p.is_empty()),
-        );
-        let rows = client
-            .query(
-                "SELECT print FROM toolcall_taint WHERE session = $1 AND print = ANY($2::TEXT[])",
-                &[&session_key(session), &prints],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        let found: std::collections::HashSet<String> =
-            rows.iter().map(|row| row.get::<_, String>(0)).collect();
-        if !found.contains("") {
-            return Ok(TaintHit::default());
-        }
-        let seen = fingerprints
-            .iter()
-            .filter(|p| !p.is_empty() && found.contains(*p))
-            .cloned()
-            .collect();
-        Ok(TaintHit::new(true, seen))
     }
 
     async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
@@ -600,7 +555,9 @@ impl Store for PostgresStore {
         self.wrote().await;
         Ok(())
     }
+}
 
+impl QuestionStore for PostgresStore {
     async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
         approvals::put(self, a).await
     }
@@ -679,6 +636,26 @@ impl Store for PostgresStore {
         approvals::wait(self, id, until_ms).await
     }
 
+    /// One transaction that locks the approval's row (`SELECT ... FOR
+    /// UPDATE`): the signature kept and, for the last one, the decision
+    /// recorded and announced on [`DECISION_CHANNEL`].
+    async fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<SignOutcome, StoreError> {
+        controls::sign(self, id, signer, needed, decision, now_ms).await
+    }
+
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        controls::signatures(self, id).await
+    }
+}
+
+impl LockStore for PostgresStore {
     async fn lock_resource(
         &self,
         resource: &Key,
@@ -725,7 +702,61 @@ impl Store for PostgresStore {
             .map_err(StoreError::new)?;
         Ok(())
     }
+}
 
+impl TaintStore for PostgresStore {
+    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let mut prints: Vec<&str> = vec![""];
+        prints.extend(fingerprints.iter().map(String::as_str));
+        client
+            .execute(
+                "INSERT INTO toolcall_taint (session, print, touched_ms)
+                 SELECT $1, p, $3 FROM unnest($2::TEXT[]) AS p
+                 ON CONFLICT (session, print) DO UPDATE SET touched_ms = EXCLUDED.touched_ms",
+                &[&session_key(session), &prints, &to_sql(now_ms())],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        self.wrote().await;
+        Ok(())
+    }
+
+    async fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> Result<TaintHit, StoreError> {
+        let client = self.reader().await?;
+        let mut prints: Vec<&str> = vec![""];
+        prints.extend(
+            fingerprints
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !p.is_empty()),
+        );
+        let rows = client
+            .query(
+                "SELECT print FROM toolcall_taint WHERE session = $1 AND print = ANY($2::TEXT[])",
+                &[&session_key(session), &prints],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        let found: std::collections::HashSet<String> =
+            rows.iter().map(|row| row.get::<_, String>(0)).collect();
+        if !found.contains("") {
+            return Ok(TaintHit::default());
+        }
+        let seen = fingerprints
+            .iter()
+            .filter(|p| !p.is_empty() && found.contains(*p))
+            .cloned()
+            .collect();
+        Ok(TaintHit::new(true, seen))
+    }
+}
+
+impl ControlStore for PostgresStore {
     async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
         controls::get(self, known).await
     }
@@ -758,23 +789,5 @@ impl Store for PostgresStore {
 
     async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
         controls::rate_count(self, bucket, window_start_ms).await
-    }
-
-    /// One transaction that locks the approval's row (`SELECT ... FOR
-    /// UPDATE`): the signature kept and, for the last one, the decision
-    /// recorded and announced on [`DECISION_CHANNEL`].
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        controls::sign(self, id, signer, needed, decision, now_ms).await
-    }
-
-    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
-        controls::signatures(self, id).await
     }
 }

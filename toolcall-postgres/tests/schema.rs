@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::ToolResult;
 use toolcall::life::Answerers;
-use toolcall::store::Store;
+use toolcall::store::prelude::*;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
     PendingQuery, RecordedOutcome, TakeApproval, now_ms, session_key,

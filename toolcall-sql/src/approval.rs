@@ -192,7 +192,7 @@ pub fn not_decided(entry: Option<ApprovalEntry>) -> DecideOutcome {
 }
 
 /// The two statements of a page of pending approvals
-/// ([`Store::pending_page`](toolcall_ledger::store::Store::pending_page)), made by
+/// ([`QuestionStore::pending_page`](toolcall_ledger::store::QuestionStore::pending_page)), made by
 /// [`page_statements`]: the count of those matching the filters, and the
 /// page itself, one row more than asked (whether there is a next page).
 #[derive(Clone, Debug)]

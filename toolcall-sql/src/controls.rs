@@ -141,7 +141,7 @@ pub fn sign_step(
     }
 }
 
-/// What [`Store::sign_approval`](toolcall_ledger::store::Store::sign_approval)
+/// What [`QuestionStore::sign_approval`](toolcall_ledger::store::QuestionStore::sign_approval)
 /// answers once `step` is written.
 pub fn signed(step: &SignStep) -> SignOutcome {
     match step {

@@ -36,7 +36,7 @@ pub fn state_at(state: &str, until_ms: i64, now: i64) -> &str {
     }
 }
 
-/// A question a claim keeps ([`Store::claim_asking`](toolcall_ledger::store::Store::claim_asking))
+/// A question a claim keeps ([`CallStore::claim_asking`](toolcall_ledger::store::CallStore::claim_asking))
 /// as the `question` column holds it: JSON text.
 pub fn question_text(question: &PendingApproval) -> Result<String, StoreError> {
     serde_json::to_string(question).map_err(StoreError::new)
@@ -48,7 +48,7 @@ pub fn parse_question(text: &str) -> Result<PendingApproval, StoreError> {
 }
 
 /// The statement that lists the questions of the keys whose outcome is
-/// unknown ([`Store::unsettled`](toolcall_ledger::store::Store::unsettled)),
+/// unknown ([`CallStore::unsettled`](toolcall_ledger::store::CallStore::unsettled)),
 /// with its two parameters (the time, then the limit) written as
 /// `placeholder(n)` says (`?1` for SQLite, `$1` for Postgres).
 pub fn unsettled_statement(placeholder: impl Fn(usize) -> String) -> String {
@@ -62,7 +62,7 @@ pub fn unsettled_statement(placeholder: impl Fn(usize) -> String) -> String {
     )
 }
 
-/// What [`Store::outcome`](toolcall_ledger::store::Store::outcome) answers for a
+/// What [`CallStore::outcome`](toolcall_ledger::store::CallStore::outcome) answers for a
 /// record in `state` (as [`state_at`] says it; `None`: no record) with
 /// `result`: completed with its result, claimed, or in doubt.
 pub fn outcome(
@@ -78,7 +78,7 @@ pub fn outcome(
 }
 
 /// What claiming a key does with its record (see
-/// [`Store::claim`](toolcall_ledger::store::Store::claim)), as [`claim_step`] says
+/// [`CallStore::claim`](toolcall_ledger::store::CallStore::claim)), as [`claim_step`] says
 /// it.
 #[derive(Debug)]
 pub enum ClaimStep {

@@ -297,7 +297,7 @@ pub(crate) fn get(
 }
 
 /// Gives back the decision on `id`, used up and not settled, unless an
-/// identical call's question is unused: see [`Store::give_back_approval`](toolcall_ledger::store::Store::give_back_approval).
+/// identical call's question is unused: see [`QuestionStore::give_back_approval`](toolcall_ledger::store::QuestionStore::give_back_approval).
 pub(crate) fn give_back(store: &SqliteStore, id: &str) -> Result<bool, StoreError> {
     let changed = store.execute(
         "UPDATE toolcall_approvals SET used_ms = NULL

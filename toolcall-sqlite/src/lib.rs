@@ -1,4 +1,4 @@
-//! A durable [`Store`] for [toolcall](https://docs.rs/toolcall) on embedded
+//! A durable [`Store`](toolcall_ledger::store::Store) for [toolcall](https://docs.rs/toolcall) on embedded
 //! SQLite (bundled: nothing to install).
 //!
 //! Step counts, duplicate counts, idempotency records, pending approvals and
@@ -99,11 +99,16 @@ use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
-    TaintHit, TakeApproval, Unsettled, now_ms, session_key,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
+    TakeApproval, Unsettled, now_ms, session_key,
 };
 
 use schema::{migrate, retry_busy};
+use toolcall_ledger::store::CallStore;
+use toolcall_ledger::store::ControlStore;
+use toolcall_ledger::store::LockStore;
+use toolcall_ledger::store::QuestionStore;
+use toolcall_ledger::store::TaintStore;
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, ClaimStep, result_text};
@@ -259,8 +264,8 @@ impl SqliteStore {
         self.conn().execute(sql, params).map_err(StoreError::new)
     }
 
-    /// [`Store::claim`], keeping `question` (its JSON text) with a claim it
-    /// acquires ([`Store::claim_asking`]), and nothing with one it does not.
+    /// [`CallStore::claim`], keeping `question` (its JSON text) with a claim it
+    /// acquires ([`CallStore::claim_asking`]), and nothing with one it does not.
     fn claim_keeping(
         &self,
         key: &Key,
@@ -384,7 +389,7 @@ fn off_runtime<T>(work: impl FnOnce() -> T) -> T {
 /// `async` block runs the store's synchronous statements on the calling
 /// task when it is first polled: SQLite answers from the local file.
 #[allow(clippy::manual_async_fn)] // the futures are spelled as the trait declares them
-impl Store for SqliteStore {
+impl CallStore for SqliteStore {
     fn next_step(
         &self,
         session: &str,
@@ -451,74 +456,6 @@ impl Store for SqliteStore {
                     .optional()
                     .map_err(StoreError::new)?;
                 Ok(count.map_or(0, from_sql))
-            })
-        }
-    }
-
-    fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let session = session_key(session);
-                let now = to_sql(now_ms());
-                {
-                    let mut conn = self.conn();
-                    let tx = immediate(&mut conn)?;
-                    {
-                        let mut insert = tx
-                        .prepare(
-                            "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
-                             ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
-                        )
-                        .map_err(StoreError::new)?;
-                        for print in
-                            std::iter::once("").chain(fingerprints.iter().map(String::as_str))
-                        {
-                            insert
-                                .execute(params![session, print, now])
-                                .map_err(StoreError::new)?;
-                        }
-                    }
-                    tx.commit().map_err(StoreError::new)?;
-                }
-                self.wrote();
-                Ok(())
-            })
-        }
-    }
-
-    fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let session = session_key(session);
-                let conn = self.conn();
-                let mut select = conn
-                    .prepare_cached(
-                        "SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2",
-                    )
-                    .map_err(StoreError::new)?;
-                let mut has = |print: &str| {
-                    select
-                        .exists(params![session, print])
-                        .map_err(StoreError::new)
-                };
-                if !has("")? {
-                    return Ok(TaintHit::default());
-                }
-                let mut seen = Vec::new();
-                for print in fingerprints {
-                    if !print.is_empty() && has(print)? {
-                        seen.push(print.clone());
-                    }
-                }
-                Ok(TaintHit::new(true, seen))
             })
         }
     }
@@ -696,7 +633,9 @@ impl Store for SqliteStore {
             })
         }
     }
+}
 
+impl QuestionStore for SqliteStore {
     fn put_approval(
         &self,
         a: &PendingApproval,
@@ -802,6 +741,28 @@ impl Store for SqliteStore {
         async move { off_runtime(|| approvals::give_back(self, id)) }
     }
 
+    /// One `IMMEDIATE` transaction: the signature kept and, for the last
+    /// one, the decision recorded.
+    fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
+        async move { off_runtime(|| controls::sign(self, id, signer, needed, decision, now_ms)) }
+    }
+
+    fn signatures(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
+        async move { self.read(|conn| controls::signatures(conn, id)) }
+    }
+}
+
+impl LockStore for SqliteStore {
     fn lock_resource(
         &self,
         resource: &Key,
@@ -853,7 +814,79 @@ impl Store for SqliteStore {
             })
         }
     }
+}
 
+impl TaintStore for SqliteStore {
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            off_runtime(|| {
+                let session = session_key(session);
+                let now = to_sql(now_ms());
+                {
+                    let mut conn = self.conn();
+                    let tx = immediate(&mut conn)?;
+                    {
+                        let mut insert = tx
+                        .prepare(
+                            "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
+                             ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
+                        )
+                        .map_err(StoreError::new)?;
+                        for print in
+                            std::iter::once("").chain(fingerprints.iter().map(String::as_str))
+                        {
+                            insert
+                                .execute(params![session, print, now])
+                                .map_err(StoreError::new)?;
+                        }
+                    }
+                    tx.commit().map_err(StoreError::new)?;
+                }
+                self.wrote();
+                Ok(())
+            })
+        }
+    }
+
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
+        async move {
+            off_runtime(|| {
+                let session = session_key(session);
+                let conn = self.conn();
+                let mut select = conn
+                    .prepare_cached(
+                        "SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2",
+                    )
+                    .map_err(StoreError::new)?;
+                let mut has = |print: &str| {
+                    select
+                        .exists(params![session, print])
+                        .map_err(StoreError::new)
+                };
+                if !has("")? {
+                    return Ok(TaintHit::default());
+                }
+                let mut seen = Vec::new();
+                for print in fingerprints {
+                    if !print.is_empty() && has(print)? {
+                        seen.push(print.clone());
+                    }
+                }
+                Ok(TaintHit::new(true, seen))
+            })
+        }
+    }
+}
+
+impl ControlStore for SqliteStore {
     fn controls(
         &self,
         known: u64,
@@ -898,26 +931,6 @@ impl Store for SqliteStore {
         window_start_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
         async move { self.read(|conn| controls::rate_count(conn, bucket, window_start_ms)) }
-    }
-
-    /// One `IMMEDIATE` transaction: the signature kept and, for the last
-    /// one, the decision recorded.
-    fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
-        async move { off_runtime(|| controls::sign(self, id, signer, needed, decision, now_ms)) }
-    }
-
-    fn signatures(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
-        async move { self.read(|conn| controls::signatures(conn, id)) }
     }
 }
 

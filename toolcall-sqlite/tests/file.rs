@@ -14,7 +14,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use serde_json::json;
 use toolcall::ToolResult;
-use toolcall::store::Store;
+use toolcall::store::prelude::*;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
     PendingQuery, RecordedOutcome, TakeApproval, now_ms,

@@ -10,7 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use toolcall::store::{CallBegun, CallStart, Key, PendingQuery, Store, now_ms};
+use toolcall::store::prelude::*;
+use toolcall::store::{CallBegun, CallStart, Key, PendingQuery, now_ms};
 use toolcall_sqlite::SqliteStore;
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {

@@ -621,7 +621,7 @@
 //! ended) is an unknown outcome too: the answer says `in_doubt`
 //! (`STORE_UNAVAILABLE`, "do not call it again"), the audit record says so,
 //! and the call's claim, which kept the question to ask
-//! ([`Store::claim_asking`](store::Store::claim_asking)), lets its lease run
+//! ([`CallStore::claim_asking`](store::CallStore::claim_asking)), lets its lease run
 //! out: the inbox lists the question ([`life::surface`],
 //! [`Dispatcher::surface_unknown_outcomes`]) without waiting for an
 //! identical call, as it does for a process that died after its claim.

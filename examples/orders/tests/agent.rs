@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
+use toolcall::store::prelude::*;
 use toolcall_cli::agent::script::{Script, ScriptServer};
 
 /// A script served on its own thread (a runtime of its own), for the
@@ -485,7 +486,6 @@ fn the_scripted_model_runs_as_a_command() {
 /// `--wait-approval`, runs it once.
 #[test]
 fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
-    use toolcall::store::Store;
     use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 
     let store = fresh_store("inbox");

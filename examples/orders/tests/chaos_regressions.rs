@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolcall::store::{ApprovalDecision, DecideOutcome, Store, now_ms};
+use toolcall::store::prelude::*;
+use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 
 const TOKEN: &str = "token-of-the-chaos-clients-0123456789";
 

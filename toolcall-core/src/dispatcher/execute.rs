@@ -192,7 +192,7 @@ impl<St: Store> Stages<St> {
     /// key twice has its question asked of a person at once. A store that
     /// fails to record the doubt leaves the claim to its lease, after which
     /// the key is in doubt all the same (and the claim's question is
-    /// listed, [`Store::unsettled`]): the answer says the outcome is
+    /// listed, [`CallStore::unsettled`]): the answer says the outcome is
     /// unknown either way, never that nothing happened.
     async fn in_doubt(&self, call: &Asked<'_>, code: Code) -> ToolResult {
         let name = call.spec.name();
@@ -419,7 +419,7 @@ impl<St: Store> Stages<St> {
     /// copy (what replays answer) has the call's sensitive values scrubbed
     /// from it, wherever the tool's output repeated them. With `lock`, the
     /// call's resource lock is freed with it when the store can
-    /// ([`Store::complete_unlocking`]).
+    /// ([`CallStore::complete_unlocking`]).
     async fn complete(
         &self,
         spec: &ToolSpec,

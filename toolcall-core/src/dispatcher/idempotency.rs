@@ -22,7 +22,7 @@ use crate::tool::ToolSpec;
 impl<St: Store> Stages<St> {
     /// The call's start: its step (the step a dry run would take), and for
     /// a valid call (its tool and key), its count and what else
-    /// [`Store::begin_call`] found, the `lock` of its one resource (dropped
+    /// [`CallStore::begin_call`] found, the `lock` of its one resource (dropped
     /// when the store did not grant it), and its place among its key's
     /// calls in flight (`active`).
     // The call's parts it begins, and the controls' version it was judged

@@ -56,7 +56,7 @@ impl<St: Store> Stages<St> {
             }
         };
         // One resource: its lock may be freed with the result's record
-        // (`Store::complete_unlocking`); from then on it is not renewed.
+        // (`CallStore::complete_unlocking`); from then on it is not renewed.
         let freed = match &*resources {
             [resource] => {
                 let freed = Arc::new(AtomicBool::new(false));

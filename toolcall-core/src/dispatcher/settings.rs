@@ -138,7 +138,7 @@ impl Settings {
     /// callers share conversations, else `caller:<caller id length>:<caller
     /// id>/<session>`, whose parts read back unambiguously (two callers, or
     /// two sessions, never share one). What a host reads the store's step
-    /// counts and taint by ([`Store::peek_step`](crate::store::Store::peek_step)).
+    /// counts and taint by ([`CallStore::peek_step`](crate::store::CallStore::peek_step)).
     ///
     /// ```
     /// let settings = toolcall_core::Settings::default();

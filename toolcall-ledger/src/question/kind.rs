@@ -32,7 +32,7 @@ impl QuestionKind {
 }
 
 /// Who may answer a question besides a person, as the process that asked it
-/// recorded with it ([`PendingApproval::answerers`]). A person (in the
+/// recorded with it (`PendingApproval::answerers`). A person (in the
 /// inbox, or through the host's `Dispatcher::approve` and
 /// `deny`) may always answer an approval
 /// question; nobody but a person ever answers a question about an unknown

@@ -32,7 +32,7 @@ pub struct PendingApproval {
     pub created_ms: u64,
     /// When it stops being valid, in milliseconds since the Unix epoch.
     pub expires_ms: u64,
-    /// A person's decision, once one is recorded (`Store::decide_approval`,
+    /// A person's decision, once one is recorded (`QuestionStore::decide_approval`,
     /// the inbox's): it travels with the approval until a call uses it up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<ApprovalDecision>,
@@ -152,7 +152,7 @@ pub enum TakeApproval {
 }
 
 /// A person's decision on a pending approval, kept with it in the store
-/// until an agent's call uses it up (`Store::take_approval`).
+/// until an agent's call uses it up (`QuestionStore::take_approval`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalDecision {
     /// Whether the call may run.
@@ -177,7 +177,7 @@ pub struct ApprovalDecision {
     pub lasts_until_ms: Option<u64>,
 }
 
-/// What recording a decision found (`Store::decide_approval`).
+/// What recording a decision found (`QuestionStore::decide_approval`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DecideOutcome {
@@ -219,10 +219,10 @@ pub struct ApprovalResult {
 pub struct ApprovalEntry {
     /// The approval, with its decision if one was recorded.
     pub approval: PendingApproval,
-    /// When an agent's call used it up (`Store::take_approval`).
+    /// When an agent's call used it up (`QuestionStore::take_approval`).
     #[serde(default)]
     pub used_ms: Option<u64>,
-    /// What came of it (`Store::settle_approval`).
+    /// What came of it (`QuestionStore::settle_approval`).
     #[serde(default)]
     pub result: Option<ApprovalResult>,
 }
@@ -235,7 +235,7 @@ impl ApprovalEntry {
     }
 }
 
-/// What asking for an approval found (`Store::ask_approval`).
+/// What asking for an approval found (`QuestionStore::ask_approval`).
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant)] // returned once per question, never stored
 #[non_exhaustive]
@@ -270,7 +270,7 @@ pub enum AskApproval {
 }
 
 /// How many open approvals (undecided, unused, unexpired) may be there
-/// before one more is asked for (`Store::ask_approval`). A `usize` is a
+/// before one more is asked for (`QuestionStore::ask_approval`). A `usize` is a
 /// bound on the conversation alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenBounds {
@@ -324,7 +324,7 @@ impl From<usize> for OpenBounds {
 }
 
 /// One person's signature on a question that needs more than one
-/// (`Store::sign_approval`).
+/// (`QuestionStore::sign_approval`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Signature {
     /// Who signed.
@@ -333,7 +333,7 @@ pub struct Signature {
     pub at_ms: u64,
 }
 
-/// What `Store::sign_approval` did.
+/// What `QuestionStore::sign_approval` did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SignOutcome {

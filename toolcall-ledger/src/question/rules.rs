@@ -173,7 +173,7 @@ impl std::error::Error for Refusal {}
 
 /// Whether `answerer` may give `answer` to the question `entry`, as it
 /// stands at `now_ms`: the whole table of [who may answer which
-/// question](self#who-may-answer-which-question), and nothing else. A
+/// question](super#who-may-answer-which-question), and nothing else. A
 /// person's identity and binding are the caller's to check (an inbox shows
 /// every question; the host's API binds the decision to its conversation).
 pub fn may_answer(

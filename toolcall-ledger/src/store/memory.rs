@@ -34,7 +34,7 @@ pub struct MemoryStore {
     hasher: KeyHasher,
     retention_ms: u64,
     capacity_per_shard: usize,
-    /// Held while an approval is asked for ([`Store::ask_approval`]): the
+    /// Held while an approval is asked for ([`QuestionStore::ask_approval`]): the
     /// look for the same call, the count of the session's open ones and
     /// the write are one step for every asker.
     asks: Mutex<()>,
@@ -42,7 +42,7 @@ pub struct MemoryStore {
     /// start knows no conversation has a question without looking through
     /// every shard's approvals.
     any_asked: std::sync::atomic::AtomicBool,
-    /// The operators' controls and their history ([`Store::put_controls`]).
+    /// The operators' controls and their history ([`ControlStore::put_controls`]).
     controls: Mutex<controls::Controls>,
     /// The version of the controls kept (0: none): a call's start that
     /// knows it reads nothing else.
@@ -116,7 +116,7 @@ impl MemoryStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// What [`Store::begin_call`] asks of a key within the budgets, under
+    /// What [`CallStore::begin_call`] asks of a key within the budgets, under
     /// its shard's lock: its count, what is recorded of it, and whether the
     /// resource's lock may be taken (the key neither completed nor held by
     /// a running claim).
@@ -189,7 +189,7 @@ impl MemoryStore {
 }
 
 impl MemoryStore {
-    /// [`Store::claim`], keeping `question` with a claim it acquires.
+    /// [`CallStore::claim`], keeping `question` with a claim it acquires.
     fn claim_keeping(
         &self,
         key: &Key,
@@ -242,7 +242,7 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
+impl CallStore for MemoryStore {
     async fn next_step(&self, session: &str, now: u64) -> Result<u64, StoreError> {
         let mut shard = self.shard(session);
         let count = match shard.steps.get_mut(session) {
@@ -260,38 +260,6 @@ impl Store for MemoryStore {
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
         let shard = self.shard(session);
         Ok(shard.steps.get(session).map_or(0, |c| c.count))
-    }
-
-    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
-        let now = now_ms();
-        let mut shard = self.shard(session);
-        let taint = shard.taint.entry(session.to_owned()).or_insert(Taint {
-            prints: Default::default(),
-            touched_ms: now,
-        });
-        taint.prints.extend(fingerprints.iter().cloned());
-        taint.touched_ms = now;
-        self.maintain(&mut shard, now);
-        Ok(())
-    }
-
-    async fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> Result<TaintHit, StoreError> {
-        let shard = self.shard(session);
-        Ok(match shard.taint.get(session) {
-            None => TaintHit::default(),
-            Some(taint) => TaintHit {
-                any: true,
-                seen: fingerprints
-                    .iter()
-                    .filter(|print| taint.prints.contains(*print))
-                    .cloned()
-                    .collect(),
-            },
-        })
     }
 
     async fn count_call(&self, key: &Key, now: u64) -> Result<u64, StoreError> {
@@ -477,7 +445,9 @@ impl Store for MemoryStore {
         }
         Ok(())
     }
+}
 
+impl QuestionStore for MemoryStore {
     async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
         self.insert_approval(approval);
         Ok(())
@@ -720,6 +690,23 @@ impl Store for MemoryStore {
         }
     }
 
+    async fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> Result<SignOutcome, StoreError> {
+        Ok(self.sign(id, signer, needed, decision, now_ms))
+    }
+
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        Ok(self.signed(id))
+    }
+}
+
+impl LockStore for MemoryStore {
     async fn lock_resource(
         &self,
         resource: &Key,
@@ -758,7 +745,43 @@ impl Store for MemoryStore {
         }
         Ok(())
     }
+}
 
+impl TaintStore for MemoryStore {
+    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut shard = self.shard(session);
+        let taint = shard.taint.entry(session.to_owned()).or_insert(Taint {
+            prints: Default::default(),
+            touched_ms: now,
+        });
+        taint.prints.extend(fingerprints.iter().cloned());
+        taint.touched_ms = now;
+        self.maintain(&mut shard, now);
+        Ok(())
+    }
+
+    async fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> Result<TaintHit, StoreError> {
+        let shard = self.shard(session);
+        Ok(match shard.taint.get(session) {
+            None => TaintHit::default(),
+            Some(taint) => TaintHit {
+                any: true,
+                seen: fingerprints
+                    .iter()
+                    .filter(|print| taint.prints.contains(*print))
+                    .cloned()
+                    .collect(),
+            },
+        })
+    }
+}
+
+impl ControlStore for MemoryStore {
     async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
         Ok(self.read_controls(known))
     }
@@ -788,21 +811,6 @@ impl Store for MemoryStore {
 
     async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
         Ok(self.count_in_window(bucket, window_start_ms))
-    }
-
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        Ok(self.sign(id, signer, needed, decision, now_ms))
-    }
-
-    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
-        Ok(self.signed(id))
     }
 }
 

@@ -8,7 +8,7 @@ use super::PendingApproval;
 #[cfg(doc)]
 use super::Store;
 
-/// In which order [`Store::pending_page`] lists approvals.
+/// In which order [`QuestionStore::pending_page`](super::QuestionStore::pending_page) lists approvals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum PendingOrder {
     /// The longest waiting first (by when asked, then by id).

@@ -6,13 +6,13 @@ use crate::result::ToolResult;
 
 use super::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
-    TaintHit, TakeApproval, Unsettled,
+    CallStore, Claim, ControlStore, ControlsChange, DecideOutcome, Key, LockStore, OpenBounds,
+    PendingApproval, PendingPage, PendingQuery, QuestionStore, RecordedOutcome, SignOutcome,
+    Signature, Store, StoreError, StoredControls, TaintHit, TaintStore, TakeApproval, Unsettled,
 };
 
 /// A shared store: several dispatchers (or tests) over one set of records.
-impl<T: Store> Store for std::sync::Arc<T> {
+impl<T: Store> CallStore for std::sync::Arc<T> {
     fn next_step(
         &self,
         session: &str,
@@ -40,22 +40,6 @@ impl<T: Store> Store for std::sync::Arc<T> {
         holder: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         (**self).complete_unlocking(key, result, resource, holder)
-    }
-
-    fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        (**self).add_taint(session, fingerprints)
-    }
-
-    fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
-        (**self).tainted(session, fingerprints)
     }
 
     fn count_call(
@@ -128,7 +112,9 @@ impl<T: Store> Store for std::sync::Arc<T> {
     fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).doubt(key)
     }
+}
 
+impl<T: Store> QuestionStore for std::sync::Arc<T> {
     fn put_approval(
         &self,
         approval: &PendingApproval,
@@ -223,6 +209,26 @@ impl<T: Store> Store for std::sync::Arc<T> {
         (**self).wait_approval(id, until_ms)
     }
 
+    fn sign_approval(
+        &self,
+        id: &str,
+        signer: &str,
+        needed: u32,
+        decision: &ApprovalDecision,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
+        (**self).sign_approval(id, signer, needed, decision, now_ms)
+    }
+
+    fn signatures(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
+        (**self).signatures(id)
+    }
+}
+
+impl<T: Store> LockStore for std::sync::Arc<T> {
     fn lock_resource(
         &self,
         resource: &Key,
@@ -240,7 +246,27 @@ impl<T: Store> Store for std::sync::Arc<T> {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).unlock_resource(resource, holder)
     }
+}
 
+impl<T: Store> TaintStore for std::sync::Arc<T> {
+    fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).add_taint(session, fingerprints)
+    }
+
+    fn tainted(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
+        (**self).tainted(session, fingerprints)
+    }
+}
+
+impl<T: Store> ControlStore for std::sync::Arc<T> {
     fn controls(
         &self,
         known: u64,
@@ -280,23 +306,5 @@ impl<T: Store> Store for std::sync::Arc<T> {
         window_start_ms: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
         (**self).rate_count(bucket, window_start_ms)
-    }
-
-    fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
-        (**self).sign_approval(id, signer, needed, decision, now_ms)
-    }
-
-    fn signatures(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
-        (**self).signatures(id)
     }
 }

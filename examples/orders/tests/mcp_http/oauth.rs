@@ -18,9 +18,9 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall::store::Store;
 
 use super::{Client, Server, decide, refund, runtime, scratch, send_http, sqlite_refunds};
+use toolcall::store::prelude::*;
 
 /// The resource URI the servers here are for (their tokens' `aud`).
 const AUDIENCE: &str = "https://orders.example.com/mcp";

@@ -19,7 +19,7 @@ pub(super) struct Controls {
 }
 
 impl MemoryStore {
-    /// [`Store::controls`](crate::store::Store::controls): nothing locked
+    /// [`ControlStore::controls`](crate::store::ControlStore::controls): nothing locked
     /// when the version kept is `known`.
     pub(super) fn read_controls(&self, known: u64) -> Option<StoredControls> {
         if self.controls_version.load(Ordering::Acquire) == known {
@@ -31,7 +31,7 @@ impl MemoryStore {
             .filter(|kept| kept.version != known)
     }
 
-    /// [`Store::put_controls`](crate::store::Store::put_controls), the
+    /// [`ControlStore::put_controls`](crate::store::ControlStore::put_controls), the
     /// history bounded by the store's capacity.
     pub(super) fn write_controls(
         &self,
@@ -61,7 +61,7 @@ impl MemoryStore {
         true
     }
 
-    /// [`Store::controls_history`](crate::store::Store::controls_history).
+    /// [`ControlStore::controls_history`](crate::store::ControlStore::controls_history).
     pub(super) fn controls_changes(&self, limit: usize) -> Vec<ControlsChange> {
         lock(&self.controls)
             .history
@@ -72,7 +72,7 @@ impl MemoryStore {
             .collect()
     }
 
-    /// [`Store::take_rate`](crate::store::Store::take_rate), in the
+    /// [`ControlStore::take_rate`](crate::store::ControlStore::take_rate), in the
     /// bucket's shard.
     pub(super) fn take_in_window(
         &self,
@@ -97,7 +97,7 @@ impl MemoryStore {
         counted
     }
 
-    /// [`Store::rate_count`](crate::store::Store::rate_count).
+    /// [`ControlStore::rate_count`](crate::store::ControlStore::rate_count).
     pub(super) fn count_in_window(&self, bucket: &str, window_start_ms: u64) -> u64 {
         self.shard(bucket)
             .rates
@@ -105,7 +105,7 @@ impl MemoryStore {
             .map_or(0, |w| w.count)
     }
 
-    /// [`Store::sign_approval`](crate::store::Store::sign_approval): the
+    /// [`QuestionStore::sign_approval`](crate::store::QuestionStore::sign_approval): the
     /// signature and the decision under the approval's shard's lock.
     pub(super) fn sign(
         &self,
@@ -147,7 +147,7 @@ impl MemoryStore {
         SignOutcome::Decided
     }
 
-    /// [`Store::signatures`](crate::store::Store::signatures).
+    /// [`QuestionStore::signatures`](crate::store::QuestionStore::signatures).
     pub(super) fn signed(&self, id: &str) -> Vec<Signature> {
         self.shard(id)
             .signatures

@@ -93,7 +93,7 @@ pub(super) struct Record {
     pub(super) state: RecordState,
     pub(super) touched_ms: u64,
     /// The question a person is asked if the outcome stays unknown
-    /// ([`Store::claim_asking`](crate::store::Store::claim_asking)), and
+    /// ([`CallStore::claim_asking`](crate::store::CallStore::claim_asking)), and
     /// its key and when the claim was made.
     pub(super) question: Option<Box<(PendingApproval, Key, u64)>>,
 }
@@ -129,7 +129,7 @@ pub(super) fn trim_oldest<K, V, H: BuildHasher>(
     });
 }
 
-/// What `shard` recorded of the key in `slot`, as [`Store::outcome`](crate::store::Store::outcome) says it.
+/// What `shard` recorded of the key in `slot`, as [`CallStore::outcome`](crate::store::CallStore::outcome) says it.
 #[inline]
 pub(super) fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<RecordedOutcome> {
     match shard.records.get(slot).map(|r| &r.state) {
