@@ -71,27 +71,39 @@ struct Cli {
     settings: SettingsArgs,
 }
 
-/// Who may answer which question, in every mode (`orders --help`): the
-/// table of `toolcall::life`.
+/// Where a question stands and who may answer it, in every mode (`orders
+/// --help`): the tables of `toolcall::life`.
 const WHO_DECIDES: &str = "\
-Who may answer which question (toolcall::life):
+Where a question stands (toolcall::life, one state read by every entry point):
+
+  state       approval                              in doubt (did an attempt take effect?)
+  open        a person (or N people) decides        a person says it happened / it did not
+  signing     some of the N have signed             -
+  decided     approve/edit: runs once when carried  happened: done, never run;
+              out; deny: every identical call is    it did not: runs once
+              denied for --denial-ttl (a day)
+  running,    what came of it, replayed to          the same
+  done        whoever asks
+  expired     not decided or carried out within     never: it stays open to a person
+              --approval-ttl: it will not run
+
+Who may answer which question:
 
   question       answer                   a person     the host              the MCP client asked
                                           (inbox,      (`confirmed`, a       (elicitation, input_required,
                                           host API)    bare approval id)     tasks/update, tasks/cancel)
-  approval       approve, deny            yes          where the asking      in its own conversation, where the
-                                                       process ran           asking process let clients decide
-                                                       --approvals host      (host mode, or --elicitation-approves)
+  approval       approve, deny            yes, never   where the asking      in its own conversation, where the
+                                          the one who  process ran           asking process let clients decide
+                                          asked        --approvals host      (host mode, or --elicitation-approves)
                                                                              and so does the answering one
   approval       edit                     yes          no                    no
   in doubt       it happened / it did not yes          never                 never
   in doubt       approve, deny, cancel    never        never                 never
 
-A question is its caller's and its conversation's: to anyone else its id is
-unknown. A decision is final: a denial answers every identical call while the
-question lasts, whatever it brings. A note whose outcome is unknown is never
-written again on a guess: it waits for a person, and `orders serve` lists it
-even when the process that ran it died.";
+A question is its caller's, its conversation's and its principal's: to anyone
+else its id is unknown. A decision is final. A note whose outcome is unknown is
+never written again on a guess: it waits for a person, and `orders serve` lists
+it even when the process that ran it died.";
 
 /// The pipeline's settings; the defaults are the reference's.
 #[derive(Args)]
