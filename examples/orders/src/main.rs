@@ -158,6 +158,15 @@ struct SettingsArgs {
     /// same order, before CALL_IN_PROGRESS or RESOURCE_BUSY.
     #[arg(long, default_value_t = 10_000, value_name = "MS", global = true)]
     claim_wait_ms: u64,
+    /// How long a person has to decide a question, and the call to be
+    /// carried out once approved. A question whether a note was written
+    /// never expires.
+    #[arg(long, default_value_t = 900, value_name = "SECONDS", global = true, value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
+    approval_ttl: u64,
+    /// How long a denial (or an edit) answers the identical calls, from the
+    /// decision.
+    #[arg(long, default_value_t = 86_400, value_name = "SECONDS", global = true, value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
+    denial_ttl: u64,
     /// The most of a result's text the model gets, in bytes: a larger
     /// result is cut to fit, still valid JSON, with `data.truncated`.
     #[arg(long, value_name = "N", global = true, value_parser = clap::value_parser!(u64).range(256..))]
@@ -392,6 +401,8 @@ fn dispatcher<St: Store>(
         .retry_backoff(Duration::from_millis(settings.retry_backoff_ms))
         .claim_lease(Duration::from_millis(settings.claim_lease_ms))
         .claim_wait(Duration::from_millis(settings.claim_wait_ms))
+        .approval_ttl(Duration::from_secs(settings.approval_ttl))
+        .denial_ttl(Duration::from_secs(settings.denial_ttl))
         .approvals(match settings.approvals {
             ApprovalsArg::Host => Approvals::Host,
             ApprovalsArg::Inbox => Approvals::Inbox,

@@ -1081,3 +1081,36 @@ fn the_documented_policy_file_checks() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_questions_time_to_live_is_a_flag() {
+    let dir = scratch("ttl");
+    let db = dir.join("store.db");
+    let store = format!("sqlite:{}", db.display());
+    let asked = replay(
+        &[
+            "--store",
+            &store,
+            "--approvals",
+            "inbox",
+            "--approval-ttl",
+            "90",
+        ],
+        &[refund(json!(2590), false)],
+    );
+    assert_eq!(asked[0]["code"], "CONFIRMATION_REQUIRED", "{asked:?}");
+    let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
+    let pending = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(toolcall::store::QuestionStore::pending_approvals(
+            &store,
+            toolcall::store::now_ms(),
+            10,
+        ))
+        .unwrap();
+    assert_eq!(pending[0].expires_ms - pending[0].created_ms, 90_000);
+    let refused = orders(&["replay", "-", "--approval-ttl", "0"], "");
+    assert_eq!(refused.status.code(), Some(2));
+}
