@@ -77,228 +77,279 @@ pub fn unknown_target(
 /// no calls, a rule for a tool that needs no approval, or one bounding
 /// an argument the tool does not have: each is refused, never ignored.
 pub fn check(controls: &Controls, registry: &Registry, callers: &[&Caller]) -> Vec<ControlsError> {
-    let mut errors = Vec::new();
-    let mut error = |at: String, problem: String| errors.push(ControlsError { at, problem });
-    let tools: Vec<&str> = registry.iter().map(|spec| spec.name()).collect();
-    let caller_ids: Vec<&str> = callers.iter().map(|caller| caller.id()).collect();
-    let tool_known = |name: &str| tools.contains(&name);
-    for (id, rules) in &controls.callers {
-        let Some(caller) = callers.iter().find(|caller| caller.id() == id) else {
-            error(
-                format!("callers.{id}"),
-                format!(
-                    "no caller `{id}`{}; the callers are {}",
-                    closest(id, caller_ids.iter().copied()),
-                    caller_ids.join(", ")
-                ),
-            );
-            continue;
-        };
-        let policy = caller.policy();
-        for name in rules.allow.iter().flatten() {
-            if !tool_known(name) {
-                error(
-                    format!("callers.{id}.allow"),
-                    format!("no tool `{name}`{}", closest(name, tools.iter().copied())),
-                );
-            } else if !policy.allows(name) {
-                error(
-                    format!("callers.{id}.allow"),
+    let mut check = Checker {
+        registry,
+        callers,
+        tools: registry.iter().map(|spec| spec.name()).collect(),
+        caller_ids: callers.iter().map(|caller| caller.id()).collect(),
+        errors: Vec::new(),
+    };
+    check.callers(controls);
+    check.rate_limits(controls);
+    check.approvals(controls);
+    check.rules(controls);
+    check.errors
+}
+
+/// What [`check`] checks against, and the problems it found so far.
+struct Checker<'a> {
+    registry: &'a Registry,
+    callers: &'a [&'a Caller],
+    tools: Vec<&'a str>,
+    caller_ids: Vec<&'a str>,
+    errors: Vec<ControlsError>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, at: String, problem: String) {
+        self.errors.push(ControlsError { at, problem });
+    }
+
+    fn tool_known(&self, name: &str) -> bool {
+        self.tools.contains(&name)
+    }
+
+    /// What the controls say of each caller only narrows its code's policy.
+    fn callers(&mut self, controls: &Controls) {
+        for (id, rules) in &controls.callers {
+            let Some(caller) = self.callers.iter().find(|caller| caller.id() == id) else {
+                self.error(
+                    format!("callers.{id}"),
                     format!(
-                        "`{name}` is not in the code's allowlist of `{id}`: the controls can \
+                        "no caller `{id}`{}; the callers are {}",
+                        closest(id, self.caller_ids.iter().copied()),
+                        self.caller_ids.join(", ")
+                    ),
+                );
+                continue;
+            };
+            let policy = caller.policy();
+            for name in rules.allow.iter().flatten() {
+                if !self.tool_known(name) {
+                    self.error(
+                        format!("callers.{id}.allow"),
+                        format!(
+                            "no tool `{name}`{}",
+                            closest(name, self.tools.iter().copied())
+                        ),
+                    );
+                } else if !policy.allows(name) {
+                    self.error(
+                        format!("callers.{id}.allow"),
+                        format!(
+                            "`{name}` is not in the code's allowlist of `{id}`: the controls can \
                          only take tools away; remove it, or allow it in the code"
+                        ),
+                    );
+                }
+            }
+            for (limit, value) in &rules.limits {
+                match policy.limit_of(limit) {
+                    None => self.error(
+                        format!("callers.{id}.limits.{limit}"),
+                        format!(
+                            "the code sets no limit `{limit}` for `{id}`{}",
+                            closest(
+                                limit,
+                                policy
+                                    .limits()
+                                    .map(|(name, _)| name)
+                                    .collect::<Vec<_>>()
+                                    .into_iter()
+                            )
+                        ),
+                    ),
+                    Some(ceiling) if *value > ceiling => self.error(
+                        format!("callers.{id}.limits.{limit}"),
+                        format!(
+                            "{value} is above the code's {ceiling}: the controls can only lower \
+                         a limit"
+                        ),
+                    ),
+                    Some(_) => {}
+                }
+            }
+            if let Some(level) = rules.taint
+                && level.strictness() < policy.taint_level().strictness()
+            {
+                self.error(
+                    format!("callers.{id}.taint"),
+                    format!(
+                        "`{level}` is looser than the code's `{}`: the controls can only make it \
+                     stricter (off < values < session)",
+                        policy.taint_level()
                     ),
                 );
             }
         }
-        for (limit, value) in &rules.limits {
-            match policy.limit_of(limit) {
-                None => error(
-                    format!("callers.{id}.limits.{limit}"),
+    }
+
+    /// Rate limits have names of their own, count calls, and name real
+    /// tools and callers.
+    fn rate_limits(&mut self, controls: &Controls) {
+        let mut names = BTreeSet::new();
+        for (at, limit) in controls.rate_limits.iter().enumerate() {
+            let at = format!("rate_limits[{at}]");
+            if !names.insert(limit.name.as_str()) {
+                self.error(
+                    format!("{at}.name"),
+                    format!("`{}` names two rate limits", limit.name),
+                );
+            }
+            if limit.calls == 0 {
+                self.error(
+                    format!("{at}.calls"),
+                    "0 calls stops the tool: write 1 or more, or stop it with `admin disable`"
+                        .to_owned(),
+                );
+            }
+            if let Some(tool) = &limit.tool
+                && !self.tool_known(tool)
+            {
+                self.error(
+                    format!("{at}.tool"),
                     format!(
-                        "the code sets no limit `{limit}` for `{id}`{}",
-                        closest(
-                            limit,
-                            policy
-                                .limits()
-                                .map(|(name, _)| name)
-                                .collect::<Vec<_>>()
-                                .into_iter()
-                        )
+                        "no tool `{tool}`{}",
+                        closest(tool, self.tools.iter().copied())
+                    ),
+                );
+            }
+            if let Some(caller) = &limit.caller
+                && !self.caller_ids.contains(&caller.as_str())
+            {
+                self.error(
+                    format!("{at}.caller"),
+                    format!(
+                        "no caller `{caller}`{}",
+                        closest(caller, self.caller_ids.iter().copied())
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Approvals by several people ask between 2 and 10 of a side effect.
+    fn approvals(&mut self, controls: &Controls) {
+        for (tool, people) in &controls.approvals {
+            match self.registry.get(tool) {
+                None => self.error(
+                    format!("approvals.{tool}"),
+                    format!(
+                        "no tool `{tool}`{}",
+                        closest(tool, self.tools.iter().copied())
                     ),
                 ),
-                Some(ceiling) if *value > ceiling => error(
-                    format!("callers.{id}.limits.{limit}"),
-                    format!(
-                        "{value} is above the code's {ceiling}: the controls can only lower \
-                         a limit"
-                    ),
+                Some(spec) if !spec.side_effect() => self.error(
+                    format!("approvals.{tool}"),
+                    format!("`{tool}` has no side effect: nobody is asked to approve it"),
+                ),
+                Some(_) if *people < 2 => self.error(
+                    format!("approvals.{tool}"),
+                    format!("{people}: write 2 or more (one person is the tool's own rule)"),
+                ),
+                Some(_) if *people > 10 => self.error(
+                    format!("approvals.{tool}"),
+                    format!("{people}: at most 10 people"),
                 ),
                 Some(_) => {}
             }
         }
-        if let Some(level) = rules.taint
-            && level.strictness() < policy.taint_level().strictness()
-        {
-            error(
-                format!("callers.{id}.taint"),
-                format!(
-                    "`{level}` is looser than the code's `{}`: the controls can only make it \
-                     stricter (off < values < session)",
-                    policy.taint_level()
-                ),
-            );
-        }
     }
-    let mut names = BTreeSet::new();
-    for (at, limit) in controls.rate_limits.iter().enumerate() {
-        let at = format!("rate_limits[{at}]");
-        if !names.insert(limit.name.as_str()) {
-            error(
-                format!("{at}.name"),
-                format!("`{}` names two rate limits", limit.name),
-            );
-        }
-        if limit.calls == 0 {
-            error(
-                format!("{at}.calls"),
-                "0 calls stops the tool: write 1 or more, or stop it with `admin disable`"
-                    .to_owned(),
-            );
-        }
-        if let Some(tool) = &limit.tool
-            && !tool_known(tool)
-        {
-            error(
-                format!("{at}.tool"),
-                format!("no tool `{tool}`{}", closest(tool, tools.iter().copied())),
-            );
-        }
-        if let Some(caller) = &limit.caller
-            && !caller_ids.contains(&caller.as_str())
-        {
-            error(
-                format!("{at}.caller"),
-                format!(
-                    "no caller `{caller}`{}",
-                    closest(caller, caller_ids.iter().copied())
+
+    /// A rule approves in a person's place only within bounds that fit.
+    fn rules(&mut self, controls: &Controls) {
+        let mut rule_names = BTreeSet::new();
+        for (at, rule) in controls.approval_rules.iter().enumerate() {
+            let at = format!("approval_rules[{at}]");
+            if !rule_names.insert(rule.name.as_str()) {
+                self.error(
+                    format!("{at}.name"),
+                    format!("`{}` names two rules", rule.name),
+                );
+            }
+            match self.registry.get(&rule.tool) {
+                None => self.error(
+                    format!("{at}.tool"),
+                    format!(
+                        "no tool `{}`{}",
+                        rule.tool,
+                        closest(&rule.tool, self.tools.iter().copied())
+                    ),
                 ),
-            );
-        }
-    }
-    for (tool, people) in &controls.approvals {
-        match registry.get(tool) {
-            None => error(
-                format!("approvals.{tool}"),
-                format!("no tool `{tool}`{}", closest(tool, tools.iter().copied())),
-            ),
-            Some(spec) if !spec.side_effect() => error(
-                format!("approvals.{tool}"),
-                format!("`{tool}` has no side effect: nobody is asked to approve it"),
-            ),
-            Some(_) if *people < 2 => error(
-                format!("approvals.{tool}"),
-                format!("{people}: write 2 or more (one person is the tool's own rule)"),
-            ),
-            Some(_) if *people > 10 => error(
-                format!("approvals.{tool}"),
-                format!("{people}: at most 10 people"),
-            ),
-            Some(_) => {}
-        }
-    }
-    let mut rule_names = BTreeSet::new();
-    for (at, rule) in controls.approval_rules.iter().enumerate() {
-        let at = format!("approval_rules[{at}]");
-        if !rule_names.insert(rule.name.as_str()) {
-            error(
-                format!("{at}.name"),
-                format!("`{}` names two rules", rule.name),
-            );
-        }
-        match registry.get(&rule.tool) {
-            None => error(
-                format!("{at}.tool"),
-                format!(
-                    "no tool `{}`{}",
-                    rule.tool,
-                    closest(&rule.tool, tools.iter().copied())
-                ),
-            ),
-            Some(spec) => {
-                if controls.people_needed(&rule.tool) > 1 {
-                    error(
-                        format!("{at}.tool"),
-                        format!(
-                            "`{}` needs {} people (approvals.{}): a rule cannot stand in \
-                             for them",
-                            rule.tool,
-                            controls.people_needed(&rule.tool),
-                            rule.tool
-                        ),
-                    );
-                }
-                if !spec.side_effect() {
-                    error(
-                        format!("{at}.tool"),
-                        format!("`{}` has no side effect: it needs no approval", rule.tool),
-                    );
-                }
-                let fields: Vec<&str> = spec.fields().iter().map(|f| f.name).collect();
-                for name in rule.arguments.keys() {
-                    if !fields.contains(&name.as_str()) {
-                        error(
-                            format!("{at}.arguments.{name}"),
+                Some(spec) => {
+                    if controls.people_needed(&rule.tool) > 1 {
+                        self.error(
+                            format!("{at}.tool"),
                             format!(
-                                "`{}` has no argument `{name}`{}",
+                                "`{}` needs {} people (approvals.{}): a rule cannot stand in \
+                             for them",
                                 rule.tool,
-                                closest(name, fields.iter().copied())
+                                controls.people_needed(&rule.tool),
+                                rule.tool
                             ),
                         );
                     }
+                    if !spec.side_effect() {
+                        self.error(
+                            format!("{at}.tool"),
+                            format!("`{}` has no side effect: it needs no approval", rule.tool),
+                        );
+                    }
+                    let fields: Vec<&str> = spec.fields().iter().map(|f| f.name).collect();
+                    for name in rule.arguments.keys() {
+                        if !fields.contains(&name.as_str()) {
+                            self.error(
+                                format!("{at}.arguments.{name}"),
+                                format!(
+                                    "`{}` has no argument `{name}`{}",
+                                    rule.tool,
+                                    closest(name, fields.iter().copied())
+                                ),
+                            );
+                        }
+                    }
                 }
             }
-        }
-        if let Some(caller) = &rule.caller
-            && !caller_ids.contains(&caller.as_str())
-        {
-            error(
-                format!("{at}.caller"),
-                format!(
-                    "no caller `{caller}`{}",
-                    closest(caller, caller_ids.iter().copied())
-                ),
-            );
-        }
-        for (name, bound) in &rule.arguments {
-            if bound.min.is_none() && bound.max.is_none() && bound.one_of.is_none() {
-                error(
-                    format!("{at}.arguments.{name}"),
-                    "an empty bound admits any value: give min, max or one_of".to_owned(),
+            if let Some(caller) = &rule.caller
+                && !self.caller_ids.contains(&caller.as_str())
+            {
+                self.error(
+                    format!("{at}.caller"),
+                    format!(
+                        "no caller `{caller}`{}",
+                        closest(caller, self.caller_ids.iter().copied())
+                    ),
                 );
             }
-            if let Some(spec) = registry.get(&rule.tool)
-                && spec.fields().iter().any(|field| field.name == name)
-            {
-                for (part, problem) in bound_problems(bound, name, spec) {
-                    let at = match part.as_str() {
-                        "" => format!("{at}.arguments.{name}"),
-                        part => format!("{at}.arguments.{name}.{part}"),
-                    };
-                    error(at, problem);
+            for (name, bound) in &rule.arguments {
+                if bound.min.is_none() && bound.max.is_none() && bound.one_of.is_none() {
+                    self.error(
+                        format!("{at}.arguments.{name}"),
+                        "an empty bound admits any value: give min, max or one_of".to_owned(),
+                    );
+                }
+                if let Some(spec) = self.registry.get(&rule.tool)
+                    && spec.fields().iter().any(|field| field.name == name)
+                {
+                    for (part, problem) in bound_problems(bound, name, spec) {
+                        let at = match part.as_str() {
+                            "" => format!("{at}.arguments.{name}"),
+                            part => format!("{at}.arguments.{name}.{part}"),
+                        };
+                        self.error(at, problem);
+                    }
                 }
             }
-        }
-        if rule.arguments.is_empty() {
-            error(
-                format!("{at}.arguments"),
-                "a rule with no bound approves every call of the tool: bound an argument, \
+            if rule.arguments.is_empty() {
+                self.error(
+                    format!("{at}.arguments"),
+                    "a rule with no bound approves every call of the tool: bound an argument, \
                  or lower the tool's risk in the code"
-                    .to_owned(),
-            );
+                        .to_owned(),
+                );
+            }
         }
     }
-    errors
 }
 
 /// Every problem of `bound` on the argument `field` of `spec`: its numbers

@@ -16,12 +16,15 @@
 
 mod approval;
 mod arguments;
+mod asked;
 mod audited;
 mod builder;
 mod call;
+mod carry;
 mod catch;
 mod checks;
 mod confirm;
+mod doubt;
 mod dry_run;
 mod execute;
 mod idempotency;

@@ -20,138 +20,152 @@ impl<St: Store> Stages<St> {
     /// Stage 7: a high-risk call runs only with a person's approval of this
     /// exact call.
     pub(super) async fn confirm(&self, prepared: Asking<'_>, approval: Approval<'_>) -> Stage<()> {
-        let name = prepared.tool;
-        let store_error = |error| self.store_unavailable(name, &error);
-        // Only an approval by id, or a new one, needs the arguments' digest.
-        let digest = match approval {
-            Approval::Given | Approval::InDoubt => return Ok(()),
-            Approval::Id(_) | Approval::None => digest(prepared.arguments),
-        };
         match approval {
             Approval::Given | Approval::InDoubt => Ok(()),
-            Approval::Id(id) => {
-                let requester = requester_of(prepared.caller);
-                let binding = Binding {
-                    session: prepared.session,
-                    caller: prepared.caller.id(),
-                    tool: Some(name),
-                    digest: Some(&digest),
-                    requester: Requester::Only(requester.as_deref()),
-                };
-                // A question several people must approve is never taken up
-                // undecided: it waits for their signatures.
-                if prepared.people > 1 {
-                    self.awaiting_signatures(id, name).await?;
-                }
-                match self
-                    .store
-                    .take_approval(id, &binding, now_ms())
-                    .await
-                    .map_err(store_error)?
-                {
-                    // A decision recorded meanwhile is honoured: a denial
-                    // stops the call; edits are the person's call, not this
-                    // one, so this one does not run.
-                    TakeApproval::Taken(taken) => {
-                        let kind = taken.kind();
-                        match taken.decision {
-                            Some(recorded) => match Verdict::of(kind, &recorded) {
-                                Verdict::Deny => Err(self.denied(name, &recorded.note)),
-                                Verdict::Edit(_) => Err(self.invalid(name, id)),
-                                _ => Ok(()),
-                            },
-                            None => Ok(()),
-                        }
-                    }
-                    TakeApproval::Expired => Err(self.fail_with(
-                        Failure::ConfirmationExpired,
-                        name,
-                        &Details::approval(id),
-                        Map::new(),
-                    )),
-                    _ => Err(self.invalid(name, id)),
-                }
-            }
-            Approval::None => {
-                let created_ms = now_ms();
-                let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
-                let pending = PendingApproval {
-                    id: super::ids::confirmation_id(),
-                    session: prepared.session.to_owned(),
-                    caller: prepared.caller.id().to_owned(),
-                    tool: name.to_owned(),
-                    digest,
-                    arguments: prepared.arguments.clone(),
-                    step: prepared.step,
-                    created_ms,
-                    expires_ms: created_ms.saturating_add(ttl),
-                    decision: None,
-                    reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
-                    tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
-                    answerers: Answerers::new(
-                        self.settings.approvals == Approvals::Host,
-                        prepared.client_answers,
-                    )
-                    .people(prepared.people),
-                    principal: prepared.caller.principal().cloned(),
-                };
-                let bounds = OpenBounds {
-                    conversation: self.settings.max_pending_approvals,
-                    caller: self.settings.max_pending_per_caller,
-                    requester: self.settings.max_pending_per_principal,
-                };
-                // One question per call: an identical call asked again
-                // (a client that cannot bring the id back retries) is
-                // answered with the question already asked.
-                let asked = self
-                    .store
-                    .ask_approval(&pending, bounds)
-                    .await
-                    .map_err(store_error)?;
-                let limited = |failure, limit: usize| {
-                    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-                    self.fail_with(
-                        failure,
-                        name,
-                        &Details {
-                            limit_value: Some(limit),
-                            ..Details::default()
-                        },
-                        Map::new(),
-                    )
-                };
-                let entry = match asked {
-                    AskApproval::Existing(entry) => entry,
-                    AskApproval::Full { .. } => {
-                        return Err(limited(
-                            Failure::PendingLimit,
-                            self.settings.max_pending_approvals,
-                        ));
-                    }
-                    AskApproval::CallerFull { .. } => {
-                        return Err(limited(
-                            Failure::CallerPendingLimit,
-                            self.settings.max_pending_per_caller,
-                        ));
-                    }
-                    AskApproval::RequesterFull { .. } => {
-                        return Err(limited(
-                            Failure::PrincipalPendingLimit,
-                            self.settings.max_pending_per_principal,
-                        ));
-                    }
-                    _ => {
-                        crate::crash::point(crate::crash::AWAITING_APPROVAL);
-                        ApprovalEntry {
-                            approval: pending,
-                            used_ms: None,
-                            result: None,
-                        }
-                    }
-                };
-                Err(self.asked(name, &entry).await)
-            }
+            Approval::Id(id) => self.take_by_id(&prepared, id).await,
+            // The question asked is the answer: the call goes no further.
+            Approval::None => Err(self.ask(&prepared).await?),
         }
+    }
+
+    /// Stage 7 of a call that brings a question's id: the question, asked
+    /// of this exact call by this requester, is taken (once); a decision
+    /// recorded on it meanwhile is honoured (a denial stops the call; an
+    /// edit is the person's call, not this one). A question several people
+    /// must approve is never taken up undecided.
+    async fn take_by_id(&self, prepared: &Asking<'_>, id: &str) -> Stage<()> {
+        let name = prepared.tool;
+        let store_error = |error| self.store_unavailable(name, &error);
+        let digest = digest(prepared.arguments);
+        let requester = requester_of(prepared.caller);
+        let binding = Binding {
+            session: prepared.session,
+            caller: prepared.caller.id(),
+            tool: Some(name),
+            digest: Some(&digest),
+            requester: Requester::Only(requester.as_deref()),
+        };
+        // A question several people must approve is never taken up
+        // undecided: it waits for their signatures.
+        if prepared.people > 1 {
+            self.awaiting_signatures(id, name).await?;
+        }
+        match self
+            .store
+            .take_approval(id, &binding, now_ms())
+            .await
+            .map_err(store_error)?
+        {
+            // A decision recorded meanwhile is honoured: a denial
+            // stops the call; edits are the person's call, not this
+            // one, so this one does not run.
+            TakeApproval::Taken(taken) => {
+                let kind = taken.kind();
+                match taken.decision {
+                    Some(recorded) => match Verdict::of(kind, &recorded) {
+                        Verdict::Deny => Err(self.denied(name, &recorded.note)),
+                        Verdict::Edit(_) => Err(self.invalid(name, id)),
+                        _ => Ok(()),
+                    },
+                    None => Ok(()),
+                }
+            }
+            TakeApproval::Expired => Err(self.fail_with(
+                Failure::ConfirmationExpired,
+                name,
+                &Details::approval(id),
+                Map::new(),
+            )),
+            _ => Err(self.invalid(name, id)),
+        }
+    }
+
+    /// Stage 7 of a call with no id: the question of this exact call,
+    /// asked once (an identical call asked again is answered with the
+    /// question already asked), within the bounds of open questions; its
+    /// `CONFIRMATION_REQUIRED`, or the refusal of a bound.
+    async fn ask(&self, prepared: &Asking<'_>) -> Stage<ToolResult> {
+        let name = prepared.tool;
+        let store_error = |error| self.store_unavailable(name, &error);
+        let digest = digest(prepared.arguments);
+
+        let created_ms = now_ms();
+        let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
+        let pending = PendingApproval {
+            id: super::ids::confirmation_id(),
+            session: prepared.session.to_owned(),
+            caller: prepared.caller.id().to_owned(),
+            tool: name.to_owned(),
+            digest,
+            arguments: prepared.arguments.clone(),
+            step: prepared.step,
+            created_ms,
+            expires_ms: created_ms.saturating_add(ttl),
+            decision: None,
+            reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
+            tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
+            answerers: Answerers::new(
+                self.settings.approvals == Approvals::Host,
+                prepared.client_answers,
+            )
+            .people(prepared.people),
+            principal: prepared.caller.principal().cloned(),
+        };
+        let bounds = OpenBounds {
+            conversation: self.settings.max_pending_approvals,
+            caller: self.settings.max_pending_per_caller,
+            requester: self.settings.max_pending_per_principal,
+        };
+        // One question per call: an identical call asked again
+        // (a client that cannot bring the id back retries) is
+        // answered with the question already asked.
+        let asked = self
+            .store
+            .ask_approval(&pending, bounds)
+            .await
+            .map_err(store_error)?;
+        let limited = |failure, limit: usize| {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.fail_with(
+                failure,
+                name,
+                &Details {
+                    limit_value: Some(limit),
+                    ..Details::default()
+                },
+                Map::new(),
+            )
+        };
+        let entry = match asked {
+            AskApproval::Existing(entry) => entry,
+            AskApproval::Full { .. } => {
+                return Err(limited(
+                    Failure::PendingLimit,
+                    self.settings.max_pending_approvals,
+                ));
+            }
+            AskApproval::CallerFull { .. } => {
+                return Err(limited(
+                    Failure::CallerPendingLimit,
+                    self.settings.max_pending_per_caller,
+                ));
+            }
+            AskApproval::RequesterFull { .. } => {
+                return Err(limited(
+                    Failure::PrincipalPendingLimit,
+                    self.settings.max_pending_per_principal,
+                ));
+            }
+            _ => {
+                crate::crash::point(crate::crash::AWAITING_APPROVAL);
+                ApprovalEntry {
+                    approval: pending,
+                    used_ms: None,
+                    result: None,
+                }
+            }
+        };
+        Ok(self.asked(name, &entry).await)
     }
 }
 

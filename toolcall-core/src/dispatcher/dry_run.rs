@@ -7,10 +7,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::{Map, Value};
 
 use super::arguments::Prepared;
+use super::asked::{Asked, JsonArguments, unprotected};
 use super::catch::panic_text;
-use super::confirm::{HIGH_RISK, UNTRUSTED_CONTEXT, add_reason};
+use super::confirm::{Asking, HIGH_RISK, UNTRUSTED_CONTEXT, add_reason};
 use super::messages::Failure;
-use super::stages::{Stage, Stages};
+use super::stages::{Approval, Stage, Stages};
 use crate::result::{Code, ToolResult};
 use crate::store::Store;
 use crate::tool::CallContext;
@@ -146,4 +147,94 @@ fn dry(name: &'static str, message: String, data: Map<String, Value>) -> ToolRes
     answer.code = Code::DryRun;
     answer.message = message;
     answer
+}
+
+impl<S: std::any::Any + Send + Sync, St: crate::store::Store> super::Dispatcher<S, St> {
+    /// A dry run from stage 5 on: the check, the policy and the approval
+    /// as the real call would meet them, and nothing else (no resource
+    /// lock, no approval created or taken up: nothing changes). Where the
+    /// real call would run, would wait for a person, or would be refused by
+    /// its check, a policy limit or the approval it brings: `DRY_RUN`, with
+    /// `data.would` saying which (and `data.refusal`, the answer the real
+    /// call would get, when it would be refused).
+    pub(super) async fn dry_run(
+        &self,
+        prepared: &mut Prepared<'_>,
+        approval: Approval<'_>,
+        tainted: Option<&[String]>,
+    ) -> Stage<ToolResult> {
+        let name = prepared.spec.name();
+        self.stages.json(prepared)?;
+        if let Approval::InDoubt = approval
+            && unprotected(prepared.spec)
+        {
+            let asked = Asked {
+                spec: prepared.spec,
+                key: &prepared.key,
+                arguments: JsonArguments::of(&prepared.json, &prepared.members),
+                session: prepared.session,
+                caller: prepared.caller,
+                step: prepared.step,
+            };
+            match self.stages.settlement_of(&asked).await? {
+                // It did not happen: the real call runs it once.
+                Some(false) => {}
+                settled => {
+                    let arguments = self.stages.json(prepared)?;
+                    return Ok(would_settle(name, arguments, settled == Some(true)));
+                }
+            }
+        }
+        let key = prepared.key;
+        let cx = self.call_context(prepared, &key);
+        let mut asks = false;
+        let mut ruled = None;
+        if !matches!(approval, Approval::InDoubt) {
+            let met = match self.stages.check_and_limits(prepared, &cx).await {
+                Ok(()) if prepared.needs_person() => {
+                    let arguments = self.stages.json(prepared)?;
+                    // A rule of the operators' controls would approve it
+                    // (as stage 7 would, never a tainted call nor one that
+                    // needs several people).
+                    let controls = self.stages.held_controls();
+                    let rule = (matches!(approval, Approval::None)
+                        && tainted.is_none()
+                        && prepared.people <= 1)
+                        .then(|| {
+                            controls.rule_for(prepared.spec.name(), prepared.caller.id(), arguments)
+                        })
+                        .flatten();
+                    if let Some(rule) = rule {
+                        ruled = Some(super::operators::rule_approver(&rule.name));
+                        Ok(false)
+                    } else {
+                        let asking = Asking::of(prepared, arguments, tainted);
+                        self.stages.would_ask(asking, approval).await
+                    }
+                }
+                Ok(()) => Ok(false),
+                Err(refused) => Err(refused),
+            };
+            match met {
+                Ok(would_ask) => asks = would_ask,
+                Err(refused) => {
+                    return Ok(would_be_refused(name, prepared.json(), refused));
+                }
+            }
+        }
+        let preview = self.stages.preview(prepared, &cx)?;
+        let arguments = self.stages.json(prepared)?;
+        let mut answer = would_go_on(name, arguments, asks, tainted, preview);
+        if let Some(rule) = ruled {
+            answer.message = format!(
+                "Dry run: {name} would run with these arguments, approved by the operators' rule \
+                 `{}`; nothing was done.",
+                rule.trim_start_matches("rule:")
+            );
+            answer
+                .data
+                .insert("approved_by".to_owned(), Value::from(rule));
+        }
+        Ok(answer)
+    }
 }

@@ -5,7 +5,6 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
-use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
@@ -13,20 +12,17 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::arguments::Prepared;
+use super::asked::{Asked, Doubt, JsonArguments, unprotected};
 use super::catch::{CatchUnwind, panic_text};
-use super::messages::{Details, Failure};
+use super::doubt::{Reconciled, Settled};
+use super::messages::Failure;
 use super::retry::{Attempt, Retry, Waiting, millis};
 use super::stages::{HeldLock, Stage, Stages};
 use crate::args::Members;
-use crate::canonical::digest;
 use crate::error::ToolError;
-use crate::life::{AfterUnknown, Answerers, Backend, QuestionState, Verdict, after_unknown};
-use crate::policy::Caller;
-use crate::result::{Code, Data, ToolResult};
-use crate::store::{
-    AskApproval, Binding, Claim, Key, OpenBounds, PendingApproval, RecordedOutcome, Requester,
-    Store, StoreError, TakeApproval, now_ms,
-};
+use crate::life::{AfterUnknown, Backend, after_unknown};
+use crate::result::{Data, ToolResult};
+use crate::store::{Claim, Key, RecordedOutcome, Store, StoreError, now_ms};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A claim outlives its holder's work by this much before another caller
@@ -152,7 +148,28 @@ impl<St: Store> Stages<St> {
         // The result's record frees the call's resource lock too, unless
         // a person's settlement is still to be recorded under it.
         let holding = lock.as_ref().filter(|_| settling.is_none());
-        let answer = match outcome {
+        let answer = self.finish(&call, cx, outcome, holding).await;
+        if let Some(id) = settling {
+            match &answer {
+                Ok(result) | Err(result) => self.settle(&id, result).await,
+            }
+        }
+        answer
+    }
+
+    /// What the attempts of a claimed side effect come to: the result
+    /// recorded under its key (freeing `holding`, the resource lock, with
+    /// it); a failure with nothing done, the key released; an unknown
+    /// outcome asked of the backend (`reconcile`), or recorded in doubt.
+    async fn finish(
+        &self,
+        call: &Asked<'_>,
+        cx: &CallContext<'_>,
+        outcome: Result<Data, Unfinished>,
+        holding: Option<&HeldLock>,
+    ) -> Stage<ToolResult> {
+        let (spec, key, name) = (call.spec, call.key, call.spec.name());
+        match outcome {
             Ok(data) => {
                 self.complete(spec, key, &call.arguments, data, holding)
                     .await
@@ -177,242 +194,16 @@ impl<St: Store> Stages<St> {
             Err(Unfinished::Asked(failure)) => {
                 Err(Box::pin(self.in_doubt(&call, failure.code)).await)
             }
-        };
-        if let Some(id) = settling {
-            match &answer {
-                Ok(result) | Err(result) => self.settle(&id, result).await,
-            }
         }
-        answer
-    }
-
-    /// A side effect whose attempt left its outcome unknown, and whose
-    /// backend could not tell: the key is recorded in doubt, and the answer
-    /// says so. A backend that can neither be asked nor trusted with the
-    /// key twice has its question asked of a person at once. A store that
-    /// fails to record the doubt leaves the claim to its lease, after which
-    /// the key is in doubt all the same (and the claim's question is
-    /// listed, [`CallStore::unsettled`]): the answer says the outcome is
-    /// unknown either way, never that nothing happened.
-    async fn in_doubt(&self, call: &Asked<'_>, code: Code) -> ToolResult {
-        let name = call.spec.name();
-        if let Err(error) = self.store.doubt(call.key).await {
-            tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
-            return self.fail_unrecorded(name);
-        }
-        if unprotected(call.spec) {
-            // Never run again blindly: a person settles it.
-            self.ask_settlement(call).await
-        } else {
-            self.fail_in_doubt(code, name)
-        }
-    }
-
-    /// `STORE_UNAVAILABLE` with `data.in_doubt`: the call ran, or may have,
-    /// and what came of it could not be recorded.
-    fn fail_unrecorded(&self, name: &'static str) -> ToolResult {
-        let mut data = Map::new();
-        data.insert("in_doubt".into(), Value::Bool(true));
-        self.fail_with(Failure::UnrecordedOutcome, name, &Details::default(), data)
     }
 
     /// Releases the claim on `key` of a call that did not run (or that its
     /// `reconcile` says did not take effect): the next identical call may
     /// run it. A store that fails here leaves the claim to its lease.
-    async fn release(&self, name: &str, key: &Key) {
+    pub(super) async fn release(&self, name: &str, key: &Key) {
         if let Err(error) = self.store.release(key).await {
             tracing::error!(tool = name, %error, "a claim could not be released; it ends with its lease");
         }
-    }
-
-    /// A side effect whose last outcome is unknown, before it may run
-    /// again: its `reconcile` is asked; a backend that honours the key runs
-    /// it again under that key; otherwise a person settles it, in the
-    /// inbox (or [`Dispatcher::approve`](crate::Dispatcher::approve)/[`deny`](crate::Dispatcher::deny) on its
-    /// question): "it did not happen" runs it once, "it happened" answers
-    /// (and replays from then on) that it took effect.
-    async fn settle_doubt(&self, call: &Asked<'_>, cx: &CallContext<'_>) -> Settled {
-        let (spec, name) = (call.spec, call.spec.name());
-        if spec.reconciles() {
-            return match self.reconcile(spec, cx).await {
-                Reconciled::Done(data) => Settled::Answer(
-                    self.complete(spec, call.key, &call.arguments, data, None)
-                        .await,
-                ),
-                Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),
-                Reconciled::Unknown => {
-                    Settled::Answer(Err(self.fail_in_doubt(Code::UpstreamUnavailable, name)))
-                }
-            };
-        }
-        if spec.idempotent_backend() {
-            return Settled::Run(None);
-        }
-        let arguments = match self.arguments_of(call) {
-            Ok(arguments) => arguments,
-            Err(answer) => return Settled::Answer(Err(answer)),
-        };
-        let digest = digest(arguments);
-        // A question about an unknown outcome is the key's, whoever made
-        // the identical call: one question for one outcome.
-        let binding = Binding {
-            session: call.session,
-            caller: call.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Anyone,
-        };
-        let now = now_ms();
-        let found = match self
-            .store
-            .find_approval(&binding, Some(IN_DOUBT), now)
-            .await
-        {
-            Ok(found) => found,
-            Err(error) => return Settled::Answer(Err(self.store_unavailable(name, &error))),
-        };
-        let Some(entry) = found else {
-            return Settled::Answer(Err(self.ask_settlement(call).await));
-        };
-        match entry.state(now) {
-            QuestionState::Decided(_) => {
-                let id = entry.approval.id;
-                match self.store.take_approval(&id, &binding, now).await {
-                    Err(error) => Settled::Answer(Err(self.store_unavailable(name, &error))),
-                    Ok(TakeApproval::Taken(taken)) => {
-                        let kind = taken.kind();
-                        match taken.decision {
-                            Some(decision) => match crate::life::Verdict::of(kind, &decision) {
-                                Verdict::NotHappened => Settled::Run(Some(id)),
-                                _ => {
-                                    let answer = self.happened(call, &decision.by).await;
-                                    let (Ok(result) | Err(result)) = &answer;
-                                    self.settle(&id, result).await;
-                                    Settled::Answer(answer)
-                                }
-                            },
-                            None => Settled::Answer(Err(self.ask_settlement(call).await)),
-                        }
-                    }
-                    // Taken by an identical call meanwhile: ask.
-                    Ok(_) => Settled::Answer(Err(self.ask_settlement(call).await)),
-                }
-            }
-            QuestionState::Open | QuestionState::Signing { .. } => {
-                Settled::Answer(Err(self.awaiting_settlement(call, &entry.approval.id)))
-            }
-            // Its settlement was carried out, and the run it allowed is in
-            // doubt again: a new question.
-            _ => Settled::Answer(Err(self.ask_settlement(call).await)),
-        }
-    }
-
-    /// What a person said of the unknown outcome of `call`, without using
-    /// anything up (a dry run's look): `Some(true)` it happened,
-    /// `Some(false)` it did not, `None` nobody said yet (or what they said
-    /// was carried out, and the run it allowed is in doubt again).
-    pub(super) async fn settlement_of(&self, call: &Asked<'_>) -> Stage<Option<bool>> {
-        let name = call.spec.name();
-        let digest = digest(self.arguments_of(call)?);
-        // A question about an unknown outcome is the key's, whoever made
-        // the identical call: one question for one outcome.
-        let binding = Binding {
-            session: call.session,
-            caller: call.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Anyone,
-        };
-        let found = self
-            .store
-            .find_approval(&binding, Some(IN_DOUBT), now_ms())
-            .await
-            .map_err(|error| self.store_unavailable(name, &error))?;
-        let now = now_ms();
-        Ok(match found.map(|entry| entry.state(now)) {
-            Some(QuestionState::Decided(verdict)) => Some(verdict == Verdict::Happened),
-            _ => None,
-        })
-    }
-
-    /// A person said an earlier attempt of the call took effect: the key
-    /// is completed with that, and every identical call replays it.
-    pub(super) async fn happened(&self, call: &Asked<'_>, by: &str) -> Stage<ToolResult> {
-        let name = call.spec.name();
-        let result = crate::life::happened(name, by);
-        match self.store.complete(call.key, &result).await {
-            Ok(()) => Ok(result),
-            Err(error) => Err(self.store_unavailable(name, &error)),
-        }
-    }
-
-    /// Stores (once per call) the question that asks a person whether an
-    /// earlier attempt took effect, and answers `IN_DOUBT` with its id.
-    async fn ask_settlement(&self, call: &Asked<'_>) -> ToolResult {
-        let name = call.spec.name();
-        let question = match self.settlement_question(call) {
-            Ok(question) => question,
-            Err(answer) => return answer,
-        };
-        // Never refused for the conversation's bound: an unknown outcome
-        // must reach a person.
-        match self.store.ask_approval(&question, OpenBounds::NONE).await {
-            Ok(AskApproval::Existing(entry)) => self.awaiting_settlement(call, &entry.approval.id),
-            Ok(_) => {
-                crate::crash::point(crate::crash::AWAITING_APPROVAL);
-                self.awaiting_settlement(call, &question.id)
-            }
-            Err(error) => {
-                // The key is in doubt: the call is not run again, and its
-                // claim's question is listed once the store answers.
-                tracing::error!(tool = name, %error, "a question about an unknown outcome could not be asked");
-                self.fail_unrecorded(name)
-            }
-        }
-    }
-
-    /// The question that asks a person whether an attempt of `call` took
-    /// effect: a person's only, about these exact arguments.
-    fn settlement_question(&self, call: &Asked<'_>) -> Stage<PendingApproval> {
-        let arguments = self.arguments_of(call)?;
-        // It never expires: the outcome stays unknown until a person
-        // settles it, and no answer may say "nothing ran" meanwhile.
-        Ok(PendingApproval {
-            id: super::ids::confirmation_id(),
-            session: call.session.to_owned(),
-            caller: call.caller.id().to_owned(),
-            tool: call.spec.name().to_owned(),
-            digest: digest(arguments),
-            arguments: arguments.clone(),
-            step: call.step,
-            created_ms: now_ms(),
-            expires_ms: crate::life::NEVER_MS,
-            decision: None,
-            reason: Some(IN_DOUBT.to_owned()),
-            tainted: Vec::new(),
-            answerers: Answerers::PERSON,
-            principal: call.caller.principal().cloned(),
-        })
-    }
-
-    /// `IN_DOUBT`: the call waits for a person to settle its unknown outcome.
-    fn awaiting_settlement(&self, call: &Asked<'_>, id: &str) -> ToolResult {
-        let pending = match self.arguments_of(call) {
-            Ok(arguments) => arguments.clone(),
-            Err(answer) => return answer,
-        };
-        let mut data = Map::new();
-        data.insert("in_doubt".into(), Value::Bool(true));
-        data.insert("reason".into(), Value::from(IN_DOUBT));
-        data.insert("pending".into(), pending);
-        let mut asked = self.fail_with(
-            Failure::AwaitingSettlement,
-            call.spec.name(),
-            &Details::default(),
-            data,
-        );
-        asked.confirmation_id = Some(id.to_owned());
-        asked
     }
 
     /// Stores a side effect's result, then answers with it. The stored
@@ -420,7 +211,7 @@ impl<St: Store> Stages<St> {
     /// from it, wherever the tool's output repeated them. With `lock`, the
     /// call's resource lock is freed with it when the store can
     /// ([`CallStore::complete_unlocking`]).
-    async fn complete(
+    pub(super) async fn complete(
         &self,
         spec: &ToolSpec,
         key: &Key,
@@ -490,7 +281,11 @@ impl<St: Store> Stages<St> {
     /// Records `stored` as the result of `key` again, with the wait loop's
     /// short pauses, for a quarter of a second at most: the last error if
     /// it never took.
-    async fn record_again(&self, key: &Key, stored: &ToolResult) -> Result<(), StoreError> {
+    pub(super) async fn record_again(
+        &self,
+        key: &Key,
+        stored: &ToolResult,
+    ) -> Result<(), StoreError> {
         let last = std::sync::Mutex::new(None);
         let recorded = Waiting::up_to(RECORD_AGAIN)
             .until(|| async {
@@ -508,40 +303,6 @@ impl<St: Store> Stages<St> {
             None => Err(crate::audit::lock(&last)
                 .take()
                 .unwrap_or_else(|| StoreError::new("the store did not answer"))),
-        }
-    }
-
-    /// What the tool's `reconcile` says of the call with this key.
-    async fn reconcile(&self, spec: &'static ToolSpec, cx: &CallContext<'_>) -> Reconciled {
-        let name = spec.name();
-        let Some(asking) = spec.reconcile(cx) else {
-            return Reconciled::NotAsked;
-        };
-        let answer = match self.timeout_of(spec) {
-            Some(limit) => match tokio::time::timeout(limit, CatchUnwind(asking)).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    tracing::warn!(tool = name, ?limit, "reconcile timed out");
-                    return Reconciled::Unknown;
-                }
-            },
-            None => CatchUnwind(asking).await,
-        };
-        match answer {
-            Ok(Ok(Some(data))) => Reconciled::Done(data),
-            Ok(Ok(None)) => Reconciled::NotDone,
-            Ok(Err(error)) => {
-                tracing::warn!(tool = name, %error, "reconcile failed; the call stays in doubt");
-                Reconciled::Unknown
-            }
-            Err(panic) => {
-                tracing::error!(
-                    tool = name,
-                    panic = panic_text(&panic),
-                    "reconcile panicked"
-                );
-                Reconciled::Unknown
-            }
         }
     }
 
@@ -608,7 +369,7 @@ impl<St: Store> Stages<St> {
         bound.saturating_add(LEASE_MARGIN).min(lease)
     }
 
-    fn timeout_of(&self, spec: &ToolSpec) -> Option<Duration> {
+    pub(super) fn timeout_of(&self, spec: &ToolSpec) -> Option<Duration> {
         spec.timeout().or(self.settings.timeout)
     }
 
@@ -737,98 +498,11 @@ impl<St: Store> Stages<St> {
     }
 }
 
-/// Whether a side effect's key is in doubt when stage 8 runs it, and how.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Doubt {
-    /// Not that anyone knows: claim it and run.
-    No,
-    /// Its last run ended with an unknown outcome: settle it first
-    /// (`reconcile`, a backend that honours the key, or a person).
-    Unknown,
-    /// A person settled it: the earlier attempt did not take effect, so it
-    /// runs once under the same key.
-    Rerun,
-}
-
 /// What a claim on a call's key found.
 enum Claimed {
     Acquired,
     Replayed(ToolResult),
     Abandoned,
-}
-
-/// What settling an unknown outcome found ([`Stages::settle_doubt`]).
-enum Settled {
-    /// The call may run; under a person's settlement with this id, if any.
-    Run(Option<String>),
-    /// The answer: the outcome is known now, or a person must settle it.
-    Answer(Stage<ToolResult>),
-}
-
-/// What settling an unknown outcome needs of a call (borrowing nothing that
-/// is not `Sync`).
-pub(super) struct Asked<'a> {
-    pub spec: &'static ToolSpec,
-    pub key: &'a Key,
-    pub arguments: JsonArguments<'a>,
-    pub session: &'a str,
-    pub caller: &'a Caller,
-    pub step: u64,
-}
-
-/// A call's arguments as JSON for what stage 8 rarely needs them for (a
-/// question about an unknown outcome, a stored result's redaction): what
-/// the stages before made ([`Prepared::json`]), or made from the call's
-/// members when first read. Most calls end without reading it, and make
-/// nothing. (It borrows nothing that is not `Sync`: the typed arguments are
-/// the handler's by then.)
-pub(super) struct JsonArguments<'a> {
-    made: &'a OnceLock<Option<Value>>,
-    members: Members<'a>,
-}
-
-impl<'a> JsonArguments<'a> {
-    pub(super) fn of(made: &'a OnceLock<Option<Value>>, members: &Members<'a>) -> Self {
-        JsonArguments {
-            made,
-            members: *members,
-        }
-    }
-
-    /// The JSON, made now if it was not; `None` only for arguments that no
-    /// longer validate or serialize, which a call that passed validation
-    /// never has.
-    fn get(&self, spec: &ToolSpec) -> Option<&Value> {
-        self.made
-            .get_or_init(|| {
-                let typed = spec.validate_members(&self.members).ok()?;
-                typed.to_value().ok()
-            })
-            .as_ref()
-    }
-}
-
-/// The reason of a question about an unknown outcome (`data.reason`,
-/// [`PendingApproval::reason`]): `"in_doubt"`.
-pub(crate) use crate::life::IN_DOUBT;
-
-/// A side effect whose backend can neither be asked (`reconcile`) nor
-/// trusted with one key twice (`idempotent_backend`): a person settles
-/// its unknown outcomes.
-pub(super) fn unprotected(spec: &ToolSpec) -> bool {
-    spec.side_effect() && !spec.reconciles() && !spec.idempotent_backend()
-}
-
-/// What a tool's `reconcile` found.
-enum Reconciled {
-    /// The call took effect; this is its output.
-    Done(Data),
-    /// The call did not take effect.
-    NotDone,
-    /// The tool declares no `reconcile`.
-    NotAsked,
-    /// It could not tell (it failed, timed out or panicked).
-    Unknown,
 }
 
 /// Runs `work`, calling `renew(now_ms, lease_ms)` every third of `lease`
@@ -889,36 +563,6 @@ where
 }
 
 impl<St> Stages<St> {
-    /// The arguments of `call` as JSON, or the answer for arguments that
-    /// cannot be read back (an internal error: they passed validation).
-    fn arguments_of<'c>(&self, call: &'c Asked<'_>) -> Stage<&'c Value> {
-        self.arguments_in(call.spec, &call.arguments)
-    }
-
-    fn arguments_in<'c>(
-        &self,
-        spec: &ToolSpec,
-        arguments: &'c JsonArguments<'_>,
-    ) -> Stage<&'c Value> {
-        arguments.get(spec).ok_or_else(|| {
-            tracing::error!(tool = spec.name(), "validated arguments do not serialize");
-            self.fail(Failure::InternalError, spec.name())
-        })
-    }
-
-    /// The answer to a call whose outcome is unknown: the code stays
-    /// (`TIMEOUT` or `UPSTREAM_UNAVAILABLE`), `data` says `in_doubt`, and the
-    /// message tells the model how to find out.
-    fn fail_in_doubt(&self, code: Code, name: &'static str) -> ToolResult {
-        let failure = match code {
-            Code::Timeout => Failure::TimeoutInDoubt,
-            _ => Failure::UpstreamInDoubt,
-        };
-        let mut data = Map::new();
-        data.insert("in_doubt".into(), Value::Bool(true));
-        self.fail_with(failure, name, &Details::default(), data)
-    }
-
     /// The result of a check or handler that said no. A transient failure
     /// that reaches here (a check's, after its retries) means the backend
     /// is unavailable now.

@@ -28,57 +28,24 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::Dispatcher;
-use super::approval::Decision;
 use super::arguments::Prepared;
+use super::asked::Doubt;
 use super::audited::{self, AUDIT_CUT_ARGUMENTS, Called, call_span, in_span};
 use super::call::Call;
 use super::confirm::Asking;
-use super::dry_run;
-use super::execute::{Asked, Doubt, JsonArguments, unprotected, while_renewing};
+use super::execute::while_renewing;
 use super::ids::shared_session;
-use super::inbox::{Found, mark_edited};
 use super::messages::{Details, Failure};
-use super::stages::{Approval, HeldLock, Stage};
+use super::stages::{Approval, Begun, Carried, Noted, Stage};
 use super::taint::SessionTaint;
 use super::twins::Active;
-use crate::audit::{ArgumentProblem, Cut};
+use crate::audit::Cut;
 use crate::echo::MAX_NAME_ECHO;
-use crate::life::{QuestionKind, Verdict};
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
-use crate::store::{CallBegun, Key, PendingApproval, RecordedOutcome, Store};
+use crate::store::{CallBegun, Key, RecordedOutcome, Store};
 use crate::tool::{CallContext, ToolSpec};
-
-/// What the pipeline notes of a call for its audit record, besides the
-/// answer.
-#[derive(Default)]
-struct Noted {
-    /// The person's decision the call carried out, if it brought one.
-    carried: Option<Carried>,
-    /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
-    tainted: Option<Vec<String>>,
-    /// The problems stage 3 found in its arguments.
-    problems: Vec<ArgumentProblem>,
-}
-
-/// A person's decision that a call carried out: who took it, and the
-/// arguments they put in place of the model's. The audit records both.
-struct Carried {
-    by: String,
-    edited: Option<Value>,
-}
-
-/// What the start of a call left for its end: its step, and the lock it
-/// took that no stage took over yet (freed once the call is answered).
-#[derive(Default)]
-struct Begun {
-    step: u64,
-    lock: Option<HeldLock>,
-    /// The operators' controls the call was judged by were not the store's
-    /// any more: nothing was counted, and the call starts again.
-    controls_moved: bool,
-}
 
 /// How often a call starts again because the operators' controls changed
 /// under it, before it is refused (`STORE_UNAVAILABLE`).
@@ -129,6 +96,28 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // into an `Instrumented`: the future is not copied again.
         let running = pin!(self.run(&call, caller, spec, at_ms));
         let (step, mut result, noted) = in_span(&span, running).await;
+        let called = Called {
+            session: call.session,
+            caller,
+            step,
+            started,
+            at_ms,
+        };
+        self.audit_call(&call, spec, &called, &mut result, noted, &span);
+        result
+    }
+
+    /// Fits `result` to the output budget and hands the call's audit record
+    /// (and, for a person's edit, the edited call's) to the sink.
+    fn audit_call(
+        &self,
+        call: &Call<'_>,
+        spec: Option<&'static ToolSpec>,
+        called: &Called<'_>,
+        result: &mut ToolResult,
+        noted: Noted,
+        span: &tracing::Span,
+    ) {
         let Noted {
             carried,
             tainted,
@@ -139,7 +128,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .and_then(ToolSpec::max_output_bytes)
             .or(self.stages.settings.max_output_bytes);
         if let Some(budget) = budget {
-            crate::budget::fit_result(&mut result, budget, &mut cut);
+            crate::budget::fit_result(result, budget, &mut cut);
         }
         let confirmed = call.confirmed
             || carried.is_some()
@@ -155,14 +144,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             )),
         };
         let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
-        let called = Called {
-            session: call.session,
-            caller,
-            step,
-            started,
-            at_ms,
-        };
-        let mut record = called.ended(tool, arguments, &result);
+        let mut record = called.ended(tool, arguments, result);
         record.confirmed = confirmed;
         record.call_id = call.call_id.map(str::to_owned);
         // A person's decision the call carried out: it is theirs.
@@ -175,18 +157,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             record.step = None;
         }
         record.problems = problems;
-        audited::hand(&*self.audit, record, &span);
+        audited::hand(&*self.audit, record, span);
         if let Some(edited) = carried.and_then(|c| c.edited) {
             // The audit keeps both versions: the model's call above, and
             // the call the person's edits made, as it ran.
             let arguments = crate::tool::audit_text(spec, Arguments::Parsed(&edited));
-            let mut record = called.ended(call.tool.to_owned(), arguments, &result);
+            let mut record = called.ended(call.tool.to_owned(), arguments, result);
             record.confirmed = true;
             record.call_id = call.call_id.map(str::to_owned);
             record.tainted = tainted;
-            audited::hand(&*self.audit, record, &span);
+            audited::hand(&*self.audit, record, span);
         }
-        result
     }
 
     /// The answer to a call that names no conversation, on a dispatcher
@@ -305,47 +286,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         begun: &mut Begun,
     ) -> Stage<ToolResult> {
         let name = call.tool;
-        // The operators' controls, before anything is counted: a stop, the
-        // caller's policy as they narrow it, the rate limits (of a call the
-        // caller may make). Those this process read last judge the call, and
-        // the store makes sure of their version as the call begins (nothing
-        // is counted otherwise, and the call starts again with the new
-        // ones): no request of its own. A dry run, which begins nothing, and
-        // a call a rate limit may count (a count cannot be taken back) read
-        // them first.
-        let held = self.stages.held_current();
-        // A call that brings a question's id carries out what was asked
-        // once, and counted then: it is not a new call for a rate limit.
-        let counted = call.approval.is_none();
-        let fresh = call.dry_run || (counted && !held.controls.rate_limits.is_empty());
-        let current = if fresh {
-            self.stages.controls(name).await?
-        } else {
-            held
-        };
-        let controls = &*current.controls;
-        if let Some(stop) = controls.stopped(name, caller.id()) {
-            // A stop this process read earlier may have been lifted since:
-            // a call is refused by the controls as the store has them.
-            if !fresh && self.stages.controls(name).await?.version != current.version {
-                begun.controls_moved = true;
-                return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
-            }
-            return Err(self.stages.stopped(name, stop));
-        }
-        let narrowed = controls.narrow(caller);
+        let (narrowed, version) = self.judged_by_controls(call, caller, spec, begun).await?;
         let caller = narrowed.as_ref().unwrap_or(caller);
-        if counted
-            && spec.is_some()
-            && caller.policy().allows(name)
-            && !controls.rate_limits.is_empty()
-        {
-            self.stages
-                .rate_limits(controls, name, caller.id(), call.dry_run)
-                .await?;
-        }
-        let version = current.version;
-        drop(current);
         let raw = self.stages.raw_members_of(call);
         let mut object = None;
         let mut problems = Vec::new();
@@ -357,47 +299,18 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             &mut object,
             &mut problems,
         );
-
-        // The step. A dry run uses none: it reads the step the real call
-        // would be. A valid call's step comes with its count (stage 4),
-        // what is recorded of its key, whether its session read untrusted
-        // output and its resource's lock: one request to the store.
-        // This call is one of its key's calls in flight from before it is
-        // counted until it is answered (the guard drops with this frame).
         let mut active = None;
-        let valid = match &mut checked {
-            Ok(prepared) if !call.dry_run => {
-                begun.lock = prepared.early_lock();
-                Some((prepared.spec, &prepared.key))
-            }
-            _ => None,
-        };
-        // A call refused before its start counts a step without it: the
-        // controls it was judged by are made sure of first.
-        if valid.is_none() && !call.dry_run && self.stages.controls(name).await?.version != version
-        {
-            begun.controls_moved = true;
-            return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
-        }
         let (step, started) = self
-            .stages
-            .start(
+            .begin(
                 call,
                 caller,
                 at_ms,
-                valid,
+                &mut checked,
                 &mut active,
-                &mut begun.lock,
+                begun,
                 version,
             )
-            .await;
-        if started.as_ref().is_some_and(|found| found.controls_moved) {
-            begun.controls_moved = true;
-            return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
-        }
-        let step = step.map_err(|error| self.stages.store_unavailable(name, &error))?;
-        begun.step = step;
-
+            .await?;
         // 0. Step budget.
         if step > self.stages.settings.max_steps {
             return Err(self.stages.fail(Failure::StepLimit, name.to_owned()));
@@ -444,6 +357,136 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else {
             None
         };
+        let answer = self
+            .decide_by_approval(prepared, approval, carried, begun)
+            .await;
+        self.stages
+            .uncount_asked(&answer, &prepared.key, name)
+            .await?;
+        drop(active);
+        // A conversation of one call has no call after it to taint.
+        if let Ok(result) = &answer
+            && !call.alone
+        {
+            self.stages
+                .remember_untrusted(prepared.spec, call.scope, caller, given.as_ref(), result)
+                .await?;
+        }
+        answer
+    }
+
+    /// The operators' controls, before anything is counted: a stop, the
+    /// caller's policy as they narrow it (`Some` when they do), the rate
+    /// limits (of a call the caller may make); and the version they were
+    /// judged by. Those this process read last judge the call, and the
+    /// store makes sure of their version as the call begins (nothing is
+    /// counted otherwise, and the call starts again with the new ones): no
+    /// request of its own. A dry run, which begins nothing, and a call a
+    /// rate limit may count (a count cannot be taken back) read them first.
+    async fn judged_by_controls(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+        spec: Option<&'static ToolSpec>,
+        begun: &mut Begun,
+    ) -> Stage<(Option<Caller>, u64)> {
+        let name = call.tool;
+        // caller's policy as they narrow it, the rate limits (of a call the
+        // caller may make). Those this process read last judge the call, and
+        // the store makes sure of their version as the call begins (nothing
+        // is counted otherwise, and the call starts again with the new
+        // ones): no request of its own. A dry run, which begins nothing, and
+        // a call a rate limit may count (a count cannot be taken back) read
+        // them first.
+        let held = self.stages.held_current();
+        // A call that brings a question's id carries out what was asked
+        // once, and counted then: it is not a new call for a rate limit.
+        let counted = call.approval.is_none();
+        let fresh = call.dry_run || (counted && !held.controls.rate_limits.is_empty());
+        let current = if fresh {
+            self.stages.controls(name).await?
+        } else {
+            held
+        };
+        let controls = &*current.controls;
+        if let Some(stop) = controls.stopped(name, caller.id()) {
+            // A stop this process read earlier may have been lifted since:
+            // a call is refused by the controls as the store has them.
+            if !fresh && self.stages.controls(name).await?.version != current.version {
+                begun.controls_moved = true;
+                return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
+            }
+            return Err(self.stages.stopped(name, stop));
+        }
+        let narrowed = controls.narrow(caller);
+        let caller = narrowed.as_ref().unwrap_or(caller);
+        if counted
+            && spec.is_some()
+            && caller.policy().allows(name)
+            && !controls.rate_limits.is_empty()
+        {
+            self.stages
+                .rate_limits(controls, name, caller.id(), call.dry_run)
+                .await?;
+        }
+        Ok((narrowed, current.version))
+    }
+
+    /// The call's step and what its start found, in one request to the
+    /// store: a valid call's step comes with its count (stage 4), what is
+    /// recorded of its key, whether its session read untrusted output and
+    /// its resource's lock. A dry run uses none: it reads the step the real
+    /// call would be. The call is one of its key's calls in flight (in
+    /// `active`) from before it is counted until it is answered.
+    #[allow(clippy::too_many_arguments)] // one call's parts, each needed
+    async fn begin<'d>(
+        &'d self,
+        call: &Call<'_>,
+        caller: &Caller,
+        at_ms: u64,
+        checked: &mut Stage<Prepared<'_>>,
+        active: &mut Option<Active<'d>>,
+        begun: &mut Begun,
+        version: u64,
+    ) -> Stage<(u64, Option<CallBegun>)> {
+        let name = call.tool;
+        let valid = match checked {
+            Ok(prepared) if !call.dry_run => {
+                begun.lock = prepared.early_lock();
+                Some((prepared.spec, &prepared.key))
+            }
+            _ => None,
+        };
+        // A call refused before its start counts a step without it: the
+        // controls it was judged by are made sure of first.
+        if valid.is_none() && !call.dry_run && self.stages.controls(name).await?.version != version
+        {
+            begun.controls_moved = true;
+            return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
+        }
+        let (step, started) = self
+            .stages
+            .start(call, caller, at_ms, valid, active, &mut begun.lock, version)
+            .await;
+        if started.as_ref().is_some_and(|found| found.controls_moved) {
+            begun.controls_moved = true;
+            return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
+        }
+        let step = step.map_err(|error| self.stages.store_unavailable(name, &error))?;
+        begun.step = step;
+        Ok((step, started))
+    }
+
+    /// Stages 5 to 8, by what approves the call: a question's id whose
+    /// decision is carried out (or taken by stage 7), an id the call must
+    /// own, or none.
+    async fn decide_by_approval(
+        &self,
+        prepared: &mut Prepared<'_>,
+        approval: Approval<'_>,
+        carried: &mut Option<Carried>,
+        begun: &mut Begun,
+    ) -> Stage<ToolResult> {
         let answer = match approval {
             // An approval id: a person's decision in the store is carried
             // out as it is, before the check, because their edits replace
@@ -476,23 +519,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 self.decide_and_run(prepared, approval).await
             }
         };
+        // An approval by a rule of the operators' controls is audited as
+        // the rule's.
         if let Some(rule) = prepared.ruled.take() {
             *carried = Some(Carried {
                 by: rule,
                 edited: None,
             });
-        }
-        self.stages
-            .uncount_asked(&answer, &prepared.key, name)
-            .await?;
-        drop(active);
-        // A conversation of one call has no call after it to taint.
-        if let Ok(result) = &answer
-            && !call.alone
-        {
-            self.stages
-                .remember_untrusted(prepared.spec, call.scope, caller, given.as_ref(), result)
-                .await?;
         }
         answer
     }
@@ -581,69 +614,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         Ok((approval, decided))
     }
 
-    /// Stages 5 to 8 of a call that brings an approval id (or learned one):
-    /// a person's decision in the store is carried out as it is (a call of
-    /// its own, with its own locks); with none yet, the call goes on to
-    /// stage 7 under that id. Boxed by the caller: rare, and far larger
-    /// than the common path's future, which would otherwise carry it.
-    async fn run_by_id(
-        &self,
-        prepared: &mut Prepared<'_>,
-        id: &str,
-        approval: Approval<'_>,
-        carried: &mut Option<Carried>,
-        begun: &mut Begun,
-    ) -> Stage<ToolResult> {
-        let arguments = self.stages.json(prepared)?;
-        let found = self
-            .stages
-            .find_decision(
-                id,
-                prepared.spec.name(),
-                arguments,
-                prepared.session,
-                prepared.caller,
-            )
-            .await?;
-        match found {
-            Found::Decided {
-                decision,
-                verdict,
-                fresh,
-            } => {
-                // The decision runs as a call of its own, which takes its
-                // own locks.
-                self.stages
-                    .free(prepared.spec.name(), begun.lock.take())
-                    .await;
-                *carried = Some(Carried {
-                    by: decision.by.clone(),
-                    edited: match &verdict {
-                        Verdict::Edit(edited) => Some(edited.clone()),
-                        _ => None,
-                    },
-                });
-                self.carry_out(id, prepared, &verdict, &decision.note, fresh)
-                    .await
-            }
-            Found::Undecided => {
-                prepared.lock = begun.lock.take();
-                self.decide_and_run(prepared, approval).await
-            }
-            Found::Taken { unsettled } => {
-                prepared.lock = begun.lock.take();
-                let answer = self.decide_and_run(prepared, Approval::Given).await;
-                if unsettled
-                    && let Ok(result) | Err(result) = &answer
-                    && super::inbox::is_final(result)
-                {
-                    self.stages.settle(id, result).await;
-                }
-                answer
-            }
-        }
-    }
-
     /// Stages 5 to 8, with the call's resources locked. The call is
     /// borrowed, not moved, down the stages: each level's future would
     /// otherwise hold its own copy of it.
@@ -728,254 +698,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         prepared.lock = None;
         self.stages.free_locks(prepared.spec.name(), locks).await;
         answer
-    }
-
-    /// A dry run from stage 5 on: the check, the policy and the approval
-    /// as the real call would meet them, and nothing else (no resource
-    /// lock, no approval created or taken up: nothing changes). Where the
-    /// real call would run, would wait for a person, or would be refused by
-    /// its check, a policy limit or the approval it brings: `DRY_RUN`, with
-    /// `data.would` saying which (and `data.refusal`, the answer the real
-    /// call would get, when it would be refused).
-    async fn dry_run(
-        &self,
-        prepared: &mut Prepared<'_>,
-        approval: Approval<'_>,
-        tainted: Option<&[String]>,
-    ) -> Stage<ToolResult> {
-        let name = prepared.spec.name();
-        self.stages.json(prepared)?;
-        if let Approval::InDoubt = approval
-            && unprotected(prepared.spec)
-        {
-            let asked = Asked {
-                spec: prepared.spec,
-                key: &prepared.key,
-                arguments: JsonArguments::of(&prepared.json, &prepared.members),
-                session: prepared.session,
-                caller: prepared.caller,
-                step: prepared.step,
-            };
-            match self.stages.settlement_of(&asked).await? {
-                // It did not happen: the real call runs it once.
-                Some(false) => {}
-                settled => {
-                    let arguments = self.stages.json(prepared)?;
-                    return Ok(dry_run::would_settle(
-                        name,
-                        arguments,
-                        settled == Some(true),
-                    ));
-                }
-            }
-        }
-        let key = prepared.key;
-        let cx = self.call_context(prepared, &key);
-        let mut asks = false;
-        let mut ruled = None;
-        if !matches!(approval, Approval::InDoubt) {
-            let met = match self.stages.check_and_limits(prepared, &cx).await {
-                Ok(()) if prepared.needs_person() => {
-                    let arguments = self.stages.json(prepared)?;
-                    // A rule of the operators' controls would approve it
-                    // (as stage 7 would, never a tainted call nor one that
-                    // needs several people).
-                    let controls = self.stages.held_controls();
-                    let rule = (matches!(approval, Approval::None)
-                        && tainted.is_none()
-                        && prepared.people <= 1)
-                        .then(|| {
-                            controls.rule_for(prepared.spec.name(), prepared.caller.id(), arguments)
-                        })
-                        .flatten();
-                    if let Some(rule) = rule {
-                        ruled = Some(super::operators::rule_approver(&rule.name));
-                        Ok(false)
-                    } else {
-                        let asking = Asking::of(prepared, arguments, tainted);
-                        self.stages.would_ask(asking, approval).await
-                    }
-                }
-                Ok(()) => Ok(false),
-                Err(refused) => Err(refused),
-            };
-            match met {
-                Ok(would_ask) => asks = would_ask,
-                Err(refused) => {
-                    return Ok(dry_run::would_be_refused(name, prepared.json(), refused));
-                }
-            }
-        }
-        let preview = self.stages.preview(prepared, &cx)?;
-        let arguments = self.stages.json(prepared)?;
-        let mut answer = dry_run::would_go_on(name, arguments, asks, tainted, preview);
-        if let Some(rule) = ruled {
-            answer.message = format!(
-                "Dry run: {name} would run with these arguments, approved by the operators' rule \
-                 `{}`; nothing was done.",
-                rule.trim_start_matches("rule:")
-            );
-            answer
-                .data
-                .insert("approved_by".to_owned(), Value::from(rule));
-        }
-        Ok(answer)
-    }
-
-    /// Carries out a person's decision on this call: a denial is
-    /// `CONFIRMATION_DENIED` with their note, an approval runs the call
-    /// (stage 7 passed), an approval with edits runs the edited call. What
-    /// came of it is recorded with the approval.
-    async fn carry_out(
-        &self,
-        id: &str,
-        prepared: &mut Prepared<'_>,
-        verdict: &Verdict,
-        note: &str,
-        fresh: bool,
-    ) -> Stage<ToolResult> {
-        let name = prepared.spec.name();
-        let answer = match verdict {
-            Verdict::Edit(edited) => {
-                let (session, caller, step) = (prepared.session, prepared.caller, prepared.step);
-                self.run_edited(prepared.spec, edited, session, caller, step)
-                    .await
-            }
-            verdict if verdict.runs() => self.decide_and_run(prepared, Approval::Given).await,
-            _ => Err(self.stages.denied(name, note)),
-        };
-        // Recorded once, by the call that used the decision up, when it is
-        // what came of the call for good (an outcome still unknown is read
-        // from the call's key later, `Dispatcher::recorded`); given back
-        // when the call ran nothing for a resource another call held.
-        if fresh && let Ok(result) | Err(result) = &answer {
-            self.stages.settle_or_give_back(id, result).await;
-        }
-        answer
-    }
-
-    /// The call with the arguments a person put in place of the model's:
-    /// validated, checked and policed again as a new call (its own
-    /// idempotency key, bound to the new arguments: one that already ran is
-    /// replayed), past stage 7, which the person's approval is. The answer
-    /// says a person changed them (`data.edited_by_person`,
-    /// `data.edited_arguments`).
-    async fn run_edited(
-        &self,
-        spec: &'static ToolSpec,
-        edited: &Value,
-        session: &str,
-        caller: &Caller,
-        step: u64,
-    ) -> Stage<ToolResult> {
-        let Value::Object(object) = edited else {
-            let refused = self.stages.fail_with(
-                Failure::InvalidArguments,
-                spec.name(),
-                &Details::detail("the edited arguments are not an object"),
-                Map::new(),
-            );
-            return Err(mark_edited(refused, edited));
-        };
-        let mut prepared = self
-            .stages
-            .prepare(spec, object, session, caller, step, None)
-            .map_err(|refused| mark_edited(refused, edited))?;
-        let answer = self.run_approved(&mut prepared).await;
-        answer
-            .map(|result| mark_edited(result, edited))
-            .map_err(|result| mark_edited(result, edited))
-    }
-
-    /// Stages 4 to 8 of a call a person approved, as they approved it: a
-    /// key that completed replays, a key in doubt goes to execution (which
-    /// settles the doubt first), anything else runs past stage 7, which the
-    /// approval is.
-    async fn run_approved(&self, prepared: &mut Prepared<'_>) -> Stage<ToolResult> {
-        let outcome = self
-            .stages
-            .recorded(&prepared.key)
-            .await
-            .map_err(|error| self.stages.store_unavailable(prepared.spec.name(), &error))?;
-        match outcome {
-            Some(RecordedOutcome::Completed(stored)) => Ok(stored),
-            Some(RecordedOutcome::InDoubt) => {
-                self.decide_and_run(prepared, Approval::InDoubt).await
-            }
-            _ => self.decide_and_run(prepared, Approval::Given).await,
-        }
-    }
-
-    /// A pending approval a person (or the host) approved: the call runs,
-    /// once, from stage 4, its arguments validated again and its check and
-    /// policy re-run first; a person's edits run in place of the model's
-    /// arguments, as a new call that says so.
-    pub(super) async fn approved(
-        &self,
-        decision: &Decision<'_>,
-        caller: &Caller,
-        pending: PendingApproval,
-    ) -> Stage<ToolResult> {
-        // The operators' controls as they are now: a stop holds the call,
-        // and the caller's policy is theirs.
-        let current = self.stages.controls(&pending.tool).await?;
-        if let Some(stop) = current.controls.stopped(&pending.tool, caller.id()) {
-            return Err(self.stages.stopped(&pending.tool, stop));
-        }
-        let narrowed = current.controls.narrow(caller);
-        let caller = narrowed.as_ref().unwrap_or(caller);
-        let spec = self.resolve(&pending.tool, caller.policy())?;
-        let object = self.stages.pending_arguments(decision.id, &pending)?;
-        let verdict = pending
-            .decision
-            .as_ref()
-            .map(|recorded| Verdict::of(pending.kind(), recorded));
-        if let Some(Verdict::Edit(edited)) = &verdict {
-            // The model's arguments still pass validation.
-            self.stages
-                .prepare(spec, object, decision.session, caller, pending.step, None)?;
-            return self
-                .run_edited(spec, edited, decision.session, caller, pending.step)
-                .await;
-        }
-        let key_from = decision.key_from_approval.then_some(decision.id);
-        let mut prepared = self.stages.prepare(
-            spec,
-            object,
-            decision.session,
-            caller,
-            pending.step,
-            key_from,
-        )?;
-        // A question about an unknown outcome, approved: the person says
-        // the earlier attempt did not take effect.
-        prepared.settled = pending.kind() == QuestionKind::InDoubt;
-        self.run_approved(&mut prepared).await
-    }
-
-    /// A person said the earlier attempt of an in-doubt call took effect
-    /// (a denial of its question): the call is answered, and replayed from
-    /// then on, as done; nothing runs.
-    pub(super) async fn happened_by_person(
-        &self,
-        decision: &Decision<'_>,
-        caller: &Caller,
-        pending: &PendingApproval,
-    ) -> Stage<ToolResult> {
-        let spec = self.resolve(&pending.tool, caller.policy())?;
-        let object = self.stages.pending_arguments(decision.id, pending)?;
-        let prepared =
-            self.stages
-                .prepare(spec, object, decision.session, caller, pending.step, None)?;
-        let asked = Asked {
-            spec,
-            key: &prepared.key,
-            arguments: JsonArguments::of(&prepared.json, &prepared.members),
-            session: prepared.session,
-            caller,
-            step: prepared.step,
-        };
-        self.stages.happened(&asked, decision.by).await
     }
 
     /// What the check, the preview and the handler see of the call.

@@ -109,3 +109,33 @@ pub(super) struct HeldLock {
     /// moment that record is sent: the renewals stop).
     pub freed: Option<Arc<AtomicBool>>,
 }
+
+/// What the pipeline notes of a call for its audit record, besides the
+/// answer.
+#[derive(Default)]
+pub(super) struct Noted {
+    /// The person's decision the call carried out, if it brought one.
+    pub carried: Option<Carried>,
+    /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
+    pub tainted: Option<Vec<String>>,
+    /// The problems stage 3 found in its arguments.
+    pub problems: Vec<crate::audit::ArgumentProblem>,
+}
+
+/// A person's decision that a call carried out: who took it, and the
+/// arguments they put in place of the model's. The audit records both.
+pub(super) struct Carried {
+    pub by: String,
+    pub edited: Option<Value>,
+}
+
+/// What the start of a call left for its end: its step, and the lock it
+/// took that no stage took over yet (freed once the call is answered).
+#[derive(Default)]
+pub(super) struct Begun {
+    pub step: u64,
+    pub lock: Option<HeldLock>,
+    /// The operators' controls the call was judged by were not the store's
+    /// any more: nothing was counted, and the call starts again.
+    pub controls_moved: bool,
+}

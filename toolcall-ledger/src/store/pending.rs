@@ -1,12 +1,78 @@
-//! The order and the cursor an inbox pages through open approvals by
-//! ([`PendingQuery`](super::PendingQuery)), and their text forms.
+//! What an inbox pages through open questions with: the query
+//! ([`PendingQuery`]), its order and cursor (and their text forms), and the
+//! page.
 
 use std::fmt;
 
-use super::PendingApproval;
+use super::{ApprovalEntry, PendingApproval};
 
-#[cfg(doc)]
-use super::Store;
+/// Which open approvals [`QuestionStore::pending_page`](super::QuestionStore::pending_page) lists: those a person may
+/// decide at `now_ms` (undecided, unused, unexpired), filtered, in an
+/// order, a page at a time.
+#[derive(Clone, Debug)]
+pub struct PendingQuery<'a> {
+    /// The time the approvals must still be open at.
+    pub now_ms: u64,
+    /// Only this conversation's, when given.
+    pub session: Option<&'a str>,
+    /// Only this tool's, when given.
+    pub tool: Option<&'a str>,
+    /// Oldest or newest first.
+    pub order: PendingOrder,
+    /// At most this many items on the page.
+    pub limit: usize,
+    /// Where the previous page ended (its [`PendingPage::next`], parsed):
+    /// the page starts after it. `None`: the first page.
+    pub cursor: Option<PendingCursor>,
+}
+
+impl<'a> PendingQuery<'a> {
+    /// The first page of every open approval at `now_ms`, oldest first, at
+    /// most `limit` of them.
+    pub fn new(now_ms: u64, limit: usize) -> Self {
+        PendingQuery {
+            now_ms,
+            session: None,
+            tool: None,
+            order: PendingOrder::OldestFirst,
+            limit,
+            cursor: None,
+        }
+    }
+
+    /// Whether `approval` is one of those listed (the cursor aside): open at
+    /// `now_ms`, and of the session and tool asked for.
+    pub fn admits(&self, approval: &ApprovalEntry) -> bool {
+        approval.is_open(self.now_ms)
+            && self.session.is_none_or(|s| s == approval.approval.session)
+            && self.tool.is_none_or(|t| t == approval.approval.tool)
+    }
+
+    /// Whether `approval` comes after the cursor, in the query's order.
+    pub fn after_cursor(&self, approval: &PendingApproval) -> bool {
+        let Some(cursor) = &self.cursor else {
+            return true;
+        };
+        let at = (approval.created_ms, approval.id.as_str());
+        let from = (cursor.created_ms, cursor.id.as_str());
+        match self.order {
+            PendingOrder::OldestFirst => at > from,
+            PendingOrder::NewestFirst => at < from,
+        }
+    }
+}
+
+/// One page of open approvals ([`QuestionStore::pending_page`](super::QuestionStore::pending_page)).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PendingPage {
+    /// The page's approvals, in the order asked.
+    pub items: Vec<PendingApproval>,
+    /// How many open approvals match the filters, on every page.
+    pub total: u64,
+    /// The cursor of the next page ([`PendingCursor`]'s text), when there
+    /// are more items after this one's.
+    pub next: Option<String>,
+}
 
 /// In which order [`QuestionStore::pending_page`](super::QuestionStore::pending_page) lists approvals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
