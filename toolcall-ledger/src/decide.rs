@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::question::{
     Answer, Answerer, Answerers, ApprovalDecision, ApprovalEntry, AskApproval, Binding,
-    DecideOutcome, IN_DOUBT, NEVER_MS, OpenBounds, Refusal, Requester, SignOutcome, TakeApproval,
-    may_answer,
+    DecideOutcome, IN_DOUBT, NEVER_MS, OpenBounds, QuestionState, Refusal, Requester, SignOutcome,
+    TakeApproval, Verdict, may_answer,
 };
 use crate::result::ToolResult;
 use crate::store::{Store, StoreError, Unsettled};
@@ -206,11 +206,11 @@ async fn controlled<St: Store + ?Sized>(
 /// Whether the decision kept with `entry` is `decision` (the same decider,
 /// the same answer), whenever it was taken.
 fn same_decision(entry: &ApprovalEntry, decision: &ApprovalDecision) -> bool {
+    let kind = entry.approval.kind();
     entry.approval.decision.as_ref().is_some_and(|kept| {
-        kept.approved == decision.approved
+        Verdict::of(kind, kept) == Verdict::of(kind, decision)
             && kept.by == decision.by
             && kept.note == decision.note
-            && kept.edited_arguments == decision.edited_arguments
     })
 }
 
@@ -262,10 +262,11 @@ pub async fn surface<St: Store + ?Sized>(store: &St, now_ms: u64) -> Result<Surf
         let found = store
             .find_approval(&binding, Some(IN_DOUBT), now_ms)
             .await?;
-        if let Some(entry) = found.filter(|entry| entry.used_ms.is_none()) {
-            if let Some(decision) = entry.approval.decision.filter(|d| !d.approved) {
-                // A person said it happened: done, and nothing runs.
-                let result = happened(&question.tool, &decision.by);
+        match found.map(|entry| (entry.state(now_ms), entry)) {
+            // A person said it happened: done, and nothing runs.
+            Some((QuestionState::Decided(Verdict::Happened), entry)) => {
+                let by = entry.approval.decision.map(|d| d.by).unwrap_or_default();
+                let result = happened(&question.tool, &by);
                 store.complete(&key, &result).await?;
                 if let TakeApproval::Taken(_) = store
                     .take_approval(&entry.approval.id, &binding, now_ms)
@@ -281,10 +282,15 @@ pub async fn surface<St: Store + ?Sized>(store: &St, now_ms: u64) -> Result<Surf
                     store.settle_approval(&entry.approval.id, &came).await?;
                 }
                 done.settled += 1;
+                continue;
             }
             // Open, or "it did not happen", which the call's next attempt
             // carries out: with a person already.
-            continue;
+            Some((state, _)) if state.is_open() || matches!(state, QuestionState::Decided(_)) => {
+                continue;
+            }
+            // Carried out, and in doubt again: a new question.
+            _ => {}
         }
         question.id = crate::ids::question_id();
         question.created_ms = now_ms;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::answerers::Answerers;
-use super::kind::{IN_DOUBT, QuestionKind, Verdict};
+use super::kind::QuestionKind;
 use crate::policy::Principal;
 use crate::result::ToolResult;
 
@@ -355,29 +355,4 @@ pub enum SignOutcome {
     Expired,
     /// No such approval (made up, or purged).
     Invalid,
-}
-
-impl QuestionKind {
-    /// The kind of `question`: [`InDoubt`](QuestionKind::InDoubt) for the
-    /// reason [`IN_DOUBT`], else [`Approval`](QuestionKind::Approval).
-    pub fn of(question: &PendingApproval) -> QuestionKind {
-        if question.reason.as_deref() == Some(IN_DOUBT) {
-            QuestionKind::InDoubt
-        } else {
-            QuestionKind::Approval
-        }
-    }
-}
-
-impl Verdict {
-    /// What `decision`, kept with a question of `kind`, decided.
-    pub fn of(kind: QuestionKind, decision: &ApprovalDecision) -> Verdict {
-        match (kind, decision.approved, &decision.edited_arguments) {
-            (QuestionKind::InDoubt, true, _) => Verdict::NotHappened,
-            (QuestionKind::InDoubt, false, _) => Verdict::Happened,
-            (QuestionKind::Approval, true, Some(edited)) => Verdict::Edit(edited.clone()),
-            (QuestionKind::Approval, true, None) => Verdict::Approve,
-            (QuestionKind::Approval, false, _) => Verdict::Deny,
-        }
-    }
 }

@@ -2,10 +2,11 @@
 //! keeps: here, and nowhere else. Every entry point (the inbox's pages and
 //! its JSON, tasks, elicitations, waits, a call that brings the question's
 //! id, the identical call, the host's answers, dry runs) reads this state;
-//! none tests the stored fields itself.
+//! none tests the stored fields itself. A question's kind and what its
+//! decision decided are read here too.
 
-use super::kind::{QuestionKind, Verdict};
-use super::records::{ApprovalEntry, ApprovalResult, Signature};
+use super::kind::{IN_DOUBT, QuestionKind, Verdict};
+use super::records::{ApprovalDecision, ApprovalEntry, ApprovalResult, PendingApproval, Signature};
 
 /// Where a question stands: see the [module](super#a-questions-states) for
 /// the table, and [`ApprovalEntry::state`] for how it is read.
@@ -126,6 +127,31 @@ impl ApprovalEntry {
             .verdict()
             .filter(|verdict| verdict.stands())
             .cloned()
+    }
+}
+
+impl QuestionKind {
+    /// The kind of `question`: [`InDoubt`](QuestionKind::InDoubt) for the
+    /// reason [`IN_DOUBT`], else [`Approval`](QuestionKind::Approval).
+    pub fn of(question: &PendingApproval) -> QuestionKind {
+        if question.reason.as_deref() == Some(IN_DOUBT) {
+            QuestionKind::InDoubt
+        } else {
+            QuestionKind::Approval
+        }
+    }
+}
+
+impl Verdict {
+    /// What `decision`, kept with a question of `kind`, decided.
+    pub fn of(kind: QuestionKind, decision: &ApprovalDecision) -> Verdict {
+        match (kind, decision.approved, &decision.edited_arguments) {
+            (QuestionKind::InDoubt, true, _) => Verdict::NotHappened,
+            (QuestionKind::InDoubt, false, _) => Verdict::Happened,
+            (QuestionKind::Approval, true, Some(edited)) => Verdict::Edit(edited.clone()),
+            (QuestionKind::Approval, true, None) => Verdict::Approve,
+            (QuestionKind::Approval, false, _) => Verdict::Deny,
+        }
     }
 }
 
