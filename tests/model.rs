@@ -16,10 +16,11 @@
 //! * each call's key is applied at most once, and, once the sequence is
 //!   driven to its end, exactly once unless a person denied it;
 //! * nothing that needed a person's decision ran without an authorized one;
-//! * nobody is asked again for what a person approved (a new question for
-//!   the same reason), whatever came between (the resource found held);
+//! * nobody is asked again (a new question of the call, its requester and
+//!   reason) while one stands, open or approved and not carried out,
+//!   whatever came between (the resource found held);
 //! * nothing runs while another process holds its resource;
-//! * a denial is final;
+//! * a denial is final for its own period, for its requester;
 //! * no answer, replay or taint crosses callers;
 //! * a question about an unknown outcome never becomes an approval;
 //! * every unknown outcome is in the audit and, after the inbox's sweep, in
@@ -38,6 +39,35 @@
 //! the defects this found (tests/controls_regressions.rs, fixed) are made
 //! like any other; `TOOLCALL_MODEL_DEFECTS=none` leaves them out.
 //!
+//! Questions live in time, belong to who asked, and are waited for
+//! (`model/reference.rs`, the table of a question's life): the test drives a
+//! clock of its own (`Op::Tick`: less than an approval's time, past it,
+//! past a denial's own period; approvals last 60 s, denials 300 s), so
+//! that questions expire undecided, decided and not carried out, and after
+//! use, and denials outlive their question's first expiry; two principals
+//! (ana and bo, who are also people who answer) make calls through either
+//! caller, identical ones included, sign, and bring their own questions'
+//! ids and each other's; a replica waits for a decision
+//! (`Dispatcher::wait_for_decision`) that the other replica's store took,
+//! and carried out, before or while it waits, or with its time already
+//! past; questions several people must sign tell who signed. The
+//! reference tracks each question's times, requester, signatures, decision
+//! and use, and after every operation:
+//!
+//! * every entry point says of a question what its state in the table
+//!   says (the identical call, a call with its id or another principal's,
+//!   the host's approve, deny and settle, a person through
+//!   `life::decide`, a wait, the store's own `ApprovalEntry::state`, and
+//!   the signatures a `CONFIRMATION_REQUIRED` names);
+//! * no answer to a call, a wait or the host says `CONFIRMATION_REQUIRED`
+//!   or `CONFIRMATION_EXPIRED` of a call the backend's ledger shows ran;
+//! * nobody approves or signs a call they made (the principal behind the
+//!   caller, or the caller).
+//!
+//! A library defect the model found and that is not fixed yet is a plain
+//! test at the end, ignored, and the model tells its answers apart
+//! (counted) unless `TOOLCALL_MODEL_STRICT=1`.
+//!
 //! `TOOLCALL_MODEL_CASES` sets the cases per store (default 64; a long run
 //! on demand: `TOOLCALL_MODEL_CASES=2000 cargo test -p toolcall-tests --test
 //! model -- --nocapture`), `TOOLCALL_MODEL_SEED` the seed. A counterexample
@@ -52,17 +82,34 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use toolcall::controls::{self, ChangeError, Controls, Target};
-use toolcall::life::{Answer, Answerer, Decided, IN_DOUBT, Refusal};
+use toolcall::life::{Answer, Answerer, Decided, IN_DOUBT, Moment, Refusal};
 use toolcall::store::prelude::*;
 use toolcall::store::{Binding, MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
-    Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Taint,
-    ToolError, ToolResult, tool, tools,
+    Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Principal,
+    Taint, ToolError, ToolResult, tool, tools,
 };
+use toolcall_ledger::store::clock;
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 use toolcall_tests::faulty::{Faulty, Outage};
 use toolcall_tests::{postgres_schema, postgres_url};
+
+#[path = "model/reference.rs"]
+mod reference;
+
+use reference::{Class, Leeway, Question, Said};
+
+/// What went wrong, with the operations that led there.
+type Checked = Result<(), String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($why:tt)*) => {
+        if !$cond {
+            return Err(format!($($why)*));
+        }
+    };
+}
 
 // ------------------------------------------------------------ the backend
 
@@ -191,6 +238,13 @@ const PAGE: usize = 0;
 const RESOURCES: [Option<&str>; 4] = [None, Some("service"), None, Some("disk")];
 const CALLERS: [&str; 2] = ["alice", "bob"];
 const CONVERSATIONS: [&str; 2] = ["c0", "c1"];
+/// Who signed in behind a caller (`Caller::with_principal`): people who
+/// make calls through either caller's agent and answer other people's
+/// questions.
+const PRINCIPALS: [&str; 2] = ["ana", "bo"];
+const ISSUER: &str = "https://id.example.com";
+/// What an MCP client's answer is recorded as made by: never a person.
+const CLIENT: &str = "an MCP client";
 
 // --------------------------------------------------------- the operations
 
@@ -198,8 +252,12 @@ const CONVERSATIONS: [&str; 2] = ["c0", "c1"];
 enum How {
     Plain,
     Confirmed,
-    /// With the id of the newest question of this call the model knows.
+    /// With the id of the newest question of this call and requester the
+    /// model knows.
     WithId,
+    /// With the id of the newest question of this call another requester
+    /// (another principal, or none) asked: not this call's.
+    OthersId,
     DryRun,
 }
 
@@ -222,14 +280,6 @@ enum Fault {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Said {
-    Approve,
-    Deny,
-    Happened,
-    NotHappened,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Via {
     /// The host's `approve`, `deny`, `settle` (a person).
     Host,
@@ -240,21 +290,27 @@ enum Via {
     Client(bool),
 }
 
-/// Who answers a question through the inbox or the host's API.
+/// Who answers a question through the inbox or the host's API: ana and bo
+/// are also principals who make calls; cy never does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Person {
     Ana,
     Bo,
-    /// The caller who made the call (its id, as a person's name).
+    Cy,
+    /// Whoever made the call: the principal behind the caller, or the
+    /// caller (its id, as a person's name).
     Requester,
 }
 
+const PEOPLE: [&str; 3] = ["ana", "bo", "cy"];
+
 impl Person {
-    fn name(self, requester: usize) -> &'static str {
+    fn name(self, q: &Question) -> &'static str {
         match self {
-            Person::Ana => "ana",
-            Person::Bo => "bo",
-            Person::Requester => CALLERS[requester],
+            Person::Ana => PEOPLE[0],
+            Person::Bo => PEOPLE[1],
+            Person::Cy => PEOPLE[2],
+            Person::Requester => q.requester_name(),
         }
     }
 }
@@ -319,10 +375,51 @@ impl Rules {
     }
 }
 
+/// How far an [`Op::Tick`] moves the test's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tick {
+    /// One step: less than an approval's time.
+    Step,
+    /// An approval's time: whatever was asked before it expires.
+    Approval,
+    /// A denial's own period: whatever was denied before it lapses.
+    Denial,
+}
+
+impl Tick {
+    fn ms(self) -> u64 {
+        match self {
+            Tick::Step => reference::STEP_MS,
+            Tick::Approval => reference::STEP_MS * 3,
+            Tick::Denial => reference::STEP_MS * 15,
+        }
+    }
+}
+
+/// What comes before (or while) a replica waits for a decision, through
+/// the other replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum First {
+    /// Nothing: the wait finds the question as it stands.
+    Nothing,
+    /// As many people as it needs decide it, in the inbox.
+    Decide(Said),
+    /// They decide it, and the other replica carries the decision out (its
+    /// requester's call with the id).
+    CarryOut(Said),
+    /// They decide it while the wait runs.
+    Meanwhile(Said),
+    /// One person approves it: of a question several people must sign,
+    /// one signature.
+    SignOnce,
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Call {
         caller: usize,
+        /// The principal behind the caller (of [`PRINCIPALS`]), if any.
+        principal: Option<usize>,
         conversation: usize,
         replica: usize,
         tool: usize,
@@ -374,6 +471,27 @@ enum Op {
     },
     /// Lets leases run out.
     Wait,
+    /// The identical call of one made before (the `back`th last), by its
+    /// requester or, `other`, the next one of: the caller alone, ana, bo.
+    Again {
+        back: usize,
+        other: bool,
+        replica: usize,
+        how: How,
+        fault: Fault,
+        client_answers: bool,
+    },
+    /// Moves the test's clock.
+    Tick(Tick),
+    /// A replica waits for a decision on a known question (picked as
+    /// [`Op::Answer`] picks one), made by its requester; `past`: with the
+    /// wait's time already past.
+    WaitFor {
+        question: usize,
+        replica: usize,
+        first: First,
+        past: bool,
+    },
 }
 
 fn fault() -> impl Strategy<Value = Fault> {
@@ -401,25 +519,33 @@ fn fault() -> impl Strategy<Value = Fault> {
     ]
 }
 
+fn how() -> impl Strategy<Value = How> {
+    prop_oneof![
+        6 => Just(How::Plain),
+        4 => Just(How::Confirmed),
+        4 => Just(How::WithId),
+        2 => Just(How::OthersId),
+        2 => Just(How::DryRun),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let call = (
-        0..2usize,
+        (
+            0..2usize,
+            prop_oneof![2 => Just(None), 1 => Just(Some(0)), 1 => Just(Some(1))],
+        ),
         0..2usize,
         0..2usize,
         0..SIDE_EFFECTS.len(),
         0..2i64,
-        prop_oneof![
-            3 => Just(How::Plain),
-            2 => Just(How::Confirmed),
-            2 => Just(How::WithId),
-            1 => Just(How::DryRun),
-        ],
+        how(),
         fault(),
         any::<bool>(),
     )
         .prop_map(
-            |(caller, conversation, replica, tool, arg, how, fault, client_answers)| Op::Call {
-                caller,
+            |(
+                (caller, principal),
                 conversation,
                 replica,
                 tool,
@@ -427,6 +553,18 @@ fn op() -> impl Strategy<Value = Op> {
                 how,
                 fault,
                 client_answers,
+            )| {
+                Op::Call {
+                    caller,
+                    principal,
+                    conversation,
+                    replica,
+                    tool,
+                    arg,
+                    how,
+                    fault,
+                    client_answers,
+                }
             },
         );
     let answer = (
@@ -446,8 +584,9 @@ fn op() -> impl Strategy<Value = Op> {
         (0..2usize, prop::bool::weighted(0.25)),
         prop::bool::weighted(0.15),
         prop_oneof![
-            9 => Just(Person::Ana),
-            7 => Just(Person::Bo),
+            7 => Just(Person::Ana),
+            6 => Just(Person::Bo),
+            3 => Just(Person::Cy),
             4 => Just(Person::Requester),
         ],
     )
@@ -484,8 +623,27 @@ fn op() -> impl Strategy<Value = Op> {
         0..2usize,
     )
         .prop_map(|(rules, replica)| Op::Load { rules, replica });
+    let again = (
+        0..3usize,
+        prop::bool::weighted(0.3),
+        0..2usize,
+        how(),
+        fault(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(back, other, replica, how, fault, client_answers)| Op::Again {
+                back,
+                other,
+                replica,
+                how,
+                fault,
+                client_answers,
+            },
+        );
     prop_oneof![
-        8 => call,
+        6 => call,
+        4 => again,
         1 => (0..2usize, 0..2usize, 0..2usize).prop_map(|(caller, conversation, replica)| Op::Read { caller, conversation, replica }),
         4 => answer,
         1 => (0..2usize).prop_map(|replica| Op::Sweep { replica }),
@@ -493,7 +651,33 @@ fn op() -> impl Strategy<Value = Op> {
         1 => stop,
         1 => (0..4usize, 0..2usize).prop_map(|(pick, replica)| Op::Resume { pick, replica }),
         1 => load,
+        2 => prop_oneof![
+            2 => Just(Tick::Step),
+            2 => Just(Tick::Approval),
+            1 => Just(Tick::Denial),
+        ]
+        .prop_map(Op::Tick),
+        2 => wait_for_op(),
     ]
+}
+
+fn wait_for_op() -> impl Strategy<Value = Op> {
+    let said = prop_oneof![2 => Just(Said::Approve), 1 => Just(Said::Deny)];
+    let first = prop_oneof![
+        2 => Just(First::Nothing),
+        1 => said.clone().prop_map(First::Decide),
+        2 => said.clone().prop_map(First::CarryOut),
+        1 => said.prop_map(First::Meanwhile),
+        1 => Just(First::SignOnce),
+    ];
+    (0..8usize, 0..2usize, first, prop::bool::weighted(0.3)).prop_map(
+        |(question, replica, first, past)| Op::WaitFor {
+            question,
+            replica,
+            first,
+            past,
+        },
+    )
 }
 
 /// A case: the modes of the two replicas, whether callers share
@@ -559,6 +743,8 @@ struct System<St: Store> {
     stores: [Arc<Faulty<St>>; 2],
     audits: [MemoryAudit; 2],
     callers: [Caller; 2],
+    /// Each caller with each principal behind it.
+    principals: [[Caller; 2]; 2],
 }
 
 fn policy() -> Policy {
@@ -571,6 +757,11 @@ impl<St: Store> System<St> {
     fn new(case: &Case, stores: [St; 2]) -> Self {
         let ledger = Arc::new(Ledger::default());
         let callers = CALLERS.map(|id| Caller::new(id, policy()));
+        let principals = CALLERS.map(|id| {
+            PRINCIPALS.map(|subject| {
+                Caller::new(id, policy()).with_principal(Principal::new(ISSUER, subject))
+            })
+        });
         let audits = [MemoryAudit::new(), MemoryAudit::new()];
         let [one, two] = stores;
         let stores = [Arc::new(Faulty::new(one)), Arc::new(Faulty::new(two))];
@@ -590,7 +781,8 @@ impl<St: Store> System<St> {
                 .retry_backoff(Duration::ZERO)
                 .claim_lease(Duration::from_millis(40))
                 .claim_wait(Duration::from_millis(400))
-                .approval_ttl(Duration::from_secs(600))
+                .approval_ttl(reference::APPROVAL_TTL)
+                .denial_ttl(reference::DENIAL_TTL)
                 .max_pending_approvals(1_000)
                 .max_pending_per_caller(1_000)
                 .build()
@@ -604,6 +796,15 @@ impl<St: Store> System<St> {
             stores,
             audits,
             callers,
+            principals,
+        }
+    }
+
+    /// `caller`, with `principal` behind it if any.
+    fn caller(&self, caller: usize, principal: Option<usize>) -> &Caller {
+        match principal {
+            Some(p) => &self.principals[caller][p],
+            None => &self.callers[caller],
         }
     }
 }
@@ -622,10 +823,6 @@ struct Known {
     needs_person: bool,
     /// An approval was given by someone allowed to give it.
     authorized: bool,
-    /// A denial was recorded: final.
-    denied: bool,
-    /// Effects at the time of the denial.
-    applied_at_denial: usize,
     /// Its outcome went unknown (an answer said so, or a crash after the
     /// claim), and no person said it did not happen since.
     unknown: bool,
@@ -644,22 +841,21 @@ struct Known {
     decided: bool,
     /// The operators' rule approved it.
     ruled: bool,
-    /// The reasons (`high_risk`, `untrusted_context`) of the questions a
-    /// person approved: nobody is asked again for one of them.
-    approved_for: BTreeSet<String>,
-}
-
-#[derive(Clone, Debug)]
-struct Question {
-    id: String,
-    identity: Identity,
-    in_doubt: bool,
 }
 
 #[derive(Default)]
 struct Model {
     known: BTreeMap<Identity, Known>,
+    /// The questions the answers named, as the reference knows them.
     questions: Vec<Question>,
+    /// The test's clock: milliseconds it was moved forward in this case.
+    v: u64,
+    /// The wall clock at the case's start.
+    base_ms: u64,
+    /// The calls (and requesters) of which the store may keep a question
+    /// no answer named: asked as a store failed, or by the operators'
+    /// rule. What the reference says of their questions is not predicted.
+    unseen: BTreeSet<(Identity, Option<usize>)>,
     /// The (caller, conversation) pairs that read untrusted output; with
     /// shared conversations, the caller is left out (`usize::MAX`).
     tainted: BTreeSet<(usize, usize)>,
@@ -673,8 +869,12 @@ struct Model {
     /// A caller whose page the store failed to begin: counted or not, as
     /// the store says after the call (once at most).
     recount: Option<usize>,
-    /// The distinct people who signed each question, by id.
-    signed: BTreeMap<String, BTreeSet<&'static str>>,
+    /// What the operation under way may change of the questions.
+    leeway: Leeway,
+    /// The calls made, and by whom, for [`Op::Again`].
+    calls: Vec<(Identity, Option<usize>)>,
+    /// The controls asked two people for a wipe at some time in this case.
+    signing: bool,
 }
 
 impl Model {
@@ -692,41 +892,154 @@ impl Model {
             || self.stopped.contains(&Stopped::Caller(caller))
     }
 
-    fn newest_question(&self, identity: Identity) -> Option<&Question> {
-        self.questions.iter().rev().find(|q| q.identity == identity)
+    /// The newest question of this call this requester asked (or, about
+    /// an unknown outcome, anyone).
+    fn newest_question(&self, identity: Identity, requester: Option<usize>) -> Option<&Question> {
+        self.questions
+            .iter()
+            .rev()
+            .find(|q| q.identity == identity && (q.requester == requester || q.in_doubt))
     }
 
-    fn note_question(&mut self, identity: Identity, id: &str, in_doubt: bool) {
-        if !self.questions.iter().any(|q| q.id == id) {
-            self.questions.push(Question {
-                id: id.to_owned(),
-                identity,
-                in_doubt,
-            });
+    /// The newest approval question of this call another requester asked.
+    fn others_question(&self, identity: Identity, requester: Option<usize>) -> Option<&Question> {
+        self.questions
+            .iter()
+            .rev()
+            .find(|q| q.identity == identity && q.requester != requester && !q.in_doubt)
+    }
+
+    fn question(&self, id: &str) -> Option<&Question> {
+        self.questions.iter().find(|q| q.id == id)
+    }
+
+    fn question_mut(&mut self, id: &str) -> Option<&mut Question> {
+        self.questions.iter_mut().find(|q| q.id == id)
+    }
+
+    /// A denial of this call by this requester that still answers its
+    /// identical calls, for either reason.
+    fn denial(&self, identity: Identity, requester: Option<usize>) -> Option<&Question> {
+        self.questions.iter().find(|q| {
+            q.identity == identity && q.requester == requester && !q.in_doubt && q.denies(self.v)
+        })
+    }
+
+    /// The approval question of this call, requester and reason that
+    /// stands: open, or decided and not carried out, within its time.
+    fn live(
+        &self,
+        identity: Identity,
+        requester: Option<usize>,
+        reason: Option<&str>,
+    ) -> Option<&Question> {
+        self.questions.iter().rev().find(|q| {
+            q.identity == identity
+                && q.requester == requester
+                && !q.in_doubt
+                && q.reason.as_deref() == reason
+                && q.live(self.v)
+        })
+    }
+
+    /// Whether the model predicts what the store says of this call's
+    /// questions for this requester.
+    fn seen(&self, identity: Identity, requester: Option<usize>) -> bool {
+        !self.unseen.contains(&(identity, requester))
+    }
+}
+
+/// Takes the question `id`, named by an answer to a call of `identity` by
+/// `requester`, into the reference, if it is new there: its reason, the
+/// people it asks for and who may answer as its record says; when it was
+/// asked, as the store wrote it, which must be now unless the model could
+/// not see it asked (`clean`: the operation met no fault). A new approval
+/// question while one of the same call, requester and reason stands is a
+/// person asked again.
+async fn note_question<St: Store>(
+    system: &System<St>,
+    model: &mut Model,
+    identity: Identity,
+    requester: Option<usize>,
+    id: &str,
+    in_doubt: bool,
+    clean: bool,
+) -> Checked {
+    if model.question(id).is_some() {
+        return Ok(());
+    }
+    let entry = system.stores[0]
+        .inner()
+        .approval(id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(entry) = entry else {
+        return Err(format!(
+            "an answer named the question {id}, which the store does not have"
+        ));
+    };
+    let question = &entry.approval;
+    let asked_v =
+        question.created_ms.saturating_sub(model.base_ms) / reference::STEP_MS * reference::STEP_MS;
+    let principal = question
+        .principal
+        .as_ref()
+        .and_then(|p| PRINCIPALS.iter().position(|name| *name == p.subject));
+    if !in_doubt {
+        ensure!(
+            principal == requester,
+            "a call of {identity:?} by {requester:?} was answered with the question {id} of \
+             {:?}",
+            question.principal
+        );
+        let seen = model.seen(identity, requester);
+        ensure!(
+            !seen || !clean || asked_v == model.v,
+            "the question {id} was asked at {asked_v} ms on the test's clock, now {} ms",
+            model.v
+        );
+        if seen && let Some(standing) = model.live(identity, requester, question.reason.as_deref())
+        {
+            return Err(format!(
+                "a person is asked again ({id}) for a call whose question stands: {standing:?}"
+            ));
         }
     }
+    model.questions.push(Question {
+        id: id.to_owned(),
+        identity,
+        requester: if in_doubt { principal } else { requester },
+        in_doubt,
+        reason: question.reason.clone(),
+        asked_v,
+        needed: question.answerers.people_needed(),
+        host: question.answerers.host(),
+        client: question.answerers.client(),
+        signed: Vec::new(),
+        decision: None,
+        applied_at_decision: 0,
+        used: false,
+        gone: false,
+        expired_seen: false,
+    });
+    Ok(())
 }
 
 // --------------------------------------------------------- the checks
 
-/// What went wrong, with the operations that led there.
-type Checked = Result<(), String>;
-
-macro_rules! ensure {
-    ($cond:expr, $($why:tt)*) => {
-        if !$cond {
-            return Err(format!($($why)*));
-        }
-    };
-}
-
 async fn run_case<St: Store>(case: &Case, stores: [St; 2]) -> Checked {
+    // The test's clock, from the wall clock, for this case alone.
+    clock::reset();
     let system = System::new(case, stores);
-    let mut model = Model::default();
+    let mut model = Model {
+        base_ms: now_ms(),
+        ..Model::default()
+    };
     if case.rules != Rules::Lift {
         load(&system, 0, case.rules).await?;
         model.rules = case.rules;
     }
+    model.signing = case.rules == Rules::TwoPeople;
     for (at, op) in case.ops.iter().enumerate() {
         OPS.fetch_add(1, Ordering::Relaxed);
         let effects = system.ledger.effects.lock().unwrap().len();
@@ -738,18 +1051,145 @@ async fn run_case<St: Store>(case: &Case, stores: [St; 2]) -> Checked {
             .filter(|(_, known)| known.rerun_allowed)
             .map(|(identity, _)| *identity)
             .collect();
+        let denied = denied_before(&system, &model, op);
+        model.leeway = Leeway::default();
         step(&system, &mut model, case, op)
             .await
             .map_err(|why| format!("operation {at} ({op:?}): {why}"))?;
         controls_held(&system, &model, effects, &stopped, rules, &reruns)
             .map_err(|why| format!("operation {at} ({op:?}): {why}"))?;
+        if let Some((identity, key)) = denied {
+            ensure!(
+                system.ledger.applied(&key) == 0,
+                "operation {at} ({op:?}) ran {identity:?} for a requester whose denial of it \
+                 stands"
+            );
+        }
+        questions_held(&system, &mut model)
+            .await
+            .map_err(|why| format!("after operation {at} ({op:?}): {why}"))?;
         invariants(&system, &model)
             .await
             .map_err(|why| format!("after operation {at} ({op:?}): {why}"))?;
     }
-    drive_to_the_end(&system, &mut model, case)
+    let end = drive_to_the_end(&system, &mut model, case)
         .await
-        .map_err(|why| format!("at the end: {why}"))
+        .map_err(|why| format!("at the end: {why}"));
+    clock::reset();
+    end
+}
+
+/// The call an [`Op::Again`] makes again, and by whom.
+fn again(model: &Model, back: usize, other: bool) -> Option<(Identity, Option<usize>)> {
+    let len = model.calls.len();
+    let (identity, principal) = *model.calls.get(len.checked_sub(1 + back % len.max(1))?)?;
+    let principal = match (other, principal) {
+        (false, principal) => principal,
+        (true, None) => Some(0),
+        (true, Some(0)) => Some(1),
+        (true, Some(_)) => None,
+    };
+    Some((identity, principal))
+}
+
+/// The question an [`Op::Answer`] or an [`Op::WaitFor`] picks: half of
+/// them the newest (a second signature, a person answering what was just
+/// asked), the others any.
+fn picked(model: &Model, question: usize) -> Option<Question> {
+    let len = model.questions.len();
+    if len == 0 {
+        return None;
+    }
+    let at = if question < 4 {
+        len - 1
+    } else {
+        question % len
+    };
+    Some(model.questions[at].clone())
+}
+
+/// The call `op` acts for and its key, when its requester's denial of it
+/// stands and nothing of it ran yet: the operation must run nothing of it
+/// (a denial is final for its period, whatever question is carried out).
+fn denied_before<St: Store>(
+    system: &System<St>,
+    model: &Model,
+    op: &Op,
+) -> Option<(Identity, String)> {
+    let (identity, requester) = match *op {
+        Op::Call {
+            caller,
+            principal,
+            conversation,
+            tool,
+            arg,
+            how,
+            ..
+        } if how != How::DryRun => ((caller, conversation, tool, arg), principal),
+        Op::Again {
+            back, other, how, ..
+        } if how != How::DryRun => again(model, back, other)?,
+        Op::Answer { question, .. } | Op::WaitFor { question, .. } => {
+            let q = picked(model, question)?;
+            (q.identity, q.requester)
+        }
+        _ => return None,
+    };
+    let key = model.known.get(&identity)?.key.clone()?;
+    (model.denial(identity, requester).is_some() && system.ledger.applied(&key) == 0)
+        .then_some((identity, key))
+}
+
+/// The store's reading of every question the reference knows, against
+/// the table's at the test's clock (and the signatures given), taking on
+/// what the operation was allowed to change.
+async fn questions_held<St: Store>(system: &System<St>, model: &mut Model) -> Checked {
+    let store = system.stores[0].inner();
+    let now = now_ms();
+    let v = model.v;
+    let leeway = std::mem::take(&mut model.leeway);
+    // Only a question two people must sign is signed: one asked of two, or
+    // one the controls asked two for in this case.
+    let signing = model.signing;
+    for at in 0..model.questions.len() {
+        if model.questions[at].gone {
+            continue;
+        }
+        let id = model.questions[at].id.clone();
+        let entry = store.approval(&id).await.map_err(|e| e.to_string())?;
+        let class = reference::class_of(entry.as_ref(), now)?;
+        let applied = model
+            .known
+            .get(&model.questions[at].identity)
+            .and_then(|known| known.key.as_deref())
+            .map_or(0, |key| system.ledger.applied(key));
+        if reference::expired_decision_taken(&model.questions[at], class, v, &leeway) && !strict() {
+            told_apart(Open::ExpiredDecisionTaken);
+            model.questions[at].used = true;
+        }
+        reference::reconcile(&mut model.questions[at], class, v, &leeway, applied)?;
+        if entry.is_some() && (signing || model.questions[at].needed > 1) {
+            let signed: Vec<String> = store
+                .signatures(&id)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|signature| signature.by)
+                .collect();
+            let q = &model.questions[at];
+            ensure!(
+                signed == q.signed,
+                "the question {id} was signed by {signed:?}; the reference says {:?}",
+                q.signed
+            );
+        }
+        let q = &mut model.questions[at];
+        if class == Class::Expired && !q.expired_seen {
+            q.expired_seen = true;
+            EXPIRED_SEEN.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
 }
 
 /// What ran during one operation, against the operators' controls as
@@ -787,19 +1227,6 @@ fn controls_held<St: Store>(
         }
     }
     Ok(())
-}
-
-fn identity_of(op: &Op) -> Option<Identity> {
-    match *op {
-        Op::Call {
-            caller,
-            conversation,
-            tool,
-            arg,
-            ..
-        } => Some((caller, conversation, tool, arg)),
-        _ => None,
-    }
 }
 
 /// Whether the store holds an approval of this exact call that the
@@ -854,16 +1281,22 @@ async fn open_question_of_people<St: Store>(
 async fn controlled_call<St: Store>(
     system: &System<St>,
     model: &mut Model,
-    identity: Identity,
-    replica: usize,
-    how: How,
-    fault: Fault,
-    client_answers: bool,
+    calling: &Calling,
+    id: Option<&str>,
 ) -> Option<Checked> {
+    let Calling {
+        identity,
+        replica,
+        how,
+        fault,
+        ..
+    } = *calling;
     let (caller, _, tool, _) = identity;
     let expected = match fault {
         _ if model.is_stopped(tool, caller) => Code::Stopped,
-        _ if model.rules == Rules::Limits && tool == PAGE => {
+        // A call that brings a question's id carries out what was asked
+        // (and counted) once: no limit counts it.
+        _ if model.rules == Rules::Limits && tool == PAGE && id.is_none() => {
             let full = model.pages[caller] >= PAGES_PER_WINDOW;
             match fault {
                 // A dry run reads the count, and counts nothing.
@@ -895,17 +1328,7 @@ async fn controlled_call<St: Store>(
     };
     let effects = system.ledger.effects.lock().unwrap().len();
     let records = system.audits[replica].records().len();
-    let id = model.newest_question(identity).map(|q| q.id.clone());
-    let answer = call(
-        system,
-        identity,
-        replica,
-        how,
-        fault,
-        client_answers,
-        id.as_deref(),
-    )
-    .await;
+    let answer = call(system, calling, id).await;
     Some(
         async {
             let Some(answer) = answer else {
@@ -960,10 +1383,422 @@ async fn controlled_call<St: Store>(
     )
 }
 
+/// What a call's answer must be, from the table, when the model can tell:
+/// no fault, nothing of the call ran or is in doubt, it needs a person and
+/// no operators' rule decides for one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Expect {
+    /// `CONFIRMATION_DENIED`: its requester's denial stands.
+    Denied,
+    /// `CONFIRMATION_REQUIRED` with this question, and its signatures.
+    Asked(String),
+    /// `CONFIRMATION_REQUIRED` with a new question.
+    AskedAnew,
+    /// It runs, once.
+    Runs,
+    /// `CONFIRMATION_EXPIRED` of this question (`CONFIRMATION_INVALID`
+    /// once the store dropped it).
+    Expired(String),
+    /// `CONFIRMATION_INVALID`: the id is not this call's.
+    Invalid,
+}
+
+/// What the table says a call answers (see [`Expect`]); `None` where it
+/// does not say.
+fn expect_call(
+    model: &Model,
+    calling: &Calling,
+    host_mode: bool,
+    reason: Option<&str>,
+    id: Option<&str>,
+) -> Option<Expect> {
+    let Calling {
+        identity,
+        principal,
+        how,
+        ..
+    } = *calling;
+    let v = model.v;
+    let people = model.rules.people(identity.2);
+    if how == How::OthersId && id.is_some() {
+        return Some(Expect::Invalid);
+    }
+    // A denial is for the call, over an approval of its question for the
+    // other reason (an open one is asked, or denied).
+    let denied = model.denial(identity, principal).is_some();
+    if let (How::WithId, Some(id)) = (how, id) {
+        let q = model.question(id)?;
+        if q.in_doubt {
+            return None;
+        }
+        return match q.class(v) {
+            Class::Expired => Some(Expect::Expired(id.to_owned())),
+            Class::Gone => Some(Expect::Invalid),
+            Class::Open if denied => None,
+            // The host's id is its approval where the question lets it.
+            Class::Open if host_mode && q.host && people <= 1 => Some(Expect::Runs),
+            Class::Open => Some(Expect::Asked(id.to_owned())),
+            _ if denied => Some(Expect::Denied),
+            Class::Decided(Said::Approve) => Some(Expect::Runs),
+            Class::Decided(Said::Deny) | Class::Used(Said::Deny) => Some(Expect::Denied),
+            _ => None,
+        };
+    }
+    if denied {
+        return Some(Expect::Denied);
+    }
+    if how == How::Confirmed && host_mode && people <= 1 {
+        // The host's word approves, unless a question of the call stands
+        // open that the host may not answer.
+        return Some(
+            match model.questions.iter().rev().find(|q| {
+                q.identity == identity
+                    && q.requester == principal
+                    && !q.in_doubt
+                    && q.class(v) == Class::Open
+                    && !q.host
+            }) {
+                Some(q) => Expect::Asked(q.id.clone()),
+                None => Expect::Runs,
+            },
+        );
+    }
+    match model.live(identity, principal, reason) {
+        Some(q) => match q.class(v) {
+            Class::Open => Some(Expect::Asked(q.id.clone())),
+            Class::Decided(Said::Approve) => Some(Expect::Runs),
+            _ => None,
+        },
+        None => Some(Expect::AskedAnew),
+    }
+}
+
+/// The answer against what the table said it would be.
+fn check_expected(
+    model: &Model,
+    expect: &Expect,
+    answer: &ToolResult,
+    ran: usize,
+    was_there: bool,
+) -> Checked {
+    let code = answer.code.clone();
+    let id = answer.confirmation_id.as_deref();
+    match expect {
+        Expect::Denied => ensure!(
+            code == Code::ConfirmationDenied,
+            "the call's requester denied it: {answer:?}"
+        ),
+        Expect::Asked(asked) => {
+            ensure!(
+                code == Code::ConfirmationRequired && id == Some(asked.as_str()),
+                "the call was to be asked again under {asked}: {answer:?}"
+            );
+            let q = model.question(asked).unwrap();
+            signatures_named(model, q, answer, true)?;
+        }
+        Expect::AskedAnew => ensure!(
+            code == Code::ConfirmationRequired && id.is_some_and(|id| model.question(id).is_none()),
+            "the call was to be asked anew: {answer:?}"
+        ),
+        Expect::Runs => ensure!(
+            answer.ok && ran == 1,
+            "the call was to run once (ran {ran}): {answer:?}"
+        ),
+        Expect::Expired(expired) => ensure!(
+            code == Code::ConfirmationExpired || (code == Code::ConfirmationInvalid && !was_there),
+            "the question {expired} expired: {answer:?}"
+        ),
+        Expect::Invalid => ensure!(
+            code == Code::ConfirmationInvalid,
+            "the id brought is not the call's: {answer:?}"
+        ),
+    }
+    EXPECTED.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// What a `CONFIRMATION_REQUIRED` of `q` names of its signatures: as many
+/// people as it needs (its own record's count, or the controls' now,
+/// whichever is more; `exact`: the controls as the model knows them, not
+/// as a replica may still hold them), who signed, in order.
+fn signatures_named(model: &Model, q: &Question, answer: &ToolResult, exact: bool) -> Checked {
+    let needed = q.needed.max(model.rules.people(q.identity.2));
+    let named = answer.data.get("needed").and_then(Value::as_u64);
+    if exact {
+        ensure!(
+            named.unwrap_or(1) == u64::from(needed),
+            "the question {} needs {needed} people: {answer:?}",
+            q.id
+        );
+    } else {
+        ensure!(
+            named.unwrap_or(1) >= u64::from(q.needed),
+            "the question {} needs {} people: {answer:?}",
+            q.id,
+            q.needed
+        );
+    }
+    if named.is_some_and(|n| n > 1) {
+        ensure!(
+            answer.data.get("signatures") == Some(&json!(q.signed.len()))
+                && answer.data.get("signed_by") == Some(&json!(q.signed)),
+            "the question {} was signed by {:?}: {answer:?}",
+            q.id,
+            q.signed
+        );
+        SIGNATURES_NAMED.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// No answer says a call is still to be approved, or that its approval
+/// expired, when the backend's ledger shows it ran.
+fn said_of_a_call_that_ran(answer: &ToolResult, ran_before: usize) -> Checked {
+    ensure!(
+        ran_before == 0
+            || !matches!(
+                answer.code,
+                Code::ConfirmationRequired | Code::ConfirmationExpired
+            ),
+        "{} of a call that ran: {answer:?}",
+        answer.code.as_str()
+    );
+    Ok(())
+}
+
+/// A call of an operation: the operators' controls, the call, its checks,
+/// and what its answer tells the model.
+async fn make_call<St: Store>(
+    system: &System<St>,
+    model: &mut Model,
+    case: &Case,
+    calling: &Calling,
+) -> Checked {
+    let Calling {
+        identity,
+        principal,
+        replica,
+        how,
+        fault,
+        ..
+    } = *calling;
+    let (caller, conversation, tool, arg) = identity;
+    model.calls.push((identity, principal));
+    let id = brought_id(model, identity, principal, how);
+    if let Some(checked) = controlled_call(system, model, calling, id.as_deref()).await {
+        return checked;
+    }
+    let tainted_now = model
+        .tainted
+        .contains(&model.taint_scope(case.share, caller, conversation));
+    // The operators' rule approves a question several people must
+    // approve: a known defect (tests/controls_regressions.rs), left
+    // out unless asked for.
+    if !defect("rule")
+        && model.rules == Rules::Limits
+        && tool == WIPE
+        && arg == 0
+        && !tainted_now
+        && id.is_none()
+        && how != How::DryRun
+        && open_question_of_people(system, model, identity, replica).await
+    {
+        AVOIDED.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
+    let first = !model.known.contains_key(&identity);
+    let known = model.known.entry(identity).or_default();
+    if first {
+        known.needs_person = SIDE_EFFECTS[tool] == "wipe" || tainted_now;
+        // The documented key: what the backend sees.
+        known.key = Some(toolcall::canonical::idempotency_key(
+            CALLERS[caller],
+            CONVERSATIONS[conversation],
+            SIDE_EFFECTS[tool],
+            &json!({ "arg": arg }),
+        ));
+    }
+    let host_mode = system.replicas[replica].settings().approvals == Approvals::Host;
+    // In host mode, the host's confirmation is an authorized approval
+    // of a call that brings no id, when one person is enough.
+    let one_person = model.rules.people(tool) <= 1
+        && !open_question_of_people(system, model, identity, replica).await;
+    let known = model.known.get_mut(&identity).unwrap();
+    if how == How::Confirmed && host_mode && one_person {
+        known.authorized = true;
+    }
+    let before = known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
+    let unknown = known.unknown;
+    // In host mode, the host bringing the id of an open question
+    // that lets the host answer is the host's approval.
+    if how == How::WithId
+        && host_mode
+        && let Some(q) = id.as_deref().and_then(|id| model.question(id))
+        && q.host
+        && q.class(model.v) == Class::Open
+        && model.rules.people(tool) <= 1
+    {
+        model.known.get_mut(&identity).unwrap().authorized = true;
+    }
+    // A rule of the operators' controls approves a wipe of disk 0
+    // without a person: a call that brings no id (and no host's
+    // confirmation that stands), untainted, one person enough.
+    let plain = how == How::Plain || (matches!(how, How::WithId | How::OthersId) && id.is_none());
+    let rule_applies = model.rules == Rules::Limits
+        && tool == WIPE
+        && arg == 0
+        && !tainted_now
+        && (plain || (how == How::Confirmed && !host_mode));
+    // What the call may do to the questions: carry out its requester's
+    // (and any about its unknown outcome), take the host's id undecided in
+    // host mode, and the rule may approve its open one.
+    let reason = tainted_now.then_some("untrusted_context");
+    for q in &model.questions {
+        if q.identity == identity && (q.requester == principal || q.in_doubt) {
+            model.leeway.take.insert(q.id.clone());
+            if rule_applies && !q.in_doubt {
+                model.leeway.decide.insert(q.id.clone(), Said::Approve);
+            }
+        }
+    }
+    if host_mode
+        && how == How::WithId
+        && let Some(id) = &id
+    {
+        model.leeway.take_undecided.insert(id.clone());
+    }
+    let needs_person = tool == WIPE || tainted_now;
+    let in_doubt = model
+        .questions
+        .iter()
+        .any(|q| q.identity == identity && q.in_doubt);
+    let expect = (fault == Fault::None
+        && how != How::DryRun
+        && needs_person
+        && !rule_applies
+        && before == 0
+        && !unknown
+        && !in_doubt
+        && model.seen(identity, principal))
+    .then(|| expect_call(model, calling, host_mode, reason, id.as_deref()))
+    .flatten();
+    let was_there = match &expect {
+        Some(Expect::Expired(id)) => system.stores[0]
+            .inner()
+            .approval(id)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some(),
+        _ => true,
+    };
+    if matches!(fault, Fault::Store(..)) || rule_applies {
+        model.unseen.insert((identity, principal));
+    }
+    let answer = call(system, calling, id.as_deref()).await;
+    if let Some(counted) = model.recount.take() {
+        let count = pages_counted(system, counted).await?;
+        let before = model.pages[counted];
+        ensure!(
+            count == before || count == before + 1,
+            "one page counted {count} from {before}"
+        );
+        model.pages[counted] = count;
+    }
+    let ruled = tool == WIPE && rule_decided(system, identity).await?;
+    let known = model.known.get_mut(&identity).unwrap();
+    if ruled && !known.ruled {
+        ensure!(
+            rule_applies,
+            "the rule approved a call it does not cover ({:?})",
+            model.rules
+        );
+        known.ruled = true;
+        known.decided = true;
+        known.authorized = true;
+        RULE_APPROVALS.fetch_add(1, Ordering::Relaxed);
+    }
+    let Some(answer) = answer else {
+        // Crashed: the effect may have happened; the outcome is
+        // unknown unless the crash came before any claim.
+        if let Some(key) = &known.key {
+            let now = system.ledger.applied(key);
+            if now > before || matches!(fault, Fault::CrashAfterClaim | Fault::CrashBeforeComplete)
+            {
+                if !known.unknown {
+                    known.applied_at_unknown = before;
+                }
+                known.unknown = true;
+                known.rerun_allowed = false;
+            }
+        }
+        return Ok(());
+    };
+    ensure!(
+        !matches!(answer.code, Code::Stopped | Code::RateLimited),
+        "a call nothing stops or limits answered {}: {answer:?}",
+        answer.code.as_str()
+    );
+    if matches!(answer.code, Code::ResourceBusy | Code::Stopped) {
+        model.leeway.give_back = true;
+    }
+    let ran = known.key.as_deref().map_or(0, |k| system.ledger.applied(k)) - before;
+    // Nothing runs while another process holds the call's resource.
+    let held = fault == (Fault::Busy { released: false });
+    if held && RESOURCES[tool].is_some() {
+        ensure!(
+            ran == 0,
+            "ran while another process held its resource: {answer:?}"
+        );
+    }
+    // Held for a moment (`released`), the call may still have
+    // waited longer than `claim_wait` on a busy machine.
+    if answer.code == Code::ResourceBusy {
+        ensure!(
+            matches!(fault, Fault::Busy { .. }),
+            "RESOURCE_BUSY with the resource free: {answer:?}"
+        );
+        BUSY_ANSWERS.fetch_add(1, Ordering::Relaxed);
+    }
+    if rule_applies
+        && plain
+        && fault == Fault::None
+        && model.denial(identity, principal).is_none()
+        && !unknown
+        && before == 0
+        && one_person
+    {
+        ensure!(
+            answer.code == Code::Ok,
+            "the rule's call did not run: {answer:?}"
+        );
+    }
+    if how != How::DryRun {
+        said_of_a_call_that_ran(&answer, before)?;
+    }
+    // An open library defect
+    // (`another_principals_question_id_is_not_this_calls`): in host mode, a
+    // call that brings the id of another requester's question two people
+    // must sign is answered with that question.
+    let leak = how == How::OthersId
+        && answer.code == Code::ConfirmationRequired
+        && answer.confirmation_id == id
+        && !strict();
+    if leak {
+        told_apart(Open::OthersQuestion);
+    } else if let Some(expect) = &expect {
+        check_expected(model, expect, &answer, ran, was_there)?;
+        if how == How::OthersId {
+            OTHERS_IDS_REFUSED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    observe(system, model, case, calling, &answer, before).await
+}
+
 async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op: &Op) -> Checked {
     match *op {
         Op::Call {
             caller,
+            principal,
             conversation,
             replica,
             tool,
@@ -972,171 +1807,42 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             fault,
             client_answers,
         } => {
-            let identity = identity_of(op).unwrap();
-            if let Some(checked) =
-                controlled_call(system, model, identity, replica, how, fault, client_answers).await
-            {
-                return checked;
+            if principal.is_some() {
+                PRINCIPAL_CALLS.fetch_add(1, Ordering::Relaxed);
             }
-            let tainted_now =
-                model
-                    .tainted
-                    .contains(&model.taint_scope(case.share, caller, conversation));
-            // The operators' rule approves a question several people must
-            // approve: a known defect (tests/controls_regressions.rs), left
-            // out unless asked for.
-            let brings_id = how == How::WithId && model.newest_question(identity).is_some();
-            if !defect("rule")
-                && model.rules == Rules::Limits
-                && tool == WIPE
-                && arg == 0
-                && !tainted_now
-                && !brings_id
-                && how != How::DryRun
-                && open_question_of_people(system, model, identity, replica).await
-            {
-                AVOIDED.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
-            let first = !model.known.contains_key(&identity);
-            let known = model.known.entry(identity).or_default();
-            if first {
-                known.needs_person = SIDE_EFFECTS[tool] == "wipe" || tainted_now;
-                // The documented key: what the backend sees.
-                known.key = Some(toolcall::canonical::idempotency_key(
-                    CALLERS[caller],
-                    CONVERSATIONS[conversation],
-                    SIDE_EFFECTS[tool],
-                    &json!({ "arg": arg }),
-                ));
-            }
-            // In host mode, the host's confirmation is an authorized approval
-            // of a call that brings no id, when one person is enough.
-            let one_person = model.rules.people(tool) <= 1
-                && !open_question_of_people(system, model, identity, replica).await;
-            let known = model.known.get_mut(&identity).unwrap();
-            if how == How::Confirmed
-                && system.replicas[replica].settings().approvals == Approvals::Host
-                && one_person
-            {
-                known.authorized = true;
-            }
-            let before = known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
-            let denied = known.denied;
-            let unknown = known.unknown;
-            let id = model.newest_question(identity).map(|q| q.id.clone());
-            // In host mode, the host bringing the id of an open question
-            // that lets the host answer is the host's approval.
-            if how == How::WithId
-                && system.replicas[replica].settings().approvals == Approvals::Host
-                && let Some(id) = &id
-                && let Ok(Some(entry)) = system.stores[replica].inner().approval(id).await
-                && entry.approval.answerers.host()
-                && entry.is_open(now_ms())
-                && model.rules.people(tool) <= 1
-            {
-                model.known.get_mut(&identity).unwrap().authorized = true;
-            }
-            let answer = call(
-                system,
-                identity,
+            let calling = Calling {
+                identity: (caller, conversation, tool, arg),
+                principal,
                 replica,
                 how,
                 fault,
                 client_answers,
-                id.as_deref(),
-            )
-            .await;
-            if let Some(counted) = model.recount.take() {
-                let count = pages_counted(system, counted).await?;
-                let before = model.pages[counted];
-                ensure!(
-                    count == before || count == before + 1,
-                    "one page counted {count} from {before}"
-                );
-                model.pages[counted] = count;
-            }
-            // A rule of the operators' controls approves a wipe of disk 0
-            // without a person: a call that brings no id (and no host's
-            // confirmation that stands), untainted, one person enough.
-            let plain = how == How::Plain || (how == How::WithId && id.is_none());
-            let rule_applies = model.rules == Rules::Limits
-                && tool == WIPE
-                && arg == 0
-                && !tainted_now
-                && (plain
-                    || (how == How::Confirmed
-                        && system.replicas[replica].settings().approvals == Approvals::Inbox));
-            let ruled = tool == WIPE && rule_decided(system, identity).await?;
-            let known = model.known.get_mut(&identity).unwrap();
-            if ruled && !known.ruled {
-                ensure!(
-                    rule_applies,
-                    "the rule approved a call it does not cover ({:?})",
-                    model.rules
-                );
-                known.ruled = true;
-                known.decided = true;
-                known.authorized = true;
-                RULE_APPROVALS.fetch_add(1, Ordering::Relaxed);
-            }
-            let Some(answer) = answer else {
-                // Crashed: the effect may have happened; the outcome is
-                // unknown unless the crash came before any claim.
-                if let Some(key) = &known.key {
-                    let now = system.ledger.applied(key);
-                    if now > before
-                        || matches!(fault, Fault::CrashAfterClaim | Fault::CrashBeforeComplete)
-                    {
-                        if !known.unknown {
-                            known.applied_at_unknown = before;
-                        }
-                        known.unknown = true;
-                        known.rerun_allowed = false;
-                    }
-                }
+            };
+            make_call(system, model, case, &calling).await
+        }
+        Op::Again {
+            back,
+            other,
+            replica,
+            how,
+            fault,
+            client_answers,
+        } => {
+            let Some((identity, principal)) = again(model, back, other) else {
                 return Ok(());
             };
-            ensure!(
-                !matches!(answer.code, Code::Stopped | Code::RateLimited),
-                "a call nothing stops or limits answered {}: {answer:?}",
-                answer.code.as_str()
-            );
-            // Nothing runs while another process holds the call's resource.
-            let held = fault == (Fault::Busy { released: false });
-            if held && RESOURCES[tool].is_some() {
-                let now = known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
-                ensure!(
-                    now == before,
-                    "ran while another process held its resource: {answer:?}"
-                );
+            if principal.is_some() {
+                PRINCIPAL_CALLS.fetch_add(1, Ordering::Relaxed);
             }
-            // Held for a moment (`released`), the call may still have
-            // waited longer than `claim_wait` on a busy machine.
-            if answer.code == Code::ResourceBusy {
-                ensure!(
-                    matches!(fault, Fault::Busy { .. }),
-                    "RESOURCE_BUSY with the resource free: {answer:?}"
-                );
-                BUSY_ANSWERS.fetch_add(1, Ordering::Relaxed);
-            }
-            if rule_applies
-                && plain
-                && fault == Fault::None
-                && !denied
-                && !unknown
-                && before == 0
-                && one_person
-            {
-                ensure!(
-                    answer.code == Code::Ok,
-                    "the rule's call did not run: {answer:?}"
-                );
-            }
-            observe(
-                system, model, case, identity, replica, how, fault, &answer, before,
-            )
-            .await
+            let calling = Calling {
+                identity,
+                principal,
+                replica,
+                how,
+                fault,
+                client_answers,
+            };
+            make_call(system, model, case, &calling).await
         }
         Op::Read {
             caller,
@@ -1172,18 +1878,9 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             person,
             busy,
         } => {
-            if model.questions.is_empty() {
+            let Some(q) = picked(model, question) else {
                 return Ok(());
-            }
-            // Half the answers go to the newest question (a second
-            // signature, a person answering what was just asked).
-            let len = model.questions.len();
-            let at = if question < 4 {
-                len - 1
-            } else {
-                question % len
             };
-            let q = model.questions[at].clone();
             // A person who settles checks the system first: what they say
             // of an unknown outcome is the truth.
             let said = match said {
@@ -1267,10 +1964,15 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
         Op::Load { rules, replica } => {
             load(system, replica, rules).await?;
             model.rules = rules;
+            model.signing |= rules == Rules::TwoPeople;
             LOADS.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
         Op::Sweep { replica } => {
+            // The sweep records as done what a person said happened.
+            for q in model.questions.iter().filter(|q| q.in_doubt) {
+                model.leeway.take.insert(q.id.clone());
+            }
             // What is in doubt before the sweep must have its question
             // after it (a lease running out during the sweep is the next
             // sweep's).
@@ -1283,7 +1985,241 @@ async fn step<St: Store>(system: &System<St>, model: &mut Model, case: &Case, op
             tokio::time::sleep(Duration::from_millis(60)).await;
             Ok(())
         }
+        Op::Tick(tick) => {
+            clock::advance(Duration::from_millis(tick.ms()));
+            model.v += tick.ms();
+            TICKS.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        Op::WaitFor {
+            question,
+            replica,
+            first,
+            past,
+        } => {
+            let Some(q) = picked(model, question) else {
+                return Ok(());
+            };
+            // A wait is given the newest question of its call.
+            let q = model
+                .newest_question(q.identity, q.requester)
+                .cloned()
+                .unwrap_or(q);
+            wait_for(system, model, case, &q, replica, first, past).await
+        }
     }
+}
+
+/// As many people as `q` needs decide it in the inbox (`said`; of a
+/// question about an unknown outcome, what they find happened), through
+/// `replica`'s store, none of them its requester; each answer checked as an
+/// [`Op::Answer`]'s.
+async fn decide_in_inbox<St: Store>(
+    system: &System<St>,
+    model: &mut Model,
+    id: &str,
+    said: Said,
+    replica: usize,
+    at_most: u32,
+) -> Checked {
+    let Some(q) = model.question(id).cloned() else {
+        return Ok(());
+    };
+    let said = if q.in_doubt {
+        let happened = model.known[&q.identity]
+            .key
+            .as_deref()
+            .is_some_and(|key| system.ledger.applied(key) > 0);
+        if happened {
+            Said::Happened
+        } else {
+            Said::NotHappened
+        }
+    } else {
+        said
+    };
+    let needed = if said == Said::Approve {
+        q.needed.max(model.rules.people(q.identity.2))
+    } else {
+        1
+    };
+    let people = [Person::Ana, Person::Bo, Person::Cy];
+    for person in people
+        .into_iter()
+        .filter(|person| person.name(&q) != q.requester_name())
+        .take(needed.min(at_most) as usize)
+    {
+        let q = model.question(id).cloned().unwrap();
+        answer(
+            system,
+            model,
+            &q,
+            said,
+            Via::Inbox,
+            replica,
+            false,
+            person,
+            false,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// `replica` waits for a decision on `q`, by its requester's call, after
+/// (or while) the other replica's store takes one and carries it out as
+/// `first` says, until a moment already past or soon; what the wait
+/// answers is what the table says of `q` then.
+async fn wait_for<St: Store>(
+    system: &System<St>,
+    model: &mut Model,
+    case: &Case,
+    q: &Question,
+    replica: usize,
+    first: First,
+    past: bool,
+) -> Checked {
+    let other = 1 - replica;
+    let (caller, conversation, tool, arg) = q.identity;
+    match first {
+        First::SignOnce => {
+            decide_in_inbox(system, model, &q.id, Said::Approve, other, 1).await?;
+        }
+        First::Decide(said) | First::CarryOut(said) => {
+            decide_in_inbox(system, model, &q.id, said, other, u32::MAX).await?;
+            if let First::CarryOut(_) = first {
+                let calling = Calling {
+                    identity: q.identity,
+                    principal: q.requester,
+                    replica: other,
+                    how: How::WithId,
+                    fault: Fault::None,
+                    client_answers: false,
+                };
+                make_call(system, model, case, &calling).await?;
+                CARRIED_ELSEWHERE.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        First::Nothing | First::Meanwhile(_) => {}
+    }
+    let key = model.known.get(&q.identity).and_then(|k| k.key.clone());
+    let applied = |key: &Option<String>| key.as_deref().map_or(0, |k| system.ledger.applied(k));
+    let ran_before = applied(&key);
+    let unknown = model.known.get(&q.identity).is_some_and(|k| k.unknown);
+    let was_there = system.stores[0]
+        .inner()
+        .approval(&q.id)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some();
+    let host_mode = system.replicas[replica].settings().approvals == Approvals::Host;
+    for other in &model.questions {
+        if other.identity == q.identity && (other.requester == q.requester || other.in_doubt) {
+            model.leeway.take.insert(other.id.clone());
+        }
+    }
+    if host_mode {
+        model.leeway.take_undecided.insert(q.id.clone());
+    }
+    let arguments = json!({ "arg": arg }).to_string();
+    let waiting = system.replicas[replica].wait_for_decision(
+        Call::new(SIDE_EFFECTS[tool], &arguments)
+            .session(CONVERSATIONS[conversation])
+            .caller(system.caller(caller, q.requester)),
+        &q.id,
+        if past && !matches!(first, First::Meanwhile(_)) {
+            now_ms().saturating_sub(1)
+        } else {
+            now_ms() + 80
+        },
+    );
+    let (waited, late) = match first {
+        First::Meanwhile(said) => {
+            let until = std::time::Instant::now() + Duration::from_millis(80);
+            let deciding = async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let decided = decide_in_inbox(system, model, &q.id, said, other, u32::MAX).await;
+                (decided, std::time::Instant::now() >= until)
+            };
+            let (waited, (decided, late)) = tokio::join!(waiting, deciding);
+            decided?;
+            (waited, late)
+        }
+        _ => (waiting.await, false),
+    };
+    WAITS.fetch_add(1, Ordering::Relaxed);
+    if matches!(waited.code, Code::ResourceBusy | Code::Stopped) {
+        model.leeway.give_back = true;
+    }
+    let Some(now) = model.question(&q.id).cloned() else {
+        return Ok(());
+    };
+    let class = now.class(model.v);
+    // Open library defects: a wait on an open question about an unknown
+    // outcome answers it as an approval to give
+    // (`a_wait_on_an_unknown_outcome_asks_it_again`); a wait on an open
+    // question of a call that ran by another way asks it again
+    // (`a_wait_on_a_call_that_ran_answers_what_came_of_it`).
+    if (now.in_doubt || ran_before > 0)
+        && class == Class::Open
+        && waited.code == Code::ConfirmationRequired
+        && waited.confirmation_id.as_deref() == Some(q.id.as_str())
+        && !strict()
+    {
+        told_apart(if now.in_doubt {
+            Open::WaitInDoubt
+        } else {
+            Open::WaitRan
+        });
+        return Ok(());
+    }
+    said_of_a_call_that_ran(&waited, ran_before)?;
+    let ran = applied(&key) - ran_before;
+    ensure!(ran <= 1, "a wait ran its call {ran} times: {waited:?}");
+    // What the table says the wait answers: an open question again,
+    // whatever else holds; otherwise what came of the call (the controls'
+    // answers, a stop, and an unknown outcome's are the other checks').
+    let done = ran_before > 0;
+    let code = waited.code.clone();
+    let denied = model.denial(q.identity, q.requester).is_some() && !done;
+    let fits = match class {
+        _ if late && code == Code::ConfirmationRequired => true,
+        Class::Open if q.in_doubt => {
+            code == Code::InDoubt && waited.confirmation_id.as_deref() == Some(q.id.as_str())
+        }
+        Class::Open => {
+            signatures_named(model, &now, &waited, false)?;
+            code == Code::ConfirmationRequired
+                && waited.confirmation_id.as_deref() == Some(q.id.as_str())
+        }
+        _ if model.is_stopped(tool, caller) || unknown => true,
+        _ if done => waited.ok,
+        Class::Expired => {
+            code == Code::ConfirmationExpired || (code == Code::ConfirmationInvalid && !was_there)
+        }
+        Class::Gone => code == Code::ConfirmationInvalid,
+        _ if denied => code == Code::ConfirmationDenied,
+        Class::Decided(Said::Approve | Said::NotHappened) => waited.ok && ran == 1,
+        Class::Decided(Said::Happened) => waited.ok && ran == 0,
+        Class::Decided(Said::Deny) | Class::Used(Said::Deny) => code == Code::ConfirmationDenied,
+        Class::Used(_) => true,
+    };
+    ensure!(
+        fits,
+        "a wait on {class:?} {now:?} (ran {ran_before} before) answered {waited:?}"
+    );
+    if waited.ok && waited.replayed {
+        WAITS_REPLAYED.fetch_add(1, Ordering::Relaxed);
+    }
+    let calling = Calling {
+        identity: q.identity,
+        principal: q.requester,
+        replica,
+        how: How::WithId,
+        fault: Fault::None,
+        client_answers: false,
+    };
+    observe(system, model, case, &calling, &waited, ran_before).await
 }
 
 /// Each replica reads the operators' controls anew (a dry run reads them
@@ -1321,16 +2257,49 @@ async fn load<St: Store>(system: &System<St>, replica: usize, rules: Rules) -> C
     Ok(())
 }
 
-/// Makes the call; `None` when the process crashed.
-async fn call<St: Store>(
-    system: &System<St>,
-    (caller, conversation, tool, arg): Identity,
+/// One call an operation makes: which, by whom, through which replica,
+/// how, meeting what.
+#[derive(Clone, Copy, Debug)]
+struct Calling {
+    identity: Identity,
+    principal: Option<usize>,
     replica: usize,
     how: How,
     fault: Fault,
     client_answers: bool,
+}
+
+/// The id a call brings, as `how` says: its own newest question's, or
+/// another requester's.
+fn brought_id(
+    model: &Model,
+    identity: Identity,
+    principal: Option<usize>,
+    how: How,
+) -> Option<String> {
+    match how {
+        How::WithId => model.newest_question(identity, principal),
+        How::OthersId => model.others_question(identity, principal),
+        _ => None,
+    }
+    .map(|q| q.id.clone())
+}
+
+/// Makes the call (with the question id `id`, if any); `None` when the
+/// process crashed.
+async fn call<St: Store>(
+    system: &System<St>,
+    calling: &Calling,
     id: Option<&str>,
 ) -> Option<ToolResult> {
+    let Calling {
+        identity: (caller, conversation, tool, arg),
+        principal,
+        replica,
+        how,
+        fault,
+        client_answers,
+    } = *calling;
     let ledger = &system.ledger;
     let mut held = None;
     match fault {
@@ -1356,7 +2325,7 @@ async fn call<St: Store>(
         Fault::None => {}
     }
     let d = Arc::clone(&system.replicas[replica]);
-    let caller = system.callers[caller].clone();
+    let caller = system.caller(caller, principal).clone();
     let id = id.map(str::to_owned);
     let tool = SIDE_EFFECTS[tool];
     let arguments = json!({ "arg": arg }).to_string();
@@ -1368,7 +2337,7 @@ async fn call<St: Store>(
             .client_answers(client_answers);
         match (how, id.as_deref()) {
             (How::Confirmed, _) => call = call.confirmed(true),
-            (How::WithId, Some(id)) => call = call.approval(id),
+            (How::WithId | How::OthersId, Some(id)) => call = call.approval(id),
             (How::DryRun, _) => call = call.dry_run(true),
             _ => {}
         }
@@ -1446,27 +2415,23 @@ fn resource_of(tool: usize, arg: i64) -> Option<toolcall::store::Key> {
     Some(toolcall::store::Key::sha256(form))
 }
 
-/// Why a question asks: its reason, `high_risk` when it names none.
-fn reason_of(question: &toolcall::store::PendingApproval) -> String {
-    question
-        .reason
-        .clone()
-        .unwrap_or_else(|| "high_risk".to_owned())
-}
-
 /// What a call's answer tells the model, and the checks on it.
-#[allow(clippy::too_many_arguments)]
 async fn observe<St: Store>(
     system: &System<St>,
     model: &mut Model,
     case: &Case,
-    identity: Identity,
-    replica: usize,
-    how: How,
-    fault: Fault,
+    calling: &Calling,
     answer: &ToolResult,
     before: usize,
 ) -> Checked {
+    let Calling {
+        identity,
+        principal,
+        replica,
+        how,
+        fault,
+        ..
+    } = *calling;
     let (caller, conversation, _, arg) = identity;
     let store_fault = matches!(fault, Fault::Store(..));
     let known = model.known.get_mut(&identity).unwrap();
@@ -1486,9 +2451,15 @@ async fn observe<St: Store>(
             );
         }
     }
-    // A denial is final: an identical real call is denied again (unless it
-    // had run before the denial, by another way: then it is replayed).
-    if known.denied && known.applied_at_denial == 0 && how != How::DryRun && !store_fault {
+    // A denial is final for its period: an identical real call of its
+    // requester is denied again (unless the call had run before, by
+    // another way, or another principal's: then it is replayed). A call
+    // that brings another requester's id is refused before.
+    if model.denial(identity, principal).is_some()
+        && before == 0
+        && matches!(how, How::Plain | How::Confirmed)
+        && !store_fault
+    {
         ensure!(
             answer.code == Code::ConfirmationDenied,
             "a denied call answered otherwise: {answer:?}"
@@ -1503,21 +2474,11 @@ async fn observe<St: Store>(
             "tainted by another caller's read: {answer:?}"
         );
     }
-    // The questions the answer names. No person is asked twice: once an
-    // approval of the call was recorded, no new question asks for one.
+    // The questions the answer names (no person is asked again for a call
+    // whose question stands: `note_question`).
     if let Some(id) = &answer.confirmation_id {
         let known = &model.known[&identity];
-        let new = !model.questions.iter().any(|q| &q.id == id);
-        // A question without a reason asks because the tool is high-risk.
-        let reason = answer.data.get("reason").and_then(Value::as_str);
-        let reason = reason.unwrap_or("high_risk");
-        ensure!(
-            !(new
-                && answer.code == Code::ConfirmationRequired
-                && known.approved_for.contains(reason)
-                && !known.denied),
-            "a person asked again for what they approved: {answer:?}, {known:?}"
-        );
+        let new = model.question(id).is_none();
         // Nor asked again whether it happened once a person said it did.
         ensure!(
             !(new && answer.code == Code::InDoubt && known.happened),
@@ -1525,7 +2486,21 @@ async fn observe<St: Store>(
         );
         let in_doubt = answer.code == Code::InDoubt;
         if answer.code == Code::ConfirmationRequired || in_doubt {
-            model.note_question(identity, id, in_doubt);
+            let requester = if how == How::OthersId {
+                model.question(id).map_or(principal, |q| q.requester)
+            } else {
+                principal
+            };
+            note_question(
+                system,
+                model,
+                identity,
+                requester,
+                id,
+                in_doubt,
+                fault == Fault::None,
+            )
+            .await?;
         }
     }
     let known = model.known.get_mut(&identity).unwrap();
@@ -1558,7 +2533,7 @@ async fn observe<St: Store>(
 
 /// An answer to a known question, and the model's prediction of whether it
 /// is taken (and, for a question several people must approve, of the
-/// signatures it then has).
+/// signatures it then has), from the question's state in the table.
 #[allow(clippy::too_many_arguments)]
 async fn answer<St: Store>(
     system: &System<St>,
@@ -1573,53 +2548,68 @@ async fn answer<St: Store>(
 ) -> Checked {
     let (caller, conversation, tool, arg) = q.identity;
     let as_caller = if intruder { 1 - caller } else { caller };
-    let by = person.name(caller);
+    let by = match via {
+        Via::Client(_) => CLIENT,
+        _ => person.name(q),
+    };
     let d = &system.replicas[replica];
     let store = d.store();
+    let class = q.class(model.v);
     let entry = store.approval(&q.id).await.map_err(|e| e.to_string())?;
     let Some(entry) = entry else {
+        ensure!(
+            class == Class::Gone || (class == Class::Expired && q.decision.is_none()),
+            "the store lost the question {}, which is {class:?}",
+            q.id
+        );
         return Ok(());
     };
-    let open = entry.is_open(now_ms());
+    let open = class == Class::Open;
     let kind_fits = match said {
         Said::Approve | Said::Deny => !q.in_doubt,
         Said::Happened | Said::NotHappened => q.in_doubt,
     };
     let permitted = match via {
         Via::Host | Via::Inbox => true,
-        Via::Client(here) => !q.in_doubt && entry.approval.answerers.client() && here,
+        Via::Client(here) => !q.in_doubt && q.client && here,
     };
     // The inbox sees every question; the host's API and a client only their
     // own caller's.
     let owner = via == Via::Inbox || !intruder;
     let answerable = open && kind_fits && permitted && owner;
-    // The operators' controls, on an approval that would be taken: none
-    // while the tool or the caller is stopped; with several people needed
+    // An approval past its time, decided or not, is refused as expired by
+    // whoever may answer it.
+    let expired = class == Class::Expired && kind_fits && permitted && owner;
+    // The operators' controls, on an answer that would be taken: no
+    // approval (nor "it did not happen") while the tool or the caller is
+    // stopped; never the requester's approval; with several people needed
     // (the controls' count now, or the question's own), a signature of a
     // person who did not make the call, the last one deciding.
-    let needed = model
-        .rules
-        .people(tool)
-        .max(entry.approval.answerers.people_needed());
+    let needed = model.rules.people(tool).max(q.needed);
+    let mine = by == q.requester_name() && !matches!(via, Via::Client(_));
     let mut signatures = None;
     let mut by_controls = false;
     let mut last_signature = false;
-    // "It did not happen" runs the call again, so, like an approval, it
-    // is refused while the tool or the caller is stopped.
+    let mut signer = None;
     let taken_predicted = if !answerable {
         false
-    } else if matches!(said, Said::Approve | Said::NotHappened) && model.is_stopped(tool, caller) {
+    } else if (matches!(said, Said::Approve | Said::NotHappened) && model.is_stopped(tool, caller))
+        || (said == Said::Approve && mine)
+    {
         by_controls = true;
         false
     } else if said != Said::Approve || needed <= 1 {
         true
-    } else if matches!(via, Via::Client(_)) || person == Person::Requester {
+    } else if matches!(via, Via::Client(_)) {
         by_controls = true;
         false
     } else {
-        let signed = model.signed.entry(q.id.clone()).or_default();
-        signed.insert(by);
-        let count = u32::try_from(signed.len()).unwrap();
+        let again = q.signed.contains(&by);
+        let count = q.signed.len() + usize::from(!again);
+        let count = u32::try_from(count).unwrap();
+        if !again {
+            signer = Some(by);
+        }
         if count >= needed {
             last_signature = true;
             true
@@ -1632,6 +2622,12 @@ async fn answer<St: Store>(
         .key
         .as_deref()
         .map_or(0, |k| system.ledger.applied(k));
+    if expired {
+        ANSWERS_TO_EXPIRED.fetch_add(1, Ordering::Relaxed);
+    }
+    if said == Said::Approve && mine && answerable {
+        REQUESTERS_REFUSED.fetch_add(1, Ordering::Relaxed);
+    }
 
     let taken = match via {
         Via::Inbox => {
@@ -1641,6 +2637,8 @@ async fn answer<St: Store>(
                 Said::Happened => Answer::Happened,
                 Said::NotHappened => Answer::NotHappened,
             };
+            // As the inbox records it: a denial stands for the setting's
+            // period.
             let decided = toolcall::life::decide(
                 store,
                 &q.id,
@@ -1648,7 +2646,7 @@ async fn answer<St: Store>(
                 &Answerer::Person(by),
                 &answer,
                 "the model's test",
-                now_ms(),
+                Moment::new(now_ms(), reference::DENIAL_TTL),
             )
             .await;
             if let Some(count) = signatures {
@@ -1661,6 +2659,12 @@ async fn answer<St: Store>(
                 ensure!(
                     matches!(decided, Err(Refusal::Controls(_))),
                     "{by}'s approval was to be refused by the controls: {decided:?}"
+                );
+            }
+            if expired {
+                ensure!(
+                    matches!(decided, Err(Refusal::Expired)),
+                    "{said:?} by {by} of {q:?}, expired, was to be refused as expired: {decided:?}"
                 );
             }
             match decided {
@@ -1679,6 +2683,8 @@ async fn answer<St: Store>(
             }
         }
         Via::Host | Via::Client(_) => {
+            // The host's answers take the question and carry it out.
+            model.leeway.take.insert(q.id.clone());
             let mut decision = Decision::new(&q.id, CONVERSATIONS[conversation])
                 .caller(&system.callers[as_caller])
                 .by(by);
@@ -1692,30 +2698,29 @@ async fn answer<St: Store>(
                 _ => None,
             };
             let was_held = held.is_some();
-            let before = model.known[&q.identity]
-                .key
-                .as_deref()
-                .map_or(0, |key| system.ledger.applied(key));
             let result = match said {
                 Said::Approve => d.approve(decision).await,
                 Said::Deny => d.deny(decision, "the model's test").await,
                 Said::Happened => d.settle(decision, true).await,
                 Said::NotHappened => d.settle(decision, false).await,
             };
+            let after = model.known[&q.identity]
+                .key
+                .as_deref()
+                .map_or(0, |key| system.ledger.applied(key));
             if let Some((resource, holder)) = held {
                 let freed = system.stores[replica]
                     .inner()
                     .unlock_resource(&resource, &holder)
                     .await;
                 ensure!(freed.is_ok(), "{freed:?}");
-                let now = model.known[&q.identity]
-                    .key
-                    .as_deref()
-                    .map_or(0, |key| system.ledger.applied(key));
                 ensure!(
-                    now == before,
+                    after == before_effects,
                     "ran while another process held its resource: {result:?}"
                 );
+            }
+            if matches!(result.code, Code::ResourceBusy | Code::Stopped) {
+                model.leeway.give_back = true;
             }
             if result.code == Code::ResourceBusy {
                 ensure!(was_held, "RESOURCE_BUSY with the resource free: {result:?}");
@@ -1738,6 +2743,13 @@ async fn answer<St: Store>(
                     "{by}'s approval was to be refused by the controls: {result:?}"
                 );
             }
+            if expired {
+                ensure!(
+                    result.code == Code::ConfirmationExpired,
+                    "{said:?} via {via:?} of {q:?}, expired, was to answer CONFIRMATION_EXPIRED: \
+                     {result:?}"
+                );
+            }
             if let Some(count) = signatures {
                 ensure!(
                     result.code == Code::ConfirmationRequired
@@ -1745,6 +2757,19 @@ async fn answer<St: Store>(
                         && result.data.get("needed") == Some(&json!(needed)),
                     "{by}'s signature of {needed} was to count {count}: {result:?}"
                 );
+            }
+            // An open library defect
+            // (`the_hosts_answer_to_a_call_that_ran_is_what_came_of_it`): the
+            // host's answer to an expired question of a call that ran by
+            // another way says it expired.
+            if class == Class::Expired
+                && result.code == Code::ConfirmationExpired
+                && before_effects > 0
+                && !strict()
+            {
+                told_apart(Open::ExpiredRan);
+            } else {
+                said_of_a_call_that_ran(&result, before_effects)?;
             }
             let recorded = store
                 .approval(&q.id)
@@ -1767,8 +2792,7 @@ async fn answer<St: Store>(
                 if let Some(id) = &result.confirmation_id
                     && result.code == Code::InDoubt
                 {
-                    let identity = q.identity;
-                    model.note_question(identity, id, true);
+                    note_question(system, model, q.identity, None, id, true, true).await?;
                 }
             }
             mine
@@ -1789,24 +2813,26 @@ async fn answer<St: Store>(
         taken == taken_predicted,
         "{said:?} via {via:?} by {by} (intruder {intruder}) on {q:?}: taken {taken}, the model says {taken_predicted}"
     );
+    let v = model.v;
+    let reference = model.question_mut(&q.id).unwrap();
+    if let Some(signer) = signer
+        && (signatures.is_some() || last_signature)
+    {
+        reference.signed.push(signer);
+    }
     if taken {
+        reference.decision = Some((said, v));
+        reference.applied_at_decision = before_effects;
         let known = model.known.get_mut(&q.identity).unwrap();
         match said {
             Said::Approve => {
                 known.authorized = true;
                 known.decided = true;
-                if last_signature || needed <= 1 {
-                    known.approved_for.insert(reason_of(&entry.approval));
-                }
                 if last_signature {
                     SIGNED_DECISIONS.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Said::Deny => {
-                known.denied = true;
-                known.applied_at_denial =
-                    known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
-            }
+            Said::Deny => {}
             Said::NotHappened => {
                 known.rerun_allowed = true;
                 known.authorized = true;
@@ -1815,6 +2841,17 @@ async fn answer<St: Store>(
         }
     }
     Ok(())
+}
+
+/// Who made the call `question` asks about, as a person deciding is named:
+/// the principal behind its caller, or the caller.
+fn requester_of(question: &toolcall::store::PendingApproval) -> &str {
+    question
+        .principal
+        .as_ref()
+        .map_or(question.caller.as_str(), |principal| {
+            principal.subject.as_str()
+        })
 }
 
 /// The invariants, from the ledger and the store.
@@ -1838,13 +2875,6 @@ async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
                 "{identity:?} needed a person and ran without an authorized approval"
             );
         }
-        // A denial is final.
-        if known.denied {
-            ensure!(
-                applied == known.applied_at_denial,
-                "{identity:?} ran after its denial"
-            );
-        }
         // An in-doubt question never becomes an approval: nothing runs
         // until a person says it did not happen.
         if known.unknown && !known.rerun_allowed {
@@ -1860,9 +2890,10 @@ async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
             );
         }
     }
-    // A question several people must approve is approved by as many
-    // distinct signatures, none the requester's (never by a rule, the host
-    // or a client).
+    // Nobody approves, or signs, a call they made (the signatures of the
+    // questions the reference knows are its: `questions_held`). A question
+    // several people must approve is approved by as many distinct
+    // signatures (never by a rule, the host or a client).
     let store = system.stores[0].inner();
     for entry in store
         .decided_approvals(10_000)
@@ -1871,11 +2902,18 @@ async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
     {
         let question = &entry.approval;
         let needed = question.answerers.people_needed();
-        let approved = question
-            .decision
-            .as_ref()
-            .is_some_and(|decision| decision.approved);
-        if needed <= 1 || !approved || question.reason.as_deref() == Some(IN_DOUBT) {
+        let Some(decision) = question.decision.as_ref().filter(|d| d.approved) else {
+            continue;
+        };
+        if question.reason.as_deref() == Some(IN_DOUBT) {
+            continue;
+        }
+        let requester = requester_of(question);
+        ensure!(
+            !decision.by.split(", ").any(|by| by == requester),
+            "{requester} approved the call they made: {question:?}"
+        );
+        if needed <= 1 {
             continue;
         }
         let signers: BTreeSet<String> = store
@@ -1886,7 +2924,7 @@ async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
             .map(|signature| signature.by)
             .collect();
         ensure!(
-            signers.len() >= needed as usize && !signers.contains(&question.caller),
+            signers.len() >= needed as usize && !signers.contains(requester_of(question)),
             "a question of {} that {needed} people must approve was approved by {:?}, signed by {signers:?}",
             question.tool,
             question.decision.as_ref().map(|decision| &decision.by)
@@ -1999,6 +3037,15 @@ async fn drive_to_the_end<St: Store>(
         load(system, 0, Rules::Lift).await?;
         model.rules = Rules::Lift;
     }
+    // The calls below are the callers' own, no principal behind them.
+    let at_start: BTreeMap<Identity, usize> = model
+        .known
+        .iter()
+        .map(|(identity, known)| {
+            let applied = known.key.as_deref().map_or(0, |k| system.ledger.applied(k));
+            (*identity, applied)
+        })
+        .collect();
     for round in 0..4 {
         d.surface_unknown_outcomes()
             .await
@@ -2028,9 +3075,11 @@ async fn drive_to_the_end<St: Store>(
                 (toolcall::life::QuestionKind::InDoubt, false) => Answer::NotHappened,
                 _ => Answer::Approve,
             };
-            // A question two people must approve: ana, then bo.
+            // A question two people must approve: two of ana, bo and cy,
+            // never who made the call.
             let mut decided = Err(Refusal::Unknown);
-            for by in ["ana", "bo"] {
+            let requester = requester_of(&question).to_owned();
+            for by in PEOPLE.into_iter().filter(|by| *by != requester) {
                 decided = toolcall::life::decide(
                     d.store(),
                     &question.id,
@@ -2054,23 +3103,35 @@ async fn drive_to_the_end<St: Store>(
                 })
             {
                 let known = model.known.get_mut(&identity).unwrap();
-                match answer {
+                let said = match answer {
                     Answer::Approve => {
                         known.authorized = true;
                         known.decided = true;
-                        known.approved_for.insert(reason_of(&question));
+                        Said::Approve
                     }
                     Answer::NotHappened => {
                         known.authorized = true;
                         known.rerun_allowed = true;
+                        Said::NotHappened
                     }
-                    _ => known.happened = true,
+                    _ => {
+                        known.happened = true;
+                        Said::Happened
+                    }
+                };
+                let v = model.v;
+                if let Some(q) = model.question_mut(&question.id) {
+                    q.decision.get_or_insert((said, v));
                 }
             }
         }
         let identities: Vec<Identity> = model.known.keys().copied().collect();
         for identity in identities {
             let (caller, conversation, tool, arg) = identity;
+            let before = model.known[&identity]
+                .key
+                .as_deref()
+                .map_or(0, |key| system.ledger.applied(key));
             let answer = d
                 .execute(
                     Call::new(
@@ -2081,18 +3142,15 @@ async fn drive_to_the_end<St: Store>(
                     .caller(&system.callers[caller]),
                 )
                 .await;
-            observe(
-                system,
-                model,
-                case,
+            let calling = Calling {
                 identity,
-                0,
-                How::Plain,
-                Fault::None,
-                &answer,
-                0,
-            )
-            .await?;
+                principal: None,
+                replica: 0,
+                how: How::Plain,
+                fault: Fault::None,
+                client_answers: false,
+            };
+            observe(system, model, case, &calling, &answer, before).await?;
         }
         invariants(system, model).await?;
         let _ = round;
@@ -2105,9 +3163,9 @@ async fn drive_to_the_end<St: Store>(
             continue;
         };
         let applied = system.ledger.applied(key);
-        if known.denied {
+        if model.denial(*identity, None).is_some() {
             ensure!(
-                applied == known.applied_at_denial,
+                applied == at_start.get(identity).copied().unwrap_or(0),
                 "{identity:?} ran after its denial"
             );
         } else if !known.needs_person || known.authorized {
@@ -2139,6 +3197,21 @@ fn cases() -> u32 {
 fn defect(name: &str) -> bool {
     std::env::var("TOOLCALL_MODEL_DEFECTS")
         .map_or(true, |v| v.split(',').any(|d| d == name || d == "all"))
+}
+
+thread_local! {
+    /// Set by the tests of open library defects: their answers are not told
+    /// apart.
+    static STRICT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the answers of an open library defect (a test at the end of
+/// this file, ignored until it is fixed) fail the model: with
+/// `TOOLCALL_MODEL_STRICT=1`, and in those tests. Otherwise they are told
+/// apart and counted, and the run goes on.
+fn strict() -> bool {
+    STRICT.with(std::cell::Cell::get)
+        || std::env::var("TOOLCALL_MODEL_STRICT").is_ok_and(|v| v == "1")
 }
 
 fn seed() -> u64 {
@@ -2238,6 +3311,39 @@ static REFUSED_BY_CONTROLS: AtomicU32 = AtomicU32::new(0);
 static RULE_APPROVALS: AtomicU32 = AtomicU32::new(0);
 static AVOIDED: AtomicU32 = AtomicU32::new(0);
 static BUSY_ANSWERS: AtomicU32 = AtomicU32::new(0);
+static TICKS: AtomicU32 = AtomicU32::new(0);
+static PRINCIPAL_CALLS: AtomicU32 = AtomicU32::new(0);
+static EXPIRED_SEEN: AtomicU32 = AtomicU32::new(0);
+static ANSWERS_TO_EXPIRED: AtomicU32 = AtomicU32::new(0);
+static REQUESTERS_REFUSED: AtomicU32 = AtomicU32::new(0);
+static OTHERS_IDS_REFUSED: AtomicU32 = AtomicU32::new(0);
+static EXPECTED: AtomicU32 = AtomicU32::new(0);
+static SIGNATURES_NAMED: AtomicU32 = AtomicU32::new(0);
+static WAITS: AtomicU32 = AtomicU32::new(0);
+static WAITS_REPLAYED: AtomicU32 = AtomicU32::new(0);
+static CARRIED_ELSEWHERE: AtomicU32 = AtomicU32::new(0);
+/// The answers of each open library defect told apart, by [`Open`].
+static OPEN_DEFECTS: [AtomicU32; 5] = [const { AtomicU32::new(0) }; 5];
+
+/// The open library defects the model tells apart (each a test at the end
+/// of this file, ignored until it is fixed).
+#[derive(Clone, Copy, Debug)]
+enum Open {
+    /// `a_wait_on_an_unknown_outcome_asks_it_again`
+    WaitInDoubt,
+    /// `a_wait_on_a_call_that_ran_answers_what_came_of_it`
+    WaitRan,
+    /// `the_hosts_answer_to_a_call_that_ran_is_what_came_of_it`
+    ExpiredRan,
+    /// `the_hosts_answer_leaves_an_expired_decision_expired`
+    ExpiredDecisionTaken,
+    /// `another_principals_question_id_is_not_this_calls`
+    OthersQuestion,
+}
+
+fn told_apart(defect: Open) {
+    OPEN_DEFECTS[defect as usize].fetch_add(1, Ordering::Relaxed);
+}
 
 fn check(name: &str, backing: &impl Backing) {
     let _alone = ONE_AT_A_TIME
@@ -2261,6 +3367,22 @@ fn check(name: &str, backing: &impl Backing) {
         &RULE_APPROVALS,
         &AVOIDED,
         &BUSY_ANSWERS,
+        &TICKS,
+        &PRINCIPAL_CALLS,
+        &EXPIRED_SEEN,
+        &ANSWERS_TO_EXPIRED,
+        &REQUESTERS_REFUSED,
+        &OTHERS_IDS_REFUSED,
+        &EXPECTED,
+        &SIGNATURES_NAMED,
+        &WAITS,
+        &WAITS_REPLAYED,
+        &CARRIED_ELSEWHERE,
+        &OPEN_DEFECTS[0],
+        &OPEN_DEFECTS[1],
+        &OPEN_DEFECTS[2],
+        &OPEN_DEFECTS[3],
+        &OPEN_DEFECTS[4],
     ] {
         figure.store(0, Ordering::Relaxed);
     }
@@ -2299,7 +3421,12 @@ fn check(name: &str, backing: &impl Backing) {
          STOPPED, {} RATE_LIMITED, {} signatures short of the last, {} approvals decided by the \
          second person, {} approvals the controls refused (stopped, the requester, a client), \
          {} approvals by rule; {} calls RESOURCE_BUSY (another process held their resource); \
-         {} operations left out for a known defect",
+         {} operations left out for a known defect; questions in time, by principal, waited \
+         for: {} ticks of the clock, {} questions read expired, {} answers to expired ones, \
+         {} calls by a principal, {} approvals by the requester refused, {} calls with another \
+         requester's id refused, {} answers as the table predicted them, {} naming who signed, \
+         {} waits ({} replayed, {} after a carry-out on the other replica); answers of open \
+         library defects told apart (the tests at the end): {:?}",
         ran.load(Ordering::Relaxed),
         cases(),
         seed(),
@@ -2320,6 +3447,18 @@ fn check(name: &str, backing: &impl Backing) {
         RULE_APPROVALS.load(Ordering::Relaxed),
         BUSY_ANSWERS.load(Ordering::Relaxed),
         AVOIDED.load(Ordering::Relaxed),
+        TICKS.load(Ordering::Relaxed),
+        EXPIRED_SEEN.load(Ordering::Relaxed),
+        ANSWERS_TO_EXPIRED.load(Ordering::Relaxed),
+        PRINCIPAL_CALLS.load(Ordering::Relaxed),
+        REQUESTERS_REFUSED.load(Ordering::Relaxed),
+        OTHERS_IDS_REFUSED.load(Ordering::Relaxed),
+        EXPECTED.load(Ordering::Relaxed),
+        SIGNATURES_NAMED.load(Ordering::Relaxed),
+        WAITS.load(Ordering::Relaxed),
+        WAITS_REPLAYED.load(Ordering::Relaxed),
+        CARRIED_ELSEWHERE.load(Ordering::Relaxed),
+        OPEN_DEFECTS.each_ref().map(|n| n.load(Ordering::Relaxed)),
     );
     if let Err(failure) = outcome {
         panic!("{name}: {failure}");
@@ -2381,6 +3520,7 @@ fn regression(case: Case) {
 fn wipe_call(replica: usize, how: How) -> Op {
     Op::Call {
         caller: 1,
+        principal: None,
         conversation: 1,
         replica,
         tool: 3,
@@ -2527,6 +3667,7 @@ fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
             wipe_call(0, How::WithId),
             Op::Call {
                 caller: 1,
+                principal: None,
                 conversation: 1,
                 replica: 0,
                 tool: 3,
@@ -2559,6 +3700,7 @@ fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
 fn it_did_not_happen_is_refused_while_the_tool_is_stopped() {
     let page_call = |fault, client_answers| Op::Call {
         caller: 1,
+        principal: None,
         conversation: 0,
         replica: 0,
         tool: 0,
@@ -2667,6 +3809,7 @@ fn an_approval_carried_out_while_the_tool_is_stopped_is_not_asked_again() {
 fn a_page_the_store_failed_to_begin_is_counted_as_the_replica_judged_it() {
     let page = |conversation, replica, arg, how, fault| Op::Call {
         caller: 0,
+        principal: None,
         conversation,
         replica,
         tool: PAGE,
@@ -2701,4 +3844,163 @@ fn a_page_the_store_failed_to_begin_is_counted_as_the_replica_judged_it() {
             ops,
         });
     }
+}
+
+// ------------------------- library defects the model found, still open
+
+/// Runs one case as [`regression`] does, every answer of an open defect a
+/// violation.
+fn open_defect(case: Case) {
+    STRICT.with(|strict| strict.set(true));
+    regression(case);
+    STRICT.with(|strict| strict.set(false));
+}
+
+/// A page whose answer was lost is in doubt: its call answers `IN_DOUBT`
+/// with a question for a person, who must say whether it happened. A wait
+/// for that question (`Dispatcher::wait_for_decision`) answers
+/// `CONFIRMATION_REQUIRED`, "page needs user approval before it runs", of a
+/// page that ran; it was to answer the question again, `IN_DOUBT` with the
+/// same id. The wait reads the question open and answers as for an
+/// approval (`Stages::asked`), whatever its kind.
+#[test]
+#[ignore = "library defect: a wait on an unknown outcome's question answers CONFIRMATION_REQUIRED"]
+fn a_wait_on_an_unknown_outcome_asks_it_again() {
+    open_defect(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::Lift,
+        ops: vec![
+            Op::Call {
+                caller: 0,
+                principal: None,
+                conversation: 0,
+                replica: 0,
+                tool: PAGE,
+                arg: 0,
+                how: How::Plain,
+                fault: Fault::LoseAnswer,
+                client_answers: false,
+            },
+            Op::WaitFor {
+                question: 0,
+                replica: 0,
+                first: First::Nothing,
+                past: true,
+            },
+        ],
+    });
+}
+
+/// In host mode a wipe is asked about; the host's `confirmed` runs the
+/// identical call (its question, which the host may answer, stays open).
+/// A wait for the question answers `CONFIRMATION_REQUIRED`, "wipe needs
+/// user approval before it runs", of a wipe the backend ran; it was to
+/// answer what came of the call (replayed). The wait reads only the
+/// question, not the call's key.
+#[test]
+#[ignore = "library defect: a wait answers CONFIRMATION_REQUIRED of a call that ran"]
+fn a_wait_on_a_call_that_ran_answers_what_came_of_it() {
+    open_defect(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::Lift,
+        ops: vec![
+            wipe_call(0, How::Plain),
+            wipe_call(0, How::Confirmed),
+            Op::WaitFor {
+                question: 0,
+                replica: 0,
+                first: First::Nothing,
+                past: true,
+            },
+        ],
+    });
+}
+
+/// A wipe is asked about and approved in the inbox; nobody carries it out
+/// within the approval's time. The host's `approve` of it then answers
+/// `CONFIRMATION_EXPIRED`, as it should, but the store now reads the
+/// question running (`QuestionState::Running(Approve)`) for good, where the
+/// table says expired everywhere: the take of an expired decision marks it
+/// used (`QuestionStore::take_approval`, memory and SQL stores alike), and
+/// from then on a person's answer is refused as closed, not expired, and a
+/// wait or a call with the id is `CONFIRMATION_INVALID`, not
+/// `CONFIRMATION_EXPIRED`.
+#[test]
+#[ignore = "library defect: the host's answer to an expired decision leaves it running"]
+fn the_hosts_answer_leaves_an_expired_decision_expired() {
+    open_defect(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::Lift,
+        ops: vec![
+            wipe_call(0, How::Plain),
+            ana_approves(Via::Inbox, false),
+            Op::Tick(Tick::Approval),
+            ana_approves(Via::Host, false),
+        ],
+    });
+}
+
+/// In host mode a wipe is asked about; the host's `confirmed` runs the
+/// identical call (its question, which the host may answer, stays open);
+/// the question's time passes. The host's `approve` of it answers
+/// `CONFIRMATION_EXPIRED`, "ask the user again if they still want it", of
+/// a wipe the backend ran; it was to answer what came of the call
+/// (replayed). As the wait above, the host's answer reads the question,
+/// not the call's key.
+#[test]
+#[ignore = "library defect: the host's answer says CONFIRMATION_EXPIRED of a call that ran"]
+fn the_hosts_answer_to_a_call_that_ran_is_what_came_of_it() {
+    open_defect(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::Lift,
+        ops: vec![
+            wipe_call(0, How::Plain),
+            wipe_call(0, How::Confirmed),
+            Op::Tick(Tick::Approval),
+            ana_approves(Via::Host, false),
+        ],
+    });
+}
+
+/// The operators ask two people for a wipe; in host mode, ana (a principal
+/// behind bob's caller) makes one and is asked. Bo makes the identical call
+/// through the same caller, bringing ana's question's id: he is answered
+/// `CONFIRMATION_REQUIRED` with her question (its id, its signatures); it
+/// was to be `CONFIRMATION_INVALID`, as in inbox mode. Stage 7 reads a
+/// question several people must sign by its id alone
+/// (`Stages::awaiting_signatures`), without the call's binding: its caller,
+/// conversation, tool, arguments and requester.
+#[test]
+#[ignore = "library defect: another principal's question id is answered with that question"]
+fn another_principals_question_id_is_not_this_calls() {
+    open_defect(Case {
+        modes: [Approvals::Host, Approvals::Host],
+        share: false,
+        rules: Rules::TwoPeople,
+        ops: vec![
+            Op::Call {
+                caller: 1,
+                principal: Some(0),
+                conversation: 1,
+                replica: 0,
+                tool: WIPE,
+                arg: 1,
+                how: How::Plain,
+                fault: Fault::None,
+                client_answers: false,
+            },
+            Op::Again {
+                back: 0,
+                other: true,
+                replica: 0,
+                how: How::OthersId,
+                fault: Fault::None,
+                client_answers: false,
+            },
+        ],
+    });
 }
