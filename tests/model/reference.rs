@@ -84,8 +84,9 @@ pub struct Question {
     pub applied_at_decision: usize,
     pub used: bool,
     pub gone: bool,
-    /// Whether the store was seen reading it expired (for the figures).
-    pub expired_seen: bool,
+    /// What of its life in time the run met (for the figures): see
+    /// [`Question::times`].
+    pub met: u8,
 }
 
 impl Question {
@@ -129,6 +130,20 @@ impl Question {
     /// carried out, within its time.
     pub fn live(&self, v: u64) -> bool {
         matches!(self.class(v), Class::Open | Class::Decided(_))
+    }
+
+    /// Which of its times `v` meets, one bit each: expired undecided;
+    /// expired decided and not carried out; carried out and read past its
+    /// time (replayed); a denial standing past the question's own time.
+    pub fn times(&self, v: u64) -> u8 {
+        let past = !self.in_doubt && v >= self.asked_v + APPROVAL_MS;
+        match self.class(v) {
+            Class::Expired if self.decision.is_none() => 1,
+            Class::Expired => 2,
+            Class::Used(_) if past && !self.denies(v) => 4,
+            _ if past && self.denies(v) => 8,
+            _ => 0,
+        }
     }
 
     /// The person who made the call: the principal, or the caller itself.
