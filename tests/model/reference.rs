@@ -33,8 +33,8 @@ pub const STEP_MS: u64 = 20_000;
 pub const APPROVAL_TTL: Duration = Duration::from_millis(3 * STEP_MS);
 /// A denial's own period (`Settings::denial_ttl`): fifteen steps.
 pub const DENIAL_TTL: Duration = Duration::from_millis(15 * STEP_MS);
-const APPROVAL_MS: u64 = 3 * STEP_MS;
-const DENIAL_MS: u64 = 15 * STEP_MS;
+pub const APPROVAL_MS: u64 = 3 * STEP_MS;
+pub const DENIAL_MS: u64 = 15 * STEP_MS;
 
 /// What a person said of a question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +84,10 @@ pub struct Question {
     pub applied_at_decision: usize,
     pub used: bool,
     pub gone: bool,
+    /// An open library defect left it where the table would not: what the
+    /// store says of it is taken as it is, and no answer about it is
+    /// predicted.
+    pub astray: bool,
     /// What of its life in time the run met (for the figures): see
     /// [`Question::times`].
     pub met: u8,
