@@ -1022,7 +1022,6 @@ async fn note_question<St: Store>(
         client: question.answerers.client(),
         signed: Vec::new(),
         decision: None,
-        applied_at_decision: 0,
         used: false,
         gone: false,
         astray: false,
@@ -1197,17 +1196,12 @@ async fn questions_held<St: Store>(system: &System<St>, model: &mut Model) -> Ch
         let id = model.questions[at].id.clone();
         let entry = store.approval(&id).await.map_err(|e| e.to_string())?;
         let class = reference::class_of(entry.as_ref(), now)?;
-        let applied = model
-            .known
-            .get(&model.questions[at].identity)
-            .and_then(|known| known.key.as_deref())
-            .map_or(0, |key| system.ledger.applied(key));
         if reference::expired_decision_taken(&model.questions[at], class, v, &leeway) && !strict() {
             told_apart(Open::ExpiredDecisionTaken);
             model.questions[at].used = true;
             model.questions[at].astray = true;
         }
-        reference::reconcile(&mut model.questions[at], class, v, &leeway, applied)?;
+        reference::reconcile(&mut model.questions[at], class, v, &leeway)?;
         if entry.is_some() && (signing || model.questions[at].needed > 1) {
             let signed: Vec<String> = store
                 .signatures(&id)
@@ -2886,7 +2880,6 @@ async fn answer<St: Store>(
     }
     if taken {
         reference.decision = Some((said, v));
-        reference.applied_at_decision = before_effects;
         let known = model.known.get_mut(&q.identity).unwrap();
         match said {
             Said::Approve => {

@@ -80,8 +80,6 @@ pub struct Question {
     pub signed: Vec<&'static str>,
     /// What was decided, and when on the test's clock.
     pub decision: Option<(Said, u64)>,
-    /// The call's effects when it was decided.
-    pub applied_at_decision: usize,
     pub used: bool,
     pub gone: bool,
     /// An open library defect left it where the table would not: what the
@@ -217,13 +215,7 @@ pub fn expired_decision_taken(q: &Question, store: Class, v: u64, leeway: &Leewa
 /// Compares the store's reading of `q` with the table's at `v`, and takes
 /// on a change the operation was allowed to make; anything else is a
 /// violation.
-pub fn reconcile(
-    q: &mut Question,
-    store: Class,
-    v: u64,
-    leeway: &Leeway,
-    applied: usize,
-) -> Result<(), String> {
+pub fn reconcile(q: &mut Question, store: Class, v: u64, leeway: &Leeway) -> Result<(), String> {
     let expected = q.class(v);
     if store == expected {
         return Ok(());
@@ -236,7 +228,6 @@ pub fn reconcile(
                 && (matches!(store, Class::Decided(_)) || (take && !leeway.give_back)) =>
         {
             q.decision = Some((said, v));
-            q.applied_at_decision = applied;
             q.used = matches!(store, Class::Used(_));
         }
         (Class::Decided(a), Class::Used(b)) if a == b && take && !leeway.give_back => {
