@@ -34,7 +34,7 @@ pub enum RecordedOutcome {
 #[non_exhaustive]
 pub enum Claim {
     /// The caller now holds the key and must execute, then
-    /// [`complete`](CallStore::complete) or [`release`](CallStore::release) it.
+    /// [`complete`](super::CallStore::complete) or [`release`](super::CallStore::release) it.
     Acquired,
     /// The call was completed before: its stored result.
     Completed(ToolResult),
@@ -58,7 +58,7 @@ pub struct Unsettled {
     pub question: PendingApproval,
 }
 
-/// What a session's taint says of one call ([`TaintStore::tainted`]).
+/// What a session's taint says of one call ([`TaintStore::tainted`](super::TaintStore::tainted)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TaintHit {
@@ -77,7 +77,7 @@ impl TaintHit {
     }
 }
 
-/// What a call asks of the store as it begins ([`CallStore::begin_call`]): the
+/// What a call asks of the store as it begins ([`CallStore::begin_call`](super::CallStore::begin_call)): the
 /// reads and writes the pipeline makes before stage 5, which a store that
 /// talks to a server can make in one round trip.
 #[derive(Clone, Copy, Debug)]
@@ -148,7 +148,7 @@ impl<'a> CallStart<'a> {
 }
 
 /// A resource lock asked for with a call's start ([`CallStart::lock`]),
-/// as [`LockStore::lock_resource`] takes it.
+/// as [`LockStore::lock_resource`](super::LockStore::lock_resource) takes it.
 #[derive(Clone, Copy, Debug)]
 pub struct LockAsk<'a> {
     /// The resource's key.
@@ -159,7 +159,7 @@ pub struct LockAsk<'a> {
     pub lease_ms: u64,
 }
 
-/// What the store found as a call began ([`CallStore::begin_call`]).
+/// What the store found as a call began ([`CallStore::begin_call`](super::CallStore::begin_call)).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallBegun {
     /// The session's new step count.
@@ -167,16 +167,16 @@ pub struct CallBegun {
     /// The key's new count; `None` when the step was over the budget and
     /// the call was not counted.
     pub calls: Option<u64>,
-    /// What is recorded of the key, as [`CallStore::outcome`] says it: read
+    /// What is recorded of the key, as [`CallStore::outcome`](super::CallStore::outcome) says it: read
     /// only when asked and the count is within `max_calls` (`None`
     /// otherwise, and for a free key).
     pub outcome: Option<RecordedOutcome>,
     /// Whether the session saw untrusted output, when asked; `None` when
-    /// the store did not look (the caller asks [`TaintStore::tainted`]).
+    /// the store did not look (the caller asks [`TaintStore::tainted`](super::TaintStore::tainted)).
     pub tainted: Option<bool>,
     /// Whether the conversation `named` has a question, unexpired, asked or
     /// decided, used or not, when asked; `None` when the store did not look
-    /// (the caller asks [`QuestionStore::find_approval`]).
+    /// (the caller asks [`QuestionStore::find_approval`](super::QuestionStore::find_approval)).
     pub questions: Option<bool>,
     /// Whether the resource asked for is now locked by its holder.
     pub locked: bool,
@@ -187,7 +187,7 @@ pub struct CallBegun {
 }
 
 /// The operators' controls as a store keeps them
-/// ([`ControlStore::put_controls`]): a version, counted from 1 by every write, and
+/// ([`ControlStore::put_controls`](super::ControlStore::put_controls)): a version, counted from 1 by every write, and
 /// the document (JSON of [`Controls`](crate::controls::Controls)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredControls {
