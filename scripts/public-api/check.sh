@@ -28,7 +28,7 @@ diffs="$(mktemp -d)"
 trap 'rm -rf "$diffs"' EXIT
 
 status=0
-for crate in toolcall toolcall-core toolcall-macros toolcall-sql toolcall-sqlite toolcall-postgres \
+for crate in toolcall toolcall-core toolcall-ledger toolcall-macros toolcall-sql toolcall-sqlite toolcall-postgres \
     toolcall-providers toolcall-mcp toolcall-contract toolcall-inbox toolcall-cli toolcall-rig \
     toolcall-listen toolcall-metrics; do
     listing="public-api/$crate.txt"

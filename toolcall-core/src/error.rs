@@ -23,6 +23,19 @@ type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 pub struct Rejection {
     code: Code,
     message: String,
+    /// Set by [`Ctx::within_limit`](crate::Ctx::within_limit): the
+    /// dispatcher answers it as it answers an argument over its limit, in
+    /// the host's words.
+    limit: Option<Box<LimitBreach>>,
+}
+
+/// A value beyond a caller limit that a check compared in its own units.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LimitBreach {
+    pub(crate) name: String,
+    /// `None`: the caller's policy does not set the limit.
+    pub(crate) limit: Option<i64>,
+    pub(crate) value: i64,
 }
 
 impl Rejection {
@@ -32,7 +45,38 @@ impl Rejection {
         Rejection {
             code: Code::new(code),
             message: message.into(),
+            limit: None,
         }
+    }
+
+    /// `POLICY_LIMIT` for `value` against the caller's limit `name`
+    /// (`None`: not set), as [`Ctx::within_limit`](crate::Ctx::within_limit)
+    /// answers it.
+    pub(crate) fn beyond_limit(name: &str, limit: Option<i64>, value: i64) -> Self {
+        let message = match limit {
+            Some(limit) => format!(
+                "The value {value} is above this caller's limit of {limit} ({name}). \
+                 It cannot be done in this context; tell the user."
+            ),
+            None => format!(
+                "This call is bounded by the limit `{name}`, which is not set for this \
+                 caller. It cannot be done in this context; tell the user."
+            ),
+        };
+        Rejection {
+            code: Code::PolicyLimit,
+            message,
+            limit: Some(Box::new(LimitBreach {
+                name: name.to_owned(),
+                limit,
+                value,
+            })),
+        }
+    }
+
+    /// The limit a check found exceeded, if this is its answer.
+    pub(crate) fn breach(&self) -> Option<&LimitBreach> {
+        self.limit.as_deref()
     }
 
     /// The stable code.

@@ -170,7 +170,8 @@ impl Registry {
 
     /// Provider-neutral tool definitions, `[{name, description, parameters}]`,
     /// for the tools `policy` allows, in registration order. The parameters
-    /// are the JSON Schema the validator enforces.
+    /// are the JSON Schema the validator enforces, each argument's caller
+    /// limit as its `maximum` ([`ToolSpec::parameters_schema_for`]).
     pub fn definitions(&self, policy: &Policy) -> Vec<Value> {
         self.iter()
             .filter(|spec| policy.allows(spec.name()))
@@ -178,7 +179,7 @@ impl Registry {
                 json!({
                     "name": spec.name(),
                     "description": spec.description(),
-                    "parameters": spec.parameters_schema(),
+                    "parameters": spec.parameters_schema_for(policy),
                 })
             })
             .collect()

@@ -104,7 +104,7 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 use unicode_normalization::UnicodeNormalization as _;
 
@@ -520,6 +520,39 @@ pub(crate) fn of_output(value: &Value, out: &mut BTreeSet<Fingerprint>) {
         Value::Object(members) => members.values().for_each(|v| of_output(v, out)),
         _ => {}
     }
+}
+
+/// The value at a JSON pointer into a tool's output (its `data` map).
+pub(crate) fn part<'a>(output: &'a Map<String, Value>, pointer: &str) -> Option<&'a Value> {
+    let rest = pointer.strip_prefix('/')?;
+    let (first, rest) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, ""),
+    };
+    let key = first.replace("~1", "/").replace("~0", "~");
+    output.get(&key)?.pointer(rest)
+}
+
+/// Whether a part of an output has anything in it a stranger could have
+/// written: not null, not blank text, not an empty list or object.
+pub(crate) fn has_content(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::String(text) => !text.trim().is_empty(),
+        Value::Array(items) => items.iter().any(has_content),
+        Value::Object(members) => members.values().any(has_content),
+        Value::Bool(_) | Value::Number(_) => true,
+    }
+}
+
+/// Those of `parts` (JSON pointers) that carry something in `output`, in
+/// the order declared.
+pub(crate) fn filled_parts(output: &Map<String, Value>, parts: &[&str]) -> Vec<String> {
+    parts
+        .iter()
+        .filter(|pointer| part(output, pointer).is_some_and(has_content))
+        .map(|pointer| (*pointer).to_owned())
+        .collect()
 }
 
 /// The fingerprints an untrusted output would give for the untrusted tool's

@@ -58,6 +58,42 @@ impl<S: ?Sized> Ctx<S> {
     }
 }
 
+impl<S: ?Sized> Ctx<S> {
+    /// The caller's value of the limit `name` (`Policy::limit`), for a check
+    /// that compares in its own units; `None` when the caller's policy does
+    /// not set it. Most checks want [`within_limit`](Self::within_limit),
+    /// which fails closed on a missing limit.
+    pub fn limit(&self, name: &str) -> Option<i64> {
+        self.caller.policy().limit_of(name)
+    }
+
+    /// Whether `value`, in the limit's own units (the credit converted to
+    /// euro cents, say), is within the caller's limit `name`: `Err` with the
+    /// standard `POLICY_LIMIT` answer (the limit and the value in its
+    /// message, the host's own wording where it replaced it) when it is
+    /// above, or when the caller's policy does not set the limit (a missing
+    /// limit fails closed). Declare the name on the tool,
+    /// `#[tool(limits = ["max_credit_eur_cents"])]`, so that the build
+    /// checks every caller's policy against it.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use toolcall_core::{Caller, Ctx, Policy};
+    /// let caller = Caller::new("tier-1", Policy::new().limit("max_credit_eur_cents", 5_000));
+    /// let ctx = Ctx::new(Arc::new(()), "key", "session", caller);
+    /// assert!(ctx.within_limit("max_credit_eur_cents", 4_784).is_ok());
+    /// let over = ctx.within_limit("max_credit_eur_cents", 5_200).unwrap_err();
+    /// assert_eq!(over.code(), "POLICY_LIMIT");
+    /// assert!(ctx.within_limit("max_refund_cents", 1).is_err(), "not set: refused");
+    /// ```
+    pub fn within_limit(&self, name: &str, value: i64) -> Result<(), crate::Rejection> {
+        match self.limit(name) {
+            Some(limit) if value <= limit => Ok(()),
+            limit => Err(crate::Rejection::beyond_limit(name, limit, value)),
+        }
+    }
+}
+
 impl<S: Any + Send + Sync> Ctx<S> {
     /// The typed view of the dispatcher's context. Fails only if the registry
     /// was given to a dispatcher whose state is not `S`, which
@@ -174,6 +210,8 @@ pub struct ToolSpec {
     side_effect: bool,
     high_risk: bool,
     untrusted_output: bool,
+    untrusted_parts: &'static [&'static str],
+    named_limits: &'static [&'static str],
     idempotent_backend: bool,
     timeout_ms: Option<u64>,
     max_output_bytes: Option<u64>,
@@ -226,6 +264,8 @@ impl ToolSpec {
             side_effect: parts.side_effect,
             high_risk: parts.high_risk,
             untrusted_output: parts.untrusted_output,
+            untrusted_parts: &[],
+            named_limits: &[],
             idempotent_backend: parts.idempotent_backend,
             timeout_ms: parts.timeout_ms,
             max_output_bytes: parts.max_output_bytes,
@@ -253,6 +293,24 @@ impl ToolSpec {
     #[doc(hidden)]
     pub const fn __max_repeats(mut self, max_repeats: Option<u64>) -> Self {
         self.max_repeats = max_repeats;
+        self
+    }
+
+    /// The spec with `#[tool(untrusted_output = ["/part", ...])]`: only
+    /// these parts of the output carry untrusted text (and the tool's
+    /// output is untrusted).
+    #[doc(hidden)]
+    pub const fn __untrusted_parts(mut self, parts: &'static [&'static str]) -> Self {
+        self.untrusted_output = true;
+        self.untrusted_parts = parts;
+        self
+    }
+
+    /// The spec with `#[tool(limits = ["...", ...])]`: the caller limits its
+    /// check reads by name.
+    #[doc(hidden)]
+    pub const fn __limits(mut self, limits: &'static [&'static str]) -> Self {
+        self.named_limits = limits;
         self
     }
 
@@ -299,6 +357,24 @@ impl ToolSpec {
     /// caller's [`Taint`](crate::Taint) level says.
     pub fn untrusted_output(&self) -> bool {
         self.untrusted_output
+    }
+
+    /// The caller limits the tool's check (or handler) reads by name and
+    /// compares in its own units (`#[tool(limits = ["max_credit_eur_cents"])]`,
+    /// [`Ctx::within_limit`]): a caller's policy may set them as it sets an
+    /// argument's limit, and the build refuses a policy limit no tool
+    /// declares either way. None is compared raw against an argument.
+    pub fn named_limits(&self) -> &'static [&'static str] {
+        self.named_limits
+    }
+
+    /// The parts of an [untrusted](Self::untrusted_output) output that
+    /// carry text strangers wrote, as JSON pointers into it
+    /// (`#[tool(untrusted_output = ["/customer_note"])]`); empty when the
+    /// whole output is untrusted. Only a part with something in it taints
+    /// the session: an invoice whose note is empty taints nothing.
+    pub fn untrusted_parts(&self) -> &'static [&'static str] {
+        self.untrusted_parts
     }
 
     /// Whether the tool's backend applies one idempotency key at most once
@@ -357,6 +433,37 @@ impl ToolSpec {
     /// The JSON Schema of the arguments: the same declaration the validator enforces.
     pub fn parameters_schema(&self) -> Value {
         (self.schema)()
+    }
+
+    /// The JSON Schema of the arguments as one caller sees them: each
+    /// argument bounded by a limit its policy sets (`#[arg(limit = "...")]`)
+    /// says that ceiling as its `maximum` (the lower of the declared one and
+    /// the limit), so that the model knows it before it asks. Every export
+    /// for a caller ([`Registry::definitions`](crate::Registry::definitions),
+    /// the providers' formats, MCP's `tools/list`) reads this one.
+    pub fn parameters_schema_for(&self, policy: &crate::Policy) -> Value {
+        let mut schema = self.parameters_schema();
+        let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+            return schema;
+        };
+        for field in self.fields {
+            for constraint in field.constraints {
+                let crate::args::Constraint::Limit(name) = constraint else {
+                    continue;
+                };
+                let (Some(limit), Some(Value::Object(property))) =
+                    (policy.limit_of(name), properties.get_mut(field.name))
+                else {
+                    continue;
+                };
+                let lower = match property.get("maximum").and_then(Value::as_f64) {
+                    Some(declared) if declared <= limit as f64 => continue,
+                    _ => limit,
+                };
+                property.insert("maximum".to_owned(), Value::from(lower));
+            }
+        }
+        schema
     }
 
     /// Validates arguments exactly as the dispatcher's stage 3 does, without

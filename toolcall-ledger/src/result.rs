@@ -188,6 +188,13 @@ pub struct ToolResult {
     /// denies this exact call (`Dispatcher::approve`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation_id: Option<String>,
+    /// The parts of `data` that carry text strangers wrote, as JSON
+    /// pointers into it: those of a tool's declared untrusted parts
+    /// (`#[tool(untrusted_output = ["/customer_note"])]`) that have
+    /// something in them, so that the model reads them as data, never as
+    /// instructions. Empty for every other result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted: Vec<String>,
 }
 
 fn bounded_name(name: Cow<'static, str>) -> Cow<'static, str> {
@@ -216,6 +223,7 @@ impl ToolResult {
             data: data.into(),
             replayed: false,
             confirmation_id: None,
+            untrusted: Vec::new(),
         }
     }
 
@@ -235,6 +243,7 @@ impl ToolResult {
             data: Data::new(),
             replayed: false,
             confirmation_id: None,
+            untrusted: Vec::new(),
         }
     }
 

@@ -18,6 +18,11 @@ pub(crate) struct ToolAttr {
     pub high_risk: Option<Span>,
     /// What the tool returns was written by strangers: it taints the session.
     pub untrusted_output: Option<Span>,
+    /// `untrusted_output = ["/pointer", ...]`: only these parts of the
+    /// output (JSON pointers into it) carry untrusted text.
+    pub untrusted_parts: Vec<LitStr>,
+    /// `limits = ["name", ...]`: caller limits the check reads by name.
+    pub limits: Vec<LitStr>,
     /// The backend applies one idempotency key at most once: a call whose
     /// outcome is unknown may run again under its key. Beside `reconcile`,
     /// it is tried first (see `tool`'s doc).
@@ -56,8 +61,19 @@ impl ToolAttr {
             match key_name.as_str() {
                 "side_effect" => set(cx, &mut attr.side_effect, &key, key.span()),
                 "high_risk" => set(cx, &mut attr.high_risk, &key, key.span()),
-                "untrusted_output" => set(cx, &mut attr.untrusted_output, &key, key.span()),
+                "untrusted_output" => {
+                    set(cx, &mut attr.untrusted_output, &key, key.span());
+                    if meta.input.peek(syn::Token![=]) {
+                        attr.untrusted_parts = untrusted_parts(meta.value()?.parse()?, cx);
+                    }
+                }
                 "idempotent_backend" => set(cx, &mut attr.idempotent_backend, &key, key.span()),
+                "limits" => {
+                    if !attr.limits.is_empty() {
+                        cx.error_spanned_by(&key, msg::duplicate_key("limits"));
+                    }
+                    attr.limits = limit_names(meta.value()?.parse()?, cx);
+                }
                 "check" | "async_check" | "reconcile" | "preview" | "crate" => {
                     let expr: Expr = meta.value()?.parse()?;
                     let slot = match key_name.as_str() {
@@ -134,6 +150,66 @@ impl ToolAttr {
         }
         attr
     }
+}
+
+/// The parts of `untrusted_output = [...]`: JSON pointers into the output,
+/// each written once.
+fn untrusted_parts(expr: Expr, cx: &mut Ctxt) -> Vec<LitStr> {
+    let Expr::Array(array) = expr else {
+        cx.error_spanned_by(expr, msg::UNTRUSTED_PARTS);
+        return Vec::new();
+    };
+    if array.elems.is_empty() {
+        cx.error_spanned_by(&array, msg::UNTRUSTED_PARTS);
+    }
+    let mut parts: Vec<LitStr> = Vec::new();
+    for element in array.elems {
+        match element {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(text),
+                ..
+            }) => {
+                let pointer = text.value();
+                if !pointer.starts_with('/') {
+                    cx.error_spanned_by(&text, msg::untrusted_pointer(&pointer));
+                } else if parts.iter().any(|part| part.value() == pointer) {
+                    cx.error_spanned_by(&text, msg::duplicate_key(&pointer));
+                } else {
+                    parts.push(text);
+                }
+            }
+            other => cx.error_spanned_by(other, msg::UNTRUSTED_PARTS),
+        }
+    }
+    parts
+}
+
+/// The names of `limits = [...]`, each non-empty and written once.
+fn limit_names(expr: Expr, cx: &mut Ctxt) -> Vec<LitStr> {
+    let Expr::Array(array) = expr else {
+        cx.error_spanned_by(expr, msg::LIMIT_NAMES);
+        return Vec::new();
+    };
+    if array.elems.is_empty() {
+        cx.error_spanned_by(&array, msg::LIMIT_NAMES);
+    }
+    let mut names: Vec<LitStr> = Vec::new();
+    for element in array.elems {
+        match element {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(text),
+                ..
+            }) if !text.value().is_empty() => {
+                if names.iter().any(|name| name.value() == text.value()) {
+                    cx.error_spanned_by(&text, msg::duplicate_key(&text.value()));
+                } else {
+                    names.push(text);
+                }
+            }
+            other => cx.error_spanned_by(other, msg::LIMIT_NAMES),
+        }
+    }
+    names
 }
 
 const PREVIEW_PATH: &str = "`preview` takes the path of a function, for example `preview = preview_refund`: `fn(&Args, &Ctx<S>) -> String`, what a dry run of the call says it would do";

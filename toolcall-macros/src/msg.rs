@@ -3,7 +3,7 @@
 
 pub(crate) const TWO_CHECKS: &str = "a tool has one business check: `check = path` names a function that answers at once, `async_check = path` one that awaits (`async fn`); keep one, and call the other from it";
 
-pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `async_check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `max_repeats = N`, `approvals = N`, `untrusted_output`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
+pub(crate) const TOOL_KEYS: &str = "expected one of `side_effect`, `high_risk`, `check = path`, `async_check = path`, `reconcile = path`, `name = \"...\"`, `version = N`, `timeout_ms = N`, `max_output_bytes = N`, `max_repeats = N`, `approvals = N`, `untrusted_output`, `untrusted_output = [\"/part\", ...]`, `limits = [\"name\", ...]`, `idempotent_backend`, `preview = path`, `args = \"...\"`, `crate = path`";
 pub(crate) const BAD_MAX_REPEATS: &str = "`max_repeats` is a whole number of calls from 1, for example `max_repeats = 20`: how many identical calls of this read-only tool a session may make before LOOP_DETECTED";
 pub(crate) const BAD_APPROVALS: &str = "`approvals` is how many distinct people must approve each call, from 2 to 10, for example `approvals = 2` (one person is what `high_risk` asks already)";
 pub(crate) const APPROVALS_WITHOUT_HIGH_RISK: &str = "`approvals = N` is for a tool a person approves: add `high_risk` (`#[tool(side_effect, high_risk, approvals = 2)]`)";
@@ -67,6 +67,23 @@ pub(crate) fn default_key(key: &str) -> String {
          out, and write the default in the body (`limit.unwrap_or(20)`), saying it in the doc \
          comment; {}",
         ARG_KEYS
+    )
+}
+
+pub(crate) const LIMIT_NAMES: &str = "`limits = [...]` names the caller limits the tool's check compares in its own units, for example `limits = [\"max_credit_eur_cents\"]`, read with `ctx.within_limit(\"max_credit_eur_cents\", value)`";
+
+pub(crate) fn limit_twice(name: &str) -> String {
+    format!(
+        "the limit `{name}` is both in `limits = [...]` and an argument's `limit`: an argument's limit compares the raw value, a named one is compared by the check in its own units; keep one"
+    )
+}
+
+pub(crate) const UNTRUSTED_PARTS: &str = "`untrusted_output = [...]` lists the parts of the output that carry text strangers wrote, as JSON pointers into it, for example `untrusted_output = [\"/customer_note\"]`; write `untrusted_output` alone when the whole output is untrusted";
+
+pub(crate) fn untrusted_pointer(pointer: &str) -> String {
+    format!(
+        "`{pointer}` is not a JSON pointer into the output: write `/{}` (a part is named from the output's root, each step after a `/`)",
+        pointer.trim_start_matches('/')
     )
 }
 

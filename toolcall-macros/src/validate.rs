@@ -23,6 +23,7 @@ pub(crate) fn check(tool: &ToolFn, cx: &mut Ctxt) {
     check_args_name(tool, cx);
     check_types(tool, cx);
     check_limits(tool, cx);
+    check_named_limits(tool, cx);
     check_params(tool, cx);
 }
 
@@ -214,6 +215,20 @@ fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
         && !matches!(approvals.base10_parse::<u32>(), Ok(2..=10))
     {
         cx.error_spanned_by(approvals, msg::BAD_APPROVALS);
+    }
+}
+
+/// A limit named in `limits = [...]` is not also an argument's `limit`: the
+/// argument's would compare the raw value on top of the check's own units.
+fn check_named_limits(tool: &ToolFn, cx: &mut Ctxt) {
+    for name in &tool.attr.limits {
+        if tool
+            .params
+            .iter()
+            .any(|param| param.arg.limit.as_ref().is_some_and(|limit| limit.value() == name.value()))
+        {
+            cx.error_spanned_by(name, msg::limit_twice(&name.value()));
+        }
     }
 }
 

@@ -234,7 +234,9 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .registry()
             .iter()
             .filter(|spec| policy.allows(spec.name()))
-            .map(|spec| serde_json::from_value(toolcall_providers::export::mcp_tool(spec)))
+            .map(|spec| {
+                serde_json::from_value(toolcall_providers::export::mcp_tool_for(spec, policy))
+            })
             .collect()
     }
 

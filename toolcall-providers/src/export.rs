@@ -197,7 +197,7 @@ pub use gemini::{
     GEMINI_FORMATS, GEMINI_SCHEMA_KEYWORDS, gemini_declaration, gemini_json_schema, gemini_schema,
     gemini_schema_is_complete,
 };
-pub use mcp::mcp_tool;
+pub use mcp::{mcp_tool, mcp_tool_for};
 pub use openai::{
     NotStrict, OPENAI_MAX_DEPTH, OPENAI_MAX_PROPERTIES, OPENAI_STRICT_KEYWORDS,
     OPENAI_STRING_FORMATS, openai_chat_tool, openai_responses_tool, openai_strict_schema,
@@ -293,18 +293,26 @@ pub fn definitions(registry: &Registry, policy: &Policy, format: Format) -> Valu
     let specs = registry.iter().filter(|spec| policy.allows(spec.name()));
     let tools: Vec<Value> = match format {
         Format::Neutral => registry.definitions(policy),
-        Format::OpenAi => specs.map(openai_chat_tool).collect(),
-        Format::OpenAiResponses => specs.map(openai_responses_tool).collect(),
-        Format::Anthropic => specs.map(anthropic_tool).collect(),
+        Format::OpenAi => specs
+            .map(|spec| openai::openai_chat_tool_of(spec, spec.parameters_schema_for(policy)))
+            .collect(),
+        Format::OpenAiResponses => specs
+            .map(|spec| openai::openai_responses_tool_of(spec, spec.parameters_schema_for(policy)))
+            .collect(),
+        Format::Anthropic => specs
+            .map(|spec| anthropic::anthropic_tool_of(spec, &spec.parameters_schema_for(policy)))
+            .collect(),
         Format::Gemini => {
-            let declarations: Vec<Value> = specs.map(gemini_declaration).collect();
+            let declarations: Vec<Value> = specs
+                .map(|spec| gemini::gemini_declaration_of(spec, spec.parameters_schema_for(policy)))
+                .collect();
             if declarations.is_empty() {
                 Vec::new()
             } else {
                 vec![json!({ "functionDeclarations": declarations })]
             }
         }
-        Format::Mcp => specs.map(mcp_tool).collect(),
+        Format::Mcp => specs.map(|spec| mcp_tool_for(spec, policy)).collect(),
     };
     Value::Array(tools)
 }

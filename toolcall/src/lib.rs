@@ -250,6 +250,8 @@
 //! | `approvals = N` | (high-risk tools only, 2 to 10) N distinct people must approve each call, each signing in the inbox (or through the host's `approve` with a person's name); never the caller that made it nor the person behind its token, never the host's `confirmed` or an MCP client. The last signature decides, and the call runs once however many replicas race. The operators' controls may ask more of any tool (docs/operators.md), never fewer |
 //! | `max_output_bytes = N` | the most of a result's text the model gets (overrides [`Settings::max_output_bytes`]); a larger result is cut to fit, still valid JSON, with `data.truncated: true` |
 //! | `untrusted_output` | the tool's output carries text written by strangers (messages, reviews, pages, e-mails): after it, a side-effecting call in the session needs a person's approval, as the caller's [`Policy::taint`] says (see [Taint](#taint-from-untrusted-output)); not with `high_risk` |
+//! | `limits = ["max_credit_eur_cents"]` | caller limits the check compares in its own units, with [`Ctx::within_limit`] (a credit converted to euro cents whatever its currency): a policy may set them as it sets an argument's limit, the answer is the standard `POLICY_LIMIT`, and none is compared raw against an argument (a name both here and in an argument's `limit` does not compile) |
+//! | `untrusted_output = ["/part", ...]` | only these parts of the output (JSON pointers) carry text strangers wrote: only a part with something in it taints, and the result names it in `untrusted` |
 //! | `preview = path` | a function taking the same parameters as the `check` and returning text or a `Value` (or a `Result` of one): what the call would do, answered to a dry run ([`Call::dry_run`]) as `data.preview`, for example "would refund 2590 of 12000 cents of ORD-1001" |
 //! | `name = "..."` | the name the model sees (default: the function's); 1 to 64 of `a-z A-Z 0-9 _ -` |
 //! | `version = N` | publishes the tool as `<name>_vN`, so `refund_order_v2` can live beside `refund_order` while models and stored conversations move over |
@@ -304,7 +306,7 @@
 //! | `max_items = 20` | lists | `maxItems` | more items |
 //! | `format = "email"` | strings | `format` | a string not of the format: `email`, `uuid`, `date`, `date-time`, `uri` (each has a real check, see [`StringFormat`](fields::StringFormat)) |
 //! | `rename = "orderId"` | any | the property's name | the Rust name, as an unknown field |
-//! | `limit = "max_refund_cents"` | numbers | (none) | at the policy stage, a value above the caller's [`Policy`] limit of that name; a caller without that limit is refused (fails closed) |
+//! | `limit = "max_refund_cents"` | numbers | `maximum`, in the definitions exported for a caller whose policy sets the limit ([`ToolSpec::parameters_schema_for`]) | at the policy stage, a value above the caller's [`Policy`] limit of that name; a caller without that limit is refused (fails closed) |
 //! | `sensitive` | any | (none) | nothing: the value is replaced by `"[redacted]"` in audit records (and arguments that do not parse are not kept at all) |
 //! | `allow_float` | floats | (none) | nothing: it silences the compile error for a float whose name says money |
 //! | `resource`, `resource = "order"` | any, on a `side_effect` tool | (none) | nothing: side-effecting calls whose values of this resource kind are equal (default kind: the parameter's name) run their check and their handler one at a time, in every process that shares the store, so two refunds that each fit what is left cannot both pass the check before either runs. A call that waits longer than [`Settings::claim_wait`] answers `RESOURCE_BUSY` and runs nothing |
@@ -827,6 +829,18 @@
 //!   in `data.tainted`. The untrusted tool's own arguments are not
 //!   remembered: reading an order's messages does not taint the order.
 //! * [`Taint::Off`]: nothing is remembered.
+//!
+//! A tool whose output is mostly its own data, with one part written by
+//! strangers (an invoice's customer note), names that part instead:
+//! `#[tool(untrusted_output = ["/customer_note"])]` (JSON pointers into the
+//! output). Only a named part with something in it (not null, not blank
+//! text, not an empty list) taints the session, at every level, and only
+//! its values count at [`Taint::Values`]: reading an invoice without a
+//! note leaves the conversation free to act. The result names the parts
+//! that carried text, `"untrusted": ["/customer_note"]`, beside `data` in
+//! every provider format and over MCP, so the model is told which text is
+//! data to report, never instructions to follow. A pointer the output
+//! does not have is an empty part.
 //!
 //! Values still cannot catch what the model rewrote in other words: a
 //! number spelled out or computed from the text (`120` for 12000 cents),

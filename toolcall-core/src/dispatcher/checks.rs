@@ -156,7 +156,7 @@ impl fmt::Display for BuildError {
                 write!(
                     f,
                     "caller `{caller}` sets the limit `{limit}`, but no tool declares it \
-                     (with #[arg(limit = \"...\")])"
+                     (with #[arg(limit = \"...\")] or #[tool(limits = [\"...\"])])"
                 )?;
                 did_you_mean(f, closest)
             }
@@ -294,6 +294,18 @@ pub enum BuildWarning {
         /// The limit's name.
         limit: &'static str,
     },
+    /// A caller may call a tool whose check reads a limit by name
+    /// (`#[tool(limits = ["..."])]`, [`Ctx::within_limit`](crate::Ctx::within_limit)),
+    /// and its policy does not set it: every call the check bounds by it is
+    /// refused with `POLICY_LIMIT`.
+    NamedLimitNotSet {
+        /// The caller's id.
+        caller: String,
+        /// The tool.
+        tool: &'static str,
+        /// The limit's name.
+        limit: &'static str,
+    },
 }
 
 impl fmt::Display for BuildWarning {
@@ -309,6 +321,16 @@ impl fmt::Display for BuildWarning {
                 "caller `{caller}` may call `{tool}`, whose argument `{field}` is bounded by the \
                  limit `{limit}`, but does not set it: every such call is POLICY_LIMIT \
                  (set it with Policy::limit(\"{limit}\", ...))"
+            ),
+            BuildWarning::NamedLimitNotSet {
+                caller,
+                tool,
+                limit,
+            } => write!(
+                f,
+                "caller `{caller}` may call `{tool}`, whose check reads the limit `{limit}`, but \
+                 does not set it: every call it bounds is POLICY_LIMIT (set it with \
+                 Policy::limit(\"{limit}\", ...))"
             ),
         }
     }
@@ -331,6 +353,16 @@ impl fmt::Debug for BuildWarning {
                 .field("caller", caller)
                 .field("tool", tool)
                 .field("field", field)
+                .field("limit", limit)
+                .finish(),
+            BuildWarning::NamedLimitNotSet {
+                caller,
+                tool,
+                limit,
+            } => f
+                .debug_struct("NamedLimitNotSet")
+                .field("caller", caller)
+                .field("tool", tool)
                 .field("limit", limit)
                 .finish(),
         }
@@ -373,7 +405,7 @@ pub(super) fn check_caller(
     }
     let declared: BTreeSet<&'static str> = registry
         .iter()
-        .flat_map(|spec| limits_of(spec).map(|(_, limit)| limit))
+        .flat_map(|spec| limits_of(spec).map(|(_, limit)| limit).chain(spec.named_limits().iter().copied()))
         .collect();
     for (limit, _) in policy.limits() {
         if !declared.contains(limit) {
@@ -392,6 +424,17 @@ pub(super) fn check_caller(
                     caller: caller.id().to_owned(),
                     tool: spec.name(),
                     field,
+                    limit,
+                };
+                tracing::warn!(caller = caller.id(), tool = spec.name(), limit, "{warning}");
+                warnings.push(warning);
+            }
+        }
+        for &limit in spec.named_limits() {
+            if policy.limit_of(limit).is_none() {
+                let warning = BuildWarning::NamedLimitNotSet {
+                    caller: caller.id().to_owned(),
+                    tool: spec.name(),
                     limit,
                 };
                 tracing::warn!(caller = caller.id(), tool = spec.name(), limit, "{warning}");

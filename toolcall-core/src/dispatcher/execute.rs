@@ -15,7 +15,7 @@ use super::arguments::Prepared;
 use super::asked::{Asked, Doubt, JsonArguments, unprotected};
 use super::catch::{CatchUnwind, panic_text};
 use super::doubt::{Reconciled, Settled};
-use super::messages::Failure;
+use super::messages::{Details, Failure};
 use super::retry::{Attempt, Retry, Waiting, millis};
 use super::stages::{HeldLock, Stage, Stages};
 use crate::args::Members;
@@ -568,6 +568,21 @@ impl<St> Stages<St> {
     /// is unavailable now.
     pub(super) fn failure_of(&self, name: &'static str, error: ToolError) -> ToolResult {
         match error {
+            ToolError::Rejected(rejection) if rejection.breach().is_some() => {
+                let breach = rejection.breach().expect("matched");
+                let value = Value::from(breach.value);
+                let details = Details {
+                    limit: Some(&breach.name),
+                    limit_value: breach.limit,
+                    value: Some(&value),
+                    ..Details::default()
+                };
+                let failure = match breach.limit {
+                    Some(_) => Failure::OverLimit,
+                    None => Failure::LimitNotSet,
+                };
+                self.fail_with(failure, name, &details, Map::new())
+            }
             ToolError::Rejected(rejection) => {
                 let (code, message) = rejection.into_parts();
                 // A message may quote the model's input back; it stays bounded.

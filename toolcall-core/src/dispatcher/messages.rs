@@ -87,14 +87,14 @@ failures! {
     LimitNotSet => PolicyLimit, |m| format!(
         "{} is bounded by the limit `{}`, which is not set for this caller. \
          It cannot be done in this context; tell the user.",
-        m.field().unwrap_or("an argument"),
+        m.field().unwrap_or("This call"),
         m.limit().unwrap_or("?"),
     );
     /// `POLICY_LIMIT`: an argument is above the caller's limit.
     OverLimit => PolicyLimit, |m| format!(
         "{} {} is above this caller's limit of {} ({}). \
          It cannot be done in this context; tell the user.",
-        m.field().unwrap_or("an argument"),
+        m.field().unwrap_or("The value"),
         m.value().map_or_else(String::new, Value::to_string),
         m.limit_value().map_or_else(String::new, |n| n.to_string()),
         m.limit().unwrap_or("?"),
@@ -304,7 +304,9 @@ impl<'a> MessageContext<'a> {
         self.data
     }
 
-    /// With `POLICY_LIMIT`: the argument the limit bounds.
+    /// With `POLICY_LIMIT`: the argument the limit bounds; `None` for a
+    /// limit the tool's check compared in its own units
+    /// ([`Ctx::within_limit`](crate::Ctx::within_limit)).
     pub fn field(&self) -> Option<&'a str> {
         self.details.field
     }

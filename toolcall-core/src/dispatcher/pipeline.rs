@@ -36,7 +36,7 @@ use super::confirm::Asking;
 use super::execute::while_renewing;
 use super::ids::shared_session;
 use super::messages::{Details, Failure};
-use super::stages::{Approval, Begun, Carried, Noted, Stage};
+use super::stages::{Approval, Begun, Carried, Noted, Stage, Stages};
 use super::taint::SessionTaint;
 use super::twins::Active;
 use crate::audit::Cut;
@@ -357,9 +357,12 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         } else {
             None
         };
-        let answer = self
+        let mut answer = self
             .decide_by_approval(prepared, approval, carried, begun)
             .await;
+        if let Ok(result) = &mut answer {
+            Stages::<St>::mark_untrusted(prepared.spec, result);
+        }
         self.stages
             .uncount_asked(&answer, &prepared.key, name)
             .await?;

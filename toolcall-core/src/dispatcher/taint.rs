@@ -106,10 +106,25 @@ impl<St: Store> Stages<St> {
         Ok(Some(fields))
     }
 
+    /// Names in an untrusted tool's successful result the parts that carry
+    /// something (`result.untrusted`), when the tool declares its untrusted
+    /// parts: the model is told which text strangers wrote, and only those
+    /// parts taint the session ([`remember_untrusted`](Self::remember_untrusted)).
+    pub(super) fn mark_untrusted(spec: &'static ToolSpec, result: &mut ToolResult) {
+        let parts = spec.untrusted_parts();
+        if parts.is_empty() || !result.ok || result.code != Code::Ok {
+            return;
+        }
+        result.untrusted = taint::filled_parts(&result.data, parts);
+    }
+
     /// After an untrusted tool ran: its output's values taint the session
-    /// (`Values`), or the session is marked (`Session`). A store that fails
-    /// here fails the call: an untrusted output the session does not
-    /// remember would let its values through.
+    /// (`Values`), or the session is marked (`Session`). A tool that
+    /// declares its untrusted parts taints only through a part with
+    /// something in it ([`mark_untrusted`](Self::mark_untrusted) named
+    /// them), and only with their values. A store that fails here fails the
+    /// call: an untrusted output the session does not remember would let
+    /// its values through.
     pub(super) async fn remember_untrusted(
         &self,
         spec: &'static ToolSpec,
@@ -121,17 +136,34 @@ impl<St: Store> Stages<St> {
         if !spec.untrusted_output() || !result.ok || result.code != Code::Ok {
             return Ok(());
         }
+        let by_part = !spec.untrusted_parts().is_empty();
+        if by_part && result.untrusted.is_empty() {
+            return Ok(());
+        }
         let prints: Vec<String> = match caller.policy().taint_level() {
             Taint::Off => return Ok(()),
             Taint::Session => Vec::new(),
             _ => {
                 let mut prints = BTreeSet::new();
-                taint::of_output(
-                    &Value::Object(serde_json::Map::clone(&result.data)),
-                    &mut prints,
-                );
+                if by_part {
+                    for pointer in &result.untrusted {
+                        if let Some(value) = taint::part(&result.data, pointer) {
+                            taint::of_output(value, &mut prints);
+                        }
+                    }
+                } else {
+                    taint::of_output(
+                        &Value::Object(serde_json::Map::clone(&result.data)),
+                        &mut prints,
+                    );
+                }
                 if let Some(own) = given.map(taint::of_given) {
                     prints.retain(|print| !own.contains(print));
+                }
+                if by_part && prints.is_empty() {
+                    // The parts held only what the caller gave the tool:
+                    // nothing a stranger wrote is left to remember.
+                    return Ok(());
                 }
                 prints.into_iter().collect()
             }

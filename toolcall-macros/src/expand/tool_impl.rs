@@ -86,6 +86,16 @@ impl Expander<'_> {
             .unwrap_or(1);
         let state = self.state();
         let reconciles = attr.reconcile.is_some();
+        // Only a tool that names its untrusted parts says so: the spec of
+        // every other tool is written as before.
+        let untrusted_parts = (!attr.untrusted_parts.is_empty()).then(|| {
+            let parts = &attr.untrusted_parts;
+            quote!(.__untrusted_parts(&[#(#parts),*]))
+        });
+        let limits = (!attr.limits.is_empty()).then(|| {
+            let limits = &attr.limits;
+            quote!(.__limits(&[#(#limits),*]))
+        });
         quote! {
             fn spec() -> &'static #private::ToolSpec {
                 static SPEC: #private::ToolSpec = #private::ToolSpec::__new::<#fn_ident>(
@@ -106,7 +116,9 @@ impl Expander<'_> {
                     &__TOOLCALL_FIELDS,
                 )
                 .__max_repeats(#max_repeats)
-                .__approvals(#approvals);
+                .__approvals(#approvals)
+                #untrusted_parts
+                #limits;
                 &SPEC
             }
         }

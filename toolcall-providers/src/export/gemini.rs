@@ -18,7 +18,11 @@ use super::words::{describe, list_values, moved_sentence};
 /// without items), the declaration is `{name, description,
 /// parametersJsonSchema}` instead, with the schema of [`gemini_json_schema`].
 pub fn gemini_declaration(spec: &ToolSpec) -> Value {
-    let schema = spec.parameters_schema();
+    gemini_declaration_of(spec, spec.parameters_schema())
+}
+
+/// [`gemini_declaration`] with the schema one caller sees.
+pub(crate) fn gemini_declaration_of(spec: &ToolSpec, schema: Value) -> Value {
     let parameters = gemini_schema(&schema);
     let mut declaration = Map::new();
     declaration.insert("name".into(), spec.name().into());

@@ -11,10 +11,20 @@ use super::bounds::json_safe_bounds;
 /// [`json_safe_bounds`] removes (MCP hosts hand `inputSchema` to their model's
 /// API), the annotations derived from the tool's flags.
 pub fn mcp_tool(spec: &ToolSpec) -> Value {
+    mcp_tool_of(spec, &spec.parameters_schema())
+}
+
+/// [`mcp_tool`] as one caller sees it: each argument's caller limit as its
+/// `maximum` ([`ToolSpec::parameters_schema_for`]).
+pub fn mcp_tool_for(spec: &ToolSpec, policy: &toolcall_core::Policy) -> Value {
+    mcp_tool_of(spec, &spec.parameters_schema_for(policy))
+}
+
+fn mcp_tool_of(spec: &ToolSpec, schema: &Value) -> Value {
     json!({
         "name": spec.name(),
         "description": spec.description(),
-        "inputSchema": json_safe_bounds(&spec.parameters_schema()),
+        "inputSchema": json_safe_bounds(schema),
         "annotations": {
             // A tool without side effects only reads.
             "readOnlyHint": !spec.side_effect(),

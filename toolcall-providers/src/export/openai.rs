@@ -16,8 +16,7 @@ use super::{beyond_subset, is_type};
 /// The parameters and `strict` flag OpenAI gets for a tool: the strict form
 /// when there is one, otherwise the schema with `strict: false`, only its
 /// out-of-range bounds removed ([`json_safe_bounds`]).
-fn openai_parameters(spec: &ToolSpec) -> (Value, bool) {
-    let schema = spec.parameters_schema();
+fn openai_parameters(schema: Value) -> (Value, bool) {
     match openai_strict_schema(&schema) {
         Ok(strict) => (strict, true),
         Err(_) => (json_safe_bounds(&schema), false),
@@ -30,7 +29,12 @@ fn openai_parameters(spec: &ToolSpec) -> (Value, bool) {
 /// strict form (then `strict: false` and the schema as it is, but for the
 /// bounds [`json_safe_bounds`] removes).
 pub fn openai_chat_tool(spec: &ToolSpec) -> Value {
-    let (parameters, strict) = openai_parameters(spec);
+    openai_chat_tool_of(spec, spec.parameters_schema())
+}
+
+/// [`openai_chat_tool`] with the schema one caller sees.
+pub(crate) fn openai_chat_tool_of(spec: &ToolSpec, schema: Value) -> Value {
+    let (parameters, strict) = openai_parameters(schema);
     json!({
         "type": "function",
         "function": {
@@ -46,7 +50,12 @@ pub fn openai_chat_tool(spec: &ToolSpec) -> Value {
 /// description, parameters, strict}`, the parameters and flag as in
 /// [`openai_chat_tool`].
 pub fn openai_responses_tool(spec: &ToolSpec) -> Value {
-    let (parameters, strict) = openai_parameters(spec);
+    openai_responses_tool_of(spec, spec.parameters_schema())
+}
+
+/// [`openai_responses_tool`] with the schema one caller sees.
+pub(crate) fn openai_responses_tool_of(spec: &ToolSpec, schema: Value) -> Value {
+    let (parameters, strict) = openai_parameters(schema);
     json!({
         "type": "function",
         "name": spec.name(),
