@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use orders::{Shop, get_order, refund_order};
 use serde_json::{Map, Value};
-use toolcall::canonical::idempotency_key;
+use toolcall_core::canonical::idempotency_key;
 use toolcall::{Arguments, Call, Code, Dispatcher, MemoryAudit, Policy, tools};
 
 /// Calls per input at most.

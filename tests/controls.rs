@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::controls::{self, ChangeError, Controls, Target};
-use toolcall::life::{self, Answer, Answerer, Decided, Refusal};
+use toolcall_core::controls::{self, ChangeError, Controls, Target};
+use toolcall_core::life::{self, Answer, Answerer, Decided, Refusal};
 use toolcall::store::{Store, now_ms};
 use toolcall::{
     Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Principal, Rejection,

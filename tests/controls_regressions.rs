@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::controls::{self, Target};
-use toolcall::life::{Answer, Answerer, Decided};
+use toolcall_core::controls::{self, Target};
+use toolcall_core::life::{Answer, Answerer, Decided};
 use toolcall::store::now_ms;
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{
@@ -189,7 +189,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
         let asked = wipe_call(&inbox, 1, false).await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
         let id = asked.confirmation_id.unwrap();
-        let decided = toolcall::life::decide(
+        let decided = toolcall_core::life::decide(
             &*other,
             &id,
             None,

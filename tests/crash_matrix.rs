@@ -12,7 +12,7 @@
 //!   answer in the audit log and one question in the inbox;
 //! * a call killed while it waits for a person is asked about once.
 //!
-//! Crash points are named (the pipeline's `toolcall::crash` points and the
+//! Crash points are named (the pipeline's `toolcall_core::crash` points and the
 //! ledger's own); the killing is real, the waiting bounded, and nothing
 //! sleeps: the next process waits for the dead one's claim through the
 //! store, as any replica would.

@@ -2,7 +2,7 @@
 //! callers in a call's identity, unknown outcomes and retries, decisions
 //! that are final, outcomes that could not be recorded, replicas that race,
 //! dry runs. Each test counts what the backend did, not only what the
-//! answer said (see `toolcall::life`).
+//! answer said (see `toolcall_core::life`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -247,12 +247,12 @@ async fn call<S: std::any::Any + Send + Sync, St: Store>(
 
 /// Ana approves the question `id` in the inbox.
 async fn person_approves(store: &impl Store, id: &str) {
-    toolcall::life::decide(
+    toolcall_core::life::decide(
         store,
         id,
         None,
-        &toolcall::life::Answerer::Person("ana"),
-        &toolcall::life::Answer::Approve,
+        &toolcall_core::life::Answerer::Person("ana"),
+        &toolcall_core::life::Answer::Approve,
         "",
         toolcall::store::now_ms(),
     )
@@ -523,12 +523,12 @@ async fn an_edit_answers_the_identical_calls_after_it() {
         .await;
     let id = asked.confirmation_id.clone().unwrap();
     let edit = json!({"volume": "vol-8"});
-    toolcall::life::decide(
+    toolcall_core::life::decide(
         d.store(),
         &id,
         None,
-        &toolcall::life::Answerer::Person("ana"),
-        &toolcall::life::Answer::Edit(&edit),
+        &toolcall_core::life::Answerer::Person("ana"),
+        &toolcall_core::life::Answer::Edit(&edit),
         "",
         toolcall::store::now_ms(),
     )
@@ -617,7 +617,7 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
 /// out and nobody is asked again.
 #[tokio::test]
 async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
-    use toolcall::controls::{self, Target};
+    use toolcall_core::controls::{self, Target};
     let ops = Arc::new(Ops::default());
     let d = builder(&ops).build().unwrap();
     let args = r#"{"volume": "vol-7"}"#;
@@ -814,12 +814,12 @@ async fn a_claim_left_by_a_dead_process_is_a_question_in_the_inbox() {
     assert_eq!(asked.len(), 1);
     let id = asked[0].id.clone();
     assert!(
-        toolcall::life::decide(
+        toolcall_core::life::decide(
             store.as_ref(),
             &id,
             None,
-            &toolcall::life::Answerer::Person("ana"),
-            &toolcall::life::Answer::Happened,
+            &toolcall_core::life::Answerer::Person("ana"),
+            &toolcall_core::life::Answer::Happened,
             "",
             toolcall::store::now_ms(),
         )

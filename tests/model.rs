@@ -1,4 +1,4 @@
-//! The model-based test of a call's life (`toolcall::life`): sequences of
+//! The model-based test of a call's life (`toolcall_core::life`): sequences of
 //! operations over every entry point (calls plain, confirmed, with a
 //! question's id, dry runs; a person's answers through the host's API and
 //! through the inbox; an MCP client's answers; the inbox's sweep of unknown
@@ -81,8 +81,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use toolcall::controls::{self, ChangeError, Controls, Target};
-use toolcall::life::{Answer, Answerer, Decided, IN_DOUBT, Moment, Refusal};
+use toolcall_core::controls::{self, ChangeError, Controls, Target};
+use toolcall_core::life::{Answer, Answerer, Decided, IN_DOUBT, Moment, Refusal};
 use toolcall::store::prelude::*;
 use toolcall::store::{Binding, MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
@@ -724,8 +724,8 @@ static ARMED: AtomicU8 = AtomicU8::new(0);
 
 fn crash_hook(point: &'static str) {
     let armed = match point {
-        toolcall::crash::AFTER_CLAIM => 1,
-        toolcall::crash::BEFORE_COMPLETE => 2,
+        toolcall_core::crash::AFTER_CLAIM => 1,
+        toolcall_core::crash::BEFORE_COMPLETE => 2,
         _ => return,
     };
     if ARMED
@@ -1646,7 +1646,7 @@ async fn make_call<St: Store>(
     if first {
         known.needs_person = SIDE_EFFECTS[tool] == "wipe" || tainted_now;
         // The documented key: what the backend sees.
-        known.key = Some(toolcall::canonical::idempotency_key(
+        known.key = Some(toolcall_core::canonical::idempotency_key(
             CALLERS[caller],
             CONVERSATIONS[conversation],
             SIDE_EFFECTS[tool],
@@ -2470,7 +2470,7 @@ async fn hold<St: Store>(
 /// with `arg` names, as the pipeline derives it (`#[arg(resource)]`).
 fn resource_of(tool: usize, arg: i64) -> Option<toolcall::store::Key> {
     let kind = RESOURCES[tool]?;
-    let form = toolcall::canonical::canonical_json(&json!(["resource", kind, arg]));
+    let form = toolcall_core::canonical::canonical_json(&json!(["resource", kind, arg]));
     Some(toolcall::store::Key::sha256(form))
 }
 
@@ -2698,7 +2698,7 @@ async fn answer<St: Store>(
             };
             // As the inbox records it: a denial stands for the setting's
             // period.
-            let decided = toolcall::life::decide(
+            let decided = toolcall_core::life::decide(
                 store,
                 &q.id,
                 None,
@@ -3048,7 +3048,7 @@ async fn sweep_checks<St: Store>(system: &System<St>, doubted: &[Identity]) -> C
         if let Ok(Some(toolcall::store::RecordedOutcome::Completed(_))) = recorded {
             continue;
         }
-        let digest = toolcall::canonical::digest(&json!({ "arg": arg }));
+        let digest = toolcall_core::canonical::digest(&json!({ "arg": arg }));
         let binding = Binding {
             session: CONVERSATIONS[conversation],
             caller: CALLERS[caller],
@@ -3128,8 +3128,8 @@ async fn drive_to_the_end<St: Store>(
                 .and_then(|identity| model.known[&identity].key.clone())
                 .is_some_and(|key| system.ledger.applied(&key) > 0);
             let answer = match (question.kind(), happened) {
-                (toolcall::life::QuestionKind::InDoubt, true) => Answer::Happened,
-                (toolcall::life::QuestionKind::InDoubt, false) => Answer::NotHappened,
+                (toolcall_core::life::QuestionKind::InDoubt, true) => Answer::Happened,
+                (toolcall_core::life::QuestionKind::InDoubt, false) => Answer::NotHappened,
                 _ => Answer::Approve,
             };
             // A question two people must approve: two of ana, bo and cy,
@@ -3137,7 +3137,7 @@ async fn drive_to_the_end<St: Store>(
             let mut decided = Err(Refusal::Unknown);
             let requester = requester_of(&question).to_owned();
             for by in PEOPLE.into_iter().filter(|by| *by != requester) {
-                decided = toolcall::life::decide(
+                decided = toolcall_core::life::decide(
                     d.store(),
                     &question.id,
                     None,
@@ -3469,7 +3469,7 @@ fn check(name: &str, backing: &impl Backing) {
     ] {
         figure.store(0, Ordering::Relaxed);
     }
-    toolcall::crash::set_hook(crash_hook);
+    toolcall_core::crash::set_hook(crash_hook);
     // A crash is a panic in a call's task; its message is noise here.
     let quiet = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -3588,7 +3588,7 @@ fn regression(case: Case) {
     let _alone = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    toolcall::crash::set_hook(crash_hook);
+    toolcall_core::crash::set_hook(crash_hook);
     let dir = std::env::temp_dir().join(format!(
         "toolcall-model-regression-{}-{}",
         std::process::id(),

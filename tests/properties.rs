@@ -21,7 +21,7 @@ use std::time::Duration;
 use orders::{Currency, RefundReason};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use toolcall::canonical::idempotency_key;
+use toolcall_core::canonical::idempotency_key;
 use toolcall::{Call, Code, Ctx, Dispatcher, ToolError, ToolResult, tool, tools};
 
 #[path = "../fuzz/harness.rs"]

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall::controls;
-use toolcall::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
+use toolcall_core::controls;
+use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
 use toolcall::store::prelude::*;
 use toolcall::store::{MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{

@@ -42,8 +42,9 @@ use sha2::{Digest, Sha256};
 use toolcall::__private::ToolArgs;
 use toolcall::{
     AuditRecord, AuditSink, Call, Code, Dispatcher, FieldErrors, MemoryAudit, Policy, ToolResult,
-    canonical::idempotency_key, tools,
+    tools,
 };
+use toolcall_core::canonical::idempotency_key;
 
 /// The session every scenario runs in, as in `bench.py`.
 pub const SESSION: &str = "bench";

@@ -26,7 +26,7 @@
 //! who signs in with TOKEN.
 //!
 //! With `CRASHY_CRASH_AT=point[,point]` in the environment, a call that
-//! reaches a named point (the pipeline's, `toolcall::crash`, or the
+//! reaches a named point (the pipeline's, `toolcall_core::crash`, or the
 //! ledger's `before_commit` and `after_commit`) writes `crash point: NAME`
 //! on standard error and stops there for ever: the test kills it.
 
@@ -151,7 +151,7 @@ impl Ledger {
                     )
                     .map_err(|e| e.to_string())?;
                 }
-                toolcall::crash::point(BEFORE_COMMIT);
+                toolcall_core::crash::point(BEFORE_COMMIT);
                 tx.commit().map_err(|e| e.to_string())?;
             }
             Ledger::Postgres(client) => {
@@ -177,14 +177,14 @@ impl Ledger {
                         .await
                         .map_err(|e| e.to_string())?;
                 }
-                toolcall::crash::point(BEFORE_COMMIT);
+                toolcall_core::crash::point(BEFORE_COMMIT);
                 client
                     .batch_execute("COMMIT")
                     .await
                     .map_err(|e| e.to_string())?;
             }
         }
-        toolcall::crash::point(AFTER_COMMIT);
+        toolcall_core::crash::point(AFTER_COMMIT);
         Ok(())
     }
 
@@ -349,7 +349,7 @@ fn fail(message: &str) -> ! {
 }
 
 fn main() {
-    toolcall::crash::set_hook(crash_hook);
+    toolcall_core::crash::set_hook(crash_hook);
     let mut argv = std::env::args().skip(1);
     let command = argv.next().unwrap_or_default();
     let args = Args::parse(argv);

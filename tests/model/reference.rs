@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use toolcall::life::{QuestionState, Verdict};
+use toolcall_core::life::{QuestionState, Verdict};
 use toolcall::store::ApprovalEntry;
 
 use crate::{CALLERS, Identity, PRINCIPALS};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use toolcall::controls::{Controls, Target};
+use toolcall_core::controls::{Controls, Target};
 use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalEntry, ControlsChange, PendingApproval, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, Rejection, Taint, tool, tools};
@@ -149,7 +149,7 @@ impl Inbox {
 
     /// The operators' controls the store keeps, and their latest changes.
     async fn controls(&self) -> (Controls, Vec<ControlsChange>) {
-        let (_, controls) = toolcall::controls::read(&*self.store).await.unwrap();
+        let (_, controls) = toolcall_core::controls::read(&*self.store).await.unwrap();
         (controls, self.store.controls_history(100).await.unwrap())
     }
 
@@ -1838,7 +1838,7 @@ async fn a_question_in_doubt_is_not_approved_through_json() {
 
 /// Sets how many people must approve `pay`, as `admin policy load` would.
 async fn needs_people(inbox: &Inbox, people: u32) {
-    toolcall::controls::update(&*inbox.store, "policy.toml", |controls| {
+    toolcall_core::controls::update(&*inbox.store, "policy.toml", |controls| {
         controls.approvals.insert("pay".into(), people);
         Ok(format!("approvals.pay = {people}"))
     })
@@ -2601,7 +2601,7 @@ async fn a_stop_of_a_name_the_application_does_not_have_is_a_422_naming_the_clos
     assert!(!inbox.pay_is_stopped().await);
 
     // A tool an older version had, stopped then: it can be enabled.
-    toolcall::controls::stop(&*inbox.store, Target::Tool("gone".into()), "old", "ops")
+    toolcall_core::controls::stop(&*inbox.store, Target::Tool("gone".into()), "old", "ops")
         .await
         .unwrap();
     let (reply, answer) = inbox
@@ -2649,7 +2649,7 @@ async fn an_inbox_that_does_not_know_the_callers_stops_none_by_name() {
         (Some("unknown_caller"), Some("name")),
         "{problem}"
     );
-    let (_, controls) = toolcall::controls::read(&*store).await.unwrap();
+    let (_, controls) = toolcall_core::controls::read(&*store).await.unwrap();
     assert_eq!(controls.stops, []);
 }
 
@@ -3030,7 +3030,7 @@ mod bodies {
             // Taken: a strict reader takes it too.
             let strict = std::str::from_utf8(&body)
                 .ok()
-                .and_then(|text| toolcall::canonical::canonical_json_from_text(text).ok());
+                .and_then(|text| toolcall_core::canonical::canonical_json_from_text(text).ok());
             prop_assert!(strict.is_some(), "took {}", text);
             let parsed: Value = serde_json::from_slice(&body).unwrap();
             let object = parsed.as_object();
@@ -3052,7 +3052,7 @@ mod bodies {
         let entry = store.approval("ap-fuzz").await.unwrap().unwrap();
         prop_assert!(entry.approval.decision.is_none(), "decided by {}", text);
         prop_assert_eq!(store.signatures("ap-fuzz").await.unwrap(), vec![]);
-        let (version, controls) = toolcall::controls::read(&*store).await.unwrap();
+        let (version, controls) = toolcall_core::controls::read(&*store).await.unwrap();
         prop_assert_eq!(
             (version, controls.stops),
             (0, vec![]),

@@ -766,7 +766,7 @@ async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
         .await
         .unwrap();
     take(&inbox, &task.task_id).await;
-    let key: toolcall::store::Key = toolcall::canonical::idempotency_key(
+    let key: toolcall::store::Key = toolcall_core::canonical::idempotency_key(
         "agent",
         "desk",
         "transfer",

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::ToolResult;
-use toolcall::life::Answerers;
+use toolcall_core::life::Answerers;
 use toolcall::store::prelude::*;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
@@ -1021,10 +1021,10 @@ fn a_schema_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open(
             .await
             .unwrap();
         let doubt = store.approval("doubt").await.unwrap().unwrap();
-        assert_eq!(doubt.approval.expires_ms, toolcall::life::NEVER_MS);
+        assert_eq!(doubt.approval.expires_ms, toolcall_core::life::NEVER_MS);
         assert_eq!(
             doubt.state(now_ms() + 3_600_000),
-            toolcall::life::QuestionState::Open
+            toolcall_core::life::QuestionState::Open
         );
         for (subject, found) in [("alice", Some("asked")), ("bob", None)] {
             let requester =

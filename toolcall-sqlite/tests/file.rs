@@ -858,13 +858,13 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     block_on(async {
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
-        assert_eq!(old.approval.answerers, toolcall::life::Answerers::PERSON);
+        assert_eq!(old.approval.answerers, toolcall_core::life::Answerers::PERSON);
         // Its lapsed claim kept no question: none to list.
         assert!(store.unsettled(now_ms(), 10).await.unwrap().is_empty());
         // The new columns work.
         let asked = PendingApproval {
             id: "p2".into(),
-            answerers: toolcall::life::Answerers::new(true, false),
+            answerers: toolcall_core::life::Answerers::new(true, false),
             principal: None,
             digest: "d2".into(),
             ..old.approval.clone()
@@ -1049,9 +1049,9 @@ fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() 
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
     let doubt = block_on(store.approval("doubt")).unwrap().unwrap();
-    assert_eq!(doubt.approval.expires_ms, toolcall::life::NEVER_MS);
+    assert_eq!(doubt.approval.expires_ms, toolcall_core::life::NEVER_MS);
     let later = now_ms() + 3_600_000;
-    assert_eq!(doubt.state(later), toolcall::life::QuestionState::Open);
+    assert_eq!(doubt.state(later), toolcall_core::life::QuestionState::Open);
     let find = |subject: &str| {
         let requester = toolcall::Principal::new("https://auth.example.com", subject).requester();
         let binding = Binding {

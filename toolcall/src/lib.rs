@@ -430,7 +430,7 @@
 //! # Idempotency
 //!
 //! The key is SHA-256 over the caller, the session, the tool and the
-//! canonical JSON of the *validated* arguments ([`canonical`]): the caller
+//! canonical JSON of the *validated* arguments ([`canonical`](toolcall_core::canonical)): the caller
 //! is part of a call's identity, so two callers' identical calls in one
 //! conversation never replay, count or wait for each other. `{"amount_cents": 2590}`
 //! and `{ "amount_cents" : 2590 }` are one call. The form is RFC 8785 with
@@ -439,7 +439,7 @@
 //! nearest double, whatever serde_json's features), so `100`, `100.0` and
 //! `1e2` in an `f64` parameter are one call; arguments handed over already
 //! parsed keep the doubles of whoever parsed them.
-//! [`canonical::canonical_json_from_text`] gives the canonical form of any
+//! [`canonical::canonical_json_from_text`](toolcall_core::canonical::canonical_json_from_text) gives the canonical form of any
 //! JSON text.
 //! Hand [`Ctx::idempotency_key`] to any backend that deduplicates, and say
 //! so with `#[tool(idempotent_backend)]`: retries after a lost response, or
@@ -478,7 +478,7 @@
 //! call that brings no id.
 //!
 //! **A person's decision is final, in every mode.** Every decision is
-//! recorded in the store first ([`life::decide`]), whoever takes it: the
+//! recorded in the store first ([`life::decide`](toolcall_core::life::decide)), whoever takes it: the
 //! inbox, [`Dispatcher::approve`] and [`Dispatcher::deny`], an MCP client's
 //! answer. An approval id brought with a call is resolved before anything
 //! the host says: the decision recorded under it is carried out whatever
@@ -502,7 +502,7 @@
 //!
 //! # A call's life: who may decide what
 //!
-//! One model of a call's life, in [`life`], is what every entry point
+//! One model of a call's life, in [`life`](toolcall_core::life), is what every entry point
 //! adapts to: a call, the host's `confirmed` and approval ids, the host's
 //! [`Dispatcher::approve`], [`deny`](Dispatcher::deny) and
 //! [`settle`](Dispatcher::settle), the inbox's decisions, an MCP client's
@@ -608,7 +608,7 @@
 //!   crash is settled the same way.
 //!
 //! The same rule holds *within* a call: an unknown outcome is never retried
-//! on a guess ([`life::after_unknown`]). A transient failure
+//! on a guess ([`life::after_unknown`](toolcall_core::life::after_unknown)). A transient failure
 //! ([`ToolError::Transient`]: the effect may have happened) is retried under
 //! the key only when the backend honours it; with `reconcile`, the backend
 //! is asked before each new attempt; with neither, the first such failure is
@@ -624,7 +624,7 @@
 //! (`STORE_UNAVAILABLE`, "do not call it again"), the audit record says so,
 //! and the call's claim, which kept the question to ask
 //! ([`CallStore::claim_asking`](store::CallStore::claim_asking)), lets its lease run
-//! out: the inbox lists the question ([`life::surface`],
+//! out: the inbox lists the question ([`life::surface`](toolcall_core::life::surface),
 //! [`Dispatcher::surface_unknown_outcomes`]) without waiting for an
 //! identical call, as it does for a process that died after its claim.
 //!
@@ -673,7 +673,7 @@
 //! [`Pattern`](fields::Pattern) or a [`StringFormat`](fields::StringFormat)),
 //! all in [`fields`], and
 //! [`ToolSpec::validate_arguments`] runs stage 3 alone: its [`FieldErrors`]
-//! hold one [`FieldProblem`] per problem (path, problem, the field's
+//! hold one [`FieldProblem`](toolcall_core::FieldProblem) per problem (path, problem, the field's
 //! description), each shown as the model reads it. The argument struct is
 //! the macro's own: it is not written by hand.
 //!
@@ -869,9 +869,43 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub use toolcall_core::*;
+// The facade names what an application uses, each once: a name added to
+// toolcall-core reaches applications only when it is added here (the
+// store's, the controls' and the crash points' internals are
+// toolcall-core's, for store and integration authors). tests/facade.rs
+// refuses a glob.
 
+/// Declares a tool: see [the guide](crate#tool).
 pub use toolcall_macros::tool;
+
+#[doc(inline)]
+pub use toolcall_core::tools;
+
+#[doc(inline)]
+pub use toolcall_core::{Ctx, Rejection, ToolError};
+
+#[doc(inline)]
+pub use toolcall_core::{
+    Approvals, BuildError, BuildWarning, Call, Decision, Dispatcher, DispatcherBuilder, Settings,
+};
+
+#[doc(inline)]
+pub use toolcall_core::{Caller, Policy, Principal, Taint};
+
+#[doc(inline)]
+pub use toolcall_core::{Code, Data, REDACTED, ToolResult, UNKNOWN_APPROVAL_TOOL};
+
+#[doc(inline)]
+pub use toolcall_core::{Failure, MessageContext};
+
+#[doc(inline)]
+pub use toolcall_core::{AuditRecord, AuditSink, JsonLinesAudit, MemoryAudit};
+
+#[doc(inline)]
+pub use toolcall_core::{Arguments, FieldErrors, Registry, RegistryError, Tool, ToolSpec};
+
+#[doc(inline)]
+pub use toolcall_core::{fields, store};
 
 /// Tool definitions and tool-call messages in each provider's format: the
 /// `toolcall-providers` crate.

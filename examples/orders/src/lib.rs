@@ -11,8 +11,8 @@
 //!
 //! # Crash points
 //!
-//! Besides the pipeline's (`toolcall::crash`), the shop has its own, reached
-//! through the same hook ([`toolcall::crash::point`]):
+//! Besides the pipeline's (`toolcall_core::crash`), the shop has its own, reached
+//! through the same hook ([`toolcall_core::crash::point`]):
 //!
 //! | point | where |
 //! |---|---|
@@ -217,8 +217,8 @@ pub const NOTE_BEFORE_COMMIT: &str = "note_before_commit";
 pub const NOTE_AFTER_COMMIT: &str = "note_after_commit";
 
 /// The shop's own crash points, reached through
-/// [`toolcall::crash::point`] as the pipeline's are: a test that installs a
-/// hook (see `toolcall::crash::set_hook`) can stop the process at one and
+/// [`toolcall_core::crash::point`] as the pipeline's are: a test that installs a
+/// hook (see `toolcall_core::crash::set_hook`) can stop the process at one and
 /// see what survives it.
 pub const CRASH_POINTS: [&str; 4] = [
     REFUND_BEFORE_COMMIT,

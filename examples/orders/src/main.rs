@@ -13,9 +13,9 @@ use orders::{Shop, add_note, get_order, read_messages, refund_order};
 use serde_json::Value;
 use toolcall::store::Store;
 use toolcall::{
-    Approvals, Call, Code, Dispatcher, JsonLinesAudit, Policy, Registry, Taint, ToolResult, crash,
-    tools,
+    Approvals, Call, Code, Dispatcher, JsonLinesAudit, Policy, Registry, Taint, ToolResult, tools,
 };
+use toolcall_core::crash;
 use toolcall_cli::{Command, Context, Error, StoreSpec, WithStore};
 
 /// Orders and refunds behind toolcall's deterministic tool pipeline.
@@ -72,9 +72,9 @@ struct Cli {
 }
 
 /// Where a question stands and who may answer it, in every mode (`orders
-/// --help`): the tables of `toolcall::life`.
+/// --help`): the tables of `toolcall_core::life`.
 const WHO_DECIDES: &str = "\
-Where a question stands (toolcall::life, one state read by every entry point):
+Where a question stands (toolcall_core::life, one state read by every entry point):
 
   state       approval                              in doubt (did an attempt take effect?)
   open        a person (or N people) decides        a person says it happened / it did not
@@ -277,7 +277,7 @@ async fn open_shop<St: Store + 'static>(spec: &StoreSpec, store: &St) -> Result<
 }
 
 /// The crash points `ORDERS_CRASH_AT` names (comma-separated): the
-/// pipeline's (`toolcall::crash`) and the shop's (`orders::CRASH_POINTS`).
+/// pipeline's (`toolcall_core::crash`) and the shop's (`orders::CRASH_POINTS`).
 static CRASH_AT: OnceLock<Vec<&'static str>> = OnceLock::new();
 
 /// Every crash point `ORDERS_CRASH_AT` may name.

@@ -123,7 +123,7 @@ impl Memory {
         if amount_cents > refundable_cents {
             return Err(BackendError::ExceedsRefundable { refundable_cents });
         }
-        toolcall::crash::point(REFUND_BEFORE_COMMIT);
+        toolcall_core::crash::point(REFUND_BEFORE_COMMIT);
         booked.order.refunded_cents += amount_cents;
         let remaining_cents = booked.order.refundable_cents();
         let processed = Processed {
@@ -142,7 +142,7 @@ impl Memory {
         if !self.orders.contains_key(order_id) {
             return Err(BackendError::UnknownOrder);
         }
-        toolcall::crash::point(crate::NOTE_BEFORE_COMMIT);
+        toolcall_core::crash::point(crate::NOTE_BEFORE_COMMIT);
         let mut notes = lock(&self.notes);
         notes.push((order_id.to_owned(), text.to_owned()));
         Ok(notes.len())

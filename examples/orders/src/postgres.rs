@@ -349,7 +349,7 @@ impl PostgresShop {
             Err(error) => return Err(unavailable(error)),
             Ok(_) => {}
         }
-        toolcall::crash::point(REFUND_BEFORE_COMMIT);
+        toolcall_core::crash::point(REFUND_BEFORE_COMMIT);
         tx.commit().await.map_err(unavailable)?;
         self.catalog
             .applied(order_id, total_cents - remaining_cents);
@@ -395,7 +395,7 @@ impl PostgresShop {
             .await
             .map_err(not_applied)?
             .get(0);
-        toolcall::crash::point(NOTE_BEFORE_COMMIT);
+        toolcall_core::crash::point(NOTE_BEFORE_COMMIT);
         tx.commit().await.map_err(unavailable)?;
         self.catalog.noted(order_id, text);
         Ok(usize::try_from(notes).unwrap_or(usize::MAX))

@@ -230,7 +230,7 @@ impl Shop {
         match applied {
             Applied::Again(remaining) => Ok(remaining),
             Applied::New(remaining) => {
-                toolcall::crash::point(REFUND_AFTER_COMMIT);
+                toolcall_core::crash::point(REFUND_AFTER_COMMIT);
                 let lost = self.lose_next_responses.fetch_update(
                     Ordering::SeqCst,
                     Ordering::SeqCst,
@@ -252,7 +252,7 @@ impl Shop {
             Backend::Sqlite(shop) => shop.add_note(order_id, text)?,
             Backend::Postgres(shop) => shop.add_note(order_id, text).await?,
         };
-        toolcall::crash::point(NOTE_AFTER_COMMIT);
+        toolcall_core::crash::point(NOTE_AFTER_COMMIT);
         Ok(notes)
     }
 

@@ -292,7 +292,7 @@ impl SqliteShop {
             ],
         )
         .map_err(unavailable)?;
-        toolcall::crash::point(REFUND_BEFORE_COMMIT);
+        toolcall_core::crash::point(REFUND_BEFORE_COMMIT);
         tx.commit().map_err(unavailable)?;
         self.catalog
             .applied(order_id, total_cents - remaining_cents);
@@ -328,7 +328,7 @@ impl SqliteShop {
             row.get(0)
         })
         .map_err(not_applied)?;
-        toolcall::crash::point(NOTE_BEFORE_COMMIT);
+        toolcall_core::crash::point(NOTE_BEFORE_COMMIT);
         tx.commit().map_err(unavailable)?;
         self.catalog.noted(order_id, text);
         Ok(usize::try_from(notes).unwrap_or(usize::MAX))
