@@ -388,7 +388,9 @@ impl JsonLinesAudit {
     /// one, as [`open`](JsonLinesAudit::open) does, once its first line is
     /// checked to name `after.hash`: an error otherwise
     /// ([`io::ErrorKind::InvalidData`]), as for a file that belongs to
-    /// another chain.
+    /// another chain. An empty file keeps no trace of `after`: reopen a
+    /// rotated file with `open_after` too, lest [`open`](JsonLinesAudit::open)
+    /// start it a new chain before its first record.
     pub fn open_after(path: impl AsRef<Path>, after: &ChainHead) -> io::Result<Self> {
         JsonLinesAudit::open_from(path.as_ref(), Some(after))
     }
