@@ -456,7 +456,9 @@ impl AuditSink for JsonLinesAudit {
         };
         line.pop();
         let mut chained = lock(&self.file);
-        let seq = chained.head.seq + 1;
+        // Saturating: a last line opened with the largest number is the
+        // verifier's to report, not a panic in the middle of a call.
+        let seq = chained.head.seq.saturating_add(1);
         let links = format!(",\"seq\":{seq},\"prev\":\"{}\"}}\n", chained.head.hash);
         line.extend_from_slice(links.as_bytes());
         // The head moves on even when the write fails: the record was due

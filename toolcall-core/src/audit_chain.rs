@@ -615,11 +615,15 @@ fn verify<P: AsRef<Path>>(files: &[P], after: Option<&str>) -> Result<ChainRepor
             };
             return Err(diagnose(&mut lines, found, due, named, before, before_that));
         }
+        let Some(next_seq) = seq.checked_add(1) else {
+            let problem = Problem::NotARecord(format!("its `seq` is {seq}: no record can follow"));
+            return Err(lines.fault(at, problem));
+        };
         if records == 0 {
             first_seq = seq;
         }
         records += 1;
-        expected_seq = Some(seq + 1);
+        expected_seq = Some(next_seq);
         last = ChainHead::new(seq, hash.clone());
         before_that = before.map(|b| b.hash);
         before = Some(Before { at, hash });

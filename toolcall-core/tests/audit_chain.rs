@@ -549,6 +549,21 @@ fn a_new_file_starts_from_the_head_it_continues() {
     assert_eq!((report.first_seq, report.records), (42, 1));
 }
 
+#[test]
+fn the_largest_number_is_a_break_not_a_panic() {
+    let path = dir("largest").join("audit.jsonl");
+    let after = ChainHead::new(u64::MAX - 1, sha("before"));
+    // The sink saturates; the verifier names the record no other can follow.
+    let head = write(&path, Some(&after), 1, 2);
+    assert_eq!(head.seq, u64::MAX);
+    let broken = verify_chain_after(&after.hash, &[&path]).unwrap_err();
+    assert_eq!(broken.line, 1);
+    assert!(
+        broken.to_string().contains("no record can follow"),
+        "{broken}"
+    );
+}
+
 /// What a proptest case does to a chain of `n` records.
 #[derive(Clone, Debug)]
 enum Tamper {
