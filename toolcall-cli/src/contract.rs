@@ -26,7 +26,8 @@ fn verify(args: &ReportArgs) -> Result<String, Error> {
         .chain(args.more.iter().map(PathBuf::as_path))
         .collect();
     if files.iter().any(|file| file.as_os_str() == "-") {
-        // The verifier reads a file again to tell what broke it.
+        // The verifier takes files by name: past a break it reads on to
+        // tell a removal from a reordering, and names the file.
         return Err(Error::Input(
             "report --verify reads files, not standard input".to_owned(),
         ));
