@@ -31,6 +31,11 @@ pub enum Command {
     /// Metrics from an audit log: rejections by tool, by code and by field,
     /// recovery after a rejection, replays, loop guards and confirmation
     /// outcomes. It reads the audit file only: `--store` changes nothing.
+    ///
+    /// `report --verify FILE...` checks the audit's hash chain instead,
+    /// over the files in the order written: exit 0 with the last record's
+    /// hash, exit 1 naming the first record that was changed, removed,
+    /// inserted or reordered.
     Report(ReportArgs),
     /// Writes the tools' contract (names, flags, fields and their types) to
     /// a lock file, to commit beside the code.
@@ -433,8 +438,25 @@ pub struct ReplayArgs {
 #[derive(Clone, Debug, Args)]
 pub struct ReportArgs {
     /// The audit log, one JSON record a line; `-` reads standard input.
+    /// With `--verify`, the first file of the chain.
     #[arg(value_name = "AUDIT.jsonl|-")]
     pub audit_log: PathBuf,
+    /// With `--verify`: the files that continue the chain, in the order
+    /// they were written (rotated files, oldest first).
+    #[arg(value_name = "MORE.jsonl", requires = "verify")]
+    pub more: Vec<PathBuf>,
+    /// Verify the audit's hash chain over the files instead of reporting:
+    /// exit 0 with a line naming the last record and its hash (keep it
+    /// elsewhere: a removed tail or a file rewritten whole is caught only
+    /// by it), exit 1 naming the first record that was changed, removed,
+    /// inserted or reordered (file:line and why).
+    #[arg(long, conflicts_with_all = ["json", "rejected_calls"])]
+    pub verify: bool,
+    /// With `--verify`: the first file continues a chain whose last line
+    /// hashed to HASH (its file is gone, or kept elsewhere), instead of
+    /// starting it.
+    #[arg(long, value_name = "HASH", requires = "verify")]
+    pub after: Option<String>,
     /// Print the metrics as JSON instead of a table.
     #[arg(long)]
     pub json: bool,

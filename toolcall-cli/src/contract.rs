@@ -2,17 +2,50 @@
 //! say.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toolcall_contract::{lock, rejected, report};
-use toolcall_core::Registry;
+use toolcall_core::{Registry, audit_chain};
 
 use crate::output::{json_text, open_input, pretty, terminal, write_output};
 use crate::{Error, ReportArgs};
 
 pub(crate) fn report(registry: &Registry, args: &ReportArgs) -> Result<(), Error> {
-    let text = report_text(registry, args)?;
+    let text = if args.verify {
+        verify(args)?
+    } else {
+        report_text(registry, args)?
+    };
     write_output(None, &text)
+}
+
+/// What `report --verify` prints when the chain holds: one line. A chain
+/// that does not hold is [`Error::ChainBroken`], exit code 1.
+fn verify(args: &ReportArgs) -> Result<String, Error> {
+    let files: Vec<&Path> = std::iter::once(args.audit_log.as_path())
+        .chain(args.more.iter().map(PathBuf::as_path))
+        .collect();
+    if files.iter().any(|file| file.as_os_str() == "-") {
+        // The verifier takes files by name: past a break it reads on to
+        // tell a removal from a reordering, and names the file.
+        return Err(Error::Input(
+            "report --verify reads files, not standard input".to_owned(),
+        ));
+    }
+    let report = match &args.after {
+        None => audit_chain::verify_chain(&files),
+        Some(hash) => {
+            let hash = hash.to_ascii_lowercase();
+            if !audit_chain::is_hash(&hash) {
+                return Err(Error::Input(format!(
+                    "--after {hash}: not a hash (64 hex digits, what a record's `prev` names)"
+                )));
+            }
+            audit_chain::verify_chain_after(&hash, &files)
+        }
+    };
+    let report = report.map_err(Error::ChainBroken)?;
+    Ok(terminal(&format!("{report}\n")))
 }
 
 /// What `report` prints: its tables, each line as a terminal shows it
@@ -136,6 +169,9 @@ mod tests {
         for json in [false, true] {
             let args = ReportArgs {
                 audit_log: audit.clone(),
+                more: Vec::new(),
+                verify: false,
+                after: None,
                 json,
                 rejected_calls: None,
             };

@@ -25,6 +25,9 @@ pub enum Error {
         /// The lock file.
         file: PathBuf,
     },
+    /// `report --verify` found the audit's hash chain broken: the first
+    /// record that was changed, removed, inserted or reordered.
+    ChainBroken(toolcall_core::audit_chain::ChainBreak),
     /// `definitions --check` found the file out of date.
     Stale {
         /// How many places differ.
@@ -71,13 +74,13 @@ impl Error {
     }
 
     /// The process's exit code for this error: 1 for a breaking contract
-    /// change, clap's code for [`Usage`](Error::Usage) (0 for `--help` and
+    /// change, a stale definitions file or a broken audit chain, clap's code for [`Usage`](Error::Usage) (0 for `--help` and
     /// `--version`, 2 for a malformed command line), 3 when the model
     /// server cannot be used ([`Model`](Error::Model)), 4 when the model
     /// made no answer in time ([`NoAnswer`](Error::NoAnswer)), 2 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Breaking { .. } | Error::Stale { .. } => 1,
+            Error::Breaking { .. } | Error::Stale { .. } | Error::ChainBroken(_) => 1,
             Error::Model(_) => 3,
             Error::NoAnswer { .. } => 4,
             Error::Usage(error) => u8::try_from(error.exit_code()).unwrap_or(2),
@@ -103,6 +106,7 @@ impl fmt::Display for Error {
                 file.display(),
                 file.display()
             ),
+            Error::ChainBroken(broken) => write!(f, "the audit chain is broken: {broken}"),
             Error::NeedsDispatcher => f.write_str("this command runs tools and needs a dispatcher"),
             #[cfg(feature = "mcp")]
             Error::Mcp(error) => write!(f, "the MCP server stopped: {error}"),
@@ -127,6 +131,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::ChainBroken(broken) => Some(broken),
             #[cfg(feature = "mcp")]
             Error::Mcp(error) => Some(error),
             _ => None,

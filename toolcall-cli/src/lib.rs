@@ -7,6 +7,7 @@
 //! | `definitions --format F [-o FILE] [--check]` | the registry | prints the tool definitions in a provider's format ([`Format`]); `--check` compares them with FILE and fails (exit 1) naming each difference |
 //! | `replay [FILE]` | a dispatcher | runs a file of model calls through the pipeline, one conversation |
 //! | `report AUDIT.jsonl [--json] [--rejected-calls FILE]` | the registry and the audit file (no store) | metrics from an audit log ([`report`](toolcall_contract::report)), the failing fields ([`rejected`](toolcall_contract::rejected)) |
+//! | `report --verify AUDIT.jsonl [MORE.jsonl...] [--after HASH]` | the audit files | verifies the audit's hash chain ([`audit_chain`](toolcall_core::audit_chain)): exit 0 with the last hash, or exit 1 naming the first record changed, removed, inserted or reordered |
 //! | `lock [--file tools.lock.json]` | the registry | writes the tools' contract ([`lock`](toolcall_contract::lock)) |
 //! | `check [--file tools.lock.json]` | the registry | fails when a contract changed incompatibly |
 //! | `mcp [--wait-approval SECS] [--elicitation-approves] [--pin-conversation]` | a dispatcher (feature `mcp`) | serves the tools over MCP on standard input and output: every connection in `--session-id`'s conversation, or each in its own without it; with `--pin-conversation`, a call that names another conversation in its `_meta` is refused |

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use crate::args::{FieldErrors, MAX_PROBLEMS_SHOWN, show_problem};
+use crate::audit_chain::{self, ChainHead};
 use crate::result::Code;
 use crate::tool::ToolSpec;
 
@@ -88,6 +89,20 @@ pub struct AuditRecord {
     /// validating the arguments again with today's tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<ArgumentProblem>,
+    /// The record's number in its audit file's hash chain, from 1 and
+    /// across the files the chain was rotated through; set by
+    /// [`JsonLinesAudit`] as it writes the record (`None` in what the
+    /// dispatcher hands a sink, and in records written before the chain).
+    /// See [`audit_chain`](crate::audit_chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The hex SHA-256 of the line written before this one, newline
+    /// included ([`GENESIS`](crate::audit_chain::GENESIS) for the first
+    /// record of a chain); set by [`JsonLinesAudit`] as it writes the
+    /// record, like [`seq`](AuditRecord::seq).
+    // Last, with `seq`: the sink adds both to a line already serialised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
 }
 
 /// One problem found in a call's arguments, as the audit keeps it (see
@@ -317,33 +332,139 @@ impl AuditSink for MemoryAudit {
     }
 }
 
-/// Appends each record to a file as one line of JSON, flushed at once.
+/// Appends each record to a file as one line of JSON, flushed at once,
+/// each one chained to the line before it by hash: a record that is later
+/// changed, removed, inserted or reordered is found by
+/// [`verify_chain`](crate::audit_chain::verify_chain) (and `report
+/// --verify` on the command line).
+///
+/// Each record gets its number in the chain ([`AuditRecord::seq`]) and the
+/// hex SHA-256 of the line before it ([`AuditRecord::prev`]): the first
+/// record of a new file names [`GENESIS`](crate::audit_chain::GENESIS),
+/// [`open`](JsonLinesAudit::open) on a file with lines continues from its
+/// last one, and [`open_after`](JsonLinesAudit::open_after) starts a new
+/// file where another one left off (rotation). Writing a record costs one
+/// SHA-256 of the line it writes.
+///
+/// One writer per file: the sink's lock keeps the chain whole across the
+/// threads of a process, but two processes (or two sinks) appending to one
+/// file break it, each naming its own last line. Give each process its own
+/// file. What the chain does not prove (a removed tail, a file rewritten
+/// whole) is in [`audit_chain`](crate::audit_chain).
 #[derive(Debug)]
 pub struct JsonLinesAudit {
-    file: Mutex<BufWriter<File>>,
+    file: Mutex<Chained>,
+}
+
+/// The file and the chain's head: changed together, under one lock, so
+/// that the records of concurrent calls are chained in the order written.
+#[derive(Debug)]
+struct Chained {
+    file: BufWriter<File>,
+    head: ChainHead,
 }
 
 impl JsonLinesAudit {
-    /// Opens `path` for appending, creating it if needed.
+    /// Opens `path` for appending, creating it if needed. A new or empty
+    /// file starts a chain ([`GENESIS`](crate::audit_chain::GENESIS)); a
+    /// file with lines continues from its last one (reading only that
+    /// line), whatever chain it belongs to.
+    ///
+    /// An error ([`io::ErrorKind::InvalidData`]) when the file's last line
+    /// is cut short (no newline at its end: a crash while writing) or is
+    /// not a record: appending to it would hide it. Move the file aside
+    /// and continue in a new one ([`open_after`](JsonLinesAudit::open_after)
+    /// with the [`last_head`](crate::audit_chain::last_head) of its last
+    /// whole record, or the head the operator kept).
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        JsonLinesAudit::open_from(path.as_ref(), None)
+    }
+
+    /// Opens `path` to continue the chain whose last record was `after`
+    /// (the head of the file before, [`JsonLinesAudit::head`] or
+    /// [`last_head`](crate::audit_chain::last_head)): its first record is
+    /// numbered `after.seq + 1` and names `after.hash`. When the file has
+    /// lines already (the process restarted), it continues from its last
+    /// one, as [`open`](JsonLinesAudit::open) does, once its first line is
+    /// checked to name `after.hash`: an error otherwise
+    /// ([`io::ErrorKind::InvalidData`]), as for a file that belongs to
+    /// another chain. An empty file keeps no trace of `after`: reopen a
+    /// rotated file with `open_after` too, lest [`open`](JsonLinesAudit::open)
+    /// start it a new chain before its first record.
+    pub fn open_after(path: impl AsRef<Path>, after: &ChainHead) -> io::Result<Self> {
+        JsonLinesAudit::open_from(path.as_ref(), Some(after))
+    }
+
+    fn open_from(path: &Path, after: Option<&ChainHead>) -> io::Result<Self> {
+        let named =
+            |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(path)?;
+        let head = match audit_chain::last_head_of(&mut file).map_err(named)? {
+            None => after.cloned().unwrap_or_else(ChainHead::genesis),
+            Some(head) => {
+                if let Some(after) = after {
+                    let first = audit_chain::first_prev(&mut file).map_err(named)?;
+                    if first.flatten().as_deref() != Some(after.hash.as_str()) {
+                        return Err(named(audit_chain::invalid(format!(
+                            "its first record does not continue the chain at {after}"
+                        ))));
+                    }
+                }
+                head
+            }
+        };
         Ok(JsonLinesAudit {
-            file: Mutex::new(BufWriter::new(file)),
+            file: Mutex::new(Chained {
+                file: BufWriter::new(file),
+                head,
+            }),
         })
+    }
+
+    /// The chain's last record so far: what the next record will name, and
+    /// what a file opened after this one continues from
+    /// ([`open_after`](JsonLinesAudit::open_after)). Ship its hash to
+    /// another system now and then: that copy is what catches records
+    /// removed from the end, or a file rewritten whole.
+    pub fn head(&self) -> ChainHead {
+        lock(&self.file).head.clone()
     }
 }
 
 impl AuditSink for JsonLinesAudit {
-    fn record(&self, record: AuditRecord) {
+    fn record(&self, mut record: AuditRecord) {
+        // The sink numbers and links; what came in with the record would
+        // be written twice.
+        record.seq = None;
+        record.prev = None;
+        // Serialised outside the lock; the chain's two fields, last in the
+        // record, are added under it.
         let mut line = match serde_json::to_vec(&record) {
-            Ok(line) => line,
+            Ok(line) if line.last() == Some(&b'}') => line,
+            Ok(_) => {
+                tracing::error!("audit record does not serialize to an object");
+                return;
+            }
             Err(error) => {
                 tracing::error!(%error, "audit record does not serialize");
                 return;
             }
         };
-        line.push(b'\n');
-        let mut file = lock(&self.file);
+        line.pop();
+        let mut chained = lock(&self.file);
+        // Saturating: a last line opened with the largest number is the
+        // verifier's to report, not a panic in the middle of a call.
+        let seq = chained.head.seq.saturating_add(1);
+        let links = format!(",\"seq\":{seq},\"prev\":\"{}\"}}\n", chained.head.hash);
+        line.extend_from_slice(links.as_bytes());
+        // The head moves on even when the write fails: the record was due
+        // here, and a verifier then says it is missing, which it is.
+        chained.head = ChainHead::new(seq, audit_chain::line_hash(&line));
+        let file = &mut chained.file;
         if let Err(error) = file.write_all(&line).and_then(|()| file.flush()) {
             tracing::error!(%error, "audit record could not be written");
         }
@@ -381,6 +502,8 @@ mod ring_tests {
             tainted: None,
             dry_run: false,
             problems: Vec::new(),
+            seq: None,
+            prev: None,
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod args;
 mod audit;
+pub mod audit_chain;
 mod budget;
 pub mod canonical;
 pub mod controls;

@@ -68,6 +68,8 @@ impl Called<'_> {
             tainted: None,
             dry_run: false,
             problems: Vec::new(),
+            seq: None,
+            prev: None,
         }
     }
 }
