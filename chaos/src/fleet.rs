@@ -275,8 +275,8 @@ impl Launcher {
         } else {
             command.env_remove("ORDERS_CRASH_AT");
         }
-        // The inbox says where it serves on standard output, a replica on
-        // standard error: both go to the one file.
+        // Both say where they serve on standard error, as every notice is;
+        // standard output goes to the same file, for whatever else they say.
         let out = file.try_clone().map_err(|e| e.to_string())?;
         command
             .stdin(Stdio::null())

@@ -210,6 +210,14 @@ where
     })
 }
 
+/// `agent --serve-script FILE`, which runs no tool: without a dispatcher.
+pub(crate) async fn agent_without_tools(args: &AgentArgs) -> Result<(), Error> {
+    match &args.serve_script {
+        Some(path) => serve_script(path, args).await,
+        None => Err(Error::NeedsDispatcher),
+    }
+}
+
 /// `agent --serve-script FILE`: the scripted model, until the process ends.
 async fn serve_script(path: &std::path::Path, args: &AgentArgs) -> Result<(), Error> {
     let script = script::Script::from_file(path)?;
@@ -218,9 +226,10 @@ async fn serve_script(path: &std::path::Path, args: &AgentArgs) -> Result<(), Er
         .listen
         .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8090)));
     let server = script.serve(listen).await?;
-    let mut stdout = io::stdout().lock();
+    // Addresses are notices: standard error, as every command's are.
+    let mut stderr = io::stderr().lock();
     writeln!(
-        stdout,
+        stderr,
         "scripted model ({turns} turn(s) from {}) at {}\n  \
          OpenAI-compatible: --base-url {}\n  \
          Anthropic-compatible: --provider anthropic --base-url {}\n  \
@@ -231,9 +240,9 @@ async fn serve_script(path: &std::path::Path, args: &AgentArgs) -> Result<(), Er
         server.anthropic_base_url(),
         server.addr(),
     )
-    .and_then(|()| stdout.flush())
-    .map_err(Error::io("write to standard output"))?;
-    drop(stdout);
+    .and_then(|()| stderr.flush())
+    .map_err(Error::io("write to standard error"))?;
+    drop(stderr);
     std::future::pending::<()>().await;
     Ok(())
 }

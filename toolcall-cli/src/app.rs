@@ -46,7 +46,13 @@ use crate::{Command, Context, Error, StoreSpec, WithStore, exit, narrow};
 /// [`from_store`](App::from_store): inside the command's runtime, once the
 /// command line is read, from `--store`'s [`StoreSpec`], so that the
 /// application's own tables can live in the same database; `definitions`,
-/// `lock`, `check` and `report` build none and need no database.
+/// `lock`, `check`, `report` and `agent --serve-script` build none and need
+/// no database.
+///
+/// **Results go to standard output, notices to standard error**: what a
+/// command produces (definitions, answers, metrics, a transcript) is
+/// written to standard output; where a server listens, the conversation,
+/// warnings and errors, to standard error.
 ///
 /// **The pipeline's settings** are the code's ([`configure`](App::configure)),
 /// and the command line narrows them as it narrows the policy: `--max-steps`,
@@ -294,7 +300,8 @@ impl<S: Any + Send + Sync> App<S> {
     /// makes from the store `--store` names, once, inside the command's
     /// runtime: the application's backend can connect to the same database
     /// (`StoreSpec::Postgres(url)`) or file. Only the commands that run tools
-    /// build it; `definitions`, `lock`, `check` and `report` open nothing.
+    /// build it; `definitions`, `lock`, `check`, `report` and
+    /// `agent --serve-script` open nothing.
     /// An error of `build` ends the command with its message (exit code 2).
     ///
     /// The default caller's policy is [`policy`](Self::policy)'s (or every

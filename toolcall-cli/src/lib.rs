@@ -13,7 +13,7 @@
 //! | `mcp [--wait-approval SECS] [--elicitation-approves] [--pin-conversation]` | a dispatcher (feature `mcp`) | serves the tools over MCP on standard input and output: every connection in `--session-id`'s conversation, or each in its own without it; with `--pin-conversation`, a call that names another conversation in its `_meta` is refused |
 //! | `mcp --http ADDR [--token-file PATH] [--allow-host HOST] [--allow-origin URL]` | a dispatcher (feature `http`) | the same server over MCP's streamable HTTP at `http://ADDR/mcp` (`toolcall_mcp::http`): each token's caller is the pipeline's caller; without tokens, loopback clients only; a non-loopback `ADDR` needs `--token-file` |
 //! | `serve [--listen ADDR] [--token-file PATH]` | a dispatcher, its store shared (feature `inbox`) | the approval inbox (`toolcall-inbox`): a web page where a person decides the pending approvals of every process that shares the store |
-//! | `agent --base-url URL [--model NAME] [--provider openai\|anthropic] [--yes] "PROMPT"` | a dispatcher (feature `agent`) | the whole agent loop against an OpenAI-compatible (or Anthropic-compatible) server, every tool call through the pipeline (the module `agent`, with the feature); `agent --serve-script FILE` serves a scripted model for it |
+//! | `agent --base-url URL [--model NAME] [--provider openai\|anthropic] [--yes] "PROMPT"` | a dispatcher (feature `agent`) | the whole agent loop against an OpenAI-compatible (or Anthropic-compatible) server, every tool call through the pipeline (the module `agent`, with the feature); `agent --serve-script FILE` serves a scripted model for it, with the registry alone (no store, no state) |
 //!
 //! An application with no command line of its own takes all of it from
 //! [`App`]. Its code's policy is the ceiling: `--allow TOOL,...` and
@@ -51,7 +51,8 @@
 //! codes: 0 on success, 1 when `check` finds a breaking change, 3 when
 //! `agent`'s model server cannot be used, 4 when its model made no answer
 //! within `--max-turns`, 2 for every other error; errors go to standard
-//! error ([`exit`]).
+//! error ([`exit`]), as every notice does (where a server listens, the
+//! conversation, warnings): standard output carries results only.
 //!
 //! # Features
 //!
@@ -173,7 +174,10 @@ mod tests {
         };
         assert_eq!(args.listen, None, "127.0.0.1:8090");
         let command = Command::Agent(args);
-        assert!(command.runs_tools());
+        assert!(
+            !command.runs_tools(),
+            "a scripted model runs no tool: no store, no state"
+        );
         assert_eq!(command.conversation_line(None, "default"), None);
         for refused in [
             &["app", "agent", "Hi"][..],

@@ -14,18 +14,18 @@ use crate::replay::replay;
 use crate::{Command, Error};
 
 impl Command {
-    /// Whether the command runs tools (`replay`, `mcp`, `serve`) and so
-    /// needs a dispatcher and its store; the others need at most the
-    /// registry.
+    /// Whether the command runs tools (`replay`, `mcp`, `serve`, `agent`,
+    /// `admin`) and so needs a dispatcher and its store; the others need at
+    /// most the registry. `agent --serve-script` runs none: it plays a
+    /// model, and the tools run in the `agent` that talks to it.
     pub fn runs_tools(&self) -> bool {
-        matches!(
-            self,
-            Command::Replay(_)
-                | Command::Mcp(_)
-                | Command::Serve(_)
-                | Command::Agent(_)
-                | Command::Admin(_)
-        )
+        match self {
+            Command::Agent(args) => args.serve_script.is_none(),
+            Command::Replay(_) | Command::Mcp(_) | Command::Serve(_) | Command::Admin(_) => true,
+            Command::Definitions(_) | Command::Report(_) | Command::Lock(_) | Command::Check(_) => {
+                false
+            }
+        }
     }
 
     /// Whether the command serves clients over HTTP (`mcp --http`, `serve`):
@@ -99,19 +99,45 @@ impl Command {
     }
 
     /// Runs a command that does not run tools, against the registry; the
-    /// tools `policy` allows are the ones `definitions` prints. A command
-    /// that runs tools is [`Error::NeedsDispatcher`].
+    /// tools `policy` allows are the ones `definitions` prints, and
+    /// `agent --serve-script` serves its script until the process ends. A
+    /// command that runs tools is [`Error::NeedsDispatcher`].
     pub fn run_static(&self, registry: &Registry, policy: &Policy) -> Result<(), Error> {
         match self {
             Command::Definitions(args) => definitions(registry, policy, args),
             Command::Report(args) => report(registry, args),
             Command::Lock(args) => write_lock(registry, &args.file),
             Command::Check(args) => check(registry, &args.file),
+            Command::Agent(args) if args.serve_script.is_some() => self.serve_script(args),
             Command::Replay(_)
             | Command::Mcp(_)
             | Command::Serve(_)
             | Command::Agent(_)
             | Command::Admin(_) => Err(Error::NeedsDispatcher),
+        }
+    }
+
+    /// `agent --serve-script`, on a runtime of its own: no store is opened
+    /// and no state built for a command that runs no tool.
+    fn serve_script(&self, args: &crate::AgentArgs) -> Result<(), Error> {
+        if let Some(error) = self.missing_feature_error() {
+            return Err(error);
+        }
+        #[cfg(feature = "agent")]
+        {
+            let runtime = self
+                .runtime()
+                .map_err(Error::io("start the async runtime"))?;
+            runtime.block_on(crate::agent::agent_without_tools(args))
+        }
+        #[cfg(not(feature = "agent"))]
+        {
+            // Answered above: `missing_feature` names `agent`.
+            let _ = args;
+            Err(Error::MissingFeature {
+                command: "agent",
+                feature: "agent",
+            })
         }
     }
 

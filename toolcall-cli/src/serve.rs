@@ -63,7 +63,8 @@ where
         .map_err(|e| Error::Serve(e.to_string()))?
         .to_string();
     let options = options(program, access.clone(), args, audit);
-    let mut stdout = io::stdout().lock();
+    // An address is a notice, never a result: standard error.
+    let mut stderr = io::stderr().lock();
     let lines = if generated {
         format!(
             "{program} inbox: {}\n(open it once to sign in; the token was generated for this run{})\n",
@@ -83,11 +84,11 @@ where
                 .display()
         )
     };
-    stdout
+    stderr
         .write_all(lines.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(Error::io("write to standard output"))?;
-    drop(stdout);
+        .and_then(|()| stderr.flush())
+        .map_err(Error::io("write to standard error"))?;
+    drop(stderr);
     if !args.listen.ip().is_loopback() {
         eprintln!(
             "{program}: the inbox listens on {addr}, beyond this machine: put a TLS proxy in front of it{}",

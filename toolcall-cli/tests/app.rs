@@ -707,6 +707,62 @@ mod from_store {
         assert_eq!(tools.as_array().unwrap().len(), 2);
     }
 
+    /// `agent --serve-script` plays a model and runs no tool: it builds no
+    /// state and opens no store, so it serves with the database down.
+    #[cfg(feature = "agent")]
+    #[test]
+    fn the_scripted_model_builds_no_state() {
+        use std::io::{Read as _, Write as _};
+        use std::time::{Duration, Instant};
+
+        let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
+        let script = scratch("serve-script").join("script.json");
+        std::fs::write(&script, r#"{"turns": [{"content": "Done."}]}"#).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let args: Vec<String> = [
+            "bank",
+            "agent",
+            "--serve-script",
+            script.to_str().unwrap(),
+            "--listen",
+            &addr,
+            "--store",
+            "postgres://postgres@127.0.0.1:1/none",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let server = {
+            let (seen, bank) = (seen.clone(), Arc::clone(&bank));
+            // Serves until the process ends; its builder fails if called.
+            std::thread::spawn(move || app_from_store(&seen, &bank, true).run_from(args))
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let answer = loop {
+            assert!(
+                !server.is_finished(),
+                "it ended: {:?}",
+                server.join().unwrap()
+            );
+            if let Ok(mut stream) = std::net::TcpStream::connect(&addr) {
+                stream
+                    .write_all(b"GET /requests HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).unwrap();
+                break answer;
+            }
+            assert!(Instant::now() < deadline, "nothing listens on {addr}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(seen.0.lock().unwrap().is_empty(), "no state was built");
+    }
+
     #[test]
     fn a_command_that_runs_tools_builds_it_from_the_store_it_opens() {
         let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
@@ -865,6 +921,35 @@ fn close(
     let _ = account;
     ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
     Ok(json!({"closed": true}))
+}
+
+/// Every command that can ask a person takes `--approval-ttl`, after its
+/// name or before it; `--help` stops the command before it runs.
+#[test]
+fn every_command_that_can_ask_a_person_takes_the_approval_ttl() {
+    let bank = Arc::new(Bank::default());
+    for command in ["replay", "mcp", "serve", "agent"] {
+        for args in [
+            [command, "--approval-ttl", "60", "--help"],
+            ["--approval-ttl", "60", command, "--help"],
+        ] {
+            let Err(Error::Usage(usage)) = run(&bank, &args) else {
+                panic!("{args:?}: not stopped by --help");
+            };
+            assert_eq!(
+                usage.kind(),
+                clap::error::ErrorKind::DisplayHelp,
+                "{args:?}"
+            );
+            assert!(
+                usage
+                    .render()
+                    .to_string()
+                    .contains("--approval-ttl <SECONDS>"),
+                "{args:?}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -413,6 +413,9 @@ where
     if let Err(refusal) = check_mcp_headers(request.headers()) {
         return *refusal;
     }
+    if request.method() == Method::DELETE {
+        return service.end(request).await;
+    }
     if request.method() != Method::POST {
         return service.handle(request).await;
     }
@@ -525,6 +528,31 @@ where
     /// holds a pointer to it, not all of it.
     async fn handle(&self, request: Request) -> Response {
         Box::pin(self.service.handle(request)).await.map(Body::new)
+    }
+
+    /// `DELETE`, as the MCP SDKs read it: a session of this caller's is
+    /// ended and answered 204 (rmcp's 202 is a failure to Python's SDK,
+    /// which takes 200 and 204); any other session id is 404, as any
+    /// request in a session that is gone is, and rmcp's 202 for an id it
+    /// never issued would tell a client its session ended when another
+    /// caller's, or none, was named. Without a session id, rmcp answers.
+    async fn end(&self, request: Request) -> Response {
+        let Some(id) = request.headers().get(SESSION_ID) else {
+            return self.handle(request).await;
+        };
+        let known = match id.to_str() {
+            Ok(id) => self.sessions.sessions.read().await.contains_key(id),
+            Err(_) => false,
+        };
+        if !known {
+            return refuse(StatusCode::NOT_FOUND, "Not Found: no such session");
+        }
+        let response = self.handle(request).await;
+        if response.status().is_success() {
+            StatusCode::NO_CONTENT.into_response()
+        } else {
+            response
+        }
     }
 }
 

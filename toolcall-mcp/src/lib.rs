@@ -340,6 +340,9 @@
 //!   and before) gets an `Mcp-Session-Id`; the session is served by one
 //!   [`McpServer`], as one connection: with [`Options::new`], one
 //!   conversation per session. A session idle for 5 minutes is closed.
+//!   `DELETE` with its `Mcp-Session-Id` ends it, answered `204`; a
+//!   session the caller does not have open (ended, idled out, another
+//!   caller's, or never issued) is `404`, to `DELETE` as to any request.
 //! * A client on protocol 2026-07-28 sends requests that each stand alone:
 //!   each is served by a server of its own, so with [`Options::new`] each is
 //!   a conversation of its own (its step budget, replays, taint and pending

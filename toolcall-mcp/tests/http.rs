@@ -1118,6 +1118,57 @@ async fn a_callers_open_sessions_are_bounded_and_another_callers_are_not() {
     assert_eq!(open(auth_a).await.status, 200);
 }
 
+/// `DELETE` ends a session as the MCP SDKs expect: 204 for a session the
+/// caller has open, which is then gone (a request in it is 404, as a second
+/// `DELETE` is), and 404 for one it does not know: made up, or another
+/// caller's, which stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_ends_a_known_session_and_is_404_for_an_unknown_one() {
+    let (_, dispatcher, _) = bank_dispatcher();
+    let addr = start_with(dispatcher, with_tokens(), Limits::new()).await;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (auth_a, auth_b) = (bearer(TOKEN_A), bearer(TOKEN_B));
+    let opened = send(addr, "POST", &[("Authorization", &auth_a)], init.as_bytes()).await;
+    assert_eq!(opened.status, 200, "{opened:?}");
+    let session = opened.header("mcp-session-id").unwrap().to_owned();
+    let in_session = |method: &'static str, auth: String, session: String| async move {
+        let body: &[u8] = if method == "POST" {
+            br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#
+        } else {
+            b""
+        };
+        send(
+            addr,
+            method,
+            &[
+                ("Authorization", &auth),
+                ("Mcp-Session-Id", &session),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            body,
+        )
+        .await
+    };
+
+    let made_up = in_session("DELETE", auth_a.clone(), "no-such-session".into()).await;
+    assert_eq!(made_up.status, 404, "{made_up:?}");
+    let not_b_s = in_session("DELETE", auth_b.clone(), session.clone()).await;
+    assert_eq!(not_b_s.status, 404, "{not_b_s:?}");
+    let ping = in_session("POST", auth_a.clone(), session.clone()).await;
+    assert_eq!(
+        ping.status, 200,
+        "b's DELETE left a's session open: {ping:?}"
+    );
+
+    let ended = in_session("DELETE", auth_a.clone(), session.clone()).await;
+    assert_eq!(ended.status, 204, "{ended:?}");
+    assert_eq!(ended.body, "", "{ended:?}");
+    let gone = in_session("POST", auth_a.clone(), session.clone()).await;
+    assert_eq!(gone.status, 404, "{gone:?}");
+    let again = in_session("DELETE", auth_a, session).await;
+    assert_eq!(again.status, 404, "{again:?}");
+}
+
 /// A server of `balance` for `agent-a` over the SQLite file `path`, and its
 /// audit.
 async fn sqlite_server(path: &std::path::Path) -> (SocketAddr, MemoryAudit) {

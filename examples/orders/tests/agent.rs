@@ -423,7 +423,10 @@ fn recorded(addr: SocketAddr) -> Value {
 }
 
 /// A user tries the loop without a key: `orders agent --serve-script FILE`
-/// in one process, `orders agent --base-url` in another.
+/// in one process, `orders agent --base-url` in another. The scripted
+/// model runs no tool: it opens no store (a Postgres nobody listens on is
+/// never reached) and says where it listens on standard error, a notice,
+/// leaving standard output to results.
 #[test]
 fn the_scripted_model_runs_as_a_command() {
     let dir = fresh_store("serve-script").parent().unwrap().to_path_buf();
@@ -439,12 +442,14 @@ fn the_scripted_model_runs_as_a_command() {
             file.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--store",
+            "postgres://postgres@127.0.0.1:1/none",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     let addr: SocketAddr = first.rsplit(" at ").next().unwrap().parse().unwrap();
     let output = orders(
@@ -462,7 +467,8 @@ fn the_scripted_model_runs_as_a_command() {
     );
     let requests = recorded(addr);
     child.kill().unwrap();
-    let _ = child.wait();
+    let served = child.wait_with_output().unwrap();
+    assert_eq!(text(&served.stdout), "", "no result, no notice on stdout");
     assert!(output.status.success(), "{}", text(&output.stderr));
     let record: Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
     assert_eq!(record["answer"], "I refunded R$ 25.90 on ORD-1001.");

@@ -269,6 +269,37 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// `serve` says where the inbox is on standard error, as every notice is:
+/// standard output is for results, and `serve` has none.
+#[test]
+fn the_inbox_s_address_is_a_notice_on_standard_error() {
+    use std::io::{BufRead as _, BufReader};
+    let dir = scratch("serve-streams");
+    let store = format!("sqlite:{}", dir.join("store.db").display());
+    let args = ["serve", "--listen", "127.0.0.1:0", "--store", &store];
+    let mut child = spawn_orders(&args, "");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let first = BufReader::new(stderr).lines().next();
+        let _ = tx.send(first);
+    });
+    let first = rx.recv_timeout(std::time::Duration::from_secs(20));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first = match first {
+        Ok(Some(Ok(line))) => line,
+        other => panic!("no line on stderr ({other:?}); stdout: {stdout:?}"),
+    };
+    assert!(
+        first.starts_with("orders inbox: http://127.0.0.1:"),
+        "{first}"
+    );
+    assert!(first.contains("/?token="), "{first}");
+    assert_eq!(stdout, "", "nothing on standard output");
+}
+
 /// `orders definitions --format F` for every format is the committed file in
 /// `examples/orders/definitions/`, byte for byte (`TOOLCALL_BLESS=1`
 /// rewrites them after a deliberate change); `-o` writes the same bytes,

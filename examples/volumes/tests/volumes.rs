@@ -195,6 +195,33 @@ fn definitions_need_no_database_and_tools_need_postgres() {
     );
 }
 
+/// The auditor may only list: its definitions are the read tool's alone,
+/// the default caller's both, and neither needs a database.
+#[test]
+fn the_auditor_s_definitions_are_the_read_tool_s_alone() {
+    let names = |caller: Option<&str>| -> Vec<String> {
+        let mut args = vec!["definitions", "--format", "openai"];
+        if let Some(caller) = caller {
+            args.extend(["--caller", caller]);
+        }
+        let out = volumes(&args, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tools: Value = serde_json::from_slice(&out.stdout).unwrap();
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(Some("auditor")), ["list_volumes"]);
+    assert_eq!(names(None), ["list_volumes", "delete_volume"]);
+}
+
 /// README's "Your own application" shows this example's code: each of its
 /// Rust blocks is a piece of `src/main.rs`, which the workspace builds, so
 /// the README's code compiles as long as this holds.
