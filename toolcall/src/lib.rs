@@ -899,7 +899,7 @@ pub use toolcall_core::{Code, Data, REDACTED, ToolResult, UNKNOWN_APPROVAL_TOOL}
 pub use toolcall_core::{Failure, MessageContext};
 
 #[doc(inline)]
-pub use toolcall_core::{AuditRecord, AuditSink, JsonLinesAudit, MemoryAudit};
+pub use toolcall_core::{AuditRecord, AuditSink, JsonLinesAudit, MemoryAudit, audit_chain};
 
 #[doc(inline)]
 pub use toolcall_core::{Arguments, FieldErrors, Registry, RegistryError, Tool, ToolSpec};
