@@ -317,11 +317,6 @@ impl Bound {
         above_min && below_max
     }
 
-    /// Every problem of this bound on `field`, whose schema is `schema`
-    /// (the tool's parameters): numbers that cannot bound, a range that
-    /// admits nothing, a number bound on an argument that is not a number,
-    /// a fractional bound on an integer, an admitted value the tool refuses.
-
     /// The problems of this bound's numbers alone, each with the part it is
     /// in (`min` or `max`) and its fix: a number a comparison cannot use,
     /// or a range that admits nothing. Whether the bound fits its argument

@@ -188,11 +188,11 @@ impl<St: Store> Stages<St> {
                     Err(failure)
                 }
                 Reconciled::NotAsked | Reconciled::Unknown => {
-                    Err(Box::pin(self.in_doubt(&call, failure.code)).await)
+                    Err(Box::pin(self.in_doubt(call, failure.code)).await)
                 }
             },
             Err(Unfinished::Asked(failure)) => {
-                Err(Box::pin(self.in_doubt(&call, failure.code)).await)
+                Err(Box::pin(self.in_doubt(call, failure.code)).await)
             }
         }
     }

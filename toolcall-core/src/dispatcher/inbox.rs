@@ -28,7 +28,8 @@ pub(super) enum Found {
     /// one carried out before that still answers an identical call (a
     /// denial, an edit within its period: [`ApprovalEntry::standing`]).
     Decided {
-        decision: ApprovalDecision,
+        // Boxed: a decision is large beside the other answers, and rare.
+        decision: Box<ApprovalDecision>,
         verdict: Verdict,
         fresh: bool,
     },
@@ -104,7 +105,7 @@ impl<St: Store> Stages<St> {
             let verdict = entry.standing(now)?;
             let decision = entry.approval.decision.clone()?;
             Some(Found::Decided {
-                decision,
+                decision: Box::new(decision),
                 verdict,
                 fresh: false,
             })
@@ -161,7 +162,7 @@ impl<St: Store> Stages<St> {
                 match taken.decision {
                     Some(decision) => Ok(Found::Decided {
                         verdict: Verdict::of(kind, &decision),
-                        decision,
+                        decision: Box::new(decision),
                         fresh: true,
                     }),
                     None => Err(self.invalid(name, id)),

@@ -3,6 +3,13 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// Who may answer a question besides a person, as the process that asked it
+/// recorded with it (`PendingApproval::answerers`). A person (in the
+/// inbox, or through the host's `Dispatcher::approve` and `deny`) may always
+/// answer an approval question; nobody but a person ever answers a question
+/// about an unknown outcome.
+///
+/// Kept in the store as a list of words (`["host", "client"]`); a question
 /// recorded without it (by an earlier version) is a person's only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Answerers {

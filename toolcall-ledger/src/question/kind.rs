@@ -31,15 +31,6 @@ impl QuestionKind {
     }
 }
 
-/// Who may answer a question besides a person, as the process that asked it
-/// recorded with it (`PendingApproval::answerers`). A person (in the
-/// inbox, or through the host's `Dispatcher::approve` and
-/// `deny`) may always answer an approval
-/// question; nobody but a person ever answers a question about an unknown
-/// outcome.
-///
-/// Kept in the store as a list of words (`["host", "client"]`); a question
-
 /// The expiry of a question that never expires: one about an unknown
 /// outcome, which stays a person's until one settles it (a store keeps it as
 /// a 64-bit signed integer, so it is `i64::MAX`).
