@@ -146,6 +146,7 @@ pub fn dispatcher(shop: &Arc<Shop>, audit: &MemoryAudit) -> Dispatcher<Shop> {
         tools![get_order, refund_order].expect("two distinct tools"),
         Arc::clone(shop),
     )
+    .part(Shop::reader)
     .policy(policy)
     .retry_backoff(Duration::ZERO)
     .audit(audit.clone())

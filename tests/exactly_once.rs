@@ -355,6 +355,7 @@ async fn an_approval_re_runs_the_check_against_the_current_state() {
         .allow(["get_order", "refund_order"])
         .limit("max_refund_cents", 50_000);
     let d = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
+        .part(Shop::reader)
         .policy(policy)
         .build()
         .unwrap();

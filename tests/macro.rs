@@ -22,7 +22,13 @@ fn the_function_stays_callable_as_written() {
         "s",
         Caller::new("me", Policy::new()),
     );
-    let order = futures_lite_block_on(get_order(&ctx, "ORD-1002".to_owned())).unwrap();
+    let reader = Ctx::new(
+        Arc::new(shop.reader()),
+        "key-1",
+        "s",
+        Caller::new("me", Policy::new()),
+    );
+    let order = futures_lite_block_on(get_order(&reader, "ORD-1002".to_owned())).unwrap();
     assert_eq!((order.total_cents, order.currency), (4500, Currency::USD));
     let refund = futures_lite_block_on(refund_order(
         &ctx,
@@ -258,13 +264,13 @@ fn two_tools_with_one_name_are_refused() {
 
 #[test]
 fn a_tool_whose_context_needs_other_state_is_refused_at_build() {
-    let error = Dispatcher::builder(tools![get_order].unwrap(), Arc::new(42_u32))
+    let error = Dispatcher::builder(tools![refund_order].unwrap(), Arc::new(42_u32))
         .build()
         .unwrap_err();
     assert_eq!(
         error,
         BuildError::StateMismatch {
-            tool: "get_order",
+            tool: "refund_order",
             expected: "orders::shop::Shop",
             found: "u32"
         }

@@ -151,6 +151,7 @@ fn a_typo_in_the_allowlist_is_a_build_error_naming_the_real_tool() {
         tools![get_order, refund_order].unwrap(),
         Arc::new(Shop::new()),
     )
+    .part(Shop::reader)
     .policy(
         Policy::new()
             .allow(["get_order", "refund_orders"])
@@ -171,6 +172,7 @@ fn a_typo_in_a_limit_is_a_build_error_naming_the_declared_limit() {
         tools![get_order, refund_order].unwrap(),
         Arc::new(Shop::new()),
     )
+    .part(Shop::reader)
     .policy(
         Policy::new()
             .allow(["get_order", "refund_order"])
@@ -402,6 +404,7 @@ fn a_check_written_for_another_state_is_refused_at_build() {
 async fn no_default_message_sends_the_user_to_a_human_agent() {
     let shop = Arc::new(Shop::new());
     let d = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
+        .part(Shop::reader)
         .policy(
             Policy::new()
                 .allow(["get_order", "refund_order"])
@@ -434,6 +437,7 @@ async fn no_default_message_sends_the_user_to_a_human_agent() {
 async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
     let shop = Arc::new(Shop::new());
     let d = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
+        .part(Shop::reader)
         .policy(
             Policy::new()
                 .allow(["get_order", "refund_order"])

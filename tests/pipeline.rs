@@ -21,6 +21,7 @@ fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
         .allow(["get_order", "refund_order"])
         .limit("max_refund_cents", 50_000);
     Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
+        .part(Shop::reader)
         .policy(policy)
         .retry_backoff(Duration::ZERO)
 }

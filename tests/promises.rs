@@ -22,6 +22,7 @@ const REFUND_ALL: &str =
 
 fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
     Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
+        .part(Shop::reader)
         .policy(
             Policy::new()
                 .allow(["get_order", "refund_order"])

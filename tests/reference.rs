@@ -20,6 +20,7 @@ fn all_tools() -> Policy {
 /// The reference's `make_dispatcher`: its defaults, no backoff.
 fn builder(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
     Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
+        .part(Shop::reader)
         .policy(all_tools())
         .retry_backoff(Duration::ZERO)
 }

@@ -115,7 +115,7 @@ proptest! {
         let shop = Arc::new(Shop::new());
         let audit = MemoryAudit::new();
         let policy = Policy::new().allow(["get_order", "refund_order"]).limit("max_refund_cents", 5_000);
-        let dispatcher = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
+        let dispatcher = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop)).part(Shop::reader)
             .policy(policy)
             .retry_backoff(Duration::ZERO)
             .audit(audit.clone())

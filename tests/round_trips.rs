@@ -298,6 +298,7 @@ fn dispatcher<S: Store>(store: S) -> Dispatcher<Shop, S> {
         tools![get_order, refund_order, read_messages].unwrap(),
         Arc::new(Shop::new()),
     )
+    .part(Shop::reader)
     .policy(
         Policy::new()
             .allow(["get_order", "refund_order", "read_messages"])

@@ -30,6 +30,7 @@ fn built(policy: Policy, approvals: Approvals) -> (Orders, MemoryAudit) {
         tools![get_order, refund_order, read_messages, add_note].unwrap(),
         Arc::new(Shop::new()),
     )
+    .part(Shop::reader)
     .policy(policy)
     .approvals(approvals)
     .audit(audit.clone())
@@ -372,6 +373,7 @@ async fn the_default_level_is_session() {
         tools![get_order, refund_order, read_messages, add_note].unwrap(),
         Arc::new(Shop::new()),
     )
+    .part(Shop::reader)
     .build()
     .unwrap();
     for d in [built(support(), Approvals::Host).0, bare] {

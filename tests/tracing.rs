@@ -34,6 +34,7 @@ type Events = Arc<Mutex<Vec<(String, Option<u64>)>>>;
 /// The orders example's dispatcher over `shop`, both tools allowed.
 fn dispatcher(shop: Arc<Shop>) -> Dispatcher<Shop> {
     Dispatcher::builder(tools![get_order, refund_order].unwrap(), shop)
+        .part(Shop::reader)
         .policy(
             Policy::new()
                 .allow(["get_order", "refund_order"])

@@ -110,6 +110,7 @@ pub fn dispatcher(shop: Arc<Shop>, audit: Audit) -> Dispatcher<Shop> {
         .allow(["get_order", "refund_order"])
         .limit("max_refund_cents", 1_000_000_000_000);
     let builder = Dispatcher::builder(registry, shop)
+        .part(Shop::reader)
         .policy(policy)
         .max_steps(1_000_000_000)
         .max_duplicate_calls(1_000_000_000)

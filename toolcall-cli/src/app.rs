@@ -102,6 +102,8 @@ struct Code<S> {
     registry: Registry,
     policy: Option<Policy>,
     callers: Vec<Caller>,
+    /// What [`App::part`] was given: each adds its part to a builder.
+    parts: Vec<Configure<S>>,
     configure: Option<Configure<S>>,
 }
 
@@ -291,6 +293,7 @@ impl<S: Any + Send + Sync> App<S> {
                 registry,
                 policy: None,
                 callers: Vec::new(),
+                parts: Vec::new(),
                 configure: None,
             },
         }
@@ -351,6 +354,7 @@ impl<S: Any + Send + Sync> App<S> {
                 registry,
                 policy: None,
                 callers: Vec::new(),
+                parts: Vec::new(),
                 configure: None,
             },
         }
@@ -385,6 +389,38 @@ impl<S: Any + Send + Sync> App<S> {
     /// tools, and warns of each limit one does not set.
     pub fn callers(mut self, callers: impl IntoIterator<Item = Caller>) -> Self {
         self.code.callers.extend(callers);
+        self
+    }
+
+    /// A part of the state for the tools that take `&Ctx<P>` rather than
+    /// the whole state, made from the state once per dispatcher (also for
+    /// an application whose state [`from_store`](Self::from_store) builds):
+    /// see [`DispatcherBuilder::part`]. A read-only tool given a read-only
+    /// connection cannot write, whatever the code.
+    ///
+    /// ```no_run
+    /// use std::process::ExitCode;
+    /// use std::sync::Arc;
+    ///
+    /// # fn registry() -> toolcall_core::Registry { toolcall_core::Registry::default() }
+    /// struct Bank { reader: Reader }
+    /// #[derive(Clone)]
+    /// struct Reader;
+    ///
+    /// fn main() -> ExitCode {
+    ///     toolcall_cli::App::new("bank", registry(), Arc::new(Bank { reader: Reader }))
+    ///         .part(|bank: &Bank| bank.reader.clone())
+    ///         .run()
+    /// }
+    /// ```
+    pub fn part<P: Any + Send + Sync>(mut self, part: impl Fn(&S) -> P + 'static) -> Self {
+        // The dispatcher is built twice (once to read the policy), so the
+        // function is kept, not consumed.
+        self.code
+            .parts
+            .push(Box::new(move |builder: DispatcherBuilder<S>| {
+                builder.part(|state: &S| part(state))
+            }));
         self
     }
 
@@ -592,6 +628,9 @@ impl<S: Any + Send + Sync> Code<S> {
             .filter(|caller| runs_as.is_none_or(|runs_as| caller.id() != runs_as.id()))
             .cloned();
         builder = builder.callers(others);
+        for part in &self.parts {
+            builder = part(builder);
+        }
         if let Some(path) = audit {
             let sink = JsonLinesAudit::open(path)
                 .map_err(Error::io(format!("open {}", path.display())))?;

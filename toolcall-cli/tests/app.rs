@@ -1002,3 +1002,43 @@ fn the_questions_time_to_live_is_the_command_lines_to_set() {
         );
     }
 }
+
+/// What the `deposit_part` tool holds: the bank's counter, nothing else.
+struct Teller(Arc<Bank>);
+
+/// Deposits, holding only the teller, a part of the bank.
+#[tool(side_effect)]
+fn deposit_part(ctx: &Ctx<Teller>) -> Result<Value, Rejection> {
+    ctx.state.0.transfers.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({"deposited": true}))
+}
+
+/// The application's bank, which the teller is made from.
+struct Branch {
+    bank: Arc<Bank>,
+}
+
+#[test]
+fn an_application_declares_the_parts_its_tools_take() {
+    let bank = Arc::new(Bank::default());
+    let dir = scratch("parts");
+    let calls = dir.join("calls.jsonl");
+    std::fs::write(&calls, "{\"tool\": \"deposit_part\", \"arguments\": {}}\n").unwrap();
+    let branch = Arc::new(Branch {
+        bank: Arc::clone(&bank),
+    });
+    let app = || App::new("bank", tools![deposit_part].unwrap(), Arc::clone(&branch));
+    let error = app()
+        .run_from(["bank", "replay", calls.to_str().unwrap()])
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("DispatcherBuilder::part("),
+        "{error}"
+    );
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 0);
+    app()
+        .part(|branch: &Branch| Teller(Arc::clone(&branch.bank)))
+        .run_from(["bank", "replay", calls.to_str().unwrap()])
+        .unwrap();
+    assert_eq!(bank.transfers.load(Ordering::SeqCst), 1);
+}

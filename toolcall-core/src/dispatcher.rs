@@ -41,7 +41,7 @@ mod stages;
 mod taint;
 mod twins;
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -104,6 +104,9 @@ pub struct Dispatcher<S, St = MemoryStore> {
     registry: Registry,
     state: Arc<S>,
     erased_state: Arc<dyn Any + Send + Sync>,
+    /// The parts of the state tools take instead of it, by type: a few,
+    /// scanned in order by the tools that take one.
+    parts: Box<[(TypeId, Arc<dyn Any + Send + Sync>)]>,
     caller: Caller,
     callers: HashMap<String, Caller>,
     warnings: Vec<BuildWarning>,
@@ -137,6 +140,7 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
             settings: Settings::default(),
             caller: Caller::new("default", everything),
             callers: Vec::new(),
+            parts: Vec::new(),
             audit: Arc::new(MemoryAudit::new()),
             store: MemoryStore::default(),
             messages: messages::Messages::default(),

@@ -29,13 +29,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What a tool function receives as its optional first parameter, `&Ctx<S>`.
 ///
 /// `S` is the application's state, handed to the [`Dispatcher`](crate::Dispatcher)
-/// when it is built. The idempotency key is the one to pass on to a backend
+/// when it is built, or a part of it the dispatcher was given with
+/// [`DispatcherBuilder::part`](crate::DispatcherBuilder::part): a tool that
+/// only reads takes `&Ctx<Reader>` and never holds the writer. The idempotency key is the one to pass on to a backend
 /// that deduplicates (a payment gateway's `Idempotency-Key`): it stays the
 /// same across the dispatcher's retries and across identical calls.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Ctx<S: ?Sized> {
-    /// The application's state.
+    /// The application's state, or the part of it the tool names.
     pub state: Arc<S>,
     /// The call's idempotency key: hex SHA-256 of session, tool and the
     /// canonical validated arguments.
@@ -95,17 +97,31 @@ impl<S: ?Sized> Ctx<S> {
 }
 
 impl<S: Any + Send + Sync> Ctx<S> {
-    /// The typed view of the dispatcher's context. Fails only if the registry
-    /// was given to a dispatcher whose state is not `S`, which
+    /// The typed view of the dispatcher's context: `S` is the dispatcher's
+    /// state or one of its parts. Fails only if the registry was given to a
+    /// dispatcher that has neither of type `S`, which
     /// [`Dispatcher`](crate::Dispatcher)'s builder already refuses.
     #[doc(hidden)]
     pub fn from_call(cx: &CallContext<'_>) -> Result<Self, ToolError> {
-        let state = Arc::clone(cx.state).downcast::<S>().map_err(|_| {
-            ToolError::internal(format!(
-                "this tool needs state of type `{}`, the dispatcher holds another",
-                std::any::type_name::<S>()
-            ))
-        })?;
+        // The state itself first, without a lookup: most tools take it. The
+        // parts are a handful, scanned in order; nothing is hashed.
+        let erased = if (**cx.state).is::<S>() {
+            Some(cx.state)
+        } else {
+            let id = TypeId::of::<S>();
+            cx.parts
+                .iter()
+                .find(|(part, _)| *part == id)
+                .map(|(_, part)| part)
+        };
+        let state = erased
+            .and_then(|erased| Arc::clone(erased).downcast::<S>().ok())
+            .ok_or_else(|| {
+                ToolError::internal(format!(
+                    "this tool needs state of type `{}`, the dispatcher holds no such state or part",
+                    std::any::type_name::<S>()
+                ))
+            })?;
         Ok(Ctx {
             state,
             idempotency_key: Arc::from(cx.idempotency_key),
@@ -124,6 +140,9 @@ impl<S: Any + Send + Sync> Ctx<S> {
 #[doc(hidden)]
 pub struct CallContext<'a> {
     pub state: &'a Arc<dyn Any + Send + Sync>,
+    /// The parts of the state ([`DispatcherBuilder::part`](crate::DispatcherBuilder::part)),
+    /// each by its type.
+    pub parts: &'a [(TypeId, Arc<dyn Any + Send + Sync>)],
     /// Borrowed: only a tool that takes a [`Ctx`] copies it.
     pub idempotency_key: &'a str,
     pub session: Arc<str>,

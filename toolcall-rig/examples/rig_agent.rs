@@ -36,6 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .limit("max_refund_cents", 50_000);
     let dispatcher = Arc::new(
         Dispatcher::builder(tools![get_order, refund_order]?, Arc::new(Shop::new()))
+            .part(Shop::reader)
             .policy(policy)
             .build()?,
     );

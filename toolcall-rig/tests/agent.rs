@@ -19,6 +19,7 @@ fn dispatcher(audit: &MemoryAudit) -> Arc<Dispatcher<Shop>> {
     let registry = tools![get_order, refund_order].unwrap();
     Arc::new(
         Dispatcher::builder(registry, Arc::new(Shop::new()))
+            .part(Shop::reader)
             .policy(
                 Policy::new()
                     .allow(["get_order", "refund_order"])

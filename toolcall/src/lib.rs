@@ -400,7 +400,7 @@
 //!
 //! What only the dispatcher can know is refused when it is built
 //! ([`BuildError`]): a tool's, a check's or a reconcile's context that names
-//! another state than the dispatcher's; an allowlist or a limit that names no
+//! neither the dispatcher's state nor one of its parts; an allowlist or a limit that names no
 //! real tool or declared limit (with the closest real name).
 //!
 //! ## The context
@@ -408,6 +408,26 @@
 //! An optional first parameter `ctx: &Ctx<S>` hands the function the
 //! application's state `S` (given to the [`Dispatcher`]), the call's
 //! idempotency key, the session and the [`Caller`].
+//!
+//! `S` can also be a *part* of the state, so that each tool holds only the
+//! backend it needs: a read-only tool takes `&Ctx<Reader>`, and not even a
+//! bug in its code (or the dispatcher's) can write through it. The builder
+//! makes each part from the state, once ([`DispatcherBuilder::part`]), as
+//! axum's `FromRef` gives a handler a sub-state; one registry mixes tools on
+//! the state and on its parts, and a check or a reconcile function takes
+//! its tool's context (or, for a tool without one, any part):
+//!
+//! ```ignore
+//! #[tool]
+//! async fn get_order(ctx: &Ctx<ShopReader>, order_id: String) -> Result<Order, ToolError> { ... }
+//!
+//! let dispatcher = Dispatcher::builder(registry, shop)
+//!     .part(|shop: &Shop| shop.reader()) // a read-only connection
+//!     .build()?; // a tool whose part is missing is a BuildError naming `part`
+//! ```
+//!
+//! Each part needs a type of its own (a newtype around a connection): two
+//! parts of one type are a [`BuildError`].
 //!
 //! ## What is generated
 //!
@@ -424,8 +444,8 @@
 //!
 //! Build a registry by naming tools, `tools![get_order, refund_order]?`, or
 //! take every tool of the program with [`Registry::collect`]. Two tools with
-//! one name are an error, and so is a tool whose context needs another state
-//! type than the dispatcher's ([`BuildError`]).
+//! one name are an error, and so is a tool whose context needs a state type
+//! that is neither the dispatcher's nor one of its parts ([`BuildError`]).
 //!
 //! # Idempotency
 //!

@@ -107,6 +107,7 @@ fn dispatcher(store: PostgresStore, shop: Shop) -> Dispatcher<Shop, PostgresStor
         tools![get_order, refund_order].expect("the tools"),
         Arc::new(shop),
     )
+    .part(Shop::reader)
     .policy(
         Policy::new()
             .allow(["get_order", "refund_order"])
@@ -172,6 +173,7 @@ async fn xacts_of(
         tools![get_order, refund_order].expect("the tools"),
         Arc::new(shop(0, 1)),
     )
+    .part(Shop::reader)
     .policy(
         Policy::new()
             .allow(["get_order", "refund_order"])

@@ -37,6 +37,11 @@ use toolcall_cli::{Command, Context, Error, StoreSpec, WithStore};
 /// included); and one `--session-id` is one conversation in every process
 /// and MCP connection, each caller's own (taint, replays, pending
 /// approvals).
+///
+/// The read-only tools (get_order, read_messages) hold only a read-only
+/// connection: SQLite's opened read-only; over Postgres, the role
+/// TOOLCALL_ORDERS_READER_URL names, granted only SELECT on the shop's
+/// tables (without it, they share the shop's pool).
 #[derive(Parser)]
 #[command(version, propagate_version = true, after_long_help = WHO_DECIDES)]
 struct Cli {
@@ -256,6 +261,20 @@ impl WithStore for Orders<'_> {
 /// or in the tables `orders_*` of the same SQLite file or Postgres database
 /// (on the Postgres store's own pool: one pool a process).
 async fn open_shop<St: Store + 'static>(spec: &StoreSpec, store: &St) -> Result<Shop, Error> {
+    let shop = open_writer(spec, store).await?;
+    // Over Postgres, the read-only tools connect as the role this URL
+    // names, granted only SELECT on the shop's tables (see Shop::reader).
+    match std::env::var("TOOLCALL_ORDERS_READER_URL") {
+        Ok(url) if !url.is_empty() => shop
+            .with_postgres_reader(&url)
+            .await
+            .map_err(|e| setup(format!("cannot connect the shop's reader: {e}"))),
+        _ => Ok(shop),
+    }
+}
+
+/// The shop and its writing connection, where the store is.
+async fn open_writer<St: Store + 'static>(spec: &StoreSpec, store: &St) -> Result<Shop, Error> {
     if let Some(store) =
         (store as &dyn std::any::Any).downcast_ref::<toolcall_postgres::PostgresStore>()
     {
@@ -392,6 +411,8 @@ fn dispatcher<St: Store>(
     let registry = registry()?;
     let policy = policy(&registry, settings)?;
     let mut builder = Dispatcher::builder(registry, Arc::new(shop))
+        // get_order and read_messages hold the read-only connection only.
+        .part(Shop::reader)
         .store(store)
         .policy(policy)
         .max_steps(settings.max_steps)

@@ -117,6 +117,30 @@ impl PostgresShop {
         Ok(PostgresShop { pool, catalog })
     }
 
+    /// The shop whose tables [`on`](Self::on) created, on `pool`, which
+    /// creates and writes nothing: the read-only tools' view, on a pool of
+    /// a role granted only `SELECT` on the shop's tables, so that a write
+    /// is the database's error (`permission denied`).
+    pub(crate) async fn reading(pool: toolcall_postgres::Pool) -> Result<Self, BackendError> {
+        let client = pool.get().await.map_err(unavailable)?;
+        let catalog = read_catalog(&client).await?;
+        drop(client);
+        Ok(PostgresShop { pool, catalog })
+    }
+
+    /// An `UPDATE` of an order, changing nothing, on this shop's pool:
+    /// what a bug that writes would send. For the reader's tests.
+    #[cfg(test)]
+    pub(crate) async fn try_update(&self, order_id: &str) -> Result<u64, tokio_postgres::Error> {
+        let client = self.own().await.expect("a connection");
+        client
+            .execute(
+                "UPDATE orders_orders SET total_cents = total_cents WHERE order_id = $1",
+                &[&order_id],
+            )
+            .await
+    }
+
     pub(crate) fn catalog(&self) -> &Catalog {
         &self.catalog
     }

@@ -3,10 +3,12 @@
 //! backend shares: losing the answer of a committed refund.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::memory::Memory;
 use crate::postgres::PostgresShop;
+use crate::reader::ShopReader;
 use crate::sqlite::SqliteShop;
 use crate::{
     Applied, AppliedRefund, BackendError, Message, NOTE_AFTER_COMMIT, Order, REFUND_AFTER_COMMIT,
@@ -38,17 +40,21 @@ use crate::{
 /// cannot be read without waiting, so over it they answer from what this
 /// handle knows (the orders and messages as they were when it connected,
 /// the most it saw refunded, the refunds and notes it made).
+///
+/// The read-only tools (`get_order`, `read_messages`) hold only its
+/// [`reader`](Shop::reader), a connection the database keeps from writing.
 #[derive(Debug)]
 pub struct Shop {
     backend: Backend,
+    reader: ShopReader,
     lose_next_responses: AtomicU32,
 }
 
 #[derive(Debug)]
 enum Backend {
-    Memory(Memory),
+    Memory(Arc<Memory>),
     Sqlite(Box<SqliteShop>),
-    Postgres(Box<PostgresShop>),
+    Postgres(Arc<PostgresShop>),
 }
 
 impl Default for Shop {
@@ -67,7 +73,11 @@ impl Shop {
     /// A shop in this process's memory with these orders (and the
     /// reference's messages).
     pub fn with_orders(orders: impl IntoIterator<Item = Order>) -> Self {
-        Shop::over(Backend::Memory(Memory::new(orders, reference_messages())))
+        let memory = Arc::new(Memory::new(orders, reference_messages()));
+        Shop::over(
+            Backend::Memory(Arc::clone(&memory)),
+            ShopReader::memory(memory),
+        )
     }
 
     /// The shop in the SQLite file at `path` (created if missing), shared
@@ -76,8 +86,16 @@ impl Shop {
     /// transaction, so that processes opening a new file at once are safe.
     /// The file is switched to write-ahead logging, as the pipeline's
     /// SQLite store does.
+    ///
+    /// Its [`reader`](Shop::reader) is opened read-only
+    /// (`SQLITE_OPEN_READ_ONLY`).
     pub fn open_sqlite(path: impl AsRef<Path>) -> Result<Self, BackendError> {
-        SqliteShop::open(path.as_ref()).map(|shop| Shop::over(Backend::Sqlite(Box::new(shop))))
+        let shop = SqliteShop::open(path.as_ref())?;
+        let reader = SqliteShop::reading(path.as_ref())?;
+        Ok(Shop::over(
+            Backend::Sqlite(Box::new(shop)),
+            ShopReader::sqlite(reader),
+        ))
     }
 
     /// The shop in the Postgres database at `url` (in the first schema of
@@ -85,10 +103,12 @@ impl Shop {
     /// with every process that connects: its tables are created and seeded
     /// when missing, under an advisory lock, so that processes connecting
     /// at once are safe.
+    ///
+    /// Its [`reader`](Shop::reader) shares the pool until
+    /// [`with_postgres_reader`](Shop::with_postgres_reader) gives it one of
+    /// its own.
     pub async fn connect_postgres(url: &str) -> Result<Self, BackendError> {
-        PostgresShop::connect(url)
-            .await
-            .map(|shop| Shop::over(Backend::Postgres(Box::new(shop))))
+        PostgresShop::connect(url).await.map(Shop::on_postgres)
     }
 
     /// [`connect_postgres`](Shop::connect_postgres) on `pool`: the store's
@@ -96,14 +116,55 @@ impl Shop {
     /// so that a process holds one pool, and the shop's reads share the
     /// store's shared connections.
     pub async fn on_postgres_pool(pool: toolcall_postgres::Pool) -> Result<Self, BackendError> {
-        PostgresShop::on(pool)
-            .await
-            .map(|shop| Shop::over(Backend::Postgres(Box::new(shop))))
+        PostgresShop::on(pool).await.map(Shop::on_postgres)
     }
 
-    fn over(backend: Backend) -> Self {
+    fn on_postgres(shop: PostgresShop) -> Self {
+        let shop = Arc::new(shop);
+        Shop::over(
+            Backend::Postgres(Arc::clone(&shop)),
+            ShopReader::postgres(shop),
+        )
+    }
+
+    /// The Postgres shop whose [`reader`](Shop::reader) connects to
+    /// `reader_url`: a role granted only `SELECT` on the shop's tables, so
+    /// that the read-only tools cannot write whatever their code does.
+    /// Create it once, after the shop made its tables:
+    ///
+    /// ```sql
+    /// CREATE ROLE orders_reader LOGIN PASSWORD '...';
+    /// GRANT USAGE ON SCHEMA public TO orders_reader;
+    /// GRANT SELECT ON orders_orders, orders_refunds, orders_notes, orders_messages
+    ///    TO orders_reader;
+    /// ```
+    ///
+    /// The `orders` command reads the URL from `TOOLCALL_ORDERS_READER_URL`.
+    /// A shop that is not on Postgres is returned as it is.
+    pub async fn with_postgres_reader(self, reader_url: &str) -> Result<Self, BackendError> {
+        if !matches!(self.backend, Backend::Postgres(_)) {
+            return Ok(self);
+        }
+        let pool = toolcall_postgres::Pool::connect(reader_url)
+            .await
+            .map_err(crate::catalog::unavailable)?;
+        let reader = PostgresShop::reading(pool).await?;
+        Ok(Shop {
+            reader: ShopReader::postgres(Arc::new(reader)),
+            ..self
+        })
+    }
+
+    /// The part of the shop the read-only tools hold
+    /// (`DispatcherBuilder::part(Shop::reader)`): see [`ShopReader`].
+    pub fn reader(&self) -> ShopReader {
+        self.reader.clone()
+    }
+
+    fn over(backend: Backend, reader: ShopReader) -> Self {
         Shop {
             backend,
+            reader,
             lose_next_responses: AtomicU32::new(0),
         }
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use crate::catalog::{Catalog, currency, not_applied, now_ms, unavailable};
 use crate::memory::lock;
@@ -85,6 +85,30 @@ impl SqliteShop {
             .pragma_update(None, "query_only", true)
             .map_err(unavailable)?;
         reader.busy_timeout(Duration::ZERO).map_err(unavailable)?;
+        Ok(SqliteShop {
+            conn: Mutex::new(conn),
+            reader: Mutex::new(reader),
+            catalog,
+        })
+    }
+
+    /// The shop of a file [`open`](Self::open) created, through two
+    /// connections SQLite opened read-only (`SQLITE_OPEN_READ_ONLY`): what
+    /// the read-only tools hold. Unlike `PRAGMA query_only`, which any
+    /// statement can turn off, no statement on them can write; a write is
+    /// the database's error (`SQLITE_READONLY`).
+    pub(crate) fn reading(path: &Path) -> Result<Self, BackendError> {
+        let open = |busy: Duration| {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI;
+            let conn = Connection::open_with_flags(path, flags)?;
+            conn.busy_timeout(busy)?;
+            Ok::<_, rusqlite::Error>(conn)
+        };
+        let conn = open(BUSY_TIMEOUT).map_err(unavailable)?;
+        let catalog = read_catalog(&conn).map_err(unavailable)?;
+        let reader = open(Duration::ZERO).map_err(unavailable)?;
         Ok(SqliteShop {
             conn: Mutex::new(conn),
             reader: Mutex::new(reader),

@@ -16,6 +16,7 @@ use crate::policy::{Caller, Policy};
 use crate::registry::Registry;
 use crate::result::Code;
 use crate::store::{MemoryStore, Store};
+use crate::tool::StateType;
 
 /// Sets up a [`Dispatcher`].
 pub struct DispatcherBuilder<S, St = MemoryStore> {
@@ -24,6 +25,8 @@ pub struct DispatcherBuilder<S, St = MemoryStore> {
     pub(super) settings: Settings,
     pub(super) caller: Caller,
     pub(super) callers: Vec<Caller>,
+    /// The parts of the state given to [`part`](Self::part), in order.
+    pub(super) parts: Vec<(StateType, Arc<dyn Any + Send + Sync>)>,
     pub(super) audit: Arc<dyn AuditSink>,
     pub(super) store: St,
     pub(super) messages: Messages,
@@ -159,6 +162,41 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
         self
     }
 
+    /// A part of the state, made from it once, here, for the tools (and
+    /// checks and reconcile functions) that take `&Ctx<P>` rather than the
+    /// whole state: as axum's `FromRef` gives a handler a sub-state. A tool
+    /// holds only what its context names, so a read-only tool given a
+    /// read-only connection cannot write, whatever its code or the
+    /// dispatcher's does.
+    ///
+    /// `part` runs now, once: every call gets the same `Arc<P>` (so give a
+    /// pool or a handle, not one connection per call). Each part needs a
+    /// type of its own (a newtype around a connection, say): two parts of
+    /// one type, or a part of the state's own type, are a [`BuildError`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use toolcall_core::{Dispatcher, Registry};
+    /// struct Shop { reader: Reader, writer: Writer }
+    /// #[derive(Clone)]
+    /// struct Reader(Arc<String>);
+    /// #[derive(Clone)]
+    /// struct Writer(Arc<String>);
+    ///
+    /// let shop = Shop { reader: Reader(Arc::default()), writer: Writer(Arc::default()) };
+    /// // Tools taking `&Ctx<Reader>` get the reader, never the writer.
+    /// let dispatcher = Dispatcher::builder(Registry::default(), Arc::new(shop))
+    ///     .part(|shop: &Shop| shop.reader.clone())
+    ///     .part(|shop: &Shop| shop.writer.clone())
+    ///     .build()?;
+    /// # Ok::<(), toolcall_core::BuildError>(())
+    /// ```
+    pub fn part<P: Any + Send + Sync>(mut self, part: impl FnOnce(&S) -> P) -> Self {
+        let made: Arc<dyn Any + Send + Sync> = Arc::new(part(&self.state));
+        self.parts.push((StateType::of::<P>(), made));
+        self
+    }
+
     /// Replaces the message of every failure of the pipeline's own `code`
     /// with what `message` writes from the failure's [`MessageContext`]
     /// (the tool, the result's `data`, the stage's details, and the default
@@ -199,6 +237,7 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
             settings: self.settings,
             caller: self.caller,
             callers: self.callers,
+            parts: self.parts,
             audit: self.audit,
             store,
             messages: self.messages,
@@ -208,8 +247,9 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// Checks the setup, and builds.
     ///
     /// Refused ([`BuildError`]): a tool, or a tool's check or reconcile
-    /// function, whose `&Ctx<...>` names another state than the
-    /// dispatcher's; a caller (the default one
+    /// function, whose `&Ctx<...>` names neither the dispatcher's state nor
+    /// one of its [`part`](Self::part)s; two parts of one type, or a part of
+    /// the state's own type; a caller (the default one
     /// and those given to [`callers`](Self::callers)) whose allowlist names
     /// a tool the registry does not have, or whose policy sets a limit no
     /// tool declares, each naming the closest real name; two different
@@ -221,9 +261,24 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
     /// closed with `POLICY_LIMIT`.
     pub fn build(self) -> Result<Dispatcher<S, St>, BuildError> {
         let found = std::any::type_name::<S>();
+        for (at, (part, _)) in self.parts.iter().enumerate() {
+            // A `&Ctx<P>` finds the state first, then the first part of its
+            // type: a second one would be silently unreachable, and a tool
+            // could hold the writer where the reader was meant.
+            let earlier = self.parts[..at]
+                .iter()
+                .any(|(other, _)| other.id == part.id);
+            if earlier || part.id == TypeId::of::<S>() {
+                return Err(BuildError::DuplicatePart { part: part.name });
+            }
+        }
+        let held = |needed: StateType| {
+            needed.id == TypeId::of::<S>()
+                || self.parts.iter().any(|(part, _)| part.id == needed.id)
+        };
         for spec in self.registry.iter() {
             if let Some(needed) = spec.state_type()
-                && needed.id != TypeId::of::<S>()
+                && !held(needed)
             {
                 return Err(BuildError::StateMismatch {
                     tool: spec.name(),
@@ -232,7 +287,7 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
                 });
             }
             if let Some(needed) = spec.check_state_type()
-                && needed.id != TypeId::of::<S>()
+                && !held(needed)
             {
                 return Err(BuildError::CheckStateMismatch {
                     tool: spec.name(),
@@ -241,7 +296,7 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
                 });
             }
             if let Some(needed) = spec.reconcile_state_type()
-                && needed.id != TypeId::of::<S>()
+                && !held(needed)
             {
                 return Err(BuildError::ReconcileStateMismatch {
                     tool: spec.name(),
@@ -274,6 +329,11 @@ impl<S: Any + Send + Sync, St: Store> DispatcherBuilder<S, St> {
             registry: self.registry,
             erased_state: Arc::clone(&self.state) as Arc<dyn Any + Send + Sync>,
             state: self.state,
+            parts: self
+                .parts
+                .into_iter()
+                .map(|(part, made)| (part.id, made))
+                .collect(),
             caller: self.caller,
             callers,
             warnings,

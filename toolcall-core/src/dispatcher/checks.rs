@@ -20,7 +20,8 @@ use crate::registry::Registry;
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// A tool's context needs state of another type than the dispatcher's.
+    /// A tool's context needs state of another type than the dispatcher's,
+    /// and no [part](super::DispatcherBuilder::part) of it has that type.
     StateMismatch {
         /// The tool.
         tool: &'static str,
@@ -97,6 +98,15 @@ pub enum BuildError {
         /// The side-effecting tool.
         tool: &'static str,
     },
+    /// Two parts of the state given to
+    /// [`DispatcherBuilder::part`](super::DispatcherBuilder::part) have one
+    /// type, or a part has the state's own type: a `&Ctx<...>` of that
+    /// type could get either, and a tool meant to hold one (a read-only
+    /// connection) could hold the other.
+    DuplicatePart {
+        /// The part's type.
+        part: &'static str,
+    },
     /// Two different callers given to the dispatcher share an id: audit
     /// records, approvals and [`Dispatcher::caller`](super::Dispatcher::caller)
     /// could not tell them apart.
@@ -117,26 +127,35 @@ impl fmt::Display for BuildError {
                 tool,
                 expected,
                 found,
-            } => write!(
-                f,
-                "tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
-            ),
+            } => {
+                write!(
+                    f,
+                    "tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+                )?;
+                no_such_part(f, expected, found)
+            }
             BuildError::CheckStateMismatch {
                 tool,
                 expected,
                 found,
-            } => write!(
-                f,
-                "the check of tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
-            ),
+            } => {
+                write!(
+                    f,
+                    "the check of tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+                )?;
+                no_such_part(f, expected, found)
+            }
             BuildError::ReconcileStateMismatch {
                 tool,
                 expected,
                 found,
-            } => write!(
-                f,
-                "the reconcile function of tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
-            ),
+            } => {
+                write!(
+                    f,
+                    "the reconcile function of tool `{tool}` takes `&Ctx<{expected}>` but the dispatcher's state is `{found}`"
+                )?;
+                no_such_part(f, expected, found)
+            }
             BuildError::UnknownTool {
                 caller,
                 tool,
@@ -177,12 +196,28 @@ impl fmt::Display for BuildError {
                  is answered with its first result, never run again; remove \
                  Policy::max_repeats(\"{tool}\", ...), or bound a read-only tool"
             ),
+            BuildError::DuplicatePart { part } => write!(
+                f,
+                "the part `{part}` is given twice to DispatcherBuilder::part, or is the \
+                 state's own type: a `&Ctx<{part}>` could get either; give each part a \
+                 type of its own (a newtype)"
+            ),
             BuildError::DuplicateCaller { caller } => write!(
                 f,
                 "two different callers have the id `{caller}`; give each its own id"
             ),
         }
     }
+}
+
+/// The fix of a context whose state the dispatcher does not hold.
+fn no_such_part(f: &mut fmt::Formatter<'_>, expected: &str, found: &str) -> fmt::Result {
+    write!(
+        f,
+        " and has no part of that type; make it one with \
+         `DispatcherBuilder::part(|state: &{found}| -> {expected} {{ ... }})`, \
+         or take `&Ctx<{found}>`"
+    )
 }
 
 impl fmt::Debug for BuildError {
@@ -257,6 +292,9 @@ impl fmt::Debug for BuildError {
                 .field("caller", caller)
                 .field("tool", tool)
                 .finish(),
+            BuildError::DuplicatePart { part } => {
+                f.debug_struct("DuplicatePart").field("part", part).finish()
+            }
             BuildError::DuplicateCaller { caller } => f
                 .debug_struct("DuplicateCaller")
                 .field("caller", caller)

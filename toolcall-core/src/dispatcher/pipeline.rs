@@ -714,6 +714,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> CallContext<'a> {
         CallContext {
             state: &self.erased_state,
+            parts: &self.parts,
             idempotency_key: key.as_str(),
             session: shared_session(prepared.session),
             caller: prepared.caller,

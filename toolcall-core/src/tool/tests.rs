@@ -94,6 +94,7 @@ fn a_check_runs_against_the_state_its_signature_names() {
     let caller = Caller::new("me", crate::Policy::new());
     let cx = |state| CallContext {
         state,
+        parts: &[],
         idempotency_key: "k",
         session: "s".into(),
         caller: &caller,
