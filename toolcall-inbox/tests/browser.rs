@@ -140,6 +140,37 @@ impl Orders {
         let mut child = self
             .command(&args)
             .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for line in lines {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        drop(stdin);
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "orders replay failed");
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// An agent asks for a refund: the confirmation id it is answered with.
+    fn ask(&self, amount_cents: i64) -> String {
+        let answers = self.replay(&[refund(amount_cents, None)], &[]);
+        assert_eq!(answers[0]["code"], "CONFIRMATION_REQUIRED", "{answers:?}");
+        answers[0]["confirmation_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `orders serve` on a free port: its address, and the process.
+    fn serve(&self, token_file: &Path) -> (String, Running) {
+        let mut child = self
+            .command(&["serve", "--listen", "127.0.0.1:0"])
+            .arg("--token-file")
+            .arg(token_file)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
