@@ -511,6 +511,7 @@ async fn hostile(
             tainted: Vec::new(),
             answerers: Default::default(),
             principal: None,
+            provenance: Vec::new(),
         })
         .await
         .unwrap();

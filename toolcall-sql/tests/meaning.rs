@@ -32,6 +32,7 @@ fn approval(id: &str, created_ms: u64) -> PendingApproval {
         tainted: Vec::new(),
         answerers: Default::default(),
         principal: None,
+        provenance: Vec::new(),
     }
 }
 
