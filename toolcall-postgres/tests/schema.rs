@@ -1093,7 +1093,10 @@ fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_sti
         assert!(store.tainted("old", &[]).await.unwrap().any);
         assert!(store.taint_sources("old").await.unwrap().is_empty());
         store.add_taint("old", &[], &source).await.unwrap();
-        assert_eq!(store.taint_sources("old").await.unwrap(), [source.clone()]);
+        assert_eq!(
+            store.taint_sources("old").await.unwrap(),
+            std::slice::from_ref(&source)
+        );
         let old = store.approval("p1").await.unwrap().unwrap();
         assert!(old.approval.provenance.is_empty());
         let asked = PendingApproval {

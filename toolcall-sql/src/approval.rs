@@ -113,7 +113,7 @@ pub struct NewApproval {
     pub principal: Option<String>,
     /// Where the untrusted output that is the reason came from, a JSON
     /// array of sources, each [`bounded`](TaintSource::bounded), at most
-    /// [`MAX_SOURCES`](toolcall_ledger::provenance::MAX_SOURCES); `None`
+    /// [`MAX_SOURCES`]; `None`
     /// when there are none.
     pub provenance: Option<String>,
 }

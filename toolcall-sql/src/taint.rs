@@ -1,7 +1,7 @@
 //! The sources of a session's taint ([`TaintSource`]), as the `sources`
 //! column of the row that marks the session in `toolcall_taint` holds
 //! them: a JSON array, newest first, at most
-//! [`MAX_SOURCES`](toolcall_ledger::provenance::MAX_SOURCES), each
+//! [`MAX_SOURCES`], each
 //! [`bounded`](TaintSource::bounded). `NULL` (a session marked by a
 //! process at schema version 9) holds none.
 //!

@@ -901,25 +901,20 @@ impl TaintStore for SqliteStore {
         }
     }
 
-    fn taint_sources(
-        &self,
-        session: &str,
-    ) -> impl Future<Output = Result<Vec<TaintSource>, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let session = session_key(session);
-                let conn = self.conn();
-                let held: Option<Option<String>> = conn
-                    .query_row(
-                        "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
-                        params![session],
-                        |row| row.get(0),
-                    )
-                    .optional()
-                    .map_err(StoreError::new)?;
-                toolcall_sql::taint::sources(held.flatten().as_deref())
-            })
-        }
+    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
+        off_runtime(|| {
+            let session = session_key(session);
+            let conn = self.conn();
+            let held: Option<Option<String>> = conn
+                .query_row(
+                    "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
+                    params![session],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(StoreError::new)?;
+            toolcall_sql::taint::sources(held.flatten().as_deref())
+        })
     }
 }
 

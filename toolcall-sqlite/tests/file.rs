@@ -1114,7 +1114,10 @@ fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still
             "none kept"
         );
         store.add_taint("old", &[], &source).await.unwrap();
-        assert_eq!(store.taint_sources("old").await.unwrap(), [source.clone()]);
+        assert_eq!(
+            store.taint_sources("old").await.unwrap(),
+            std::slice::from_ref(&source)
+        );
         let old = store.approval("p1").await.unwrap().unwrap();
         assert!(old.approval.provenance.is_empty());
         let asked = PendingApproval {
@@ -1125,7 +1128,7 @@ fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still
         };
         store.ask_approval(&asked, 5).await.unwrap();
         let back = store.approval("p2").await.unwrap().unwrap();
-        assert_eq!(back.approval.provenance, [source.clone()]);
+        assert_eq!(back.approval.provenance, std::slice::from_ref(&source));
     });
     // The version-9 process taints and asks on as it did.
     let other = toolcall::store::session_key("other");
