@@ -13,7 +13,7 @@ use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, RecordedOutcome, SignOutcome, Signature, Store, StoreError, StoredControls,
-    TaintHit, TakeApproval, Unsettled,
+    TaintHit, TaintSource, TakeApproval, Unsettled,
 };
 
 /// How the store fails while an outage lasts.
@@ -348,12 +348,25 @@ impl<S: Store> LockStore for Faulty<S> {
 }
 
 impl<S: Store> TaintStore for Faulty<S> {
-    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
-        write!(self, "add_taint", self.inner.add_taint(session, prints))
+    async fn add_taint(
+        &self,
+        session: &str,
+        prints: &[String],
+        source: &TaintSource,
+    ) -> Result<(), StoreError> {
+        write!(
+            self,
+            "add_taint",
+            self.inner.add_taint(session, prints, source)
+        )
     }
 
     async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
         read!(self, "tainted", self.inner.tainted(session, prints))
+    }
+
+    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
+        read!(self, "taint_sources", self.inner.taint_sources(session))
     }
 }
 

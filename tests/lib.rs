@@ -6,7 +6,8 @@ use serde_json::json;
 use toolcall::store::{
     ApprovalDecision, ApprovalResult, AskApproval, Binding, Claim, ControlsChange, DecideOutcome,
     Key, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome,
-    SignOutcome, Signature, Store, StoredControls, TaintHit, TakeApproval, now_ms,
+    SignOutcome, Signature, Store, StoredControls, TaintHit, TaintSource, TakeApproval,
+    UntrustedText, now_ms,
 };
 use toolcall::{Rejection, ToolResult, tool};
 
@@ -75,6 +76,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         tainted: Vec::new(),
         answerers: Default::default(),
         principal: None,
+        provenance: Vec::new(),
     }
 }
 
@@ -85,6 +87,73 @@ const BOUND: Binding<'static> = Binding {
     digest: Some("d1"),
     requester: toolcall::store::Requester::Anyone,
 };
+
+/// The source of a taint read at `at_ms`: a note of 100 000 characters,
+/// which no store keeps whole.
+pub fn source(at_ms: u64) -> TaintSource {
+    let note = format!("{at_ms}: {}", "é".repeat(100_000));
+    TaintSource::from_output(
+        "read_note",
+        Some(&format!("call-{at_ms}")),
+        at_ms,
+        &json!({"note": note, "stars": 1}),
+        &["/note"],
+    )
+}
+
+/// Where a session's taint came from: every add keeps its source, newest
+/// first, the newest [`MAX_SOURCES`](toolcall::provenance::MAX_SOURCES),
+/// each within its bounds whoever made it; another session's are its own.
+/// `t` and `long_session` were tainted by the suite before.
+async fn taint_sources_conformance(store: &impl Store, other: &impl Store, long_session: &str) {
+    use toolcall::provenance::{MAX_PARTS, MAX_SOURCES, MAX_TEXT_CHARS};
+    let at = |sources: &[TaintSource]| sources.iter().map(|s| s.at_ms).collect::<Vec<_>>();
+    assert!(store.taint_sources("never").await.unwrap().is_empty());
+    assert_eq!(at(&other.taint_sources("t").await.unwrap()), [2, 1, 0]);
+    assert_eq!(
+        other.taint_sources(long_session).await.unwrap(),
+        [source(3)]
+    );
+    for n in 10..16 {
+        if n % 2 == 0 {
+            store.add_taint("src", &[], &source(n)).await.unwrap();
+        } else {
+            other.add_taint("src", &[], &source(n)).await.unwrap();
+        }
+    }
+    let kept = store.taint_sources("src").await.unwrap();
+    assert_eq!(kept.len(), MAX_SOURCES);
+    assert_eq!(at(&kept), [15, 14, 13, 12], "the newest, newest first");
+    assert_eq!(kept[0], source(15), "kept as made");
+    assert_eq!(kept[0].tool, "read_note");
+    assert_eq!(kept[0].call_id.as_deref(), Some("call-15"));
+    let text = &kept[0].texts[0];
+    assert_eq!(text.part, "/note");
+    assert!(text.text.starts_with("15: éé"), "{}", text.text);
+    assert_eq!(text.text.chars().count(), MAX_TEXT_CHARS);
+    assert!(text.cut);
+    assert!(store.tainted("src", &[]).await.unwrap().any);
+
+    // A source made elsewhere, past every bound, is kept within them.
+    let wide = TaintSource {
+        tool: "x".repeat(10_000),
+        call_id: Some("c".repeat(10_000)),
+        at_ms: 20,
+        texts: vec![
+            UntrustedText {
+                part: "/p".repeat(5_000),
+                text: "y".repeat(50_000),
+                cut: false,
+            };
+            9
+        ],
+    };
+    other.add_taint("wide", &[], &wide).await.unwrap();
+    let kept = store.taint_sources("wide").await.unwrap();
+    assert_eq!(kept, [wide.bounded()]);
+    assert_eq!(kept[0].texts.len(), MAX_PARTS);
+    assert!(kept[0].tool.len() <= 128 && kept[0].texts[0].cut);
+}
 
 /// The whole contract, on one store; `other` is a second handle on the same
 /// data (the same store, or another connection to the same file).
@@ -111,18 +180,18 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         TaintHit::default(),
         "a session that saw nothing is clean"
     );
-    store.add_taint("t", &[]).await.unwrap();
+    store.add_taint("t", &[], &source(0)).await.unwrap();
     assert_eq!(
         other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
         TaintHit::new(true, vec![]),
         "marked, no values"
     );
     store
-        .add_taint("t", &[p1.clone(), p2.clone()])
+        .add_taint("t", &[p1.clone(), p2.clone()], &source(1))
         .await
         .unwrap();
     other
-        .add_taint("t", std::slice::from_ref(&p2))
+        .add_taint("t", std::slice::from_ref(&p2), &source(2))
         .await
         .unwrap();
     assert_eq!(
@@ -140,7 +209,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     let long_session = "s".repeat(9_000);
     store
-        .add_taint(&long_session, std::slice::from_ref(&p3))
+        .add_taint(&long_session, std::slice::from_ref(&p3), &source(3))
         .await
         .unwrap();
     assert_eq!(
@@ -150,6 +219,8 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
             .unwrap(),
         TaintHit::new(true, vec![p3.clone()])
     );
+
+    taint_sources_conformance(store, other, &long_session).await;
 
     // One claim wins; the lease ends it; release frees it.
     let now = now_ms();
@@ -493,8 +564,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         tainted: vec!["order_id".into(), "text".into()],
         ..approval("p4", now + 60_000)
     };
+    // With where the taint came from, newest first, as the dispatcher
+    // copies it from the session.
     let whole_session = PendingApproval {
         reason: Some("untrusted_context".into()),
+        provenance: vec![source(2), source(1)],
         ..approval("p5", now + 60_000)
     };
     for asked in [&untrusted, &whole_session] {

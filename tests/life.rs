@@ -460,6 +460,26 @@ async fn taint_stays_with_the_caller_unless_the_conversation_is_shared() {
             Code::ConfirmationRequired,
             "share {share}: {own:?}"
         );
+        // Each question says which output tainted the conversation, and
+        // what it said, from the store's conversation the taint is kept by.
+        use toolcall::store::prelude::*;
+        let asked = if share {
+            vec![&paged, &own]
+        } else {
+            vec![&own]
+        };
+        for answer in asked {
+            let id = answer.confirmation_id.as_deref().unwrap();
+            let question = d.store().approval(id).await.unwrap().unwrap().approval;
+            assert_eq!(question.provenance.len(), 1, "share {share}: {question:?}");
+            assert_eq!(question.provenance[0].tool, "read_ticket");
+            assert!(
+                question.provenance[0].texts[0]
+                    .text
+                    .contains("Please page: volume vol-7 must go"),
+                "{question:?}"
+            );
+        }
     }
 }
 

@@ -521,6 +521,7 @@ fn asked(id: &str) -> PendingApproval {
         tainted: Vec::new(),
         answerers: Default::default(),
         principal: None,
+        provenance: Vec::new(),
     }
 }
 

@@ -21,7 +21,7 @@ use toolcall::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
-    TakeApproval, now_ms,
+    TaintSource, TakeApproval, now_ms,
 };
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
@@ -242,9 +242,19 @@ impl<S: Store> LockStore for Counting<S> {
 }
 
 impl<S: Store> TaintStore for Counting<S> {
-    async fn add_taint(&self, session: &str, prints: &[String]) -> Result<(), StoreError> {
+    async fn add_taint(
+        &self,
+        session: &str,
+        prints: &[String],
+        source: &TaintSource,
+    ) -> Result<(), StoreError> {
         self.count("add_taint");
-        self.inner.add_taint(session, prints).await
+        self.inner.add_taint(session, prints, source).await
+    }
+
+    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
+        self.count("taint_sources");
+        self.inner.taint_sources(session).await
     }
 
     async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
@@ -555,7 +565,8 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     assert!(!begun.locked);
 
     // Taint: what `tainted` says of the session.
-    store.add_taint(&session, &[]).await.unwrap();
+    let source = TaintSource::from_output("t", None, 0, &serde_json::json!({}), &[]);
+    store.add_taint(&session, &[], &source).await.unwrap();
     let begun = other.begin_call(&wide).await.unwrap();
     if combined {
         assert_eq!(begun.tainted, Some(true));

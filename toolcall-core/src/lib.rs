@@ -48,6 +48,7 @@ pub use parse::Arguments;
 pub use redact::REDACTED;
 pub use registry::{Registry, RegistryError};
 pub use tool::{Ctx, Tool, ToolSpec};
+pub use toolcall_ledger::provenance;
 pub use toolcall_ledger::store;
 pub use toolcall_ledger::{Caller, Policy, Principal, Taint};
 pub use toolcall_ledger::{Code, Data, ToolResult};

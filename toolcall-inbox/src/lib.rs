@@ -25,7 +25,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit (each card's `data-reason` says why it asks, as the JSON's `reason`) |
+//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; which call's output, and what it said, quoted, escaped and bounded; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit (each card's `data-reason` says why it asks, as the JSON's `reason`) |
 //! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call |
 //! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields) for an approval question, `happened` or `not_happened` for a question about an unknown outcome; `note`, `csrf`. Recorded as a person's decision through [`toolcall_core::life::decide`]; an answer of the other kind is a 422 and decides nothing |
 //! | `GET /history` | each decision, who took it, and what came of it |
@@ -34,7 +34,7 @@
 //! | `POST /sessions/revoke` | deletes every sign-in of the person (`csrf` from a browser); a program (bearer token) is answered `{"revoked": N}`, and may post a JSON object (`{}`, read as every JSON body is) |
 //! | `GET /api/sessions` | the same list as JSON: `{"name": ..., "sign_ins": [{"id", "from", "created_ms", "expires_ms", "current"}]}` (`id` is a label, not the cookie) |
 //! | `POST /sign-out` | deletes this browser's sign-in and clears its cookie (`csrf`) |
-//! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page); each item as the store keeps it, with its `reason` (`high_risk`, `untrusted_context` or `in_doubt`) and the decisions that answer it (`answers`) |
+//! | `GET /api/pending` | a page of pending approvals as JSON: `{"items": [...], "total": N, "next": "/api/pending?...&cursor=..."}` (`next` is `null` on the last page); each item as the store keeps it, with its `reason` (`high_risk`, `untrusted_context` or `in_doubt`), where untrusted output that is the reason came from (`provenance`: the tool, the call id, when, and its texts, bounded, as kept: a client escapes them) and the decisions that answer it (`answers`) |
 //! | `POST /api/approvals/{id}/decision` | a decision as JSON, for programs: see [below](#deciding-from-a-program) |
 //!
 //! `/` and `/api/pending` take the same query: `session` (only this

@@ -9,7 +9,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use toolcall_core::ToolSpec;
-use toolcall_core::store::{PendingApproval, PendingCursor, PendingOrder, PendingQuery, now_ms};
+use toolcall_core::provenance::MAX_SOURCES;
+use toolcall_core::store::{
+    PendingApproval, PendingCursor, PendingOrder, PendingQuery, TaintSource, now_ms,
+};
 
 use crate::html::{Html, duration, rfc3339, segment, utc};
 use crate::operators::{Standing, standings, stop_json};
@@ -523,6 +526,54 @@ pub(crate) fn why(body: &mut Html, approval: &PendingApproval) {
         }
     }
     body.raw(".</p>");
+    if reason == UNTRUSTED_CONTEXT {
+        provenance(body, &approval.provenance);
+    }
+}
+
+/// Which calls' untrusted output tainted the conversation, newest first,
+/// and what it said: each text a blockquote, made visible and escaped
+/// ([`Html::text`]), bounded again here (a store of another make may have
+/// kept more), `…` where it was cut.
+fn provenance(body: &mut Html, sources: &[TaintSource]) {
+    if sources.is_empty() {
+        return;
+    }
+    body.raw("<div class=\"provenance\" role=\"note\">");
+    for source in sources.iter().take(MAX_SOURCES).map(TaintSource::bounded) {
+        body.raw("<p class=\"source\" data-tool=\"")
+            .text(&source.tool)
+            .raw("\">Read in the output of ")
+            .el("<code>", &source.tool, "</code>");
+        if let Some(id) = &source.call_id {
+            body.el(" (call <code>", id, "</code>)");
+        }
+        body.raw(" at <time datetime=\"")
+            .value(&rfc3339(source.at_ms))
+            .raw("\">")
+            .text(&utc(source.at_ms))
+            .raw("</time>");
+        if source.texts.is_empty() {
+            body.raw(" (no text kept)");
+        }
+        body.raw(":</p>");
+        for text in &source.texts {
+            body.raw("<blockquote class=\"untrusted\"");
+            if !text.part.is_empty() {
+                body.raw(" data-part=\"").text(&text.part).raw("\"");
+            }
+            body.raw(">");
+            if !text.part.is_empty() {
+                body.el("<code class=\"part\">", &text.part, "</code> ");
+            }
+            body.text(&text.text);
+            if text.cut {
+                body.raw("<span class=\"cut\" title=\"cut: the text goes on\">…</span>");
+            }
+            body.raw("</blockquote>");
+        }
+    }
+    body.raw("</div>");
 }
 
 /// What `data.reason` says when untrusted output taints a call.

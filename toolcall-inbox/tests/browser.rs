@@ -516,6 +516,7 @@ async fn hostile(
             tainted: Vec::new(),
             answerers: Default::default(),
             principal: None,
+            provenance: Vec::new(),
         })
         .await
         .unwrap();

@@ -8,6 +8,8 @@
 //! - [`question`]: a question put to a person (an approval, or whether an
 //!   attempt whose outcome is unknown took effect), its state derived in one
 //!   place, and who may answer it.
+//! - [`provenance`]: which untrusted output tainted a conversation, and
+//!   its text, bounded, for the person asked about a later call.
 //! - [`controls`]: the operators' document (stops, rate limits, approvals by
 //!   several people or by rule) and how it changes.
 //! - [`ToolResult`] and [`Code`]: the answer to every call.
@@ -30,6 +32,7 @@ pub mod hex;
 #[doc(hidden)]
 pub mod ids;
 mod policy;
+pub mod provenance;
 pub mod question;
 mod result;
 pub mod store;

@@ -30,6 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::result::ToolResult;
 
 pub use crate::error::StoreError;
+pub use crate::provenance::{TaintSource, UntrustedText};
 pub use crate::question::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
     OpenBounds, PendingApproval, Requester, SignOutcome, Signature, TakeApproval,
@@ -461,15 +462,26 @@ pub trait LockStore: Send + Sync + 'static {
 ///
 /// One of the roles of a [`Store`]: see it for the contract they share.
 pub trait TaintStore: Send + Sync + 'static {
-    /// Remembers that `session` saw untrusted output, and the fingerprints
-    /// of its values (hex digests, never the text; none at all marks the
-    /// session only). Kept, like the session's step count, for the
-    /// retention window after the last one.
+    /// Remembers that `session` saw untrusted output, the fingerprints of
+    /// its values (hex digests, never the text; none at all marks the
+    /// session only), and where it came from: `source`, [`bounded`](TaintSource::bounded),
+    /// kept with the session's newest [`MAX_SOURCES`](crate::provenance::MAX_SOURCES)
+    /// ([`keep`](crate::provenance::keep)). Kept, like the session's step
+    /// count, for the retention window after the last one.
     fn add_taint(
         &self,
         session: &str,
         fingerprints: &[String],
+        source: &TaintSource,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The sources of `session`'s taint that [`add_taint`](TaintStore::add_taint)
+    /// kept, newest first, at most [`MAX_SOURCES`](crate::provenance::MAX_SOURCES);
+    /// none for a session that read no untrusted output.
+    fn taint_sources(
+        &self,
+        session: &str,
+    ) -> impl Future<Output = Result<Vec<TaintSource>, StoreError>> + Send;
 
     /// Whether `session` saw untrusted output, and which of `fingerprints`
     /// one held.

@@ -502,7 +502,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             )
             .into();
         }
-        let question = match approval_question(result) {
+        let provenance = self.provenance(id, result).await;
+        let question = match approval_question(result, &provenance) {
             Ok(question) => question,
             Err(error) => {
                 tracing::warn!(tool, %error, "could not build the approval question");

@@ -620,6 +620,7 @@ async fn an_expired_task_completes_as_expired_and_runs_nothing() {
             tainted: Vec::new(),
             answerers: Default::default(),
             principal: None,
+            provenance: Vec::new(),
         })
         .await
         .unwrap();

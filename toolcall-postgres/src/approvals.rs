@@ -139,7 +139,7 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
             &format!(
                 "INSERT INTO toolcall_approvals ({})
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                         $17)",
+                         $17, $18)",
                 approval::INSERT_COLUMNS
             ),
             &values.iter().map(param).collect::<Vec<_>>(),
@@ -208,10 +208,10 @@ pub(crate) async fn ask(
             INSERT INTO toolcall_approvals
                 (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms,
                  decision, decided_ms, reason, tainted, session_key, ask_key, answerers,
-                 principal, requester)
+                 principal, requester, provenance)
             SELECT $10::TEXT, $2, $3, $4, $5, $11::TEXT, $12::BIGINT, $7, $13::BIGINT,
                    $14::TEXT, $15::BIGINT, $6::TEXT, $16::TEXT, $1, $9::TEXT, $17::TEXT,
-                   $19::TEXT, $20::TEXT
+                   $19::TEXT, $20::TEXT, $22::TEXT
             WHERE NOT EXISTS (SELECT 1 FROM found)
               AND (SELECT conversation FROM open) < $8 AND (SELECT caller FROM open) < $18
               AND (SELECT requester FROM open) < $21
@@ -246,6 +246,7 @@ pub(crate) async fn ask(
                     &new.principal,
                     &requester,
                     &of_requester_bound,
+                    &new.provenance,
                 ],
             )
             .await

@@ -83,7 +83,7 @@
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt`, and the question a claim keeps for a person should its outcome stay unknown ([`CallStore::claim_asking`]) | the key |
 //! | `toolcall_approvals` | approval: pending (why it asks, and who may answer it besides a person), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] (and, for an approval asked with `ask_approval`, a unique `ask_key` of its call among the unused ones: one question per conversation and call) | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
-//! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
+//! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session, and keeps where the taint came from: the newest sources, bounded, in `sources`) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //! | `toolcall_controls` | the operators' controls (one row): their version and document | |
 //! | `toolcall_controls_history` | version of the controls written: who, when, what in words | the version |
 //! | `toolcall_rates` | rate limit's bucket and fixed window: its count and end | [`session_key`] of the bucket, and the window's start |
@@ -146,7 +146,7 @@ use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
-    TakeApproval, Unsettled, now_ms, session_key,
+    TaintSource, TakeApproval, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -705,21 +705,59 @@ impl LockStore for PostgresStore {
 }
 
 impl TaintStore for PostgresStore {
-    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
-        let client = self.client().await?;
+    /// One transaction: the session marked and its fingerprints kept (the
+    /// mark's row locked until it commits), its sources read and written
+    /// back with `source` added, so that two sources added at once are
+    /// both kept.
+    async fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+        source: &TaintSource,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let key = session_key(session);
         let mut prints: Vec<&str> = vec![""];
         prints.extend(fingerprints.iter().map(String::as_str));
-        client
-            .execute(
-                "INSERT INTO toolcall_taint (session, print, touched_ms)
-                 SELECT $1, p, $3 FROM unnest($2::TEXT[]) AS p
-                 ON CONFLICT (session, print) DO UPDATE SET touched_ms = EXCLUDED.touched_ms",
-                &[&session_key(session), &prints, &to_sql(now_ms())],
+        let tx = client.transaction().await?;
+        let held = tx
+            .query_one(
+                "WITH marked AS (
+                     INSERT INTO toolcall_taint (session, print, touched_ms)
+                     SELECT $1, p, $3 FROM unnest($2::TEXT[]) AS p
+                     ON CONFLICT (session, print) DO UPDATE SET touched_ms = EXCLUDED.touched_ms
+                     RETURNING print, sources)
+                 SELECT sources FROM marked WHERE print = ''",
+                &[&key, &prints, &to_sql(now_ms())],
             )
             .await
             .map_err(StoreError::new)?;
+        let held: Option<String> = held.get(0);
+        let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
+        tx.execute(
+            "UPDATE toolcall_taint SET sources = $2 WHERE session = $1 AND print = ''",
+            &[&key, &sources],
+        )
+        .await
+        .map_err(StoreError::new)?;
+        tx.commit().await.map_err(StoreError::new)?;
+        self.sent.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        drop(client);
         self.wrote().await;
         Ok(())
+    }
+
+    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
+        let client = self.reader().await?;
+        let row = client
+            .query_opt(
+                "SELECT sources FROM toolcall_taint WHERE session = $1 AND print = ''",
+                &[&session_key(session)],
+            )
+            .await
+            .map_err(StoreError::new)?;
+        let held: Option<String> = row.and_then(|row| row.get(0));
+        toolcall_sql::taint::sources(held.as_deref())
     }
 
     async fn tainted(

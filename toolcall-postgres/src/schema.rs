@@ -186,6 +186,8 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
                 add_columns(&schema::COLUMNS_V9),
                 schema::NEVER_EXPIRES_V9
             ),
+            // Where a session's taint came from, and a question's copy.
+            10 => add_columns(&schema::COLUMNS_V10),
             _ => unreachable!("no upgrade past schema::VERSION"),
         };
         tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;

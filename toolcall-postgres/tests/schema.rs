@@ -16,7 +16,7 @@ use toolcall_core::life::Answerers;
 use toolcall::store::prelude::*;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
-    PendingQuery, RecordedOutcome, TakeApproval, now_ms, session_key,
+    PendingQuery, RecordedOutcome, TaintSource, TakeApproval, now_ms, session_key,
 };
 use toolcall_postgres::{PostgresStore, Purged};
 
@@ -373,6 +373,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         tainted: Vec::new(),
         answerers: Default::default(),
         principal: None,
+        provenance: Vec::new(),
     }
 }
 
@@ -830,6 +831,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
             id: "p2".into(),
             answerers: Answerers::new(true, false),
             principal: None,
+            provenance: Vec::new(),
             digest: "d2".into(),
             ..old.approval.clone()
         };
@@ -900,6 +902,7 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
             id: "p2".into(),
             digest: "d2".into(),
             principal: Some(principal.clone()),
+            provenance: Vec::new(),
             ..old.approval.clone()
         };
         store.ask_approval(&asked, 5).await.unwrap();
@@ -1039,6 +1042,84 @@ fn a_schema_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open(
             let entry = store.find_approval(&binding, None, now_ms()).await.unwrap();
             assert_eq!(entry.map(|e| e.approval.id).as_deref(), found, "{subject}");
         }
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_still_taints() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("v9");
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let client = raw(&url, &schema).await;
+        client
+            .batch_execute(
+                "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
+                 ALTER TABLE toolcall_taint DROP COLUMN sources;
+                 UPDATE toolcall_schema_version SET version = 9;",
+            )
+            .await
+            .unwrap();
+        // A version-9 replica's taint and question, with the columns it knows.
+        let now = now_ms() as i64;
+        let taint = "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES ($1, '', $2)";
+        client
+            .execute(taint, &[&session_key("old"), &now])
+            .await
+            .unwrap();
+        let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, reason)
+                      VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '', 'untrusted_context')";
+        client
+            .execute(insert, &[&"p1", &now, &(now + 600_000), &session_key("s")])
+            .await
+            .unwrap();
+
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap();
+        let version: i32 = client
+            .query_one("SELECT version FROM toolcall_schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        let source = TaintSource::from_output("read", Some("c1"), 1, &json!({"note": "hi"}), &[]);
+        assert!(store.tainted("old", &[]).await.unwrap().any);
+        assert!(store.taint_sources("old").await.unwrap().is_empty());
+        store.add_taint("old", &[], &source).await.unwrap();
+        assert_eq!(
+            store.taint_sources("old").await.unwrap(),
+            std::slice::from_ref(&source)
+        );
+        let old = store.approval("p1").await.unwrap().unwrap();
+        assert!(old.approval.provenance.is_empty());
+        let asked = PendingApproval {
+            id: "p2".into(),
+            digest: "d2".into(),
+            provenance: vec![source.clone()],
+            ..old.approval.clone()
+        };
+        store.ask_approval(&asked, 5).await.unwrap();
+        let back = store.approval("p2").await.unwrap().unwrap();
+        assert_eq!(back.approval.provenance, [source]);
+        // The version-9 replica taints and asks on as it did.
+        client
+            .execute(taint, &[&session_key("other"), &now])
+            .await
+            .unwrap();
+        client
+            .execute(insert, &[&"p3", &now, &(now + 600_000), &session_key("s")])
+            .await
+            .unwrap();
+        assert!(store.tainted("other", &[]).await.unwrap().any);
+        assert!(store.taint_sources("other").await.unwrap().is_empty());
+        assert_eq!(store.pending_approvals(now_ms(), 10).await.unwrap().len(), 3);
         drop(store);
         drop_schema(&url, &schema).await;
     });

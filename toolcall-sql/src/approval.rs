@@ -2,16 +2,18 @@
 //! using it up, deciding it and listing the pending ones answer.
 //!
 //! The arguments, a person's decision and what came of it are JSON text;
-//! the tainted arguments a JSON array, or `NULL` when there are none; the
+//! the tainted arguments and the provenance of the taint JSON arrays, or
+//! `NULL` when there are none; the
 //! session is kept as given, and indexed by its
 //! [`session_key`].
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use toolcall_ledger::provenance::MAX_SOURCES;
 use toolcall_ledger::question::Answerers;
 use toolcall_ledger::store::{
     ApprovalEntry, DecideOutcome, PendingApproval, PendingCursor, PendingOrder, PendingPage,
-    PendingQuery, StoreError, TakeApproval, session_key,
+    PendingQuery, StoreError, TaintSource, TakeApproval, session_key,
 };
 
 use crate::{Value, from_sql, limit_sql, to_sql};
@@ -19,13 +21,13 @@ use crate::{Value, from_sql, limit_sql, to_sql};
 /// The columns of an approval as [`read_entry`] reads them, in this order.
 pub const COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
                            expires_ms, decision, used_ms, result, reason, tainted, answerers, \
-                           principal";
+                           principal, provenance";
 
 /// The columns an approval is inserted with, in the order of
 /// [`NewApproval::values`].
 pub const INSERT_COLUMNS: &str = "id, session, caller, tool, digest, arguments, step, created_ms, \
                                   expires_ms, decision, decided_ms, reason, tainted, session_key, \
-                                  answerers, principal, requester";
+                                  answerers, principal, requester, provenance";
 
 /// A row of [`COLUMNS`] (its values in that order) read back.
 pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
@@ -46,7 +48,8 @@ pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
         tainted,
         answerers,
         principal,
-    ] = <[Value; 16]>::try_from(row)
+        provenance,
+    ] = <[Value; 17]>::try_from(row)
         .map_err(|row| StoreError::new(format!("an approval's row of {} columns", row.len())))?;
     Ok(ApprovalEntry {
         approval: PendingApproval {
@@ -65,6 +68,7 @@ pub fn read_entry(row: Vec<Value>) -> Result<ApprovalEntry, StoreError> {
             tainted: json_column::<Vec<String>>(tainted)?.unwrap_or_default(),
             answerers: Answerers::from_words(answerers.text()?.as_deref().unwrap_or("")),
             principal: json_column(principal)?,
+            provenance: json_column::<Vec<TaintSource>>(provenance)?.unwrap_or_default(),
         },
         used_ms: used_ms.int()?.map(from_sql),
         result: json_column(result)?,
@@ -107,6 +111,11 @@ pub struct NewApproval {
     /// Who authenticated behind the caller, a JSON object; `None` when
     /// nobody was named.
     pub principal: Option<String>,
+    /// Where the untrusted output that is the reason came from, a JSON
+    /// array of sources, each [`bounded`](TaintSource::bounded), at most
+    /// [`MAX_SOURCES`]; `None`
+    /// when there are none.
+    pub provenance: Option<String>,
 }
 
 impl NewApproval {
@@ -131,8 +140,20 @@ impl NewApproval {
             .map(serde_json::to_string)
             .transpose()
             .map_err(StoreError::new)?;
+        let provenance = if approval.provenance.is_empty() {
+            None
+        } else {
+            let bounded: Vec<TaintSource> = approval
+                .provenance
+                .iter()
+                .take(MAX_SOURCES)
+                .map(TaintSource::bounded)
+                .collect();
+            Some(serde_json::to_string(&bounded).map_err(StoreError::new)?)
+        };
         Ok(NewApproval {
             principal,
+            provenance,
             arguments,
             decision,
             decided_ms,
@@ -164,6 +185,7 @@ impl NewApproval {
             text(&approval.answerers.to_words()),
             Value::Text(self.principal.clone()),
             Value::Text(approval.requester()),
+            Value::Text(self.provenance.clone()),
         ]
     }
 }

@@ -14,6 +14,8 @@
 //! * the operators' controls, the rate limits' windows and the
 //!   signatures of approvals that need more than one person, and what
 //!   signing answers ([`controls`]);
+//! * the sources of a session's taint as its mark's `sources` column holds
+//!   them ([`taint`]);
 //! * what a purge deletes and when ([`purge`]);
 //! * the schema's versions and the tables every dialect creates
 //!   ([`schema`]).
@@ -34,6 +36,7 @@ pub mod controls;
 pub mod purge;
 pub mod record;
 pub mod schema;
+pub mod taint;
 
 use toolcall_ledger::store::StoreError;
 

@@ -19,6 +19,7 @@
 //! | 7 | who authenticated behind the caller of an approval (`principal`, [`COLUMNS_V7`]) |
 //! | 8 | the operators' controls and their history, fleet-wide rate windows and the signatures of approvals that need more than one person ([`CONTROLS_V8`]) |
 //! | 9 | who a question is bound to (`requester`, [`COLUMNS_V9`], filled from `principal`), and questions about unknown outcomes that never expire ([`NEVER_EXPIRES_V9`]) |
+//! | 10 | where a session's taint came from (`sources` of its mark in `toolcall_taint`) and a question's copy of it (`provenance`), [`COLUMNS_V10`] |
 //!
 //! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
 //! them with Postgres's `BIGINT`.
@@ -26,7 +27,7 @@
 use toolcall_ledger::store::StoreError;
 
 /// The schema this version writes.
-pub const VERSION: i64 = 9;
+pub const VERSION: i64 = 10;
 
 /// Version 0, the first release's tables. Created if missing, so that new
 /// tables and tables from that release take the same upgrades.
@@ -165,6 +166,19 @@ pub const COLUMNS_V9: [(&str, &str, &str); 1] = [("toolcall_approvals", "request
 /// person says it); its expiry is set to `i64::MAX`.
 pub const NEVER_EXPIRES_V9: &str = "UPDATE toolcall_approvals SET expires_ms = 9223372036854775807
      WHERE reason = 'in_doubt' AND used_ms IS NULL";
+
+/// The columns version 10 adds, as `(table, column, type)`: where a
+/// session's taint came from, a JSON array of
+/// [`TaintSource`](toolcall_ledger::store::TaintSource)s, newest first, on
+/// the row that marks the session (`print` empty) of `toolcall_taint`
+/// ([`crate::taint`]); and the copy an approval asked because of it keeps
+/// ([`PendingApproval::provenance`](toolcall_ledger::store::PendingApproval::provenance)).
+/// A process still at version 9 writes neither: its sessions and
+/// questions show no provenance.
+pub const COLUMNS_V10: [(&str, &str, &str); 2] = [
+    ("toolcall_taint", "sources", "TEXT"),
+    ("toolcall_approvals", "provenance", "TEXT"),
+];
 
 /// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
 /// SQLite's `INTEGER`.

@@ -85,7 +85,8 @@ fn insert(conn: &rusqlite::Connection, a: &PendingApproval) -> Result<(), StoreE
     conn.execute(
         &format!(
             "INSERT INTO toolcall_approvals ({}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+             ?18)",
             approval::INSERT_COLUMNS
         ),
         rusqlite::params_from_iter(values.iter().map(param)),

@@ -42,7 +42,7 @@
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
 //! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] | the confirmation id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
-//! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
+//! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session, and keeps where the taint came from: the newest sources, bounded, in `sources`) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //! | `toolcall_controls` | the operators' controls (one row): their version and document | |
 //! | `toolcall_controls_history` | version of the controls written: who, when, what in words | the version |
 //! | `toolcall_rates` | rate limit's bucket and fixed window: its count and end | [`session_key`] of the bucket, and the window's start |
@@ -100,7 +100,7 @@ use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
-    TakeApproval, Unsettled, now_ms, session_key,
+    TaintSource, TakeApproval, Unsettled, now_ms, session_key,
 };
 
 use schema::{migrate, retry_busy};
@@ -821,6 +821,7 @@ impl TaintStore for SqliteStore {
         &self,
         session: &str,
         fingerprints: &[String],
+        source: &TaintSource,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
             off_runtime(|| {
@@ -844,6 +845,21 @@ impl TaintStore for SqliteStore {
                                 .map_err(StoreError::new)?;
                         }
                     }
+                    // Read and written in the same transaction: two sources
+                    // added at once are both kept.
+                    let held: Option<String> = tx
+                        .query_row(
+                            "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
+                            params![session],
+                            |row| row.get(0),
+                        )
+                        .map_err(StoreError::new)?;
+                    let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
+                    tx.execute(
+                        "UPDATE toolcall_taint SET sources = ?2 WHERE session = ?1 AND print = ''",
+                        params![session, sources],
+                    )
+                    .map_err(StoreError::new)?;
                     tx.commit().map_err(StoreError::new)?;
                 }
                 self.wrote();
@@ -883,6 +899,22 @@ impl TaintStore for SqliteStore {
                 Ok(TaintHit::new(true, seen))
             })
         }
+    }
+
+    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
+        off_runtime(|| {
+            let session = session_key(session);
+            let conn = self.conn();
+            let held: Option<Option<String>> = conn
+                .query_row(
+                    "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
+                    params![session],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(StoreError::new)?;
+            toolcall_sql::taint::sources(held.flatten().as_deref())
+        })
     }
 }
 

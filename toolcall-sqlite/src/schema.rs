@@ -172,6 +172,25 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
                 )?;
                 tx.execute_batch(schema::NEVER_EXPIRES_V9)?;
             }
+            // Version 10: where a session's taint came from, and a
+            // question's copy of it (columns only added, so a process still
+            // at version 9 keeps working; what it writes has none).
+            10 => {
+                for (table, column, kind) in schema::COLUMNS_V10 {
+                    let present: bool = tx.query_row(
+                        &format!(
+                            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
+                        ),
+                        [column],
+                        |row| row.get(0),
+                    )?;
+                    if !present {
+                        tx.execute_batch(&format!(
+                            "ALTER TABLE {table} ADD COLUMN {column} {kind};"
+                        ))?;
+                    }
+                }
+            }
             _ => unreachable!("no upgrade past schema::VERSION"),
         }
     }

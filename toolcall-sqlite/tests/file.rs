@@ -17,7 +17,7 @@ use toolcall::ToolResult;
 use toolcall::store::prelude::*;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
-    PendingQuery, RecordedOutcome, TakeApproval, now_ms,
+    PendingQuery, RecordedOutcome, TaintSource, TakeApproval, now_ms,
 };
 use toolcall_sqlite::{Purged, SqliteStore};
 
@@ -414,6 +414,7 @@ fn approval(id: &str, expires_ms: u64) -> PendingApproval {
         tainted: Vec::new(),
         answerers: Default::default(),
         principal: None,
+        provenance: Vec::new(),
     }
 }
 
@@ -543,6 +544,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     conn.execute_batch(
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN provenance;
          ALTER TABLE toolcall_approvals DROP COLUMN requester;
          ALTER TABLE toolcall_approvals DROP COLUMN principal;
          ALTER TABLE toolcall_approvals DROP COLUMN answerers;
@@ -743,10 +745,12 @@ fn taint_is_purged_with_the_session_after_the_retention_window() {
         .purge_every(0);
     let print = ["ab".repeat(32)];
     block_on(async {
-        store.add_taint("s", &print).await.unwrap();
+        let source = TaintSource::from_output("read", None, 1, &json!({"note": "hi"}), &[]);
+        store.add_taint("s", &print, &source).await.unwrap();
         assert!(store.tainted("s", &print).await.unwrap().any);
     });
-    // The mark and the fingerprint; never the text.
+    // The mark (with the bounded excerpt of its source) and the
+    // fingerprint: the values read are matched by their digests.
     assert_eq!(rows(&path, "toolcall_taint").len(), 2);
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(store.purge().unwrap().taint, 2);
@@ -866,6 +870,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
             id: "p2".into(),
             answerers: toolcall_core::life::Answerers::new(true, false),
             principal: None,
+            provenance: Vec::new(),
             digest: "d2".into(),
             ..old.approval.clone()
         };
@@ -927,6 +932,7 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
             id: "p2".into(),
             digest: "d2".into(),
             principal: Some(principal.clone()),
+            provenance: Vec::new(),
             ..old.approval.clone()
         };
         store.ask_approval(&asked, 5).await.unwrap();
@@ -1071,4 +1077,114 @@ fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() 
         None,
         "bob's identical call is not alice's question"
     );
+}
+
+#[test]
+fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still_taints() {
+    let path = fresh_dir("v9").join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
+         ALTER TABLE toolcall_taint DROP COLUMN sources;
+         PRAGMA user_version = 9;",
+    )
+    .unwrap();
+    // A version-9 process's writes, with the columns it knows.
+    let now = now_ms() as i64;
+    let taint = "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, '', ?2)";
+    let old_session = toolcall::store::session_key("old");
+    conn.execute(taint, rusqlite::params![old_session, now])
+        .unwrap();
+    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, reason)
+                  VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', 'untrusted_context')";
+    conn.execute(
+        insert,
+        rusqlite::params!["p1", now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let source = TaintSource::from_output("read", Some("c1"), 1, &json!({"note": "hi"}), &[]);
+    block_on(async {
+        assert!(store.tainted("old", &[]).await.unwrap().any);
+        assert!(
+            store.taint_sources("old").await.unwrap().is_empty(),
+            "none kept"
+        );
+        store.add_taint("old", &[], &source).await.unwrap();
+        assert_eq!(
+            store.taint_sources("old").await.unwrap(),
+            std::slice::from_ref(&source)
+        );
+        let old = store.approval("p1").await.unwrap().unwrap();
+        assert!(old.approval.provenance.is_empty());
+        let asked = PendingApproval {
+            id: "p2".into(),
+            digest: "d2".into(),
+            provenance: vec![source.clone()],
+            ..old.approval.clone()
+        };
+        store.ask_approval(&asked, 5).await.unwrap();
+        let back = store.approval("p2").await.unwrap().unwrap();
+        assert_eq!(back.approval.provenance, std::slice::from_ref(&source));
+    });
+    // The version-9 process taints and asks on as it did.
+    let other = toolcall::store::session_key("other");
+    conn.execute(taint, rusqlite::params![other, now]).unwrap();
+    conn.execute(
+        insert,
+        rusqlite::params!["p3", now, now + 600_000, toolcall::store::session_key("s")],
+    )
+    .unwrap();
+    block_on(async {
+        assert!(store.tainted("other", &[]).await.unwrap().any);
+        assert!(store.taint_sources("other").await.unwrap().is_empty());
+    });
+    let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
+    assert_eq!(pending.len(), 3);
+}
+
+#[test]
+fn where_taint_came_from_survives_a_reopen() {
+    let path = fresh_dir("sources-reopen").join("store.db");
+    let long = "x".repeat(1_000_000);
+    let sources: Vec<TaintSource> = (0..6)
+        .map(|n| {
+            TaintSource::from_output(
+                "read_note",
+                Some(&format!("call-{n}")),
+                n,
+                &json!({"note": format!("{n}{long}")}),
+                &["/note"],
+            )
+        })
+        .collect();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        block_on(async {
+            for source in &sources {
+                store.add_taint("s", &[], source).await.unwrap();
+            }
+            let asked = PendingApproval {
+                reason: Some("untrusted_context".into()),
+                provenance: store.taint_sources("s").await.unwrap(),
+                ..approval("p1", now_ms() + 600_000)
+            };
+            store.put_approval(&asked).await.unwrap();
+        });
+    }
+    // Bounded on disk: four sources of 600 characters, not six megabytes.
+    assert!(std::fs::metadata(&path).unwrap().len() < 200_000);
+    let store = SqliteStore::open(&path).unwrap();
+    let newest: Vec<TaintSource> = sources.iter().rev().take(4).cloned().collect();
+    block_on(async {
+        let kept = store.taint_sources("s").await.unwrap();
+        assert_eq!(kept, newest);
+        assert_eq!(kept[0].texts[0].text.chars().count(), 600);
+        assert!(kept[0].texts[0].cut);
+        let back = store.approval("p1").await.unwrap().unwrap();
+        assert_eq!(back.approval.provenance, newest);
+    });
 }

@@ -89,6 +89,21 @@ impl<St: Store> Stages<St> {
         let store_error = |error| self.store_unavailable(name, &error);
         let digest = digest(prepared.arguments);
 
+        // Untrusted output is why it asks: the person sees which output,
+        // and what it said, beside the call. The taint is kept by the
+        // store's conversation, as the pipeline scoped it.
+        let provenance = match prepared.tainted {
+            Some(_) => {
+                let scope = self
+                    .settings
+                    .conversation_scope(prepared.caller.id(), prepared.session);
+                self.store
+                    .taint_sources(&scope)
+                    .await
+                    .map_err(store_error)?
+            }
+            None => Vec::new(),
+        };
         let created_ms = now_ms();
         let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         let pending = PendingApproval {
@@ -110,6 +125,7 @@ impl<St: Store> Stages<St> {
             )
             .people(prepared.people),
             principal: prepared.caller.principal().cloned(),
+            provenance,
         };
         let bounds = OpenBounds {
             conversation: self.settings.max_pending_approvals,

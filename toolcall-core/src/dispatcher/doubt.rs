@@ -234,6 +234,7 @@ impl<St: Store> Stages<St> {
             tainted: Vec::new(),
             answerers: Answerers::PERSON,
             principal: call.caller.principal().cloned(),
+            provenance: Vec::new(),
         })
     }
 

@@ -158,6 +158,7 @@ impl<St: Store> Stages<St> {
             tainted: Vec::new(),
             answerers: Answerers::new(false, false),
             principal: asking.caller.principal().cloned(),
+            provenance: Vec::new(),
         };
         let bounds = OpenBounds::NONE;
         let id = match self

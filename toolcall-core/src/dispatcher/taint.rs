@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::stages::{Stage, Stages};
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
-use crate::store::Store;
+use crate::store::{Store, TaintSource};
 use crate::taint;
 use crate::tool::ToolSpec;
 
@@ -169,8 +169,20 @@ impl<St: Store> Stages<St> {
             }
         };
         self.store
-            .add_taint(session, &prints)
+            .add_taint(session, &prints, &source_of(spec, result))
             .await
             .map_err(|error| self.store_unavailable(spec.name(), &error))
     }
+}
+
+/// Where the session's taint comes from: `spec`'s output, its head kept
+/// (bounded) for the person asked about a later call.
+fn source_of(spec: &ToolSpec, result: &ToolResult) -> TaintSource {
+    TaintSource::from_output(
+        spec.name(),
+        None,
+        crate::store::now_ms(),
+        &Value::Object(serde_json::Map::clone(&result.data)),
+        &[],
+    )
 }

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::answerers::Answerers;
 use super::kind::QuestionKind;
 use crate::policy::Principal;
+use crate::provenance::TaintSource;
 use crate::result::ToolResult;
 
 /// An approval a person has not given yet, bound to one exact call. Stores
@@ -59,6 +60,12 @@ pub struct PendingApproval {
     /// to the person who decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<Principal>,
+    /// Where the untrusted output that is the reason came from
+    /// ([`TaintSource`]: which call, and its text, bounded), newest first,
+    /// shown beside the call to the person who decides; empty when the
+    /// reason is not taint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<TaintSource>,
 }
 
 impl PendingApproval {

@@ -239,6 +239,7 @@ mod tests {
                 tainted: Vec::new(),
                 answerers,
                 principal: None,
+                provenance: Vec::new(),
             },
             used_ms: None,
             result: None,

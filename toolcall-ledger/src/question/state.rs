@@ -179,6 +179,7 @@ mod tests {
                 tainted: Vec::new(),
                 answerers: Answerers::PERSON,
                 principal: None,
+                provenance: Vec::new(),
             },
             used_ms: None,
             result: None,

@@ -488,14 +488,21 @@ impl LockStore for MemoryStore {
 }
 
 impl TaintStore for MemoryStore {
-    async fn add_taint(&self, session: &str, fingerprints: &[String]) -> Result<(), StoreError> {
+    async fn add_taint(
+        &self,
+        session: &str,
+        fingerprints: &[String],
+        source: &TaintSource,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         let mut shard = self.shard(session);
         let taint = shard.taint.entry(session.to_owned()).or_insert(Taint {
             prints: Default::default(),
+            sources: Vec::new(),
             touched_ms: now,
         });
         taint.prints.extend(fingerprints.iter().cloned());
+        crate::provenance::keep(&mut taint.sources, source);
         taint.touched_ms = now;
         self.maintain(&mut shard, now);
         Ok(())
@@ -518,6 +525,15 @@ impl TaintStore for MemoryStore {
                     .collect(),
             },
         })
+    }
+
+    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
+        let shard = self.shard(session);
+        Ok(shard
+            .taint
+            .get(session)
+            .map(|taint| taint.sources.clone())
+            .unwrap_or_default())
     }
 }
 

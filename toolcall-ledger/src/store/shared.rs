@@ -8,7 +8,8 @@ use super::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     CallStore, Claim, ControlStore, ControlsChange, DecideOutcome, Key, LockStore, OpenBounds,
     PendingApproval, PendingPage, PendingQuery, QuestionStore, RecordedOutcome, SignOutcome,
-    Signature, Store, StoreError, StoredControls, TaintHit, TaintStore, TakeApproval, Unsettled,
+    Signature, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore, TakeApproval,
+    Unsettled,
 };
 
 /// A shared store: several dispatchers (or tests) over one set of records.
@@ -253,8 +254,16 @@ impl<T: Store> TaintStore for std::sync::Arc<T> {
         &self,
         session: &str,
         fingerprints: &[String],
+        source: &TaintSource,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        (**self).add_taint(session, fingerprints)
+        (**self).add_taint(session, fingerprints, source)
+    }
+
+    fn taint_sources(
+        &self,
+        session: &str,
+    ) -> impl Future<Output = Result<Vec<TaintSource>, StoreError>> + Send {
+        (**self).taint_sources(session)
     }
 
     fn tainted(

@@ -11,7 +11,8 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError};
 use serde_json::Value;
 use toolcall_core::life::{self, Answer, Answerer, Refusal};
-use toolcall_core::store::{Binding, Requester, Store, now_ms};
+use toolcall_core::provenance::describe;
+use toolcall_core::store::{Binding, Requester, Store, TaintSource, now_ms};
 use toolcall_core::{Arguments, Code, Decision, ToolResult};
 
 use super::McpServer;
@@ -116,6 +117,25 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 // Nothing ran; the approval stays pending until it expires.
                 tracing::warn!(tool, %error, "asking the person through MCP failed");
                 asked.clone()
+            }
+        }
+    }
+
+    /// Where the untrusted output that is why the pending call `id` asks
+    /// (`result`'s `data.reason`) came from, as its question keeps it. None
+    /// for another reason; none either when the store cannot say: the
+    /// question still asks, showing less.
+    pub(super) async fn provenance(&self, id: &str, result: &ToolResult) -> Vec<TaintSource> {
+        if result.data.get("reason").and_then(Value::as_str) != Some(UNTRUSTED_CONTEXT) {
+            return Vec::new();
+        }
+        match self.dispatcher.store().approval(id).await {
+            Ok(entry) => entry
+                .map(|entry| entry.approval.provenance)
+                .unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(approval = id, %error, "could not read where the taint came from");
+                Vec::new()
             }
         }
     }
@@ -268,7 +288,7 @@ pub(super) fn said_yes(answer: &ElicitResult) -> bool {
 /// Why the call asks a person beyond its tool's risk, as the result's
 /// `data.reason` (and `data.tainted`) say it: a paragraph of the question,
 /// or nothing.
-fn why_asked(result: &ToolResult) -> String {
+fn why_asked(result: &ToolResult, provenance: &[TaintSource]) -> String {
     if result.data.get("reason").and_then(Value::as_str) != Some(UNTRUSTED_CONTEXT) {
         return String::new();
     }
@@ -285,20 +305,30 @@ fn why_asked(result: &ToolResult) -> String {
         why.push_str("; these arguments carry values read there: ");
         why.push_str(&fields.join(", "));
     }
-    why.push_str(
-        ". Make sure it is what you want, not what that text told the assistant to do.\n\n",
-    );
+    why.push_str(". Make sure it is what you want, not what that text told the assistant to do.");
+    // What the text said, made visible (it can neither forge a line of
+    // this message nor read backwards), beside the call.
+    let said = describe(provenance);
+    if !said.is_empty() {
+        why.push_str("\n\n");
+        why.push_str(&said);
+    }
+    why.push_str("\n\n");
     why
 }
 
 /// The form that asks a person to approve the pending call of a
 /// `CONFIRMATION_REQUIRED` result: its tool and exact arguments, why it
-/// asks when untrusted output tainted it, and one yes-or-no field.
-pub(super) fn approval_question(result: &ToolResult) -> Result<ElicitRequestParams, String> {
+/// asks when untrusted output tainted it (and, from `provenance`, which
+/// output and what it said), and one yes-or-no field.
+pub(super) fn approval_question(
+    result: &ToolResult,
+    provenance: &[TaintSource],
+) -> Result<ElicitRequestParams, String> {
     let tool = &result.tool;
     let pending = result.data.get("pending").cloned().unwrap_or(Value::Null);
     let arguments = serde_json::to_string_pretty(&pending).map_err(|error| error.to_string())?;
-    let why = why_asked(result);
+    let why = why_asked(result, provenance);
     let message = format!(
         "The assistant wants to call {tool} with exactly these arguments:\n\n{arguments}\n\n\
          {why}Approve this call? It runs once, as shown, only if you approve."

@@ -426,7 +426,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             QuestionState::Open
                 if !in_doubt && approval.answerers.client() && self.elicits(context) =>
             {
-                match approval_question(&asked(entry)) {
+                match approval_question(&asked(entry), &approval.provenance) {
                     Ok(question) => {
                         let mut requests = InputRequests::new();
                         requests.insert(

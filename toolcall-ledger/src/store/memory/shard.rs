@@ -37,6 +37,8 @@ pub(super) struct Window {
 #[derive(Debug)]
 pub(super) struct Taint {
     pub(super) prints: std::collections::HashSet<String>,
+    /// Newest first, bounded ([`keep`](crate::provenance::keep)).
+    pub(super) sources: Vec<crate::provenance::TaintSource>,
     pub(super) touched_ms: u64,
 }
 

@@ -29,6 +29,7 @@ fn question(id: &str, decision: Option<ApprovalDecision>) -> PendingApproval {
         tainted: Vec::new(),
         answerers: Default::default(),
         principal: None,
+        provenance: Vec::new(),
     }
 }
 
