@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 use serde_json::{Value, json};
 use toolcall::store::MemoryStore;
+use toolcall::store::prelude::*;
 use toolcall::providers::export::{Format, definitions};
 use toolcall::{
     BuildError, BuildWarning, Call, Code, Ctx, Dispatcher, Policy, Rejection, Taint,
@@ -135,6 +136,16 @@ async fn a_note_with_text_is_named_untrusted_and_the_next_email_asks_a_person() 
     assert_eq!(sent.code, Code::ConfirmationRequired, "{sent:?}");
     assert_eq!(sent.data.get("reason"), Some(&json!("untrusted_context")));
     assert_eq!(desk.sent.load(Ordering::SeqCst), 0, "nothing is sent unasked");
+    // The person asked sees the note, and only the note: the part that
+    // carried text, not the invoice's own fields.
+    let id = sent.confirmation_id.as_deref().unwrap();
+    let asked = d.store().approval(id).await.unwrap().unwrap();
+    let sources = &asked.approval.provenance;
+    assert_eq!(sources.len(), 1, "{sources:?}");
+    assert_eq!(sources[0].tool, "get_invoice");
+    assert_eq!(sources[0].texts.len(), 1, "{sources:?}");
+    assert_eq!(sources[0].texts[0].part, "/customer_note");
+    assert!(sources[0].texts[0].text.contains("audit@evil.example"));
 }
 
 #[tokio::test]

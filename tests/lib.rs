@@ -102,11 +102,11 @@ pub fn source(at_ms: u64) -> TaintSource {
 }
 
 /// Where a session's taint came from: every add keeps its source, newest
-/// first, the newest [`MAX_SOURCES`](toolcall::provenance::MAX_SOURCES),
+/// first, the newest [`MAX_SOURCES`](toolcall_core::provenance::MAX_SOURCES),
 /// each within its bounds whoever made it; another session's are its own.
 /// `t` and `long_session` were tainted by the suite before.
 async fn taint_sources_conformance(store: &impl Store, other: &impl Store, long_session: &str) {
-    use toolcall::provenance::{MAX_PARTS, MAX_SOURCES, MAX_TEXT_CHARS};
+    use toolcall_core::provenance::{MAX_PARTS, MAX_SOURCES, MAX_TEXT_CHARS};
     let at = |sources: &[TaintSource]| sources.iter().map(|s| s.at_ms).collect::<Vec<_>>();
     assert!(store.taint_sources("never").await.unwrap().is_empty());
     assert_eq!(at(&other.taint_sources("t").await.unwrap()), [2, 1, 0]);

@@ -372,7 +372,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             && !call.alone
         {
             self.stages
-                .remember_untrusted(prepared.spec, call.scope, caller, given.as_ref(), result)
+                .remember_untrusted(
+                    prepared.spec,
+                    call.scope,
+                    caller,
+                    given.as_ref(),
+                    call.call_id,
+                    result,
+                )
                 .await?;
         }
         answer

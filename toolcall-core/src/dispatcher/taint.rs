@@ -131,6 +131,7 @@ impl<St: Store> Stages<St> {
         session: &str,
         caller: &Caller,
         given: Option<&Value>,
+        call_id: Option<&str>,
         result: &ToolResult,
     ) -> Stage<()> {
         if !spec.untrusted_output() || !result.ok || result.code != Code::Ok {
@@ -169,20 +170,22 @@ impl<St: Store> Stages<St> {
             }
         };
         self.store
-            .add_taint(session, &prints, &source_of(spec, result))
+            .add_taint(session, &prints, &source_of(spec, call_id, result))
             .await
             .map_err(|error| self.store_unavailable(spec.name(), &error))
     }
 }
 
-/// Where the session's taint comes from: `spec`'s output, its head kept
+/// Where the session's taint comes from: `spec`'s output (the parts that
+/// carried text, for a tool that names its untrusted parts), its head kept
 /// (bounded) for the person asked about a later call.
-fn source_of(spec: &ToolSpec, result: &ToolResult) -> TaintSource {
+fn source_of(spec: &ToolSpec, call_id: Option<&str>, result: &ToolResult) -> TaintSource {
+    let parts: Vec<&str> = result.untrusted.iter().map(String::as_str).collect();
     TaintSource::from_output(
         spec.name(),
-        None,
+        call_id,
         crate::store::now_ms(),
         &Value::Object(serde_json::Map::clone(&result.data)),
-        &[],
+        &parts,
     )
 }
