@@ -72,6 +72,8 @@
 //! `match` on it compiles under any of them); one whose feature is left out
 //! is hidden from `--help` and answers an error naming the feature.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod admin;
 #[cfg(feature = "agent")]
 pub mod agent;

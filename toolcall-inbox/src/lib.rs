@@ -216,6 +216,7 @@
 //! keep the token file readable only by the inbox; hand each person their
 //! own token (decisions record the name).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -19,6 +19,7 @@
 //! that reads questions and records without running calls, depends on this
 //! crate alone, as the SQL stores do.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

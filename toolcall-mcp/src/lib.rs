@@ -443,6 +443,7 @@
 //! The crate depends on [`rmcp`], the official Rust SDK, and re-exports it so
 //! that a program using [`serve`] with its own transport names the same version.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod frame;

@@ -123,6 +123,7 @@
 //! working during a rolling upgrade. A schema made by a newer version is
 //! refused.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

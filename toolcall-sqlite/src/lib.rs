@@ -81,6 +81,7 @@
 //! keeps the columns the previous version uses, so a process still running
 //! it keeps working on the file. A file made by a newer version is refused.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
