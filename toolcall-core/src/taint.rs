@@ -64,7 +64,8 @@
 //!
 //! The untrusted tool's own arguments (the order whose messages were read)
 //! came from the caller: their fingerprints are not remembered, even where
-//! the output repeats them. Only digests are kept, never the text.
+//! the output repeats them. What is matched is digests; a bounded excerpt of the untrusted parts
+//! is kept apart, for the person asked (`provenance`).
 //!
 //! # What it cannot catch
 //!

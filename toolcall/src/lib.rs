@@ -837,7 +837,7 @@
 //!   host's `confirmed`), like a high-risk call.
 //! * [`Taint::Values`] (opt-in, asks less often): the strings and integers
 //!   of each untrusted output are remembered per session, in the store, as
-//!   SHA-256 fingerprints (never the text), taken after normalizing
+//!   SHA-256 fingerprints (matching never reads the text), taken after normalizing
 //!   (Unicode NFKC, lower case, invisible characters dropped, white space
 //!   collapsed, percent-escapes decoded): each whole value of at least four
 //!   characters; each URL's host, host and path, and address without scheme
