@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use orders::{Shop, get_order, refund_order};
 use serde_json::{Map, Value};
-use toolcall_core::canonical::idempotency_key;
 use toolcall::{Arguments, Call, Code, Dispatcher, MemoryAudit, Policy, tools};
+use toolcall_core::canonical::idempotency_key;
 
 /// Calls per input at most.
 pub const MAX_CALLS: usize = 16;

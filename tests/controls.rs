@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall_core::controls::{self, ChangeError, Controls, Target};
-use toolcall_core::life::{self, Answer, Answerer, Decided, Refusal};
 use toolcall::store::{Store, now_ms};
 use toolcall::{
     Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Principal, Rejection,
     ToolResult, tool, tools,
 };
+use toolcall_core::controls::{self, ChangeError, Controls, Target};
+use toolcall_core::life::{self, Answer, Answerer, Decided, Refusal};
 
 /// Counts what ran.
 #[derive(Default)]

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall_core::controls::{self, Target};
-use toolcall_core::life::{Answer, Answerer, Decided};
 use toolcall::store::now_ms;
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, Policy, ToolError, ToolResult, tool,
     tools,
 };
+use toolcall_core::controls::{self, Target};
+use toolcall_core::life::{Answer, Answerer, Decided};
 use toolcall_sqlite::SqliteStore;
 
 /// Counts what ran.

@@ -76,6 +76,12 @@ fn readme_s_first_program_is_the_one_that_compiles_and_runs() {
         .nth(1)
         .and_then(|rest| rest.split("```").next())
         .expect("README shows a Rust program");
-    assert_eq!(first, program, "README's first Rust block and tests/ui/pass/first-program.rs differ");
-    assert!(program.lines().count() <= 30, "the first program stays short");
+    assert_eq!(
+        first, program,
+        "README's first Rust block and tests/ui/pass/first-program.rs differ"
+    );
+    assert!(
+        program.lines().count() <= 30,
+        "the first program stays short"
+    );
 }

@@ -81,14 +81,14 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
-use toolcall_core::controls::{self, ChangeError, Controls, Target};
-use toolcall_core::life::{Answer, Answerer, Decided, IN_DOUBT, Moment, Refusal};
 use toolcall::store::prelude::*;
 use toolcall::store::{Binding, MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Principal,
     Taint, ToolError, ToolResult, tool, tools,
 };
+use toolcall_core::controls::{self, ChangeError, Controls, Target};
+use toolcall_core::life::{Answer, Answerer, Decided, IN_DOUBT, Moment, Refusal};
 use toolcall_ledger::store::clock;
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use toolcall_core::controls::{self, ApprovalRule, Bound, ChangeError, Controls};
 use toolcall::store::MemoryStore;
 use toolcall::store::prelude::*;
 use toolcall::{Call, Caller, Code, Ctx, Dispatcher, Policy, Rejection, ToolResult, tool, tools};
+use toolcall_core::controls::{self, ApprovalRule, Bound, ChangeError, Controls};
 
 #[derive(Default)]
 struct Shop {

@@ -21,8 +21,8 @@ use std::time::Duration;
 use orders::{Currency, RefundReason};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use toolcall_core::canonical::idempotency_key;
 use toolcall::{Call, Code, Ctx, Dispatcher, ToolError, ToolResult, tool, tools};
+use toolcall_core::canonical::idempotency_key;
 
 #[path = "../fuzz/harness.rs"]
 mod harness;

@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall_core::controls;
-use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
 use toolcall::store::prelude::*;
 use toolcall::store::{MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Dispatcher, Policy, Principal, ToolError, ToolResult, tool,
     tools,
 };
+use toolcall_core::controls;
+use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
 use toolcall_ledger::store::clock;
 
 /// What ran, counted where it ran.

@@ -30,10 +30,10 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use toolcall::__private::ToolArgs;
 use toolcall::FieldErrors;
-use toolcall_core::canonical::{canonical_json, idempotency_key};
 use toolcall_bench::{
     Audit, SESSION, Scenario, TypedRefund, key_of, time_floor, time_ours, time_pipeline,
 };
+use toolcall_core::canonical::{canonical_json, idempotency_key};
 
 fn pipeline(c: &mut Criterion) {
     for (group, audit) in [

@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use toolcall_core::life::{QuestionState, Verdict};
 use toolcall::store::ApprovalEntry;
+use toolcall_core::life::{QuestionState, Verdict};
 
 use crate::{CALLERS, Identity, PRINCIPALS};
 

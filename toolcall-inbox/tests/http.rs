@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use toolcall_core::controls::{Controls, Target};
 use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalEntry, ControlsChange, PendingApproval, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, Rejection, Taint, tool, tools};
+use toolcall_core::controls::{Controls, Target};
 use toolcall_inbox::{Access, Options, Parts};
 use toolcall_sqlite::SqliteStore;
 

@@ -222,11 +222,13 @@ fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
 /// argument's would compare the raw value on top of the check's own units.
 fn check_named_limits(tool: &ToolFn, cx: &mut Ctxt) {
     for name in &tool.attr.limits {
-        if tool
-            .params
-            .iter()
-            .any(|param| param.arg.limit.as_ref().is_some_and(|limit| limit.value() == name.value()))
-        {
+        if tool.params.iter().any(|param| {
+            param
+                .arg
+                .limit
+                .as_ref()
+                .is_some_and(|limit| limit.value() == name.value())
+        }) {
             cx.error_spanned_by(name, msg::limit_twice(&name.value()));
         }
     }

@@ -12,12 +12,12 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_postgres::{Client, NoTls};
 use toolcall::ToolResult;
-use toolcall_core::life::Answerers;
 use toolcall::store::prelude::*;
 use toolcall::store::{
     ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
     PendingQuery, RecordedOutcome, TaintSource, TakeApproval, now_ms, session_key,
 };
+use toolcall_core::life::Answerers;
 use toolcall_postgres::{PostgresStore, Purged};
 
 /// The store's key for a test's `name`.

@@ -862,7 +862,10 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     block_on(async {
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
-        assert_eq!(old.approval.answerers, toolcall_core::life::Answerers::PERSON);
+        assert_eq!(
+            old.approval.answerers,
+            toolcall_core::life::Answerers::PERSON
+        );
         // Its lapsed claim kept no question: none to list.
         assert!(store.unsettled(now_ms(), 10).await.unwrap().is_empty());
         // The new columns work.

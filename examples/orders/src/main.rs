@@ -15,8 +15,8 @@ use toolcall::store::Store;
 use toolcall::{
     Approvals, Call, Code, Dispatcher, JsonLinesAudit, Policy, Registry, Taint, ToolResult, tools,
 };
-use toolcall_core::crash;
 use toolcall_cli::{Command, Context, Error, StoreSpec, WithStore};
+use toolcall_core::crash;
 
 /// Orders and refunds behind toolcall's deterministic tool pipeline.
 ///

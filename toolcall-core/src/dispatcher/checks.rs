@@ -443,7 +443,11 @@ pub(super) fn check_caller(
     }
     let declared: BTreeSet<&'static str> = registry
         .iter()
-        .flat_map(|spec| limits_of(spec).map(|(_, limit)| limit).chain(spec.named_limits().iter().copied()))
+        .flat_map(|spec| {
+            limits_of(spec)
+                .map(|(_, limit)| limit)
+                .chain(spec.named_limits().iter().copied())
+        })
         .collect();
     for (limit, _) in policy.limits() {
         if !declared.contains(limit) {
