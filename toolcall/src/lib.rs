@@ -360,7 +360,23 @@
 //! ## Nested types
 //!
 //! A parameter can be any type that derives `Serialize`, `Deserialize` and
-//! `JsonSchema`: lists of structs, enums with data, maps. A nested struct must
+//! `JsonSchema`: lists of structs, enums with data, maps. The derive is
+//! toolcall's re-export of schemars's, told where schemars is, so that the
+//! application's `Cargo.toml` needs `toolcall` and `serde` alone:
+//!
+//! ```
+//! #[derive(serde::Deserialize, toolcall::JsonSchema)]
+//! #[schemars(crate = "toolcall::schemars")]
+//! #[serde(rename_all = "UPPERCASE")]
+//! enum Currency {
+//!     Brl,
+//!     Eur,
+//! }
+//! # let _ = Currency::Brl;
+//! # let _ = Currency::Eur;
+//! ```
+//!
+//! A nested struct must
 //! be as strict as the top level: mark it `#[serde(deny_unknown_fields)]`.
 //! When a registry is built, every tool's schema is checked to be closed; an
 //! object anywhere in it that would accept unknown members is
@@ -926,6 +942,11 @@ pub use toolcall_core::{Arguments, FieldErrors, Registry, RegistryError, Tool, T
 
 #[doc(inline)]
 pub use toolcall_core::{fields, store};
+
+/// The JSON Schema derive and trait an argument type needs, reached through
+/// toolcall so that an application need not depend on schemars itself: see
+/// [Nested types](crate#nested-types).
+pub use schemars::{self, JsonSchema};
 
 /// Tool definitions and tool-call messages in each provider's format: the
 /// `toolcall-providers` crate.
