@@ -155,61 +155,53 @@ impl ToolAttr {
 /// The parts of `untrusted_output = [...]`: JSON pointers into the output,
 /// each written once.
 fn untrusted_parts(expr: Expr, cx: &mut Ctxt) -> Vec<LitStr> {
-    let Expr::Array(array) = expr else {
-        cx.error_spanned_by(expr, msg::UNTRUSTED_PARTS);
-        return Vec::new();
-    };
-    if array.elems.is_empty() {
-        cx.error_spanned_by(&array, msg::UNTRUSTED_PARTS);
-    }
-    let mut parts: Vec<LitStr> = Vec::new();
-    for element in array.elems {
-        match element {
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(text),
-                ..
-            }) => {
-                let pointer = text.value();
-                if !pointer.starts_with('/') {
-                    cx.error_spanned_by(&text, msg::untrusted_pointer(&pointer));
-                } else if parts.iter().any(|part| part.value() == pointer) {
-                    cx.error_spanned_by(&text, msg::duplicate_key(&pointer));
-                } else {
-                    parts.push(text);
-                }
-            }
-            other => cx.error_spanned_by(other, msg::UNTRUSTED_PARTS),
-        }
-    }
-    parts
+    literal_list(expr, cx, msg::UNTRUSTED_PARTS, |pointer| {
+        (!pointer.starts_with('/')).then(|| msg::untrusted_pointer(pointer))
+    })
 }
 
 /// The names of `limits = [...]`, each non-empty and written once.
 fn limit_names(expr: Expr, cx: &mut Ctxt) -> Vec<LitStr> {
+    literal_list(expr, cx, msg::LIMIT_NAMES, |name| {
+        name.is_empty().then(|| msg::LIMIT_NAMES.to_owned())
+    })
+}
+
+/// A non-empty list of distinct string literals, each as `refuse` allows
+/// (`Some(message)` refuses one); `usage` says how the list is written.
+fn literal_list(
+    expr: Expr,
+    cx: &mut Ctxt,
+    usage: &str,
+    refuse: impl Fn(&str) -> Option<String>,
+) -> Vec<LitStr> {
     let Expr::Array(array) = expr else {
-        cx.error_spanned_by(expr, msg::LIMIT_NAMES);
+        cx.error_spanned_by(expr, usage);
         return Vec::new();
     };
     if array.elems.is_empty() {
-        cx.error_spanned_by(&array, msg::LIMIT_NAMES);
+        cx.error_spanned_by(&array, usage);
     }
-    let mut names: Vec<LitStr> = Vec::new();
+    let mut items: Vec<LitStr> = Vec::new();
     for element in array.elems {
-        match element {
-            Expr::Lit(ExprLit {
-                lit: Lit::Str(text),
-                ..
-            }) if !text.value().is_empty() => {
-                if names.iter().any(|name| name.value() == text.value()) {
-                    cx.error_spanned_by(&text, msg::duplicate_key(&text.value()));
-                } else {
-                    names.push(text);
-                }
-            }
-            other => cx.error_spanned_by(other, msg::LIMIT_NAMES),
+        let Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) = element
+        else {
+            cx.error_spanned_by(element, usage);
+            continue;
+        };
+        let value = text.value();
+        if let Some(why) = refuse(&value) {
+            cx.error_spanned_by(&text, why);
+        } else if items.iter().any(|item| item.value() == value) {
+            cx.error_spanned_by(&text, msg::duplicate_key(&value));
+        } else {
+            items.push(text);
         }
     }
-    names
+    items
 }
 
 const PREVIEW_PATH: &str = "`preview` takes the path of a function, for example `preview = preview_refund`: `fn(&Args, &Ctx<S>) -> String`, what a dry run of the call says it would do";
