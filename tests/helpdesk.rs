@@ -337,7 +337,7 @@ fn a_policy_may_set_a_named_limit_but_not_a_misspelled_one() {
     match billing(typo) {
         Err(BuildError::UnknownLimit { limit, closest, .. }) => {
             assert_eq!(limit, "max_credit_eur_cent");
-            assert_eq!(closest.as_deref(), Some("max_credit_eur_cents"));
+            assert_eq!(closest, Some("max_credit_eur_cents"));
         }
         other => panic!("{:?}", other.map(|_| ())),
     }

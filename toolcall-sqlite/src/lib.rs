@@ -637,38 +637,33 @@ impl CallStore for SqliteStore {
 }
 
 impl QuestionStore for SqliteStore {
-    fn put_approval(
-        &self,
-        a: &PendingApproval,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move { off_runtime(|| approvals::put(self, a)) }
+    async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
+        off_runtime(|| approvals::put(self, a))
     }
 
-    fn take_approval(
+    async fn take_approval(
         &self,
         id: &str,
         binding: &Binding<'_>,
         now_ms: u64,
-    ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
-        async move { off_runtime(|| approvals::take(self, id, binding, now_ms)) }
+    ) -> Result<TakeApproval, StoreError> {
+        off_runtime(|| approvals::take(self, id, binding, now_ms))
     }
 
-    fn pending_approvals(
+    async fn pending_approvals(
         &self,
         now_ms: u64,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<PendingApproval>, StoreError>> + Send {
-        async move {
-            self.read(|conn| {
-                let entries = approvals::approvals_where(
-                    conn,
-                    "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
-                 ORDER BY created_ms, id LIMIT ?2",
-                    params![to_sql(now_ms), limit_sql(limit)],
-                )?;
-                Ok(entries.into_iter().map(|entry| entry.approval).collect())
-            })
-        }
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        self.read(|conn| {
+            let entries = approvals::approvals_where(
+                conn,
+                "decision IS NULL AND used_ms IS NULL AND expires_ms > ?1
+             ORDER BY created_ms, id LIMIT ?2",
+                params![to_sql(now_ms), limit_sql(limit)],
+            )?;
+            Ok(entries.into_iter().map(|entry| entry.approval).collect())
+        })
     }
 
     fn ask_approval(
@@ -680,226 +675,190 @@ impl QuestionStore for SqliteStore {
         async move { off_runtime(|| approvals::ask(self, approval, bounds)) }
     }
 
-    fn find_approval(
+    async fn find_approval(
         &self,
         binding: &Binding<'_>,
         reason: Option<&str>,
         now_ms: u64,
-    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        async move { self.read(|conn| approvals::find(conn, binding, reason, now_ms)) }
+    ) -> Result<Option<ApprovalEntry>, StoreError> {
+        self.read(|conn| approvals::find(conn, binding, reason, now_ms))
     }
 
-    fn pending_page(
-        &self,
-        query: &PendingQuery<'_>,
-    ) -> impl Future<Output = Result<PendingPage, StoreError>> + Send {
-        async move { self.read(|conn| approvals::page(conn, query)) }
+    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
+        self.read(|conn| approvals::page(conn, query))
     }
 
-    fn decide_approval(
+    async fn decide_approval(
         &self,
         id: &str,
         decision: &ApprovalDecision,
         now_ms: u64,
-    ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
-        async move { off_runtime(|| approvals::decide(self, id, decision, now_ms)) }
+    ) -> Result<DecideOutcome, StoreError> {
+        off_runtime(|| approvals::decide(self, id, decision, now_ms))
     }
 
-    fn approval(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        async move { self.read(|conn| approvals::get(conn, id)) }
+    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
+        self.read(|conn| approvals::get(conn, id))
     }
 
-    fn decided_approvals(
-        &self,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<ApprovalEntry>, StoreError>> + Send {
-        async move {
-            self.read(|conn| {
-                approvals::approvals_where(
-                    conn,
-                    "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
-                    [limit_sql(limit)],
-                )
-            })
-        }
+    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
+        self.read(|conn| {
+            approvals::approvals_where(
+                conn,
+                "decided_ms IS NOT NULL ORDER BY decided_ms DESC, id LIMIT ?1",
+                [limit_sql(limit)],
+            )
+        })
     }
 
-    fn settle_approval(
-        &self,
-        id: &str,
-        result: &ApprovalResult,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move { off_runtime(|| approvals::settle(self, id, result)) }
+    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
+        off_runtime(|| approvals::settle(self, id, result))
     }
 
-    fn give_back_approval(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        async move { off_runtime(|| approvals::give_back(self, id)) }
+    async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
+        off_runtime(|| approvals::give_back(self, id))
     }
 
     /// One `IMMEDIATE` transaction: the signature kept and, for the last
     /// one, the decision recorded.
-    fn sign_approval(
+    async fn sign_approval(
         &self,
         id: &str,
         signer: &str,
         needed: u32,
         decision: &ApprovalDecision,
         now_ms: u64,
-    ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
-        async move { off_runtime(|| controls::sign(self, id, signer, needed, decision, now_ms)) }
+    ) -> Result<SignOutcome, StoreError> {
+        off_runtime(|| controls::sign(self, id, signer, needed, decision, now_ms))
     }
 
-    fn signatures(
-        &self,
-        id: &str,
-    ) -> impl Future<Output = Result<Vec<Signature>, StoreError>> + Send {
-        async move { self.read(|conn| controls::signatures(conn, id)) }
+    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
+        self.read(|conn| controls::signatures(conn, id))
     }
 }
 
 impl LockStore for SqliteStore {
-    fn lock_resource(
+    async fn lock_resource(
         &self,
         resource: &Key,
         holder: &str,
         now_ms: u64,
         lease_ms: u64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let resource = resource.as_str();
-                // One statement: taken if free, held by `holder`, or run out.
-                let locked = self
-                    .conn()
-                    .query_row(
-                        LOCK,
-                        params![
-                            session_key(resource),
-                            resource,
-                            holder,
-                            to_sql(now_ms),
-                            to_sql(now_ms.saturating_add(lease_ms))
-                        ],
-                        |_| Ok(()),
-                    )
-                    .optional()
-                    .map_err(StoreError::new)?
-                    .is_some();
-                if locked {
-                    self.wrote();
-                }
-                Ok(locked)
-            })
-        }
+    ) -> Result<bool, StoreError> {
+        off_runtime(|| {
+            let resource = resource.as_str();
+            // One statement: taken if free, held by `holder`, or run out.
+            let locked = self
+                .conn()
+                .query_row(
+                    LOCK,
+                    params![
+                        session_key(resource),
+                        resource,
+                        holder,
+                        to_sql(now_ms),
+                        to_sql(now_ms.saturating_add(lease_ms))
+                    ],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(StoreError::new)?
+                .is_some();
+            if locked {
+                self.wrote();
+            }
+            Ok(locked)
+        })
     }
 
-    fn unlock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let resource = resource.as_str();
-                self.execute(
-                    "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
-                    params![session_key(resource), holder],
-                )?;
-                Ok(())
-            })
-        }
+    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        off_runtime(|| {
+            let resource = resource.as_str();
+            self.execute(
+                "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
+                params![session_key(resource), holder],
+            )?;
+            Ok(())
+        })
     }
 }
 
 impl TaintStore for SqliteStore {
-    fn add_taint(
+    async fn add_taint(
         &self,
         session: &str,
         fingerprints: &[String],
         source: &TaintSource,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let session = session_key(session);
-                let now = to_sql(now_ms());
+    ) -> Result<(), StoreError> {
+        off_runtime(|| {
+            let session = session_key(session);
+            let now = to_sql(now_ms());
+            {
+                let mut conn = self.conn();
+                let tx = immediate(&mut conn)?;
                 {
-                    let mut conn = self.conn();
-                    let tx = immediate(&mut conn)?;
-                    {
-                        let mut insert = tx
-                        .prepare(
-                            "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
-                             ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
-                        )
-                        .map_err(StoreError::new)?;
-                        for print in
-                            std::iter::once("").chain(fingerprints.iter().map(String::as_str))
-                        {
-                            insert
-                                .execute(params![session, print, now])
-                                .map_err(StoreError::new)?;
-                        }
-                    }
-                    // Read and written in the same transaction: two sources
-                    // added at once are both kept.
-                    let held: Option<String> = tx
-                        .query_row(
-                            "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
-                            params![session],
-                            |row| row.get(0),
-                        )
-                        .map_err(StoreError::new)?;
-                    let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
-                    tx.execute(
-                        "UPDATE toolcall_taint SET sources = ?2 WHERE session = ?1 AND print = ''",
-                        params![session, sources],
+                    let mut insert = tx
+                    .prepare(
+                        "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
                     )
                     .map_err(StoreError::new)?;
-                    tx.commit().map_err(StoreError::new)?;
+                    for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str))
+                    {
+                        insert
+                            .execute(params![session, print, now])
+                            .map_err(StoreError::new)?;
+                    }
                 }
-                self.wrote();
-                Ok(())
-            })
-        }
+                // Read and written in the same transaction: two sources
+                // added at once are both kept.
+                let held: Option<String> = tx
+                    .query_row(
+                        "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
+                        params![session],
+                        |row| row.get(0),
+                    )
+                    .map_err(StoreError::new)?;
+                let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
+                tx.execute(
+                    "UPDATE toolcall_taint SET sources = ?2 WHERE session = ?1 AND print = ''",
+                    params![session, sources],
+                )
+                .map_err(StoreError::new)?;
+                tx.commit().map_err(StoreError::new)?;
+            }
+            self.wrote();
+            Ok(())
+        })
     }
 
-    fn tainted(
+    async fn tainted(
         &self,
         session: &str,
         fingerprints: &[String],
-    ) -> impl Future<Output = Result<TaintHit, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let session = session_key(session);
-                let conn = self.conn();
-                let mut select = conn
-                    .prepare_cached(
-                        "SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2",
-                    )
-                    .map_err(StoreError::new)?;
-                let mut has = |print: &str| {
-                    select
-                        .exists(params![session, print])
-                        .map_err(StoreError::new)
-                };
-                if !has("")? {
-                    return Ok(TaintHit::default());
+    ) -> Result<TaintHit, StoreError> {
+        off_runtime(|| {
+            let session = session_key(session);
+            let conn = self.conn();
+            let mut select = conn
+                .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2")
+                .map_err(StoreError::new)?;
+            let mut has = |print: &str| {
+                select
+                    .exists(params![session, print])
+                    .map_err(StoreError::new)
+            };
+            if !has("")? {
+                return Ok(TaintHit::default());
+            }
+            let mut seen = Vec::new();
+            for print in fingerprints {
+                if !print.is_empty() && has(print)? {
+                    seen.push(print.clone());
                 }
-                let mut seen = Vec::new();
-                for print in fingerprints {
-                    if !print.is_empty() && has(print)? {
-                        seen.push(print.clone());
-                    }
-                }
-                Ok(TaintHit::new(true, seen))
-            })
-        }
+            }
+            Ok(TaintHit::new(true, seen))
+        })
     }
 
     async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
@@ -920,50 +879,38 @@ impl TaintStore for SqliteStore {
 }
 
 impl ControlStore for SqliteStore {
-    fn controls(
-        &self,
-        known: u64,
-    ) -> impl Future<Output = Result<Option<StoredControls>, StoreError>> + Send {
-        async move { self.read(|conn| controls::get(conn, known)) }
+    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
+        self.read(|conn| controls::get(conn, known))
     }
 
     /// One `IMMEDIATE` transaction: the document written if its version is
     /// `expected`, and the change kept.
-    fn put_controls(
+    async fn put_controls(
         &self,
         expected: u64,
         document: &str,
         change: &ControlsChange,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        async move { off_runtime(|| controls::put(self, expected, document, change)) }
+    ) -> Result<bool, StoreError> {
+        off_runtime(|| controls::put(self, expected, document, change))
     }
 
-    fn controls_history(
-        &self,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<ControlsChange>, StoreError>> + Send {
-        async move { self.read(|conn| controls::history(conn, limit)) }
+    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
+        self.read(|conn| controls::history(conn, limit))
     }
 
     /// One statement: counted only below the limit.
-    fn take_rate(
+    async fn take_rate(
         &self,
         bucket: &str,
         window_start_ms: u64,
         window_ms: u64,
         limit: u64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        async move {
-            off_runtime(|| controls::take_rate(self, bucket, window_start_ms, window_ms, limit))
-        }
+    ) -> Result<bool, StoreError> {
+        off_runtime(|| controls::take_rate(self, bucket, window_start_ms, window_ms, limit))
     }
 
-    fn rate_count(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        async move { self.read(|conn| controls::rate_count(conn, bucket, window_start_ms)) }
+    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
+        self.read(|conn| controls::rate_count(conn, bucket, window_start_ms))
     }
 }
 

@@ -213,8 +213,6 @@ pub fn may_answer(
     }
 }
 
-/// What [`decide`] recorded.
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
