@@ -165,13 +165,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// (`replayed: true`), or joined while it runs; an expired question is
     /// `CONFIRMATION_EXPIRED`. Still open at `until_ms`, the answer is the
     /// question again (`CONFIRMATION_REQUIRED` with the same id, and the
-    /// signatures it has), and nothing is taken: the host's bringing the id
-    /// is never mistaken for an approval. Never `CONFIRMATION_REQUIRED` for
-    /// a question that was decided, and never a second run.
+    /// signatures it has; `IN_DOUBT` for a question about an unknown
+    /// outcome), and nothing is taken: the host's bringing the id is never
+    /// mistaken for an approval. But a call that ran meanwhile without the
+    /// question (the host's `confirmed`) is answered as it came. Never
+    /// `CONFIRMATION_REQUIRED` for a question that was decided or a call
+    /// that ran, and never a second run.
     pub async fn wait_for_decision(&self, call: Call<'_>, id: &str, until_ms: u64) -> ToolResult {
         if let Ok(Some(entry)) = crate::life::wait(&self.stages.store, id, until_ms).await
             && entry.state(now_ms()).is_open()
         {
+            // What the call's key holds decides before the question does: a
+            // dry run of the identical call runs nothing, asks nobody, and
+            // answers a completed call with what came of it.
+            let looked = self.execute(call.dry_run(true)).await;
+            if looked.replayed && looked.ok {
+                return looked;
+            }
             let tool = entry.approval.tool.clone();
             return self.stages.asked(&tool, &entry).await;
         }

@@ -194,6 +194,15 @@ impl<St: Store> Stages<St> {
     /// answers this.
     pub(super) async fn asked(&self, name: &str, entry: &ApprovalEntry) -> ToolResult {
         let question = &entry.approval;
+        if question.kind() == QuestionKind::InDoubt {
+            // A question about an unknown outcome is asked again as what it
+            // is: never "needs approval" of a call that may have run.
+            return self.settlement_asked(
+                name.to_owned(),
+                &question.id,
+                question.arguments.clone(),
+            );
+        }
         let mut data = Map::new();
         data.insert("pending".into(), question.arguments.clone());
         add_stored_reason(&mut data, question.reason.clone(), question.tainted.clone());

@@ -240,20 +240,26 @@ impl<St: Store> Stages<St> {
 
     /// `IN_DOUBT`: the call waits for a person to settle its unknown outcome.
     pub(super) fn awaiting_settlement(&self, call: &Asked<'_>, id: &str) -> ToolResult {
-        let pending = match self.arguments_of(call) {
-            Ok(arguments) => arguments.clone(),
-            Err(answer) => return answer,
-        };
+        match self.arguments_of(call) {
+            Ok(arguments) => self.settlement_asked(call.spec.name(), id, arguments.clone()),
+            Err(answer) => answer,
+        }
+    }
+
+    /// `IN_DOUBT` of the question `id` about a call of `tool` with these
+    /// arguments, whoever asks it again: the call, a wait, an id brought.
+    pub(super) fn settlement_asked(
+        &self,
+        tool: impl Into<std::borrow::Cow<'static, str>>,
+        id: &str,
+        pending: Value,
+    ) -> ToolResult {
         let mut data = Map::new();
         data.insert("in_doubt".into(), Value::Bool(true));
         data.insert("reason".into(), Value::from(IN_DOUBT));
         data.insert("pending".into(), pending);
-        let mut asked = self.fail_with(
-            Failure::AwaitingSettlement,
-            call.spec.name(),
-            &Details::default(),
-            data,
-        );
+        let mut asked =
+            self.fail_with(Failure::AwaitingSettlement, tool, &Details::default(), data);
         asked.confirmation_id = Some(id.to_owned());
         asked
     }
