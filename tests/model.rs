@@ -1810,35 +1810,7 @@ async fn make_call<St: Store>(
     if how != How::DryRun {
         said_of_a_call_that_ran(&answer, before)?;
     }
-    // An open library defect
-    // (`another_principals_question_id_is_not_this_calls`): in host mode, a
-    // call that brings the id of another requester's question two people
-    // must sign is answered with that question.
-    let leak = how == How::OthersId
-        && answer.code == Code::ConfirmationRequired
-        && answer.confirmation_id == id
-        && !strict();
-    // Another (`another_principals_question_is_not_taken`): on Postgres, in
-    // host mode, a call that brings another requester's question's id
-    // takes it, and runs.
-    let taken = match &id {
-        Some(id) if how == How::OthersId && host_mode && ran > 0 && !strict() => system.stores[0]
-            .inner()
-            .approval(id)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_none_or(|entry| entry.used_ms.is_some()),
-        _ => false,
-    };
-    if taken {
-        told_apart(Open::OthersTaken);
-        let id = id.clone().unwrap();
-        model.leeway.take.insert(id.clone());
-        model.leeway.take_undecided.insert(id);
-        model.known.get_mut(&identity).unwrap().authorized = true;
-    } else if leak {
-        told_apart(Open::OthersQuestion);
-    } else if let Some(expect) = &expect {
+    if let Some(expect) = &expect {
         check_expected(model, expect, &answer, ran, was_there)?;
         if how == How::OthersId {
             OTHERS_IDS_REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -3366,7 +3338,7 @@ static WAITS: AtomicU32 = AtomicU32::new(0);
 static WAITS_REPLAYED: AtomicU32 = AtomicU32::new(0);
 static CARRIED_ELSEWHERE: AtomicU32 = AtomicU32::new(0);
 /// The answers of each open library defect told apart, by [`Open`].
-static OPEN_DEFECTS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
+static OPEN_DEFECTS: [AtomicU32; 2] = [const { AtomicU32::new(0) }; 2];
 
 /// The open library defects the model tells apart (each a test at the end
 /// of this file, ignored until it is fixed).
@@ -3376,10 +3348,6 @@ enum Open {
     HostRan,
     /// `the_hosts_answer_leaves_an_expired_decision_expired`
     ExpiredDecisionTaken,
-    /// `another_principals_question_id_is_not_this_calls`
-    OthersQuestion,
-    /// `another_principals_question_is_not_taken`
-    OthersTaken,
 }
 
 fn told_apart(defect: Open) {
@@ -3388,12 +3356,10 @@ fn told_apart(defect: Open) {
 
 /// How many answers of each open defect were told apart, in words.
 fn told() -> String {
-    let [host_ran, expired_taken, others, others_taken] =
-        OPEN_DEFECTS.each_ref().map(|n| n.load(Ordering::Relaxed));
+    let [host_ran, expired_taken] = OPEN_DEFECTS.each_ref().map(|n| n.load(Ordering::Relaxed));
     format!(
         "{host_ran} host's answers to a question of a call that ran, \
-         {expired_taken} expired decisions left running, {others} other requesters' questions \
-         answered, {others_taken} taken"
+         {expired_taken} expired decisions left running"
     )
 }
 
@@ -3435,8 +3401,6 @@ fn check(name: &str, backing: &impl Backing) {
         &CARRIED_ELSEWHERE,
         &OPEN_DEFECTS[0],
         &OPEN_DEFECTS[1],
-        &OPEN_DEFECTS[2],
-        &OPEN_DEFECTS[3],
     ] {
         figure.store(0, Ordering::Relaxed);
     }
@@ -4035,15 +3999,13 @@ fn the_hosts_answer_to_a_call_that_ran_is_what_came_of_it() {
 /// The operators ask two people for a wipe; in host mode, ana (a principal
 /// behind bob's caller) makes one and is asked. Bo makes the identical call
 /// through the same caller, bringing ana's question's id: he is answered
-/// `CONFIRMATION_REQUIRED` with her question (its id, its signatures); it
-/// was to be `CONFIRMATION_INVALID`, as in inbox mode. Stage 7 reads a
-/// question several people must sign by its id alone
-/// (`Stages::awaiting_signatures`), without the call's binding: its caller,
-/// conversation, tool, arguments and requester.
+/// `CONFIRMATION_INVALID`, as in inbox mode. He was answered
+/// `CONFIRMATION_REQUIRED` with her question (its id, its signatures):
+/// stage 7 read a question several people must sign by its id alone
+/// (`Stages::awaiting_signatures`), without the call's binding.
 #[test]
-#[ignore = "library defect: another principal's question id is answered with that question"]
 fn another_principals_question_id_is_not_this_calls() {
-    open_defect(Case {
+    regression(Case {
         modes: [Approvals::Host, Approvals::Host],
         share: false,
         rules: Rules::TwoPeople,
@@ -4073,13 +4035,12 @@ fn another_principals_question_id_is_not_this_calls() {
 
 /// In host mode bob's caller, no principal behind it, makes a wipe and is
 /// asked; ana, a principal behind the same caller, makes the identical call
-/// bringing that question's id. On Postgres the call takes the caller's
-/// question and the wipe runs; it was to be `CONFIRMATION_INVALID`, as on
-/// the memory store and SQLite. The Postgres store's `take_approval`
-/// matches a question's conversation, caller, tool and arguments, not its
-/// requester (`Binding::requester`). Run with `TOOLCALL_POSTGRES_URL`.
+/// bringing that question's id: `CONFIRMATION_INVALID` on every store. On
+/// Postgres the call took the caller's question and the wipe ran: its
+/// `take_approval` matched a question's conversation, caller, tool and
+/// arguments, not its requester (`Binding::requester`). Run with
+/// `TOOLCALL_POSTGRES_URL`.
 #[test]
-#[ignore = "library defect: on Postgres a call takes another principal's question"]
 fn another_principals_question_is_not_taken() {
     let Some(url) = postgres_url() else {
         return;

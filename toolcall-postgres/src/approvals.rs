@@ -78,9 +78,17 @@ async fn use_up(
     decided: bool,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
     let client = store.client().await?;
+    // The binding whole, its requester included (`Binding::matches`, as
+    // the other stores read it): another principal's question is not
+    // this call's, whoever brings its id.
     let matches = "id = $1 AND session = $2 AND caller = $3
          AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
+         AND ($7 OR requester IS NOT DISTINCT FROM $8::TEXT)
          AND used_ms IS NULL";
+    let (anyone, requester) = match binding.requester {
+        Requester::Anyone => (true, None),
+        Requester::Only(requester) => (false, requester),
+    };
     let sql = if decided {
         format!(
             "UPDATE toolcall_approvals SET used_ms = $6
@@ -105,6 +113,8 @@ async fn use_up(
                 &binding.tool,
                 &binding.digest,
                 &to_sql(now_ms),
+                &anyone,
+                &requester,
             ],
         )
         .await

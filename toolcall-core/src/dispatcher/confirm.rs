@@ -48,7 +48,7 @@ impl<St: Store> Stages<St> {
         // A question several people must approve is never taken up
         // undecided: it waits for their signatures.
         if prepared.people > 1 {
-            self.awaiting_signatures(id, name).await?;
+            self.awaiting_signatures(id, name, &binding).await?;
         }
         match self
             .store
@@ -235,12 +235,21 @@ impl<St: Store> Stages<St> {
 
 impl<St: Store> Stages<St> {
     /// `CONFIRMATION_REQUIRED` while the question `id`, which several people
-    /// must approve, is open; `Ok` once it is not (or when it is no such
-    /// question: the take refuses it).
-    async fn awaiting_signatures(&self, id: &str, name: &'static str) -> Stage<()> {
+    /// must approve and which is this call's (`binding`: its conversation,
+    /// caller, tool, arguments and requester), is open; `Ok` once it is not,
+    /// or when it is no such question or another call's: the take refuses
+    /// it, and nobody is told of another requester's question.
+    async fn awaiting_signatures(
+        &self,
+        id: &str,
+        name: &'static str,
+        binding: &Binding<'_>,
+    ) -> Stage<()> {
         let store_error = |error| self.store_unavailable(name, &error);
         match self.store.approval(id).await.map_err(store_error)? {
-            Some(entry) if entry.state(now_ms()).is_open() => Err(self.asked(name, &entry).await),
+            Some(entry) if entry.state(now_ms()).is_open() && binding.matches(&entry.approval) => {
+                Err(self.asked(name, &entry).await)
+            }
             _ => Ok(()),
         }
     }
