@@ -532,16 +532,18 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         digest: None,
         ..BOUND
     };
-    store.put_approval(&approval("p2", now + 10)).await.unwrap();
+    store.put_approval(&approval("p2", now - 1)).await.unwrap();
     assert_eq!(
-        store.take_approval("p2", &loose, now + 10).await.unwrap(),
+        store.take_approval("p2", &loose, now).await.unwrap(),
         TakeApproval::Expired
     );
     assert_eq!(
-        store.take_approval("p2", &loose, now).await.unwrap(),
-        TakeApproval::Invalid,
-        "gone once expired"
+        store.take_approval("p2", &loose, now + 20).await.unwrap(),
+        TakeApproval::Expired,
+        "an expired question is left expired, never used up by a take"
     );
+    let left = store.approval("p2").await.unwrap().expect("kept until purged");
+    assert_eq!(left.used_ms, None, "{left:?}");
     // The session is kept as given, however long.
     let long = PendingApproval {
         session: long_session.clone(),
@@ -726,7 +728,8 @@ async fn decisions(store: &impl Store, other: &impl Store, now: u64) {
         store.approval("q1").await.unwrap().unwrap().result,
         Some(came.clone())
     );
-    // A decided approval past its expiry is taken as expired, once.
+    // A decided approval past its expiry is answered expired, and left so:
+    // it reads expired to every answer after, never carried out.
     store
         .put_approval(&asked("q3", now, now + 10))
         .await
@@ -741,8 +744,10 @@ async fn decisions(store: &impl Store, other: &impl Store, now: u64) {
     );
     assert_eq!(
         store.take_approval("q3", &BOUND, now + 10).await.unwrap(),
-        TakeApproval::Invalid
+        TakeApproval::Expired
     );
+    let q3 = store.approval("q3").await.unwrap().unwrap();
+    assert_eq!(q3.used_ms, None, "{q3:?}");
 
     // An undecided approval the host takes (it asserts the approval) is
     // gone, as before: no decision to keep, none to make.

@@ -203,15 +203,6 @@ pub struct Leeway {
     pub give_back: bool,
 }
 
-/// Whether the store reads `q` as carried out where the table says it
-/// expired decided, after an operation that tried to carry it out: an open
-/// library defect (`the_hosts_answer_leaves_an_expired_decision_expired`).
-pub fn expired_decision_taken(q: &Question, store: Class, v: u64, leeway: &Leeway) -> bool {
-    q.class(v) == Class::Expired
-        && matches!((q.decision, store), (Some((a, _)), Class::Used(b)) if a == b)
-        && leeway.take.contains(&q.id)
-}
-
 /// Compares the store's reading of `q` with the table's at `v`, and takes
 /// on a change the operation was allowed to make; anything else is a
 /// violation.

@@ -271,7 +271,9 @@ pub trait QuestionStore: Send + Sync + 'static {
     /// at `now_ms`: the one place an approval, and the decision kept with
     /// it, is used, once. An undecided approval is gone once taken; a
     /// decided one stays in the history ([`decided_approvals`](QuestionStore::decided_approvals)),
-    /// marked used, and is never taken again.
+    /// marked used, and is never taken again. One of this call that has
+    /// expired is answered [`TakeApproval::Expired`] and left as it is: it
+    /// reads expired to every answer after, until the purge removes it.
     fn take_approval(
         &self,
         id: &str,

@@ -84,7 +84,7 @@ async fn use_up(
     let matches = "id = $1 AND session = $2 AND caller = $3
          AND ($4::TEXT IS NULL OR tool = $4) AND ($5::TEXT IS NULL OR digest = $5)
          AND ($7 OR requester IS NOT DISTINCT FROM $8::TEXT)
-         AND used_ms IS NULL";
+         AND used_ms IS NULL AND expires_ms > $6";
     let (anyone, requester) = match binding.requester {
         Requester::Anyone => (true, None),
         Requester::Only(requester) => (false, requester),
@@ -386,6 +386,21 @@ pub(crate) async fn take(
     }
     if taken.is_none() {
         taken = use_up(store, id, binding, now_ms, true).await?;
+    }
+    if taken.is_none() {
+        // None is used up once expired: an expired question of this call
+        // is said so, and reads expired to everyone after.
+        let entry = approvals_where(store, "id = $1", &[&id])
+            .await?
+            .into_iter()
+            .next();
+        if let Some(entry) = entry
+            && entry.used_ms.is_none()
+            && binding.matches(&entry.approval)
+            && entry.approval.expires_ms <= now_ms
+        {
+            return Ok(TakeApproval::Expired);
+        }
     }
     Ok(approval::taken(taken, now_ms))
 }

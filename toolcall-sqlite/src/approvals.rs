@@ -252,6 +252,11 @@ pub(crate) fn take(
     if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
         return Ok(TakeApproval::Invalid);
     }
+    if entry.approval.expires_ms <= now_ms {
+        // Left as it is (the transaction rolls back): an expired question
+        // reads expired to everyone after.
+        return Ok(TakeApproval::Expired);
+    }
     if entry.approval.decision.is_some() {
         // Kept for the inbox's history, used up.
         tx.execute(

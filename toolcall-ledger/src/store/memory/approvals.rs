@@ -83,7 +83,11 @@ impl QuestionStore for MemoryStore {
         if entry.used_ms.is_some() || !binding.matches(&entry.approval) {
             return Ok(TakeApproval::Invalid);
         }
-        let expired = entry.approval.expires_ms <= now_ms;
+        if entry.approval.expires_ms <= now_ms {
+            // Left as it is: an expired question reads expired to everyone
+            // after, never used up by a take that could not carry it out.
+            return Ok(TakeApproval::Expired);
+        }
         let taken = if entry.approval.decision.is_some() {
             // Kept for the history, used up.
             entry.used_ms = Some(now_ms);
@@ -95,11 +99,7 @@ impl QuestionStore for MemoryStore {
                 .expect("present: looked up above under the same lock")
                 .approval
         };
-        Ok(if expired {
-            TakeApproval::Expired
-        } else {
-            TakeApproval::Taken(taken)
-        })
+        Ok(TakeApproval::Taken(taken))
     }
 
     async fn pending_approvals(
