@@ -542,7 +542,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         TakeApproval::Expired,
         "an expired question is left expired, never used up by a take"
     );
-    let left = store.approval("p2").await.unwrap().expect("kept until purged");
+    let left = store
+        .approval("p2")
+        .await
+        .unwrap()
+        .expect("kept until purged");
     assert_eq!(left.used_ms, None, "{left:?}");
     // The session is kept as given, however long.
     let long = PendingApproval {
