@@ -134,6 +134,7 @@ mod controls;
 mod purge;
 mod schema;
 mod shared;
+mod taint;
 mod tls;
 #[cfg(feature = "tls")]
 mod verify;
@@ -146,8 +147,8 @@ use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
     Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
-    TaintSource, TakeApproval, Unsettled, now_ms, session_key,
+    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls,
+    TakeApproval, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -160,7 +161,6 @@ use toolcall_ledger::store::CallStore;
 use toolcall_ledger::store::ControlStore;
 use toolcall_ledger::store::LockStore;
 use toolcall_ledger::store::QuestionStore;
-use toolcall_ledger::store::TaintStore;
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
@@ -702,96 +702,6 @@ impl LockStore for PostgresStore {
             .await
             .map_err(StoreError::new)?;
         Ok(())
-    }
-}
-
-impl TaintStore for PostgresStore {
-    /// One transaction: the session marked and its fingerprints kept (the
-    /// mark's row locked until it commits), its sources read and written
-    /// back with `source` added, so that two sources added at once are
-    /// both kept.
-    async fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let key = session_key(session);
-        let mut prints: Vec<&str> = vec![""];
-        prints.extend(fingerprints.iter().map(String::as_str));
-        let tx = client.transaction().await?;
-        let held = tx
-            .query_one(
-                "WITH marked AS (
-                     INSERT INTO toolcall_taint (session, print, touched_ms)
-                     SELECT $1, p, $3 FROM unnest($2::TEXT[]) AS p
-                     ON CONFLICT (session, print) DO UPDATE SET touched_ms = EXCLUDED.touched_ms
-                     RETURNING print, sources)
-                 SELECT sources FROM marked WHERE print = ''",
-                &[&key, &prints, &to_sql(now_ms())],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        let held: Option<String> = held.get(0);
-        let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
-        tx.execute(
-            "UPDATE toolcall_taint SET sources = $2 WHERE session = $1 AND print = ''",
-            &[&key, &sources],
-        )
-        .await
-        .map_err(StoreError::new)?;
-        tx.commit().await.map_err(StoreError::new)?;
-        self.sent.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
-        drop(client);
-        self.wrote().await;
-        Ok(())
-    }
-
-    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
-        let client = self.reader().await?;
-        let row = client
-            .query_opt(
-                "SELECT sources FROM toolcall_taint WHERE session = $1 AND print = ''",
-                &[&session_key(session)],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        let held: Option<String> = row.and_then(|row| row.get(0));
-        toolcall_sql::taint::sources(held.as_deref())
-    }
-
-    async fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> Result<TaintHit, StoreError> {
-        let client = self.reader().await?;
-        let mut prints: Vec<&str> = vec![""];
-        prints.extend(
-            fingerprints
-                .iter()
-                .map(String::as_str)
-                .filter(|p| !p.is_empty()),
-        );
-        let rows = client
-            .query(
-                "SELECT print FROM toolcall_taint WHERE session = $1 AND print = ANY($2::TEXT[])",
-                &[&session_key(session), &prints],
-            )
-            .await
-            .map_err(StoreError::new)?;
-        let found: std::collections::HashSet<String> =
-            rows.iter().map(|row| row.get::<_, String>(0)).collect();
-        if !found.contains("") {
-            return Ok(TaintHit::default());
-        }
-        let seen = fingerprints
-            .iter()
-            .filter(|p| !p.is_empty() && found.contains(*p))
-            .cloned()
-            .collect();
-        Ok(TaintHit::new(true, seen))
     }
 }
 
