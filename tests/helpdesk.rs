@@ -359,14 +359,7 @@ fn a_caller_sees_its_ceiling_as_the_schema_maximum_in_every_format() {
         schema["properties"]["amount_cents"]["maximum"],
         json!(50_000)
     );
-    for format in [
-        Format::Neutral,
-        Format::OpenAi,
-        Format::OpenAiResponses,
-        Format::Anthropic,
-        Format::Gemini,
-        Format::Mcp,
-    ] {
+    for format in Format::ALL {
         let text = definitions(&registry, &tier_1(), format).to_string();
         assert!(text.contains(r#""maximum":3000"#), "{format:?}: {text}");
         assert!(!text.contains(r#""maximum":50000"#), "{format:?}: {text}");
