@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
@@ -14,7 +16,7 @@ use toolcall_core::store::{ApprovalDecision, PendingApproval, now_ms};
 
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
-use crate::pending::{arguments_table, is_in_doubt, why};
+use crate::pending::{Listing, arguments_table, is_in_doubt, not_a_listing, why};
 use crate::security::{Posted, Who, field};
 use crate::{App, Backend, MAX_NOTE};
 use toolcall_core::store::prelude::*;
@@ -70,10 +72,11 @@ fn edited_arguments(spec: &ToolSpec, form: &[(String, String)]) -> Result<Value,
 }
 
 /// The edit form, with the values given (the stored ones, or what the
-/// person typed) and the problems found.
+/// person typed) and the problems found; it carries the listing the
+/// person came from, to return them to it.
 fn edit_page<B>(
     app: &App<B>,
-    user: &Who,
+    (user, listing): (&Who, &Listing),
     approval: &PendingApproval,
     spec: &ToolSpec,
     values: &BTreeMap<String, String>,
@@ -108,7 +111,9 @@ fn edit_page<B>(
         .value(&format!("/approvals/{}/decide", segment(&approval.id)))
         .raw("\"><input type=\"hidden\" name=\"csrf\" value=\"")
         .value(user.csrf())
-        .raw("\"><input type=\"hidden\" name=\"action\" value=\"edit\"><table class=\"args\"><tbody>");
+        .raw("\"><input type=\"hidden\" name=\"action\" value=\"edit\">");
+    listing.hidden(&mut body);
+    body.raw("<table class=\"args\"><tbody>");
     for field in spec.fields() {
         let value = values.get(field.name).map_or("", String::as_str);
         let kind = if is_text_field(spec, field.name) {
@@ -134,7 +139,9 @@ fn edit_page<B>(
     body.raw("</tbody></table><label>Note (optional)<input type=\"text\" name=\"note\" value=\"")
         .value(note)
         .raw(&format!("\" maxlength=\"{MAX_NOTE}\"></label>"))
-        .raw("<p><button type=\"submit\" class=\"approve\">Approve with these arguments</button> <a href=\"/\">Cancel</a></p></form></article>");
+        .raw("<p><button type=\"submit\" class=\"approve\">Approve with these arguments</button> <a href=\"")
+        .value(&listing.here())
+        .raw("\">Cancel</a></p></form></article>");
     layout("Edit", &app.options.title, Some(user), "", &body.finish())
 }
 
@@ -142,8 +149,13 @@ pub(crate) async fn edit<B: Backend>(
     State(app): State<Arc<App<B>>>,
     who: Who,
     Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let user = &who;
+    let listing = match Listing::parse("/", &query, app.options.limit) {
+        Ok(listing) => listing,
+        Err(problem) => return not_a_listing(&app, user, &problem),
+    };
     let entry = match app.backend.store().approval(&id).await {
         Ok(Some(entry)) => entry,
         Ok(None) => return unknown(&app, user),
@@ -176,7 +188,15 @@ pub(crate) async fn edit<B: Backend>(
         .collect();
     html_response(
         StatusCode::OK,
-        edit_page(&app, user, &entry.approval, spec, &values, "", &[]),
+        edit_page(
+            &app,
+            (user, &listing),
+            &entry.approval,
+            spec,
+            &values,
+            "",
+            &[],
+        ),
     )
 }
 
@@ -191,6 +211,12 @@ pub(crate) async fn decide<B: Backend>(
     Posted { who, form }: Posted,
 ) -> Response {
     let user = &who;
+    // Checked before anything is decided: a decision whose way back makes
+    // no sense decides nothing.
+    let listing = match Listing::posted(&form, app.options.limit) {
+        Ok(listing) => listing,
+        Err(problem) => return not_a_listing(&app, user, &problem),
+    };
     let note = match posted_note(&app, user, &form) {
         Ok(note) => note,
         Err(answer) => return *answer,
@@ -198,7 +224,7 @@ pub(crate) async fn decide<B: Backend>(
     let action = field(&form, "action").unwrap_or("");
     let now = now_ms();
     let edited = match action {
-        "edit" => match edited_decision(&app, user, &id, &form, &note).await {
+        "edit" => match edited_decision(&app, (user, &listing), &id, &form, &note).await {
             Ok(edited) => edited,
             Err(answer) => return *answer,
         },
@@ -218,7 +244,11 @@ pub(crate) async fn decide<B: Backend>(
         "not_happened" => "not-happened",
         word => word,
     };
-    record(&app, user, &id, &answer, &note, now, notice).await
+    let back = Back {
+        listing: &listing,
+        notice,
+    };
+    record(&app, user, &id, (&answer, &note, now), back).await
 }
 
 /// What `answer` decides, as a word: `approved`, `edited`, `denied`,
@@ -314,7 +344,7 @@ pub(crate) async fn through_life<B: Backend>(
 /// with what was typed and the problems).
 async fn edited_decision<B: Backend>(
     app: &App<B>,
-    user: &Who,
+    (user, listing): (&Who, &Listing),
     id: &str,
     form: &[(String, String)],
     note: &str,
@@ -358,21 +388,35 @@ async fn edited_decision<B: Backend>(
                 .collect();
             Err(Box::new(html_response(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                edit_page(app, user, &entry.approval, spec, &values, note, &problems),
+                edit_page(
+                    app,
+                    (user, listing),
+                    &entry.approval,
+                    spec,
+                    &values,
+                    note,
+                    &problems,
+                ),
             )))
         }
     }
 }
 
-/// The answer to a decision that was recorded: back to the inbox, with the
-/// notice and the question's id.
-fn decided(id: &str, notice: &str) -> Response {
+/// Where a recorded decision returns the person: the list they decided
+/// from, and the notice of what was decided.
+struct Back<'a> {
+    listing: &'a Listing,
+    notice: &'a str,
+}
+
+/// The answer to a decision that was recorded: back to the inbox's list
+/// the person decided from (its filters, order and page, rebuilt from the
+/// checked listing, never echoed), with the notice and the question's id.
+fn decided(id: &str, listing: &Listing, notice: &str) -> Response {
+    let notice = format!("notice={notice}&id={}", segment(id));
     (
         StatusCode::SEE_OTHER,
-        [(
-            header::LOCATION,
-            format!("/?notice={notice}&id={}", segment(id)),
-        )],
+        [(header::LOCATION, listing.here_with(&notice))],
     )
         .into_response()
 }
@@ -385,15 +429,13 @@ async fn record<B: Backend>(
     app: &App<B>,
     user: &Who,
     id: &str,
-    answer: &Answer<'_>,
-    note: &str,
-    now: u64,
-    notice: &str,
+    (answer, note, now): (&Answer<'_>, &str, u64),
+    back: Back<'_>,
 ) -> Response {
     let store = app.backend.store();
     match through_life(app, user, id, answer, note, now).await {
-        Ok(toolcall_core::life::Decided::Signed { .. }) => decided(id, "signed"),
-        Ok(_) => decided(id, notice),
+        Ok(toolcall_core::life::Decided::Signed { .. }) => decided(id, back.listing, "signed"),
+        Ok(_) => decided(id, back.listing, back.notice),
         Err(Refusal::Controls(why)) => message(
             app,
             user,

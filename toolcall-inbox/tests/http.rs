@@ -1172,12 +1172,14 @@ async fn flooded() -> (Inbox, String) {
 #[tokio::test]
 async fn the_inbox_states_the_true_count_and_pages_through_every_call() {
     let (inbox, calm) = flooded().await;
-    let first = inbox.get("/", Auth::Bearer(ANA)).await;
+    // The page lists the newest first by default; oldest first, the calls
+    // come in the order they were asked.
+    let first = inbox.get("/?order=oldest", Auth::Bearer(ANA)).await;
     assert_eq!(first.status, 200);
     assert!(
         first
             .body
-            .contains("<b class=\"total\">3001</b> call(s) wait for a person, oldest first; this page shows 100."),
+            .contains("<b class=\"total\">3001</b> call(s) wait for a person, oldest first; this page shows 100, by conversation."),
         "{}",
         &first.body[..2000.min(first.body.len())]
     );
@@ -1190,7 +1192,7 @@ async fn the_inbox_states_the_true_count_and_pages_through_every_call() {
     let mut pages = 1;
     let mut calm_on = None;
     while let Some(link) = next {
-        assert!(link.starts_with("/?cursor="), "{link}");
+        assert!(link.starts_with("/?order=oldest&cursor="), "{link}");
         let page = inbox.get(&link, Auth::Bearer(ANA)).await;
         assert_eq!(page.status, 200, "{link}");
         assert!(page.body.contains("<b class=\"total\">3001</b>"));
@@ -1261,14 +1263,14 @@ async fn filters_find_one_conversations_call_among_thousands() {
     assert_eq!(page.status, 200);
     assert_eq!(card_ids(&page.body), std::slice::from_ref(&calm));
     assert!(page.body.contains(
-        "<b class=\"total\">1</b> call(s) wait for a person (that match these filters), oldest first"
+        "<b class=\"total\">1</b> call(s) wait for a person (that match these filters), newest first"
     ));
     assert!(next_link(&page.body).is_none());
     // The form keeps the filter; the toggle flips the order and keeps it.
     assert!(page.body.contains("name=\"session\" value=\"calm\""));
     assert!(
         page.body.contains(
-            "<a class=\"order\" href=\"/?session=calm&amp;order=newest\">Newest first</a>"
+            "<a class=\"order\" href=\"/?session=calm&amp;order=oldest\">Oldest first</a>"
         ),
         "{}",
         page.body
