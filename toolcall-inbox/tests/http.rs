@@ -1301,6 +1301,26 @@ async fn filters_find_one_conversations_call_among_thousands() {
     )
     .unwrap();
     assert_eq!(none, json!({"items": [], "total": 0, "next": null}));
+    // A filter the inbox applies itself reads past the store's pages of
+    // MAX_PAGE: the count is true, and the pages follow one another.
+    let approvals: Value = serde_json::from_str(
+        &inbox
+            .get("/api/pending?kind=approval&limit=400", Auth::Bearer(ANA))
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(approvals["total"], 3001);
+    assert_eq!(approvals["items"][399]["id"], "loop-0399");
+    let next = approvals["next"].as_str().unwrap().to_owned();
+    let after: Value =
+        serde_json::from_str(&inbox.get(&next, Auth::Bearer(ANA)).await.body).unwrap();
+    assert_eq!(after["items"][0]["id"], "loop-0400");
+    let newest = inbox
+        .get("/?caller=default&order=newest&limit=1", Auth::Bearer(ANA))
+        .await;
+    assert_eq!(card_ids(&newest.body), std::slice::from_ref(&calm));
+    assert!(newest.body.contains("<b class=\"total\">3001</b>"));
     let empty = inbox.get("/?tool=refund", Auth::Bearer(ANA)).await;
     assert!(
         empty
@@ -3222,5 +3242,331 @@ mod bodies {
                 .unwrap();
             runtime.block_on(check(endpoint, body))?;
         }
+    }
+}
+
+/// Where the question `id` stands now, as life derives it.
+async fn state_of(inbox: &Inbox, id: &str) -> toolcall_core::life::QuestionState {
+    inbox.entry(id).await.state(now_ms())
+}
+
+/// A question asked `created_ms`, in `session`, by `caller`, with the
+/// reason `reason` (`None`: a plain high-risk call).
+fn asked_by(
+    id: &str,
+    session: &str,
+    caller: &str,
+    reason: Option<&str>,
+    created_ms: u64,
+) -> PendingApproval {
+    PendingApproval {
+        caller: caller.into(),
+        reason: reason.map(Into::into),
+        ..asked_at(id, session, created_ms)
+    }
+}
+
+/// The ids of a JSON page's items, in order.
+fn item_ids(page: &Value) -> Vec<&str> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn deciding_returns_to_the_same_filtered_list() {
+    use toolcall_core::life::{QuestionState, Verdict};
+    let inbox = inbox().await;
+    let start = now_ms() - 60_000;
+    for (id, session, at) in [
+        ("a-1", "s-a", start),
+        ("b-1", "s-b", start + 1),
+        ("a-2", "s-a", start + 2),
+        ("a-3", "s-a", start + 3),
+    ] {
+        inbox
+            .store
+            .put_approval(&asked_at(id, session, at))
+            .await
+            .unwrap();
+    }
+    let listing = "session=s-a&caller=default&kind=approval&order=oldest";
+    let page = inbox.get(&format!("/?{listing}"), Auth::Bearer(ANA)).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(card_ids(&page.body), ["a-1", "a-2", "a-3"]);
+    // Each decision's form carries the listing it was shown in.
+    let first = card(&page.body, "a-1");
+    for hidden in [
+        "<input type=\"hidden\" name=\"session\" value=\"s-a\">",
+        "<input type=\"hidden\" name=\"caller\" value=\"default\">",
+        "<input type=\"hidden\" name=\"kind\" value=\"approval\">",
+        "<input type=\"hidden\" name=\"order\" value=\"oldest\">",
+    ] {
+        assert!(first.contains(hidden), "{hidden}: {first}");
+    }
+    let form = [
+        ("action", "approve"),
+        ("session", "s-a"),
+        ("caller", "default"),
+        ("kind", "approval"),
+        ("order", "oldest"),
+    ];
+    let reply = inbox.decide("a-1", Auth::Bearer(ANA), &[], &form).await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let back = reply.header("location").unwrap().to_owned();
+    assert_eq!(back, format!("/?{listing}&notice=approved&id=a-1"));
+    assert_eq!(
+        state_of(&inbox, "a-1").await,
+        QuestionState::Decided(Verdict::Approve)
+    );
+    // Back on the same list: the same conversation, the same order.
+    let page = inbox.get(&back, Auth::Bearer(ANA)).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Approved: the agent runs it"));
+    assert_eq!(card_ids(&page.body), ["a-2", "a-3"]);
+    assert!(page.body.contains("name=\"session\" value=\"s-a\""));
+
+    // Through the edit page too: its link, its form and its cancel keep it.
+    let open = "<a class=\"edit\" href=\"";
+    let edit_card = card(&page.body, "a-2");
+    let at = edit_card.find(open).unwrap() + open.len();
+    let edit_link = edit_card[at..at + edit_card[at..].find('"').unwrap()].replace("&amp;", "&");
+    assert_eq!(edit_link, format!("/approvals/a-2/edit?{listing}"));
+    let edit = inbox.get(&edit_link, Auth::Bearer(ANA)).await;
+    assert_eq!(edit.status, 200);
+    assert!(
+        edit.body
+            .contains("<input type=\"hidden\" name=\"session\" value=\"s-a\">")
+    );
+    assert!(edit.body.contains(&format!(
+        "<a href=\"/?{}\">Cancel</a>",
+        listing.replace('&', "&amp;")
+    )));
+    let mut form = form.to_vec();
+    form[0] = ("action", "edit");
+    form.extend([("arg:to", "acme"), ("arg:amount_cents", "4")]);
+    let reply = inbox.decide("a-2", Auth::Bearer(ANA), &[], &form).await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        reply.header("location").unwrap(),
+        format!("/?{listing}&notice=edited&id=a-2")
+    );
+
+    // A filter's value is percent-encoded on the way back, whatever it is.
+    let odd = "x&notice=denied#//evil.example/?";
+    inbox
+        .store
+        .put_approval(&asked_at("odd-1", odd, start + 4))
+        .await
+        .unwrap();
+    let reply = inbox
+        .decide(
+            "odd-1",
+            Auth::Bearer(ANA),
+            &[],
+            &[("action", "deny"), ("session", odd)],
+        )
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        reply.header("location").unwrap(),
+        "/?session=x%26notice%3Ddenied%23%2F%2Fevil%2Eexample%2F%3F&notice=denied&id=odd-1"
+    );
+}
+
+#[tokio::test]
+async fn the_list_is_newest_first_and_grouped_by_conversation() {
+    let inbox = inbox().await;
+    let start = now_ms() - 60_000;
+    for (id, session, at) in [
+        ("one-old", "s-one", start),
+        ("two", "s-two", start + 1),
+        ("one-new", "s-one", start + 2),
+    ] {
+        inbox
+            .store
+            .put_approval(&asked_at(id, session, at))
+            .await
+            .unwrap();
+    }
+    let page = inbox.get("/", Auth::Bearer(ANA)).await;
+    assert_eq!(page.status, 200);
+    // The conversation asked last leads, its calls together, newest first.
+    assert_eq!(card_ids(&page.body), ["one-new", "one-old", "two"]);
+    assert!(
+        page.body.contains(
+            "call(s) wait for a person, newest first; this page shows 3, by conversation."
+        )
+    );
+    let one = page
+        .body
+        .find("<section class=\"conversation\" data-session=\"s-one\">")
+        .expect("s-one's group");
+    let two = page
+        .body
+        .find("<section class=\"conversation\" data-session=\"s-two\">")
+        .expect("s-two's group");
+    assert!(one < two);
+    assert_eq!(
+        page.body.matches("<section class=\"conversation\"").count(),
+        2
+    );
+    assert!(
+        page.body
+            .contains("<a class=\"only\" href=\"/?session=s-one\">Only this conversation</a>")
+    );
+    // The script compares the JSON of the same listing, in the store's order.
+    assert!(
+        page.body
+            .contains("data-pending-ids=\"one-new two one-old\"")
+    );
+    assert!(page.body.contains("data-api=\"/api/pending?order=newest\""));
+
+    // The JSON keeps its order: oldest first unless asked otherwise.
+    let json = |path: &'static str| {
+        let inbox = &inbox;
+        async move {
+            let reply = inbox.get(path, Auth::Bearer(ANA)).await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+            serde_json::from_str::<Value>(&reply.body).unwrap()
+        }
+    };
+    let oldest = json("/api/pending").await;
+    assert_eq!(item_ids(&oldest), ["one-old", "two", "one-new"]);
+    let newest = json("/api/pending?order=newest").await;
+    assert_eq!(item_ids(&newest), ["one-new", "two", "one-old"]);
+    // Oldest first on the page, asked for: the conversations by their first.
+    let page = inbox.get("/?order=oldest", Auth::Bearer(ANA)).await;
+    assert_eq!(card_ids(&page.body), ["one-old", "one-new", "two"]);
+}
+
+#[tokio::test]
+async fn the_list_filters_by_caller_and_by_kind() {
+    let inbox = inbox().await;
+    let start = now_ms() - 60_000;
+    for (id, caller, reason, at) in [
+        ("k1", "default", None, start),
+        ("k2", "support", None, start + 1),
+        ("k3", "support", Some("in_doubt"), start + 2),
+        ("k4", "default", Some("in_doubt"), start + 3),
+    ] {
+        inbox
+            .store
+            .put_approval(&asked_by(id, "s", caller, reason, at))
+            .await
+            .unwrap();
+    }
+    for (query, want) in [
+        ("caller=support", &["k3", "k2"][..]),
+        ("kind=in_doubt", &["k4", "k3"][..]),
+        ("kind=approval", &["k2", "k1"][..]),
+        ("caller=support&kind=approval", &["k2"][..]),
+        ("caller=nobody", &[][..]),
+    ] {
+        let page = inbox.get(&format!("/?{query}"), Auth::Bearer(ANA)).await;
+        assert_eq!(page.status, 200, "{query}");
+        assert_eq!(card_ids(&page.body), want, "{query}");
+        if !want.is_empty() {
+            assert!(
+                page.body.contains(&format!(
+                    "<b class=\"total\">{}</b> call(s) wait for a person (that match these filters)",
+                    want.len()
+                )),
+                "{query}"
+            );
+        }
+    }
+    let page = inbox
+        .get("/?caller=support&kind=in_doubt", Auth::Bearer(ANA))
+        .await;
+    assert!(page.body.contains("name=\"caller\" value=\"support\""));
+    assert!(page.body.contains("<option value=\"in_doubt\" selected>"));
+
+    // The JSON: the same filters, a true count, pages that follow.
+    let json = |path: String| {
+        let inbox = &inbox;
+        async move {
+            let reply = inbox.get(&path, Auth::Bearer(ANA)).await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+            serde_json::from_str::<Value>(&reply.body).unwrap()
+        }
+    };
+    let support = json("/api/pending?caller=support".into()).await;
+    assert_eq!(item_ids(&support), ["k2", "k3"]);
+    assert_eq!(support["total"], 2);
+    let first = json("/api/pending?kind=in_doubt&limit=1".into()).await;
+    assert_eq!(item_ids(&first), ["k3"]);
+    assert_eq!(first["total"], 2);
+    let next = first["next"].as_str().unwrap();
+    assert!(
+        next.starts_with("/api/pending?kind=in_doubt&limit=1&cursor="),
+        "{next}"
+    );
+    let second = json(next.to_owned()).await;
+    assert_eq!(item_ids(&second), ["k4"]);
+    assert_eq!(second["total"], 2);
+    assert_eq!(second["next"], Value::Null);
+    let approvals = json("/api/pending?kind=approval&caller=default".into()).await;
+    assert_eq!(item_ids(&approvals), ["k1"]);
+    assert_eq!(
+        approvals["items"][0]["answers"],
+        json!(["approve", "deny", "edit"])
+    );
+}
+
+#[tokio::test]
+async fn a_bad_filter_is_refused_clearly_and_decides_nothing() {
+    use toolcall_core::life::QuestionState;
+    let inbox = inbox().await;
+    let id = inbox.ask("acme", 5, "s").await;
+    let long = "x".repeat(1025);
+    for (query, says) in [
+        (
+            "kind=maybe".to_owned(),
+            "unknown kind &quot;maybe&quot;: `approval` (whether a call may run) or `in_doubt`",
+        ),
+        ("kind=APPROVAL".to_owned(), "unknown kind"),
+        (
+            format!("caller={long}"),
+            "caller filter (caller) is at most 1024 characters",
+        ),
+        (
+            format!("session={long}"),
+            "conversation filter (session) is at most 1024",
+        ),
+        (format!("tool={long}"), "tool filter (tool) is at most 1024"),
+    ] {
+        let page = inbox.get(&format!("/?{query}"), Auth::Bearer(ANA)).await;
+        assert_eq!(page.status, 400, "{query}");
+        assert!(page.body.contains(says), "{query}: {}", page.body);
+        let api = inbox
+            .get(&format!("/api/pending?{query}"), Auth::Bearer(ANA))
+            .await;
+        assert_eq!(api.status, 400, "{query}");
+        let error: Value = serde_json::from_str(&api.body).unwrap();
+        assert_eq!(error["code"], "invalid_listing");
+        let said = says.replace("&quot;", "\"");
+        assert!(error["error"].as_str().unwrap().contains(&said), "{error}");
+        let edit = inbox
+            .get(&format!("/approvals/{id}/edit?{query}"), Auth::Bearer(ANA))
+            .await;
+        assert_eq!(edit.status, 400, "{query}");
+    }
+    // A decision whose way back makes no sense is not taken.
+    for (name, value) in [("kind", "maybe"), ("order", "sideways"), ("limit", "0")] {
+        let reply = inbox
+            .decide(
+                &id,
+                Auth::Bearer(ANA),
+                &[],
+                &[("action", "approve"), (name, value)],
+            )
+            .await;
+        assert_eq!(reply.status, 400, "{name}={value}");
+        assert!(reply.body.contains("Not a listing"), "{}", reply.body);
+        assert_eq!(state_of(&inbox, &id).await, QuestionState::Open);
     }
 }
