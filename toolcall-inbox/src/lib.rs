@@ -25,9 +25,9 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, oldest (or newest) first, with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; which call's output, and what it said, quoted, escaped and bounded; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit (each card's `data-reason` says why it asks, as the JSON's `reason`) |
-//! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call |
-//! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields) for an approval question, `happened` or `not_happened` for a question about an unknown outcome; `note`, `csrf`. Recorded as a person's decision through [`toolcall_core::life::decide`]; an answer of the other kind is a 422 and decides nothing |
+//! | `GET /` | the inbox, a page at a time: how many calls wait (the true count, whatever the page size), then each pending call of the page, newest (or oldest) first, grouped by conversation (each conversation where its first call on the page falls, with a link that lists only it), with its tool, description, flags, why it asks when untrusted output is the reason (the session read it; which call's output, and what it said, quoted, escaped and bounded; the arguments that carry its values are flagged), validated arguments beside their descriptions, session, caller, when it was asked and a countdown to its expiry; approve or deny with a note, or edit (each card's `data-reason` says why it asks, as the JSON's `reason`) |
+//! | `GET /approvals/{id}/edit` | the arguments as a form: the edited call is validated here, and checked and policed again by the agent's dispatcher, as a new call; it takes the listing's query, and its form and its Cancel link carry it on |
+//! | `POST /approvals/{id}/decide` | `action` = `approve`, `deny` or `edit` (with `arg:NAME` fields) for an approval question, `happened` or `not_happened` for a question about an unknown outcome; `note`, `csrf`, and the listing the form was shown in (hidden fields named as the query's: `session`, `tool`, `caller`, `kind`, `order`, `limit`, `cursor`). Recorded as a person's decision through [`toolcall_core::life::decide`]; the answer (303) returns to the same list, with a notice. An answer of the other kind is a 422, a listing that makes no sense a 400, and neither decides anything |
 //! | `GET /history` | each decision, who took it, and what came of it |
 //! | `GET /metrics` | the audit log's metrics (`report`'s), as inline SVG charts: rejections by code, and by tool and by code over time (in buckets of wall time, UTC; in slices of the log's order for a log whose records carry no time) |
 //! | `GET /sessions` | the signed-in person's sign-ins (when and from where each began, when it ends, which is this browser), and a button that signs them all out |
@@ -38,12 +38,23 @@
 //! | `POST /api/approvals/{id}/decision` | a decision as JSON, for programs: see [below](#deciding-from-a-program) |
 //!
 //! `/` and `/api/pending` take the same query: `session` (only this
-//! conversation's calls), `tool` (only this tool's), `order` (`oldest`, the
-//! default, or `newest`), `limit` (the page size, 1 to [`MAX_PAGE`]) and
-//! `cursor` (where the next page starts, as a `next` link gives it). An
-//! unknown order, a malformed cursor or a page size out of bounds is a 400
-//! that says which. The page has a form for the filters, a link that flips
-//! the order, and a "Next page" link.
+//! conversation's calls), `tool` (only this tool's), `caller` (only this
+//! caller's), `kind` (`approval`, the questions whether a call may run, or
+//! `in_doubt`, those about an unknown outcome: the kind
+//! [`life`](toolcall_core::life) derives), `order` (`newest` or `oldest`:
+//! the page lists the newest first unless asked, the JSON the oldest
+//! first, as it always has), `limit` (the page size, 1 to [`MAX_PAGE`])
+//! and `cursor` (where the next page starts, as a `next` link gives it).
+//! An unknown order or kind, a malformed cursor, a page size out of bounds
+//! or a filter longer than 1024 characters is a 400 that says which. The
+//! store filters by conversation and tool; the inbox filters by caller and
+//! kind over every open question of those it reads (a page of
+//! [`MAX_PAGE`] at a time), so that the count is true and the pages follow
+//! one another. The page has a form for the filters, a link that flips
+//! the order, and a "Next page" link; every decision's form carries the
+//! listing, so that after a decision the person is back on the same list,
+//! at the same page. The JSON lists a page's items in the store's order,
+//! not grouped.
 //!
 //! A call whose earlier attempt may have taken effect (its outcome is
 //! unknown, and its backend cannot be asked) waits here too, with the
