@@ -3347,6 +3347,17 @@ async fn deciding_returns_to_the_same_filtered_list() {
     )));
     let mut form = form.to_vec();
     form[0] = ("action", "edit");
+    // An edit that is not valid shows its form again, still carrying it.
+    let mut invalid = form.clone();
+    invalid.extend([("arg:to", "acme"), ("arg:amount_cents", "0")]);
+    let reply = inbox.decide("a-2", Auth::Bearer(ANA), &[], &invalid).await;
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(
+        reply
+            .body
+            .contains("<input type=\"hidden\" name=\"kind\" value=\"approval\">")
+    );
+    assert_eq!(state_of(&inbox, "a-2").await, QuestionState::Open);
     form.extend([("arg:to", "acme"), ("arg:amount_cents", "4")]);
     let reply = inbox.decide("a-2", Auth::Bearer(ANA), &[], &form).await;
     assert_eq!(reply.status, 303, "{}", reply.body);
