@@ -64,10 +64,6 @@
 //! * nobody approves or signs a call they made (the principal behind the
 //!   caller, or the caller).
 //!
-//! A library defect the model found and that is not fixed yet is a plain
-//! test at the end, ignored, and the model tells its answers apart
-//! (counted) unless `TOOLCALL_MODEL_STRICT=1`.
-//!
 //! `TOOLCALL_MODEL_CASES` sets the cases per store (default 64; a long run
 //! on demand: `TOOLCALL_MODEL_CASES=2000 cargo test -p toolcall-tests --test
 //! model -- --nocapture`), `TOOLCALL_MODEL_SEED` the seed. A counterexample
@@ -2753,14 +2749,23 @@ async fn answer<St: Store>(
                     "{by}'s approval was to be refused by the controls: {result:?}"
                 );
             }
-            if expired {
+            // Of a call that ran without its question (the host's
+            // `confirmed`), the answer is what came of it, replayed: never
+            // "expired" or "needs approval".
+            let ran = before_effects > 0;
+            if ran && (expired || signatures.is_some()) {
+                ensure!(
+                    result.ok && result.replayed,
+                    "{said:?} via {via:?} of {q:?}, whose call ran, was to answer what came of \
+                     it: {result:?}"
+                );
+            } else if expired {
                 ensure!(
                     result.code == Code::ConfirmationExpired,
                     "{said:?} via {via:?} of {q:?}, expired, was to answer CONFIRMATION_EXPIRED: \
                      {result:?}"
                 );
-            }
-            if let Some(count) = signatures {
+            } else if let Some(count) = signatures {
                 ensure!(
                     result.code == Code::ConfirmationRequired
                         && result.data.get("signatures") == Some(&json!(count))
@@ -2768,18 +2773,7 @@ async fn answer<St: Store>(
                     "{by}'s signature of {needed} was to count {count}: {result:?}"
                 );
             }
-            // An open library defect
-            // (`the_hosts_answer_to_a_call_that_ran_is_what_came_of_it`): the
-            // host's answer to a question of a call that ran by another way
-            // says it expired, or, a signature short of the last, that it
-            // needs approval.
-            let expired_said = class == Class::Expired && result.code == Code::ConfirmationExpired;
-            let signed_said = signatures.is_some() && result.code == Code::ConfirmationRequired;
-            if (expired_said || signed_said) && before_effects > 0 && !strict() {
-                told_apart(Open::HostRan);
-            } else {
-                said_of_a_call_that_ran(&result, before_effects)?;
-            }
+            said_of_a_call_that_ran(&result, before_effects)?;
             let recorded = store
                 .approval(&q.id)
                 .await
@@ -3207,21 +3201,6 @@ fn defect(name: &str) -> bool {
         .map_or(true, |v| v.split(',').any(|d| d == name || d == "all"))
 }
 
-thread_local! {
-    /// Set by the tests of open library defects: their answers are not told
-    /// apart.
-    static STRICT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the answers of an open library defect (a test at the end of
-/// this file, ignored until it is fixed) fail the model: with
-/// `TOOLCALL_MODEL_STRICT=1`, and in those tests. Otherwise they are told
-/// apart and counted, and the run goes on.
-fn strict() -> bool {
-    STRICT.with(std::cell::Cell::get)
-        || std::env::var("TOOLCALL_MODEL_STRICT").is_ok_and(|v| v == "1")
-}
-
 fn seed() -> u64 {
     std::env::var("TOOLCALL_MODEL_SEED")
         .ok()
@@ -3332,27 +3311,6 @@ static SIGNATURES_NAMED: AtomicU32 = AtomicU32::new(0);
 static WAITS: AtomicU32 = AtomicU32::new(0);
 static WAITS_REPLAYED: AtomicU32 = AtomicU32::new(0);
 static CARRIED_ELSEWHERE: AtomicU32 = AtomicU32::new(0);
-/// The answers of each open library defect told apart, by [`Open`].
-static OPEN_DEFECTS: [AtomicU32; 1] = [const { AtomicU32::new(0) }; 1];
-
-/// The open library defects the model tells apart (each a test at the end
-/// of this file, ignored until it is fixed).
-#[derive(Clone, Copy, Debug)]
-enum Open {
-    /// `the_hosts_answer_to_a_call_that_ran_is_what_came_of_it`
-    HostRan,
-}
-
-fn told_apart(defect: Open) {
-    OPEN_DEFECTS[defect as usize].fetch_add(1, Ordering::Relaxed);
-}
-
-/// How many answers of each open defect were told apart, in words.
-fn told() -> String {
-    let [host_ran] = OPEN_DEFECTS.each_ref().map(|n| n.load(Ordering::Relaxed));
-    format!("{host_ran} host's answers to a question of a call that ran")
-}
-
 fn check(name: &str, backing: &impl Backing) {
     let _alone = ONE_AT_A_TIME
         .lock()
@@ -3389,7 +3347,6 @@ fn check(name: &str, backing: &impl Backing) {
         &WAITS,
         &WAITS_REPLAYED,
         &CARRIED_ELSEWHERE,
-        &OPEN_DEFECTS[0],
     ] {
         figure.store(0, Ordering::Relaxed);
     }
@@ -3434,8 +3391,7 @@ fn check(name: &str, backing: &impl Backing) {
          {} answers to expired ones, \
          {} calls by a principal, {} approvals by the requester refused, {} calls with another \
          requester's id refused, {} answers as the table predicted them, {} naming who signed, \
-         {} waits ({} replayed, {} after a carry-out on the other replica); answers of open \
-         library defects told apart (the tests at the end): {}",
+         {} waits ({} replayed, {} after a carry-out on the other replica)",
         ran.load(Ordering::Relaxed),
         cases(),
         seed(),
@@ -3470,7 +3426,6 @@ fn check(name: &str, backing: &impl Backing) {
         WAITS.load(Ordering::Relaxed),
         WAITS_REPLAYED.load(Ordering::Relaxed),
         CARRIED_ELSEWHERE.load(Ordering::Relaxed),
-        told(),
     );
     if let Err(failure) = outcome {
         panic!("{name}: {failure}");
@@ -3858,16 +3813,6 @@ fn a_page_the_store_failed_to_begin_is_counted_as_the_replica_judged_it() {
     }
 }
 
-// ------------------------- library defects the model found, still open
-
-/// Runs one case as [`regression`] does, every answer of an open defect a
-/// violation.
-fn open_defect(case: Case) {
-    STRICT.with(|strict| strict.set(true));
-    regression(case);
-    STRICT.with(|strict| strict.set(false));
-}
-
 /// A page whose answer was lost is in doubt: its call answers `IN_DOUBT`
 /// with a question for a person, who must say whether it happened. A wait
 /// for that question (`Dispatcher::wait_for_decision`) answers it again,
@@ -3962,14 +3907,13 @@ fn the_hosts_answer_leaves_an_expired_decision_expired() {
 /// it runs". As the wait above, the host's answer reads the question, not
 /// the call's key.
 #[test]
-#[ignore = "library defect: the host's answer says CONFIRMATION_EXPIRED of a call that ran"]
 fn the_hosts_answer_to_a_call_that_ran_is_what_came_of_it() {
     let two_people = Op::Load {
         rules: Rules::TwoPeople,
         replica: 0,
     };
     for then in [Op::Tick(Tick::Approval), two_people] {
-        open_defect(Case {
+        regression(Case {
             modes: [Approvals::Host, Approvals::Host],
             share: false,
             rules: Rules::Lift,
@@ -4035,7 +3979,6 @@ fn another_principals_question_is_not_taken() {
     let _alone = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    STRICT.with(|strict| strict.set(true));
     let case = Case {
         modes: [Approvals::Host, Approvals::Host],
         share: false,

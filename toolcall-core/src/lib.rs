@@ -11,7 +11,7 @@ mod args;
 mod audit;
 pub mod audit_chain;
 mod budget;
-pub mod canonical;
+pub use toolcall_ledger::canonical;
 pub mod controls;
 #[doc(hidden)]
 pub mod crash;

@@ -4,8 +4,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::args::MemberValue;
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
+use toolcall_ledger::json::{self, LiteralScan};
 
 /// The arguments of a call, as the host received them.
 #[derive(Clone, Copy, Debug)]
@@ -159,11 +160,6 @@ pub(crate) fn raw_members(raw: &str, max_depth: usize) -> Option<RawMembers<'_>>
     exact.then_some(members)
 }
 
-/// A byte of a JSON number's text, once it has begun.
-fn is_number_byte(byte: u8) -> bool {
-    matches!(byte, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
-}
-
 /// Whether serde_json reads the number `literal` as the double nearest to
 /// its text, which is what the canonical form writes (RFC 8785 section
 /// 3.2.2.3): always for an integer of up to 19 digits (it is held exactly,
@@ -197,15 +193,7 @@ pub(crate) fn member_values<'a>(
 ) -> Option<Vec<(Cow<'a, str>, MemberValue<'a>)>> {
     // The object is one level: its members are read one level down.
     let depth_left = max_depth.checked_sub(1)?;
-    let parse = |raw: &str| {
-        let mut deserializer = serde_json::Deserializer::from_str(raw);
-        let literals = Literals::new(raw);
-        let value = StrictValue::new(depth_left, &literals)
-            .deserialize(&mut deserializer)
-            .ok()?;
-        deserializer.end().ok()?;
-        Some(value)
-    };
+    let parse = |raw: &str| json::parse_within(raw, depth_left).ok();
     members
         .iter()
         .map(|(name, raw)| Some((name.clone(), MemberValue::of(raw.get(), parse)?)))
@@ -286,7 +274,7 @@ impl<'de> serde::Deserialize<'de> for Name<'de> {
 }
 
 /// How many arrays and objects are nested in `value`, itself included:
-/// the depth [`StrictValue`] bounds in text. Iterative, so that a value
+/// the depth [`json::parse_within`] bounds in text. Iterative, so that a value
 /// nested deeper than the stack cannot overflow it.
 fn depth(value: &Value) -> usize {
     let mut deepest = 0;
@@ -327,33 +315,12 @@ fn compact_len(value: &Value, limit: usize) -> usize {
     count.bytes
 }
 
-/// `text` read as [`parse_object`] reads arguments (no member named twice
-/// in one object, every number exact: see [`StrictValue`]), whatever JSON
-/// value it is, nested as deep as serde_json allows (128 levels).
-pub(crate) fn parse_value(text: &str) -> Result<Value, serde_json::Error> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let literals = Literals::new(text);
-    let value = StrictValue::new(usize::MAX, &literals).deserialize(&mut deserializer)?;
-    deserializer.end()?;
-    Ok(value)
-}
-
 fn parse_strict(raw: &str, max_depth: usize) -> Result<Value, ParseError> {
-    let mut deserializer = serde_json::Deserializer::from_str(raw);
-    let literals = Literals::new(raw);
-    let value = StrictValue::new(max_depth, &literals)
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value))
-        .map_err(|error| {
-            let error = error.to_string();
-            ParseError::Syntax(crate::echo::cut(&error, crate::echo::MAX_VALUE_ECHO).into_owned())
-        })?;
-    Ok(value)
+    json::parse_within(raw, max_depth).map_err(|error| {
+        let error = error.to_string();
+        ParseError::Syntax(crate::echo::cut(&error, crate::echo::MAX_VALUE_ECHO).into_owned())
+    })
 }
-
-mod strict;
-
-use strict::{LiteralScan, Literals, StrictValue};
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,9 @@
 //!   place, and who may answer it.
 //! - [`provenance`]: which untrusted output tainted a conversation, and
 //!   its text, bounded, for the person asked about a later call.
+//! - [`canonical`]: the canonical form of arguments (RFC 8785) and the
+//!   digest the idempotency key is made of; [`json`], the strict reading of
+//!   JSON text both rest on.
 //! - [`controls`]: the operators' document (stops, rate limits, approvals by
 //!   several people or by rule) and how it changes.
 //! - [`ToolResult`] and [`Code`]: the answer to every call.
@@ -23,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod canonical;
 pub mod controls;
 pub mod decide;
 #[doc(hidden)]
@@ -32,6 +36,7 @@ mod error;
 pub mod hex;
 #[doc(hidden)]
 pub mod ids;
+pub mod json;
 mod policy;
 pub mod provenance;
 pub mod question;

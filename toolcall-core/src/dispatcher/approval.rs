@@ -12,7 +12,7 @@ use super::Dispatcher;
 use super::audited::call_span;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
-use crate::life::{self, Answer, Answerer, QuestionState, Refusal, Verdict};
+use crate::life::{self, Answer, Answerer, QuestionKind, QuestionState, Refusal, Verdict};
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
@@ -309,6 +309,20 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         .instrument(span.clone())
         .await;
+        // "Expired" or "needs approval" is false of a call that ran without
+        // its question (the host's `confirmed`, another replica): what its
+        // key holds decides, as for a wait.
+        let result = match result.code {
+            Code::ConfirmationExpired | Code::ConfirmationRequired
+                if pending.is_none() && !decision.key_from_approval =>
+            {
+                self.ran_without_it(&decision, caller)
+                    .instrument(span.clone())
+                    .await
+                    .unwrap_or(result)
+            }
+            _ => result,
+        };
         let (tool, step, arguments) = match &pending {
             Some(p) => (
                 p.tool.clone(),
@@ -332,6 +346,35 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         record.approved_by = Some(decision.by.to_owned());
         super::audited::hand(&*self.audit, record, &span);
         result
+    }
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// What came of the call an approval question asked about, when that
+    /// call ran without the question: its answer, replayed, read by a dry
+    /// run of the identical call (which runs nothing, asks nobody and takes
+    /// no step). `None` while the call has not run, and for a question that
+    /// is not this decision's to read (another conversation, caller or
+    /// tool) or is about an unknown outcome, whose answer is a person's.
+    async fn ran_without_it(&self, decision: &Decision<'_>, caller: &Caller) -> Option<ToolResult> {
+        let entry = self.stages.store.approval(decision.id).await.ok()??;
+        let question = &entry.approval;
+        let binding = Binding {
+            session: decision.session,
+            caller: caller.id(),
+            tool: decision.tool,
+            digest: None,
+            requester: Requester::Anyone,
+        };
+        if question.kind() != QuestionKind::Approval || !binding.matches(question) {
+            return None;
+        }
+        let call = Call::new(&question.tool, Arguments::Parsed(&question.arguments))
+            .session(&question.session)
+            .caller(caller)
+            .dry_run(true);
+        let looked = self.execute(call).await;
+        (looked.replayed && looked.ok).then_some(looked)
     }
 }
 

@@ -1,5 +1,6 @@
-//! The strict reading of JSON text: every number exact, read from its
-//! literal text, no member named twice, nesting within a bound.
+//! The strict reading of JSON text that arguments, the canonical form and
+//! so the idempotency key rest on: every number exact, read from its literal
+//! text, no member named twice, nesting within a bound.
 
 use std::cell::Cell;
 use std::fmt;
@@ -8,7 +9,26 @@ use std::sync::OnceLock;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::is_number_byte;
+/// `text` read strictly (no member named twice in one object, every
+/// number the double nearest to its text: see [`StrictValue`]), whatever
+/// JSON value it is, nested as deep as serde_json allows (128 levels).
+pub fn parse_value(text: &str) -> Result<Value, serde_json::Error> {
+    parse_within(text, usize::MAX)
+}
+
+/// [`parse_value`] with at most `max_depth` levels of arrays and objects.
+pub fn parse_within(text: &str, max_depth: usize) -> Result<Value, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let literals = Literals::new(text);
+    let value = StrictValue::new(max_depth, &literals).deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// A byte of a JSON number's text, once it has begun.
+fn is_number_byte(byte: u8) -> bool {
+    matches!(byte, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+}
 
 /// The number literals of a JSON text, in the order a parse reads them:
 /// where [`StrictValue`] reads each double from. serde_json hands the
@@ -18,7 +38,7 @@ use super::is_number_byte;
 /// a number as the nearest double, and Rust's `f64::from_str` rounds
 /// correctly. Integers are counted, not scanned; the text is scanned (once,
 /// from where the last scan stopped) only for a number that is a double.
-pub(super) struct Literals<'t> {
+struct Literals<'t> {
     text: &'t str,
     /// The number tokens the parse has read.
     read: Cell<usize>,
@@ -28,7 +48,7 @@ pub(super) struct Literals<'t> {
 }
 
 impl<'t> Literals<'t> {
-    pub(super) fn new(text: &'t str) -> Self {
+    fn new(text: &'t str) -> Self {
         Literals {
             text,
             read: Cell::new(0),
@@ -73,13 +93,14 @@ impl<'t> Literals<'t> {
 /// The number literals of a JSON text, in order, each as its text: what
 /// lies outside strings from a `-` or a digit to the end of the number's
 /// bytes. (Over JSON serde_json has read, these are its number tokens.)
-pub(super) struct LiteralScan<'t> {
+pub struct LiteralScan<'t> {
     text: &'t str,
     at: usize,
 }
 
 impl<'t> LiteralScan<'t> {
-    pub(super) fn new(text: &'t str) -> Self {
+    /// The literals of `text`, from its start.
+    pub fn new(text: &'t str) -> Self {
         LiteralScan { text, at: 0 }
     }
 }
@@ -135,7 +156,7 @@ fn same_number(nearest: f64, theirs: f64) -> bool {
 /// Whether serde_json was built with `arbitrary_precision` (some crate of
 /// the application may turn it on): then a number reaches a visitor as a
 /// map of one private member, its text.
-pub(super) fn numbers_are_text() -> bool {
+fn numbers_are_text() -> bool {
     /// Whether a number comes as a map.
     struct Probe;
     impl<'de> Visitor<'de> for Probe {
@@ -170,13 +191,13 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 /// whose numbers are exact: an integer as serde_json holds it, any other
 /// number as the double nearest to its text ([`Literals`]).
 #[derive(Clone, Copy)]
-pub(super) struct StrictValue<'l, 't> {
+struct StrictValue<'l, 't> {
     depth_left: usize,
     literals: &'l Literals<'t>,
 }
 
 impl<'l, 't> StrictValue<'l, 't> {
-    pub(super) fn new(depth_left: usize, literals: &'l Literals<'t>) -> Self {
+    fn new(depth_left: usize, literals: &'l Literals<'t>) -> Self {
         StrictValue {
             depth_left,
             literals,

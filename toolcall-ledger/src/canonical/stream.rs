@@ -225,7 +225,7 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 /// not serde_json's reading of it (which `to_value` would take).
 fn write_text(out: &mut String, kind: Text, text: &str) -> Result<(), Unsupported> {
     match kind {
-        Text::Raw => match crate::parse::parse_value(text) {
+        Text::Raw => match crate::json::parse_value(text) {
             Ok(value) => {
                 super::write_value(out, &value);
                 Ok(())

@@ -118,7 +118,7 @@ pub fn canonical_json(value: &Value) -> String {
 /// of 128 levels.
 ///
 /// ```
-/// use toolcall_core::canonical::canonical_json_from_text;
+/// use toolcall_ledger::canonical::canonical_json_from_text;
 ///
 /// let text = r#"{"b": [333333333.33333329, 1E30, 4.50, 2e-3], "a": "\u20ac"}"#;
 /// assert_eq!(
@@ -128,7 +128,7 @@ pub fn canonical_json(value: &Value) -> String {
 /// assert!(canonical_json_from_text(r#"{"a": 1, "a": 2}"#).is_err());
 /// ```
 pub fn canonical_json_from_text(text: &str) -> Result<String, serde_json::Error> {
-    crate::parse::parse_value(text).map(|value| canonical_json(&value))
+    crate::json::parse_value(text).map(|value| canonical_json(&value))
 }
 
 /// The idempotency key of a call: hex SHA-256 over the caller's id, the
@@ -139,7 +139,7 @@ pub fn canonical_json_from_text(text: &str) -> Result<String, serde_json::Error>
 ///
 /// ```
 /// use serde_json::json;
-/// use toolcall_core::canonical::idempotency_key;
+/// use toolcall_ledger::canonical::idempotency_key;
 ///
 /// let args = json!({"order_id": "ORD-1001"});
 /// // One conversation, two callers: two calls.
@@ -159,7 +159,7 @@ pub fn idempotency_key(caller: &str, session: &str, tool: &str, arguments: &Valu
 /// writer takes its shape (argument structs made of strings, numbers,
 /// enums, options, sequences and string-keyed maps), through the `Value`
 /// otherwise.
-pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
+pub fn idempotency_key_of<T: serde::Serialize + ?Sized>(
     caller: &str,
     session: &str,
     tool: &str,
@@ -175,12 +175,7 @@ pub(crate) fn idempotency_key_of<T: serde::Serialize + ?Sized>(
 }
 
 /// [`idempotency_key`] as the store's [`Key`].
-pub(crate) fn idempotency_key_value(
-    caller: &str,
-    session: &str,
-    tool: &str,
-    arguments: &Value,
-) -> Key {
+pub fn idempotency_key_value(caller: &str, session: &str, tool: &str, arguments: &Value) -> Key {
     let mut hasher = key_hasher(caller, session, tool);
     hasher.update(canonical_json(arguments).as_bytes());
     Key::from_digest(hasher.finalize().into())
@@ -200,7 +195,8 @@ fn key_hasher(caller: &str, session: &str, tool: &str) -> Sha256 {
 }
 
 /// `n` in decimal, written at the end of `buffer` (no allocation).
-pub(crate) fn decimal(n: usize, buffer: &mut [u8; 20]) -> &[u8] {
+#[doc(hidden)]
+pub fn decimal(n: usize, buffer: &mut [u8; 20]) -> &[u8] {
     decimal_u64(n as u64, buffer)
 }
 
@@ -212,7 +208,7 @@ pub fn digest(value: &Value) -> String {
 
 /// The lock key of a resource: [`digest`] of `["resource", kind, value]`,
 /// written without building that array, in the thread's canonical buffers.
-pub(crate) fn resource_digest(kind: &str, value: &Value) -> Key {
+pub fn resource_digest(kind: &str, value: &Value) -> Key {
     let mut hasher = Sha256::new();
     if stream::hash_canonical(&("resource", kind, value), &mut hasher).is_err() {
         // Never for a `Value` (the writer refuses only shapes a `Value`
