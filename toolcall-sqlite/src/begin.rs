@@ -6,7 +6,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use toolcall_ledger::store::{CallBegun, CallStart, StoreError, session_key};
 use toolcall_sql::{record, to_sql};
 
-use crate::{LOCK, SqliteStore, count_in, immediate, off_runtime};
+use crate::locks::LOCK;
+use crate::{SqliteStore, count_in, immediate, off_runtime};
 
 impl SqliteStore {
     pub(crate) fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {

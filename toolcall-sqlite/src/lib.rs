@@ -52,6 +52,8 @@
 //! (and a completed key) as it is. A claim whose lease ran out with no
 //! outcome is in doubt: `outcome` says so, and `claim` turns it in doubt.
 //!
+//! [`session_key`]: toolcall_ledger::store::session_key
+//!
 //! # Purging
 //!
 //! The store deletes what has expired by itself: every
@@ -87,32 +89,30 @@
 
 mod approvals;
 mod begin;
+mod calls;
 mod controls;
+mod locks;
 mod purge;
 mod schema;
+mod taint;
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
-    TaintSource, TakeApproval, Unsettled, now_ms, session_key,
+    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, Claim, ControlsChange,
+    DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery, SignOutcome,
+    Signature, StoreError, StoredControls, TakeApproval,
 };
 
 use schema::{migrate, retry_busy};
-use toolcall_ledger::store::CallStore;
 use toolcall_ledger::store::ControlStore;
-use toolcall_ledger::store::LockStore;
 use toolcall_ledger::store::QuestionStore;
-use toolcall_ledger::store::TaintStore;
 pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
-use toolcall_sql::record::{self, ClaimStep, result_text};
+use toolcall_sql::record::{self, ClaimStep};
 use toolcall_sql::{from_sql, limit_sql, schema::VERSION, to_sql};
 
 /// How long a statement waits for another connection's lock once the store is open.
@@ -121,15 +121,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`SqliteStore::open`] keeps trying while other connections hold
 /// the file (switching it to WAL, creating or upgrading its tables).
 const OPEN_DEADLINE: Duration = Duration::from_secs(10);
-
-/// A resource's lock taken (?1 its key, ?2 the resource, ?3 the holder,
-/// ?5 the lease's end) if it is free, held by the same holder, or its lease
-/// ran out at ?4: one statement.
-const LOCK: &str = "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
-     VALUES (?1, ?2, ?3, ?5)
-     ON CONFLICT (resource_key) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms
-     WHERE holder = excluded.holder OR until_ms <= ?4
-     RETURNING 1";
 
 /// The pipeline's memory in a SQLite database file.
 #[derive(Debug)]
@@ -386,256 +377,6 @@ fn off_runtime<T>(work: impl FnOnce() -> T) -> T {
     work()
 }
 
-/// Each method returns what the trait declares, a `Send` future, whose
-/// `async` block runs the store's synchronous statements on the calling
-/// task when it is first polled: SQLite answers from the local file.
-#[allow(clippy::manual_async_fn)] // the futures are spelled as the trait declares them
-impl CallStore for SqliteStore {
-    fn next_step(
-        &self,
-        session: &str,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        async move {
-            off_runtime(|| self.count("toolcall_steps", "session", &session_key(session), now_ms))
-        }
-    }
-
-    /// One transaction: the step, the call's count, what is recorded of
-    /// its key, its resource's lock and whether its session read untrusted
-    /// output, as asked.
-    fn begin_call(
-        &self,
-        start: &CallStart<'_>,
-    ) -> impl Future<Output = Result<CallBegun, StoreError>> + Send {
-        async move { self.begin(start) }
-    }
-
-    /// One transaction: the result stored, the claim and the lock freed.
-    fn complete_unlocking(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let text = result_text(result)?;
-                {
-                    let mut conn = self.conn();
-                    let tx = immediate(&mut conn)?;
-                    tx.prepare_cached(
-                    "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                     VALUES (?1, 'completed', 0, ?2, ?3)
-                     ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
-                )
-                .and_then(|mut s| s.execute(params![key.as_str(), text, to_sql(now_ms())]))
-                .map_err(StoreError::new)?;
-                    tx.prepare_cached(
-                        "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
-                    )
-                    .and_then(|mut s| s.execute(params![session_key(resource.as_str()), holder]))
-                    .map_err(StoreError::new)?;
-                    tx.commit().map_err(StoreError::new)?;
-                }
-                self.wrote();
-                Ok(true)
-            })
-        }
-    }
-
-    fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        async move {
-            self.read(|conn| {
-                let count: Option<i64> = conn
-                    .query_row(
-                        "SELECT count FROM toolcall_steps WHERE session = ?1",
-                        [session_key(session)],
-                        |row| row.get(0),
-                    )
-                    .optional()
-                    .map_err(StoreError::new)?;
-                Ok(count.map_or(0, from_sql))
-            })
-        }
-    }
-
-    fn count_call(
-        &self,
-        key: &Key,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let key = key.as_str();
-                self.count("toolcall_calls", "key", key, now_ms)
-            })
-        }
-    }
-
-    fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                self.execute(
-                    "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
-                    [key.as_str()],
-                )?;
-                Ok(())
-            })
-        }
-    }
-
-    fn outcome(
-        &self,
-        key: &Key,
-    ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let key = key.as_str();
-                // A claim whose lease ran out with no outcome is in doubt too.
-                let row: Option<(String, Option<String>)> = self
-                .conn()
-                .query_row(
-                    "SELECT CASE WHEN state = 'in_flight' AND until_ms <= ?2 THEN 'in_doubt' ELSE state END,
-                            result
-                     FROM toolcall_records WHERE key = ?1",
-                    params![key, to_sql(now_ms())],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .map_err(StoreError::new)?;
-                let (state, result) = row.unzip();
-                record::outcome(state.as_deref(), result.flatten().as_deref())
-            })
-        }
-    }
-
-    fn claim(
-        &self,
-        key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        async move { off_runtime(|| self.claim_keeping(key, now_ms, lease_ms, None)) }
-    }
-
-    fn claim_asking(
-        &self,
-        key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
-    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let text = record::question_text(question)?;
-                self.claim_keeping(key, now_ms, lease_ms, Some(&text))
-            })
-        }
-    }
-
-    fn unsettled(
-        &self,
-        now_ms: u64,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Unsettled>, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let conn = self.conn();
-                let mut statement = conn
-                    .prepare(&record::unsettled_statement(|n| format!("?{n}")))
-                    .map_err(StoreError::new)?;
-                let rows = statement
-                    .query_map(params![to_sql(now_ms), limit_sql(limit)], |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                    })
-                    .map_err(StoreError::new)?
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(StoreError::new)?;
-                rows.into_iter()
-                    .map(|(key, question)| {
-                        Ok(Unsettled {
-                            key: key.parse::<Key>().map_err(StoreError::new)?,
-                            question: record::parse_question(&question)?,
-                        })
-                    })
-                    .collect()
-            })
-        }
-    }
-
-    fn renew(
-        &self,
-        key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let key = key.as_str();
-                let renewed = self.execute(
-                    "UPDATE toolcall_records SET until_ms = ?2, touched_ms = ?3
-                 WHERE key = ?1 AND state = 'in_flight'",
-                    params![key, to_sql(now_ms.saturating_add(lease_ms)), to_sql(now_ms)],
-                )?;
-                Ok(renewed > 0)
-            })
-        }
-    }
-
-    fn complete(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let key = key.as_str();
-                let text = result_text(result)?;
-                self.execute(
-                    "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                 VALUES (?1, 'completed', 0, ?2, ?3)
-                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2,
-                     touched_ms = ?3, question = NULL, asked_ms = NULL",
-                    params![key, text, to_sql(now_ms())],
-                )?;
-                self.wrote();
-                Ok(())
-            })
-        }
-    }
-
-    fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                self.execute(
-                    "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
-                    [key.as_str()],
-                )?;
-                Ok(())
-            })
-        }
-    }
-
-    fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                let key = key.as_str();
-                self.execute(
-                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                 VALUES (?1, 'in_doubt', 0, NULL, ?2)
-                 ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = ?2
-                 WHERE state <> 'completed'",
-                params![key, to_sql(now_ms())],
-            )?;
-                self.wrote();
-                Ok(())
-            })
-        }
-    }
-}
-
 impl QuestionStore for SqliteStore {
     async fn put_approval(&self, a: &PendingApproval) -> Result<(), StoreError> {
         off_runtime(|| approvals::put(self, a))
@@ -734,147 +475,6 @@ impl QuestionStore for SqliteStore {
 
     async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
         self.read(|conn| controls::signatures(conn, id))
-    }
-}
-
-impl LockStore for SqliteStore {
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        off_runtime(|| {
-            let resource = resource.as_str();
-            // One statement: taken if free, held by `holder`, or run out.
-            let locked = self
-                .conn()
-                .query_row(
-                    LOCK,
-                    params![
-                        session_key(resource),
-                        resource,
-                        holder,
-                        to_sql(now_ms),
-                        to_sql(now_ms.saturating_add(lease_ms))
-                    ],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(StoreError::new)?
-                .is_some();
-            if locked {
-                self.wrote();
-            }
-            Ok(locked)
-        })
-    }
-
-    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
-        off_runtime(|| {
-            let resource = resource.as_str();
-            self.execute(
-                "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
-                params![session_key(resource), holder],
-            )?;
-            Ok(())
-        })
-    }
-}
-
-impl TaintStore for SqliteStore {
-    async fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
-        off_runtime(|| {
-            let session = session_key(session);
-            let now = to_sql(now_ms());
-            {
-                let mut conn = self.conn();
-                let tx = immediate(&mut conn)?;
-                {
-                    let mut insert = tx
-                    .prepare(
-                        "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
-                    )
-                    .map_err(StoreError::new)?;
-                    for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str))
-                    {
-                        insert
-                            .execute(params![session, print, now])
-                            .map_err(StoreError::new)?;
-                    }
-                }
-                // Read and written in the same transaction: two sources
-                // added at once are both kept.
-                let held: Option<String> = tx
-                    .query_row(
-                        "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
-                        params![session],
-                        |row| row.get(0),
-                    )
-                    .map_err(StoreError::new)?;
-                let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
-                tx.execute(
-                    "UPDATE toolcall_taint SET sources = ?2 WHERE session = ?1 AND print = ''",
-                    params![session, sources],
-                )
-                .map_err(StoreError::new)?;
-                tx.commit().map_err(StoreError::new)?;
-            }
-            self.wrote();
-            Ok(())
-        })
-    }
-
-    async fn tainted(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-    ) -> Result<TaintHit, StoreError> {
-        off_runtime(|| {
-            let session = session_key(session);
-            let conn = self.conn();
-            let mut select = conn
-                .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ?2")
-                .map_err(StoreError::new)?;
-            let mut has = |print: &str| {
-                select
-                    .exists(params![session, print])
-                    .map_err(StoreError::new)
-            };
-            if !has("")? {
-                return Ok(TaintHit::default());
-            }
-            let mut seen = Vec::new();
-            for print in fingerprints {
-                if !print.is_empty() && has(print)? {
-                    seen.push(print.clone());
-                }
-            }
-            Ok(TaintHit::new(true, seen))
-        })
-    }
-
-    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
-        off_runtime(|| {
-            let session = session_key(session);
-            let conn = self.conn();
-            let held: Option<Option<String>> = conn
-                .query_row(
-                    "SELECT sources FROM toolcall_taint WHERE session = ?1 AND print = ''",
-                    params![session],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(StoreError::new)?;
-            toolcall_sql::taint::sources(held.flatten().as_deref())
-        })
     }
 }
 

@@ -105,16 +105,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
             // file that has them already keeps them.
             4 => {
                 for column in ["reason", "tainted"] {
-                    let present: bool = tx.query_row(
-                        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('toolcall_approvals') WHERE name = ?1)",
-                        [column],
-                        |row| row.get(0),
-                    )?;
-                    if !present {
-                        tx.execute_batch(&format!(
-                            "ALTER TABLE toolcall_approvals ADD COLUMN {column} TEXT;"
-                        ))?;
-                    }
+                    add_column(&tx, "toolcall_approvals", column, "TEXT")?;
                 }
             }
             5 => upgrade_v5(&tx)?,
@@ -129,18 +120,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
                     &schema::COLUMNS_V7
                 };
                 for (table, column, kind) in columns {
-                    let present: bool = tx.query_row(
-                        &format!(
-                            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
-                        ),
-                        [column],
-                        |row| row.get(0),
-                    )?;
-                    if !present {
-                        tx.execute_batch(&format!(
-                            "ALTER TABLE {table} ADD COLUMN {column} {kind};"
-                        ))?;
-                    }
+                    add_column(&tx, table, column, kind)?;
                 }
                 if version == 6 {
                     tx.execute_batch(schema::QUESTIONS_V6)?;
@@ -153,16 +133,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
             // it, and questions about unknown outcomes that never expire.
             9 => {
                 let [(table, column, kind)] = schema::COLUMNS_V9;
-                let present: bool = tx.query_row(
-                    &format!(
-                        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
-                    ),
-                    [column],
-                    |row| row.get(0),
-                )?;
-                if !present {
-                    tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind};"))?;
-                }
+                add_column(&tx, table, column, kind)?;
                 tx.execute_batch(
                     "UPDATE toolcall_approvals
                      SET requester = json_extract(principal, '$.issuer') || char(31)
@@ -177,18 +148,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
             // at version 9 keeps working; what it writes has none).
             10 => {
                 for (table, column, kind) in schema::COLUMNS_V10 {
-                    let present: bool = tx.query_row(
-                        &format!(
-                            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"
-                        ),
-                        [column],
-                        |row| row.get(0),
-                    )?;
-                    if !present {
-                        tx.execute_batch(&format!(
-                            "ALTER TABLE {table} ADD COLUMN {column} {kind};"
-                        ))?;
-                    }
+                    add_column(&tx, table, column, kind)?;
                 }
             }
             _ => unreachable!("no upgrade past schema::VERSION"),
@@ -197,6 +157,24 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     tx.pragma_update(None, "user_version", schema::VERSION)?;
     tx.commit()?;
     Ok(schema::VERSION)
+}
+
+/// `column` added to `table`, unless the file has it already.
+fn add_column(
+    tx: &rusqlite::Transaction<'_>,
+    table: &str,
+    column: &str,
+    kind: &str,
+) -> rusqlite::Result<()> {
+    let present: bool = tx.query_row(
+        &format!("SELECT EXISTS (SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1)"),
+        [column],
+        |row| row.get(0),
+    )?;
+    if !present {
+        tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind};"))?;
+    }
+    Ok(())
 }
 
 /// Version 1 keys steps by [`session_key`]: moves the counts of version 0

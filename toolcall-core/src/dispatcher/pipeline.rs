@@ -367,22 +367,30 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .uncount_asked(&answer, &prepared.key, name)
             .await?;
         drop(active);
+        self.leave_taint(call, caller, prepared.spec, given.as_ref(), &answer)
+            .await?;
+        answer
+    }
+
+    /// What an untrusted tool's answer leaves for the calls after it in
+    /// its conversation.
+    async fn leave_taint(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+        spec: &'static ToolSpec,
+        given: Option<&Value>,
+        answer: &Stage<ToolResult>,
+    ) -> Stage<()> {
         // A conversation of one call has no call after it to taint.
-        if let Ok(result) = &answer
+        if let Ok(result) = answer
             && !call.alone
         {
             self.stages
-                .remember_untrusted(
-                    prepared.spec,
-                    call.scope,
-                    caller,
-                    given.as_ref(),
-                    call.call_id,
-                    result,
-                )
+                .remember_untrusted(spec, call.scope, caller, given, call.call_id, result)
                 .await?;
         }
-        answer
+        Ok(())
     }
 
     /// The operators' controls, before anything is counted: a stop, the

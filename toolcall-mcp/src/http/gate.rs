@@ -15,8 +15,14 @@ use axum::response::{IntoResponse as _, Response};
 use toolcall_core::store::Store;
 use toolcall_core::{Principal, Registry};
 
-use super::oauth::{Admit, Granted, OAuth, Refusal, Verifier};
-use super::{Asks, HttpState, SESSION_ID, bearer, check_host, refuse, serve_request};
+use super::HttpState;
+use super::answers::refuse;
+use super::hosts::check_host;
+use super::lane::SESSION_ID;
+use super::oauth::verifier::Verifier;
+use super::oauth::{Admit, Granted, OAuth, Refusal};
+use super::request::{Asks, serve_request};
+use super::tokens::bearer;
 use crate::Error;
 
 tokio::task_local! {
@@ -174,7 +180,7 @@ where
     let serve = move |request: Request| {
         let state = Arc::clone(&state);
         async move {
-            if let Err(refusal) = check_host(&state, &request) {
+            if let Err(refusal) = check_host(&state.hosts, &state.origins, &request) {
                 return *refusal;
             }
             if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -283,7 +289,7 @@ where
     PRINCIPAL
         .scope(
             Some(principal.clone()),
-            serve_request(state, lane, request, &allow, Some(principal)),
+            serve_request(&state.bounds, lane, request, &allow, Some(principal)),
         )
         .await
 }
