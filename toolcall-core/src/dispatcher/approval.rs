@@ -323,29 +323,41 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
             _ => result,
         };
-        let (tool, step, arguments) = match &pending {
-            Some(p) => (
-                p.tool.clone(),
-                p.step,
-                crate::tool::audit_text(
-                    self.registry.get(&p.tool),
-                    Arguments::Parsed(&p.arguments),
-                ),
-            ),
-            None => (result.tool.to_string(), 0, String::new()),
-        };
         let called = super::audited::Called {
             session: decision.session,
             caller,
-            step,
+            step: 0,
             started,
             at_ms,
         };
-        let mut record = called.ended(tool, arguments, &result);
-        record.confirmed = pending.is_some() && result.code != Code::ConfirmationDenied;
-        record.approved_by = Some(decision.by.to_owned());
-        super::audited::hand(&*self.audit, record, &span);
+        self.audit_decision(called, decision.by, pending.as_ref(), &result, &span);
         result
+    }
+
+    /// The audit record of a decision `by` a person: of the call it carried
+    /// out (its tool, step and arguments) when it took the question, else
+    /// of the answer's tool alone.
+    fn audit_decision(
+        &self,
+        mut called: super::audited::Called<'_>,
+        by: &str,
+        pending: Option<&PendingApproval>,
+        result: &ToolResult,
+        span: &tracing::Span,
+    ) {
+        let (tool, arguments) = match pending {
+            Some(p) => {
+                called.step = p.step;
+                let spec = self.registry.get(&p.tool);
+                let arguments = crate::tool::audit_text(spec, Arguments::Parsed(&p.arguments));
+                (p.tool.clone(), arguments)
+            }
+            None => (result.tool.to_string(), String::new()),
+        };
+        let mut record = called.ended(tool, arguments, result);
+        record.confirmed = pending.is_some() && result.code != Code::ConfirmationDenied;
+        record.approved_by = Some(by.to_owned());
+        super::audited::hand(&*self.audit, record, span);
     }
 }
 
