@@ -1,4 +1,4 @@
-//! Defects of the operators' controls the model-based test (tests/model.rs)
+//! Defects of the operators' controls the model-based test (tests/model/)
 //! found, each minimized to the operations that show it and kept here: each
 //! failed before its fix, and names the seed of the run that found it
 //! (`TOOLCALL_MODEL_SEED`, `TOOLCALL_MODEL_CASES`) or how it was reached. Each runs
@@ -139,7 +139,7 @@ macro_rules! on_every_store {
 /// the store would have told it their version moved, so nothing reads them
 /// again (a dry run or a call under a rate limit would).
 ///
-/// Found by tests/model.rs, `TOOLCALL_MODEL_SEED=20261203
+/// Found by tests/model/, `TOOLCALL_MODEL_SEED=20261203
 /// TOOLCALL_MODEL_CASES=300` (memory store): a call stopped on a replica,
 /// then every call of the model driven to its end after the operators
 /// enabled everything, and a wipe a person approved never ran.
@@ -176,7 +176,7 @@ fn a_replica_sees_a_stop_lifted() {
 /// refuses the host's own approval, and the call itself is `STOPPED`; the
 /// decision recorded before is carried out all the same.)
 ///
-/// Read in the code, then run as a case of tests/model.rs (its operations,
+/// Read in the code, then run as a case of tests/model/ (its operations,
 /// not the random search: seed 20261203 reaches none at 300 cases;
 /// `TOOLCALL_MODEL_DEFECTS=host,rule` lets it): an approval in
 /// the inbox, a stop of the tool, then the host's `approve` of the same
@@ -219,7 +219,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
 /// outcome of a stopped tool runs the call again while the tool is
 /// stopped (`life::decide` checks the controls only for approvals).
 ///
-/// Read in the code, then run as a case of tests/model.rs (its operations,
+/// Read in the code, then run as a case of tests/model/ (its operations,
 /// not the random search: seed 20261203 reaches none at 300 cases;
 /// `TOOLCALL_MODEL_DEFECTS=host,rule` lets it): a confirmed
 /// wipe whose outcome went unknown, its question about the unknown
@@ -258,7 +258,7 @@ fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
 /// runs. The question keeps its count (`people:2`) for this: the inbox and
 /// `life::decide` still ask two people for it.
 ///
-/// Read in the code, then run as a case of tests/model.rs (its operations,
+/// Read in the code, then run as a case of tests/model/ (its operations,
 /// not the random search: seed 20261203 reaches none at 300 cases;
 /// `TOOLCALL_MODEL_DEFECTS=host,rule` lets it).
 #[test]
