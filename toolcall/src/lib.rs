@@ -414,6 +414,22 @@
 //! | a return type that is not `Result<T, E>`; a tool name providers refuse; `version = 0`, `timeout_ms = 0` | the form to write |
 //! | a type of your own already named `<Name>Args` | rustc's "defined multiple times", on `#[tool]`: name the generated struct with `#[tool(args = "CreateEventInput")]` |
 //!
+//! ### Snapshotting these errors
+//!
+//! An application may keep its own compile-fail cases (with
+//! [trybuild](https://docs.rs/trybuild)) and commit their `.stderr`: each
+//! of the errors above points at the application's own tokens (the key, the
+//! path after `check =`, the parameter's type, the return type) and names no
+//! file or line of toolcall. Where rustc adds "required by a bound in", the
+//! bound is one the expansion writes on the application's line
+//! (`__toolcall_sig`, `__toolcall_output`), so a toolcall release that moves
+//! its own code leaves the snapshots as they are; a release that rewords a
+//! message says so in its changelog. One error is rustc's own, not
+//! toolcall's: `&Ctx` without its state (E0107, "missing generics") points
+//! at `Ctx`'s definition; write `&Ctx<YourState>`. The repository's
+//! `scripts/ci/outside-app` is such an application, built by CI with the
+//! newest compatible dependencies.
+//!
 //! What only the dispatcher can know is refused when it is built
 //! ([`BuildError`]): a tool's, a check's or a reconcile's context that names
 //! neither the dispatcher's state nor one of its parts; an allowlist or a limit that names no

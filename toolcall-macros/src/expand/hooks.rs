@@ -44,9 +44,16 @@ impl Expander<'_> {
         let span = path.span();
         match self.context() {
             Some(context) => {
+                let check_sig = sig_call(
+                    private,
+                    HookKind::Check,
+                    true,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let check = respan(
                     quote! {
-                        #private::ContextOf::check_sig::<#args_ident, _, _, _>(&__toolcall_context, &#path)
+                        #check_sig
                             .run(&#path, __toolcall_args, __toolcall_ctx)
                     },
                     span,
@@ -58,7 +65,13 @@ impl Expander<'_> {
                 }
             }
             None => {
-                let sig = quote!(#private::check_sig::<#args_ident, _, _, _, _>(&#path));
+                let sig = sig_call(
+                    private,
+                    HookKind::Check,
+                    false,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let body = respan(
                     quote! {
                         let __toolcall_check = #sig;
@@ -92,9 +105,16 @@ impl Expander<'_> {
         let span = path.span();
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
+                let check_sig = sig_call(
+                    private,
+                    HookKind::AsyncCheck,
+                    true,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let check = respan(
                     quote! {
-                        #private::ContextOf::async_check_sig::<#args_ident, _, _, _>(&__toolcall_context, &#path)
+                        #check_sig
                             .run(&#path, __toolcall_args, __toolcall_ctx)
                             .await
                     },
@@ -103,7 +123,13 @@ impl Expander<'_> {
                 (self.in_context(&context, check), self.state(), None)
             }
             None => {
-                let sig = quote!(#private::async_check_sig::<#args_ident, _, _, _, _>(&#path));
+                let sig = sig_call(
+                    private,
+                    HookKind::AsyncCheck,
+                    false,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let body = respan(
                     quote! {
                         let __toolcall_check = #sig;
@@ -153,9 +179,16 @@ impl Expander<'_> {
         };
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
+                let reconcile_sig = sig_call(
+                    private,
+                    HookKind::Reconcile,
+                    true,
+                    quote!(_, _, _, _, #returns),
+                    path,
+                );
                 let reconcile = respan(
                     quote! {
-                        #private::ContextOf::reconcile_sig::<_, _, _, #returns>(&__toolcall_context, &#path)
+                        #reconcile_sig
                             .run(&#path, __toolcall_ctx, &__toolcall_cx.idempotency_key)
                             .await
                     },
@@ -164,7 +197,13 @@ impl Expander<'_> {
                 (self.in_context(&context, reconcile), self.state(), None)
             }
             None => {
-                let sig = quote!(#private::reconcile_sig::<_, _, _, _, #returns>(&#path));
+                let sig = sig_call(
+                    private,
+                    HookKind::Reconcile,
+                    false,
+                    quote!(_, _, _, _, #returns),
+                    path,
+                );
                 let body = respan(
                     quote! {
                         let __toolcall_reconcile = #sig;
@@ -224,4 +263,98 @@ impl Expander<'_> {
         );
         (quote!(::core::option::Option::Some(#name)), state_fn)
     }
+}
+
+/// The hook whose shape a signature check checks.
+#[derive(Clone, Copy)]
+enum HookKind {
+    Check,
+    AsyncCheck,
+    Reconcile,
+}
+
+/// The library's signature check of a hook (`check_sig`, `async_check_sig`,
+/// `reconcile_sig`), called through a function of the expansion's own with
+/// the same bounds, spanned on the hook's path. A misdeclared hook's error
+/// then ends "required by a bound in `__toolcall_sig`" on the user's line,
+/// not on a line of the library, which moves with every release and would
+/// break an application's expected compile errors.
+fn sig_call(
+    private: &TokenStream,
+    hook: HookKind,
+    with_context: bool,
+    turbofish: TokenStream,
+    path: &syn::Path,
+) -> TokenStream {
+    let (generics, sig, bounds, call) = match hook {
+        HookKind::Check | HookKind::AsyncCheck => {
+            let (sig, output, call) = match hook {
+                HookKind::Check => (
+                    quote!(CheckSig<'a, F, A, S>),
+                    quote!(#private::CheckOutput),
+                    quote!(check_sig),
+                ),
+                _ => (
+                    quote!(AsyncCheckSig<'a, F, A, S>),
+                    quote!(#private::AsyncCheckOutput + 'a),
+                    quote!(async_check_sig),
+                ),
+            };
+            let bounds = quote! {
+                F: #private::CheckFn<A, P1, P2>,
+                (P1, P2): #private::CheckParams<'a, A, S>,
+                <F as #private::CheckFn<A, P1, P2>>::Output: #output,
+            };
+            let call = if with_context {
+                quote!(__toolcall_context.#call::<A, F, P1, P2>(f))
+            } else {
+                quote!(#private::#call::<A, S, F, P1, P2>(f))
+            };
+            (quote!('a, A, S, F, P1, P2), sig, bounds, call)
+        }
+        HookKind::Reconcile => {
+            let bounds = quote! {
+                F: #private::ReconcileFn<P1, P2>,
+                (P1, P2): #private::ReconcileParams<'a, S>,
+                <F as #private::ReconcileFn<P1, P2>>::Output: #private::ReconcileOutput + 'a,
+                <<F as #private::ReconcileFn<P1, P2>>::Output as #private::ReconcileOutput>::Found:
+                    #private::ReconciledOutput<R>,
+            };
+            let call = if with_context {
+                quote!(__toolcall_context.reconcile_sig::<F, P1, P2, R>(f))
+            } else {
+                quote!(#private::reconcile_sig::<S, F, P1, P2, R>(f))
+            };
+            (
+                quote!('a, S, F, P1, P2, R),
+                quote!(ReconcileSig<'a, F, S>),
+                bounds,
+                call,
+            )
+        }
+    };
+    let (context_param, context_bound, context_arg) = if with_context {
+        (
+            quote!(__toolcall_context: &#private::ContextOf<S>,),
+            quote!(S: ::core::any::Any + ::core::marker::Send + ::core::marker::Sync,),
+            quote!(&__toolcall_context,),
+        )
+    } else {
+        (quote!(), quote!(), quote!())
+    };
+    respan(
+        quote! {
+            {
+                fn __toolcall_sig<#generics>(#context_param f: &F) -> #private::#sig
+                where
+                    #context_bound
+                    #bounds
+                {
+                    #call
+                }
+                __toolcall_sig::<#turbofish>(#context_arg &#path)
+            }
+        },
+        path.span(),
+    )
 }
