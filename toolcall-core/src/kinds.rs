@@ -94,7 +94,9 @@ impl<T: ListArg> ListArg for Option<T> {}
     note = "add `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]` to `{Self}` (and to every type inside it), with schemars 1.x: a `JsonSchema` derived with schemars 0.8 does not count",
     note = "a type from another crate needs those traits from its crate (often a `serde` or `schemars` feature), or a newtype of yours that derives them"
 )]
-pub trait ArgType: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema {
+// No supertraits: `<T as ArgType>::IS` would check each of them apart,
+// three errors that each name this line, instead of this trait's one.
+pub trait ArgType {
     /// What `#[tool]` asserts, as `<T as ArgType>::IS`: a path, not a bound
     /// of a function of this crate, so that the error names no line of it
     /// (an application's expected compile errors hold across releases).
@@ -135,7 +137,9 @@ pub trait ArgProbe<T> {
     fn property(&self, generator: &mut SchemaGenerator) -> (Schema, bool);
 }
 
-impl<T: ArgType> ArgProbe<T> for Probe<T> {
+impl<T: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema> ArgProbe<T>
+    for Probe<T>
+{
     fn ser<'a>(&self, value: &'a T) -> &'a T {
         value
     }

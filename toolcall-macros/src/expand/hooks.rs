@@ -22,8 +22,10 @@ pub(super) struct Hook {
     /// The spec's `check_state` or `reconcile_state`: the function that
     /// reads the state the hook's context has, if it has one.
     pub state: TokenStream,
-    /// That function, for a tool without a context (with one, it is the
-    /// tool's own [`state_fn`](Expander::state_fn)).
+    /// The items beside the tool's: the signature check the hook goes
+    /// through ([`sig_call`]) and, for a tool without a context, that
+    /// function (with one, it is the tool's own
+    /// [`state_fn`](Expander::state_fn)).
     pub state_fn: Option<TokenStream>,
 }
 
@@ -44,7 +46,7 @@ impl Expander<'_> {
         let span = path.span();
         match self.context() {
             Some(context) => {
-                let check_sig = sig_call(
+                let (sig_item, check_sig) = sig_call(
                     private,
                     HookKind::Check,
                     true,
@@ -61,11 +63,11 @@ impl Expander<'_> {
                 Hook {
                     code: Some(self.in_context(&context, check)),
                     state: self.state(),
-                    state_fn: None,
+                    state_fn: Some(sig_item),
                 }
             }
             None => {
-                let sig = sig_call(
+                let (sig_item, sig) = sig_call(
                     private,
                     HookKind::Check,
                     false,
@@ -85,7 +87,7 @@ impl Expander<'_> {
                 Hook {
                     code: Some(body),
                     state,
-                    state_fn: Some(state_fn),
+                    state_fn: Some(quote!(#sig_item #state_fn)),
                 }
             }
         }
@@ -105,7 +107,7 @@ impl Expander<'_> {
         let span = path.span();
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
-                let check_sig = sig_call(
+                let (sig_item, check_sig) = sig_call(
                     private,
                     HookKind::AsyncCheck,
                     true,
@@ -120,10 +122,14 @@ impl Expander<'_> {
                     },
                     span,
                 );
-                (self.in_context(&context, check), self.state(), None)
+                (
+                    self.in_context(&context, check),
+                    self.state(),
+                    Some(sig_item),
+                )
             }
             None => {
-                let sig = sig_call(
+                let (sig_item, sig) = sig_call(
                     private,
                     HookKind::AsyncCheck,
                     false,
@@ -142,7 +148,7 @@ impl Expander<'_> {
                 );
                 let (state, state_fn) =
                     self.own_state(format_ident!("__toolcall_async_check_state"), &sig, span);
-                (body, state, Some(state_fn))
+                (body, state, Some(quote!(#sig_item #state_fn)))
             }
         };
         let code = quote! {
@@ -179,7 +185,7 @@ impl Expander<'_> {
         };
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
-                let reconcile_sig = sig_call(
+                let (sig_item, reconcile_sig) = sig_call(
                     private,
                     HookKind::Reconcile,
                     true,
@@ -194,10 +200,14 @@ impl Expander<'_> {
                     },
                     span,
                 );
-                (self.in_context(&context, reconcile), self.state(), None)
+                (
+                    self.in_context(&context, reconcile),
+                    self.state(),
+                    Some(sig_item),
+                )
             }
             None => {
-                let sig = sig_call(
+                let (sig_item, sig) = sig_call(
                     private,
                     HookKind::Reconcile,
                     false,
@@ -216,7 +226,7 @@ impl Expander<'_> {
                 );
                 let (state, state_fn) =
                     self.own_state(format_ident!("__toolcall_reconcile_state"), &sig, span);
-                (body, state, Some(state_fn))
+                (body, state, Some(quote!(#sig_item #state_fn)))
             }
         };
         let code = quote! {
@@ -276,7 +286,8 @@ enum HookKind {
 /// The library's signature check of a hook (`check_sig`, `async_check_sig`,
 /// `reconcile_sig`), called through a function of the expansion's own with
 /// the same bounds, spanned on the hook's path. A misdeclared hook's error
-/// then ends "required by a bound in `__toolcall_sig`" on the user's line,
+/// then ends "required by a bound in `__toolcall_check_sig`" (or the
+/// like) on the user's line,
 /// not on a line of the library, which moves with every release and would
 /// break an application's expected compile errors.
 fn sig_call(
@@ -285,7 +296,7 @@ fn sig_call(
     with_context: bool,
     turbofish: TokenStream,
     path: &syn::Path,
-) -> TokenStream {
+) -> (TokenStream, TokenStream) {
     let (generics, sig, bounds, call) = match hook {
         HookKind::Check | HookKind::AsyncCheck => {
             let (sig, output, call) = match hook {
@@ -342,19 +353,29 @@ fn sig_call(
     } else {
         (quote!(), quote!(), quote!())
     };
-    respan(
+    let name = match hook {
+        HookKind::Check => quote!(__toolcall_check_sig),
+        HookKind::AsyncCheck => quote!(__toolcall_async_check_sig),
+        HookKind::Reconcile => quote!(__toolcall_reconcile_sig),
+    };
+    // One item beside the tool's others, not one per use: the state
+    // function and the hook both call it, and rustc reports a misdeclared
+    // hook once.
+    let item = respan(
         quote! {
+            fn #name<#generics>(#context_param f: &F) -> #private::#sig
+            where
+                #context_bound
+                #bounds
             {
-                fn __toolcall_sig<#generics>(#context_param f: &F) -> #private::#sig
-                where
-                    #context_bound
-                    #bounds
-                {
-                    #call
-                }
-                __toolcall_sig::<#turbofish>(#context_arg &#path)
+                #call
             }
         },
         path.span(),
-    )
+    );
+    let call = respan(
+        quote!(#name::<#turbofish>(#context_arg &#path)),
+        path.span(),
+    );
+    (item, call)
 }

@@ -144,8 +144,12 @@ impl Expander<'_> {
         // own with the same bounds, spanned on the return type: a tool that
         // returns the wrong type is then told so without a line of the
         // library ("required by a bound in `__toolcall_output`", here).
-        let call_user = quote_spanned! {output_span=>
-            {
+        // The library's `into_output` through a function of the expansion's
+        // own with the same bounds, all on the return type: a tool that
+        // returns the wrong type is then told so there, without a line of
+        // the library ("required by a bound in `__toolcall_output`").
+        let output_shim = respan(
+            quote! {
                 fn __toolcall_output<Of, R>(
                     returned: R,
                 ) -> ::core::result::Result<#private::Data, #private::ToolError>
@@ -156,7 +160,20 @@ impl Expander<'_> {
                 {
                     #private::into_output::<Of, R>(returned)
                 }
-                __toolcall_output::<Self, _>(#fn_ident(#ctx_arg #(#locals),*) #await_call)
+            },
+            output_span,
+        );
+        let returned = quote_spanned! {output_span=>
+            #fn_ident(#ctx_arg #(#locals),*) #await_call
+        };
+        let convert = quote_spanned! {output_span=>
+            __toolcall_output::<Self, _>(__toolcall_returned)
+        };
+        let call_user = quote! {
+            {
+                let __toolcall_returned = #returned;
+                #output_shim
+                #convert
             }
         };
         quote! {

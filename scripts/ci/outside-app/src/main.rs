@@ -62,8 +62,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .policy(policy)
         .build()?;
     let calls = [
-        Call::new("convert", r#"{"amount_cents": 100, "to": "BRL"}"#),
-        Call::new("convert", r#"{"amount_cents": 100, "to": "USD"}"#),
+        Call::new("convert", r#"{"amount_cents": 100, "to": "BRL"}"#).session("outside-app"),
+        Call::new("convert", r#"{"amount_cents": 100, "to": "USD"}"#).session("outside-app"),
         Call::new(
             "ship",
             r#"{"order_id": "ORD-1001", "to": {"street": "Rua A, 1", "postal_code": "01000-000"}}"#,
