@@ -422,9 +422,9 @@
 //! path after `check =`, the parameter's type, the return type) and names no
 //! file or line of toolcall. Where rustc adds "required by a bound in", the
 //! bound is one the expansion writes on the application's line
-//! (`__toolcall_sig`, `__toolcall_output`), so a toolcall release that moves
-//! its own code leaves the snapshots as they are; a release that rewords a
-//! message says so in its changelog. One error is rustc's own, not
+//! (`__toolcall_check_sig`, `__toolcall_output`, ...), so a release that
+//! moves its own code leaves the snapshots as they are (a reworded message
+//! changes them, as it should). One error is rustc's own, not
 //! toolcall's: `&Ctx` without its state (E0107, "missing generics") points
 //! at `Ctx`'s definition; write `&Ctx<YourState>`. The repository's
 //! `scripts/ci/outside-app` is such an application, built by CI with the
