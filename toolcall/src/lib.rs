@@ -376,6 +376,12 @@
 //! # let _ = Currency::Eur;
 //! ```
 //!
+//! Instead of the attribute on each type, `use toolcall::schemars;` once in
+//! the module does the same: the derive looks for `schemars` among the
+//! names in scope before the crates the application depends on. Without
+//! either, and without a schemars dependency, the derive fails with
+//! "unresolved crate `schemars`": add one of the two.
+//!
 //! A nested struct must
 //! be as strict as the top level: mark it `#[serde(deny_unknown_fields)]`.
 //! When a registry is built, every tool's schema is checked to be closed; an

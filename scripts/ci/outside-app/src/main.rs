@@ -5,9 +5,12 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+// Where the derive looks for schemars when a type does not say: toolcall's
+// re-export, so that this crate needs no dependency on schemars.
+use toolcall::schemars;
 use toolcall::{Call, Dispatcher, Policy, Rejection, tool, tools};
 
-/// A currency the shop takes.
+/// A currency the shop takes: its derive is told where schemars is.
 #[derive(Serialize, Deserialize, toolcall::JsonSchema)]
 #[schemars(crate = "toolcall::schemars")]
 #[serde(rename_all = "UPPERCASE")]
@@ -16,9 +19,8 @@ enum Currency {
     Eur,
 }
 
-/// Where a parcel goes.
+/// Where a parcel goes: its derive finds schemars by the `use` above.
 #[derive(Serialize, Deserialize, toolcall::JsonSchema)]
-#[schemars(crate = "toolcall::schemars")]
 #[serde(deny_unknown_fields)]
 struct Address {
     /// The street and number.
