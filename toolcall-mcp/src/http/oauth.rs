@@ -873,6 +873,20 @@ fn find<'a>(
     }
 }
 
+/// Installs ring as the process's rustls provider when the application has
+/// not installed one (aws-lc-rs, say, for post-quantum key exchange).
+fn install_ring_unless_installed() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // rustls 0.23.48 deprecates ring's provider for its lack of
+        // post-quantum key exchange, and offers no other way to make it:
+        // ring stays the fallback because aws-lc-rs would put a C build in
+        // every application's dependencies. An application that wants
+        // post-quantum key exchange installs its provider first.
+        #[allow(deprecated)]
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1081,19 +1095,5 @@ mod tests {
                 "bearer_methods_supported": ["header"],
             })
         );
-    }
-}
-
-/// Installs ring as the process's rustls provider when the application has
-/// not installed one (aws-lc-rs, say, for post-quantum key exchange).
-fn install_ring_unless_installed() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // rustls 0.23.48 deprecates ring's provider for its lack of
-        // post-quantum key exchange, and offers no other way to make it:
-        // ring stays the fallback because aws-lc-rs would put a C build in
-        // every application's dependencies. An application that wants
-        // post-quantum key exchange installs its provider first.
-        #[allow(deprecated)]
-        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
