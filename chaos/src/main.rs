@@ -70,6 +70,9 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     // reqwest speaks plain HTTP here; it still wants a TLS provider.
+    // rustls 0.23.48 deprecates ring's provider (no post-quantum key
+    // exchange); plain HTTP to localhost does not need any.
+    #[allow(deprecated)]
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

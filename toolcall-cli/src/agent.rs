@@ -306,8 +306,15 @@ impl Settings {
 
 /// The HTTP client both loops use: rustls over ring, a timeout per request.
 pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, Error> {
-    // Another part of the process may have installed a provider already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Another part of the process (or the application, for post-quantum key
+    // exchange with aws-lc-rs) may have installed a provider already.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // rustls 0.23.48 deprecates ring's provider for its lack of
+        // post-quantum key exchange and offers no other way to make it; ring
+        // stays because aws-lc-rs would add a C build to the command line's.
+        #[allow(deprecated)]
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     reqwest::Client::builder()
         .timeout(timeout)
         .build()

@@ -22,7 +22,13 @@ use crate::args::{FieldErrors, FieldMeta, Members};
     label = "a string constraint on a parameter of type `{Self}`",
     note = "`pattern`, `min_length`, `max_length` and `format` take `String` (or `Option<String>`)"
 )]
-pub trait StringArg {}
+pub trait StringArg {
+    /// What `#[tool]` asserts, as `<T as StringArg>::IS`: a path, not a bound
+    /// of a function of this crate, so that the error names no line of it
+    /// (an application's expected compile errors hold across releases).
+    #[doc(hidden)]
+    const IS: () = ();
+}
 
 /// A type that arrives as a JSON number.
 #[diagnostic::on_unimplemented(
@@ -30,7 +36,13 @@ pub trait StringArg {}
     label = "a number constraint on a parameter of type `{Self}`",
     note = "`min`, `max`, `exclusive_min`, `exclusive_max` and `limit` take integers and floats (or their `Option`)"
 )]
-pub trait NumberArg {}
+pub trait NumberArg {
+    /// What `#[tool]` asserts, as `<T as NumberArg>::IS`: a path, not a bound
+    /// of a function of this crate, so that the error names no line of it
+    /// (an application's expected compile errors hold across releases).
+    #[doc(hidden)]
+    const IS: () = ();
+}
 
 /// A type that arrives as a JSON array.
 #[diagnostic::on_unimplemented(
@@ -38,7 +50,13 @@ pub trait NumberArg {}
     label = "a list constraint on a parameter of type `{Self}`",
     note = "`min_items` and `max_items` take `Vec<T>`, sets, arrays (or their `Option`)"
 )]
-pub trait ListArg {}
+pub trait ListArg {
+    /// What `#[tool]` asserts, as `<T as ListArg>::IS`: a path, not a bound
+    /// of a function of this crate, so that the error names no line of it
+    /// (an application's expected compile errors hold across releases).
+    #[doc(hidden)]
+    const IS: () = ();
+}
 
 impl StringArg for String {}
 impl StringArg for Box<str> {}
@@ -62,15 +80,6 @@ impl<T> ListArg for Box<[T]> {}
 impl<T, const N: usize> ListArg for [T; N] {}
 impl<T: ListArg> ListArg for Option<T> {}
 
-/// Compiles only for string types.
-pub const fn assert_string<T: StringArg + ?Sized>() {}
-
-/// Compiles only for number types.
-pub const fn assert_number<T: NumberArg + ?Sized>() {}
-
-/// Compiles only for list types.
-pub const fn assert_list<T: ListArg + ?Sized>() {}
-
 /// A type a tool parameter can have: what the model sends is read into it
 /// (`Deserialize`), the validated arguments are written out of it
 /// (`Serialize`: the idempotency key, a confirmation's `pending`), and the
@@ -85,17 +94,22 @@ pub const fn assert_list<T: ListArg + ?Sized>() {}
     note = "add `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]` to `{Self}` (and to every type inside it), with schemars 1.x: a `JsonSchema` derived with schemars 0.8 does not count",
     note = "a type from another crate needs those traits from its crate (often a `serde` or `schemars` feature), or a newtype of yours that derives them"
 )]
-pub trait ArgType: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema {}
+// No supertraits: `<T as ArgType>::IS` would check each of them apart,
+// three errors that each name this line, instead of this trait's one.
+pub trait ArgType {
+    /// What `#[tool]` asserts, as `<T as ArgType>::IS`: a path, not a bound
+    /// of a function of this crate, so that the error names no line of it
+    /// (an application's expected compile errors hold across releases).
+    #[doc(hidden)]
+    const IS: () = ();
+}
 
 #[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema> ArgType for T {}
 
-/// Compiles only for types a tool parameter can have.
-pub const fn assert_arg<T: ArgType>() {}
-
 /// Chooses, by method resolution, between the real use of a parameter's
 /// type (when it is an [`ArgType`]) and a stand-in that never runs (when it
-/// is not, and [`assert_arg`] has already failed the build with the one
+/// is not, and `<T as ArgType>::IS` has already failed the build with the one
 /// message that says the fix). Call the methods as `(&Probe::<T>::new()).m()`
 /// with [`ArgProbe`] and [`ArgFallback`] in scope.
 pub struct Probe<T>(PhantomData<fn() -> T>);
@@ -123,7 +137,9 @@ pub trait ArgProbe<T> {
     fn property(&self, generator: &mut SchemaGenerator) -> (Schema, bool);
 }
 
-impl<T: ArgType> ArgProbe<T> for Probe<T> {
+impl<T: serde::Serialize + serde::de::DeserializeOwned + schemars::JsonSchema> ArgProbe<T>
+    for Probe<T>
+{
     fn ser<'a>(&self, value: &'a T) -> &'a T {
         value
     }
@@ -141,7 +157,7 @@ impl<T: ArgType> ArgProbe<T> for Probe<T> {
 }
 
 /// The stand-ins, chosen only when the type is not an [`ArgType`], in a
-/// build that [`assert_arg`] fails anyway.
+/// build that `<T as ArgType>::IS` fails anyway.
 pub trait ArgFallback<T> {
     /// Never called.
     fn ser(&self, value: &T) -> Unreachable;

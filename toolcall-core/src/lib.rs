@@ -95,17 +95,17 @@ pub mod __private {
     }
     pub use crate::kinds::{
         ArgFallback, ArgProbe, ArgType, ListArg, NumberArg, Probe, StringArg, Unreachable,
-        assert_arg, assert_list, assert_number, assert_string, insert_property, object_schema,
+        insert_property, object_schema,
     };
     pub use crate::parse::{RawMembers, members_of};
-    pub use crate::registry::ToolEntry;
+    pub use crate::registry::{NamesATool, ToolEntry};
     pub use crate::result::Data;
     pub use crate::tool::{
         AsyncCheckOutput, AsyncCheckSig, CallContext, CheckFn, CheckOutput, CheckParams, CheckSig,
         Misdeclared, MisdeclaredArgs, NotAParameter, PreviewOutput, Question, QuestionError,
         ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput, SpecParts,
-        StateType, ToolOutput, async_check_sig, check_sig, into_output, preview_output,
-        reconcile_sig, reconciled,
+        StateType, ToolErrorOf, ToolOutput, async_check_sig, check_sig, into_output,
+        preview_output, reconcile_sig, reconciled,
     };
 
     use crate::error::ToolError;
@@ -113,7 +113,7 @@ pub mod __private {
 
     /// A context parameter, `&Ctx<S>`: the type the tool function's first
     /// parameter names, when it is a reference. `#[tool]` asserts it once in
-    /// each function that uses the context ([`assert_context`]), and reaches
+    /// each function that uses the context (`<P as ContextParam>::IS`), and reaches
     /// the context itself through [`Probe`] ([`CtxProbe`], [`CtxFallback`]),
     /// so that a parameter that is not a context fails the build with this
     /// one message.
@@ -125,15 +125,17 @@ pub mod __private {
     pub trait ContextParam {
         /// The `S` of `&Ctx<S>`.
         type State: std::any::Any + Send + Sync;
+        /// What `#[tool]` asserts, as `<P as ContextParam>::IS`: a path,
+        /// not a bound of a function of this crate, so that the error names
+        /// no line of it.
+        #[doc(hidden)]
+        const IS: () = ();
     }
 
     #[diagnostic::do_not_recommend]
     impl<S: std::any::Any + Send + Sync> ContextParam for &Ctx<S> {
         type State = S;
     }
-
-    /// Compiles only for a context parameter.
-    pub const fn assert_context<P: ContextParam>() {}
 
     /// The context, when the parameter is one: `&Ctx<S>`.
     pub trait CtxProbe<'a, S> {
@@ -154,7 +156,7 @@ pub mod __private {
     }
 
     /// Stand-ins when the parameter is not a context, in a build that
-    /// [`assert_context`] fails anyway.
+    /// `<P as ContextParam>::IS` fails anyway.
     pub trait CtxFallback<P> {
         /// Never called.
         fn context<S>(&self) -> ContextOf<S>;

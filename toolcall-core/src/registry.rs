@@ -104,14 +104,6 @@ impl Registry {
         Ok(registry)
     }
 
-    /// The spec of the tool `tools![...]` names: `T` is the type `#[tool]`
-    /// names like the function, `F` the function itself, so that a function
-    /// without `#[tool]` fails the build with a message that names it.
-    #[doc(hidden)]
-    pub fn __spec_of<T, F: NamesATool<T>>(_function: F) -> &'static ToolSpec {
-        F::spec()
-    }
-
     /// Every `#[tool]` linked into this program, sorted by name.
     pub fn collect() -> Result<Self, RegistryError> {
         Registry::from_specs(Registry::collect_specs())
@@ -217,6 +209,16 @@ fn open_object(schema: &Value) -> Option<String> {
 pub trait NamesATool<T> {
     /// The tool's spec.
     fn spec() -> &'static ToolSpec;
+
+    /// The spec of the tool `function` is: what `tools![...]` calls, as
+    /// `<_ as NamesATool<T>>::spec_of(function)`, a path rather than a
+    /// bound of a function, so that the error names no line of the library.
+    fn spec_of(_function: Self) -> &'static ToolSpec
+    where
+        Self: Sized,
+    {
+        Self::spec()
+    }
 }
 
 #[diagnostic::do_not_recommend]
@@ -244,13 +246,13 @@ macro_rules! tools {
             // The type named like the function is the one `#[tool]` wrote,
             // imported below; for a function without `#[tool]`, which has
             // none, it is this stand-in, which is no tool: the build fails
-            // on `__spec_of`, whose message names the function.
+            // on `NamesATool`, whose message names the function.
             #[allow(non_camel_case_types, dead_code)]
             struct __toolcall_tool {}
             {
                 #[allow(unused_imports)]
                 use $tool as __toolcall_tool;
-                $crate::Registry::__spec_of::<__toolcall_tool, _>($tool)
+                <_ as $crate::__private::NamesATool<__toolcall_tool>>::spec_of($tool)
             }
         }),*])
     };

@@ -163,7 +163,7 @@ impl<'a> Expander<'a> {
             quote! {
                 #[allow(unused_imports)]
                 use #private::{CtxFallback as _, CtxProbe as _};
-                #private::assert_context::<#ty>();
+                let () = <#ty as #private::ContextParam>::IS;
             }
         })
     }

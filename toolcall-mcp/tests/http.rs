@@ -124,6 +124,9 @@ type Client = RunningService<RoleClient, ClientConfig>;
 async fn connect(addr: SocketAddr, token: Option<&str>) -> Client {
     // reqwest may be built with `rustls-no-provider` (another crate of the
     // workspace asks for it): a client then needs a provider installed.
+    // rustls 0.23.48 deprecates ring's provider (no post-quantum key
+    // exchange); plain HTTP to localhost does not need any.
+    #[allow(deprecated)]
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
     if let Some(token) = token {

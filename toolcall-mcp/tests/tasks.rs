@@ -704,6 +704,9 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
     let connect = |addr: std::net::SocketAddr| async move {
         // reqwest may be built with `rustls-no-provider` (another crate of the
         // workspace asks for it): a client then needs a provider installed.
+        // rustls 0.23.48 deprecates ring's provider (no post-quantum key
+        // exchange); plain HTTP to localhost does not need any.
+        #[allow(deprecated)]
         let _ = rustls::crypto::ring::default_provider().install_default();
         let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
             .auth_header(TOKEN);

@@ -18,7 +18,7 @@ pub(crate) fn rustls_config(
     mode: TlsMode,
     root: Option<&str>,
 ) -> Result<rustls::ClientConfig, StoreError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(StoreError::new)?;
@@ -42,6 +42,20 @@ pub(crate) fn rustls_config(
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth())
+}
+
+/// The process's rustls provider when the application installed one
+/// (aws-lc-rs, say, for post-quantum key exchange); ring otherwise.
+fn provider() -> Arc<CryptoProvider> {
+    if let Some(installed) = CryptoProvider::get_default() {
+        return Arc::clone(installed);
+    }
+    // rustls 0.23.48 deprecates ring's provider for its lack of post-quantum
+    // key exchange, and offers no other way to make it: ring stays the
+    // fallback because aws-lc-rs would put a C build in every application's
+    // dependencies.
+    #[allow(deprecated)]
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 #[derive(Clone, Copy)]

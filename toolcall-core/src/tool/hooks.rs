@@ -8,7 +8,7 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use super::{BoxFuture, CallContext, Ctx, StateType, ToolOutput};
+use super::{BoxFuture, CallContext, Ctx, StateType, into_output};
 use crate::error::ToolError;
 use crate::result::Data;
 
@@ -86,7 +86,7 @@ where
 
     fn into_reconciled(returned: Self::Returned) -> Result<Option<Data>, ToolError> {
         match returned.map_err(Into::into)? {
-            Some(output) => ToolOutput::<()>::into_output(Ok::<T, ToolError>(output)).map(Some),
+            Some(output) => into_output::<(), _>(Ok::<T, ToolError>(output)).map(Some),
             None => Ok(None),
         }
     }

@@ -19,20 +19,25 @@ use super::{BoxFuture, CallContext, Tool, ToolSpec};
     note = "for example `-> Result<Refund, Rejection>`: the `Ok` value is the data the model gets"
 )]
 pub trait ToolOutput<Of = ()> {
-    /// The output as the dispatcher's data, serialized once.
-    fn into_output(self) -> Result<Data, ToolError>;
+    /// The `T` of `Result<T, E>`: the data the model gets.
+    type Output;
+    /// The `E` of `Result<T, E>`.
+    type Error;
+    /// The `Result` itself.
+    fn into_result(self) -> Result<Self::Output, Self::Error>;
 }
 
-impl<Of, T, E> ToolOutput<Of> for Result<T, E>
-where
-    T: serde::Serialize,
-    E: ToolErrorOf<Of>,
-{
-    fn into_output(self) -> Result<Data, ToolError> {
-        let output = self.map_err(ToolErrorOf::into_tool_error)?;
-        Data::from_serialize(&output).map_err(|error| {
-            ToolError::internal(format!("the tool's output does not serialize: {error}"))
-        })
+// No bounds here, and not recommended: `into_output` bounds `T` and `E`
+// itself, so that `Result<T, String>` fails on `E` with its own message,
+// and `i64` on this trait with no list of the library's impls (a line of
+// the library in an application's expected compile errors).
+#[diagnostic::do_not_recommend]
+impl<Of, T, E> ToolOutput<Of> for Result<T, E> {
+    type Output = T;
+    type Error = E;
+
+    fn into_result(self) -> Result<T, E> {
+        self
     }
 }
 
@@ -60,8 +65,18 @@ impl<Of, E: Into<ToolError>> ToolErrorOf<Of> for E {
 
 /// Turns what the tool `Of`'s function returned into the dispatcher's terms.
 #[doc(hidden)]
-pub fn into_output<Of, R: ToolOutput<Of>>(returned: R) -> Result<Data, ToolError> {
-    returned.into_output()
+pub fn into_output<Of, R>(returned: R) -> Result<Data, ToolError>
+where
+    R: ToolOutput<Of>,
+    R::Output: serde::Serialize,
+    R::Error: ToolErrorOf<Of>,
+{
+    let output = returned
+        .into_result()
+        .map_err(ToolErrorOf::into_tool_error)?;
+    Data::from_serialize(&output).map_err(|error| {
+        ToolError::internal(format!("the tool's output does not serialize: {error}"))
+    })
 }
 
 /// What `?` takes in a tool's body: a `Result` (or a `Poll` of one, as

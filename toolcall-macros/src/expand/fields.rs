@@ -21,7 +21,7 @@ impl Expander<'_> {
         let mut field_metas = Vec::new();
         for (i, p) in self.tool.params.iter().enumerate() {
             let ty = &p.ty;
-            assertions.push(quote_spanned!(ty.span()=> #private::assert_arg::<#ty>();));
+            assertions.push(quote_spanned!(ty.span()=> let () = <#ty as #private::ArgType>::IS;));
             let (constraints, asserts) = constraints(private, p, i, &mut statics);
             assertions.extend(asserts);
             field_metas.push(self.field_meta(p, &constraints));
@@ -78,9 +78,15 @@ fn constraints(
     let arg = &p.arg;
     let mut constraints = Vec::new();
     let mut asserts = Vec::new();
+    // A path to the kind's constant, not a call of a bounded function: the
+    // error then names no line of the library.
     let mut assert_kind = |span: Span, kind: &str| {
-        let check = format_ident!("assert_{}", kind, span = span);
-        asserts.push(quote_spanned!(span=> #private::#check::<#ty>();));
+        let kind = match kind {
+            "string" => format_ident!("StringArg", span = span),
+            "number" => format_ident!("NumberArg", span = span),
+            _ => format_ident!("ListArg", span = span),
+        };
+        asserts.push(quote_spanned!(span=> let () = <#ty as #private::#kind>::IS;));
     };
     if let Some(pattern) = &arg.pattern {
         let pattern_static = format_ident!("__TOOLCALL_PATTERN_{}", index);

@@ -22,8 +22,10 @@ pub(super) struct Hook {
     /// The spec's `check_state` or `reconcile_state`: the function that
     /// reads the state the hook's context has, if it has one.
     pub state: TokenStream,
-    /// That function, for a tool without a context (with one, it is the
-    /// tool's own [`state_fn`](Expander::state_fn)).
+    /// The items beside the tool's: the signature check the hook goes
+    /// through ([`sig_call`]) and, for a tool without a context, that
+    /// function (with one, it is the tool's own
+    /// [`state_fn`](Expander::state_fn)).
     pub state_fn: Option<TokenStream>,
 }
 
@@ -44,9 +46,16 @@ impl Expander<'_> {
         let span = path.span();
         match self.context() {
             Some(context) => {
+                let (sig_item, check_sig) = sig_call(
+                    private,
+                    HookKind::Check,
+                    true,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let check = respan(
                     quote! {
-                        #private::ContextOf::check_sig::<#args_ident, _, _, _>(&__toolcall_context, &#path)
+                        #check_sig
                             .run(&#path, __toolcall_args, __toolcall_ctx)
                     },
                     span,
@@ -54,11 +63,17 @@ impl Expander<'_> {
                 Hook {
                     code: Some(self.in_context(&context, check)),
                     state: self.state(),
-                    state_fn: None,
+                    state_fn: Some(sig_item),
                 }
             }
             None => {
-                let sig = quote!(#private::check_sig::<#args_ident, _, _, _, _>(&#path));
+                let (sig_item, sig) = sig_call(
+                    private,
+                    HookKind::Check,
+                    false,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let body = respan(
                     quote! {
                         let __toolcall_check = #sig;
@@ -72,7 +87,7 @@ impl Expander<'_> {
                 Hook {
                     code: Some(body),
                     state,
-                    state_fn: Some(state_fn),
+                    state_fn: Some(quote!(#sig_item #state_fn)),
                 }
             }
         }
@@ -92,18 +107,35 @@ impl Expander<'_> {
         let span = path.span();
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
+                let (sig_item, check_sig) = sig_call(
+                    private,
+                    HookKind::AsyncCheck,
+                    true,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let check = respan(
                     quote! {
-                        #private::ContextOf::async_check_sig::<#args_ident, _, _, _>(&__toolcall_context, &#path)
+                        #check_sig
                             .run(&#path, __toolcall_args, __toolcall_ctx)
                             .await
                     },
                     span,
                 );
-                (self.in_context(&context, check), self.state(), None)
+                (
+                    self.in_context(&context, check),
+                    self.state(),
+                    Some(sig_item),
+                )
             }
             None => {
-                let sig = quote!(#private::async_check_sig::<#args_ident, _, _, _, _>(&#path));
+                let (sig_item, sig) = sig_call(
+                    private,
+                    HookKind::AsyncCheck,
+                    false,
+                    quote!(#args_ident, _, _, _, _),
+                    path,
+                );
                 let body = respan(
                     quote! {
                         let __toolcall_check = #sig;
@@ -116,7 +148,7 @@ impl Expander<'_> {
                 );
                 let (state, state_fn) =
                     self.own_state(format_ident!("__toolcall_async_check_state"), &sig, span);
-                (body, state, Some(state_fn))
+                (body, state, Some(quote!(#sig_item #state_fn)))
             }
         };
         let code = quote! {
@@ -153,18 +185,35 @@ impl Expander<'_> {
         };
         let (body, state, state_fn) = match self.context() {
             Some(context) => {
+                let (sig_item, reconcile_sig) = sig_call(
+                    private,
+                    HookKind::Reconcile,
+                    true,
+                    quote!(_, _, _, _, #returns),
+                    path,
+                );
                 let reconcile = respan(
                     quote! {
-                        #private::ContextOf::reconcile_sig::<_, _, _, #returns>(&__toolcall_context, &#path)
+                        #reconcile_sig
                             .run(&#path, __toolcall_ctx, &__toolcall_cx.idempotency_key)
                             .await
                     },
                     span,
                 );
-                (self.in_context(&context, reconcile), self.state(), None)
+                (
+                    self.in_context(&context, reconcile),
+                    self.state(),
+                    Some(sig_item),
+                )
             }
             None => {
-                let sig = quote!(#private::reconcile_sig::<_, _, _, _, #returns>(&#path));
+                let (sig_item, sig) = sig_call(
+                    private,
+                    HookKind::Reconcile,
+                    false,
+                    quote!(_, _, _, _, #returns),
+                    path,
+                );
                 let body = respan(
                     quote! {
                         let __toolcall_reconcile = #sig;
@@ -177,7 +226,7 @@ impl Expander<'_> {
                 );
                 let (state, state_fn) =
                     self.own_state(format_ident!("__toolcall_reconcile_state"), &sig, span);
-                (body, state, Some(state_fn))
+                (body, state, Some(quote!(#sig_item #state_fn)))
             }
         };
         let code = quote! {
@@ -224,4 +273,109 @@ impl Expander<'_> {
         );
         (quote!(::core::option::Option::Some(#name)), state_fn)
     }
+}
+
+/// The hook whose shape a signature check checks.
+#[derive(Clone, Copy)]
+enum HookKind {
+    Check,
+    AsyncCheck,
+    Reconcile,
+}
+
+/// The library's signature check of a hook (`check_sig`, `async_check_sig`,
+/// `reconcile_sig`), called through a function of the expansion's own with
+/// the same bounds, spanned on the hook's path. A misdeclared hook's error
+/// then ends "required by a bound in `__toolcall_check_sig`" (or the
+/// like) on the user's line,
+/// not on a line of the library, which moves with every release and would
+/// break an application's expected compile errors.
+fn sig_call(
+    private: &TokenStream,
+    hook: HookKind,
+    with_context: bool,
+    turbofish: TokenStream,
+    path: &syn::Path,
+) -> (TokenStream, TokenStream) {
+    let (generics, sig, bounds, call) = match hook {
+        HookKind::Check | HookKind::AsyncCheck => {
+            let (sig, output, call) = match hook {
+                HookKind::Check => (
+                    quote!(CheckSig<'a, F, A, S>),
+                    quote!(#private::CheckOutput),
+                    quote!(check_sig),
+                ),
+                _ => (
+                    quote!(AsyncCheckSig<'a, F, A, S>),
+                    quote!(#private::AsyncCheckOutput + 'a),
+                    quote!(async_check_sig),
+                ),
+            };
+            let bounds = quote! {
+                F: #private::CheckFn<A, P1, P2>,
+                (P1, P2): #private::CheckParams<'a, A, S>,
+                <F as #private::CheckFn<A, P1, P2>>::Output: #output,
+            };
+            let call = if with_context {
+                quote!(__toolcall_context.#call::<A, F, P1, P2>(f))
+            } else {
+                quote!(#private::#call::<A, S, F, P1, P2>(f))
+            };
+            (quote!('a, A, S, F, P1, P2), sig, bounds, call)
+        }
+        HookKind::Reconcile => {
+            let bounds = quote! {
+                F: #private::ReconcileFn<P1, P2>,
+                (P1, P2): #private::ReconcileParams<'a, S>,
+                <F as #private::ReconcileFn<P1, P2>>::Output: #private::ReconcileOutput + 'a,
+                <<F as #private::ReconcileFn<P1, P2>>::Output as #private::ReconcileOutput>::Found:
+                    #private::ReconciledOutput<R>,
+            };
+            let call = if with_context {
+                quote!(__toolcall_context.reconcile_sig::<F, P1, P2, R>(f))
+            } else {
+                quote!(#private::reconcile_sig::<S, F, P1, P2, R>(f))
+            };
+            (
+                quote!('a, S, F, P1, P2, R),
+                quote!(ReconcileSig<'a, F, S>),
+                bounds,
+                call,
+            )
+        }
+    };
+    let (context_param, context_bound, context_arg) = if with_context {
+        (
+            quote!(__toolcall_context: &#private::ContextOf<S>,),
+            quote!(S: ::core::any::Any + ::core::marker::Send + ::core::marker::Sync,),
+            quote!(&__toolcall_context,),
+        )
+    } else {
+        (quote!(), quote!(), quote!())
+    };
+    let name = match hook {
+        HookKind::Check => quote!(__toolcall_check_sig),
+        HookKind::AsyncCheck => quote!(__toolcall_async_check_sig),
+        HookKind::Reconcile => quote!(__toolcall_reconcile_sig),
+    };
+    // One item beside the tool's others, not one per use: the state
+    // function and the hook both call it, and rustc reports a misdeclared
+    // hook once.
+    let item = respan(
+        quote! {
+            fn #name<#generics>(#context_param f: &F) -> #private::#sig
+            where
+                #context_bound
+                #bounds
+            {
+                #call
+            }
+        },
+        path.span(),
+    );
+    let call = respan(
+        quote!(#name::<#turbofish>(#context_arg &#path)),
+        path.span(),
+    );
+    (item, call)
 }

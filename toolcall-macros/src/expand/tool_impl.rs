@@ -140,8 +140,41 @@ impl Expander<'_> {
             syn::ReturnType::Type(_, ty) => ty.span(),
             syn::ReturnType::Default => Span::call_site(),
         };
-        let call_user = quote_spanned! {output_span=>
-            #private::into_output::<Self, _>(#fn_ident(#ctx_arg #(#locals),*) #await_call)
+        // The library's `into_output` through a function of the expansion's
+        // own with the same bounds, spanned on the return type: a tool that
+        // returns the wrong type is then told so without a line of the
+        // library ("required by a bound in `__toolcall_output`", here).
+        // The library's `into_output` through a function of the expansion's
+        // own with the same bounds, all on the return type: a tool that
+        // returns the wrong type is then told so there, without a line of
+        // the library ("required by a bound in `__toolcall_output`").
+        let output_shim = respan(
+            quote! {
+                fn __toolcall_output<Of, R>(
+                    returned: R,
+                ) -> ::core::result::Result<#private::Data, #private::ToolError>
+                where
+                    R: #private::ToolOutput<Of>,
+                    <R as #private::ToolOutput<Of>>::Output: #private::serde::Serialize,
+                    <R as #private::ToolOutput<Of>>::Error: #private::ToolErrorOf<Of>,
+                {
+                    #private::into_output::<Of, R>(returned)
+                }
+            },
+            output_span,
+        );
+        let returned = quote_spanned! {output_span=>
+            #fn_ident(#ctx_arg #(#locals),*) #await_call
+        };
+        let convert = quote_spanned! {output_span=>
+            __toolcall_output::<Self, _>(__toolcall_returned)
+        };
+        let call_user = quote! {
+            {
+                let __toolcall_returned = #returned;
+                #output_shim
+                #convert
+            }
         };
         quote! {
             fn call<'a>(

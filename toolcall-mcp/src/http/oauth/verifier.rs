@@ -68,7 +68,7 @@ impl Verifier {
     pub(in crate::http) fn new(oauth: OAuth) -> Result<Self, Error> {
         // rustls needs a provider even for plain http; one installed by
         // the application first is kept.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_ring_unless_installed();
         let client = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
@@ -305,3 +305,17 @@ pub(super) fn identity(value: &str, claim: &str) -> Result<(), Refusal> {
 /// The longest subject or client taken: the bound of a caller id, which a
 /// principal's parts are kept within.
 const MAX_IDENTITY_BYTES: usize = 1024;
+
+/// Installs ring as the process's rustls provider when the application has
+/// not installed one (aws-lc-rs, say, for post-quantum key exchange).
+fn install_ring_unless_installed() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // rustls 0.23.48 deprecates ring's provider for its lack of
+        // post-quantum key exchange, and offers no other way to make it:
+        // ring stays the fallback because aws-lc-rs would put a C build in
+        // every application's dependencies. An application that wants
+        // post-quantum key exchange installs its provider first.
+        #[allow(deprecated)]
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}

@@ -1,0 +1,22 @@
+use toolcall::{tool, Ctx, Rejection};
+
+struct Cal;
+struct Mail;
+
+/// Cancels an event.
+#[tool(side_effect, check = check_cancel)]
+fn cancel_event(
+    ctx: &Ctx<Cal>,
+    /// The event id.
+    event_id: String,
+) -> Result<String, Rejection> {
+    let _ = ctx;
+    Ok(event_id)
+}
+
+fn check_cancel(args: &CancelEventArgs, ctx: &Ctx<Mail>) -> Result<(), Rejection> {
+    let _ = (args, ctx);
+    Ok(())
+}
+
+fn main() {}
