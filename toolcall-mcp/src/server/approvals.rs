@@ -31,9 +31,10 @@ const MAX_OPEN_QUESTIONS: usize = 256;
 /// retry of its call is then a fresh call).
 const MAX_HANDED_APPROVALS: usize = 256;
 
-/// An approval question asked as `input_required`: the call it is about.
+/// An approval question asked as `input_required` and not yet answered:
+/// the call it is about.
 #[derive(Debug)]
-pub(super) struct Asked {
+pub(super) struct OpenQuestion {
     /// The session the call was asked in; the answer must come from it.
     session: String,
     tool: String,
@@ -44,17 +45,17 @@ pub(super) struct Asked {
     asked_at: Instant,
 }
 
-/// A pending approval a call was answered with (`CONFIRMATION_REQUIRED`)
-/// by a server whose client cannot ask a person: an identical retry brings
-/// it back.
+/// A call answered with a pending approval (`CONFIRMATION_REQUIRED`) by a
+/// server whose client cannot ask a person: an identical retry brings the
+/// approval back.
 #[derive(Debug)]
-pub(super) struct Handed {
+pub(super) struct PendingCall {
     pub(super) id: String,
     /// The session of the call.
     session: String,
     tool: String,
-    /// As in [`Asked::arguments`]: the digests of the canonical JSON of the
-    /// arguments as sent, and as validated; a retry must repeat one.
+    /// As in [`OpenQuestion::arguments`]: the digests of the canonical JSON
+    /// of the arguments as sent, and as validated; a retry must repeat one.
     arguments: [String; 2],
     /// When the approval expires (at the latest), in ms since the epoch.
     pub(super) expires_ms: u64,
@@ -143,7 +144,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
         questions.insert(
             id.to_owned(),
-            Asked {
+            OpenQuestion {
                 session: session.to_owned(),
                 tool: tool.to_owned(),
                 arguments: [sent, digest(&pending)],
@@ -179,7 +180,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         while handed.len() >= MAX_HANDED_APPROVALS {
             handed.pop_front();
         }
-        handed.push_back(Handed {
+        handed.push_back(PendingCall {
             id: id.to_owned(),
             session: session.to_owned(),
             tool: tool.to_owned(),
@@ -204,7 +205,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
 
     /// The pending approvals this connection remembers handing out, the
     /// expired ones forgotten.
-    fn handed_unexpired(&self) -> std::sync::MutexGuard<'_, VecDeque<Handed>> {
+    fn handed_unexpired(&self) -> std::sync::MutexGuard<'_, VecDeque<PendingCall>> {
         let now = now_ms();
         let mut handed = self
             .memory
@@ -235,7 +236,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// In a conversation other connections share, an approval another
     /// connection (or process) was handed is looked for in the store when
     /// this connection remembers none ([`McpServer::recall_from_store`]).
-    pub(super) async fn recall(&self, session: &str, tool: &str, raw: &str) -> Option<Handed> {
+    pub(super) async fn recall(&self, session: &str, tool: &str, raw: &str) -> Option<PendingCall> {
         let sent = sent_digest(raw)?;
         let candidates: Vec<String> = self
             .handed_unexpired()
@@ -308,7 +309,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// sent are, in canonical form, the validated ones the approval was
     /// asked for. Only for a tool with side effects (only those wait for a
     /// person), so that other calls cost the store nothing more.
-    async fn recall_from_store(&self, session: &str, tool: &str, sent: &str) -> Option<Handed> {
+    async fn recall_from_store(
+        &self,
+        session: &str,
+        tool: &str,
+        sent: &str,
+    ) -> Option<PendingCall> {
         if !self.side_effect(tool) {
             return None;
         }
@@ -353,7 +359,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             approval = approval.id,
             "an identical retry in a shared conversation brings its pending approval back"
         );
-        Some(Handed {
+        Some(PendingCall {
             id: approval.id,
             session: session.to_owned(),
             tool: tool.to_owned(),
