@@ -50,7 +50,7 @@ pub(super) enum Unfinished {
     Unknown(ToolResult),
     /// As `Unknown`, and the tool's `reconcile` was asked already and could
     /// not tell.
-    Asked(ToolResult),
+    StillUnknown(ToolResult),
 }
 
 impl Unfinished {
@@ -59,7 +59,7 @@ impl Unfinished {
             Unfinished::Known(result)
             | Unfinished::NotApplied(result)
             | Unfinished::Unknown(result)
-            | Unfinished::Asked(result) => result,
+            | Unfinished::StillUnknown(result) => result,
         }
     }
 }
@@ -191,7 +191,7 @@ impl<St: Store> Stages<St> {
                     Err(Box::pin(self.in_doubt(call, failure.code)).await)
                 }
             },
-            Err(Unfinished::Asked(failure)) => {
+            Err(Unfinished::StillUnknown(failure)) => {
                 Err(Box::pin(self.in_doubt(call, failure.code)).await)
             }
         }
@@ -441,7 +441,7 @@ impl<St: Store> Stages<St> {
                 Reconciled::Done(data) => Attempt::Done(data),
                 Reconciled::NotDone => Attempt::Transient(Box::new(Unfinished::Known(failure))),
                 Reconciled::NotAsked => Attempt::Failed(Box::new(Unfinished::Unknown(failure))),
-                Reconciled::Unknown => Attempt::Failed(Box::new(Unfinished::Asked(failure))),
+                Reconciled::Unknown => Attempt::Failed(Box::new(Unfinished::StillUnknown(failure))),
             },
             _ => Attempt::Failed(Box::new(Unfinished::Unknown(failure))),
         }
