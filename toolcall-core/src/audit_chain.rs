@@ -607,13 +607,20 @@ fn verify<P: AsRef<Path>>(files: &[P], after: Option<&str>) -> Result<ChainRepor
         let due = expected_seq.unwrap_or(seq);
         if seq != due || prev != named {
             let named = named.to_owned();
-            let found = Found {
+            let unlinked = UnlinkedRecord {
                 at,
                 seq,
                 prev,
                 hash,
             };
-            return Err(diagnose(&mut lines, found, due, named, before, before_that));
+            return Err(diagnose(
+                &mut lines,
+                unlinked,
+                due,
+                named,
+                before,
+                before_that,
+            ));
         }
         let Some(next_seq) = seq.checked_add(1) else {
             let problem = Problem::NotARecord(format!("its `seq` is {seq}: no record can follow"));
@@ -641,8 +648,9 @@ fn verify<P: AsRef<Path>>(files: &[P], after: Option<&str>) -> Result<ChainRepor
     })
 }
 
-/// The record where the chain stopped holding.
-struct Found {
+/// The record where the chain stopped holding: it does not follow the
+/// line before it.
+struct UnlinkedRecord {
     at: At,
     seq: u64,
     prev: String,
@@ -656,18 +664,18 @@ struct Found {
 /// stops naming it.
 fn diagnose<P: AsRef<Path>>(
     lines: &mut Lines<'_, P>,
-    found: Found,
+    unlinked: UnlinkedRecord,
     due: u64,
     named: String,
     before: Option<Before>,
     before_that: Option<String>,
 ) -> ChainBreak {
-    let Found {
+    let UnlinkedRecord {
         at,
         seq,
         prev,
         hash,
-    } = found;
+    } = unlinked;
     if seq == due {
         // The number is right, the link is not.
         let Some(before) = before else {

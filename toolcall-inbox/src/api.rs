@@ -38,7 +38,7 @@ pub(crate) async fn decision<B: Backend>(
 
 /// A decision as a program posts it, read field by field (each problem
 /// names its field).
-struct Posted<'a> {
+struct DecisionBody<'a> {
     decision: &'a str,
     note: &'a str,
     arguments: Option<&'a Value>,
@@ -94,7 +94,7 @@ fn unknown() -> Problem {
 /// The posted decision's fields, checked as the form's are: a decision
 /// word, a note of at most [`MAX_NOTE`] characters (trimmed), arguments
 /// with an edit and only with one.
-fn read(fields: &Map<String, Value>) -> Result<Posted<'_>, Problem> {
+fn read(fields: &Map<String, Value>) -> Result<DecisionBody<'_>, Problem> {
     let decision = match fields.get("decision") {
         Some(Value::String(decision)) if DECISIONS.contains(&decision.as_str()) => decision,
         _ => {
@@ -118,7 +118,7 @@ fn read(fields: &Map<String, Value>) -> Result<Posted<'_>, Problem> {
             "arguments",
             "An edit carries \"arguments\": the object the call runs with instead of the model's",
         )),
-        ("edit", _) | (_, None) => Ok(Posted {
+        ("edit", _) | (_, None) => Ok(DecisionBody {
             decision,
             note,
             arguments,

@@ -17,7 +17,7 @@ use toolcall_core::store::{ApprovalDecision, PendingApproval, now_ms};
 use crate::html::{Html, segment};
 use crate::page::{closed, expired, html_response, layout, message, store_down, unknown};
 use crate::pending::{Listing, arguments_table, is_in_doubt, not_a_listing, why};
-use crate::security::{Posted, Who, field};
+use crate::security::{FormPost, Who, field};
 use crate::{App, Backend, MAX_NOTE};
 use toolcall_core::store::prelude::*;
 
@@ -208,7 +208,7 @@ pub(crate) async fn edit<B: Backend>(
 pub(crate) async fn decide<B: Backend>(
     State(app): State<Arc<App<B>>>,
     Path(id): Path<String>,
-    Posted { who, form }: Posted,
+    FormPost { who, form }: FormPost,
 ) -> Response {
     let user = &who;
     // Checked before anything is decided: a decision whose way back makes

@@ -23,7 +23,7 @@ use toolcall_core::{Caller, Registry};
 use crate::html::{Html, rfc3339, utc};
 use crate::page::{html_response, layout, message, store_down};
 use crate::problem::{Posting, Problem, invalid_field, json_fields, store_unavailable};
-use crate::security::{Posted, Refusal, Who, field};
+use crate::security::{FormPost, RequestRefusal, Who, field};
 use crate::{App, Backend, MAX_NOTE};
 use toolcall_core::store::prelude::*;
 
@@ -332,7 +332,7 @@ pub(crate) async fn page<B: Backend>(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     if !who.is_admin() {
-        return Refusal::NotAdmin.into_response();
+        return RequestRefusal::NotAdmin.into_response();
     }
     let (version, controls, history) = match read_all(&app).await {
         Ok(read) => read,
@@ -458,7 +458,7 @@ fn stop_form(body: &mut Html, registry: &Registry, who: &Who) {
 /// `POST /admin/stop`: the form that stops.
 pub(crate) async fn stop_posted<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    posted: Posted,
+    posted: FormPost,
 ) -> Response {
     from_form(&app, posted, true).await
 }
@@ -466,21 +466,21 @@ pub(crate) async fn stop_posted<B: Backend>(
 /// `POST /admin/enable`: the form that enables.
 pub(crate) async fn enable_posted<B: Backend>(
     State(app): State<Arc<App<B>>>,
-    posted: Posted,
+    posted: FormPost,
 ) -> Response {
     from_form(&app, posted, false).await
 }
 
 /// A change posted from the page (its CSRF and origin checked by
-/// [`Posted`]), by an admin: back to the page with a notice, or a page
+/// [`FormPost`]), by an admin: back to the page with a notice, or a page
 /// that says why nothing changed.
 async fn from_form<B: Backend>(
     app: &App<B>,
-    Posted { who, form }: Posted,
+    FormPost { who, form }: FormPost,
     stopping: bool,
 ) -> Response {
     if !who.is_admin() {
-        return Refusal::NotAdmin.into_response();
+        return RequestRefusal::NotAdmin.into_response();
     }
     let refused = |bad: Bad| {
         message(
@@ -555,7 +555,7 @@ async fn admin_of<B: Send + Sync + 'static>(
     if who.is_admin() {
         Ok(who)
     } else {
-        Err(Refusal::NotAdmin.into())
+        Err(RequestRefusal::NotAdmin.into())
     }
 }
 

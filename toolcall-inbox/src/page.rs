@@ -9,7 +9,7 @@ use toolcall_core::store::{ApprovalDecision, ApprovalEntry, PendingApproval, Sto
 use crate::App;
 use crate::html::{Html, utc};
 use crate::problem::{Problem, is_api};
-use crate::security::{Refusal, Who};
+use crate::security::{RequestRefusal, Who};
 
 /// The whole page around `body`. `title` and `app` are escaped here.
 pub(crate) fn layout(
@@ -68,7 +68,7 @@ pub(crate) fn html_response(status: StatusCode, page: Html) -> Response {
 }
 
 /// The page of each refusal: what happened, and what to do.
-impl IntoResponse for Refusal {
+impl IntoResponse for RequestRefusal {
     fn into_response(self) -> Response {
         let lead = |text: &str| {
             let mut body = Html::default();
@@ -76,24 +76,26 @@ impl IntoResponse for Refusal {
             body.finish()
         };
         let (title, body) = match &self {
-            Refusal::Unauthorized { .. } => (
+            RequestRefusal::Unauthorized { .. } => (
                 "Sign in",
                 "<p class=\"lead\">Sign in with the address the inbox printed when it \
                  started (<code>http://…/?token=…</code>), or send \
                  <code>Authorization: Bearer TOKEN</code>.</p>"
                     .to_owned(),
             ),
-            Refusal::Forbidden => (
+            RequestRefusal::Forbidden => (
                 "Refused",
                 "<p class=\"lead\">This form did not come from the inbox's own page \
                  (no valid CSRF token, or another origin): nothing was decided. \
                  Reload the inbox and decide there.</p>"
                     .to_owned(),
             ),
-            Refusal::NotAdmin => ("Admins only", lead(&self.to_string())),
-            Refusal::TooManyAttempts { .. } => ("Too many attempts", lead(&self.to_string())),
-            Refusal::NoRandomness(_) => ("Not signed in", lead(&self.to_string())),
-            Refusal::Twice(_) => ("Nothing done", lead(&self.to_string())),
+            RequestRefusal::NotAdmin => ("Admins only", lead(&self.to_string())),
+            RequestRefusal::TooManyAttempts { .. } => {
+                ("Too many attempts", lead(&self.to_string()))
+            }
+            RequestRefusal::NoRandomness(_) => ("Not signed in", lead(&self.to_string())),
+            RequestRefusal::Twice(_) => ("Nothing done", lead(&self.to_string())),
         };
         let mut response = html_response(self.status(), layout(title, "toolcall", None, "", &body));
         response.headers_mut().extend(self.headers());

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use toolcall_core::store::StoreError;
 
 use crate::body::{self, MAX_DEPTH, Unread};
-use crate::security::{Refusal, Via, Who, same_origin_form};
+use crate::security::{RequestRefusal, Via, Who, same_origin_form};
 use crate::{App, MAX_BODY};
 
 /// `value` as the answer, with `status`.
@@ -76,21 +76,21 @@ impl IntoResponse for Problem {
 /// A request refused before it is served (no sign-in, a wrong token, too
 /// many wrong ones, no CSRF token), with the headers the page's refusal
 /// has.
-impl From<Refusal> for Problem {
-    fn from(refusal: Refusal) -> Problem {
+impl From<RequestRefusal> for Problem {
+    fn from(refusal: RequestRefusal) -> Problem {
         let code = match &refusal {
-            Refusal::Unauthorized { .. } => "unauthorized",
-            Refusal::Forbidden => "forbidden",
-            Refusal::NotAdmin => "admin_only",
-            Refusal::TooManyAttempts { .. } => "too_many_attempts",
-            Refusal::NoRandomness(_) => "unavailable",
-            Refusal::Twice(_) => "duplicate_member",
+            RequestRefusal::Unauthorized { .. } => "unauthorized",
+            RequestRefusal::Forbidden => "forbidden",
+            RequestRefusal::NotAdmin => "admin_only",
+            RequestRefusal::TooManyAttempts { .. } => "too_many_attempts",
+            RequestRefusal::NoRandomness(_) => "unavailable",
+            RequestRefusal::Twice(_) => "duplicate_member",
         };
         let mut problem = Problem::new(refusal.status(), code, refusal.to_string());
-        if let Refusal::Twice(name) = &refusal {
+        if let RequestRefusal::Twice(name) = &refusal {
             problem = problem.with("field", name.as_str());
         }
-        if let Refusal::TooManyAttempts { retry_after } = refusal {
+        if let RequestRefusal::TooManyAttempts { retry_after } = refusal {
             problem = problem.with("retry_after", retry_after);
         }
         for (name, value) in &refusal.headers() {
@@ -175,7 +175,7 @@ pub(crate) async fn json_fields<B: Send + Sync + 'static>(
     };
     // A browser's request carries its sign-in's CSRF token, as its form does.
     if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, csrf) {
-        return Err(Refusal::Forbidden.into());
+        return Err(RequestRefusal::Forbidden.into());
     }
     if let Some(name) = fields
         .keys()

@@ -123,16 +123,20 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// sent too many wrong ones lately is a 429, whatever it carries; a wrong
 /// token or an unknown (revoked, expired) cookie counts against the
 /// address, and is a 401 (that also clears the cookie).
-pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Result<Who, Refusal> {
+pub(crate) fn signed_in<B>(
+    app: &App<B>,
+    headers: &HeaderMap,
+    peer: Peer,
+) -> Result<Who, RequestRefusal> {
     let token = bearer(headers);
     if token.is_none() && cookies(headers).next().is_none() {
-        return Err(Refusal::Unauthorized { clear: None });
+        return Err(RequestRefusal::Unauthorized { clear: None });
     }
     let client = ClientKey::of(peer.0);
     let now = Instant::now();
     app.limiter
         .check(client, now)
-        .map_err(|retry_after| Refusal::TooManyAttempts { retry_after })?;
+        .map_err(|retry_after| RequestRefusal::TooManyAttempts { retry_after })?;
     if let Some(token) = token {
         return match app.options.access.by_token(token) {
             Some(user) => Ok(Who {
@@ -144,7 +148,7 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
             }),
             None => {
                 app.limiter.fail(client, now);
-                Err(Refusal::Unauthorized { clear: None })
+                Err(RequestRefusal::Unauthorized { clear: None })
             }
         };
     }
@@ -158,7 +162,7 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
         });
     }
     app.limiter.fail(client, now);
-    Err(Refusal::Unauthorized {
+    Err(RequestRefusal::Unauthorized {
         clear: Some(clear_cookie(app, headers)),
     })
 }
@@ -166,7 +170,7 @@ pub(crate) fn signed_in<B>(app: &App<B>, headers: &HeaderMap, peer: Peer) -> Res
 /// The person a request comes from: handlers that need one take it as an
 /// argument, and a request without one is refused before they run.
 impl<B: Send + Sync + 'static> FromRequestParts<Arc<App<B>>> for Who {
-    type Rejection = Refusal;
+    type Rejection = RequestRefusal;
 
     async fn from_request_parts(
         parts: &mut Parts,
@@ -182,12 +186,12 @@ impl<B: Send + Sync + 'static> FromRequestParts<Arc<App<B>>> for Who {
 /// same-origin `Origin` and `Sec-Fetch-Site` ([`same_origin_form`]); a
 /// bearer token's requests are a program's, not a browser's. Anything else
 /// is refused before the handler runs: nothing is decided.
-pub(crate) struct Posted {
+pub(crate) struct FormPost {
     pub(crate) who: Who,
     pub(crate) form: Vec<(String, String)>,
 }
 
-impl<B: Send + Sync + 'static> FromRequest<Arc<App<B>>> for Posted {
+impl<B: Send + Sync + 'static> FromRequest<Arc<App<B>>> for FormPost {
     type Rejection = Response;
 
     async fn from_request(request: Request, app: &Arc<App<B>>) -> Result<Self, Self::Rejection> {
@@ -208,12 +212,12 @@ impl<B: Send + Sync + 'static> FromRequest<Arc<App<B>>> for Posted {
             .find(|(at, (name, _))| form[..*at].iter().any(|(seen, _)| seen == name))
             .map(|(_, field)| field)
         {
-            return Err(Refusal::Twice(name.clone()).into_response());
+            return Err(RequestRefusal::Twice(name.clone()).into_response());
         }
         if who.via == Via::Cookie && !same_origin_form(who.csrf(), &headers, field(&form, "csrf")) {
-            return Err(Refusal::Forbidden.into_response());
+            return Err(RequestRefusal::Forbidden.into_response());
         }
-        Ok(Posted { who, form })
+        Ok(FormPost { who, form })
     }
 }
 
@@ -296,7 +300,7 @@ pub(crate) fn clear_cookie<B>(app: &App<B>, headers: &HeaderMap) -> String {
 /// is [`page`](crate::page)'s to draw (its `IntoResponse`): this module
 /// decides, and draws nothing.
 #[derive(Debug)]
-pub(crate) enum Refusal {
+pub(crate) enum RequestRefusal {
     /// No token or sign-in, or a wrong or unknown one: 401. `clear` is
     /// the `Set-Cookie` that takes a dead sign-in cookie off the browser.
     Unauthorized { clear: Option<String> },
@@ -314,15 +318,15 @@ pub(crate) enum Refusal {
     Twice(String),
 }
 
-impl Refusal {
+impl RequestRefusal {
     /// The status of the answer.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            Refusal::Forbidden | Refusal::NotAdmin => StatusCode::FORBIDDEN,
-            Refusal::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Refusal::NoRandomness(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Refusal::Twice(_) => StatusCode::BAD_REQUEST,
+            RequestRefusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            RequestRefusal::Forbidden | RequestRefusal::NotAdmin => StatusCode::FORBIDDEN,
+            RequestRefusal::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            RequestRefusal::NoRandomness(_) => StatusCode::SERVICE_UNAVAILABLE,
+            RequestRefusal::Twice(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -332,7 +336,7 @@ impl Refusal {
     pub(crate) fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         match self {
-            Refusal::Unauthorized { clear } => {
+            RequestRefusal::Unauthorized { clear } => {
                 headers.insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"toolcall inbox\""),
@@ -341,43 +345,43 @@ impl Refusal {
                     headers.insert(header::SET_COOKIE, value);
                 }
             }
-            Refusal::TooManyAttempts { retry_after } => {
+            RequestRefusal::TooManyAttempts { retry_after } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
             }
-            Refusal::Forbidden
-            | Refusal::NotAdmin
-            | Refusal::NoRandomness(_)
-            | Refusal::Twice(_) => {}
+            RequestRefusal::Forbidden
+            | RequestRefusal::NotAdmin
+            | RequestRefusal::NoRandomness(_)
+            | RequestRefusal::Twice(_) => {}
         }
         headers
     }
 }
 
 /// What the refusal says, in plain words.
-impl std::fmt::Display for Refusal {
+impl std::fmt::Display for RequestRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Unauthorized { .. } => f.write_str(
+            RequestRefusal::Unauthorized { .. } => f.write_str(
                 "Sign in with the address the inbox printed when it started \
                  (http://…/?token=…), or send Authorization: Bearer TOKEN.",
             ),
-            Refusal::Forbidden => f.write_str(
+            RequestRefusal::Forbidden => f.write_str(
                 "This request did not come from the inbox's own page (no valid CSRF token of \
                  this sign-in, or another origin): nothing was decided.",
             ),
-            Refusal::NotAdmin => f.write_str(
+            RequestRefusal::NotAdmin => f.write_str(
                 "Only an admin (a person whose line in the token file ends with `admin`) may \
                  see or change the operators' controls: nothing was changed.",
             ),
-            Refusal::TooManyAttempts { retry_after } => write!(
+            RequestRefusal::TooManyAttempts { retry_after } => write!(
                 f,
                 "Too many wrong tokens from this address: no sign-in from it is accepted, \
                  not even a right one, for {retry_after} s."
             ),
-            Refusal::NoRandomness(error) => {
+            RequestRefusal::NoRandomness(error) => {
                 write!(f, "No randomness for a sign-in ({error}): try again.")
             }
-            Refusal::Twice(name) => write!(
+            RequestRefusal::Twice(name) => write!(
                 f,
                 "The form gives `{name}` more than once: which one would count is not for the \
                  inbox to guess. Nothing was decided or changed."
@@ -394,11 +398,11 @@ pub(crate) fn sign_in<B>(app: &App<B>, token: &str, headers: &HeaderMap, peer: P
     let client = ClientKey::of(peer.0);
     let now = Instant::now();
     if let Err(retry_after) = app.limiter.check(client, now) {
-        return Refusal::TooManyAttempts { retry_after }.into_response();
+        return RequestRefusal::TooManyAttempts { retry_after }.into_response();
     }
     let Some(user) = app.options.access.by_token(token) else {
         app.limiter.fail(client, now);
-        return Refusal::Unauthorized { clear: None }.into_response();
+        return RequestRefusal::Unauthorized { clear: None }.into_response();
     };
     start(app, user, headers, peer, now)
 }
@@ -412,7 +416,7 @@ fn start<B>(app: &App<B>, user: &User, headers: &HeaderMap, peer: Peer, now: Ins
     let id = match app.sign_ins.create(user.name(), peer.0, now_ms(), now) {
         Ok(id) => id,
         Err(error) => {
-            return Refusal::NoRandomness(error.to_string()).into_response();
+            return RequestRefusal::NoRandomness(error.to_string()).into_response();
         }
     };
     let ttl = app.sign_ins.ttl();
@@ -435,7 +439,7 @@ fn start<B>(app: &App<B>, user: &User, headers: &HeaderMap, peer: Peer, now: Ins
 pub(crate) async fn sign_out<B: Backend>(
     State(app): State<Arc<App<B>>>,
     headers: HeaderMap,
-    Posted { who, .. }: Posted,
+    FormPost { who, .. }: FormPost,
 ) -> Response {
     if let Some(record) = &who.record {
         app.sign_ins.revoke(record);

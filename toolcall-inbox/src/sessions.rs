@@ -13,7 +13,7 @@ use crate::problem::{ApiWho, Posting, Problem, json_fields};
 
 use crate::html::{Html, utc};
 use crate::page::{html_response, layout};
-use crate::security::{Posted, Via, Who, clear_cookie};
+use crate::security::{FormPost, Via, Who, clear_cookie};
 use crate::signin::SignIn;
 use crate::{App, Backend};
 
@@ -126,8 +126,8 @@ pub(crate) async fn revoke<B: Backend>(
             .unwrap_or_else(IntoResponse::into_response);
     }
     let headers = request.headers().clone();
-    let who = match Posted::from_request(request, &app).await {
-        Ok(Posted { who, .. }) => who,
+    let who = match FormPost::from_request(request, &app).await {
+        Ok(FormPost { who, .. }) => who,
         Err(refused) => return refused,
     };
     let revoked = app.sign_ins.revoke_all(who.name());

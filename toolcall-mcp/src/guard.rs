@@ -84,12 +84,14 @@ pub struct FrameGuard<R, W> {
     /// The scan of a line over the limit, being skipped, and its size so far.
     skipping: Option<(Box<Scanner>, u64)>,
     writer: Arc<Mutex<Option<LineWriter<W>>>>,
-    /// The answer being written, kept here until it is out: `receive` may be
+    /// The reply being written, kept here until it is out: `receive` may be
     /// cancelled at any await (rmcp polls it in a `select!`).
-    answer: Option<Answer>,
+    reply: Option<Reply>,
 }
 
-enum Answer {
+/// A line written back to the client (the JSON-RPC error that answers a
+/// frame), on its way out.
+enum Reply {
     /// Not yet handed to the writer.
     Queued(Vec<u8>),
     /// In the writer's buffer, being flushed.
@@ -130,7 +132,7 @@ where
                 write,
                 pending: Vec::new(),
             }))),
-            answer: None,
+            reply: None,
         }
     }
 
@@ -187,23 +189,23 @@ where
         }
     }
 
-    /// Writes out the answer being written, if any. `false` if the writer
+    /// Writes out the reply being written, if any. `false` if the writer
     /// is gone.
-    async fn write_answer(&mut self) -> bool {
-        if self.answer.is_none() {
+    async fn write_reply(&mut self) -> bool {
+        if self.reply.is_none() {
             return true;
         }
         let mut writer = self.writer.lock().await;
         let Some(writer) = writer.as_mut() else {
             return false;
         };
-        if let Some(Answer::Queued(line)) = self.answer.take() {
+        if let Some(Reply::Queued(line)) = self.reply.take() {
             writer.queue(&line);
         }
-        self.answer = Some(Answer::Flushing);
+        self.reply = Some(Reply::Flushing);
         match writer.flush().await {
             Ok(()) => {
-                self.answer = None;
+                self.reply = None;
                 true
             }
             Err(error) => {
@@ -248,7 +250,7 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            if !self.write_answer().await {
+            if !self.write_reply().await {
                 return None;
             }
             let outcome = match self.read_line().await {
@@ -281,7 +283,7 @@ where
                 Outcome::Message(message) => return Some(*message),
                 Outcome::Answer(answer) => {
                     tracing::debug!("answering a message rmcp could not read");
-                    self.answer = Some(Answer::Queued(answer));
+                    self.reply = Some(Reply::Queued(answer));
                 }
                 Outcome::Drop(what) => tracing::debug!(what, "dropped a message"),
             }

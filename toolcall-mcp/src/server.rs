@@ -26,7 +26,7 @@ use toolcall_core::store::{MemoryStore, Store};
 use toolcall_core::{Approvals, Arguments, Call, Caller, Code, Dispatcher, ToolResult};
 
 use crate::{Conversations, Options};
-use approvals::{Asked, Handed};
+use approvals::{OpenQuestion, PendingCall};
 use incoming::{
     asks_dry_run, bad_conversation, call_span, elicits_forms, named_conversation, raw_arguments,
 };
@@ -88,10 +88,10 @@ pub struct McpServer<S, St = MemoryStore> {
 pub(crate) struct Memory {
     /// The approval questions this server asked its client as
     /// `input_required` results, by confirmation id.
-    asked: Mutex<HashMap<String, Asked>>,
-    /// The pending approvals this server answered a call with, to a client
+    open_questions: Mutex<HashMap<String, OpenQuestion>>,
+    /// The calls this server answered with a pending approval, for a client
     /// that cannot ask a person, oldest first.
-    handed: Mutex<VecDeque<Handed>>,
+    pending_calls: Mutex<VecDeque<PendingCall>>,
     /// The conversations its caller named in `_meta` lately, least recent
     /// first ([`Options::max_named_conversations`]).
     named: Mutex<VecDeque<(String, std::time::Instant)>>,
@@ -434,7 +434,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// Runs the call through the pipeline: with the pending approval an
     /// identical call was answered with, if a retry brings it back (which it
     /// returns beside the result).
-    async fn execute(&self, call: &Incoming<'_>) -> (ToolResult, Option<Handed>) {
+    async fn execute(&self, call: &Incoming<'_>) -> (ToolResult, Option<PendingCall>) {
         // A client that cannot ask a person has no way to bring an approval
         // back: an identical retry of a call this server answered
         // `CONFIRMATION_REQUIRED` brings the same approval, so that it is
@@ -460,8 +460,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             )
             .dry_run(call.dry_run)
             .alone(call.alone);
-        if let Some(handed) = &recalled {
-            pipeline_call = pipeline_call.approval(&handed.id);
+        if let Some(pending) = &recalled {
+            pipeline_call = pipeline_call.approval(&pending.id);
         }
         (self.dispatcher.execute(pipeline_call).await, recalled)
     }
@@ -475,7 +475,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         id: &str,
         call: &Incoming<'_>,
         result: &ToolResult,
-        recalled: Option<Handed>,
+        recalled: Option<PendingCall>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let Incoming {
@@ -529,7 +529,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         id: &str,
         call: &Incoming<'_>,
         asked: &ToolResult,
-        recalled: Option<Handed>,
+        recalled: Option<PendingCall>,
         context: &RequestContext<RoleServer>,
     ) -> ToolResult {
         let Incoming {
@@ -546,9 +546,9 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             && let Some(id) = answer.confirmation_id.as_deref()
         {
             let expires_ms = recalled
-                .filter(|handed| handed.id == id)
-                .map_or_else(|| self.expiry(), |handed| handed.expires_ms);
-            self.remember_handed(id, session, tool, raw, &answer, expires_ms);
+                .filter(|pending| pending.id == id)
+                .map_or_else(|| self.expiry(), |pending| pending.expires_ms);
+            self.remember_pending_call(id, session, tool, raw, &answer, expires_ms);
         }
         answer
     }

@@ -1,5 +1,5 @@
 //! What stage 8 and the settling of an unknown outcome need of a call:
-//! its parts borrowed ([`Asked`]), its arguments as JSON made only when
+//! its parts borrowed ([`CallParts`]), its arguments as JSON made only when
 //! read ([`JsonArguments`]), and whether its key is in doubt ([`Doubt`]).
 
 use std::sync::OnceLock;
@@ -26,9 +26,9 @@ pub(super) enum Doubt {
     Rerun,
 }
 
-/// What settling an unknown outcome needs of a call (borrowing nothing that
-/// is not `Sync`).
-pub(super) struct Asked<'a> {
+/// A call's parts, borrowed, as stage 8 and the settling of an unknown
+/// outcome need them (borrowing nothing that is not `Sync`).
+pub(super) struct CallParts<'a> {
     pub spec: &'static ToolSpec,
     pub key: &'a Key,
     pub arguments: JsonArguments<'a>,
@@ -72,7 +72,7 @@ impl<'a> JsonArguments<'a> {
 impl<St> Stages<St> {
     /// The arguments of `call` as JSON, or the answer for arguments that
     /// cannot be read back (an internal error: they passed validation).
-    pub(super) fn arguments_of<'c>(&self, call: &'c Asked<'_>) -> Stage<&'c Value> {
+    pub(super) fn arguments_of<'c>(&self, call: &'c CallParts<'_>) -> Stage<&'c Value> {
         self.arguments_in(call.spec, &call.arguments)
     }
 

@@ -10,10 +10,10 @@ use serde_json::{Map, Value};
 use super::Dispatcher;
 use super::approval::Decision;
 use super::arguments::Prepared;
-use super::asked::{Asked, JsonArguments};
-use super::inbox::{Found, mark_edited};
+use super::asked::{CallParts, JsonArguments};
+use super::inbox::{DecisionLookup, mark_edited};
 use super::messages::{Details, Failure};
-use super::stages::{Approval, Begun, Carried, Stage};
+use super::stages::{Approval, CallStart, DecisionNote, Stage};
 use crate::life::{QuestionKind, Verdict};
 use crate::policy::Caller;
 use crate::result::ToolResult;
@@ -31,8 +31,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         prepared: &mut Prepared<'_>,
         id: &str,
         approval: Approval<'_>,
-        carried: &mut Option<Carried>,
-        begun: &mut Begun,
+        carried: &mut Option<DecisionNote>,
+        begun: &mut CallStart,
     ) -> Stage<ToolResult> {
         let arguments = self.stages.json(prepared)?;
         let found = self
@@ -46,7 +46,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             )
             .await?;
         match found {
-            Found::Decided {
+            DecisionLookup::Decided {
                 decision,
                 verdict,
                 fresh,
@@ -56,7 +56,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 self.stages
                     .free(prepared.spec.name(), begun.lock.take())
                     .await;
-                *carried = Some(Carried {
+                *carried = Some(DecisionNote {
                     by: decision.by.clone(),
                     edited: match &verdict {
                         Verdict::Edit(edited) => Some(edited.clone()),
@@ -66,11 +66,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 self.carry_out(id, prepared, &verdict, &decision.note, fresh)
                     .await
             }
-            Found::Undecided => {
+            DecisionLookup::Undecided => {
                 prepared.lock = begun.lock.take();
                 self.decide_and_run(prepared, approval).await
             }
-            Found::Taken { unsettled } => {
+            DecisionLookup::Taken { unsettled } => {
                 prepared.lock = begun.lock.take();
                 let answer = self.decide_and_run(prepared, Approval::Given).await;
                 if unsettled
@@ -229,7 +229,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let prepared =
             self.stages
                 .prepare(spec, object, decision.session, caller, pending.step, None)?;
-        let asked = Asked {
+        let asked = CallParts {
             spec,
             key: &prepared.key,
             arguments: JsonArguments::of(&prepared.json, &prepared.members),

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::asked::{Asked, unprotected};
+use super::asked::{CallParts, unprotected};
 use super::catch::{CatchUnwind, panic_text};
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
@@ -45,7 +45,7 @@ impl<St: Store> Stages<St> {
     /// the key is in doubt all the same (and the claim's question is
     /// listed, [`CallStore::unsettled`]): the answer says the outcome is
     /// unknown either way, never that nothing happened.
-    pub(super) async fn in_doubt(&self, call: &Asked<'_>, code: Code) -> ToolResult {
+    pub(super) async fn in_doubt(&self, call: &CallParts<'_>, code: Code) -> ToolResult {
         let name = call.spec.name();
         if let Err(error) = self.store.doubt(call.key).await {
             tracing::error!(tool = name, %error, "a call in doubt could not be recorded");
@@ -73,7 +73,7 @@ impl<St: Store> Stages<St> {
     /// inbox (or [`Dispatcher::approve`](crate::Dispatcher::approve)/[`deny`](crate::Dispatcher::deny) on its
     /// question): "it did not happen" runs it once, "it happened" answers
     /// (and replays from then on) that it took effect.
-    pub(super) async fn settle_doubt(&self, call: &Asked<'_>, cx: &CallContext<'_>) -> Settled {
+    pub(super) async fn settle_doubt(&self, call: &CallParts<'_>, cx: &CallContext<'_>) -> Settled {
         let (spec, name) = (call.spec, call.spec.name());
         if spec.reconciles() {
             return match self.reconcile(spec, cx).await {
@@ -153,7 +153,7 @@ impl<St: Store> Stages<St> {
     /// anything up (a dry run's look): `Some(true)` it happened,
     /// `Some(false)` it did not, `None` nobody said yet (or what they said
     /// was carried out, and the run it allowed is in doubt again).
-    pub(super) async fn settlement_of(&self, call: &Asked<'_>) -> Stage<Option<bool>> {
+    pub(super) async fn settlement_of(&self, call: &CallParts<'_>) -> Stage<Option<bool>> {
         let name = call.spec.name();
         let digest = digest(self.arguments_of(call)?);
         // A question about an unknown outcome is the key's, whoever made
@@ -179,7 +179,7 @@ impl<St: Store> Stages<St> {
 
     /// A person said an earlier attempt of the call took effect: the key
     /// is completed with that, and every identical call replays it.
-    pub(super) async fn happened(&self, call: &Asked<'_>, by: &str) -> Stage<ToolResult> {
+    pub(super) async fn happened(&self, call: &CallParts<'_>, by: &str) -> Stage<ToolResult> {
         let name = call.spec.name();
         let result = crate::life::happened(name, by);
         match self.store.complete(call.key, &result).await {
@@ -190,7 +190,7 @@ impl<St: Store> Stages<St> {
 
     /// Stores (once per call) the question that asks a person whether an
     /// earlier attempt took effect, and answers `IN_DOUBT` with its id.
-    pub(super) async fn ask_settlement(&self, call: &Asked<'_>) -> ToolResult {
+    pub(super) async fn ask_settlement(&self, call: &CallParts<'_>) -> ToolResult {
         let name = call.spec.name();
         let question = match self.settlement_question(call) {
             Ok(question) => question,
@@ -215,7 +215,7 @@ impl<St: Store> Stages<St> {
 
     /// The question that asks a person whether an attempt of `call` took
     /// effect: a person's only, about these exact arguments.
-    pub(super) fn settlement_question(&self, call: &Asked<'_>) -> Stage<PendingApproval> {
+    pub(super) fn settlement_question(&self, call: &CallParts<'_>) -> Stage<PendingApproval> {
         let arguments = self.arguments_of(call)?;
         // It never expires: the outcome stays unknown until a person
         // settles it, and no answer may say "nothing ran" meanwhile.
@@ -239,7 +239,7 @@ impl<St: Store> Stages<St> {
     }
 
     /// `IN_DOUBT`: the call waits for a person to settle its unknown outcome.
-    pub(super) fn awaiting_settlement(&self, call: &Asked<'_>, id: &str) -> ToolResult {
+    pub(super) fn awaiting_settlement(&self, call: &CallParts<'_>, id: &str) -> ToolResult {
         match self.arguments_of(call) {
             Ok(arguments) => self.settlement_asked(call.spec.name(), id, arguments.clone()),
             Err(answer) => answer,

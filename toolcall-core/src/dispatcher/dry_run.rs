@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::{Map, Value};
 
 use super::arguments::Prepared;
-use super::asked::{Asked, JsonArguments, unprotected};
+use super::asked::{CallParts, JsonArguments, unprotected};
 use super::catch::panic_text;
 use super::confirm::{Asking, HIGH_RISK, UNTRUSTED_CONTEXT, add_reason};
 use super::messages::Failure;
@@ -168,7 +168,7 @@ impl<S: std::any::Any + Send + Sync, St: crate::store::Store> super::Dispatcher<
         if let Approval::InDoubt = approval
             && unprotected(prepared.spec)
         {
-            let asked = Asked {
+            let asked = CallParts {
                 spec: prepared.spec,
                 key: &prepared.key,
                 arguments: JsonArguments::of(&prepared.json, &prepared.members),

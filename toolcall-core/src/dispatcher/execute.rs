@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::arguments::Prepared;
-use super::asked::{Asked, Doubt, JsonArguments, unprotected};
+use super::asked::{CallParts, Doubt, JsonArguments, unprotected};
 use super::catch::{CatchUnwind, panic_text};
 use super::doubt::{Reconciled, Settled};
 use super::messages::{Details, Failure};
@@ -50,7 +50,7 @@ pub(super) enum Unfinished {
     Unknown(ToolResult),
     /// As `Unknown`, and the tool's `reconcile` was asked already and could
     /// not tell.
-    Asked(ToolResult),
+    StillUnknown(ToolResult),
 }
 
 impl Unfinished {
@@ -59,7 +59,7 @@ impl Unfinished {
             Unfinished::Known(result)
             | Unfinished::NotApplied(result)
             | Unfinished::Unknown(result)
-            | Unfinished::Asked(result) => result,
+            | Unfinished::StillUnknown(result) => result,
         }
     }
 }
@@ -79,7 +79,7 @@ impl<St: Store> Stages<St> {
         if spec_redacts(prepared.spec) {
             // What the stored result must not repeat: from the arguments.
             // (What a person settling an unknown outcome reads is made
-            // only if the outcome is unknown: see `Asked::arguments`.)
+            // only if the outcome is unknown: see `CallParts::arguments`.)
             self.json(prepared)?;
         }
         let validated = prepared.validated.take();
@@ -102,7 +102,7 @@ impl<St: Store> Stages<St> {
                 Err(unfinished) => Err(unfinished.into_result()),
             };
         }
-        let call = Asked {
+        let call = CallParts {
             spec,
             key,
             arguments: JsonArguments::of(json, members),
@@ -163,7 +163,7 @@ impl<St: Store> Stages<St> {
     /// outcome asked of the backend (`reconcile`), or recorded in doubt.
     async fn finish(
         &self,
-        call: &Asked<'_>,
+        call: &CallParts<'_>,
         cx: &CallContext<'_>,
         outcome: Result<Data, Unfinished>,
         holding: Option<&HeldLock>,
@@ -191,7 +191,7 @@ impl<St: Store> Stages<St> {
                     Err(Box::pin(self.in_doubt(call, failure.code)).await)
                 }
             },
-            Err(Unfinished::Asked(failure)) => {
+            Err(Unfinished::StillUnknown(failure)) => {
                 Err(Box::pin(self.in_doubt(call, failure.code)).await)
             }
         }
@@ -323,7 +323,7 @@ impl<St: Store> Stages<St> {
     /// Takes `key` for execution, waiting (bounded) while another call holds
     /// it: [`Claimed::Replayed`] with its stored result if it completed,
     /// [`Claimed::Abandoned`] if its holder's lease ran out with no outcome.
-    async fn claim(&self, spec: &ToolSpec, key: &Key, call: &Asked<'_>) -> Stage<Claimed> {
+    async fn claim(&self, spec: &ToolSpec, key: &Key, call: &CallParts<'_>) -> Stage<Claimed> {
         let name = spec.name();
         let lease_ms = millis(self.lease(spec));
         // A call whose unknown outcome only a person can settle keeps that
@@ -441,7 +441,7 @@ impl<St: Store> Stages<St> {
                 Reconciled::Done(data) => Attempt::Done(data),
                 Reconciled::NotDone => Attempt::Transient(Box::new(Unfinished::Known(failure))),
                 Reconciled::NotAsked => Attempt::Failed(Box::new(Unfinished::Unknown(failure))),
-                Reconciled::Unknown => Attempt::Failed(Box::new(Unfinished::Asked(failure))),
+                Reconciled::Unknown => Attempt::Failed(Box::new(Unfinished::StillUnknown(failure))),
             },
             _ => Attempt::Failed(Box::new(Unfinished::Unknown(failure))),
         }

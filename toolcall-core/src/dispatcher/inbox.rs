@@ -19,7 +19,7 @@ use crate::store::{
 };
 
 /// What the store says of the question a call brings the id of.
-pub(super) enum Found {
+pub(super) enum DecisionLookup {
     /// Nobody decided it and the host may approve it by bringing its id
     /// ([`Approvals::Host`], and the question allows the host): stage 7
     /// takes it as it always has.
@@ -63,7 +63,7 @@ impl<St: Store> Stages<St> {
         arguments: &Value,
         session: &str,
         caller: &Caller,
-    ) -> Stage<Found> {
+    ) -> Stage<DecisionLookup> {
         let digest = digest(arguments);
         let requester = requester_of(caller);
         let binding = Binding {
@@ -83,7 +83,7 @@ impl<St: Store> Stages<St> {
         let host = self.settings.approvals == Approvals::Host;
         let Some(entry) = entry.filter(|entry| binding.matches(&entry.approval)) else {
             return if host {
-                Ok(Found::Undecided)
+                Ok(DecisionLookup::Undecided)
             } else {
                 Err(self.invalid(name, id))
             };
@@ -104,7 +104,7 @@ impl<St: Store> Stages<St> {
         let carried = |entry: &ApprovalEntry| {
             let verdict = entry.standing(now)?;
             let decision = entry.approval.decision.clone()?;
-            Some(Found::Decided {
+            Some(DecisionLookup::Decided {
                 decision: Box::new(decision),
                 verdict,
                 fresh: false,
@@ -114,7 +114,7 @@ impl<St: Store> Stages<St> {
             QuestionState::Open | QuestionState::Signing { .. } => {
                 if host && life::may_answer(&entry, &Answerer::Host, &Answer::Approve, now).is_ok()
                 {
-                    Ok(Found::Undecided)
+                    Ok(DecisionLookup::Undecided)
                 } else {
                     Err(self.asked(name, &entry).await)
                 }
@@ -126,7 +126,9 @@ impl<St: Store> Stages<St> {
             }
             QuestionState::Decided(_) => self.take_decided(id, name, &binding, now).await,
             // A denial or an edit carried out before still answers.
-            _ if carried(&entry).is_some() => Ok(carried(&entry).unwrap_or(Found::Undecided)),
+            _ if carried(&entry).is_some() => {
+                Ok(carried(&entry).unwrap_or(DecisionLookup::Undecided))
+            }
             // What came of it is answered again, never asked anew.
             QuestionState::Done(_, came) if came.answer.is_some() => {
                 let mut answer = came.answer.unwrap_or_else(|| unreachable!());
@@ -135,7 +137,7 @@ impl<St: Store> Stages<St> {
             }
             // Running (or done before its answer was kept): joined under
             // its key while the question lasts.
-            _ if entry.joinable(now) => Ok(Found::Taken {
+            _ if entry.joinable(now) => Ok(DecisionLookup::Taken {
                 unsettled: !matches!(entry.state(now), QuestionState::Done(..)),
             }),
             _ => Err(self.invalid(name, id)),
@@ -150,7 +152,7 @@ impl<St: Store> Stages<St> {
         name: &'static str,
         binding: &Binding<'_>,
         now: u64,
-    ) -> Stage<Found> {
+    ) -> Stage<DecisionLookup> {
         match self
             .store
             .take_approval(id, binding, now)
@@ -160,7 +162,7 @@ impl<St: Store> Stages<St> {
             TakeApproval::Taken(taken) => {
                 let kind = taken.kind();
                 match taken.decision {
-                    Some(decision) => Ok(Found::Decided {
+                    Some(decision) => Ok(DecisionLookup::Decided {
                         verdict: Verdict::of(kind, &decision),
                         decision: Box::new(decision),
                         fresh: true,
@@ -174,7 +176,7 @@ impl<St: Store> Stages<St> {
                 Err(expired)
             }
             // Taken by an identical call meanwhile: the call is its.
-            _ => Ok(Found::Taken { unsettled: false }),
+            _ => Ok(DecisionLookup::Taken { unsettled: false }),
         }
     }
 

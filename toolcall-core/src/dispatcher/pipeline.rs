@@ -36,7 +36,7 @@ use super::confirm::Asking;
 use super::execute::while_renewing;
 use super::ids::shared_session;
 use super::messages::{Details, Failure};
-use super::stages::{Approval, Begun, Carried, Noted, Stage, Stages};
+use super::stages::{Approval, AuditNotes, CallStart, DecisionNote, Stage, Stages};
 use super::taint::SessionTaint;
 use super::twins::Active;
 use crate::audit::Cut;
@@ -115,10 +115,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         spec: Option<&'static ToolSpec>,
         called: &Called<'_>,
         result: &mut ToolResult,
-        noted: Noted,
+        noted: AuditNotes,
         span: &tracing::Span,
     ) {
-        let Noted {
+        let AuditNotes {
             carried,
             tainted,
             problems,
@@ -241,11 +241,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
         at_ms: u64,
-    ) -> (u64, ToolResult, Noted) {
+    ) -> (u64, ToolResult, AuditNotes) {
         let mut attempts = 0;
         loop {
-            let mut noted = Noted::default();
-            let mut begun = Begun::default();
+            let mut noted = AuditNotes::default();
+            let mut begun = CallStart::default();
             let result = match self
                 .pipeline(call, caller, spec, at_ms, &mut noted, &mut begun)
                 .await
@@ -261,7 +261,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // them, and nothing was counted: read them, and start again.
             attempts += 1;
             if let Err(refused) = self.stages.controls(call.tool).await {
-                return (0, refused, Noted::default());
+                return (0, refused, AuditNotes::default());
             }
             if attempts >= MAX_CONTROLS_RETRIES {
                 let busy = crate::store::StoreError::new(
@@ -270,7 +270,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 return (
                     0,
                     self.stages.store_unavailable(call.tool, &busy),
-                    Noted::default(),
+                    AuditNotes::default(),
                 );
             }
         }
@@ -282,8 +282,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
         at_ms: u64,
-        noted: &mut Noted,
-        begun: &mut Begun,
+        noted: &mut AuditNotes,
+        begun: &mut CallStart,
     ) -> Stage<ToolResult> {
         let name = call.tool;
         let (narrowed, version) = self.judged_by_controls(call, caller, spec, begun).await?;
@@ -325,7 +325,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         prepared.step = step;
         prepared.client_answers = call.client_answers;
-        let Noted {
+        let AuditNotes {
             carried, tainted, ..
         } = noted;
 
@@ -406,7 +406,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         call: &Call<'_>,
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
-        begun: &mut Begun,
+        begun: &mut CallStart,
     ) -> Stage<(Option<Caller>, u64)> {
         let name = call.tool;
         // caller's policy as they narrow it, the rate limits (of a call the
@@ -464,7 +464,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         at_ms: u64,
         checked: &mut Stage<Prepared<'_>>,
         active: &mut Option<Active<'d>>,
-        begun: &mut Begun,
+        begun: &mut CallStart,
         version: u64,
     ) -> Stage<(u64, Option<CallBegun>)> {
         let name = call.tool;
@@ -502,8 +502,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         &self,
         prepared: &mut Prepared<'_>,
         approval: Approval<'_>,
-        carried: &mut Option<Carried>,
-        begun: &mut Begun,
+        carried: &mut Option<DecisionNote>,
+        begun: &mut CallStart,
     ) -> Stage<ToolResult> {
         let answer = match approval {
             // An approval id: a person's decision in the store is carried
@@ -540,7 +540,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // An approval by a rule of the operators' controls is audited as
         // the rule's.
         if let Some(rule) = prepared.ruled.take() {
-            *carried = Some(Carried {
+            *carried = Some(DecisionNote {
                 by: rule,
                 edited: None,
             });

@@ -113,9 +113,9 @@ pub(super) struct HeldLock {
 /// What the pipeline notes of a call for its audit record, besides the
 /// answer.
 #[derive(Default)]
-pub(super) struct Noted {
+pub(super) struct AuditNotes {
     /// The person's decision the call carried out, if it brought one.
-    pub carried: Option<Carried>,
+    pub carried: Option<DecisionNote>,
     /// Its taint, if it had one (see [`AuditRecord::tainted`](crate::AuditRecord::tainted)).
     pub tainted: Option<Vec<String>>,
     /// The problems stage 3 found in its arguments.
@@ -124,7 +124,7 @@ pub(super) struct Noted {
 
 /// A person's decision that a call carried out: who took it, and the
 /// arguments they put in place of the model's. The audit records both.
-pub(super) struct Carried {
+pub(super) struct DecisionNote {
     pub by: String,
     pub edited: Option<Value>,
 }
@@ -132,7 +132,7 @@ pub(super) struct Carried {
 /// What the start of a call left for its end: its step, and the lock it
 /// took that no stage took over yet (freed once the call is answered).
 #[derive(Default)]
-pub(super) struct Begun {
+pub(super) struct CallStart {
     pub step: u64,
     pub lock: Option<HeldLock>,
     /// The operators' controls the call was judged by were not the store's

@@ -20,7 +20,7 @@ use super::answers::refuse;
 use super::hosts::check_host;
 use super::lane::SESSION_ID;
 use super::oauth::verifier::Verifier;
-use super::oauth::{Admit, Granted, OAuth, Refusal};
+use super::oauth::{Admit, Granted, OAuth, TokenRefusal};
 use super::request::{Asks, serve_request};
 use super::tokens::bearer;
 use crate::Error;
@@ -231,11 +231,11 @@ where
     };
     let granted = match gate.verifier.check(token).await {
         Ok(granted) => granted,
-        Err(Refusal::Invalid(why)) => {
+        Err(TokenRefusal::Invalid(why)) => {
             tracing::info!(why, "refused an access token");
             return gate.unauthorized(Some(&why));
         }
-        Err(Refusal::Unavailable(why)) => {
+        Err(TokenRefusal::Unavailable(why)) => {
             tracing::warn!(why, "cannot check access tokens");
             let mut response = refuse(
                 StatusCode::SERVICE_UNAVAILABLE,

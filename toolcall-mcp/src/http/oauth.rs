@@ -317,7 +317,7 @@ fn split_origin(url: &str) -> (&str, &str) {
 
 /// Why a token was not taken.
 #[derive(Debug)]
-pub(super) enum Refusal {
+pub(super) enum TokenRefusal {
     /// The token does not check: `401 invalid_token`, with why.
     Invalid(String),
     /// The issuer's keys could not be read: `503`, with why (in the log).

@@ -26,14 +26,15 @@ use crate::frame::no_duplicates;
 /// unused in the store).
 const MAX_OPEN_QUESTIONS: usize = 256;
 
-/// How many pending approvals handed to a client that cannot ask a person
-/// one connection remembers at most; past it, the oldest is forgotten (a
+/// How many calls answered with a pending approval, for a client that
+/// cannot ask a person, one connection remembers at most; past it, the oldest is forgotten (a
 /// retry of its call is then a fresh call).
-const MAX_HANDED_APPROVALS: usize = 256;
+const MAX_PENDING_CALLS: usize = 256;
 
-/// An approval question asked as `input_required`: the call it is about.
+/// An approval question asked as `input_required` and not yet answered:
+/// the call it is about.
 #[derive(Debug)]
-pub(super) struct Asked {
+pub(super) struct OpenQuestion {
     /// The session the call was asked in; the answer must come from it.
     session: String,
     tool: String,
@@ -44,17 +45,17 @@ pub(super) struct Asked {
     asked_at: Instant,
 }
 
-/// A pending approval a call was answered with (`CONFIRMATION_REQUIRED`)
-/// by a server whose client cannot ask a person: an identical retry brings
-/// it back.
+/// A call answered with a pending approval (`CONFIRMATION_REQUIRED`) by a
+/// server whose client cannot ask a person: an identical retry brings the
+/// approval back.
 #[derive(Debug)]
-pub(super) struct Handed {
+pub(super) struct PendingCall {
     pub(super) id: String,
     /// The session of the call.
     session: String,
     tool: String,
-    /// As in [`Asked::arguments`]: the digests of the canonical JSON of the
-    /// arguments as sent, and as validated; a retry must repeat one.
+    /// As in [`OpenQuestion::arguments`]: the digests of the canonical JSON
+    /// of the arguments as sent, and as validated; a retry must repeat one.
     arguments: [String; 2],
     /// When the approval expires (at the latest), in ms since the epoch.
     pub(super) expires_ms: u64,
@@ -125,7 +126,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let ttl = self.dispatcher.settings().approval_ttl;
         let mut questions = self
             .memory
-            .asked
+            .open_questions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         // Forget the questions whose approvals have expired, then the oldest
@@ -143,7 +144,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
         questions.insert(
             id.to_owned(),
-            Asked {
+            OpenQuestion {
                 session: session.to_owned(),
                 tool: tool.to_owned(),
                 arguments: [sent, digest(&pending)],
@@ -161,7 +162,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// Remembers that a call to `tool` with the arguments `raw` was answered
     /// with the pending approval `id` (`asked`, `CONFIRMATION_REQUIRED`), for
     /// an identical retry to bring back.
-    pub(super) fn remember_handed(
+    pub(super) fn remember_pending_call(
         &self,
         id: &str,
         session: &str,
@@ -174,12 +175,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         let sent = sent_digest(raw).unwrap_or_default();
         // Forget the expired approvals and this one's older entry, then the
         // oldest if too many are remembered.
-        let mut handed = self.handed_unexpired();
-        handed.retain(|entry| entry.id != id);
-        while handed.len() >= MAX_HANDED_APPROVALS {
-            handed.pop_front();
+        let mut calls = self.pending_calls_unexpired();
+        calls.retain(|entry| entry.id != id);
+        while calls.len() >= MAX_PENDING_CALLS {
+            calls.pop_front();
         }
-        handed.push_back(Handed {
+        calls.push_back(PendingCall {
             id: id.to_owned(),
             session: session.to_owned(),
             tool: tool.to_owned(),
@@ -196,23 +197,23 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// a hash), which most calls do not need.
     pub(super) fn may_recall(&self, session: &str, tool: &str) -> bool {
         let remembered = self
-            .handed_unexpired()
+            .pending_calls_unexpired()
             .iter()
             .any(|entry| entry.session == session && entry.tool == tool);
         remembered || (self.shared(session) && self.side_effect(tool))
     }
 
-    /// The pending approvals this connection remembers handing out, the
+    /// The calls this connection answered with a pending approval, the
     /// expired ones forgotten.
-    fn handed_unexpired(&self) -> std::sync::MutexGuard<'_, VecDeque<Handed>> {
+    fn pending_calls_unexpired(&self) -> std::sync::MutexGuard<'_, VecDeque<PendingCall>> {
         let now = now_ms();
-        let mut handed = self
+        let mut calls = self
             .memory
-            .handed
+            .pending_calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        handed.retain(|entry| entry.expires_ms > now);
-        handed
+        calls.retain(|entry| entry.expires_ms > now);
+        calls
     }
 
     /// Whether `tool` is one of the registry's with side effects.
@@ -235,10 +236,10 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// In a conversation other connections share, an approval another
     /// connection (or process) was handed is looked for in the store when
     /// this connection remembers none ([`McpServer::recall_from_store`]).
-    pub(super) async fn recall(&self, session: &str, tool: &str, raw: &str) -> Option<Handed> {
+    pub(super) async fn recall(&self, session: &str, tool: &str, raw: &str) -> Option<PendingCall> {
         let sent = sent_digest(raw)?;
         let candidates: Vec<String> = self
-            .handed_unexpired()
+            .pending_calls_unexpired()
             .iter()
             .rev()
             .filter(|entry| {
@@ -257,16 +258,16 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                         ) =>
                 {
                     if !entry.state(now_ms()).is_open() || inbox {
-                        let mut handed = self
+                        let mut calls = self
                             .memory
-                            .handed
+                            .pending_calls
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner);
                         // Another retry may have taken it meanwhile.
-                        let Some(mut found) = handed
+                        let Some(mut found) = calls
                             .iter()
                             .position(|entry| entry.id == id)
-                            .and_then(|at| handed.remove(at))
+                            .and_then(|at| calls.remove(at))
                         else {
                             continue;
                         };
@@ -288,7 +289,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             };
             if !keep {
                 self.memory
-                    .handed
+                    .pending_calls
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .retain(|entry| entry.id != id);
@@ -308,7 +309,12 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
     /// sent are, in canonical form, the validated ones the approval was
     /// asked for. Only for a tool with side effects (only those wait for a
     /// person), so that other calls cost the store nothing more.
-    async fn recall_from_store(&self, session: &str, tool: &str, sent: &str) -> Option<Handed> {
+    async fn recall_from_store(
+        &self,
+        session: &str,
+        tool: &str,
+        sent: &str,
+    ) -> Option<PendingCall> {
         if !self.side_effect(tool) {
             return None;
         }
@@ -353,7 +359,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             approval = approval.id,
             "an identical retry in a shared conversation brings its pending approval back"
         );
-        Some(Handed {
+        Some(PendingCall {
             id: approval.id,
             session: session.to_owned(),
             tool: tool.to_owned(),
@@ -372,7 +378,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         };
         let mut questions = self
             .memory
-            .asked
+            .open_questions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let matches = questions.get(id).is_some_and(|asked| {

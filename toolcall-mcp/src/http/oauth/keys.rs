@@ -9,7 +9,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{KEYS_MAX_AGE, OAuth, Refusal, split_origin};
+use super::{KEYS_MAX_AGE, OAuth, TokenRefusal, split_origin};
 
 /// How old the keys are when a token's check starts reading them again, in
 /// the background (the check goes on with the keys it has): a minute before
@@ -76,22 +76,22 @@ pub(super) struct Inner {
 }
 
 /// Waits for the read `read` to end: `503` if it failed.
-pub(super) async fn wait(mut read: watch::Receiver<ReadOutcome>) -> Result<(), Refusal> {
+pub(super) async fn wait(mut read: watch::Receiver<ReadOutcome>) -> Result<(), TokenRefusal> {
     let outcome = match read.wait_for(Option::is_some).await {
         Ok(outcome) => outcome.clone(),
         Err(_) => None,
     };
     match outcome {
         Some(Ok(())) => Ok(()),
-        Some(Err(why)) => Err(Refusal::Unavailable(why)),
-        None => Err(Refusal::Unavailable(
+        Some(Err(why)) => Err(TokenRefusal::Unavailable(why)),
+        None => Err(TokenRefusal::Unavailable(
             "the read of the issuer's keys ended without an outcome".to_owned(),
         )),
     }
 }
 
-pub(super) fn unknown_key() -> Refusal {
-    Refusal::Invalid("the token is signed with a key the issuer does not publish".to_owned())
+pub(super) fn unknown_key() -> TokenRefusal {
+    TokenRefusal::Invalid("the token is signed with a key the issuer does not publish".to_owned())
 }
 
 impl Inner {

@@ -120,13 +120,16 @@ async fn keys_too_old_are_not_used_and_a_failed_read_counts() {
     };
     let before = began(&verifier);
     let first = verifier.key(Some("key-1"), Algorithm::EdDSA).await;
-    assert!(matches!(first, Err(Refusal::Unavailable(_))), "{first:?}");
+    assert!(
+        matches!(first, Err(TokenRefusal::Unavailable(_))),
+        "{first:?}"
+    );
     let attempted = began(&verifier);
     assert_ne!(attempted, before, "a read was attempted");
     // Within the refresh period: no other read, and still no old keys.
     let second = verifier.key(Some("key-1"), Algorithm::EdDSA).await;
     assert!(
-        matches!(&second, Err(Refusal::Unavailable(why)) if why.contains("127.0.0.1:1")),
+        matches!(&second, Err(TokenRefusal::Unavailable(why)) if why.contains("127.0.0.1:1")),
         "{second:?}"
     );
     assert_eq!(began(&verifier), attempted);
@@ -153,7 +156,7 @@ async fn a_key_not_among_them_is_refused_at_once_within_the_refresh_period() {
     let before = began(&verifier);
     let refused = verifier.key(Some("key-9"), Algorithm::EdDSA).await;
     assert!(
-        matches!(&refused, Err(Refusal::Invalid(why)) if why.contains("does not publish")),
+        matches!(&refused, Err(TokenRefusal::Invalid(why)) if why.contains("does not publish")),
         "{refused:?}"
     );
     assert_eq!(began(&verifier), before, "no read");
@@ -181,7 +184,7 @@ fn a_principals_parts_are_refused_when_they_could_pass_for_others() {
         (&"a".repeat(1025), "over 1024 bytes"),
     ] {
         match identity(bad, "subject (sub)") {
-            Err(Refusal::Invalid(message)) => {
+            Err(TokenRefusal::Invalid(message)) => {
                 assert!(
                     message.starts_with("the token's subject (sub) "),
                     "{message}"

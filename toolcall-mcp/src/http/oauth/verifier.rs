@@ -11,7 +11,7 @@ use serde_json::Value;
 use toolcall_core::Principal;
 
 use super::keys::{FETCH_TIMEOUT, Inner, Keys, find, unknown_key, wait};
-use super::{CLOCK_SKEW, Granted, OAuth, Refusal};
+use super::{CLOCK_SKEW, Granted, OAuth, TokenRefusal};
 use crate::Error;
 
 /// The longest access token read: 16 KiB (a JWT is a few hundred bytes to
@@ -97,15 +97,15 @@ impl Verifier {
 
     /// Checks `token`: its header, then its signature with the issuer's key
     /// it names, then its claims.
-    pub(in crate::http) async fn check(&self, token: &str) -> Result<Granted, Refusal> {
+    pub(in crate::http) async fn check(&self, token: &str) -> Result<Granted, TokenRefusal> {
         let oauth = &self.inner.oauth;
         if token.len() > MAX_TOKEN_BYTES {
-            return Err(Refusal::Invalid(format!(
+            return Err(TokenRefusal::Invalid(format!(
                 "the token is over {MAX_TOKEN_BYTES} bytes"
             )));
         }
         let header = decode_header(token).map_err(|e| {
-            Refusal::Invalid(match e.kind() {
+            TokenRefusal::Invalid(match e.kind() {
                 jsonwebtoken::errors::ErrorKind::InvalidAlgorithmName => {
                     "the token's algorithm is not accepted: only asymmetric signatures \
                      (RS*, PS*, ES256, ES384, EdDSA) are"
@@ -115,7 +115,7 @@ impl Verifier {
             })
         })?;
         if !ASYMMETRIC.contains(&header.alg) {
-            return Err(Refusal::Invalid(format!(
+            return Err(TokenRefusal::Invalid(format!(
                 "the token's algorithm {:?} is not accepted: only asymmetric signatures are",
                 header.alg
             )));
@@ -133,11 +133,11 @@ impl Verifier {
             use jsonwebtoken::errors::ErrorKind as K;
             if let K::MissingRequiredClaim(claim) = e.kind() {
                 // One of the four named just below: nothing the token wrote.
-                return Refusal::Invalid(format!(
+                return TokenRefusal::Invalid(format!(
                     "the token lacks the claim {claim} (exp, iss, aud and sub are needed)"
                 ));
             }
-            Refusal::Invalid(
+            TokenRefusal::Invalid(
                 match e.kind() {
                     K::ExpiredSignature => "the token has expired",
                     K::ImmatureSignature => "the token is not valid yet (nbf)",
@@ -156,12 +156,12 @@ impl Verifier {
         })?;
         let claims = data.claims;
         if claims.iss != oauth.issuer {
-            return Err(Refusal::Invalid(
+            return Err(TokenRefusal::Invalid(
                 "the token is from another issuer".to_owned(),
             ));
         }
         let Some(sub) = claims.sub else {
-            return Err(Refusal::Invalid(
+            return Err(TokenRefusal::Invalid(
                 "the token's subject (sub) is missing".to_owned(),
             ));
         };
@@ -210,7 +210,7 @@ impl Verifier {
         &self,
         kid: Option<&str>,
         alg: Algorithm,
-    ) -> Result<DecodingKey, Refusal> {
+    ) -> Result<DecodingKey, TokenRefusal> {
         let inner = &self.inner;
         let now = Instant::now();
         let keys = inner.keys();
@@ -241,7 +241,7 @@ impl Verifier {
                 None if inner.keys().usable(Instant::now()) => {}
                 None => {
                     let failure = inner.reads().failure.clone();
-                    return Err(Refusal::Unavailable(failure.unwrap_or_else(|| {
+                    return Err(TokenRefusal::Unavailable(failure.unwrap_or_else(|| {
                         "the issuer's keys are not read yet".to_owned()
                     })));
                 }
@@ -249,7 +249,7 @@ impl Verifier {
         }
         let keys = inner.keys();
         if !keys.usable(Instant::now()) {
-            return Err(Refusal::Unavailable(
+            return Err(TokenRefusal::Unavailable(
                 "the issuer's keys are too old to be used and could not be read again".to_owned(),
             ));
         }
@@ -260,18 +260,18 @@ impl Verifier {
 }
 
 /// `jwk` as the key that checks a token of `alg`, if it is one for `alg`.
-fn decoding_key(jwk: &jsonwebtoken::jwk::Jwk, alg: Algorithm) -> Result<DecodingKey, Refusal> {
+fn decoding_key(jwk: &jsonwebtoken::jwk::Jwk, alg: Algorithm) -> Result<DecodingKey, TokenRefusal> {
     if jwk
         .common
         .key_algorithm
         .is_some_and(|declared| declared != jsonwebtoken::jwk::KeyAlgorithm::from(alg))
     {
-        return Err(Refusal::Invalid(
+        return Err(TokenRefusal::Invalid(
             "the token's algorithm is not the one its key is for".to_owned(),
         ));
     }
     DecodingKey::from_jwk(jwk).map_err(|e| {
-        Refusal::Invalid(format!(
+        TokenRefusal::Invalid(format!(
             "the issuer's key for this token cannot be used: {e}"
         ))
     })
@@ -283,7 +283,7 @@ fn decoding_key(jwk: &jsonwebtoken::jwk::Jwk, alg: Algorithm) -> Result<Decoding
 /// either end, with a control character or one that reorders or hides
 /// text (bidirectional controls, zero-width characters), or longer than
 /// [`MAX_IDENTITY_BYTES`] (past which a principal would be kept shortened).
-pub(super) fn identity(value: &str, claim: &str) -> Result<(), Refusal> {
+pub(super) fn identity(value: &str, claim: &str) -> Result<(), TokenRefusal> {
     let hides = |c: char| {
         c.is_control()
             || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
@@ -299,7 +299,7 @@ pub(super) fn identity(value: &str, claim: &str) -> Result<(), Refusal> {
     } else {
         return Ok(());
     };
-    Err(Refusal::Invalid(format!("the token's {claim} {why}")))
+    Err(TokenRefusal::Invalid(format!("the token's {claim} {why}")))
 }
 
 /// The longest subject or client taken: the bound of a caller id, which a
