@@ -1,0 +1,10 @@
+//! The fixtures the tests of the workspace share, so that each is written
+//! once: [`bank`], a backend that counts the side effects it really
+//! performed, with its tools; [`mcp_http`], a raw HTTP/1.1 client for an
+//! MCP server on a socket (what a client library would never send, and the
+//! answer as it came).
+//!
+//! Not published: crates take it as a path-only dev-dependency.
+
+pub mod bank;
+pub mod mcp_http;
