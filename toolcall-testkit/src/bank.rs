@@ -2,12 +2,15 @@
 //! that a test can say "the backend saw exactly N transfers", never only
 //! what the answers claimed.
 //!
-//! Its tools: [`balance`] (a read), [`transfer`] (a high-risk side effect)
-//! and [`note`] (a low-risk side effect). A test adds its own tools over
+//! Its tools: [`balance`] (a read), [`transfer`] (a high-risk side effect),
+//! [`send`] (a slow side effect, for races) and [`note`] (a low-risk side
+//! effect). A test adds its own tools over
 //! `Ctx<Bank>` where it needs another shape.
 
-use std::sync::Arc;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::{Ctx, Rejection, ToolError, tool};
@@ -15,8 +18,11 @@ use toolcall::{Ctx, Rejection, ToolError, tool};
 /// What a fresh account holds, in cents.
 pub const OPENING_BALANCE_CENTS: i64 = 100_000;
 
+/// What the next side effect does while it runs (a test's fault: cut the
+/// store's connection, say).
+pub type Hook = Box<dyn FnOnce() + Send>;
+
 /// A bank account with counters of the transfers and notes really made.
-#[derive(Debug)]
 pub struct Bank {
     /// The balance, in cents; each transfer takes its amount off.
     pub balance_cents: AtomicI64,
@@ -27,6 +33,19 @@ pub struct Bank {
     /// The next transfer goes through and its answer is lost (a transient
     /// error after the side effect).
     pub lose: AtomicBool,
+    /// Run by the next [`send`], while it runs.
+    pub during_next_send: Mutex<Option<Hook>>,
+}
+
+impl fmt::Debug for Bank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bank")
+            .field("balance_cents", &self.balance_cents)
+            .field("transfers", &self.transfers)
+            .field("notes", &self.notes)
+            .field("lose", &self.lose)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Bank {
@@ -36,6 +55,7 @@ impl Default for Bank {
             transfers: AtomicU64::new(0),
             notes: AtomicU64::new(0),
             lose: AtomicBool::new(false),
+            during_next_send: Mutex::new(None),
         }
     }
 }
@@ -91,6 +111,26 @@ pub fn transfer(
         return Err(ToolError::transient("the bank's answer was lost"));
     }
     Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
+}
+
+/// Sends money.
+///
+/// Slowly (60 ms), and without deduplicating: a race of identical calls
+/// that the pipeline lets through runs it more than once, and
+/// [`Bank::transfers`] says so. `run` in its answer is its count.
+#[tool(side_effect)]
+pub async fn send(
+    ctx: &Ctx<Bank>,
+    /// The amount, in cents.
+    cents: i64,
+) -> Result<Value, Rejection> {
+    let run = ctx.state.transfers.fetch_add(1, Ordering::SeqCst) + 1;
+    let hook = ctx.state.during_next_send.lock().unwrap().take();
+    if let Some(hook) = hook {
+        hook();
+    }
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    Ok(json!({"cents": cents, "run": run}))
 }
 
 /// Add a note to the account, for the support team.
