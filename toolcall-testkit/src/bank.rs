@@ -28,6 +28,8 @@ pub struct Bank {
     pub balance_cents: AtomicI64,
     /// Transfers the backend really made (lost answers included).
     pub transfers: AtomicU64,
+    /// What each transfer really sent, in order: to whom, how much.
+    pub sent: Mutex<Vec<(String, i64)>>,
     /// Notes the backend really wrote.
     pub notes: AtomicU64,
     /// The next transfer goes through and its answer is lost (a transient
@@ -42,6 +44,7 @@ impl fmt::Debug for Bank {
         f.debug_struct("Bank")
             .field("balance_cents", &self.balance_cents)
             .field("transfers", &self.transfers)
+            .field("sent", &self.sent)
             .field("notes", &self.notes)
             .field("lose", &self.lose)
             .finish_non_exhaustive()
@@ -53,6 +56,7 @@ impl Default for Bank {
         Bank {
             balance_cents: AtomicI64::new(OPENING_BALANCE_CENTS),
             transfers: AtomicU64::new(0),
+            sent: Mutex::new(Vec::new()),
             notes: AtomicU64::new(0),
             lose: AtomicBool::new(false),
             during_next_send: Mutex::new(None),
@@ -102,6 +106,11 @@ pub fn transfer(
     amount_cents: i64,
 ) -> Result<Value, ToolError> {
     ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
+    ctx.state
+        .sent
+        .lock()
+        .unwrap()
+        .push((to.clone(), amount_cents));
     let left = ctx
         .state
         .balance_cents
