@@ -9,12 +9,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
+use toolcall_testkit::bank::{Bank, send};
+use toolcall_testkit::store::asked;
 use toolcall_tests::{key, postgres_schema, postgres_url};
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -91,38 +93,12 @@ fn claims_raced_by_many_tasks_have_one_winner() {
     });
 }
 
-/// A backend that counts executions, slowly, without deduplicating; it can
-/// cut the store's connection while it runs.
-#[derive(Default)]
-struct Bank {
-    runs: AtomicU32,
-    proxy: Option<Arc<Proxy>>,
-    cut_during_next_run: AtomicBool,
-}
-
-/// Sends money.
-#[tool(side_effect)]
-async fn send(
-    ctx: &Ctx<Bank>,
-    /// The amount, in cents.
-    cents: i64,
-) -> Result<Value, Rejection> {
-    let run = ctx.state.runs.fetch_add(1, Ordering::SeqCst) + 1;
-    if ctx.state.cut_during_next_run.swap(false, Ordering::SeqCst)
-        && let Some(proxy) = &ctx.state.proxy
-    {
-        proxy.cut();
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    Ok(json!({"cents": cents, "run": run}))
-}
-
 #[test]
 fn two_replicas_on_one_database_run_each_call_once() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = postgres_schema("replicas");
-        let bank = Arc::new(Bank::default());
+        let bank = Bank::new();
         let mut replicas = Vec::new();
         for _ in 0..2 {
             let store = PostgresStore::connect_in_schema(&url, &schema)
@@ -152,7 +128,7 @@ fn two_replicas_on_one_database_run_each_call_once() {
             results.push(task.await.unwrap());
         }
         assert_eq!(
-            bank.runs.load(Ordering::SeqCst),
+            bank.transfers(),
             5,
             "five distinct calls, each run once: {results:?}"
         );
@@ -213,7 +189,7 @@ async fn thirty_two_conversations(
         url,
         &format!("pool_max_size={size}&application_name={name}"),
     );
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let store = PostgresStore::connect_in_schema(&pooled, schema)
         .await
         .unwrap();
@@ -239,11 +215,7 @@ async fn thirty_two_conversations(
         results.push(task.await.unwrap());
     }
     assert!(results.iter().all(|r| r.ok), "{results:?}");
-    assert_eq!(
-        bank.runs.load(Ordering::SeqCst),
-        32,
-        "one run a conversation"
-    );
+    assert_eq!(bank.transfers(), 32, "one run a conversation");
     assert_eq!(results.iter().filter(|r| r.replayed).count(), 32);
     d
 }
@@ -278,7 +250,7 @@ async fn sent(
     account: String,
 ) -> Result<Value, Rejection> {
     tokio::time::sleep(Duration::from_millis(20)).await;
-    Ok(json!({"account": account, "runs": ctx.state.runs.load(Ordering::SeqCst)}))
+    Ok(json!({"account": account, "runs": ctx.state.transfers()}))
 }
 
 /// 32 conversations, each a read alone (a stateless request's), twice at
@@ -294,7 +266,7 @@ async fn thirty_two_reads_alone(
         .await
         .unwrap();
     let d = Arc::new(
-        Dispatcher::builder(tools![send, sent].unwrap(), Arc::new(Bank::default()))
+        Dispatcher::builder(tools![send, sent].unwrap(), Bank::new())
             .store(store)
             .build()
             .unwrap(),
@@ -376,7 +348,7 @@ fn concurrent_reads_share_a_quarter_of_the_pool_and_outlive_its_connections() {
                 .await;
             assert!(answer.ok, "{answer:?}");
         }
-        assert_eq!(d.state().runs.load(Ordering::SeqCst), 4);
+        assert_eq!(d.state().transfers(), 4);
         drop(d);
         drop_schema(&url, &schema).await;
     });
@@ -388,10 +360,7 @@ fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
     runtime().block_on(async {
         let schema = postgres_schema("cut");
         let proxy = Proxy::start(&url).await;
-        let bank = Arc::new(Bank {
-            proxy: Some(Arc::clone(&proxy)),
-            ..Bank::default()
-        });
+        let bank = Bank::new();
         let store = PostgresStore::connect_in_schema(&proxy.url(&url), &schema)
             .await
             .unwrap();
@@ -407,14 +376,15 @@ fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
         );
         // The connection drops while the second call runs: its result cannot be
         // recorded, so it is not reported as a plain success.
-        bank.cut_during_next_run.store(true, Ordering::SeqCst);
+        let cutter = Arc::clone(&proxy);
+        *bank.during_next_send.lock().unwrap() = Some(Box::new(move || cutter.cut()));
         let cut = d
             .execute(Call::new("send", r#"{"cents": 2}"#).session("default"))
             .await;
         assert_eq!(cut.code, Code::StoreUnavailable, "{cut:?}");
         assert!(!cut.ok);
         assert_eq!(
-            bank.runs.load(Ordering::SeqCst),
+            bank.transfers(),
             2,
             "it did run: its outcome is what is unknown"
         );
@@ -424,7 +394,7 @@ fn a_connection_cut_mid_call_is_a_clear_code_and_the_next_call_works() {
             .execute(Call::new("send", r#"{"cents": 3}"#).session("default"))
             .await;
         assert!(next.ok, "{next:?}");
-        assert_eq!(bank.runs.load(Ordering::SeqCst), 3);
+        assert_eq!(bank.transfers(), 3);
         drop_schema(&url, &schema).await;
     });
 }
@@ -502,26 +472,6 @@ fn server_address(url: &str) -> String {
         host_port.to_owned()
     } else {
         format!("{host_port}:5432")
-    }
-}
-
-fn asked(id: &str) -> PendingApproval {
-    PendingApproval {
-        id: id.to_owned(),
-        session: "s".into(),
-        caller: "c".into(),
-        tool: "pay".into(),
-        digest: "d".into(),
-        arguments: json!({"cents": 1}),
-        step: 1,
-        created_ms: now_ms(),
-        expires_ms: now_ms() + 60_000,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
     }
 }
 

@@ -16,6 +16,7 @@ use toolcall::{
     Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, REDACTED, Registry,
     Rejection, ToolError, ToolResult, tool, tools,
 };
+use toolcall_testkit::bank::Bank;
 
 const REFUND_ALL: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "damaged"}"#;
@@ -449,14 +450,9 @@ async fn an_approval_by_id_after_many_asks_runs_once() {
 
 // ------------------------------------------------- no check-then-act gap
 
-/// An account with a balance and a backend that does NOT enforce its own
-/// invariant: only the pipeline stands between two withdrawals and an
-/// overdraft.
-#[derive(Default)]
-struct Bank {
-    balance: Mutex<i64>,
-    withdrawals: AtomicU32,
-}
+// The kit's Bank, as an account whose backend does NOT enforce its own
+// invariant: only the pipeline stands between two withdrawals and an
+// overdraft. Its transfers count the withdrawals really made.
 
 fn check_funds(args: &WithdrawArgs, ctx: &Ctx<Bank>) -> Result<(), Rejection> {
     funds(args.cents, ctx)
@@ -467,7 +463,7 @@ fn check_funds_unlocked(args: &WithdrawUnlockedArgs, ctx: &Ctx<Bank>) -> Result<
 }
 
 fn funds(cents: i64, ctx: &Ctx<Bank>) -> Result<(), Rejection> {
-    let balance = *ctx.state.balance.lock().unwrap();
+    let balance = ctx.state.balance();
     if cents > balance {
         return Err(Rejection::new(
             "INSUFFICIENT_FUNDS",
@@ -480,8 +476,8 @@ fn funds(cents: i64, ctx: &Ctx<Bank>) -> Result<(), Rejection> {
 async fn debit(ctx: &Ctx<Bank>, cents: i64) -> Value {
     // The gap: the backend is slow between the check and the write.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    *ctx.state.balance.lock().unwrap() -= cents;
-    ctx.state.withdrawals.fetch_add(1, Ordering::SeqCst);
+    ctx.state.balance_cents.fetch_sub(cents, Ordering::SeqCst);
+    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
     json!({"withdrew": cents})
 }
 
@@ -531,8 +527,8 @@ fn bank_replica(
 /// Two withdrawals of 7000 and 6000 from a balance of 12000, from two
 /// dispatchers (two replicas) over one store, at the same moment.
 async fn race(tool: &'static str) -> (Arc<Bank>, Vec<ToolResult>) {
-    let bank = Arc::new(Bank::default());
-    *bank.balance.lock().unwrap() = 12_000;
+    let bank = Bank::new();
+    bank.balance_cents.store(12_000, Ordering::SeqCst);
     let store = Arc::new(MemoryStore::default());
     let replica = || {
         bank_replica(
@@ -560,14 +556,14 @@ async fn without_a_resource_two_checks_pass_before_either_acts() {
     // The race is real: this is what `#[arg(resource)]` prevents.
     let (bank, results) = race("withdraw_unlocked").await;
     assert!(results.iter().all(|r| r.ok), "{results:?}");
-    assert_eq!(*bank.balance.lock().unwrap(), -1_000, "overdrawn");
+    assert_eq!(bank.balance(), -1_000, "overdrawn");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_on_one_resource_run_their_check_and_handler_one_at_a_time() {
     let (bank, results) = race("withdraw").await;
-    assert_eq!(bank.withdrawals.load(Ordering::SeqCst), 1, "{results:?}");
-    assert!(*bank.balance.lock().unwrap() >= 0);
+    assert_eq!(bank.transfers(), 1, "{results:?}");
+    assert!(bank.balance() >= 0);
     let refused: Vec<_> = results.iter().filter(|r| !r.ok).collect();
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0].code, "INSUFFICIENT_FUNDS");
@@ -575,8 +571,8 @@ async fn calls_on_one_resource_run_their_check_and_handler_one_at_a_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_resources_do_not_wait() {
-    let bank = Arc::new(Bank::default());
-    *bank.balance.lock().unwrap() = 100_000;
+    let bank = Bank::new();
+    bank.balance_cents.store(100_000, Ordering::SeqCst);
     let d = Arc::new(
         Dispatcher::builder(tools![withdraw].unwrap(), Arc::clone(&bank))
             .build()
@@ -607,8 +603,8 @@ async fn other_resources_do_not_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_held_too_long_is_busy_and_nothing_runs() {
-    let bank = Arc::new(Bank::default());
-    *bank.balance.lock().unwrap() = 100_000;
+    let bank = Bank::new();
+    bank.balance_cents.store(100_000, Ordering::SeqCst);
     let store = Arc::new(MemoryStore::default());
     let dispatcher = |wait| {
         bank_replica(tools![withdraw].unwrap(), &bank, &store, |b| {
@@ -628,7 +624,7 @@ async fn a_resource_held_too_long_is_busy_and_nothing_runs() {
         .await;
     assert_eq!(busy.code, Code::ResourceBusy, "{busy:?}");
     assert!(first.await.unwrap().ok);
-    assert_eq!(bank.withdrawals.load(Ordering::SeqCst), 1);
+    assert_eq!(bank.transfers(), 1);
 }
 
 #[test]
@@ -703,7 +699,7 @@ async fn slow_withdraw(
 ) -> Result<Value, Rejection> {
     let _ = account;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    ctx.state.withdrawals.fetch_add(1, Ordering::SeqCst);
+    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
     Ok(json!({"withdrew": cents}))
 }
 
@@ -711,7 +707,7 @@ async fn slow_withdraw(
 async fn a_handler_that_outlives_its_lease_keeps_its_resource_locked() {
     // The renewals start only once the handler did not finish at its first
     // poll: they must still start, and keep the lock past its lease.
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let store = Arc::new(MemoryStore::default());
     let replica = |wait| {
         bank_replica(tools![slow_withdraw].unwrap(), &bank, &store, |b| {
@@ -734,7 +730,7 @@ async fn a_handler_that_outlives_its_lease_keeps_its_resource_locked() {
     assert_eq!(other.code, Code::ResourceBusy, "{other:?}");
     let first = first.await.unwrap();
     assert!(first.ok, "{first:?}");
-    assert_eq!(bank.withdrawals.load(Ordering::SeqCst), 1);
+    assert_eq!(bank.transfers(), 1);
 }
 
 // ------------------------------------------- one set of limits, bounded echo

@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use toolcall_testkit::bank::{Bank, send};
+use toolcall_testkit::store::asked;
 use toolcall_tests::key;
 
-use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, now_ms};
 use toolcall::store::{MemoryStore, Store};
-use toolcall::{Call, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
+use toolcall::{Call, Dispatcher, ToolResult, tools};
 use toolcall_sqlite::SqliteStore;
 use toolcall_tests::{
     approvals_conformance, asked_call, conformance, controls_conformance, last_signatures_race,
@@ -132,26 +133,8 @@ fn claims_have_one_winner_under_threads() {
 
 // ------------------------------------------ the whole pipeline, per store
 
-/// A backend that counts executions, slowly, without deduplicating.
-#[derive(Default)]
-struct Bank {
-    runs: AtomicU32,
-}
-
-/// Sends money.
-#[tool(side_effect)]
-async fn send(
-    ctx: &Ctx<Bank>,
-    /// The amount, in cents.
-    cents: i64,
-) -> Result<Value, Rejection> {
-    let run = ctx.state.runs.fetch_add(1, Ordering::SeqCst) + 1;
-    tokio::time::sleep(Duration::from_millis(60)).await;
-    Ok(json!({"cents": cents, "run": run}))
-}
-
 fn same_call_from_many_threads<St: Store>(store: St) {
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let dispatcher = Arc::new(
         Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
             .store(store)
@@ -169,11 +152,7 @@ fn same_call_from_many_threads<St: Store>(store: St) {
         })
         .collect();
     let results: Vec<ToolResult> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    assert_eq!(
-        bank.runs.load(Ordering::SeqCst),
-        1,
-        "twelve identical calls, one execution"
-    );
+    assert_eq!(bank.transfers(), 1, "twelve identical calls, one execution");
     assert!(
         results.iter().all(|r| r.ok && r.data == results[0].data),
         "{results:?}"
@@ -189,7 +168,7 @@ fn the_same_side_effect_from_many_threads_runs_once_on_every_store() {
 #[test]
 fn a_second_process_on_the_same_file_replays_instead_of_repeating() {
     let path = temp_db("restart");
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let run = |store: SqliteStore| {
         let d = Dispatcher::builder(tools![send].unwrap(), Arc::clone(&bank))
             .store(store)
@@ -202,30 +181,10 @@ fn a_second_process_on_the_same_file_replays_instead_of_repeating() {
     assert!(first.ok && !first.replayed);
     assert!(second.ok && second.replayed, "{second:?}");
     assert_eq!(second.data, first.data);
-    assert_eq!(bank.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(bank.transfers(), 1);
 }
 
 // ------------------------------------------------ decisions (the inbox)
-
-fn asked(id: &str) -> PendingApproval {
-    PendingApproval {
-        id: id.to_owned(),
-        session: "s".into(),
-        caller: "c".into(),
-        tool: "pay".into(),
-        digest: "d".into(),
-        arguments: json!({"cents": 1}),
-        step: 1,
-        created_ms: now_ms(),
-        expires_ms: now_ms() + 60_000,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
-    }
-}
 
 /// Many threads decide one approval at once (a double click, two people):
 /// exactly one decision is kept, and it is the winner's.

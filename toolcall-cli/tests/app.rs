@@ -3,17 +3,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 use toolcall::{AuditRecord, Caller, Ctx, Policy, Rejection, tool, tools};
 use toolcall_cli::{App, Error};
-
-/// The backend: counts the transfers it applied.
-#[derive(Default)]
-struct Bank {
-    transfers: AtomicU32,
-}
+// The backend: counts the transfers it applied. This application's own
+// tools over it (no recipient, no question asked) stay here.
+use toolcall_testkit::bank::Bank;
 
 /// Moves money between two accounts.
 #[tool(side_effect)]
@@ -670,9 +667,11 @@ mod from_store {
                 if fail {
                     return Err("the ledger database is down".to_owned());
                 }
-                Ok(Bank {
-                    transfers: AtomicU32::new(bank.transfers.load(Ordering::SeqCst)),
-                })
+                let state = Bank::default();
+                state
+                    .transfers
+                    .store(bank.transfers.load(Ordering::SeqCst), Ordering::SeqCst);
+                Ok(state)
             },
         )
     }

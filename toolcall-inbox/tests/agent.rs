@@ -6,8 +6,8 @@
 //! is set (SKIPPED otherwise).
 
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 use toolcall::store::{ApprovalDecision, ApprovalEntry, DecideOutcome, now_ms};
@@ -17,13 +17,9 @@ use toolcall::{
     tool, tools,
 };
 use toolcall_sqlite::SqliteStore;
-
-/// A bank that counts what it sent.
-#[derive(Default)]
-struct Bank {
-    runs: AtomicU32,
-    sent: Mutex<Vec<(String, i64)>>,
-}
+// The bank counts what it sent; this file's send (checked, limited)
+// stays here.
+use toolcall_testkit::bank::Bank;
 
 /// Sends money to someone. Amount in cents.
 #[tool(side_effect, high_risk, check = check_send)]
@@ -35,7 +31,7 @@ async fn send(
     #[arg(min = 1, limit = "max_cents")]
     cents: i64,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
+    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
     ctx.state.sent.lock().unwrap().push((to.clone(), cents));
     Ok(json!({"to": to, "cents": cents}))
 }
@@ -114,8 +110,8 @@ impl<St: Store> Agent<St> {
         self.store.approval(id).await.unwrap()
     }
 
-    fn runs(&self) -> u32 {
-        self.dispatcher.state().runs.load(Ordering::SeqCst)
+    fn runs(&self) -> u64 {
+        self.dispatcher.state().transfers()
     }
 }
 

@@ -10,24 +10,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
-use toolcall::{Call, Code, Decision, Dispatcher, Rejection, tool, tools};
+use tokio::net::TcpListener;
+use toolcall::{Call, Code, Decision, Dispatcher, tools};
 use toolcall_inbox::{Access, Options, Parts};
 use toolcall_sqlite::SqliteStore;
-
-/// Pays someone. Amount in cents.
-#[tool(side_effect, high_risk)]
-fn pay(
-    /// Who gets the money.
-    to: String,
-    /// The amount, in cents.
-    amount_cents: i64,
-) -> Result<Value, Rejection> {
-    Ok(json!({"paid": amount_cents, "to": to}))
-}
-
-const ANA: &str = "ana-0123456789abcdef";
+use toolcall_testkit::inbox::{self as kit, ANA, Reply, pay};
 
 /// One audit line of a call of `pay` with `code`.
 fn line(code: &str, extra: Value) -> String {
@@ -51,39 +38,9 @@ fn append(path: &PathBuf, text: &str) {
     file.write_all(text.as_bytes()).unwrap();
 }
 
-/// An answer: its status, its head, its body.
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
-}
-
 /// `GET path` with at most one header of ours, over a connection of its own.
 async fn get(addr: &str, path: &str, header: Option<(&str, &str)>) -> Reply {
-    let extra = header.map_or_else(String::new, |(name, value)| format!("{name}: {value}\r\n"));
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    Reply {
-        // "HTTP/1.1 200 OK"
-        status: head[9..12].parse().unwrap(),
-        head: head.to_owned(),
-        body: body.to_owned(),
-    }
-}
-
-impl Reply {
-    /// The value of the header `name`.
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().find_map(|line| {
-            let (named, value) = line.split_once(": ")?;
-            named.eq_ignore_ascii_case(name).then_some(value)
-        })
-    }
+    kit::http(addr, "GET", path, header.as_slice(), None).await
 }
 
 /// The samples of a Prometheus text: `name{label="value",...}` to value.
@@ -202,8 +159,8 @@ async fn the_endpoint_serves_the_logs_counts_and_the_stores_questions_behind_the
         first
             .header("content-type")
             .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")),
-        "{}",
-        first.head
+        "{:?}",
+        first.headers
     );
     let text = &first.body;
     assert!(

@@ -8,30 +8,16 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use serde_json::json;
 use tokio::net::{TcpListener, TcpSocket};
 use toolcall::__private::echo::{MAX_NOTE_BYTES, bound};
 use toolcall::store::ApprovalEntry;
 use toolcall::store::prelude::*;
-use toolcall::{Call, Code, Dispatcher, Rejection, tool, tools};
+use toolcall::{Call, Code, Dispatcher, tools};
 use toolcall_inbox::{Access, MAX_FAILURES, Options, Parts};
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::inbox::{self as kit, ANA, BO, Reply, encode, pay};
 
-/// Pays someone. Amount in cents.
-#[tool(side_effect, high_risk)]
-fn pay(
-    /// Who gets the money.
-    to: String,
-    /// The amount, in cents.
-    #[arg(min = 1, max = 100_000)]
-    amount_cents: i64,
-) -> Result<Value, Rejection> {
-    Ok(json!({"paid": amount_cents, "to": to}))
-}
-
-const ANA: &str = "ana-0123456789abcdef";
-const BO: &str = "bo-0123456789abcdef0";
 const ONE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 const TWO: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
@@ -66,49 +52,6 @@ async fn inbox(options: impl FnOnce(Options) -> Options) -> Inbox {
     }
 }
 
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The `name=value` of the cookie this answer sets.
-    fn cookie(&self) -> String {
-        let set = self.header("set-cookie").expect("a cookie");
-        set.split(';').next().unwrap().to_owned()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap()
-    }
-}
-
-fn encode(form: &[(&str, &str)]) -> String {
-    let byte = |b: u8| {
-        if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
-            char::from(b).to_string()
-        } else {
-            format!("%{b:02X}")
-        }
-    };
-    form.iter()
-        .map(|(k, v)| {
-            let k: String = k.bytes().map(byte).collect();
-            let v: String = v.bytes().map(byte).collect();
-            format!("{k}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
 impl Inbox {
     /// One HTTP/1.1 request on its own connection, from the address `from`.
     async fn http(
@@ -121,43 +64,14 @@ impl Inbox {
     ) -> Reply {
         let socket = TcpSocket::new_v4().unwrap();
         socket.bind(SocketAddr::new(from, 0)).unwrap();
-        let mut stream = socket.connect(self.addr).await.unwrap();
-        let mut request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
-        );
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        match form {
-            Some(form) => {
-                let body = encode(form);
-                request.push_str(&format!(
-                    "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                ));
-            }
-            None => request.push_str("\r\n"),
-        }
-        // A server that answers before reading the whole body (413) may
-        // close the connection while it is still being written: its answer
-        // is what counts.
-        let written = stream.write_all(request.as_bytes()).await;
-        let mut raw = Vec::new();
-        let read = stream.read_to_end(&mut raw).await;
-        assert!(!raw.is_empty(), "no answer: {written:?} {read:?}");
-        let text = String::from_utf8(raw).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let mut lines = head.lines();
-        let status = lines.next().unwrap().split(' ').nth(1).unwrap();
-        Reply {
-            status: status.parse().unwrap(),
-            headers: lines
-                .filter_map(|line| line.split_once(": "))
-                .map(|(n, v)| (n.to_owned(), v.to_owned()))
-                .collect(),
-            body: body.to_owned(),
-        }
+        let stream = socket.connect(self.addr).await.unwrap();
+        let body = form.map(encode);
+        let host = self.addr.to_string();
+        kit::exchange(
+            stream,
+            &kit::request(method, path, &host, headers, body.as_deref()),
+        )
+        .await
     }
 
     async fn get(&self, from: IpAddr, path: &str, headers: &[(&str, &str)]) -> Reply {

@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
@@ -19,59 +18,13 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-use toolcall::{Caller, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, ToolError, tool, tools};
+use toolcall::{Caller, Dispatcher, MemoryAudit, Policy, tools};
 use toolcall_mcp::Options;
 use toolcall_mcp::http::{HttpOptions, Limits, router, serve, serve_with};
+use toolcall_testkit::bank::{Bank, balance, transfer};
+use toolcall_testkit::mcp_http::{Answer, bearer, read_answer, send};
 
 // ------------------------------------------------------------------ bank
-
-/// A bank account with a counter of the transfers really made.
-#[derive(Debug)]
-struct Bank {
-    balance_cents: AtomicI64,
-    transfers: AtomicU64,
-}
-
-impl Bank {
-    fn new() -> Arc<Bank> {
-        Arc::new(Bank {
-            balance_cents: AtomicI64::new(100_000),
-            transfers: AtomicU64::new(0),
-        })
-    }
-
-    fn transfers(&self) -> u64 {
-        self.transfers.load(Ordering::SeqCst)
-    }
-}
-
-/// Read the balance and the number of transfers made. No side effects.
-#[tool]
-fn balance(ctx: &Ctx<Bank>) -> Result<Value, Rejection> {
-    Ok(json!({
-        "balance_cents": ctx.state.balance_cents.load(Ordering::SeqCst),
-        "transfers": ctx.state.transfers(),
-    }))
-}
-
-/// Send money to another account. Amount in cents.
-#[tool(side_effect, high_risk)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The receiving account, for example ACC-7.
-    to: String,
-    /// Amount in minor units (cents). 25.90 is 2590.
-    #[arg(min = 1)]
-    amount_cents: i64,
-) -> Result<Value, ToolError> {
-    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
-    let left = ctx
-        .state
-        .balance_cents
-        .fetch_sub(amount_cents, Ordering::SeqCst)
-        - amount_cents;
-    Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
-}
 
 const TOKEN_A: &str = "token-of-agent-a-0123456789";
 const TOKEN_B: &str = "token-of-agent-b-9876543210";
@@ -163,122 +116,6 @@ fn result_json(result: &CallToolResult) -> Value {
 }
 
 // ------------------------------------------------------------------ raw HTTP
-
-/// An HTTP answer: status, headers (lowercase names), body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The JSON-RPC message of the body: the body itself, or the last
-    /// `data:` line of an event stream that holds one.
-    fn message(&self) -> Value {
-        if let Ok(value) = serde_json::from_str(&self.body) {
-            return value;
-        }
-        self.body
-            .lines()
-            .rev()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|value| value.get("jsonrpc").is_some())
-            .unwrap_or_else(|| panic!("no JSON-RPC message in {:?}", self.body))
-    }
-}
-
-/// Sends one HTTP/1.1 request (`Connection: close`) and reads the whole
-/// answer. `headers` are added to `Host`, `Accept` and `Content-Type`.
-async fn send(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "{method} /mcp HTTP/1.1\r\nConnection: close\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
-    );
-    if !headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
-    {
-        head.push_str(&format!("Host: {addr}\r\n"));
-    }
-    if !headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-    {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    // The server may answer before reading the body (and close): a failed
-    // write is no failure of the test, the answer is.
-    let _ = stream.write_all(body).await;
-    read_answer(stream).await
-}
-
-async fn read_answer(mut stream: impl tokio::io::AsyncRead + Unpin) -> Answer {
-    let mut raw = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut raw)).await;
-    assert!(read.is_ok(), "the server answers within 20 s");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    Answer {
-        status,
-        headers,
-        body,
-    }
-}
-
-/// The body of a chunked answer.
-fn dechunk(mut rest: &str) -> String {
-    let mut body = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    body
-}
-
-fn bearer(token: &str) -> String {
-    format!("Bearer {token}")
-}
 
 /// A `tools/call` that stands alone (protocol 2026-07-28: no session, the
 /// client's details in `_meta`), with its arguments as written.

@@ -8,7 +8,6 @@
 //! that a decision taken after the wait ran out is carried out by it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -21,62 +20,12 @@ use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
-use toolcall::{
-    Approvals, Arguments, Call, Code, Ctx, Dispatcher, Rejection, ToolError, tool, tools,
-};
+use toolcall::{Approvals, Arguments, Call, Code, Dispatcher, tools};
 use toolcall_mcp::{FrameGuard, McpServer, Options};
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::bank::{Bank, balance, transfer};
 
 // ------------------------------------------------------------------ tools
-
-/// A bank account with a counter of the transfers really made.
-#[derive(Debug)]
-struct Bank {
-    balance_cents: AtomicI64,
-    transfers: AtomicU64,
-}
-
-impl Bank {
-    fn new() -> Arc<Bank> {
-        Arc::new(Bank {
-            balance_cents: AtomicI64::new(100_000),
-            transfers: AtomicU64::new(0),
-        })
-    }
-
-    fn transfers(&self) -> u64 {
-        self.transfers.load(Ordering::SeqCst)
-    }
-
-    fn balance(&self) -> i64 {
-        self.balance_cents.load(Ordering::SeqCst)
-    }
-}
-
-/// Read the balance. No side effects.
-#[tool]
-fn balance(ctx: &Ctx<Bank>) -> Result<Value, Rejection> {
-    Ok(json!({"balance_cents": ctx.state.balance()}))
-}
-
-/// Send money to another account. Amount in cents.
-#[tool(side_effect, high_risk)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The receiving account, for example ACC-7.
-    to: String,
-    /// Amount in minor units (cents). 25.90 is 2590.
-    #[arg(min = 1)]
-    amount_cents: i64,
-) -> Result<Value, ToolError> {
-    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
-    let left = ctx
-        .state
-        .balance_cents
-        .fetch_sub(amount_cents, Ordering::SeqCst)
-        - amount_cents;
-    Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
-}
 
 /// An inbox-mode dispatcher over `store`: only a decision recorded in the
 /// store approves.

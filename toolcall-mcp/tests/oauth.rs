@@ -17,12 +17,11 @@ use axum::response::{IntoResponse as _, Response};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use toolcall::{Dispatcher, Rejection, tool, tools};
 use toolcall_mcp::Options;
 use toolcall_mcp::http::{HttpOptions, MAX_SESSIONS_PER_PRINCIPAL, OAuth, router, serve};
+use toolcall_testkit::mcp_http::{Answer, send_bytes};
 
 /// The resource the servers here are (their tokens' `aud`).
 const AUDIENCE: &str = "https://mcp.example.com/mcp";
@@ -245,77 +244,12 @@ async fn start_with(
 
 // ------------------------------------------------------------------ raw HTTP
 
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-
-/// One HTTP/1.1 request to `/mcp` (`Connection: close`), its `headers`
-/// written as given (bytes), and the whole answer.
-async fn send_raw(
-    addr: SocketAddr,
-    method: &str,
-    headers: &[(&str, &[u8])],
-    body: &[u8],
-) -> Answer {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "{method} /mcp HTTP/1.1\r\nConnection: close\r\nHost: {addr}\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n",
-        body.len()
-    )
-    .into_bytes();
-    for (name, value) in headers {
-        head.extend_from_slice(name.as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value);
-        head.extend_from_slice(b"\r\n");
-    }
-    head.extend_from_slice(b"\r\n");
-    stream.write_all(&head).await.unwrap();
-    let _ = stream.write_all(body).await;
-    let mut raw = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut raw)).await;
-    assert!(read.is_ok(), "the server answers within 30 s");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let headers = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        .collect();
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
 
 /// An `initialize` with `Authorization: Bearer token`.
 async fn initialize(addr: SocketAddr, token: &str) -> Answer {
     let auth = format!("Bearer {token}");
-    send_raw(
+    send_bytes(
         addr,
         "POST",
         &[("Authorization", auth.as_bytes())],
@@ -638,7 +572,7 @@ async fn one_principals_sessions_leave_room_for_another() {
 
     // alice ends one: alice may open another.
     let auth = format!("Bearer {alice}");
-    let ended = send_raw(
+    let ended = send_bytes(
         addr,
         "DELETE",
         &[
@@ -694,7 +628,7 @@ async fn named_conversations_are_bounded_per_principal() {
             r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"hello","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"raw","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}},"toolcall/conversation":"{conversation}"}}}}}}"#
         );
         let auth = format!("Bearer {token}");
-        let answer = send_raw(
+        let answer = send_bytes(
             addr,
             "POST",
             &[
@@ -935,7 +869,7 @@ proptest! {
         (value, good) in authorization(world().issuer.url())
     ) {
         let world = world();
-        let answer = world.runtime.block_on(send_raw(
+        let answer = world.runtime.block_on(send_bytes(
             world.addr,
             "POST",
             &[("Authorization", &value)],

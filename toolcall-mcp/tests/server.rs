@@ -1,7 +1,7 @@
 //! The MCP server against rmcp's own client, over an in-process pipe: what
 //! the client sees, and what the backend really did.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,56 +18,9 @@ use toolcall::{
     tool, tools,
 };
 use toolcall_mcp::{Conversations, FrameGuard, McpServer, Options};
+use toolcall_testkit::bank::{Bank, balance, transfer};
 
 // ------------------------------------------------------------------ tools
-
-/// A bank account with a counter of the transfers really made.
-#[derive(Debug)]
-struct Bank {
-    balance_cents: AtomicI64,
-    transfers: AtomicU64,
-}
-
-impl Bank {
-    fn new() -> Arc<Bank> {
-        Arc::new(Bank {
-            balance_cents: AtomicI64::new(100_000),
-            transfers: AtomicU64::new(0),
-        })
-    }
-
-    fn transfers(&self) -> u64 {
-        self.transfers.load(Ordering::SeqCst)
-    }
-}
-
-/// Read the balance and the number of transfers made. No side effects.
-#[tool]
-fn balance(ctx: &Ctx<Bank>) -> Result<Value, Rejection> {
-    Ok(json!({
-        "balance_cents": ctx.state.balance_cents.load(Ordering::SeqCst),
-        "transfers": ctx.state.transfers(),
-    }))
-}
-
-/// Send money to another account. Amount in cents.
-#[tool(side_effect, high_risk)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The receiving account, for example ACC-7.
-    to: String,
-    /// Amount in minor units (cents). 25.90 is 2590.
-    #[arg(min = 1)]
-    amount_cents: i64,
-) -> Result<Value, ToolError> {
-    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
-    let left = ctx
-        .state
-        .balance_cents
-        .fetch_sub(amount_cents, Ordering::SeqCst)
-        - amount_cents;
-    Ok(json!({"to": to, "amount_cents": amount_cents, "balance_cents": left}))
-}
 
 /// Read the latest message from the account's owner: text written by
 /// others, which asks for a transfer.

@@ -5,7 +5,7 @@
 //! over one SQLite file, one backend counting what really ran.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolcall::store::prelude::*;
 
@@ -20,42 +20,12 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RoleServer, RunningService, ServiceError, serve_directly};
 use serde_json::{Value, json};
 use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
-use toolcall::{Approvals, Caller, Ctx, Dispatcher, Policy, ToolError, tool, tools};
+use toolcall::{Approvals, Caller, Dispatcher, Policy, tools};
 use toolcall_mcp::{FrameGuard, McpServer, Options};
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::bank::{Bank, transfer};
 
 // ------------------------------------------------------------------ bank
-
-/// Counts the transfers really made, across every replica.
-#[derive(Debug, Default)]
-struct Bank {
-    transfers: AtomicU64,
-    /// The next transfer goes through and its answer is lost.
-    lose: std::sync::atomic::AtomicBool,
-}
-
-impl Bank {
-    fn transfers(&self) -> u64 {
-        self.transfers.load(Ordering::SeqCst)
-    }
-}
-
-/// Send money to another account. Amount in cents.
-#[tool(side_effect, high_risk)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The receiving account, for example ACC-7.
-    to: String,
-    /// Amount in minor units (cents). 25.90 is 2590.
-    #[arg(min = 1)]
-    amount_cents: i64,
-) -> Result<Value, ToolError> {
-    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
-    if ctx.state.lose.swap(false, Ordering::SeqCst) {
-        return Err(ToolError::transient("the bank's answer was lost"));
-    }
-    Ok(json!({"to": to, "amount_cents": amount_cents}))
-}
 
 type Replica = Arc<Dispatcher<Bank, SqliteStore>>;
 

@@ -25,6 +25,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolcall::store::Store;
 use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+use toolcall_testkit::mcp_http::Answer;
+use toolcall_testkit::mcp_http::blocking::{post, send as send_http};
 
 const TOKEN: &str = "token-of-the-support-desk-0123456789";
 
@@ -139,119 +141,6 @@ impl Drop for Server {
 }
 
 // ------------------------------------------------------------------ raw HTTP
-
-/// An HTTP answer: status, headers (lowercase names), body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The JSON-RPC message of the body: the body itself, or the last
-    /// `data:` line of an event stream that holds one.
-    fn message(&self) -> Value {
-        if let Ok(value) = serde_json::from_str(&self.body) {
-            return value;
-        }
-        self.body
-            .lines()
-            .rev()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|value| value.get("jsonrpc").is_some())
-            .unwrap_or_else(|| panic!("no JSON-RPC message in {self:?}"))
-    }
-}
-
-/// Sends one `POST /mcp` (HTTP/1.1, `Connection: close`) with `headers`
-/// besides `Host`, `Accept`, `Content-Type` and `Content-Length`, and reads
-/// the whole answer (at most 30 s).
-fn post(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> Answer {
-    send_http(addr, "POST", "/mcp", headers, body)
-}
-
-/// Sends one request `method path` as [`post`] does, and reads the answer.
-fn send_http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> Answer {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    // The server may answer before reading the body (and close).
-    let _ = stream.write_all(body.as_bytes());
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .expect("the server answers within 30 s");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    Answer {
-        status,
-        headers,
-        body,
-    }
-}
-
-/// The body of a chunked answer.
-fn dechunk(mut rest: &str) -> String {
-    let mut body = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    body
-}
 
 const PROTOCOL: &str = "2025-11-25";
 

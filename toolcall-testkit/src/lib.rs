@@ -1,0 +1,14 @@
+//! The fixtures the tests of the workspace share, so that each is written
+//! once: [`bank`], a backend that counts the side effects it really
+//! performed, with its tools; [`mcp_http`], a raw HTTP/1.1 client for an
+//! MCP server on a socket (what a client library would never send, and the
+//! answer as it came); [`inbox`], the approval inbox's tool and people and
+//! a plain HTTP client for its pages and API; [`store`], what the store
+//! tests put in a store.
+//!
+//! Not published: crates take it as a path-only dev-dependency.
+
+pub mod bank;
+pub mod inbox;
+pub mod mcp_http;
+pub mod store;
