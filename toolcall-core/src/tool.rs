@@ -23,7 +23,9 @@ pub use hooks::{
     PreviewOutput, ReconcileFn, ReconcileOutput, ReconcileParams, ReconcileSig, ReconciledOutput,
     async_check_sig, check_sig, preview_output, reconcile_sig, reconciled,
 };
-pub use output::{Misdeclared, MisdeclaredArgs, Question, QuestionError, ToolOutput, into_output};
+pub use output::{
+    Misdeclared, MisdeclaredArgs, Question, QuestionError, ToolErrorOf, ToolOutput, into_output,
+};
 
 /// A boxed, sendable future, as tool handlers return them.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -74,7 +74,7 @@ pub(crate) fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
             }
         }
         Err(error) => {
-            let mut tokens = fallback::emit(&tool.item, error);
+            let mut tokens = fallback::emit(fallback::with_state_generic(&tool.item), error);
             // A stand-in type named like a free function, which is a tool,
             // so that `tools![...]` naming it adds no second, false error.
             // Not for a method (`self`, `Self`): its errors say to move it,

@@ -100,6 +100,8 @@ impl ToolFn {
                     && !has_lifetimes
                 {
                     cx.error_spanned_by(lifetime, msg::ctx_lifetime(&suggestion));
+                } else if names_ctx_without_state(&reference.elem) {
+                    cx.error_spanned_by(&reference.elem, msg::ctx_without_state(name));
                 }
                 context = Some((*typed.ty).clone());
                 continue;
@@ -238,6 +240,21 @@ fn names_ctx(ty: &Type) -> bool {
         }
         Type::Paren(paren) => names_ctx(&paren.elem),
         Type::Group(group) => names_ctx(&group.elem),
+        _ => false,
+    }
+}
+
+/// Whether `ty` is `Ctx` with no state named (`&Ctx`): rustc's own error
+/// for it points at `Ctx`'s definition, a line of the library.
+pub(crate) fn names_ctx_without_state(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "Ctx" && s.arguments.is_none()),
+        Type::Paren(paren) => names_ctx_without_state(&paren.elem),
+        Type::Group(group) => names_ctx_without_state(&group.elem),
         _ => false,
     }
 }

@@ -165,6 +165,12 @@ pub(crate) fn ctx_lifetime(ctx: &str) -> String {
     format!("the context's lifetime goes without saying: write `{ctx}`")
 }
 
+pub(crate) fn ctx_without_state(name: &str) -> String {
+    format!(
+        "the context names the application's state: `{name}: &Ctx<YourState>`, the state the dispatcher is built with"
+    )
+}
+
 pub(crate) fn ctx_by_value(ctx: &str, first: bool) -> String {
     if first {
         format!("take the context by reference: `{ctx}`")

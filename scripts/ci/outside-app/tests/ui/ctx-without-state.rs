@@ -1,0 +1,14 @@
+use toolcall::{tool, Ctx, Rejection};
+
+/// Cancels an event.
+#[tool(side_effect)]
+fn cancel_event(
+    ctx: &Ctx,
+    /// The event id.
+    event_id: String,
+) -> Result<String, Rejection> {
+    let _ = ctx;
+    Ok(event_id)
+}
+
+fn main() {}
