@@ -5,7 +5,7 @@
 //! ([`crate::shared`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row, Statement};
@@ -19,10 +19,12 @@ pub(crate) struct Conn {
     sent: Arc<AtomicU64>,
 }
 
-/// The caller's alone (a transaction can run on it), or shared.
+/// The caller's alone (a transaction can run on it), or shared, with the
+/// mark its slot reads to hand it out no more once a statement found it
+/// gone ([`crate::shared`]).
 enum Held {
     Own(Box<deadpool_postgres::Object>),
-    Shared(Arc<deadpool_postgres::Object>),
+    Shared(Arc<deadpool_postgres::Object>, Arc<AtomicBool>),
 }
 
 impl std::ops::Deref for Held {
@@ -31,7 +33,7 @@ impl std::ops::Deref for Held {
     fn deref(&self) -> &Self::Target {
         match self {
             Held::Own(object) => object,
-            Held::Shared(object) => object,
+            Held::Shared(object, _) => object,
         }
     }
 }
@@ -46,11 +48,29 @@ impl Conn {
     }
 
     /// A connection shared with concurrent statements: no transaction.
-    pub(crate) fn shared(client: Arc<deadpool_postgres::Object>, sent: Arc<AtomicU64>) -> Self {
+    pub(crate) fn shared(
+        client: Arc<deadpool_postgres::Object>,
+        gone: Arc<AtomicBool>,
+        sent: Arc<AtomicU64>,
+    ) -> Self {
         Conn {
-            client: Held::Shared(client),
+            client: Held::Shared(client, gone),
             sent,
         }
+    }
+
+    /// `result`, having marked a shared connection gone when it says the
+    /// connection ended. The client learns that its connection closed only
+    /// when the connection's task has run, which a loaded runtime may not
+    /// have done yet: until then the connection would be handed out again,
+    /// and each statement sent on it would fail.
+    fn seen<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if let (Held::Shared(_, gone), Err(error)) = (&self.client, &result)
+            && ended(error)
+        {
+            gone.store(true, Ordering::Relaxed);
+        }
+        result
     }
 
     fn sent(&self) {
@@ -62,7 +82,7 @@ impl Conn {
     pub(crate) async fn statement(&self, sql: &str) -> Result<Statement, Error> {
         let cache = &self.client.statement_cache;
         let before = cache.size();
-        let statement = self.client.prepare_cached(sql).await?;
+        let statement = self.seen(self.client.prepare_cached(sql).await)?;
         if cache.size() != before {
             self.sent();
         }
@@ -76,7 +96,7 @@ impl Conn {
     ) -> Result<Vec<Row>, Error> {
         let statement = self.statement(sql).await?;
         self.sent();
-        self.client.query(&statement, params).await
+        self.seen(self.client.query(&statement, params).await)
     }
 
     pub(crate) async fn query_one(
@@ -86,7 +106,7 @@ impl Conn {
     ) -> Result<Row, Error> {
         let statement = self.statement(sql).await?;
         self.sent();
-        self.client.query_one(&statement, params).await
+        self.seen(self.client.query_one(&statement, params).await)
     }
 
     pub(crate) async fn query_opt(
@@ -96,7 +116,7 @@ impl Conn {
     ) -> Result<Option<Row>, Error> {
         let statement = self.statement(sql).await?;
         self.sent();
-        self.client.query_opt(&statement, params).await
+        self.seen(self.client.query_opt(&statement, params).await)
     }
 
     pub(crate) async fn execute(
@@ -106,7 +126,7 @@ impl Conn {
     ) -> Result<u64, Error> {
         let statement = self.statement(sql).await?;
         self.sent();
-        self.client.execute(&statement, params).await
+        self.seen(self.client.execute(&statement, params).await)
     }
 
     /// A transaction on this connection, its statements prepared like the
@@ -129,6 +149,23 @@ impl Conn {
     /// Statements sent as text, unprepared (schema changes, `LISTEN`).
     pub(crate) async fn batch_execute(&self, sql: &str) -> Result<(), Error> {
         self.sent();
-        self.client.batch_execute(sql).await
+        self.seen(self.client.batch_execute(sql).await)
+    }
+}
+
+/// Whether `error` says the connection ended: closed, failed under the
+/// client, or ended by the server (SQLSTATE classes 08, connection
+/// exception, and 57, operator intervention: `pg_terminate_backend`, a
+/// shutdown).
+fn ended(error: &Error) -> bool {
+    match error.as_db_error() {
+        None => {
+            use std::error::Error as _;
+            error.is_closed()
+                || error
+                    .source()
+                    .is_some_and(|cause| cause.is::<std::io::Error>())
+        }
+        Some(db) => matches!(&db.code().code()[..2], "08" | "57"),
     }
 }

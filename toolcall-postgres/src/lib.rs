@@ -260,7 +260,7 @@ impl PostgresStore {
     /// is sent.
     async fn reader(&self) -> Result<Conn, StoreError> {
         match self.shared.get(&self.url, &self.pool).await? {
-            Some(shared) => Ok(Conn::shared(shared, Arc::clone(&self.sent))),
+            Some((shared, gone)) => Ok(Conn::shared(shared, gone, Arc::clone(&self.sent))),
             None => self.client().await,
         }
     }

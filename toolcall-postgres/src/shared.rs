@@ -18,19 +18,23 @@
 //! connection of its own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use deadpool_postgres::Object;
 use toolcall_ledger::store::StoreError;
 
 use crate::tls::ConnectionString;
 
+/// A shared connection, and whether a statement sent on it found it gone
+/// (before its client learned it closed).
+type Slot = (Arc<Object>, Arc<AtomicBool>);
+
 /// A few connections of one pool, each shared by concurrent statements; a
 /// connection that closed (the server restarted, the connection was
 /// terminated) is replaced by another of the pool when next asked for.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    slots: Vec<tokio::sync::Mutex<Option<Arc<Object>>>>,
+    slots: Vec<tokio::sync::Mutex<Option<Slot>>>,
     next: AtomicUsize,
 }
 
@@ -57,23 +61,25 @@ impl Shared {
         &self,
         url: &ConnectionString,
         pool: &deadpool_postgres::Pool,
-    ) -> Result<Option<Arc<Object>>, StoreError> {
+    ) -> Result<Option<Slot>, StoreError> {
         if self.slots.is_empty() {
             return Ok(None);
         }
         let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut slot = self.slots[turn].lock().await;
-        if let Some(held) = slot.as_ref()
+        if let Some((held, gone)) = slot.as_ref()
             && !held.is_closed()
+            && !gone.load(Ordering::Relaxed)
         {
-            return Ok(Some(Arc::clone(held)));
+            return Ok(Some((Arc::clone(held), Arc::clone(gone))));
         }
         // A closed connection goes back to the pool (which drops it) once
         // the statements still holding it are done.
         *slot = None;
         let object = Arc::new(url.checkout(pool).await?);
-        *slot = Some(Arc::clone(&object));
-        Ok(Some(object))
+        let gone = Arc::new(AtomicBool::new(false));
+        *slot = Some((Arc::clone(&object), Arc::clone(&gone)));
+        Ok(Some((object, gone)))
     }
 }
 
@@ -131,7 +137,7 @@ impl Pool {
     /// there would wait for the log in turn rather than together.
     pub async fn shared(&self) -> Result<std::sync::Arc<deadpool_postgres::Object>, StoreError> {
         match self.shared.get(&self.url, &self.pool).await? {
-            Some(shared) => Ok(shared),
+            Some((shared, _)) => Ok(shared),
             None => Ok(std::sync::Arc::new(self.get().await?)),
         }
     }
