@@ -11,6 +11,11 @@
 //! in a [`ToolServer`] ([`RigTools::tool_server`]) that an agent takes with
 //! `AgentBuilder::tool_server_handle`.
 //!
+//! It follows rig 0.44 (`rig-core` and `rig-agent`, where `ToolSet` and
+//! the tool server live since rig split them). rig 0.46 and later declare
+//! `rust-version` 1.97.1, newer than the Rust this workspace builds and
+//! tests with (1.95): this crate moves to them when CI's toolchain does.
+//!
 //! * **Arguments** reach the pipeline as the text the model wrote
 //!   (`Arguments::Raw`): rig hands a tool handler the raw JSON, and it is
 //!   never parsed and written again on the way, so a member written twice
