@@ -10,8 +10,9 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Number, Value};
 
 /// `text` read strictly (no member named twice in one object, every
-/// number the double nearest to its text: see [`StrictValue`]), whatever
-/// JSON value it is, nested as deep as serde_json allows (128 levels).
+/// number the double nearest to its literal text, as RFC 8785 reads it,
+/// whichever of serde_json's features are on), whatever JSON value it is,
+/// nested as deep as serde_json allows (128 levels).
 pub fn parse_value(text: &str) -> Result<Value, serde_json::Error> {
     parse_within(text, usize::MAX)
 }
