@@ -178,9 +178,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // What the call's key holds decides before the question does: a
             // dry run of the identical call runs nothing, asks nobody, and
             // answers a completed call with what came of it.
-            let looked = self.execute(call.dry_run(true)).await;
-            if looked.replayed && looked.ok {
-                return looked;
+            if let Some(came) = self.what_came_of(call).await {
+                return came;
             }
             let tool = entry.approval.tool.clone();
             return self.stages.asked(&tool, &entry).await;
@@ -383,9 +382,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         let call = Call::new(&question.tool, Arguments::Parsed(&question.arguments))
             .session(&question.session)
-            .caller(caller)
-            .dry_run(true);
-        let looked = self.execute(call).await;
+            .caller(caller);
+        self.what_came_of(call).await
+    }
+
+    /// What came of `call` if it completed, read from its key by a dry run
+    /// (nothing runs, nobody is asked, no step is taken): its answer,
+    /// replayed; `None` otherwise. What the wait and the host's answers
+    /// read before they say a question is open or expired.
+    async fn what_came_of(&self, call: Call<'_>) -> Option<ToolResult> {
+        let looked = self.execute(call.dry_run(true)).await;
         (looked.replayed && looked.ok).then_some(looked)
     }
 }
