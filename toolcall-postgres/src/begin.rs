@@ -2,6 +2,9 @@
 //! stage 5 (the step, the call's count, what is recorded of its key,
 //! whether its session read untrusted output, its resource's lock).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use toolcall_ledger::store::{CallBegun, CallStart, StoreError, session_key};
 use toolcall_sql::{from_sql, record, to_sql};
 
@@ -15,7 +18,18 @@ use crate::PostgresStore;
 /// call named it (the [`session_key`] of which is $13) has a question,
 /// unexpired, asked or decided, used or not (when $12). Every part is what
 /// the store's own statement for it does, at the call's time ($2).
-const BEGIN: &str = "WITH v AS (
+///
+/// Its commit does not wait for the log to reach the disk
+/// (`synchronous_commit` off for this transaction alone): what a crash of
+/// the server may take back is a step, a count and a lock, never an
+/// effect or a decision. A side effect's claim, the next statement, is a
+/// durable commit, and the log is flushed in order, so a claim that is
+/// kept keeps the start before it; the claim also confirms the lock taken
+/// here is still the call's ([`StartedLocks`]), so that a start lost with
+/// the server is not run on without its lock.
+const BEGIN: &str = "WITH quick AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS off
+), v AS (
     SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0) AS version
 ), n AS (
     INSERT INTO toolcall_steps (session, count, touched_ms)
@@ -63,7 +77,8 @@ SELECT (SELECT count FROM s),
             THEN EXISTS (SELECT 1 FROM toolcall_approvals
                          WHERE session_key = $13 AND expires_ms > $2)
             AND EXISTS (SELECT 1 FROM s)
-       END";
+       END,
+       (SELECT off FROM quick)";
 
 /// A read-only call alone in its conversation ([`CallStart::alone`], with
 /// no lock to take): [`BEGIN`] with its step and its count both 1 and
@@ -105,6 +120,51 @@ pub(crate) const COMPLETE_UNLOCKING: &str = "WITH done AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM freed)";
+
+/// The resource locks this process's calls took with their start
+/// ([`BEGIN`], a commit that does not wait for the log), by the call's key:
+/// the resource's key and the holder. A claim of the key confirms its lock
+/// is still there; freeing the lock forgets it.
+#[derive(Debug, Default)]
+pub(crate) struct StartedLocks(Mutex<HashMap<String, (String, String)>>);
+
+impl StartedLocks {
+    /// Calls dropped between their start and their end (their futures
+    /// cancelled) leave their entry: past this many, all are forgotten,
+    /// and a claim without an entry confirms no lock, as the other stores'.
+    const MOST: usize = 4096;
+
+    fn took(&self, key: &str, resource_key: &str, holder: &str) {
+        let mut locks = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if locks.len() >= Self::MOST {
+            locks.clear();
+        }
+        locks.insert(key.to_owned(), (resource_key.to_owned(), holder.to_owned()));
+    }
+
+    /// The resource's key and the holder of the lock the call with `key`
+    /// took with its start, if it took one.
+    pub(crate) fn of(&self, key: &str) -> Option<(String, String)> {
+        let locks = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.get(key).cloned()
+    }
+
+    pub(crate) fn freed(&self, holder: &str) {
+        let mut locks = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !locks.is_empty() {
+            locks.retain(|_, (_, held)| held != holder);
+        }
+    }
+}
 
 impl PostgresStore {
     pub(crate) async fn begin(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
@@ -172,6 +232,9 @@ impl PostgresStore {
             questions: row.get::<_, Option<bool>>(6),
             controls_moved: false,
         };
+        if let (true, Some((resource_key, _, holder, _))) = (begun.locked, &lock) {
+            self.started.took(start.key.as_str(), resource_key, holder);
+        }
         for _ in 0..record::begun_writes(&begun) {
             self.wrote().await;
         }

@@ -16,7 +16,13 @@
 //! read untrusted output or has a decided approval) is one statement
 //! ([`CallStore::begin_call`]), a side effect's claim another, and its result,
 //! with the lock freed, a third ([`CallStore::complete_unlocking`]): a read-only
-//! call is one transaction, a confirmed side effect three. Each statement is
+//! call is one transaction, a confirmed side effect three. Only the claim and
+//! the result wait for the log to reach the disk: the start's commit does not
+//! (`synchronous_commit` off for it alone), so that a crash of the server may
+//! take back a step count, a call count or a lock, never an effect or a
+//! decision; a claim confirms the lock its call's start took, and the log is
+//! flushed in order, so a claim that is kept keeps the start before it.
+//! Each statement is
 //! prepared once per connection and then only bound and executed;
 //! [`round_trips`](PostgresStore::round_trips) counts what was sent.
 //!
@@ -177,6 +183,7 @@ pub struct PostgresStore {
     shared: Arc<shared::Shared>,
     retention: Retention,
     sent: Arc<AtomicU64>,
+    started: Arc<begin::StartedLocks>,
 }
 
 impl PostgresStore {
@@ -203,6 +210,7 @@ impl PostgresStore {
             shared,
             retention: Retention::default(),
             sent: Arc::new(AtomicU64::new(0)),
+            started: Arc::default(),
         };
         store.client().await?;
         Ok(store)
@@ -293,20 +301,42 @@ impl PostgresStore {
         let until = to_sql(now_ms.saturating_add(lease_ms));
         let now = to_sql(now_ms);
         let asked_ms = question.map(|_| now);
-        let won = client
-            .query_opt(
-                "INSERT INTO toolcall_records
-                     (key, state, until_ms, result, touched_ms, question, asked_ms)
-                 VALUES ($1, 'in_flight', $2, NULL, $3, $4, $5)
-                 ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2, result = NULL,
-                     touched_ms = $3, question = $4, asked_ms = $5
-                 WHERE toolcall_records.state = 'in_doubt'
-                 RETURNING key",
-                &[&key, &until, &now, &question, &asked_ms],
+        // The lock the call's start took, confirmed in the claim's durable
+        // commit: a start the server lost in a crash took its lock with it.
+        let started = self.started.of(key);
+        let (resource_key, holder) = match &started {
+            Some((resource_key, holder)) => (Some(resource_key.as_str()), Some(holder.as_str())),
+            None => (None, None),
+        };
+        let row = client
+            .query_one(
+                "WITH held AS (
+                     SELECT $6::TEXT IS NULL OR EXISTS (
+                         SELECT 1 FROM toolcall_locks WHERE resource_key = $6 AND holder = $7
+                     ) AS held
+                 ), won AS (
+                     INSERT INTO toolcall_records
+                         (key, state, until_ms, result, touched_ms, question, asked_ms)
+                     SELECT $1::TEXT, 'in_flight', $2::BIGINT, NULL, $3::BIGINT, $4::TEXT, $5::BIGINT
+                     FROM held WHERE held.held
+                     ON CONFLICT (key) DO UPDATE SET state = 'in_flight', until_ms = $2,
+                         result = NULL, touched_ms = $3, question = $4, asked_ms = $5
+                     WHERE toolcall_records.state = 'in_doubt'
+                     RETURNING key
+                 )
+                 SELECT (SELECT held FROM held), EXISTS (SELECT 1 FROM won)",
+                &[&key, &until, &now, &question, &asked_ms, &resource_key, &holder],
             )
             .await
             .map_err(StoreError::new)?;
-        if won.is_some() {
+        if !row.get::<_, bool>(0) {
+            return Err(StoreError::new(
+                "the call's start is no longer kept (its resource lock is gone: \
+                 the server lost it, or its lease ran out and another call took it); \
+                 nothing ran",
+            ));
+        }
+        if row.get::<_, bool>(1) {
             self.wrote().await;
             return Ok(Claim::Acquired);
         }
@@ -382,6 +412,7 @@ impl CallStore for PostgresStore {
         holder: &str,
     ) -> Result<bool, StoreError> {
         let text = result_text(result)?;
+        self.started.freed(holder);
         let client = self.client().await?;
         client
             .execute(
@@ -692,6 +723,7 @@ impl LockStore for PostgresStore {
     }
 
     async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
+        self.started.freed(holder);
         let resource = resource.as_str();
         let client = self.client().await?;
         client

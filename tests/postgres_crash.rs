@@ -1,0 +1,243 @@
+//! What a crash of the Postgres server may take back, now that a call's
+//! start commits without waiting for the log: a step, a count, a lock;
+//! never an effect, a claim or a decision, and nothing runs twice.
+//!
+//! Each test starts a server of its own (`initdb`, `pg_ctl`), holds its log
+//! writer so that a commit that does not wait stays in the server's memory,
+//! and crashes it (`pg_ctl -m immediate`), which loses exactly those.
+//! Without the server's programs each test says loudly that it was skipped;
+//! with `TOOLCALL_REQUIRE_POSTGRES_SERVER=1` (CI) that is a failure.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolcall::store::prelude::*;
+use toolcall::store::{CallStart, DecideOutcome, LockAsk, now_ms};
+use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
+use toolcall_postgres::PostgresStore;
+use toolcall_testkit::postgres_server::PostgresServer;
+use toolcall_testkit::store::asked;
+use toolcall_tests::key;
+
+/// Nothing but a held log writer and a crash may write the log between a
+/// start and its crash: no autovacuum, no background writer.
+fn crashable(test: &str) -> Option<Arc<PostgresServer>> {
+    PostgresServer::start(
+        test,
+        "autovacuum = off\nbgwriter_lru_maxpages = 0",
+        "TOOLCALL_REQUIRE_POSTGRES_SERVER",
+    )
+    .map(Arc::new)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A store on a server that has just come back: its first statements may
+/// find connections the crash ended.
+async fn connect_again(url: &str) -> PostgresStore {
+    for _ in 0..50 {
+        if let Ok(store) = PostgresStore::connect(url).await {
+            return store;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the server did not come back");
+}
+
+#[test]
+fn a_start_the_crash_took_back_takes_its_lock_with_it_and_its_claim_refuses() {
+    let Some(server) = crashable("lost_start") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        let call = key("refund-1");
+        let order = key("order:1");
+        server.hold_the_log();
+        let mut start = CallStart::new("chat-1", &call, now_ms(), 10);
+        start.lock = Some(LockAsk {
+            resource: &order,
+            holder: "holder-1",
+            lease_ms: 60_000,
+        });
+        let begun = store.begin_call(&start).await.unwrap();
+        assert_eq!((begun.step, begun.calls, begun.locked), (1, Some(1), true));
+
+        server.crash_and_start();
+        let after = connect_again(&server.url()).await;
+        // What the crash may take back: the start (its step, its count,
+        // its lock), which did not wait for the log.
+        assert_eq!(after.peek_step("chat-1").await.unwrap(), 0);
+        assert!(
+            after
+                .lock_resource(&order, "holder-2", now_ms(), 60_000)
+                .await
+                .unwrap()
+        );
+        after.unlock_resource(&order, "holder-2").await.unwrap();
+        // The store that began the call still remembers its lock: its
+        // claim confirms it, finds it gone, and refuses (nothing ran), where
+        // it would otherwise run the call without the lock it was given.
+        let claimed = loop {
+            match store.claim(&call, now_ms(), 60_000).await {
+                Err(error) if error.to_string().contains("no longer kept") => break Err(error),
+                // A connection the crash ended, found by this statement.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Ok(claim) => break Ok(claim),
+            }
+        };
+        assert!(claimed.is_err(), "{claimed:?}");
+        assert_eq!(after.outcome(&call).await.unwrap(), None);
+    });
+}
+
+/// What the backend really did, and where the next call crashes the server.
+struct Till {
+    server: Arc<PostgresServer>,
+    payments: AtomicU64,
+    crash_in_check: AtomicBool,
+    crash_after_effect: AtomicBool,
+    down_after_effect: AtomicBool,
+}
+
+fn check_pay(_: &PayArgs, ctx: &Ctx<Till>) -> Result<(), Rejection> {
+    if ctx.state.crash_in_check.swap(false, Ordering::SeqCst) {
+        ctx.state.server.crash_and_start();
+    }
+    Ok(())
+}
+
+/// Takes a payment for an order; one at a time per order.
+#[tool(side_effect, check = check_pay)]
+async fn pay(
+    ctx: &Ctx<Till>,
+    /// The order.
+    #[arg(resource)]
+    order: String,
+    /// Cents.
+    cents: i64,
+) -> Result<Value, Rejection> {
+    ctx.state.payments.fetch_add(1, Ordering::SeqCst);
+    if ctx.state.crash_after_effect.swap(false, Ordering::SeqCst) {
+        ctx.state.server.crash_and_start();
+    }
+    if ctx.state.down_after_effect.swap(false, Ordering::SeqCst) {
+        ctx.state.server.crash();
+    }
+    Ok(json!({"order": order, "paid": cents}))
+}
+
+/// Pays 2590 cents for `order`, in one conversation, with what `dispatcher`
+/// answered.
+async fn pay_for(dispatcher: &Dispatcher<Till, PostgresStore>, order: &str) -> ToolResult {
+    let arguments = json!({"order": order, "cents": 2590}).to_string();
+    dispatcher
+        .execute(Call::new("pay", &arguments).session("chat-1"))
+        .await
+}
+
+#[test]
+fn a_crash_before_the_claim_or_after_the_effect_never_runs_a_call_twice() {
+    let Some(server) = crashable("pipeline") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        let till = Arc::new(Till {
+            server: Arc::clone(&server),
+            payments: AtomicU64::new(0),
+            crash_in_check: AtomicBool::new(false),
+            crash_after_effect: AtomicBool::new(false),
+            down_after_effect: AtomicBool::new(false),
+        });
+        let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::clone(&till))
+            .store(store)
+            .max_retries(0)
+            .claim_lease(Duration::from_millis(500))
+            .claim_wait(Duration::from_secs(5))
+            .build()
+            .unwrap();
+
+        // The crash between the start and the claim: the call answers that
+        // the store failed, ran nothing, and runs once when made again.
+        server.hold_the_log();
+        till.crash_in_check.store(true, Ordering::SeqCst);
+        let crashed = pay_for(&dispatcher, "ORD-1").await;
+        assert_eq!(crashed.code, Code::StoreUnavailable, "{crashed:?}");
+        assert_eq!(till.payments.load(Ordering::SeqCst), 0);
+        let again = loop {
+            let result = pay_for(&dispatcher, "ORD-1").await;
+            if result.code != Code::StoreUnavailable {
+                break result;
+            }
+        };
+        assert!(again.ok, "{again:?}");
+        assert_eq!(till.payments.load(Ordering::SeqCst), 1);
+
+        // A crash after the effect, the server back before the result is
+        // kept: the result is kept on a new connection, and the identical
+        // calls after it are answered with it.
+        server.hold_the_log();
+        till.crash_after_effect.store(true, Ordering::SeqCst);
+        let ran = pay_for(&dispatcher, "ORD-2").await;
+        assert!(ran.ok && !ran.replayed, "{ran:?}");
+        let again = pay_for(&dispatcher, "ORD-2").await;
+        assert!(again.ok && again.replayed, "{again:?}");
+        assert_eq!(till.payments.load(Ordering::SeqCst), 2);
+
+        // A crash after the effect, the server still down when the result
+        // would be kept: the claim was durable, so once the server is back
+        // the identical calls find the outcome unknown and never run it
+        // again.
+        server.hold_the_log();
+        till.down_after_effect.store(true, Ordering::SeqCst);
+        let crashed = pay_for(&dispatcher, "ORD-3").await;
+        assert!(!crashed.ok, "{crashed:?}");
+        assert_eq!(till.payments.load(Ordering::SeqCst), 3);
+        server.start_again();
+        for _ in 0..6 {
+            let again = pay_for(&dispatcher, "ORD-3").await;
+            assert!(
+                !again.ok,
+                "a call whose outcome is unknown was answered ok: {again:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(till.payments.load(Ordering::SeqCst), 3);
+    });
+}
+
+#[test]
+fn a_crash_takes_back_no_decision() {
+    let Some(server) = crashable("decision") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        store.put_approval(&asked("q-1")).await.unwrap();
+        let yes = toolcall_tests::decision(true, "ana", now_ms());
+        let decided = store.decide_approval("q-1", &yes, now_ms()).await.unwrap();
+        assert_eq!(decided, DecideOutcome::Decided);
+        // A start after the decision, lost with the crash, takes nothing
+        // of the decision back with it.
+        server.hold_the_log();
+        let call = key("read-1");
+        store
+            .begin_call(&CallStart::new("chat-1", &call, now_ms(), 10))
+            .await
+            .unwrap();
+        server.crash_and_start();
+        let after = connect_again(&server.url()).await;
+        assert_eq!(after.peek_step("chat-1").await.unwrap(), 0);
+        let kept = after.decided_approvals(10).await.unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+    });
+}
