@@ -43,9 +43,10 @@ pub enum Error {
     /// The command needs a cargo feature of this crate that this build
     /// leaves out.
     MissingFeature {
-        /// The command (`mcp`, `mcp --http`, `serve`).
+        /// The command (`mcp`, `mcp --http`, `mcp --oauth-issuer`, `serve`,
+        /// `agent`).
         command: &'static str,
-        /// The feature (`mcp`, `http`, `inbox`).
+        /// The feature (`mcp`, `http`, `oauth`, `inbox`, `agent`).
         feature: &'static str,
     },
     /// The inbox (`serve`) could not start, or stopped.

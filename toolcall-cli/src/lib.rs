@@ -56,17 +56,31 @@
 //!
 //! # Features
 //!
-//! All on by default but `agent`. Without them (`default-features = false`) the crate
-//! pulls neither rmcp, nor axum, nor a database driver.
+//! On by default: `mcp`, `http`, `inbox` and `postgres`, what most
+//! applications run (MCP on standard input and output and over HTTP, the
+//! approval inbox, a store the replicas share). Off by default, each asked
+//! for by name because it pulls crates an application that does not use it
+//! should not build: `sqlite` (SQLite, compiled from C), `oauth` (the JWT
+//! crates), `agent` (an OpenAI client and reqwest) and `metrics`
+//! (OpenTelemetry). An application that needs one names it:
+//!
+//! ```toml
+//! toolcall-cli = { version = "0.1", features = ["sqlite", "oauth"] }
+//! ```
+//!
+//! Without any (`default-features = false`) the crate pulls neither rmcp,
+//! nor axum, nor a database driver.
 //!
 //! | feature | brings | without it |
 //! |---|---|---|
-//! | `mcp` | `mcp` (rmcp, through `toolcall-mcp`) | `mcp` answers [`Error::MissingFeature`] |
-//! | `http` (implies `mcp`) | `mcp --http` (axum, through `toolcall-mcp`'s `http`) | `mcp --http` answers [`Error::MissingFeature`] |
-//! | `inbox` | `serve` (axum, through `toolcall-inbox`) | `serve` answers [`Error::MissingFeature`] |
-//! | `sqlite` | `--store sqlite:PATH` (`toolcall-sqlite`, SQLite bundled) | the value is refused, naming the feature |
-//! | `postgres` | `--store postgres://...` (`toolcall-postgres`) | the value is refused, naming the feature |
-//! | `agent` (off by default) | `agent` (async-openai, reqwest with rustls over ring, and axum for `--serve-script`) | `agent` answers [`Error::MissingFeature`] |
+//! | `mcp` (default) | `mcp` (rmcp, through `toolcall-mcp`) | `mcp` answers [`Error::MissingFeature`] |
+//! | `http` (default; implies `mcp`) | `mcp --http` (axum, through `toolcall-mcp`'s `http`) | `mcp --http` answers [`Error::MissingFeature`] |
+//! | `inbox` (default) | `serve` (axum, through `toolcall-inbox`) | `serve` answers [`Error::MissingFeature`] |
+//! | `postgres` (default) | `--store postgres://...` (`toolcall-postgres`, TLS as `sslmode` asks) | the value is refused, naming the feature |
+//! | `sqlite` (opt-in) | `--store sqlite:PATH` (`toolcall-sqlite`, SQLite bundled) | the value is refused, naming the feature |
+//! | `oauth` (opt-in; implies `http`) | `mcp --http ADDR --oauth-issuer URL`: the server as an OAuth 2.1 resource server (jsonwebtoken, reqwest, through `toolcall-mcp`'s `oauth`) | `--oauth-issuer` answers [`Error::MissingFeature`] |
+//! | `agent` (opt-in) | `agent` (async-openai, reqwest with rustls over ring, and axum for `--serve-script`) | `agent` answers [`Error::MissingFeature`] |
+//! | `metrics` (opt-in) | the audit recorded as OpenTelemetry metrics (`toolcall-metrics`), and with `inbox` `serve`'s `GET /api/metrics` | no OpenTelemetry crate |
 //!
 //! The commands stay in [`Command`] whatever the features (an application's
 //! `match` on it compiles under any of them); one whose feature is left out
@@ -312,6 +326,49 @@ mod tests {
                 (!cfg!(feature = "http")).then_some("http")
             }
         );
+        // `oauth` is opt-in: a default build names it for `--oauth-issuer`.
+        let oauth = command(&[
+            "app",
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--oauth-issuer",
+            "https://auth.example.com",
+            "--oauth-audience",
+            "https://mcp.example.com/mcp",
+        ]);
+        let expected = if !cfg!(feature = "mcp") {
+            Some("mcp")
+        } else if !cfg!(feature = "http") {
+            Some("http")
+        } else {
+            (!cfg!(feature = "oauth")).then_some("oauth")
+        };
+        assert_eq!(oauth.missing_feature(), expected);
+        if cfg!(all(feature = "http", not(feature = "oauth"))) {
+            let app = App::new("shop", Registry::default(), Arc::new(()));
+            let error = app
+                .run_from([
+                    "shop",
+                    "mcp",
+                    "--http",
+                    "127.0.0.1:0",
+                    "--oauth-issuer",
+                    "https://auth.example.com",
+                    "--oauth-audience",
+                    "https://mcp.example.com/mcp",
+                ])
+                .unwrap_err();
+            assert_eq!(
+                (error.exit_code(), error.to_string()),
+                (
+                    2,
+                    "`mcp --oauth-issuer` is not in this build: it needs toolcall-cli's `oauth` \
+                     feature"
+                        .to_owned()
+                )
+            );
+        }
         let sqlite = "sqlite:bank.db".parse::<StoreSpec>();
         if cfg!(feature = "sqlite") {
             assert_eq!(sqlite.unwrap(), StoreSpec::Sqlite("bank.db".into()));

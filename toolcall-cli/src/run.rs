@@ -70,8 +70,9 @@ impl Command {
     }
 
     /// The cargo feature of this crate the command needs, when this build
-    /// leaves it out: `mcp` for `mcp`, `http` for `mcp --http`, `inbox` for
-    /// `serve`. Such a command answers [`Error::MissingFeature`].
+    /// leaves it out: `mcp` for `mcp`, `http` for `mcp --http`, `oauth` for
+    /// `mcp --oauth-issuer`, `inbox` for `serve`, `agent` for `agent`. Such
+    /// a command answers [`Error::MissingFeature`].
     pub fn missing_feature(&self) -> Option<&'static str> {
         match self {
             Command::Mcp(_) if !cfg!(feature = "mcp") => Some("mcp"),

@@ -24,9 +24,11 @@ use crate::Error;
 /// use toolcall_cli::StoreSpec;
 ///
 /// assert_eq!("memory".parse::<StoreSpec>().unwrap(), StoreSpec::Memory);
-/// let file: StoreSpec = "sqlite:shop.db".parse().unwrap();
-/// assert_eq!(file, StoreSpec::Sqlite("shop.db".into()));
-/// assert_eq!(file.to_string(), "sqlite:shop.db");
+/// // Parsing connects to nothing. (`postgres` is a default feature;
+/// // `sqlite:shop.db` parses to `StoreSpec::Sqlite` with the `sqlite` one.)
+/// let shared: StoreSpec = "postgres://app@db.internal/shop".parse().unwrap();
+/// assert_eq!(shared, StoreSpec::Postgres("postgres://app@db.internal/shop".into()));
+/// assert_eq!(shared.to_string(), "postgres://app@db.internal/shop");
 /// let error = "redis://x".parse::<StoreSpec>().unwrap_err();
 /// assert_eq!(
 ///     error.to_string(),

@@ -600,8 +600,11 @@ fn caller_picks_one_of_the_code_s_callers() {
 }
 
 /// `--store sqlite:PATH`: a second run over the same file replays the
-/// first's transfer instead of moving the money again. A store the command
-/// line cannot name is a usage error.
+/// first's transfer instead of moving the money again. SQLite is an opt-in
+/// feature (not a default): `cargo test -p toolcall-cli --features sqlite`
+/// runs this test, as `cargo test --workspace` does (the `orders` example
+/// turns the feature on).
+#[cfg(feature = "sqlite")]
 #[test]
 fn store_sqlite_keeps_what_was_done_across_runs() {
     let bank = Arc::new(Bank::default());
@@ -635,7 +638,13 @@ fn store_sqlite_keeps_what_was_done_across_runs() {
         .map(|line| serde_json::from_str::<AuditRecord>(line).unwrap().replayed)
         .collect();
     assert_eq!(replayed, [false, true]);
+}
 
+/// A store the command line cannot name is a usage error, whatever the
+/// features.
+#[test]
+fn an_unknown_store_is_a_usage_error() {
+    let bank = Arc::new(Bank::default());
     let error = run(&bank, &["replay", "--store", "redis://x"]).unwrap_err();
     assert_eq!(error.exit_code(), 2);
     assert!(
@@ -762,6 +771,9 @@ mod from_store {
         assert!(seen.0.lock().unwrap().is_empty(), "no state was built");
     }
 
+    /// Over `--store sqlite:` (an opt-in feature), a store a test can open
+    /// with no server.
+    #[cfg(feature = "sqlite")]
     #[test]
     fn a_command_that_runs_tools_builds_it_from_the_store_it_opens() {
         let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
@@ -951,6 +963,9 @@ fn every_command_that_can_ask_a_person_takes_the_approval_ttl() {
     }
 }
 
+/// The approval's time to live as the store keeps it: over `--store
+/// sqlite:` (an opt-in feature), which the test reads back.
+#[cfg(feature = "sqlite")]
 #[test]
 fn the_questions_time_to_live_is_the_command_lines_to_set() {
     let bank = Arc::new(Bank::default());
@@ -990,6 +1005,19 @@ fn the_questions_time_to_live_is_the_command_lines_to_set() {
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].expires_ms - pending[0].created_ms, 90_000);
     assert_eq!(bank.transfers.load(Ordering::SeqCst), 0);
+}
+
+/// A time to live of no time, negative, over 30 days or not whole seconds
+/// is refused, whatever the store.
+#[test]
+fn a_time_to_live_of_no_time_is_refused() {
+    let bank = Arc::new(Bank::default());
+    let calls = scratch("ttl-refused").join("calls.jsonl");
+    std::fs::write(
+        &calls,
+        "{\"tool\": \"close\", \"arguments\": {\"account\": \"A\"}}\n",
+    )
+    .unwrap();
     for bad in ["0", "-5", "2592001", "1.5"] {
         let flag = format!("--approval-ttl={bad}");
         let error = app(&bank)
