@@ -666,6 +666,47 @@ async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
     );
 }
 
+/// A wait on a question whose call ran meanwhile (by the host's
+/// `confirmed`), and the host's answer to it, are what came of the call,
+/// read by a look at its key: a look the dispatcher takes for itself, so
+/// the audit keeps no record of it. It kept a dry run's, as if someone had
+/// made one.
+#[tokio::test]
+async fn the_look_at_what_came_of_a_call_leaves_no_audit_record() {
+    let ops = Arc::new(Ops::default());
+    let audit = MemoryAudit::new();
+    let d = builder(&ops).audit(audit.clone()).build().unwrap();
+    let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    let id = asked.confirmation_id.clone().unwrap();
+    let args = r#"{"volume": "vol-7"}"#;
+    let ran = d
+        .execute(
+            Call::new("detach_volume", args)
+                .session("c")
+                .confirmed(true),
+        )
+        .await;
+    assert!(ran.ok, "{ran:?}");
+
+    let waited = d
+        .wait_for_decision(
+            Call::new("detach_volume", args).session("c"),
+            &id,
+            toolcall::store::now_ms() + 50,
+        )
+        .await;
+    assert!(waited.ok && waited.replayed, "{waited:?}");
+    let approved = d.approve(Decision::new(&id, "c").by("ana")).await;
+    assert!(approved.ok && approved.replayed, "{approved:?}");
+    assert_eq!(ops.applied("detach_volume"), 1);
+    let records = audit.records();
+    assert!(
+        records.iter().all(|record| !record.dry_run),
+        "nobody made a dry run: {records:#?}"
+    );
+}
+
 // ------------------------------------------------ questions have a kind
 
 /// An in-doubt question is answered only as "it happened" or "it did not":

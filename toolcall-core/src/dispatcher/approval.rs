@@ -387,11 +387,17 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// What came of `call` if it completed, read from its key by a dry run
-    /// (nothing runs, nobody is asked, no step is taken): its answer,
-    /// replayed; `None` otherwise. What the wait and the host's answers
+    /// (nothing runs, nobody is asked, no step is taken, nothing is
+    /// audited: the wait's or the host's answer is): its answer, replayed;
+    /// `None` otherwise. What the wait and the host's answers
     /// read before they say a question is open or expired.
     async fn what_came_of(&self, call: Call<'_>) -> Option<ToolResult> {
-        let looked = self.execute(call.dry_run(true)).await;
+        let looked = self
+            .execute(Call {
+                look: true,
+                ..call.dry_run(true)
+            })
+            .await;
         (looked.replayed && looked.ok).then_some(looked)
     }
 }

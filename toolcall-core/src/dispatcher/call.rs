@@ -34,6 +34,10 @@ pub struct Call<'a> {
     pub(super) dry_run: bool,
     pub(super) client_answers: bool,
     pub(super) alone: bool,
+    /// A look the dispatcher takes for itself (what came of a call, for a
+    /// wait or a host's answer): its answer is read, and it leaves no
+    /// audit record of its own, since nobody made it.
+    pub(super) look: bool,
 }
 
 impl<'a> Call<'a> {
@@ -58,6 +62,7 @@ impl<'a> Call<'a> {
             dry_run: false,
             client_answers: false,
             alone: false,
+            look: false,
         }
     }
 

@@ -130,6 +130,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         if let Some(budget) = budget {
             crate::budget::fit_result(result, budget, &mut cut);
         }
+        if call.look {
+            return;
+        }
         let confirmed = call.confirmed
             || carried.is_some()
             || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
