@@ -241,3 +241,70 @@ fn a_crash_takes_back_no_decision() {
         assert_eq!(kept.len(), 1, "{kept:?}");
     });
 }
+
+/// A read-only call waits for no flush of the log: its start's commit does
+/// not, and it writes nothing else. (It waited for one a call.)
+#[test]
+fn a_read_waits_for_no_flush_of_the_log() {
+    let Some(server) = crashable("flushes") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        let flushes = || {
+            server
+                .sql("SELECT pg_stat_clear_snapshot(); SELECT wal_sync FROM pg_stat_wal")
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .parse::<i64>()
+                .unwrap_or(-1)
+        };
+        let before = flushes();
+        for n in 0..100 {
+            let call = key(&format!("read-{n}"));
+            store
+                .begin_call(&CallStart::new(&format!("chat-{n}"), &call, now_ms(), 10))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = flushes();
+        assert!(
+            after >= before && after - before < 20,
+            "{before} -> {after}"
+        );
+
+        let till = Arc::new(Till {
+            server: Arc::clone(&server),
+            payments: AtomicU64::new(0),
+            crash_in_check: AtomicBool::new(false),
+            crash_after_effect: AtomicBool::new(false),
+            down_after_effect: AtomicBool::new(false),
+        });
+        let dispatcher = Dispatcher::builder(tools![pay, paid].unwrap(), till)
+            .store(store)
+            .build()
+            .unwrap();
+        let before = flushes();
+        for n in 0..100 {
+            let session = format!("read-{n}");
+            let read = dispatcher
+                .execute(Call::new("paid", "{}").session(&session))
+                .await;
+            assert!(read.ok, "{read:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = flushes();
+        assert!(
+            after >= before && after - before < 20,
+            "{before} -> {after}"
+        );
+    });
+}
+
+/// How many payments were taken.
+#[tool]
+fn paid(ctx: &Ctx<Till>) -> Result<Value, Rejection> {
+    Ok(json!({"payments": ctx.state.payments.load(Ordering::SeqCst)}))
+}

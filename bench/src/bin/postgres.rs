@@ -16,6 +16,9 @@
 //!   call costs, setting up a connection and preparing statements aside.
 //!   Read-only: `get_order`, each call in a conversation of its own.
 //!   Confirmed refund: `refund_order` with `confirmed`, one cent at a time.
+//!   Beside it, the log's flushes to the disk a call waits for (`wal_sync`
+//!   of `pg_stat_wal`, for the whole server: run it on a quiet one): the
+//!   durable commits of a call, the calls being made one after another.
 //! * **W.** The server's own rate of single-row inserts (autocommit, each
 //!   prepared once) from 8 connections at once: what the store's rates are
 //!   compared with.
@@ -158,6 +161,21 @@ async fn xact_commit(admin: &tokio_postgres::Client, database: &str) -> i64 {
         .get(0)
 }
 
+/// How many times the server has flushed its log to the disk (`wal_sync`
+/// of `pg_stat_wal`, Postgres 14 and later; `None` before): a commit that
+/// waits for the log is one, unless it shares another's.
+async fn log_flushes(admin: &tokio_postgres::Client) -> Option<i64> {
+    admin
+        .batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await
+        .ok()?;
+    let row = admin
+        .query_one("SELECT wal_sync FROM pg_stat_wal", &[])
+        .await
+        .ok()?;
+    Some(row.get(0))
+}
+
 /// Transactions of `calls` calls of `kind` on a store of its own, setup
 /// included (read once the connection closed and its statistics are in).
 async fn xacts_of(
@@ -166,8 +184,9 @@ async fn xacts_of(
     database: &str,
     kind: &str,
     calls: usize,
-) -> (i64, u64) {
+) -> (i64, u64, Option<i64>) {
     let before = xact_commit(admin, database).await;
+    let flushed = log_flushes(admin).await;
     let store = Arc::new(PostgresStore::connect(url).await.expect("the store"));
     let d = Dispatcher::builder(
         tools![get_order, refund_order].expect("the tools"),
@@ -217,7 +236,10 @@ async fn xacts_of(
         }
         after = now;
     }
-    (after - before, sent)
+    let flushes = flushed
+        .zip(log_flushes(admin).await)
+        .map(|(before, after)| after - before);
+    (after - before, sent, flushes)
 }
 
 async fn parent(args: &Args) {
@@ -242,8 +264,13 @@ async fn parent(args: &Args) {
     println!("{}", json!({ "postgres": server }));
     for kind in ["read", "refund"] {
         let short = args.xact_calls;
-        let (few, few_sent) = xacts_of(&admin, &url, &database, kind, short).await;
-        let (many, many_sent) = xacts_of(&admin, &url, &database, kind, 2 * short).await;
+        let (few, few_sent, few_flushes) = xacts_of(&admin, &url, &database, kind, short).await;
+        let (many, many_sent, many_flushes) =
+            xacts_of(&admin, &url, &database, kind, 2 * short).await;
+        // One call after another: no two commits share a flush.
+        let flushes = few_flushes
+            .zip(many_flushes)
+            .map(|(few, many)| (many - few) as f64 / short as f64);
         println!(
             "{}",
             json!({
@@ -252,6 +279,7 @@ async fn parent(args: &Args) {
                 "xact_commit": [few, many],
                 "per_call": (many - few) as f64 / short as f64,
                 "round_trips_per_call": (many_sent - few_sent) as f64 / short as f64,
+                "log_flushes_per_call": flushes,
             })
         );
     }
