@@ -24,6 +24,9 @@ use toolcall_mcp::http::{HttpOptions, Limits, router, serve, serve_with};
 use toolcall_testkit::bank::{Bank, balance, transfer};
 use toolcall_testkit::mcp_http::{Answer, bearer, read_answer, send};
 
+mod client;
+use client::{arguments, result_json};
+
 // ------------------------------------------------------------------ bank
 
 const TOKEN_A: &str = "token-of-agent-a-0123456789";
@@ -96,23 +99,10 @@ async fn connect(addr: SocketAddr, token: Option<&str>) -> Client {
 }
 
 async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments are an object")
-    };
     client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments(args)))
         .await
         .expect("every outcome is a tool result, never a protocol error")
-}
-
-/// The `ToolResult` JSON of a result, checked against its `isError`.
-fn result_json(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result carries structuredContent");
-    assert_eq!(result.is_error, Some(structured["ok"] != json!(true)));
-    structured
 }
 
 // ------------------------------------------------------------------ raw HTTP

@@ -1,24 +1,28 @@
 //! The MCP server against rmcp's own client, over an in-process pipe: what
 //! the client sees, and what the backend really did.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InitializeResult,
-    InputResponses, ProtocolVersion, RequestMetaObject, ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitResult, ElicitationAction,
+    InputResponses, RequestMetaObject,
 };
-use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, serve_directly};
-use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
+use rmcp::service::{RoleServer, RunningService};
 use serde_json::{Map, Value, json};
 use toolcall::{
     Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, Rejection, Taint, ToolError,
     tool, tools,
 };
-use toolcall_mcp::{Conversations, FrameGuard, McpServer, Options};
+use toolcall_mcp::{Conversations, McpServer, Options};
 use toolcall_testkit::bank::{Bank, balance, transfer};
+
+mod client;
+use client::{
+    Client, Person, Server, arguments, code, connect_modern_with, connect_with, hang_up,
+    refund_args, result_json,
+};
 
 // ------------------------------------------------------------------ tools
 
@@ -73,185 +77,10 @@ fn audited(bank: &Arc<Bank>) -> (Arc<Dispatcher<Bank>>, MemoryAudit) {
     (Arc::new(dispatcher), audit)
 }
 
-// ------------------------------------------------------------------ client
-
-/// What the person behind a client does when asked.
-#[derive(Clone)]
-enum Behaviour {
-    /// Answers every approval question the same way.
-    Answer(ElicitResult),
-    /// The client fails to ask anyone.
-    Fail,
-    /// Nobody ever answers.
-    Hang,
-    /// Answers the questions with these answers in turn, then the last one
-    /// for every further question.
-    InTurn(Arc<Mutex<Vec<ElicitResult>>>),
-}
-
-/// An MCP client with a person behind it, or a client that cannot ask
-/// anyone (`behaviour: None`: it declares no elicitation). It records what
-/// it was asked; the tests check it (an assertion in the handler would only
-/// fail the client's task, and leave the server waiting).
-#[derive(Clone)]
-struct Person {
-    behaviour: Option<Behaviour>,
-    asked: Arc<Mutex<Vec<(String, Value)>>>,
-}
-
-impl Person {
-    fn with(behaviour: Option<Behaviour>) -> Self {
-        Person {
-            behaviour,
-            asked: Arc::default(),
-        }
-    }
-
-    fn answering(answer: ElicitResult) -> Self {
-        Person::with(Some(Behaviour::Answer(answer)))
-    }
-
-    fn approving() -> Self {
-        Person::answering(
-            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})),
-        )
-    }
-
-    /// A person who answers the questions in turn with `answers`.
-    fn in_turn(mut answers: Vec<ElicitResult>) -> Self {
-        answers.reverse();
-        Person::with(Some(Behaviour::InTurn(Arc::new(Mutex::new(answers)))))
-    }
-
-    fn unreachable() -> Self {
-        Person::with(None)
-    }
-
-    /// A client that declares elicitation but fails to ask anyone.
-    fn broken() -> Self {
-        Person::with(Some(Behaviour::Fail))
-    }
-
-    /// A client that declares elicitation, behind which nobody answers.
-    fn absent() -> Self {
-        Person::with(Some(Behaviour::Hang))
-    }
-
-    /// The messages of the questions asked so far, each checked to be a
-    /// form with one required boolean `approve`.
-    fn questions(&self) -> Vec<String> {
-        let asked = self.asked.lock().unwrap().clone();
-        asked
-            .into_iter()
-            .map(|(message, schema)| {
-                assert_eq!(
-                    schema["properties"]["approve"]["type"], "boolean",
-                    "{schema}"
-                );
-                assert_eq!(schema["required"], json!(["approve"]), "{schema}");
-                message
-            })
-            .collect()
-    }
-
-    fn config(&self) -> ClientConfig {
-        let capabilities = if self.behaviour.is_some() {
-            ClientCapabilities::builder().enable_elicitation().build()
-        } else {
-            ClientCapabilities::default()
-        };
-        ClientConfig::new(capabilities, Implementation::new("test-client", "0.0.0"))
-    }
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        self.config()
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } = request
-        else {
-            self.asked
-                .lock()
-                .unwrap()
-                .push(("not a form".to_owned(), Value::Null));
-            return Err(ErrorData::invalid_params("expected a form", None));
-        };
-        let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
-        self.asked.lock().unwrap().push((message, schema));
-        match &self.behaviour {
-            Some(Behaviour::Answer(answer)) => Ok(answer.clone()),
-            Some(Behaviour::InTurn(answers)) => {
-                let mut answers = answers.lock().unwrap();
-                let answer = if answers.len() > 1 {
-                    answers.pop()
-                } else {
-                    answers.last().cloned()
-                };
-                answer.ok_or_else(|| ErrorData::invalid_request("no answer", None))
-            }
-            Some(Behaviour::Hang) => std::future::pending().await,
-            Some(Behaviour::Fail) | None => Err(ErrorData::invalid_request("nobody to ask", None)),
-        }
-    }
-}
-
-type Client = RunningService<RoleClient, Person>;
-
-/// The server's end of an in-process pipe, as `serve_stdio` reads standard
-/// input and output: through a [`FrameGuard`].
-fn guarded(
-    io: tokio::io::DuplexStream,
-) -> FrameGuard<
-    tokio::io::ReadHalf<tokio::io::DuplexStream>,
-    tokio::io::WriteHalf<tokio::io::DuplexStream>,
-> {
-    let (read, write) = tokio::io::split(io);
-    FrameGuard::new(read, write)
-}
-
 /// Connects `person`'s client to a server over `dispatcher` through an
 /// in-process pipe, with the `initialize` handshake.
-async fn connect(
-    dispatcher: Arc<Dispatcher<Bank>>,
-    person: &Person,
-) -> (
-    Client,
-    tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>,
-) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(toolcall_mcp::serve(
-        dispatcher,
-        Options::new("mcp-test"),
-        guarded(server_io),
-    ));
-    let client = person.clone().serve(client_io).await.unwrap();
-    (client, server)
-}
-
-/// Closes the client and checks that the server then stops cleanly.
-async fn hang_up(client: Client, server: tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>) {
-    client.cancel().await.unwrap();
-    server
-        .await
-        .unwrap()
-        .expect("the server stops without error when the client leaves");
-}
-
-fn arguments(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => panic!("arguments must be an object"),
-    }
+async fn connect(dispatcher: Arc<Dispatcher<Bank>>, person: &Person) -> (Client, Server) {
+    connect_with(dispatcher, Options::new("mcp-test"), person).await
 }
 
 async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
@@ -259,36 +88,6 @@ async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResul
         .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments(args)))
         .await
         .expect("every outcome is a tool result, never a protocol error")
-}
-
-/// The `ToolResult` JSON of an MCP result (its `structuredContent`), checked
-/// against its text block and its `isError`.
-fn result_json(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result carries structuredContent");
-    assert_eq!(result.content.len(), 1);
-    let text = &result.content[0].as_text().expect("a text block").text;
-    assert_eq!(
-        serde_json::from_str::<Value>(text).unwrap(),
-        structured,
-        "the text is the model text of the same result"
-    );
-    assert_eq!(
-        result.is_error,
-        Some(structured["ok"] != json!(true)),
-        "isError is exactly `not ok`"
-    );
-    structured
-}
-
-fn code(result: &Value) -> &str {
-    result.get("code").and_then(Value::as_str).unwrap_or("OK")
-}
-
-fn refund_args() -> Value {
-    json!({"to": "ACC-7", "amount_cents": 2590})
 }
 
 // ------------------------------------------------------------------ tests
@@ -562,31 +361,11 @@ async fn the_server_works_as_a_bare_handler_too() {
 
 // ------------------------------------------------- protocol 2026-07-28 (MRTR)
 
-/// Connects without a handshake on protocol 2026-07-28, where the server may
-/// not send requests: the approval question travels as `input_required`,
-/// and rmcp's client answers it and retries by itself.
 async fn connect_modern(
     dispatcher: Arc<Dispatcher<Bank>>,
     person: &Person,
 ) -> (Client, RunningService<RoleServer, McpServer<Bank>>) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let client_config = person
-        .config()
-        .with_protocol_version(ProtocolVersion::V_2026_07_28);
-    let mut server_config =
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
-    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
-    let server = serve_directly::<RoleServer, _, _, _, _>(
-        McpServer::new(dispatcher, Options::new("mcp-test")),
-        guarded(server_io),
-        Some(client_config),
-    );
-    let client = serve_directly::<RoleClient, _, _, _, _>(
-        person.clone(),
-        client_io,
-        Some(server_config.into()),
-    );
-    (client, server)
+    connect_modern_with(dispatcher, Options::new("mcp-test"), person).await
 }
 
 #[tokio::test]
