@@ -13,6 +13,7 @@ use toolcall::{
     Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
     tool, tools,
 };
+use toolcall_testkit::run::all_at_once;
 
 /// A backend that counts executions and can be slow.
 #[derive(Default)]
@@ -79,22 +80,13 @@ fn identical_calls_at_the_same_moment_execute_once_and_all_get_the_result() {
             .build()
             .unwrap(),
     );
-    let results: Vec<ToolResult> = runtime.block_on(async {
-        let tasks: Vec<_> = (0..16)
-            .map(|_| {
-                let d = Arc::clone(&dispatcher);
-                tokio::spawn(async move {
-                    d.execute(Call::new("pay", PAY).session("s").confirmed(true))
-                        .await
-                })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for task in tasks {
-            results.push(task.await.unwrap());
+    let results: Vec<ToolResult> = runtime.block_on(all_at_once(16, || {
+        let d = Arc::clone(&dispatcher);
+        async move {
+            d.execute(Call::new("pay", PAY).session("s").confirmed(true))
+                .await
         }
-        results
-    });
+    }));
     assert_eq!(backend.runs(), 1, "sixteen identical calls, one execution");
     assert!(
         results.iter().all(|r| r.ok && r.data == results[0].data),

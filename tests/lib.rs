@@ -1872,17 +1872,7 @@ impl WithCreated for PendingApproval {
 /// line on stderr (past the test harness's capture) that Postgres was not
 /// tested.
 pub fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
-            );
-            None
-        }
-    }
+    toolcall_testkit::run::postgres_url("the Postgres store")
 }
 
 /// A schema name of `test`'s own, in this process, now.

@@ -14,6 +14,7 @@ use toolcall::{
     BuildError, BuildWarning, Call, Caller, Code, Ctx, Decision, Dispatcher, Failure, MemoryAudit,
     MessageContext, Policy, Rejection, ToolError, ToolResult, UNKNOWN_APPROVAL_TOOL, tool, tools,
 };
+use toolcall_testkit::run::all_at_once;
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
@@ -585,22 +586,13 @@ fn identical_calls_in_flight_beyond_the_loop_guard_wait_for_the_answer_instead_o
     let backend = Backend::slow(300);
     // The default loop guard: three identical calls, then LOOP_DETECTED.
     let d = Arc::new(backend_dispatcher(&backend).max_steps(100).build().unwrap());
-    let results: Vec<ToolResult> = runtime.block_on(async {
-        let tasks: Vec<_> = (0..16)
-            .map(|_| {
-                let d = Arc::clone(&d);
-                tokio::spawn(async move {
-                    d.execute(Call::new("transfer", TRANSFER).session("s"))
-                        .await
-                })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for task in tasks {
-            results.push(task.await.unwrap());
+    let results: Vec<ToolResult> = runtime.block_on(all_at_once(16, || {
+        let d = Arc::clone(&d);
+        async move {
+            d.execute(Call::new("transfer", TRANSFER).session("s"))
+                .await
         }
-        results
-    });
+    }));
     assert_eq!(backend.runs(), 1, "sixteen identical calls, one transfer");
     assert!(
         results

@@ -23,6 +23,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use toolcall::{Call, Code, Ctx, Dispatcher, ToolError, ToolResult, tool, tools};
 use toolcall_core::canonical::idempotency_key;
+use toolcall_testkit::run::one_thread as runtime;
 
 #[path = "../fuzz/harness.rs"]
 mod harness;
@@ -97,13 +98,6 @@ fn ledger_dispatcher(ledger: &Arc<Ledger>) -> Dispatcher<Ledger> {
     Dispatcher::builder(tools![pay].unwrap(), Arc::clone(ledger))
         .max_steps(1_000)
         .retry_backoff(Duration::ZERO)
-        .build()
-        .unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
         .build()
         .unwrap()
 }

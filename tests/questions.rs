@@ -18,6 +18,7 @@ use toolcall::{
 use toolcall_core::controls;
 use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
 use toolcall_ledger::store::clock;
+use toolcall_testkit::run::one_thread as runtime;
 
 /// What ran, counted where it ran.
 #[derive(Default)]
@@ -89,13 +90,6 @@ fn replica(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Dispatcher<Shop, Arc<M
     .max_steps(1_000)
     .build()
     .unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Runs `test` on a runtime of one thread, on a clock of its own.

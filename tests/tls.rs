@@ -18,6 +18,7 @@ use orders::Shop;
 use toolcall::store::prelude::*;
 use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_postgres::{ConnectionString, PostgresStore, TlsMode};
+use toolcall_testkit::run::{free_port, runtime};
 
 /// A certificate authority, and what it signed.
 struct Authority {
@@ -100,14 +101,6 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl TlsPostgres {
@@ -231,14 +224,6 @@ impl Drop for TlsPostgres {
         );
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Whether the connection `client` is on is encrypted, as the server says.

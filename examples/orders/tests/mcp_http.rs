@@ -15,7 +15,7 @@ mod support;
 #[path = "mcp_http/oauth.rs"]
 mod oauth;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -27,6 +27,7 @@ use toolcall::store::Store;
 use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 use toolcall_testkit::mcp_http::Answer;
 use toolcall_testkit::mcp_http::blocking::{post, send as send_http};
+use toolcall_testkit::run::{self, one_thread as runtime};
 
 const TOKEN: &str = "token-of-the-support-desk-0123456789";
 
@@ -248,13 +249,6 @@ fn sqlite_refunds(path: &Path) -> (i64, i64) {
         |row| Ok((row.get(0)?, row.get(1)?)),
     )
     .unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// A person's yes, as the inbox (`orders serve`) records it.
@@ -532,18 +526,7 @@ fn a_task_outlives_its_killed_process_on_sqlite() {
 // ------------------------------------------------------------- Postgres
 
 fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            // Straight to stderr, past the test harness's capture: loud.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; MCP over HTTP was NOT tested on \
-                 Postgres"
-            );
-            None
-        }
-    }
+    run::postgres_url("MCP over HTTP")
 }
 
 /// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
