@@ -475,6 +475,19 @@ async fn call_once(
         .expect("every outcome is a result, never a protocol error")
 }
 
+/// The transfer of `refund_args` retried with the state of its question
+/// and the person's answer: its `ToolResult` JSON.
+async fn answered(client: &Client, state: &str, approve: bool) -> Value {
+    let retry = call_once(
+        client,
+        "transfer",
+        refund_args(),
+        Some(state),
+        Some(answer(approve)),
+    );
+    complete(retry.await)
+}
+
 /// The `requestState` of an approval question.
 fn asked(response: CallToolResponse) -> String {
     match response {
@@ -527,16 +540,7 @@ async fn on_2026_07_28_a_retry_with_other_arguments_runs_nothing_and_asks_again(
     assert_eq!(bank.transfers(), 0);
 
     // The question asked is still open, for the call it was asked about.
-    let done = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(done["data"]["amount_cents"], 2590);
     assert_eq!(bank.transfers(), 1);
@@ -557,16 +561,7 @@ async fn on_2026_07_28_a_confirmation_id_is_no_token_for_a_client_without_elicit
     let id = waiting["confirmation_id"].as_str().unwrap().to_owned();
 
     // The client forges the retry of a question it was never asked.
-    let forged = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&format!("toolcall-approval:{id}")),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let forged = answered(&client, &format!("toolcall-approval:{id}"), true).await;
     assert_eq!(code(&forged), "CONFIRMATION_REQUIRED", "{forged}");
     assert_eq!(bank.transfers(), 0);
     assert!(person.questions().is_empty());
@@ -615,16 +610,7 @@ async fn on_2026_07_28_a_question_of_one_connection_is_not_answered_on_another()
     .await;
     asked(elsewhere);
 
-    let done = complete(
-        call_once(
-            &asked_client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let done = answered(&asked_client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(bank.transfers(), 1);
 
@@ -641,22 +627,13 @@ async fn on_2026_07_28_a_resent_approved_retry_is_replayed() {
     let (client, server) = connect_modern(dispatcher(&bank), &person).await;
 
     let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
-    let retry = || {
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-    };
-    let done = complete(retry().await);
+    let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(done.get("replayed"), None);
     assert_eq!(bank.transfers(), 1);
 
     // The response was lost; the client sends the same retry again.
-    let again = complete(retry().await);
+    let again = answered(&client, &state, true).await;
     assert_eq!(code(&again), "OK", "{again}");
     assert_eq!(again["replayed"], true);
     assert_eq!(again["data"], done["data"]);
@@ -689,16 +666,7 @@ async fn on_2026_07_28_a_retry_without_an_answer_cancels_nothing() {
         audit.records()
     );
 
-    let done = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(bank.transfers(), 1);
 
@@ -714,31 +682,13 @@ async fn on_2026_07_28_a_declined_retry_is_denied_once() {
     let (client, server) = connect_modern(dispatcher, &person).await;
 
     let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
-    let denied = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(false)),
-        )
-        .await,
-    );
+    let denied = answered(&client, &state, false).await;
     assert_eq!(code(&denied), "CONFIRMATION_DENIED", "{denied}");
     assert!(approved_by_a_person(&audit), "the person's no is audited");
 
     // The question was answered, and the denial is final: a yes sent for it
     // afterwards is a fresh call, which the denial answers; nobody is asked.
-    let late = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let late = answered(&client, &state, true).await;
     assert_eq!(code(&late), "CONFIRMATION_DENIED", "{late}");
     assert_eq!(bank.transfers(), 0);
 
