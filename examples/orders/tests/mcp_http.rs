@@ -24,10 +24,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::store::Store;
-use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_testkit::mcp_http::Answer;
 use toolcall_testkit::mcp_http::blocking::{post, send as send_http};
 use toolcall_testkit::run::{self, one_thread as runtime};
+use toolcall_testkit::store::yes;
 
 const TOKEN: &str = "token-of-the-support-desk-0123456789";
 
@@ -251,21 +252,12 @@ fn sqlite_refunds(path: &Path) -> (i64, i64) {
     .unwrap()
 }
 
-/// A person's yes, as the inbox (`orders serve`) records it.
-fn yes() -> ApprovalDecision {
-    ApprovalDecision {
-        approved: true,
-        by: "ana".to_owned(),
-        note: "checked the photos".to_owned(),
-        edited_arguments: None,
-        decided_ms: now_ms(),
-        lasts_until_ms: None,
-    }
-}
-
 async fn decide<St: Store>(store: &St, id: &str) {
     assert_eq!(
-        store.decide_approval(id, &yes(), now_ms()).await.unwrap(),
+        store
+            .decide_approval(id, &yes("checked the photos"), now_ms())
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
 }
