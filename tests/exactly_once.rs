@@ -189,6 +189,11 @@ fn pay_dispatcher(backend: &Arc<Counter>) -> Dispatcher<Counter> {
         .unwrap()
 }
 
+/// The code of an approval of `id` in session `s`.
+async fn approved(d: &Dispatcher<Counter>, id: &str) -> Code {
+    d.approve(Decision::new(id, "s")).await.code
+}
+
 async fn ask(d: &Dispatcher<Counter>, session: &str, args: &str) -> String {
     let asked = d.execute(Call::new("pay", args).session(session)).await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
@@ -276,16 +281,10 @@ async fn an_expired_approval_executes_nothing() {
         .unwrap();
     let id = ask(&d, "s", PAY).await;
     tokio::time::sleep(Duration::from_millis(40)).await;
-    assert_eq!(
-        d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationExpired
-    );
+    assert_eq!(approved(&d, &id).await, Code::ConfirmationExpired);
     // Still expired the second time: a take that could not carry the
     // question out leaves it as it was.
-    assert_eq!(
-        d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationExpired
-    );
+    assert_eq!(approved(&d, &id).await, Code::ConfirmationExpired);
     assert_eq!(backend.runs(), 0);
 }
 
@@ -310,10 +309,7 @@ async fn a_denial_tells_the_model_why_and_executes_nothing() {
     );
     assert_eq!(denied.tool, "pay");
     // A denial is final: an approval after it is answered with it.
-    assert_eq!(
-        d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationDenied
-    );
+    assert_eq!(approved(&d, &id).await, Code::ConfirmationDenied);
     assert_eq!(backend.runs(), 0);
 }
 

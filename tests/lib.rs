@@ -1867,6 +1867,18 @@ impl WithCreated for PendingApproval {
     }
 }
 
+/// `by`'s `answer` to the question `id`, recorded now as a person's, with
+/// no note and no binding.
+pub async fn person_answers<St: Store + ?Sized>(
+    store: &St,
+    id: &str,
+    by: &str,
+    answer: &toolcall_core::life::Answer<'_>,
+) -> Result<toolcall_core::life::Decided, toolcall_core::life::Refusal> {
+    let person = toolcall_core::life::Answerer::Person(by);
+    toolcall_core::life::decide(store, id, None, &person, answer, "", now_ms()).await
+}
+
 /// The Postgres server the store tests run against, from
 /// `TOOLCALL_POSTGRES_URL` (CI sets it); without it, `None`, and a loud
 /// line on stderr (past the test harness's capture) that Postgres was not

@@ -11,6 +11,7 @@
 
 mod check;
 mod fleet;
+mod postgres_programs;
 mod shop;
 mod world;
 

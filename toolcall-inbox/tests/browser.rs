@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use toolcall::store::{PendingApproval, now_ms};
-use toolcall_testkit::run::{free_port, printed_json};
+use toolcall_testkit::run::{free_port, printed_json, spawn_fed};
 
 /// Chromium's flags for a machine with no network but the package registries.
 const CHROMIUM_FLAGS: [&str; 8] = [
@@ -130,18 +130,8 @@ impl Orders {
     fn replay(&self, lines: &[Value], extra: &[&str]) -> Vec<Value> {
         let mut args = vec!["replay"];
         args.extend_from_slice(extra);
-        let mut child = self
-            .command(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for line in lines {
-            writeln!(stdin, "{line}").unwrap();
-        }
-        drop(stdin);
+        let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        let child = spawn_fed(&mut self.command(&args), &input);
         printed_json(child.wait_with_output().unwrap())
     }
 

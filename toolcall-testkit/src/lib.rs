@@ -4,11 +4,13 @@
 //! MCP server on a socket (what a client library would never send, and the
 //! answer as it came); [`inbox`], the approval inbox's tool and people and
 //! a plain HTTP client for its pages and API; [`store`], what the store
-//! tests put in a store; [`run`], runtimes and scratch folders.
+//! tests put in a store; [`run`], runtimes and scratch folders;
+//! [`contract`], what the contract tests do to a lock file.
 //!
 //! Not published: crates take it as a path-only dev-dependency.
 
 pub mod bank;
+pub mod contract;
 pub mod inbox;
 pub mod mcp_http;
 pub mod run;

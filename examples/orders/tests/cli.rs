@@ -7,6 +7,7 @@ mod support;
 use std::process::{Child, Command, Output};
 
 use serde_json::{Value, json};
+use toolcall_testkit::contract::locked_tool;
 use toolcall_testkit::run;
 
 /// Starts `orders` with `stdin` written to it.
@@ -364,12 +365,7 @@ fn check_fails_naming_an_incompatible_change() {
     // The lock as an older build would have written it: `EUR` was accepted
     // and the amount was any number.
     let mut locked: Value = serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
-    let refund = locked["tools"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|tool| tool["name"] == "refund_order")
-        .unwrap();
+    let refund = locked_tool(&mut locked, "refund_order");
     for field in refund["fields"].as_array_mut().unwrap() {
         match field["name"].as_str().unwrap() {
             "currency" => field["enum"].as_array_mut().unwrap().push(json!("EUR")),
@@ -1095,16 +1091,12 @@ fn the_questions_time_to_live_is_a_flag() {
     );
     assert_eq!(asked[0]["code"], "CONFIRMATION_REQUIRED", "{asked:?}");
     let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
-    let pending = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(toolcall::store::QuestionStore::pending_approvals(
-            &store,
-            toolcall::store::now_ms(),
-            10,
-        ))
-        .unwrap();
+    let pending = run::block_on(toolcall::store::QuestionStore::pending_approvals(
+        &store,
+        toolcall::store::now_ms(),
+        10,
+    ))
+    .unwrap();
     assert_eq!(pending[0].expires_ms - pending[0].created_ms, 90_000);
     let refused = orders(&["replay", "-", "--approval-ttl", "0"], "");
     assert_eq!(refused.status.code(), Some(2));
