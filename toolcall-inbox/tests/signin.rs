@@ -100,6 +100,19 @@ impl Inbox {
             .await
     }
 
+    /// Asks from [`ONE`] to revoke sign-ins, with `credential` and no form.
+    async fn revoke(&self, credential: (&str, &str)) -> Reply {
+        let no_form: &[(&str, &str)] = &[];
+        self.http(
+            ONE,
+            "POST",
+            "/sessions/revoke",
+            &[credential],
+            Some(no_form),
+        )
+        .await
+    }
+
     /// Denies `id` with `note`, as a program does with ana's token.
     async fn deny(&self, id: &str, note: &str) -> Reply {
         let bearer = format!("Bearer {ANA}");
@@ -337,15 +350,7 @@ async fn sessions_lists_a_persons_sign_ins_and_revokes_them_all() {
     );
 
     // Revoking needs the sign-in's CSRF token.
-    let refused = inbox
-        .http(
-            ONE,
-            "POST",
-            "/sessions/revoke",
-            &[("Cookie", &first)],
-            Some(&[]),
-        )
-        .await;
+    let refused = inbox.revoke(("Cookie", &first)).await;
     assert_eq!(refused.status, 403);
     assert_eq!(
         inbox.get(ONE, "/", &[("Cookie", &second)]).await.status,
@@ -364,15 +369,7 @@ async fn sessions_lists_a_persons_sign_ins_and_revokes_them_all() {
     // A program revokes by its token, and is told how many went.
     inbox.sign_in(ONE, ANA, &[]).await;
     let bearer = format!("Bearer {ANA}");
-    let reply = inbox
-        .http(
-            ONE,
-            "POST",
-            "/sessions/revoke",
-            &[("Authorization", &bearer)],
-            Some(&[]),
-        )
-        .await;
+    let reply = inbox.revoke(("Authorization", &bearer)).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.json(), json!({"revoked": 1}));
 }
