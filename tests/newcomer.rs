@@ -146,21 +146,25 @@ const TRANSFER: &str = r#"{"to": "ana", "cents": 2590}"#;
 
 // ------------------------------------------- 1. the policy, checked at build
 
+/// What building the orders shop's dispatcher with `policy` is refused
+/// with: a policy that names what no tool declares.
+fn shop_refused(policy: Policy) -> String {
+    let registry = tools![get_order, refund_order].unwrap();
+    Dispatcher::builder(registry, Arc::new(Shop::new()))
+        .part(Shop::reader)
+        .policy(policy)
+        .build()
+        .expect_err("a name no tool declares is refused")
+        .to_string()
+}
+
 #[test]
 fn a_typo_in_the_allowlist_is_a_build_error_naming_the_real_tool() {
-    let built = Dispatcher::builder(
-        tools![get_order, refund_order].unwrap(),
-        Arc::new(Shop::new()),
-    )
-    .part(Shop::reader)
-    .policy(
+    let text = shop_refused(
         Policy::new()
             .allow(["get_order", "refund_orders"])
             .limit("max_refund_cents", 50_000),
-    )
-    .build();
-    let error = built.expect_err("an allowlist naming no tool is refused");
-    let text = error.to_string();
+    );
     assert!(
         text.contains("`refund_orders`") && text.contains("`refund_order`"),
         "names the typo and the real tool: {text}"
@@ -169,19 +173,11 @@ fn a_typo_in_the_allowlist_is_a_build_error_naming_the_real_tool() {
 
 #[test]
 fn a_typo_in_a_limit_is_a_build_error_naming_the_declared_limit() {
-    let built = Dispatcher::builder(
-        tools![get_order, refund_order].unwrap(),
-        Arc::new(Shop::new()),
-    )
-    .part(Shop::reader)
-    .policy(
+    let text = shop_refused(
         Policy::new()
             .allow(["get_order", "refund_order"])
             .limit("max_refund_cent", 50_000),
-    )
-    .build();
-    let error = built.expect_err("a limit no tool declares is refused");
-    let text = error.to_string();
+    );
     assert!(
         text.contains("`max_refund_cent`") && text.contains("`max_refund_cents`"),
         "names the typo and the declared limit: {text}"
