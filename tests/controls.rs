@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::store::{Store, now_ms};
+use toolcall::store::Store;
 use toolcall::{
     Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Principal, Rejection,
     ToolResult, tool, tools,
 };
 use toolcall_core::controls::{self, ChangeError, Controls, Target};
-use toolcall_core::life::{self, Answer, Answerer, Decided, Refusal};
+use toolcall_core::life::{Answer, Decided, Refusal};
+use toolcall_tests::person_answers;
 
 /// Counts what ran.
 #[derive(Default)]
@@ -255,16 +256,7 @@ async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>)
     let approved = fleet.b.approve(Decision::new(&id, "s1").by("ana")).await;
     assert_eq!(approved.code, Code::ConfirmationInvalid, "{approved:?}");
     assert!(approved.message.contains("stopped"), "{}", approved.message);
-    let refused = life::decide(
-        &**fleet.a.store(),
-        &id,
-        None,
-        &Answerer::Person("ana"),
-        &Answer::Approve,
-        "",
-        now_ms(),
-    )
-    .await;
+    let refused = person_answers(&**fleet.a.store(), &id, "ana", &Answer::Approve).await;
     assert!(matches!(refused, Err(Refusal::Controls(_))), "{refused:?}");
     assert_eq!(fleet.refunds(), 0);
 
@@ -528,30 +520,13 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
         .await;
     assert_eq!(host.code, Code::ConfirmationRequired, "{host:?}");
     // The requester may not sign.
-    let own = life::decide(
-        store,
-        &id,
-        None,
-        &Answerer::Person("carol"),
-        &Answer::Approve,
-        "",
-        now_ms(),
-    )
-    .await;
+    let own = person_answers(store, &id, "carol", &Answer::Approve).await;
     assert!(matches!(own, Err(Refusal::Controls(_))), "{own:?}");
     // One signature waits for the others; signing twice counts once.
     for _ in 0..2 {
-        let first = life::decide(
-            store,
-            &id,
-            None,
-            &Answerer::Person("ana"),
-            &Answer::Approve,
-            "",
-            now_ms(),
-        )
-        .await
-        .unwrap();
+        let first = person_answers(store, &id, "ana", &Answer::Approve)
+            .await
+            .unwrap();
         assert_eq!(
             first,
             Decided::Signed {

@@ -9,15 +9,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::store::now_ms;
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, Policy, ToolError, ToolResult, tool,
     tools,
 };
 use toolcall_core::controls::{self, Target};
-use toolcall_core::life::{Answer, Answerer, Decided};
+use toolcall_core::life::{Answer, Decided};
 use toolcall_sqlite::SqliteStore;
+use toolcall_tests::person_answers;
 
 /// Counts what ran.
 #[derive(Default)]
@@ -189,16 +189,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
         let asked = wipe_call(&inbox, 1, false).await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
         let id = asked.confirmation_id.unwrap();
-        let decided = toolcall_core::life::decide(
-            &*other,
-            &id,
-            None,
-            &Answerer::Person("ana"),
-            &Answer::Approve,
-            "",
-            now_ms(),
-        )
-        .await;
+        let decided = person_answers(&*other, &id, "ana", &Answer::Approve).await;
         assert!(matches!(decided, Ok(Decided::Recorded)), "{decided:?}");
         controls::stop(&*other, Target::Tool("wipe".into()), "incident", "ops")
             .await

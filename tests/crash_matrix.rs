@@ -25,6 +25,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
+use toolcall_testkit::run;
 
 const CRASHY: &str = env!("CARGO_BIN_EXE_crashy");
 
@@ -51,15 +52,7 @@ impl Shared {
     }
 
     fn postgres(name: &str) -> Option<Shared> {
-        let url = match std::env::var("TOOLCALL_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                eprintln!(
-                    "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the crash matrix did NOT run on Postgres"
-                );
-                return None;
-            }
-        };
+        let url = run::postgres_url("the crash matrix")?;
         let mut shared = Shared::sqlite(name);
         shared.store = url;
         shared.schema = Some(format!(
@@ -213,11 +206,9 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
     }
     shared.call_killed_at(point, &first);
     let context = format!("{tool} killed at {point} ({})", shared.store);
-    assert_eq!(
-        shared.applied(tool, &text),
-        i64::from(applied_at_kill),
-        "{context}: the ledger at the kill"
-    );
+    let applied = || shared.applied(tool, &text);
+    let at_kill = i64::from(applied_at_kill);
+    assert_eq!(applied(), at_kill, "{context}: the ledger at the kill");
 
     // The model's retry, in another process, unconfirmed: the call it
     // makes is the same one.
@@ -230,7 +221,7 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
     match tool {
         "keyed" | "asked" => {
             assert_eq!(retry["ok"], true, "{context}: {retry}");
-            assert_eq!(shared.applied(tool, &text), 1, "{context}: exactly once");
+            assert_eq!(applied(), 1, "{context}: exactly once");
             if tool == "asked" && applied_at_kill {
                 assert_eq!(retry["data"]["reconciled"], true, "{context}: {retry}");
             }
@@ -240,11 +231,7 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
             assert_eq!(code(&retry), "IN_DOUBT", "{context}: {retry}");
             assert_eq!(retry["data"]["in_doubt"], true);
             let id = retry["confirmation_id"].as_str().unwrap().to_owned();
-            assert_eq!(
-                shared.applied(tool, &text),
-                i64::from(applied_at_kill),
-                "{context}: not run again"
-            );
+            assert_eq!(applied(), at_kill, "{context}: not run again");
             let again = shared.call(&call(&[]));
             assert_eq!(
                 again["confirmation_id"],
@@ -272,11 +259,7 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
                 applied_at_kill,
                 "{context}: {settled}"
             );
-            assert_eq!(
-                shared.applied(tool, &text),
-                1,
-                "{context}: exactly once, after the person"
-            );
+            assert_eq!(applied(), 1, "{context}: exactly once, after the person");
         }
     }
     let last = shared.call(&call(&[]));
@@ -284,7 +267,7 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
         last["ok"] == true && last["replayed"] == true,
         "{context}: {last}"
     );
-    assert_eq!(shared.applied(tool, &text), 1, "{context}");
+    assert_eq!(applied(), 1, "{context}");
 }
 
 /// A call killed while it waits for a person: the next process's call is

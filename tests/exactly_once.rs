@@ -13,6 +13,7 @@ use toolcall::{
     Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
     tool, tools,
 };
+use toolcall_testkit::run::all_at_once;
 
 /// A backend that counts executions and can be slow.
 #[derive(Default)]
@@ -79,22 +80,13 @@ fn identical_calls_at_the_same_moment_execute_once_and_all_get_the_result() {
             .build()
             .unwrap(),
     );
-    let results: Vec<ToolResult> = runtime.block_on(async {
-        let tasks: Vec<_> = (0..16)
-            .map(|_| {
-                let d = Arc::clone(&dispatcher);
-                tokio::spawn(async move {
-                    d.execute(Call::new("pay", PAY).session("s").confirmed(true))
-                        .await
-                })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for task in tasks {
-            results.push(task.await.unwrap());
+    let results: Vec<ToolResult> = runtime.block_on(all_at_once(16, || {
+        let d = Arc::clone(&dispatcher);
+        async move {
+            d.execute(Call::new("pay", PAY).session("s").confirmed(true))
+                .await
         }
-        results
-    });
+    }));
     assert_eq!(backend.runs(), 1, "sixteen identical calls, one execution");
     assert!(
         results.iter().all(|r| r.ok && r.data == results[0].data),
@@ -197,6 +189,11 @@ fn pay_dispatcher(backend: &Arc<Counter>) -> Dispatcher<Counter> {
         .unwrap()
 }
 
+/// The code of an approval of `id` in session `s`.
+async fn approved(d: &Dispatcher<Counter>, id: &str) -> Code {
+    d.approve(Decision::new(id, "s")).await.code
+}
+
 async fn ask(d: &Dispatcher<Counter>, session: &str, args: &str) -> String {
     let asked = d.execute(Call::new("pay", args).session(session)).await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
@@ -284,16 +281,10 @@ async fn an_expired_approval_executes_nothing() {
         .unwrap();
     let id = ask(&d, "s", PAY).await;
     tokio::time::sleep(Duration::from_millis(40)).await;
-    assert_eq!(
-        d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationExpired
-    );
+    assert_eq!(approved(&d, &id).await, Code::ConfirmationExpired);
     // Still expired the second time: a take that could not carry the
     // question out leaves it as it was.
-    assert_eq!(
-        d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationExpired
-    );
+    assert_eq!(approved(&d, &id).await, Code::ConfirmationExpired);
     assert_eq!(backend.runs(), 0);
 }
 
@@ -318,10 +309,7 @@ async fn a_denial_tells_the_model_why_and_executes_nothing() {
     );
     assert_eq!(denied.tool, "pay");
     // A denial is final: an approval after it is answered with it.
-    assert_eq!(
-        d.approve(Decision::new(&id, "s")).await.code,
-        Code::ConfirmationDenied
-    );
+    assert_eq!(approved(&d, &id).await, Code::ConfirmationDenied);
     assert_eq!(backend.runs(), 0);
 }
 

@@ -1867,22 +1867,24 @@ impl WithCreated for PendingApproval {
     }
 }
 
+/// `by`'s `answer` to the question `id`, recorded now as a person's, with
+/// no note and no binding.
+pub async fn person_answers<St: Store + ?Sized>(
+    store: &St,
+    id: &str,
+    by: &str,
+    answer: &toolcall_core::life::Answer<'_>,
+) -> Result<toolcall_core::life::Decided, toolcall_core::life::Refusal> {
+    let person = toolcall_core::life::Answerer::Person(by);
+    toolcall_core::life::decide(store, id, None, &person, answer, "", now_ms()).await
+}
+
 /// The Postgres server the store tests run against, from
 /// `TOOLCALL_POSTGRES_URL` (CI sets it); without it, `None`, and a loud
 /// line on stderr (past the test harness's capture) that Postgres was not
 /// tested.
 pub fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres store was NOT tested"
-            );
-            None
-        }
-    }
+    toolcall_testkit::run::postgres_url("the Postgres store")
 }
 
 /// A schema name of `test`'s own, in this process, now.

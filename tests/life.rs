@@ -15,8 +15,10 @@ use toolcall::{
     Approvals, Call, Caller, Code, Ctx, Decision, Dispatcher, DispatcherBuilder, MemoryAudit,
     Policy, Taint, ToolError, ToolResult, tool, tools,
 };
+use toolcall_core::life::Answer;
 use toolcall_sqlite::SqliteStore;
 use toolcall_tests::faulty::{Faulty, Outage};
+use toolcall_tests::person_answers;
 
 /// An operations backend: what each tool did, counted where it happened.
 #[derive(Default)]
@@ -247,17 +249,9 @@ async fn call<S: std::any::Any + Send + Sync, St: Store>(
 
 /// Ana approves the question `id` in the inbox.
 async fn person_approves(store: &impl Store, id: &str) {
-    toolcall_core::life::decide(
-        store,
-        id,
-        None,
-        &toolcall_core::life::Answerer::Person("ana"),
-        &toolcall_core::life::Answer::Approve,
-        "",
-        toolcall::store::now_ms(),
-    )
-    .await
-    .unwrap();
+    person_answers(store, id, "ana", &Answer::Approve)
+        .await
+        .unwrap();
 }
 
 async fn open_questions(store: &impl Store) -> Vec<toolcall::store::PendingApproval> {
@@ -543,17 +537,9 @@ async fn an_edit_answers_the_identical_calls_after_it() {
         .await;
     let id = asked.confirmation_id.clone().unwrap();
     let edit = json!({"volume": "vol-8"});
-    toolcall_core::life::decide(
-        d.store(),
-        &id,
-        None,
-        &toolcall_core::life::Answerer::Person("ana"),
-        &toolcall_core::life::Answer::Edit(&edit),
-        "",
-        toolcall::store::now_ms(),
-    )
-    .await
-    .unwrap();
+    person_answers(d.store(), &id, "ana", &Answer::Edit(&edit))
+        .await
+        .unwrap();
     let ran = d
         .execute(Call::new("delete_volume", args).session("c"))
         .await;
@@ -875,17 +861,9 @@ async fn a_claim_left_by_a_dead_process_is_a_question_in_the_inbox() {
     assert_eq!(asked.len(), 1);
     let id = asked[0].id.clone();
     assert!(
-        toolcall_core::life::decide(
-            store.as_ref(),
-            &id,
-            None,
-            &toolcall_core::life::Answerer::Person("ana"),
-            &toolcall_core::life::Answer::Happened,
-            "",
-            toolcall::store::now_ms(),
-        )
-        .await
-        .is_ok()
+        person_answers(store.as_ref(), &id, "ana", &Answer::Happened)
+            .await
+            .is_ok()
     );
     let surfaced = hung.surface_unknown_outcomes().await.unwrap();
     assert_eq!(surfaced.settled, 1, "recorded as done at once");

@@ -154,24 +154,19 @@ async fn name_docs_optional_and_bounds() {
         .execute(Call::new("dictionary-lookup", r#"{"word": "tool"}"#).session("default"))
         .await;
     assert_eq!(ok.data["senses"], 1, "{ok:?}");
-    let bad = d
-        .execute(
-            Call::new("dictionary-lookup", r#"{"word": "tool", "senses": 6}"#).session("default"),
-        )
-        .await;
-    assert_eq!(
-        bad.message,
-        "senses: 6 is greater than the maximum 5 (How many senses, at most.)"
-    );
-    let bad = d
-        .execute(
-            Call::new("dictionary-lookup", r#"{"word": "tool", "senses": 0}"#).session("default"),
-        )
-        .await;
-    assert_eq!(
-        bad.message,
-        "senses: 0 is less than the minimum 1 (How many senses, at most.)"
-    );
+    for (senses, message) in [
+        (6, "senses: 6 is greater than the maximum 5"),
+        (0, "senses: 0 is less than the minimum 1"),
+    ] {
+        let args = json!({"word": "tool", "senses": senses}).to_string();
+        let bad = d
+            .execute(Call::new("dictionary-lookup", args.as_str()).session("default"))
+            .await;
+        assert_eq!(
+            bad.message,
+            format!("{message} (How many senses, at most.)")
+        );
+    }
 }
 
 #[test]

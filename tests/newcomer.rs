@@ -14,6 +14,7 @@ use toolcall::{
     BuildError, BuildWarning, Call, Caller, Code, Ctx, Decision, Dispatcher, Failure, MemoryAudit,
     MessageContext, Policy, Rejection, ToolError, ToolResult, UNKNOWN_APPROVAL_TOOL, tool, tools,
 };
+use toolcall_testkit::run::all_at_once;
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
@@ -145,21 +146,25 @@ const TRANSFER: &str = r#"{"to": "ana", "cents": 2590}"#;
 
 // ------------------------------------------- 1. the policy, checked at build
 
+/// What building the orders shop's dispatcher with `policy` is refused
+/// with: a policy that names what no tool declares.
+fn shop_refused(policy: Policy) -> String {
+    let registry = tools![get_order, refund_order].unwrap();
+    Dispatcher::builder(registry, Arc::new(Shop::new()))
+        .part(Shop::reader)
+        .policy(policy)
+        .build()
+        .expect_err("a name no tool declares is refused")
+        .to_string()
+}
+
 #[test]
 fn a_typo_in_the_allowlist_is_a_build_error_naming_the_real_tool() {
-    let built = Dispatcher::builder(
-        tools![get_order, refund_order].unwrap(),
-        Arc::new(Shop::new()),
-    )
-    .part(Shop::reader)
-    .policy(
+    let text = shop_refused(
         Policy::new()
             .allow(["get_order", "refund_orders"])
             .limit("max_refund_cents", 50_000),
-    )
-    .build();
-    let error = built.expect_err("an allowlist naming no tool is refused");
-    let text = error.to_string();
+    );
     assert!(
         text.contains("`refund_orders`") && text.contains("`refund_order`"),
         "names the typo and the real tool: {text}"
@@ -168,19 +173,11 @@ fn a_typo_in_the_allowlist_is_a_build_error_naming_the_real_tool() {
 
 #[test]
 fn a_typo_in_a_limit_is_a_build_error_naming_the_declared_limit() {
-    let built = Dispatcher::builder(
-        tools![get_order, refund_order].unwrap(),
-        Arc::new(Shop::new()),
-    )
-    .part(Shop::reader)
-    .policy(
+    let text = shop_refused(
         Policy::new()
             .allow(["get_order", "refund_order"])
             .limit("max_refund_cent", 50_000),
-    )
-    .build();
-    let error = built.expect_err("a limit no tool declares is refused");
-    let text = error.to_string();
+    );
     assert!(
         text.contains("`max_refund_cent`") && text.contains("`max_refund_cents`"),
         "names the typo and the declared limit: {text}"
@@ -585,22 +582,13 @@ fn identical_calls_in_flight_beyond_the_loop_guard_wait_for_the_answer_instead_o
     let backend = Backend::slow(300);
     // The default loop guard: three identical calls, then LOOP_DETECTED.
     let d = Arc::new(backend_dispatcher(&backend).max_steps(100).build().unwrap());
-    let results: Vec<ToolResult> = runtime.block_on(async {
-        let tasks: Vec<_> = (0..16)
-            .map(|_| {
-                let d = Arc::clone(&d);
-                tokio::spawn(async move {
-                    d.execute(Call::new("transfer", TRANSFER).session("s"))
-                        .await
-                })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for task in tasks {
-            results.push(task.await.unwrap());
+    let results: Vec<ToolResult> = runtime.block_on(all_at_once(16, || {
+        let d = Arc::clone(&d);
+        async move {
+            d.execute(Call::new("transfer", TRANSFER).session("s"))
+                .await
         }
-        results
-    });
+    }));
     assert_eq!(backend.runs(), 1, "sixteen identical calls, one transfer");
     assert!(
         results

@@ -12,6 +12,7 @@ use toolcall::store::MemoryStore;
 use toolcall::store::prelude::*;
 use toolcall::{Call, Caller, Code, Ctx, Dispatcher, Policy, Rejection, ToolResult, tool, tools};
 use toolcall_core::controls::{self, ApprovalRule, Bound, ChangeError, Controls};
+use toolcall_testkit::run::one_thread as runtime;
 
 #[derive(Default)]
 struct Shop {
@@ -87,13 +88,6 @@ async fn refund(
             .caller(d.caller(caller).unwrap()),
     )
     .await
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 const NAN_RULE: &str = r#"

@@ -16,8 +16,10 @@ use toolcall::{
     tools,
 };
 use toolcall_core::controls;
-use toolcall_core::life::{self, Answer, Answerer, Decided, QuestionState, Refusal};
+use toolcall_core::life::{self, Answer, Decided, QuestionState, Refusal};
 use toolcall_ledger::store::clock;
+use toolcall_testkit::run::one_thread as runtime;
+use toolcall_tests::person_answers;
 
 /// What ran, counted where it ran.
 #[derive(Default)]
@@ -91,13 +93,6 @@ fn replica(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Dispatcher<Shop, Arc<M
     .unwrap()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Runs `test` on a runtime of one thread, on a clock of its own.
 fn on_one_thread<F: std::future::Future<Output = ()>>(test: F) {
     clock::reset();
@@ -117,16 +112,7 @@ async fn person(
     by: &str,
     answer: Answer<'_>,
 ) -> Result<Decided, Refusal> {
-    life::decide(
-        store,
-        id,
-        None,
-        &Answerer::Person(by),
-        &answer,
-        "",
-        now_ms(),
-    )
-    .await
+    person_answers(store, id, by, &answer).await
 }
 
 fn id_of(answer: &ToolResult) -> String {

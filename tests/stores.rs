@@ -15,23 +15,13 @@ use toolcall::store::{AskApproval, Claim, DecideOutcome, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Call, Dispatcher, ToolResult, tools};
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::run::{block_on, fresh_dir};
 use toolcall_tests::{
     approvals_conformance, asked_call, conformance, controls_conformance, last_signatures_race,
 };
 
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
-
 fn temp_db(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolcall-stores-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("store.db")
+    fresh_dir(&format!("toolcall-stores-{name}")).join("store.db")
 }
 
 #[test]

@@ -10,7 +10,6 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +17,9 @@ use orders::Shop;
 use toolcall::store::prelude::*;
 use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_postgres::{ConnectionString, PostgresStore, TlsMode};
+use toolcall_testkit::run::{free_port, runtime};
+
+use toolcall_testkit::postgres_programs::{as_postgres, hand_to_postgres, initdb_args, pg_bindir};
 
 /// A certificate authority, and what it signed.
 struct Authority {
@@ -52,25 +54,6 @@ impl Authority {
     }
 }
 
-/// Postgres's server programs: `pg_config --bindir`, or Debian's place.
-fn bindir() -> Option<PathBuf> {
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
-        && out.status.success()
-    {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if dir.join("initdb").exists() {
-            return Some(dir);
-        }
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
-        .filter(|bin| bin.join("initdb").exists())
-        .collect();
-    found.sort();
-    found.pop()
-}
-
 /// A TLS-only Postgres on loopback, stopped and removed on drop.
 struct TlsPostgres {
     dir: PathBuf,
@@ -85,29 +68,7 @@ struct TlsPostgres {
 /// Runs `program` as the `postgres` user when this process is root (the
 /// server refuses to run as root), else as this user.
 fn run(program: &Path, args: &[&str]) -> std::process::Output {
-    let mut command = if is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
-        command
-    } else {
-        Command::new(program)
-    };
-    command.args(args).output().unwrap()
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    as_postgres(program).args(args).output().unwrap()
 }
 
 impl TlsPostgres {
@@ -115,7 +76,7 @@ impl TlsPostgres {
     /// `TOOLCALL_REQUIRE_TLS_POSTGRES=1` not being able to is a failure.
     fn start(test: &str) -> Option<TlsPostgres> {
         let required = std::env::var("TOOLCALL_REQUIRE_TLS_POSTGRES").is_ok_and(|v| v == "1");
-        let Some(bin) = bindir() else {
+        let Some(bin) = pg_bindir() else {
             assert!(
                 !required,
                 "TOOLCALL_REQUIRE_TLS_POSTGRES=1 and no Postgres server programs (initdb) found"
@@ -138,27 +99,9 @@ impl TlsPostgres {
         let (cert, key) = ca.server(&["localhost"]);
         std::fs::write(dir.join("ca.pem"), &ca.pem).unwrap();
         std::fs::write(dir.join("other-ca.pem"), &other.pem).unwrap();
-        if is_root() {
-            let chowned = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&dir)
-                .status()
-                .unwrap();
-            assert!(chowned.success());
-        }
+        assert!(hand_to_postgres(&dir), "chown {}", dir.display());
         let data_text = data.to_str().unwrap();
-        let init = run(
-            &bin.join("initdb"),
-            &[
-                "-D",
-                data_text,
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-            ],
-        );
+        let init = run(&bin.join("initdb"), &initdb_args(data_text));
         assert!(
             init.status.success(),
             "initdb: {}",
@@ -183,14 +126,7 @@ impl TlsPostgres {
             "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
         )
         .unwrap();
-        if is_root() {
-            let chowned = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&data)
-                .status()
-                .unwrap();
-            assert!(chowned.success());
-        }
+        assert!(hand_to_postgres(&data), "chown {}", data.display());
         let mut private = std::fs::metadata(data.join("server.key"))
             .unwrap()
             .permissions();
@@ -220,6 +156,12 @@ impl TlsPostgres {
     fn url(&self, host: &str, query: &str) -> String {
         format!("postgres://postgres@{host}:{}/postgres?{query}", self.port)
     }
+
+    /// The URL that verifies the server against its CA, by name.
+    fn verified_url(&self) -> String {
+        let query = format!("sslmode=verify-full&sslrootcert={}", self.ca.display());
+        self.url("localhost", &query)
+    }
 }
 
 impl Drop for TlsPostgres {
@@ -231,14 +173,6 @@ impl Drop for TlsPostgres {
         );
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Whether the connection `client` is on is encrypted, as the server says.
@@ -346,10 +280,7 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
     let Some(server) = TlsPostgres::start("store") else {
         return;
     };
-    let url = server.url(
-        "localhost",
-        &format!("sslmode=verify-full&sslrootcert={}", server.ca.display()),
-    );
+    let url = server.verified_url();
     runtime().block_on(async {
         // Each suite in a schema of its own, as on a plaintext server.
         for (schema, approvals) in [("tls_records", false), ("tls_approvals", true)] {
@@ -425,10 +356,7 @@ fn the_example_shop_works_over_tls_only() {
     let Some(server) = TlsPostgres::start("shop") else {
         return;
     };
-    let url = server.url(
-        "localhost",
-        &format!("sslmode=verify-full&sslrootcert={}", server.ca.display()),
-    );
+    let url = server.verified_url();
     runtime().block_on(async {
         let shop = Shop::connect_postgres(&url).await.unwrap();
         let remaining = shop

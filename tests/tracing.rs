@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use orders::{Shop, get_order, refund_order};
 use toolcall::{Call, Decision, Dispatcher, Policy, tools};
+use toolcall_testkit::run::block_on;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -31,6 +32,12 @@ struct Capture {
 /// Each event's message, and the span it was logged in (by id).
 type Events = Arc<Mutex<Vec<(String, Option<u64>)>>>;
 
+/// A refund of ORD-1001, and one of a fraction of a cent.
+const REFUND: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
+const FLOAT_REFUND: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 25.9, "currency": "BRL", "reason": "damaged"}"#;
+
 /// The orders example's dispatcher over `shop`, both tools allowed.
 fn dispatcher(shop: Arc<Shop>) -> Dispatcher<Shop> {
     Dispatcher::builder(tools![get_order, refund_order].unwrap(), shop)
@@ -46,13 +53,7 @@ fn dispatcher(shop: Arc<Shop>) -> Dispatcher<Shop> {
 
 /// Runs `calls` to the end on a runtime of its own, `capture` seeing all.
 fn captured<F: std::future::Future<Output = ()>>(capture: Capture, calls: impl FnOnce() -> F) {
-    tracing::subscriber::with_default(capture, || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(calls())
-    });
+    tracing::subscriber::with_default(capture, || block_on(calls()));
 }
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
@@ -130,21 +131,16 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
             .await;
         assert!(ok.ok);
         let float = dispatcher
-                .execute(
-                    Call::new(
-                        "refund_order",
-                        r#"{"order_id": "ORD-1001", "amount_cents": 25.9, "currency": "BRL", "reason": "damaged"}"#,
-                    ).session("default")
+            .execute(
+                Call::new("refund_order", FLOAT_REFUND)
+                    .session("default")
                     .call_id("toolu_b"),
-                )
-                .await;
+            )
+            .await;
         assert_eq!(float.code.as_str(), "INVALID_ARGUMENTS");
         let pending = dispatcher
-                .execute(Call::new(
-                    "refund_order",
-                    r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
-                ).session("default"))
-                .await;
+            .execute(Call::new("refund_order", REFUND).session("default"))
+            .await;
         let id = pending.confirmation_id.clone().unwrap();
         let approved = dispatcher
             .approve(Decision::new(&id, "default").by("ana"))
@@ -215,15 +211,13 @@ fn what_the_pipeline_logs_is_inside_the_calls_span() {
         // transient failure and retries under the same key.
         shop.lose_next_responses(1);
         let refund = dispatcher
-                .execute(
-                    Call::new(
-                        "refund_order",
-                        r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#,
-                    ).session("default")
+            .execute(
+                Call::new("refund_order", REFUND)
+                    .session("default")
                     .confirmed(true)
                     .call_id("call_r"),
-                )
-                .await;
+            )
+            .await;
         assert!(refund.ok, "{refund:?}");
     });
     assert_eq!(shop.applied_refunds(), 1, "one refund, retried once");

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Child;
 
+use crate::postgres_programs::{as_postgres, hand_to_postgres, initdb_args, pg_bindir};
+
 /// The tokens the clients and the person use.
 pub const CLIENT_TOKEN: &str = "token-of-the-chaos-clients-0123456789";
 pub const PERSON_TOKEN: &str = "token-of-ana-the-person-0123456789";
@@ -38,46 +40,13 @@ pub struct PgServer {
     pub port: u16,
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
 /// `program args`, as the `postgres` user when this process is root.
 fn run_pg(program: &Path, args: &[&str]) -> Result<std::process::Output, String> {
-    let mut command = if is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
-        command
-    } else {
-        Command::new(program)
-    };
-    command
+    as_postgres(program)
         .args(args)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("{}: {e}", program.display()))
-}
-
-/// Postgres's server programs: `pg_config --bindir`, or Debian's place.
-fn pg_bindir() -> Option<PathBuf> {
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
-        && out.status.success()
-    {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if dir.join("initdb").exists() {
-            return Some(dir);
-        }
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
-        .filter(|bin| bin.join("initdb").exists())
-        .collect();
-    found.sort();
-    found.pop()
 }
 
 pub fn free_port() -> u16 {
@@ -93,26 +62,10 @@ impl PgServer {
         let bin = pg_bindir().ok_or("no Postgres server programs (initdb) found")?;
         let pgdir = dir.join("pg");
         std::fs::create_dir_all(&pgdir).map_err(|e| e.to_string())?;
-        if is_root() {
-            let _ = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&pgdir)
-                .status();
-        }
+        hand_to_postgres(&pgdir);
         let data = pgdir.join("data");
         let data_text = data.to_str().ok_or("path")?;
-        let init = run_pg(
-            &bin.join("initdb"),
-            &[
-                "-D",
-                data_text,
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-            ],
-        )?;
+        let init = run_pg(&bin.join("initdb"), &initdb_args(data_text))?;
         if !init.status.success() {
             return Err(format!("initdb: {}", String::from_utf8_lossy(&init.stderr)));
         }

@@ -11,6 +11,10 @@
 
 mod check;
 mod fleet;
+// The testkit's, included rather than depended on: the harness takes no
+// test crate into its dependencies.
+#[path = "../../toolcall-testkit/src/postgres_programs.rs"]
+mod postgres_programs;
 mod shop;
 mod world;
 

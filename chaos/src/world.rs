@@ -569,16 +569,22 @@ pub async fn person(world: &World, mut rng: Rng, lease_ms: u64) {
     }
 }
 
-async fn pending(world: &World, addr: &str) -> Result<Vec<Value>, String> {
+/// One page of `limit` of the inbox's questions waiting, as its API
+/// answers it.
+async fn pending_page(world: &World, addr: &str, limit: u32) -> Result<Value, String> {
     let answer = world
         .http
-        .get(format!("http://{addr}/api/pending?limit=100"))
+        .get(format!("http://{addr}/api/pending?limit={limit}"))
         .header("Authorization", format!("Bearer {PERSON_TOKEN}"))
         .timeout(Duration::from_secs(5))
         .send()
         .await
         .map_err(|e| e.to_string())?;
-    let value: Value = answer.json().await.map_err(|e| e.to_string())?;
+    answer.json().await.map_err(|e| e.to_string())
+}
+
+async fn pending(world: &World, addr: &str) -> Result<Vec<Value>, String> {
+    let value = pending_page(world, addr, 100).await?;
     Ok(value["items"].as_array().cloned().unwrap_or_default())
 }
 
@@ -586,15 +592,7 @@ async fn pending(world: &World, addr: &str) -> Result<Vec<Value>, String> {
 /// page of the largest size (the run never has that many open at once).
 pub async fn inbox_listing(world: &World) -> Result<(u64, HashSet<String>), String> {
     let addr = world.inbox.read().unwrap().clone().ok_or("no inbox")?;
-    let answer = world
-        .http
-        .get(format!("http://{addr}/api/pending?limit=500"))
-        .header("Authorization", format!("Bearer {PERSON_TOKEN}"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let value: Value = answer.json().await.map_err(|e| e.to_string())?;
+    let value = pending_page(world, &addr, 500).await?;
     let total = value["total"]
         .as_u64()
         .ok_or_else(|| format!("no total: {value}"))?;

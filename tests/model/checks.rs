@@ -75,7 +75,7 @@ pub(crate) fn waited(model: &Model, question: usize, first: First) -> Option<Que
     };
     Some(
         model
-            .newest_question(q.identity, q.requester)
+            .newest_question(q.identity, q.requester, false)
             .cloned()
             .unwrap_or(q),
     )
@@ -1268,8 +1268,8 @@ pub(crate) fn brought_id(
     how: How,
 ) -> Option<String> {
     match how {
-        How::WithId => model.newest_question(identity, principal),
-        How::OthersId => model.others_question(identity, principal),
+        How::WithId => model.newest_question(identity, principal, false),
+        How::OthersId => model.newest_question(identity, principal, true),
         _ => None,
     }
     .map(|q| q.id.clone())

@@ -89,28 +89,18 @@ impl Model {
     }
 
     /// The newest question of this call this requester asked (or, about
-    /// an unknown outcome, anyone).
+    /// an unknown outcome, anyone); with `others`, the newest approval
+    /// question another requester asked.
     pub(crate) fn newest_question(
         &self,
         identity: Identity,
         requester: Option<usize>,
+        others: bool,
     ) -> Option<&Question> {
-        self.questions
-            .iter()
-            .rev()
-            .find(|q| q.identity == identity && (q.requester == requester || q.in_doubt))
-    }
-
-    /// The newest approval question of this call another requester asked.
-    pub(crate) fn others_question(
-        &self,
-        identity: Identity,
-        requester: Option<usize>,
-    ) -> Option<&Question> {
-        self.questions
-            .iter()
-            .rev()
-            .find(|q| q.identity == identity && q.requester != requester && !q.in_doubt)
+        self.questions.iter().rev().find(|q| {
+            let own = q.requester == requester || q.in_doubt;
+            q.identity == identity && if others { !own } else { own }
+        })
     }
 
     pub(crate) fn question(&self, id: &str) -> Option<&Question> {

@@ -11,6 +11,8 @@ use toolcall_cli::{App, Error};
 // The backend: counts the transfers it applied. This application's own
 // tools over it (no recipient, no question asked) stay here.
 use toolcall_testkit::bank::Bank;
+use toolcall_testkit::contract::locked_tool;
+use toolcall_testkit::run::block_on;
 
 /// Moves money between two accounts.
 #[tool(side_effect)]
@@ -190,12 +192,7 @@ fn lock_then_check_and_a_broken_contract_is_exit_code_1() {
     // A contract in which `transfer` also took a required `memo`: the
     // current tool no longer has it.
     let mut locked: Value = serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
-    let transfer = locked["tools"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|t| t["name"] == "transfer")
-        .unwrap();
+    let transfer = locked_tool(&mut locked, "transfer");
     transfer["fields"]
         .as_array_mut()
         .unwrap()
@@ -992,16 +989,12 @@ fn the_questions_time_to_live_is_the_command_lines_to_set() {
         ])
         .unwrap();
     let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
-    let pending = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(toolcall::store::QuestionStore::pending_approvals(
-            &store,
-            toolcall::store::now_ms(),
-            10,
-        ))
-        .unwrap();
+    let pending = block_on(toolcall::store::QuestionStore::pending_approvals(
+        &store,
+        toolcall::store::now_ms(),
+        10,
+    ))
+    .unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].expires_ms - pending[0].created_ms, 90_000);
     assert_eq!(bank.transfers.load(Ordering::SeqCst), 0);

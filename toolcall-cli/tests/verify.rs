@@ -66,6 +66,13 @@ fn refused(args: &[&str]) -> Error {
     run(&all).expect_err("the chain was tampered with")
 }
 
+/// Asserts that `report --verify` on `args` fails with `code`, saying `says`.
+fn refused_saying(args: &[&str], code: u8, says: &str) {
+    let error = refused(args);
+    assert_eq!(error.exit_code(), code, "{error}");
+    assert!(error.to_string().contains(says), "{error}");
+}
+
 #[test]
 fn verify_holds_across_runs_and_names_a_changed_record_with_exit_code_1() {
     let dir = scratch("one");
@@ -86,13 +93,7 @@ fn verify_holds_across_runs_and_names_a_changed_record_with_exit_code_1() {
     let mut all = lines(&audit);
     all[1] = all[1].replacen("A2", "A9", 1);
     put(&audit, &all);
-    let error = refused(&[path]);
-    assert_eq!(error.exit_code(), 1);
-    let message = error.to_string();
-    assert!(
-        message.contains(&format!("{path}:2: the record was changed")),
-        "{message}"
-    );
+    refused_saying(&[path], 1, &format!("{path}:2: the record was changed"));
 }
 
 #[test]
@@ -114,37 +115,17 @@ fn verify_reads_a_rotated_pair_and_names_a_removed_record() {
     let after = head.hash.to_ascii_uppercase();
     run(&["report", "--verify", b, "--after", &after]).unwrap();
     // Alone from the start, it misses the first file's records.
-    let error = refused(&[b]);
-    assert_eq!(error.exit_code(), 1);
-    assert!(
-        error
-            .to_string()
-            .contains(&format!("{b}:1: records 1 to 3 are missing")),
-        "{error}"
-    );
+    refused_saying(&[b], 1, &format!("{b}:1: records 1 to 3 are missing"));
 
     let mut all = lines(&second);
     all.remove(2);
     put(&second, &all);
-    let error = refused(&[a, b]);
-    assert_eq!(error.exit_code(), 1);
-    assert!(
-        error
-            .to_string()
-            .contains(&format!("{b}:3: record 6 is missing")),
-        "{error}"
-    );
+    refused_saying(&[a, b], 1, &format!("{b}:3: record 6 is missing"));
     // Swapped: the first bad line is named.
     let mut all = lines(&first);
     all.swap(0, 1);
     put(&first, &all);
-    let error = refused(&[a, b]);
-    assert!(
-        error
-            .to_string()
-            .contains(&format!("{a}:1: record 2 is here")),
-        "{error}"
-    );
+    refused_saying(&[a, b], 1, &format!("{a}:1: record 2 is here"));
 }
 
 #[test]
@@ -154,21 +135,14 @@ fn verify_refuses_what_it_cannot_check() {
     replay(&dir, &audit, 1, 2);
     let path = audit.to_str().unwrap();
     // Not a hash.
-    let error = refused(&[path, "--after", "abc"]);
-    assert_eq!(error.exit_code(), 2);
-    assert!(
-        error.to_string().contains("--after abc: not a hash"),
-        "{error}"
-    );
+    refused_saying(&[path, "--after", "abc"], 2, "--after abc: not a hash");
     // Standard input: read once, it cannot be read again to diagnose.
     let error = refused(&["-"]);
     assert_eq!(error.exit_code(), 2);
     // An empty file: named, exit code 1.
     let empty = dir.join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();
-    let error = refused(&[empty.to_str().unwrap()]);
-    assert_eq!(error.exit_code(), 1);
-    assert!(error.to_string().contains("the file is empty"), "{error}");
+    refused_saying(&[empty.to_str().unwrap()], 1, "the file is empty");
     // A record the chain does not know: a sink's own fields are its own.
     let extra = dir.join("extra.jsonl");
     let sink = JsonLinesAudit::open(&extra).unwrap();

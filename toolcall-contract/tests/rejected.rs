@@ -26,6 +26,11 @@ fn ship(
     Ok(json!({"city": city, "lines": lines.len()}))
 }
 
+/// A call of `tool` refused for its `arguments`.
+fn invalid(tool: &str, arguments: &str) -> AuditRecord {
+    record(tool, arguments, Code::InvalidArguments)
+}
+
 fn record(tool: &str, arguments: &str, code: Code) -> AuditRecord {
     serde_json::from_value(json!({
         "session_id": "s",
@@ -47,24 +52,18 @@ fn each_failing_field_is_counted_once_per_call_with_indices_left_out() {
     let registry = tools![ship].unwrap();
     let records = [
         // Two lines with a bad quantity: one rejection of `lines[].quantity`.
-        record(
+        invalid(
             "ship",
             r#"{"city": "Recife", "lines": [{"sku": "A", "quantity": -1}, {"sku": "B", "quantity": 1.5}]}"#,
-            Code::InvalidArguments,
         ),
-        record(
+        invalid(
             "ship",
             r#"{"city": "R", "lines": [{"sku": "A", "quantity": "two"}]}"#,
-            Code::InvalidArguments,
         ),
         // Fixed since the log was written, or never a problem of fields.
-        record(
-            "ship",
-            r#"{"city": "Natal", "lines": []}"#,
-            Code::InvalidArguments,
-        ),
-        record("cancel", r#"{"id": 1}"#, Code::InvalidArguments),
-        record("ship", "[1, 2]", Code::InvalidArguments),
+        invalid("ship", r#"{"city": "Natal", "lines": []}"#),
+        invalid("cancel", r#"{"id": 1}"#),
+        invalid("ship", "[1, 2]"),
         // Not INVALID_ARGUMENTS: not counted here.
         record("ship", r#"{"city": "X"}"#, Code::InvalidJson),
         record("ship", r#"{"city": "Recife", "lines": []}"#, Code::Ok),
@@ -102,16 +101,8 @@ fn a_member_name_with_a_colon_is_counted_under_its_whole_name() {
     // its text at the first ": " (which cut `note: x` to `note`).
     let registry = tools![ship].unwrap();
     let records = [
-        record(
-            "ship",
-            r#"{"city": "Recife", "lines": [], "note: x": 1}"#,
-            Code::InvalidArguments,
-        ),
-        record(
-            "ship",
-            r#"{"city": "Recife", "lines": [], "note: x": 2}"#,
-            Code::InvalidArguments,
-        ),
+        invalid("ship", r#"{"city": "Recife", "lines": [], "note: x": 1}"#),
+        invalid("ship", r#"{"city": "Recife", "lines": [], "note: x": 2}"#),
     ];
     let rows: Vec<(String, u64)> = by_field(&records, &registry)
         .into_iter()
@@ -222,11 +213,7 @@ fn regression_calls_never_write_a_sensitive_value_and_leave_out_what_was_not_kep
     let secret = "4111-1111-1111-1111";
     let records = [
         // Redacted by the audit: written with the marker.
-        record(
-            "pay",
-            r#"{"card":"[redacted]","amount_cents":0}"#,
-            Code::InvalidArguments,
-        ),
+        invalid("pay", r#"{"card":"[redacted]","amount_cents":0}"#),
         // Not JSON, so the audit kept the marker alone: nothing to replay.
         record("pay", "[redacted]", Code::InvalidJson),
         // A log that kept the value: never copied.
@@ -285,8 +272,8 @@ fn regression_calls_never_write_a_sensitive_value_and_leave_out_what_was_not_kep
 fn the_report_reads_records_whose_arguments_are_not_json() {
     let registry = tools![ship, pay].unwrap();
     let records = [
-        record("ship", "{not json", Code::InvalidArguments),
-        record("pay", "[redacted]", Code::InvalidArguments),
+        invalid("ship", "{not json"),
+        invalid("pay", "[redacted]"),
         cut_record("ship", "{\"city\"…[cut 1 of 2 bytes]…}", Code::InvalidJson),
         record("ship", "", Code::ConfirmationRequired),
         record("ship", "\u{0}", Code::Ok),

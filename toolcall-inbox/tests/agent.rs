@@ -5,7 +5,6 @@
 //! On every store: memory, SQLite, and Postgres when `TOOLCALL_POSTGRES_URL`
 //! is set (SKIPPED otherwise).
 
-use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -20,6 +19,7 @@ use toolcall_sqlite::SqliteStore;
 // The bank counts what it sent; this file's send (checked, limited)
 // stays here.
 use toolcall_testkit::bank::Bank;
+use toolcall_testkit::run::{postgres_url, runtime};
 
 /// Sends money to someone. Amount in cents.
 #[tool(side_effect, high_risk, check = check_send)]
@@ -50,17 +50,27 @@ struct Agent<St: Store> {
 }
 
 fn agent<St: Store>(store: Arc<St>, approvals: Approvals) -> Agent<St> {
+    agent_lasting(store, approvals, None)
+}
+
+/// An agent whose questions last `ttl` when given, else the default.
+fn agent_lasting<St: Store>(
+    store: Arc<St>,
+    approvals: Approvals,
+    ttl: Option<std::time::Duration>,
+) -> Agent<St> {
     let audit = MemoryAudit::new();
-    let dispatcher = Dispatcher::builder(tools![send].unwrap(), Arc::new(Bank::default()))
+    let mut builder = Dispatcher::builder(tools![send].unwrap(), Arc::new(Bank::default()))
         .store(Arc::clone(&store))
         .policy(Policy::new().allow(["send"]).limit("max_cents", 10_000))
         .approvals(approvals)
         .audit(audit.clone())
-        .max_steps(1_000)
-        .build()
-        .unwrap();
+        .max_steps(1_000);
+    if let Some(ttl) = ttl {
+        builder = builder.approval_ttl(ttl);
+    }
     Agent {
-        dispatcher,
+        dispatcher: builder.build().unwrap(),
         store,
         audit,
     }
@@ -80,6 +90,13 @@ impl<St: Store> Agent<St> {
             call = call.approval(id);
         }
         self.dispatcher.execute(call).await
+    }
+
+    /// 100 cents to bo, said to be confirmed by whoever calls.
+    async fn confirmed(&self, session: &str) -> ToolResult {
+        let arguments = json!({"to": "bo", "cents": 100}).to_string();
+        let call = Call::new("send", arguments.as_str()).session(session);
+        self.dispatcher.execute(call.confirmed(true)).await
     }
 
     async fn ask(&self, session: &str, to: &str, cents: i64) -> String {
@@ -121,15 +138,7 @@ async fn inbox_mode<St: Store>(store: Arc<St>, session: &str) {
     let agent = agent(store, Approvals::Inbox);
 
     // `confirmed` approves nothing in inbox mode: it asks.
-    let arguments = json!({"to": "bo", "cents": 100}).to_string();
-    let confirmed = agent
-        .dispatcher
-        .execute(
-            Call::new("send", arguments.as_str())
-                .session(session)
-                .confirmed(true),
-        )
-        .await;
+    let confirmed = agent.confirmed(session).await;
     assert_eq!(confirmed.code, Code::ConfirmationRequired, "{confirmed:?}");
     assert_eq!(agent.runs(), 0);
 
@@ -279,36 +288,15 @@ async fn inbox_mode<St: Store>(store: Arc<St>, session: &str) {
 }
 
 fn agent_with_ttl<St: Store>(store: Arc<St>) -> Agent<St> {
-    let audit = MemoryAudit::new();
-    let dispatcher = Dispatcher::builder(tools![send].unwrap(), Arc::new(Bank::default()))
-        .store(Arc::clone(&store))
-        .policy(Policy::new().allow(["send"]).limit("max_cents", 10_000))
-        .approvals(Approvals::Inbox)
-        .approval_ttl(std::time::Duration::from_millis(200))
-        .audit(audit.clone())
-        .max_steps(1_000)
-        .build()
-        .unwrap();
-    Agent {
-        dispatcher,
-        store,
-        audit,
-    }
+    let ttl = std::time::Duration::from_millis(200);
+    agent_lasting(store, Approvals::Inbox, Some(ttl))
 }
 
 /// Host mode keeps the reference's behaviour, and honours a decision a
 /// person recorded.
 async fn host_mode<St: Store>(store: Arc<St>, session: &str) {
     let agent = agent(store, Approvals::Host);
-    let arguments = json!({"to": "bo", "cents": 100}).to_string();
-    let confirmed = agent
-        .dispatcher
-        .execute(
-            Call::new("send", arguments.as_str())
-                .session(session)
-                .confirmed(true),
-        )
-        .await;
+    let confirmed = agent.confirmed(session).await;
     assert!(
         confirmed.ok,
         "the host's confirmation approves: {confirmed:?}"
@@ -359,14 +347,6 @@ async fn host_mode<St: Store>(store: Arc<St>, session: &str) {
     assert_eq!(agent.runs(), 3);
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn on_the_memory_store() {
     runtime().block_on(async {
@@ -389,15 +369,8 @@ fn on_sqlite_shared_by_two_processes_worth_of_handles() {
 
 #[test]
 fn on_postgres() {
-    let url = match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the inbox's agent side was NOT tested on Postgres"
-            );
-            return;
-        }
+    let Some(url) = postgres_url("the inbox's agent side") else {
+        return;
     };
     runtime().block_on(async {
         let schema = format!("toolcall_inbox_agent_{}_{}", std::process::id(), now_ms());

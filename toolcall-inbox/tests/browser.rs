@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use toolcall::store::{PendingApproval, now_ms};
+use toolcall_testkit::run::{free_port, printed_json, spawn_fed};
 
 /// Chromium's flags for a machine with no network but the package registries.
 const CHROMIUM_FLAGS: [&str; 8] = [
@@ -105,14 +106,6 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `orders` over one store, with a fresh conversation.
 struct Orders {
     binary: PathBuf,
@@ -137,25 +130,9 @@ impl Orders {
     fn replay(&self, lines: &[Value], extra: &[&str]) -> Vec<Value> {
         let mut args = vec!["replay"];
         args.extend_from_slice(extra);
-        let mut child = self
-            .command(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for line in lines {
-            writeln!(stdin, "{line}").unwrap();
-        }
-        drop(stdin);
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "orders replay failed");
-        String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
+        let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        let child = spawn_fed(&mut self.command(&args), &input);
+        printed_json(child.wait_with_output().unwrap())
     }
 
     /// An agent asks for a refund: the confirmation id it is answered with.
@@ -262,6 +239,42 @@ async fn absent(client: &Client, css: &str) -> bool {
     client.find_all(Locator::Css(css)).await.unwrap().is_empty()
 }
 
+/// Writes `note` on the card of `id`, presses its `button` (`approve`,
+/// `deny`), and answers the notice the page then shows.
+async fn decide(client: &Client, id: &str, note: &str, button: &str) -> String {
+    let form = find(client, &card(id)).await;
+    let field = form.find(Locator::Css("input[name=note]")).await.unwrap();
+    field.send_keys(note).await.unwrap();
+    let css = format!("button[value={button}]");
+    form.find(Locator::Css(&css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    shown_notice(client).await
+}
+
+/// On the edit page, approves the call with its amount set to `cents`.
+async fn approve_amount(client: &Client, cents: &str) {
+    let amount = find(client, "textarea#arg-amount_cents").await;
+    amount.clear().await.unwrap();
+    amount.send_keys(cents).await.unwrap();
+    let approve = find(client, "form.edit button.approve").await;
+    approve.click().await.unwrap();
+}
+
+/// Clicks what `css` finds, once it is there.
+async fn click(client: &Client, css: &str) {
+    find(client, css).await.click().await.unwrap();
+}
+
+/// The notice the page shows after a decision.
+async fn shown_notice(client: &Client) -> String {
+    let notice = find(client, "p.notice[role=status]").await;
+    notice.text().await.unwrap()
+}
+
 fn card(id: &str) -> String {
     format!("article[data-id=\"{id}\"]")
 }
@@ -307,24 +320,7 @@ async fn story(orders: &Orders, client: &Client, dir: &Path, screenshot: Option<
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, png).unwrap();
     }
-    let form = find(client, &card(&approved)).await;
-    form.find(Locator::Css("input[name=note]"))
-        .await
-        .unwrap()
-        .send_keys("receipt checked")
-        .await
-        .unwrap();
-    form.find(Locator::Css("button[value=approve]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let notice = find(client, "p.notice[role=status]")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let notice = decide(client, &approved, "receipt checked", "approve").await;
     assert!(notice.starts_with("Approved"), "{notice}");
     assert!(
         absent(client, &card(&approved)).await,
@@ -346,24 +342,7 @@ async fn story(orders: &Orders, client: &Client, dir: &Path, screenshot: Option<
 
     // ---- deny, with a note the model is told.
     client.goto(&root).await.unwrap();
-    let form = find(client, &card(&denied)).await;
-    form.find(Locator::Css("input[name=note]"))
-        .await
-        .unwrap()
-        .send_keys("no receipt yet")
-        .await
-        .unwrap();
-    form.find(Locator::Css("button[value=deny]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let notice = find(client, "p.notice[role=status]")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let notice = decide(client, &denied, "no receipt yet", "deny").await;
     assert!(notice.starts_with("Denied"), "{notice}");
     let answers = orders.replay(
         &[refund(1000, Some(&denied)), refund(1000, Some(&denied))],
@@ -382,34 +361,12 @@ async fn story(orders: &Orders, client: &Client, dir: &Path, screenshot: Option<
 
     // ---- edit: a wrong value is refused on the page, a right one runs.
     client.goto(&root).await.unwrap();
-    find(client, &format!("{} a.edit", card(&edited)))
-        .await
-        .click()
-        .await
-        .unwrap();
-    let amount = find(client, "textarea#arg-amount_cents").await;
-    amount.clear().await.unwrap();
-    amount.send_keys("-3").await.unwrap();
-    find(client, "form.edit button.approve")
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(client, &format!("{} a.edit", card(&edited))).await;
+    approve_amount(client, "-3").await;
     let problems = find(client, ".problems").await.text().await.unwrap();
     assert!(problems.contains("amount_cents"), "{problems}");
-    let amount = find(client, "textarea#arg-amount_cents").await;
-    amount.clear().await.unwrap();
-    amount.send_keys("1500").await.unwrap();
-    find(client, "form.edit button.approve")
-        .await
-        .click()
-        .await
-        .unwrap();
-    let notice = find(client, "p.notice[role=status]")
-        .await
-        .text()
-        .await
-        .unwrap();
+    approve_amount(client, "1500").await;
+    let notice = shown_notice(client).await;
     assert!(notice.starts_with("Approved with your edits"), "{notice}");
     let answers = orders.replay(&[refund(2000, Some(&edited))], &[]);
     assert_eq!(answers[0]["ok"], true, "{answers:?}");
@@ -537,11 +494,7 @@ async fn hostile(
         .unwrap();
     assert_eq!(scripts, json!(0));
     // Denied, so that it does not wait in the inbox.
-    find(client, &format!("{} button[value=deny]", card(&id)))
-        .await
-        .click()
-        .await
-        .unwrap();
+    click(client, &format!("{} button[value=deny]", card(&id))).await;
     find(client, "p.notice[role=status]").await;
 }
 

@@ -1522,13 +1522,8 @@ async fn a_slow_or_extra_connection_holds_nothing() {
     assert!(!half.contains("200 OK"), "{half:?}");
 
     // Once they are gone, a client is served (here: asked to sign in).
-    let mut fresh = TcpStream::connect(addr).await.unwrap();
-    fresh
-        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let fresh = read_all(fresh).await;
-    assert!(fresh.starts_with("HTTP/1.1 401"), "{fresh}");
+    let fresh = kit::http_to(addr, "GET", "/", &[], None).await;
+    assert_eq!(fresh.status, 401, "{fresh:?}");
 }
 
 /// The JSON decision endpoint: a program approves with its bearer token,

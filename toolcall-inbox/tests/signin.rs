@@ -91,6 +91,43 @@ impl Inbox {
         page.body[at..at + 64].to_owned()
     }
 
+    /// Posts the page's form to `path` from [`ONE`] as the sign-in `cookie`
+    /// names, with its CSRF token.
+    async fn post_form(&self, cookie: &str, path: &str) -> Reply {
+        let csrf = self.csrf(cookie).await;
+        let form: &[(&str, &str)] = &[("csrf", &csrf)];
+        self.http(ONE, "POST", path, &[("Cookie", cookie)], Some(form))
+            .await
+    }
+
+    /// Asks from [`ONE`] to revoke sign-ins, with `credential` and no form.
+    async fn revoke(&self, credential: (&str, &str)) -> Reply {
+        let no_form: &[(&str, &str)] = &[];
+        self.http(
+            ONE,
+            "POST",
+            "/sessions/revoke",
+            &[credential],
+            Some(no_form),
+        )
+        .await
+    }
+
+    /// Denies `id` with `note`, as a program does with ana's token.
+    async fn deny(&self, id: &str, note: &str) -> Reply {
+        let bearer = format!("Bearer {ANA}");
+        let path = format!("/approvals/{id}/decide");
+        let form: &[(&str, &str)] = &[("action", "deny"), ("note", note)];
+        self.http(
+            ONE,
+            "POST",
+            &path,
+            &[("Authorization", &bearer)],
+            Some(form),
+        )
+        .await
+    }
+
     /// Asks for approval of a payment of `amount_cents`, as an agent does.
     async fn ask(&self, amount_cents: i64) -> String {
         let arguments = json!({"to": "acme", "amount_cents": amount_cents}).to_string();
@@ -232,16 +269,7 @@ async fn signing_out_deletes_the_sign_in_so_a_copied_cookie_stops_working() {
     assert_eq!(copy.status, 200);
     assert!(copy.body.contains("signed in as <b>ana</b>"));
 
-    let csrf = inbox.csrf(&cookie).await;
-    let out = inbox
-        .http(
-            ONE,
-            "POST",
-            "/sign-out",
-            &[("Cookie", &cookie)],
-            Some(&[("csrf", &csrf)]),
-        )
-        .await;
+    let out = inbox.post_form(&cookie, "/sign-out").await;
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
 
@@ -322,31 +350,14 @@ async fn sessions_lists_a_persons_sign_ins_and_revokes_them_all() {
     );
 
     // Revoking needs the sign-in's CSRF token.
-    let refused = inbox
-        .http(
-            ONE,
-            "POST",
-            "/sessions/revoke",
-            &[("Cookie", &first)],
-            Some(&[]),
-        )
-        .await;
+    let refused = inbox.revoke(("Cookie", &first)).await;
     assert_eq!(refused.status, 403);
     assert_eq!(
         inbox.get(ONE, "/", &[("Cookie", &second)]).await.status,
         200
     );
 
-    let csrf = inbox.csrf(&first).await;
-    let revoked = inbox
-        .http(
-            ONE,
-            "POST",
-            "/sessions/revoke",
-            &[("Cookie", &first)],
-            Some(&[("csrf", &csrf)]),
-        )
-        .await;
+    let revoked = inbox.post_form(&first, "/sessions/revoke").await;
     assert_eq!(revoked.status, 303);
     assert!(revoked.header("set-cookie").unwrap().contains("Max-Age=0"));
     for cookie in [&first, &second] {
@@ -358,15 +369,7 @@ async fn sessions_lists_a_persons_sign_ins_and_revokes_them_all() {
     // A program revokes by its token, and is told how many went.
     inbox.sign_in(ONE, ANA, &[]).await;
     let bearer = format!("Bearer {ANA}");
-    let reply = inbox
-        .http(
-            ONE,
-            "POST",
-            "/sessions/revoke",
-            &[("Authorization", &bearer)],
-            Some(&[]),
-        )
-        .await;
+    let reply = inbox.revoke(("Authorization", &bearer)).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.json(), json!({"revoked": 1}));
 }
@@ -403,16 +406,7 @@ async fn the_cookie_is_secure_when_the_operator_says_so_or_the_browser_came_over
     assert!(secure(&reply));
     // Signing out clears it with the same attributes.
     let cookie = reply.cookie();
-    let csrf = told.csrf(&cookie).await;
-    let out = told
-        .http(
-            ONE,
-            "POST",
-            "/sign-out",
-            &[("Cookie", &cookie)],
-            Some(&[("csrf", &csrf)]),
-        )
-        .await;
+    let out = told.post_form(&cookie, "/sign-out").await;
     assert_eq!(out.status, 303);
     assert!(secure(&out));
 }
@@ -420,19 +414,10 @@ async fn the_cookie_is_secure_when_the_operator_says_so_or_the_browser_came_over
 #[tokio::test]
 async fn a_persons_note_is_stored_bounded() {
     let inbox = inbox(|options| options).await;
-    let bearer = format!("Bearer {ANA}");
     // The longest note in characters, four bytes each: 4,000 bytes.
     let long: String = "𝄞".repeat(toolcall_inbox::MAX_NOTE);
     let id = inbox.ask(2590).await;
-    let reply = inbox
-        .http(
-            ONE,
-            "POST",
-            &format!("/approvals/{id}/decide"),
-            &[("Authorization", &bearer)],
-            Some(&[("action", "deny"), ("note", &long)]),
-        )
-        .await;
+    let reply = inbox.deny(&id, &long).await;
     assert_eq!(reply.status, 303, "{}", reply.body);
     let kept = inbox.entry(&id).await.approval.decision.unwrap().note;
     assert!(kept.len() <= MAX_NOTE_BYTES, "{}", kept.len());
@@ -443,15 +428,7 @@ async fn a_persons_note_is_stored_bounded() {
     // A megabyte is refused before it is read, and decides nothing.
     let id = inbox.ask(1000).await;
     let huge = "x".repeat(1 << 20);
-    let reply = inbox
-        .http(
-            ONE,
-            "POST",
-            &format!("/approvals/{id}/decide"),
-            &[("Authorization", &bearer)],
-            Some(&[("action", "deny"), ("note", &huge)]),
-        )
-        .await;
+    let reply = inbox.deny(&id, &huge).await;
     assert_eq!(reply.status, 413);
     assert!(inbox.entry(&id).await.approval.decision.is_none());
 }

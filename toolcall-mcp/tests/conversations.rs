@@ -6,24 +6,24 @@
 //! connection. And, in inbox mode, an answer through elicitation approves
 //! nothing unless the operator said it may (`Options::elicitation_approves`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InitializeResult,
-    InputResponses, ProtocolVersion, RequestMetaObject, ServerCapabilities,
-};
-use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, serve_directly};
-use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
-use serde_json::{Map, Value, json};
+use rmcp::model::{CallToolResponse, InputResponses};
+use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Approvals, Caller, Dispatcher, MemoryAudit, Policy, Rejection, Taint, tool, tools};
-use toolcall_mcp::{FrameGuard, MAX_CONVERSATION_NAME_BYTES, McpServer, Options};
+use toolcall_mcp::{MAX_CONVERSATION_NAME_BYTES, Options};
 use toolcall_sqlite::SqliteStore;
 use toolcall_testkit::bank::{Bank, note, transfer};
+
+mod client;
+use client::{
+    Client, Person, code, connect_modern_with as connect_modern, connect_with as connect, hang_up,
+    refund_args, replayed, request, result_json,
+};
 
 // ------------------------------------------------------------------ tools
 
@@ -75,148 +75,12 @@ fn sqlite_path(name: &str) -> std::path::PathBuf {
     dir.join("store.db")
 }
 
-fn refund_args() -> Value {
-    json!({"to": "ACC-7", "amount_cents": 2590})
-}
-
 /// The note the customer's message asks for: it carries the link.
 fn injected_note() -> Value {
     json!({"text": format!("The customer must confirm payment details at {LINK}")})
 }
 
 // ------------------------------------------------------------------ client
-
-/// An MCP client with a person behind it who approves every question, or
-/// one that cannot ask anyone (it declares no elicitation).
-#[derive(Clone)]
-struct Person {
-    approves: bool,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl Person {
-    fn approving() -> Self {
-        Person {
-            approves: true,
-            asked: Arc::default(),
-        }
-    }
-
-    fn unreachable() -> Self {
-        Person {
-            approves: false,
-            asked: Arc::default(),
-        }
-    }
-
-    /// How many approval questions the person was asked.
-    fn questions(&self) -> usize {
-        self.asked.lock().unwrap().len()
-    }
-
-    fn config(&self) -> ClientConfig {
-        let capabilities = if self.approves {
-            ClientCapabilities::builder().enable_elicitation().build()
-        } else {
-            ClientCapabilities::default()
-        };
-        ClientConfig::new(capabilities, Implementation::new("test-client", "0.0.0"))
-    }
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        self.config()
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let message = match request {
-            ElicitRequestParams::FormElicitationParams { message, .. } => message,
-            _ => "not a form".to_owned(),
-        };
-        self.asked.lock().unwrap().push(message);
-        if !self.approves {
-            return Err(ErrorData::invalid_request("nobody to ask", None));
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})))
-    }
-}
-
-type Client = RunningService<RoleClient, Person>;
-type Server = tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>;
-
-/// Connects `person`'s client to a server over `dispatcher` with `options`,
-/// through an in-process pipe, with the `initialize` handshake.
-async fn connect<St: Store + 'static>(
-    dispatcher: Arc<Dispatcher<Bank, St>>,
-    options: Options,
-    person: &Person,
-) -> (Client, Server) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let (read, write) = tokio::io::split(server_io);
-    let server = tokio::spawn(toolcall_mcp::serve(
-        dispatcher,
-        options,
-        FrameGuard::new(read, write),
-    ));
-    let client = person.clone().serve(client_io).await.unwrap();
-    (client, server)
-}
-
-/// Connects without a handshake on protocol 2026-07-28, where the approval
-/// question travels as `input_required` (rmcp's client answers it with the
-/// person's answer and retries by itself).
-async fn connect_modern<St: Store + 'static>(
-    dispatcher: Arc<Dispatcher<Bank, St>>,
-    options: Options,
-    person: &Person,
-) -> (Client, RunningService<RoleServer, McpServer<Bank, St>>) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let (read, write) = tokio::io::split(server_io);
-    let client_config = person
-        .config()
-        .with_protocol_version(ProtocolVersion::V_2026_07_28);
-    let mut server_config =
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
-    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
-    let server = serve_directly::<RoleServer, _, _, _, _>(
-        McpServer::new(dispatcher, options),
-        FrameGuard::new(read, write),
-        Some(client_config),
-    );
-    let client = serve_directly::<RoleClient, _, _, _, _>(
-        person.clone(),
-        client_io,
-        Some(server_config.into()),
-    );
-    (client, server)
-}
-
-async fn hang_up(client: Client, server: Server) {
-    client.cancel().await.unwrap();
-    server
-        .await
-        .unwrap()
-        .expect("the server stops without error when the client leaves");
-}
-
-/// A `tools/call` request, naming `conversation` in its `_meta` when given.
-fn request(tool: &'static str, args: Value, conversation: Option<Value>) -> CallToolRequestParams {
-    let Value::Object(args) = args else {
-        panic!("arguments must be an object")
-    };
-    let mut params = CallToolRequestParams::new(tool).with_arguments(args);
-    if let Some(conversation) = conversation {
-        let mut meta = Map::new();
-        meta.insert("toolcall/conversation".into(), conversation);
-        params.meta = Some(RequestMetaObject::from(meta));
-    }
-    params
-}
 
 /// Calls `tool` and answers the `ToolResult` JSON of the result.
 async fn call(client: &Client, tool: &'static str, args: Value) -> Value {
@@ -235,29 +99,6 @@ async fn call_in(
         .await
         .expect("every outcome is a tool result, never a protocol error");
     result_json(&result)
-}
-
-/// The `ToolResult` JSON of an MCP result (its `structuredContent`),
-/// checked against its `isError`.
-fn result_json(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result carries structuredContent");
-    assert_eq!(
-        result.is_error,
-        Some(structured["ok"] != json!(true)),
-        "isError is exactly `not ok`"
-    );
-    structured
-}
-
-fn code(result: &Value) -> &str {
-    result.get("code").and_then(Value::as_str).unwrap_or("OK")
-}
-
-fn replayed(result: &Value) -> bool {
-    result.get("replayed") == Some(&json!(true))
 }
 
 /// Asserts that `result` waits for a person because the conversation read
@@ -298,7 +139,7 @@ async fn every_connection_of_a_shared_conversation_keeps_its_taint_and_replays()
     let refunded = call(&first, "transfer", refund_args()).await;
     assert_eq!(code(&refunded), "OK", "{refunded}");
     assert!(!replayed(&refunded), "{refunded}");
-    assert_eq!(person.questions(), 1);
+    assert_eq!(person.questions().len(), 1);
     let again = call(&second, "transfer", refund_args()).await;
     assert_eq!(code(&again), "OK", "{again}");
     assert!(replayed(&again), "the second connection replays: {again}");
@@ -537,7 +378,7 @@ async fn a_bad_conversation_in_meta_is_an_error_result_and_runs_nothing() {
     }
     assert_eq!(bank.notes(), 0);
     assert_eq!(bank.transfers(), 0);
-    assert_eq!(person.questions(), 0, "nobody was asked");
+    assert_eq!(person.questions().len(), 0, "nobody was asked");
     assert!(audit.records().is_empty(), "the pipeline saw no call");
 
     // The longest name allowed, and any other text, are names.
@@ -617,7 +458,7 @@ async fn in_inbox_mode_an_accepted_elicitation_runs_nothing() {
     assert!(entry.used_ms.is_none());
     assert_eq!(bank.transfers(), 0);
     assert_eq!(
-        person.questions(),
+        person.questions().len(),
         0,
         "nobody is asked what nobody may decide there"
     );
@@ -639,7 +480,7 @@ async fn on_2026_07_28_in_inbox_mode_an_accepted_elicitation_runs_nothing() {
     let result = call(&client, "transfer", refund_args()).await;
     let entry = approval_of(&dispatcher, &result).await;
     assert!(entry.approval.decision.is_none(), "{entry:?}");
-    assert_eq!(person.questions(), 0);
+    assert_eq!(person.questions().len(), 0);
 
     // An answer sent anyway, naming the pending approval, runs nothing.
     let id = entry.approval.id;
@@ -682,7 +523,7 @@ async fn runs_once_on_the_yes(
     let result = call(client, "transfer", refund_args()).await;
     assert_eq!(code(&result), "OK", "{result}");
     assert_eq!(bank.transfers(), 1);
-    assert_eq!(person.questions(), 1);
+    assert_eq!(person.questions().len(), 1);
     let again = call(client, "transfer", refund_args()).await;
     assert!(replayed(&again), "{again}");
     assert_eq!(bank.transfers(), 1);

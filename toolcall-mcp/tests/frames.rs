@@ -193,6 +193,19 @@ fn setup() -> (Arc<Account>, Arc<Dispatcher<Account>>, MemoryAudit) {
     (account, Arc::new(dispatcher), audit)
 }
 
+/// Asserts that `result` is refused with `code`, its message saying `says`.
+fn assert_refused(result: &Value, expected: &str, says: &str) {
+    assert_eq!(code(result), expected, "{result}");
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains(says), "{result}");
+}
+
+/// Asserts that no call of `deposit` reached the audit.
+fn assert_no_deposit(audit: &MemoryAudit) {
+    let records = audit.records();
+    assert!(records.iter().all(|record| record.tool != "deposit"));
+}
+
 fn code(result: &Value) -> &str {
     result.get("code").and_then(Value::as_str).unwrap_or("OK")
 }
@@ -305,12 +318,7 @@ async fn a_line_over_the_limit_is_skipped_and_answered_with_its_id() {
 
     raw.still_serves(42).await;
     assert_eq!(account.deposits(), 0);
-    assert!(
-        audit
-            .records()
-            .iter()
-            .all(|record| record.tool != "deposit")
-    );
+    assert_no_deposit(&audit);
 
     raw.hang_up().await;
 }
@@ -327,14 +335,7 @@ async fn a_member_given_twice_in_the_arguments_runs_nothing() {
             br#"{"amount_cents": 100, "amount_cents": 200}"#,
         )
         .await;
-    assert_eq!(code(&refused), "INVALID_JSON", "{refused}");
-    assert!(
-        refused["message"]
-            .as_str()
-            .unwrap()
-            .contains("duplicate member"),
-        "{refused}"
-    );
+    assert_refused(&refused, "INVALID_JSON", "duplicate member");
     let nested_twice = raw
         .call(
             52,
@@ -375,14 +376,7 @@ async fn the_raw_limits_measure_what_was_sent() {
     // over the 64 KiB the pipeline takes.
     let arguments = format!(r#"{{"amount_cents": 5{}}}"#, " ".repeat(70 * 1024));
     let refused = raw.call(61, "deposit", arguments.as_bytes()).await;
-    assert_eq!(code(&refused), "INVALID_JSON", "{refused}");
-    assert!(
-        refused["message"]
-            .as_str()
-            .unwrap()
-            .contains("over the limit"),
-        "{refused}"
-    );
+    assert_refused(&refused, "INVALID_JSON", "over the limit");
     assert_eq!(account.deposits(), 0);
 
     // Arguments that are not an object are the pipeline's to refuse too.
@@ -417,12 +411,7 @@ async fn members_given_twice_outside_the_arguments_are_invalid_requests() {
     assert_eq!(raw.error().await, (Value::Null, INVALID_REQUEST));
     raw.still_serves(75).await;
     assert_eq!(account.deposits(), 0);
-    assert!(
-        audit
-            .records()
-            .iter()
-            .all(|record| record.tool != "deposit")
-    );
+    assert_no_deposit(&audit);
 
     raw.hang_up().await;
 }

@@ -24,6 +24,9 @@ use toolcall_mcp::http::{HttpOptions, Limits, router, serve, serve_with};
 use toolcall_testkit::bank::{Bank, balance, transfer};
 use toolcall_testkit::mcp_http::{Answer, bearer, read_answer, send};
 
+mod client;
+use client::{arguments, result_json};
+
 // ------------------------------------------------------------------ bank
 
 const TOKEN_A: &str = "token-of-agent-a-0123456789";
@@ -96,23 +99,15 @@ async fn connect(addr: SocketAddr, token: Option<&str>) -> Client {
 }
 
 async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments are an object")
-    };
     client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments(args)))
         .await
         .expect("every outcome is a tool result, never a protocol error")
 }
 
-/// The `ToolResult` JSON of a result, checked against its `isError`.
-fn result_json(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result carries structuredContent");
-    assert_eq!(result.is_error, Some(structured["ok"] != json!(true)));
-    structured
+/// Calls `tool` and answers the `ToolResult` JSON of the result.
+async fn outcome(client: &Client, tool: &str, args: Value) -> Value {
+    result_json(&call(client, tool, args).await)
 }
 
 // ------------------------------------------------------------------ raw HTTP
@@ -149,7 +144,7 @@ async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(names, ["balance", "transfer"]);
 
-    let read = result_json(&call(&client, "balance", json!({})).await);
+    let read = outcome(&client, "balance", json!({})).await;
     assert_eq!(read["ok"], true, "{read}");
     assert_eq!(
         read["data"],
@@ -157,14 +152,12 @@ async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
     );
 
     // A float where cents are due: a tool error naming the field.
-    let float = result_json(
-        &call(
-            &client,
-            "transfer",
-            json!({"to": "ACC-7", "amount_cents": 25.9}),
-        )
-        .await,
-    );
+    let float = outcome(
+        &client,
+        "transfer",
+        json!({"to": "ACC-7", "amount_cents": 25.9}),
+    )
+    .await;
     assert_eq!(float["code"], "INVALID_ARGUMENTS", "{float}");
     assert!(
         float["message"].as_str().unwrap().contains("amount_cents"),
@@ -172,14 +165,12 @@ async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
     );
 
     // High risk, and this client cannot ask a person: nothing runs.
-    let transfer = result_json(
-        &call(
-            &client,
-            "transfer",
-            json!({"to": "ACC-7", "amount_cents": 2590}),
-        )
-        .await,
-    );
+    let transfer = outcome(
+        &client,
+        "transfer",
+        json!({"to": "ACC-7", "amount_cents": 2590}),
+    )
+    .await;
     assert_eq!(transfer["code"], "CONFIRMATION_REQUIRED", "{transfer}");
     assert!(transfer["confirmation_id"].is_string(), "{transfer}");
     assert_eq!(bank.transfers(), 0);
@@ -211,18 +202,9 @@ async fn each_token_is_its_callers_and_the_audit_names_it() {
 
     let a = connect(addr, Some(TOKEN_A)).await;
     let b = connect(addr, Some(TOKEN_B)).await;
-    assert_eq!(
-        result_json(&call(&a, "balance", json!({})).await)["ok"],
-        true
-    );
-    assert_eq!(
-        result_json(&call(&b, "balance", json!({})).await)["ok"],
-        true
-    );
-    assert_eq!(
-        result_json(&call(&a, "balance", json!({})).await)["ok"],
-        true
-    );
+    assert_eq!(outcome(&a, "balance", json!({})).await["ok"], true);
+    assert_eq!(outcome(&b, "balance", json!({})).await["ok"], true);
+    assert_eq!(outcome(&a, "balance", json!({})).await["ok"], true);
 
     // A conversation named in `_meta` is the caller's own.
     let mut named = CallToolRequestParams::new("balance").with_arguments(Map::new());
@@ -268,14 +250,12 @@ async fn a_tokens_caller_brings_its_own_policy() {
         ["balance"],
         "tools/list lists what this caller may call"
     );
-    let refused = result_json(
-        &call(
-            &reader,
-            "transfer",
-            json!({"to": "ACC-7", "amount_cents": 1}),
-        )
-        .await,
-    );
+    let refused = outcome(
+        &reader,
+        "transfer",
+        json!({"to": "ACC-7", "amount_cents": 1}),
+    )
+    .await;
     assert_eq!(refused["code"], "TOOL_NOT_ALLOWED", "{refused}");
     assert_eq!(bank.transfers(), 0);
     let records = audit.records();
@@ -644,10 +624,7 @@ async fn without_tokens_loopback_clients_are_the_default_caller() {
     let (_bank, dispatcher, audit) = bank_dispatcher();
     let addr = start(dispatcher, Options::new("http-test"), HttpOptions::new()).await;
     let client = connect(addr, None).await;
-    assert_eq!(
-        result_json(&call(&client, "balance", json!({})).await)["ok"],
-        true
-    );
+    assert_eq!(outcome(&client, "balance", json!({})).await["ok"], true);
     assert_eq!(audit.records()[0].caller, "default");
     client.cancel().await.unwrap();
 }
@@ -871,11 +848,7 @@ async fn a_head_or_a_body_sent_too_slowly_is_cut_off_and_nothing_runs() {
 
     // The same call sent at once runs, once.
     let answer = read_balance(addr, &auth).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(
-        answer.message()["result"]["structuredContent"]["ok"],
-        json!(true)
-    );
+    assert_ok(&answer);
     assert_eq!(audit.records().len(), 1);
     assert_eq!(bank.transfers(), 0);
 }
@@ -1009,10 +982,23 @@ async fn delete_ends_a_known_session_and_is_404_for_an_unknown_one() {
     assert_eq!(again.status, 404, "{again:?}");
 }
 
-/// A server of `balance` for `agent-a` over the SQLite file `path`, and its
-/// audit.
-async fn sqlite_server(path: &std::path::Path) -> (SocketAddr, MemoryAudit) {
-    let store = toolcall_sqlite::SqliteStore::open(path).unwrap();
+/// A server of `balance` for `agent-a` over a SQLite file of its own named
+/// after `name`, whose write lock another connection holds: the file, the
+/// server's address, its audit, and the connection that holds the lock.
+async fn locked_sqlite_server(
+    name: &str,
+) -> (
+    std::path::PathBuf,
+    SocketAddr,
+    MemoryAudit,
+    rusqlite::Connection,
+) {
+    let path = std::env::temp_dir().join(format!(
+        "toolcall-http-{name}-{}-{}.db",
+        std::process::id(),
+        toolcall::store::now_ms()
+    ));
+    let store = toolcall_sqlite::SqliteStore::open(&path).unwrap();
     let audit = MemoryAudit::new();
     let dispatcher = Dispatcher::builder(tools![balance, transfer].unwrap(), Bank::new())
         .callers([Caller::new("agent-a", Policy::new().allow(["balance"]))])
@@ -1025,7 +1011,18 @@ async fn sqlite_server(path: &std::path::Path) -> (SocketAddr, MemoryAudit) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, app));
-    (addr, audit)
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    (path, addr, audit, holder)
+}
+
+/// Asserts that `answer` is a tool result that is `ok`.
+fn assert_ok(answer: &Answer) {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.message()["result"]["structuredContent"]["ok"],
+        json!(true)
+    );
 }
 
 /// One client's call waits for SQLite's write lock (another connection
@@ -1034,16 +1031,7 @@ async fn sqlite_server(path: &std::path::Path) -> (SocketAddr, MemoryAudit) {
 /// waiting call held that thread and every other client waited with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
-    let path = std::env::temp_dir().join(format!(
-        "toolcall-http-stall-{}-{}.db",
-        std::process::id(),
-        toolcall::store::now_ms()
-    ));
-    let (addr, audit) = sqlite_server(&path).await;
-
-    // Another connection takes the write lock and keeps it.
-    let holder = rusqlite::Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (path, addr, audit, holder) = locked_sqlite_server("stall").await;
 
     let auth = bearer(TOKEN_A);
     // A call in a conversation it names, whose step the store keeps (a
@@ -1095,11 +1083,7 @@ async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
     // The lock is let go: the waiting call runs, once.
     holder.execute_batch("COMMIT").unwrap();
     let answer = waiting.await.unwrap();
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(
-        answer.message()["result"]["structuredContent"]["ok"],
-        json!(true)
-    );
+    assert_ok(&answer);
     assert_eq!(audit.records().len(), 1);
     let _ = std::fs::remove_file(&path);
 }
@@ -1109,23 +1093,12 @@ async fn a_call_waiting_for_the_store_does_not_stall_another_client() {
 /// SQLite's write lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_stateless_read_does_not_wait_for_the_write_lock() {
-    let path = std::env::temp_dir().join(format!(
-        "toolcall-http-alone-{}-{}.db",
-        std::process::id(),
-        toolcall::store::now_ms()
-    ));
-    let (addr, audit) = sqlite_server(&path).await;
-    let holder = rusqlite::Connection::open(&path).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (path, addr, audit, holder) = locked_sqlite_server("alone").await;
     let auth = bearer(TOKEN_A);
     let answer = tokio::time::timeout(Duration::from_secs(5), read_balance(addr, &auth))
         .await
         .expect("a read alone takes no write lock");
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(
-        answer.message()["result"]["structuredContent"]["ok"],
-        json!(true)
-    );
+    assert_ok(&answer);
     assert_eq!(audit.records().len(), 1);
     holder.execute_batch("COMMIT").unwrap();
     let _ = std::fs::remove_file(&path);

@@ -10,20 +10,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    InitializeResult, ProtocolVersion, ServerCapabilities,
-};
-use rmcp::service::{RoleClient, RoleServer, RunningService, serve_directly};
-use rmcp::{ClientHandler, ServiceExt as _};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Approvals, Arguments, Call, Code, Dispatcher, tools};
-use toolcall_mcp::{FrameGuard, McpServer, Options};
+use toolcall_mcp::Options;
 use toolcall_sqlite::SqliteStore;
 use toolcall_testkit::bank::{Bank, balance, transfer};
+
+mod client;
+use client::{
+    Client, Person, Server, code, connect_modern_with, connect_with, hang_up, refund_args,
+    replayed, request, result_json,
+};
 
 // ------------------------------------------------------------------ tools
 
@@ -58,33 +59,7 @@ fn dispatcher<St: Store + 'static>(
     )
 }
 
-fn refund_args() -> Value {
-    json!({"to": "ACC-7", "amount_cents": 2590})
-}
-
 // ------------------------------------------------------------------ client
-
-/// A client that cannot ask anyone: it declares no elicitation.
-#[derive(Clone)]
-struct Agent;
-
-impl Agent {
-    fn config() -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("test-agent", "0.0.0"),
-        )
-    }
-}
-
-impl ClientHandler for Agent {
-    fn get_info(&self) -> ClientConfig {
-        Agent::config()
-    }
-}
-
-type Client = RunningService<RoleClient, Agent>;
-type Server = tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>;
 
 /// Connects a client to a server over `dispatcher` that waits up to `wait`
 /// for a decision, through an in-process pipe, with the handshake.
@@ -92,48 +67,8 @@ async fn connect<St: Store + 'static>(
     dispatcher: Arc<Dispatcher<Bank, St>>,
     wait: Duration,
 ) -> (Client, Server) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let (read, write) = tokio::io::split(server_io);
-    let server = tokio::spawn(toolcall_mcp::serve(
-        dispatcher,
-        Options::new("mcp-inbox").wait_approval(wait),
-        FrameGuard::new(read, write),
-    ));
-    let client = Agent.serve(client_io).await.unwrap();
-    (client, server)
-}
-
-async fn hang_up(client: Client, server: Server) {
-    client.cancel().await.unwrap();
-    server
-        .await
-        .unwrap()
-        .expect("the server stops without error when the client leaves");
-}
-
-fn params(args: Value) -> CallToolRequestParams {
-    let Value::Object(map) = args else {
-        panic!("arguments must be an object")
-    };
-    CallToolRequestParams::new("transfer").with_arguments(map)
-}
-
-/// The `ToolResult` JSON of an MCP result (its `structuredContent`).
-fn result_json(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result carries structuredContent");
-    assert_eq!(
-        result.is_error,
-        Some(structured["ok"] != json!(true)),
-        "isError is exactly `not ok`"
-    );
-    structured
-}
-
-fn code(result: &Value) -> &str {
-    result.get("code").and_then(Value::as_str).unwrap_or("OK")
+    let options = Options::new("mcp-inbox").wait_approval(wait);
+    connect_with(dispatcher, options, &Person::unreachable()).await
 }
 
 /// Calls `transfer` in a task of its own, so that the test can decide
@@ -143,7 +78,7 @@ fn spawn_call(client: &Client, args: Value) -> tokio::task::JoinHandle<(Value, D
     tokio::spawn(async move {
         let started = Instant::now();
         let result = peer
-            .call_tool(params(args))
+            .call_tool(request("transfer", args, None))
             .await
             .expect("every outcome is a tool result");
         (result_json(&result), started.elapsed())
@@ -172,15 +107,10 @@ async fn pending_count<St: Store>(store: &St) -> usize {
 async fn call(client: &Client, args: Value) -> Value {
     result_json(
         &client
-            .call_tool(params(args))
+            .call_tool(request("transfer", args, None))
             .await
             .expect("every outcome is a tool result"),
     )
-}
-
-/// Whether a result is a stored answer, replayed (not a run).
-fn replayed(result: &Value) -> bool {
-    result.get("replayed") == Some(&json!(true))
 }
 
 /// The `confirmation_id` of a `CONFIRMATION_REQUIRED` result.
@@ -356,7 +286,7 @@ async fn without_a_decision_in_time_the_answer_is_confirmation_required_with_the
     let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
 
     let started = Instant::now();
-    let result = result_json(&client.call_tool(params(refund_args())).await.unwrap());
+    let result = call(&client, refund_args()).await;
     assert!(started.elapsed() >= wait, "it waited the bound");
     assert_eq!(code(&result), "CONFIRMATION_REQUIRED", "{result}");
     let asked = pending(dispatcher.store()).await;
@@ -389,7 +319,7 @@ async fn without_the_option_the_answer_is_at_once() {
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
     let started = Instant::now();
-    let result = result_json(&client.call_tool(params(refund_args())).await.unwrap());
+    let result = call(&client, refund_args()).await;
     assert_eq!(code(&result), "CONFIRMATION_REQUIRED", "{result}");
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(bank.transfers(), 0);
@@ -406,7 +336,7 @@ async fn a_cancelled_call_stops_waiting_and_a_later_decision_runs_nothing() {
     // The client gives up: dropping the request sends `notifications/cancelled`.
     let waited = tokio::time::timeout(
         Duration::from_millis(400),
-        client.call_tool_once(params(refund_args())),
+        client.call_tool_once(request("transfer", refund_args(), None)),
     );
     assert!(waited.await.is_err(), "nobody decided, so the call waited");
     let asked = pending(dispatcher.store()).await;
@@ -467,21 +397,12 @@ async fn a_decision_through_another_handle_on_the_sqlite_file_ends_the_wait() {
 async fn on_2026_07_28_the_call_waits_for_the_inbox_too() {
     let bank = Bank::new();
     let dispatcher = inbox(&bank, MemoryStore::default());
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let (read, write) = tokio::io::split(server_io);
-    let mut server_config =
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
-    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
-    let server = serve_directly::<RoleServer, _, _, _, _>(
-        McpServer::new(
-            Arc::clone(&dispatcher),
-            Options::new("mcp-inbox").wait_approval(LONG_WAIT),
-        ),
-        FrameGuard::new(read, write),
-        Some(Agent::config().with_protocol_version(ProtocolVersion::V_2026_07_28)),
-    );
-    let client =
-        serve_directly::<RoleClient, _, _, _, _>(Agent, client_io, Some(server_config.into()));
+    let (client, server) = connect_modern_with(
+        Arc::clone(&dispatcher),
+        Options::new("mcp-inbox").wait_approval(LONG_WAIT),
+        &Person::unreachable(),
+    )
+    .await;
 
     let call = spawn_call(&client, refund_args());
     let asked = pending(dispatcher.store()).await;

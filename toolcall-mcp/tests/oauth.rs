@@ -300,6 +300,21 @@ async fn keys_that_cannot_be_read_are_read_once_per_refresh_however_many_ask() {
     assert_eq!(issuer.reads(), 1, "300 checks, one read of the keys");
 }
 
+/// The status of an `initialize` with `subject`'s token, signed with `key`.
+async fn signed_in(addr: SocketAddr, issuer: &Issuer, key: &TestKey, subject: &str) -> u16 {
+    initialize(addr, &issuer.token(key, subject)).await.status
+}
+
+/// An issuer of [`KEY_1`] and a server that reads its keys again at most
+/// every `refresh`, once alice signed in: one read of the keys so far.
+async fn alice_signed_in(refresh: Duration) -> (Issuer, SocketAddr) {
+    let issuer = Issuer::start(Mode::Serve, &[&KEY_1]).await;
+    let addr = start(&issuer, refresh, HttpOptions::new()).await;
+    assert_eq!(signed_in(addr, &issuer, &KEY_1, "alice").await, 200);
+    assert_eq!(issuer.reads(), 1);
+    (issuer, addr)
+}
+
 /// Tokens naming made-up keys, sent while the issuer's keys endpoint fails:
 /// once a read was allowed, the keys are read at most once per refresh
 /// period during the flood (every attempt counts, failed or not), each
@@ -309,15 +324,7 @@ async fn keys_that_cannot_be_read_are_read_once_per_refresh_however_many_ask() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_made_up_keys_reads_the_keys_at_most_once_per_refresh() {
     let refresh = Duration::from_secs(1);
-    let issuer = Issuer::start(Mode::Serve, &[&KEY_1]).await;
-    let addr = start(&issuer, refresh, HttpOptions::new()).await;
-    assert_eq!(
-        initialize(addr, &issuer.token(&KEY_1, "alice"))
-            .await
-            .status,
-        200
-    );
-    assert_eq!(issuer.reads(), 1);
+    let (issuer, addr) = alice_signed_in(refresh).await;
 
     issuer.set_mode(Mode::Fail);
     // A read is allowed again.
@@ -353,10 +360,7 @@ async fn a_flood_of_made_up_keys_reads_the_keys_at_most_once_per_refresh() {
     let refused_at_once = statuses.iter().filter(|&&status| status == 401).count();
     assert!(refused_at_once >= 300 - 30 * bound as usize, "{statuses:?}");
     // The keys in use still serve.
-    assert_eq!(
-        initialize(addr, &issuer.token(&KEY_1, "bob")).await.status,
-        200
-    );
+    assert_eq!(signed_in(addr, &issuer, &KEY_1, "bob").await, 200);
 }
 
 /// While a read of the keys is held by a slow issuer, a token of a key in
@@ -366,15 +370,7 @@ async fn a_flood_of_made_up_keys_reads_the_keys_at_most_once_per_refresh() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_of_a_known_key_does_not_wait_for_a_slow_read() {
     let refresh = Duration::from_millis(100);
-    let issuer = Issuer::start(Mode::Serve, &[&KEY_1]).await;
-    let addr = start(&issuer, refresh, HttpOptions::new()).await;
-    assert_eq!(
-        initialize(addr, &issuer.token(&KEY_1, "alice"))
-            .await
-            .status,
-        200
-    );
-    assert_eq!(issuer.reads(), 1);
+    let (issuer, addr) = alice_signed_in(refresh).await;
 
     issuer.set_mode(Mode::Hold);
     tokio::time::sleep(refresh * 2).await;
@@ -435,27 +431,12 @@ async fn checks_waiting_for_the_keys_share_one_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_key_is_found_once_a_read_is_allowed() {
     let refresh = Duration::from_millis(100);
-    let issuer = Issuer::start(Mode::Serve, &[&KEY_1]).await;
-    let addr = start(&issuer, refresh, HttpOptions::new()).await;
-    assert_eq!(
-        initialize(addr, &issuer.token(&KEY_1, "alice"))
-            .await
-            .status,
-        200
-    );
+    let (issuer, addr) = alice_signed_in(refresh).await;
     issuer.publish(&[&KEY_2]);
     tokio::time::sleep(refresh * 2).await;
-    assert_eq!(
-        initialize(addr, &issuer.token(&KEY_2, "alice"))
-            .await
-            .status,
-        200
-    );
+    assert_eq!(signed_in(addr, &issuer, &KEY_2, "alice").await, 200);
     assert_eq!(issuer.reads(), 2);
-    assert_eq!(
-        initialize(addr, &issuer.token(&KEY_2, "bob")).await.status,
-        200
-    );
+    assert_eq!(signed_in(addr, &issuer, &KEY_2, "bob").await, 200);
     assert_eq!(issuer.reads(), 2, "the rotated key is kept");
 }
 

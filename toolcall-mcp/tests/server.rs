@@ -1,24 +1,28 @@
 //! The MCP server against rmcp's own client, over an in-process pipe: what
 //! the client sees, and what the backend really did.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InitializeResult,
-    InputResponses, ProtocolVersion, RequestMetaObject, ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitResult, ElicitationAction,
+    InputResponses, RequestMetaObject,
 };
-use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService, serve_directly};
-use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
+use rmcp::service::{RoleServer, RunningService};
 use serde_json::{Map, Value, json};
 use toolcall::{
     Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, Rejection, Taint, ToolError,
     tool, tools,
 };
-use toolcall_mcp::{Conversations, FrameGuard, McpServer, Options};
+use toolcall_mcp::{Conversations, McpServer, Options};
 use toolcall_testkit::bank::{Bank, balance, transfer};
+
+mod client;
+use client::{
+    Client, Person, Server, arguments, code, connect_modern_with, connect_with, hang_up,
+    refund_args, result_json,
+};
 
 // ------------------------------------------------------------------ tools
 
@@ -73,185 +77,10 @@ fn audited(bank: &Arc<Bank>) -> (Arc<Dispatcher<Bank>>, MemoryAudit) {
     (Arc::new(dispatcher), audit)
 }
 
-// ------------------------------------------------------------------ client
-
-/// What the person behind a client does when asked.
-#[derive(Clone)]
-enum Behaviour {
-    /// Answers every approval question the same way.
-    Answer(ElicitResult),
-    /// The client fails to ask anyone.
-    Fail,
-    /// Nobody ever answers.
-    Hang,
-    /// Answers the questions with these answers in turn, then the last one
-    /// for every further question.
-    InTurn(Arc<Mutex<Vec<ElicitResult>>>),
-}
-
-/// An MCP client with a person behind it, or a client that cannot ask
-/// anyone (`behaviour: None`: it declares no elicitation). It records what
-/// it was asked; the tests check it (an assertion in the handler would only
-/// fail the client's task, and leave the server waiting).
-#[derive(Clone)]
-struct Person {
-    behaviour: Option<Behaviour>,
-    asked: Arc<Mutex<Vec<(String, Value)>>>,
-}
-
-impl Person {
-    fn with(behaviour: Option<Behaviour>) -> Self {
-        Person {
-            behaviour,
-            asked: Arc::default(),
-        }
-    }
-
-    fn answering(answer: ElicitResult) -> Self {
-        Person::with(Some(Behaviour::Answer(answer)))
-    }
-
-    fn approving() -> Self {
-        Person::answering(
-            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})),
-        )
-    }
-
-    /// A person who answers the questions in turn with `answers`.
-    fn in_turn(mut answers: Vec<ElicitResult>) -> Self {
-        answers.reverse();
-        Person::with(Some(Behaviour::InTurn(Arc::new(Mutex::new(answers)))))
-    }
-
-    fn unreachable() -> Self {
-        Person::with(None)
-    }
-
-    /// A client that declares elicitation but fails to ask anyone.
-    fn broken() -> Self {
-        Person::with(Some(Behaviour::Fail))
-    }
-
-    /// A client that declares elicitation, behind which nobody answers.
-    fn absent() -> Self {
-        Person::with(Some(Behaviour::Hang))
-    }
-
-    /// The messages of the questions asked so far, each checked to be a
-    /// form with one required boolean `approve`.
-    fn questions(&self) -> Vec<String> {
-        let asked = self.asked.lock().unwrap().clone();
-        asked
-            .into_iter()
-            .map(|(message, schema)| {
-                assert_eq!(
-                    schema["properties"]["approve"]["type"], "boolean",
-                    "{schema}"
-                );
-                assert_eq!(schema["required"], json!(["approve"]), "{schema}");
-                message
-            })
-            .collect()
-    }
-
-    fn config(&self) -> ClientConfig {
-        let capabilities = if self.behaviour.is_some() {
-            ClientCapabilities::builder().enable_elicitation().build()
-        } else {
-            ClientCapabilities::default()
-        };
-        ClientConfig::new(capabilities, Implementation::new("test-client", "0.0.0"))
-    }
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        self.config()
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } = request
-        else {
-            self.asked
-                .lock()
-                .unwrap()
-                .push(("not a form".to_owned(), Value::Null));
-            return Err(ErrorData::invalid_params("expected a form", None));
-        };
-        let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
-        self.asked.lock().unwrap().push((message, schema));
-        match &self.behaviour {
-            Some(Behaviour::Answer(answer)) => Ok(answer.clone()),
-            Some(Behaviour::InTurn(answers)) => {
-                let mut answers = answers.lock().unwrap();
-                let answer = if answers.len() > 1 {
-                    answers.pop()
-                } else {
-                    answers.last().cloned()
-                };
-                answer.ok_or_else(|| ErrorData::invalid_request("no answer", None))
-            }
-            Some(Behaviour::Hang) => std::future::pending().await,
-            Some(Behaviour::Fail) | None => Err(ErrorData::invalid_request("nobody to ask", None)),
-        }
-    }
-}
-
-type Client = RunningService<RoleClient, Person>;
-
-/// The server's end of an in-process pipe, as `serve_stdio` reads standard
-/// input and output: through a [`FrameGuard`].
-fn guarded(
-    io: tokio::io::DuplexStream,
-) -> FrameGuard<
-    tokio::io::ReadHalf<tokio::io::DuplexStream>,
-    tokio::io::WriteHalf<tokio::io::DuplexStream>,
-> {
-    let (read, write) = tokio::io::split(io);
-    FrameGuard::new(read, write)
-}
-
 /// Connects `person`'s client to a server over `dispatcher` through an
 /// in-process pipe, with the `initialize` handshake.
-async fn connect(
-    dispatcher: Arc<Dispatcher<Bank>>,
-    person: &Person,
-) -> (
-    Client,
-    tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>,
-) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(toolcall_mcp::serve(
-        dispatcher,
-        Options::new("mcp-test"),
-        guarded(server_io),
-    ));
-    let client = person.clone().serve(client_io).await.unwrap();
-    (client, server)
-}
-
-/// Closes the client and checks that the server then stops cleanly.
-async fn hang_up(client: Client, server: tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>) {
-    client.cancel().await.unwrap();
-    server
-        .await
-        .unwrap()
-        .expect("the server stops without error when the client leaves");
-}
-
-fn arguments(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => panic!("arguments must be an object"),
-    }
+async fn connect(dispatcher: Arc<Dispatcher<Bank>>, person: &Person) -> (Client, Server) {
+    connect_with(dispatcher, Options::new("mcp-test"), person).await
 }
 
 async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
@@ -259,36 +88,6 @@ async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResul
         .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments(args)))
         .await
         .expect("every outcome is a tool result, never a protocol error")
-}
-
-/// The `ToolResult` JSON of an MCP result (its `structuredContent`), checked
-/// against its text block and its `isError`.
-fn result_json(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result carries structuredContent");
-    assert_eq!(result.content.len(), 1);
-    let text = &result.content[0].as_text().expect("a text block").text;
-    assert_eq!(
-        serde_json::from_str::<Value>(text).unwrap(),
-        structured,
-        "the text is the model text of the same result"
-    );
-    assert_eq!(
-        result.is_error,
-        Some(structured["ok"] != json!(true)),
-        "isError is exactly `not ok`"
-    );
-    structured
-}
-
-fn code(result: &Value) -> &str {
-    result.get("code").and_then(Value::as_str).unwrap_or("OK")
-}
-
-fn refund_args() -> Value {
-    json!({"to": "ACC-7", "amount_cents": 2590})
 }
 
 // ------------------------------------------------------------------ tests
@@ -562,31 +361,11 @@ async fn the_server_works_as_a_bare_handler_too() {
 
 // ------------------------------------------------- protocol 2026-07-28 (MRTR)
 
-/// Connects without a handshake on protocol 2026-07-28, where the server may
-/// not send requests: the approval question travels as `input_required`,
-/// and rmcp's client answers it and retries by itself.
 async fn connect_modern(
     dispatcher: Arc<Dispatcher<Bank>>,
     person: &Person,
 ) -> (Client, RunningService<RoleServer, McpServer<Bank>>) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let client_config = person
-        .config()
-        .with_protocol_version(ProtocolVersion::V_2026_07_28);
-    let mut server_config =
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
-    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
-    let server = serve_directly::<RoleServer, _, _, _, _>(
-        McpServer::new(dispatcher, Options::new("mcp-test")),
-        guarded(server_io),
-        Some(client_config),
-    );
-    let client = serve_directly::<RoleClient, _, _, _, _>(
-        person.clone(),
-        client_io,
-        Some(server_config.into()),
-    );
-    (client, server)
+    connect_modern_with(dispatcher, Options::new("mcp-test"), person).await
 }
 
 #[tokio::test]
@@ -696,6 +475,19 @@ async fn call_once(
         .expect("every outcome is a result, never a protocol error")
 }
 
+/// The transfer of `refund_args` retried with the state of its question
+/// and the person's answer: its `ToolResult` JSON.
+async fn answered(client: &Client, state: &str, approve: bool) -> Value {
+    let retry = call_once(
+        client,
+        "transfer",
+        refund_args(),
+        Some(state),
+        Some(answer(approve)),
+    );
+    complete(retry.await)
+}
+
 /// The `requestState` of an approval question.
 fn asked(response: CallToolResponse) -> String {
     match response {
@@ -748,16 +540,7 @@ async fn on_2026_07_28_a_retry_with_other_arguments_runs_nothing_and_asks_again(
     assert_eq!(bank.transfers(), 0);
 
     // The question asked is still open, for the call it was asked about.
-    let done = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(done["data"]["amount_cents"], 2590);
     assert_eq!(bank.transfers(), 1);
@@ -778,16 +561,7 @@ async fn on_2026_07_28_a_confirmation_id_is_no_token_for_a_client_without_elicit
     let id = waiting["confirmation_id"].as_str().unwrap().to_owned();
 
     // The client forges the retry of a question it was never asked.
-    let forged = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&format!("toolcall-approval:{id}")),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let forged = answered(&client, &format!("toolcall-approval:{id}"), true).await;
     assert_eq!(code(&forged), "CONFIRMATION_REQUIRED", "{forged}");
     assert_eq!(bank.transfers(), 0);
     assert!(person.questions().is_empty());
@@ -836,16 +610,7 @@ async fn on_2026_07_28_a_question_of_one_connection_is_not_answered_on_another()
     .await;
     asked(elsewhere);
 
-    let done = complete(
-        call_once(
-            &asked_client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let done = answered(&asked_client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(bank.transfers(), 1);
 
@@ -862,22 +627,13 @@ async fn on_2026_07_28_a_resent_approved_retry_is_replayed() {
     let (client, server) = connect_modern(dispatcher(&bank), &person).await;
 
     let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
-    let retry = || {
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-    };
-    let done = complete(retry().await);
+    let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(done.get("replayed"), None);
     assert_eq!(bank.transfers(), 1);
 
     // The response was lost; the client sends the same retry again.
-    let again = complete(retry().await);
+    let again = answered(&client, &state, true).await;
     assert_eq!(code(&again), "OK", "{again}");
     assert_eq!(again["replayed"], true);
     assert_eq!(again["data"], done["data"]);
@@ -910,16 +666,7 @@ async fn on_2026_07_28_a_retry_without_an_answer_cancels_nothing() {
         audit.records()
     );
 
-    let done = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(bank.transfers(), 1);
 
@@ -935,31 +682,13 @@ async fn on_2026_07_28_a_declined_retry_is_denied_once() {
     let (client, server) = connect_modern(dispatcher, &person).await;
 
     let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
-    let denied = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(false)),
-        )
-        .await,
-    );
+    let denied = answered(&client, &state, false).await;
     assert_eq!(code(&denied), "CONFIRMATION_DENIED", "{denied}");
     assert!(approved_by_a_person(&audit), "the person's no is audited");
 
     // The question was answered, and the denial is final: a yes sent for it
     // afterwards is a fresh call, which the denial answers; nobody is asked.
-    let late = complete(
-        call_once(
-            &client,
-            "transfer",
-            refund_args(),
-            Some(&state),
-            Some(answer(true)),
-        )
-        .await,
-    );
+    let late = answered(&client, &state, true).await;
     assert_eq!(code(&late), "CONFIRMATION_DENIED", "{late}");
     assert_eq!(bank.transfers(), 0);
 

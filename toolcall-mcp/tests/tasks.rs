@@ -134,6 +134,18 @@ fn connect(replica: &Replica, caller: &str, client: TaskClient) -> Client {
 
 /// As [`connect`], in the shared conversation `conversation`.
 fn connect_in(replica: &Replica, caller: &str, client: TaskClient, conversation: &str) -> Client {
+    let caller = replica.caller(caller).unwrap().clone();
+    serve_as(replica, caller, client, conversation)
+}
+
+/// Connects `client` to a server over `replica` whose calls are `caller`'s,
+/// in the shared conversation `conversation`, over an in-process pipe.
+fn serve_as(
+    replica: &Replica,
+    caller: toolcall::Caller,
+    client: TaskClient,
+    conversation: &str,
+) -> Client {
     let (server_io, client_io) = tokio::io::duplex(64 * 1024);
     let (read, write) = tokio::io::split(server_io);
     let client_config = rmcp::ClientHandler::get_info(&client);
@@ -144,7 +156,6 @@ fn connect_in(replica: &Replica, caller: &str, client: TaskClient, conversation:
             .build(),
     );
     server_config.protocol_version = ProtocolVersion::V_2026_07_28;
-    let caller = replica.caller(caller).unwrap().clone();
     let server =
         McpServer::new(Arc::clone(replica), Options::conversation(conversation)).caller(caller);
     keep(serve_directly(
@@ -169,10 +180,16 @@ fn transfer_call() -> CallToolRequestParams {
 
 /// Calls `transfer` and answers the task the server made of it.
 async fn start_transfer(client: &Client) -> rmcp::model::Task {
-    match client.peer().call_tool_once(transfer_call()).await.unwrap() {
-        CallToolResponse::Task(created) => created.task,
-        other => panic!("a call that waits for a person is a task: {other:?}"),
-    }
+    start_transfer_of(client, 2590).await
+}
+
+/// What `tasks/get` of a task `client` may not see answers: an error.
+async fn task_error(client: &Client, id: &str) -> String {
+    let peer = client.peer();
+    peer.get_task(GetTaskParams::new(id))
+        .await
+        .unwrap_err()
+        .to_string()
 }
 
 async fn get(client: &Client, id: &str) -> rmcp::model::DetailedTask {
@@ -468,18 +485,8 @@ async fn another_callers_task_is_unknown_to_them() {
     let intruder = connect(&one, "intruder", POLLING);
     let task = start_transfer(&agent).await;
 
-    let foreign = intruder
-        .peer()
-        .get_task(GetTaskParams::new(&task.task_id))
-        .await
-        .unwrap_err()
-        .to_string();
-    let made_up = intruder
-        .peer()
-        .get_task(GetTaskParams::new("no-such-task"))
-        .await
-        .unwrap_err()
-        .to_string();
+    let foreign = task_error(&intruder, &task.task_id).await;
+    let made_up = task_error(&intruder, "no-such-task").await;
     assert!(foreign.contains("no task"), "{foreign}");
     assert_eq!(
         foreign.replace(&task.task_id, "ID"),
@@ -501,16 +508,6 @@ async fn another_callers_task_is_unknown_to_them() {
 
 /// As [`connect`], as `caller` on behalf of `subject` (a token's person).
 fn connect_as(replica: &Replica, caller: &str, subject: &str, client: TaskClient) -> Client {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let (read, write) = tokio::io::split(server_io);
-    let client_config = rmcp::ClientHandler::get_info(&client);
-    let mut server_config = InitializeResult::new(
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tasks()
-            .build(),
-    );
-    server_config.protocol_version = ProtocolVersion::V_2026_07_28;
     let caller = replica
         .caller(caller)
         .unwrap()
@@ -518,13 +515,7 @@ fn connect_as(replica: &Replica, caller: &str, subject: &str, client: TaskClient
             "https://auth.example.com",
             subject,
         ));
-    let server = McpServer::new(Arc::clone(replica), Options::conversation("desk")).caller(caller);
-    keep(serve_directly(
-        server,
-        FrameGuard::new(read, write),
-        Some(client_config),
-    ));
-    serve_directly(client, client_io, Some(server_config.into()))
+    serve_as(replica, caller, client, "desk")
 }
 
 /// Two principals behind one caller, in one conversation: alice's task,
@@ -536,18 +527,8 @@ async fn another_principals_task_is_unknown_to_them() {
     let alice = connect_as(&one, "agent", "alice", POLLING);
     let bob = connect_as(&one, "agent", "bob", POLLING);
     let task = start_transfer(&alice).await;
-    let foreign = bob
-        .peer()
-        .get_task(GetTaskParams::new(&task.task_id))
-        .await
-        .unwrap_err()
-        .to_string();
-    let made_up = bob
-        .peer()
-        .get_task(GetTaskParams::new("no-such-task"))
-        .await
-        .unwrap_err()
-        .to_string();
+    let foreign = task_error(&bob, &task.task_id).await;
+    let made_up = task_error(&bob, "no-such-task").await;
     assert_eq!(
         foreign.replace(&task.task_id, "ID"),
         made_up.replace("no-such-task", "ID"),

@@ -6,7 +6,6 @@
 //! test here says loudly that it was skipped. Each test works in a schema of
 //! its own and drops it.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use serde_json::json;
@@ -19,6 +18,7 @@ use toolcall::store::{
 };
 use toolcall_core::life::Answerers;
 use toolcall_postgres::{PostgresStore, Purged};
+use toolcall_testkit::run::{postgres_url, runtime};
 
 /// The store's key for a test's `name`.
 fn key(name: &str) -> Key {
@@ -32,29 +32,30 @@ fn sorted<const N: usize>(mut texts: [String; N]) -> [String; N] {
 }
 
 fn url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            // Straight to stderr, past the test harness's capture: loud.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the Postgres schema was NOT tested"
-            );
-            None
-        }
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    postgres_url("the Postgres schema")
 }
 
 fn schema(test: &str) -> String {
     format!("toolcall_schema_{test}_{}_{}", std::process::id(), now_ms())
+}
+
+/// A store made fresh in `schema`, then taken back to an older version by
+/// `sql` (which sets the version too); the plain connection to it.
+async fn taken_back(url: &str, schema: &str, sql: &str) -> Client {
+    drop(PostgresStore::connect_in_schema(url, schema).await.unwrap());
+    let client = raw(url, schema).await;
+    client.batch_execute(sql).await.unwrap();
+    client
+}
+
+/// Asserts that the schema `client` is on is at this version of the store.
+async fn assert_current(client: &Client) {
+    let version: i32 = client
+        .query_one("SELECT version FROM toolcall_schema_version", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
 }
 
 /// A plain connection, for what the store does not show.
@@ -234,12 +235,7 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
                 .is_err(),
             "the new check still refuses nonsense"
         );
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         let indexes: Vec<String> = client
             .query(
                 "SELECT indexname::TEXT FROM pg_indexes
@@ -487,22 +483,16 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v1");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
         // Back to version 1 as it was, with an approval a version-1 replica asked.
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "ALTER TABLE toolcall_approvals DROP COLUMN decision, DROP COLUMN decided_ms,
+        let client = taken_back(
+            &url,
+            &schema,
+            "ALTER TABLE toolcall_approvals DROP COLUMN decision, DROP COLUMN decided_ms,
                      DROP COLUMN used_ms, DROP COLUMN result, DROP COLUMN reason, DROP COLUMN tainted;
                  DROP INDEX IF EXISTS toolcall_approvals_created, toolcall_approvals_decided;
                  UPDATE toolcall_schema_version SET version = 1;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         let now = now_ms() as i64;
         client
             .execute(
@@ -522,12 +512,7 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
             store.decide_approval("p1", &yes(now_ms()), now_ms()).await.unwrap(),
             DecideOutcome::Decided
         );
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         // A replica still at version 1 inserts and takes as it did.
         client
             .execute(
@@ -550,28 +535,17 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v3");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
+        let client = taken_back(
+            &url,
+            &schema,
+            "ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
                  UPDATE toolcall_schema_version SET version = 3;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
             tainted: vec!["cents".into()],
@@ -589,21 +563,15 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v2");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
         // Back to version 2 as it was, with an approval a version-2 replica asked.
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "DROP TABLE toolcall_taint;
+        let client = taken_back(
+            &url,
+            &schema,
+            "DROP TABLE toolcall_taint;
                  ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
                  UPDATE toolcall_schema_version SET version = 2;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         let now = now_ms() as i64;
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
              VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3)";
@@ -615,12 +583,7 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
         assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
@@ -694,21 +657,15 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v4");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
         // Back to version 4 as it was, with an approval a version-4 replica asked.
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "DROP INDEX toolcall_approvals_tool_created;
+        let client = taken_back(
+            &url,
+            &schema,
+            "DROP INDEX toolcall_approvals_tool_created;
                  ALTER TABLE toolcall_approvals DROP COLUMN session_key, DROP COLUMN ask_key;
                  UPDATE toolcall_schema_version SET version = 4;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         let now = now_ms() as i64;
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
              VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3)";
@@ -720,12 +677,7 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
             session: "s",
@@ -775,24 +727,18 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v5");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
         // Back to version 5 as it was, with an approval and a claim a
         // version-5 replica made.
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "DROP INDEX toolcall_approvals_caller_open, toolcall_records_asking;
+        let client = taken_back(
+            &url,
+            &schema,
+            "DROP INDEX toolcall_approvals_caller_open, toolcall_records_asking;
                  ALTER TABLE toolcall_approvals DROP COLUMN principal;
                  ALTER TABLE toolcall_approvals DROP COLUMN answerers;
                  ALTER TABLE toolcall_records DROP COLUMN question, DROP COLUMN asked_ms;
                  UPDATE toolcall_schema_version SET version = 5;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         let now = now_ms() as i64;
         client
             .execute(
@@ -815,12 +761,7 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.answerers, Answerers::PERSON);
@@ -863,19 +804,13 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v6");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "ALTER TABLE toolcall_approvals DROP COLUMN principal;
+        let client = taken_back(
+            &url,
+            &schema,
+            "ALTER TABLE toolcall_approvals DROP COLUMN principal;
                  UPDATE toolcall_schema_version SET version = 6;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         // A version-6 replica's insert, with the columns it knows.
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
                       VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '')";
@@ -888,12 +823,7 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.principal, None, "asked by nobody named");
         let principal =
@@ -924,20 +854,14 @@ fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_st
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v7");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "DROP TABLE toolcall_controls, toolcall_controls_history, toolcall_rates,
+        let client = taken_back(
+            &url,
+            &schema,
+            "DROP TABLE toolcall_controls, toolcall_controls_history, toolcall_rates,
                      toolcall_signatures;
                  UPDATE toolcall_schema_version SET version = 7;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         // A version-7 replica's insert, with the columns it knows.
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
                       VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '', NULL)";
@@ -950,12 +874,7 @@ fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_st
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         assert_eq!(store.controls(0).await.unwrap(), None);
         let change = toolcall::store::ControlsChange {
             version: 0,
@@ -991,19 +910,13 @@ fn a_schema_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open(
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v8");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "ALTER TABLE toolcall_approvals DROP COLUMN requester;
+        let client = taken_back(
+            &url,
+            &schema,
+            "ALTER TABLE toolcall_approvals DROP COLUMN requester;
                  UPDATE toolcall_schema_version SET version = 8;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         // A version-8 replica's questions: alice's approval, and a question
         // about an unknown outcome that expires as approvals did.
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal, reason)
@@ -1052,20 +965,14 @@ fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_sti
     let Some(url) = url() else { return };
     runtime().block_on(async {
         let schema = schema("v9");
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
-        client
-            .batch_execute(
-                "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
+        let client = taken_back(
+            &url,
+            &schema,
+            "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
                  ALTER TABLE toolcall_taint DROP COLUMN sources;
                  UPDATE toolcall_schema_version SET version = 9;",
-            )
-            .await
-            .unwrap();
+        )
+        .await;
         // A version-9 replica's taint and question, with the columns it knows.
         let now = now_ms() as i64;
         let taint = "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES ($1, '', $2)";
@@ -1083,12 +990,7 @@ fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_sti
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        let version: i32 = client
-            .query_one("SELECT version FROM toolcall_schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+        assert_current(&client).await;
         let source = TaintSource::from_output("read", Some("c1"), 1, &json!({"note": "hi"}), &[]);
         assert!(store.tainted("old", &[]).await.unwrap().any);
         assert!(store.taint_sources("old").await.unwrap().is_empty());

@@ -20,6 +20,7 @@ use toolcall::store::{
     PendingQuery, RecordedOutcome, TaintSource, TakeApproval, now_ms,
 };
 use toolcall_sqlite::{Purged, SqliteStore};
+use toolcall_testkit::run::{self, block_on};
 
 const DB: &str = "TOOLCALL_OPEN_DB";
 const START_MS: &str = "TOOLCALL_OPEN_START_MS";
@@ -35,22 +36,8 @@ fn sorted<const N: usize>(mut texts: [String; N]) -> [String; N] {
     texts
 }
 
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
-
 fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "toolcall-sqlite-file-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    run::fresh_dir(&format!("toolcall-sqlite-file-{name}"))
 }
 
 fn result(n: i64) -> ToolResult {
@@ -223,6 +210,31 @@ fn old_file(path: &Path) {
     .unwrap();
 }
 
+/// A store file made fresh for `name`, then taken back to an older
+/// version by `sql` (which sets the version too); its path, and a plain
+/// connection to it.
+fn taken_back(name: &str, sql: &str) -> (PathBuf, Connection) {
+    let path = fresh_dir(name).join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(sql).unwrap();
+    (path, conn)
+}
+
+/// The store on `path`, opened again: at this version now.
+fn upgraded(path: &Path) -> SqliteStore {
+    let store = SqliteStore::open(path).unwrap();
+    assert_eq!(user_version(path), toolcall_sql::schema::VERSION);
+    store
+}
+
+/// How many approvals wait in `store` now.
+fn waiting(store: &SqliteStore) -> usize {
+    block_on(store.pending_approvals(now_ms(), 10))
+        .unwrap()
+        .len()
+}
+
 fn user_version(path: &Path) -> i64 {
     Connection::open(path)
         .unwrap()
@@ -236,8 +248,7 @@ fn a_file_from_the_first_release_is_upgraded_and_keeps_its_rows() {
     old_file(&path);
     assert_eq!(user_version(&path), 0);
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         assert_eq!(
             store.next_step("old-session", now_ms()).await.unwrap(),
@@ -537,11 +548,9 @@ fn yes(decided_ms: u64) -> ApprovalDecision {
 
 #[test]
 fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
-    let path = fresh_dir("v1").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
     // Back to version 1 as it was, with an approval a version-1 process asked.
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v1",
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
          ALTER TABLE toolcall_approvals DROP COLUMN provenance;
@@ -563,8 +572,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
          ALTER TABLE toolcall_approvals DROP COLUMN reason;
          ALTER TABLE toolcall_approvals DROP COLUMN tainted;
          PRAGMA user_version = 1;",
-    )
-    .unwrap();
+    );
     let now = now_ms() as i64;
     conn.execute(
         "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, ?1, ?2)",
@@ -572,8 +580,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     )
     .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
         assert_eq!(pending.len(), 1);
@@ -593,21 +600,14 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
         rusqlite::params![now, now + 600_000],
     )
     .unwrap();
-    assert_eq!(
-        block_on(store.pending_approvals(now_ms(), 10))
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(waiting(&store), 1);
 }
 
 #[test]
 fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
-    let path = fresh_dir("v2").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
     // Back to version 2 as it was, with an approval a version-2 process asked.
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v2",
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
          ALTER TABLE toolcall_approvals DROP COLUMN principal;
@@ -619,16 +619,14 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
          ALTER TABLE toolcall_approvals DROP COLUMN reason;
          ALTER TABLE toolcall_approvals DROP COLUMN tainted;
          PRAGMA user_version = 2;",
-    )
-    .unwrap();
+    );
     let now = now_ms() as i64;
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
          VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
     conn.execute(insert, rusqlite::params!["p1", now, now + 600_000])
         .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         // Asked before there was a reason: none, and no tainted arguments.
         let old = store.approval("p1").await.unwrap().unwrap().approval;
@@ -644,22 +642,15 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
     // A process still at version 2 inserts as it did.
     conn.execute(insert, rusqlite::params!["p3", now, now + 600_000])
         .unwrap();
-    assert_eq!(
-        block_on(store.pending_approvals(now_ms(), 10))
-            .unwrap()
-            .len(),
-        3
-    );
+    assert_eq!(waiting(&store), 3);
 }
 
 #[test]
 fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // Version 3 once existed without the approval's `reason` and `tainted`:
     // a file made then is at version 3 and lacks them; version 4 adds them.
-    let path = fresh_dir("v3").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, _conn) = taken_back(
+        "v3",
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
          ALTER TABLE toolcall_approvals DROP COLUMN principal;
@@ -669,10 +660,8 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
          ALTER TABLE toolcall_approvals DROP COLUMN reason;
          ALTER TABLE toolcall_approvals DROP COLUMN tainted;
          PRAGMA user_version = 3;",
-    )
-    .unwrap();
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    );
+    let store = upgraded(&path);
     block_on(async {
         let why = PendingApproval {
             reason: Some("untrusted_context".into()),
@@ -684,14 +673,8 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     });
     // Opening it again changes nothing.
     drop(store);
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
-    assert_eq!(
-        block_on(store.pending_approvals(now_ms(), 10))
-            .unwrap()
-            .len(),
-        1
-    );
+    let store = upgraded(&path);
+    assert_eq!(waiting(&store), 1);
 }
 
 #[test]
@@ -761,11 +744,9 @@ fn taint_is_purged_with_the_session_after_the_retention_window() {
 
 #[test]
 fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
-    let path = fresh_dir("v4").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
     // Back to version 4 as it was, with an approval a version-4 process asked.
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v4",
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
          ALTER TABLE toolcall_approvals DROP COLUMN principal;
@@ -777,16 +758,14 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
          DROP INDEX toolcall_approvals_tool_created;
          ALTER TABLE toolcall_approvals DROP COLUMN session_key;
          PRAGMA user_version = 4;",
-    )
-    .unwrap();
+    );
     let now = now_ms() as i64;
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
          VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
     conn.execute(insert, rusqlite::params!["p1", now, now + 600_000])
         .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         // Asked before the upgrade: found by its call and its session.
         let binding = Binding {
@@ -827,12 +806,10 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
 
 #[test]
 fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
-    let path = fresh_dir("v5").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
     // Back to version 5 as it was, with an approval and a claim a version-5
     // process made.
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v5",
         "DROP INDEX toolcall_approvals_caller_open;
          DROP INDEX toolcall_records_asking;
          ALTER TABLE toolcall_approvals DROP COLUMN principal;
@@ -840,8 +817,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
          ALTER TABLE toolcall_records DROP COLUMN question;
          ALTER TABLE toolcall_records DROP COLUMN asked_ms;
          PRAGMA user_version = 5;",
-    )
-    .unwrap();
+    );
     let now = now_ms() as i64;
     conn.execute(
         "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key)
@@ -857,8 +833,7 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     .unwrap();
     drop(conn);
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         // An approval of version 5 is a person's only.
         let old = store.approval("p1").await.unwrap().unwrap();
@@ -906,14 +881,11 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
 
 #[test]
 fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() {
-    let path = fresh_dir("v6").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v6",
         "ALTER TABLE toolcall_approvals DROP COLUMN principal;
          PRAGMA user_version = 6;",
-    )
-    .unwrap();
+    );
     // A version-6 process's insert, with the columns it knows.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '')";
@@ -924,8 +896,7 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
     )
     .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         let old = store.approval("p1").await.unwrap().unwrap();
         assert_eq!(old.approval.principal, None, "asked by nobody named");
@@ -954,17 +925,14 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
 
 #[test]
 fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_still_asks() {
-    let path = fresh_dir("v7").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v7",
         "DROP TABLE toolcall_controls;
          DROP TABLE toolcall_controls_history;
          DROP TABLE toolcall_rates;
          DROP TABLE toolcall_signatures;
          PRAGMA user_version = 7;",
-    )
-    .unwrap();
+    );
     // A version-7 process's insert, with the columns it knows.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', NULL)";
@@ -975,8 +943,7 @@ fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_stil
     )
     .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     block_on(async {
         assert_eq!(store.controls(0).await.unwrap(), None);
         let change = toolcall::store::ControlsChange {
@@ -1016,14 +983,11 @@ fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_stil
 
 #[test]
 fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() {
-    let path = fresh_dir("v8").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v8",
         "ALTER TABLE toolcall_approvals DROP COLUMN requester;
          PRAGMA user_version = 8;",
-    )
-    .unwrap();
+    );
     // A version-8 process's questions: alice's approval, and a question
     // about an unknown outcome that expires as approvals did.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal, reason)
@@ -1055,8 +1019,7 @@ fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() 
     )
     .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     let doubt = block_on(store.approval("doubt")).unwrap().unwrap();
     assert_eq!(doubt.approval.expires_ms, toolcall_core::life::NEVER_MS);
     let later = now_ms() + 3_600_000;
@@ -1084,15 +1047,12 @@ fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() 
 
 #[test]
 fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still_taints() {
-    let path = fresh_dir("v9").join("store.db");
-    drop(SqliteStore::open(&path).unwrap());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(
+    let (path, conn) = taken_back(
+        "v9",
         "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
          ALTER TABLE toolcall_taint DROP COLUMN sources;
          PRAGMA user_version = 9;",
-    )
-    .unwrap();
+    );
     // A version-9 process's writes, with the columns it knows.
     let now = now_ms() as i64;
     let taint = "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES (?1, '', ?2)";
@@ -1107,8 +1067,7 @@ fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still
     )
     .unwrap();
 
-    let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), toolcall_sql::schema::VERSION);
+    let store = upgraded(&path);
     let source = TaintSource::from_output("read", Some("c1"), 1, &json!({"note": "hi"}), &[]);
     block_on(async {
         assert!(store.tainted("old", &[]).await.unwrap().any);

@@ -13,23 +13,10 @@ use rusqlite::Connection;
 use toolcall::store::prelude::*;
 use toolcall::store::{CallBegun, CallStart, Key, PendingQuery, now_ms};
 use toolcall_sqlite::SqliteStore;
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
+use toolcall_testkit::run::{block_on, fresh_dir};
 
 fn fresh_file(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "toolcall-sqlite-reads-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("store.db")
+    fresh_dir(&format!("toolcall-sqlite-reads-{name}")).join("store.db")
 }
 
 /// Begins a call in `session` on its own thread; its answer comes on the

@@ -4,13 +4,18 @@
 //! MCP server on a socket (what a client library would never send, and the
 //! answer as it came); [`inbox`], the approval inbox's tool and people and
 //! a plain HTTP client for its pages and API; [`store`], what the store
-//! tests put in a store; [`postgres_server`], a Postgres of a test's own,
-//! to crash.
+//! tests put in a store; [`run`], runtimes and scratch folders;
+//! [`contract`], what the contract tests do to a lock file;
+//! [`postgres_server`], a Postgres of a test's own, to crash, on
+//! [`postgres_programs`], the server's programs.
 //!
 //! Not published: crates take it as a path-only dev-dependency.
 
 pub mod bank;
+pub mod contract;
 pub mod inbox;
 pub mod mcp_http;
+pub mod postgres_programs;
 pub mod postgres_server;
+pub mod run;
 pub mod store;

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use crate::postgres_programs::{as_postgres, hand_to_postgres, initdb_args, pg_bindir};
+use crate::run::free_port;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A running server; stopped and deleted when dropped.
@@ -14,54 +17,14 @@ pub struct PostgresServer {
     port: u16,
 }
 
-/// Postgres's server programs: `pg_config --bindir`, or Debian's place.
-fn bindir() -> Option<PathBuf> {
-    if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
-        && out.status.success()
-    {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if dir.join("initdb").exists() {
-            return Some(dir);
-        }
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
-        .filter(|bin| bin.join("initdb").exists())
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
 /// `program args`, as the `postgres` user when this process is root (the
 /// server refuses to run as root).
 fn run(program: &Path, args: &[&str]) -> Output {
-    let mut command = if is_root() {
-        let mut command = Command::new("runuser");
-        command.args(["-u", "postgres", "--"]).arg(program);
-        command
-    } else {
-        Command::new(program)
-    };
-    command
+    as_postgres(program)
         .args(args)
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free loopback port")
 }
 
 impl PostgresServer {
@@ -70,7 +33,7 @@ impl PostgresServer {
     /// environment variable `required` set to `1`, not being able to is a
     /// failure: CI must not skip what it means to run.
     pub fn start(test: &str, settings: &str, required: &str) -> Option<PostgresServer> {
-        let Some(bin) = bindir() else {
+        let Some(bin) = pg_bindir() else {
             assert!(
                 std::env::var(required).as_deref() != Ok("1"),
                 "{required}=1 and no Postgres server programs (initdb) found"
@@ -84,24 +47,14 @@ impl PostgresServer {
         let dir =
             std::env::temp_dir().join(format!("toolcall-pg-{test}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("the server's directory");
-        if is_root() {
-            let chowned = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&dir)
-                .status()
-                .expect("chown");
-            assert!(chowned.success());
-        }
+        assert!(hand_to_postgres(&dir), "chown of {}", dir.display());
         let server = PostgresServer {
             bin,
             dir,
             port: free_port(),
         };
         let data = server.data();
-        let init = run(
-            &server.bin.join("initdb"),
-            &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
-        );
+        let init = run(&server.bin.join("initdb"), &initdb_args(&data));
         assert!(
             init.status.success(),
             "initdb: {}",

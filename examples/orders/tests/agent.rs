@@ -10,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall_cli::agent::script::{Script, ScriptServer};
+use toolcall_testkit::run::{block_on, fresh_dir};
 
 /// A script served on its own thread (a runtime of its own), for the
 /// length of the test.
@@ -17,11 +18,7 @@ fn serve(script: Value) -> ScriptServer {
     let script = Script::from_json(&script.to_string()).expect("a script");
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
+        block_on(async move {
             let server = script.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
             sender.send(server).unwrap();
             std::future::pending::<()>().await;
@@ -50,21 +47,13 @@ fn text(bytes: &[u8]) -> String {
 
 /// A fresh SQLite file for the store and the shop.
 fn fresh_store(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("orders-agent-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("shop.db")
+    fresh_dir(&format!("orders-agent-{name}")).join("shop.db")
 }
 
 /// The refunds the shop in `path` applied.
 fn refunds_applied(path: &PathBuf) -> u64 {
     let shop = orders::Shop::open_sqlite(path).unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(shop.refund_count())
-        .unwrap()
+    block_on(shop.refund_count()).unwrap()
 }
 
 const REFUND_IN_REAIS: &str =
@@ -492,7 +481,8 @@ fn the_scripted_model_runs_as_a_command() {
 /// `--wait-approval`, runs it once.
 #[test]
 fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
-    use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+    use toolcall::store::{DecideOutcome, now_ms};
+    use toolcall_testkit::store::yes;
 
     let store = fresh_store("inbox");
     let store_arg = format!("sqlite:{}", store.display());
@@ -530,23 +520,13 @@ fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
     assert_eq!(refunds_applied(&store), 0);
 
     // A person approves it in the inbox (recorded in the store).
-    let decision = ApprovalDecision {
-        approved: true,
-        by: "ana".to_owned(),
-        note: "checked the photos".to_owned(),
-        edited_arguments: None,
-        decided_ms: now_ms(),
-        lasts_until_ms: None,
-    };
-    let decided = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let store = toolcall_sqlite::SqliteStore::open(&store).unwrap();
-            store.decide_approval(&id, &decision, now_ms()).await
-        })
-        .unwrap();
+    let decided = block_on(async {
+        let store = toolcall_sqlite::SqliteStore::open(&store).unwrap();
+        store
+            .decide_approval(&id, &yes("checked the photos"), now_ms())
+            .await
+    })
+    .unwrap();
     assert_eq!(decided, DecideOutcome::Decided);
 
     // The model asks again: the decision is there, the refund runs once.

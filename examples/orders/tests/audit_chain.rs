@@ -1,30 +1,20 @@
 //! `orders report --verify`: the audit's hash chain checked by the binary,
 //! its exit code and what it prints.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::json;
+use toolcall_testkit::run;
 
 fn orders(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the orders binary runs");
-    if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
-    }
-    child.wait_with_output().unwrap()
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orders"));
+    run::spawn_fed(command.args(args), stdin)
+        .wait_with_output()
+        .unwrap()
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("orders-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    run::fresh_dir(&format!("orders-{name}"))
 }
 
 #[test]

@@ -4,26 +4,15 @@
 #[path = "support/fresh_database.rs"]
 mod support;
 
-use std::io::Write;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
 use serde_json::{Value, json};
+use toolcall_testkit::contract::locked_tool;
+use toolcall_testkit::run;
 
 /// Starts `orders` with `stdin` written to it.
 fn spawn_orders(args: &[&str], stdin: &str) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orders"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the orders binary runs");
-    // A run that refuses its arguments exits before reading: a closed pipe
-    // is its answer, not the test's failure.
-    if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
-    }
-    child
+    run::spawn_fed(Command::new(env!("CARGO_BIN_EXE_orders")).args(args), stdin)
 }
 
 fn orders(args: &[&str], stdin: &str) -> Output {
@@ -32,16 +21,7 @@ fn orders(args: &[&str], stdin: &str) -> Output {
 
 /// The results a successful replay printed, one a line.
 fn results(output: Output) -> Vec<Value> {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    run::printed_json(output)
 }
 
 fn replay(flags: &[&str], calls: &[Value]) -> Vec<Value> {
@@ -205,28 +185,13 @@ fn two_processes_on_one_sqlite_store_replay_instead_of_refunding_twice() {
 /// call runs in exactly one of them; the other answers `replayed: true`.
 #[test]
 fn two_processes_on_one_postgres_run_each_call_once() {
-    let url = match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ => {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; two-process Postgres test NOT run"
-            );
-            return;
-        }
+    let Some(url) = run::postgres_url("the two-process test") else {
+        return;
     };
     // A database of the test's own: the shop's refunds live there too.
     let database = support::FreshDatabase::create(&url, "cli_two_processes");
     let url = database.url.clone();
-    let session = format!(
-        "cli-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    let session = run::unique("cli");
     let calls: Vec<Value> = (1..=6)
         .map(|cents| refund(json!(cents * 100), true))
         .collect();
@@ -400,12 +365,7 @@ fn check_fails_naming_an_incompatible_change() {
     // The lock as an older build would have written it: `EUR` was accepted
     // and the amount was any number.
     let mut locked: Value = serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
-    let refund = locked["tools"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|tool| tool["name"] == "refund_order")
-        .unwrap();
+    let refund = locked_tool(&mut locked, "refund_order");
     for field in refund["fields"].as_array_mut().unwrap() {
         match field["name"].as_str().unwrap() {
             "currency" => field["enum"].as_array_mut().unwrap().push(json!("EUR")),
@@ -1131,16 +1091,12 @@ fn the_questions_time_to_live_is_a_flag() {
     );
     assert_eq!(asked[0]["code"], "CONFIRMATION_REQUIRED", "{asked:?}");
     let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
-    let pending = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(toolcall::store::QuestionStore::pending_approvals(
-            &store,
-            toolcall::store::now_ms(),
-            10,
-        ))
-        .unwrap();
+    let pending = run::block_on(toolcall::store::QuestionStore::pending_approvals(
+        &store,
+        toolcall::store::now_ms(),
+        10,
+    ))
+    .unwrap();
     assert_eq!(pending[0].expires_ms - pending[0].created_ms, 90_000);
     let refused = orders(&["replay", "-", "--approval-ttl", "0"], "");
     assert_eq!(refused.status.code(), Some(2));

@@ -15,7 +15,7 @@ mod support;
 #[path = "mcp_http/oauth.rs"]
 mod oauth;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,9 +24,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::store::Store;
-use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_testkit::mcp_http::Answer;
 use toolcall_testkit::mcp_http::blocking::{post, send as send_http};
+use toolcall_testkit::run::{self, one_thread as runtime};
+use toolcall_testkit::store::yes;
 
 const TOKEN: &str = "token-of-the-support-desk-0123456789";
 
@@ -250,28 +252,12 @@ fn sqlite_refunds(path: &Path) -> (i64, i64) {
     .unwrap()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A person's yes, as the inbox (`orders serve`) records it.
-fn yes() -> ApprovalDecision {
-    ApprovalDecision {
-        approved: true,
-        by: "ana".to_owned(),
-        note: "checked the photos".to_owned(),
-        edited_arguments: None,
-        decided_ms: now_ms(),
-        lasts_until_ms: None,
-    }
-}
-
 async fn decide<St: Store>(store: &St, id: &str) {
     assert_eq!(
-        store.decide_approval(id, &yes(), now_ms()).await.unwrap(),
+        store
+            .decide_approval(id, &yes("checked the photos"), now_ms())
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
 }
@@ -532,18 +518,7 @@ fn a_task_outlives_its_killed_process_on_sqlite() {
 // ------------------------------------------------------------- Postgres
 
 fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            // Straight to stderr, past the test harness's capture: loud.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; MCP over HTTP was NOT tested on \
-                 Postgres"
-            );
-            None
-        }
-    }
+    run::postgres_url("MCP over HTTP")
 }
 
 /// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.

@@ -18,13 +18,11 @@ use std::time::{Duration, Instant};
 
 use orders::{BackendError, Shop};
 use serde_json::{Value, json};
+use toolcall_testkit::run::{self, one_thread as runtime, unique};
 
 /// A scratch directory of this test process, emptied first.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("orders-shared-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    run::fresh_dir(&format!("orders-shared-{name}"))
 }
 
 /// `orders replay -` over `store` in conversation `session`, with `calls`
@@ -74,17 +72,7 @@ fn spawn_replay_env(
 
 /// The answers a replay printed, one a line; the process must succeed.
 fn answers(child: Child) -> Vec<Value> {
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    run::printed_json(child.wait_with_output().unwrap())
 }
 
 fn refund(amount_cents: i64) -> Value {
@@ -94,18 +82,6 @@ fn refund(amount_cents: i64) -> Value {
 
 fn code(answer: &Value) -> &str {
     answer.get("code").and_then(Value::as_str).unwrap_or("OK")
-}
-
-/// A conversation id no other run used.
-fn unique(name: &str) -> String {
-    format!(
-        "{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
 }
 
 /// `(rows, refunded cents)` of ORD-1001 in a SQLite file's refunds table.
@@ -434,24 +410,7 @@ fn an_unknown_crash_point_is_a_usage_error() {
 // ------------------------------------------------------------- Postgres
 
 fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLCALL_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            // Straight to stderr, past the test harness's capture: loud.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: TOOLCALL_POSTGRES_URL is not set; the shop was NOT tested on Postgres"
-            );
-            None
-        }
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    run::postgres_url("the shop")
 }
 
 use support::FreshDatabase;

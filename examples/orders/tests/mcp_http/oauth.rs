@@ -506,46 +506,31 @@ fn two_principals_of_one_caller_share_no_named_conversation_and_tasks_need_the_w
 /// The options that cannot go together are refused at start.
 #[test]
 fn oauth_options_that_cannot_work_are_refused_at_start() {
-    for (args, says) in [
+    const HTTPS: &str = "https://auth.example.com";
+    for (issuer, audience, caller, says) in [
+        (HTTPS, None, None, "--oauth-audience"),
         (
-            vec!["--oauth-issuer", "https://auth.example.com"],
-            "--oauth-audience",
-        ),
-        (
-            vec![
-                "--oauth-issuer",
-                "http://auth.example.com",
-                "--oauth-audience",
-                AUDIENCE,
-            ],
+            "http://auth.example.com",
+            Some(AUDIENCE),
+            None,
             "plain http",
         ),
+        (HTTPS, Some(AUDIENCE), Some("nobody=*"), "nobody"),
         (
-            vec![
-                "--oauth-issuer",
-                "https://auth.example.com",
-                "--oauth-audience",
-                AUDIENCE,
-                "--oauth-caller",
-                "nobody=*",
-            ],
-            "nobody",
-        ),
-        (
-            vec![
-                "--oauth-issuer",
-                "https://auth.example.com",
-                "--oauth-audience",
-                AUDIENCE,
-                "--oauth-caller",
-                "default=email:x",
-            ],
+            HTTPS,
+            Some(AUDIENCE),
+            Some("default=email:x"),
             "CALLER=sub:SUBJECT",
         ),
     ] {
-        let mut all = vec!["mcp", "--http", "127.0.0.1:0"];
-        all.extend_from_slice(&args);
+        let mut all = vec!["mcp", "--http", "127.0.0.1:0", "--oauth-issuer", issuer];
+        if let Some(audience) = audience {
+            all.extend(["--oauth-audience", audience]);
+        }
+        if let Some(caller) = caller {
+            all.extend(["--oauth-caller", caller]);
+        }
         let error = super::refused(&all);
-        assert!(error.contains(says), "{args:?}: {error}");
+        assert!(error.contains(says), "{all:?}: {error}");
     }
 }
