@@ -1,5 +1,5 @@
 //! Where Postgres's server programs are, and whether they must run as
-//! the `postgres` user: for [`postgres_server`](crate::postgres_server),
+//! the `postgres` user: for the testkit's `postgres_server`,
 //! the TLS tests, and the chaos harness's own server (which includes this
 //! file).
 
