@@ -117,6 +117,19 @@ struct Till {
     down_after_effect: AtomicBool,
 }
 
+impl Till {
+    /// Nothing taken yet, and no crash armed.
+    fn on(server: &Arc<PostgresServer>) -> Arc<Till> {
+        Arc::new(Till {
+            server: Arc::clone(server),
+            payments: AtomicU64::new(0),
+            crash_in_check: AtomicBool::new(false),
+            crash_after_effect: AtomicBool::new(false),
+            down_after_effect: AtomicBool::new(false),
+        })
+    }
+}
+
 fn check_pay(_: &PayArgs, ctx: &Ctx<Till>) -> Result<(), Rejection> {
     if ctx.state.crash_in_check.swap(false, Ordering::SeqCst) {
         ctx.state.server.crash_and_start();
@@ -160,13 +173,7 @@ fn a_crash_before_the_claim_or_after_the_effect_never_runs_a_call_twice() {
     };
     runtime().block_on(async {
         let store = PostgresStore::connect(&server.url()).await.unwrap();
-        let till = Arc::new(Till {
-            server: Arc::clone(&server),
-            payments: AtomicU64::new(0),
-            crash_in_check: AtomicBool::new(false),
-            crash_after_effect: AtomicBool::new(false),
-            down_after_effect: AtomicBool::new(false),
-        });
+        let till = Till::on(&server);
         let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::clone(&till))
             .store(store)
             .max_retries(0)
@@ -287,13 +294,7 @@ fn a_read_waits_for_no_flush_of_the_log() {
             "{before} -> {after}"
         );
 
-        let till = Arc::new(Till {
-            server: Arc::clone(&server),
-            payments: AtomicU64::new(0),
-            crash_in_check: AtomicBool::new(false),
-            crash_after_effect: AtomicBool::new(false),
-            down_after_effect: AtomicBool::new(false),
-        });
+        let till = Till::on(&server);
         let dispatcher = Dispatcher::builder(tools![pay, paid].unwrap(), till)
             .store(store)
             .build()

@@ -327,8 +327,7 @@ mod tests {
             }
         );
         // `oauth` is opt-in: a default build names it for `--oauth-issuer`.
-        let oauth = command(&[
-            "app",
+        let given = [
             "mcp",
             "--http",
             "127.0.0.1:0",
@@ -336,7 +335,8 @@ mod tests {
             "https://auth.example.com",
             "--oauth-audience",
             "https://mcp.example.com/mcp",
-        ]);
+        ];
+        let oauth = command(&[["app"].as_slice(), &given].concat());
         let expected = if !cfg!(feature = "mcp") {
             Some("mcp")
         } else if !cfg!(feature = "http") {
@@ -348,16 +348,7 @@ mod tests {
         if cfg!(all(feature = "http", not(feature = "oauth"))) {
             let app = App::new("shop", Registry::default(), Arc::new(()));
             let error = app
-                .run_from([
-                    "shop",
-                    "mcp",
-                    "--http",
-                    "127.0.0.1:0",
-                    "--oauth-issuer",
-                    "https://auth.example.com",
-                    "--oauth-audience",
-                    "https://mcp.example.com/mcp",
-                ])
+                .run_from([["shop"].as_slice(), &given].concat())
                 .unwrap_err();
             assert_eq!(
                 (error.exit_code(), error.to_string()),
