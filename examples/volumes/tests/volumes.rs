@@ -26,21 +26,13 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// `volumes ARGS...` with `lines` on its standard input.
+/// A command that fails before it reads its input (no database) may
+/// have exited before the lines are written: its output is the subject.
 fn volumes(args: &[&str], lines: &[Value]) -> Output {
-    use std::io::Write as _;
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for line in lines {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    child.wait_with_output().unwrap()
+    let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    toolcall_testkit::run::spawn_fed(Command::new(BIN).args(args), &input)
+        .wait_with_output()
+        .unwrap()
 }
 
 fn codes(audit: &Path) -> Vec<String> {
