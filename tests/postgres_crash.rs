@@ -32,12 +32,20 @@ fn crashable(test: &str) -> Option<Arc<PostgresServer>> {
     .map(Arc::new)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// `body` with a crashable server of `test`'s own and a store on it; a
+/// test without the server's programs is skipped (see [`crashable`]).
+fn on_crashable<Body, Done>(test: &str, body: Body)
+where
+    Body: FnOnce(Arc<PostgresServer>, PostgresStore) -> Done,
+    Done: Future<Output = ()>,
+{
+    let Some(server) = crashable(test) else {
+        return;
+    };
+    toolcall_testkit::run::runtime().block_on(async {
+        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        body(server, store).await;
+    });
 }
 
 /// A store on a server that has just come back: its first statements may
@@ -54,11 +62,7 @@ async fn connect_again(url: &str) -> PostgresStore {
 
 #[test]
 fn a_start_the_crash_took_back_takes_its_lock_with_it_and_its_claim_refuses() {
-    let Some(server) = crashable("lost_start") else {
-        return;
-    };
-    runtime().block_on(async {
-        let store = PostgresStore::connect(&server.url()).await.unwrap();
+    on_crashable("lost_start", |server, store| async move {
         let call = key("refund-1");
         let order = key("order:1");
         server.hold_the_log();
@@ -168,11 +172,7 @@ async fn pay_for(dispatcher: &Dispatcher<Till, PostgresStore>, order: &str) -> T
 
 #[test]
 fn a_crash_before_the_claim_or_after_the_effect_never_runs_a_call_twice() {
-    let Some(server) = crashable("pipeline") else {
-        return;
-    };
-    runtime().block_on(async {
-        let store = PostgresStore::connect(&server.url()).await.unwrap();
+    on_crashable("pipeline", |server, store| async move {
         let till = Till::on(&server);
         let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::clone(&till))
             .store(store)
@@ -236,11 +236,7 @@ fn a_crash_before_the_claim_or_after_the_effect_never_runs_a_call_twice() {
 
 #[test]
 fn a_crash_takes_back_no_decision() {
-    let Some(server) = crashable("decision") else {
-        return;
-    };
-    runtime().block_on(async {
-        let store = PostgresStore::connect(&server.url()).await.unwrap();
+    on_crashable("decision", |server, store| async move {
         store.put_approval(&asked("q-1")).await.unwrap();
         let yes = toolcall_tests::decision(true, "ana", now_ms());
         let decided = store.decide_approval("q-1", &yes, now_ms()).await.unwrap();
@@ -265,11 +261,7 @@ fn a_crash_takes_back_no_decision() {
 /// not, and it writes nothing else. (It waited for one a call.)
 #[test]
 fn a_read_waits_for_no_flush_of_the_log() {
-    let Some(server) = crashable("flushes") else {
-        return;
-    };
-    runtime().block_on(async {
-        let store = PostgresStore::connect(&server.url()).await.unwrap();
+    on_crashable("flushes", |server, store| async move {
         let flushes = || {
             server
                 .sql("SELECT pg_stat_clear_snapshot(); SELECT wal_sync FROM pg_stat_wal")
