@@ -367,3 +367,68 @@ async fn an_approval_re_runs_the_check_against_the_current_state() {
     assert_eq!(approved.code, "AMOUNT_EXCEEDS_REFUNDABLE");
     assert_eq!(shop.applied_refunds(), 1, "only the other refund happened");
 }
+
+/// Reads a balance, slowly; refuses an account it does not know.
+#[tool(check = known_account)]
+async fn balance(
+    ctx: &Ctx<Counter>,
+    /// The account, `ACC-` and digits.
+    account: String,
+) -> Result<Value, Rejection> {
+    let run = ctx.state.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let delay = ctx.state.delay_ms.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(u64::from(delay))).await;
+    Ok(json!({"account": account, "run": run}))
+}
+
+fn known_account(args: &BalanceArgs, _: &Ctx<Counter>) -> Result<(), Rejection> {
+    if args.account.starts_with("ACC-") {
+        Ok(())
+    } else {
+        Err(Rejection::new("NO_SUCH_ACCOUNT", "No such account."))
+    }
+}
+
+// A read takes the read-only lane: what it is owed there is what it was owed
+// on the driver's way. Identical reads sent at once over their bound wait for
+// the ones before them and are loops only once those answered; the business
+// check still runs; and each call has its audit record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn reads_at_once_are_loops_only_after_the_first_answered() {
+    let backend = counter(150);
+    let audit = MemoryAudit::new();
+    let d = Arc::new(
+        Dispatcher::builder(tools![balance].unwrap(), Arc::clone(&backend))
+            .max_duplicate_calls(1)
+            .audit(audit.clone())
+            .build()
+            .unwrap(),
+    );
+    let read = r#"{"account": "ACC-7"}"#;
+    let answers = all_at_once(3, || {
+        let d = Arc::clone(&d);
+        async move { d.execute(Call::new("balance", read).session("s")).await }
+    })
+    .await;
+    let mut codes: Vec<String> = answers.iter().map(|r| r.code.to_string()).collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        ["LOOP_DETECTED", "LOOP_DETECTED", "OK"],
+        "{answers:?}"
+    );
+    assert_eq!(backend.runs(), 1, "one read ran");
+    let audited: Vec<String> = audit.records().iter().map(|r| r.code.to_string()).collect();
+    assert_eq!(audited.len(), 3, "{audited:?}");
+    assert_eq!(
+        audited[0], "OK",
+        "no loop before an answer existed: {audited:?}"
+    );
+
+    let refused = d
+        .execute(Call::new("balance", r#"{"account": "X-1"}"#).session("s"))
+        .await;
+    assert_eq!(refused.code, "NO_SUCH_ACCOUNT", "{refused:?}");
+    assert_eq!(backend.runs(), 1, "the check refused it before the handler");
+    assert_eq!(audit.records().len(), 4);
+}

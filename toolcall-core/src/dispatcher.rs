@@ -34,6 +34,7 @@ mod locks;
 mod messages;
 mod operators;
 mod pipeline;
+mod read_only;
 mod retry;
 mod rules;
 mod settings;

@@ -54,7 +54,7 @@ pub(super) enum Unfinished {
 }
 
 impl Unfinished {
-    fn into_result(self) -> ToolResult {
+    pub(super) fn into_result(self) -> ToolResult {
         match self {
             Unfinished::Known(result)
             | Unfinished::NotApplied(result)
@@ -377,7 +377,7 @@ impl<St: Store> Stages<St> {
     /// transient failure, while the [`Retry`] policy allows, each within
     /// the tool's timeout. Each attempt consumes its arguments: the first gets `validated` (if
     /// the call still has them), the others a fresh copy from `members`.
-    async fn run_attempts(
+    pub(super) async fn run_attempts(
         &self,
         spec: &'static ToolSpec,
         validated: Option<Box<dyn Validated>>,

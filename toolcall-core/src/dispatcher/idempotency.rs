@@ -188,7 +188,7 @@ impl<St: Store> Stages<St> {
     /// `LOOP_DETECTED`: for a read-only tool, the caller's
     /// `Policy::max_repeats`, else the tool's `#[tool(max_repeats = N)]`;
     /// otherwise, and for every side effect, the dispatcher's setting.
-    fn max_repeats(&self, caller: &Caller, spec: &'static ToolSpec) -> u64 {
+    pub(super) fn max_repeats(&self, caller: &Caller, spec: &'static ToolSpec) -> u64 {
         if spec.side_effect() {
             return self.settings.max_duplicate_calls;
         }

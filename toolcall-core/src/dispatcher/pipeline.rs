@@ -17,6 +17,7 @@
 //! | 7: a person's approval | `confirm.rs`, `inbox.rs` |
 //! | 8: execution | `execute.rs` |
 //! | a dry run's answers | `dry_run.rs` |
+//! | 4 to 8 of a call that can change nothing | `read_only.rs` |
 //!
 //! The retry policy and the one wait loop are in `retry.rs`.
 
@@ -338,6 +339,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             Some(active) => active,
             None => self.stages.twins.enter(&prepared.key),
         };
+        if Self::reads_only(call, prepared) {
+            return self
+                .read_only(call, caller, prepared, started, &mut active)
+                .await;
+        }
         // What the call's start found is read up to here: it is not kept
         // beside the stages after it.
         let (approval, decided) = self
