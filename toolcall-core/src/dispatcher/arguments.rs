@@ -16,11 +16,18 @@ use super::stages::{HeldLock, Stage, Stages};
 use crate::args::{FieldErrors, Members};
 use crate::audit::ArgumentProblem;
 use crate::canonical::idempotency_key_value;
+use crate::controls::Controls;
 use crate::parse::{Arguments, RawMembers, member_values, parse_object, raw_members};
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
 use crate::store::{Key, Store};
 use crate::tool::{ToolSpec, Validated};
+
+/// How many distinct people must approve a call of `spec`: the tool's own
+/// count, or more if the operators' `controls` say so.
+fn people(controls: &Controls, spec: &ToolSpec) -> u32 {
+    controls.people_needed(spec.name()).max(spec.approvals())
+}
 
 impl<St: Store> Stages<St> {
     /// Stages 1 to 3, which ask nothing of the store: the call, valid and
@@ -28,6 +35,7 @@ impl<St: Store> Stages<St> {
     /// problems stage 3 found in its arguments). Their answer waits for
     /// stage 0's, which needs the step: the step and the call's count are
     /// then taken at once.
+    #[allow(clippy::too_many_arguments)] // the call's parts and what it was judged by
     pub(super) fn checked<'a>(
         &self,
         call: &Call<'a>,
@@ -36,9 +44,11 @@ impl<St: Store> Stages<St> {
         raw: Option<&'a [(Cow<'a, str>, &'a RawValue)]>,
         object: &'a mut Option<Cow<'a, Map<String, Value>>>,
         problems: &mut Vec<ArgumentProblem>,
+        controls: &Controls,
     ) -> Stage<Prepared<'a>> {
         // 1. Lookup and allowlist.
         let spec = self.allowed(call.tool, spec, caller.policy())?;
+        let people = people(controls, spec);
 
         // 2 and 3. Parse and strict validation. The common case, a raw
         // object plainly within the parse's bounds and valid, is read in one
@@ -52,7 +62,7 @@ impl<St: Store> Stages<St> {
         });
         match fast {
             Some((members, validated)) => {
-                self.prepared(spec, members, validated, call.session, caller, 0, None)
+                self.prepared(spec, members, validated, call.session, caller, people, None)
             }
             None => {
                 // Refused by the fast path, but read by it: its members,
@@ -72,7 +82,7 @@ impl<St: Store> Stages<St> {
                     refused
                 })?;
                 let members = Members::Parsed(object);
-                self.prepared(spec, members, validated, call.session, caller, 0, None)
+                self.prepared(spec, members, validated, call.session, caller, people, None)
             }
         }
     }
@@ -138,7 +148,7 @@ impl<St: Store> Stages<St> {
         validated: Box<dyn Validated>,
         session: &'a str,
         caller: &'a Caller,
-        step: u64,
+        people: u32,
         key_from: Option<&str>,
     ) -> Stage<Prepared<'a>> {
         let name = spec.name();
@@ -167,14 +177,11 @@ impl<St: Store> Stages<St> {
             settled: false,
             session,
             caller,
-            step,
+            step: 0,
             client_answers: false,
             lock: None,
             resources: None,
-            people: self
-                .held_controls()
-                .people_needed(spec.name())
-                .max(spec.approvals()),
+            people,
             ruled: None,
         })
     }
@@ -194,7 +201,10 @@ impl<St: Store> Stages<St> {
             .validate(spec, object)
             .map_err(|(refused, _)| refused)?;
         let members = Members::Parsed(object);
-        let prepared = self.prepared(spec, members, validated, session, caller, step, key_from)?;
+        let people = people(&self.held_controls(), spec);
+        let mut prepared =
+            self.prepared(spec, members, validated, session, caller, people, key_from)?;
+        prepared.step = step;
         // The approvals' paths, which read them whole.
         self.json(&prepared)?;
         Ok(prepared)

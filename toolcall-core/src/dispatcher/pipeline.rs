@@ -41,6 +41,7 @@ use super::stages::{Approval, AuditNotes, CallStart, DecisionNote, Stage, Stages
 use super::taint::SessionTaint;
 use super::twins::Active;
 use crate::audit::Cut;
+use crate::controls::Current;
 use crate::echo::MAX_NAME_ECHO;
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
@@ -290,7 +291,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         begun: &mut CallStart,
     ) -> Stage<ToolResult> {
         let name = call.tool;
-        let (narrowed, version) = self.judged_by_controls(call, caller, spec, begun).await?;
+        let (narrowed, current) = self.judged_by_controls(call, caller, spec, begun).await?;
+        let version = current.version;
         let caller = narrowed.as_ref().unwrap_or(caller);
         let raw = self.stages.raw_members_of(call);
         let mut object = None;
@@ -302,7 +304,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             raw.as_deref(),
             &mut object,
             &mut problems,
+            &current.controls,
         );
+        drop(current);
         let mut active = None;
         let (step, started) = self
             .begin(
@@ -404,8 +408,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
 
     /// The operators' controls, before anything is counted: a stop, the
     /// caller's policy as they narrow it (`Some` when they do), the rate
-    /// limits (of a call the caller may make); and the version they were
-    /// judged by. Those this process read last judge the call, and the
+    /// limits (of a call the caller may make); and the controls it was
+    /// judged by (the stages after it read them, not the held ones again).
+    /// Those this process read last judge the call, and the
     /// store makes sure of their version as the call begins (nothing is
     /// counted otherwise, and the call starts again with the new ones): no
     /// request of its own. A dry run, which begins nothing, and a call a
@@ -416,15 +421,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
         begun: &mut CallStart,
-    ) -> Stage<(Option<Caller>, u64)> {
+    ) -> Stage<(Option<Caller>, Current)> {
         let name = call.tool;
-        // caller's policy as they narrow it, the rate limits (of a call the
-        // caller may make). Those this process read last judge the call, and
-        // the store makes sure of their version as the call begins (nothing
-        // is counted otherwise, and the call starts again with the new
-        // ones): no request of its own. A dry run, which begins nothing, and
-        // a call a rate limit may count (a count cannot be taken back) read
-        // them first.
         let held = self.stages.held_current();
         // A call that brings a question's id carries out what was asked
         // once, and counted then: it is not a new call for a rate limit.
@@ -456,7 +454,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 .rate_limits(controls, name, caller.id(), call.dry_run)
                 .await?;
         }
-        Ok((narrowed, current.version))
+        Ok((narrowed, current))
     }
 
     /// The call's step and what its start found, in one request to the
