@@ -98,18 +98,19 @@ impl<St: Store> Stages<St> {
         caller: &Caller,
         spec: &'static ToolSpec,
         key: &Key,
-        started: Option<&CallBegun>,
+        started: Option<&mut CallBegun>,
         active: &mut Active<'_>,
     ) -> Stage<(bool, bool)> {
         let name = call.tool;
         // Counted with the step, when the call began (a dry run is not).
-        let calls = started.and_then(|found| found.calls).unwrap_or(0);
+        let calls = started.as_ref().and_then(|found| found.calls).unwrap_or(0);
         let bound = self.max_repeats(caller, spec);
         // What the start read of the key, if it stands: read within the
-        // bound, and nothing waited since.
+        // bound, and nothing waited since. Taken, not copied: no stage
+        // after this one reads it.
         let mut read = started
             .filter(|_| calls <= bound)
-            .map(|found| found.outcome.clone().map(replayed));
+            .map(|found| found.outcome.take().map(replayed));
         let mut waited = false;
         if calls > bound {
             waited = true;

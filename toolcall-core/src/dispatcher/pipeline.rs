@@ -564,7 +564,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         call: &Call<'c>,
         caller: &Caller,
         prepared: &mut Prepared<'_>,
-        started: Option<CallBegun>,
+        mut started: Option<CallBegun>,
         active: &mut Active<'_>,
         tainted: &mut Option<Vec<String>>,
     ) -> Stage<(Approval<'c>, Option<String>)> {
@@ -577,7 +577,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 caller,
                 prepared.spec,
                 &prepared.key,
-                started.as_ref(),
+                started.as_mut(),
                 active,
             )
             .await?;

@@ -50,7 +50,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         call: &Call<'_>,
         caller: &Caller,
         prepared: &mut Prepared<'_>,
-        started: Option<CallBegun>,
+        mut started: Option<CallBegun>,
         active: &mut Active<'_>,
     ) -> Stage<ToolResult> {
         let spec = prepared.spec;
@@ -59,7 +59,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             // Over its bound: a loop, once the identical calls before it
             // have answered (the guard waits for them).
             self.stages
-                .idempotency(call, caller, spec, &prepared.key, started.as_ref(), active)
+                .idempotency(call, caller, spec, &prepared.key, started.as_mut(), active)
                 .await?;
         }
         let key = prepared.key;
