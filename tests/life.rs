@@ -290,7 +290,7 @@ async fn a_lost_answer_of_an_unprotected_side_effect_is_in_doubt_at_once() {
     // The model's retry is the same question, and sends nothing.
     let again = call(&d, "c", "page", json!({"text": "disk full"})).await;
     assert_eq!(again.code, Code::InDoubt);
-    assert_eq!(again.confirmation_id, lost.confirmation_id);
+    assert_eq!(again.question_id, lost.question_id);
     assert_eq!(ops.attempts("page"), 1);
 }
 
@@ -463,7 +463,7 @@ async fn taint_stays_with_the_caller_unless_the_conversation_is_shared() {
             vec![&own]
         };
         for answer in asked {
-            let id = answer.confirmation_id.as_deref().unwrap();
+            let id = answer.question_id.as_deref().unwrap();
             let question = d.store().approval(id).await.unwrap().unwrap().approval;
             assert_eq!(question.provenance.len(), 1, "share {share}: {question:?}");
             assert_eq!(question.provenance[0].tool, "read_ticket");
@@ -491,7 +491,7 @@ async fn a_denial_answers_every_identical_call_in_every_mode() {
             .execute(Call::new("delete_volume", args).session("c"))
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
-        let id = asked.confirmation_id.clone().unwrap();
+        let id = asked.question_id.clone().unwrap();
         let denied = d
             .deny(Decision::new(&id, "c").by("ana"), "not this one")
             .await;
@@ -535,7 +535,7 @@ async fn an_edit_answers_the_identical_calls_after_it() {
     let asked = d
         .execute(Call::new("delete_volume", args).session("c"))
         .await;
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     let edit = json!({"volume": "vol-8"});
     person_answers(d.store(), &id, "ana", &Answer::Edit(&edit))
         .await
@@ -573,7 +573,7 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
         let args = r#"{"volume": "vol-7"}"#;
         let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-        let id = asked.confirmation_id.clone().unwrap();
+        let id = asked.question_id.clone().unwrap();
 
         // Another call holds the volume while the decision is carried out.
         ops.holding.store(true, Ordering::SeqCst);
@@ -629,7 +629,7 @@ async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
     let args = r#"{"volume": "vol-7"}"#;
     let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     person_approves(d.store(), &id).await;
 
     let tool = || Target::Tool("detach_volume".to_owned());
@@ -664,7 +664,7 @@ async fn the_look_at_what_came_of_a_call_leaves_no_audit_record() {
     let d = builder(&ops).audit(audit.clone()).build().unwrap();
     let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     let args = r#"{"volume": "vol-7"}"#;
     let ran = d
         .execute(
@@ -705,7 +705,7 @@ async fn an_in_doubt_question_is_never_an_approval() {
     let args = r#"{"text": "disk full"}"#;
     let lost = d.execute(Call::new("page", args).session("c")).await;
     assert_eq!(lost.code, Code::InDoubt);
-    let id = lost.confirmation_id.clone().unwrap();
+    let id = lost.question_id.clone().unwrap();
 
     let approved = d.approve(Decision::new(&id, "c").by("ana")).await;
     assert_eq!(approved.code, Code::ConfirmationInvalid, "{approved:?}");
@@ -722,7 +722,7 @@ async fn an_in_doubt_question_is_never_an_approval() {
     assert_eq!(open_questions(d.store()).await.len(), 1, "still asked");
 
     // A person says it happened: done, replayed, nothing sent.
-    let settled = d.settle(Decision::new(&id, "c").by("ana"), true).await;
+    let settled = d.answer_in_doubt(Decision::new(&id, "c").by("ana"), true).await;
     assert!(settled.ok, "{settled:?}");
     assert_eq!(settled.data["happened"], json!(true));
     let replay = d.execute(Call::new("page", args).session("c")).await;
@@ -730,20 +730,38 @@ async fn an_in_doubt_question_is_never_an_approval() {
     assert_eq!(ops.applied("page"), 1);
 }
 
-/// A settlement is not an approval either: `settle` on an approval question
+/// A settlement is not an approval either: `answer_in_doubt` on an approval question
 /// changes nothing.
 #[tokio::test]
 async fn an_approval_question_is_not_settled() {
     let ops = Arc::new(Ops::default());
     let d = builder(&ops).build().unwrap();
     let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     for happened in [true, false] {
-        let settled = d.settle(Decision::new(&id, "c").by("ana"), happened).await;
+        let settled = d.answer_in_doubt(Decision::new(&id, "c").by("ana"), happened).await;
         assert_eq!(settled.code, Code::ConfirmationInvalid, "{settled:?}");
     }
     assert_eq!(ops.attempts("delete_volume"), 0);
     assert_eq!(open_questions(d.store()).await.len(), 1);
+}
+
+/// `settle`, the earlier name of `answer_in_doubt`, still answers an
+/// in-doubt question the same way.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_deprecated_settle_still_answers_an_in_doubt_question() {
+    let ops = Arc::new(Ops::default());
+    ops.lose_after.store(1, Ordering::SeqCst);
+    let d = builder(&ops).build().unwrap();
+    let args = r#"{"text": "disk full"}"#;
+    let lost = d.execute(Call::new("page", args).session("c")).await;
+    assert_eq!(lost.code, Code::InDoubt);
+    let id = lost.question_id.clone().unwrap();
+    let answered = d.settle(Decision::new(&id, "c").by("ana"), true).await;
+    assert!(answered.ok, "{answered:?}");
+    assert_eq!(answered.data["happened"], json!(true));
+    assert_eq!(ops.applied("page"), 1, "nothing was sent again");
 }
 
 /// A foreign approval id on a tool that needs no approval was silently
@@ -753,7 +771,7 @@ async fn a_foreign_approval_id_is_refused_on_every_tool() {
     let ops = Arc::new(Ops::default());
     let d = builder(&ops).build().unwrap();
     let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     for id in [id.as_str(), "made-up"] {
         let page = d
             .execute(
@@ -913,7 +931,7 @@ async fn replicas_racing_on_one_approved_call_both_answer_what_was_done() {
         let asked = one
             .execute(Call::new("delete_volume", args.as_str()).session("c"))
             .await;
-        let id = asked.confirmation_id.clone().unwrap();
+        let id = asked.question_id.clone().unwrap();
         person_approves(one.store(), &id).await;
         let carry = |d: &Arc<Dispatcher<Ops, SqliteStore>>| {
             let (d, args, id) = (Arc::clone(d), args.clone(), id.clone());

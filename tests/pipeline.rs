@@ -369,7 +369,7 @@ async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
         .execute(Call::new("refund_order", REFUND).session("default"))
         .await;
     assert_eq!(first.code, Code::ConfirmationRequired);
-    let id = first.confirmation_id.clone().expect("an id to approve");
+    let id = first.question_id.clone().expect("an id to approve");
     // A client that cannot bring the id back asks again, and again; the
     // spacing and the order of the members make no other call.
     let respaced =
@@ -379,7 +379,7 @@ async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
             .execute(Call::new("refund_order", args).session("default"))
             .await;
         assert_eq!(again.code, Code::ConfirmationRequired);
-        assert_eq!(again.confirmation_id.as_deref(), Some(id.as_str()));
+        assert_eq!(again.question_id.as_deref(), Some(id.as_str()));
         assert_eq!(again.data, first.data, "the same answer as the first time");
         assert_eq!(again.message, first.message);
     }
@@ -406,27 +406,27 @@ async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_stil
             .execute(Call::new("refund_order", refund_of(cents).as_str()).session("looping"))
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
-        ids.push(asked.confirmation_id.expect("an id"));
+        ids.push(asked.question_id.expect("an id"));
     }
     let refused = d
         .execute(Call::new("refund_order", refund_of(4).as_str()).session("looping"))
         .await;
     assert_eq!(refused.code, Code::PendingLimit, "{refused:?}");
     assert!(!refused.ok);
-    assert_eq!(refused.confirmation_id, None);
+    assert_eq!(refused.question_id, None);
     assert!(refused.message.contains("3 call(s)"), "{}", refused.message);
     // A call already asked is still the same question.
     let again = d
         .execute(Call::new("refund_order", refund_of(2).as_str()).session("looping"))
         .await;
     assert_eq!(again.code, Code::ConfirmationRequired);
-    assert_eq!(again.confirmation_id.as_ref(), Some(&ids[1]));
+    assert_eq!(again.question_id.as_ref(), Some(&ids[1]));
     // Another conversation is still asked.
     let other = d
         .execute(Call::new("refund_order", refund_of(4).as_str()).session("calm"))
         .await;
     assert_eq!(other.code, Code::ConfirmationRequired);
-    let other_id = other.confirmation_id.expect("an id");
+    let other_id = other.question_id.expect("an id");
     let now = toolcall::store::now_ms();
     let mut stored: Vec<String> = d
         .store()

@@ -424,7 +424,7 @@ async fn an_approval_by_id_after_many_asks_runs_once() {
             .execute(Call::new("refund_order", REFUND_ALL).session("default"))
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
-        last = asked.confirmation_id;
+        last = asked.question_id;
     }
     let id = last.unwrap();
     let ran = d

@@ -482,7 +482,7 @@ pub(crate) fn check_expected(
     was_there: bool,
 ) -> Checked {
     let code = answer.code.clone();
-    let id = answer.confirmation_id.as_deref();
+    let id = answer.question_id.as_deref();
     match expect {
         Expect::Denied => ensure!(
             code == Code::ConfirmationDenied,
@@ -1174,13 +1174,13 @@ pub(crate) async fn wait_for<St: Store>(
     let fits = match class {
         _ if late && code == Code::ConfirmationRequired => true,
         Class::Open if q.in_doubt => {
-            code == Code::InDoubt && waited.confirmation_id.as_deref() == Some(q.id.as_str())
+            code == Code::InDoubt && waited.question_id.as_deref() == Some(q.id.as_str())
         }
         Class::Open if done => waited.ok && waited.replayed,
         Class::Open => {
             signatures_named(model, &now, &waited, false)?;
             code == Code::ConfirmationRequired
-                && waited.confirmation_id.as_deref() == Some(q.id.as_str())
+                && waited.question_id.as_deref() == Some(q.id.as_str())
         }
         _ if model.is_stopped(tool, caller) || unknown || now.astray => true,
         _ if done => waited.ok,
@@ -1469,7 +1469,7 @@ pub(crate) async fn observe<St: Store>(
     }
     // The questions the answer names (no person is asked again for a call
     // whose question stands: `note_question`).
-    if let Some(id) = &answer.confirmation_id {
+    if let Some(id) = &answer.question_id {
         let known = &model.known[&identity];
         let new = model.question(id).is_none();
         // Nor asked again whether it happened once a person said it did.
@@ -1694,8 +1694,8 @@ pub(crate) async fn answer<St: Store>(
             let result = match said {
                 Said::Approve => d.approve(decision).await,
                 Said::Deny => d.deny(decision, "the model's test").await,
-                Said::Happened => d.settle(decision, true).await,
-                Said::NotHappened => d.settle(decision, false).await,
+                Said::Happened => d.answer_in_doubt(decision, true).await,
+                Said::NotHappened => d.answer_in_doubt(decision, false).await,
             };
             let after = model.known[&q.identity]
                 .key
@@ -1779,7 +1779,7 @@ pub(crate) async fn answer<St: Store>(
                     }
                     known.unknown = true;
                 }
-                if let Some(id) = &result.confirmation_id
+                if let Some(id) = &result.question_id
                     && result.code == Code::InDoubt
                 {
                     note_question(system, model, q.identity, None, id, true, true).await?;

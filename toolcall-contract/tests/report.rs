@@ -668,7 +668,7 @@ async fn a_log_written_by_a_real_dispatcher() {
         .execute(Call::new("refund_order", refund).session("demo"))
         .await;
     assert_eq!(asked.code, "CONFIRMATION_REQUIRED");
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     let approved = dispatcher
         .approve(Decision::new(&id, "demo").by("ana@support"))
         .await;

@@ -71,7 +71,7 @@ impl Inbox {
             .execute(Call::new("pay", arguments.as_str()).session(session))
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-        asked.confirmation_id.unwrap()
+        asked.question_id.unwrap()
     }
 
     async fn entry(&self, id: &str) -> ApprovalEntry {
@@ -660,7 +660,7 @@ async fn an_approval_asked_because_of_untrusted_output_says_why() {
         .execute(Call::new("pay", arguments.as_str()).session("s-mail"))
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let tainted = asked.confirmation_id.unwrap();
+    let tainted = asked.question_id.unwrap();
 
     // Stored with the approval: why, and which arguments; nothing for the
     // plain one.
@@ -784,7 +784,7 @@ async fn untrusted_text_on_a_card_is_escaped_visible_and_bounded() {
         .execute(Call::new("pay", arguments.as_str()).session("s-note"))
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     // Another process's question, its source past every bound, the bell
     // and the override raw in it.
     let wide = toolcall::store::TaintSource {
@@ -883,7 +883,7 @@ async fn a_card_says_on_behalf_of_whom_the_call_was_asked() {
         )
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     assert_eq!(inbox.entry(&id).await.approval.principal, Some(principal));
     let plain = inbox.ask("acme", 5, "s-plain").await;
 
@@ -2746,7 +2746,7 @@ async fn text_that_reorders_or_hides_is_shown_escaped_on_every_page() {
                 .caller(&caller),
         )
         .await;
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     // A question written to the shared store by someone else.
     inbox
         .store

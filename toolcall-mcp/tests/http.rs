@@ -172,7 +172,7 @@ async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
     )
     .await;
     assert_eq!(transfer["code"], "CONFIRMATION_REQUIRED", "{transfer}");
-    assert!(transfer["confirmation_id"].is_string(), "{transfer}");
+    assert!(transfer["question_id"].is_string(), "{transfer}");
     assert_eq!(bank.transfers(), 0);
 
     let records = audit.records();

@@ -319,7 +319,7 @@ async fn a_client_without_elicitation_gets_confirmation_required() {
     let structured = result_json(&result);
     assert_eq!(code(&structured), "CONFIRMATION_REQUIRED");
     assert_eq!(structured["data"]["pending"], refund_args());
-    assert!(structured["confirmation_id"].is_string());
+    assert!(structured["question_id"].is_string());
     assert!(person.questions().is_empty());
     assert_eq!(bank.transfers(), 0);
 
@@ -550,7 +550,7 @@ async fn on_2026_07_28_a_retry_with_other_arguments_runs_nothing_and_asks_again(
 }
 
 #[tokio::test]
-async fn on_2026_07_28_a_confirmation_id_is_no_token_for_a_client_without_elicitation() {
+async fn on_2026_07_28_a_question_id_is_no_token_for_a_client_without_elicitation() {
     let bank = Bank::new();
     let (dispatcher, audit) = audited(&bank);
     let person = Person::unreachable();
@@ -558,7 +558,7 @@ async fn on_2026_07_28_a_confirmation_id_is_no_token_for_a_client_without_elicit
 
     let waiting = complete(call_once(&client, "transfer", refund_args(), None, None).await);
     assert_eq!(code(&waiting), "CONFIRMATION_REQUIRED");
-    let id = waiting["confirmation_id"].as_str().unwrap().to_owned();
+    let id = waiting["question_id"].as_str().unwrap().to_owned();
 
     // The client forges the retry of a question it was never asked.
     let forged = answered(&client, &format!("toolcall-approval:{id}"), true).await;
@@ -1027,7 +1027,7 @@ async fn a_dry_run_asked_in_meta_runs_nothing_and_answers_the_preview() {
     assert_eq!(code(&risky), "DRY_RUN", "{risky}");
     assert_eq!(risky["data"]["would"], "ask_a_person", "{risky}");
     assert_eq!(risky["data"]["reason"], "high_risk", "{risky}");
-    assert!(risky.get("confirmation_id").is_none(), "{risky}");
+    assert!(risky.get("question_id").is_none(), "{risky}");
     assert!(person.questions().is_empty());
     assert_eq!(bank.transfers(), 0);
 

@@ -674,7 +674,7 @@ async fn a_call_waiting_for_approval_is_pending_and_can_be_resolved() {
         let pending: Vec<_> = turn.pending().collect();
         assert_eq!(pending.len(), 1, "{provider}");
         assert_eq!(pending[0].call.id(), Some("close"));
-        let id = pending[0].result.confirmation_id.clone().unwrap();
+        let id = pending[0].result.question_id.clone().unwrap();
         assert!(!f.shop.log().contains(&"close_account:ACC-7".to_owned()));
 
         // As sent now, the model reads that it waits for a person.

@@ -390,7 +390,7 @@ fn two_replicas(
 
     let asked = on_a.call("refund_order", refund(2590));
     assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
-    let id = asked["confirmation_id"]
+    let id = asked["question_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{asked}"))
         .to_owned();
