@@ -237,10 +237,7 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
         "{}",
         doubt.message
     );
-    let id = doubt
-        .question_id
-        .clone()
-        .expect("a question for a person");
+    let id = doubt.question_id.clone().expect("a question for a person");
     assert_eq!(ledger.writes(), 1, "never run again blindly");
 
     // Asked again, it is the same question; the person sees it once.
@@ -350,7 +347,9 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
     assert_eq!(denied.code, Code::ConfirmationInvalid, "{denied:?}");
     assert_eq!(ledger.writes(), 1);
     // It happened.
-    let settled = d.answer_in_doubt(Decision::new(&id, CHAT).by("ana"), true).await;
+    let settled = d
+        .answer_in_doubt(Decision::new(&id, CHAT).by("ana"), true)
+        .await;
     assert!(
         settled.ok && settled.data["happened"] == true,
         "{settled:?}"
@@ -368,7 +367,9 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
         .execute(Call::new("post_plain", other).session(CHAT))
         .await;
     let id = lost.question_id.clone().unwrap();
-    let ran = d.answer_in_doubt(Decision::new(&id, CHAT).by("ana"), false).await;
+    let ran = d
+        .answer_in_doubt(Decision::new(&id, CHAT).by("ana"), false)
+        .await;
     assert!(ran.ok && !ran.replayed, "{ran:?}");
     assert_eq!(ledger.writes(), 3);
     let again = d

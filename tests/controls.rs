@@ -546,11 +546,7 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
         )
         .await;
     assert_eq!(early.code, Code::ConfirmationRequired, "{early:?}");
-    assert_eq!(
-        early.question_id.as_deref(),
-        Some(id.as_str()),
-        "{early:?}"
-    );
+    assert_eq!(early.question_id.as_deref(), Some(id.as_str()), "{early:?}");
     assert_eq!(fleet.refunds(), 0);
 
     // Two last signatures on two replicas at once: one decides and its

@@ -233,11 +233,7 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
             let id = retry["question_id"].as_str().unwrap().to_owned();
             assert_eq!(applied(), at_kill, "{context}: not run again");
             let again = shared.call(&call(&[]));
-            assert_eq!(
-                again["question_id"],
-                id.as_str(),
-                "{context}: one question"
-            );
+            assert_eq!(again["question_id"], id.as_str(), "{context}: one question");
             let pending = shared.pending(&session);
             assert_eq!(pending["total"], 1, "{context}: {pending}");
             assert_eq!(pending["items"][0]["reason"], "in_doubt");

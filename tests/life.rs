@@ -722,7 +722,9 @@ async fn an_in_doubt_question_is_never_an_approval() {
     assert_eq!(open_questions(d.store()).await.len(), 1, "still asked");
 
     // A person says it happened: done, replayed, nothing sent.
-    let settled = d.answer_in_doubt(Decision::new(&id, "c").by("ana"), true).await;
+    let settled = d
+        .answer_in_doubt(Decision::new(&id, "c").by("ana"), true)
+        .await;
     assert!(settled.ok, "{settled:?}");
     assert_eq!(settled.data["happened"], json!(true));
     let replay = d.execute(Call::new("page", args).session("c")).await;
@@ -739,7 +741,9 @@ async fn an_approval_question_is_not_settled() {
     let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
     let id = asked.question_id.clone().unwrap();
     for happened in [true, false] {
-        let settled = d.answer_in_doubt(Decision::new(&id, "c").by("ana"), happened).await;
+        let settled = d
+            .answer_in_doubt(Decision::new(&id, "c").by("ana"), happened)
+            .await;
         assert_eq!(settled.code, Code::ConfirmationInvalid, "{settled:?}");
     }
     assert_eq!(ops.attempts("delete_volume"), 0);

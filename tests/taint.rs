@@ -83,10 +83,7 @@ async fn the_injection_runs_nothing_without_a_person_at_either_level() {
         let note = call(&d, "add_note", injected_note()).await;
         assert_eq!(note.code, Code::ConfirmationRequired, "{level}: {note:?}");
         assert_eq!(note.data["reason"], "untrusted_context", "{level}");
-        let note_id = note
-            .question_id
-            .clone()
-            .expect("an approval to ask for");
+        let note_id = note.question_id.clone().expect("an approval to ask for");
         if level == Taint::Values {
             assert_eq!(note.data["tainted"], json!(["order_id", "text"]));
         } else {

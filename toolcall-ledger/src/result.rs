@@ -300,7 +300,8 @@ mod wire_tests {
     /// sends a result back with the old name keeps its id.
     #[test]
     fn the_question_id_is_written_question_id_and_read_under_either_name() {
-        let old = r#"{"ok":false,"tool":"refund","code":"CONFIRMATION_REQUIRED","confirmation_id":"q1"}"#;
+        let old =
+            r#"{"ok":false,"tool":"refund","code":"CONFIRMATION_REQUIRED","confirmation_id":"q1"}"#;
         let read: ToolResult = serde_json::from_str(old).unwrap();
         assert_eq!(read.code, Code::ConfirmationRequired);
         assert_eq!(read.question_id.as_deref(), Some("q1"));

@@ -599,9 +599,7 @@ async fn without_the_extension_or_with_tasks_off_the_call_answers_as_before() {
     assert_eq!(result["code"], "CONFIRMATION_REQUIRED", "{result}");
     let refused = plain
         .peer()
-        .get_task(GetTaskParams::new(
-            result["question_id"].as_str().unwrap(),
-        ))
+        .get_task(GetTaskParams::new(result["question_id"].as_str().unwrap()))
         .await;
     assert!(refused.is_err(), "tasks/get needs the extension declared");
 
