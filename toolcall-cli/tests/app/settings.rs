@@ -2,6 +2,7 @@
 //! store, flags that only narrow, and the questions' time to live.
 
 use super::*;
+#[cfg(feature = "sqlite")]
 use toolcall_testkit::run::block_on;
 
 /// `--store sqlite:PATH`: a second run over the same file replays the
