@@ -2,7 +2,7 @@
 //! fresh dispatcher over the reference's shop, and every call is checked.
 //!
 //! Shared by the fuzz target (`fuzz_targets/dispatch.rs`) and by the normal
-//! test that replays the kept inputs (`tests/properties.rs`), so a finding
+//! test that replays the kept inputs (`tests/properties/fuzzing.rs`), so a finding
 //! kept in `fuzz/regressions/` is checked by `cargo test`.
 //!
 //! # Input format

@@ -417,7 +417,7 @@ async fn a_dry_run_of_a_high_risk_call_says_it_would_ask_a_person_and_asks_no_on
             dry.data["preview"],
             "would wire 50000 cents to DE89370400440532013000"
         );
-        assert_eq!(dry.confirmation_id, None);
+        assert_eq!(dry.question_id, None);
         assert!(
             dry.message.contains("would wait for a person"),
             "{}",
@@ -437,7 +437,7 @@ async fn a_dry_run_of_a_high_risk_call_says_it_would_ask_a_person_and_asks_no_on
     // The real call, after five dry runs, is asked about, not a loop.
     let real = d.execute(Call::new("wire_abroad", WIRE).session("s")).await;
     assert_eq!(real.code, Code::ConfirmationRequired, "{real:?}");
-    assert!(real.confirmation_id.is_some());
+    assert!(real.question_id.is_some());
     assert_eq!(pending(&d).await, 1);
 }
 
@@ -489,7 +489,7 @@ async fn a_dry_run_bringing_an_undecided_inbox_approval_would_wait_and_leaves_it
     let (bank, d, _) = wiring(Approvals::Inbox);
     let asked = d.execute(Call::new("wire_abroad", WIRE).session("s")).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     let dry = d
         .execute(
             Call::new("wire_abroad", WIRE)

@@ -237,10 +237,7 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
         "{}",
         doubt.message
     );
-    let id = doubt
-        .confirmation_id
-        .clone()
-        .expect("a question for a person");
+    let id = doubt.question_id.clone().expect("a question for a person");
     assert_eq!(ledger.writes(), 1, "never run again blindly");
 
     // Asked again, it is the same question; the person sees it once.
@@ -248,7 +245,7 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
         .execute(Call::new("post_plain", HELLO).session(CHAT))
         .await;
     assert_eq!(again.code, Code::InDoubt);
-    assert_eq!(again.confirmation_id.as_deref(), Some(id.as_str()));
+    assert_eq!(again.question_id.as_deref(), Some(id.as_str()));
     let page = d
         .store()
         .pending_page(&PendingQuery {
@@ -313,7 +310,7 @@ async fn an_unknown_outcome_a_person_says_did_not_happen_runs_once() {
         Code::InDoubt,
         "a lost answer is settled by a person too: {lost:?}"
     );
-    let id = lost.confirmation_id.clone().unwrap();
+    let id = lost.question_id.clone().unwrap();
     assert_eq!(ledger.writes(), 1);
 
     d.store()
@@ -342,7 +339,7 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
     let doubt = d
         .execute(Call::new("post_plain", HELLO).session(CHAT))
         .await;
-    let id = doubt.confirmation_id.clone().unwrap();
+    let id = doubt.question_id.clone().unwrap();
     // An approval or a denial is not an answer to "did it happen?".
     let approved = d.approve(Decision::new(&id, CHAT).by("ana")).await;
     assert_eq!(approved.code, Code::ConfirmationInvalid, "{approved:?}");
@@ -350,7 +347,9 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
     assert_eq!(denied.code, Code::ConfirmationInvalid, "{denied:?}");
     assert_eq!(ledger.writes(), 1);
     // It happened.
-    let settled = d.settle(Decision::new(&id, CHAT).by("ana"), true).await;
+    let settled = d
+        .answer_in_doubt(Decision::new(&id, CHAT).by("ana"), true)
+        .await;
     assert!(
         settled.ok && settled.data["happened"] == true,
         "{settled:?}"
@@ -367,8 +366,10 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
     let lost = d
         .execute(Call::new("post_plain", other).session(CHAT))
         .await;
-    let id = lost.confirmation_id.clone().unwrap();
-    let ran = d.settle(Decision::new(&id, CHAT).by("ana"), false).await;
+    let id = lost.question_id.clone().unwrap();
+    let ran = d
+        .answer_in_doubt(Decision::new(&id, CHAT).by("ana"), false)
+        .await;
     assert!(ran.ok && !ran.replayed, "{ran:?}");
     assert_eq!(ledger.writes(), 3);
     let again = d
@@ -395,7 +396,7 @@ async fn an_approved_high_risk_call_that_died_is_never_asked_about_afresh() {
         .execute(Call::new("wire", WIRE).session(CHAT).confirmed(true))
         .await;
     assert_eq!(confirmed.code, Code::InDoubt, "{confirmed:?}");
-    assert_eq!(confirmed.confirmation_id, retry.confirmation_id);
+    assert_eq!(confirmed.question_id, retry.question_id);
     assert_eq!(ledger.writes(), 1);
 }
 
@@ -404,7 +405,7 @@ async fn an_approved_high_risk_call_that_died_is_never_asked_about_afresh() {
 async fn asked(d: &Dispatcher<Ledger>) -> String {
     let asked = d.execute(Call::new("wire", WIRE).session(CHAT)).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    asked.confirmation_id.unwrap()
+    asked.question_id.unwrap()
 }
 
 #[tokio::test]
@@ -573,7 +574,7 @@ async fn a_decision_recorded_on_a_call_is_carried_out_when_the_call_comes_back_w
     // A denial, likewise, stands for the call that comes back without it.
     let other = r#"{"cents": 12}"#;
     let asked = d.execute(Call::new("wire", other).session(CHAT)).await;
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     d.store()
         .decide_approval(&id, &decision(false), now_ms())
         .await
@@ -668,7 +669,7 @@ async fn an_unknown_outcome_question_is_never_refused_for_the_conversations_boun
         .execute(Call::new("post_plain", HELLO).session(CHAT))
         .await;
     assert_eq!(lost.code, Code::InDoubt, "{lost:?}");
-    assert!(lost.confirmation_id.is_some());
+    assert!(lost.question_id.is_some());
     let page = d
         .store()
         .pending_page(&PendingQuery {
@@ -728,7 +729,7 @@ async fn a_persons_recorded_denial_stands_over_the_hosts_confirmed_without_an_id
     // An edit, likewise, runs in place of the call the host confirmed.
     let other = r#"{"cents": 800}"#;
     let asked = d.execute(Call::new("wire", other).session(CHAT)).await;
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     let mut edited = decision(true);
     edited.edited_arguments = Some(json!({"cents": 80}));
     d.store()

@@ -227,7 +227,7 @@ async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>)
     // A question asked before the stop.
     let asked = call(&fleet.b, "s1", REFUND, refund.clone()).await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
 
     fleet.stop(Target::Tool(REFUND.into()), "fraud wave").await;
 
@@ -506,7 +506,7 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
         .execute(Call::new(REFUND, args).session("s").caller(&carol))
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
 
     // The host's word is one person's: not enough.
     let host = fleet
@@ -546,11 +546,7 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
         )
         .await;
     assert_eq!(early.code, Code::ConfirmationRequired, "{early:?}");
-    assert_eq!(
-        early.confirmation_id.as_deref(),
-        Some(id.as_str()),
-        "{early:?}"
-    );
+    assert_eq!(early.question_id.as_deref(), Some(id.as_str()), "{early:?}");
     assert_eq!(fleet.refunds(), 0);
 
     // Two last signatures on two replicas at once: one decides and its
@@ -689,7 +685,7 @@ async fn a_tool_that_asks_two_people_needs_no_policy<St: Store>(fleet: Fleet<St>
     };
     let asked = fleet.b.execute(call()).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     // The question keeps what it needs: another replica reads it so.
     let kept = fleet.a.store().approval(&id).await.unwrap().unwrap();
     assert_eq!(kept.approval.answerers.people_needed(), 2);

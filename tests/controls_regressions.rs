@@ -188,7 +188,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
         let inbox = replica_in(Arc::clone(&store), &ledger, Approvals::Inbox);
         let asked = wipe_call(&inbox, 1, false).await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-        let id = asked.confirmation_id.unwrap();
+        let id = asked.question_id.unwrap();
         let decided = person_answers(&*other, &id, "ana", &Answer::Approve).await;
         assert!(matches!(decided, Ok(Decided::Recorded)), "{decided:?}");
         controls::stop(&*other, Target::Tool("wipe".into()), "incident", "ops")
@@ -206,7 +206,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
     on_every_store!(scenario);
 }
 
-/// The host's "it did not happen" (`settle(.., false)`) of an unknown
+/// The host's "it did not happen" (`answer_in_doubt(.., false)`) of an unknown
 /// outcome of a stopped tool runs the call again while the tool is
 /// stopped (`life::decide` checks the controls only for approvals).
 ///
@@ -226,12 +226,12 @@ fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
         ledger.lose.store(1, Ordering::SeqCst);
         let doubt = wipe_call(&d, 1, true).await;
         assert_eq!(doubt.code, Code::InDoubt, "{doubt:?}");
-        let id = doubt.confirmation_id.unwrap();
+        let id = doubt.question_id.unwrap();
         controls::stop(&*other, Target::Tool("wipe".into()), "incident", "ops")
             .await
             .unwrap();
         let settled = d
-            .settle(Decision::new(&id, "c0").caller(&alice()).by("ana"), false)
+            .answer_in_doubt(Decision::new(&id, "c0").caller(&alice()).by("ana"), false)
             .await;
         assert_eq!(
             wipes(&ledger),

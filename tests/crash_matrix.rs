@@ -227,17 +227,13 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
             }
         }
         _ => {
-            // Neither: never run again blindly; a person settles it.
+            // Neither: never run again blindly; a person answers it.
             assert_eq!(code(&retry), "IN_DOUBT", "{context}: {retry}");
             assert_eq!(retry["data"]["in_doubt"], true);
-            let id = retry["confirmation_id"].as_str().unwrap().to_owned();
+            let id = retry["question_id"].as_str().unwrap().to_owned();
             assert_eq!(applied(), at_kill, "{context}: not run again");
             let again = shared.call(&call(&[]));
-            assert_eq!(
-                again["confirmation_id"],
-                id.as_str(),
-                "{context}: one question"
-            );
+            assert_eq!(again["question_id"], id.as_str(), "{context}: one question");
             let pending = shared.pending(&session);
             assert_eq!(pending["total"], 1, "{context}: {pending}");
             assert_eq!(pending["items"][0]["reason"], "in_doubt");
@@ -295,7 +291,7 @@ fn killed_while_waiting_for_a_person(shared: &Shared) {
     let id = pending["items"][0]["id"].as_str().unwrap().to_owned();
     let asked = shared.call(&call(&[]));
     assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
-    assert_eq!(asked["confirmation_id"], id.as_str(), "the same question");
+    assert_eq!(asked["question_id"], id.as_str(), "the same question");
     assert_eq!(shared.pending(session)["total"], 1, "no person asked twice");
     assert_eq!(shared.applied("plain", text), 0);
     shared.decide(&id, true);
@@ -413,7 +409,7 @@ fn killed_while_the_inbox_decides(shared: &Shared, point: &str) {
     ];
     let asked = shared.call(&args);
     assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
-    let id = asked["confirmation_id"].as_str().unwrap().to_owned();
+    let id = asked["question_id"].as_str().unwrap().to_owned();
 
     let dying = Served::start(shared, Some(point));
     let posting = {
@@ -440,7 +436,7 @@ fn killed_while_the_inbox_decides(shared: &Shared, point: &str) {
         // Nothing was decided: the same question, asked once.
         let again = shared.call(&args);
         assert_eq!(again["code"], "CONFIRMATION_REQUIRED", "{context}: {again}");
-        assert_eq!(again["confirmation_id"], id.as_str(), "{context}");
+        assert_eq!(again["question_id"], id.as_str(), "{context}");
         assert_eq!(shared.pending(&session)["total"], 1, "{context}");
         let inbox = Served::start(shared, None);
         assert_eq!(inbox.decide(&id, "approve"), Some(303), "{context}");

@@ -202,8 +202,8 @@ async fn ask(d: &Dispatcher<Counter>, session: &str, args: &str) -> String {
         serde_json::from_str::<Value>(args).unwrap()
     );
     asked
-        .confirmation_id
-        .expect("a confirmation id comes with CONFIRMATION_REQUIRED")
+        .question_id
+        .expect("a question id comes with CONFIRMATION_REQUIRED")
 }
 
 #[tokio::test]
@@ -351,7 +351,7 @@ async fn an_approval_re_runs_the_check_against_the_current_state() {
         .unwrap();
     let big = r#"{"order_id": "ORD-1001", "amount_cents": 10000, "currency": "BRL", "reason": "damaged"}"#;
     let asked = d.execute(Call::new("refund_order", big).session("s")).await;
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
     // Meanwhile another refund drains the order.
     let other = r#"{"order_id": "ORD-1001", "amount_cents": 5000, "currency": "BRL", "reason": "not_delivered"}"#;
     assert!(

@@ -61,7 +61,7 @@ async fn host_texts_are_bounded_where_they_are_kept_and_the_same_everywhere() {
         )
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.confirmation_id.unwrap();
+    let id = asked.question_id.unwrap();
 
     // The audit record is small, and says which texts it kept bounded.
     let record = &audit.records()[0];
@@ -213,11 +213,11 @@ async fn a_cut_answer_keeps_what_the_model_must_act_on_at_any_budget() {
             "{budget}: {asked:?}"
         );
         assert_eq!(asked.data["reason"], "untrusted_context", "{budget}");
-        assert!(asked.confirmation_id.is_some(), "{budget}");
+        assert!(asked.question_id.is_some(), "{budget}");
         assert_eq!(asked.message, "pay needs user approval before it runs.");
         let text = asked.to_model_text();
         assert!(
-            text.contains("\"pending\"") && text.contains("confirmation_id"),
+            text.contains("\"pending\"") && text.contains("question_id"),
             "{text}"
         );
     }

@@ -142,7 +142,7 @@ async fn a_note_with_text_is_named_untrusted_and_the_next_email_asks_a_person() 
     );
     // The person asked sees the note, and only the note: the part that
     // carried text, not the invoice's own fields.
-    let id = sent.confirmation_id.as_deref().unwrap();
+    let id = sent.question_id.as_deref().unwrap();
     let asked = d.store().approval(id).await.unwrap().unwrap();
     let sources = &asked.approval.provenance;
     assert_eq!(sources.len(), 1, "{sources:?}");

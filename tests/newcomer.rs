@@ -497,7 +497,7 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
     assert_eq!(asked.data["pending"]["amount_cents"], 500);
-    assert!(asked.confirmation_id.is_some());
+    assert!(asked.question_id.is_some());
     assert!(
         asked.message.starts_with("Ask the user to confirm: {"),
         "{}",

@@ -117,7 +117,7 @@ async fn person(
 
 fn id_of(answer: &ToolResult) -> String {
     assert_eq!(answer.code, Code::ConfirmationRequired, "{answer:?}");
-    answer.confirmation_id.clone().unwrap()
+    answer.question_id.clone().unwrap()
 }
 
 /// A person approves; another replica carries the approval out before the
@@ -145,7 +145,7 @@ fn a_wait_answers_a_decision_carried_out_elsewhere() {
             .wait_for_decision(call("refund", other), &id, now_ms() + 10)
             .await;
         assert_eq!(waited.code, Code::ConfirmationRequired, "{waited:?}");
-        assert_eq!(waited.confirmation_id.as_deref(), Some(id.as_str()));
+        assert_eq!(waited.question_id.as_deref(), Some(id.as_str()));
         assert_eq!(shop.refunds.load(Ordering::SeqCst), 1);
     });
 }
@@ -164,7 +164,7 @@ fn an_in_doubt_question_outlives_any_ttl_and_never_says_nothing_ran() {
         assert!(!lost.ok, "{lost:?}");
         let asked = d.execute(call("add_note", args)).await;
         assert_eq!(asked.code, Code::InDoubt, "{asked:?}");
-        let id = asked.confirmation_id.clone().unwrap();
+        let id = asked.question_id.clone().unwrap();
         clock::advance(TTL * 10);
         let entry = store.approval(&id).await.unwrap().unwrap();
         assert_eq!(entry.state(now_ms()), QuestionState::Open);

@@ -83,10 +83,7 @@ async fn the_injection_runs_nothing_without_a_person_at_either_level() {
         let note = call(&d, "add_note", injected_note()).await;
         assert_eq!(note.code, Code::ConfirmationRequired, "{level}: {note:?}");
         assert_eq!(note.data["reason"], "untrusted_context", "{level}");
-        let note_id = note
-            .confirmation_id
-            .clone()
-            .expect("an approval to ask for");
+        let note_id = note.question_id.clone().expect("an approval to ask for");
         if level == Taint::Values {
             assert_eq!(note.data["tainted"], json!(["order_id", "text"]));
         } else {
@@ -95,7 +92,7 @@ async fn the_injection_runs_nothing_without_a_person_at_either_level() {
         let refund = call(&d, "refund_order", injected_refund()).await;
         assert_eq!(refund.code, Code::ConfirmationRequired, "{level}");
         assert_eq!(refund.data["reason"], "untrusted_context", "{level}");
-        let refund_id = refund.confirmation_id.clone().unwrap();
+        let refund_id = refund.question_id.clone().unwrap();
 
         // The backend saw nothing.
         assert_eq!(d.state().notes().len(), 0, "{level}");
@@ -306,7 +303,7 @@ async fn rewrites_of_the_injections_link_ids_and_amount_still_wait_for_a_person(
                 note.data["reason"], "untrusted_context",
                 "{level:?} {rewrite:?}"
             );
-            assert!(note.confirmation_id.is_some());
+            assert!(note.question_id.is_some());
             match level {
                 Some(Taint::Values) => assert_eq!(
                     note.data["tainted"],
@@ -472,7 +469,7 @@ async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approv
         dry.data["preview"],
         "would refund 2590 of 12000 cents of ORD-1001"
     );
-    assert_eq!(dry.confirmation_id, None);
+    assert_eq!(dry.question_id, None);
     assert!(
         d.store()
             .pending_approvals(now_ms(), 10)
@@ -515,7 +512,7 @@ async fn a_dry_run_of_a_tainted_note_says_it_would_ask_and_adds_nothing() {
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "ask_a_person");
     assert_eq!(dry.data["reason"], "untrusted_context");
-    assert_eq!(dry.confirmation_id, None);
+    assert_eq!(dry.question_id, None);
     assert!(
         d.store()
             .pending_approvals(now_ms(), 10)

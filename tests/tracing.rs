@@ -141,7 +141,7 @@ fn every_call_has_one_execute_tool_span_with_gen_ai_attributes() {
         let pending = dispatcher
             .execute(Call::new("refund_order", REFUND).session("default"))
             .await;
-        let id = pending.confirmation_id.clone().unwrap();
+        let id = pending.question_id.clone().unwrap();
         let approved = dispatcher
             .approve(Decision::new(&id, "default").by("ana"))
             .await;

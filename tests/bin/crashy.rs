@@ -9,7 +9,7 @@
 //! * `keyed` honours the idempotency key (`#[tool(idempotent_backend)]`):
 //!   a key it has seen is not applied again;
 //! * `asked` can be asked what a key did (`reconcile`);
-//! * `plain` neither: a person settles its unknown outcomes.
+//! * `plain` neither: a person answers its unknown outcomes.
 //!
 //! ```text
 //! crashy call    --store S [--schema X] --session ID --tool T --text X

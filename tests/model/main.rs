@@ -106,17 +106,25 @@ macro_rules! ensure {
     };
 }
 
+mod answers;
 mod backend;
+mod calls;
 mod checks;
+mod ends;
 mod operations;
 mod regressions;
 mod runs;
 mod state;
+mod steps;
 mod system;
 
+use answers::*;
 use backend::*;
+use calls::*;
 use checks::*;
+use ends::*;
 use operations::*;
 use runs::*;
 use state::*;
+use steps::*;
 use system::*;

@@ -496,7 +496,7 @@ where
 {
     let pending: Vec<Outcome> = turn.pending().cloned().collect();
     for outcome in pending {
-        let Some(id) = outcome.result.confirmation_id.clone() else {
+        let Some(id) = outcome.result.question_id.clone() else {
             continue;
         };
         let tool = outcome.call.name();

@@ -18,7 +18,7 @@ pub enum Command {
     /// error at start).
     ///
     /// Each line is `{"tool": "...", "arguments": "<raw JSON text>" | {...},
-    /// "confirmed": false, "call_id": "...", "approval": "<confirmation_id>",
+    /// "confirmed": false, "call_id": "...", "approval": "<question_id>",
     /// "dry_run": false}`; only `tool` is required. `approval` brings the id
     /// of an earlier CONFIRMATION_REQUIRED answer, once a person decided it;
     /// `dry_run` goes through every stage up to execution and runs nothing.

@@ -27,7 +27,7 @@ pub(crate) struct ReplayLine<'a> {
     pub(crate) confirmed: bool,
     #[serde(default)]
     pub(crate) call_id: Option<String>,
-    /// A confirmation id from an earlier `CONFIRMATION_REQUIRED` answer:
+    /// A question id from an earlier `CONFIRMATION_REQUIRED` answer:
     /// the call brings the approval a person gave (in the inbox).
     #[serde(default)]
     pub(crate) approval: Option<String>,
@@ -103,7 +103,7 @@ where
         let mut result = dispatcher.execute(request).await;
         if args.wait_approval > 0
             && result.code == toolcall_core::Code::ConfirmationRequired
-            && let Some(id) = result.confirmation_id.clone()
+            && let Some(id) = result.question_id.clone()
         {
             // Wait for the person's decision (woken by the store where it
             // can), then answer what came of the call, as the model's next

@@ -8,7 +8,7 @@
 //! booleans are never touched, and neither are the members of `data` the
 //! pipeline answers with ([`CONTROL`]: what waits for a person, why, and
 //! whether the outcome is known), nor the result's code, message,
-//! confirmation id and `replayed`. Whatever the budget, the data keeps the
+//! question id and `replayed`. Whatever the budget, the data keeps the
 //! head of its strings and the first item of its arrays: when even that
 //! does not fit, the smallest form is kept, over the budget, rather than
 //! nothing.

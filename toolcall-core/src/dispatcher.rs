@@ -72,7 +72,7 @@ use self::stages::Stages;
 /// | 4 | idempotency: replay a completed side effect, guard loops | `replayed: true`, `LOOP_DETECTED` |
 /// | 5 | the tool's business check | the check's own codes |
 /// | 6 | the caller's limits on declared arguments | `POLICY_LIMIT` |
-/// | 7 | a person's approval for high-risk tools | `CONFIRMATION_REQUIRED` (`data.pending`, `confirmation_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
+/// | 7 | a person's approval for high-risk tools | `CONFIRMATION_REQUIRED` (`data.pending`, `question_id`), `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID` |
 /// | 8 | execution: one claim per key, bounded retries under that key, a timeout, panics caught | `CALL_IN_PROGRESS`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE`, `INTERNAL_ERROR` |
 ///
 /// Every call leaves one [`AuditRecord`](crate::AuditRecord); a call a person edited leaves

@@ -119,7 +119,7 @@ impl StdError for Rejection {}
 ///   under the same idempotency key only when the backend honours the key
 ///   (`#[tool(idempotent_backend)]`), after asking the backend when it can
 ///   be asked (`#[tool(reconcile = path)]`), and otherwise not at all: the
-///   call is in doubt and a person settles it;
+///   call is in doubt and a person answers it;
 /// * an [`Internal`] failure is a bug, answered `INTERNAL_ERROR` and not
 ///   retried.
 ///

@@ -3,7 +3,7 @@
 //! ([`toolcall_ledger::question`], re-exported here whole), and what an
 //! unknown outcome allows ([`after_unknown`]). Every entry point (a call,
 //! the host's `confirmed` and question ids, [`Dispatcher::approve`],
-//! [`deny`](crate::Dispatcher::deny) and [`settle`](crate::Dispatcher::settle),
+//! [`deny`](crate::Dispatcher::deny) and [`answer_in_doubt`](crate::Dispatcher::answer_in_doubt),
 //! the inbox's decisions, an MCP client's answers and tasks, retries, crash
 //! and store recovery, dry runs) asks this module, and refuses what it
 //! refuses.
@@ -13,7 +13,7 @@
 //! An unknown outcome is never retried on a guess ([`after_unknown`]): a
 //! failure whose effect may have happened is retried only under a key the
 //! backend honours, or after the backend was asked ([`Backend::Reconciles`]);
-//! else it is in doubt at once and a person settles it. Only a failure the
+//! else it is in doubt at once and a person answers its question. Only a failure the
 //! handler says came before any effect ([`ToolError::NotApplied`](crate::ToolError::NotApplied))
 //! is retried plainly.
 
@@ -35,7 +35,7 @@ pub enum Backend {
     /// `#[tool(reconcile = path)]` (and not the above): it can be asked
     /// whether the call with a key took effect.
     Reconciles,
-    /// Neither: an unknown outcome is a person's to settle.
+    /// Neither: an unknown outcome is a person's to answer.
     Neither,
 }
 
@@ -65,7 +65,7 @@ pub enum AfterUnknown {
     /// Ask the backend (`reconcile`) first: done is the answer, not done
     /// is tried again, unknown is in doubt.
     AskBackend,
-    /// Stop: the call is in doubt, and a person settles it.
+    /// Stop: the call is in doubt, and a person answers it.
     InDoubt,
 }
 

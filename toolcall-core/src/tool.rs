@@ -405,7 +405,7 @@ impl ToolSpec {
     /// unique key on the table it writes), so that a call whose outcome is
     /// unknown may run again under its key ([`Ctx::idempotency_key`](crate::Ctx)). A
     /// side effect that declares neither this nor `reconcile` is never run
-    /// again blindly: a person settles its unknown outcome.
+    /// again blindly: a person answers the question of its unknown outcome.
     pub fn idempotent_backend(&self) -> bool {
         self.idempotent_backend
     }

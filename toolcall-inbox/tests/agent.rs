@@ -102,7 +102,7 @@ impl<St: Store> Agent<St> {
     async fn ask(&self, session: &str, to: &str, cents: i64) -> String {
         let asked = self.call(session, to, cents, None).await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-        asked.confirmation_id.unwrap()
+        asked.question_id.unwrap()
     }
 
     async fn decide(&self, id: &str, approved: bool, note: &str, edited: Option<Value>) {
@@ -144,11 +144,11 @@ async fn inbox_mode<St: Store>(store: Arc<St>, session: &str) {
 
     // Undecided: asked again under the same id, not used up, and the
     // asking is not a loop (more polls than max_duplicate_calls).
-    let id = confirmed.confirmation_id.unwrap();
+    let id = confirmed.question_id.unwrap();
     for _ in 0..5 {
         let again = agent.call(session, "bo", 100, Some(&id)).await;
         assert_eq!(again.code, Code::ConfirmationRequired, "{again:?}");
-        assert_eq!(again.confirmation_id.as_deref(), Some(id.as_str()));
+        assert_eq!(again.question_id.as_deref(), Some(id.as_str()));
         assert_eq!(again.data["pending"], json!({"to": "bo", "cents": 100}));
     }
     assert!(agent.entry(&id).await.unwrap().is_open(now_ms()), "unused");

@@ -135,11 +135,11 @@ impl Orders {
         printed_json(child.wait_with_output().unwrap())
     }
 
-    /// An agent asks for a refund: the confirmation id it is answered with.
+    /// An agent asks for a refund: the question id it is answered with.
     fn ask(&self, amount_cents: i64) -> String {
         let answers = self.replay(&[refund(amount_cents, None)], &[]);
         assert_eq!(answers[0]["code"], "CONFIRMATION_REQUIRED", "{answers:?}");
-        answers[0]["confirmation_id"].as_str().unwrap().to_owned()
+        answers[0]["question_id"].as_str().unwrap().to_owned()
     }
 
     /// `orders serve` on a free port: its address, and the process.

@@ -117,7 +117,7 @@ async fn the_endpoint_serves_the_logs_counts_and_the_stores_questions_behind_the
             )
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
-        ids.push((asked.confirmation_id.unwrap(), session));
+        ids.push((asked.question_id.unwrap(), session));
     }
 
     let backend = Arc::new(Parts {

@@ -136,7 +136,7 @@ impl Inbox {
             .execute(Call::new("pay", arguments.as_str()).session("s"))
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-        asked.confirmation_id.unwrap()
+        asked.question_id.unwrap()
     }
 
     async fn entry(&self, id: &str) -> ApprovalEntry {

@@ -48,7 +48,7 @@ pub struct Policy {
 ///
 /// A side-effecting call that the level finds tainted needs a person's
 /// approval, as a high-risk call does: it is answered
-/// `CONFIRMATION_REQUIRED` with a `confirmation_id` and
+/// `CONFIRMATION_REQUIRED` with a `question_id` and
 /// `data.reason: "untrusted_context"` (and, at [`Values`](Taint::Values),
 /// `data.tainted`: the arguments that carry a value read in untrusted
 /// output), until the host confirms it or a person approves it.

@@ -106,7 +106,7 @@ codes! {
     PendingLimit = "PENDING_LIMIT",
     /// An earlier attempt of this exact side effect may have taken effect,
     /// and its backend can neither be asked nor trusted with the same key
-    /// twice: a person settles it (it happened, or it did not) before the
+    /// twice: a person answers it (it happened, or it did not) before the
     /// call is answered or run again.
     InDoubt = "IN_DOUBT",
     /// Over a rate limit of the operators' controls: nothing ran, nothing
@@ -184,10 +184,16 @@ pub struct ToolResult {
     /// The stored result of an earlier identical call, not a new execution.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
-    /// With `CONFIRMATION_REQUIRED`: the id by which the host approves or
-    /// denies this exact call (`Dispatcher::approve`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmation_id: Option<String>,
+    /// With `CONFIRMATION_REQUIRED` or `IN_DOUBT`: the id of the question
+    /// a person is asked, by which the host answers it for this exact call
+    /// (`Dispatcher::approve`, `Dispatcher::answer_in_doubt`). Written as
+    /// `question_id`; `confirmation_id`, its earlier name, is still read.
+    #[serde(
+        default,
+        alias = "confirmation_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub question_id: Option<String>,
     /// The parts of `data` that carry text strangers wrote, as JSON
     /// pointers into it: those of a tool's declared untrusted parts
     /// (`#[tool(untrusted_output = ["/customer_note"])]`) that have
@@ -222,7 +228,7 @@ impl ToolResult {
             message: String::new(),
             data: data.into(),
             replayed: false,
-            confirmation_id: None,
+            question_id: None,
             untrusted: Vec::new(),
         }
     }
@@ -242,7 +248,7 @@ impl ToolResult {
             message: message.into(),
             data: Data::new(),
             replayed: false,
-            confirmation_id: None,
+            question_id: None,
             untrusted: Vec::new(),
         }
     }
@@ -282,5 +288,34 @@ mod code_tests {
             Code::new("ORDER_NOT_FOUND"),
             Code::Custom("ORDER_NOT_FOUND".into())
         );
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::{Code, ToolResult};
+
+    /// The question's id is written `question_id`, and `confirmation_id`,
+    /// its earlier name, is still read: a stored result or a client that
+    /// sends a result back with the old name keeps its id.
+    #[test]
+    fn the_question_id_is_written_question_id_and_read_under_either_name() {
+        let old =
+            r#"{"ok":false,"tool":"refund","code":"CONFIRMATION_REQUIRED","confirmation_id":"q1"}"#;
+        let read: ToolResult = serde_json::from_str(old).unwrap();
+        assert_eq!(read.code, Code::ConfirmationRequired);
+        assert_eq!(read.question_id.as_deref(), Some("q1"));
+
+        let new = r#"{"ok":false,"tool":"refund","code":"IN_DOUBT","question_id":"q2"}"#;
+        let read: ToolResult = serde_json::from_str(new).unwrap();
+        assert_eq!(read.question_id.as_deref(), Some("q2"));
+
+        let mut asked = ToolResult::failure("refund", Code::ConfirmationRequired, "ask");
+        asked.question_id = Some("q3".into());
+        let text = asked.to_model_text();
+        let written: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(written["question_id"], "q3", "{text}");
+        assert!(written.get("confirmation_id").is_none(), "{text}");
+        assert_eq!(serde_json::from_str::<ToolResult>(&text).unwrap(), asked);
     }
 }

@@ -28,14 +28,14 @@
 //!   expires unused unless a person decides it in the approval inbox while
 //!   the server waits ([`Options::wait_approval`], below); an identical
 //!   retry in the same conversation brings that approval back rather than
-//!   asking again. Its `confirmation_id` is no token a client can redeem:
+//!   asking again. Its `question_id` is no token a client can redeem:
 //!   only an answer to a question this server asked, or a decision recorded
 //!   in the store, counts.
 //! * With a dispatcher in [`Approvals::Inbox`] mode, only a decision
 //!   recorded in the store approves, so an elicitation answer is not one:
 //!   the server asks no one through elicitation and serves every client as
 //!   one that cannot ask a person (`CONFIRMATION_REQUIRED` with the
-//!   `confirmation_id` the inbox lists, or a wait for the inbox's decision
+//!   `question_id` the inbox lists, or a wait for the inbox's decision
 //!   with [`Options::wait_approval`]), on every protocol version. An operator
 //!   who wants a yes through elicitation to approve in inbox mode says so
 //!   with [`Options::elicitation_approves`] (the command line's
@@ -84,7 +84,7 @@
 //! person's note. Without a decision within the bound (and never longer
 //! than [`Settings::approval_ttl`]), the answer is the
 //! `CONFIRMATION_REQUIRED` result, as without the option: nothing ran, and
-//! the approval stays pending in the inbox under its `confirmation_id`. If
+//! the approval stays pending in the inbox under its `question_id`. If
 //! the client cancels the call (or goes away) meanwhile, the server stops
 //! waiting and leaves the approval pending: nothing runs.
 //!
@@ -99,7 +99,7 @@
 //!
 //! ## Retries bring the pending approval back
 //!
-//! An MCP client has no way to send a `confirmation_id` back, so the
+//! An MCP client has no way to send a `question_id` back, so the
 //! server does it for the model. Each connection remembers the pending
 //! approvals it answered with (`CONFIRMATION_REQUIRED`, after the wait or
 //! with no wait at all), by conversation, tool and arguments (compared in
@@ -113,7 +113,7 @@
 //! sent are, in canonical form, the validated ones it was asked for:
 //!
 //! * still undecided: `CONFIRMATION_REQUIRED` again, under the same
-//!   `confirmation_id` (the inbox keeps one pending approval), after
+//!   `question_id` (the inbox keeps one pending approval), after
 //!   waiting again for up to [`Options::wait_approval`];
 //! * approved (after the wait ran out, say): the call runs, once, and the
 //!   approval is used up; an identical call after that is the stored
@@ -173,7 +173,7 @@
 //! SEP-2663) gets a **task** for a call that waits for a person, in place
 //! of the question or `CONFIRMATION_REQUIRED` above ([`Options::tasks`],
 //! on by default). The task is the call's pending approval in the store:
-//! its id is the approval's `confirmation_id`, and everything `tasks/get`
+//! its id is the approval's `question_id`, and everything `tasks/get`
 //! answers is read from the store, so any replica over the same store
 //! answers it, and a restart forgets nothing.
 //!
@@ -183,7 +183,7 @@
 //! | an approval, undecided, decided in the inbox only | `working` |
 //! | whether an earlier attempt took effect (in doubt) | `working`: only a person answers it, in the inbox |
 //! | decided, not carried out yet | carried out first, through the pipeline, then read again |
-//! | taken by a call that has not answered yet | where that call stands, on any replica ([`Dispatcher::recorded`](toolcall_core::Dispatcher::recorded)): completed (by any process) is `completed` with its answer; never run to the end (its process died before its claim) is carried out now, under its key; in doubt is `working` until a person settles it; running is `working` |
+//! | taken by a call that has not answered yet | where that call stands, on any replica ([`Dispatcher::recorded`](toolcall_core::Dispatcher::recorded)): completed (by any process) is `completed` with its answer; never run to the end (its process died before its claim) is carried out now, under its key; in doubt is `working` until a person answers it; running is `working` |
 //! | done | `completed`, the call's whole answer as `result` (a `CallToolResult`: ok, refused, denied or edited as the pipeline said) |
 //! | expired before a decision was carried out | `completed` with `CONFIRMATION_EXPIRED`: nothing ran |
 //! | denied by `tasks/cancel` | `cancelled`: nothing ran |

@@ -87,7 +87,7 @@ pub struct McpServer<S, St = MemoryStore> {
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     /// The approval questions this server asked its client as
-    /// `input_required` results, by confirmation id.
+    /// `input_required` results, by question id.
     open_questions: Mutex<HashMap<String, OpenQuestion>>,
     /// The calls this server answered with a pending approval, for a client
     /// that cannot ask a person, oldest first.
@@ -322,7 +322,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
         let (result, recalled) = self.execute(&call).await;
         match result
-            .confirmation_id
+            .question_id
             .as_deref()
             .filter(|_| result.code == Code::ConfirmationRequired)
         {
@@ -440,7 +440,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // `CONFIRMATION_REQUIRED` brings the same approval, so that it is
         // not asked about twice and a decision on it is carried out.
         // A dry run asks no one and brings no approval back: the
-        // dispatcher answers it without a `confirmation_id`.
+        // dispatcher answers it without a `question_id`.
         // Most calls have nothing to bring back: the approvals are looked
         // for (boxed, as every path that is not the plain call) only when
         // one may be found.
@@ -543,7 +543,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             .wait_for_decision(id, session, tool, raw, call_id, asked, context)
             .await;
         if answer.code == Code::ConfirmationRequired
-            && let Some(id) = answer.confirmation_id.as_deref()
+            && let Some(id) = answer.question_id.as_deref()
         {
             let expires_ms = recalled
                 .filter(|pending| pending.id == id)

@@ -218,14 +218,14 @@ async fn a_pending_approval_of_a_shared_conversation_is_brought_back_on_another_
     let (first, first_server) = connect(Arc::clone(&dispatcher), options.clone(), &agent).await;
     let asked = call(&first, "transfer", refund_args()).await;
     assert_eq!(code(&asked), "CONFIRMATION_REQUIRED", "{asked}");
-    let id = asked["confirmation_id"].as_str().unwrap().to_owned();
+    let id = asked["question_id"].as_str().unwrap().to_owned();
     hang_up(first, first_server).await;
 
     // Undecided: the reconnected client's retry is the same approval, not a
     // second one for the inbox.
     let (second, second_server) = connect(Arc::clone(&dispatcher), options, &agent).await;
     let still = call(&second, "transfer", refund_args()).await;
-    assert_eq!(still["confirmation_id"], id.as_str(), "{still}");
+    assert_eq!(still["question_id"], id.as_str(), "{still}");
     let pending = dispatcher.store().pending_approvals(now_ms(), 10).await;
     assert_eq!(pending.unwrap().len(), 1);
 
@@ -439,9 +439,9 @@ async fn approval_of<St: Store>(
     result: &Value,
 ) -> toolcall::store::ApprovalEntry {
     assert_eq!(code(result), "CONFIRMATION_REQUIRED", "{result}");
-    let id = result["confirmation_id"]
+    let id = result["question_id"]
         .as_str()
-        .unwrap_or_else(|| panic!("a confirmation id: {result}"));
+        .unwrap_or_else(|| panic!("a question id: {result}"));
     dispatcher.store().approval(id).await.unwrap().unwrap()
 }
 
@@ -464,7 +464,7 @@ async fn in_inbox_mode_an_accepted_elicitation_runs_nothing() {
     );
     // The retry waits for the same approval in the inbox.
     let retry = call(&client, "transfer", refund_args()).await;
-    assert_eq!(retry["confirmation_id"], result["confirmation_id"]);
+    assert_eq!(retry["question_id"], result["question_id"]);
     assert_eq!(bank.transfers(), 0);
     hang_up(client, server).await;
 }
@@ -502,7 +502,7 @@ async fn on_2026_07_28_in_inbox_mode_an_accepted_elicitation_runs_nothing() {
     };
     let forged = result_json(&forged);
     assert_eq!(code(&forged), "CONFIRMATION_REQUIRED", "{forged}");
-    assert_eq!(forged["confirmation_id"], id.as_str());
+    assert_eq!(forged["question_id"], id.as_str());
     let entry = dispatcher.store().approval(&id).await.unwrap().unwrap();
     assert!(entry.approval.decision.is_none() && entry.used_ms.is_none());
     assert_eq!(bank.transfers(), 0);

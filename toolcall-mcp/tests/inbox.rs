@@ -113,10 +113,10 @@ async fn call(client: &Client, args: Value) -> Value {
     )
 }
 
-/// The `confirmation_id` of a `CONFIRMATION_REQUIRED` result.
-fn confirmation_id(result: &Value) -> String {
+/// The `question_id` of a `CONFIRMATION_REQUIRED` result.
+fn question_id(result: &Value) -> String {
     assert_eq!(code(result), "CONFIRMATION_REQUIRED", "{result}");
-    result["confirmation_id"]
+    result["question_id"]
         .as_str()
         .expect("a question names its approval")
         .to_owned()
@@ -290,7 +290,7 @@ async fn without_a_decision_in_time_the_answer_is_confirmation_required_with_the
     assert!(started.elapsed() >= wait, "it waited the bound");
     assert_eq!(code(&result), "CONFIRMATION_REQUIRED", "{result}");
     let asked = pending(dispatcher.store()).await;
-    assert_eq!(result["confirmation_id"], asked.id.as_str());
+    assert_eq!(result["question_id"], asked.id.as_str());
     assert_eq!(bank.transfers(), 0);
 
     // A person decides later: the approval still waits for a call that
@@ -423,13 +423,13 @@ async fn an_identical_retry_brings_the_same_approval_and_runs_once_it_is_approve
     let dispatcher = inbox(&bank, MemoryStore::default());
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     // The model tries again before anyone decided: the same question, not
     // a second one in the inbox. Member order and spacing do not matter.
     let reordered = json!({"amount_cents": 2590, "to": "ACC-7"});
     for args in [refund_args(), reordered] {
         let retry = call(&client, args).await;
-        assert_eq!(confirmation_id(&retry), first, "{retry}");
+        assert_eq!(question_id(&retry), first, "{retry}");
         assert_eq!(pending_count(dispatcher.store()).await, 1);
     }
     assert_eq!(bank.transfers(), 0);
@@ -461,7 +461,7 @@ async fn an_approval_after_the_wait_ran_out_is_carried_out_by_the_retry() {
     let wait = Duration::from_millis(300);
     let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     decide(dispatcher.store(), &first, &decision(true, "", None)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(bank.transfers(), 0, "nothing runs by itself");
@@ -490,7 +490,7 @@ async fn an_undecided_retry_waits_again_under_the_same_id() {
     let wait = Duration::from_secs(3);
     let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     let retry = spawn_call(&client, refund_args());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!retry.is_finished(), "the retry waits for the decision");
@@ -512,7 +512,7 @@ async fn a_denial_in_the_inbox_is_what_the_retry_gets() {
     let dispatcher = inbox(&bank, MemoryStore::default());
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     decide(
         dispatcher.store(),
         &first,
@@ -545,16 +545,16 @@ async fn a_retry_with_other_arguments_is_a_fresh_call() {
     let dispatcher = inbox(&bank, MemoryStore::default());
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
-    let refund = confirmation_id(&call(&client, refund_args()).await);
+    let refund = question_id(&call(&client, refund_args()).await);
     let other_args = json!({"to": "ACC-7", "amount_cents": 2591});
-    let other = confirmation_id(&call(&client, other_args.clone()).await);
+    let other = question_id(&call(&client, other_args.clone()).await);
     assert_ne!(other, refund, "other arguments are another question");
     assert_eq!(pending_count(dispatcher.store()).await, 2);
 
     // Approving the first approves nothing for the other arguments.
     decide(dispatcher.store(), &refund, &decision(true, "", None)).await;
     let still = call(&client, other_args).await;
-    assert_eq!(confirmation_id(&still), other, "{still}");
+    assert_eq!(question_id(&still), other, "{still}");
     assert_eq!(bank.transfers(), 0);
 
     let ran = call(&client, refund_args()).await;
@@ -573,10 +573,10 @@ async fn another_connection_does_not_bring_this_connections_approval() {
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
     let (other_client, other_server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     decide(dispatcher.store(), &first, &decision(true, "", None)).await;
     let elsewhere = call(&other_client, refund_args()).await;
-    assert_ne!(confirmation_id(&elsewhere), first, "{elsewhere}");
+    assert_ne!(question_id(&elsewhere), first, "{elsewhere}");
     assert_eq!(bank.transfers(), 0);
 
     let ran = call(&client, refund_args()).await;
@@ -594,12 +594,12 @@ async fn an_expired_approval_is_not_brought_back() {
     let dispatcher = dispatcher(&bank, MemoryStore::default(), Approvals::Inbox, ttl, 10);
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     tokio::time::sleep(ttl + Duration::from_millis(100)).await;
     // Not `CONFIRMATION_EXPIRED` for an approval the model never saw
     // expire: a new question.
     let retry = call(&client, refund_args()).await;
-    assert_ne!(confirmation_id(&retry), first, "{retry}");
+    assert_ne!(question_id(&retry), first, "{retry}");
     assert_eq!(pending_count(dispatcher.store()).await, 1);
     assert_eq!(bank.transfers(), 0);
 
@@ -621,14 +621,14 @@ async fn each_of_257_pending_calls_keeps_its_one_question_past_the_connections_m
 
     let mut ids = Vec::new();
     for n in 1..=257 {
-        ids.push(confirmation_id(&call(&client, amount(n)).await));
+        ids.push(question_id(&call(&client, amount(n)).await));
     }
     // The connection remembers the newest 256 and brings them back; the
     // oldest, which it dropped, is found by the pipeline, which answers an
     // identical call with the question already asked. One question each.
-    assert_eq!(confirmation_id(&call(&client, amount(257)).await), ids[256]);
-    assert_eq!(confirmation_id(&call(&client, amount(2)).await), ids[1]);
-    assert_eq!(confirmation_id(&call(&client, amount(1)).await), ids[0]);
+    assert_eq!(question_id(&call(&client, amount(257)).await), ids[256]);
+    assert_eq!(question_id(&call(&client, amount(2)).await), ids[1]);
+    assert_eq!(question_id(&call(&client, amount(1)).await), ids[0]);
     assert_eq!(pending_count(dispatcher.store()).await, 257);
     assert_eq!(bank.transfers(), 0);
 
@@ -647,13 +647,13 @@ async fn in_host_mode_a_retry_brings_only_a_decision_recorded_in_the_store() {
     );
     let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
-    let first = confirmation_id(&call(&client, refund_args()).await);
+    let first = question_id(&call(&client, refund_args()).await);
     // In host mode an approval id brought back approves the call: the
     // retry must not bring an undecided one. It is a fresh call, which the
     // pipeline answers with the question already asked (one question per
     // call), and nothing runs.
     let second = call(&client, refund_args()).await;
-    assert_eq!(confirmation_id(&second), first, "{second}");
+    assert_eq!(question_id(&second), first, "{second}");
     assert_eq!(bank.transfers(), 0, "a retry approves nothing");
     assert_eq!(pending_count(dispatcher.store()).await, 1);
 

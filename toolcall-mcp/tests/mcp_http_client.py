@@ -3,7 +3,7 @@ the official Python SDK (`mcp` 2.3.0) over HTTP, with a bearer token.
 
 Usage: python mcp_http_client.py URL TOKEN
 
-The server (started by `tests/http.rs`) serves a small bank: `balance`, a
+The server (started by `tests/http/`) serves a small bank: `balance`, a
 read, and `transfer`, high risk. Two sessions:
 
 * `ClientSession` over `streamable_http_client`, with the `initialize`

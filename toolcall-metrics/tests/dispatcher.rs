@@ -162,13 +162,13 @@ async fn calls_through_the_dispatcher_are_measured_by_tool_and_outcome() {
         .execute(Call::new("pay", r#"{"to": "acme", "amount_cents": 10}"#).session("s2"))
         .await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     let denied = d.deny(Decision::new(&id, "s2").by("ana"), "no").await;
     assert_eq!(denied.code, Code::ConfirmationDenied, "{denied:?}");
     let asked = d
         .execute(Call::new("pay", r#"{"to": "bo", "amount_cents": 20}"#).session("s3"))
         .await;
-    let id = asked.confirmation_id.clone().unwrap();
+    let id = asked.question_id.clone().unwrap();
     let approved = d.approve(Decision::new(&id, "s3").by("ana")).await;
     assert_eq!(approved.code, Code::Ok, "{approved:?}");
 

@@ -594,7 +594,7 @@ impl Turn {
     }
 
     /// The calls that wait for a person's approval
-    /// (`CONFIRMATION_REQUIRED`); each result's `confirmation_id` is what
+    /// (`CONFIRMATION_REQUIRED`); each result's `question_id` is what
     /// [`Dispatcher::approve`] and [`Dispatcher::deny`] take.
     pub fn pending(&self) -> impl Iterator<Item = &Outcome> {
         self.outcomes
@@ -602,14 +602,14 @@ impl Turn {
             .filter(|outcome| outcome.result.code == Code::ConfirmationRequired)
     }
 
-    /// Replaces the result of the call that waits under `confirmation_id`
+    /// Replaces the result of the call that waits under `question_id`
     /// with `result` (what the host's approval or denial returned), so the
     /// reply tells the model what finally happened. Returns whether such a
     /// call was found.
-    pub fn resolve(&mut self, confirmation_id: &str, result: ToolResult) -> bool {
+    pub fn resolve(&mut self, question_id: &str, result: ToolResult) -> bool {
         let waiting = self.outcomes.iter_mut().find(|outcome| {
             outcome.result.code == Code::ConfirmationRequired
-                && outcome.result.confirmation_id.as_deref() == Some(confirmation_id)
+                && outcome.result.question_id.as_deref() == Some(question_id)
         });
         match waiting {
             Some(outcome) => {

@@ -261,8 +261,7 @@ where
             call = call.caller(caller);
         }
         let result = shared.dispatcher.execute(call).await;
-        let (Some(approver), Some(id)) = (&shared.approver, result.confirmation_id.as_deref())
-        else {
+        let (Some(approver), Some(id)) = (&shared.approver, result.question_id.as_deref()) else {
             return result;
         };
         if result.code != Code::ConfirmationRequired

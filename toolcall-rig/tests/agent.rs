@@ -177,7 +177,7 @@ async fn without_an_approver_the_model_reads_that_the_call_waits() {
     agent.prompt("Refund ORD-1001.").max_turns(3).await.unwrap();
     let answer = results(&model.requests()[1]);
     assert_eq!(answer[0].2["code"], "CONFIRMATION_REQUIRED");
-    assert!(answer[0].2["confirmation_id"].is_string());
+    assert!(answer[0].2["question_id"].is_string());
     assert_eq!(dispatcher.state().refund_count().await, Ok(0));
 }
 

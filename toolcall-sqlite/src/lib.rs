@@ -40,13 +40,13 @@
 //! | `toolcall_steps` | session: its step count | [`session_key`] of the session id (fixed length, whatever the host chose) |
 //! | `toolcall_calls` | idempotency key: how often the call was made | the key |
 //! | `toolcall_records` | idempotency key: its state, `in_flight` (with the lease's end), `completed` (with the result) or `in_doubt` | the key |
-//! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] | the confirmation id |
+//! | `toolcall_approvals` | approval: pending (and why it asks), then a person's decision (the inbox), when a call used it up and what came of it, with the session as given, indexed by its [`session_key`] | the question id |
 //! | `toolcall_locks` | resource: its holder and the lease's end | [`session_key`] of the resource |
 //! | `toolcall_taint` | session and fingerprint of an untrusted output's value (an empty one marks the session, and keeps where the taint came from: the newest sources, bounded, in `sources`) | [`session_key`] of the session id, and the fingerprint (a hex digest, never the text) |
 //! | `toolcall_controls` | the operators' controls (one row): their version and document | |
 //! | `toolcall_controls_history` | version of the controls written: who, when, what in words | the version |
 //! | `toolcall_rates` | rate limit's bucket and fixed window: its count and end | [`session_key`] of the bucket, and the window's start |
-//! | `toolcall_signatures` | approval and person who signed it, with the signing order | the confirmation id, and the signer |
+//! | `toolcall_signatures` | approval and person who signed it, with the signing order | the question id, and the signer |
 //!
 //! A key that is in doubt is claimed like a free one; a release leaves it
 //! (and a completed key) as it is. A claim whose lease ran out with no

@@ -219,7 +219,7 @@
 //! | 4 | idempotency: a completed side-effecting call is replayed; a call made more than [`Settings::max_duplicate_calls`] times is refused (a read-only tool the model polls may allow more: `#[tool(max_repeats = N)]`, or [`Policy::max_repeats`] per caller); an identical call still running, in any process, is waited for before anything is asked, then replayed, or `CALL_IN_PROGRESS`; a call answered `CONFIRMATION_REQUIRED` or `IN_DOUBT` is not counted | `replayed: true`, `LOOP_DETECTED` |
 //! | 5 | the tool's business check (`check = path`, or `async_check = path` for one that awaits), under the lock of the call's resources (`#[arg(resource)]`) | the check's own codes (`ORDER_NOT_FOUND`, ...); a transient failure is retried like the handler's, then `UPSTREAM_UNAVAILABLE` |
 //! | 6 | the caller's limits on arguments declared with `#[arg(limit = "...")]` | `POLICY_LIMIT` |
-//! | 7 | a person's approval for `high_risk` tools (and side effects tainted by untrusted output), server-owned and bound to the exact call: one question per conversation and call, a decision final in every mode | `CONFIRMATION_REQUIRED` (with `data.pending`, the validated arguments, and a `confirmation_id`), `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`, `PENDING_LIMIT` |
+//! | 7 | a person's approval for `high_risk` tools (and side effects tainted by untrusted output), server-owned and bound to the exact call: one question per conversation and call, a decision final in every mode | `CONFIRMATION_REQUIRED` (with `data.pending`, the validated arguments, and a `question_id`), `CONFIRMATION_DENIED`, `CONFIRMATION_EXPIRED`, `CONFIRMATION_INVALID`, `PENDING_LIMIT` |
 //! | 8 | execution: a side-effecting call under a claim on its key, so identical calls run once, in every process that shares the store; a [`ToolError::Transient`] failure retried up to [`Settings::max_retries`] times under the same key, waiting [`Settings::retry_backoff`] times the attempt; a timeout per attempt; a panic caught; an unknown outcome kept *in doubt* and settled as the backend allows ([below](#exactly-once-and-where-the-pipeline-remembers)) | `CALL_IN_PROGRESS`, `RESOURCE_BUSY`, `TIMEOUT`, `UPSTREAM_UNAVAILABLE` (with `data.in_doubt`), `IN_DOUBT`, `INTERNAL_ERROR` |
 //!
 //! The defaults are the reference implementation's: 10 steps, 3 duplicate
@@ -257,7 +257,7 @@
 //!
 //! Approval of a high-risk call comes from the host, never from the model's
 //! arguments, and is owned by the server. `CONFIRMATION_REQUIRED` carries the
-//! validated arguments in `data.pending` and a `confirmation_id`; the
+//! validated arguments in `data.pending` and a `question_id`; the
 //! pending approval is bound to the session, the caller, the tool and a
 //! digest of the exact arguments, is single use, and expires
 //! ([`Settings::approval_ttl`], 15 minutes by default). Then either:
@@ -308,7 +308,7 @@
 //! One model of a call's life, in [`life`](toolcall_core::life), is what every entry point
 //! adapts to: a call, the host's `confirmed` and approval ids, the host's
 //! [`Dispatcher::approve`], [`deny`](Dispatcher::deny) and
-//! [`settle`](Dispatcher::settle), the inbox's decisions, an MCP client's
+//! [`answer_in_doubt`](Dispatcher::answer_in_doubt), the inbox's decisions, an MCP client's
 //! answers (elicitation, `input_required`, `tasks/update`, `tasks/cancel`),
 //! retries, crash and store recovery, dry runs. A question has a kind (an
 //! approval, or whether an earlier attempt took effect) and an owner (its
@@ -319,7 +319,7 @@
 //! |---|---|---|---|---|
 //! | approval | approve, deny | yes | where the asking process was in [`Approvals::Host`] mode | in its own conversation, where the asking process let its clients decide (host mode, or inbox mode with approvals by elicitation) and so does the answering one |
 //! | approval | edit | yes | no | no |
-//! | in doubt | it happened, it did not ([`Dispatcher::settle`]) | yes | never | never |
+//! | in doubt | it happened, it did not ([`Dispatcher::answer_in_doubt`]) | yes | never | never |
 //! | in doubt | approve, deny, cancel | never | never | never |
 //!
 //! To anyone but its owner a question's id is the same as an id that does
@@ -348,7 +348,7 @@
 //! let dispatcher = Dispatcher::builder(tools![delete_account].unwrap(), Arc::new(())).build().unwrap();
 //! let asked = dispatcher.execute(Call::new("delete_account", r#"{"account": "ACC-9"}"#).session("chat-7")).await;
 //! assert_eq!(asked.code, Code::ConfirmationRequired);
-//! let id = asked.confirmation_id.unwrap();
+//! let id = asked.question_id.unwrap();
 //! // ... a person reads `asked.data["pending"]` and clicks "approve" ...
 //! let done = dispatcher.approve(Decision::new(&id, "chat-7").by("ana@support")).await;
 //! assert!(done.ok);
@@ -388,7 +388,7 @@
 //! |---|---|---|
 //! | free | never run, or the call was refused or did not run | the whole pipeline |
 //! | claimed | a call is running | waits for it, then gets its result as a replay |
-//! | completed | the call succeeded, or a person settled that it had | gets the stored result, `replayed: true` |
+//! | completed | the call succeeded, or a person answered that it had | gets the stored result, `replayed: true` |
 //! | in doubt | the last attempt failed transiently (`UPSTREAM_UNAVAILABLE`) or timed out (`TIMEOUT`); or its process died after the claim (the claim's lease ran out with no outcome) | is settled as the tool's backend allows, *skipping* the check, the policy and the approval it already passed (below) |
 //!
 //! An unknown outcome is settled as the tool declares its backend, as the
@@ -402,8 +402,8 @@
 //!   again under the same [`Ctx::idempotency_key`], and the backend answers
 //!   with what it did the first time;
 //! * **neither**: the call is never run again blindly. It answers `IN_DOUBT`
-//!   (`data.in_doubt`, `data.reason: "in_doubt"`, a `confirmation_id`), and
-//!   one question goes to a person (the inbox, or [`Dispatcher::settle`] on
+//!   (`data.in_doubt`, `data.reason: "in_doubt"`, a `question_id`), and
+//!   one question goes to a person (the inbox, or [`Dispatcher::answer_in_doubt`] on
 //!   its id): *it did not happen* runs it once; *it happened* answers it, and
 //!   every identical call after, as done (`data.happened`). An approval, a
 //!   denial or a cancel is not an answer to it. Until then every identical
@@ -616,7 +616,7 @@
 //! * [`Taint::Session`] (the default): once the session has read any
 //!   untrusted output, every side-effecting call in it is answered
 //!   `CONFIRMATION_REQUIRED` with `data.reason: "untrusted_context"`, and
-//!   runs once a person approves it (the confirmation id, the inbox, or the
+//!   runs once a person approves it (the question id, the inbox, or the
 //!   host's `confirmed`), like a high-risk call.
 //! * [`Taint::Values`] (opt-in, asks less often): the strings and integers
 //!   of each untrusted output are remembered per session, in the store, as

@@ -422,7 +422,7 @@ pub async fn add_note(
         // Nothing was written: safe to try again.
         Err(error @ BackendError::NotApplied(_)) => Err(ToolError::not_applied(error)),
         // A failed commit, a lost answer: the note may be there. Never
-        // written again on a guess; a person settles it.
+        // written again on a guess; a person answers it.
         Err(error) => Err(ToolError::transient(error)),
     }
 }

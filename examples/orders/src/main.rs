@@ -130,7 +130,7 @@ struct SettingsArgs {
     /// Retries after a transient backend failure: of a failure before any
     /// effect, and of a refund (its backend honours the key) under the same
     /// key. A note whose outcome is unknown is never retried: a person
-    /// settles it.
+    /// answers it.
     #[arg(long, default_value_t = 2, global = true)]
     max_retries: u32,
     /// Callers that name one conversation share its step budget and its
@@ -179,7 +179,7 @@ struct SettingsArgs {
     /// Where a refund's approval comes from: `host` (`confirmed: true` in a
     /// replay line, `--yes` in the demo) or `inbox` (only a decision in the
     /// store, made in `orders serve`'s page, approves; a replay line brings
-    /// its `"approval": "<confirmation_id>"`).
+    /// its `"approval": "<question_id>"`).
     #[arg(long, value_enum, default_value = "host", global = true)]
     approvals: ApprovalsArg,
     /// How far messages the customer wrote (`read_messages`, untrusted

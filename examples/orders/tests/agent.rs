@@ -516,7 +516,7 @@ fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
     assert!(text(&output.stdout).contains("waits for a person in the inbox"));
     let pending = &tool_answers(&first.requests()[1])[0].1;
     assert_eq!(pending["code"], "CONFIRMATION_REQUIRED");
-    let id = pending["confirmation_id"].as_str().unwrap().to_owned();
+    let id = pending["question_id"].as_str().unwrap().to_owned();
     assert_eq!(refunds_applied(&store), 0);
 
     // A person approves it in the inbox (recorded in the store).

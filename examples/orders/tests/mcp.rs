@@ -255,7 +255,7 @@ fn in_inbox_mode_an_elicitation_answer_approves_only_with_elicitation_approves()
     // No question comes: the next line is the call's answer.
     let asked = server.tool_result(1);
     assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
-    assert!(asked["confirmation_id"].is_string(), "{asked}");
+    assert!(asked["question_id"].is_string(), "{asked}");
     assert_eq!(refunded_cents(&mut server, 2), 0);
     server.finish();
 

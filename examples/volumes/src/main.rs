@@ -224,7 +224,7 @@ mod tests {
         let answer = serde_json::to_value(&result).unwrap();
         assert_eq!(result.code, Code::UpstreamUnavailable, "{answer}");
         assert_eq!(answer["data"]["in_doubt"], Value::Null, "{answer}");
-        assert_eq!(result.confirmation_id, None, "{answer}");
+        assert_eq!(result.question_id, None, "{answer}");
 
         drop(held);
         let deleted: bool = dispatcher

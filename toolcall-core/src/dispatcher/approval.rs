@@ -18,7 +18,7 @@ use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
 use crate::store::{Binding, PendingApproval, Requester, Store, TakeApproval, now_ms};
 
-/// A person's decision on a pending approval, by its confirmation id.
+/// A person's decision on a pending approval, by its question id.
 ///
 /// The decision is bound like the approval it answers: it names the session
 /// and the caller the call was made in, and an approval asked for another
@@ -120,8 +120,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// stays the one. A decision someone recorded before (a person's, in
     /// the inbox) is carried out as it is: a denial is `CONFIRMATION_DENIED`,
     /// edited arguments run in place of the model's. A question about an
-    /// unknown outcome is not approved: it is settled
-    /// ([`settle`](Dispatcher::settle)); approving it is
+    /// unknown outcome is not approved: it is answered
+    /// ([`answer_in_doubt`](Dispatcher::answer_in_doubt)); approving it is
     /// `CONFIRMATION_INVALID`, and nothing is done.
     pub async fn approve(&self, decision: Decision<'_>) -> ToolResult {
         self.answer(decision, Answer::Approve, "").await
@@ -132,27 +132,34 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// identical call of the conversation is denied for as long as the
     /// question lasts ([`Settings::approval_ttl`](crate::Settings::approval_ttl)),
     /// whatever it brings. A question about an unknown outcome is not denied
-    /// but settled ([`settle`](Dispatcher::settle)): denying it is
+    /// but answered ([`answer_in_doubt`](Dispatcher::answer_in_doubt)): denying it is
     /// `CONFIRMATION_INVALID`, and nothing is done.
     pub async fn deny(&self, decision: Decision<'_>, reason: &str) -> ToolResult {
         let reason = crate::echo::bound(reason, crate::echo::MAX_NOTE_BYTES);
         self.answer(decision, Answer::Deny, reason.trim()).await
     }
 
-    /// A person settled a question about an unknown outcome (an `IN_DOUBT`
-    /// answer's `confirmation_id`): `happened`, the earlier attempt took
+    /// A person answered a question about an unknown outcome (an `IN_DOUBT`
+    /// answer's `question_id`): `happened`, the earlier attempt took
     /// effect, and the call is answered (and replayed from then on) as done,
     /// with nothing run; not `happened`, it did not, and the call runs once
     /// more under its key, its check and policy re-run first. Only a person
-    /// settles: an approval question is `CONFIRMATION_INVALID` here, and
+    /// answers it: an approval question is `CONFIRMATION_INVALID` here, and
     /// nothing is done.
-    pub async fn settle(&self, decision: Decision<'_>, happened: bool) -> ToolResult {
+    pub async fn answer_in_doubt(&self, decision: Decision<'_>, happened: bool) -> ToolResult {
         let answer = if happened {
             Answer::Happened
         } else {
             Answer::NotHappened
         };
         self.answer(decision, answer, "").await
+    }
+
+    /// The earlier name of [`answer_in_doubt`](Dispatcher::answer_in_doubt),
+    /// which it calls.
+    #[deprecated(note = "renamed to `answer_in_doubt`")]
+    pub async fn settle(&self, decision: Decision<'_>, happened: bool) -> ToolResult {
+        self.answer_in_doubt(decision, happened).await
     }
 
     /// The one way to wait for a person and carry out what they decided:
@@ -455,7 +462,7 @@ impl<St: Store> Stages<St> {
                     &Details::default(),
                     data,
                 );
-                waiting.confirmation_id = Some(decision.id.to_owned());
+                waiting.question_id = Some(decision.id.to_owned());
                 Err(waiting)
             }
             Ok(_) | Err(Refusal::Closed | Refusal::Unknown | Refusal::Expired) => Ok(()),

@@ -89,7 +89,7 @@ impl<St> Stages<St> {
 }
 
 /// A side effect whose backend can neither be asked (`reconcile`) nor
-/// trusted with one key twice (`idempotent_backend`): a person settles
+/// trusted with one key twice (`idempotent_backend`): a person answers
 /// its unknown outcomes.
 pub(super) fn unprotected(spec: &ToolSpec) -> bool {
     spec.side_effect() && !spec.reconciles() && !spec.idempotent_backend()

@@ -98,12 +98,12 @@ impl<'a> Call<'a> {
         self
     }
 
-    /// The confirmation id of an approval a person gave for exactly this
-    /// call (from a `CONFIRMATION_REQUIRED` result's `confirmation_id`). It
+    /// The question id of an approval a person gave for exactly this
+    /// call (from a `CONFIRMATION_REQUIRED` result's `question_id`). It
     /// is used up; one asked for another session, caller, tool or other
     /// arguments, or one already used or expired, executes nothing.
-    pub fn approval(mut self, confirmation_id: &'a str) -> Self {
-        self.approval = Some(confirmation_id);
+    pub fn approval(mut self, question_id: &'a str) -> Self {
+        self.approval = Some(question_id);
         self
     }
 

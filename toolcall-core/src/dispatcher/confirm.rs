@@ -107,7 +107,7 @@ impl<St: Store> Stages<St> {
         let created_ms = now_ms();
         let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         let pending = PendingApproval {
-            id: super::ids::confirmation_id(),
+            id: super::ids::question_id(),
             session: prepared.session.to_owned(),
             caller: prepared.caller.id().to_owned(),
             tool: name.to_owned(),
@@ -220,7 +220,7 @@ impl<St: Store> Stages<St> {
             &Details::default(),
             data,
         );
-        asked.confirmation_id = Some(question.id.clone());
+        asked.question_id = Some(question.id.clone());
         asked
     }
 

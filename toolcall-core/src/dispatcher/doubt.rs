@@ -52,7 +52,7 @@ impl<St: Store> Stages<St> {
             return self.fail_unrecorded(name);
         }
         if unprotected(call.spec) {
-            // Never run again blindly: a person settles it.
+            // Never run again blindly: a person answers it.
             self.ask_settlement(call).await
         } else {
             self.fail_in_doubt(code, name)
@@ -69,7 +69,7 @@ impl<St: Store> Stages<St> {
 
     /// A side effect whose last outcome is unknown, before it may run
     /// again: its `reconcile` is asked; a backend that honours the key runs
-    /// it again under that key; otherwise a person settles it, in the
+    /// it again under that key; otherwise a person answers it, in the
     /// inbox (or [`Dispatcher::approve`](crate::Dispatcher::approve)/[`deny`](crate::Dispatcher::deny) on its
     /// question): "it did not happen" runs it once, "it happened" answers
     /// (and replays from then on) that it took effect.
@@ -220,7 +220,7 @@ impl<St: Store> Stages<St> {
         // It never expires: the outcome stays unknown until a person
         // settles it, and no answer may say "nothing ran" meanwhile.
         Ok(PendingApproval {
-            id: super::ids::confirmation_id(),
+            id: super::ids::question_id(),
             session: call.session.to_owned(),
             caller: call.caller.id().to_owned(),
             tool: call.spec.name().to_owned(),
@@ -260,7 +260,7 @@ impl<St: Store> Stages<St> {
         data.insert("pending".into(), pending);
         let mut asked =
             self.fail_with(Failure::AwaitingSettlement, tool, &Details::default(), data);
-        asked.confirmation_id = Some(id.to_owned());
+        asked.question_id = Some(id.to_owned());
         asked
     }
 

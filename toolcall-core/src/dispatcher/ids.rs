@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::canonical::digest;
 
-/// 128 random bits, hex: unguessable, so a confirmation id cannot be forged.
-pub(crate) fn confirmation_id() -> String {
+/// 128 random bits, hex: unguessable, so a question id cannot be forged.
+pub(crate) fn question_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // No OS randomness: fall back to a hash of time and address space
@@ -22,7 +22,7 @@ pub(crate) fn confirmation_id() -> String {
 
 /// Who holds a call's resource locks: unique across the processes sharing a
 /// store and the threads of this one (a random nonce drawn once per thread)
-/// and across the calls of a thread (a counter). Unlike a confirmation id it
+/// and across the calls of a thread (a counter). Unlike a question id it
 /// need not be secret, so it costs no system call per call; and as nothing
 /// in it is shared between threads, two threads taking locks write no
 /// common memory. Written on the stack: `nonce-counter`, 49 bytes of hex.
@@ -36,7 +36,7 @@ pub(super) fn holder_token() -> Holder {
     let nonce = NONCE.with(|nonce| match nonce.get() {
         Some(drawn) => drawn,
         None => {
-            let drawn = nonce_of(&confirmation_id());
+            let drawn = nonce_of(&question_id());
             nonce.set(Some(drawn));
             drawn
         }
@@ -51,7 +51,7 @@ pub(super) fn holder_token() -> Holder {
     Holder(text)
 }
 
-/// A confirmation id's 32 hex digits, as the nonce of a thread's holders.
+/// A question id's 32 hex digits, as the nonce of a thread's holders.
 fn nonce_of(id: &str) -> [u8; NONCE_LEN] {
     let mut nonce = [b'0'; NONCE_LEN];
     for (to, from) in nonce.iter_mut().zip(id.bytes()) {

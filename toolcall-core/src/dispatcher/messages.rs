@@ -100,7 +100,7 @@ failures! {
         m.limit().unwrap_or("?"),
     );
     /// `CONFIRMATION_REQUIRED`: a high-risk call waits for a person
-    /// (`data.pending`, and the result's `confirmation_id`).
+    /// (`data.pending`, and the result's `question_id`).
     ConfirmationRequired => ConfirmationRequired, |m|
         format!("{} needs user approval before it runs.", m.tool());
     /// `CONFIRMATION_DENIED`: a person declined; [`detail`](MessageContext::detail)
@@ -215,7 +215,7 @@ failures! {
     );
     /// `STORE_UNAVAILABLE` of a side effect that ran, or may have, when what
     /// came of it could not be recorded (`data.in_doubt`): it is in doubt
-    /// until a person settles it, and no identical call runs it again.
+    /// until a person answers it, and no identical call runs it again.
     UnrecordedOutcome => StoreUnavailable, |m| format!(
         "{name} may have taken effect, but what came of it could not be recorded (the \
          tool's state is unavailable). Do not call it again and do not tell the user it \
@@ -249,8 +249,8 @@ failures! {
         m.detail().unwrap_or("the operators' controls cannot be read"),
     );
     /// `IN_DOUBT`: an earlier attempt of this exact side effect may have
-    /// taken effect and only a person can settle it (the result's
-    /// `confirmation_id`, `data.in_doubt`).
+    /// taken effect and only a person can answer it (the result's
+    /// `question_id`, `data.in_doubt`).
     AwaitingSettlement => InDoubt, |m| format!(
         "An earlier attempt of {name} with these exact arguments may have taken effect; \
          whether it did is unknown, and it is not run again blindly. A person must settle it \
@@ -334,7 +334,7 @@ impl<'a> MessageContext<'a> {
     }
 
     /// With `CONFIRMATION_INVALID` and `CONFIRMATION_EXPIRED`: the
-    /// confirmation id the call or the decision brought.
+    /// question id the call or the decision brought.
     pub fn approval(&self) -> Option<&'a str> {
         self.details.approval.as_deref()
     }

@@ -119,7 +119,7 @@ pub struct Settings {
     /// JSON of the same shape: long strings keep their head, long arrays
     /// their first items; `data.truncated` is `true` and the message tells
     /// the model to narrow its request. The budget cuts data, never
-    /// control: the code, the message, the confirmation id and `replayed`,
+    /// control: the code, the message, the question id and `replayed`,
     /// and a failure's `data.pending`, `reason`, `tainted`, `in_doubt`,
     /// `happened`, `edited_by_person`, `edited_arguments` and `available`
     /// are kept whole at any budget, and the data keeps at least the head

@@ -94,7 +94,7 @@ pub(super) enum Approval<'a> {
     /// The host says a person approved (the reference's `confirmed` flag),
     /// or the approval was already taken from the store.
     Given,
-    /// A confirmation id that must match this exact call.
+    /// A question id that must match this exact call.
     Id(&'a str),
     /// The same call ran before with an unknown outcome: it passed stages 5
     /// to 7 then, and runs again under the same key without them.

@@ -136,7 +136,7 @@ impl<T, E> Question<std::task::Poll<Option<T>>, E> for std::task::Poll<Option<Re
     message = "`?` cannot turn `{Self}` into `{F}`, the tool's error type: say what this failure means",
     label = "map it to the `ToolError` it is: `.map_err(ToolError::not_applied)?`, `ToolError::transient` or `ToolError::internal`",
     note = "`ToolError::not_applied`: it failed before having any effect (a refused connection, a file not read); retried as it is",
-    note = "`ToolError::transient`: it may have taken effect (a timeout, a connection reset after the request went out); retried for a read-only tool, for a side effect only where its backend honours the idempotency key or can be asked (`reconcile`), else a person settles it",
+    note = "`ToolError::transient`: it may have taken effect (a timeout, a connection reset after the request went out); retried for a read-only tool, for a side effect only where its backend honours the idempotency key or can be asked (`reconcile`), else a person answers its question",
     note = "`ToolError::internal`: a bug, not retried; or refuse the call with `.map_err(|e| Rejection::new(\"CODE\", e.to_string()))?`",
     note = "the tool then returns `Result<T, ToolError>` (a `Rejection` converts into it); for an error type of your own, `impl From<{Self}> for YourError` once instead"
 )]

@@ -32,7 +32,7 @@ impl QuestionKind {
 }
 
 /// The expiry of a question that never expires: one about an unknown
-/// outcome, which stays a person's until one settles it (a store keeps it as
+/// outcome, which stays a person's until one answers it (a store keeps it as
 /// a 64-bit signed integer, so it is `i64::MAX`).
 pub const NEVER_MS: u64 = i64::MAX as u64;
 

@@ -15,7 +15,7 @@ use crate::result::ToolResult;
 /// keep it as it is and give it back whole.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
-    /// The confirmation id handed to the host.
+    /// The question id handed to the host.
     pub id: String,
     /// The conversation of the call.
     pub session: String,

@@ -21,7 +21,7 @@ pub enum RecordedOutcome {
     /// not have happened. The next identical call asks the tool's
     /// `reconcile` function, runs it again under the same key when the
     /// tool's backend honours the key (`#[tool(idempotent_backend)]`), and
-    /// otherwise never runs it blindly: a person settles it.
+    /// otherwise never runs it blindly: a person answers it.
     InDoubt,
     /// An identical call holds the key and its lease still runs: it is
     /// executing now (in this process or another), or died so recently that

@@ -259,7 +259,7 @@ fn dismissed(tool: &str, id: &str) -> ToolResult {
              asked again."
         ),
     );
-    result.confirmation_id = Some(id.to_owned());
+    result.question_id = Some(id.to_owned());
     result
 }
 
@@ -271,7 +271,7 @@ pub(super) fn refused(tool: &str, id: &str, refusal: &Refusal) -> ToolResult {
         Code::ConfirmationInvalid,
         format!("The question {id} does not take this answer: {refusal}. Nothing was done."),
     )
-    .with_data("confirmation_id", id.to_owned())
+    .with_data("question_id", id.to_owned())
 }
 
 /// Whether the person accepted and said yes.

@@ -552,7 +552,7 @@ fn expired(entry: &ApprovalEntry) -> ToolResult {
          Call the tool again to ask a person anew."
             .to_owned(),
     )
-    .with_data("confirmation_id", entry.approval.id.clone())
+    .with_data("question_id", entry.approval.id.clone())
 }
 
 /// The MCP `CallToolResult` of `result`, as a JSON object.

@@ -1,0 +1,506 @@
+//! The Store conformance suite's calls: claims, outcomes, resource locks,
+//! taint and approvals taken by their binding.
+
+use super::*;
+
+/// Where a session's taint came from: every add keeps its source, newest
+/// first, the newest [`MAX_SOURCES`](toolcall_core::provenance::MAX_SOURCES),
+/// each within its bounds whoever made it; another session's are its own.
+/// `t` and `long_session` were tainted by the suite before.
+pub(crate) async fn taint_sources_conformance(
+    store: &impl Store,
+    other: &impl Store,
+    long_session: &str,
+) {
+    use toolcall_core::provenance::{MAX_PARTS, MAX_SOURCES, MAX_TEXT_CHARS};
+    let at = |sources: &[TaintSource]| sources.iter().map(|s| s.at_ms).collect::<Vec<_>>();
+    assert!(store.taint_sources("never").await.unwrap().is_empty());
+    assert_eq!(at(&other.taint_sources("t").await.unwrap()), [2, 1, 0]);
+    assert_eq!(
+        other.taint_sources(long_session).await.unwrap(),
+        [source(3)]
+    );
+    for n in 10..16 {
+        if n % 2 == 0 {
+            store.add_taint("src", &[], &source(n)).await.unwrap();
+        } else {
+            other.add_taint("src", &[], &source(n)).await.unwrap();
+        }
+    }
+    let kept = store.taint_sources("src").await.unwrap();
+    assert_eq!(kept.len(), MAX_SOURCES);
+    assert_eq!(at(&kept), [15, 14, 13, 12], "the newest, newest first");
+    assert_eq!(kept[0], source(15), "kept as made");
+    assert_eq!(kept[0].tool, "read_note");
+    assert_eq!(kept[0].call_id.as_deref(), Some("call-15"));
+    let text = &kept[0].texts[0];
+    assert_eq!(text.part, "/note");
+    assert!(text.text.starts_with("15: éé"), "{}", text.text);
+    assert_eq!(text.text.chars().count(), MAX_TEXT_CHARS);
+    assert!(text.cut);
+    assert!(store.tainted("src", &[]).await.unwrap().any);
+
+    // A source made elsewhere, past every bound, is kept within them.
+    let wide = TaintSource {
+        tool: "x".repeat(10_000),
+        call_id: Some("c".repeat(10_000)),
+        at_ms: 20,
+        texts: vec![
+            UntrustedText {
+                part: "/p".repeat(5_000),
+                text: "y".repeat(50_000),
+                cut: false,
+            };
+            9
+        ],
+    };
+    other.add_taint("wide", &[], &wide).await.unwrap();
+    let kept = store.taint_sources("wide").await.unwrap();
+    assert_eq!(kept, [wide.bounded()]);
+    assert_eq!(kept[0].texts.len(), MAX_PARTS);
+    assert!(kept[0].tool.len() <= 128 && kept[0].texts[0].cut);
+}
+
+/// The whole contract, on one store; `other` is a second handle on the same
+/// data (the same store, or another connection to the same file).
+pub async fn conformance(store: &impl Store, other: &impl Store) {
+    // Counters are per session and per key, and shared by handles.
+    assert_eq!(store.next_step("a", now_ms()).await.unwrap(), 1);
+    assert_eq!(other.next_step("a", now_ms()).await.unwrap(), 2);
+    assert_eq!(store.next_step("b", now_ms()).await.unwrap(), 1);
+    assert_eq!(store.count_call(&key("k1"), now_ms()).await.unwrap(), 1);
+    assert_eq!(other.count_call(&key("k1"), now_ms()).await.unwrap(), 2);
+    assert_eq!(store.count_call(&key("k2"), now_ms()).await.unwrap(), 1);
+
+    // A peek reads the step count without counting one.
+    assert_eq!(store.peek_step("a").await.unwrap(), 2);
+    assert_eq!(other.peek_step("a").await.unwrap(), 2);
+    assert_eq!(store.peek_step("never").await.unwrap(), 0);
+    assert_eq!(store.next_step("a", now_ms()).await.unwrap(), 3);
+
+    // Taint: per session, shared by handles; a mark without fingerprints
+    // says the session saw untrusted output, fingerprints say which values.
+    let (p1, p2, p3) = ("f1".repeat(32), "f2".repeat(32), "f3".repeat(32));
+    assert_eq!(
+        store.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
+        TaintHit::default(),
+        "a session that saw nothing is clean"
+    );
+    store.add_taint("t", &[], &source(0)).await.unwrap();
+    assert_eq!(
+        other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
+        TaintHit::new(true, vec![]),
+        "marked, no values"
+    );
+    store
+        .add_taint("t", &[p1.clone(), p2.clone()], &source(1))
+        .await
+        .unwrap();
+    other
+        .add_taint("t", std::slice::from_ref(&p2), &source(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        other
+            .tainted("t", &[p3.clone(), p2.clone(), p1.clone()])
+            .await
+            .unwrap(),
+        TaintHit::new(true, vec![p2.clone(), p1.clone()]),
+        "the values seen, in the order asked"
+    );
+    assert_eq!(
+        store.tainted("u", std::slice::from_ref(&p1)).await.unwrap(),
+        TaintHit::default(),
+        "another session's taint is not this one's"
+    );
+    let long_session = "s".repeat(9_000);
+    store
+        .add_taint(&long_session, std::slice::from_ref(&p3), &source(3))
+        .await
+        .unwrap();
+    assert_eq!(
+        other
+            .tainted(&long_session, std::slice::from_ref(&p3))
+            .await
+            .unwrap(),
+        TaintHit::new(true, vec![p3.clone()])
+    );
+
+    taint_sources_conformance(store, other, &long_session).await;
+
+    // One claim wins; the lease ends it; release frees it.
+    let now = now_ms();
+    assert_eq!(
+        store.claim(&key("k1"), now, 1_000).await.unwrap(),
+        Claim::Acquired
+    );
+    assert_eq!(
+        other.claim(&key("k1"), now, 1_000).await.unwrap(),
+        Claim::InFlight
+    );
+    assert_eq!(
+        other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
+        Claim::Abandoned,
+        "the lease ran out with no outcome: in doubt, not taken"
+    );
+    assert_eq!(
+        store.outcome(&key("k1")).await.unwrap(),
+        Some(RecordedOutcome::InDoubt),
+        "every handle says so"
+    );
+    assert_eq!(
+        other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
+        Claim::Acquired,
+        "in doubt: claimed like a free key"
+    );
+    other.release(&key("k1")).await.unwrap();
+    assert_eq!(
+        store.claim(&key("k1"), now, 1_000).await.unwrap(),
+        Claim::Acquired,
+        "released: free again"
+    );
+    assert_eq!(
+        store.outcome(&key("k1")).await.unwrap(),
+        Some(RecordedOutcome::InFlight),
+        "claimed: in flight"
+    );
+    assert_eq!(
+        store.outcome(&key("free")).await.unwrap(),
+        None,
+        "free: no outcome"
+    );
+
+    // A completed record is the answer from then on, and release keeps it.
+    store.complete(&key("k1"), &result(7)).await.unwrap();
+    assert_eq!(
+        other.outcome(&key("k1")).await.unwrap(),
+        Some(RecordedOutcome::Completed(result(7)))
+    );
+    assert_eq!(
+        other
+            .claim(&key("k1"), now + 10_000_000, 1_000)
+            .await
+            .unwrap(),
+        Claim::Completed(result(7))
+    );
+    other.release(&key("k1")).await.unwrap();
+    assert_eq!(
+        store.outcome(&key("k1")).await.unwrap(),
+        Some(RecordedOutcome::Completed(result(7)))
+    );
+    // Doubting a completed key changes nothing.
+    other.doubt(&key("k1")).await.unwrap();
+    assert_eq!(
+        store.outcome(&key("k1")).await.unwrap(),
+        Some(RecordedOutcome::Completed(result(7)))
+    );
+
+    // In doubt: durable, released by nothing, claimed like a free key, and
+    // completed by the call that ran it again.
+    assert_eq!(
+        store.claim(&key("d1"), now, 60_000).await.unwrap(),
+        Claim::Acquired
+    );
+    store.doubt(&key("d1")).await.unwrap();
+    assert_eq!(
+        other.outcome(&key("d1")).await.unwrap(),
+        Some(RecordedOutcome::InDoubt)
+    );
+    other.release(&key("d1")).await.unwrap();
+    assert_eq!(
+        store.outcome(&key("d1")).await.unwrap(),
+        Some(RecordedOutcome::InDoubt),
+        "release leaves an in-doubt key alone"
+    );
+    assert!(
+        !store.renew(&key("d1"), now, 1_000).await.unwrap(),
+        "in doubt is not in flight"
+    );
+    assert_eq!(
+        other.claim(&key("d1"), now, 60_000).await.unwrap(),
+        Claim::Acquired,
+        "in doubt: acquired at once, no lease to wait for"
+    );
+    assert_eq!(
+        store.claim(&key("d1"), now, 60_000).await.unwrap(),
+        Claim::InFlight,
+        "and held like any claim"
+    );
+    assert_eq!(
+        store.outcome(&key("d1")).await.unwrap(),
+        Some(RecordedOutcome::InFlight),
+        "claimed again"
+    );
+    other.complete(&key("d1"), &result(8)).await.unwrap();
+    assert_eq!(
+        store.outcome(&key("d1")).await.unwrap(),
+        Some(RecordedOutcome::Completed(result(8)))
+    );
+    // A key never claimed can be doubted too.
+    other.doubt(&key("d2")).await.unwrap();
+    assert_eq!(
+        store.outcome(&key("d2")).await.unwrap(),
+        Some(RecordedOutcome::InDoubt)
+    );
+
+    // Renewing extends a claim while it is in flight, and only then.
+    assert_eq!(
+        store.claim(&key("r1"), now, 1_000).await.unwrap(),
+        Claim::Acquired
+    );
+    assert!(store.renew(&key("r1"), now + 500, 1_000).await.unwrap());
+    assert_eq!(
+        other.claim(&key("r1"), now + 1_200, 1_000).await.unwrap(),
+        Claim::InFlight,
+        "renewed: not taken over after the first lease's end"
+    );
+    assert_eq!(
+        other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
+        Claim::Abandoned,
+        "the renewed lease ran out: in doubt"
+    );
+    assert_eq!(
+        other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
+        Claim::Acquired
+    );
+    other.complete(&key("r1"), &result(9)).await.unwrap();
+    assert!(
+        !store.renew(&key("r1"), now + 1_600, 1_000).await.unwrap(),
+        "completed"
+    );
+    assert_eq!(
+        store.claim(&key("r2"), now, 1_000).await.unwrap(),
+        Claim::Acquired
+    );
+    store.release(&key("r2")).await.unwrap();
+    assert!(
+        !other.renew(&key("r2"), now, 1_000).await.unwrap(),
+        "released"
+    );
+    assert!(!other.renew(&key("never"), now, 1_000).await.unwrap());
+
+    // Call counts can be taken back, never below zero.
+    assert_eq!(store.count_call(&key("u1"), now_ms()).await.unwrap(), 1);
+    assert_eq!(other.count_call(&key("u1"), now_ms()).await.unwrap(), 2);
+    other.uncount_call(&key("u1")).await.unwrap();
+    assert_eq!(
+        store.count_call(&key("u1"), now_ms()).await.unwrap(),
+        2,
+        "one taken back"
+    );
+    for _ in 0..3 {
+        store.uncount_call(&key("u1")).await.unwrap();
+    }
+    assert_eq!(
+        other.count_call(&key("u1"), now_ms()).await.unwrap(),
+        1,
+        "never below zero"
+    );
+    store.uncount_call(&key("u2")).await.unwrap();
+    assert_eq!(
+        other.count_call(&key("u2"), now_ms()).await.unwrap(),
+        1,
+        "never counted"
+    );
+
+    // Resource locks: one holder at a time, extended by its holder, taken
+    // over when the lease runs out, freed only by the holder that has it.
+    assert!(
+        store
+            .lock_resource(&key("order-1"), "h1", now, 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .lock_resource(&key("order-1"), "h2", now, 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        other
+            .lock_resource(&key("order-2"), "h2", now, 1_000)
+            .await
+            .unwrap(),
+        "another resource"
+    );
+    assert!(
+        other
+            .lock_resource(&key("order-1"), "h1", now + 500, 1_000)
+            .await
+            .unwrap(),
+        "the holder extends it"
+    );
+    assert!(
+        !store
+            .lock_resource(&key("order-1"), "h2", now + 1_200, 1_000)
+            .await
+            .unwrap(),
+        "extended: still held after the first lease's end"
+    );
+    assert!(
+        store
+            .lock_resource(&key("order-1"), "h2", now + 1_500, 1_000)
+            .await
+            .unwrap(),
+        "the lease ran out: taken over"
+    );
+    other.unlock_resource(&key("order-1"), "h1").await.unwrap();
+    assert!(
+        !other
+            .lock_resource(&key("order-1"), "h1", now + 1_600, 1_000)
+            .await
+            .unwrap(),
+        "a stale holder's unlock does nothing"
+    );
+    store.unlock_resource(&key("order-1"), "h2").await.unwrap();
+    assert!(
+        other
+            .lock_resource(&key("order-1"), "h1", now + 1_600, 1_000)
+            .await
+            .unwrap(),
+        "unlocked by its holder: free"
+    );
+    let long_resource = noise(9_000, 1);
+    assert!(
+        store
+            .lock_resource(&key(&long_resource), "h1", now, 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .lock_resource(&key(&long_resource), "h2", now, 1_000)
+            .await
+            .unwrap()
+    );
+
+    // A session id of any length is counted (it is the host's to choose;
+    // Postgres indexes at most about 2.7 KB per entry, after compression).
+    let long_session = noise(9_000, 2);
+    assert_eq!(store.next_step(&long_session, now_ms()).await.unwrap(), 1);
+    assert_eq!(other.next_step(&long_session, now_ms()).await.unwrap(), 2);
+    assert_eq!(
+        store
+            .next_step(&long_session[..8_999], now_ms())
+            .await
+            .unwrap(),
+        1,
+        "another session"
+    );
+
+    // Approvals: bound, single use, expiring.
+    store
+        .put_approval(&approval("p1", now + 60_000))
+        .await
+        .unwrap();
+    for wrong in [
+        Binding {
+            session: "other",
+            ..BOUND
+        },
+        Binding {
+            caller: "other",
+            ..BOUND
+        },
+        Binding {
+            tool: Some("other"),
+            ..BOUND
+        },
+        Binding {
+            digest: Some("d2"),
+            ..BOUND
+        },
+    ] {
+        assert_eq!(
+            other.take_approval("p1", &wrong, now).await.unwrap(),
+            TakeApproval::Invalid
+        );
+    }
+    assert_eq!(
+        other.take_approval("forged", &BOUND, now).await.unwrap(),
+        TakeApproval::Invalid
+    );
+    match other.take_approval("p1", &BOUND, now).await.unwrap() {
+        TakeApproval::Taken(taken) => assert_eq!(
+            taken,
+            approval("p1", now + 60_000).with_created(taken.created_ms)
+        ),
+        other => panic!("expected the approval, got {other:?}"),
+    }
+    assert_eq!(
+        store.take_approval("p1", &BOUND, now).await.unwrap(),
+        TakeApproval::Invalid,
+        "single use"
+    );
+    let loose = Binding {
+        tool: None,
+        digest: None,
+        ..BOUND
+    };
+    store.put_approval(&approval("p2", now - 1)).await.unwrap();
+    assert_eq!(
+        store.take_approval("p2", &loose, now).await.unwrap(),
+        TakeApproval::Expired
+    );
+    assert_eq!(
+        store.take_approval("p2", &loose, now + 20).await.unwrap(),
+        TakeApproval::Expired,
+        "an expired question is left expired, never used up by a take"
+    );
+    let left = store
+        .approval("p2")
+        .await
+        .unwrap()
+        .expect("kept until purged");
+    assert_eq!(left.used_ms, None, "{left:?}");
+    // The session is kept as given, however long.
+    let long = PendingApproval {
+        session: long_session.clone(),
+        ..approval("p3", now + 60_000)
+    };
+    store.put_approval(&long).await.unwrap();
+    let bound_long = Binding {
+        session: &long_session,
+        ..BOUND
+    };
+    match other.take_approval("p3", &bound_long, now).await.unwrap() {
+        TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
+        other => panic!("expected the approval, got {other:?}"),
+    }
+
+    // Why it asks travels with it, as put: the reason and the tainted
+    // arguments (at the session level, a reason and no arguments).
+    let untrusted = PendingApproval {
+        reason: Some("untrusted_context".into()),
+        tainted: vec!["order_id".into(), "text".into()],
+        ..approval("p4", now + 60_000)
+    };
+    // With where the taint came from, newest first, as the dispatcher
+    // copies it from the session.
+    let whole_session = PendingApproval {
+        reason: Some("untrusted_context".into()),
+        provenance: vec![source(2), source(1)],
+        ..approval("p5", now + 60_000)
+    };
+    for asked in [&untrusted, &whole_session] {
+        store.put_approval(asked).await.unwrap();
+        assert_eq!(
+            &other.approval(&asked.id).await.unwrap().unwrap().approval,
+            asked
+        );
+        assert!(
+            other
+                .pending_approvals(now, 100)
+                .await
+                .unwrap()
+                .contains(asked)
+        );
+        match other.take_approval(&asked.id, &BOUND, now).await.unwrap() {
+            TakeApproval::Taken(taken) => assert_eq!(&taken, asked),
+            other => panic!("expected the approval, got {other:?}"),
+        }
+    }
+
+    decisions(store, other, now).await;
+}

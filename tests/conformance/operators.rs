@@ -1,0 +1,357 @@
+//! The suite's operators' part: the controls' versions and history, the
+//! rate limits' windows, and the signatures of approvals two people sign.
+
+use super::*;
+
+/// The operators' part of the contract: the controls' versions and
+/// history, the rate limits' windows and the signatures of approvals that
+/// need more than one person. `store` and `other` are two handles on the
+/// same data, fresh.
+pub async fn controls_conformance(store: &impl Store, other: &impl Store) {
+    controls_versions(store, other).await;
+    rate_windows(store, other).await;
+    signing(store, other).await;
+}
+
+/// [`ControlStore::put_controls`] is compare-and-swap on the version, seen by
+/// every handle, with the history newest first.
+pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    assert_eq!(store.controls(0).await.unwrap(), None, "nothing written");
+    assert!(other.controls_history(10).await.unwrap().is_empty());
+
+    // Two writers of the first version: one wins.
+    assert!(
+        store
+            .put_controls(0, r#"{"v":1}"#, &change("ana", "first", now))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .put_controls(0, r#"{"v":"lost"}"#, &change("bo", "lost", now))
+            .await
+            .unwrap()
+    );
+    let first = StoredControls {
+        version: 1,
+        document: r#"{"v":1}"#.into(),
+    };
+    assert_eq!(other.controls(0).await.unwrap(), Some(first.clone()));
+    assert_eq!(other.controls(1).await.unwrap(), None, "known already");
+    assert_eq!(store.controls(7).await.unwrap(), Some(first));
+
+    // The next version, raced from both handles: one wins.
+    let (second_a, second_b) = (
+        change("ana", "second", now + 1),
+        change("bo", "second too", now + 1),
+    );
+    let (a, b) = tokio::join!(
+        store.put_controls(1, r#"{"v":2}"#, &second_a),
+        other.put_controls(1, r#"{"v":"2b"}"#, &second_b),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a != b, "one writer of version 2: {a} {b}");
+    let second = other.controls(1).await.unwrap().unwrap();
+    assert_eq!(second.version, 2);
+    assert_eq!(
+        second.document,
+        if a { r#"{"v":2}"# } else { r#"{"v":"2b"}"# }
+    );
+    // A writer that read an old version is refused.
+    assert!(
+        !store
+            .put_controls(1, "{}", &change("cy", "stale", now + 2))
+            .await
+            .unwrap()
+    );
+    assert!(
+        other
+            .put_controls(2, r#"{"v":3}"#, &change("cy", "third", now + 3))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.controls(2).await.unwrap().unwrap().version, 3);
+
+    let history = store.controls_history(10).await.unwrap();
+    let versions: Vec<u64> = history.iter().map(|c| c.version).collect();
+    assert_eq!(versions, [3, 2, 1], "newest first, the version set");
+    assert_eq!(history[0], change("cy", "third", now + 3).at(3));
+    assert_eq!(history[2], change("ana", "first", now).at(1));
+    assert_eq!(history[1].by, if a { "ana" } else { "bo" });
+    assert_eq!(other.controls_history(2).await.unwrap(), history[..2]);
+}
+
+/// [`ControlStore::take_rate`] counts to the limit in one fixed window, shared by
+/// every handle, and refuses after; the next window starts afresh;
+/// [`ControlStore::rate_count`] counts nothing.
+pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
+    let window = 60_000;
+    let now = now_ms();
+    let start = now - now % window;
+    for (i, handle) in [true, false, true].into_iter().enumerate() {
+        let taken = if handle {
+            store.take_rate("refund", start, window, 3).await
+        } else {
+            other.take_rate("refund", start, window, 3).await
+        };
+        assert!(taken.unwrap(), "call {} of 3", i + 1);
+    }
+    assert!(!other.take_rate("refund", start, window, 3).await.unwrap());
+    assert!(!store.take_rate("refund", start, window, 3).await.unwrap());
+    assert_eq!(store.rate_count("refund", start).await.unwrap(), 3);
+    assert_eq!(other.rate_count("refund", start).await.unwrap(), 3);
+    assert_eq!(
+        store.rate_count("refund", start).await.unwrap(),
+        3,
+        "reading counts nothing"
+    );
+    // A higher limit in the same window counts on from there.
+    assert!(store.take_rate("refund", start, window, 4).await.unwrap());
+    assert!(!other.take_rate("refund", start, window, 4).await.unwrap());
+    assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
+
+    // The next window starts afresh; the full one stays full.
+    let next = start + window;
+    assert_eq!(store.rate_count("refund", next).await.unwrap(), 0);
+    assert!(other.take_rate("refund", next, window, 3).await.unwrap());
+    assert_eq!(store.rate_count("refund", next).await.unwrap(), 1);
+    assert!(!store.take_rate("refund", start, window, 3).await.unwrap());
+
+    // Buckets are apart; a limit of 0 counts nothing.
+    assert_eq!(store.rate_count("export", start).await.unwrap(), 0);
+    assert!(!store.take_rate("export", start, window, 0).await.unwrap());
+    assert_eq!(other.rate_count("export", start).await.unwrap(), 0);
+    assert!(store.take_rate("export", start, window, 1).await.unwrap());
+    assert_eq!(other.rate_count("export", start).await.unwrap(), 1);
+    assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
+}
+
+/// [`QuestionStore::sign_approval`]: one signature per person, the `needed`-th
+/// decides (`by` the signers in signing order), and nothing after.
+pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    let yes = decision(true, "whoever", now + 5);
+    assert_eq!(
+        store
+            .sign_approval("nope", "ana", 2, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::Invalid
+    );
+    assert!(store.signatures("nope").await.unwrap().is_empty());
+
+    store
+        .put_approval(&approval("m1", now + 60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .sign_approval("m1", "ana", 2, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::Signed { signatures: 1 }
+    );
+    assert_eq!(
+        other
+            .sign_approval("m1", "ana", 2, &yes, now + 1)
+            .await
+            .unwrap(),
+        SignOutcome::AlreadySigned
+    );
+    let ana = Signature {
+        by: "ana".into(),
+        at_ms: now,
+    };
+    assert_eq!(
+        other.signatures("m1").await.unwrap(),
+        std::slice::from_ref(&ana)
+    );
+    let open = store.approval("m1").await.unwrap().unwrap();
+    assert_eq!(open.approval.decision, None, "one of two: undecided");
+    assert!(
+        store
+            .pending_approvals(now, 10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|a| a.id == "m1")
+    );
+
+    assert_eq!(
+        other
+            .sign_approval("m1", "bo", 2, &yes, now + 2)
+            .await
+            .unwrap(),
+        SignOutcome::Decided
+    );
+    let decided = store.approval("m1").await.unwrap().unwrap();
+    assert_eq!(
+        decided.approval.decision,
+        Some(ApprovalDecision {
+            by: "ana, bo".into(),
+            ..yes.clone()
+        })
+    );
+    let bo = Signature {
+        by: "bo".into(),
+        at_ms: now + 2,
+    };
+    assert_eq!(
+        store.signatures("m1").await.unwrap(),
+        [ana.clone(), bo.clone()]
+    );
+    assert_eq!(
+        store
+            .sign_approval("m1", "cy", 2, &yes, now + 3)
+            .await
+            .unwrap(),
+        SignOutcome::AlreadyDecided
+    );
+    assert_eq!(
+        other
+            .sign_approval("m1", "ana", 2, &yes, now + 3)
+            .await
+            .unwrap(),
+        SignOutcome::AlreadyDecided
+    );
+    assert_eq!(
+        store
+            .decide_approval("m1", &decision(false, "dan", now), now)
+            .await
+            .unwrap(),
+        DecideOutcome::AlreadyDecided
+    );
+    assert_eq!(other.signatures("m1").await.unwrap(), [ana, bo]);
+    let history = store.decided_approvals(10).await.unwrap();
+    assert!(history.iter().any(|e| e.approval.id == "m1"));
+
+    // Decided by one person, used up, or expired: no signature.
+    store
+        .put_approval(&approval("m2", now + 60_000))
+        .await
+        .unwrap();
+    store
+        .decide_approval("m2", &decision(false, "dan", now), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        other
+            .sign_approval("m2", "ana", 2, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::AlreadyDecided
+    );
+    store
+        .put_approval(&approval("m3", now + 60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .sign_approval("m3", "ana", 3, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::Signed { signatures: 1 }
+    );
+    assert_eq!(
+        store
+            .sign_approval("m3", "bo", 3, &yes, now + 60_000)
+            .await
+            .unwrap(),
+        SignOutcome::Expired
+    );
+    store.put_approval(&approval("m4", now + 10)).await.unwrap();
+    assert_eq!(
+        other
+            .sign_approval("m4", "ana", 2, &yes, now + 10)
+            .await
+            .unwrap(),
+        SignOutcome::Expired
+    );
+    assert!(store.signatures("m2").await.unwrap().is_empty());
+    assert!(store.signatures("m4").await.unwrap().is_empty());
+    assert_eq!(store.signatures("m3").await.unwrap().len(), 1);
+
+    // One person needed: the first signature decides.
+    store
+        .put_approval(&approval("m5", now + 60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        other
+            .sign_approval("m5", "eve", 1, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::Decided
+    );
+    let decided = store.approval("m5").await.unwrap().unwrap();
+    assert_eq!(decided.approval.decision.unwrap().by, "eve");
+    // Used up by its call, it is not signed again.
+    assert!(matches!(
+        store.take_approval("m5", &BOUND, now).await.unwrap(),
+        TakeApproval::Taken(_)
+    ));
+    assert_eq!(
+        other
+            .sign_approval("m5", "fay", 2, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::AlreadyDecided
+    );
+}
+
+/// Eight tasks on `stores` (handles on one store, in turn) give the last
+/// of two signatures of one approval at once: exactly one decides, the
+/// others find it decided, and the decision names the two who signed.
+pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
+    stores: Vec<std::sync::Arc<S>>,
+) {
+    let now = now_ms();
+    let yes = decision(true, "whoever", now);
+    stores[0]
+        .put_approval(&approval("sign-race", now + 60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        stores[0]
+            .sign_approval("sign-race", "first", 2, &yes, now)
+            .await
+            .unwrap(),
+        SignOutcome::Signed { signatures: 1 }
+    );
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = std::sync::Arc::clone(&stores[i % stores.len()]);
+            let yes = yes.clone();
+            tokio::spawn(async move {
+                let signer = format!("p{i}");
+                let outcome = store
+                    .sign_approval("sign-race", &signer, 2, &yes, now)
+                    .await
+                    .unwrap();
+                (outcome, signer)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            (SignOutcome::Decided, signer) => winners.push(signer),
+            (SignOutcome::AlreadyDecided, _) => {}
+            (other, signer) => panic!("{signer}: {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let last = stores.last().unwrap();
+    let kept = last.approval("sign-race").await.unwrap().unwrap();
+    let by = format!("first, {}", winners[0]);
+    assert_eq!(kept.approval.decision.unwrap().by, by);
+    let signed: Vec<String> = last
+        .signatures("sign-race")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.by)
+        .collect();
+    assert_eq!(signed, ["first", winners[0].as_str()]);
+}

@@ -1,0 +1,77 @@
+//! Every stage and every code of the pipeline, beyond the reference's suite.
+//! The assertion that matters is what the backend saw: how many side
+//! effects, how many attempts, under which keys.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use std::sync::{Arc, Mutex};
+
+use std::time::Duration;
+
+use orders::{Shop, get_order, refund_order};
+
+use serde_json::{Value, json};
+
+use toolcall::store::prelude::*;
+
+use toolcall::{
+    Call, Caller, Code, Ctx, Dispatcher, DispatcherBuilder, JsonLinesAudit, MemoryAudit, Policy,
+    Rejection, ToolError, ToolResult, tool, tools,
+};
+
+// ---------------------------------------------------------------- orders
+
+fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
+    let policy = Policy::new()
+        .allow(["get_order", "refund_order"])
+        .limit("max_refund_cents", 50_000);
+    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
+        .part(Shop::reader)
+        .policy(policy)
+        .retry_backoff(Duration::ZERO)
+}
+
+const REFUND: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
+
+async fn confirmed(d: &Dispatcher<Shop>, tool: &str, args: &str) -> ToolResult {
+    d.execute(Call::new(tool, args).session("default").confirmed(true))
+        .await
+}
+
+// ------------------------------------------------- tools of this test file
+
+/// A backend that counts what reached it.
+#[derive(Default)]
+struct Probe {
+    attempts: AtomicU32,
+    failures_left: AtomicU32,
+    keys: Mutex<Vec<String>>,
+}
+
+/// Panics.
+#[tool(side_effect)]
+fn explode(
+    ctx: &Ctx<Probe>,
+    /// After how many steps it panics, if given.
+    after: Option<u32>,
+) -> Result<(), ToolError> {
+    ctx.state.attempts.fetch_add(1, Ordering::SeqCst);
+    panic!("boom after {after:?}");
+}
+
+impl Probe {
+    fn failing(times: u32) -> Arc<Probe> {
+        let probe = Probe::default();
+        probe.failures_left.store(times, Ordering::SeqCst);
+        Arc::new(probe)
+    }
+
+    fn attempts(&self) -> u32 {
+        self.attempts.load(Ordering::SeqCst)
+    }
+}
+
+mod approvals;
+mod arguments;
+mod execution;

@@ -1,0 +1,79 @@
+//! A person's yes after the model asked many times runs the call, once.
+
+use super::*;
+
+// ------------------------------------------------ confirmation is not a loop
+
+#[tokio::test]
+async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
+    let shop = Arc::new(Shop::new());
+    let d = shop_dispatcher(&shop).build().unwrap();
+    for _ in 0..3 {
+        let asked = d
+            .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await;
+        assert_eq!(asked.code, Code::ConfirmationRequired);
+    }
+    let approved = d
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .confirmed(true),
+        )
+        .await;
+    assert!(approved.ok, "{approved:?}");
+    assert_eq!(shop.applied_refunds(), 1);
+
+    // Repeats of the call that ran still count: replayed, then the guard.
+    assert!(
+        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await
+            .replayed
+    );
+    assert!(
+        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await
+            .replayed
+    );
+    assert_eq!(
+        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await
+            .code,
+        Code::LoopDetected
+    );
+    assert_eq!(shop.applied_refunds(), 1);
+}
+
+#[tokio::test]
+async fn an_approval_by_id_after_many_asks_runs_once() {
+    let shop = Arc::new(Shop::new());
+    let d = shop_dispatcher(&shop).max_steps(100).build().unwrap();
+    let mut last = None;
+    for _ in 0..5 {
+        let asked = d
+            .execute(Call::new("refund_order", REFUND_ALL).session("default"))
+            .await;
+        assert_eq!(asked.code, Code::ConfirmationRequired);
+        last = asked.question_id;
+    }
+    let id = last.unwrap();
+    let ran = d
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .approval(&id),
+        )
+        .await;
+    assert!(ran.ok, "{ran:?}");
+    let reused = d
+        .execute(
+            Call::new("refund_order", REFUND_ALL)
+                .session("default")
+                .approval(&id),
+        )
+        .await;
+    // The call completed: its twin is answered from the store before the
+    // approval is looked at, and nothing runs again.
+    assert!(reused.ok && reused.replayed, "{reused:?}");
+    assert_eq!(shop.applied_refunds(), 1);
+}

@@ -1,0 +1,45 @@
+//! The promises where real agents break them: calls whose outcome is
+//! unknown, check-then-act races, a person's yes after the model asked
+//! several times, limits that must not depend on the input's form, and
+//! echo that must not grow with the input. The assertion that matters is
+//! how many side effects the backend saw.
+
+use std::collections::HashMap;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use std::sync::{Arc, Mutex};
+
+use std::time::Duration;
+
+use orders::{Shop, get_order, refund_order};
+
+use serde_json::{Value, json};
+
+use toolcall::store::MemoryStore;
+
+use toolcall::{
+    Call, Code, Ctx, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, REDACTED, Registry,
+    Rejection, ToolError, ToolResult, tool, tools,
+};
+
+use toolcall_testkit::bank::Bank;
+
+const REFUND_ALL: &str =
+    r#"{"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "damaged"}"#;
+
+fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
+    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
+        .part(Shop::reader)
+        .policy(
+            Policy::new()
+                .allow(["get_order", "refund_order"])
+                .limit("max_refund_cents", 50_000),
+        )
+        .retry_backoff(Duration::ZERO)
+}
+
+mod approvals;
+mod bounds;
+mod resources;
+mod unknown_outcomes;

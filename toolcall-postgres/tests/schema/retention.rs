@@ -1,0 +1,181 @@
+//! What the store deletes by itself and when, what a decided approval
+//! keeps, and the pool the store lends with its schema.
+
+use super::*;
+
+#[test]
+fn the_store_purges_what_expired_by_itself() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("purge");
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap()
+            .retention(Duration::from_millis(300))
+            .purge_every(5);
+        // Eleven writes, soon old.
+        store.next_step("s-old", now_ms()).await.unwrap();
+        store.count_call(&key("c-old"), now_ms()).await.unwrap();
+        store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
+        store.complete(&key("r-done"), &result(1)).await.unwrap();
+        store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
+        store.doubt(&key("r-doubt")).await.unwrap();
+        store
+            .claim(&key("r-held"), now_ms(), 600_000)
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-expired", now_ms() - 1))
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-valid", now_ms() + 600_000))
+            .await
+            .unwrap();
+        store
+            .lock_resource(&key("lock-old"), "h", now_ms(), 1)
+            .await
+            .unwrap();
+        store
+            .lock_resource(&key("lock-held"), "h", now_ms(), 600_000)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Four more: the fifteenth write purges.
+        store.next_step("s-new", now_ms()).await.unwrap();
+        store.count_call(&key("c-new"), now_ms()).await.unwrap();
+        store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
+        store.complete(&key("r-new"), &result(2)).await.unwrap();
+
+        // Seen from another connection, without a purge by hand.
+        let client = raw(&url, &schema).await;
+        assert_eq!(
+            rows(&client, "toolcall_steps").await,
+            [session_key("s-new")]
+        );
+        assert_eq!(
+            rows(&client, "toolcall_calls").await,
+            [key("c-new").to_string()]
+        );
+        assert_eq!(
+            rows(&client, "toolcall_records").await,
+            sorted([key("r-held").to_string(), key("r-new").to_string()]),
+            "a claim whose lease runs is kept, however old"
+        );
+        assert_eq!(rows(&client, "toolcall_approvals").await, ["p-valid"]);
+        assert_eq!(
+            rows(&client, "toolcall_locks").await,
+            [key("lock-held").to_string()]
+        );
+        assert_eq!(
+            store.claim(&key("r-held"), now_ms(), 1_000).await.unwrap(),
+            Claim::InFlight
+        );
+
+        // By hand: everything at once, counted.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            store.purge().await.unwrap(),
+            Purged {
+                steps: 1,
+                calls: 1,
+                records: 1,
+                approvals: 0,
+                locks: 0,
+                taint: 0,
+                rates: 0,
+                signatures: 0,
+            }
+        );
+        assert_eq!(
+            rows(&client, "toolcall_records").await,
+            [key("r-held").to_string()]
+        );
+        assert_eq!(store.purge().await.unwrap().total(), 0);
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+#[test]
+fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = schema("history");
+        let store = PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap()
+            .retention(Duration::from_millis(1_500))
+            .purge_every(0);
+        let expires = now_ms() + 100;
+        store
+            .put_approval(&approval("p-undecided", expires))
+            .await
+            .unwrap();
+        store
+            .put_approval(&approval("p-decided", expires))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .decide_approval("p-decided", &yes(now_ms()), now_ms())
+                .await
+                .unwrap(),
+            DecideOutcome::Decided
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            store.purge().await.unwrap().approvals,
+            1,
+            "the undecided one, expired"
+        );
+        let client = raw(&url, &schema).await;
+        assert_eq!(rows(&client, "toolcall_approvals").await, ["p-decided"]);
+        assert_eq!(store.decided_approvals(10).await.unwrap().len(), 1);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(
+            store.purge().await.unwrap().approvals,
+            1,
+            "past the retention window"
+        );
+        assert!(rows(&client, "toolcall_approvals").await.is_empty());
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
+
+/// [`PostgresStore::pool`] lends the store's own connections: with a pool
+/// of one held by the application, the store waits for it (and says why
+/// when `pool_timeout` passes); given back, the store has it again. Its
+/// connections are set up as the store's: the store's schema is their
+/// `search_path`.
+#[test]
+fn the_store_lends_its_own_pool_with_its_schema() {
+    let Some(url) = url() else { return };
+    let runtime = runtime();
+    let schema = schema("pool");
+    runtime.block_on(async {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let one = format!("{url}{separator}pool_max_size=1&pool_timeout=1");
+        let store = PostgresStore::connect_in_schema(&one, &schema)
+            .await
+            .unwrap();
+        let pool = store.pool();
+        let held = pool.get().await.unwrap();
+        let search_path: String = held
+            .query_one("SHOW search_path", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(search_path.trim_matches('"'), schema);
+        let error = store.release(&key("lent")).await.unwrap_err();
+        assert!(
+            error.to_string().contains("pool_max_size=1"),
+            "the store waited for its one connection: {error}"
+        );
+        drop(held);
+        store.release(&key("lent")).await.unwrap();
+        drop(store);
+        drop_schema(&url, &schema).await;
+    });
+}
