@@ -52,22 +52,12 @@ fn spawn_replay_env(
             "--allow",
             "get_order,refund_order",
         ])
-        .args(flags)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(flags);
     for (name, value) in env {
         command.env(name, value);
     }
-    let mut child = command.spawn().expect("the orders binary runs");
     let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child
+    run::spawn_fed(&mut command, &input)
 }
 
 /// The answers a replay printed, one a line; the process must succeed.

@@ -2,11 +2,11 @@
 //! ceiling the command line can only narrow, the store is shared between
 //! processes, and a limit the code forgot is said at start.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use toolcall_testkit::run::spawn_fed;
 
 const BANK: &str = env!("CARGO_BIN_EXE_bankcli");
 const FORGETFUL: &str = env!("CARGO_BIN_EXE_bankcli-forgetful");
@@ -21,21 +21,11 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Runs `program` with `args`, the ledger in `dir`, `stdin` as its input.
 fn run(program: &str, dir: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
-        .env("BANK_LEDGER", dir.join("ledger.jsonl"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .env("BANK_LEDGER", dir.join("ledger.jsonl"));
+    spawn_fed(&mut command, stdin).wait_with_output().unwrap()
 }
 
 /// The answers `replay` printed, one a line.
