@@ -48,7 +48,6 @@ impl<St: Store> Stages<St> {
     ) -> Stage<Prepared<'a>> {
         // 1. Lookup and allowlist.
         let spec = self.allowed(call.tool, spec, caller.policy())?;
-        let people = people(controls, spec);
 
         // 2 and 3. Parse and strict validation. The common case, a raw
         // object plainly within the parse's bounds and valid, is read in one
@@ -61,9 +60,15 @@ impl<St: Store> Stages<St> {
             Some((Members::Raw(members), validated))
         });
         match fast {
-            Some((members, validated)) => {
-                self.prepared(spec, members, validated, call.session, caller, people, None)
-            }
+            Some((members, validated)) => self.prepared(
+                spec,
+                members,
+                validated,
+                call.session,
+                caller,
+                people(controls, spec),
+                None,
+            ),
             None => {
                 // Refused by the fast path, but read by it: its members,
                 // parsed, say every problem without a second parse. (Read as
@@ -82,7 +87,15 @@ impl<St: Store> Stages<St> {
                     refused
                 })?;
                 let members = Members::Parsed(object);
-                self.prepared(spec, members, validated, call.session, caller, people, None)
+                self.prepared(
+                    spec,
+                    members,
+                    validated,
+                    call.session,
+                    caller,
+                    people(controls, spec),
+                    None,
+                )
             }
         }
     }
