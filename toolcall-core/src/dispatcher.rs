@@ -150,6 +150,25 @@ impl<S: Any + Send + Sync> Dispatcher<S> {
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// What the check, the preview and the handler see of the call: the
+    /// drivers (`pipeline`, `read_only`, `dry_run`) all make it here.
+    /// `key` is the call's key, copied out of it: the context borrows its
+    /// text (a tool that takes a `Ctx` copies it, no other does) while the
+    /// stages borrow the call mutably.
+    fn call_context<'a>(
+        &'a self,
+        prepared: &arguments::Prepared<'a>,
+        key: &'a crate::store::Key,
+    ) -> crate::tool::CallContext<'a> {
+        crate::tool::CallContext {
+            state: &self.erased_state,
+            parts: &self.parts,
+            idempotency_key: key.as_str(),
+            session: ids::shared_session(prepared.session),
+            caller: prepared.caller,
+        }
+    }
+
     /// The application's state.
     pub fn state(&self) -> &S {
         &self.state

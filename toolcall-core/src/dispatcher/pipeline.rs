@@ -35,7 +35,6 @@ use super::audited::{self, AUDIT_CUT_ARGUMENTS, Called, call_span, in_span};
 use super::call::Call;
 use super::confirm::Asking;
 use super::execute::while_renewing;
-use super::ids::shared_session;
 use super::messages::{Details, Failure};
 use super::stages::{Approval, AuditNotes, CallStart, DecisionNote, Stage, Stages};
 use super::taint::SessionTaint;
@@ -46,8 +45,8 @@ use crate::echo::MAX_NAME_ECHO;
 use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
-use crate::store::{CallBegun, Key, RecordedOutcome, Store};
-use crate::tool::{CallContext, ToolSpec};
+use crate::store::{CallBegun, RecordedOutcome, Store};
+use crate::tool::ToolSpec;
 
 /// How often a call starts again because the operators' controls changed
 /// under it, before it is refused (`STORE_UNAVAILABLE`).
@@ -723,24 +722,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         prepared.lock = None;
         self.stages.free_locks(prepared.spec.name(), locks).await;
         answer
-    }
-
-    /// What the check, the preview and the handler see of the call.
-    /// `key` is the call's key, copied out of it: the context borrows its
-    /// text (a tool that takes a `Ctx` copies it, no other does) while the
-    /// stages borrow the call mutably.
-    pub(super) fn call_context<'a>(
-        &'a self,
-        prepared: &Prepared<'a>,
-        key: &'a Key,
-    ) -> CallContext<'a> {
-        CallContext {
-            state: &self.erased_state,
-            parts: &self.parts,
-            idempotency_key: key.as_str(),
-            session: shared_session(prepared.session),
-            caller: prepared.caller,
-        }
     }
 }
 
