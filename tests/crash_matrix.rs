@@ -173,6 +173,18 @@ const POINTS: [(&str, bool); 5] = [
     ("before_complete", true),
 ];
 
+/// The arguments of a call of `tool` with `text` in `session`, then `extra`.
+fn call_args<'a>(
+    session: &'a str,
+    tool: &'a str,
+    text: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec!["--session", session, "--tool", tool, "--text", text];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn code(answer: &Value) -> &str {
     answer["code"].as_str().unwrap_or("OK")
 }
@@ -183,18 +195,12 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
     let text = format!("{tool} at {point}");
     let audit = shared.dir.join(format!("{session}.jsonl"));
     let audit = audit.to_str().unwrap();
-    let base: Vec<&str> = vec![
-        "--session",
+    let base = call_args(
         &session,
-        "--tool",
         tool,
-        "--text",
         &text,
-        "--lease-ms",
-        "300",
-        "--audit",
-        audit,
-    ];
+        &["--lease-ms", "300", "--audit", audit],
+    );
     let call = |extra: &[&'static str]| {
         let mut args = base.clone();
         args.extend_from_slice(extra);
@@ -271,17 +277,7 @@ fn cell(shared: &Shared, tool: &str, point: &str, applied_at_kill: bool) {
 fn killed_while_waiting_for_a_person(shared: &Shared) {
     let (session, text) = ("waiting", "asked for once");
     let call = |extra: &[&'static str]| {
-        let mut args = vec![
-            "--session",
-            session,
-            "--tool",
-            "plain",
-            "--text",
-            text,
-            "--inbox",
-            "--lease-ms",
-            "300",
-        ];
+        let mut args = call_args(session, "plain", text, &["--inbox", "--lease-ms", "300"]);
         args.extend_from_slice(extra);
         args
     };
@@ -396,17 +392,7 @@ fn post_decision(addr: &str, id: &str, action: &str) -> Option<u16> {
 fn killed_while_the_inbox_decides(shared: &Shared, point: &str) {
     let session = format!("inbox-{point}");
     let text = format!("decided at {point}");
-    let args = [
-        "--session",
-        &session,
-        "--tool",
-        "plain",
-        "--text",
-        &text,
-        "--inbox",
-        "--lease-ms",
-        "300",
-    ];
+    let args = call_args(&session, "plain", &text, &["--inbox", "--lease-ms", "300"]);
     let asked = shared.call(&args);
     assert_eq!(asked["code"], "CONFIRMATION_REQUIRED", "{asked}");
     let id = asked["question_id"].as_str().unwrap().to_owned();
@@ -461,18 +447,8 @@ fn lost_answers_are_never_retried_on_a_guess(shared: &Shared) {
     for tool in ["asked", "plain"] {
         let session = format!("{tool}-lost");
         let text = format!("{tool} lost");
-        let answer = shared.call(&[
-            "--session",
-            &session,
-            "--tool",
-            tool,
-            "--text",
-            &text,
-            "--confirmed",
-            "--lose",
-            "--max-retries",
-            "1",
-        ]);
+        let extra = ["--confirmed", "--lose", "--max-retries", "1"];
+        let answer = shared.call(&call_args(&session, tool, &text, &extra));
         assert_eq!(shared.applied(tool, &text), 1, "{tool}: once: {answer}");
         match tool {
             "asked" => assert_eq!(answer["data"]["reconciled"], true, "{answer}"),

@@ -10,296 +10,33 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use orders::{Shop, get_order, read_messages, refund_order};
-use serde_json::{Value, json};
-use toolcall::store::CallStore;
-use toolcall::store::ControlStore;
-use toolcall::store::LockStore;
-use toolcall::store::QuestionStore;
-use toolcall::store::Store;
-use toolcall::store::TaintStore;
-use toolcall::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls, TaintHit,
-    TaintSource, TakeApproval, now_ms,
-};
+use serde_json::json;
+use toolcall::store::{CallStart, Claim, RecordedOutcome, Store};
+use toolcall::store::{TaintSource, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::testsb::{Access, Hook, Pass, Wrapped};
 use toolcall_tests::{postgres_schema, postgres_url};
 
 /// A store that counts the methods the pipeline calls, by name.
-struct Counting<S> {
-    inner: S,
-    calls: Mutex<BTreeMap<&'static str, u32>>,
-}
+type Counting<S> = Wrapped<S, Counts>;
 
-impl<S> Counting<S> {
-    fn new(inner: S) -> Self {
-        Counting {
-            inner,
-            calls: Mutex::new(BTreeMap::new()),
-        }
-    }
+/// The calls a [`Counting`] store saw, by name.
+#[derive(Debug, Default)]
+struct Counts(Mutex<BTreeMap<&'static str, u32>>);
 
-    fn count(&self, name: &'static str) {
-        *self.calls.lock().unwrap().entry(name).or_default() += 1;
-    }
-
+impl Counts {
     /// The calls counted since the last take, by name.
     fn take(&self) -> BTreeMap<&'static str, u32> {
-        std::mem::take(&mut *self.calls.lock().unwrap())
+        std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
 
-impl<S: Store> CallStore for Counting<S> {
-    async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
-        self.count("begin_call");
-        self.inner.begin_call(start).await
-    }
-
-    async fn complete_unlocking(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> Result<bool, StoreError> {
-        self.count("complete_unlocking");
-        self.inner
-            .complete_unlocking(key, result, resource, holder)
-            .await
-    }
-
-    async fn next_step(&self, session: &str, now_ms: u64) -> Result<u64, StoreError> {
-        self.count("next_step");
-        self.inner.next_step(session, now_ms).await
-    }
-
-    async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
-        self.count("peek_step");
-        self.inner.peek_step(session).await
-    }
-
-    async fn count_call(&self, key: &Key, now_ms: u64) -> Result<u64, StoreError> {
-        self.count("count_call");
-        self.inner.count_call(key, now_ms).await
-    }
-
-    async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
-        self.count("uncount_call");
-        self.inner.uncount_call(key).await
-    }
-
-    async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
-        self.count("outcome");
-        self.inner.outcome(key).await
-    }
-
-    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        self.count("claim");
-        self.inner.claim(key, now_ms, lease_ms).await
-    }
-
-    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
-        self.count("renew");
-        self.inner.renew(key, now_ms, lease_ms).await
-    }
-
-    async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
-        self.count("complete");
-        self.inner.complete(key, result).await
-    }
-
-    async fn release(&self, key: &Key) -> Result<(), StoreError> {
-        self.count("release");
-        self.inner.release(key).await
-    }
-
-    async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
-        self.count("doubt");
-        self.inner.doubt(key).await
-    }
-}
-
-impl<S: Store> QuestionStore for Counting<S> {
-    async fn put_approval(&self, approval: &PendingApproval) -> Result<(), StoreError> {
-        self.count("put_approval");
-        self.inner.put_approval(approval).await
-    }
-
-    async fn take_approval(
-        &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
-    ) -> Result<TakeApproval, StoreError> {
-        self.count("take_approval");
-        self.inner.take_approval(id, binding, now_ms).await
-    }
-
-    async fn pending_approvals(
-        &self,
-        now_ms: u64,
-        limit: usize,
-    ) -> Result<Vec<PendingApproval>, StoreError> {
-        self.count("pending_approvals");
-        self.inner.pending_approvals(now_ms, limit).await
-    }
-
-    async fn ask_approval(
-        &self,
-        approval: &PendingApproval,
-        bounds: impl Into<OpenBounds> + Send,
-    ) -> Result<AskApproval, StoreError> {
-        self.count("ask_approval");
-        self.inner.ask_approval(approval, bounds).await
-    }
-
-    async fn find_approval(
-        &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
-    ) -> Result<Option<ApprovalEntry>, StoreError> {
-        self.count("find_approval");
-        self.inner.find_approval(binding, reason, now_ms).await
-    }
-
-    async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
-        self.count("pending_page");
-        self.inner.pending_page(query).await
-    }
-
-    async fn decide_approval(
-        &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<DecideOutcome, StoreError> {
-        self.count("decide_approval");
-        self.inner.decide_approval(id, decision, now_ms).await
-    }
-
-    async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
-        self.count("approval");
-        self.inner.approval(id).await
-    }
-
-    async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
-        self.count("decided_approvals");
-        self.inner.decided_approvals(limit).await
-    }
-
-    async fn settle_approval(&self, id: &str, result: &ApprovalResult) -> Result<(), StoreError> {
-        self.count("settle_approval");
-        self.inner.settle_approval(id, result).await
-    }
-
-    async fn give_back_approval(&self, id: &str) -> Result<bool, StoreError> {
-        self.count("give_back_approval");
-        self.inner.give_back_approval(id).await
-    }
-
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        self.count("sign_approval");
-        self.inner
-            .sign_approval(id, signer, needed, decision, now_ms)
-            .await
-    }
-
-    async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
-        self.count("signatures");
-        self.inner.signatures(id).await
-    }
-}
-
-impl<S: Store> LockStore for Counting<S> {
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        self.count("lock_resource");
-        self.inner
-            .lock_resource(resource, holder, now_ms, lease_ms)
-            .await
-    }
-
-    async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
-        self.count("unlock_resource");
-        self.inner.unlock_resource(resource, holder).await
-    }
-}
-
-impl<S: Store> TaintStore for Counting<S> {
-    async fn add_taint(
-        &self,
-        session: &str,
-        prints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
-        self.count("add_taint");
-        self.inner.add_taint(session, prints, source).await
-    }
-
-    async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
-        self.count("taint_sources");
-        self.inner.taint_sources(session).await
-    }
-
-    async fn tainted(&self, session: &str, prints: &[String]) -> Result<TaintHit, StoreError> {
-        self.count("tainted");
-        self.inner.tainted(session, prints).await
-    }
-}
-
-impl<S: Store> ControlStore for Counting<S> {
-    async fn controls(&self, known: u64) -> Result<Option<StoredControls>, StoreError> {
-        self.count("controls");
-        self.inner.controls(known).await
-    }
-
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        self.count("put_controls");
-        self.inner.put_controls(expected, document, change).await
-    }
-
-    async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
-        self.count("controls_history");
-        self.inner.controls_history(limit).await
-    }
-
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        self.count("take_rate");
-        self.inner
-            .take_rate(bucket, window_start_ms, window_ms, limit)
-            .await
-    }
-
-    async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {
-        self.count("rate_count");
-        self.inner.rate_count(bucket, window_start_ms).await
+impl Hook for Counts {
+    fn before(&self, method: &'static str, _: Access) -> Pass {
+        *self.0.lock().unwrap().entry(method).or_default() += 1;
+        Pass::On
     }
 }
 
@@ -324,8 +61,20 @@ fn get_order_call(session: &str) -> Call<'_> {
     Call::new("get_order", r#"{"order_id":"ORD-1001"}"#).session(session)
 }
 
-fn refund(cents: i64) -> Value {
-    json!({"order_id": "ORD-1001", "amount_cents": cents, "currency": "BRL", "reason": "customer_request"})
+/// A refund of `cents` of ORD-1001 in `session`, confirmed by a person.
+async fn confirmed_refund<S: Store>(
+    d: &Dispatcher<Shop, S>,
+    session: &str,
+    cents: i64,
+) -> ToolResult {
+    let args = json!({"order_id": "ORD-1001", "amount_cents": cents, "currency": "BRL", "reason": "customer_request"})
+        .to_string();
+    d.execute(
+        Call::new("refund_order", &args)
+            .session(session)
+            .confirmed(true),
+    )
+    .await
 }
 
 fn asked(list: &[(&'static str, u32)]) -> BTreeMap<&'static str, u32> {
@@ -366,14 +115,7 @@ async fn asks_per_call<S: Store>(store: Counting<S>) {
         "a read-only call: its start, which makes sure of the operators' controls' version"
     );
 
-    let args = refund(500).to_string();
-    let refunded = d
-        .execute(
-            Call::new("refund_order", &args)
-                .session("s1")
-                .confirmed(true),
-        )
-        .await;
+    let refunded = confirmed_refund(&d, "s1", 500).await;
     assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
     assert_eq!(
         store.take(),
@@ -381,13 +123,7 @@ async fn asks_per_call<S: Store>(store: Counting<S>) {
         "a confirmed refund: its start (with the order's lock), its claim, its result (with the unlock)"
     );
 
-    let replayed = d
-        .execute(
-            Call::new("refund_order", &args)
-                .session("s1")
-                .confirmed(true),
-        )
-        .await;
+    let replayed = confirmed_refund(&d, "s1", 500).await;
     assert!(replayed.replayed, "{replayed:?}");
     assert_eq!(
         store.take(),
@@ -433,14 +169,7 @@ async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
     let d = dispatcher(Arc::clone(&store));
     // The first of each prepares its statements.
     assert!(d.execute(get_order_call("warm")).await.ok);
-    let args = refund(100).to_string();
-    let warm = d
-        .execute(
-            Call::new("refund_order", &args)
-                .session("warm")
-                .confirmed(true),
-        )
-        .await;
+    let warm = confirmed_refund(&d, "warm", 100).await;
     assert_eq!(warm.code, Code::Ok, "{warm:?}");
 
     let before = store.round_trips();
@@ -452,14 +181,7 @@ async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
 
     let before = store.round_trips();
     for n in 0..10 {
-        let args = refund(200 + n).to_string();
-        let refunded = d
-            .execute(
-                Call::new("refund_order", &args)
-                    .session("refunds")
-                    .confirmed(true),
-            )
-            .await;
+        let refunded = confirmed_refund(&d, "refunds", 200 + n).await;
         assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
     }
     assert_eq!(

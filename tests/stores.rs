@@ -24,6 +24,30 @@ fn temp_db(name: &str) -> std::path::PathBuf {
     fresh_dir(&format!("toolcall-stores-{name}")).join("store.db")
 }
 
+/// Two handles on one new SQLite file (named after `name`), as two
+/// processes would share it.
+fn two_handles(name: &str) -> Vec<Arc<SqliteStore>> {
+    let path = temp_db(name);
+    let open = || Arc::new(SqliteStore::open(&path).unwrap());
+    vec![open(), open()]
+}
+
+/// Runs the suite `suite` on the memory store, on SQLite in memory, and on
+/// two handles on one SQLite file (its folder named after `name`). A macro:
+/// the suite is generic over both stores it is given.
+macro_rules! on_every_store {
+    ($suite:ident, $name:literal) => {{
+        let memory = Arc::new(MemoryStore::default());
+        block_on($suite(&memory, &memory));
+        let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
+        block_on($suite(&sqlite, &sqlite));
+        let path = temp_db($name);
+        let first = SqliteStore::open(&path).unwrap();
+        let second = SqliteStore::open(&path).unwrap();
+        block_on($suite(&first, &second));
+    }};
+}
+
 #[test]
 fn memory_store_conforms() {
     let store = Arc::new(MemoryStore::default());
@@ -46,14 +70,7 @@ fn sqlite_store_on_a_file_conforms_across_two_connections() {
 
 #[test]
 fn every_store_asks_once_per_call_and_pages_its_inbox() {
-    let memory = Arc::new(MemoryStore::default());
-    block_on(approvals_conformance(&memory, &memory));
-    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
-    block_on(approvals_conformance(&sqlite, &sqlite));
-    let path = temp_db("approvals");
-    let first = SqliteStore::open(&path).unwrap();
-    let second = SqliteStore::open(&path).unwrap();
-    block_on(approvals_conformance(&first, &second));
+    on_every_store!(approvals_conformance, "approvals");
 }
 
 /// Eight threads ask for the same call at once (on `stores`, in turn):
@@ -89,11 +106,7 @@ fn one_question(stores: Vec<Arc<impl Store>>) {
 #[test]
 fn askers_racing_with_one_call_create_one_approval() {
     one_question(vec![Arc::new(MemoryStore::default())]);
-    let path = temp_db("ask-race");
-    one_question(vec![
-        Arc::new(SqliteStore::open(&path).unwrap()),
-        Arc::new(SqliteStore::open(&path).unwrap()),
-    ]);
+    one_question(two_handles("ask-race"));
 }
 
 /// Many threads race to claim one key: exactly one wins.
@@ -210,11 +223,7 @@ fn one_decision<St: Store>(stores: Vec<Arc<St>>) {
 #[test]
 fn decisions_have_one_winner_under_threads() {
     one_decision(vec![Arc::new(MemoryStore::default())]);
-    let path = temp_db("decide-race");
-    one_decision(vec![
-        Arc::new(SqliteStore::open(&path).unwrap()),
-        Arc::new(SqliteStore::open(&path).unwrap()),
-    ]);
+    one_decision(two_handles("decide-race"));
 }
 
 #[test]
@@ -244,14 +253,7 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
 
 #[test]
 fn every_store_keeps_the_operators_controls_rates_and_signatures() {
-    let memory = Arc::new(MemoryStore::default());
-    block_on(controls_conformance(&memory, &memory));
-    let sqlite = Arc::new(SqliteStore::open_in_memory().unwrap());
-    block_on(controls_conformance(&sqlite, &sqlite));
-    let path = temp_db("controls");
-    let first = SqliteStore::open(&path).unwrap();
-    let second = SqliteStore::open(&path).unwrap();
-    block_on(controls_conformance(&first, &second));
+    on_every_store!(controls_conformance, "controls");
 }
 
 /// On a runtime with threads, so that the racers run at once.
@@ -267,9 +269,5 @@ fn block_on_threads<F: std::future::Future>(future: F) -> F::Output {
 #[test]
 fn last_signatures_racing_decide_once() {
     block_on_threads(last_signatures_race(vec![Arc::new(MemoryStore::default())]));
-    let path = temp_db("sign-race");
-    block_on_threads(last_signatures_race(vec![
-        Arc::new(SqliteStore::open(&path).unwrap()),
-        Arc::new(SqliteStore::open(&path).unwrap()),
-    ]));
+    block_on_threads(last_signatures_race(two_handles("sign-race")));
 }

@@ -40,7 +40,18 @@ fn built(policy: Policy, approvals: Approvals) -> (Orders, MemoryAudit) {
 }
 
 async fn call(d: &Orders, tool: &str, arguments: Value) -> ToolResult {
-    d.execute(Call::new(tool, arguments.to_string().as_str()).session("s"))
+    call_as(d, tool, &arguments.to_string(), |c| c).await
+}
+
+/// `arguments` for `tool` in the session `s`, marked by `how` as the host
+/// marks a call (confirmed, approved, a dry run).
+async fn call_as<'a>(
+    d: &Orders,
+    tool: &'a str,
+    arguments: &'a str,
+    how: impl FnOnce(Call<'a>) -> Call<'a>,
+) -> ToolResult {
+    d.execute(how(Call::new(tool, arguments).session("s")))
         .await
 }
 
@@ -50,6 +61,19 @@ fn injected_note() -> Value {
         "order_id": "ORD-1001",
         "text": "The customer must confirm payment details at https://refund-help.example/claim?id=ORD-1002 before anything else."
     })
+}
+
+/// A dispatcher at the values level that asks through `approvals`, and its
+/// answer to the note the injection asks for, sent as `how` marks it once
+/// the session read the injection.
+async fn injected_note_sent(
+    approvals: Approvals,
+    how: impl for<'a> FnOnce(Call<'a>) -> Call<'a>,
+) -> (Orders, ToolResult) {
+    let (d, _) = dispatcher(Taint::Values, approvals);
+    read_the_injection(&d).await;
+    let note = call_as(&d, "add_note", &injected_note().to_string(), how).await;
+    (d, note)
 }
 
 fn injected_refund() -> Value {
@@ -105,34 +129,25 @@ async fn the_injection_runs_nothing_without_a_person_at_either_level() {
 
         // A person approves each: it runs, once.
         for _ in 0..2 {
-            let approved = d
-                .execute(
-                    Call::new("add_note", injected_note().to_string().as_str())
-                        .session("s")
-                        .approval(&note_id),
-                )
-                .await;
+            let approved = call_as(&d, "add_note", &injected_note().to_string(), |c| {
+                c.approval(&note_id)
+            })
+            .await;
             assert!(
                 approved.ok || approved.code == Code::ConfirmationInvalid,
                 "{approved:?}"
             );
         }
         assert_eq!(d.state().notes().len(), 1, "{level}: exactly once");
-        let refunded = d
-            .execute(
-                Call::new("refund_order", injected_refund().to_string().as_str())
-                    .session("s")
-                    .approval(&refund_id),
-            )
-            .await;
+        let refunded = call_as(&d, "refund_order", &injected_refund().to_string(), |c| {
+            c.approval(&refund_id)
+        })
+        .await;
         assert!(refunded.ok, "{refunded:?}");
-        let replayed = d
-            .execute(
-                Call::new("refund_order", injected_refund().to_string().as_str())
-                    .session("s")
-                    .confirmed(true),
-            )
-            .await;
+        let replayed = call_as(&d, "refund_order", &injected_refund().to_string(), |c| {
+            c.confirmed(true)
+        })
+        .await;
         assert!(replayed.replayed, "{replayed:?}");
         assert_eq!(d.state().applied_refunds(), 1, "{level}: exactly once");
 
@@ -153,15 +168,7 @@ async fn the_injection_runs_nothing_without_a_person_at_either_level() {
 
 #[tokio::test]
 async fn in_the_inbox_only_a_decision_lets_a_tainted_call_run() {
-    let (d, _) = dispatcher(Taint::Values, Approvals::Inbox);
-    read_the_injection(&d).await;
-    let confirmed = d
-        .execute(
-            Call::new("add_note", injected_note().to_string().as_str())
-                .session("s")
-                .confirmed(true),
-        )
-        .await;
+    let (d, confirmed) = injected_note_sent(Approvals::Inbox, |c| c.confirmed(true)).await;
     assert_eq!(confirmed.code, Code::ConfirmationRequired, "{confirmed:?}");
     let pending = d.store().pending_approvals(now_ms(), 10).await.unwrap();
     assert_eq!(pending.len(), 1);
@@ -273,6 +280,15 @@ fn note_on_ord_1002(text: &str) -> Value {
     json!({"order_id": "ORD-1002", "text": text})
 }
 
+/// A note on ORD-1002 saying `text`, in `session` once it read the
+/// injection.
+async fn note_after_the_injection(d: &Orders, session: &str, text: &str) -> ToolResult {
+    read_the_injection_in(d, session).await;
+    let note = note_on_ord_1002(text).to_string();
+    d.execute(Call::new("add_note", &note).session(session))
+        .await
+}
+
 #[tokio::test]
 async fn rewrites_of_the_injections_link_ids_and_amount_still_wait_for_a_person() {
     assert!(REWRITES.len() >= 30);
@@ -287,13 +303,7 @@ async fn rewrites_of_the_injections_link_ids_and_amount_still_wait_for_a_person(
         for (i, rewrite) in REWRITES.iter().enumerate() {
             // A session each: ten steps is a session's budget.
             let session = format!("rewrite-{i}");
-            read_the_injection_in(&d, &session).await;
-            let note = d
-                .execute(
-                    Call::new("add_note", note_on_ord_1002(rewrite).to_string().as_str())
-                        .session(&session),
-                )
-                .await;
+            let note = note_after_the_injection(&d, &session, rewrite).await;
             assert_eq!(
                 note.code,
                 Code::ConfirmationRequired,
@@ -344,13 +354,7 @@ async fn notes_unrelated_to_the_injection_stay_clean_at_the_values_level() {
     let (d, audit) = dispatcher(Taint::Values, Approvals::Host);
     for (i, text) in clean.iter().enumerate() {
         let session = format!("clean-{i}");
-        read_the_injection_in(&d, &session).await;
-        let added = d
-            .execute(
-                Call::new("add_note", note_on_ord_1002(text).to_string().as_str())
-                    .session(&session),
-            )
-            .await;
+        let added = note_after_the_injection(&d, &session, text).await;
         assert_eq!(added.code, Code::Ok, "{text:?}: {added:?}");
     }
     assert_eq!(d.state().notes().len(), clean.len());
@@ -398,14 +402,10 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
     let (d, audit) = dispatcher(Taint::Values, Approvals::Host);
     let args = refund_2590();
     for _ in 0..5 {
-        let dry = d
-            .execute(
-                Call::new("refund_order", args.as_str())
-                    .session("s")
-                    .confirmed(true)
-                    .dry_run(true),
-            )
-            .await;
+        let dry = call_as(&d, "refund_order", &args, |c| {
+            c.confirmed(true).dry_run(true)
+        })
+        .await;
         assert!(dry.ok, "{dry:?}");
         assert_eq!(dry.code, Code::DryRun);
         assert_eq!(dry.code, "DRY_RUN");
@@ -420,13 +420,7 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
     assert_eq!(d.state().applied_refunds(), 0);
     assert_eq!(d.store().peek_step("s").await.unwrap(), 0, "no step used");
     // Five dry runs are no loop, and the real call is no replay.
-    let real = d
-        .execute(
-            Call::new("refund_order", args.as_str())
-                .session("s")
-                .confirmed(true),
-        )
-        .await;
+    let real = call_as(&d, "refund_order", &args, |c| c.confirmed(true)).await;
     assert_eq!(real.code, Code::Ok, "{real:?}");
     assert!(!real.replayed);
     assert_eq!(d.state().applied_refunds(), 1);
@@ -439,13 +433,7 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
     assert_eq!((records[5].step, records[5].dry_run), (Some(1), false));
 
     // A dry run after it answers what the real call would: the replay.
-    let dry = d
-        .execute(
-            Call::new("refund_order", args.as_str())
-                .session("s")
-                .dry_run(true),
-        )
-        .await;
+    let dry = call_as(&d, "refund_order", &args, |c| c.dry_run(true)).await;
     assert!(dry.replayed && dry.ok, "{dry:?}");
     assert_eq!(d.state().applied_refunds(), 1);
 }
@@ -453,13 +441,7 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
 #[tokio::test]
 async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approval() {
     let (d, _) = dispatcher(Taint::Values, Approvals::Host);
-    let dry = d
-        .execute(
-            Call::new("refund_order", refund_2590().as_str())
-                .session("s")
-                .dry_run(true),
-        )
-        .await;
+    let dry = call_as(&d, "refund_order", &refund_2590(), |c| c.dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert!(dry.ok);
     assert_eq!(dry.data["would"], "ask_a_person");
@@ -500,15 +482,7 @@ async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approv
 
 #[tokio::test]
 async fn a_dry_run_of_a_tainted_note_says_it_would_ask_and_adds_nothing() {
-    let (d, _) = dispatcher(Taint::Values, Approvals::Host);
-    read_the_injection(&d).await;
-    let dry = d
-        .execute(
-            Call::new("add_note", injected_note().to_string().as_str())
-                .session("s")
-                .dry_run(true),
-        )
-        .await;
+    let (d, dry) = injected_note_sent(Approvals::Host, |c| c.dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "ask_a_person");
     assert_eq!(dry.data["reason"], "untrusted_context");

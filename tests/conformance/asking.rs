@@ -231,19 +231,14 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         AskApproval::Full { open: 4 }
     );
     // The caller's bound counts its open approvals of every conversation.
+    let caller_four = OpenBounds {
+        conversation: 5,
+        caller: 4,
+        requester: usize::MAX,
+    };
     let elsewhere = asked_call("b0", "asking-caller", now);
     assert_eq!(
-        store
-            .ask_approval(
-                &elsewhere,
-                OpenBounds {
-                    conversation: 5,
-                    caller: 4,
-                    requester: usize::MAX,
-                }
-            )
-            .await
-            .unwrap(),
+        store.ask_approval(&elsewhere, caller_four).await.unwrap(),
         AskApproval::CallerFull { open: 4 }
     );
     assert!(store.approval("b0").await.unwrap().is_none());
@@ -254,11 +249,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
                     caller: "c2".into(),
                     ..elsewhere.clone()
                 },
-                OpenBounds {
-                    conversation: 5,
-                    caller: 4,
-                    requester: usize::MAX,
-                }
+                caller_four
             )
             .await
             .unwrap(),

@@ -305,75 +305,34 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 
     // Resource locks: one holder at a time, extended by its holder, taken
     // over when the lease runs out, freed only by the holder that has it.
+    assert!(lock(store, "order-1", "h1", now).await);
+    assert!(!lock(other, "order-1", "h2", now).await);
+    assert!(lock(other, "order-2", "h2", now).await, "another resource");
     assert!(
-        store
-            .lock_resource(&key("order-1"), "h1", now, 1_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !other
-            .lock_resource(&key("order-1"), "h2", now, 1_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        other
-            .lock_resource(&key("order-2"), "h2", now, 1_000)
-            .await
-            .unwrap(),
-        "another resource"
-    );
-    assert!(
-        other
-            .lock_resource(&key("order-1"), "h1", now + 500, 1_000)
-            .await
-            .unwrap(),
+        lock(other, "order-1", "h1", now + 500).await,
         "the holder extends it"
     );
     assert!(
-        !store
-            .lock_resource(&key("order-1"), "h2", now + 1_200, 1_000)
-            .await
-            .unwrap(),
+        !lock(store, "order-1", "h2", now + 1_200).await,
         "extended: still held after the first lease's end"
     );
     assert!(
-        store
-            .lock_resource(&key("order-1"), "h2", now + 1_500, 1_000)
-            .await
-            .unwrap(),
+        lock(store, "order-1", "h2", now + 1_500).await,
         "the lease ran out: taken over"
     );
     other.unlock_resource(&key("order-1"), "h1").await.unwrap();
     assert!(
-        !other
-            .lock_resource(&key("order-1"), "h1", now + 1_600, 1_000)
-            .await
-            .unwrap(),
+        !lock(other, "order-1", "h1", now + 1_600).await,
         "a stale holder's unlock does nothing"
     );
     store.unlock_resource(&key("order-1"), "h2").await.unwrap();
     assert!(
-        other
-            .lock_resource(&key("order-1"), "h1", now + 1_600, 1_000)
-            .await
-            .unwrap(),
+        lock(other, "order-1", "h1", now + 1_600).await,
         "unlocked by its holder: free"
     );
     let long_resource = noise(9_000, 1);
-    assert!(
-        store
-            .lock_resource(&key(&long_resource), "h1", now, 1_000)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !other
-            .lock_resource(&key(&long_resource), "h2", now, 1_000)
-            .await
-            .unwrap()
-    );
+    assert!(lock(store, &long_resource, "h1", now).await);
+    assert!(!lock(other, &long_resource, "h2", now).await);
 
     // A session id of any length is counted (it is the host's to choose;
     // Postgres indexes at most about 2.7 KB per entry, after compression).
@@ -503,4 +462,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     }
 
     decisions(store, other, now).await;
+}
+
+/// Whether `holder` takes (or extends) the lock on `resource` at `now_ms`,
+/// for a lease of a second.
+async fn lock(store: &impl Store, resource: &str, holder: &str, now_ms: u64) -> bool {
+    store
+        .lock_resource(&key(resource), holder, now_ms, 1_000)
+        .await
+        .unwrap()
 }

@@ -29,20 +29,8 @@ async fn exhausted_retries_leave_the_outcome_to_the_backends_key() {
 async fn sessions_have_their_own_budget_and_keys() {
     let shop = Arc::new(Shop::new());
     let d = shop_dispatcher(&shop).max_steps(1).build().unwrap();
-    let a = d
-        .execute(
-            Call::new("refund_order", REFUND)
-                .session("a")
-                .confirmed(true),
-        )
-        .await;
-    let b = d
-        .execute(
-            Call::new("refund_order", REFUND)
-                .session("b")
-                .confirmed(true),
-        )
-        .await;
+    let a = confirmed_in(&d, "a", "refund_order", REFUND).await;
+    let b = confirmed_in(&d, "b", "refund_order", REFUND).await;
     assert!(a.ok && b.ok && !b.replayed);
     assert_eq!(
         shop.applied_refunds(),

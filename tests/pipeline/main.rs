@@ -35,7 +35,12 @@ const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
 
 async fn confirmed(d: &Dispatcher<Shop>, tool: &str, args: &str) -> ToolResult {
-    d.execute(Call::new(tool, args).session("default").confirmed(true))
+    confirmed_in(d, "default", tool, args).await
+}
+
+/// `args` for `tool` in `session`, confirmed by a person.
+async fn confirmed_in(d: &Dispatcher<Shop>, session: &str, tool: &str, args: &str) -> ToolResult {
+    d.execute(Call::new(tool, args).session(session).confirmed(true))
         .await
 }
 

@@ -14,13 +14,7 @@ async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
             .await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
     }
-    let approved = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let approved = confirmed_refund(&d, REFUND_ALL).await;
     assert!(approved.ok, "{approved:?}");
     assert_eq!(shop.applied_refunds(), 1);
 

@@ -39,6 +39,17 @@ fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
         .retry_backoff(Duration::ZERO)
 }
 
+/// `arguments` for a refund in the session `default`, confirmed by a
+/// person: what most promises here are about.
+async fn confirmed_refund(d: &Dispatcher<Shop>, arguments: &str) -> ToolResult {
+    d.execute(
+        Call::new("refund_order", arguments)
+            .session("default")
+            .confirmed(true),
+    )
+    .await
+}
+
 mod approvals;
 mod bounds;
 mod resources;

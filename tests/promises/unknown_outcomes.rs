@@ -17,13 +17,7 @@ async fn a_refund_that_went_through_is_in_doubt_and_the_models_retry_completes_i
         .build()
         .unwrap();
 
-    let lost = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let lost = confirmed_refund(&d, REFUND_ALL).await;
     assert_eq!(lost.code, Code::UpstreamUnavailable);
     assert_eq!(lost.data["in_doubt"], json!(true), "{lost:?}");
     assert!(
@@ -61,21 +55,9 @@ async fn a_confirmed_retry_of_an_in_doubt_call_completes_it_too() {
     let shop = Arc::new(Shop::new());
     shop.lose_next_responses(1);
     let d = shop_dispatcher(&shop).max_retries(0).build().unwrap();
-    let lost = d
-        .execute(
-            Call::new("refund_order", refund.as_str())
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let lost = confirmed_refund(&d, &refund).await;
     assert_eq!(lost.data["in_doubt"], json!(true));
-    let retry = d
-        .execute(
-            Call::new("refund_order", refund.as_str())
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let retry = confirmed_refund(&d, &refund).await;
     assert!(retry.ok, "{retry:?}");
     assert_eq!(retry.data["remaining_refundable_cents"], 1);
     assert_eq!(shop.applied_refunds(), 1);
@@ -90,13 +72,7 @@ async fn an_in_doubt_call_still_answers_to_the_allowlist_and_the_loop_guard() {
         .max_duplicate_calls(1)
         .build()
         .unwrap();
-    let lost = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let lost = confirmed_refund(&d, REFUND_ALL).await;
     assert_eq!(lost.data["in_doubt"], json!(true));
     let looped = d
         .execute(Call::new("refund_order", REFUND_ALL).session("default"))
@@ -174,6 +150,13 @@ fn gateway_dispatcher(gateway: &Arc<Gateway>) -> Dispatcher<Gateway> {
         .unwrap()
 }
 
+/// The one charge these tests make, of 500 cents: each identical to the
+/// others, so that a retry is the same call.
+async fn charge_500(d: &Dispatcher<Gateway>) -> ToolResult {
+    d.execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
+        .await
+}
+
 /// A `claim_wait` beyond what an `Instant` holds (a host's "wait as long
 /// as it takes") used to panic wherever a call waits for another: the
 /// claim of a side effect, its resource locks, and the loop guard. It now
@@ -185,21 +168,9 @@ async fn a_claim_wait_of_any_length_never_overflows() {
         .claim_wait(Duration::MAX)
         .build()
         .unwrap();
-    let refund = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let refund = confirmed_refund(&d, REFUND_ALL).await;
     assert!(refund.ok && !refund.replayed, "{refund:?}");
-    let again = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let again = confirmed_refund(&d, REFUND_ALL).await;
     assert!(again.ok && again.replayed, "{again:?}");
     assert_eq!(shop.applied_refunds(), 1);
     // The fourth identical lookup is a loop, answered at once.
@@ -234,13 +205,9 @@ async fn large_retry_settings_bound_the_lease_without_overflowing() {
         let builder = Dispatcher::builder(tools![charge].unwrap(), Arc::clone(&gateway))
             .timeout(Some(Duration::from_secs(5)));
         let d = settings(builder).build().unwrap();
-        let first = d
-            .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-            .await;
+        let first = charge_500(&d).await;
         assert!(first.ok && !first.replayed, "settings {i}: {first:?}");
-        let again = d
-            .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-            .await;
+        let again = charge_500(&d).await;
         assert!(again.ok && again.replayed, "settings {i}: {again:?}");
         assert_eq!(gateway.runs.load(Ordering::SeqCst), 1, "settings {i}");
         assert_eq!(gateway.charges.lock().unwrap().len(), 1, "settings {i}");
@@ -252,15 +219,11 @@ async fn reconcile_turns_a_lost_answer_into_the_answer() {
     let gateway = Arc::new(Gateway::default());
     gateway.lose_after_commit.store(1, Ordering::SeqCst);
     let d = gateway_dispatcher(&gateway);
-    let first = d
-        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await;
+    let first = charge_500(&d).await;
     assert!(first.ok, "the lookup found the charge: {first:?}");
     assert_eq!(first.data["charged"], 500);
     assert_eq!(gateway.lookups.load(Ordering::SeqCst), 1);
-    let again = d
-        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await;
+    let again = charge_500(&d).await;
     assert!(again.replayed);
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 1);
 }
@@ -270,18 +233,14 @@ async fn reconcile_that_finds_nothing_means_not_done_and_the_call_is_free_again(
     let gateway = Arc::new(Gateway::default());
     gateway.fail_before_commit.store(1, Ordering::SeqCst);
     let d = gateway_dispatcher(&gateway);
-    let first = d
-        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await;
+    let first = charge_500(&d).await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert!(
         !first.data.contains_key("in_doubt"),
         "the gateway says it did nothing: not in doubt: {first:?}"
     );
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 0);
-    let second = d
-        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await;
+    let second = charge_500(&d).await;
     assert!(second.ok && !second.replayed, "{second:?}");
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 1);
 }
@@ -292,16 +251,12 @@ async fn a_failed_lookup_leaves_the_call_in_doubt_and_the_next_one_asks_again_be
     gateway.lose_after_commit.store(1, Ordering::SeqCst);
     gateway.lookup_down.store(1, Ordering::SeqCst);
     let d = gateway_dispatcher(&gateway);
-    let first = d
-        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await;
+    let first = charge_500(&d).await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert_eq!(first.data["in_doubt"], json!(true));
     // The gateway cannot deduplicate: running the charge again would charge
     // twice. The retry asks first, finds it, and answers with it.
-    let second = d
-        .execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await;
+    let second = charge_500(&d).await;
     assert!(second.ok, "{second:?}");
     assert_eq!(gateway.runs.load(Ordering::SeqCst), 1, "charged once");
     assert_eq!(gateway.lookups.load(Ordering::SeqCst), 2);

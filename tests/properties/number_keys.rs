@@ -15,6 +15,17 @@ use super::*;
 #[derive(Debug, Default)]
 struct Keys(Mutex<Vec<String>>);
 
+impl Keys {
+    /// Keeps the key `ctx`'s call runs under.
+    fn record(ctx: &Ctx<Keys>) {
+        ctx.state
+            .0
+            .lock()
+            .unwrap()
+            .push(ctx.idempotency_key.to_string());
+    }
+}
+
 /// Records a reading.
 #[tool]
 fn reading(
@@ -22,11 +33,7 @@ fn reading(
     /// The reading.
     value: f64,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .0
-        .lock()
-        .unwrap()
-        .push(ctx.idempotency_key.to_string());
+    Keys::record(ctx);
     Ok(json!({"value": value}))
 }
 
@@ -37,11 +44,7 @@ fn series(
     /// The readings.
     values: Vec<f64>,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .0
-        .lock()
-        .unwrap()
-        .push(ctx.idempotency_key.to_string());
+    Keys::record(ctx);
     Ok(json!({"count": values.len()}))
 }
 
@@ -52,11 +55,7 @@ fn tally(
     /// The count.
     count: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .0
-        .lock()
-        .unwrap()
-        .push(ctx.idempotency_key.to_string());
+    Keys::record(ctx);
     Ok(json!({"count": count}))
 }
 
@@ -67,11 +66,7 @@ fn document(
     /// The document.
     body: Value,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .0
-        .lock()
-        .unwrap()
-        .push(ctx.idempotency_key.to_string());
+    Keys::record(ctx);
     Ok(json!({"kept": body.is_object()}))
 }
 
