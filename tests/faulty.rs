@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use toolcall::store::StoreError;
-use toolcall_testkit::testsb::{Access, Hook, Pass, Wrapped};
+use toolcall_testkit::wrap::{Access, Hook, Pass, Wrapped};
 
 /// How the store fails while an outage lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use toolcall::store::{TaintSource, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
-use toolcall_testkit::testsb::{Access, Hook, Pass, Wrapped};
+use toolcall_testkit::wrap::{Access, Hook, Pass, Wrapped};
 use toolcall_tests::{postgres_schema, postgres_url};
 
 /// A store that counts the methods the pipeline calls, by name.

@@ -7,7 +7,7 @@
 //! tests put in a store; [`run`], runtimes and scratch folders;
 //! [`contract`], what the contract tests do to a lock file;
 //! [`postgres_server`], a Postgres of a test's own, to crash, on
-//! [`postgres_programs`], the server's programs; [`testsb`], a store over
+//! [`postgres_programs`], the server's programs; [`wrap`], a store over
 //! another that forwards every call through a hook (to count or fail it).
 //!
 //! Not published: crates take it as a path-only dev-dependency.
@@ -20,4 +20,4 @@ pub mod postgres_programs;
 pub mod postgres_server;
 pub mod run;
 pub mod store;
-pub mod testsb;
+pub mod wrap;
