@@ -46,6 +46,27 @@ async fn drop_both(first: PostgresStore, second: PostgresStore) {
     first.drop_schema().await.unwrap();
 }
 
+/// `count` stores on one schema of `test`'s own, shared by tasks.
+async fn replicas(url: &str, test: &str, count: usize) -> Vec<Arc<PostgresStore>> {
+    let schema = postgres_schema(test);
+    let mut stores = Vec::new();
+    for _ in 0..count {
+        let store = PostgresStore::connect_in_schema(url, &schema).await;
+        stores.push(Arc::new(store.unwrap()));
+    }
+    stores
+}
+
+/// Drops the schema of [`replicas`], once every task let go of its store.
+async fn drop_all(mut stores: Vec<Arc<PostgresStore>>) {
+    drop(stores.split_off(1));
+    Arc::into_inner(stores.pop().unwrap())
+        .unwrap()
+        .drop_schema()
+        .await
+        .unwrap();
+}
+
 #[test]
 fn postgres_store_conforms_across_two_connections() {
     let Some(url) = postgres_url() else { return };
@@ -60,15 +81,7 @@ fn postgres_store_conforms_across_two_connections() {
 fn claims_raced_by_many_tasks_have_one_winner() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("race");
-        let mut stores = Vec::new();
-        for _ in 0..6 {
-            stores.push(Arc::new(
-                PostgresStore::connect_in_schema(&url, &schema)
-                    .await
-                    .unwrap(),
-            ));
-        }
+        let stores = replicas(&url, "race", 6).await;
         let now = now_ms();
         let tasks: Vec<_> = stores
             .iter()
@@ -84,12 +97,7 @@ fn claims_raced_by_many_tasks_have_one_winner() {
             }
         }
         assert_eq!(winners, 1);
-        drop(stores.split_off(1));
-        Arc::into_inner(stores.pop().unwrap())
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_all(stores).await;
     });
 }
 
@@ -479,15 +487,7 @@ fn server_address(url: &str) -> String {
 fn decisions_raced_by_many_replicas_have_one_winner() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("decide_race");
-        let mut stores = Vec::new();
-        for _ in 0..4 {
-            stores.push(Arc::new(
-                PostgresStore::connect_in_schema(&url, &schema)
-                    .await
-                    .unwrap(),
-            ));
-        }
+        let stores = replicas(&url, "decide_race", 4).await;
         stores[0].put_approval(&asked("race")).await.unwrap();
         let tasks: Vec<_> = (0..8)
             .map(|i| {
@@ -514,12 +514,7 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
         assert_eq!(winners.len(), 1, "{winners:?}");
         let kept = stores[0].approval("race").await.unwrap().unwrap();
         assert_eq!(kept.approval.decision.unwrap().by, winners[0]);
-        drop(stores.split_off(1));
-        Arc::into_inner(stores.pop().unwrap())
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_all(stores).await;
     });
 }
 
@@ -539,15 +534,7 @@ fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
 fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("ask_race");
-        let mut stores = Vec::new();
-        for _ in 0..4 {
-            stores.push(Arc::new(
-                PostgresStore::connect_in_schema(&url, &schema)
-                    .await
-                    .unwrap(),
-            ));
-        }
+        let stores = replicas(&url, "ask_race", 4).await;
         let now = now_ms();
         let tasks: Vec<_> = (0..8)
             .map(|i| {
@@ -573,12 +560,7 @@ fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
             }
         }
         assert_eq!(created, 1, "{answers:?}");
-        drop(stores.split_off(1));
-        Arc::into_inner(stores.pop().unwrap())
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_all(stores).await;
     });
 }
 
