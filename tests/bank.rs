@@ -29,6 +29,13 @@ fn misbuilt(case: &str) -> (bool, String) {
     )
 }
 
+/// Runs `misbuilt CASE`, whose build must fail: what it printed.
+fn refused(case: &str) -> String {
+    let (ok, stderr) = misbuilt(case);
+    assert!(!ok, "{case}: {stderr}");
+    stderr
+}
+
 /// Runs `misbuilt CASE`, whose build succeeds only if `built`: what it
 /// prints starts with `sentence`, tells `fix`, and shows the sentence, not
 /// the fields of `variant` as `{:?}` would.
@@ -42,8 +49,7 @@ fn assert_printed(case: &str, built: bool, sentence: &str, fix: &str, variant: &
 
 #[test]
 fn main_with_question_mark_prints_an_unknown_tool_with_the_name_meant() {
-    let (ok, stderr) = misbuilt("unknown-tool");
-    assert!(!ok, "{stderr}");
+    let stderr = refused("unknown-tool");
     assert_eq!(
         stderr.trim_end(),
         "Error: caller `default` is allowed `transfer_mony`, but no tool has that name; \
@@ -76,10 +82,8 @@ fn main_with_question_mark_prints_an_open_schema_with_its_fix() {
 
 #[test]
 fn main_with_question_mark_prints_a_duplicate_name_with_its_fix() {
-    let (ok, stderr) = misbuilt("duplicate-name");
-    assert!(!ok, "{stderr}");
     assert_eq!(
-        stderr.trim_end(),
+        refused("duplicate-name").trim_end(),
         "Error: two tools are named `transfer_money`; rename one with #[tool(name = \"...\")]"
     );
 }

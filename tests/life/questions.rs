@@ -51,14 +51,21 @@ async fn an_in_doubt_question_is_never_an_approval() {
     assert_eq!(ops.applied("page"), 1);
 }
 
+/// A deletion of vol-7 asked about: its question's id.
+async fn asked_to_delete() -> (Arc<Ops>, Dispatcher<Ops>, String) {
+    let ops = Arc::new(Ops::default());
+    let d = builder(&ops).build().unwrap();
+    let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    let id = asked.question_id.unwrap();
+    (ops, d, id)
+}
+
 /// A settlement is not an approval either: `answer_in_doubt` on an approval question
 /// changes nothing.
 #[tokio::test]
 async fn an_approval_question_is_not_settled() {
-    let ops = Arc::new(Ops::default());
-    let d = builder(&ops).build().unwrap();
-    let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
-    let id = asked.question_id.clone().unwrap();
+    let (ops, d, id) = asked_to_delete().await;
     for happened in [true, false] {
         let settled = d
             .answer_in_doubt(Decision::new(&id, "c").by("ana"), happened)
@@ -86,10 +93,7 @@ async fn the_deprecated_settle_still_answers_an_in_doubt_question() {
 /// ignored, and the call ran.
 #[tokio::test]
 async fn a_foreign_approval_id_is_refused_on_every_tool() {
-    let ops = Arc::new(Ops::default());
-    let d = builder(&ops).build().unwrap();
-    let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
-    let id = asked.question_id.clone().unwrap();
+    let (ops, d, id) = asked_to_delete().await;
     for id in [id.as_str(), "made-up"] {
         let page = d
             .execute(
