@@ -67,14 +67,40 @@ async fn drop_all(mut stores: Vec<Arc<PostgresStore>>) {
         .unwrap();
 }
 
+/// Runs `task(i, store)` for each `i` below `count` at once, the stores
+/// taken in turn: what each answered, in order.
+async fn at_once<T, Task, Answer>(stores: &[Arc<PostgresStore>], count: usize, task: Task) -> Vec<T>
+where
+    Task: Fn(usize, Arc<PostgresStore>) -> Answer,
+    Answer: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let tasks: Vec<_> = (0..count)
+        .map(|i| tokio::spawn(task(i, Arc::clone(&stores[i % stores.len()]))))
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
+/// Runs the shared suite `$suite` on two stores of one schema, `$test`'s
+/// own: a macro, as the suites are generic `async fn`s over borrowed stores.
+macro_rules! passes {
+    ($suite:ident, $test:literal) => {{
+        let Some(url) = postgres_url() else { return };
+        runtime().block_on(async {
+            let (first, second) = two_replicas(&url, $test).await;
+            toolcall_tests::$suite(&first, &second).await;
+            drop_both(first, second).await;
+        });
+    }};
+}
+
 #[test]
 fn postgres_store_conforms_across_two_connections() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let (first, second) = two_replicas(&url, "conformance").await;
-        toolcall_tests::conformance(&first, &second).await;
-        drop_both(first, second).await;
-    });
+    passes!(conformance, "conformance");
 }
 
 #[test]
@@ -83,19 +109,11 @@ fn claims_raced_by_many_tasks_have_one_winner() {
     runtime().block_on(async {
         let stores = replicas(&url, "race", 6).await;
         let now = now_ms();
-        let tasks: Vec<_> = stores
-            .iter()
-            .map(|store| {
-                let store = Arc::clone(store);
-                tokio::spawn(async move { store.claim(&key("race"), now, 60_000).await.unwrap() })
-            })
-            .collect();
-        let mut winners = 0;
-        for task in tasks {
-            if task.await.unwrap() == Claim::Acquired {
-                winners += 1;
-            }
-        }
+        let claims = at_once(&stores, stores.len(), |_, store| async move {
+            store.claim(&key("race"), now, 60_000).await.unwrap()
+        })
+        .await;
+        let winners = claims.iter().filter(|c| **c == Claim::Acquired).count();
         assert_eq!(winners, 1);
         drop_all(stores).await;
     });
@@ -489,22 +507,17 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
     runtime().block_on(async {
         let stores = replicas(&url, "decide_race", 4).await;
         stores[0].put_approval(&asked("race")).await.unwrap();
-        let tasks: Vec<_> = (0..8)
-            .map(|i| {
-                let store = Arc::clone(&stores[i % stores.len()]);
-                tokio::spawn(async move {
-                    let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
-                    let outcome = store
-                        .decide_approval("race", &decision, now_ms())
-                        .await
-                        .unwrap();
-                    (outcome, decision.by)
-                })
-            })
-            .collect();
+        let decided = at_once(&stores, 8, |i, store| async move {
+            let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
+            let outcome = store
+                .decide_approval("race", &decision, now_ms())
+                .await
+                .unwrap();
+            (outcome, decision.by)
+        })
+        .await;
         let mut winners = Vec::new();
-        for task in tasks {
-            let (outcome, by) = task.await.unwrap();
+        for (outcome, by) in decided {
             match outcome {
                 DecideOutcome::Decided => winners.push(by),
                 DecideOutcome::AlreadyDecided => {}
@@ -520,12 +533,7 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
 
 #[test]
 fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let (first, second) = two_replicas(&url, "approvals").await;
-        toolcall_tests::approvals_conformance(&first, &second).await;
-        drop_both(first, second).await;
-    });
+    passes!(approvals_conformance, "approvals");
 }
 
 /// Eight tasks on four replicas ask for the same call at once: one
@@ -536,19 +544,11 @@ fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
     runtime().block_on(async {
         let stores = replicas(&url, "ask_race", 4).await;
         let now = now_ms();
-        let tasks: Vec<_> = (0..8)
-            .map(|i| {
-                let store = Arc::clone(&stores[i % stores.len()]);
-                tokio::spawn(async move {
-                    let asked = toolcall_tests::asked_call(&format!("race-{i}"), "race", now);
-                    store.ask_approval(&asked, 20).await.unwrap()
-                })
-            })
-            .collect();
-        let mut answers = Vec::new();
-        for task in tasks {
-            answers.push(task.await.unwrap());
-        }
+        let answers = at_once(&stores, 8, |i, store| async move {
+            let asked = toolcall_tests::asked_call(&format!("race-{i}"), "race", now);
+            store.ask_approval(&asked, 20).await.unwrap()
+        })
+        .await;
         let pending = stores[0].pending_approvals(now, 100).await.unwrap();
         assert_eq!(pending.len(), 1, "{pending:?}");
         let mut created = 0;
@@ -610,12 +610,7 @@ fn a_waiting_agent_is_woken_by_the_decision() {
 
 #[test]
 fn postgres_store_keeps_the_operators_controls_rates_and_signatures() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let (first, second) = two_replicas(&url, "controls").await;
-        toolcall_tests::controls_conformance(&first, &second).await;
-        drop_both(first, second).await;
-    });
+    passes!(controls_conformance, "controls");
 }
 
 /// Eight tasks on two replicas give the last of two signatures at once:
