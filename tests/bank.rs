@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use toolcall::store::now_ms;
 use toolcall::store::prelude::*;
 use toolcall::{
-    Approvals, BuildError, Call, Code, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, tool, tools,
+    Approvals, BuildError, Call, Code, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
+    tool, tools,
 };
 
 const MISBUILT: &str = env!("CARGO_BIN_EXE_misbuilt");
@@ -28,10 +29,27 @@ fn misbuilt(case: &str) -> (bool, String) {
     )
 }
 
+/// Runs `misbuilt CASE`, whose build must fail: what it printed.
+fn refused(case: &str) -> String {
+    let (ok, stderr) = misbuilt(case);
+    assert!(!ok, "{case}: {stderr}");
+    stderr
+}
+
+/// Runs `misbuilt CASE`, whose build succeeds only if `built`: what it
+/// prints starts with `sentence`, tells `fix`, and shows the sentence, not
+/// the fields of `variant` as `{:?}` would.
+fn assert_printed(case: &str, built: bool, sentence: &str, fix: &str, variant: &str) {
+    let (ok, stderr) = misbuilt(case);
+    assert_eq!(ok, built, "{case}: {stderr}");
+    assert!(stderr.starts_with(sentence), "{case}: {stderr}");
+    assert!(stderr.contains(fix), "{case}: {stderr}");
+    assert!(!stderr.contains(variant), "{case}: {stderr}");
+}
+
 #[test]
 fn main_with_question_mark_prints_an_unknown_tool_with_the_name_meant() {
-    let (ok, stderr) = misbuilt("unknown-tool");
-    assert!(!ok, "{stderr}");
+    let stderr = refused("unknown-tool");
     assert_eq!(
         stderr.trim_end(),
         "Error: caller `default` is allowed `transfer_mony`, but no tool has that name; \
@@ -42,61 +60,43 @@ fn main_with_question_mark_prints_an_unknown_tool_with_the_name_meant() {
 
 #[test]
 fn main_with_question_mark_prints_an_unknown_limit_with_the_name_meant() {
-    let (ok, stderr) = misbuilt("unknown-limit");
-    assert!(!ok, "{stderr}");
-    assert!(
-        stderr.starts_with("Error: caller `default` sets the limit `max_transfer_cent`"),
-        "{stderr}"
+    assert_printed(
+        "unknown-limit",
+        false,
+        "Error: caller `default` sets the limit `max_transfer_cent`",
+        "did you mean `max_transfer_cents`?",
+        "UnknownLimit {",
     );
-    assert!(
-        stderr.contains("did you mean `max_transfer_cents`?"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("UnknownLimit {"), "{stderr}");
 }
 
 #[test]
 fn main_with_question_mark_prints_an_open_schema_with_its_fix() {
-    let (ok, stderr) = misbuilt("open-schema");
-    assert!(!ok, "{stderr}");
-    assert!(
-        stderr.starts_with(
-            "Error: tool `transfer_for`: the object at `/properties/requester` of its parameters schema accepts unknown members"
-        ),
-        "{stderr}"
+    assert_printed(
+        "open-schema",
+        false,
+        "Error: tool `transfer_for`: the object at `/properties/requester` of its parameters schema accepts unknown members",
+        "add #[serde(deny_unknown_fields)] to that type",
+        "OpenSchema {",
     );
-    assert!(
-        stderr.contains("add #[serde(deny_unknown_fields)] to that type"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("OpenSchema {"), "{stderr}");
 }
 
 #[test]
 fn main_with_question_mark_prints_a_duplicate_name_with_its_fix() {
-    let (ok, stderr) = misbuilt("duplicate-name");
-    assert!(!ok, "{stderr}");
     assert_eq!(
-        stderr.trim_end(),
+        refused("duplicate-name").trim_end(),
         "Error: two tools are named `transfer_money`; rename one with #[tool(name = \"...\")]"
     );
 }
 
 #[test]
 fn a_warning_printed_with_debug_is_its_sentence() {
-    let (ok, stderr) = misbuilt("warning");
-    assert!(ok, "{stderr}");
-    assert!(
-        stderr.starts_with(
-            "Warning: caller `default` may call `transfer_money`, whose argument `cents` is bounded by the limit `max_transfer_cents`"
-        ),
-        "{stderr}"
+    assert_printed(
+        "warning",
+        true,
+        "Warning: caller `default` may call `transfer_money`, whose argument `cents` is bounded by the limit `max_transfer_cents`",
+        "Policy::limit(\"max_transfer_cents\", ...)",
+        "LimitNotSet {",
     );
-    assert!(
-        stderr.contains("Policy::limit(\"max_transfer_cents\", ...)"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("LimitNotSet {"), "{stderr}");
 }
 
 #[test]
@@ -185,6 +185,16 @@ fn bank_with(policy: Policy) -> (Arc<Bank>, Dispatcher<Bank>) {
     (bank, dispatcher)
 }
 
+/// Makes the identical call `answered` times in one session, each answered
+/// as asked, then once more: that last answer is returned.
+async fn call_past(d: &Dispatcher<Bank>, tool: &str, args: &str, answered: usize) -> ToolResult {
+    for n in 1..=answered {
+        let r = d.execute(Call::new(tool, args).session("s")).await;
+        assert_eq!(r.code, Code::Ok, "{tool}, call {n}: {}", r.message);
+    }
+    d.execute(Call::new(tool, args).session("s")).await
+}
+
 fn teller() -> Policy {
     Policy::new().allow(["transfer_status", "get_balance", "transfer_money"])
 }
@@ -214,15 +224,7 @@ async fn a_status_is_a_loop_past_its_max_repeats() {
         .max_steps(30)
         .build()
         .unwrap();
-    for _ in 0..20 {
-        let r = d
-            .execute(Call::new("transfer_status", STATUS).session("s"))
-            .await;
-        assert_eq!(r.code, Code::Ok, "{}", r.message);
-    }
-    let r = d
-        .execute(Call::new("transfer_status", STATUS).session("s"))
-        .await;
+    let r = call_past(&d, "transfer_status", STATUS, 20).await;
     assert_eq!(r.code, Code::LoopDetected, "{}", r.message);
     assert_eq!(bank.status_reads.load(Ordering::SeqCst), 20);
 }
@@ -230,15 +232,7 @@ async fn a_status_is_a_loop_past_its_max_repeats() {
 #[tokio::test]
 async fn a_read_without_max_repeats_is_a_loop_at_its_fourth_identical_call() {
     let (bank, d) = bank_with(teller());
-    for _ in 0..3 {
-        let r = d
-            .execute(Call::new("get_balance", BALANCE).session("s"))
-            .await;
-        assert_eq!(r.code, Code::Ok, "{}", r.message);
-    }
-    let r = d
-        .execute(Call::new("get_balance", BALANCE).session("s"))
-        .await;
+    let r = call_past(&d, "get_balance", BALANCE, 3).await;
     assert_eq!(r.code, Code::LoopDetected, "{}", r.message);
     assert_eq!(bank.balance_reads.load(Ordering::SeqCst), 3);
 }
@@ -268,26 +262,10 @@ async fn a_callers_max_repeats_replaces_the_tools_and_the_default() {
             .max_repeats("get_balance", 6)
             .max_repeats("transfer_status", 2),
     );
-    for _ in 0..6 {
-        let r = d
-            .execute(Call::new("get_balance", BALANCE).session("s"))
-            .await;
-        assert_eq!(r.code, Code::Ok, "{}", r.message);
-    }
-    let r = d
-        .execute(Call::new("get_balance", BALANCE).session("s"))
-        .await;
+    let r = call_past(&d, "get_balance", BALANCE, 6).await;
     assert_eq!(r.code, Code::LoopDetected);
     assert_eq!(bank.balance_reads.load(Ordering::SeqCst), 6);
-    for _ in 0..2 {
-        let r = d
-            .execute(Call::new("transfer_status", STATUS).session("s"))
-            .await;
-        assert_eq!(r.code, Code::Ok, "{}", r.message);
-    }
-    let r = d
-        .execute(Call::new("transfer_status", STATUS).session("s"))
-        .await;
+    let r = call_past(&d, "transfer_status", STATUS, 2).await;
     assert_eq!(
         r.code,
         Code::LoopDetected,

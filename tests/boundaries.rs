@@ -158,6 +158,27 @@ async fn die_after_commit(
     assert!(task.await.unwrap_err().is_cancelled());
 }
 
+/// Runs `tool` in the one conversation most of these tests hold.
+async fn in_chat(d: &Dispatcher<Ledger>, tool: &str, args: &str) -> ToolResult {
+    d.execute(Call::new(tool, args).session(CHAT)).await
+}
+
+/// Brings a wire back from `session` with the id of a person's question
+/// and the host's say-so as well: the id, not the say-so, must decide.
+async fn confirm(d: &Dispatcher<Ledger>, session: &str, args: &str, id: &str) -> ToolResult {
+    let call = Call::new("wire", args).session(session).approval(id);
+    d.execute(call.confirmed(true)).await
+}
+
+/// Records a person's decision on question `id` straight in the store, as
+/// the inbox would.
+async fn decide(d: &Dispatcher<Ledger>, id: &str, decision: &ApprovalDecision) {
+    d.store()
+        .decide_approval(id, decision, now_ms())
+        .await
+        .unwrap();
+}
+
 fn decision(approved: bool) -> ApprovalDecision {
     ApprovalDecision {
         approved,
@@ -178,15 +199,11 @@ async fn a_call_that_died_after_its_commit_runs_again_under_its_key_when_the_bac
     die_after_commit(&d, &ledger, "post_keyed", HELLO, false).await;
     assert_eq!(ledger.writes(), 1);
 
-    let again = d
-        .execute(Call::new("post_keyed", HELLO).session(CHAT))
-        .await;
+    let again = in_chat(&d, "post_keyed", HELLO).await;
     assert!(again.ok && !again.replayed, "{again:?}");
     assert_eq!(ledger.writes(), 1, "the backend applied the key once");
     assert_eq!(ledger.keys().values().copied().collect::<Vec<_>>(), [1]);
-    let third = d
-        .execute(Call::new("post_keyed", HELLO).session(CHAT))
-        .await;
+    let third = in_chat(&d, "post_keyed", HELLO).await;
     assert!(third.ok && third.replayed, "{third:?}");
     assert_eq!(ledger.writes(), 1);
 }
@@ -197,18 +214,14 @@ async fn a_call_that_died_after_its_commit_is_reconciled_when_the_backend_can_be
     let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
     die_after_commit(&d, &ledger, "post_checked", HELLO, false).await;
 
-    let again = d
-        .execute(Call::new("post_checked", HELLO).session(CHAT))
-        .await;
+    let again = in_chat(&d, "post_checked", HELLO).await;
     assert!(again.ok, "{again:?}");
     assert_eq!(
         again.data["found"], true,
         "the answer is the backend's: {again:?}"
     );
     assert_eq!(ledger.writes(), 1, "found, not written again");
-    let third = d
-        .execute(Call::new("post_checked", HELLO).session(CHAT))
-        .await;
+    let third = in_chat(&d, "post_checked", HELLO).await;
     assert!(third.replayed);
     assert_eq!(ledger.writes(), 1);
 }
@@ -225,9 +238,7 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
     );
     die_after_commit(&d, &ledger, "post_plain", HELLO, false).await;
 
-    let doubt = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let doubt = in_chat(&d, "post_plain", HELLO).await;
     assert_eq!(doubt.code, Code::InDoubt, "{doubt:?}");
     assert_eq!(doubt.data["in_doubt"], true);
     assert_eq!(doubt.data["reason"], "in_doubt");
@@ -241,9 +252,7 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
     assert_eq!(ledger.writes(), 1, "never run again blindly");
 
     // Asked again, it is the same question; the person sees it once.
-    let again = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let again = in_chat(&d, "post_plain", HELLO).await;
     assert_eq!(again.code, Code::InDoubt);
     assert_eq!(again.question_id.as_deref(), Some(id.as_str()));
     let page = d
@@ -275,19 +284,12 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
 
     // The person checked: it happened. The call is answered so, and
     // replayed from then on; nothing runs.
-    d.store()
-        .decide_approval(&id, &decision(false), now_ms())
-        .await
-        .unwrap();
-    let settled = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    decide(&d, &id, &decision(false)).await;
+    let settled = in_chat(&d, "post_plain", HELLO).await;
     assert!(settled.ok, "{settled:?}");
     assert_eq!(settled.data["happened"], true);
     assert_eq!(settled.data["settled_by"], "ana");
-    let replayed = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let replayed = in_chat(&d, "post_plain", HELLO).await;
     assert!(replayed.ok && replayed.replayed, "{replayed:?}");
     assert_eq!(ledger.writes(), 1, "applied once in all");
     let entry = d.store().approval(&id).await.unwrap().unwrap();
@@ -302,9 +304,7 @@ async fn an_unknown_outcome_a_person_says_did_not_happen_runs_once() {
     // here the answer of the commit is lost, and the person (wrongly or
     // not) says it did not happen: the call runs once more, and only once.
     ledger.lose_after_commit.store(true, Ordering::SeqCst);
-    let lost = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let lost = in_chat(&d, "post_plain", HELLO).await;
     assert_eq!(
         lost.code,
         Code::InDoubt,
@@ -313,18 +313,11 @@ async fn an_unknown_outcome_a_person_says_did_not_happen_runs_once() {
     let id = lost.question_id.clone().unwrap();
     assert_eq!(ledger.writes(), 1);
 
-    d.store()
-        .decide_approval(&id, &decision(true), now_ms())
-        .await
-        .unwrap();
-    let ran = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    decide(&d, &id, &decision(true)).await;
+    let ran = in_chat(&d, "post_plain", HELLO).await;
     assert!(ran.ok && !ran.replayed, "{ran:?}");
     assert_eq!(ledger.writes(), 2, "run once more, on the person's word");
-    let again = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let again = in_chat(&d, "post_plain", HELLO).await;
     assert!(again.replayed, "{again:?}");
     assert_eq!(ledger.writes(), 2);
     let entry = d.store().approval(&id).await.unwrap().unwrap();
@@ -336,9 +329,7 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
     let ledger = Arc::new(Ledger::default());
     let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
     die_after_commit(&d, &ledger, "post_plain", HELLO, false).await;
-    let doubt = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let doubt = in_chat(&d, "post_plain", HELLO).await;
     let id = doubt.question_id.clone().unwrap();
     // An approval or a denial is not an answer to "did it happen?".
     let approved = d.approve(Decision::new(&id, CHAT).by("ana")).await;
@@ -355,26 +346,20 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
         "{settled:?}"
     );
     assert_eq!(ledger.writes(), 1);
-    let replayed = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let replayed = in_chat(&d, "post_plain", HELLO).await;
     assert!(replayed.replayed);
 
     // Another message: lost, and the host says it did not happen.
     ledger.lose_after_commit.store(true, Ordering::SeqCst);
     let other = r#"{"text": "again"}"#;
-    let lost = d
-        .execute(Call::new("post_plain", other).session(CHAT))
-        .await;
+    let lost = in_chat(&d, "post_plain", other).await;
     let id = lost.question_id.clone().unwrap();
     let ran = d
         .answer_in_doubt(Decision::new(&id, CHAT).by("ana"), false)
         .await;
     assert!(ran.ok && !ran.replayed, "{ran:?}");
     assert_eq!(ledger.writes(), 3);
-    let again = d
-        .execute(Call::new("post_plain", other).session(CHAT))
-        .await;
+    let again = in_chat(&d, "post_plain", other).await;
     assert!(again.replayed);
     assert_eq!(ledger.writes(), 3);
 }
@@ -388,7 +373,7 @@ async fn an_approved_high_risk_call_that_died_is_never_asked_about_afresh() {
 
     // The model's retry, without the confirmation: not a fresh approval
     // that hides the earlier attempt, but the unknown outcome itself.
-    let retry = d.execute(Call::new("wire", WIRE).session(CHAT)).await;
+    let retry = in_chat(&d, "wire", WIRE).await;
     assert_eq!(retry.code, Code::InDoubt, "{retry:?}");
     assert_ne!(retry.code, Code::ConfirmationRequired);
     // Even the host's `confirmed` does not run it blindly.
@@ -403,7 +388,7 @@ async fn an_approved_high_risk_call_that_died_is_never_asked_about_afresh() {
 // ------------------------------------------- a person's decision is final
 
 async fn asked(d: &Dispatcher<Ledger>) -> String {
-    let asked = d.execute(Call::new("wire", WIRE).session(CHAT)).await;
+    let asked = in_chat(d, "wire", WIRE).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
     asked.question_id.unwrap()
 }
@@ -413,30 +398,13 @@ async fn a_persons_denial_stands_whatever_the_host_confirms() {
     let ledger = Arc::new(Ledger::default());
     let d = ledger_dispatcher(&ledger).build().unwrap();
     let id = asked(&d).await;
-    d.store()
-        .decide_approval(&id, &decision(false), now_ms())
-        .await
-        .unwrap();
-    let overridden = d
-        .execute(
-            Call::new("wire", WIRE)
-                .session(CHAT)
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    decide(&d, &id, &decision(false)).await;
+    let overridden = confirm(&d, CHAT, WIRE, &id).await;
     assert_eq!(overridden.code, Code::ConfirmationDenied, "{overridden:?}");
     assert_eq!(ledger.writes(), 0);
     // The id is used up by the denial, which is final: it never runs later
     // either, and the call is denied again.
-    let later = d
-        .execute(
-            Call::new("wire", WIRE)
-                .session(CHAT)
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    let later = confirm(&d, CHAT, WIRE, &id).await;
     assert_eq!(later.code, Code::ConfirmationDenied, "{later:?}");
     assert_eq!(ledger.writes(), 0);
 }
@@ -448,18 +416,8 @@ async fn a_persons_edit_runs_instead_of_the_models_arguments_whatever_the_host_c
     let id = asked(&d).await;
     let mut edited = decision(true);
     edited.edited_arguments = Some(json!({"cents": 100}));
-    d.store()
-        .decide_approval(&id, &edited, now_ms())
-        .await
-        .unwrap();
-    let ran = d
-        .execute(
-            Call::new("wire", WIRE)
-                .session(CHAT)
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    decide(&d, &id, &edited).await;
+    let ran = confirm(&d, CHAT, WIRE, &id).await;
     assert!(ran.ok, "{ran:?}");
     assert_eq!(ran.data["edited_by_person"], true);
     let writes = ledger.writes.lock().unwrap().clone();
@@ -485,14 +443,7 @@ async fn an_expired_id_with_the_hosts_confirmation_is_expired() {
     {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let late = d
-        .execute(
-            Call::new("wire", WIRE)
-                .session(CHAT)
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    let late = confirm(&d, CHAT, WIRE, &id).await;
     assert_eq!(late.code, Code::ConfirmationExpired, "{late:?}");
     assert_eq!(ledger.writes(), 0);
 }
@@ -506,23 +457,9 @@ async fn a_used_id_replays_its_call_or_is_invalid_and_never_runs_again() {
         .execute(Call::new("wire", WIRE).session(CHAT).approval(&id))
         .await;
     assert!(ran.ok, "{ran:?}");
-    let same = d
-        .execute(
-            Call::new("wire", WIRE)
-                .session(CHAT)
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    let same = confirm(&d, CHAT, WIRE, &id).await;
     assert!(same.ok && same.replayed, "{same:?}");
-    let other = d
-        .execute(
-            Call::new("wire", r#"{"cents": 999}"#)
-                .session(CHAT)
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    let other = confirm(&d, CHAT, r#"{"cents": 999}"#, &id).await;
     assert_eq!(other.code, Code::ConfirmationInvalid, "{other:?}");
     assert_eq!(ledger.writes(), 1);
 }
@@ -561,25 +498,19 @@ async fn a_decision_recorded_on_a_call_is_carried_out_when_the_call_comes_back_w
         .unwrap();
     let id = asked(&d).await;
     assert_eq!(asked(&d).await, id, "the same question, not a second one");
-    d.store()
-        .decide_approval(&id, &decision(true), now_ms())
-        .await
-        .unwrap();
-    let ran = d.execute(Call::new("wire", WIRE).session(CHAT)).await;
+    decide(&d, &id, &decision(true)).await;
+    let ran = in_chat(&d, "wire", WIRE).await;
     assert!(ran.ok && !ran.replayed, "{ran:?}");
-    let again = d.execute(Call::new("wire", WIRE).session(CHAT)).await;
+    let again = in_chat(&d, "wire", WIRE).await;
     assert!(again.replayed, "{again:?}");
     assert_eq!(ledger.writes(), 1);
 
     // A denial, likewise, stands for the call that comes back without it.
     let other = r#"{"cents": 12}"#;
-    let asked = d.execute(Call::new("wire", other).session(CHAT)).await;
+    let asked = in_chat(&d, "wire", other).await;
     let id = asked.question_id.unwrap();
-    d.store()
-        .decide_approval(&id, &decision(false), now_ms())
-        .await
-        .unwrap();
-    let denied = d.execute(Call::new("wire", other).session(CHAT)).await;
+    decide(&d, &id, &decision(false)).await;
+    let denied = in_chat(&d, "wire", other).await;
     assert_eq!(denied.code, Code::ConfirmationDenied, "{denied:?}");
     assert_eq!(ledger.writes(), 1);
     // Another conversation's identical call is not decided by it.
@@ -665,9 +596,7 @@ async fn an_unknown_outcome_question_is_never_refused_for_the_conversations_boun
         .unwrap();
     let _ = asked(&d).await;
     ledger.lose_after_commit.store(true, Ordering::SeqCst);
-    let lost = d
-        .execute(Call::new("post_plain", HELLO).session(CHAT))
-        .await;
+    let lost = in_chat(&d, "post_plain", HELLO).await;
     assert_eq!(lost.code, Code::InDoubt, "{lost:?}");
     assert!(lost.question_id.is_some());
     let page = d
@@ -687,18 +616,8 @@ async fn an_approval_id_from_another_conversation_runs_nothing_whatever_the_host
     let ledger = Arc::new(Ledger::default());
     let d = ledger_dispatcher(&ledger).build().unwrap();
     let id = asked(&d).await;
-    d.store()
-        .decide_approval(&id, &decision(true), now_ms())
-        .await
-        .unwrap();
-    let foreign = d
-        .execute(
-            Call::new("wire", WIRE)
-                .session("chat-2")
-                .approval(&id)
-                .confirmed(true),
-        )
-        .await;
+    decide(&d, &id, &decision(true)).await;
+    let foreign = confirm(&d, "chat-2", WIRE, &id).await;
     assert_eq!(foreign.code, Code::ConfirmationInvalid, "{foreign:?}");
     assert_eq!(ledger.writes(), 0);
     // The approval is still the first conversation's, unused.
@@ -716,10 +635,7 @@ async fn a_persons_recorded_denial_stands_over_the_hosts_confirmed_without_an_id
     let ledger = Arc::new(Ledger::default());
     let d = ledger_dispatcher(&ledger).build().unwrap();
     let id = asked(&d).await;
-    d.store()
-        .decide_approval(&id, &decision(false), now_ms())
-        .await
-        .unwrap();
+    decide(&d, &id, &decision(false)).await;
     // The host brings no id, only its say-so: the person said no.
     let overridden = d
         .execute(Call::new("wire", WIRE).session(CHAT).confirmed(true))
@@ -728,14 +644,11 @@ async fn a_persons_recorded_denial_stands_over_the_hosts_confirmed_without_an_id
     assert_eq!(ledger.writes(), 0);
     // An edit, likewise, runs in place of the call the host confirmed.
     let other = r#"{"cents": 800}"#;
-    let asked = d.execute(Call::new("wire", other).session(CHAT)).await;
+    let asked = in_chat(&d, "wire", other).await;
     let id = asked.question_id.unwrap();
     let mut edited = decision(true);
     edited.edited_arguments = Some(json!({"cents": 80}));
-    d.store()
-        .decide_approval(&id, &edited, now_ms())
-        .await
-        .unwrap();
+    decide(&d, &id, &edited).await;
     let ran = d
         .execute(Call::new("wire", other).session(CHAT).confirmed(true))
         .await;

@@ -121,6 +121,25 @@ impl<St: Store> Fleet<St> {
             .unwrap();
     }
 
+    /// The operator on duty lifts the stop of `target` through replica A.
+    async fn resume(&self, target: Target) -> Result<u64, ChangeError> {
+        controls::resume(&**self.a.store(), target, "oncall").await
+    }
+
+    /// The operators load `policy` through replica A, as read from `file`.
+    async fn load(&self, policy: &Controls, file: &str) -> Result<u64, ChangeError> {
+        let callers = self.a.callers();
+        controls::load_policy(
+            &**self.a.store(),
+            self.a.registry(),
+            &callers,
+            policy,
+            "ops",
+            file,
+        )
+        .await
+    }
+
     fn refunds(&self) -> u32 {
         self.shop.refunds.load(Ordering::SeqCst)
     }
@@ -139,6 +158,17 @@ async fn call(
     let text = args.to_string();
     d.execute(Call::new(tool, text.as_str()).session(session))
         .await
+}
+
+/// Support's refund of `cents` on `order_id`, in `session`.
+async fn refund(
+    d: &Dispatcher<Shop, impl Store>,
+    session: &str,
+    order_id: &str,
+    cents: i64,
+) -> ToolResult {
+    let args = json!({"order_id": order_id, "amount_cents": cents});
+    call(d, session, REFUND, args).await
 }
 
 fn policy(toml: &str) -> Controls {
@@ -219,26 +249,19 @@ on_every_store!(
 const REFUND: &str = "refund_order";
 
 async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>) {
-    let refund = json!({"order_id": "A-1", "amount_cents": 500});
     // B reads the (empty) controls first: what it holds must not outlive a
     // change it was not told of.
     let read = call(&fleet.b, "s1", "get_order", json!({"order_id": "A-1"})).await;
     assert!(read.ok, "{read:?}");
     // A question asked before the stop.
-    let asked = call(&fleet.b, "s1", REFUND, refund.clone()).await;
+    let asked = refund(&fleet.b, "s1", "A-1", 500).await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
     let id = asked.question_id.clone().unwrap();
 
     fleet.stop(Target::Tool(REFUND.into()), "fraud wave").await;
 
     // B's next call, another conversation: stopped, with the reason.
-    let stopped = call(
-        &fleet.b,
-        "s2",
-        REFUND,
-        json!({"order_id": "B-2", "amount_cents": 100}),
-    )
-    .await;
+    let stopped = refund(&fleet.b, "s2", "B-2", 100).await;
     assert_eq!(stopped.code, Code::Stopped, "{stopped:?}");
     assert_eq!(stopped.data["reason"], "fraud wave");
     assert!(
@@ -264,19 +287,14 @@ async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>)
     fleet.stop(Target::Caller("support".into()), "audit").await;
     let read = call(&fleet.b, "s3", "get_order", json!({"order_id": "C-3"})).await;
     assert_eq!(read.code, Code::Stopped);
-    controls::resume(
-        &**fleet.a.store(),
-        Target::Caller("support".into()),
-        "oncall",
-    )
-    .await
-    .unwrap();
-
-    // Enabled again: the question is approved and runs once.
-    controls::resume(&**fleet.a.store(), Target::Tool(REFUND.into()), "oncall")
+    fleet
+        .resume(Target::Caller("support".into()))
         .await
         .unwrap();
-    let again = controls::resume(&**fleet.a.store(), Target::Tool(REFUND.into()), "oncall").await;
+
+    // Enabled again: the question is approved and runs once.
+    fleet.resume(Target::Tool(REFUND.into())).await.unwrap();
+    let again = fleet.resume(Target::Tool(REFUND.into())).await;
     assert!(matches!(again, Err(ChangeError::Unchanged(_))), "{again:?}");
     let approved = fleet.b.approve(Decision::new(&id, "s1").by("ana")).await;
     assert!(approved.ok, "{approved:?}");
@@ -325,17 +343,9 @@ async fn a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused<St: 
         limits = { max_refund_cents = 100 }
         "#,
     );
-    let version = controls::load_policy(store, registry, &callers, &narrowed, "ops", "p.toml")
-        .await
-        .unwrap();
+    let version = fleet.load(&narrowed, "p.toml").await.unwrap();
     assert_eq!(version, 1);
-    let refused = call(
-        &fleet.b,
-        "s",
-        REFUND,
-        json!({"order_id": "A-1", "amount_cents": 50}),
-    )
-    .await;
+    let refused = refund(&fleet.b, "s", "A-1", 50).await;
     assert_eq!(refused.code, Code::ToolNotAllowed, "{refused:?}");
 
     // A file that does not check is refused whole; the old policy stands.
@@ -352,9 +362,7 @@ async fn a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused<St: 
         per = "1m"
         "#,
     );
-    let error = controls::load_policy(store, registry, &callers, &bad, "ops", "bad.toml")
-        .await
-        .unwrap_err();
+    let error = fleet.load(&bad, "bad.toml").await.unwrap_err();
     let ChangeError::Invalid(errors) = &error else {
         panic!("{error:?}");
     };
@@ -364,13 +372,7 @@ async fn a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused<St: 
     assert!(text.contains("above the code's 50000"), "{text}");
     assert!(text.contains("rate_limits[0].calls"), "{text}");
     assert_eq!(controls::read(store).await.unwrap().0, 1, "nothing written");
-    let still = call(
-        &fleet.b,
-        "s",
-        REFUND,
-        json!({"order_id": "A-1", "amount_cents": 50}),
-    )
-    .await;
+    let still = refund(&fleet.b, "s", "A-1", 50).await;
     assert_eq!(still.code, Code::ToolNotAllowed);
 
     // A file can only narrow: a tool the code does not allow is refused.
@@ -389,23 +391,11 @@ async fn a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused<St: 
     );
 
     // Loaded again wider (the code's ceiling): B calls refunds again.
-    controls::load_policy(
-        store,
-        registry,
-        &callers,
-        &Controls::default(),
-        "ops",
-        "empty.toml",
-    )
-    .await
-    .unwrap();
-    let asked = call(
-        &fleet.b,
-        "s",
-        REFUND,
-        json!({"order_id": "A-1", "amount_cents": 50}),
-    )
-    .await;
+    fleet
+        .load(&Controls::default(), "empty.toml")
+        .await
+        .unwrap();
+    let asked = refund(&fleet.b, "s", "A-1", 50).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
     let history = store.controls_history(5).await.unwrap();
     assert_eq!(history.len(), 2);
@@ -418,7 +408,6 @@ async fn a_policy_reload_reaches_the_other_replica_and_a_bad_one_is_refused<St: 
 }
 
 async fn a_rate_limit_is_counted_across_replicas_with_its_reset_time<St: Store>(fleet: Fleet<St>) {
-    let store = &**fleet.a.store();
     let limits = policy(
         r#"
         [[rate_limits]]
@@ -428,16 +417,7 @@ async fn a_rate_limit_is_counted_across_replicas_with_its_reset_time<St: Store>(
         per = "1h"
         "#,
     );
-    controls::load_policy(
-        store,
-        fleet.a.registry(),
-        &fleet.a.callers(),
-        &limits,
-        "ops",
-        "r.toml",
-    )
-    .await
-    .unwrap();
+    fleet.load(&limits, "r.toml").await.unwrap();
     let read = |n: u32| json!({"order_id": format!("A-{n}")});
     for (n, replica) in [(1, &fleet.a), (2, &fleet.b), (3, &fleet.a)] {
         let answer = call(replica, &format!("s{n}"), "get_order", read(n)).await;
@@ -462,13 +442,7 @@ async fn a_rate_limit_is_counted_across_replicas_with_its_reset_time<St: Store>(
     }
     assert_eq!(fleet.reads(), 3, "nothing over the limit ran");
     // The limit counts one tool: refunds are asked as before.
-    let asked = call(
-        &fleet.b,
-        "s",
-        REFUND,
-        json!({"order_id": "A-1", "amount_cents": 5}),
-    )
-    .await;
+    let asked = refund(&fleet.b, "s", "A-1", 5).await;
     assert_eq!(asked.code, Code::ConfirmationRequired);
     // Nothing over the limit took a step: the conversation's budget is
     // untouched by the refusals (its step is still 1 after one call).
@@ -486,38 +460,22 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
     fleet: Fleet<St>,
 ) {
     let store = &**fleet.a.store();
-    controls::load_policy(
-        store,
-        fleet.a.registry(),
-        &fleet.a.callers(),
-        &policy("[approvals]\nrefund_order = 2\n"),
-        "ops",
-        "two.toml",
-    )
-    .await
-    .unwrap();
+    fleet
+        .load(&policy("[approvals]\nrefund_order = 2\n"), "two.toml")
+        .await
+        .unwrap();
     let carol = fleet
         .a
         .default_caller()
         .with_principal(Principal::new("https://auth.example.com", "carol"));
     let args = r#"{"order_id": "A-1", "amount_cents": 700}"#;
-    let asked = fleet
-        .b
-        .execute(Call::new(REFUND, args).session("s").caller(&carol))
-        .await;
+    let carols = || Call::new(REFUND, args).session("s").caller(&carol);
+    let asked = fleet.b.execute(carols()).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
     let id = asked.question_id.clone().unwrap();
 
     // The host's word is one person's: not enough.
-    let host = fleet
-        .b
-        .execute(
-            Call::new(REFUND, args)
-                .session("s")
-                .caller(&carol)
-                .confirmed(true),
-        )
-        .await;
+    let host = fleet.b.execute(carols().confirmed(true)).await;
     assert_eq!(host.code, Code::ConfirmationRequired, "{host:?}");
     // The requester may not sign.
     let own = person_answers(store, &id, "carol", &Answer::Approve).await;
@@ -536,15 +494,7 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
         );
     }
     // The model's call bringing the id does not take it up undecided.
-    let early = fleet
-        .a
-        .execute(
-            Call::new(REFUND, args)
-                .session("s")
-                .caller(&carol)
-                .approval(&id),
-        )
-        .await;
+    let early = fleet.a.execute(carols().approval(&id)).await;
     assert_eq!(early.code, Code::ConfirmationRequired, "{early:?}");
     assert_eq!(early.question_id.as_deref(), Some(id.as_str()), "{early:?}");
     assert_eq!(fleet.refunds(), 0);
@@ -569,15 +519,7 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
     let signatures = store.signatures(&id).await.unwrap();
     assert_eq!(signatures.len(), 2, "{signatures:?}");
     assert_eq!(signatures[0].by, "ana");
-    let again = fleet
-        .b
-        .execute(
-            Call::new(REFUND, args)
-                .session("s")
-                .caller(&carol)
-                .approval(&id),
-        )
-        .await;
+    let again = fleet.b.execute(carols().approval(&id)).await;
     assert!(again.ok && again.replayed, "{again:?}");
     assert_eq!(fleet.refunds(), 1);
     let entry = store.approval(&id).await.unwrap().unwrap();
@@ -587,24 +529,21 @@ async fn two_people_approve_never_the_requester_and_racing_last_signatures_run_o
 
 async fn a_rule_approves_small_refunds_and_the_audit_names_it<St: Store>(fleet: Fleet<St>) {
     let store = &**fleet.a.store();
-    controls::load_policy(
-        store,
-        fleet.a.registry(),
-        &fleet.a.callers(),
-        &policy(
-            r#"
+    fleet
+        .load(
+            &policy(
+                r#"
             [[approval_rules]]
             name = "small-refunds"
             tool = "refund_order"
             caller = "support"
             arguments.amount_cents = { max = 1000 }
             "#,
-        ),
-        "ops",
-        "rules.toml",
-    )
-    .await
-    .unwrap();
+            ),
+            "rules.toml",
+        )
+        .await
+        .unwrap();
     // A dry run says the rule would approve it, and runs nothing.
     let dry = fleet
         .b
@@ -618,22 +557,10 @@ async fn a_rule_approves_small_refunds_and_the_audit_names_it<St: Store>(fleet: 
     assert_eq!(dry.data["would"], "run", "{dry:?}");
     assert_eq!(dry.data["approved_by"], "rule:small-refunds");
     assert_eq!(fleet.refunds(), 0);
-    let small = call(
-        &fleet.b,
-        "s",
-        REFUND,
-        json!({"order_id": "A-1", "amount_cents": 1000}),
-    )
-    .await;
+    let small = refund(&fleet.b, "s", "A-1", 1000).await;
     assert!(small.ok, "{small:?}");
     assert_eq!(fleet.refunds(), 1);
-    let large = call(
-        &fleet.b,
-        "s",
-        REFUND,
-        json!({"order_id": "A-2", "amount_cents": 1001}),
-    )
-    .await;
+    let large = refund(&fleet.b, "s", "A-2", 1001).await;
     assert_eq!(large.code, Code::ConfirmationRequired);
     // Another caller: the rule names one.
     let other = fleet
@@ -664,13 +591,7 @@ async fn a_rule_approves_small_refunds_and_the_audit_names_it<St: Store>(fleet: 
         "{decided:?}"
     );
     // A replay of the small refund runs nothing more.
-    let replay = call(
-        &fleet.a,
-        "s",
-        REFUND,
-        json!({"order_id": "A-1", "amount_cents": 1000}),
-    )
-    .await;
+    let replay = refund(&fleet.a, "s", "A-1", 1000).await;
     assert!(replay.ok && replay.replayed, "{replay:?}");
     assert_eq!(fleet.refunds(), 1);
 }

@@ -81,6 +81,13 @@ async fn wipe_call<St: Store>(d: &Replica<St>, arg: i64, confirmed: bool) -> Too
     .await
 }
 
+/// The operators stop `tool` for an incident, through `store`.
+async fn stop_tool<St: Store>(store: &St, tool: &str) {
+    controls::stop(store, Target::Tool(tool.into()), "incident", "ops")
+        .await
+        .unwrap();
+}
+
 fn wipes(ledger: &Ledger) -> u32 {
     ledger.wipes.load(Ordering::SeqCst)
 }
@@ -149,9 +156,7 @@ fn a_replica_sees_a_stop_lifted() {
         let ledger = Arc::new(Ledger::default());
         let d = replica(Arc::clone(&store), &ledger);
         // The operator stops `page` through another handle on the store.
-        controls::stop(&*other, Target::Tool("page".into()), "incident", "ops")
-            .await
-            .unwrap();
+        stop_tool(&*other, "page").await;
         // The replica learns it as its call begins.
         let stopped = page_call(&d, 1).await;
         assert_eq!(stopped.code, Code::Stopped, "{stopped:?}");
@@ -191,9 +196,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
         let id = asked.question_id.unwrap();
         let decided = person_answers(&*other, &id, "ana", &Answer::Approve).await;
         assert!(matches!(decided, Ok(Decided::Recorded)), "{decided:?}");
-        controls::stop(&*other, Target::Tool("wipe".into()), "incident", "ops")
-            .await
-            .unwrap();
+        stop_tool(&*other, "wipe").await;
         let approved = inbox
             .approve(Decision::new(&id, "c0").caller(&alice()).by("bo"))
             .await;
@@ -227,9 +230,7 @@ fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
         let doubt = wipe_call(&d, 1, true).await;
         assert_eq!(doubt.code, Code::InDoubt, "{doubt:?}");
         let id = doubt.question_id.unwrap();
-        controls::stop(&*other, Target::Tool("wipe".into()), "incident", "ops")
-            .await
-            .unwrap();
+        stop_tool(&*other, "wipe").await;
         let settled = d
             .answer_in_doubt(Decision::new(&id, "c0").caller(&alice()).by("ana"), false)
             .await;

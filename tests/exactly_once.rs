@@ -65,6 +65,12 @@ fn counter(delay_ms: u32) -> Arc<Counter> {
 
 const PAY: &str = r#"{"to": "ana", "cents": 2590}"#;
 
+/// The payment, with the host's say-so: nothing stops it but its twins.
+async fn pay_confirmed(d: &Dispatcher<Counter>, session: &str) -> ToolResult {
+    d.execute(Call::new("pay", PAY).session(session).confirmed(true))
+        .await
+}
+
 #[test]
 fn identical_calls_at_the_same_moment_execute_once_and_all_get_the_result() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -82,10 +88,7 @@ fn identical_calls_at_the_same_moment_execute_once_and_all_get_the_result() {
     );
     let results: Vec<ToolResult> = runtime.block_on(all_at_once(16, || {
         let d = Arc::clone(&dispatcher);
-        async move {
-            d.execute(Call::new("pay", PAY).session("s").confirmed(true))
-                .await
-        }
+        async move { pay_confirmed(&d, "s").await }
     }));
     assert_eq!(backend.runs(), 1, "sixteen identical calls, one execution");
     assert!(
@@ -116,7 +119,7 @@ fn threads_with_their_own_runtimes_share_one_dispatcher_and_still_execute_once()
                     .enable_all()
                     .build()
                     .unwrap();
-                runtime.block_on(d.execute(Call::new("pay", PAY).session("s").confirmed(true)))
+                runtime.block_on(pay_confirmed(&d, "s"))
             })
         })
         .collect();
@@ -139,21 +142,14 @@ async fn a_call_waits_only_so_long_for_its_twin() {
     );
     let first = tokio::spawn({
         let d = Arc::clone(&d);
-        async move {
-            d.execute(Call::new("pay", PAY).session("default").confirmed(true))
-                .await
-        }
+        async move { pay_confirmed(&d, "default").await }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let second = d
-        .execute(Call::new("pay", PAY).session("default").confirmed(true))
-        .await;
+    let second = pay_confirmed(&d, "default").await;
     assert_eq!(second.code, Code::CallInProgress);
     assert!(first.await.unwrap().ok);
     assert_eq!(backend.runs(), 1);
-    let third = d
-        .execute(Call::new("pay", PAY).session("default").confirmed(true))
-        .await;
+    let third = pay_confirmed(&d, "default").await;
     assert!(third.replayed, "once it completed, the twin is a replay");
 }
 
@@ -163,20 +159,15 @@ async fn a_timeout_leaves_the_outcome_unknown_and_the_next_call_reuses_the_key()
     let d = Dispatcher::builder(tools![note].unwrap(), Arc::clone(&backend))
         .build()
         .unwrap();
-    let timed_out = d
-        .execute(Call::new("note", r#"{"text": "hi"}"#).session("default"))
-        .await;
+    let note = || d.execute(Call::new("note", r#"{"text": "hi"}"#).session("default"));
+    let timed_out = note().await;
     assert_eq!(timed_out.code, Code::Timeout);
     assert_eq!(backend.runs(), 1);
     backend.delay_ms.store(0, Ordering::SeqCst);
-    let again = d
-        .execute(Call::new("note", r#"{"text": "hi"}"#).session("default"))
-        .await;
+    let again = note().await;
     assert!(again.ok && !again.replayed, "{again:?}");
     assert_eq!(backend.runs(), 2, "sent to the backend again...");
-    let third = d
-        .execute(Call::new("note", r#"{"text": "hi"}"#).session("default"))
-        .await;
+    let third = note().await;
     assert!(third.replayed, "...and, once it completed, replayed");
     assert_eq!(backend.runs(), 2);
 }

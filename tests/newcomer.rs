@@ -146,41 +146,40 @@ const TRANSFER: &str = r#"{"to": "ana", "cents": 2590}"#;
 
 // ------------------------------------------- 1. the policy, checked at build
 
-/// What building the orders shop's dispatcher with `policy` is refused
-/// with: a policy that names what no tool declares.
-fn shop_refused(policy: Policy) -> String {
+/// Builds the orders shop's dispatcher with a policy that allows `allow`
+/// and sets `limit`, one of them a name no tool declares: the build is
+/// refused with a message that names the typo and the name declared.
+fn assert_refused_naming(allow: [&str; 2], limit: &str, typo: &str, declared: &str) {
     let registry = tools![get_order, refund_order].unwrap();
-    Dispatcher::builder(registry, Arc::new(Shop::new()))
+    let text = Dispatcher::builder(registry, Arc::new(Shop::new()))
         .part(Shop::reader)
-        .policy(policy)
+        .policy(Policy::new().allow(allow).limit(limit, 50_000))
         .build()
         .expect_err("a name no tool declares is refused")
-        .to_string()
+        .to_string();
+    assert!(
+        text.contains(&format!("`{typo}`")) && text.contains(&format!("`{declared}`")),
+        "names the typo {typo} and the declared {declared}: {text}"
+    );
 }
 
 #[test]
 fn a_typo_in_the_allowlist_is_a_build_error_naming_the_real_tool() {
-    let text = shop_refused(
-        Policy::new()
-            .allow(["get_order", "refund_orders"])
-            .limit("max_refund_cents", 50_000),
-    );
-    assert!(
-        text.contains("`refund_orders`") && text.contains("`refund_order`"),
-        "names the typo and the real tool: {text}"
+    assert_refused_naming(
+        ["get_order", "refund_orders"],
+        "max_refund_cents",
+        "refund_orders",
+        "refund_order",
     );
 }
 
 #[test]
 fn a_typo_in_a_limit_is_a_build_error_naming_the_declared_limit() {
-    let text = shop_refused(
-        Policy::new()
-            .allow(["get_order", "refund_order"])
-            .limit("max_refund_cent", 50_000),
-    );
-    assert!(
-        text.contains("`max_refund_cent`") && text.contains("`max_refund_cents`"),
-        "names the typo and the declared limit: {text}"
+    assert_refused_naming(
+        ["get_order", "refund_order"],
+        "max_refund_cent",
+        "max_refund_cent",
+        "max_refund_cents",
     );
 }
 
@@ -397,25 +396,29 @@ fn a_check_written_for_another_state_is_refused_at_build() {
 
 // --------------------------------------------- 2. messages the host can own
 
-#[tokio::test]
-async fn no_default_message_sends_the_user_to_a_human_agent() {
-    let shop = Arc::new(Shop::new());
-    let d = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
+/// The orders shop where a refund of more than 1 000 cents is over the
+/// limit: [`REFUND`], 2 590, is refused whatever the host confirms.
+fn small_refunds(shop: &Arc<Shop>) -> toolcall::DispatcherBuilder<Shop> {
+    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
         .part(Shop::reader)
         .policy(
             Policy::new()
                 .allow(["get_order", "refund_order"])
                 .limit("max_refund_cents", 1_000),
         )
-        .build()
-        .unwrap();
-    let over = d
-        .execute(
-            Call::new("refund_order", REFUND)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+}
+
+/// [`REFUND`] with the host's say-so, in the conversation `default`.
+async fn confirmed_refund(d: &Dispatcher<Shop>) -> ToolResult {
+    let call = Call::new("refund_order", REFUND).session("default");
+    d.execute(call.confirmed(true)).await
+}
+
+#[tokio::test]
+async fn no_default_message_sends_the_user_to_a_human_agent() {
+    let shop = Arc::new(Shop::new());
+    let d = small_refunds(&shop).build().unwrap();
+    let over = confirmed_refund(&d).await;
     assert_eq!(over.code, Code::PolicyLimit);
     assert!(
         over.message.contains("limit of 1000 (max_refund_cents)"),
@@ -433,13 +436,7 @@ async fn no_default_message_sends_the_user_to_a_human_agent() {
 #[tokio::test]
 async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
     let shop = Arc::new(Shop::new());
-    let d = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
-        .part(Shop::reader)
-        .policy(
-            Policy::new()
-                .allow(["get_order", "refund_order"])
-                .limit("max_refund_cents", 1_000),
-        )
+    let d = small_refunds(&shop)
         .message(Code::PolicyLimit, |m: &MessageContext| {
             format!(
                 "{} {} is over your plan ({} {}); suggest the Pro plan. [{}]",
@@ -463,13 +460,7 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
         .build()
         .unwrap();
 
-    let over = d
-        .execute(
-            Call::new("refund_order", REFUND)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let over = confirmed_refund(&d).await;
     assert_eq!(over.code, Code::PolicyLimit);
     assert_eq!(
         over.message,

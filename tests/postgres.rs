@@ -46,50 +46,76 @@ async fn drop_both(first: PostgresStore, second: PostgresStore) {
     first.drop_schema().await.unwrap();
 }
 
+/// `count` stores on one schema of `test`'s own, shared by tasks.
+async fn replicas(url: &str, test: &str, count: usize) -> Vec<Arc<PostgresStore>> {
+    let schema = postgres_schema(test);
+    let mut stores = Vec::new();
+    for _ in 0..count {
+        let store = PostgresStore::connect_in_schema(url, &schema).await;
+        stores.push(Arc::new(store.unwrap()));
+    }
+    stores
+}
+
+/// Drops the schema of [`replicas`], once every task let go of its store.
+async fn drop_all(mut stores: Vec<Arc<PostgresStore>>) {
+    drop(stores.split_off(1));
+    Arc::into_inner(stores.pop().unwrap())
+        .unwrap()
+        .drop_schema()
+        .await
+        .unwrap();
+}
+
+/// Runs `task(i, store)` for each `i` below `count` at once, the stores
+/// taken in turn: what each answered, in order.
+async fn at_once<T, Task, Answer>(stores: &[Arc<PostgresStore>], count: usize, task: Task) -> Vec<T>
+where
+    Task: Fn(usize, Arc<PostgresStore>) -> Answer,
+    Answer: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let tasks: Vec<_> = (0..count)
+        .map(|i| tokio::spawn(task(i, Arc::clone(&stores[i % stores.len()]))))
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
+/// Runs the shared suite `$suite` on two stores of one schema, `$test`'s
+/// own: a macro, as the suites are generic `async fn`s over borrowed stores.
+macro_rules! passes {
+    ($suite:ident, $test:literal) => {{
+        let Some(url) = postgres_url() else { return };
+        runtime().block_on(async {
+            let (first, second) = two_replicas(&url, $test).await;
+            toolcall_tests::$suite(&first, &second).await;
+            drop_both(first, second).await;
+        });
+    }};
+}
+
 #[test]
 fn postgres_store_conforms_across_two_connections() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let (first, second) = two_replicas(&url, "conformance").await;
-        toolcall_tests::conformance(&first, &second).await;
-        drop_both(first, second).await;
-    });
+    passes!(conformance, "conformance");
 }
 
 #[test]
 fn claims_raced_by_many_tasks_have_one_winner() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("race");
-        let mut stores = Vec::new();
-        for _ in 0..6 {
-            stores.push(Arc::new(
-                PostgresStore::connect_in_schema(&url, &schema)
-                    .await
-                    .unwrap(),
-            ));
-        }
+        let stores = replicas(&url, "race", 6).await;
         let now = now_ms();
-        let tasks: Vec<_> = stores
-            .iter()
-            .map(|store| {
-                let store = Arc::clone(store);
-                tokio::spawn(async move { store.claim(&key("race"), now, 60_000).await.unwrap() })
-            })
-            .collect();
-        let mut winners = 0;
-        for task in tasks {
-            if task.await.unwrap() == Claim::Acquired {
-                winners += 1;
-            }
-        }
+        let claims = at_once(&stores, stores.len(), |_, store| async move {
+            store.claim(&key("race"), now, 60_000).await.unwrap()
+        })
+        .await;
+        let winners = claims.iter().filter(|c| **c == Claim::Acquired).count();
         assert_eq!(winners, 1);
-        drop(stores.split_off(1));
-        Arc::into_inner(stores.pop().unwrap())
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_all(stores).await;
     });
 }
 
@@ -479,32 +505,19 @@ fn server_address(url: &str) -> String {
 fn decisions_raced_by_many_replicas_have_one_winner() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("decide_race");
-        let mut stores = Vec::new();
-        for _ in 0..4 {
-            stores.push(Arc::new(
-                PostgresStore::connect_in_schema(&url, &schema)
-                    .await
-                    .unwrap(),
-            ));
-        }
+        let stores = replicas(&url, "decide_race", 4).await;
         stores[0].put_approval(&asked("race")).await.unwrap();
-        let tasks: Vec<_> = (0..8)
-            .map(|i| {
-                let store = Arc::clone(&stores[i % stores.len()]);
-                tokio::spawn(async move {
-                    let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
-                    let outcome = store
-                        .decide_approval("race", &decision, now_ms())
-                        .await
-                        .unwrap();
-                    (outcome, decision.by)
-                })
-            })
-            .collect();
+        let decided = at_once(&stores, 8, |i, store| async move {
+            let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
+            let outcome = store
+                .decide_approval("race", &decision, now_ms())
+                .await
+                .unwrap();
+            (outcome, decision.by)
+        })
+        .await;
         let mut winners = Vec::new();
-        for task in tasks {
-            let (outcome, by) = task.await.unwrap();
+        for (outcome, by) in decided {
             match outcome {
                 DecideOutcome::Decided => winners.push(by),
                 DecideOutcome::AlreadyDecided => {}
@@ -514,23 +527,13 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
         assert_eq!(winners.len(), 1, "{winners:?}");
         let kept = stores[0].approval("race").await.unwrap().unwrap();
         assert_eq!(kept.approval.decision.unwrap().by, winners[0]);
-        drop(stores.split_off(1));
-        Arc::into_inner(stores.pop().unwrap())
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_all(stores).await;
     });
 }
 
 #[test]
 fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let (first, second) = two_replicas(&url, "approvals").await;
-        toolcall_tests::approvals_conformance(&first, &second).await;
-        drop_both(first, second).await;
-    });
+    passes!(approvals_conformance, "approvals");
 }
 
 /// Eight tasks on four replicas ask for the same call at once: one
@@ -539,29 +542,13 @@ fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
 fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
-        let schema = postgres_schema("ask_race");
-        let mut stores = Vec::new();
-        for _ in 0..4 {
-            stores.push(Arc::new(
-                PostgresStore::connect_in_schema(&url, &schema)
-                    .await
-                    .unwrap(),
-            ));
-        }
+        let stores = replicas(&url, "ask_race", 4).await;
         let now = now_ms();
-        let tasks: Vec<_> = (0..8)
-            .map(|i| {
-                let store = Arc::clone(&stores[i % stores.len()]);
-                tokio::spawn(async move {
-                    let asked = toolcall_tests::asked_call(&format!("race-{i}"), "race", now);
-                    store.ask_approval(&asked, 20).await.unwrap()
-                })
-            })
-            .collect();
-        let mut answers = Vec::new();
-        for task in tasks {
-            answers.push(task.await.unwrap());
-        }
+        let answers = at_once(&stores, 8, |i, store| async move {
+            let asked = toolcall_tests::asked_call(&format!("race-{i}"), "race", now);
+            store.ask_approval(&asked, 20).await.unwrap()
+        })
+        .await;
         let pending = stores[0].pending_approvals(now, 100).await.unwrap();
         assert_eq!(pending.len(), 1, "{pending:?}");
         let mut created = 0;
@@ -573,12 +560,7 @@ fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
             }
         }
         assert_eq!(created, 1, "{answers:?}");
-        drop(stores.split_off(1));
-        Arc::into_inner(stores.pop().unwrap())
-            .unwrap()
-            .drop_schema()
-            .await
-            .unwrap();
+        drop_all(stores).await;
     });
 }
 
@@ -628,12 +610,7 @@ fn a_waiting_agent_is_woken_by_the_decision() {
 
 #[test]
 fn postgres_store_keeps_the_operators_controls_rates_and_signatures() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let (first, second) = two_replicas(&url, "controls").await;
-        toolcall_tests::controls_conformance(&first, &second).await;
-        drop_both(first, second).await;
-    });
+    passes!(controls_conformance, "controls");
 }
 
 /// Eight tasks on two replicas give the last of two signatures at once:

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall::store::{MemoryStore, PendingQuery, Store, now_ms};
 use toolcall::{
-    Approvals, Call, Caller, Code, Ctx, Dispatcher, Policy, Principal, ToolError, ToolResult, tool,
-    tools,
+    Approvals, Call, Caller, Code, Ctx, Dispatcher, DispatcherBuilder, Policy, Principal,
+    ToolError, ToolResult, tool, tools,
 };
 use toolcall_core::controls;
 use toolcall_core::life::{self, Answer, Decided, QuestionState, Refusal};
@@ -78,19 +78,31 @@ async fn close_account(
 
 const TTL: Duration = Duration::from_secs(15 * 60);
 
-fn replica(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Dispatcher<Shop, Arc<MemoryStore>> {
+type Desk = Dispatcher<Shop, Arc<MemoryStore>>;
+
+/// A replica over `store` whose questions a person answers in the inbox.
+fn inbox(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> DispatcherBuilder<Shop, Arc<MemoryStore>> {
     Dispatcher::builder(
         tools![refund, add_note, close_account].unwrap(),
         Arc::clone(shop),
     )
     .store(Arc::clone(store))
     .approvals(Approvals::Inbox)
-    .approval_ttl(TTL)
-    .max_retries(0)
-    .retry_backoff(Duration::ZERO)
-    .max_steps(1_000)
-    .build()
-    .unwrap()
+}
+
+/// A shop and the one store its replicas share.
+fn shop_and_store() -> (Arc<Shop>, Arc<MemoryStore>) {
+    (Arc::new(Shop::default()), Arc::new(MemoryStore::default()))
+}
+
+fn replica(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Desk {
+    inbox(shop, store)
+        .approval_ttl(TTL)
+        .max_retries(0)
+        .retry_backoff(Duration::ZERO)
+        .max_steps(1_000)
+        .build()
+        .unwrap()
 }
 
 /// Runs `test` on a runtime of one thread, on a clock of its own.
@@ -126,8 +138,7 @@ fn id_of(answer: &ToolResult) -> String {
 #[test]
 fn a_wait_answers_a_decision_carried_out_elsewhere() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let (a, b) = (replica(&shop, &store), replica(&shop, &store));
         let id = id_of(&a.execute(call("refund", REFUND)).await);
         person(&*store, &id, "ana", Answer::Approve).await.unwrap();
@@ -155,8 +166,7 @@ fn a_wait_answers_a_decision_carried_out_elsewhere() {
 #[test]
 fn an_in_doubt_question_outlives_any_ttl_and_never_says_nothing_ran() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let d = replica(&shop, &store);
         shop.lose_note.store(1, Ordering::SeqCst);
         let args = r#"{"order": "O-1", "text": "called back"}"#;
@@ -190,8 +200,7 @@ fn an_in_doubt_question_outlives_any_ttl_and_never_says_nothing_ran() {
 #[test]
 fn an_approval_that_expired_unused_reads_expired_everywhere() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let d = replica(&shop, &store);
         let id = id_of(&d.execute(call("refund", REFUND)).await);
         person(&*store, &id, "ana", Answer::Approve).await.unwrap();
@@ -214,8 +223,7 @@ fn an_approval_that_expired_unused_reads_expired_everywhere() {
 #[test]
 fn a_denial_stands_for_its_own_period() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let d = replica(&shop, &store);
         let id = id_of(&d.execute(call("refund", REFUND)).await);
         clock::advance(TTL - Duration::from_secs(60));
@@ -232,28 +240,23 @@ fn a_denial_stands_for_its_own_period() {
     });
 }
 
-fn principal(subject: &str) -> Caller {
+fn support() -> Caller {
     Caller::new(
         "support",
         Policy::new().allow(["refund", "add_note", "close_account"]),
     )
-    .with_principal(Principal::new("https://auth.example.com", subject))
 }
 
-fn with_support(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Dispatcher<Shop, Arc<MemoryStore>> {
-    Dispatcher::builder(
-        tools![refund, add_note, close_account].unwrap(),
-        Arc::clone(shop),
-    )
-    .store(Arc::clone(store))
-    .approvals(Approvals::Inbox)
-    .caller(Caller::new(
-        "support",
-        Policy::new().allow(["refund", "add_note", "close_account"]),
-    ))
-    .max_pending_per_principal(2)
-    .build()
-    .unwrap()
+fn principal(subject: &str) -> Caller {
+    support().with_principal(Principal::new("https://auth.example.com", subject))
+}
+
+fn with_support(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Desk {
+    inbox(shop, store)
+        .caller(support())
+        .max_pending_per_principal(2)
+        .build()
+        .unwrap()
 }
 
 /// Two principals on one caller and one conversation: bob's identical call
@@ -262,8 +265,7 @@ fn with_support(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Dispatcher<Shop, 
 #[test]
 fn the_one_who_made_a_call_never_signs_it() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let d = with_support(&shop, &store);
         let (alice, bob) = (principal("alice"), principal("bob"));
         let args = r#"{"account": "AC-1"}"#;
@@ -321,8 +323,7 @@ fn the_one_who_made_a_call_never_signs_it() {
 #[test]
 fn one_principal_cannot_fill_its_callers_questions() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let d = with_support(&shop, &store);
         let (alice, bob) = (principal("alice"), principal("bob"));
         for n in 0..2 {
@@ -345,8 +346,7 @@ fn one_principal_cannot_fill_its_callers_questions() {
 #[test]
 fn a_carry_out_is_not_counted_against_a_rate_limit() {
     on_one_thread(async {
-        let shop = Arc::new(Shop::default());
-        let store = Arc::new(MemoryStore::default());
+        let (shop, store) = shop_and_store();
         let d = replica(&shop, &store);
         let policy: controls::Controls = toml_policy(
             "[[rate_limits]]\nname = \"refunds\"\ntool = \"refund\"\ncalls = 1\nper = \"1h\"\n",

@@ -17,6 +17,12 @@ fn two_callers(ops: &Arc<Ops>, share: bool) -> Dispatcher<Ops> {
         .unwrap()
 }
 
+/// `caller`'s call of `tool` in the conversation both callers hold.
+async fn in_war_room(d: &Dispatcher<Ops>, caller: &Caller, tool: &str, args: &str) -> ToolResult {
+    d.execute(Call::new(tool, args).session("war-room").caller(caller))
+        .await
+}
+
 /// Two callers in one conversation: the one whose limit is 3 replicas asked
 /// for 5 and got the other's result, replayed (stage 4 comes before the
 /// limit, and the key had no caller in it).
@@ -27,22 +33,16 @@ async fn a_replay_never_crosses_callers_nor_skips_the_callers_limit() {
     let oncall = d.caller("oncall").unwrap().clone();
     let intern = d.caller("intern").unwrap().clone();
     let args = r#"{"service": "api", "replicas": 5}"#;
-    let scaled = d
-        .execute(Call::new("scale", args).session("war-room").caller(&oncall))
-        .await;
+    let scaled = in_war_room(&d, &oncall, "scale", args).await;
     assert!(scaled.ok && !scaled.replayed, "{scaled:?}");
-    let theirs = d
-        .execute(Call::new("scale", args).session("war-room").caller(&intern))
-        .await;
+    let theirs = in_war_room(&d, &intern, "scale", args).await;
     assert_eq!(theirs.code, Code::PolicyLimit, "{theirs:?}");
     assert!(!theirs.replayed);
     assert_eq!(ops.applied("scale"), 1);
     // Within the intern's limit, the intern's call is the intern's own.
     let small = r#"{"service": "api", "replicas": 2}"#;
     for caller in [&oncall, &intern] {
-        let ran = d
-            .execute(Call::new("scale", small).session("war-room").caller(caller))
-            .await;
+        let ran = in_war_room(&d, caller, "scale", small).await;
         assert!(ran.ok && !ran.replayed, "{} {ran:?}", caller.id());
     }
     assert_eq!(ops.applied("scale"), 3);
@@ -56,21 +56,9 @@ async fn taint_stays_with_the_caller_unless_the_conversation_is_shared() {
         let d = two_callers(&ops, share);
         let oncall = d.caller("oncall").unwrap().clone();
         let intern = d.caller("intern").unwrap().clone();
-        let read = d
-            .execute(
-                Call::new("read_ticket", r#"{"ticket": "T-1"}"#)
-                    .session("war-room")
-                    .caller(&intern),
-            )
-            .await;
+        let read = in_war_room(&d, &intern, "read_ticket", r#"{"ticket": "T-1"}"#).await;
         assert!(read.ok, "{read:?}");
-        let paged = d
-            .execute(
-                Call::new("page", r#"{"text": "vol-7"}"#)
-                    .session("war-room")
-                    .caller(&oncall),
-            )
-            .await;
+        let paged = in_war_room(&d, &oncall, "page", r#"{"text": "vol-7"}"#).await;
         if share {
             assert_eq!(paged.code, Code::ConfirmationRequired, "{paged:?}");
             assert_eq!(ops.applied("page"), 0);
@@ -79,13 +67,7 @@ async fn taint_stays_with_the_caller_unless_the_conversation_is_shared() {
             assert_eq!(ops.applied("page"), 1);
         }
         // The reader's own side effect asks, either way.
-        let own = d
-            .execute(
-                Call::new("page", r#"{"text": "vol-7"}"#)
-                    .session("war-room")
-                    .caller(&intern),
-            )
-            .await;
+        let own = in_war_room(&d, &intern, "page", r#"{"text": "vol-7"}"#).await;
         assert_eq!(
             own.code,
             Code::ConfirmationRequired,

@@ -4,6 +4,22 @@
 
 use super::*;
 
+/// The volume the detach tests ask about.
+const VOL_7: &str = r#"{"volume": "vol-7"}"#;
+
+/// Detaches vol-7 in conversation `c`.
+async fn detach(d: &Dispatcher<Ops>) -> ToolResult {
+    d.execute(Call::new("detach_volume", VOL_7).session("c"))
+        .await
+}
+
+/// Asks to detach vol-7, which needs a person: the question's id.
+async fn asked_to_detach(d: &Dispatcher<Ops>) -> String {
+    let asked = detach(d).await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    asked.question_id.unwrap()
+}
+
 // ----------------------------------------------------- a decision is final
 
 /// In host mode, after a person's denial, the exact call with `confirmed`
@@ -97,10 +113,7 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
                 .build()
                 .unwrap(),
         );
-        let args = r#"{"volume": "vol-7"}"#;
-        let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
-        assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-        let id = asked.question_id.clone().unwrap();
+        let id = asked_to_detach(&d).await;
 
         // Another call holds the volume while the decision is carried out.
         ops.holding.store(true, Ordering::SeqCst);
@@ -117,8 +130,7 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
             Approvals::Host => d.approve(Decision::new(&id, "c").by("ana")).await,
             _ => {
                 person_approves(d.store(), &id).await;
-                d.execute(Call::new("detach_volume", args).session("c"))
-                    .await
+                detach(&d).await
             }
         };
         assert_eq!(busy.code, Code::ResourceBusy, "{approvals:?}: {busy:?}");
@@ -127,14 +139,10 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
         assert!(holder.await.unwrap().ok);
 
         // The volume is free: the identical call runs what was approved.
-        let ran = d
-            .execute(Call::new("detach_volume", args).session("c"))
-            .await;
+        let ran = detach(&d).await;
         assert!(ran.ok, "{approvals:?}: {ran:?}");
         assert_eq!(ran.data["detached"], "vol-7", "{approvals:?}");
-        let again = d
-            .execute(Call::new("detach_volume", args).session("c"))
-            .await;
+        let again = detach(&d).await;
         assert!(again.ok && again.replayed, "{approvals:?}: {again:?}");
         assert_eq!(ops.applied("detach_volume"), 1, "{approvals:?}");
         assert!(
@@ -153,10 +161,7 @@ async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
     use toolcall_core::controls::{self, Target};
     let ops = Arc::new(Ops::default());
     let d = builder(&ops).build().unwrap();
-    let args = r#"{"volume": "vol-7"}"#;
-    let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
-    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.question_id.clone().unwrap();
+    let id = asked_to_detach(&d).await;
     person_approves(d.store(), &id).await;
 
     let tool = || Target::Tool("detach_volume".to_owned());
@@ -168,9 +173,7 @@ async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
     assert_eq!(ops.attempts("detach_volume"), 0);
     controls::resume(d.store(), tool(), "oncall").await.unwrap();
 
-    let ran = d
-        .execute(Call::new("detach_volume", args).session("c"))
-        .await;
+    let ran = detach(&d).await;
     assert!(ran.ok, "{ran:?}");
     assert_eq!(ops.applied("detach_volume"), 1);
     assert!(
@@ -189,13 +192,10 @@ async fn the_look_at_what_came_of_a_call_leaves_no_audit_record() {
     let ops = Arc::new(Ops::default());
     let audit = MemoryAudit::new();
     let d = builder(&ops).audit(audit.clone()).build().unwrap();
-    let asked = call(&d, "c", "detach_volume", json!({"volume": "vol-7"})).await;
-    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.question_id.clone().unwrap();
-    let args = r#"{"volume": "vol-7"}"#;
+    let id = asked_to_detach(&d).await;
     let ran = d
         .execute(
-            Call::new("detach_volume", args)
+            Call::new("detach_volume", VOL_7)
                 .session("c")
                 .confirmed(true),
         )
@@ -204,7 +204,7 @@ async fn the_look_at_what_came_of_a_call_leaves_no_audit_record() {
 
     let waited = d
         .wait_for_decision(
-            Call::new("detach_volume", args).session("c"),
+            Call::new("detach_volume", VOL_7).session("c"),
             &id,
             toolcall::store::now_ms() + 50,
         )

@@ -6,16 +6,24 @@ use super::*;
 
 // ------------------------------------------------ questions have a kind
 
+/// The arguments of the page whose answer [`lost_page`] loses.
+const LOST: &str = r#"{"text": "disk full"}"#;
+
+/// A page sent whose answer was lost: in doubt, a question for a person.
+async fn lost_page() -> (Arc<Ops>, Dispatcher<Ops>, ToolResult) {
+    let ops = Arc::new(Ops::default());
+    ops.lose_after.store(1, Ordering::SeqCst);
+    let d = builder(&ops).build().unwrap();
+    let lost = d.execute(Call::new("page", LOST).session("c")).await;
+    assert_eq!(lost.code, Code::InDoubt, "{lost:?}");
+    (ops, d, lost)
+}
+
 /// An in-doubt question is answered only as "it happened" or "it did not":
 /// never by an approval, by `confirmed`, or by its id brought as one.
 #[tokio::test]
 async fn an_in_doubt_question_is_never_an_approval() {
-    let ops = Arc::new(Ops::default());
-    ops.lose_after.store(1, Ordering::SeqCst);
-    let d = builder(&ops).build().unwrap();
-    let args = r#"{"text": "disk full"}"#;
-    let lost = d.execute(Call::new("page", args).session("c")).await;
-    assert_eq!(lost.code, Code::InDoubt);
+    let (ops, d, lost) = lost_page().await;
     let id = lost.question_id.clone().unwrap();
 
     let approved = d.approve(Decision::new(&id, "c").by("ana")).await;
@@ -23,8 +31,8 @@ async fn an_in_doubt_question_is_never_an_approval() {
     let denied = d.deny(Decision::new(&id, "c").by("ana"), "no").await;
     assert_eq!(denied.code, Code::ConfirmationInvalid, "{denied:?}");
     for call in [
-        Call::new("page", args).session("c").confirmed(true),
-        Call::new("page", args).session("c").approval(&id),
+        Call::new("page", LOST).session("c").confirmed(true),
+        Call::new("page", LOST).session("c").approval(&id),
     ] {
         let again = d.execute(call).await;
         assert_eq!(again.code, Code::InDoubt, "{again:?}");
@@ -38,19 +46,26 @@ async fn an_in_doubt_question_is_never_an_approval() {
         .await;
     assert!(settled.ok, "{settled:?}");
     assert_eq!(settled.data["happened"], json!(true));
-    let replay = d.execute(Call::new("page", args).session("c")).await;
+    let replay = d.execute(Call::new("page", LOST).session("c")).await;
     assert!(replay.ok && replay.replayed, "{replay:?}");
     assert_eq!(ops.applied("page"), 1);
+}
+
+/// A deletion of vol-7 asked about: its question's id.
+async fn asked_to_delete() -> (Arc<Ops>, Dispatcher<Ops>, String) {
+    let ops = Arc::new(Ops::default());
+    let d = builder(&ops).build().unwrap();
+    let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    let id = asked.question_id.unwrap();
+    (ops, d, id)
 }
 
 /// A settlement is not an approval either: `answer_in_doubt` on an approval question
 /// changes nothing.
 #[tokio::test]
 async fn an_approval_question_is_not_settled() {
-    let ops = Arc::new(Ops::default());
-    let d = builder(&ops).build().unwrap();
-    let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
-    let id = asked.question_id.clone().unwrap();
+    let (ops, d, id) = asked_to_delete().await;
     for happened in [true, false] {
         let settled = d
             .answer_in_doubt(Decision::new(&id, "c").by("ana"), happened)
@@ -66,12 +81,7 @@ async fn an_approval_question_is_not_settled() {
 #[tokio::test]
 #[allow(deprecated)]
 async fn the_deprecated_settle_still_answers_an_in_doubt_question() {
-    let ops = Arc::new(Ops::default());
-    ops.lose_after.store(1, Ordering::SeqCst);
-    let d = builder(&ops).build().unwrap();
-    let args = r#"{"text": "disk full"}"#;
-    let lost = d.execute(Call::new("page", args).session("c")).await;
-    assert_eq!(lost.code, Code::InDoubt);
+    let (ops, d, lost) = lost_page().await;
     let id = lost.question_id.clone().unwrap();
     let answered = d.settle(Decision::new(&id, "c").by("ana"), true).await;
     assert!(answered.ok, "{answered:?}");
@@ -83,10 +93,7 @@ async fn the_deprecated_settle_still_answers_an_in_doubt_question() {
 /// ignored, and the call ran.
 #[tokio::test]
 async fn a_foreign_approval_id_is_refused_on_every_tool() {
-    let ops = Arc::new(Ops::default());
-    let d = builder(&ops).build().unwrap();
-    let asked = call(&d, "c", "delete_volume", json!({"volume": "vol-7"})).await;
-    let id = asked.question_id.clone().unwrap();
+    let (ops, d, id) = asked_to_delete().await;
     for id in [id.as_str(), "made-up"] {
         let page = d
             .execute(
@@ -106,19 +113,14 @@ async fn a_foreign_approval_id_is_refused_on_every_tool() {
 /// it to a person.
 #[tokio::test]
 async fn a_dry_run_of_an_in_doubt_call_says_a_person_settles_it() {
-    let ops = Arc::new(Ops::default());
-    ops.lose_after.store(1, Ordering::SeqCst);
-    let d = builder(&ops).build().unwrap();
-    let args = r#"{"text": "disk full"}"#;
-    let lost = d.execute(Call::new("page", args).session("c")).await;
-    assert_eq!(lost.code, Code::InDoubt);
+    let (ops, d, _) = lost_page().await;
     let dry = d
-        .execute(Call::new("page", args).session("c").dry_run(true))
+        .execute(Call::new("page", LOST).session("c").dry_run(true))
         .await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "ask_a_person", "{dry:?}");
     assert_eq!(dry.data["reason"], "in_doubt");
-    let real = d.execute(Call::new("page", args).session("c")).await;
+    let real = d.execute(Call::new("page", LOST).session("c")).await;
     assert_eq!(real.code, Code::InDoubt, "the real call agrees: {real:?}");
     assert_eq!(ops.attempts("page"), 1);
 }

@@ -2,6 +2,7 @@
 //! the inbox's sweep, and driving every call to its end.
 
 use super::*;
+use toolcall::store::RecordedOutcome;
 
 /// The invariants, from the ledger and the store.
 pub(crate) async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
@@ -97,6 +98,24 @@ pub(crate) async fn invariants<St: Store>(system: &System<St>, model: &Model) ->
     Ok(())
 }
 
+/// What replica 0's store recorded of the outcome of the call `identity`;
+/// `None` as well when the store could not say.
+async fn recorded_outcome<St: Store>(
+    system: &System<St>,
+    identity: Identity,
+) -> Option<RecordedOutcome> {
+    let (caller, conversation, tool, arg) = identity;
+    let recorded = system.replicas[0]
+        .recorded(
+            SIDE_EFFECTS[tool],
+            &json!({ "arg": arg }),
+            CONVERSATIONS[conversation],
+            &system.callers[caller],
+        )
+        .await;
+    recorded.ok().flatten()
+}
+
 /// After the inbox's sweep: every unknown outcome of a backend that only a
 /// person can settle has a question, open or decided.
 /// The calls of a backend only a person can settle whose outcome is
@@ -104,19 +123,10 @@ pub(crate) async fn invariants<St: Store>(system: &System<St>, model: &Model) ->
 pub(crate) async fn in_doubt<St: Store>(system: &System<St>, model: &Model) -> Vec<Identity> {
     let mut doubted = Vec::new();
     for &identity in model.known.keys() {
-        let (caller, conversation, tool, arg) = identity;
-        if !matches!(SIDE_EFFECTS[tool], "page" | "wipe") {
+        if !matches!(SIDE_EFFECTS[identity.2], "page" | "wipe") {
             continue;
         }
-        let recorded = system.replicas[0]
-            .recorded(
-                SIDE_EFFECTS[tool],
-                &json!({ "arg": arg }),
-                CONVERSATIONS[conversation],
-                &system.callers[caller],
-            )
-            .await;
-        if let Ok(Some(toolcall::store::RecordedOutcome::InDoubt)) = recorded {
+        if let Some(RecordedOutcome::InDoubt) = recorded_outcome(system, identity).await {
             doubted.push(identity);
         }
     }
@@ -128,16 +138,9 @@ pub(crate) async fn in_doubt<St: Store>(system: &System<St>, model: &Model) -> V
 /// not carried out yet.
 pub(crate) async fn sweep_checks<St: Store>(system: &System<St>, doubted: &[Identity]) -> Checked {
     let store = system.stores[0].inner();
-    for &(caller, conversation, tool, arg) in doubted {
-        let recorded = system.replicas[0]
-            .recorded(
-                SIDE_EFFECTS[tool],
-                &json!({ "arg": arg }),
-                CONVERSATIONS[conversation],
-                &system.callers[caller],
-            )
-            .await;
-        if let Ok(Some(toolcall::store::RecordedOutcome::Completed(_))) = recorded {
+    for &identity in doubted {
+        let (caller, conversation, tool, arg) = identity;
+        if let Some(RecordedOutcome::Completed(_)) = recorded_outcome(system, identity).await {
             continue;
         }
         let digest = toolcall_core::canonical::digest(&json!({ "arg": arg }));

@@ -24,7 +24,28 @@ pub(crate) fn regression(case: Case) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The replicas of most cases: both leave the person's decision to the host.
+const HOST: [Approvals; 2] = [Approvals::Host, Approvals::Host];
+
+/// Replica 0 decides in the inbox, replica 1 through the host.
+const INBOX_THEN_HOST: [Approvals; 2] = [Approvals::Inbox, Approvals::Host];
+
+/// A case on two replicas that share no store, once `rules` are loaded.
+pub(crate) fn case_on(modes: [Approvals; 2], rules: Rules, ops: Vec<Op>) -> Case {
+    Case {
+        modes,
+        share: false,
+        rules,
+        ops,
+    }
+}
+
 pub(crate) fn wipe_call(replica: usize, how: How) -> Op {
+    failing_wipe_call(replica, how, Fault::None)
+}
+
+/// Bob's wipe of disk 1, in his conversation, meeting `fault`.
+pub(crate) fn failing_wipe_call(replica: usize, how: How, fault: Fault) -> Op {
     Op::Call {
         caller: 1,
         principal: None,
@@ -33,6 +54,83 @@ pub(crate) fn wipe_call(replica: usize, how: How) -> Op {
         tool: 3,
         arg: 1,
         how,
+        fault,
+        client_answers: false,
+    }
+}
+
+/// Alice's page of `arg` in `conversation` through `replica`, meeting
+/// `fault`.
+pub(crate) fn alices_page(
+    conversation: usize,
+    replica: usize,
+    arg: i64,
+    how: How,
+    fault: Fault,
+) -> Op {
+    Op::Call {
+        caller: 0,
+        principal: None,
+        conversation,
+        replica,
+        tool: PAGE,
+        arg,
+        how,
+        fault,
+        client_answers: false,
+    }
+}
+
+/// Ana says `said` to question `question` through `via` on replica 0;
+/// `busy`: another process holds the call's resource meanwhile.
+pub(crate) fn ana_says(question: usize, said: Said, via: Via, busy: bool) -> Op {
+    Op::Answer {
+        question,
+        said,
+        via,
+        replica: 0,
+        intruder: false,
+        person: Person::Ana,
+        busy,
+    }
+}
+
+/// Bob's conversation reads untrusted output, on replica 0.
+pub(crate) fn reads_untrusted_output() -> Op {
+    Op::Read {
+        caller: 1,
+        conversation: 1,
+        replica: 0,
+    }
+}
+
+/// Replica 0 stops `what`; the store's answer is not lost.
+pub(crate) fn stops(what: Stopped) -> Op {
+    Op::Stop {
+        what,
+        replica: 0,
+        lost: false,
+    }
+}
+
+/// Replica 0 waits for the first question, its time already past.
+pub(crate) fn waits_for_the_first_question() -> Op {
+    Op::WaitFor {
+        question: 0,
+        replica: 0,
+        first: First::Nothing,
+        past: true,
+    }
+}
+
+/// The first call made again by the other principal, who brings its
+/// question's id.
+pub(crate) fn again_with_the_others_id() -> Op {
+    Op::Again {
+        back: 0,
+        other: true,
+        replica: 0,
+        how: How::OthersId,
         fault: Fault::None,
         client_answers: false,
     }
@@ -43,122 +141,66 @@ pub(crate) fn wipe_call(replica: usize, how: How) -> Op {
 /// a person was asked again.
 #[test]
 pub(crate) fn a_denial_holds_after_the_conversation_reads_untrusted_output() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::WithId),
-            Op::Answer {
-                question: 0,
-                said: Said::Deny,
-                via: Via::Host,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
-            Op::Read {
-                caller: 1,
-                conversation: 1,
-                replica: 0,
-            },
+            ana_says(0, Said::Deny, Via::Host, false),
+            reads_untrusted_output(),
             wipe_call(0, How::Plain),
             wipe_call(0, How::Confirmed),
         ],
-    });
+    ));
 }
 
 /// A question asked by a replica that decides in the inbox was bypassed by
 /// a host-mode replica's `confirmed`: the call ran without the person.
 #[test]
 pub(crate) fn the_hosts_confirmed_does_not_answer_a_question_only_a_person_may() {
-    regression(Case {
-        modes: [Approvals::Inbox, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        INBOX_THEN_HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::Plain),
             wipe_call(1, How::Confirmed),
-            Op::Answer {
-                question: 0,
-                said: Said::Deny,
-                via: Via::Host,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
+            ana_says(0, Said::Deny, Via::Host, false),
         ],
-    });
+    ));
 }
 
 /// The same, for a question asked before the conversation read untrusted
 /// output, and a confirmed call after.
 #[test]
 pub(crate) fn an_open_question_for_the_other_reason_is_not_answered_by_confirmed() {
-    regression(Case {
-        modes: [Approvals::Inbox, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        INBOX_THEN_HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::Plain),
-            Op::Read {
-                caller: 1,
-                conversation: 1,
-                replica: 0,
-            },
+            reads_untrusted_output(),
             wipe_call(1, How::Confirmed),
-            Op::Answer {
-                question: 0,
-                said: Said::Deny,
-                via: Via::Host,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
+            ana_says(0, Said::Deny, Via::Host, false),
         ],
-    });
+    ));
 }
 
 /// One call, two questions (before and after untrusted output was read):
 /// the first denied, the second approved; the denial won nothing.
 #[test]
 pub(crate) fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question() {
-    regression(Case {
-        modes: [Approvals::Inbox, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        INBOX_THEN_HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::Plain),
-            Op::Read {
-                caller: 1,
-                conversation: 1,
-                replica: 0,
-            },
+            reads_untrusted_output(),
             wipe_call(0, How::Plain),
-            Op::Answer {
-                question: 0,
-                said: Said::Deny,
-                via: Via::Host,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
-            Op::Answer {
-                question: 1,
-                said: Said::Approve,
-                via: Via::Inbox,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
+            ana_says(0, Said::Deny, Via::Host, false),
+            ana_says(1, Said::Approve, Via::Inbox, false),
             wipe_call(0, How::Plain),
         ],
-    });
+    ));
 }
 
 /// A host's confirmed attempt died after its claim; then a person denied
@@ -166,34 +208,15 @@ pub(crate) fn a_denial_of_a_call_stands_over_an_approval_of_its_other_question()
 /// denial must stand over the attempt's approval.
 #[test]
 pub(crate) fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::WithId),
-            Op::Call {
-                caller: 1,
-                principal: None,
-                conversation: 1,
-                replica: 0,
-                tool: 3,
-                arg: 1,
-                how: How::Confirmed,
-                fault: Fault::CrashAfterClaim,
-                client_answers: false,
-            },
-            Op::Answer {
-                question: 0,
-                said: Said::Deny,
-                via: Via::Host,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
+            failing_wipe_call(0, How::Confirmed, Fault::CrashAfterClaim),
+            ana_says(0, Said::Deny, Via::Host, false),
         ],
-    });
+    ));
 }
 
 /// An unknown outcome of a stopped tool, settled by the host as "it did not
@@ -216,43 +239,22 @@ pub(crate) fn it_did_not_happen_is_refused_while_the_tool_is_stopped() {
         fault,
         client_answers,
     };
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
             page_call(Fault::Store(Outage::AnswersLost, "claim"), false),
             page_call(Fault::CrashBeforeComplete, true),
-            Op::Stop {
-                what: Stopped::Tool(0),
-                replica: 0,
-                lost: false,
-            },
-            Op::Answer {
-                question: 1,
-                said: Said::Happened,
-                via: Via::Host,
-                replica: 0,
-                intruder: false,
-                person: Person::Ana,
-                busy: false,
-            },
+            stops(Stopped::Tool(0)),
+            ana_says(1, Said::Happened, Via::Host, false),
         ],
-    });
+    ));
 }
 
 /// Ana approves the newest question through `via` on replica 0; `busy`:
 /// another process holds the call's resource meanwhile.
 pub(crate) fn ana_approves(via: Via, busy: bool) -> Op {
-    Op::Answer {
-        question: 0,
-        said: Said::Approve,
-        via,
-        replica: 0,
-        intruder: false,
-        person: Person::Ana,
-        busy,
-    }
+    ana_says(0, Said::Approve, via, busy)
 }
 
 /// The defect the chaos run found (an approved call that found its
@@ -268,16 +270,15 @@ pub(crate) fn an_approval_carried_out_while_the_disk_is_held_is_not_asked_again(
         [Approvals::Host, Approvals::Host],
         [Approvals::Inbox, Approvals::Host],
     ] {
-        regression(Case {
+        regression(case_on(
             modes,
-            share: false,
-            rules: Rules::Lift,
-            ops: vec![
+            Rules::Lift,
+            vec![
                 wipe_call(0, How::Plain),
                 ana_approves(Via::Host, true),
                 wipe_call(1, How::Plain),
             ],
-        });
+        ));
     }
 }
 
@@ -288,21 +289,16 @@ pub(crate) fn an_approval_carried_out_while_the_disk_is_held_is_not_asked_again(
 /// `TOOLCALL_MODEL_SEED=202 TOOLCALL_MODEL_CASES=200`.
 #[test]
 pub(crate) fn an_approval_carried_out_while_the_tool_is_stopped_is_not_asked_again() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::Plain),
             ana_approves(Via::Inbox, false),
-            Op::Stop {
-                what: Stopped::Tool(WIPE),
-                replica: 0,
-                lost: false,
-            },
+            stops(Stopped::Tool(WIPE)),
             ana_approves(Via::Host, false),
         ],
-    });
+    ));
 }
 
 /// The model's own error, not toolcall's: a page the store failed to begin
@@ -314,42 +310,26 @@ pub(crate) fn an_approval_carried_out_while_the_tool_is_stopped_is_not_asked_aga
 /// replica that had read the limit, whose page is counted.
 #[test]
 pub(crate) fn a_page_the_store_failed_to_begin_is_counted_as_the_replica_judged_it() {
-    let page = |conversation, replica, arg, how, fault| Op::Call {
-        caller: 0,
-        principal: None,
-        conversation,
-        replica,
-        tool: PAGE,
-        arg,
-        how,
-        fault,
-        client_answers: false,
-    };
     let down = Fault::Store(Outage::Down, "begin_call");
     for ops in [
         vec![
-            page(0, 0, 0, How::Plain, down),
-            page(
+            alices_page(0, 0, 0, How::Plain, down),
+            alices_page(
                 1,
                 0,
                 1,
                 How::Plain,
                 Fault::Store(Outage::AnswersLost, "doubt"),
             ),
-            page(1, 1, 0, How::Confirmed, Fault::LoseAnswer),
+            alices_page(1, 1, 0, How::Confirmed, Fault::LoseAnswer),
         ],
         vec![
-            page(0, 0, 0, How::Plain, Fault::None),
-            page(1, 0, 1, How::Plain, down),
-            page(1, 1, 0, How::Plain, Fault::None),
+            alices_page(0, 0, 0, How::Plain, Fault::None),
+            alices_page(1, 0, 1, How::Plain, down),
+            alices_page(1, 1, 0, How::Plain, Fault::None),
         ],
     ] {
-        regression(Case {
-            modes: [Approvals::Host, Approvals::Host],
-            share: false,
-            rules: Rules::Limits,
-            ops,
-        });
+        regression(case_on(HOST, Rules::Limits, ops));
     }
 }
 
@@ -362,30 +342,14 @@ pub(crate) fn a_page_the_store_failed_to_begin_is_counted_as_the_replica_judged_
 /// whatever its kind.
 #[test]
 pub(crate) fn a_wait_on_an_unknown_outcome_asks_it_again() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
-            Op::Call {
-                caller: 0,
-                principal: None,
-                conversation: 0,
-                replica: 0,
-                tool: PAGE,
-                arg: 0,
-                how: How::Plain,
-                fault: Fault::LoseAnswer,
-                client_answers: false,
-            },
-            Op::WaitFor {
-                question: 0,
-                replica: 0,
-                first: First::Nothing,
-                past: true,
-            },
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
+            alices_page(0, 0, 0, How::Plain, Fault::LoseAnswer),
+            waits_for_the_first_question(),
         ],
-    });
+    ));
 }
 
 /// In host mode a wipe is asked about; the host's `confirmed` runs the
@@ -396,21 +360,15 @@ pub(crate) fn a_wait_on_an_unknown_outcome_asks_it_again() {
 /// the call's key.
 #[test]
 pub(crate) fn a_wait_on_a_call_that_ran_answers_what_came_of_it() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::Plain),
             wipe_call(0, How::Confirmed),
-            Op::WaitFor {
-                question: 0,
-                replica: 0,
-                first: First::Nothing,
-                past: true,
-            },
+            waits_for_the_first_question(),
         ],
-    });
+    ));
 }
 
 /// A wipe is asked about and approved in the inbox; nobody carries it out
@@ -423,17 +381,16 @@ pub(crate) fn a_wait_on_a_call_that_ran_answers_what_came_of_it() {
 /// wait or a call with the id was `CONFIRMATION_INVALID`.
 #[test]
 pub(crate) fn the_hosts_answer_leaves_an_expired_decision_expired() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::Lift,
+        vec![
             wipe_call(0, How::Plain),
             ana_approves(Via::Inbox, false),
             Op::Tick(Tick::Approval),
             ana_approves(Via::Host, false),
         ],
-    });
+    ));
 }
 
 /// In host mode a wipe is asked about; the host's `confirmed` runs the
@@ -453,17 +410,16 @@ pub(crate) fn the_hosts_answer_to_a_call_that_ran_is_what_came_of_it() {
         replica: 0,
     };
     for then in [Op::Tick(Tick::Approval), two_people] {
-        regression(Case {
-            modes: [Approvals::Host, Approvals::Host],
-            share: false,
-            rules: Rules::Lift,
-            ops: vec![
+        regression(case_on(
+            HOST,
+            Rules::Lift,
+            vec![
                 wipe_call(0, How::Plain),
                 wipe_call(0, How::Confirmed),
                 then,
                 ana_approves(Via::Host, false),
             ],
-        });
+        ));
     }
 }
 
@@ -476,11 +432,10 @@ pub(crate) fn the_hosts_answer_to_a_call_that_ran_is_what_came_of_it() {
 /// (`Stages::awaiting_signatures`), without the call's binding.
 #[test]
 pub(crate) fn another_principals_question_id_is_not_this_calls() {
-    regression(Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::TwoPeople,
-        ops: vec![
+    regression(case_on(
+        HOST,
+        Rules::TwoPeople,
+        vec![
             Op::Call {
                 caller: 1,
                 principal: Some(0),
@@ -492,16 +447,9 @@ pub(crate) fn another_principals_question_id_is_not_this_calls() {
                 fault: Fault::None,
                 client_answers: false,
             },
-            Op::Again {
-                back: 0,
-                other: true,
-                replica: 0,
-                how: How::OthersId,
-                fault: Fault::None,
-                client_answers: false,
-            },
+            again_with_the_others_id(),
         ],
-    });
+    ));
 }
 
 /// In host mode bob's caller, no principal behind it, makes a wipe and is
@@ -519,22 +467,11 @@ pub(crate) fn another_principals_question_is_not_taken() {
     let _alone = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let case = Case {
-        modes: [Approvals::Host, Approvals::Host],
-        share: false,
-        rules: Rules::Lift,
-        ops: vec![
-            wipe_call(0, How::Plain),
-            Op::Again {
-                back: 0,
-                other: true,
-                replica: 0,
-                how: How::OthersId,
-                fault: Fault::None,
-                client_answers: false,
-            },
-        ],
-    };
+    let case = case_on(
+        HOST,
+        Rules::Lift,
+        vec![wipe_call(0, How::Plain), again_with_the_others_id()],
+    );
     runtime().block_on(async {
         let postgres = Postgres(url);
         let (stores, cleaner) = postgres.make(u32::MAX).await;

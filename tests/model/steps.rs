@@ -98,17 +98,7 @@ pub(crate) async fn step<St: Store>(
             // A person who settles checks the system first: what they say
             // of an unknown outcome is the truth.
             let said = match said {
-                Said::Happened | Said::NotHappened => {
-                    let happened = model.known[&q.identity]
-                        .key
-                        .as_deref()
-                        .is_some_and(|key| system.ledger.applied(key) > 0);
-                    if happened {
-                        Said::Happened
-                    } else {
-                        Said::NotHappened
-                    }
-                }
+                Said::Happened | Said::NotHappened => truth(system, model, &q),
                 said => said,
             };
             // The host's approval (or "it did not happen") of a question of
@@ -218,6 +208,20 @@ pub(crate) async fn step<St: Store>(
 }
 
 /// Moves the test's clock, and the model's.
+/// What a person who checked the backend's own record says of the unknown
+/// outcome `q` asks about: the truth.
+fn truth<St: Store>(system: &System<St>, model: &Model, q: &Question) -> Said {
+    let happened = model.known[&q.identity]
+        .key
+        .as_deref()
+        .is_some_and(|key| system.ledger.applied(key) > 0);
+    if happened {
+        Said::Happened
+    } else {
+        Said::NotHappened
+    }
+}
+
 pub(crate) fn tick(model: &mut Model, by: Tick) {
     clock::advance(Duration::from_millis(by.ms()));
     model.v += by.ms();
@@ -240,15 +244,7 @@ pub(crate) async fn decide_in_inbox<St: Store>(
         return Ok(());
     };
     let said = if q.in_doubt {
-        let happened = model.known[&q.identity]
-            .key
-            .as_deref()
-            .is_some_and(|key| system.ledger.applied(key) > 0);
-        if happened {
-            Said::Happened
-        } else {
-            Said::NotHappened
-        }
+        truth(system, model, &q)
     } else {
         said
     };
