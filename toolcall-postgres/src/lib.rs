@@ -696,30 +696,22 @@ impl LockStore for PostgresStore {
         lease_ms: u64,
     ) -> Result<bool, StoreError> {
         let resource = resource.as_str();
-        let client = self.client().await?;
         // One statement: taken if free, held by `holder`, or run out.
-        let locked = client
-            .query_opt(
-                "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
-                 VALUES ($1, $2, $3, $5)
-                 ON CONFLICT (resource_key) DO UPDATE SET holder = EXCLUDED.holder, until_ms = EXCLUDED.until_ms
-                 WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $4
-                 RETURNING 1",
-                &[
-                    &session_key(resource),
-                    &resource,
-                    &holder,
-                    &to_sql(now_ms),
-                    &to_sql(now_ms.saturating_add(lease_ms)),
-                ],
-            )
-            .await
-            .map_err(StoreError::new)?
-            .is_some();
-        if locked {
-            self.wrote().await;
-        }
-        Ok(locked)
+        self.wrote_if(
+            "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
+             VALUES ($1, $2, $3, $5)
+             ON CONFLICT (resource_key) DO UPDATE SET holder = EXCLUDED.holder, until_ms = EXCLUDED.until_ms
+             WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $4
+             RETURNING 1",
+            &[
+                &session_key(resource),
+                &resource,
+                &holder,
+                &to_sql(now_ms),
+                &to_sql(now_ms.saturating_add(lease_ms)),
+            ],
+        )
+        .await
     }
 
     async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
