@@ -51,6 +51,34 @@ CREATE TABLE IF NOT EXISTS toolcall_approvals (
 );
 ";
 
+/// The indexes a store of this version has, sorted by name, with the
+/// indexes of its own dialect, `own`: what upgrading any older store
+/// must leave.
+pub fn indexes(own: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = [
+        "toolcall_approvals_caller_open",
+        "toolcall_approvals_created",
+        "toolcall_approvals_decided",
+        "toolcall_approvals_expires",
+        "toolcall_approvals_session_created",
+        "toolcall_approvals_session_digest",
+        "toolcall_approvals_tool_created",
+        "toolcall_calls_touched",
+        "toolcall_locks_until",
+        "toolcall_rates_until",
+        "toolcall_records_asking",
+        "toolcall_records_touched",
+        "toolcall_steps_touched",
+        "toolcall_taint_touched",
+    ]
+    .iter()
+    .chain(own)
+    .map(|name| name.to_string())
+    .collect();
+    all.sort();
+    all
+}
+
 /// The store's key for a test's `name`.
 pub fn key(name: &str) -> Key {
     Key::sha256(name)
