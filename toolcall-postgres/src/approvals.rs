@@ -143,8 +143,7 @@ async fn approvals_where(
 
 pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<(), StoreError> {
     let values = NewApproval::new(a)?.values(a);
-    let client = store.client().await?;
-    client
+    store
         .execute(
             &format!(
                 "INSERT INTO toolcall_approvals ({})
@@ -154,8 +153,7 @@ pub(crate) async fn put(store: &PostgresStore, a: &PendingApproval) -> Result<()
             ),
             &values.iter().map(param).collect::<Vec<_>>(),
         )
-        .await
-        .map_err(StoreError::new)?;
+        .await?;
     store.wrote().await;
     Ok(())
 }
@@ -503,14 +501,12 @@ pub(crate) async fn settle(
     result: &ApprovalResult,
 ) -> Result<(), StoreError> {
     let text = approval::json(result)?;
-    let client = store.client().await?;
-    client
+    store
         .execute(
             "UPDATE toolcall_approvals SET result = $2 WHERE id = $1 AND decision IS NOT NULL",
             &[&id, &text],
         )
-        .await
-        .map_err(StoreError::new)?;
+        .await?;
     Ok(())
 }
 

@@ -67,9 +67,8 @@ pub(crate) async fn put(
     document: &str,
     change: &ControlsChange,
 ) -> Result<bool, StoreError> {
-    let client = store.client().await?;
-    let written = client
-        .query_opt(
+    store
+        .wrote_if(
             PUT.as_str(),
             &[
                 &to_sql(expected),
@@ -81,12 +80,6 @@ pub(crate) async fn put(
             ],
         )
         .await
-        .map_err(StoreError::new)?
-        .is_some();
-    if written {
-        store.wrote().await;
-    }
-    Ok(written)
 }
 
 pub(crate) async fn history(
@@ -119,9 +112,8 @@ pub(crate) async fn take_rate(
     if limit == 0 {
         return Ok(false);
     }
-    let client = store.client().await?;
-    let counted = client
-        .query_opt(
+    store
+        .wrote_if(
             TAKE_RATE.as_str(),
             &[
                 &session_key(bucket),
@@ -132,12 +124,6 @@ pub(crate) async fn take_rate(
             ],
         )
         .await
-        .map_err(StoreError::new)?
-        .is_some();
-    if counted {
-        store.wrote().await;
-    }
-    Ok(counted)
 }
 
 pub(crate) async fn rate_count(

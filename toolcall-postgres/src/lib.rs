@@ -149,6 +149,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use conn::Conn;
+use tokio_postgres::types::ToSql;
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
@@ -286,6 +287,12 @@ impl PostgresStore {
         Ok(Conn::own(object, Arc::clone(&self.sent)))
     }
 
+    /// Runs `sql` on a connection of its own: how many rows it changed.
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        client.execute(sql, params).await.map_err(StoreError::new)
+    }
+
     /// [`CallStore::claim`], keeping `question` (its JSON text, with the time it
     /// was kept) with a claim it acquires ([`CallStore::claim_asking`]), and
     /// nothing with one it does not.
@@ -413,20 +420,17 @@ impl CallStore for PostgresStore {
     ) -> Result<bool, StoreError> {
         let text = result_text(result)?;
         self.started.freed(holder);
-        let client = self.client().await?;
-        client
-            .execute(
-                begin::COMPLETE_UNLOCKING,
-                &[
-                    &key.as_str(),
-                    &text,
-                    &to_sql(now_ms()),
-                    &session_key(resource.as_str()),
-                    &holder,
-                ],
-            )
-            .await
-            .map_err(StoreError::new)?;
+        self.execute(
+            begin::COMPLETE_UNLOCKING,
+            &[
+                &key.as_str(),
+                &text,
+                &to_sql(now_ms()),
+                &session_key(resource.as_str()),
+                &holder,
+            ],
+        )
+        .await?;
         self.wrote().await;
         Ok(true)
     }
@@ -457,14 +461,11 @@ impl CallStore for PostgresStore {
 
     async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
         let key = key.as_str();
-        let client = self.client().await?;
-        client
-            .execute(
-                "UPDATE toolcall_calls SET count = GREATEST(count - 1, 0) WHERE key = $1",
-                &[&key],
-            )
-            .await
-            .map_err(StoreError::new)?;
+        self.execute(
+            "UPDATE toolcall_calls SET count = GREATEST(count - 1, 0) WHERE key = $1",
+            &[&key],
+        )
+        .await?;
         Ok(())
     }
 
@@ -543,47 +544,39 @@ impl CallStore for PostgresStore {
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
         let key = key.as_str();
         let text = result_text(result)?;
-        let client = self.client().await?;
-        client
-            .execute(
-                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                 VALUES ($1, 'completed', 0, $2, $3)
-                 ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2,
-                     touched_ms = $3, question = NULL, asked_ms = NULL",
-                &[&key, &text, &to_sql(now_ms())],
-            )
-            .await
-            .map_err(StoreError::new)?;
+        self.execute(
+            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+             VALUES ($1, 'completed', 0, $2, $3)
+             ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2,
+                 touched_ms = $3, question = NULL, asked_ms = NULL",
+            &[&key, &text, &to_sql(now_ms())],
+        )
+        .await?;
         self.wrote().await;
         Ok(())
     }
 
     async fn release(&self, key: &Key) -> Result<(), StoreError> {
         let key = key.as_str();
-        let client = self.client().await?;
-        client
-            .execute(
-                "DELETE FROM toolcall_records WHERE key = $1 AND state = 'in_flight'",
-                &[&key],
-            )
-            .await
-            .map_err(StoreError::new)?;
+        self.execute(
+            "DELETE FROM toolcall_records WHERE key = $1 AND state = 'in_flight'",
+            &[&key],
+        )
+        .await?;
         Ok(())
     }
 
     async fn doubt(&self, key: &Key) -> Result<(), StoreError> {
         let key = key.as_str();
-        let client = self.client().await?;
-        client
+        self
             .execute(
-                "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-                 VALUES ($1, 'in_doubt', 0, NULL, $2)
-                 ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = $2
-                 WHERE toolcall_records.state <> 'completed'",
-                &[&key, &to_sql(now_ms())],
+            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+             VALUES ($1, 'in_doubt', 0, NULL, $2)
+             ON CONFLICT (key) DO UPDATE SET state = 'in_doubt', until_ms = 0, result = NULL, touched_ms = $2
+             WHERE toolcall_records.state <> 'completed'",
+            &[&key, &to_sql(now_ms())],
             )
-            .await
-            .map_err(StoreError::new)?;
+            .await?;
         self.wrote().await;
         Ok(())
     }
@@ -696,43 +689,32 @@ impl LockStore for PostgresStore {
         lease_ms: u64,
     ) -> Result<bool, StoreError> {
         let resource = resource.as_str();
-        let client = self.client().await?;
         // One statement: taken if free, held by `holder`, or run out.
-        let locked = client
-            .query_opt(
-                "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
-                 VALUES ($1, $2, $3, $5)
-                 ON CONFLICT (resource_key) DO UPDATE SET holder = EXCLUDED.holder, until_ms = EXCLUDED.until_ms
-                 WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $4
-                 RETURNING 1",
-                &[
-                    &session_key(resource),
-                    &resource,
-                    &holder,
-                    &to_sql(now_ms),
-                    &to_sql(now_ms.saturating_add(lease_ms)),
-                ],
-            )
-            .await
-            .map_err(StoreError::new)?
-            .is_some();
-        if locked {
-            self.wrote().await;
-        }
-        Ok(locked)
+        self.wrote_if(
+            "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
+             VALUES ($1, $2, $3, $5)
+             ON CONFLICT (resource_key) DO UPDATE SET holder = EXCLUDED.holder, until_ms = EXCLUDED.until_ms
+             WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $4
+             RETURNING 1",
+            &[
+                &session_key(resource),
+                &resource,
+                &holder,
+                &to_sql(now_ms),
+                &to_sql(now_ms.saturating_add(lease_ms)),
+            ],
+        )
+        .await
     }
 
     async fn unlock_resource(&self, resource: &Key, holder: &str) -> Result<(), StoreError> {
         self.started.freed(holder);
         let resource = resource.as_str();
-        let client = self.client().await?;
-        client
-            .execute(
-                "DELETE FROM toolcall_locks WHERE resource_key = $1 AND holder = $2",
-                &[&session_key(resource), &holder],
-            )
-            .await
-            .map_err(StoreError::new)?;
+        self.execute(
+            "DELETE FROM toolcall_locks WHERE resource_key = $1 AND holder = $2",
+            &[&session_key(resource), &holder],
+        )
+        .await?;
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use tokio_postgres::types::ToSql;
 use toolcall_ledger::store::{StoreError, now_ms};
 use toolcall_sql::purge::{self, Purged};
 use toolcall_sql::{count_sql, to_sql};
@@ -78,5 +79,25 @@ impl PostgresStore {
         if self.retention.wrote() {
             let _ = self.purge_at_most(Some(purge::BATCH)).await;
         }
+    }
+
+    /// Runs `sql`, a write that returns a row only when it changed
+    /// something (`RETURNING` of a conditional insert or update), and
+    /// counts it as a write when it did: whether it did.
+    pub(crate) async fn wrote_if(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let written = client
+            .query_opt(sql, params)
+            .await
+            .map_err(StoreError::new)?
+            .is_some();
+        if written {
+            self.wrote().await;
+        }
+        Ok(written)
     }
 }

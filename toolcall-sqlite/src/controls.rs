@@ -93,28 +93,16 @@ pub(crate) fn take_rate(
     if limit == 0 {
         return Ok(false);
     }
-    let counted = store
-        .conn()
-        .prepare_cached(controls::TAKE_RATE)
-        .and_then(|mut s| {
-            s.query_row(
-                params![
-                    session_key(bucket),
-                    bucket,
-                    to_sql(window_start_ms),
-                    to_sql(window_start_ms.saturating_add(window_ms)),
-                    to_sql(limit)
-                ],
-                |_| Ok(()),
-            )
-            .optional()
-        })
-        .map_err(StoreError::new)?
-        .is_some();
-    if counted {
-        store.wrote();
-    }
-    Ok(counted)
+    store.wrote_if(
+        controls::TAKE_RATE,
+        params![
+            session_key(bucket),
+            bucket,
+            to_sql(window_start_ms),
+            to_sql(window_start_ms.saturating_add(window_ms)),
+            to_sql(limit)
+        ],
+    )
 }
 
 pub(crate) fn rate_count(

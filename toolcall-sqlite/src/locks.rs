@@ -1,7 +1,7 @@
 //! Resource locks, one row each in `toolcall_locks`, each taken and
 //! given back in one statement.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 use toolcall_ledger::store::{Key, LockStore, StoreError, session_key};
 use toolcall_sql::to_sql;
 
@@ -28,26 +28,16 @@ impl LockStore for SqliteStore {
         off_runtime(|| {
             let resource = resource.as_str();
             // One statement: taken if free, held by `holder`, or run out.
-            let locked = self
-                .conn()
-                .query_row(
-                    LOCK,
-                    params![
-                        session_key(resource),
-                        resource,
-                        holder,
-                        to_sql(now_ms),
-                        to_sql(now_ms.saturating_add(lease_ms))
-                    ],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(StoreError::new)?
-                .is_some();
-            if locked {
-                self.wrote();
-            }
-            Ok(locked)
+            self.wrote_if(
+                LOCK,
+                params![
+                    session_key(resource),
+                    resource,
+                    holder,
+                    to_sql(now_ms),
+                    to_sql(now_ms.saturating_add(lease_ms))
+                ],
+            )
         })
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use toolcall_ledger::store::{StoreError, now_ms};
 use toolcall_sql::purge::{self, Purged};
 use toolcall_sql::to_sql;
@@ -65,5 +65,27 @@ impl SqliteStore {
         if self.retention.wrote() {
             let _ = self.purge_at_most(purge::BATCH);
         }
+    }
+
+    /// Runs `sql`, a write that returns a row only when it changed
+    /// something (`RETURNING` of a conditional insert or update), and
+    /// counts it as a write when it did: whether it did.
+    pub(crate) fn wrote_if(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<bool, StoreError> {
+        // The connection is given back before a purge that this write
+        // may start takes it.
+        let written = self
+            .conn()
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_row(params, |_| Ok(())).optional())
+            .map_err(StoreError::new)?
+            .is_some();
+        if written {
+            self.wrote();
+        }
+        Ok(written)
     }
 }

@@ -4,7 +4,8 @@
 //! MCP server on a socket (what a client library would never send, and the
 //! answer as it came); [`inbox`], the approval inbox's tool and people and
 //! a plain HTTP client for its pages and API; [`store`], what the store
-//! tests put in a store; [`run`], runtimes and scratch folders;
+//! tests put in a store; [`sql_stores`], what the schema tests of the SQL
+//! stores put in and check alike; [`run`], runtimes and scratch folders;
 //! [`contract`], what the contract tests do to a lock file;
 //! [`postgres_server`], a Postgres of a test's own, to crash, on
 //! [`postgres_programs`], the server's programs; [`wrap`], a store over
@@ -19,5 +20,6 @@ pub mod mcp_http;
 pub mod postgres_programs;
 pub mod postgres_server;
 pub mod run;
+pub mod sql_stores;
 pub mod store;
 pub mod wrap;

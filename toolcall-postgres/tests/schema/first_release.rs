@@ -5,44 +5,12 @@ use super::*;
 
 // ------------------------------------------ a schema from the first release
 
-/// The tables exactly as the first release created them.
-const OLD_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS toolcall_steps (
-    session    TEXT PRIMARY KEY,
-    count      BIGINT NOT NULL,
-    touched_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_calls (
-    key        TEXT PRIMARY KEY,
-    count      BIGINT NOT NULL,
-    touched_ms BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS toolcall_records (
-    key        TEXT PRIMARY KEY,
-    state      TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
-    until_ms   BIGINT NOT NULL,
-    result     TEXT,
-    touched_ms BIGINT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolcall_records_touched ON toolcall_records (touched_ms);
-CREATE TABLE IF NOT EXISTS toolcall_approvals (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    caller     TEXT NOT NULL,
-    tool       TEXT NOT NULL,
-    digest     TEXT NOT NULL,
-    arguments  TEXT NOT NULL,
-    step       BIGINT NOT NULL,
-    created_ms BIGINT NOT NULL,
-    expires_ms BIGINT NOT NULL
-);
-";
-
 /// A schema as the first release left it: a session four steps in, a call
 /// counted twice, a completed record, a claim held, an approval pending.
 async fn old_schema(url: &str, schema: &str) {
     let client = raw(url, schema).await;
-    client.batch_execute(OLD_SCHEMA).await.unwrap();
+    let tables = toolcall_sql::schema::bigint(sql_stores::FIRST_RELEASE);
+    client.batch_execute(&tables).await.unwrap();
     let now = i64::try_from(now_ms()).unwrap();
     let done = serde_json::to_string(&result(7)).unwrap();
     client
@@ -73,67 +41,18 @@ async fn old_schema(url: &str, schema: &str) {
         )
         .await
         .unwrap();
-    client
-        .execute(
-            "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, $1, $2)",
-            &[&now, &(now + 600_000)],
-        )
-        .await
-        .unwrap();
+    first_asked(&client, now).await;
 }
 
 #[test]
 fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
-    let Some(url) = url() else { return };
-    runtime().block_on(async {
-        let schema = schema("upgrade");
+    in_schema("upgrade", |url, schema| async move {
         old_schema(&url, &schema).await;
 
         let store = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
-        assert_eq!(
-            store.next_step("old-session", now_ms()).await.unwrap(),
-            5,
-            "the session keeps its count under its new key"
-        );
-        assert_eq!(store.count_call(&key("k-done"), now_ms()).await.unwrap(), 3);
-        assert_eq!(
-            store.outcome(&key("k-done")).await.unwrap(),
-            Some(RecordedOutcome::Completed(result(7)))
-        );
-        assert_eq!(
-            store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
-            Claim::InFlight
-        );
-        let binding = Binding {
-            session: "s",
-            caller: "c",
-            tool: Some("pay"),
-            digest: Some("d1"),
-            requester: toolcall::store::Requester::Anyone,
-        };
-        assert!(matches!(
-            store.take_approval("p1", &binding, now_ms()).await.unwrap(),
-            TakeApproval::Taken(PendingApproval { step: 3, .. })
-        ));
-
-        // The new state and the new table work.
-        store.doubt(&key("k-held")).await.unwrap();
-        assert_eq!(
-            store.outcome(&key("k-held")).await.unwrap(),
-            Some(RecordedOutcome::InDoubt)
-        );
-        assert_eq!(
-            store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
-            Claim::Acquired
-        );
-        assert!(
-            store
-                .lock_resource(&key("order"), "h1", now_ms(), 1_000)
-                .await
-                .unwrap()
-        );
+        sql_stores::first_release_rows_are_kept(&store).await;
 
         let client = raw(&url, &schema).await;
         client
@@ -165,42 +84,19 @@ fn a_schema_from_the_first_release_is_upgraded_and_keeps_its_rows() {
             .iter()
             .map(|row| row.get(0))
             .collect();
-        assert_eq!(
-            indexes,
-            [
-                "toolcall_approvals_ask",
-                "toolcall_approvals_caller_open",
-                "toolcall_approvals_created",
-                "toolcall_approvals_decided",
-                "toolcall_approvals_expires",
-                "toolcall_approvals_session_created",
-                "toolcall_approvals_session_digest",
-                "toolcall_approvals_tool_created",
-                "toolcall_calls_touched",
-                "toolcall_locks_until",
-                "toolcall_rates_until",
-                "toolcall_records_asking",
-                "toolcall_records_touched",
-                "toolcall_steps_touched",
-                "toolcall_taint_touched"
-            ]
-        );
+        assert_eq!(indexes, sql_stores::indexes(&["toolcall_approvals_ask"]));
 
         // Connected again: already current, nothing changes.
         let again = PostgresStore::connect_in_schema(&url, &schema)
             .await
             .unwrap();
         assert_eq!(again.next_step("old-session", now_ms()).await.unwrap(), 6);
-        drop((store, again));
-        drop_schema(&url, &schema).await;
     });
 }
 
 #[test]
 fn replicas_connecting_at_once_upgrade_an_old_schema_once() {
-    let Some(url) = url() else { return };
-    runtime().block_on(async {
-        let schema = schema("upgrade_race");
+    in_schema("upgrade_race", |url, schema| async move {
         old_schema(&url, &schema).await;
         let tasks: Vec<_> = (0..6)
             .map(|_| {
@@ -217,16 +113,12 @@ fn replicas_connecting_at_once_upgrade_an_old_schema_once() {
             5,
             "rekeyed once, not twice"
         );
-        drop(stores);
-        drop_schema(&url, &schema).await;
     });
 }
 
 #[test]
 fn a_schema_from_a_newer_version_is_refused() {
-    let Some(url) = url() else { return };
-    runtime().block_on(async {
-        let schema = schema("newer");
+    in_schema("newer", |url, schema| async move {
         drop(
             PostgresStore::connect_in_schema(&url, &schema)
                 .await
@@ -246,6 +138,5 @@ fn a_schema_from_a_newer_version_is_refused() {
             .to_string();
         let newer = format!("version {}, newer", toolcall_sql::schema::VERSION + 1);
         assert!(error.contains(&newer), "{error}");
-        drop_schema(&url, &schema).await;
     });
 }

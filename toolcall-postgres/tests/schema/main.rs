@@ -6,40 +6,39 @@
 //! test here says loudly that it was skipped. Each test works in a schema of
 //! its own and drops it.
 
-use std::time::Duration;
+use std::future::Future;
 
-use serde_json::json;
+use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
-use toolcall::ToolResult;
-
 use toolcall::store::prelude::*;
 
-use toolcall::store::{
-    ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
-    PendingQuery, RecordedOutcome, TaintSource, TakeApproval, now_ms, session_key,
-};
-
-use toolcall_core::life::Answerers;
+use toolcall::store::{Claim, now_ms, session_key};
 
 use toolcall_postgres::{PostgresStore, Purged};
 
 use toolcall_testkit::run::{postgres_url, runtime};
 
-/// The store's key for a test's `name`.
-fn key(name: &str) -> Key {
-    Key::sha256(name)
-}
-
-/// `texts` in the order a table sorts them.
-fn sorted<const N: usize>(mut texts: [String; N]) -> [String; N] {
-    texts.sort();
-    texts
-}
+use toolcall_testkit::sql_stores::{self, key, result, sorted};
 
 fn url() -> Option<String> {
     postgres_url("the Postgres schema")
+}
+
+/// Runs `test` with the server's URL and a schema of its own for `name`,
+/// then drops the schema; skipped (loudly) without a server.
+fn in_schema<F, T>(name: &str, test: F)
+where
+    F: FnOnce(String, String) -> T,
+    T: Future<Output = ()>,
+{
+    let Some(url) = url() else { return };
+    let schema = schema(name);
+    runtime().block_on(async {
+        test(url.clone(), schema.clone()).await;
+        drop_schema(&url, &schema).await;
+    });
 }
 
 fn schema(test: &str) -> String {
@@ -55,6 +54,14 @@ async fn taken_back(url: &str, schema: &str, sql: &str) -> Client {
     client
 }
 
+/// The store in `schema`, connected again: at this version now, as the
+/// schema `client` is on shows.
+async fn upgraded(url: &str, schema: &str, client: &Client) -> PostgresStore {
+    let store = PostgresStore::connect_in_schema(url, schema).await.unwrap();
+    assert_current(client).await;
+    store
+}
+
 /// Asserts that the schema `client` is on is at this version of the store.
 async fn assert_current(client: &Client) {
     let version: i32 = client
@@ -63,6 +70,18 @@ async fn assert_current(client: &Client) {
         .unwrap()
         .get(0);
     assert_eq!(i64::from(version), toolcall_sql::schema::VERSION);
+}
+
+/// The approval `p1` of a caller three steps in, asked at `now` for ten
+/// minutes, as the first release's replicas inserted it.
+async fn first_asked(client: &Client, now: i64) {
+    client
+        .execute(
+            "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, $1, $2)",
+            &[&now, &(now + 600_000)],
+        )
+        .await
+        .unwrap();
 }
 
 /// A plain connection, for what the store does not show.
@@ -88,10 +107,6 @@ async fn drop_schema(url: &str, schema: &str) {
         .unwrap();
 }
 
-fn result(n: i64) -> ToolResult {
-    ToolResult::success("pay", json!({"n": n}).as_object().unwrap().clone())
-}
-
 // ------------------------------------------------------------------ purging
 
 async fn rows(client: &Client, table: &str) -> Vec<String> {
@@ -111,37 +126,6 @@ async fn rows(client: &Client, table: &str) -> Vec<String> {
         .iter()
         .map(|row| row.get(0))
         .collect()
-}
-
-fn approval(id: &str, expires_ms: u64) -> PendingApproval {
-    PendingApproval {
-        id: id.to_owned(),
-        session: "s".into(),
-        caller: "c".into(),
-        tool: "pay".into(),
-        digest: "d1".into(),
-        arguments: json!({"cents": 1}),
-        step: 1,
-        created_ms: now_ms(),
-        expires_ms,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
-    }
-}
-
-fn yes(decided_ms: u64) -> ApprovalDecision {
-    ApprovalDecision {
-        approved: true,
-        by: "ana".into(),
-        note: String::new(),
-        edited_arguments: None,
-        decided_ms,
-        lasts_until_ms: None,
-    }
 }
 
 mod first_release;

@@ -3,49 +3,24 @@
 
 use super::*;
 
+/// A store in `schema` that keeps what ended for `retention_ms` and purges
+/// once every `every` writes (0: only by hand).
+async fn purging(url: &str, schema: &str, retention_ms: u64, every: u64) -> PostgresStore {
+    PostgresStore::connect_in_schema(url, schema)
+        .await
+        .unwrap()
+        .retention(Duration::from_millis(retention_ms))
+        .purge_every(every)
+}
+
 #[test]
 fn the_store_purges_what_expired_by_itself() {
-    let Some(url) = url() else { return };
-    runtime().block_on(async {
-        let schema = schema("purge");
-        let store = PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap()
-            .retention(Duration::from_millis(300))
-            .purge_every(5);
-        // Eleven writes, soon old.
-        store.next_step("s-old", now_ms()).await.unwrap();
-        store.count_call(&key("c-old"), now_ms()).await.unwrap();
-        store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
-        store.complete(&key("r-done"), &result(1)).await.unwrap();
-        store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
-        store.doubt(&key("r-doubt")).await.unwrap();
-        store
-            .claim(&key("r-held"), now_ms(), 600_000)
-            .await
-            .unwrap();
-        store
-            .put_approval(&approval("p-expired", now_ms() - 1))
-            .await
-            .unwrap();
-        store
-            .put_approval(&approval("p-valid", now_ms() + 600_000))
-            .await
-            .unwrap();
-        store
-            .lock_resource(&key("lock-old"), "h", now_ms(), 1)
-            .await
-            .unwrap();
-        store
-            .lock_resource(&key("lock-held"), "h", now_ms(), 600_000)
-            .await
-            .unwrap();
+    in_schema("purge", |url, schema| async move {
+        let store = purging(&url, &schema, 300, 5).await;
+        sql_stores::eleven_writes_soon_old(&store).await;
         tokio::time::sleep(Duration::from_millis(700)).await;
         // Four more: the fifteenth write purges.
-        store.next_step("s-new", now_ms()).await.unwrap();
-        store.count_call(&key("c-new"), now_ms()).await.unwrap();
-        store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
-        store.complete(&key("r-new"), &result(2)).await.unwrap();
+        sql_stores::four_new_writes(&store).await;
 
         // Seen from another connection, without a purge by hand.
         let client = raw(&url, &schema).await;
@@ -92,37 +67,15 @@ fn the_store_purges_what_expired_by_itself() {
             [key("r-held").to_string()]
         );
         assert_eq!(store.purge().await.unwrap().total(), 0);
-        drop(store);
-        drop_schema(&url, &schema).await;
     });
 }
 
 #[test]
 fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
-    let Some(url) = url() else { return };
-    runtime().block_on(async {
-        let schema = schema("history");
-        let store = PostgresStore::connect_in_schema(&url, &schema)
-            .await
-            .unwrap()
-            .retention(Duration::from_millis(1_500))
-            .purge_every(0);
+    in_schema("history", |url, schema| async move {
+        let store = purging(&url, &schema, 1_500, 0).await;
         let expires = now_ms() + 100;
-        store
-            .put_approval(&approval("p-undecided", expires))
-            .await
-            .unwrap();
-        store
-            .put_approval(&approval("p-decided", expires))
-            .await
-            .unwrap();
-        assert_eq!(
-            store
-                .decide_approval("p-decided", &yes(now_ms()), now_ms())
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
+        sql_stores::one_of_two_approvals_decided(&store, expires).await;
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(
             store.purge().await.unwrap().approvals,
@@ -139,8 +92,6 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
             "past the retention window"
         );
         assert!(rows(&client, "toolcall_approvals").await.is_empty());
-        drop(store);
-        drop_schema(&url, &schema).await;
     });
 }
 
@@ -151,10 +102,7 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
 /// `search_path`.
 #[test]
 fn the_store_lends_its_own_pool_with_its_schema() {
-    let Some(url) = url() else { return };
-    let runtime = runtime();
-    let schema = schema("pool");
-    runtime.block_on(async {
+    in_schema("pool", |url, schema| async move {
         let separator = if url.contains('?') { '&' } else { '?' };
         let one = format!("{url}{separator}pool_max_size=1&pool_timeout=1");
         let store = PostgresStore::connect_in_schema(&one, &schema)
@@ -175,7 +123,5 @@ fn the_store_lends_its_own_pool_with_its_schema() {
         );
         drop(held);
         store.release(&key("lent")).await.unwrap();
-        drop(store);
-        drop_schema(&url, &schema).await;
     });
 }

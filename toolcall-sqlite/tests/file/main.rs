@@ -18,43 +18,42 @@ use rusqlite::Connection;
 
 use serde_json::json;
 
-use toolcall::ToolResult;
-
 use toolcall::store::prelude::*;
 
-use toolcall::store::{
-    ApprovalDecision, AskApproval, Binding, Claim, DecideOutcome, Key, PendingApproval,
-    PendingQuery, RecordedOutcome, TaintSource, TakeApproval, now_ms,
-};
+use toolcall::store::{Claim, PendingApproval, TaintSource, now_ms};
 
 use toolcall_sqlite::{Purged, SqliteStore};
 
 use toolcall_testkit::run::{self, block_on};
 
+use toolcall_testkit::sql_stores::{self, approval, key, result, sorted};
+
 const DB: &str = "TOOLCALL_OPEN_DB";
 
 const START_MS: &str = "TOOLCALL_OPEN_START_MS";
-
-/// The store's key for a test's `name`.
-fn key(name: &str) -> Key {
-    Key::sha256(name)
-}
-
-/// `texts` in the order a table sorts them.
-fn sorted<const N: usize>(mut texts: [String; N]) -> [String; N] {
-    texts.sort();
-    texts
-}
 
 fn fresh_dir(name: &str) -> PathBuf {
     run::fresh_dir(&format!("toolcall-sqlite-file-{name}"))
 }
 
-fn result(n: i64) -> ToolResult {
-    ToolResult::success("pay", json!({"n": n}).as_object().unwrap().clone())
-}
-
 // ------------------------------------------------------ opening a new file
+
+/// `threads` threads, each calling `open` on `path` at the same moment;
+/// what each returned.
+fn at_once<T: Send + 'static>(threads: usize, path: &Path, open: fn(&Path) -> T) -> Vec<T> {
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let path = path.to_path_buf();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                open(&path)
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
 
 /// Eight threads, each with its own connection, open one new file at the
 /// same moment, over thirty new files. Before `open` retried, switching a
@@ -65,21 +64,13 @@ fn many_threads_open_one_new_file_at_once() {
     let mut failures = Vec::new();
     for round in 0..30 {
         let path = dir.join(format!("store-{round}.db"));
-        let barrier = Arc::new(Barrier::new(8));
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let path = path.clone();
-                let barrier = Arc::clone(&barrier);
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    let store = SqliteStore::open(&path).map_err(|e| e.to_string())?;
-                    block_on(store.next_step("s", now_ms())).map_err(|e| e.to_string())
-                })
-            })
-            .collect();
+        let opened = at_once(8, &path, |path| {
+            let store = SqliteStore::open(path).map_err(|e| e.to_string())?;
+            block_on(store.next_step("s", now_ms())).map_err(|e| e.to_string())
+        });
         let mut steps = Vec::new();
-        for thread in threads {
-            match thread.join().unwrap() {
+        for step in opened {
+            match step {
                 Ok(step) => steps.push(step),
                 Err(error) => failures.push(format!("file {round}: {error}")),
             }
@@ -169,46 +160,27 @@ fn rows(path: &Path, table: &str) -> Vec<String> {
         .unwrap()
 }
 
-fn approval(id: &str, expires_ms: u64) -> PendingApproval {
-    PendingApproval {
-        id: id.to_owned(),
-        session: "s".into(),
-        caller: "c".into(),
-        tool: "pay".into(),
-        digest: "d1".into(),
-        arguments: json!({"cents": 1}),
-        step: 1,
-        created_ms: now_ms(),
-        expires_ms,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
-    }
-}
-
-fn yes(decided_ms: u64) -> ApprovalDecision {
-    ApprovalDecision {
-        approved: true,
-        by: "ana".into(),
-        note: String::new(),
-        edited_arguments: None,
-        decided_ms,
-        lasts_until_ms: None,
-    }
-}
-
 /// A store file made fresh for `name`, then taken back to an older
-/// version by `sql` (which sets the version too); its path, and a plain
-/// connection to it.
-fn taken_back(name: &str, sql: &str) -> (PathBuf, Connection) {
+/// version by the batches of `sql`, in order (the last sets the version);
+/// its path, and a plain connection to it.
+fn taken_back(name: &str, sql: &[&str]) -> (PathBuf, Connection) {
     let path = fresh_dir(name).join("store.db");
     drop(SqliteStore::open(&path).unwrap());
     let conn = Connection::open(&path).unwrap();
-    conn.execute_batch(sql).unwrap();
+    for batch in sql {
+        conn.execute_batch(batch).unwrap();
+    }
     (path, conn)
+}
+
+/// The approval `p1` of a caller three steps in, asked at `now` for ten
+/// minutes, as the first release's processes inserted it.
+fn first_asked(conn: &Connection, now: i64) {
+    conn.execute(
+        "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, ?1, ?2)",
+        rusqlite::params![now, now + 600_000],
+    )
+    .unwrap();
 }
 
 /// The store on `path`, opened again: at this version now.
@@ -216,13 +188,6 @@ fn upgraded(path: &Path) -> SqliteStore {
     let store = SqliteStore::open(path).unwrap();
     assert_eq!(user_version(path), toolcall_sql::schema::VERSION);
     store
-}
-
-/// How many approvals wait in `store` now.
-fn waiting(store: &SqliteStore) -> usize {
-    block_on(store.pending_approvals(now_ms(), 10))
-        .unwrap()
-        .len()
 }
 
 fn user_version(path: &Path) -> i64 {

@@ -3,50 +3,24 @@
 
 use super::*;
 
-#[test]
-fn the_store_purges_what_expired_by_itself() {
-    let path = fresh_dir("purge").join("store.db");
+/// A new store file for `name` that keeps what ended for `retention_ms`
+/// and purges once every `every` writes (0: only by hand); its path too.
+fn purging(name: &str, retention_ms: u64, every: u64) -> (PathBuf, SqliteStore) {
+    let path = fresh_dir(name).join("store.db");
     let store = SqliteStore::open(&path)
         .unwrap()
-        .retention(Duration::from_millis(300))
-        .purge_every(5);
-    block_on(async {
-        // Eleven writes, soon old.
-        store.next_step("s-old", now_ms()).await.unwrap();
-        store.count_call(&key("c-old"), now_ms()).await.unwrap();
-        store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
-        store.complete(&key("r-done"), &result(1)).await.unwrap();
-        store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
-        store.doubt(&key("r-doubt")).await.unwrap();
-        store
-            .claim(&key("r-held"), now_ms(), 600_000)
-            .await
-            .unwrap();
-        store
-            .put_approval(&approval("p-expired", now_ms() - 1))
-            .await
-            .unwrap();
-        store
-            .put_approval(&approval("p-valid", now_ms() + 600_000))
-            .await
-            .unwrap();
-        store
-            .lock_resource(&key("lock-old"), "h", now_ms(), 1)
-            .await
-            .unwrap();
-        store
-            .lock_resource(&key("lock-held"), "h", now_ms(), 600_000)
-            .await
-            .unwrap();
-    });
+        .retention(Duration::from_millis(retention_ms))
+        .purge_every(every);
+    (path, store)
+}
+
+#[test]
+fn the_store_purges_what_expired_by_itself() {
+    let (path, store) = purging("purge", 300, 5);
+    block_on(sql_stores::eleven_writes_soon_old(&store));
     std::thread::sleep(Duration::from_millis(700));
-    block_on(async {
-        // Four more: the fifteenth write purges.
-        store.next_step("s-new", now_ms()).await.unwrap();
-        store.count_call(&key("c-new"), now_ms()).await.unwrap();
-        store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
-        store.complete(&key("r-new"), &result(2)).await.unwrap();
-    });
+    // Four more: the fifteenth write purges.
+    block_on(sql_stores::four_new_writes(&store));
 
     // Seen from another connection, without a purge by hand.
     assert_eq!(
@@ -90,11 +64,7 @@ fn the_store_purges_what_expired_by_itself() {
 
 #[test]
 fn without_automatic_purges_nothing_is_deleted_until_purge() {
-    let path = fresh_dir("no-purge").join("store.db");
-    let store = SqliteStore::open(&path)
-        .unwrap()
-        .retention(Duration::from_millis(1))
-        .purge_every(0);
+    let (path, store) = purging("no-purge", 1, 0);
     block_on(async {
         for i in 0..20 {
             store
@@ -111,29 +81,9 @@ fn without_automatic_purges_nothing_is_deleted_until_purge() {
 
 #[test]
 fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
-    let path = fresh_dir("history").join("store.db");
-    let store = SqliteStore::open(&path)
-        .unwrap()
-        .retention(Duration::from_millis(1_500))
-        .purge_every(0);
+    let (path, store) = purging("history", 1_500, 0);
     let expires = now_ms() + 100;
-    block_on(async {
-        store
-            .put_approval(&approval("p-undecided", expires))
-            .await
-            .unwrap();
-        store
-            .put_approval(&approval("p-decided", expires))
-            .await
-            .unwrap();
-        assert_eq!(
-            store
-                .decide_approval("p-decided", &yes(now_ms()), now_ms())
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
-    });
+    block_on(sql_stores::one_of_two_approvals_decided(&store, expires));
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(
         store.purge().unwrap().approvals,
@@ -153,11 +103,7 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
 
 #[test]
 fn taint_is_purged_with_the_session_after_the_retention_window() {
-    let path = fresh_dir("taint-purge").join("store.db");
-    let store = SqliteStore::open(&path)
-        .unwrap()
-        .retention(Duration::from_millis(1))
-        .purge_every(0);
+    let (path, store) = purging("taint-purge", 1, 0);
     let print = ["ab".repeat(32)];
     block_on(async {
         let source = TaintSource::from_output("read", None, 1, &json!({"note": "hi"}), &[]);

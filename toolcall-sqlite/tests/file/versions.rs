@@ -3,53 +3,58 @@
 
 use super::*;
 
+/// What versions 6 and 7 added to approvals and records: a file of version
+/// 5 or older lacks it.
+const BACK_TO_5: &str = "DROP INDEX toolcall_approvals_caller_open;
+    DROP INDEX toolcall_records_asking;
+    ALTER TABLE toolcall_approvals DROP COLUMN principal;
+    ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+    ALTER TABLE toolcall_records DROP COLUMN question;
+    ALTER TABLE toolcall_records DROP COLUMN asked_ms;";
+
+/// An approval `?1`, asked at `?2` until `?3`, as a process of version 4
+/// or older inserts it: with the columns of the first release only.
+const OLD_INSERT: &str = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
+    VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
+
+/// The approval `id` in session `s`, asked at `now` for ten minutes, as a
+/// process of an older version inserts it by `insert` (`?4` its session's
+/// key).
+fn asked_before(conn: &Connection, insert: &str, id: &str, now: i64) {
+    let session = toolcall::store::session_key("s");
+    conn.execute(insert, rusqlite::params![id, now, now + 600_000, session])
+        .unwrap();
+}
+
 #[test]
 fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     // Back to version 1 as it was, with an approval a version-1 process asked.
     let (path, conn) = taken_back(
         "v1",
-        "DROP INDEX toolcall_approvals_caller_open;
-         DROP INDEX toolcall_records_asking;
-         ALTER TABLE toolcall_approvals DROP COLUMN provenance;
-         ALTER TABLE toolcall_approvals DROP COLUMN requester;
-         ALTER TABLE toolcall_approvals DROP COLUMN principal;
-         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
-         ALTER TABLE toolcall_records DROP COLUMN question;
-         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
-         DROP INDEX toolcall_approvals_created;
-         DROP INDEX toolcall_approvals_decided;
-         DROP INDEX toolcall_approvals_session_digest;
-         DROP INDEX toolcall_approvals_session_created;
-         DROP INDEX toolcall_approvals_tool_created;
-         ALTER TABLE toolcall_approvals DROP COLUMN session_key;
-         ALTER TABLE toolcall_approvals DROP COLUMN decision;
-         ALTER TABLE toolcall_approvals DROP COLUMN decided_ms;
-         ALTER TABLE toolcall_approvals DROP COLUMN used_ms;
-         ALTER TABLE toolcall_approvals DROP COLUMN result;
-         ALTER TABLE toolcall_approvals DROP COLUMN reason;
-         ALTER TABLE toolcall_approvals DROP COLUMN tainted;
-         PRAGMA user_version = 1;",
+        &[
+            "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
+             ALTER TABLE toolcall_approvals DROP COLUMN requester;",
+            BACK_TO_5,
+            "DROP INDEX toolcall_approvals_created;
+             DROP INDEX toolcall_approvals_decided;
+             DROP INDEX toolcall_approvals_session_digest;
+             DROP INDEX toolcall_approvals_session_created;
+             DROP INDEX toolcall_approvals_tool_created;
+             ALTER TABLE toolcall_approvals DROP COLUMN session_key;
+             ALTER TABLE toolcall_approvals DROP COLUMN decision;
+             ALTER TABLE toolcall_approvals DROP COLUMN decided_ms;
+             ALTER TABLE toolcall_approvals DROP COLUMN used_ms;
+             ALTER TABLE toolcall_approvals DROP COLUMN result;
+             ALTER TABLE toolcall_approvals DROP COLUMN reason;
+             ALTER TABLE toolcall_approvals DROP COLUMN tainted;
+             PRAGMA user_version = 1;",
+        ],
     );
     let now = now_ms() as i64;
-    conn.execute(
-        "INSERT INTO toolcall_approvals VALUES ('p1', 's', 'c', 'pay', 'd1', '{\"cents\":1}', 3, ?1, ?2)",
-        rusqlite::params![now, now + 600_000],
-    )
-    .unwrap();
+    first_asked(&conn, now);
 
     let store = upgraded(&path);
-    block_on(async {
-        let pending = store.pending_approvals(now_ms(), 10).await.unwrap();
-        assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].arguments, json!({"cents": 1}));
-        assert_eq!(
-            store
-                .decide_approval("p1", &yes(now_ms()), now_ms())
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
-    });
+    block_on(sql_stores::version_1_approval_is_decided(&store));
     // A process still at version 1 inserts as it did.
     conn.execute(
         "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
@@ -57,7 +62,7 @@ fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
         rusqlite::params![now, now + 600_000],
     )
     .unwrap();
-    assert_eq!(waiting(&store), 1);
+    assert_eq!(block_on(sql_stores::waiting(&store)), 1);
 }
 
 #[test]
@@ -65,41 +70,25 @@ fn a_file_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
     // Back to version 2 as it was, with an approval a version-2 process asked.
     let (path, conn) = taken_back(
         "v2",
-        "DROP INDEX toolcall_approvals_caller_open;
-         DROP INDEX toolcall_records_asking;
-         ALTER TABLE toolcall_approvals DROP COLUMN principal;
-         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
-         ALTER TABLE toolcall_records DROP COLUMN question;
-         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
-         DROP INDEX toolcall_taint_touched;
-         DROP TABLE toolcall_taint;
-         ALTER TABLE toolcall_approvals DROP COLUMN reason;
-         ALTER TABLE toolcall_approvals DROP COLUMN tainted;
-         PRAGMA user_version = 2;",
+        &[
+            BACK_TO_5,
+            "DROP INDEX toolcall_taint_touched;
+             DROP TABLE toolcall_taint;
+             ALTER TABLE toolcall_approvals DROP COLUMN reason;
+             ALTER TABLE toolcall_approvals DROP COLUMN tainted;
+             PRAGMA user_version = 2;",
+        ],
     );
     let now = now_ms() as i64;
-    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
-         VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
-    conn.execute(insert, rusqlite::params!["p1", now, now + 600_000])
+    conn.execute(OLD_INSERT, rusqlite::params!["p1", now, now + 600_000])
         .unwrap();
 
     let store = upgraded(&path);
-    block_on(async {
-        // Asked before there was a reason: none, and no tainted arguments.
-        let old = store.approval("p1").await.unwrap().unwrap().approval;
-        assert_eq!((old.reason, old.tainted), (None, Vec::<String>::new()));
-        let why = PendingApproval {
-            reason: Some("untrusted_context".into()),
-            tainted: vec!["cents".into()],
-            ..approval("p2", now_ms() + 600_000)
-        };
-        store.put_approval(&why).await.unwrap();
-        assert_eq!(store.approval("p2").await.unwrap().unwrap().approval, why);
-    });
+    block_on(sql_stores::version_2_approval_gains_why(&store));
     // A process still at version 2 inserts as it did.
-    conn.execute(insert, rusqlite::params!["p3", now, now + 600_000])
+    conn.execute(OLD_INSERT, rusqlite::params!["p3", now, now + 600_000])
         .unwrap();
-    assert_eq!(waiting(&store), 3);
+    assert_eq!(block_on(sql_stores::waiting(&store)), 3);
 }
 
 #[test]
@@ -108,30 +97,19 @@ fn a_file_at_version_3_without_why_an_approval_asks_gains_it() {
     // a file made then is at version 3 and lacks them; version 4 adds them.
     let (path, _conn) = taken_back(
         "v3",
-        "DROP INDEX toolcall_approvals_caller_open;
-         DROP INDEX toolcall_records_asking;
-         ALTER TABLE toolcall_approvals DROP COLUMN principal;
-         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
-         ALTER TABLE toolcall_records DROP COLUMN question;
-         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
-         ALTER TABLE toolcall_approvals DROP COLUMN reason;
-         ALTER TABLE toolcall_approvals DROP COLUMN tainted;
-         PRAGMA user_version = 3;",
+        &[
+            BACK_TO_5,
+            "ALTER TABLE toolcall_approvals DROP COLUMN reason;
+             ALTER TABLE toolcall_approvals DROP COLUMN tainted;
+             PRAGMA user_version = 3;",
+        ],
     );
     let store = upgraded(&path);
-    block_on(async {
-        let why = PendingApproval {
-            reason: Some("untrusted_context".into()),
-            tainted: vec!["cents".into()],
-            ..approval("p1", now_ms() + 600_000)
-        };
-        store.put_approval(&why).await.unwrap();
-        assert_eq!(store.approval("p1").await.unwrap().unwrap().approval, why);
-    });
+    block_on(sql_stores::keeps_why_an_approval_asks(&store, "p1"));
     // Opening it again changes nothing.
     drop(store);
     let store = upgraded(&path);
-    assert_eq!(waiting(&store), 1);
+    assert_eq!(block_on(sql_stores::waiting(&store)), 1);
 }
 
 #[test]
@@ -139,77 +117,35 @@ fn a_file_at_version_4_finds_its_approvals_by_session_and_call() {
     // Back to version 4 as it was, with an approval a version-4 process asked.
     let (path, conn) = taken_back(
         "v4",
-        "DROP INDEX toolcall_approvals_caller_open;
-         DROP INDEX toolcall_records_asking;
-         ALTER TABLE toolcall_approvals DROP COLUMN principal;
-         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
-         ALTER TABLE toolcall_records DROP COLUMN question;
-         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
-         DROP INDEX toolcall_approvals_session_digest;
-         DROP INDEX toolcall_approvals_session_created;
-         DROP INDEX toolcall_approvals_tool_created;
-         ALTER TABLE toolcall_approvals DROP COLUMN session_key;
-         PRAGMA user_version = 4;",
+        &[
+            BACK_TO_5,
+            "DROP INDEX toolcall_approvals_session_digest;
+             DROP INDEX toolcall_approvals_session_created;
+             DROP INDEX toolcall_approvals_tool_created;
+             ALTER TABLE toolcall_approvals DROP COLUMN session_key;
+             PRAGMA user_version = 4;",
+        ],
     );
     let now = now_ms() as i64;
-    let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms)
-         VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3)";
-    conn.execute(insert, rusqlite::params!["p1", now, now + 600_000])
+    conn.execute(OLD_INSERT, rusqlite::params!["p1", now, now + 600_000])
         .unwrap();
 
     let store = upgraded(&path);
-    block_on(async {
-        // Asked before the upgrade: found by its call and its session.
-        let binding = Binding {
-            session: "s",
-            caller: "c",
-            tool: Some("pay"),
-            digest: Some("d1"),
-            requester: toolcall::store::Requester::Anyone,
-        };
-        let found = store
-            .find_approval(&binding, None, now_ms())
-            .await
-            .unwrap()
-            .map(|e| e.approval.id);
-        assert_eq!(found.as_deref(), Some("p1"));
-        let same = PendingApproval {
-            created_ms: now_ms(),
-            ..approval("p2", now_ms() + 600_000)
-        };
-        match store.ask_approval(&same, 20).await.unwrap() {
-            AskApproval::Existing(entry) => assert_eq!(entry.approval.id, "p1"),
-            other => panic!("expected p1, got {other:?}"),
-        }
-        let query = PendingQuery {
-            session: Some("s"),
-            ..PendingQuery::new(now_ms(), 10)
-        };
-        let page = store.pending_page(&query).await.unwrap();
-        assert_eq!((page.total, page.items.len()), (1, 1));
-    });
+    block_on(sql_stores::version_4_approval_is_found_by_session_and_call(
+        &store,
+    ));
     // A process still at version 4 inserts as it did; its approval is
     // listed (not by a filter on its session).
-    conn.execute(insert, rusqlite::params!["p3", now, now + 600_000])
+    conn.execute(OLD_INSERT, rusqlite::params!["p3", now, now + 600_000])
         .unwrap();
-    let all = block_on(store.pending_page(&PendingQuery::new(now_ms(), 10))).unwrap();
-    assert_eq!(all.total, 2);
+    assert_eq!(block_on(sql_stores::listed(&store)), 2);
 }
 
 #[test]
 fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     // Back to version 5 as it was, with an approval and a claim a version-5
     // process made.
-    let (path, conn) = taken_back(
-        "v5",
-        "DROP INDEX toolcall_approvals_caller_open;
-         DROP INDEX toolcall_records_asking;
-         ALTER TABLE toolcall_approvals DROP COLUMN principal;
-         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
-         ALTER TABLE toolcall_records DROP COLUMN question;
-         ALTER TABLE toolcall_records DROP COLUMN asked_ms;
-         PRAGMA user_version = 5;",
-    );
+    let (path, conn) = taken_back("v5", &[BACK_TO_5, "PRAGMA user_version = 5;"]);
     let now = now_ms() as i64;
     conn.execute(
         "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key)
@@ -226,159 +162,58 @@ fn a_file_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
     drop(conn);
 
     let store = upgraded(&path);
-    block_on(async {
-        // An approval of version 5 is a person's only.
-        let old = store.approval("p1").await.unwrap().unwrap();
-        assert_eq!(
-            old.approval.answerers,
-            toolcall_core::life::Answerers::PERSON
-        );
-        // Its lapsed claim kept no question: none to list.
-        assert!(store.unsettled(now_ms(), 10).await.unwrap().is_empty());
-        // The new columns work.
-        let asked = PendingApproval {
-            id: "p2".into(),
-            answerers: toolcall_core::life::Answerers::new(true, false),
-            principal: None,
-            provenance: Vec::new(),
-            digest: "d2".into(),
-            ..old.approval.clone()
-        };
-        store.ask_approval(&asked, 5).await.unwrap();
-        assert_eq!(
-            store
-                .approval("p2")
-                .await
-                .unwrap()
-                .unwrap()
-                .approval
-                .answerers,
-            asked.answerers
-        );
-        let question = PendingApproval {
-            reason: Some("in_doubt".into()),
-            ..asked
-        };
-        store
-            .claim_asking(&key("k-new"), now_ms(), 1, &question)
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let unsettled = store.unsettled(now_ms(), 10).await.unwrap();
-        assert_eq!(unsettled.len(), 1);
-        assert_eq!(unsettled[0].key, key("k-new"));
-        assert_eq!(unsettled[0].question, question);
-    });
+    block_on(sql_stores::version_5_gains_who_answers_and_the_questions_claims_keep(&store));
 }
 
 #[test]
 fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() {
     let (path, conn) = taken_back(
         "v6",
-        "ALTER TABLE toolcall_approvals DROP COLUMN principal;
-         PRAGMA user_version = 6;",
+        &["ALTER TABLE toolcall_approvals DROP COLUMN principal;
+         PRAGMA user_version = 6;"],
     );
     // A version-6 process's insert, with the columns it knows.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '')";
     let now = now_ms() as i64;
-    conn.execute(
-        insert,
-        rusqlite::params!["p1", now, now + 600_000, toolcall::store::session_key("s")],
-    )
-    .unwrap();
+    asked_before(&conn, insert, "p1", now);
 
     let store = upgraded(&path);
-    block_on(async {
-        let old = store.approval("p1").await.unwrap().unwrap();
-        assert_eq!(old.approval.principal, None, "asked by nobody named");
-        let principal =
-            toolcall::Principal::new("https://auth.example.com", "alice").client("desk");
-        let asked = PendingApproval {
-            id: "p2".into(),
-            digest: "d2".into(),
-            principal: Some(principal.clone()),
-            provenance: Vec::new(),
-            ..old.approval.clone()
-        };
-        store.ask_approval(&asked, 5).await.unwrap();
-        let back = store.approval("p2").await.unwrap().unwrap();
-        assert_eq!(back.approval.principal, Some(principal));
-    });
+    block_on(sql_stores::version_6_approval_gains_the_principal(&store));
     // The version-6 process asks on as it did.
-    conn.execute(
-        insert,
-        rusqlite::params!["p3", now, now + 600_000, toolcall::store::session_key("s")],
-    )
-    .unwrap();
-    let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
-    assert_eq!(pending.len(), 3);
+    asked_before(&conn, insert, "p3", now);
+    assert_eq!(block_on(sql_stores::waiting(&store)), 3);
 }
 
 #[test]
 fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_still_asks() {
     let (path, conn) = taken_back(
         "v7",
-        "DROP TABLE toolcall_controls;
+        &["DROP TABLE toolcall_controls;
          DROP TABLE toolcall_controls_history;
          DROP TABLE toolcall_rates;
          DROP TABLE toolcall_signatures;
-         PRAGMA user_version = 7;",
+         PRAGMA user_version = 7;"],
     );
     // A version-7 process's insert, with the columns it knows.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', NULL)";
     let now = now_ms() as i64;
-    conn.execute(
-        insert,
-        rusqlite::params!["p1", now, now + 600_000, toolcall::store::session_key("s")],
-    )
-    .unwrap();
+    asked_before(&conn, insert, "p1", now);
 
     let store = upgraded(&path);
-    block_on(async {
-        assert_eq!(store.controls(0).await.unwrap(), None);
-        let change = toolcall::store::ControlsChange {
-            version: 0,
-            by: "ops".into(),
-            at_ms: now_ms(),
-            summary: "first".into(),
-        };
-        assert!(store.put_controls(0, "{}", &change).await.unwrap());
-        assert_eq!(store.controls(0).await.unwrap().unwrap().version, 1);
-        let start = now_ms() / 60_000 * 60_000;
-        assert!(store.take_rate("b", start, 60_000, 1).await.unwrap());
-        assert_eq!(store.rate_count("b", start).await.unwrap(), 1);
-        let yes = ApprovalDecision {
-            approved: true,
-            by: String::new(),
-            note: String::new(),
-            edited_arguments: None,
-            decided_ms: now_ms(),
-            lasts_until_ms: None,
-        };
-        let signed = store.sign_approval("p1", "ana", 2, &yes, now_ms()).await;
-        assert_eq!(
-            signed.unwrap(),
-            toolcall::store::SignOutcome::Signed { signatures: 1 }
-        );
-    });
+    block_on(sql_stores::version_7_gains_the_operators_controls(&store));
     // The version-7 process asks on as it did.
-    conn.execute(
-        insert,
-        rusqlite::params!["p2", now, now + 600_000, toolcall::store::session_key("s")],
-    )
-    .unwrap();
-    let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
-    assert_eq!(pending.len(), 2);
+    asked_before(&conn, insert, "p2", now);
+    assert_eq!(block_on(sql_stores::waiting(&store)), 2);
 }
 
 #[test]
 fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() {
     let (path, conn) = taken_back(
         "v8",
-        "ALTER TABLE toolcall_approvals DROP COLUMN requester;
-         PRAGMA user_version = 8;",
+        &["ALTER TABLE toolcall_approvals DROP COLUMN requester;
+         PRAGMA user_version = 8;"],
     );
     // A version-8 process's questions: alice's approval, and a question
     // about an unknown outcome that expires as approvals did.
@@ -386,64 +221,27 @@ fn a_file_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() 
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', ?5, ?6)";
     let now = now_ms() as i64;
     let alice = r#"{"issuer":"https://auth.example.com","subject":"alice"}"#;
-    conn.execute(
-        insert,
-        rusqlite::params![
-            "asked",
-            now,
-            now + 600_000,
-            toolcall::store::session_key("s"),
-            alice,
-            None::<String>
-        ],
-    )
-    .unwrap();
-    conn.execute(
-        insert,
-        rusqlite::params![
-            "doubt",
-            now,
-            now + 600_000,
-            toolcall::store::session_key("s"),
-            alice,
-            "in_doubt"
-        ],
-    )
-    .unwrap();
+    for (id, reason) in [("asked", None), ("doubt", Some("in_doubt"))] {
+        let session = toolcall::store::session_key("s");
+        let row = rusqlite::params![id, now, now + 600_000, session, alice, reason];
+        conn.execute(insert, row).unwrap();
+    }
 
     let store = upgraded(&path);
     let doubt = block_on(store.approval("doubt")).unwrap().unwrap();
     assert_eq!(doubt.approval.expires_ms, toolcall_core::life::NEVER_MS);
     let later = now_ms() + 3_600_000;
     assert_eq!(doubt.state(later), toolcall_core::life::QuestionState::Open);
-    let find = |subject: &str| {
-        let requester = toolcall::Principal::new("https://auth.example.com", subject).requester();
-        let binding = Binding {
-            session: "s",
-            caller: "c",
-            tool: Some("pay"),
-            digest: Some("d1"),
-            requester: toolcall::store::Requester::Only(Some(&requester)),
-        };
-        block_on(store.find_approval(&binding, None, now_ms()))
-            .unwrap()
-            .map(|entry| entry.approval.id)
-    };
-    assert_eq!(find("alice").as_deref(), Some("asked"));
-    assert_eq!(
-        find("bob"),
-        None,
-        "bob's identical call is not alice's question"
-    );
+    block_on(sql_stores::version_8_question_is_bound_to_who_asked(&store));
 }
 
 #[test]
 fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still_taints() {
     let (path, conn) = taken_back(
         "v9",
-        "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
+        &["ALTER TABLE toolcall_approvals DROP COLUMN provenance;
          ALTER TABLE toolcall_taint DROP COLUMN sources;
-         PRAGMA user_version = 9;",
+         PRAGMA user_version = 9;"],
     );
     // A version-9 process's writes, with the columns it knows.
     let now = now_ms() as i64;
@@ -453,51 +251,15 @@ fn a_file_at_version_9_gains_where_taint_came_from_and_a_version_9_process_still
         .unwrap();
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, reason)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', 'untrusted_context')";
-    conn.execute(
-        insert,
-        rusqlite::params!["p1", now, now + 600_000, toolcall::store::session_key("s")],
-    )
-    .unwrap();
+    asked_before(&conn, insert, "p1", now);
 
     let store = upgraded(&path);
-    let source = TaintSource::from_output("read", Some("c1"), 1, &json!({"note": "hi"}), &[]);
-    block_on(async {
-        assert!(store.tainted("old", &[]).await.unwrap().any);
-        assert!(
-            store.taint_sources("old").await.unwrap().is_empty(),
-            "none kept"
-        );
-        store.add_taint("old", &[], &source).await.unwrap();
-        assert_eq!(
-            store.taint_sources("old").await.unwrap(),
-            std::slice::from_ref(&source)
-        );
-        let old = store.approval("p1").await.unwrap().unwrap();
-        assert!(old.approval.provenance.is_empty());
-        let asked = PendingApproval {
-            id: "p2".into(),
-            digest: "d2".into(),
-            provenance: vec![source.clone()],
-            ..old.approval.clone()
-        };
-        store.ask_approval(&asked, 5).await.unwrap();
-        let back = store.approval("p2").await.unwrap().unwrap();
-        assert_eq!(back.approval.provenance, std::slice::from_ref(&source));
-    });
+    block_on(sql_stores::version_9_gains_where_taint_came_from(&store));
     // The version-9 process taints and asks on as it did.
     let other = toolcall::store::session_key("other");
     conn.execute(taint, rusqlite::params![other, now]).unwrap();
-    conn.execute(
-        insert,
-        rusqlite::params!["p3", now, now + 600_000, toolcall::store::session_key("s")],
-    )
-    .unwrap();
-    block_on(async {
-        assert!(store.tainted("other", &[]).await.unwrap().any);
-        assert!(store.taint_sources("other").await.unwrap().is_empty());
-    });
-    let pending = block_on(store.pending_approvals(now_ms(), 10)).unwrap();
-    assert_eq!(pending.len(), 3);
+    asked_before(&conn, insert, "p3", now);
+    block_on(sql_stores::version_9_writes_still_count(&store));
 }
 
 #[test]

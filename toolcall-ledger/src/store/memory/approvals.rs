@@ -108,16 +108,9 @@ impl QuestionStore for MemoryStore {
         limit: usize,
     ) -> Result<Vec<PendingApproval>, StoreError> {
         let mut open: Vec<PendingApproval> = self
-            .shards
-            .iter()
-            .flat_map(|shard| {
-                lock(shard)
-                    .approvals
-                    .values()
-                    .filter(|entry| entry.is_open(now_ms))
-                    .map(|entry| entry.approval.clone())
-                    .collect::<Vec<_>>()
-            })
+            .approvals_where(|entry| entry.is_open(now_ms))
+            .into_iter()
+            .map(|entry| entry.approval)
             .collect();
         open.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
         open.truncate(limit);
@@ -247,18 +240,7 @@ impl QuestionStore for MemoryStore {
     }
 
     async fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalEntry>, StoreError> {
-        let mut decided: Vec<ApprovalEntry> = self
-            .shards
-            .iter()
-            .flat_map(|shard| {
-                lock(shard)
-                    .approvals
-                    .values()
-                    .filter(|entry| entry.approval.decision.is_some())
-                    .cloned()
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut decided = self.approvals_where(|entry| entry.approval.decision.is_some());
         decided.sort_by_key(|entry| {
             let decided_ms = entry.approval.decision.as_ref().map_or(0, |d| d.decided_ms);
             (std::cmp::Reverse(decided_ms), entry.approval.id.clone())
