@@ -62,23 +62,14 @@ fn result(n: i64) -> ToolResult {
     ToolResult::success("pay", json!({"n": n}).as_object().unwrap().clone())
 }
 
+/// The testkit's question, made at step 3 of a call whose arguments'
+/// digest is [`BOUND`]'s, waiting until `expires_ms`.
 fn approval(id: &str, expires_ms: u64) -> PendingApproval {
     PendingApproval {
-        id: id.to_owned(),
-        session: "s".into(),
-        caller: "c".into(),
-        tool: "pay".into(),
         digest: "d1".into(),
-        arguments: json!({"cents": 1}),
         step: 3,
-        created_ms: now_ms(),
         expires_ms,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
+        ..toolcall_testkit::store::asked(id)
     }
 }
 

@@ -16,23 +16,15 @@ use toolcall_sql::purge::{self, Retention};
 use toolcall_sql::record::{self, ClaimStep};
 use toolcall_sql::{Value, schema};
 
+/// The testkit's question, asked at `created_ms` and open for a second.
 fn approval(id: &str, created_ms: u64) -> PendingApproval {
     PendingApproval {
-        id: id.to_owned(),
-        session: "s".to_owned(),
-        caller: "c".to_owned(),
         tool: "refund".to_owned(),
-        digest: "d".to_owned(),
         arguments: json!({"order": 7}),
         step: 3,
         created_ms,
         expires_ms: created_ms + 1000,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
+        ..toolcall_testkit::store::asked(id)
     }
 }
 
