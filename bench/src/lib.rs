@@ -29,6 +29,10 @@
 
 #![forbid(unsafe_code)]
 
+mod scenario;
+
+pub use scenario::{ORDERS, Scenario, chosen, median, ns_per_call, order_id, time_scenarios};
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,9 +55,6 @@ pub const SESSION: &str = "bench";
 
 /// Calls per scenario run in `bench.py` (its `N`).
 pub const REFERENCE_CALLS: usize = 20_000;
-
-/// Orders in the benchmark shop.
-pub const ORDERS: usize = 10_000;
 
 /// An audit sink that drops every record: the pipeline without the cost of
 /// keeping its log.
@@ -96,11 +97,6 @@ pub fn shop() -> Arc<Shop> {
     })))
 }
 
-/// `ORD-` and the four digits of `i` modulo 10,000.
-pub fn order_id(i: usize) -> String {
-    format!("ORD-{:04}", i % ORDERS)
-}
-
 /// A dispatcher over `shop` with `bench.py`'s settings: both tools allowed,
 /// a refund cap of 10^12 cents, budgets of 10^9 steps and duplicate calls,
 /// no wait between retries.
@@ -133,60 +129,10 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("a current-thread runtime")
 }
 
-/// One of `bench.py`'s scenarios.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scenario {
-    /// A valid `get_order`, a different order each call.
-    GetOrderOk,
-    /// A valid, confirmed `refund_order`, different arguments each call, so
-    /// nothing is replayed.
-    RefundOkConfirmed,
-    /// A `refund_order` with `25.9` cents, `EUR` and an extra field `force`.
-    RefundInvalidArgs,
-    /// The same confirmed refund every call: the first runs, the rest replay.
-    RefundReplay,
-}
-
 impl Scenario {
-    /// Every scenario, in `bench.py`'s order.
-    pub const ALL: [Scenario; 4] = [
-        Scenario::GetOrderOk,
-        Scenario::RefundOkConfirmed,
-        Scenario::RefundInvalidArgs,
-        Scenario::RefundReplay,
-    ];
-
-    /// Its key in `bench.py`'s output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::GetOrderOk => "get_order_ok",
-            Scenario::RefundOkConfirmed => "refund_ok_confirmed",
-            Scenario::RefundInvalidArgs => "refund_invalid_args",
-            Scenario::RefundReplay => "refund_replay",
-        }
-    }
-
-    /// The tool called.
-    pub fn tool(self) -> &'static str {
-        match self {
-            Scenario::GetOrderOk => "get_order",
-            _ => "refund_order",
-        }
-    }
-
     /// Whether the host confirmed the calls (all refunds are confirmed in `bench.py`).
     pub fn confirmed(self) -> bool {
         self != Scenario::GetOrderOk
-    }
-
-    /// The raw arguments of call `i`, byte for byte what `bench.py` sends.
-    pub fn arguments(self, i: usize) -> String {
-        match self {
-            Scenario::GetOrderOk => format!(r#"{{"order_id": "{}"}}"#, order_id(i)),
-            Scenario::RefundOkConfirmed => refund_text(&order_id(i), 1 + i as u64),
-            Scenario::RefundInvalidArgs => r#"{"order_id": "ORD-1001", "amount_cents": 25.9, "currency": "EUR", "reason": "damaged", "force": true}"#.to_owned(),
-            Scenario::RefundReplay => refund_text("ORD-0001", 100),
-        }
     }
 
     /// The raw arguments of calls `first..first + n`.
@@ -203,12 +149,6 @@ impl Scenario {
             Scenario::RefundReplay => result.ok && result.replayed == (i > 0),
         }
     }
-}
-
-fn refund_text(order_id: &str, amount_cents: u64) -> String {
-    format!(
-        r#"{{"order_id": "{order_id}", "amount_cents": {amount_cents}, "currency": "BRL", "reason": "damaged"}}"#
-    )
 }
 
 /// Checks on a fresh dispatcher that the first calls of `scenario` answer
@@ -382,23 +322,6 @@ pub fn time_ours(scenario: Scenario, calls: &[String]) -> Duration {
         black_box(ours(scenario, black_box(raw)));
     }
     started.elapsed()
-}
-
-/// Nanoseconds per call.
-pub fn ns_per_call(elapsed: Duration, calls: usize) -> f64 {
-    elapsed.as_nanos() as f64 / calls.max(1) as f64
-}
-
-/// The median of `values` (the mean of the middle two for an even count).
-pub fn median(values: &mut [f64]) -> f64 {
-    assert!(!values.is_empty(), "the median of nothing");
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
 }
 
 /// This process's resident memory in bytes, from `/proc/self/status`

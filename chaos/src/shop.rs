@@ -107,44 +107,24 @@ fn sqlite_snapshot(path: &Path) -> Result<Snapshot, String> {
     let mut s = Snapshot::default();
     // One read transaction: every table as of one moment.
     c.execute_batch("BEGIN").map_err(e)?;
-    let mut q = c.prepare(REFUNDS).map_err(e)?;
-    s.refunds = q
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(e)?
-        .collect::<Result<_, _>>()
-        .map_err(e)?;
-    let mut q = c.prepare(NOTES).map_err(e)?;
-    s.notes = q
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(e)?
-        .collect::<Result<_, _>>()
-        .map_err(e)?;
-    let mut q = c.prepare(APPROVALS).map_err(e)?;
-    s.approvals = q
-        .query_map([], |r| {
-            Ok(ApprovalRow {
-                id: r.get(0)?,
-                tool: r.get(1)?,
-                arguments: json_of(r.get(2)?).unwrap_or(Value::Null),
-                decision: json_of(r.get(3)?),
-            })
+    s.refunds = sqlite_rows(&c, REFUNDS, |r| Ok((r.get(0)?, r.get(1)?)))?;
+    s.notes = sqlite_rows(&c, NOTES, |r| Ok((r.get(0)?, r.get(1)?)))?;
+    s.approvals = sqlite_rows(&c, APPROVALS, |r| {
+        Ok(ApprovalRow {
+            id: r.get(0)?,
+            tool: r.get(1)?,
+            arguments: json_of(r.get(2)?).unwrap_or(Value::Null),
+            decision: json_of(r.get(3)?),
         })
-        .map_err(e)?
-        .collect::<Result<_, _>>()
-        .map_err(e)?;
-    let mut q = c.prepare(RECORDS).map_err(e)?;
-    s.records = q
-        .query_map([], |r| {
-            Ok(RecordRow {
-                key: r.get(0)?,
-                state: r.get(1)?,
-                until_ms: r.get(2)?,
-                question: json_of(r.get(3)?),
-            })
+    })?;
+    s.records = sqlite_rows(&c, RECORDS, |r| {
+        Ok(RecordRow {
+            key: r.get(0)?,
+            state: r.get(1)?,
+            until_ms: r.get(2)?,
+            question: json_of(r.get(3)?),
         })
-        .map_err(e)?
-        .collect::<Result<_, _>>()
-        .map_err(e)?;
+    })?;
     c.execute_batch("COMMIT").map_err(e)?;
     Ok(s)
 }
@@ -215,4 +195,18 @@ pub async fn effect_count(db: &Db, tool: &str, args: &Value) -> Result<u64, Stri
         .get(&(tool.to_owned(), o, x))
         .copied()
         .unwrap_or(0))
+}
+
+/// Every row `sql` selects, each read with `row`.
+fn sqlite_rows<T>(
+    c: &rusqlite::Connection,
+    sql: &str,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, String> {
+    let e = |e: rusqlite::Error| e.to_string();
+    let mut q = c.prepare(sql).map_err(e)?;
+    q.query_map([], row)
+        .map_err(e)?
+        .collect::<Result<_, _>>()
+        .map_err(e)
 }

@@ -22,10 +22,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+#[path = "../../src/scenario.rs"]
+mod scenario;
+
+pub use scenario::{ORDERS, Scenario, chosen, order_id, time_scenarios};
+
 /// The session of every scenario, as in `bench.py`.
 pub const SESSION: &str = "bench";
-/// Orders in the shop.
-pub const ORDERS: usize = 10_000;
 /// `bench.py`'s refund cap, 10^12 cents.
 pub const MAX_REFUND_CENTS: i64 = 1_000_000_000_000;
 
@@ -371,74 +374,14 @@ fn exceeds_refundable(order_id: &str, refundable_cents: i64) -> Rejection {
     )
 }
 
-/// `ORD-` and the four digits of `i` modulo 10,000.
-pub fn order_id(i: usize) -> String {
-    format!("ORD-{:04}", i % ORDERS)
-}
-
-/// One of `bench.py`'s scenarios.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scenario {
-    /// A valid `get_order`, a different order each call.
-    GetOrderOk,
-    /// A valid refund, different arguments each call.
-    RefundOkConfirmed,
-    /// `25.9` cents, `EUR` and an extra field `force`.
-    RefundInvalidArgs,
-    /// The same refund every call: the first applies, the rest replay.
-    RefundReplay,
-}
-
 impl Scenario {
-    /// Every scenario, in `bench.py`'s order.
-    pub const ALL: [Scenario; 4] = [
-        Scenario::GetOrderOk,
-        Scenario::RefundOkConfirmed,
-        Scenario::RefundInvalidArgs,
-        Scenario::RefundReplay,
-    ];
-
-    /// Its key in `bench.py`'s output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::GetOrderOk => "get_order_ok",
-            Scenario::RefundOkConfirmed => "refund_ok_confirmed",
-            Scenario::RefundInvalidArgs => "refund_invalid_args",
-            Scenario::RefundReplay => "refund_replay",
-        }
-    }
-
-    /// The tool called.
-    pub fn tool(self) -> &'static str {
-        match self {
-            Scenario::GetOrderOk => "get_order",
-            _ => "refund_order",
-        }
-    }
-
     /// Whether call `i` must succeed.
     pub fn succeeds(self) -> bool {
         self != Scenario::RefundInvalidArgs
-    }
-
-    /// The raw arguments of call `i`, byte for byte what `bench.py` sends.
-    pub fn arguments(self, i: usize) -> String {
-        match self {
-            Scenario::GetOrderOk => format!(r#"{{"order_id": "{}"}}"#, order_id(i)),
-            Scenario::RefundOkConfirmed => refund_text(&order_id(i), 1 + i as u64),
-            Scenario::RefundInvalidArgs => r#"{"order_id": "ORD-1001", "amount_cents": 25.9, "currency": "EUR", "reason": "damaged", "force": true}"#.to_owned(),
-            Scenario::RefundReplay => refund_text("ORD-0001", 100),
-        }
     }
 
     /// The raw arguments of calls `0..n`.
     pub fn calls(self, n: usize) -> Vec<String> {
         (0..n).map(|i| self.arguments(i)).collect()
     }
-}
-
-fn refund_text(order_id: &str, amount_cents: u64) -> String {
-    format!(
-        r#"{{"order_id": "{order_id}", "amount_cents": {amount_cents}, "currency": "BRL", "reason": "damaged"}}"#
-    )
 }

@@ -35,7 +35,7 @@ use clap::{Parser, ValueEnum};
 use rig_agent::tool::ToolContext;
 use serde_json::{Map, Value};
 
-use domain::{Scenario, Shop};
+use domain::{Scenario, Shop, chosen, time_scenarios};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Peer {
@@ -201,20 +201,6 @@ fn verify(scenario: Scenario) -> Result<(), String> {
     Ok(())
 }
 
-fn ns_per_call(elapsed: Duration, calls: usize) -> f64 {
-    elapsed.as_nanos() as f64 / calls.max(1) as f64
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
-
 fn main() {
     let args = Args::parse();
     if let Some(addr) = args.serve_http {
@@ -237,50 +223,16 @@ fn main() {
             .and_then(|n| n.parse().ok())
             .unwrap_or(20_000)
     });
-    let scenarios: Vec<Scenario> = Scenario::ALL
-        .into_iter()
-        .filter(|s| args.only.as_deref().is_none_or(|only| only == s.name()))
-        .collect();
-    if scenarios.is_empty() {
-        eprintln!("no scenario is named {:?}", args.only.unwrap_or_default());
-        std::process::exit(2);
-    }
-    for &scenario in &scenarios {
-        if let Err(problem) = verify(scenario) {
-            eprintln!("scenario does not answer as expected: {problem}");
-            std::process::exit(1);
-        }
-    }
+    let scenarios = chosen(args.only.as_deref(), verify);
     let texts: Vec<Vec<String>> = scenarios.iter().map(|s| s.calls(calls)).collect();
     let measure = |peer: Peer, scenario: Scenario, texts: &[String]| match peer {
         Peer::Rmcp => time_rmcp(scenario, texts),
         Peer::Rig => time_rig(scenario, texts),
         Peer::Direct => time_direct(scenario, texts),
     };
-    // One untimed round first: page in the code, grow the allocator's pools.
-    for (scenario, texts) in scenarios.iter().zip(&texts) {
-        for &peer in &args.what {
-            measure(peer, *scenario, texts);
-        }
-    }
-    // samples[peer][scenario]: one value per repetition.
-    let mut samples = vec![vec![Vec::with_capacity(args.repeat); scenarios.len()]; args.what.len()];
-    for _ in 0..args.repeat.max(1) {
-        for (s, (scenario, texts)) in scenarios.iter().zip(&texts).enumerate() {
-            for (p, &peer) in args.what.iter().enumerate() {
-                samples[p][s].push(ns_per_call(measure(peer, *scenario, texts), calls));
-            }
-        }
-    }
+    let timed = time_scenarios(&scenarios, &texts, &args.what, args.repeat, measure);
     let mut out = Map::new();
-    for (peer, samples) in args.what.iter().zip(&mut samples) {
-        let mut times = Map::new();
-        for (scenario, samples) in scenarios.iter().zip(samples) {
-            times.insert(
-                scenario.name().into(),
-                Value::from(median(samples).round() as u64),
-            );
-        }
+    for (peer, times) in args.what.iter().zip(timed) {
         out.insert(peer.name().into(), Value::Object(times));
     }
     println!("{}", Value::Object(out));

@@ -15,9 +15,9 @@
 //! repetitions.
 
 use clap::{Parser, ValueEnum};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use toolcall_bench::{
-    Audit, REFERENCE_CALLS, Scenario, median, ns_per_call, time_floor, time_ours, time_pipeline,
+    Audit, REFERENCE_CALLS, Scenario, chosen, time_floor, time_ours, time_pipeline, time_scenarios,
     verify,
 };
 
@@ -61,49 +61,14 @@ fn main() {
             .and_then(|n| n.parse().ok())
             .unwrap_or(REFERENCE_CALLS)
     });
-    let scenarios: Vec<Scenario> = Scenario::ALL
-        .into_iter()
-        .filter(|s| args.only.as_deref().is_none_or(|only| only == s.name()))
-        .collect();
-    if scenarios.is_empty() {
-        eprintln!("no scenario is named {:?}", args.only.unwrap_or_default());
-        std::process::exit(2);
-    }
-    for &scenario in &scenarios {
-        if let Err(problem) = verify(scenario) {
-            eprintln!("scenario does not answer as expected: {problem}");
-            std::process::exit(1);
-        }
-    }
+    let scenarios = chosen(args.only.as_deref(), verify);
     let texts: Vec<Vec<String>> = scenarios.iter().map(|s| s.calls(0, calls)).collect();
     let measure = |what: What, scenario: Scenario, texts: &[String]| match what {
         What::Pipeline => time_pipeline(scenario, texts, args.audit),
         What::Floor => time_floor(scenario, texts),
         What::Ours => time_ours(scenario, texts),
     };
-    // One untimed round first: page in the code, grow the allocator's pools.
-    for (scenario, texts) in scenarios.iter().zip(&texts) {
-        for &what in &args.what {
-            measure(what, *scenario, texts);
-        }
-    }
-    // samples[what][scenario]: one value per repetition.
-    let mut samples = vec![vec![Vec::with_capacity(args.repeat); scenarios.len()]; args.what.len()];
-    for _ in 0..args.repeat.max(1) {
-        for (s, (scenario, texts)) in scenarios.iter().zip(&texts).enumerate() {
-            for (w, &what) in args.what.iter().enumerate() {
-                samples[w][s].push(ns_per_call(measure(what, *scenario, texts), calls));
-            }
-        }
-    }
-    for samples in &mut samples {
-        let mut out = Map::new();
-        for (scenario, samples) in scenarios.iter().zip(samples) {
-            out.insert(
-                scenario.name().into(),
-                Value::from(median(samples).round() as u64),
-            );
-        }
-        println!("{}", Value::Object(out));
+    for times in time_scenarios(&scenarios, &texts, &args.what, args.repeat, measure) {
+        println!("{}", Value::Object(times));
     }
 }

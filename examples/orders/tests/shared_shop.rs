@@ -7,6 +7,8 @@
 //! they say loudly that they were skipped. Each works in a database of its
 //! own and drops it.
 
+#[path = "support/refunds.rs"]
+mod refunds;
 #[path = "support/fresh_database.rs"]
 mod support;
 
@@ -19,6 +21,8 @@ use std::time::{Duration, Instant};
 use orders::{BackendError, Shop};
 use serde_json::{Value, json};
 use toolcall_testkit::run::{self, one_thread as runtime, unique};
+
+use refunds::{postgres_refunds, sqlite_refunds};
 
 /// A scratch directory of this test process, emptied first.
 fn scratch(name: &str) -> PathBuf {
@@ -72,18 +76,6 @@ fn refund(amount_cents: i64) -> Value {
 
 fn code(answer: &Value) -> &str {
     answer.get("code").and_then(Value::as_str).unwrap_or("OK")
-}
-
-/// `(rows, refunded cents)` of ORD-1001 in a SQLite file's refunds table.
-fn sqlite_refunds(path: &Path) -> (i64, i64) {
-    let conn = rusqlite::Connection::open(path).unwrap();
-    conn.query_row(
-        "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM orders_refunds
-          WHERE order_id = 'ORD-1001'",
-        [],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )
-    .unwrap()
 }
 
 /// Three processes refunding 7000 of ORD-1001 (12000) at once, each in a
@@ -414,20 +406,6 @@ async fn plain_client(url: &str) -> tokio_postgres::Client {
         let _ = connection.await;
     });
     client
-}
-
-/// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
-async fn postgres_refunds(url: &str) -> (i64, i64) {
-    let client = plain_client(url).await;
-    let row = client
-        .query_one(
-            "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
-              WHERE order_id = 'ORD-1001'",
-            &[],
-        )
-        .await
-        .unwrap();
-    (row.get(0), row.get(1))
 }
 
 #[test]

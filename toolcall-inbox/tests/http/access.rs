@@ -35,7 +35,7 @@ async fn without_the_token_no_page_shows_any_data() {
         }
     }
     let reply = inbox
-        .decide(&id, Auth::None, &[], &[("action", "approve")])
+        .decide(&id, Auth::None, &[("action", "approve")])
         .await;
     assert_eq!(reply.status, 401);
     assert!(
@@ -80,8 +80,7 @@ async fn the_sign_in_address_sets_a_strict_cookie_and_leaves_the_address_bar() {
 async fn a_form_without_the_csrf_token_or_from_another_origin_decides_nothing() {
     let inbox = inbox().await;
     let id = inbox.ask("acme", 2590, "s").await;
-    let cookie = inbox.sign_in(ANA).await;
-    let csrf = inbox.csrf(&cookie).await;
+    let (cookie, csrf) = inbox.signed_in(ANA).await;
     let cases: [Case<'_>; 6] = [
         (&[], &[("action", "approve")]),
         (&[], &[("action", "approve"), ("csrf", "0000")]),
@@ -112,7 +111,7 @@ async fn a_form_without_the_csrf_token_or_from_another_origin_decides_nothing() 
     ];
     for (headers, form) in cases {
         let reply = inbox
-            .decide(&id, Auth::Cookie(&cookie), headers, form)
+            .decide_with(&id, Auth::Cookie(&cookie), headers, form)
             .await;
         assert_eq!(reply.status, 403, "{headers:?} {form:?}");
     }
@@ -124,7 +123,6 @@ async fn a_form_without_the_csrf_token_or_from_another_origin_decides_nothing() 
         .decide(
             &id,
             Auth::Cookie(&cookie),
-            &[],
             &[("action", "approve"), ("csrf", &csrf)],
         )
         .await;
@@ -229,8 +227,7 @@ async fn a_slow_or_extra_connection_holds_nothing() {
 async fn a_cookie_without_the_csrf_token_decides_nothing_in_json_either() {
     let inbox = inbox().await;
     let id = inbox.ask("acme", 2590, "s").await;
-    let cookie = inbox.sign_in(ANA).await;
-    let csrf = inbox.csrf(&cookie).await;
+    let (cookie, csrf) = inbox.signed_in(ANA).await;
     let origin = format!("http://{}", inbox.addr);
     let other_csrf = inbox.csrf(&inbox.sign_in(BO).await).await;
     let cases: [(&[(&str, &str)], Value); 5] = [
@@ -248,14 +245,14 @@ async fn a_cookie_without_the_csrf_token_decides_nothing_in_json_either() {
     ];
     for (headers, body) in cases {
         let (reply, error) = inbox
-            .decide_json(&id, Auth::Cookie(&cookie), headers, &body.to_string())
+            .decide_json_with(&id, Auth::Cookie(&cookie), headers, &body.to_string())
             .await;
         assert_eq!(reply.status, 403, "{headers:?} {body}: {error}");
         assert_eq!(error["code"], "forbidden");
     }
     // No token at all: a 401 that says how to sign in, in JSON.
     let (reply, error) = inbox
-        .decide_json(&id, Auth::None, &[], r#"{"decision": "approve"}"#)
+        .decide_json(&id, Auth::None, r#"{"decision": "approve"}"#)
         .await;
     assert_eq!(reply.status, 401);
     assert_eq!(error["code"], "unauthorized");
@@ -271,7 +268,7 @@ async fn a_cookie_without_the_csrf_token_decides_nothing_in_json_either() {
     // The sign-in's own token, from the inbox's origin: decided.
     let body = json!({"decision": "approve", "csrf": csrf}).to_string();
     let (reply, state) = inbox
-        .decide_json(&id, Auth::Cookie(&cookie), &[("Origin", &origin)], &body)
+        .decide_json_with(&id, Auth::Cookie(&cookie), &[("Origin", &origin)], &body)
         .await;
     assert_eq!(reply.status, 200, "{state}");
     assert_eq!(state["by"], "ana");

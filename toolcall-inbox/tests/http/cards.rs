@@ -3,31 +3,54 @@
 
 use super::*;
 
+/// A session that reads `reader`'s output (text written by others) under
+/// `taint`, then pays what it read: the id of the question the payment asks.
+async fn pay_after_reading(inbox: &Inbox, reader: &str, taint: Taint, session: &str) -> String {
+    let registry = tools![pay, read_mail, read_hostile_note].unwrap();
+    let agent = Dispatcher::builder(registry, Arc::new(()))
+        .store(Arc::clone(&inbox.store))
+        .policy(Policy::new().allow(["pay", reader]).taint(taint))
+        .build()
+        .unwrap();
+    let read = agent
+        .execute(Call::new(reader, "{}").session(session))
+        .await;
+    assert!(read.ok, "{read:?}");
+    let arguments = json!({"to": "acct-7731", "amount_cents": 4200}).to_string();
+    let asked = agent
+        .execute(Call::new("pay", arguments.as_str()).session(session))
+        .await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    asked.question_id.unwrap()
+}
+
+/// A payment asked on behalf of `principal`: the id of its question.
+async fn pay_on_behalf_of(inbox: &Inbox, principal: toolcall::Principal) -> String {
+    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
+        .store(Arc::clone(&inbox.store))
+        .policy(Policy::new().allow(["pay"]))
+        .build()
+        .unwrap();
+    let caller = dispatcher.default_caller().with_principal(principal);
+    let arguments = json!({"to": "acme", "amount_cents": 7}).to_string();
+    let asked = dispatcher
+        .execute(
+            Call::new("pay", arguments.as_str())
+                .session("s-principal")
+                .caller(&caller),
+        )
+        .await;
+    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
+    asked.question_id.unwrap()
+}
+
 #[tokio::test]
 async fn an_approval_asked_because_of_untrusted_output_says_why() {
     let inbox = inbox().await;
     // A plain high-risk call.
     let plain = inbox.ask("acme", 5, "s-plain").await;
     // A session that read a customer's message, then pays what it says.
-    let reader = Dispatcher::builder(tools![pay, read_mail].unwrap(), Arc::new(()))
-        .store(Arc::clone(&inbox.store))
-        .policy(
-            Policy::new()
-                .allow(["pay", "read_mail"])
-                .taint(Taint::Values),
-        )
-        .build()
-        .unwrap();
-    let read = reader
-        .execute(Call::new("read_mail", "{}").session("s-mail"))
-        .await;
-    assert!(read.ok, "{read:?}");
-    let arguments = json!({"to": "acct-7731", "amount_cents": 4200}).to_string();
-    let asked = reader
-        .execute(Call::new("pay", arguments.as_str()).session("s-mail"))
-        .await;
-    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let tainted = asked.question_id.unwrap();
+    let tainted = pay_after_reading(&inbox, "read_mail", Taint::Values, "s-mail").await;
 
     // Stored with the approval: why, and which arguments; nothing for the
     // plain one.
@@ -124,25 +147,7 @@ async fn an_approval_asked_because_of_untrusted_output_says_why() {
 #[tokio::test]
 async fn untrusted_text_on_a_card_is_escaped_visible_and_bounded() {
     let inbox = inbox().await;
-    let reader = Dispatcher::builder(tools![pay, read_hostile_note].unwrap(), Arc::new(()))
-        .store(Arc::clone(&inbox.store))
-        .policy(
-            Policy::new()
-                .allow(["pay", "read_hostile_note"])
-                .taint(Taint::Session),
-        )
-        .build()
-        .unwrap();
-    let read = reader
-        .execute(Call::new("read_hostile_note", "{}").session("s-note"))
-        .await;
-    assert!(read.ok, "{read:?}");
-    let arguments = json!({"to": "acct-7731", "amount_cents": 4200}).to_string();
-    let asked = reader
-        .execute(Call::new("pay", arguments.as_str()).session("s-note"))
-        .await;
-    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.question_id.unwrap();
+    let id = pay_after_reading(&inbox, "read_hostile_note", Taint::Session, "s-note").await;
     // Another process's question, its source past every bound, the bell
     // and the override raw in it.
     let wide = toolcall::store::TaintSource {
@@ -222,26 +227,9 @@ async fn untrusted_text_on_a_card_is_escaped_visible_and_bounded() {
 #[tokio::test]
 async fn a_card_says_on_behalf_of_whom_the_call_was_asked() {
     let inbox = inbox().await;
-    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
-        .store(Arc::clone(&inbox.store))
-        .policy(Policy::new().allow(["pay"]))
-        .build()
-        .unwrap();
     let principal =
         toolcall::Principal::new("https://auth.example.com", "<b>alice</b>").client("desk");
-    let caller = dispatcher
-        .default_caller()
-        .with_principal(principal.clone());
-    let arguments = json!({"to": "acme", "amount_cents": 7}).to_string();
-    let asked = dispatcher
-        .execute(
-            Call::new("pay", arguments.as_str())
-                .session("s-principal")
-                .caller(&caller),
-        )
-        .await;
-    assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
-    let id = asked.question_id.unwrap();
+    let id = pay_on_behalf_of(&inbox, principal.clone()).await;
     assert_eq!(inbox.entry(&id).await.approval.principal, Some(principal));
     let plain = inbox.ask("acme", 5, "s-plain").await;
 
@@ -319,7 +307,6 @@ async fn hostile_text_renders_as_text() {
         .decide(
             &id,
             Auth::Bearer(ANA),
-            &[],
             &[("action", "deny"), ("note", "<script>alert(6)</script>")],
         )
         .await;
@@ -336,23 +323,9 @@ async fn hostile_text_renders_as_text() {
 #[tokio::test]
 async fn text_that_reorders_or_hides_is_shown_escaped_on_every_page() {
     let inbox = inbox_of(&format!("ana\u{202e}nib {ANA} admin\nbo {BO}\n")).await;
-    let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::new(()))
-        .store(Arc::clone(&inbox.store))
-        .policy(Policy::new().allow(["pay"]))
-        .build()
-        .unwrap();
     let principal = toolcall::Principal::new("https://auth.example.com", "eve\u{202e}lin\u{7}")
         .client("desk\u{200b}");
-    let caller = dispatcher.default_caller().with_principal(principal);
-    let arguments = json!({"to": "acme", "amount_cents": 7}).to_string();
-    let asked = dispatcher
-        .execute(
-            Call::new("pay", arguments.as_str())
-                .session("s-principal")
-                .caller(&caller),
-        )
-        .await;
-    let id = asked.question_id.unwrap();
+    let id = pay_on_behalf_of(&inbox, principal).await;
     // A question written to the shared store by someone else.
     inbox
         .store
@@ -368,12 +341,7 @@ async fn text_that_reorders_or_hides_is_shown_escaped_on_every_page() {
         .unwrap();
     let stop = json!({"target": "tool", "name": "pay", "reason": "fraud\u{200b}wave\u{7}"});
     let (reply, _) = inbox
-        .post_json(
-            "/api/controls/stops",
-            Auth::Bearer(ANA),
-            &[],
-            &stop.to_string(),
-        )
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), &stop.to_string())
         .await;
     assert_eq!(reply.status, 200);
     let edit = inbox
@@ -383,7 +351,6 @@ async fn text_that_reorders_or_hides_is_shown_escaped_on_every_page() {
         .decide_json(
             &id,
             Auth::Bearer(ANA),
-            &[],
             &json!({"decision": "deny", "note": "no\u{202e}pe"}).to_string(),
         )
         .await;

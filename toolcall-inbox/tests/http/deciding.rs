@@ -9,12 +9,11 @@ async fn a_decision_is_recorded_with_the_name_of_who_took_it() {
     let inbox = inbox().await;
     let id = inbox.ask("acme", 2590, "s").await;
     let other = inbox.ask("acme", 1000, "s").await;
-    let cookie = inbox.sign_in(BO).await;
-    let csrf = inbox.csrf(&cookie).await;
+    let (cookie, csrf) = inbox.signed_in(BO).await;
     let page = inbox.get("/", Auth::Cookie(&cookie)).await.body;
     assert!(page.contains(&id) && page.contains("Who gets the money."));
     let reply = inbox
-        .decide(
+        .decide_with(
             &id,
             Auth::Cookie(&cookie),
             &[("Origin", &format!("http://{}", inbox.addr))],
@@ -37,7 +36,6 @@ async fn a_decision_is_recorded_with_the_name_of_who_took_it() {
         .decide(
             &other,
             Auth::Bearer(ANA),
-            &[],
             &[("action", "deny"), ("note", "no")],
         )
         .await;
@@ -62,8 +60,8 @@ async fn a_double_click_is_one_decision_and_a_decided_one_cannot_be_decided_agai
     let id = inbox.ask("acme", 2590, "s").await;
     let approve = [("action", "approve"), ("note", "")];
     let (first, second) = tokio::join!(
-        inbox.decide(&id, Auth::Bearer(ANA), &[], &approve),
-        inbox.decide(&id, Auth::Bearer(ANA), &[], &approve),
+        inbox.decide(&id, Auth::Bearer(ANA), &approve),
+        inbox.decide(&id, Auth::Bearer(ANA), &approve),
     );
     assert_eq!(
         (first.status, second.status),
@@ -75,7 +73,7 @@ async fn a_double_click_is_one_decision_and_a_decided_one_cannot_be_decided_agai
     // Another decision, by anyone, changes nothing.
     for (token, action) in [(ANA, "deny"), (BO, "approve"), (BO, "deny")] {
         let reply = inbox
-            .decide(&id, Auth::Bearer(token), &[], &[("action", action)])
+            .decide(&id, Auth::Bearer(token), &[("action", action)])
             .await;
         assert_eq!(reply.status, 409, "{token} {action}");
         assert!(reply.body.contains("Already decided"));
@@ -91,7 +89,7 @@ async fn a_double_click_is_one_decision_and_a_decided_one_cannot_be_decided_agai
 #[tokio::test]
 async fn an_expired_or_unknown_approval_cannot_be_decided() {
     let inbox = inbox().await;
-    let mut asked = PendingApproval {
+    let asked = PendingApproval {
         id: "short-lived".into(),
         session: "s".into(),
         caller: "default".into(),
@@ -117,39 +115,21 @@ async fn an_expired_or_unknown_approval_cannot_be_decided() {
         !listed.contains("short-lived"),
         "expired: no longer in the inbox"
     );
-    let reply = inbox
-        .decide(
-            "short-lived",
-            Auth::Bearer(ANA),
-            &[],
-            &[("action", "approve")],
-        )
-        .await;
-    assert_eq!(reply.status, 410);
+    for (id, status, which) in [
+        ("short-lived", 410, "expired"),
+        ("never-asked", 404, "unknown"),
+        ("..%2F..%2Fetc", 404, "not an id"),
+    ] {
+        let reply = inbox
+            .decide(id, Auth::Bearer(ANA), &[("action", "approve")])
+            .await;
+        assert_eq!(reply.status, status, "{which}: {id}");
+    }
     assert!(inbox.entry("short-lived").await.approval.decision.is_none());
-    let reply = inbox
-        .decide(
-            "never-asked",
-            Auth::Bearer(ANA),
-            &[],
-            &[("action", "approve")],
-        )
-        .await;
-    assert_eq!(reply.status, 404);
-    asked.id = "x".into();
-    let reply = inbox
-        .decide(
-            "..%2F..%2Fetc",
-            Auth::Bearer(ANA),
-            &[],
-            &[("action", "approve")],
-        )
-        .await;
-    assert_eq!(reply.status, 404);
     // Neither approve nor deny: nothing.
     let id = inbox.ask("acme", 7, "s").await;
     let reply = inbox
-        .decide(&id, Auth::Bearer(ANA), &[], &[("action", "maybe")])
+        .decide(&id, Auth::Bearer(ANA), &[("action", "maybe")])
         .await;
     assert_eq!(reply.status, 400);
     let long = "x".repeat(1001);
@@ -157,7 +137,6 @@ async fn an_expired_or_unknown_approval_cannot_be_decided() {
         .decide(
             &id,
             Auth::Bearer(ANA),
-            &[],
             &[("action", "deny"), ("note", &long)],
         )
         .await;
@@ -191,7 +170,6 @@ async fn an_edit_is_validated_before_it_is_recorded() {
             .decide(
                 &id,
                 Auth::Bearer(ANA),
-                &[],
                 &[
                     ("action", "edit"),
                     ("arg:to", "acme"),
@@ -220,7 +198,6 @@ async fn an_edit_is_validated_before_it_is_recorded() {
         .decide(
             &same,
             Auth::Bearer(ANA),
-            &[],
             &[
                 ("action", "edit"),
                 ("arg:to", "same"),
@@ -244,7 +221,6 @@ async fn an_edit_is_validated_before_it_is_recorded() {
         .decide(
             &id,
             Auth::Bearer(ANA),
-            &[],
             &[
                 ("action", "edit"),
                 ("arg:to", "acme"),
@@ -274,20 +250,12 @@ async fn a_call_two_people_must_approve_shows_who_signed_and_the_second_decides(
     let inbox = inbox().await;
     needs_people(&inbox, 2).await;
     let id = inbox.ask("acme", 2590, "s").await;
-    let cookie = inbox.sign_in(ANA).await;
-    let csrf = inbox.csrf(&cookie).await;
+    let (cookie, csrf) = inbox.signed_in(ANA).await;
     let pending = json_of(&inbox.get("/api/pending", Auth::Bearer(ANA)).await);
     assert_eq!(item(&pending, &id)["needed"], 2);
     assert_eq!(item(&pending, &id)["signatures"], json!([]));
 
-    let reply = inbox
-        .decide(
-            &id,
-            Auth::Cookie(&cookie),
-            &[],
-            &[("csrf", &csrf), ("action", "approve")],
-        )
-        .await;
+    let reply = inbox.press(&id, &cookie, &csrf, "approve").await;
     assert_eq!(reply.status, 303, "{}", reply.body);
     assert_eq!(
         reply.header("location"),
@@ -302,14 +270,7 @@ async fn a_call_two_people_must_approve_shows_who_signed_and_the_second_decides(
         "one of two"
     );
     // A second click by the same person counts once.
-    let reply = inbox
-        .decide(
-            &id,
-            Auth::Cookie(&cookie),
-            &[],
-            &[("csrf", &csrf), ("action", "approve")],
-        )
-        .await;
+    let reply = inbox.press(&id, &cookie, &csrf, "approve").await;
     assert_eq!(reply.status, 303);
     assert_eq!(signers(inbox.store.signatures(&id).await.unwrap()), ["ana"]);
 
@@ -331,9 +292,7 @@ async fn a_call_two_people_must_approve_shows_who_signed_and_the_second_decides(
 
     // Bo's signature is the second: it decides.
     let approve = json!({"decision": "approve"}).to_string();
-    let (reply, state) = inbox
-        .decide_json(&id, Auth::Bearer(BO), &[], &approve)
-        .await;
+    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(BO), &approve).await;
     assert_eq!(reply.status, 200, "{state}");
     assert_eq!(state["state"], "approved");
     let decision = inbox.entry(&id).await.approval.decision.unwrap();
@@ -357,22 +316,18 @@ async fn the_one_who_made_the_call_cannot_sign_it() {
     };
     inbox.store.put_approval(&asked).await.unwrap();
     let approve = json!({"decision": "approve"}).to_string();
-    let (reply, problem) = inbox
-        .decide_json("ap-bo", Auth::Bearer(BO), &[], &approve)
-        .await;
+    let (reply, problem) = inbox.decide_json("ap-bo", Auth::Bearer(BO), &approve).await;
     assert_eq!(reply.status, 409, "{problem}");
     assert_eq!(problem["code"], "refused_by_controls");
     assert_eq!(
         problem["error"],
         "bo made this call and may not approve it: pay needs 2 other people"
     );
-    let bo = inbox.sign_in(BO).await;
-    let csrf = inbox.csrf(&bo).await;
+    let (bo, csrf) = inbox.signed_in(BO).await;
     let reply = inbox
         .decide(
             "ap-bo",
             Auth::Cookie(&bo),
-            &[],
             &[("csrf", &csrf), ("action", "approve")],
         )
         .await;
@@ -388,7 +343,7 @@ async fn the_one_who_made_the_call_cannot_sign_it() {
     assert!(inbox.entry("ap-bo").await.approval.decision.is_none());
     // Someone else signs it.
     let (reply, state) = inbox
-        .decide_json("ap-bo", Auth::Bearer(ANA), &[], &approve)
+        .decide_json("ap-bo", Auth::Bearer(ANA), &approve)
         .await;
     assert_eq!(reply.status, 200, "{state}");
     assert_eq!(

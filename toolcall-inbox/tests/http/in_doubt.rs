@@ -49,7 +49,6 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
         .decide(
             "doubt-1",
             Auth::Bearer(ANA),
-            &[],
             &[("action", "edit"), ("arg:amount_cents", "1")],
         )
         .await;
@@ -57,19 +56,13 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
     assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
 
     // The sign-in and CSRF checks of every decision.
-    let cookie = inbox.sign_in(ANA).await;
-    let csrf = inbox.csrf(&cookie).await;
+    let (cookie, csrf) = inbox.signed_in(ANA).await;
     let reply = inbox
-        .decide(
-            "doubt-1",
-            Auth::Cookie(&cookie),
-            &[],
-            &[("action", "happened")],
-        )
+        .decide("doubt-1", Auth::Cookie(&cookie), &[("action", "happened")])
         .await;
     assert_eq!(reply.status, 403);
     let reply = inbox
-        .decide("doubt-1", Auth::None, &[], &[("action", "happened")])
+        .decide("doubt-1", Auth::None, &[("action", "happened")])
         .await;
     assert_eq!(reply.status, 401);
     assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
@@ -80,7 +73,6 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
             .decide(
                 "doubt-1",
                 Auth::Cookie(&cookie),
-                &[],
                 &[("action", action), ("csrf", &csrf)],
             )
             .await;
@@ -94,7 +86,7 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
     assert!(inbox.entry("doubt-1").await.approval.decision.is_none());
     // Nor is a settlement an answer to an approval question.
     let reply = inbox
-        .decide(&plain, Auth::Bearer(ANA), &[], &[("action", "happened")])
+        .decide(&plain, Auth::Bearer(ANA), &[("action", "happened")])
         .await;
     assert_eq!(reply.status, 422);
     assert!(inbox.entry(&plain).await.approval.decision.is_none());
@@ -104,7 +96,6 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
         .decide(
             "doubt-1",
             Auth::Cookie(&cookie),
-            &[],
             &[("action", "happened"), ("csrf", &csrf)],
         )
         .await;
@@ -117,12 +108,7 @@ async fn a_call_in_doubt_asks_what_happened_with_two_answers() {
     assert!(!settled.approved);
     assert_eq!(settled.by, "ana");
     let reply = inbox
-        .decide(
-            "doubt-2",
-            Auth::Bearer(BO),
-            &[],
-            &[("action", "not_happened")],
-        )
+        .decide("doubt-2", Auth::Bearer(BO), &[("action", "not_happened")])
         .await;
     assert_eq!(
         reply.header("location"),
@@ -192,7 +178,7 @@ async fn a_question_in_doubt_is_not_approved_through_json() {
         json!({"decision": "edit", "arguments": {"to": "acme", "amount_cents": 5}}),
     ] {
         let (reply, error) = inbox
-            .decide_json("doubt", Auth::Bearer(ANA), &[], &body.to_string())
+            .decide_json("doubt", Auth::Bearer(ANA), &body.to_string())
             .await;
         assert_eq!(reply.status, 409, "{body}: {error}");
         assert_eq!(error["code"], "wrong_kind", "{error}");
@@ -207,12 +193,7 @@ async fn a_question_in_doubt_is_not_approved_through_json() {
     }
     // Nor is a settlement an answer to an approval question.
     let (reply, error) = inbox
-        .decide_json(
-            &plain,
-            Auth::Bearer(ANA),
-            &[],
-            r#"{"decision": "happened"}"#,
-        )
+        .decide_json(&plain, Auth::Bearer(ANA), r#"{"decision": "happened"}"#)
         .await;
     assert_eq!(reply.status, 409, "{error}");
     assert_eq!(error["code"], "wrong_kind");
@@ -222,7 +203,6 @@ async fn a_question_in_doubt_is_not_approved_through_json() {
         .decide_json(
             "doubt",
             Auth::Bearer(BO),
-            &[],
             r#"{"decision": "happened", "note": "the bank shows it"}"#,
         )
         .await;

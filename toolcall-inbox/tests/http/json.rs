@@ -12,7 +12,7 @@ async fn a_program_approves_with_json_and_the_store_keeps_one_decision() {
     let id = inbox.ask("acme", 2590, "s").await;
     let digest = inbox.entry(&id).await.approval.digest;
     let body = json!({"decision": "approve", "note": "  ok by me  "}).to_string();
-    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &body).await;
+    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(ANA), &body).await;
     assert_eq!(reply.status, 200, "{state}");
     let decision = inbox.entry(&id).await.approval.decision.unwrap();
     assert_eq!(
@@ -40,7 +40,7 @@ async fn a_program_approves_with_json_and_the_store_keeps_one_decision() {
     assert_eq!(inbox.decisions().await.len(), 1, "exactly one decision");
 
     // The same request again (a retry): the same decision, not a second.
-    let (again, state) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &body).await;
+    let (again, state) = inbox.decide_json(&id, Auth::Bearer(ANA), &body).await;
     assert_eq!(again.status, 200, "{state}");
     assert_eq!(state["again"], true);
     assert_eq!(state["decided_ms"], decision.decided_ms);
@@ -53,7 +53,7 @@ async fn a_program_approves_with_json_and_the_store_keeps_one_decision() {
     let other = inbox.ask("acme", 5000, "s").await;
     let body = json!({"decision": "edit", "arguments": {"to": "acme", "amount_cents": 2500}, "note": "half"});
     let (reply, state) = inbox
-        .decide_json(&other, Auth::Bearer(BO), &[], &body.to_string())
+        .decide_json(&other, Auth::Bearer(BO), &body.to_string())
         .await;
     assert_eq!(reply.status, 200, "{state}");
     assert_eq!(state["state"], "edited");
@@ -79,7 +79,6 @@ async fn a_denial_is_final_and_a_second_decision_is_a_409_in_json() {
         .decide_json(
             &id,
             Auth::Bearer(ANA),
-            &[],
             r#"{"decision": "deny", "note": "not this week"}"#,
         )
         .await;
@@ -97,7 +96,7 @@ async fn a_denial_is_final_and_a_second_decision_is_a_409_in_json() {
         ),
     ] {
         let (reply, error) = inbox
-            .decide_json(&id, Auth::Bearer(token), &[], &body.to_string())
+            .decide_json(&id, Auth::Bearer(token), &body.to_string())
             .await;
         assert_eq!(reply.status, 409, "{body}: {error}");
         assert_eq!(error["code"], "already_decided", "{error}");
@@ -132,7 +131,7 @@ async fn an_unknown_or_expired_id_and_a_malformed_body_are_json_errors() {
         ("short-lived", 410, "expired"),
     ] {
         let approve = r#"{"decision": "approve"}"#;
-        let (reply, error) = inbox.decide_json(id, Auth::Bearer(ANA), &[], approve).await;
+        let (reply, error) = inbox.decide_json(id, Auth::Bearer(ANA), approve).await;
         assert_eq!(
             (reply.status, &error["code"]),
             (status, &json!(code)),
@@ -197,7 +196,7 @@ async fn an_unknown_or_expired_id_and_a_malformed_body_are_json_errors() {
         ),
     ];
     for (body, status, code, field) in cases {
-        let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], body).await;
+        let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), body).await;
         assert_eq!(reply.status, status, "{body}: {error}");
         assert_eq!(error["code"], code, "{body}: {error}");
         assert!(
@@ -213,14 +212,13 @@ async fn an_unknown_or_expired_id_and_a_malformed_body_are_json_errors() {
         .decide_json(
             &id,
             Auth::Bearer(ANA),
-            &[],
             r#"{"decision": "edit", "arguments": {"to": "acme", "amount_cents": 100001}}"#,
         )
         .await;
     assert_eq!(error["problems"][0]["field"], "amount_cents", "{error}");
     // A note as long as the form's bound, and no longer.
     let body = json!({"decision": "deny", "note": long_note}).to_string();
-    let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &body).await;
+    let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &body).await;
     assert_eq!(
         (reply.status, &error["field"]),
         (400, &json!("note")),
@@ -244,7 +242,7 @@ async fn an_unknown_or_expired_id_and_a_malformed_body_are_json_errors() {
         assert_eq!(json_of(&reply)["code"], "unsupported_media_type");
     }
     let huge = json!({"decision": "deny", "note": "x".repeat(300 * 1024)}).to_string();
-    let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &[], &huge).await;
+    let (reply, error) = inbox.decide_json(&id, Auth::Bearer(ANA), &huge).await;
     assert_eq!(reply.status, 413, "{error}");
     assert_eq!(error["code"], "body_too_large");
     // A GET is told which method.
@@ -348,7 +346,7 @@ async fn a_member_named_twice_or_unknown_or_too_deep_decides_and_changes_nothing
     ];
     let cookie = inbox.sign_in(BO).await;
     for (path, body, code, field, said) in cases {
-        let (reply, problem) = inbox.post_json(path, Auth::Bearer(ANA), &[], body).await;
+        let (reply, problem) = inbox.post_json(path, Auth::Bearer(ANA), body).await;
         assert_eq!(reply.status, 400, "{path} {body}: {problem}");
         assert_eq!(problem["code"], code, "{path} {body}: {problem}");
         if let Some(field) = field {
@@ -369,7 +367,6 @@ async fn a_member_named_twice_or_unknown_or_too_deep_decides_and_changes_nothing
         .decide(
             &id,
             Auth::Bearer(ANA),
-            &[],
             &[("action", "deny"), ("action", "approve")],
         )
         .await;
@@ -400,7 +397,7 @@ async fn a_member_named_twice_or_unknown_or_too_deep_decides_and_changes_nothing
     );
     // A program's revocation with a JSON body that is right.
     let (reply, answer) = inbox
-        .post_json("/sessions/revoke", Auth::Bearer(BO), &[], "{}")
+        .post_json("/sessions/revoke", Auth::Bearer(BO), "{}")
         .await;
     assert_eq!((reply.status, answer), (200, json!({"revoked": 1})));
     assert_eq!(inbox.get("/", Auth::Cookie(&cookie)).await.status, 401);

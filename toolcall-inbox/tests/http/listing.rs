@@ -268,18 +268,14 @@ async fn deciding_returns_to_the_same_filtered_list() {
     use toolcall_core::life::{QuestionState, Verdict};
     let inbox = inbox().await;
     let start = now_ms() - 60_000;
-    for (id, session, at) in [
-        ("a-1", "s-a", start),
-        ("b-1", "s-b", start + 1),
-        ("a-2", "s-a", start + 2),
-        ("a-3", "s-a", start + 3),
-    ] {
-        inbox
-            .store
-            .put_approval(&asked_at(id, session, at))
-            .await
-            .unwrap();
-    }
+    inbox
+        .put_asked(&[
+            ("a-1", "s-a", start),
+            ("b-1", "s-b", start + 1),
+            ("a-2", "s-a", start + 2),
+            ("a-3", "s-a", start + 3),
+        ])
+        .await;
     let listing = "session=s-a&caller=default&kind=approval&order=oldest";
     let page = inbox.get(&format!("/?{listing}"), Auth::Bearer(ANA)).await;
     assert_eq!(page.status, 200);
@@ -301,7 +297,7 @@ async fn deciding_returns_to_the_same_filtered_list() {
         ("kind", "approval"),
         ("order", "oldest"),
     ];
-    let reply = inbox.decide("a-1", Auth::Bearer(ANA), &[], &form).await;
+    let reply = inbox.decide("a-1", Auth::Bearer(ANA), &form).await;
     assert_eq!(reply.status, 303, "{}", reply.body);
     let back = reply.header("location").unwrap().to_owned();
     assert_eq!(back, format!("/?{listing}&notice=approved&id=a-1"));
@@ -337,7 +333,7 @@ async fn deciding_returns_to_the_same_filtered_list() {
     // An edit that is not valid shows its form again, still carrying it.
     let mut invalid = form.clone();
     invalid.extend([("arg:to", "acme"), ("arg:amount_cents", "0")]);
-    let reply = inbox.decide("a-2", Auth::Bearer(ANA), &[], &invalid).await;
+    let reply = inbox.decide("a-2", Auth::Bearer(ANA), &invalid).await;
     assert_eq!(reply.status, 422, "{}", reply.body);
     assert!(
         reply
@@ -346,7 +342,7 @@ async fn deciding_returns_to_the_same_filtered_list() {
     );
     assert_eq!(state_of(&inbox, "a-2").await, QuestionState::Open);
     form.extend([("arg:to", "acme"), ("arg:amount_cents", "4")]);
-    let reply = inbox.decide("a-2", Auth::Bearer(ANA), &[], &form).await;
+    let reply = inbox.decide("a-2", Auth::Bearer(ANA), &form).await;
     assert_eq!(reply.status, 303, "{}", reply.body);
     assert_eq!(
         reply.header("location").unwrap(),
@@ -355,16 +351,11 @@ async fn deciding_returns_to_the_same_filtered_list() {
 
     // A filter's value is percent-encoded on the way back, whatever it is.
     let odd = "x&notice=denied#//evil.example/?";
-    inbox
-        .store
-        .put_approval(&asked_at("odd-1", odd, start + 4))
-        .await
-        .unwrap();
+    inbox.put_asked(&[("odd-1", odd, start + 4)]).await;
     let reply = inbox
         .decide(
             "odd-1",
             Auth::Bearer(ANA),
-            &[],
             &[("action", "deny"), ("session", odd)],
         )
         .await;
@@ -379,17 +370,13 @@ async fn deciding_returns_to_the_same_filtered_list() {
 async fn the_list_is_newest_first_and_grouped_by_conversation() {
     let inbox = inbox().await;
     let start = now_ms() - 60_000;
-    for (id, session, at) in [
-        ("one-old", "s-one", start),
-        ("two", "s-two", start + 1),
-        ("one-new", "s-one", start + 2),
-    ] {
-        inbox
-            .store
-            .put_approval(&asked_at(id, session, at))
-            .await
-            .unwrap();
-    }
+    inbox
+        .put_asked(&[
+            ("one-old", "s-one", start),
+            ("two", "s-two", start + 1),
+            ("one-new", "s-one", start + 2),
+        ])
+        .await;
     let page = inbox.get("/", Auth::Bearer(ANA)).await;
     assert_eq!(page.status, 200);
     // The conversation asked last leads, its calls together, newest first.
@@ -559,7 +546,6 @@ async fn a_bad_filter_is_refused_clearly_and_decides_nothing() {
             .decide(
                 &id,
                 Auth::Bearer(ANA),
-                &[],
                 &[("action", "approve"), (name, value)],
             )
             .await;

@@ -73,6 +73,17 @@ async fn inbox_of(people: &str) -> Inbox {
 }
 
 impl Inbox {
+    /// Puts `(id, session, created_ms)` questions in the store, each as
+    /// [`asked_at`] makes it.
+    async fn put_asked(&self, questions: &[(&str, &str, u64)]) {
+        for &(id, session, created_ms) in questions {
+            self.store
+                .put_approval(&asked_at(id, session, created_ms))
+                .await
+                .unwrap();
+        }
+    }
+
     /// Asks for approval of a payment, as an agent does; its id.
     async fn ask(&self, to: &str, amount_cents: i64, session: &str) -> String {
         let arguments = json!({"to": to, "amount_cents": amount_cents}).to_string();
@@ -92,7 +103,20 @@ impl Inbox {
         http(&self.addr, "GET", path, auth, &[], None).await
     }
 
-    async fn decide(
+    /// A `POST` of the decision form `form` for `id`.
+    async fn decide(&self, id: &str, auth: Auth<'_>, form: &[(&str, &str)]) -> Reply {
+        self.decide_with(id, auth, &[], form).await
+    }
+
+    /// `action` pressed on the card of `id` by the person signed in with
+    /// `cookie`, the form carrying their CSRF token `csrf`.
+    async fn press(&self, id: &str, cookie: &str, csrf: &str, action: &str) -> Reply {
+        let form = [("csrf", csrf), ("action", action)];
+        self.decide(id, Auth::Cookie(cookie), &form).await
+    }
+
+    /// [`Inbox::decide`], with the `extra` headers.
+    async fn decide_with(
         &self,
         id: &str,
         auth: Auth<'_>,
@@ -105,20 +129,30 @@ impl Inbox {
 
     /// A `POST` of `body` (JSON) to the JSON decision endpoint of `id`: the
     /// reply, and its body read as JSON (every answer is JSON).
-    async fn decide_json(
+    async fn decide_json(&self, id: &str, auth: Auth<'_>, body: &str) -> (Reply, Value) {
+        self.decide_json_with(id, auth, &[], body).await
+    }
+
+    /// [`Inbox::decide_json`], with the `extra` headers.
+    async fn decide_json_with(
         &self,
         id: &str,
         auth: Auth<'_>,
         extra: &[(&str, &str)],
         body: &str,
     ) -> (Reply, Value) {
-        self.post_json(&format!("/api/approvals/{id}/decision"), auth, extra, body)
+        self.post_json_with(&format!("/api/approvals/{id}/decision"), auth, extra, body)
             .await
     }
 
     /// A `POST` of `body` (JSON) to `path`: the reply, and its body read as
     /// JSON (every answer of the JSON API is JSON).
-    async fn post_json(
+    async fn post_json(&self, path: &str, auth: Auth<'_>, body: &str) -> (Reply, Value) {
+        self.post_json_with(path, auth, &[], body).await
+    }
+
+    /// [`Inbox::post_json`], with the `extra` headers.
+    async fn post_json_with(
         &self,
         path: &str,
         auth: Auth<'_>,
@@ -173,6 +207,13 @@ impl Inbox {
         assert_eq!(reply.status, 303);
         let set = reply.header("set-cookie").expect("a cookie");
         set.split(';').next().unwrap().to_owned()
+    }
+
+    /// Signs in with `token`: the cookie, and the CSRF token its forms carry.
+    async fn signed_in(&self, token: &str) -> (String, String) {
+        let cookie = self.sign_in(token).await;
+        let csrf = self.csrf(&cookie).await;
+        (cookie, csrf)
     }
 }
 

@@ -8,8 +8,7 @@ async fn an_admin_stops_a_tool_from_the_page_and_its_calls_can_be_denied_not_app
     let inbox = inbox().await;
     let id = inbox.ask("acme", 2590, "s").await;
     let other = inbox.ask("acme", 1000, "s").await;
-    let cookie = inbox.sign_in(ANA).await;
-    let csrf = inbox.csrf(&cookie).await;
+    let (cookie, csrf) = inbox.signed_in(ANA).await;
     let origin = format!("http://{}", inbox.addr);
     let page = inbox.get("/admin", Auth::Cookie(&cookie)).await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -91,23 +90,14 @@ async fn an_admin_stops_a_tool_from_the_page_and_its_calls_can_be_denied_not_app
 
     // Approving is refused, from a program and from the form; denying is not.
     let approve = json!({"decision": "approve"}).to_string();
-    let (reply, problem) = inbox
-        .decide_json(&id, Auth::Bearer(BO), &[], &approve)
-        .await;
+    let (reply, problem) = inbox.decide_json(&id, Auth::Bearer(BO), &approve).await;
     assert_eq!(reply.status, 409, "{problem}");
     assert_eq!(problem["code"], "refused_by_controls");
     assert!(
         problem["error"].as_str().unwrap().contains("fraud wave"),
         "{problem}"
     );
-    let reply = inbox
-        .decide(
-            &id,
-            Auth::Cookie(&cookie),
-            &[],
-            &[("csrf", &csrf), ("action", "approve")],
-        )
-        .await;
+    let reply = inbox.press(&id, &cookie, &csrf, "approve").await;
     assert_eq!(reply.status, 409);
     assert!(
         reply
@@ -121,7 +111,7 @@ async fn an_admin_stops_a_tool_from_the_page_and_its_calls_can_be_denied_not_app
         "nothing decided"
     );
     let deny = json!({"decision": "deny", "note": "stopped"}).to_string();
-    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(BO), &[], &deny).await;
+    let (reply, state) = inbox.decide_json(&id, Auth::Bearer(BO), &deny).await;
     assert_eq!(reply.status, 200, "{state}");
     let decision = inbox.entry(&id).await.approval.decision.unwrap();
     assert!(!decision.approved);
@@ -147,7 +137,7 @@ async fn an_admin_stops_a_tool_from_the_page_and_its_calls_can_be_denied_not_app
     );
     assert!(!inbox.pay_is_stopped().await);
     let reply = inbox
-        .decide(&other, Auth::Bearer(BO), &[], &[("action", "approve")])
+        .decide(&other, Auth::Bearer(BO), &[("action", "approve")])
         .await;
     assert_eq!(reply.status, 303);
     assert!(
@@ -185,22 +175,21 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
 
     // Not signed in: 401. Not an admin: 403, by token and by form alike.
     let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::None, &[], &stop)
+        .post_json("/api/controls/stops", Auth::None, &stop)
         .await;
     assert_eq!(
         (reply.status, problem["code"].as_str()),
         (401, Some("unauthorized"))
     );
     let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(BO), &[], &stop)
+        .post_json("/api/controls/stops", Auth::Bearer(BO), &stop)
         .await;
     assert_eq!(
         (reply.status, problem["code"].as_str()),
         (403, Some("admin_only")),
         "{problem}"
     );
-    let bo = inbox.sign_in(BO).await;
-    let bo_csrf = inbox.csrf(&bo).await;
+    let (bo, bo_csrf) = inbox.signed_in(BO).await;
     let reply = inbox
         .post_form(
             "/admin/stop",
@@ -226,7 +215,6 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
         .post_json(
             "/api/controls/enable",
             Auth::Bearer(BO),
-            &[],
             r#"{"target": "everything"}"#,
         )
         .await;
@@ -271,18 +259,13 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
         ),
     ] {
         let (reply, problem) = inbox
-            .post_json(
-                "/api/controls/stops",
-                Auth::Bearer(ANA),
-                &[],
-                &body.to_string(),
-            )
+            .post_json("/api/controls/stops", Auth::Bearer(ANA), &body.to_string())
             .await;
         assert_eq!(reply.status, status, "{body}: {problem}");
         assert_eq!(problem["field"], field, "{body}: {problem}");
     }
     let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(ANA), &[], "[1]")
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), "[1]")
         .await;
     assert_eq!(
         (reply.status, problem["code"].as_str()),
@@ -301,7 +284,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     // A browser's JSON without its sign-in's CSRF token changes nothing.
     let ana = inbox.sign_in(ANA).await;
     let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Cookie(&ana), &[], &stop)
+        .post_json("/api/controls/stops", Auth::Cookie(&ana), &stop)
         .await;
     assert_eq!(
         (reply.status, problem["code"].as_str()),
@@ -311,7 +294,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
 
     // An admin's token stops the caller: its calls are refused.
     let (reply, answer) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(ANA), &[], &stop)
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), &stop)
         .await;
     assert_eq!(reply.status, 200, "{answer}");
     assert_eq!(answer["version"], 1);
@@ -326,7 +309,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
 
     // The same stop again changes nothing (409); another reason replaces it.
     let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(ANA), &[], &stop)
+        .post_json("/api/controls/stops", Auth::Bearer(ANA), &stop)
         .await;
     assert_eq!(
         (reply.status, problem["code"].as_str()),
@@ -347,7 +330,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     // Enabling it through JSON; a second time is a 409.
     let enable = json!({"target": "caller", "name": "default"}).to_string();
     let (reply, answer) = inbox
-        .post_json("/api/controls/enable", Auth::Bearer(ANA), &[], &enable)
+        .post_json("/api/controls/enable", Auth::Bearer(ANA), &enable)
         .await;
     assert_eq!(reply.status, 200, "{answer}");
     assert_eq!(
@@ -359,7 +342,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     assert_eq!(history[0].summary, "enabled caller default");
     assert!(!inbox.pay_is_stopped().await);
     let (reply, problem) = inbox
-        .post_json("/api/controls/enable", Auth::Bearer(ANA), &[], &enable)
+        .post_json("/api/controls/enable", Auth::Bearer(ANA), &enable)
         .await;
     assert_eq!(
         (reply.status, problem["code"].as_str()),
@@ -405,7 +388,7 @@ async fn a_stop_of_a_name_the_application_does_not_have_is_a_422_naming_the_clos
         ),
     ] {
         let (reply, problem) = inbox
-            .post_json(path, Auth::Bearer(ANA), &[], &body.to_string())
+            .post_json(path, Auth::Bearer(ANA), &body.to_string())
             .await;
         assert_eq!(reply.status, 422, "{body}: {problem}");
         assert_eq!(problem["code"], code, "{body}: {problem}");
@@ -439,7 +422,6 @@ async fn a_stop_of_a_name_the_application_does_not_have_is_a_422_naming_the_clos
         .post_json(
             "/api/controls/enable",
             Auth::Bearer(ANA),
-            &[],
             &json!({"target": "tool", "name": "gone"}).to_string(),
         )
         .await;

@@ -219,13 +219,12 @@ fn balance_call() -> String {
 
 /// Sends [`balance_call`] with `auth`.
 async fn read_balance(addr: SocketAddr, auth: &str) -> Answer {
-    send(
-        addr,
-        "POST",
-        &modern_call("balance", auth),
-        balance_call().as_bytes(),
-    )
-    .await
+    post_call(addr, "balance", auth, balance_call().as_bytes()).await
+}
+
+/// Posts `body`, a call of `tool`, with the headers of [`modern_call`].
+async fn post_call(addr: SocketAddr, tool: &str, auth: &str, body: &[u8]) -> Answer {
+    send(addr, "POST", &modern_call(tool, auth), body).await
 }
 
 /// A server of `balance` for `agent-a` over a SQLite file of its own named

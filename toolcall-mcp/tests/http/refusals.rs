@@ -32,13 +32,7 @@ async fn no_token_or_a_wrong_one_is_401_and_nothing_runs() {
 
     // The right token, the same request: served.
     let auth = bearer(TOKEN_A);
-    let answer = send(
-        addr,
-        "POST",
-        &modern_call("balance", &auth),
-        body.as_bytes(),
-    )
-    .await;
+    let answer = post_call(addr, "balance", &auth, body.as_bytes()).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     let message = answer.message();
     assert_eq!(message["id"], 1);
@@ -153,13 +147,7 @@ async fn a_foreign_origin_or_host_is_403_and_nothing_runs() {
         assert_eq!(answer.status, 200, "{origin}: {answer:?}");
         assert_eq!(answer.message()["result"]["structuredContent"]["ok"], true);
     }
-    let answer = send(
-        addr,
-        "POST",
-        &modern_call("balance", &auth),
-        body.as_bytes(),
-    )
-    .await;
+    let answer = post_call(addr, "balance", &auth, body.as_bytes()).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(audit.records().len(), allowed.len() + 1);
 }
@@ -266,19 +254,19 @@ async fn malformed_bodies_get_jsonrpc_errors_and_the_server_keeps_serving() {
     assert!(audit.records().is_empty(), "the pipeline saw no call");
     assert_eq!(bank.transfers(), 0);
     // Still serving.
-    let answer = send(
+    let answer = post_call(
         addr,
-        "POST",
-        &modern_call("balance", &auth),
+        "balance",
+        &auth,
         stateless_call(14, "balance", "{}").as_bytes(),
     )
     .await;
     assert_eq!(answer.message()["result"]["structuredContent"]["ok"], true);
     // A byte order mark before the JSON is no part of it.
-    let answer = send(
+    let answer = post_call(
         addr,
-        "POST",
-        &modern_call("balance", &auth),
+        "balance",
+        &auth,
         format!("\u{FEFF}{}", stateless_call(15, "balance", "{}")).as_bytes(),
     )
     .await;
@@ -298,10 +286,10 @@ async fn the_pipeline_reads_the_arguments_as_sent() {
         ),
         (2, r#"{"to":"ACC-7","amount_cents":1e400}"#),
     ] {
-        let answer = send(
+        let answer = post_call(
             addr,
-            "POST",
-            &modern_call("transfer", &auth),
+            "transfer",
+            &auth,
             stateless_call(id, "transfer", arguments).as_bytes(),
         )
         .await;

@@ -9,6 +9,8 @@
 //! it, it says loudly that it was skipped. It works in a database of its
 //! own and drops it.
 
+#[path = "../support/refunds.rs"]
+mod refunds;
 #[path = "../support/fresh_database.rs"]
 mod support;
 
@@ -37,6 +39,8 @@ use toolcall_testkit::mcp_http::Answer;
 use toolcall_testkit::mcp_http::blocking::{post, send as send_http};
 
 use toolcall_testkit::run::{self, one_thread as runtime};
+
+use refunds::{postgres_refunds, sqlite_refunds};
 
 use toolcall_testkit::store::yes;
 
@@ -248,18 +252,6 @@ impl Client {
 fn refund(amount_cents: i64) -> Value {
     json!({"order_id": "ORD-1001", "amount_cents": amount_cents, "currency": "BRL",
            "reason": "damaged"})
-}
-
-/// `(rows, refunded cents)` of ORD-1001 in a SQLite file's refunds table.
-fn sqlite_refunds(path: &Path) -> (i64, i64) {
-    let conn = rusqlite::Connection::open(path).unwrap();
-    conn.query_row(
-        "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0) FROM orders_refunds
-          WHERE order_id = 'ORD-1001'",
-        [],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )
-    .unwrap()
 }
 
 async fn decide<St: Store>(store: &St, id: &str) {

@@ -176,27 +176,6 @@ fn postgres_url() -> Option<String> {
     run::postgres_url("MCP over HTTP")
 }
 
-/// `(rows, refunded cents)` of ORD-1001 in a database's refunds table.
-async fn postgres_refunds(url: &str) -> (i64, i64) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    let connected = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let row = client
-        .query_one(
-            "SELECT COUNT(*), COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
-              WHERE order_id = 'ORD-1001'",
-            &[],
-        )
-        .await
-        .unwrap();
-    drop(client);
-    let _ = connected.await;
-    (row.get(0), row.get(1))
-}
-
 /// Plays `scenario` in a Postgres database of its own (skipped, loudly,
 /// without `TOOLCALL_POSTGRES_URL`).
 fn on_postgres(name: &str, scenario: Scenario) {
