@@ -459,21 +459,12 @@ async fn hostile(
     let id = format!("hostile-{}", now_ms());
     store
         .put_approval(&PendingApproval {
-            id: id.clone(),
             session: "<img src=x onerror=alert(2)>".into(),
             caller: "default".into(),
             tool: "refund_order".into(),
-            digest: "d".into(),
             arguments: json!({"order_id": script, "amount_cents": 1, "currency": "BRL", "reason": "damaged"}),
-            step: 1,
-            created_ms: now_ms(),
             expires_ms: now_ms() + 600_000,
-            decision: None,
-            reason: None,
-            tainted: Vec::new(),
-            answerers: Default::default(),
-            principal: None,
-            provenance: Vec::new(),
+            ..toolcall_testkit::store::asked(&id)
         })
         .await
         .unwrap();

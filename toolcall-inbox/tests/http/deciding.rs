@@ -90,21 +90,10 @@ async fn a_double_click_is_one_decision_and_a_decided_one_cannot_be_decided_agai
 async fn an_expired_or_unknown_approval_cannot_be_decided() {
     let inbox = inbox().await;
     let asked = PendingApproval {
-        id: "short-lived".into(),
-        session: "s".into(),
         caller: "default".into(),
-        tool: "pay".into(),
-        digest: "d".into(),
         arguments: json!({"to": "acme", "amount_cents": 5}),
-        step: 1,
-        created_ms: now_ms(),
         expires_ms: now_ms() + 200,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
+        ..toolcall_testkit::store::asked("short-lived")
     };
     inbox.store.put_approval(&asked).await.unwrap();
     let listed = inbox.get("/api/pending", Auth::Bearer(ANA)).await.body;

@@ -295,21 +295,13 @@ fn read_hostile_note() -> Result<Value, Rejection> {
 /// A call `session` asked at `created_ms`, as an agent's dispatcher stores it.
 fn asked_at(id: &str, session: &str, created_ms: u64) -> PendingApproval {
     PendingApproval {
-        id: id.into(),
         session: session.into(),
         caller: "default".into(),
-        tool: "pay".into(),
         digest: format!("digest-{id}"),
         arguments: json!({"to": "acme", "amount_cents": 5}),
-        step: 1,
         created_ms,
         expires_ms: now_ms() + 3_600_000,
-        decision: None,
-        reason: None,
-        tainted: Vec::new(),
-        answerers: Default::default(),
-        principal: None,
-        provenance: Vec::new(),
+        ..toolcall_testkit::store::asked(id)
     }
 }
 

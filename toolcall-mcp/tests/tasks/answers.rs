@@ -229,21 +229,14 @@ async fn an_expired_task_completes_as_expired_and_runs_nothing() {
     let now = now_ms();
     store
         .put_approval(&PendingApproval {
-            id: "expired-approval-1".into(),
             session: "desk".into(),
             caller: "agent".into(),
             tool: "transfer".into(),
             digest: "0".repeat(64),
             arguments: json!({"to": "ACC-7", "amount_cents": 2590}),
-            step: 1,
             created_ms: now - 2_000,
             expires_ms: now - 1_000,
-            decision: None,
-            reason: None,
-            tainted: Vec::new(),
-            answerers: Default::default(),
-            principal: None,
-            provenance: Vec::new(),
+            ..toolcall_testkit::store::asked("expired-approval-1")
         })
         .await
         .unwrap();
