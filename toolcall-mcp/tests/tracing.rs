@@ -3,17 +3,14 @@
 //! the client's trace context, and holds the pipeline's `execute_tool`
 //! span.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use rmcp::{ClientHandler, ServiceExt as _};
 use serde_json::{Map, Value, json};
 use toolcall::{Dispatcher, Policy, Rejection, tool, tools};
 use toolcall_mcp::{FrameGuard, Options};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
+use toolcall_testkit::spans::Capture;
 
 /// The balance of an account, in cents. No side effects.
 #[tool]
@@ -22,73 +19,6 @@ fn balance(
     account: String,
 ) -> Result<Value, Rejection> {
     Ok(json!({"account": account, "cents": 1200}))
-}
-
-/// A span as recorded: its name, its fields as text, and the span it was
-/// opened in.
-#[derive(Clone, Debug)]
-struct Seen {
-    name: &'static str,
-    fields: BTreeMap<String, String>,
-    parent: Option<u64>,
-}
-
-#[derive(Clone, Default)]
-struct Capture {
-    spans: Arc<Mutex<Vec<Seen>>>,
-    entered: Arc<Mutex<Vec<u64>>>,
-}
-
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
-
-impl Visit for Fields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-
-    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
-        let mut fields = BTreeMap::new();
-        attributes.record(&mut Fields(&mut fields));
-        let parent = self.entered.lock().unwrap().last().copied();
-        let mut spans = self.spans.lock().unwrap();
-        spans.push(Seen {
-            name: attributes.metadata().name(),
-            fields,
-            parent,
-        });
-        Id::from_u64(spans.len() as u64)
-    }
-
-    fn record(&self, span: &Id, values: &Record<'_>) {
-        let mut spans = self.spans.lock().unwrap();
-        let seen = &mut spans[span.into_u64() as usize - 1];
-        values.record(&mut Fields(&mut seen.fields));
-    }
-
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-
-    fn event(&self, _: &Event<'_>) {}
-
-    fn enter(&self, span: &Id) {
-        self.entered.lock().unwrap().push(span.into_u64());
-    }
-
-    fn exit(&self, span: &Id) {
-        let mut entered = self.entered.lock().unwrap();
-        if let Some(at) = entered.iter().rposition(|id| *id == span.into_u64()) {
-            entered.remove(at);
-        }
-    }
 }
 
 #[derive(Clone)]
@@ -102,38 +32,32 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 fn a_tools_call_has_a_server_span_with_the_clients_trace_context() {
     let capture = Capture::default();
     let spans = Arc::clone(&capture.spans);
-    tracing::subscriber::with_default(capture, || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let dispatcher = Arc::new(
-                    Dispatcher::builder(tools![balance].unwrap(), Arc::new(()))
-                        .policy(Policy::new().allow(["balance"]))
-                        .build()
-                        .unwrap(),
-                );
-                let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-                let (read, write) = tokio::io::split(server_io);
-                let server = tokio::spawn(toolcall_mcp::serve(
-                    dispatcher,
-                    Options::conversation("desk-1"),
-                    FrameGuard::new(read, write),
-                ));
-                let client = Plain.serve(client_io).await.unwrap();
-                let Value::Object(args) = json!({"account": "ACC-7"}) else {
-                    unreachable!()
-                };
-                let mut params = CallToolRequestParams::new("balance").with_arguments(args);
-                let mut meta = Map::new();
-                meta.insert("traceparent".into(), Value::from(TRACEPARENT));
-                params.meta = Some(RequestMetaObject::from(meta));
-                let result = client.call_tool(params).await.unwrap();
-                assert_eq!(result.is_error, Some(false), "{result:?}");
-                client.cancel().await.unwrap();
-                server.await.unwrap().unwrap();
-            });
+    capture.around(|| async {
+        let dispatcher = Arc::new(
+            Dispatcher::builder(tools![balance].unwrap(), Arc::new(()))
+                .policy(Policy::new().allow(["balance"]))
+                .build()
+                .unwrap(),
+        );
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(server_io);
+        let server = tokio::spawn(toolcall_mcp::serve(
+            dispatcher,
+            Options::conversation("desk-1"),
+            FrameGuard::new(read, write),
+        ));
+        let client = Plain.serve(client_io).await.unwrap();
+        let Value::Object(args) = json!({"account": "ACC-7"}) else {
+            unreachable!()
+        };
+        let mut params = CallToolRequestParams::new("balance").with_arguments(args);
+        let mut meta = Map::new();
+        meta.insert("traceparent".into(), Value::from(TRACEPARENT));
+        params.meta = Some(RequestMetaObject::from(meta));
+        let result = client.call_tool(params).await.unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        client.cancel().await.unwrap();
+        server.await.unwrap().unwrap();
     });
 
     let spans = spans.lock().unwrap();
@@ -142,7 +66,7 @@ fn a_tools_call_has_a_server_span_with_the_clients_trace_context() {
         .enumerate()
         .find(|(_, s)| s.name == "tools/call")
         .expect("a tools/call span");
-    let field = |name: &str| call.fields.get(name).map(String::as_str);
+    let field = |name: &str| call.field(name);
     assert_eq!(field("otel.name"), Some("tools/call balance"));
     assert_eq!(field("otel.kind"), Some("server"));
     assert_eq!(field("mcp.method.name"), Some("tools/call"));

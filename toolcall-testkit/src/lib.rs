@@ -8,7 +8,8 @@
 //! stores put in and check alike; [`run`], runtimes and scratch folders;
 //! [`contract`], what the contract tests do to a lock file;
 //! [`postgres_server`], a Postgres of a test's own, to crash, on
-//! [`postgres_programs`], the server's programs; [`wrap`], a store over
+//! [`postgres_programs`], the server's programs; [`spans`], a `tracing`
+//! subscriber that keeps what it is told; [`wrap`], a store over
 //! another that forwards every call through a hook (to count or fail it).
 //!
 //! Not published: crates take it as a path-only dev-dependency.
@@ -20,6 +21,7 @@ pub mod mcp_http;
 pub mod postgres_programs;
 pub mod postgres_server;
 pub mod run;
+pub mod spans;
 pub mod sql_stores;
 pub mod store;
 pub mod wrap;
