@@ -465,36 +465,36 @@ mod tests {
 
         let dir = std::env::temp_dir().join(format!("toolcall-cli-mcp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let unknown = dir.join("unknown");
-        std::fs::write(&unknown, "agent-7 token-of-agent-7-0123456789\n").unwrap();
-        let error = run(&[
-            "shop",
-            "mcp",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            unknown.to_str().unwrap(),
-        ]);
-        assert!(
-            error.contains("the caller `agent-7` is not one this application knows")
-                && !error.contains("token-of-agent-7"),
-            "{error}"
-        );
-        let short = dir.join("short");
-        std::fs::write(&short, "auditor too-short\n").unwrap();
-        let error = run(&[
-            "shop",
-            "mcp",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            short.to_str().unwrap(),
-        ]);
-        assert!(
-            error.contains("line 1: a token needs at least 16 characters")
-                && !error.contains("too-short"),
-            "{error}"
-        );
+        // Each refusal names what is wrong with the file, never its token.
+        for (name, tokens, says, token) in [
+            (
+                "unknown",
+                "agent-7 token-of-agent-7-0123456789\n",
+                "the caller `agent-7` is not one this application knows",
+                "token-of-agent-7",
+            ),
+            (
+                "short",
+                "auditor too-short\n",
+                "line 1: a token needs at least 16 characters",
+                "too-short",
+            ),
+        ] {
+            let file = dir.join(name);
+            std::fs::write(&file, tokens).unwrap();
+            let error = run(&[
+                "shop",
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--token-file",
+                file.to_str().unwrap(),
+            ]);
+            assert!(
+                error.contains(says) && !error.contains(token),
+                "{name}: {error}"
+            );
+        }
         let error = run(&[
             "shop",
             "mcp",

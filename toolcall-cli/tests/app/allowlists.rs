@@ -139,11 +139,7 @@ fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
         0,
         "nothing was moved"
     );
-    let records: Vec<AuditRecord> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let records = audit_records(&audit);
     let codes: Vec<&str> = records.iter().map(|r| r.code.as_str()).collect();
     assert_eq!(
         codes,
@@ -244,13 +240,10 @@ fn a_replay_line_with_a_member_twice_is_an_input_error_naming_the_line() {
 fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("ceiling");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
-    )
-    .unwrap();
+    );
     let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     let both = || Policy::new().allow(["transfer", "balance"]);
     app(&bank)
@@ -289,13 +282,10 @@ fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
 fn caller_picks_one_of_the_code_s_callers() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("caller");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
-    )
-    .unwrap();
+    );
     let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     let with_reader =
         || app(&bank).callers([Caller::new("reader", Policy::new().allow(["balance"]))]);
@@ -304,14 +294,7 @@ fn caller_picks_one_of_the_code_s_callers() {
             "bank", "--caller", "reader", "replay", calls, "--audit", audit,
         ])
         .unwrap();
-    let record: AuditRecord = serde_json::from_str(
-        std::fs::read_to_string(audit)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let record = &audit_records(audit.as_ref())[0];
     assert_eq!(
         (record.caller.as_str(), record.code.as_str()),
         ("reader", "TOOL_NOT_ALLOWED")

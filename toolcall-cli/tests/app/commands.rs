@@ -44,10 +44,8 @@ fn definitions_follow_the_format_and_the_allowlist() {
 fn replay_runs_each_side_effect_once_and_audits_every_call() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("replay");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         [
             json!({"tool": "transfer", "arguments": {"amount_cents": 500}, "call_id": "c1"}),
             json!({"tool": "transfer", "arguments": "{\"amount_cents\": 500}", "call_id": "c2"}),
@@ -57,8 +55,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
         .iter()
         .map(|c| format!("{c}\n"))
         .collect::<String>(),
-    )
-    .unwrap();
+    );
     run(
         &bank,
         &[
@@ -77,11 +74,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
         "the identical transfer was replayed"
     );
 
-    let records: Vec<AuditRecord> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let records = audit_records(&audit);
     let seen: Vec<(&str, &str, bool, Option<&str>)> = records
         .iter()
         .map(|r| {
@@ -108,14 +101,11 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
 fn configure_changes_the_dispatcher() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("configure");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n\
-         {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
-    )
-    .unwrap();
+     {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
+    );
     app(&bank)
         .configure(|builder| builder.max_steps(1))
         .run_from([

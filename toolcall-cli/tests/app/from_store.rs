@@ -124,14 +124,11 @@ fn the_scripted_model_builds_no_state() {
 fn a_command_that_runs_tools_builds_it_from_the_store_it_opens() {
     let (seen, bank) = (Seen::default(), Arc::new(Bank::default()));
     let dir = scratch("from-store-run");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 7}}\n\
-         {\"tool\": \"balance\"}\n",
-    )
-    .unwrap();
+     {\"tool\": \"balance\"}\n",
+    );
     let db = dir.join("store.db");
     let store = format!("sqlite:{}", db.display());
     let args = [

@@ -1,7 +1,7 @@
 //! `App`: the whole command line of an application that has none, driven
 //! in-process, with the backend's side effects counted.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
@@ -52,18 +52,28 @@ fn run(bank: &Arc<Bank>, args: &[&str]) -> Result<(), Error> {
     app(bank).run_from(std::iter::once("bank").chain(args.iter().copied()))
 }
 
-/// The codes of the audit records in this file.
-fn audited_codes(audit: &std::path::Path) -> Vec<String> {
+/// Writes `calls.jsonl` into `dir` for `replay`; returns it and the path
+/// its audit goes to.
+fn replay_files(dir: &Path, calls: impl AsRef<[u8]>) -> (PathBuf, PathBuf) {
+    let file = dir.join("calls.jsonl");
+    std::fs::write(&file, calls).unwrap();
+    (file, dir.join("audit.jsonl"))
+}
+
+/// The audit records in this file, in order.
+fn audit_records(audit: &Path) -> Vec<AuditRecord> {
     std::fs::read_to_string(audit)
         .unwrap()
         .lines()
-        .map(|line| {
-            serde_json::from_str::<AuditRecord>(line)
-                .unwrap()
-                .code
-                .as_str()
-                .to_owned()
-        })
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The codes of the audit records in this file.
+fn audited_codes(audit: &Path) -> Vec<String> {
+    audit_records(audit)
+        .iter()
+        .map(|r| r.code.as_str().to_owned())
         .collect()
 }
 

@@ -15,13 +15,10 @@ use toolcall_testkit::run::block_on;
 fn store_sqlite_keeps_what_was_done_across_runs() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("store");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 7}}\n",
-    )
-    .unwrap();
+    );
     let store = format!("sqlite:{}", dir.join("store.db").display());
     for _ in 0..2 {
         run(
@@ -38,11 +35,7 @@ fn store_sqlite_keeps_what_was_done_across_runs() {
         .unwrap();
     }
     assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "moved once");
-    let replayed: Vec<bool> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<AuditRecord>(line).unwrap().replayed)
-        .collect();
+    let replayed: Vec<bool> = audit_records(&audit).iter().map(|r| r.replayed).collect();
     assert_eq!(replayed, [false, true]);
 }
 
@@ -65,14 +58,11 @@ fn an_unknown_store_is_a_usage_error() {
 fn the_pipeline_flags_only_narrow_the_code_s_settings() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("pipeline-flags");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n\
-         {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
-    )
-    .unwrap();
+     {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
+    );
     let (calls, audit_path) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     run(
         &bank,

@@ -38,6 +38,31 @@ macro_rules! case {
             }
         }
     };
+    // The common case: one tool `t` of one argument, the same in both
+    // versions, whose type is what changes.
+    (
+        $name:ident,
+        tool { about: $about:literal, arg: $arg:ident, doc: $doc:literal, ty: $($ty:tt)+ },
+        { $($before:tt)* },
+        { $($after:tt)* }
+    ) => {
+        case!(
+            $name,
+            { $($before)* case!(@tool $about, $arg, $doc, $($ty)+); },
+            { $($after)* case!(@tool $about, $arg, $doc, $($ty)+); }
+        );
+    };
+    (@tool $about:literal, $arg:ident, $doc:literal, $($ty:tt)+) => {
+        #[doc = $about]
+        #[tool]
+        pub fn t(
+            #[doc = $doc]
+            $arg: $($ty)+,
+        ) -> Out {
+            let _ = $arg;
+            done()
+        }
+    };
 }
 
 /// The locks of the two versions of a case.
@@ -176,15 +201,8 @@ mod breaking {
         pub name: String,
     }
 
-    /// Looks an order up.
-    #[tool]
-    pub fn get_order(
-        /// Order id.
-        order_id: String,
-    ) -> Out {
-        let _ = order_id;
-        done()
-    }
+    // Unchanged: the same tool, as a codebase that kept it would have it.
+    pub use super::v1::get_order;
 
     /// Refunds an order: no longer high-risk, `order_id` renamed, the amount
     /// a string, USD gone, `reason` gone, a new required customer, and the
@@ -306,15 +324,7 @@ mod compatible {
         done()
     }
 
-    /// Cancels an order.
-    #[tool(side_effect)]
-    pub fn cancel_order(
-        /// Order id.
-        order_id: String,
-    ) -> Out {
-        let _ = order_id;
-        done()
-    }
+    pub use super::v1::cancel_order;
 
     /// Ships an order.
     #[tool(side_effect)]

@@ -6,6 +6,12 @@ use super::*;
 
 case!(
     tagged_variant_removed,
+    tool {
+        about: "Pays.",
+        arg: p,
+        doc: "The payment.",
+        ty: Pay
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -14,15 +20,6 @@ case!(
             Pix { key: String },
             Cash { cents: i64 },
         }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The payment.
-            p: Pay,
-        ) -> Out {
-            let _ = p;
-            done()
-        }
     },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -30,15 +27,6 @@ case!(
         pub enum Pay {
             Card { number: String },
             Cash { cents: i64 },
-        }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The payment.
-            p: Pay,
-        ) -> Out {
-            let _ = p;
-            done()
         }
     }
 );
@@ -69,21 +57,18 @@ fn a_removed_variant_of_a_tagged_enum_is_breaking() {
 
 case!(
     variant_fields_changed,
+    tool {
+        about: "Pays.",
+        arg: p,
+        doc: "The payment.",
+        ty: Pay
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
         pub enum Pay {
             Card { number: String },
             Cash { cents: i64 },
-        }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The payment.
-            p: Pay,
-        ) -> Out {
-            let _ = p;
-            done()
         }
     },
     {
@@ -92,15 +77,6 @@ case!(
         pub enum Pay {
             Card { number: bool },
             Cash { cents: i64, change: bool },
-        }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The payment.
-            p: Pay,
-        ) -> Out {
-            let _ = p;
-            done()
         }
     }
 );
@@ -118,6 +94,12 @@ fn a_variants_fields_are_compared_like_an_objects() {
 
 case!(
     mixed_enum_value_removed,
+    tool {
+        about: "Why.",
+        arg: r,
+        doc: "Why.",
+        ty: Reason
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "snake_case")]
@@ -126,15 +108,6 @@ case!(
             Late,
             Other(String),
         }
-        /// Why.
-        #[tool]
-        pub fn t(
-            /// Why.
-            r: Reason,
-        ) -> Out {
-            let _ = r;
-            done()
-        }
     },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -142,15 +115,6 @@ case!(
         pub enum Reason {
             Damaged,
             Other(String),
-        }
-        /// Why.
-        #[tool]
-        pub fn t(
-            /// Why.
-            r: Reason,
-        ) -> Out {
-            let _ = r;
-            done()
         }
     }
 );
@@ -170,27 +134,17 @@ fn a_unit_variant_removed_beside_data_variants_is_breaking() {
 
 case!(
     tuple_swapped,
-    {
-        /// A pair.
-        #[tool]
-        pub fn t(
-            /// The pair.
-            p: (i64, String),
-        ) -> Out {
-            let _ = p;
-            done()
-        }
+    tool {
+        about: "A pair.",
+        arg: p,
+        doc: "The pair.",
+        ty: Pair
     },
     {
-        /// A pair.
-        #[tool]
-        pub fn t(
-            /// The pair.
-            p: (String, i64),
-        ) -> Out {
-            let _ = p;
-            done()
-        }
+        pub type Pair = (i64, String);
+    },
+    {
+        pub type Pair = (String, i64);
     }
 );
 
@@ -214,20 +168,17 @@ fn tuple_elements_are_compared_by_position() {
 
 case!(
     variant_added_to_single,
+    tool {
+        about: "Pays.",
+        arg: p,
+        doc: "The payment.",
+        ty: Pay
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
         pub enum Pay {
             Card { number: String },
-        }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The payment.
-            p: Pay,
-        ) -> Out {
-            let _ = p;
-            done()
         }
     },
     {
@@ -237,35 +188,23 @@ case!(
             Card { number: String },
             Pix { key: String },
         }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The payment.
-            p: Pay,
-        ) -> Out {
-            let _ = p;
-            done()
-        }
     }
 );
 
 case!(
     data_variant_added_to_units,
+    tool {
+        about: "Why.",
+        arg: r,
+        doc: "Why.",
+        ty: Reason
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "snake_case")]
         pub enum Reason {
             Damaged,
             Late,
-        }
-        /// Why.
-        #[tool]
-        pub fn t(
-            /// Why.
-            r: Reason,
-        ) -> Out {
-            let _ = r;
-            done()
         }
     },
     {
@@ -275,15 +214,6 @@ case!(
             Damaged,
             Late,
             Other(String),
-        }
-        /// Why.
-        #[tool]
-        pub fn t(
-            /// Why.
-            r: Reason,
-        ) -> Out {
-            let _ = r;
-            done()
         }
     }
 );
@@ -304,27 +234,17 @@ fn adding_a_variant_is_compatible() {
 
 case!(
     integer_to_number,
-    {
-        /// A quantity.
-        #[tool]
-        pub fn t(
-            /// The quantity.
-            x: i64,
-        ) -> Out {
-            let _ = x;
-            done()
-        }
+    tool {
+        about: "A quantity.",
+        arg: x,
+        doc: "The quantity.",
+        ty: Quantity
     },
     {
-        /// A quantity.
-        #[tool]
-        pub fn t(
-            /// The quantity.
-            x: f64,
-        ) -> Out {
-            let _ = x;
-            done()
-        }
+        pub type Quantity = i64;
+    },
+    {
+        pub type Quantity = f64;
     }
 );
 
@@ -350,6 +270,12 @@ fn widening_a_type_is_compatible_and_narrowing_it_breaks() {
 
 case!(
     struct_to_map,
+    tool {
+        about: "Tags.",
+        arg: m,
+        doc: "The tags, by name.",
+        ty: Tags
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
@@ -357,31 +283,20 @@ case!(
             pub color: String,
             pub size: String,
         }
-        /// Tags.
-        #[tool]
-        pub fn t(
-            /// The tags, by name.
-            m: Tags,
-        ) -> Out {
-            let _ = m;
-            done()
-        }
     },
     {
-        /// Tags.
-        #[tool]
-        pub fn t(
-            /// The tags, by name.
-            m: std::collections::BTreeMap<String, String>,
-        ) -> Out {
-            let _ = m;
-            done()
-        }
+        pub type Tags = std::collections::BTreeMap<String, String>;
     }
 );
 
 case!(
     struct_to_narrower_map,
+    tool {
+        about: "Tags.",
+        arg: m,
+        doc: "The tags, by name.",
+        ty: Tags
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
@@ -389,26 +304,9 @@ case!(
             pub color: String,
             pub size: u32,
         }
-        /// Tags.
-        #[tool]
-        pub fn t(
-            /// The tags, by name.
-            m: Tags,
-        ) -> Out {
-            let _ = m;
-            done()
-        }
     },
     {
-        /// Tags.
-        #[tool]
-        pub fn t(
-            /// The tags, by name.
-            m: std::collections::BTreeMap<String, String>,
-        ) -> Out {
-            let _ = m;
-            done()
-        }
+        pub type Tags = std::collections::BTreeMap<String, String>;
     }
 );
 
@@ -482,21 +380,18 @@ fn a_rename_is_guessed_only_when_one_pairing_is_possible() {
 
 case!(
     unit_in_description,
+    tool {
+        about: "Pays.",
+        arg: m,
+        doc: "The amount to pay.",
+        ty: Money
+    },
     {
         #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub struct Money {
             /// Amount in cents. 25.90 is 2590.
             pub amount: i64,
-        }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The amount to pay.
-            m: Money,
-        ) -> Out {
-            let _ = m;
-            done()
         }
     },
     {
@@ -505,15 +400,6 @@ case!(
         pub struct Money {
             /// Amount in reais.
             pub amount: i64,
-        }
-        /// Pays.
-        #[tool]
-        pub fn t(
-            /// The amount to pay.
-            m: Money,
-        ) -> Out {
-            let _ = m;
-            done()
         }
     }
 );

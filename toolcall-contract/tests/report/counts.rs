@@ -152,12 +152,10 @@ fn recovery_looks_at_the_next_call_of_the_same_tool_in_the_same_session_only() {
         refund.stats.recovered, 1,
         "only the POLICY_LIMIT was followed by an OK"
     );
-    let codes: Vec<(&str, u64)> = report
-        .by_code
-        .iter()
-        .map(|r| (r.code.as_str(), r.recovered))
-        .collect();
-    assert_eq!(codes, [("INVALID_ARGUMENTS", 0), ("POLICY_LIMIT", 1)]);
+    assert_eq!(
+        recovered_by_code(&report),
+        [("INVALID_ARGUMENTS", 0), ("POLICY_LIMIT", 1)]
+    );
 }
 
 #[test]
@@ -176,11 +174,7 @@ fn a_persons_decision_is_not_the_models_next_attempt() {
         line("b", "refund_order", "OK", 1.0, approved),
     ];
     let report = report_of(&log);
-    let recovered: Vec<(&str, u64)> = report
-        .by_code
-        .iter()
-        .map(|r| (r.code.as_str(), r.recovered))
-        .collect();
+    let recovered = recovered_by_code(&report);
     assert_eq!(recovered, [("INVALID_ARGUMENTS", 1), ("POLICY_LIMIT", 0)]);
     assert_eq!(report.totals.calls, 3, "the two decisions are not calls");
     assert_eq!(report.confirmations.decisions, 2);
@@ -204,8 +198,7 @@ fn refusals_by_the_host_are_neither_rejections_nor_recoveries() {
     );
     assert!(close(t.rejection_rate().unwrap(), 0.2));
     assert_eq!(t.recovery_rate(), Some(0.0));
-    let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
-    assert_eq!(codes, ["INVALID_ARGUMENTS"]);
+    assert_eq!(codes(&report), ["INVALID_ARGUMENTS"]);
     let c = &report.confirmations;
     assert_eq!((c.expired, c.invalid, c.decisions), (1, 1, 0));
     assert_eq!(report.step_limit_calls, 1);
@@ -221,11 +214,7 @@ fn an_unknown_tool_is_recovered_by_the_next_call_of_any_tool() {
         line("a", "cancel_order", "OK", 1.0, json!({})),
     ];
     let report = report_of(&log);
-    let recovered: Vec<(&str, u64)> = report
-        .by_code
-        .iter()
-        .map(|r| (r.code.as_str(), r.recovered))
-        .collect();
+    let recovered = recovered_by_code(&report);
     assert_eq!(
         recovered,
         [

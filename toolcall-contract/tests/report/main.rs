@@ -148,6 +148,20 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12
 }
 
+/// The rejection codes of a report, in its order.
+fn codes(report: &Report) -> Vec<&str> {
+    report.by_code.iter().map(|r| r.code.as_str()).collect()
+}
+
+/// Each rejection code with how many of its rejections were recovered.
+fn recovered_by_code(report: &Report) -> Vec<(&str, u64)> {
+    report
+        .by_code
+        .iter()
+        .map(|r| (r.code.as_str(), r.recovered))
+        .collect()
+}
+
 #[test]
 fn the_table_is_aligned() {
     let text = hand_built_report().to_string();

@@ -124,8 +124,7 @@ async fn a_log_written_by_a_real_dispatcher() {
         (report.step_limit_calls, report.step_limit_sessions),
         (1, 1)
     );
-    let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
-    assert_eq!(codes, ["INVALID_ARGUMENTS"]);
+    assert_eq!(codes(&report), ["INVALID_ARGUMENTS"]);
 }
 
 #[test]
@@ -146,9 +145,8 @@ fn failures_of_the_tool_or_the_pipeline_are_neither_rejections_nor_recoveries() 
         (6, 1, 1, 4, 0)
     );
     assert_eq!(t.recovered, 0);
-    let codes: Vec<&str> = report.by_code.iter().map(|r| r.code.as_str()).collect();
     assert_eq!(
-        codes,
+        codes(&report),
         ["INVALID_ARGUMENTS"],
         "failures are not rejection codes"
     );

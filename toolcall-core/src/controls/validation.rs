@@ -104,6 +104,30 @@ impl Checker<'_> {
         self.tools.contains(&name)
     }
 
+    /// That no tool is named `name`, with the closest one there is.
+    fn no_tool(&self, name: &str) -> String {
+        format!(
+            "no tool `{name}`{}",
+            closest(name, self.tools.iter().copied())
+        )
+    }
+
+    /// A rate limit's or a rule's `caller`, where it names one, is a real
+    /// caller.
+    fn caller_known(&mut self, at: &str, caller: Option<&str>) {
+        if let Some(caller) = caller
+            && !self.caller_ids.contains(&caller)
+        {
+            self.error(
+                format!("{at}.caller"),
+                format!(
+                    "no caller `{caller}`{}",
+                    closest(caller, self.caller_ids.iter().copied())
+                ),
+            );
+        }
+    }
+
     /// What the controls say of each caller only narrows its code's policy.
     fn callers(&mut self, controls: &Controls) {
         for (id, rules) in &controls.callers {
@@ -121,13 +145,7 @@ impl Checker<'_> {
             let policy = caller.policy();
             for name in rules.allow.iter().flatten() {
                 if !self.tool_known(name) {
-                    self.error(
-                        format!("callers.{id}.allow"),
-                        format!(
-                            "no tool `{name}`{}",
-                            closest(name, self.tools.iter().copied())
-                        ),
-                    );
+                    self.error(format!("callers.{id}.allow"), self.no_tool(name));
                 } else if !policy.allows(name) {
                     self.error(
                         format!("callers.{id}.allow"),
@@ -201,25 +219,9 @@ impl Checker<'_> {
             if let Some(tool) = &limit.tool
                 && !self.tool_known(tool)
             {
-                self.error(
-                    format!("{at}.tool"),
-                    format!(
-                        "no tool `{tool}`{}",
-                        closest(tool, self.tools.iter().copied())
-                    ),
-                );
+                self.error(format!("{at}.tool"), self.no_tool(tool));
             }
-            if let Some(caller) = &limit.caller
-                && !self.caller_ids.contains(&caller.as_str())
-            {
-                self.error(
-                    format!("{at}.caller"),
-                    format!(
-                        "no caller `{caller}`{}",
-                        closest(caller, self.caller_ids.iter().copied())
-                    ),
-                );
-            }
+            self.caller_known(&at, limit.caller.as_deref());
         }
     }
 
@@ -227,13 +229,7 @@ impl Checker<'_> {
     fn approvals(&mut self, controls: &Controls) {
         for (tool, people) in &controls.approvals {
             match self.registry.get(tool) {
-                None => self.error(
-                    format!("approvals.{tool}"),
-                    format!(
-                        "no tool `{tool}`{}",
-                        closest(tool, self.tools.iter().copied())
-                    ),
-                ),
+                None => self.error(format!("approvals.{tool}"), self.no_tool(tool)),
                 Some(spec) if !spec.side_effect() => self.error(
                     format!("approvals.{tool}"),
                     format!("`{tool}` has no side effect: nobody is asked to approve it"),
@@ -263,14 +259,7 @@ impl Checker<'_> {
                 );
             }
             match self.registry.get(&rule.tool) {
-                None => self.error(
-                    format!("{at}.tool"),
-                    format!(
-                        "no tool `{}`{}",
-                        rule.tool,
-                        closest(&rule.tool, self.tools.iter().copied())
-                    ),
-                ),
+                None => self.error(format!("{at}.tool"), self.no_tool(&rule.tool)),
                 Some(spec) => {
                     if controls.people_needed(&rule.tool) > 1 {
                         self.error(
@@ -305,17 +294,7 @@ impl Checker<'_> {
                     }
                 }
             }
-            if let Some(caller) = &rule.caller
-                && !self.caller_ids.contains(&caller.as_str())
-            {
-                self.error(
-                    format!("{at}.caller"),
-                    format!(
-                        "no caller `{caller}`{}",
-                        closest(caller, self.caller_ids.iter().copied())
-                    ),
-                );
-            }
+            self.caller_known(&at, rule.caller.as_deref());
             for (name, bound) in &rule.arguments {
                 if bound.min.is_none() && bound.max.is_none() && bound.one_of.is_none() {
                     self.error(

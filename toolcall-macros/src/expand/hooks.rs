@@ -32,7 +32,7 @@ pub(super) struct Hook {
 impl Expander<'_> {
     /// `Tool::check`'s body: the `check` function's call, or `Ok(())`.
     pub(super) fn check_hook(&self) -> Hook {
-        let (private, args_ident) = (&self.private, &self.args_ident);
+        let args_ident = &self.args_ident;
         let Some(path) = &self.tool.attr.check else {
             return Hook {
                 code: Some(quote! {
@@ -43,53 +43,16 @@ impl Expander<'_> {
                 state_fn: None,
             };
         };
-        let span = path.span();
-        match self.context() {
-            Some(context) => {
-                let (sig_item, check_sig) = sig_call(
-                    private,
-                    HookKind::Check,
-                    true,
-                    quote!(#args_ident, _, _, _, _),
-                    path,
-                );
-                let check = respan(
-                    quote! {
-                        #check_sig
-                            .run(&#path, __toolcall_args, __toolcall_ctx)
-                    },
-                    span,
-                );
-                Hook {
-                    code: Some(self.in_context(&context, check)),
-                    state: self.state(),
-                    state_fn: Some(sig_item),
-                }
-            }
-            None => {
-                let (sig_item, sig) = sig_call(
-                    private,
-                    HookKind::Check,
-                    false,
-                    quote!(#args_ident, _, _, _, _),
-                    path,
-                );
-                let body = respan(
-                    quote! {
-                        let __toolcall_check = #sig;
-                        let __toolcall_ctx = __toolcall_check.context(__toolcall_cx)?;
-                        __toolcall_check.run(&#path, __toolcall_args, &__toolcall_ctx)
-                    },
-                    span,
-                );
-                let (state, state_fn) =
-                    self.own_state(format_ident!("__toolcall_check_state"), &sig, span);
-                Hook {
-                    code: Some(body),
-                    state,
-                    state_fn: Some(quote!(#sig_item #state_fn)),
-                }
-            }
+        let (code, state, state_fn) = self.hook_call(
+            HookKind::Check,
+            quote!(#args_ident, _, _, _, _),
+            path,
+            |ctx| quote!(__toolcall_args, #ctx),
+        );
+        Hook {
+            code: Some(code),
+            state,
+            state_fn,
         }
     }
 
@@ -104,53 +67,12 @@ impl Expander<'_> {
                 state_fn: None,
             };
         };
-        let span = path.span();
-        let (body, state, state_fn) = match self.context() {
-            Some(context) => {
-                let (sig_item, check_sig) = sig_call(
-                    private,
-                    HookKind::AsyncCheck,
-                    true,
-                    quote!(#args_ident, _, _, _, _),
-                    path,
-                );
-                let check = respan(
-                    quote! {
-                        #check_sig
-                            .run(&#path, __toolcall_args, __toolcall_ctx)
-                            .await
-                    },
-                    span,
-                );
-                (
-                    self.in_context(&context, check),
-                    self.state(),
-                    Some(sig_item),
-                )
-            }
-            None => {
-                let (sig_item, sig) = sig_call(
-                    private,
-                    HookKind::AsyncCheck,
-                    false,
-                    quote!(#args_ident, _, _, _, _),
-                    path,
-                );
-                let body = respan(
-                    quote! {
-                        let __toolcall_check = #sig;
-                        let __toolcall_ctx = __toolcall_check.context(__toolcall_cx)?;
-                        __toolcall_check
-                            .run(&#path, __toolcall_args, &__toolcall_ctx)
-                            .await
-                    },
-                    span,
-                );
-                let (state, state_fn) =
-                    self.own_state(format_ident!("__toolcall_async_check_state"), &sig, span);
-                (body, state, Some(quote!(#sig_item #state_fn)))
-            }
-        };
+        let (body, state, state_fn) = self.hook_call(
+            HookKind::AsyncCheck,
+            quote!(#args_ident, _, _, _, _),
+            path,
+            |ctx| quote!(__toolcall_args, #ctx),
+        );
         let code = quote! {
             fn async_check<'a>(
                 __toolcall_args: &'a Self::Args,
@@ -176,59 +98,18 @@ impl Expander<'_> {
                 state_fn: None,
             };
         };
-        let span = path.span();
         // What the tool's function returns, `Result<T, E>`: the function
         // must find a `T`.
         let returns = match &self.tool.item.sig.output {
             syn::ReturnType::Type(_, ty) => quote!(#ty),
             syn::ReturnType::Default => quote!(()),
         };
-        let (body, state, state_fn) = match self.context() {
-            Some(context) => {
-                let (sig_item, reconcile_sig) = sig_call(
-                    private,
-                    HookKind::Reconcile,
-                    true,
-                    quote!(_, _, _, _, #returns),
-                    path,
-                );
-                let reconcile = respan(
-                    quote! {
-                        #reconcile_sig
-                            .run(&#path, __toolcall_ctx, &__toolcall_cx.idempotency_key)
-                            .await
-                    },
-                    span,
-                );
-                (
-                    self.in_context(&context, reconcile),
-                    self.state(),
-                    Some(sig_item),
-                )
-            }
-            None => {
-                let (sig_item, sig) = sig_call(
-                    private,
-                    HookKind::Reconcile,
-                    false,
-                    quote!(_, _, _, _, #returns),
-                    path,
-                );
-                let body = respan(
-                    quote! {
-                        let __toolcall_reconcile = #sig;
-                        let __toolcall_ctx = __toolcall_reconcile.context(__toolcall_cx)?;
-                        __toolcall_reconcile
-                            .run(&#path, &__toolcall_ctx, &__toolcall_cx.idempotency_key)
-                            .await
-                    },
-                    span,
-                );
-                let (state, state_fn) =
-                    self.own_state(format_ident!("__toolcall_reconcile_state"), &sig, span);
-                (body, state, Some(quote!(#sig_item #state_fn)))
-            }
-        };
+        let (body, state, state_fn) = self.hook_call(
+            HookKind::Reconcile,
+            quote!(_, _, _, _, #returns),
+            path,
+            |ctx| quote!(#ctx, &__toolcall_cx.idempotency_key),
+        );
         let code = quote! {
             fn reconcile<'a>(
                 __toolcall_cx: &'a #private::CallContext<'_>,
@@ -240,6 +121,49 @@ impl Expander<'_> {
             code: Some(code),
             state,
             state_fn,
+        }
+    }
+
+    /// A hook's call: the body that runs `path` through its signature check
+    /// (with `turbofish`), the spec's state and the items beside the tool's.
+    /// `args` writes the arguments after the function around the context,
+    /// which is a reference already for a tool with a context and a local
+    /// value for a tool without.
+    fn hook_call(
+        &self,
+        kind: HookKind,
+        turbofish: TokenStream,
+        path: &syn::Path,
+        args: impl Fn(TokenStream) -> TokenStream,
+    ) -> (TokenStream, TokenStream, Option<TokenStream>) {
+        let span = path.span();
+        let awaited = kind.is_async().then(|| quote!(.await));
+        match self.context() {
+            Some(context) => {
+                let (sig_item, sig) = sig_call(&self.private, kind, true, turbofish, path);
+                let run_args = args(quote!(__toolcall_ctx));
+                let call = respan(quote!(#sig.run(&#path, #run_args) #awaited), span);
+                (
+                    self.in_context(&context, call),
+                    self.state(),
+                    Some(sig_item),
+                )
+            }
+            None => {
+                let (sig_item, sig) = sig_call(&self.private, kind, false, turbofish, path);
+                let binding = kind.binding();
+                let run_args = args(quote!(&__toolcall_ctx));
+                let body = respan(
+                    quote! {
+                        let #binding = #sig;
+                        let __toolcall_ctx = #binding.context(__toolcall_cx)?;
+                        #binding.run(&#path, #run_args) #awaited
+                    },
+                    span,
+                );
+                let (state, state_fn) = self.own_state(kind.state_fn_name(), &sig, span);
+                (body, state, Some(quote!(#sig_item #state_fn)))
+            }
         }
     }
 
@@ -281,6 +205,31 @@ enum HookKind {
     Check,
     AsyncCheck,
     Reconcile,
+}
+
+impl HookKind {
+    fn is_async(self) -> bool {
+        !matches!(self, HookKind::Check)
+    }
+
+    /// The local the checked signature is bound to in a tool without a
+    /// context.
+    fn binding(self) -> Ident {
+        match self {
+            HookKind::Check | HookKind::AsyncCheck => format_ident!("__toolcall_check"),
+            HookKind::Reconcile => format_ident!("__toolcall_reconcile"),
+        }
+    }
+
+    /// The function that reads the state from the hook's signature, in a
+    /// tool without a context.
+    fn state_fn_name(self) -> Ident {
+        match self {
+            HookKind::Check => format_ident!("__toolcall_check_state"),
+            HookKind::AsyncCheck => format_ident!("__toolcall_async_check_state"),
+            HookKind::Reconcile => format_ident!("__toolcall_reconcile_state"),
+        }
+    }
 }
 
 /// The library's signature check of a hook (`check_sig`, `async_check_sig`,

@@ -50,17 +50,7 @@ fn cases() -> Vec<(&'static str, Value, Expect)> {
         "reason": "damaged",
         "note": null
     });
-    let delivery = json!({
-        "email": "ana@example.com",
-        "deliver_on": "2026-12-01",
-        "tracking_url": null,
-        "lines": [{"sku": "A-1", "quantity": 2, "gift_wrap": null, "priority": null}],
-        "discount": null,
-        "request_id": "67e55044-10b1-426f-9247-bb680e5fe0c8",
-        "address": {"street": "Rua A, 1", "city": "Recife", "postcode": null},
-        "backup_currency": null,
-        "slots": 2
-    });
+    let delivery = strict_delivery();
     let full = json!({
         "email": "ana@example.com",
         "deliver_on": "2024-02-29",

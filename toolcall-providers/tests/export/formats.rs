@@ -70,12 +70,7 @@ fn format_names_round_trip() {
 fn anthropic_takes_the_schema_as_it_is_but_for_too_large_bounds() {
     let tools = export::definitions(&registry(), &policy(), Format::Anthropic);
     for tool in tools.as_array().unwrap() {
-        let keys: BTreeSet<&str> = tool
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = keys_of(tool);
         assert_eq!(
             keys,
             BTreeSet::from(["name", "description", "input_schema"])
@@ -164,12 +159,7 @@ fn mcp_annotations_follow_the_flags() {
         .map(|tool| (tool["name"].as_str().unwrap().to_owned(), tool.clone()))
         .collect();
     for tool in by_name.values() {
-        let keys: BTreeSet<&str> = tool
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = keys_of(tool);
         assert_eq!(
             keys,
             BTreeSet::from(["name", "description", "inputSchema", "annotations"])
@@ -204,17 +194,7 @@ async fn a_strict_call_passes_the_dispatcher() {
         .build()
         .expect("a dispatcher without state");
     let caller = toolcall::Caller::new("agent", policy());
-    let arguments = json!({
-        "email": "ana@example.com",
-        "deliver_on": "2026-12-01",
-        "tracking_url": null,
-        "lines": [{"sku": "A-1", "quantity": 2, "gift_wrap": null, "priority": null}],
-        "discount": null,
-        "request_id": "67e55044-10b1-426f-9247-bb680e5fe0c8",
-        "address": {"street": "Rua A, 1", "city": "Recife", "postcode": null},
-        "backup_currency": null,
-        "slots": 2
-    });
+    let arguments = strict_delivery();
     let strict =
         export::openai_strict_schema(&spec("schedule_delivery").parameters_schema()).unwrap();
     assert!(validator(&strict).is_valid(&arguments));

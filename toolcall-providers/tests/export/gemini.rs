@@ -5,31 +5,18 @@ use super::*;
 
 // -------------------------------------------------------------- Gemini rules
 
-/// The fields of Gemini's `Schema` (the OpenAPI 3.0 subset).
-const GEMINI_KEYWORDS: [&str; 22] = [
-    "type",
-    "format",
-    "title",
-    "description",
-    "nullable",
-    "enum",
-    "maxItems",
-    "minItems",
-    "properties",
-    "required",
-    "minProperties",
-    "maxProperties",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "example",
-    "anyOf",
-    "propertyOrdering",
-    "default",
-    "items",
-    "minimum",
-    "maximum",
-];
+use toolcall_providers::export::GEMINI_SCHEMA_KEYWORDS;
+
+/// The checker below reads the crate's own list of the fields of Gemini's
+/// `Schema` (the OpenAPI 3.0 subset); this pins it, so that a field added by
+/// mistake cannot make the checker agree with the exporter.
+#[test]
+fn the_schema_fields_are_geminis() {
+    insta::assert_snapshot!(
+        GEMINI_SCHEMA_KEYWORDS.join(" "),
+        @"type format title description nullable enum maxItems minItems properties required minProperties maxProperties minLength maxLength pattern example anyOf propertyOrdering default items minimum maximum"
+    );
+}
 
 const GEMINI_TYPES: [&str; 6] = ["STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"];
 
@@ -40,7 +27,7 @@ fn check_gemini_schema(schema: &Value, path: &str) {
         .unwrap_or_else(|| panic!("{path}: a schema object"));
     for keyword in map.keys() {
         assert!(
-            GEMINI_KEYWORDS.contains(&keyword.as_str()),
+            GEMINI_SCHEMA_KEYWORDS.contains(&keyword.as_str()),
             "{path}: `{keyword}` is not a field of Gemini's Schema"
         );
     }

@@ -5,40 +5,22 @@ use super::*;
 
 // --------------------------------------------------- OpenAI strict-mode rules
 
-/// From OpenAI's Structured Outputs guide, "Supported schemas".
-const OPENAI_KEYWORDS: [&str; 19] = [
-    "type",
-    "description",
-    "enum",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "anyOf",
-    "$ref",
-    "$defs",
-    "pattern",
-    "format",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minItems",
-    "maxItems",
-];
+use toolcall_providers::export::{OPENAI_STRICT_KEYWORDS, OPENAI_STRING_FORMATS};
 
-const OPENAI_FORMATS: [&str; 9] = [
-    "date-time",
-    "time",
-    "date",
-    "duration",
-    "email",
-    "hostname",
-    "ipv4",
-    "ipv6",
-    "uuid",
-];
+/// The checker below reads the crate's own lists; this pins them to OpenAI's
+/// Structured Outputs guide, "Supported schemas", so that a list widened by
+/// mistake cannot make the checker agree with the exporter.
+#[test]
+fn the_strict_mode_lists_are_the_guides() {
+    insta::assert_snapshot!(
+        OPENAI_STRICT_KEYWORDS.join(" "),
+        @"type description enum properties required additionalProperties items anyOf $ref $defs pattern format minimum maximum exclusiveMinimum exclusiveMaximum multipleOf minItems maxItems"
+    );
+    insta::assert_snapshot!(
+        OPENAI_STRING_FORMATS.join(" "),
+        @"date-time time date duration email hostname ipv4 ipv6 uuid"
+    );
+}
 
 const JSON_TYPES: [&str; 7] = [
     "string", "number", "integer", "boolean", "object", "array", "null",
@@ -51,7 +33,7 @@ fn check_openai_strict(schema: &Value, path: &str) {
         .unwrap_or_else(|| panic!("{path}: a schema object"));
     for keyword in map.keys() {
         assert!(
-            OPENAI_KEYWORDS.contains(&keyword.as_str()),
+            OPENAI_STRICT_KEYWORDS.contains(&keyword.as_str()),
             "{path}: `{keyword}` is not a strict-mode keyword"
         );
     }
@@ -81,7 +63,7 @@ fn check_openai_strict(schema: &Value, path: &str) {
             "{path}: format on a string"
         );
         assert!(
-            OPENAI_FORMATS.contains(&format.as_str().unwrap()),
+            OPENAI_STRING_FORMATS.contains(&format.as_str().unwrap()),
             "{path}: format {format} is not supported"
         );
     }
@@ -138,12 +120,7 @@ fn check_openai_strict(schema: &Value, path: &str) {
 fn check_openai_tool(tool: &Value, nested: bool) {
     assert_eq!(tool["type"], "function");
     let function = if nested {
-        let keys: BTreeSet<&str> = tool
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = keys_of(tool);
         assert_eq!(keys, BTreeSet::from(["type", "function"]));
         &tool["function"]
     } else {
@@ -153,12 +130,7 @@ fn check_openai_tool(tool: &Value, nested: bool) {
     if !nested {
         expected.insert("type");
     }
-    let keys: BTreeSet<&str> = function
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = keys_of(function);
     assert_eq!(keys, expected);
     let name = function["name"].as_str().unwrap();
     assert!(
