@@ -31,13 +31,16 @@ impl Seen {
     }
 }
 
+/// Each event's message, and the id of the span it was logged in.
+pub type Events = Arc<Mutex<Vec<(String, Option<u64>)>>>;
+
 /// The subscriber: clones share what it recorded.
 #[derive(Clone, Default)]
 pub struct Capture {
     /// Every span, in the order opened: the span of id `n` is at `n - 1`.
     pub spans: Arc<Mutex<Vec<Seen>>>,
     /// Each event's message and the id of the span it was logged in.
-    pub events: Arc<Mutex<Vec<(String, Option<u64>)>>>,
+    pub events: Events,
     entered: Arc<Mutex<Vec<u64>>>,
 }
 
