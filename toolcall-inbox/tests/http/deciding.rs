@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// A form's answer: back to the inbox's page, with `notice` about `id`.
+#[track_caller]
+fn assert_back_with(reply: &Reply, notice: &str, id: &str) {
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        reply.header("location"),
+        Some(format!("/?notice={notice}&id={id}").as_str())
+    );
+}
+
 #[tokio::test]
 async fn a_decision_is_recorded_with_the_name_of_who_took_it() {
     let inbox = inbox().await;
@@ -20,11 +30,7 @@ async fn a_decision_is_recorded_with_the_name_of_who_took_it() {
             &[("csrf", &csrf), ("action", "approve"), ("note", "ok by me")],
         )
         .await;
-    assert_eq!(reply.status, 303, "{}", reply.body);
-    assert_eq!(
-        reply.header("location"),
-        Some(format!("/?notice=approved&id={id}").as_str())
-    );
+    assert_back_with(&reply, "approved", &id);
     let decision = inbox.entry(&id).await.approval.decision.unwrap();
     assert!(decision.approved);
     assert_eq!(decision.by, "bo");
@@ -218,11 +224,7 @@ async fn an_edit_is_validated_before_it_is_recorded() {
             ],
         )
         .await;
-    assert_eq!(reply.status, 303, "{}", reply.body);
-    assert_eq!(
-        reply.header("location"),
-        Some(format!("/?notice=edited&id={id}").as_str())
-    );
+    assert_back_with(&reply, "edited", &id);
     let decision = inbox.entry(&id).await.approval.decision.unwrap();
     assert!(decision.approved);
     assert_eq!(
@@ -245,11 +247,7 @@ async fn a_call_two_people_must_approve_shows_who_signed_and_the_second_decides(
     assert_eq!(item(&pending, &id)["signatures"], json!([]));
 
     let reply = inbox.press(&id, &cookie, &csrf, "approve").await;
-    assert_eq!(reply.status, 303, "{}", reply.body);
-    assert_eq!(
-        reply.header("location"),
-        Some(format!("/?notice=signed&id={id}").as_str())
-    );
+    assert_back_with(&reply, "signed", &id);
     let signers = |signatures: Vec<toolcall::store::Signature>| -> Vec<String> {
         signatures.into_iter().map(|s| s.by).collect()
     };
