@@ -5,7 +5,6 @@
 
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
 use toolcall::store::now_ms;
@@ -14,6 +13,7 @@ use toolcall::{
     Approvals, BuildError, Call, Code, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
     tool, tools,
 };
+use toolcall_testkit::bank::Bank;
 
 const MISBUILT: &str = env!("CARGO_BIN_EXE_misbuilt");
 
@@ -123,15 +123,6 @@ fn the_fields_are_still_there_with_the_alternate_form() {
 
 // ------------------------------------------------------------ the bank
 
-/// What reached the bank.
-#[derive(Default)]
-struct Bank {
-    status_reads: AtomicU32,
-    balance_reads: AtomicU32,
-    transfers: AtomicU32,
-    wires: AtomicU32,
-}
-
 /// Where a transfer is: `pending` until the bank settles it.
 #[tool(max_repeats = 20)]
 fn transfer_status(
@@ -139,7 +130,7 @@ fn transfer_status(
     /// The transfer's id, for example TR-1.
     transfer_id: String,
 ) -> Result<Value, Rejection> {
-    let reads = ctx.state.status_reads.fetch_add(1, Ordering::SeqCst) + 1;
+    let reads = ctx.state.saw("status read");
     Ok(json!({"transfer_id": transfer_id, "status": "pending", "read": reads}))
 }
 
@@ -150,7 +141,7 @@ fn get_balance(
     /// The account, for example ACC-1.
     account: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.balance_reads.fetch_add(1, Ordering::SeqCst);
+    ctx.state.saw("balance read");
     Ok(json!({"account": account, "cents": 120_000}))
 }
 
@@ -165,7 +156,7 @@ fn transfer_money(
     /// Amount in cents.
     cents: i64,
 ) -> Result<Value, Rejection> {
-    let n = ctx.state.transfers.fetch_add(1, Ordering::SeqCst) + 1;
+    let n = ctx.state.saw("transfer");
     Ok(json!({"transfer_id": format!("TR-{n}"), "from": from, "to": to, "cents": cents}))
 }
 
@@ -174,7 +165,7 @@ const BALANCE: &str = r#"{"account": "ACC-1"}"#;
 const TRANSFER: &str = r#"{"from": "ACC-1", "to": "ACC-2", "cents": 2590}"#;
 
 fn bank_with(policy: Policy) -> (Arc<Bank>, Dispatcher<Bank>) {
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let dispatcher = Dispatcher::builder(
         tools![transfer_status, get_balance, transfer_money].unwrap(),
         Arc::clone(&bank),
@@ -212,13 +203,13 @@ async fn a_status_with_max_repeats_is_answered_every_time_it_is_polled() {
         assert_eq!(r.code, Code::Ok, "poll {poll}: {}", r.message);
         assert_eq!(r.data["read"], poll, "poll {poll} reached the bank");
     }
-    assert_eq!(bank.status_reads.load(Ordering::SeqCst), 10);
+    assert_eq!(bank.seen("status read"), 10);
 }
 
 #[tokio::test]
 async fn a_status_is_a_loop_past_its_max_repeats() {
     // Past the default step budget (10 calls a session) too.
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let d = Dispatcher::builder(tools![transfer_status].unwrap(), Arc::clone(&bank))
         .policy(Policy::new().allow(["transfer_status"]))
         .max_steps(30)
@@ -226,7 +217,7 @@ async fn a_status_is_a_loop_past_its_max_repeats() {
         .unwrap();
     let r = call_past(&d, "transfer_status", STATUS, 20).await;
     assert_eq!(r.code, Code::LoopDetected, "{}", r.message);
-    assert_eq!(bank.status_reads.load(Ordering::SeqCst), 20);
+    assert_eq!(bank.seen("status read"), 20);
 }
 
 #[tokio::test]
@@ -234,7 +225,7 @@ async fn a_read_without_max_repeats_is_a_loop_at_its_fourth_identical_call() {
     let (bank, d) = bank_with(teller());
     let r = call_past(&d, "get_balance", BALANCE, 3).await;
     assert_eq!(r.code, Code::LoopDetected, "{}", r.message);
-    assert_eq!(bank.balance_reads.load(Ordering::SeqCst), 3);
+    assert_eq!(bank.seen("balance read"), 3);
 }
 
 #[tokio::test]
@@ -252,7 +243,7 @@ async fn a_side_effect_keeps_its_guard_whatever_the_reads_allow() {
         [Code::Ok, Code::Ok, Code::Ok, Code::LoopDetected],
         "replayed three times, then a loop"
     );
-    assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "ran once");
+    assert_eq!(bank.seen("transfer"), 1, "ran once");
 }
 
 #[tokio::test]
@@ -264,25 +255,22 @@ async fn a_callers_max_repeats_replaces_the_tools_and_the_default() {
     );
     let r = call_past(&d, "get_balance", BALANCE, 6).await;
     assert_eq!(r.code, Code::LoopDetected);
-    assert_eq!(bank.balance_reads.load(Ordering::SeqCst), 6);
+    assert_eq!(bank.seen("balance read"), 6);
     let r = call_past(&d, "transfer_status", STATUS, 2).await;
     assert_eq!(
         r.code,
         Code::LoopDetected,
         "the caller lowered the tool's 20"
     );
-    assert_eq!(bank.status_reads.load(Ordering::SeqCst), 2);
+    assert_eq!(bank.seen("status read"), 2);
 }
 
 #[test]
 fn max_repeats_of_an_unknown_tool_is_a_build_error_naming_the_tool_meant() {
-    let error = Dispatcher::builder(
-        tools![transfer_status, get_balance].unwrap(),
-        Arc::new(Bank::default()),
-    )
-    .policy(teller_reads().max_repeats("transfer_statu", 30))
-    .build()
-    .unwrap_err();
+    let error = Dispatcher::builder(tools![transfer_status, get_balance].unwrap(), Bank::new())
+        .policy(teller_reads().max_repeats("transfer_statu", 30))
+        .build()
+        .unwrap_err();
     assert_eq!(
         error,
         BuildError::UnknownRepeatedTool {
@@ -300,7 +288,7 @@ fn max_repeats_of_an_unknown_tool_is_a_build_error_naming_the_tool_meant() {
 
 #[test]
 fn max_repeats_of_a_side_effect_is_a_build_error() {
-    let error = Dispatcher::builder(tools![transfer_money].unwrap(), Arc::new(Bank::default()))
+    let error = Dispatcher::builder(tools![transfer_money].unwrap(), Bank::new())
         .policy(
             Policy::new()
                 .allow(["transfer_money"])
@@ -345,7 +333,7 @@ fn wire_abroad(
     #[arg(limit = "max_wire_cents")]
     cents: i64,
 ) -> Result<Value, Rejection> {
-    ctx.state.wires.fetch_add(1, Ordering::SeqCst);
+    ctx.state.saw("wire");
     Ok(json!({"wired": cents, "to": iban}))
 }
 
@@ -356,7 +344,7 @@ fn preview_wire(args: &WireAbroadArgs, _: &Ctx<Bank>) -> String {
 const WIRE: &str = r#"{"iban": "DE89370400440532013000", "cents": 50000}"#;
 
 fn wiring(approvals: Approvals) -> (Arc<Bank>, Dispatcher<Bank>, MemoryAudit) {
-    let bank = Arc::new(Bank::default());
+    let bank = Bank::new();
     let audit = MemoryAudit::new();
     let d = Dispatcher::builder(tools![wire_abroad].unwrap(), Arc::clone(&bank))
         .policy(
@@ -403,7 +391,7 @@ async fn a_dry_run_of_a_high_risk_call_says_it_would_ask_a_person_and_asks_no_on
         );
     }
     assert_eq!(pending(&d).await, 0, "no approval created");
-    assert_eq!(bank.wires.load(Ordering::SeqCst), 0, "nothing ran");
+    assert_eq!(bank.seen("wire"), 0, "nothing ran");
     assert_eq!(d.store().peek_step("s").await.unwrap(), 0, "no step used");
     assert!(
         audit
@@ -433,12 +421,12 @@ async fn a_confirmed_dry_run_says_it_would_run_and_runs_nothing() {
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "run");
     assert!(dry.data.get("reason").is_none(), "{:?}", dry.data);
-    assert_eq!(bank.wires.load(Ordering::SeqCst), 0);
+    assert_eq!(bank.seen("wire"), 0);
     let real = d
         .execute(Call::new("wire_abroad", WIRE).session("s").confirmed(true))
         .await;
     assert_eq!(real.code, Code::Ok, "{real:?}");
-    assert_eq!(bank.wires.load(Ordering::SeqCst), 1);
+    assert_eq!(bank.seen("wire"), 1);
 }
 
 #[tokio::test]
@@ -459,7 +447,7 @@ async fn a_dry_run_over_a_limit_says_it_would_be_refused_and_why() {
         "the real call meets what the dry run said"
     );
     assert_eq!(pending(&d).await, 0);
-    assert_eq!(bank.wires.load(Ordering::SeqCst), 0);
+    assert_eq!(bank.seen("wire"), 0);
 }
 
 #[tokio::test]
@@ -482,5 +470,5 @@ async fn a_dry_run_bringing_an_undecided_inbox_approval_would_wait_and_leaves_it
     let entry = d.store().approval(&id).await.unwrap().unwrap();
     assert_eq!(entry.used_ms, None, "looked at, not taken up");
     assert_eq!(pending(&d).await, 1, "the one question, no other");
-    assert_eq!(bank.wires.load(Ordering::SeqCst), 0);
+    assert_eq!(bank.seen("wire"), 0);
 }

@@ -10,15 +10,12 @@
 //! ```
 
 use std::error::Error;
-use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolcall::{Ctx, Dispatcher, Policy, Rejection, tool, tools};
-
-/// The bank.
-struct Bank;
+use toolcall_testkit::bank::Bank;
 
 /// Who asked for a transfer. Open on purpose: no `deny_unknown_fields`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -72,12 +69,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     let case = std::env::args().nth(1).unwrap_or_default();
     match case.as_str() {
         "unknown-tool" => {
-            let _dispatcher = Dispatcher::builder(tools![transfer_money]?, Arc::new(Bank))
+            let _dispatcher = Dispatcher::builder(tools![transfer_money]?, Bank::new())
                 .policy(Policy::new().allow(["transfer_mony"]))
                 .build()?;
         }
         "unknown-limit" => {
-            let _dispatcher = Dispatcher::builder(tools![transfer_money]?, Arc::new(Bank))
+            let _dispatcher = Dispatcher::builder(tools![transfer_money]?, Bank::new())
                 .policy(
                     Policy::new()
                         .allow(["transfer_money"])
@@ -92,7 +89,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             let _registry = tools![transfer_money, again::transfer_twice]?;
         }
         "warning" => {
-            let dispatcher = Dispatcher::builder(tools![transfer_money]?, Arc::new(Bank))
+            let dispatcher = Dispatcher::builder(tools![transfer_money]?, Bank::new())
                 .policy(Policy::new().allow(["transfer_money"]))
                 .build()?;
             for warning in dispatcher.warnings() {

@@ -5,8 +5,10 @@
 //! Its tools: [`balance`] (a read), [`transfer`] (a high-risk side effect),
 //! [`send`] (a slow side effect, for races) and [`note`] (a low-risk side
 //! effect). A test adds its own tools over
-//! `Ctx<Bank>` where it needs another shape.
+//! `Ctx<Bank>` where it needs another shape, each counting what reached
+//! the bank under a name of its own ([`Bank::saw`], [`Bank::seen`]).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +39,8 @@ pub struct Bank {
     pub lose: AtomicBool,
     /// Run by the next [`send`], while it runs.
     pub during_next_send: Mutex<Option<Hook>>,
+    /// What a test's own tools counted, by name ([`Bank::saw`]).
+    counted: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl fmt::Debug for Bank {
@@ -47,6 +51,7 @@ impl fmt::Debug for Bank {
             .field("sent", &self.sent)
             .field("notes", &self.notes)
             .field("lose", &self.lose)
+            .field("counted", &self.counted)
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +65,7 @@ impl Default for Bank {
             notes: AtomicU64::new(0),
             lose: AtomicBool::new(false),
             during_next_send: Mutex::new(None),
+            counted: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -83,6 +89,20 @@ impl Bank {
     /// The balance, in cents.
     pub fn balance(&self) -> i64 {
         self.balance_cents.load(Ordering::SeqCst)
+    }
+
+    /// Counts one more `what` reaching the bank (a test's own tool: a
+    /// status read, a wire) and returns the new count.
+    pub fn saw(&self, what: &'static str) -> u64 {
+        let mut counted = self.counted.lock().unwrap();
+        let count = counted.entry(what).or_default();
+        *count += 1;
+        *count
+    }
+
+    /// How many `what` reached the bank ([`Bank::saw`]); 0 if none did.
+    pub fn seen(&self, what: &str) -> u64 {
+        self.counted.lock().unwrap().get(what).copied().unwrap_or(0)
     }
 }
 
