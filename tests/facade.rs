@@ -64,13 +64,13 @@ fn what_an_application_uses_is_named_by_the_facade() {
     assert_eq!(tools![hello].unwrap().len(), 1);
 }
 
-/// README's first program is `ui/pass/first-program.rs`, which the `ui`
+/// README's first program is `compile/ui/pass/first-program.rs`, which the `ui`
 /// test compiles and runs (its `main` checks the three answers): the
 /// program a newcomer copies first builds and says what README says.
 #[test]
 fn readme_s_first_program_is_the_one_that_compiles_and_runs() {
     let readme = include_str!("../README.md");
-    let program = include_str!("ui/pass/first-program.rs");
+    let program = include_str!("compile/ui/pass/first-program.rs");
     let first = readme
         .split("```rust\n")
         .nth(1)
@@ -78,7 +78,7 @@ fn readme_s_first_program_is_the_one_that_compiles_and_runs() {
         .expect("README shows a Rust program");
     assert_eq!(
         first, program,
-        "README's first Rust block and tests/ui/pass/first-program.rs differ"
+        "README's first Rust block and tests/compile/ui/pass/first-program.rs differ"
     );
     assert!(
         program.lines().count() <= 30,

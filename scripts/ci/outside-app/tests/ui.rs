@@ -2,7 +2,7 @@
 //! expected output names lines of this crate only, so a toolcall release
 //! that moves its own lines leaves it as it is.
 //!
-//! The cases under `tests/ui` are the workspace's own (its `tests/ui`), so
+//! The cases under `tests/ui` are the workspace's own (its `tests/compile/ui`), so
 //! that a case is written once: this crate keeps only its expected output,
 //! which differs from the workspace's in what an application can see. The
 //! cases under `tests/own` are this application's, for a misdeclaration the
@@ -12,7 +12,7 @@ use std::path::Path;
 
 #[test]
 fn ui() {
-    copy_workspace_cases(Path::new("tests/ui"), Path::new("../../../tests/ui"));
+    copy_workspace_cases(Path::new("tests/ui"), Path::new("../../../tests/compile/ui"));
     let cases = trybuild::TestCases::new();
     cases.compile_fail("tests/ui/*.rs");
     cases.compile_fail("tests/own/*.rs");

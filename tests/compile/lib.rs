@@ -1,0 +1,1 @@
+//! Nothing: the cases are under `ui/`, run by `ui.rs` (trybuild).
