@@ -204,20 +204,11 @@ fn rfc3339(ms: u64) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::{Value, json};
-    use toolcall::{Policy, Rejection, tool, tools};
+    use toolcall::{Policy, tools};
 
     use super::*;
+    use crate::tests::pay;
     use toolcall_core::Caller;
-
-    /// Pays someone.
-    #[tool(side_effect)]
-    fn pay(
-        /// Who gets the money.
-        to: String,
-    ) -> Result<Value, Rejection> {
-        Ok(json!({"to": to}))
-    }
 
     fn stop(tool: Option<&str>, caller: Option<&str>, reason: &str, by: &str) -> StopArgs {
         StopArgs {

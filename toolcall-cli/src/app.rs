@@ -284,19 +284,7 @@ impl<S: Any + Send + Sync> App<S> {
     /// The command line named `name` (in `--help` and in error messages) for
     /// these tools over this state.
     pub fn new(name: &'static str, registry: Registry, state: Arc<S>) -> Self {
-        App {
-            name,
-            version: None,
-            about: None,
-            state: StateSource::Ready(state),
-            code: Code {
-                registry,
-                policy: None,
-                callers: Vec::new(),
-                parts: Vec::new(),
-                configure: None,
-            },
-        }
+        App::with_state(name, registry, StateSource::Ready(state))
     }
 
     /// The command line named `name` for these tools, over a state `build`
@@ -345,11 +333,18 @@ impl<S: Any + Send + Sync> App<S> {
                     .map_err(|error| Error::State(error.to_string()))
             })
         };
+        App::with_state(name, registry, StateSource::FromStore(Box::new(build)))
+    }
+
+    /// The application of [`new`](Self::new) and
+    /// [`from_store`](Self::from_store), which differ only in where the
+    /// state comes from.
+    fn with_state(name: &'static str, registry: Registry, state: StateSource<S>) -> Self {
         App {
             name,
             version: None,
             about: None,
-            state: StateSource::FromStore(Box::new(build)),
+            state,
             code: Code {
                 registry,
                 policy: None,
@@ -549,17 +544,9 @@ impl<S: Any + Send + Sync> Code<S> {
             .as_deref()
             .unwrap_or_else(|| code.default_caller().id());
         let Some(ceiling) = code.caller(caller_id) else {
-            let mut known = vec![code.default_caller()];
-            known.extend(self.callers.iter());
-            return Err(unknown_caller(program, caller_id, &self.registry, &known));
+            return Err(self.unknown_caller(program, caller_id, code.default_caller()));
         };
-        let policy = narrow(
-            &self.registry,
-            ceiling,
-            common.allow.as_deref(),
-            &common.limit,
-        )?;
-        let runs_as = Caller::new(caller_id, policy);
+        let runs_as = self.narrowed(caller_id, ceiling, common)?;
         // Its default caller aside, a caller the code gave in `configure`
         // cannot be replaced by its narrowed self.
         let from_app = caller_id == code.default_caller().id()
@@ -593,13 +580,27 @@ impl<S: Any + Send + Sync> Code<S> {
         } else {
             match self.callers.iter().find(|caller| caller.id() == caller_id) {
                 Some(caller) => caller,
-                None => {
-                    let mut known = vec![&default];
-                    known.extend(self.callers.iter());
-                    return Err(unknown_caller(program, caller_id, &self.registry, &known));
-                }
+                None => return Err(self.unknown_caller(program, caller_id, &default)),
             }
         };
+        self.narrowed(caller_id, ceiling, common)
+    }
+
+    /// `--caller` names neither `default` nor one of [`App::callers`].
+    fn unknown_caller(&self, program: &str, caller_id: &str, default: &Caller) -> Error {
+        let mut known = vec![default];
+        known.extend(self.callers.iter());
+        unknown_caller(program, caller_id, &self.registry, &known)
+    }
+
+    /// The caller `caller_id` runs as: `ceiling` narrowed by `--allow` and
+    /// `--limit`.
+    fn narrowed(
+        &self,
+        caller_id: &str,
+        ceiling: &Caller,
+        common: &CommonArgs,
+    ) -> Result<Caller, Error> {
         let policy = narrow(
             &self.registry,
             ceiling,

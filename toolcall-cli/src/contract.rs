@@ -132,19 +132,11 @@ pub(crate) fn check(registry: &Registry, file: &Path) -> Result<(), Error> {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::{Value, json};
-    use toolcall::{Call, Dispatcher, JsonLinesAudit, Rejection, tool, tools};
+    use serde_json::Value;
+    use toolcall::{Call, Dispatcher, JsonLinesAudit, tools};
 
     use super::*;
-
-    /// Pays someone.
-    #[tool(side_effect)]
-    fn pay(
-        /// Who gets the money.
-        to: String,
-    ) -> Result<Value, Rejection> {
-        Ok(json!({"to": to}))
-    }
+    use crate::tests::pay;
 
     #[test]
     fn the_report_shows_what_reorders_or_hides_text_as_its_escape() {

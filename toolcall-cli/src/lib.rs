@@ -128,23 +128,33 @@ mod tests {
     use crate::replay::ReplayLine;
 
     #[derive(Parser)]
-    struct Cli {
+    pub(crate) struct Cli {
         #[command(subcommand)]
         command: Command,
     }
 
+    /// Pays someone: one tool with a side effect, for the commands' tests.
+    #[toolcall::tool(side_effect)]
+    pub(crate) fn pay(
+        /// Who gets the money.
+        to: String,
+    ) -> Result<serde_json::Value, toolcall::Rejection> {
+        Ok(serde_json::json!({"to": to}))
+    }
+
+    /// The command `argv` parses to, which must parse.
+    pub(crate) fn command(argv: &[&str]) -> Command {
+        Cli::try_parse_from(argv).unwrap().command
+    }
+
     #[test]
     fn serve_listens_on_loopback_unless_told_otherwise() {
-        let Command::Serve(args) = Cli::try_parse_from(["app", "serve"]).unwrap().command else {
+        let Command::Serve(args) = command(&["app", "serve"]) else {
             panic!("not serve");
         };
         assert_eq!(args.listen, "127.0.0.1:8080".parse().unwrap());
         assert!(args.token_file.is_none());
-        let Command::Serve(args) =
-            Cli::try_parse_from(["app", "serve", "--listen", "0.0.0.0:9000"])
-                .unwrap()
-                .command
-        else {
+        let Command::Serve(args) = command(&["app", "serve", "--listen", "0.0.0.0:9000"]) else {
             panic!("not serve");
         };
         assert!(!args.listen.ip().is_loopback());
@@ -156,10 +166,7 @@ mod tests {
         let line: ReplayLine<'_> =
             serde_json::from_str(r#"{"tool": "refund_order", "approval": "3f2a"}"#).unwrap();
         assert_eq!(line.approval.as_deref(), Some("3f2a"));
-        let Command::Replay(args) = Cli::try_parse_from(["app", "replay", "--wait-approval", "30"])
-            .unwrap()
-            .command
-        else {
+        let Command::Replay(args) = command(&["app", "replay", "--wait-approval", "30"]) else {
             panic!("not replay");
         };
         assert_eq!(args.wait_approval, 30);
@@ -218,14 +225,11 @@ mod tests {
 
     #[test]
     fn mcp_may_wait_for_an_approval() {
-        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp"]).unwrap().command else {
+        let Command::Mcp(args) = command(&["app", "mcp"]) else {
             panic!("not mcp");
         };
         assert_eq!(args.wait_approval, 0, "it answers at once by default");
-        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp", "--wait-approval", "120"])
-            .unwrap()
-            .command
-        else {
+        let Command::Mcp(args) = command(&["app", "mcp", "--wait-approval", "120"]) else {
             panic!("not mcp");
         };
         assert_eq!(args.wait_approval, 120);
@@ -235,14 +239,11 @@ mod tests {
 
     #[test]
     fn in_inbox_mode_elicitation_approves_only_when_asked() {
-        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp"]).unwrap().command else {
+        let Command::Mcp(args) = command(&["app", "mcp"]) else {
             panic!("not mcp");
         };
         assert!(!args.elicitation_approves);
-        let Command::Mcp(args) = Cli::try_parse_from(["app", "mcp", "--elicitation-approves"])
-            .unwrap()
-            .command
-        else {
+        let Command::Mcp(args) = command(&["app", "mcp", "--elicitation-approves"]) else {
             panic!("not mcp");
         };
         assert!(args.elicitation_approves);
@@ -250,7 +251,6 @@ mod tests {
 
     #[test]
     fn replay_and_mcp_say_which_conversation_they_run_in() {
-        let command = |args: &[&str]| Cli::try_parse_from(args).unwrap().command;
         let mcp = command(&["app", "mcp"]);
         let per_connection = mcp.conversation_line(None, "default").unwrap();
         assert!(
@@ -286,7 +286,6 @@ mod tests {
     /// error naming the feature; with the feature, it is there.
     #[test]
     fn a_command_or_store_without_its_feature_names_the_feature() {
-        let command = |args: &[&str]| Cli::try_parse_from(args).unwrap().command;
         let mcp = command(&["app", "mcp"]);
         let serve = command(&["app", "serve"]);
         assert_eq!(
@@ -417,7 +416,7 @@ mod tests {
             assert_eq!(error.exit_code(), 2);
             assert!(error.to_string().contains("--http"), "{error}");
         }
-        let Command::Mcp(args) = Cli::try_parse_from([
+        let Command::Mcp(args) = command(&[
             "app",
             "mcp",
             "--http",
@@ -428,10 +427,7 @@ mod tests {
             "b.example:443",
             "--allow-origin",
             "https://console.example.com",
-        ])
-        .unwrap()
-        .command
-        else {
+        ]) else {
             panic!("not mcp");
         };
         assert_eq!(args.http, Some("127.0.0.1:8808".parse().unwrap()));

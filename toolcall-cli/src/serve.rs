@@ -110,15 +110,10 @@ mod tests {
 
     use super::*;
     use crate::Command;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        command: Command,
-    }
+    use crate::tests::{Cli, command};
 
     fn args_of(argv: &[&str]) -> ServeArgs {
-        let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
+        let Command::Serve(args) = command(argv) else {
             panic!("not serve");
         };
         args

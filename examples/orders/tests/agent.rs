@@ -45,9 +45,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A fresh SQLite file for the store and the shop.
-fn fresh_store(name: &str) -> PathBuf {
-    fresh_dir(&format!("orders-agent-{name}")).join("shop.db")
+/// A fresh SQLite file for the store and the shop, and the `--store`
+/// argument that names it.
+fn fresh_store(name: &str) -> (PathBuf, String) {
+    let path = fresh_dir(&format!("orders-agent-{name}")).join("shop.db");
+    let arg = format!("sqlite:{}", path.display());
+    (path, arg)
 }
 
 /// The refunds the shop in `path` applied.
@@ -89,8 +92,7 @@ fn tool_answers(request: &Value) -> Vec<(String, Value)> {
 #[test]
 fn the_loop_answers_every_call_in_order_and_refunds_once() {
     let server = serve(conversation());
-    let store = fresh_store("openai");
-    let store_arg = format!("sqlite:{}", store.display());
+    let (store, store_arg) = fresh_store("openai");
     let output = orders(
         &[
             "agent",
@@ -204,8 +206,7 @@ fn the_loop_answers_every_call_in_order_and_refunds_once() {
 #[test]
 fn the_anthropic_loop_answers_every_call_in_one_user_message() {
     let server = serve(conversation());
-    let store = fresh_store("anthropic");
-    let store_arg = format!("sqlite:{}", store.display());
+    let (store, store_arg) = fresh_store("anthropic");
     let output = orders(
         &[
             "agent",
@@ -266,8 +267,7 @@ fn without_a_person_the_model_reads_that_the_refund_waits() {
         {"tool_calls": [{"id": "call_refund", "name": "refund_order", "arguments": REFUND_IN_CENTS}]},
         {"content": "A person has to approve the refund."}
     ]));
-    let store = fresh_store("no-person");
-    let store_arg = format!("sqlite:{}", store.display());
+    let (store, store_arg) = fresh_store("no-person");
     let output = orders(
         &[
             "agent",
@@ -418,7 +418,7 @@ fn recorded(addr: SocketAddr) -> Value {
 /// leaving standard output to results.
 #[test]
 fn the_scripted_model_runs_as_a_command() {
-    let dir = fresh_store("serve-script").parent().unwrap().to_path_buf();
+    let dir = fresh_dir("orders-agent-serve-script");
     // The script users play.
     let file = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -484,8 +484,7 @@ fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
     use toolcall::store::{DecideOutcome, now_ms};
     use toolcall_testkit::store::yes;
 
-    let store = fresh_store("inbox");
-    let store_arg = format!("sqlite:{}", store.display());
+    let (store, store_arg) = fresh_store("inbox");
     let run = |server: &ScriptServer, extra: &[&str]| {
         let mut args = vec![
             "agent",

@@ -11,13 +11,7 @@ use super::*;
 fn an_allowlist_that_names_no_tool_is_refused_by_every_command() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("empty-allow");
-    let calls = dir.join("calls.jsonl");
-    std::fs::write(
-        &calls,
-        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
-    )
-    .unwrap();
-    let audit = dir.join("audit.jsonl");
+    let (calls, audit) = replay_files(&dir, ONE_CENT);
     std::fs::write(&audit, "").unwrap();
     let lock = dir.join("tools.lock.json");
     let out = dir.join("tools.json");
@@ -103,14 +97,12 @@ fn allowlist_without_names_is_an_error_and_every_tool_is_explicit() {
 fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("object-form");
-    let calls = dir.join("calls.jsonl");
-    let audit = dir.join("audit.jsonl");
     let big = format!(
         "{{\"amount_cents\": 1, \"memo\": \"{}\"}}",
         "x".repeat(200_000)
     );
-    std::fs::write(
-        &calls,
+    let (calls, audit) = replay_files(
+        &dir,
         [
             r#"{"tool": "transfer", "arguments": {"amount_cents": 100, "amount_cents": 200}}"#.to_owned(),
             r#"{"tool": "transfer", "arguments": {"amount_cents": 100, "n": {"a": [{"b": 1, "b": 2}]}}}"#.to_owned(),
@@ -122,8 +114,7 @@ fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
         .iter()
         .map(|line| format!("{line}\n"))
         .collect::<String>(),
-    )
-    .unwrap();
+    );
     run(
         &bank,
         &[
@@ -240,10 +231,7 @@ fn a_replay_line_with_a_member_twice_is_an_input_error_naming_the_line() {
 fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("ceiling");
-    let (calls, audit) = replay_files(
-        &dir,
-        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
-    );
+    let (calls, audit) = replay_files(&dir, ONE_CENT);
     let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     let both = || Policy::new().allow(["transfer", "balance"]);
     app(&bank)
@@ -282,10 +270,7 @@ fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
 fn caller_picks_one_of_the_code_s_callers() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("caller");
-    let (calls, audit) = replay_files(
-        &dir,
-        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n",
-    );
+    let (calls, audit) = replay_files(&dir, ONE_CENT);
     let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     let with_reader =
         || app(&bank).callers([Caller::new("reader", Policy::new().allow(["balance"]))]);

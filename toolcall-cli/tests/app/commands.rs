@@ -101,11 +101,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
 fn configure_changes_the_dispatcher() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("configure");
-    let (calls, audit) = replay_files(
-        &dir,
-        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n\
-     {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
-    );
+    let (calls, audit) = replay_files(&dir, TWO_TRANSFERS);
     app(&bank)
         .configure(|builder| builder.max_steps(1))
         .run_from([

@@ -52,6 +52,13 @@ fn run(bank: &Arc<Bank>, args: &[&str]) -> Result<(), Error> {
     app(bank).run_from(std::iter::once("bank").chain(args.iter().copied()))
 }
 
+/// A replay file of one call: a transfer of one cent.
+const ONE_CENT: &str = "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n";
+
+/// A replay file of two calls: transfers of one cent, then of two.
+const TWO_TRANSFERS: &str = "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n\
+     {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n";
+
 /// Writes `calls.jsonl` into `dir` for `replay`; returns it and the path
 /// its audit goes to.
 fn replay_files(dir: &Path, calls: impl AsRef<[u8]>) -> (PathBuf, PathBuf) {

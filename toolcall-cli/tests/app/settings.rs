@@ -58,11 +58,7 @@ fn an_unknown_store_is_a_usage_error() {
 fn the_pipeline_flags_only_narrow_the_code_s_settings() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("pipeline-flags");
-    let (calls, audit) = replay_files(
-        &dir,
-        "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n\
-     {\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 2}}\n",
-    );
+    let (calls, audit) = replay_files(&dir, TWO_TRANSFERS);
     let (calls, audit_path) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     run(
         &bank,
@@ -143,12 +139,10 @@ fn every_command_that_can_ask_a_person_takes_the_approval_ttl() {
 fn the_questions_time_to_live_is_the_command_lines_to_set() {
     let bank = Arc::new(Bank::default());
     let dir = scratch("ttl");
-    let calls = dir.join("calls.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, _) = replay_files(
+        &dir,
         "{\"tool\": \"close\", \"arguments\": {\"account\": \"A\"}}\n",
-    )
-    .unwrap();
+    );
     let db = dir.join("store.db");
     let store = format!("sqlite:{}", db.display());
     App::new("bank", tools![close].unwrap(), Arc::clone(&bank))
@@ -181,12 +175,10 @@ fn the_questions_time_to_live_is_the_command_lines_to_set() {
 #[test]
 fn a_time_to_live_of_no_time_is_refused() {
     let bank = Arc::new(Bank::default());
-    let calls = scratch("ttl-refused").join("calls.jsonl");
-    std::fs::write(
-        &calls,
+    let (calls, _) = replay_files(
+        &scratch("ttl-refused"),
         "{\"tool\": \"close\", \"arguments\": {\"account\": \"A\"}}\n",
-    )
-    .unwrap();
+    );
     for bad in ["0", "-5", "2592001", "1.5"] {
         let flag = format!("--approval-ttl={bad}");
         let error = app(&bank)

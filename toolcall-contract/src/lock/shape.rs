@@ -490,21 +490,21 @@ impl Shape {
     /// Takes any value: no type, nothing else restricting it.
     pub(crate) fn is_any(&self) -> bool {
         self.ty == "any"
-            && self.opaque.is_none()
             && self.enum_values.is_none()
             && self.constraints.is_empty()
             && self.format.is_none()
-            && self.fields.is_none()
-            && self.items.is_none()
-            && self.prefix_items.is_none()
-            && self.values.is_none()
-            && self.variants.is_none()
+            && self.is_flat()
     }
 
     /// Only a set of constants: an enumeration of plain values.
     pub(crate) fn is_constants(&self) -> bool {
-        self.enum_values.is_some()
-            && self.opaque.is_none()
+        self.enum_values.is_some() && self.is_flat()
+    }
+
+    /// Nothing inside: no fields, items, values or variants, and nothing
+    /// kept opaque.
+    fn is_flat(&self) -> bool {
+        self.opaque.is_none()
             && self.fields.is_none()
             && self.items.is_none()
             && self.prefix_items.is_none()

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::shape::{At, Ids};
+use super::shape::{At, Ids, text_replies};
 use super::{AdapterError, Outcome, Problem, ProviderCall};
 
 pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
@@ -36,14 +36,8 @@ pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
 }
 
 pub(super) fn reply(outcomes: &[Outcome]) -> Vec<Value> {
-    outcomes
-        .iter()
-        .map(|outcome| {
-            json!({
-                "role": "tool",
-                "tool_call_id": outcome.call.id().unwrap_or_default(),
-                "content": outcome.result.to_model_text(),
-            })
-        })
-        .collect()
+    text_replies(
+        outcomes,
+        |id, text| json!({"role": "tool", "tool_call_id": id, "content": text}),
+    )
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::shape::{At, Ids, kind};
+use super::shape::{At, Ids, kind, text_replies};
 use super::{AdapterError, Outcome, Problem, Provider, ProviderCall};
 
 pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
@@ -58,14 +58,8 @@ pub(super) fn calls(root: At<'_>) -> Result<Vec<ProviderCall>, AdapterError> {
 }
 
 pub(super) fn reply(outcomes: &[Outcome]) -> Vec<Value> {
-    outcomes
-        .iter()
-        .map(|outcome| {
-            json!({
-                "type": "function_call_output",
-                "call_id": outcome.call.id().unwrap_or_default(),
-                "output": outcome.result.to_model_text(),
-            })
-        })
-        .collect()
+    text_replies(
+        outcomes,
+        |id, text| json!({"type": "function_call_output", "call_id": id, "output": text}),
+    )
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::{AdapterError, CallArguments, Problem, Provider, ProviderCall, raw};
+use super::{AdapterError, CallArguments, Outcome, Problem, Provider, ProviderCall, raw};
 
 /// A value inside a provider's message, and where it is; with its text as
 /// the provider wrote it, when the message was read from text.
@@ -220,6 +220,24 @@ impl Ids {
             arguments: CallArguments::Raw(arguments.to_owned()),
         })
     }
+}
+
+/// One message a call, made by `message` of the call's id and the result as
+/// the model reads it: the answer of both OpenAI APIs, which differ only in
+/// the message's member names.
+pub(super) fn text_replies(
+    outcomes: &[Outcome],
+    message: impl Fn(&str, String) -> Value,
+) -> Vec<Value> {
+    outcomes
+        .iter()
+        .map(|outcome| {
+            message(
+                outcome.call.id().unwrap_or_default(),
+                outcome.result.to_model_text(),
+            )
+        })
+        .collect()
 }
 
 /// The JSON type of a value, as an error message names it.

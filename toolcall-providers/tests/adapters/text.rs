@@ -29,6 +29,19 @@ async fn run_str(f: &Fixture, provider: Provider, text: &str) -> Turn {
         .unwrap_or_else(|e| panic!("{provider}: {e}"))
 }
 
+/// The turn's first call was answered `INVALID_JSON`, its message saying
+/// `says`.
+#[track_caller]
+fn assert_invalid_json(turn: &Turn, provider: Provider, says: &str) {
+    let result = &turn.outcomes[0].result;
+    assert_eq!(result.code, Code::InvalidJson, "{provider}: {result:?}");
+    assert!(
+        result.message.contains(says),
+        "{provider}: {}",
+        result.message
+    );
+}
+
 /// Read from the provider's text, every provider's arguments reach the
 /// pipeline as the model wrote them: a member written twice, at any depth,
 /// is that call's INVALID_JSON (the other calls run), never the last one
@@ -129,13 +142,7 @@ async fn oversized_arguments_are_refused_in_both_forms() {
         let from_value = run(&f, provider, &value).await;
         let from_text = run_str(&f, provider, &value.to_string()).await;
         for turn in [from_value, from_text] {
-            let result = &turn.outcomes[0].result;
-            assert_eq!(result.code, Code::InvalidJson, "{provider}: {result:?}");
-            assert!(
-                result.message.contains("over the limit"),
-                "{}",
-                result.message
-            );
+            assert_invalid_json(&turn, provider, "over the limit");
         }
         assert!(f.shop.log().is_empty());
     }
@@ -239,13 +246,7 @@ async fn arguments_nested_200_deep_are_an_error_not_a_crash() {
                     "{provider}"
                 );
                 let turn = run_str(&f, provider, &text).await;
-                let result = &turn.outcomes[0].result;
-                assert_eq!(result.code, Code::InvalidJson, "{provider}: {result:?}");
-                assert!(
-                    result.message.contains("deep"),
-                    "{provider}: {}",
-                    result.message
-                );
+                assert_invalid_json(&turn, provider, "deep");
             }
             _ => {
                 let error = provider

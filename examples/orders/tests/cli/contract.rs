@@ -3,6 +3,20 @@
 //! allowlists and the documented policy file.
 
 use super::*;
+use toolcall_cli::Format;
+
+/// `orders definitions --format FORMAT -o FILE`, then `extra`.
+fn definitions_to(format: &str, file: &std::path::Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "definitions",
+        "--format",
+        format,
+        "-o",
+        file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    orders(&args, "")
+}
 
 /// `orders definitions --format F` for every format is the committed file in
 /// `examples/orders/definitions/`, byte for byte (`TOOLCALL_BLESS=1`
@@ -13,14 +27,7 @@ fn definitions_match_the_golden_files() {
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("definitions");
     let bless = std::env::var_os("TOOLCALL_BLESS").is_some();
     let dir = scratch("definitions");
-    for format in [
-        "neutral",
-        "openai",
-        "openai-responses",
-        "anthropic",
-        "gemini",
-        "mcp",
-    ] {
+    for format in Format::ALL.map(Format::name) {
         let output = orders(&["definitions", "--format", format], "");
         assert!(
             output.status.success(),
@@ -41,16 +48,7 @@ fn definitions_match_the_golden_files() {
         );
 
         let file = dir.join(format!("{format}.json"));
-        let written = orders(
-            &[
-                "definitions",
-                "--format",
-                format,
-                "-o",
-                file.to_str().unwrap(),
-            ],
-            "",
-        );
+        let written = definitions_to(format, &file, &[]);
         assert!(written.status.success());
         assert!(written.stdout.is_empty(), "-o writes nothing to stdout");
         assert_eq!(std::fs::read(&file).unwrap(), output.stdout);
@@ -379,26 +377,9 @@ fn an_allowlist_that_names_no_tool_is_refused_not_everything() {
 #[test]
 fn a_stale_definitions_file_fails_the_check_naming_what_changed() {
     let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("definitions");
-    for format in [
-        "neutral",
-        "openai",
-        "openai-responses",
-        "anthropic",
-        "gemini",
-        "mcp",
-    ] {
+    for format in Format::ALL.map(Format::name) {
         let file = committed.join(format!("{format}.json"));
-        let output = orders(
-            &[
-                "definitions",
-                "--format",
-                format,
-                "-o",
-                file.to_str().unwrap(),
-                "--check",
-            ],
-            "",
-        );
+        let output = definitions_to(format, &file, &["--check"]);
         assert!(
             output.status.success(),
             "{format}: {}{}",
@@ -416,17 +397,7 @@ fn a_stale_definitions_file_fails_the_check_naming_what_changed() {
     tools[0]["function"]["description"] = json!("An older description.");
     let text = serde_json::to_string_pretty(&tools).unwrap();
     std::fs::write(&stale, &text).unwrap();
-    let output = orders(
-        &[
-            "definitions",
-            "--format",
-            "openai",
-            "-o",
-            stale.to_str().unwrap(),
-            "--check",
-        ],
-        "",
-    );
+    let output = definitions_to("openai", &stale, &["--check"]);
     assert_eq!(output.status.code(), Some(1));
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(
@@ -448,17 +419,7 @@ fn a_stale_definitions_file_fails_the_check_naming_what_changed() {
     );
 
     let missing = dir.join("missing.json");
-    let output = orders(
-        &[
-            "definitions",
-            "--format",
-            "openai",
-            "-o",
-            missing.to_str().unwrap(),
-            "--check",
-        ],
-        "",
-    );
+    let output = definitions_to("openai", &missing, &["--check"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(!missing.exists());
 }
