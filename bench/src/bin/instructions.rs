@@ -3,7 +3,7 @@
 //! (BENCHMARKS.md, "Instruction counts").
 //!
 //! ```sh
-//! valgrind --tool=callgrind --toggle-collect='*measured_calls*' \
+//! valgrind --tool=callgrind --toggle-collect='instructions::measured_calls' \
 //!     target/release/instructions refund_replay 1000
 //! ```
 //!
@@ -16,8 +16,10 @@
 //!
 //! Builds the shop, the dispatcher and every request, checks that the first
 //! calls answer as the scenario says (ok, replayed, rejected), warms up,
-//! then sends the measured calls from a `measured_calls*` function alone:
-//! callgrind counts only while it is on the stack (`--toggle-collect`), so
+//! then sends the measured calls from `measured_calls` (or
+//! `measured_calls_http`) alone: callgrind counts only while it is on the
+//! stack (`--toggle-collect`, named exactly: a wildcard would also match
+//! the async block inside, and toggle counting off for it), so
 //! the shop's 10,000 orders, the runtime's start and the warm-up are not in
 //! the count, and the count divided by the calls is per call.
 
