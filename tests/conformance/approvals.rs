@@ -2,6 +2,7 @@
 //! and the calls whose outcome was never recorded.
 
 use super::*;
+use toolcall::store::{ApprovalLookup, ApprovalUse, Deciding, Lease, QuestionLease};
 
 /// The inbox's part of the contract: which approvals are pending, one
 /// decision each, kept with the approval, used up once, and what came of it.
@@ -40,28 +41,60 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     // One decision wins; it is never changed.
     let yes = decision(true, "ana", now);
     assert_eq!(
-        store.decide_approval("q1", &yes, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "q1",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     assert_eq!(
         other
-            .decide_approval("q1", &decision(false, "bo", now + 1), now + 1)
+            .decide_approval(&Deciding {
+                id: "q1",
+                decision: &decision(false, "bo", now + 1),
+                now_ms: now + 1
+            })
             .await
             .unwrap(),
         DecideOutcome::AlreadyDecided,
         "a second decision changes nothing"
     );
     assert_eq!(
-        store.decide_approval("q1", &yes, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "q1",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::AlreadyDecided,
         "a double click is one decision"
     );
     assert_eq!(
-        other.decide_approval("q0", &yes, now + 5).await.unwrap(),
+        other
+            .decide_approval(&Deciding {
+                id: "q0",
+                decision: &yes,
+                now_ms: now + 5
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Expired
     );
     assert_eq!(
-        other.decide_approval("forged", &yes, now).await.unwrap(),
+        other
+            .decide_approval(&Deciding {
+                id: "forged",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Invalid
     );
     assert_eq!(
@@ -83,7 +116,14 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         ..decision(false, "bo", now + 2)
     };
     assert_eq!(
-        other.decide_approval("q2", &edited, now + 2).await.unwrap(),
+        other
+            .decide_approval(&Deciding {
+                id: "q2",
+                decision: &edited,
+                now_ms: now + 2
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     let history = store.decided_approvals(10).await.unwrap();
@@ -95,20 +135,34 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     // Taking a decided approval uses it up once; the history keeps it.
     assert!(
         matches!(
-            other.take_approval("q1", &BOUND, now + 3).await.unwrap(),
+            other.take_approval(&ApprovalUse { id: "q1", binding: &BOUND, now_ms: now + 3 }).await.unwrap(),
             TakeApproval::Taken(taken) if taken.id == "q1" && taken.decision.as_ref() == Some(&yes)
         ),
         "the decision travels with the approval it uses up"
     );
     assert_eq!(
-        store.take_approval("q1", &BOUND, now + 3).await.unwrap(),
+        store
+            .take_approval(&ApprovalUse {
+                id: "q1",
+                binding: &BOUND,
+                now_ms: now + 3
+            })
+            .await
+            .unwrap(),
         TakeApproval::Invalid,
         "single use"
     );
     let used = store.approval("q1").await.unwrap().expect("kept after use");
     assert_eq!(used.used_ms, Some(now + 3));
     assert_eq!(
-        other.decide_approval("q1", &yes, now + 4).await.unwrap(),
+        other
+            .decide_approval(&Deciding {
+                id: "q1",
+                decision: &yes,
+                now_ms: now + 4
+            })
+            .await
+            .unwrap(),
         DecideOutcome::AlreadyDecided,
         "used: cannot be decided again"
     );
@@ -131,15 +185,36 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert_eq!(
-        store.decide_approval("q3", &yes, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "q3",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     assert_eq!(
-        other.take_approval("q3", &BOUND, now + 10).await.unwrap(),
+        other
+            .take_approval(&ApprovalUse {
+                id: "q3",
+                binding: &BOUND,
+                now_ms: now + 10
+            })
+            .await
+            .unwrap(),
         TakeApproval::Expired
     );
     assert_eq!(
-        store.take_approval("q3", &BOUND, now + 10).await.unwrap(),
+        store
+            .take_approval(&ApprovalUse {
+                id: "q3",
+                binding: &BOUND,
+                now_ms: now + 10
+            })
+            .await
+            .unwrap(),
         TakeApproval::Expired
     );
     let q3 = store.approval("q3").await.unwrap().unwrap();
@@ -152,12 +227,26 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert!(matches!(
-        other.take_approval("q4", &BOUND, now).await.unwrap(),
+        other
+            .take_approval(&ApprovalUse {
+                id: "q4",
+                binding: &BOUND,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(store.approval("q4").await.unwrap().is_none());
     assert_eq!(
-        store.decide_approval("q4", &yes, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "q4",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Invalid
     );
     // Settling an undecided or unknown approval does nothing.
@@ -231,13 +320,27 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         "undecided: nothing to give back"
     );
     let yes = decision(true, "ana", now);
-    store.decide_approval("g1", &yes, now).await.unwrap();
+    store
+        .decide_approval(&Deciding {
+            id: "g1",
+            decision: &yes,
+            now_ms: now,
+        })
+        .await
+        .unwrap();
     assert!(
         !other.give_back_approval("g1").await.unwrap(),
         "decided, not used: nothing to give back"
     );
     assert!(matches!(
-        other.take_approval("g1", &binding, now).await.unwrap(),
+        other
+            .take_approval(&ApprovalUse {
+                id: "g1",
+                binding: &binding,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(store.give_back_approval("g1").await.unwrap());
@@ -250,11 +353,25 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     );
     // Taken again, once; settled, it stays used.
     assert!(matches!(
-        other.take_approval("g1", &binding, now).await.unwrap(),
+        other
+            .take_approval(&ApprovalUse {
+                id: "g1",
+                binding: &binding,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(matches!(
-        store.take_approval("g1", &binding, now).await.unwrap(),
+        store
+            .take_approval(&ApprovalUse {
+                id: "g1",
+                binding: &binding,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Invalid
     ));
     let came = ApprovalResult {
@@ -282,13 +399,27 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         .ask_approval(&asked_call("g2", "giving-back-2", now), 5)
         .await
         .unwrap();
-    store.decide_approval("g2", &yes, now).await.unwrap();
+    store
+        .decide_approval(&Deciding {
+            id: "g2",
+            decision: &yes,
+            now_ms: now,
+        })
+        .await
+        .unwrap();
     let binding = Binding {
         session: "giving-back-2",
         ..BOUND
     };
     assert!(matches!(
-        store.take_approval("g2", &binding, now).await.unwrap(),
+        store
+            .take_approval(&ApprovalUse {
+                id: "g2",
+                binding: &binding,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     assert_eq!(
@@ -328,15 +459,33 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     store.ask_approval(&asked, 5).await.unwrap();
     let no = decision(false, "ana", now);
     assert_eq!(
-        store.decide_approval("u1", &no, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "u1",
+                decision: &no,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     assert!(matches!(
-        other.take_approval("u1", &binding, now).await.unwrap(),
+        other
+            .take_approval(&ApprovalUse {
+                id: "u1",
+                binding: &binding,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     let found = other
-        .find_approval(&binding, None, now)
+        .find_approval(&ApprovalLookup {
+            binding: &binding,
+            reason: None,
+            now_ms: now,
+        })
         .await
         .unwrap()
         .expect("the used denial");
@@ -353,7 +502,14 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
         AskApproval::Created,
         "a used approval does not answer an ask"
     );
-    let found = store.find_approval(&binding, None, now + 1).await.unwrap();
+    let found = store
+        .find_approval(&ApprovalLookup {
+            binding: &binding,
+            reason: None,
+            now_ms: now + 1,
+        })
+        .await
+        .unwrap();
     assert_eq!(found.map(|entry| entry.approval.id), Some("u2".into()));
 }
 
@@ -392,13 +548,34 @@ pub(crate) async fn unsettled(store: &impl Store, other: &impl Store) {
     ]) {
         assert_eq!(
             store
-                .claim_asking(&k, at, lease, &question(id))
+                .claim_asking(
+                    &k,
+                    &QuestionLease {
+                        lease: Lease {
+                            now_ms: at,
+                            lease_ms: lease
+                        },
+                        question: &question(id)
+                    }
+                )
                 .await
                 .unwrap(),
             Claim::Acquired
         );
     }
-    assert_eq!(store.claim(&plain, now, 1).await.unwrap(), Claim::Acquired);
+    assert_eq!(
+        store
+            .claim(
+                &plain,
+                Lease {
+                    now_ms: now,
+                    lease_ms: 1
+                }
+            )
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
     other.doubt(&doubted).await.unwrap();
     other.complete(&done, &result(1)).await.unwrap();
     other.release(&freed).await.unwrap();
@@ -421,7 +598,16 @@ pub(crate) async fn unsettled(store: &impl Store, other: &impl Store) {
     assert_eq!(listed(other.unsettled(later, 1).await.unwrap()).len(), 1);
     // Claimed again (a settled rerun) without a question: none is listed.
     assert_eq!(
-        store.claim(&doubted, later, 60_000).await.unwrap(),
+        store
+            .claim(
+                &doubted,
+                Lease {
+                    now_ms: later,
+                    lease_ms: 60_000
+                }
+            )
+            .await
+            .unwrap(),
         Claim::Acquired
     );
     assert_eq!(

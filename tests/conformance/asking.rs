@@ -2,6 +2,7 @@
 //! time.
 
 use super::*;
+use toolcall::store::{ApprovalLookup, ApprovalUse, Deciding};
 
 /// The inbox a page at a time ([`QuestionStore::pending_page`]): one conversation
 /// that asked 3000 times does not hide another's one question.
@@ -40,7 +41,11 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
     let yes = decision(true, "ana", now_ms());
     assert_eq!(
         store
-            .decide_approval("decided", &yes, now_ms())
+            .decide_approval(&Deciding {
+                id: "decided",
+                decision: &yes,
+                now_ms: now_ms()
+            })
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -157,7 +162,11 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         .unwrap();
     assert_eq!(
         other
-            .decide_approval("f0010", &yes, now_ms())
+            .decide_approval(&Deciding {
+                id: "f0010",
+                decision: &yes,
+                now_ms: now_ms()
+            })
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -269,7 +278,14 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     // Decided but unused: still the call's approval, no longer open.
     let yes = decision(true, "ana", now);
     assert_eq!(
-        store.decide_approval("a1", &yes, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "a1",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     let decided = existing(other.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
@@ -282,7 +298,14 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         ..BOUND
     };
     assert!(matches!(
-        other.take_approval("a1", &bound, now).await.unwrap(),
+        other
+            .take_approval(&ApprovalUse {
+                id: "a1",
+                binding: &bound,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     created(store.ask_approval(&ask("a9"), 6).await.unwrap());
@@ -292,13 +315,26 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     // call, decided or not.
     let found = |entry: Option<toolcall::store::ApprovalEntry>| entry.map(|e| e.approval.id);
     assert_eq!(
-        found(other.find_approval(&bound, None, now).await.unwrap()),
+        found(
+            other
+                .find_approval(&ApprovalLookup {
+                    binding: &bound,
+                    reason: None,
+                    now_ms: now
+                })
+                .await
+                .unwrap()
+        ),
         Some("a9".into())
     );
     assert_eq!(
         found(
             store
-                .find_approval(&bound, Some("untrusted_context"), now)
+                .find_approval(&ApprovalLookup {
+                    binding: &bound,
+                    reason: Some("untrusted_context"),
+                    now_ms: now
+                })
                 .await
                 .unwrap()
         ),
@@ -320,14 +356,27 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         },
     ] {
         assert_eq!(
-            found(store.find_approval(&miss, None, now).await.unwrap()),
+            found(
+                store
+                    .find_approval(&ApprovalLookup {
+                        binding: &miss,
+                        reason: None,
+                        now_ms: now
+                    })
+                    .await
+                    .unwrap()
+            ),
             None
         );
     }
     assert_eq!(
         found(
             store
-                .find_approval(&bound, Some("in_doubt"), now)
+                .find_approval(&ApprovalLookup {
+                    binding: &bound,
+                    reason: Some("in_doubt"),
+                    now_ms: now
+                })
                 .await
                 .unwrap()
         ),
@@ -336,7 +385,11 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     assert_eq!(
         found(
             store
-                .find_approval(&bound, None, now + 60_000)
+                .find_approval(&ApprovalLookup {
+                    binding: &bound,
+                    reason: None,
+                    now_ms: now + 60_000
+                })
                 .await
                 .unwrap()
         ),
@@ -360,7 +413,16 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         "a11",
     );
     assert_eq!(
-        found(store.find_approval(&bound, None, later).await.unwrap()),
+        found(
+            store
+                .find_approval(&ApprovalLookup {
+                    binding: &bound,
+                    reason: None,
+                    now_ms: later
+                })
+                .await
+                .unwrap()
+        ),
         Some("a11".into())
     );
     // A decided approval past its expiry does not stand in the way either.
@@ -370,7 +432,14 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     };
     created(store.ask_approval(&decided_expired, 1).await.unwrap());
     assert_eq!(
-        store.decide_approval("a13", &yes, now).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id: "a13",
+                decision: &yes,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     let again = PendingApproval {

@@ -2,6 +2,7 @@
 //! rate limits' windows, and the signatures of approvals two people sign.
 
 use super::*;
+use toolcall::store::{ApprovalUse, ControlsWrite, Deciding, RateWindow, Signing};
 
 /// The operators' part of the contract: the controls' versions and
 /// history, the rate limits' windows and the signatures of approvals that
@@ -23,13 +24,21 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
     // Two writers of the first version: one wins.
     assert!(
         store
-            .put_controls(0, r#"{"v":1}"#, &change("ana", "first", now))
+            .put_controls(&ControlsWrite {
+                expected: 0,
+                document: r#"{"v":1}"#,
+                change: &change("ana", "first", now)
+            })
             .await
             .unwrap()
     );
     assert!(
         !other
-            .put_controls(0, r#"{"v":"lost"}"#, &change("bo", "lost", now))
+            .put_controls(&ControlsWrite {
+                expected: 0,
+                document: r#"{"v":"lost"}"#,
+                change: &change("bo", "lost", now)
+            })
             .await
             .unwrap()
     );
@@ -46,10 +55,19 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
         change("ana", "second", now + 1),
         change("bo", "second too", now + 1),
     );
-    let (a, b) = tokio::join!(
-        store.put_controls(1, r#"{"v":2}"#, &second_a),
-        other.put_controls(1, r#"{"v":"2b"}"#, &second_b),
+    let (write_a, write_b) = (
+        ControlsWrite {
+            expected: 1,
+            document: r#"{"v":2}"#,
+            change: &second_a,
+        },
+        ControlsWrite {
+            expected: 1,
+            document: r#"{"v":"2b"}"#,
+            change: &second_b,
+        },
     );
+    let (a, b) = tokio::join!(store.put_controls(&write_a), other.put_controls(&write_b));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(a != b, "one writer of version 2: {a} {b}");
     let second = other.controls(1).await.unwrap().unwrap();
@@ -61,13 +79,21 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
     // A writer that read an old version is refused.
     assert!(
         !store
-            .put_controls(1, "{}", &change("cy", "stale", now + 2))
+            .put_controls(&ControlsWrite {
+                expected: 1,
+                document: "{}",
+                change: &change("cy", "stale", now + 2)
+            })
             .await
             .unwrap()
     );
     assert!(
         other
-            .put_controls(2, r#"{"v":3}"#, &change("cy", "third", now + 3))
+            .put_controls(&ControlsWrite {
+                expected: 2,
+                document: r#"{"v":3}"#,
+                change: &change("cy", "third", now + 3)
+            })
             .await
             .unwrap()
     );
@@ -91,14 +117,56 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
     let start = now - now % window;
     for (i, handle) in [true, false, true].into_iter().enumerate() {
         let taken = if handle {
-            store.take_rate("refund", start, window, 3).await
+            store
+                .take_rate(
+                    &RateWindow {
+                        bucket: "refund",
+                        start_ms: start,
+                        length_ms: window,
+                    },
+                    3,
+                )
+                .await
         } else {
-            other.take_rate("refund", start, window, 3).await
+            other
+                .take_rate(
+                    &RateWindow {
+                        bucket: "refund",
+                        start_ms: start,
+                        length_ms: window,
+                    },
+                    3,
+                )
+                .await
         };
         assert!(taken.unwrap(), "call {} of 3", i + 1);
     }
-    assert!(!other.take_rate("refund", start, window, 3).await.unwrap());
-    assert!(!store.take_rate("refund", start, window, 3).await.unwrap());
+    assert!(
+        !other
+            .take_rate(
+                &RateWindow {
+                    bucket: "refund",
+                    start_ms: start,
+                    length_ms: window
+                },
+                3
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .take_rate(
+                &RateWindow {
+                    bucket: "refund",
+                    start_ms: start,
+                    length_ms: window
+                },
+                3
+            )
+            .await
+            .unwrap()
+    );
     assert_eq!(store.rate_count("refund", start).await.unwrap(), 3);
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 3);
     assert_eq!(
@@ -107,22 +175,94 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
         "reading counts nothing"
     );
     // A higher limit in the same window counts on from there.
-    assert!(store.take_rate("refund", start, window, 4).await.unwrap());
-    assert!(!other.take_rate("refund", start, window, 4).await.unwrap());
+    assert!(
+        store
+            .take_rate(
+                &RateWindow {
+                    bucket: "refund",
+                    start_ms: start,
+                    length_ms: window
+                },
+                4
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .take_rate(
+                &RateWindow {
+                    bucket: "refund",
+                    start_ms: start,
+                    length_ms: window
+                },
+                4
+            )
+            .await
+            .unwrap()
+    );
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 
     // The next window starts afresh; the full one stays full.
     let next = start + window;
     assert_eq!(store.rate_count("refund", next).await.unwrap(), 0);
-    assert!(other.take_rate("refund", next, window, 3).await.unwrap());
+    assert!(
+        other
+            .take_rate(
+                &RateWindow {
+                    bucket: "refund",
+                    start_ms: next,
+                    length_ms: window
+                },
+                3
+            )
+            .await
+            .unwrap()
+    );
     assert_eq!(store.rate_count("refund", next).await.unwrap(), 1);
-    assert!(!store.take_rate("refund", start, window, 3).await.unwrap());
+    assert!(
+        !store
+            .take_rate(
+                &RateWindow {
+                    bucket: "refund",
+                    start_ms: start,
+                    length_ms: window
+                },
+                3
+            )
+            .await
+            .unwrap()
+    );
 
     // Buckets are apart; a limit of 0 counts nothing.
     assert_eq!(store.rate_count("export", start).await.unwrap(), 0);
-    assert!(!store.take_rate("export", start, window, 0).await.unwrap());
+    assert!(
+        !store
+            .take_rate(
+                &RateWindow {
+                    bucket: "export",
+                    start_ms: start,
+                    length_ms: window
+                },
+                0
+            )
+            .await
+            .unwrap()
+    );
     assert_eq!(other.rate_count("export", start).await.unwrap(), 0);
-    assert!(store.take_rate("export", start, window, 1).await.unwrap());
+    assert!(
+        store
+            .take_rate(
+                &RateWindow {
+                    bucket: "export",
+                    start_ms: start,
+                    length_ms: window
+                },
+                1
+            )
+            .await
+            .unwrap()
+    );
     assert_eq!(other.rate_count("export", start).await.unwrap(), 1);
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 }
@@ -134,7 +274,13 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     let yes = decision(true, "whoever", now + 5);
     assert_eq!(
         store
-            .sign_approval("nope", "ana", 2, &yes, now)
+            .sign_approval(&Signing {
+                id: "nope",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::Invalid
@@ -147,14 +293,26 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .unwrap();
     assert_eq!(
         store
-            .sign_approval("m1", "ana", 2, &yes, now)
+            .sign_approval(&Signing {
+                id: "m1",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
     assert_eq!(
         other
-            .sign_approval("m1", "ana", 2, &yes, now + 1)
+            .sign_approval(&Signing {
+                id: "m1",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now + 1
+            })
             .await
             .unwrap(),
         SignOutcome::AlreadySigned
@@ -180,7 +338,13 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
 
     assert_eq!(
         other
-            .sign_approval("m1", "bo", 2, &yes, now + 2)
+            .sign_approval(&Signing {
+                id: "m1",
+                signer: "bo",
+                needed: 2,
+                decision: &yes,
+                now_ms: now + 2
+            })
             .await
             .unwrap(),
         SignOutcome::Decided
@@ -203,21 +367,37 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         store
-            .sign_approval("m1", "cy", 2, &yes, now + 3)
+            .sign_approval(&Signing {
+                id: "m1",
+                signer: "cy",
+                needed: 2,
+                decision: &yes,
+                now_ms: now + 3
+            })
             .await
             .unwrap(),
         SignOutcome::AlreadyDecided
     );
     assert_eq!(
         other
-            .sign_approval("m1", "ana", 2, &yes, now + 3)
+            .sign_approval(&Signing {
+                id: "m1",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now + 3
+            })
             .await
             .unwrap(),
         SignOutcome::AlreadyDecided
     );
     assert_eq!(
         store
-            .decide_approval("m1", &decision(false, "dan", now), now)
+            .decide_approval(&Deciding {
+                id: "m1",
+                decision: &decision(false, "dan", now),
+                now_ms: now
+            })
             .await
             .unwrap(),
         DecideOutcome::AlreadyDecided
@@ -232,12 +412,22 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     store
-        .decide_approval("m2", &decision(false, "dan", now), now)
+        .decide_approval(&Deciding {
+            id: "m2",
+            decision: &decision(false, "dan", now),
+            now_ms: now,
+        })
         .await
         .unwrap();
     assert_eq!(
         other
-            .sign_approval("m2", "ana", 2, &yes, now)
+            .sign_approval(&Signing {
+                id: "m2",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::AlreadyDecided
@@ -248,14 +438,26 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .unwrap();
     assert_eq!(
         store
-            .sign_approval("m3", "ana", 3, &yes, now)
+            .sign_approval(&Signing {
+                id: "m3",
+                signer: "ana",
+                needed: 3,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
     assert_eq!(
         store
-            .sign_approval("m3", "bo", 3, &yes, now + 60_000)
+            .sign_approval(&Signing {
+                id: "m3",
+                signer: "bo",
+                needed: 3,
+                decision: &yes,
+                now_ms: now + 60_000
+            })
             .await
             .unwrap(),
         SignOutcome::Expired
@@ -263,7 +465,13 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     store.put_approval(&approval("m4", now + 10)).await.unwrap();
     assert_eq!(
         other
-            .sign_approval("m4", "ana", 2, &yes, now + 10)
+            .sign_approval(&Signing {
+                id: "m4",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now + 10
+            })
             .await
             .unwrap(),
         SignOutcome::Expired
@@ -279,7 +487,13 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .unwrap();
     assert_eq!(
         other
-            .sign_approval("m5", "eve", 1, &yes, now)
+            .sign_approval(&Signing {
+                id: "m5",
+                signer: "eve",
+                needed: 1,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::Decided
@@ -288,12 +502,25 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     assert_eq!(decided.approval.decision.unwrap().by, "eve");
     // Used up by its call, it is not signed again.
     assert!(matches!(
-        store.take_approval("m5", &BOUND, now).await.unwrap(),
+        store
+            .take_approval(&ApprovalUse {
+                id: "m5",
+                binding: &BOUND,
+                now_ms: now
+            })
+            .await
+            .unwrap(),
         TakeApproval::Taken(_)
     ));
     assert_eq!(
         other
-            .sign_approval("m5", "fay", 2, &yes, now)
+            .sign_approval(&Signing {
+                id: "m5",
+                signer: "fay",
+                needed: 2,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::AlreadyDecided
@@ -314,7 +541,13 @@ pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
         .unwrap();
     assert_eq!(
         stores[0]
-            .sign_approval("sign-race", "first", 2, &yes, now)
+            .sign_approval(&Signing {
+                id: "sign-race",
+                signer: "first",
+                needed: 2,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::Signed { signatures: 1 }
@@ -326,7 +559,13 @@ pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
             tokio::spawn(async move {
                 let signer = format!("p{i}");
                 let outcome = store
-                    .sign_approval("sign-race", &signer, 2, &yes, now)
+                    .sign_approval(&Signing {
+                        id: "sign-race",
+                        signer: &signer,
+                        needed: 2,
+                        decision: &yes,
+                        now_ms: now,
+                    })
                     .await
                     .unwrap();
                 (outcome, signer)
