@@ -97,29 +97,20 @@ fn a_start_the_crash_took_back_takes_its_lock_with_it_and_its_claim_refuses() {
         // The store that began the call still remembers its lock: its
         // claim confirms it, finds it gone, and refuses (nothing ran), where
         // it would otherwise run the call without the lock it was given.
-        let mut claimed = store
-            .claim(
-                &call,
-                Lease {
-                    now_ms: now_ms(),
-                    lease_ms: 60_000,
-                },
-            )
-            .await;
+        let claim = || {
+            let lease = Lease {
+                now_ms: now_ms(),
+                lease_ms: 60_000,
+            };
+            store.claim(&call, lease)
+        };
+        let mut claimed = claim().await;
         for _ in 0..50 {
             match &claimed {
                 // A connection the crash ended, found by this statement.
                 Err(error) if !error.to_string().contains("no longer kept") => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    claimed = store
-                        .claim(
-                            &call,
-                            Lease {
-                                now_ms: now_ms(),
-                                lease_ms: 60_000,
-                            },
-                        )
-                        .await;
+                    claimed = claim().await;
                 }
                 _ => break,
             }

@@ -211,11 +211,13 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     start.outcome = true;
     start.taint = true;
     start.questions = true;
-    start.lock = Some(LockAsk {
+    let h1 = LockAsk {
         resource: &resource,
         holder: "h1",
         lease_ms: 60_000,
-    });
+    };
+    let h2 = LockAsk { holder: "h2", ..h1 };
+    start.lock = Some(h1);
 
     // A free key: counted, nothing recorded, locked (by a store that locks).
     let begun = store.begin_call(&start).await.unwrap();
@@ -228,17 +230,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
         assert_eq!(begun.tainted, Some(false));
         assert_eq!(begun.questions, Some(false));
         assert!(
-            !other
-                .lock_resource(
-                    &LockAsk {
-                        resource: &resource,
-                        holder: "h2",
-                        lease_ms: 60_000
-                    },
-                    now
-                )
-                .await
-                .unwrap(),
+            !other.lock_resource(&h2, now).await.unwrap(),
             "held by the call"
         );
     }
@@ -264,17 +256,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     assert!(!begun.locked, "an identical call is running");
 
     // Completed, and the lock freed with it when the store can.
-    store
-        .lock_resource(
-            &LockAsk {
-                resource: &resource,
-                holder: "h1",
-                lease_ms: 60_000,
-            },
-            now,
-        )
-        .await
-        .unwrap();
+    store.lock_resource(&h1, now).await.unwrap();
     let result = ToolResult::success("pay", serde_json::Map::new());
     let freed = store
         .complete_unlocking(&Completion {
@@ -287,17 +269,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
         .unwrap();
     assert_eq!(freed, combined);
     assert_eq!(
-        other
-            .lock_resource(
-                &LockAsk {
-                    resource: &resource,
-                    holder: "h2",
-                    lease_ms: 60_000
-                },
-                now
-            )
-            .await
-            .unwrap(),
+        other.lock_resource(&h2, now).await.unwrap(),
         freed,
         "free once freed, else still held"
     );

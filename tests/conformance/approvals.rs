@@ -2,7 +2,6 @@
 //! and the calls whose outcome was never recorded.
 
 use super::*;
-use toolcall::store::{ApprovalLookup, ApprovalUse, Deciding, Lease, QuestionLease};
 
 /// The inbox's part of the contract: which approvals are pending, one
 /// decision each, kept with the approval, used up once, and what came of it.
@@ -40,15 +39,13 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
 
     // One decision wins; it is never changed.
     let yes = decision(true, "ana", now);
+    let yes_on = |id, now_ms| Deciding {
+        id,
+        decision: &yes,
+        now_ms,
+    };
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "q1",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     assert_eq!(
@@ -64,37 +61,16 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         "a second decision changes nothing"
     );
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "q1",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
         DecideOutcome::AlreadyDecided,
         "a double click is one decision"
     );
     assert_eq!(
-        other
-            .decide_approval(&Deciding {
-                id: "q0",
-                decision: &yes,
-                now_ms: now + 5
-            })
-            .await
-            .unwrap(),
+        other.decide_approval(&yes_on("q0", now + 5)).await.unwrap(),
         DecideOutcome::Expired
     );
     assert_eq!(
-        other
-            .decide_approval(&Deciding {
-                id: "forged",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.decide_approval(&yes_on("forged", now)).await.unwrap(),
         DecideOutcome::Invalid
     );
     assert_eq!(
@@ -135,18 +111,14 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     // Taking a decided approval uses it up once; the history keeps it.
     assert!(
         matches!(
-            other.take_approval(&ApprovalUse { id: "q1", binding: &BOUND, now_ms: now + 3 }).await.unwrap(),
+            other.take_approval(&bound_use("q1", now + 3)).await.unwrap(),
             TakeApproval::Taken(taken) if taken.id == "q1" && taken.decision.as_ref() == Some(&yes)
         ),
         "the decision travels with the approval it uses up"
     );
     assert_eq!(
         store
-            .take_approval(&ApprovalUse {
-                id: "q1",
-                binding: &BOUND,
-                now_ms: now + 3
-            })
+            .take_approval(&bound_use("q1", now + 3))
             .await
             .unwrap(),
         TakeApproval::Invalid,
@@ -155,14 +127,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     let used = store.approval("q1").await.unwrap().expect("kept after use");
     assert_eq!(used.used_ms, Some(now + 3));
     assert_eq!(
-        other
-            .decide_approval(&Deciding {
-                id: "q1",
-                decision: &yes,
-                now_ms: now + 4
-            })
-            .await
-            .unwrap(),
+        other.decide_approval(&yes_on("q1", now + 4)).await.unwrap(),
         DecideOutcome::AlreadyDecided,
         "used: cannot be decided again"
     );
@@ -185,34 +150,19 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "q3",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&yes_on("q3", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     assert_eq!(
         other
-            .take_approval(&ApprovalUse {
-                id: "q3",
-                binding: &BOUND,
-                now_ms: now + 10
-            })
+            .take_approval(&bound_use("q3", now + 10))
             .await
             .unwrap(),
         TakeApproval::Expired
     );
     assert_eq!(
         store
-            .take_approval(&ApprovalUse {
-                id: "q3",
-                binding: &BOUND,
-                now_ms: now + 10
-            })
+            .take_approval(&bound_use("q3", now + 10))
             .await
             .unwrap(),
         TakeApproval::Expired
@@ -227,26 +177,12 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert!(matches!(
-        other
-            .take_approval(&ApprovalUse {
-                id: "q4",
-                binding: &BOUND,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.take_approval(&bound_use("q4", now)).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(store.approval("q4").await.unwrap().is_none());
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "q4",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&yes_on("q4", now)).await.unwrap(),
         DecideOutcome::Invalid
     );
     // Settling an undecided or unknown approval does nothing.
@@ -320,27 +256,23 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         "undecided: nothing to give back"
     );
     let yes = decision(true, "ana", now);
-    store
-        .decide_approval(&Deciding {
-            id: "g1",
-            decision: &yes,
-            now_ms: now,
-        })
-        .await
-        .unwrap();
+    let yes_on = |id, now_ms| Deciding {
+        id,
+        decision: &yes,
+        now_ms,
+    };
+    store.decide_approval(&yes_on("g1", now)).await.unwrap();
     assert!(
         !other.give_back_approval("g1").await.unwrap(),
         "decided, not used: nothing to give back"
     );
+    let g1 = ApprovalUse {
+        id: "g1",
+        binding: &binding,
+        now_ms: now,
+    };
     assert!(matches!(
-        other
-            .take_approval(&ApprovalUse {
-                id: "g1",
-                binding: &binding,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.take_approval(&g1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(store.give_back_approval("g1").await.unwrap());
@@ -353,25 +285,11 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     );
     // Taken again, once; settled, it stays used.
     assert!(matches!(
-        other
-            .take_approval(&ApprovalUse {
-                id: "g1",
-                binding: &binding,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.take_approval(&g1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(matches!(
-        store
-            .take_approval(&ApprovalUse {
-                id: "g1",
-                binding: &binding,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.take_approval(&g1).await.unwrap(),
         TakeApproval::Invalid
     ));
     let came = ApprovalResult {
@@ -399,27 +317,18 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         .ask_approval(&asked_call("g2", "giving-back-2", now), 5)
         .await
         .unwrap();
-    store
-        .decide_approval(&Deciding {
-            id: "g2",
-            decision: &yes,
-            now_ms: now,
-        })
-        .await
-        .unwrap();
+    store.decide_approval(&yes_on("g2", now)).await.unwrap();
     let binding = Binding {
         session: "giving-back-2",
         ..BOUND
     };
+    let g2 = ApprovalUse {
+        id: "g2",
+        binding: &binding,
+        ..g1
+    };
     assert!(matches!(
-        store
-            .take_approval(&ApprovalUse {
-                id: "g2",
-                binding: &binding,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.take_approval(&g2).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert_eq!(
@@ -458,34 +367,31 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     };
     store.ask_approval(&asked, 5).await.unwrap();
     let no = decision(false, "ana", now);
+    let no_on = |id, now_ms| Deciding {
+        id,
+        decision: &no,
+        now_ms,
+    };
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "u1",
-                decision: &no,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&no_on("u1", now)).await.unwrap(),
         DecideOutcome::Decided
     );
+    let u1 = ApprovalUse {
+        id: "u1",
+        binding: &binding,
+        now_ms: now,
+    };
     assert!(matches!(
-        other
-            .take_approval(&ApprovalUse {
-                id: "u1",
-                binding: &binding,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.take_approval(&u1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
+    let lookup = ApprovalLookup {
+        binding: &binding,
+        reason: None,
+        now_ms: now,
+    };
     let found = other
-        .find_approval(&ApprovalLookup {
-            binding: &binding,
-            reason: None,
-            now_ms: now,
-        })
+        .find_approval(&lookup)
         .await
         .unwrap()
         .expect("the used denial");
@@ -502,14 +408,11 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
         AskApproval::Created,
         "a used approval does not answer an ask"
     );
-    let found = store
-        .find_approval(&ApprovalLookup {
-            binding: &binding,
-            reason: None,
-            now_ms: now + 1,
-        })
-        .await
-        .unwrap();
+    let later = ApprovalLookup {
+        now_ms: now + 1,
+        ..lookup
+    };
+    let found = store.find_approval(&later).await.unwrap();
     assert_eq!(found.map(|entry| entry.approval.id), Some("u2".into()));
 }
 
@@ -546,36 +449,23 @@ pub(crate) async fn unsettled(store: &impl Store, other: &impl Store) {
         (done, "q4", 1),
         (freed, "q5", 1),
     ]) {
+        let asking = QuestionLease {
+            lease: Lease {
+                now_ms: at,
+                lease_ms: lease,
+            },
+            question: &question(id),
+        };
         assert_eq!(
-            store
-                .claim_asking(
-                    &k,
-                    &QuestionLease {
-                        lease: Lease {
-                            now_ms: at,
-                            lease_ms: lease
-                        },
-                        question: &question(id)
-                    }
-                )
-                .await
-                .unwrap(),
+            store.claim_asking(&k, &asking).await.unwrap(),
             Claim::Acquired
         );
     }
-    assert_eq!(
-        store
-            .claim(
-                &plain,
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1
-                }
-            )
-            .await
-            .unwrap(),
-        Claim::Acquired
-    );
+    let brief = Lease {
+        now_ms: now,
+        lease_ms: 1,
+    };
+    assert_eq!(store.claim(&plain, brief).await.unwrap(), Claim::Acquired);
     other.doubt(&doubted).await.unwrap();
     other.complete(&done, &result(1)).await.unwrap();
     other.release(&freed).await.unwrap();
@@ -598,16 +488,7 @@ pub(crate) async fn unsettled(store: &impl Store, other: &impl Store) {
     assert_eq!(listed(other.unsettled(later, 1).await.unwrap()).len(), 1);
     // Claimed again (a settled rerun) without a question: none is listed.
     assert_eq!(
-        store
-            .claim(
-                &doubted,
-                Lease {
-                    now_ms: later,
-                    lease_ms: 60_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&doubted, a_minute_from(later)).await.unwrap(),
         Claim::Acquired
     );
     assert_eq!(

@@ -2,7 +2,6 @@
 //! time.
 
 use super::*;
-use toolcall::store::{ApprovalLookup, ApprovalUse, Deciding};
 
 /// The inbox a page at a time ([`QuestionStore::pending_page`]): one conversation
 /// that asked 3000 times does not hide another's one question.
@@ -39,13 +38,14 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
     };
     store.put_approval(&decided).await.unwrap();
     let yes = decision(true, "ana", now_ms());
+    let yes_on = |id, now_ms| Deciding {
+        id,
+        decision: &yes,
+        now_ms,
+    };
     assert_eq!(
         store
-            .decide_approval(&Deciding {
-                id: "decided",
-                decision: &yes,
-                now_ms: now_ms()
-            })
+            .decide_approval(&yes_on("decided", now_ms()))
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -162,11 +162,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         .unwrap();
     assert_eq!(
         other
-            .decide_approval(&Deciding {
-                id: "f0010",
-                decision: &yes,
-                now_ms: now_ms()
-            })
+            .decide_approval(&yes_on("f0010", now_ms()))
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -277,15 +273,13 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
 
     // Decided but unused: still the call's approval, no longer open.
     let yes = decision(true, "ana", now);
+    let yes_on = |id, now_ms| Deciding {
+        id,
+        decision: &yes,
+        now_ms,
+    };
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "a1",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&yes_on("a1", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     let decided = existing(other.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
@@ -297,15 +291,13 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         session: "asking",
         ..BOUND
     };
+    let a1 = ApprovalUse {
+        id: "a1",
+        binding: &bound,
+        now_ms: now,
+    };
     assert!(matches!(
-        other
-            .take_approval(&ApprovalUse {
-                id: "a1",
-                binding: &bound,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.take_approval(&a1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     created(store.ask_approval(&ask("a9"), 6).await.unwrap());
@@ -314,27 +306,24 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     // Found again: the newest unused, unexpired approval of exactly this
     // call, decided or not.
     let found = |entry: Option<toolcall::store::ApprovalEntry>| entry.map(|e| e.approval.id);
+    let lookup = ApprovalLookup {
+        binding: &bound,
+        reason: None,
+        now_ms: now,
+    };
+    let by_reason = |reason| ApprovalLookup {
+        reason: Some(reason),
+        ..lookup
+    };
+    let at = |now_ms| ApprovalLookup { now_ms, ..lookup };
     assert_eq!(
-        found(
-            other
-                .find_approval(&ApprovalLookup {
-                    binding: &bound,
-                    reason: None,
-                    now_ms: now
-                })
-                .await
-                .unwrap()
-        ),
+        found(other.find_approval(&lookup).await.unwrap()),
         Some("a9".into())
     );
     assert_eq!(
         found(
             store
-                .find_approval(&ApprovalLookup {
-                    binding: &bound,
-                    reason: Some("untrusted_context"),
-                    now_ms: now
-                })
+                .find_approval(&by_reason("untrusted_context"))
                 .await
                 .unwrap()
         ),
@@ -355,44 +344,18 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
             ..bound
         },
     ] {
-        assert_eq!(
-            found(
-                store
-                    .find_approval(&ApprovalLookup {
-                        binding: &miss,
-                        reason: None,
-                        now_ms: now
-                    })
-                    .await
-                    .unwrap()
-            ),
-            None
-        );
+        let missed = ApprovalLookup {
+            binding: &miss,
+            ..lookup
+        };
+        assert_eq!(found(store.find_approval(&missed).await.unwrap()), None);
     }
     assert_eq!(
-        found(
-            store
-                .find_approval(&ApprovalLookup {
-                    binding: &bound,
-                    reason: Some("in_doubt"),
-                    now_ms: now
-                })
-                .await
-                .unwrap()
-        ),
+        found(store.find_approval(&by_reason("in_doubt")).await.unwrap()),
         None
     );
     assert_eq!(
-        found(
-            store
-                .find_approval(&ApprovalLookup {
-                    binding: &bound,
-                    reason: None,
-                    now_ms: now + 60_000
-                })
-                .await
-                .unwrap()
-        ),
+        found(store.find_approval(&at(now + 60_000)).await.unwrap()),
         None,
         "expired"
     );
@@ -413,16 +376,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         "a11",
     );
     assert_eq!(
-        found(
-            store
-                .find_approval(&ApprovalLookup {
-                    binding: &bound,
-                    reason: None,
-                    now_ms: later
-                })
-                .await
-                .unwrap()
-        ),
+        found(store.find_approval(&at(later)).await.unwrap()),
         Some("a11".into())
     );
     // A decided approval past its expiry does not stand in the way either.
@@ -432,14 +386,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     };
     created(store.ask_approval(&decided_expired, 1).await.unwrap());
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "a13",
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&yes_on("a13", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     let again = PendingApproval {

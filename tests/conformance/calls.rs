@@ -2,7 +2,6 @@
 //! taint and approvals taken by their binding.
 
 use super::*;
-use toolcall::store::{ApprovalUse, Exposure, Lease, LockAsk};
 
 /// Where a session's taint came from: every add keeps its source, newest
 /// first, the newest [`MAX_SOURCES`](toolcall_core::provenance::MAX_SOURCES),
@@ -23,23 +22,9 @@ pub(crate) async fn taint_sources_conformance(
     );
     for n in 10..16 {
         if n % 2 == 0 {
-            store
-                .add_taint(&Exposure {
-                    session: "src",
-                    fingerprints: &[],
-                    source: &source(n),
-                })
-                .await
-                .unwrap();
+            store.add_taint(&marked("src", &source(n))).await.unwrap();
         } else {
-            other
-                .add_taint(&Exposure {
-                    session: "src",
-                    fingerprints: &[],
-                    source: &source(n),
-                })
-                .await
-                .unwrap();
+            other.add_taint(&marked("src", &source(n))).await.unwrap();
         }
     }
     let kept = store.taint_sources("src").await.unwrap();
@@ -69,14 +54,7 @@ pub(crate) async fn taint_sources_conformance(
             9
         ],
     };
-    other
-        .add_taint(&Exposure {
-            session: "wide",
-            fingerprints: &[],
-            source: &wide,
-        })
-        .await
-        .unwrap();
+    other.add_taint(&marked("wide", &wide)).await.unwrap();
     let kept = store.taint_sources("wide").await.unwrap();
     assert_eq!(kept, [wide.bounded()]);
     assert_eq!(kept[0].texts.len(), MAX_PARTS);
@@ -108,14 +86,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         TaintHit::default(),
         "a session that saw nothing is clean"
     );
-    store
-        .add_taint(&Exposure {
-            session: "t",
-            fingerprints: &[],
-            source: &source(0),
-        })
-        .await
-        .unwrap();
+    store.add_taint(&marked("t", &source(0))).await.unwrap();
     assert_eq!(
         other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
         TaintHit::new(true, vec![]),
@@ -172,40 +143,16 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // One claim wins; the lease ends it; release frees it.
     let now = now_ms();
     assert_eq!(
-        store
-            .claim(
-                &key("k1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&key("k1"), a_second_from(now)).await.unwrap(),
         Claim::Acquired
     );
     assert_eq!(
-        other
-            .claim(
-                &key("k1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        other.claim(&key("k1"), a_second_from(now)).await.unwrap(),
         Claim::InFlight
     );
     assert_eq!(
         other
-            .claim(
-                &key("k1"),
-                Lease {
-                    now_ms: now + 1_001,
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("k1"), a_second_from(now + 1_001))
             .await
             .unwrap(),
         Claim::Abandoned,
@@ -218,13 +165,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other
-            .claim(
-                &key("k1"),
-                Lease {
-                    now_ms: now + 1_001,
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("k1"), a_second_from(now + 1_001))
             .await
             .unwrap(),
         Claim::Acquired,
@@ -232,16 +173,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     other.release(&key("k1")).await.unwrap();
     assert_eq!(
-        store
-            .claim(
-                &key("k1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&key("k1"), a_second_from(now)).await.unwrap(),
         Claim::Acquired,
         "released: free again"
     );
@@ -264,13 +196,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other
-            .claim(
-                &key("k1"),
-                Lease {
-                    now_ms: now + 10_000_000,
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("k1"), a_second_from(now + 10_000_000))
             .await
             .unwrap(),
         Claim::Completed(result(7))
@@ -290,16 +216,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // In doubt: durable, released by nothing, claimed like a free key, and
     // completed by the call that ran it again.
     assert_eq!(
-        store
-            .claim(
-                &key("d1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 60_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&key("d1"), a_minute_from(now)).await.unwrap(),
         Claim::Acquired
     );
     store.doubt(&key("d1")).await.unwrap();
@@ -314,43 +231,16 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "release leaves an in-doubt key alone"
     );
     assert!(
-        !store
-            .renew(
-                &key("d1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        !store.renew(&key("d1"), a_second_from(now)).await.unwrap(),
         "in doubt is not in flight"
     );
     assert_eq!(
-        other
-            .claim(
-                &key("d1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 60_000
-                }
-            )
-            .await
-            .unwrap(),
+        other.claim(&key("d1"), a_minute_from(now)).await.unwrap(),
         Claim::Acquired,
         "in doubt: acquired at once, no lease to wait for"
     );
     assert_eq!(
-        store
-            .claim(
-                &key("d1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 60_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&key("d1"), a_minute_from(now)).await.unwrap(),
         Claim::InFlight,
         "and held like any claim"
     );
@@ -373,39 +263,18 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 
     // Renewing extends a claim while it is in flight, and only then.
     assert_eq!(
-        store
-            .claim(
-                &key("r1"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&key("r1"), a_second_from(now)).await.unwrap(),
         Claim::Acquired
     );
     assert!(
         store
-            .renew(
-                &key("r1"),
-                Lease {
-                    now_ms: now + 500,
-                    lease_ms: 1_000
-                }
-            )
+            .renew(&key("r1"), a_second_from(now + 500))
             .await
             .unwrap()
     );
     assert_eq!(
         other
-            .claim(
-                &key("r1"),
-                Lease {
-                    now_ms: now + 1_200,
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("r1"), a_second_from(now + 1_200))
             .await
             .unwrap(),
         Claim::InFlight,
@@ -413,13 +282,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other
-            .claim(
-                &key("r1"),
-                Lease {
-                    now_ms: now + 1_500,
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("r1"), a_second_from(now + 1_500))
             .await
             .unwrap(),
         Claim::Abandoned,
@@ -427,13 +290,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other
-            .claim(
-                &key("r1"),
-                Lease {
-                    now_ms: now + 1_500,
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("r1"), a_second_from(now + 1_500))
             .await
             .unwrap(),
         Claim::Acquired
@@ -441,53 +298,23 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     other.complete(&key("r1"), &result(9)).await.unwrap();
     assert!(
         !store
-            .renew(
-                &key("r1"),
-                Lease {
-                    now_ms: now + 1_600,
-                    lease_ms: 1_000
-                }
-            )
+            .renew(&key("r1"), a_second_from(now + 1_600))
             .await
             .unwrap(),
         "completed"
     );
     assert_eq!(
-        store
-            .claim(
-                &key("r2"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        store.claim(&key("r2"), a_second_from(now)).await.unwrap(),
         Claim::Acquired
     );
     store.release(&key("r2")).await.unwrap();
     assert!(
-        !other
-            .renew(
-                &key("r2"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
-            .await
-            .unwrap(),
+        !other.renew(&key("r2"), a_second_from(now)).await.unwrap(),
         "released"
     );
     assert!(
         !other
-            .renew(
-                &key("never"),
-                Lease {
-                    now_ms: now,
-                    lease_ms: 1_000
-                }
-            )
+            .renew(&key("never"), a_second_from(now))
             .await
             .unwrap()
     );
@@ -598,24 +425,12 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     }
     assert_eq!(
         other
-            .take_approval(&ApprovalUse {
-                id: "forged",
-                binding: &BOUND,
-                now_ms: now
-            })
+            .take_approval(&bound_use("forged", now))
             .await
             .unwrap(),
         TakeApproval::Invalid
     );
-    match other
-        .take_approval(&ApprovalUse {
-            id: "p1",
-            binding: &BOUND,
-            now_ms: now,
-        })
-        .await
-        .unwrap()
-    {
+    match other.take_approval(&bound_use("p1", now)).await.unwrap() {
         TakeApproval::Taken(taken) => assert_eq!(
             taken,
             approval("p1", now + 60_000).with_created(taken.created_ms)
@@ -623,14 +438,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         other => panic!("expected the approval, got {other:?}"),
     }
     assert_eq!(
-        store
-            .take_approval(&ApprovalUse {
-                id: "p1",
-                binding: &BOUND,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.take_approval(&bound_use("p1", now)).await.unwrap(),
         TakeApproval::Invalid,
         "single use"
     );
@@ -640,26 +448,21 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         ..BOUND
     };
     store.put_approval(&approval("p2", now - 1)).await.unwrap();
+    let p2 = ApprovalUse {
+        id: "p2",
+        binding: &loose,
+        now_ms: now,
+    };
     assert_eq!(
-        store
-            .take_approval(&ApprovalUse {
-                id: "p2",
-                binding: &loose,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.take_approval(&p2).await.unwrap(),
         TakeApproval::Expired
     );
+    let p2_later = ApprovalUse {
+        now_ms: now + 20,
+        ..p2
+    };
     assert_eq!(
-        store
-            .take_approval(&ApprovalUse {
-                id: "p2",
-                binding: &loose,
-                now_ms: now + 20
-            })
-            .await
-            .unwrap(),
+        store.take_approval(&p2_later).await.unwrap(),
         TakeApproval::Expired,
         "an expired question is left expired, never used up by a take"
     );
@@ -720,11 +523,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
                 .contains(asked)
         );
         match other
-            .take_approval(&ApprovalUse {
-                id: &asked.id,
-                binding: &BOUND,
-                now_ms: now,
-            })
+            .take_approval(&bound_use(&asked.id, now))
             .await
             .unwrap()
         {

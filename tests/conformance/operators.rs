@@ -2,7 +2,6 @@
 //! rate limits' windows, and the signatures of approvals two people sign.
 
 use super::*;
-use toolcall::store::{ApprovalUse, ControlsWrite, Deciding, RateWindow, Signing};
 
 /// The operators' part of the contract: the controls' versions and
 /// history, the rate limits' windows and the signatures of approvals that
@@ -115,58 +114,21 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
     let window = 60_000;
     let now = now_ms();
     let start = now - now % window;
+    let refund = RateWindow {
+        bucket: "refund",
+        start_ms: start,
+        length_ms: window,
+    };
     for (i, handle) in [true, false, true].into_iter().enumerate() {
         let taken = if handle {
-            store
-                .take_rate(
-                    &RateWindow {
-                        bucket: "refund",
-                        start_ms: start,
-                        length_ms: window,
-                    },
-                    3,
-                )
-                .await
+            store.take_rate(&refund, 3).await
         } else {
-            other
-                .take_rate(
-                    &RateWindow {
-                        bucket: "refund",
-                        start_ms: start,
-                        length_ms: window,
-                    },
-                    3,
-                )
-                .await
+            other.take_rate(&refund, 3).await
         };
         assert!(taken.unwrap(), "call {} of 3", i + 1);
     }
-    assert!(
-        !other
-            .take_rate(
-                &RateWindow {
-                    bucket: "refund",
-                    start_ms: start,
-                    length_ms: window
-                },
-                3
-            )
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .take_rate(
-                &RateWindow {
-                    bucket: "refund",
-                    start_ms: start,
-                    length_ms: window
-                },
-                3
-            )
-            .await
-            .unwrap()
-    );
+    assert!(!other.take_rate(&refund, 3).await.unwrap());
+    assert!(!store.take_rate(&refund, 3).await.unwrap());
     assert_eq!(store.rate_count("refund", start).await.unwrap(), 3);
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 3);
     assert_eq!(
@@ -175,94 +137,29 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
         "reading counts nothing"
     );
     // A higher limit in the same window counts on from there.
-    assert!(
-        store
-            .take_rate(
-                &RateWindow {
-                    bucket: "refund",
-                    start_ms: start,
-                    length_ms: window
-                },
-                4
-            )
-            .await
-            .unwrap()
-    );
-    assert!(
-        !other
-            .take_rate(
-                &RateWindow {
-                    bucket: "refund",
-                    start_ms: start,
-                    length_ms: window
-                },
-                4
-            )
-            .await
-            .unwrap()
-    );
+    assert!(store.take_rate(&refund, 4).await.unwrap());
+    assert!(!other.take_rate(&refund, 4).await.unwrap());
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 
     // The next window starts afresh; the full one stays full.
-    let next = start + window;
-    assert_eq!(store.rate_count("refund", next).await.unwrap(), 0);
-    assert!(
-        other
-            .take_rate(
-                &RateWindow {
-                    bucket: "refund",
-                    start_ms: next,
-                    length_ms: window
-                },
-                3
-            )
-            .await
-            .unwrap()
-    );
-    assert_eq!(store.rate_count("refund", next).await.unwrap(), 1);
-    assert!(
-        !store
-            .take_rate(
-                &RateWindow {
-                    bucket: "refund",
-                    start_ms: start,
-                    length_ms: window
-                },
-                3
-            )
-            .await
-            .unwrap()
-    );
+    let next = RateWindow {
+        start_ms: start + window,
+        ..refund
+    };
+    assert_eq!(store.rate_count("refund", next.start_ms).await.unwrap(), 0);
+    assert!(other.take_rate(&next, 3).await.unwrap());
+    assert_eq!(store.rate_count("refund", next.start_ms).await.unwrap(), 1);
+    assert!(!store.take_rate(&refund, 3).await.unwrap());
 
     // Buckets are apart; a limit of 0 counts nothing.
+    let export = RateWindow {
+        bucket: "export",
+        ..refund
+    };
     assert_eq!(store.rate_count("export", start).await.unwrap(), 0);
-    assert!(
-        !store
-            .take_rate(
-                &RateWindow {
-                    bucket: "export",
-                    start_ms: start,
-                    length_ms: window
-                },
-                0
-            )
-            .await
-            .unwrap()
-    );
+    assert!(!store.take_rate(&export, 0).await.unwrap());
     assert_eq!(other.rate_count("export", start).await.unwrap(), 0);
-    assert!(
-        store
-            .take_rate(
-                &RateWindow {
-                    bucket: "export",
-                    start_ms: start,
-                    length_ms: window
-                },
-                1
-            )
-            .await
-            .unwrap()
-    );
+    assert!(store.take_rate(&export, 1).await.unwrap());
     assert_eq!(other.rate_count("export", start).await.unwrap(), 1);
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 }
@@ -272,17 +169,21 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
 pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     let now = now_ms();
     let yes = decision(true, "whoever", now + 5);
+    // Ana's signature of m1, of two needed; the others are told apart
+    // from it by what they change.
+    let by_ana = Signing {
+        id: "m1",
+        signer: "ana",
+        needed: 2,
+        decision: &yes,
+        now_ms: now,
+    };
+    let unknown = Signing {
+        id: "nope",
+        ..by_ana
+    };
     assert_eq!(
-        store
-            .sign_approval(&Signing {
-                id: "nope",
-                signer: "ana",
-                needed: 2,
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.sign_approval(&unknown).await.unwrap(),
         SignOutcome::Invalid
     );
     assert!(store.signatures("nope").await.unwrap().is_empty());
@@ -292,29 +193,15 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     assert_eq!(
-        store
-            .sign_approval(&Signing {
-                id: "m1",
-                signer: "ana",
-                needed: 2,
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.sign_approval(&by_ana).await.unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
+    let ana_again = Signing {
+        now_ms: now + 1,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m1",
-                signer: "ana",
-                needed: 2,
-                decision: &yes,
-                now_ms: now + 1
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&ana_again).await.unwrap(),
         SignOutcome::AlreadySigned
     );
     let ana = Signature {
@@ -336,17 +223,13 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
             .any(|a| a.id == "m1")
     );
 
+    let by_bo = Signing {
+        signer: "bo",
+        now_ms: now + 2,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m1",
-                signer: "bo",
-                needed: 2,
-                decision: &yes,
-                now_ms: now + 2
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&by_bo).await.unwrap(),
         SignOutcome::Decided
     );
     let decided = store.approval("m1").await.unwrap().unwrap();
@@ -365,41 +248,31 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.signatures("m1").await.unwrap(),
         [ana.clone(), bo.clone()]
     );
+    let by_cy = Signing {
+        signer: "cy",
+        now_ms: now + 3,
+        ..by_ana
+    };
     assert_eq!(
-        store
-            .sign_approval(&Signing {
-                id: "m1",
-                signer: "cy",
-                needed: 2,
-                decision: &yes,
-                now_ms: now + 3
-            })
-            .await
-            .unwrap(),
+        store.sign_approval(&by_cy).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
+    let ana_late = Signing {
+        now_ms: now + 3,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m1",
-                signer: "ana",
-                needed: 2,
-                decision: &yes,
-                now_ms: now + 3
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&ana_late).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
+    let no = decision(false, "dan", now);
+    let dan_denies = |id| Deciding {
+        id,
+        decision: &no,
+        now_ms: now,
+    };
     assert_eq!(
-        store
-            .decide_approval(&Deciding {
-                id: "m1",
-                decision: &decision(false, "dan", now),
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.decide_approval(&dan_denies("m1")).await.unwrap(),
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(other.signatures("m1").await.unwrap(), [ana, bo]);
@@ -411,69 +284,42 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m2", now + 60_000))
         .await
         .unwrap();
-    store
-        .decide_approval(&Deciding {
-            id: "m2",
-            decision: &decision(false, "dan", now),
-            now_ms: now,
-        })
-        .await
-        .unwrap();
+    store.decide_approval(&dan_denies("m2")).await.unwrap();
+    let ana_on_m2 = Signing { id: "m2", ..by_ana };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m2",
-                signer: "ana",
-                needed: 2,
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&ana_on_m2).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
     store
         .put_approval(&approval("m3", now + 60_000))
         .await
         .unwrap();
+    let of_three = Signing {
+        id: "m3",
+        needed: 3,
+        ..by_ana
+    };
     assert_eq!(
-        store
-            .sign_approval(&Signing {
-                id: "m3",
-                signer: "ana",
-                needed: 3,
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.sign_approval(&of_three).await.unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
+    let bo_too_late = Signing {
+        signer: "bo",
+        now_ms: now + 60_000,
+        ..of_three
+    };
     assert_eq!(
-        store
-            .sign_approval(&Signing {
-                id: "m3",
-                signer: "bo",
-                needed: 3,
-                decision: &yes,
-                now_ms: now + 60_000
-            })
-            .await
-            .unwrap(),
+        store.sign_approval(&bo_too_late).await.unwrap(),
         SignOutcome::Expired
     );
     store.put_approval(&approval("m4", now + 10)).await.unwrap();
+    let at_expiry = Signing {
+        id: "m4",
+        now_ms: now + 10,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m4",
-                signer: "ana",
-                needed: 2,
-                decision: &yes,
-                now_ms: now + 10
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&at_expiry).await.unwrap(),
         SignOutcome::Expired
     );
     assert!(store.signatures("m2").await.unwrap().is_empty());
@@ -485,44 +331,30 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m5", now + 60_000))
         .await
         .unwrap();
+    let alone = Signing {
+        id: "m5",
+        signer: "eve",
+        needed: 1,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m5",
-                signer: "eve",
-                needed: 1,
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&alone).await.unwrap(),
         SignOutcome::Decided
     );
     let decided = store.approval("m5").await.unwrap().unwrap();
     assert_eq!(decided.approval.decision.unwrap().by, "eve");
     // Used up by its call, it is not signed again.
     assert!(matches!(
-        store
-            .take_approval(&ApprovalUse {
-                id: "m5",
-                binding: &BOUND,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        store.take_approval(&bound_use("m5", now)).await.unwrap(),
         TakeApproval::Taken(_)
     ));
+    let after_use = Signing {
+        id: "m5",
+        signer: "fay",
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval(&Signing {
-                id: "m5",
-                signer: "fay",
-                needed: 2,
-                decision: &yes,
-                now_ms: now
-            })
-            .await
-            .unwrap(),
+        other.sign_approval(&after_use).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
 }

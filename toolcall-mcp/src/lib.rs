@@ -139,7 +139,7 @@
 //! pending question), and the approval is still remembered, so a decision
 //! on it is carried out by the next retry.
 //!
-//! # QuestionLease the person
+//! # Asking the person
 //!
 //! Sessions opened with `initialize` (protocol 2025-11-25 and before) are
 //! asked with an `elicitation/create` request in the middle of the

@@ -657,12 +657,7 @@ impl QuestionStore for PostgresStore {
 
 impl LockStore for PostgresStore {
     async fn lock_resource(&self, lock: &LockAsk<'_>, now_ms: u64) -> Result<bool, StoreError> {
-        let LockAsk {
-            resource,
-            holder,
-            lease_ms,
-        } = *lock;
-        let resource = resource.as_str();
+        let resource = lock.resource.as_str();
         // One statement: taken if free, held by `holder`, or run out.
         self.wrote_if(
             "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
@@ -673,9 +668,9 @@ impl LockStore for PostgresStore {
             &[
                 &session_key(resource),
                 &resource,
-                &holder,
+                &lock.holder,
                 &to_sql(now_ms),
-                &to_sql(now_ms.saturating_add(lease_ms)),
+                &to_sql(now_ms.saturating_add(lock.lease_ms)),
             ],
         )
         .await

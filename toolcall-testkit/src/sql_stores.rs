@@ -123,6 +123,14 @@ pub fn yes(decided_ms: u64) -> ApprovalDecision {
 }
 
 /// The binding of `s`, `c`, `pay` and `d1` (the rows' call) for `requester`.
+/// A lease of a second from now: the claims these rows are read back by.
+fn a_second_from_now() -> Lease {
+    Lease {
+        now_ms: now_ms(),
+        lease_ms: 1_000,
+    }
+}
+
 fn binding<'a>(requester: Requester<'a>) -> Binding<'a> {
     Binding {
         session: "s",
@@ -167,26 +175,14 @@ pub async fn first_release_rows_are_kept<S: Store>(store: &S) {
     );
     assert_eq!(
         store
-            .claim(
-                &key("k-done"),
-                Lease {
-                    now_ms: now_ms(),
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("k-done"), a_second_from_now())
             .await
             .unwrap(),
         Claim::Completed(result(7))
     );
     assert_eq!(
         store
-            .claim(
-                &key("k-held"),
-                Lease {
-                    now_ms: now_ms(),
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("k-held"), a_second_from_now())
             .await
             .unwrap(),
         Claim::InFlight
@@ -211,13 +207,7 @@ pub async fn first_release_rows_are_kept<S: Store>(store: &S) {
     );
     assert_eq!(
         store
-            .claim(
-                &key("k-held"),
-                Lease {
-                    now_ms: now_ms(),
-                    lease_ms: 1_000
-                }
-            )
+            .claim(&key("k-held"), a_second_from_now())
             .await
             .unwrap(),
         Claim::Acquired
@@ -499,24 +489,12 @@ pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
     store.next_step("s-old", now_ms()).await.unwrap();
     store.count_call(&key("c-old"), now_ms()).await.unwrap();
     store
-        .claim(
-            &key("r-done"),
-            Lease {
-                now_ms: now_ms(),
-                lease_ms: 1_000,
-            },
-        )
+        .claim(&key("r-done"), a_second_from_now())
         .await
         .unwrap();
     store.complete(&key("r-done"), &result(1)).await.unwrap();
     store
-        .claim(
-            &key("r-doubt"),
-            Lease {
-                now_ms: now_ms(),
-                lease_ms: 1_000,
-            },
-        )
+        .claim(&key("r-doubt"), a_second_from_now())
         .await
         .unwrap();
     store.doubt(&key("r-doubt")).await.unwrap();
@@ -568,13 +546,7 @@ pub async fn four_new_writes<S: Store>(store: &S) {
     store.next_step("s-new", now_ms()).await.unwrap();
     store.count_call(&key("c-new"), now_ms()).await.unwrap();
     store
-        .claim(
-            &key("r-new"),
-            Lease {
-                now_ms: now_ms(),
-                lease_ms: 1_000,
-            },
-        )
+        .claim(&key("r-new"), a_second_from_now())
         .await
         .unwrap();
     store.complete(&key("r-new"), &result(2)).await.unwrap();

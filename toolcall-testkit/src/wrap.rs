@@ -8,13 +8,18 @@ use std::ops::Deref;
 
 use toolcall::ToolResult;
 use toolcall::store::{
-    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
-    CallStore, Claim, Completion, ControlStore, ControlsChange, ControlsWrite, DecideOutcome,
-    Deciding, Exposure, Key, Lease, LockAsk, LockStore, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, QuestionLease, QuestionStore, RateWindow, RecordedOutcome, SignOutcome,
-    Signature, Signing, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore,
-    TakeApproval, Unsettled,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
+    Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, SignOutcome, Signature,
+    Signing, TakeApproval,
 };
+use toolcall::store::{
+    CallBegun, CallStart, Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Unsettled,
+};
+use toolcall::store::{
+    CallStore, ControlStore, LockStore, QuestionStore, Store, StoreError, TaintStore,
+};
+use toolcall::store::{ControlsChange, ControlsWrite, Exposure, LockAsk, RateWindow};
+use toolcall::store::{StoredControls, TaintHit, TaintSource};
 
 use Access::{Read, Write};
 

@@ -251,7 +251,7 @@ pub enum AskApproval {
     Created,
     /// This exact call (same session, caller, tool, digest and reason)
     /// already has an approval, unused and unexpired, decided or not:
-    /// nothing was written, and this is that approval. QuestionLease again is the
+    /// nothing was written, and this is that approval. Asking again is the
     /// same question, with the same id.
     Existing(ApprovalEntry),
     /// The conversation (the session, of the approval's caller) already has

@@ -207,19 +207,15 @@ impl QuestionStore for MemoryStore {
     }
 
     async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
-        let Deciding {
-            id,
-            decision,
-            now_ms,
-        } = *deciding;
-        let mut shard = self.shard(id);
-        let Some(entry) = shard.approvals.get_mut(id) else {
+        let decision = deciding.decision;
+        let mut shard = self.shard(deciding.id);
+        let Some(entry) = shard.approvals.get_mut(deciding.id) else {
             return Ok(DecideOutcome::Invalid);
         };
         Ok(
             if entry.approval.decision.is_some() || entry.used_ms.is_some() {
                 DecideOutcome::AlreadyDecided
-            } else if entry.approval.expires_ms <= now_ms {
+            } else if entry.approval.expires_ms <= deciding.now_ms {
                 DecideOutcome::Expired
             } else {
                 self.note_asked();

@@ -187,32 +187,13 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
         // A capacity of 16: one entry per shard, so every write trims.
         let store = MemoryStore::new(Duration::from_secs(60), 16);
         let now = now_ms();
-        assert!(
-            store
-                .take_rate(
-                    &RateWindow {
-                        bucket: "old",
-                        start_ms: 0,
-                        length_ms: 1_000
-                    },
-                    5
-                )
-                .await
-                .unwrap()
-        );
-        assert!(
-            store
-                .take_rate(
-                    &RateWindow {
-                        bucket: "old",
-                        start_ms: 0,
-                        length_ms: 1_000
-                    },
-                    5
-                )
-                .await
-                .unwrap()
-        );
+        let ended = RateWindow {
+            bucket: "old",
+            start_ms: 0,
+            length_ms: 1_000,
+        };
+        assert!(store.take_rate(&ended, 5).await.unwrap());
+        assert!(store.take_rate(&ended, 5).await.unwrap());
         let start = now - now % 60_000;
         // Forty windows still open, and as many more as it takes for one to
         // land in the ended window's shard (the hash is seeded anew each
@@ -222,19 +203,12 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
         for i in 0..10_000 {
             let bucket = format!("b{i}");
             landed |= store.shard_of(&bucket) == old_shard;
-            assert!(
-                store
-                    .take_rate(
-                        &RateWindow {
-                            bucket: &bucket,
-                            start_ms: start,
-                            length_ms: 60_000
-                        },
-                        5
-                    )
-                    .await
-                    .unwrap()
-            );
+            let open = RateWindow {
+                bucket: &bucket,
+                start_ms: start,
+                length_ms: 60_000,
+            };
+            assert!(store.take_rate(&open, 5).await.unwrap());
             if i >= 39 && landed {
                 break;
             }
