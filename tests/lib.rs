@@ -142,6 +142,16 @@ pub fn decision(approved: bool, by: &str, decided_ms: u64) -> ApprovalDecision {
     }
 }
 
+/// The decisions `decision` on approvals, each by the approval's id and
+/// the time it is made.
+fn deciding<'a>(decision: &'a ApprovalDecision) -> impl Fn(&'a str, u64) -> Deciding<'a> {
+    move |id, now_ms| Deciding {
+        id,
+        decision,
+        now_ms,
+    }
+}
+
 /// An approval asked for the call `pay {"cents": 1}` by caller `c` in
 /// `session`, open for a minute from `now`: what the racing tests ask.
 pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {

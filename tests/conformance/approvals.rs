@@ -39,11 +39,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
 
     // One decision wins; it is never changed.
     let yes = decision(true, "ana", now);
-    let yes_on = |id, now_ms| Deciding {
-        id,
-        decision: &yes,
-        now_ms,
-    };
+    let yes_on = deciding(&yes);
     assert_eq!(
         store.decide_approval(&yes_on("q1", now)).await.unwrap(),
         DecideOutcome::Decided
@@ -256,11 +252,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         "undecided: nothing to give back"
     );
     let yes = decision(true, "ana", now);
-    let yes_on = |id, now_ms| Deciding {
-        id,
-        decision: &yes,
-        now_ms,
-    };
+    let yes_on = deciding(&yes);
     store.decide_approval(&yes_on("g1", now)).await.unwrap();
     assert!(
         !other.give_back_approval("g1").await.unwrap(),
@@ -367,11 +359,7 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     };
     store.ask_approval(&asked, 5).await.unwrap();
     let no = decision(false, "ana", now);
-    let no_on = |id, now_ms| Deciding {
-        id,
-        decision: &no,
-        now_ms,
-    };
+    let no_on = deciding(&no);
     assert_eq!(
         store.decide_approval(&no_on("u1", now)).await.unwrap(),
         DecideOutcome::Decided
@@ -397,7 +385,7 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
         .expect("the used denial");
     assert_eq!(found.approval.id, "u1");
     assert!(found.used_ms.is_some());
-    assert_eq!(found.approval.decision, Some(no));
+    assert_eq!(found.approval.decision, Some(no.clone()));
     // A newer question of the same call comes first.
     let newer = PendingApproval {
         created_ms: now + 1,

@@ -38,11 +38,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
     };
     store.put_approval(&decided).await.unwrap();
     let yes = decision(true, "ana", now_ms());
-    let yes_on = |id, now_ms| Deciding {
-        id,
-        decision: &yes,
-        now_ms,
-    };
+    let yes_on = deciding(&yes);
     assert_eq!(
         store
             .decide_approval(&yes_on("decided", now_ms()))
@@ -273,11 +269,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
 
     // Decided but unused: still the call's approval, no longer open.
     let yes = decision(true, "ana", now);
-    let yes_on = |id, now_ms| Deciding {
-        id,
-        decision: &yes,
-        now_ms,
-    };
+    let yes_on = deciding(&yes);
     assert_eq!(
         store.decide_approval(&yes_on("a1", now)).await.unwrap(),
         DecideOutcome::Decided

@@ -266,13 +266,9 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         SignOutcome::AlreadyDecided
     );
     let no = decision(false, "dan", now);
-    let dan_denies = |id| Deciding {
-        id,
-        decision: &no,
-        now_ms: now,
-    };
+    let no_on = deciding(&no);
     assert_eq!(
-        store.decide_approval(&dan_denies("m1")).await.unwrap(),
+        store.decide_approval(&no_on("m1", now)).await.unwrap(),
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(other.signatures("m1").await.unwrap(), [ana, bo]);
@@ -284,7 +280,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m2", now + 60_000))
         .await
         .unwrap();
-    store.decide_approval(&dan_denies("m2")).await.unwrap();
+    store.decide_approval(&no_on("m2", now)).await.unwrap();
     let ana_on_m2 = Signing { id: "m2", ..by_ana };
     assert_eq!(
         other.sign_approval(&ana_on_m2).await.unwrap(),

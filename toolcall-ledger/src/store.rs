@@ -171,10 +171,10 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
     /// [`claim`](CallStore::claim) for `asking.lease`, keeping with the claim
-    /// `asking.question`: the question a person
-    /// is asked if the call's outcome stays unknown: its lease runs out with
-    /// no outcome (its process died, or could not record one), or it is
-    /// recorded in doubt. [`unsettled`](CallStore::unsettled) lists those
+    /// `asking.question`: the question a person is asked if the call's
+    /// outcome stays unknown: its lease runs out with no outcome (its
+    /// process died, or could not record one), or it is recorded in doubt.
+    /// [`unsettled`](CallStore::unsettled) lists those
     /// questions, so that an unknown outcome reaches a person without
     /// waiting for an identical call. The question is kept until the key
     /// completes, is released, or is claimed again.

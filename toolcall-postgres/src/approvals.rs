@@ -75,11 +75,7 @@ async fn use_up(
     taking: &ApprovalUse<'_>,
     decided: bool,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
-    let ApprovalUse {
-        id,
-        binding,
-        now_ms,
-    } = *taking;
+    let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
     let client = store.client().await?;
     // The binding whole, its requester included (`Binding::matches`, as
     // the other stores read it): another principal's question is not
@@ -312,11 +308,7 @@ pub(crate) async fn find(
     store: &PostgresStore,
     lookup: &ApprovalLookup<'_>,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
-    let ApprovalLookup {
-        binding,
-        reason,
-        now_ms,
-    } = *lookup;
+    let (binding, reason, now_ms) = (lookup.binding, lookup.reason, lookup.now_ms);
     let (anyone, requester) = match binding.requester {
         Requester::Anyone => (true, None),
         Requester::Only(requester) => (false, requester),
@@ -378,11 +370,7 @@ pub(crate) async fn take(
     store: &PostgresStore,
     taking: &ApprovalUse<'_>,
 ) -> Result<TakeApproval, StoreError> {
-    let ApprovalUse {
-        id,
-        binding,
-        now_ms,
-    } = *taking;
+    let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
     // A decision only ever goes from none to one: a decided approval is
     // tried first, then an undecided one, then (decided in between) the
     // first again. Used up only if it matches: a mismatched attempt
@@ -431,11 +419,7 @@ pub(crate) async fn decide(
     store: &PostgresStore,
     deciding: &Deciding<'_>,
 ) -> Result<DecideOutcome, StoreError> {
-    let Deciding {
-        id,
-        decision,
-        now_ms,
-    } = *deciding;
+    let (id, decision, now_ms) = (deciding.id, deciding.decision, deciding.now_ms);
     let text = approval::json(decision)?;
     let client = store.client().await?;
     // One statement: of two decisions at once, one changes the row; the

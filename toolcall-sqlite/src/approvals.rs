@@ -246,11 +246,7 @@ pub(crate) fn take(
     store: &SqliteStore,
     taking: &ApprovalUse<'_>,
 ) -> Result<TakeApproval, StoreError> {
-    let ApprovalUse {
-        id,
-        binding,
-        now_ms,
-    } = *taking;
+    let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
     let mut conn = store.conn();
     let tx = immediate(&mut conn)?;
     let Some(entry) = approval_where(&tx, "id = ?1", [id])? else {
@@ -282,11 +278,7 @@ pub(crate) fn decide(
     store: &SqliteStore,
     deciding: &Deciding<'_>,
 ) -> Result<DecideOutcome, StoreError> {
-    let Deciding {
-        id,
-        decision,
-        now_ms,
-    } = *deciding;
+    let (id, decision, now_ms) = (deciding.id, deciding.decision, deciding.now_ms);
     // One statement: of two decisions at once, one changes the row.
     let decided = store.execute(
         toolcall_sql::controls::DECIDE,

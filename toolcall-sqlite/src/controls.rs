@@ -30,11 +30,7 @@ pub(crate) fn get(conn: &Connection, known: u64) -> Result<Option<StoredControls
 }
 
 pub(crate) fn put(store: &SqliteStore, write: &ControlsWrite<'_>) -> Result<bool, StoreError> {
-    let ControlsWrite {
-        expected,
-        document,
-        change,
-    } = *write;
+    let (expected, document, change) = (write.expected, write.document, write.change);
     let version = expected.saturating_add(1);
     {
         let mut conn = store.conn();

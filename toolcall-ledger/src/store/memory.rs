@@ -434,11 +434,7 @@ impl CallStore for MemoryStore {
 
 impl LockStore for MemoryStore {
     async fn lock_resource(&self, lock: &LockAsk<'_>, now_ms: u64) -> Result<bool, StoreError> {
-        let LockAsk {
-            resource,
-            holder,
-            lease_ms,
-        } = *lock;
+        let (resource, holder, lease_ms) = (lock.resource, lock.holder, lock.lease_ms);
         let (mut shard, slot) = self.slot(resource);
         let until_ms = now_ms.saturating_add(lease_ms);
         match shard.locks.get_mut(&slot) {
@@ -474,11 +470,7 @@ impl LockStore for MemoryStore {
 
 impl TaintStore for MemoryStore {
     async fn add_taint(&self, seen: &Exposure<'_>) -> Result<(), StoreError> {
-        let Exposure {
-            session,
-            fingerprints,
-            source,
-        } = *seen;
+        let (session, fingerprints, source) = (seen.session, seen.fingerprints, seen.source);
         let now = now_ms();
         let mut shard = self.shard(session);
         let taint = shard.taint.entry(session.to_owned()).or_insert(Taint {

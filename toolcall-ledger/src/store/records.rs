@@ -223,7 +223,8 @@ pub struct Lease {
     pub lease_ms: u64,
 }
 
-/// A claim that keeps a question ([`CallStore::claim_asking`](super::CallStore::claim_asking)).
+/// A claim's lease and the question it keeps
+/// ([`CallStore::claim_asking`](super::CallStore::claim_asking)).
 #[derive(Clone, Copy, Debug)]
 pub struct QuestionLease<'a> {
     /// The claim's lease.
@@ -320,7 +321,7 @@ pub struct Deciding<'a> {
     pub now_ms: u64,
 }
 
-/// One person's signature on an approval that needs several
+/// One person's signature on an approval that needs `needed` people
 /// ([`QuestionStore::sign_approval`](super::QuestionStore::sign_approval)).
 #[derive(Clone, Copy, Debug)]
 pub struct Signing<'a> {

@@ -71,11 +71,7 @@ impl QuestionStore for MemoryStore {
     }
 
     async fn take_approval(&self, taking: &ApprovalUse<'_>) -> Result<TakeApproval, StoreError> {
-        let ApprovalUse {
-            id,
-            binding,
-            now_ms,
-        } = *taking;
+        let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
         let mut shard = self.shard(id);
         let Some(entry) = shard.approvals.get_mut(id) else {
             return Ok(TakeApproval::Invalid);

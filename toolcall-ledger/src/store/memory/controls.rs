@@ -35,11 +35,7 @@ impl MemoryStore {
     /// [`ControlStore::put_controls`](crate::store::ControlStore::put_controls), the
     /// history bounded by the store's capacity.
     pub(super) fn write_controls(&self, write: &ControlsWrite<'_>) -> bool {
-        let ControlsWrite {
-            expected,
-            document,
-            change,
-        } = *write;
+        let (expected, document, change) = (write.expected, write.document, write.change);
         let mut controls = lock(&self.controls);
         let kept = controls.current.as_ref().map_or(0, |c| c.version);
         if kept != expected {
