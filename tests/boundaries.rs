@@ -12,7 +12,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, Binding, PendingOrder, PendingQuery, now_ms};
+use toolcall::store::{
+    ApprovalDecision, ApprovalLookup, Binding, Deciding, PendingOrder, PendingQuery, now_ms,
+};
 use toolcall::{
     Approvals, Call, Code, Ctx, Decision, Dispatcher, DispatcherBuilder, MemoryAudit, ToolError,
     ToolResult, tool, tools,
@@ -174,7 +176,11 @@ async fn confirm(d: &Dispatcher<Ledger>, session: &str, args: &str, id: &str) ->
 /// the inbox would.
 async fn decide(d: &Dispatcher<Ledger>, id: &str, decision: &ApprovalDecision) {
     d.store()
-        .decide_approval(id, decision, now_ms())
+        .decide_approval(&Deciding {
+            id,
+            decision,
+            now_ms: now_ms(),
+        })
         .await
         .unwrap();
 }
@@ -525,7 +531,11 @@ async fn a_decision_recorded_on_a_call_is_carried_out_when_the_call_comes_back_w
     };
     assert!(
         d.store()
-            .find_approval(&binding, None, now_ms())
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: None,
+                now_ms: now_ms()
+            })
             .await
             .unwrap()
             .is_some_and(|e| e.approval.decision.is_none())

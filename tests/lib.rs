@@ -5,10 +5,11 @@
 use serde_json::json;
 
 use toolcall::store::{
-    ApprovalDecision, ApprovalResult, AskApproval, Binding, Claim, ControlsChange, DecideOutcome,
-    Key, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome,
-    SignOutcome, Signature, Store, StoredControls, TaintHit, TaintSource, TakeApproval,
-    UntrustedText, now_ms,
+    ApprovalDecision, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Binding, Claim,
+    ControlsChange, ControlsWrite, DecideOutcome, Deciding, Exposure, Key, Lease, LockAsk,
+    OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingQuery, QuestionLease,
+    RateWindow, RecordedOutcome, SignOutcome, Signature, Signing, Store, StoredControls, TaintHit,
+    TaintSource, TakeApproval, UntrustedText, now_ms,
 };
 
 use toolcall::{Rejection, ToolResult, tool};
@@ -81,6 +82,41 @@ const BOUND: Binding<'static> = Binding {
     requester: toolcall::store::Requester::Anyone,
 };
 
+/// A lease of a second from `now_ms`: most of the suite's claims.
+fn a_second_from(now_ms: u64) -> Lease {
+    Lease {
+        now_ms,
+        lease_ms: 1_000,
+    }
+}
+
+/// A lease of a minute from `now_ms`: a claim that outlives its test.
+fn a_minute_from(now_ms: u64) -> Lease {
+    Lease {
+        now_ms,
+        lease_ms: 60_000,
+    }
+}
+
+/// The use of the approval `id` by the call [`BOUND`] names, at `now_ms`.
+fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
+    ApprovalUse {
+        id,
+        binding: &BOUND,
+        now_ms,
+    }
+}
+
+/// `session`'s mark of untrusted output read from `source`, with no
+/// fingerprints.
+fn marked<'a>(session: &'a str, source: &'a TaintSource) -> Exposure<'a> {
+    Exposure {
+        session,
+        fingerprints: &[],
+        source,
+    }
+}
+
 /// The source of a taint read at `at_ms`: a note of 100 000 characters,
 /// which no store keeps whole.
 pub fn source(at_ms: u64) -> TaintSource {
@@ -103,6 +139,16 @@ pub fn decision(approved: bool, by: &str, decided_ms: u64) -> ApprovalDecision {
         edited_arguments: None,
         decided_ms,
         lasts_until_ms: None,
+    }
+}
+
+/// The decisions `decision` on approvals, each by the approval's id and
+/// the time it is made.
+fn deciding<'a>(decision: &'a ApprovalDecision) -> impl Fn(&'a str, u64) -> Deciding<'a> {
+    move |id, now_ms| Deciding {
+        id,
+        decision,
+        now_ms,
     }
 }
 

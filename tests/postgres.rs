@@ -16,7 +16,7 @@ use toolcall_tests::{key, postgres_schema, postgres_url};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, Deciding, Lease, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -110,7 +110,16 @@ fn claims_raced_by_many_tasks_have_one_winner() {
         let stores = replicas(&url, "race", 6).await;
         let now = now_ms();
         let claims = at_once(&stores, stores.len(), |_, store| async move {
-            store.claim(&key("race"), now, 60_000).await.unwrap()
+            store
+                .claim(
+                    &key("race"),
+                    Lease {
+                        now_ms: now,
+                        lease_ms: 60_000,
+                    },
+                )
+                .await
+                .unwrap()
         })
         .await;
         let winners = claims.iter().filter(|c| **c == Claim::Acquired).count();
@@ -510,7 +519,11 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
         let decided = at_once(&stores, 8, |i, store| async move {
             let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
             let outcome = store
-                .decide_approval("race", &decision, now_ms())
+                .decide_approval(&Deciding {
+                    id: "race",
+                    decision: &decision,
+                    now_ms: now_ms(),
+                })
                 .await
                 .unwrap();
             (outcome, decision.by)
@@ -593,7 +606,14 @@ fn a_waiting_agent_is_woken_by_the_decision() {
         let decided_at = std::time::Instant::now();
         let yes = toolcall_tests::decision(true, "ana", now_ms());
         assert_eq!(
-            inbox.decide_approval("w1", &yes, now_ms()).await.unwrap(),
+            inbox
+                .decide_approval(&Deciding {
+                    id: "w1",
+                    decision: &yes,
+                    now_ms: now_ms()
+                })
+                .await
+                .unwrap(),
             DecideOutcome::Decided
         );
         let (entry, waited) = waiting.await.unwrap();

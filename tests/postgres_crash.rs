@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{CallStart, DecideOutcome, LockAsk, now_ms};
+use toolcall::store::{CallStart, DecideOutcome, Deciding, Lease, LockAsk, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_testkit::postgres_server::PostgresServer;
@@ -82,7 +82,14 @@ fn a_start_the_crash_took_back_takes_its_lock_with_it_and_its_claim_refuses() {
         assert_eq!(after.peek_step("chat-1").await.unwrap(), 0);
         assert!(
             after
-                .lock_resource(&order, "holder-2", now_ms(), 60_000)
+                .lock_resource(
+                    &LockAsk {
+                        resource: &order,
+                        holder: "holder-2",
+                        lease_ms: 60_000
+                    },
+                    now_ms()
+                )
                 .await
                 .unwrap()
         );
@@ -90,13 +97,20 @@ fn a_start_the_crash_took_back_takes_its_lock_with_it_and_its_claim_refuses() {
         // The store that began the call still remembers its lock: its
         // claim confirms it, finds it gone, and refuses (nothing ran), where
         // it would otherwise run the call without the lock it was given.
-        let mut claimed = store.claim(&call, now_ms(), 60_000).await;
+        let claim = || {
+            let lease = Lease {
+                now_ms: now_ms(),
+                lease_ms: 60_000,
+            };
+            store.claim(&call, lease)
+        };
+        let mut claimed = claim().await;
         for _ in 0..50 {
             match &claimed {
                 // A connection the crash ended, found by this statement.
                 Err(error) if !error.to_string().contains("no longer kept") => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    claimed = store.claim(&call, now_ms(), 60_000).await;
+                    claimed = claim().await;
                 }
                 _ => break,
             }
@@ -239,7 +253,14 @@ fn a_crash_takes_back_no_decision() {
     on_crashable("decision", |server, store| async move {
         store.put_approval(&asked("q-1")).await.unwrap();
         let yes = toolcall_tests::decision(true, "ana", now_ms());
-        let decided = store.decide_approval("q-1", &yes, now_ms()).await.unwrap();
+        let decided = store
+            .decide_approval(&Deciding {
+                id: "q-1",
+                decision: &yes,
+                now_ms: now_ms(),
+            })
+            .await
+            .unwrap();
         assert_eq!(decided, DecideOutcome::Decided);
         // A start after the decision, lost with the crash, takes nothing
         // of the decision back with it.

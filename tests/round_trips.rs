@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use orders::{Shop, get_order, read_messages, refund_order};
 use serde_json::json;
-use toolcall::store::{CallStart, Claim, RecordedOutcome, Store};
+use toolcall::store::{
+    CallStart, Claim, Completion, Exposure, Lease, LockAsk, RecordedOutcome, Store,
+};
 use toolcall::store::{TaintSource, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
 use toolcall_postgres::PostgresStore;
@@ -209,11 +211,13 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     start.outcome = true;
     start.taint = true;
     start.questions = true;
-    start.lock = Some(toolcall::store::LockAsk {
+    let h1 = LockAsk {
         resource: &resource,
         holder: "h1",
         lease_ms: 60_000,
-    });
+    };
+    let h2 = LockAsk { holder: "h2", ..h1 };
+    start.lock = Some(h1);
 
     // A free key: counted, nothing recorded, locked (by a store that locks).
     let begun = store.begin_call(&start).await.unwrap();
@@ -226,16 +230,25 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
         assert_eq!(begun.tainted, Some(false));
         assert_eq!(begun.questions, Some(false));
         assert!(
-            !other
-                .lock_resource(&resource, "h2", now, 60_000)
-                .await
-                .unwrap(),
+            !other.lock_resource(&h2, now).await.unwrap(),
             "held by the call"
         );
     }
 
     // Claimed: in flight, and no lock is taken for it.
-    assert_eq!(store.claim(&k, now, 60_000).await.unwrap(), Claim::Acquired);
+    assert_eq!(
+        store
+            .claim(
+                &k,
+                Lease {
+                    now_ms: now,
+                    lease_ms: 60_000
+                }
+            )
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
     store.unlock_resource(&resource, "h1").await.unwrap();
     let begun = other.begin_call(&start).await.unwrap();
     assert_eq!((begun.step, begun.calls), (2, Some(2)));
@@ -243,21 +256,20 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     assert!(!begun.locked, "an identical call is running");
 
     // Completed, and the lock freed with it when the store can.
-    store
-        .lock_resource(&resource, "h1", now, 60_000)
-        .await
-        .unwrap();
+    store.lock_resource(&h1, now).await.unwrap();
     let result = ToolResult::success("pay", serde_json::Map::new());
     let freed = store
-        .complete_unlocking(&k, &result, &resource, "h1")
+        .complete_unlocking(&Completion {
+            key: &k,
+            result: &result,
+            resource: &resource,
+            holder: "h1",
+        })
         .await
         .unwrap();
     assert_eq!(freed, combined);
     assert_eq!(
-        other
-            .lock_resource(&resource, "h2", now, 60_000)
-            .await
-            .unwrap(),
+        other.lock_resource(&h2, now).await.unwrap(),
         freed,
         "free once freed, else still held"
     );
@@ -288,7 +300,14 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
 
     // Taint: what `tainted` says of the session.
     let source = TaintSource::from_output("t", None, 0, &serde_json::json!({}), &[]);
-    store.add_taint(&session, &[], &source).await.unwrap();
+    store
+        .add_taint(&Exposure {
+            session: &session,
+            fingerprints: &[],
+            source: &source,
+        })
+        .await
+        .unwrap();
     let begun = other.begin_call(&wide).await.unwrap();
     if combined {
         assert_eq!(begun.tainted, Some(true));

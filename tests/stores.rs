@@ -11,7 +11,7 @@ use toolcall_testkit::store::asked;
 use toolcall_tests::key;
 
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, Deciding, Lease, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Call, Dispatcher, ToolResult, tools};
 use toolcall_sqlite::SqliteStore;
@@ -118,7 +118,16 @@ fn one_winner(store: Arc<impl Store>) {
             let store = Arc::clone(&store);
             let winners = Arc::clone(&winners);
             std::thread::spawn(move || {
-                if block_on(store.claim(&key("race"), now, 60_000)).unwrap() == Claim::Acquired {
+                if block_on(store.claim(
+                    &key("race"),
+                    Lease {
+                        now_ms: now,
+                        lease_ms: 60_000,
+                    },
+                ))
+                .unwrap()
+                    == Claim::Acquired
+                {
                     winners.fetch_add(1, Ordering::SeqCst);
                 }
             })
@@ -198,7 +207,12 @@ fn one_decision<St: Store>(stores: Vec<Arc<St>>) {
             let store = Arc::clone(&stores[i % stores.len()]);
             std::thread::spawn(move || {
                 let decision = toolcall_tests::decision(i % 2 == 0, &format!("p{i}"), now_ms());
-                let outcome = block_on(store.decide_approval("race", &decision, now_ms())).unwrap();
+                let outcome = block_on(store.decide_approval(&Deciding {
+                    id: "race",
+                    decision: &decision,
+                    now_ms: now_ms(),
+                }))
+                .unwrap();
                 (outcome, decision.by)
             })
         })
@@ -243,7 +257,12 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
     std::thread::sleep(Duration::from_millis(300));
     let yes = toolcall_tests::decision(true, "ana", now_ms());
     assert_eq!(
-        block_on(inbox.decide_approval("w1", &yes, now_ms())).unwrap(),
+        block_on(inbox.decide_approval(&Deciding {
+            id: "w1",
+            decision: &yes,
+            now_ms: now_ms()
+        }))
+        .unwrap(),
         DecideOutcome::Decided
     );
     let (entry, waited) = waiting.join().unwrap();

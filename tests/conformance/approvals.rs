@@ -39,29 +39,34 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
 
     // One decision wins; it is never changed.
     let yes = decision(true, "ana", now);
+    let yes_on = deciding(&yes);
     assert_eq!(
-        store.decide_approval("q1", &yes, now).await.unwrap(),
+        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     assert_eq!(
         other
-            .decide_approval("q1", &decision(false, "bo", now + 1), now + 1)
+            .decide_approval(&Deciding {
+                id: "q1",
+                decision: &decision(false, "bo", now + 1),
+                now_ms: now + 1
+            })
             .await
             .unwrap(),
         DecideOutcome::AlreadyDecided,
         "a second decision changes nothing"
     );
     assert_eq!(
-        store.decide_approval("q1", &yes, now).await.unwrap(),
+        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
         DecideOutcome::AlreadyDecided,
         "a double click is one decision"
     );
     assert_eq!(
-        other.decide_approval("q0", &yes, now + 5).await.unwrap(),
+        other.decide_approval(&yes_on("q0", now + 5)).await.unwrap(),
         DecideOutcome::Expired
     );
     assert_eq!(
-        other.decide_approval("forged", &yes, now).await.unwrap(),
+        other.decide_approval(&yes_on("forged", now)).await.unwrap(),
         DecideOutcome::Invalid
     );
     assert_eq!(
@@ -83,7 +88,14 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         ..decision(false, "bo", now + 2)
     };
     assert_eq!(
-        other.decide_approval("q2", &edited, now + 2).await.unwrap(),
+        other
+            .decide_approval(&Deciding {
+                id: "q2",
+                decision: &edited,
+                now_ms: now + 2
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
     let history = store.decided_approvals(10).await.unwrap();
@@ -95,20 +107,23 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     // Taking a decided approval uses it up once; the history keeps it.
     assert!(
         matches!(
-            other.take_approval("q1", &BOUND, now + 3).await.unwrap(),
+            other.take_approval(&bound_use("q1", now + 3)).await.unwrap(),
             TakeApproval::Taken(taken) if taken.id == "q1" && taken.decision.as_ref() == Some(&yes)
         ),
         "the decision travels with the approval it uses up"
     );
     assert_eq!(
-        store.take_approval("q1", &BOUND, now + 3).await.unwrap(),
+        store
+            .take_approval(&bound_use("q1", now + 3))
+            .await
+            .unwrap(),
         TakeApproval::Invalid,
         "single use"
     );
     let used = store.approval("q1").await.unwrap().expect("kept after use");
     assert_eq!(used.used_ms, Some(now + 3));
     assert_eq!(
-        other.decide_approval("q1", &yes, now + 4).await.unwrap(),
+        other.decide_approval(&yes_on("q1", now + 4)).await.unwrap(),
         DecideOutcome::AlreadyDecided,
         "used: cannot be decided again"
     );
@@ -131,15 +146,21 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert_eq!(
-        store.decide_approval("q3", &yes, now).await.unwrap(),
+        store.decide_approval(&yes_on("q3", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     assert_eq!(
-        other.take_approval("q3", &BOUND, now + 10).await.unwrap(),
+        other
+            .take_approval(&bound_use("q3", now + 10))
+            .await
+            .unwrap(),
         TakeApproval::Expired
     );
     assert_eq!(
-        store.take_approval("q3", &BOUND, now + 10).await.unwrap(),
+        store
+            .take_approval(&bound_use("q3", now + 10))
+            .await
+            .unwrap(),
         TakeApproval::Expired
     );
     let q3 = store.approval("q3").await.unwrap().unwrap();
@@ -152,12 +173,12 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert!(matches!(
-        other.take_approval("q4", &BOUND, now).await.unwrap(),
+        other.take_approval(&bound_use("q4", now)).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(store.approval("q4").await.unwrap().is_none());
     assert_eq!(
-        store.decide_approval("q4", &yes, now).await.unwrap(),
+        store.decide_approval(&yes_on("q4", now)).await.unwrap(),
         DecideOutcome::Invalid
     );
     // Settling an undecided or unknown approval does nothing.
@@ -231,13 +252,19 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         "undecided: nothing to give back"
     );
     let yes = decision(true, "ana", now);
-    store.decide_approval("g1", &yes, now).await.unwrap();
+    let yes_on = deciding(&yes);
+    store.decide_approval(&yes_on("g1", now)).await.unwrap();
     assert!(
         !other.give_back_approval("g1").await.unwrap(),
         "decided, not used: nothing to give back"
     );
+    let g1 = ApprovalUse {
+        id: "g1",
+        binding: &binding,
+        now_ms: now,
+    };
     assert!(matches!(
-        other.take_approval("g1", &binding, now).await.unwrap(),
+        other.take_approval(&g1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(store.give_back_approval("g1").await.unwrap());
@@ -250,11 +277,11 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     );
     // Taken again, once; settled, it stays used.
     assert!(matches!(
-        other.take_approval("g1", &binding, now).await.unwrap(),
+        other.take_approval(&g1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert!(matches!(
-        store.take_approval("g1", &binding, now).await.unwrap(),
+        store.take_approval(&g1).await.unwrap(),
         TakeApproval::Invalid
     ));
     let came = ApprovalResult {
@@ -282,13 +309,18 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         .ask_approval(&asked_call("g2", "giving-back-2", now), 5)
         .await
         .unwrap();
-    store.decide_approval("g2", &yes, now).await.unwrap();
+    store.decide_approval(&yes_on("g2", now)).await.unwrap();
     let binding = Binding {
         session: "giving-back-2",
         ..BOUND
     };
+    let g2 = ApprovalUse {
+        id: "g2",
+        binding: &binding,
+        ..g1
+    };
     assert!(matches!(
-        store.take_approval("g2", &binding, now).await.unwrap(),
+        store.take_approval(&g2).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     assert_eq!(
@@ -327,22 +359,33 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     };
     store.ask_approval(&asked, 5).await.unwrap();
     let no = decision(false, "ana", now);
+    let no_on = deciding(&no);
     assert_eq!(
-        store.decide_approval("u1", &no, now).await.unwrap(),
+        store.decide_approval(&no_on("u1", now)).await.unwrap(),
         DecideOutcome::Decided
     );
+    let u1 = ApprovalUse {
+        id: "u1",
+        binding: &binding,
+        now_ms: now,
+    };
     assert!(matches!(
-        other.take_approval("u1", &binding, now).await.unwrap(),
+        other.take_approval(&u1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
+    let lookup = ApprovalLookup {
+        binding: &binding,
+        reason: None,
+        now_ms: now,
+    };
     let found = other
-        .find_approval(&binding, None, now)
+        .find_approval(&lookup)
         .await
         .unwrap()
         .expect("the used denial");
     assert_eq!(found.approval.id, "u1");
     assert!(found.used_ms.is_some());
-    assert_eq!(found.approval.decision, Some(no));
+    assert_eq!(found.approval.decision, Some(no.clone()));
     // A newer question of the same call comes first.
     let newer = PendingApproval {
         created_ms: now + 1,
@@ -353,7 +396,11 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
         AskApproval::Created,
         "a used approval does not answer an ask"
     );
-    let found = store.find_approval(&binding, None, now + 1).await.unwrap();
+    let later = ApprovalLookup {
+        now_ms: now + 1,
+        ..lookup
+    };
+    let found = store.find_approval(&later).await.unwrap();
     assert_eq!(found.map(|entry| entry.approval.id), Some("u2".into()));
 }
 
@@ -390,15 +437,23 @@ pub(crate) async fn unsettled(store: &impl Store, other: &impl Store) {
         (done, "q4", 1),
         (freed, "q5", 1),
     ]) {
+        let asking = QuestionLease {
+            lease: Lease {
+                now_ms: at,
+                lease_ms: lease,
+            },
+            question: &question(id),
+        };
         assert_eq!(
-            store
-                .claim_asking(&k, at, lease, &question(id))
-                .await
-                .unwrap(),
+            store.claim_asking(&k, &asking).await.unwrap(),
             Claim::Acquired
         );
     }
-    assert_eq!(store.claim(&plain, now, 1).await.unwrap(), Claim::Acquired);
+    let brief = Lease {
+        now_ms: now,
+        lease_ms: 1,
+    };
+    assert_eq!(store.claim(&plain, brief).await.unwrap(), Claim::Acquired);
     other.doubt(&doubted).await.unwrap();
     other.complete(&done, &result(1)).await.unwrap();
     other.release(&freed).await.unwrap();
@@ -421,7 +476,7 @@ pub(crate) async fn unsettled(store: &impl Store, other: &impl Store) {
     assert_eq!(listed(other.unsettled(later, 1).await.unwrap()).len(), 1);
     // Claimed again (a settled rerun) without a question: none is listed.
     assert_eq!(
-        store.claim(&doubted, later, 60_000).await.unwrap(),
+        store.claim(&doubted, a_minute_from(later)).await.unwrap(),
         Claim::Acquired
     );
     assert_eq!(

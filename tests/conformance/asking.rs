@@ -38,9 +38,10 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
     };
     store.put_approval(&decided).await.unwrap();
     let yes = decision(true, "ana", now_ms());
+    let yes_on = deciding(&yes);
     assert_eq!(
         store
-            .decide_approval("decided", &yes, now_ms())
+            .decide_approval(&yes_on("decided", now_ms()))
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -157,7 +158,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         .unwrap();
     assert_eq!(
         other
-            .decide_approval("f0010", &yes, now_ms())
+            .decide_approval(&yes_on("f0010", now_ms()))
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -268,8 +269,9 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
 
     // Decided but unused: still the call's approval, no longer open.
     let yes = decision(true, "ana", now);
+    let yes_on = deciding(&yes);
     assert_eq!(
-        store.decide_approval("a1", &yes, now).await.unwrap(),
+        store.decide_approval(&yes_on("a1", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     let decided = existing(other.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
@@ -281,8 +283,13 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         session: "asking",
         ..BOUND
     };
+    let a1 = ApprovalUse {
+        id: "a1",
+        binding: &bound,
+        now_ms: now,
+    };
     assert!(matches!(
-        other.take_approval("a1", &bound, now).await.unwrap(),
+        other.take_approval(&a1).await.unwrap(),
         TakeApproval::Taken(_)
     ));
     created(store.ask_approval(&ask("a9"), 6).await.unwrap());
@@ -291,14 +298,24 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     // Found again: the newest unused, unexpired approval of exactly this
     // call, decided or not.
     let found = |entry: Option<toolcall::store::ApprovalEntry>| entry.map(|e| e.approval.id);
+    let lookup = ApprovalLookup {
+        binding: &bound,
+        reason: None,
+        now_ms: now,
+    };
+    let by_reason = |reason| ApprovalLookup {
+        reason: Some(reason),
+        ..lookup
+    };
+    let at = |now_ms| ApprovalLookup { now_ms, ..lookup };
     assert_eq!(
-        found(other.find_approval(&bound, None, now).await.unwrap()),
+        found(other.find_approval(&lookup).await.unwrap()),
         Some("a9".into())
     );
     assert_eq!(
         found(
             store
-                .find_approval(&bound, Some("untrusted_context"), now)
+                .find_approval(&by_reason("untrusted_context"))
                 .await
                 .unwrap()
         ),
@@ -319,27 +336,18 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
             ..bound
         },
     ] {
-        assert_eq!(
-            found(store.find_approval(&miss, None, now).await.unwrap()),
-            None
-        );
+        let missed = ApprovalLookup {
+            binding: &miss,
+            ..lookup
+        };
+        assert_eq!(found(store.find_approval(&missed).await.unwrap()), None);
     }
     assert_eq!(
-        found(
-            store
-                .find_approval(&bound, Some("in_doubt"), now)
-                .await
-                .unwrap()
-        ),
+        found(store.find_approval(&by_reason("in_doubt")).await.unwrap()),
         None
     );
     assert_eq!(
-        found(
-            store
-                .find_approval(&bound, None, now + 60_000)
-                .await
-                .unwrap()
-        ),
+        found(store.find_approval(&at(now + 60_000)).await.unwrap()),
         None,
         "expired"
     );
@@ -360,7 +368,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         "a11",
     );
     assert_eq!(
-        found(store.find_approval(&bound, None, later).await.unwrap()),
+        found(store.find_approval(&at(later)).await.unwrap()),
         Some("a11".into())
     );
     // A decided approval past its expiry does not stand in the way either.
@@ -370,7 +378,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     };
     created(store.ask_approval(&decided_expired, 1).await.unwrap());
     assert_eq!(
-        store.decide_approval("a13", &yes, now).await.unwrap(),
+        store.decide_approval(&yes_on("a13", now)).await.unwrap(),
         DecideOutcome::Decided
     );
     let again = PendingApproval {

@@ -22,9 +22,9 @@ pub(crate) async fn taint_sources_conformance(
     );
     for n in 10..16 {
         if n % 2 == 0 {
-            store.add_taint("src", &[], &source(n)).await.unwrap();
+            store.add_taint(&marked("src", &source(n))).await.unwrap();
         } else {
-            other.add_taint("src", &[], &source(n)).await.unwrap();
+            other.add_taint(&marked("src", &source(n))).await.unwrap();
         }
     }
     let kept = store.taint_sources("src").await.unwrap();
@@ -54,7 +54,7 @@ pub(crate) async fn taint_sources_conformance(
             9
         ],
     };
-    other.add_taint("wide", &[], &wide).await.unwrap();
+    other.add_taint(&marked("wide", &wide)).await.unwrap();
     let kept = store.taint_sources("wide").await.unwrap();
     assert_eq!(kept, [wide.bounded()]);
     assert_eq!(kept[0].texts.len(), MAX_PARTS);
@@ -86,18 +86,26 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         TaintHit::default(),
         "a session that saw nothing is clean"
     );
-    store.add_taint("t", &[], &source(0)).await.unwrap();
+    store.add_taint(&marked("t", &source(0))).await.unwrap();
     assert_eq!(
         other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
         TaintHit::new(true, vec![]),
         "marked, no values"
     );
     store
-        .add_taint("t", &[p1.clone(), p2.clone()], &source(1))
+        .add_taint(&Exposure {
+            session: "t",
+            fingerprints: &[p1.clone(), p2.clone()],
+            source: &source(1),
+        })
         .await
         .unwrap();
     other
-        .add_taint("t", std::slice::from_ref(&p2), &source(2))
+        .add_taint(&Exposure {
+            session: "t",
+            fingerprints: std::slice::from_ref(&p2),
+            source: &source(2),
+        })
         .await
         .unwrap();
     assert_eq!(
@@ -115,7 +123,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     let long_session = "s".repeat(9_000);
     store
-        .add_taint(&long_session, std::slice::from_ref(&p3), &source(3))
+        .add_taint(&Exposure {
+            session: &long_session,
+            fingerprints: std::slice::from_ref(&p3),
+            source: &source(3),
+        })
         .await
         .unwrap();
     assert_eq!(
@@ -131,15 +143,18 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // One claim wins; the lease ends it; release frees it.
     let now = now_ms();
     assert_eq!(
-        store.claim(&key("k1"), now, 1_000).await.unwrap(),
+        store.claim(&key("k1"), a_second_from(now)).await.unwrap(),
         Claim::Acquired
     );
     assert_eq!(
-        other.claim(&key("k1"), now, 1_000).await.unwrap(),
+        other.claim(&key("k1"), a_second_from(now)).await.unwrap(),
         Claim::InFlight
     );
     assert_eq!(
-        other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
+        other
+            .claim(&key("k1"), a_second_from(now + 1_001))
+            .await
+            .unwrap(),
         Claim::Abandoned,
         "the lease ran out with no outcome: in doubt, not taken"
     );
@@ -149,13 +164,16 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "every handle says so"
     );
     assert_eq!(
-        other.claim(&key("k1"), now + 1_001, 1_000).await.unwrap(),
+        other
+            .claim(&key("k1"), a_second_from(now + 1_001))
+            .await
+            .unwrap(),
         Claim::Acquired,
         "in doubt: claimed like a free key"
     );
     other.release(&key("k1")).await.unwrap();
     assert_eq!(
-        store.claim(&key("k1"), now, 1_000).await.unwrap(),
+        store.claim(&key("k1"), a_second_from(now)).await.unwrap(),
         Claim::Acquired,
         "released: free again"
     );
@@ -178,7 +196,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(
         other
-            .claim(&key("k1"), now + 10_000_000, 1_000)
+            .claim(&key("k1"), a_second_from(now + 10_000_000))
             .await
             .unwrap(),
         Claim::Completed(result(7))
@@ -198,7 +216,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // In doubt: durable, released by nothing, claimed like a free key, and
     // completed by the call that ran it again.
     assert_eq!(
-        store.claim(&key("d1"), now, 60_000).await.unwrap(),
+        store.claim(&key("d1"), a_minute_from(now)).await.unwrap(),
         Claim::Acquired
     );
     store.doubt(&key("d1")).await.unwrap();
@@ -213,16 +231,16 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "release leaves an in-doubt key alone"
     );
     assert!(
-        !store.renew(&key("d1"), now, 1_000).await.unwrap(),
+        !store.renew(&key("d1"), a_second_from(now)).await.unwrap(),
         "in doubt is not in flight"
     );
     assert_eq!(
-        other.claim(&key("d1"), now, 60_000).await.unwrap(),
+        other.claim(&key("d1"), a_minute_from(now)).await.unwrap(),
         Claim::Acquired,
         "in doubt: acquired at once, no lease to wait for"
     );
     assert_eq!(
-        store.claim(&key("d1"), now, 60_000).await.unwrap(),
+        store.claim(&key("d1"), a_minute_from(now)).await.unwrap(),
         Claim::InFlight,
         "and held like any claim"
     );
@@ -245,39 +263,61 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 
     // Renewing extends a claim while it is in flight, and only then.
     assert_eq!(
-        store.claim(&key("r1"), now, 1_000).await.unwrap(),
+        store.claim(&key("r1"), a_second_from(now)).await.unwrap(),
         Claim::Acquired
     );
-    assert!(store.renew(&key("r1"), now + 500, 1_000).await.unwrap());
+    assert!(
+        store
+            .renew(&key("r1"), a_second_from(now + 500))
+            .await
+            .unwrap()
+    );
     assert_eq!(
-        other.claim(&key("r1"), now + 1_200, 1_000).await.unwrap(),
+        other
+            .claim(&key("r1"), a_second_from(now + 1_200))
+            .await
+            .unwrap(),
         Claim::InFlight,
         "renewed: not taken over after the first lease's end"
     );
     assert_eq!(
-        other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
+        other
+            .claim(&key("r1"), a_second_from(now + 1_500))
+            .await
+            .unwrap(),
         Claim::Abandoned,
         "the renewed lease ran out: in doubt"
     );
     assert_eq!(
-        other.claim(&key("r1"), now + 1_500, 1_000).await.unwrap(),
+        other
+            .claim(&key("r1"), a_second_from(now + 1_500))
+            .await
+            .unwrap(),
         Claim::Acquired
     );
     other.complete(&key("r1"), &result(9)).await.unwrap();
     assert!(
-        !store.renew(&key("r1"), now + 1_600, 1_000).await.unwrap(),
+        !store
+            .renew(&key("r1"), a_second_from(now + 1_600))
+            .await
+            .unwrap(),
         "completed"
     );
     assert_eq!(
-        store.claim(&key("r2"), now, 1_000).await.unwrap(),
+        store.claim(&key("r2"), a_second_from(now)).await.unwrap(),
         Claim::Acquired
     );
     store.release(&key("r2")).await.unwrap();
     assert!(
-        !other.renew(&key("r2"), now, 1_000).await.unwrap(),
+        !other.renew(&key("r2"), a_second_from(now)).await.unwrap(),
         "released"
     );
-    assert!(!other.renew(&key("never"), now, 1_000).await.unwrap());
+    assert!(
+        !other
+            .renew(&key("never"), a_second_from(now))
+            .await
+            .unwrap()
+    );
 
     // Call counts can be taken back, never below zero.
     assert_eq!(store.count_call(&key("u1"), now_ms()).await.unwrap(), 1);
@@ -372,15 +412,25 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         },
     ] {
         assert_eq!(
-            other.take_approval("p1", &wrong, now).await.unwrap(),
+            other
+                .take_approval(&ApprovalUse {
+                    id: "p1",
+                    binding: &wrong,
+                    now_ms: now
+                })
+                .await
+                .unwrap(),
             TakeApproval::Invalid
         );
     }
     assert_eq!(
-        other.take_approval("forged", &BOUND, now).await.unwrap(),
+        other
+            .take_approval(&bound_use("forged", now))
+            .await
+            .unwrap(),
         TakeApproval::Invalid
     );
-    match other.take_approval("p1", &BOUND, now).await.unwrap() {
+    match other.take_approval(&bound_use("p1", now)).await.unwrap() {
         TakeApproval::Taken(taken) => assert_eq!(
             taken,
             approval("p1", now + 60_000).with_created(taken.created_ms)
@@ -388,7 +438,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         other => panic!("expected the approval, got {other:?}"),
     }
     assert_eq!(
-        store.take_approval("p1", &BOUND, now).await.unwrap(),
+        store.take_approval(&bound_use("p1", now)).await.unwrap(),
         TakeApproval::Invalid,
         "single use"
     );
@@ -398,12 +448,21 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         ..BOUND
     };
     store.put_approval(&approval("p2", now - 1)).await.unwrap();
+    let p2 = ApprovalUse {
+        id: "p2",
+        binding: &loose,
+        now_ms: now,
+    };
     assert_eq!(
-        store.take_approval("p2", &loose, now).await.unwrap(),
+        store.take_approval(&p2).await.unwrap(),
         TakeApproval::Expired
     );
+    let p2_later = ApprovalUse {
+        now_ms: now + 20,
+        ..p2
+    };
     assert_eq!(
-        store.take_approval("p2", &loose, now + 20).await.unwrap(),
+        store.take_approval(&p2_later).await.unwrap(),
         TakeApproval::Expired,
         "an expired question is left expired, never used up by a take"
     );
@@ -423,7 +482,15 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         session: &long_session,
         ..BOUND
     };
-    match other.take_approval("p3", &bound_long, now).await.unwrap() {
+    match other
+        .take_approval(&ApprovalUse {
+            id: "p3",
+            binding: &bound_long,
+            now_ms: now,
+        })
+        .await
+        .unwrap()
+    {
         TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
         other => panic!("expected the approval, got {other:?}"),
     }
@@ -455,7 +522,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
                 .unwrap()
                 .contains(asked)
         );
-        match other.take_approval(&asked.id, &BOUND, now).await.unwrap() {
+        match other
+            .take_approval(&bound_use(&asked.id, now))
+            .await
+            .unwrap()
+        {
             TakeApproval::Taken(taken) => assert_eq!(&taken, asked),
             other => panic!("expected the approval, got {other:?}"),
         }
@@ -468,7 +539,14 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 /// for a lease of a second.
 async fn lock(store: &impl Store, resource: &str, holder: &str, now_ms: u64) -> bool {
     store
-        .lock_resource(&key(resource), holder, now_ms, 1_000)
+        .lock_resource(
+            &LockAsk {
+                resource: &key(resource),
+                holder,
+                lease_ms: 1_000,
+            },
+            now_ms,
+        )
         .await
         .unwrap()
 }

@@ -23,13 +23,21 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
     // Two writers of the first version: one wins.
     assert!(
         store
-            .put_controls(0, r#"{"v":1}"#, &change("ana", "first", now))
+            .put_controls(&ControlsWrite {
+                expected: 0,
+                document: r#"{"v":1}"#,
+                change: &change("ana", "first", now)
+            })
             .await
             .unwrap()
     );
     assert!(
         !other
-            .put_controls(0, r#"{"v":"lost"}"#, &change("bo", "lost", now))
+            .put_controls(&ControlsWrite {
+                expected: 0,
+                document: r#"{"v":"lost"}"#,
+                change: &change("bo", "lost", now)
+            })
             .await
             .unwrap()
     );
@@ -46,10 +54,19 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
         change("ana", "second", now + 1),
         change("bo", "second too", now + 1),
     );
-    let (a, b) = tokio::join!(
-        store.put_controls(1, r#"{"v":2}"#, &second_a),
-        other.put_controls(1, r#"{"v":"2b"}"#, &second_b),
+    let (write_a, write_b) = (
+        ControlsWrite {
+            expected: 1,
+            document: r#"{"v":2}"#,
+            change: &second_a,
+        },
+        ControlsWrite {
+            expected: 1,
+            document: r#"{"v":"2b"}"#,
+            change: &second_b,
+        },
     );
+    let (a, b) = tokio::join!(store.put_controls(&write_a), other.put_controls(&write_b));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(a != b, "one writer of version 2: {a} {b}");
     let second = other.controls(1).await.unwrap().unwrap();
@@ -61,13 +78,21 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
     // A writer that read an old version is refused.
     assert!(
         !store
-            .put_controls(1, "{}", &change("cy", "stale", now + 2))
+            .put_controls(&ControlsWrite {
+                expected: 1,
+                document: "{}",
+                change: &change("cy", "stale", now + 2)
+            })
             .await
             .unwrap()
     );
     assert!(
         other
-            .put_controls(2, r#"{"v":3}"#, &change("cy", "third", now + 3))
+            .put_controls(&ControlsWrite {
+                expected: 2,
+                document: r#"{"v":3}"#,
+                change: &change("cy", "third", now + 3)
+            })
             .await
             .unwrap()
     );
@@ -89,16 +114,21 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
     let window = 60_000;
     let now = now_ms();
     let start = now - now % window;
+    let refund = RateWindow {
+        bucket: "refund",
+        start_ms: start,
+        length_ms: window,
+    };
     for (i, handle) in [true, false, true].into_iter().enumerate() {
         let taken = if handle {
-            store.take_rate("refund", start, window, 3).await
+            store.take_rate(&refund, 3).await
         } else {
-            other.take_rate("refund", start, window, 3).await
+            other.take_rate(&refund, 3).await
         };
         assert!(taken.unwrap(), "call {} of 3", i + 1);
     }
-    assert!(!other.take_rate("refund", start, window, 3).await.unwrap());
-    assert!(!store.take_rate("refund", start, window, 3).await.unwrap());
+    assert!(!other.take_rate(&refund, 3).await.unwrap());
+    assert!(!store.take_rate(&refund, 3).await.unwrap());
     assert_eq!(store.rate_count("refund", start).await.unwrap(), 3);
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 3);
     assert_eq!(
@@ -107,22 +137,29 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
         "reading counts nothing"
     );
     // A higher limit in the same window counts on from there.
-    assert!(store.take_rate("refund", start, window, 4).await.unwrap());
-    assert!(!other.take_rate("refund", start, window, 4).await.unwrap());
+    assert!(store.take_rate(&refund, 4).await.unwrap());
+    assert!(!other.take_rate(&refund, 4).await.unwrap());
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 
     // The next window starts afresh; the full one stays full.
-    let next = start + window;
-    assert_eq!(store.rate_count("refund", next).await.unwrap(), 0);
-    assert!(other.take_rate("refund", next, window, 3).await.unwrap());
-    assert_eq!(store.rate_count("refund", next).await.unwrap(), 1);
-    assert!(!store.take_rate("refund", start, window, 3).await.unwrap());
+    let next = RateWindow {
+        start_ms: start + window,
+        ..refund
+    };
+    assert_eq!(store.rate_count("refund", next.start_ms).await.unwrap(), 0);
+    assert!(other.take_rate(&next, 3).await.unwrap());
+    assert_eq!(store.rate_count("refund", next.start_ms).await.unwrap(), 1);
+    assert!(!store.take_rate(&refund, 3).await.unwrap());
 
     // Buckets are apart; a limit of 0 counts nothing.
+    let export = RateWindow {
+        bucket: "export",
+        ..refund
+    };
     assert_eq!(store.rate_count("export", start).await.unwrap(), 0);
-    assert!(!store.take_rate("export", start, window, 0).await.unwrap());
+    assert!(!store.take_rate(&export, 0).await.unwrap());
     assert_eq!(other.rate_count("export", start).await.unwrap(), 0);
-    assert!(store.take_rate("export", start, window, 1).await.unwrap());
+    assert!(store.take_rate(&export, 1).await.unwrap());
     assert_eq!(other.rate_count("export", start).await.unwrap(), 1);
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 }
@@ -132,11 +169,21 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
 pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     let now = now_ms();
     let yes = decision(true, "whoever", now + 5);
+    // Ana's signature of m1, of two needed; the others are told apart
+    // from it by what they change.
+    let by_ana = Signing {
+        id: "m1",
+        signer: "ana",
+        needed: 2,
+        decision: &yes,
+        now_ms: now,
+    };
+    let unknown = Signing {
+        id: "nope",
+        ..by_ana
+    };
     assert_eq!(
-        store
-            .sign_approval("nope", "ana", 2, &yes, now)
-            .await
-            .unwrap(),
+        store.sign_approval(&unknown).await.unwrap(),
         SignOutcome::Invalid
     );
     assert!(store.signatures("nope").await.unwrap().is_empty());
@@ -146,17 +193,15 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     assert_eq!(
-        store
-            .sign_approval("m1", "ana", 2, &yes, now)
-            .await
-            .unwrap(),
+        store.sign_approval(&by_ana).await.unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
+    let ana_again = Signing {
+        now_ms: now + 1,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval("m1", "ana", 2, &yes, now + 1)
-            .await
-            .unwrap(),
+        other.sign_approval(&ana_again).await.unwrap(),
         SignOutcome::AlreadySigned
     );
     let ana = Signature {
@@ -178,11 +223,13 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
             .any(|a| a.id == "m1")
     );
 
+    let by_bo = Signing {
+        signer: "bo",
+        now_ms: now + 2,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval("m1", "bo", 2, &yes, now + 2)
-            .await
-            .unwrap(),
+        other.sign_approval(&by_bo).await.unwrap(),
         SignOutcome::Decided
     );
     let decided = store.approval("m1").await.unwrap().unwrap();
@@ -201,25 +248,27 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.signatures("m1").await.unwrap(),
         [ana.clone(), bo.clone()]
     );
+    let by_cy = Signing {
+        signer: "cy",
+        now_ms: now + 3,
+        ..by_ana
+    };
     assert_eq!(
-        store
-            .sign_approval("m1", "cy", 2, &yes, now + 3)
-            .await
-            .unwrap(),
+        store.sign_approval(&by_cy).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
+    let ana_late = Signing {
+        now_ms: now + 3,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval("m1", "ana", 2, &yes, now + 3)
-            .await
-            .unwrap(),
+        other.sign_approval(&ana_late).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
+    let no = decision(false, "dan", now);
+    let no_on = deciding(&no);
     assert_eq!(
-        store
-            .decide_approval("m1", &decision(false, "dan", now), now)
-            .await
-            .unwrap(),
+        store.decide_approval(&no_on("m1", now)).await.unwrap(),
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(other.signatures("m1").await.unwrap(), [ana, bo]);
@@ -231,41 +280,42 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m2", now + 60_000))
         .await
         .unwrap();
-    store
-        .decide_approval("m2", &decision(false, "dan", now), now)
-        .await
-        .unwrap();
+    store.decide_approval(&no_on("m2", now)).await.unwrap();
+    let ana_on_m2 = Signing { id: "m2", ..by_ana };
     assert_eq!(
-        other
-            .sign_approval("m2", "ana", 2, &yes, now)
-            .await
-            .unwrap(),
+        other.sign_approval(&ana_on_m2).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
     store
         .put_approval(&approval("m3", now + 60_000))
         .await
         .unwrap();
+    let of_three = Signing {
+        id: "m3",
+        needed: 3,
+        ..by_ana
+    };
     assert_eq!(
-        store
-            .sign_approval("m3", "ana", 3, &yes, now)
-            .await
-            .unwrap(),
+        store.sign_approval(&of_three).await.unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
+    let bo_too_late = Signing {
+        signer: "bo",
+        now_ms: now + 60_000,
+        ..of_three
+    };
     assert_eq!(
-        store
-            .sign_approval("m3", "bo", 3, &yes, now + 60_000)
-            .await
-            .unwrap(),
+        store.sign_approval(&bo_too_late).await.unwrap(),
         SignOutcome::Expired
     );
     store.put_approval(&approval("m4", now + 10)).await.unwrap();
+    let at_expiry = Signing {
+        id: "m4",
+        now_ms: now + 10,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval("m4", "ana", 2, &yes, now + 10)
-            .await
-            .unwrap(),
+        other.sign_approval(&at_expiry).await.unwrap(),
         SignOutcome::Expired
     );
     assert!(store.signatures("m2").await.unwrap().is_empty());
@@ -277,25 +327,30 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m5", now + 60_000))
         .await
         .unwrap();
+    let alone = Signing {
+        id: "m5",
+        signer: "eve",
+        needed: 1,
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval("m5", "eve", 1, &yes, now)
-            .await
-            .unwrap(),
+        other.sign_approval(&alone).await.unwrap(),
         SignOutcome::Decided
     );
     let decided = store.approval("m5").await.unwrap().unwrap();
     assert_eq!(decided.approval.decision.unwrap().by, "eve");
     // Used up by its call, it is not signed again.
     assert!(matches!(
-        store.take_approval("m5", &BOUND, now).await.unwrap(),
+        store.take_approval(&bound_use("m5", now)).await.unwrap(),
         TakeApproval::Taken(_)
     ));
+    let after_use = Signing {
+        id: "m5",
+        signer: "fay",
+        ..by_ana
+    };
     assert_eq!(
-        other
-            .sign_approval("m5", "fay", 2, &yes, now)
-            .await
-            .unwrap(),
+        other.sign_approval(&after_use).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
 }
@@ -314,7 +369,13 @@ pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
         .unwrap();
     assert_eq!(
         stores[0]
-            .sign_approval("sign-race", "first", 2, &yes, now)
+            .sign_approval(&Signing {
+                id: "sign-race",
+                signer: "first",
+                needed: 2,
+                decision: &yes,
+                now_ms: now
+            })
             .await
             .unwrap(),
         SignOutcome::Signed { signatures: 1 }
@@ -326,7 +387,13 @@ pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
             tokio::spawn(async move {
                 let signer = format!("p{i}");
                 let outcome = store
-                    .sign_approval("sign-race", &signer, 2, &yes, now)
+                    .sign_approval(&Signing {
+                        id: "sign-race",
+                        signer: &signer,
+                        needed: 2,
+                        decision: &yes,
+                        now_ms: now,
+                    })
                     .await
                     .unwrap();
                 (outcome, signer)

@@ -2,6 +2,7 @@
 //! brings back, held to what the model expects, and the resources it holds.
 
 use super::*;
+use toolcall::store::LockAsk;
 
 /// A call of an operation: the operators' controls, the call, its checks,
 /// and what its answer tells the model.
@@ -363,7 +364,14 @@ pub(crate) async fn hold<St: Store>(
     let mut tries = 0;
     while !store
         .inner()
-        .lock_resource(&resource, &holder, now_ms(), 60_000)
+        .lock_resource(
+            &LockAsk {
+                resource: &resource,
+                holder: &holder,
+                lease_ms: 60_000,
+            },
+            now_ms(),
+        )
         .await
         .unwrap()
     {

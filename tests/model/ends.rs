@@ -2,7 +2,7 @@
 //! the inbox's sweep, and driving every call to its end.
 
 use super::*;
-use toolcall::store::RecordedOutcome;
+use toolcall::store::{ApprovalLookup, RecordedOutcome};
 
 /// The invariants, from the ledger and the store.
 pub(crate) async fn invariants<St: Store>(system: &System<St>, model: &Model) -> Checked {
@@ -152,7 +152,11 @@ pub(crate) async fn sweep_checks<St: Store>(system: &System<St>, doubted: &[Iden
             requester: toolcall::store::Requester::Anyone,
         };
         let asked = store
-            .find_approval(&binding, Some(IN_DOUBT), now_ms())
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: Some(IN_DOUBT),
+                now_ms: now_ms(),
+            })
             .await
             .map_err(|e| e.to_string())?;
         ensure!(

@@ -576,7 +576,11 @@ pub async fn update<St: crate::store::Store + ?Sized>(
             summary: summary.clone(),
         };
         if store
-            .put_controls(version, &document, &entry)
+            .put_controls(&crate::store::ControlsWrite {
+                expected: version,
+                document: &document,
+                change: &entry,
+            })
             .await
             .map_err(ChangeError::Store)?
         {

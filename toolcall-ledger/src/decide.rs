@@ -12,7 +12,7 @@ use crate::question::{
     TakeApproval, Verdict, may_answer,
 };
 use crate::result::ToolResult;
-use crate::store::{Store, StoreError, Unsettled};
+use crate::store::{ApprovalLookup, ApprovalUse, Deciding, Signing, Store, StoreError, Unsettled};
 
 /// When a decision is recorded, and how long a denial or an edit answers
 /// the identical calls from then ([`ApprovalDecision::lasts_until_ms`]).
@@ -106,7 +106,13 @@ pub async fn decide<St: Store + ?Sized>(
         let needed = controlled(store, &entry, answerer, answer).await?;
         if needed > 1 {
             return match store
-                .sign_approval(id, answerer.by(), needed, &decision, now_ms)
+                .sign_approval(&Signing {
+                    id,
+                    signer: answerer.by(),
+                    needed,
+                    decision: &decision,
+                    now_ms,
+                })
                 .await
             {
                 Ok(SignOutcome::Signed { signatures }) => {
@@ -127,7 +133,12 @@ pub async fn decide<St: Store + ?Sized>(
             };
         }
     }
-    match store.decide_approval(id, &decision, now_ms).await {
+    let deciding = Deciding {
+        id,
+        decision: &decision,
+        now_ms,
+    };
+    match store.decide_approval(&deciding).await {
         Ok(DecideOutcome::Decided) => Ok(Decided::Recorded),
         Ok(DecideOutcome::AlreadyDecided) => match store.approval(id).await {
             Ok(Some(entry)) if same_decision(&entry, &decision) => Ok(Decided::Again),
@@ -260,7 +271,11 @@ pub async fn surface<St: Store + ?Sized>(store: &St, now_ms: u64) -> Result<Surf
             requester: Requester::Only(requester.as_deref()),
         };
         let found = store
-            .find_approval(&binding, Some(IN_DOUBT), now_ms)
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: Some(IN_DOUBT),
+                now_ms,
+            })
             .await?;
         match found.map(|entry| (entry.state(now_ms), entry)) {
             // A person said it happened: done, and nothing runs.
@@ -269,7 +284,11 @@ pub async fn surface<St: Store + ?Sized>(store: &St, now_ms: u64) -> Result<Surf
                 let result = happened(&question.tool, &by);
                 store.complete(&key, &result).await?;
                 if let TakeApproval::Taken(_) = store
-                    .take_approval(&entry.approval.id, &binding, now_ms)
+                    .take_approval(&ApprovalUse {
+                        id: &entry.approval.id,
+                        binding: &binding,
+                        now_ms,
+                    })
                     .await?
                 {
                     let came = crate::store::ApprovalResult {

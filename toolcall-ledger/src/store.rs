@@ -160,21 +160,21 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
         key: &Key,
     ) -> impl Future<Output = Result<Option<RecordedOutcome>, StoreError>> + Send;
 
-    /// Tries to take `key` for execution until `now_ms + lease_ms`. A key
-    /// that is free or in doubt is acquired; one claimed by a lease that ran
-    /// out at `now_ms` is turned in doubt, not acquired
-    /// ([`Claim::Abandoned`]).
+    /// Tries to take `key` for execution until `lease.now_ms +
+    /// lease.lease_ms`. A key that is free or in doubt is acquired; one
+    /// claimed by a lease that ran out at `lease.now_ms` is turned in doubt,
+    /// not acquired ([`Claim::Abandoned`]).
     fn claim(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
-    /// [`claim`](CallStore::claim), keeping with the claim the question a person
-    /// is asked if the call's outcome stays unknown: its lease runs out with
-    /// no outcome (its process died, or could not record one), or it is
-    /// recorded in doubt. [`unsettled`](CallStore::unsettled) lists those
+    /// [`claim`](CallStore::claim) for `asking.lease`, keeping with the claim
+    /// `asking.question`: the question a person is asked if the call's
+    /// outcome stays unknown: its lease runs out with no outcome (its
+    /// process died, or could not record one), or it is recorded in doubt.
+    /// [`unsettled`](CallStore::unsettled) lists those
     /// questions, so that an unknown outcome reaches a person without
     /// waiting for an identical call. The question is kept until the key
     /// completes, is released, or is claimed again.
@@ -184,12 +184,9 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
     fn claim_asking(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
+        asking: &QuestionLease<'_>,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        let _ = question;
-        self.claim(key, now_ms, lease_ms)
+        self.claim(key, asking.lease)
     }
 
     /// The keys whose outcome is unknown at `now_ms` (in doubt, or claimed
@@ -209,14 +206,13 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
-    /// Extends the claim on `key` to `now_ms + lease_ms`, while its call is
-    /// still running. `false` if the key is no longer claimed (it completed,
-    /// or was released).
+    /// Extends the claim on `key` to `lease.now_ms + lease.lease_ms`, while
+    /// its call is still running. `false` if the key is no longer claimed
+    /// (it completed, or was released).
     fn renew(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Stores the result of the call holding `key` and frees the claim.
@@ -226,23 +222,20 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
         result: &ToolResult,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Stores the result of the call holding `key` and frees the claim, as
-    /// [`complete`](CallStore::complete) does; and, when the store can do both
-    /// at once, frees the lock on `resource` if `holder` still has it, as
+    /// Stores `done.result` for the call holding `done.key` and frees the
+    /// claim, as [`complete`](CallStore::complete) does; and, when the store
+    /// can do both at once, frees the lock on `done.resource` if
+    /// `done.holder` still has it, as
     /// [`unlock_resource`](LockStore::unlock_resource) does: `true` then. With
     /// `false` the lock is left as it was, for the caller to free.
     ///
     /// This default completes, and leaves the lock.
     fn complete_unlocking(
         &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
+        done: &Completion<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let _ = (resource, holder);
         async move {
-            self.complete(key, result).await?;
+            self.complete(done.key, done.result).await?;
             Ok(false)
         }
     }
@@ -267,8 +260,8 @@ pub trait QuestionStore: Send + Sync + 'static {
         approval: &PendingApproval,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Uses up the approval `id` if it matches `binding` and has not expired
-    /// at `now_ms`: the one place an approval, and the decision kept with
+    /// Uses up the approval `taking.id` if it matches `taking.binding` and has
+    /// not expired at `taking.now_ms`: the one place an approval, and the decision kept with
     /// it, is used, once. An undecided approval is gone once taken; a
     /// decided one stays in the history ([`decided_approvals`](QuestionStore::decided_approvals)),
     /// marked used, and is never taken again. One of this call that has
@@ -276,9 +269,7 @@ pub trait QuestionStore: Send + Sync + 'static {
     /// reads expired to every answer after, until the purge removes it.
     fn take_approval(
         &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
+        taking: &ApprovalUse<'_>,
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send;
 
     /// The approvals a person may decide at `now_ms`: undecided, unused and
@@ -312,16 +303,14 @@ pub trait QuestionStore: Send + Sync + 'static {
         bounds: impl Into<OpenBounds> + Send,
     ) -> impl Future<Output = Result<AskApproval, StoreError>> + Send;
 
-    /// The newest approval asked for exactly this call (the binding's
-    /// session, caller, tool and digest, and the same `reason`), unexpired
-    /// at `now_ms`, decided or not, **used or not** (a used denial still
+    /// The newest approval asked for exactly this call (`lookup.binding`'s
+    /// session, caller, tool and digest, and the same `lookup.reason`),
+    /// unexpired at `lookup.now_ms`, decided or not, **used or not** (a used denial still
     /// answers the identical calls after it); `None` if there is none. A
     /// binding without a tool or a digest matches any.
     fn find_approval(
         &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
+        lookup: &ApprovalLookup<'_>,
     ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send;
 
     /// A page of the approvals a person may decide at `query.now_ms`
@@ -334,16 +323,15 @@ pub trait QuestionStore: Send + Sync + 'static {
         query: &PendingQuery<'_>,
     ) -> impl Future<Output = Result<PendingPage, StoreError>> + Send;
 
-    /// Records a person's decision on the approval `id`, atomically: of two
+    /// Records a person's decision `deciding.decision` on the approval
+    /// `deciding.id`, atomically: of two
     /// decisions at once (a double click, two people, two replicas) exactly
     /// one is [`Decided`](DecideOutcome::Decided), and a decision is never
-    /// changed. An approval expired at `now_ms`, or already used, is not
-    /// decided.
+    /// changed. An approval expired at `deciding.now_ms`, or already used, is
+    /// not decided.
     fn decide_approval(
         &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
+        deciding: &Deciding<'_>,
     ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send;
 
     /// The approval `id` as the store keeps it, decided or not, used or not,
@@ -403,24 +391,21 @@ pub trait QuestionStore: Send + Sync + 'static {
         }
     }
 
-    /// Signs the approval `id` as `signer`, for a question that needs
-    /// `needed` distinct people: keeps the signature and, when it is the
-    /// `needed`-th, records `decision` (approved; its `by` replaced by the
-    /// signers' names in signing order, joined with `, `) in the same atomic
-    /// step, so that two last signatures racing decide once. Refuses, and
-    /// changes nothing, for an approval decided, expired or unknown, and for
-    /// a second signature of one person.
+    /// Signs the approval `signing.id` as `signing.signer`, for a question
+    /// that needs `signing.needed` distinct people: keeps the signature and,
+    /// when it is the `needed`-th, records `signing.decision` (approved; its
+    /// `by` replaced by the signers' names in signing order, joined with
+    /// `, `) in the same atomic step, so that two last signatures racing
+    /// decide once. Refuses, and changes nothing, for an approval decided,
+    /// expired at `signing.now_ms` or unknown, and for a second signature of
+    /// one person.
     ///
     /// This default keeps no signatures: an error.
     fn sign_approval(
         &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
+        signing: &Signing<'_>,
     ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
-        let _ = (id, signer, needed, decision, now_ms);
+        let _ = signing;
         async { Err(no_controls("signatures")) }
     }
 
@@ -441,14 +426,13 @@ pub trait QuestionStore: Send + Sync + 'static {
 ///
 /// One of the roles of a [`Store`]: see it for the contract they share.
 pub trait LockStore: Send + Sync + 'static {
-    /// Takes (or, for the same `holder`, extends) the lock on `resource`
-    /// until `now_ms + lease_ms`. `false` while another holder's lease runs.
+    /// Takes (or, for the same `lock.holder`, extends) the lock on
+    /// `lock.resource` until `now_ms + lock.lease_ms`. `false` while another
+    /// holder's lease runs.
     fn lock_resource(
         &self,
-        resource: &Key,
-        holder: &str,
+        lock: &LockAsk<'_>,
         now_ms: u64,
-        lease_ms: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Frees the lock on `resource` if `holder` still has it; a lock another
@@ -464,18 +448,15 @@ pub trait LockStore: Send + Sync + 'static {
 ///
 /// One of the roles of a [`Store`]: see it for the contract they share.
 pub trait TaintStore: Send + Sync + 'static {
-    /// Remembers that `session` saw untrusted output, the fingerprints of
-    /// its values (hex digests, never the text; none at all marks the
-    /// session only), and where it came from: `source`, [`bounded`](TaintSource::bounded),
+    /// Remembers that `seen.session` saw untrusted output, the fingerprints
+    /// of its values (`seen.fingerprints`: hex digests, never the text; none
+    /// at all marks the session only), and where it came from: `seen.source`,
+    /// [`bounded`](TaintSource::bounded),
     /// kept with the session's newest [`MAX_SOURCES`](crate::provenance::MAX_SOURCES)
     /// ([`keep`](crate::provenance::keep)). Kept, like the session's step
     /// count, for the retention window after the last one.
-    fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn add_taint(&self, seen: &Exposure<'_>)
+    -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The sources of `session`'s taint that [`add_taint`](TaintStore::add_taint)
     /// kept, newest first, at most [`MAX_SOURCES`](crate::provenance::MAX_SOURCES);
@@ -511,19 +492,18 @@ pub trait ControlStore: Send + Sync + 'static {
         async { Ok(None) }
     }
 
-    /// Writes `document` as the controls' next version, if the version kept
-    /// is `expected` (0: none yet), and keeps `change` (its `version` set to
-    /// the one written) in the history, in one atomic step: `Ok(true)`.
+    /// Writes `write.document` as the controls' next version, if the version
+    /// kept is `write.expected` (0: none yet), and keeps `write.change` (its
+    /// `version` set to the one written) in the history, in one atomic step:
+    /// `Ok(true)`.
     /// `Ok(false)`: another writer came first; nothing was written.
     ///
     /// This default keeps none: an error.
     fn put_controls(
         &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
+        write: &ControlsWrite<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let _ = (expected, document, change);
+        let _ = write;
         async { Err(no_controls("operators' controls")) }
     }
 
@@ -538,22 +518,20 @@ pub trait ControlStore: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
-    /// Counts one call against the rate limit `bucket` in the fixed window
-    /// that starts at `window_start_ms` (a multiple of the window's
-    /// length), if fewer than `limit` were counted in it: `Ok(true)`.
-    /// `Ok(false)`: the window is full; nothing was counted. Every process
-    /// that shares the store shares the count. A store may forget windows
-    /// that ended (`window_start_ms` + `window_ms` in the past).
+    /// Counts one call against the rate limit `window.bucket` in the fixed
+    /// window that starts at `window.start_ms` (a multiple of
+    /// `window.length_ms`), if fewer than `limit` were counted in it:
+    /// `Ok(true)`. `Ok(false)`: the window is full; nothing was counted.
+    /// Every process that shares the store shares the count. A store may
+    /// forget windows that ended (`start_ms` + `length_ms` in the past).
     ///
     /// This default counts nothing: an error (a rate limit cannot be kept).
     fn take_rate(
         &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
+        window: &RateWindow<'_>,
         limit: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let _ = (bucket, window_start_ms, window_ms, limit);
+        let _ = (window, limit);
         async { Err(no_controls("rate limits")) }
     }
 
@@ -653,6 +631,7 @@ pub use memory::KeyHasher;
 pub use memory::MemoryStore;
 pub use pending::{PendingCursor, PendingOrder, PendingPage, PendingQuery, PendingQueryError};
 pub use records::{
-    CallBegun, CallStart, Claim, ControlsChange, LockAsk, RecordedOutcome, StoredControls,
-    TaintHit, Unsettled,
+    ApprovalLookup, ApprovalUse, CallBegun, CallStart, Claim, Completion, ControlsChange,
+    ControlsWrite, Deciding, Exposure, Lease, LockAsk, QuestionLease, RateWindow, RecordedOutcome,
+    Signing, StoredControls, TaintHit, Unsettled,
 };

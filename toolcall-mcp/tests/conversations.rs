@@ -12,7 +12,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResponse, InputResponses};
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Approvals, Caller, Dispatcher, MemoryAudit, Policy, Rejection, Taint, tool, tools};
 use toolcall_mcp::{MAX_CONVERSATION_NAME_BYTES, Options};
@@ -238,7 +238,12 @@ async fn a_pending_approval_of_a_shared_conversation_is_brought_back_on_another_
         decided_ms: now_ms(),
         lasts_until_ms: None,
     };
-    let outcome = dispatcher.store().decide_approval(&id, &decision, now_ms());
+    let deciding = Deciding {
+        id: &id,
+        decision: &decision,
+        now_ms: now_ms(),
+    };
+    let outcome = dispatcher.store().decide_approval(&deciding);
     assert_eq!(outcome.await.unwrap(), DecideOutcome::Decided);
     let ran = call(&second, "transfer", refund_args()).await;
     assert_eq!(code(&ran), "OK", "{ran}");

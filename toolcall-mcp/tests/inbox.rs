@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Approvals, Arguments, Call, Code, Dispatcher, tools};
 use toolcall_mcp::Options;
@@ -136,7 +136,14 @@ fn decision(approved: bool, note: &str, edited: Option<Value>) -> ApprovalDecisi
 
 async fn decide<St: Store>(store: &St, id: &str, decision: &ApprovalDecision) {
     assert_eq!(
-        store.decide_approval(id, decision, now_ms()).await.unwrap(),
+        store
+            .decide_approval(&Deciding {
+                id,
+                decision,
+                now_ms: now_ms()
+            })
+            .await
+            .unwrap(),
         DecideOutcome::Decided
     );
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 use toolcall_ledger::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError, TakeApproval,
-    now_ms, session_key,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
+    Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError,
+    TakeApproval, now_ms, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
 use toolcall_sql::controls;
@@ -67,16 +67,15 @@ fn param(value: &Value) -> &(dyn ToSql + Sync) {
     }
 }
 
-/// Uses up the approval `id` if it matches `binding` and is unused: a
-/// decided one is marked used (the history keeps it), an undecided one
-/// is deleted. `decided` says which statement to try.
+/// Uses up the approval `taking.id` if it matches `taking.binding` and is
+/// unused: a decided one is marked used (the history keeps it), an
+/// undecided one is deleted. `decided` says which statement to try.
 async fn use_up(
     store: &PostgresStore,
-    id: &str,
-    binding: &Binding<'_>,
-    now_ms: u64,
+    taking: &ApprovalUse<'_>,
     decided: bool,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
+    let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
     let client = store.client().await?;
     // The binding whole, its requester included (`Binding::matches`, as
     // the other stores read it): another principal's question is not
@@ -307,10 +306,9 @@ pub(crate) async fn ask(
 /// denial still answers the identical calls after it).
 pub(crate) async fn find(
     store: &PostgresStore,
-    binding: &Binding<'_>,
-    reason: Option<&str>,
-    now_ms: u64,
+    lookup: &ApprovalLookup<'_>,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
+    let (binding, reason, now_ms) = (lookup.binding, lookup.reason, lookup.now_ms);
     let (anyone, requester) = match binding.requester {
         Requester::Anyone => (true, None),
         Requester::Only(requester) => (false, requester),
@@ -370,20 +368,19 @@ pub(crate) async fn page(
 
 pub(crate) async fn take(
     store: &PostgresStore,
-    id: &str,
-    binding: &Binding<'_>,
-    now_ms: u64,
+    taking: &ApprovalUse<'_>,
 ) -> Result<TakeApproval, StoreError> {
+    let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
     // A decision only ever goes from none to one: a decided approval is
     // tried first, then an undecided one, then (decided in between) the
     // first again. Used up only if it matches: a mismatched attempt
     // changes nothing.
-    let mut taken = use_up(store, id, binding, now_ms, true).await?;
+    let mut taken = use_up(store, taking, true).await?;
     if taken.is_none() {
-        taken = use_up(store, id, binding, now_ms, false).await?;
+        taken = use_up(store, taking, false).await?;
     }
     if taken.is_none() {
-        taken = use_up(store, id, binding, now_ms, true).await?;
+        taken = use_up(store, taking, true).await?;
     }
     if taken.is_none() {
         // None is used up once expired: an expired question of this call
@@ -420,10 +417,9 @@ pub(crate) async fn pending(
 
 pub(crate) async fn decide(
     store: &PostgresStore,
-    id: &str,
-    decision: &ApprovalDecision,
-    now_ms: u64,
+    deciding: &Deciding<'_>,
 ) -> Result<DecideOutcome, StoreError> {
+    let (id, decision, now_ms) = (deciding.id, deciding.decision, deciding.now_ms);
     let text = approval::json(decision)?;
     let client = store.client().await?;
     // One statement: of two decisions at once, one changes the row; the

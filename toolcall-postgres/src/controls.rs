@@ -7,8 +7,8 @@ use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
 
 use toolcall_ledger::store::{
-    ApprovalDecision, ControlsChange, SignOutcome, Signature, StoreError, StoredControls,
-    session_key,
+    ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, Signing, StoreError,
+    StoredControls, session_key,
 };
 use toolcall_sql::approval;
 use toolcall_sql::controls::{self, SignStep, dollars};
@@ -63,20 +63,18 @@ pub(crate) async fn get(
 
 pub(crate) async fn put(
     store: &PostgresStore,
-    expected: u64,
-    document: &str,
-    change: &ControlsChange,
+    write: &ControlsWrite<'_>,
 ) -> Result<bool, StoreError> {
     store
         .wrote_if(
             PUT.as_str(),
             &[
-                &to_sql(expected),
-                &to_sql(expected.saturating_add(1)),
-                &document,
-                &change.by,
-                &to_sql(change.at_ms),
-                &change.summary,
+                &to_sql(write.expected),
+                &to_sql(write.expected.saturating_add(1)),
+                &write.document,
+                &write.change.by,
+                &to_sql(write.change.at_ms),
+                &write.change.summary,
             ],
         )
         .await
@@ -104,9 +102,7 @@ pub(crate) async fn history(
 
 pub(crate) async fn take_rate(
     store: &PostgresStore,
-    bucket: &str,
-    window_start_ms: u64,
-    window_ms: u64,
+    window: &RateWindow<'_>,
     limit: u64,
 ) -> Result<bool, StoreError> {
     if limit == 0 {
@@ -116,10 +112,10 @@ pub(crate) async fn take_rate(
         .wrote_if(
             TAKE_RATE.as_str(),
             &[
-                &session_key(bucket),
-                &bucket,
-                &to_sql(window_start_ms),
-                &to_sql(window_start_ms.saturating_add(window_ms)),
+                &session_key(window.bucket),
+                &window.bucket,
+                &to_sql(window.start_ms),
+                &to_sql(window.start_ms.saturating_add(window.length_ms)),
                 &to_sql(limit),
             ],
         )
@@ -171,12 +167,11 @@ pub(crate) async fn signatures(
 /// commits.
 pub(crate) async fn sign(
     store: &PostgresStore,
-    id: &str,
-    signer: &str,
-    needed: u32,
-    decision: &ApprovalDecision,
-    now_ms: u64,
+    signing: &Signing<'_>,
 ) -> Result<SignOutcome, StoreError> {
+    let Signing {
+        id, signer, now_ms, ..
+    } = *signing;
     let sent = |statements: u64| store.sent.fetch_add(statements, Ordering::Relaxed);
     let mut client = store.client().await?;
     let tx = client.transaction().await?;
@@ -200,7 +195,7 @@ pub(crate) async fn sign(
             .map(|s| s.by)
             .collect();
     sent(2);
-    let step = controls::sign_step(entry.as_ref(), &signers, signer, needed, decision, now_ms);
+    let step = controls::sign_step(entry.as_ref(), &signers, signing);
     let n = match &step {
         SignStep::Answer(_) => return Ok(controls::signed(&step)),
         SignStep::Keep { n } | SignStep::Decide { n, .. } => *n,

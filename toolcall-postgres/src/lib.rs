@@ -152,10 +152,11 @@ use conn::Conn;
 use tokio_postgres::types::ToSql;
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    Claim, ControlsChange, DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RecordedOutcome, SignOutcome, Signature, StoreError, StoredControls,
-    TakeApproval, Unsettled, now_ms, session_key,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
+    Claim, Completion, ControlsChange, ControlsWrite, DecideOutcome, Deciding, Key, Lease, LockAsk,
+    OpenBounds, PendingApproval, PendingPage, PendingQuery, QuestionLease, RateWindow,
+    RecordedOutcome, SignOutcome, Signature, Signing, StoreError, StoredControls, TakeApproval,
+    Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -299,10 +300,10 @@ impl PostgresStore {
     async fn claim_keeping(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
         question: Option<&str>,
     ) -> Result<Claim, StoreError> {
+        let Lease { now_ms, lease_ms } = lease;
         let key = key.as_str();
         let client = self.client().await?;
         let until = to_sql(now_ms.saturating_add(lease_ms));
@@ -411,23 +412,17 @@ impl CallStore for PostgresStore {
     }
 
     /// One statement: the result stored, the claim and the lock freed.
-    async fn complete_unlocking(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> Result<bool, StoreError> {
-        let text = result_text(result)?;
-        self.started.freed(holder);
+    async fn complete_unlocking(&self, done: &Completion<'_>) -> Result<bool, StoreError> {
+        let text = result_text(done.result)?;
+        self.started.freed(done.holder);
         self.execute(
             begin::COMPLETE_UNLOCKING,
             &[
-                &key.as_str(),
+                &done.key.as_str(),
                 &text,
                 &to_sql(now_ms()),
-                &session_key(resource.as_str()),
-                &holder,
+                &session_key(done.resource.as_str()),
+                &done.holder,
             ],
         )
         .await?;
@@ -487,19 +482,17 @@ impl CallStore for PostgresStore {
         )
     }
 
-    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        self.claim_keeping(key, now_ms, lease_ms, None).await
+    async fn claim(&self, key: &Key, lease: Lease) -> Result<Claim, StoreError> {
+        self.claim_keeping(key, lease, None).await
     }
 
     async fn claim_asking(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
+        asking: &QuestionLease<'_>,
     ) -> Result<Claim, StoreError> {
-        let text = record::question_text(question)?;
-        self.claim_keeping(key, now_ms, lease_ms, Some(&text)).await
+        let text = record::question_text(asking.question)?;
+        self.claim_keeping(key, asking.lease, Some(&text)).await
     }
 
     async fn unsettled(&self, now_ms: u64, limit: usize) -> Result<Vec<Unsettled>, StoreError> {
@@ -523,7 +516,8 @@ impl CallStore for PostgresStore {
             .collect()
     }
 
-    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+    async fn renew(&self, key: &Key, lease: Lease) -> Result<bool, StoreError> {
+        let Lease { now_ms, lease_ms } = lease;
         let key = key.as_str();
         let client = self.client().await?;
         let renewed = client
@@ -587,13 +581,8 @@ impl QuestionStore for PostgresStore {
         approvals::put(self, a).await
     }
 
-    async fn take_approval(
-        &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
-    ) -> Result<TakeApproval, StoreError> {
-        approvals::take(self, id, binding, now_ms).await
+    async fn take_approval(&self, taking: &ApprovalUse<'_>) -> Result<TakeApproval, StoreError> {
+        approvals::take(self, taking).await
     }
 
     async fn pending_approvals(
@@ -614,24 +603,17 @@ impl QuestionStore for PostgresStore {
 
     async fn find_approval(
         &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
+        lookup: &ApprovalLookup<'_>,
     ) -> Result<Option<ApprovalEntry>, StoreError> {
-        approvals::find(self, binding, reason, now_ms).await
+        approvals::find(self, lookup).await
     }
 
     async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
         approvals::page(self, query).await
     }
 
-    async fn decide_approval(
-        &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<DecideOutcome, StoreError> {
-        approvals::decide(self, id, decision, now_ms).await
+    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+        approvals::decide(self, deciding).await
     }
 
     async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
@@ -664,15 +646,8 @@ impl QuestionStore for PostgresStore {
     /// One transaction that locks the approval's row (`SELECT ... FOR
     /// UPDATE`): the signature kept and, for the last one, the decision
     /// recorded and announced on [`DECISION_CHANNEL`].
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        controls::sign(self, id, signer, needed, decision, now_ms).await
+    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+        controls::sign(self, signing).await
     }
 
     async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
@@ -681,14 +656,8 @@ impl QuestionStore for PostgresStore {
 }
 
 impl LockStore for PostgresStore {
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let resource = resource.as_str();
+    async fn lock_resource(&self, lock: &LockAsk<'_>, now_ms: u64) -> Result<bool, StoreError> {
+        let resource = lock.resource.as_str();
         // One statement: taken if free, held by `holder`, or run out.
         self.wrote_if(
             "INSERT INTO toolcall_locks (resource_key, resource, holder, until_ms)
@@ -699,9 +668,9 @@ impl LockStore for PostgresStore {
             &[
                 &session_key(resource),
                 &resource,
-                &holder,
+                &lock.holder,
                 &to_sql(now_ms),
-                &to_sql(now_ms.saturating_add(lease_ms)),
+                &to_sql(now_ms.saturating_add(lock.lease_ms)),
             ],
         )
         .await
@@ -726,13 +695,8 @@ impl ControlStore for PostgresStore {
 
     /// One statement: the document written if its version is `expected`,
     /// and the change kept.
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        controls::put(self, expected, document, change).await
+    async fn put_controls(&self, write: &ControlsWrite<'_>) -> Result<bool, StoreError> {
+        controls::put(self, write).await
     }
 
     async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
@@ -740,14 +704,8 @@ impl ControlStore for PostgresStore {
     }
 
     /// One statement: counted only below the limit.
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        controls::take_rate(self, bucket, window_start_ms, window_ms, limit).await
+    async fn take_rate(&self, window: &RateWindow<'_>, limit: u64) -> Result<bool, StoreError> {
+        controls::take_rate(self, window, limit).await
     }
 
     async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {

@@ -1,7 +1,9 @@
 //! What a conversation read in untrusted output: its mark, its values'
 //! fingerprints and where they came from, one row each in `toolcall_taint`.
 
-use toolcall_ledger::store::{StoreError, TaintHit, TaintSource, TaintStore, now_ms, session_key};
+use toolcall_ledger::store::{
+    Exposure, StoreError, TaintHit, TaintSource, TaintStore, now_ms, session_key,
+};
 use toolcall_sql::to_sql;
 
 use crate::PostgresStore;
@@ -9,18 +11,13 @@ use crate::PostgresStore;
 impl TaintStore for PostgresStore {
     /// One transaction: the session marked and its fingerprints kept (the
     /// mark's row locked until it commits), its sources read and written
-    /// back with `source` added, so that two sources added at once are
+    /// back with `seen.source` added, so that two sources added at once are
     /// both kept.
-    async fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
+    async fn add_taint(&self, seen: &Exposure<'_>) -> Result<(), StoreError> {
         let mut client = self.client().await?;
-        let key = session_key(session);
+        let key = session_key(seen.session);
         let mut prints: Vec<&str> = vec![""];
-        prints.extend(fingerprints.iter().map(String::as_str));
+        prints.extend(seen.fingerprints.iter().map(String::as_str));
         let tx = client.transaction().await?;
         let held = tx
             .query_one(
@@ -35,7 +32,7 @@ impl TaintStore for PostgresStore {
             .await
             .map_err(StoreError::new)?;
         let held: Option<String> = held.get(0);
-        let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
+        let sources = toolcall_sql::taint::added(held.as_deref(), seen.source)?;
         tx.execute(
             "UPDATE toolcall_taint SET sources = $2 WHERE session = $1 AND print = ''",
             &[&key, &sources],

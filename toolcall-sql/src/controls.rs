@@ -7,7 +7,7 @@
 //! The statements are written with SQLite's numbered parameters (`?1`);
 //! [`dollars`] writes them with Postgres's (`$1`).
 
-use toolcall_ledger::store::{ApprovalDecision, ApprovalEntry, SignOutcome};
+use toolcall_ledger::store::{ApprovalDecision, ApprovalEntry, SignOutcome, Signing};
 
 /// The controls unless their version is `?1`: `version, document`, one
 /// row or none.
@@ -99,20 +99,24 @@ pub enum SignStep {
     },
 }
 
-/// What signing the approval `entry` (`None`: there is none) as `signer`
-/// does, when `signers` signed it before (in signing order), `needed`
-/// distinct people are needed, and it is `now_ms`: refused for an unknown,
-/// decided or used, or expired approval, and for a second signature of one
-/// person (checked in that order); else kept, and the `needed`-th decides
-/// with `decision`, its `by` replaced.
+/// What `signing` the approval `entry` (`None`: there is none) does, when
+/// `signers` signed it before (in signing order): refused for an unknown,
+/// decided or used, or expired approval (at `signing.now_ms`), and for a
+/// second signature of one person (checked in that order); else kept, and
+/// the `signing.needed`-th decides with `signing.decision`, its `by`
+/// replaced.
 pub fn sign_step(
     entry: Option<&ApprovalEntry>,
     signers: &[String],
-    signer: &str,
-    needed: u32,
-    decision: &ApprovalDecision,
-    now_ms: u64,
+    signing: &Signing<'_>,
 ) -> SignStep {
+    let Signing {
+        signer,
+        needed,
+        decision,
+        now_ms,
+        ..
+    } = *signing;
     let Some(entry) = entry else {
         return SignStep::Answer(SignOutcome::Invalid);
     };

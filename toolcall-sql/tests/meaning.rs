@@ -8,8 +8,8 @@ use serde_json::json;
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, CallBegun, Claim, DecideOutcome,
-    PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, TakeApproval,
-    session_key,
+    PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, Signing,
+    TakeApproval, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
 use toolcall_sql::purge::{self, Retention};
@@ -371,7 +371,14 @@ fn signing_refuses_in_order_and_the_last_signature_decides_with_every_name() {
     };
     let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
     let step = |entry: Option<&ApprovalEntry>, signers: &[&str], signer: &str| {
-        controls::sign_step(entry, &names(signers), signer, 3, &yes, now)
+        let signing = Signing {
+            id: "a",
+            signer,
+            needed: 3,
+            decision: &yes,
+            now_ms: now,
+        };
+        controls::sign_step(entry, &names(signers), &signing)
     };
     let open = entry(now + 1, false);
     assert_eq!(

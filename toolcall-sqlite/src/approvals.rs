@@ -4,9 +4,9 @@
 use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
 use toolcall_ledger::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError, TakeApproval,
-    session_key,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Binding,
+    DecideOutcome, Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester,
+    StoreError, TakeApproval, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
 use toolcall_sql::{Value, count_sql, to_sql};
@@ -202,11 +202,15 @@ pub(crate) fn ask(
 
 pub(crate) fn find(
     conn: &rusqlite::Connection,
-    binding: &Binding<'_>,
-    reason: Option<&str>,
-    now_ms: u64,
+    lookup: &ApprovalLookup<'_>,
 ) -> Result<Option<ApprovalEntry>, StoreError> {
-    same_call_where(conn, SAME_CALL_EVER, binding, reason, now_ms)
+    same_call_where(
+        conn,
+        SAME_CALL_EVER,
+        lookup.binding,
+        lookup.reason,
+        lookup.now_ms,
+    )
 }
 
 pub(crate) fn page(
@@ -240,10 +244,9 @@ pub(crate) fn page(
 
 pub(crate) fn take(
     store: &SqliteStore,
-    id: &str,
-    binding: &Binding<'_>,
-    now_ms: u64,
+    taking: &ApprovalUse<'_>,
 ) -> Result<TakeApproval, StoreError> {
+    let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
     let mut conn = store.conn();
     let tx = immediate(&mut conn)?;
     let Some(entry) = approval_where(&tx, "id = ?1", [id])? else {
@@ -273,10 +276,9 @@ pub(crate) fn take(
 
 pub(crate) fn decide(
     store: &SqliteStore,
-    id: &str,
-    decision: &ApprovalDecision,
-    now_ms: u64,
+    deciding: &Deciding<'_>,
 ) -> Result<DecideOutcome, StoreError> {
+    let (id, decision, now_ms) = (deciding.id, deciding.decision, deciding.now_ms);
     // One statement: of two decisions at once, one changes the row.
     let decided = store.execute(
         toolcall_sql::controls::DECIDE,

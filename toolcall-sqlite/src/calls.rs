@@ -5,8 +5,8 @@
 use rusqlite::{OptionalExtension, params};
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
-    CallBegun, CallStart, CallStore, Claim, Key, PendingApproval, RecordedOutcome, StoreError,
-    Unsettled, now_ms, session_key,
+    CallBegun, CallStart, CallStore, Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome,
+    StoreError, Unsettled, now_ms, session_key,
 };
 use toolcall_sql::record::{self, result_text};
 use toolcall_sql::{from_sql, limit_sql, to_sql};
@@ -41,14 +41,11 @@ impl CallStore for SqliteStore {
     /// One transaction: the result stored, the claim and the lock freed.
     fn complete_unlocking(
         &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
+        done: &Completion<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         async move {
             off_runtime(|| {
-                let text = result_text(result)?;
+                let text = result_text(done.result)?;
                 {
                     let mut conn = self.conn();
                     let tx = immediate(&mut conn)?;
@@ -57,12 +54,14 @@ impl CallStore for SqliteStore {
                      VALUES (?1, 'completed', 0, ?2, ?3)
                      ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = ?2, touched_ms = ?3",
                 )
-                .and_then(|mut s| s.execute(params![key.as_str(), text, to_sql(now_ms())]))
+                .and_then(|mut s| s.execute(params![done.key.as_str(), text, to_sql(now_ms())]))
                 .map_err(StoreError::new)?;
                     tx.prepare_cached(
                         "DELETE FROM toolcall_locks WHERE resource_key = ?1 AND holder = ?2",
                     )
-                    .and_then(|mut s| s.execute(params![session_key(resource.as_str()), holder]))
+                    .and_then(|mut s| {
+                        s.execute(params![session_key(done.resource.as_str()), done.holder])
+                    })
                     .map_err(StoreError::new)?;
                     tx.commit().map_err(StoreError::new)?;
                 }
@@ -141,23 +140,20 @@ impl CallStore for SqliteStore {
     fn claim(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        async move { off_runtime(|| self.claim_keeping(key, now_ms, lease_ms, None)) }
+        async move { off_runtime(|| self.claim_keeping(key, lease, None)) }
     }
 
     fn claim_asking(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
+        asking: &QuestionLease<'_>,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
         async move {
             off_runtime(|| {
-                let text = record::question_text(question)?;
-                self.claim_keeping(key, now_ms, lease_ms, Some(&text))
+                let text = record::question_text(asking.question)?;
+                self.claim_keeping(key, asking.lease, Some(&text))
             })
         }
     }
@@ -195,9 +191,9 @@ impl CallStore for SqliteStore {
     fn renew(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let Lease { now_ms, lease_ms } = lease;
         async move {
             off_runtime(|| {
                 let key = key.as_str();

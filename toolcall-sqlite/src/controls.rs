@@ -5,8 +5,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 use toolcall_ledger::store::{
-    ApprovalDecision, ControlsChange, SignOutcome, Signature, StoreError, StoredControls,
-    session_key,
+    ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, Signing, StoreError,
+    StoredControls, session_key,
 };
 use toolcall_sql::approval;
 use toolcall_sql::controls::{self, SignStep};
@@ -29,12 +29,8 @@ pub(crate) fn get(conn: &Connection, known: u64) -> Result<Option<StoredControls
         .map_err(StoreError::new)
 }
 
-pub(crate) fn put(
-    store: &SqliteStore,
-    expected: u64,
-    document: &str,
-    change: &ControlsChange,
-) -> Result<bool, StoreError> {
+pub(crate) fn put(store: &SqliteStore, write: &ControlsWrite<'_>) -> Result<bool, StoreError> {
+    let (expected, document, change) = (write.expected, write.document, write.change);
     let version = expected.saturating_add(1);
     {
         let mut conn = store.conn();
@@ -85,9 +81,7 @@ pub(crate) fn history(conn: &Connection, limit: usize) -> Result<Vec<ControlsCha
 
 pub(crate) fn take_rate(
     store: &SqliteStore,
-    bucket: &str,
-    window_start_ms: u64,
-    window_ms: u64,
+    window: &RateWindow<'_>,
     limit: u64,
 ) -> Result<bool, StoreError> {
     if limit == 0 {
@@ -96,10 +90,10 @@ pub(crate) fn take_rate(
     store.wrote_if(
         controls::TAKE_RATE,
         params![
-            session_key(bucket),
-            bucket,
-            to_sql(window_start_ms),
-            to_sql(window_start_ms.saturating_add(window_ms)),
+            session_key(window.bucket),
+            window.bucket,
+            to_sql(window.start_ms),
+            to_sql(window.start_ms.saturating_add(window.length_ms)),
             to_sql(limit)
         ],
     )
@@ -148,20 +142,16 @@ pub(crate) fn signatures(conn: &Connection, id: &str) -> Result<Vec<Signature>, 
 /// signature kept and, for the last one, the decision recorded. Of two
 /// last signatures at once, on any connection to the file, the second
 /// reads the first's.
-pub(crate) fn sign(
-    store: &SqliteStore,
-    id: &str,
-    signer: &str,
-    needed: u32,
-    decision: &ApprovalDecision,
-    now_ms: u64,
-) -> Result<SignOutcome, StoreError> {
+pub(crate) fn sign(store: &SqliteStore, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+    let Signing {
+        id, signer, now_ms, ..
+    } = *signing;
     let step = {
         let mut conn = store.conn();
         let tx = immediate(&mut conn)?;
         let entry = approval_where(&tx, "id = ?1", [id])?;
         let signers: Vec<String> = signatures_in(&tx, id)?.into_iter().map(|s| s.by).collect();
-        let step = controls::sign_step(entry.as_ref(), &signers, signer, needed, decision, now_ms);
+        let step = controls::sign_step(entry.as_ref(), &signers, signing);
         let n = match &step {
             SignStep::Answer(_) => return Ok(controls::signed(&step)),
             SignStep::Keep { n } | SignStep::Decide { n, .. } => *n,

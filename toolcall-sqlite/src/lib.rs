@@ -102,9 +102,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use toolcall_ledger::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, Claim, ControlsChange,
-    DecideOutcome, Key, OpenBounds, PendingApproval, PendingPage, PendingQuery, SignOutcome,
-    Signature, StoreError, StoredControls, TakeApproval,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Claim, ControlsChange,
+    ControlsWrite, DecideOutcome, Deciding, Key, Lease, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RateWindow, SignOutcome, Signature, Signing, StoreError, StoredControls,
+    TakeApproval,
 };
 
 use schema::{migrate, retry_busy};
@@ -261,10 +262,10 @@ impl SqliteStore {
     fn claim_keeping(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
         question: Option<&str>,
     ) -> Result<Claim, StoreError> {
+        let Lease { now_ms, lease_ms } = lease;
         let key = key.as_str();
         let claim = {
             let mut conn = self.conn();
@@ -382,13 +383,8 @@ impl QuestionStore for SqliteStore {
         off_runtime(|| approvals::put(self, a))
     }
 
-    async fn take_approval(
-        &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
-    ) -> Result<TakeApproval, StoreError> {
-        off_runtime(|| approvals::take(self, id, binding, now_ms))
+    async fn take_approval(&self, taking: &ApprovalUse<'_>) -> Result<TakeApproval, StoreError> {
+        off_runtime(|| approvals::take(self, taking))
     }
 
     async fn pending_approvals(
@@ -418,24 +414,17 @@ impl QuestionStore for SqliteStore {
 
     async fn find_approval(
         &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
+        lookup: &ApprovalLookup<'_>,
     ) -> Result<Option<ApprovalEntry>, StoreError> {
-        self.read(|conn| approvals::find(conn, binding, reason, now_ms))
+        self.read(|conn| approvals::find(conn, lookup))
     }
 
     async fn pending_page(&self, query: &PendingQuery<'_>) -> Result<PendingPage, StoreError> {
         self.read(|conn| approvals::page(conn, query))
     }
 
-    async fn decide_approval(
-        &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<DecideOutcome, StoreError> {
-        off_runtime(|| approvals::decide(self, id, decision, now_ms))
+    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+        off_runtime(|| approvals::decide(self, deciding))
     }
 
     async fn approval(&self, id: &str) -> Result<Option<ApprovalEntry>, StoreError> {
@@ -462,15 +451,8 @@ impl QuestionStore for SqliteStore {
 
     /// One `IMMEDIATE` transaction: the signature kept and, for the last
     /// one, the decision recorded.
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        off_runtime(|| controls::sign(self, id, signer, needed, decision, now_ms))
+    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+        off_runtime(|| controls::sign(self, signing))
     }
 
     async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {
@@ -485,13 +467,8 @@ impl ControlStore for SqliteStore {
 
     /// One `IMMEDIATE` transaction: the document written if its version is
     /// `expected`, and the change kept.
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        off_runtime(|| controls::put(self, expected, document, change))
+    async fn put_controls(&self, write: &ControlsWrite<'_>) -> Result<bool, StoreError> {
+        off_runtime(|| controls::put(self, write))
     }
 
     async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
@@ -499,14 +476,8 @@ impl ControlStore for SqliteStore {
     }
 
     /// One statement: counted only below the limit.
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        off_runtime(|| controls::take_rate(self, bucket, window_start_ms, window_ms, limit))
+    async fn take_rate(&self, window: &RateWindow<'_>, limit: u64) -> Result<bool, StoreError> {
+        off_runtime(|| controls::take_rate(self, window, limit))
     }
 
     async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {

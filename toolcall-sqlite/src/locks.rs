@@ -2,7 +2,7 @@
 //! given back in one statement.
 
 use rusqlite::params;
-use toolcall_ledger::store::{Key, LockStore, StoreError, session_key};
+use toolcall_ledger::store::{Key, LockAsk, LockStore, StoreError, session_key};
 use toolcall_sql::to_sql;
 
 use crate::{SqliteStore, off_runtime};
@@ -18,24 +18,18 @@ pub(crate) const LOCK: &str =
      RETURNING 1";
 
 impl LockStore for SqliteStore {
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
+    async fn lock_resource(&self, lock: &LockAsk<'_>, now_ms: u64) -> Result<bool, StoreError> {
         off_runtime(|| {
-            let resource = resource.as_str();
+            let resource = lock.resource.as_str();
             // One statement: taken if free, held by `holder`, or run out.
             self.wrote_if(
                 LOCK,
                 params![
                     session_key(resource),
                     resource,
-                    holder,
+                    lock.holder,
                     to_sql(now_ms),
-                    to_sql(now_ms.saturating_add(lease_ms))
+                    to_sql(now_ms.saturating_add(lock.lease_ms))
                 ],
             )
         })

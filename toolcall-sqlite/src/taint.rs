@@ -2,20 +2,17 @@
 //! fingerprints and where they came from, one row each in `toolcall_taint`.
 
 use rusqlite::{OptionalExtension, params};
-use toolcall_ledger::store::{StoreError, TaintHit, TaintSource, TaintStore, now_ms, session_key};
+use toolcall_ledger::store::{
+    Exposure, StoreError, TaintHit, TaintSource, TaintStore, now_ms, session_key,
+};
 use toolcall_sql::to_sql;
 
 use crate::{SqliteStore, immediate, off_runtime};
 
 impl TaintStore for SqliteStore {
-    async fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
+    async fn add_taint(&self, seen: &Exposure<'_>) -> Result<(), StoreError> {
         off_runtime(|| {
-            let session = session_key(session);
+            let session = session_key(seen.session);
             let now = to_sql(now_ms());
             {
                 let mut conn = self.conn();
@@ -27,7 +24,8 @@ impl TaintStore for SqliteStore {
                          ON CONFLICT (session, print) DO UPDATE SET touched_ms = excluded.touched_ms",
                     )
                     .map_err(StoreError::new)?;
-                    for print in std::iter::once("").chain(fingerprints.iter().map(String::as_str))
+                    for print in
+                        std::iter::once("").chain(seen.fingerprints.iter().map(String::as_str))
                     {
                         insert
                             .execute(params![session, print, now])
@@ -43,7 +41,7 @@ impl TaintStore for SqliteStore {
                         |row| row.get(0),
                     )
                     .map_err(StoreError::new)?;
-                let sources = toolcall_sql::taint::added(held.as_deref(), source)?;
+                let sources = toolcall_sql::taint::added(held.as_deref(), seen.source)?;
                 tx.execute(
                     "UPDATE toolcall_taint SET sources = ?2 WHERE session = ?1 AND print = ''",
                     params![session, sources],

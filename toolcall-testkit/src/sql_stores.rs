@@ -6,6 +6,10 @@
 //! check the store once it has upgraded them.
 
 use std::time::Duration;
+use toolcall::store::{
+    ApprovalLookup, ApprovalUse, ControlsWrite, Deciding, Exposure, Lease, LockAsk, QuestionLease,
+    RateWindow, Signing,
+};
 
 use serde_json::json;
 use toolcall::ToolResult;
@@ -119,6 +123,14 @@ pub fn yes(decided_ms: u64) -> ApprovalDecision {
 }
 
 /// The binding of `s`, `c`, `pay` and `d1` (the rows' call) for `requester`.
+/// A lease of a second from now: the claims these rows are read back by.
+fn a_second_from_now() -> Lease {
+    Lease {
+        now_ms: now_ms(),
+        lease_ms: 1_000,
+    }
+}
+
 fn binding<'a>(requester: Requester<'a>) -> Binding<'a> {
     Binding {
         session: "s",
@@ -131,7 +143,13 @@ fn binding<'a>(requester: Requester<'a>) -> Binding<'a> {
 
 /// ana's yes to the approval `id`, now, decides it.
 async fn decided<S: Store>(store: &S, id: &str) {
-    let outcome = store.decide_approval(id, &yes(now_ms()), now_ms()).await;
+    let outcome = store
+        .decide_approval(&Deciding {
+            id,
+            decision: &yes(now_ms()),
+            now_ms: now_ms(),
+        })
+        .await;
     assert_eq!(outcome.unwrap(), DecideOutcome::Decided, "{id}");
 }
 
@@ -156,16 +174,26 @@ pub async fn first_release_rows_are_kept<S: Store>(store: &S) {
         Some(RecordedOutcome::Completed(result(7)))
     );
     assert_eq!(
-        store.claim(&key("k-done"), now_ms(), 1_000).await.unwrap(),
+        store
+            .claim(&key("k-done"), a_second_from_now())
+            .await
+            .unwrap(),
         Claim::Completed(result(7))
     );
     assert_eq!(
-        store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
+        store
+            .claim(&key("k-held"), a_second_from_now())
+            .await
+            .unwrap(),
         Claim::InFlight
     );
     assert!(matches!(
         store
-            .take_approval("p1", &binding(Requester::Anyone), now_ms())
+            .take_approval(&ApprovalUse {
+                id: "p1",
+                binding: &binding(Requester::Anyone),
+                now_ms: now_ms()
+            })
             .await
             .unwrap(),
         TakeApproval::Taken(PendingApproval { step: 3, .. })
@@ -178,13 +206,23 @@ pub async fn first_release_rows_are_kept<S: Store>(store: &S) {
         Some(RecordedOutcome::InDoubt)
     );
     assert_eq!(
-        store.claim(&key("k-held"), now_ms(), 1_000).await.unwrap(),
+        store
+            .claim(&key("k-held"), a_second_from_now())
+            .await
+            .unwrap(),
         Claim::Acquired
     );
     store.complete(&key("k-held"), &result(8)).await.unwrap();
     assert!(
         store
-            .lock_resource(&key("order"), "h1", now_ms(), 1_000)
+            .lock_resource(
+                &LockAsk {
+                    resource: &key("order"),
+                    holder: "h1",
+                    lease_ms: 1_000
+                },
+                now_ms()
+            )
             .await
             .unwrap()
     );
@@ -223,7 +261,11 @@ pub async fn version_2_approval_gains_why<S: Store>(store: &S) {
 /// and its session, asked again as itself, listed by its session.
 pub async fn version_4_approval_is_found_by_session_and_call<S: Store>(store: &S) {
     let found = store
-        .find_approval(&binding(Requester::Anyone), None, now_ms())
+        .find_approval(&ApprovalLookup {
+            binding: &binding(Requester::Anyone),
+            reason: None,
+            now_ms: now_ms(),
+        })
         .await
         .unwrap()
         .map(|e| e.approval.id);
@@ -289,7 +331,16 @@ pub async fn version_5_gains_who_answers_and_the_questions_claims_keep<S: Store>
         ..asked
     };
     store
-        .claim_asking(&key("k-new"), now_ms(), 1, &question)
+        .claim_asking(
+            &key("k-new"),
+            &QuestionLease {
+                lease: Lease {
+                    now_ms: now_ms(),
+                    lease_ms: 1,
+                },
+                question: &question,
+            },
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -327,13 +378,40 @@ pub async fn version_7_gains_the_operators_controls<S: Store>(store: &S) {
         at_ms: now_ms(),
         summary: "first".into(),
     };
-    assert!(store.put_controls(0, "{}", &change).await.unwrap());
+    assert!(
+        store
+            .put_controls(&ControlsWrite {
+                expected: 0,
+                document: "{}",
+                change: &change
+            })
+            .await
+            .unwrap()
+    );
     assert_eq!(store.controls(0).await.unwrap().unwrap().version, 1);
     let start = now_ms() / 60_000 * 60_000;
-    assert!(store.take_rate("b", start, 60_000, 1).await.unwrap());
+    assert!(
+        store
+            .take_rate(
+                &RateWindow {
+                    bucket: "b",
+                    start_ms: start,
+                    length_ms: 60_000
+                },
+                1
+            )
+            .await
+            .unwrap()
+    );
     assert_eq!(store.rate_count("b", start).await.unwrap(), 1);
     let signed = store
-        .sign_approval("p1", "ana", 2, &yes(now_ms()), now_ms())
+        .sign_approval(&Signing {
+            id: "p1",
+            signer: "ana",
+            needed: 2,
+            decision: &yes(now_ms()),
+            now_ms: now_ms(),
+        })
         .await;
     assert_eq!(signed.unwrap(), SignOutcome::Signed { signatures: 1 });
 }
@@ -344,7 +422,14 @@ pub async fn version_8_question_is_bound_to_who_asked<S: Store>(store: &S) {
     for (subject, found) in [("alice", Some("asked")), ("bob", None)] {
         let requester = toolcall::Principal::new("https://auth.example.com", subject).requester();
         let binding = binding(Requester::Only(Some(&requester)));
-        let entry = store.find_approval(&binding, None, now_ms()).await.unwrap();
+        let entry = store
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: None,
+                now_ms: now_ms(),
+            })
+            .await
+            .unwrap();
         assert_eq!(
             entry.map(|e| e.approval.id).as_deref(),
             found,
@@ -362,7 +447,14 @@ pub async fn version_9_gains_where_taint_came_from<S: Store>(store: &S) {
         store.taint_sources("old").await.unwrap().is_empty(),
         "none kept"
     );
-    store.add_taint("old", &[], &source).await.unwrap();
+    store
+        .add_taint(&Exposure {
+            session: "old",
+            fingerprints: &[],
+            source: &source,
+        })
+        .await
+        .unwrap();
     assert_eq!(
         store.taint_sources("old").await.unwrap(),
         std::slice::from_ref(&source)
@@ -396,12 +488,24 @@ pub async fn version_9_writes_still_count<S: Store>(store: &S) {
 pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
     store.next_step("s-old", now_ms()).await.unwrap();
     store.count_call(&key("c-old"), now_ms()).await.unwrap();
-    store.claim(&key("r-done"), now_ms(), 1_000).await.unwrap();
+    store
+        .claim(&key("r-done"), a_second_from_now())
+        .await
+        .unwrap();
     store.complete(&key("r-done"), &result(1)).await.unwrap();
-    store.claim(&key("r-doubt"), now_ms(), 1_000).await.unwrap();
+    store
+        .claim(&key("r-doubt"), a_second_from_now())
+        .await
+        .unwrap();
     store.doubt(&key("r-doubt")).await.unwrap();
     store
-        .claim(&key("r-held"), now_ms(), 600_000)
+        .claim(
+            &key("r-held"),
+            Lease {
+                now_ms: now_ms(),
+                lease_ms: 600_000,
+            },
+        )
         .await
         .unwrap();
     store
@@ -413,11 +517,25 @@ pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
         .await
         .unwrap();
     store
-        .lock_resource(&key("lock-old"), "h", now_ms(), 1)
+        .lock_resource(
+            &LockAsk {
+                resource: &key("lock-old"),
+                holder: "h",
+                lease_ms: 1,
+            },
+            now_ms(),
+        )
         .await
         .unwrap();
     store
-        .lock_resource(&key("lock-held"), "h", now_ms(), 600_000)
+        .lock_resource(
+            &LockAsk {
+                resource: &key("lock-held"),
+                holder: "h",
+                lease_ms: 600_000,
+            },
+            now_ms(),
+        )
         .await
         .unwrap();
 }
@@ -427,7 +545,10 @@ pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
 pub async fn four_new_writes<S: Store>(store: &S) {
     store.next_step("s-new", now_ms()).await.unwrap();
     store.count_call(&key("c-new"), now_ms()).await.unwrap();
-    store.claim(&key("r-new"), now_ms(), 1_000).await.unwrap();
+    store
+        .claim(&key("r-new"), a_second_from_now())
+        .await
+        .unwrap();
     store.complete(&key("r-new"), &result(2)).await.unwrap();
 }
 

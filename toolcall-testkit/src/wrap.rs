@@ -8,12 +8,18 @@ use std::ops::Deref;
 
 use toolcall::ToolResult;
 use toolcall::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    CallStore, Claim, ControlStore, ControlsChange, DecideOutcome, Key, LockStore, OpenBounds,
-    PendingApproval, PendingPage, PendingQuery, QuestionStore, RecordedOutcome, SignOutcome,
-    Signature, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore, TakeApproval,
-    Unsettled,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
+    Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, SignOutcome, Signature,
+    Signing, TakeApproval,
 };
+use toolcall::store::{
+    CallBegun, CallStart, Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Unsettled,
+};
+use toolcall::store::{
+    CallStore, ControlStore, LockStore, QuestionStore, Store, StoreError, TaintStore,
+};
+use toolcall::store::{ControlsChange, ControlsWrite, Exposure, LockAsk, RateWindow};
+use toolcall::store::{StoredControls, TaintHit, TaintSource};
 
 use Access::{Read, Write};
 
@@ -138,19 +144,17 @@ impl<S: Store, H: Hook> CallStore for Wrapped<S, H> {
         self.pass("outcome", Read, self.inner.outcome(key)).await
     }
 
-    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        let call = self.inner.claim(key, now_ms, lease_ms);
-        self.pass("claim", Write, call).await
+    async fn claim(&self, key: &Key, lease: Lease) -> Result<Claim, StoreError> {
+        self.pass("claim", Write, self.inner.claim(key, lease))
+            .await
     }
 
     async fn claim_asking(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
+        asking: &QuestionLease<'_>,
     ) -> Result<Claim, StoreError> {
-        let call = self.inner.claim_asking(key, now_ms, lease_ms, question);
+        let call = self.inner.claim_asking(key, asking);
         self.pass("claim_asking", Write, call).await
     }
 
@@ -159,9 +163,9 @@ impl<S: Store, H: Hook> CallStore for Wrapped<S, H> {
         self.pass("unsettled", Read, call).await
     }
 
-    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
-        let call = self.inner.renew(key, now_ms, lease_ms);
-        self.pass("renew", Write, call).await
+    async fn renew(&self, key: &Key, lease: Lease) -> Result<bool, StoreError> {
+        self.pass("renew", Write, self.inner.renew(key, lease))
+            .await
     }
 
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
@@ -169,14 +173,8 @@ impl<S: Store, H: Hook> CallStore for Wrapped<S, H> {
         self.pass("complete", Write, call).await
     }
 
-    async fn complete_unlocking(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> Result<bool, StoreError> {
-        let call = self.inner.complete_unlocking(key, result, resource, holder);
+    async fn complete_unlocking(&self, done: &Completion<'_>) -> Result<bool, StoreError> {
+        let call = self.inner.complete_unlocking(done);
         self.pass("complete_unlocking", Write, call).await
     }
 
@@ -195,13 +193,8 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
         self.pass("put_approval", Write, call).await
     }
 
-    async fn take_approval(
-        &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
-    ) -> Result<TakeApproval, StoreError> {
-        let call = self.inner.take_approval(id, binding, now_ms);
+    async fn take_approval(&self, taking: &ApprovalUse<'_>) -> Result<TakeApproval, StoreError> {
+        let call = self.inner.take_approval(taking);
         self.pass("take_approval", Write, call).await
     }
 
@@ -225,11 +218,9 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
 
     async fn find_approval(
         &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
+        lookup: &ApprovalLookup<'_>,
     ) -> Result<Option<ApprovalEntry>, StoreError> {
-        let call = self.inner.find_approval(binding, reason, now_ms);
+        let call = self.inner.find_approval(lookup);
         self.pass("find_approval", Read, call).await
     }
 
@@ -238,13 +229,8 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
         self.pass("pending_page", Read, call).await
     }
 
-    async fn decide_approval(
-        &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<DecideOutcome, StoreError> {
-        let call = self.inner.decide_approval(id, decision, now_ms);
+    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+        let call = self.inner.decide_approval(deciding);
         self.pass("decide_approval", Write, call).await
     }
 
@@ -267,17 +253,8 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
         self.pass("give_back_approval", Write, call).await
     }
 
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        let call = self
-            .inner
-            .sign_approval(id, signer, needed, decision, now_ms);
+    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+        let call = self.inner.sign_approval(signing);
         self.pass("sign_approval", Write, call).await
     }
 
@@ -288,14 +265,8 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
 }
 
 impl<S: Store, H: Hook> LockStore for Wrapped<S, H> {
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let call = self.inner.lock_resource(resource, holder, now_ms, lease_ms);
+    async fn lock_resource(&self, lock: &LockAsk<'_>, now_ms: u64) -> Result<bool, StoreError> {
+        let call = self.inner.lock_resource(lock, now_ms);
         self.pass("lock_resource", Write, call).await
     }
 
@@ -306,14 +277,9 @@ impl<S: Store, H: Hook> LockStore for Wrapped<S, H> {
 }
 
 impl<S: Store, H: Hook> TaintStore for Wrapped<S, H> {
-    async fn add_taint(
-        &self,
-        session: &str,
-        prints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
-        let call = self.inner.add_taint(session, prints, source);
-        self.pass("add_taint", Write, call).await
+    async fn add_taint(&self, seen: &Exposure<'_>) -> Result<(), StoreError> {
+        self.pass("add_taint", Write, self.inner.add_taint(seen))
+            .await
     }
 
     async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
@@ -333,13 +299,8 @@ impl<S: Store, H: Hook> ControlStore for Wrapped<S, H> {
             .await
     }
 
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        let call = self.inner.put_controls(expected, document, change);
+    async fn put_controls(&self, write: &ControlsWrite<'_>) -> Result<bool, StoreError> {
+        let call = self.inner.put_controls(write);
         self.pass("put_controls", Write, call).await
     }
 
@@ -348,16 +309,8 @@ impl<S: Store, H: Hook> ControlStore for Wrapped<S, H> {
         self.pass("controls_history", Read, call).await
     }
 
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        let call = self
-            .inner
-            .take_rate(bucket, window_start_ms, window_ms, limit);
+    async fn take_rate(&self, window: &RateWindow<'_>, limit: u64) -> Result<bool, StoreError> {
+        let call = self.inner.take_rate(window, limit);
         self.pass("take_rate", Write, call).await
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, DecideOutcome, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, now_ms};
 
 const TOKEN: &str = "token-of-the-chaos-clients-0123456789";
 
@@ -124,7 +124,14 @@ fn approve(db: &Path, id: &str, edited: Option<Value>) {
             lasts_until_ms: None,
         };
         assert_eq!(
-            store.decide_approval(id, &yes, now_ms()).await.unwrap(),
+            store
+                .decide_approval(&Deciding {
+                    id,
+                    decision: &yes,
+                    now_ms: now_ms()
+                })
+                .await
+                .unwrap(),
             DecideOutcome::Decided
         );
     });

@@ -16,7 +16,7 @@ use crate::life::{self, Answer, Answerer, QuestionKind, QuestionState, Refusal, 
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::{Code, ToolResult};
-use crate::store::{Binding, PendingApproval, Requester, Store, TakeApproval, now_ms};
+use crate::store::{ApprovalUse, Binding, PendingApproval, Requester, Store, TakeApproval, now_ms};
 
 /// A person's decision on a pending approval, by its question id.
 ///
@@ -275,7 +275,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             match self
                 .stages
                 .store
-                .take_approval(decision.id, &binding, now_ms())
+                .take_approval(&ApprovalUse {
+                    id: decision.id,
+                    binding: &binding,
+                    now_ms: now_ms(),
+                })
                 .await
             {
                 Err(error) => (None, self.stages.store_unavailable(tool_hint, &error)),

@@ -12,8 +12,8 @@ use crate::life::{Answerers, QuestionKind, QuestionState, Verdict};
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::store::{
-    ApprovalEntry, AskApproval, Binding, OpenBounds, PendingApproval, Requester, Store,
-    TakeApproval, now_ms,
+    ApprovalEntry, ApprovalUse, AskApproval, Binding, OpenBounds, PendingApproval, Requester,
+    Store, TakeApproval, now_ms,
 };
 
 impl<St: Store> Stages<St> {
@@ -52,7 +52,11 @@ impl<St: Store> Stages<St> {
         }
         match self
             .store
-            .take_approval(id, &binding, now_ms())
+            .take_approval(&ApprovalUse {
+                id,
+                binding: &binding,
+                now_ms: now_ms(),
+            })
             .await
             .map_err(store_error)?
         {

@@ -12,7 +12,8 @@ use crate::canonical::digest;
 use crate::life::{Answerers, IN_DOUBT, QuestionState, Verdict};
 use crate::result::{Code, Data, ToolResult};
 use crate::store::{
-    AskApproval, Binding, OpenBounds, PendingApproval, Requester, Store, TakeApproval, now_ms,
+    ApprovalLookup, ApprovalUse, AskApproval, Binding, OpenBounds, PendingApproval, Requester,
+    Store, TakeApproval, now_ms,
 };
 use crate::tool::{CallContext, ToolSpec};
 
@@ -107,7 +108,11 @@ impl<St: Store> Stages<St> {
         let now = now_ms();
         let found = match self
             .store
-            .find_approval(&binding, Some(IN_DOUBT), now)
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: Some(IN_DOUBT),
+                now_ms: now,
+            })
             .await
         {
             Ok(found) => found,
@@ -119,7 +124,15 @@ impl<St: Store> Stages<St> {
         match entry.state(now) {
             QuestionState::Decided(_) => {
                 let id = entry.approval.id;
-                match self.store.take_approval(&id, &binding, now).await {
+                match self
+                    .store
+                    .take_approval(&ApprovalUse {
+                        id: &id,
+                        binding: &binding,
+                        now_ms: now,
+                    })
+                    .await
+                {
                     Err(error) => Settled::Answer(Err(self.store_unavailable(name, &error))),
                     Ok(TakeApproval::Taken(taken)) => {
                         let kind = taken.kind();
@@ -167,7 +180,11 @@ impl<St: Store> Stages<St> {
         };
         let found = self
             .store
-            .find_approval(&binding, Some(IN_DOUBT), now_ms())
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: Some(IN_DOUBT),
+                now_ms: now_ms(),
+            })
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
         let now = now_ms();

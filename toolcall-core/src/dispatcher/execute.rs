@@ -22,7 +22,9 @@ use crate::args::Members;
 use crate::error::ToolError;
 use crate::life::{AfterUnknown, Backend, after_unknown};
 use crate::result::{Data, ToolResult};
-use crate::store::{Claim, Key, RecordedOutcome, Store, StoreError, now_ms};
+use crate::store::{
+    Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Store, StoreError, now_ms,
+};
 use crate::tool::{CallContext, ToolSpec, Validated};
 
 /// A claim outlives its holder's work by this much before another caller
@@ -140,10 +142,7 @@ impl<St: Store> Stages<St> {
         // takes no room beside the stages after them.
         let outcome = {
             let running = pin!(self.run_attempts(spec, validated, members, cx));
-            while_renewing(running, lease, |now, lease_ms| {
-                self.store.renew(key, now, lease_ms)
-            })
-            .await
+            while_renewing(running, lease, |lease| self.store.renew(key, lease)).await
         };
         // The result's record frees the call's resource lock too, unless
         // a person's settlement is still to be recorded under it.
@@ -246,7 +245,12 @@ impl<St: Store> Stages<St> {
                 freed.store(true, Ordering::Release);
                 let recorded = self
                     .store
-                    .complete_unlocking(key, stored, resource, holder)
+                    .complete_unlocking(&Completion {
+                        key,
+                        result: stored,
+                        resource,
+                        holder,
+                    })
                     .await;
                 freed.store(matches!(recorded, Ok(true)), Ordering::Release);
                 recorded.map(|_| ())
@@ -336,13 +340,17 @@ impl<St: Store> Stages<St> {
         };
         let claimed = Waiting::up_to(self.settings.claim_wait)
             .until(|| async {
+                let lease = Lease {
+                    now_ms: now_ms(),
+                    lease_ms,
+                };
                 let claimed = match &question {
                     Some(question) => {
                         self.store
-                            .claim_asking(key, now_ms(), lease_ms, question)
+                            .claim_asking(key, &QuestionLease { lease, question })
                             .await
                     }
-                    None => self.store.claim(key, now_ms(), lease_ms).await,
+                    None => self.store.claim(key, lease).await,
                 };
                 Ok(Poll::Ready(match claimed {
                     Ok(Claim::Acquired) => Claimed::Acquired,
@@ -505,7 +513,7 @@ enum Claimed {
     Abandoned,
 }
 
-/// Runs `work`, calling `renew(now_ms, lease_ms)` every third of `lease`
+/// Runs `work`, calling `renew` with a lease from now every third of `lease`
 /// until it ends, so that what it holds in the store is not taken over
 /// while it is alive. A renewal that fails or finds nothing to renew stops
 /// the renewals (the lease then runs out as it would have without them).
@@ -519,7 +527,7 @@ enum Claimed {
 pub(super) async fn while_renewing<T, R>(
     mut work: Pin<&mut impl Future<Output = T>>,
     lease: Duration,
-    renew: impl FnMut(u64, u64) -> R,
+    renew: impl FnMut(Lease) -> R,
 ) -> T
 where
     R: Future<Output = Result<bool, StoreError>>,
@@ -544,13 +552,17 @@ where
 
 /// [`while_renewing`]'s renewals, every `every`, until one fails or finds
 /// nothing to renew; then it waits for ever (the work ends it).
-async fn renewals<R>(mut renew: impl FnMut(u64, u64) -> R, every: Duration, lease_ms: u64)
+async fn renewals<R>(mut renew: impl FnMut(Lease) -> R, every: Duration, lease_ms: u64)
 where
     R: Future<Output = Result<bool, StoreError>>,
 {
     loop {
         tokio::time::sleep(every).await;
-        match renew(now_ms(), lease_ms).await {
+        let lease = Lease {
+            now_ms: now_ms(),
+            lease_ms,
+        };
+        match renew(lease).await {
             Ok(true) => {}
             Ok(false) => break,
             Err(error) => {

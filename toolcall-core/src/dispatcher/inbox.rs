@@ -14,8 +14,8 @@ use crate::life::{self, Answer, Answerer, QuestionKind, QuestionState, Verdict};
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, Binding, Requester, Store, TakeApproval,
-    now_ms,
+    ApprovalDecision, ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, Binding,
+    Requester, Store, TakeApproval, now_ms,
 };
 
 /// What the store says of the question a call brings the id of.
@@ -155,7 +155,11 @@ impl<St: Store> Stages<St> {
     ) -> Stage<DecisionLookup> {
         match self
             .store
-            .take_approval(id, binding, now)
+            .take_approval(&ApprovalUse {
+                id,
+                binding,
+                now_ms: now,
+            })
             .await
             .map_err(|error| self.store_unavailable(name, &error))?
         {
@@ -276,7 +280,11 @@ impl<St: Store> Stages<St> {
         let now = now_ms();
         let found = self
             .store
-            .find_approval(&binding, reason, now)
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason,
+                now_ms: now,
+            })
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
         let denial = |entry: &ApprovalEntry| entry.standing(now) == Some(Verdict::Deny);
@@ -293,7 +301,11 @@ impl<St: Store> Stages<St> {
         };
         let denied = self
             .store
-            .find_approval(&binding, other, now)
+            .find_approval(&ApprovalLookup {
+                binding: &binding,
+                reason: other,
+                now_ms: now,
+            })
             .await
             .map_err(|error| self.store_unavailable(name, &error))?;
         if let Some(entry) = denied.as_ref().filter(|entry| denial(entry)) {

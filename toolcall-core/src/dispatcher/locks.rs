@@ -12,7 +12,7 @@ use super::ids::{Holder, holder_token};
 use super::messages::Failure;
 use super::retry::{Waiting, millis};
 use super::stages::{HeldLock, Stage, Stages};
-use crate::store::{Key, Store, StoreError, now_ms};
+use crate::store::{Key, Lease, LockAsk, Store, StoreError, now_ms};
 
 impl<St: Store> Stages<St> {
     /// Frees a lock the call's start took that the stages after it do not
@@ -77,13 +77,12 @@ impl<St: Store> Stages<St> {
         }))
     }
 
-    /// Renews every lock for `lease_ms` from `now`: `Ok(false)` once one
-    /// is lost, or once the result's record freed them.
+    /// Renews every lock for `lease`: `Ok(false)` once one is lost, or once
+    /// the result's record freed them.
     pub(super) async fn renew_locks(
         &self,
         locks: &Locks,
-        now: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> Result<bool, StoreError> {
         if locks.freed_with_result() {
             return Ok(false);
@@ -91,7 +90,14 @@ impl<St: Store> Stages<St> {
         for resource in locks.resources.iter() {
             if !self
                 .store
-                .lock_resource(resource, &locks.holder, now, lease_ms)
+                .lock_resource(
+                    &LockAsk {
+                        resource,
+                        holder: &locks.holder,
+                        lease_ms: lease.lease_ms,
+                    },
+                    lease.now_ms,
+                )
                 .await?
             {
                 return Ok(false);
@@ -129,7 +135,14 @@ impl<St: Store> Stages<St> {
                 .until(|| async {
                     match self
                         .store
-                        .lock_resource(resource, holder, now_ms(), lease_ms)
+                        .lock_resource(
+                            &LockAsk {
+                                resource,
+                                holder,
+                                lease_ms,
+                            },
+                            now_ms(),
+                        )
                         .await
                     {
                         Ok(true) => Ok(Poll::Ready(())),

@@ -13,7 +13,8 @@ use super::stages::{Stage, Stages};
 use crate::controls::{Controls, Current, Stop};
 use crate::life::Answerers;
 use crate::store::{
-    ApprovalDecision, AskApproval, DecideOutcome, OpenBounds, PendingApproval, Store, now_ms,
+    ApprovalDecision, AskApproval, DecideOutcome, Deciding, OpenBounds, PendingApproval,
+    RateWindow, Store, now_ms,
 };
 
 /// The approver a rule's approval is recorded with: `rule:<name>`.
@@ -103,7 +104,14 @@ impl<St: Store> Stages<St> {
                     .map(|count| count < limit.calls)
             } else {
                 self.store
-                    .take_rate(&bucket, start, window, limit.calls)
+                    .take_rate(
+                        &RateWindow {
+                            bucket: &bucket,
+                            start_ms: start,
+                            length_ms: window,
+                        },
+                        limit.calls,
+                    )
                     .await
             }
             .map_err(|error| self.store_unavailable(tool, &error))?;
@@ -185,7 +193,11 @@ impl<St: Store> Stages<St> {
         };
         match self
             .store
-            .decide_approval(&id, &decision, created_ms)
+            .decide_approval(&Deciding {
+                id: &id,
+                decision: &decision,
+                now_ms: created_ms,
+            })
             .await
             .map_err(store_error)?
         {

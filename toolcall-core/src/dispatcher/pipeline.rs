@@ -714,8 +714,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let answer = {
             // In a block: the locked stages' future is dead once they ended.
             let locked = pin!(self.decide_and_run_locked(prepared, approval));
-            while_renewing(locked, locks.lease, |now, lease_ms| {
-                self.stages.renew_locks(&locks, now, lease_ms)
+            while_renewing(locked, locks.lease, |lease| {
+                self.stages.renew_locks(&locks, lease)
             })
             .await
         };

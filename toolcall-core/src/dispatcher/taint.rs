@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::stages::{Stage, Stages};
 use crate::policy::{Caller, Taint};
 use crate::result::{Code, ToolResult};
-use crate::store::{Store, TaintSource};
+use crate::store::{Exposure, Store, TaintSource};
 use crate::taint;
 use crate::tool::ToolSpec;
 
@@ -170,7 +170,11 @@ impl<St: Store> Stages<St> {
             }
         };
         self.store
-            .add_taint(session, &prints, &source_of(spec, call_id, result))
+            .add_taint(&Exposure {
+                session,
+                fingerprints: &prints,
+                source: &source_of(spec, call_id, result),
+            })
             .await
             .map_err(|error| self.store_unavailable(spec.name(), &error))
     }

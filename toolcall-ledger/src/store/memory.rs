@@ -189,13 +189,8 @@ impl MemoryStore {
 
 impl MemoryStore {
     /// [`CallStore::claim`], keeping `question` with a claim it acquires.
-    fn claim_keeping(
-        &self,
-        key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: Option<&PendingApproval>,
-    ) -> Claim {
+    fn claim_keeping(&self, key: &Key, lease: Lease, question: Option<&PendingApproval>) -> Claim {
+        let Lease { now_ms, lease_ms } = lease;
         let (mut shard, slot) = self.slot(key);
         let until_ms = now_ms.saturating_add(lease_ms);
         let kept = question.map(|question| Box::new((question.clone(), *key, now_ms)));
@@ -317,37 +312,27 @@ impl CallStore for MemoryStore {
         if self.begin_key(start, &mut begun)
             && let Some(lock) = start.lock
         {
-            begun.locked = self
-                .lock_resource(lock.resource, lock.holder, start.now_ms, lock.lease_ms)
-                .await?;
+            begun.locked = self.lock_resource(&lock, start.now_ms).await?;
         }
         Ok(begun)
     }
 
-    async fn complete_unlocking(
-        &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
-    ) -> Result<bool, StoreError> {
-        self.complete(key, result).await?;
-        self.unlock_resource(resource, holder).await?;
+    async fn complete_unlocking(&self, done: &Completion<'_>) -> Result<bool, StoreError> {
+        self.complete(done.key, done.result).await?;
+        self.unlock_resource(done.resource, done.holder).await?;
         Ok(true)
     }
 
-    async fn claim(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<Claim, StoreError> {
-        Ok(self.claim_keeping(key, now_ms, lease_ms, None))
+    async fn claim(&self, key: &Key, lease: Lease) -> Result<Claim, StoreError> {
+        Ok(self.claim_keeping(key, lease, None))
     }
 
     async fn claim_asking(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
+        asking: &QuestionLease<'_>,
     ) -> Result<Claim, StoreError> {
-        Ok(self.claim_keeping(key, now_ms, lease_ms, Some(question)))
+        Ok(self.claim_keeping(key, asking.lease, Some(asking.question)))
     }
 
     async fn unsettled(&self, now_ms: u64, limit: usize) -> Result<Vec<Unsettled>, StoreError> {
@@ -391,7 +376,8 @@ impl CallStore for MemoryStore {
         Ok(())
     }
 
-    async fn renew(&self, key: &Key, now_ms: u64, lease_ms: u64) -> Result<bool, StoreError> {
+    async fn renew(&self, key: &Key, lease: Lease) -> Result<bool, StoreError> {
+        let Lease { now_ms, lease_ms } = lease;
         let (mut shard, slot) = self.slot(key);
         match shard.records.get_mut(&slot) {
             Some(Record {
@@ -447,13 +433,8 @@ impl CallStore for MemoryStore {
 }
 
 impl LockStore for MemoryStore {
-    async fn lock_resource(
-        &self,
-        resource: &Key,
-        holder: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> Result<bool, StoreError> {
+    async fn lock_resource(&self, lock: &LockAsk<'_>, now_ms: u64) -> Result<bool, StoreError> {
+        let (resource, holder, lease_ms) = (lock.resource, lock.holder, lock.lease_ms);
         let (mut shard, slot) = self.slot(resource);
         let until_ms = now_ms.saturating_add(lease_ms);
         match shard.locks.get_mut(&slot) {
@@ -488,12 +469,8 @@ impl LockStore for MemoryStore {
 }
 
 impl TaintStore for MemoryStore {
-    async fn add_taint(
-        &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
-    ) -> Result<(), StoreError> {
+    async fn add_taint(&self, seen: &Exposure<'_>) -> Result<(), StoreError> {
+        let (session, fingerprints, source) = (seen.session, seen.fingerprints, seen.source);
         let now = now_ms();
         let mut shard = self.shard(session);
         let taint = shard.taint.entry(session.to_owned()).or_insert(Taint {
@@ -542,27 +519,16 @@ impl ControlStore for MemoryStore {
         Ok(self.read_controls(known))
     }
 
-    async fn put_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> Result<bool, StoreError> {
-        Ok(self.write_controls(expected, document, change))
+    async fn put_controls(&self, write: &ControlsWrite<'_>) -> Result<bool, StoreError> {
+        Ok(self.write_controls(write))
     }
 
     async fn controls_history(&self, limit: usize) -> Result<Vec<ControlsChange>, StoreError> {
         Ok(self.controls_changes(limit))
     }
 
-    async fn take_rate(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> Result<bool, StoreError> {
-        Ok(self.take_in_window(bucket, window_start_ms, window_ms, limit))
+    async fn take_rate(&self, window: &RateWindow<'_>, limit: u64) -> Result<bool, StoreError> {
+        Ok(self.take_in_window(window, limit))
     }
 
     async fn rate_count(&self, bucket: &str, window_start_ms: u64) -> Result<u64, StoreError> {

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Key, PendingApproval};
+use super::{ApprovalDecision, Binding, Key, PendingApproval, TaintSource};
 use crate::result::ToolResult;
 
 /// What the store knows of a key's call beyond "nothing yet".
@@ -210,4 +210,129 @@ pub struct ControlsChange {
     pub at_ms: u64,
     /// What changed, in words (`stopped tool refund_order: fraud wave`).
     pub summary: String,
+}
+
+/// A lease: held from `now_ms` for `lease_ms`, as a claim
+/// ([`CallStore::claim`](super::CallStore::claim)) and its renewal
+/// ([`CallStore::renew`](super::CallStore::renew)) take it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// When it is taken: the caller's time.
+    pub now_ms: u64,
+    /// For how long: it runs out at `now_ms + lease_ms`.
+    pub lease_ms: u64,
+}
+
+/// A claim's lease and the question it keeps
+/// ([`CallStore::claim_asking`](super::CallStore::claim_asking)).
+#[derive(Clone, Copy, Debug)]
+pub struct QuestionLease<'a> {
+    /// The claim's lease.
+    pub lease: Lease,
+    /// The question a person is asked if the call's outcome stays unknown.
+    pub question: &'a PendingApproval,
+}
+
+/// A call's result to store, and the resource lock to free with it
+/// ([`CallStore::complete_unlocking`](super::CallStore::complete_unlocking)).
+#[derive(Clone, Copy, Debug)]
+pub struct Completion<'a> {
+    /// The call's idempotency key, which it holds.
+    pub key: &'a Key,
+    /// What the call answered.
+    pub result: &'a ToolResult,
+    /// The resource whose lock is freed.
+    pub resource: &'a Key,
+    /// Who must still hold that lock for it to be freed.
+    pub holder: &'a str,
+}
+
+/// What a session saw of untrusted output
+/// ([`TaintStore::add_taint`](super::TaintStore::add_taint)).
+#[derive(Clone, Copy, Debug)]
+pub struct Exposure<'a> {
+    /// The session that saw it.
+    pub session: &'a str,
+    /// The fingerprints of its values (hex digests, never the text); none
+    /// marks the session only.
+    pub fingerprints: &'a [String],
+    /// Where it came from.
+    pub source: &'a TaintSource,
+}
+
+/// A write of the operators' controls
+/// ([`ControlStore::put_controls`](super::ControlStore::put_controls)).
+#[derive(Clone, Copy, Debug)]
+pub struct ControlsWrite<'a> {
+    /// The version the writer read (0: none yet); another kept means
+    /// another writer came first.
+    pub expected: u64,
+    /// The document to write (JSON of [`Controls`](crate::controls::Controls)).
+    pub document: &'a str,
+    /// The change, for the history; its `version` is set to the one written.
+    pub change: &'a ControlsChange,
+}
+
+/// One fixed window of a rate limit
+/// ([`ControlStore::take_rate`](super::ControlStore::take_rate)).
+#[derive(Clone, Copy, Debug)]
+pub struct RateWindow<'a> {
+    /// The rate limit's bucket.
+    pub bucket: &'a str,
+    /// When the window starts: a multiple of its length.
+    pub start_ms: u64,
+    /// The window's length.
+    pub length_ms: u64,
+}
+
+/// A call's use of an approval
+/// ([`QuestionStore::take_approval`](super::QuestionStore::take_approval)).
+#[derive(Clone, Copy, Debug)]
+pub struct ApprovalUse<'a> {
+    /// The approval's id, as the call carries it.
+    pub id: &'a str,
+    /// The call it must have been asked for.
+    pub binding: &'a Binding<'a>,
+    /// When the call uses it: it must not have expired by then.
+    pub now_ms: u64,
+}
+
+/// A look for the newest question of one call
+/// ([`QuestionStore::find_approval`](super::QuestionStore::find_approval)).
+#[derive(Clone, Copy, Debug)]
+pub struct ApprovalLookup<'a> {
+    /// The call it was asked for.
+    pub binding: &'a Binding<'a>,
+    /// The reason it was asked for.
+    pub reason: Option<&'a str>,
+    /// When: it must not have expired by then.
+    pub now_ms: u64,
+}
+
+/// A person's decision on one approval, to record
+/// ([`QuestionStore::decide_approval`](super::QuestionStore::decide_approval)).
+#[derive(Clone, Copy, Debug)]
+pub struct Deciding<'a> {
+    /// The approval's id.
+    pub id: &'a str,
+    /// The decision.
+    pub decision: &'a ApprovalDecision,
+    /// When it is made: the approval must not have expired by then.
+    pub now_ms: u64,
+}
+
+/// One person's signature on an approval that needs `needed` people
+/// ([`QuestionStore::sign_approval`](super::QuestionStore::sign_approval)).
+#[derive(Clone, Copy, Debug)]
+pub struct Signing<'a> {
+    /// The approval's id.
+    pub id: &'a str,
+    /// Who signs.
+    pub signer: &'a str,
+    /// How many distinct people the question needs.
+    pub needed: u32,
+    /// The decision recorded with the last signature needed.
+    pub decision: &'a ApprovalDecision,
+    /// When it is signed: the approval must not have expired by then.
+    pub now_ms: u64,
 }

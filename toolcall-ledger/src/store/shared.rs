@@ -5,11 +5,12 @@ use std::future::Future;
 use crate::result::ToolResult;
 
 use super::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, CallBegun, CallStart,
-    CallStore, Claim, ControlStore, ControlsChange, DecideOutcome, Key, LockStore, OpenBounds,
-    PendingApproval, PendingPage, PendingQuery, QuestionStore, RecordedOutcome, SignOutcome,
-    Signature, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore, TakeApproval,
-    Unsettled,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
+    CallStore, Claim, Completion, ControlStore, ControlsChange, ControlsWrite, DecideOutcome,
+    Deciding, Exposure, Key, Lease, LockAsk, LockStore, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, QuestionLease, QuestionStore, RateWindow, RecordedOutcome, SignOutcome,
+    Signature, Signing, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore,
+    TakeApproval, Unsettled,
 };
 
 /// A shared store: several dispatchers (or tests) over one set of records.
@@ -35,12 +36,9 @@ impl<T: Store> CallStore for std::sync::Arc<T> {
 
     fn complete_unlocking(
         &self,
-        key: &Key,
-        result: &ToolResult,
-        resource: &Key,
-        holder: &str,
+        done: &Completion<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).complete_unlocking(key, result, resource, holder)
+        (**self).complete_unlocking(done)
     }
 
     fn count_call(
@@ -65,20 +63,17 @@ impl<T: Store> CallStore for std::sync::Arc<T> {
     fn claim(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        (**self).claim(key, now_ms, lease_ms)
+        (**self).claim(key, lease)
     }
 
     fn claim_asking(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
-        question: &PendingApproval,
+        asking: &QuestionLease<'_>,
     ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
-        (**self).claim_asking(key, now_ms, lease_ms, question)
+        (**self).claim_asking(key, asking)
     }
 
     fn unsettled(
@@ -92,10 +87,9 @@ impl<T: Store> CallStore for std::sync::Arc<T> {
     fn renew(
         &self,
         key: &Key,
-        now_ms: u64,
-        lease_ms: u64,
+        lease: Lease,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).renew(key, now_ms, lease_ms)
+        (**self).renew(key, lease)
     }
 
     fn complete(
@@ -125,11 +119,9 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 
     fn take_approval(
         &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
+        taking: &ApprovalUse<'_>,
     ) -> impl Future<Output = Result<TakeApproval, StoreError>> + Send {
-        (**self).take_approval(id, binding, now_ms)
+        (**self).take_approval(taking)
     }
 
     fn pending_approvals(
@@ -150,11 +142,9 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 
     fn find_approval(
         &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
+        lookup: &ApprovalLookup<'_>,
     ) -> impl Future<Output = Result<Option<ApprovalEntry>, StoreError>> + Send {
-        (**self).find_approval(binding, reason, now_ms)
+        (**self).find_approval(lookup)
     }
 
     fn pending_page(
@@ -166,11 +156,9 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 
     fn decide_approval(
         &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
+        deciding: &Deciding<'_>,
     ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
-        (**self).decide_approval(id, decision, now_ms)
+        (**self).decide_approval(deciding)
     }
 
     fn approval(
@@ -212,13 +200,9 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 
     fn sign_approval(
         &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
+        signing: &Signing<'_>,
     ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
-        (**self).sign_approval(id, signer, needed, decision, now_ms)
+        (**self).sign_approval(signing)
     }
 
     fn signatures(
@@ -232,12 +216,10 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 impl<T: Store> LockStore for std::sync::Arc<T> {
     fn lock_resource(
         &self,
-        resource: &Key,
-        holder: &str,
+        lock: &LockAsk<'_>,
         now_ms: u64,
-        lease_ms: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).lock_resource(resource, holder, now_ms, lease_ms)
+        (**self).lock_resource(lock, now_ms)
     }
 
     fn unlock_resource(
@@ -252,11 +234,9 @@ impl<T: Store> LockStore for std::sync::Arc<T> {
 impl<T: Store> TaintStore for std::sync::Arc<T> {
     fn add_taint(
         &self,
-        session: &str,
-        fingerprints: &[String],
-        source: &TaintSource,
+        seen: &Exposure<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        (**self).add_taint(session, fingerprints, source)
+        (**self).add_taint(seen)
     }
 
     fn taint_sources(
@@ -285,11 +265,9 @@ impl<T: Store> ControlStore for std::sync::Arc<T> {
 
     fn put_controls(
         &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
+        write: &ControlsWrite<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).put_controls(expected, document, change)
+        (**self).put_controls(write)
     }
 
     fn controls_history(
@@ -301,12 +279,10 @@ impl<T: Store> ControlStore for std::sync::Arc<T> {
 
     fn take_rate(
         &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
+        window: &RateWindow<'_>,
         limit: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        (**self).take_rate(bucket, window_start_ms, window_ms, limit)
+        (**self).take_rate(window, limit)
     }
 
     fn rate_count(

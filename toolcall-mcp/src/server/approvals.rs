@@ -12,8 +12,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 use toolcall_core::canonical::digest;
 use toolcall_core::life::QuestionState;
-use toolcall_core::store::Store;
 use toolcall_core::store::now_ms;
+use toolcall_core::store::{ApprovalLookup, Store};
 use toolcall_core::store::{Binding, PendingApproval, Requester};
 use toolcall_core::{Approvals, Arguments, ToolResult};
 
@@ -336,7 +336,14 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // others wait: a high-risk call's (no reason) or a tainted one's.
         let mut found: Option<PendingApproval> = None;
         for reason in [None, Some(UNTRUSTED_CONTEXT)] {
-            match store.find_approval(&binding, reason, now).await {
+            match store
+                .find_approval(&ApprovalLookup {
+                    binding: &binding,
+                    reason,
+                    now_ms: now,
+                })
+                .await
+            {
                 Ok(Some(entry))
                     if match entry.state(now) {
                         QuestionState::Decided(_) => true,

@@ -17,10 +17,10 @@ use rmcp::{ErrorData, model::TaskStatus};
 use serde_json::{Map, Value};
 use toolcall_core::__private::echo::cut;
 use toolcall_core::life::{self, Answer, Answerer, QuestionKind, QuestionState, Refusal, Verdict};
-use toolcall_core::store::Store;
 use toolcall_core::store::{
     ApprovalEntry, ApprovalResult, Binding, RecordedOutcome, Requester, now_ms,
 };
+use toolcall_core::store::{ApprovalLookup, Store};
 use toolcall_core::{Arguments, Code, Principal, ToolResult};
 
 use super::question::{APPROVAL_INPUT, APPROVER, approval_question, said_yes};
@@ -157,7 +157,11 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 let settled = self
                     .dispatcher
                     .store()
-                    .find_approval(&binding, Some(toolcall_core::life::IN_DOUBT), now_ms())
+                    .find_approval(&ApprovalLookup {
+                        binding: &binding,
+                        reason: Some(toolcall_core::life::IN_DOUBT),
+                        now_ms: now_ms(),
+                    })
                     .await;
                 match settled {
                     Ok(Some(settlement))

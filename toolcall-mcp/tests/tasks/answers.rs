@@ -3,6 +3,7 @@
 //! nothing, and the mode that asked is the one that answers.
 
 use super::*;
+use toolcall::store::Deciding;
 
 // ------------------------------------------------------------------ tests
 
@@ -78,7 +79,11 @@ async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart
     let inbox = fleet.inbox();
     assert_eq!(
         inbox
-            .decide_approval(&task.task_id, &person(true), now_ms())
+            .decide_approval(&Deciding {
+                id: &task.task_id,
+                decision: &person(true),
+                now_ms: now_ms()
+            })
             .await
             .unwrap(),
         DecideOutcome::Decided
@@ -123,7 +128,11 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     let inbox = fleet.inbox();
     assert_eq!(
         inbox
-            .decide_approval(&task.task_id, &person(true), now_ms())
+            .decide_approval(&Deciding {
+                id: &task.task_id,
+                decision: &person(true),
+                now_ms: now_ms()
+            })
             .await
             .unwrap(),
         DecideOutcome::AlreadyDecided
@@ -145,7 +154,11 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     // A task a person decided is not cancelled: the decision stands.
     let decided = start_transfer_of(&connect(&one, "agent", POLLING), 2591).await;
     inbox
-        .decide_approval(&decided.task_id, &person(true), now_ms())
+        .decide_approval(&Deciding {
+            id: &decided.task_id,
+            decision: &person(true),
+            now_ms: now_ms(),
+        })
         .await
         .unwrap();
     cancel(&client, &decided.task_id).await.unwrap();

@@ -26,7 +26,7 @@ use rmcp::service::{RoleClient, RoleServer, RunningService, ServiceError, serve_
 
 use serde_json::{Value, json};
 
-use toolcall::store::{ApprovalDecision, DecideOutcome, PendingApproval, now_ms};
+use toolcall::store::{ApprovalDecision, ApprovalUse, DecideOutcome, PendingApproval, now_ms};
 
 use toolcall::{Approvals, Caller, Dispatcher, Policy, tools};
 
@@ -285,7 +285,14 @@ async fn take(store: &SqliteStore, id: &str) {
         requester: toolcall::store::Requester::Anyone,
     };
     assert!(matches!(
-        store.take_approval(id, &binding, now_ms()).await.unwrap(),
+        store
+            .take_approval(&ApprovalUse {
+                id,
+                binding: &binding,
+                now_ms: now_ms()
+            })
+            .await
+            .unwrap(),
         toolcall::store::TakeApproval::Taken(_)
     ));
 }

@@ -3,6 +3,7 @@
 //! outcome's question is no task answer.
 
 use super::*;
+use toolcall::store::Deciding;
 
 // ------------------------------------------------------------------ over HTTP
 
@@ -59,7 +60,11 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
 
     let inbox = fleet.inbox();
     inbox
-        .decide_approval(&task.task_id, &person(true), now_ms())
+        .decide_approval(&Deciding {
+            id: &task.task_id,
+            decision: &person(true),
+            now_ms: now_ms(),
+        })
         .await
         .unwrap();
     let on_b = connect(b_addr).await;
@@ -92,7 +97,11 @@ async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
     // before the task's answer was kept.
     let task = start_transfer(&client).await;
     inbox
-        .decide_approval(&task.task_id, &person(true), now_ms())
+        .decide_approval(&Deciding {
+            id: &task.task_id,
+            decision: &person(true),
+            now_ms: now_ms(),
+        })
         .await
         .unwrap();
     take(&inbox, &task.task_id).await;
@@ -120,7 +129,11 @@ async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
     // Taken, and the process died before its claim: carried out now, once.
     let task = start_transfer_of(&client, 2591).await;
     inbox
-        .decide_approval(&task.task_id, &person(true), now_ms())
+        .decide_approval(&Deciding {
+            id: &task.task_id,
+            decision: &person(true),
+            now_ms: now_ms(),
+        })
         .await
         .unwrap();
     take(&inbox, &task.task_id).await;

@@ -2,6 +2,7 @@
 //! keeps, and the pool the store lends with its schema.
 
 use super::*;
+use toolcall::store::Lease;
 
 /// A store in `schema` that keeps what ended for `retention_ms` and purges
 /// once every `every` writes (0: only by hand).
@@ -43,7 +44,16 @@ fn the_store_purges_what_expired_by_itself() {
             [key("lock-held").to_string()]
         );
         assert_eq!(
-            store.claim(&key("r-held"), now_ms(), 1_000).await.unwrap(),
+            store
+                .claim(
+                    &key("r-held"),
+                    Lease {
+                        now_ms: now_ms(),
+                        lease_ms: 1_000
+                    }
+                )
+                .await
+                .unwrap(),
             Claim::InFlight
         );
 

@@ -2,6 +2,7 @@
 //! approvals after the retention window, a session's taint with it.
 
 use super::*;
+use toolcall::store::{Exposure, Lease};
 
 /// A new store file for `name` that keeps what ended for `retention_ms`
 /// and purges once every `every` writes (0: only by hand); its path too.
@@ -39,7 +40,14 @@ fn the_store_purges_what_expired_by_itself() {
         [key("lock-held").to_string()]
     );
     assert_eq!(
-        block_on(store.claim(&key("r-held"), now_ms(), 1_000)).unwrap(),
+        block_on(store.claim(
+            &key("r-held"),
+            Lease {
+                now_ms: now_ms(),
+                lease_ms: 1_000
+            }
+        ))
+        .unwrap(),
         Claim::InFlight
     );
 
@@ -107,7 +115,14 @@ fn taint_is_purged_with_the_session_after_the_retention_window() {
     let print = ["ab".repeat(32)];
     block_on(async {
         let source = TaintSource::from_output("read", None, 1, &json!({"note": "hi"}), &[]);
-        store.add_taint("s", &print, &source).await.unwrap();
+        store
+            .add_taint(&Exposure {
+                session: "s",
+                fingerprints: &print,
+                source: &source,
+            })
+            .await
+            .unwrap();
         assert!(store.tainted("s", &print).await.unwrap().any);
     });
     // The mark (with the bounded excerpt of its source) and the

@@ -2,6 +2,7 @@
 //! rows, and an older process still works beside it.
 
 use super::*;
+use toolcall::store::Exposure;
 
 /// What versions 6 and 7 added to approvals and records: a file of version
 /// 5 or older lacks it.
@@ -281,7 +282,14 @@ fn where_taint_came_from_survives_a_reopen() {
         let store = SqliteStore::open(&path).unwrap();
         block_on(async {
             for source in &sources {
-                store.add_taint("s", &[], source).await.unwrap();
+                store
+                    .add_taint(&Exposure {
+                        session: "s",
+                        fingerprints: &[],
+                        source,
+                    })
+                    .await
+                    .unwrap();
             }
             let asked = PendingApproval {
                 reason: Some("untrusted_context".into()),

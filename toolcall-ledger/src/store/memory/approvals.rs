@@ -3,9 +3,9 @@
 
 use super::MemoryStore;
 use crate::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalResult, AskApproval, Binding, DecideOutcome,
-    OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery,
-    QuestionStore, SignOutcome, Signature, StoreError, TakeApproval, now_ms,
+    ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
+    Deciding, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery,
+    QuestionStore, SignOutcome, Signature, Signing, StoreError, TakeApproval, now_ms,
 };
 use crate::sync::lock;
 
@@ -70,12 +70,8 @@ impl QuestionStore for MemoryStore {
         Ok(())
     }
 
-    async fn take_approval(
-        &self,
-        id: &str,
-        binding: &Binding<'_>,
-        now_ms: u64,
-    ) -> Result<TakeApproval, StoreError> {
+    async fn take_approval(&self, taking: &ApprovalUse<'_>) -> Result<TakeApproval, StoreError> {
+        let (id, binding, now_ms) = (taking.id, taking.binding, taking.now_ms);
         let mut shard = self.shard(id);
         let Some(entry) = shard.approvals.get_mut(id) else {
             return Ok(TakeApproval::Invalid);
@@ -166,15 +162,13 @@ impl QuestionStore for MemoryStore {
 
     async fn find_approval(
         &self,
-        binding: &Binding<'_>,
-        reason: Option<&str>,
-        now_ms: u64,
+        lookup: &ApprovalLookup<'_>,
     ) -> Result<Option<ApprovalEntry>, StoreError> {
         Ok(self
             .approvals_where(|entry| {
-                binding.matches(&entry.approval)
-                    && entry.approval.reason.as_deref() == reason
-                    && entry.approval.expires_ms > now_ms
+                lookup.binding.matches(&entry.approval)
+                    && entry.approval.reason.as_deref() == lookup.reason
+                    && entry.approval.expires_ms > lookup.now_ms
             })
             .into_iter()
             .max_by(|a, b| {
@@ -208,20 +202,16 @@ impl QuestionStore for MemoryStore {
         })
     }
 
-    async fn decide_approval(
-        &self,
-        id: &str,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<DecideOutcome, StoreError> {
-        let mut shard = self.shard(id);
-        let Some(entry) = shard.approvals.get_mut(id) else {
+    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+        let decision = deciding.decision;
+        let mut shard = self.shard(deciding.id);
+        let Some(entry) = shard.approvals.get_mut(deciding.id) else {
             return Ok(DecideOutcome::Invalid);
         };
         Ok(
             if entry.approval.decision.is_some() || entry.used_ms.is_some() {
                 DecideOutcome::AlreadyDecided
-            } else if entry.approval.expires_ms <= now_ms {
+            } else if entry.approval.expires_ms <= deciding.now_ms {
                 DecideOutcome::Expired
             } else {
                 self.note_asked();
@@ -289,15 +279,8 @@ impl QuestionStore for MemoryStore {
         }
     }
 
-    async fn sign_approval(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> Result<SignOutcome, StoreError> {
-        Ok(self.sign(id, signer, needed, decision, now_ms))
+    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+        Ok(self.sign(signing))
     }
 
     async fn signatures(&self, id: &str) -> Result<Vec<Signature>, StoreError> {

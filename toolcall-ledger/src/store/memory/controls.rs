@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use super::MemoryStore;
 use super::shard::Window;
 use crate::store::{
-    ApprovalDecision, ControlsChange, SignOutcome, Signature, StoredControls, now_ms,
+    ApprovalDecision, ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, Signing,
+    StoredControls, now_ms,
 };
 use crate::sync::lock;
 
@@ -33,12 +34,8 @@ impl MemoryStore {
 
     /// [`ControlStore::put_controls`](crate::store::ControlStore::put_controls), the
     /// history bounded by the store's capacity.
-    pub(super) fn write_controls(
-        &self,
-        expected: u64,
-        document: &str,
-        change: &ControlsChange,
-    ) -> bool {
+    pub(super) fn write_controls(&self, write: &ControlsWrite<'_>) -> bool {
+        let (expected, document, change) = (write.expected, write.document, write.change);
         let mut controls = lock(&self.controls);
         let kept = controls.current.as_ref().map_or(0, |c| c.version);
         if kept != expected {
@@ -74,20 +71,14 @@ impl MemoryStore {
 
     /// [`ControlStore::take_rate`](crate::store::ControlStore::take_rate), in the
     /// bucket's shard.
-    pub(super) fn take_in_window(
-        &self,
-        bucket: &str,
-        window_start_ms: u64,
-        window_ms: u64,
-        limit: u64,
-    ) -> bool {
-        let mut shard = self.shard(bucket);
+    pub(super) fn take_in_window(&self, window: &RateWindow<'_>, limit: u64) -> bool {
+        let mut shard = self.shard(window.bucket);
         let window = shard
             .rates
-            .entry((bucket.to_owned(), window_start_ms))
+            .entry((window.bucket.to_owned(), window.start_ms))
             .or_insert(Window {
                 count: 0,
-                until_ms: window_start_ms.saturating_add(window_ms),
+                until_ms: window.start_ms.saturating_add(window.length_ms),
             });
         let counted = window.count < limit;
         if counted {
@@ -107,14 +98,14 @@ impl MemoryStore {
 
     /// [`QuestionStore::sign_approval`](crate::store::QuestionStore::sign_approval): the
     /// signature and the decision under the approval's shard's lock.
-    pub(super) fn sign(
-        &self,
-        id: &str,
-        signer: &str,
-        needed: u32,
-        decision: &ApprovalDecision,
-        now_ms: u64,
-    ) -> SignOutcome {
+    pub(super) fn sign(&self, signing: &Signing<'_>) -> SignOutcome {
+        let Signing {
+            id,
+            signer,
+            needed,
+            decision,
+            now_ms,
+        } = *signing;
         let mut guard = self.shard(id);
         let shard = &mut *guard;
         let Some(entry) = shard.approvals.get_mut(id) else {

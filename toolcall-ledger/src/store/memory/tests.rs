@@ -1,3 +1,4 @@
+use crate::store::{ApprovalUse, Deciding, LockAsk, RateWindow, Signing};
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -54,7 +55,14 @@ fn a_call_start_says_no_question_is_asked_only_until_one_is() {
             lasts_until_ms: None,
         };
         assert_eq!(
-            store.decide_approval("a", &yes, 2).await.unwrap(),
+            store
+                .decide_approval(&Deciding {
+                    id: "a",
+                    decision: &yes,
+                    now_ms: 2
+                })
+                .await
+                .unwrap(),
             DecideOutcome::Decided
         );
         let begun = store.begin_call(&start).await.unwrap();
@@ -80,7 +88,14 @@ fn a_lock_is_its_holders_whatever_the_length_of_the_holders_text() {
     block_on(async {
         let lock = async |holder: &str| {
             store
-                .lock_resource(&resource, holder, at, 60_000)
+                .lock_resource(
+                    &LockAsk {
+                        resource: &resource,
+                        holder,
+                        lease_ms: 60_000,
+                    },
+                    at,
+                )
                 .await
                 .unwrap()
         };
@@ -103,13 +118,27 @@ fn a_lock_is_its_holders_whatever_the_length_of_the_holders_text() {
         let later = at + 60_001;
         assert!(
             store
-                .lock_resource(&resource, &longer, later, 1_000)
+                .lock_resource(
+                    &LockAsk {
+                        resource: &resource,
+                        holder: &longer,
+                        lease_ms: 1_000
+                    },
+                    later
+                )
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .lock_resource(&resource, empty, later, 1_000)
+                .lock_resource(
+                    &LockAsk {
+                        resource: &resource,
+                        holder: empty,
+                        lease_ms: 1_000
+                    },
+                    later
+                )
                 .await
                 .unwrap()
         );
@@ -158,8 +187,13 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
         // A capacity of 16: one entry per shard, so every write trims.
         let store = MemoryStore::new(Duration::from_secs(60), 16);
         let now = now_ms();
-        assert!(store.take_rate("old", 0, 1_000, 5).await.unwrap());
-        assert!(store.take_rate("old", 0, 1_000, 5).await.unwrap());
+        let ended = RateWindow {
+            bucket: "old",
+            start_ms: 0,
+            length_ms: 1_000,
+        };
+        assert!(store.take_rate(&ended, 5).await.unwrap());
+        assert!(store.take_rate(&ended, 5).await.unwrap());
         let start = now - now % 60_000;
         // Forty windows still open, and as many more as it takes for one to
         // land in the ended window's shard (the hash is seeded anew each
@@ -169,7 +203,12 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
         for i in 0..10_000 {
             let bucket = format!("b{i}");
             landed |= store.shard_of(&bucket) == old_shard;
-            assert!(store.take_rate(&bucket, start, 60_000, 5).await.unwrap());
+            let open = RateWindow {
+                bucket: &bucket,
+                start_ms: start,
+                length_ms: 60_000,
+            };
+            assert!(store.take_rate(&open, 5).await.unwrap());
             if i >= 39 && landed {
                 break;
             }
@@ -196,7 +235,15 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
             decided_ms: now,
             lasts_until_ms: None,
         };
-        let signed = store.sign_approval("q", "ana", 2, &yes, now).await;
+        let signed = store
+            .sign_approval(&Signing {
+                id: "q",
+                signer: "ana",
+                needed: 2,
+                decision: &yes,
+                now_ms: now,
+            })
+            .await;
         assert_eq!(signed.unwrap(), SignOutcome::Signed { signatures: 1 });
         let binding = Binding {
             session: "s",
@@ -207,7 +254,14 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
         };
         // Taken undecided: the approval is gone, and its signatures with it
         // at the shard's next maintenance.
-        let taken = store.take_approval("q", &binding, now).await.unwrap();
+        let taken = store
+            .take_approval(&ApprovalUse {
+                id: "q",
+                binding: &binding,
+                now_ms: now,
+            })
+            .await
+            .unwrap();
         assert!(matches!(taken, TakeApproval::Taken(_)));
         let mut shard = store.shard("q");
         shard.writes = 4095; // the next write maintains the shard
