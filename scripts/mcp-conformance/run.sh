@@ -18,9 +18,15 @@ npm install --silent --no-audit --no-fund --prefix "$dir" \
 export PATH="$dir/node_modules/.bin:$PATH"
 echo "mcp conformance: node $(node --version)"
 
-cargo build -q -p orders
+# The `orders` binary named by TOOLCALL_ORDERS_BIN (CI's, already built),
+# or a debug build of it.
+orders="${TOOLCALL_ORDERS_BIN:-}"
+if [ -z "$orders" ]; then
+    cargo build -q -p orders
+    orders=target/debug/orders
+fi
 err="$dir/orders.err"
-target/debug/orders mcp --http 127.0.0.1:0 --session-id conformance 2>"$err" &
+"$orders" mcp --http 127.0.0.1:0 --session-id conformance 2>"$err" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 url=""
