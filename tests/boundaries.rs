@@ -134,6 +134,14 @@ fn ledger_dispatcher(ledger: &Arc<Ledger>) -> DispatcherBuilder<Ledger> {
     .claim_wait(Duration::from_secs(10))
 }
 
+/// A fresh ledger and the dispatcher over it, shared: a call that dies
+/// runs on a task of its own.
+fn ledger_and_dispatcher() -> (Arc<Ledger>, Arc<Dispatcher<Ledger>>) {
+    let ledger = Arc::new(Ledger::default());
+    let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
+    (ledger, d)
+}
+
 /// Runs `call` in a task of its own until the backend committed it, then
 /// drops the task: the call died after its claim and its commit, with no
 /// outcome recorded, as a killed process does.
@@ -200,8 +208,7 @@ fn decision(approved: bool) -> ApprovalDecision {
 
 #[tokio::test]
 async fn a_call_that_died_after_its_commit_runs_again_under_its_key_when_the_backend_honours_it() {
-    let ledger = Arc::new(Ledger::default());
-    let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
+    let (ledger, d) = ledger_and_dispatcher();
     die_after_commit(&d, &ledger, "post_keyed", HELLO, false).await;
     assert_eq!(ledger.writes(), 1);
 
@@ -216,8 +223,7 @@ async fn a_call_that_died_after_its_commit_runs_again_under_its_key_when_the_bac
 
 #[tokio::test]
 async fn a_call_that_died_after_its_commit_is_reconciled_when_the_backend_can_be_asked() {
-    let ledger = Arc::new(Ledger::default());
-    let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
+    let (ledger, d) = ledger_and_dispatcher();
     die_after_commit(&d, &ledger, "post_checked", HELLO, false).await;
 
     let again = in_chat(&d, "post_checked", HELLO).await;
@@ -304,8 +310,7 @@ async fn a_call_that_died_after_its_commit_waits_for_a_person_when_the_backend_i
 
 #[tokio::test]
 async fn an_unknown_outcome_a_person_says_did_not_happen_runs_once() {
-    let ledger = Arc::new(Ledger::default());
-    let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
+    let (ledger, d) = ledger_and_dispatcher();
     // Lost in the backend before it wrote anything, as far as anyone knows:
     // here the answer of the commit is lost, and the person (wrongly or
     // not) says it did not happen: the call runs once more, and only once.
@@ -332,8 +337,7 @@ async fn an_unknown_outcome_a_person_says_did_not_happen_runs_once() {
 
 #[tokio::test]
 async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
-    let ledger = Arc::new(Ledger::default());
-    let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
+    let (ledger, d) = ledger_and_dispatcher();
     die_after_commit(&d, &ledger, "post_plain", HELLO, false).await;
     let doubt = in_chat(&d, "post_plain", HELLO).await;
     let id = doubt.question_id.clone().unwrap();
@@ -372,8 +376,7 @@ async fn the_host_settles_an_unknown_outcome_and_never_approves_it() {
 
 #[tokio::test]
 async fn an_approved_high_risk_call_that_died_is_never_asked_about_afresh() {
-    let ledger = Arc::new(Ledger::default());
-    let d = Arc::new(ledger_dispatcher(&ledger).build().unwrap());
+    let (ledger, d) = ledger_and_dispatcher();
     // The host confirmed it; it died after the bank committed.
     die_after_commit(&d, &ledger, "wire", WIRE, true).await;
 
@@ -401,8 +404,7 @@ async fn asked(d: &Dispatcher<Ledger>) -> String {
 
 #[tokio::test]
 async fn a_persons_denial_stands_whatever_the_host_confirms() {
-    let ledger = Arc::new(Ledger::default());
-    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let (ledger, d) = ledger_and_dispatcher();
     let id = asked(&d).await;
     decide(&d, &id, &decision(false)).await;
     let overridden = confirm(&d, CHAT, WIRE, &id).await;
@@ -417,8 +419,7 @@ async fn a_persons_denial_stands_whatever_the_host_confirms() {
 
 #[tokio::test]
 async fn a_persons_edit_runs_instead_of_the_models_arguments_whatever_the_host_confirms() {
-    let ledger = Arc::new(Ledger::default());
-    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let (ledger, d) = ledger_and_dispatcher();
     let id = asked(&d).await;
     let mut edited = decision(true);
     edited.edited_arguments = Some(json!({"cents": 100}));
@@ -456,8 +457,7 @@ async fn an_expired_id_with_the_hosts_confirmation_is_expired() {
 
 #[tokio::test]
 async fn a_used_id_replays_its_call_or_is_invalid_and_never_runs_again() {
-    let ledger = Arc::new(Ledger::default());
-    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let (ledger, d) = ledger_and_dispatcher();
     let id = asked(&d).await;
     let ran = d
         .execute(Call::new("wire", WIRE).session(CHAT).approval(&id))
@@ -623,8 +623,7 @@ async fn an_unknown_outcome_question_is_never_refused_for_the_conversations_boun
 
 #[tokio::test]
 async fn an_approval_id_from_another_conversation_runs_nothing_whatever_the_host_confirms() {
-    let ledger = Arc::new(Ledger::default());
-    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let (ledger, d) = ledger_and_dispatcher();
     let id = asked(&d).await;
     decide(&d, &id, &decision(true)).await;
     let foreign = confirm(&d, "chat-2", WIRE, &id).await;
@@ -642,8 +641,7 @@ async fn an_approval_id_from_another_conversation_runs_nothing_whatever_the_host
 
 #[tokio::test]
 async fn a_persons_recorded_denial_stands_over_the_hosts_confirmed_without_an_id() {
-    let ledger = Arc::new(Ledger::default());
-    let d = ledger_dispatcher(&ledger).build().unwrap();
+    let (ledger, d) = ledger_and_dispatcher();
     let id = asked(&d).await;
     decide(&d, &id, &decision(false)).await;
     // The host brings no id, only its say-so: the person said no.

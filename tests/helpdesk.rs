@@ -103,6 +103,16 @@ async fn call(d: &Dispatcher<Desk, MemoryStore>, tool: &str, arguments: Value) -
         .await
 }
 
+/// A credit of `cents` in `currency`, asked for in the session `s`.
+async fn credit_of(d: &Dispatcher<Desk, MemoryStore>, cents: i64, currency: &str) -> ToolResult {
+    call(
+        d,
+        "credit",
+        json!({ "amount_cents": cents, "currency": currency }),
+    )
+    .await
+}
+
 fn email(subject: &str) -> Value {
     json!({ "to": "customer@example.com", "subject": subject })
 }
@@ -276,19 +286,9 @@ fn billing(policy: Policy) -> Result<(Dispatcher<Desk, MemoryStore>, Arc<Desk>),
 async fn a_credit_is_bounded_in_euros_whatever_its_currency() {
     let (d, desk) = billing(tier_1()).unwrap();
     // 5200 USD cents are 4784 EUR cents: within 5000, though 5200 > 5000.
-    let usd = call(
-        &d,
-        "credit",
-        json!({ "amount_cents": 5_200, "currency": "USD" }),
-    )
-    .await;
+    let usd = credit_of(&d, 5_200, "USD").await;
     assert_eq!(usd.code, Code::Ok, "{usd:?}");
-    let over = call(
-        &d,
-        "credit",
-        json!({ "amount_cents": 5_100, "currency": "EUR" }),
-    )
-    .await;
+    let over = credit_of(&d, 5_100, "EUR").await;
     assert_eq!(over.code, Code::PolicyLimit, "{over:?}");
     for said in ["5100", "5000", "max_credit_eur_cents"] {
         assert!(over.message.contains(said), "{said} in {:?}", over.message);
@@ -317,12 +317,7 @@ async fn a_named_limit_the_caller_does_not_set_refuses_and_is_warned_of() {
         "{:?}",
         d.warnings()
     );
-    let refused = call(
-        &d,
-        "credit",
-        json!({ "amount_cents": 1, "currency": "EUR" }),
-    )
-    .await;
+    let refused = credit_of(&d, 1, "EUR").await;
     assert_eq!(refused.code, Code::PolicyLimit, "{refused:?}");
     assert!(refused.message.contains("not set"), "{}", refused.message);
     assert_eq!(desk.credits.load(Ordering::SeqCst), 0);
@@ -383,11 +378,6 @@ async fn a_host_may_say_a_named_limit_in_its_own_words() {
         })
         .build()
         .unwrap();
-    let over = call(
-        &d,
-        "credit",
-        json!({ "amount_cents": 5_100, "currency": "EUR" }),
-    )
-    .await;
+    let over = credit_of(&d, 5_100, "EUR").await;
     assert_eq!(over.message, "5100 > 5000 (max_credit_eur_cents)");
 }

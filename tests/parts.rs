@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-use toolcall::{BuildError, Call, Code, Ctx, Dispatcher, Rejection, ToolError, tool, tools};
+use toolcall::{
+    BuildError, Call, Code, Ctx, Dispatcher, Rejection, ToolError, ToolResult, tool, tools,
+};
 
 /// The application: a ledger, read through one handle and written through
 /// another.
@@ -135,14 +137,19 @@ fn with_parts(registry: toolcall::Registry) -> toolcall::DispatcherBuilder<Shop>
         .part(|shop: &Shop| Writer(Arc::clone(&shop.ledger)))
 }
 
+/// A deposit of `amount` in the session `s`, as the agent asks for one.
+async fn deposit_of(d: &Dispatcher<Shop>, amount: u32) -> ToolResult {
+    let arguments = json!({ "amount": amount }).to_string();
+    d.execute(Call::new("deposit", &arguments).session("s"))
+        .await
+}
+
 #[tokio::test]
 async fn tools_on_different_parts_of_one_state_share_a_registry() {
     let d = with_parts(tools![balance, deposit, shop_name].unwrap())
         .build()
         .unwrap();
-    let deposited = d
-        .execute(Call::new("deposit", r#"{"amount": 30}"#).session("s"))
-        .await;
+    let deposited = deposit_of(&d, 30).await;
     assert!(deposited.ok, "{deposited:?}");
     let read = d.execute(Call::new("balance", "{}").session("s")).await;
     assert!(read.ok, "{read:?}");
@@ -160,13 +167,9 @@ async fn a_check_on_a_part_runs_against_that_part() {
         .unwrap();
     let empty = d.execute(Call::new("empty", "{}").session("s")).await;
     assert!(empty.ok, "{empty:?}");
-    let first = d
-        .execute(Call::new("deposit", r#"{"amount": 90}"#).session("s"))
-        .await;
+    let first = deposit_of(&d, 90).await;
     assert!(first.ok, "{first:?}");
-    let over = d
-        .execute(Call::new("deposit", r#"{"amount": 20}"#).session("s"))
-        .await;
+    let over = deposit_of(&d, 20).await;
     assert!(!over.ok);
     assert_eq!(over.code, Code::new("OVER_CAP"), "{over:?}");
     assert_eq!(d.state().ledger.balance.load(Ordering::SeqCst), 90);
@@ -180,31 +183,33 @@ async fn a_reconcile_function_on_a_part_is_asked() {
         .max_retries(0)
         .build()
         .unwrap();
-    let lost = d
-        .execute(Call::new("deposit", r#"{"amount": 7}"#).session("s"))
-        .await;
+    let lost = deposit_of(&d, 7).await;
     assert!(lost.ok, "the reader found the deposit: {lost:?}");
     assert_eq!(lost.data["balance"], 7);
     assert_eq!(d.state().ledger.reconciled.load(Ordering::SeqCst), 1);
     assert_eq!(d.state().ledger.balance.load(Ordering::SeqCst), 7);
 }
 
+/// `registry`'s dispatcher, refused (`why`) for a part it was not given:
+/// whichever function wants the part, the refusal names the fix.
+fn refused_for_a_missing_part(registry: toolcall::Registry, why: &str) -> BuildError {
+    let error = with_parts(registry).build().expect_err(why);
+    let sentence = error.to_string();
+    assert!(sentence.contains("DispatcherBuilder::part("), "{sentence}");
+    error
+}
+
 #[test]
 fn a_part_the_dispatcher_was_not_given_is_refused_with_the_fix() {
-    let error = with_parts(tools![balance, audit].unwrap())
-        .build()
-        .expect_err("no part is an Auditor");
+    let error =
+        refused_for_a_missing_part(tools![balance, audit].unwrap(), "no part is an Auditor");
     assert!(
         matches!(&error, BuildError::StateMismatch { tool: "audit", expected, .. } if expected.ends_with("Auditor")),
         "{error:#?}"
     );
-    let sentence = error.to_string();
-    assert!(sentence.contains("Auditor"), "{sentence}");
-    assert!(sentence.contains("DispatcherBuilder::part("), "{sentence}");
+    assert!(error.to_string().contains("Auditor"), "{error}");
 
-    let error = with_parts(tools![guarded].unwrap())
-        .build()
-        .expect_err("the check's part is missing");
+    let error = refused_for_a_missing_part(tools![guarded].unwrap(), "the check's part is missing");
     assert!(
         matches!(
             &error,
@@ -215,14 +220,11 @@ fn a_part_the_dispatcher_was_not_given_is_refused_with_the_fix() {
         ),
         "{error:#?}"
     );
-    assert!(
-        error.to_string().contains("DispatcherBuilder::part("),
-        "{error}"
-    );
 
-    let error = with_parts(tools![audited_write].unwrap())
-        .build()
-        .expect_err("the reconcile's part is missing");
+    let error = refused_for_a_missing_part(
+        tools![audited_write].unwrap(),
+        "the reconcile's part is missing",
+    );
     assert!(
         matches!(
             &error,
@@ -232,10 +234,6 @@ fn a_part_the_dispatcher_was_not_given_is_refused_with_the_fix() {
             }
         ),
         "{error:#?}"
-    );
-    assert!(
-        error.to_string().contains("DispatcherBuilder::part("),
-        "{error}"
     );
 }
 

@@ -55,6 +55,12 @@ async fn call_as<'a>(
         .await
 }
 
+/// A dry run asks nobody yet: the store holds no question it made.
+async fn assert_no_pending_approval(d: &Orders) {
+    let pending = d.store().pending_approvals(now_ms(), 10).await.unwrap();
+    assert!(pending.is_empty(), "no pending approval: {pending:?}");
+}
+
 /// What the injection asks for.
 fn injected_note() -> Value {
     json!({
@@ -452,14 +458,7 @@ async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approv
         "would refund 2590 of 12000 cents of ORD-1001"
     );
     assert_eq!(dry.question_id, None);
-    assert!(
-        d.store()
-            .pending_approvals(now_ms(), 10)
-            .await
-            .unwrap()
-            .is_empty(),
-        "the store has no pending approval"
-    );
+    assert_no_pending_approval(&d).await;
     // The check still speaks: an over-refund is refused as the real call would be.
     let over = d
         .execute(
@@ -487,12 +486,6 @@ async fn a_dry_run_of_a_tainted_note_says_it_would_ask_and_adds_nothing() {
     assert_eq!(dry.data["would"], "ask_a_person");
     assert_eq!(dry.data["reason"], "untrusted_context");
     assert_eq!(dry.question_id, None);
-    assert!(
-        d.store()
-            .pending_approvals(now_ms(), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_no_pending_approval(&d).await;
     assert_eq!(d.state().notes().len(), 0);
 }

@@ -142,19 +142,10 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 
     // One claim wins; the lease ends it; release frees it.
     let now = now_ms();
+    assert_eq!(claim_a_second(store, "k1", now).await, Claim::Acquired);
+    assert_eq!(claim_a_second(other, "k1", now).await, Claim::InFlight);
     assert_eq!(
-        store.claim(&key("k1"), a_second_from(now)).await.unwrap(),
-        Claim::Acquired
-    );
-    assert_eq!(
-        other.claim(&key("k1"), a_second_from(now)).await.unwrap(),
-        Claim::InFlight
-    );
-    assert_eq!(
-        other
-            .claim(&key("k1"), a_second_from(now + 1_001))
-            .await
-            .unwrap(),
+        claim_a_second(other, "k1", now + 1_001).await,
         Claim::Abandoned,
         "the lease ran out with no outcome: in doubt, not taken"
     );
@@ -164,16 +155,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "every handle says so"
     );
     assert_eq!(
-        other
-            .claim(&key("k1"), a_second_from(now + 1_001))
-            .await
-            .unwrap(),
+        claim_a_second(other, "k1", now + 1_001).await,
         Claim::Acquired,
         "in doubt: claimed like a free key"
     );
     other.release(&key("k1")).await.unwrap();
     assert_eq!(
-        store.claim(&key("k1"), a_second_from(now)).await.unwrap(),
+        claim_a_second(store, "k1", now).await,
         Claim::Acquired,
         "released: free again"
     );
@@ -195,10 +183,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Some(RecordedOutcome::Completed(result(7)))
     );
     assert_eq!(
-        other
-            .claim(&key("k1"), a_second_from(now + 10_000_000))
-            .await
-            .unwrap(),
+        claim_a_second(other, "k1", now + 10_000_000).await,
         Claim::Completed(result(7))
     );
     other.release(&key("k1")).await.unwrap();
@@ -231,7 +216,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "release leaves an in-doubt key alone"
     );
     assert!(
-        !store.renew(&key("d1"), a_second_from(now)).await.unwrap(),
+        !renew_a_second(store, "d1", now).await,
         "in doubt is not in flight"
     );
     assert_eq!(
@@ -262,62 +247,28 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
 
     // Renewing extends a claim while it is in flight, and only then.
+    assert_eq!(claim_a_second(store, "r1", now).await, Claim::Acquired);
+    assert!(renew_a_second(store, "r1", now + 500).await);
     assert_eq!(
-        store.claim(&key("r1"), a_second_from(now)).await.unwrap(),
-        Claim::Acquired
-    );
-    assert!(
-        store
-            .renew(&key("r1"), a_second_from(now + 500))
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        other
-            .claim(&key("r1"), a_second_from(now + 1_200))
-            .await
-            .unwrap(),
+        claim_a_second(other, "r1", now + 1_200).await,
         Claim::InFlight,
         "renewed: not taken over after the first lease's end"
     );
     assert_eq!(
-        other
-            .claim(&key("r1"), a_second_from(now + 1_500))
-            .await
-            .unwrap(),
+        claim_a_second(other, "r1", now + 1_500).await,
         Claim::Abandoned,
         "the renewed lease ran out: in doubt"
     );
     assert_eq!(
-        other
-            .claim(&key("r1"), a_second_from(now + 1_500))
-            .await
-            .unwrap(),
+        claim_a_second(other, "r1", now + 1_500).await,
         Claim::Acquired
     );
     other.complete(&key("r1"), &result(9)).await.unwrap();
-    assert!(
-        !store
-            .renew(&key("r1"), a_second_from(now + 1_600))
-            .await
-            .unwrap(),
-        "completed"
-    );
-    assert_eq!(
-        store.claim(&key("r2"), a_second_from(now)).await.unwrap(),
-        Claim::Acquired
-    );
+    assert!(!renew_a_second(store, "r1", now + 1_600).await, "completed");
+    assert_eq!(claim_a_second(store, "r2", now).await, Claim::Acquired);
     store.release(&key("r2")).await.unwrap();
-    assert!(
-        !other.renew(&key("r2"), a_second_from(now)).await.unwrap(),
-        "released"
-    );
-    assert!(
-        !other
-            .renew(&key("never"), a_second_from(now))
-            .await
-            .unwrap()
-    );
+    assert!(!renew_a_second(other, "r2", now).await, "released");
+    assert!(!renew_a_second(other, "never", now).await);
 
     // Call counts can be taken back, never below zero.
     assert_eq!(store.count_call(&key("u1"), now_ms()).await.unwrap(), 1);
@@ -533,6 +484,24 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     }
 
     decisions(store, other, now).await;
+}
+
+/// `store`'s claim of the key `name` at `now_ms`, for a lease of a second:
+/// short enough for the suite to step past its end.
+async fn claim_a_second(store: &impl Store, name: &str, now_ms: u64) -> Claim {
+    store
+        .claim(&key(name), a_second_from(now_ms))
+        .await
+        .unwrap()
+}
+
+/// Whether `store` renews its claim of the key `name` for a second from
+/// `now_ms`.
+async fn renew_a_second(store: &impl Store, name: &str, now_ms: u64) -> bool {
+    store
+        .renew(&key(name), a_second_from(now_ms))
+        .await
+        .unwrap()
 }
 
 /// Whether `holder` takes (or extends) the lock on `resource` at `now_ms`,

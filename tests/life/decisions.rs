@@ -13,6 +13,22 @@ async fn detach(d: &Dispatcher<Ops>) -> ToolResult {
         .await
 }
 
+/// The identical call, once nothing holds it back, carries out the
+/// decision that was kept: it runs once, is replayed after, and nobody is
+/// asked again. `case` names the run in a failure.
+async fn detach_carries_out_the_kept_decision(d: &Dispatcher<Ops>, ops: &Ops, case: &str) {
+    let ran = detach(d).await;
+    assert!(ran.ok, "{case}: {ran:?}");
+    assert_eq!(ran.data["detached"], "vol-7", "{case}");
+    let again = detach(d).await;
+    assert!(again.ok && again.replayed, "{case}: {again:?}");
+    assert_eq!(ops.applied("detach_volume"), 1, "{case}");
+    assert!(
+        open_questions(d.store()).await.is_empty(),
+        "{case}: nobody is asked again"
+    );
+}
+
 /// Asks to detach vol-7, which needs a person: the question's id.
 async fn asked_to_detach(d: &Dispatcher<Ops>) -> String {
     let asked = detach(d).await;
@@ -139,16 +155,7 @@ async fn an_approved_call_that_found_its_resource_busy_keeps_its_approval() {
         assert!(holder.await.unwrap().ok);
 
         // The volume is free: the identical call runs what was approved.
-        let ran = detach(&d).await;
-        assert!(ran.ok, "{approvals:?}: {ran:?}");
-        assert_eq!(ran.data["detached"], "vol-7", "{approvals:?}");
-        let again = detach(&d).await;
-        assert!(again.ok && again.replayed, "{approvals:?}: {again:?}");
-        assert_eq!(ops.applied("detach_volume"), 1, "{approvals:?}");
-        assert!(
-            open_questions(d.store()).await.is_empty(),
-            "{approvals:?}: nobody is asked again"
-        );
+        detach_carries_out_the_kept_decision(&d, &ops, &format!("{approvals:?}")).await;
     }
 }
 
@@ -173,13 +180,7 @@ async fn an_approved_call_stopped_by_the_operators_keeps_its_approval() {
     assert_eq!(ops.attempts("detach_volume"), 0);
     controls::resume(d.store(), tool(), "oncall").await.unwrap();
 
-    let ran = detach(&d).await;
-    assert!(ran.ok, "{ran:?}");
-    assert_eq!(ops.applied("detach_volume"), 1);
-    assert!(
-        open_questions(d.store()).await.is_empty(),
-        "nobody is asked again"
-    );
+    detach_carries_out_the_kept_decision(&d, &ops, "stopped, then resumed").await;
 }
 
 /// A wait on a question whose call ran meanwhile (by the host's

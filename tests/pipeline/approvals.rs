@@ -42,10 +42,14 @@ async fn confirmation_carries_the_validated_arguments() {
     assert_eq!(shop.applied_refunds(), 0);
 }
 
-fn refund_of(cents: i64) -> String {
-    format!(
+/// A refund of `cents` asked for in `session`, unconfirmed: each amount
+/// is a call of its own.
+async fn refund_in(d: &Dispatcher<Shop>, session: &str, cents: i64) -> ToolResult {
+    let arguments = format!(
         r#"{{"order_id": "ORD-1001", "amount_cents": {cents}, "currency": "BRL", "reason": "damaged"}}"#
-    )
+    );
+    d.execute(Call::new("refund_order", &arguments).session(session))
+        .await
 }
 
 #[tokio::test]
@@ -89,29 +93,21 @@ async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_stil
         .unwrap();
     let mut ids = Vec::new();
     for cents in 1..=3 {
-        let asked = d
-            .execute(Call::new("refund_order", refund_of(cents).as_str()).session("looping"))
-            .await;
+        let asked = refund_in(&d, "looping", cents).await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
         ids.push(asked.question_id.expect("an id"));
     }
-    let refused = d
-        .execute(Call::new("refund_order", refund_of(4).as_str()).session("looping"))
-        .await;
+    let refused = refund_in(&d, "looping", 4).await;
     assert_eq!(refused.code, Code::PendingLimit, "{refused:?}");
     assert!(!refused.ok);
     assert_eq!(refused.question_id, None);
     assert!(refused.message.contains("3 call(s)"), "{}", refused.message);
     // A call already asked is still the same question.
-    let again = d
-        .execute(Call::new("refund_order", refund_of(2).as_str()).session("looping"))
-        .await;
+    let again = refund_in(&d, "looping", 2).await;
     assert_eq!(again.code, Code::ConfirmationRequired);
     assert_eq!(again.question_id.as_ref(), Some(&ids[1]));
     // Another conversation is still asked.
-    let other = d
-        .execute(Call::new("refund_order", refund_of(4).as_str()).session("calm"))
-        .await;
+    let other = refund_in(&d, "calm", 4).await;
     assert_eq!(other.code, Code::ConfirmationRequired);
     let other_id = other.question_id.expect("an id");
     let now = toolcall::store::now_ms();
