@@ -153,6 +153,32 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         );
     }
 
+    /// Who this connection's caller asks as, for [`Self::binding`].
+    pub(super) fn requester(&self) -> Option<String> {
+        self.caller
+            .principal()
+            .map(toolcall_core::Principal::requester)
+    }
+
+    /// What ties an approval to this caller's call of `tool` in `session`:
+    /// only its own requester's questions match. `requester` is
+    /// [`Self::requester`], kept by the caller for the binding to borrow.
+    pub(super) fn binding<'a>(
+        &'a self,
+        session: &'a str,
+        tool: &'a str,
+        digest: Option<&'a str>,
+        requester: Option<&'a str>,
+    ) -> Binding<'a> {
+        Binding {
+            session,
+            caller: self.caller.id(),
+            tool: Some(tool),
+            digest,
+            requester: Requester::Only(requester),
+        }
+    }
+
     /// When an approval asked now expires at the latest, in ms since the epoch.
     pub(super) fn expiry(&self) -> u64 {
         let ttl = self.dispatcher.settings().approval_ttl;
@@ -318,17 +344,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         if !self.side_effect(tool) {
             return None;
         }
-        let requester = self
-            .caller
-            .principal()
-            .map(toolcall_core::Principal::requester);
-        let binding = Binding {
-            session,
-            caller: self.caller.id(),
-            tool: Some(tool),
-            digest: Some(sent),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let requester = self.requester();
+        let binding = self.binding(session, tool, Some(sent), requester.as_deref());
         let store = self.dispatcher.store();
         let now = now_ms();
         let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
