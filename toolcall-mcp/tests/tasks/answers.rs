@@ -3,7 +3,6 @@
 //! nothing, and the mode that asked is the one that answers.
 
 use super::*;
-use toolcall::store::Deciding;
 
 // ------------------------------------------------------------------ tests
 
@@ -78,14 +77,7 @@ async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart
     // A person decides in the inbox (another process over the store).
     let inbox = fleet.inbox();
     assert_eq!(
-        inbox
-            .decide_approval(&Deciding {
-                id: &task.task_id,
-                decision: &person(true),
-                now_ms: now_ms()
-            })
-            .await
-            .unwrap(),
+        person_approves(&inbox, &task.task_id).await,
         DecideOutcome::Decided
     );
 
@@ -127,14 +119,7 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     // A person's yes after the cancel changes nothing.
     let inbox = fleet.inbox();
     assert_eq!(
-        inbox
-            .decide_approval(&Deciding {
-                id: &task.task_id,
-                decision: &person(true),
-                now_ms: now_ms()
-            })
-            .await
-            .unwrap(),
+        person_approves(&inbox, &task.task_id).await,
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(
@@ -153,14 +138,7 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
 
     // A task a person decided is not cancelled: the decision stands.
     let decided = start_transfer_of(&connect(&one, "agent", POLLING), 2591).await;
-    inbox
-        .decide_approval(&Deciding {
-            id: &decided.task_id,
-            decision: &person(true),
-            now_ms: now_ms(),
-        })
-        .await
-        .unwrap();
+    person_approves(&inbox, &decided.task_id).await;
     cancel(&client, &decided.task_id).await.unwrap();
     let result = completed(&get(&client, &decided.task_id).await);
     assert_eq!(result["ok"], true, "{result}");
@@ -181,10 +159,7 @@ async fn where_a_person_decides_the_client_can_neither_cancel_nor_answer() {
             update(&client, &task.task_id, true).await,
             update(&client, &task.task_id, false).await,
         ] {
-            let Err(ServiceError::McpError(error)) = refused else {
-                panic!("refused: {refused:?}");
-            };
-            assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+            invalid_params(refused);
         }
         assert_eq!(
             get(&client, &task.task_id).await.status(),
@@ -216,11 +191,7 @@ async fn the_mode_that_asked_is_the_one_that_answers() {
     let task = start_transfer(&connect(&asking, "agent", ASKING)).await;
     let lenient = fleet.replica(Approvals::Host);
     let other = connect(&lenient, "agent", ASKING);
-    let refused = update(&other, &task.task_id, true).await;
-    assert!(
-        matches!(&refused, Err(ServiceError::McpError(error)) if error.code == ErrorCode::INVALID_PARAMS),
-        "{refused:?}"
-    );
+    invalid_params(update(&other, &task.task_id, true).await);
     let refused = cancel(&other, &task.task_id).await;
     assert!(refused.is_err(), "{refused:?}");
     assert_ne!(

@@ -253,6 +253,27 @@ fn person(approved: bool) -> ApprovalDecision {
     }
 }
 
+/// A person's yes to `id`, given in the inbox.
+async fn person_approves(store: &SqliteStore, id: &str) -> DecideOutcome {
+    store
+        .decide_approval(&toolcall::store::Deciding {
+            id,
+            decision: &person(true),
+            now_ms: now_ms(),
+        })
+        .await
+        .unwrap()
+}
+
+/// The error of a request refused as invalid params.
+fn invalid_params(refused: Result<(), ServiceError>) -> rmcp::ErrorData {
+    let Err(ServiceError::McpError(error)) = refused else {
+        panic!("refused: {refused:?}");
+    };
+    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    error
+}
+
 const ASKING: TaskClient = TaskClient {
     elicits: true,
     tasks: true,
