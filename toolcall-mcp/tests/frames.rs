@@ -229,6 +229,15 @@ fn assert_no_deposit(audit: &MemoryAudit) {
     assert!(records.iter().all(|record| record.tool != "deposit"));
 }
 
+/// Checks that the connection still serves (call `id`), that no deposit
+/// ran or reached the audit, and that the server stops cleanly.
+async fn served_having_run_nothing(mut raw: Raw, id: u64, account: &Account, audit: &MemoryAudit) {
+    raw.still_serves(id).await;
+    assert_eq!(account.deposits(), 0);
+    assert_no_deposit(audit);
+    raw.hang_up().await;
+}
+
 fn code(result: &Value) -> &str {
     result.get("code").and_then(Value::as_str).unwrap_or("OK")
 }
@@ -331,11 +340,7 @@ async fn a_line_over_the_limit_is_skipped_and_answered_with_its_id() {
     )
     .await;
 
-    raw.still_serves(42).await;
-    assert_eq!(account.deposits(), 0);
-    assert_no_deposit(&audit);
-
-    raw.hang_up().await;
+    served_having_run_nothing(raw, 42, &account, &audit).await;
 }
 
 #[tokio::test]
@@ -420,11 +425,7 @@ async fn members_given_twice_outside_the_arguments_are_invalid_requests() {
         br#"{"jsonrpc":"2.0","id":73,"id":74,"method":"tools/list"}"#,
     )
     .await;
-    raw.still_serves(75).await;
-    assert_eq!(account.deposits(), 0);
-    assert_no_deposit(&audit);
-
-    raw.hang_up().await;
+    served_having_run_nothing(raw, 75, &account, &audit).await;
 }
 
 #[tokio::test]

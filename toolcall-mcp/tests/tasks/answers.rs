@@ -8,9 +8,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_question_travels_in_the_task_and_the_answer_runs_the_call_once() {
-    let fleet = Fleet::new("answer");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", ASKING);
+    let (fleet, _one, client) = fleet_with_agent("answer", Approvals::Host, ASKING);
 
     let task = start_transfer(&client).await;
     assert_eq!(task.status, TaskStatus::InputRequired);
@@ -46,9 +44,7 @@ async fn the_question_travels_in_the_task_and_the_answer_runs_the_call_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_no_in_the_task_is_final() {
-    let fleet = Fleet::new("no");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", ASKING);
+    let (fleet, _one, client) = fleet_with_agent("no", Approvals::Host, ASKING);
     let task = start_transfer(&client).await;
     update(&client, &task.task_id, false).await.unwrap();
     let result = completed(&get(&client, &task.task_id).await);
@@ -62,9 +58,7 @@ async fn a_no_in_the_task_is_final() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart() {
-    let fleet = Fleet::new("replicas");
-    let one = fleet.replica(Approvals::Inbox);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, one, client) = fleet_with_agent("replicas", Approvals::Inbox, POLLING);
     let task = start_transfer(&client).await;
     assert_eq!(task.status, TaskStatus::Working, "waiting for the inbox");
     let waiting = get(&client, &task.task_id).await;
@@ -107,9 +101,7 @@ async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart
 async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     // In host mode the client that was asked may answer, and a cancel is
     // its no.
-    let fleet = Fleet::new("cancel");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, one, client) = fleet_with_agent("cancel", Approvals::Host, POLLING);
     let task = start_transfer(&client).await;
     cancel(&client, &task.task_id).await.unwrap();
     assert_eq!(
@@ -204,9 +196,7 @@ async fn the_mode_that_asked_is_the_one_that_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_task_completes_as_expired_and_runs_nothing() {
-    let fleet = Fleet::new("expired");
-    let one = fleet.replica(Approvals::Inbox);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, _one, client) = fleet_with_agent("expired", Approvals::Inbox, POLLING);
     // An approval whose time ran out, put in the store as the pipeline
     // would have (no wait for a clock).
     let store = fleet.inbox();

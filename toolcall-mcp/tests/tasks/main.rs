@@ -139,6 +139,19 @@ type Client = RunningService<RoleClient, TaskClient>;
 
 /// Connects `client` to a server over `replica` whose calls are `caller`'s,
 /// in the shared conversation `desk`, over an in-process pipe.
+/// A fleet named `name`, one replica of it deciding by `approvals`, and
+/// `client` connected to that replica as `agent`.
+fn fleet_with_agent(
+    name: &str,
+    approvals: Approvals,
+    client: TaskClient,
+) -> (Fleet, Replica, Client) {
+    let fleet = Fleet::new(name);
+    let one = fleet.replica(approvals);
+    let client = connect(&one, "agent", client);
+    (fleet, one, client)
+}
+
 fn connect(replica: &Replica, caller: &str, client: TaskClient) -> Client {
     connect_in(replica, caller, client, "desk")
 }

@@ -80,9 +80,7 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
 /// answers where its call stands on its next `tasks/get`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
-    let fleet = Fleet::new("carry-out-died");
-    let one = fleet.replica(Approvals::Inbox);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, _one, client) = fleet_with_agent("carry-out-died", Approvals::Inbox, POLLING);
     let inbox = fleet.inbox();
 
     // Taken, run, its result recorded under its key, and the process died
@@ -128,9 +126,7 @@ async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
 /// Only a person answers whether it took effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_about_an_unknown_outcome_is_no_task_answer() {
-    let fleet = Fleet::new("in-doubt");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", ASKING);
+    let (fleet, _one, client) = fleet_with_agent("in-doubt", Approvals::Host, ASKING);
     let task = start_transfer(&client).await;
     fleet.bank.lose.store(true, Ordering::SeqCst);
     update(&client, &task.task_id, true).await.unwrap();
