@@ -22,7 +22,7 @@ use toolcall_testkit::bank::{Bank, note, transfer};
 mod client;
 use client::{
     Client, Person, code, connect_modern_with as connect_modern, connect_with as connect, hang_up,
-    refund_args, replayed, request, result_json,
+    hang_up_modern, refund_args, replayed, request, result_json,
 };
 
 // ------------------------------------------------------------------ tools
@@ -512,8 +512,7 @@ async fn on_2026_07_28_in_inbox_mode_an_accepted_elicitation_runs_nothing() {
     assert!(entry.approval.decision.is_none() && entry.used_ms.is_none());
     assert_eq!(bank.transfers(), 0);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 /// The call through `client` runs once on the person's yes, the repeat is
@@ -558,6 +557,5 @@ async fn on_2026_07_28_with_elicitation_approves_an_accepted_elicitation_runs_on
     let options = Options::new("mcp").elicitation_approves(true);
     let (client, server) = connect_modern(Arc::clone(&dispatcher), options, &person).await;
     runs_once_on_the_yes(&client, &dispatcher, &bank, &person).await;
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }

@@ -67,7 +67,7 @@ struct Raw {
 }
 
 impl Raw {
-    /// Connects, and completes the `initialize` handshake.
+    /// Connects through a [`FrameGuard`], and completes the handshake.
     async fn connect(dispatcher: Arc<Dispatcher<Account>>) -> Raw {
         let (server_io, client_io) = tokio::io::duplex(64 * 1024);
         let (server_read, server_write) = tokio::io::split(server_io);
@@ -76,6 +76,15 @@ impl Raw {
             Options::new("frames"),
             FrameGuard::new(server_read, server_write),
         ));
+        Raw::initialize(server, client_io).await
+    }
+
+    /// Completes the `initialize` handshake over `client_io`, whose other
+    /// end `server` serves.
+    async fn initialize(
+        server: tokio::task::JoinHandle<Result<(), toolcall_mcp::Error>>,
+        client_io: DuplexStream,
+    ) -> Raw {
         let (read, write) = tokio::io::split(client_io);
         let mut raw = Raw {
             write,
@@ -152,6 +161,14 @@ impl Raw {
         structured
     }
 
+    /// Sends `frame` and checks the answer is a JSON-RPC error with `id`
+    /// and `code`. The message quotes the frame's start: some are huge.
+    async fn refuses(&mut self, id: Value, code: i64, frame: &[u8]) {
+        self.send(frame).await;
+        let start = String::from_utf8_lossy(&frame[..frame.len().min(200)]).into_owned();
+        assert_eq!(self.error().await, (id, code), "{start}");
+    }
+
     /// The next answer, a JSON-RPC error: its id and code.
     async fn error(&mut self) -> (Value, i64) {
         let answer = self.answer().await;
@@ -182,6 +199,12 @@ impl Raw {
     }
 }
 
+/// The account, a connected [`Raw`] client, and the audit.
+async fn open() -> (Arc<Account>, Raw, MemoryAudit) {
+    let (account, dispatcher, audit) = setup();
+    (account, Raw::connect(dispatcher).await, audit)
+}
+
 fn setup() -> (Arc<Account>, Arc<Dispatcher<Account>>, MemoryAudit) {
     let account = Arc::new(Account::default());
     let audit = MemoryAudit::new();
@@ -206,6 +229,15 @@ fn assert_no_deposit(audit: &MemoryAudit) {
     assert!(records.iter().all(|record| record.tool != "deposit"));
 }
 
+/// Checks that the connection still serves (call `id`), that no deposit
+/// ran or reached the audit, and that the server stops cleanly.
+async fn served_having_run_nothing(mut raw: Raw, id: u64, account: &Account, audit: &MemoryAudit) {
+    raw.still_serves(id).await;
+    assert_eq!(account.deposits(), 0);
+    assert_no_deposit(audit);
+    raw.hang_up().await;
+}
+
 fn code(result: &Value) -> &str {
     result.get("code").and_then(Value::as_str).unwrap_or("OK")
 }
@@ -222,16 +254,14 @@ fn nested(levels: usize) -> String {
 
 #[tokio::test]
 async fn a_frame_nested_deeper_than_serde_json_reads_is_answered() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
 
     // Too deep outside the arguments: the frame is no JSON rmcp can read.
     let frame = format!(
         r#"{{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{{"name":"balance","arguments":{{}},"_meta":{{"x":{}}}}}}}"#,
         nested(200)
     );
-    raw.send(frame.as_bytes()).await;
-    assert_eq!(raw.error().await, (json!(11), PARSE_ERROR));
+    raw.refuses(json!(11), PARSE_ERROR, frame.as_bytes()).await;
     raw.still_serves(12).await;
 
     // Too deep inside the arguments: the pipeline's INVALID_JSON, audited.
@@ -254,8 +284,7 @@ async fn a_frame_nested_deeper_than_serde_json_reads_is_answered() {
 
 #[tokio::test]
 async fn a_number_out_of_range_is_answered() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
 
     let refused = raw.call(21, "deposit", br#"{"amount_cents":1e400}"#).await;
     assert_eq!(code(&refused), "INVALID_JSON", "{refused}");
@@ -266,9 +295,7 @@ async fn a_number_out_of_range_is_answered() {
     );
 
     // Out of range outside the arguments: a parse error, with the id.
-    raw.send(br#"{"jsonrpc":"2.0","id":"x-22","method":"tools/call","params":{"name":"balance","_meta":{"n":1e400}}}"#)
-        .await;
-    assert_eq!(raw.error().await, (json!("x-22"), PARSE_ERROR));
+    raw.refuses(json!("x-22"), PARSE_ERROR, br#"{"jsonrpc":"2.0","id":"x-22","method":"tools/call","params":{"name":"balance","_meta":{"n":1e400}}}"#).await;
     raw.still_serves(23).await;
 
     raw.hang_up().await;
@@ -276,15 +303,10 @@ async fn a_number_out_of_range_is_answered() {
 
 #[tokio::test]
 async fn invalid_utf8_is_answered() {
-    let (account, dispatcher, _audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, _audit) = open().await;
 
-    raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"deposit\",\"arguments\":{\"amount_cents\":1,\"note\":\"\xff\xfe\"}}}")
-        .await;
-    assert_eq!(raw.error().await, (json!(31), PARSE_ERROR));
-    raw.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"bal\xc3\"},\"id\":32}")
-        .await;
-    assert_eq!(raw.error().await, (json!(32), PARSE_ERROR));
+    raw.refuses(json!(31), PARSE_ERROR, b"{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"deposit\",\"arguments\":{\"amount_cents\":1,\"note\":\"\xff\xfe\"}}}").await;
+    raw.refuses(json!(32), PARSE_ERROR, b"{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"bal\xc3\"},\"id\":32}").await;
     raw.still_serves(33).await;
     assert_eq!(account.deposits(), 0);
 
@@ -293,40 +315,37 @@ async fn invalid_utf8_is_answered() {
 
 #[tokio::test]
 async fn a_line_over_the_limit_is_skipped_and_answered_with_its_id() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
     let padding = "x".repeat(MAX_STDIO_LINE_BYTES + 1000);
 
     // The id first...
     let frame = format!(
         r#"{{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{{"name":"deposit","arguments":{{"amount_cents":1,"pad":"{padding}"}}}}}}"#
     );
-    raw.send(frame.as_bytes()).await;
-    assert_eq!(raw.error().await, (json!(41), INVALID_REQUEST));
+    raw.refuses(json!(41), INVALID_REQUEST, frame.as_bytes())
+        .await;
 
     // ... or last, after the params, as the TypeScript SDK writes it.
     let frame = format!(
         r#"{{"method":"tools/call","params":{{"name":"deposit","arguments":{{"amount_cents":1,"pad":"{padding}","q":"\"}}"}}}},"jsonrpc":"2.0","id":"last"}}"#
     );
-    raw.send(frame.as_bytes()).await;
-    assert_eq!(raw.error().await, (json!("last"), INVALID_REQUEST));
+    raw.refuses(json!("last"), INVALID_REQUEST, frame.as_bytes())
+        .await;
 
     // No id to be found: null.
-    raw.send(format!(r#"{{"pad":"{padding}"}}"#).as_bytes())
-        .await;
-    assert_eq!(raw.error().await, (Value::Null, INVALID_REQUEST));
+    raw.refuses(
+        Value::Null,
+        INVALID_REQUEST,
+        format!(r#"{{"pad":"{padding}"}}"#).as_bytes(),
+    )
+    .await;
 
-    raw.still_serves(42).await;
-    assert_eq!(account.deposits(), 0);
-    assert_no_deposit(&audit);
-
-    raw.hang_up().await;
+    served_having_run_nothing(raw, 42, &account, &audit).await;
 }
 
 #[tokio::test]
 async fn a_member_given_twice_in_the_arguments_runs_nothing() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
 
     let refused = raw
         .call(
@@ -369,8 +388,7 @@ async fn a_member_given_twice_in_the_arguments_runs_nothing() {
 
 #[tokio::test]
 async fn the_raw_limits_measure_what_was_sent() {
-    let (account, dispatcher, _audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, _audit) = open().await;
 
     // 70 KiB of white space: small once parsed and written out again, but
     // over the 64 KiB the pipeline takes.
@@ -396,30 +414,23 @@ async fn the_raw_limits_measure_what_was_sent() {
 
 #[tokio::test]
 async fn members_given_twice_outside_the_arguments_are_invalid_requests() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
 
-    raw.send(br#"{"jsonrpc":"2.0","id":71,"method":"tools/call","params":{"name":"balance","name":"deposit","arguments":{"amount_cents":1}}}"#)
-        .await;
-    assert_eq!(raw.error().await, (json!(71), INVALID_REQUEST));
-    raw.send(br#"{"jsonrpc":"2.0","id":72,"method":"tools/call","params":{"name":"deposit","arguments":{"amount_cents":1},"arguments":{"amount_cents":2}}}"#)
-        .await;
-    assert_eq!(raw.error().await, (json!(72), INVALID_REQUEST));
+    raw.refuses(json!(71), INVALID_REQUEST, br#"{"jsonrpc":"2.0","id":71,"method":"tools/call","params":{"name":"balance","name":"deposit","arguments":{"amount_cents":1}}}"#).await;
+    raw.refuses(json!(72), INVALID_REQUEST, br#"{"jsonrpc":"2.0","id":72,"method":"tools/call","params":{"name":"deposit","arguments":{"amount_cents":1},"arguments":{"amount_cents":2}}}"#).await;
     // Two ids: which one to answer is unknown, so neither.
-    raw.send(br#"{"jsonrpc":"2.0","id":73,"id":74,"method":"tools/list"}"#)
-        .await;
-    assert_eq!(raw.error().await, (Value::Null, INVALID_REQUEST));
-    raw.still_serves(75).await;
-    assert_eq!(account.deposits(), 0);
-    assert_no_deposit(&audit);
-
-    raw.hang_up().await;
+    raw.refuses(
+        Value::Null,
+        INVALID_REQUEST,
+        br#"{"jsonrpc":"2.0","id":73,"id":74,"method":"tools/list"}"#,
+    )
+    .await;
+    served_having_run_nothing(raw, 75, &account, &audit).await;
 }
 
 #[tokio::test]
 async fn a_huge_name_gets_a_small_answer() {
-    let (_account, dispatcher, _audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (_account, mut raw, _audit) = open().await;
     let name = "n".repeat(200 * 1000);
 
     // An unknown tool: a tool result, whose echo of the name is bounded.
@@ -462,8 +473,7 @@ async fn a_huge_name_gets_a_small_answer() {
 
 #[tokio::test]
 async fn notifications_and_responses_it_cannot_read_are_not_answered() {
-    let (_account, dispatcher, _audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (_account, mut raw, _audit) = open().await;
 
     raw.send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"x":1e400}}"#)
         .await;
@@ -478,8 +488,7 @@ async fn notifications_and_responses_it_cannot_read_are_not_answered() {
 
 #[tokio::test]
 async fn answers_to_many_frames_at_once_are_whole_lines() {
-    let (account, dispatcher, _audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, _audit) = open().await;
 
     // Well-formed and malformed frames, written in one go: the guard's
     // errors and rmcp's results come back as whole lines, one per request.
@@ -539,19 +548,7 @@ async fn a_transport_without_a_guard_still_serves_calls() {
         Options::new("bare"),
         server_io,
     ));
-    let (read, write) = tokio::io::split(client_io);
-    let mut raw = Raw {
-        write,
-        read: BufReader::new(read),
-        server,
-    };
-    raw.send(
-        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
-    )
-    .await;
-    assert_eq!(raw.answer().await["id"], 0);
-    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
+    let mut raw = Raw::initialize(server, client_io).await;
     let done = raw.call(1, "deposit", br#"{"amount_cents": 7}"#).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(account.deposits(), 1);
@@ -584,8 +581,7 @@ async fn refused_with_null_id(raw: &mut Raw, says: &str) -> Value {
 
 #[tokio::test]
 async fn an_id_over_the_bound_is_refused_with_a_null_id_and_a_small_answer() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
 
     // 500 KB of id, on a call and on a list: refused, not echoed.
     let huge = format!(r#""{}""#, "i".repeat(500 * 1000));
@@ -634,8 +630,7 @@ async fn an_id_over_the_bound_is_refused_with_a_null_id_and_a_small_answer() {
 
 #[tokio::test]
 async fn an_integer_id_is_echoed_exactly_or_refused() {
-    let (account, dispatcher, _audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, _audit) = open().await;
 
     // Ids that do not fit a 64-bit integer, or are not written as one:
     // refused with `id: null`, never answered under another number.
@@ -704,8 +699,7 @@ async fn an_integer_id_is_echoed_exactly_or_refused() {
 
 #[tokio::test]
 async fn a_call_without_a_usable_name_is_invalid_params() {
-    let (account, dispatcher, audit) = setup();
-    let mut raw = Raw::connect(dispatcher).await;
+    let (account, mut raw, audit) = open().await;
 
     let arguments = r#""arguments":{"amount_cents":5}"#;
     let cases = [
@@ -751,9 +745,12 @@ async fn a_call_without_a_usable_name_is_invalid_params() {
         assert!(message.contains(says), "{frame}: {answer}");
     }
     // A string id is kept too.
-    raw.send(br#"{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":7}}"#)
-        .await;
-    assert_eq!(raw.error().await, (json!("s-1"), -32602));
+    raw.refuses(
+        json!("s-1"),
+        -32602,
+        br#"{"jsonrpc":"2.0","id":"s-1","method":"tools/call","params":{"name":7}}"#,
+    )
+    .await;
     assert_eq!(account.deposits(), 0);
     assert!(audit.records().is_empty(), "{:?}", audit.records());
     raw.still_serves(50).await;

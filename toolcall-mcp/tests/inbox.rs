@@ -15,15 +15,15 @@ use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
-use toolcall::{Approvals, Arguments, Call, Code, Dispatcher, tools};
+use toolcall::{Approvals, Arguments, Call, Code, Dispatcher, ToolResult, tools};
 use toolcall_mcp::Options;
 use toolcall_sqlite::SqliteStore;
 use toolcall_testkit::bank::{Bank, balance, transfer};
 
 mod client;
 use client::{
-    Client, Person, Server, code, connect_modern_with, connect_with, hang_up, refund_args,
-    replayed, request, result_json,
+    Client, Person, Server, code, connect_modern_with, connect_with, hang_up, hang_up_modern,
+    refund_args, replayed, request, result_json,
 };
 
 // ------------------------------------------------------------------ tools
@@ -148,6 +148,30 @@ async fn decide<St: Store>(store: &St, id: &str, decision: &ApprovalDecision) {
     );
 }
 
+type Inbox = Arc<Dispatcher<Bank, MemoryStore>>;
+
+/// A bank, an inbox-mode dispatcher over a memory store, and a client
+/// connected to it whose server waits up to `wait` for a decision.
+async fn open(wait: Duration) -> (Arc<Bank>, Inbox, Client, Server) {
+    let bank = Bank::new();
+    let dispatcher = inbox(&bank, MemoryStore::default());
+    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+    (bank, dispatcher, client, server)
+}
+
+/// Runs `transfer` of `args` in `asked`'s session with its approval, as
+/// another process that carries the decision out does.
+async fn carry_out(
+    dispatcher: &Dispatcher<Bank, MemoryStore>,
+    asked: &PendingApproval,
+    args: &Value,
+) -> ToolResult {
+    let call = Call::new("transfer", Arguments::Parsed(args))
+        .session(&asked.session)
+        .approval(&asked.id);
+    dispatcher.execute(call).await
+}
+
 /// The bound the tests that decide give the server: long enough that an
 /// answer before it shows the decision woke the wait.
 const LONG_WAIT: Duration = Duration::from_secs(20);
@@ -156,9 +180,7 @@ const LONG_WAIT: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn an_approval_in_the_inbox_while_the_call_waits_runs_it_exactly_once() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+    let (bank, dispatcher, client, server) = open(LONG_WAIT).await;
 
     let call = spawn_call(&client, refund_args());
     let asked = pending(dispatcher.store()).await;
@@ -179,22 +201,10 @@ async fn an_approval_in_the_inbox_while_the_call_waits_runs_it_exactly_once() {
 
     // The approval is used up: the same call with the same id again is the
     // stored answer, replayed, and the id on any other call is refused.
-    let again = dispatcher
-        .execute(
-            Call::new("transfer", Arguments::Parsed(&refund_args()))
-                .session(&asked.session)
-                .approval(&asked.id),
-        )
-        .await;
+    let again = carry_out(&dispatcher, &asked, &refund_args()).await;
     assert!(again.ok && again.replayed, "{again:?}");
     let other = json!({"to": "ACC-7", "amount_cents": 2591});
-    let refused = dispatcher
-        .execute(
-            Call::new("transfer", Arguments::Parsed(&other))
-                .session(&asked.session)
-                .approval(&asked.id),
-        )
-        .await;
+    let refused = carry_out(&dispatcher, &asked, &other).await;
     assert_eq!(refused.code, Code::ConfirmationInvalid, "{refused:?}");
     assert_eq!(bank.transfers(), 1);
     let entry = dispatcher.store().approval(&asked.id).await.unwrap();
@@ -209,20 +219,12 @@ async fn an_approval_in_the_inbox_while_the_call_waits_runs_it_exactly_once() {
 /// "needs approval" for a transfer that ran, and nothing runs twice.
 #[tokio::test]
 async fn a_decision_carried_out_elsewhere_answers_the_waiting_call() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+    let (bank, dispatcher, client, server) = open(LONG_WAIT).await;
 
     let call = spawn_call(&client, refund_args());
     let asked = pending(dispatcher.store()).await;
     decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
-    let elsewhere = dispatcher
-        .execute(
-            Call::new("transfer", Arguments::Parsed(&refund_args()))
-                .session(&asked.session)
-                .approval(&asked.id),
-        )
-        .await;
+    let elsewhere = carry_out(&dispatcher, &asked, &refund_args()).await;
     assert!(elsewhere.ok && !elsewhere.replayed, "{elsewhere:?}");
     let (result, _) = call.await.unwrap();
     assert_eq!(code(&result), "OK", "{result}");
@@ -234,9 +236,7 @@ async fn a_decision_carried_out_elsewhere_answers_the_waiting_call() {
 
 #[tokio::test]
 async fn a_denial_in_the_inbox_answers_denied_with_the_note_and_runs_nothing() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+    let (bank, dispatcher, client, server) = open(LONG_WAIT).await;
 
     let call = spawn_call(&client, refund_args());
     let asked = pending(dispatcher.store()).await;
@@ -263,9 +263,7 @@ async fn a_denial_in_the_inbox_answers_denied_with_the_note_and_runs_nothing() {
 
 #[tokio::test]
 async fn an_edit_in_the_inbox_runs_the_edited_call_once() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+    let (bank, dispatcher, client, server) = open(LONG_WAIT).await;
 
     let call = spawn_call(&client, refund_args());
     let asked = pending(dispatcher.store()).await;
@@ -287,10 +285,8 @@ async fn an_edit_in_the_inbox_runs_the_edited_call_once() {
 
 #[tokio::test]
 async fn without_a_decision_in_time_the_answer_is_confirmation_required_with_the_id() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
     let wait = Duration::from_millis(400);
-    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+    let (bank, dispatcher, client, server) = open(wait).await;
 
     let started = Instant::now();
     let result = call(&client, refund_args()).await;
@@ -305,14 +301,7 @@ async fn without_a_decision_in_time_the_answer_is_confirmation_required_with_the
     decide(dispatcher.store(), &asked.id, &decision(true, "", None)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(bank.transfers(), 0, "nothing runs by itself");
-    let args = refund_args();
-    let late = dispatcher
-        .execute(
-            Call::new("transfer", Arguments::Parsed(&args))
-                .session(&asked.session)
-                .approval(&asked.id),
-        )
-        .await;
+    let late = carry_out(&dispatcher, &asked, &refund_args()).await;
     assert!(late.ok, "{late:?}");
     assert_eq!(bank.transfers(), 1);
 
@@ -321,9 +310,7 @@ async fn without_a_decision_in_time_the_answer_is_confirmation_required_with_the
 
 #[tokio::test]
 async fn without_the_option_the_answer_is_at_once() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let (bank, _, client, server) = open(Duration::ZERO).await;
 
     let started = Instant::now();
     let result = call(&client, refund_args()).await;
@@ -336,9 +323,7 @@ async fn without_the_option_the_answer_is_at_once() {
 
 #[tokio::test]
 async fn a_cancelled_call_stops_waiting_and_a_later_decision_runs_nothing() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), LONG_WAIT).await;
+    let (bank, dispatcher, client, server) = open(LONG_WAIT).await;
 
     // The client gives up: dropping the request sends `notifications/cancelled`.
     let waited = tokio::time::timeout(
@@ -418,17 +403,14 @@ async fn on_2026_07_28_the_call_waits_for_the_inbox_too() {
     assert_eq!(code(&result), "OK", "{result}");
     assert_eq!(bank.transfers(), 1);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 // --------------------------------------------- retries of a pending call
 
 #[tokio::test]
 async fn an_identical_retry_brings_the_same_approval_and_runs_once_it_is_approved() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let (bank, dispatcher, client, server) = open(Duration::ZERO).await;
 
     let first = question_id(&call(&client, refund_args()).await);
     // The model tries again before anyone decided: the same question, not
@@ -463,10 +445,8 @@ async fn an_identical_retry_brings_the_same_approval_and_runs_once_it_is_approve
 
 #[tokio::test]
 async fn an_approval_after_the_wait_ran_out_is_carried_out_by_the_retry() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
     let wait = Duration::from_millis(300);
-    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+    let (bank, dispatcher, client, server) = open(wait).await;
 
     let first = question_id(&call(&client, refund_args()).await);
     decide(dispatcher.store(), &first, &decision(true, "", None)).await;
@@ -492,10 +472,8 @@ async fn an_approval_after_the_wait_ran_out_is_carried_out_by_the_retry() {
 
 #[tokio::test]
 async fn an_undecided_retry_waits_again_under_the_same_id() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
     let wait = Duration::from_secs(3);
-    let (client, server) = connect(Arc::clone(&dispatcher), wait).await;
+    let (bank, dispatcher, client, server) = open(wait).await;
 
     let first = question_id(&call(&client, refund_args()).await);
     let retry = spawn_call(&client, refund_args());
@@ -515,9 +493,7 @@ async fn an_undecided_retry_waits_again_under_the_same_id() {
 
 #[tokio::test]
 async fn a_denial_in_the_inbox_is_what_the_retry_gets() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let (bank, dispatcher, client, server) = open(Duration::ZERO).await;
 
     let first = question_id(&call(&client, refund_args()).await);
     decide(
@@ -548,9 +524,7 @@ async fn a_denial_in_the_inbox_is_what_the_retry_gets() {
 
 #[tokio::test]
 async fn a_retry_with_other_arguments_is_a_fresh_call() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let (bank, dispatcher, client, server) = open(Duration::ZERO).await;
 
     let refund = question_id(&call(&client, refund_args()).await);
     let other_args = json!({"to": "ACC-7", "amount_cents": 2591});
@@ -575,9 +549,7 @@ async fn a_retry_with_other_arguments_is_a_fresh_call() {
 
 #[tokio::test]
 async fn another_connection_does_not_bring_this_connections_approval() {
-    let bank = Bank::new();
-    let dispatcher = inbox(&bank, MemoryStore::default());
-    let (client, server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
+    let (bank, dispatcher, client, server) = open(Duration::ZERO).await;
     let (other_client, other_server) = connect(Arc::clone(&dispatcher), Duration::ZERO).await;
 
     let first = question_id(&call(&client, refund_args()).await);

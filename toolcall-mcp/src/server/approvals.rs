@@ -119,10 +119,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         raw: &str,
         asked: &ToolResult,
     ) {
-        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
-        // The pipeline read these arguments, so they are an object; should
-        // they not be, only the validated form can match.
-        let sent = sent_digest(raw).unwrap_or_default();
+        // Before the lock: a parse and a hash of up to the whole frame.
+        let arguments = asked_digests(raw, asked);
         let ttl = self.dispatcher.settings().approval_ttl;
         let mut questions = self
             .memory
@@ -147,10 +145,36 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             OpenQuestion {
                 session: session.to_owned(),
                 tool: tool.to_owned(),
-                arguments: [sent, digest(&pending)],
+                arguments,
                 asked_at: Instant::now(),
             },
         );
+    }
+
+    /// Who this connection's caller asks as, for [`Self::binding`].
+    pub(super) fn requester(&self) -> Option<String> {
+        self.caller
+            .principal()
+            .map(toolcall_core::Principal::requester)
+    }
+
+    /// What ties an approval to this caller's call of `tool` in `session`:
+    /// only its own requester's questions match. `requester` is
+    /// [`Self::requester`], kept by the caller for the binding to borrow.
+    pub(super) fn binding<'a>(
+        &'a self,
+        session: &'a str,
+        tool: &'a str,
+        digest: Option<&'a str>,
+        requester: Option<&'a str>,
+    ) -> Binding<'a> {
+        Binding {
+            session,
+            caller: self.caller.id(),
+            tool: Some(tool),
+            digest,
+            requester: Requester::Only(requester),
+        }
     }
 
     /// When an approval asked now expires at the latest, in ms since the epoch.
@@ -171,8 +195,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         asked: &ToolResult,
         expires_ms: u64,
     ) {
-        let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
-        let sent = sent_digest(raw).unwrap_or_default();
+        let arguments = asked_digests(raw, asked);
         // Forget the expired approvals and this one's older entry, then the
         // oldest if too many are remembered.
         let mut calls = self.pending_calls_unexpired();
@@ -184,7 +207,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
             id: id.to_owned(),
             session: session.to_owned(),
             tool: tool.to_owned(),
-            arguments: [sent, digest(&pending)],
+            arguments,
             expires_ms,
         });
     }
@@ -318,17 +341,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         if !self.side_effect(tool) {
             return None;
         }
-        let requester = self
-            .caller
-            .principal()
-            .map(toolcall_core::Principal::requester);
-        let binding = Binding {
-            session,
-            caller: self.caller.id(),
-            tool: Some(tool),
-            digest: Some(sent),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let requester = self.requester();
+        let binding = self.binding(session, tool, Some(sent), requester.as_deref());
         let store = self.dispatcher.store();
         let now = now_ms();
         let inbox = self.dispatcher.settings().approvals == Approvals::Inbox;
@@ -396,6 +410,15 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         }
         matches
     }
+}
+
+/// The digests a retry's arguments may match to bring back the approval
+/// `asked` (`CONFIRMATION_REQUIRED`) answered for arguments sent as `raw`:
+/// as sent, and as the pipeline validated them. The pipeline read `raw`,
+/// so it is an object; should it not be, only the validated form matches.
+fn asked_digests(raw: &str, asked: &ToolResult) -> [String; 2] {
+    let pending = asked.data.get("pending").cloned().unwrap_or(Value::Null);
+    [sent_digest(raw).unwrap_or_default(), digest(&pending)]
 }
 
 /// The digest of the canonical form of arguments sent as `raw`, if they are

@@ -12,7 +12,7 @@ use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer, ServiceError
 use serde_json::Value;
 use toolcall_core::life::{self, Answer, Answerer, Refusal};
 use toolcall_core::provenance::describe;
-use toolcall_core::store::{Binding, Requester, Store, TaintSource, now_ms};
+use toolcall_core::store::{Store, TaintSource, now_ms};
 use toolcall_core::{Arguments, Code, Decision, ToolResult};
 
 use super::McpServer;
@@ -164,17 +164,8 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
         // The client's yes is recorded as the decision, where the question
         // takes it ([`life`]); whatever the store holds then (decided first
         // by someone else, say), the call below carries it out.
-        let requester = self
-            .caller
-            .principal()
-            .map(toolcall_core::Principal::requester);
-        let binding = Binding {
-            session,
-            caller: self.caller.id(),
-            tool: Some(tool),
-            digest: None,
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let requester = self.requester();
+        let binding = self.binding(session, tool, None, requester.as_deref());
         let answerer = Answerer::Client {
             caller: self.caller.id(),
             session,

@@ -216,6 +216,16 @@ pub async fn hang_up(client: Client, server: Server) {
         .expect("the server stops without error when the client leaves");
 }
 
+/// Ends a connection made by [`connect_modern_with`]: both sides stop
+/// cleanly.
+pub async fn hang_up_modern<S: rmcp::Service<RoleServer>>(
+    client: Client,
+    server: RunningService<RoleServer, S>,
+) {
+    client.cancel().await.unwrap();
+    server.cancel().await.unwrap();
+}
+
 pub fn arguments(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,

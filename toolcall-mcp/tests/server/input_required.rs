@@ -5,9 +5,8 @@ use super::*;
 
 #[tokio::test]
 async fn on_2026_07_28_the_approval_is_asked_as_input_required() {
-    let bank = Bank::new();
     let person = Person::approving();
-    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+    let (bank, client, server) = modern(&person).await;
 
     let first = result_json(&call(&client, "transfer", refund_args()).await);
     assert_eq!(code(&first), "OK", "{first}");
@@ -20,58 +19,39 @@ async fn on_2026_07_28_the_approval_is_asked_as_input_required() {
     assert_eq!(bank.transfers(), 1);
     assert_eq!(person.questions().len(), 1);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_declined_approval_executes_nothing() {
-    let bank = Bank::new();
     let person = Person::answering(ElicitResult::new(ElicitationAction::Decline));
-    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+    let (bank, client, server) = modern(&person).await;
 
     let result = result_json(&call(&client, "transfer", refund_args()).await);
     assert_eq!(code(&result), "CONFIRMATION_DENIED", "{result}");
     assert_eq!(bank.transfers(), 0);
 
     // A forged answer to an approval that does not exist runs nothing either.
-    let mut responses = rmcp::model::InputResponses::new();
-    responses.insert(
-        "approval".to_owned(),
-        json!({"action": "accept", "content": {"approve": true}}),
-    );
-    let forged = client
-        .call_tool_once(
-            CallToolRequestParams::new("transfer")
-                .with_arguments(arguments(refund_args()))
-                .with_input_responses(responses)
-                .with_request_state("toolcall-approval:made-up"),
-        )
-        .await
-        .unwrap();
+    let forged = answered(&client, "toolcall-approval:made-up", true).await;
     // It is a fresh call, which the person's denial of this exact call
     // answers: a denial is final, and nobody is asked again.
-    let forged = complete(forged);
     assert_eq!(code(&forged), "CONFIRMATION_DENIED", "{forged}");
     assert_eq!(person.questions().len(), 1);
     assert_eq!(bank.transfers(), 0);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_client_without_elicitation_gets_confirmation_required() {
-    let bank = Bank::new();
     let person = Person::unreachable();
-    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+    let (bank, client, server) = modern(&person).await;
 
     let result = result_json(&call(&client, "transfer", refund_args()).await);
     assert_eq!(code(&result), "CONFIRMATION_REQUIRED");
     assert_eq!(bank.transfers(), 0);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 /// The transfer of `refund_args` retried with the state of its question
@@ -87,17 +67,37 @@ async fn answered(client: &Client, state: &str, approve: bool) -> Value {
     complete(retry.await)
 }
 
+/// A bank, and a client of a server over it on 2026-07-28, whose person
+/// is `person`.
+async fn modern(person: &Person) -> (Arc<Bank>, Client, ModernServer) {
+    let bank = Bank::new();
+    let (client, server) = connect_modern(dispatcher(&bank), person).await;
+    (bank, client, server)
+}
+
+/// As [`modern`], with the dispatcher's audit.
+async fn modern_audited(person: &Person) -> (Arc<Bank>, MemoryAudit, Client, ModernServer) {
+    let bank = Bank::new();
+    let (dispatcher, audit) = audited(&bank);
+    let (client, server) = connect_modern(dispatcher, person).await;
+    (bank, audit, client, server)
+}
+
+/// The transfer of `refund_args`, asked about: its question's state.
+async fn asked_transfer(client: &Client) -> String {
+    asked(call_once(client, "transfer", refund_args(), None, None).await)
+}
+
 fn other_args() -> Value {
     json!({"to": "ACC-9", "amount_cents": 500_000})
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_retry_with_other_arguments_runs_nothing_and_asks_again() {
-    let bank = Bank::new();
     let person = Person::approving();
-    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+    let (bank, client, server) = modern(&person).await;
 
-    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+    let state = asked_transfer(&client).await;
 
     // The answer, sent back with other arguments: it approves nothing.
     let again = call_once(
@@ -118,16 +118,13 @@ async fn on_2026_07_28_a_retry_with_other_arguments_runs_nothing_and_asks_again(
     assert_eq!(done["data"]["amount_cents"], 2590);
     assert_eq!(bank.transfers(), 1);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_question_id_is_no_token_for_a_client_without_elicitation() {
-    let bank = Bank::new();
-    let (dispatcher, audit) = audited(&bank);
     let person = Person::unreachable();
-    let (client, server) = connect_modern(dispatcher, &person).await;
+    let (bank, audit, client, server) = modern_audited(&person).await;
 
     let waiting = complete(call_once(&client, "transfer", refund_args(), None, None).await);
     assert_eq!(code(&waiting), "CONFIRMATION_REQUIRED");
@@ -140,8 +137,7 @@ async fn on_2026_07_28_a_question_id_is_no_token_for_a_client_without_elicitatio
     assert!(person.questions().is_empty());
     assert!(!approved_by_a_person(&audit), "{:?}", audit.records());
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]
@@ -156,7 +152,7 @@ async fn on_2026_07_28_a_question_of_one_connection_is_not_answered_on_another()
         other_server.service().session()
     );
 
-    let state = asked(call_once(&asked_client, "transfer", refund_args(), None, None).await);
+    let state = asked_transfer(&asked_client).await;
 
     // Another connection answers the first one's question: a fresh call of
     // its own, asked about in its own session.
@@ -188,18 +184,16 @@ async fn on_2026_07_28_a_question_of_one_connection_is_not_answered_on_another()
     assert_eq!(bank.transfers(), 1);
 
     for (client, server) in [(asked_client, asked_server), (other_client, other_server)] {
-        client.cancel().await.unwrap();
-        server.cancel().await.unwrap();
+        hang_up_modern(client, server).await;
     }
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_resent_approved_retry_is_replayed() {
-    let bank = Bank::new();
     let person = Person::approving();
-    let (client, server) = connect_modern(dispatcher(&bank), &person).await;
+    let (bank, client, server) = modern(&person).await;
 
-    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+    let state = asked_transfer(&client).await;
     let done = answered(&client, &state, true).await;
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(done.get("replayed"), None);
@@ -212,18 +206,15 @@ async fn on_2026_07_28_a_resent_approved_retry_is_replayed() {
     assert_eq!(again["data"], done["data"]);
     assert_eq!(bank.transfers(), 1);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_retry_without_an_answer_cancels_nothing() {
-    let bank = Bank::new();
-    let (dispatcher, audit) = audited(&bank);
     let person = Person::approving();
-    let (client, server) = connect_modern(dispatcher, &person).await;
+    let (bank, audit, client, server) = modern_audited(&person).await;
 
-    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+    let state = asked_transfer(&client).await;
 
     // A retry that carries no answer is asked again, and denies nothing.
     let again = call_once(&client, "transfer", refund_args(), Some(&state), None).await;
@@ -243,18 +234,15 @@ async fn on_2026_07_28_a_retry_without_an_answer_cancels_nothing() {
     assert_eq!(code(&done), "OK", "{done}");
     assert_eq!(bank.transfers(), 1);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]
 async fn on_2026_07_28_a_declined_retry_is_denied_once() {
-    let bank = Bank::new();
-    let (dispatcher, audit) = audited(&bank);
     let person = Person::approving();
-    let (client, server) = connect_modern(dispatcher, &person).await;
+    let (bank, audit, client, server) = modern_audited(&person).await;
 
-    let state = asked(call_once(&client, "transfer", refund_args(), None, None).await);
+    let state = asked_transfer(&client).await;
     let denied = answered(&client, &state, false).await;
     assert_eq!(code(&denied), "CONFIRMATION_DENIED", "{denied}");
     assert!(approved_by_a_person(&audit), "the person's no is audited");
@@ -265,6 +253,5 @@ async fn on_2026_07_28_a_declined_retry_is_denied_once() {
     assert_eq!(code(&late), "CONFIRMATION_DENIED", "{late}");
     assert_eq!(bank.transfers(), 0);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }

@@ -62,8 +62,7 @@ async fn on_2026_07_28_a_yes_after_four_questions_runs_the_call_once() {
     }
     assert_eq!(bank.transfers(), 1);
 
-    client.cancel().await.unwrap();
-    server.cancel().await.unwrap();
+    hang_up_modern(client, server).await;
 }
 
 #[tokio::test]

@@ -107,10 +107,12 @@ fn complete(response: CallToolResponse) -> Value {
 
 // ------------------------------------------------- protocol 2026-07-28 (MRTR)
 
+type ModernServer = RunningService<RoleServer, McpServer<Bank>>;
+
 async fn connect_modern(
     dispatcher: Arc<Dispatcher<Bank>>,
     person: &Person,
-) -> (Client, RunningService<RoleServer, McpServer<Bank>>) {
+) -> (Client, ModernServer) {
     connect_modern_with(dispatcher, Options::new("mcp-test"), person).await
 }
 
@@ -119,7 +121,7 @@ mod client;
 
 use client::{
     Client, Person, Server, arguments, code, connect_modern_with, connect_with, hang_up,
-    refund_args, result_json,
+    hang_up_modern, refund_args, result_json,
 };
 
 // ------------------------------------------------------------------ tools

@@ -3,15 +3,12 @@
 //! nothing, and the mode that asked is the one that answers.
 
 use super::*;
-use toolcall::store::Deciding;
 
 // ------------------------------------------------------------------ tests
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_question_travels_in_the_task_and_the_answer_runs_the_call_once() {
-    let fleet = Fleet::new("answer");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", ASKING);
+    let (fleet, _one, client) = fleet_with_agent("answer", Approvals::Host, ASKING);
 
     let task = start_transfer(&client).await;
     assert_eq!(task.status, TaskStatus::InputRequired);
@@ -47,9 +44,7 @@ async fn the_question_travels_in_the_task_and_the_answer_runs_the_call_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_no_in_the_task_is_final() {
-    let fleet = Fleet::new("no");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", ASKING);
+    let (fleet, _one, client) = fleet_with_agent("no", Approvals::Host, ASKING);
     let task = start_transfer(&client).await;
     update(&client, &task.task_id, false).await.unwrap();
     let result = completed(&get(&client, &task.task_id).await);
@@ -63,9 +58,7 @@ async fn a_no_in_the_task_is_final() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart() {
-    let fleet = Fleet::new("replicas");
-    let one = fleet.replica(Approvals::Inbox);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, one, client) = fleet_with_agent("replicas", Approvals::Inbox, POLLING);
     let task = start_transfer(&client).await;
     assert_eq!(task.status, TaskStatus::Working, "waiting for the inbox");
     let waiting = get(&client, &task.task_id).await;
@@ -78,14 +71,7 @@ async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart
     // A person decides in the inbox (another process over the store).
     let inbox = fleet.inbox();
     assert_eq!(
-        inbox
-            .decide_approval(&Deciding {
-                id: &task.task_id,
-                decision: &person(true),
-                now_ms: now_ms()
-            })
-            .await
-            .unwrap(),
+        person_approves(&inbox, &task.task_id).await,
         DecideOutcome::Decided
     );
 
@@ -115,9 +101,7 @@ async fn an_inbox_decision_completes_the_task_on_another_replica_after_a_restart
 async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     // In host mode the client that was asked may answer, and a cancel is
     // its no.
-    let fleet = Fleet::new("cancel");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, one, client) = fleet_with_agent("cancel", Approvals::Host, POLLING);
     let task = start_transfer(&client).await;
     cancel(&client, &task.task_id).await.unwrap();
     assert_eq!(
@@ -127,14 +111,7 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
     // A person's yes after the cancel changes nothing.
     let inbox = fleet.inbox();
     assert_eq!(
-        inbox
-            .decide_approval(&Deciding {
-                id: &task.task_id,
-                decision: &person(true),
-                now_ms: now_ms()
-            })
-            .await
-            .unwrap(),
+        person_approves(&inbox, &task.task_id).await,
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(
@@ -153,14 +130,7 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
 
     // A task a person decided is not cancelled: the decision stands.
     let decided = start_transfer_of(&connect(&one, "agent", POLLING), 2591).await;
-    inbox
-        .decide_approval(&Deciding {
-            id: &decided.task_id,
-            decision: &person(true),
-            now_ms: now_ms(),
-        })
-        .await
-        .unwrap();
+    person_approves(&inbox, &decided.task_id).await;
     cancel(&client, &decided.task_id).await.unwrap();
     let result = completed(&get(&client, &decided.task_id).await);
     assert_eq!(result["ok"], true, "{result}");
@@ -181,10 +151,7 @@ async fn where_a_person_decides_the_client_can_neither_cancel_nor_answer() {
             update(&client, &task.task_id, true).await,
             update(&client, &task.task_id, false).await,
         ] {
-            let Err(ServiceError::McpError(error)) = refused else {
-                panic!("refused: {refused:?}");
-            };
-            assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+            invalid_params(refused);
         }
         assert_eq!(
             get(&client, &task.task_id).await.status(),
@@ -216,11 +183,7 @@ async fn the_mode_that_asked_is_the_one_that_answers() {
     let task = start_transfer(&connect(&asking, "agent", ASKING)).await;
     let lenient = fleet.replica(Approvals::Host);
     let other = connect(&lenient, "agent", ASKING);
-    let refused = update(&other, &task.task_id, true).await;
-    assert!(
-        matches!(&refused, Err(ServiceError::McpError(error)) if error.code == ErrorCode::INVALID_PARAMS),
-        "{refused:?}"
-    );
+    invalid_params(update(&other, &task.task_id, true).await);
     let refused = cancel(&other, &task.task_id).await;
     assert!(refused.is_err(), "{refused:?}");
     assert_ne!(
@@ -233,9 +196,7 @@ async fn the_mode_that_asked_is_the_one_that_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_task_completes_as_expired_and_runs_nothing() {
-    let fleet = Fleet::new("expired");
-    let one = fleet.replica(Approvals::Inbox);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, _one, client) = fleet_with_agent("expired", Approvals::Inbox, POLLING);
     // An approval whose time ran out, put in the store as the pipeline
     // would have (no wait for a clock).
     let store = fleet.inbox();

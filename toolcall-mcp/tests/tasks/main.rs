@@ -139,6 +139,19 @@ type Client = RunningService<RoleClient, TaskClient>;
 
 /// Connects `client` to a server over `replica` whose calls are `caller`'s,
 /// in the shared conversation `desk`, over an in-process pipe.
+/// A fleet named `name`, one replica of it deciding by `approvals`, and
+/// `client` connected to that replica as `agent`.
+fn fleet_with_agent(
+    name: &str,
+    approvals: Approvals,
+    client: TaskClient,
+) -> (Fleet, Replica, Client) {
+    let fleet = Fleet::new(name);
+    let one = fleet.replica(approvals);
+    let client = connect(&one, "agent", client);
+    (fleet, one, client)
+}
+
 fn connect(replica: &Replica, caller: &str, client: TaskClient) -> Client {
     connect_in(replica, caller, client, "desk")
 }
@@ -251,6 +264,27 @@ fn person(approved: bool) -> ApprovalDecision {
         decided_ms: now_ms(),
         lasts_until_ms: None,
     }
+}
+
+/// A person's yes to `id`, given in the inbox.
+async fn person_approves(store: &SqliteStore, id: &str) -> DecideOutcome {
+    store
+        .decide_approval(&toolcall::store::Deciding {
+            id,
+            decision: &person(true),
+            now_ms: now_ms(),
+        })
+        .await
+        .unwrap()
+}
+
+/// The error of a request refused as invalid params.
+fn invalid_params(refused: Result<(), ServiceError>) -> rmcp::ErrorData {
+    let Err(ServiceError::McpError(error)) = refused else {
+        panic!("refused: {refused:?}");
+    };
+    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    error
 }
 
 const ASKING: TaskClient = TaskClient {

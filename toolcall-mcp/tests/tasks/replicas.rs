@@ -3,7 +3,6 @@
 //! outcome's question is no task answer.
 
 use super::*;
-use toolcall::store::Deciding;
 
 // ------------------------------------------------------------------ over HTTP
 
@@ -59,14 +58,7 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
     drop(on_a);
 
     let inbox = fleet.inbox();
-    inbox
-        .decide_approval(&Deciding {
-            id: &task.task_id,
-            decision: &person(true),
-            now_ms: now_ms(),
-        })
-        .await
-        .unwrap();
+    person_approves(&inbox, &task.task_id).await;
     let on_b = connect(b_addr).await;
     let done = on_b
         .peer()
@@ -88,22 +80,13 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
 /// answers where its call stands on its next `tasks/get`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
-    let fleet = Fleet::new("carry-out-died");
-    let one = fleet.replica(Approvals::Inbox);
-    let client = connect(&one, "agent", POLLING);
+    let (fleet, _one, client) = fleet_with_agent("carry-out-died", Approvals::Inbox, POLLING);
     let inbox = fleet.inbox();
 
     // Taken, run, its result recorded under its key, and the process died
     // before the task's answer was kept.
     let task = start_transfer(&client).await;
-    inbox
-        .decide_approval(&Deciding {
-            id: &task.task_id,
-            decision: &person(true),
-            now_ms: now_ms(),
-        })
-        .await
-        .unwrap();
+    person_approves(&inbox, &task.task_id).await;
     take(&inbox, &task.task_id).await;
     let key: toolcall::store::Key = toolcall_core::canonical::idempotency_key(
         "agent",
@@ -128,14 +111,7 @@ async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
 
     // Taken, and the process died before its claim: carried out now, once.
     let task = start_transfer_of(&client, 2591).await;
-    inbox
-        .decide_approval(&Deciding {
-            id: &task.task_id,
-            decision: &person(true),
-            now_ms: now_ms(),
-        })
-        .await
-        .unwrap();
+    person_approves(&inbox, &task.task_id).await;
     take(&inbox, &task.task_id).await;
     let result = completed(&get(&client, &task.task_id).await);
     assert_eq!(result["ok"], true, "{result}");
@@ -150,9 +126,7 @@ async fn a_task_whose_carry_out_died_answers_where_its_call_stands() {
 /// Only a person answers whether it took effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_about_an_unknown_outcome_is_no_task_answer() {
-    let fleet = Fleet::new("in-doubt");
-    let one = fleet.replica(Approvals::Host);
-    let client = connect(&one, "agent", ASKING);
+    let (fleet, _one, client) = fleet_with_agent("in-doubt", Approvals::Host, ASKING);
     let task = start_transfer(&client).await;
     fleet.bank.lose.store(true, Ordering::SeqCst);
     update(&client, &task.task_id, true).await.unwrap();
@@ -179,10 +153,7 @@ async fn a_question_about_an_unknown_outcome_is_no_task_answer() {
         update(&client, &doubt.id, false).await,
         cancel(&client, &doubt.id).await,
     ] {
-        let Err(ServiceError::McpError(error)) = refused else {
-            panic!("refused: {refused:?}");
-        };
-        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        let error = invalid_params(refused);
         assert!(error.message.contains("only a person"), "{}", error.message);
     }
     let kept = fleet.inbox().approval(&doubt.id).await.unwrap().unwrap();
