@@ -30,7 +30,7 @@ done
 
 # Every target that holds a property test (`proptest!`).
 proptests=(-p toolcall-core --lib --test canonical_rfc8785)
-root_proptests=(-p toolcall-tests --test patterns --test properties --test robustness --test agreement)
+root_proptests=(-p toolcall-tests --test patterns --test properties --test any_input --test agreement)
 
 cargo test --quiet --no-run "${proptests[@]}"
 cargo test --quiet --no-run "${root_proptests[@]}"

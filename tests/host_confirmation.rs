@@ -1,4 +1,4 @@
-//! The promises at the boundaries of one call: a person's decision brought
+//! What the host confirms and what a call leaves: a person's decision brought
 //! back with the host's say-so, an unknown outcome left by a call that died
 //! after its claim (or lost its answer), settled as the tool's backend
 //! allows, and a call that names no conversation. The assertion that

@@ -1,4 +1,5 @@
-//! Guardrails beyond the reference: the output budget.
+//! The output budget (beyond the reference): a result cut to fit stays valid
+//! JSON, an error is never cut, and without a budget nothing is.
 
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
-//! The promises where real agents break them: calls whose outcome is
-//! unknown, check-then-act races, a person's yes after the model asked
-//! several times, limits that must not depend on the input's form, and
-//! echo that must not grow with the input. The assertion that matters is
-//! how many side effects the backend saw.
+//! Retries, races and floods, where real agents break promises: calls
+//! whose outcome is unknown, check-then-act races, a person's yes after the
+//! model asked several times, limits that must not depend on the input's
+//! form, and echo that must not grow with the input. The assertion that
+//! matters is how many side effects the backend saw.
 
 use std::collections::HashMap;
 
