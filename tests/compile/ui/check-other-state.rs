@@ -3,19 +3,13 @@ use toolcall::{tool, Ctx, Rejection};
 struct Cal;
 struct Mail;
 
-/// Cancels an event.
+/// Cancels the next event.
 #[tool(side_effect, check = check_cancel)]
-fn cancel_event(
-    ctx: &Ctx<Cal>,
-    /// The event id.
-    event_id: String,
-) -> Result<String, Rejection> {
-    let _ = ctx;
-    Ok(event_id)
+fn cancel_event(_ctx: &Ctx<Cal>) -> Result<(), Rejection> {
+    Ok(())
 }
 
-fn check_cancel(args: &CancelEventArgs, ctx: &Ctx<Mail>) -> Result<(), Rejection> {
-    let _ = (args, ctx);
+fn check_cancel(_args: &CancelEventArgs, _ctx: &Ctx<Mail>) -> Result<(), Rejection> {
     Ok(())
 }
 

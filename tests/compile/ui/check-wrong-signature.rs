@@ -5,16 +5,14 @@ struct Shop;
 /// Refunds an order.
 #[tool(side_effect, check = check_refund)]
 fn refund(
-    ctx: &Ctx<Shop>,
+    _ctx: &Ctx<Shop>,
     /// The order id.
     order_id: String,
 ) -> Result<String, Rejection> {
-    let _ = ctx;
     Ok(order_id)
 }
 
-fn check_refund(order_id: &str, ctx: &Ctx<Shop>) -> Result<(), Rejection> {
-    let _ = (order_id, ctx);
+fn check_refund(_order_id: &str, _ctx: &Ctx<Shop>) -> Result<(), Rejection> {
     Ok(())
 }
 

@@ -1,20 +1,8 @@
-use toolcall::{tool, Ctx, Rejection};
+use toolcall::{tool, Rejection};
 
-struct Cal;
-
-/// Cancels an event.
+/// Cancels the next event.
 #[tool(side_effect, check = "check_cancel", name = cancel)]
-fn cancel_event(
-    ctx: &Ctx<Cal>,
-    /// The event id.
-    event_id: String,
-) -> Result<String, Rejection> {
-    let _ = ctx;
-    Ok(event_id)
-}
-
-fn check_cancel(args: &CancelEventArgs, ctx: &Ctx<Cal>) -> Result<(), Rejection> {
-    let _ = (args, ctx);
+fn cancel_event() -> Result<(), Rejection> {
     Ok(())
 }
 

@@ -2,19 +2,13 @@ use toolcall::{tool, Ctx, Rejection};
 
 struct Bank;
 
-/// Moves money.
+/// Moves the day's money.
 #[tool(side_effect, reconcile = find)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The account id.
-    account: String,
-) -> Result<String, Rejection> {
-    let _ = ctx;
-    Ok(account)
+fn transfer(_ctx: &Ctx<Bank>) -> Result<u64, Rejection> {
+    Ok(0)
 }
 
-fn find(ctx: &Ctx<Bank>, key: &str) -> Result<Option<String>, Rejection> {
-    let _ = (ctx, key);
+fn find(_ctx: &Ctx<Bank>, _key: &str) -> Result<Option<u64>, Rejection> {
     Ok(None)
 }
 

@@ -2,19 +2,13 @@ use toolcall::{tool, Ctx, Rejection};
 
 struct Bank;
 
-/// Moves money.
+/// Moves the day's money.
 #[tool(side_effect, reconcile = find_transfer)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The account id.
-    account: String,
-) -> Result<impl serde::Serialize, Rejection> {
-    let _ = ctx;
-    Ok(account)
+fn transfer(_ctx: &Ctx<Bank>) -> Result<impl serde::Serialize, Rejection> {
+    Ok(0)
 }
 
-async fn find_transfer(ctx: &Ctx<Bank>, key: &str) -> Result<Option<String>, Rejection> {
-    let _ = (ctx, key);
+async fn find_transfer(_ctx: &Ctx<Bank>, _key: &str) -> Result<Option<u64>, Rejection> {
     Ok(None)
 }
 

@@ -2,19 +2,13 @@ use toolcall::{tool, Ctx, Rejection};
 
 struct Bank;
 
-/// Moves money.
+/// Moves the day's money.
 #[tool(side_effect, reconcile = find)]
-fn transfer(
-    ctx: &Ctx<Bank>,
-    /// The account id.
-    account: String,
-) -> Result<String, Rejection> {
-    let _ = ctx;
-    Ok(account)
+fn transfer(_ctx: &Ctx<Bank>) -> Result<u64, Rejection> {
+    Ok(0)
 }
 
-async fn find(key: &str, ctx: &Ctx<Bank>) -> Result<Option<String>, Rejection> {
-    let _ = (ctx, key);
+async fn find(_key: &str, _ctx: &Ctx<Bank>) -> Result<Option<u64>, Rejection> {
     Ok(None)
 }
 

@@ -2,19 +2,13 @@ use toolcall::{tool, Ctx, Rejection};
 
 struct Bank;
 
-/// Reads a balance.
+/// Reads the balance.
 #[tool(reconcile = find)]
-fn read_balance(
-    ctx: &Ctx<Bank>,
-    /// The account id.
-    account: String,
-) -> Result<String, Rejection> {
-    let _ = ctx;
-    Ok(account)
+fn read_balance(_ctx: &Ctx<Bank>) -> Result<u64, Rejection> {
+    Ok(0)
 }
 
-async fn find(ctx: &Ctx<Bank>, key: &str) -> Result<Option<String>, Rejection> {
-    let _ = (ctx, key);
+async fn find(_ctx: &Ctx<Bank>, _key: &str) -> Result<Option<u64>, Rejection> {
     Ok(None)
 }
 
