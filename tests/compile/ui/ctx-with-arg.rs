@@ -2,16 +2,10 @@ use toolcall::{tool, Ctx, Rejection};
 
 struct Cal;
 
-/// Cancels an event.
+/// Cancels the next event.
 #[tool(side_effect)]
-fn cancel_event(
-    #[arg(sensitive)]
-    ctx: &Ctx<Cal>,
-    /// The event id.
-    event_id: String,
-) -> Result<String, Rejection> {
-    let _ = ctx;
-    Ok(event_id)
+fn cancel_event(#[arg(sensitive)] _ctx: &Ctx<Cal>) -> Result<(), Rejection> {
+    Ok(())
 }
 
 fn main() {}

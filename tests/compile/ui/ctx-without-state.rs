@@ -1,14 +1,10 @@
 use toolcall::{tool, Ctx, Rejection};
 
-/// Cancels an event.
+/// Cancels the next event.
 #[tool(side_effect)]
-fn cancel_event(
-    ctx: &Ctx,
-    /// The event id.
-    event_id: String,
-) -> Result<String, Rejection> {
+fn cancel_event(ctx: &Ctx) -> Result<(), Rejection> {
     let _ = ctx;
-    Ok(event_id)
+    Ok(())
 }
 
 fn main() {}

@@ -2,15 +2,11 @@ use toolcall::{tool, Ctx, Rejection};
 
 struct Cal;
 
-/// Cancels an event.
+/// Cancels the next event.
 #[tool(side_effect)]
-fn cancel_event<'a>(
-    ctx: &'a Ctx<Cal>,
-    /// The event id.
-    event_id: String,
-) -> Result<String, Rejection> {
+fn cancel_event<'a>(ctx: &'a Ctx<Cal>) -> Result<(), Rejection> {
     let _ = ctx;
-    Ok(event_id)
+    Ok(())
 }
 
 fn main() {}

@@ -1,13 +1,10 @@
 use toolcall::{tool, Rejection};
 
-/// Reads an order.
+/// Lists today's orders.
 #[tool]
 #[tool]
-fn read_order(
-    /// The order id.
-    order_id: String,
-) -> Result<String, Rejection> {
-    Ok(order_id)
+fn list_orders() -> Result<Vec<String>, Rejection> {
+    Ok(Vec::new())
 }
 
 fn main() {}
