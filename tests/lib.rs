@@ -6,9 +6,9 @@ use serde_json::json;
 
 use toolcall::store::{
     ApprovalDecision, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Binding, Claim,
-    ControlsChange, ControlsWrite, DecideOutcome, Deciding, Exposure, Key, Lease, LockAsk,
+    ControlsChange, ControlsWrite, DecideOutcome, DecisionWrite, Exposure, Key, Lease, LockAsk,
     OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingQuery, QuestionLease,
-    RateWindow, RecordedOutcome, SignOutcome, Signature, Signing, Store, StoredControls, TaintHit,
+    RateWindow, RecordedOutcome, SignOutcome, Signature, SignatureWrite, Store, StoredControls, TaintHit,
     TaintSource, TakeApproval, UntrustedText, now_ms,
 };
 
@@ -144,8 +144,8 @@ pub fn decision(approved: bool, by: &str, decided_ms: u64) -> ApprovalDecision {
 
 /// The decisions `decision` on approvals, each by the approval's id and
 /// the time it is made.
-fn deciding<'a>(decision: &'a ApprovalDecision) -> impl Fn(&'a str, u64) -> Deciding<'a> {
-    move |id, now_ms| Deciding {
+fn deciding<'a>(decision: &'a ApprovalDecision) -> impl Fn(&'a str, u64) -> DecisionWrite<'a> {
+    move |id, now_ms| DecisionWrite {
         id,
         decision,
         now_ms,

@@ -16,7 +16,7 @@ use toolcall_tests::{key, postgres_schema, postgres_url};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, Deciding, Lease, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, DecisionWrite, Lease, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -519,7 +519,7 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
         let decided = at_once(&stores, 8, |i, store| async move {
             let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
             let outcome = store
-                .decide_approval(&Deciding {
+                .decide_approval(&DecisionWrite {
                     id: "race",
                     decision: &decision,
                     now_ms: now_ms(),
@@ -607,7 +607,7 @@ fn a_waiting_agent_is_woken_by_the_decision() {
         let yes = toolcall_tests::decision(true, "ana", now_ms());
         assert_eq!(
             inbox
-                .decide_approval(&Deciding {
+                .decide_approval(&DecisionWrite {
                     id: "w1",
                     decision: &yes,
                     now_ms: now_ms()

@@ -11,7 +11,7 @@ use toolcall_testkit::store::asked;
 use toolcall_tests::key;
 
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, Deciding, Lease, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, DecisionWrite, Lease, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Call, Dispatcher, ToolResult, tools};
 use toolcall_sqlite::SqliteStore;
@@ -207,7 +207,7 @@ fn one_decision<St: Store>(stores: Vec<Arc<St>>) {
             let store = Arc::clone(&stores[i % stores.len()]);
             std::thread::spawn(move || {
                 let decision = toolcall_tests::decision(i % 2 == 0, &format!("p{i}"), now_ms());
-                let outcome = block_on(store.decide_approval(&Deciding {
+                let outcome = block_on(store.decide_approval(&DecisionWrite {
                     id: "race",
                     decision: &decision,
                     now_ms: now_ms(),
@@ -257,7 +257,7 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
     std::thread::sleep(Duration::from_millis(300));
     let yes = toolcall_tests::decision(true, "ana", now_ms());
     assert_eq!(
-        block_on(inbox.decide_approval(&Deciding {
+        block_on(inbox.decide_approval(&DecisionWrite {
             id: "w1",
             decision: &yes,
             now_ms: now_ms()

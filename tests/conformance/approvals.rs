@@ -46,7 +46,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     );
     assert_eq!(
         other
-            .decide_approval(&Deciding {
+            .decide_approval(&DecisionWrite {
                 id: "q1",
                 decision: &decision(false, "bo", now + 1),
                 now_ms: now + 1
@@ -89,7 +89,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     };
     assert_eq!(
         other
-            .decide_approval(&Deciding {
+            .decide_approval(&DecisionWrite {
                 id: "q2",
                 decision: &edited,
                 now_ms: now + 2

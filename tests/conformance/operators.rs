@@ -171,14 +171,14 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     let yes = decision(true, "whoever", now + 5);
     // Ana's signature of m1, of two needed; the others are told apart
     // from it by what they change.
-    let by_ana = Signing {
+    let by_ana = SignatureWrite {
         id: "m1",
         signer: "ana",
         needed: 2,
         decision: &yes,
         now_ms: now,
     };
-    let unknown = Signing {
+    let unknown = SignatureWrite {
         id: "nope",
         ..by_ana
     };
@@ -196,7 +196,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.sign_approval(&by_ana).await.unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
-    let ana_again = Signing {
+    let ana_again = SignatureWrite {
         now_ms: now + 1,
         ..by_ana
     };
@@ -223,7 +223,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
             .any(|a| a.id == "m1")
     );
 
-    let by_bo = Signing {
+    let by_bo = SignatureWrite {
         signer: "bo",
         now_ms: now + 2,
         ..by_ana
@@ -248,7 +248,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.signatures("m1").await.unwrap(),
         [ana.clone(), bo.clone()]
     );
-    let by_cy = Signing {
+    let by_cy = SignatureWrite {
         signer: "cy",
         now_ms: now + 3,
         ..by_ana
@@ -257,7 +257,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.sign_approval(&by_cy).await.unwrap(),
         SignOutcome::AlreadyDecided
     );
-    let ana_late = Signing {
+    let ana_late = SignatureWrite {
         now_ms: now + 3,
         ..by_ana
     };
@@ -281,7 +281,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     store.decide_approval(&no_on("m2", now)).await.unwrap();
-    let ana_on_m2 = Signing { id: "m2", ..by_ana };
+    let ana_on_m2 = SignatureWrite { id: "m2", ..by_ana };
     assert_eq!(
         other.sign_approval(&ana_on_m2).await.unwrap(),
         SignOutcome::AlreadyDecided
@@ -290,7 +290,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m3", now + 60_000))
         .await
         .unwrap();
-    let of_three = Signing {
+    let of_three = SignatureWrite {
         id: "m3",
         needed: 3,
         ..by_ana
@@ -299,7 +299,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.sign_approval(&of_three).await.unwrap(),
         SignOutcome::Signed { signatures: 1 }
     );
-    let bo_too_late = Signing {
+    let bo_too_late = SignatureWrite {
         signer: "bo",
         now_ms: now + 60_000,
         ..of_three
@@ -309,7 +309,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         SignOutcome::Expired
     );
     store.put_approval(&approval("m4", now + 10)).await.unwrap();
-    let at_expiry = Signing {
+    let at_expiry = SignatureWrite {
         id: "m4",
         now_ms: now + 10,
         ..by_ana
@@ -327,7 +327,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m5", now + 60_000))
         .await
         .unwrap();
-    let alone = Signing {
+    let alone = SignatureWrite {
         id: "m5",
         signer: "eve",
         needed: 1,
@@ -344,7 +344,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.take_approval(&bound_use("m5", now)).await.unwrap(),
         TakeApproval::Taken(_)
     ));
-    let after_use = Signing {
+    let after_use = SignatureWrite {
         id: "m5",
         signer: "fay",
         ..by_ana
@@ -369,7 +369,7 @@ pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
         .unwrap();
     assert_eq!(
         stores[0]
-            .sign_approval(&Signing {
+            .sign_approval(&SignatureWrite {
                 id: "sign-race",
                 signer: "first",
                 needed: 2,
@@ -387,7 +387,7 @@ pub async fn last_signatures_race<S: Store + Send + Sync + 'static>(
             tokio::spawn(async move {
                 let signer = format!("p{i}");
                 let outcome = store
-                    .sign_approval(&Signing {
+                    .sign_approval(&SignatureWrite {
                         id: "sign-race",
                         signer: &signer,
                         needed: 2,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
-use toolcall::store::{ApprovalDecision, ApprovalEntry, DecideOutcome, Deciding, now_ms};
+use toolcall::store::{ApprovalDecision, ApprovalEntry, DecideOutcome, DecisionWrite, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{
     Approvals, Call, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
@@ -116,7 +116,7 @@ impl<St: Store> Agent<St> {
         };
         assert_eq!(
             self.store
-                .decide_approval(&Deciding {
+                .decide_approval(&DecisionWrite {
                     id,
                     decision: &decision,
                     now_ms: now_ms()

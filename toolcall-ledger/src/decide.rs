@@ -12,7 +12,7 @@ use crate::question::{
     TakeApproval, Verdict, may_answer,
 };
 use crate::result::ToolResult;
-use crate::store::{ApprovalLookup, ApprovalUse, Deciding, Signing, Store, StoreError, Unsettled};
+use crate::store::{ApprovalLookup, ApprovalUse, DecisionWrite, SignatureWrite, Store, StoreError, Unsettled};
 
 /// When a decision is recorded, and how long a denial or an edit answers
 /// the identical calls from then ([`ApprovalDecision::lasts_until_ms`]).
@@ -106,7 +106,7 @@ pub async fn decide<St: Store + ?Sized>(
         let needed = controlled(store, &entry, answerer, answer).await?;
         if needed > 1 {
             return match store
-                .sign_approval(&Signing {
+                .sign_approval(&SignatureWrite {
                     id,
                     signer: answerer.by(),
                     needed,
@@ -133,7 +133,7 @@ pub async fn decide<St: Store + ?Sized>(
             };
         }
     }
-    let deciding = Deciding {
+    let deciding = DecisionWrite {
         id,
         decision: &decision,
         now_ms,

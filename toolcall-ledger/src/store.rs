@@ -331,7 +331,7 @@ pub trait QuestionStore: Send + Sync + 'static {
     /// not decided.
     fn decide_approval(
         &self,
-        deciding: &Deciding<'_>,
+        deciding: &DecisionWrite<'_>,
     ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send;
 
     /// The approval `id` as the store keeps it, decided or not, used or not,
@@ -403,7 +403,7 @@ pub trait QuestionStore: Send + Sync + 'static {
     /// This default keeps no signatures: an error.
     fn sign_approval(
         &self,
-        signing: &Signing<'_>,
+        signing: &SignatureWrite<'_>,
     ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
         let _ = signing;
         async { Err(no_controls("signatures")) }
@@ -632,6 +632,6 @@ pub use memory::MemoryStore;
 pub use pending::{PendingCursor, PendingOrder, PendingPage, PendingQuery, PendingQueryError};
 pub use records::{
     ApprovalLookup, ApprovalUse, CallBegun, CallStart, Claim, Completion, ControlsChange,
-    ControlsWrite, Deciding, Exposure, Lease, LockAsk, QuestionLease, RateWindow, RecordedOutcome,
-    Signing, StoredControls, TaintHit, Unsettled,
+    ControlsWrite, DecisionWrite, Exposure, Lease, LockAsk, QuestionLease, RateWindow, RecordedOutcome,
+    SignatureWrite, StoredControls, TaintHit, Unsettled,
 };

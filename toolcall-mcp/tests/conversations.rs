@@ -12,7 +12,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResponse, InputResponses};
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, DecisionWrite, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Approvals, Caller, Dispatcher, MemoryAudit, Policy, Rejection, Taint, tool, tools};
 use toolcall_mcp::{MAX_CONVERSATION_NAME_BYTES, Options};
@@ -238,7 +238,7 @@ async fn a_pending_approval_of_a_shared_conversation_is_brought_back_on_another_
         decided_ms: now_ms(),
         lasts_until_ms: None,
     };
-    let deciding = Deciding {
+    let deciding = DecisionWrite {
         id: &id,
         decision: &decision,
         now_ms: now_ms(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, PendingApproval, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, DecisionWrite, PendingApproval, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Approvals, Arguments, Call, Code, Dispatcher, ToolResult, tools};
 use toolcall_mcp::Options;
@@ -137,7 +137,7 @@ fn decision(approved: bool, note: &str, edited: Option<Value>) -> ApprovalDecisi
 async fn decide<St: Store>(store: &St, id: &str, decision: &ApprovalDecision) {
     assert_eq!(
         store
-            .decide_approval(&Deciding {
+            .decide_approval(&DecisionWrite {
                 id,
                 decision,
                 now_ms: now_ms()

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
-    Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError,
+    DecisionWrite, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester, StoreError,
     TakeApproval, now_ms, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
@@ -417,7 +417,7 @@ pub(crate) async fn pending(
 
 pub(crate) async fn decide(
     store: &PostgresStore,
-    deciding: &Deciding<'_>,
+    deciding: &DecisionWrite<'_>,
 ) -> Result<DecideOutcome, StoreError> {
     let (id, decision, now_ms) = (deciding.id, deciding.decision, deciding.now_ms);
     let text = approval::json(decision)?;

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
 
 use toolcall_ledger::store::{
-    ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, Signing, StoreError,
+    ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, SignatureWrite, StoreError,
     StoredControls, session_key,
 };
 use toolcall_sql::approval;
@@ -167,9 +167,9 @@ pub(crate) async fn signatures(
 /// commits.
 pub(crate) async fn sign(
     store: &PostgresStore,
-    signing: &Signing<'_>,
+    signing: &SignatureWrite<'_>,
 ) -> Result<SignOutcome, StoreError> {
-    let Signing {
+    let SignatureWrite {
         id, signer, now_ms, ..
     } = *signing;
     let sent = |statements: u64| store.sent.fetch_add(statements, Ordering::Relaxed);

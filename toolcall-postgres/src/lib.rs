@@ -153,9 +153,9 @@ use tokio_postgres::types::ToSql;
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
-    Claim, Completion, ControlsChange, ControlsWrite, DecideOutcome, Deciding, Key, Lease, LockAsk,
+    Claim, Completion, ControlsChange, ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease, LockAsk,
     OpenBounds, PendingApproval, PendingPage, PendingQuery, QuestionLease, RateWindow,
-    RecordedOutcome, SignOutcome, Signature, Signing, StoreError, StoredControls, TakeApproval,
+    RecordedOutcome, SignOutcome, Signature, SignatureWrite, StoreError, StoredControls, TakeApproval,
     Unsettled, now_ms, session_key,
 };
 
@@ -612,7 +612,7 @@ impl QuestionStore for PostgresStore {
         approvals::page(self, query).await
     }
 
-    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
         approvals::decide(self, deciding).await
     }
 
@@ -646,7 +646,7 @@ impl QuestionStore for PostgresStore {
     /// One transaction that locks the approval's row (`SELECT ... FOR
     /// UPDATE`): the signature kept and, for the last one, the decision
     /// recorded and announced on [`DECISION_CHANNEL`].
-    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+    async fn sign_approval(&self, signing: &SignatureWrite<'_>) -> Result<SignOutcome, StoreError> {
         controls::sign(self, signing).await
     }
 

@@ -7,7 +7,7 @@
 //! The statements are written with SQLite's numbered parameters (`?1`);
 //! [`dollars`] writes them with Postgres's (`$1`).
 
-use toolcall_ledger::store::{ApprovalDecision, ApprovalEntry, SignOutcome, Signing};
+use toolcall_ledger::store::{ApprovalDecision, ApprovalEntry, SignOutcome, SignatureWrite};
 
 /// The controls unless their version is `?1`: `version, document`, one
 /// row or none.
@@ -108,9 +108,9 @@ pub enum SignStep {
 pub fn sign_step(
     entry: Option<&ApprovalEntry>,
     signers: &[String],
-    signing: &Signing<'_>,
+    signing: &SignatureWrite<'_>,
 ) -> SignStep {
-    let Signing {
+    let SignatureWrite {
         signer,
         needed,
         decision,

@@ -8,7 +8,7 @@ use serde_json::json;
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalDecision, ApprovalEntry, ApprovalResult, CallBegun, Claim, DecideOutcome,
-    PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, Signing,
+    PendingApproval, PendingCursor, PendingOrder, PendingQuery, RecordedOutcome, SignatureWrite,
     TakeApproval, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
@@ -371,7 +371,7 @@ fn signing_refuses_in_order_and_the_last_signature_decides_with_every_name() {
     };
     let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
     let step = |entry: Option<&ApprovalEntry>, signers: &[&str], signer: &str| {
-        let signing = Signing {
+        let signing = SignatureWrite {
             id: "a",
             signer,
             needed: 3,

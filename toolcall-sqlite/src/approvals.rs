@@ -5,7 +5,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Binding,
-    DecideOutcome, Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester,
+    DecideOutcome, DecisionWrite, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester,
     StoreError, TakeApproval, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
@@ -276,7 +276,7 @@ pub(crate) fn take(
 
 pub(crate) fn decide(
     store: &SqliteStore,
-    deciding: &Deciding<'_>,
+    deciding: &DecisionWrite<'_>,
 ) -> Result<DecideOutcome, StoreError> {
     let (id, decision, now_ms) = (deciding.id, deciding.decision, deciding.now_ms);
     // One statement: of two decisions at once, one changes the row.

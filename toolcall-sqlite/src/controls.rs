@@ -5,7 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 use toolcall_ledger::store::{
-    ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, Signing, StoreError,
+    ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, SignatureWrite, StoreError,
     StoredControls, session_key,
 };
 use toolcall_sql::approval;
@@ -142,8 +142,8 @@ pub(crate) fn signatures(conn: &Connection, id: &str) -> Result<Vec<Signature>, 
 /// signature kept and, for the last one, the decision recorded. Of two
 /// last signatures at once, on any connection to the file, the second
 /// reads the first's.
-pub(crate) fn sign(store: &SqliteStore, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
-    let Signing {
+pub(crate) fn sign(store: &SqliteStore, signing: &SignatureWrite<'_>) -> Result<SignOutcome, StoreError> {
+    let SignatureWrite {
         id, signer, now_ms, ..
     } = *signing;
     let step = {

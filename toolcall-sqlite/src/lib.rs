@@ -103,8 +103,8 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Claim, ControlsChange,
-    ControlsWrite, DecideOutcome, Deciding, Key, Lease, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RateWindow, SignOutcome, Signature, Signing, StoreError, StoredControls,
+    ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease, OpenBounds, PendingApproval, PendingPage,
+    PendingQuery, RateWindow, SignOutcome, Signature, SignatureWrite, StoreError, StoredControls,
     TakeApproval,
 };
 
@@ -423,7 +423,7 @@ impl QuestionStore for SqliteStore {
         self.read(|conn| approvals::page(conn, query))
     }
 
-    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
         off_runtime(|| approvals::decide(self, deciding))
     }
 
@@ -451,7 +451,7 @@ impl QuestionStore for SqliteStore {
 
     /// One `IMMEDIATE` transaction: the signature kept and, for the last
     /// one, the decision recorded.
-    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+    async fn sign_approval(&self, signing: &SignatureWrite<'_>) -> Result<SignOutcome, StoreError> {
         off_runtime(|| controls::sign(self, signing))
     }
 

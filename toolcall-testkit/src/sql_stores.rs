@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 use toolcall::store::{
-    ApprovalLookup, ApprovalUse, ControlsWrite, Deciding, Exposure, Lease, LockAsk, QuestionLease,
-    RateWindow, Signing,
+    ApprovalLookup, ApprovalUse, ControlsWrite, DecisionWrite, Exposure, Lease, LockAsk, QuestionLease,
+    RateWindow, SignatureWrite,
 };
 
 use serde_json::json;
@@ -144,7 +144,7 @@ fn binding<'a>(requester: Requester<'a>) -> Binding<'a> {
 /// ana's yes to the approval `id`, now, decides it.
 async fn decided<S: Store>(store: &S, id: &str) {
     let outcome = store
-        .decide_approval(&Deciding {
+        .decide_approval(&DecisionWrite {
             id,
             decision: &yes(now_ms()),
             now_ms: now_ms(),
@@ -405,7 +405,7 @@ pub async fn version_7_gains_the_operators_controls<S: Store>(store: &S) {
     );
     assert_eq!(store.rate_count("b", start).await.unwrap(), 1);
     let signed = store
-        .sign_approval(&Signing {
+        .sign_approval(&SignatureWrite {
             id: "p1",
             signer: "ana",
             needed: 2,

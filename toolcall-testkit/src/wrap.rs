@@ -9,8 +9,8 @@ use std::ops::Deref;
 use toolcall::ToolResult;
 use toolcall::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
-    Deciding, OpenBounds, PendingApproval, PendingPage, PendingQuery, SignOutcome, Signature,
-    Signing, TakeApproval,
+    DecisionWrite, OpenBounds, PendingApproval, PendingPage, PendingQuery, SignOutcome, Signature,
+    SignatureWrite, TakeApproval,
 };
 use toolcall::store::{
     CallBegun, CallStart, Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Unsettled,
@@ -229,7 +229,7 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
         self.pass("pending_page", Read, call).await
     }
 
-    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
         let call = self.inner.decide_approval(deciding);
         self.pass("decide_approval", Write, call).await
     }
@@ -253,7 +253,7 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
         self.pass("give_back_approval", Write, call).await
     }
 
-    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+    async fn sign_approval(&self, signing: &SignatureWrite<'_>) -> Result<SignOutcome, StoreError> {
         let call = self.inner.sign_approval(signing);
         self.pass("sign_approval", Write, call).await
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
-use toolcall::store::Deciding;
+use toolcall::store::DecisionWrite;
 use toolcall::store::prelude::*;
 use toolcall_cli::agent::script::{Script, ScriptServer};
 use toolcall_testkit::run::{block_on, fresh_dir};
@@ -523,7 +523,7 @@ fn in_inbox_mode_the_refund_runs_once_a_person_decided_it() {
     let decided = block_on(async {
         let store = toolcall_sqlite::SqliteStore::open(&store).unwrap();
         store
-            .decide_approval(&Deciding {
+            .decide_approval(&DecisionWrite {
                 id: &id,
                 decision: &yes("checked the photos"),
                 now_ms: now_ms(),

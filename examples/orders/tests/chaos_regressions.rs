@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{ApprovalDecision, DecideOutcome, Deciding, now_ms};
+use toolcall::store::{ApprovalDecision, DecideOutcome, DecisionWrite, now_ms};
 
 const TOKEN: &str = "token-of-the-chaos-clients-0123456789";
 
@@ -125,7 +125,7 @@ fn approve(db: &Path, id: &str, edited: Option<Value>) {
         };
         assert_eq!(
             store
-                .decide_approval(&Deciding {
+                .decide_approval(&DecisionWrite {
                     id,
                     decision: &yes,
                     now_ms: now_ms()

@@ -13,7 +13,7 @@ use super::stages::{Stage, Stages};
 use crate::controls::{Controls, Current, Stop};
 use crate::life::Answerers;
 use crate::store::{
-    ApprovalDecision, AskApproval, DecideOutcome, Deciding, OpenBounds, PendingApproval,
+    ApprovalDecision, AskApproval, DecideOutcome, DecisionWrite, OpenBounds, PendingApproval,
     RateWindow, Store, now_ms,
 };
 
@@ -193,7 +193,7 @@ impl<St: Store> Stages<St> {
         };
         match self
             .store
-            .decide_approval(&Deciding {
+            .decide_approval(&DecisionWrite {
                 id: &id,
                 decision: &decision,
                 now_ms: created_ms,

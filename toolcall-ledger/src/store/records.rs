@@ -312,7 +312,7 @@ pub struct ApprovalLookup<'a> {
 /// A person's decision on one approval, to record
 /// ([`QuestionStore::decide_approval`](super::QuestionStore::decide_approval)).
 #[derive(Clone, Copy, Debug)]
-pub struct Deciding<'a> {
+pub struct DecisionWrite<'a> {
     /// The approval's id.
     pub id: &'a str,
     /// The decision.
@@ -324,7 +324,7 @@ pub struct Deciding<'a> {
 /// One person's signature on an approval that needs `needed` people
 /// ([`QuestionStore::sign_approval`](super::QuestionStore::sign_approval)).
 #[derive(Clone, Copy, Debug)]
-pub struct Signing<'a> {
+pub struct SignatureWrite<'a> {
     /// The approval's id.
     pub id: &'a str,
     /// Who signs.

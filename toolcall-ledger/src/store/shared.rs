@@ -7,9 +7,9 @@ use crate::result::ToolResult;
 use super::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
     CallStore, Claim, Completion, ControlStore, ControlsChange, ControlsWrite, DecideOutcome,
-    Deciding, Exposure, Key, Lease, LockAsk, LockStore, OpenBounds, PendingApproval, PendingPage,
+    DecisionWrite, Exposure, Key, Lease, LockAsk, LockStore, OpenBounds, PendingApproval, PendingPage,
     PendingQuery, QuestionLease, QuestionStore, RateWindow, RecordedOutcome, SignOutcome,
-    Signature, Signing, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore,
+    Signature, SignatureWrite, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore,
     TakeApproval, Unsettled,
 };
 
@@ -156,7 +156,7 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 
     fn decide_approval(
         &self,
-        deciding: &Deciding<'_>,
+        deciding: &DecisionWrite<'_>,
     ) -> impl Future<Output = Result<DecideOutcome, StoreError>> + Send {
         (**self).decide_approval(deciding)
     }
@@ -200,7 +200,7 @@ impl<T: Store> QuestionStore for std::sync::Arc<T> {
 
     fn sign_approval(
         &self,
-        signing: &Signing<'_>,
+        signing: &SignatureWrite<'_>,
     ) -> impl Future<Output = Result<SignOutcome, StoreError>> + Send {
         (**self).sign_approval(signing)
     }

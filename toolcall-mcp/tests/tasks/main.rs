@@ -269,7 +269,7 @@ fn person(approved: bool) -> ApprovalDecision {
 /// A person's yes to `id`, given in the inbox.
 async fn person_approves(store: &SqliteStore, id: &str) -> DecideOutcome {
     store
-        .decide_approval(&toolcall::store::Deciding {
+        .decide_approval(&toolcall::store::DecisionWrite {
             id,
             decision: &person(true),
             now_ms: now_ms(),

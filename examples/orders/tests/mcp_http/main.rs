@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use toolcall::store::{Deciding, Store};
+use toolcall::store::{DecisionWrite, Store};
 
 use toolcall::store::{DecideOutcome, now_ms};
 
@@ -257,7 +257,7 @@ fn refund(amount_cents: i64) -> Value {
 async fn decide<St: Store>(store: &St, id: &str) {
     assert_eq!(
         store
-            .decide_approval(&Deciding {
+            .decide_approval(&DecisionWrite {
                 id,
                 decision: &yes("checked the photos"),
                 now_ms: now_ms()

@@ -4,8 +4,8 @@
 use super::MemoryStore;
 use crate::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
-    Deciding, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery,
-    QuestionStore, SignOutcome, Signature, Signing, StoreError, TakeApproval, now_ms,
+    DecisionWrite, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery,
+    QuestionStore, SignOutcome, Signature, SignatureWrite, StoreError, TakeApproval, now_ms,
 };
 use crate::sync::lock;
 
@@ -202,7 +202,7 @@ impl QuestionStore for MemoryStore {
         })
     }
 
-    async fn decide_approval(&self, deciding: &Deciding<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
         let decision = deciding.decision;
         let mut shard = self.shard(deciding.id);
         let Some(entry) = shard.approvals.get_mut(deciding.id) else {
@@ -279,7 +279,7 @@ impl QuestionStore for MemoryStore {
         }
     }
 
-    async fn sign_approval(&self, signing: &Signing<'_>) -> Result<SignOutcome, StoreError> {
+    async fn sign_approval(&self, signing: &SignatureWrite<'_>) -> Result<SignOutcome, StoreError> {
         Ok(self.sign(signing))
     }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use super::MemoryStore;
 use super::shard::Window;
 use crate::store::{
-    ApprovalDecision, ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, Signing,
+    ApprovalDecision, ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, SignatureWrite,
     StoredControls, now_ms,
 };
 use crate::sync::lock;
@@ -98,8 +98,8 @@ impl MemoryStore {
 
     /// [`QuestionStore::sign_approval`](crate::store::QuestionStore::sign_approval): the
     /// signature and the decision under the approval's shard's lock.
-    pub(super) fn sign(&self, signing: &Signing<'_>) -> SignOutcome {
-        let Signing {
+    pub(super) fn sign(&self, signing: &SignatureWrite<'_>) -> SignOutcome {
+        let SignatureWrite {
             id,
             signer,
             needed,

@@ -1,4 +1,4 @@
-use crate::store::{ApprovalUse, Deciding, LockAsk, RateWindow, Signing};
+use crate::store::{ApprovalUse, DecisionWrite, LockAsk, RateWindow, SignatureWrite};
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -56,7 +56,7 @@ fn a_call_start_says_no_question_is_asked_only_until_one_is() {
         };
         assert_eq!(
             store
-                .decide_approval(&Deciding {
+                .decide_approval(&DecisionWrite {
                     id: "a",
                     decision: &yes,
                     now_ms: 2
@@ -236,7 +236,7 @@ fn ended_rate_windows_and_the_signatures_of_gone_approvals_are_forgotten() {
             lasts_until_ms: None,
         };
         let signed = store
-            .sign_approval(&Signing {
+            .sign_approval(&SignatureWrite {
                 id: "q",
                 signer: "ana",
                 needed: 2,
