@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use orders::{Shop, get_order, refund_order};
+use orders::Shop;
 
 use serde_json::{Value, json};
 
@@ -28,16 +28,9 @@ use toolcall_testkit::bank::Bank;
 const REFUND_ALL: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "damaged"}"#;
 
-fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
-    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
-        .part(Shop::reader)
-        .policy(
-            Policy::new()
-                .allow(["get_order", "refund_order"])
-                .limit("max_refund_cents", 50_000),
-        )
-        .retry_backoff(Duration::ZERO)
-}
+#[path = "../shop.rs"]
+mod shop;
+use shop::*;
 
 /// `arguments` for a refund in the session `default`, confirmed by a
 /// person: what most promises here are about.
