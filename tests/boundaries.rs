@@ -19,6 +19,7 @@ use toolcall::{
     Approvals, Call, Code, Ctx, Decision, Dispatcher, DispatcherBuilder, MemoryAudit, ToolError,
     ToolResult, tool, tools,
 };
+use toolcall_testkit::answer::assert_code_says;
 
 /// A backend that records each write under the idempotency key it came
 /// with, and can be made to hang right after it committed one (the process
@@ -554,11 +555,10 @@ async fn a_call_that_names_no_conversation_runs_nothing() {
         .unwrap();
     for tool in ["post_plain", "post_keyed"] {
         let refused: ToolResult = d.execute(Call::new(tool, HELLO).confirmed(true)).await;
-        assert_eq!(refused.code, Code::ConversationRequired, "{refused:?}");
-        assert!(
-            refused.message.contains("names no conversation"),
-            "{}",
-            refused.message
+        assert_code_says(
+            &refused,
+            Code::ConversationRequired,
+            "names no conversation",
         );
     }
     assert_eq!(ledger.writes(), 0);

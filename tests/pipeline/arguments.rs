@@ -68,12 +68,7 @@ async fn malformed_arguments_are_invalid_json_and_do_nothing() {
     ];
     for raw in &cases {
         let result = confirmed(&d, "refund_order", raw).await;
-        assert_eq!(result.code, Code::InvalidJson, "{raw:.80}: {result:?}");
-        assert!(
-            result.message.starts_with("Arguments"),
-            "{}",
-            result.message
-        );
+        assert_code_opens(&result, Code::InvalidJson, "Arguments");
     }
     let array = json!([1, 2]);
     assert_eq!(
@@ -225,20 +220,17 @@ async fn the_audit_keeps_the_problems_the_model_was_told_and_only_those() {
 async fn an_unknown_field_names_the_closest_real_one() {
     let (_, d) = shop_and_dispatcher();
     let result = in_default(&d, "get_order", r#"{"orderId": "ORD-1001"}"#).await;
-    assert_eq!(result.code, Code::InvalidArguments);
-    assert!(
-        result
-            .message
-            .contains("orderId: unknown field, did you mean `order_id`?"),
-        "{}",
-        result.message
+    assert_code_says(
+        &result,
+        Code::InvalidArguments,
+        "orderId: unknown field, did you mean `order_id`?",
     );
-    let result = d
-        .execute(
-            Call::new("get_order", r#"{"order_id": "ORD-1001", "verbose": true}"#)
-                .session("default"),
-        )
-        .await;
+    let result = in_default(
+        &d,
+        "get_order",
+        r#"{"order_id": "ORD-1001", "verbose": true}"#,
+    )
+    .await;
     assert!(
         result
             .message
@@ -262,12 +254,7 @@ async fn integers_never_come_from_floats_strings_booleans_or_overflow() {
     ] {
         let raw = REFUND.replace("2590", amount);
         let result = confirmed(&d, "refund_order", &raw).await;
-        assert_eq!(result.code, Code::InvalidArguments, "{amount}: {result:?}");
-        assert!(
-            result.message.starts_with("amount_cents: "),
-            "{amount}: {}",
-            result.message
-        );
+        assert_code_opens(&result, Code::InvalidArguments, "amount_cents: ");
     }
     assert_eq!(shop.applied_refunds(), 0);
 }

@@ -24,6 +24,7 @@ use toolcall::{
 #[path = "../shop.rs"]
 mod shop;
 use shop::*;
+use toolcall_testkit::answer::{assert_code_opens, assert_code_says};
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;

@@ -31,6 +31,7 @@ const REFUND_ALL: &str =
 #[path = "../shop.rs"]
 mod shop;
 use shop::*;
+use toolcall_testkit::answer::assert_code_says;
 
 /// `arguments` for a refund in the session `default`, confirmed by a
 /// person: what most promises here are about.
