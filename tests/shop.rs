@@ -48,5 +48,17 @@ pub async fn in_default<'a, S: Any + Send + Sync, St: Store>(
     tool: &'a str,
     args: impl Into<Arguments<'a>>,
 ) -> ToolResult {
-    d.execute(Call::new(tool, args).session("default")).await
+    in_default_with(d, tool, args, |call| call).await
+}
+
+/// `args` for `tool` in the session `default`, with what `more` adds to
+/// the call (a caller, an approval's id, a person's confirmation).
+pub async fn in_default_with<'a, S: Any + Send + Sync, St: Store>(
+    d: &Dispatcher<S, St>,
+    tool: &'a str,
+    args: impl Into<Arguments<'a>>,
+    more: impl FnOnce(Call<'a>) -> Call<'a>,
+) -> ToolResult {
+    d.execute(more(Call::new(tool, args).session("default")))
+        .await
 }

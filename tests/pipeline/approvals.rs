@@ -119,13 +119,7 @@ async fn spacing_member_order_and_parsed_objects_are_one_call() {
         r#"{"reason":"damaged","currency":"BRL","amount_cents":2590,"order_id":"ORD-1001"}"#;
     assert!(confirmed(&d, "refund_order", respaced).await.replayed);
     let parsed: Value = serde_json::from_str(REFUND).unwrap();
-    let replay = d
-        .execute(
-            Call::new("refund_order", &parsed)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let replay = in_default_with(&d, "refund_order", &parsed, |c| c.confirmed(true)).await;
     assert!(replay.replayed);
     assert_eq!(replay.data, first.data);
     assert_eq!(shop.applied_refunds(), 1);

@@ -22,22 +22,15 @@ async fn unknown_tool_lists_the_callers_allowed_tools_sorted() {
 async fn allowlists_are_per_caller() {
     let (shop, d) = shop_and_dispatcher();
     let reader = Caller::new("read-only-bot", Policy::new().allow(["get_order"]));
-    let refused = d
-        .execute(
-            Call::new("refund_order", REFUND)
-                .session("default")
-                .caller(&reader)
-                .confirmed(true),
-        )
-        .await;
+    let refused = in_default_with(&d, "refund_order", REFUND, |c| {
+        c.caller(&reader).confirmed(true)
+    })
+    .await;
     assert_eq!(refused.code, Code::ToolNotAllowed);
-    let read = d
-        .execute(
-            Call::new("get_order", r#"{"order_id": "ORD-1001"}"#)
-                .session("default")
-                .caller(&reader),
-        )
-        .await;
+    let read = in_default_with(&d, "get_order", r#"{"order_id": "ORD-1001"}"#, |c| {
+        c.caller(&reader)
+    })
+    .await;
     assert!(read.ok);
     assert_eq!(shop.applied_refunds(), 0);
     assert!(

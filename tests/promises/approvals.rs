@@ -35,21 +35,9 @@ async fn an_approval_by_id_after_many_asks_runs_once() {
         last = asked.question_id;
     }
     let id = last.unwrap();
-    let ran = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .approval(&id),
-        )
-        .await;
+    let ran = in_default_with(&d, "refund_order", REFUND_ALL, |c| c.approval(&id)).await;
     assert!(ran.ok, "{ran:?}");
-    let reused = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .approval(&id),
-        )
-        .await;
+    let reused = in_default_with(&d, "refund_order", REFUND_ALL, |c| c.approval(&id)).await;
     // The call completed: its twin is answered from the store before the
     // approval is looked at, and nothing runs again.
     assert!(reused.ok && reused.replayed, "{reused:?}");

@@ -36,12 +36,7 @@ use toolcall_testkit::answer::assert_code_says;
 /// `arguments` for a refund in the session `default`, confirmed by a
 /// person: what most promises here are about.
 async fn confirmed_refund(d: &Dispatcher<Shop>, arguments: &str) -> ToolResult {
-    d.execute(
-        Call::new("refund_order", arguments)
-            .session("default")
-            .confirmed(true),
-    )
-    .await
+    in_default_with(d, "refund_order", arguments, |c| c.confirmed(true)).await
 }
 
 mod approvals;

@@ -74,13 +74,7 @@ async fn an_in_doubt_call_still_answers_to_the_allowlist_and_the_loop_guard() {
     assert_eq!(looped.code, Code::LoopDetected);
 
     let reader = toolcall::Caller::new("reader", Policy::new().allow(["get_order"]));
-    let refused = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .caller(&reader),
-        )
-        .await;
+    let refused = in_default_with(&d, "refund_order", REFUND_ALL, |c| c.caller(&reader)).await;
     assert_eq!(refused.code, Code::ToolNotAllowed);
     assert_eq!(shop.applied_refunds(), 1);
 }
