@@ -112,53 +112,23 @@ async fn unknown_and_disallowed_tools() {
 #[tokio::test]
 async fn business_rules() {
     let (shop, d) = shop_and_dispatcher();
-    let code = |r: toolcall::ToolResult| r.code.to_string();
-    assert_eq!(
-        code(
-            run(
-                &d,
-                "refund_order",
-                &refund_args(json!({"currency": "USD"})),
-                true
-            )
-            .await
-        ),
-        "CURRENCY_MISMATCH"
-    );
-    assert_eq!(
-        code(
-            run(
-                &d,
-                "refund_order",
-                &refund_args(json!({"amount_cents": 99_999})),
-                true
-            )
-            .await
-        ),
-        "AMOUNT_EXCEEDS_REFUNDABLE"
-    );
-    assert_eq!(
-        code(
-            run(
-                &d,
-                "refund_order",
-                &refund_args(json!({"order_id": "ORD-9999"})),
-                true
-            )
-            .await
-        ),
-        "ORDER_NOT_FOUND"
-    );
+    for (overrides, code) in [
+        (json!({"currency": "USD"}), "CURRENCY_MISMATCH"),
+        (json!({"amount_cents": 99_999}), "AMOUNT_EXCEEDS_REFUNDABLE"),
+        (json!({"order_id": "ORD-9999"}), "ORDER_NOT_FOUND"),
+    ] {
+        let result = run(&d, "refund_order", &refund_args(overrides), true).await;
+        assert_eq!(result.code, code, "{result:?}");
+    }
     assert_eq!(shop.applied_refunds(), 0);
 }
 
 #[tokio::test]
 async fn policy_limit() {
-    let shop = Arc::new(Shop::new());
     let strict = Policy::new()
         .allow(["get_order", "refund_order"])
         .limit("max_refund_cents", 1_000);
-    let d = shop_dispatcher(&shop).policy(strict).build().unwrap();
+    let (shop, d) = shop_with(|b| b.policy(strict));
     let result = run(&d, "refund_order", &refund_args(json!({})), true).await;
     assert_eq!(result.code, "POLICY_LIMIT");
     assert_eq!(shop.applied_refunds(), 0);

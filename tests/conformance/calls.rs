@@ -64,6 +64,7 @@ pub(crate) async fn taint_sources_conformance(
 /// The whole contract, on one store; `other` is a second handle on the same
 /// data (the same store, or another connection to the same file).
 pub async fn conformance(store: &impl Store, other: &impl Store) {
+    use RecordedOutcome::{Completed, InDoubt, InFlight};
     // Counters are per session and per key, and shared by handles.
     assert_eq!(store.next_step("a", now_ms()).await.unwrap(), 1);
     assert_eq!(other.next_step("a", now_ms()).await.unwrap(), 2);
@@ -150,8 +151,8 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "the lease ran out with no outcome: in doubt, not taken"
     );
     assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt),
+        outcome(store, "k1").await,
+        Some(InDoubt),
         "every handle says so"
     );
     assert_eq!(
@@ -166,37 +167,24 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "released: free again"
     );
     assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::InFlight),
+        outcome(store, "k1").await,
+        Some(InFlight),
         "claimed: in flight"
     );
-    assert_eq!(
-        store.outcome(&key("free")).await.unwrap(),
-        None,
-        "free: no outcome"
-    );
+    assert_eq!(outcome(store, "free").await, None, "free: no outcome");
 
     // A completed record is the answer from then on, and release keeps it.
     store.complete(&key("k1"), &result(7)).await.unwrap();
-    assert_eq!(
-        other.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
-    );
+    assert_eq!(outcome(other, "k1").await, Some(Completed(result(7))));
     assert_eq!(
         claim_a_second(other, "k1", now + 10_000_000).await,
         Claim::Completed(result(7))
     );
     other.release(&key("k1")).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
-    );
+    assert_eq!(outcome(store, "k1").await, Some(Completed(result(7))));
     // Doubting a completed key changes nothing.
     other.doubt(&key("k1")).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
-    );
+    assert_eq!(outcome(store, "k1").await, Some(Completed(result(7))));
 
     // In doubt: durable, released by nothing, claimed like a free key, and
     // completed by the call that ran it again.
@@ -205,14 +193,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Claim::Acquired
     );
     store.doubt(&key("d1")).await.unwrap();
-    assert_eq!(
-        other.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt)
-    );
+    assert_eq!(outcome(other, "d1").await, Some(InDoubt));
     other.release(&key("d1")).await.unwrap();
     assert_eq!(
-        store.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt),
+        outcome(store, "d1").await,
+        Some(InDoubt),
         "release leaves an in-doubt key alone"
     );
     assert!(
@@ -229,22 +214,12 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Claim::InFlight,
         "and held like any claim"
     );
-    assert_eq!(
-        store.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::InFlight),
-        "claimed again"
-    );
+    assert_eq!(outcome(store, "d1").await, Some(InFlight), "claimed again");
     other.complete(&key("d1"), &result(8)).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(8)))
-    );
+    assert_eq!(outcome(store, "d1").await, Some(Completed(result(8))));
     // A key never claimed can be doubted too.
     other.doubt(&key("d2")).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("d2")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt)
-    );
+    assert_eq!(outcome(store, "d2").await, Some(InDoubt));
 
     // Renewing extends a claim while it is in flight, and only then.
     assert_eq!(claim_a_second(store, "r1", now).await, Claim::Acquired);
@@ -488,6 +463,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 
 /// `store`'s claim of the key `name` at `now_ms`, for a lease of a second:
 /// short enough for the suite to step past its end.
+/// What `store` recorded of the call `name`.
+async fn outcome(store: &impl Store, name: &str) -> Option<RecordedOutcome> {
+    store.outcome(&key(name)).await.unwrap()
+}
+
 async fn claim_a_second(store: &impl Store, name: &str, now_ms: u64) -> Claim {
     store
         .claim(&key(name), a_second_from(now_ms))
