@@ -107,6 +107,16 @@ fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
     }
 }
 
+/// `store`'s answer to a person's decision.
+async fn decides(store: &impl Store, deciding: &Deciding<'_>) -> DecideOutcome {
+    store.decide_approval(deciding).await.unwrap()
+}
+
+/// `store`'s answer to a call's use of its approval.
+async fn takes(store: &impl Store, using: &ApprovalUse<'_>) -> TakeApproval {
+    store.take_approval(using).await.unwrap()
+}
+
 /// `session`'s mark of untrusted output read from `source`, with no
 /// fingerprints.
 fn marked<'a>(session: &'a str, source: &'a TaintSource) -> Exposure<'a> {

@@ -41,32 +41,33 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     let yes = decision(true, "ana", now);
     let yes_on = deciding(&yes);
     assert_eq!(
-        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
+        decides(store, &yes_on("q1", now)).await,
         DecideOutcome::Decided
     );
     assert_eq!(
-        other
-            .decide_approval(&Deciding {
+        decides(
+            other,
+            &Deciding {
                 id: "q1",
                 decision: &decision(false, "bo", now + 1),
                 now_ms: now + 1
-            })
-            .await
-            .unwrap(),
+            }
+        )
+        .await,
         DecideOutcome::AlreadyDecided,
         "a second decision changes nothing"
     );
     assert_eq!(
-        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
+        decides(store, &yes_on("q1", now)).await,
         DecideOutcome::AlreadyDecided,
         "a double click is one decision"
     );
     assert_eq!(
-        other.decide_approval(&yes_on("q0", now + 5)).await.unwrap(),
+        decides(other, &yes_on("q0", now + 5)).await,
         DecideOutcome::Expired
     );
     assert_eq!(
-        other.decide_approval(&yes_on("forged", now)).await.unwrap(),
+        decides(other, &yes_on("forged", now)).await,
         DecideOutcome::Invalid
     );
     assert_eq!(
@@ -88,14 +89,15 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         ..decision(false, "bo", now + 2)
     };
     assert_eq!(
-        other
-            .decide_approval(&Deciding {
+        decides(
+            other,
+            &Deciding {
                 id: "q2",
                 decision: &edited,
                 now_ms: now + 2
-            })
-            .await
-            .unwrap(),
+            }
+        )
+        .await,
         DecideOutcome::Decided
     );
     let history = store.decided_approvals(10).await.unwrap();
@@ -107,23 +109,20 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     // Taking a decided approval uses it up once; the history keeps it.
     assert!(
         matches!(
-            other.take_approval(&bound_use("q1", now + 3)).await.unwrap(),
+            takes(other, &bound_use("q1", now + 3)).await,
             TakeApproval::Taken(taken) if taken.id == "q1" && taken.decision.as_ref() == Some(&yes)
         ),
         "the decision travels with the approval it uses up"
     );
     assert_eq!(
-        store
-            .take_approval(&bound_use("q1", now + 3))
-            .await
-            .unwrap(),
+        takes(store, &bound_use("q1", now + 3)).await,
         TakeApproval::Invalid,
         "single use"
     );
     let used = store.approval("q1").await.unwrap().expect("kept after use");
     assert_eq!(used.used_ms, Some(now + 3));
     assert_eq!(
-        other.decide_approval(&yes_on("q1", now + 4)).await.unwrap(),
+        decides(other, &yes_on("q1", now + 4)).await,
         DecideOutcome::AlreadyDecided,
         "used: cannot be decided again"
     );
@@ -146,21 +145,15 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert_eq!(
-        store.decide_approval(&yes_on("q3", now)).await.unwrap(),
+        decides(store, &yes_on("q3", now)).await,
         DecideOutcome::Decided
     );
     assert_eq!(
-        other
-            .take_approval(&bound_use("q3", now + 10))
-            .await
-            .unwrap(),
+        takes(other, &bound_use("q3", now + 10)).await,
         TakeApproval::Expired
     );
     assert_eq!(
-        store
-            .take_approval(&bound_use("q3", now + 10))
-            .await
-            .unwrap(),
+        takes(store, &bound_use("q3", now + 10)).await,
         TakeApproval::Expired
     );
     let q3 = store.approval("q3").await.unwrap().unwrap();
@@ -173,12 +166,12 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         .await
         .unwrap();
     assert!(matches!(
-        other.take_approval(&bound_use("q4", now)).await.unwrap(),
+        takes(other, &bound_use("q4", now)).await,
         TakeApproval::Taken(_)
     ));
     assert!(store.approval("q4").await.unwrap().is_none());
     assert_eq!(
-        store.decide_approval(&yes_on("q4", now)).await.unwrap(),
+        decides(store, &yes_on("q4", now)).await,
         DecideOutcome::Invalid
     );
     // Settling an undecided or unknown approval does nothing.
@@ -253,7 +246,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     );
     let yes = decision(true, "ana", now);
     let yes_on = deciding(&yes);
-    store.decide_approval(&yes_on("g1", now)).await.unwrap();
+    decides(store, &yes_on("g1", now)).await;
     assert!(
         !other.give_back_approval("g1").await.unwrap(),
         "decided, not used: nothing to give back"
@@ -263,10 +256,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         binding: &binding,
         now_ms: now,
     };
-    assert!(matches!(
-        other.take_approval(&g1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    assert!(matches!(takes(other, &g1).await, TakeApproval::Taken(_)));
     assert!(store.give_back_approval("g1").await.unwrap());
     let entry = other.approval("g1").await.unwrap().unwrap();
     assert_eq!(entry.used_ms, None);
@@ -276,14 +266,8 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         "the decision stays"
     );
     // Taken again, once; settled, it stays used.
-    assert!(matches!(
-        other.take_approval(&g1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
-    assert!(matches!(
-        store.take_approval(&g1).await.unwrap(),
-        TakeApproval::Invalid
-    ));
+    assert!(matches!(takes(other, &g1).await, TakeApproval::Taken(_)));
+    assert!(matches!(takes(store, &g1).await, TakeApproval::Invalid));
     let came = ApprovalResult {
         ok: true,
         code: "OK".into(),
@@ -309,7 +293,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         .ask_approval(&asked_call("g2", "giving-back-2", now), 5)
         .await
         .unwrap();
-    store.decide_approval(&yes_on("g2", now)).await.unwrap();
+    decides(store, &yes_on("g2", now)).await;
     let binding = Binding {
         session: "giving-back-2",
         ..BOUND
@@ -319,10 +303,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         binding: &binding,
         ..g1
     };
-    assert!(matches!(
-        store.take_approval(&g2).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    assert!(matches!(takes(store, &g2).await, TakeApproval::Taken(_)));
     assert_eq!(
         store
             .ask_approval(&asked_call("g3", "giving-back-2", now + 1), 5)
@@ -361,7 +342,7 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     let no = decision(false, "ana", now);
     let no_on = deciding(&no);
     assert_eq!(
-        store.decide_approval(&no_on("u1", now)).await.unwrap(),
+        decides(store, &no_on("u1", now)).await,
         DecideOutcome::Decided
     );
     let u1 = ApprovalUse {
@@ -369,10 +350,7 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
         binding: &binding,
         now_ms: now,
     };
-    assert!(matches!(
-        other.take_approval(&u1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    assert!(matches!(takes(other, &u1).await, TakeApproval::Taken(_)));
     let lookup = ApprovalLookup {
         binding: &binding,
         reason: None,

@@ -40,10 +40,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
     let yes = decision(true, "ana", now_ms());
     let yes_on = deciding(&yes);
     assert_eq!(
-        store
-            .decide_approval(&yes_on("decided", now_ms()))
-            .await
-            .unwrap(),
+        decides(store, &yes_on("decided", now_ms())).await,
         DecideOutcome::Decided
     );
     store
@@ -157,10 +154,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     assert_eq!(
-        other
-            .decide_approval(&yes_on("f0010", now_ms()))
-            .await
-            .unwrap(),
+        decides(other, &yes_on("f0010", now_ms())).await,
         DecideOutcome::Decided
     );
     let second = store
@@ -271,7 +265,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     let yes = decision(true, "ana", now);
     let yes_on = deciding(&yes);
     assert_eq!(
-        store.decide_approval(&yes_on("a1", now)).await.unwrap(),
+        decides(store, &yes_on("a1", now)).await,
         DecideOutcome::Decided
     );
     let decided = existing(other.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
@@ -288,10 +282,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
         binding: &bound,
         now_ms: now,
     };
-    assert!(matches!(
-        other.take_approval(&a1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    assert!(matches!(takes(other, &a1).await, TakeApproval::Taken(_)));
     created(store.ask_approval(&ask("a9"), 6).await.unwrap());
     existing(other.ask_approval(&ask("a10"), 6).await.unwrap(), "a9");
 
@@ -378,7 +369,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     };
     created(store.ask_approval(&decided_expired, 1).await.unwrap());
     assert_eq!(
-        store.decide_approval(&yes_on("a13", now)).await.unwrap(),
+        decides(store, &yes_on("a13", now)).await,
         DecideOutcome::Decided
     );
     let again = PendingApproval {

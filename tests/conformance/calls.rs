@@ -338,25 +338,23 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         },
     ] {
         assert_eq!(
-            other
-                .take_approval(&ApprovalUse {
+            takes(
+                other,
+                &ApprovalUse {
                     id: "p1",
                     binding: &wrong,
                     now_ms: now
-                })
-                .await
-                .unwrap(),
+                }
+            )
+            .await,
             TakeApproval::Invalid
         );
     }
     assert_eq!(
-        other
-            .take_approval(&bound_use("forged", now))
-            .await
-            .unwrap(),
+        takes(other, &bound_use("forged", now)).await,
         TakeApproval::Invalid
     );
-    match other.take_approval(&bound_use("p1", now)).await.unwrap() {
+    match takes(other, &bound_use("p1", now)).await {
         TakeApproval::Taken(taken) => assert_eq!(
             taken,
             approval("p1", now + 60_000).with_created(taken.created_ms)
@@ -364,7 +362,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         other => panic!("expected the approval, got {other:?}"),
     }
     assert_eq!(
-        store.take_approval(&bound_use("p1", now)).await.unwrap(),
+        takes(store, &bound_use("p1", now)).await,
         TakeApproval::Invalid,
         "single use"
     );
@@ -379,16 +377,13 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         binding: &loose,
         now_ms: now,
     };
-    assert_eq!(
-        store.take_approval(&p2).await.unwrap(),
-        TakeApproval::Expired
-    );
+    assert_eq!(takes(store, &p2).await, TakeApproval::Expired);
     let p2_later = ApprovalUse {
         now_ms: now + 20,
         ..p2
     };
     assert_eq!(
-        store.take_approval(&p2_later).await.unwrap(),
+        takes(store, &p2_later).await,
         TakeApproval::Expired,
         "an expired question is left expired, never used up by a take"
     );
@@ -408,14 +403,15 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         session: &long_session,
         ..BOUND
     };
-    match other
-        .take_approval(&ApprovalUse {
+    match takes(
+        other,
+        &ApprovalUse {
             id: "p3",
             binding: &bound_long,
             now_ms: now,
-        })
-        .await
-        .unwrap()
+        },
+    )
+    .await
     {
         TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
         other => panic!("expected the approval, got {other:?}"),
@@ -448,11 +444,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
                 .unwrap()
                 .contains(asked)
         );
-        match other
-            .take_approval(&bound_use(&asked.id, now))
-            .await
-            .unwrap()
-        {
+        match takes(other, &bound_use(&asked.id, now)).await {
             TakeApproval::Taken(taken) => assert_eq!(&taken, asked),
             other => panic!("expected the approval, got {other:?}"),
         }

@@ -240,7 +240,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     let no = decision(false, "dan", now);
     let no_on = deciding(&no);
     assert_eq!(
-        store.decide_approval(&no_on("m1", now)).await.unwrap(),
+        decides(store, &no_on("m1", now)).await,
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(other.signatures("m1").await.unwrap(), [ana, bo]);
@@ -252,7 +252,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         .put_approval(&approval("m2", now + 60_000))
         .await
         .unwrap();
-    store.decide_approval(&no_on("m2", now)).await.unwrap();
+    decides(store, &no_on("m2", now)).await;
     signs(other, by("m2", "ana", 2, now), AlreadyDecided).await;
     store
         .put_approval(&approval("m3", now + 60_000))
@@ -276,7 +276,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     assert_eq!(decided.approval.decision.unwrap().by, "eve");
     // Used up by its call, it is not signed again.
     assert!(matches!(
-        store.take_approval(&bound_use("m5", now)).await.unwrap(),
+        takes(store, &bound_use("m5", now)).await,
         TakeApproval::Taken(_)
     ));
     signs(other, by("m5", "fay", 2, now), AlreadyDecided).await;
