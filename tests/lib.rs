@@ -107,6 +107,11 @@ fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
     }
 }
 
+/// `approval`, put in `store` as it is.
+async fn put(store: &impl Store, approval: &PendingApproval) {
+    store.put_approval(approval).await.unwrap();
+}
+
 /// `store`'s answer to a person's decision.
 async fn decides(store: &impl Store, deciding: &Deciding<'_>) -> DecideOutcome {
     store.decide_approval(deciding).await.unwrap()

@@ -10,18 +10,9 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         created_ms,
         ..approval(id, expires_ms)
     };
-    store
-        .put_approval(&asked("q2", now - 1_000, now + 60_000))
-        .await
-        .unwrap();
-    other
-        .put_approval(&asked("q1", now - 2_000, now + 60_000))
-        .await
-        .unwrap();
-    store
-        .put_approval(&asked("q0", now - 3_000, now + 5))
-        .await
-        .unwrap();
+    put(store, &asked("q2", now - 1_000, now + 60_000)).await;
+    put(other, &asked("q1", now - 2_000, now + 60_000)).await;
+    put(store, &asked("q0", now - 3_000, now + 5)).await;
     let ids = |pending: Vec<PendingApproval>| -> Vec<String> {
         pending.into_iter().map(|p| p.id).collect()
     };
@@ -140,10 +131,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     );
     // A decided approval past its expiry is answered expired, and left so:
     // it reads expired to every answer after, never carried out.
-    store
-        .put_approval(&asked("q3", now, now + 10))
-        .await
-        .unwrap();
+    put(store, &asked("q3", now, now + 10)).await;
     assert_eq!(
         decides(store, &yes_on("q3", now)).await,
         DecideOutcome::Decided
@@ -161,10 +149,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
 
     // An undecided approval the host takes (it asserts the approval) is
     // gone, as before: no decision to keep, none to make.
-    store
-        .put_approval(&asked("q4", now, now + 60_000))
-        .await
-        .unwrap();
+    put(store, &asked("q4", now, now + 60_000)).await;
     assert!(matches!(
         takes(other, &bound_use("q4", now)).await,
         TakeApproval::Taken(_)
@@ -185,7 +170,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         tainted: vec!["cents".into()],
         ..asked("q6", now, now + 60_000)
     };
-    store.put_approval(&given).await.unwrap();
+    put(store, &given).await;
     assert_eq!(other.approval("q6").await.unwrap().unwrap().approval, given);
     assert!(!ids(other.pending_approvals(now, 10).await.unwrap()).contains(&"q6".to_owned()));
 
@@ -207,10 +192,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
             .unwrap()
             .is_none()
     );
-    store
-        .put_approval(&asked("q5", now, now + 60_000))
-        .await
-        .unwrap();
+    put(store, &asked("q5", now, now + 60_000)).await;
     let undecided = other.wait_approval("q5", now_ms() + 300).await.unwrap();
     assert!(undecided.is_some_and(|e| e.approval.decision.is_none()));
     assert!(start.elapsed() < std::time::Duration::from_secs(10));

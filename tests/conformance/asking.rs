@@ -18,7 +18,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         ..approval("", 0)
     };
     for i in 0..3000 {
-        store.put_approval(&flood(i)).await.unwrap();
+        put(store, &flood(i)).await;
     }
     let lone = PendingApproval {
         id: "lone".into(),
@@ -28,7 +28,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         expires_ms: at + 3_600_000,
         ..approval("", 0)
     };
-    other.put_approval(&lone).await.unwrap();
+    put(other, &lone).await;
     // Not open: decided, or expired at `at`.
     let decided = PendingApproval {
         id: "decided".into(),
@@ -36,20 +36,21 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         expires_ms: at + 3_600_000,
         ..approval("", 0)
     };
-    store.put_approval(&decided).await.unwrap();
+    put(store, &decided).await;
     let yes = decision(true, "ana", now_ms());
     let yes_on = deciding(&yes);
     assert_eq!(
         decides(store, &yes_on("decided", now_ms())).await,
         DecideOutcome::Decided
     );
-    store
-        .put_approval(&PendingApproval {
+    put(
+        store,
+        &PendingApproval {
             session: "calm".into(),
             ..approval("gone", at)
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await;
 
     let mut expected: Vec<(u64, String)> = (0..3000)
         .map(|i| (flood(i).created_ms, flood(i).id))

@@ -38,7 +38,7 @@ pub(crate) async fn taint_sources_conformance(
     assert!(text.text.starts_with("15: éé"), "{}", text.text);
     assert_eq!(text.text.chars().count(), MAX_TEXT_CHARS);
     assert!(text.cut);
-    assert!(store.tainted("src", &[]).await.unwrap().any);
+    assert!(tainted(store, "src", &[]).await.any);
 
     // A source made elsewhere, past every bound, is kept within them.
     let wide = TaintSource {
@@ -83,59 +83,32 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // says the session saw untrusted output, fingerprints say which values.
     let (p1, p2, p3) = ("f1".repeat(32), "f2".repeat(32), "f3".repeat(32));
     assert_eq!(
-        store.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
+        tainted(store, "t", std::slice::from_ref(&p1)).await,
         TaintHit::default(),
         "a session that saw nothing is clean"
     );
     store.add_taint(&marked("t", &source(0))).await.unwrap();
     assert_eq!(
-        other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
+        tainted(other, "t", std::slice::from_ref(&p1)).await,
         TaintHit::new(true, vec![]),
         "marked, no values"
     );
-    store
-        .add_taint(&Exposure {
-            session: "t",
-            fingerprints: &[p1.clone(), p2.clone()],
-            source: &source(1),
-        })
-        .await
-        .unwrap();
-    other
-        .add_taint(&Exposure {
-            session: "t",
-            fingerprints: std::slice::from_ref(&p2),
-            source: &source(2),
-        })
-        .await
-        .unwrap();
+    reads(store, "t", &[p1.clone(), p2.clone()], 1).await;
+    reads(other, "t", std::slice::from_ref(&p2), 2).await;
     assert_eq!(
-        other
-            .tainted("t", &[p3.clone(), p2.clone(), p1.clone()])
-            .await
-            .unwrap(),
+        tainted(other, "t", &[p3.clone(), p2.clone(), p1.clone()]).await,
         TaintHit::new(true, vec![p2.clone(), p1.clone()]),
         "the values seen, in the order asked"
     );
     assert_eq!(
-        store.tainted("u", std::slice::from_ref(&p1)).await.unwrap(),
+        tainted(store, "u", std::slice::from_ref(&p1)).await,
         TaintHit::default(),
         "another session's taint is not this one's"
     );
     let long_session = "s".repeat(9_000);
-    store
-        .add_taint(&Exposure {
-            session: &long_session,
-            fingerprints: std::slice::from_ref(&p3),
-            source: &source(3),
-        })
-        .await
-        .unwrap();
+    reads(store, &long_session, std::slice::from_ref(&p3), 3).await;
     assert_eq!(
-        other
-            .tainted(&long_session, std::slice::from_ref(&p3))
-            .await
-            .unwrap(),
+        tainted(other, &long_session, std::slice::from_ref(&p3)).await,
         TaintHit::new(true, vec![p3.clone()])
     );
 
@@ -315,10 +288,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
 
     // Approvals: bound, single use, expiring.
-    store
-        .put_approval(&approval("p1", now + 60_000))
-        .await
-        .unwrap();
+    put(store, &approval("p1", now + 60_000)).await;
     for wrong in [
         Binding {
             session: "other",
@@ -371,7 +341,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         digest: None,
         ..BOUND
     };
-    store.put_approval(&approval("p2", now - 1)).await.unwrap();
+    put(store, &approval("p2", now - 1)).await;
     let p2 = ApprovalUse {
         id: "p2",
         binding: &loose,
@@ -398,7 +368,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         session: long_session.clone(),
         ..approval("p3", now + 60_000)
     };
-    store.put_approval(&long).await.unwrap();
+    put(store, &long).await;
     let bound_long = Binding {
         session: &long_session,
         ..BOUND
@@ -453,13 +423,30 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     decisions(store, other, now).await;
 }
 
-/// `store`'s claim of the key `name` at `now_ms`, for a lease of a second:
-/// short enough for the suite to step past its end.
+/// `session` reads untrusted output (the source made at `at_ms`) that
+/// holds the values `fingerprints`, through `store`.
+async fn reads(store: &impl Store, session: &str, fingerprints: &[String], at_ms: u64) {
+    let source = source(at_ms);
+    let exposure = Exposure {
+        session,
+        fingerprints,
+        source: &source,
+    };
+    store.add_taint(&exposure).await.unwrap();
+}
+
+/// Whether `store` finds `session` tainted, and which of `fingerprints`.
+async fn tainted(store: &impl Store, session: &str, fingerprints: &[String]) -> TaintHit {
+    store.tainted(session, fingerprints).await.unwrap()
+}
+
 /// What `store` recorded of the call `name`.
 async fn outcome(store: &impl Store, name: &str) -> Option<RecordedOutcome> {
     store.outcome(&key(name)).await.unwrap()
 }
 
+/// `store`'s claim of the key `name` at `now_ms`, for a lease of a second:
+/// short enough for the suite to step past its end.
 async fn claim_a_second(store: &impl Store, name: &str, now_ms: u64) -> Claim {
     store
         .claim(&key(name), a_second_from(now_ms))

@@ -193,10 +193,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     signs(store, by("nope", "ana", 2, now), Invalid).await;
     assert!(store.signatures("nope").await.unwrap().is_empty());
 
-    store
-        .put_approval(&approval("m1", now + 60_000))
-        .await
-        .unwrap();
+    put(store, &approval("m1", now + 60_000)).await;
     signs(store, by("m1", "ana", 2, now), Signed { signatures: 1 }).await;
     signs(other, by("m1", "ana", 2, now + 1), AlreadySigned).await;
     let ana = Signature {
@@ -248,29 +245,20 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     assert!(history.iter().any(|e| e.approval.id == "m1"));
 
     // Decided by one person, used up, or expired: no signature.
-    store
-        .put_approval(&approval("m2", now + 60_000))
-        .await
-        .unwrap();
+    put(store, &approval("m2", now + 60_000)).await;
     decides(store, &no_on("m2", now)).await;
     signs(other, by("m2", "ana", 2, now), AlreadyDecided).await;
-    store
-        .put_approval(&approval("m3", now + 60_000))
-        .await
-        .unwrap();
+    put(store, &approval("m3", now + 60_000)).await;
     signs(store, by("m3", "ana", 3, now), Signed { signatures: 1 }).await;
     signs(store, by("m3", "bo", 3, now + 60_000), Expired).await;
-    store.put_approval(&approval("m4", now + 10)).await.unwrap();
+    put(store, &approval("m4", now + 10)).await;
     signs(other, by("m4", "ana", 2, now + 10), Expired).await;
     assert!(store.signatures("m2").await.unwrap().is_empty());
     assert!(store.signatures("m4").await.unwrap().is_empty());
     assert_eq!(store.signatures("m3").await.unwrap().len(), 1);
 
     // One person needed: the first signature decides.
-    store
-        .put_approval(&approval("m5", now + 60_000))
-        .await
-        .unwrap();
+    put(store, &approval("m5", now + 60_000)).await;
     signs(other, by("m5", "eve", 1, now), Decided).await;
     let decided = store.approval("m5").await.unwrap().unwrap();
     assert_eq!(decided.approval.decision.unwrap().by, "eve");
