@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolcall::store::prelude::*;
 use toolcall::store::{
-    ApprovalDecision, ApprovalLookup, Binding, Deciding, PendingOrder, PendingQuery, now_ms,
+    ApprovalDecision, ApprovalLookup, Binding, PendingOrder, PendingQuery, now_ms,
 };
 use toolcall::{
     Approvals, Call, Code, Ctx, Decision, Dispatcher, DispatcherBuilder, MemoryAudit, ToolError,
@@ -185,11 +185,7 @@ async fn confirm(d: &Dispatcher<Ledger>, session: &str, args: &str, id: &str) ->
 /// the inbox would.
 async fn decide(d: &Dispatcher<Ledger>, id: &str, decision: &ApprovalDecision) {
     d.store()
-        .decide_approval(&Deciding {
-            id,
-            decision,
-            now_ms: now_ms(),
-        })
+        .decide_approval(&toolcall_tests::deciding_now(id, decision))
         .await
         .unwrap();
 }

@@ -167,6 +167,16 @@ fn deciding<'a>(decision: &'a ApprovalDecision) -> impl Fn(&'a str, u64) -> Deci
     }
 }
 
+/// `decision` on the approval `id`, made now: what a person's click
+/// hands the store.
+pub fn deciding_now<'a>(id: &'a str, decision: &'a ApprovalDecision) -> Deciding<'a> {
+    Deciding {
+        id,
+        decision,
+        now_ms: now_ms(),
+    }
+}
+
 /// An approval asked for the call `pay {"cents": 1}` by caller `c` in
 /// `session`, open for a minute from `now`: what the racing tests ask.
 pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {

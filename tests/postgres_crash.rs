@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{CallStart, DecideOutcome, Deciding, Lease, LockAsk, now_ms};
+use toolcall::store::{CallStart, DecideOutcome, Lease, LockAsk, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_testkit::postgres_server::PostgresServer;
@@ -254,11 +254,7 @@ fn a_crash_takes_back_no_decision() {
         store.put_approval(&asked("q-1")).await.unwrap();
         let yes = toolcall_tests::decision(true, "ana", now_ms());
         let decided = store
-            .decide_approval(&Deciding {
-                id: "q-1",
-                decision: &yes,
-                now_ms: now_ms(),
-            })
+            .decide_approval(&toolcall_tests::deciding_now("q-1", &yes))
             .await
             .unwrap();
         assert_eq!(decided, DecideOutcome::Decided);

@@ -11,7 +11,7 @@ use toolcall_testkit::store::asked;
 use toolcall_tests::key;
 
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, Deciding, Lease, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, Lease, now_ms};
 use toolcall::store::{MemoryStore, Store};
 use toolcall::{Call, Dispatcher, ToolResult, tools};
 use toolcall_sqlite::SqliteStore;
@@ -207,11 +207,9 @@ fn one_decision<St: Store>(stores: Vec<Arc<St>>) {
             let store = Arc::clone(&stores[i % stores.len()]);
             std::thread::spawn(move || {
                 let decision = toolcall_tests::decision(i % 2 == 0, &format!("p{i}"), now_ms());
-                let outcome = block_on(store.decide_approval(&Deciding {
-                    id: "race",
-                    decision: &decision,
-                    now_ms: now_ms(),
-                }))
+                let outcome = block_on(
+                    store.decide_approval(&toolcall_tests::deciding_now("race", &decision)),
+                )
                 .unwrap();
                 (outcome, decision.by)
             })
@@ -257,12 +255,7 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
     std::thread::sleep(Duration::from_millis(300));
     let yes = toolcall_tests::decision(true, "ana", now_ms());
     assert_eq!(
-        block_on(inbox.decide_approval(&Deciding {
-            id: "w1",
-            decision: &yes,
-            now_ms: now_ms()
-        }))
-        .unwrap(),
+        block_on(inbox.decide_approval(&toolcall_tests::deciding_now("w1", &yes))).unwrap(),
         DecideOutcome::Decided
     );
     let (entry, waited) = waiting.join().unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use orders::Shop;
 use toolcall::store::prelude::*;
-use toolcall::store::{DecideOutcome, Deciding, now_ms};
+use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_postgres::{ConnectionString, PostgresStore, TlsMode};
 use toolcall_testkit::run::{free_port, runtime};
 
@@ -340,11 +340,7 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
         let yes = toolcall_tests::decision(true, "ana", now_ms());
         assert_eq!(
             second
-                .decide_approval(&Deciding {
-                    id: "tls-w1",
-                    decision: &yes,
-                    now_ms: now_ms()
-                })
+                .decide_approval(&toolcall_tests::deciding_now("tls-w1", &yes))
                 .await
                 .unwrap(),
             DecideOutcome::Decided

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall::store::{ApprovalDecision, Deciding, PendingQuery, Store, now_ms};
+use toolcall::store::{ApprovalDecision, PendingQuery, Store, now_ms};
 use toolcall::{Approvals, Call, Ctx, Dispatcher, JsonLinesAudit, Policy, ToolError, tool, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
@@ -449,11 +449,7 @@ async fn run<St: Store>(
                 lasts_until_ms: None,
             };
             let outcome = store
-                .decide_approval(&Deciding {
-                    id: args.need("id"),
-                    decision: &decision,
-                    now_ms: now_ms(),
-                })
+                .decide_approval(&toolcall_tests::deciding_now(args.need("id"), &decision))
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(format!("{outcome:?}"))
