@@ -14,8 +14,12 @@ use toolcall::{
     BuildError, BuildWarning, Call, Caller, Code, Ctx, Decision, Dispatcher, Failure, MemoryAudit,
     MessageContext, Policy, Rejection, ToolError, ToolResult, UNKNOWN_APPROVAL_TOOL, tool, tools,
 };
-use toolcall_testkit::answer::assert_code_opens;
+use toolcall_testkit::answer::{assert_code_opens, assert_code_says};
 use toolcall_testkit::run::all_at_once;
+
+#[path = "shop.rs"]
+mod shop;
+use shop::shop_with;
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
@@ -399,14 +403,12 @@ fn a_check_written_for_another_state_is_refused_at_build() {
 
 /// The orders shop where a refund of more than 1 000 cents is over the
 /// limit: [`REFUND`], 2 590, is refused whatever the host confirms.
-fn small_refunds(shop: &Arc<Shop>) -> toolcall::DispatcherBuilder<Shop> {
-    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
-        .part(Shop::reader)
-        .policy(
-            Policy::new()
-                .allow(["get_order", "refund_order"])
-                .limit("max_refund_cents", 1_000),
-        )
+fn small_refunds(builder: toolcall::DispatcherBuilder<Shop>) -> toolcall::DispatcherBuilder<Shop> {
+    builder.policy(
+        Policy::new()
+            .allow(["get_order", "refund_order"])
+            .limit("max_refund_cents", 1_000),
+    )
 }
 
 /// [`REFUND`] with the host's say-so, in the conversation `default`.
@@ -417,15 +419,9 @@ async fn confirmed_refund(d: &Dispatcher<Shop>) -> ToolResult {
 
 #[tokio::test]
 async fn no_default_message_sends_the_user_to_a_human_agent() {
-    let shop = Arc::new(Shop::new());
-    let d = small_refunds(&shop).build().unwrap();
+    let (shop, d) = shop_with(small_refunds);
     let over = confirmed_refund(&d).await;
-    assert_eq!(over.code, Code::PolicyLimit);
-    assert!(
-        over.message.contains("limit of 1000 (max_refund_cents)"),
-        "{}",
-        over.message
-    );
+    assert_code_says(&over, Code::PolicyLimit, "limit of 1000 (max_refund_cents)");
     assert!(
         !over.message.contains("human") && !over.message.contains("escalated"),
         "{}",
@@ -436,30 +432,29 @@ async fn no_default_message_sends_the_user_to_a_human_agent() {
 
 #[tokio::test]
 async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
-    let shop = Arc::new(Shop::new());
-    let d = small_refunds(&shop)
-        .message(Code::PolicyLimit, |m: &MessageContext| {
-            format!(
-                "{} {} is over your plan ({} {}); suggest the Pro plan. [{}]",
-                m.field().unwrap(),
-                m.value().unwrap(),
-                m.limit().unwrap(),
-                m.limit_value().unwrap(),
-                m.failure(),
-            )
-        })
-        .message(Code::UnknownTool, |m: &MessageContext| {
-            format!(
-                "There is no {}; use one of {}.",
-                m.tool(),
-                m.data()["available"]
-            )
-        })
-        .message(Code::ConfirmationRequired, |m: &MessageContext| {
-            format!("Ask the user to confirm: {}", m.data()["pending"])
-        })
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|builder| {
+        small_refunds(builder)
+            .message(Code::PolicyLimit, |m: &MessageContext| {
+                format!(
+                    "{} {} is over your plan ({} {}); suggest the Pro plan. [{}]",
+                    m.field().unwrap(),
+                    m.value().unwrap(),
+                    m.limit().unwrap(),
+                    m.limit_value().unwrap(),
+                    m.failure(),
+                )
+            })
+            .message(Code::UnknownTool, |m: &MessageContext| {
+                format!(
+                    "There is no {}; use one of {}.",
+                    m.tool(),
+                    m.data()["available"]
+                )
+            })
+            .message(Code::ConfirmationRequired, |m: &MessageContext| {
+                format!("Ask the user to confirm: {}", m.data()["pending"])
+            })
+    });
 
     let over = confirmed_refund(&d).await;
     assert_eq!(over.code, Code::PolicyLimit);
