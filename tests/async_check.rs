@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolError, tool, tools};
+use toolcall_testkit::count::counted;
 
 /// Rooms a hotel has free, as its database would say.
 #[derive(Default)]
@@ -33,8 +34,7 @@ async fn book(
 ) -> Result<Value, ToolError> {
     // The handler trusts its check: it takes the room whatever it finds.
     ctx.state.free.lock().unwrap().remove(&room);
-    ctx.state.bookings.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({ "booked": room }))
+    counted(&ctx.state.bookings, json!({ "booked": room }))
 }
 
 /// Asks the "database", which answers after a while.

@@ -17,6 +17,7 @@ use toolcall::{
 use toolcall_core::controls::{self, Target};
 use toolcall_core::life::{Answer, Decided};
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::count::counted;
 use toolcall_tests::person_answers;
 
 /// Counts what ran.
@@ -38,8 +39,7 @@ async fn wipe(
     if ctx.state.lose.swap(0, Ordering::SeqCst) == 1 {
         return Err(ToolError::transient("the answer was lost"));
     }
-    ctx.state.wipes.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"wiped": arg}))
+    counted(&ctx.state.wipes, json!({"wiped": arg}))
 }
 
 /// Pages the person on call.
@@ -49,8 +49,7 @@ async fn page(
     /// Which page.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.pages.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"paged": arg}))
+    counted(&ctx.state.pages, json!({"paged": arg}))
 }
 
 type Replica<St> = Dispatcher<Ledger, Arc<St>>;

@@ -20,6 +20,7 @@ use toolcall_testkit::run::all_at_once;
 #[path = "shop.rs"]
 mod shop;
 use shop::shop_with;
+use toolcall_testkit::count::counted;
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
@@ -75,8 +76,7 @@ async fn pay_out(
     #[arg(limit = "max_payout_cents")]
     cents: i64,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"paid": cents}))
+    counted(&ctx.state.runs, json!({"paid": cents}))
 }
 
 /// Books a room, after a check against a calendar that may be unreachable.
@@ -86,8 +86,7 @@ async fn book(
     /// The room, for example R-12.
     room: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"booked": room}))
+    counted(&ctx.state.runs, json!({"booked": room}))
 }
 
 fn check_booking(_: &BookArgs, ctx: &Ctx<Backend>) -> Result<(), ToolError> {
@@ -107,8 +106,7 @@ async fn wire(
     /// The receiving account's IBAN.
     iban: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"wired": iban}))
+    counted(&ctx.state.runs, json!({"wired": iban}))
 }
 
 fn check_wire(_: &WireArgs, ctx: &Ctx<Backend>) -> Result<(), Rejection> {

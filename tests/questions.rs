@@ -18,6 +18,7 @@ use toolcall::{
 use toolcall_core::controls;
 use toolcall_core::life::{self, Answer, Decided, QuestionState, Refusal};
 use toolcall_ledger::store::clock;
+use toolcall_testkit::count::counted;
 use toolcall_testkit::run::one_thread as runtime;
 use toolcall_tests::person_answers;
 
@@ -40,8 +41,10 @@ async fn refund(
     /// In cents.
     cents: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"order": order, "refunded": cents}))
+    counted(
+        &ctx.state.refunds,
+        json!({"order": order, "refunded": cents}),
+    )
 }
 
 /// Adds a note to an order; the notes system promises nothing about keys.
@@ -72,8 +75,7 @@ async fn close_account(
     /// The account.
     account: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.closed.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"closed": account}))
+    counted(&ctx.state.closed, json!({"closed": account}))
 }
 
 const TTL: Duration = Duration::from_secs(15 * 60);

@@ -32,6 +32,7 @@ const REFUND_ALL: &str =
 mod shop;
 use shop::*;
 use toolcall_testkit::answer::assert_code_says;
+use toolcall_testkit::count::counted;
 
 /// `arguments` for a refund in the session `default`, confirmed by a
 /// person: what most promises here are about.
