@@ -24,3 +24,15 @@ pub fn assert_code_opens(answer: &ToolResult, code: Code, start: &str) {
         answer.message
     );
 }
+
+/// `dry` answers a dry run of a high-risk call that asked nobody: it says
+/// a person would be asked, for the risk, about `preview`.
+#[track_caller]
+pub fn assert_would_ask_a_person(dry: &ToolResult, preview: &str) {
+    assert_eq!(dry.code, Code::DryRun, "{dry:?}");
+    assert!(dry.ok);
+    assert_eq!(dry.data["would"], "ask_a_person");
+    assert_eq!(dry.data["reason"], "high_risk");
+    assert_eq!(dry.data["preview"], preview);
+    assert_eq!(dry.question_id, None);
+}
