@@ -177,6 +177,15 @@ pub fn deciding_now<'a>(id: &'a str, decision: &'a ApprovalDecision) -> Deciding
     }
 }
 
+/// Ana approves `id` through `store`, now, and that decides it: the
+/// decision she made.
+pub async fn ana_approves(store: &impl Store, id: &str) -> ApprovalDecision {
+    let yes = decision(true, "ana", now_ms());
+    let outcome = store.decide_approval(&deciding_now(id, &yes)).await;
+    assert_eq!(outcome.unwrap(), DecideOutcome::Decided, "{id}");
+    yes
+}
+
 /// An approval asked for the call `pay {"cents": 1}` by caller `c` in
 /// `session`, open for a minute from `now`: what the racing tests ask.
 pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {

@@ -608,14 +608,7 @@ fn a_waiting_agent_is_woken_by_the_decision() {
         // Long enough for the waiter to have looked once and gone to sleep.
         tokio::time::sleep(Duration::from_millis(700)).await;
         let decided_at = std::time::Instant::now();
-        let yes = toolcall_tests::decision(true, "ana", now_ms());
-        assert_eq!(
-            inbox
-                .decide_approval(&toolcall_tests::deciding_now("w1", &yes))
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
+        let yes = toolcall_tests::ana_approves(&inbox, "w1").await;
         let (entry, waited) = waiting.await.unwrap();
         assert_eq!(entry.unwrap().approval.decision, Some(yes));
         let after_decision = decided_at.elapsed();

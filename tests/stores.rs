@@ -253,11 +253,7 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    let yes = toolcall_tests::decision(true, "ana", now_ms());
-    assert_eq!(
-        block_on(inbox.decide_approval(&toolcall_tests::deciding_now("w1", &yes))).unwrap(),
-        DecideOutcome::Decided
-    );
+    let yes = block_on(toolcall_tests::ana_approves(&inbox, "w1"));
     let (entry, waited) = waiting.join().unwrap();
     assert_eq!(entry.unwrap().approval.decision, Some(yes));
     assert!(waited < Duration::from_secs(2), "{waited:?}");

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orders::Shop;
+use toolcall::store::now_ms;
 use toolcall::store::prelude::*;
-use toolcall::store::{DecideOutcome, now_ms};
 use toolcall_postgres::{ConnectionString, PostgresStore, TlsMode};
 use toolcall_testkit::run::{free_port, runtime};
 
@@ -337,14 +337,7 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
             .await
             .expect("the wait never listened");
         assert_eq!((encrypted, all), (1, 1));
-        let yes = toolcall_tests::decision(true, "ana", now_ms());
-        assert_eq!(
-            second
-                .decide_approval(&toolcall_tests::deciding_now("tls-w1", &yes))
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
+        let yes = toolcall_tests::ana_approves(&second, "tls-w1").await;
         let entry = waiting.await.unwrap().unwrap();
         assert_eq!(entry.unwrap().approval.decision, Some(yes));
         second.drop_schema().await.unwrap();
