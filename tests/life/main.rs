@@ -254,6 +254,17 @@ async fn call<S: std::any::Any + Send + Sync, St: Store>(
         .await
 }
 
+/// `args` for `tool` in the conversation `c`, with what `how` adds to the
+/// call (an approval's id, a confirmation, a dry run).
+async fn in_c<'a, S: std::any::Any + Send + Sync, St: Store>(
+    d: &Dispatcher<S, St>,
+    tool: &'a str,
+    args: &'a str,
+    how: impl FnOnce(Call<'a>) -> Call<'a>,
+) -> ToolResult {
+    d.execute(how(Call::new(tool, args).session("c"))).await
+}
+
 /// Ana approves the question `id` in the inbox.
 async fn person_approves(store: &impl Store, id: &str) {
     person_answers(store, id, "ana", &Answer::Approve)
