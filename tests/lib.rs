@@ -209,17 +209,6 @@ fn change(by: &str, summary: &str, at_ms: u64) -> ControlsChange {
     }
 }
 
-trait At {
-    fn at(self, version: u64) -> Self;
-}
-
-impl At for ControlsChange {
-    fn at(mut self, version: u64) -> Self {
-        self.version = version;
-        self
-    }
-}
-
 /// `len` characters that do not compress: a long id as a host may send it.
 fn noise(len: usize, seed: u64) -> String {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -235,17 +224,6 @@ fn noise(len: usize, seed: u64) -> String {
             )
         })
         .collect()
-}
-
-trait WithCreated {
-    fn with_created(self, created_ms: u64) -> Self;
-}
-
-impl WithCreated for PendingApproval {
-    fn with_created(mut self, created_ms: u64) -> Self {
-        self.created_ms = created_ms;
-        self
-    }
 }
 
 /// `by`'s `answer` to the question `id`, recorded now as a person's, with
