@@ -138,6 +138,14 @@ fn gateway_dispatcher(gateway: &Arc<Gateway>) -> Dispatcher<Gateway> {
         .unwrap()
 }
 
+/// A gateway `set` up to fail as a test needs, and its dispatcher.
+fn gateway_where(set: impl FnOnce(&Gateway)) -> (Arc<Gateway>, Dispatcher<Gateway>) {
+    let gateway = Arc::new(Gateway::default());
+    set(&gateway);
+    let d = gateway_dispatcher(&gateway);
+    (gateway, d)
+}
+
 /// The one charge these tests make, of 500 cents: each identical to the
 /// others, so that a retry is the same call.
 async fn charge_500(d: &Dispatcher<Gateway>) -> ToolResult {
@@ -197,9 +205,7 @@ async fn large_retry_settings_bound_the_lease_without_overflowing() {
 
 #[tokio::test]
 async fn reconcile_turns_a_lost_answer_into_the_answer() {
-    let gateway = Arc::new(Gateway::default());
-    gateway.lose_after_commit.store(1, Ordering::SeqCst);
-    let d = gateway_dispatcher(&gateway);
+    let (gateway, d) = gateway_where(|g| g.lose_after_commit.store(1, Ordering::SeqCst));
     let first = charge_500(&d).await;
     assert!(first.ok, "the lookup found the charge: {first:?}");
     assert_eq!(first.data["charged"], 500);
@@ -211,9 +217,7 @@ async fn reconcile_turns_a_lost_answer_into_the_answer() {
 
 #[tokio::test]
 async fn reconcile_that_finds_nothing_means_not_done_and_the_call_is_free_again() {
-    let gateway = Arc::new(Gateway::default());
-    gateway.fail_before_commit.store(1, Ordering::SeqCst);
-    let d = gateway_dispatcher(&gateway);
+    let (gateway, d) = gateway_where(|g| g.fail_before_commit.store(1, Ordering::SeqCst));
     let first = charge_500(&d).await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert!(
@@ -228,10 +232,10 @@ async fn reconcile_that_finds_nothing_means_not_done_and_the_call_is_free_again(
 
 #[tokio::test]
 async fn a_failed_lookup_leaves_the_call_in_doubt_and_the_next_one_asks_again_before_running() {
-    let gateway = Arc::new(Gateway::default());
-    gateway.lose_after_commit.store(1, Ordering::SeqCst);
-    gateway.lookup_down.store(1, Ordering::SeqCst);
-    let d = gateway_dispatcher(&gateway);
+    let (gateway, d) = gateway_where(|g| {
+        g.lose_after_commit.store(1, Ordering::SeqCst);
+        g.lookup_down.store(1, Ordering::SeqCst);
+    });
     let first = charge_500(&d).await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert_eq!(first.data["in_doubt"], json!(true));
