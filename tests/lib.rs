@@ -98,13 +98,23 @@ fn a_minute_from(now_ms: u64) -> Lease {
     }
 }
 
-/// The use of the approval `id` by the call [`BOUND`] names, at `now_ms`.
-fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
+/// The call [`BOUND`] names, made in `session`.
+fn bound_in(session: &str) -> Binding<'_> {
+    Binding { session, ..BOUND }
+}
+
+/// The use of the approval `id` by the call `binding` names, at `now_ms`.
+fn using<'a>(id: &'a str, binding: &'a Binding<'a>, now_ms: u64) -> ApprovalUse<'a> {
     ApprovalUse {
         id,
-        binding: &BOUND,
+        binding,
         now_ms,
     }
+}
+
+/// The use of the approval `id` by the call [`BOUND`] names, at `now_ms`.
+fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
+    using(id, &BOUND, now_ms)
 }
 
 /// `approval`, put in `store` as it is.

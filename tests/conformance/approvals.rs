@@ -214,10 +214,7 @@ pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
 /// whose call was asked about again meanwhile is left as it is.
 pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     let now = now_ms();
-    let binding = Binding {
-        session: "giving-back",
-        ..BOUND
-    };
+    let binding = bound_in("giving-back");
     store
         .ask_approval(&asked_call("g1", "giving-back", now), 5)
         .await
@@ -233,11 +230,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         !other.give_back_approval("g1").await.unwrap(),
         "decided, not used: nothing to give back"
     );
-    let g1 = ApprovalUse {
-        id: "g1",
-        binding: &binding,
-        now_ms: now,
-    };
+    let g1 = using("g1", &binding, now);
     assert!(matches!(takes(other, &g1).await, TakeApproval::Taken(_)));
     assert!(store.give_back_approval("g1").await.unwrap());
     let entry = other.approval("g1").await.unwrap().unwrap();
@@ -276,15 +269,8 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     decides(store, &yes_on("g2", now)).await;
-    let binding = Binding {
-        session: "giving-back-2",
-        ..BOUND
-    };
-    let g2 = ApprovalUse {
-        id: "g2",
-        binding: &binding,
-        ..g1
-    };
+    let binding = bound_in("giving-back-2");
+    let g2 = using("g2", &binding, g1.now_ms);
     assert!(matches!(takes(store, &g2).await, TakeApproval::Taken(_)));
     assert_eq!(
         store
@@ -316,10 +302,7 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
 pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     let now = now_ms();
     let asked = asked_call("u1", "finding-used", now);
-    let binding = Binding {
-        session: "finding-used",
-        ..BOUND
-    };
+    let binding = bound_in("finding-used");
     store.ask_approval(&asked, 5).await.unwrap();
     let no = decision(false, "ana", now);
     let no_on = deciding(&no);
@@ -327,11 +310,7 @@ pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
         decides(store, &no_on("u1", now)).await,
         DecideOutcome::Decided
     );
-    let u1 = ApprovalUse {
-        id: "u1",
-        binding: &binding,
-        now_ms: now,
-    };
+    let u1 = using("u1", &binding, now);
     assert!(matches!(takes(other, &u1).await, TakeApproval::Taken(_)));
     let lookup = ApprovalLookup {
         binding: &binding,

@@ -274,15 +274,8 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     created(store.ask_approval(&sixth, 5).await.unwrap());
 
     // Used: the call asks anew.
-    let bound = Binding {
-        session: "asking",
-        ..BOUND
-    };
-    let a1 = ApprovalUse {
-        id: "a1",
-        binding: &bound,
-        now_ms: now,
-    };
+    let bound = bound_in("asking");
+    let a1 = using("a1", &bound, now);
     assert!(matches!(takes(other, &a1).await, TakeApproval::Taken(_)));
     created(store.ask_approval(&ask("a9"), 6).await.unwrap());
     existing(other.ask_approval(&ask("a10"), 6).await.unwrap(), "a9");

@@ -290,10 +290,7 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // Approvals: bound, single use, expiring.
     put(store, &approval("p1", now + 60_000)).await;
     for wrong in [
-        Binding {
-            session: "other",
-            ..BOUND
-        },
+        bound_in("other"),
         Binding {
             caller: "other",
             ..BOUND
@@ -343,16 +340,9 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         ..BOUND
     };
     put(store, &approval("p2", now - 1)).await;
-    let p2 = ApprovalUse {
-        id: "p2",
-        binding: &loose,
-        now_ms: now,
-    };
+    let p2 = using("p2", &loose, now);
     assert_eq!(takes(store, &p2).await, TakeApproval::Expired);
-    let p2_later = ApprovalUse {
-        now_ms: now + 20,
-        ..p2
-    };
+    let p2_later = using(p2.id, p2.binding, now + 20);
     assert_eq!(
         takes(store, &p2_later).await,
         TakeApproval::Expired,
@@ -370,20 +360,8 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         ..approval("p3", now + 60_000)
     };
     put(store, &long).await;
-    let bound_long = Binding {
-        session: &long_session,
-        ..BOUND
-    };
-    match takes(
-        other,
-        &ApprovalUse {
-            id: "p3",
-            binding: &bound_long,
-            now_ms: now,
-        },
-    )
-    .await
-    {
+    let bound_long = bound_in(&long_session);
+    match takes(other, &using("p3", &bound_long, now)).await {
         TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
         other => panic!("expected the approval, got {other:?}"),
     }
