@@ -374,14 +374,11 @@ fn concurrent_reads_share_a_quarter_of_the_pool_and_outlive_its_connections() {
         // meet one first and answer that the store is unavailable.
         let mut unavailable = 0;
         let mut done = 0;
+        let alone_after = Call::new("sent", r#"{"account": "a"}"#)
+            .session("after")
+            .alone(true);
         while done < 4 {
-            let answer = d
-                .execute(
-                    Call::new("sent", r#"{"account": "a"}"#)
-                        .session("after")
-                        .alone(true),
-                )
-                .await;
+            let answer = d.execute(alone_after).await;
             if answer.ok {
                 done += 1;
             } else {
