@@ -9,7 +9,7 @@ const VOL_7: &str = r#"{"volume": "vol-7"}"#;
 
 /// Detaches vol-7 in conversation `c`.
 async fn detach(d: &Dispatcher<Ops>) -> ToolResult {
-    in_c(&d, "detach_volume", VOL_7, |c| c).await
+    in_c(d, "detach_volume", VOL_7, |c| c).await
 }
 
 /// The identical call, once nothing holds it back, carries out the

@@ -73,7 +73,7 @@ async fn every_call_leaves_exactly_one_audit_record() {
     ];
     for d in [&memory, &file] {
         for (tool, args, confirmed) in calls {
-            in_default_with(&d, tool, args, |c| c.confirmed(confirmed).call_id("call-1")).await;
+            in_default_with(d, tool, args, |c| c.confirmed(confirmed).call_id("call-1")).await;
         }
     }
     let records = audit.records();

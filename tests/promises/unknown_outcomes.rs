@@ -149,7 +149,7 @@ fn gateway_where(set: impl FnOnce(&Gateway)) -> (Arc<Gateway>, Dispatcher<Gatewa
 /// The one charge these tests make, of 500 cents: each identical to the
 /// others, so that a retry is the same call.
 async fn charge_500(d: &Dispatcher<Gateway>) -> ToolResult {
-    in_default(&d, "charge", r#"{"cents": 500}"#).await
+    in_default(d, "charge", r#"{"cents": 500}"#).await
 }
 
 /// A `claim_wait` beyond what an `Instant` holds (a host's "wait as long
