@@ -68,6 +68,12 @@ impl Ledger {
     }
 }
 
+/// Writes `what` under the call's idempotency key (once per key when the
+/// backend `dedupe`s).
+async fn write(ctx: &Ctx<Ledger>, what: &str, dedupe: bool) -> Result<Value, ToolError> {
+    ctx.state.write(&ctx.idempotency_key, what, dedupe).await
+}
+
 /// Posts a message; the backend keeps one message per idempotency key.
 #[tool(side_effect, idempotent_backend)]
 async fn post_keyed(
@@ -75,7 +81,7 @@ async fn post_keyed(
     /// The message.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.write(&ctx.idempotency_key, &text, true).await
+    write(ctx, &text, true).await
 }
 
 /// Posts a message; the backend can be asked what a key did.
@@ -85,7 +91,7 @@ async fn post_checked(
     /// The message.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.write(&ctx.idempotency_key, &text, false).await
+    write(ctx, &text, false).await
 }
 
 async fn find_post(ctx: &Ctx<Ledger>, key: &str) -> Result<Option<Value>, ToolError> {
@@ -103,7 +109,7 @@ async fn post_plain(
     /// The message.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.write(&ctx.idempotency_key, &text, false).await
+    write(ctx, &text, false).await
 }
 
 /// Wires money; a person approves each wire; the bank neither deduplicates
@@ -114,9 +120,7 @@ async fn wire(
     /// The amount, in cents.
     cents: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .write(&ctx.idempotency_key, &cents.to_string(), false)
-        .await
+    write(ctx, &cents.to_string(), false).await
 }
 
 const HELLO: &str = r#"{"text": "hello"}"#;
