@@ -133,7 +133,7 @@ async fn a_dry_runs_record_carries_no_step() {
         .audit(audit.clone())
         .build()
         .unwrap();
-    // The same call, dry first, then for real.
+    // One call for both: the real one must be the dry run's twin.
     let call = Call::new("payee", r#"{"to": "a"}"#).session("s");
     let dry = d.execute(call.dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun);
