@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolError, tool, tools};
+use toolcall_testkit::count::counted;
 
 /// Rooms a hotel has free, as its database would say.
 #[derive(Default)]
@@ -33,8 +34,7 @@ async fn book(
 ) -> Result<Value, ToolError> {
     // The handler trusts its check: it takes the room whatever it finds.
     ctx.state.free.lock().unwrap().remove(&room);
-    ctx.state.bookings.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({ "booked": room }))
+    counted(&ctx.state.bookings, json!({ "booked": room }))
 }
 
 /// Asks the "database", which answers after a while.
@@ -77,18 +77,23 @@ fn dispatcher(hotel: &Arc<Hotel>) -> Dispatcher<Hotel> {
         .unwrap()
 }
 
+/// A booking of `args` in the session `s`, with what `how` adds.
+async fn book_in_s<'a>(
+    d: &Dispatcher<Hotel>,
+    args: &'a str,
+    how: impl FnOnce(Call<'a>) -> Call<'a>,
+) -> toolcall::ToolResult {
+    d.execute(how(Call::new("book", args).session("s"))).await
+}
+
 #[tokio::test]
 async fn its_refusal_comes_before_anything_happens() {
     let hotel = hotel(&["R-1"]);
     let d = dispatcher(&hotel);
-    let refused = d
-        .execute(Call::new("book", r#"{"room": "R-2"}"#).session("s"))
-        .await;
+    let refused = book_in_s(&d, r#"{"room": "R-2"}"#, |c| c).await;
     assert_eq!(refused.code.as_str(), "ROOM_TAKEN", "{refused:?}");
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 0);
-    let booked = d
-        .execute(Call::new("book", r#"{"room": "R-1"}"#).session("s"))
-        .await;
+    let booked = book_in_s(&d, r#"{"room": "R-1"}"#, |c| c).await;
     assert!(booked.ok, "{booked:?}");
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 1);
     assert_eq!(hotel.checks.load(Ordering::SeqCst), 2);
@@ -99,9 +104,7 @@ async fn its_transient_failure_is_retried_and_its_panic_is_an_internal_error() {
     let hotel = hotel(&["R-1", "R-2"]);
     hotel.failing_checks.store(2, Ordering::SeqCst);
     let d = dispatcher(&hotel);
-    let booked = d
-        .execute(Call::new("book", r#"{"room": "R-1"}"#).session("s"))
-        .await;
+    let booked = book_in_s(&d, r#"{"room": "R-1"}"#, |c| c).await;
     assert!(booked.ok, "{booked:?}");
     assert_eq!(
         hotel.checks.load(Ordering::SeqCst),
@@ -111,9 +114,7 @@ async fn its_transient_failure_is_retried_and_its_panic_is_an_internal_error() {
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 1);
 
     hotel.panicking.store(true, Ordering::SeqCst);
-    let panicked = d
-        .execute(Call::new("book", r#"{"room": "R-2"}"#).session("s"))
-        .await;
+    let panicked = book_in_s(&d, r#"{"room": "R-2"}"#, |c| c).await;
     assert_eq!(panicked.code, Code::InternalError, "{panicked:?}");
     assert_eq!(
         hotel.bookings.load(Ordering::SeqCst),
@@ -126,13 +127,7 @@ async fn its_transient_failure_is_retried_and_its_panic_is_an_internal_error() {
 async fn a_dry_run_says_it_would_be_refused_and_runs_nothing() {
     let hotel = hotel(&["R-1"]);
     let d = dispatcher(&hotel);
-    let dry = d
-        .execute(
-            Call::new("book", r#"{"room": "R-9"}"#)
-                .session("s")
-                .dry_run(true),
-        )
-        .await;
+    let dry = book_in_s(&d, r#"{"room": "R-9"}"#, |c| c.dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "be_refused", "{dry:?}");
     assert_eq!(dry.data["refusal"]["code"], "ROOM_TAKEN", "{dry:?}");

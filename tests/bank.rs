@@ -13,6 +13,7 @@ use toolcall::{
     Approvals, BuildError, Call, Code, Ctx, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
     tool, tools,
 };
+use toolcall_testkit::answer::assert_would_ask_a_person;
 use toolcall_testkit::bank::Bank;
 
 const MISBUILT: &str = env!("CARGO_BIN_EXE_misbuilt");
@@ -359,6 +360,12 @@ fn wiring(approvals: Approvals) -> (Arc<Bank>, Dispatcher<Bank>, MemoryAudit) {
     (bank, d, audit)
 }
 
+/// The model's wire of [`WIRE`] in the session `s`, with what `how` adds.
+async fn wire<'a>(d: &Dispatcher<Bank>, how: impl FnOnce(Call<'a>) -> Call<'a>) -> ToolResult {
+    d.execute(how(Call::new("wire_abroad", WIRE).session("s")))
+        .await
+}
+
 async fn pending(d: &Dispatcher<Bank>) -> usize {
     d.store()
         .pending_approvals(now_ms(), 100)
@@ -371,19 +378,9 @@ async fn pending(d: &Dispatcher<Bank>) -> usize {
 async fn a_dry_run_of_a_high_risk_call_says_it_would_ask_a_person_and_asks_no_one() {
     let (bank, d, audit) = wiring(Approvals::Host);
     for _ in 0..5 {
-        let dry = d
-            .execute(Call::new("wire_abroad", WIRE).session("s").dry_run(true))
-            .await;
-        assert_eq!(dry.code, Code::DryRun, "{dry:?}");
-        assert!(dry.ok);
-        assert_eq!(dry.data["would"], "ask_a_person");
-        assert_eq!(dry.data["reason"], "high_risk");
+        let dry = wire(&d, |c| c.dry_run(true)).await;
+        assert_would_ask_a_person(&dry, "would wire 50000 cents to DE89370400440532013000");
         assert_eq!(dry.data["arguments"]["cents"], 50000);
-        assert_eq!(
-            dry.data["preview"],
-            "would wire 50000 cents to DE89370400440532013000"
-        );
-        assert_eq!(dry.question_id, None);
         assert!(
             dry.message.contains("would wait for a person"),
             "{}",
@@ -401,7 +398,7 @@ async fn a_dry_run_of_a_high_risk_call_says_it_would_ask_a_person_and_asks_no_on
     );
 
     // The real call, after five dry runs, is asked about, not a loop.
-    let real = d.execute(Call::new("wire_abroad", WIRE).session("s")).await;
+    let real = wire(&d, |c| c).await;
     assert_eq!(real.code, Code::ConfirmationRequired, "{real:?}");
     assert!(real.question_id.is_some());
     assert_eq!(pending(&d).await, 1);
@@ -410,21 +407,12 @@ async fn a_dry_run_of_a_high_risk_call_says_it_would_ask_a_person_and_asks_no_on
 #[tokio::test]
 async fn a_confirmed_dry_run_says_it_would_run_and_runs_nothing() {
     let (bank, d, _) = wiring(Approvals::Host);
-    let dry = d
-        .execute(
-            Call::new("wire_abroad", WIRE)
-                .session("s")
-                .confirmed(true)
-                .dry_run(true),
-        )
-        .await;
+    let dry = wire(&d, |c| c.confirmed(true).dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "run");
     assert!(dry.data.get("reason").is_none(), "{:?}", dry.data);
     assert_eq!(bank.seen("wire"), 0);
-    let real = d
-        .execute(Call::new("wire_abroad", WIRE).session("s").confirmed(true))
-        .await;
+    let real = wire(&d, |c| c.confirmed(true)).await;
     assert_eq!(real.code, Code::Ok, "{real:?}");
     assert_eq!(bank.seen("wire"), 1);
 }
@@ -453,17 +441,10 @@ async fn a_dry_run_over_a_limit_says_it_would_be_refused_and_why() {
 #[tokio::test]
 async fn a_dry_run_bringing_an_undecided_inbox_approval_would_wait_and_leaves_it_unused() {
     let (bank, d, _) = wiring(Approvals::Inbox);
-    let asked = d.execute(Call::new("wire_abroad", WIRE).session("s")).await;
+    let asked = wire(&d, |c| c).await;
     assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
     let id = asked.question_id.clone().unwrap();
-    let dry = d
-        .execute(
-            Call::new("wire_abroad", WIRE)
-                .session("s")
-                .approval(&id)
-                .dry_run(true),
-        )
-        .await;
+    let dry = wire(&d, |c| c.approval(&id).dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "ask_a_person");
     assert_eq!(dry.data["reason"], "high_risk");

@@ -133,17 +133,11 @@ async fn a_dry_runs_record_carries_no_step() {
         .audit(audit.clone())
         .build()
         .unwrap();
-    let dry = d
-        .execute(
-            Call::new("payee", r#"{"to": "a"}"#)
-                .session("s")
-                .dry_run(true),
-        )
-        .await;
+    // One call for both: the real one must be the dry run's twin.
+    let call = Call::new("payee", r#"{"to": "a"}"#).session("s");
+    let dry = d.execute(call.dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun);
-    let real = d
-        .execute(Call::new("payee", r#"{"to": "a"}"#).session("s"))
-        .await;
+    let real = d.execute(call).await;
     assert!(real.ok);
     let records = audit.records();
     assert_eq!(records[0].step, None, "a dry run takes no step");

@@ -16,6 +16,7 @@ use toolcall::{
 };
 use toolcall_core::controls::{self, ChangeError, Controls, Target};
 use toolcall_core::life::{Answer, Decided, Refusal};
+use toolcall_testkit::count::counted;
 use toolcall_tests::person_answers;
 
 /// Counts what ran.
@@ -32,8 +33,10 @@ async fn get_order(
     /// The order's id.
     order_id: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.reads.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"order_id": order_id, "total_cents": 9000}))
+    counted(
+        &ctx.state.reads,
+        json!({"order_id": order_id, "total_cents": 9000}),
+    )
 }
 
 /// Refunds part of an order.
@@ -46,8 +49,10 @@ async fn refund_order(
     #[arg(min = 1, limit = "max_refund_cents")]
     amount_cents: i64,
 ) -> Result<Value, Rejection> {
-    ctx.state.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"order_id": order_id, "refunded_cents": amount_cents}))
+    counted(
+        &ctx.state.refunds,
+        json!({"order_id": order_id, "refunded_cents": amount_cents}),
+    )
 }
 
 /// Closes an account: two people must approve, whatever the policy says.
@@ -57,8 +62,7 @@ async fn close_account(
     /// The account's id.
     account_id: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"closed": account_id}))
+    counted(&ctx.state.refunds, json!({"closed": account_id}))
 }
 
 struct Fleet<St> {

@@ -17,6 +17,7 @@ use toolcall::{
 use toolcall_core::controls::{self, Target};
 use toolcall_core::life::{Answer, Decided};
 use toolcall_sqlite::SqliteStore;
+use toolcall_testkit::count::counted;
 use toolcall_tests::person_answers;
 
 /// Counts what ran.
@@ -38,8 +39,7 @@ async fn wipe(
     if ctx.state.lose.swap(0, Ordering::SeqCst) == 1 {
         return Err(ToolError::transient("the answer was lost"));
     }
-    ctx.state.wipes.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"wiped": arg}))
+    counted(&ctx.state.wipes, json!({"wiped": arg}))
 }
 
 /// Pages the person on call.
@@ -49,23 +49,26 @@ async fn page(
     /// Which page.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.pages.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"paged": arg}))
+    counted(&ctx.state.pages, json!({"paged": arg}))
 }
 
 type Replica<St> = Dispatcher<Ledger, Arc<St>>;
 
-fn replica<St: Store>(store: Arc<St>, ledger: &Arc<Ledger>) -> Replica<St> {
-    replica_in(store, ledger, Approvals::Host)
+/// A fresh ledger, and a replica over `store` whose host decides.
+fn replica<St: Store>(store: &Arc<St>) -> (Arc<Ledger>, Replica<St>) {
+    replica_in(store, Approvals::Host)
 }
 
-fn replica_in<St: Store>(store: Arc<St>, ledger: &Arc<Ledger>, mode: Approvals) -> Replica<St> {
-    Dispatcher::builder(tools![page, wipe].unwrap(), Arc::clone(ledger))
-        .store(store)
+/// A fresh ledger, and a replica over `store` where `mode` decides.
+fn replica_in<St: Store>(store: &Arc<St>, mode: Approvals) -> (Arc<Ledger>, Replica<St>) {
+    let ledger = Arc::new(Ledger::default());
+    let d = Dispatcher::builder(tools![page, wipe].unwrap(), Arc::clone(&ledger))
+        .store(Arc::clone(store))
         .caller(alice())
         .approvals(mode)
         .build()
-        .unwrap()
+        .unwrap();
+    (ledger, d)
 }
 
 fn alice() -> Caller {
@@ -153,8 +156,7 @@ macro_rules! on_every_store {
 #[test]
 fn a_replica_sees_a_stop_lifted() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
-        let ledger = Arc::new(Ledger::default());
-        let d = replica(Arc::clone(&store), &ledger);
+        let (ledger, d) = replica(&store);
         // The operator stops `page` through another handle on the store.
         stop_tool(&*other, "page").await;
         // The replica learns it as its call begins.
@@ -189,8 +191,7 @@ fn a_replica_sees_a_stop_lifted() {
 #[test]
 fn the_hosts_approve_does_not_run_a_stopped_tool() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
-        let ledger = Arc::new(Ledger::default());
-        let inbox = replica_in(Arc::clone(&store), &ledger, Approvals::Inbox);
+        let (ledger, inbox) = replica_in(&store, Approvals::Inbox);
         let asked = wipe_call(&inbox, 1, false).await;
         assert_eq!(asked.code, Code::ConfirmationRequired, "{asked:?}");
         let id = asked.question_id.unwrap();
@@ -222,8 +223,7 @@ fn the_hosts_approve_does_not_run_a_stopped_tool() {
 #[test]
 fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
-        let ledger = Arc::new(Ledger::default());
-        let d = replica(Arc::clone(&store), &ledger);
+        let (ledger, d) = replica(&store);
         // An attempt whose outcome is unknown: the backend's answer was
         // lost (it did nothing, as the person will find).
         ledger.lose.store(1, Ordering::SeqCst);
@@ -256,8 +256,7 @@ fn settling_an_unknown_outcome_does_not_run_a_stopped_tool() {
 #[test]
 fn a_rule_does_not_approve_a_question_two_people_must() {
     async fn scenario<St: Store>(store: Arc<St>, other: Arc<St>) {
-        let ledger = Arc::new(Ledger::default());
-        let d = replica(Arc::clone(&store), &ledger);
+        let (ledger, d) = replica(&store);
         let load = |document: Value| {
             let policy: controls::Controls = serde_json::from_value(document).unwrap();
             let other = Arc::clone(&other);

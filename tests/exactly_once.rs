@@ -13,7 +13,8 @@ use toolcall::{
     Call, Caller, Code, Ctx, Decision, Dispatcher, MemoryAudit, Policy, Rejection, ToolResult,
     tool, tools,
 };
-use toolcall_testkit::run::all_at_once;
+use toolcall_testkit::answer::assert_code_says;
+use toolcall_testkit::run::{all_at_once, block_on, on_threads};
 
 /// A backend that counts executions and can be slow.
 #[derive(Default)]
@@ -111,19 +112,8 @@ fn threads_with_their_own_runtimes_share_one_dispatcher_and_still_execute_once()
             .build()
             .unwrap(),
     );
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let d = Arc::clone(&dispatcher);
-            std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                runtime.block_on(pay_confirmed(&d, "s"))
-            })
-        })
-        .collect();
-    let results: Vec<ToolResult> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    // Each thread runs the call on a runtime of its own.
+    let results = on_threads(8, move |_| block_on(pay_confirmed(&dispatcher, "s")));
     assert_eq!(backend.runs(), 1);
     assert!(
         results.iter().all(|r| r.ok && r.data["run"] == 1),
@@ -290,13 +280,10 @@ async fn a_denial_tells_the_model_why_and_executes_nothing() {
             "the customer already got a voucher",
         )
         .await;
-    assert_eq!(denied.code, Code::ConfirmationDenied);
-    assert!(
-        denied
-            .message
-            .contains("the customer already got a voucher"),
-        "{}",
-        denied.message
+    assert_code_says(
+        &denied,
+        Code::ConfirmationDenied,
+        "the customer already got a voucher",
     );
     assert_eq!(denied.tool, "pay");
     // A denial is final: an approval after it is answered with it.

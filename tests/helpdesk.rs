@@ -15,6 +15,7 @@ use toolcall::{
     BuildError, BuildWarning, Call, Code, Ctx, Dispatcher, Policy, Rejection, Taint, ToolResult,
     ToolSpec, tool, tools,
 };
+use toolcall_testkit::count::counted;
 
 #[derive(Default)]
 struct Desk {
@@ -78,8 +79,7 @@ fn send_email(
     #[arg(max_length = 200)]
     subject: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.sent.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({ "to": to, "subject": subject }))
+    counted(&ctx.state.sent, json!({ "to": to, "subject": subject }))
 }
 
 fn desk(level: Taint) -> (Dispatcher<Desk, MemoryStore>, Arc<Desk>) {

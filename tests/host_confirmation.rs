@@ -13,12 +13,13 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolcall::store::prelude::*;
 use toolcall::store::{
-    ApprovalDecision, ApprovalLookup, Binding, DecisionWrite, PendingOrder, PendingQuery, now_ms,
+    ApprovalDecision, ApprovalLookup, Binding, PendingOrder, PendingQuery, now_ms,
 };
 use toolcall::{
     Approvals, Call, Code, Ctx, Decision, Dispatcher, DispatcherBuilder, MemoryAudit, ToolError,
     ToolResult, tool, tools,
 };
+use toolcall_testkit::answer::assert_code_says;
 
 /// A backend that records each write under the idempotency key it came
 /// with, and can be made to hang right after it committed one (the process
@@ -67,6 +68,12 @@ impl Ledger {
     }
 }
 
+/// Writes `what` under the call's idempotency key (once per key when the
+/// backend `dedupe`s).
+async fn write(ctx: &Ctx<Ledger>, what: &str, dedupe: bool) -> Result<Value, ToolError> {
+    ctx.state.write(&ctx.idempotency_key, what, dedupe).await
+}
+
 /// Posts a message; the backend keeps one message per idempotency key.
 #[tool(side_effect, idempotent_backend)]
 async fn post_keyed(
@@ -74,7 +81,7 @@ async fn post_keyed(
     /// The message.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.write(&ctx.idempotency_key, &text, true).await
+    write(ctx, &text, true).await
 }
 
 /// Posts a message; the backend can be asked what a key did.
@@ -84,7 +91,7 @@ async fn post_checked(
     /// The message.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.write(&ctx.idempotency_key, &text, false).await
+    write(ctx, &text, false).await
 }
 
 async fn find_post(ctx: &Ctx<Ledger>, key: &str) -> Result<Option<Value>, ToolError> {
@@ -102,7 +109,7 @@ async fn post_plain(
     /// The message.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.write(&ctx.idempotency_key, &text, false).await
+    write(ctx, &text, false).await
 }
 
 /// Wires money; a person approves each wire; the bank neither deduplicates
@@ -113,9 +120,7 @@ async fn wire(
     /// The amount, in cents.
     cents: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .write(&ctx.idempotency_key, &cents.to_string(), false)
-        .await
+    write(ctx, &cents.to_string(), false).await
 }
 
 const HELLO: &str = r#"{"text": "hello"}"#;
@@ -184,11 +189,7 @@ async fn confirm(d: &Dispatcher<Ledger>, session: &str, args: &str, id: &str) ->
 /// the inbox would.
 async fn decide(d: &Dispatcher<Ledger>, id: &str, decision: &ApprovalDecision) {
     d.store()
-        .decide_approval(&DecisionWrite {
-            id,
-            decision,
-            now_ms: now_ms(),
-        })
+        .decide_approval(&toolcall_tests::deciding_now(id, decision))
         .await
         .unwrap();
 }
@@ -554,11 +555,10 @@ async fn a_call_that_names_no_conversation_runs_nothing() {
         .unwrap();
     for tool in ["post_plain", "post_keyed"] {
         let refused: ToolResult = d.execute(Call::new(tool, HELLO).confirmed(true)).await;
-        assert_eq!(refused.code, Code::ConversationRequired, "{refused:?}");
-        assert!(
-            refused.message.contains("names no conversation"),
-            "{}",
-            refused.message
+        assert_code_says(
+            &refused,
+            Code::ConversationRequired,
+            "names no conversation",
         );
     }
     assert_eq!(ledger.writes(), 0);

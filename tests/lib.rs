@@ -8,8 +8,8 @@ use toolcall::store::{
     ApprovalDecision, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Binding, Claim,
     ControlsChange, ControlsWrite, DecideOutcome, DecisionWrite, Exposure, Key, Lease, LockAsk,
     OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingQuery, QuestionLease,
-    RateWindow, RecordedOutcome, SignOutcome, Signature, SignatureWrite, Store, StoredControls, TaintHit,
-    TaintSource, TakeApproval, UntrustedText, now_ms,
+    RateWindow, RecordedOutcome, SignOutcome, Signature, SignatureWrite, Store, StoredControls,
+    TaintHit, TaintSource, TakeApproval, UntrustedText, now_ms,
 };
 
 use toolcall::{Rejection, ToolResult, tool};
@@ -98,13 +98,38 @@ fn a_minute_from(now_ms: u64) -> Lease {
     }
 }
 
-/// The use of the approval `id` by the call [`BOUND`] names, at `now_ms`.
-fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
+/// The call [`BOUND`] names, made in `session`.
+fn bound_in(session: &str) -> Binding<'_> {
+    Binding { session, ..BOUND }
+}
+
+/// The use of the approval `id` by the call `binding` names, at `now_ms`.
+fn using<'a>(id: &'a str, binding: &'a Binding<'a>, now_ms: u64) -> ApprovalUse<'a> {
     ApprovalUse {
         id,
-        binding: &BOUND,
+        binding,
         now_ms,
     }
+}
+
+/// The use of the approval `id` by the call [`BOUND`] names, at `now_ms`.
+fn bound_use(id: &str, now_ms: u64) -> ApprovalUse<'_> {
+    using(id, &BOUND, now_ms)
+}
+
+/// `approval`, put in `store` as it is.
+async fn put(store: &impl Store, approval: &PendingApproval) {
+    store.put_approval(approval).await.unwrap();
+}
+
+/// `store`'s answer to a person's decision.
+async fn decides(store: &impl Store, deciding: &DecisionWrite<'_>) -> DecideOutcome {
+    store.decide_approval(deciding).await.unwrap()
+}
+
+/// `store`'s answer to a call's use of its approval.
+async fn takes(store: &impl Store, using: &ApprovalUse<'_>) -> TakeApproval {
+    store.take_approval(using).await.unwrap()
 }
 
 /// `session`'s mark of untrusted output read from `source`, with no
@@ -152,6 +177,25 @@ fn deciding<'a>(decision: &'a ApprovalDecision) -> impl Fn(&'a str, u64) -> Deci
     }
 }
 
+/// `decision` on the approval `id`, made now: what a person's click
+/// hands the store.
+pub fn deciding_now<'a>(id: &'a str, decision: &'a ApprovalDecision) -> DecisionWrite<'a> {
+    DecisionWrite {
+        id,
+        decision,
+        now_ms: now_ms(),
+    }
+}
+
+/// Ana approves `id` through `store`, now, and that decides it: the
+/// decision she made.
+pub async fn ana_approves(store: &impl Store, id: &str) -> ApprovalDecision {
+    let yes = decision(true, "ana", now_ms());
+    let outcome = store.decide_approval(&deciding_now(id, &yes)).await;
+    assert_eq!(outcome.unwrap(), DecideOutcome::Decided, "{id}");
+    yes
+}
+
 /// An approval asked for the call `pay {"cents": 1}` by caller `c` in
 /// `session`, open for a minute from `now`: what the racing tests ask.
 pub fn asked_call(id: &str, session: &str, now: u64) -> PendingApproval {
@@ -175,17 +219,6 @@ fn change(by: &str, summary: &str, at_ms: u64) -> ControlsChange {
     }
 }
 
-trait At {
-    fn at(self, version: u64) -> Self;
-}
-
-impl At for ControlsChange {
-    fn at(mut self, version: u64) -> Self {
-        self.version = version;
-        self
-    }
-}
-
 /// `len` characters that do not compress: a long id as a host may send it.
 fn noise(len: usize, seed: u64) -> String {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -201,17 +234,6 @@ fn noise(len: usize, seed: u64) -> String {
             )
         })
         .collect()
-}
-
-trait WithCreated {
-    fn with_created(self, created_ms: u64) -> Self;
-}
-
-impl WithCreated for PendingApproval {
-    fn with_created(mut self, created_ms: u64) -> Self {
-        self.created_ms = created_ms;
-        self
-    }
 }
 
 /// `by`'s `answer` to the question `id`, recorded now as a person's, with

@@ -14,7 +14,13 @@ use toolcall::{
     BuildError, BuildWarning, Call, Caller, Code, Ctx, Decision, Dispatcher, Failure, MemoryAudit,
     MessageContext, Policy, Rejection, ToolError, ToolResult, UNKNOWN_APPROVAL_TOOL, tool, tools,
 };
+use toolcall_testkit::answer::{assert_code_opens, assert_code_says};
 use toolcall_testkit::run::all_at_once;
+
+#[path = "shop.rs"]
+mod shop;
+use shop::shop_with;
+use toolcall_testkit::count::counted;
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;
@@ -70,8 +76,7 @@ async fn pay_out(
     #[arg(limit = "max_payout_cents")]
     cents: i64,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"paid": cents}))
+    counted(&ctx.state.runs, json!({"paid": cents}))
 }
 
 /// Books a room, after a check against a calendar that may be unreachable.
@@ -81,8 +86,7 @@ async fn book(
     /// The room, for example R-12.
     room: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"booked": room}))
+    counted(&ctx.state.runs, json!({"booked": room}))
 }
 
 fn check_booking(_: &BookArgs, ctx: &Ctx<Backend>) -> Result<(), ToolError> {
@@ -102,8 +106,7 @@ async fn wire(
     /// The receiving account's IBAN.
     iban: String,
 ) -> Result<Value, Rejection> {
-    ctx.state.runs.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"wired": iban}))
+    counted(&ctx.state.runs, json!({"wired": iban}))
 }
 
 fn check_wire(_: &WireArgs, ctx: &Ctx<Backend>) -> Result<(), Rejection> {
@@ -398,14 +401,12 @@ fn a_check_written_for_another_state_is_refused_at_build() {
 
 /// The orders shop where a refund of more than 1 000 cents is over the
 /// limit: [`REFUND`], 2 590, is refused whatever the host confirms.
-fn small_refunds(shop: &Arc<Shop>) -> toolcall::DispatcherBuilder<Shop> {
-    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
-        .part(Shop::reader)
-        .policy(
-            Policy::new()
-                .allow(["get_order", "refund_order"])
-                .limit("max_refund_cents", 1_000),
-        )
+fn small_refunds(builder: toolcall::DispatcherBuilder<Shop>) -> toolcall::DispatcherBuilder<Shop> {
+    builder.policy(
+        Policy::new()
+            .allow(["get_order", "refund_order"])
+            .limit("max_refund_cents", 1_000),
+    )
 }
 
 /// [`REFUND`] with the host's say-so, in the conversation `default`.
@@ -416,15 +417,9 @@ async fn confirmed_refund(d: &Dispatcher<Shop>) -> ToolResult {
 
 #[tokio::test]
 async fn no_default_message_sends_the_user_to_a_human_agent() {
-    let shop = Arc::new(Shop::new());
-    let d = small_refunds(&shop).build().unwrap();
+    let (shop, d) = shop_with(small_refunds);
     let over = confirmed_refund(&d).await;
-    assert_eq!(over.code, Code::PolicyLimit);
-    assert!(
-        over.message.contains("limit of 1000 (max_refund_cents)"),
-        "{}",
-        over.message
-    );
+    assert_code_says(&over, Code::PolicyLimit, "limit of 1000 (max_refund_cents)");
     assert!(
         !over.message.contains("human") && !over.message.contains("escalated"),
         "{}",
@@ -435,30 +430,29 @@ async fn no_default_message_sends_the_user_to_a_human_agent() {
 
 #[tokio::test]
 async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
-    let shop = Arc::new(Shop::new());
-    let d = small_refunds(&shop)
-        .message(Code::PolicyLimit, |m: &MessageContext| {
-            format!(
-                "{} {} is over your plan ({} {}); suggest the Pro plan. [{}]",
-                m.field().unwrap(),
-                m.value().unwrap(),
-                m.limit().unwrap(),
-                m.limit_value().unwrap(),
-                m.failure(),
-            )
-        })
-        .message(Code::UnknownTool, |m: &MessageContext| {
-            format!(
-                "There is no {}; use one of {}.",
-                m.tool(),
-                m.data()["available"]
-            )
-        })
-        .message(Code::ConfirmationRequired, |m: &MessageContext| {
-            format!("Ask the user to confirm: {}", m.data()["pending"])
-        })
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|builder| {
+        small_refunds(builder)
+            .message(Code::PolicyLimit, |m: &MessageContext| {
+                format!(
+                    "{} {} is over your plan ({} {}); suggest the Pro plan. [{}]",
+                    m.field().unwrap(),
+                    m.value().unwrap(),
+                    m.limit().unwrap(),
+                    m.limit_value().unwrap(),
+                    m.failure(),
+                )
+            })
+            .message(Code::UnknownTool, |m: &MessageContext| {
+                format!(
+                    "There is no {}; use one of {}.",
+                    m.tool(),
+                    m.data()["available"]
+                )
+            })
+            .message(Code::ConfirmationRequired, |m: &MessageContext| {
+                format!("Ask the user to confirm: {}", m.data()["pending"])
+            })
+    });
 
     let over = confirmed_refund(&d).await;
     assert_eq!(over.code, Code::PolicyLimit);
@@ -499,12 +493,7 @@ async fn the_host_replaces_a_codes_message_and_the_code_and_data_stay() {
     let malformed = d
         .execute(Call::new("get_order", "{").session("default"))
         .await;
-    assert_eq!(malformed.code, Code::InvalidJson);
-    assert!(
-        malformed.message.starts_with("Arguments"),
-        "{}",
-        malformed.message
-    );
+    assert_code_opens(&malformed, Code::InvalidJson, "Arguments");
     assert_eq!(shop.applied_refunds(), 0);
 }
 

@@ -42,27 +42,28 @@ const CHARS: [char; 22] = [
 
 /// A character as a pattern writes it.
 fn literal() -> impl Strategy<Value = String> {
-    prop_oneof![
-        Just("a".to_owned()),
-        Just("b".to_owned()),
-        Just("z".to_owned()),
-        Just("_".to_owned()),
-        Just("-".to_owned()),
-        Just("5".to_owned()),
-        Just(" ".to_owned()),
-        Just("\u{E9}".to_owned()),
-        Just("\u{0663}".to_owned()),
-        Just(r"\.".to_owned()),
-        Just(r"\[".to_owned()),
-        Just(r"\]".to_owned()),
-        Just(r"\n".to_owned()),
-        Just(r"\r".to_owned()),
-        Just(r"\t".to_owned()),
-        Just(r"\u2028".to_owned()),
-        Just(r"\u{1F600}".to_owned()),
-        Just(r"\x41".to_owned()),
-        Just(r"\/".to_owned()),
-    ]
+    prop::sample::select(vec![
+        "a",
+        "b",
+        "z",
+        "_",
+        "-",
+        "5",
+        " ",
+        "\u{E9}",
+        "\u{0663}",
+        r"\.",
+        r"\[",
+        r"\]",
+        r"\n",
+        r"\r",
+        r"\t",
+        r"\u2028",
+        r"\u{1F600}",
+        r"\x41",
+        r"\/",
+    ])
+    .prop_map(str::to_owned)
 }
 
 /// A class both dialects have, whose definitions differ.

@@ -12,6 +12,7 @@ use toolcall::store::MemoryStore;
 use toolcall::store::prelude::*;
 use toolcall::{Call, Caller, Code, Ctx, Dispatcher, Policy, Rejection, ToolResult, tool, tools};
 use toolcall_core::controls::{self, ApprovalRule, Bound, ChangeError, Controls};
+use toolcall_testkit::count::counted;
 use toolcall_testkit::run::one_thread as runtime;
 
 #[derive(Default)]
@@ -42,8 +43,10 @@ async fn refund_order(
     share: Option<f64>,
 ) -> Result<Value, Rejection> {
     let _ = (currency, share);
-    ctx.state.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"order_id": order_id, "refunded_cents": amount_cents}))
+    counted(
+        &ctx.state.refunds,
+        json!({"order_id": order_id, "refunded_cents": amount_cents}),
+    )
 }
 
 /// Reads an order.

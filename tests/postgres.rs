@@ -16,7 +16,7 @@ use toolcall_tests::{key, postgres_schema, postgres_url};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, DecisionWrite, Lease, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, Lease, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -67,6 +67,23 @@ async fn drop_all(mut stores: Vec<Arc<PostgresStore>>) {
         .unwrap();
 }
 
+/// Runs `race` on `count` replicas of one schema, `test`'s own, when the
+/// tests have a Postgres server; then drops the schema.
+fn race_on_replicas<Race>(
+    test: &str,
+    count: usize,
+    race: impl FnOnce(Vec<Arc<PostgresStore>>) -> Race,
+) where
+    Race: std::future::Future<Output = ()>,
+{
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let stores = replicas(&url, test, count).await;
+        race(stores.clone()).await;
+        drop_all(stores).await;
+    });
+}
+
 /// Runs `task(i, store)` for each `i` below `count` at once, the stores
 /// taken in turn: what each answered, in order.
 async fn at_once<T, Task, Answer>(stores: &[Arc<PostgresStore>], count: usize, task: Task) -> Vec<T>
@@ -105,9 +122,7 @@ fn postgres_store_conforms_across_two_connections() {
 
 #[test]
 fn claims_raced_by_many_tasks_have_one_winner() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let stores = replicas(&url, "race", 6).await;
+    race_on_replicas("race", 6, |stores| async move {
         let now = now_ms();
         let claims = at_once(&stores, stores.len(), |_, store| async move {
             store
@@ -124,7 +139,6 @@ fn claims_raced_by_many_tasks_have_one_winner() {
         .await;
         let winners = claims.iter().filter(|c| **c == Claim::Acquired).count();
         assert_eq!(winners, 1);
-        drop_all(stores).await;
     });
 }
 
@@ -360,14 +374,11 @@ fn concurrent_reads_share_a_quarter_of_the_pool_and_outlive_its_connections() {
         // meet one first and answer that the store is unavailable.
         let mut unavailable = 0;
         let mut done = 0;
+        let alone_after = Call::new("sent", r#"{"account": "a"}"#)
+            .session("after")
+            .alone(true);
         while done < 4 {
-            let answer = d
-                .execute(
-                    Call::new("sent", r#"{"account": "a"}"#)
-                        .session("after")
-                        .alone(true),
-                )
-                .await;
+            let answer = d.execute(alone_after).await;
             if answer.ok {
                 done += 1;
             } else {
@@ -512,18 +523,12 @@ fn server_address(url: &str) -> String {
 
 #[test]
 fn decisions_raced_by_many_replicas_have_one_winner() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let stores = replicas(&url, "decide_race", 4).await;
+    race_on_replicas("decide_race", 4, |stores| async move {
         stores[0].put_approval(&asked("race")).await.unwrap();
         let decided = at_once(&stores, 8, |i, store| async move {
             let decision = toolcall_tests::decision(true, &format!("p{i}"), now_ms());
             let outcome = store
-                .decide_approval(&DecisionWrite {
-                    id: "race",
-                    decision: &decision,
-                    now_ms: now_ms(),
-                })
+                .decide_approval(&toolcall_tests::deciding_now("race", &decision))
                 .await
                 .unwrap();
             (outcome, decision.by)
@@ -540,7 +545,6 @@ fn decisions_raced_by_many_replicas_have_one_winner() {
         assert_eq!(winners.len(), 1, "{winners:?}");
         let kept = stores[0].approval("race").await.unwrap().unwrap();
         assert_eq!(kept.approval.decision.unwrap().by, winners[0]);
-        drop_all(stores).await;
     });
 }
 
@@ -553,9 +557,7 @@ fn postgres_store_asks_once_per_call_and_pages_its_inbox() {
 /// approval is created, and every other asker is answered with it.
 #[test]
 fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
-    let Some(url) = postgres_url() else { return };
-    runtime().block_on(async {
-        let stores = replicas(&url, "ask_race", 4).await;
+    race_on_replicas("ask_race", 4, |stores| async move {
         let now = now_ms();
         let answers = at_once(&stores, 8, |i, store| async move {
             let asked = toolcall_tests::asked_call(&format!("race-{i}"), "race", now);
@@ -573,7 +575,6 @@ fn askers_racing_with_one_call_on_many_replicas_create_one_approval() {
             }
         }
         assert_eq!(created, 1, "{answers:?}");
-        drop_all(stores).await;
     });
 }
 
@@ -604,18 +605,7 @@ fn a_waiting_agent_is_woken_by_the_decision() {
         // Long enough for the waiter to have looked once and gone to sleep.
         tokio::time::sleep(Duration::from_millis(700)).await;
         let decided_at = std::time::Instant::now();
-        let yes = toolcall_tests::decision(true, "ana", now_ms());
-        assert_eq!(
-            inbox
-                .decide_approval(&DecisionWrite {
-                    id: "w1",
-                    decision: &yes,
-                    now_ms: now_ms()
-                })
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
+        let yes = toolcall_tests::ana_approves(&inbox, "w1").await;
         let (entry, waited) = waiting.await.unwrap();
         assert_eq!(entry.unwrap().approval.decision, Some(yes));
         let after_decision = decided_at.elapsed();

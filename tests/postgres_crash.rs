@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
-use toolcall::store::{CallStart, DecideOutcome, DecisionWrite, Lease, LockAsk, now_ms};
+use toolcall::store::{CallStart, Lease, LockAsk, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_testkit::postgres_server::PostgresServer;
@@ -252,16 +252,7 @@ fn a_crash_before_the_claim_or_after_the_effect_never_runs_a_call_twice() {
 fn a_crash_takes_back_no_decision() {
     on_crashable("decision", |server, store| async move {
         store.put_approval(&asked("q-1")).await.unwrap();
-        let yes = toolcall_tests::decision(true, "ana", now_ms());
-        let decided = store
-            .decide_approval(&DecisionWrite {
-                id: "q-1",
-                decision: &yes,
-                now_ms: now_ms(),
-            })
-            .await
-            .unwrap();
-        assert_eq!(decided, DecideOutcome::Decided);
+        toolcall_tests::ana_approves(&store, "q-1").await;
         // A start after the decision, lost with the crash, takes nothing
         // of the decision back with it.
         server.hold_the_log();

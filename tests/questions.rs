@@ -18,6 +18,7 @@ use toolcall::{
 use toolcall_core::controls;
 use toolcall_core::life::{self, Answer, Decided, QuestionState, Refusal};
 use toolcall_ledger::store::clock;
+use toolcall_testkit::count::counted;
 use toolcall_testkit::run::one_thread as runtime;
 use toolcall_tests::person_answers;
 
@@ -40,8 +41,10 @@ async fn refund(
     /// In cents.
     cents: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.refunds.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"order": order, "refunded": cents}))
+    counted(
+        &ctx.state.refunds,
+        json!({"order": order, "refunded": cents}),
+    )
 }
 
 /// Adds a note to an order; the notes system promises nothing about keys.
@@ -72,8 +75,7 @@ async fn close_account(
     /// The account.
     account: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.closed.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"closed": account}))
+    counted(&ctx.state.closed, json!({"closed": account}))
 }
 
 const TTL: Duration = Duration::from_secs(15 * 60);
@@ -110,6 +112,21 @@ fn on_one_thread<F: std::future::Future<Output = ()>>(test: F) {
     clock::reset();
     runtime().block_on(test);
     clock::reset();
+}
+
+/// Runs `test` on one thread with a shop, its store and the replica
+/// `desk` makes over them.
+fn at_a_desk<Test>(
+    desk: fn(&Arc<Shop>, &Arc<MemoryStore>) -> Desk,
+    test: impl FnOnce(Arc<Shop>, Arc<MemoryStore>, Desk) -> Test,
+) where
+    Test: std::future::Future<Output = ()>,
+{
+    on_one_thread(async {
+        let (shop, store) = shop_and_store();
+        let d = desk(&shop, &store);
+        test(shop, store, d).await;
+    });
 }
 
 const REFUND: &str = r#"{"order": "O-1", "cents": 2500}"#;
@@ -165,9 +182,7 @@ fn a_wait_answers_a_decision_carried_out_elsewhere() {
 /// stays listed for a person, and is never answered "nothing ran".
 #[test]
 fn an_in_doubt_question_outlives_any_ttl_and_never_says_nothing_ran() {
-    on_one_thread(async {
-        let (shop, store) = shop_and_store();
-        let d = replica(&shop, &store);
+    at_a_desk(replica, |shop, store, d| async move {
         shop.lose_note.store(1, Ordering::SeqCst);
         let args = r#"{"order": "O-1", "text": "called back"}"#;
         let lost = d.execute(call("add_note", args)).await;
@@ -199,9 +214,7 @@ fn an_in_doubt_question_outlives_any_ttl_and_never_says_nothing_ran() {
 /// approved"), and a call with its id is `CONFIRMATION_EXPIRED`.
 #[test]
 fn an_approval_that_expired_unused_reads_expired_everywhere() {
-    on_one_thread(async {
-        let (shop, store) = shop_and_store();
-        let d = replica(&shop, &store);
+    at_a_desk(replica, |shop, store, d| async move {
         let id = id_of(&d.execute(call("refund", REFUND)).await);
         person(&*store, &id, "ana", Answer::Approve).await.unwrap();
         clock::advance(TTL + Duration::from_secs(1));
@@ -222,9 +235,7 @@ fn an_approval_that_expired_unused_reads_expired_everywhere() {
 /// period, counted from the decision; then the identical call may ask anew.
 #[test]
 fn a_denial_stands_for_its_own_period() {
-    on_one_thread(async {
-        let (shop, store) = shop_and_store();
-        let d = replica(&shop, &store);
+    at_a_desk(replica, |shop, store, d| async move {
         let id = id_of(&d.execute(call("refund", REFUND)).await);
         clock::advance(TTL - Duration::from_secs(60));
         person(&*store, &id, "ana", Answer::Deny).await.unwrap();
@@ -264,9 +275,7 @@ fn with_support(shop: &Arc<Shop>, store: &Arc<MemoryStore>) -> Desk {
 /// runs once with the others' signatures.
 #[test]
 fn the_one_who_made_a_call_never_signs_it() {
-    on_one_thread(async {
-        let (shop, store) = shop_and_store();
-        let d = with_support(&shop, &store);
+    at_a_desk(with_support, |shop, store, d| async move {
         let (alice, bob) = (principal("alice"), principal("bob"));
         let args = r#"{"account": "AC-1"}"#;
         let hers = id_of(&d.execute(call("close_account", args).caller(&alice)).await);
@@ -322,9 +331,7 @@ fn the_one_who_made_a_call_never_signs_it() {
 /// its caller share.
 #[test]
 fn one_principal_cannot_fill_its_callers_questions() {
-    on_one_thread(async {
-        let (shop, store) = shop_and_store();
-        let d = with_support(&shop, &store);
+    at_a_desk(with_support, |_, _, d| async move {
         let (alice, bob) = (principal("alice"), principal("bob"));
         for n in 0..2 {
             let args = format!(r#"{{"order": "O-{n}", "cents": 1}}"#);
@@ -345,9 +352,7 @@ fn one_principal_cannot_fill_its_callers_questions() {
 /// limit: it was counted once, when it was asked.
 #[test]
 fn a_carry_out_is_not_counted_against_a_rate_limit() {
-    on_one_thread(async {
-        let (shop, store) = shop_and_store();
-        let d = replica(&shop, &store);
+    at_a_desk(replica, |shop, store, d| async move {
         let policy: controls::Controls = toml_policy(
             "[[rate_limits]]\nname = \"refunds\"\ntool = \"refund\"\ncalls = 1\nper = \"1h\"\n",
         );

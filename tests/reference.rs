@@ -3,27 +3,17 @@
 //! the backend really applied.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use orders::{Shop, get_order, refund_order};
+use orders::Shop;
 use serde_json::json;
-use toolcall::{Call, Dispatcher, DispatcherBuilder, MemoryAudit, Policy, tools};
+use toolcall::{Call, Dispatcher, MemoryAudit, Policy};
 
 const SESSION: &str = "test-session";
 
-fn all_tools() -> Policy {
-    Policy::new()
-        .allow(["get_order", "refund_order"])
-        .limit("max_refund_cents", 50_000)
-}
-
-/// The reference's `make_dispatcher`: its defaults, no backoff.
-fn builder(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
-    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
-        .part(Shop::reader)
-        .policy(all_tools())
-        .retry_backoff(Duration::ZERO)
-}
+/// The reference's `make_dispatcher` is `shop_dispatcher`.
+#[path = "shop.rs"]
+mod shop;
+use shop::*;
 
 fn refund_args(overrides: serde_json::Value) -> String {
     let mut args = json!({"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"});
@@ -45,8 +35,7 @@ async fn run(
 
 #[tokio::test]
 async fn valid_refund_executes_once() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let result = run(&d, "refund_order", &refund_args(json!({})), true).await;
     assert!(result.ok, "{result:?}");
     assert_eq!(result.data["remaining_refundable_cents"], 12_000 - 2590);
@@ -54,8 +43,7 @@ async fn valid_refund_executes_once() {
 }
 
 async fn assert_invalid_never_reaches_backend(raw: String) {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let result = run(&d, "refund_order", &raw, true).await;
     assert!(!result.ok);
     assert_eq!(result.code, "INVALID_ARGUMENTS", "{raw}: {result:?}");
@@ -100,19 +88,14 @@ async fn invalid_arguments_never_reach_the_backend_missing_reason() {
 
 #[tokio::test]
 async fn malformed_json() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
+    let (_, d) = shop_and_dispatcher();
     let result = run(&d, "get_order", r#"{"order_id": "ORD-1001""#, false).await;
     assert_eq!(result.code, "INVALID_JSON");
 }
 
 #[tokio::test]
 async fn unknown_and_disallowed_tools() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop)
-        .policy(Policy::new().allow(["get_order"]))
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|b| b.policy(Policy::new().allow(["get_order"])));
     assert_eq!(
         run(&d, "delete_order", "{}", false).await.code,
         "UNKNOWN_TOOL"
@@ -128,55 +111,24 @@ async fn unknown_and_disallowed_tools() {
 
 #[tokio::test]
 async fn business_rules() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
-    let code = |r: toolcall::ToolResult| r.code.to_string();
-    assert_eq!(
-        code(
-            run(
-                &d,
-                "refund_order",
-                &refund_args(json!({"currency": "USD"})),
-                true
-            )
-            .await
-        ),
-        "CURRENCY_MISMATCH"
-    );
-    assert_eq!(
-        code(
-            run(
-                &d,
-                "refund_order",
-                &refund_args(json!({"amount_cents": 99_999})),
-                true
-            )
-            .await
-        ),
-        "AMOUNT_EXCEEDS_REFUNDABLE"
-    );
-    assert_eq!(
-        code(
-            run(
-                &d,
-                "refund_order",
-                &refund_args(json!({"order_id": "ORD-9999"})),
-                true
-            )
-            .await
-        ),
-        "ORDER_NOT_FOUND"
-    );
+    let (shop, d) = shop_and_dispatcher();
+    for (overrides, code) in [
+        (json!({"currency": "USD"}), "CURRENCY_MISMATCH"),
+        (json!({"amount_cents": 99_999}), "AMOUNT_EXCEEDS_REFUNDABLE"),
+        (json!({"order_id": "ORD-9999"}), "ORDER_NOT_FOUND"),
+    ] {
+        let result = run(&d, "refund_order", &refund_args(overrides), true).await;
+        assert_eq!(result.code, code, "{result:?}");
+    }
     assert_eq!(shop.applied_refunds(), 0);
 }
 
 #[tokio::test]
 async fn policy_limit() {
-    let shop = Arc::new(Shop::new());
     let strict = Policy::new()
         .allow(["get_order", "refund_order"])
         .limit("max_refund_cents", 1_000);
-    let d = builder(&shop).policy(strict).build().unwrap();
+    let (shop, d) = shop_with(|b| b.policy(strict));
     let result = run(&d, "refund_order", &refund_args(json!({})), true).await;
     assert_eq!(result.code, "POLICY_LIMIT");
     assert_eq!(shop.applied_refunds(), 0);
@@ -184,8 +136,7 @@ async fn policy_limit() {
 
 #[tokio::test]
 async fn high_risk_tool_requires_confirmation() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let pending = run(&d, "refund_order", &refund_args(json!({})), false).await;
     assert_eq!(pending.code, "CONFIRMATION_REQUIRED");
     assert_eq!(shop.applied_refunds(), 0);
@@ -199,8 +150,7 @@ async fn high_risk_tool_requires_confirmation() {
 
 #[tokio::test]
 async fn repeated_side_effect_is_replayed_not_reapplied() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let first = run(&d, "refund_order", &refund_args(json!({})), true).await;
     let second = run(&d, "refund_order", &refund_args(json!({})), true).await;
     assert!(first.ok && second.ok);
@@ -214,7 +164,7 @@ async fn repeated_side_effect_is_replayed_not_reapplied() {
 async fn retry_after_lost_response_does_not_double_refund() {
     let shop = Arc::new(Shop::new());
     shop.lose_next_responses(1);
-    let d = builder(&shop).build().unwrap();
+    let d = shop_dispatcher(&shop).build().unwrap();
     let result = run(&d, "refund_order", &refund_args(json!({})), true).await;
     assert!(result.ok, "{result:?}");
     assert_eq!(shop.applied_refunds(), 1);
@@ -223,8 +173,7 @@ async fn retry_after_lost_response_does_not_double_refund() {
 
 #[tokio::test]
 async fn duplicate_reads_trigger_loop_guard() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).max_duplicate_calls(2).build().unwrap();
+    let (_, d) = shop_with(|b| b.max_duplicate_calls(2));
     let args = r#"{"order_id": "ORD-1001"}"#;
     assert!(run(&d, "get_order", args, false).await.ok);
     assert!(run(&d, "get_order", args, false).await.ok);
@@ -236,8 +185,7 @@ async fn duplicate_reads_trigger_loop_guard() {
 
 #[tokio::test]
 async fn step_budget() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).max_steps(2).build().unwrap();
+    let (_, d) = shop_with(|b| b.max_steps(2));
     run(&d, "get_order", r#"{"order_id": "ORD-1001"}"#, false).await;
     run(&d, "get_order", r#"{"order_id": "ORD-1002"}"#, false).await;
     assert_eq!(
@@ -252,7 +200,7 @@ async fn step_budget() {
 async fn every_call_is_audited() {
     let shop = Arc::new(Shop::new());
     let audit = MemoryAudit::new();
-    let d = builder(&shop).audit(audit.clone()).build().unwrap();
+    let d = shop_dispatcher(&shop).audit(audit.clone()).build().unwrap();
     run(&d, "get_order", r#"{"order_id": "ORD-1001"}"#, false).await;
     run(
         &d,
@@ -276,7 +224,7 @@ async fn every_call_is_audited() {
 async fn departure_a_lost_refund_is_in_doubt_and_the_retry_completes_it() {
     let shop = Arc::new(Shop::new());
     shop.lose_next_responses(1);
-    let d = builder(&shop).max_retries(0).build().unwrap();
+    let d = shop_dispatcher(&shop).max_retries(0).build().unwrap();
     let args = refund_args(json!({"amount_cents": 12_000}));
     let lost = run(&d, "refund_order", &args, true).await;
     assert_eq!(lost.code, "UPSTREAM_UNAVAILABLE");
@@ -294,8 +242,7 @@ async fn departure_a_lost_refund_is_in_doubt_and_the_retry_completes_it() {
 /// confirmed call after three asks is LOOP_DETECTED.
 #[tokio::test]
 async fn departure_confirmation_required_is_not_a_duplicate() {
-    let shop = Arc::new(Shop::new());
-    let d = builder(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let args = refund_args(json!({}));
     for _ in 0..3 {
         assert_eq!(

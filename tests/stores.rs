@@ -4,18 +4,17 @@
 //! same suite.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use toolcall_testkit::bank::{Bank, send};
 use toolcall_testkit::store::asked;
 use toolcall_tests::key;
 
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, DecisionWrite, Lease, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, Lease, now_ms};
 use toolcall::store::{MemoryStore, Store};
-use toolcall::{Call, Dispatcher, ToolResult, tools};
+use toolcall::{Call, Dispatcher, tools};
 use toolcall_sqlite::SqliteStore;
-use toolcall_testkit::run::{block_on, fresh_dir};
+use toolcall_testkit::run::{block_on, fresh_dir, on_threads};
 use toolcall_tests::{
     approvals_conformance, asked_call, conformance, controls_conformance, last_signatures_race,
 };
@@ -77,16 +76,11 @@ fn every_store_asks_once_per_call_and_pages_its_inbox() {
 /// one approval is created, and every other asker is answered with it.
 fn one_question(stores: Vec<Arc<impl Store>>) {
     let now = now_ms();
-    let threads: Vec<_> = (0..8)
-        .map(|i| {
-            let store = Arc::clone(&stores[i % stores.len()]);
-            std::thread::spawn(move || {
-                let asked = asked_call(&format!("race-{i}"), "race", now);
-                block_on(store.ask_approval(&asked, 20)).unwrap()
-            })
-        })
-        .collect();
-    let answers: Vec<AskApproval> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let askers = stores.clone();
+    let answers = on_threads(8, move |i| {
+        let asked = asked_call(&format!("race-{i}"), "race", now);
+        block_on(askers[i % askers.len()].ask_approval(&asked, 20)).unwrap()
+    });
     let created = answers
         .iter()
         .filter(|a| **a == AskApproval::Created)
@@ -112,29 +106,15 @@ fn askers_racing_with_one_call_create_one_approval() {
 /// Many threads race to claim one key: exactly one wins.
 fn one_winner(store: Arc<impl Store>) {
     let now = now_ms();
-    let winners = Arc::new(AtomicU32::new(0));
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let store = Arc::clone(&store);
-            let winners = Arc::clone(&winners);
-            std::thread::spawn(move || {
-                if block_on(store.claim(
-                    &key("race"),
-                    Lease {
-                        now_ms: now,
-                        lease_ms: 60_000,
-                    },
-                ))
-                .unwrap()
-                    == Claim::Acquired
-                {
-                    winners.fetch_add(1, Ordering::SeqCst);
-                }
-            })
-        })
-        .collect();
-    threads.into_iter().for_each(|t| t.join().unwrap());
-    assert_eq!(winners.load(Ordering::SeqCst), 1);
+    let claims = on_threads(8, move |_| {
+        let lease = Lease {
+            now_ms: now,
+            lease_ms: 60_000,
+        };
+        block_on(store.claim(&key("race"), lease)).unwrap()
+    });
+    let winners = claims.iter().filter(|c| **c == Claim::Acquired).count();
+    assert_eq!(winners, 1, "{claims:?}");
 }
 
 #[test]
@@ -155,15 +135,9 @@ fn same_call_from_many_threads<St: Store>(store: St) {
             .build()
             .unwrap(),
     );
-    let threads: Vec<_> = (0..12)
-        .map(|_| {
-            let d = Arc::clone(&dispatcher);
-            std::thread::spawn(move || {
-                block_on(d.execute(Call::new("send", r#"{"cents": 2590}"#).session("s")))
-            })
-        })
-        .collect();
-    let results: Vec<ToolResult> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let results = on_threads(12, move |_| {
+        block_on(dispatcher.execute(Call::new("send", r#"{"cents": 2590}"#).session("s")))
+    });
     assert_eq!(bank.transfers(), 1, "twelve identical calls, one execution");
     assert!(
         results.iter().all(|r| r.ok && r.data == results[0].data),
@@ -202,23 +176,14 @@ fn a_second_process_on_the_same_file_replays_instead_of_repeating() {
 /// exactly one decision is kept, and it is the winner's.
 fn one_decision<St: Store>(stores: Vec<Arc<St>>) {
     block_on(stores[0].put_approval(&asked("race"))).unwrap();
-    let threads: Vec<_> = (0..8)
-        .map(|i| {
-            let store = Arc::clone(&stores[i % stores.len()]);
-            std::thread::spawn(move || {
-                let decision = toolcall_tests::decision(i % 2 == 0, &format!("p{i}"), now_ms());
-                let outcome = block_on(store.decide_approval(&DecisionWrite {
-                    id: "race",
-                    decision: &decision,
-                    now_ms: now_ms(),
-                }))
-                .unwrap();
-                (outcome, decision.by)
-            })
-        })
-        .collect();
-    let outcomes: Vec<(DecideOutcome, String)> =
-        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let deciders = stores.clone();
+    let outcomes = on_threads(8, move |i| {
+        let decision = toolcall_tests::decision(i % 2 == 0, &format!("p{i}"), now_ms());
+        let store = &deciders[i % deciders.len()];
+        let deciding = toolcall_tests::deciding_now("race", &decision);
+        let outcome = block_on(store.decide_approval(&deciding)).unwrap();
+        (outcome, decision.by)
+    });
     let winners: Vec<&String> = outcomes
         .iter()
         .filter(|(o, _)| *o == DecideOutcome::Decided)
@@ -255,16 +220,7 @@ fn a_waiting_agent_sees_a_decision_made_through_another_connection() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    let yes = toolcall_tests::decision(true, "ana", now_ms());
-    assert_eq!(
-        block_on(inbox.decide_approval(&DecisionWrite {
-            id: "w1",
-            decision: &yes,
-            now_ms: now_ms()
-        }))
-        .unwrap(),
-        DecideOutcome::Decided
-    );
+    let yes = block_on(toolcall_tests::ana_approves(&inbox, "w1"));
     let (entry, waited) = waiting.join().unwrap();
     assert_eq!(entry.unwrap().approval.decision, Some(yes));
     assert!(waited < Duration::from_secs(2), "{waited:?}");

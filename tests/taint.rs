@@ -10,6 +10,7 @@ use toolcall::store::MemoryStore;
 use toolcall::store::now_ms;
 use toolcall::store::prelude::*;
 use toolcall::{Approvals, Call, Code, Dispatcher, MemoryAudit, Policy, Taint, ToolResult, tools};
+use toolcall_testkit::answer::assert_would_ask_a_person;
 
 type Orders = Dispatcher<Shop, MemoryStore>;
 
@@ -448,31 +449,15 @@ async fn a_dry_run_refund_changes_nothing_and_the_real_call_runs_as_if_it_never_
 async fn a_dry_run_without_approval_says_it_would_ask_without_creating_an_approval() {
     let (d, _) = dispatcher(Taint::Values, Approvals::Host);
     let dry = call_as(&d, "refund_order", &refund_2590(), |c| c.dry_run(true)).await;
-    assert_eq!(dry.code, Code::DryRun, "{dry:?}");
-    assert!(dry.ok);
-    assert_eq!(dry.data["would"], "ask_a_person");
-    assert_eq!(dry.data["reason"], "high_risk");
+    assert_would_ask_a_person(&dry, "would refund 2590 of 12000 cents of ORD-1001");
     assert_eq!(dry.data["arguments"]["amount_cents"], 2590);
-    assert_eq!(
-        dry.data["preview"],
-        "would refund 2590 of 12000 cents of ORD-1001"
-    );
-    assert_eq!(dry.question_id, None);
     assert_no_pending_approval(&d).await;
     // The check still speaks: an over-refund is refused as the real call would be.
-    let over = d
-        .execute(
-            Call::new(
-                "refund_order",
-                json!({"order_id": "ORD-1001", "amount_cents": 13000, "currency": "BRL", "reason": "damaged"})
-                    .to_string()
-                    .as_str(),
-            )
-            .session("s")
-            .confirmed(true)
-            .dry_run(true),
-        )
-        .await;
+    let too_much = json!({"order_id": "ORD-1001", "amount_cents": 13000, "currency": "BRL", "reason": "damaged"});
+    let over = call_as(&d, "refund_order", &too_much.to_string(), |c| {
+        c.confirmed(true).dry_run(true)
+    })
+    .await;
     assert_eq!(over.code, Code::DryRun, "{over:?}");
     assert_eq!(over.data["would"], "be_refused");
     assert_eq!(over.data["refusal"]["code"], "AMOUNT_EXCEEDS_REFUNDABLE");

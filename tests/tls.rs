@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orders::Shop;
+use toolcall::store::now_ms;
 use toolcall::store::prelude::*;
-use toolcall::store::{DecideOutcome, DecisionWrite, now_ms};
 use toolcall_postgres::{ConnectionString, PostgresStore, TlsMode};
 use toolcall_testkit::run::{free_port, runtime};
 
@@ -275,13 +275,24 @@ fn each_sslmode_is_read_as_libpq_reads_it_and_a_certificate_that_does_not_verify
     });
 }
 
-#[test]
-fn the_store_and_its_listen_connection_work_over_tls_only() {
-    let Some(server) = TlsPostgres::start("store") else {
+/// Runs `test` on a TLS server of its own, when this machine can start
+/// one, with the URL that verifies the server against its CA.
+fn over_tls<Test>(name: &str, test: impl FnOnce(Arc<TlsPostgres>, String) -> Test)
+where
+    Test: std::future::Future<Output = ()>,
+{
+    let Some(server) = TlsPostgres::start(name) else {
         return;
     };
     let url = server.verified_url();
-    runtime().block_on(async {
+    // Held here too: the server stops when dropped, whatever `test` keeps.
+    let server = Arc::new(server);
+    runtime().block_on(test(Arc::clone(&server), url));
+}
+
+#[test]
+fn the_store_and_its_listen_connection_work_over_tls_only() {
+    over_tls("store", |_, url| async move {
         // Each suite in a schema of its own, as on a plaintext server.
         for (schema, approvals) in [("tls_records", false), ("tls_approvals", true)] {
             let first = PostgresStore::connect_in_schema(&url, schema)
@@ -337,18 +348,7 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
             .await
             .expect("the wait never listened");
         assert_eq!((encrypted, all), (1, 1));
-        let yes = toolcall_tests::decision(true, "ana", now_ms());
-        assert_eq!(
-            second
-                .decide_approval(&DecisionWrite {
-                    id: "tls-w1",
-                    decision: &yes,
-                    now_ms: now_ms()
-                })
-                .await
-                .unwrap(),
-            DecideOutcome::Decided
-        );
+        let yes = toolcall_tests::ana_approves(&second, "tls-w1").await;
         let entry = waiting.await.unwrap().unwrap();
         assert_eq!(entry.unwrap().approval.decision, Some(yes));
         second.drop_schema().await.unwrap();
@@ -357,11 +357,7 @@ fn the_store_and_its_listen_connection_work_over_tls_only() {
 
 #[test]
 fn the_example_shop_works_over_tls_only() {
-    let Some(server) = TlsPostgres::start("shop") else {
-        return;
-    };
-    let url = server.verified_url();
-    runtime().block_on(async {
+    over_tls("shop", |server, url| async move {
         let shop = Shop::connect_postgres(&url).await.unwrap();
         let remaining = shop
             .apply_refund("ORD-1001", 2_000, "k-tls-1")

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolcall::store::{ApprovalDecision, DecisionWrite, PendingQuery, Store, now_ms};
+use toolcall::store::{ApprovalDecision, PendingQuery, Store, now_ms};
 use toolcall::{Approvals, Call, Ctx, Dispatcher, JsonLinesAudit, Policy, ToolError, tool, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
@@ -238,23 +238,24 @@ impl Ledger {
     }
 }
 
-impl Backend {
-    async fn apply(
-        &self,
-        tool: &str,
-        key: &str,
-        text: &str,
-        dedupe: bool,
-    ) -> Result<Value, ToolError> {
-        self.ledger
-            .write(tool, key, text, dedupe)
-            .await
-            .map_err(ToolError::transient)?;
-        if self.lose.swap(false, Ordering::SeqCst) {
-            return Err(ToolError::transient("the answer was lost"));
-        }
-        Ok(json!({"applied": text}))
+/// Applies `text` for `tool` under the call's idempotency key (once per
+/// key when the backend `dedupe`s), then loses the answer if told to.
+async fn apply(
+    ctx: &Ctx<Backend>,
+    tool: &str,
+    text: &str,
+    dedupe: bool,
+) -> Result<Value, ToolError> {
+    let backend = &ctx.state;
+    backend
+        .ledger
+        .write(tool, &ctx.idempotency_key, text, dedupe)
+        .await
+        .map_err(ToolError::transient)?;
+    if backend.lose.swap(false, Ordering::SeqCst) {
+        return Err(ToolError::transient("the answer was lost"));
     }
+    Ok(json!({"applied": text}))
 }
 
 /// Applies a text; the ledger keeps one write per idempotency key.
@@ -264,9 +265,7 @@ async fn keyed(
     /// What to apply.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .apply("keyed", &ctx.idempotency_key, &text, true)
-        .await
+    apply(ctx, "keyed", &text, true).await
 }
 
 /// Applies a text; the ledger can be asked what a key did.
@@ -276,9 +275,7 @@ async fn asked(
     /// What to apply.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .apply("asked", &ctx.idempotency_key, &text, false)
-        .await
+    apply(ctx, "asked", &text, false).await
 }
 
 async fn find_asked(ctx: &Ctx<Backend>, key: &str) -> Result<Option<Value>, ToolError> {
@@ -298,9 +295,7 @@ async fn plain(
     /// What to apply.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state
-        .apply("plain", &ctx.idempotency_key, &text, false)
-        .await
+    apply(ctx, "plain", &text, false).await
 }
 
 struct Args(HashMap<String, String>);
@@ -449,11 +444,7 @@ async fn run<St: Store>(
                 lasts_until_ms: None,
             };
             let outcome = store
-                .decide_approval(&DecisionWrite {
-                    id: args.need("id"),
-                    decision: &decision,
-                    now_ms: now_ms(),
-                })
+                .decide_approval(&toolcall_tests::deciding_now(args.need("id"), &decision))
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(format!("{outcome:?}"))

@@ -10,18 +10,9 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         created_ms,
         ..approval(id, expires_ms)
     };
-    store
-        .put_approval(&asked("q2", now - 1_000, now + 60_000))
-        .await
-        .unwrap();
-    other
-        .put_approval(&asked("q1", now - 2_000, now + 60_000))
-        .await
-        .unwrap();
-    store
-        .put_approval(&asked("q0", now - 3_000, now + 5))
-        .await
-        .unwrap();
+    put(store, &asked("q2", now - 1_000, now + 60_000)).await;
+    put(other, &asked("q1", now - 2_000, now + 60_000)).await;
+    put(store, &asked("q0", now - 3_000, now + 5)).await;
     let ids = |pending: Vec<PendingApproval>| -> Vec<String> {
         pending.into_iter().map(|p| p.id).collect()
     };
@@ -41,32 +32,33 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     let yes = decision(true, "ana", now);
     let yes_on = deciding(&yes);
     assert_eq!(
-        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
+        decides(store, &yes_on("q1", now)).await,
         DecideOutcome::Decided
     );
     assert_eq!(
-        other
-            .decide_approval(&DecisionWrite {
+        decides(
+            other,
+            &DecisionWrite {
                 id: "q1",
                 decision: &decision(false, "bo", now + 1),
                 now_ms: now + 1
-            })
-            .await
-            .unwrap(),
+            }
+        )
+        .await,
         DecideOutcome::AlreadyDecided,
         "a second decision changes nothing"
     );
     assert_eq!(
-        store.decide_approval(&yes_on("q1", now)).await.unwrap(),
+        decides(store, &yes_on("q1", now)).await,
         DecideOutcome::AlreadyDecided,
         "a double click is one decision"
     );
     assert_eq!(
-        other.decide_approval(&yes_on("q0", now + 5)).await.unwrap(),
+        decides(other, &yes_on("q0", now + 5)).await,
         DecideOutcome::Expired
     );
     assert_eq!(
-        other.decide_approval(&yes_on("forged", now)).await.unwrap(),
+        decides(other, &yes_on("forged", now)).await,
         DecideOutcome::Invalid
     );
     assert_eq!(
@@ -88,14 +80,15 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         ..decision(false, "bo", now + 2)
     };
     assert_eq!(
-        other
-            .decide_approval(&DecisionWrite {
+        decides(
+            other,
+            &DecisionWrite {
                 id: "q2",
                 decision: &edited,
                 now_ms: now + 2
-            })
-            .await
-            .unwrap(),
+            }
+        )
+        .await,
         DecideOutcome::Decided
     );
     let history = store.decided_approvals(10).await.unwrap();
@@ -107,23 +100,20 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     // Taking a decided approval uses it up once; the history keeps it.
     assert!(
         matches!(
-            other.take_approval(&bound_use("q1", now + 3)).await.unwrap(),
+            takes(other, &bound_use("q1", now + 3)).await,
             TakeApproval::Taken(taken) if taken.id == "q1" && taken.decision.as_ref() == Some(&yes)
         ),
         "the decision travels with the approval it uses up"
     );
     assert_eq!(
-        store
-            .take_approval(&bound_use("q1", now + 3))
-            .await
-            .unwrap(),
+        takes(store, &bound_use("q1", now + 3)).await,
         TakeApproval::Invalid,
         "single use"
     );
     let used = store.approval("q1").await.unwrap().expect("kept after use");
     assert_eq!(used.used_ms, Some(now + 3));
     assert_eq!(
-        other.decide_approval(&yes_on("q1", now + 4)).await.unwrap(),
+        decides(other, &yes_on("q1", now + 4)).await,
         DecideOutcome::AlreadyDecided,
         "used: cannot be decided again"
     );
@@ -141,26 +131,17 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
     );
     // A decided approval past its expiry is answered expired, and left so:
     // it reads expired to every answer after, never carried out.
-    store
-        .put_approval(&asked("q3", now, now + 10))
-        .await
-        .unwrap();
+    put(store, &asked("q3", now, now + 10)).await;
     assert_eq!(
-        store.decide_approval(&yes_on("q3", now)).await.unwrap(),
+        decides(store, &yes_on("q3", now)).await,
         DecideOutcome::Decided
     );
     assert_eq!(
-        other
-            .take_approval(&bound_use("q3", now + 10))
-            .await
-            .unwrap(),
+        takes(other, &bound_use("q3", now + 10)).await,
         TakeApproval::Expired
     );
     assert_eq!(
-        store
-            .take_approval(&bound_use("q3", now + 10))
-            .await
-            .unwrap(),
+        takes(store, &bound_use("q3", now + 10)).await,
         TakeApproval::Expired
     );
     let q3 = store.approval("q3").await.unwrap().unwrap();
@@ -168,17 +149,14 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
 
     // An undecided approval the host takes (it asserts the approval) is
     // gone, as before: no decision to keep, none to make.
-    store
-        .put_approval(&asked("q4", now, now + 60_000))
-        .await
-        .unwrap();
+    put(store, &asked("q4", now, now + 60_000)).await;
     assert!(matches!(
-        other.take_approval(&bound_use("q4", now)).await.unwrap(),
+        takes(other, &bound_use("q4", now)).await,
         TakeApproval::Taken(_)
     ));
     assert!(store.approval("q4").await.unwrap().is_none());
     assert_eq!(
-        store.decide_approval(&yes_on("q4", now)).await.unwrap(),
+        decides(store, &yes_on("q4", now)).await,
         DecideOutcome::Invalid
     );
     // Settling an undecided or unknown approval does nothing.
@@ -192,7 +170,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
         tainted: vec!["cents".into()],
         ..asked("q6", now, now + 60_000)
     };
-    store.put_approval(&given).await.unwrap();
+    put(store, &given).await;
     assert_eq!(other.approval("q6").await.unwrap().unwrap().approval, given);
     assert!(!ids(other.pending_approvals(now, 10).await.unwrap()).contains(&"q6".to_owned()));
 
@@ -214,10 +192,7 @@ pub(crate) async fn decisions(store: &impl Store, other: &impl Store, now: u64) 
             .unwrap()
             .is_none()
     );
-    store
-        .put_approval(&asked("q5", now, now + 60_000))
-        .await
-        .unwrap();
+    put(store, &asked("q5", now, now + 60_000)).await;
     let undecided = other.wait_approval("q5", now_ms() + 300).await.unwrap();
     assert!(undecided.is_some_and(|e| e.approval.decision.is_none()));
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
@@ -239,10 +214,7 @@ pub async fn approvals_conformance(store: &impl Store, other: &impl Store) {
 /// whose call was asked about again meanwhile is left as it is.
 pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     let now = now_ms();
-    let binding = Binding {
-        session: "giving-back",
-        ..BOUND
-    };
+    let binding = bound_in("giving-back");
     store
         .ask_approval(&asked_call("g1", "giving-back", now), 5)
         .await
@@ -253,20 +225,13 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
     );
     let yes = decision(true, "ana", now);
     let yes_on = deciding(&yes);
-    store.decide_approval(&yes_on("g1", now)).await.unwrap();
+    decides(store, &yes_on("g1", now)).await;
     assert!(
         !other.give_back_approval("g1").await.unwrap(),
         "decided, not used: nothing to give back"
     );
-    let g1 = ApprovalUse {
-        id: "g1",
-        binding: &binding,
-        now_ms: now,
-    };
-    assert!(matches!(
-        other.take_approval(&g1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    let g1 = using("g1", &binding, now);
+    assert!(matches!(takes(other, &g1).await, TakeApproval::Taken(_)));
     assert!(store.give_back_approval("g1").await.unwrap());
     let entry = other.approval("g1").await.unwrap().unwrap();
     assert_eq!(entry.used_ms, None);
@@ -276,14 +241,8 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         "the decision stays"
     );
     // Taken again, once; settled, it stays used.
-    assert!(matches!(
-        other.take_approval(&g1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
-    assert!(matches!(
-        store.take_approval(&g1).await.unwrap(),
-        TakeApproval::Invalid
-    ));
+    assert!(matches!(takes(other, &g1).await, TakeApproval::Taken(_)));
+    assert!(matches!(takes(store, &g1).await, TakeApproval::Invalid));
     let came = ApprovalResult {
         ok: true,
         code: "OK".into(),
@@ -309,20 +268,10 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
         .ask_approval(&asked_call("g2", "giving-back-2", now), 5)
         .await
         .unwrap();
-    store.decide_approval(&yes_on("g2", now)).await.unwrap();
-    let binding = Binding {
-        session: "giving-back-2",
-        ..BOUND
-    };
-    let g2 = ApprovalUse {
-        id: "g2",
-        binding: &binding,
-        ..g1
-    };
-    assert!(matches!(
-        store.take_approval(&g2).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    decides(store, &yes_on("g2", now)).await;
+    let binding = bound_in("giving-back-2");
+    let g2 = using("g2", &binding, g1.now_ms);
+    assert!(matches!(takes(store, &g2).await, TakeApproval::Taken(_)));
     assert_eq!(
         store
             .ask_approval(&asked_call("g3", "giving-back-2", now + 1), 5)
@@ -353,26 +302,16 @@ pub(crate) async fn giving_back(store: &impl Store, other: &impl Store) {
 pub(crate) async fn finding_used(store: &impl Store, other: &impl Store) {
     let now = now_ms();
     let asked = asked_call("u1", "finding-used", now);
-    let binding = Binding {
-        session: "finding-used",
-        ..BOUND
-    };
+    let binding = bound_in("finding-used");
     store.ask_approval(&asked, 5).await.unwrap();
     let no = decision(false, "ana", now);
     let no_on = deciding(&no);
     assert_eq!(
-        store.decide_approval(&no_on("u1", now)).await.unwrap(),
+        decides(store, &no_on("u1", now)).await,
         DecideOutcome::Decided
     );
-    let u1 = ApprovalUse {
-        id: "u1",
-        binding: &binding,
-        now_ms: now,
-    };
-    assert!(matches!(
-        other.take_approval(&u1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    let u1 = using("u1", &binding, now);
+    assert!(matches!(takes(other, &u1).await, TakeApproval::Taken(_)));
     let lookup = ApprovalLookup {
         binding: &binding,
         reason: None,

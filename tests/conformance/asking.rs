@@ -18,7 +18,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         ..approval("", 0)
     };
     for i in 0..3000 {
-        store.put_approval(&flood(i)).await.unwrap();
+        put(store, &flood(i)).await;
     }
     let lone = PendingApproval {
         id: "lone".into(),
@@ -28,7 +28,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         expires_ms: at + 3_600_000,
         ..approval("", 0)
     };
-    other.put_approval(&lone).await.unwrap();
+    put(other, &lone).await;
     // Not open: decided, or expired at `at`.
     let decided = PendingApproval {
         id: "decided".into(),
@@ -36,23 +36,21 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         expires_ms: at + 3_600_000,
         ..approval("", 0)
     };
-    store.put_approval(&decided).await.unwrap();
+    put(store, &decided).await;
     let yes = decision(true, "ana", now_ms());
     let yes_on = deciding(&yes);
     assert_eq!(
-        store
-            .decide_approval(&yes_on("decided", now_ms()))
-            .await
-            .unwrap(),
+        decides(store, &yes_on("decided", now_ms())).await,
         DecideOutcome::Decided
     );
-    store
-        .put_approval(&PendingApproval {
+    put(
+        store,
+        &PendingApproval {
             session: "calm".into(),
             ..approval("gone", at)
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await;
 
     let mut expected: Vec<(u64, String)> = (0..3000)
         .map(|i| (flood(i).created_ms, flood(i).id))
@@ -157,10 +155,7 @@ pub(crate) async fn paging(store: &impl Store, other: &impl Store) {
         .await
         .unwrap();
     assert_eq!(
-        other
-            .decide_approval(&yes_on("f0010", now_ms()))
-            .await
-            .unwrap(),
+        decides(other, &yes_on("f0010", now_ms())).await,
         DecideOutcome::Decided
     );
     let second = store
@@ -271,7 +266,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     let yes = decision(true, "ana", now);
     let yes_on = deciding(&yes);
     assert_eq!(
-        store.decide_approval(&yes_on("a1", now)).await.unwrap(),
+        decides(store, &yes_on("a1", now)).await,
         DecideOutcome::Decided
     );
     let decided = existing(other.ask_approval(&ask("a8"), 5).await.unwrap(), "a1");
@@ -279,19 +274,9 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     created(store.ask_approval(&sixth, 5).await.unwrap());
 
     // Used: the call asks anew.
-    let bound = Binding {
-        session: "asking",
-        ..BOUND
-    };
-    let a1 = ApprovalUse {
-        id: "a1",
-        binding: &bound,
-        now_ms: now,
-    };
-    assert!(matches!(
-        other.take_approval(&a1).await.unwrap(),
-        TakeApproval::Taken(_)
-    ));
+    let bound = bound_in("asking");
+    let a1 = using("a1", &bound, now);
+    assert!(matches!(takes(other, &a1).await, TakeApproval::Taken(_)));
     created(store.ask_approval(&ask("a9"), 6).await.unwrap());
     existing(other.ask_approval(&ask("a10"), 6).await.unwrap(), "a9");
 
@@ -378,7 +363,7 @@ pub(crate) async fn asking(store: &impl Store, other: &impl Store) {
     };
     created(store.ask_approval(&decided_expired, 1).await.unwrap());
     assert_eq!(
-        store.decide_approval(&yes_on("a13", now)).await.unwrap(),
+        decides(store, &yes_on("a13", now)).await,
         DecideOutcome::Decided
     );
     let again = PendingApproval {

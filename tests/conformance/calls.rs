@@ -38,7 +38,7 @@ pub(crate) async fn taint_sources_conformance(
     assert!(text.text.starts_with("15: éé"), "{}", text.text);
     assert_eq!(text.text.chars().count(), MAX_TEXT_CHARS);
     assert!(text.cut);
-    assert!(store.tainted("src", &[]).await.unwrap().any);
+    assert!(tainted(store, "src", &[]).await.any);
 
     // A source made elsewhere, past every bound, is kept within them.
     let wide = TaintSource {
@@ -64,6 +64,7 @@ pub(crate) async fn taint_sources_conformance(
 /// The whole contract, on one store; `other` is a second handle on the same
 /// data (the same store, or another connection to the same file).
 pub async fn conformance(store: &impl Store, other: &impl Store) {
+    use RecordedOutcome::{Completed, InDoubt, InFlight};
     // Counters are per session and per key, and shared by handles.
     assert_eq!(store.next_step("a", now_ms()).await.unwrap(), 1);
     assert_eq!(other.next_step("a", now_ms()).await.unwrap(), 2);
@@ -82,59 +83,32 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     // says the session saw untrusted output, fingerprints say which values.
     let (p1, p2, p3) = ("f1".repeat(32), "f2".repeat(32), "f3".repeat(32));
     assert_eq!(
-        store.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
+        tainted(store, "t", std::slice::from_ref(&p1)).await,
         TaintHit::default(),
         "a session that saw nothing is clean"
     );
     store.add_taint(&marked("t", &source(0))).await.unwrap();
     assert_eq!(
-        other.tainted("t", std::slice::from_ref(&p1)).await.unwrap(),
+        tainted(other, "t", std::slice::from_ref(&p1)).await,
         TaintHit::new(true, vec![]),
         "marked, no values"
     );
-    store
-        .add_taint(&Exposure {
-            session: "t",
-            fingerprints: &[p1.clone(), p2.clone()],
-            source: &source(1),
-        })
-        .await
-        .unwrap();
-    other
-        .add_taint(&Exposure {
-            session: "t",
-            fingerprints: std::slice::from_ref(&p2),
-            source: &source(2),
-        })
-        .await
-        .unwrap();
+    reads(store, "t", &[p1.clone(), p2.clone()], 1).await;
+    reads(other, "t", std::slice::from_ref(&p2), 2).await;
     assert_eq!(
-        other
-            .tainted("t", &[p3.clone(), p2.clone(), p1.clone()])
-            .await
-            .unwrap(),
+        tainted(other, "t", &[p3.clone(), p2.clone(), p1.clone()]).await,
         TaintHit::new(true, vec![p2.clone(), p1.clone()]),
         "the values seen, in the order asked"
     );
     assert_eq!(
-        store.tainted("u", std::slice::from_ref(&p1)).await.unwrap(),
+        tainted(store, "u", std::slice::from_ref(&p1)).await,
         TaintHit::default(),
         "another session's taint is not this one's"
     );
     let long_session = "s".repeat(9_000);
-    store
-        .add_taint(&Exposure {
-            session: &long_session,
-            fingerprints: std::slice::from_ref(&p3),
-            source: &source(3),
-        })
-        .await
-        .unwrap();
+    reads(store, &long_session, std::slice::from_ref(&p3), 3).await;
     assert_eq!(
-        other
-            .tainted(&long_session, std::slice::from_ref(&p3))
-            .await
-            .unwrap(),
+        tainted(other, &long_session, std::slice::from_ref(&p3)).await,
         TaintHit::new(true, vec![p3.clone()])
     );
 
@@ -150,8 +124,8 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "the lease ran out with no outcome: in doubt, not taken"
     );
     assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt),
+        outcome(store, "k1").await,
+        Some(InDoubt),
         "every handle says so"
     );
     assert_eq!(
@@ -166,37 +140,24 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         "released: free again"
     );
     assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::InFlight),
+        outcome(store, "k1").await,
+        Some(InFlight),
         "claimed: in flight"
     );
-    assert_eq!(
-        store.outcome(&key("free")).await.unwrap(),
-        None,
-        "free: no outcome"
-    );
+    assert_eq!(outcome(store, "free").await, None, "free: no outcome");
 
     // A completed record is the answer from then on, and release keeps it.
     store.complete(&key("k1"), &result(7)).await.unwrap();
-    assert_eq!(
-        other.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
-    );
+    assert_eq!(outcome(other, "k1").await, Some(Completed(result(7))));
     assert_eq!(
         claim_a_second(other, "k1", now + 10_000_000).await,
         Claim::Completed(result(7))
     );
     other.release(&key("k1")).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
-    );
+    assert_eq!(outcome(store, "k1").await, Some(Completed(result(7))));
     // Doubting a completed key changes nothing.
     other.doubt(&key("k1")).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("k1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
-    );
+    assert_eq!(outcome(store, "k1").await, Some(Completed(result(7))));
 
     // In doubt: durable, released by nothing, claimed like a free key, and
     // completed by the call that ran it again.
@@ -205,14 +166,11 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Claim::Acquired
     );
     store.doubt(&key("d1")).await.unwrap();
-    assert_eq!(
-        other.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt)
-    );
+    assert_eq!(outcome(other, "d1").await, Some(InDoubt));
     other.release(&key("d1")).await.unwrap();
     assert_eq!(
-        store.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt),
+        outcome(store, "d1").await,
+        Some(InDoubt),
         "release leaves an in-doubt key alone"
     );
     assert!(
@@ -229,22 +187,12 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         Claim::InFlight,
         "and held like any claim"
     );
-    assert_eq!(
-        store.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::InFlight),
-        "claimed again"
-    );
+    assert_eq!(outcome(store, "d1").await, Some(InFlight), "claimed again");
     other.complete(&key("d1"), &result(8)).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("d1")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(8)))
-    );
+    assert_eq!(outcome(store, "d1").await, Some(Completed(result(8))));
     // A key never claimed can be doubted too.
     other.doubt(&key("d2")).await.unwrap();
-    assert_eq!(
-        store.outcome(&key("d2")).await.unwrap(),
-        Some(RecordedOutcome::InDoubt)
-    );
+    assert_eq!(outcome(store, "d2").await, Some(InDoubt));
 
     // Renewing extends a claim while it is in flight, and only then.
     assert_eq!(claim_a_second(store, "r1", now).await, Claim::Acquired);
@@ -340,15 +288,9 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
 
     // Approvals: bound, single use, expiring.
-    store
-        .put_approval(&approval("p1", now + 60_000))
-        .await
-        .unwrap();
+    put(store, &approval("p1", now + 60_000)).await;
     for wrong in [
-        Binding {
-            session: "other",
-            ..BOUND
-        },
+        bound_in("other"),
         Binding {
             caller: "other",
             ..BOUND
@@ -363,33 +305,32 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         },
     ] {
         assert_eq!(
-            other
-                .take_approval(&ApprovalUse {
+            takes(
+                other,
+                &ApprovalUse {
                     id: "p1",
                     binding: &wrong,
                     now_ms: now
-                })
-                .await
-                .unwrap(),
+                }
+            )
+            .await,
             TakeApproval::Invalid
         );
     }
     assert_eq!(
-        other
-            .take_approval(&bound_use("forged", now))
-            .await
-            .unwrap(),
+        takes(other, &bound_use("forged", now)).await,
         TakeApproval::Invalid
     );
-    match other.take_approval(&bound_use("p1", now)).await.unwrap() {
-        TakeApproval::Taken(taken) => assert_eq!(
-            taken,
-            approval("p1", now + 60_000).with_created(taken.created_ms)
-        ),
+    match takes(other, &bound_use("p1", now)).await {
+        TakeApproval::Taken(taken) => {
+            let mut asked = approval("p1", now + 60_000);
+            asked.created_ms = taken.created_ms;
+            assert_eq!(taken, asked);
+        }
         other => panic!("expected the approval, got {other:?}"),
     }
     assert_eq!(
-        store.take_approval(&bound_use("p1", now)).await.unwrap(),
+        takes(store, &bound_use("p1", now)).await,
         TakeApproval::Invalid,
         "single use"
     );
@@ -398,22 +339,12 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         digest: None,
         ..BOUND
     };
-    store.put_approval(&approval("p2", now - 1)).await.unwrap();
-    let p2 = ApprovalUse {
-        id: "p2",
-        binding: &loose,
-        now_ms: now,
-    };
+    put(store, &approval("p2", now - 1)).await;
+    let p2 = using("p2", &loose, now);
+    assert_eq!(takes(store, &p2).await, TakeApproval::Expired);
+    let p2_later = using(p2.id, p2.binding, now + 20);
     assert_eq!(
-        store.take_approval(&p2).await.unwrap(),
-        TakeApproval::Expired
-    );
-    let p2_later = ApprovalUse {
-        now_ms: now + 20,
-        ..p2
-    };
-    assert_eq!(
-        store.take_approval(&p2_later).await.unwrap(),
+        takes(store, &p2_later).await,
         TakeApproval::Expired,
         "an expired question is left expired, never used up by a take"
     );
@@ -428,20 +359,9 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
         session: long_session.clone(),
         ..approval("p3", now + 60_000)
     };
-    store.put_approval(&long).await.unwrap();
-    let bound_long = Binding {
-        session: &long_session,
-        ..BOUND
-    };
-    match other
-        .take_approval(&ApprovalUse {
-            id: "p3",
-            binding: &bound_long,
-            now_ms: now,
-        })
-        .await
-        .unwrap()
-    {
+    put(store, &long).await;
+    let bound_long = bound_in(&long_session);
+    match takes(other, &using("p3", &bound_long, now)).await {
         TakeApproval::Taken(taken) => assert_eq!(taken.session, long_session),
         other => panic!("expected the approval, got {other:?}"),
     }
@@ -473,17 +393,35 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
                 .unwrap()
                 .contains(asked)
         );
-        match other
-            .take_approval(&bound_use(&asked.id, now))
-            .await
-            .unwrap()
-        {
+        match takes(other, &bound_use(&asked.id, now)).await {
             TakeApproval::Taken(taken) => assert_eq!(&taken, asked),
             other => panic!("expected the approval, got {other:?}"),
         }
     }
 
     decisions(store, other, now).await;
+}
+
+/// `session` reads untrusted output (the source made at `at_ms`) that
+/// holds the values `fingerprints`, through `store`.
+async fn reads(store: &impl Store, session: &str, fingerprints: &[String], at_ms: u64) {
+    let source = source(at_ms);
+    let exposure = Exposure {
+        session,
+        fingerprints,
+        source: &source,
+    };
+    store.add_taint(&exposure).await.unwrap();
+}
+
+/// Whether `store` finds `session` tainted, and which of `fingerprints`.
+async fn tainted(store: &impl Store, session: &str, fingerprints: &[String]) -> TaintHit {
+    store.tainted(session, fingerprints).await.unwrap()
+}
+
+/// What `store` recorded of the call `name`.
+async fn outcome(store: &impl Store, name: &str) -> Option<RecordedOutcome> {
+    store.outcome(&key(name)).await.unwrap()
 }
 
 /// `store`'s claim of the key `name` at `now_ms`, for a lease of a second:

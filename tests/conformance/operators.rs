@@ -101,8 +101,10 @@ pub(crate) async fn controls_versions(store: &impl Store, other: &impl Store) {
     let history = store.controls_history(10).await.unwrap();
     let versions: Vec<u64> = history.iter().map(|c| c.version).collect();
     assert_eq!(versions, [3, 2, 1], "newest first, the version set");
-    assert_eq!(history[0], change("cy", "third", now + 3).at(3));
-    assert_eq!(history[2], change("ana", "first", now).at(1));
+    // As the store keeps a change: with the version it set.
+    let kept = |version, change| ControlsChange { version, ..change };
+    assert_eq!(history[0], kept(3, change("cy", "third", now + 3)));
+    assert_eq!(history[2], kept(1, change("ana", "first", now)));
     assert_eq!(history[1].by, if a { "ana" } else { "bo" });
     assert_eq!(other.controls_history(2).await.unwrap(), history[..2]);
 }
@@ -164,46 +166,38 @@ pub(crate) async fn rate_windows(store: &impl Store, other: &impl Store) {
     assert_eq!(other.rate_count("refund", start).await.unwrap(), 4);
 }
 
+/// `store` answers `signing` with `outcome`.
+async fn signs(store: &impl Store, signing: SignatureWrite<'_>, outcome: SignOutcome) {
+    assert_eq!(
+        store.sign_approval(&signing).await.unwrap(),
+        outcome,
+        "{} signing {}",
+        signing.signer,
+        signing.id
+    );
+}
+
 /// [`QuestionStore::sign_approval`]: one signature per person, the `needed`-th
 /// decides (`by` the signers in signing order), and nothing after.
 pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
+    use SignOutcome::{AlreadyDecided, AlreadySigned, Decided, Expired, Invalid, Signed};
     let now = now_ms();
     let yes = decision(true, "whoever", now + 5);
-    // Ana's signature of m1, of two needed; the others are told apart
-    // from it by what they change.
-    let by_ana = SignatureWrite {
-        id: "m1",
-        signer: "ana",
-        needed: 2,
+    // A signature of the approval `id` by `signer`, of `needed`, at
+    // `now_ms`: each of the same decision.
+    let by = |id, signer, needed, now_ms| SignatureWrite {
+        id,
+        signer,
+        needed,
         decision: &yes,
-        now_ms: now,
+        now_ms,
     };
-    let unknown = SignatureWrite {
-        id: "nope",
-        ..by_ana
-    };
-    assert_eq!(
-        store.sign_approval(&unknown).await.unwrap(),
-        SignOutcome::Invalid
-    );
+    signs(store, by("nope", "ana", 2, now), Invalid).await;
     assert!(store.signatures("nope").await.unwrap().is_empty());
 
-    store
-        .put_approval(&approval("m1", now + 60_000))
-        .await
-        .unwrap();
-    assert_eq!(
-        store.sign_approval(&by_ana).await.unwrap(),
-        SignOutcome::Signed { signatures: 1 }
-    );
-    let ana_again = SignatureWrite {
-        now_ms: now + 1,
-        ..by_ana
-    };
-    assert_eq!(
-        other.sign_approval(&ana_again).await.unwrap(),
-        SignOutcome::AlreadySigned
-    );
+    put(store, &approval("m1", now + 60_000)).await;
+    signs(store, by("m1", "ana", 2, now), Signed { signatures: 1 }).await;
+    signs(other, by("m1", "ana", 2, now + 1), AlreadySigned).await;
     let ana = Signature {
         by: "ana".into(),
         at_ms: now,
@@ -223,15 +217,7 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
             .any(|a| a.id == "m1")
     );
 
-    let by_bo = SignatureWrite {
-        signer: "bo",
-        now_ms: now + 2,
-        ..by_ana
-    };
-    assert_eq!(
-        other.sign_approval(&by_bo).await.unwrap(),
-        SignOutcome::Decided
-    );
+    signs(other, by("m1", "bo", 2, now + 2), Decided).await;
     let decided = store.approval("m1").await.unwrap().unwrap();
     assert_eq!(
         decided.approval.decision,
@@ -248,27 +234,12 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
         store.signatures("m1").await.unwrap(),
         [ana.clone(), bo.clone()]
     );
-    let by_cy = SignatureWrite {
-        signer: "cy",
-        now_ms: now + 3,
-        ..by_ana
-    };
-    assert_eq!(
-        store.sign_approval(&by_cy).await.unwrap(),
-        SignOutcome::AlreadyDecided
-    );
-    let ana_late = SignatureWrite {
-        now_ms: now + 3,
-        ..by_ana
-    };
-    assert_eq!(
-        other.sign_approval(&ana_late).await.unwrap(),
-        SignOutcome::AlreadyDecided
-    );
+    signs(store, by("m1", "cy", 2, now + 3), AlreadyDecided).await;
+    signs(other, by("m1", "ana", 2, now + 3), AlreadyDecided).await;
     let no = decision(false, "dan", now);
     let no_on = deciding(&no);
     assert_eq!(
-        store.decide_approval(&no_on("m1", now)).await.unwrap(),
+        decides(store, &no_on("m1", now)).await,
         DecideOutcome::AlreadyDecided
     );
     assert_eq!(other.signatures("m1").await.unwrap(), [ana, bo]);
@@ -276,83 +247,29 @@ pub(crate) async fn signing(store: &impl Store, other: &impl Store) {
     assert!(history.iter().any(|e| e.approval.id == "m1"));
 
     // Decided by one person, used up, or expired: no signature.
-    store
-        .put_approval(&approval("m2", now + 60_000))
-        .await
-        .unwrap();
-    store.decide_approval(&no_on("m2", now)).await.unwrap();
-    let ana_on_m2 = SignatureWrite { id: "m2", ..by_ana };
-    assert_eq!(
-        other.sign_approval(&ana_on_m2).await.unwrap(),
-        SignOutcome::AlreadyDecided
-    );
-    store
-        .put_approval(&approval("m3", now + 60_000))
-        .await
-        .unwrap();
-    let of_three = SignatureWrite {
-        id: "m3",
-        needed: 3,
-        ..by_ana
-    };
-    assert_eq!(
-        store.sign_approval(&of_three).await.unwrap(),
-        SignOutcome::Signed { signatures: 1 }
-    );
-    let bo_too_late = SignatureWrite {
-        signer: "bo",
-        now_ms: now + 60_000,
-        ..of_three
-    };
-    assert_eq!(
-        store.sign_approval(&bo_too_late).await.unwrap(),
-        SignOutcome::Expired
-    );
-    store.put_approval(&approval("m4", now + 10)).await.unwrap();
-    let at_expiry = SignatureWrite {
-        id: "m4",
-        now_ms: now + 10,
-        ..by_ana
-    };
-    assert_eq!(
-        other.sign_approval(&at_expiry).await.unwrap(),
-        SignOutcome::Expired
-    );
+    put(store, &approval("m2", now + 60_000)).await;
+    decides(store, &no_on("m2", now)).await;
+    signs(other, by("m2", "ana", 2, now), AlreadyDecided).await;
+    put(store, &approval("m3", now + 60_000)).await;
+    signs(store, by("m3", "ana", 3, now), Signed { signatures: 1 }).await;
+    signs(store, by("m3", "bo", 3, now + 60_000), Expired).await;
+    put(store, &approval("m4", now + 10)).await;
+    signs(other, by("m4", "ana", 2, now + 10), Expired).await;
     assert!(store.signatures("m2").await.unwrap().is_empty());
     assert!(store.signatures("m4").await.unwrap().is_empty());
     assert_eq!(store.signatures("m3").await.unwrap().len(), 1);
 
     // One person needed: the first signature decides.
-    store
-        .put_approval(&approval("m5", now + 60_000))
-        .await
-        .unwrap();
-    let alone = SignatureWrite {
-        id: "m5",
-        signer: "eve",
-        needed: 1,
-        ..by_ana
-    };
-    assert_eq!(
-        other.sign_approval(&alone).await.unwrap(),
-        SignOutcome::Decided
-    );
+    put(store, &approval("m5", now + 60_000)).await;
+    signs(other, by("m5", "eve", 1, now), Decided).await;
     let decided = store.approval("m5").await.unwrap().unwrap();
     assert_eq!(decided.approval.decision.unwrap().by, "eve");
     // Used up by its call, it is not signed again.
     assert!(matches!(
-        store.take_approval(&bound_use("m5", now)).await.unwrap(),
+        takes(store, &bound_use("m5", now)).await,
         TakeApproval::Taken(_)
     ));
-    let after_use = SignatureWrite {
-        id: "m5",
-        signer: "fay",
-        ..by_ana
-    };
-    assert_eq!(
-        other.sign_approval(&after_use).await.unwrap(),
-        SignOutcome::AlreadyDecided
-    );
+    signs(other, by("m5", "fay", 2, now), AlreadyDecided).await;
 }
 
 /// Eight tasks on `stores` (handles on one store, in turn) give the last

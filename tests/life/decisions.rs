@@ -9,8 +9,7 @@ const VOL_7: &str = r#"{"volume": "vol-7"}"#;
 
 /// Detaches vol-7 in conversation `c`.
 async fn detach(d: &Dispatcher<Ops>) -> ToolResult {
-    d.execute(Call::new("detach_volume", VOL_7).session("c"))
-        .await
+    in_c(d, "detach_volume", VOL_7, |c| c).await
 }
 
 /// The identical call, once nothing holds it back, carries out the
@@ -46,9 +45,7 @@ async fn a_denial_answers_every_identical_call_in_every_mode() {
         let ops = Arc::new(Ops::default());
         let d = builder(&ops).approvals(approvals).build().unwrap();
         let args = r#"{"volume": "vol-7"}"#;
-        let asked = d
-            .execute(Call::new("delete_volume", args).session("c"))
-            .await;
+        let asked = in_c(&d, "delete_volume", args, |c| c).await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
         let id = asked.question_id.clone().unwrap();
         let denied = d
@@ -91,22 +88,16 @@ async fn an_edit_answers_the_identical_calls_after_it() {
     let ops = Arc::new(Ops::default());
     let d = builder(&ops).approvals(Approvals::Inbox).build().unwrap();
     let args = r#"{"volume": "vol-7"}"#;
-    let asked = d
-        .execute(Call::new("delete_volume", args).session("c"))
-        .await;
+    let asked = in_c(&d, "delete_volume", args, |c| c).await;
     let id = asked.question_id.clone().unwrap();
     let edit = json!({"volume": "vol-8"});
     person_answers(d.store(), &id, "ana", &Answer::Edit(&edit))
         .await
         .unwrap();
-    let ran = d
-        .execute(Call::new("delete_volume", args).session("c"))
-        .await;
+    let ran = in_c(&d, "delete_volume", args, |c| c).await;
     assert!(ran.ok, "{ran:?}");
     assert_eq!(ran.data["deleted"], "vol-8");
-    let again = d
-        .execute(Call::new("delete_volume", args).session("c"))
-        .await;
+    let again = in_c(&d, "delete_volume", args, |c| c).await;
     assert!(again.ok && again.replayed, "{again:?}");
     assert_eq!(again.data["deleted"], "vol-8");
     assert_eq!(ops.applied("delete_volume"), 1);
@@ -194,13 +185,7 @@ async fn the_look_at_what_came_of_a_call_leaves_no_audit_record() {
     let audit = MemoryAudit::new();
     let d = builder(&ops).audit(audit.clone()).build().unwrap();
     let id = asked_to_detach(&d).await;
-    let ran = d
-        .execute(
-            Call::new("detach_volume", VOL_7)
-                .session("c")
-                .confirmed(true),
-        )
-        .await;
+    let ran = in_c(&d, "detach_volume", VOL_7, |c| c.confirmed(true)).await;
     assert!(ran.ok, "{ran:?}");
 
     let waited = d
@@ -244,20 +229,13 @@ async fn replicas_racing_on_one_approved_call_both_answer_what_was_done() {
     // one that loses the take races the one that runs.
     for round in 0..40u32 {
         let args = format!(r#"{{"volume": "vol-{round}"}}"#);
-        let asked = one
-            .execute(Call::new("delete_volume", args.as_str()).session("c"))
-            .await;
+        let asked = in_c(&one, "delete_volume", args.as_str(), |c| c).await;
         let id = asked.question_id.clone().unwrap();
         person_approves(one.store(), &id).await;
         let carry = |d: &Arc<Dispatcher<Ops, SqliteStore>>| {
             let (d, args, id) = (Arc::clone(d), args.clone(), id.clone());
             tokio::spawn(async move {
-                d.execute(
-                    Call::new("delete_volume", args.as_str())
-                        .session("c")
-                        .approval(&id),
-                )
-                .await
+                in_c(&d, "delete_volume", args.as_str(), |c| c.approval(&id)).await
             })
         };
         let (a, b) = (carry(&one), carry(&two));
@@ -274,13 +252,7 @@ async fn replicas_racing_on_one_approved_call_both_answer_what_was_done() {
                  {answer:?}"
             );
         }
-        let later = two
-            .execute(
-                Call::new("delete_volume", args.as_str())
-                    .session("c")
-                    .approval(&id),
-            )
-            .await;
+        let later = in_c(&two, "delete_volume", args.as_str(), |c| c.approval(&id)).await;
         assert!(later.ok && later.replayed, "round {round}: {later:?}");
     }
     assert_eq!(ops.applied("delete_volume"), 40);

@@ -63,9 +63,9 @@ impl Ops {
             .unwrap_or(0)
     }
 
-    /// One attempt of `tool`: fails before, or applies (and maybe loses the
-    /// answer).
-    fn attempt(&self, tool: &'static str) -> Result<(), ToolError> {
+    /// One attempt of `tool`: fails before, or applies and answers `answer`
+    /// (or loses it).
+    fn attempt(&self, tool: &'static str, answer: Value) -> Result<Value, ToolError> {
         *self.attempts.lock().unwrap().entry(tool).or_default() += 1;
         if take(&self.fail_before) {
             return Err(ToolError::not_applied("connection refused"));
@@ -74,7 +74,7 @@ impl Ops {
         if take(&self.lose_after) {
             return Err(ToolError::transient("the answer was lost"));
         }
-        Ok(())
+        Ok(answer)
     }
 }
 
@@ -91,8 +91,7 @@ async fn page(
     /// What the page says.
     text: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.attempt("page")?;
-    Ok(json!({"paged": text}))
+    ctx.state.attempt("page", json!({"paged": text}))
 }
 
 /// Restarts a service. The service manager can say whether a restart with
@@ -103,8 +102,7 @@ async fn restart(
     /// The service.
     service: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.attempt("restart")?;
-    Ok(json!({"restarted": service}))
+    ctx.state.attempt("restart", json!({"restarted": service}))
 }
 
 async fn restarted(ctx: &Ctx<Ops>, key: &str) -> Result<Option<Value>, ToolError> {
@@ -151,8 +149,8 @@ async fn delete_volume(
     /// The volume.
     volume: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.attempt("delete_volume")?;
-    Ok(json!({"deleted": volume}))
+    ctx.state
+        .attempt("delete_volume", json!({"deleted": volume}))
 }
 
 /// Detaches a volume from its machine, for good.
@@ -163,8 +161,8 @@ async fn detach_volume(
     #[arg(resource = "volume")]
     volume: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.attempt("detach_volume")?;
-    Ok(json!({"detached": volume}))
+    ctx.state
+        .attempt("detach_volume", json!({"detached": volume}))
 }
 
 /// Snapshots a volume: holds it (and its lock) while `Ops::holding` is set.
@@ -175,11 +173,11 @@ async fn snapshot(
     #[arg(resource = "volume")]
     volume: String,
 ) -> Result<Value, ToolError> {
-    ctx.state.attempt("snapshot")?;
+    let answer = ctx.state.attempt("snapshot", json!({"snapshot": volume}))?;
     while ctx.state.holding.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Ok(json!({"snapshot": volume}))
+    Ok(answer)
 }
 
 /// Scales a service to this many replicas.
@@ -192,8 +190,8 @@ async fn scale(
     #[arg(min = 0, limit = "max_replicas")]
     replicas: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.attempt("scale")?;
-    Ok(json!({"service": service, "replicas": replicas}))
+    ctx.state
+        .attempt("scale", json!({"service": service, "replicas": replicas}))
 }
 
 /// Reads the ticket, written by whoever opened it.
@@ -254,6 +252,17 @@ async fn call<S: std::any::Any + Send + Sync, St: Store>(
 ) -> ToolResult {
     d.execute(Call::new(tool, arguments.to_string().as_str()).session(session))
         .await
+}
+
+/// `args` for `tool` in the conversation `c`, with what `how` adds to the
+/// call (an approval's id, a confirmation, a dry run).
+async fn in_c<'a, S: std::any::Any + Send + Sync, St: Store>(
+    d: &Dispatcher<S, St>,
+    tool: &'a str,
+    args: &'a str,
+    how: impl FnOnce(Call<'a>) -> Call<'a>,
+) -> ToolResult {
+    d.execute(how(Call::new(tool, args).session("c"))).await
 }
 
 /// Ana approves the question `id` in the inbox.

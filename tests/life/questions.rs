@@ -14,7 +14,7 @@ async fn lost_page() -> (Arc<Ops>, Dispatcher<Ops>, ToolResult) {
     let ops = Arc::new(Ops::default());
     ops.lose_after.store(1, Ordering::SeqCst);
     let d = builder(&ops).build().unwrap();
-    let lost = d.execute(Call::new("page", LOST).session("c")).await;
+    let lost = in_c(&d, "page", LOST, |c| c).await;
     assert_eq!(lost.code, Code::InDoubt, "{lost:?}");
     (ops, d, lost)
 }
@@ -46,7 +46,7 @@ async fn an_in_doubt_question_is_never_an_approval() {
         .await;
     assert!(settled.ok, "{settled:?}");
     assert_eq!(settled.data["happened"], json!(true));
-    let replay = d.execute(Call::new("page", LOST).session("c")).await;
+    let replay = in_c(&d, "page", LOST, |c| c).await;
     assert!(replay.ok && replay.replayed, "{replay:?}");
     assert_eq!(ops.applied("page"), 1);
 }
@@ -95,13 +95,7 @@ async fn the_deprecated_settle_still_answers_an_in_doubt_question() {
 async fn a_foreign_approval_id_is_refused_on_every_tool() {
     let (ops, d, id) = asked_to_delete().await;
     for id in [id.as_str(), "made-up"] {
-        let page = d
-            .execute(
-                Call::new("page", r#"{"text": "hi"}"#)
-                    .session("c")
-                    .approval(id),
-            )
-            .await;
+        let page = in_c(&d, "page", r#"{"text": "hi"}"#, |c| c.approval(id)).await;
         assert_eq!(page.code, Code::ConfirmationInvalid, "{page:?}");
     }
     assert_eq!(ops.attempts("page"), 0);
@@ -114,13 +108,11 @@ async fn a_foreign_approval_id_is_refused_on_every_tool() {
 #[tokio::test]
 async fn a_dry_run_of_an_in_doubt_call_says_a_person_settles_it() {
     let (ops, d, _) = lost_page().await;
-    let dry = d
-        .execute(Call::new("page", LOST).session("c").dry_run(true))
-        .await;
+    let dry = in_c(&d, "page", LOST, |c| c.dry_run(true)).await;
     assert_eq!(dry.code, Code::DryRun, "{dry:?}");
     assert_eq!(dry.data["would"], "ask_a_person", "{dry:?}");
     assert_eq!(dry.data["reason"], "in_doubt");
-    let real = d.execute(Call::new("page", LOST).session("c")).await;
+    let real = in_c(&d, "page", LOST, |c| c).await;
     assert_eq!(real.code, Code::InDoubt, "the real call agrees: {real:?}");
     assert_eq!(ops.attempts("page"), 1);
 }

@@ -210,9 +210,7 @@ async fn a_claim_left_by_a_dead_process_is_a_question_in_the_inbox() {
     );
     let surfaced = hung.surface_unknown_outcomes().await.unwrap();
     assert_eq!(surfaced.settled, 1, "recorded as done at once");
-    let replay = hung
-        .execute(Call::new("hang", r#"{"what": "x"}"#).session("c"))
-        .await;
+    let replay = in_c(&hung, "hang", r#"{"what": "x"}"#, |c| c).await;
     assert!(replay.ok && replay.replayed, "{replay:?}");
     assert_eq!(replay.data["happened"], json!(true));
     assert!(open_questions(store.as_ref()).await.is_empty());

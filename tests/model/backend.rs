@@ -25,12 +25,15 @@ impl Ledger {
             .count()
     }
 
+    /// `tool`'s effect of `arg` under the call's key (once per key when
+    /// the backend `dedupe`s), and its answer; or the fault armed.
     pub(crate) fn apply(
         &self,
         ctx: &Ctx<Ledger>,
         tool: &str,
+        arg: i64,
         dedupe: bool,
-    ) -> Result<(), ToolError> {
+    ) -> Result<Value, ToolError> {
         if take(&self.fail_before) {
             return Err(ToolError::not_applied("connection refused"));
         }
@@ -43,7 +46,7 @@ impl Ledger {
         if take(&self.lose_after) {
             return Err(ToolError::transient("the answer was lost"));
         }
-        Ok(())
+        Ok(done(ctx, tool, arg))
     }
 }
 
@@ -63,8 +66,7 @@ pub(crate) async fn page(
     /// Which page.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply(ctx, "page", false)?;
-    Ok(done(ctx, "page", arg))
+    ctx.state.apply(ctx, "page", arg, false)
 }
 
 /// Restarts a service; the service manager knows which restarts happened.
@@ -75,8 +77,7 @@ pub(crate) async fn restart(
     #[arg(resource = "service")]
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply(ctx, "restart", false)?;
-    Ok(done(ctx, "restart", arg))
+    ctx.state.apply(ctx, "restart", arg, false)
 }
 
 pub(crate) async fn restarted(ctx: &Ctx<Ledger>, key: &str) -> Result<Option<Value>, ToolError> {
@@ -93,8 +94,7 @@ pub(crate) async fn pay(
     /// Which invoice.
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply(ctx, "pay", true)?;
-    Ok(done(ctx, "pay", arg))
+    ctx.state.apply(ctx, "pay", arg, true)
 }
 
 /// Wipes a disk, for good.
@@ -105,8 +105,7 @@ pub(crate) async fn wipe(
     #[arg(resource = "disk")]
     arg: i64,
 ) -> Result<Value, ToolError> {
-    ctx.state.apply(ctx, "wipe", false)?;
-    Ok(done(ctx, "wipe", arg))
+    ctx.state.apply(ctx, "wipe", arg, false)
 }
 
 /// Reads a ticket someone else wrote.

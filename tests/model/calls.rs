@@ -234,6 +234,26 @@ pub(crate) struct Calling {
     pub(crate) client_answers: bool,
 }
 
+impl Calling {
+    /// `identity`'s call by `principal` through `replica`, made `how`, with
+    /// no fault and no client to answer: the calls the model makes itself.
+    pub(crate) fn new(
+        identity: Identity,
+        principal: Option<usize>,
+        replica: usize,
+        how: How,
+    ) -> Self {
+        Calling {
+            identity,
+            principal,
+            replica,
+            how,
+            fault: Fault::None,
+            client_answers: false,
+        }
+    }
+}
+
 /// The id a call brings, as `how` says: its own newest question's, or
 /// another requester's.
 pub(crate) fn brought_id(

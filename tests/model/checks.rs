@@ -119,15 +119,12 @@ pub(crate) fn denied_before<St: Store>(
     op: &Op,
 ) -> Option<(Identity, String)> {
     let (identity, requester) = match *op {
-        Op::Call {
-            caller,
+        Op::Call(Calling {
+            identity,
             principal,
-            conversation,
-            tool,
-            arg,
             how,
             ..
-        } if how != How::DryRun => ((caller, conversation, tool, arg), principal),
+        }) if how != How::DryRun => (identity, principal),
         Op::Again {
             back, other, how, ..
         } if how != How::DryRun => again(model, back, other)?,

@@ -298,14 +298,7 @@ pub(crate) async fn drive_to_the_end<St: Store>(
                     .caller(&system.callers[caller]),
                 )
                 .await;
-            let calling = Calling {
-                identity,
-                principal: None,
-                replica: 0,
-                how: How::Plain,
-                fault: Fault::None,
-                client_answers: false,
-            };
+            let calling = Calling::new(identity, None, 0, How::Plain);
             observe(system, model, case, &calling, &answer, before).await?;
         }
         invariants(system, model).await?;

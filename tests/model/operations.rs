@@ -174,18 +174,10 @@ pub(crate) enum First {
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Op {
-    Call {
-        caller: usize,
-        /// The principal behind the caller (of [`PRINCIPALS`]), if any.
-        principal: Option<usize>,
-        conversation: usize,
-        replica: usize,
-        tool: usize,
-        arg: i64,
-        how: How,
-        fault: Fault,
-        client_answers: bool,
-    },
+    /// A fresh call: which, by whom (and the principal of
+    /// [`PRINCIPALS`] behind the caller, if any), through which replica,
+    /// how, meeting what.
+    Call(Calling),
     Read {
         caller: usize,
         conversation: usize,
@@ -312,17 +304,14 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
                 fault,
                 client_answers,
             )| {
-                Op::Call {
-                    caller,
+                Op::Call(Calling {
+                    identity: (caller, conversation, tool, arg),
                     principal,
-                    conversation,
                     replica,
-                    tool,
-                    arg,
                     how,
                     fault,
                     client_answers,
-                }
+                })
             },
         );
     let answer = (

@@ -46,17 +46,10 @@ pub(crate) fn wipe_call(replica: usize, how: How) -> Op {
 
 /// Bob's wipe of disk 1, in his conversation, meeting `fault`.
 pub(crate) fn failing_wipe_call(replica: usize, how: How, fault: Fault) -> Op {
-    Op::Call {
-        caller: 1,
-        principal: None,
-        conversation: 1,
-        replica,
-        tool: 3,
-        arg: 1,
-        how,
+    Op::Call(Calling {
         fault,
-        client_answers: false,
-    }
+        ..Calling::new((1, 1, WIPE, 1), None, replica, how)
+    })
 }
 
 /// Alice's page of `arg` in `conversation` through `replica`, meeting
@@ -68,17 +61,10 @@ pub(crate) fn alices_page(
     how: How,
     fault: Fault,
 ) -> Op {
-    Op::Call {
-        caller: 0,
-        principal: None,
-        conversation,
-        replica,
-        tool: PAGE,
-        arg,
-        how,
+    Op::Call(Calling {
         fault,
-        client_answers: false,
-    }
+        ..Calling::new((0, conversation, PAGE, arg), None, replica, how)
+    })
 }
 
 /// Ana says `said` to question `question` through `via` on replica 0;
@@ -228,16 +214,12 @@ pub(crate) fn a_denial_after_an_attempt_began_keeps_the_call_from_running_again(
 /// `TOOLCALL_MODEL_SEED=7 TOOLCALL_MODEL_CASES=400`.
 #[test]
 pub(crate) fn it_did_not_happen_is_refused_while_the_tool_is_stopped() {
-    let page_call = |fault, client_answers| Op::Call {
-        caller: 1,
-        principal: None,
-        conversation: 0,
-        replica: 0,
-        tool: 0,
-        arg: 0,
-        how: How::Plain,
-        fault,
-        client_answers,
+    let page_call = |fault, client_answers| {
+        Op::Call(Calling {
+            fault,
+            client_answers,
+            ..Calling::new((1, 0, 0, 0), None, 0, How::Plain)
+        })
     };
     regression(case_on(
         HOST,
@@ -436,17 +418,7 @@ pub(crate) fn another_principals_question_id_is_not_this_calls() {
         HOST,
         Rules::TwoPeople,
         vec![
-            Op::Call {
-                caller: 1,
-                principal: Some(0),
-                conversation: 1,
-                replica: 0,
-                tool: WIPE,
-                arg: 1,
-                how: How::Plain,
-                fault: Fault::None,
-                client_answers: false,
-            },
+            Op::Call(Calling::new((1, 1, WIPE, 1), Some(0), 0, How::Plain)),
             again_with_the_others_id(),
         ],
     ));

@@ -10,30 +10,7 @@ pub(crate) async fn step<St: Store>(
     op: &Op,
 ) -> Checked {
     match *op {
-        Op::Call {
-            caller,
-            principal,
-            conversation,
-            replica,
-            tool,
-            arg,
-            how,
-            fault,
-            client_answers,
-        } => {
-            if principal.is_some() {
-                PRINCIPAL_CALLS.fetch_add(1, Ordering::Relaxed);
-            }
-            let calling = Calling {
-                identity: (caller, conversation, tool, arg),
-                principal,
-                replica,
-                how,
-                fault,
-                client_answers,
-            };
-            make_call(system, model, case, &calling).await
-        }
+        Op::Call(calling) => counted_call(system, model, case, &calling).await,
         Op::Again {
             back,
             other,
@@ -45,9 +22,6 @@ pub(crate) async fn step<St: Store>(
             let Some((identity, principal)) = again(model, back, other) else {
                 return Ok(());
             };
-            if principal.is_some() {
-                PRINCIPAL_CALLS.fetch_add(1, Ordering::Relaxed);
-            }
             let calling = Calling {
                 identity,
                 principal,
@@ -56,7 +30,7 @@ pub(crate) async fn step<St: Store>(
                 fault,
                 client_answers,
             };
-            make_call(system, model, case, &calling).await
+            counted_call(system, model, case, &calling).await
         }
         Op::Read {
             caller,
@@ -207,6 +181,19 @@ pub(crate) async fn step<St: Store>(
     }
 }
 
+/// `calling`, counted among the calls a principal stands behind.
+async fn counted_call<St: Store>(
+    system: &System<St>,
+    model: &mut Model,
+    case: &Case,
+    calling: &Calling,
+) -> Checked {
+    if calling.principal.is_some() {
+        PRINCIPAL_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+    make_call(system, model, case, calling).await
+}
+
 /// Moves the test's clock, and the model's.
 /// What a person who checked the backend's own record says of the unknown
 /// outcome `q` asks about: the truth.
@@ -302,14 +289,7 @@ pub(crate) async fn wait_for<St: Store>(
         First::Decide(said) | First::CarryOut(said) => {
             decide_in_inbox(system, model, &q.id, said, other, u32::MAX).await?;
             if let First::CarryOut(_) = first {
-                let calling = Calling {
-                    identity: q.identity,
-                    principal: q.requester,
-                    replica: other,
-                    how: How::WithId,
-                    fault: Fault::None,
-                    client_answers: false,
-                };
+                let calling = Calling::new(q.identity, q.requester, other, How::WithId);
                 make_call(system, model, case, &calling).await?;
                 CARRIED_ELSEWHERE.fetch_add(1, Ordering::Relaxed);
             }
@@ -411,14 +391,7 @@ pub(crate) async fn wait_for<St: Store>(
     if waited.ok && waited.replayed {
         WAITS_REPLAYED.fetch_add(1, Ordering::Relaxed);
     }
-    let calling = Calling {
-        identity: q.identity,
-        principal: q.requester,
-        replica,
-        how: How::WithId,
-        fault: Fault::None,
-        client_answers: false,
-    };
+    let calling = Calling::new(q.identity, q.requester, replica, How::WithId);
     observe(system, model, case, &calling, &waited, ran_before).await
 }
 

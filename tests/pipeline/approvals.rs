@@ -6,29 +6,21 @@ use super::*;
 
 #[tokio::test]
 async fn the_model_cannot_confirm_its_own_call() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let raw = r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged", "confirmed": true}"#;
-    let result = d
-        .execute(Call::new("refund_order", raw).session("default"))
-        .await;
+    let result = in_default(&d, "refund_order", raw).await;
     assert_eq!(result.code, Code::InvalidArguments);
-    let result = d
-        .execute(Call::new("refund_order", REFUND).session("default"))
-        .await;
+    let result = in_default(&d, "refund_order", REFUND).await;
     assert_eq!(result.code, Code::ConfirmationRequired);
     assert_eq!(shop.applied_refunds(), 0);
 }
 
 #[tokio::test]
 async fn confirmation_carries_the_validated_arguments() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let raw =
         r#"{ "reason":"damaged","currency" : "BRL", "amount_cents":2590,"order_id":"ORD-1001" }"#;
-    let result = d
-        .execute(Call::new("refund_order", raw).session("default"))
-        .await;
+    let result = in_default(&d, "refund_order", raw).await;
     assert_eq!(result.code, Code::ConfirmationRequired);
     assert_eq!(
         result.message,
@@ -54,11 +46,8 @@ async fn refund_in(d: &Dispatcher<Shop>, session: &str, cents: i64) -> ToolResul
 
 #[tokio::test]
 async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
-    let first = d
-        .execute(Call::new("refund_order", REFUND).session("default"))
-        .await;
+    let (shop, d) = shop_and_dispatcher();
+    let first = in_default(&d, "refund_order", REFUND).await;
     assert_eq!(first.code, Code::ConfirmationRequired);
     let id = first.question_id.clone().expect("an id to approve");
     // A client that cannot bring the id back asks again, and again; the
@@ -66,9 +55,7 @@ async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
     let respaced =
         r#"{ "reason":"damaged","currency" : "BRL", "amount_cents":2590,"order_id":"ORD-1001" }"#;
     for args in [REFUND, REFUND, respaced, REFUND, REFUND, respaced] {
-        let again = d
-            .execute(Call::new("refund_order", args).session("default"))
-            .await;
+        let again = in_default(&d, "refund_order", args).await;
         assert_eq!(again.code, Code::ConfirmationRequired);
         assert_eq!(again.question_id.as_deref(), Some(id.as_str()));
         assert_eq!(again.data, first.data, "the same answer as the first time");
@@ -86,11 +73,7 @@ async fn an_identical_high_risk_call_asked_again_is_the_same_question() {
 
 #[tokio::test]
 async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_still_asked() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop)
-        .max_pending_approvals(3)
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|b| b.max_pending_approvals(3));
     let mut ids = Vec::new();
     for cents in 1..=3 {
         let asked = refund_in(&d, "looping", cents).await;
@@ -129,24 +112,14 @@ async fn a_conversation_at_its_bound_of_questions_is_refused_and_another_is_stil
 
 #[tokio::test]
 async fn spacing_member_order_and_parsed_objects_are_one_call() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop)
-        .max_duplicate_calls(10)
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|b| b.max_duplicate_calls(10));
     let first = confirmed(&d, "refund_order", REFUND).await;
     assert!(first.ok && !first.replayed);
     let respaced =
         r#"{"reason":"damaged","currency":"BRL","amount_cents":2590,"order_id":"ORD-1001"}"#;
     assert!(confirmed(&d, "refund_order", respaced).await.replayed);
     let parsed: Value = serde_json::from_str(REFUND).unwrap();
-    let replay = d
-        .execute(
-            Call::new("refund_order", &parsed)
-                .session("default")
-                .confirmed(true),
-        )
-        .await;
+    let replay = in_default_with(&d, "refund_order", &parsed, |c| c.confirmed(true)).await;
     assert!(replay.replayed);
     assert_eq!(replay.data, first.data);
     assert_eq!(shop.applied_refunds(), 1);
@@ -154,8 +127,7 @@ async fn spacing_member_order_and_parsed_objects_are_one_call() {
 
 #[tokio::test]
 async fn a_repeated_side_effect_hits_the_loop_guard_after_its_replays() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let results = [
         confirmed(&d, "refund_order", REFUND).await,
         confirmed(&d, "refund_order", REFUND).await,
@@ -206,17 +178,8 @@ async fn the_business_check_runs_before_the_policy() {
 
 #[tokio::test]
 async fn a_limit_the_policy_does_not_set_fails_closed() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop)
-        .policy(Policy::new().allow(["refund_order"]))
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|b| b.policy(Policy::new().allow(["refund_order"])));
     let result = confirmed(&d, "refund_order", REFUND).await;
-    assert_eq!(result.code, Code::PolicyLimit);
-    assert!(
-        result.message.contains("not set for this caller"),
-        "{}",
-        result.message
-    );
+    assert_code_says(&result, Code::PolicyLimit, "not set for this caller");
     assert_eq!(shop.applied_refunds(), 0);
 }

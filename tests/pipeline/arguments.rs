@@ -9,9 +9,7 @@ async fn unknown_tool_lists_the_callers_allowed_tools_sorted() {
     let shop = Arc::new(Shop::new());
     let policy = Policy::new().allow(["refund_order", "get_order"]);
     let d = shop_dispatcher(&shop).policy(policy).build().unwrap();
-    let result = d
-        .execute(Call::new("delete_order", "{}").session("default"))
-        .await;
+    let result = in_default(&d, "delete_order", "{}").await;
     assert_eq!(result.code, Code::UnknownTool);
     assert_eq!(
         result.data["available"],
@@ -22,25 +20,17 @@ async fn unknown_tool_lists_the_callers_allowed_tools_sorted() {
 
 #[tokio::test]
 async fn allowlists_are_per_caller() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let reader = Caller::new("read-only-bot", Policy::new().allow(["get_order"]));
-    let refused = d
-        .execute(
-            Call::new("refund_order", REFUND)
-                .session("default")
-                .caller(&reader)
-                .confirmed(true),
-        )
-        .await;
+    let refused = in_default_with(&d, "refund_order", REFUND, |c| {
+        c.caller(&reader).confirmed(true)
+    })
+    .await;
     assert_eq!(refused.code, Code::ToolNotAllowed);
-    let read = d
-        .execute(
-            Call::new("get_order", r#"{"order_id": "ORD-1001"}"#)
-                .session("default")
-                .caller(&reader),
-        )
-        .await;
+    let read = in_default_with(&d, "get_order", r#"{"order_id": "ORD-1001"}"#, |c| {
+        c.caller(&reader)
+    })
+    .await;
     assert!(read.ok);
     assert_eq!(shop.applied_refunds(), 0);
     assert!(
@@ -52,8 +42,7 @@ async fn allowlists_are_per_caller() {
 
 #[tokio::test]
 async fn malformed_arguments_are_invalid_json_and_do_nothing() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).max_steps(100).build().unwrap();
+    let (shop, d) = shop_with(|b| b.max_steps(100));
     let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
     let huge = format!(r#"{{"order_id": "{}"}}"#, "9".repeat(70 * 1024));
     let cases = [
@@ -72,18 +61,11 @@ async fn malformed_arguments_are_invalid_json_and_do_nothing() {
     ];
     for raw in &cases {
         let result = confirmed(&d, "refund_order", raw).await;
-        assert_eq!(result.code, Code::InvalidJson, "{raw:.80}: {result:?}");
-        assert!(
-            result.message.starts_with("Arguments"),
-            "{}",
-            result.message
-        );
+        assert_code_opens(&result, Code::InvalidJson, "Arguments");
     }
     let array = json!([1, 2]);
     assert_eq!(
-        d.execute(Call::new("get_order", &array).session("default"))
-            .await
-            .code,
+        in_default(&d, "get_order", &array).await.code,
         Code::InvalidJson
     );
     assert_eq!(shop.applied_refunds(), 0);
@@ -91,11 +73,8 @@ async fn malformed_arguments_are_invalid_json_and_do_nothing() {
 
 #[tokio::test]
 async fn empty_text_means_no_arguments() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
-    let result = d
-        .execute(Call::new("get_order", "").session("default"))
-        .await;
+    let (_, d) = shop_and_dispatcher();
+    let result = in_default(&d, "get_order", "").await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert_eq!(
         result.message,
@@ -105,8 +84,7 @@ async fn empty_text_means_no_arguments() {
 
 #[tokio::test]
 async fn invalid_arguments_list_every_problem_at_once_with_the_hint() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let raw = r#"{"order_id": "1001", "amount_cents": 25.9, "currency": "EUR", "force": true}"#;
     let result = confirmed(&d, "refund_order", raw).await;
     assert_eq!(result.code, Code::InvalidArguments);
@@ -134,8 +112,7 @@ async fn invalid_arguments_read_whole_as_the_model_gets_them() {
     // The whole text, not its beginning: how each problem is written (a
     // suggestion, the list of fields, serde's words made plain) is what
     // the model reads, and stays the same however it is produced.
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     let cases = [
         (
             "refund_order",
@@ -234,25 +211,19 @@ async fn the_audit_keeps_the_problems_the_model_was_told_and_only_those() {
 
 #[tokio::test]
 async fn an_unknown_field_names_the_closest_real_one() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
-    let result = d
-        .execute(Call::new("get_order", r#"{"orderId": "ORD-1001"}"#).session("default"))
-        .await;
-    assert_eq!(result.code, Code::InvalidArguments);
-    assert!(
-        result
-            .message
-            .contains("orderId: unknown field, did you mean `order_id`?"),
-        "{}",
-        result.message
+    let (_, d) = shop_and_dispatcher();
+    let result = in_default(&d, "get_order", r#"{"orderId": "ORD-1001"}"#).await;
+    assert_code_says(
+        &result,
+        Code::InvalidArguments,
+        "orderId: unknown field, did you mean `order_id`?",
     );
-    let result = d
-        .execute(
-            Call::new("get_order", r#"{"order_id": "ORD-1001", "verbose": true}"#)
-                .session("default"),
-        )
-        .await;
+    let result = in_default(
+        &d,
+        "get_order",
+        r#"{"order_id": "ORD-1001", "verbose": true}"#,
+    )
+    .await;
     assert!(
         result
             .message
@@ -264,8 +235,7 @@ async fn an_unknown_field_names_the_closest_real_one() {
 
 #[tokio::test]
 async fn integers_never_come_from_floats_strings_booleans_or_overflow() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     for amount in [
         "2590.0",
         "\"2590\"",
@@ -277,12 +247,7 @@ async fn integers_never_come_from_floats_strings_booleans_or_overflow() {
     ] {
         let raw = REFUND.replace("2590", amount);
         let result = confirmed(&d, "refund_order", &raw).await;
-        assert_eq!(result.code, Code::InvalidArguments, "{amount}: {result:?}");
-        assert!(
-            result.message.starts_with("amount_cents: "),
-            "{amount}: {}",
-            result.message
-        );
+        assert_code_opens(&result, Code::InvalidArguments, "amount_cents: ");
     }
     assert_eq!(shop.applied_refunds(), 0);
 }
@@ -295,27 +260,19 @@ async fn an_optional_argument_may_be_absent_or_null_and_is_one_call() {
         .build()
         .unwrap();
     assert_eq!(
-        d.execute(Call::new("explode", "").session("default"))
-            .await
-            .code,
+        in_default(&d, "explode", "").await.code,
         Code::InternalError
     );
     assert_eq!(
-        d.execute(Call::new("explode", r#"{"after": null}"#).session("default"))
-            .await
-            .code,
+        in_default(&d, "explode", r#"{"after": null}"#).await.code,
         Code::InternalError
     );
     assert_eq!(
-        d.execute(Call::new("explode", "{}").session("default"))
-            .await
-            .code,
+        in_default(&d, "explode", "{}").await.code,
         Code::LoopDetected
     );
     assert_eq!(probe.attempts(), 2);
-    let wrong = d
-        .execute(Call::new("explode", r#"{"after": -1}"#).session("default"))
-        .await;
+    let wrong = in_default(&d, "explode", r#"{"after": -1}"#).await;
     assert_eq!(wrong.code, Code::InvalidArguments);
     assert!(
         wrong.message.starts_with(

@@ -27,8 +27,7 @@ async fn exhausted_retries_leave_the_outcome_to_the_backends_key() {
 
 #[tokio::test]
 async fn sessions_have_their_own_budget_and_keys() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).max_steps(1).build().unwrap();
+    let (shop, d) = shop_with(|b| b.max_steps(1));
     let a = confirmed_in(&d, "a", "refund_order", REFUND).await;
     let b = confirmed_in(&d, "b", "refund_order", REFUND).await;
     assert!(a.ok && b.ok && !b.replayed);
@@ -74,13 +73,7 @@ async fn every_call_leaves_exactly_one_audit_record() {
     ];
     for d in [&memory, &file] {
         for (tool, args, confirmed) in calls {
-            d.execute(
-                Call::new(tool, args)
-                    .session("default")
-                    .confirmed(confirmed)
-                    .call_id("call-1"),
-            )
-            .await;
+            in_default_with(d, tool, args, |c| c.confirmed(confirmed).call_id("call-1")).await;
         }
     }
     let records = audit.records();
@@ -128,16 +121,13 @@ async fn every_call_leaves_exactly_one_audit_record() {
 
 #[tokio::test]
 async fn model_text_leaves_default_fields_out() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
-    let read = d
-        .execute(Call::new("get_order", r#"{"order_id": "ORD-1002"}"#).session("default"))
-        .await;
+    let (_, d) = shop_and_dispatcher();
+    let read = in_default(&d, "get_order", r#"{"order_id": "ORD-1002"}"#).await;
     assert_eq!(
         read.to_model_text(),
         r#"{"ok":true,"tool":"get_order","data":{"order_id":"ORD-1002","total_cents":4500,"refunded_cents":0,"currency":"USD"}}"#
     );
-    let unknown = d.execute(Call::new("x", "").session("default")).await;
+    let unknown = in_default(&d, "x", "").await;
     assert_eq!(
         unknown.to_model_text(),
         r#"{"ok":false,"tool":"x","code":"UNKNOWN_TOOL","message":"No tool named 'x'.","data":{"available":["get_order","refund_order"]}}"#
@@ -210,9 +200,7 @@ fn probe_dispatcher(probe: &Arc<Probe>) -> Dispatcher<Probe> {
 async fn transient_failures_are_retried_under_the_same_key() {
     let probe = Probe::failing(2);
     let d = probe_dispatcher(&probe);
-    let result = d
-        .execute(Call::new("send", r#"{"text": "hi"}"#).session("default"))
-        .await;
+    let result = in_default(&d, "send", r#"{"text": "hi"}"#).await;
     assert!(result.ok, "{result:?}");
     assert_eq!(result.data["sent"], "hi");
     assert_eq!(probe.attempts(), 3);
@@ -225,9 +213,7 @@ async fn transient_failures_are_retried_under_the_same_key() {
 async fn retries_are_bounded_then_upstream_unavailable() {
     let probe = Probe::failing(10);
     let d = probe_dispatcher(&probe);
-    let result = d
-        .execute(Call::new("send", r#"{"text": "hi"}"#).session("default"))
-        .await;
+    let result = in_default(&d, "send", r#"{"text": "hi"}"#).await;
     assert_eq!(result.code, Code::UpstreamUnavailable);
     assert_eq!(
         probe.attempts(),
@@ -244,11 +230,7 @@ async fn retry_backoff_grows_with_the_attempt() {
         .build()
         .unwrap();
     let started = tokio::time::Instant::now();
-    assert!(
-        d.execute(Call::new("send", r#"{"text": "hi"}"#).session("default"))
-            .await
-            .ok
-    );
+    assert!(in_default(&d, "send", r#"{"text": "hi"}"#).await.ok);
     // 200 ms before the first retry, 400 ms before the second (paused clock).
     assert_eq!(started.elapsed(), Duration::from_millis(600));
 }
@@ -257,15 +239,13 @@ async fn retry_backoff_grows_with_the_attempt() {
 async fn business_rejections_and_bugs_are_never_retried() {
     let probe = Arc::new(Probe::default());
     let d = probe_dispatcher(&probe);
-    let refused = d.execute(Call::new("refuse", "").session("default")).await;
+    let refused = in_default(&d, "refuse", "").await;
     assert_eq!(
         (refused.code.as_str(), refused.message.as_str()),
         ("NOT_TODAY", "Not today.")
     );
     assert_eq!(probe.attempts(), 1);
-    let broken = d
-        .execute(Call::new("broken", "{}").session("default"))
-        .await;
+    let broken = in_default(&d, "broken", "{}").await;
     assert_eq!(broken.code, Code::InternalError);
     assert_eq!(probe.attempts(), 2);
 }
@@ -274,9 +254,7 @@ async fn business_rejections_and_bugs_are_never_retried() {
 async fn a_panic_is_an_internal_error_and_the_dispatcher_goes_on() {
     let probe = Arc::new(Probe::default());
     let d = probe_dispatcher(&probe);
-    let exploded = d
-        .execute(Call::new("explode", r#"{"after": 3}"#).session("default"))
-        .await;
+    let exploded = in_default(&d, "explode", r#"{"after": 3}"#).await;
     assert_eq!(exploded.code, Code::InternalError);
     assert_eq!(
         exploded.message,
@@ -284,11 +262,9 @@ async fn a_panic_is_an_internal_error_and_the_dispatcher_goes_on() {
     );
     assert_eq!(probe.attempts(), 1, "a panic is not retried");
     assert_eq!(
-        d.execute(Call::new("guarded", "").session("default"))
-            .await
-            .code,
+        in_default(&d, "guarded", "").await.code,
         Code::InternalError
     );
-    let pong = d.execute(Call::new("ping", "").session("default")).await;
+    let pong = in_default(&d, "ping", "").await;
     assert_eq!(pong.data["result"], "pong", "{pong:?}");
 }

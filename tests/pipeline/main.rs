@@ -8,28 +8,23 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use orders::{Shop, get_order, refund_order};
+use orders::Shop;
 
 use serde_json::{Value, json};
 
 use toolcall::store::prelude::*;
 
 use toolcall::{
-    Call, Caller, Code, Ctx, Dispatcher, DispatcherBuilder, JsonLinesAudit, MemoryAudit, Policy,
-    Rejection, ToolError, ToolResult, tool, tools,
+    Call, Caller, Code, Ctx, Dispatcher, JsonLinesAudit, MemoryAudit, Policy, Rejection, ToolError,
+    ToolResult, tool, tools,
 };
 
 // ---------------------------------------------------------------- orders
 
-fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
-    let policy = Policy::new()
-        .allow(["get_order", "refund_order"])
-        .limit("max_refund_cents", 50_000);
-    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
-        .part(Shop::reader)
-        .policy(policy)
-        .retry_backoff(Duration::ZERO)
-}
+#[path = "../shop.rs"]
+mod shop;
+use shop::*;
+use toolcall_testkit::answer::{assert_code_opens, assert_code_says};
 
 const REFUND: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 2590, "currency": "BRL", "reason": "damaged"}"#;

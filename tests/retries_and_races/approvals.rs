@@ -6,12 +6,9 @@ use super::*;
 
 #[tokio::test]
 async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (shop, d) = shop_and_dispatcher();
     for _ in 0..3 {
-        let asked = d
-            .execute(Call::new("refund_order", REFUND_ALL).session("default"))
-            .await;
+        let asked = in_default(&d, "refund_order", REFUND_ALL).await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
     }
     let approved = confirmed_refund(&d, REFUND_ALL).await;
@@ -19,20 +16,10 @@ async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
     assert_eq!(shop.applied_refunds(), 1);
 
     // Repeats of the call that ran still count: replayed, then the guard.
-    assert!(
-        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
-            .await
-            .replayed
-    );
-    assert!(
-        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
-            .await
-            .replayed
-    );
+    assert!(in_default(&d, "refund_order", REFUND_ALL).await.replayed);
+    assert!(in_default(&d, "refund_order", REFUND_ALL).await.replayed);
     assert_eq!(
-        d.execute(Call::new("refund_order", REFUND_ALL).session("default"))
-            .await
-            .code,
+        in_default(&d, "refund_order", REFUND_ALL).await.code,
         Code::LoopDetected
     );
     assert_eq!(shop.applied_refunds(), 1);
@@ -40,32 +27,17 @@ async fn a_persons_yes_after_the_model_asked_three_times_runs_the_call() {
 
 #[tokio::test]
 async fn an_approval_by_id_after_many_asks_runs_once() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).max_steps(100).build().unwrap();
+    let (shop, d) = shop_with(|b| b.max_steps(100));
     let mut last = None;
     for _ in 0..5 {
-        let asked = d
-            .execute(Call::new("refund_order", REFUND_ALL).session("default"))
-            .await;
+        let asked = in_default(&d, "refund_order", REFUND_ALL).await;
         assert_eq!(asked.code, Code::ConfirmationRequired);
         last = asked.question_id;
     }
     let id = last.unwrap();
-    let ran = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .approval(&id),
-        )
-        .await;
+    let ran = in_default_with(&d, "refund_order", REFUND_ALL, |c| c.approval(&id)).await;
     assert!(ran.ok, "{ran:?}");
-    let reused = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .approval(&id),
-        )
-        .await;
+    let reused = in_default_with(&d, "refund_order", REFUND_ALL, |c| c.approval(&id)).await;
     // The call completed: its twin is answered from the store before the
     // approval is looked at, and nothing runs again.
     assert!(reused.ok && reused.replayed, "{reused:?}");

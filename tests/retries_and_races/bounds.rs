@@ -7,12 +7,9 @@ use super::*;
 
 #[tokio::test]
 async fn parsed_arguments_meet_the_same_limits_as_text() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (_, d) = shop_and_dispatcher();
     let huge = json!({"order_id": "O".repeat(200_000)});
-    let result = d
-        .execute(Call::new("get_order", &huge).session("default"))
-        .await;
+    let result = in_default(&d, "get_order", &huge).await;
     assert_eq!(result.code, Code::InvalidJson);
     assert!(result.to_model_text().len() < 1_000);
 
@@ -22,9 +19,7 @@ async fn parsed_arguments_meet_the_same_limits_as_text() {
     }
     let deep = json!({"order_id": deep});
     assert_eq!(
-        d.execute(Call::new("get_order", &deep).session("default"))
-            .await
-            .code,
+        in_default(&d, "get_order", &deep).await.code,
         Code::InvalidJson
     );
 }
@@ -35,7 +30,7 @@ async fn an_enormous_tool_name_is_not_echoed_whole() {
     let audit = MemoryAudit::new();
     let d = shop_dispatcher(&shop).audit(audit.clone()).build().unwrap();
     let name = "x".repeat(200_000);
-    let result = d.execute(Call::new(&name, "{}").session("default")).await;
+    let result = in_default(&d, &name, "{}").await;
     assert_eq!(result.code, Code::UnknownTool);
     let text = result.to_model_text();
     assert!(text.len() < 1_000, "{} bytes", text.len());
@@ -65,8 +60,7 @@ async fn over_limit_arguments_are_cut_in_the_audit_with_their_size_and_digest() 
 
 #[tokio::test]
 async fn a_flood_of_unknown_or_long_members_gets_a_bounded_answer() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop).build().unwrap();
+    let (_, d) = shop_and_dispatcher();
     let mut flood = serde_json::Map::new();
     for i in 0..3_000 {
         flood.insert(format!("field_{i}"), json!(i));
@@ -75,18 +69,11 @@ async fn a_flood_of_unknown_or_long_members_gets_a_bounded_answer() {
     let result = d
         .execute(Call::new("get_order", &Value::Object(flood)).session("default"))
         .await;
-    assert_eq!(result.code, Code::InvalidArguments);
-    assert!(
-        result.message.contains("more problems"),
-        "{}",
-        result.message
-    );
+    assert_code_says(&result, Code::InvalidArguments, "more problems");
     assert!(result.message.len() < 4_000, "{}", result.message.len());
 
     let long_value = json!({"order_id": "ORD-".repeat(10_000)});
-    let result = d
-        .execute(Call::new("get_order", &long_value).session("default"))
-        .await;
+    let result = in_default(&d, "get_order", &long_value).await;
     assert_eq!(result.code, Code::InvalidArguments);
     assert!(result.message.len() < 1_000, "{}", result.message.len());
     assert!(
@@ -133,9 +120,7 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
         .build()
         .unwrap();
     let args = r#"{"cards": [{"number": "4111111111111111", "brand": "visa"}], "email": "ana@example.com"}"#;
-    let first = d
-        .execute(Call::new("pay_card", args).session("default"))
-        .await;
+    let first = in_default(&d, "pay_card", args).await;
     assert!(first.ok, "{first:?}");
     assert_eq!(
         first.data["receipt_to"], "ana@example.com",
@@ -161,9 +146,7 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
     }
 
     // The stored copy, which replays answer from, holds neither.
-    let replay = d
-        .execute(Call::new("pay_card", args).session("default"))
-        .await;
+    let replay = in_default(&d, "pay_card", args).await;
     assert!(replay.replayed);
     let stored = serde_json::to_string(&replay).unwrap();
     assert!(!stored.contains("4111111111111111"), "{stored}");
@@ -178,9 +161,7 @@ async fn sensitive_values_are_redacted_at_any_depth_in_the_audit_and_the_stored_
     // redacted too.
     let bad =
         r#"{"cards": [{"number": "5500000000000004", "brand": 7}], "email": "ana@example.com"}"#;
-    let rejected = d
-        .execute(Call::new("pay_card", bad).session("default"))
-        .await;
+    let rejected = in_default(&d, "pay_card", bad).await;
     assert_eq!(rejected.code, Code::InvalidArguments);
     let last = audit.records().pop().unwrap();
     assert!(
@@ -198,9 +179,7 @@ async fn the_audit_keeps_a_rejected_calls_problems_but_no_sensitive_value_they_q
         .build()
         .unwrap();
     let bad = r#"{"cards": [{"number": 5500000000000004, "brand": "visa"}], "email": 912345678, "tip": 1}"#;
-    let rejected = d
-        .execute(Call::new("pay_card", bad).session("default"))
-        .await;
+    let rejected = in_default(&d, "pay_card", bad).await;
     assert_eq!(rejected.code, Code::InvalidArguments);
     assert!(
         rejected.message.contains("5500000000000004") && rejected.message.contains("912345678"),

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use orders::{Shop, get_order, refund_order};
+use orders::Shop;
 
 use serde_json::{Value, json};
 
@@ -28,26 +28,16 @@ use toolcall_testkit::bank::Bank;
 const REFUND_ALL: &str =
     r#"{"order_id": "ORD-1001", "amount_cents": 12000, "currency": "BRL", "reason": "damaged"}"#;
 
-fn shop_dispatcher(shop: &Arc<Shop>) -> DispatcherBuilder<Shop> {
-    Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(shop))
-        .part(Shop::reader)
-        .policy(
-            Policy::new()
-                .allow(["get_order", "refund_order"])
-                .limit("max_refund_cents", 50_000),
-        )
-        .retry_backoff(Duration::ZERO)
-}
+#[path = "../shop.rs"]
+mod shop;
+use shop::*;
+use toolcall_testkit::answer::assert_code_says;
+use toolcall_testkit::count::counted;
 
 /// `arguments` for a refund in the session `default`, confirmed by a
 /// person: what most promises here are about.
 async fn confirmed_refund(d: &Dispatcher<Shop>, arguments: &str) -> ToolResult {
-    d.execute(
-        Call::new("refund_order", arguments)
-            .session("default")
-            .confirmed(true),
-    )
-    .await
+    in_default_with(d, "refund_order", arguments, |c| c.confirmed(true)).await
 }
 
 mod approvals;

@@ -255,8 +255,7 @@ async fn slow_withdraw(
 ) -> Result<Value, Rejection> {
     let _ = account;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    ctx.state.transfers.fetch_add(1, Ordering::SeqCst);
-    Ok(json!({"withdrew": cents}))
+    counted(&ctx.state.transfers, json!({"withdrew": cents}))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

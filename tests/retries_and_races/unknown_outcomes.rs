@@ -32,17 +32,13 @@ async fn a_refund_that_went_through_is_in_doubt_and_the_models_retry_completes_i
     // it is the same, already-approved operation, so it is not asked again,
     // and the check (which would now say "nothing left to refund") is not
     // what answers: the backend, under the same key, does.
-    let retry = d
-        .execute(Call::new("refund_order", REFUND_ALL).session("default"))
-        .await;
+    let retry = in_default(&d, "refund_order", REFUND_ALL).await;
     assert!(retry.ok && !retry.replayed, "{retry:?}");
     assert_eq!(retry.data["remaining_refundable_cents"], 0);
     assert_eq!(shop.applied_refunds(), 1, "one refund in all");
     assert_eq!(shop.order("ORD-1001").unwrap().refunded_cents, 12_000);
 
-    let again = d
-        .execute(Call::new("refund_order", REFUND_ALL).session("default"))
-        .await;
+    let again = in_default(&d, "refund_order", REFUND_ALL).await;
     assert!(again.ok && again.replayed, "completed now: {again:?}");
     assert_eq!(shop.applied_refunds(), 1);
 }
@@ -74,19 +70,11 @@ async fn an_in_doubt_call_still_answers_to_the_allowlist_and_the_loop_guard() {
         .unwrap();
     let lost = confirmed_refund(&d, REFUND_ALL).await;
     assert_eq!(lost.data["in_doubt"], json!(true));
-    let looped = d
-        .execute(Call::new("refund_order", REFUND_ALL).session("default"))
-        .await;
+    let looped = in_default(&d, "refund_order", REFUND_ALL).await;
     assert_eq!(looped.code, Code::LoopDetected);
 
     let reader = toolcall::Caller::new("reader", Policy::new().allow(["get_order"]));
-    let refused = d
-        .execute(
-            Call::new("refund_order", REFUND_ALL)
-                .session("default")
-                .caller(&reader),
-        )
-        .await;
+    let refused = in_default_with(&d, "refund_order", REFUND_ALL, |c| c.caller(&reader)).await;
     assert_eq!(refused.code, Code::ToolNotAllowed);
     assert_eq!(shop.applied_refunds(), 1);
 }
@@ -150,11 +138,18 @@ fn gateway_dispatcher(gateway: &Arc<Gateway>) -> Dispatcher<Gateway> {
         .unwrap()
 }
 
+/// A gateway `set` up to fail as a test needs, and its dispatcher.
+fn gateway_where(set: impl FnOnce(&Gateway)) -> (Arc<Gateway>, Dispatcher<Gateway>) {
+    let gateway = Arc::new(Gateway::default());
+    set(&gateway);
+    let d = gateway_dispatcher(&gateway);
+    (gateway, d)
+}
+
 /// The one charge these tests make, of 500 cents: each identical to the
 /// others, so that a retry is the same call.
 async fn charge_500(d: &Dispatcher<Gateway>) -> ToolResult {
-    d.execute(Call::new("charge", r#"{"cents": 500}"#).session("default"))
-        .await
+    in_default(d, "charge", r#"{"cents": 500}"#).await
 }
 
 /// A `claim_wait` beyond what an `Instant` holds (a host's "wait as long
@@ -163,11 +158,7 @@ async fn charge_500(d: &Dispatcher<Gateway>) -> ToolResult {
 /// means no deadline.
 #[tokio::test]
 async fn a_claim_wait_of_any_length_never_overflows() {
-    let shop = Arc::new(Shop::new());
-    let d = shop_dispatcher(&shop)
-        .claim_wait(Duration::MAX)
-        .build()
-        .unwrap();
+    let (shop, d) = shop_with(|b| b.claim_wait(Duration::MAX));
     let refund = confirmed_refund(&d, REFUND_ALL).await;
     assert!(refund.ok && !refund.replayed, "{refund:?}");
     let again = confirmed_refund(&d, REFUND_ALL).await;
@@ -176,9 +167,7 @@ async fn a_claim_wait_of_any_length_never_overflows() {
     // The fourth identical lookup is a loop, answered at once.
     let mut codes = Vec::new();
     for _ in 0..4 {
-        let lookup = d
-            .execute(Call::new("get_order", r#"{"order_id": "ORD-1001"}"#).session("default"))
-            .await;
+        let lookup = in_default(&d, "get_order", r#"{"order_id": "ORD-1001"}"#).await;
         codes.push(lookup.code);
     }
     assert_eq!(codes[..3], [Code::Ok, Code::Ok, Code::Ok]);
@@ -216,9 +205,7 @@ async fn large_retry_settings_bound_the_lease_without_overflowing() {
 
 #[tokio::test]
 async fn reconcile_turns_a_lost_answer_into_the_answer() {
-    let gateway = Arc::new(Gateway::default());
-    gateway.lose_after_commit.store(1, Ordering::SeqCst);
-    let d = gateway_dispatcher(&gateway);
+    let (gateway, d) = gateway_where(|g| g.lose_after_commit.store(1, Ordering::SeqCst));
     let first = charge_500(&d).await;
     assert!(first.ok, "the lookup found the charge: {first:?}");
     assert_eq!(first.data["charged"], 500);
@@ -230,9 +217,7 @@ async fn reconcile_turns_a_lost_answer_into_the_answer() {
 
 #[tokio::test]
 async fn reconcile_that_finds_nothing_means_not_done_and_the_call_is_free_again() {
-    let gateway = Arc::new(Gateway::default());
-    gateway.fail_before_commit.store(1, Ordering::SeqCst);
-    let d = gateway_dispatcher(&gateway);
+    let (gateway, d) = gateway_where(|g| g.fail_before_commit.store(1, Ordering::SeqCst));
     let first = charge_500(&d).await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert!(
@@ -247,10 +232,10 @@ async fn reconcile_that_finds_nothing_means_not_done_and_the_call_is_free_again(
 
 #[tokio::test]
 async fn a_failed_lookup_leaves_the_call_in_doubt_and_the_next_one_asks_again_before_running() {
-    let gateway = Arc::new(Gateway::default());
-    gateway.lose_after_commit.store(1, Ordering::SeqCst);
-    gateway.lookup_down.store(1, Ordering::SeqCst);
-    let d = gateway_dispatcher(&gateway);
+    let (gateway, d) = gateway_where(|g| {
+        g.lose_after_commit.store(1, Ordering::SeqCst);
+        g.lookup_down.store(1, Ordering::SeqCst);
+    });
     let first = charge_500(&d).await;
     assert_eq!(first.code, Code::UpstreamUnavailable);
     assert_eq!(first.data["in_doubt"], json!(true));
@@ -283,14 +268,10 @@ async fn a_timeout_is_in_doubt_too() {
     let d = Dispatcher::builder(tools![slow_write].unwrap(), Arc::clone(&runs))
         .build()
         .unwrap();
-    let timed_out = d
-        .execute(Call::new("slow_write", r#"{"line": "x"}"#).session("default"))
-        .await;
+    let timed_out = in_default(&d, "slow_write", r#"{"line": "x"}"#).await;
     assert_eq!(timed_out.code, Code::Timeout);
     assert_eq!(timed_out.data["in_doubt"], json!(true));
-    let again = d
-        .execute(Call::new("slow_write", r#"{"line": "x"}"#).session("default"))
-        .await;
+    let again = in_default(&d, "slow_write", r#"{"line": "x"}"#).await;
     assert!(again.ok, "{again:?}");
     assert_eq!(
         runs.load(Ordering::SeqCst),

@@ -12,7 +12,9 @@ use crate::question::{
     TakeApproval, Verdict, may_answer,
 };
 use crate::result::ToolResult;
-use crate::store::{ApprovalLookup, ApprovalUse, DecisionWrite, SignatureWrite, Store, StoreError, Unsettled};
+use crate::store::{
+    ApprovalLookup, ApprovalUse, DecisionWrite, SignatureWrite, Store, StoreError, Unsettled,
+};
 
 /// When a decision is recorded, and how long a denial or an edit answers
 /// the identical calls from then ([`ApprovalDecision::lasts_until_ms`]).

@@ -632,6 +632,6 @@ pub use memory::MemoryStore;
 pub use pending::{PendingCursor, PendingOrder, PendingPage, PendingQuery, PendingQueryError};
 pub use records::{
     ApprovalLookup, ApprovalUse, CallBegun, CallStart, Claim, Completion, ControlsChange,
-    ControlsWrite, DecisionWrite, Exposure, Lease, LockAsk, QuestionLease, RateWindow, RecordedOutcome,
-    SignatureWrite, StoredControls, TaintHit, Unsettled,
+    ControlsWrite, DecisionWrite, Exposure, Lease, LockAsk, QuestionLease, RateWindow,
+    RecordedOutcome, SignatureWrite, StoredControls, TaintHit, Unsettled,
 };

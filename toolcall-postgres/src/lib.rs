@@ -153,10 +153,10 @@ use tokio_postgres::types::ToSql;
 use toolcall_ledger::ToolResult;
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
-    Claim, Completion, ControlsChange, ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease, LockAsk,
-    OpenBounds, PendingApproval, PendingPage, PendingQuery, QuestionLease, RateWindow,
-    RecordedOutcome, SignOutcome, Signature, SignatureWrite, StoreError, StoredControls, TakeApproval,
-    Unsettled, now_ms, session_key,
+    Claim, Completion, ControlsChange, ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease,
+    LockAsk, OpenBounds, PendingApproval, PendingPage, PendingQuery, QuestionLease, RateWindow,
+    RecordedOutcome, SignOutcome, Signature, SignatureWrite, StoreError, StoredControls,
+    TakeApproval, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -612,7 +612,10 @@ impl QuestionStore for PostgresStore {
         approvals::page(self, query).await
     }
 
-    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(
+        &self,
+        deciding: &DecisionWrite<'_>,
+    ) -> Result<DecideOutcome, StoreError> {
         approvals::decide(self, deciding).await
     }
 

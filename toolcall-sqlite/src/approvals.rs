@@ -5,8 +5,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Binding,
-    DecideOutcome, DecisionWrite, OpenBounds, PendingApproval, PendingPage, PendingQuery, Requester,
-    StoreError, TakeApproval, session_key,
+    DecideOutcome, DecisionWrite, OpenBounds, PendingApproval, PendingPage, PendingQuery,
+    Requester, StoreError, TakeApproval, session_key,
 };
 use toolcall_sql::approval::{self, NewApproval};
 use toolcall_sql::{Value, count_sql, to_sql};

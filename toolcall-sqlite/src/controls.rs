@@ -142,7 +142,10 @@ pub(crate) fn signatures(conn: &Connection, id: &str) -> Result<Vec<Signature>, 
 /// signature kept and, for the last one, the decision recorded. Of two
 /// last signatures at once, on any connection to the file, the second
 /// reads the first's.
-pub(crate) fn sign(store: &SqliteStore, signing: &SignatureWrite<'_>) -> Result<SignOutcome, StoreError> {
+pub(crate) fn sign(
+    store: &SqliteStore,
+    signing: &SignatureWrite<'_>,
+) -> Result<SignOutcome, StoreError> {
     let SignatureWrite {
         id, signer, now_ms, ..
     } = *signing;

@@ -103,9 +103,9 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use toolcall_ledger::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, Claim, ControlsChange,
-    ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, RateWindow, SignOutcome, Signature, SignatureWrite, StoreError, StoredControls,
-    TakeApproval,
+    ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease, OpenBounds, PendingApproval,
+    PendingPage, PendingQuery, RateWindow, SignOutcome, Signature, SignatureWrite, StoreError,
+    StoredControls, TakeApproval,
 };
 
 use schema::{migrate, retry_busy};
@@ -423,7 +423,10 @@ impl QuestionStore for SqliteStore {
         self.read(|conn| approvals::page(conn, query))
     }
 
-    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(
+        &self,
+        deciding: &DecisionWrite<'_>,
+    ) -> Result<DecideOutcome, StoreError> {
         off_runtime(|| approvals::decide(self, deciding))
     }
 

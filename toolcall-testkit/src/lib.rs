@@ -6,16 +6,20 @@
 //! a plain HTTP client for its pages and API; [`store`], what the store
 //! tests put in a store; [`sql_stores`], what the schema tests of the SQL
 //! stores put in and check alike; [`run`], runtimes and scratch folders;
-//! [`contract`], what the contract tests do to a lock file;
+//! [`contract`], what the contract tests do to a lock file; [`count`], the
+//! body of a tool that only counts what reached it;
 //! [`postgres_server`], a Postgres of a test's own, to crash, on
-//! [`postgres_programs`], the server's programs; [`spans`], a `tracing`
+//! [`postgres_programs`], the server's programs; [`answer`], the checks of
+//! an answer's code and message; [`spans`], a `tracing`
 //! subscriber that keeps what it is told; [`wrap`], a store over
 //! another that forwards every call through a hook (to count or fail it).
 //!
 //! Not published: crates take it as a path-only dev-dependency.
 
+pub mod answer;
 pub mod bank;
 pub mod contract;
+pub mod count;
 pub mod inbox;
 pub mod mcp_http;
 pub mod postgres_programs;

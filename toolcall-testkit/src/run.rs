@@ -110,6 +110,23 @@ where
     answers
 }
 
+/// Runs `task(i)` for each `i` below `count` on a thread of its own, all
+/// at once: what each answered, in order.
+pub fn on_threads<T, Task>(count: usize, task: Task) -> Vec<T>
+where
+    Task: Fn(usize) -> T + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let task = std::sync::Arc::new(task);
+    let threads: Vec<_> = (0..count)
+        .map(|i| {
+            let task = std::sync::Arc::clone(&task);
+            std::thread::spawn(move || task(i))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 /// `name`, made unique to this process and this moment: a conversation or
 /// a database no other run used.
 pub fn unique(name: &str) -> String {

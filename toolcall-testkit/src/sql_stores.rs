@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 use toolcall::store::{
-    ApprovalLookup, ApprovalUse, ControlsWrite, DecisionWrite, Exposure, Lease, LockAsk, QuestionLease,
-    RateWindow, SignatureWrite,
+    ApprovalLookup, ApprovalUse, ControlsWrite, DecisionWrite, Exposure, Lease, LockAsk,
+    QuestionLease, RateWindow, SignatureWrite,
 };
 
 use serde_json::json;

@@ -229,7 +229,10 @@ impl<S: Store, H: Hook> QuestionStore for Wrapped<S, H> {
         self.pass("pending_page", Read, call).await
     }
 
-    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(
+        &self,
+        deciding: &DecisionWrite<'_>,
+    ) -> Result<DecideOutcome, StoreError> {
         let call = self.inner.decide_approval(deciding);
         self.pass("decide_approval", Write, call).await
     }

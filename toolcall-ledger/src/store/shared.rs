@@ -7,10 +7,10 @@ use crate::result::ToolResult;
 use super::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, CallBegun, CallStart,
     CallStore, Claim, Completion, ControlStore, ControlsChange, ControlsWrite, DecideOutcome,
-    DecisionWrite, Exposure, Key, Lease, LockAsk, LockStore, OpenBounds, PendingApproval, PendingPage,
-    PendingQuery, QuestionLease, QuestionStore, RateWindow, RecordedOutcome, SignOutcome,
-    Signature, SignatureWrite, Store, StoreError, StoredControls, TaintHit, TaintSource, TaintStore,
-    TakeApproval, Unsettled,
+    DecisionWrite, Exposure, Key, Lease, LockAsk, LockStore, OpenBounds, PendingApproval,
+    PendingPage, PendingQuery, QuestionLease, QuestionStore, RateWindow, RecordedOutcome,
+    SignOutcome, Signature, SignatureWrite, Store, StoreError, StoredControls, TaintHit,
+    TaintSource, TaintStore, TakeApproval, Unsettled,
 };
 
 /// A shared store: several dispatchers (or tests) over one set of records.

@@ -4,8 +4,9 @@
 use super::MemoryStore;
 use crate::store::{
     ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, AskApproval, DecideOutcome,
-    DecisionWrite, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingPage, PendingQuery,
-    QuestionStore, SignOutcome, Signature, SignatureWrite, StoreError, TakeApproval, now_ms,
+    DecisionWrite, OpenBounds, PendingApproval, PendingCursor, PendingOrder, PendingPage,
+    PendingQuery, QuestionStore, SignOutcome, Signature, SignatureWrite, StoreError, TakeApproval,
+    now_ms,
 };
 use crate::sync::lock;
 
@@ -202,7 +203,10 @@ impl QuestionStore for MemoryStore {
         })
     }
 
-    async fn decide_approval(&self, deciding: &DecisionWrite<'_>) -> Result<DecideOutcome, StoreError> {
+    async fn decide_approval(
+        &self,
+        deciding: &DecisionWrite<'_>,
+    ) -> Result<DecideOutcome, StoreError> {
         let decision = deciding.decision;
         let mut shard = self.shard(deciding.id);
         let Some(entry) = shard.approvals.get_mut(deciding.id) else {

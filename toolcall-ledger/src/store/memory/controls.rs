@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use super::MemoryStore;
 use super::shard::Window;
 use crate::store::{
-    ApprovalDecision, ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature, SignatureWrite,
-    StoredControls, now_ms,
+    ApprovalDecision, ControlsChange, ControlsWrite, RateWindow, SignOutcome, Signature,
+    SignatureWrite, StoredControls, now_ms,
 };
 use crate::sync::lock;
 
