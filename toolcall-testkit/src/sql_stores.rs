@@ -516,28 +516,14 @@ pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
         .put_approval(&approval("p-valid", now_ms() + 600_000))
         .await
         .unwrap();
-    store
-        .lock_resource(
-            &LockAsk {
-                resource: &key("lock-old"),
-                holder: "h",
-                lease_ms: 1,
-            },
-            now_ms(),
-        )
-        .await
-        .unwrap();
-    store
-        .lock_resource(
-            &LockAsk {
-                resource: &key("lock-held"),
-                holder: "h",
-                lease_ms: 600_000,
-            },
-            now_ms(),
-        )
-        .await
-        .unwrap();
+    for (resource, lease_ms) in [("lock-old", 1), ("lock-held", 600_000)] {
+        let ask = LockAsk {
+            resource: &key(resource),
+            holder: "h",
+            lease_ms,
+        };
+        store.lock_resource(&ask, now_ms()).await.unwrap();
+    }
 }
 
 /// Four writes after [`eleven_writes_soon_old`]: a step of `s-new`, a

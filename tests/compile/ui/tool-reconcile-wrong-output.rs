@@ -23,7 +23,7 @@ fn transfer(
 async fn find_transfer(
     ctx: &Ctx<Bank>,
     key: &str,
-) -> Result<Option<serde_json::Value>, Rejection> {
+) -> Result<Option<String>, Rejection> {
     let _ = (ctx, key);
     Ok(None)
 }

@@ -4,9 +4,7 @@
 //!
 //! The cases under `tests/ui` are the workspace's own (its `tests/compile/ui`), so
 //! that a case is written once: this crate keeps only its expected output,
-//! which differs from the workspace's in what an application can see. The
-//! cases under `tests/own` are this application's, for a misdeclaration the
-//! workspace's case writes with a crate this application does not have.
+//! which differs from the workspace's in what an application can see.
 
 use std::path::Path;
 
@@ -15,7 +13,6 @@ fn ui() {
     copy_workspace_cases(Path::new("tests/ui"), Path::new("../../../tests/compile/ui"));
     let cases = trybuild::TestCases::new();
     cases.compile_fail("tests/ui/*.rs");
-    cases.compile_fail("tests/own/*.rs");
 }
 
 /// Puts beside each expected output of `here` the workspace's case of the
