@@ -36,15 +36,8 @@ impl<St: Store> Stages<St> {
     async fn take_by_id(&self, prepared: &Asking<'_>, id: &str) -> Stage<()> {
         let name = prepared.tool;
         let store_error = |error| self.store_unavailable(name, &error);
-        let digest = digest(prepared.arguments);
-        let requester = requester_of(prepared.caller);
-        let binding = Binding {
-            session: prepared.session,
-            caller: prepared.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(prepared.arguments, prepared.caller);
+        let binding = own.binding(prepared.session, prepared.caller, name);
         // A question several people must approve is never taken up
         // undecided: it waits for their signatures.
         if prepared.people > 1 {
@@ -276,15 +269,8 @@ impl<St: Store> Stages<St> {
             Approval::None => return Ok(true),
             Approval::Id(id) => id,
         };
-        let digest = digest(prepared.arguments);
-        let requester = requester_of(prepared.caller);
-        let binding = Binding {
-            session: prepared.session,
-            caller: prepared.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(prepared.arguments, prepared.caller);
+        let binding = own.binding(prepared.session, prepared.caller, name);
         let entry = self
             .store
             .approval(id)
@@ -338,6 +324,39 @@ impl<St: Store> Stages<St> {
 /// caller, if one is.
 pub(super) fn requester_of(caller: &Caller) -> Option<String> {
     caller.principal().map(crate::Principal::requester)
+}
+
+/// The digest and requester a call's own questions are bound to, held for
+/// the [`Binding`] that borrows them.
+pub(super) struct OwnCall {
+    digest: String,
+    requester: Option<String>,
+}
+
+impl OwnCall {
+    pub(super) fn of(arguments: &Value, caller: &Caller) -> Self {
+        OwnCall {
+            digest: digest(arguments),
+            requester: requester_of(caller),
+        }
+    }
+
+    /// Matches only the questions this exact call asked, by its requester:
+    /// no other call's approval, nor another principal's, may be used.
+    pub(super) fn binding<'a>(
+        &'a self,
+        session: &'a str,
+        caller: &'a Caller,
+        tool: &'a str,
+    ) -> Binding<'a> {
+        Binding {
+            session,
+            caller: caller.id(),
+            tool: Some(tool),
+            digest: Some(&self.digest),
+            requester: Requester::Only(self.requester.as_deref()),
+        }
+    }
 }
 
 /// `data.needed`, `data.signatures` and `data.signed_by` of a question that
