@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::args::Constraint;
 use crate::policy::Caller;
-use crate::registry::Registry;
+use crate::registry::{Registry, debug_variant};
 
 /// Why a dispatcher could not be built, or a caller does not fit it.
 ///
@@ -223,83 +223,62 @@ fn no_such_part(f: &mut fmt::Formatter<'_>, expected: &str, found: &str) -> fmt:
 impl fmt::Debug for BuildError {
     /// The `Display` sentence; with `{:#?}`, the variant and its fields.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !f.alternate() {
-            return fmt::Display::fmt(self, f);
-        }
-        match self {
+        let (variant, fields): (&str, &[(&str, &dyn fmt::Debug)]) = match self {
             BuildError::StateMismatch {
                 tool,
                 expected,
                 found,
-            } => f
-                .debug_struct("StateMismatch")
-                .field("tool", tool)
-                .field("expected", expected)
-                .field("found", found)
-                .finish(),
+            } => (
+                "StateMismatch",
+                &[("tool", tool), ("expected", expected), ("found", found)],
+            ),
             BuildError::CheckStateMismatch {
                 tool,
                 expected,
                 found,
-            } => f
-                .debug_struct("CheckStateMismatch")
-                .field("tool", tool)
-                .field("expected", expected)
-                .field("found", found)
-                .finish(),
+            } => (
+                "CheckStateMismatch",
+                &[("tool", tool), ("expected", expected), ("found", found)],
+            ),
             BuildError::ReconcileStateMismatch {
                 tool,
                 expected,
                 found,
-            } => f
-                .debug_struct("ReconcileStateMismatch")
-                .field("tool", tool)
-                .field("expected", expected)
-                .field("found", found)
-                .finish(),
+            } => (
+                "ReconcileStateMismatch",
+                &[("tool", tool), ("expected", expected), ("found", found)],
+            ),
             BuildError::UnknownTool {
                 caller,
                 tool,
                 closest,
-            } => f
-                .debug_struct("UnknownTool")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("closest", closest)
-                .finish(),
+            } => (
+                "UnknownTool",
+                &[("caller", caller), ("tool", tool), ("closest", closest)],
+            ),
             BuildError::UnknownLimit {
                 caller,
                 limit,
                 closest,
-            } => f
-                .debug_struct("UnknownLimit")
-                .field("caller", caller)
-                .field("limit", limit)
-                .field("closest", closest)
-                .finish(),
+            } => (
+                "UnknownLimit",
+                &[("caller", caller), ("limit", limit), ("closest", closest)],
+            ),
             BuildError::UnknownRepeatedTool {
                 caller,
                 tool,
                 closest,
-            } => f
-                .debug_struct("UnknownRepeatedTool")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("closest", closest)
-                .finish(),
-            BuildError::RepeatsOfSideEffect { caller, tool } => f
-                .debug_struct("RepeatsOfSideEffect")
-                .field("caller", caller)
-                .field("tool", tool)
-                .finish(),
-            BuildError::DuplicatePart { part } => {
-                f.debug_struct("DuplicatePart").field("part", part).finish()
+            } => (
+                "UnknownRepeatedTool",
+                &[("caller", caller), ("tool", tool), ("closest", closest)],
+            ),
+            BuildError::RepeatsOfSideEffect { caller, tool } => {
+                ("RepeatsOfSideEffect", &[("caller", caller), ("tool", tool)])
             }
-            BuildError::DuplicateCaller { caller } => f
-                .debug_struct("DuplicateCaller")
-                .field("caller", caller)
-                .finish(),
-        }
+            BuildError::DuplicatePart { part } => ("DuplicatePart", &[("part", part)]),
+            BuildError::DuplicateCaller { caller } => ("DuplicateCaller", &[("caller", caller)]),
+        };
+        debug_variant(f, self, variant, fields)
     }
 }
 
@@ -377,33 +356,31 @@ impl fmt::Display for BuildWarning {
 impl fmt::Debug for BuildWarning {
     /// The `Display` sentence; with `{:#?}`, the variant and its fields.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !f.alternate() {
-            return fmt::Display::fmt(self, f);
-        }
-        match self {
+        let (variant, fields): (&str, &[(&str, &dyn fmt::Debug)]) = match self {
             BuildWarning::LimitNotSet {
                 caller,
                 tool,
                 field,
                 limit,
-            } => f
-                .debug_struct("LimitNotSet")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("field", field)
-                .field("limit", limit)
-                .finish(),
+            } => (
+                "LimitNotSet",
+                &[
+                    ("caller", caller),
+                    ("tool", tool),
+                    ("field", field),
+                    ("limit", limit),
+                ],
+            ),
             BuildWarning::NamedLimitNotSet {
                 caller,
                 tool,
                 limit,
-            } => f
-                .debug_struct("NamedLimitNotSet")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("limit", limit)
-                .finish(),
-        }
+            } => (
+                "NamedLimitNotSet",
+                &[("caller", caller), ("tool", tool), ("limit", limit)],
+            ),
+        };
+        debug_variant(f, self, variant, fields)
     }
 }
 
