@@ -1,6 +1,8 @@
 //! Stage 7: a high-risk call, or a side effect tainted by untrusted output,
 //! runs only with a person's approval of this exact call.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
 
 use super::Approvals;
@@ -84,7 +86,6 @@ impl<St: Store> Stages<St> {
     async fn ask(&self, prepared: &Asking<'_>) -> Stage<ToolResult> {
         let name = prepared.tool;
         let store_error = |error| self.store_unavailable(name, &error);
-        let digest = digest(prepared.arguments);
 
         // Untrusted output is why it asks: the person sees which output,
         // and what it said, beside the call. The taint is kept by the
@@ -101,19 +102,7 @@ impl<St: Store> Stages<St> {
             }
             None => Vec::new(),
         };
-        let created_ms = now_ms();
-        let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         let pending = PendingApproval {
-            id: super::ids::question_id(),
-            session: prepared.session.to_owned(),
-            caller: prepared.caller.id().to_owned(),
-            tool: name.to_owned(),
-            digest,
-            arguments: prepared.arguments.clone(),
-            step: prepared.step,
-            created_ms,
-            expires_ms: created_ms.saturating_add(ttl),
-            decision: None,
             reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
             tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
             answerers: Answerers::new(
@@ -121,8 +110,8 @@ impl<St: Store> Stages<St> {
                 prepared.client_answers,
             )
             .people(prepared.people),
-            principal: prepared.caller.principal().cloned(),
             provenance,
+            ..prepared.question(self.settings.approval_ttl)
         };
         let bounds = OpenBounds {
             conversation: self.settings.max_pending_approvals,
@@ -409,6 +398,31 @@ impl<'a> Asking<'a> {
             tainted,
             client_answers: prepared.client_answers,
             people: prepared.people,
+        }
+    }
+
+    /// The question of this call, asked now for `ttl`: undecided, and
+    /// with no reason, taint, answerers or provenance, which the one who
+    /// asks adds.
+    pub(super) fn question(&self, ttl: Duration) -> PendingApproval {
+        let created_ms = now_ms();
+        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        PendingApproval {
+            id: super::ids::question_id(),
+            session: self.session.to_owned(),
+            caller: self.caller.id().to_owned(),
+            tool: self.tool.to_owned(),
+            digest: digest(self.arguments),
+            arguments: self.arguments.clone(),
+            step: self.step,
+            created_ms,
+            expires_ms: created_ms.saturating_add(ttl),
+            decision: None,
+            reason: None,
+            tainted: Vec::new(),
+            answerers: Answerers::new(false, false),
+            principal: self.caller.principal().cloned(),
+            provenance: Vec::new(),
         }
     }
 }
