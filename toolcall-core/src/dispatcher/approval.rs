@@ -455,14 +455,7 @@ impl<St: Store> Stages<St> {
                 let mut data = Map::new();
                 data.insert("signatures".into(), Value::from(signatures));
                 data.insert("needed".into(), Value::from(needed));
-                let mut waiting = self.fail_with(
-                    Failure::ConfirmationRequired,
-                    tool.to_owned(),
-                    &Details::default(),
-                    data,
-                );
-                waiting.question_id = Some(decision.id.to_owned());
-                Err(waiting)
+                Err(self.waiting_on(tool, decision.id, data))
             }
             Ok(_) | Err(Refusal::Closed | Refusal::Unknown | Refusal::Expired) => Ok(()),
             Err(Refusal::Store(error)) => Err(self.store_unavailable(tool, &error)),

@@ -200,14 +200,7 @@ impl<St: Store> Stages<St> {
             };
             add_signing(&mut data, &signed_by, needed);
         }
-        let mut asked = self.fail_with(
-            Failure::ConfirmationRequired,
-            name.to_owned(),
-            &Details::default(),
-            data,
-        );
-        asked.question_id = Some(question.id.clone());
-        asked
+        self.waiting_on(name, &question.id, data)
     }
 
     /// How many distinct people must approve `question`: as many as it was
