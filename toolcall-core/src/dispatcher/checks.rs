@@ -479,21 +479,27 @@ fn limits_of(spec: &'static crate::ToolSpec) -> impl Iterator<Item = (&'static s
 
 #[cfg(test)]
 mod tests {
-    use crate::suggest::closest;
+    use crate::suggest::assert_suggests;
 
     #[test]
     fn typos_find_the_real_name_and_strangers_find_none() {
-        let tools = ["get_order", "refund_order", "create_event"];
-        let suggest = |name: &str| closest(name, tools.iter().copied());
-        assert_eq!(suggest("create_events"), Some("create_event"));
-        assert_eq!(suggest("refund_orders"), Some("refund_order"));
-        assert_eq!(suggest("refundOrder"), Some("refund_order"));
-        assert_eq!(suggest("getorder"), Some("get_order"));
-        assert_eq!(suggest("delete_everything"), None);
-        let limits = ["max_duration_minutes", "max_refund_cents"];
-        let suggest = |name: &str| closest(name, limits.iter().copied());
-        assert_eq!(suggest("max_duration_minuts"), Some("max_duration_minutes"));
-        assert_eq!(suggest("max_refund_cent"), Some("max_refund_cents"));
-        assert_eq!(suggest("daily_cap"), None);
+        assert_suggests(
+            &["get_order", "refund_order", "create_event"],
+            &[
+                ("create_events", Some("create_event")),
+                ("refund_orders", Some("refund_order")),
+                ("refundOrder", Some("refund_order")),
+                ("getorder", Some("get_order")),
+                ("delete_everything", None),
+            ],
+        );
+        assert_suggests(
+            &["max_duration_minutes", "max_refund_cents"],
+            &[
+                ("max_duration_minuts", Some("max_duration_minutes")),
+                ("max_refund_cent", Some("max_refund_cents")),
+                ("daily_cap", None),
+            ],
+        );
     }
 }
