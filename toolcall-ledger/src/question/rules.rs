@@ -218,7 +218,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::question::{Answerers, IN_DOUBT, PendingApproval};
+    use crate::question::{Answerers, IN_DOUBT};
 
     fn question(reason: Option<&str>, answerers: Answerers) -> ApprovalEntry {
         crate::question::open_entry(reason, 1_000, answerers)

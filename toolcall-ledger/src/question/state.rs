@@ -160,7 +160,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::question::{Answerers, ApprovalDecision, IN_DOUBT, NEVER_MS, PendingApproval};
+    use crate::question::{Answerers, ApprovalDecision, IN_DOUBT, NEVER_MS};
 
     fn entry(reason: Option<&str>, expires_ms: u64) -> ApprovalEntry {
         crate::question::open_entry(reason, expires_ms, Answerers::PERSON)
