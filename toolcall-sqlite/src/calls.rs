@@ -252,16 +252,10 @@ impl CallStore for SqliteStore {
 impl SqliteStore {
     /// Runs `sql` on the rows of `key` (its `?1`), off the runtime; a key
     /// with no row is no error.
-    fn execute_on(
-        &self,
-        sql: &'static str,
-        key: &Key,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                self.execute(sql, [key.as_str()])?;
-                Ok(())
-            })
-        }
+    async fn execute_on(&self, sql: &'static str, key: &Key) -> Result<(), StoreError> {
+        off_runtime(|| {
+            self.execute(sql, [key.as_str()])?;
+            Ok(())
+        })
     }
 }
