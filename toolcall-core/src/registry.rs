@@ -74,20 +74,33 @@ impl fmt::Display for RegistryError {
 impl fmt::Debug for RegistryError {
     /// The `Display` sentence; with `{:#?}`, the variant and its fields.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !f.alternate() {
-            return fmt::Display::fmt(self, f);
-        }
-        match self {
-            RegistryError::DuplicateName { name } => {
-                f.debug_struct("DuplicateName").field("name", name).finish()
+        let (variant, fields): (&str, &[(&str, &dyn fmt::Debug)]) = match self {
+            RegistryError::DuplicateName { name } => ("DuplicateName", &[("name", name)]),
+            RegistryError::OpenSchema { tool, path } => {
+                ("OpenSchema", &[("tool", tool), ("path", path)])
             }
-            RegistryError::OpenSchema { tool, path } => f
-                .debug_struct("OpenSchema")
-                .field("tool", tool)
-                .field("path", path)
-                .finish(),
-        }
+        };
+        debug_variant(f, self, variant, fields)
     }
+}
+
+/// The `Debug` form of an error made when tools are put together: its
+/// `Display` sentence, so that `?` in a `main` prints what to fix; with
+/// `{:#?}`, `variant` and its `fields`, for a `match` to be written against.
+pub(crate) fn debug_variant(
+    f: &mut fmt::Formatter<'_>,
+    sentence: &dyn fmt::Display,
+    variant: &str,
+    fields: &[(&str, &dyn fmt::Debug)],
+) -> fmt::Result {
+    if !f.alternate() {
+        return sentence.fmt(f);
+    }
+    let mut debug = f.debug_struct(variant);
+    for (name, value) in fields {
+        debug.field(name, value);
+    }
+    debug.finish()
 }
 
 impl std::error::Error for RegistryError {}

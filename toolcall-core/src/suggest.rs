@@ -196,20 +196,32 @@ fn edit_distance<T: PartialEq>(a: &[T], b: &[T], row: &mut [usize]) -> usize {
     row[b.len()]
 }
 
+/// Asserts what each name of `cases` is suggested among `candidates`.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_suggests(candidates: &[&str], cases: &[(&str, Option<&str>)]) {
+    for &(name, want) in cases {
+        assert_eq!(closest(name, candidates.iter().copied()), want, "{name}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn suggests_near_misses_only() {
-        let fields = ["order_id", "amount_cents", "currency", "reason"];
-        let suggest = |name: &str| closest(name, fields.iter().copied());
-        assert_eq!(suggest("orderId"), Some("order_id"));
-        assert_eq!(suggest("amount"), Some("amount_cents"));
-        assert_eq!(suggest("currncy"), Some("currency"));
-        assert_eq!(suggest("Reason"), Some("reason"));
-        assert_eq!(suggest("force"), None);
-        assert_eq!(suggest("x"), None);
+        assert_suggests(
+            &["order_id", "amount_cents", "currency", "reason"],
+            &[
+                ("orderId", Some("order_id")),
+                ("amount", Some("amount_cents")),
+                ("currncy", Some("currency")),
+                ("Reason", Some("reason")),
+                ("force", None),
+                ("x", None),
+            ],
+        );
     }
 
     /// The suggestion as it was first written (a `String` per name and two

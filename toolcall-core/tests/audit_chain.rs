@@ -101,6 +101,28 @@ fn insert(path: &Path, line: usize, text: String) {
     put(path, &all);
 }
 
+/// The break in the one file `path`, asserted to be `problem` at `line`.
+#[track_caller]
+fn broken_at(path: &Path, line: u64, problem: Problem) -> ChainBreak {
+    let broken = break_in(&[path]);
+    assert_eq!(broken.line, line);
+    assert_eq!(broken.problem, problem);
+    broken
+}
+
+/// Asserts that the break says `text`.
+#[track_caller]
+fn assert_says(broken: &ChainBreak, text: &str) {
+    assert!(broken.to_string().contains(text), "{broken}");
+}
+
+/// Asserts that the break's problem is of the pattern's kind.
+macro_rules! assert_problem {
+    ($broken:expr, $kind:pat) => {
+        assert!(matches!($broken.problem, $kind), "{}", $broken)
+    };
+}
+
 /// The break `verify_chain` finds, which it must.
 fn break_in(files: &[&Path]) -> ChainBreak {
     match verify_chain(files) {
@@ -171,14 +193,8 @@ fn a_changed_record_is_named() {
     edit(&path, 4);
     let broken = break_in(&[&path]);
     assert_eq!((broken.file.as_path(), broken.line), (path.as_path(), 4));
-    assert!(
-        matches!(broken.problem, Problem::Changed { .. }),
-        "{broken}"
-    );
-    assert!(
-        broken.to_string().contains(":4: the record was changed"),
-        "{broken}"
-    );
+    assert_problem!(broken, Problem::Changed { .. });
+    assert_says(&broken, ":4: the record was changed");
 }
 
 #[test]
@@ -188,23 +204,15 @@ fn a_changed_record_before_the_last_is_named_with_the_last() {
     edit(&path, 9);
     let broken = break_in(&[&path]);
     assert_eq!(broken.line, 10);
-    assert!(
-        matches!(broken.problem, Problem::PrevMismatch { .. }),
-        "{broken}"
-    );
+    assert_problem!(broken, Problem::PrevMismatch { .. });
 }
 
 #[test]
 fn a_removed_record_is_named() {
     let path = one_file("removed", 10);
     remove(&path, 4);
-    let broken = break_in(&[&path]);
-    assert_eq!(broken.line, 4);
-    assert_eq!(broken.problem, Problem::Removed { from: 4, to: 4 });
-    assert!(
-        broken.to_string().contains("record 4 is missing"),
-        "{broken}"
-    );
+    let broken = broken_at(&path, 4, Problem::Removed { from: 4, to: 4 });
+    assert_says(&broken, "record 4 is missing");
 }
 
 #[test]
@@ -212,9 +220,7 @@ fn removed_first_records_are_named() {
     let path = one_file("removed-head", 10);
     remove(&path, 1);
     remove(&path, 1);
-    let broken = break_in(&[&path]);
-    assert_eq!(broken.line, 1);
-    assert_eq!(broken.problem, Problem::Removed { from: 1, to: 2 });
+    broken_at(&path, 1, Problem::Removed { from: 1, to: 2 });
 }
 
 #[test]
@@ -222,9 +228,7 @@ fn an_inserted_copy_is_named() {
     let path = one_file("inserted-copy", 10);
     let third = lines(&path)[2].clone();
     insert(&path, 4, third);
-    let broken = break_in(&[&path]);
-    assert_eq!(broken.line, 4);
-    assert_eq!(broken.problem, Problem::Inserted { seq: 3 });
+    broken_at(&path, 4, Problem::Inserted { seq: 3 });
 }
 
 #[test]
@@ -236,18 +240,14 @@ fn an_inserted_record_that_links_is_named() {
     forged["seq"] = 4.into();
     forged["prev"] = sha(&third).into();
     insert(&path, 4, forged.to_string());
-    let broken = break_in(&[&path]);
-    assert_eq!(broken.line, 4);
-    assert_eq!(broken.problem, Problem::Inserted { seq: 4 });
+    broken_at(&path, 4, Problem::Inserted { seq: 4 });
 }
 
 #[test]
 fn an_inserted_record_without_links_is_named() {
     let path = one_file("inserted-bare", 10);
     insert(&path, 4, serde_json::to_string(&record(99)).unwrap());
-    let broken = break_in(&[&path]);
-    assert_eq!(broken.line, 4);
-    assert_eq!(broken.problem, Problem::Unchained);
+    broken_at(&path, 4, Problem::Unchained);
 }
 
 #[test]
@@ -303,20 +303,14 @@ fn a_changed_record_in_a_rotated_pair_is_named() {
     edit(&second, 2);
     let broken = broken_pair(&first, &second);
     assert_eq!((broken.file.as_path(), broken.line), (second.as_path(), 2));
-    assert!(
-        matches!(broken.problem, Problem::Changed { .. }),
-        "{broken}"
-    );
+    assert_problem!(broken, Problem::Changed { .. });
 
     // The last record of the first file: the second's first names it.
     let (first, second) = rotated_pair("pair-changed-last");
     edit(&first, 5);
     let broken = broken_pair(&first, &second);
     assert_eq!((broken.file.as_path(), broken.line), (first.as_path(), 5));
-    assert!(
-        matches!(broken.problem, Problem::Changed { .. }),
-        "{broken}"
-    );
+    assert_problem!(broken, Problem::Changed { .. });
 }
 
 #[test]
@@ -491,7 +485,7 @@ fn bad_input_is_named_by_its_line() {
     insert(&path, 3, "not json".to_owned());
     let broken = break_in(&[&path]);
     assert_eq!(broken.line, 3);
-    assert!(matches!(broken.problem, Problem::NotARecord(_)), "{broken}");
+    assert_problem!(broken, Problem::NotARecord(_));
 
     let path = one_file("missing-field", 5);
     let mut all = lines(&path);
@@ -501,10 +495,7 @@ fn bad_input_is_named_by_its_line() {
     put(&path, &all);
     let broken = break_in(&[&path]);
     assert_eq!(broken.line, 2);
-    assert!(
-        broken.to_string().contains("missing field `tool`"),
-        "{broken}"
-    );
+    assert_says(&broken, "missing field `tool`");
 
     let path = one_file("blank", 5);
     insert(&path, 2, String::new());
@@ -530,7 +521,7 @@ fn bad_input_is_named_by_its_line() {
 
     let missing = dir("missing").join("nothing.jsonl");
     let broken = break_in(&[&missing]);
-    assert!(matches!(broken.problem, Problem::Unreadable(_)), "{broken}");
+    assert_problem!(broken, Problem::Unreadable(_));
 
     let none: [&Path; 0] = [];
     assert!(verify_chain(&none).is_err());
@@ -558,10 +549,7 @@ fn the_largest_number_is_a_break_not_a_panic() {
     assert_eq!(head.seq, u64::MAX);
     let broken = verify_chain_after(&after.hash, &[&path]).unwrap_err();
     assert_eq!(broken.line, 1);
-    assert!(
-        broken.to_string().contains("no record can follow"),
-        "{broken}"
-    );
+    assert_says(&broken, "no record can follow");
 }
 
 /// What a proptest case does to a chain of `n` records.

@@ -51,6 +51,25 @@ fn data(relative: &str) -> PathBuf {
         .join(relative)
 }
 
+/// Each RFC 8785 test file, in name order: its name, its input and the
+/// output it canonicalizes to.
+fn rfc8785_cases() -> Vec<(std::ffi::OsString, String, String)> {
+    let root = data("rfc8785");
+    let mut names: Vec<_> = fs::read_dir(root.join("input"))
+        .expect("an input directory")
+        .map(|entry| entry.expect("a directory entry").file_name())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let input = fs::read_to_string(root.join("input").join(&name)).expect("readable input");
+            let want = fs::read_to_string(root.join("output").join(&name)).expect("an output file");
+            (name, input, want)
+        })
+        .collect()
+}
+
 /// Checks every `hex-bits,text` line; returns how many lines there were.
 fn check_doubles(text: &str, source: &str) -> usize {
     let mut failures = Vec::new();
@@ -338,6 +357,16 @@ impl Keys {
             Err(refused) => panic!("{tool} {arguments}: {refused:?}"),
         }
     }
+
+    /// The number `text`, the member of a `reading`, is keyed as the number
+    /// `canonical`.
+    fn assert_reading(&self, text: &str, canonical: &str) {
+        self.assert_key(
+            "reading",
+            &format!(r#"{{"value": {text}}}"#),
+            &format!(r#"{{"value":{canonical}}}"#),
+        );
+    }
 }
 
 /// The idempotency key as the canonical module documents it, computed here.
@@ -363,16 +392,9 @@ fn es(double: f64) -> String {
 #[test]
 fn every_rfc8785_input_as_a_call_is_keyed_by_the_rfc_output() {
     let keys = Keys::new();
-    let root = data("rfc8785");
-    let mut names: Vec<_> = fs::read_dir(root.join("input"))
-        .expect("an input directory")
-        .map(|entry| entry.expect("a directory entry").file_name())
-        .collect();
-    names.sort();
-    assert!(names.iter().any(|n| n == "values.json"));
-    for name in &names {
-        let input = fs::read_to_string(root.join("input").join(name)).expect("readable input");
-        let want = fs::read_to_string(root.join("output").join(name)).expect("an output file");
+    let cases = rfc8785_cases();
+    assert!(cases.iter().any(|(name, ..)| name == "values.json"));
+    for (_, input, want) in &cases {
         keys.assert_key(
             "document",
             &format!(r#"{{"body": {input}}}"#),
@@ -390,11 +412,7 @@ fn a_long_fraction_is_keyed_as_its_nearest_double_on_every_path() {
         "333333333.3333333",
     ] {
         // The one-pass reading of a member, a list, and the full parse.
-        keys.assert_key(
-            "reading",
-            &format!(r#"{{"value": {text}}}"#),
-            r#"{"value":333333333.3333333}"#,
-        );
+        keys.assert_reading(text, "333333333.3333333");
         keys.assert_key(
             "series",
             &format!(r#"{{"values": [4.50, {text}, 2e-3, 1E30]}}"#),
@@ -423,11 +441,7 @@ fn one_hundred_written_any_way_is_one_key() {
     let keys = Keys::new();
     let forms = ONE_HUNDRED;
     for form in forms {
-        keys.assert_key(
-            "reading",
-            &format!(r#"{{"value": {form}}}"#),
-            r#"{"value":100}"#,
-        );
+        keys.assert_reading(form, "100");
         keys.assert_key(
             "series",
             &format!(r#"{{"values": [{form}, -{form}]}}"#),

@@ -538,21 +538,17 @@ mod tests {
     #[test]
     fn key_separates_caller_session_and_tool_unambiguously() {
         let args = json!({});
-        assert_ne!(
-            idempotency_key("x", "a|b", "c", &args),
-            idempotency_key("x", "a", "b|c", &args)
-        );
-        assert_ne!(
-            idempotency_key("x", "ab", "c", &args),
-            idempotency_key("x", "a", "bc", &args)
-        );
-        assert_ne!(
-            idempotency_key("xa", "b", "c", &args),
-            idempotency_key("x", "ab", "c", &args)
-        );
-        assert_ne!(
-            idempotency_key("x", "s", "t", &args),
-            idempotency_key("y", "s", "t", &args)
-        );
+        for (one, other) in [
+            (("x", "a|b", "c"), ("x", "a", "b|c")),
+            (("x", "ab", "c"), ("x", "a", "bc")),
+            (("xa", "b", "c"), ("x", "ab", "c")),
+            (("x", "s", "t"), ("y", "s", "t")),
+        ] {
+            assert_ne!(
+                idempotency_key(one.0, one.1, one.2, &args),
+                idempotency_key(other.0, other.1, other.2, &args),
+                "{one:?} and {other:?}"
+            );
+        }
     }
 }

@@ -50,3 +50,30 @@ pub use records::{
 };
 pub use rules::{Answer, Answerer, Refusal, may_answer};
 pub use state::QuestionState;
+
+/// An open question of the call `t` in session `s` by caller `c`, asked at
+/// 0, for the tests of the rules a question is answered by.
+#[cfg(test)]
+fn open_entry(reason: Option<&str>, expires_ms: u64, answerers: Answerers) -> ApprovalEntry {
+    ApprovalEntry {
+        approval: PendingApproval {
+            id: "q".into(),
+            session: "s".into(),
+            caller: "c".into(),
+            tool: "t".into(),
+            digest: "d".into(),
+            arguments: serde_json::json!({}),
+            step: 1,
+            created_ms: 0,
+            expires_ms,
+            decision: None,
+            reason: reason.map(str::to_owned),
+            tainted: Vec::new(),
+            answerers,
+            principal: None,
+            provenance: Vec::new(),
+        },
+        used_ms: None,
+        result: None,
+    }
+}

@@ -294,6 +294,27 @@ impl PostgresStore {
         client.execute(sql, params).await.map_err(StoreError::new)
     }
 
+    /// Runs `sql` on the rows of `key` (its `$1`); a key with no row is no
+    /// error.
+    async fn execute_on(&self, sql: &str, key: &Key) -> Result<(), StoreError> {
+        self.execute(sql, &[&key.as_str()]).await?;
+        Ok(())
+    }
+
+    /// The row `sql` reads of `session` (its `$1`, the session's key), if
+    /// there is one, on a shared connection.
+    async fn session_row(
+        &self,
+        sql: &str,
+        session: &str,
+    ) -> Result<Option<tokio_postgres::Row>, StoreError> {
+        let client = self.reader().await?;
+        client
+            .query_opt(sql, &[&session_key(session)])
+            .await
+            .map_err(StoreError::new)
+    }
+
     /// [`CallStore::claim`], keeping `question` (its JSON text, with the time it
     /// was kept) with a claim it acquires ([`CallStore::claim_asking`]), and
     /// nothing with one it does not.
@@ -431,14 +452,12 @@ impl CallStore for PostgresStore {
     }
 
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
-        let client = self.reader().await?;
-        let row = client
-            .query_opt(
+        let row = self
+            .session_row(
                 "SELECT count FROM toolcall_steps WHERE session = $1",
-                &[&session_key(session)],
+                session,
             )
-            .await
-            .map_err(StoreError::new)?;
+            .await?;
         Ok(row.map_or(0, |row| from_sql(row.get(0))))
     }
 
@@ -455,13 +474,11 @@ impl CallStore for PostgresStore {
     }
 
     async fn uncount_call(&self, key: &Key) -> Result<(), StoreError> {
-        let key = key.as_str();
-        self.execute(
+        self.execute_on(
             "UPDATE toolcall_calls SET count = GREATEST(count - 1, 0) WHERE key = $1",
-            &[&key],
+            key,
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn outcome(&self, key: &Key) -> Result<Option<RecordedOutcome>, StoreError> {
@@ -551,13 +568,11 @@ impl CallStore for PostgresStore {
     }
 
     async fn release(&self, key: &Key) -> Result<(), StoreError> {
-        let key = key.as_str();
-        self.execute(
+        self.execute_on(
             "DELETE FROM toolcall_records WHERE key = $1 AND state = 'in_flight'",
-            &[&key],
+            key,
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn doubt(&self, key: &Key) -> Result<(), StoreError> {

@@ -47,14 +47,12 @@ impl TaintStore for PostgresStore {
     }
 
     async fn taint_sources(&self, session: &str) -> Result<Vec<TaintSource>, StoreError> {
-        let client = self.reader().await?;
-        let row = client
-            .query_opt(
+        let row = self
+            .session_row(
                 "SELECT sources FROM toolcall_taint WHERE session = $1 AND print = ''",
-                &[&session_key(session)],
+                session,
             )
-            .await
-            .map_err(StoreError::new)?;
+            .await?;
         let held: Option<String> = row.and_then(|row| row.get(0));
         toolcall_sql::taint::sources(held.as_deref())
     }

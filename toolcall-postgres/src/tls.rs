@@ -574,21 +574,29 @@ mod tests {
         None
     }
 
+    /// `text` read without the environment, its TLS mode and root file
+    /// asserted.
+    #[track_caller]
+    fn read_tls(text: &str, mode: TlsMode, root: Option<&str>) -> Parts {
+        let read = parts(text, no_env).unwrap();
+        assert_eq!(read.mode, mode);
+        assert_eq!(read.root.as_deref(), root);
+        read
+    }
+
+    /// Why `text`, read without the environment, is refused.
+    #[track_caller]
+    fn refused(text: &str) -> String {
+        parts(text, no_env).unwrap_err().to_string()
+    }
+
     #[test]
     fn the_url_keeps_what_tokio_postgres_reads_and_gives_up_the_tls_it_does_not() {
-        let read = parts(
-            "postgres://u@db.example.com:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
-            no_env,
-        )
-        .unwrap();
-        assert_eq!(read.mode, TlsMode::VerifyFull);
-        assert_eq!(read.root.as_deref(), Some("/etc/ca.pem"));
+        const URL: &str = "postgres://u@db.example.com:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x";
+        let read = read_tls(URL, TlsMode::VerifyFull, Some("/etc/ca.pem"));
         assert_eq!(read.config.get_application_name(), Some("x"));
         assert_eq!(read.config.get_ssl_mode(), SslMode::Require);
-        let (rest, _) = split_url(
-            "postgres://u@db.example.com:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
-        )
-        .unwrap();
+        let (rest, _) = split_url(URL).unwrap();
         assert_eq!(
             rest,
             "postgres://u@db.example.com:5432/app?application_name=x"
@@ -600,17 +608,10 @@ mod tests {
 
     #[test]
     fn keywords_and_quoted_values_are_read_as_libpq_reads_them() {
-        let read = parts(
-            "host=db user=u sslmode = verify-ca sslrootcert='/a b/c\\'a.pem' dbname=app",
-            no_env,
-        )
-        .unwrap();
-        assert_eq!(read.mode, TlsMode::VerifyCa);
-        assert_eq!(read.root.as_deref(), Some("/a b/c'a.pem"));
-        let (rest, _) = split_keywords(
-            "host=db user=u sslmode = verify-ca sslrootcert='/a b/c\\'a.pem' dbname=app",
-        )
-        .unwrap();
+        const KEYWORDS: &str =
+            "host=db user=u sslmode = verify-ca sslrootcert='/a b/c\\'a.pem' dbname=app";
+        let read = read_tls(KEYWORDS, TlsMode::VerifyCa, Some("/a b/c'a.pem"));
+        let (rest, _) = split_keywords(KEYWORDS).unwrap();
         assert_eq!(rest, "host='db' user='u' dbname='app'");
         assert_eq!(read.config.get_dbname(), Some("app"));
     }
@@ -633,17 +634,11 @@ mod tests {
 
     #[test]
     fn an_unknown_mode_or_a_bad_escape_is_an_error_that_says_so() {
-        let error = parts("postgres://h/db?sslmode=maybe", no_env)
-            .unwrap_err()
-            .to_string();
+        let error = refused("postgres://h/db?sslmode=maybe");
         assert!(error.contains("sslmode=maybe"), "{error}");
-        let error = parts("postgres://h/db?sslrootcert=%zz", no_env)
-            .unwrap_err()
-            .to_string();
+        let error = refused("postgres://h/db?sslrootcert=%zz");
         assert!(error.contains("%-escape"), "{error}");
-        let error = parts("host=h sslrootcert='open", no_env)
-            .unwrap_err()
-            .to_string();
+        let error = refused("host=h sslrootcert='open");
         assert!(error.contains("unterminated"), "{error}");
     }
 
@@ -676,9 +671,7 @@ mod tests {
             "pool_timeout=-1",
             "statement_timeout=1s",
         ] {
-            let error = parts(&format!("postgres://h/db?{bad}"), no_env)
-                .unwrap_err()
-                .to_string();
+            let error = refused(&format!("postgres://h/db?{bad}"));
             assert!(
                 error.contains(bad.split('=').next().unwrap()) && error.contains("whole number"),
                 "{error}"

@@ -144,25 +144,15 @@ pub const KINDS: [Kind; 8] = [
 
 /// What a purge deleted, from its counts of each of [`KINDS`], in order.
 pub fn purged(counts: [usize; 8]) -> Purged {
-    let [
-        steps,
-        calls,
-        records,
-        approvals,
-        locks,
-        taint,
-        rates,
-        signatures,
-    ] = counts;
     Purged {
-        steps,
-        calls,
-        records,
-        approvals,
-        locks,
-        taint,
-        rates,
-        signatures,
+        steps: counts[0],
+        calls: counts[1],
+        records: counts[2],
+        approvals: counts[3],
+        locks: counts[4],
+        taint: counts[5],
+        rates: counts[6],
+        signatures: counts[7],
     }
 }
 

@@ -101,15 +101,10 @@ impl CallStore for SqliteStore {
     }
 
     fn uncount_call(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                self.execute(
-                    "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
-                    [key.as_str()],
-                )?;
-                Ok(())
-            })
-        }
+        self.execute_on(
+            "UPDATE toolcall_calls SET count = max(count - 1, 0) WHERE key = ?1",
+            key,
+        )
     }
 
     fn outcome(
@@ -230,15 +225,10 @@ impl CallStore for SqliteStore {
     }
 
     fn release(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            off_runtime(|| {
-                self.execute(
-                    "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
-                    [key.as_str()],
-                )?;
-                Ok(())
-            })
-        }
+        self.execute_on(
+            "DELETE FROM toolcall_records WHERE key = ?1 AND state = 'in_flight'",
+            key,
+        )
     }
 
     fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send {
@@ -256,5 +246,16 @@ impl CallStore for SqliteStore {
                 Ok(())
             })
         }
+    }
+}
+
+impl SqliteStore {
+    /// Runs `sql` on the rows of `key` (its `?1`), off the runtime; a key
+    /// with no row is no error.
+    async fn execute_on(&self, sql: &'static str, key: &Key) -> Result<(), StoreError> {
+        off_runtime(|| {
+            self.execute(sql, [key.as_str()])?;
+            Ok(())
+        })
     }
 }

@@ -100,6 +100,20 @@ impl Checker<'_> {
         self.errors.push(ControlsError { at, problem });
     }
 
+    /// `name`, the name of the item at `at`, is not one `seen` already: a
+    /// rate limit or a rule is named by it, and two would be one.
+    fn named_once<'c>(
+        &mut self,
+        seen: &mut BTreeSet<&'c str>,
+        name: &'c str,
+        at: &str,
+        what: &str,
+    ) {
+        if !seen.insert(name) {
+            self.error(format!("{at}.name"), format!("`{name}` names two {what}"));
+        }
+    }
+
     fn tool_known(&self, name: &str) -> bool {
         self.tools.contains(&name)
     }
@@ -203,12 +217,7 @@ impl Checker<'_> {
         let mut names = BTreeSet::new();
         for (at, limit) in controls.rate_limits.iter().enumerate() {
             let at = format!("rate_limits[{at}]");
-            if !names.insert(limit.name.as_str()) {
-                self.error(
-                    format!("{at}.name"),
-                    format!("`{}` names two rate limits", limit.name),
-                );
-            }
+            self.named_once(&mut names, &limit.name, &at, "rate limits");
             if limit.calls == 0 {
                 self.error(
                     format!("{at}.calls"),
@@ -252,12 +261,7 @@ impl Checker<'_> {
         let mut rule_names = BTreeSet::new();
         for (at, rule) in controls.approval_rules.iter().enumerate() {
             let at = format!("approval_rules[{at}]");
-            if !rule_names.insert(rule.name.as_str()) {
-                self.error(
-                    format!("{at}.name"),
-                    format!("`{}` names two rules", rule.name),
-                );
-            }
+            self.named_once(&mut rule_names, &rule.name, &at, "rules");
             match self.registry.get(&rule.tool) {
                 None => self.error(format!("{at}.tool"), self.no_tool(&rule.tool)),
                 Some(spec) => {

@@ -107,6 +107,19 @@ impl<'a> Decision<'a> {
         self.key_from_approval = yes;
         self
     }
+
+    /// Matches the question this decision names, whoever asked it: a
+    /// decision names a question by id, and is bound only to its
+    /// conversation, caller and (when named) tool.
+    fn binding(&self, caller: &'a Caller) -> Binding<'a> {
+        Binding {
+            session: self.session,
+            caller: caller.id(),
+            tool: self.tool,
+            digest: None,
+            requester: Requester::Anyone,
+        }
+    }
 }
 
 impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
@@ -259,13 +272,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             decision.tool.and_then(|tool| self.registry.get(tool)),
             None,
         );
-        let binding = Binding {
-            session: decision.session,
-            caller: caller.id(),
-            tool: decision.tool,
-            digest: None,
-            requester: Requester::Anyone,
-        };
+        let binding = decision.binding(caller);
         let tool_hint = decision.tool.unwrap_or(UNKNOWN_APPROVAL_TOOL);
         let about_id = Details::approval(decision.id);
         let (pending, result) = async {
@@ -381,13 +388,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     async fn ran_without_it(&self, decision: &Decision<'_>, caller: &Caller) -> Option<ToolResult> {
         let entry = self.stages.store.approval(decision.id).await.ok()??;
         let question = &entry.approval;
-        let binding = Binding {
-            session: decision.session,
-            caller: caller.id(),
-            tool: decision.tool,
-            digest: None,
-            requester: Requester::Anyone,
-        };
+        let binding = decision.binding(caller);
         if question.kind() != QuestionKind::Approval || !binding.matches(question) {
             return None;
         }
@@ -427,13 +428,7 @@ impl<St: Store> Stages<St> {
         answer: &Answer<'_>,
         note: &str,
     ) -> Stage<()> {
-        let binding = Binding {
-            session: decision.session,
-            caller: caller.id(),
-            tool: decision.tool,
-            digest: None,
-            requester: Requester::Anyone,
-        };
+        let binding = decision.binding(caller);
         let answerer = match decision.client {
             Some(allowed_here) => Answerer::Client {
                 caller: caller.id(),
@@ -460,14 +455,7 @@ impl<St: Store> Stages<St> {
                 let mut data = Map::new();
                 data.insert("signatures".into(), Value::from(signatures));
                 data.insert("needed".into(), Value::from(needed));
-                let mut waiting = self.fail_with(
-                    Failure::ConfirmationRequired,
-                    tool.to_owned(),
-                    &Details::default(),
-                    data,
-                );
-                waiting.question_id = Some(decision.id.to_owned());
-                Err(waiting)
+                Err(self.waiting_on(tool, decision.id, data))
             }
             Ok(_) | Err(Refusal::Closed | Refusal::Unknown | Refusal::Expired) => Ok(()),
             Err(Refusal::Store(error)) => Err(self.store_unavailable(tool, &error)),

@@ -59,16 +59,8 @@ impl<St: Store> Stages<St> {
             let validated = spec.validate_members(&Members::Raw(members)).ok()?;
             Some((Members::Raw(members), validated))
         });
-        match fast {
-            Some((members, validated)) => self.prepared(
-                spec,
-                members,
-                validated,
-                call.session,
-                caller,
-                people(controls, spec),
-                None,
-            ),
+        let (members, validated) = match fast {
+            Some(fast) => fast,
             None => {
                 // Refused by the fast path, but read by it: its members,
                 // parsed, say every problem without a second parse. (Read as
@@ -86,18 +78,18 @@ impl<St: Store> Stages<St> {
                     *problems = ArgumentProblem::all_of(spec, errors);
                     refused
                 })?;
-                let members = Members::Parsed(object);
-                self.prepared(
-                    spec,
-                    members,
-                    validated,
-                    call.session,
-                    caller,
-                    people(controls, spec),
-                    None,
-                )
+                (Members::Parsed(object), validated)
             }
-        }
+        };
+        self.prepared(
+            spec,
+            members,
+            validated,
+            call.session,
+            caller,
+            people(controls, spec),
+            None,
+        )
     }
 
     /// The members of raw arguments, for the one-pass reading of stages 2

@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::args::Constraint;
 use crate::policy::Caller;
-use crate::registry::Registry;
+use crate::registry::{Registry, debug_variant};
 
 /// Why a dispatcher could not be built, or a caller does not fit it.
 ///
@@ -223,83 +223,62 @@ fn no_such_part(f: &mut fmt::Formatter<'_>, expected: &str, found: &str) -> fmt:
 impl fmt::Debug for BuildError {
     /// The `Display` sentence; with `{:#?}`, the variant and its fields.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !f.alternate() {
-            return fmt::Display::fmt(self, f);
-        }
-        match self {
+        let (variant, fields): (&str, &[(&str, &dyn fmt::Debug)]) = match self {
             BuildError::StateMismatch {
                 tool,
                 expected,
                 found,
-            } => f
-                .debug_struct("StateMismatch")
-                .field("tool", tool)
-                .field("expected", expected)
-                .field("found", found)
-                .finish(),
+            } => (
+                "StateMismatch",
+                &[("tool", tool), ("expected", expected), ("found", found)],
+            ),
             BuildError::CheckStateMismatch {
                 tool,
                 expected,
                 found,
-            } => f
-                .debug_struct("CheckStateMismatch")
-                .field("tool", tool)
-                .field("expected", expected)
-                .field("found", found)
-                .finish(),
+            } => (
+                "CheckStateMismatch",
+                &[("tool", tool), ("expected", expected), ("found", found)],
+            ),
             BuildError::ReconcileStateMismatch {
                 tool,
                 expected,
                 found,
-            } => f
-                .debug_struct("ReconcileStateMismatch")
-                .field("tool", tool)
-                .field("expected", expected)
-                .field("found", found)
-                .finish(),
+            } => (
+                "ReconcileStateMismatch",
+                &[("tool", tool), ("expected", expected), ("found", found)],
+            ),
             BuildError::UnknownTool {
                 caller,
                 tool,
                 closest,
-            } => f
-                .debug_struct("UnknownTool")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("closest", closest)
-                .finish(),
+            } => (
+                "UnknownTool",
+                &[("caller", caller), ("tool", tool), ("closest", closest)],
+            ),
             BuildError::UnknownLimit {
                 caller,
                 limit,
                 closest,
-            } => f
-                .debug_struct("UnknownLimit")
-                .field("caller", caller)
-                .field("limit", limit)
-                .field("closest", closest)
-                .finish(),
+            } => (
+                "UnknownLimit",
+                &[("caller", caller), ("limit", limit), ("closest", closest)],
+            ),
             BuildError::UnknownRepeatedTool {
                 caller,
                 tool,
                 closest,
-            } => f
-                .debug_struct("UnknownRepeatedTool")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("closest", closest)
-                .finish(),
-            BuildError::RepeatsOfSideEffect { caller, tool } => f
-                .debug_struct("RepeatsOfSideEffect")
-                .field("caller", caller)
-                .field("tool", tool)
-                .finish(),
-            BuildError::DuplicatePart { part } => {
-                f.debug_struct("DuplicatePart").field("part", part).finish()
+            } => (
+                "UnknownRepeatedTool",
+                &[("caller", caller), ("tool", tool), ("closest", closest)],
+            ),
+            BuildError::RepeatsOfSideEffect { caller, tool } => {
+                ("RepeatsOfSideEffect", &[("caller", caller), ("tool", tool)])
             }
-            BuildError::DuplicateCaller { caller } => f
-                .debug_struct("DuplicateCaller")
-                .field("caller", caller)
-                .finish(),
-        }
+            BuildError::DuplicatePart { part } => ("DuplicatePart", &[("part", part)]),
+            BuildError::DuplicateCaller { caller } => ("DuplicateCaller", &[("caller", caller)]),
+        };
+        debug_variant(f, self, variant, fields)
     }
 }
 
@@ -377,33 +356,31 @@ impl fmt::Display for BuildWarning {
 impl fmt::Debug for BuildWarning {
     /// The `Display` sentence; with `{:#?}`, the variant and its fields.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !f.alternate() {
-            return fmt::Display::fmt(self, f);
-        }
-        match self {
+        let (variant, fields): (&str, &[(&str, &dyn fmt::Debug)]) = match self {
             BuildWarning::LimitNotSet {
                 caller,
                 tool,
                 field,
                 limit,
-            } => f
-                .debug_struct("LimitNotSet")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("field", field)
-                .field("limit", limit)
-                .finish(),
+            } => (
+                "LimitNotSet",
+                &[
+                    ("caller", caller),
+                    ("tool", tool),
+                    ("field", field),
+                    ("limit", limit),
+                ],
+            ),
             BuildWarning::NamedLimitNotSet {
                 caller,
                 tool,
                 limit,
-            } => f
-                .debug_struct("NamedLimitNotSet")
-                .field("caller", caller)
-                .field("tool", tool)
-                .field("limit", limit)
-                .finish(),
-        }
+            } => (
+                "NamedLimitNotSet",
+                &[("caller", caller), ("tool", tool), ("limit", limit)],
+            ),
+        };
+        debug_variant(f, self, variant, fields)
     }
 }
 
@@ -502,21 +479,27 @@ fn limits_of(spec: &'static crate::ToolSpec) -> impl Iterator<Item = (&'static s
 
 #[cfg(test)]
 mod tests {
-    use crate::suggest::closest;
+    use crate::suggest::assert_suggests;
 
     #[test]
     fn typos_find_the_real_name_and_strangers_find_none() {
-        let tools = ["get_order", "refund_order", "create_event"];
-        let suggest = |name: &str| closest(name, tools.iter().copied());
-        assert_eq!(suggest("create_events"), Some("create_event"));
-        assert_eq!(suggest("refund_orders"), Some("refund_order"));
-        assert_eq!(suggest("refundOrder"), Some("refund_order"));
-        assert_eq!(suggest("getorder"), Some("get_order"));
-        assert_eq!(suggest("delete_everything"), None);
-        let limits = ["max_duration_minutes", "max_refund_cents"];
-        let suggest = |name: &str| closest(name, limits.iter().copied());
-        assert_eq!(suggest("max_duration_minuts"), Some("max_duration_minutes"));
-        assert_eq!(suggest("max_refund_cent"), Some("max_refund_cents"));
-        assert_eq!(suggest("daily_cap"), None);
+        assert_suggests(
+            &["get_order", "refund_order", "create_event"],
+            &[
+                ("create_events", Some("create_event")),
+                ("refund_orders", Some("refund_order")),
+                ("refundOrder", Some("refund_order")),
+                ("getorder", Some("get_order")),
+                ("delete_everything", None),
+            ],
+        );
+        assert_suggests(
+            &["max_duration_minutes", "max_refund_cents"],
+            &[
+                ("max_duration_minuts", Some("max_duration_minutes")),
+                ("max_refund_cent", Some("max_refund_cents")),
+                ("daily_cap", None),
+            ],
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Stage 7: a high-risk call, or a side effect tainted by untrusted output,
 //! runs only with a person's approval of this exact call.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
 
 use super::Approvals;
@@ -36,15 +38,8 @@ impl<St: Store> Stages<St> {
     async fn take_by_id(&self, prepared: &Asking<'_>, id: &str) -> Stage<()> {
         let name = prepared.tool;
         let store_error = |error| self.store_unavailable(name, &error);
-        let digest = digest(prepared.arguments);
-        let requester = requester_of(prepared.caller);
-        let binding = Binding {
-            session: prepared.session,
-            caller: prepared.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(prepared.arguments, prepared.caller);
+        let binding = own.binding(prepared.session, prepared.caller, name);
         // A question several people must approve is never taken up
         // undecided: it waits for their signatures.
         if prepared.people > 1 {
@@ -91,7 +86,6 @@ impl<St: Store> Stages<St> {
     async fn ask(&self, prepared: &Asking<'_>) -> Stage<ToolResult> {
         let name = prepared.tool;
         let store_error = |error| self.store_unavailable(name, &error);
-        let digest = digest(prepared.arguments);
 
         // Untrusted output is why it asks: the person sees which output,
         // and what it said, beside the call. The taint is kept by the
@@ -108,19 +102,7 @@ impl<St: Store> Stages<St> {
             }
             None => Vec::new(),
         };
-        let created_ms = now_ms();
-        let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
         let pending = PendingApproval {
-            id: super::ids::question_id(),
-            session: prepared.session.to_owned(),
-            caller: prepared.caller.id().to_owned(),
-            tool: name.to_owned(),
-            digest,
-            arguments: prepared.arguments.clone(),
-            step: prepared.step,
-            created_ms,
-            expires_ms: created_ms.saturating_add(ttl),
-            decision: None,
             reason: prepared.tainted.map(|_| UNTRUSTED_CONTEXT.to_owned()),
             tainted: prepared.tainted.map(<[String]>::to_vec).unwrap_or_default(),
             answerers: Answerers::new(
@@ -128,8 +110,8 @@ impl<St: Store> Stages<St> {
                 prepared.client_answers,
             )
             .people(prepared.people),
-            principal: prepared.caller.principal().cloned(),
             provenance,
+            ..prepared.question(self.settings.approval_ttl)
         };
         let bounds = OpenBounds {
             conversation: self.settings.max_pending_approvals,
@@ -218,14 +200,7 @@ impl<St: Store> Stages<St> {
             };
             add_signing(&mut data, &signed_by, needed);
         }
-        let mut asked = self.fail_with(
-            Failure::ConfirmationRequired,
-            name.to_owned(),
-            &Details::default(),
-            data,
-        );
-        asked.question_id = Some(question.id.clone());
-        asked
+        self.waiting_on(name, &question.id, data)
     }
 
     /// How many distinct people must approve `question`: as many as it was
@@ -276,15 +251,8 @@ impl<St: Store> Stages<St> {
             Approval::None => return Ok(true),
             Approval::Id(id) => id,
         };
-        let digest = digest(prepared.arguments);
-        let requester = requester_of(prepared.caller);
-        let binding = Binding {
-            session: prepared.session,
-            caller: prepared.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(prepared.arguments, prepared.caller);
+        let binding = own.binding(prepared.session, prepared.caller, name);
         let entry = self
             .store
             .approval(id)
@@ -340,6 +308,39 @@ pub(super) fn requester_of(caller: &Caller) -> Option<String> {
     caller.principal().map(crate::Principal::requester)
 }
 
+/// The digest and requester a call's own questions are bound to, held for
+/// the [`Binding`] that borrows them.
+pub(super) struct OwnCall {
+    digest: String,
+    requester: Option<String>,
+}
+
+impl OwnCall {
+    pub(super) fn of(arguments: &Value, caller: &Caller) -> Self {
+        OwnCall {
+            digest: digest(arguments),
+            requester: requester_of(caller),
+        }
+    }
+
+    /// Matches only the questions this exact call asked, by its requester:
+    /// no other call's approval, nor another principal's, may be used.
+    pub(super) fn binding<'a>(
+        &'a self,
+        session: &'a str,
+        caller: &'a Caller,
+        tool: &'a str,
+    ) -> Binding<'a> {
+        Binding {
+            session,
+            caller: caller.id(),
+            tool: Some(tool),
+            digest: Some(&self.digest),
+            requester: Requester::Only(self.requester.as_deref()),
+        }
+    }
+}
+
 /// `data.needed`, `data.signatures` and `data.signed_by` of a question that
 /// `needed` people must approve, `signed_by` of whom have.
 pub(super) fn add_signing(data: &mut Map<String, Value>, signed_by: &[String], needed: u32) {
@@ -390,6 +391,31 @@ impl<'a> Asking<'a> {
             tainted,
             client_answers: prepared.client_answers,
             people: prepared.people,
+        }
+    }
+
+    /// The question of this call, asked now for `ttl`: undecided, and
+    /// with no reason, taint, answerers or provenance, which the one who
+    /// asks adds.
+    pub(super) fn question(&self, ttl: Duration) -> PendingApproval {
+        let created_ms = now_ms();
+        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        PendingApproval {
+            id: super::ids::question_id(),
+            session: self.session.to_owned(),
+            caller: self.caller.id().to_owned(),
+            tool: self.tool.to_owned(),
+            digest: digest(self.arguments),
+            arguments: self.arguments.clone(),
+            step: self.step,
+            created_ms,
+            expires_ms: created_ms.saturating_add(ttl),
+            decision: None,
+            reason: None,
+            tainted: Vec::new(),
+            answerers: Answerers::new(false, false),
+            principal: self.caller.principal().cloned(),
+            provenance: Vec::new(),
         }
     }
 }

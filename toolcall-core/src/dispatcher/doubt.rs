@@ -96,15 +96,7 @@ impl<St: Store> Stages<St> {
             Err(answer) => return Settled::Answer(Err(answer)),
         };
         let digest = digest(arguments);
-        // A question about an unknown outcome is the key's, whoever made
-        // the identical call: one question for one outcome.
-        let binding = Binding {
-            session: call.session,
-            caller: call.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Anyone,
-        };
+        let binding = in_doubt_binding(call, &digest);
         let now = now_ms();
         let found = match self
             .store
@@ -169,15 +161,7 @@ impl<St: Store> Stages<St> {
     pub(super) async fn settlement_of(&self, call: &CallParts<'_>) -> Stage<Option<bool>> {
         let name = call.spec.name();
         let digest = digest(self.arguments_of(call)?);
-        // A question about an unknown outcome is the key's, whoever made
-        // the identical call: one question for one outcome.
-        let binding = Binding {
-            session: call.session,
-            caller: call.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Anyone,
-        };
+        let binding = in_doubt_binding(call, &digest);
         let found = self
             .store
             .find_approval(&ApprovalLookup {
@@ -330,5 +314,17 @@ impl<St: Store> Stages<St> {
         let mut data = Map::new();
         data.insert("in_doubt".into(), Value::Bool(true));
         self.fail_with(failure, name, &Details::default(), data)
+    }
+}
+
+/// A question about an unknown outcome is the key's, whoever made the
+/// identical call: one question for one outcome.
+fn in_doubt_binding<'a>(call: &'a CallParts<'_>, digest: &'a str) -> Binding<'a> {
+    Binding {
+        session: call.session,
+        caller: call.caller.id(),
+        tool: Some(call.spec.name()),
+        digest: Some(digest),
+        requester: Requester::Anyone,
     }
 }

@@ -6,16 +6,15 @@ use serde_json::{Map, Value};
 
 use super::Approvals;
 use super::arguments::Prepared;
-use super::confirm::requester_of;
+use super::confirm::OwnCall;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
-use crate::canonical::digest;
 use crate::life::{self, Answer, Answerer, QuestionKind, QuestionState, Verdict};
 use crate::policy::Caller;
 use crate::result::ToolResult;
 use crate::store::{
-    ApprovalDecision, ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, Binding,
-    Requester, Store, TakeApproval, now_ms,
+    ApprovalDecision, ApprovalEntry, ApprovalLookup, ApprovalResult, ApprovalUse, Binding, Store,
+    TakeApproval, now_ms,
 };
 
 /// What the store says of the question a call brings the id of.
@@ -64,15 +63,8 @@ impl<St: Store> Stages<St> {
         session: &str,
         caller: &Caller,
     ) -> Stage<DecisionLookup> {
-        let digest = digest(arguments);
-        let requester = requester_of(caller);
-        let binding = Binding {
-            session,
-            caller: caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(arguments, caller);
+        let binding = own.binding(session, caller, name);
         let entry = self
             .store
             .approval(id)
@@ -208,15 +200,8 @@ impl<St: Store> Stages<St> {
         session: &str,
         caller: &Caller,
     ) -> Stage<()> {
-        let digest = digest(arguments);
-        let requester = requester_of(caller);
-        let binding = Binding {
-            session,
-            caller: caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(arguments, caller);
+        let binding = own.binding(session, caller, name);
         match self.store.approval(id).await {
             Ok(Some(entry))
                 if binding.matches(&entry.approval)
@@ -264,15 +249,8 @@ impl<St: Store> Stages<St> {
         denials_only: bool,
     ) -> Stage<Option<String>> {
         let name = prepared.spec.name();
-        let digest = digest(self.json(prepared)?);
-        let requester = requester_of(prepared.caller);
-        let binding = crate::store::Binding {
-            session: prepared.session,
-            caller: prepared.caller.id(),
-            tool: Some(name),
-            digest: Some(&digest),
-            requester: Requester::Only(requester.as_deref()),
-        };
+        let own = OwnCall::of(self.json(prepared)?, prepared.caller);
+        let binding = own.binding(prepared.session, prepared.caller, name);
         let reason = prepared
             .tainted
             .as_ref()

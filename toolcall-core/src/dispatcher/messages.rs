@@ -530,23 +530,26 @@ mod tests {
                 .answer(failure, "refund_order", details, Map::new())
                 .message
         };
-        let none = Details::default();
-        assert_eq!(
-            text(Failure::StepLimit, &none),
-            "Tool call budget exhausted. Stop calling tools and answer the user."
-        );
-        assert_eq!(
-            text(Failure::LoopDetected, &none),
-            "This exact call was already made. Use the previous result."
-        );
-        assert_eq!(
-            text(Failure::InternalError, &none),
-            "The tool failed unexpectedly. Do not retry; tell the user."
-        );
-        assert_eq!(
-            text(Failure::ConfirmationRequired, &none),
-            "refund_order needs user approval before it runs."
-        );
+        for (failure, wording) in [
+            (
+                Failure::StepLimit,
+                "Tool call budget exhausted. Stop calling tools and answer the user.",
+            ),
+            (
+                Failure::LoopDetected,
+                "This exact call was already made. Use the previous result.",
+            ),
+            (
+                Failure::InternalError,
+                "The tool failed unexpectedly. Do not retry; tell the user.",
+            ),
+            (
+                Failure::ConfirmationRequired,
+                "refund_order needs user approval before it runs.",
+            ),
+        ] {
+            assert_eq!(text(failure, &Details::default()), wording);
+        }
         assert!(text(Failure::ConfirmationInvalid, &Details::approval("abc")).contains("'abc'"));
         let value = Value::from(2590);
         let over = Details {

@@ -11,10 +11,9 @@ use super::confirm::Asking;
 use super::messages::{Details, Failure};
 use super::stages::{Stage, Stages};
 use crate::controls::{Controls, Current, Stop};
-use crate::life::Answerers;
 use crate::store::{
-    ApprovalDecision, AskApproval, DecideOutcome, DecisionWrite, OpenBounds, PendingApproval,
-    RateWindow, Store, now_ms,
+    ApprovalDecision, AskApproval, DecideOutcome, DecisionWrite, OpenBounds, RateWindow, Store,
+    now_ms,
 };
 
 /// The approver a rule's approval is recorded with: `rule:<name>`.
@@ -149,25 +148,8 @@ impl<St: Store> Stages<St> {
     ) -> Stage<Option<String>> {
         let name = asking.tool;
         let store_error = |error| self.store_unavailable(name, &error);
-        let created_ms = now_ms();
-        let ttl = u64::try_from(self.settings.approval_ttl.as_millis()).unwrap_or(u64::MAX);
-        let pending = PendingApproval {
-            id: super::ids::question_id(),
-            session: asking.session.to_owned(),
-            caller: asking.caller.id().to_owned(),
-            tool: name.to_owned(),
-            digest: crate::canonical::digest(asking.arguments),
-            arguments: asking.arguments.clone(),
-            step: asking.step,
-            created_ms,
-            expires_ms: created_ms.saturating_add(ttl),
-            decision: None,
-            reason: None,
-            tainted: Vec::new(),
-            answerers: Answerers::new(false, false),
-            principal: asking.caller.principal().cloned(),
-            provenance: Vec::new(),
-        };
+        let pending = asking.question(self.settings.approval_ttl);
+        let created_ms = pending.created_ms;
         let bounds = OpenBounds::NONE;
         let id = match self
             .store

@@ -71,6 +71,19 @@ impl<St> Stages<St> {
         self.messages.answer(failure, tool, details, data)
     }
 
+    /// `CONFIRMATION_REQUIRED` with `data`: the call waits for a person,
+    /// and the answer names the question `id` to bring back.
+    pub(super) fn waiting_on(&self, tool: &str, id: &str, data: Map<String, Value>) -> ToolResult {
+        let mut waiting = self.fail_with(
+            Failure::ConfirmationRequired,
+            tool.to_owned(),
+            &Details::default(),
+            data,
+        );
+        waiting.question_id = Some(id.to_owned());
+        waiting
+    }
+
     /// `STORE_UNAVAILABLE`, logged.
     pub(super) fn store_unavailable(
         &self,

@@ -218,30 +218,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::question::{Answerers, IN_DOUBT, PendingApproval};
+    use crate::question::{Answerers, IN_DOUBT};
 
     fn question(reason: Option<&str>, answerers: Answerers) -> ApprovalEntry {
-        ApprovalEntry {
-            approval: PendingApproval {
-                id: "q".into(),
-                session: "s".into(),
-                caller: "c".into(),
-                tool: "t".into(),
-                digest: "d".into(),
-                arguments: json!({}),
-                step: 1,
-                created_ms: 0,
-                expires_ms: 1_000,
-                decision: None,
-                reason: reason.map(str::to_owned),
-                tainted: Vec::new(),
-                answerers,
-                principal: None,
-                provenance: Vec::new(),
-            },
-            used_ms: None,
-            result: None,
-        }
+        crate::question::open_entry(reason, 1_000, answerers)
     }
 
     fn client(allowed_here: bool) -> Answerer<'static> {

@@ -160,30 +160,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::question::{Answerers, ApprovalDecision, IN_DOUBT, NEVER_MS, PendingApproval};
+    use crate::question::{Answerers, ApprovalDecision, IN_DOUBT, NEVER_MS};
 
     fn entry(reason: Option<&str>, expires_ms: u64) -> ApprovalEntry {
-        ApprovalEntry {
-            approval: PendingApproval {
-                id: "q".into(),
-                session: "s".into(),
-                caller: "c".into(),
-                tool: "t".into(),
-                digest: "d".into(),
-                arguments: json!({}),
-                step: 1,
-                created_ms: 0,
-                expires_ms,
-                decision: None,
-                reason: reason.map(str::to_owned),
-                tainted: Vec::new(),
-                answerers: Answerers::PERSON,
-                principal: None,
-                provenance: Vec::new(),
-            },
-            used_ms: None,
-            result: None,
-        }
+        crate::question::open_entry(reason, expires_ms, Answerers::PERSON)
     }
 
     fn decided(mut entry: ApprovalEntry, approved: bool, edited: bool) -> ApprovalEntry {

@@ -45,13 +45,24 @@ fn schema(test: &str) -> String {
     format!("toolcall_schema_{test}_{}_{}", std::process::id(), now_ms())
 }
 
-/// A store made fresh in `schema`, then taken back to an older version by
-/// `sql` (which sets the version too); the plain connection to it.
-async fn taken_back(url: &str, schema: &str, sql: &str) -> Client {
-    drop(PostgresStore::connect_in_schema(url, schema).await.unwrap());
-    let client = raw(url, schema).await;
-    client.batch_execute(sql).await.unwrap();
-    client
+/// `test` on the schema `name`, made by this version of the store, then
+/// taken back by `sql` (which sets the version too) to what an older one
+/// made; with the plain connection to it.
+fn in_schema_taken_back<F, T>(name: &str, sql: &str, test: F)
+where
+    F: FnOnce(String, String, Client) -> T,
+    T: Future<Output = ()>,
+{
+    in_schema(name, |url, schema| async move {
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let client = raw(&url, &schema).await;
+        client.batch_execute(sql).await.unwrap();
+        test(url, schema, client).await;
+    });
 }
 
 /// The store in `schema`, connected again: at this version now, as the

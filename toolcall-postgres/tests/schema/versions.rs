@@ -28,17 +28,13 @@ async fn asked_before(client: &Client, insert: &str, id: &str, now: i64) {
 
 #[test]
 fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
-    in_schema("v1", |url, schema| async move {
+    const BACK: &str =
+        "ALTER TABLE toolcall_approvals DROP COLUMN decision, DROP COLUMN decided_ms,
+             DROP COLUMN used_ms, DROP COLUMN result, DROP COLUMN reason, DROP COLUMN tainted;
+         DROP INDEX IF EXISTS toolcall_approvals_created, toolcall_approvals_decided;
+         UPDATE toolcall_schema_version SET version = 1;";
+    in_schema_taken_back("v1", BACK, |url, schema, client| async move {
         // Back to version 1 as it was, with an approval a version-1 replica asked.
-        let client = taken_back(
-            &url,
-            &schema,
-            "ALTER TABLE toolcall_approvals DROP COLUMN decision, DROP COLUMN decided_ms,
-                     DROP COLUMN used_ms, DROP COLUMN result, DROP COLUMN reason, DROP COLUMN tainted;
-                 DROP INDEX IF EXISTS toolcall_approvals_created, toolcall_approvals_decided;
-                 UPDATE toolcall_schema_version SET version = 1;",
-        )
-        .await;
         let now = now_ms() as i64;
         first_asked(&client, now).await;
 
@@ -61,14 +57,9 @@ fn a_schema_at_version_1_gains_decisions_and_keeps_its_approvals() {
 fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
     // Version 3 once existed without the approval's `reason` and `tainted`:
     // a schema made then is at version 3 and lacks them; version 4 adds them.
-    in_schema("v3", |url, schema| async move {
-        let client = taken_back(
-            &url,
-            &schema,
-            "ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
-                 UPDATE toolcall_schema_version SET version = 3;",
-        )
-        .await;
+    const BACK: &str = "ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
+         UPDATE toolcall_schema_version SET version = 3;";
+    in_schema_taken_back("v3", BACK, |url, schema, client| async move {
         let store = upgraded(&url, &schema, &client).await;
         sql_stores::keeps_why_an_approval_asks(&store, "p1").await;
     });
@@ -76,16 +67,11 @@ fn a_schema_at_version_3_without_why_an_approval_asks_gains_it() {
 
 #[test]
 fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
-    in_schema("v2", |url, schema| async move {
+    const BACK: &str = "DROP TABLE toolcall_taint;
+         ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
+         UPDATE toolcall_schema_version SET version = 2;";
+    in_schema_taken_back("v2", BACK, |url, schema, client| async move {
         // Back to version 2 as it was, with an approval a version-2 replica asked.
-        let client = taken_back(
-            &url,
-            &schema,
-            "DROP TABLE toolcall_taint;
-                 ALTER TABLE toolcall_approvals DROP COLUMN reason, DROP COLUMN tainted;
-                 UPDATE toolcall_schema_version SET version = 2;",
-        )
-        .await;
         let now = now_ms() as i64;
         old_asked(&client, "p1", now).await;
 
@@ -99,16 +85,11 @@ fn a_schema_at_version_2_gains_why_an_approval_asks_and_keeps_its_approvals() {
 
 #[test]
 fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
-    in_schema("v4", |url, schema| async move {
+    const BACK: &str = "DROP INDEX toolcall_approvals_tool_created;
+         ALTER TABLE toolcall_approvals DROP COLUMN session_key, DROP COLUMN ask_key;
+         UPDATE toolcall_schema_version SET version = 4;";
+    in_schema_taken_back("v4", BACK, |url, schema, client| async move {
         // Back to version 4 as it was, with an approval a version-4 replica asked.
-        let client = taken_back(
-            &url,
-            &schema,
-            "DROP INDEX toolcall_approvals_tool_created;
-                 ALTER TABLE toolcall_approvals DROP COLUMN session_key, DROP COLUMN ask_key;
-                 UPDATE toolcall_schema_version SET version = 4;",
-        )
-        .await;
         let now = now_ms() as i64;
         old_asked(&client, "p1", now).await;
 
@@ -123,19 +104,14 @@ fn a_schema_at_version_4_finds_its_approvals_by_session_and_call() {
 
 #[test]
 fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
-    in_schema("v5", |url, schema| async move {
+    const BACK: &str = "DROP INDEX toolcall_approvals_caller_open, toolcall_records_asking;
+         ALTER TABLE toolcall_approvals DROP COLUMN principal;
+         ALTER TABLE toolcall_approvals DROP COLUMN answerers;
+         ALTER TABLE toolcall_records DROP COLUMN question, DROP COLUMN asked_ms;
+         UPDATE toolcall_schema_version SET version = 5;";
+    in_schema_taken_back("v5", BACK, |url, schema, client| async move {
         // Back to version 5 as it was, with an approval and a claim a
         // version-5 replica made.
-        let client = taken_back(
-            &url,
-            &schema,
-            "DROP INDEX toolcall_approvals_caller_open, toolcall_records_asking;
-                 ALTER TABLE toolcall_approvals DROP COLUMN principal;
-                 ALTER TABLE toolcall_approvals DROP COLUMN answerers;
-                 ALTER TABLE toolcall_records DROP COLUMN question, DROP COLUMN asked_ms;
-                 UPDATE toolcall_schema_version SET version = 5;",
-        )
-        .await;
         let now = now_ms() as i64;
         client
             .execute(
@@ -162,14 +138,9 @@ fn a_schema_at_version_5_gains_who_answers_and_the_questions_claims_keep() {
 
 #[test]
 fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks() {
-    in_schema("v6", |url, schema| async move {
-        let client = taken_back(
-            &url,
-            &schema,
-            "ALTER TABLE toolcall_approvals DROP COLUMN principal;
-                 UPDATE toolcall_schema_version SET version = 6;",
-        )
-        .await;
+    const BACK: &str = "ALTER TABLE toolcall_approvals DROP COLUMN principal;
+         UPDATE toolcall_schema_version SET version = 6;";
+    in_schema_taken_back("v6", BACK, |url, schema, client| async move {
         // A version-6 replica's insert, with the columns it knows.
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
                       VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '')";
@@ -186,15 +157,10 @@ fn a_schema_at_version_6_gains_the_principal_and_a_version_6_replica_still_asks(
 
 #[test]
 fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_still_asks() {
-    in_schema("v7", |url, schema| async move {
-        let client = taken_back(
-            &url,
-            &schema,
-            "DROP TABLE toolcall_controls, toolcall_controls_history, toolcall_rates,
-                     toolcall_signatures;
-                 UPDATE toolcall_schema_version SET version = 7;",
-        )
-        .await;
+    const BACK: &str = "DROP TABLE toolcall_controls, toolcall_controls_history, toolcall_rates,
+             toolcall_signatures;
+         UPDATE toolcall_schema_version SET version = 7;";
+    in_schema_taken_back("v7", BACK, |url, schema, client| async move {
         // A version-7 replica's insert, with the columns it knows.
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
                       VALUES ($1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, $2, $3, $4, '', NULL)";
@@ -211,14 +177,9 @@ fn a_schema_at_version_7_gains_the_operators_controls_and_a_version_7_replica_st
 
 #[test]
 fn a_schema_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open() {
-    in_schema("v8", |url, schema| async move {
-        let client = taken_back(
-            &url,
-            &schema,
-            "ALTER TABLE toolcall_approvals DROP COLUMN requester;
-                 UPDATE toolcall_schema_version SET version = 8;",
-        )
-        .await;
+    const BACK: &str = "ALTER TABLE toolcall_approvals DROP COLUMN requester;
+         UPDATE toolcall_schema_version SET version = 8;";
+    in_schema_taken_back("v8", BACK, |url, schema, client| async move {
         // A version-8 replica's questions: alice's approval, and a question
         // about an unknown outcome that expires as approvals did.
         let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal, reason)
@@ -255,15 +216,10 @@ fn a_schema_at_version_8_binds_its_questions_to_who_asked_and_keeps_doubts_open(
 
 #[test]
 fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_still_taints() {
-    in_schema("v9", |url, schema| async move {
-        let client = taken_back(
-            &url,
-            &schema,
-            "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
-                 ALTER TABLE toolcall_taint DROP COLUMN sources;
-                 UPDATE toolcall_schema_version SET version = 9;",
-        )
-        .await;
+    const BACK: &str = "ALTER TABLE toolcall_approvals DROP COLUMN provenance;
+         ALTER TABLE toolcall_taint DROP COLUMN sources;
+         UPDATE toolcall_schema_version SET version = 9;";
+    in_schema_taken_back("v9", BACK, |url, schema, client| async move {
         // A version-9 replica's taint and question, with the columns it knows.
         let now = now_ms() as i64;
         let taint = "INSERT INTO toolcall_taint (session, print, touched_ms) VALUES ($1, '', $2)";

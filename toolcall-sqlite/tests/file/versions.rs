@@ -27,6 +27,26 @@ fn asked_before(conn: &Connection, insert: &str, id: &str, now: i64) {
         .unwrap();
 }
 
+/// An older process asks `p1` by `insert` on `conn`; the file is upgraded,
+/// and `gained` checks what the upgrade added; the older process then asks
+/// `after` as it did, and `waiting` questions wait.
+fn asks_on_across_the_upgrade(
+    path: &Path,
+    conn: &Connection,
+    insert: &str,
+    after: &str,
+    waiting: usize,
+    gained: impl AsyncFnOnce(&SqliteStore),
+) {
+    let now = now_ms() as i64;
+    asked_before(conn, insert, "p1", now);
+
+    let store = upgraded(path);
+    block_on(gained(&store));
+    asked_before(conn, insert, after, now);
+    assert_eq!(block_on(sql_stores::waiting(&store)), waiting);
+}
+
 #[test]
 fn a_file_at_version_1_gains_decisions_and_keeps_its_approvals() {
     // Back to version 1 as it was, with an approval a version-1 process asked.
@@ -176,14 +196,9 @@ fn a_file_at_version_6_gains_the_principal_and_a_version_6_process_still_asks() 
     // A version-6 process's insert, with the columns it knows.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '')";
-    let now = now_ms() as i64;
-    asked_before(&conn, insert, "p1", now);
-
-    let store = upgraded(&path);
-    block_on(sql_stores::version_6_approval_gains_the_principal(&store));
-    // The version-6 process asks on as it did.
-    asked_before(&conn, insert, "p3", now);
-    assert_eq!(block_on(sql_stores::waiting(&store)), 3);
+    asks_on_across_the_upgrade(&path, &conn, insert, "p3", 3, async |store| {
+        sql_stores::version_6_approval_gains_the_principal(store).await
+    });
 }
 
 #[test]
@@ -199,14 +214,9 @@ fn a_file_at_version_7_gains_the_operators_controls_and_a_version_7_process_stil
     // A version-7 process's insert, with the columns it knows.
     let insert = "INSERT INTO toolcall_approvals (id, session, caller, tool, digest, arguments, step, created_ms, expires_ms, session_key, answerers, principal)
                   VALUES (?1, 's', 'c', 'pay', 'd1', '{\"cents\":1}', 1, ?2, ?3, ?4, '', NULL)";
-    let now = now_ms() as i64;
-    asked_before(&conn, insert, "p1", now);
-
-    let store = upgraded(&path);
-    block_on(sql_stores::version_7_gains_the_operators_controls(&store));
-    // The version-7 process asks on as it did.
-    asked_before(&conn, insert, "p2", now);
-    assert_eq!(block_on(sql_stores::waiting(&store)), 2);
+    asks_on_across_the_upgrade(&path, &conn, insert, "p2", 2, async |store| {
+        sql_stores::version_7_gains_the_operators_controls(store).await
+    });
 }
 
 #[test]
