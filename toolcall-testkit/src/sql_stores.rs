@@ -486,13 +486,7 @@ pub async fn version_9_writes_still_count<S: Store>(store: &S) {
 /// `p-expired` and `p-valid` (open for ten minutes), the locks `lock-old`
 /// (held a millisecond) and `lock-held` (ten minutes).
 pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
-    store.next_step("s-old", now_ms()).await.unwrap();
-    store.count_call(&key("c-old"), now_ms()).await.unwrap();
-    store
-        .claim(&key("r-done"), a_second_from_now())
-        .await
-        .unwrap();
-    store.complete(&key("r-done"), &result(1)).await.unwrap();
+    step_count_and_result(store, ["s-old", "c-old", "r-done"], 1).await;
     store
         .claim(&key("r-doubt"), a_second_from_now())
         .await
@@ -529,13 +523,23 @@ pub async fn eleven_writes_soon_old<S: Store>(store: &S) {
 /// Four writes after [`eleven_writes_soon_old`]: a step of `s-new`, a
 /// count of `c-new`, and the record `r-new` claimed and completed.
 pub async fn four_new_writes<S: Store>(store: &S) {
-    store.next_step("s-new", now_ms()).await.unwrap();
-    store.count_call(&key("c-new"), now_ms()).await.unwrap();
+    step_count_and_result(store, ["s-new", "c-new", "r-new"], 2).await;
+}
+
+/// A step of `session`, a count of `counted`, and the record `recorded`
+/// claimed and completed with `result(n)`: four writes.
+async fn step_count_and_result<S: Store>(
+    store: &S,
+    [session, counted, recorded]: [&str; 3],
+    n: i64,
+) {
+    store.next_step(session, now_ms()).await.unwrap();
+    store.count_call(&key(counted), now_ms()).await.unwrap();
     store
-        .claim(&key("r-new"), a_second_from_now())
+        .claim(&key(recorded), a_second_from_now())
         .await
         .unwrap();
-    store.complete(&key("r-new"), &result(2)).await.unwrap();
+    store.complete(&key(recorded), &result(n)).await.unwrap();
 }
 
 /// The approvals `p-undecided` and `p-decided`, both open until
