@@ -48,6 +48,11 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A fresh bank, and the scratch folder `name` for its files.
+fn bank_in(name: &str) -> (Arc<Bank>, PathBuf) {
+    (Arc::new(Bank::default()), scratch(name))
+}
+
 fn run(bank: &Arc<Bank>, args: &[&str]) -> Result<(), Error> {
     app(bank).run_from(std::iter::once("bank").chain(args.iter().copied()))
 }
