@@ -113,16 +113,7 @@ fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
         .map(|line| format!("{line}\n"))
         .collect::<String>(),
     );
-    run(
-        &bank,
-        &[
-            "replay",
-            calls.to_str().unwrap(),
-            "--audit",
-            audit.to_str().unwrap(),
-        ],
-    )
-    .unwrap();
+    replay(&bank, &calls, &audit, &[]);
     assert_eq!(
         bank.transfers.load(Ordering::SeqCst),
         0,

@@ -54,18 +54,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
         .map(|c| format!("{c}\n"))
         .collect::<String>(),
     );
-    run(
-        &bank,
-        &[
-            "replay",
-            calls.to_str().unwrap(),
-            "--session-id",
-            "s1",
-            "--audit",
-            audit.to_str().unwrap(),
-        ],
-    )
-    .unwrap();
+    replay(&bank, &calls, &audit, &["--session-id", "s1"]);
     assert_eq!(
         bank.transfers.load(Ordering::SeqCst),
         1,

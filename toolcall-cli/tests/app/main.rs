@@ -57,6 +57,14 @@ fn run(bank: &Arc<Bank>, args: &[&str]) -> Result<(), Error> {
     app(bank).run_from(std::iter::once("bank").chain(args.iter().copied()))
 }
 
+/// `replay` of `calls` with `flags`, auditing to `audit`: it succeeds.
+fn replay(bank: &Arc<Bank>, calls: &Path, audit: &Path, flags: &[&str]) {
+    let mut args = vec!["replay", calls.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    args.extend(["--audit", audit.to_str().unwrap()]);
+    run(bank, &args).unwrap();
+}
+
 /// A replay file of one call: a transfer of one cent.
 const ONE_CENT: &str = "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 1}}\n";
 

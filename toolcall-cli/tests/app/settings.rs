@@ -20,18 +20,7 @@ fn store_sqlite_keeps_what_was_done_across_runs() {
     );
     let store = format!("sqlite:{}", dir.join("store.db").display());
     for _ in 0..2 {
-        run(
-            &bank,
-            &[
-                "replay",
-                calls.to_str().unwrap(),
-                "--store",
-                &store,
-                "--audit",
-                audit.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
+        replay(&bank, &calls, &audit, &["--store", &store]);
     }
     assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "moved once");
     let replayed: Vec<bool> = audit_records(&audit).iter().map(|r| r.replayed).collect();
