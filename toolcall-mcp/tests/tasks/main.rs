@@ -309,6 +309,15 @@ async fn start_transfer_of(client: &Client, amount_cents: i64) -> rmcp::model::T
     }
 }
 
+/// Calls `transfer` as `transfer_call` makes it, which must answer at once
+/// (`why` says why no task): the result's structured content.
+async fn transfer_at_once(client: &Client, why: &str) -> Value {
+    match client.peer().call_tool_once(transfer_call()).await.unwrap() {
+        CallToolResponse::Complete(result) => result.structured_content.unwrap(),
+        other => panic!("{why}: {other:?}"),
+    }
+}
+
 /// Uses the approval up, as a call that takes it and then dies does.
 async fn take(store: &SqliteStore, id: &str) {
     let binding = toolcall::store::Binding {
