@@ -37,9 +37,7 @@ async fn the_question_travels_in_the_task_and_the_answer_runs_the_call_once() {
     assert_eq!(completed(&get(&client, &task.task_id).await), result);
     let again = update(&client, &task.task_id, true).await;
     assert!(again.is_err(), "a done task takes no answer: {again:?}");
-    let retried = client.call_tool(transfer_call()).await.unwrap();
-    assert_eq!(retried.structured_content.unwrap()["replayed"], true);
-    assert_eq!(fleet.transfers(), 1);
+    retry_replays_the_one_transfer(&client, &fleet).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
