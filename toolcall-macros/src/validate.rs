@@ -191,30 +191,25 @@ fn check_types(tool: &ToolFn, cx: &mut Ctxt) {
 /// `version`, `timeout_ms`, `max_output_bytes` and `max_repeats` in their
 /// ranges.
 fn check_limits(tool: &ToolFn, cx: &mut Ctxt) {
-    if let Some(version) = &tool.attr.version
-        && !matches!(version.base10_parse::<u32>(), Ok(1..))
-    {
-        cx.error_spanned_by(version, msg::BAD_VERSION);
-    }
-    if let Some(timeout) = &tool.attr.timeout_ms
-        && !matches!(timeout.base10_parse::<u64>(), Ok(1..))
-    {
-        cx.error_spanned_by(timeout, msg::BAD_TIMEOUT);
-    }
-    if let Some(budget) = &tool.attr.max_output_bytes
-        && !matches!(budget.base10_parse::<u64>(), Ok(256..))
-    {
-        cx.error_spanned_by(budget, msg::BAD_OUTPUT_BUDGET);
-    }
-    if let Some(repeats) = &tool.attr.max_repeats
-        && !matches!(repeats.base10_parse::<u64>(), Ok(1..))
-    {
-        cx.error_spanned_by(repeats, msg::BAD_MAX_REPEATS);
-    }
-    if let Some(approvals) = &tool.attr.approvals
-        && !matches!(approvals.base10_parse::<u32>(), Ok(2..=10))
-    {
-        cx.error_spanned_by(approvals, msg::BAD_APPROVALS);
+    let attr = &tool.attr;
+    for (number, allowed, message) in [
+        (&attr.version, 1..=u64::from(u32::MAX), msg::BAD_VERSION),
+        (&attr.timeout_ms, 1..=u64::MAX, msg::BAD_TIMEOUT),
+        (
+            &attr.max_output_bytes,
+            256..=u64::MAX,
+            msg::BAD_OUTPUT_BUDGET,
+        ),
+        (&attr.max_repeats, 1..=u64::MAX, msg::BAD_MAX_REPEATS),
+        (&attr.approvals, 2..=10, msg::BAD_APPROVALS),
+    ] {
+        if let Some(number) = number
+            && !number
+                .base10_parse::<u64>()
+                .is_ok_and(|n| allowed.contains(&n))
+        {
+            cx.error_spanned_by(number, message);
+        }
     }
 }
 

@@ -323,7 +323,7 @@ fn call_params_problem_text(params: &Value) -> Result<(), String> {
 }
 
 /// What kind of JSON value `value` is, with its article.
-fn kind(value: &Value) -> &'static str {
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

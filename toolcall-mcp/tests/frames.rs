@@ -12,7 +12,9 @@ use tokio::io::{
     AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream, ReadHalf, WriteHalf,
 };
 use toolcall::{Code, Ctx, Dispatcher, MemoryAudit, Rejection, ToolError, tool, tools};
-use toolcall_mcp::{FrameGuard, MAX_STDIO_LINE_BYTES, Options};
+use toolcall_mcp::{MAX_STDIO_LINE_BYTES, Options};
+
+mod client;
 
 // ------------------------------------------------------------------ tools
 
@@ -59,7 +61,7 @@ fn deposit(
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// A client that writes bytes and reads lines, over a pipe to a server
-/// behind a [`FrameGuard`].
+/// behind a [`FrameGuard`](toolcall_mcp::FrameGuard).
 struct Raw {
     write: WriteHalf<DuplexStream>,
     read: BufReader<ReadHalf<DuplexStream>>,
@@ -67,15 +69,10 @@ struct Raw {
 }
 
 impl Raw {
-    /// Connects through a [`FrameGuard`], and completes the handshake.
+    /// Connects through a [`FrameGuard`](toolcall_mcp::FrameGuard), and
+    /// completes the handshake.
     async fn connect(dispatcher: Arc<Dispatcher<Account>>) -> Raw {
-        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-        let (server_read, server_write) = tokio::io::split(server_io);
-        let server = tokio::spawn(toolcall_mcp::serve(
-            dispatcher,
-            Options::new("frames"),
-            FrameGuard::new(server_read, server_write),
-        ));
+        let (client_io, server) = client::serve_piped(dispatcher, Options::new("frames"));
         Raw::initialize(server, client_io).await
     }
 

@@ -9,8 +9,10 @@ use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use rmcp::{ClientHandler, ServiceExt as _};
 use serde_json::{Map, Value, json};
 use toolcall::{Dispatcher, Policy, Rejection, tool, tools};
-use toolcall_mcp::{FrameGuard, Options};
+use toolcall_mcp::Options;
 use toolcall_testkit::spans::Capture;
+
+mod client;
 
 /// The balance of an account, in cents. No side effects.
 #[tool]
@@ -39,13 +41,7 @@ fn a_tools_call_has_a_server_span_with_the_clients_trace_context() {
                 .build()
                 .unwrap(),
         );
-        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-        let (read, write) = tokio::io::split(server_io);
-        let server = tokio::spawn(toolcall_mcp::serve(
-            dispatcher,
-            Options::conversation("desk-1"),
-            FrameGuard::new(read, write),
-        ));
+        let (client_io, server) = client::serve_piped(dispatcher, Options::conversation("desk-1"));
         let client = Plain.serve(client_io).await.unwrap();
         let Value::Object(args) = json!({"account": "ACC-7"}) else {
             unreachable!()

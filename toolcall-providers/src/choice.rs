@@ -131,39 +131,24 @@ mod tests {
     #[test]
     fn each_choice_in_each_formats_field() {
         // neutral, openai, openai-responses, anthropic, gemini, mcp
-        assert_eq!(
-            all("auto"),
-            vec![
-                None,
-                Some(json!("auto")),
-                Some(json!("auto")),
-                Some(json!({"type": "auto"})),
-                Some(json!({"functionCallingConfig": {"mode": "AUTO"}})),
-                None,
-            ]
-        );
-        assert_eq!(
-            all("required"),
-            vec![
-                None,
-                Some(json!("required")),
-                Some(json!("required")),
-                Some(json!({"type": "any"})),
-                Some(json!({"functionCallingConfig": {"mode": "ANY"}})),
-                None,
-            ]
-        );
-        assert_eq!(
-            all("none"),
-            vec![
-                None,
-                Some(json!("none")),
-                Some(json!("none")),
-                Some(json!({"type": "none"})),
-                Some(json!({"functionCallingConfig": {"mode": "NONE"}})),
-                None,
-            ]
-        );
+        for (choice, anthropic, gemini) in [
+            ("auto", "auto", "AUTO"),
+            ("required", "any", "ANY"),
+            ("none", "none", "NONE"),
+        ] {
+            assert_eq!(
+                all(choice),
+                vec![
+                    None,
+                    Some(json!(choice)),
+                    Some(json!(choice)),
+                    Some(json!({"type": anthropic})),
+                    Some(json!({"functionCallingConfig": {"mode": gemini}})),
+                    None,
+                ],
+                "{choice}"
+            );
+        }
         assert_eq!(
             all(" get_order "),
             vec![

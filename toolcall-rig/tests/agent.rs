@@ -72,6 +72,20 @@ fn results(request: &CompletionRequest) -> Vec<(String, bool, Value)> {
         .collect()
 }
 
+/// An agent over `tools` whose model asks one refund of 2590 cents, then
+/// says `then`: the tool results the model read.
+async fn one_refund(tools: RigTools<Shop>, then: &str) -> Vec<(String, bool, Value)> {
+    let model = MockCompletionModel::from_turns([
+        MockTurn::from_content(call("call_refund", "refund_order", refund(json!(2590)))),
+        MockTurn::text(then),
+    ]);
+    let agent = AgentBuilder::new(model.clone())
+        .tool_server_handle(tools.tool_server().run())
+        .build();
+    agent.prompt("Refund ORD-1001.").max_turns(3).await.unwrap();
+    results(&model.requests()[1])
+}
+
 #[tokio::test]
 async fn a_rig_agents_calls_go_through_the_pipeline() {
     let audit = MemoryAudit::new();
@@ -147,16 +161,8 @@ async fn a_rig_agents_calls_go_through_the_pipeline() {
 async fn a_declined_approval_is_denied_and_nothing_runs() {
     let audit = MemoryAudit::new();
     let dispatcher = dispatcher(&audit);
-    let model = MockCompletionModel::from_turns([
-        MockTurn::from_content(call("call_refund", "refund_order", refund(json!(2590)))),
-        MockTurn::text("The refund was declined."),
-    ]);
     let tools = RigTools::new(Arc::clone(&dispatcher), "chat-7").approver(|_| false);
-    let agent = AgentBuilder::new(model.clone())
-        .tool_server_handle(tools.tool_server().run())
-        .build();
-    agent.prompt("Refund ORD-1001.").max_turns(3).await.unwrap();
-    let answer = results(&model.requests()[1]);
+    let answer = one_refund(tools, "The refund was declined.").await;
     assert!(answer[0].1);
     assert_eq!(answer[0].2["code"], "CONFIRMATION_DENIED");
     assert_eq!(dispatcher.state().refund_count().await, Ok(0));
@@ -166,16 +172,8 @@ async fn a_declined_approval_is_denied_and_nothing_runs() {
 async fn without_an_approver_the_model_reads_that_the_call_waits() {
     let audit = MemoryAudit::new();
     let dispatcher = dispatcher(&audit);
-    let model = MockCompletionModel::from_turns([
-        MockTurn::from_content(call("call_refund", "refund_order", refund(json!(2590)))),
-        MockTurn::text("A person has to approve it."),
-    ]);
     let tools = RigTools::new(Arc::clone(&dispatcher), "chat-8");
-    let agent = AgentBuilder::new(model.clone())
-        .tool_server_handle(tools.tool_server().run())
-        .build();
-    agent.prompt("Refund ORD-1001.").max_turns(3).await.unwrap();
-    let answer = results(&model.requests()[1]);
+    let answer = one_refund(tools, "A person has to approve it.").await;
     assert_eq!(answer[0].2["code"], "CONFIRMATION_REQUIRED");
     assert!(answer[0].2["question_id"].is_string());
     assert_eq!(dispatcher.state().refund_count().await, Ok(0));

@@ -10,8 +10,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
-use toolcall_postgres::deadpool_postgres::{ClientWrapper, Object};
+use tokio_postgres::types::ToSql;
+use toolcall_postgres::deadpool_postgres::{GenericClient, Object};
 
 use crate::catalog::{Catalog, before_any_change, currency, not_applied, now_ms, unavailable};
 use crate::{
@@ -78,13 +80,10 @@ impl PostgresShop {
             .map_err(unavailable)?;
         tx.batch_execute(SCHEMA).await.map_err(unavailable)?;
         for order in reference_orders() {
-            tx.execute(
-                &tx.prepare_cached(
-                    "INSERT INTO orders_orders (order_id, customer_id, total_cents, currency)
+            execute(
+                &tx,
+                "INSERT INTO orders_orders (order_id, customer_id, total_cents, currency)
                  VALUES ($1, $2, $3, $4) ON CONFLICT (order_id) DO NOTHING",
-                )
-                .await
-                .map_err(unavailable)?,
                 &[
                     &order.order_id,
                     &order.customer_id,
@@ -98,13 +97,10 @@ impl PostgresShop {
         for (order_id, messages) in reference_messages() {
             for (position, message) in messages.iter().enumerate() {
                 let position = i32::try_from(position).unwrap_or(i32::MAX);
-                tx.execute(
-                    &tx.prepare_cached(
-                        "INSERT INTO orders_messages (order_id, position, sender, text)
+                execute(
+                    &tx,
+                    "INSERT INTO orders_messages (order_id, position, sender, text)
                      VALUES ($1, $2, $3, $4) ON CONFLICT (order_id, position) DO NOTHING",
-                    )
-                    .await
-                    .map_err(unavailable)?,
                     &[&order_id, &position, &message.from, &message.text],
                 )
                 .await
@@ -159,21 +155,16 @@ impl PostgresShop {
 
     pub(crate) async fn order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                &client
-                    .prepare_cached(
-                        "SELECT o.customer_id, o.total_cents, o.currency,
-                        (SELECT COALESCE(SUM(r.amount_cents), 0)::BIGINT FROM orders_refunds r
-                          WHERE r.order_id = o.order_id)
-                   FROM orders_orders o WHERE o.order_id = $1",
-                    )
-                    .await
-                    .map_err(unavailable)?,
-                &[&order_id],
-            )
-            .await
-            .map_err(unavailable)?;
+        let row = query_opt(
+            &*client,
+            "SELECT o.customer_id, o.total_cents, o.currency,
+                    (SELECT COALESCE(SUM(r.amount_cents), 0)::BIGINT FROM orders_refunds r
+                      WHERE r.order_id = o.order_id)
+               FROM orders_orders o WHERE o.order_id = $1",
+            &[&order_id],
+        )
+        .await
+        .map_err(unavailable)?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -193,28 +184,19 @@ impl PostgresShop {
         order_id: &str,
     ) -> Result<Option<Vec<Message>>, BackendError> {
         let client = self.client().await?;
-        let exists: bool = client
-            .query_one(
-                &client
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
-                    )
-                    .await
-                    .map_err(unavailable)?,
-                &[&order_id],
-            )
+        if !order_exists(&*client, order_id)
             .await
             .map_err(unavailable)?
-            .get(0);
-        if !exists {
+        {
             return Ok(None);
         }
-        let rows = client
-            .query(&client.prepare_cached("SELECT sender, text FROM orders_messages WHERE order_id = $1 ORDER BY position").await.map_err(unavailable)?,
-                &[&order_id],
-            )
-            .await
-            .map_err(unavailable)?;
+        let rows = query(
+            &*client,
+            "SELECT sender, text FROM orders_messages WHERE order_id = $1 ORDER BY position",
+            &[&order_id],
+        )
+        .await
+        .map_err(unavailable)?;
         Ok(Some(
             rows.iter()
                 .map(|row| Message {
@@ -227,34 +209,26 @@ impl PostgresShop {
 
     pub(crate) async fn notes(&self) -> Result<Vec<(String, String)>, BackendError> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                &client
-                    .prepare_cached("SELECT order_id, text FROM orders_notes ORDER BY id")
-                    .await
-                    .map_err(unavailable)?,
-                &[],
-            )
-            .await
-            .map_err(unavailable)?;
+        let rows = query(
+            &*client,
+            "SELECT order_id, text FROM orders_notes ORDER BY id",
+            &[],
+        )
+        .await
+        .map_err(unavailable)?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     pub(crate) async fn refunds(&self) -> Result<Vec<AppliedRefund>, BackendError> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                &client
-                    .prepare_cached(
-                        "SELECT order_id, amount_cents, idempotency_key, remaining_cents
-                   FROM orders_refunds ORDER BY id",
-                    )
-                    .await
-                    .map_err(unavailable)?,
-                &[],
-            )
-            .await
-            .map_err(unavailable)?;
+        let rows = query(
+            &*client,
+            "SELECT order_id, amount_cents, idempotency_key, remaining_cents
+               FROM orders_refunds ORDER BY id",
+            &[],
+        )
+        .await
+        .map_err(unavailable)?;
         Ok(rows
             .iter()
             .map(|row| AppliedRefund {
@@ -268,14 +242,7 @@ impl PostgresShop {
 
     pub(crate) async fn refund_count(&self) -> Result<u64, BackendError> {
         let client = self.client().await?;
-        let count: i64 = client
-            .query_one(
-                &client
-                    .prepare_cached("SELECT COUNT(*) FROM orders_refunds")
-                    .await
-                    .map_err(unavailable)?,
-                &[],
-            )
+        let count: i64 = query_one(&*client, "SELECT COUNT(*) FROM orders_refunds", &[])
             .await
             .map_err(unavailable)?
             .get(0);
@@ -293,33 +260,25 @@ impl PostgresShop {
     ) -> Result<Applied, BackendError> {
         let mut client = self.own().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
-        let row = tx
-            .query_opt(
-                &tx.prepare_cached(
-                    "SELECT total_cents FROM orders_orders WHERE order_id = $1 FOR UPDATE",
-                )
-                .await
-                .map_err(unavailable)?,
-                &[&order_id],
-            )
-            .await
-            .map_err(unavailable)?;
+        let row = query_opt(
+            &tx,
+            "SELECT total_cents FROM orders_orders WHERE order_id = $1 FOR UPDATE",
+            &[&order_id],
+        )
+        .await
+        .map_err(unavailable)?;
         let Some(row) = row else {
             return Err(BackendError::UnknownOrder);
         };
         let total_cents: i64 = row.get(0);
-        let first = tx
-            .query_opt(
-                &tx.prepare_cached(
-                    "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
-                  WHERE idempotency_key = $1",
-                )
-                .await
-                .map_err(unavailable)?,
-                &[&idempotency_key],
-            )
-            .await
-            .map_err(unavailable)?;
+        let first = query_opt(
+            &tx,
+            "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
+              WHERE idempotency_key = $1",
+            &[&idempotency_key],
+        )
+        .await
+        .map_err(unavailable)?;
         if let Some(first) = first {
             let (first_order, first_amount): (String, i64) = (first.get(0), first.get(1));
             return if first_order == order_id && first_amount == amount_cents {
@@ -328,43 +287,35 @@ impl PostgresShop {
                 Err(BackendError::KeyReused)
             };
         }
-        let refunded_cents: i64 = tx
-            .query_one(
-                &tx.prepare_cached(
-                    "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
-                  WHERE order_id = $1",
-                )
-                .await
-                .map_err(unavailable)?,
-                &[&order_id],
-            )
-            .await
-            .map_err(unavailable)?
-            .get(0);
+        let refunded_cents: i64 = query_one(
+            &tx,
+            "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
+              WHERE order_id = $1",
+            &[&order_id],
+        )
+        .await
+        .map_err(unavailable)?
+        .get(0);
         self.catalog.saw_refunded(order_id, refunded_cents);
         let refundable_cents = total_cents - refunded_cents;
         if amount_cents > refundable_cents {
             return Err(BackendError::ExceedsRefundable { refundable_cents });
         }
         let remaining_cents = refundable_cents - amount_cents;
-        let inserted = tx
-            .execute(
-                &tx.prepare_cached(
-                    "INSERT INTO orders_refunds
-                     (idempotency_key, order_id, amount_cents, remaining_cents, created_ms)
-                 VALUES ($1, $2, $3, $4, $5)",
-                )
-                .await
-                .map_err(unavailable)?,
-                &[
-                    &idempotency_key,
-                    &order_id,
-                    &amount_cents,
-                    &remaining_cents,
-                    &now_ms(),
-                ],
-            )
-            .await;
+        let inserted = execute(
+            &tx,
+            "INSERT INTO orders_refunds
+                 (idempotency_key, order_id, amount_cents, remaining_cents, created_ms)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &idempotency_key,
+                &order_id,
+                &amount_cents,
+                &remaining_cents,
+                &now_ms(),
+            ],
+        )
+        .await;
         match inserted {
             // The key was taken meanwhile, for a refund of another order.
             Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
@@ -384,38 +335,17 @@ impl PostgresShop {
     pub(crate) async fn add_note(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
         let mut client = self.own().await.map_err(before_any_change)?;
         let tx = client.transaction().await.map_err(not_applied)?;
-        let exists: bool = tx
-            .query_one(
-                &tx.prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
-                )
-                .await
-                .map_err(not_applied)?,
-                &[&order_id],
-            )
-            .await
-            .map_err(not_applied)?
-            .get(0);
-        if !exists {
+        if !order_exists(&tx, order_id).await.map_err(not_applied)? {
             return Err(BackendError::UnknownOrder);
         }
-        tx.execute(
-            &tx.prepare_cached(
-                "INSERT INTO orders_notes (order_id, text, created_ms) VALUES ($1, $2, $3)",
-            )
-            .await
-            .map_err(not_applied)?,
+        execute(
+            &tx,
+            "INSERT INTO orders_notes (order_id, text, created_ms) VALUES ($1, $2, $3)",
             &[&order_id, &text, &now_ms()],
         )
         .await
         .map_err(not_applied)?;
-        let notes: i64 = tx
-            .query_one(
-                &tx.prepare_cached("SELECT COUNT(*) FROM orders_notes")
-                    .await
-                    .map_err(not_applied)?,
-                &[],
-            )
+        let notes: i64 = query_one(&tx, "SELECT COUNT(*) FROM orders_notes", &[])
             .await
             .map_err(not_applied)?
             .get(0);
@@ -427,33 +357,29 @@ impl PostgresShop {
 }
 
 /// The orders' fixed fields and the messages, as they are now.
-async fn read_catalog(client: &ClientWrapper) -> Result<Catalog, BackendError> {
-    let rows = client
-        .query(
-            &client
-                .prepare_cached(
-                    "SELECT order_id, customer_id, total_cents, currency FROM orders_orders
-              ORDER BY order_id",
-                )
-                .await
-                .map_err(unavailable)?,
-            &[],
-        )
-        .await
-        .map_err(unavailable)?;
+async fn read_catalog(client: &Object) -> Result<Catalog, BackendError> {
+    let orders = query(
+        client,
+        "SELECT order_id, customer_id, total_cents, currency FROM orders_orders
+          ORDER BY order_id",
+        &[],
+    )
+    .await
+    .map_err(unavailable)?;
     // An order in a currency this build does not know is left out of the
     // catalog: the check finds no such order.
-    let orders = rows.iter().filter_map(|row| {
+    let orders = orders.iter().filter_map(|row| {
         let currency = currency(row.get(3)).ok()?;
         Some(Order::new(row.get(0), row.get(1), row.get(2), currency))
     });
     let orders: Vec<Order> = orders.collect();
-    let rows = client
-        .query(&client.prepare_cached("SELECT order_id, sender, text FROM orders_messages ORDER BY order_id, position").await.map_err(unavailable)?,
-            &[],
-        )
-        .await
-        .map_err(unavailable)?;
+    let rows = query(
+        client,
+        "SELECT order_id, sender, text FROM orders_messages ORDER BY order_id, position",
+        &[],
+    )
+    .await
+    .map_err(unavailable)?;
     let mut messages: BTreeMap<String, Vec<Message>> = BTreeMap::new();
     for row in &rows {
         messages.entry(row.get(0)).or_default().push(Message {
@@ -462,4 +388,60 @@ async fn read_catalog(client: &ClientWrapper) -> Result<Catalog, BackendError> {
         });
     }
     Ok(Catalog::new(orders, messages))
+}
+
+// Every statement goes through the connection's statement cache: prepared
+// once per connection, then sent as the prepared statement it is.
+
+async fn query(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    client
+        .query(&client.prepare_cached(sql).await?, params)
+        .await
+}
+
+async fn query_one(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Row, tokio_postgres::Error> {
+    client
+        .query_one(&client.prepare_cached(sql).await?, params)
+        .await
+}
+
+async fn query_opt(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, tokio_postgres::Error> {
+    client
+        .query_opt(&client.prepare_cached(sql).await?, params)
+        .await
+}
+
+async fn execute(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, tokio_postgres::Error> {
+    client
+        .execute(&client.prepare_cached(sql).await?, params)
+        .await
+}
+
+async fn order_exists(
+    client: &impl GenericClient,
+    order_id: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    let row = query_one(
+        client,
+        "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = $1)",
+        &[&order_id],
+    )
+    .await?;
+    Ok(row.get(0))
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::memory::Memory;
 use crate::postgres::PostgresShop;
+use crate::shop::Backend;
 use crate::sqlite::SqliteShop;
 use crate::{BackendError, Message, Order};
 
@@ -23,43 +24,32 @@ use crate::{BackendError, Message, Order};
 /// * Memory: a view of the same orders that has no method that writes.
 #[derive(Clone, Debug)]
 pub struct ShopReader {
-    backend: Reading,
-}
-
-#[derive(Clone, Debug)]
-enum Reading {
-    Memory(Arc<Memory>),
-    Sqlite(Arc<SqliteShop>),
-    Postgres(Arc<PostgresShop>),
+    backend: Backend,
 }
 
 impl ShopReader {
     pub(crate) fn memory(memory: Arc<Memory>) -> Self {
         ShopReader {
-            backend: Reading::Memory(memory),
+            backend: Backend::Memory(memory),
         }
     }
 
     pub(crate) fn sqlite(shop: SqliteShop) -> Self {
         ShopReader {
-            backend: Reading::Sqlite(Arc::new(shop)),
+            backend: Backend::Sqlite(Arc::new(shop)),
         }
     }
 
     pub(crate) fn postgres(shop: Arc<PostgresShop>) -> Self {
         ShopReader {
-            backend: Reading::Postgres(shop),
+            backend: Backend::Postgres(shop),
         }
     }
 
     /// The order as the backend holds it now; `None` if there is no such
     /// order.
     pub async fn load_order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
-        match &self.backend {
-            Reading::Memory(shop) => Ok(shop.order(order_id)),
-            Reading::Sqlite(shop) => shop.order(order_id),
-            Reading::Postgres(shop) => shop.order(order_id).await,
-        }
+        self.backend.load_order(order_id).await
     }
 
     /// The messages customers wrote about the order, as the backend holds
@@ -68,11 +58,7 @@ impl ShopReader {
         &self,
         order_id: &str,
     ) -> Result<Option<Vec<Message>>, BackendError> {
-        match &self.backend {
-            Reading::Memory(shop) => Ok(shop.messages(order_id)),
-            Reading::Sqlite(shop) => shop.messages(order_id),
-            Reading::Postgres(shop) => shop.messages(order_id).await,
-        }
+        self.backend.load_messages(order_id).await
     }
 
     /// What a bug that writes through the reader would do: the shop's own
@@ -81,9 +67,9 @@ impl ShopReader {
     #[cfg(test)]
     async fn write_note(&self, order_id: &str, text: &str) -> Result<usize, BackendError> {
         match &self.backend {
-            Reading::Memory(_) => unreachable!("the memory reader has no write path"),
-            Reading::Sqlite(shop) => shop.add_note(order_id, text),
-            Reading::Postgres(shop) => shop.add_note(order_id, text).await,
+            Backend::Memory(_) => unreachable!("the memory reader has no write path"),
+            Backend::Sqlite(shop) => shop.add_note(order_id, text),
+            Backend::Postgres(shop) => shop.add_note(order_id, text).await,
         }
     }
 
@@ -91,7 +77,7 @@ impl ShopReader {
     #[cfg(test)]
     async fn try_update(&self, order_id: &str) -> Result<u64, tokio_postgres::Error> {
         match &self.backend {
-            Reading::Postgres(shop) => shop.try_update(order_id).await,
+            Backend::Postgres(shop) => shop.try_update(order_id).await,
             _ => unreachable!("the Postgres reader's test only"),
         }
     }

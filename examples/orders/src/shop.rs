@@ -50,11 +50,34 @@ pub struct Shop {
     lose_next_responses: AtomicU32,
 }
 
-#[derive(Debug)]
-enum Backend {
+/// One of the three backends: the shop's own, or the one its reader
+/// holds (a connection of its own, that cannot write).
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
     Memory(Arc<Memory>),
-    Sqlite(Box<SqliteShop>),
+    Sqlite(Arc<SqliteShop>),
     Postgres(Arc<PostgresShop>),
+}
+
+impl Backend {
+    pub(crate) async fn load_order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
+        match self {
+            Backend::Memory(shop) => Ok(shop.order(order_id)),
+            Backend::Sqlite(shop) => shop.order(order_id),
+            Backend::Postgres(shop) => shop.order(order_id).await,
+        }
+    }
+
+    pub(crate) async fn load_messages(
+        &self,
+        order_id: &str,
+    ) -> Result<Option<Vec<Message>>, BackendError> {
+        match self {
+            Backend::Memory(shop) => Ok(shop.messages(order_id)),
+            Backend::Sqlite(shop) => shop.messages(order_id),
+            Backend::Postgres(shop) => shop.messages(order_id).await,
+        }
+    }
 }
 
 impl Default for Shop {
@@ -93,7 +116,7 @@ impl Shop {
         let shop = SqliteShop::open(path.as_ref())?;
         let reader = SqliteShop::reading(path.as_ref())?;
         Ok(Shop::over(
-            Backend::Sqlite(Box::new(shop)),
+            Backend::Sqlite(Arc::new(shop)),
             ShopReader::sqlite(reader),
         ))
     }
@@ -320,11 +343,7 @@ impl Shop {
     /// The order as the backend holds it now, its refunded sum included;
     /// `None` if there is no such order.
     pub async fn load_order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
-        match &self.backend {
-            Backend::Memory(shop) => Ok(shop.order(order_id)),
-            Backend::Sqlite(shop) => shop.order(order_id),
-            Backend::Postgres(shop) => shop.order(order_id).await,
-        }
+        self.backend.load_order(order_id).await
     }
 
     /// The messages customers wrote about the order, as the backend holds
@@ -333,11 +352,7 @@ impl Shop {
         &self,
         order_id: &str,
     ) -> Result<Option<Vec<Message>>, BackendError> {
-        match &self.backend {
-            Backend::Memory(shop) => Ok(shop.messages(order_id)),
-            Backend::Sqlite(shop) => shop.messages(order_id),
-            Backend::Postgres(shop) => shop.messages(order_id).await,
-        }
+        self.backend.load_messages(order_id).await
     }
 
     /// Every note in the backend, `(order_id, text)`, oldest first.

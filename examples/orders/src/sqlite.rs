@@ -183,13 +183,7 @@ impl SqliteShop {
 
     pub(crate) fn messages(&self, order_id: &str) -> Result<Option<Vec<Message>>, BackendError> {
         self.read(|conn| {
-            let exists: bool = cached_row(
-                conn,
-                "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
-                [order_id],
-                |row| row.get(0),
-            )?;
-            if !exists {
+            if !order_exists(conn, order_id)? {
                 return Ok(None);
             }
             let mut select = conn.prepare_cached(
@@ -333,14 +327,7 @@ impl SqliteShop {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(not_applied)?;
-        let exists: bool = cached_row(
-            &tx,
-            "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
-            [order_id],
-            |row| row.get(0),
-        )
-        .map_err(not_applied)?;
-        if !exists {
+        if !order_exists(&tx, order_id).map_err(not_applied)? {
             return Err(BackendError::UnknownOrder);
         }
         tx.execute(
@@ -379,6 +366,15 @@ fn cached_row<T, P: rusqlite::Params>(
     row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
     conn.prepare_cached(sql)?.query_row(params, row)
+}
+
+fn order_exists(conn: &Connection, order_id: &str) -> rusqlite::Result<bool> {
+    cached_row(
+        conn,
+        "SELECT EXISTS (SELECT 1 FROM orders_orders WHERE order_id = ?1)",
+        [order_id],
+        |row| row.get(0),
+    )
 }
 
 /// Creates the missing tables and seeds the reference's orders and

@@ -7,6 +7,8 @@
 //! they say loudly that they were skipped. Each works in a database of its
 //! own and drops it.
 
+#[path = "support/lines.rs"]
+mod lines;
 #[path = "support/refunds.rs"]
 mod refunds;
 #[path = "support/fresh_database.rs"]
@@ -241,16 +243,7 @@ fn a_lost_answer_in_one_process_is_one_refund_after_the_next() {
 /// Reads `child`'s standard error until the line `crash point: NAME`, for
 /// at most 60 seconds; the lines read are returned if it never comes.
 fn wait_for_crash_point(child: &mut Child, name: &str) -> Result<(), Vec<String>> {
-    let stderr = child.stderr.take().unwrap();
-    let (lines, read) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let read = lines::lines(child.stderr.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(60);
     let wanted = format!("crash point: {name}");
     let mut seen = Vec::new();

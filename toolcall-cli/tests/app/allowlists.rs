@@ -9,8 +9,7 @@ use super::*;
 /// tool. `--allow` left out is the application's default (here every tool).
 #[test]
 fn an_allowlist_that_names_no_tool_is_refused_by_every_command() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("empty-allow");
+    let (bank, dir) = bank_in("empty-allow");
     let (calls, audit) = replay_files(&dir, ONE_CENT);
     std::fs::write(&audit, "").unwrap();
     let lock = dir.join("tools.lock.json");
@@ -95,8 +94,7 @@ fn allowlist_without_names_is_an_error_and_every_tool_is_explicit() {
 /// --rejected-calls` writes the calls it kept whole, leaving that one out.
 #[test]
 fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("object-form");
+    let (bank, dir) = bank_in("object-form");
     let big = format!(
         "{{\"amount_cents\": 1, \"memo\": \"{}\"}}",
         "x".repeat(200_000)
@@ -115,16 +113,7 @@ fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
         .map(|line| format!("{line}\n"))
         .collect::<String>(),
     );
-    run(
-        &bank,
-        &[
-            "replay",
-            calls.to_str().unwrap(),
-            "--audit",
-            audit.to_str().unwrap(),
-        ],
-    )
-    .unwrap();
+    replay(&bank, &calls, &audit, &[]);
     assert_eq!(
         bank.transfers.load(Ordering::SeqCst),
         0,
@@ -189,8 +178,7 @@ fn replay_object_arguments_are_checked_as_the_text_the_line_has() {
 /// last one silently.
 #[test]
 fn a_replay_line_with_a_member_twice_is_an_input_error_naming_the_line() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("line-twice");
+    let (bank, dir) = bank_in("line-twice");
     let calls = dir.join("calls.jsonl");
     for (line, member) in [
         (
@@ -229,8 +217,7 @@ fn a_replay_line_with_a_member_twice_is_an_input_error_naming_the_line() {
 /// allows, for every command.
 #[test]
 fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("ceiling");
+    let (bank, dir) = bank_in("ceiling");
     let (calls, audit) = replay_files(&dir, ONE_CENT);
     let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     let both = || Policy::new().allow(["transfer", "balance"]);
@@ -268,8 +255,7 @@ fn the_code_s_policy_is_a_ceiling_allow_only_narrows() {
 /// `--limit` that is not NAME=VALUE a usage error.
 #[test]
 fn caller_picks_one_of_the_code_s_callers() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("caller");
+    let (bank, dir) = bank_in("caller");
     let (calls, audit) = replay_files(&dir, ONE_CENT);
     let (calls, audit) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     let with_reader =

@@ -6,8 +6,7 @@ use super::*;
 
 #[test]
 fn definitions_follow_the_format_and_the_allowlist() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("definitions");
+    let (bank, dir) = bank_in("definitions");
     let file = dir.join("tools.json");
     let path = file.to_str().unwrap();
     run(&bank, &["definitions", "--format", "openai", "-o", path]).unwrap();
@@ -42,8 +41,7 @@ fn definitions_follow_the_format_and_the_allowlist() {
 
 #[test]
 fn replay_runs_each_side_effect_once_and_audits_every_call() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("replay");
+    let (bank, dir) = bank_in("replay");
     let (calls, audit) = replay_files(
         &dir,
         [
@@ -56,18 +54,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
         .map(|c| format!("{c}\n"))
         .collect::<String>(),
     );
-    run(
-        &bank,
-        &[
-            "replay",
-            calls.to_str().unwrap(),
-            "--session-id",
-            "s1",
-            "--audit",
-            audit.to_str().unwrap(),
-        ],
-    )
-    .unwrap();
+    replay(&bank, &calls, &audit, &["--session-id", "s1"]);
     assert_eq!(
         bank.transfers.load(Ordering::SeqCst),
         1,
@@ -99,8 +86,7 @@ fn replay_runs_each_side_effect_once_and_audits_every_call() {
 
 #[test]
 fn configure_changes_the_dispatcher() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("configure");
+    let (bank, dir) = bank_in("configure");
     let (calls, audit) = replay_files(&dir, TWO_TRANSFERS);
     app(&bank)
         .configure(|builder| builder.max_steps(1))
@@ -125,8 +111,7 @@ fn configure_changes_the_dispatcher() {
 
 #[test]
 fn lock_then_check_and_a_broken_contract_is_exit_code_1() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("lock");
+    let (bank, dir) = bank_in("lock");
     let lock = dir.join("tools.lock.json");
     let path = lock.to_str().unwrap();
     run(&bank, &["lock", "--file", path]).unwrap();
@@ -258,8 +243,7 @@ struct Branch {
 
 #[test]
 fn an_application_declares_the_parts_its_tools_take() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("parts");
+    let (bank, dir) = bank_in("parts");
     let calls = dir.join("calls.jsonl");
     std::fs::write(&calls, "{\"tool\": \"deposit_part\", \"arguments\": {}}\n").unwrap();
     let branch = Arc::new(Branch {

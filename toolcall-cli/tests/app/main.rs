@@ -48,8 +48,21 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A fresh bank, and the scratch folder `name` for its files.
+fn bank_in(name: &str) -> (Arc<Bank>, PathBuf) {
+    (Arc::new(Bank::default()), scratch(name))
+}
+
 fn run(bank: &Arc<Bank>, args: &[&str]) -> Result<(), Error> {
     app(bank).run_from(std::iter::once("bank").chain(args.iter().copied()))
+}
+
+/// `replay` of `calls` with `flags`, auditing to `audit`: it succeeds.
+fn replay(bank: &Arc<Bank>, calls: &Path, audit: &Path, flags: &[&str]) {
+    let mut args = vec!["replay", calls.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    args.extend(["--audit", audit.to_str().unwrap()]);
+    run(bank, &args).unwrap();
 }
 
 /// A replay file of one call: a transfer of one cent.

@@ -13,26 +13,14 @@ use toolcall_testkit::run::block_on;
 #[cfg(feature = "sqlite")]
 #[test]
 fn store_sqlite_keeps_what_was_done_across_runs() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("store");
+    let (bank, dir) = bank_in("store");
     let (calls, audit) = replay_files(
         &dir,
         "{\"tool\": \"transfer\", \"arguments\": {\"amount_cents\": 7}}\n",
     );
     let store = format!("sqlite:{}", dir.join("store.db").display());
     for _ in 0..2 {
-        run(
-            &bank,
-            &[
-                "replay",
-                calls.to_str().unwrap(),
-                "--store",
-                &store,
-                "--audit",
-                audit.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
+        replay(&bank, &calls, &audit, &["--store", &store]);
     }
     assert_eq!(bank.transfers.load(Ordering::SeqCst), 1, "moved once");
     let replayed: Vec<bool> = audit_records(&audit).iter().map(|r| r.replayed).collect();
@@ -56,8 +44,7 @@ fn an_unknown_store_is_a_usage_error() {
 
 #[test]
 fn the_pipeline_flags_only_narrow_the_code_s_settings() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("pipeline-flags");
+    let (bank, dir) = bank_in("pipeline-flags");
     let (calls, audit) = replay_files(&dir, TWO_TRANSFERS);
     let (calls, audit_path) = (calls.to_str().unwrap(), audit.to_str().unwrap());
     run(
@@ -137,8 +124,7 @@ fn every_command_that_can_ask_a_person_takes_the_approval_ttl() {
 #[cfg(feature = "sqlite")]
 #[test]
 fn the_questions_time_to_live_is_the_command_lines_to_set() {
-    let bank = Arc::new(Bank::default());
-    let dir = scratch("ttl");
+    let (bank, dir) = bank_in("ttl");
     let (calls, _) = replay_files(
         &dir,
         "{\"tool\": \"close\", \"arguments\": {\"account\": \"A\"}}\n",

@@ -168,27 +168,33 @@ async fn an_admin_stops_a_tool_from_the_page_and_its_calls_can_be_denied_not_app
     assert_eq!(inbox.controls().await.1.len(), 2);
 }
 
+/// `POST` of `body` to `/api/controls/{action}` as `auth` is refused:
+/// `status`, and a problem of `code`.
+async fn control_refused(
+    inbox: &Inbox,
+    action: &str,
+    auth: Auth<'_>,
+    body: &str,
+    status: u16,
+    code: &str,
+) {
+    let path = format!("/api/controls/{action}");
+    let (reply, problem) = inbox.post_json(&path, auth, body).await;
+    assert_eq!(
+        (reply.status, problem["code"].as_str()),
+        (status, Some(code)),
+        "{problem}"
+    );
+}
+
 #[tokio::test]
 async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     let inbox = inbox().await;
     let stop = json!({"target": "caller", "name": "default", "reason": "it loops"}).to_string();
 
     // Not signed in: 401. Not an admin: 403, by token and by form alike.
-    let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::None, &stop)
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (401, Some("unauthorized"))
-    );
-    let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(BO), &stop)
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (403, Some("admin_only")),
-        "{problem}"
-    );
+    control_refused(&inbox, "stops", Auth::None, &stop, 401, "unauthorized").await;
+    control_refused(&inbox, "stops", Auth::Bearer(BO), &stop, 403, "admin_only").await;
     let (bo, bo_csrf) = inbox.signed_in(BO).await;
     let reply = inbox
         .post_form(
@@ -211,17 +217,16 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
             .body
             .contains("href=\"/admin\"")
     );
-    let (reply, problem) = inbox
-        .post_json(
-            "/api/controls/enable",
-            Auth::Bearer(BO),
-            r#"{"target": "everything"}"#,
-        )
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (403, Some("admin_only"))
-    );
+    let everything = r#"{"target": "everything"}"#;
+    control_refused(
+        &inbox,
+        "enable",
+        Auth::Bearer(BO),
+        everything,
+        403,
+        "admin_only",
+    )
+    .await;
     let read = inbox.get("/api/controls", Auth::Bearer(BO)).await;
     assert_eq!(read.status, 403);
     let (controls, history) = inbox.controls().await;
@@ -264,13 +269,15 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
         assert_eq!(reply.status, status, "{body}: {problem}");
         assert_eq!(problem["field"], field, "{body}: {problem}");
     }
-    let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(ANA), "[1]")
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (400, Some("invalid_json"))
-    );
+    control_refused(
+        &inbox,
+        "stops",
+        Auth::Bearer(ANA),
+        "[1]",
+        400,
+        "invalid_json",
+    )
+    .await;
     let wrong_type = http(
         &inbox.addr,
         "POST",
@@ -283,13 +290,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     assert_eq!(wrong_type.status, 415);
     // A browser's JSON without its sign-in's CSRF token changes nothing.
     let ana = inbox.sign_in(ANA).await;
-    let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Cookie(&ana), &stop)
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (403, Some("forbidden"))
-    );
+    control_refused(&inbox, "stops", Auth::Cookie(&ana), &stop, 403, "forbidden").await;
     assert_eq!(inbox.controls().await.1, [], "nothing changed");
 
     // An admin's token stops the caller: its calls are refused.
@@ -308,14 +309,7 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     assert!(inbox.pay_is_stopped().await);
 
     // The same stop again changes nothing (409); another reason replaces it.
-    let (reply, problem) = inbox
-        .post_json("/api/controls/stops", Auth::Bearer(ANA), &stop)
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (409, Some("unchanged")),
-        "{problem}"
-    );
+    control_refused(&inbox, "stops", Auth::Bearer(ANA), &stop, 409, "unchanged").await;
     assert_eq!(inbox.controls().await.1.len(), 1);
     let read = json_of(&inbox.get("/api/controls", Auth::Bearer(ANA)).await);
     assert_eq!(read["version"], 1);
@@ -341,13 +335,15 @@ async fn a_program_stops_with_json_and_a_non_admin_changes_nothing() {
     assert_eq!(controls.stops, []);
     assert_eq!(history[0].summary, "enabled caller default");
     assert!(!inbox.pay_is_stopped().await);
-    let (reply, problem) = inbox
-        .post_json("/api/controls/enable", Auth::Bearer(ANA), &enable)
-        .await;
-    assert_eq!(
-        (reply.status, problem["code"].as_str()),
-        (409, Some("unchanged"))
-    );
+    control_refused(
+        &inbox,
+        "enable",
+        Auth::Bearer(ANA),
+        &enable,
+        409,
+        "unchanged",
+    )
+    .await;
     let wrong_method = inbox.get("/api/controls/stops", Auth::Bearer(ANA)).await;
     assert_eq!(wrong_method.status, 405);
     assert_eq!(json_of(&wrong_method)["code"], "method_not_allowed");

@@ -29,26 +29,28 @@ pub(super) struct Hook {
     pub state_fn: Option<TokenStream>,
 }
 
+impl Hook {
+    /// The hook of a tool without its function: `code` in its place, if
+    /// the trait wants any, and no state.
+    fn absent(code: Option<TokenStream>) -> Hook {
+        Hook {
+            code,
+            state: quote!(::core::option::Option::None),
+            state_fn: None,
+        }
+    }
+}
+
 impl Expander<'_> {
     /// `Tool::check`'s body: the `check` function's call, or `Ok(())`.
     pub(super) fn check_hook(&self) -> Hook {
-        let args_ident = &self.args_ident;
         let Some(path) = &self.tool.attr.check else {
-            return Hook {
-                code: Some(quote! {
-                    let _ = (__toolcall_args, __toolcall_cx);
-                    ::core::result::Result::Ok(())
-                }),
-                state: quote!(::core::option::Option::None),
-                state_fn: None,
-            };
+            return Hook::absent(Some(quote! {
+                let _ = (__toolcall_args, __toolcall_cx);
+                ::core::result::Result::Ok(())
+            }));
         };
-        let (code, state, state_fn) = self.hook_call(
-            HookKind::Check,
-            quote!(#args_ident, _, _, _, _),
-            path,
-            |ctx| quote!(__toolcall_args, #ctx),
-        );
+        let (code, state, state_fn) = self.args_hook_call(HookKind::Check, path);
         Hook {
             code: Some(code),
             state,
@@ -59,20 +61,11 @@ impl Expander<'_> {
     /// `Tool::async_check`, for a tool with an `async_check` function: its
     /// call, awaited with the context built inside the future.
     pub(super) fn async_check_hook(&self) -> Hook {
-        let (private, args_ident) = (&self.private, &self.args_ident);
+        let private = &self.private;
         let Some(path) = &self.tool.attr.async_check else {
-            return Hook {
-                code: None,
-                state: quote!(::core::option::Option::None),
-                state_fn: None,
-            };
+            return Hook::absent(None);
         };
-        let (body, state, state_fn) = self.hook_call(
-            HookKind::AsyncCheck,
-            quote!(#args_ident, _, _, _, _),
-            path,
-            |ctx| quote!(__toolcall_args, #ctx),
-        );
+        let (body, state, state_fn) = self.args_hook_call(HookKind::AsyncCheck, path);
         let code = quote! {
             fn async_check<'a>(
                 __toolcall_args: &'a Self::Args,
@@ -92,11 +85,7 @@ impl Expander<'_> {
     pub(super) fn reconcile_hook(&self) -> Hook {
         let private = &self.private;
         let Some(path) = &self.tool.attr.reconcile else {
-            return Hook {
-                code: None,
-                state: quote!(::core::option::Option::None),
-                state_fn: None,
-            };
+            return Hook::absent(None);
         };
         // What the tool's function returns, `Result<T, E>`: the function
         // must find a `T`.
@@ -122,6 +111,22 @@ impl Expander<'_> {
             state,
             state_fn,
         }
+    }
+
+    /// The call of a hook that takes the tool's arguments and its context
+    /// (`check`, `async_check`), as [`hook_call`](Self::hook_call) writes it.
+    fn args_hook_call(
+        &self,
+        kind: HookKind,
+        path: &syn::Path,
+    ) -> (TokenStream, TokenStream, Option<TokenStream>) {
+        let args_ident = &self.args_ident;
+        self.hook_call(
+            kind,
+            quote!(#args_ident, _, _, _, _),
+            path,
+            |ctx| quote!(__toolcall_args, #ctx),
+        )
     }
 
     /// A hook's call: the body that runs `path` through its signature check

@@ -118,17 +118,7 @@ pub(super) fn named_conversation<'a>(
     let name = match value {
         None => return Ok(None),
         Some(Value::String(name)) => name.as_str(),
-        Some(other) => {
-            let kind = match other {
-                Value::Null => "null",
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                Value::Array(_) => "an array",
-                Value::Object(_) => "an object",
-                Value::String(_) => "a string",
-            };
-            return Err(format!("is {kind}, not a string"));
-        }
+        Some(other) => return Err(format!("is {}, not a string", crate::frame::kind(other))),
     };
     if name.is_empty() {
         return Err("is empty".to_owned());

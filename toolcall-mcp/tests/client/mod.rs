@@ -5,6 +5,7 @@
 // Each test file is a crate of its own and uses only part of this.
 #![allow(dead_code)]
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -165,6 +166,17 @@ pub fn guarded(
     FrameGuard::new(read, write)
 }
 
+/// A server over `dispatcher` with `options` on the server's end of a new
+/// in-process pipe, [`guarded`]: the client's end, and the server's task.
+pub fn serve_piped<S: Any + Send + Sync, St: Store + 'static>(
+    dispatcher: Arc<Dispatcher<S, St>>,
+    options: Options,
+) -> (tokio::io::DuplexStream, Server) {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(toolcall_mcp::serve(dispatcher, options, guarded(server_io)));
+    (client_io, server)
+}
+
 /// Connects `person`'s client to a server over `dispatcher` with `options`,
 /// through an in-process pipe, with the `initialize` handshake.
 pub async fn connect_with<St: Store + 'static>(
@@ -172,8 +184,7 @@ pub async fn connect_with<St: Store + 'static>(
     options: Options,
     person: &Person,
 ) -> (Client, Server) {
-    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(toolcall_mcp::serve(dispatcher, options, guarded(server_io)));
+    let (client_io, server) = serve_piped(dispatcher, options);
     let client = person.clone().serve(client_io).await.unwrap();
     (client, server)
 }

@@ -59,12 +59,7 @@ async fn a_tokens_caller_brings_its_own_policy() {
         ["balance"],
         "tools/list lists what this caller may call"
     );
-    let refused = outcome(
-        &reader,
-        "transfer",
-        json!({"to": "ACC-7", "amount_cents": 1}),
-    )
-    .await;
+    let refused = transfer_outcome(&reader, json!(1)).await;
     assert_eq!(refused["code"], "TOOL_NOT_ALLOWED", "{refused}");
     assert_eq!(bank.transfers(), 0);
     let records = audit.records();

@@ -23,12 +23,7 @@ async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
     );
 
     // A float where cents are due: a tool error naming the field.
-    let float = outcome(
-        &client,
-        "transfer",
-        json!({"to": "ACC-7", "amount_cents": 25.9}),
-    )
-    .await;
+    let float = transfer_outcome(&client, json!(25.9)).await;
     assert_eq!(float["code"], "INVALID_ARGUMENTS", "{float}");
     assert!(
         float["message"].as_str().unwrap().contains("amount_cents"),
@@ -36,12 +31,7 @@ async fn rmcp_client_lists_reads_and_is_refused_as_the_pipeline_says() {
     );
 
     // High risk, and this client cannot ask a person: nothing runs.
-    let transfer = outcome(
-        &client,
-        "transfer",
-        json!({"to": "ACC-7", "amount_cents": 2590}),
-    )
-    .await;
+    let transfer = transfer_outcome(&client, json!(2590)).await;
     assert_eq!(transfer["code"], "CONFIRMATION_REQUIRED", "{transfer}");
     assert!(transfer["question_id"].is_string(), "{transfer}");
     assert_eq!(bank.transfers(), 0);

@@ -127,6 +127,16 @@ async fn outcome(client: &Client, tool: &str, args: Value) -> Value {
     result_json(&call(client, tool, args).await)
 }
 
+/// What a transfer of `amount_cents` to ACC-7 through `client` comes to.
+async fn transfer_outcome(client: &Client, amount_cents: Value) -> Value {
+    outcome(
+        client,
+        "transfer",
+        json!({"to": "ACC-7", "amount_cents": amount_cents}),
+    )
+    .await
+}
+
 // ------------------------------------------------------------------ raw HTTP
 
 /// A `tools/call` that stands alone (protocol 2026-07-28: no session, the

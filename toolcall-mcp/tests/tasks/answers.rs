@@ -37,9 +37,7 @@ async fn the_question_travels_in_the_task_and_the_answer_runs_the_call_once() {
     assert_eq!(completed(&get(&client, &task.task_id).await), result);
     let again = update(&client, &task.task_id, true).await;
     assert!(again.is_err(), "a done task takes no answer: {again:?}");
-    let retried = client.call_tool(transfer_call()).await.unwrap();
-    assert_eq!(retried.structured_content.unwrap()["replayed"], true);
-    assert_eq!(fleet.transfers(), 1);
+    retry_replays_the_one_transfer(&client, &fleet).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,13 +117,8 @@ async fn a_cancelled_task_runs_nothing_and_stays_cancelled() {
         TaskStatus::Cancelled
     );
     // The no is final: the identical call is denied, and nobody is asked.
-    match client.peer().call_tool_once(transfer_call()).await.unwrap() {
-        CallToolResponse::Complete(result) => {
-            let result = result.structured_content.unwrap();
-            assert_eq!(result["code"], "CONFIRMATION_DENIED", "{result}");
-        }
-        other => panic!("a denied call is denied again: {other:?}"),
-    }
+    let result = transfer_at_once(&client, "a denied call is denied again").await;
+    assert_eq!(result["code"], "CONFIRMATION_DENIED", "{result}");
     assert_eq!(fleet.transfers(), 0);
 
     // A task a person decided is not cancelled: the decision stands.
@@ -256,12 +249,7 @@ async fn without_the_extension_or_with_tasks_off_the_call_answers_as_before() {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
     server_config.protocol_version = ProtocolVersion::V_2026_07_28;
     let client = serve_directly(POLLING, client_io, Some(server_config.into()));
-    match client.peer().call_tool_once(transfer_call()).await.unwrap() {
-        CallToolResponse::Complete(result) => {
-            let result = result.structured_content.unwrap();
-            assert_eq!(result["code"], "CONFIRMATION_REQUIRED", "{result}");
-        }
-        other => panic!("no task from a server without tasks: {other:?}"),
-    }
+    let result = transfer_at_once(&client, "no task from a server without tasks").await;
+    assert_eq!(result["code"], "CONFIRMATION_REQUIRED", "{result}");
     assert_eq!(fleet.transfers(), 0);
 }

@@ -309,6 +309,26 @@ async fn start_transfer_of(client: &Client, amount_cents: i64) -> rmcp::model::T
     }
 }
 
+/// The model's retry of the transfer through `client` is replayed, and the
+/// fleet's bank moved money once.
+async fn retry_replays_the_one_transfer<H: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, H>,
+    fleet: &Fleet,
+) {
+    let retried = client.call_tool(transfer_call()).await.unwrap();
+    assert_eq!(retried.structured_content.unwrap()["replayed"], true);
+    assert_eq!(fleet.transfers(), 1);
+}
+
+/// Calls `transfer` as `transfer_call` makes it, which must answer at once
+/// (`why` says why no task): the result's structured content.
+async fn transfer_at_once(client: &Client, why: &str) -> Value {
+    match client.peer().call_tool_once(transfer_call()).await.unwrap() {
+        CallToolResponse::Complete(result) => result.structured_content.unwrap(),
+        other => panic!("{why}: {other:?}"),
+    }
+}
+
 /// Uses the approval up, as a call that takes it and then dies does.
 async fn take(store: &SqliteStore, id: &str) {
     let binding = toolcall::store::Binding {

@@ -70,9 +70,7 @@ async fn over_http_a_task_outlives_the_replica_that_made_it() {
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(fleet.transfers(), 1);
     // The model's retry on the surviving replica is the stored answer.
-    let retried = on_b.call_tool(transfer_call()).await.unwrap();
-    assert_eq!(retried.structured_content.unwrap()["replayed"], true);
-    assert_eq!(fleet.transfers(), 1);
+    retry_replays_the_one_transfer(&on_b, &fleet).await;
 }
 
 /// A task whose carry-out was killed (the approval taken, no answer kept)

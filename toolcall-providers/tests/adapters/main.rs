@@ -35,6 +35,11 @@ impl Shop {
     fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
+
+    /// The tests compare what ran, in order, with this log.
+    fn ran(&self, execution: String) {
+        self.log.lock().unwrap().push(execution);
+    }
 }
 
 /// Reads an order.
@@ -45,11 +50,7 @@ fn get_order(
     #[arg(pattern = r"^ORD-\d{4}$")]
     order_id: String,
 ) -> Result<Value, Rejection> {
-    ctx.state
-        .log
-        .lock()
-        .unwrap()
-        .push(format!("get_order:{order_id}"));
+    ctx.state.ran(format!("get_order:{order_id}"));
     Ok(json!({"order_id": order_id, "total_cents": 5180, "currency": "BRL"}))
 }
 
@@ -65,11 +66,7 @@ fn refund_order(
     amount_cents: i64,
 ) -> Result<Value, Rejection> {
     let n = ctx.state.refunds.fetch_add(1, Ordering::SeqCst) + 1;
-    ctx.state
-        .log
-        .lock()
-        .unwrap()
-        .push(format!("refund_order:{order_id}"));
+    ctx.state.ran(format!("refund_order:{order_id}"));
     Ok(json!({"refund_id": format!("RF-{n}"), "amount_cents": amount_cents}))
 }
 
@@ -80,18 +77,14 @@ fn close_account(
     /// Account id.
     account: String,
 ) -> Result<Value, Rejection> {
-    ctx.state
-        .log
-        .lock()
-        .unwrap()
-        .push(format!("close_account:{account}"));
+    ctx.state.ran(format!("close_account:{account}"));
     Ok(json!({"closed": account}))
 }
 
 /// Answers a constant; takes nothing.
 #[tool]
 fn ping(ctx: &Ctx<Shop>) -> Result<&'static str, Rejection> {
-    ctx.state.log.lock().unwrap().push("ping".to_owned());
+    ctx.state.ran("ping".to_owned());
     Ok("pong")
 }
 

@@ -9,6 +9,8 @@
 //! it, it says loudly that it was skipped. It works in a database of its
 //! own and drops it.
 
+#[path = "../support/lines.rs"]
+mod lines;
 #[path = "../support/refunds.rs"]
 mod refunds;
 #[path = "../support/fresh_database.rs"]
@@ -16,7 +18,7 @@ mod support;
 
 mod oauth;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 
 use std::net::{SocketAddr, TcpStream};
 
@@ -92,16 +94,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("the orders binary runs");
-        let stderr = child.stderr.take().unwrap();
-        let (lines, received) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let received = lines::lines(child.stderr.take().unwrap());
         let mut start = Vec::new();
         loop {
             match received.recv_timeout(Duration::from_secs(60)) {

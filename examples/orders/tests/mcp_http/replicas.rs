@@ -3,19 +3,39 @@
 
 use super::*;
 
-/// The arguments of a replica: `store`, the fleet's tokens, the shared
-/// conversation `desk-1`, approvals in the inbox.
-fn replica_args<'a>(store: &'a str, tokens: &'a Path) -> [&'a str; 8] {
-    [
-        "--store",
-        store,
-        "--token-file",
-        tokens.to_str().unwrap(),
-        "--session-id",
-        "desk-1",
-        "--approvals",
-        "inbox",
-    ]
+/// The store replicas share, as a scenario sees it: its URL or
+/// `sqlite:PATH`, the token file, how a person's yes is recorded in the
+/// store, and how many refunds (and cents) the shop's table holds.
+struct Fleet<'a> {
+    store: &'a str,
+    tokens: &'a Path,
+    decide_in_store: &'a dyn Fn(&str),
+    refunds: &'a dyn Fn() -> (i64, i64),
+}
+
+impl Fleet<'_> {
+    /// A replica over the store: the fleet's tokens, the shared
+    /// conversation `desk-1`, approvals in the inbox.
+    fn start(&self) -> Server {
+        Server::start(&[
+            "--store",
+            self.store,
+            "--token-file",
+            self.tokens.to_str().unwrap(),
+            "--session-id",
+            "desk-1",
+            "--approvals",
+            "inbox",
+        ])
+    }
+
+    fn decide_in_store(&self, id: &str) {
+        (self.decide_in_store)(id);
+    }
+
+    fn refunds(&self) -> (i64, i64) {
+        (self.refunds)()
+    }
 }
 
 /// Two `orders mcp --http` replicas with one `--session-id` over one store:
@@ -24,15 +44,9 @@ fn replica_args<'a>(store: &'a str, tokens: &'a Path) -> [&'a str; 8] {
 /// shop holds one refund. Then A is killed (SIGKILL) and B serves on: a
 /// client of A that reconnects to B gets the refund replayed, not made
 /// again.
-fn two_replicas(
-    store: &str,
-    tokens: &Path,
-    decide_in_store: &dyn Fn(&str),
-    refunds: &dyn Fn() -> (i64, i64),
-) {
-    let args = replica_args(store, tokens);
-    let a = Server::start(&args);
-    let b = Server::start(&args);
+fn two_replicas(fleet: &Fleet) {
+    let a = fleet.start();
+    let b = fleet.start();
     assert!(
         a.start
             .iter()
@@ -50,23 +64,23 @@ fn two_replicas(
         .unwrap_or_else(|| panic!("{asked}"))
         .to_owned();
     assert_eq!(
-        refunds(),
+        fleet.refunds(),
         (0, 0),
         "nothing refunded before a person says yes"
     );
 
-    decide_in_store(&id);
+    fleet.decide_in_store(&id);
 
     let made = on_b.call("refund_order", refund(2590));
     assert_eq!(made["ok"], true, "{made}");
     assert!(made.get("replayed").is_none(), "{made}");
-    assert_eq!(refunds(), (1, 2590));
+    assert_eq!(fleet.refunds(), (1, 2590));
 
     let again = on_a.call("refund_order", refund(2590));
     assert_eq!(again["ok"], true, "{again}");
     assert_eq!(again["replayed"], true, "{again}");
     assert_eq!(
-        refunds(),
+        fleet.refunds(),
         (1, 2590),
         "one refund, whichever replica is asked"
     );
@@ -80,7 +94,7 @@ fn two_replicas(
     let replayed = moved.call("refund_order", refund(2590));
     assert_eq!(replayed["ok"], true, "{replayed}");
     assert_eq!(replayed["replayed"], true, "{replayed}");
-    assert_eq!(refunds(), (1, 2590));
+    assert_eq!(fleet.refunds(), (1, 2590));
     drop(b);
 }
 
@@ -101,14 +115,8 @@ fn tasks_client(addr: SocketAddr) -> Client {
 /// (SIGKILL) before anyone decides, a person's yes recorded in the store,
 /// and a process started afterwards over the same store: its `tasks/get`
 /// carries the decision out, once, and answers the refund.
-fn a_task_outlives_its_process(
-    store: &str,
-    tokens: &Path,
-    decide_in_store: &dyn Fn(&str),
-    refunds: &dyn Fn() -> (i64, i64),
-) {
-    let args = replica_args(store, tokens);
-    let a = Server::start(&args);
+fn a_task_outlives_its_process(fleet: &Fleet) {
+    let a = fleet.start();
     let mut on_a = tasks_client(a.addr);
     let task = on_a.request(
         "tools/call",
@@ -120,31 +128,29 @@ fn a_task_outlives_its_process(
         .as_str()
         .unwrap_or_else(|| panic!("{task}"))
         .to_owned();
-    assert_eq!(refunds(), (0, 0));
+    assert_eq!(fleet.refunds(), (0, 0));
     a.kill();
 
-    decide_in_store(&id);
-    let b = Server::start(&args);
+    fleet.decide_in_store(&id);
+    let b = fleet.start();
     let mut on_b = tasks_client(b.addr);
     let done = on_b.request("tasks/get", json!({"taskId": id}));
     assert_eq!(done["status"], "completed", "{done}");
     let result = &done["result"]["structuredContent"];
     assert_eq!(result["ok"], true, "{done}");
     assert_eq!(result["data"]["refunded_cents"], 2590, "{done}");
-    assert_eq!(refunds(), (1, 2590));
+    assert_eq!(fleet.refunds(), (1, 2590));
 
     // Asked again, or the call made again: the same refund, never a second.
     let again = on_b.request("tasks/get", json!({"taskId": id}));
     assert_eq!(again["result"], done["result"], "{again}");
     let retried = Client::open(b.addr).call("refund_order", refund(2590));
     assert_eq!(retried["replayed"], true, "{retried}");
-    assert_eq!(refunds(), (1, 2590));
+    assert_eq!(fleet.refunds(), (1, 2590));
 }
 
-/// A scenario of replicas over one store: its URL or `sqlite:PATH`, the
-/// token file, how a person's yes is recorded in the store, and how many
-/// refunds (and cents) the shop's table holds.
-type Scenario = fn(&str, &Path, &dyn Fn(&str), &dyn Fn() -> (i64, i64));
+/// A scenario of replicas over one store.
+type Scenario = fn(&Fleet);
 
 /// Plays `scenario` on a SQLite file of its own.
 fn on_sqlite(name: &str, scenario: Scenario) {
@@ -153,15 +159,15 @@ fn on_sqlite(name: &str, scenario: Scenario) {
     let db = dir.join("shared.db");
     let store = format!("sqlite:{}", db.display());
     let runtime = runtime();
-    scenario(
-        &store,
-        &tokens,
-        &|id| {
+    scenario(&Fleet {
+        store: &store,
+        tokens: &tokens,
+        decide_in_store: &|id| {
             let store = toolcall_sqlite::SqliteStore::open(&db).unwrap();
             runtime.block_on(decide(&store, id));
         },
-        &|| sqlite_refunds(&db),
-    );
+        refunds: &|| sqlite_refunds(&db),
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -184,10 +190,10 @@ fn on_postgres(name: &str, scenario: Scenario) {
     let dir = scratch(name);
     let tokens = token_file(&dir);
     let runtime = runtime();
-    scenario(
-        &database.url,
-        &tokens,
-        &|id| {
+    scenario(&Fleet {
+        store: &database.url,
+        tokens: &tokens,
+        decide_in_store: &|id| {
             runtime.block_on(async {
                 let store = toolcall_postgres::PostgresStore::connect(&database.url)
                     .await
@@ -195,8 +201,8 @@ fn on_postgres(name: &str, scenario: Scenario) {
                 decide(&store, id).await;
             });
         },
-        &|| runtime.block_on(postgres_refunds(&database.url)),
-    );
+        refunds: &|| runtime.block_on(postgres_refunds(&database.url)),
+    });
     drop(database);
     let _ = std::fs::remove_dir_all(&dir);
 }
