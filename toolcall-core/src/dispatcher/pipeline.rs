@@ -332,9 +332,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         prepared.step = step;
         prepared.client_answers = call.client_answers;
-        let AuditNotes {
-            carried, tainted, ..
-        } = noted;
+        let (carried, tainted) = (&mut noted.carried, &mut noted.tainted);
 
         // 4. Idempotency: the key comes from the validated, canonical arguments.
         // A dry run is not counted: it is not the model repeating itself.
@@ -364,11 +362,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // 5 to 8.
         // An untrusted tool's own arguments came from the caller, not from
         // the strangers who wrote its output.
-        let given = if prepared.spec.untrusted_output() {
-            Some(self.stages.json(prepared)?.clone())
-        } else {
-            None
-        };
+        let json = || self.stages.json(prepared).cloned();
+        let given = prepared.spec.untrusted_output().then(json).transpose()?;
         let mut answer = self
             .decide_by_approval(prepared, approval, carried, begun)
             .await;
