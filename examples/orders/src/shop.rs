@@ -59,12 +59,17 @@ pub(crate) enum Backend {
     Postgres(Arc<PostgresShop>),
 }
 
+// The Postgres branches are boxed: a query's future is some 2 KB, and
+// unboxed it sets the size of every tool's future, on every backend. The
+// dispatcher boxes a tool's future; one over 1 KB is a large-bin allocation
+// that makes glibc consolidate its free lists on each call, which the memory
+// shop's reads then pay. A box a query costs nothing beside the round trip.
 impl Backend {
     pub(crate) async fn load_order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
         match self {
             Backend::Memory(shop) => Ok(shop.order(order_id)),
             Backend::Sqlite(shop) => shop.order(order_id),
-            Backend::Postgres(shop) => shop.order(order_id).await,
+            Backend::Postgres(shop) => Box::pin(shop.order(order_id)).await,
         }
     }
 
@@ -75,7 +80,7 @@ impl Backend {
         match self {
             Backend::Memory(shop) => Ok(shop.messages(order_id)),
             Backend::Sqlite(shop) => shop.messages(order_id),
-            Backend::Postgres(shop) => shop.messages(order_id).await,
+            Backend::Postgres(shop) => Box::pin(shop.messages(order_id)).await,
         }
     }
 }
@@ -301,7 +306,8 @@ impl Shop {
     ) -> Result<i64, BackendError> {
         match &self.backend {
             Backend::Postgres(shop) if amount_cents > 0 => {
-                let applied = shop.refund(order_id, amount_cents, idempotency_key).await?;
+                let applied =
+                    Box::pin(shop.refund(order_id, amount_cents, idempotency_key)).await?;
                 self.answer(applied)
             }
             _ => self.refund(order_id, amount_cents, idempotency_key),
@@ -334,7 +340,7 @@ impl Shop {
         let notes = match &self.backend {
             Backend::Memory(shop) => shop.add_note(order_id, text)?,
             Backend::Sqlite(shop) => shop.add_note(order_id, text)?,
-            Backend::Postgres(shop) => shop.add_note(order_id, text).await?,
+            Backend::Postgres(shop) => Box::pin(shop.add_note(order_id, text)).await?,
         };
         toolcall_core::crash::point(NOTE_AFTER_COMMIT);
         Ok(notes)
