@@ -126,24 +126,38 @@ impl<St: Store> Stages<St> {
             // anyone, so that a person is never asked afresh about a call
             // that may have run. A dry run does not wait.
             let mut waiting = Waiting::up_to(self.settings.claim_wait);
-            let outcome = waiting
-                .until(|| {
-                    let known = read.take();
-                    async move {
-                        let outcome = match known {
-                            Some(outcome) => outcome,
-                            None => self
-                                .recorded(key)
-                                .await
-                                .map_err(|e| self.store_unavailable(name, &e))?,
-                        };
-                        Ok(match outcome {
-                            Some(RecordedOutcome::InFlight) if !call.dry_run => Poll::Pending,
-                            outcome => Poll::Ready(outcome),
+            let outcome = match read.take() {
+                // What the start read is settled (a replay, no record, in
+                // doubt): the answer, with no wait's future laid out for it.
+                Some(known)
+                    if call.dry_run || !matches!(known, Some(RecordedOutcome::InFlight)) =>
+                {
+                    Some(known)
+                }
+                known => {
+                    read = known;
+                    waiting
+                        .until(|| {
+                            let known = read.take();
+                            async move {
+                                let outcome = match known {
+                                    Some(outcome) => outcome,
+                                    None => self
+                                        .recorded(key)
+                                        .await
+                                        .map_err(|e| self.store_unavailable(name, &e))?,
+                                };
+                                Ok(match outcome {
+                                    Some(RecordedOutcome::InFlight) if !call.dry_run => {
+                                        Poll::Pending
+                                    }
+                                    outcome => Poll::Ready(outcome),
+                                })
+                            }
                         })
-                    }
-                })
-                .await?;
+                        .await?
+                }
+            };
             waited |= waiting.pauses() > 0;
             match outcome {
                 None => return Err(self.fail(Failure::CallInProgress, spec.name())),
