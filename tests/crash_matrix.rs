@@ -99,16 +99,7 @@ impl Shared {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (lines, reached) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let reached = run::lines(child.stderr.take().unwrap());
         let wanted = format!("crash point: {point}");
         let mut seen = Vec::new();
         loop {
@@ -327,15 +318,7 @@ impl Served {
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("not an address: {line:?}"))
             .to_owned();
-        let stderr = child.stderr.take().unwrap();
-        let (lines, received) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let received = run::lines(child.stderr.take().unwrap());
         Served {
             child,
             addr,

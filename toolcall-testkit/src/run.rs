@@ -136,3 +136,23 @@ pub fn unique(name: &str) -> String {
         .as_nanos();
     format!("{name}-{}-{nanos}", std::process::id())
 }
+
+/// The lines of a child process's `output` as they come, read on a thread
+/// of its own so that a test can wait for one with a timeout
+/// (`recv_timeout`); the thread ends with the output, at a line that is not
+/// UTF-8, or when the receiver is dropped.
+pub fn lines(output: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    received
+}

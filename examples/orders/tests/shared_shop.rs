@@ -7,17 +7,14 @@
 //! they say loudly that they were skipped. Each works in a database of its
 //! own and drops it.
 
-#[path = "support/lines.rs"]
-mod lines;
 #[path = "support/refunds.rs"]
 mod refunds;
 #[path = "support/fresh_database.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use orders::{BackendError, Shop};
@@ -243,7 +240,7 @@ fn a_lost_answer_in_one_process_is_one_refund_after_the_next() {
 /// Reads `child`'s standard error until the line `crash point: NAME`, for
 /// at most 60 seconds; the lines read are returned if it never comes.
 fn wait_for_crash_point(child: &mut Child, name: &str) -> Result<(), Vec<String>> {
-    let read = lines::lines(child.stderr.take().unwrap());
+    let read = run::lines(child.stderr.take().unwrap());
     let deadline = Instant::now() + Duration::from_secs(60);
     let wanted = format!("crash point: {name}");
     let mut seen = Vec::new();
@@ -572,15 +569,7 @@ fn the_shop_and_the_store_hold_one_pool_of_pool_max_size_connections() {
     let get = json!({"tool": "get_order", "arguments": r#"{"order_id": "ORD-1001"}"#});
     writeln!(stdin, "{get}\n{}", refund(3000)).unwrap();
     stdin.flush().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (lines, answered) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let answered = run::lines(child.stdout.take().unwrap());
     let answers: Vec<Value> = (0..2)
         .map(|_| {
             let line = answered

@@ -9,8 +9,6 @@
 //! it, it says loudly that it was skipped. It works in a database of its
 //! own and drops it.
 
-#[path = "../support/lines.rs"]
-mod lines;
 #[path = "../support/refunds.rs"]
 mod refunds;
 #[path = "../support/fresh_database.rs"]
@@ -94,7 +92,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("the orders binary runs");
-        let received = lines::lines(child.stderr.take().unwrap());
+        let received = toolcall_testkit::run::lines(child.stderr.take().unwrap());
         let mut start = Vec::new();
         loop {
             match received.recv_timeout(Duration::from_secs(60)) {
