@@ -63,7 +63,7 @@ pub(crate) enum Backend {
 // unboxed it sets the size of every tool's future, on every backend. The
 // dispatcher boxes a tool's future; one over 1 KB is a large-bin allocation
 // that makes glibc consolidate its free lists on each call, which the memory
-// shop's reads then pay. A box a query costs nothing beside the round trip.
+// shop's reads then pay. A box per query is nothing beside its round trip.
 impl Backend {
     pub(crate) async fn load_order(&self, order_id: &str) -> Result<Option<Order>, BackendError> {
         match self {

@@ -128,7 +128,7 @@ impl<St: Store> Stages<St> {
             let mut waiting = Waiting::up_to(self.settings.claim_wait);
             let outcome = match read.take() {
                 // What the start read is settled (a replay, no record, in
-                // doubt): the answer, with no wait's future laid out for it.
+                // doubt): answered here, without starting the wait.
                 Some(known)
                     if call.dry_run || !matches!(known, Some(RecordedOutcome::InFlight)) =>
                 {
