@@ -35,6 +35,11 @@ fn closest_short<'a>(
         let have = &have[..len];
         let allowed = (wanted.len().max(have.len()) / 3).max(1);
         let distance = distance_of(wanted, have, wanted.len(), allowed, |a, b| {
+            // Most names compared are not near misses: the letters one has
+            // and the other lacks already say so, without the table.
+            if bag_distance(a, b) > allowed {
+                return allowed + 1;
+            }
             edit_distance(a, b, &mut row)
         });
         if let Some(distance) = distance
@@ -59,6 +64,38 @@ fn short_letters(name: &str, out: &mut [u8; SHORT]) -> Option<usize> {
         len += 1;
     }
     Some(len)
+}
+
+/// A lower bound of the edit distance of two ASCII names of at most
+/// [`SHORT`] bytes: the letters one has more of than the other, counted
+/// with their repeats, on the side that has more such letters. Each edit
+/// changes each side's count by at most one.
+fn bag_distance(a: &[u8], b: &[u8]) -> usize {
+    let mut counts = [0i8; 128];
+    for &byte in a {
+        counts[usize::from(byte & 0x7f)] += 1;
+    }
+    for &byte in b {
+        counts[usize::from(byte & 0x7f)] -= 1;
+    }
+    // Each letter's count is taken once, where it is first met.
+    let mut more = 0;
+    for &byte in a {
+        let count = &mut counts[usize::from(byte & 0x7f)];
+        if *count > 0 {
+            more += usize::from(count.unsigned_abs());
+            *count = 0;
+        }
+    }
+    let mut fewer = 0;
+    for &byte in b {
+        let count = &mut counts[usize::from(byte & 0x7f)];
+        if *count < 0 {
+            fewer += usize::from(count.unsigned_abs());
+            *count = 0;
+        }
+    }
+    more.max(fewer)
 }
 
 /// [`closest`] of any names: Unicode letters, any length.
@@ -269,7 +306,32 @@ mod tests {
         best.map(|(_, candidate)| candidate)
     }
 
+    #[test]
+    fn the_letters_apart_count_repeats_on_the_side_with_more() {
+        for (a, b, apart) in [
+            ("force", "orderid", 4),
+            ("orderid", "force", 4),
+            ("abc", "abd", 1),
+            ("aab", "b", 2),
+            ("currncy", "currency", 1),
+            ("", "reason", 6),
+            ("reason", "reason", 0),
+        ] {
+            assert_eq!(bag_distance(a.as_bytes(), b.as_bytes()), apart, "{a} {b}");
+        }
+    }
+
     proptest::proptest! {
+        #[test]
+        fn the_letters_apart_never_exceed_the_edit_distance(
+            a in "[a-z0-9]{0,48}",
+            b in "[a-z0-9]{0,48}",
+        ) {
+            let (a, b) = (a.as_bytes(), b.as_bytes());
+            let mut row = [0usize; SHORT + 1];
+            proptest::prop_assert!(bag_distance(a, b) <= edit_distance(a, b, &mut row));
+        }
+
         #[test]
         fn suggestions_agree_with_the_first_version(
             name in proptest::prop_oneof![
