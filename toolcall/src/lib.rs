@@ -201,6 +201,13 @@
 //! tool's result; [`Registry::definitions`] gives the tool definitions to send
 //! with the conversation.
 //!
+//! The dispatcher boxes an `async` tool's future, once a call, so its size is
+//! paid on every call. A future the tool awaits only on some paths (a
+//! database query in a state that may also be held in memory) still sets that
+//! size for all of them: await it behind `Box::pin(...)`, and the common path
+//! stays small. The `orders` example does so for its Postgres queries, whose
+//! futures are some 2 KB: its in-memory read takes 5 % fewer instructions.
+//!
 //! # The pipeline
 //!
 //! [`Dispatcher::execute`] runs these stages in this order. The first that
