@@ -636,3 +636,6 @@ fn last_signatures_racing_on_two_replicas_decide_once() {
         drop_both(both.0.unwrap(), both.1.unwrap()).await;
     });
 }
+
+#[path = "postgres/transaction.rs"]
+mod transaction;

@@ -166,6 +166,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             idempotency_key: key.as_str(),
             session: ids::shared_session(prepared.session),
             caller: prepared.caller,
+            transaction: None,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::error::ToolError;
 use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::Data;
+use crate::store::Transaction;
 
 mod hooks;
 mod output;
@@ -50,7 +51,18 @@ pub struct Ctx<S: ?Sized> {
     pub session: Arc<str>,
     /// Who is calling, with their policy.
     pub caller: Caller,
+    /// The store's transaction lent to a side effect ([`transaction`](Ctx::transaction)).
+    transaction: Option<Lent>,
 }
+
+/// A lent transaction, as a context holds it. A panic in the handler that
+/// used it cannot leave it half-seen: the pipeline rolls it back with the
+/// failed attempt. So a context stays unwind-safe as it was before it held one.
+#[derive(Debug)]
+struct Lent(Arc<dyn Transaction>);
+
+impl std::panic::UnwindSafe for Lent {}
+impl std::panic::RefUnwindSafe for Lent {}
 
 impl<S: ?Sized> Ctx<S> {
     /// A context built by hand, for calling a tool function directly (in a unit test, say).
@@ -60,7 +72,24 @@ impl<S: ?Sized> Ctx<S> {
             idempotency_key: idempotency_key.into(),
             session: session.into(),
             caller,
+            transaction: None,
         }
+    }
+
+    /// The store's transaction this call's writes may go in, as the store's
+    /// own type `T` (`toolcall_postgres::Transaction`): what the handler
+    /// writes in it commits with the call's recorded result, in one commit,
+    /// or not at all. A crash or a lost connection before that commit
+    /// leaves neither the writes nor the result, and the call's outcome
+    /// unknown until `reconcile` (or a person) says that nothing ran; a
+    /// retry of the handler starts on a transaction rolled back.
+    ///
+    /// `None` for a read-only tool, a store that lends none (the memory
+    /// and SQLite stores), a context built by hand, or a `T` that is not
+    /// the store's type: write as you would without it.
+    pub fn transaction<T: Transaction>(&self) -> Option<&T> {
+        let transaction: &dyn std::any::Any = &*self.transaction.as_ref()?.0;
+        transaction.downcast_ref()
     }
 }
 
@@ -131,6 +160,7 @@ impl<S: Any + Send + Sync> Ctx<S> {
             idempotency_key: Arc::from(cx.idempotency_key),
             session: Arc::clone(&cx.session),
             caller: Caller::clone(cx.caller),
+            transaction: cx.transaction.cloned().map(Lent),
         })
     }
 }
@@ -151,6 +181,9 @@ pub struct CallContext<'a> {
     pub idempotency_key: &'a str,
     pub session: Arc<str>,
     pub caller: &'a Caller,
+    /// The store's transaction a side effect may write in
+    /// ([`Ctx::transaction`]).
+    pub transaction: Option<&'a Arc<dyn Transaction>>,
 }
 
 /// A tool: implemented by `#[tool]` on a hidden type named like the function.

@@ -240,6 +240,40 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
         }
     }
 
+    /// A transaction on the store's own database, for a side effect's
+    /// handler to write the application's tables in
+    /// (`Ctx::transaction`): the store commits it with the call's result
+    /// ([`complete_in`](CallStore::complete_in)), so that the handler's
+    /// writes and the record that the call ran are kept together or not at
+    /// all. Nothing is sent until the handler asks for the transaction's
+    /// connection; one it never asked for changes nothing.
+    ///
+    /// `None` (this default): the store offers none, and handlers write
+    /// as they would without it.
+    fn transaction(&self) -> Option<std::sync::Arc<dyn Transaction>> {
+        None
+    }
+
+    /// Stores `result` for the call holding `key` inside `transaction` (one
+    /// [`transaction`](CallStore::transaction) gave, that the handler
+    /// began), frees `unlock`'s resource lock there if its holder still
+    /// has it, and commits. An error leaves it unknown whether the commit
+    /// took (a connection lost during it): the caller treats the outcome as
+    /// unknown, and never records the result again outside the transaction.
+    ///
+    /// This default refuses: a store that offers no transaction is never
+    /// given one.
+    fn complete_in(
+        &self,
+        transaction: &dyn Transaction,
+        key: &Key,
+        result: &ToolResult,
+        unlock: Option<Unlock<'_>>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (transaction, key, result, unlock);
+        async { Err(StoreError::new("this store offers no transaction")) }
+    }
+
     /// Frees the claim on `key` without a result: the call did not run. The
     /// next identical call may claim it again. A completed or in-doubt key is
     /// left as it is.
@@ -248,6 +282,28 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
     /// Frees the claim on `key` and remembers the call as in doubt: it ran,
     /// and whether it took effect is unknown. Durable like a completion.
     fn doubt(&self, key: &Key) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A store's transaction lent to one side effect's handler
+/// ([`CallStore::transaction`]); the handler reaches it as the store's own
+/// type, through `Ctx::transaction`.
+pub trait Transaction: std::any::Any + Send + Sync + std::fmt::Debug {
+    /// Whether the handler began it (asked for its connection): only then
+    /// is the call's result committed in it.
+    fn begun(&self) -> bool;
+
+    /// Undoes what was done in it so far, so that the next attempt of the
+    /// handler starts afresh (and a failed one leaves nothing).
+    fn roll_back(&self);
+}
+
+/// The resource lock a result's commit frees ([`CallStore::complete_in`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Unlock<'a> {
+    /// The resource whose lock is freed.
+    pub resource: &'a Key,
+    /// Who must still hold that lock for it to be freed.
+    pub holder: &'a str,
 }
 
 /// The questions put to people ([`PendingApproval`]): asked once per call and requester, decided once, taken once by the call that carries the decision out, and what came of it; listed for the inbox, waited for, signed by several people.

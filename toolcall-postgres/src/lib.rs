@@ -26,6 +26,16 @@
 //! prepared once per connection and then only bound and executed;
 //! [`round_trips`](PostgresStore::round_trips) counts what was sent.
 //!
+//! A side effect's handler may write the application's tables in the
+//! call's own transaction ([`Transaction`], from `Ctx::transaction`, on the
+//! store's [`pool`](PostgresStore::pool)): the result's record is then
+//! written there and committed with them, the handler's writes and the
+//! result in one commit ([`CallStore::complete_in`]). A whole side effect
+//! is then three transactions (the start, the claim, the handler's writes
+//! with the result) where the handler's own transaction made four; a crash
+//! before that commit keeps neither, and the call is in doubt until
+//! `reconcile` (or the backend's key, on a retry) says nothing ran.
+//!
 //! A person's decision (the inbox) is one `UPDATE` that only an undecided,
 //! unused, unexpired approval matches, and it is announced with `NOTIFY` on
 //! [`DECISION_CHANNEL`]: an agent waiting for it
@@ -142,6 +152,7 @@ mod schema;
 mod shared;
 mod taint;
 mod tls;
+mod transaction;
 #[cfg(feature = "tls")]
 mod verify;
 
@@ -156,7 +167,7 @@ use toolcall_ledger::store::{
     Claim, Completion, ControlsChange, ControlsWrite, DecideOutcome, DecisionWrite, Key, Lease,
     LockAsk, OpenBounds, PendingApproval, PendingPage, PendingQuery, QuestionLease, RateWindow,
     RecordedOutcome, SignOutcome, Signature, SignatureWrite, StoreError, StoredControls,
-    TakeApproval, Unsettled, now_ms, session_key,
+    TakeApproval, Unlock, Unsettled, now_ms, session_key,
 };
 
 pub use approvals::DECISION_CHANNEL;
@@ -173,6 +184,13 @@ pub use toolcall_sql::purge::Purged;
 use toolcall_sql::purge::Retention;
 use toolcall_sql::record::{self, parse_result, result_text};
 use toolcall_sql::{from_sql, limit_sql, to_sql};
+pub use transaction::{InTransaction, Transaction};
+
+/// A call's result stored, its claim freed.
+const COMPLETE: &str = "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+     VALUES ($1, 'completed', 0, $2, $3)
+     ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2,
+         touched_ms = $3, question = NULL, asked_ms = NULL";
 
 /// The pipeline's memory in Postgres, shared by every replica.
 #[derive(Debug)]
@@ -555,14 +573,53 @@ impl CallStore for PostgresStore {
     async fn complete(&self, key: &Key, result: &ToolResult) -> Result<(), StoreError> {
         let key = key.as_str();
         let text = result_text(result)?;
-        self.execute(
-            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
-             VALUES ($1, 'completed', 0, $2, $3)
-             ON CONFLICT (key) DO UPDATE SET state = 'completed', until_ms = 0, result = $2,
-                 touched_ms = $3, question = NULL, asked_ms = NULL",
-            &[&key, &text, &to_sql(now_ms())],
-        )
-        .await?;
+        self.execute(COMPLETE, &[&key, &text, &to_sql(now_ms())])
+            .await?;
+        self.wrote().await;
+        Ok(())
+    }
+
+    fn transaction(&self) -> Option<Arc<dyn toolcall_ledger::store::Transaction>> {
+        Some(Arc::new(Transaction::new(
+            self.url.clone(),
+            self.pool.clone(),
+            Arc::clone(&self.shared),
+            Arc::clone(&self.sent),
+        )))
+    }
+
+    /// The result (and the lock's release) in the handler's transaction,
+    /// one statement, then its commit.
+    async fn complete_in(
+        &self,
+        transaction: &dyn toolcall_ledger::store::Transaction,
+        key: &Key,
+        result: &ToolResult,
+        unlock: Option<Unlock<'_>>,
+    ) -> Result<(), StoreError> {
+        let transaction: &dyn std::any::Any = transaction;
+        let transaction = transaction
+            .downcast_ref::<Transaction>()
+            .ok_or_else(|| StoreError::new("a transaction of another store"))?;
+        let text = result_text(result)?;
+        let now = to_sql(now_ms());
+        match unlock {
+            Some(unlock) => {
+                self.started.freed(unlock.holder);
+                let resource = session_key(unlock.resource.as_str());
+                transaction
+                    .commit_with(
+                        begin::COMPLETE_UNLOCKING,
+                        &[&key.as_str(), &text, &now, &resource, &unlock.holder],
+                    )
+                    .await?;
+            }
+            None => {
+                transaction
+                    .commit_with(COMPLETE, &[&key.as_str(), &text, &now])
+                    .await?
+            }
+        }
         self.wrote().await;
         Ok(())
     }

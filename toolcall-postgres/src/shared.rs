@@ -119,6 +119,11 @@ impl Pool {
         Pool { url, pool, shared }
     }
 
+    /// Whether this is the pool whose reads share `shared`: the store's.
+    pub(crate) fn shares(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
+    }
+
     /// A connection of the pool for the caller alone: a free one, a new
     /// one, or the first to come free within `pool_timeout`; else why not.
     /// What a transaction needs.

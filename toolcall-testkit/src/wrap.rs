@@ -13,7 +13,8 @@ use toolcall::store::{
     SignatureWrite, TakeApproval,
 };
 use toolcall::store::{
-    CallBegun, CallStart, Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Unsettled,
+    CallBegun, CallStart, Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome,
+    Transaction, Unlock, Unsettled,
 };
 use toolcall::store::{
     CallStore, ControlStore, LockStore, QuestionStore, Store, StoreError, TaintStore,
@@ -176,6 +177,21 @@ impl<S: Store, H: Hook> CallStore for Wrapped<S, H> {
     async fn complete_unlocking(&self, done: &Completion<'_>) -> Result<bool, StoreError> {
         let call = self.inner.complete_unlocking(done);
         self.pass("complete_unlocking", Write, call).await
+    }
+
+    fn transaction(&self) -> Option<std::sync::Arc<dyn Transaction>> {
+        self.inner.transaction()
+    }
+
+    async fn complete_in(
+        &self,
+        transaction: &dyn Transaction,
+        key: &Key,
+        result: &ToolResult,
+        unlock: Option<Unlock<'_>>,
+    ) -> Result<(), StoreError> {
+        let call = self.inner.complete_in(transaction, key, result, unlock);
+        self.pass("complete_in", Write, call).await
     }
 
     async fn release(&self, key: &Key) -> Result<(), StoreError> {

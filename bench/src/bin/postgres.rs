@@ -16,6 +16,10 @@
 //!   call costs, setting up a connection and preparing statements aside.
 //!   Read-only: `get_order`, each call in a conversation of its own.
 //!   Confirmed refund: `refund_order` with `confirmed`, one cent at a time.
+//!   The whole application's refund (`app_refund`): the same with the shop
+//!   in the same database, on the store's pool, its refund written in the
+//!   call's transaction (`Ctx::transaction`); the other kinds' shop is in
+//!   memory, so that they count the pipeline alone.
 //!   Beside it, the log's flushes to the disk a call waits for (`wal_sync`
 //!   of `pg_stat_wal`, for the whole server: run it on a quiet one): the
 //!   durable commits of a call, the calls being made one after another.
@@ -91,6 +95,42 @@ async fn connect(url: &str) -> tokio_postgres::Client {
         let _ = connection.await;
     });
     client
+}
+
+/// The shop of `kind`'s calls: in the store's database for the whole
+/// application's refund (`app_refund`), in memory for the other kinds.
+async fn shop_of(kind: &str, store: &PostgresStore, process: usize, conversations: usize) -> Shop {
+    if kind == "app_refund" {
+        Shop::on_postgres_pool(store.pool())
+            .await
+            .expect("the shop's tables")
+    } else {
+        shop(process, conversations)
+    }
+}
+
+/// The orders every process's conversations refund, in the shop's tables
+/// (made first), for the whole application's refund.
+async fn seed_orders(url: &str) {
+    let store = PostgresStore::connect(url).await.expect("the store");
+    drop(
+        Shop::on_postgres_pool(store.pool())
+            .await
+            .expect("the shop's tables"),
+    );
+    let client = connect(url).await;
+    for process in 0..8 {
+        for conversation in 0..32 {
+            client
+                .execute(
+                    "INSERT INTO orders_orders (order_id, customer_id, total_cents, currency)
+                     VALUES ($1, 'CUS-1', 1000000000, 'BRL') ON CONFLICT DO NOTHING",
+                    &[&order_of(process, conversation)],
+                )
+                .await
+                .expect("an order");
+        }
+    }
 }
 
 /// Orders of their own for the conversations of process `process`.
@@ -188,9 +228,10 @@ async fn xacts_of(
     let before = xact_commit(admin, database).await;
     let flushed = log_flushes(admin).await;
     let store = Arc::new(PostgresStore::connect(url).await.expect("the store"));
+    let shop = shop_of(kind, &store, 0, 1).await;
     let d = Dispatcher::builder(
         tools![get_order, refund_order].expect("the tools"),
-        Arc::new(shop(0, 1)),
+        Arc::new(shop),
     )
     .part(Shop::reader)
     .policy(
@@ -252,8 +293,8 @@ async fn parent(args: &Args) {
         .expect("a database name")
         .to_owned();
     let admin = connect(&args.url).await;
-    // The tables, made once.
-    drop(PostgresStore::connect(&url).await.expect("the store"));
+    // The tables, made once, and the orders the shop's tables hold.
+    seed_orders(&url).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let server: String = admin
@@ -262,7 +303,7 @@ async fn parent(args: &Args) {
         .expect("the server's version")
         .get(0);
     println!("{}", json!({ "postgres": server }));
-    for kind in ["read", "refund"] {
+    for kind in ["read", "refund", "app_refund"] {
         let short = args.xact_calls;
         let (few, few_sent, few_flushes) = xacts_of(&admin, &url, &database, kind, short).await;
         let (many, many_sent, many_flushes) =
@@ -292,7 +333,7 @@ async fn parent(args: &Args) {
 
     // One process with 1, 8 and 32 conversations; 8 processes of one
     // conversation each.
-    for kind in ["read", "refund", "floor"] {
+    for kind in ["read", "refund", "app_refund", "floor"] {
         for (conversations, processes) in [(1usize, 1usize), (8, 1), (32, 1), (8, 8)] {
             let children: Vec<_> = (0..processes)
                 .map(|process| {
@@ -354,7 +395,8 @@ async fn child(args: &Args, kind: &str) {
     let conversations = args.conversations;
     let process = args.process;
     let store = PostgresStore::connect(&args.url).await.expect("the store");
-    let d = Arc::new(dispatcher(store, shop(process, conversations)));
+    let shop = shop_of(kind, &store, process, conversations).await;
+    let d = Arc::new(dispatcher(store, shop));
     let floor = Arc::new(connect(&args.url).await);
     let claim = floor
         .prepare(
@@ -396,7 +438,7 @@ async fn child(args: &Args, kind: &str) {
                         // A conversation of its own per read: the loop guard
                         // stops a conversation that asks the same thing again.
                         "read" => read_call(&d, &format!("{session}-{n}"), &order).await,
-                        "refund" => refund_call(&d, &session, &order, n).await,
+                        "refund" | "app_refund" => refund_call(&d, &session, &order, n).await,
                         _ => {
                             let key = format!("{session}-{n}");
                             let now = toolcall::store::now_ms() as i64;

@@ -17,7 +17,7 @@
 //! | point | where |
 //! |---|---|
 //! | [`REFUND_BEFORE_COMMIT`] (`refund_before_commit`) | a new refund is in the backend's open transaction, not committed |
-//! | [`REFUND_AFTER_COMMIT`] (`refund_after_commit`) | the refund was committed; the handler has not answered |
+//! | [`REFUND_AFTER_COMMIT`] (`refund_after_commit`) | the refund was committed (on the store's Postgres: written in the call's transaction, which commits with the result); the handler has not answered |
 //! | [`NOTE_BEFORE_COMMIT`] (`note_before_commit`) | a note is in the backend's open transaction, not committed |
 //! | [`NOTE_AFTER_COMMIT`] (`note_after_commit`) | the note was committed; the handler has not answered |
 
@@ -212,6 +212,9 @@ enum Applied {
 /// in memory, the order is locked and not yet changed).
 pub const REFUND_BEFORE_COMMIT: &str = "refund_before_commit";
 /// Crash point: the refund was committed; the handler has not answered.
+/// Where the shop is on the Postgres store's pool, the refund is written
+/// in the call's transaction (`Ctx::transaction`), which the pipeline
+/// commits with the call's result: here it is written, not yet committed.
 pub const REFUND_AFTER_COMMIT: &str = "refund_after_commit";
 /// Crash point: `add_note` is about to commit its note.
 pub const NOTE_BEFORE_COMMIT: &str = "note_before_commit";
@@ -366,7 +369,12 @@ pub async fn refund_order(
     let _ = (currency, reason);
     match ctx
         .state
-        .apply_refund(&order_id, amount_cents, &ctx.idempotency_key)
+        .apply_refund_in(
+            ctx.transaction(),
+            &order_id,
+            amount_cents,
+            &ctx.idempotency_key,
+        )
         .await
     {
         Ok(remaining) => Ok(Refund {

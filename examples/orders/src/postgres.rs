@@ -251,17 +251,56 @@ impl PostgresShop {
 
     /// One transaction, the order's row locked: the key's first refund if
     /// it has one; otherwise what is left to refund, and the refund
-    /// inserted or refused.
+    /// inserted or refused. The call's transaction when the store lends
+    /// one on this shop's database (`transaction`): the refund then
+    /// commits with the call's recorded result, or not at all.
     pub(crate) async fn refund(
         &self,
         order_id: &str,
         amount_cents: i64,
         idempotency_key: &str,
+        transaction: Option<&toolcall_postgres::Transaction>,
     ) -> Result<Applied, BackendError> {
+        let in_call = match transaction {
+            Some(transaction) => transaction.on(&self.pool).await.map_err(unavailable)?,
+            None => None,
+        };
+        if let Some(client) = in_call {
+            let (applied, total_cents) = self
+                .refund_on(&*client, order_id, amount_cents, idempotency_key)
+                .await?;
+            if let Applied::New(remaining_cents) = applied {
+                toolcall_core::crash::point(REFUND_BEFORE_COMMIT);
+                self.catalog
+                    .applied(order_id, total_cents - remaining_cents);
+            }
+            return Ok(applied);
+        }
         let mut client = self.own().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
+        let (applied, total_cents) = self
+            .refund_on(&tx, order_id, amount_cents, idempotency_key)
+            .await?;
+        if let Applied::New(remaining_cents) = applied {
+            toolcall_core::crash::point(REFUND_BEFORE_COMMIT);
+            tx.commit().await.map_err(unavailable)?;
+            self.catalog
+                .applied(order_id, total_cents - remaining_cents);
+        }
+        Ok(applied)
+    }
+
+    /// The statements of [`refund`](Self::refund) on `tx`, in a transaction
+    /// its caller commits: what was applied, and the order's total.
+    async fn refund_on(
+        &self,
+        tx: &impl GenericClient,
+        order_id: &str,
+        amount_cents: i64,
+        idempotency_key: &str,
+    ) -> Result<(Applied, i64), BackendError> {
         let row = query_opt(
-            &tx,
+            tx,
             "SELECT total_cents FROM orders_orders WHERE order_id = $1 FOR UPDATE",
             &[&order_id],
         )
@@ -272,7 +311,7 @@ impl PostgresShop {
         };
         let total_cents: i64 = row.get(0);
         let first = query_opt(
-            &tx,
+            tx,
             "SELECT order_id, amount_cents, remaining_cents FROM orders_refunds
               WHERE idempotency_key = $1",
             &[&idempotency_key],
@@ -282,13 +321,13 @@ impl PostgresShop {
         if let Some(first) = first {
             let (first_order, first_amount): (String, i64) = (first.get(0), first.get(1));
             return if first_order == order_id && first_amount == amount_cents {
-                Ok(Applied::Again(first.get(2)))
+                Ok((Applied::Again(first.get(2)), total_cents))
             } else {
                 Err(BackendError::KeyReused)
             };
         }
         let refunded_cents: i64 = query_one(
-            &tx,
+            tx,
             "SELECT COALESCE(SUM(amount_cents), 0)::BIGINT FROM orders_refunds
               WHERE order_id = $1",
             &[&order_id],
@@ -303,7 +342,7 @@ impl PostgresShop {
         }
         let remaining_cents = refundable_cents - amount_cents;
         let inserted = execute(
-            &tx,
+            tx,
             "INSERT INTO orders_refunds
                  (idempotency_key, order_id, amount_cents, remaining_cents, created_ms)
              VALUES ($1, $2, $3, $4, $5)",
@@ -324,11 +363,7 @@ impl PostgresShop {
             Err(error) => return Err(unavailable(error)),
             Ok(_) => {}
         }
-        toolcall_core::crash::point(REFUND_BEFORE_COMMIT);
-        tx.commit().await.map_err(unavailable)?;
-        self.catalog
-            .applied(order_id, total_cents - remaining_cents);
-        Ok(Applied::New(remaining_cents))
+        Ok((Applied::New(remaining_cents), total_cents))
     }
 
     /// A plain insert: nothing makes a note happen once.

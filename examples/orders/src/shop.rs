@@ -304,10 +304,27 @@ impl Shop {
         amount_cents: i64,
         idempotency_key: &str,
     ) -> Result<i64, BackendError> {
+        self.apply_refund_in(None, order_id, amount_cents, idempotency_key)
+            .await
+    }
+
+    /// [`apply_refund`](Shop::apply_refund) in the call's `transaction`
+    /// where the Postgres shop is on the store's own pool
+    /// ([`on_postgres_pool`](Shop::on_postgres_pool) of
+    /// `PostgresStore::pool`): the refund then commits with the call's
+    /// recorded result, one commit for both. Elsewhere, in a transaction of
+    /// the shop's own.
+    pub async fn apply_refund_in(
+        &self,
+        transaction: Option<&toolcall_postgres::Transaction>,
+        order_id: &str,
+        amount_cents: i64,
+        idempotency_key: &str,
+    ) -> Result<i64, BackendError> {
         match &self.backend {
             Backend::Postgres(shop) if amount_cents > 0 => {
-                let applied =
-                    Box::pin(shop.refund(order_id, amount_cents, idempotency_key)).await?;
+                let refund = shop.refund(order_id, amount_cents, idempotency_key, transaction);
+                let applied = Box::pin(refund).await?;
                 self.answer(applied)
             }
             _ => self.refund(order_id, amount_cents, idempotency_key),

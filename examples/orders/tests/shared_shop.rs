@@ -412,24 +412,45 @@ fn three_processes_on_one_postgres_database_refund_ord_1001_once() {
     drop(database);
 }
 
-/// Killed (SIGKILL) at the shop's crash points on Postgres: the refund
-/// committed before the kill is in the table; one whose transaction was
-/// open is not (the server rolls it back with the dropped connection).
+/// Killed (SIGKILL) at each point of a refund on Postgres, where the shop is
+/// on the store's pool and writes the refund in the call's transaction:
+/// nothing of the refund is kept until the call's one commit, which keeps
+/// the refund and the call's recorded result together (so the two counts
+/// move as one); and the same call made again by the next process (same
+/// conversation, same arguments: the same key) leaves exactly one refund.
 #[test]
-fn a_process_killed_at_a_refund_crash_point_on_postgres_leaves_what_it_committed() {
+fn a_refund_killed_on_postgres_commits_with_its_result_or_not_at_all() {
     let Some(url) = postgres_url() else { return };
     let runtime = runtime();
     let database = FreshDatabase::create(&url, "crash");
-    for (point, amount) in [
-        ("refund_after_commit", 7000),
-        ("refund_before_commit", 1000),
+    let completed = || {
+        runtime.block_on(async {
+            let client = plain_client(&database.url).await;
+            let row = client
+                .query_one(
+                    "SELECT COUNT(*) FROM toolcall_records WHERE state = 'completed'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        })
+    };
+    let mut refunds = 0;
+    for (point, kept) in [
+        ("refund_before_commit", 0),
+        ("refund_after_commit", 0),
+        ("before_complete", 0),
+        ("after_complete", 1),
     ] {
+        let session = unique(point);
+        // The killed process's claim and lock end soon after it.
+        let flags = ["--claim-lease-ms", "1000"];
         let mut child = spawn_replay_env(
             &database.url,
-            &unique(point),
-            // The killed process's lock on the order ends soon after it.
-            &["--claim-lease-ms", "1000"],
-            &[refund(amount)],
+            &session,
+            &flags,
+            &[refund(1000)],
             &[("ORDERS_CRASH_AT", point)],
         );
         let reached = wait_for_crash_point(&mut child, point);
@@ -440,11 +461,28 @@ fn a_process_killed_at_a_refund_crash_point_on_postgres_leaves_what_it_committed
             Ok(()),
             "{point}: the process never said it stopped"
         );
+        refunds += kept;
         assert_eq!(
             runtime.block_on(postgres_refunds(&database.url)),
-            (1, 7000),
-            "{point}: only the committed refund"
+            (refunds, refunds * 1000),
+            "{point}: what the killed process committed"
         );
+        assert_eq!(completed(), refunds, "{point}: the results kept with them");
+
+        let again = answers(spawn_replay(
+            &database.url,
+            &session,
+            &flags,
+            &[refund(1000)],
+        ));
+        assert_eq!(code(&again[0]), "OK", "{point}: {again:?}");
+        refunds += 1 - kept;
+        assert_eq!(
+            runtime.block_on(postgres_refunds(&database.url)),
+            (refunds, refunds * 1000),
+            "{point}: the same call again refunds once in all"
+        );
+        assert_eq!(completed(), refunds, "{point}: {again:?}");
     }
     drop(database);
 }

@@ -79,7 +79,7 @@ impl<St: Store> Stages<St> {
         if spec.reconciles() {
             return match self.reconcile(spec, cx).await {
                 Reconciled::Done(data) => Settled::Answer(
-                    self.complete(spec, call.key, &call.arguments, data, None)
+                    self.complete(spec, call.key, &call.arguments, data, None, None)
                         .await,
                 ),
                 Reconciled::NotDone | Reconciled::NotAsked => Settled::Run(None),

@@ -5,6 +5,7 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
@@ -23,7 +24,8 @@ use crate::error::ToolError;
 use crate::life::{AfterUnknown, Backend, after_unknown};
 use crate::result::{Data, ToolResult};
 use crate::store::{
-    Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Store, StoreError, now_ms,
+    Claim, Completion, Key, Lease, QuestionLease, RecordedOutcome, Store, StoreError, Transaction,
+    Unlock, now_ms,
 };
 use crate::tool::{CallContext, ToolSpec, Validated};
 
@@ -137,6 +139,21 @@ impl<St: Store> Stages<St> {
             }
         }
         crate::crash::point(crate::crash::AFTER_CLAIM);
+        // A store that lends a transaction lends it to the claimed run: what
+        // the handler writes in it commits with the result, or not at all.
+        let transaction = self.store.transaction();
+        let lent;
+        let cx = match &transaction {
+            Some(transaction) => {
+                lent = CallContext {
+                    transaction: Some(transaction),
+                    session: Arc::clone(&cx.session),
+                    ..*cx
+                };
+                &lent
+            }
+            None => cx,
+        };
         let lease = self.lease(spec);
         // In a block: the attempts' future is dead once they ended, and
         // takes no room beside the stages after them.
@@ -170,7 +187,7 @@ impl<St: Store> Stages<St> {
         let (spec, key, name) = (call.spec, call.key, call.spec.name());
         match outcome {
             Ok(data) => {
-                self.complete(spec, key, &call.arguments, data, holding)
+                self.complete(spec, key, &call.arguments, data, holding, cx.transaction)
                     .await
             }
             Err(Unfinished::Known(failure) | Unfinished::NotApplied(failure)) => {
@@ -180,7 +197,8 @@ impl<St: Store> Stages<St> {
             }
             Err(Unfinished::Unknown(failure)) => match Box::pin(self.reconcile(spec, cx)).await {
                 Reconciled::Done(data) => {
-                    self.complete(spec, key, &call.arguments, data, None).await
+                    self.complete(spec, key, &call.arguments, data, None, None)
+                        .await
                 }
                 Reconciled::NotDone => {
                     self.release(name, key).await;
@@ -209,7 +227,9 @@ impl<St: Store> Stages<St> {
     /// copy (what replays answer) has the call's sensitive values scrubbed
     /// from it, wherever the tool's output repeated them. With `lock`, the
     /// call's resource lock is freed with it when the store can
-    /// ([`CallStore::complete_unlocking`]).
+    /// ([`CallStore::complete_unlocking`]). With a `transaction` the
+    /// handler began, the result commits in it, with what the handler wrote
+    /// ([`CallStore::complete_in`]).
     pub(super) async fn complete(
         &self,
         spec: &ToolSpec,
@@ -217,6 +237,7 @@ impl<St: Store> Stages<St> {
         arguments: &JsonArguments<'_>,
         data: Data,
         lock: Option<&HeldLock>,
+        transaction: Option<&Arc<dyn Transaction>>,
     ) -> Stage<ToolResult> {
         let name = spec.name();
         let result = ToolResult::success(name, data);
@@ -235,6 +256,11 @@ impl<St: Store> Stages<St> {
         };
         crate::crash::point(crate::crash::BEFORE_COMPLETE);
         let stored = stored.as_deref().unwrap_or(&result);
+        if let Some(transaction) = transaction.filter(|transaction| transaction.begun()) {
+            return Box::pin(self.complete_in(name, &**transaction, key, stored, lock))
+                .await
+                .map(|()| result);
+        }
         let recorded = match lock {
             Some(HeldLock {
                 resource,
@@ -277,6 +303,49 @@ impl<St: Store> Stages<St> {
             // question is listed). Not a plain "ok", nor "nothing was done".
             Err(error) => {
                 tracing::error!(tool = name, %error, "a result could not be recorded; the call is in doubt");
+                Err(self.fail_unrecorded(name))
+            }
+        }
+    }
+
+    /// [`complete`](Self::complete) in the handler's transaction: the
+    /// result and the handler's writes commit at once, the lock freed with
+    /// them. A failed commit is not recorded again outside it (the writes
+    /// may be gone): the key is left in doubt, for `reconcile` or a person.
+    async fn complete_in(
+        &self,
+        name: &'static str,
+        transaction: &dyn Transaction,
+        key: &Key,
+        stored: &ToolResult,
+        lock: Option<&HeldLock>,
+    ) -> Result<(), ToolResult> {
+        let (unlock, freed) = match lock {
+            Some(HeldLock {
+                resource,
+                holder,
+                freed: Some(freed),
+            }) => (Some(Unlock { resource, holder }), Some(freed)),
+            _ => (None, None),
+        };
+        if let Some(freed) = freed {
+            // No renewal may take the lock again once it is freed.
+            freed.store(true, Ordering::Release);
+        }
+        let committed = self
+            .store
+            .complete_in(transaction, key, stored, unlock)
+            .await;
+        if let Some(freed) = freed {
+            freed.store(committed.is_ok(), Ordering::Release);
+        }
+        match committed {
+            Ok(()) => {
+                crate::crash::point(crate::crash::AFTER_COMPLETE);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(tool = name, %error, "a result could not be committed with the handler's writes; the call is in doubt");
                 Err(self.fail_unrecorded(name))
             }
         }
@@ -409,7 +478,15 @@ impl<St: Store> Stages<St> {
                     .or_else(|()| spec.validate_members(members).map_err(drop));
                 let attempt = self.attempt(spec, args, cx, retries);
                 async move {
-                    match attempt.await {
+                    let attempt = attempt.await;
+                    if let (Attempt::Transient(_) | Attempt::Failed(_), Some(transaction)) =
+                        (&attempt, cx.transaction)
+                    {
+                        // What a failed attempt wrote is undone before the
+                        // backend is asked about it, and before a retry.
+                        transaction.roll_back();
+                    }
+                    match attempt {
                         Attempt::Transient(unfinished) => {
                             Box::pin(self.after_transient(spec, *unfinished, after, cx)).await
                         }

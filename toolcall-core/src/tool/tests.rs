@@ -98,6 +98,7 @@ fn a_check_runs_against_the_state_its_signature_names() {
         idempotency_key: "k",
         session: "s".into(),
         caller: &caller,
+        transaction: None,
     };
     let (cal, unit): (Arc<dyn Any + Send + Sync>, Arc<dyn Any + Send + Sync>) =
         (Arc::new(Cal), Arc::new(()));

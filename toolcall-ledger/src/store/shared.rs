@@ -1,5 +1,6 @@
 //! A shared store: the [`Store`] contract over an [`Arc`](std::sync::Arc) of one.
 
+use super::{Transaction, Unlock};
 use std::future::Future;
 
 use crate::result::ToolResult;
@@ -39,6 +40,20 @@ impl<T: Store> CallStore for std::sync::Arc<T> {
         done: &Completion<'_>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         (**self).complete_unlocking(done)
+    }
+
+    fn transaction(&self) -> Option<std::sync::Arc<dyn Transaction>> {
+        (**self).transaction()
+    }
+
+    fn complete_in(
+        &self,
+        transaction: &dyn Transaction,
+        key: &Key,
+        result: &ToolResult,
+        unlock: Option<Unlock<'_>>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).complete_in(transaction, key, result, unlock)
     }
 
     fn count_call(
