@@ -1,6 +1,7 @@
 //! What a crash of the Postgres server may take back, now that a call's
 //! start commits without waiting for the log: a step, a count, a lock;
-//! never an effect, a claim or a decision, and nothing runs twice.
+//! never an effect, a claim or a decision, and nothing runs twice; and
+//! never half of a side effect written in the call's transaction.
 //!
 //! Each test starts a server of its own (`initdb`, `pg_ctl`), holds its log
 //! writer so that a commit that does not wait stays in the server's memory,
@@ -15,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolcall::store::prelude::*;
 use toolcall::store::{CallStart, Lease, LockAsk, now_ms};
-use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
+use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolError, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 use toolcall_testkit::postgres_server::PostgresServer;
 use toolcall_testkit::store::asked;
@@ -324,4 +325,129 @@ fn a_read_waits_for_no_flush_of_the_log() {
 #[tool]
 fn paid(ctx: &Ctx<Till>) -> Result<Value, Rejection> {
     Ok(json!({"payments": ctx.state.payments.load(Ordering::SeqCst)}))
+}
+
+/// A payment written in the call's transaction (`Ctx::transaction`), in a
+/// table of the store's database that honours the call's key, and where
+/// the next call crashes the server.
+struct Ledger {
+    server: Arc<PostgresServer>,
+    pool: toolcall_postgres::Pool,
+    crash_in_handler: AtomicBool,
+}
+
+/// Books a payment, in the call's transaction.
+#[tool(side_effect, idempotent_backend)]
+async fn book(
+    ctx: &Ctx<Ledger>,
+    /// Cents.
+    cents: i64,
+) -> Result<Value, ToolError> {
+    let lent = ctx.transaction::<toolcall_postgres::Transaction>();
+    let client = lent
+        .expect("the Postgres store lends one")
+        .on(&ctx.state.pool)
+        .await
+        .map_err(ToolError::transient)?
+        .expect("the store's own pool");
+    client
+        .execute(
+            "INSERT INTO booked (key, cents) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+            &[&&*ctx.idempotency_key, &cents],
+        )
+        .await
+        .map_err(ToolError::transient)?;
+    if ctx.state.crash_in_handler.swap(false, Ordering::SeqCst) {
+        ctx.state.server.crash_and_start();
+    }
+    Ok(json!({ "cents": cents }))
+}
+
+/// The payments booked, and the calls recorded completed, after a crash.
+async fn booked_and_completed(url: &str) -> (i64, i64) {
+    let store = connect_again(url).await;
+    let client = store.pool().get().await.unwrap();
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    (
+        count("SELECT COUNT(*) FROM booked").await,
+        count("SELECT COUNT(*) FROM toolcall_records WHERE state = 'completed'").await,
+    )
+}
+
+/// A crash of the server keeps a side effect's writes in the call's
+/// transaction and its result together: a crash before their one commit
+/// keeps neither (the call is in doubt, and made again books once), a crash
+/// after it keeps both (the call made again is answered from the record).
+#[test]
+fn a_crash_keeps_a_side_effects_writes_and_its_result_together() {
+    on_crashable("transaction", |server, store| async move {
+        let pool = store.pool();
+        pool.get()
+            .await
+            .unwrap()
+            .batch_execute("CREATE TABLE booked (key TEXT PRIMARY KEY, cents BIGINT NOT NULL)")
+            .await
+            .unwrap();
+        let ledger = Arc::new(Ledger {
+            server: Arc::clone(&server),
+            pool,
+            crash_in_handler: AtomicBool::new(false),
+        });
+        let dispatcher = Dispatcher::builder(tools![book].unwrap(), Arc::clone(&ledger))
+            .store(store)
+            .max_retries(0)
+            .claim_lease(Duration::from_millis(500))
+            .claim_wait(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let book = |cents: i64| {
+            let arguments = json!({ "cents": cents }).to_string();
+            let dispatcher = &dispatcher;
+            async move {
+                dispatcher
+                    .execute(Call::new("book", &arguments).session("chat-1"))
+                    .await
+            }
+        };
+
+        // Committed, then the server crashes: both were flushed with the
+        // commit, the start before them too.
+        server.hold_the_log();
+        let kept = book(100).await;
+        assert!(kept.ok && !kept.replayed, "{kept:?}");
+        server.crash_and_start();
+        assert_eq!(booked_and_completed(&server.url()).await, (1, 1));
+        let mut again = book(100).await;
+        for _ in 0..50 {
+            if again.code != Code::StoreUnavailable {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            again = book(100).await;
+        }
+        assert!(again.ok && again.replayed, "{again:?}");
+
+        // The server crashes while the handler's transaction is open:
+        // neither the payment nor a result is kept; the claim was durable,
+        // so the call is in doubt, and made again (the key honoured) books
+        // once.
+        server.hold_the_log();
+        ledger.crash_in_handler.store(true, Ordering::SeqCst);
+        let lost = book(200).await;
+        assert!(!lost.ok, "{lost:?}");
+        assert_eq!(booked_and_completed(&server.url()).await, (1, 1));
+        let mut again = book(200).await;
+        for _ in 0..50 {
+            if again.ok {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            again = book(200).await;
+        }
+        assert!(again.ok && !again.replayed, "{again:?}");
+        assert_eq!(booked_and_completed(&server.url()).await, (2, 2));
+    });
 }
