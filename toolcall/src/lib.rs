@@ -452,6 +452,19 @@
 //! Calls on one resource (`#[arg(resource)]`) hold a lock in the store from
 //! their check to the end of their handler, renewed like a claim.
 //!
+//! When the application's tables live in the store's own database, a side
+//! effect's writes to them and its result need never be kept one without
+//! the other: `PostgresStore` lends the handler a transaction ([`Ctx::transaction`]), and the pipeline records
+//! the call's result in it and commits once. The handler's writes and the
+//! record that the call ran are then kept together or not at all: a crash
+//! before that commit keeps neither, a failed attempt is rolled back before
+//! the next, and the whole side effect is three transactions instead of
+//! four. The handler asks for it as the store's type,
+//! `ctx.transaction::<toolcall_postgres::Transaction>()`, and writes on the
+//! connection its `on(&pool)` begins when given the store's pool; with a
+//! store that lends none, or another pool, it writes as it would without
+//! (`toolcall_postgres::Transaction` shows both).
+//!
 //! # Building a dispatcher, and what else it takes
 //!
 //! [`Dispatcher::builder`] takes the registry and the state; its methods
