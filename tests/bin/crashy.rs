@@ -3,13 +3,16 @@
 //! (`tests/crash_matrix.rs`) can kill a process at a named point and ask
 //! another what survived.
 //!
-//! Three tools, one for each kind of backend, all high-risk, write to a
-//! ledger in the same database as the store:
+//! Four tools, all high-risk, write to a ledger in the same database as the
+//! store, one for each kind of backend:
 //!
 //! * `keyed` honours the idempotency key (`#[tool(idempotent_backend)]`):
 //!   a key it has seen is not applied again;
 //! * `asked` can be asked what a key did (`reconcile`);
-//! * `plain` neither: a person answers its unknown outcomes.
+//! * `plain` neither: a person answers its unknown outcomes;
+//! * `lent` can be asked, and on Postgres writes in the call's transaction
+//!   (`Ctx::transaction`), which commits with the call's result: its
+//!   ledger's crash points are then before that commit.
 //!
 //! ```text
 //! crashy call    --store S [--schema X] --session ID --tool T --text X
@@ -67,6 +70,8 @@ enum Ledger {
 
 struct Backend {
     ledger: Ledger,
+    /// The Postgres store's pool, for the call's transaction.
+    pool: Option<toolcall_postgres::Pool>,
     /// Lose the answer of the next commit (a transient error after it).
     lose: AtomicBool,
 }
@@ -159,24 +164,7 @@ impl Ledger {
                     .batch_execute("BEGIN")
                     .await
                     .map_err(|e| e.to_string())?;
-                let fresh = !dedupe
-                    || client
-                        .execute(
-                            "INSERT INTO crashy_keys (key) VALUES ($1) ON CONFLICT DO NOTHING",
-                            &[&key],
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?
-                        == 1;
-                if fresh {
-                    client
-                        .execute(
-                            "INSERT INTO crashy_writes (tool, key, text) VALUES ($1, $2, $3)",
-                            &[&tool, &key, &text],
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
+                write_on(client, tool, key, text, dedupe).await?;
                 toolcall_core::crash::point(BEFORE_COMMIT);
                 client
                     .batch_execute("COMMIT")
@@ -238,6 +226,36 @@ impl Ledger {
     }
 }
 
+/// The ledger's statements of [`Ledger::write`] on `client`, in a
+/// transaction its caller ends.
+async fn write_on(
+    client: &tokio_postgres::Client,
+    tool: &str,
+    key: &str,
+    text: &str,
+    dedupe: bool,
+) -> Result<(), String> {
+    let fresh = !dedupe
+        || client
+            .execute(
+                "INSERT INTO crashy_keys (key) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&key],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            == 1;
+    if fresh {
+        client
+            .execute(
+                "INSERT INTO crashy_writes (tool, key, text) VALUES ($1, $2, $3)",
+                &[&tool, &key, &text],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Applies `text` for `tool` under the call's idempotency key (once per
 /// key when the backend `dedupe`s), then loses the answer if told to.
 async fn apply(
@@ -283,6 +301,43 @@ async fn find_asked(ctx: &Ctx<Backend>, key: &str) -> Result<Option<Value>, Tool
         .state
         .ledger
         .find("asked", key)
+        .await
+        .map_err(ToolError::transient)?;
+    Ok(found.map(|text| json!({"applied": text, "reconciled": true})))
+}
+
+/// Applies a text in the call's transaction where the store lends one on
+/// the ledger's database (the ledger's crash points then come before the
+/// pipeline's commit); elsewhere as `asked` does. The ledger can be asked.
+#[tool(side_effect, high_risk, reconcile = find_lent)]
+async fn lent(
+    ctx: &Ctx<Backend>,
+    /// What to apply.
+    text: String,
+) -> Result<Value, ToolError> {
+    let in_call = match (
+        ctx.transaction::<toolcall_postgres::Transaction>(),
+        &ctx.state.pool,
+    ) {
+        (Some(lent), Some(pool)) => lent.on(pool).await.map_err(ToolError::not_applied)?,
+        _ => None,
+    };
+    let Some(client) = in_call else {
+        return apply(ctx, "lent", &text, false).await;
+    };
+    write_on(&client, "lent", &ctx.idempotency_key, &text, false)
+        .await
+        .map_err(ToolError::transient)?;
+    toolcall_core::crash::point(BEFORE_COMMIT);
+    toolcall_core::crash::point(AFTER_COMMIT);
+    Ok(json!({"applied": text}))
+}
+
+async fn find_lent(ctx: &Ctx<Backend>, key: &str) -> Result<Option<Value>, ToolError> {
+    let found = ctx
+        .state
+        .ledger
+        .find("lent", key)
         .await
         .map_err(ToolError::transient)?;
     Ok(found.map(|text| json!({"applied": text, "reconciled": true})))
@@ -358,14 +413,15 @@ fn main() {
         let ledger = Ledger::open(&store, schema.as_deref()).await?;
         if let Some(path) = store.strip_prefix("sqlite:") {
             let store = SqliteStore::open(path).map_err(|e| e.to_string())?;
-            run(&command, &args, ledger, store).await
+            run(&command, &args, ledger, None, store).await
         } else {
             let store = match &schema {
                 Some(schema) => PostgresStore::connect_in_schema(&store, schema).await,
                 None => PostgresStore::connect(&store).await,
             }
             .map_err(|e| e.to_string())?;
-            run(&command, &args, ledger, store).await
+            let pool = store.pool();
+            run(&command, &args, ledger, Some(pool), store).await
         }
     });
     match outcome {
@@ -378,20 +434,22 @@ async fn run<St: Store>(
     command: &str,
     args: &Args,
     ledger: Ledger,
+    pool: Option<toolcall_postgres::Pool>,
     store: St,
 ) -> Result<String, String> {
     match command {
         "call" => {
             let backend = Backend {
                 ledger,
+                pool,
                 lose: AtomicBool::new(args.flag("lose")),
             };
             let mut builder = Dispatcher::builder(
-                tools![keyed, asked, plain].map_err(|e| e.to_string())?,
+                tools![keyed, asked, plain, lent].map_err(|e| e.to_string())?,
                 Arc::new(backend),
             )
             .store(store)
-            .policy(Policy::new().allow(["keyed", "asked", "plain"]))
+            .policy(Policy::new().allow(["keyed", "asked", "plain", "lent"]))
             .max_retries(u32::try_from(args.number("max-retries", 0)).unwrap_or(0))
             .retry_backoff(Duration::from_millis(10))
             .claim_lease(Duration::from_millis(args.number("lease-ms", 500)))
@@ -455,7 +513,7 @@ async fn run<St: Store>(
                 .map_err(|e| e.to_string())?;
             let backend = Arc::new(toolcall_inbox::Parts {
                 store,
-                registry: tools![keyed, asked, plain].map_err(|e| e.to_string())?,
+                registry: tools![keyed, asked, plain, lent].map_err(|e| e.to_string())?,
             });
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
