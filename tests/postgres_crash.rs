@@ -185,17 +185,27 @@ async fn pay_for(dispatcher: &Dispatcher<Till, PostgresStore>, order: &str) -> T
         .await
 }
 
+/// A dispatcher of `registry` over `store` for a crash test: no retry, and a
+/// short lease, so that a claim a crash left is found in doubt soon.
+fn crash_dispatcher<S: Send + Sync + 'static>(
+    registry: toolcall::Registry,
+    state: Arc<S>,
+    store: PostgresStore,
+) -> Dispatcher<S, PostgresStore> {
+    Dispatcher::builder(registry, state)
+        .store(store)
+        .max_retries(0)
+        .claim_lease(Duration::from_millis(500))
+        .claim_wait(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_crash_before_the_claim_or_after_the_effect_never_runs_a_call_twice() {
     on_crashable("pipeline", |server, store| async move {
         let till = Till::on(&server);
-        let dispatcher = Dispatcher::builder(tools![pay].unwrap(), Arc::clone(&till))
-            .store(store)
-            .max_retries(0)
-            .claim_lease(Duration::from_millis(500))
-            .claim_wait(Duration::from_secs(5))
-            .build()
-            .unwrap();
+        let dispatcher = crash_dispatcher(tools![pay].unwrap(), Arc::clone(&till), store);
 
         // The crash between the start and the claim: the call answers that
         // the store failed, ran nothing, and runs once when made again.
@@ -396,13 +406,7 @@ fn a_crash_keeps_a_side_effects_writes_and_its_result_together() {
             pool,
             crash_in_handler: AtomicBool::new(false),
         });
-        let dispatcher = Dispatcher::builder(tools![book].unwrap(), Arc::clone(&ledger))
-            .store(store)
-            .max_retries(0)
-            .claim_lease(Duration::from_millis(500))
-            .claim_wait(Duration::from_secs(5))
-            .build()
-            .unwrap();
+        let dispatcher = crash_dispatcher(tools![book].unwrap(), Arc::clone(&ledger), store);
         let book = |cents: i64| {
             let arguments = json!({ "cents": cents }).to_string();
             let dispatcher = &dispatcher;

@@ -297,10 +297,15 @@ async fn asked(
 }
 
 async fn find_asked(ctx: &Ctx<Backend>, key: &str) -> Result<Option<Value>, ToolError> {
+    reconciled(ctx, "asked", key).await
+}
+
+/// What the ledger holds of `tool` under `key`, as a reconciled answer.
+async fn reconciled(ctx: &Ctx<Backend>, tool: &str, key: &str) -> Result<Option<Value>, ToolError> {
     let found = ctx
         .state
         .ledger
-        .find("asked", key)
+        .find(tool, key)
         .await
         .map_err(ToolError::transient)?;
     Ok(found.map(|text| json!({"applied": text, "reconciled": true})))
@@ -334,13 +339,7 @@ async fn lent(
 }
 
 async fn find_lent(ctx: &Ctx<Backend>, key: &str) -> Result<Option<Value>, ToolError> {
-    let found = ctx
-        .state
-        .ledger
-        .find("lent", key)
-        .await
-        .map_err(ToolError::transient)?;
-    Ok(found.map(|text| json!({"applied": text, "reconciled": true})))
+    reconciled(ctx, "lent", key).await
 }
 
 /// Applies a text; the ledger neither deduplicates nor can be asked.
