@@ -250,6 +250,11 @@ on_every_store!(
     "alone"
 );
 
+on_every_store!(
+    reads_alone_started_after_a_stop_obey_it_while_others_are_on_their_way,
+    "alone_busy"
+);
+
 const REFUND: &str = "refund_order";
 
 async fn a_stop_reaches_a_replica_that_was_not_told<St: Store>(fleet: Fleet<St>) {
@@ -671,4 +676,60 @@ async fn a_read_alone_in_its_conversation_keeps_nothing_and_obeys_a_stop<St: Sto
         .await;
     assert_eq!(stopped.code, Code::Stopped, "{stopped:?}");
     assert_eq!(fleet.reads(), 4);
+}
+
+/// Replica B serves reads alone in their conversations without pause; a
+/// stop made through A binds every read that starts on B after it, however
+/// many reads of the controls were on their way when it was made.
+async fn reads_alone_started_after_a_stop_obey_it_while_others_are_on_their_way<St: Store>(
+    fleet: Fleet<St>,
+) {
+    let read = r#"{"order_id": "A-1"}"#;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let fleet = &fleet;
+    let alone = |session: String| async move {
+        fleet
+            .b
+            .execute(Call::new("get_order", read).session(&session).alone(true))
+            .await
+    };
+    let busy = |lane: u32| {
+        let (done, alone) = (&done, &alone);
+        async move {
+            let mut n = 0;
+            while !done.load(Ordering::SeqCst) {
+                let answer = alone(format!("busy-{lane}-{n}")).await;
+                assert!(answer.ok || answer.code == Code::Stopped, "{answer:?}");
+                n += 1;
+                // A store that answers at once never leaves the task.
+                tokio::task::yield_now().await;
+            }
+        }
+    };
+    let operator = async {
+        // Each round a stop made while reads are on their way, then lifted.
+        for round in 0..24 {
+            let ran = fleet.reads();
+            while fleet.reads() < ran + 20 {
+                tokio::task::yield_now().await;
+            }
+            fleet
+                .stop(Target::Tool("get_order".into()), "maintenance")
+                .await;
+            for n in 0..5 {
+                let answer = alone(format!("after-{round}-{n}")).await;
+                assert_eq!(
+                    answer.code,
+                    Code::Stopped,
+                    "a read started after the stop: {answer:?}"
+                );
+            }
+            fleet
+                .resume(Target::Tool("get_order".into()))
+                .await
+                .unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+    };
+    tokio::join!(busy(0), busy(1), busy(2), busy(3), operator);
 }

@@ -195,6 +195,57 @@ async fn postgres_prepares_each_statement_once_and_sends_one_per_ask() {
     Arc::into_inner(store).unwrap().drop_schema().await.unwrap();
 }
 
+/// Reads alone in their conversations that start together while the
+/// controls' version is being read share the next read of it (one sent
+/// after they all started): eight calls, two statements, where each call
+/// alone sends one.
+#[tokio::test]
+async fn postgres_reads_alone_that_start_together_share_a_read_of_the_controls() {
+    let Some(url) = postgres_url() else { return };
+    let schema = postgres_schema("rt_alone");
+    let store = Arc::new(
+        PostgresStore::connect_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
+    let d = dispatcher(Arc::clone(&store));
+    let alone = |session: &'static str| d.execute(get_order_call(session).alone(true));
+    // The first on each shared connection prepares the statement there.
+    for _ in 0..32 {
+        assert!(alone("warm").await.ok);
+    }
+    let before = store.round_trips();
+    for _ in 0..8 {
+        assert!(alone("one").await.ok);
+    }
+    assert_eq!(store.round_trips() - before, 8, "a read alone sends one");
+
+    let before = store.round_trips();
+    // Polled in turn on one task: the first sends the read, the seven
+    // after it find it on its way and wait for the next.
+    let answers = tokio::join!(
+        alone("s1"),
+        alone("s2"),
+        alone("s3"),
+        alone("s4"),
+        alone("s5"),
+        alone("s6"),
+        alone("s7"),
+        alone("s8"),
+    );
+    let answers = [
+        answers.0, answers.1, answers.2, answers.3, answers.4, answers.5, answers.6, answers.7,
+    ];
+    assert!(answers.iter().all(|answer| answer.ok), "{answers:?}");
+    assert_eq!(
+        store.round_trips() - before,
+        2,
+        "eight reads alone together, two reads of the controls"
+    );
+    drop(d);
+    Arc::into_inner(store).unwrap().drop_schema().await.unwrap();
+}
+
 /// `begin_call` and `complete_unlocking` mean, on every store, what the
 /// methods they stand for mean one after the other. `combined`: whether the
 /// store makes them its own way (locking and looking at the taint and the

@@ -107,6 +107,10 @@ LEFT JOIN LATERAL (
     WHERE key = $1 AND $3::BOOLEAN
 ) AS r ON true";
 
+/// The controls' version kept (0: none written): [`ALONE`]'s first column,
+/// for a read that asks nothing else.
+const VERSION: &str = "SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0)";
+
 /// The result stored and the claim freed, as `complete` does; the lock
 /// freed if its holder still has it, as `unlock_resource` does.
 pub(crate) const COMPLETE_UNLOCKING: &str = "WITH done AS (
@@ -242,7 +246,9 @@ impl PostgresStore {
     }
 
     /// [`begin`](Self::begin) for a read alone: [`ALONE`], the counts
-    /// made here as [`BEGIN`] makes them (step 1, count 1).
+    /// made here as [`BEGIN`] makes them (step 1, count 1); for one that
+    /// asks nothing but the controls' version, [`VERSION`], read with the
+    /// calls that wait for the same read ([`crate::version`]).
     async fn begin_alone(
         &self,
         start: &CallStart<'_>,
@@ -252,6 +258,14 @@ impl PostgresStore {
         let step = 1;
         let calls = (step <= start.max_steps).then_some(1);
         let read_record = start.outcome && calls.is_some_and(|calls| calls <= start.max_calls);
+        if !read_record && !start.taint && !start.questions {
+            let version = self.versions.read(|| self.controls_version()).await?;
+            return Ok(moved(start, version).unwrap_or(CallBegun {
+                step,
+                calls,
+                ..CallBegun::default()
+            }));
+        }
         let client = self.reader().await?;
         let row = client
             .query_one(
@@ -268,12 +282,8 @@ impl PostgresStore {
             )
             .await
             .map_err(StoreError::new)?;
-        let version: i64 = row.get(0);
-        if start.controls.is_some_and(|known| to_sql(known) != version) {
-            return Ok(CallBegun {
-                controls_moved: true,
-                ..CallBegun::default()
-            });
+        if let Some(moved) = moved(start, row.get(0)) {
+            return Ok(moved);
         }
         Ok(CallBegun {
             step,
@@ -285,4 +295,28 @@ impl PostgresStore {
             controls_moved: false,
         })
     }
+}
+
+impl PostgresStore {
+    /// The controls' version kept (0: none written), on a shared connection.
+    async fn controls_version(&self) -> Result<i64, StoreError> {
+        let client = self.reader().await?;
+        let row = client
+            .query_one(VERSION, &[])
+            .await
+            .map_err(StoreError::new)?;
+        Ok(row.get(0))
+    }
+}
+
+/// What a call's start comes to when the controls' version kept
+/// (`version`) is not the one the call was judged by: nothing counted.
+fn moved(start: &CallStart<'_>, version: i64) -> Option<CallBegun> {
+    start
+        .controls
+        .is_some_and(|known| to_sql(known) != version)
+        .then(|| CallBegun {
+            controls_moved: true,
+            ..CallBegun::default()
+        })
 }

@@ -26,6 +26,14 @@
 //! prepared once per connection and then only bound and executed;
 //! [`round_trips`](PostgresStore::round_trips) counts what was sent.
 //!
+//! A read-only call alone in its conversation (a stateless HTTP request)
+//! that asks the store nothing but the version of the operators' controls
+//! shares that read with the calls that start while one is on its way:
+//! they are answered together by the next read, sent after the last of them
+//! started, so a change of the controls committed before a call starts
+//! binds it as surely as if it had read the version itself, and fifty
+//! connections' reads send a handful of statements where they sent fifty.
+//!
 //! A side effect's handler may write the application's tables in the
 //! call's own transaction ([`Transaction`], from `Ctx::transaction`, on the
 //! store's [`pool`](PostgresStore::pool)): the result's record is then
@@ -155,6 +163,7 @@ mod tls;
 mod transaction;
 #[cfg(feature = "tls")]
 mod verify;
+mod version;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -204,6 +213,9 @@ pub struct PostgresStore {
     retention: Retention,
     sent: Arc<AtomicU64>,
     started: Arc<begin::StartedLocks>,
+    /// Reads of the controls' version, shared by the calls that start
+    /// while one is on its way.
+    versions: version::VersionReads,
 }
 
 impl PostgresStore {
@@ -231,6 +243,7 @@ impl PostgresStore {
             retention: Retention::default(),
             sent: Arc::new(AtomicU64::new(0)),
             started: Arc::default(),
+            versions: version::VersionReads::default(),
         };
         store.client().await?;
         Ok(store)
