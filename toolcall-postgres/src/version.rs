@@ -142,9 +142,8 @@ impl Leading<'_> {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if state.sent == self.read {
-            state.running = false;
-        }
+        // Only one read is on its way at a time: this one.
+        state.running = false;
         drop(state);
         self.reads.published.send_modify(tell);
     }
@@ -209,13 +208,25 @@ mod tests {
         tokio::spawn(async move { versions.read(|| reads.query()).await })
     }
 
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_call_that_starts_while_a_read_is_on_its_way_is_answered_by_a_later_one() {
+    /// A store's reads, and a first call whose read is on its way: its
+    /// answer's sender and the call.
+    async fn one_on_its_way() -> (
+        Arc<VersionReads>,
+        Reads,
+        oneshot::Sender<Answer>,
+        tokio::task::JoinHandle<Answer>,
+    ) {
         let (versions, reads) = (Arc::new(VersionReads::default()), Reads::default());
-        let first_answer = reads.answer_next();
+        let answer = reads.answer_next();
         let first = spawn_read(&versions, &reads);
         settle().await;
         assert_eq!(reads.sent(), 1);
+        (versions, reads, answer, first)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_call_that_starts_while_a_read_is_on_its_way_is_answered_by_a_later_one() {
+        let (versions, reads, first_answer, first) = one_on_its_way().await;
         // The controls change (version 2) after the first read's snapshot
         // (version 1), before the second call starts.
         let second_answer = reads.answer_next();
@@ -240,10 +251,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn calls_that_start_together_share_the_next_read() {
-        let (versions, reads) = (Arc::new(VersionReads::default()), Reads::default());
-        let first_answer = reads.answer_next();
-        let first = spawn_read(&versions, &reads);
-        settle().await;
+        let (versions, reads, first_answer, first) = one_on_its_way().await;
         let next_answer = reads.answer_next();
         let waiting: Vec<_> = (0..5).map(|_| spawn_read(&versions, &reads)).collect();
         settle().await;
@@ -259,10 +267,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_read_given_up_hands_its_waiters_to_another() {
-        let (versions, reads) = (Arc::new(VersionReads::default()), Reads::default());
-        let _never = reads.answer_next();
-        let abandoned = spawn_read(&versions, &reads);
-        settle().await;
+        let (versions, reads, _never, abandoned) = one_on_its_way().await;
         let next_answer = reads.answer_next();
         let waiting = spawn_read(&versions, &reads);
         settle().await;
@@ -275,10 +280,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_failed_read_fails_its_waiters_and_the_next_call_reads_again() {
-        let (versions, reads) = (Arc::new(VersionReads::default()), Reads::default());
-        let first_answer = reads.answer_next();
-        let first = spawn_read(&versions, &reads);
-        settle().await;
+        let (versions, reads, first_answer, first) = one_on_its_way().await;
         let failing_answer = reads.answer_next();
         let waiting: Vec<_> = (0..3).map(|_| spawn_read(&versions, &reads)).collect();
         settle().await;
