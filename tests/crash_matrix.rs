@@ -454,6 +454,13 @@ fn matrix(shared: &Shared) {
             }
             cell(shared, tool, point, applied);
         }
+        // On Postgres a confirmed side effect whose outcome can be found
+        // out claims its key with its start: killed before any stage after
+        // it, it is in doubt as if killed after its claim (`plain`, which
+        // only a person can settle, still claims at stage 8).
+        if shared.schema.is_some() && tool != "plain" {
+            cell(shared, tool, "after_start", false);
+        }
     }
     lost_answers_are_never_retried_on_a_guess(shared);
     killed_while_waiting_for_a_person(shared);

@@ -328,7 +328,8 @@ fn publish(world: &World, slots: &[Slot], inbox: &Slot) {
     *world.inbox.write().unwrap() = inbox.addr.clone();
 }
 
-const REPLICA_POINTS: [&str; 8] = [
+const REPLICA_POINTS: [&str; 9] = [
+    "after_start",
     "after_claim",
     "before_complete",
     "after_complete",

@@ -9,6 +9,7 @@
 //!
 //! | point | where |
 //! |---|---|
+//! | [`AFTER_START`] | a call's start was made (on Postgres, a side effect's key claimed with it); no stage after it ran |
 //! | [`AFTER_CLAIM`] | a side effect's key was claimed; its handler has not run |
 //! | [`RETRY_BACKOFF`] | a transient failure; the wait before the next attempt |
 //! | [`BEFORE_COMPLETE`] | the handler returned; its result is not stored yet |
@@ -19,6 +20,10 @@
 
 use std::sync::OnceLock;
 
+/// A call's start was made: its step and count kept, its resource locked,
+/// and, on a store that claims with the start, a side effect's key claimed;
+/// no stage after it (the checks, the limits, the approval) ran.
+pub const AFTER_START: &str = "after_start";
 /// A side effect's key was claimed; its handler has not run.
 pub const AFTER_CLAIM: &str = "after_claim";
 /// A transient failure of the handler: the wait before the next attempt.

@@ -19,7 +19,15 @@ use crate::PostgresStore;
 /// unexpired, asked or decided, used or not (when $12). Every part is what
 /// the store's own statement for it does, at the call's time ($2).
 ///
-/// Its commit does not wait for the log to reach the disk
+/// A side effect's claim is taken here too when asked ($16: its lease's
+/// end) and nothing stands in its way: nothing recorded of the key, the
+/// count within the bound, the lock (if asked) taken, no untrusted output
+/// of any kind in the session (when $11) and no question in the conversation (when
+/// $12); `ON CONFLICT DO NOTHING`, so that an identical call's record, or
+/// its claim made meanwhile, is never overwritten.
+///
+/// A start that claims is a durable commit, as the claim on its own is.
+/// One that does not claim does not wait for the log to reach the disk
 /// (`synchronous_commit` off for this transaction alone): what a crash of
 /// the server may take back is a step, a count and a lock, never an
 /// effect or a decision. A side effect's claim, the next statement, is a
@@ -27,9 +35,7 @@ use crate::PostgresStore;
 /// kept keeps the start before it; the claim also confirms the lock taken
 /// here is still the call's ([`StartedLocks`]), so that a start lost with
 /// the server is not run on without its lock.
-const BEGIN: &str = "WITH quick AS (
-    SELECT set_config('synchronous_commit', 'off', true) AS off
-), v AS (
+const BEGIN: &str = "WITH v AS (
     SELECT COALESCE((SELECT version FROM toolcall_controls WHERE id = 1), 0) AS version
 ), n AS (
     INSERT INTO toolcall_steps (session, count, touched_ms)
@@ -64,6 +70,17 @@ const BEGIN: &str = "WITH quick AS (
     ON CONFLICT (resource_key) DO UPDATE SET holder = EXCLUDED.holder, until_ms = EXCLUDED.until_ms
     WHERE toolcall_locks.holder = EXCLUDED.holder OR toolcall_locks.until_ms <= $2
     RETURNING 1
+), won AS (
+    INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+    SELECT $3, 'in_flight', $16::BIGINT, NULL, $2 FROM c
+    WHERE $16::BIGINT IS NOT NULL AND c.count <= $5
+      AND ($7::TEXT IS NULL OR EXISTS (SELECT 1 FROM l))
+      AND NOT ($11::BOOLEAN AND EXISTS (SELECT 1 FROM toolcall_taint WHERE session = $1))
+      AND NOT ($12::BOOLEAN
+               AND EXISTS (SELECT 1 FROM toolcall_approvals
+                           WHERE session_key = $13 AND expires_ms > $2))
+    ON CONFLICT (key) DO NOTHING
+    RETURNING 1
 )
 SELECT (SELECT count FROM s),
        (SELECT count FROM c),
@@ -78,7 +95,11 @@ SELECT (SELECT count FROM s),
                          WHERE session_key = $13 AND expires_ms > $2)
             AND EXISTS (SELECT 1 FROM s)
        END,
-       (SELECT off FROM quick)";
+       EXISTS (SELECT 1 FROM won),
+       set_config('synchronous_commit',
+                  CASE WHEN EXISTS (SELECT 1 FROM won)
+                       THEN current_setting('synchronous_commit') ELSE 'off' END,
+                  true)";
 
 /// A read-only call alone in its conversation ([`CallStart::alone`], with
 /// no lock to take): [`BEGIN`] with its step and its count both 1 and
@@ -215,6 +236,7 @@ impl PostgresStore {
                     &named,
                     &start.controls.map(to_sql),
                     &start.alone,
+                    &start.claim.map(to_sql),
                 ],
             )
             .await
@@ -235,6 +257,7 @@ impl PostgresStore {
             locked: row.get::<_, bool>(5),
             questions: row.get::<_, Option<bool>>(6),
             controls_moved: false,
+            claimed: row.get::<_, bool>(7),
         };
         if let (true, Some((resource_key, _, holder, _))) = (begun.locked, &lock) {
             self.started.took(start.key.as_str(), resource_key, holder);
@@ -293,6 +316,7 @@ impl PostgresStore {
             locked: false,
             questions: row.get::<_, Option<bool>>(4),
             controls_moved: false,
+            claimed: false,
         })
     }
 }

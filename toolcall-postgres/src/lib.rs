@@ -14,14 +14,21 @@
 //! A call costs few round trips: its start (its step, its count, what is
 //! recorded of its key, its resource's lock, and whether its conversation
 //! read untrusted output or has a decided approval) is one statement
-//! ([`CallStore::begin_call`]), a side effect's claim another, and its result,
-//! with the lock freed, a third ([`CallStore::complete_unlocking`]): a read-only
-//! call is one transaction, a confirmed side effect three. Only the claim and
-//! the result wait for the log to reach the disk: the start's commit does not
-//! (`synchronous_commit` off for it alone), so that a crash of the server may
-//! take back a step count, a call count or a lock, never an effect or a
-//! decision; a claim confirms the lock its call's start took, and the log is
-//! flushed in order, so a claim that is kept keeps the start before it.
+//! ([`CallStore::begin_call`]), which also claims a side effect's key when
+//! the pipeline asks and nothing stands in the way (nothing recorded of the
+//! key, the lock taken, no untrusted output in the session, no question in
+//! the conversation); its result, with the lock freed, is a second
+//! ([`CallStore::complete_unlocking`]): a read-only call is one transaction,
+//! a confirmed side effect two. A side effect that the start did not claim
+//! (one a person must approve, one whose unknown outcome only a person can
+//! settle) claims its key in a statement of its own before its handler, as
+//! the other stores do. A start that claims and the result wait for the log
+//! to reach the disk, as a claim on its own does; a start that does not
+//! claim does not wait (`synchronous_commit` off for it alone), so that a
+//! crash of the server may take back a step count, a call count or a lock,
+//! never an effect or a decision; a claim confirms the lock its call's start
+//! took, and the log is flushed in order, so a claim that is kept keeps the
+//! start before it.
 //! Each statement is
 //! prepared once per connection and then only bound and executed;
 //! [`round_trips`](PostgresStore::round_trips) counts what was sent.
@@ -39,8 +46,8 @@
 //! store's [`pool`](PostgresStore::pool)): the result's record is then
 //! written there and committed with them, the handler's writes and the
 //! result in one commit ([`CallStore::complete_in`]). A whole side effect
-//! is then three transactions (the start, the claim, the handler's writes
-//! with the result) where the handler's own transaction made four; a crash
+//! is then two transactions (the start with its claim, the handler's writes
+//! with the result) where the handler's own transaction made three; a crash
 //! before that commit keeps neither, and the call is in doubt until
 //! `reconcile` (or the backend's key, on a retry) says nothing ran.
 //!

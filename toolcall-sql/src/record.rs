@@ -113,7 +113,7 @@ pub fn claim_step(
 
 /// How many writes a call's start made, as the statements it stands for
 /// count them one by one: its step, its count when it was counted, its lock
-/// when it was taken. A store counts each toward its next purge.
+/// and its claim when they were taken. A store counts each toward its next purge.
 pub fn begun_writes(begun: &CallBegun) -> usize {
-    1 + usize::from(begun.calls.is_some()) + usize::from(begun.locked)
+    1 + usize::from(begun.calls.is_some()) + usize::from(begun.locked) + usize::from(begun.claimed)
 }

@@ -1,6 +1,7 @@
 //! A call's start, one transaction: what the pipeline asks of the store before
 //! stage 5 (the step, the call's count, what is recorded of its key,
-//! whether its session read untrusted output, its resource's lock).
+//! whether its session read untrusted output, its resource's lock, and a
+//! side effect's claim when asked).
 
 use rusqlite::{Connection, OptionalExtension, params};
 use toolcall_ledger::store::{CallBegun, CallStart, StoreError, session_key};
@@ -74,6 +75,9 @@ fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreEr
         step,
         ..CallBegun::default()
     };
+    // Nothing recorded of the key, read with the count within its bound:
+    // the key may be claimed with the start.
+    let mut free = false;
     if begun.step <= start.max_steps {
         let calls = if start.alone {
             1
@@ -97,6 +101,7 @@ fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreEr
             let recorded = row
                 .as_ref()
                 .map(|(state, until, _)| record::state_at(state, *until, now));
+            free = row.is_none();
             if start.outcome {
                 let result = row.as_ref().and_then(|r| r.2.as_deref());
                 begun.outcome = record::outcome(recorded, result)?;
@@ -123,6 +128,7 @@ fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreEr
                     .map_err(StoreError::new)?
                     .is_some();
             }
+            free &= start.lock.is_none() || begun.locked;
         }
     }
     if start.taint {
@@ -142,5 +148,45 @@ fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreEr
             .map_err(StoreError::new)?,
         );
     }
+    if let Some(until_ms) = start.claim
+        && free
+        && begun.questions != Some(true)
+    {
+        begun.claimed = claim_in(tx, start, &session, until_ms)?;
+    }
     Ok(begun)
+}
+
+/// A side effect's claim taken with its start ([`CallStart::claim`]): the
+/// key is free (checked by the caller), and the session saw no untrusted
+/// output of any kind when that is asked.
+fn claim_in(
+    tx: &Connection,
+    start: &CallStart<'_>,
+    session: &str,
+    until_ms: u64,
+) -> Result<bool, StoreError> {
+    if start.taint
+        && tx
+            .prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1")
+            .and_then(|mut s| s.exists([session]))
+            .map_err(StoreError::new)?
+    {
+        return Ok(false);
+    }
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+             VALUES (?1, 'in_flight', ?2, NULL, ?3)
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                start.key.as_str(),
+                to_sql(until_ms),
+                to_sql(start.now_ms)
+            ])
+        })
+        .map_err(StoreError::new)?;
+    Ok(inserted == 1)
 }

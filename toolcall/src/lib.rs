@@ -458,8 +458,8 @@
 //! the call's result in it and commits once. The handler's writes and the
 //! record that the call ran are then kept together or not at all: a crash
 //! before that commit keeps neither, a failed attempt is rolled back before
-//! the next, and the whole side effect is three transactions instead of
-//! four. The handler asks for it as the store's type,
+//! the next, and the whole side effect is two transactions (its start,
+//! which claims its key, and that one) instead of three. The handler asks for it as the store's type,
 //! `ctx.transaction::<toolcall_postgres::Transaction>()`, and writes on the
 //! connection its `on(&pool)` begins when given the store's pool; with a
 //! store that lends none, or another pool, it writes as it would without

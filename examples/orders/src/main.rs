@@ -300,7 +300,8 @@ async fn open_writer<St: Store + 'static>(spec: &StoreSpec, store: &St) -> Resul
 static CRASH_AT: OnceLock<Vec<&'static str>> = OnceLock::new();
 
 /// Every crash point `ORDERS_CRASH_AT` may name.
-const KNOWN_CRASH_POINTS: [&str; 11] = [
+const KNOWN_CRASH_POINTS: [&str; 12] = [
+    crash::AFTER_START,
     crash::AFTER_CLAIM,
     crash::RETRY_BACKOFF,
     crash::BEFORE_COMPLETE,

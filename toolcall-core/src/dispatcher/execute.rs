@@ -87,6 +87,7 @@ impl<St: Store> Stages<St> {
             self.json(prepared)?;
         }
         let validated = prepared.validated.take();
+        let mut claimed = std::mem::take(&mut prepared.claimed);
         let Prepared {
             spec,
             members,
@@ -127,6 +128,11 @@ impl<St: Store> Stages<St> {
                     }
                     Settled::Answer(answer) => return answer,
                 }
+            }
+            if std::mem::take(&mut claimed) {
+                // Claimed with the call's start, which found nothing
+                // recorded of the key: no doubt to settle.
+                break;
             }
             match self.claim(spec, key, &call).await? {
                 Claimed::Acquired => break,

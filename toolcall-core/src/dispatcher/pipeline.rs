@@ -256,7 +256,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             {
                 Ok(result) | Err(result) => result,
             };
-            // A lock the call's start took that no stage took over.
+            // A claim and a lock the call's start took that no stage took
+            // over: the call did not run.
+            if let Some(key) = begun.claimed.take() {
+                self.stages.release(call.tool, &key).await;
+            }
             self.stages.free(call.tool, begun.lock.take()).await;
             if !begun.controls_moved {
                 return (begun.step, result, noted);
@@ -469,13 +473,16 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         version: u64,
     ) -> Stage<(u64, Option<CallBegun>)> {
         let name = call.tool;
+        let mut claim = false;
         let valid = match checked {
             Ok(prepared) if !call.dry_run => {
                 begun.lock = prepared.early_lock();
+                claim = self.claims_at_start(call, prepared);
                 Some((prepared.spec, &prepared.key))
             }
             _ => None,
         };
+        let key = valid.map(|(_, key)| *key);
         // A call refused before its start counts a step without it: the
         // controls it was judged by are made sure of first.
         if valid.is_none() && !call.dry_run && self.stages.controls(name).await?.version != version
@@ -485,15 +492,47 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         let (step, started) = self
             .stages
-            .start(call, caller, at_ms, valid, active, &mut begun.lock, version)
+            .start(
+                call,
+                caller,
+                at_ms,
+                valid,
+                active,
+                &mut begun.lock,
+                version,
+                claim,
+            )
             .await;
+        if started.as_ref().is_some_and(|found| found.claimed) {
+            begun.claimed = key;
+        }
         if started.as_ref().is_some_and(|found| found.controls_moved) {
             begun.controls_moved = true;
             return Err(self.stages.fail(Failure::StoreUnavailable, name.to_owned()));
         }
         let step = step.map_err(|error| self.stages.store_unavailable(name, &error))?;
         begun.step = step;
+        if key.is_some() {
+            crate::crash::point(crate::crash::AFTER_START);
+        }
         Ok((step, started))
+    }
+
+    /// Whether the call's start is to claim its key too (on a store that
+    /// can, one durable commit rather than two): a side effect that will go
+    /// on to stage 8 unless a check, a limit or what the start finds stops
+    /// it. Not a call a person must approve, nor one that carries a
+    /// question's id, nor one whose unknown outcome only a person could
+    /// settle (its claim keeps a question: stage 8 takes it).
+    fn claims_at_start(&self, call: &Call<'_>, prepared: &Prepared<'_>) -> bool {
+        let spec = prepared.spec;
+        let approved = !spec.high_risk()
+            || (call.confirmed && self.stages.settings.approvals != super::Approvals::Inbox);
+        spec.side_effect()
+            && !super::asked::unprotected(spec)
+            && call.approval.is_none()
+            && prepared.people <= 1
+            && approved
     }
 
     /// Stages 5 to 8, by what approves the call: a question's id whose
@@ -533,9 +572,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 }
             }
             _ => {
-                // The lock the call's start took goes with the call.
+                // The lock and the claim the call's start took go with the
+                // call; a claim stage 8 did not run under comes back.
                 prepared.lock = begun.lock.take();
-                self.decide_and_run(prepared, approval).await
+                prepared.claimed = begun.claimed.take().is_some();
+                let answer = self.decide_and_run(prepared, approval).await;
+                if std::mem::take(&mut prepared.claimed) {
+                    begun.claimed = Some(prepared.key);
+                }
+                answer
             }
         };
         // An approval by a rule of the operators' controls is audited as

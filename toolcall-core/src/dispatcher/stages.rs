@@ -142,12 +142,16 @@ pub(super) struct DecisionNote {
     pub edited: Option<Value>,
 }
 
-/// What the start of a call left for its end: its step, and the lock it
-/// took that no stage took over yet (freed once the call is answered).
+/// What the start of a call left for its end: its step, and the lock and
+/// the claim it took that no stage took over yet (freed once the call is
+/// answered).
 #[derive(Default)]
 pub(super) struct CallStart {
     pub step: u64,
     pub lock: Option<HeldLock>,
+    /// The key claimed with the start ([`crate::store::CallStart::claim`]),
+    /// until stage 8 runs under it; released if the call does not run.
+    pub claimed: Option<Key>,
     /// The operators' controls the call was judged by were not the store's
     /// any more: nothing was counted, and the call starts again.
     pub controls_moved: bool,

@@ -188,6 +188,25 @@ impl MemoryStore {
 }
 
 impl MemoryStore {
+    /// A claim of `key` taken with its call's start
+    /// ([`CallStart::claim`]): only if nothing is recorded of it.
+    fn claim_free(&self, key: &Key, until_ms: u64, now_ms: u64) -> bool {
+        let (mut shard, slot) = self.slot(key);
+        if shard.records.contains_key(&slot) {
+            return false;
+        }
+        shard.records.insert(
+            slot,
+            Record {
+                state: RecordState::InFlight { until_ms },
+                touched_ms: now_ms,
+                question: None,
+            },
+        );
+        self.maintain(&mut shard, now_ms);
+        true
+    }
+
     /// [`CallStore::claim`], keeping `question` with a claim it acquires.
     fn claim_keeping(&self, key: &Key, lease: Lease, question: Option<&PendingApproval>) -> Claim {
         let Lease { now_ms, lease_ms } = lease;
@@ -313,6 +332,14 @@ impl CallStore for MemoryStore {
             && let Some(lock) = start.lock
         {
             begun.locked = self.lock_resource(&lock, start.now_ms).await?;
+        }
+        if let Some(until_ms) = start.claim
+            && begun.calls.is_some_and(|calls| calls <= start.max_calls)
+            && (start.lock.is_none() || begun.locked)
+            && (!start.taint || begun.tainted == Some(false))
+            && (!start.questions || begun.questions == Some(false))
+        {
+            begun.claimed = self.claim_free(start.key, until_ms, start.now_ms);
         }
         Ok(begun)
     }

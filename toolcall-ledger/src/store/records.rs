@@ -124,6 +124,16 @@ pub struct CallStart<'a> {
     /// conversation made for it): its step is 1 and its count 1, and
     /// neither is kept.
     pub alone: bool,
+    /// A side effect's claim of its key, taken with the start when the
+    /// store can (`Some`: until when, in ms since the epoch): only if
+    /// nothing is recorded of the key, the count is within `max_calls`, the
+    /// lock asked for (if any) was taken, the session saw no untrusted
+    /// output (when `taint`) and the conversation has no question (when
+    /// `questions`). Such a start is a durable commit, as
+    /// [`CallStore::claim`](super::CallStore::claim) is; one that claims
+    /// says so in [`CallBegun::claimed`]. A store may ignore it: the
+    /// caller claims at stage 8 as it would otherwise.
+    pub claim: Option<u64>,
 }
 
 impl<'a> CallStart<'a> {
@@ -143,6 +153,7 @@ impl<'a> CallStart<'a> {
             lock: None,
             controls: None,
             alone: false,
+            claim: None,
         }
     }
 }
@@ -184,6 +195,11 @@ pub struct CallBegun {
     /// [`CallStart::controls`] named: nothing was counted, read or locked
     /// (every other field is its default).
     pub controls_moved: bool,
+    /// The key was claimed with the start ([`CallStart::claim`]): the
+    /// caller holds it as it would hold a [`Claim::Acquired`](super::Claim::Acquired),
+    /// and releases it ([`CallStore::release`](super::CallStore::release))
+    /// if the call does not run.
+    pub claimed: bool,
 }
 
 /// The operators' controls as a store keeps them
