@@ -158,3 +158,90 @@ async fn it_runs_with_the_call_s_resources_locked() {
     assert_eq!(codes, ["OK", "ROOM_TAKEN", "ROOM_TAKEN"]);
     assert_eq!(hotel.bookings.load(Ordering::SeqCst), 1, "booked once");
 }
+
+/// A till whose payments honour the idempotency key they are given; its
+/// first check is slow (the test's clock moves by `slow` instead of anyone
+/// waiting), and with `retry` the model's retry reaches another replica
+/// meanwhile.
+#[derive(Default)]
+struct Till {
+    payments: AtomicU32,
+    slow: Mutex<Option<(Duration, bool)>>,
+    /// The other replica, and what it answered the retry.
+    other: std::sync::OnceLock<Dispatcher<Till, Arc<toolcall::store::MemoryStore>>>,
+    retried: Mutex<Option<toolcall::ToolResult>>,
+}
+
+/// Pays an invoice.
+#[tool(side_effect, idempotent_backend, async_check = till_is_open)]
+async fn pay(
+    ctx: &Ctx<Till>,
+    /// The invoice, for example INV-7.
+    #[arg(pattern = "^INV-[0-9]+$")]
+    invoice: String,
+) -> Result<Value, ToolError> {
+    counted(&ctx.state.payments, json!({ "paid": invoice }))
+}
+
+const PAY: &str = r#"{"invoice": "INV-7"}"#;
+const LEASE: Duration = Duration::from_secs(10);
+
+async fn till_is_open(_args: &PayArgs, ctx: &Ctx<Till>) -> Result<(), ToolError> {
+    let slow = ctx.state.slow.lock().unwrap().take();
+    if let Some((slow, retry)) = slow {
+        toolcall_ledger::store::clock::advance(slow);
+        if retry {
+            let other = ctx.state.other.get().expect("the other replica");
+            let retried = other.execute(Call::new("pay", PAY).session("s")).await;
+            *ctx.state.retried.lock().unwrap() = Some(retried);
+        }
+    }
+    Ok(())
+}
+
+/// A payment whose first check takes `slow`, with the retry on another
+/// replica meanwhile when `retry`: the first call's answer, and the till.
+async fn pay_slowly(slow: Duration, retry: bool) -> (toolcall::ToolResult, Arc<Till>) {
+    let store = Arc::new(toolcall::store::MemoryStore::default());
+    let till = Arc::new(Till::default());
+    *till.slow.lock().unwrap() = Some((slow, retry));
+    let replica = || {
+        Dispatcher::builder(tools![pay].unwrap(), Arc::clone(&till))
+            .store(Arc::clone(&store))
+            .claim_lease(LEASE)
+            .claim_wait(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    assert!(till.other.set(replica()).is_ok());
+    let first = replica().execute(Call::new("pay", PAY).session("s")).await;
+    toolcall_ledger::store::clock::reset();
+    (first, till)
+}
+
+/// The claim a side effect's start took lapses while its check runs, and
+/// an identical call on another replica takes the key as abandoned and
+/// pays: the first call, checked at last, claims the key again rather than
+/// run under the lapsed claim, and is answered with that payment. The till
+/// paid once.
+#[tokio::test]
+async fn a_check_that_outlasts_the_claim_s_lease_does_not_run_under_it() {
+    let (first, till) = pay_slowly(LEASE * 2, true).await;
+    assert_eq!(till.payments.load(Ordering::SeqCst), 1, "paid once");
+    let retried = till.retried.lock().unwrap().take().expect("the retry came");
+    assert!(
+        retried.ok && !retried.replayed,
+        "the retry paid: {retried:?}"
+    );
+    assert!(first.ok && first.replayed, "{first:?}");
+}
+
+/// A check that took half the lease: the start's claim is renewed, and the
+/// call runs under it (with nothing renewed, it would find its own claim
+/// held and wait on itself).
+#[tokio::test]
+async fn a_check_that_took_half_the_lease_runs_under_the_claim_renewed() {
+    let (first, till) = pay_slowly(LEASE / 2, false).await;
+    assert!(first.ok && !first.replayed, "{first:?}");
+    assert_eq!(till.payments.load(Ordering::SeqCst), 1);
+}

@@ -185,7 +185,7 @@ impl<St: Store> Stages<St> {
             step: 0,
             client_answers: false,
             lock: None,
-            claimed: false,
+            claimed: None,
             resources: None,
             people,
             ruled: None,
@@ -271,9 +271,10 @@ pub(super) struct Prepared<'a> {
     /// and handed to stages 5 to 8, which take it over; then, while they
     /// run, the lock they hold, which the result's record frees too.
     pub lock: Option<HeldLock>,
-    /// The call's start claimed its key (see `CallStart::claimed`): stage 8
-    /// runs under that claim rather than taking one.
-    pub claimed: bool,
+    /// The call's start claimed its key (see `CallStart::claimed`), with a
+    /// lease to this time: stage 8 runs under that claim rather than taking
+    /// one, and takes it (`None`) when it does.
+    pub claimed: Option<u64>,
     /// The lock keys of the call's resources, once read (see
     /// `resource_keys`): the call's start reads them, stages 5 to 8 take them.
     pub resources: Option<Resources>,

@@ -87,7 +87,7 @@ impl<St: Store> Stages<St> {
             self.json(prepared)?;
         }
         let validated = prepared.validated.take();
-        let mut claimed = std::mem::take(&mut prepared.claimed);
+        let mut claimed = prepared.claimed.take();
         let Prepared {
             spec,
             members,
@@ -129,9 +129,11 @@ impl<St: Store> Stages<St> {
                     Settled::Answer(answer) => return answer,
                 }
             }
-            if std::mem::take(&mut claimed) {
-                // Claimed with the call's start, which found nothing
-                // recorded of the key: no doubt to settle.
+            // Claimed with the call's start, which found nothing recorded
+            // of the key: no doubt to settle, while the claim holds.
+            if let Some(until_ms) = claimed.take()
+                && self.still_claimed(key, until_ms, spec).await
+            {
                 break;
             }
             match self.claim(spec, key, &call).await? {
@@ -437,6 +439,27 @@ impl<St: Store> Stages<St> {
             })
             .await?;
         claimed.ok_or_else(|| self.fail(Failure::CallInProgress, name))
+    }
+
+    /// Whether the claim the call's start took on `key`, its lease ending at
+    /// `until_ms`, is still the call's to run under. With two thirds of
+    /// its lease left (the usual case: the checks between took moments), as
+    /// taken; with less, once renewed; lapsed (a check that took longer
+    /// than the lease), not: the call then claims as any call does, and
+    /// finds what became of the key meanwhile (an identical call may have
+    /// taken it as abandoned).
+    async fn still_claimed(&self, key: &Key, until_ms: u64, spec: &ToolSpec) -> bool {
+        let lease_ms = millis(self.lease(spec));
+        let now_ms = now_ms();
+        let left = until_ms.saturating_sub(now_ms);
+        if left.saturating_mul(3) >= lease_ms.saturating_mul(2) {
+            return true;
+        }
+        left > 0
+            && matches!(
+                self.store.renew(key, Lease { now_ms, lease_ms }).await,
+                Ok(true)
+            )
     }
 
     /// How long a claim holds without renewal: the claim lease, or less for

@@ -37,7 +37,7 @@ impl<St: Store> Stages<St> {
         active: &mut Option<Active<'d>>,
         lock: &mut Option<HeldLock>,
         controls: u64,
-        claim: bool,
+        claim: Option<u64>,
     ) -> (Result<u64, StoreError>, Option<CallBegun>) {
         if call.dry_run {
             let step = self
@@ -74,9 +74,7 @@ impl<St: Store> Stages<St> {
             holder: &held.holder,
             lease_ms: millis(self.lease(spec)),
         });
-        if claim {
-            start.claim = Some(crate::store::now_ms().saturating_add(millis(self.lease(spec))));
-        }
+        start.claim = claim;
         match self.store.begin_call(&start).await {
             Ok(found) => {
                 if !found.locked {

@@ -473,16 +473,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         version: u64,
     ) -> Stage<(u64, Option<CallBegun>)> {
         let name = call.tool;
-        let mut claim = false;
+        let mut claim = None;
         let valid = match checked {
             Ok(prepared) if !call.dry_run => {
                 begun.lock = prepared.early_lock();
-                claim = self.claims_at_start(call, prepared);
+                // Its lease runs from the call's time, as the lock's does.
+                claim = self.claims_at_start(call, prepared).then(|| {
+                    at_ms.saturating_add(super::retry::millis(self.stages.lease(prepared.spec)))
+                });
                 Some((prepared.spec, &prepared.key))
             }
             _ => None,
         };
-        let key = valid.map(|(_, key)| *key);
+        let began = valid.is_some();
         // A call refused before its start counts a step without it: the
         // controls it was judged by are made sure of first.
         if valid.is_none() && !call.dry_run && self.stages.controls(name).await?.version != version
@@ -503,8 +506,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 claim,
             )
             .await;
-        if started.as_ref().is_some_and(|found| found.claimed) {
-            begun.claimed = key;
+        if started.as_ref().is_some_and(|found| found.claimed)
+            && let Ok(prepared) = checked
+        {
+            begun.claimed = Some(prepared.key);
+            prepared.claimed = claim;
         }
         if started.as_ref().is_some_and(|found| found.controls_moved) {
             begun.controls_moved = true;
@@ -512,7 +518,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         }
         let step = step.map_err(|error| self.stages.store_unavailable(name, &error))?;
         begun.step = step;
-        if key.is_some() {
+        if began {
             crate::crash::point(crate::crash::AFTER_START);
         }
         Ok((step, started))
@@ -572,13 +578,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 }
             }
             _ => {
-                // The lock and the claim the call's start took go with the
-                // call; a claim stage 8 did not run under comes back.
+                // The lock the call's start took goes with the call; so
+                // does its claim, which stays the start's to give back
+                // unless stage 8 took it over.
                 prepared.lock = begun.lock.take();
-                prepared.claimed = begun.claimed.take().is_some();
                 let answer = self.decide_and_run(prepared, approval).await;
-                if std::mem::take(&mut prepared.claimed) {
-                    begun.claimed = Some(prepared.key);
+                if prepared.claimed.is_none() {
+                    begun.claimed = None;
                 }
                 answer
             }

@@ -333,7 +333,10 @@ impl CallStore for MemoryStore {
         {
             begun.locked = self.lock_resource(&lock, start.now_ms).await?;
         }
+        // What the start read of the key (a replay, a claim held, a doubt)
+        // leaves it unclaimed without looking again.
         if let Some(until_ms) = start.claim
+            && begun.outcome.is_none()
             && begun.calls.is_some_and(|calls| calls <= start.max_calls)
             && (start.lock.is_none() || begun.locked)
             && (!start.taint || begun.tainted == Some(false))
