@@ -420,12 +420,102 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     }
 }
 
+/// A start asked to claim its key (`CallStart::claim`), on `store`, seen
+/// from `other` (another replica, or the same store): it claims a free key
+/// with the lock it took, and the claim holds as one of its own would; it
+/// does not claim a key that is held, completed or over the bound of
+/// identical calls, nor in a session that read untrusted output, nor when
+/// the lock asked for is another's.
+async fn claim_conformance(store: &impl Store, other: &impl Store) {
+    let now = now_ms();
+    let lease = Lease {
+        now_ms: now,
+        lease_ms: 60_000,
+    };
+    let (session, k, resource) = (
+        format!("claim-{now}"),
+        toolcall_tests::key(&format!("claim-{now}")),
+        toolcall_tests::key(&format!("claimed-order-{now}")),
+    );
+    let mut start = CallStart::new(&session, &k, now, 100);
+    start.max_calls = 2;
+    start.outcome = true;
+    start.taint = true;
+    start.questions = true;
+    start.claim = Some(now + 60_000);
+    let h1 = LockAsk {
+        resource: &resource,
+        holder: "h1",
+        lease_ms: 60_000,
+    };
+    start.lock = Some(h1);
+
+    let begun = store.begin_call(&start).await.unwrap();
+    assert!(begun.locked && begun.claimed, "a free key: {begun:?}");
+    assert_eq!(begun.outcome, None, "read before the claim: {begun:?}");
+    assert_eq!(other.claim(&k, lease).await.unwrap(), Claim::InFlight);
+    let again = other.begin_call(&start).await.unwrap();
+    assert!(!again.claimed, "held by the first: {again:?}");
+    assert_eq!(again.outcome, Some(RecordedOutcome::InFlight));
+
+    // Given back, it is free again: the next start claims it.
+    store.release(&k).await.unwrap();
+    store.unlock_resource(&resource, "h1").await.unwrap();
+    let mut third = start;
+    third.max_calls = 3;
+    let begun = other.begin_call(&third).await.unwrap();
+    assert!(begun.claimed, "released: {begun:?}");
+    let result = ToolResult::success("pay", serde_json::Map::new());
+    other.complete(&k, &result).await.unwrap();
+    other.unlock_resource(&resource, "h1").await.unwrap();
+    let mut fourth = third;
+    fourth.max_calls = 4;
+    let begun = store.begin_call(&fourth).await.unwrap();
+    assert!(!begun.claimed, "completed: {begun:?}");
+    let begun = store.begin_call(&start).await.unwrap();
+    assert!(
+        !begun.claimed && begun.calls == Some(5),
+        "over the bound: {begun:?}"
+    );
+
+    // A fresh key whose lock another holds, then in a tainted session.
+    let fresh = toolcall_tests::key(&format!("claim-fresh-{now}"));
+    let h2 = LockAsk { holder: "h2", ..h1 };
+    assert!(other.lock_resource(&h2, now).await.unwrap());
+    let mut locked_out = start;
+    locked_out.key = &fresh;
+    let begun = store.begin_call(&locked_out).await.unwrap();
+    assert!(
+        !begun.locked && !begun.claimed,
+        "the lock is another's: {begun:?}"
+    );
+    other.unlock_resource(&resource, "h2").await.unwrap();
+    let source = TaintSource::from_output("t", None, 0, &serde_json::json!({}), &[]);
+    store
+        .add_taint(&Exposure {
+            session: &session,
+            fingerprints: &["a-value-print".to_owned()],
+            source: &source,
+        })
+        .await
+        .unwrap();
+    let begun = other.begin_call(&locked_out).await.unwrap();
+    assert!(!begun.claimed, "a tainted session: {begun:?}");
+    assert_eq!(
+        other.outcome(&fresh).await.unwrap(),
+        None,
+        "nothing claimed"
+    );
+}
+
 #[tokio::test]
 async fn every_store_begins_and_completes_a_call_as_its_parts_do() {
     let memory = toolcall::store::MemoryStore::default();
     begin_conformance(&memory, &memory, true).await;
+    claim_conformance(&memory, &memory).await;
     let sqlite = SqliteStore::open_in_memory().unwrap();
     begin_conformance(&sqlite, &sqlite, true).await;
+    claim_conformance(&sqlite, &sqlite).await;
     let Some(url) = postgres_url() else { return };
     let schema = postgres_schema("begin");
     let first = PostgresStore::connect_in_schema(&url, &schema)
@@ -435,6 +525,7 @@ async fn every_store_begins_and_completes_a_call_as_its_parts_do() {
         .await
         .unwrap();
     begin_conformance(&first, &second, true).await;
+    claim_conformance(&first, &second).await;
     drop(second);
     first.drop_schema().await.unwrap();
 }

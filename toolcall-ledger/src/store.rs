@@ -88,15 +88,17 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
     /// ([`lock_resource`](LockStore::lock_resource)) when the key is neither
     /// completed nor held by a running claim; and says whether the session
     /// saw untrusted output, and whether the conversation has a question,
-    /// when asked. Each part means what its own
+    /// when asked. A store that can also claims the key when
+    /// [`CallStart::claim`] asks it to and nothing stands in the way (see
+    /// there), in the same transaction. Each part means what its own
     /// method means; a store may make them in one round trip.
     ///
     /// This default reads the controls' version first when asked
     /// ([`controls`](ControlStore::controls)), then makes the step, the count and
-    /// the read one after the other, and neither locks nor looks at the
-    /// taint or the approvals
-    /// (`locked: false`, `tainted: None`, `questions: None`): the caller then
-    /// does those its own way.
+    /// the read one after the other, and neither locks, nor claims, nor looks
+    /// at the taint or the approvals
+    /// (`locked: false`, `claimed: false`, `tainted: None`, `questions: None`):
+    /// the caller then does those its own way.
     fn begin_call(
         &self,
         start: &CallStart<'_>,
