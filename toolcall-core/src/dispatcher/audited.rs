@@ -1,16 +1,25 @@
 //! What a call leaves in the audit and in tracing: its span, and its
-//! record, made in one place from how the call ended, and handed to the
-//! sink and to tracing. (The arguments' text, as the audit keeps it, is
+//! record, made in one place from how the call ended (the dispatcher's
+//! `audit_call`, and `unnamed` for a call refused before its pipeline),
+//! and handed to the sink and to tracing. (The arguments' text, as the audit keeps it, is
 //! `tool::audit_text`'s.)
 
+use std::any::Any;
+use std::borrow::Cow;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::time::Instant;
 
-use crate::audit::{AuditRecord, AuditSink};
+use super::Dispatcher;
+use super::call::Call;
+use super::messages::Failure;
+use super::stages::AuditNotes;
+use crate::audit::{AuditRecord, AuditSink, Cut};
 use crate::echo::MAX_NAME_ECHO;
+use crate::parse::Arguments;
 use crate::policy::Caller;
 use crate::result::ToolResult;
+use crate::store::Store;
 use crate::tool::ToolSpec;
 
 /// Hands `record` to the sink, and its code to the call's span.
@@ -119,4 +128,132 @@ pub(super) fn call_span(
         gen_ai.tool.call.id = call_id,
         error.type = tracing::field::Empty,
     )
+}
+
+impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
+    /// Fits `result` to the output budget and hands the call's audit record
+    /// (and, for a person's edit, the edited call's) to the sink.
+    pub(super) fn audit_call(
+        &self,
+        call: &Call<'_>,
+        spec: Option<&'static ToolSpec>,
+        called: &Called<'_>,
+        result: &mut ToolResult,
+        noted: AuditNotes,
+        span: &tracing::Span,
+    ) {
+        let AuditNotes {
+            carried,
+            tainted,
+            problems,
+        } = noted;
+        let mut cut = Vec::new();
+        let budget = spec
+            .and_then(ToolSpec::max_output_bytes)
+            .or(self.stages.settings.max_output_bytes);
+        if let Some(budget) = budget {
+            crate::budget::fit_result(result, budget, &mut cut);
+        }
+        if call.look {
+            return;
+        }
+        let confirmed = call.confirmed
+            || carried.is_some()
+            || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
+        let tool = match spec {
+            // The registry's own name: nothing to copy, nor to cut.
+            Some(spec) if spec.name().len() <= MAX_NAME_ECHO => Cow::Borrowed(spec.name()),
+            _ => Cow::Owned(Cut::keep(
+                "tool",
+                call.tool.to_owned(),
+                MAX_NAME_ECHO,
+                &mut cut,
+            )),
+        };
+        let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
+        let mut record = called.ended(tool, arguments, result);
+        record.confirmed = confirmed;
+        record.call_id = call.call_id.map(str::to_owned);
+        // A person's decision the call carried out: it is theirs.
+        record.approved_by = carried.as_ref().map(|c| c.by.clone());
+        record.cut = cut;
+        record.tainted = tainted.clone();
+        record.dry_run = call.dry_run;
+        if call.dry_run {
+            // A dry run reads the step the real call would take; it takes none.
+            record.step = None;
+        }
+        record.problems = problems;
+        hand(&*self.audit, record, span);
+        if let Some(edited) = carried.and_then(|c| c.edited) {
+            // The audit keeps both versions: the model's call above, and
+            // the call the person's edits made, as it ran.
+            let arguments = crate::tool::audit_text(spec, Arguments::Parsed(&edited));
+            let mut record = called.ended(call.tool.to_owned(), arguments, result);
+            record.confirmed = true;
+            record.call_id = call.call_id.map(str::to_owned);
+            record.tainted = tainted;
+            hand(&*self.audit, record, span);
+        }
+    }
+
+    /// The answer to a call that names no conversation, on a dispatcher
+    /// with no default one: refused before anything runs or is counted,
+    /// and audited.
+    pub(super) fn unnamed(
+        &self,
+        call: &Call<'_>,
+        caller: &Caller,
+        spec: Option<&'static ToolSpec>,
+        started: Instant,
+        at_ms: u64,
+        span: &tracing::Span,
+    ) -> ToolResult {
+        let mut cut = Vec::new();
+        let tool: Cow<'static, str> = match spec {
+            Some(spec) => Cow::Borrowed(spec.name()),
+            None => Cow::Owned(Cut::keep(
+                "tool",
+                call.tool.to_owned(),
+                MAX_NAME_ECHO,
+                &mut cut,
+            )),
+        };
+        let result = self
+            .stages
+            .fail(Failure::ConversationRequired, tool.clone());
+        let called = Called {
+            session: "",
+            caller,
+            step: 0,
+            started,
+            at_ms,
+        };
+        let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
+        let mut record = called.ended(tool, arguments, &result);
+        record.call_id = call
+            .call_id
+            .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());
+        record.cut = cut;
+        record.dry_run = call.dry_run;
+        hand(&*self.audit, record, span);
+        result
+    }
+
+    /// The model's arguments as the call's audit record keeps them
+    /// (redacted, [`tool::audit_text`](crate::tool::audit_text)): over the
+    /// raw arguments' bound, their head and tail, and what was cut in `cut`.
+    fn audited_arguments(
+        &self,
+        spec: Option<&ToolSpec>,
+        arguments: Arguments<'_>,
+        cut: &mut Vec<Cut>,
+    ) -> String {
+        let text = crate::tool::audit_text(spec, arguments);
+        if text.len() > self.stages.settings.max_argument_bytes {
+            Cut::keep("arguments", text, AUDIT_CUT_ARGUMENTS, cut)
+        } else {
+            text
+        }
+    }
 }

@@ -22,7 +22,6 @@
 //! The retry policy and the one wait loop are in `retry.rs`.
 
 use std::any::Any;
-use std::borrow::Cow;
 use std::pin::pin;
 use std::time::Instant;
 
@@ -31,7 +30,7 @@ use serde_json::{Map, Value};
 use super::Dispatcher;
 use super::arguments::Prepared;
 use super::asked::Doubt;
-use super::audited::{self, AUDIT_CUT_ARGUMENTS, Called, call_span, in_span};
+use super::audited::{Called, call_span, in_span};
 use super::call::Call;
 use super::confirm::Asking;
 use super::execute::while_renewing;
@@ -39,10 +38,7 @@ use super::messages::{Details, Failure};
 use super::stages::{Approval, AuditNotes, CallStart, DecisionNote, Stage, Stages};
 use super::taint::SessionTaint;
 use super::twins::Active;
-use crate::audit::Cut;
 use crate::controls::Current;
-use crate::echo::MAX_NAME_ECHO;
-use crate::parse::Arguments;
 use crate::policy::{Caller, Policy};
 use crate::result::ToolResult;
 use crate::store::{CallBegun, RecordedOutcome, Store};
@@ -106,132 +102,6 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         };
         self.audit_call(&call, spec, &called, &mut result, noted, &span);
         result
-    }
-
-    /// Fits `result` to the output budget and hands the call's audit record
-    /// (and, for a person's edit, the edited call's) to the sink.
-    fn audit_call(
-        &self,
-        call: &Call<'_>,
-        spec: Option<&'static ToolSpec>,
-        called: &Called<'_>,
-        result: &mut ToolResult,
-        noted: AuditNotes,
-        span: &tracing::Span,
-    ) {
-        let AuditNotes {
-            carried,
-            tainted,
-            problems,
-        } = noted;
-        let mut cut = Vec::new();
-        let budget = spec
-            .and_then(ToolSpec::max_output_bytes)
-            .or(self.stages.settings.max_output_bytes);
-        if let Some(budget) = budget {
-            crate::budget::fit_result(result, budget, &mut cut);
-        }
-        if call.look {
-            return;
-        }
-        let confirmed = call.confirmed
-            || carried.is_some()
-            || (call.approval.is_some() && result.code != crate::Code::ConfirmationInvalid);
-        let tool = match spec {
-            // The registry's own name: nothing to copy, nor to cut.
-            Some(spec) if spec.name().len() <= MAX_NAME_ECHO => Cow::Borrowed(spec.name()),
-            _ => Cow::Owned(Cut::keep(
-                "tool",
-                call.tool.to_owned(),
-                MAX_NAME_ECHO,
-                &mut cut,
-            )),
-        };
-        let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
-        let mut record = called.ended(tool, arguments, result);
-        record.confirmed = confirmed;
-        record.call_id = call.call_id.map(str::to_owned);
-        // A person's decision the call carried out: it is theirs.
-        record.approved_by = carried.as_ref().map(|c| c.by.clone());
-        record.cut = cut;
-        record.tainted = tainted.clone();
-        record.dry_run = call.dry_run;
-        if call.dry_run {
-            // A dry run reads the step the real call would take; it takes none.
-            record.step = None;
-        }
-        record.problems = problems;
-        audited::hand(&*self.audit, record, span);
-        if let Some(edited) = carried.and_then(|c| c.edited) {
-            // The audit keeps both versions: the model's call above, and
-            // the call the person's edits made, as it ran.
-            let arguments = crate::tool::audit_text(spec, Arguments::Parsed(&edited));
-            let mut record = called.ended(call.tool.to_owned(), arguments, result);
-            record.confirmed = true;
-            record.call_id = call.call_id.map(str::to_owned);
-            record.tainted = tainted;
-            audited::hand(&*self.audit, record, span);
-        }
-    }
-
-    /// The answer to a call that names no conversation, on a dispatcher
-    /// with no default one: refused before anything runs or is counted,
-    /// and audited.
-    fn unnamed(
-        &self,
-        call: &Call<'_>,
-        caller: &Caller,
-        spec: Option<&'static ToolSpec>,
-        started: Instant,
-        at_ms: u64,
-        span: &tracing::Span,
-    ) -> ToolResult {
-        let mut cut = Vec::new();
-        let tool: Cow<'static, str> = match spec {
-            Some(spec) => Cow::Borrowed(spec.name()),
-            None => Cow::Owned(Cut::keep(
-                "tool",
-                call.tool.to_owned(),
-                MAX_NAME_ECHO,
-                &mut cut,
-            )),
-        };
-        let result = self
-            .stages
-            .fail(Failure::ConversationRequired, tool.clone());
-        let called = Called {
-            session: "",
-            caller,
-            step: 0,
-            started,
-            at_ms,
-        };
-        let arguments = self.audited_arguments(spec, call.arguments, &mut cut);
-        let mut record = called.ended(tool, arguments, &result);
-        record.call_id = call
-            .call_id
-            .map(|id| crate::echo::bound(id, crate::echo::MAX_CALL_ID_BYTES).into_owned());
-        record.cut = cut;
-        record.dry_run = call.dry_run;
-        audited::hand(&*self.audit, record, span);
-        result
-    }
-
-    /// The model's arguments as the call's audit record keeps them
-    /// (redacted, [`tool::audit_text`](crate::tool::audit_text)): over the
-    /// raw arguments' bound, their head and tail, and what was cut in `cut`.
-    fn audited_arguments(
-        &self,
-        spec: Option<&ToolSpec>,
-        arguments: Arguments<'_>,
-        cut: &mut Vec<Cut>,
-    ) -> String {
-        let text = crate::tool::audit_text(spec, arguments);
-        if text.len() > self.stages.settings.max_argument_bytes {
-            Cut::keep("arguments", text, AUDIT_CUT_ARGUMENTS, cut)
-        } else {
-            text
-        }
     }
 
     /// The call's step, its answer, and what the pipeline noted of it for
