@@ -397,18 +397,19 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     /// Whether the call's start is to claim its key too (on a store that
     /// can, one durable commit rather than two): a side effect that will go
     /// on to stage 8 unless a check, a limit or what the start finds stops
-    /// it. Not a call a person must approve, nor one that carries a
-    /// question's id, nor one whose unknown outcome only a person could
-    /// settle (its claim keeps a question: stage 8 takes it).
+    /// it. Its approval as stage 7 will judge it (`approval_of`, with no
+    /// doubt found: a key in doubt is not free, and is never claimed at
+    /// the start): given, or none needed. Not a call a person must approve
+    /// or that carries a question's id, nor one whose unknown outcome only a
+    /// person could settle (its claim keeps a question: stage 8 takes it).
     fn claims_at_start(&self, call: &Call<'_>, prepared: &Prepared<'_>) -> bool {
         let spec = prepared.spec;
-        let approved = !spec.high_risk()
-            || (call.confirmed && self.stages.settings.approvals != super::Approvals::Inbox);
-        spec.side_effect()
-            && !super::asked::unprotected(spec)
-            && call.approval.is_none()
-            && prepared.people <= 1
-            && approved
+        let approved = match self.stages.approval_of(call, false, prepared.people) {
+            Approval::Given => true,
+            Approval::None => !prepared.needs_person(),
+            Approval::Id(_) | Approval::InDoubt => false,
+        };
+        spec.side_effect() && !super::asked::unprotected(spec) && approved
     }
 
     /// Stages 5 to 8, by what approves the call: a question's id whose
