@@ -16,7 +16,7 @@ use toolcall_tests::{key, postgres_schema, postgres_url};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use toolcall::store::prelude::*;
-use toolcall::store::{AskApproval, Claim, DecideOutcome, Lease, now_ms};
+use toolcall::store::{AskApproval, Claim, DecideOutcome, Lease, PendingQuery, now_ms};
 use toolcall::{Call, Code, Ctx, Dispatcher, Rejection, ToolResult, tool, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -519,6 +519,45 @@ fn server_address(url: &str) -> String {
     } else {
         format!("{host_port}:5432")
     }
+}
+
+/// A page of the inbox is read from one snapshot: while another replica
+/// asks question after question, every page counts exactly what it lists
+/// (its count and its items once came from two statements, and a question
+/// asked between them made the inbox count 3 and list 4).
+#[test]
+fn a_page_of_the_inbox_counts_what_it_lists_while_questions_come() {
+    race_on_replicas("page_snapshot", 2, |stores| async move {
+        const QUESTIONS: u32 = 300;
+        let done = Arc::new(AtomicBool::new(false));
+        let asking = {
+            let (store, done) = (Arc::clone(&stores[0]), Arc::clone(&done));
+            tokio::spawn(async move {
+                for n in 0..QUESTIONS {
+                    store.put_approval(&asked(&format!("q{n}"))).await.unwrap();
+                }
+                done.store(true, Ordering::SeqCst);
+            })
+        };
+        let (mut pages, mut disagreed) = (0, Vec::new());
+        while !done.load(Ordering::SeqCst) || pages < 20 {
+            let page = stores[1]
+                .pending_page(&PendingQuery::new(now_ms(), 1_000))
+                .await
+                .unwrap();
+            pages += 1;
+            if page.total != page.items.len() as u64 {
+                disagreed.push((page.total, page.items.len()));
+            }
+        }
+        asking.await.unwrap();
+        assert!(pages >= 20, "pages read while questions came: {pages}");
+        assert_eq!(
+            disagreed,
+            Vec::new(),
+            "(counted, listed) of the pages that disagreed"
+        );
+    });
 }
 
 #[test]

@@ -342,8 +342,14 @@ pub(crate) async fn page(
     query: &PendingQuery<'_>,
 ) -> Result<PendingPage, StoreError> {
     let statements = approval::page_statements(query, |n| format!("${n}"));
-    let client = store.client().await?;
-    let total: i64 = client
+    // The count and the page from one snapshot: read apart, a question
+    // asked between them made the page count one thing and list another.
+    let mut client = store.client().await?;
+    let tx = client.transaction().await?;
+    tx.batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
+        .map_err(StoreError::new)?;
+    let total: i64 = tx
         .query_one(
             &statements.count,
             &statements
@@ -355,13 +361,14 @@ pub(crate) async fn page(
         .await
         .map_err(StoreError::new)?
         .get(0);
-    let rows = client
+    let rows = tx
         .query(
             &statements.page,
             &statements.page_values.iter().map(param).collect::<Vec<_>>(),
         )
         .await
         .map_err(StoreError::new)?;
+    tx.commit().await.map_err(StoreError::new)?;
     let rows = rows.iter().map(values).collect::<Result<Vec<_>, _>>()?;
     approval::page(query, total, rows)
 }
