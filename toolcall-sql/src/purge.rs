@@ -60,16 +60,17 @@ impl Purged {
     }
 }
 
-/// One kind of row a purge deletes: its table, the columns a row is found
-/// by, and the condition an expired row meets.
+/// One kind of row a purge deletes: its table, the condition an expired
+/// row meets, and the order a batch takes them in.
 #[derive(Clone, Copy, Debug)]
 pub struct Kind {
     /// The field of [`Purged`] that counts it.
     pub name: &'static str,
     /// Its table.
     pub table: &'static str,
-    /// The columns of its primary key, separated by commas.
-    pub key: &'static str,
+    /// The indexed column its condition reads (`None`: no index serves
+    /// it): see [`oldest_first`](Kind::oldest_first).
+    oldest_first: Option<&'static str>,
     /// The condition, with `{cutoff}` for the retention's cutoff and
     /// `{now}` for the time of the purge.
     condition: &'static str,
@@ -84,6 +85,17 @@ impl Kind {
             .replace("{cutoff}", cutoff)
             .replace("{now}", now)
     }
+
+    /// ` ORDER BY` the indexed column the condition reads, or nothing when
+    /// no index serves it: a batch takes the oldest rows first, and walks
+    /// that index to find them even in a plan made without the values
+    /// (Postgres's generic plans), where a condition alone would have it
+    /// read the whole table at every batch.
+    pub fn oldest_first(&self) -> String {
+        self.oldest_first
+            .map(|column| format!(" ORDER BY {column}"))
+            .unwrap_or_default()
+    }
 }
 
 /// Every kind a purge deletes, in the order of [`purged`]'s counts.
@@ -91,20 +103,20 @@ pub const KINDS: [Kind; 8] = [
     Kind {
         name: "steps",
         table: "toolcall_steps",
-        key: "session",
+        oldest_first: Some("touched_ms"),
         condition: "touched_ms < {cutoff}",
     },
     Kind {
         name: "calls",
         table: "toolcall_calls",
-        key: "key",
+        oldest_first: Some("touched_ms"),
         condition: "touched_ms < {cutoff}",
     },
     // Never a claim whose lease is running.
     Kind {
         name: "records",
         table: "toolcall_records",
-        key: "key",
+        oldest_first: Some("touched_ms"),
         condition: "touched_ms < {cutoff} AND (state <> 'in_flight' OR until_ms <= {now})",
     },
     // Undecided approvals go at their expiry; decided ones stay in the
@@ -112,32 +124,32 @@ pub const KINDS: [Kind; 8] = [
     Kind {
         name: "approvals",
         table: "toolcall_approvals",
-        key: "id",
+        oldest_first: Some("expires_ms"),
         condition: "expires_ms <= {now} AND (decision IS NULL OR expires_ms < {cutoff})",
     },
     Kind {
         name: "locks",
         table: "toolcall_locks",
-        key: "resource_key",
+        oldest_first: Some("until_ms"),
         condition: "until_ms <= {now}",
     },
     Kind {
         name: "taint",
         table: "toolcall_taint",
-        key: "session, print",
+        oldest_first: Some("touched_ms"),
         condition: "touched_ms < {cutoff}",
     },
     Kind {
         name: "rates",
         table: "toolcall_rates",
-        key: "bucket_key, window_start_ms",
+        oldest_first: Some("until_ms"),
         condition: "until_ms <= {now}",
     },
     // Kept as long as their approval is.
     Kind {
         name: "signatures",
         table: "toolcall_signatures",
-        key: "id, signer",
+        oldest_first: None,
         condition: "NOT EXISTS (SELECT 1 FROM toolcall_approvals AS a WHERE a.id = toolcall_signatures.id)",
     },
 ];

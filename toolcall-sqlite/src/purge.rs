@@ -42,11 +42,14 @@ impl SqliteStore {
         let mut conn = self.conn();
         let tx = immediate(&mut conn)?;
         // ?1: the retention's cutoff, ?2: now, ?3: the limit.
-        let delete = |table: &str, condition: &str| {
+        let delete = |kind: &purge::Kind| {
             tx.execute(
                 &format!(
                     "DELETE FROM {table} WHERE rowid IN
-                     (SELECT rowid FROM {table} WHERE {condition} LIMIT ?3)"
+                     (SELECT rowid FROM {table} WHERE {condition}{order} LIMIT ?3)",
+                    table = kind.table,
+                    condition = kind.condition("?1", "?2"),
+                    order = kind.oldest_first(),
                 ),
                 params![cutoff, now, limit],
             )
@@ -54,7 +57,7 @@ impl SqliteStore {
         };
         let mut counts = [0; purge::KINDS.len()];
         for (count, kind) in counts.iter_mut().zip(&purge::KINDS) {
-            *count = delete(kind.table, &kind.condition("?1", "?2"))?;
+            *count = delete(kind)?;
         }
         tx.commit().map_err(StoreError::new)?;
         Ok(purge::purged(counts))
