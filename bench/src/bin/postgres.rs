@@ -23,6 +23,11 @@
 //!   Beside it, the log's flushes to the disk a call waits for (`wal_sync`
 //!   of `pg_stat_wal`, for the whole server: run it on a quiet one): the
 //!   durable commits of a call, the calls being made one after another.
+//! * **Rows kept** (`--kept N`, 0 by default): the store's tables filled,
+//!   before the rates below, with N records and call counts and N/5 steps
+//!   that have not expired, as a store in use holds within its retention
+//!   window: what the store's statements and its purge cost grows with
+//!   them if they read more than they need.
 //! * **W.** The server's own rate of single-row inserts (autocommit, each
 //!   prepared once) from 8 connections at once: what the store's rates are
 //!   compared with.
@@ -65,6 +70,12 @@ struct Args {
     /// Calls of the shorter run, for the transactions per call.
     #[arg(long, default_value_t = 200)]
     xact_calls: usize,
+    /// Rows the store holds before the rates are measured, as a store in
+    /// use does within its retention window: this many records and call
+    /// counts and a fifth as many steps, touched within the last hour and
+    /// laid out in no order of their times (0: a fresh database).
+    #[arg(long, default_value_t = 0)]
+    kept: u64,
     /// Internal: run as one of the two processes.
     #[arg(long, hide = true)]
     child: Option<String>,
@@ -325,6 +336,10 @@ async fn parent(args: &Args) {
         );
     }
 
+    if args.kept > 0 {
+        keep_rows(&url, args.kept).await;
+        println!("{}", json!({ "kept": args.kept }));
+    }
     let w = raw_insert_rate(&url, 8, args.calls * 4).await;
     println!(
         "{}",
@@ -469,6 +484,35 @@ async fn child(args: &Args, kind: &str) {
 /// The server's own rate of single-row inserts, each its own transaction
 /// (autocommit), from `connections` connections at once, each statement
 /// prepared once: W, what the store's write rates compare with.
+/// `rows` records and call counts and a fifth as many steps, none expired,
+/// in the store's tables, then the planner's statistics of them.
+async fn keep_rows(url: &str, rows: u64) {
+    let client = connect(url).await;
+    let now = toolcall::store::now_ms();
+    // A permutation of the rows' times (7919 is prime to 3,600,000's
+    // factors), so that a table's order says nothing of its times, as in
+    // a table whose rows are updated where there is room.
+    client
+        .batch_execute(&format!(
+            "INSERT INTO toolcall_calls (key, count, touched_ms)
+                 SELECT md5(i::TEXT), 1, {now} - (i::BIGINT * 7919) % 3600000
+                 FROM generate_series(1, {rows}) AS i;
+             INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                 SELECT md5(i::TEXT), 'completed', 0, repeat('x', 200),
+                        {now} - (i::BIGINT * 7919) % 3600000
+                 FROM generate_series(1, {rows}) AS i;
+             INSERT INTO toolcall_steps (session, count, touched_ms)
+                 SELECT md5(i::TEXT), 1, {now} - (i::BIGINT * 7919) % 3600000
+                 FROM generate_series(1, {rows} / 5) AS i;"
+        ))
+        .await
+        .expect("the rows kept");
+    client
+        .batch_execute("VACUUM ANALYZE")
+        .await
+        .expect("their statistics");
+}
+
 async fn raw_insert_rate(url: &str, connections: usize, inserts: usize) -> f64 {
     let setup = connect(url).await;
     setup
