@@ -137,6 +137,8 @@ INSERT INTO toolcall_taint (session, print, touched_ms)
     SELECT 's' || i, '', 4000000000000 + (i * 7919) % 20000 FROM generate_series(1, 20000) AS i;
 INSERT INTO toolcall_rates (bucket_key, window_start_ms, bucket, until_ms, count)
     SELECT 'b' || i, 0, 'b', 4000000000000 + (i * 7919) % 20000, 1 FROM generate_series(1, 20000) AS i;
+INSERT INTO toolcall_signatures (id, signer, at_ms, n)
+    SELECT 'a' || i, 'p', 0, 1 FROM generate_series(1, 2000) AS i;
 ANALYZE;
 ";
 
@@ -154,10 +156,11 @@ ANALYZE;
     /// A batch of the automatic purge, planned as the store's statements
     /// are (generic plans, made without the values), over tables of many
     /// rows none of which expired: it finds what expired by its condition's
-    /// index and reads no table whole (signatures aside, whose condition no
-    /// index serves). It read the steps, the call counts and the records
-    /// whole, a batch after every thousand writes of every replica, however
-    /// large they were.
+    /// index and reads no table whole but the signatures' (whose condition,
+    /// their approval gone, no index serves; each is looked up by the
+    /// approval's key). It read the steps, the call counts, the records and
+    /// the approvals whole, a batch after every thousand writes of every
+    /// replica, however large they were.
     #[test]
     fn a_batch_finds_what_expired_by_its_index() {
         let Some(url) = postgres_url("the purge's plan") else {

@@ -145,12 +145,16 @@ pub const KINDS: [Kind; 8] = [
         oldest_first: Some("until_ms"),
         condition: "until_ms <= {now}",
     },
-    // Kept as long as their approval is.
+    // Kept as long as their approval is. The approval is looked up by its
+    // key for each signature: `LIMIT 1 OFFSET 0` keeps the lookup a
+    // subquery, which Postgres would otherwise turn into a join that reads
+    // every approval at every batch.
     Kind {
         name: "signatures",
         table: "toolcall_signatures",
         oldest_first: None,
-        condition: "NOT EXISTS (SELECT 1 FROM toolcall_approvals AS a WHERE a.id = toolcall_signatures.id)",
+        condition: "NOT EXISTS (SELECT 1 FROM toolcall_approvals AS a \
+                    WHERE a.id = toolcall_signatures.id LIMIT 1 OFFSET 0)",
     },
 ];
 
