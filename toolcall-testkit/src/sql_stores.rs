@@ -544,6 +544,24 @@ async fn step_count_and_result<S: Store>(
 
 /// The approvals `p-undecided` and `p-decided`, both open until
 /// `expires_ms`; the second decided now.
+/// Two approvals, each signed once of the two signatures it needs:
+/// `p-gone`, expiring at `expires_ms`, and `p-kept`, expiring in an hour.
+pub async fn two_approvals_signed_once<S: Store>(store: &S, expires_ms: u64) {
+    for (id, expires) in [("p-gone", expires_ms), ("p-kept", now_ms() + 3_600_000)] {
+        store.put_approval(&approval(id, expires)).await.unwrap();
+        let signed = store
+            .sign_approval(&SignatureWrite {
+                id,
+                signer: "ana",
+                needed: 2,
+                decision: &yes(now_ms()),
+                now_ms: now_ms(),
+            })
+            .await;
+        assert_eq!(signed.unwrap(), SignOutcome::Signed { signatures: 1 });
+    }
+}
+
 pub async fn one_of_two_approvals_decided<S: Store>(store: &S, expires_ms: u64) {
     for id in ["p-undecided", "p-decided"] {
         store.put_approval(&approval(id, expires_ms)).await.unwrap();

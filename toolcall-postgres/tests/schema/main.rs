@@ -122,7 +122,7 @@ async fn drop_schema(url: &str, schema: &str) {
 
 async fn rows(client: &Client, table: &str) -> Vec<String> {
     let column = match table {
-        "toolcall_approvals" => "id",
+        "toolcall_approvals" | "toolcall_signatures" => "id",
         "toolcall_locks" => "resource",
         "toolcall_steps" => "session",
         _ => "key",

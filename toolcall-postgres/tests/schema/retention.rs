@@ -105,6 +105,26 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
     });
 }
 
+/// A signature goes with its approval: the purge that takes an expired
+/// approval leaves its signature to the next one (a statement's parts see
+/// the rows as they were when it began), which takes it; the signature of
+/// an approval kept stays.
+#[test]
+fn a_signature_is_purged_after_its_approval() {
+    in_schema("signatures", |url, schema| async move {
+        let store = purging(&url, &schema, 60_000, 0).await;
+        sql_stores::two_approvals_signed_once(&store, now_ms() + 100).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let first = store.purge().await.unwrap();
+        assert_eq!((first.approvals, first.signatures), (1, 0));
+        let second = store.purge().await.unwrap();
+        assert_eq!((second.approvals, second.signatures), (0, 1));
+        let client = raw(&url, &schema).await;
+        assert_eq!(rows(&client, "toolcall_signatures").await, ["p-kept"]);
+        assert_eq!(rows(&client, "toolcall_approvals").await, ["p-kept"]);
+    });
+}
+
 /// [`PostgresStore::pool`] lends the store's own connections: with a pool
 /// of one held by the application, the store waits for it (and says why
 /// when `pool_timeout` passes); given back, the store has it again. Its

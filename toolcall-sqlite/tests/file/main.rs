@@ -146,7 +146,7 @@ fn many_processes_open_one_new_file_at_once() {
 fn rows(path: &Path, table: &str) -> Vec<String> {
     let conn = Connection::open(path).unwrap();
     let column = match table {
-        "toolcall_approvals" => "id",
+        "toolcall_approvals" | "toolcall_signatures" => "id",
         "toolcall_locks" => "resource",
         "toolcall_taint" => "print",
         "toolcall_steps" => "session",

@@ -109,6 +109,22 @@ fn a_decided_approval_stays_in_the_history_for_the_retention_window() {
     assert!(rows(&path, "toolcall_approvals").is_empty());
 }
 
+/// A signature goes with its approval, in the same purge (its kinds are
+/// purged one after the other); the signature of an approval kept stays.
+#[test]
+fn a_signature_is_purged_with_its_approval() {
+    let (path, store) = purging("signatures-purge", 60_000, 0);
+    block_on(sql_stores::two_approvals_signed_once(
+        &store,
+        now_ms() + 100,
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let purged = store.purge().unwrap();
+    assert_eq!((purged.approvals, purged.signatures), (1, 1));
+    assert_eq!(rows(&path, "toolcall_signatures"), ["p-kept"]);
+    assert_eq!(rows(&path, "toolcall_approvals"), ["p-kept"]);
+}
+
 #[test]
 fn taint_is_purged_with_the_session_after_the_retention_window() {
     let (path, store) = purging("taint-purge", 1, 0);
