@@ -188,6 +188,7 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
             ),
             // Where a session's taint came from, and a question's copy.
             10 => add_columns(&schema::COLUMNS_V10),
+            11 => schema::OPEN_QUESTIONS_V11.to_owned(),
             _ => unreachable!("no upgrade past schema::VERSION"),
         };
         tx.batch_execute(&upgrade).await.map_err(StoreError::new)?;

@@ -20,6 +20,7 @@
 //! | 8 | the operators' controls and their history, fleet-wide rate windows and the signatures of approvals that need more than one person ([`CONTROLS_V8`]) |
 //! | 9 | who a question is bound to (`requester`, [`COLUMNS_V9`], filled from `principal`), and questions about unknown outcomes that never expire ([`NEVER_EXPIRES_V9`]) |
 //! | 10 | where a session's taint came from (`sources` of its mark in `toolcall_taint`) and a question's copy of it (`provenance`), [`COLUMNS_V10`] |
+//! | 11 | the open questions by their age, the inbox's own index ([`OPEN_QUESTIONS_V11`]) |
 //!
 //! The tables here are written with SQLite's `INTEGER`; [`bigint`] writes
 //! them with Postgres's `BIGINT`.
@@ -27,7 +28,7 @@
 use toolcall_ledger::store::StoreError;
 
 /// The schema this version writes.
-pub const VERSION: i64 = 10;
+pub const VERSION: i64 = 11;
 
 /// Version 0, the first release's tables. Created if missing, so that new
 /// tables and tables from that release take the same upgrades.
@@ -179,6 +180,17 @@ pub const COLUMNS_V10: [(&str, &str, &str); 2] = [
     ("toolcall_taint", "sources", "TEXT"),
     ("toolcall_approvals", "provenance", "TEXT"),
 ];
+
+/// Version 11: the open questions (undecided, unused) by their age, which
+/// the inbox lists and counts at every page. Without it a page, oldest
+/// first, walked the history of decided questions (older, and most of the
+/// table) to reach them, and a count read every unused one: what an
+/// inbox's page cost grew with its history. An index only added, so a
+/// process still at version 10 keeps working.
+pub const OPEN_QUESTIONS_V11: &str = "
+CREATE INDEX IF NOT EXISTS toolcall_approvals_open
+    ON toolcall_approvals (created_ms, id) WHERE decision IS NULL AND used_ms IS NULL;
+";
 
 /// `ddl` (one of the tables here) with Postgres's 64-bit `BIGINT` for
 /// SQLite's `INTEGER`.

@@ -326,11 +326,11 @@ fn a_purge_comes_every_so_many_writes_and_deletes_what_expired() {
 fn tables_are_upgraded_through_each_version_once() {
     assert_eq!(
         schema::upgrades(0).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     );
     assert_eq!(
         schema::upgrades(3).collect::<Vec<_>>(),
-        [4, 5, 6, 7, 8, 9, 10]
+        [4, 5, 6, 7, 8, 9, 10, 11]
     );
     assert_eq!(schema::upgrades(schema::VERSION).count(), 0);
     assert_eq!(schema::upgrades(schema::VERSION + 1).count(), 0);
@@ -339,9 +339,9 @@ fn tables_are_upgraded_through_each_version_once() {
     assert!(!postgres.contains("INTEGER"));
     assert_eq!(postgres.replace("BIGINT", "INTEGER"), schema::TABLES_V0);
 
-    let error = schema::too_new("the database's schema", 11, "toolcall-sqlite", "open it");
+    let error = schema::too_new("the database's schema", 12, "toolcall-sqlite", "open it");
     assert!(error.to_string().ends_with(
-        "the database's schema is version 11, newer than this toolcall-sqlite knows (10): \
+        "the database's schema is version 12, newer than this toolcall-sqlite knows (11): \
          open it with a newer version"
     ));
 }

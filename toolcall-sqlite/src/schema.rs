@@ -151,6 +151,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
                     add_column(&tx, table, column, kind)?;
                 }
             }
+            11 => tx.execute_batch(schema::OPEN_QUESTIONS_V11)?,
             _ => unreachable!("no upgrade past schema::VERSION"),
         }
     }

@@ -64,6 +64,7 @@ pub fn indexes(own: &[&str]) -> Vec<String> {
         "toolcall_approvals_created",
         "toolcall_approvals_decided",
         "toolcall_approvals_expires",
+        "toolcall_approvals_open",
         "toolcall_approvals_session_created",
         "toolcall_approvals_session_digest",
         "toolcall_approvals_tool_created",
