@@ -405,9 +405,14 @@ pub async fn version_7_gains_the_operators_controls<S: Store>(store: &S) {
             .unwrap()
     );
     assert_eq!(store.rate_count("b", start).await.unwrap(), 1);
+    signed_once(store, "p1").await;
+}
+
+/// `id` signed by ana, the first of the two signatures it needs.
+async fn signed_once<S: Store>(store: &S, id: &str) {
     let signed = store
         .sign_approval(&SignatureWrite {
-            id: "p1",
+            id,
             signer: "ana",
             needed: 2,
             decision: &yes(now_ms()),
@@ -550,16 +555,7 @@ async fn step_count_and_result<S: Store>(
 pub async fn two_approvals_signed_once<S: Store>(store: &S, expires_ms: u64) {
     for (id, expires) in [("p-gone", expires_ms), ("p-kept", now_ms() + 3_600_000)] {
         store.put_approval(&approval(id, expires)).await.unwrap();
-        let signed = store
-            .sign_approval(&SignatureWrite {
-                id,
-                signer: "ana",
-                needed: 2,
-                decision: &yes(now_ms()),
-                now_ms: now_ms(),
-            })
-            .await;
-        assert_eq!(signed.unwrap(), SignOutcome::Signed { signatures: 1 });
+        signed_once(store, id).await;
     }
 }
 
