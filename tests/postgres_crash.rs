@@ -455,3 +455,54 @@ fn a_crash_keeps_a_side_effects_writes_and_its_result_together() {
         assert_eq!(booked_and_completed(&server.url()).await, (2, 2));
     });
 }
+
+/// The log is held only while its writer sleeps: stopped while it writes
+/// or syncs, the writer would keep the lock that every commit waiting for
+/// the log needs, and such a commit (a claim, a result) would wait for
+/// ever. Commits that do not wait keep the writer busy all along.
+#[test]
+fn a_commit_that_waits_for_the_log_still_writes_it_while_the_log_is_held() {
+    on_crashable("held_log", |server, store| async move {
+        let pool = store.pool();
+        let filler = pool.get().await.unwrap();
+        filler
+            .batch_execute(
+                "CREATE TABLE filler (n BIGINT, pad TEXT); CREATE TABLE waited (n BIGINT);
+                 SET synchronous_commit = off",
+            )
+            .await
+            .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let filling = tokio::spawn({
+            let done = Arc::clone(&done);
+            async move {
+                while !done.load(Ordering::SeqCst) {
+                    filler
+                        .batch_execute(
+                            "INSERT INTO filler SELECT n, repeat('x', 200)
+                             FROM generate_series(1, 200) AS n",
+                        )
+                        .await
+                        .unwrap();
+                }
+            }
+        });
+        let waits = pool.get().await.unwrap();
+        for n in 0..40_i64 {
+            server.hold_the_log();
+            let committed = tokio::time::timeout(
+                Duration::from_secs(20),
+                waits.execute("INSERT INTO waited VALUES ($1)", &[&n]),
+            )
+            .await;
+            server.release_the_log();
+            assert!(
+                committed.is_ok(),
+                "hold {n}: a commit that waits for the log waited 20 s"
+            );
+            committed.unwrap().unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        filling.await.unwrap();
+    });
+}

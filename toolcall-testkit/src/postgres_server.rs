@@ -129,13 +129,45 @@ impl PostgresServer {
     /// writes the log itself, up to its own record. Run the server with
     /// `autovacuum = off` and `bgwriter_lru_maxpages = 0`, or their writes
     /// may write the log too.
+    ///
+    /// The writer is held only while it sleeps: stopped while it writes or
+    /// syncs, it would keep the lock that a commit waiting for the log
+    /// needs, and that commit would wait for ever. Caught at work, it is
+    /// let go and stopped again a moment later.
     pub fn hold_the_log(&self) {
         let pid = self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
-        let stopped = Command::new("kill")
-            .args(["-STOP", &pid])
+        let signal = |signal: &str| {
+            let sent = Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .expect("kill");
+            assert!(sent.success(), "kill {signal} {pid}");
+        };
+        for _ in 0..1_000 {
+            signal("-STOP");
+            // What it waits for is written where the statistics read it
+            // before it sleeps; stopped, it stays as it was.
+            let waiting = self.sql(&format!(
+                "SELECT wait_event FROM pg_stat_activity WHERE pid = {pid}"
+            ));
+            if waiting == "WalWriterMain" {
+                return;
+            }
+            signal("-CONT");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        panic!("the log writer ({pid}) was never found asleep");
+    }
+
+    /// Lets the log writer held by [`hold_the_log`](Self::hold_the_log) go
+    /// on (`SIGCONT`): it writes what it held, and the server runs as before.
+    pub fn release_the_log(&self) {
+        let pid = self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        let going = Command::new("kill")
+            .args(["-CONT", &pid])
             .status()
             .expect("kill");
-        assert!(stopped.success(), "kill -STOP {pid}");
+        assert!(going.success(), "kill -CONT {pid}");
     }
 
     /// A crash: every server process ends at once, with no checkpoint and
