@@ -174,6 +174,9 @@ impl ConnectionString {
         deadpool_postgres::Pool::builder(manager)
             .max_size(self.pool.max_size)
             .wait_timeout(Some(self.pool.wait))
+            // A server that takes the connection and never answers (stopped,
+            // or another service on the port) would hold the call for ever.
+            .create_timeout(Some(self.pool.wait))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
                 let setup = std::sync::Arc::clone(&setup);
@@ -208,6 +211,7 @@ impl ConnectionString {
         use deadpool_postgres::PoolError;
         pool.get().await.map_err(|error| match error {
             PoolError::Backend(error) => StoreError::new(self.why(&error)),
+            PoolError::Timeout(deadpool_postgres::TimeoutType::Create) => self.silent(),
             PoolError::Timeout(_) => StoreError::new(format!(
                 "no connection of the pool free within {} s (pool_max_size={}; raise \
                  pool_max_size or pool_timeout in the connection string)",
@@ -217,6 +221,16 @@ impl ConnectionString {
             PoolError::PostCreateHook(error) => StoreError::new(error.to_string()),
             other => StoreError::new(other.to_string()),
         })
+    }
+
+    /// A new connection the server did not finish within `pool_timeout`.
+    fn silent(&self) -> StoreError {
+        StoreError::new(format!(
+            "the server did not answer a new connection within {} s (pool_timeout={}): \
+             is it running, and is it Postgres on that port?",
+            self.pool.wait.as_secs(),
+            self.pool.wait.as_secs()
+        ))
     }
 
     fn why(&self, error: &tokio_postgres::Error) -> String {
@@ -262,9 +276,9 @@ impl ConnectionString {
         let tls = self.tls.clone();
         #[cfg(not(feature = "tls"))]
         let tls = tokio_postgres::NoTls;
-        self.config
-            .connect(tls)
+        tokio::time::timeout(self.pool.wait, self.config.connect(tls))
             .await
+            .map_err(|_| self.silent())?
             .map_err(|error| StoreError::new(self.why(&error)))
     }
 }
@@ -283,8 +297,8 @@ struct Parts {
 pub(crate) struct PoolSettings {
     /// `pool_max_size`: connections open at most (8).
     pub(crate) max_size: usize,
-    /// `pool_timeout`: how long a call waits for a free connection, in
-    /// seconds (5).
+    /// `pool_timeout`: how long a call waits for a free connection, and
+    /// for the server to answer a new one, in seconds (5).
     pub(crate) wait: Duration,
     /// `statement_timeout`: how long one statement may run, in
     /// milliseconds (the server's own setting when not given).
@@ -677,5 +691,48 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    /// A listener that accepts every connection and never says a word, as
+    /// a stopped server or another service on the port does, and its URL.
+    async fn silent_server() -> (String, tokio::task::JoinHandle<()>) {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let holding = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = silent.accept().await {
+                held.push(socket);
+            }
+        });
+        let url = format!("postgres://u@127.0.0.1:{port}/db?sslmode=disable&pool_timeout=1");
+        (url, holding)
+    }
+
+    /// A server that takes the connection and never answers is an error
+    /// within `pool_timeout`, for the store's pool and for a connection of
+    /// its own (the one that listens for decisions): a call never waits for
+    /// it for ever. The 60 s bound is the test's, against a hang.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_that_never_answers_is_an_error_within_the_pool_timeout() {
+        let (url, holding) = silent_server().await;
+        let bound = Duration::from_secs(60);
+        let pooled = tokio::time::timeout(bound, crate::PostgresStore::connect(&url))
+            .await
+            .expect("the pool waited 60 s for a silent server")
+            .unwrap_err()
+            .to_string();
+        let own = tokio::time::timeout(bound, ConnectionString::parse(&url).unwrap().connect())
+            .await
+            .expect("a connection of its own waited 60 s for a silent server")
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        for error in [pooled, own] {
+            assert!(
+                error.contains("did not answer") && error.contains("pool_timeout=1"),
+                "{error}"
+            );
+        }
+        holding.abort();
     }
 }
