@@ -30,7 +30,9 @@
 //!   them if they read more than they need.
 //! * **W.** The server's own rate of single-row inserts (autocommit, each
 //!   prepared once) from 8 connections at once: what the store's rates are
-//!   compared with.
+//!   compared with. Its connections, and the floor's, are made as the
+//!   store makes its own (TLS when the server offers it, unless the URL
+//!   says `sslmode=disable`): the same transport on both sides.
 //! * **Latency and rate.** For 1, 8 and 32 conversations in one process and
 //!   8 processes of one conversation (each process one store, its pool),
 //!   each conversation
@@ -54,7 +56,6 @@ mod fresh_database;
 use fresh_database::FreshDatabase;
 use orders::{Currency, Order, Shop, get_order, refund_order};
 use serde_json::json;
-use tokio_postgres::NoTls;
 use toolcall::{Call, Code, Dispatcher, Policy, tools};
 use toolcall_postgres::PostgresStore;
 
@@ -98,14 +99,15 @@ fn main() {
     }
 }
 
+/// A connection as the store makes one: the same TLS, negotiated the same
+/// way (`sslmode`, `prefer` when the URL says nothing), so that W and the
+/// floor pay for the transport the store's calls pay for.
 async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
+    toolcall_postgres::ConnectionString::parse(url)
+        .expect("the URL")
+        .connect()
         .await
-        .expect("the server");
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client
+        .expect("the server")
 }
 
 /// The shop of `kind`'s calls: in the store's database for the whole
