@@ -9,7 +9,9 @@
 //! same with its holder, and an approval is used up by a `DELETE ...
 //! RETURNING` that matches its binding. The tables are created or upgraded
 //! when the store connects (under an advisory lock, so replicas starting
-//! together do not race), in the schema given, `public` by default.
+//! together do not race), in the schema given, `public` by default; a
+//! connection to a schema already at this version reads its version and
+//! takes no lock, so that opening one stops no replica's writes.
 //!
 //! A call costs few round trips: its start (its step, its count, what is
 //! recorded of its key, its resource's lock, and whether its conversation

@@ -107,11 +107,62 @@ fn add_columns(columns: &[(&str, &str, &str)]) -> String {
 /// Any 64-bit number, the same in every replica: the migration's lock.
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_6361_6c6c;
 
-/// Creates or upgrades the tables in `schema`, in one transaction under an
-/// advisory lock, points the connection's search path at it and has it
-/// plan the store's statements once (generic plans).
+/// Creates or upgrades the tables in `schema` unless they are at this
+/// version (in one transaction under an advisory lock), points the
+/// connection's search path at it and has it plan the store's statements
+/// once (generic plans).
 pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<(), StoreError> {
     let schema_name = quote(schema_name);
+    // A schema at this version has every table and index: they committed
+    // with its version. Made again (`IF NOT EXISTS`), each `CREATE INDEX`
+    // would take a SHARE lock on its table before finding the index there:
+    // every new connection would wait for the writes in progress on the
+    // store's tables, on every replica, and stop them until it committed.
+    if found_version(client, &schema_name).await? != Some(schema::VERSION) {
+        make_or_upgrade(client, &schema_name).await?;
+    }
+    // Generic plans (Postgres 12 and later): the store's statements find
+    // rows by key, whatever their parameters. Left to choose, Postgres plans
+    // a statement with parameters that switch parts of it off (`begin`'s)
+    // anew at each execution, the plan made for the values given looking
+    // cheaper than the generic one: most of the server's work a call.
+    client
+        .batch_execute(&format!(
+            "SET search_path TO {schema_name};
+             SELECT set_config('plan_cache_mode', 'force_generic_plan', false)
+             WHERE current_setting('server_version_num')::INTEGER >= 120000;"
+        ))
+        .await
+        .map_err(StoreError::new)
+}
+
+/// The version the schema (quoted) says it is at, read without a lock;
+/// `None` when it has no version yet (no schema, no table, no row).
+async fn found_version(client: &Client, schema_name: &str) -> Result<Option<i64>, StoreError> {
+    use tokio_postgres::error::SqlState;
+    let read = client
+        .query_one(
+            &format!("SELECT MAX(version) FROM {schema_name}.toolcall_schema_version"),
+            &[],
+        )
+        .await;
+    match read {
+        Ok(row) => Ok(row.get::<_, Option<i32>>(0).map(i64::from)),
+        Err(error)
+            if matches!(
+                error.code(),
+                Some(&SqlState::UNDEFINED_TABLE | &SqlState::INVALID_SCHEMA_NAME)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(error) => Err(StoreError::new(error)),
+    }
+}
+
+/// Creates or upgrades the tables in the schema (quoted), in one
+/// transaction under an advisory lock.
+async fn make_or_upgrade(client: &mut Client, schema_name: &str) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(StoreError::new)?;
     tx.batch_execute(&format!(
         "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
@@ -202,20 +253,7 @@ pub(crate) async fn migrate(client: &mut Client, schema_name: &str) -> Result<()
         .await
         .map_err(StoreError::new)?;
     }
-    tx.commit().await.map_err(StoreError::new)?;
-    // Generic plans (Postgres 12 and later): the store's statements find
-    // rows by key, whatever their parameters. Left to choose, Postgres plans
-    // a statement with parameters that switch parts of it off (`begin`'s)
-    // anew at each execution, the plan made for the values given looking
-    // cheaper than the generic one: most of the server's work a call.
-    client
-        .batch_execute(&format!(
-            "SET search_path TO {schema_name};
-             SELECT set_config('plan_cache_mode', 'force_generic_plan', false)
-             WHERE current_setting('server_version_num')::INTEGER >= 120000;"
-        ))
-        .await
-        .map_err(StoreError::new)
+    tx.commit().await.map_err(StoreError::new)
 }
 
 pub(crate) fn quote(identifier: &str) -> String {

@@ -242,3 +242,43 @@ fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_sti
         sql_stores::version_9_writes_still_count(&store).await;
     });
 }
+
+/// A new connection to a schema at this version makes nothing again: it
+/// neither waits for a write in progress on the store's tables nor stops
+/// the writes while it is set up. Making the indexes again (`IF NOT
+/// EXISTS`) took a SHARE lock on each table before finding its index
+/// there, so every connection a replica opened waited for every open
+/// transaction that wrote a record or a count, on every replica.
+#[test]
+fn a_new_connection_to_a_current_schema_waits_for_no_write() {
+    in_schema("no_wait", |url, schema| async move {
+        drop(
+            PostgresStore::connect_in_schema(&url, &schema)
+                .await
+                .unwrap(),
+        );
+        let writer = raw(&url, &schema).await;
+        writer
+            .batch_execute(
+                "BEGIN;
+                 INSERT INTO toolcall_calls (key, count, touched_ms) VALUES ('k', 1, 0);
+                 INSERT INTO toolcall_records (key, state, until_ms, result, touched_ms)
+                 VALUES ('k', 'in_flight', 0, NULL, 0);",
+            )
+            .await
+            .unwrap();
+        let connected = tokio::time::timeout(
+            Duration::from_secs(10),
+            PostgresStore::connect_in_schema(&url, &schema),
+        )
+        .await;
+        writer.batch_execute("ROLLBACK").await.unwrap();
+        let store = connected
+            .expect("a new connection waited 10 s for a write in progress")
+            .unwrap();
+        assert_current(&writer).await;
+        // The connection is set up as ever: its statements find the tables.
+        let call = key("counted");
+        assert_eq!(store.count_call(&call, now_ms()).await.unwrap(), 1);
+    });
+}
