@@ -60,7 +60,8 @@
 //!
 //! The store's connections are a pool (deadpool-postgres): `pool_max_size`
 //! connections at most (8), a call waiting `pool_timeout` seconds for a free
-//! one, or for the server to answer a new one (5), and each statement limited to `statement_timeout` milliseconds
+//! one (5), a new one made within `connect_timeout` seconds (libpq's word,
+//! its startup included; 5), and each statement limited to `statement_timeout` milliseconds
 //! when given; all three are read from the connection string, beside
 //! libpq's own words (`...?sslmode=verify-full&pool_max_size=16`).
 //! Statements that only read (the start of a read-only call alone in its

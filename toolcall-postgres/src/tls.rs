@@ -176,7 +176,7 @@ impl ConnectionString {
             .wait_timeout(Some(self.pool.wait))
             // A server that takes the connection and never answers (stopped,
             // or another service on the port) would hold the call for ever.
-            .create_timeout(Some(self.pool.wait))
+            .create_timeout(Some(self.connect_bound()))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
                 let setup = std::sync::Arc::clone(&setup);
@@ -223,13 +223,22 @@ impl ConnectionString {
         })
     }
 
-    /// A new connection the server did not finish within `pool_timeout`.
+    /// How long a new connection may take, its startup included:
+    /// `connect_timeout` (libpq's word, which bounds the whole of it there;
+    /// tokio-postgres bounds only the socket's connect by it), or 5 s.
+    fn connect_bound(&self) -> Duration {
+        self.config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// A new connection the server did not finish within [`connect_bound`](Self::connect_bound).
     fn silent(&self) -> StoreError {
+        let bound = self.connect_bound().as_secs();
         StoreError::new(format!(
-            "the server did not answer a new connection within {} s (pool_timeout={}): \
-             is it running, and is it Postgres on that port?",
-            self.pool.wait.as_secs(),
-            self.pool.wait.as_secs()
+            "the server did not answer a new connection within {bound} s \
+             (connect_timeout={bound}): is it running, and is it Postgres on that port?"
         ))
     }
 
@@ -276,7 +285,7 @@ impl ConnectionString {
         let tls = self.tls.clone();
         #[cfg(not(feature = "tls"))]
         let tls = tokio_postgres::NoTls;
-        tokio::time::timeout(self.pool.wait, self.config.connect(tls))
+        tokio::time::timeout(self.connect_bound(), self.config.connect(tls))
             .await
             .map_err(|_| self.silent())?
             .map_err(|error| StoreError::new(self.why(&error)))
@@ -292,13 +301,17 @@ struct Parts {
     pool: PoolSettings,
 }
 
+/// How long a new connection may take when the connection string does not
+/// say (`connect_timeout`).
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The store's pool of connections, as the connection string sets it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PoolSettings {
     /// `pool_max_size`: connections open at most (8).
     pub(crate) max_size: usize,
-    /// `pool_timeout`: how long a call waits for a free connection, and
-    /// for the server to answer a new one, in seconds (5).
+    /// `pool_timeout`: how long a call waits for a free connection, in
+    /// seconds (5).
     pub(crate) wait: Duration,
     /// `statement_timeout`: how long one statement may run, in
     /// milliseconds (the server's own setting when not given).
@@ -704,16 +717,19 @@ mod tests {
                 held.push(socket);
             }
         });
-        let url = format!("postgres://u@127.0.0.1:{port}/db?sslmode=disable&pool_timeout=1");
+        // Waiting for no free connection: the bound is the new one's.
+        let url = format!(
+            "postgres://u@127.0.0.1:{port}/db?sslmode=disable&pool_timeout=0&connect_timeout=1"
+        );
         (url, holding)
     }
 
     /// A server that takes the connection and never answers is an error
-    /// within `pool_timeout`, for the store's pool and for a connection of
+    /// within `connect_timeout`, for the store's pool and for a connection of
     /// its own (the one that listens for decisions): a call never waits for
     /// it for ever. The 60 s bound is the test's, against a hang.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_server_that_never_answers_is_an_error_within_the_pool_timeout() {
+    async fn a_server_that_never_answers_is_an_error_within_the_connect_timeout() {
         let (url, holding) = silent_server().await;
         let bound = Duration::from_secs(60);
         let pooled = tokio::time::timeout(bound, crate::PostgresStore::connect(&url))
@@ -729,7 +745,7 @@ mod tests {
             .to_string();
         for error in [pooled, own] {
             assert!(
-                error.contains("did not answer") && error.contains("pool_timeout=1"),
+                error.contains("did not answer") && error.contains("connect_timeout=1"),
                 "{error}"
             );
         }
