@@ -122,6 +122,11 @@ impl PostgresServer {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
+    /// The process id of the server's log writer.
+    fn log_writer(&self) -> String {
+        self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
+    }
+
     /// Stops the server's log writer (`SIGSTOP`): from here, a commit that
     /// does not wait for the log stays in the server's memory, where a
     /// crash ([`crash_and_start`](Self::crash_and_start)) loses it, as a
@@ -135,7 +140,7 @@ impl PostgresServer {
     /// needs, and that commit would wait for ever. Caught at work, it is
     /// let go and stopped again a moment later.
     pub fn hold_the_log(&self) {
-        let pid = self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        let pid = self.log_writer();
         let signal = |signal: &str| {
             let sent = Command::new("kill")
                 .args([signal, &pid])
@@ -162,7 +167,7 @@ impl PostgresServer {
     /// Lets the log writer held by [`hold_the_log`](Self::hold_the_log) go
     /// on (`SIGCONT`): it writes what it held, and the server runs as before.
     pub fn release_the_log(&self) {
-        let pid = self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        let pid = self.log_writer();
         let going = Command::new("kill")
             .args(["-CONT", &pid])
             .status()
@@ -176,7 +181,7 @@ impl PostgresServer {
     pub fn crash(&self) {
         // A log writer held by `hold_the_log` is killed, not let go: let
         // go, it would write what it holds before it ends.
-        let held = self.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        let held = self.log_writer();
         let _ = Command::new("kill").args(["-KILL", &held]).status();
         self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
     }

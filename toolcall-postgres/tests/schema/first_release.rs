@@ -119,12 +119,7 @@ fn replicas_connecting_at_once_upgrade_an_old_schema_once() {
 #[test]
 fn a_schema_from_a_newer_version_is_refused() {
     in_schema("newer", |url, schema| async move {
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        raw(&url, &schema)
+        made(&url, &schema)
             .await
             .batch_execute(&format!(
                 "UPDATE toolcall_schema_version SET version = {}",

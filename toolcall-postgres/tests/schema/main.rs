@@ -54,12 +54,7 @@ where
     T: Future<Output = ()>,
 {
     in_schema(name, |url, schema| async move {
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
+        let client = made(&url, &schema).await;
         // Every version taken back to is older than 11, the open
         // questions' index.
         client
@@ -69,6 +64,13 @@ where
         client.batch_execute(sql).await.unwrap();
         test(url, schema, client).await;
     });
+}
+
+/// `schema`, made by this version of the store (whose connection is then
+/// closed), and a plain connection to it.
+async fn made(url: &str, schema: &str) -> Client {
+    drop(PostgresStore::connect_in_schema(url, schema).await.unwrap());
+    raw(url, schema).await
 }
 
 /// The store in `schema`, connected again: at this version now, as the

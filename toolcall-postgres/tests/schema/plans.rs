@@ -67,12 +67,7 @@ async fn read_beyond(client: &Client, sql: &str, types: &str, values: &str) -> (
 #[test]
 fn an_inbox_page_reads_the_open_questions_not_the_history() {
     in_schema("inbox_plans", |url, schema| async move {
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let client = raw(&url, &schema).await;
+        let client = made(&url, &schema).await;
         client
             .batch_execute(&format!(
                 "SET plan_cache_mode = force_generic_plan; {HISTORY}"

@@ -252,12 +252,7 @@ fn a_schema_at_version_9_gains_where_taint_came_from_and_a_version_9_replica_sti
 #[test]
 fn a_new_connection_to_a_current_schema_waits_for_no_write() {
     in_schema("no_wait", |url, schema| async move {
-        drop(
-            PostgresStore::connect_in_schema(&url, &schema)
-                .await
-                .unwrap(),
-        );
-        let writer = raw(&url, &schema).await;
+        let writer = made(&url, &schema).await;
         writer
             .batch_execute(
                 "BEGIN;
