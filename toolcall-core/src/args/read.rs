@@ -107,6 +107,45 @@ impl serde::de::Error for Problem {
         let _ = fmt::Write::write_fmt(&mut text, format_args!("{message}"));
         Problem(text)
     }
+
+    /// serde's words for an enum's unknown variant, written straight into
+    /// one buffer: a model that sends a value outside an enum is the usual
+    /// invalid call, and serde's default formats the list through
+    /// `fmt::Formatter` name by name.
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        let mut text = String::with_capacity(
+            40 + variant.len() + expected.iter().map(|name| name.len() + 4).sum::<usize>(),
+        );
+        text.push_str("unknown variant `");
+        text.push_str(variant);
+        match expected {
+            [] => text.push_str("`, there are no variants"),
+            [only] => {
+                text.push_str("`, expected `");
+                text.push_str(only);
+                text.push('`');
+            }
+            [first, second] => {
+                text.push_str("`, expected `");
+                text.push_str(first);
+                text.push_str("` or `");
+                text.push_str(second);
+                text.push('`');
+            }
+            names => {
+                text.push_str("`, expected one of ");
+                for (i, name) in names.iter().enumerate() {
+                    if i > 0 {
+                        text.push_str(", ");
+                    }
+                    text.push('`');
+                    text.push_str(name);
+                    text.push('`');
+                }
+            }
+        }
+        Problem(text)
+    }
 }
 
 /// serde's problem with a value, in JSON's terms, written once into room

@@ -511,3 +511,25 @@ fn a_plain_string_member_names_its_problems_as_the_parsed_string_does() {
     let ((typed, plain), _) = both_readings::<String>("ORD-1234", &SHAPED);
     assert_eq!((typed.as_deref(), plain.as_str()), (Some("ORD-1234"), ""));
 }
+
+/// An unknown variant is worded as serde words it (its default, which
+/// `serde::de::value::Error` keeps), for an enum of any size: the model
+/// reads the same message whichever reader found the problem.
+#[test]
+fn an_unknown_variant_is_worded_as_serde_words_it() {
+    use serde::de::Error as _;
+    static LISTS: [&[&str]; 5] = [
+        &[],
+        &["BRL"],
+        &["BRL", "USD"],
+        &["BRL", "USD", "EUR"],
+        &["a", "", "`c`", "d"],
+    ];
+    for expected in LISTS {
+        for variant in ["EUR", "", "brl", "a `b`"] {
+            let ours = read::Problem::unknown_variant(variant, expected).0;
+            let serdes = serde::de::value::Error::unknown_variant(variant, expected).to_string();
+            assert_eq!(ours, serdes, "{variant:?} against {expected:?}");
+        }
+    }
+}
