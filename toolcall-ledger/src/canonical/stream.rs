@@ -21,12 +21,15 @@
 //!
 //! Members are written in the order serde gives them, each recorded with
 //! its name; when an object ends, its members are put in canonical order in
-//! place (most argument structs do not declare their fields sorted). The
-//! buffers are kept per thread between calls, so a key allocates nothing
-//! once they have grown.
+//! place (most argument structs do not declare their fields sorted). A
+//! struct gives its fields in the same order every time, each named by the
+//! same string of the program: the canonical order of a set of fields is
+//! found once and kept, by their names' addresses, for the thread's next
+//! values (a map's keys are sorted every time). The buffers and the orders
+//! are kept per thread between calls, so a key allocates nothing once they
+//! have grown.
 
 use std::cell::RefCell;
-use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Range;
 
@@ -62,12 +65,43 @@ fn unsupported<T>(what: &str) -> Result<T, Unsupported> {
     Err(Unsupported(what.to_owned()))
 }
 
-/// One member of an object being written: its name (a range of
-/// `Writer::names`) and its `"name":value` text (a range of `Writer::out`).
+/// One member of an object being written: its name and its
+/// `"name":value` text (a range of `Writer::out`).
 struct Member {
-    name: Range<usize>,
+    name: Name,
     text: Range<usize>,
 }
+
+impl Member {
+    /// A struct field's name as [`Order`] knows it: its address and length.
+    fn field(&self) -> Option<(usize, usize)> {
+        match self.name {
+            Name::Field(name) => Some((name.as_ptr() as usize, name.len())),
+            Name::Written(_) => None,
+        }
+    }
+}
+
+/// A member's name: a struct's field names its member with a string of the
+/// program's (kept as it is), a map's key with one written to
+/// `Writer::names`.
+#[derive(Clone)]
+enum Name {
+    Field(&'static str),
+    Written(Range<usize>),
+}
+
+/// The canonical order of a struct's members, found once per thread: the
+/// fields as serde gave them (each name's address and length: a field's
+/// name is the same string of the program every time) and where each goes.
+struct Order {
+    fields: Vec<(usize, usize)>,
+    sorted: Vec<usize>,
+}
+
+/// How many structs' orders a thread keeps: an application's argument
+/// structs and the enums' struct variants among them.
+const ORDERS: usize = 64;
 
 /// The buffers of one canonical form.
 #[derive(Default)]
@@ -76,6 +110,9 @@ pub(crate) struct Writer {
     names: String,
     members: Vec<Member>,
     scratch: String,
+    orders: Vec<Order>,
+    /// The order being applied, taken out of `orders` for the while.
+    order: Vec<usize>,
 }
 
 thread_local! {
@@ -115,6 +152,7 @@ pub(crate) fn canonical_text<T: Serialize + ?Sized>(value: &T) -> Result<String,
 
 impl Writer {
     fn clear(&mut self) {
+        // The structs' orders are kept: they hold no text of a value.
         self.out.clear();
         self.names.clear();
         self.members.clear();
@@ -127,21 +165,39 @@ impl Writer {
         self.members.len()
     }
 
-    /// Starts a member named `name` of the object opened at `first`.
+    /// Starts a member named `name` (a map's key) of the object opened at
+    /// `first`.
     fn member(&mut self, first: usize, name: &str) {
+        let at = self.names.len();
+        self.names.push_str(name);
+        self.start_member(first, name, Name::Written(at..self.names.len()));
+    }
+
+    /// Starts a member of the object opened at `first` for a struct's
+    /// field named `name`.
+    fn field(&mut self, first: usize, name: &'static str) {
+        self.start_member(first, name, Name::Field(name));
+    }
+
+    fn start_member(&mut self, first: usize, text: &str, name: Name) {
         self.end_member(first);
         if self.members.len() > first {
             self.out.push(',');
         }
         let start = self.out.len();
-        let at = self.names.len();
-        self.names.push_str(name);
-        write_string(&mut self.out, name);
+        write_string(&mut self.out, text);
         self.out.push(':');
         self.members.push(Member {
-            name: at..self.names.len(),
+            name,
             text: start..start,
         });
+    }
+
+    fn name<'a>(names: &'a str, member: &Member) -> &'a str {
+        match &member.name {
+            Name::Field(name) => name,
+            Name::Written(range) => &names[range.clone()],
+        }
     }
 
     /// Closes the text of the last member of the object opened at `first`.
@@ -157,16 +213,25 @@ impl Writer {
     /// Ends the object opened at `first`, its members in canonical order.
     fn close_object(&mut self, first: usize) -> Result<(), Unsupported> {
         self.end_member(first);
-        let (names, members) = (&self.names, &mut self.members[first..]);
-        let name = |m: &Member| &names[m.name.clone()];
-        let sorted = members
-            .windows(2)
-            .all(|w| utf16_cmp(name(&w[0]), name(&w[1])) == Ordering::Less);
-        if !sorted {
-            members.sort_by(|a, b| utf16_cmp(name(a), name(b)));
-            if members.windows(2).any(|w| name(&w[0]) == name(&w[1])) {
-                return unsupported("a map that names a member twice");
+        self.order.clear();
+        if self.members.len() - first < 2 {
+            // Nothing to put in order.
+            self.order.extend(0..self.members.len() - first);
+        } else if !self.known_order(first) {
+            let (names, members) = (&self.names, &self.members[first..]);
+            let name = |i: usize| Self::name(names, &members[i]);
+            self.order.extend(0..members.len());
+            let sorted = (1..members.len()).all(|i| utf16_cmp(name(i - 1), name(i)).is_lt());
+            if !sorted {
+                self.order.sort_by(|&a, &b| utf16_cmp(name(a), name(b)));
+                if self.order.windows(2).any(|w| name(w[0]) == name(w[1])) {
+                    return unsupported("a map that names a member twice");
+                }
             }
+            self.keep_order(first);
+        }
+        let members = &self.members[first..];
+        if self.order.iter().enumerate().any(|(i, &at)| i != at) {
             // The members' texts follow each other, one comma apart, from
             // the first one written; put back in order, they fill the same
             // bytes, so the enclosing object's ranges stay right.
@@ -176,22 +241,61 @@ impl Writer {
                 .min()
                 .unwrap_or(self.out.len());
             self.scratch.clear();
-            for (i, m) in members.iter().enumerate() {
+            for (i, &at) in self.order.iter().enumerate() {
                 if i > 0 {
                     self.scratch.push(',');
                 }
-                self.scratch.push_str(&self.out[m.text.clone()]);
+                self.scratch.push_str(&self.out[members[at].text.clone()]);
             }
             self.out.truncate(body);
             self.out.push_str(&self.scratch);
         }
-        // The object's names follow every enclosing object's: drop them.
-        if let Some(start) = self.members[first..].iter().map(|m| m.name.start).min() {
+        // The object's written names follow every enclosing object's: drop
+        // them.
+        let written = members.iter().filter_map(|m| match &m.name {
+            Name::Written(range) => Some(range.start),
+            Name::Field(_) => None,
+        });
+        if let Some(start) = written.min() {
             self.names.truncate(start);
         }
         self.members.truncate(first);
         self.out.push('}');
         Ok(())
+    }
+
+    /// Whether the members from `first` are a struct's fields whose order
+    /// this thread has found before: then it is in `self.order`.
+    fn known_order(&mut self, first: usize) -> bool {
+        let members = &self.members[first..];
+        let Some(found) = self.orders.iter().find(|order| {
+            order.fields.len() == members.len()
+                && members
+                    .iter()
+                    .zip(&order.fields)
+                    .all(|(member, field)| member.field() == Some(*field))
+        }) else {
+            return false;
+        };
+        self.order.extend_from_slice(&found.sorted);
+        true
+    }
+
+    /// Keeps `self.order` as the order of the members from `first`, if
+    /// they are a struct's fields (a map's keys change from value to value).
+    fn keep_order(&mut self, first: usize) {
+        let members = &self.members[first..];
+        let fields: Option<Vec<(usize, usize)>> = members.iter().map(Member::field).collect();
+        let Some(fields) = fields else {
+            return;
+        };
+        if self.orders.len() == ORDERS {
+            self.orders.remove(0);
+        }
+        self.orders.push(Order {
+            fields,
+            sorted: self.order.clone(),
+        });
     }
 }
 
@@ -291,14 +395,18 @@ impl<'w> Compound<'w> {
         value.serialize(&mut *self.writer)
     }
 
-    fn field<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Result<(), Unsupported> {
+    fn field<T: Serialize + ?Sized>(
+        &mut self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), Unsupported> {
         if let Some(kind) = self.text {
             // The private struct's one field: the text.
             let text = value.serialize(NameOnly)?;
             return write_text(&mut self.writer.out, kind, &text);
         }
         let first = self.object.expect("an object");
-        self.writer.member(first, name);
+        self.writer.field(first, name);
         value.serialize(&mut *self.writer)
     }
 

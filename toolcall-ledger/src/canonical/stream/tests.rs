@@ -274,3 +274,109 @@ proptest! {
         prop_assert_eq!(streamed, via_value);
     }
 }
+
+/// A struct whose fields are names from [`FIELD_NAMES`], in the order given,
+/// each with its value: any set of fields in any order, a name twice too.
+struct Fields(Vec<(&'static str, i64)>);
+
+/// Names that sort differently by bytes, by characters and by UTF-16
+/// (a character past U+FFFF before U+E000), and one that is a prefix of another.
+const FIELD_NAMES: [&str; 7] = ["b", "a", "aa", "é", "\u{10000}", "\u{e000}", "z"];
+
+impl Serialize for Fields {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut fields = s.serialize_struct("Fields", self.0.len())?;
+        for (name, value) in &self.0 {
+            fields.serialize_field(name, value)?;
+        }
+        fields.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Sometimes {
+    zeta: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    middle: Option<u8>,
+    alpha: u8,
+}
+
+#[test]
+fn a_struct_s_order_is_found_once_for_each_set_of_fields_and_kept() {
+    let mut writer = super::Writer::default();
+    let mut write = |value: Sometimes| {
+        writer.clear();
+        value.serialize(&mut writer).expect("written");
+        writer.out.clone()
+    };
+    for round in 0..3u8 {
+        let with = Sometimes {
+            zeta: round,
+            middle: Some(1),
+            alpha: 2,
+        };
+        let without = Sometimes {
+            zeta: round,
+            middle: None,
+            alpha: 2,
+        };
+        assert_eq!(
+            write(with),
+            format!(r#"{{"alpha":2,"middle":1,"zeta":{round}}}"#)
+        );
+        assert_eq!(write(without), format!(r#"{{"alpha":2,"zeta":{round}}}"#));
+    }
+    // One order for each set of fields the struct gave, kept across values.
+    assert_eq!(writer.orders.len(), 2);
+}
+
+#[test]
+fn a_struct_that_names_a_field_twice_is_refused_every_time() {
+    let twice = Fields(vec![("b", 1), ("a", 2), ("b", 3)]);
+    let mut writer = super::Writer::default();
+    for _ in 0..2 {
+        writer.clear();
+        assert!(twice.serialize(&mut writer).is_err());
+        assert!(writer.orders.is_empty(), "a refused order is not kept");
+    }
+    let (streamed, via_value) = both_keys(&twice);
+    assert_eq!(streamed, via_value);
+}
+
+#[test]
+fn more_structs_than_a_thread_keeps_are_each_written_in_order() {
+    // Field names of the program's, one pair a struct: more structs than the
+    // writer keeps orders of, each written twice.
+    let names: Vec<&'static str> = (0..super::ORDERS * 2)
+        .flat_map(|i| [format!("z{i}"), format!("a{i}")])
+        .map(|name| &*Box::leak(name.into_boxed_str()))
+        .collect();
+    let mut writer = super::Writer::default();
+    for _ in 0..2 {
+        for pair in names.chunks(2) {
+            writer.clear();
+            Fields(vec![(pair[0], 1), (pair[1], 2)])
+                .serialize(&mut writer)
+                .expect("written");
+            assert_eq!(
+                writer.out,
+                format!(r#"{{"{}":2,"{}":1}}"#, pair[1], pair[0])
+            );
+        }
+    }
+    assert_eq!(writer.orders.len(), super::ORDERS);
+}
+
+proptest! {
+    /// The thread's writer keeps the orders of the structs it wrote: any
+    /// set of fields, in any order, after any others, is keyed as its value is.
+    #[test]
+    fn any_struct_is_keyed_as_its_value_whatever_was_written_before(
+        fields in proptest::collection::vec((0..FIELD_NAMES.len(), any::<i64>()), 0..6),
+    ) {
+        let fields = Fields(fields.into_iter().map(|(i, v)| (FIELD_NAMES[i], v)).collect());
+        let (streamed, via_value) = both_keys(&fields);
+        prop_assert_eq!(streamed, via_value);
+    }
+}
