@@ -20,7 +20,9 @@ mod schema;
 
 #[cfg(test)]
 use read::rsplit_expected;
-use read::{PlainStr, Problem, plain_string, plain_type_error, read_value, type_problem};
+use read::{
+    PlainStr, Problem, plain_string, plain_type_error, push_quoted, read_value, type_problem,
+};
 pub(crate) use schema::finish_schema;
 
 /// One parameter of a tool, as the validator and the schema see it.
@@ -695,14 +697,7 @@ impl FieldErrors {
             None if fields.is_empty() => problem.push_str(", this tool takes no arguments"),
             None => {
                 problem.push_str(", expected one of ");
-                for (i, field) in fields.iter().enumerate() {
-                    if i > 0 {
-                        problem.push_str(", ");
-                    }
-                    problem.push('`');
-                    problem.push_str(field.name);
-                    problem.push('`');
-                }
+                push_quoted(&mut problem, fields.iter().map(|field| field.name));
             }
         }
         self.problems

@@ -134,17 +134,23 @@ impl serde::de::Error for Problem {
             }
             names => {
                 text.push_str("`, expected one of ");
-                for (i, name) in names.iter().enumerate() {
-                    if i > 0 {
-                        text.push_str(", ");
-                    }
-                    text.push('`');
-                    text.push_str(name);
-                    text.push('`');
-                }
+                push_quoted(&mut text, names.iter().copied());
             }
         }
         Problem(text)
+    }
+}
+
+/// `names` in backquotes, comma-separated: serde's words for a list of
+/// names, which the unknown members' messages use too.
+pub(super) fn push_quoted<'a>(out: &mut String, names: impl Iterator<Item = &'a str>) {
+    for (i, name) in names.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push('`');
+        out.push_str(name);
+        out.push('`');
     }
 }
 
