@@ -85,7 +85,6 @@ impl Member {
 /// A member's name: a struct's field names its member with a string of the
 /// program's (kept as it is), a map's key with one written to
 /// `Writer::names`.
-#[derive(Clone)]
 enum Name {
     Field(&'static str),
     Written(Range<usize>),
@@ -111,7 +110,8 @@ pub(crate) struct Writer {
     members: Vec<Member>,
     scratch: String,
     orders: Vec<Order>,
-    /// The order being applied, taken out of `orders` for the while.
+    /// The canonical order of the object being closed: where each of its
+    /// members goes (found, or copied from `orders`).
     order: Vec<usize>,
 }
 
