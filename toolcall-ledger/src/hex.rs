@@ -18,10 +18,34 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
+/// Every byte's two lower-case hex digits: a byte is one load (every key's
+/// 64 digits are written as it is made).
+const PAIRS: [[u8; 2]; 256] = {
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [HEX_DIGITS[byte >> 4], HEX_DIGITS[byte & 0xf]];
+        byte += 1;
+    }
+    pairs
+};
+
 /// The two lower-case hex digits of `byte`.
 pub fn hex_pair(byte: u8) -> [u8; 2] {
-    [
-        HEX_DIGITS[usize::from(byte >> 4)],
-        HEX_DIGITS[usize::from(byte & 0xf)],
-    ]
+    PAIRS[usize::from(byte)]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_byte_is_its_two_lower_case_digits() {
+        for byte in 0..=u8::MAX {
+            let pair = super::hex_pair(byte);
+            assert_eq!(
+                std::str::from_utf8(&pair),
+                Ok(format!("{byte:02x}").as_str())
+            );
+        }
+        assert_eq!(super::hex(&[0x00, 0x9f, 0xff]), "009fff");
+    }
 }
