@@ -207,7 +207,8 @@ pub fn digest(value: &Value) -> String {
 }
 
 /// The lock key of a resource: [`digest`] of `["resource", kind, value]`,
-/// written without building that array, in the thread's canonical buffers.
+/// written without building that array: an id that needs no escape at once
+/// on the stack, any other value in the thread's canonical buffers.
 pub fn resource_digest(kind: &str, value: &Value) -> Key {
     let mut hasher = Sha256::new();
     if let Value::String(id) = value
@@ -230,9 +231,7 @@ pub fn resource_digest(kind: &str, value: &Value) -> Key {
 /// other.
 fn hash_plain_resource(kind: &str, id: &str, hasher: &mut Sha256) -> bool {
     const OPEN: &[u8] = b"[\"resource\",\"";
-    // A string is written as it is between its quotes unless a byte of
-    // it is escaped (`write_string`): a quote, a backslash, a control.
-    let plain = |text: &str| text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+    let plain = |text: &str| !text.bytes().any(is_escaped);
     let mut buffer = [0u8; 160];
     let parts: [&[u8]; 5] = [OPEN, kind.as_bytes(), b"\",\"", id.as_bytes(), b"\"]"];
     if parts.iter().map(|part| part.len()).sum::<usize>() > buffer.len()
@@ -292,12 +291,22 @@ fn utf16_cmp(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// Whether canonical text writes `byte` of a string as an escape: a quote,
+/// a backslash and the controls below U+0020; every other byte is written
+/// as it is.
+fn is_escaped(byte: u8) -> bool {
+    matches!(byte, b'"' | b'\\' | 0x00..=0x1F)
+}
+
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
     // The text between escapes is copied as it is; every byte escaped is
     // ASCII, so the cuts fall on character boundaries.
     let mut plain = 0;
     for (at, &byte) in s.as_bytes().iter().enumerate() {
+        if !is_escaped(byte) {
+            continue;
+        }
         let escaped = match byte {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -306,8 +315,7 @@ fn write_string(out: &mut String, s: &str) {
             b'\n' => "\\n",
             0x0C => "\\f",
             b'\r' => "\\r",
-            0x00..=0x1F => "",
-            _ => continue,
+            _ => "",
         };
         out.push_str(&s[plain..at]);
         if escaped.is_empty() {
