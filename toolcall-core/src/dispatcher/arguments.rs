@@ -270,7 +270,7 @@ pub(super) struct Prepared<'a> {
     /// The lock of the call's one resource: taken with the call's start
     /// and handed to stages 5 to 8, which take it over; then, while they
     /// run, the lock they hold, which the result's record frees too.
-    pub lock: Option<HeldLock>,
+    pub lock: Option<Box<HeldLock>>,
     /// The call's start claimed its key (see `CallStart::claimed`), with a
     /// lease to this time: stage 8 runs under that claim rather than taking
     /// one, and takes it (`None`) when it does.
@@ -324,17 +324,17 @@ impl Prepared<'_> {
     /// The lock to ask for with the call's start: of its one resource, for
     /// a side effect (a call naming none, or several, takes its locks at
     /// stage 5).
-    pub fn early_lock(&mut self) -> Option<HeldLock> {
+    pub fn early_lock(&mut self) -> Option<Box<HeldLock>> {
         if !self.spec.side_effect() {
             return None;
         }
         let resources = resource_keys(self)?;
         let early = match &resources {
-            Resources::One(resource) => Some(HeldLock {
+            Resources::One(resource) => Some(Box::new(HeldLock {
                 resource: *resource,
                 holder: holder_token(),
                 freed: None,
-            }),
+            })),
             _ => None,
         };
         self.resources = Some(resources);

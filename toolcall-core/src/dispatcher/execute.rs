@@ -171,7 +171,7 @@ impl<St: Store> Stages<St> {
         };
         // The result's record frees the call's resource lock too, unless
         // a person's settlement is still to be recorded under it.
-        let holding = lock.as_ref().filter(|_| settling.is_none());
+        let holding = lock.as_deref().filter(|_| settling.is_none());
         let answer = self.finish(&call, cx, outcome, holding).await;
         if let Some(id) = settling {
             match &answer {

@@ -17,7 +17,7 @@ use crate::store::{Key, Lease, LockAsk, Store, StoreError, now_ms};
 impl<St: Store> Stages<St> {
     /// Frees a lock the call's start took that the stages after it do not
     /// use (the call ended before them, or names other resources now).
-    pub(super) async fn free(&self, name: &str, lock: Option<HeldLock>) {
+    pub(super) async fn free(&self, name: &str, lock: Option<Box<HeldLock>>) {
         let Some(lock) = lock else { return };
         if let Err(error) = self
             .store
@@ -60,11 +60,11 @@ impl<St: Store> Stages<St> {
         let freed = match &*resources {
             [resource] => {
                 let freed = Arc::new(AtomicBool::new(false));
-                prepared.lock = Some(HeldLock {
+                prepared.lock = Some(Box::new(HeldLock {
                     resource: *resource,
                     holder,
                     freed: Some(Arc::clone(&freed)),
-                });
+                }));
                 Some(freed)
             }
             _ => None,

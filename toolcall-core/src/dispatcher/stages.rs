@@ -114,7 +114,10 @@ pub(super) enum Approval<'a> {
     InDoubt,
 }
 
-/// A resource lock a call holds (or asks for with its start).
+/// A resource lock a call holds (or asks for with its start). Held in a
+/// `Box` wherever a call keeps one (`Option<Box<HeldLock>>`): most calls
+/// hold none, and each stage that hands the slot on moves it; inline, that
+/// was a copy of its 168 bytes at each hand-off, on every call.
 pub(super) struct HeldLock {
     pub resource: Key,
     pub holder: Holder,
@@ -148,7 +151,7 @@ pub(super) struct DecisionNote {
 #[derive(Default)]
 pub(super) struct CallStart {
     pub step: u64,
-    pub lock: Option<HeldLock>,
+    pub lock: Option<Box<HeldLock>>,
     /// The key claimed with the start ([`crate::store::CallStart::claim`]),
     /// until stage 8 runs under it; released if the call does not run.
     pub claimed: Option<Key>,
