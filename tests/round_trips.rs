@@ -381,7 +381,7 @@ async fn begin_conformance(store: &impl Store, other: &impl Store, combined: boo
     store.unlock_resource(&resource, "h1").await.unwrap();
     assert_eq!(
         other.outcome(&k).await.unwrap(),
-        Some(RecordedOutcome::Completed(result))
+        Some(RecordedOutcome::Completed(Box::new(result)))
     );
 
     // Over the bound of identical calls: counted, nothing read, no lock.

@@ -71,7 +71,9 @@ pub fn outcome(
 ) -> Result<Option<RecordedOutcome>, StoreError> {
     Ok(match (state, result) {
         (None, _) => None,
-        (Some(COMPLETED), Some(text)) => Some(RecordedOutcome::Completed(parse_result(text)?)),
+        (Some(COMPLETED), Some(text)) => {
+            Some(RecordedOutcome::Completed(Box::new(parse_result(text)?)))
+        }
         (Some(IN_FLIGHT), _) => Some(RecordedOutcome::InFlight),
         (Some(_), _) => Some(RecordedOutcome::InDoubt),
     })

@@ -242,7 +242,7 @@ fn a_record_answers_by_its_state_and_its_lease() {
     assert_eq!(record::outcome(None, None).unwrap(), None);
     assert_eq!(
         record::outcome(Some("completed"), Some(&text)).unwrap(),
-        Some(RecordedOutcome::Completed(result.clone()))
+        Some(RecordedOutcome::Completed(Box::new(result.clone())))
     );
     assert_eq!(
         record::outcome(Some("in_flight"), None).unwrap(),

@@ -172,7 +172,7 @@ pub async fn first_release_rows_are_kept<S: Store>(store: &S) {
     assert_eq!(store.count_call(&key("k-done"), now_ms()).await.unwrap(), 3);
     assert_eq!(
         store.outcome(&key("k-done")).await.unwrap(),
-        Some(RecordedOutcome::Completed(result(7)))
+        Some(RecordedOutcome::Completed(Box::new(result(7))))
     );
     assert_eq!(
         store

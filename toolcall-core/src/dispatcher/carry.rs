@@ -160,7 +160,7 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             .await
             .map_err(|error| self.stages.store_unavailable(prepared.spec.name(), &error))?;
         match outcome {
-            Some(RecordedOutcome::Completed(stored)) => Ok(stored),
+            Some(RecordedOutcome::Completed(stored)) => Ok(*stored),
             Some(RecordedOutcome::InDoubt) => {
                 self.decide_and_run(prepared, Approval::InDoubt).await
             }

@@ -728,9 +728,10 @@ fn spec_redacts(spec: &ToolSpec) -> bool {
     spec.side_effect() && !spec.redaction().is_empty()
 }
 
-/// A stored result, answered again.
-fn replay(mut stored: ToolResult) -> ToolResult {
-    stored.replayed = true;
+/// A stored result, answered again (as a claim gives it, or boxed as a
+/// recorded outcome holds it).
+fn replay<R: std::borrow::BorrowMut<ToolResult>>(mut stored: R) -> R {
+    stored.borrow_mut().replayed = true;
     stored
 }
 

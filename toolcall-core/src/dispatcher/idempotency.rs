@@ -163,7 +163,7 @@ impl<St: Store> Stages<St> {
             waited |= waiting.pauses() > 0;
             match outcome {
                 None => return Err(self.fail(Failure::CallInProgress, spec.name())),
-                Some(Some(RecordedOutcome::Completed(stored))) => return Err(stored),
+                Some(Some(RecordedOutcome::Completed(stored))) => return Err(*stored),
                 // The same call ran before and its outcome is unknown: it
                 // already passed the check, the policy and the approval, so
                 // it goes straight to execution, where the outcome is
@@ -258,7 +258,7 @@ impl<St: Store> Stages<St> {
                     .await
                     .map_err(|error| self.store_unavailable(name, &error))?
             {
-                return Ok(Some(stored));
+                return Ok(Some(*stored));
             }
             // The calls before it took their counts back (a question to a
             // person) or were refused: count this one again.

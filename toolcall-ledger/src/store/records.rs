@@ -13,8 +13,12 @@ use crate::result::ToolResult;
 #[non_exhaustive]
 pub enum RecordedOutcome {
     /// The call completed: its stored result is the answer to every
-    /// identical call from then on.
-    Completed(ToolResult),
+    /// identical call from then on. Boxed: the other outcomes carry
+    /// nothing, and an outcome travels inside [`CallBegun`] with every
+    /// call's start, a side effect's and a read's alike, moved at each
+    /// step; inline, the answer made each of those a copy of its 160
+    /// bytes.
+    Completed(Box<ToolResult>),
     /// The call's effect is unknown: its last attempt failed in a way that
     /// leaves it open (a lost response, a timeout), or its claim's lease ran
     /// out with no outcome (the process died after the claim). It may or may

@@ -123,7 +123,7 @@ impl<S: Any + Send + Sync, St: Store> McpServer<S, St> {
                 let answer = if replayed.ok == stored.ok && replayed.code == stored.code {
                     replayed
                 } else {
-                    stored
+                    *stored
                 };
                 let came = ApprovalResult {
                     ok: answer.ok,

@@ -135,7 +135,9 @@ pub(super) fn trim_oldest<K, V, H: BuildHasher>(
 #[inline]
 pub(super) fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<RecordedOutcome> {
     match shard.records.get(slot).map(|r| &r.state) {
-        Some(RecordState::Completed(result)) => Some(RecordedOutcome::Completed(result.clone())),
+        Some(RecordState::Completed(result)) => {
+            Some(RecordedOutcome::Completed(Box::new(result.clone())))
+        }
         Some(RecordState::InDoubt) => Some(RecordedOutcome::InDoubt),
         // A claim whose holder let its lease run out (it died, or its
         // future was dropped) left no outcome: the effect may have
