@@ -91,8 +91,21 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // allocator on every call, costlier than the copy it would spare.
         // Pinned where it is made and polled in the span, rather than moved
         // into an `Instrumented`: the future is not copied again.
-        let running = pin!(self.run(&call, caller, spec, at_ms));
-        let (step, mut result, noted) = in_span(&span, running).await;
+        // The answer and the audit's notes are written here by the pipeline
+        // rather than returned up through its layers: each layer's return
+        // was a copy of the answer (160 bytes) and of the notes (144).
+        let mut noted = AuditNotes::default();
+        let mut answer = None;
+        let step = {
+            let running = pin!(self.run(&call, caller, spec, at_ms, &mut noted, &mut answer));
+            in_span(&span, running).await
+        };
+        // `run` answers on every way out; were one to forget, the call
+        // is refused, not a panic.
+        let mut result = answer.unwrap_or_else(|| {
+            self.stages
+                .fail(Failure::InternalError, call.tool.to_owned())
+        });
         let called = Called {
             session: call.session,
             caller,
@@ -104,10 +117,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         result
     }
 
-    /// The call's step, its answer, and what the pipeline noted of it for
-    /// the audit. `spec` is the registry's tool of the call's name, looked
-    /// up once for the pipeline and the audit; stage 1 answers if there is
-    /// none. `at_ms` is when the call came: the time its step and its count
+    /// The call's step; its answer is left in `answer`, and what the
+    /// pipeline noted of it for the audit in `noted`. `spec` is the
+    /// registry's tool of the call's name, looked up once for the pipeline
+    /// and the audit; stage 1 answers if there is none. `at_ms` is when the call came: the time its step and its count
     /// are taken at.
     async fn run(
         &self,
@@ -115,17 +128,21 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         caller: &Caller,
         spec: Option<&'static ToolSpec>,
         at_ms: u64,
-    ) -> (u64, ToolResult, AuditNotes) {
+        noted: &mut AuditNotes,
+        answer: &mut Option<ToolResult>,
+    ) -> u64 {
         let mut attempts = 0;
         loop {
-            let mut noted = AuditNotes::default();
+            *noted = AuditNotes::default();
             let mut begun = CallStart::default();
-            let result = match self
-                .pipeline(call, caller, spec, at_ms, &mut noted, &mut begun)
-                .await
-            {
-                Ok(result) | Err(result) => result,
-            };
+            *answer = Some(
+                match self
+                    .pipeline(call, caller, spec, at_ms, noted, &mut begun)
+                    .await
+                {
+                    Ok(result) | Err(result) => result,
+                },
+            );
             // A claim and a lock the call's start took that no stage took
             // over: the call did not run.
             if let Some(key) = begun.claimed.take() {
@@ -133,23 +150,23 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
             }
             self.stages.free(call.tool, begun.lock.take()).await;
             if !begun.controls_moved {
-                return (begun.step, result, noted);
+                return begun.step;
             }
             // The operators' controls changed since this process read
             // them, and nothing was counted: read them, and start again.
             attempts += 1;
             if let Err(refused) = self.stages.controls(call.tool).await {
-                return (0, refused, AuditNotes::default());
+                *noted = AuditNotes::default();
+                *answer = Some(refused);
+                return 0;
             }
             if attempts >= MAX_CONTROLS_RETRIES {
                 let busy = crate::store::StoreError::new(
                     "the operators' controls changed at every try of this call",
                 );
-                return (
-                    0,
-                    self.stages.store_unavailable(call.tool, &busy),
-                    AuditNotes::default(),
-                );
+                *noted = AuditNotes::default();
+                *answer = Some(self.stages.store_unavailable(call.tool, &busy));
+                return 0;
             }
         }
     }
