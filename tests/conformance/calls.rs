@@ -148,16 +148,25 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
 
     // A completed record is the answer from then on, and release keeps it.
     store.complete(&key("k1"), &result(7)).await.unwrap();
-    assert_eq!(outcome(other, "k1").await, Some(Completed(Box::new(result(7)))));
+    assert_eq!(
+        outcome(other, "k1").await,
+        Some(Completed(Box::new(result(7))))
+    );
     assert_eq!(
         claim_a_second(other, "k1", now + 10_000_000).await,
         Claim::Completed(result(7))
     );
     other.release(&key("k1")).await.unwrap();
-    assert_eq!(outcome(store, "k1").await, Some(Completed(Box::new(result(7)))));
+    assert_eq!(
+        outcome(store, "k1").await,
+        Some(Completed(Box::new(result(7))))
+    );
     // Doubting a completed key changes nothing.
     other.doubt(&key("k1")).await.unwrap();
-    assert_eq!(outcome(store, "k1").await, Some(Completed(Box::new(result(7)))));
+    assert_eq!(
+        outcome(store, "k1").await,
+        Some(Completed(Box::new(result(7))))
+    );
 
     // In doubt: durable, released by nothing, claimed like a free key, and
     // completed by the call that ran it again.
@@ -189,7 +198,10 @@ pub async fn conformance(store: &impl Store, other: &impl Store) {
     );
     assert_eq!(outcome(store, "d1").await, Some(InFlight), "claimed again");
     other.complete(&key("d1"), &result(8)).await.unwrap();
-    assert_eq!(outcome(store, "d1").await, Some(Completed(Box::new(result(8)))));
+    assert_eq!(
+        outcome(store, "d1").await,
+        Some(Completed(Box::new(result(8))))
+    );
     // A key never claimed can be doubted too.
     other.doubt(&key("d2")).await.unwrap();
     assert_eq!(outcome(store, "d2").await, Some(InDoubt));

@@ -324,17 +324,17 @@ impl Prepared<'_> {
     /// The lock to ask for with the call's start: of its one resource, for
     /// a side effect (a call naming none, or several, takes its locks at
     /// stage 5).
-    pub fn early_lock(&mut self) -> Option<Box<HeldLock>> {
+    pub fn early_lock(&mut self) -> Option<HeldLock> {
         if !self.spec.side_effect() {
             return None;
         }
         let resources = resource_keys(self)?;
         let early = match &resources {
-            Resources::One(resource) => Some(Box::new(HeldLock {
+            Resources::One(resource) => Some(HeldLock {
                 resource: *resource,
                 holder: holder_token(),
                 freed: None,
-            })),
+            }),
             _ => None,
         };
         self.resources = Some(resources);

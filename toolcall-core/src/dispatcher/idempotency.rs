@@ -35,7 +35,7 @@ impl<St: Store> Stages<St> {
         at_ms: u64,
         valid: Option<(&'static ToolSpec, &Key)>,
         active: &mut Option<Active<'d>>,
-        lock: &mut Option<Box<HeldLock>>,
+        lock: &mut Option<HeldLock>,
         controls: u64,
         claim: Option<u64>,
     ) -> (Result<u64, StoreError>, Option<CallBegun>) {

@@ -361,9 +361,13 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<(u64, Option<CallBegun>)> {
         let name = call.tool;
         let mut claim = None;
+        // The lock the start asks for, here until the start says it took
+        // it: a start that finds the key completed (a replay) takes none,
+        // and its lock is not boxed for nothing.
+        let mut early = None;
         let valid = match checked {
             Ok(prepared) if !call.dry_run => {
-                begun.lock = prepared.early_lock();
+                early = prepared.early_lock();
                 // Its lease runs from the call's time, as the lock's does.
                 claim = self.claims_at_start(call, prepared).then(|| {
                     at_ms.saturating_add(super::retry::millis(self.stages.lease(prepared.spec)))
@@ -383,16 +387,10 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let (step, started) = self
             .stages
             .start(
-                call,
-                caller,
-                at_ms,
-                valid,
-                active,
-                &mut begun.lock,
-                version,
-                claim,
+                call, caller, at_ms, valid, active, &mut early, version, claim,
             )
             .await;
+        begun.lock = early.map(Box::new);
         if started.as_ref().is_some_and(|found| found.claimed)
             && let Ok(prepared) = checked
         {
