@@ -363,11 +363,14 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         let mut claim = None;
         // The lock the start asks for, here until the start says it took
         // it: a start that finds the key completed (a replay) takes none,
-        // and its lock is not boxed for nothing.
+        // and its lock is not boxed for nothing. Only a side effect's is
+        // set (or read back below): the slot is 168 bytes, a copy each time.
         let mut early = None;
         let valid = match checked {
             Ok(prepared) if !call.dry_run => {
-                early = prepared.early_lock();
+                if prepared.spec.side_effect() {
+                    early = prepared.early_lock();
+                }
                 // Its lease runs from the call's time, as the lock's does.
                 claim = self.claims_at_start(call, prepared).then(|| {
                     at_ms.saturating_add(super::retry::millis(self.stages.lease(prepared.spec)))
@@ -390,7 +393,9 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
                 call, caller, at_ms, valid, active, &mut early, version, claim,
             )
             .await;
-        begun.lock = early.map(Box::new);
+        if let Some(lock) = early {
+            begun.lock = Some(Box::new(lock));
+        }
         if started.as_ref().is_some_and(|found| found.claimed)
             && let Ok(prepared) = checked
         {
