@@ -118,10 +118,11 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     }
 
     /// The call's step; its answer is left in `answer`, and what the
-    /// pipeline noted of it for the audit in `noted`. `spec` is the
-    /// registry's tool of the call's name, looked up once for the pipeline
-    /// and the audit; stage 1 answers if there is none. `at_ms` is when the call came: the time its step and its count
-    /// are taken at.
+    /// pipeline noted of it for the audit in `noted` (empty when the
+    /// operators' controls refuse it on a retry). `spec` is the registry's
+    /// tool of the call's name, looked up once for the pipeline and the
+    /// audit; stage 1 answers if there is none. `at_ms` is when the call
+    /// came: the time its step and its count are taken at.
     async fn run(
         &self,
         call: &Call<'_>,
