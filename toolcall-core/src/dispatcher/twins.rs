@@ -33,11 +33,15 @@ pub(super) struct Twins {
 /// taking two locks do not contend for one line.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Shard(Mutex<HashMap<Digest, usize, KeyHasher>>);
+struct Shard(Mutex<Counts>);
+
+// The lock, the inline key and its count, and the overflow's pointer: one
+// line, or the inline slot saves nothing.
+const _: () = assert!(std::mem::size_of::<Shard>() == 64);
 
 /// A key as the count holds it: its digest's 32 bytes, hashed as one write
 /// (a [`Key`] also carries its 64 hex digits, which the count never reads).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Digest([u8; 32]);
 
 impl Hash for Digest {
@@ -46,10 +50,82 @@ impl Hash for Digest {
     }
 }
 
+/// One shard's counts. A shard mostly holds one key at a time, or none
+/// (sixteen shards, a few calls in flight), so that key is counted in the
+/// shard's own cache line, beside its lock: a call then touches one line
+/// to enter and one to leave, where a map's header, control bytes and
+/// bucket were three, cold by the time the shard's next call comes. The
+/// other keys of a crowded shard are in `more`. A key is counted in one
+/// place only: in `first` while its count there is above 0, else in `more`.
+#[derive(Debug, Default)]
+struct Counts {
+    /// The key counted inline, and its count (0: the slot is free).
+    first: (Digest, usize),
+    /// Every other key with calls in flight. Boxed, so that the shard
+    /// stays one line (a map's header is 32 bytes, beside the slot's 40);
+    /// made the first time two keys share the shard.
+    #[allow(clippy::box_collection)]
+    more: Option<Box<HashMap<Digest, usize, KeyHasher>>>,
+}
+
+impl Counts {
+    /// One more call of `key`.
+    fn add(&mut self, key: Digest) {
+        let (first, count) = &mut self.first;
+        if *count > 0 && *first == key {
+            *count += 1;
+            return;
+        }
+        let in_more = self.more.as_mut().and_then(|more| more.get_mut(&key));
+        match in_more {
+            Some(n) => *n += 1,
+            None if *count == 0 => self.first = (key, 1),
+            None => {
+                *self.more.get_or_insert_default().entry(key).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// One call of `key` fewer; a key with none left is forgotten.
+    fn remove(&mut self, key: &Digest) {
+        let (first, count) = &mut self.first;
+        if *count > 0 && first == key {
+            *count -= 1;
+            return;
+        }
+        if let Some(more) = self.more.as_mut()
+            && let Some(n) = more.get_mut(key)
+        {
+            *n -= 1;
+            if *n == 0 {
+                more.remove(key);
+            }
+        }
+    }
+
+    /// How many calls of `key` are counted.
+    fn get(&self, key: &Digest) -> usize {
+        let (first, count) = &self.first;
+        if *count > 0 && first == key {
+            return *count;
+        }
+        self.more
+            .as_ref()
+            .and_then(|more| more.get(key).copied())
+            .unwrap_or(0)
+    }
+
+    /// Whether no key is counted.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.first.1 == 0 && self.more.as_ref().is_none_or(|more| more.is_empty())
+    }
+}
+
 impl Twins {
     /// The counts of `key`'s shard, locked. (Bits 32 and up pick the
     /// shard: the shard's map places keys by the low bits of its own hash.)
-    fn counts(&self, key: &Digest) -> MutexGuard<'_, HashMap<Digest, usize, KeyHasher>> {
+    fn counts(&self, key: &Digest) -> MutexGuard<'_, Counts> {
         lock(&self.shards[((self.hasher.hash_one(key) >> 32) as usize) % SHARDS].0)
     }
 
@@ -68,7 +144,7 @@ impl Twins {
     /// Whether any call of `key` is active.
     pub fn any_active(&self, key: &Key) -> bool {
         let key = Digest(*key.digest());
-        self.counts(&key).get(&key).is_some_and(|n| *n > 0)
+        self.counts(&key).get(&key) > 0
     }
 }
 
@@ -87,13 +163,7 @@ impl Active<'_> {
             return;
         }
         self.counted = false;
-        let mut active = self.twins.counts(&self.key);
-        if let Some(n) = active.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                active.remove(&self.key);
-            }
-        }
+        self.twins.counts(&self.key).remove(&self.key);
     }
 
     /// Counts this call again: it decides, or runs.
@@ -102,7 +172,7 @@ impl Active<'_> {
             return;
         }
         self.counted = true;
-        *self.twins.counts(&self.key).entry(self.key).or_insert(0) += 1;
+        self.twins.counts(&self.key).add(self.key);
     }
 }
 
@@ -114,8 +184,45 @@ impl Drop for Active<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::Twins;
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::{Counts, Digest, Twins};
     use crate::store::Key;
+
+    proptest! {
+        /// A shard's counts, its inline slot and its overflow map together,
+        /// answer as one plain map of counts would, through any order of
+        /// calls entering and leaving over a few keys (all in one shard:
+        /// the slot is taken, freed and taken by another key while the
+        /// first still has calls counted in the map).
+        #[test]
+        fn a_shard_counts_as_a_map_would(
+            steps in prop::collection::vec((0u8..4, any::<bool>()), 0..64)
+        ) {
+            let mut counts = Counts::default();
+            let mut model: HashMap<u8, usize> = HashMap::new();
+            for (k, enters) in steps {
+                let key = Digest([k; 32]);
+                let n = model.entry(k).or_insert(0);
+                if enters {
+                    *n += 1;
+                    counts.add(key);
+                } else if *n > 0 {
+                    // A call leaves only once it entered (`Active`).
+                    *n -= 1;
+                    counts.remove(&key);
+                }
+                for k in 0u8..4 {
+                    let expected = model.get(&k).copied().unwrap_or(0);
+                    prop_assert_eq!(counts.get(&Digest([k; 32])), expected, "key {}", k);
+                }
+            }
+            let open: usize = model.values().sum();
+            prop_assert_eq!(counts.is_empty(), open == 0);
+        }
+    }
 
     fn key(text: &str) -> Key {
         Key::sha256(text)
