@@ -217,7 +217,7 @@ impl MemoryStore {
             Some(Record {
                 state: RecordState::Completed(result),
                 ..
-            }) => return Claim::Completed(result.clone()),
+            }) => return Claim::Completed(ToolResult::clone(result)),
             Some(Record {
                 state: RecordState::InFlight { until_ms: held },
                 ..
@@ -398,7 +398,7 @@ impl CallStore for MemoryStore {
         shard.records.insert(
             slot,
             Record {
-                state: RecordState::Completed(result.clone()),
+                state: RecordState::Completed(Box::new(result.clone())),
                 touched_ms: now,
                 question: None,
             },

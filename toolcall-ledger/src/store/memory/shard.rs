@@ -100,10 +100,20 @@ pub(super) struct Record {
     pub(super) question: Option<Box<(PendingApproval, Key, u64)>>,
 }
 
+// A record's bucket (its key's digest and the record) is one cache line;
+// see `RecordState::Completed`.
+const _: () = assert!(std::mem::size_of::<(Slot, Record)>() == 64);
+
 #[derive(Debug)]
 pub(super) enum RecordState {
-    InFlight { until_ms: u64 },
-    Completed(ToolResult),
+    InFlight {
+        until_ms: u64,
+    },
+    /// Boxed: the table's buckets are then 64 bytes, not 216. The table
+    /// grows with every new side effect, and each doubling moved every
+    /// record and paged in room for twice as many; the answer is boxed
+    /// once, when it is recorded, and read again only by a replay.
+    Completed(Box<ToolResult>),
     InDoubt,
 }
 
@@ -135,9 +145,7 @@ pub(super) fn trim_oldest<K, V, H: BuildHasher>(
 #[inline]
 pub(super) fn recorded_in(shard: &Shard, slot: &Slot, now_ms: u64) -> Option<RecordedOutcome> {
     match shard.records.get(slot).map(|r| &r.state) {
-        Some(RecordState::Completed(result)) => {
-            Some(RecordedOutcome::Completed(Box::new(result.clone())))
-        }
+        Some(RecordState::Completed(result)) => Some(RecordedOutcome::Completed(result.clone())),
         Some(RecordState::InDoubt) => Some(RecordedOutcome::InDoubt),
         // A claim whose holder let its lease run out (it died, or its
         // future was dropped) left no outcome: the effect may have
