@@ -124,7 +124,7 @@ impl Counts {
 
 impl Twins {
     /// The counts of `key`'s shard, locked. (Bits 32 and up pick the
-    /// shard: the shard's map places keys by the low bits of its own hash.)
+    /// shard; a crowded shard's map hashes its keys with a seed of its own.)
     fn counts(&self, key: &Digest) -> MutexGuard<'_, Counts> {
         lock(&self.shards[((self.hasher.hash_one(key) >> 32) as usize) % SHARDS].0)
     }
