@@ -20,9 +20,7 @@ mod schema;
 
 #[cfg(test)]
 use read::rsplit_expected;
-use read::{
-    PlainStr, Problem, plain_string, plain_type_error, push_quoted, read_value, type_problem,
-};
+use read::{PlainStr, Problem, plain_string, plain_type_error, push_quoted, read_value};
 pub(crate) use schema::finish_schema;
 
 /// One parameter of a tool, as the validator and the schema see it.
@@ -468,7 +466,7 @@ impl fmt::Display for FieldProblem {
 /// `path: problem (description)`, the description left out when empty: a
 /// problem as the model reads it, and as the audit shows it again.
 pub(crate) fn show_problem(
-    f: &mut fmt::Formatter<'_>,
+    f: &mut impl fmt::Write,
     path: &str,
     problem: &str,
     description: &str,
@@ -507,14 +505,34 @@ impl FieldErrors {
     }
 
     /// The text the model reads, as `Display` shows it, written into room
-    /// made for it at once.
+    /// made for it at once (straight into the `String`, not through a
+    /// `Formatter`'s calls of its writer).
     pub(crate) fn text(&self) -> String {
         let size: usize = (self.problems.iter().take(MAX_PROBLEMS_SHOWN))
             .map(|p| p.path.len() + p.problem.len() + p.description.len() + 8)
             .sum();
         let mut text = String::with_capacity(size + 32);
-        let _ = fmt::Write::write_fmt(&mut text, format_args!("{self}"));
+        let _ = self.write_to(&mut text);
         text
+    }
+
+    /// Every problem, `; `-separated; past the first 20, only their number
+    /// (a model that sent 5,000 unknown members gets a bounded answer).
+    fn write_to(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        for (i, problem) in self.problems.iter().take(MAX_PROBLEMS_SHOWN).enumerate() {
+            if i > 0 {
+                out.write_str("; ")?;
+            }
+            show_problem(out, &problem.path, &problem.problem, problem.description)?;
+        }
+        if self.problems.len() > MAX_PROBLEMS_SHOWN {
+            write!(
+                out,
+                "; and {} more problems",
+                self.problems.len() - MAX_PROBLEMS_SHOWN
+            )?;
+        }
+        Ok(())
     }
 
     pub(crate) fn into_problems(self) -> Vec<FieldProblem> {
@@ -556,8 +574,8 @@ impl FieldErrors {
         };
         let typed = match read_value::<T>(value) {
             Ok(typed) => typed,
-            Err((path, error)) => {
-                self.push_at(meta, &path, type_problem(&error));
+            Err((path, problem)) => {
+                self.push_at(meta, &path, problem);
                 return None;
             }
         };
@@ -737,20 +755,7 @@ impl fmt::Display for FieldErrors {
     /// Every problem, `; `-separated; past the first 20, only their number
     /// (a model that sent 5,000 unknown members gets a bounded answer).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, problem) in self.problems.iter().take(MAX_PROBLEMS_SHOWN).enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            fmt::Display::fmt(problem, f)?;
-        }
-        if self.problems.len() > MAX_PROBLEMS_SHOWN {
-            write!(
-                f,
-                "; and {} more problems",
-                self.problems.len() - MAX_PROBLEMS_SHOWN
-            )?;
-        }
-        Ok(())
+        self.write_to(f)
     }
 }
 

@@ -156,8 +156,9 @@ fn same_number(nearest: f64, theirs: f64) -> bool {
 
 /// Whether serde_json was built with `arbitrary_precision` (some crate of
 /// the application may turn it on): then a number reaches a visitor as a
-/// map of one private member, its text.
-fn numbers_are_text() -> bool {
+/// map of one private member, its text, and a reader that mirrors
+/// serde_json's `Value` must leave numbers to it.
+pub fn numbers_are_text() -> bool {
     /// Whether a number comes as a map.
     struct Probe;
     impl<'de> Visitor<'de> for Probe {

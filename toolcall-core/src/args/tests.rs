@@ -8,22 +8,40 @@ static AMOUNT: FieldMeta = FieldMeta {
     resource: None,
 };
 
-/// The reading of a scalar without the path-tracking deserializer
-/// must fail, and say so, exactly as with it: the model's text and the
-/// audit's problems come from it.
+/// The reading of a scalar without the path-tracking deserializer (and
+/// without serde_json's own, see [`read::Scalar`]) must read the same
+/// value, or fail and say so in the same words, as serde_json's with paths
+/// does: the model's text and the audit's problems come from it.
 fn same_reading_as_with_paths<T>(value: &Value) -> Result<(), String>
 where
     T: DeserializeOwned + PartialEq + fmt::Debug,
 {
-    let tracked = serde_path_to_error::deserialize::<_, T>(value)
-        .map_err(|error| (error.path().to_string(), error.into_inner().to_string()));
-    let tracked =
-        tracked.map_err(|(path, text)| (if path == "." { String::new() } else { path }, text));
-    let read = read_value::<T>(value).map_err(|(path, error)| (path, error.to_string()));
+    let tracked = serde_path_to_error::deserialize::<_, T>(value).map_err(|error| {
+        let path = error.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        (path, plain_type_error(error.into_inner().to_string()))
+    });
+    let read = read_value::<T>(value);
     if tracked == read {
         Ok(())
     } else {
         Err(format!("{value}: {tracked:?} and {read:?}"))
+    }
+}
+
+/// The reading of a scalar by [`read::Scalar`] must read the same value,
+/// or fail in the same words, as serde_json's `&Value` does, whatever the
+/// type: that is the reading it stands for.
+fn same_reading_as_serde_json<T>(value: &Value) -> Result<(), String>
+where
+    T: DeserializeOwned + PartialEq + fmt::Debug,
+{
+    let direct = T::deserialize(value).map_err(|error| (String::new(), read::type_problem(&error)));
+    let read = read_value::<T>(value);
+    if direct == read {
+        Ok(())
+    } else {
+        Err(format!("{value}: {direct:?} and {read:?}"))
     }
 }
 
@@ -33,6 +51,25 @@ enum Currency {
     Brl,
     Usd,
 }
+
+/// Every shape of variant, named as the scalar strategy's strings are.
+#[derive(Debug, PartialEq, serde::Deserialize)]
+enum Shape {
+    #[serde(rename = "x")]
+    Newtype(u8),
+    #[serde(rename = "usd")]
+    Tuple(u8, u8),
+    #[serde(rename = "brl")]
+    Struct { side: f64 },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, PartialEq, serde::Deserialize)]
+struct Cents(u64);
+
+#[derive(Debug, PartialEq, serde::Deserialize)]
+struct Marker;
 
 #[derive(Debug, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,6 +109,40 @@ proptest::proptest! {
             same_reading_as_with_paths::<Currency>(&value),
             same_reading_as_with_paths::<Vec<u32>>(&value),
             same_reading_as_with_paths::<Line>(&value),
+        ] {
+            proptest::prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+        }
+    }
+
+    #[test]
+    fn a_scalar_is_read_as_serde_json_reads_it(value in scalar()) {
+        for outcome in [
+            same_reading_as_serde_json::<i64>(&value),
+            same_reading_as_serde_json::<u8>(&value),
+            same_reading_as_serde_json::<u32>(&value),
+            same_reading_as_serde_json::<f64>(&value),
+            same_reading_as_serde_json::<bool>(&value),
+            same_reading_as_serde_json::<String>(&value),
+            same_reading_as_serde_json::<char>(&value),
+            same_reading_as_serde_json::<Option<i64>>(&value),
+            same_reading_as_serde_json::<Currency>(&value),
+            same_reading_as_serde_json::<Vec<u32>>(&value),
+            same_reading_as_serde_json::<Line>(&value),
+            same_reading_as_serde_json::<i8>(&value),
+            same_reading_as_serde_json::<i128>(&value),
+            same_reading_as_serde_json::<u128>(&value),
+            same_reading_as_serde_json::<f32>(&value),
+            same_reading_as_serde_json::<()>(&value),
+            same_reading_as_serde_json::<Marker>(&value),
+            same_reading_as_serde_json::<Cents>(&value),
+            same_reading_as_serde_json::<Option<Cents>>(&value),
+            same_reading_as_serde_json::<Shape>(&value),
+            same_reading_as_serde_json::<Option<Currency>>(&value),
+            same_reading_as_serde_json::<(u8, u8)>(&value),
+            same_reading_as_serde_json::<Value>(&value),
+            same_reading_as_serde_json::<Box<str>>(&value),
+            same_reading_as_serde_json::<std::collections::BTreeMap<String, u8>>(&value),
+            same_reading_as_serde_json::<std::net::Ipv4Addr>(&value),
         ] {
             proptest::prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
         }
