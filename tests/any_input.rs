@@ -140,3 +140,41 @@ proptest! {
         prop_assert!(order.refunded_cents <= order.total_cents, "never refunds more than paid");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The pipeline reads arguments sent as text in one pass where it can,
+    /// and a refused member again on its own: whatever the arguments, the
+    /// model is told what it is told of the same arguments parsed, and the
+    /// audit keeps the same problems.
+    #[test]
+    fn arguments_as_text_are_answered_as_the_same_arguments_parsed(
+        arguments in prop_oneof![3 => mutated_refund(), 1 => any_json()],
+        extra in prop::option::of(("[a-z_]{1,12}", any_json())),
+    ) {
+        let mut arguments = arguments;
+        if let (Some((name, value)), Value::Object(object)) = (extra, &mut arguments) {
+            object.insert(name, value);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let answer = |arguments: toolcall::Arguments<'_>| {
+            let shop = Arc::new(Shop::new());
+            let audit = MemoryAudit::new();
+            let dispatcher = Dispatcher::builder(tools![get_order, refund_order].unwrap(), Arc::clone(&shop))
+                .part(Shop::reader)
+                .policy(Policy::new().allow(["refund_order"]))
+                .audit(audit.clone())
+                .build()
+                .unwrap();
+            let call = Call::new("refund_order", arguments).session("s").dry_run(true);
+            let result = runtime.block_on(dispatcher.execute(call));
+            let problems: Vec<String> = audit.records()[0].problems.iter().map(|p| p.to_string()).collect();
+            (result.code, result.message, result.data, problems)
+        };
+        let text = arguments.to_string();
+        let as_text = answer(toolcall::Arguments::Raw(&text));
+        let parsed = answer(toolcall::Arguments::Parsed(&arguments));
+        prop_assert_eq!(&as_text, &parsed, "{}", text);
+    }
+}
