@@ -194,10 +194,13 @@ pub(crate) fn member_values<'a>(
     // The object is one level: its members are read one level down.
     let depth_left = max_depth.checked_sub(1)?;
     let parse = |raw: &str| json::parse_within(raw, depth_left).ok();
-    members
-        .iter()
-        .map(|(name, raw)| Some((name.clone(), MemberValue::of(raw.get(), parse)?)))
-        .collect()
+    // Sized at once: a collect through `Option` starts from no size hint
+    // and grows (a copy of the members read so far) past four.
+    let mut values = Vec::with_capacity(members.len());
+    for (name, raw) in members {
+        values.push((name.clone(), MemberValue::of(raw.get(), parse)?));
+    }
+    Some(values)
 }
 
 /// Member names and raw values, in the order given.
