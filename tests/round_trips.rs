@@ -8,14 +8,17 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use orders::{Shop, get_order, read_messages, refund_order};
 use serde_json::json;
 use toolcall::store::{
-    CallStart, Claim, Completion, Exposure, Lease, LockAsk, RecordedOutcome, Store,
+    CallStart, Claim, Completion, Exposure, Lease, LockAsk, LockStore, MemoryStore,
+    RecordedOutcome, Store,
 };
 use toolcall::store::{TaintSource, now_ms};
 use toolcall::{Call, Code, Dispatcher, Policy, ToolResult, tools};
+use toolcall_core::canonical;
 use toolcall_postgres::PostgresStore;
 use toolcall_sqlite::SqliteStore;
 use toolcall_testkit::wrap::{Access, Hook, Pass, Wrapped};
@@ -141,6 +144,72 @@ async fn asks_per_call<S: Store>(store: Counting<S>) {
 #[tokio::test]
 async fn sqlite_is_asked_once_per_read_and_twice_per_refund() {
     asks_per_call(Counting::new(SqliteStore::open_in_memory().unwrap())).await;
+}
+
+/// In this process a lock taken with the call's start saves no request:
+/// the memory store asks for none (`CallStore::locks_at_start`). A
+/// confirmed refund claims its key with its start and locks its order as
+/// its check begins; its replay, answered from its start, locks nothing.
+#[tokio::test]
+async fn memory_locks_a_refund_as_its_check_begins_and_a_replay_not_at_all() {
+    let d = dispatcher(Counting::new(MemoryStore::default()));
+    let store = d.store();
+    let refunded = confirmed_refund(&d, "s1", 500).await;
+    assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
+    assert_eq!(
+        store.take(),
+        asked(&[
+            ("begin_call", 1),
+            ("lock_resource", 1),
+            ("complete_unlocking", 1)
+        ]),
+        "a confirmed refund: its start (with its key's claim), its order's lock, \
+         its result (with the unlock)"
+    );
+    let replayed = confirmed_refund(&d, "s1", 500).await;
+    assert!(replayed.replayed, "{replayed:?}");
+    assert_eq!(store.take(), asked(&[("begin_call", 1)]));
+    assert_eq!(d.state().applied_refunds(), 1);
+}
+
+/// A refund whose start claimed its key without its order's lock (the
+/// memory store's way), while another holds that lock past the wait,
+/// gives its claim back: nothing ran, and the same call, once the lock is
+/// free, runs once.
+#[tokio::test]
+async fn memory_gives_back_a_claim_whose_lock_another_holds() {
+    let d = Dispatcher::builder(tools![refund_order].unwrap(), Arc::new(Shop::new()))
+        .policy(
+            Policy::new()
+                .allow(["refund_order"])
+                .limit("max_refund_cents", 50_000),
+        )
+        .store(Counting::new(MemoryStore::default()))
+        .claim_wait(Duration::from_millis(30))
+        .build()
+        .unwrap();
+    let order = canonical::resource_digest("order", &json!("ORD-1001"));
+    let other = LockAsk {
+        resource: &order,
+        holder: "another call",
+        lease_ms: 60_000,
+    };
+    assert!(d.store().lock_resource(&other, now_ms()).await.unwrap());
+    d.store().take();
+    let waited = confirmed_refund(&d, "s", 700).await;
+    assert_eq!(waited.code, Code::ResourceBusy, "{waited:?}");
+    let asks = d.store().take();
+    assert_eq!(asks.get("release"), Some(&1), "{asks:?}");
+    assert_eq!(asks.get("complete_unlocking"), None, "{asks:?}");
+    assert_eq!(d.state().applied_refunds(), 0);
+
+    d.store()
+        .unlock_resource(&order, "another call")
+        .await
+        .unwrap();
+    let refunded = confirmed_refund(&d, "s", 700).await;
+    assert_eq!(refunded.code, Code::Ok, "{refunded:?}");
+    assert_eq!(d.state().applied_refunds(), 1);
 }
 
 #[tokio::test]

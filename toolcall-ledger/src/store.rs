@@ -137,6 +137,17 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
         }
     }
 
+    /// Whether a side effect's start is to ask for its resource's lock
+    /// ([`CallStart::lock`]): `true`, this default, for a store a request
+    /// away, where the lock taken with the start saves one. A store in the
+    /// caller's process saves nothing by it and answers `false`
+    /// ([`MemoryStore`](crate::store::MemoryStore)): the lock is then taken
+    /// when the business check begins, and a call its start finds completed
+    /// (a replay) never computes its lock's key.
+    fn locks_at_start(&self) -> bool {
+        true
+    }
+
     /// The step count of `session` as it is, without counting one (0 for a
     /// session never seen): what a dry run reads.
     fn peek_step(&self, session: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;

@@ -126,6 +126,10 @@ impl<S: Store, H: Hook> CallStore for Wrapped<S, H> {
             .await
     }
 
+    fn locks_at_start(&self) -> bool {
+        self.inner.locks_at_start()
+    }
+
     async fn peek_step(&self, session: &str) -> Result<u64, StoreError> {
         self.pass("peek_step", Read, self.inner.peek_step(session))
             .await

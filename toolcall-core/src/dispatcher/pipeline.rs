@@ -362,14 +362,15 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
     ) -> Stage<(u64, Option<CallBegun>)> {
         let name = call.tool;
         let mut claim = None;
-        // The lock the start asks for, here until the start says it took
-        // it: a start that finds the key completed (a replay) takes none,
-        // and its lock is not boxed for nothing. Only a side effect's is
+        // The lock the start asks for (of a store a request away, where it
+        // saves one), here until the start says it took it: a start that
+        // finds the key completed (a replay) takes none, and its lock is
+        // not boxed for nothing. Only a side effect's is
         // set (or read back below): the slot is 168 bytes, a copy each time.
         let mut early = None;
         let valid = match checked {
             Ok(prepared) if !call.dry_run => {
-                if prepared.spec.side_effect() {
+                if prepared.spec.side_effect() && self.stages.store.locks_at_start() {
                     early = prepared.early_lock();
                 }
                 // Its lease runs from the call's time, as the lock's does.

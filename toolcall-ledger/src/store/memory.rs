@@ -295,6 +295,11 @@ impl CallStore for MemoryStore {
         Ok(recorded_in(&shard, &slot, now_ms()))
     }
 
+    // In this process, a lock taken with the start saves no request.
+    fn locks_at_start(&self) -> bool {
+        false
+    }
+
     async fn begin_call(&self, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
         if let Some(known) = start.controls
             && self.controls(known).await?.is_some()

@@ -35,6 +35,10 @@ impl<T: Store> CallStore for std::sync::Arc<T> {
         (**self).begin_call(start)
     }
 
+    fn locks_at_start(&self) -> bool {
+        (**self).locks_at_start()
+    }
+
     fn complete_unlocking(
         &self,
         done: &Completion<'_>,
