@@ -49,7 +49,9 @@ impl SqliteStore {
 /// when they are one statement (a single statement reads in a transaction
 /// of its own).
 fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreError> {
-    let session = session_key(start.session);
+    // Its digest, made only for a statement that reads it: a read alone in
+    // its conversation asks for none of them.
+    let session = std::cell::LazyCell::new(|| session_key(start.session));
     let key = start.key.as_str();
     let now = to_sql(start.now_ms);
     if let Some(known) = start.controls {
@@ -134,7 +136,7 @@ fn begin_in(tx: &Connection, start: &CallStart<'_>) -> Result<CallBegun, StoreEr
     if start.taint {
         begun.tainted = Some(
             tx.prepare_cached("SELECT 1 FROM toolcall_taint WHERE session = ?1 AND print = ''")
-                .and_then(|mut s| s.exists([&session]))
+                .and_then(|mut s| s.exists([&*session]))
                 .map_err(StoreError::new)?,
         );
     }
