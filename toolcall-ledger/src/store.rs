@@ -141,9 +141,9 @@ pub trait CallStore: ControlStore + Send + Sync + 'static {
     /// ([`CallStart::lock`]): `true`, this default, for a store a request
     /// away, where the lock taken with the start saves one. A store in the
     /// caller's process saves nothing by it and answers `false`
-    /// ([`MemoryStore`](crate::store::MemoryStore)): the lock is then taken
-    /// when the business check begins, and a call its start finds completed
-    /// (a replay) never computes its lock's key.
+    /// ([`MemoryStore`]): the lock is then taken when the business check
+    /// begins, and a call its start finds completed (a replay) never
+    /// computes its lock's key.
     fn locks_at_start(&self) -> bool {
         true
     }

@@ -116,7 +116,9 @@ pub struct CallStart<'a> {
     pub questions: bool,
     /// A resource to lock, when the call will go on to stages 5 to 8: its
     /// count within `max_calls`, and its key neither completed nor held by
-    /// a running claim.
+    /// a running claim. The dispatcher asks for it only of a store whose
+    /// [`CallStore::locks_at_start`](super::CallStore::locks_at_start) is
+    /// `true`; of another it takes the lock as the business check begins.
     pub lock: Option<LockAsk<'a>>,
     /// The version of the operators' controls the call was judged by (0:
     /// none written), when the store is to make sure of it: if the version
