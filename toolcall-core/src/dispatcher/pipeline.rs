@@ -365,8 +365,8 @@ impl<S: Any + Send + Sync, St: Store> Dispatcher<S, St> {
         // The lock the start asks for (of a store a request away, where it
         // saves one), here until the start says it took it: a start that
         // finds the key completed (a replay) takes none, and its lock is
-        // not boxed for nothing. Only a side effect's is
-        // set (or read back below): the slot is 168 bytes, a copy each time.
+        // not boxed for nothing. Only a side effect's is set (or read back
+        // below): the slot is 168 bytes, a copy each time.
         let mut early = None;
         let valid = match checked {
             Ok(prepared) if !call.dry_run => {
