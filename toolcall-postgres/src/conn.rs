@@ -5,70 +5,56 @@
 //! ([`crate::shared`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row, Statement};
 use toolcall_ledger::store::StoreError;
 
+use crate::shared::SharedConnection;
+
 /// A connection of the store's pool, held until this drops, with the
 /// statements prepared on it (the pool keeps them with the connection).
+/// Once a statement found it ended, it is closed rather than given back
+/// ([`SharedConnection`]).
 pub(crate) struct Conn {
-    client: Held,
+    client: SharedConnection,
+    /// The caller's alone (a transaction can run on it), or shared with
+    /// concurrent statements ([`crate::shared`]).
+    own: bool,
     /// Requests sent, shared by every connection of one store.
     sent: Arc<AtomicU64>,
-}
-
-/// The caller's alone (a transaction can run on it), or shared, with the
-/// mark its slot reads to hand it out no more once a statement found it
-/// gone ([`crate::shared`]).
-enum Held {
-    Own(Box<deadpool_postgres::Object>),
-    Shared(Arc<deadpool_postgres::Object>, Arc<AtomicBool>),
-}
-
-impl std::ops::Deref for Held {
-    type Target = deadpool_postgres::Object;
-
-    fn deref(&self) -> &Self::Target {
-        match self {
-            Held::Own(object) => object,
-            Held::Shared(object, _) => object,
-        }
-    }
 }
 
 impl Conn {
     /// A connection of the caller's own.
     pub(crate) fn own(client: deadpool_postgres::Object, sent: Arc<AtomicU64>) -> Self {
         Conn {
-            client: Held::Own(Box::new(client)),
+            client: SharedConnection::new(client),
+            own: true,
             sent,
         }
     }
 
     /// A connection shared with concurrent statements: no transaction.
-    pub(crate) fn shared(
-        client: Arc<deadpool_postgres::Object>,
-        gone: Arc<AtomicBool>,
-        sent: Arc<AtomicU64>,
-    ) -> Self {
+    pub(crate) fn shared(client: SharedConnection, sent: Arc<AtomicU64>) -> Self {
         Conn {
-            client: Held::Shared(client, gone),
+            client,
+            own: false,
             sent,
         }
     }
 
-    /// `result`, having marked a shared connection gone when it says the
+    /// `result`, having marked the connection gone when it says the
     /// connection ended. The client learns that its connection closed only
     /// when the connection's task has run, which a loaded runtime may not
     /// have done yet: until then the connection would be handed out again,
     /// and each statement sent on it would fail.
     fn seen<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
-        if let (Held::Shared(_, gone), Err(error)) = (&self.client, &result)
+        if let Err(error) = &result
             && ended(error)
         {
-            gone.store(true, Ordering::Relaxed);
+            self.client.mark_gone();
         }
         result
     }
@@ -137,10 +123,13 @@ impl Conn {
     pub(crate) async fn transaction(
         &mut self,
     ) -> Result<deadpool_postgres::Transaction<'_>, StoreError> {
-        let Held::Own(client) = &mut self.client else {
-            return Err(StoreError::new(
-                "a transaction on a shared connection (a defect of toolcall-postgres)",
-            ));
+        let client = match self.client.get_mut() {
+            Some(client) if self.own => client,
+            _ => {
+                return Err(StoreError::new(
+                    "a transaction on a shared connection (a defect of toolcall-postgres)",
+                ));
+            }
         };
         self.sent.fetch_add(2, Ordering::Relaxed);
         client.transaction().await.map_err(StoreError::new)

@@ -194,7 +194,7 @@ pub use approvals::DECISION_CHANNEL;
 /// The pool's crate, for the types [`Pool::get`] hands out.
 pub use deadpool_postgres;
 use schema::{migrate, quote};
-pub use shared::Pool;
+pub use shared::{Pool, SharedConnection};
 pub use tls::{ConnectionString, TlsMode, connect};
 use toolcall_ledger::store::CallStore;
 use toolcall_ledger::store::ControlStore;
@@ -312,7 +312,7 @@ impl PostgresStore {
     /// is sent.
     async fn reader(&self) -> Result<Conn, StoreError> {
         match self.shared.get(&self.url, &self.pool).await? {
-            Some((shared, gone)) => Ok(Conn::shared(shared, gone, Arc::clone(&self.sent))),
+            Some(shared) => Ok(Conn::shared(shared, Arc::clone(&self.sent))),
             None => self.client().await,
         }
     }

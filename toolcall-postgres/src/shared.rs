@@ -25,16 +25,78 @@ use toolcall_ledger::store::StoreError;
 
 use crate::tls::ConnectionString;
 
-/// A shared connection, and whether a statement sent on it found it gone
-/// (before its client learned it closed).
-type Slot = (Arc<Object>, Arc<AtomicBool>);
+/// A connection of a [`Pool`] that concurrent reads share
+/// ([`Pool::shared`]): a `deadpool_postgres::Object` to read on, through
+/// `Deref` (`&*connection` where a `GenericClient` is asked for), cloned
+/// as cheaply as an `Arc`. It goes back to the pool when the last task
+/// holding it drops it, unless a statement of the store found it ended:
+/// then it is closed instead, so that no one is handed it again. (A
+/// connection the server ended is known to its client only once the
+/// connection's task has run, which a loaded runtime may not have done
+/// yet; until then the pool would take it back as sound, and the next
+/// statement sent on it would fail.)
+#[derive(Clone, Debug)]
+pub struct SharedConnection(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
+    object: Option<Object>,
+    gone: AtomicBool,
+}
+
+impl SharedConnection {
+    pub(crate) fn new(object: Object) -> Self {
+        SharedConnection(Arc::new(Held {
+            object: Some(object),
+            gone: AtomicBool::new(false),
+        }))
+    }
+
+    /// Hands this connection out no more, and closes it when its last
+    /// holder drops it.
+    pub(crate) fn mark_gone(&self) {
+        self.0.gone.store(true, Ordering::Relaxed);
+    }
+
+    /// The connection, when no one else holds it (a transaction needs it
+    /// so).
+    pub(crate) fn get_mut(&mut self) -> Option<&mut Object> {
+        Arc::get_mut(&mut self.0).and_then(|held| held.object.as_mut())
+    }
+
+    fn is_gone(&self) -> bool {
+        self.0.gone.load(Ordering::Relaxed) || self.is_closed()
+    }
+}
+
+impl std::ops::Deref for SharedConnection {
+    type Target = Object;
+
+    fn deref(&self) -> &Object {
+        self.0
+            .object
+            .as_ref()
+            .expect("a shared connection holds its object until it drops")
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if *self.gone.get_mut()
+            && let Some(object) = self.object.take()
+        {
+            // Out of the pool for good: dropped here, the client closes.
+            drop(Object::take(object));
+        }
+    }
+}
 
 /// A few connections of one pool, each shared by concurrent statements; a
 /// connection that closed (the server restarted, the connection was
 /// terminated) is replaced by another of the pool when next asked for.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    slots: Vec<tokio::sync::Mutex<Option<Slot>>>,
+    slots: Vec<tokio::sync::Mutex<Option<SharedConnection>>>,
     next: AtomicUsize,
 }
 
@@ -61,25 +123,23 @@ impl Shared {
         &self,
         url: &ConnectionString,
         pool: &deadpool_postgres::Pool,
-    ) -> Result<Option<Slot>, StoreError> {
+    ) -> Result<Option<SharedConnection>, StoreError> {
         if self.slots.is_empty() {
             return Ok(None);
         }
         let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
         let mut slot = self.slots[turn].lock().await;
-        if let Some((held, gone)) = slot.as_ref()
-            && !held.is_closed()
-            && !gone.load(Ordering::Relaxed)
+        if let Some(held) = slot.as_ref()
+            && !held.is_gone()
         {
-            return Ok(Some((Arc::clone(held), Arc::clone(gone))));
+            return Ok(Some(held.clone()));
         }
-        // A closed connection goes back to the pool (which drops it) once
-        // the statements still holding it are done.
+        // A connection found ended is closed once the statements still
+        // holding it are done; one the client saw close, the pool drops.
         *slot = None;
-        let object = Arc::new(url.checkout(pool).await?);
-        let gone = Arc::new(AtomicBool::new(false));
-        *slot = Some((Arc::clone(&object), Arc::clone(&gone)));
-        Ok(Some((object, gone)))
+        let shared = SharedConnection::new(url.checkout(pool).await?);
+        *slot = Some(shared.clone());
+        Ok(Some(shared))
     }
 }
 
@@ -140,10 +200,10 @@ impl Pool {
     /// a transaction, [`get`](Pool::get) one of your own: statements on one
     /// connection run one after another at the server, and commits sent
     /// there would wait for the log in turn rather than together.
-    pub async fn shared(&self) -> Result<std::sync::Arc<deadpool_postgres::Object>, StoreError> {
+    pub async fn shared(&self) -> Result<SharedConnection, StoreError> {
         match self.shared.get(&self.url, &self.pool).await? {
-            Some((shared, _)) => Ok(shared),
-            None => Ok(std::sync::Arc::new(self.get().await?)),
+            Some(shared) => Ok(shared),
+            None => Ok(SharedConnection::new(self.get().await?)),
         }
     }
 }
@@ -159,5 +219,40 @@ mod tests {
         assert_eq!(shared(2), 1);
         assert_eq!(shared(8), 2);
         assert_eq!(shared(16), 4);
+    }
+
+    /// A shared connection a statement found ended is closed when its
+    /// last holder drops it, never taken back by the pool: the pool would
+    /// take it as sound until its client learned it closed, and hand it to
+    /// the next task, whose statement would fail too.
+    #[tokio::test]
+    async fn a_shared_connection_found_ended_is_closed_not_pooled() {
+        let Some(url) = toolcall_testkit::run::postgres_url("the shared connections") else {
+            return;
+        };
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let pool = Pool::connect(&format!("{url}{separator}pool_max_size=4"))
+            .await
+            .unwrap();
+        let ended = pool.shared().await.unwrap();
+        let id = Object::id(&ended);
+        ended.mark_gone();
+        let next = pool.shared().await.unwrap();
+        assert_ne!(
+            Object::id(&next),
+            id,
+            "an ended connection handed out again"
+        );
+        drop(ended);
+        // Every other connection the pool has to give (`next` stays shared).
+        let mut others = Vec::new();
+        for _ in 0..3 {
+            others.push(pool.get().await.unwrap());
+        }
+        assert!(
+            others.iter().all(|other| Object::id(other) != id),
+            "the pool took back a connection found ended"
+        );
+        assert_eq!(pool.pool.status().size, 4);
     }
 }

@@ -8,11 +8,11 @@
 //! the refund or refuses it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
+use toolcall_postgres::SharedConnection;
 use toolcall_postgres::deadpool_postgres::{GenericClient, Object};
 
 use crate::catalog::{Catalog, before_any_change, currency, not_applied, now_ms, unavailable};
@@ -143,7 +143,7 @@ impl PostgresShop {
 
     /// A connection for reads, shared with other tasks' statements (what
     /// they send at once goes out together), its statements prepared once.
-    async fn client(&self) -> Result<Arc<Object>, BackendError> {
+    async fn client(&self) -> Result<SharedConnection, BackendError> {
         self.pool.shared().await.map_err(unavailable)
     }
 

@@ -11,13 +11,12 @@
 //! ```
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolcall::{Caller, Ctx, Policy, Rejection, ToolError, tool, tools};
 use toolcall_cli::{App, StoreSpec};
-use toolcall_postgres::Pool;
 use toolcall_postgres::deadpool_postgres::{Object, tokio_postgres};
+use toolcall_postgres::{Pool, SharedConnection};
 
 /// The application's state: a pool of its own on the store's database,
 /// where its table lives beside the pipeline's.
@@ -62,7 +61,7 @@ impl Ops {
 
     /// A connection shared with the other reads of the moment, for a
     /// statement that only reads; a failed checkout sent nothing either.
-    async fn reader(&self) -> Result<Arc<Object>, ToolError> {
+    async fn reader(&self) -> Result<SharedConnection, ToolError> {
         self.pool.shared().await.map_err(ToolError::not_applied)
     }
 }
@@ -165,6 +164,7 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use toolcall::{Call, Code, Dispatcher};
