@@ -18,10 +18,9 @@ use crate::shared::SharedConnection;
 /// Once a statement found it ended, it is closed rather than given back
 /// ([`SharedConnection`]).
 pub(crate) struct Conn {
-    client: SharedConnection,
     /// The caller's alone (a transaction can run on it), or shared with
-    /// concurrent statements ([`crate::shared`]).
-    own: bool,
+    /// concurrent statements ([`crate::shared`]), which its slot holds too.
+    client: SharedConnection,
     /// Requests sent, shared by every connection of one store.
     sent: Arc<AtomicU64>,
 }
@@ -31,18 +30,13 @@ impl Conn {
     pub(crate) fn own(client: deadpool_postgres::Object, sent: Arc<AtomicU64>) -> Self {
         Conn {
             client: SharedConnection::new(client),
-            own: true,
             sent,
         }
     }
 
     /// A connection shared with concurrent statements: no transaction.
     pub(crate) fn shared(client: SharedConnection, sent: Arc<AtomicU64>) -> Self {
-        Conn {
-            client,
-            own: false,
-            sent,
-        }
+        Conn { client, sent }
     }
 
     /// `result`, having marked the connection gone when it says the
@@ -123,13 +117,10 @@ impl Conn {
     pub(crate) async fn transaction(
         &mut self,
     ) -> Result<deadpool_postgres::Transaction<'_>, StoreError> {
-        let client = match self.client.get_mut() {
-            Some(client) if self.own => client,
-            _ => {
-                return Err(StoreError::new(
-                    "a transaction on a shared connection (a defect of toolcall-postgres)",
-                ));
-            }
+        let Some(client) = self.client.get_mut() else {
+            return Err(StoreError::new(
+                "a transaction on a shared connection (a defect of toolcall-postgres)",
+            ));
         };
         self.sent.fetch_add(2, Ordering::Relaxed);
         client.transaction().await.map_err(StoreError::new)
