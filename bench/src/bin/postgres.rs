@@ -42,9 +42,21 @@
 //!   the floor: the bare statements a refund's claim and its record need
 //!   (an `INSERT ... ON CONFLICT` claim, then the result's `UPSERT`),
 //!   prepared once, sent by the same driver on one connection per process.
+//! * **CPU a call.** Beside W and each rate, where the server runs on this
+//!   machine (its processes found in `/proc`): the server's CPU time a call
+//!   (or an insert), its backends' and its helpers' (the WAL writer's...),
+//!   those that ended included; and the CPU time of the processes making
+//!   the calls, their own count around their calls (`/proc/self/task/*/schedstat`).
+//!   On a machine whose cores the server and the clients share, the two
+//!   add up to what bounds the rate. Every process connects first, and all
+//!   start their calls together when the last is ready, so the server's
+//!   count is read around the calls, not the connecting; it is read in
+//!   clock ticks (10 ms), a fair figure over a run of a second or more,
+//!   not over a handful of calls.
 //!
 //! Each line printed is one JSON object.
 
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -342,17 +354,23 @@ async fn parent(args: &Args) {
         keep_rows(&url, args.kept).await;
         println!("{}", json!({ "kept": args.kept }));
     }
-    let w = raw_insert_rate(&url, 8, args.calls * 4).await;
+    let inserts = args.calls * 4;
+    let cpu_before = server_cpu();
+    let w = raw_insert_rate(&url, 8, inserts).await;
     println!(
         "{}",
-        json!({ "raw_insert_rate": w.round(), "connections": 8 })
+        json!({
+            "raw_insert_rate": w.round(),
+            "connections": 8,
+            "postgres_cpu_us_a_call": per_call_us(cpu_before, server_cpu(), 8 * inserts),
+        })
     );
 
     // One process with 1, 8 and 32 conversations; 8 processes of one
     // conversation each.
     for kind in ["read", "refund", "app_refund", "floor"] {
         for (conversations, processes) in [(1usize, 1usize), (8, 1), (32, 1), (8, 8)] {
-            let children: Vec<_> = (0..processes)
+            let mut children: Vec<_> = (0..processes)
                 .map(|process| {
                     Command::new(std::env::current_exe().expect("this program"))
                         .args([
@@ -367,24 +385,51 @@ async fn parent(args: &Args) {
                             "--calls",
                             &args.calls.to_string(),
                         ])
+                        .stdin(Stdio::piped())
                         .stdout(Stdio::piped())
                         .spawn()
                         .expect("a process")
                 })
                 .collect();
+            // Every process connected and ready before any calls: they
+            // start together, and the server's CPU is read around their
+            // calls, not around their connecting.
+            let mut outputs: Vec<_> = children
+                .iter_mut()
+                .map(|child| {
+                    let mut output = BufReader::new(child.stdout.take().expect("its output"));
+                    let mut ready = String::new();
+                    output.read_line(&mut ready).expect("its start");
+                    assert_eq!(ready.trim(), "ready", "a process did not start");
+                    output
+                })
+                .collect();
+            let cpu_before = server_cpu();
+            for child in &mut children {
+                writeln!(child.stdin.as_mut().expect("its input")).expect("its go");
+            }
+            let mut lines = Vec::new();
+            for output in &mut outputs {
+                let mut line = String::new();
+                output.read_line(&mut line).expect("its latencies");
+                lines.push(line);
+            }
+            let cpu_after = server_cpu();
             let mut micros: Vec<u64> = Vec::new();
             let mut rate = 0.0;
-            for child in children {
-                let out = child.wait_with_output().expect("its output");
-                assert!(out.status.success(), "a process failed");
-                let line: serde_json::Value =
-                    serde_json::from_slice(&out.stdout).expect("its latencies");
+            let mut clients_cpu = 0.0;
+            for (mut child, line) in children.into_iter().zip(lines) {
+                drop(child.stdin.take());
+                assert!(child.wait().expect("its end").success(), "a process failed");
+                let line: serde_json::Value = serde_json::from_str(&line).expect("its latencies");
                 let calls: Vec<u64> =
                     serde_json::from_value(line["micros"].clone()).expect("its latencies");
                 // The processes run at once: their rates add up.
                 rate += calls.len() as f64 / line["seconds"].as_f64().expect("its time");
+                clients_cpu += line["cpu_seconds"].as_f64().unwrap_or(f64::NAN);
                 micros.extend(calls);
             }
+            let server = per_call_us(cpu_before, cpu_after, micros.len());
             micros.sort_unstable();
             let at = |q: f64| micros[((micros.len() as f64 * q) as usize).min(micros.len() - 1)];
             println!(
@@ -398,6 +443,8 @@ async fn parent(args: &Args) {
                     "of_raw_insert_rate": (rate / w * 100.0).round() / 100.0,
                     "p50_us": at(0.50),
                     "p99_us": at(0.99),
+                    "postgres_cpu_us_a_call": server,
+                    "clients_cpu_us_a_call": (clients_cpu / micros.len() as f64 * 1e6).round(),
                 })
             );
         }
@@ -433,7 +480,15 @@ async fn child(args: &Args, kind: &str) {
         )
         .await
         .expect("the record");
+    // Ready, then wait for the parent's go (a line on the standard input),
+    // so that every process starts its calls at once.
+    println!("ready");
+    std::io::stdout().flush().expect("the start said");
+    std::io::stdin()
+        .read_line(&mut String::new())
+        .expect("the parent's go");
     let stamp = toolcall::store::now_ms();
+    let cpu_before = own_cpu();
     let started_all = Instant::now();
     let tasks: Vec<_> = (0..conversations)
         .map(|c| {
@@ -480,7 +535,83 @@ async fn child(args: &Args, kind: &str) {
         all.extend(task.await.expect("a conversation"));
     }
     let seconds = started_all.elapsed().as_secs_f64();
-    println!("{}", json!({ "micros": all, "seconds": seconds }));
+    let cpu_seconds = own_cpu() - cpu_before;
+    println!(
+        "{}",
+        json!({ "micros": all, "seconds": seconds, "cpu_seconds": cpu_seconds })
+    );
+}
+
+/// The CPU seconds this process's threads have run, as the scheduler
+/// counts them (nanoseconds, `/proc/self/task/*/schedstat`): its runtime's
+/// threads live as long as it does, so the difference of two readings is
+/// what the calls between them cost it. 0 without `/proc`.
+fn own_cpu() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let nanos: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    nanos as f64 / 1e9
+}
+
+/// The CPU seconds the Postgres server on this machine has used so far:
+/// each of its processes' own time, and the time of the processes each
+/// has reaped (a backend ends with its connection, and its time then
+/// counts in the postmaster's), read from `/proc/<pid>/stat` in clock
+/// ticks (Linux reports them at 100 a second). This benchmark's processes
+/// share the server's name and are left out by their executable. `None`
+/// where no server process is found: a server on another machine.
+fn server_cpu() -> Option<f64> {
+    const TICKS_A_SECOND: f64 = 100.0;
+    let ours = std::env::current_exe().ok();
+    let mut ticks = 0u64;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = entry.path();
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        let Some(its) = postgres_ticks(&stat) else {
+            continue;
+        };
+        if ours.is_some() && std::fs::read_link(path.join("exe")).ok() == ours {
+            continue;
+        }
+        ticks += its;
+        found = true;
+    }
+    found.then(|| ticks as f64 / TICKS_A_SECOND)
+}
+
+/// The CPU ticks of a process named `postgres`, its own and its reaped
+/// children's (utime, stime, cutime and cstime: fields 14 to 17), from its
+/// `/proc/<pid>/stat`; `None` for a process of another name.
+fn postgres_ticks(stat: &str) -> Option<u64> {
+    // The name is in parentheses and may hold anything, `) ` included: the
+    // fields are what follows the last `) `, from the state (field 3) on.
+    let (head, rest) = stat.rsplit_once(") ")?;
+    if !head.ends_with(" (postgres") {
+        return None;
+    }
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(
+        fields
+            .get(11..15)?
+            .iter()
+            .filter_map(|field| field.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+/// Microseconds a call of the server's CPU between two readings of
+/// [`server_cpu`], rounded; `None` where it could not be read.
+fn per_call_us(before: Option<f64>, after: Option<f64>, calls: usize) -> Option<f64> {
+    let (before, after) = (before?, after?);
+    Some(((after - before) / calls as f64 * 1e6).round())
 }
 
 /// The server's own rate of single-row inserts, each its own transaction
@@ -558,4 +689,27 @@ async fn raw_insert_rate(url: &str, connections: usize, inserts: usize) -> f64 {
         .await
         .expect("the table dropped");
     rate
+}
+
+#[cfg(test)]
+mod tests {
+    use super::postgres_ticks;
+
+    #[test]
+    fn a_servers_ticks_are_its_own_and_its_reaped_backends() {
+        // The postmaster: utime 1, stime 24, cutime 4075, cstime 2112.
+        let postmaster = "2248 (postgres) S 1 2248 2248 0 -1 4194304 9150 412666 0 26 \
+                          1 24 4075 2112 20 0 1 0 1234 218284032 7000";
+        assert_eq!(postgres_ticks(postmaster), Some(1 + 24 + 4075 + 2112));
+        // A name with a space and a parenthesis is not the server's, and
+        // does not shift the fields of one that is.
+        let other = "77 (postgres) x) S 1 77 77 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 9 1 1";
+        assert_eq!(postgres_ticks(other), None);
+        assert_eq!(
+            postgres_ticks("12 (bash) S 1 12 12 0 -1 0 0 0 0 0 5 6 7 8"),
+            None
+        );
+        // Cut short: nothing read, rather than a wrong count.
+        assert_eq!(postgres_ticks("12 (postgres) S 1 12"), None);
+    }
 }
