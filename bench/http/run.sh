@@ -180,10 +180,12 @@ server_wait() {
 cpu_times() {
     awk '/^cpu[0-9]/ { busy = $2 + $3 + $4 + $7 + $8 + $9; printf "%s %d %d ", $1, busy, busy + $5 + $6 }' /proc/stat
 }
-# CPU seconds used so far by the processes named postgres (the server's backends).
+# CPU seconds used so far by the processes named postgres (the server's
+# backends and helpers), with those of their children they have reaped: a
+# backend whose connection ends within the run counts in the postmaster's.
 postgres_cpu() {
     { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v hz="$(getconf CLK_TCK)" \
-        '/^[0-9]+ \(postgres\) / { s += $14 + $15 } END { print s / hz }'
+        '/^[0-9]+ \(postgres\) / { s += $14 + $15 + $16 + $17 } END { print s / hz }'
 }
 # The machine's busy share (all CPUs, percent) over the next second.
 busy_now() {
