@@ -535,7 +535,9 @@ async fn child(args: &Args, kind: &str) {
         all.extend(task.await.expect("a conversation"));
     }
     let seconds = started_all.elapsed().as_secs_f64();
-    let cpu_seconds = own_cpu() - cpu_before;
+    let cpu_seconds = own_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     println!(
         "{}",
         json!({ "micros": all, "seconds": seconds, "cpu_seconds": cpu_seconds })
@@ -545,17 +547,16 @@ async fn child(args: &Args, kind: &str) {
 /// The CPU seconds this process's threads have run, as the scheduler
 /// counts them (nanoseconds, `/proc/self/task/*/schedstat`): its runtime's
 /// threads live as long as it does, so the difference of two readings is
-/// what the calls between them cost it. 0 without `/proc`.
-fn own_cpu() -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    let nanos: u64 = tasks
+/// what the calls between them cost it. `None` without `/proc`, rather
+/// than a count of nothing.
+fn own_cpu() -> Option<f64> {
+    let nanos: u64 = std::fs::read_dir("/proc/self/task")
+        .ok()?
         .flatten()
         .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
         .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
-    nanos as f64 / 1e9
+    Some(nanos as f64 / 1e9)
 }
 
 /// The CPU seconds the Postgres server on this machine has used so far:
@@ -598,13 +599,11 @@ fn postgres_ticks(stat: &str) -> Option<u64> {
         return None;
     }
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(
-        fields
-            .get(11..15)?
-            .iter()
-            .filter_map(|field| field.parse::<u64>().ok())
-            .sum(),
-    )
+    fields
+        .get(11..15)?
+        .iter()
+        .map(|field| field.parse::<u64>().ok())
+        .sum()
 }
 
 /// Microseconds a call of the server's CPU between two readings of
@@ -709,7 +708,10 @@ mod tests {
             postgres_ticks("12 (bash) S 1 12 12 0 -1 0 0 0 0 0 5 6 7 8"),
             None
         );
-        // Cut short: nothing read, rather than a wrong count.
+        // Cut short, or a time that is not a number: nothing read, rather
+        // than a wrong count.
         assert_eq!(postgres_ticks("12 (postgres) S 1 12"), None);
+        let garbled = "12 (postgres) S 1 12 12 0 -1 0 0 0 0 0 5 x 7 8 20";
+        assert_eq!(postgres_ticks(garbled), None);
     }
 }
