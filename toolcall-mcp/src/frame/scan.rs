@@ -157,29 +157,98 @@ impl Scanner {
     /// Scans the next bytes of the frame.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         let mut at = 0;
-        while let Some(&byte) = bytes.get(at) {
-            // Inside a string that is neither a member name nor a kept
-            // value, only its end or an escape changes anything: the bytes
-            // up to the next `"` or `\` are passed over at once.
-            if self.in_string
-                && !self.escaped
-                && self.key_of.is_none()
-                && self.capturing().is_none()
-            {
-                let rest = &bytes[at..];
-                let plain = rest
-                    .iter()
-                    .position(|&byte| byte == b'"' || byte == b'\\')
-                    .unwrap_or(rest.len());
-                if plain > 0 {
-                    at += plain;
-                    self.pos += plain;
-                    continue;
-                }
+        while at < bytes.len() {
+            let passed = self.pass_over(&bytes[at..]);
+            if passed > 0 {
+                at += passed;
+                self.pos += passed;
+                continue;
             }
-            self.step(byte);
+            self.step(bytes[at]);
             self.pos += 1;
             at += 1;
+        }
+    }
+
+    /// Takes the next bytes of `rest` that change nothing but where the
+    /// scan is, or only the member name being read (which is copied): how
+    /// many. [`step`](Self::step) would do the same with each of them, one
+    /// at a time (the unit tests hold the two to the same scans).
+    fn pass_over(&mut self, rest: &[u8]) -> usize {
+        // The bytes of a kept `id` or `method`, and an escape's second
+        // byte, go one at a time.
+        if self.escaped || self.capturing().is_some() {
+            return 0;
+        }
+        if self.level_at(self.depth).is_none() {
+            return self.pass_unfollowed(rest);
+        }
+        if !self.in_string {
+            return 0;
+        }
+        // A string at a followed level: only its end or an escape changes
+        // anything.
+        let plain = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+        if let Some(level) = self.key_of {
+            let key = &mut self.levels[level];
+            let room = MAX_KEY_BYTES.saturating_sub(key.key.len());
+            key.key.extend_from_slice(&rest[..plain.min(room)]);
+            key.key_too_long |= plain > room;
+        }
+        plain
+    }
+
+    /// [`pass_over`](Self::pass_over) inside a value no level follows
+    /// (`_meta`'s, the arguments'): strings, escapes and nesting within it
+    /// change nothing but where the scan is. It stops at a byte that could
+    /// change more: a bracket that opens the top-level value, or one that
+    /// closes back to a followed level.
+    fn pass_unfollowed(&mut self, rest: &[u8]) -> usize {
+        let mut at = 0;
+        loop {
+            if self.in_string {
+                let Some(found) = memchr::memchr2(b'"', b'\\', &rest[at..]) else {
+                    return rest.len();
+                };
+                at += found;
+                if rest[at] == b'"' {
+                    self.in_string = false;
+                    at += 1;
+                } else if at + 1 < rest.len() {
+                    // An escape and the byte it escapes.
+                    at += 2;
+                } else {
+                    self.escaped = true;
+                    return rest.len();
+                }
+                continue;
+            }
+            let Some(found) = rest[at..]
+                .iter()
+                .position(|byte| matches!(byte, b'"' | b'{' | b'}' | b'[' | b']'))
+            else {
+                return rest.len();
+            };
+            at += found;
+            match rest[at] {
+                b'"' => self.in_string = true,
+                b'{' | b'[' if self.depth > 0 => self.depth += 1,
+                b'}' | b']' if self.depth > 0 && self.level_at(self.depth - 1).is_none() => {
+                    self.depth -= 1;
+                }
+                _ => return at,
+            }
+            at += 1;
+        }
+    }
+
+    /// Scans `bytes` one at a time, without [`pass_over`](Self::pass_over):
+    /// what [`feed`](Self::feed) must find.
+    #[cfg(test)]
+    pub(crate) fn feed_bytewise(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.step(byte);
+            self.pos += 1;
         }
     }
 

@@ -411,3 +411,54 @@ fn a_call_read_directly_is_what_rmcp_reads() {
     // Most of the frames above take the direct reading.
     assert!(direct >= 15, "{direct}");
 }
+
+/// `feed` passes over the bytes that change nothing at once; scanning every
+/// byte one at a time must leave the scanner exactly as it does, on any
+/// text cut anywhere: valid frames, frames with bytes changed (quotes,
+/// escapes, brackets, long member names) or cut short, and random bytes.
+#[test]
+fn passing_over_bytes_scans_as_reading_each() {
+    let mut generator = Gen(0x2545_F491_4F6C_DD1D);
+    let specials: &[u8] = b"\"\\{}[],: x\x80";
+    let long_name = format!("\"{}\"", "n".repeat(70));
+    for round in 0..4000 {
+        let arguments = generator.value(1);
+        let mut text = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"t","arguments":{arguments},{long_name}:1,"_meta":{}}}}}"#,
+            generator.next(1000),
+            generator.value(2)
+        )
+        .into_bytes();
+        match round % 4 {
+            0 => {}
+            1 => {
+                for _ in 0..=generator.next(3) {
+                    let at = generator.next(text.len() as u64) as usize;
+                    text[at] = specials[generator.next(specials.len() as u64) as usize];
+                }
+            }
+            2 => text.truncate(generator.next(text.len() as u64) as usize),
+            _ => {
+                text = (0..generator.next(200))
+                    .map(|_| specials[generator.next(specials.len() as u64) as usize])
+                    .collect();
+            }
+        }
+        let mut bytewise = Scanner::default();
+        bytewise.feed_bytewise(&text);
+        let mut fed = Scanner::default();
+        let mut rest = &text[..];
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(1 + generator.next(rest.len() as u64) as usize);
+            fed.feed(chunk);
+            rest = after;
+        }
+        let shown = String::from_utf8_lossy(&text);
+        assert_eq!(format!("{fed:?}"), format!("{bytewise:?}"), "{shown}");
+        assert_eq!(
+            format!("{:?}", fed.finish()),
+            format!("{:?}", bytewise.finish()),
+            "{shown}"
+        );
+    }
+}
